@@ -1,0 +1,263 @@
+"""The contract every online learner follows (DESIGN §3), implemented once.
+
+A learner is a thin Python class over numba kernels:
+
+* ``__init__`` stores hyper-parameters verbatim; :meth:`get_params` / :meth:`set_params` read
+  them from the signature, so ``sklearn.base.clone`` works without importing scikit-learn here.
+* All learned state is ``self.state_``: a flat ``dict[str, np.ndarray]`` (float64 / int64 /
+  uint64, C-contiguous).  Scalars are arrays of shape ``(1,)`` so kernels can update them in
+  place.  Everything that influences future updates lives there — weights, averages, counters,
+  class statistics, buffers, RNG state, scaler statistics — so
+  ``Learner.from_state(params, learner.get_state())`` continues bit for bit.
+* Validation and coercion happen once per batch here; kernels do none.
+
+A subclass provides:
+
+``_validate_params()``
+    raise ``ValueError`` naming the bad hyper-parameter and the accepted values.
+``_initial_state(n_features) -> dict``
+    the state of a learner that has seen nothing (without the scaler arrays and
+    ``n_features``, which this class adds).
+``_learn(X, y, scores)``
+    learn the batch in order with ONE kernel call; ``X`` is a dense float64 array or a
+    :class:`~core.validation.CSRMatrix` (already scaled), ``y`` int64 in {-1, +1}; when
+    ``scores`` has length ``n_samples`` the kernel writes each event's pre-update score into it
+    (an empty ``scores`` means "not wanted", which spares the work).
+``_decision(X) -> np.ndarray``
+    scores of the served model (the averaged iterate where the learner averages).
+``coef_``
+    the served weight vector.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar
+
+import numpy as np
+
+from core.preprocessing import check_scaling, initial_scaler_state, scale_batch
+from core.validation import CSRMatrix, as_features, check_batch
+
+STATE_DTYPES = (np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.uint64))
+NO_SCORES = np.empty(0, dtype=np.float64)
+
+
+class NotFittedError(ValueError, AttributeError):
+    """Raised when scoring with a learner that has no state yet (as scikit-learn does)."""
+
+
+class OnlineLearner:
+    """Base class of every aucstream learner; see the module docstring for the contract."""
+
+    #: the registry name (``make_learner(name)``)
+    name: ClassVar[str] = ""
+    #: whether the algorithm accepts CSR input
+    supports_sparse: ClassVar[bool] = True
+
+    # ------------------------------------------------------------------ parameters
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        return [p.name for p in parameters if p.name != "self" and p.kind is not p.VAR_KEYWORD]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Hyper-parameters as passed to ``__init__`` (JSON-able)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params) -> OnlineLearner:
+        valid = set(self._param_names())
+        for key, value in params.items():
+            if key not in valid:
+                raise ValueError(
+                    f"unknown parameter {key!r} for learner {self.name!r}; "
+                    f"accepted: {', '.join(sorted(valid))}"
+                )
+            setattr(self, key, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {
+            p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()
+        }
+        changed = [
+            f"{k}={v!r}" for k, v in self.get_params().items() if defaults.get(k) != v
+        ]
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    def validate_params(self) -> None:
+        """Check every hyper-parameter now; raises ValueError naming the first bad one."""
+        check_scaling(self.scaling)
+        self._validate_params()
+
+    # ------------------------------------------------------------------ subclass hooks
+    def _validate_params(self) -> None:  # pragma: no cover - every learner overrides
+        raise NotImplementedError
+
+    def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _decision(self, X) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ state
+    @property
+    def is_initialized(self) -> bool:
+        return hasattr(self, "state_")
+
+    @property
+    def n_features_in_(self) -> int:
+        self._check_initialized()
+        return int(self.state_["n_features"][0])
+
+    def initialize(self, n_features: int) -> OnlineLearner:
+        """Start from scratch for ``n_features`` features (a model that has seen nothing)."""
+        self.validate_params()
+        if isinstance(n_features, bool) or not isinstance(n_features, int | np.integer):
+            raise ValueError(f"n_features must be a positive integer, got {n_features!r}")
+        if n_features < 1:
+            raise ValueError(f"n_features must be a positive integer, got {n_features}")
+        state = {"n_features": np.array([n_features], dtype=np.int64)}
+        state.update(self._initial_state(int(n_features)))
+        state.update(initial_scaler_state(self.scaling, int(n_features)))
+        self.state_ = state
+        return self
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """A copy of the learned state: flat dict of C-contiguous float64/int64/uint64 arrays."""
+        self._check_initialized()
+        return {key: value.copy() for key, value in self.state_.items()}
+
+    @classmethod
+    def from_state(cls, params: dict[str, Any], state: dict[str, np.ndarray]) -> OnlineLearner:
+        """Rebuild a learner from ``get_params()`` and ``get_state()``; continues bit for bit.
+
+        The arrays are checked against the state layout the parameters imply (same keys,
+        dtypes and shapes) so a truncated or foreign state is rejected with a ValueError.
+        """
+        learner = cls(**params)
+        try:
+            n_features = int(np.asarray(state["n_features"]).reshape(-1)[0])
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise ValueError("state has no valid 'n_features' entry") from None
+        template = learner.initialize(n_features).state_
+        missing = sorted(set(template) - set(state))
+        extra = sorted(set(state) - set(template))
+        if missing or extra:
+            raise ValueError(
+                f"state does not match learner {cls.name!r} with these parameters: "
+                f"missing {missing}, unexpected {extra}"
+            )
+        restored = {}
+        for key, expected in template.items():
+            value = np.asarray(state[key])
+            if value.dtype != expected.dtype or value.shape != expected.shape:
+                raise ValueError(
+                    f"state array {key!r} has dtype {value.dtype} and shape {value.shape}; "
+                    f"expected {expected.dtype} and {expected.shape}"
+                )
+            restored[key] = np.array(value, dtype=expected.dtype, order="C", copy=True)
+        learner.state_ = restored
+        return learner
+
+    def _check_initialized(self) -> None:
+        if not hasattr(self, "state_"):
+            raise NotFittedError(
+                f"this {type(self).__name__} has learned nothing yet; "
+                "call partial_fit, fit or initialize first"
+            )
+
+    # ------------------------------------------------------------------ learning
+    def _coerce(self, X, y=None):
+        n_features = self.n_features_in_ if self.is_initialized else None
+        if y is None:
+            return as_features(X, n_features, accept_sparse=self.supports_sparse), None
+        return check_batch(X, y, n_features, accept_sparse=self.supports_sparse)
+
+    def _learn_batch(self, X, y, want_scores: bool) -> np.ndarray:
+        if not self.is_initialized:
+            self.validate_params()
+        features, labels = self._coerce(X, y)
+        if not self.is_initialized:
+            self.initialize(features.shape[1])
+        if self.scaling == "standard" and isinstance(features, CSRMatrix):
+            # raise before any statistics move: a rejected batch changes nothing
+            scale_batch(self.scaling, self.state_, features, learn=False)
+        features = scale_batch(self.scaling, self.state_, features, learn=True)
+        scores = np.empty(len(labels)) if want_scores else NO_SCORES
+        self._learn(features, labels, scores)
+        return scores
+
+    def partial_fit(self, X, y) -> OnlineLearner:
+        """Learn one batch, in order, exactly as if its events arrived one at a time."""
+        self._learn_batch(X, y, want_scores=False)
+        return self
+
+    def prequential_step(self, X, y) -> np.ndarray:
+        """Learn one batch and return each event's pre-update score (test-then-train).
+
+        Event ``i`` is scored by the model that has learned events ``0 .. i-1`` of the stream,
+        so these scores are an honest out-of-sample record of the online learner.
+        """
+        return self._learn_batch(X, y, want_scores=True)
+
+    def fit(self, X, y) -> OnlineLearner:
+        """Learn from scratch: ``max_iter`` passes over ``X``, reshuffled each pass when
+        ``shuffle`` is true (with ``random_state``)."""
+        self.validate_params()
+        features, labels = check_batch(X, y, accept_sparse=self.supports_sparse)
+        self.initialize(features.shape[1])
+        max_iter = getattr(self, "max_iter", 1)
+        shuffle = getattr(self, "shuffle", True)
+        rng = np.random.default_rng(getattr(self, "random_state", None))
+        for _ in range(max_iter):
+            if shuffle:
+                order = rng.permutation(len(labels))
+                batch = (
+                    features.take_rows(order)
+                    if isinstance(features, CSRMatrix)
+                    else features[order]
+                )
+                self.partial_fit(batch, labels[order])
+            else:
+                self.partial_fit(features, labels)
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        """Scores of the served model (higher = more likely positive); learns nothing."""
+        self._check_initialized()
+        features, _ = self._coerce(X)
+        features = scale_batch(self.scaling, self.state_, features, learn=False)
+        return self._decision(features)
+
+
+# ---------------------------------------------------------------------- parameter checks
+def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"Expected {name} {bound}, got: {value!r}")
+
+
+def check_integer(name: str, value, *, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        accepted = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"Expected {name} in {accepted}, got: {value!r}")
+
+
+def check_choice(name: str, value, choices) -> None:
+    if value not in choices:
+        raise ValueError(
+            f"Expected {name} in {{{', '.join(map(repr, choices))}}}, got: {value!r}"
+        )
+
+
+def check_random_state(name: str, value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | np.integer)):
+        raise ValueError(f"{name} must be None or an integer seed, got {value!r}")

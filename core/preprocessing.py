@@ -1,0 +1,97 @@
+"""Online feature scaling, usable by every learner (the ``scaling`` hyper-parameter).
+
+========== =========================================================== ===============
+scaling    what each event becomes                                      state arrays
+========== =========================================================== ===============
+none       unchanged                                                    —
+unit_norm  x / ||x||_2 (a zero row stays zero); the thesis normalises   —
+           every sample this way
+standard   (x - mean) / std, running mean/variance (Welford) that       scaler_count,
+           include the event itself; dense input only (centring would   scaler_mean,
+           destroy sparsity)                                            scaler_m2
+scale      x / std, running variance counting implicit zeros; keeps     scaler_count,
+           sparsity, so it is the choice for sparse and hashed input    scaler_sum,
+                                                                        scaler_sum_sq
+========== =========================================================== ===============
+
+[CHOICE] The statistics are updated with an event *before* it is scaled, so the first event
+of a stream becomes the zero vector under ``standard``.  This is an unsupervised transform (no
+label is used), so it does not leak the label into the prequential score.  Scoring
+(``decision_function``) uses the current statistics without updating them.
+A feature whose variance is still 0 is divided by 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core._kernels import scaling as kernels
+from core.validation import CSRMatrix
+
+SCALINGS = ("none", "unit_norm", "standard", "scale")
+
+
+def check_scaling(scaling: str) -> None:
+    if scaling not in SCALINGS:
+        raise ValueError(f"scaling must be one of {', '.join(SCALINGS)}; got {scaling!r}")
+
+
+def initial_scaler_state(scaling: str, n_features: int) -> dict[str, np.ndarray]:
+    if scaling == "standard":
+        return {
+            "scaler_count": np.zeros(1, dtype=np.int64),
+            "scaler_mean": np.zeros(n_features),
+            "scaler_m2": np.zeros(n_features),
+        }
+    if scaling == "scale":
+        return {
+            "scaler_count": np.zeros(1, dtype=np.int64),
+            "scaler_sum": np.zeros(n_features),
+            "scaler_sum_sq": np.zeros(n_features),
+        }
+    return {}
+
+
+def _unit_norm(X):
+    if isinstance(X, CSRMatrix):
+        squares = np.zeros(X.shape[0])
+        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        np.add.at(squares, rows, X.data * X.data)
+        norms = np.sqrt(squares)
+        norms[norms == 0.0] = 1.0
+        return CSRMatrix(X.indptr, X.indices, X.data / norms[rows], X.n_features)
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    norms[norms == 0.0] = 1.0
+    return X / norms[:, None]
+
+
+def scale_batch(scaling: str, state: dict[str, np.ndarray], X, *, learn: bool):
+    """Return the scaled batch (a new array; ``X`` is not modified).
+
+    With ``learn=True`` the statistics in ``state`` are updated in place, event by event.
+    """
+    if scaling == "none":
+        return X
+    if scaling == "unit_norm":
+        return _unit_norm(X)
+    count = state["scaler_count"]
+    if scaling == "standard":
+        if isinstance(X, CSRMatrix):
+            raise ValueError(
+                "scaling='standard' centres features and so cannot keep them sparse; "
+                "use scaling='scale' for sparse or hashed features"
+            )
+        out = np.empty_like(X)
+        step = kernels.standard_learn_dense if learn else kernels.standard_transform_dense
+        step(X, out, count, state["scaler_mean"], state["scaler_m2"])
+        return out
+    total, total_sq = state["scaler_sum"], state["scaler_sum_sq"]
+    if isinstance(X, CSRMatrix):
+        out_data = np.empty_like(X.data)
+        step = kernels.scale_learn_csr if learn else kernels.scale_transform_csr
+        step(X.indptr, X.indices, X.data, out_data, count, total, total_sq)
+        return CSRMatrix(X.indptr, X.indices, out_data, X.n_features)
+    out = np.empty_like(X)
+    step = kernels.scale_learn_dense if learn else kernels.scale_transform_dense
+    step(X, out, count, total, total_sq)
+    return out

@@ -54,6 +54,8 @@ class OnlineLearner:
     name: ClassVar[str] = ""
     #: whether the algorithm accepts CSR input
     supports_sparse: ClassVar[bool] = True
+    #: False for batch solvers (``svm_pauc``) whose ``partial_fit`` is not an online update
+    online: ClassVar[bool] = True
 
     # ------------------------------------------------------------------ parameters
     @classmethod

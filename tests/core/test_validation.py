@@ -1,0 +1,91 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from core.validation import CSRMatrix, as_features, as_labels, check_batch
+
+
+@pytest.mark.parametrize(
+    "labels, expected",
+    [
+        ([0, 1, 1, 0], [-1, 1, 1, -1]),
+        ([-1, 1], [-1, 1]),
+        ([True, False], [1, -1]),
+        (np.array([1.0, 0.0]), [1, -1]),
+        ([1, 1, 1], [1, 1, 1]),
+        ([0], [-1]),
+    ],
+)
+def test_labels_accepted(labels, expected):
+    result = as_labels(labels)
+    assert result.dtype == np.int64 and result.tolist() == expected
+
+
+@pytest.mark.parametrize(
+    "labels, message",
+    [
+        ([0, 2], "got 2"),
+        ([0.5, 1], "got 0.5"),
+        (["a", "b"], "got 'a'"),
+        ([0, -1, 1], "mix 0 and -1"),
+        ([], "empty batch"),
+        ([np.nan, 1], "got nan"),
+    ],
+)
+def test_bad_labels_named(labels, message):
+    with pytest.raises(ValueError, match=message):
+        as_labels(labels)
+
+
+def test_features_coerced_once_to_contiguous_float64():
+    X = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]  # non-contiguous float32
+    out = as_features(X)
+    assert out.dtype == np.float64 and out.flags.c_contiguous
+    np.testing.assert_array_equal(out, X)
+    assert as_features([[1, 2], [3, 4]]).dtype == np.float64
+
+
+@pytest.mark.parametrize(
+    "X, message",
+    [
+        (np.array([[1.0, np.nan]]), "NaN or infinity \\(first at row 0\\)"),
+        (np.array([[1.0, 2.0], [np.inf, 0.0]]), "first at row 1"),
+        (np.zeros((0, 3)), "empty batch"),
+        (np.zeros(3), "2-d array"),
+        ([["a", "b"]], "must be numeric"),
+        (np.zeros((2, 3)), "expected 4 features per event, got 3"),
+    ],
+)
+def test_bad_features_named(X, message):
+    with pytest.raises(ValueError, match=message):
+        as_features(X, 4 if message.startswith("expected") else None)
+
+
+def test_scipy_sparse_becomes_csr_and_round_trips():
+    dense = np.array([[0.0, 2.0, 0.0], [1.0, 0.0, 3.0], [0.0, 0.0, 0.0]])
+    batch = as_features(sp.csr_matrix(dense))
+    assert isinstance(batch, CSRMatrix)
+    assert batch.indices.dtype == np.int64 and batch.data.dtype == np.float64
+    np.testing.assert_array_equal(batch.toarray(), dense)
+    np.testing.assert_array_equal(as_features(sp.csc_array(dense)).toarray(), dense)
+    np.testing.assert_array_equal(batch.take_rows(np.array([2, 1, 1])).toarray(), dense[[2, 1, 1]])
+
+
+@pytest.mark.parametrize(
+    "matrix, message",
+    [
+        (CSRMatrix(np.array([0, 1]), np.array([5]), np.array([1.0]), 3), "index 5 is outside"),
+        (CSRMatrix(np.array([0, 2]), np.array([1, 1]), np.array([1.0, 2.0]), 3),
+         "row 0 repeats feature index 1"),
+        (CSRMatrix(np.array([0, 1]), np.array([0]), np.array([np.nan]), 3), "NaN"),
+        (CSRMatrix(np.array([0, 2]), np.array([0]), np.array([1.0]), 3), "malformed"),
+    ],
+)
+def test_bad_sparse_named(matrix, message):
+    with pytest.raises(ValueError, match=message):
+        as_features(matrix)
+
+
+def test_check_batch_counts_labels_against_rows():
+    with pytest.raises(ValueError, match="got 1 labels for 2 events"):
+        check_batch(np.zeros((2, 2)), [1])

@@ -1,0 +1,100 @@
+"""Deliberately naive references for the pAUC / Prec@k surrogates and learners.
+
+Pair loops, exhaustive searches over subsets and total orders; slow, obvious, independent of
+the kernels they check.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+
+def top_count(fraction: float, n: int) -> int:
+    return int(math.ceil(fraction * n - 1e-9))
+
+
+def bottom_count(fraction: float, n: int) -> int:
+    return int(math.floor(fraction * n + 1e-9))
+
+
+def hinge_top_negatives(pos_scores, neg_scores, n_top):
+    """Kar et al. eq. (5) with the hinge: all pairs (positive, one of the n_top best negatives)."""
+    top = sorted(neg_scores, reverse=True)[:n_top]
+    return sum(max(0.0, 1.0 - (p - t)) for p in pos_scores for t in top)
+
+
+def hinge_top_negatives_grad(Xp, Xn, w, n_top):
+    """Danskin subgradient of :func:`hinge_top_negatives`, pair by pair."""
+    neg_scores = Xn @ w
+    top = np.argsort(-neg_scores, kind="mergesort")[:n_top]
+    grad = np.zeros(len(w))
+    for x_pos in Xp:
+        for j in top:
+            if 1.0 - (x_pos @ w - neg_scores[j]) >= 0.0:
+                grad += Xn[j] - x_pos
+    return grad
+
+
+def tight_constraints(Xp, Xn, j_alpha, j_beta):
+    """Every constraint (Delta, g) of [J] eq. (18), unnormalised, by exhaustive enumeration:
+    all subsets Z of j_beta negatives and all total orders of the m positives and Z.
+
+    pi[i, j] = 1 when positive i is ranked below z_j; Delta counts, for each positive, the
+    negatives at ranks j_alpha+1..j_beta of Z (in the order) that sit above it;
+    g = sum_ij pi_ij (x_i - z_j) (so H_w = Delta - w.g).
+    """
+    m = len(Xp)
+    constraints = {}
+    for subset in itertools.combinations(range(len(Xn)), j_beta):
+        items = [("p", i) for i in range(m)] + [("n", j) for j in subset]
+        for order in itertools.permutations(items):
+            position = {item: rank for rank, item in enumerate(order)}
+            negatives_in_order = [item for item in order if item[0] == "n"]
+            delta = 0
+            g = np.zeros(Xp.shape[1])
+            for i in range(m):
+                for rank, item in enumerate(negatives_in_order):
+                    above = position[item] < position[("p", i)]
+                    if above:
+                        g += Xp[i] - Xn[item[1]]
+                        if j_alpha <= rank < j_beta:
+                            delta += 1
+            key = (delta, tuple(np.round(g, 12)))
+            constraints[key] = (float(delta), g)
+    return list(constraints.values())
+
+
+def tight_value_bruteforce(Xp, Xn, w, j_alpha, j_beta):
+    """max over all constraints of Delta - w.g (unnormalised)."""
+    return max(delta - g @ w for delta, g in tight_constraints(Xp, Xn, j_alpha, j_beta))
+
+
+def prec_at_k_bruteforce(scores, labels, n_top):
+    """Kar et al. eq. (3) by enumerating every ybar with exactly n_top entries +1.
+
+    Returns (value, coef) with coef = ybar* - y of a maximiser."""
+    t = len(scores)
+    best, best_coef = -np.inf, None
+    for top in itertools.combinations(range(t), n_top):
+        ybar = -np.ones(t)
+        ybar[list(top)] = 1.0
+        value = float(np.sum((ybar - labels) * scores) - np.sum(labels * ybar))
+        if value > best + 1e-12:
+            best, best_coef = value, ybar - labels
+    # eq. (13) drops the constant sum_i y_i^2 = t from eq. (3); add it back for comparison
+    return best + t, best_coef
+
+
+def pauc_journal(y, scores, alpha, beta):
+    """Count-based empirical pAUC of [J] eq. (2): ranks floor(n alpha)+1 .. ceil(n beta),
+    strict '>' between a positive and a negative."""
+    y = np.asarray(y)
+    scores = np.asarray(scores, dtype=float)
+    pos = scores[y > 0]
+    neg = np.sort(scores[y <= 0])[::-1]
+    j_alpha, j_beta = bottom_count(alpha, len(neg)), top_count(beta, len(neg))
+    hits = sum(1 for p in pos for t in neg[j_alpha:j_beta] if p > t)
+    return hits / (len(pos) * (j_beta - j_alpha))

@@ -98,3 +98,17 @@ def pauc_journal(y, scores, alpha, beta):
     j_alpha, j_beta = bottom_count(alpha, len(neg)), top_count(beta, len(neg))
     hits = sum(1 for p in pos for t in neg[j_alpha:j_beta] if p > t)
     return hits / (len(pos) * (j_beta - j_alpha))
+
+
+def pauc_roc(y, scores, alpha=0.0, beta=0.1):
+    """Area of the ROC curve (scikit-learn's, ties as diagonal segments) over FPR [alpha, beta],
+    linear interpolation at the ends, divided by (beta - alpha)."""
+    from sklearn.metrics import roc_curve
+
+    fpr, tpr, _ = roc_curve(np.asarray(y) > 0, scores)
+    grid = np.unique(np.concatenate([[alpha, beta], fpr[(fpr > alpha) & (fpr < beta)]]))
+    # np.interp on a curve with vertical jumps: take the top of each jump (right-continuous)
+    heights = np.array([tpr[fpr <= x].max() if x in fpr else np.interp(x, fpr, tpr) for x in grid])
+    lows = np.array([tpr[fpr >= x].min() if x in fpr else np.interp(x, fpr, tpr) for x in grid])
+    area = np.sum((grid[1:] - grid[:-1]) * (lows[1:] + heights[:-1]) / 2.0)
+    return float(area / (beta - alpha))

@@ -121,3 +121,184 @@ def test_prec_at_k_closed_form_equals_brute_force_and_is_a_subgradient():
             coef_other = np.empty(t)
             value_other = prec_at_k_coefficients(X @ other, labels, n_top, coef_other)
             assert value_other >= value + grad @ (other - w) - 1e-9
+
+
+# ---------------------------------------------------------------------------- the learner
+from core._kernels.random import random_below, seed_state  # noqa: E402
+from core.learners import learner_class, make_learner  # noqa: E402
+
+
+def _stream(seed, n=400, rate=0.2, n_features=4):
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < rate).astype(np.int64)
+    X = rng.normal(size=(n, n_features)) + y[:, None] * np.linspace(1.0, -0.5, n_features)
+    return X, y
+
+
+def _naive_gradient(X, y, w, loss, alpha, beta, k):
+    """Normalised surrogate subgradient on one buffer by pair loops / exhaustive search."""
+    pos, neg = X[y > 0], X[y <= 0]
+    if loss == "pauc":
+        if len(pos) == 0 or len(neg) == 0:
+            return None
+        j_alpha = naive.bottom_count(alpha, len(neg))
+        j_beta = min(naive.top_count(beta, len(neg)), len(neg))
+        if j_alpha == 0:
+            grad = naive.hinge_top_negatives_grad(pos, neg, w, j_beta)
+        else:
+            constraints = naive.tight_constraints(pos, neg, j_alpha, j_beta)
+            _, g = max(constraints, key=lambda c: c[0] - c[1] @ w)
+            grad = -g
+        return grad / (len(pos) * (j_beta - j_alpha))
+    n_top = int(np.sum(y > 0)) if loss == "prbep" else naive.top_count(k, len(y))
+    if n_top == 0:
+        return None
+    _, coef = naive.prec_at_k_bruteforce(X @ w, np.where(y > 0, 1.0, -1.0), n_top)
+    return coef @ X / n_top
+
+
+def _reference_pmb(
+    X,
+    y,
+    *,
+    loss="pauc",
+    passes=1,
+    buffer_size,
+    beta=0.1,
+    alpha=0.0,
+    k=0.05,
+    eta=0.5,
+    radius=100.0,
+    random_state=None,
+):
+    """Kar et al. Alg. 1 / 2 (streaming 2PMB), one event at a time, with naive gradients."""
+    w = np.zeros(X.shape[1])
+    average = np.zeros(X.shape[1])
+    steps = 0
+    buffer, labels, reservoir, seen = [], [], [], 0
+    rng_state = seed_state(random_state)
+    scores = []
+    for x, label in zip(X, np.where(y > 0, 1, -1), strict=True):
+        scores.append(average @ x)
+        if passes == 2 and label > 0:
+            seen += 1
+            if len(reservoir) < buffer_size:
+                reservoir.append(x.copy())
+            else:
+                slot = random_below(rng_state, seen)
+                if slot < buffer_size:
+                    reservoir[slot] = x.copy()
+            continue
+        buffer.append(x.copy())
+        labels.append(label)
+        if len(buffer) < buffer_size:
+            continue
+        if passes == 1:
+            rows, row_labels = np.array(buffer), np.array(labels)
+        else:
+            rows = np.array(reservoir + buffer).reshape(-1, X.shape[1])
+            row_labels = np.array([1] * len(reservoir) + [-1] * len(buffer))
+        buffer, labels = [], []
+        grad = _naive_gradient(rows, row_labels, w, loss, alpha, beta, k)
+        if grad is None:
+            continue
+        steps += 1
+        w = w - eta / np.sqrt(steps) * grad
+        norm = np.linalg.norm(w)
+        if radius > 0 and norm > radius:
+            w = w * (radius / norm)
+        average = average + (w - average) / steps
+    return np.array(scores), w, average, steps
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        dict(loss="pauc", passes=1, buffer_size=25, beta=0.2),
+        dict(loss="pauc", passes=2, buffer_size=20, beta=0.1, random_state=3),
+        dict(loss="pauc", passes=1, buffer_size=6, beta=0.8, alpha=0.2, eta=2.0),
+        dict(loss="prbep", passes=1, buffer_size=8),
+        dict(loss="prec_at_k", passes=1, buffer_size=8, k=0.25, radius=0.3),
+        dict(loss="prbep", passes=2, buffer_size=5, random_state=1),
+    ],
+)
+def test_learner_matches_per_event_reference(params):
+    X, y = _stream(0, n=240)
+    learner = make_learner("pmb", **params)
+    scores = learner.prequential_step(X, y)
+    ref_scores, ref_w, ref_average, ref_steps = _reference_pmb(X, y, **params)
+    assert learner.state_["n_steps"][0] == ref_steps > 3
+    np.testing.assert_allclose(learner.state_["w"], ref_w, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(learner.coef_, ref_average, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(scores, ref_scores, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+def test_round_trip_determinism_and_sparse_with_steps(passes):
+    import scipy.sparse as sp
+
+    X, y = _stream(1, n=600)
+    X[np.random.default_rng(0).random(X.shape) < 0.5] = 0.0
+    params = dict(passes=passes, buffer_size=30, random_state=7)
+    first = make_learner("pmb", **params).partial_fit(X[:300], y[:300])
+    restored = learner_class("pmb").from_state(first.get_params(), first.get_state())
+    a = first.prequential_step(X[300:], y[300:])
+    b = restored.prequential_step(X[300:], y[300:])
+    np.testing.assert_array_equal(a, b)
+    for key, value in first.get_state().items():
+        np.testing.assert_array_equal(value, restored.state_[key], err_msg=key)
+    assert first.state_["n_steps"][0] > 5
+    sparse = make_learner("pmb", **params)
+    np.testing.assert_array_equal(
+        sparse.prequential_step(sp.csr_matrix(X), y),
+        make_learner("pmb", **params).prequential_step(X, y),
+    )
+
+
+def test_2pmb_fit_fills_the_reservoir_first_then_streams_negatives():
+    X, y = _stream(2, n=2000, rate=0.05)
+    model = make_learner("pmb", passes=2, buffer_size=50, max_iter=2, random_state=0).fit(X, y)
+    n_pos = int(y.sum())
+    assert model.state_["positive_fill"][0] == min(50, n_pos)
+    assert model.state_["positive_seen"][0] == n_pos  # offered once, in pass 1 only
+    assert model.state_["n_steps"][0] == 2 * int((len(y) - n_pos) // 50)
+
+
+def test_buffer_without_positives_takes_no_step():
+    X, y = _stream(3, n=100)
+    model = make_learner("pmb", buffer_size=10).partial_fit(X, np.zeros(100, dtype=int))
+    assert model.state_["n_steps"][0] == 0 and not model.coef_.any()
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(loss="auc"), "loss"),
+        (dict(passes=3), "passes"),
+        (dict(buffer_size=1), "buffer_size"),
+        (dict(alpha=0.2, beta=0.1), "alpha < beta"),
+        (dict(beta=1.5), "beta"),
+        (dict(k=0.0), "k"),
+        (dict(eta=-1.0), "eta"),
+        (dict(radius=-1.0), "radius"),
+    ],
+)
+def test_bad_parameters_are_named(params, match):
+    with pytest.raises(ValueError, match=match):
+        make_learner("pmb", **params)
+
+
+def test_default_one_pass_reaches_a_useful_pauc_on_an_imbalanced_stream():
+    rng = np.random.default_rng(4)
+    direction = rng.normal(size=10) * 0.5
+
+    def draw(n):
+        y = (rng.random(n) < 0.02).astype(int)
+        return rng.normal(size=(n, 10)) + y[:, None] * direction, y
+
+    X, y = draw(40000)
+    X_test, y_test = draw(40000)
+    oracle = naive.pauc_roc(y_test, X_test @ direction, 0.0, 0.1)
+    for passes in (1, 2):
+        model = make_learner("pmb", passes=passes, max_iter=1).fit(X, y)
+        assert naive.pauc_roc(y_test, model.decision_function(X_test), 0.0, 0.1) > oracle - 0.03

@@ -1,0 +1,128 @@
+"""Row buffers, reservoirs and surrogate subgradients over buffered rows.
+
+Shared by the ``pmb`` and ``ftrl_pauc`` kernels.  Rows live in dense ``(capacity, n_features)``
+float64 arrays that are part of a learner's state; explicit loops (no BLAS) keep every result
+bit-for-bit reproducible and free of a scipy dependency.
+"""
+
+import numpy as np
+
+from core._kernels._config import kernel
+from core._kernels.pauc_surrogate import prec_at_k_coefficients, tight_pauc_coefficients
+from core._kernels.random import random_below
+
+
+@kernel
+def dot_row(X, row, w):
+    total = 0.0
+    for j in range(w.shape[0]):
+        total += X[row, j] * w[j]
+    return total
+
+
+@kernel
+def score_rows(X, rows, w, out):
+    for i in range(rows.shape[0]):
+        out[i] = dot_row(X, rows[i], w)
+
+
+@kernel
+def copy_row(source, source_row, target, target_row):
+    for j in range(source.shape[1]):
+        target[target_row, j] = source[source_row, j]
+
+
+@kernel
+def reservoir_offer(X, row, buffer, fill, seen, rng_state):
+    """Vitter's Algorithm R (notes 002 §5): after ``seen`` offers the buffer is a uniform
+    sample without replacement of them.  ``fill`` and ``seen`` are int64 arrays of shape (1,).
+    """
+    capacity = buffer.shape[0]
+    seen[0] += 1
+    if fill[0] < capacity:
+        copy_row(X, row, buffer, fill[0])
+        fill[0] += 1
+    else:
+        slot = random_below(rng_state, seen[0])
+        if slot < capacity:
+            copy_row(X, row, buffer, slot)
+
+
+@kernel
+def add_rows(X, rows, coef, scale, out):
+    """``out += scale * sum_i coef_i X[rows[i]]`` (zero coefficients skipped)."""
+    for i in range(rows.shape[0]):
+        c = coef[i]
+        if c != 0.0:
+            c *= scale
+            row = rows[i]
+            for j in range(out.shape[0]):
+                out[j] += c * X[row, j]
+
+
+@kernel
+def pauc_gradient(pos_X, pos_rows, neg_X, neg_rows, w, alpha, beta, grad):
+    """Normalised tight pAUC surrogate on the rows ``pos_X[pos_rows]`` (positives) and
+    ``neg_X[neg_rows]`` (negatives), and its subgradient.
+
+    ``j_alpha = floor(alpha n_neg)``, ``j_beta = ceil(beta n_neg)`` (at least ``j_alpha + 1``);
+    value and ``grad`` (out, overwritten) are divided by ``n_pos (j_beta - j_alpha)`` (Kar et al.
+    Thm 7 normalisation; [J] eq. (16)).  Returns ``(value, used)``; ``used`` is False when a
+    class is missing (then grad = 0: notes 002 §4.4 edge cases, the step is skipped).
+    """
+    for j in range(grad.shape[0]):
+        grad[j] = 0.0
+    n_pos = pos_rows.shape[0]
+    n_neg = neg_rows.shape[0]
+    if n_pos == 0 or n_neg == 0:
+        return 0.0, False
+    j_alpha = np.int64(np.floor(alpha * n_neg + 1e-9))
+    j_beta = np.int64(np.ceil(beta * n_neg - 1e-9))
+    if j_beta > n_neg:
+        j_beta = n_neg
+    if j_beta <= j_alpha:
+        return 0.0, False
+    pos_scores = np.empty(n_pos)
+    neg_scores = np.empty(n_neg)
+    score_rows(pos_X, pos_rows, w, pos_scores)
+    score_rows(neg_X, neg_rows, w, neg_scores)
+    pos_coef = np.empty(n_pos)
+    neg_coef = np.empty(n_neg)
+    value, _ = tight_pauc_coefficients(pos_scores, neg_scores, j_alpha, j_beta, pos_coef, neg_coef)
+    scale = 1.0 / (n_pos * (j_beta - j_alpha))
+    add_rows(pos_X, pos_rows, pos_coef, scale, grad)
+    add_rows(neg_X, neg_rows, neg_coef, scale, grad)
+    return value * scale, True
+
+
+@kernel
+def prec_at_k_gradient(X, rows, labels, n_top, w, grad):
+    """Normalised Prec@k structural surrogate (Kar et al. eq. (13)) on the rows ``X[rows]``
+    with labels ``labels`` (aligned with ``rows``) and ``n_top`` slots; value and ``grad``
+    (out) divided by ``n_top``."""
+    for j in range(grad.shape[0]):
+        grad[j] = 0.0
+    n_rows = rows.shape[0]
+    if n_rows == 0 or n_top <= 0:
+        return 0.0, False
+    scores = np.empty(n_rows)
+    score_rows(X, rows, w, scores)
+    coef = np.empty(n_rows)
+    value = prec_at_k_coefficients(scores, labels, n_top, coef)
+    add_rows(X, rows, coef, 1.0 / n_top, grad)
+    return value / n_top, True
+
+
+@kernel
+def project_ball(w, radius):
+    """Euclidean projection onto {||w|| <= radius}; radius <= 0 means no constraint."""
+    if radius <= 0.0:
+        return
+    norm = 0.0
+    for j in range(w.shape[0]):
+        norm += w[j] * w[j]
+    norm = np.sqrt(norm)
+    if norm > radius:
+        factor = radius / norm
+        for j in range(w.shape[0]):
+            w[j] *= factor

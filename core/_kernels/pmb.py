@@ -1,0 +1,147 @@
+"""1PMB / 2PMB (Kar, Narasimhan, Jain 2014, §4, Algorithms 1 and 2) as one streaming kernel.
+
+Loss codes (the wrapper maps names): 0 = pAUC (tight surrogate, [0, beta] or [alpha, beta]),
+1 = Prec@k with a fixed fraction k, 2 = PRBEP (k = the buffer's share of positives).
+"""
+
+import numpy as np
+
+from core._kernels._config import kernel
+from core._kernels.pauc_buffers import (
+    copy_row,
+    dot_row,
+    pauc_gradient,
+    prec_at_k_gradient,
+    project_ball,
+    reservoir_offer,
+)
+
+
+@kernel
+def _surrogate_gradient(buf_X, buf_y, pos_X, pos_fill, passes, loss, alpha, beta, k, w, grad):
+    """Subgradient of the normalised surrogate on a full buffer (and the positive reservoir)."""
+    size = buf_X.shape[0]
+    if passes == 1:
+        n_pos = 0
+        for i in range(size):
+            if buf_y[i] > 0:
+                n_pos += 1
+        if loss == 0:
+            pos_rows = np.empty(n_pos, dtype=np.int64)
+            neg_rows = np.empty(size - n_pos, dtype=np.int64)
+            a = 0
+            b = 0
+            for i in range(size):
+                if buf_y[i] > 0:
+                    pos_rows[a] = i
+                    a += 1
+                else:
+                    neg_rows[b] = i
+                    b += 1
+            # notes 002 §4.4: pairs (buffer positive, top ceil(beta s_-) buffer negatives)
+            return pauc_gradient(buf_X, pos_rows, buf_X, neg_rows, w, alpha, beta, grad)
+        rows = np.arange(size)
+        # notes 002 §4.5: Prec@k with ceil(k s) slots, PRBEP with s_+ slots
+        n_top = np.int64(np.ceil(k * size - 1e-9)) if loss == 1 else n_pos
+        return prec_at_k_gradient(buf_X, rows, buf_y, n_top, w, grad)
+    n_pos = pos_fill[0]
+    if loss == 0:
+        # Kar et al. Alg. 2 line 5: the positive reservoir B+ against the negative chunk B-
+        return pauc_gradient(pos_X, np.arange(n_pos), buf_X, np.arange(size), w, alpha, beta, grad)
+    # [CHOICE] (notes 002 §4.5) Prec@k on the union B+ u B-: PRBEP puts |B+| in the top,
+    # Prec@k ceil(k (|B+| + |B-|)).
+    total = n_pos + size
+    union = np.empty((total, buf_X.shape[1]))
+    labels = np.empty(total, dtype=np.int64)
+    for i in range(n_pos):
+        copy_row(pos_X, i, union, i)
+        labels[i] = 1
+    for i in range(size):
+        copy_row(buf_X, i, union, n_pos + i)
+        labels[n_pos + i] = -1
+    n_top = np.int64(np.ceil(k * total - 1e-9)) if loss == 1 else n_pos
+    return prec_at_k_gradient(union, np.arange(total), labels, n_top, w, grad)
+
+
+@kernel
+def pmb_learn(
+    X,
+    y,
+    scores,
+    w,
+    w_avg,
+    n_steps,
+    buf_X,
+    buf_y,
+    buf_fill,
+    pos_X,
+    pos_fill,
+    pos_seen,
+    rng_state,
+    passes,
+    loss,
+    alpha,
+    beta,
+    k,
+    eta,
+    radius,
+    offer_positives,
+    take_steps,
+):
+    """Learn the rows of ``X`` in order; ``scores`` (if non-empty) gets each pre-update score
+    of the served (averaged) model.
+
+    1PMB (``passes == 1``): every event enters the buffer; a full buffer of ``s`` events is one
+    epoch.  2PMB (``passes == 2``): positives are offered to the reservoir ``pos_X`` (when
+    ``offer_positives``), negatives fill the buffer; a full buffer of ``s`` negatives is one
+    epoch against the current reservoir.  ``take_steps`` False only collects (2PMB pass 1).
+
+    One epoch (Kar et al. Alg. 1/2 line 5 with the errata of notes 002 §7 items 4-5):
+    ``w <- Proj_{||w|| <= radius}(w - eta / sqrt(e) * g)``, ``e = 1, 2, ...`` counting the steps
+    taken, ``g`` the subgradient of the normalised surrogate on the buffer; a buffer without a
+    positive (or negative) takes no step and does not advance ``e``.  The served model is the
+    running average of the iterates ``w_1 .. w_e`` (Alg. 1 line 9).
+    """
+    n_samples = X.shape[0]
+    size = buf_X.shape[0]
+    want_scores = scores.shape[0] > 0
+    grad = np.empty(w.shape[0])
+    for i in range(n_samples):
+        if want_scores:
+            scores[i] = dot_row(X, i, w_avg)
+        if passes == 2:
+            if y[i] > 0:
+                if offer_positives:
+                    reservoir_offer(X, i, pos_X, pos_fill, pos_seen, rng_state)
+                continue
+            if not take_steps:
+                continue
+        slot = buf_fill[0]
+        copy_row(X, i, buf_X, slot)
+        buf_y[slot] = y[i]
+        buf_fill[0] = slot + 1
+        if buf_fill[0] < size:
+            continue
+        buf_fill[0] = 0  # flush (Alg. 1 line 6)
+        if not take_steps:
+            continue
+        _, used = _surrogate_gradient(
+            buf_X, buf_y, pos_X, pos_fill, passes, loss, alpha, beta, k, w, grad
+        )
+        if not used:
+            continue
+        n_steps[0] += 1
+        step = eta / np.sqrt(np.float64(n_steps[0]))
+        for j in range(w.shape[0]):
+            w[j] -= step * grad[j]
+        project_ball(w, radius)
+        for j in range(w.shape[0]):
+            w_avg[j] += (w[j] - w_avg[j]) / n_steps[0]
+
+
+@kernel
+def decision(X, w):
+    out = np.empty(X.shape[0])
+    for i in range(X.shape[0]):
+        out[i] = dot_row(X, i, w)
+    return out

@@ -1,0 +1,214 @@
+"""1PMB and 2PMB: mini-batch subgradient descent on pAUC / Prec@k surrogates (Kar et al. §4).
+
+Equations, errata and experiment settings: ``papers/notes/002_kar_nondecomposable.md`` §4.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core._kernels import pmb as kernels
+from core._kernels.random import seed_state
+from core.learners import register
+from core.learners._base import (
+    OnlineLearner,
+    check_choice,
+    check_integer,
+    check_positive,
+    check_random_state,
+)
+from core.preprocessing import scale_batch
+from core.validation import CSRMatrix, check_batch
+
+LOSSES = {"pauc": 0, "prec_at_k": 1, "prbep": 2}
+
+
+def dense_rows(X) -> np.ndarray:
+    """The kernels keep dense row buffers; a CSR batch is densified once per batch."""
+    return X.toarray() if isinstance(X, CSRMatrix) else X
+
+
+@register
+class PMB(OnlineLearner):
+    """Mini-batch stochastic subgradient descent on a non-decomposable surrogate (1PMB / 2PMB).
+
+    Kar, Narasimhan & Jain, "Online and Stochastic Gradient Methods for Non-decomposable Loss
+    Functions", NIPS 2014, §4, Algorithms 1 and 2.  Events are collected in a buffer of
+    ``buffer_size`` events; each full buffer ("epoch") takes one projected subgradient step on
+    the surrogate computed on the buffer, and the served model is the average of the iterates.
+
+    Parameters
+    ----------
+    loss : {"pauc", "prec_at_k", "prbep"}
+        ``"pauc"``: the pAUC hinge surrogate over FPR [alpha, beta] (Kar et al. eq. (5) with the
+        hinge for alpha = 0; Narasimhan & Agarwal's tight surrogate for alpha > 0 — an extension
+        [CHOICE], Kar et al. only treat [0, beta]).  ``"prec_at_k"``: the structural Prec@k
+        surrogate (eq. (3)) with ``ceil(k s)`` top slots.  ``"prbep"``: the same with as many top
+        slots as the buffer has positives (the paper's experiments).
+    passes : {1, 2}
+        1 = 1PMB (Algorithm 1).  2 = 2PMB (Algorithm 2), whose first pass collects a random
+        sample of the positives (the rare class).  [CHOICE] Streaming interpretation: in
+        ``partial_fit`` both passes run interleaved — each positive is offered to a reservoir
+        ``B+`` of ``buffer_size`` positives (Vitter's Algorithm R, so ``B+`` is always a uniform
+        sample of the positives seen so far, or all of them), each negative goes to the buffer
+        ``B-``, and a full ``B-`` takes one step against the current ``B+`` (no step while
+        ``B+`` is empty).  ``fit`` runs the paper's version: one pass that only fills ``B+``,
+        then ``max_iter`` passes over the negatives with ``B+`` frozen.
+    buffer_size : int
+        ``s``, the epoch length and buffer size (500 in all of the paper's experiments).
+    beta, alpha : float
+        FPR range of the pAUC surrogate, ``0 <= alpha < beta <= 1``; on a buffer with ``n_-``
+        negatives the top ``ceil(beta n_-)`` negatives are used, the first ``floor(alpha n_-)``
+        of them without margin (notes 000 §2.5).
+    k : float
+        Fraction for ``"prec_at_k"``, in (0, 1].
+    eta : float
+        Step scale: step ``e = 1, 2, ...`` has length ``eta / sqrt(e)`` (notes 002 §7 errata 4-5:
+        descent sign, 1-indexed epochs).  [CHOICE] Default 0.5, chosen with
+        ``bench/quality.py`` on standardised features; the surrogate is normalised per pair
+        (``1 / (s_+ (j_beta - j_alpha))``, resp. ``1 / K``) so that the step does not depend on
+        the class balance of a buffer.
+    radius : float
+        ``W`` is the L2 ball of this radius (the paper leaves W open; its theory needs it
+        bounded).  0 means unconstrained.  [CHOICE] Default 100.
+    scaling, max_iter, shuffle, random_state
+        As for every learner; ``max_iter`` passes in ``fit`` (the paper runs "multiple passes",
+        the epoch counter keeps increasing across passes), ``random_state`` seeds the shuffles
+        and the reservoir.
+
+    Notes
+    -----
+    Cost: O(d) per event to buffer it (plus O(d) for its prequential score), and per epoch
+    O(s d + s log s) for the exact surrogate and subgradient (sort + prefix sums, notes 002
+    §4.4), i.e. O(d + log s) amortised per event.  Memory: the buffers are dense
+    ``buffer_size x n_features`` arrays (two of them for 2PMB); sparse input is accepted and
+    densified per batch, so keep ``n_features`` moderate (hashed spaces of 2**20 features do not
+    fit).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> y = (rng.random(4000) < 0.1).astype(int)
+    >>> X = rng.normal(size=(4000, 5)) + y[:, None] * np.array([1.0, 0.5, 0.0, 0.0, 0.0])
+    >>> model = PMB(loss="pauc", beta=0.1, buffer_size=200).partial_fit(X, y)
+    >>> int(model.state_["n_steps"][0])
+    20
+    >>> bool(model.coef_[0] > model.coef_[1] > abs(model.coef_[2]))
+    True
+    """
+
+    name = "pmb"
+
+    def __init__(
+        self,
+        loss: str = "pauc",
+        passes: int = 1,
+        buffer_size: int = 500,
+        beta: float = 0.1,
+        alpha: float = 0.0,
+        k: float = 0.05,
+        eta: float = 0.5,
+        radius: float = 100.0,
+        scaling: str = "none",
+        max_iter: int = 10,
+        shuffle: bool = True,
+        random_state: int | None = None,
+    ):
+        self.loss = loss
+        self.passes = passes
+        self.buffer_size = buffer_size
+        self.beta = beta
+        self.alpha = alpha
+        self.k = k
+        self.eta = eta
+        self.radius = radius
+        self.scaling = scaling
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    def _validate_params(self) -> None:
+        check_choice("loss", self.loss, tuple(LOSSES))
+        check_choice("passes", self.passes, (1, 2))
+        check_integer("buffer_size", self.buffer_size, low=2)
+        check_positive("beta", self.beta)
+        check_positive("alpha", self.alpha, allow_zero=True)
+        if not self.alpha < self.beta <= 1.0:
+            raise ValueError(
+                f"Expected 0 <= alpha < beta <= 1, got: alpha={self.alpha!r}, beta={self.beta!r}"
+            )
+        check_positive("k", self.k)
+        if self.k > 1.0:
+            raise ValueError(f"Expected k in (0, 1], got: {self.k!r}")
+        check_positive("eta", self.eta)
+        check_positive("radius", self.radius, allow_zero=True)
+        check_integer("max_iter", self.max_iter, low=1)
+        check_choice("shuffle", self.shuffle, (True, False))
+        check_random_state("random_state", self.random_state)
+
+    def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
+        size = self.buffer_size
+        positive_capacity = size if self.passes == 2 else 0
+        return {
+            "w": np.zeros(n_features),
+            "w_avg": np.zeros(n_features),
+            "n_steps": np.zeros(1, dtype=np.int64),
+            "buffer_X": np.zeros((size, n_features)),
+            "buffer_y": np.zeros(size, dtype=np.int64),
+            "buffer_fill": np.zeros(1, dtype=np.int64),
+            "positive_X": np.zeros((positive_capacity, n_features)),
+            "positive_fill": np.zeros(1, dtype=np.int64),
+            "positive_seen": np.zeros(1, dtype=np.int64),
+            "rng_state": seed_state(self.random_state),
+        }
+
+    def _run(self, X, y, scores, *, offer_positives: bool, take_steps: bool) -> None:
+        state = self.state_
+        kernels.pmb_learn(
+            dense_rows(X), y, scores,
+            state["w"], state["w_avg"], state["n_steps"],
+            state["buffer_X"], state["buffer_y"], state["buffer_fill"],
+            state["positive_X"], state["positive_fill"], state["positive_seen"],
+            state["rng_state"],
+            int(self.passes), LOSSES[self.loss], float(self.alpha), float(self.beta),
+            float(self.k), float(self.eta), float(self.radius),
+            offer_positives, take_steps,
+        )  # fmt: skip
+
+    def _learn(self, X, y, scores) -> None:
+        self._run(X, y, scores, offer_positives=True, take_steps=True)
+
+    def fit(self, X, y) -> PMB:
+        """Learn from scratch: ``max_iter`` passes (reshuffled when ``shuffle``).
+
+        For ``passes=2`` a first pass only fills the positive reservoir (Algorithm 2, pass 1);
+        the ``max_iter`` following passes stream the negatives against the frozen reservoir.
+        """
+        if self.passes == 1:
+            return super().fit(X, y)
+        self.validate_params()
+        features, labels = check_batch(X, y, accept_sparse=self.supports_sparse)
+        self.initialize(features.shape[1])
+
+        rng = np.random.default_rng(self.random_state)
+        for epoch in range(self.max_iter + 1):
+            order = rng.permutation(len(labels)) if self.shuffle else np.arange(len(labels))
+            batch = (
+                features.take_rows(order) if isinstance(features, CSRMatrix) else features[order]
+            )
+            scaled = scale_batch(self.scaling, self.state_, batch, learn=epoch == 0)
+            self._run(
+                scaled, labels[order], np.empty(0),
+                offer_positives=epoch == 0, take_steps=epoch > 0,
+            )  # fmt: skip
+        return self
+
+    def _decision(self, X) -> np.ndarray:
+        return kernels.decision(dense_rows(X), self.state_["w_avg"])
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """The served weights: the average of the iterates (Kar et al. Alg. 1 line 9)."""
+        self._check_initialized()
+        return self.state_["w_avg"].copy()

@@ -1,0 +1,1 @@
+"""aucstream service: HTTP API, stores (memory, Redis), ingest parsing, engine, CLI."""

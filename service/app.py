@@ -1,0 +1,172 @@
+"""The FastAPI application: ``create_app()`` (uvicorn: ``service.app:create_app --factory``).
+
+Clients (the store) are created in the lifespan, not at import; domain errors become
+``application/problem+json`` responses in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.deps import require_api_key
+from service.engine import Engine
+from service.errors import ServiceError
+from service.routers import events, metrics, models, system
+from service.settings import Settings
+from service.stores.base import Store
+from service.telemetry import Telemetry, TimingMiddleware
+
+logger = logging.getLogger("aucstream")
+PROBLEM = "application/problem+json"
+
+
+def make_store(settings: Settings) -> Store:
+    if settings.store == "redis":
+        from service.stores.redis import RedisStore
+
+        assert settings.redis_url is not None
+        return RedisStore.from_url(settings.redis_url)
+    from service.stores.memory import MemoryStore
+
+    return MemoryStore()
+
+
+def warm_up() -> None:
+    """Compile the learners' kernels (numba) before the first request needs them."""
+    from core.learners import available_learners, make_learner
+    from core.metrics import PrequentialWindow
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(8, 3))
+    y = np.array([1, -1] * 4)
+    for name in available_learners():
+        for scaling in ("standard", "scale"):
+            try:
+                learner = make_learner(name, scaling=scaling)
+                learner.prequential_step(X, y)
+                learner.decision_function(X)
+            except Exception:  # a learner that needs other parameters: it compiles on first use
+                logger.debug("warm-up of %s skipped", name, exc_info=True)
+    window = PrequentialWindow(16, 16)
+    window.update(rng.normal(size=8), y)
+    window.summary()
+
+
+def problem_response(error: ServiceError) -> JSONResponse:
+    return JSONResponse(
+        error.problem(), status_code=error.status, media_type=PROBLEM, headers=error.headers
+    )
+
+
+def create_app(settings: Settings | None = None, *, store: Store | None = None) -> FastAPI:
+    """Build the app; ``Settings()`` is read (and checked) here, at start-up."""
+    settings = settings or Settings()
+    telemetry = Telemetry()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.store = store or make_store(settings)
+        app.state.engine = Engine(
+            app.state.store,
+            event_id_ttl_seconds=settings.event_id_ttl_seconds,
+            label_ttl_seconds=settings.label_ttl_seconds,
+            max_write_retries=settings.max_write_retries,
+        )
+        app.state.warm = threading.Event()
+        warmer = threading.Thread(target=_warm, args=(app.state.warm,), daemon=True)
+        warmer.start()
+        sweeper = asyncio.create_task(_sweep_forever(app.state.engine, settings))
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+            if store is None:
+                app.state.store.close()
+
+    app = FastAPI(
+        title="aucstream",
+        version="0.1.0",
+        summary="Online AUC / partial-AUC learning with live, exact metrics.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.telemetry = telemetry
+    secured = [Depends(require_api_key)]
+    app.include_router(models.router, dependencies=secured)
+    app.include_router(events.router, dependencies=secured)
+    app.include_router(metrics.router, dependencies=secured)
+    app.include_router(system.router)
+
+    @app.exception_handler(ServiceError)
+    async def service_error(request: Request, error: ServiceError) -> JSONResponse:
+        telemetry.rejected.labels(error.slug).inc()
+        return problem_response(error)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+        first: dict[str, Any] = error.errors()[0] if error.errors() else {}
+        location = [str(part) for part in first.get("loc", ()) if part != "body"]
+        message = first.get("msg", "invalid request")
+        field = ".".join(location) or None
+        detail = f"{field}: {message}" if field else message
+        telemetry.rejected.labels("invalid-input").inc()
+        return JSONResponse(
+            {
+                "type": "https://aucstream.dev/problems/invalid-input",
+                "title": "Invalid input",
+                "status": 422,
+                "detail": detail,
+                "field": field,
+            },
+            status_code=422,
+            media_type=PROBLEM,
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(
+            {
+                "type": "about:blank",
+                "title": str(error.detail),
+                "status": error.status_code,
+                "detail": f"{request.method} {request.url.path}: {error.detail}",
+            },
+            status_code=error.status_code,
+            media_type=PROBLEM,
+            headers=getattr(error, "headers", None),
+        )
+
+    app.add_middleware(TimingMiddleware, telemetry=telemetry)
+    return app
+
+
+def _warm(done: threading.Event) -> None:
+    try:
+        warm_up()
+    except Exception:  # pragma: no cover - warm-up is an optimisation
+        logger.exception("kernel warm-up failed")
+    finally:
+        done.set()
+
+
+async def _sweep_forever(engine: Engine, settings: Settings) -> None:
+    """Apply default labels / forget expired pending labels, every few seconds."""
+    while True:
+        await asyncio.sleep(settings.sweep_interval_seconds)
+        try:
+            await asyncio.to_thread(engine.sweep_all)
+        except Exception:
+            logger.exception("sweep of expired labels failed")

@@ -1,0 +1,118 @@
+"""Typed FastAPI dependencies (``EngineDep``, ``SettingsDep``) and the request-body helpers."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from service.engine import Engine
+from service.errors import Forbidden, PayloadTooLarge, Unauthorized
+from service.ingest import NDJSON, Batch, FeatureSpec, NDJSONReader, media_type, parse_events
+from service.settings import Settings
+from service.telemetry import Telemetry
+
+
+def get_engine(request: Request) -> Engine:
+    return request.app.state.engine
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_telemetry(request: Request) -> Telemetry:
+    return request.app.state.telemetry
+
+
+EngineDep = Annotated[Engine, Depends(get_engine)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+TelemetryDep = Annotated[Telemetry, Depends(get_telemetry)]
+
+_READ_METHODS = {"GET", "HEAD", "OPTIONS"}
+
+
+def _presented_key(request: Request) -> str | None:
+    key = request.headers.get("x-api-key")
+    if key:
+        return key
+    authorization = request.headers.get("authorization", "")
+    scheme, _, token = authorization.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def _matches(key: str, keys: list[str]) -> bool:
+    return any(hmac.compare_digest(key.encode(), candidate.encode()) for candidate in keys)
+
+
+def require_api_key(request: Request, settings: SettingsDep) -> None:
+    """When keys are configured every /v1 route needs one (``X-API-Key`` or ``Authorization:
+    Bearer``); read-only keys may only GET."""
+    if not settings.auth_enabled:
+        return
+    key = _presented_key(request)
+    if key is None:
+        raise Unauthorized(
+            "this server requires an API key: send it as 'X-API-Key' or "
+            "'Authorization: Bearer <key>'",
+            field="X-API-Key",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if _matches(key, settings.api_keys):
+        return
+    if _matches(key, settings.read_only_api_keys):
+        if request.method in _READ_METHODS:
+            return
+        raise Forbidden("this API key is read-only; writing needs a read-write key")
+    raise Unauthorized("unknown API key", field="X-API-Key", headers={"WWW-Authenticate": "Bearer"})
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, refusing more than ``limit`` bytes (before reading, from
+    Content-Length, and while reading, for chunked bodies)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit} bytes")
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_batch(
+    request: Request,
+    spec: FeatureSpec,
+    settings: Settings,
+    *,
+    labelled: bool,
+    zero_based: bool = False,
+) -> Batch:
+    """Parse the body into a validated batch; NDJSON is decoded line by line as it streams."""
+    content_type = request.headers.get("content-type")
+    if media_type(content_type) == NDJSON:
+        declared = request.headers.get("content-length")
+        limit = settings.max_body_bytes
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit} bytes")
+        reader = NDJSONReader(settings.max_batch_events)
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
+            reader.feed(chunk)
+        return reader.finish(spec, labelled=labelled)
+    body = await read_body(request, settings.max_body_bytes)
+    return parse_events(
+        body,
+        content_type,
+        spec,
+        labelled=labelled,
+        max_events=settings.max_batch_events,
+        zero_based=zero_based,
+    )

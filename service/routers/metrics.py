@@ -1,0 +1,98 @@
+"""Live metrics of a model: summary, ROC curve of the window, server-sent stream."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from service.deps import EngineDep, SettingsDep
+from service.schemas import RocResponse
+
+router = APIRouter(prefix="/v1/models", tags=["metrics"])
+
+
+@router.get("/{model_id}/metrics", response_model=dict[str, Any])
+async def metrics(model_id: str, engine: EngineDep) -> dict[str, Any]:
+    """Prequential metrics from the pre-update scores: over the window of the last
+    ``window`` labelled events and since the start (exact while the per-class reservoirs hold
+    every score), AUC and pAUC over the model's FPR range (undefined ones are null with a
+    ``reason``), class counts, events learned, duplicates, delayed-label counts, throughput."""
+    return await run_in_threadpool(engine.metrics, model_id)
+
+
+def _finite_or_none(values: list[float]) -> list[float | None]:
+    return [value if math.isfinite(value) else None for value in values]
+
+
+@router.get("/{model_id}/metrics/roc", response_model=RocResponse)
+async def roc(model_id: str, engine: EngineDep) -> RocResponse:
+    """ROC points of the window (infinite / undefined values as null)."""
+    version, n_events, fpr, tpr, thresholds = await run_in_threadpool(engine.roc, model_id)
+    return RocResponse(
+        model=model_id,
+        version=version,
+        n_events=n_events,
+        fpr=_finite_or_none(fpr.tolist()),
+        tpr=_finite_or_none(tpr.tolist()),
+        thresholds=_finite_or_none(thresholds.tolist()),
+    )
+
+
+@router.get(
+    "/{model_id}/metrics/stream",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def stream(
+    model_id: str,
+    request: Request,
+    engine: EngineDep,
+    settings: SettingsDep,
+    max_events: int | None = Query(None, ge=1, description="close after this many messages"),
+    interval: float | None = Query(None, gt=0, le=60, description="seconds between checks"),
+) -> StreamingResponse:
+    """Server-sent events: a ``metrics`` message now and each time the model's version
+    changes (checked every ``interval`` seconds); a comment line keeps idle connections open."""
+    first = await run_in_threadpool(engine.metrics, model_id)  # 404 before streaming
+    period = interval or settings.stream_interval_seconds
+
+    async def messages() -> AsyncIterator[bytes]:
+        sent = 0
+        current = first
+        last_version: int | None = None
+        idle = 0.0
+        while True:
+            if current["version"] != last_version:
+                last_version = current["version"]
+                sent += 1
+                yield (
+                    b"event: metrics\nid: "
+                    + str(last_version).encode()
+                    + b"\ndata: "
+                    + orjson.dumps(current)
+                    + b"\n\n"
+                )
+                idle = 0.0
+                if max_events is not None and sent >= max_events:
+                    return
+            elif idle >= 15.0:
+                idle = 0.0
+                yield b": keep-alive\n\n"
+            await asyncio.sleep(period)
+            idle += period
+            if await request.is_disconnected():
+                return
+            current = await run_in_threadpool(engine.metrics, model_id)
+
+    return StreamingResponse(
+        messages(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

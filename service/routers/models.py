@@ -1,0 +1,104 @@
+"""Models: create, list, get, delete, reset, weights, snapshot export / import."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response, status
+from starlette.concurrency import run_in_threadpool
+
+from service import snapshot
+from service.deps import EngineDep, SettingsDep, read_body
+from service.errors import InvalidInput
+from service.ingest import media_type
+from service.schemas import ModelCreate, ModelInfo, ModelList, WeightsResponse
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+
+@router.post("", response_model=ModelInfo, status_code=status.HTTP_201_CREATED)
+async def create_model(request_body: ModelCreate, engine: EngineDep) -> ModelInfo:
+    """Create a model; learner hyper-parameters are validated and errors name the field."""
+    return await run_in_threadpool(engine.create_model, request_body)
+
+
+@router.get("", response_model=ModelList)
+async def list_models(engine: EngineDep) -> ModelList:
+    return ModelList(models=await run_in_threadpool(engine.list_models))
+
+
+@router.get("/{model_id}", response_model=ModelInfo)
+async def get_model(model_id: str, engine: EngineDep) -> ModelInfo:
+    return await run_in_threadpool(engine.info, model_id)
+
+
+@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_model(model_id: str, engine: EngineDep) -> Response:
+    await run_in_threadpool(engine.delete_model, model_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{model_id}/reset", response_model=ModelInfo)
+async def reset_model(model_id: str, engine: EngineDep) -> ModelInfo:
+    """Forget everything learned (state, metrics, event ids, pending labels)."""
+    return await run_in_threadpool(engine.reset_model, model_id)
+
+
+@router.get("/{model_id}/weights", response_model=WeightsResponse)
+async def weights(model_id: str, engine: EngineDep) -> WeightsResponse:
+    loaded = await run_in_threadpool(engine.model, model_id)
+    coef = loaded.learner.coef_
+    return WeightsResponse(
+        model=model_id,
+        version=loaded.version,
+        n_features=loaded.config.n_features,
+        coef=coef.tolist(),
+    )
+
+
+@router.get(
+    "/{model_id}/snapshot",
+    response_class=Response,
+    responses={200: {"content": {snapshot.MEDIA_TYPE: {}}}},
+)
+async def export_snapshot(model_id: str, engine: EngineDep) -> Response:
+    """The model as a pickle-free zip of .npy arrays plus a JSON manifest (see
+    ``service/snapshot.py`` for the format)."""
+
+    def build() -> bytes:
+        with engine._lock(model_id):
+            loaded = engine._load(model_id)
+            return snapshot.export_snapshot(loaded.config, loaded.version, loaded.arrays())
+
+    body = await run_in_threadpool(build)
+    return Response(
+        body,
+        media_type=snapshot.MEDIA_TYPE,
+        headers={"Content-Disposition": f'attachment; filename="{model_id}.aucstream.zip"'},
+    )
+
+
+@router.put("/{model_id}/snapshot", response_model=ModelInfo, status_code=status.HTTP_201_CREATED)
+async def import_snapshot(
+    model_id: str,
+    request: Request,
+    engine: EngineDep,
+    settings: SettingsDep,
+    replace: bool = False,
+) -> ModelInfo:
+    """Create model ``model_id`` from a snapshot (``replace=true`` overwrites an existing one)."""
+    if media_type(request.headers.get("content-type")) not in (
+        snapshot.MEDIA_TYPE,
+        "application/octet-stream",
+    ):
+        from service.errors import UnsupportedMediaType
+
+        raise UnsupportedMediaType(
+            f"a snapshot is sent as {snapshot.MEDIA_TYPE}", field="content-type"
+        )
+    body = await read_body(request, settings.max_body_bytes)
+    config, arrays = await run_in_threadpool(snapshot.import_snapshot, body)
+    try:
+        config = config.model_copy(update={"id": model_id})
+        ModelCreate.model_validate(config.model_dump(include=set(ModelCreate.model_fields)))
+    except ValueError as error:
+        raise InvalidInput(f"invalid model id: {error}", field="model_id") from None
+    return await run_in_threadpool(lambda: engine.restore_model(config, arrays, replace=replace))

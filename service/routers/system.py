@@ -1,0 +1,50 @@
+"""Health, readiness, Prometheus metrics and the list of learners."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from core.learners import available_learners
+from service.deps import EngineDep, TelemetryDep
+from service.errors import ServiceError
+from service.telemetry import CONTENT_TYPE_LATEST
+
+router = APIRouter(tags=["system"])
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    """The process is up (liveness)."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
+    """Ready when the store answers and the learning kernels are compiled (warm-up done)."""
+    checks: dict[str, str] = {}
+    try:
+        await run_in_threadpool(engine.store.ping)
+        checks["store"] = "ok"
+    except ServiceError as error:
+        checks["store"] = error.detail
+    warm = request.app.state.warm.is_set()
+    checks["kernels"] = "ok" if warm else "compiling"
+    ready = all(value == "ok" for value in checks.values())
+    return JSONResponse(
+        {"status": "ready" if ready else "not ready", "checks": checks},
+        status_code=200 if ready else 503,
+    )
+
+
+@router.get("/metrics", response_class=Response)
+async def prometheus(telemetry: TelemetryDep) -> Response:
+    """Prometheus text exposition format (this process's counters)."""
+    return Response(telemetry.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/v1/learners", response_model=dict[str, list[str]])
+async def learners() -> dict[str, list[str]]:
+    """Learner names accepted by ``POST /v1/models``."""
+    return {"learners": available_learners()}

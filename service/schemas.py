@@ -1,0 +1,155 @@
+"""Request and response bodies of the HTTP API (pydantic), and the stored model configuration."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+FeatureModeName = Literal["dense", "sparse", "hashed"]
+ScalingName = Literal["auto", "none", "unit_norm", "standard", "scale"]
+
+#: [CHOICE] Models created over HTTP scale by default: fraud teams post raw features (amounts
+#: in the thousands next to 0/1 flags), and every learner here takes gradient steps whose size
+#: assumes features of unit scale.  ``auto`` resolves at creation to ``standard`` (running
+#: mean/variance) for dense models and to ``scale`` (running variance, keeps sparsity) for
+#: sparse and hashed ones; pass ``"none"`` for features that are already scaled.
+DEFAULT_SCALING: ScalingName = "auto"
+
+
+def resolve_scaling(scaling: str, feature_mode: str) -> str:
+    if scaling != "auto":
+        return scaling
+    return "standard" if feature_mode == "dense" else "scale"
+
+
+class ModelCreate(BaseModel):
+    """``POST /v1/models``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", description="model id")
+    learner: str = Field("spam", description="learner name, see GET /v1/learners")
+    params: dict[str, Any] = Field(default_factory=dict, description="learner hyper-parameters")
+    n_features: int = Field(ge=1, le=1 << 24)
+    feature_mode: FeatureModeName = "dense"
+    scaling: ScalingName = Field(
+        DEFAULT_SCALING,
+        description="auto = standard for dense models, scale for sparse and hashed ones",
+    )
+    pauc_range: tuple[float, float] = Field(
+        (0.0, 0.1), description="false-positive-rate range [alpha, beta] of the pAUC"
+    )
+    window: int = Field(10_000, ge=2, le=1_000_000, description="metrics window, in events")
+    reservoir: int = Field(
+        10_000,
+        ge=2,
+        le=1_000_000,
+        description="scores kept per class for the since-start metrics (exact up to this many)",
+    )
+    default_label: Literal[0, 1] | None = Field(
+        None, description="label learned for a scored event whose label never came in time"
+    )
+    label_ttl_seconds: float | None = Field(
+        None, gt=0, description="how long /score keeps an event waiting for its label"
+    )
+
+    @field_validator("pauc_range")
+    @classmethod
+    def _check_range(cls, value: tuple[float, float]) -> tuple[float, float]:
+        alpha, beta = value
+        if not (0.0 <= alpha < beta <= 1.0):
+            raise ValueError(f"Expected 0 <= alpha < beta <= 1, got: [{alpha}, {beta}]")
+        return value
+
+    @model_validator(mode="after")
+    def _no_scaling_in_params(self) -> ModelCreate:
+        if "scaling" in self.params:
+            raise ValueError("set 'scaling' at the top level, not inside 'params'")
+        return self
+
+
+class ModelConfig(ModelCreate):
+    """What the store keeps: the request with its defaults resolved."""
+
+    scaling: ScalingName  # never "auto" once stored
+    incarnation: str
+    created_at: float
+
+
+class Counts(BaseModel):
+    events_learned: int
+    positives: int
+    negatives: int
+    duplicates: int
+    labels_joined: int
+    labels_defaulted: int
+    labels_expired: int
+
+
+class ModelInfo(BaseModel):
+    config: ModelConfig
+    version: int
+    counts: Counts
+
+
+class ModelList(BaseModel):
+    models: list[str]
+
+
+class LearnResponse(BaseModel):
+    model: str
+    version: int
+    received: int
+    learned: int
+    duplicates: int
+    duplicate_ids: list[str]
+    scores: list[float | None] | None = None
+
+
+class ScoreResponse(BaseModel):
+    model: str
+    version: int
+    scores: list[float]
+    kept: int = Field(0, description="events whose features were kept for a later label")
+
+
+class LabelStatus(BaseModel):
+    id: str
+    status: Literal["learned", "duplicate", "unknown", "expired"]
+
+
+class LabelsResponse(BaseModel):
+    model: str
+    version: int
+    learned: int
+    results: list[LabelStatus]
+
+
+class WeightsResponse(BaseModel):
+    model: str
+    version: int
+    n_features: int
+    coef: list[float]
+
+
+class RocResponse(BaseModel):
+    model: str
+    version: int
+    n_events: int
+    fpr: list[float | None]
+    tpr: list[float | None]
+    thresholds: list[float | None]
+
+
+class Problem(BaseModel):
+    """application/problem+json (RFC 9457)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    field: str | None = None
+    line: int | None = None
+    event: int | None = None
+    event_id: str | None = None

@@ -1,0 +1,136 @@
+"""The store protocol: where model configurations, versioned state and event-id memory live.
+
+Two implementations: :mod:`service.stores.memory` (embedded, one process) and
+:mod:`service.stores.redis` (shared by processes and machines).  Both give the same guarantees:
+
+* A model's state is a flat ``dict[str, np.ndarray]`` written as a whole by :meth:`Store.commit`
+  together with a new version number, atomically, and only if the caller's expected version is
+  still current (optimistic concurrency): otherwise :class:`~service.errors.StaleVersion` is
+  raised and the caller reloads and retries.  The same commit records the event ids it learned,
+  removes pending labels it consumed and writes checkpoint fields (``meta``), so that "state
+  learned these events" and "these ids are known" can never disagree.
+* ``incarnation`` changes whenever a model id is re-created, reset or imported, so a process
+  cache keyed by ``(incarnation, version)`` never mistakes a new model for an old one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass
+class StoredState:
+    """What :meth:`Store.load` returns.
+
+    ``config`` and ``arrays`` are ``None`` when the caller's cached ``(incarnation, version)``
+    is still current (nothing needs to be read).
+    """
+
+    version: int
+    incarnation: str
+    config: dict[str, Any] | None = None
+    arrays: dict[str, np.ndarray] | None = None
+    meta: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Commit:
+    """One atomic, versioned write (see :meth:`Store.commit`)."""
+
+    expected_version: int
+    incarnation: str
+    arrays: dict[str, np.ndarray]
+    #: event ids learned by this write, remembered until ``id_expiry`` (unix seconds)
+    learned_ids: Sequence[str] = ()
+    id_expiry: float = 0.0
+    #: pending labels consumed by this write
+    remove_pending: Sequence[str] = ()
+    #: ids whose label expired, remembered until ``id_expiry``
+    expired_ids: Sequence[str] = ()
+    #: checkpoint fields stored with the state (e.g. a queue worker's last stream id)
+    meta: dict[str, str] = field(default_factory=dict)
+    #: current time (unix seconds), used to forget expired ids
+    now: float = 0.0
+
+
+class Store(Protocol):
+    """Protocol of both stores.  All methods are synchronous and thread-safe."""
+
+    name: str
+
+    def ping(self) -> None:
+        """Raise :class:`~service.errors.StoreUnavailable` if the store does not answer."""
+
+    def close(self) -> None: ...
+
+    def create_model(
+        self,
+        model_id: str,
+        config: dict[str, Any],
+        arrays: dict[str, np.ndarray],
+        incarnation: str,
+        *,
+        replace: bool = False,
+    ) -> int:
+        """Create a model (version 1).  ``replace=True`` wipes an existing one first (reset,
+        import); otherwise an existing id raises :class:`~service.errors.ModelExists`."""
+        ...
+
+    def list_models(self) -> list[str]: ...
+
+    def delete_model(self, model_id: str) -> None: ...
+
+    def load(
+        self, model_id: str, known_version: int | None = None, known_incarnation: str | None = None
+    ) -> StoredState: ...
+
+    def commit(self, model_id: str, commit: Commit) -> int:
+        """Apply ``commit`` atomically and return the new version; raises
+        :class:`~service.errors.StaleVersion` when the expected version or incarnation is not
+        current, :class:`~service.errors.ModelNotFound` when the model is gone."""
+        ...
+
+    def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
+        """Boolean mask: which ``ids`` were learned and are still remembered."""
+        ...
+
+    def expired(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
+        """Boolean mask: which ``ids`` had a pending label that expired (still remembered)."""
+        ...
+
+    def put_pending(self, model_id: str, records: dict[str, bytes], deadline: float) -> None:
+        """Keep ``records`` (features + score of scored events) until ``deadline``."""
+        ...
+
+    def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:
+        """The pending records of ``ids`` that exist, with their deadlines."""
+        ...
+
+    def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
+        """Up to ``limit`` pending ids whose deadline has passed."""
+        ...
+
+
+def encode_layout(array: np.ndarray) -> str:
+    """``<dtype>|<shape>``, e.g. ``<f8|50`` or ``<i8|2,3``; arrays are little-endian."""
+    return f"{array.dtype.str}|{','.join(map(str, array.shape))}"
+
+
+def decode_array(raw: bytes, layout: str) -> np.ndarray:
+    dtype_text, _, shape_text = layout.partition("|")
+    dtype = np.dtype(dtype_text)
+    if dtype.kind not in "iuf" or dtype.hasobject:
+        raise ValueError(f"refusing to decode state array of dtype {dtype_text!r}")
+    shape = tuple(int(part) for part in shape_text.split(",")) if shape_text else ()
+    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+
+
+def to_little_endian(array: np.ndarray) -> np.ndarray:
+    array = np.ascontiguousarray(array)
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return array

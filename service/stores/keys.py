@@ -1,0 +1,89 @@
+"""Every Redis key name of aucstream, defined here and nowhere else (tested as exact strings).
+
+All keys of one model carry the model id as a hash tag, ``aucs:{<model>}:...``, so they share a
+Redis Cluster slot and one Lua script may touch all of them.  The only key without a model hash
+tag is the global index of model ids, ``aucs:models``, which no script touches.
+
+======================= ====== ================================================================
+key                     type   content
+======================= ====== ================================================================
+aucs:models             set    every model id
+aucs:{m}:config         string the model's JSON configuration (learner, params, n_features ...)
+aucs:{m}:version        string integer state version, incremented by every committed write
+aucs:{m}:meta           hash   ``incarnation`` (changes when the model is re-created or
+                               imported), plus checkpoint fields written with the state
+aucs:{m}:state          hash   one field per state array: its raw little-endian bytes
+aucs:{m}:layout         hash   one field per state array: ``<dtype>|<shape>`` e.g. ``<f8|50``
+aucs:{m}:seen           zset   event ids already learned, scored by their expiry (unix s)
+aucs:{m}:expired        zset   ids whose label never came before the TTL, scored by expiry
+aucs:{m}:pending        hash   event id -> features + score kept by ``/score`` for a label
+aucs:{m}:deadlines      zset   event id -> time after which its pending label expires
+======================= ====== ================================================================
+"""
+
+from __future__ import annotations
+
+PREFIX = "aucs"
+MODELS = f"{PREFIX}:models"
+
+
+def _check(model_id: str) -> str:
+    if not model_id or "{" in model_id or "}" in model_id:
+        raise ValueError(f"model id {model_id!r} may not be empty or contain braces")
+    return model_id
+
+
+def model_key(model_id: str, part: str) -> str:
+    """``aucs:{<model_id>}:<part>``."""
+    return f"{PREFIX}:{{{_check(model_id)}}}:{part}"
+
+
+def config(model_id: str) -> str:
+    return model_key(model_id, "config")
+
+
+def version(model_id: str) -> str:
+    return model_key(model_id, "version")
+
+
+def meta(model_id: str) -> str:
+    return model_key(model_id, "meta")
+
+
+def state(model_id: str) -> str:
+    return model_key(model_id, "state")
+
+
+def layout(model_id: str) -> str:
+    return model_key(model_id, "layout")
+
+
+def seen(model_id: str) -> str:
+    return model_key(model_id, "seen")
+
+
+def expired(model_id: str) -> str:
+    return model_key(model_id, "expired")
+
+
+def pending(model_id: str) -> str:
+    return model_key(model_id, "pending")
+
+
+def deadlines(model_id: str) -> str:
+    return model_key(model_id, "deadlines")
+
+
+def all_model_keys(model_id: str) -> list[str]:
+    """Every key one model owns (for deletion)."""
+    return [
+        config(model_id),
+        version(model_id),
+        meta(model_id),
+        state(model_id),
+        layout(model_id),
+        seen(model_id),
+        expired(model_id),
+        pending(model_id),
+        deadlines(model_id),
+    ]

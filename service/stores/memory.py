@@ -1,0 +1,145 @@
+"""The embedded store: everything in this process's memory (the default of ``aucstream serve``).
+
+It keeps its own copies of the arrays, so a process cache that is mutated in place and then
+dropped after a failed write can always be rebuilt from the last committed state.  It is not
+shared between processes: with several uvicorn workers use the Redis store.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from service.errors import ModelExists, ModelNotFound, StaleVersion
+from service.stores.base import Commit, StoredState
+
+
+@dataclass
+class _Model:
+    config: dict[str, Any]
+    incarnation: str
+    version: int
+    arrays: dict[str, np.ndarray]
+    meta: dict[str, str] = field(default_factory=dict)
+    seen: dict[str, float] = field(default_factory=dict)
+    expired: dict[str, float] = field(default_factory=dict)
+    pending: dict[str, tuple[bytes, float]] = field(default_factory=dict)
+    next_forget: float = 0.0
+
+
+def _copy_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {name: np.array(value, copy=True, order="C") for name, value in arrays.items()}
+
+
+class MemoryStore:
+    name = "memory"
+
+    def __init__(self) -> None:
+        self._models: dict[str, _Model] = {}
+        self._lock = threading.Lock()
+
+    def ping(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def _get(self, model_id: str) -> _Model:
+        try:
+            return self._models[model_id]
+        except KeyError:
+            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id") from None
+
+    def create_model(self, model_id, config, arrays, incarnation, *, replace=False) -> int:
+        with self._lock:
+            if model_id in self._models and not replace:
+                raise ModelExists(f"a model with id {model_id!r} already exists", field="id")
+            self._models[model_id] = _Model(
+                copy.deepcopy(config),
+                incarnation,
+                1,
+                _copy_arrays(arrays),
+                {"incarnation": incarnation},
+            )
+            return 1
+
+    def list_models(self) -> list[str]:
+        with self._lock:
+            return sorted(self._models)
+
+    def delete_model(self, model_id: str) -> None:
+        with self._lock:
+            self._get(model_id)
+            del self._models[model_id]
+
+    def load(self, model_id, known_version=None, known_incarnation=None) -> StoredState:
+        with self._lock:
+            model = self._get(model_id)
+            if model.version == known_version and model.incarnation == known_incarnation:
+                return StoredState(model.version, model.incarnation)
+            return StoredState(
+                model.version,
+                model.incarnation,
+                copy.deepcopy(model.config),
+                _copy_arrays(model.arrays),
+                dict(model.meta),
+            )
+
+    def commit(self, model_id: str, commit: Commit) -> int:
+        arrays = _copy_arrays(commit.arrays)  # copy outside the lock
+        with self._lock:
+            model = self._get(model_id)
+            if model.version != commit.expected_version or model.incarnation != commit.incarnation:
+                raise StaleVersion(model_id)
+            model.arrays.update(arrays)
+            model.meta.update(commit.meta)
+            for event_id in commit.learned_ids:
+                model.seen[event_id] = commit.id_expiry
+            for event_id in commit.expired_ids:
+                model.expired[event_id] = commit.id_expiry
+            for event_id in commit.remove_pending:
+                model.pending.pop(event_id, None)
+            if commit.now >= model.next_forget:
+                # a dict has no index by expiry: sweep at most once a minute, O(ids remembered)
+                model.next_forget = commit.now + 60.0
+                self._forget(model.seen, commit.now)
+                self._forget(model.expired, commit.now)
+            model.version += 1
+            return model.version
+
+    @staticmethod
+    def _forget(memory: dict[str, float], now: float) -> None:
+        for key in [key for key, expiry in memory.items() if expiry <= now]:
+            del memory[key]
+
+    def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
+        with self._lock:
+            memory = self._get(model_id).seen
+            return np.array([memory.get(i, 0.0) > now for i in ids], dtype=bool)
+
+    def expired(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
+        with self._lock:
+            memory = self._get(model_id).expired
+            return np.array([memory.get(i, 0.0) > now for i in ids], dtype=bool)
+
+    def put_pending(self, model_id: str, records: dict[str, bytes], deadline: float) -> None:
+        with self._lock:
+            pending = self._get(model_id).pending
+            for event_id, record in records.items():
+                pending[event_id] = (record, deadline)
+
+    def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:
+        with self._lock:
+            pending = self._get(model_id).pending
+            return {i: pending[i] for i in ids if i in pending}
+
+    def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
+        with self._lock:
+            pending = self._get(model_id).pending
+            due = [i for i, (_, deadline) in pending.items() if deadline <= now]
+            return due[:limit]

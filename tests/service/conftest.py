@@ -1,0 +1,87 @@
+"""Service fixtures: the real ASGI app over the memory store and over a private Redis."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.settings import Settings
+
+STORES = ["memory", "redis"]
+
+
+@pytest.fixture(params=STORES)
+def store_kind(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def redis_url(request, store_kind):
+    if store_kind != "redis":
+        return None
+    url = request.getfixturevalue("redis_server")
+    import redis
+
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    client.close()
+    return url
+
+
+@pytest.fixture
+def make_client(store_kind, redis_url):
+    """``make_client(**settings)`` -> a started TestClient (lifespan runs) on the store."""
+    clients = []
+
+    def build(**overrides) -> TestClient:
+        settings = Settings(store=store_kind, redis_url=redis_url, **overrides)
+        client = TestClient(create_app(settings))
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield build
+    for client in clients:
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def client(make_client) -> TestClient:
+    return make_client()
+
+
+def make_stream(n_events: int, n_features: int = 5, seed: int = 0):
+    """A separable-ish stream: positives shifted along the first features."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n_events) < 0.3).astype(np.int64)
+    X = rng.normal(size=(n_events, n_features)) + 1.5 * y[:, None] * (np.arange(n_features) < 2)
+    return X, y
+
+
+def events_json(X, y=None, ids=None) -> dict:
+    events = []
+    for row in range(len(X)):
+        event = {"x": X[row].tolist()}
+        if y is not None:
+            event["y"] = int(y[row])
+        if ids is not None:
+            event["id"] = ids[row]
+        events.append(event)
+    return {"events": events}
+
+
+def npz_bytes(**arrays) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def create_model(client: TestClient, model_id: str = "m", n_features: int = 5, **extra):
+    body = {"id": model_id, "n_features": n_features, **extra}
+    response = client.post("/v1/models", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()

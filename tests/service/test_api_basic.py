@@ -1,0 +1,55 @@
+"""JSON ingest, score and metrics end to end through the real app, on both stores."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.learners import make_learner
+from core.metrics import PrequentialWindow
+from tests.service.conftest import create_model, events_json, make_stream
+
+
+def test_json_ingest_learns_like_the_learner_and_reports_metrics(client):
+    create_model(client, n_features=5, scaling="none", params={"random_state": 0})
+    X, y = make_stream(300)
+    response = client.post("/v1/models/m/events?scores=true", json=events_json(X, y))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["learned"] == 300 and body["duplicates"] == 0 and body["version"] == 2
+
+    reference = make_learner("spam", random_state=0)
+    reference.initialize(5)
+    expected_scores = reference.prequential_step(X, y)
+    np.testing.assert_array_equal(np.array(body["scores"]), expected_scores)
+
+    weights = client.get("/v1/models/m/weights").json()
+    np.testing.assert_array_equal(np.array(weights["coef"]), reference.coef_)
+
+    window = PrequentialWindow(10_000, 10_000)
+    window.update(expected_scores, y)
+    metrics = client.get("/v1/models/m/metrics").json()
+    assert metrics["window"]["auc"] == pytest.approx(window.auc(), abs=0)
+    assert metrics["window"]["pauc"] == pytest.approx(window.pauc(0.0, 0.1), abs=0)
+    assert metrics["counts"]["events_learned"] == 300
+    assert metrics["counts"]["positives"] == int(y.sum())
+
+    scores = client.post("/v1/models/m/score", json=events_json(X[:7])).json()
+    np.testing.assert_array_equal(np.array(scores["scores"]), reference.decision_function(X[:7]))
+
+
+def test_model_crud(client):
+    info = create_model(client, "a", n_features=3)
+    assert info["config"]["scaling"] == "standard"  # [CHOICE] auto -> standard for dense
+    assert (
+        create_model(client, "b", n_features=3, feature_mode="hashed")["config"]["scaling"]
+        == "scale"
+    )
+    assert client.get("/v1/models").json() == {"models": ["a", "b"]}
+    again = client.post("/v1/models", json={"id": "a", "n_features": 3})
+    assert again.status_code == 409
+    assert again.headers["content-type"] == "application/problem+json"
+    assert client.get("/v1/models/a").json()["version"] == 1
+    assert client.delete("/v1/models/a").status_code == 204
+    assert client.get("/v1/models/a").status_code == 404
+    assert client.get("/v1/models").json() == {"models": ["b"]}

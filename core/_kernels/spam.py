@@ -1,0 +1,367 @@
+"""SPAM kernels: Natole thesis ch. 4, Alg. 20 (papers/notes/001_spam_thesis.md §4.2, App. C).
+
+One kernel call learns a whole batch in order.  Every kernel works on the same state layout,
+whatever the input (dense rows or CSR rows), so a model can receive both:
+
+* ``w = w_scale * w_unscaled``: the L2 prox multiplies ``w`` by ``1 / (1 + eta * l2)``; keeping
+  that factor in one scalar makes the step O(nnz(x)) instead of O(n_features).  When the scale
+  falls below 1e-3 the kernel folds it into the vector (O(n_features), rare): a smaller scale
+  would cost digits in the lazy average below.
+* the *sum* of the iterates is ``avg_offset + avg_coef * w_unscaled`` (the classic lazy
+  averaging: adding ``delta`` to ``w_unscaled`` subtracts ``avg_coef * delta`` from
+  ``avg_offset``; adding the new iterate adds its scale to ``avg_coef``), so the averaged
+  iterate is recoverable in O(1) per coordinate.
+* class sums (not means, so a new event only adds to them) and, for the CSR path, the two
+  scalars ``w . sum_pos`` and ``w . sum_neg`` kept up to date incrementally.  Dense kernels
+  compute ``w . sum_opposite`` directly (same O(n_features) as the rest of a dense step) and
+  refresh the two scalars at the end of the batch, which does not depend on how the events were
+  split into batches.
+
+Kernels take arrays and scalars only, validate nothing and read no globals.
+"""
+
+import numpy as np
+
+from core._kernels._config import kernel
+
+
+# ------------------------------------------------------------------------------ dot products
+@kernel
+def dot_dense(a, x):
+    """``a . x`` with four accumulators: without fastmath numba keeps one add chain per
+    accumulator, so four chains run ~4x faster than one; the order is fixed, hence
+    deterministic."""
+    n = x.shape[0]
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    j = 0
+    while j + 4 <= n:
+        s0 += a[j] * x[j]
+        s1 += a[j + 1] * x[j + 1]
+        s2 += a[j + 2] * x[j + 2]
+        s3 += a[j + 3] * x[j + 3]
+        j += 4
+    while j < n:
+        s0 += a[j] * x[j]
+        j += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+@kernel
+def dot_sparse(a, indices, data, start, end):
+    total = 0.0
+    for k in range(start, end):
+        total += a[indices[k]] * data[k]
+    return total
+
+
+@kernel
+def sq_norm_sparse(data, start, end):
+    total = 0.0
+    for k in range(start, end):
+        total += data[k] * data[k]
+    return total
+
+
+# ------------------------------------------------------------------------------ shared pieces
+@kernel
+def fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average):
+    """Make ``w_scale`` 1 without changing ``w`` or the iterate sum: O(n_features), rare."""
+    scale = w_scale[0]
+    if average:
+        coef = avg_coef[0]
+        for j in range(w_unscaled.shape[0]):
+            avg_offset[j] += coef * w_unscaled[j]
+        avg_coef[0] = 0.0
+    for j in range(w_unscaled.shape[0]):
+        w_unscaled[j] *= scale
+    w_scale[0] = 1.0
+
+
+@kernel
+def served_score(vx, ax, w_scale, avg_coef, n_averaged, average):
+    """Score of the served model from ``vx = w_unscaled . x`` and ``ax = avg_offset . x``:
+    the averaged iterate ``(avg_offset + avg_coef * w_unscaled) / n_averaged`` when averaging
+    (0 before the first step: the average of no iterate is taken as w = 0), else ``w``."""
+    if average:
+        if n_averaged > 0.0:
+            return (ax + avg_coef * vx) / n_averaged
+        return 0.0
+    return w_scale * vx
+
+
+@kernel
+def mean_sq_norm(sq_norm_sum, n_seen):
+    """nu: the running mean of ||x||^2 (events seen so far, this one included); 1 while it is 0.
+
+    [CHOICE] Steps are taken in the units of x / sqrt(nu) (see core.learners.spam)."""
+    if sq_norm_sum > 0.0:
+        return sq_norm_sum / n_seen
+    return 1.0
+
+
+@kernel
+def spam_eta(n_steps, eta0, l2, inverse):
+    """eta_t = eta0 / sqrt(t) (author code, App. B), or the O(1/t) schedule of Thm 4.2,
+    eta_t = 1 / (l2 (t + t0)) with t0 = 1 / (eta0 l2) - 1 so that eta_1 = eta0."""
+    if inverse:
+        return eta0 / (1.0 + eta0 * l2 * (n_steps - 1))
+    return eta0 / np.sqrt(n_steps)
+
+
+@kernel
+def spam_gradient_coef(positive, wx, w_dot_mean_opposite, p):
+    """The SPAM stochastic gradient is ``coef * x`` (notes §4.2, [DERIVED] from eq. (4.11)):
+    y=+1: 2(1-p)(w.x - w.m- - 1);  y=-1: 2p(w.x - w.m+ + 1)."""
+    if positive:
+        return 2.0 * (1.0 - p) * (wx - w_dot_mean_opposite - 1.0)
+    return 2.0 * p * (wx - w_dot_mean_opposite + 1.0)
+
+
+# ------------------------------------------------------------------------------ L2, dense
+@kernel
+def spam_l2_dense(
+    X, y, scores,
+    w_unscaled, w_scale, avg_offset, avg_coef,
+    sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
+    n_seen, n_pos, n_neg, n_steps, sq_norm_sum,
+    eta0, l2, inverse, average, n_warmup,
+):  # fmt: skip
+    want_scores = scores.shape[0] > 0
+    for i in range(X.shape[0]):
+        x = X[i]
+        xx = dot_dense(x, x)
+        vx = dot_dense(w_unscaled, x)
+        if want_scores:
+            ax = dot_dense(avg_offset, x) if average else 0.0
+            scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], n_steps[0], average)
+        n_seen[0] += 1
+        sq_norm_sum[0] += xx
+        positive = y[i] > 0
+        # [CHOICE] no step during warm-up nor before both classes were seen (OPAUC's code does
+        # the same); p and the means are those of the events before this one (App. C).
+        if n_seen[0] > n_warmup and n_pos[0] > 0 and n_neg[0] > 0:
+            p = n_pos[0] / (n_pos[0] + n_neg[0])
+            if positive:
+                w_dot_mean = w_scale[0] * dot_dense(w_unscaled, sum_neg) / n_neg[0]
+            else:
+                w_dot_mean = w_scale[0] * dot_dense(w_unscaled, sum_pos) / n_pos[0]
+            n_steps[0] += 1
+            eta = spam_eta(n_steps[0], eta0, l2, inverse)
+            nu = mean_sq_norm(sq_norm_sum[0], n_seen[0])
+            coef = spam_gradient_coef(positive, w_scale[0] * vx, w_dot_mean, p)
+            step = eta * coef / nu
+            # Natole thesis Alg. 20 / eq. (4.11) then the L2 prox u / (1 + eta l2) (§4.3):
+            # w' = rho (w - step x), kept as scale' = rho scale, v' = v - (step / scale) x
+            rho = 1.0 / (1.0 + eta * l2)
+            if w_scale[0] * rho < 1e-3:
+                fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average)
+            delta = -step / w_scale[0]
+            new_scale = w_scale[0] * rho
+            if average:
+                shift = avg_coef[0] * delta
+                for j in range(x.shape[0]):
+                    w_unscaled[j] += delta * x[j]
+                    avg_offset[j] -= shift * x[j]
+                avg_coef[0] += new_scale  # + the new iterate: uniform average (App. B)
+            else:
+                for j in range(x.shape[0]):
+                    w_unscaled[j] += delta * x[j]
+            w_scale[0] = new_scale
+        # the class statistics take the event after the step (App. C)
+        if positive:
+            n_pos[0] += 1
+            for j in range(x.shape[0]):
+                sum_pos[j] += x[j]
+        else:
+            n_neg[0] += 1
+            for j in range(x.shape[0]):
+                sum_neg[j] += x[j]
+    w_dot_sum_pos[0] = w_scale[0] * dot_dense(w_unscaled, sum_pos)
+    w_dot_sum_neg[0] = w_scale[0] * dot_dense(w_unscaled, sum_neg)
+
+
+# ------------------------------------------------------------------------------ L2, CSR
+@kernel
+def spam_l2_csr(
+    indptr, indices, data, y, scores,
+    w_unscaled, w_scale, avg_offset, avg_coef,
+    sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
+    n_seen, n_pos, n_neg, n_steps, sq_norm_sum,
+    eta0, l2, inverse, average, n_warmup,
+):  # fmt: skip
+    """As :func:`spam_l2_dense`, O(nnz) per event (plus a rare O(n_features) fold)."""
+    want_scores = scores.shape[0] > 0
+    for i in range(indptr.shape[0] - 1):
+        start = indptr[i]
+        end = indptr[i + 1]
+        xx = sq_norm_sparse(data, start, end)
+        vx = dot_sparse(w_unscaled, indices, data, start, end)
+        if want_scores:
+            ax = dot_sparse(avg_offset, indices, data, start, end) if average else 0.0
+            scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], n_steps[0], average)
+        n_seen[0] += 1
+        sq_norm_sum[0] += xx
+        positive = y[i] > 0
+        if n_seen[0] > n_warmup and n_pos[0] > 0 and n_neg[0] > 0:
+            p = n_pos[0] / (n_pos[0] + n_neg[0])
+            if positive:
+                w_dot_mean = w_dot_sum_neg[0] / n_neg[0]
+            else:
+                w_dot_mean = w_dot_sum_pos[0] / n_pos[0]
+            n_steps[0] += 1
+            eta = spam_eta(n_steps[0], eta0, l2, inverse)
+            nu = mean_sq_norm(sq_norm_sum[0], n_seen[0])
+            coef = spam_gradient_coef(positive, w_scale[0] * vx, w_dot_mean, p)
+            step = eta * coef / nu
+            rho = 1.0 / (1.0 + eta * l2)
+            # w' . sum = rho (w . sum - step x . sum): O(nnz) instead of a full dot product
+            x_dot_sum_pos = dot_sparse(sum_pos, indices, data, start, end)
+            x_dot_sum_neg = dot_sparse(sum_neg, indices, data, start, end)
+            w_dot_sum_pos[0] = rho * (w_dot_sum_pos[0] - step * x_dot_sum_pos)
+            w_dot_sum_neg[0] = rho * (w_dot_sum_neg[0] - step * x_dot_sum_neg)
+            if w_scale[0] * rho < 1e-3:
+                vx *= w_scale[0]  # w_unscaled . x after the fold
+                fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average)
+            delta = -step / w_scale[0]
+            new_scale = w_scale[0] * rho
+            if average:
+                shift = avg_coef[0] * delta
+                for k in range(start, end):
+                    w_unscaled[indices[k]] += delta * data[k]
+                    avg_offset[indices[k]] -= shift * data[k]
+                avg_coef[0] += new_scale
+            else:
+                for k in range(start, end):
+                    w_unscaled[indices[k]] += delta * data[k]
+            w_scale[0] = new_scale
+            vx += delta * xx
+        wx = w_scale[0] * vx
+        if positive:
+            n_pos[0] += 1
+            w_dot_sum_pos[0] += wx
+            for k in range(start, end):
+                sum_pos[indices[k]] += data[k]
+        else:
+            n_neg[0] += 1
+            w_dot_sum_neg[0] += wx
+            for k in range(start, end):
+                sum_neg[indices[k]] += data[k]
+
+
+# ------------------------------------------------------------------------------ elastic net
+@kernel
+def _elastic_net_prox_all(w, threshold, shrink, avg_offset, average):
+    """w_j = sign(u_j) max(|u_j| - eta l1, 0) / (1 + eta l2) on every coordinate (notes §4.2,
+    SPAM-NET); the iterate sum gains w (avg_coef stays 0 in these kernels)."""
+    for j in range(w.shape[0]):
+        u = w[j]
+        if u > threshold:
+            u = (u - threshold) * shrink
+        elif u < -threshold:
+            u = (u + threshold) * shrink
+        else:
+            u = 0.0
+        w[j] = u
+        if average:
+            avg_offset[j] += u
+
+
+@kernel
+def spam_elastic_net(
+    dense, X, indptr, indices, data, y, scores,
+    w_unscaled, w_scale, avg_offset, avg_coef,
+    sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
+    n_seen, n_pos, n_neg, n_steps, sq_norm_sum,
+    eta0, l2, l1, inverse, average, n_warmup,
+):  # fmt: skip
+    """SPAM-NET, dense rows (``dense``) or CSR rows: O(n_features) per event either way, since
+    the soft-threshold moves every coordinate and w . m+- depends on all of them non-linearly
+    (so neither lazy thresholding nor incremental dot products apply).  The weights are kept
+    explicit: ``w_scale`` is 1 and ``avg_coef`` 0 throughout."""
+    if w_scale[0] != 1.0:
+        fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average)
+    w = w_unscaled
+    want_scores = scores.shape[0] > 0
+    n_samples = X.shape[0] if dense else indptr.shape[0] - 1
+    for i in range(n_samples):
+        if dense:
+            x = X[i]
+            xx = dot_dense(x, x)
+            wx = dot_dense(w, x)
+            ax = dot_dense(avg_offset, x) if (average and want_scores) else 0.0
+        else:
+            start = indptr[i]
+            end = indptr[i + 1]
+            xx = sq_norm_sparse(data, start, end)
+            wx = dot_sparse(w, indices, data, start, end)
+            ax = dot_sparse(avg_offset, indices, data, start, end) if average else 0.0
+        if want_scores:
+            scores[i] = served_score(wx, ax, 1.0, 0.0, n_steps[0], average)
+        n_seen[0] += 1
+        sq_norm_sum[0] += xx
+        positive = y[i] > 0
+        if n_seen[0] > n_warmup and n_pos[0] > 0 and n_neg[0] > 0:
+            p = n_pos[0] / (n_pos[0] + n_neg[0])
+            if positive:
+                w_dot_mean = dot_dense(w, sum_neg) / n_neg[0]
+            else:
+                w_dot_mean = dot_dense(w, sum_pos) / n_pos[0]
+            n_steps[0] += 1
+            eta = spam_eta(n_steps[0], eta0, l2, inverse)
+            nu = mean_sq_norm(sq_norm_sum[0], n_seen[0])
+            step = eta * spam_gradient_coef(positive, wx, w_dot_mean, p) / nu
+            if dense:
+                for j in range(w.shape[0]):
+                    w[j] -= step * x[j]
+            else:
+                for k in range(start, end):
+                    w[indices[k]] -= step * data[k]
+            # penalties act on the weights of x / sqrt(nu): threshold eta l1 / sqrt(nu) in w
+            _elastic_net_prox_all(
+                w, eta * l1 / np.sqrt(nu), 1.0 / (1.0 + eta * l2), avg_offset, average
+            )
+        if dense:
+            if positive:
+                n_pos[0] += 1
+                for j in range(x.shape[0]):
+                    sum_pos[j] += x[j]
+            else:
+                n_neg[0] += 1
+                for j in range(x.shape[0]):
+                    sum_neg[j] += x[j]
+        else:
+            target = sum_pos if positive else sum_neg
+            for k in range(start, end):
+                target[indices[k]] += data[k]
+            if positive:
+                n_pos[0] += 1
+            else:
+                n_neg[0] += 1
+    w_dot_sum_pos[0] = dot_dense(w, sum_pos)
+    w_dot_sum_neg[0] = dot_dense(w, sum_neg)
+
+
+# ------------------------------------------------------------------------------ scoring
+@kernel
+def linear_scores_dense(X, w_unscaled, w_scale, avg_offset, avg_coef, n_averaged, average, out):
+    """Served scores with exactly the arithmetic of the learning kernels' prequential scores."""
+    for i in range(X.shape[0]):
+        x = X[i]
+        vx = dot_dense(w_unscaled, x)
+        ax = dot_dense(avg_offset, x) if average else 0.0
+        out[i] = served_score(vx, ax, w_scale, avg_coef, n_averaged, average)
+
+
+@kernel
+def linear_scores_csr(
+    indptr, indices, data, w_unscaled, w_scale, avg_offset, avg_coef, n_averaged, average, out
+):
+    for i in range(indptr.shape[0] - 1):
+        start = indptr[i]
+        end = indptr[i + 1]
+        vx = dot_sparse(w_unscaled, indices, data, start, end)
+        ax = dot_sparse(avg_offset, indices, data, start, end) if average else 0.0
+        out[i] = served_score(vx, ax, w_scale, avg_coef, n_averaged, average)

@@ -1,0 +1,150 @@
+"""Both stores honour one protocol: versioned atomic commits, ids, pending labels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from service.errors import ModelExists, ModelNotFound, StaleVersion
+from service.stores import keys
+from service.stores.base import Commit
+from service.stores.memory import MemoryStore
+from service.stores.redis import RedisStore
+
+
+def test_key_names_are_exact():
+    assert keys.MODELS == "aucs:models"
+    assert keys.config("fraud-1") == "aucs:{fraud-1}:config"
+    assert keys.version("fraud-1") == "aucs:{fraud-1}:version"
+    assert keys.meta("fraud-1") == "aucs:{fraud-1}:meta"
+    assert keys.state("fraud-1") == "aucs:{fraud-1}:state"
+    assert keys.layout("fraud-1") == "aucs:{fraud-1}:layout"
+    assert keys.seen("fraud-1") == "aucs:{fraud-1}:seen"
+    assert keys.expired("fraud-1") == "aucs:{fraud-1}:expired"
+    assert keys.pending("fraud-1") == "aucs:{fraud-1}:pending"
+    assert keys.deadlines("fraud-1") == "aucs:{fraud-1}:deadlines"
+    assert all("::" not in key for key in keys.all_model_keys("m"))
+    with pytest.raises(ValueError):
+        keys.state("a}b")
+
+
+@pytest.fixture
+def store(store_kind, redis_url):
+    if store_kind == "memory":
+        yield MemoryStore()
+    else:
+        store = RedisStore.from_url(redis_url)
+        yield store
+        store.close()
+
+
+ARRAYS = {
+    "learner:w": np.arange(4, dtype=np.float64),
+    "learner:t": np.array([7], dtype=np.int64),
+    "learner:rng": np.array([2**63 + 5], dtype=np.uint64),
+    "window:m": np.arange(6, dtype=np.float64).reshape(2, 3),
+}
+
+
+def _same(left: dict, right: dict) -> None:
+    assert set(left) == set(right)
+    for name in left:
+        assert left[name].dtype == right[name].dtype and left[name].shape == right[name].shape
+        np.testing.assert_array_equal(left[name], right[name])
+
+
+def test_create_load_commit_round_trip(store):
+    assert store.create_model("m", {"id": "m"}, ARRAYS, "inc1") == 1
+    with pytest.raises(ModelExists):
+        store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
+    loaded = store.load("m")
+    assert (loaded.version, loaded.incarnation, loaded.config) == (1, "inc1", {"id": "m"})
+    _same(loaded.arrays, ARRAYS)
+    # a current cache gets the version only
+    assert store.load("m", 1, "inc1").arrays is None
+    assert store.load("m", 1, "other").arrays is not None
+
+    changed = {**ARRAYS, "learner:w": ARRAYS["learner:w"] + 1}
+    commit = Commit(
+        1,
+        "inc1",
+        changed,
+        learned_ids=["a", "b"],
+        id_expiry=200.0,
+        now=100.0,
+        meta={"checkpoint": "5-0"},
+    )
+    assert store.commit("m", commit) == 2
+    with pytest.raises(StaleVersion):  # same expected version again: stale, nothing written
+        store.commit("m", Commit(1, "inc1", ARRAYS, learned_ids=["c"], id_expiry=200.0))
+    with pytest.raises(StaleVersion):
+        store.commit("m", Commit(2, "wrong-incarnation", ARRAYS))
+    loaded = store.load("m")
+    assert loaded.version == 2 and loaded.meta["checkpoint"] == "5-0"
+    _same(loaded.arrays, changed)
+    assert store.seen("m", ["a", "b", "c"], now=150.0).tolist() == [True, True, False]
+    assert store.seen("m", ["a"], now=250.0).tolist() == [False]  # forgotten after the TTL
+
+
+def test_replace_delete_and_missing(store):
+    store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
+    store.commit("m", Commit(1, "inc1", ARRAYS, learned_ids=["a"], id_expiry=1e12, now=1.0))
+    store.put_pending("m", {"p": b"rec"}, deadline=50.0)
+    assert store.create_model("m", {"id": "m", "v": 2}, ARRAYS, "inc2", replace=True) == 1
+    loaded = store.load("m")
+    assert loaded.incarnation == "inc2" and loaded.config == {"id": "m", "v": 2}
+    assert store.seen("m", ["a"], now=2.0).tolist() == [False]
+    assert store.get_pending("m", ["p"]) == {}
+    assert store.list_models() == ["m"]
+    store.delete_model("m")
+    assert store.list_models() == []
+    for call in (
+        lambda: store.load("m"),
+        lambda: store.delete_model("m"),
+        lambda: store.commit("m", Commit(1, "inc2", ARRAYS)),
+    ):
+        with pytest.raises(ModelNotFound):
+            call()
+
+
+def test_pending_records(store):
+    store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
+    store.put_pending("m", {"a": b"\x00\x01", "b": b"\x02"}, deadline=10.0)
+    store.put_pending("m", {"c": b"\x03"}, deadline=30.0)
+    assert store.get_pending("m", ["a", "c", "zz"]) == {
+        "a": (b"\x00\x01", 10.0),
+        "c": (b"\x03", 30.0),
+    }
+    assert sorted(store.due_pending("m", now=20.0, limit=10)) == ["a", "b"]
+    store.commit(
+        "m",
+        Commit(
+            1,
+            "inc1",
+            {},
+            remove_pending=["a", "b"],
+            expired_ids=["a", "b"],
+            id_expiry=99.0,
+            now=20.0,
+        ),
+    )
+    assert store.get_pending("m", ["a", "b"]) == {}
+    assert store.expired("m", ["a", "c"], now=21.0).tolist() == [True, False]
+    assert store.due_pending("m", now=20.0, limit=10) == []
+
+
+def test_redis_state_arrays_are_visible_as_raw_fields(redis_server):
+    import redis
+
+    redis_url = redis_server
+    redis.Redis.from_url(redis_url).flushdb()
+    store = RedisStore.from_url(redis_url)
+    store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
+    client = redis.Redis.from_url(redis_url)
+    assert client.hget(keys.state("m"), "learner:w") == ARRAYS["learner:w"].tobytes()
+    assert client.hget(keys.layout("m"), "learner:w") == b"<f8|4"
+    assert client.hget(keys.layout("m"), "window:m") == b"<f8|2,3"
+    assert client.hget(keys.layout("m"), "learner:rng") == b"<u8|1"
+    assert client.get(keys.version("m")) == b"1"
+    client.close()
+    store.close()

@@ -150,17 +150,20 @@ def _pauc_sorted(
     twice_whole_area, clipped_area = _kernels.roc_area_between(
         positive_sorted, negative_sorted, alpha * n_negative, beta * n_negative
     )
-    # Back from count units (false positives x true positives) to ROC units.
-    area = (0.5 * float(twice_whole_area) + clipped_area) / (float(n_positive) * n_negative)
+    # Back from count units (false positives x true positives) to a mean height in [0, 1].
+    # Dividing by the range's width in count units, not by beta - alpha after converting the
+    # area to ROC units, keeps a tiny range (beta = 1e-300) from underflowing to 0 / 0.
+    area = 0.5 * float(twice_whole_area) + clipped_area
+    mean_height = area / (float(n_positive) * (beta * n_negative - alpha * n_negative))
     if standardized:
         # McClish (1989): 0.5 for the diagonal, 1 for a perfect ranking.  sklearn's max_fpr
         # version is the alpha = 0 case; for alpha > 0 the diagonal's area over [alpha, beta]
-        # is (beta^2 - alpha^2) / 2 and the largest possible area is beta - alpha.
-        min_area = 0.5 * (beta * beta - alpha * alpha)
-        max_area = beta - alpha
+        # is (beta^2 - alpha^2) / 2 and the largest possible area is beta - alpha.  Divided by
+        # beta - alpha, the diagonal's mean height is (alpha + beta) / 2 and the largest 1.
+        diagonal_height = 0.5 * (alpha + beta)
         # Rounding may step a hair above 1; never report 1.0000000000000002.
-        return min(1.0, 0.5 * (1.0 + (area - min_area) / (max_area - min_area)))
-    return min(1.0, max(0.0, area / (beta - alpha)))
+        return min(1.0, 0.5 * (1.0 + (mean_height - diagonal_height) / (1.0 - diagonal_height)))
+    return min(1.0, max(0.0, mean_height))
 
 
 def _roc_sorted(
@@ -579,20 +582,21 @@ class PrequentialWindow:
             self._rng_state,
         )
 
-        if score_array.size >= capacity:
-            self._window_scores = score_array[-capacity:].copy()
-            self._window_labels = labels_pm1[-capacity:].copy()
-            self._size, self._cursor = capacity, 0
-        else:
-            # Before the first wrap the cursor equals the size, so growing never moves a pair.
-            needed = min(capacity, self._size + score_array.size)
-            self._window_scores = _grown(self._window_scores, needed, capacity)
-            self._window_labels = _grown(self._window_labels, needed, capacity)
-            slots = (self._cursor + np.arange(score_array.size)) % capacity
-            self._window_scores[slots] = score_array
-            self._window_labels[slots] = labels_pm1
-            self._cursor = (self._cursor + score_array.size) % capacity
-            self._size = min(capacity, self._size + score_array.size)
+        # Only the last `capacity` pairs of the batch can survive.  They go to the slots they
+        # would occupy had the batch arrived one event at a time, so the state does not depend
+        # on how a stream was cut into batches.
+        n_events = score_array.size
+        n_kept = min(n_events, capacity)
+        needed = min(capacity, self._size + n_events)
+        # Before the first wrap the cursor equals the size, so growing never moves a pair.
+        self._window_scores = _grown(self._window_scores, needed, capacity)
+        self._window_labels = _grown(self._window_labels, needed, capacity)
+        first_slot = (self._cursor + n_events - n_kept) % capacity
+        slots = (first_slot + np.arange(n_kept)) % capacity
+        self._window_scores[slots] = score_array[n_events - n_kept :]
+        self._window_labels[slots] = labels_pm1[n_events - n_kept :]
+        self._cursor = (self._cursor + n_events) % capacity
+        self._size = needed
         self._invalidate()
 
     def _invalidate(self) -> None:

@@ -63,7 +63,7 @@ def roc_area_between(positive_sorted, negative_sorted, alpha_fp, beta_fp):
                     slope = positives_at_threshold / negatives_at_threshold
                     left_tp = start_tp + slope * (left - start_fp)
                     right_tp = start_tp + slope * (right - start_fp)
-                    clipped_area += 0.5 * (right - left) * (left_tp + right_tp)
+                    clipped_area += (right - left) * (0.5 * (left_tp + right_tp))
         true_positives = end_tp
         false_positives = end_fp
         if false_positives >= beta_fp:

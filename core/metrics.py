@@ -81,7 +81,7 @@ def _as_scores(scores) -> np.ndarray:
 def _check_labelled_scores(y_true, scores) -> tuple[np.ndarray, np.ndarray]:
     """``(labels in {-1, +1} as int64, scores as float64)``, validated together."""
     score_array = _as_scores(scores)
-    labels = np.asarray(y_true) if not isinstance(y_true, np.ndarray) else y_true
+    labels = np.asarray(y_true)
     n_labels = labels.size if labels.ndim else 1
     if n_labels != score_array.size:
         raise ValueError(
@@ -144,8 +144,8 @@ def _pauc_sorted(
     negative_sorted: np.ndarray,
     alpha: float,
     beta: float,
-    standardized: bool,
-) -> float:
+) -> tuple[float, float]:
+    """``(pAUC, McClish-standardised pAUC)`` over [alpha, beta]: one sweep gives both."""
     n_positive, n_negative = positive_sorted.size, negative_sorted.size
     twice_whole_area, clipped_area = _kernels.roc_area_between(
         positive_sorted, negative_sorted, alpha * n_negative, beta * n_negative
@@ -155,15 +155,14 @@ def _pauc_sorted(
     # area to ROC units, keeps a tiny range (beta = 1e-300) from underflowing to 0 / 0.
     area = 0.5 * float(twice_whole_area) + clipped_area
     mean_height = area / (float(n_positive) * (beta * n_negative - alpha * n_negative))
-    if standardized:
-        # McClish (1989): 0.5 for the diagonal, 1 for a perfect ranking.  sklearn's max_fpr
-        # version is the alpha = 0 case; for alpha > 0 the diagonal's area over [alpha, beta]
-        # is (beta^2 - alpha^2) / 2 and the largest possible area is beta - alpha.  Divided by
-        # beta - alpha, the diagonal's mean height is (alpha + beta) / 2 and the largest 1.
-        diagonal_height = 0.5 * (alpha + beta)
-        # Rounding may step a hair above 1; never report 1.0000000000000002.
-        return min(1.0, 0.5 * (1.0 + (mean_height - diagonal_height) / (1.0 - diagonal_height)))
-    return min(1.0, max(0.0, mean_height))
+    # McClish (1989): 0.5 for the diagonal, 1 for a perfect ranking.  sklearn's max_fpr version
+    # is the alpha = 0 case; for alpha > 0 the diagonal's area over [alpha, beta] is
+    # (beta^2 - alpha^2) / 2 and the largest possible area is beta - alpha.  Divided by
+    # beta - alpha, the diagonal's mean height is (alpha + beta) / 2 and the largest is 1.
+    diagonal_height = 0.5 * (alpha + beta)
+    standardized = 0.5 * (1.0 + (mean_height - diagonal_height) / (1.0 - diagonal_height))
+    # Rounding may step a hair above 1; never report 1.0000000000000002.
+    return min(1.0, max(0.0, mean_height)), min(1.0, standardized)
 
 
 def _roc_sorted(
@@ -292,7 +291,8 @@ def pauc(
     reason = _undefined_reason(positive_sorted.size, negative_sorted.size, _INPUT)
     if reason is not None:
         return _warn_undefined("pAUC", reason)
-    return _pauc_sorted(positive_sorted, negative_sorted, alpha, beta, bool(standardized))
+    normalised, mcclish = _pauc_sorted(positive_sorted, negative_sorted, alpha, beta)
+    return mcclish if standardized else normalised
 
 
 def roc_curve(y_true, scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -650,31 +650,32 @@ class PrequentialWindow:
     # -- metrics
 
     @staticmethod
-    def _measure(sorted_classes, reason_template, alpha=None, beta=None, standardized=False):
-        """``(value, reason)``: the metric, or NaN and why it is undefined (no warning)."""
+    def _measure(sorted_classes, reason_template, alpha=None, beta=None):
+        """``(values, reason)``: ``values`` is the AUC, or ``(pAUC, standardised pAUC)`` when
+        alpha and beta are given; NaN and why when undefined (no warning: summary() reports)."""
         positive_sorted, negative_sorted = sorted_classes
         reason = _undefined_reason(positive_sorted.size, negative_sorted.size, reason_template)
         if reason is not None:
-            return math.nan, reason
+            return (math.nan if alpha is None else (math.nan, math.nan)), reason
         if alpha is None:
             return _auc_sorted(positive_sorted, negative_sorted), None
-        return _pauc_sorted(positive_sorted, negative_sorted, alpha, beta, standardized), None
+        return _pauc_sorted(positive_sorted, negative_sorted, alpha, beta), None
 
-    def _warned(self, result, metric):
-        value, reason = result
+    @staticmethod
+    def _warned(value, reason, metric):
         if reason is not None:
             return _warn_undefined(metric, reason, stacklevel=4)
         return value
 
     def auc(self) -> float:
         """Exact AUC of the pairs in the window (NaN + warning if a class is missing)."""
-        return self._warned(self._measure(self._sorted_window(), _WINDOW), "AUC")
+        return self._warned(*self._measure(self._sorted_window(), _WINDOW), "AUC")
 
     def pauc(self, alpha: float = 0.0, beta: float = 0.1, standardized: bool = False) -> float:
         """Exact pAUC of the window over FPR [alpha, beta], as :func:`pauc`."""
         alpha, beta = _check_fpr_range(alpha, beta)
-        result = self._measure(self._sorted_window(), _WINDOW, alpha, beta, bool(standardized))
-        return self._warned(result, "pAUC")
+        values, reason = self._measure(self._sorted_window(), _WINDOW, alpha, beta)
+        return self._warned(values[1 if standardized else 0], reason, "pAUC")
 
     def roc_curve(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """ROC curve of the window, as :func:`roc_curve`."""
@@ -686,15 +687,15 @@ class PrequentialWindow:
 
     def cumulative_auc(self) -> float:
         """AUC since the start: exact while ``cumulative_exact``, else an unbiased estimate."""
-        return self._warned(self._measure(self._sorted_reservoirs(), _SINCE_START), "AUC")
+        return self._warned(*self._measure(self._sorted_reservoirs(), _SINCE_START), "AUC")
 
     def cumulative_pauc(
         self, alpha: float = 0.0, beta: float = 0.1, standardized: bool = False
     ) -> float:
         """pAUC since the start: exact while ``cumulative_exact``, else a reservoir estimate."""
         alpha, beta = _check_fpr_range(alpha, beta)
-        result = self._measure(self._sorted_reservoirs(), _SINCE_START, alpha, beta, standardized)
-        return self._warned(result, "pAUC")
+        values, reason = self._measure(self._sorted_reservoirs(), _SINCE_START, alpha, beta)
+        return self._warned(values[1 if standardized else 0], reason, "pAUC")
 
     def summary(self, alpha: float = 0.0, beta: float = 0.1) -> dict:
         """Everything the metrics endpoint reports, JSON-able (no NaN: an undefined metric is
@@ -717,9 +718,8 @@ class PrequentialWindow:
             ("since_start", self._sorted_reservoirs(), _SINCE_START),
         ):
             auc_value, reason = self._measure(sorted_classes, reason_template)
-            pauc_value, _ = self._measure(sorted_classes, reason_template, alpha, beta, False)
-            standardized_value, _ = self._measure(
-                sorted_classes, reason_template, alpha, beta, True
+            (pauc_value, standardized_value), _ = self._measure(
+                sorted_classes, reason_template, alpha, beta
             )
             sections[name] = {
                 "auc": _metric_or_none(auc_value),

@@ -544,10 +544,14 @@ class Engine:
             taken: set[str] = set()
             for position, event_id in enumerate(ids):
                 record = records.get(event_id)
-                if seen[position] or event_id in taken:
+                if event_id in taken:
                     status = "duplicate"
-                elif expired[position] or (record is not None and record[1] <= now):
-                    status = "expired"
+                elif expired[position] or (
+                    record is not None and record[1] <= now and not seen[position]
+                ):
+                    status = "expired"  # checked first: a default label may have been learned
+                elif seen[position]:
+                    status = "duplicate"
                 elif record is None:
                     status = "unknown"
                 else:

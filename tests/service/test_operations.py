@@ -1,0 +1,193 @@
+"""Metrics stream, ROC, snapshots, reset, API keys, health and Prometheus endpoints."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+import zipfile
+
+import numpy as np
+import orjson
+
+from core.metrics import PrequentialWindow
+from tests.service.conftest import create_model, events_json, make_stream
+
+
+def _sse_messages(lines):
+    message = {}
+    for line in lines:
+        if line == "":
+            if message:
+                yield message
+            message = {}
+        elif not line.startswith(":"):
+            key, _, value = line.partition(": ")
+            message[key] = value
+
+
+def test_metrics_stream_pushes_changes(client):
+    create_model(client, n_features=5)
+    X, y = make_stream(60)
+    client.post("/v1/models/m/events", json=events_json(X[:30], y[:30]))
+
+    def post_later():
+        time.sleep(0.3)
+        client.post("/v1/models/m/events", json=events_json(X[30:], y[30:]))
+
+    poster = threading.Thread(target=post_later)
+    poster.start()
+    with client.stream("GET", "/v1/models/m/metrics/stream?max_events=2&interval=0.05") as stream:
+        assert stream.status_code == 200
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        messages = list(_sse_messages(stream.iter_lines()))
+    poster.join()
+    assert [m["event"] for m in messages] == ["metrics", "metrics"]
+    first, second = (orjson.loads(m["data"]) for m in messages)
+    assert first["counts"]["events_learned"] == 30
+    assert second["counts"]["events_learned"] == 60
+    assert int(messages[1]["id"]) == second["version"] > first["version"]
+    assert client.get("/v1/models/nope/metrics/stream").status_code == 404
+
+
+def test_roc_of_the_window(client):
+    create_model(client, n_features=5, window=50)
+    X, y = make_stream(80)
+    scores = client.post("/v1/models/m/events?scores=true", json=events_json(X, y)).json()["scores"]
+    window = PrequentialWindow(50)
+    window.update(scores, y)
+    fpr, tpr, _ = window.roc_curve()
+    roc = client.get("/v1/models/m/metrics/roc").json()
+    assert roc["n_events"] == 50
+    np.testing.assert_array_equal(roc["fpr"], fpr)
+    np.testing.assert_array_equal(roc["tpr"], tpr)
+
+
+def test_snapshot_round_trip_continues_bit_for_bit(client):
+    create_model(client, n_features=5, params={"random_state": 1})
+    X, y = make_stream(100)
+    client.post("/v1/models/m/events", json=events_json(X[:50], y[:50], ids=list(range(50))))
+    exported = client.get("/v1/models/m/snapshot")
+    assert exported.status_code == 200 and exported.headers["content-type"] == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(exported.content)) as archive:
+        manifest = orjson.loads(archive.read("manifest.json"))
+        assert manifest["format"] == "aucstream-snapshot" and manifest["format_version"] == 1
+        assert "learner:w" in manifest["arrays"] or any(
+            name.startswith("learner:") for name in manifest["arrays"]
+        )
+        for entry in manifest["arrays"].values():
+            np.load(io.BytesIO(archive.read(entry["file"])), allow_pickle=False)
+
+    imported = client.put(
+        "/v1/models/copy/snapshot",
+        content=exported.content,
+        headers={"content-type": "application/zip"},
+    )
+    assert imported.status_code == 201, imported.text
+    assert imported.json()["counts"]["events_learned"] == 50
+    conflict = client.put(
+        "/v1/models/copy/snapshot",
+        content=exported.content,
+        headers={"content-type": "application/zip"},
+    )
+    assert conflict.status_code == 409
+    for model in ("m", "copy"):
+        client.post(f"/v1/models/{model}/events", json=events_json(X[50:], y[50:]))
+    original = client.get("/v1/models/m/metrics").json()
+    copy = client.get("/v1/models/copy/metrics").json()
+    for key in ("window", "since_start", "counts"):
+        assert original[key] == copy[key]
+    assert (
+        client.get("/v1/models/m/weights").json()["coef"]
+        == client.get("/v1/models/copy/weights").json()["coef"]
+    )
+
+
+def test_snapshot_import_refuses_pickles_and_garbage(client):
+    create_model(client, n_features=5)
+    exported = client.get("/v1/models/m/snapshot").content
+    with zipfile.ZipFile(io.BytesIO(exported)) as archive:
+        manifest = orjson.loads(archive.read("manifest.json"))
+        files = {name: archive.read(name) for name in archive.namelist()}
+    name, entry = next(iter(manifest["arrays"].items()))
+    pickled = io.BytesIO()
+    np.save(pickled, np.array([{"evil": 1}], dtype=object), allow_pickle=True)
+    files[entry["file"]] = pickled.getvalue()
+    evil = io.BytesIO()
+    with zipfile.ZipFile(evil, "w") as archive:
+        for path, content in files.items():
+            archive.writestr(path, content)
+    headers = {"content-type": "application/zip"}
+    response = client.put("/v1/models/x/snapshot", content=evil.getvalue(), headers=headers)
+    assert response.status_code == 422 and response.json()["field"] == name
+    assert client.put("/v1/models/x/snapshot", content=b"junk", headers=headers).status_code == 400
+    assert (
+        client.put(
+            "/v1/models/x/snapshot", content=exported, headers={"content-type": "application/json"}
+        ).status_code
+        == 415
+    )
+    assert client.get("/v1/models/x").status_code == 404
+
+
+def test_reset_forgets_everything(client):
+    create_model(client, n_features=5)
+    X, y = make_stream(30)
+    client.post("/v1/models/m/events", json=events_json(X, y, ids=list(range(30))))
+    reset = client.post("/v1/models/m/reset")
+    assert reset.status_code == 200 and reset.json()["counts"]["events_learned"] == 0
+    assert client.get("/v1/models/m/weights").json()["coef"] == [0.0] * 5
+    again = client.post("/v1/models/m/events", json=events_json(X, y, ids=list(range(30))))
+    assert again.json()["learned"] == 30  # ids were forgotten too
+
+
+def test_api_keys(make_client):
+    client = make_client(api_keys=["rw-key"], read_only_api_keys=["ro-key"])
+    body = {"id": "m", "n_features": 3}
+    assert client.post("/v1/models", json=body).status_code == 401
+    assert client.post("/v1/models", json=body, headers={"x-api-key": "wrong"}).status_code == 401
+    assert client.post("/v1/models", json=body, headers={"x-api-key": "ro-key"}).status_code == 403
+    created = client.post("/v1/models", json=body, headers={"authorization": "Bearer rw-key"})
+    assert created.status_code == 201
+    assert client.get("/v1/models/m", headers={"x-api-key": "ro-key"}).status_code == 200
+    assert client.get("/v1/models/m").status_code == 401
+    assert client.get("/healthz").status_code == 200  # operations endpoints stay open
+    assert client.get("/metrics").status_code == 200
+
+
+def test_health_readiness_and_prometheus(client):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    deadline = time.monotonic() + 120
+    while (ready := client.get("/readyz")).status_code != 200:  # kernels compiling
+        assert time.monotonic() < deadline, ready.text
+        time.sleep(0.1)
+    assert ready.json()["checks"] == {"store": "ok", "kernels": "ok"}
+    create_model(client, n_features=5)
+    X, y = make_stream(20)
+    client.post("/v1/models/m/events", json=events_json(X, y, ids=list(range(20))))
+    client.post("/v1/models/m/events", json=events_json(X[:3], y[:3], ids=[0, 1, 2]))
+    client.post("/v1/models/m/events", json={"events": [{"x": [1], "y": 1}]})
+    text = client.get("/metrics")
+    assert text.headers["content-type"].startswith("text/plain")
+    body = text.text
+    assert 'aucstream_events_learned_total{model="m"} 20.0' in body
+    assert 'aucstream_events_duplicate_total{model="m"} 3.0' in body
+    assert 'aucstream_requests_rejected_total{problem="invalid-input"} 1.0' in body
+    assert 'route="/v1/models/{model_id}/events"' in body
+    assert client.get("/docs").status_code == 200
+    assert "/v1/models/{model_id}/events" in client.get("/openapi.json").json()["paths"]
+
+
+def test_readyz_fails_when_redis_does_not_answer():
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    settings = Settings(store="redis", redis_url="redis://127.0.0.1:1/0")
+    with TestClient(create_app(settings)) as client:
+        response = client.get("/readyz")
+        assert response.status_code == 503
+        assert response.json()["checks"]["store"].startswith("Redis did not answer")
+        problem = client.get("/v1/models")
+        assert problem.status_code == 503 and problem.json()["title"] == "Store unavailable"

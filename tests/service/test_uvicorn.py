@@ -1,0 +1,163 @@
+"""Through real uvicorn processes: end to end on the memory store, and two workers sharing one
+Redis with eight concurrent clients (no update lost, none applied twice)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import numpy as np
+import orjson
+import redis
+
+from service.stores import keys
+from tests.conftest import free_port
+from tests.service.conftest import events_json, make_stream, npz_bytes
+
+
+@contextlib.contextmanager
+def uvicorn_server(workers: int = 1, **env: str):
+    port = free_port()
+    environment = {**os.environ, **env}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "service.app:create_app",
+            "--factory",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+        ],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        ready = 0
+        while ready < 3 * workers:  # several answers, so every worker had time to start
+            if process.poll() is not None:
+                raise RuntimeError(process.stderr.read().decode())
+            assert time.monotonic() < deadline, "uvicorn did not become ready"
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    ready += 1
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def test_end_to_end_through_uvicorn_memory_store():
+    with uvicorn_server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
+        assert http.post("/v1/models", json={"id": "fraud", "n_features": 5}).status_code == 201
+        X, y = make_stream(500)
+        ndjson = b"\n".join(orjson.dumps(e) for e in events_json(X[:250], y[:250])["events"])
+        response = http.post(
+            "/v1/models/fraud/events",
+            content=ndjson,
+            headers={"content-type": "application/x-ndjson"},
+        )
+        assert response.status_code == 200 and response.json()["learned"] == 250
+        response = http.post(
+            "/v1/models/fraud/events",
+            content=npz_bytes(X=X[250:], y=y[250:]),
+            headers={"content-type": "application/x-npz"},
+        )
+        assert response.status_code == 200 and response.json()["learned"] == 250
+        scores = http.post("/v1/models/fraud/score", json=events_json(X[:3])).json()["scores"]
+        assert len(scores) == 3
+        metrics = http.get("/v1/models/fraud/metrics").json()
+        assert metrics["counts"]["events_learned"] == 500
+        assert metrics["window"]["auc"] > 0.8
+        bad = http.post(
+            "/v1/models/fraud/events", content=b"{", headers={"content-type": "application/json"}
+        )
+        assert bad.status_code == 400 and bad.headers["content-type"] == "application/problem+json"
+        assert "aucstream_http_requests_total" in http.get("/metrics").text
+
+
+def test_two_workers_one_redis_eight_clients_lose_nothing(redis_server):
+    client = redis.Redis.from_url(redis_server)
+    client.flushdb()
+    n_clients, n_batches, batch_size = 8, 8, 40
+    X, y = make_stream(n_clients * n_batches * batch_size, seed=11)
+    batches = []
+    for number in range(n_clients * n_batches):
+        rows = slice(number * batch_size, (number + 1) * batch_size)
+        ids = [f"ev-{i}" for i in range(rows.start, rows.stop)]
+        batches.append(orjson.dumps(events_json(X[rows], y[rows], ids)))
+
+    with uvicorn_server(2, AUCSTREAM_REDIS_URL=redis_server) as url:
+        with httpx.Client(base_url=url) as http:
+            created = http.post(
+                "/v1/models", json={"id": "shared", "n_features": 5, "scaling": "none"}
+            )
+            assert created.status_code == 201
+
+        def post_all(results: list) -> None:
+            def worker(index: int) -> None:
+                with httpx.Client(base_url=url, timeout=60) as http:
+                    for batch in batches[index::n_clients]:
+                        response = http.post(
+                            "/v1/models/shared/events",
+                            content=batch,
+                            headers={"content-type": "application/json"},
+                        )
+                        assert response.status_code == 200, response.text
+                        results.append(response.json())
+
+            threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_clients)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+
+        first: list = []
+        post_all(first)
+        second: list = []
+        post_all(second)  # the same events again: every one is a duplicate
+        with httpx.Client(base_url=url) as http:
+            metrics = http.get("/v1/models/shared/metrics").json()
+            version = http.get("/v1/models/shared").json()["version"]
+
+    n_events = len(X)
+    assert len(first) == len(second) == n_clients * n_batches
+    assert sum(r["learned"] for r in first) == n_events
+    assert sum(r["learned"] for r in second) == 0
+    assert sum(r["duplicates"] for r in second) == n_events
+    assert metrics["counts"]["events_learned"] == n_events
+    assert metrics["counts"]["duplicates"] == n_events
+    assert metrics["since_start"]["events"] == n_events
+    assert version == 1 + 2 * n_clients * n_batches  # one committed write per request
+    # the learner's own counters and class sums saw every event exactly once
+    state = client.hgetall(keys.state("shared"))
+    assert np.frombuffer(state[b"learner:n_seen"], dtype="<i8")[0] == n_events
+    assert np.frombuffer(state[b"learner:n_pos"], dtype="<i8")[0] == int(y.sum())
+    np.testing.assert_allclose(
+        np.frombuffer(state[b"learner:class_sum_pos"], dtype="<f8"),
+        X[y == 1].sum(axis=0),
+        rtol=1e-9,
+    )
+    assert client.zcard(keys.seen("shared")) == n_events
+    client.close()

@@ -14,6 +14,17 @@ The count-based pAUC definitions of the papers (:func:`pauc_narasimhan_agarwal`,
 :func:`pauc_kar_top_negatives`) round the FPR range outwards to whole negatives and are there to
 reproduce the papers' tables; :func:`pauc` is the exact area.  See
 ``papers/notes/000_svmpauc.md`` §1.2-1.5 and ``papers/notes/002_kar_nondecomposable.md`` §1.3.
+
+Decisions ([CHOICE]) a user may want to know:
+
+* ``pauc(standardized=True)`` with alpha > 0 generalises McClish with the diagonal's area over
+  [alpha, beta] as the minimum and beta - alpha as the maximum (sklearn has no alpha).
+* ``roc_curve`` keeps every distinct threshold (sklearn's ``drop_intermediate=False``).
+* Count-based pAUCs follow each paper literally: Narasimhan & Agarwal count a tie as an error
+  (">"), Kar et al. as correct (">=").  ``n * beta`` within a few ulps of an integer is taken as
+  that integer before floor / ceil, so ``beta = 0.3`` with 10 negatives takes 3, not 4.
+* :class:`PrequentialWindow` places a batch's pairs in the ring slots they would have had one
+  event at a time, so its state never depends on how the stream was cut into batches.
 """
 
 from __future__ import annotations

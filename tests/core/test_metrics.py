@@ -389,6 +389,13 @@ def test_window_matches_a_deque_after_every_batch(stream, bounds):
             assert window.pauc(alpha, beta) == pytest.approx(expected_pauc, abs=TOLERANCE)
             assert summary["window"]["auc"] == pytest.approx(expected_auc, abs=TOLERANCE)
             assert summary["window"]["pauc"] == pytest.approx(expected_pauc, abs=TOLERANCE)
+            expected_standardized = pauc(reference_labels, reference_scores, alpha, beta, True)
+            assert summary["window"]["pauc_standardized"] == pytest.approx(
+                expected_standardized, abs=TOLERANCE
+            )
+            assert window.pauc(alpha, beta, standardized=True) == pytest.approx(
+                expected_standardized, abs=TOLERANCE
+            )
             assert summary["window"]["reason"] is None
             for actual, expected in zip(
                 window.roc_curve(), roc_curve(reference_labels, reference_scores), strict=True
@@ -506,6 +513,33 @@ def test_state_round_trips_bit_for_bit_and_continues_identically(n_events):
     restored.update(scores[n_events:], labels[n_events:])
     _assert_states_identical(restored.get_state(), window.get_state())
     assert restored.summary(0.0, 0.2) == window.summary(0.0, 0.2)
+
+
+def test_from_state_accepts_read_only_buffers_as_read_back_from_redis():
+    window = PrequentialWindow(8, reservoir_capacity=5, random_state=1)
+    window.update(*_random_stream(3, 20))
+    state = window.get_state()
+    from_bytes = {
+        key: np.frombuffer(array.tobytes(), dtype=array.dtype) for key, array in state.items()
+    }
+    restored = PrequentialWindow.from_state(from_bytes)
+    restored.update([0.5, 0.1], [1, 0])  # its arrays are its own, and writable
+    window.update([0.5, 0.1], [1, 0])
+    _assert_states_identical(restored.get_state(), window.get_state())
+
+
+def test_metrics_do_not_mutate_their_inputs():
+    labels = np.array([1, 0, 1, 0, 0])
+    scores = np.array([0.3, 0.9, 0.1, 0.2, 0.2])
+    labels_before, scores_before = labels.copy(), scores.copy()
+    auc(labels, scores)
+    pauc(labels, scores, 0.1, 0.6, standardized=True)
+    roc_curve(labels, scores)
+    pauc_narasimhan_agarwal(labels, scores, 0.1, 0.6)
+    pauc_kar_top_negatives(labels, scores, 0.6)
+    PrequentialWindow(3).update(scores, labels)
+    np.testing.assert_array_equal(labels, labels_before)
+    np.testing.assert_array_equal(scores, scores_before)
 
 
 def test_batches_give_the_same_state_as_events_one_at_a_time():

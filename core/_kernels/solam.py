@@ -1,0 +1,181 @@
+"""regSOLAM kernels: Natole thesis ch. 3, Alg. 18, errata §11 (papers/notes/001_spam_thesis.md
+§2.3, §4.1).  lambda = 0 is SOLAM (Ying, Wen, Lyu 2016).
+
+State layout (the same for dense and CSR input, see core._kernels.spam for the idea):
+
+* ``w = w_scale * w_unscaled`` and ``w_sq_norm = ||w_unscaled||^2``: the L2 shrink
+  ``(1 - gamma lambda)`` and the projection onto the ball only change the scale, and the squared
+  norm after ``w_unscaled += c x`` is ``sq + 2 c (w_unscaled . x) + c^2 ||x||^2``, so a step costs
+  O(nnz(x)).  A scale below 1e-3 in absolute value is folded into the vector (O(n_features),
+  rare; ``w_sq_norm`` is recomputed exactly then).
+* the step-size-weighted sum of the pre-update iterates, ``sum_t gamma_t w_t``, is
+  ``avg_offset + avg_coef * w_unscaled``, and the averaged iterate is that over ``gamma_sum``.
+
+Kernels take arrays and scalars only, validate nothing and read no globals.
+"""
+
+import numpy as np
+
+from core._kernels._config import kernel
+from core._kernels.spam import (
+    dot_dense,
+    dot_sparse,
+    fold_scale,
+    mean_sq_norm,
+    served_score,
+    sq_norm_sparse,
+)
+
+
+@kernel
+def _fold(w_unscaled, w_scale, w_sq_norm, avg_offset, avg_coef, average):
+    fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average)
+    w_sq_norm[0] = dot_dense(w_unscaled, w_unscaled)
+
+
+@kernel
+def _clip(value, bound):
+    return min(max(value, -bound), bound)
+
+
+@kernel
+def solam_step(
+    positive, vx, xx, w_scale, w_sq_norm, a, b, alpha, avg_a, avg_b, avg_alpha, avg_coef,
+    gamma_sum, n_seen, n_pos, sq_norm_sum, max_norm, eta0, l2, radius, kappa, average,
+):  # fmt: skip
+    """Everything of one event but the O(nnz) vector updates: returns the coefficient ``c`` of
+    ``w_unscaled += c x`` (after the caller folded the scale when asked, see ``fold``) and
+    whether to fold first.  The arrays of shape (1,) are updated in place.
+
+    Thesis Alg. 18 in the normalised coordinates x~ = x / sqrt(nu), w~ = sqrt(nu) w (scores are
+    unchanged); in w that is ``w' = P_{R / sqrt(nu)}((1 - gamma lambda) w - (gamma / nu) c_w x)``.
+    """
+    n_seen[0] += 1
+    if positive:
+        n_pos[0] += 1
+    sq_norm_sum[0] += xx
+    norm = np.sqrt(xx)
+    if norm > max_norm[0]:
+        max_norm[0] = norm
+    t = n_seen[0]
+    q = n_pos[0] / t  # p_t includes the current label (thesis §3.4)
+    nu = mean_sq_norm(sq_norm_sum[0], t)
+    gamma = eta0 / np.sqrt(t)  # gamma_t = zeta / sqrt(t), Cor. 3.4.1
+    if kappa <= 0.0:  # kappa = sup ||x~||, estimated as the running maximum
+        kappa = max_norm[0] / np.sqrt(nu)
+    s = w_scale[0] * vx
+    # partial derivatives of F_t, notes §2.3 with q = p_t ([DERIVED], eq. (3.16))
+    if positive:
+        coef_w = 2.0 * (1.0 - q) * (s - a[0]) - 2.0 * (1.0 + alpha[0]) * (1.0 - q)
+        grad_a = -2.0 * (1.0 - q) * (s - a[0])
+        grad_b = 0.0
+        grad_alpha = -2.0 * (1.0 - q) * s - 2.0 * q * (1.0 - q) * alpha[0]
+    else:
+        coef_w = 2.0 * q * (s - b[0]) + 2.0 * (1.0 + alpha[0]) * q
+        grad_a = 0.0
+        grad_b = -2.0 * q * (s - b[0])
+        grad_alpha = 2.0 * q * s - 2.0 * q * (1.0 - q) * alpha[0]
+    if average:  # Alg. 18: v_bar, alpha_bar weight the PRE-update iterates by gamma_t
+        avg_coef[0] += gamma * w_scale[0]
+        avg_a[0] += gamma * a[0]
+        avg_b[0] += gamma * b[0]
+        avg_alpha[0] += gamma * alpha[0]
+        gamma_sum[0] += gamma
+    bound = radius * kappa  # Omega_1, Omega_2 of eq. (3.18), projections §4.1 [DERIVED]
+    a[0] = _clip(a[0] - gamma * grad_a, bound)
+    b[0] = _clip(b[0] - gamma * grad_b, bound)
+    alpha[0] = _clip(alpha[0] + gamma * grad_alpha, 2.0 * bound)  # ascent (errata §11.5)
+    shrink = 1.0 - gamma * l2
+    return shrink, gamma * coef_w / nu, radius / np.sqrt(nu)
+
+
+@kernel
+def _after_update(w_scale, w_sq_norm, shrink, limit):
+    """Apply the shrink to the scale, then project onto ||w|| <= limit (only the scale moves)."""
+    w_scale[0] *= shrink
+    if w_sq_norm[0] < 0.0:  # rounding in the incremental update
+        w_sq_norm[0] = 0.0
+    norm = abs(w_scale[0]) * np.sqrt(w_sq_norm[0])
+    if norm > limit:
+        w_scale[0] *= limit / norm
+
+
+@kernel
+def solam_dense(
+    X, y, scores,
+    w_unscaled, w_scale, w_sq_norm, a, b, alpha,
+    avg_offset, avg_coef, avg_a, avg_b, avg_alpha, gamma_sum,
+    n_seen, n_pos, sq_norm_sum, max_norm,
+    eta0, l2, radius, kappa, average,
+):  # fmt: skip
+    want_scores = scores.shape[0] > 0
+    for i in range(X.shape[0]):
+        x = X[i]
+        xx = dot_dense(x, x)
+        vx = dot_dense(w_unscaled, x)
+        if want_scores:
+            ax = dot_dense(avg_offset, x) if average else 0.0
+            scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], gamma_sum[0], average)
+        shrink, step, limit = solam_step(
+            y[i] > 0, vx, xx, w_scale, w_sq_norm, a, b, alpha, avg_a, avg_b, avg_alpha,
+            avg_coef, gamma_sum, n_seen, n_pos, sq_norm_sum, max_norm,
+            eta0, l2, radius, kappa, average,
+        )  # fmt: skip
+        if abs(w_scale[0] * shrink) < 1e-3:  # includes shrink <= 0 (gamma lambda >= 1)
+            w_scale[0] *= shrink
+            shrink = 1.0
+            vx *= w_scale[0]
+            _fold(w_unscaled, w_scale, w_sq_norm, avg_offset, avg_coef, average)
+        # w' = shrink * w - step * x  =  (shrink * scale) * (w_unscaled + delta * x)
+        delta = -step / (w_scale[0] * shrink)
+        w_sq_norm[0] += delta * (2.0 * vx + delta * xx)
+        if average:
+            shift = avg_coef[0] * delta
+            for j in range(x.shape[0]):
+                w_unscaled[j] += delta * x[j]
+                avg_offset[j] -= shift * x[j]
+        else:
+            for j in range(x.shape[0]):
+                w_unscaled[j] += delta * x[j]
+        _after_update(w_scale, w_sq_norm, shrink, limit)
+
+
+@kernel
+def solam_csr(
+    indptr, indices, data, y, scores,
+    w_unscaled, w_scale, w_sq_norm, a, b, alpha,
+    avg_offset, avg_coef, avg_a, avg_b, avg_alpha, gamma_sum,
+    n_seen, n_pos, sq_norm_sum, max_norm,
+    eta0, l2, radius, kappa, average,
+):  # fmt: skip
+    """As :func:`solam_dense`, O(nnz) per event (plus a rare O(n_features) fold)."""
+    want_scores = scores.shape[0] > 0
+    for i in range(indptr.shape[0] - 1):
+        start = indptr[i]
+        end = indptr[i + 1]
+        xx = sq_norm_sparse(data, start, end)
+        vx = dot_sparse(w_unscaled, indices, data, start, end)
+        if want_scores:
+            ax = dot_sparse(avg_offset, indices, data, start, end) if average else 0.0
+            scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], gamma_sum[0], average)
+        shrink, step, limit = solam_step(
+            y[i] > 0, vx, xx, w_scale, w_sq_norm, a, b, alpha, avg_a, avg_b, avg_alpha,
+            avg_coef, gamma_sum, n_seen, n_pos, sq_norm_sum, max_norm,
+            eta0, l2, radius, kappa, average,
+        )  # fmt: skip
+        if abs(w_scale[0] * shrink) < 1e-3:
+            w_scale[0] *= shrink
+            shrink = 1.0
+            vx *= w_scale[0]
+            _fold(w_unscaled, w_scale, w_sq_norm, avg_offset, avg_coef, average)
+        delta = -step / (w_scale[0] * shrink)
+        w_sq_norm[0] += delta * (2.0 * vx + delta * xx)
+        if average:
+            shift = avg_coef[0] * delta
+            for k in range(start, end):
+                w_unscaled[indices[k]] += delta * data[k]
+                avg_offset[indices[k]] -= shift * data[k]
+        else:
+            for k in range(start, end):
+                w_unscaled[indices[k]] += delta * data[k]
+        _after_update(w_scale, w_sq_norm, shrink, limit)

@@ -1,0 +1,250 @@
+"""``solam`` against the naive per-event reference, plus the properties the service relies on.
+
+The shared contract (tests/core/test_learner_contract.py) also runs over ``solam`` with its
+defaults; here the same properties are checked over the configurations the defaults do not
+reach (elastic net, no averaging, warm-up, the O(1/t) schedule, the scale fold, CSR input).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+
+from core.learners import learner_class, make_learner
+from tests.core.naive_learners import NaiveSOLAM
+
+N_FEATURES = 7
+
+CONFIGS = {
+    "defaults": {},
+    "no_average": {"average": False},
+    "plain_solam": {"l2": 0.0, "radius": 3.0},
+    # small ball and small kappa: the projections of w, a, b and alpha are all active
+    "projections": {"l2": 0.1, "eta0": 0.5, "kappa": 0.5, "radius": 0.2},
+    "given_radius": {"l2": 0.01, "radius": 0.5, "average": False},
+    # 1 - gamma * l2 <= 0 on the first events, then the scale falls below 1e-3 and is folded
+    "shrink_fold": {"l2": 3.0, "eta0": 1.0},
+}
+
+
+def stream(seed, n=300, n_features=N_FEATURES, density=1.0):
+    """Random stream with a one-class prefix, exact ties, repeated and zero rows."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < 0.35).astype(np.int64)
+    y[:15] = 0  # negatives only at first: no step until a positive arrives
+    direction = rng.normal(size=n_features)
+    X = rng.normal(size=(n, n_features)) + 0.7 * y[:, None] * direction
+    if density < 1.0:
+        X[rng.random(X.shape) > density] = 0.0
+    X[::13] = np.round(X[::13])  # ties
+    X[7] = X[6]
+    X[20] = 0.0  # zero rows
+    X[21] = 0.0
+    return X, y
+
+
+def close(actual, expected, rtol=1e-12):
+    scale = max(1.0, float(np.max(np.abs(expected))))
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)
+
+
+def states_equal(left, right):
+    assert left.keys() == right.keys()
+    for key in left:
+        assert left[key].dtype == right[key].dtype, key
+        np.testing.assert_array_equal(left[key], right[key], err_msg=key)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+def test_kernel_agrees_with_the_naive_reference(config, sparse):
+    X, y = stream(1, density=0.5 if sparse else 1.0)
+    model = make_learner("solam", **config)
+    reference = NaiveSOLAM(N_FEATURES, **config)
+    # three batches of uneven size, so state carried between kernel calls is exercised too
+    for batch in (slice(0, 10), slice(10, 157), slice(157, None)):
+        batch_X = sp.csr_matrix(X[batch]) if sparse else X[batch]
+        close(model.prequential_step(batch_X, y[batch]), reference.learn(X[batch], y[batch]))
+    close(model.coef_, reference.served())
+    close(model.decision_function(X), X @ reference.served())
+    assert model.state_["n_seen"][0] == reference.t
+    for key in ("a", "b", "alpha"):
+        close(model.state_[key], [getattr(reference, key)])
+
+
+def test_projections_are_active_in_the_projection_configuration():
+    X, y = stream(2)
+    config = CONFIGS["projections"]
+    model = make_learner("solam", **config)
+    on_ball = clipped = 0
+    for i in range(len(y)):
+        model.partial_fit(X[i : i + 1], y[i : i + 1])
+        state = model.state_
+        nu = state["sq_norm_sum"][0] / state["n_seen"][0]
+        norm = abs(state["w_scale"][0]) * np.linalg.norm(state["w_unscaled"])
+        limit = config["radius"] / np.sqrt(nu)
+        assert norm <= limit * (1 + 1e-12)
+        on_ball += norm > limit * (1 - 1e-9)
+        bound = config["radius"] * config["kappa"]
+        assert abs(state["a"][0]) <= bound and abs(state["b"][0]) <= bound
+        assert abs(state["alpha"][0]) <= 2 * bound
+        clipped += abs(state["alpha"][0]) == 2 * bound or bound in np.abs(
+            [state["a"][0], state["b"][0]]
+        )
+        # the incrementally kept squared norm matches the vector
+        assert state["w_sq_norm"][0] == pytest.approx(np.sum(state["w_unscaled"] ** 2), rel=1e-9)
+    assert on_ball > 50 and clipped > 20
+
+
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+def test_sparse_batch_equals_its_dense_copy(config):
+    X, y = stream(3, density=0.4)
+    dense, sparse = make_learner("solam", **config), make_learner("solam", **config)
+    close(sparse.prequential_step(sp.csr_matrix(X), y), dense.prequential_step(X, y), 1e-10)
+    close(sparse.coef_, dense.coef_, 1e-10)
+    # and a model fed both kinds continues consistently
+    mixed = make_learner("solam", **config)
+    mixed.partial_fit(X[:100], y[:100])
+    mixed.partial_fit(sp.csr_matrix(X[100:200]), y[100:200])
+    mixed.partial_fit(X[200:], y[200:])
+    close(mixed.coef_, dense.coef_, 1e-10)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+def test_batch_equals_one_event_at_a_time_bit_for_bit(config, sparse):
+    X, y = stream(4, n=120, density=0.5 if sparse else 1.0)
+    rows = sp.csr_matrix(X) if sparse else X
+    at_once = make_learner("solam", **config)
+    scores = at_once.prequential_step(rows, y)
+    single = make_learner("solam", **config)
+    one_by_one = np.concatenate(
+        [single.prequential_step(rows[i : i + 1], y[i : i + 1]) for i in range(len(y))]
+    )
+    np.testing.assert_array_equal(scores, one_by_one)
+    states_equal(at_once.get_state(), single.get_state())
+
+
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+def test_round_trip_and_same_state_same_events_same_result(config):
+    X, y = stream(5)
+    original = make_learner("solam", **config).partial_fit(X[:140], y[:140])
+    state = original.get_state()
+    restored = learner_class("solam").from_state(original.get_params(), state)
+    states_equal(state, restored.get_state())
+    twin = learner_class("solam").from_state(original.get_params(), state)
+    first = restored.prequential_step(sp.csr_matrix(X[140:]), y[140:])
+    second = twin.prequential_step(sp.csr_matrix(X[140:]), y[140:])
+    third = original.prequential_step(sp.csr_matrix(X[140:]), y[140:])
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(first, third)
+    states_equal(restored.get_state(), original.get_state())
+    states_equal(state, learner_class("solam").from_state(original.get_params(), state).state_)
+
+
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+def test_prequential_scores_are_decision_function_before_each_event(config):
+    X, y = stream(6, n=90)
+    model = make_learner("solam", **config).partial_fit(X[:40], y[:40])
+    probe = learner_class("solam").from_state(model.get_params(), model.get_state())
+    expected = []
+    for i in range(40, 90):
+        expected.append(probe.decision_function(X[i : i + 1])[0])
+        probe.partial_fit(X[i : i + 1], y[i : i + 1])
+    np.testing.assert_array_equal(model.prequential_step(X[40:], y[40:]), expected)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("nan", "NaN"),
+        ("inf", "infinity"),
+        ("width", "expected 7 features"),
+        ("label", "labels must be"),
+        ("empty", "empty batch"),
+        ("sparse_nan", "NaN"),
+        ("sparse_width", "expected 7 features"),
+    ],
+)
+def test_bad_input_is_named_and_changes_nothing(change, message):
+    X, y = stream(7)
+    model = make_learner("solam", l2=0.0, radius=5.0).partial_fit(X[:100], y[:100])
+    before = model.get_state()
+    batch_X, batch_y = X[100:110].copy(), y[100:110].copy()
+    if change == "nan":
+        batch_X[2, 3] = np.nan
+    elif change == "inf":
+        batch_X[4, 0] = np.inf
+    elif change == "width":
+        batch_X = batch_X[:, 1:]
+    elif change == "label":
+        batch_y[5] = 3
+    elif change == "empty":
+        batch_X, batch_y = batch_X[:0], batch_y[:0]
+    elif change == "sparse_nan":
+        batch_X[2, 3] = np.nan
+        batch_X = sp.csr_matrix(batch_X)
+    elif change == "sparse_width":
+        batch_X = sp.csr_matrix(batch_X[:, 1:])
+    with pytest.raises(ValueError, match=message):
+        model.prequential_step(batch_X, batch_y)
+    states_equal(before, model.get_state())
+
+
+def test_float32_lists_and_non_contiguous_arrays_are_accepted():
+    X, y = stream(8)
+    X32 = X.astype(np.float32)
+    reference = make_learner("solam").partial_fit(X32.astype(np.float64), y)
+    wide = np.zeros((len(y), 2 * N_FEATURES), dtype=np.float32)
+    wide[:, 1::2] = X32
+    fortran = np.asfortranarray(X32)
+    for variant in (X32, X32.tolist(), wide[:, 1::2], fortran):
+        other = make_learner("solam").partial_fit(variant, y.tolist())
+        states_equal(reference.get_state(), other.get_state())
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"l2": -1.0}, "l2"),
+        ({"l2": 0.0}, "radius"),
+        ({"radius": 0.0}, "radius"),
+        ({"kappa": -1.0}, "kappa"),
+        ({"eta0": float("inf")}, "eta0"),
+        ({"average": 1}, "average"),
+        ({"max_iter": 0}, "max_iter"),
+        ({"shuffle": None}, "shuffle"),
+        ({"random_state": "x"}, "random_state"),
+        ({"scaling": "minmax"}, "scaling"),
+    ],
+)
+def test_bad_hyper_parameters_are_named(params, message):
+    with pytest.raises(ValueError, match=message):
+        make_learner("solam", **params)
+
+
+def test_clone_fit_and_registry():
+    model = make_learner("solam", l2=0.0, radius=10.0, eta0=0.2, random_state=3)
+    copy = clone(model)
+    assert copy.get_params() == model.get_params() and copy is not model
+    X, y = stream(9)
+    first = clone(model).fit(X, y)
+    second = clone(model).fit(X, y)
+    states_equal(first.get_state(), second.get_state())
+    assert first.state_["n_seen"][0] == model.max_iter * len(y)
+    assert np.isfinite(first.coef_).all()
+    assert "SOLAM(l2=0.0, eta0=0.2, radius=10.0" in repr(model)
+
+
+def test_high_dimensional_sparse_step_touches_only_its_columns():
+    n_features = 2**20
+    rng = np.random.default_rng(10)
+    rows = sp.random(200, n_features, density=20 / n_features, format="csr", random_state=rng)
+    y = rng.random(200) < 0.5
+    model = make_learner("solam")
+    scores = model.prequential_step(rows, y)
+    assert np.isfinite(scores).all()
+    touched = np.unique(rows.indices)
+    assert np.count_nonzero(model.state_["w_unscaled"]) <= touched.size

@@ -472,7 +472,7 @@ def _grown(array: np.ndarray, needed: int, capacity: int) -> np.ndarray:
     """``array`` with room for ``needed`` entries, grown geometrically up to ``capacity``.
 
     Buffers start small and grow like a list, so a window of capacity 100,000 that has seen ten
-    events costs ten slots (the service keeps one window per model, and most are small).
+    events holds ten slots, in memory and in its stored state.
     """
     if needed <= array.size:
         return array
@@ -491,7 +491,8 @@ class PrequentialWindow:
     Prequential ("test then train") evaluation: feed each event's score from *before* the model
     learned it.  The window is a ring buffer; a batch is appended at once, and a batch longer than
     the capacity keeps its last ``capacity`` pairs.  Metrics over the window are exact (two sorts
-    and one O(n) sweep; about 5 ms for 100,000 pairs, see ``bench/metrics.py``).
+    and one O(n) sweep: 4-9 ms for 100,000 pairs on the project's 2-core machines, see
+    ``bench/metrics.py``; the sorted scores are cached until the next update).
 
     Since the start, the window counts events, positives and negatives, and keeps one uniform
     reservoir sample of scores per class (Algorithm R, ``reservoir_capacity`` per class), from
@@ -631,7 +632,7 @@ class PrequentialWindow:
 
     @property
     def counts_since_start(self) -> dict[str, int]:
-        """``{"events", "positives", "negatives"}`` seen since the start (or the last reset)."""
+        """``{"events", "positives", "negatives"}`` seen since the start."""
         events, positives, negatives = (int(count) for count in self._counts_since_start)
         return {"events": events, "positives": positives, "negatives": negatives}
 

@@ -1,0 +1,510 @@
+"""OAM kernels (Zhao, Jin, Yang, Hoi, ICML 2011; Natole thesis §2.2, Algorithms 4-7).
+
+Arrays and scalars in, arrays mutated in place; the caller (``core.learners.oam``) validates.
+
+Per event ``(x_t, y_t)`` (thesis Alg. 4, with errata 1-2 of ``papers/notes`` §11):
+
+1. pre-update score ``w · x_t`` (prequential);
+2. the event's class count ``N_y`` grows by one and ``x_t`` enters that class's reservoir buffer
+   (Vitter's Algorithm R = thesis Alg. 5);
+3. ``C_t = C · max(1, N_opp / capacity_opp)`` and ``w`` is updated against every row of the
+   *opposite* buffer: a passive-aggressive step per row (OAMseq, Alg. 6) or one gradient step
+   whose hinge tests all use the pre-update ``w`` (OAMgra, Alg. 7).
+
+Buffers come in two layouts: dense rows (``buffer[slot, :]``) and fixed-capacity sparse rows
+(``indices[slot, :nnz[slot]]``, ``values[slot, :nnz[slot]]``).  Only the first ``fill`` slots of a
+buffer are ever read, so the zero rows of a buffer that has not filled yet are never used.
+
+Dot products use four independent accumulators: numba keeps ``fastmath`` off (bit-for-bit
+reproducibility), so a single accumulator would serialise on the floating-point add latency.
+The summation order is fixed, so results stay deterministic.
+"""
+
+import numpy as np
+
+from core._kernels._config import kernel
+from core._kernels.random import random_below
+
+
+@kernel
+def dot(a, b):
+    """``a · b`` with four accumulators (fixed order, so deterministic)."""
+    n = a.shape[0]
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    i = 0
+    while i + 4 <= n:
+        s0 += a[i] * b[i]
+        s1 += a[i + 1] * b[i + 1]
+        s2 += a[i + 2] * b[i + 2]
+        s3 += a[i + 3] * b[i + 3]
+        i += 4
+    while i < n:
+        s0 += a[i] * b[i]
+        i += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+@kernel
+def csr_decision(indptr, indices, data, w, out):
+    """``out[i] = w · X[i]`` for a CSR batch."""
+    for row in range(indptr.shape[0] - 1):
+        total = 0.0
+        for k in range(indptr[row], indptr[row + 1]):
+            total += w[indices[k]] * data[k]
+        out[row] = total
+
+
+@kernel
+def reservoir_slot(rng_state, count, capacity):
+    """Vitter's Algorithm R (thesis Alg. 5): the slot the ``count``-th event of a class goes to.
+
+    ``count`` includes the current event (1-based).  While the buffer is filling the event takes
+    the next free slot; afterwards it is kept with probability ``capacity / count`` and then
+    replaces a uniformly chosen slot (one draw ``j ~ U{0..count-1}`` decides both: keep iff
+    ``j < capacity``, slot ``j``).  Returns -1 when the event is not kept.
+    """
+    if count <= capacity:
+        return count - 1
+    j = random_below(rng_state, count)
+    if j < capacity:
+        return j
+    return -1
+
+
+@kernel
+def _diff_dots(w, x, b):
+    """``(w · (x - b), ||x - b||²)`` in one pass, four accumulators each."""
+    n = x.shape[0]
+    m0 = 0.0
+    m1 = 0.0
+    m2 = 0.0
+    m3 = 0.0
+    q0 = 0.0
+    q1 = 0.0
+    q2 = 0.0
+    q3 = 0.0
+    i = 0
+    while i + 4 <= n:
+        d0 = x[i] - b[i]
+        d1 = x[i + 1] - b[i + 1]
+        d2 = x[i + 2] - b[i + 2]
+        d3 = x[i + 3] - b[i + 3]
+        m0 += w[i] * d0
+        m1 += w[i + 1] * d1
+        m2 += w[i + 2] * d2
+        m3 += w[i + 3] * d3
+        q0 += d0 * d0
+        q1 += d1 * d1
+        q2 += d2 * d2
+        q3 += d3 * d3
+        i += 4
+    while i < n:
+        d0 = x[i] - b[i]
+        m0 += w[i] * d0
+        q0 += d0 * d0
+        i += 1
+    return (m0 + m1) + (m2 + m3), (q0 + q1) + (q2 + q3)
+
+
+@kernel
+def _diff_dot(w, x, b):
+    """``w · (x - b)`` (four accumulators)."""
+    n = x.shape[0]
+    m0 = 0.0
+    m1 = 0.0
+    m2 = 0.0
+    m3 = 0.0
+    i = 0
+    while i + 4 <= n:
+        m0 += w[i] * (x[i] - b[i])
+        m1 += w[i + 1] * (x[i + 1] - b[i + 1])
+        m2 += w[i + 2] * (x[i + 2] - b[i + 2])
+        m3 += w[i + 3] * (x[i + 3] - b[i + 3])
+        i += 4
+    while i < n:
+        m0 += w[i] * (x[i] - b[i])
+        i += 1
+    return (m0 + m1) + (m2 + m3)
+
+
+@kernel
+def _axpy_diff(w, coefficient, x, b):
+    """``w += coefficient · (x - b)``."""
+    for i in range(x.shape[0]):
+        w[i] += coefficient * (x[i] - b[i])
+
+
+@kernel
+def _update_dense(x, label, w, buffer, fill, weight, gradient, violated):
+    """UpdateClassifier against a dense buffer (thesis Alg. 6 / Alg. 7)."""
+    if gradient:
+        # OAMgra (Alg. 7): every hinge test uses the pre-update w, so test all rows first.
+        for row in range(fill):
+            violated[row] = label * _diff_dot(w, x, buffer[row]) <= 1.0
+        coefficient = weight * label * 0.5  # C_t y_t (x_t - x) / 2; the halving is exact
+        for row in range(fill):
+            if violated[row]:
+                _axpy_diff(w, coefficient, x, buffer[row])
+        return
+    half_weight = 0.5 * weight
+    for row in range(fill):
+        # OAMseq (Alg. 6, eq. 2.8, errata 2): PA-I step on u = y (x_t - x),
+        # tau = min(C_t / 2, max(0, 1 - w·u) / ||u||²); a pair with u = 0 is skipped.
+        margin, norm2 = _diff_dots(w, x, buffer[row])
+        loss = 1.0 - label * margin
+        if norm2 > 0.0 and loss > 0.0:
+            tau = min(half_weight, loss / norm2)
+            _axpy_diff(w, tau * label, x, buffer[row])
+
+
+@kernel
+def _event_dense(
+    x,
+    label,
+    w,
+    buffer_pos,
+    buffer_neg,
+    fill_pos,
+    fill_neg,
+    count_pos,
+    count_neg,
+    rng_state,
+    C,
+    gradient,
+    violated,
+):
+    if label > 0:
+        count_pos[0] += 1
+        slot = reservoir_slot(rng_state, count_pos[0], buffer_pos.shape[0])
+        if slot >= 0:
+            buffer_pos[slot, :] = x
+            fill_pos[0] = min(count_pos[0], buffer_pos.shape[0])
+        # C_t = C max(1, N_-^t / N_-) (errata 1)
+        weight = C * max(1.0, count_neg[0] / buffer_neg.shape[0])
+        _update_dense(x, 1.0, w, buffer_neg, fill_neg[0], weight, gradient, violated)
+    else:
+        count_neg[0] += 1
+        slot = reservoir_slot(rng_state, count_neg[0], buffer_neg.shape[0])
+        if slot >= 0:
+            buffer_neg[slot, :] = x
+            fill_neg[0] = min(count_neg[0], buffer_neg.shape[0])
+        weight = C * max(1.0, count_pos[0] / buffer_pos.shape[0])
+        _update_dense(x, -1.0, w, buffer_pos, fill_pos[0], weight, gradient, violated)
+
+
+@kernel
+def oam_learn_dense(
+    X,
+    y,
+    scores,
+    w,
+    buffer_pos,
+    buffer_neg,
+    fill_pos,
+    fill_neg,
+    count_pos,
+    count_neg,
+    rng_state,
+    C,
+    gradient,
+):
+    """Learn a dense batch in order with dense buffers; ``scores`` (length 0 or n) gets the
+    pre-update score of each event."""
+    want_scores = scores.shape[0] > 0
+    violated = np.zeros(max(buffer_pos.shape[0], buffer_neg.shape[0]), dtype=np.bool_)
+    for t in range(X.shape[0]):
+        x = X[t]
+        if want_scores:
+            scores[t] = dot(w, x)
+        _event_dense(
+            x,
+            y[t],
+            w,
+            buffer_pos,
+            buffer_neg,
+            fill_pos,
+            fill_neg,
+            count_pos,
+            count_neg,
+            rng_state,
+            C,
+            gradient,
+            violated,
+        )
+
+
+@kernel
+def oam_learn_csr_dense_buffers(
+    indptr,
+    indices,
+    data,
+    y,
+    scores,
+    w,
+    buffer_pos,
+    buffer_neg,
+    fill_pos,
+    fill_neg,
+    count_pos,
+    count_neg,
+    rng_state,
+    C,
+    gradient,
+):
+    """Sparse batch, dense buffers: each row is scattered into a dense work row."""
+    want_scores = scores.shape[0] > 0
+    violated = np.zeros(max(buffer_pos.shape[0], buffer_neg.shape[0]), dtype=np.bool_)
+    x = np.zeros(w.shape[0])
+    for t in range(indptr.shape[0] - 1):
+        start = indptr[t]
+        end = indptr[t + 1]
+        total = 0.0
+        for k in range(start, end):
+            x[indices[k]] = data[k]
+            total += w[indices[k]] * data[k]
+        if want_scores:
+            scores[t] = total
+        _event_dense(
+            x,
+            y[t],
+            w,
+            buffer_pos,
+            buffer_neg,
+            fill_pos,
+            fill_neg,
+            count_pos,
+            count_neg,
+            rng_state,
+            C,
+            gradient,
+            violated,
+        )
+        for k in range(start, end):
+            x[indices[k]] = 0.0
+
+
+# ---------------------------------------------------------------------- sparse buffers
+@kernel
+def _sparse_diff_dots(w, x_dense, x_indices, x_values, b_indices, b_values, b_nnz, mark, stamp):
+    """``(w · (x - b), ||x - b||²)`` over the union of the supports, O(nnz(x) + nnz(b)).
+
+    ``x_dense`` holds x scattered (zero elsewhere); ``mark[j] == stamp`` afterwards flags b's
+    support, which the caller reuses for the update.
+    """
+    margin = 0.0
+    norm2 = 0.0
+    for k in range(b_nnz):
+        j = b_indices[k]
+        mark[j] = stamp
+        difference = x_dense[j] - b_values[k]
+        margin += w[j] * difference
+        norm2 += difference * difference
+    for k in range(x_indices.shape[0]):
+        i = x_indices[k]
+        if mark[i] != stamp:
+            margin += w[i] * x_values[k]
+            norm2 += x_values[k] * x_values[k]
+    return margin, norm2
+
+
+@kernel
+def _sparse_axpy_diff(
+    w, coefficient, x_dense, x_indices, x_values, b_indices, b_values, b_nnz, mark, stamp
+):
+    """``w += coefficient · (x - b)`` on the union of the supports (b's marked with stamp)."""
+    for k in range(b_nnz):
+        j = b_indices[k]
+        w[j] += coefficient * (x_dense[j] - b_values[k])
+    for k in range(x_indices.shape[0]):
+        i = x_indices[k]
+        if mark[i] != stamp:
+            w[i] += coefficient * x_values[k]
+
+
+@kernel
+def _update_sparse(
+    x_dense,
+    x_indices,
+    x_values,
+    label,
+    w,
+    b_indices,
+    b_values,
+    b_nnz,
+    fill,
+    weight,
+    gradient,
+    violated,
+    mark,
+    stamp,
+):
+    """UpdateClassifier against a sparse buffer; returns the last stamp used."""
+    if gradient:
+        for row in range(fill):  # Alg. 7: tests with the pre-update w
+            stamp += 1
+            margin, _ = _sparse_diff_dots(
+                w,
+                x_dense,
+                x_indices,
+                x_values,
+                b_indices[row],
+                b_values[row],
+                b_nnz[row],
+                mark,
+                stamp,
+            )
+            violated[row] = label * margin <= 1.0
+        coefficient = weight * label * 0.5
+        for row in range(fill):
+            if violated[row]:
+                stamp += 1
+                for k in range(b_nnz[row]):
+                    mark[b_indices[row, k]] = stamp
+                _sparse_axpy_diff(
+                    w,
+                    coefficient,
+                    x_dense,
+                    x_indices,
+                    x_values,
+                    b_indices[row],
+                    b_values[row],
+                    b_nnz[row],
+                    mark,
+                    stamp,
+                )
+        return stamp
+    half_weight = 0.5 * weight
+    for row in range(fill):  # Alg. 6, PA-I step per buffered row
+        stamp += 1
+        margin, norm2 = _sparse_diff_dots(
+            w,
+            x_dense,
+            x_indices,
+            x_values,
+            b_indices[row],
+            b_values[row],
+            b_nnz[row],
+            mark,
+            stamp,
+        )
+        loss = 1.0 - label * margin
+        if norm2 > 0.0 and loss > 0.0:
+            tau = min(half_weight, loss / norm2)
+            _sparse_axpy_diff(
+                w,
+                tau * label,
+                x_dense,
+                x_indices,
+                x_values,
+                b_indices[row],
+                b_values[row],
+                b_nnz[row],
+                mark,
+                stamp,
+            )
+    return stamp
+
+
+@kernel
+def _store_sparse_row(b_indices, b_values, b_nnz, slot, x_indices, x_values):
+    n = x_indices.shape[0]
+    b_indices[slot, :n] = x_indices
+    b_values[slot, :n] = x_values
+    b_indices[slot, n:] = 0
+    b_values[slot, n:] = 0.0
+    b_nnz[slot] = n
+
+
+@kernel
+def oam_learn_csr(
+    indptr,
+    indices,
+    data,
+    y,
+    scores,
+    w,
+    pos_indices,
+    pos_values,
+    pos_nnz,
+    neg_indices,
+    neg_values,
+    neg_nnz,
+    fill_pos,
+    fill_neg,
+    count_pos,
+    count_neg,
+    rng_state,
+    C,
+    gradient,
+):
+    """Sparse batch, sparse buffers (rows of at most ``pos_indices.shape[1]`` entries; the
+    caller checked): O(buffer · nnz) per event after an O(nnz) scatter."""
+    want_scores = scores.shape[0] > 0
+    capacity_pos = pos_indices.shape[0]
+    capacity_neg = neg_indices.shape[0]
+    violated = np.zeros(max(capacity_pos, capacity_neg), dtype=np.bool_)
+    x_dense = np.zeros(w.shape[0])
+    mark = np.zeros(w.shape[0], dtype=np.int64)
+    stamp = 0
+    for t in range(indptr.shape[0] - 1):
+        start = indptr[t]
+        end = indptr[t + 1]
+        x_indices = indices[start:end]
+        x_values = data[start:end]
+        total = 0.0
+        for k in range(start, end):
+            x_dense[indices[k]] = data[k]
+            total += w[indices[k]] * data[k]
+        if want_scores:
+            scores[t] = total
+        if y[t] > 0:
+            count_pos[0] += 1
+            slot = reservoir_slot(rng_state, count_pos[0], capacity_pos)
+            if slot >= 0:
+                _store_sparse_row(pos_indices, pos_values, pos_nnz, slot, x_indices, x_values)
+                fill_pos[0] = min(count_pos[0], capacity_pos)
+            weight = C * max(1.0, count_neg[0] / capacity_neg)  # errata 1
+            stamp = _update_sparse(
+                x_dense,
+                x_indices,
+                x_values,
+                1.0,
+                w,
+                neg_indices,
+                neg_values,
+                neg_nnz,
+                fill_neg[0],
+                weight,
+                gradient,
+                violated,
+                mark,
+                stamp,
+            )
+        else:
+            count_neg[0] += 1
+            slot = reservoir_slot(rng_state, count_neg[0], capacity_neg)
+            if slot >= 0:
+                _store_sparse_row(neg_indices, neg_values, neg_nnz, slot, x_indices, x_values)
+                fill_neg[0] = min(count_neg[0], capacity_neg)
+            weight = C * max(1.0, count_pos[0] / capacity_pos)
+            stamp = _update_sparse(
+                x_dense,
+                x_indices,
+                x_values,
+                -1.0,
+                w,
+                pos_indices,
+                pos_values,
+                pos_nnz,
+                fill_pos[0],
+                weight,
+                gradient,
+                violated,
+                mark,
+                stamp,
+            )
+        for k in range(start, end):
+            x_dense[indices[k]] = 0.0

@@ -1,0 +1,256 @@
+"""OAM: Online AUC Maximization with per-class reservoir buffers (Zhao, Jin, Yang, Hoi, ICML 2011).
+
+Equations, errata and defaults: ``papers/notes/001_spam_thesis.md`` §3.1 (thesis Algorithms 4-7)
+and §11 errata 1-2; kernels in :mod:`core._kernels.oam`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core._kernels import oam as kernels
+from core._kernels.random import seed_state
+from core.learners import register
+from core.learners._base import (
+    OnlineLearner,
+    check_choice,
+    check_integer,
+    check_positive,
+    check_random_state,
+)
+from core.validation import CSRMatrix
+
+__all__ = ["OAM"]
+
+VARIANTS = ("seq", "gra")
+
+
+def _dense_to_csr(X: np.ndarray) -> CSRMatrix:
+    """The nonzero entries of a dense batch as CSR (vectorised)."""
+    mask = X != 0.0
+    indptr = np.zeros(X.shape[0] + 1, dtype=np.int64)
+    np.cumsum(mask.sum(axis=1), out=indptr[1:])
+    indices = np.nonzero(mask)[1].astype(np.int64)
+    return CSRMatrix(indptr, indices, np.ascontiguousarray(X[mask]), X.shape[1])
+
+
+def _row_nnz(X) -> np.ndarray:
+    if isinstance(X, CSRMatrix):
+        return np.diff(X.indptr)
+    return np.count_nonzero(X, axis=1)
+
+
+@register
+class OAM(OnlineLearner):
+    """Online AUC maximisation with the pairwise hinge loss and per-class reservoir buffers.
+
+    Each event is compared with the buffered events of the *opposite* class (Zhao et al. 2011;
+    Natole thesis Alg. 4-7): ``variant="seq"`` takes one passive-aggressive step per buffered
+    row (OAMseq), ``variant="gra"`` one gradient step over all rows whose hinge is active at the
+    pre-update ``w`` (OAMgra).  The pair weight is ``C_t = C · max(1, N_opp / buffer_size_opp)``:
+    each buffered example stands for that many real ones (notes §11, erratum 1).
+
+    Each class keeps a reservoir sample (Vitter's Algorithm R, thesis Alg. 5) of at most
+    ``buffer_size_pos`` / ``buffer_size_neg`` events; the buffers, their fill counts, the class
+    counts and the RNG state are all part of the learner state, so a restored learner continues
+    bit for bit.  Cost per event: O(buffer · d) with dense buffers, O(buffer · nnz) with sparse
+    buffers (``max_nnz``).
+
+    Parameters
+    ----------
+    variant : {"seq", "gra"}, default="seq"
+        OAMseq (thesis Alg. 6) or OAMgra (Alg. 7).
+    C : float, default=1e-5
+        Penalty of the pairwise hinge loss: the cap ``C_t / 2`` on each seq step, the step of
+        gra.  [CHOICE] 1e-5, chosen on standardised data sets (``bench/quality.py``-style, one
+        pass, held-out AUC): a pair difference then has ``||u||² ≈ 2d``, the uncapped
+        passive-aggressive step ``loss/||u||²`` over-fits each pair, and seq was best at
+        C = 1e-5 on every data set tried (by 0.01-0.15 AUC over C = 1, falling off again at
+        1e-7).  gra is nearly insensitive to C, because AUC depends only on the direction of
+        ``w`` and C merely rescales it.
+    buffer_size_pos, buffer_size_neg : int, default=100
+        Reservoir capacity per class; 100 each as the thesis (§3.5) and Zhao et al. suggest.
+    max_nnz : int or None, default=None
+        None keeps buffered rows dense (O(buffer · d) memory and time).  An integer keeps them
+        as fixed-capacity sparse rows of at most ``max_nnz`` entries (O(buffer · max_nnz)
+        memory, O(buffer · nnz) time per event) - the layout for sparse or hashed features.
+        A batch with a row of more nonzeros is rejected whole with a ValueError.
+        [CHOICE] A fixed capacity keeps the state a set of fixed-shape arrays (DESIGN §3), which
+        the stores can write field by field; it cannot be combined with ``scaling="standard"``,
+        which makes every feature nonzero.
+    scaling : {"none", "unit_norm", "standard", "scale"}, default="none"
+        Online feature scaling (:mod:`core.preprocessing`).
+    max_iter : int, default=1
+        Passes over the data in :meth:`fit`.
+    shuffle : bool, default=True
+        Reshuffle before each pass in :meth:`fit`.
+    random_state : int or None, default=None
+        Seeds the reservoir RNG (kept in the state as ``rng_state``) and ``fit``'s shuffling.
+        None means seed 0: learners are deterministic by default.
+
+    Notes
+    -----
+    OAMseq step (thesis eq. 2.8 with errata 2; the objective has no ½, hence ``C_t/2``)::
+
+        u = y_t (x_t - x),  tau = min(C_t / 2, max(0, 1 - w·u) / ||u||²),  w <- w + tau u
+
+    (a pair with ``u = 0`` is skipped).  OAMgra (Alg. 7)::
+
+        w_{t+1} = w_t + sum over buffered x with y_t w_t·(x_t - x) <= 1 of C_t y_t (x_t - x) / 2
+
+    The thesis' objective has a ``λ/2 ||w||²`` term but neither algorithm applies it, so there
+    is no ``λ`` here.  The served model is ``w`` itself (no averaging), scored as ``w · x``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from core.learners import make_learner
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.integers(0, 2, 400)
+    >>> X = rng.normal(size=(400, 5)) + 0.8 * y[:, None]
+    >>> learner = make_learner("oam", variant="seq", buffer_size_pos=50, buffer_size_neg=50)
+    >>> scores = learner.prequential_step(X, y)
+    >>> learner.state_["buffer_pos"].shape, int(learner.state_["fill_pos"][0])
+    ((50, 5), 50)
+    >>> from sklearn.metrics import roc_auc_score
+    >>> bool(roc_auc_score(y, learner.decision_function(X)) > 0.85)
+    True
+    """
+
+    name = "oam"
+    supports_sparse = True
+
+    def __init__(
+        self,
+        variant: str = "seq",
+        C: float = 1e-5,
+        buffer_size_pos: int = 100,
+        buffer_size_neg: int = 100,
+        max_nnz: int | None = None,
+        scaling: str = "none",
+        max_iter: int = 1,
+        shuffle: bool = True,
+        random_state: int | None = None,
+    ):
+        self.variant = variant
+        self.C = C
+        self.buffer_size_pos = buffer_size_pos
+        self.buffer_size_neg = buffer_size_neg
+        self.max_nnz = max_nnz
+        self.scaling = scaling
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ contract
+    def _validate_params(self) -> None:
+        check_choice("variant", self.variant, VARIANTS)
+        check_positive("C", self.C)
+        check_integer("buffer_size_pos", self.buffer_size_pos, low=1)
+        check_integer("buffer_size_neg", self.buffer_size_neg, low=1)
+        if self.max_nnz is not None:
+            check_integer("max_nnz", self.max_nnz, low=1)
+            if self.scaling == "standard":
+                raise ValueError(
+                    "max_nnz (sparse buffers) cannot be combined with scaling='standard', "
+                    "which centres features and makes every one nonzero; use scaling='scale' "
+                    "or max_nnz=None"
+                )
+        check_integer("max_iter", self.max_iter, low=1)
+        check_choice("shuffle", self.shuffle, (True, False))
+        check_random_state("random_state", self.random_state)
+
+    def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
+        state = {
+            "w": np.zeros(n_features),
+            "count_pos": np.zeros(1, dtype=np.int64),
+            "count_neg": np.zeros(1, dtype=np.int64),
+            "fill_pos": np.zeros(1, dtype=np.int64),
+            "fill_neg": np.zeros(1, dtype=np.int64),
+            "rng_state": seed_state(self.random_state),
+        }
+        for label, size in (("pos", self.buffer_size_pos), ("neg", self.buffer_size_neg)):
+            if self.max_nnz is None:
+                state[f"buffer_{label}"] = np.zeros((size, n_features))
+            else:
+                width = min(self.max_nnz, n_features)
+                state[f"buffer_{label}_indices"] = np.zeros((size, width), dtype=np.int64)
+                state[f"buffer_{label}_values"] = np.zeros((size, width))
+                state[f"buffer_{label}_nnz"] = np.zeros(size, dtype=np.int64)
+        return state
+
+    def _coerce(self, X, y=None):
+        features, labels = super()._coerce(X, y)
+        if y is not None and self.max_nnz is not None:
+            # Checked before anything is learned or scaled: a rejected batch changes nothing.
+            row_nnz = _row_nnz(features)
+            if row_nnz.size and row_nnz.max() > self.max_nnz:
+                row = int(np.argmax(row_nnz > self.max_nnz))
+                raise ValueError(
+                    f"row {row} has {int(row_nnz[row])} nonzero features, more than "
+                    f"max_nnz={self.max_nnz} (the capacity of a buffered sparse row); "
+                    "raise max_nnz or use max_nnz=None for dense buffers"
+                )
+        return features, labels
+
+    def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
+        state = self.state_
+        gradient = self.variant == "gra"
+        common = (
+            state["fill_pos"],
+            state["fill_neg"],
+            state["count_pos"],
+            state["count_neg"],
+            state["rng_state"],
+            float(self.C),
+            gradient,
+        )
+        if self.max_nnz is None:
+            if isinstance(X, CSRMatrix):
+                kernels.oam_learn_csr_dense_buffers(
+                    X.indptr,
+                    X.indices,
+                    X.data,
+                    y,
+                    scores,
+                    state["w"],
+                    state["buffer_pos"],
+                    state["buffer_neg"],
+                    *common,
+                )
+            else:
+                kernels.oam_learn_dense(
+                    X, y, scores, state["w"], state["buffer_pos"], state["buffer_neg"], *common
+                )
+            return
+        if not isinstance(X, CSRMatrix):
+            X = _dense_to_csr(X)
+        kernels.oam_learn_csr(
+            X.indptr,
+            X.indices,
+            X.data,
+            y,
+            scores,
+            state["w"],
+            state["buffer_pos_indices"],
+            state["buffer_pos_values"],
+            state["buffer_pos_nnz"],
+            state["buffer_neg_indices"],
+            state["buffer_neg_values"],
+            state["buffer_neg_nnz"],
+            *common,
+        )
+
+    def _decision(self, X) -> np.ndarray:
+        w = self.state_["w"]
+        if isinstance(X, CSRMatrix):
+            out = np.empty(X.shape[0])
+            kernels.csr_decision(X.indptr, X.indices, X.data, w, out)
+            return out
+        return X @ w
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """The served weight vector ``w`` (a copy)."""
+        self._check_initialized()
+        return self.state_["w"].copy()

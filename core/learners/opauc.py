@@ -1,0 +1,245 @@
+"""OPAUC (one-pass AUC optimisation, Gao et al. ICML 2013) and its AdaOAM and low-rank variants.
+
+Equations, errata and defaults: ``papers/notes/001_spam_thesis.md`` §3.2-3.3 (thesis
+Algorithms 8-9) and §11 errata 3-4; kernels in :mod:`core._kernels.opauc`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core._kernels import oam as oam_kernels
+from core._kernels import opauc as kernels
+from core.learners import register
+from core.learners._base import (
+    OnlineLearner,
+    check_choice,
+    check_integer,
+    check_positive,
+    check_random_state,
+)
+from core.validation import CSRMatrix
+
+__all__ = ["MAX_FULL_RANK_FEATURES", "OPAUC"]
+
+#: Full-rank OPAUC keeps two d×d covariances: at d = 1000 that is 16 MB of state per model and
+#: 2·10⁶ multiply-adds per event.  Above this, ``rank=k`` is required.
+MAX_FULL_RANK_FEATURES = 1000
+
+#: [CHOICE] AdaOAM's default step: Adagrad normalises each coordinate's step by its gradient
+#: history, so one constant works across feature scales (chosen with ``bench/quality.py``).
+DEFAULT_ADAPTIVE_ETA = 0.03
+
+#: [CHOICE] OPAUC's default step is ``DEFAULT_ETA_SCALE / ν_t`` (see ``eta``).
+DEFAULT_ETA_SCALE = 0.1
+
+
+@register
+class OPAUC(OnlineLearner):
+    """One-pass AUC optimisation with the pairwise square loss (Gao et al. 2013; thesis Alg. 8).
+
+    The per-event loss (thesis eq. 2.10) averages ``(1 - y_t wᵀ(x_t - x_i))²/2`` over all past
+    events of the opposite class; its gradient needs only that class's running mean and
+    covariance (eq. 2.11/2.12)::
+
+        g = λ w - y z + z (zᵀ w) + S_opp w,    z = x_t - c_opp
+
+    so one pass suffices.  Statistics of the event's own class are updated first (mean by
+    eq. 2.13, covariance by the corrected recursion of notes §3.2); no step is taken until both
+    classes were seen.
+
+    Parameters
+    ----------
+    lam : float, default=1e-4
+        L2 penalty ``λ/2 ||w||²``; with ``adaptive=True`` also the radius ``1/sqrt(λ)`` of the
+        ball ``w`` is projected onto (``lam=0``: no penalty, no projection).
+        [CHOICE] small: the square loss already bounds ``w``; ``1/sqrt(1e-4) = 100`` leaves the
+        AdaOAM ball inactive on standardised data.
+    eta : float or None, default=None
+        Step size.  A number is used as a constant ``η`` (Gao et al. use constant steps).
+        None means: ``η_t = 0.1 / ν_t`` for OPAUC, with ``ν_t`` the running mean of ``||x||²``
+        over the events seen so far (kept in the state as ``sq_norm_mean``), and ``0.03`` for
+        AdaOAM.
+        [CHOICE] The per-event Hessian of the square loss is ``z zᵀ + S_opp + λI`` with
+        ``||z||² ≈ ν``, so ``η ν`` fixed keeps plain SGD stable for any feature scale or
+        dimension without tuning (a fixed η diverges for large d or crawls for unit-norm rows);
+        0.1 was best or near-best across ``bench/quality.py``-style data sets (0.02-0.5 are
+        within 0.01 AUC).  Adagrad normalises each coordinate's step by its own gradient
+        history, so a constant suits it; 0.03 sits between the best values seen (0.01-0.03).
+    adaptive : bool, default=False
+        AdaOAM (Ding et al. 2015; thesis Alg. 9): diagonal Adagrad steps
+        ``w - η g / (δ + sqrt(Σ g²))`` then the projection onto ``||w|| <= 1/sqrt(λ)`` in the
+        metric ``H = diag(δ + sqrt(Σ g²))``.  [CHOICE] the exact H-weighted projection
+        (bisection on its one multiplier, notes §3.3), not the Euclidean substitute.
+    delta : float, default=1e-8
+        AdaOAM's smoothing ``δ`` in ``H = δ I + diag(sqrt(Σ g²))``.
+    rank : int or None, default=None
+        None keeps the full d×d covariances (O(d²) memory and time per event; refused above
+        :data:`MAX_FULL_RANK_FEATURES` features).  ``rank=k`` keeps, per class, a
+        frequent-directions sketch ``B`` (``2k × d``) with ``BᵀB ≈ T·S`` instead: O(k·d) memory
+        and amortised O(k·d) time per event (OPAUCr-style, Gao et al. §4).
+        [CHOICE] frequent directions (Liberty 2013; Ghashami et al. 2016), not random
+        projections: it is deterministic, never overestimates the covariance
+        (``0 ≼ T·S - BᵀB``), is exact when a class's centred data span at most ``k``
+        dimensions, and its spectral error is at most ``||A - A_j||²_F / (k + 1 - j)`` for any
+        ``j <= k`` (``A`` the centred data), so it approaches the full gradient as ``k``
+        grows.
+    scaling : {"none", "unit_norm", "standard", "scale"}, default="none"
+        Online feature scaling (:mod:`core.preprocessing`).
+    max_iter : int, default=1
+        Passes over the data in :meth:`fit`.
+    shuffle : bool, default=True
+        Reshuffle before each pass in :meth:`fit`.
+    random_state : int or None, default=None
+        Seeds ``fit``'s shuffling (the algorithm itself draws no random numbers).
+
+    Notes
+    -----
+    Sparse input is accepted (each row is scattered into a dense work row): the class means
+    and covariances are dense anyway, so the cost per event does not drop below O(d²), or
+    O(k·d) with ``rank=k``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from core.learners import make_learner
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.integers(0, 2, 500)
+    >>> X = rng.normal(size=(500, 5)) + 0.8 * y[:, None]
+    >>> learner = make_learner("opauc")
+    >>> scores = learner.prequential_step(X, y)
+    >>> from sklearn.metrics import roc_auc_score
+    >>> bool(roc_auc_score(y, learner.decision_function(X)) > 0.9)
+    True
+    >>> cov = learner.state_["cov_pos"]  # the positives' population covariance
+    >>> bool(np.allclose(cov, np.cov(X[y == 1].T, bias=True)))
+    True
+    >>> make_learner("opauc").partial_fit(np.zeros((1, 5000)), [1])
+    Traceback (most recent call last):
+    ...
+    ValueError: opauc with full-rank covariances ...
+    """
+
+    name = "opauc"
+    supports_sparse = True
+
+    def __init__(
+        self,
+        lam: float = 1e-4,
+        eta: float | None = None,
+        adaptive: bool = False,
+        delta: float = 1e-8,
+        rank: int | None = None,
+        scaling: str = "none",
+        max_iter: int = 1,
+        shuffle: bool = True,
+        random_state: int | None = None,
+    ):
+        self.lam = lam
+        self.eta = eta
+        self.adaptive = adaptive
+        self.delta = delta
+        self.rank = rank
+        self.scaling = scaling
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ contract
+    def _validate_params(self) -> None:
+        check_positive("lam", self.lam, allow_zero=True)
+        if self.eta is not None:
+            check_positive("eta", self.eta)
+        check_choice("adaptive", self.adaptive, (True, False))
+        check_positive("delta", self.delta, allow_zero=True)
+        if self.rank is not None:
+            check_integer("rank", self.rank, low=1)
+        check_integer("max_iter", self.max_iter, low=1)
+        check_choice("shuffle", self.shuffle, (True, False))
+        check_random_state("random_state", self.random_state)
+
+    @property
+    def _auto_eta(self) -> bool:
+        return self.eta is None and not self.adaptive
+
+    def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
+        if self.rank is None and n_features > MAX_FULL_RANK_FEATURES:
+            megabytes = 2 * 8 * n_features**2 / 1e6
+            raise ValueError(
+                f"opauc with full-rank covariances needs two {n_features}×{n_features} "
+                f"matrices ({megabytes:.0f} MB) and O(d²) time per event; n_features="
+                f"{n_features} exceeds the limit of {MAX_FULL_RANK_FEATURES}. Pass rank=k "
+                "(e.g. rank=8) for the O(k·d) frequent-directions sketch"
+            )
+        state = {
+            "w": np.zeros(n_features),
+            "count_pos": np.zeros(1, dtype=np.int64),
+            "count_neg": np.zeros(1, dtype=np.int64),
+            "mean_pos": np.zeros(n_features),
+            "mean_neg": np.zeros(n_features),
+        }
+        if self.rank is None:
+            state["cov_pos"] = np.zeros((n_features, n_features))
+            state["cov_neg"] = np.zeros((n_features, n_features))
+        else:
+            state["sketch_pos"] = np.zeros((2 * self.rank, n_features))
+            state["sketch_neg"] = np.zeros((2 * self.rank, n_features))
+            state["sketch_rows_pos"] = np.zeros(1, dtype=np.int64)
+            state["sketch_rows_neg"] = np.zeros(1, dtype=np.int64)
+        if self.adaptive:
+            state["grad_sq_sum"] = np.zeros(n_features)
+        if self._auto_eta:
+            state["sq_norm_mean"] = np.zeros(1)
+        return state
+
+    def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
+        state = self.state_
+        empty = np.zeros(0)
+        if isinstance(X, CSRMatrix):
+            arrays = (np.zeros((0, 0)), X.indptr, X.indices, X.data, True)
+        else:
+            arrays = (X, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), empty, False)
+        if self.eta is not None:
+            eta = float(self.eta)
+        else:
+            eta = DEFAULT_ADAPTIVE_ETA if self.adaptive else DEFAULT_ETA_SCALE
+        lam = float(self.lam)
+        radius = 1.0 / np.sqrt(lam) if (self.adaptive and lam > 0) else np.inf
+        grad_sq = state.get("grad_sq_sum", empty)
+        sq_norm_mean = state.get("sq_norm_mean", np.zeros(1))
+        options = (lam, eta, self._auto_eta, bool(self.adaptive), float(self.delta), radius)
+        if self.rank is None:
+            matrices = (state["cov_pos"], state["cov_neg"], np.zeros(1, dtype=np.int64))
+            matrices += (matrices[2],)
+        else:
+            matrices = (state["sketch_pos"], state["sketch_neg"])
+            matrices += (state["sketch_rows_pos"], state["sketch_rows_neg"])
+        kernels.opauc_learn(
+            *arrays,
+            y,
+            scores,
+            state["w"],
+            state["mean_pos"],
+            state["mean_neg"],
+            *matrices,
+            state["count_pos"],
+            state["count_neg"],
+            grad_sq,
+            sq_norm_mean,
+            *options,
+            int(self.rank or 0),
+        )
+
+    def _decision(self, X) -> np.ndarray:
+        w = self.state_["w"]
+        if isinstance(X, CSRMatrix):
+            out = np.empty(X.shape[0])
+            oam_kernels.csr_decision(X.indptr, X.indices, X.data, w, out)
+            return out
+        return X @ w
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """The served weight vector ``w`` (a copy)."""
+        self._check_initialized()
+        return self.state_["w"].copy()

@@ -84,8 +84,10 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             max_write_retries=settings.max_write_retries,
         )
         app.state.warm = threading.Event()
-        warmer = threading.Thread(target=_warm, args=(app.state.warm,), daemon=True)
-        warmer.start()
+        if settings.warmup:
+            threading.Thread(target=_warm, args=(app.state.warm,), daemon=True).start()
+        else:
+            app.state.warm.set()
         sweeper = asyncio.create_task(_sweep_forever(app.state.engine, settings))
         try:
             yield

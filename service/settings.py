@@ -49,6 +49,10 @@ class Settings(BaseSettings):
     #: API keys that may only read (GET)
     read_only_api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
+    #: compile every learner's kernels at start-up (``/readyz`` waits for it); tests and
+    #: single-learner deployments may turn it off and compile on first use
+    warmup: bool = True
+
     #: server-sent metrics: seconds between two checks of the model version
     stream_interval_seconds: float = Field(1.0, gt=0)
 

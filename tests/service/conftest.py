@@ -38,6 +38,7 @@ def make_client(store_kind, redis_url):
     clients = []
 
     def build(**overrides) -> TestClient:
+        overrides.setdefault("warmup", False)  # kernels compile on first use in tests
         settings = Settings(store=store_kind, redis_url=redis_url, **overrides)
         client = TestClient(create_app(settings))
         client.__enter__()

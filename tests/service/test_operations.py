@@ -155,7 +155,8 @@ def test_api_keys(make_client):
     assert client.get("/metrics").status_code == 200
 
 
-def test_health_readiness_and_prometheus(client):
+def test_health_readiness_and_prometheus(make_client):
+    client = make_client(warmup=True)
     assert client.get("/healthz").json() == {"status": "ok"}
     deadline = time.monotonic() + 120
     while (ready := client.get("/readyz")).status_code != 200:  # kernels compiling

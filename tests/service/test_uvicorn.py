@@ -15,6 +15,7 @@ import numpy as np
 import orjson
 import redis
 
+from service import cli
 from service.stores import keys
 from tests.conftest import free_port
 from tests.service.conftest import events_json, make_stream, npz_bytes
@@ -23,7 +24,7 @@ from tests.service.conftest import events_json, make_stream, npz_bytes
 @contextlib.contextmanager
 def uvicorn_server(workers: int = 1, **env: str):
     port = free_port()
-    environment = {**os.environ, **env}
+    environment = {**os.environ, "AUCSTREAM_WARMUP": "false", **env}
     process = subprocess.Popen(
         [
             sys.executable,
@@ -68,7 +69,7 @@ def uvicorn_server(workers: int = 1, **env: str):
             process.wait()
 
 
-def test_end_to_end_through_uvicorn_memory_store():
+def test_end_to_end_through_uvicorn_memory_store(tmp_path, capsys):
     with uvicorn_server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
         assert http.post("/v1/models", json={"id": "fraud", "n_features": 5}).status_code == 201
         X, y = make_stream(500)
@@ -95,6 +96,27 @@ def test_end_to_end_through_uvicorn_memory_store():
         )
         assert bad.status_code == 400 and bad.headers["content-type"] == "application/problem+json"
         assert "aucstream_http_requests_total" in http.get("/metrics").text
+
+        path = tmp_path / "replay.npz"
+        np.savez(path, X=X, y=y)
+        assert (
+            cli.main(
+                [
+                    "replay",
+                    str(path),
+                    "--model",
+                    "replayed",
+                    "--url",
+                    url,
+                    "--batch-size",
+                    "100",
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
+        assert "500 events learned" in capsys.readouterr().out
+        assert http.get("/v1/models/replayed").json()["counts"]["events_learned"] == 500
 
 
 def test_two_workers_one_redis_eight_clients_lose_nothing(redis_server):

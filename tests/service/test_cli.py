@@ -1,0 +1,105 @@
+"""``aucstream replay`` (in-process) on CSV, LIBSVM and NPZ files, and ``serve`` settings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.learners import make_learner
+from service import cli
+from tests.service.conftest import make_stream
+
+
+@pytest.fixture
+def stream():
+    return make_stream(600, n_features=4, seed=21)
+
+
+def _check_table(output: str, n_events: int) -> None:
+    assert "AUC" in output and "pAUC [0, 0.1]" in output
+    assert f"{n_events} events learned" in output
+
+
+def test_replay_csv(tmp_path, stream, capsys):
+    X, y = stream
+    path = tmp_path / "events.csv"
+    header = "a,b,is_fraud,c,d"
+    table = np.column_stack([X[:, :2], y, X[:, 2:]])
+    np.savetxt(path, table, delimiter=",", header=header, comments="")
+    assert (
+        cli.main(
+            [
+                "replay",
+                str(path),
+                "--model",
+                "m",
+                "--label-column",
+                "is_fraud",
+                "--quiet",
+                "--batch-size",
+                "128",
+            ]
+        )
+        == 0
+    )
+    _check_table(capsys.readouterr().out, 600)
+
+
+def test_replay_libsvm_and_npz_give_the_learner_metrics(tmp_path, stream, capsys):
+    X, y = stream
+    libsvm = tmp_path / "events.libsvm"
+    libsvm.write_text(
+        "".join(
+            f"{int(label)} " + " ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(row)) + "\n"
+            for row, label in zip(X, y, strict=True)
+        )
+    )
+    npz = tmp_path / "events.npz"
+    np.savez(npz, X=X, y=y)
+    outputs = []
+    for path in (libsvm, npz):
+        assert (
+            cli.main(
+                [
+                    "replay",
+                    str(path),
+                    "--model",
+                    "m",
+                    "--quiet",
+                    "--feature-mode",
+                    "dense",
+                    "--scaling",
+                    "none",
+                ]
+            )
+            == 0
+        )
+        outputs.append(capsys.readouterr().out)
+        _check_table(outputs[-1], 600)
+    learner = make_learner("spam")
+    learner.initialize(4)
+    scores = np.concatenate(
+        [learner.prequential_step(X[i : i + 1000], y[i : i + 1000]) for i in range(0, 600, 1000)]
+    )
+    from core.metrics import auc
+
+    expected = f"{auc(y, scores):.4f}"
+    assert all(f"AUC                {expected}" in out or expected in out for out in outputs)
+
+
+def test_replay_reports_bad_parameters(tmp_path, stream, capsys):
+    X, y = stream
+    path = tmp_path / "events.npz"
+    np.savez(path, X=X, y=y)
+    assert (
+        cli.main(["replay", str(path), "--model", "m", "--quiet", "--params", '{"eta0": -1}']) == 2
+    )
+    assert "eta0" in capsys.readouterr().err
+
+
+def test_serve_refuses_invalid_settings(capsys, monkeypatch):
+    for name in ("AUCSTREAM_STORE", "AUCSTREAM_REDIS_URL", "AUCSTREAM_WORKERS"):
+        monkeypatch.setenv(name, "")  # restored after the test (serve sets them)
+        monkeypatch.delenv(name)
+    assert cli.main(["serve", "--workers", "2", "--store", "memory"]) == 2
+    assert "Redis store" in capsys.readouterr().err

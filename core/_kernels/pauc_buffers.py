@@ -65,19 +65,30 @@ def pauc_gradient(pos_X, pos_rows, neg_X, neg_rows, w, alpha, beta, grad):
     """Normalised tight pAUC surrogate on the rows ``pos_X[pos_rows]`` (positives) and
     ``neg_X[neg_rows]`` (negatives), and its subgradient.
 
-    ``j_alpha = floor(alpha n_neg)``, ``j_beta = ceil(beta n_neg)`` (at least ``j_alpha + 1``);
+    ``j_alpha = floor(alpha n_neg)``, ``j_beta = ceil(beta n_neg)`` (a range without a negative
+    is unused);
     value and ``grad`` (out, overwritten) are divided by ``n_pos (j_beta - j_alpha)`` (Kar et al.
     Thm 7 normalisation; [J] eq. (16)).  Returns ``(value, used)``; ``used`` is False when a
     class is missing (then grad = 0: notes 002 §4.4 edge cases, the step is skipped).
     """
     for j in range(grad.shape[0]):
         grad[j] = 0.0
+    n_neg = neg_rows.shape[0]
+    j_alpha = np.int64(np.floor(alpha * n_neg + 1e-9))
+    j_beta = np.int64(np.ceil(beta * n_neg - 1e-9))
+    return pauc_gradient_counts(pos_X, pos_rows, neg_X, neg_rows, w, j_alpha, j_beta, grad)
+
+
+@kernel
+def pauc_gradient_counts(pos_X, pos_rows, neg_X, neg_rows, w, j_alpha, j_beta, grad):
+    """:func:`pauc_gradient` with the counts ``j_alpha < j_beta`` given (``j_beta`` is clipped
+    to the number of negatives)."""
+    for j in range(grad.shape[0]):
+        grad[j] = 0.0
     n_pos = pos_rows.shape[0]
     n_neg = neg_rows.shape[0]
     if n_pos == 0 or n_neg == 0:
         return 0.0, False
-    j_alpha = np.int64(np.floor(alpha * n_neg + 1e-9))
-    j_beta = np.int64(np.ceil(beta * n_neg - 1e-9))
     if j_beta > n_neg:
         j_beta = n_neg
     if j_beta <= j_alpha:

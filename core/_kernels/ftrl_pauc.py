@@ -1,0 +1,105 @@
+"""FTRL-pAUC on reservoir samples of the prefix (Kar et al. §3, streaming interpretation of
+DESIGN §3); see :class:`core.learners.ftrl_pauc.FTRLpAUC` for the approximation."""
+
+import numpy as np
+
+from core._kernels._config import kernel
+from core._kernels.pauc_buffers import dot_row, pauc_gradient_counts, project_ball, reservoir_offer
+
+
+@kernel
+def track_quantile(quantile, score, level):
+    """One stochastic-approximation step towards the score exceeded with probability ``level``.
+
+    ``quantile = [q, scale]``: ``q <- q + 0.02 scale (1[score > q] - level)`` (Robbins-Monro
+    quantile recursion) with ``scale`` an exponentially weighted mean of ``|score - q|`` (rate
+    0.01) so that the step follows the spread of the scores whatever the norm of ``w``.
+    """
+    q = quantile[0]
+    quantile[1] += 0.01 * (abs(score - q) - quantile[1])
+    exceed = 1.0 if score > q else 0.0
+    quantile[0] = q + 0.02 * quantile[1] * (exceed - level)
+
+
+@kernel
+def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, neg_admitted,
+                 alpha, beta, lam, eta0, inner_steps, grad):  # fmt: skip
+    """``inner_steps`` warm-started subgradient steps on
+    ``F(w) = R_tight(alpha,beta)(w; B+, B-) + lam/2 ||w||^2`` over the reservoirs.
+
+    The admitted negatives are a fraction ``rho = admitted / seen`` of all negatives, so the top
+    ``beta`` of the prefix is the top ``beta / rho`` of the reservoir: ``j_beta =
+    ceil(beta fill / rho)``, ``j_alpha = floor(alpha fill / rho)``.
+    Step ``k`` (counted over the whole stream): ``w <- Proj(w - gamma_k (g + lam w))`` with
+    ``gamma_k = eta0 / (1 + eta0 lam k)`` (Bottou's schedule for a lam-strongly convex
+    objective: about ``eta0`` at first, ``1 / (lam k)`` as in Pegasos later — Pegasos' own
+    ``1 / (lam k)`` from k = 1 overshoots and flips the sign of ``w`` on this non-smooth
+    objective), projected onto ``||w|| <= sqrt(2 / lam)``, which holds the minimiser since
+    ``F(0) = 1`` (Shalev-Shwartz et al. 2011).
+    """
+    n_pos = pos_fill[0]
+    n_neg = neg_fill[0]
+    if n_pos == 0 or n_neg == 0:
+        return
+    effective = n_neg * (neg_seen[0] / neg_admitted[0])
+    j_alpha = np.int64(np.floor(alpha * effective + 1e-9))
+    j_beta = np.int64(np.ceil(beta * effective - 1e-9))
+    if j_beta > n_neg:
+        j_beta = n_neg
+    if j_beta < 1:
+        j_beta = 1
+    if j_alpha >= j_beta:
+        j_alpha = j_beta - 1
+    pos_rows = np.arange(n_pos)
+    neg_rows = np.arange(n_neg)
+    radius = np.sqrt(2.0 / lam)
+    for _ in range(inner_steps):
+        pauc_gradient_counts(pos_X, pos_rows, neg_X, neg_rows, w, j_alpha, j_beta, grad)
+        n_solver_steps[0] += 1
+        step = eta0 / (1.0 + eta0 * lam * n_solver_steps[0])
+        shrink = 1.0 - step * lam
+        for j in range(w.shape[0]):
+            w[j] = shrink * w[j] - step * grad[j]
+        project_ball(w, radius)
+
+
+@kernel
+def ftrl_learn(X, y, scores, w, n_solver_steps, since_update, pos_X, pos_fill, pos_seen,
+               neg_X, neg_fill, neg_seen, neg_admitted, quantile, rng_state,
+               alpha, beta, lam, eta0, update_every, inner_steps, admission_level):  # fmt: skip
+    """Learn the rows of ``X`` in order (pre-update scores into ``scores`` if non-empty).
+
+    Per event: score with the current ``w``; a positive is offered to the positive reservoir; a
+    negative updates the quantile tracker and is offered to the negative reservoir when its
+    score is at least the tracked quantile (all negatives when ``admission_level >= 1``).
+    Every ``update_every`` events: :func:`solver_steps`.
+    """
+    n_samples = X.shape[0]
+    want_scores = scores.shape[0] > 0
+    grad = np.empty(w.shape[0])
+    for i in range(n_samples):
+        score = dot_row(X, i, w)
+        if want_scores:
+            scores[i] = score
+        if y[i] > 0:
+            reservoir_offer(X, i, pos_X, pos_fill, pos_seen, rng_state)
+        else:
+            neg_seen[0] += 1
+            admit = admission_level >= 1.0 or score >= quantile[0]
+            if admission_level < 1.0:
+                track_quantile(quantile, score, admission_level)
+            if admit:
+                reservoir_offer(X, i, neg_X, neg_fill, neg_admitted, rng_state)
+        since_update[0] += 1
+        if since_update[0] >= update_every:
+            since_update[0] = 0
+            solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen,
+                         neg_admitted, alpha, beta, lam, eta0, inner_steps, grad)  # fmt: skip
+
+
+@kernel
+def decision(X, w):
+    out = np.empty(X.shape[0])
+    for i in range(X.shape[0]):
+        out[i] = dot_row(X, i, w)
+    return out

@@ -17,14 +17,7 @@ Kernels take arrays and scalars only, validate nothing and read no globals.
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels.spam import (
-    dot_dense,
-    dot_sparse,
-    fold_scale,
-    mean_sq_norm,
-    served_score,
-    sq_norm_sparse,
-)
+from core._kernels.spam import dot_dense, fold_scale, mean_sq_norm, served_score
 
 
 @kernel
@@ -148,15 +141,22 @@ def solam_csr(
     n_seen, n_pos, sq_norm_sum, max_norm,
     eta0, l2, radius, kappa, average,
 ):  # fmt: skip
-    """As :func:`solam_dense`, O(nnz) per event (plus a rare O(n_features) fold)."""
-    want_scores = scores.shape[0] > 0
+    """As :func:`solam_dense`, O(nnz) per event (plus a rare O(n_features) fold): one pass
+    gathers, one pass scatters (with 2**20 features each pass pays memory latency)."""
+    want_average = average and scores.shape[0] > 0
     for i in range(indptr.shape[0] - 1):
         start = indptr[i]
         end = indptr[i + 1]
-        xx = sq_norm_sparse(data, start, end)
-        vx = dot_sparse(w_unscaled, indices, data, start, end)
-        if want_scores:
-            ax = dot_sparse(avg_offset, indices, data, start, end) if average else 0.0
+        xx = 0.0
+        vx = 0.0
+        ax = 0.0
+        for k in range(start, end):
+            value = data[k]
+            xx += value * value
+            vx += w_unscaled[indices[k]] * value
+            if want_average:
+                ax += avg_offset[indices[k]] * value
+        if scores.shape[0] > 0:
             scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], gamma_sum[0], average)
         shrink, step, limit = solam_step(
             y[i] > 0, vx, xx, w_scale, w_sq_norm, a, b, alpha, avg_a, avg_b, avg_alpha,

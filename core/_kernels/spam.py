@@ -28,25 +28,21 @@ from core._kernels._config import kernel
 # ------------------------------------------------------------------------------ dot products
 @kernel
 def dot_dense(a, x):
-    """``a . x`` with four accumulators: without fastmath numba keeps one add chain per
-    accumulator, so four chains run ~4x faster than one; the order is fixed, hence
-    deterministic."""
+    """``a . x`` with two accumulators (even and odd columns): without fastmath numba keeps one
+    add chain per accumulator, and two chains halve the latency.  The order is fixed, hence
+    deterministic, and the same as the ``a . x`` of :func:`dots_dense`, so a prequential score
+    and ``decision_function`` agree bit for bit."""
     n = x.shape[0]
     s0 = 0.0
     s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
     j = 0
-    while j + 4 <= n:
+    while j + 2 <= n:
         s0 += a[j] * x[j]
         s1 += a[j + 1] * x[j + 1]
-        s2 += a[j + 2] * x[j + 2]
-        s3 += a[j + 3] * x[j + 3]
-        j += 4
-    while j < n:
+        j += 2
+    if j < n:
         s0 += a[j] * x[j]
-        j += 1
-    return (s0 + s1) + (s2 + s3)
+    return s0 + s1
 
 
 @kernel
@@ -55,6 +51,36 @@ def dot_sparse(a, indices, data, start, end):
     for k in range(start, end):
         total += a[indices[k]] * data[k]
     return total
+
+
+@kernel
+def dots_dense(x, a, b):
+    """``(x . x, a . x, a . b)`` in one pass, two accumulators each (the dense SPAM step needs
+    ||x||^2, w . x and w . sum_opposite; one pass over the three arrays is faster than three)."""
+    n = x.shape[0]
+    xx0 = 0.0
+    xx1 = 0.0
+    ax0 = 0.0
+    ax1 = 0.0
+    bx0 = 0.0
+    bx1 = 0.0
+    j = 0
+    while j + 2 <= n:
+        u = x[j]
+        v = x[j + 1]
+        xx0 += u * u
+        xx1 += v * v
+        ax0 += a[j] * u
+        ax1 += a[j + 1] * v
+        bx0 += b[j] * a[j]
+        bx1 += b[j + 1] * a[j + 1]
+        j += 2
+    if j < n:
+        u = x[j]
+        xx0 += u * u
+        ax0 += a[j] * u
+        bx0 += b[j] * a[j]
+    return xx0 + xx1, ax0 + ax1, bx0 + bx1
 
 
 @kernel
@@ -132,22 +158,22 @@ def spam_l2_dense(
     want_scores = scores.shape[0] > 0
     for i in range(X.shape[0]):
         x = X[i]
-        xx = dot_dense(x, x)
-        vx = dot_dense(w_unscaled, x)
+        positive = y[i] > 0
+        # one pass for ||x||^2, w_unscaled . x and w_unscaled . (sum of the opposite class)
+        opposite = sum_neg if positive else sum_pos
+        xx, vx, v_dot_opposite = dots_dense(x, w_unscaled, opposite)
         if want_scores:
             ax = dot_dense(avg_offset, x) if average else 0.0
             scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], n_steps[0], average)
         n_seen[0] += 1
         sq_norm_sum[0] += xx
-        positive = y[i] > 0
         # [CHOICE] no step during warm-up nor before both classes were seen (OPAUC's code does
         # the same); p and the means are those of the events before this one (App. C).
         if n_seen[0] > n_warmup and n_pos[0] > 0 and n_neg[0] > 0:
             p = n_pos[0] / (n_pos[0] + n_neg[0])
-            if positive:
-                w_dot_mean = w_scale[0] * dot_dense(w_unscaled, sum_neg) / n_neg[0]
-            else:
-                w_dot_mean = w_scale[0] * dot_dense(w_unscaled, sum_pos) / n_pos[0]
+            # w . m_opposite, directly (O(n_features) like the rest of a dense step)
+            n_opposite = n_neg[0] if positive else n_pos[0]
+            w_dot_mean = w_scale[0] * v_dot_opposite / n_opposite
             n_steps[0] += 1
             eta = spam_eta(n_steps[0], eta0, l2, inverse)
             nu = mean_sq_norm(sq_norm_sum[0], n_seen[0])
@@ -160,25 +186,28 @@ def spam_l2_dense(
                 fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average)
             delta = -step / w_scale[0]
             new_scale = w_scale[0] * rho
+            # the class statistics take the event after the step (App. C), same pass
+            own = sum_pos if positive else sum_neg
             if average:
                 shift = avg_coef[0] * delta
                 for j in range(x.shape[0]):
                     w_unscaled[j] += delta * x[j]
                     avg_offset[j] -= shift * x[j]
+                    own[j] += x[j]
                 avg_coef[0] += new_scale  # + the new iterate: uniform average (App. B)
             else:
                 for j in range(x.shape[0]):
                     w_unscaled[j] += delta * x[j]
+                    own[j] += x[j]
             w_scale[0] = new_scale
-        # the class statistics take the event after the step (App. C)
+        else:
+            own = sum_pos if positive else sum_neg
+            for j in range(x.shape[0]):
+                own[j] += x[j]
         if positive:
             n_pos[0] += 1
-            for j in range(x.shape[0]):
-                sum_pos[j] += x[j]
         else:
             n_neg[0] += 1
-            for j in range(x.shape[0]):
-                sum_neg[j] += x[j]
     w_dot_sum_pos[0] = w_scale[0] * dot_dense(w_unscaled, sum_pos)
     w_dot_sum_neg[0] = w_scale[0] * dot_dense(w_unscaled, sum_neg)
 
@@ -192,20 +221,38 @@ def spam_l2_csr(
     n_seen, n_pos, n_neg, n_steps, sq_norm_sum,
     eta0, l2, inverse, average, n_warmup,
 ):  # fmt: skip
-    """As :func:`spam_l2_dense`, O(nnz) per event (plus a rare O(n_features) fold)."""
-    want_scores = scores.shape[0] > 0
+    """As :func:`spam_l2_dense`, O(nnz) per event (plus a rare O(n_features) fold).
+
+    With 2**20 features the arrays do not fit in cache, so each pass over the row's columns
+    pays memory latency: one pass gathers everything the step needs, one pass scatters."""
+    want_scores = average and scores.shape[0] > 0
     for i in range(indptr.shape[0] - 1):
         start = indptr[i]
         end = indptr[i + 1]
-        xx = sq_norm_sparse(data, start, end)
-        vx = dot_sparse(w_unscaled, indices, data, start, end)
-        if want_scores:
-            ax = dot_sparse(avg_offset, indices, data, start, end) if average else 0.0
+        xx = 0.0
+        vx = 0.0
+        ax = 0.0
+        x_dot_sum_pos = 0.0
+        x_dot_sum_neg = 0.0
+        for k in range(start, end):
+            j = indices[k]
+            value = data[k]
+            xx += value * value
+            vx += w_unscaled[j] * value
+            x_dot_sum_pos += sum_pos[j] * value
+            x_dot_sum_neg += sum_neg[j] * value
+            if want_scores:
+                ax += avg_offset[j] * value
+        if scores.shape[0] > 0:
             scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], n_steps[0], average)
         n_seen[0] += 1
         sq_norm_sum[0] += xx
         positive = y[i] > 0
+        step_taken = False
+        delta = 0.0
+        shift = 0.0
         if n_seen[0] > n_warmup and n_pos[0] > 0 and n_neg[0] > 0:
+            step_taken = True
             p = n_pos[0] / (n_pos[0] + n_neg[0])
             if positive:
                 w_dot_mean = w_dot_sum_neg[0] / n_neg[0]
@@ -218,8 +265,6 @@ def spam_l2_csr(
             step = eta * coef / nu
             rho = 1.0 / (1.0 + eta * l2)
             # w' . sum = rho (w . sum - step x . sum): O(nnz) instead of a full dot product
-            x_dot_sum_pos = dot_sparse(sum_pos, indices, data, start, end)
-            x_dot_sum_neg = dot_sparse(sum_neg, indices, data, start, end)
             w_dot_sum_pos[0] = rho * (w_dot_sum_pos[0] - step * x_dot_sum_pos)
             w_dot_sum_neg[0] = rho * (w_dot_sum_neg[0] - step * x_dot_sum_neg)
             if w_scale[0] * rho < 1e-3:
@@ -227,28 +272,33 @@ def spam_l2_csr(
                 fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average)
             delta = -step / w_scale[0]
             new_scale = w_scale[0] * rho
+            shift = avg_coef[0] * delta
             if average:
-                shift = avg_coef[0] * delta
-                for k in range(start, end):
-                    w_unscaled[indices[k]] += delta * data[k]
-                    avg_offset[indices[k]] -= shift * data[k]
                 avg_coef[0] += new_scale
-            else:
-                for k in range(start, end):
-                    w_unscaled[indices[k]] += delta * data[k]
             w_scale[0] = new_scale
             vx += delta * xx
-        wx = w_scale[0] * vx
+        # the class statistics take the event after the step (App. C); w' . x = scale' v' . x
+        own = sum_pos if positive else sum_neg
         if positive:
             n_pos[0] += 1
-            w_dot_sum_pos[0] += wx
-            for k in range(start, end):
-                sum_pos[indices[k]] += data[k]
+            w_dot_sum_pos[0] += w_scale[0] * vx
         else:
             n_neg[0] += 1
-            w_dot_sum_neg[0] += wx
+            w_dot_sum_neg[0] += w_scale[0] * vx
+        if step_taken and average:
             for k in range(start, end):
-                sum_neg[indices[k]] += data[k]
+                j = indices[k]
+                w_unscaled[j] += delta * data[k]
+                avg_offset[j] -= shift * data[k]
+                own[j] += data[k]
+        elif step_taken:
+            for k in range(start, end):
+                j = indices[k]
+                w_unscaled[j] += delta * data[k]
+                own[j] += data[k]
+        else:
+            for k in range(start, end):
+                own[indices[k]] += data[k]
 
 
 # ------------------------------------------------------------------------------ elastic net

@@ -1,0 +1,156 @@
+"""Kernel throughput: steady-state events per second of each learner on one core.
+
+Not a test: prints one table.  Usage::
+
+    python bench/kernels.py                      # every case, best of 5 repeats
+    python bench/kernels.py --cases spam-dense50,solam-csr --repeats 3
+
+Method:
+
+* ``NUMBA_NUM_THREADS=1`` and a fresh, private ``NUMBA_CACHE_DIR`` are set before numba is
+  imported, so the "compile" column is the real JIT time of the first call (a tiny batch), kept
+  apart from the steady state.
+* steady state: the learner learns the same batch of ``--events`` events repeatedly (its state
+  keeps evolving); each repeat is timed and the best is reported, because the machine is shared.
+* ``kernel``: one ``_learn`` call on an already validated batch (what one kernel call costs per
+  event); ``kernel+scores`` also writes the prequential scores; ``partial_fit`` adds the
+  once-per-batch validation and coercion of the public path.
+
+To add a case, add one entry to ``CASES`` below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ["NUMBA_NUM_THREADS"] = "1"
+os.environ.setdefault("NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="aucstream-bench-jit-"))
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from core.learners import make_learner  # noqa: E402
+from core.validation import CSRMatrix, check_batch  # noqa: E402
+
+
+def dense_events(n_events, n_features, seed=0):
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n_events) < 0.3).astype(np.int64)
+    X = rng.normal(size=(n_events, n_features)) + 0.5 * y[:, None]
+    return X, y
+
+
+def csr_events(n_events, n_features, nnz, seed=0):
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n_events) < 0.3).astype(np.int64)
+    indices = np.sort(rng.integers(0, n_features, size=(n_events, nnz)), axis=1)
+    indices = np.ascontiguousarray(indices.ravel(), dtype=np.int64)
+    data = rng.normal(size=n_events * nnz) + 0.5
+    indptr = np.arange(0, n_events * nnz + 1, nnz, dtype=np.int64)
+    # duplicated columns inside a row are rejected by validation: nudge them apart
+    flat = indices.reshape(n_events, nnz)
+    for row in flat:
+        for k in range(1, nnz):
+            if row[k] <= row[k - 1]:
+                row[k] = row[k - 1] + 1
+    indices = np.minimum(flat.ravel(), n_features - 1)
+    for row in indices.reshape(n_events, nnz):  # the clamp may collide at the top: rare, fix
+        for k in range(nnz - 2, -1, -1):
+            if row[k] >= row[k + 1]:
+                row[k] = row[k + 1] - 1
+    return CSRMatrix(indptr, indices, data, n_features), y
+
+
+# name -> learner, its parameters, the batch (callable(n_events)) and the target in events/s
+CASES = {
+    "spam-dense50": dict(learner="spam", params={}, data=lambda n: dense_events(n, 50),
+                         target=10e6),
+    "solam-dense50": dict(learner="solam", params={}, data=lambda n: dense_events(n, 50),
+                          target=5e6),
+    "spam-csr": dict(learner="spam", params={}, data=lambda n: csr_events(n, 2**20, 20),
+                     target=2e6),
+    "solam-csr": dict(learner="solam", params={}, data=lambda n: csr_events(n, 2**20, 20),
+                      target=2e6),
+    "spam-net-dense50": dict(learner="spam", params={"penalty": "elastic_net"},
+                             data=lambda n: dense_events(n, 50), target=None),
+    "spam-dense50-last": dict(learner="spam", params={"average": False},
+                              data=lambda n: dense_events(n, 50), target=None),
+}  # fmt: skip
+
+
+def best_rate(function, n_events, repeats):
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        function()
+        best = min(best, time.perf_counter() - started)
+    return n_events / best
+
+
+def measure(case, n_events, repeats):
+    X, y = case["data"](n_events)
+    X, labels = check_batch(X, y)
+    learner = make_learner(case["learner"], **case["params"])
+    learner.initialize(X.shape[1])
+    tiny = X.take_rows(np.arange(4)) if isinstance(X, CSRMatrix) else X[:4]
+    started = time.perf_counter()
+    learner.prequential_step(tiny, labels[:4])  # compiles the learning kernel (and scores)
+    compile_seconds = time.perf_counter() - started
+    learner.decision_function(tiny)
+    no_scores = np.empty(0)
+    scores = np.empty(n_events)
+    # warm the caches once, then time
+    learner._learn(X, labels, no_scores)
+    kernel = best_rate(lambda: learner._learn(X, labels, no_scores), n_events, repeats)
+    with_scores = best_rate(lambda: learner._learn(X, labels, scores), n_events, repeats)
+    public = best_rate(lambda: learner.partial_fit(X, labels), n_events, repeats)
+    assert np.isfinite(learner.coef_).all()
+    return compile_seconds, kernel, with_scores, public
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    names = args.cases.split(",")
+    for name in names:
+        if name not in CASES:
+            parser.error(f"unknown case {name!r}; available: {', '.join(CASES)}")
+    import numba
+    import platform
+
+    machine = platform.processor() or platform.machine()
+    print(
+        f"numba {numba.__version__}, numpy {np.__version__}, {machine}, "
+        f"NUMBA_NUM_THREADS={os.environ['NUMBA_NUM_THREADS']}, "
+        f"{args.events} events per batch, best of {args.repeats}"
+    )
+    header = (
+        f"{'case':<20} {'compile s':>10} {'kernel ev/s':>13} {'kernel+scores':>14} "
+        f"{'partial_fit':>13} {'target':>10}  met"
+    )
+    print(header)
+    print("-" * len(header))
+    for name in names:
+        case = CASES[name]
+        compile_seconds, kernel, with_scores, public = measure(case, args.events, args.repeats)
+        target = case["target"]
+        met = "" if target is None else ("yes" if kernel >= target else "NO")
+        target_text = "—" if target is None else f"{target / 1e6:.0f}M"
+        print(
+            f"{name:<20} {compile_seconds:>10.2f} {kernel / 1e6:>12.2f}M {with_scores / 1e6:>13.2f}M "
+            f"{public / 1e6:>12.2f}M {target_text:>10}  {met}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -75,13 +75,9 @@ def reservoir_slot(rng_state, count, capacity):
 
 
 @kernel
-def _diff_dots(w, x, b):
-    """``(w · (x - b), ||x - b||²)`` in one pass, four accumulators each."""
+def _squared_distance(x, b):
+    """``||x - b||²`` (four accumulators)."""
     n = x.shape[0]
-    m0 = 0.0
-    m1 = 0.0
-    m2 = 0.0
-    m3 = 0.0
     q0 = 0.0
     q1 = 0.0
     q2 = 0.0
@@ -92,10 +88,6 @@ def _diff_dots(w, x, b):
         d1 = x[i + 1] - b[i + 1]
         d2 = x[i + 2] - b[i + 2]
         d3 = x[i + 3] - b[i + 3]
-        m0 += w[i] * d0
-        m1 += w[i + 1] * d1
-        m2 += w[i + 2] * d2
-        m3 += w[i + 3] * d3
         q0 += d0 * d0
         q1 += d1 * d1
         q2 += d2 * d2
@@ -103,31 +95,9 @@ def _diff_dots(w, x, b):
         i += 4
     while i < n:
         d0 = x[i] - b[i]
-        m0 += w[i] * d0
         q0 += d0 * d0
         i += 1
-    return (m0 + m1) + (m2 + m3), (q0 + q1) + (q2 + q3)
-
-
-@kernel
-def _diff_dot(w, x, b):
-    """``w · (x - b)`` (four accumulators)."""
-    n = x.shape[0]
-    m0 = 0.0
-    m1 = 0.0
-    m2 = 0.0
-    m3 = 0.0
-    i = 0
-    while i + 4 <= n:
-        m0 += w[i] * (x[i] - b[i])
-        m1 += w[i + 1] * (x[i + 1] - b[i + 1])
-        m2 += w[i + 2] * (x[i + 2] - b[i + 2])
-        m3 += w[i + 3] * (x[i + 3] - b[i + 3])
-        i += 4
-    while i < n:
-        m0 += w[i] * (x[i] - b[i])
-        i += 1
-    return (m0 + m1) + (m2 + m3)
+    return (q0 + q1) + (q2 + q3)
 
 
 @kernel
@@ -138,12 +108,18 @@ def _axpy_diff(w, coefficient, x, b):
 
 
 @kernel
-def _update_dense(x, label, w, buffer, fill, weight, gradient, violated):
-    """UpdateClassifier against a dense buffer (thesis Alg. 6 / Alg. 7)."""
+def _update_dense(x, label, w, score, buffer, fill, weight, gradient, violated):
+    """UpdateClassifier against a dense buffer (thesis Alg. 6 / Alg. 7); ``score = w · x``.
+
+    ``w · (x - b)`` is computed as ``w · x - w · b`` (2 flops per entry instead of 3, and
+    ``w · x`` is shared by all rows), and ``||x - b||²`` only for rows whose hinge is active
+    (about one in eight once the model has settled), so a row that needs no update costs one
+    dot product.
+    """
     if gradient:
         # OAMgra (Alg. 7): every hinge test uses the pre-update w, so test all rows first.
         for row in range(fill):
-            violated[row] = label * _diff_dot(w, x, buffer[row]) <= 1.0
+            violated[row] = label * (score - dot(w, buffer[row])) <= 1.0
         coefficient = weight * label * 0.5  # C_t y_t (x_t - x) / 2; the halving is exact
         for row in range(fill):
             if violated[row]:
@@ -153,11 +129,13 @@ def _update_dense(x, label, w, buffer, fill, weight, gradient, violated):
     for row in range(fill):
         # OAMseq (Alg. 6, eq. 2.8, errata 2): PA-I step on u = y (x_t - x),
         # tau = min(C_t / 2, max(0, 1 - w·u) / ||u||²); a pair with u = 0 is skipped.
-        margin, norm2 = _diff_dots(w, x, buffer[row])
-        loss = 1.0 - label * margin
-        if norm2 > 0.0 and loss > 0.0:
-            tau = min(half_weight, loss / norm2)
-            _axpy_diff(w, tau * label, x, buffer[row])
+        loss = 1.0 - label * (score - dot(w, buffer[row]))
+        if loss > 0.0:
+            norm2 = _squared_distance(x, buffer[row])
+            if norm2 > 0.0:
+                tau = min(half_weight, loss / norm2)
+                _axpy_diff(w, tau * label, x, buffer[row])
+                score = dot(w, x)
 
 
 @kernel
@@ -165,6 +143,7 @@ def _event_dense(
     x,
     label,
     w,
+    score,
     buffer_pos,
     buffer_neg,
     fill_pos,
@@ -184,7 +163,7 @@ def _event_dense(
             fill_pos[0] = min(count_pos[0], buffer_pos.shape[0])
         # C_t = C max(1, N_-^t / N_-) (errata 1)
         weight = C * max(1.0, count_neg[0] / buffer_neg.shape[0])
-        _update_dense(x, 1.0, w, buffer_neg, fill_neg[0], weight, gradient, violated)
+        _update_dense(x, 1.0, w, score, buffer_neg, fill_neg[0], weight, gradient, violated)
     else:
         count_neg[0] += 1
         slot = reservoir_slot(rng_state, count_neg[0], buffer_neg.shape[0])
@@ -192,7 +171,7 @@ def _event_dense(
             buffer_neg[slot, :] = x
             fill_neg[0] = min(count_neg[0], buffer_neg.shape[0])
         weight = C * max(1.0, count_pos[0] / buffer_pos.shape[0])
-        _update_dense(x, -1.0, w, buffer_pos, fill_pos[0], weight, gradient, violated)
+        _update_dense(x, -1.0, w, score, buffer_pos, fill_pos[0], weight, gradient, violated)
 
 
 @kernel
@@ -217,12 +196,14 @@ def oam_learn_dense(
     violated = np.zeros(max(buffer_pos.shape[0], buffer_neg.shape[0]), dtype=np.bool_)
     for t in range(X.shape[0]):
         x = X[t]
+        score = dot(w, x)
         if want_scores:
-            scores[t] = dot(w, x)
+            scores[t] = score
         _event_dense(
             x,
             y[t],
             w,
+            score,
             buffer_pos,
             buffer_neg,
             fill_pos,
@@ -271,6 +252,7 @@ def oam_learn_csr_dense_buffers(
             x,
             y[t],
             w,
+            total,
             buffer_pos,
             buffer_neg,
             fill_pos,

@@ -4,7 +4,12 @@ DESIGN §3); see :class:`core.learners.ftrl_pauc.FTRLpAUC` for the approximation
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels.pauc_buffers import dot_row, pauc_gradient_counts, project_ball, reservoir_offer
+from core._kernels.pauc_buffers import (
+    event_dot,
+    pauc_gradient_counts,
+    project_ball,
+    reservoir_offer,
+)
 
 
 @kernel
@@ -64,32 +69,36 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
 
 
 @kernel
-def ftrl_learn(X, y, scores, w, n_solver_steps, since_update, pos_X, pos_fill, pos_seen,
-               neg_X, neg_fill, neg_seen, neg_admitted, quantile, rng_state,
-               alpha, beta, lam, eta0, update_every, inner_steps, admission_level):  # fmt: skip
-    """Learn the rows of ``X`` in order (pre-update scores into ``scores`` if non-empty).
+def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, since_update,
+               pos_X, pos_fill, pos_seen, neg_X, neg_fill, neg_seen, neg_admitted, quantile,
+               rng_state, alpha, beta, lam, eta0, update_every, inner_steps,
+               admission_level):  # fmt: skip
+    """Learn the events in order (dense ``X`` or CSR ``indptr/indices/data``; pre-update scores
+    into ``scores`` if non-empty).
 
     Per event: score with the current ``w``; a positive is offered to the positive reservoir; a
     negative updates the quantile tracker and is offered to the negative reservoir when its
     score is at least the tracked quantile (all negatives when ``admission_level >= 1``).
     Every ``update_every`` events: :func:`solver_steps`.
     """
-    n_samples = X.shape[0]
+    n_samples = y.shape[0]
     want_scores = scores.shape[0] > 0
     grad = np.empty(w.shape[0])
     for i in range(n_samples):
-        score = dot_row(X, i, w)
+        score = event_dot(X, indptr, indices, data, i, w)
         if want_scores:
             scores[i] = score
         if y[i] > 0:
-            reservoir_offer(X, i, pos_X, pos_fill, pos_seen, rng_state)
+            reservoir_offer(X, indptr, indices, data, i, pos_X, pos_fill, pos_seen, rng_state)
         else:
             neg_seen[0] += 1
             admit = admission_level >= 1.0 or score >= quantile[0]
             if admission_level < 1.0:
                 track_quantile(quantile, score, admission_level)
             if admit:
-                reservoir_offer(X, i, neg_X, neg_fill, neg_admitted, rng_state)
+                reservoir_offer(
+                    X, indptr, indices, data, i, neg_X, neg_fill, neg_admitted, rng_state
+                )
         since_update[0] += 1
         if since_update[0] >= update_every:
             since_update[0] = 0
@@ -98,8 +107,9 @@ def ftrl_learn(X, y, scores, w, n_solver_steps, since_update, pos_X, pos_fill, p
 
 
 @kernel
-def decision(X, w):
-    out = np.empty(X.shape[0])
-    for i in range(X.shape[0]):
-        out[i] = dot_row(X, i, w)
+def decision(X, indptr, indices, data, w):
+    n_samples = indptr.shape[0] - 1 if indptr.shape[0] > 0 else X.shape[0]
+    out = np.empty(n_samples)
+    for i in range(n_samples):
+        out[i] = event_dot(X, indptr, indices, data, i, w)
     return out

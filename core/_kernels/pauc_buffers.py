@@ -33,19 +33,44 @@ def copy_row(source, source_row, target, target_row):
 
 
 @kernel
-def reservoir_offer(X, row, buffer, fill, seen, rng_state):
-    """Vitter's Algorithm R (notes 002 §5): after ``seen`` offers the buffer is a uniform
-    sample without replacement of them.  ``fill`` and ``seen`` are int64 arrays of shape (1,).
+def event_dot(X, indptr, indices, data, i, w):
+    """``x_i . w`` for event ``i`` of a dense batch ``X`` or, when ``indptr`` is non-empty, of
+    the CSR batch ``(indptr, indices, data)`` (one kernel serves both layouts)."""
+    if indptr.shape[0] == 0:
+        return dot_row(X, i, w)
+    total = 0.0
+    for k in range(indptr[i], indptr[i + 1]):
+        total += data[k] * w[indices[k]]
+    return total
+
+
+@kernel
+def event_copy(X, indptr, indices, data, i, target, target_row):
+    """Write event ``i`` (dense or CSR, as :func:`event_dot`) into the dense row buffer."""
+    if indptr.shape[0] == 0:
+        copy_row(X, i, target, target_row)
+        return
+    for j in range(target.shape[1]):
+        target[target_row, j] = 0.0
+    for k in range(indptr[i], indptr[i + 1]):
+        target[target_row, indices[k]] = data[k]
+
+
+@kernel
+def reservoir_offer(X, indptr, indices, data, i, buffer, fill, seen, rng_state):
+    """Vitter's Algorithm R (notes 002 §5) for event ``i``: after ``seen`` offers the buffer is
+    a uniform sample without replacement of them.  ``fill`` and ``seen`` are int64 arrays of
+    shape (1,).
     """
     capacity = buffer.shape[0]
     seen[0] += 1
     if fill[0] < capacity:
-        copy_row(X, row, buffer, fill[0])
+        event_copy(X, indptr, indices, data, i, buffer, fill[0])
         fill[0] += 1
     else:
         slot = random_below(rng_state, seen[0])
         if slot < capacity:
-            copy_row(X, row, buffer, slot)
+            event_copy(X, indptr, indices, data, i, buffer, slot)
 
 
 @kernel

@@ -9,7 +9,8 @@ import numpy as np
 from core._kernels._config import kernel
 from core._kernels.pauc_buffers import (
     copy_row,
-    dot_row,
+    event_copy,
+    event_dot,
     pauc_gradient,
     prec_at_k_gradient,
     project_ball,
@@ -66,6 +67,9 @@ def _surrogate_gradient(buf_X, buf_y, pos_X, pos_fill, passes, loss, alpha, beta
 @kernel
 def pmb_learn(
     X,
+    indptr,
+    indices,
+    data,
     y,
     scores,
     w,
@@ -88,7 +92,8 @@ def pmb_learn(
     offer_positives,
     take_steps,
 ):
-    """Learn the rows of ``X`` in order; ``scores`` (if non-empty) gets each pre-update score
+    """Learn the events in order (dense ``X``, or CSR ``indptr/indices/data`` when ``indptr`` is
+    non-empty); ``scores`` (if non-empty) gets each pre-update score
     of the served (averaged) model.
 
     1PMB (``passes == 1``): every event enters the buffer; a full buffer of ``s`` events is one
@@ -102,22 +107,24 @@ def pmb_learn(
     positive (or negative) takes no step and does not advance ``e``.  The served model is the
     running average of the iterates ``w_1 .. w_e`` (Alg. 1 line 9).
     """
-    n_samples = X.shape[0]
+    n_samples = y.shape[0]
     size = buf_X.shape[0]
     want_scores = scores.shape[0] > 0
     grad = np.empty(w.shape[0])
     for i in range(n_samples):
         if want_scores:
-            scores[i] = dot_row(X, i, w_avg)
+            scores[i] = event_dot(X, indptr, indices, data, i, w_avg)
         if passes == 2:
             if y[i] > 0:
                 if offer_positives:
-                    reservoir_offer(X, i, pos_X, pos_fill, pos_seen, rng_state)
+                    reservoir_offer(
+                        X, indptr, indices, data, i, pos_X, pos_fill, pos_seen, rng_state
+                    )
                 continue
             if not take_steps:
                 continue
         slot = buf_fill[0]
-        copy_row(X, i, buf_X, slot)
+        event_copy(X, indptr, indices, data, i, buf_X, slot)
         buf_y[slot] = y[i]
         buf_fill[0] = slot + 1
         if buf_fill[0] < size:
@@ -140,8 +147,9 @@ def pmb_learn(
 
 
 @kernel
-def decision(X, w):
-    out = np.empty(X.shape[0])
-    for i in range(X.shape[0]):
-        out[i] = dot_row(X, i, w)
+def decision(X, indptr, indices, data, w):
+    n_samples = indptr.shape[0] - 1 if indptr.shape[0] > 0 else X.shape[0]
+    out = np.empty(n_samples)
+    for i in range(n_samples):
+        out[i] = event_dot(X, indptr, indices, data, i, w)
     return out

@@ -18,7 +18,7 @@ from core.learners._base import (
     check_positive,
     check_random_state,
 )
-from core.learners.pmb import dense_rows
+from core.learners.pmb import check_buffer_size, event_arrays
 
 
 @register
@@ -85,7 +85,8 @@ class FTRLpAUC(OnlineLearner):
 
     Amortised cost per event: O(d) to score and buffer it plus
     ``inner_steps * ((P + N) d + N log N) / update_every`` for the solver.  Memory:
-    ``(P + N) x n_features`` dense rows; sparse input is densified per batch.
+    ``(P + N) x n_features`` dense rows (sparse input is read row by row into them; more than
+    2**27 buffered floats is refused with a ValueError).
 
     Examples
     --------
@@ -152,6 +153,8 @@ class FTRLpAUC(OnlineLearner):
         check_random_state("random_state", self.random_state)
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
+        check_buffer_size("ftrl_pauc", self.positive_capacity + self.negative_capacity, n_features)
+
         def counter():
             return np.zeros(1, dtype=np.int64)
 
@@ -174,7 +177,7 @@ class FTRLpAUC(OnlineLearner):
     def _learn(self, X, y, scores) -> None:
         state = self.state_
         kernels.ftrl_learn(
-            dense_rows(X), y, scores,
+            *event_arrays(X), y, scores,
             state["w"], state["n_solver_steps"], state["since_update"],
             state["positive_X"], state["positive_fill"], state["positive_seen"],
             state["negative_X"], state["negative_fill"], state["negative_seen"],
@@ -185,7 +188,7 @@ class FTRLpAUC(OnlineLearner):
         )  # fmt: skip
 
     def _decision(self, X) -> np.ndarray:
-        return kernels.decision(dense_rows(X), self.state_["w"])
+        return kernels.decision(*event_arrays(X), self.state_["w"])
 
     @property
     def coef_(self) -> np.ndarray:

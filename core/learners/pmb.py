@@ -23,9 +23,29 @@ from core.validation import CSRMatrix, check_batch
 LOSSES = {"pauc": 0, "prec_at_k": 1, "prbep": 2}
 
 
-def dense_rows(X) -> np.ndarray:
-    """The kernels keep dense row buffers; a CSR batch is densified once per batch."""
-    return X.toarray() if isinstance(X, CSRMatrix) else X
+_NO_INDEX = np.empty(0, dtype=np.int64)
+_NO_DATA = np.empty(0, dtype=np.float64)
+
+#: [CHOICE] buffers are dense rows; refuse layouts whose buffers would exceed 2**27 floats (1 GiB)
+MAX_BUFFER_FLOATS = 2**27
+
+
+def event_arrays(X):
+    """``(X, indptr, indices, data)`` for the kernels: a dense batch with empty CSR arrays, or a
+    CSR batch (read row by row, never densified) with an empty ``(0, n_features)`` array."""
+    if isinstance(X, CSRMatrix):
+        return np.empty((0, X.n_features)), X.indptr, X.indices, X.data
+    return X, _NO_INDEX, _NO_INDEX, _NO_DATA
+
+
+def check_buffer_size(name: str, n_rows: int, n_features: int) -> None:
+    if n_rows * n_features > MAX_BUFFER_FLOATS:
+        raise ValueError(
+            f"{name} keeps {n_rows} dense rows of {n_features} features "
+            f"({n_rows * n_features * 8 / 2**30:.1f} GiB), more than the "
+            f"{MAX_BUFFER_FLOATS * 8 / 2**30:.0f} GiB allowed; use fewer (e.g. hashed) features "
+            "or smaller buffers"
+        )
 
 
 @register
@@ -81,9 +101,9 @@ class PMB(OnlineLearner):
     Cost: O(d) per event to buffer it (plus O(d) for its prequential score), and per epoch
     O(s d + s log s) for the exact surrogate and subgradient (sort + prefix sums, notes 002
     §4.4), i.e. O(d + log s) amortised per event.  Memory: the buffers are dense
-    ``buffer_size x n_features`` arrays (two of them for 2PMB); sparse input is accepted and
-    densified per batch, so keep ``n_features`` moderate (hashed spaces of 2**20 features do not
-    fit).
+    ``buffer_size x n_features`` arrays (two of them for 2PMB); sparse input is read row by
+    row into them, and a layout needing more than 2**27 buffered floats (1 GiB) is refused
+    with a ValueError (a 2**20-feature hashed space does not fit 500-row buffers).
 
     Examples
     --------
@@ -150,6 +170,7 @@ class PMB(OnlineLearner):
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         size = self.buffer_size
         positive_capacity = size if self.passes == 2 else 0
+        check_buffer_size("pmb", size + positive_capacity, n_features)
         return {
             "w": np.zeros(n_features),
             "w_avg": np.zeros(n_features),
@@ -166,7 +187,7 @@ class PMB(OnlineLearner):
     def _run(self, X, y, scores, *, offer_positives: bool, take_steps: bool) -> None:
         state = self.state_
         kernels.pmb_learn(
-            dense_rows(X), y, scores,
+            *event_arrays(X), y, scores,
             state["w"], state["w_avg"], state["n_steps"],
             state["buffer_X"], state["buffer_y"], state["buffer_fill"],
             state["positive_X"], state["positive_fill"], state["positive_seen"],
@@ -205,7 +226,7 @@ class PMB(OnlineLearner):
         return self
 
     def _decision(self, X) -> np.ndarray:
-        return kernels.decision(dense_rows(X), self.state_["w_avg"])
+        return kernels.decision(*event_arrays(X), self.state_["w_avg"])
 
     @property
     def coef_(self) -> np.ndarray:

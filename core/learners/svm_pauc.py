@@ -30,6 +30,7 @@ from core.learners._base import (
     check_positive,
     check_random_state,
 )
+from core.learners.pmb import check_buffer_size
 from core.preprocessing import scale_batch
 from core.validation import CSRMatrix, check_batch
 
@@ -250,7 +251,7 @@ class SVMpAUC(OnlineLearner):
 
     name = "svm_pauc"
     online = False
-    supports_sparse = True  # densified: the solver works on dense class matrices
+    supports_sparse = True  # densified (up to 2**27 values): the solver works on dense matrices
 
     def __init__(
         self,
@@ -298,6 +299,7 @@ class SVMpAUC(OnlineLearner):
         check_random_state("random_state", self.random_state)
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
+        check_buffer_size("svm_pauc (window)", self.window, n_features)
         return {
             "w": np.zeros(n_features),
             "objective": np.zeros(1),
@@ -329,6 +331,7 @@ class SVMpAUC(OnlineLearner):
 
         features = scale_batch(self.scaling, self.state_, features, learn=True)
         if isinstance(features, CSRMatrix):
+            check_buffer_size("svm_pauc", features.shape[0], features.shape[1])
             features = features.toarray()
         self._solve(features, labels)
         return self

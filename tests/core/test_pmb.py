@@ -302,3 +302,14 @@ def test_default_one_pass_reaches_a_useful_pauc_on_an_imbalanced_stream():
     for passes in (1, 2):
         model = make_learner("pmb", passes=passes, max_iter=1).fit(X, y)
         assert naive.pauc_roc(y_test, model.decision_function(X_test), 0.0, 0.1) > oracle - 0.03
+
+
+def test_buffers_larger_than_the_memory_cap_are_refused():
+    import scipy.sparse as sp
+
+    X = sp.random(10, 2**20, density=1e-5, format="csr", random_state=0)
+    for name in ("pmb", "ftrl_pauc", "svm_pauc"):
+        learner = make_learner(name)
+        with pytest.raises(ValueError, match="GiB"):
+            learner.partial_fit(X, np.arange(10) % 2)
+        assert not learner.is_initialized

@@ -38,8 +38,7 @@ class NaiveSPAM:
       then the class statistics take the event                                      [App. C]
     """
 
-    def __init__(self, n_features, penalty="l2", l2=1e-4, l1=1e-4, eta0=0.5,
-                 learning_rate="invsqrt", average=True, n_warmup=0):  # fmt: skip
+    def __init__(self, n_features, penalty, l2, l1, eta0, learning_rate, average, n_warmup):
         self.w = np.zeros(n_features)
         self.w_sum = np.zeros(n_features)
         self.sum_pos = np.zeros(n_features)
@@ -106,7 +105,7 @@ class NaiveSOLAM:
       w_bar = sum_t gamma_t w_t / sum_t gamma_t over the PRE-update iterates w_t
     """
 
-    def __init__(self, n_features, l2=1e-4, eta0=0.5, radius=None, kappa=None, average=True):
+    def __init__(self, n_features, l2, eta0, radius, kappa, average):
         self.w = np.zeros(n_features)
         self.a = self.b = self.alpha = 0.0
         self.w_sum = np.zeros(n_features)

@@ -22,12 +22,16 @@ from core._kernels.oam import dot
 # ---------------------------------------------------------------------- class statistics
 @kernel
 def _update_mean(x, mean, count, delta):
-    """``T += 1``; ``delta = x - c_{T-1}``; ``c_T = c_{T-1} + (x - c_{T-1}) / T`` (eq. 2.13)."""
+    """``T += 1``; ``delta = x - c_{T-1}``; ``c_T = c_{T-1} + (x - c_{T-1}) / T`` (eq. 2.13).
+
+    [CHOICE] ``/ T`` is applied as ``· (1/T)`` (one division per event, not per feature; the
+    results differ in the last bit at most).
+    """
     count[0] += 1
-    n = count[0]
+    inverse = 1.0 / count[0]
     for i in range(x.shape[0]):
         delta[i] = x[i] - mean[i]
-        mean[i] += delta[i] / n
+        mean[i] += delta[i] * inverse
 
 
 @kernel
@@ -51,6 +55,54 @@ def _update_covariance(cov, count, delta, q):
         qi = q[i]
         for j in range(d):
             row[j] = factor * row[j] + qi * q[j]
+
+
+@kernel
+def _row_dots(matrix, start, stop, v, out):
+    """``out[r] = matrix[r] · v`` for ``start <= r < stop``, four rows at a time with two
+    accumulators each (eight independent add chains; every entry of ``v`` is loaded once per
+    four rows).  The summation order is fixed, so results are deterministic."""
+    d = v.shape[0]
+    r = start
+    while r + 4 <= stop:
+        row0 = matrix[r]
+        row1 = matrix[r + 1]
+        row2 = matrix[r + 2]
+        row3 = matrix[r + 3]
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        a3 = 0.0
+        b0 = 0.0
+        b1 = 0.0
+        b2 = 0.0
+        b3 = 0.0
+        i = 0
+        while i + 2 <= d:
+            v0 = v[i]
+            v1 = v[i + 1]
+            a0 += row0[i] * v0
+            a1 += row1[i] * v0
+            a2 += row2[i] * v0
+            a3 += row3[i] * v0
+            b0 += row0[i + 1] * v1
+            b1 += row1[i + 1] * v1
+            b2 += row2[i + 1] * v1
+            b3 += row3[i + 1] * v1
+            i += 2
+        if i < d:
+            a0 += row0[i] * v[i]
+            a1 += row1[i] * v[i]
+            a2 += row2[i] * v[i]
+            a3 += row3[i] * v[i]
+        out[r] = a0 + b0
+        out[r + 1] = a1 + b1
+        out[r + 2] = a2 + b2
+        out[r + 3] = a3 + b3
+        r += 4
+    while r < stop:
+        out[r] = dot(matrix[r], v)
+        r += 1
 
 
 @kernel
@@ -87,11 +139,12 @@ def _sketch_shrink(sketch, rows, rank):
     m = rows[0]
     d = sketch.shape[1]
     gram = np.empty((m, m))
+    column = np.empty(m)
     for a in range(m):
+        _row_dots(sketch, a, m, sketch[a], column)
         for b in range(a, m):
-            value = dot(sketch[a], sketch[b])
-            gram[a, b] = value
-            gram[b, a] = value
+            gram[a, b] = column[b]
+            gram[b, a] = column[b]
     values, vectors = np.linalg.eigh(gram)  # ascending
     threshold = max(values[m - 1 - rank], 0.0)
     shrunk = np.zeros((rank, d))
@@ -194,12 +247,12 @@ def _gradient_finish(x, label, w, mean_opp, lam, sw, g):
 
 
 @kernel
-def _step_size(eta, auto_eta, x, sq_norm_mean, n_seen):
+def _step_size(eta, auto_eta, squared_norm, sq_norm_mean, n_seen):
     """``η``, or with ``auto_eta`` ``η / ν_t`` where ``ν_t`` is the running mean of ``||x||²``
     over the events seen so far (this one included); the running mean is updated here."""
     if not auto_eta:
         return eta
-    sq_norm_mean[0] += (dot(x, x) - sq_norm_mean[0]) / n_seen
+    sq_norm_mean[0] += (squared_norm - sq_norm_mean[0]) / n_seen
     if sq_norm_mean[0] > 0.0:
         return eta / sq_norm_mean[0]
     return eta
@@ -208,6 +261,7 @@ def _step_size(eta, auto_eta, x, sq_norm_mean, n_seen):
 @kernel
 def _event(
     x,
+    squared_norm,
     label,
     w,
     mean_pos,
@@ -248,7 +302,7 @@ def _event(
         _update_covariance(matrix_own, count_own, delta_row, u)
     else:
         _sketch_insert(matrix_own, rows_own, count_own, delta_row, rank)
-    step = _step_size(eta, auto_eta, x, sq_norm_mean, count_pos[0] + count_neg[0])
+    step = _step_size(eta, auto_eta, squared_norm, sq_norm_mean, count_pos[0] + count_neg[0])
     if count_opp[0] == 0:
         return  # no update until both classes were seen (official OPAUC code; notes §3.2)
     d = x.shape[0]
@@ -265,8 +319,9 @@ def _event(
     else:
         # S_opp w ~ Bᵀ (B w) / T_opp
         m = rows_opp[0]
+        _row_dots(matrix_opp, 0, m, w, projections)
         for r in range(m):
-            projections[r] = dot(matrix_opp[r], w) / count_opp[0]
+            projections[r] /= count_opp[0]
         for r in range(m):
             coefficient = projections[r]
             row = matrix_opp[r]
@@ -274,6 +329,27 @@ def _event(
                 sw[i] += coefficient * row[i]
     _gradient_finish(x, float(label), w, mean_opp, lam, sw, g)
     _step(w, g, step, adaptive, grad_sq, delta, radius, u, h)
+
+
+@kernel
+def _score_and_squared_norm(w, x):
+    """``(w · x, ||x||²)`` in one pass (two accumulators each)."""
+    d = x.shape[0]
+    s0 = 0.0
+    s1 = 0.0
+    q0 = 0.0
+    q1 = 0.0
+    i = 0
+    while i + 2 <= d:
+        s0 += w[i] * x[i]
+        s1 += w[i + 1] * x[i + 1]
+        q0 += x[i] * x[i]
+        q1 += x[i + 1] * x[i + 1]
+        i += 2
+    if i < d:
+        s0 += w[i] * x[i]
+        q0 += x[i] * x[i]
+    return s0 + s1, q0 + q1
 
 
 # ---------------------------------------------------------------------- batch kernel
@@ -324,10 +400,12 @@ def opauc_learn(
             row = x
         else:
             row = X[t]
+        score, squared_norm = _score_and_squared_norm(w, row)
         if want_scores:
-            scores[t] = dot(w, row)
+            scores[t] = score
         _event(
             row,
+            squared_norm,
             y[t],
             w,
             mean_pos,

@@ -20,9 +20,14 @@ from core.learners._base import (
 )
 from core.validation import CSRMatrix
 
-__all__ = ["OAM"]
+__all__ = ["MAX_DENSE_BUFFER_ENTRIES", "OAM"]
 
 VARIANTS = ("seq", "gra")
+
+#: Dense buffers hold ``(buffer_size_pos + buffer_size_neg) × n_features`` floats; above this
+#: many (80 MB of state) ``max_nnz`` is required: hashed features at 2^20 columns would
+#: otherwise allocate 1.6 GB for two buffers of 100 rows.
+MAX_DENSE_BUFFER_ENTRIES = 10_000_000
 
 
 def _dense_to_csr(X: np.ndarray) -> CSRMatrix:
@@ -71,7 +76,8 @@ class OAM(OnlineLearner):
     buffer_size_pos, buffer_size_neg : int, default=100
         Reservoir capacity per class; 100 each as the thesis (§3.5) and Zhao et al. suggest.
     max_nnz : int or None, default=None
-        None keeps buffered rows dense (O(buffer · d) memory and time).  An integer keeps them
+        None keeps buffered rows dense (O(buffer · d) memory and time; refused above
+        :data:`MAX_DENSE_BUFFER_ENTRIES` buffered floats).  An integer keeps them
         as fixed-capacity sparse rows of at most ``max_nnz`` entries (O(buffer · max_nnz)
         memory, O(buffer · nnz) time per event) - the layout for sparse or hashed features.
         A batch with a row of more nonzeros is rejected whole with a ValueError.
@@ -161,6 +167,14 @@ class OAM(OnlineLearner):
         check_random_state("random_state", self.random_state)
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
+        entries = (self.buffer_size_pos + self.buffer_size_neg) * n_features
+        if self.max_nnz is None and entries > MAX_DENSE_BUFFER_ENTRIES:
+            raise ValueError(
+                f"oam with dense buffers needs {entries:,} floats ({entries * 8 / 1e6:.0f} MB) "
+                f"for n_features={n_features}, above the limit of "
+                f"{MAX_DENSE_BUFFER_ENTRIES:,}; pass max_nnz=k (the most nonzero features of "
+                "an event) to keep buffered rows sparse"
+            )
         state = {
             "w": np.zeros(n_features),
             "count_pos": np.zeros(1, dtype=np.int64),

@@ -97,6 +97,15 @@ def test_sparse_stream_matches_the_reference(variant, layout):
         assert nnz.max() <= 30 and learner.state_["buffer_pos_indices"].shape == (6, 30)
 
 
+def test_dense_buffers_refuse_hashed_widths_and_suggest_max_nnz():
+    learner = make_learner("oam")
+    X = sp.csr_matrix(([1.0, 2.0], ([0, 1], [3, 5])), shape=(2, 1 << 20))
+    with pytest.raises(ValueError, match=r"above the limit of 10,000,000; pass max_nnz=k"):
+        learner.partial_fit(X, [0, 1])
+    assert not learner.is_initialized
+    assert make_learner("oam", max_nnz=4).partial_fit(X, [0, 1]).coef_.shape == (1 << 20,)
+
+
 def test_sparse_buffers_cost_scales_with_nnz_not_width():
     # a hashed-feature-sized model: dense buffers would be 2 x 100 x 2^20 floats (1.6 GB)
     learner = make_learner("oam", max_nnz=8)

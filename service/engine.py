@@ -316,7 +316,7 @@ class Engine:
             **{
                 **request.model_dump(),
                 "params": {k: v for k, v in learner.get_params().items() if k != "scaling"},
-                "scaling": learner.scaling,
+                "scaling": learner.get_params()["scaling"],
             },
             incarnation=uuid.uuid4().hex,
             created_at=self.clock(),
@@ -388,6 +388,11 @@ class Engine:
     def info(self, model_id: str) -> ModelInfo:
         loaded = self.model(model_id)
         return ModelInfo(config=loaded.config, version=loaded.version, counts=loaded.counts())
+
+    def cached_spec(self, model_id: str) -> FeatureSpec | None:
+        """The feature layout from this process's cache, or None (never blocks)."""
+        cached = self._cache.get(model_id)
+        return None if cached is None else cached.spec
 
     def spec(self, model_id: str) -> FeatureSpec:
         """The feature layout to parse a body with; from the cache without a store round trip

@@ -27,6 +27,7 @@ the line (1-based) at fault.
 from __future__ import annotations
 
 import io
+import itertools
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -196,11 +197,18 @@ def parse_ids(values: Sequence[Any], locate: _Locator) -> list[str | None] | Non
 # ---------------------------------------------------------------------------- features
 def dense_features(rows: list[Any], spec: FeatureSpec, locate: _Locator) -> np.ndarray:
     """A list of feature lists -> (n, n_features) float64, one numpy call on the happy path."""
-    try:
-        X = np.array(rows, dtype=np.float64)
-    except (TypeError, ValueError):
-        X = None
-    if X is None or X.ndim != 2 or X.shape[1] != spec.n_features:
+    width = spec.n_features
+    X = None
+    # np.fromiter over the chained rows is ~30% faster than np.array(rows); the length check
+    # first makes a ragged batch fall through to the per-event diagnosis below.
+    if all(type(row) is list and len(row) == width for row in rows):
+        try:
+            X = np.fromiter(
+                itertools.chain.from_iterable(rows), dtype=np.float64, count=len(rows) * width
+            ).reshape(len(rows), width)
+        except (TypeError, ValueError):
+            X = None
+    if X is None:
         for index, row in enumerate(rows):
             if type(row) is not list:
                 raise locate.error(
@@ -290,9 +298,9 @@ def _check_csr(X: CSRMatrix, spec: FeatureSpec, locate: _Locator) -> CSRMatrix:
     try:
         checked = as_features(X, spec.n_features, accept_sparse=True)
     except ValueError as error:
-        row = _row_of(str(error))
-        if row is not None:
-            raise locate.error(row, str(error), field="x") from None
+        bad_row = _row_of(str(error))
+        if bad_row is not None:
+            raise locate.error(bad_row, str(error), field="x") from None
         raise InvalidInput(str(error), field="x") from None
     assert isinstance(checked, CSRMatrix)
     return checked
@@ -521,29 +529,57 @@ def libsvm_events(
     indices = columns.astype(np.int64) - (0 if zero_based else 1)
     indptr = np.zeros(len(labels) + 1, dtype=np.int64)
     np.cumsum(np.asarray(counts, dtype=np.int64), out=indptr[1:])
-    X: np.ndarray | CSRMatrix = _check_csr(
+    sparse = _check_csr(
         CSRMatrix(indptr, indices, np.ascontiguousarray(pairs[:, 1]), spec.n_features),
         spec,
         locate,
     )
-    if spec.feature_mode == "dense":
-        X = X.toarray()
+    X: np.ndarray | CSRMatrix = sparse.toarray() if spec.feature_mode == "dense" else sparse
     y = None
     if labelled:
         values: list[Any] = []
         for index, label in enumerate(labels):
             try:
-                number = float(label)
+                number_value = float(label)
             except ValueError:
                 raise locate.error(
                     index, f"label {label!r} is not a number; accepted: 0/1 or -1/+1", field="y"
                 ) from None
-            values.append(int(number) if number.is_integer() else number)
+            values.append(int(number_value) if number_value.is_integer() else number_value)
         y = parse_labels(values, locate)
     return Batch(X, y, parse_ids(raw_ids, locate))
 
 
 # ---------------------------------------------------------------------------- NPZ
+def _read_member(archive: np.lib.npyio.NpzFile, name: str) -> np.ndarray:
+    """One array of an archive opened by ``np.load(..., allow_pickle=False)``.
+
+    Why not ``archive[name]``: numpy reads a member through zipfile in small chunks, which
+    costs about as much as learning a 1,000-event batch.  Reading the member in one call and
+    viewing the bytes after the .npy header is ~3x faster.  Same safety: the header's dtype is
+    checked and an object dtype (the only one that would need unpickling) is refused; nothing
+    is ever unpickled.
+    """
+    fmt = np.lib.format
+    assert archive.zip is not None
+    raw = archive.zip.read(f"{name}.npy")
+    stream = io.BytesIO(raw)
+    version = fmt.read_magic(stream)
+    if version == (1, 0):
+        shape, fortran_order, dtype = fmt.read_array_header_1_0(stream)
+    else:
+        shape, fortran_order, dtype = fmt.read_array_header_2_0(stream)
+    if dtype.hasobject:
+        raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
+    count = int(np.prod(shape, dtype=np.int64))
+    if len(raw) - stream.tell() < count * dtype.itemsize:
+        raise EOFError(f"array {name!r} is truncated")
+    flat = np.frombuffer(raw, dtype=dtype, count=count, offset=stream.tell())
+    if fortran_order:
+        return flat.reshape(tuple(shape), order="F").copy(order="C")
+    return flat.reshape(tuple(shape)).copy()  # writable, C-contiguous
+
+
 def npz_events(body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: int) -> Batch:
     """A ``.npz`` archive, loaded with ``allow_pickle=False``."""
     if spec.feature_mode == "hashed":
@@ -569,7 +605,7 @@ def npz_events(body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: in
         arrays = {}
         for name in names:
             try:
-                arrays[name] = archive[name]
+                arrays[name] = _read_member(archive, name)
             except ValueError as error:  # object arrays: "Object arrays cannot be loaded ..."
                 raise InvalidInput(
                     f"array {name!r} cannot be loaded: {error}", field=name

@@ -29,29 +29,29 @@ class ModelCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", description="model id")
-    learner: str = Field("spam", description="learner name, see GET /v1/learners")
+    learner: str = Field(default="spam", description="learner name, see GET /v1/learners")
     params: dict[str, Any] = Field(default_factory=dict, description="learner hyper-parameters")
     n_features: int = Field(ge=1, le=1 << 24)
     feature_mode: FeatureModeName = "dense"
     scaling: ScalingName = Field(
-        DEFAULT_SCALING,
+        default=DEFAULT_SCALING,
         description="auto = standard for dense models, scale for sparse and hashed ones",
     )
     pauc_range: tuple[float, float] = Field(
-        (0.0, 0.1), description="false-positive-rate range [alpha, beta] of the pAUC"
+        default=(0.0, 0.1), description="false-positive-rate range [alpha, beta] of the pAUC"
     )
-    window: int = Field(10_000, ge=2, le=1_000_000, description="metrics window, in events")
+    window: int = Field(default=10_000, ge=2, le=1_000_000, description="metrics window, in events")
     reservoir: int = Field(
-        10_000,
+        default=10_000,
         ge=2,
         le=1_000_000,
         description="scores kept per class for the since-start metrics (exact up to this many)",
     )
     default_label: Literal[0, 1] | None = Field(
-        None, description="label learned for a scored event whose label never came in time"
+        default=None, description="label learned for a scored event whose label never came in time"
     )
     label_ttl_seconds: float | None = Field(
-        None, gt=0, description="how long /score keeps an event waiting for its label"
+        default=None, gt=0, description="how long /score keeps an event waiting for its label"
     )
 
     @field_validator("pauc_range")
@@ -111,7 +111,7 @@ class ScoreResponse(BaseModel):
     model: str
     version: int
     scores: list[float]
-    kept: int = Field(0, description="events whose features were kept for a later label")
+    kept: int = Field(default=0, description="events whose features were kept for a later label")
 
 
 class LabelStatus(BaseModel):

@@ -29,20 +29,20 @@ class Settings(BaseSettings):
     store: Literal["memory", "redis"] | None = None
     redis_url: str | None = None
     #: uvicorn worker processes (``aucstream serve``); more than one needs the Redis store
-    workers: int = Field(1, ge=1, le=64)
+    workers: int = Field(default=1, ge=1, le=64)
 
     #: largest accepted request body, in bytes
-    max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     #: largest accepted batch, in events
-    max_batch_events: int = Field(100_000, ge=1)
+    max_batch_events: int = Field(default=100_000, ge=1)
     #: how long an event id is remembered for idempotent ingest (seconds)
-    event_id_ttl_seconds: float = Field(86_400.0, gt=0)
+    event_id_ttl_seconds: float = Field(default=86_400.0, gt=0)
     #: how long ``/score`` keeps an event's features and score waiting for its label (seconds)
-    label_ttl_seconds: float = Field(86_400.0, gt=0)
+    label_ttl_seconds: float = Field(default=86_400.0, gt=0)
     #: how often expired pending labels are swept (default label applied) (seconds)
-    sweep_interval_seconds: float = Field(5.0, gt=0)
+    sweep_interval_seconds: float = Field(default=5.0, gt=0)
     #: stale-write retries before a request gives up with 503
-    max_write_retries: int = Field(50, ge=1)
+    max_write_retries: int = Field(default=50, ge=1)
 
     #: API keys that may read and write; when any key is set every /v1 route requires one
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -54,7 +54,7 @@ class Settings(BaseSettings):
     warmup: bool = True
 
     #: server-sent metrics: seconds between two checks of the model version
-    stream_interval_seconds: float = Field(1.0, gt=0)
+    stream_interval_seconds: float = Field(default=1.0, gt=0)
 
     @field_validator("api_keys", "read_only_api_keys", mode="before")
     @classmethod

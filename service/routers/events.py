@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 from fastapi import APIRouter, Request
-from starlette.concurrency import run_in_threadpool
 
-from service.deps import EngineDep, SettingsDep, TelemetryDep, read_batch, read_body
+from service.deps import EngineDep, SettingsDep, TelemetryDep, read_batch, read_body, run_engine
 from service.errors import UnsupportedMediaType
 from service.ingest import EVENT_CONTENT_TYPES, JSON, media_type, parse_label_items
 from service.schemas import LabelsResponse, LabelStatus, LearnResponse, ScoreResponse
@@ -38,9 +37,11 @@ async def post_events(
     Events whose id was already learned are skipped and reported as duplicates.
     ``?scores=true`` returns each event's pre-update (prequential) score.
     """
-    spec = await run_in_threadpool(engine.spec, model_id)
+    spec = engine.cached_spec(model_id)
+    if spec is None:
+        spec = await run_engine(engine, engine.spec, model_id)
     batch = await read_batch(request, spec, settings, labelled=True, zero_based=zero_based)
-    result = await run_in_threadpool(lambda: engine.learn(model_id, batch, want_scores=scores))
+    result = await run_engine(engine, engine.learn, model_id, batch, want_scores=scores)
     telemetry.events_learned.labels(model_id).inc(result.learned)
     if result.duplicate_ids:
         telemetry.duplicates.labels(model_id).inc(len(result.duplicate_ids))
@@ -70,11 +71,11 @@ async def score(
     """Score events with the current model.  Events with an ``id`` have their features and
     score kept (TTL) so that a label posted later to ``/labels`` is learned and measured with
     the score given now; ``?keep=false`` keeps nothing."""
-    spec = await run_in_threadpool(engine.spec, model_id)
+    spec = engine.cached_spec(model_id)
+    if spec is None:
+        spec = await run_engine(engine, engine.spec, model_id)
     batch = await read_batch(request, spec, settings, labelled=False, zero_based=zero_based)
-    version, values, kept = await run_in_threadpool(
-        lambda: engine.score(model_id, batch, keep=keep)
-    )
+    version, values, kept = await run_engine(engine, engine.score, model_id, batch, keep=keep)
     telemetry.scored.labels(model_id).inc(len(values))
     return ScoreResponse(model=model_id, version=version, scores=values.tolist(), kept=kept)
 
@@ -92,12 +93,13 @@ async def post_labels(
     Each id is reported ``learned``, ``duplicate`` (already learned), ``expired`` (its label
     came after the TTL) or ``unknown``.
     """
-    await run_in_threadpool(engine.spec, model_id)  # 404 before reading the body
+    if engine.cached_spec(model_id) is None:
+        await run_engine(engine, engine.spec, model_id)  # 404 before reading the body
     if media_type(request.headers.get("content-type")) != JSON:
         raise UnsupportedMediaType("labels are sent as application/json", field="content-type")
     body = await read_body(request, settings.max_body_bytes)
     ids, labels = parse_label_items(body, settings.max_batch_events)
-    result = await run_in_threadpool(engine.labels, model_id, ids, labels)
+    result = await run_engine(engine, engine.labels, model_id, ids, labels)
     telemetry.events_learned.labels(model_id).inc(result.learned)
     return LabelsResponse(
         model=model_id,

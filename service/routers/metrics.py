@@ -10,9 +10,8 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
-from starlette.concurrency import run_in_threadpool
 
-from service.deps import EngineDep, SettingsDep
+from service.deps import EngineDep, SettingsDep, run_engine
 from service.schemas import RocResponse
 
 router = APIRouter(prefix="/v1/models", tags=["metrics"])
@@ -24,7 +23,7 @@ async def metrics(model_id: str, engine: EngineDep) -> dict[str, Any]:
     ``window`` labelled events and since the start (exact while the per-class reservoirs hold
     every score), AUC and pAUC over the model's FPR range (undefined ones are null with a
     ``reason``), class counts, events learned, duplicates, delayed-label counts, throughput."""
-    return await run_in_threadpool(engine.metrics, model_id)
+    return await run_engine(engine, engine.metrics, model_id)
 
 
 def _finite_or_none(values: list[float]) -> list[float | None]:
@@ -34,7 +33,7 @@ def _finite_or_none(values: list[float]) -> list[float | None]:
 @router.get("/{model_id}/metrics/roc", response_model=RocResponse)
 async def roc(model_id: str, engine: EngineDep) -> RocResponse:
     """ROC points of the window (infinite / undefined values as null)."""
-    version, n_events, fpr, tpr, thresholds = await run_in_threadpool(engine.roc, model_id)
+    version, n_events, fpr, tpr, thresholds = await run_engine(engine, engine.roc, model_id)
     return RocResponse(
         model=model_id,
         version=version,
@@ -60,7 +59,7 @@ async def stream(
 ) -> StreamingResponse:
     """Server-sent events: a ``metrics`` message now and each time the model's version
     changes (checked every ``interval`` seconds); a comment line keeps idle connections open."""
-    first = await run_in_threadpool(engine.metrics, model_id)  # 404 before streaming
+    first = await run_engine(engine, engine.metrics, model_id)  # 404 before streaming
     period = interval or settings.stream_interval_seconds
 
     async def messages() -> AsyncIterator[bytes]:
@@ -89,7 +88,7 @@ async def stream(
             idle += period
             if await request.is_disconnected():
                 return
-            current = await run_in_threadpool(engine.metrics, model_id)
+            current = await run_engine(engine, engine.metrics, model_id)
 
     return StreamingResponse(
         messages(),

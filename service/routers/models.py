@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 from fastapi import APIRouter, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from service import snapshot
-from service.deps import EngineDep, SettingsDep, read_body
+from service.deps import EngineDep, SettingsDep, read_body, run_engine
 from service.errors import InvalidInput
 from service.ingest import media_type
 from service.schemas import ModelCreate, ModelInfo, ModelList, WeightsResponse
@@ -17,35 +18,35 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 @router.post("", response_model=ModelInfo, status_code=status.HTTP_201_CREATED)
 async def create_model(request_body: ModelCreate, engine: EngineDep) -> ModelInfo:
     """Create a model; learner hyper-parameters are validated and errors name the field."""
-    return await run_in_threadpool(engine.create_model, request_body)
+    return await run_engine(engine, engine.create_model, request_body)
 
 
 @router.get("", response_model=ModelList)
 async def list_models(engine: EngineDep) -> ModelList:
-    return ModelList(models=await run_in_threadpool(engine.list_models))
+    return ModelList(models=await run_engine(engine, engine.list_models))
 
 
 @router.get("/{model_id}", response_model=ModelInfo)
 async def get_model(model_id: str, engine: EngineDep) -> ModelInfo:
-    return await run_in_threadpool(engine.info, model_id)
+    return await run_engine(engine, engine.info, model_id)
 
 
 @router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_model(model_id: str, engine: EngineDep) -> Response:
-    await run_in_threadpool(engine.delete_model, model_id)
+    await run_engine(engine, engine.delete_model, model_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/{model_id}/reset", response_model=ModelInfo)
 async def reset_model(model_id: str, engine: EngineDep) -> ModelInfo:
     """Forget everything learned (state, metrics, event ids, pending labels)."""
-    return await run_in_threadpool(engine.reset_model, model_id)
+    return await run_engine(engine, engine.reset_model, model_id)
 
 
 @router.get("/{model_id}/weights", response_model=WeightsResponse)
 async def weights(model_id: str, engine: EngineDep) -> WeightsResponse:
-    loaded = await run_in_threadpool(engine.model, model_id)
-    coef = loaded.learner.coef_
+    loaded = await run_engine(engine, engine.model, model_id)
+    coef = np.asarray(loaded.learner.coef_)  # type: ignore[attr-defined]
     return WeightsResponse(
         model=model_id,
         version=loaded.version,
@@ -68,7 +69,7 @@ async def export_snapshot(model_id: str, engine: EngineDep) -> Response:
             loaded = engine._load(model_id)
             return snapshot.export_snapshot(loaded.config, loaded.version, loaded.arrays())
 
-    body = await run_in_threadpool(build)
+    body = await run_engine(engine, build)
     return Response(
         body,
         media_type=snapshot.MEDIA_TYPE,
@@ -101,4 +102,4 @@ async def import_snapshot(
         ModelCreate.model_validate(config.model_dump(include=set(ModelCreate.model_fields)))
     except ValueError as error:
         raise InvalidInput(f"invalid model id: {error}", field="model_id") from None
-    return await run_in_threadpool(lambda: engine.restore_model(config, arrays, replace=replace))
+    return await run_engine(engine, engine.restore_model, config, arrays, replace=replace)

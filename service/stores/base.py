@@ -61,6 +61,8 @@ class Store(Protocol):
     """Protocol of both stores.  All methods are synchronous and thread-safe."""
 
     name: str
+    #: whether calls may wait on I/O (then the HTTP layer runs them in the thread pool)
+    blocking: bool
 
     def ping(self) -> None:
         """Raise :class:`~service.errors.StoreUnavailable` if the store does not answer."""

@@ -38,6 +38,8 @@ def _copy_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 class MemoryStore:
     name = "memory"
+    #: never waits on I/O: the HTTP layer calls it on the event loop (see service.deps)
+    blocking = False
 
     def __init__(self) -> None:
         self._models: dict[str, _Model] = {}

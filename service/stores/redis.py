@@ -170,12 +170,18 @@ def _array_args(arrays: dict[str, np.ndarray]) -> list[Any]:
     return args
 
 
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _pairs(flat: list[bytes]) -> dict[str, bytes]:
     return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
 
 
 class RedisStore:
     name = "redis"
+    #: network round trips: the HTTP layer calls it from the thread pool
+    blocking = True
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
@@ -221,7 +227,7 @@ class RedisStore:
 
     @_unavailable
     def list_models(self) -> list[str]:
-        return sorted(member.decode() for member in self.client.smembers(keys.MODELS))
+        return sorted(_text(member) for member in self.client.smembers(keys.MODELS))
 
     @_unavailable
     def delete_model(self, model_id: str) -> None:
@@ -351,4 +357,4 @@ class RedisStore:
     @_unavailable
     def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
         due = self.client.zrangebyscore(keys.deadlines(model_id), "-inf", now, start=0, num=limit)
-        return [event_id.decode() for event_id in due]
+        return [_text(event_id) for event_id in due]

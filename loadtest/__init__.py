@@ -1,0 +1,1 @@
+"""Load generators and scenarios against a running aucstream service (loopback only)."""

@@ -1,0 +1,478 @@
+"""Load test of issue 5: ingest throughput and single-event scoring latency, on a live server.
+
+Run (spawns its own uvicorn worker, and a private redis-server for the Redis rows)::
+
+    python -m loadtest.run                       # memory and redis, 50 features, batches of 1,000
+    python -m loadtest.run --stores memory --seconds 10
+    python -m loadtest.run --url http://127.0.0.1:8000 --stores memory   # an existing server
+
+Scenarios (per store):
+
+``ingest-json`` / ``ingest-npz``
+    closed loop: ``--connections`` clients post pre-encoded batches of ``--batch`` labelled
+    events (``--features`` dense features) back to back for ``--seconds``; events/s learned.
+``score``
+    open loop: single-event ``/score`` requests (each with a fresh event id, so the features
+    are kept for a later label) issued at ``--score-rate`` per second on a pool of keep-alive
+    connections; latency is measured from the *scheduled* send time, so a stalled server is
+    not hidden by the generator waiting for it (no coordinated omission).
+
+Besides throughput, each row reports the CPU seconds the server process (and Redis) spent,
+per request, and the generator's own CPU, so a reader can see where the time goes on a
+shared machine.  Loops are bounded in time and in count; only loopback addresses are used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+
+from loadtest.client import Connection, build_request, check_loopback
+
+TARGETS = {  # issue 5, memory store; Redis must reach half of the ingest figures
+    "ingest-json": 200_000.0,
+    "ingest-npz": 1_000_000.0,
+}
+SCORE_P99_MS = 5.0
+MAX_REQUESTS = 1_000_000  # hard bound on any loop
+
+
+@dataclass
+class Row:
+    store: str
+    scenario: str
+    requests: int
+    events: int
+    errors: int
+    seconds: float
+    server_cpu: float
+    redis_cpu: float
+    client_cpu: float
+    latencies_ms: np.ndarray | None = None
+    target: str = ""
+
+    @property
+    def events_per_second(self) -> float:
+        return self.events / self.seconds if self.seconds else 0.0
+
+    def percentile(self, q: float) -> float:
+        if self.latencies_ms is None or not len(self.latencies_ms):
+            return float("nan")
+        return float(np.percentile(self.latencies_ms, q))
+
+
+# ---------------------------------------------------------------------------- processes
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def process_cpu_seconds(pid: int | None) -> float:
+    """utime + stime of a process and its reaped children, from /proc (Linux)."""
+    if pid is None:
+        return float("nan")
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(int(value) for value in fields[11:15]) / ticks
+
+
+@contextlib.contextmanager
+def private_redis() -> Iterator[tuple[str, int]]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("loadtest: redis-server is not installed")
+    port = free_port()
+    directory = tempfile.mkdtemp(prefix="aucstream-loadtest-redis-")
+    process = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            directory,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("loadtest: redis-server did not start") from None
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0", process.pid
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def uvicorn_server(store: str, redis_url: str | None) -> Iterator[tuple[str, int]]:
+    port = free_port()
+    env = {**os.environ, "AUCSTREAM_STORE": store}
+    if redis_url:
+        env["AUCSTREAM_REDIS_URL"] = redis_url
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "service.app:create_app",
+            "--factory",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        import httpx
+
+        deadline = time.monotonic() + 180
+        while True:
+            if process.poll() is not None:
+                raise SystemExit("loadtest: uvicorn exited")
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("loadtest: server not ready after 180 s")
+            time.sleep(0.2)
+        yield url, process.pid
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+# ---------------------------------------------------------------------------- payloads
+def make_batches(n_batches: int, batch: int, n_features: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    for _ in range(n_batches):
+        y = (rng.random(batch) < 0.05).astype(np.int64)
+        X = rng.normal(size=(batch, n_features)) * 100.0 + y[:, None] * 50.0
+        yield X, y
+
+
+def json_body(X: np.ndarray, y: np.ndarray) -> bytes:
+    return orjson.dumps(
+        {"events": [{"x": row, "y": int(label)} for row, label in zip(X.tolist(), y, strict=True)]}
+    )
+
+
+def npz_body(X: np.ndarray, y: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, X=X, y=y)
+    return buffer.getvalue()
+
+
+# ---------------------------------------------------------------------------- scenarios
+async def create_model(host: str, port: int, model: str, n_features: int) -> None:
+    connection = await Connection(host, port).open()
+    try:
+        await connection.request(build_request("DELETE", f"/v1/models/{model}", host))
+        body = orjson.dumps({"id": model, "n_features": n_features})
+        status, text = await connection.request(
+            build_request("POST", "/v1/models", host, body, "application/json")
+        )
+        if status != 201:
+            raise SystemExit(f"loadtest: could not create model {model}: {status} {text!r}")
+    finally:
+        await connection.close()
+
+
+async def closed_loop(
+    host: str,
+    port: int,
+    requests: list[bytes],
+    events_per_request: int,
+    connections: int,
+    seconds: float,
+) -> tuple[int, int, int, float]:
+    """Each connection posts the pre-encoded requests back to back until time is up."""
+    deadline = time.perf_counter() + seconds
+    counts = {"requests": 0, "errors": 0}
+
+    async def client(index: int) -> None:
+        connection = await Connection(host, port).open()
+        try:
+            position = index
+            while time.perf_counter() < deadline and counts["requests"] < MAX_REQUESTS:
+                status, _ = await connection.request(requests[position % len(requests)])
+                position += connections
+                counts["requests"] += 1
+                if status != 200:
+                    counts["errors"] += 1
+        finally:
+            await connection.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(i) for i in range(connections)))
+    elapsed = time.perf_counter() - started
+    good = counts["requests"] - counts["errors"]
+    return counts["requests"], good * events_per_request, counts["errors"], elapsed
+
+
+async def open_loop_score(
+    host: str, port: int, model: str, n_features: int, rate: float, seconds: float
+) -> tuple[int, int, float, np.ndarray]:
+    """Single-event /score at ``rate`` per second; latency from the scheduled send time."""
+    rng = np.random.default_rng(1)
+    rows = rng.normal(size=(256, n_features)) * 100.0
+    prefix = f"POST /v1/models/{model}/score HTTP/1.1\r\nHost: {host}\r\n".encode()
+    bodies = [orjson.dumps(row.tolist()) for row in rows]
+    n_requests = min(int(rate * seconds), MAX_REQUESTS)
+    idle: asyncio.Queue[Connection] = asyncio.Queue()
+    for _ in range(4):
+        idle.put_nowait(await Connection(host, port).open())
+    opened = 4
+    latencies = np.empty(n_requests)
+    errors = 0
+    tasks = []
+    start = time.perf_counter() + 0.05
+
+    async def one(number: int, scheduled: float) -> None:
+        nonlocal errors, opened
+        if idle.empty() and opened < 64:
+            opened += 1
+            idle.put_nowait(await Connection(host, port).open())
+        connection = await idle.get()
+        body = (
+            b'{"events": [{"id": "s'
+            + str(number).encode()
+            + b'", "x": '
+            + bodies[number % len(bodies)]
+            + b"}]}"
+        )
+        raw = (
+            prefix
+            + b"Content-Type: application/json\r\nContent-Length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+            + body
+        )
+        status, _ = await connection.request(raw)
+        latencies[number] = (time.perf_counter() - scheduled) * 1e3
+        if status != 200:
+            errors += 1
+        idle.put_nowait(connection)
+
+    for number in range(n_requests):
+        scheduled = start + number / rate
+        delay = scheduled - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(number, scheduled)))
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - start
+    while not idle.empty():
+        await idle.get_nowait().close()
+    return n_requests, errors, elapsed, latencies
+
+
+async def run_store(
+    store: str, url: str, server_pid: int | None, redis_pid: int | None, args: argparse.Namespace
+) -> list[Row]:
+    host, port = check_loopback(url)
+    rows: list[Row] = []
+    batches = list(make_batches(8, args.batch, args.features))
+    payloads = {
+        "ingest-json": [json_body(X, y) for X, y in batches],
+        "ingest-npz": [npz_body(X, y) for X, y in batches],
+    }
+    content_types = {"ingest-json": "application/json", "ingest-npz": "application/x-npz"}
+    for scenario in args.scenarios:
+        model = f"loadtest-{scenario}"
+        await create_model(host, port, model, args.features)
+        server_before = process_cpu_seconds(server_pid)
+        redis_before = process_cpu_seconds(redis_pid)
+        client_before = time.process_time()
+        if scenario in payloads:
+            requests = [
+                build_request(
+                    "POST", f"/v1/models/{model}/events", host, body, content_types[scenario]
+                )
+                for body in payloads[scenario]
+            ]
+            # warm-up: first requests of a model compile nothing, but fill caches
+            await closed_loop(host, port, requests, args.batch, 1, 0.5)
+            server_before = process_cpu_seconds(server_pid)
+            redis_before = process_cpu_seconds(redis_pid)
+            client_before = time.process_time()
+            n_requests, n_events, errors, elapsed = await closed_loop(
+                host, port, requests, args.batch, args.connections, args.seconds
+            )
+            latencies = None
+            target = TARGETS[scenario] * (0.5 if store == "redis" else 1.0)
+            target_text = f">= {target:,.0f} ev/s"
+        else:
+            n_requests, errors, elapsed, latencies = await open_loop_score(
+                host, port, model, args.features, args.score_rate, args.seconds
+            )
+            n_events = n_requests - errors
+            target_text = f"p99 <= {SCORE_P99_MS:g} ms"
+        rows.append(
+            Row(
+                store=store,
+                scenario=scenario,
+                requests=n_requests,
+                events=n_events,
+                errors=errors,
+                seconds=elapsed,
+                server_cpu=process_cpu_seconds(server_pid) - server_before,
+                redis_cpu=process_cpu_seconds(redis_pid) - redis_before,
+                client_cpu=time.process_time() - client_before,
+                latencies_ms=latencies,
+                target=target_text,
+            )
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------- report
+def verdict(row: Row) -> str:
+    if row.errors:
+        return "ERRORS"
+    if row.scenario == "score":
+        return "ok" if row.percentile(99) <= SCORE_P99_MS else "MISS"
+    target = TARGETS[row.scenario] * (0.5 if row.store == "redis" else 1.0)
+    return "ok" if row.events_per_second >= target else "MISS"
+
+
+def table(rows: list[Row]) -> str:
+    header = (
+        "store",
+        "scenario",
+        "requests",
+        "events/s",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "srv cpu ms/req",
+        "redis cpu ms/req",
+        "gen cpu ms/req",
+        "errors",
+        "target",
+        "",
+    )
+    lines = [header]
+    for row in rows:
+        per_request = 1e3 / row.requests if row.requests else float("nan")
+        lines.append(
+            (
+                row.store,
+                row.scenario,
+                f"{row.requests:,}",
+                f"{row.events_per_second:,.0f}",
+                f"{row.requests / row.seconds:,.0f}" if row.seconds else "-",
+                "-" if row.latencies_ms is None else f"{row.percentile(50):.2f}",
+                "-" if row.latencies_ms is None else f"{row.percentile(99):.2f}",
+                f"{row.server_cpu * per_request:.3f}",
+                "-" if np.isnan(row.redis_cpu) else f"{row.redis_cpu * per_request:.3f}",
+                f"{row.client_cpu * per_request:.3f}",
+                str(row.errors),
+                row.target,
+                verdict(row),
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    out = []
+    for number, line in enumerate(lines):
+        out.append("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
+        if number == 0:
+            out.append("  ".join("-" * width for width in widths))
+    return "\n".join(out)
+
+
+def machine() -> str:
+    load = os.getloadavg()
+    return (
+        f"{os.cpu_count()} CPUs, load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} "
+        f"(1/5/15 min), Python {sys.version.split()[0]}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--url", default=None, help="an existing server (loopback only)")
+    parser.add_argument(
+        "--stores", nargs="+", default=["memory", "redis"], choices=("memory", "redis")
+    )
+    parser.add_argument(
+        "--scenarios",
+        nargs="+",
+        default=["ingest-json", "ingest-npz", "score"],
+        choices=("ingest-json", "ingest-npz", "score"),
+    )
+    parser.add_argument("--seconds", type=float, default=5.0, help="per scenario (<= 120)")
+    parser.add_argument("--connections", type=int, default=2)
+    parser.add_argument("--features", type=int, default=50)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--score-rate", type=float, default=1000.0)
+    args = parser.parse_args(argv)
+    args.seconds = min(args.seconds, 120.0)
+    rows: list[Row] = []
+    print(f"machine: {machine()}", flush=True)
+    if args.url:
+        if len(args.stores) != 1:
+            raise SystemExit("loadtest: with --url name the server's one store in --stores")
+        rows += asyncio.run(run_store(args.stores[0], args.url, None, None, args))
+    else:
+        for store in args.stores:
+            with contextlib.ExitStack() as stack:
+                redis_url, redis_pid = (None, None)
+                if store == "redis":
+                    redis_url, redis_pid = stack.enter_context(private_redis())
+                url, server_pid = stack.enter_context(uvicorn_server(store, redis_url))
+                print(f"{store}: server {url} (pid {server_pid}) ready", flush=True)
+                rows += asyncio.run(run_store(store, url, server_pid, redis_pid, args))
+    print()
+    print(table(rows))
+    print(f"\nmachine after: {machine()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -20,11 +20,16 @@ from core.learners._base import (
 )
 from core.validation import CSRMatrix
 
-__all__ = ["MAX_FULL_RANK_FEATURES", "OPAUC"]
+__all__ = ["MAX_FULL_RANK_FEATURES", "MAX_SKETCH_ENTRIES", "OPAUC"]
 
 #: Full-rank OPAUC keeps two d×d covariances: at d = 1000 that is 16 MB of state per model and
 #: 2·10⁶ multiply-adds per event.  Above this, ``rank=k`` is required.
 MAX_FULL_RANK_FEATURES = 1000
+
+#: A ``rank=k`` sketch holds ``2k × d`` floats per class and costs O(k·d) per event; above
+#: this many (64 MB per class, e.g. k = 8 with d > 524,288) it is refused: at d = 2^20 an event
+#: would cost ~30 M multiply-adds.
+MAX_SKETCH_ENTRIES = 2**23
 
 #: [CHOICE] AdaOAM's default step: Adagrad normalises each coordinate's step by its gradient
 #: history, so one constant works across feature scales (chosen with ``bench/quality.py``).
@@ -83,7 +88,7 @@ class OPAUC(OnlineLearner):
         (``0 ≼ T·S - BᵀB``), is exact when a class's centred data span at most ``k``
         dimensions, and its spectral error is at most ``||A - A_j||²_F / (k + 1 - j)`` for any
         ``j <= k`` (``A`` the centred data), so it approaches the full gradient as ``k``
-        grows.
+        grows.  Refused when ``2·k·d`` exceeds :data:`MAX_SKETCH_ENTRIES`.
     scaling : {"none", "unit_norm", "standard", "scale"}, default="none"
         Online feature scaling (:mod:`core.preprocessing`).
     max_iter : int, default=1
@@ -170,6 +175,13 @@ class OPAUC(OnlineLearner):
                 f"matrices ({megabytes:.0f} MB) and O(d²) time per event; n_features="
                 f"{n_features} exceeds the limit of {MAX_FULL_RANK_FEATURES}. Pass rank=k "
                 "(e.g. rank=8) for the O(k·d) frequent-directions sketch"
+            )
+        if self.rank is not None and 2 * self.rank * n_features > MAX_SKETCH_ENTRIES:
+            raise ValueError(
+                f"opauc with rank={self.rank} keeps two {2 * self.rank}×{n_features} sketches "
+                f"and costs O(rank·d) per event; 2·rank·n_features = "
+                f"{2 * self.rank * n_features:,} exceeds the limit of {MAX_SKETCH_ENTRIES:,}. "
+                "Use a smaller rank or fewer (hashed) features"
             )
         state = {
             "w": np.zeros(n_features),

@@ -252,6 +252,10 @@ def test_full_rank_refuses_too_many_features_and_suggests_rank():
     assert not learner.is_initialized
     sketched = make_learner("opauc", rank=2).partial_fit(np.ones((2, width)), [0, 1])
     assert sketched.state_["sketch_pos"].shape == (4, width)
+    hashed = sp.csr_matrix(([1.0], ([0], [7])), shape=(1, 1 << 20))
+    with pytest.raises(ValueError, match=r"exceeds the limit of 8,388,608. Use a smaller rank"):
+        make_learner("opauc", rank=8).partial_fit(hashed, [1])
+    assert make_learner("opauc", rank=1).partial_fit(hashed, [1]).n_features_in_ == 1 << 20
 
 
 def test_rejected_batch_changes_nothing():

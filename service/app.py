@@ -13,7 +13,6 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
-import numpy as np
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -43,24 +42,11 @@ def make_store(settings: Settings) -> Store:
 
 
 def warm_up() -> None:
-    """Compile the learners' kernels (numba) before the first request needs them."""
-    from core.learners import available_learners, make_learner
-    from core.metrics import PrequentialWindow
+    """Compile every learner's kernels (numba) before the first request needs them."""
+    from core.warmup import compile_kernels
 
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(8, 3))
-    y = np.array([1, -1] * 4)
-    for name in available_learners():
-        for scaling in ("standard", "scale"):
-            try:
-                learner = make_learner(name, scaling=scaling)
-                learner.prequential_step(X, y)
-                learner.decision_function(X)
-            except Exception:  # a learner that needs other parameters: it compiles on first use
-                logger.debug("warm-up of %s skipped", name, exc_info=True)
-    window = PrequentialWindow(16, 16)
-    window.update(rng.normal(size=8), y)
-    window.summary()
+    timings = compile_kernels()
+    logger.info("kernels compiled in %.1f s", sum(timings.values()))
 
 
 def problem_response(error: ServiceError) -> JSONResponse:
@@ -110,6 +96,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.include_router(models.router, dependencies=secured)
     app.include_router(events.router, dependencies=secured)
     app.include_router(metrics.router, dependencies=secured)
+    app.include_router(system.v1_router, dependencies=secured)
     app.include_router(system.router)
 
     @app.exception_handler(ServiceError)

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from core.learners import learner_class, make_learner
+from core.learners import available_learners, learner_class, make_learner
 from core.learners._base import OnlineLearner
 from core.metrics import PrequentialWindow
 from core.validation import CSRMatrix
@@ -139,12 +139,22 @@ def _field_of_learner_error(message: str, params: dict[str, Any]) -> str:
     return "params"
 
 
+def _online_learners() -> list[str]:
+    return [n for n in available_learners() if getattr(learner_class(n), "online", True)]
+
+
 def build_learner(request: ModelCreate) -> OnlineLearner:
     """The learner a creation request asks for, validated; errors name the field."""
     try:
         cls = learner_class(request.learner)
     except ValueError as error:
         raise InvalidInput(str(error), field="learner") from None
+    if not getattr(cls, "online", True):
+        raise InvalidInput(
+            f"learner {request.learner!r} is a batch solver, not an online learner; "
+            f"online learners: {', '.join(_online_learners())}",
+            field="learner",
+        )
     scaling = resolve_scaling(request.scaling, request.feature_mode)
     try:
         learner = make_learner(request.learner, **request.params, scaling=scaling)

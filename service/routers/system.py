@@ -6,12 +6,14 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from core.learners import available_learners
+from core.learners import available_learners, learner_class
 from service.deps import EngineDep, TelemetryDep
 from service.errors import ServiceError
 from service.telemetry import CONTENT_TYPE_LATEST
 
 router = APIRouter(tags=["system"])
+#: /v1 routes here are protected by the API-key check like every /v1 route
+v1_router = APIRouter(prefix="/v1", tags=["models"])
 
 
 @router.get("/healthz")
@@ -44,7 +46,11 @@ async def prometheus(telemetry: TelemetryDep) -> Response:
     return Response(telemetry.render(), media_type=CONTENT_TYPE_LATEST)
 
 
-@router.get("/v1/learners", response_model=dict[str, list[str]])
+@v1_router.get("/learners", response_model=dict[str, list[str]])
 async def learners() -> dict[str, list[str]]:
     """Learner names accepted by ``POST /v1/models``."""
-    return {"learners": available_learners()}
+    return {
+        "learners": [
+            name for name in available_learners() if getattr(learner_class(name), "online", True)
+        ]
+    }

@@ -17,7 +17,14 @@ Kernels take arrays and scalars only, validate nothing and read no globals.
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels.spam import dot_dense, fold_scale, mean_sq_norm, served_score
+from core._kernels.spam import (
+    dot_dense,
+    dots_dense,
+    dots_dense_scored,
+    fold_scale,
+    mean_sq_norm,
+    served_score,
+)
 
 
 @kernel
@@ -36,9 +43,8 @@ def solam_step(
     positive, vx, xx, w_scale, w_sq_norm, a, b, alpha, avg_a, avg_b, avg_alpha, avg_coef,
     gamma_sum, n_seen, n_pos, sq_norm_sum, max_norm, eta0, l2, radius, kappa, average,
 ):  # fmt: skip
-    """Everything of one event but the O(nnz) vector updates: returns the coefficient ``c`` of
-    ``w_unscaled += c x`` (after the caller folded the scale when asked, see ``fold``) and
-    whether to fold first.  The arrays of shape (1,) are updated in place.
+    """Everything of one event but the O(nnz) vector update: updates the arrays of shape (1,)
+    in place and returns ``(shrink, step, limit)`` for ``w' = P_limit(shrink * w - step * x)``.
 
     Thesis Alg. 18 in the normalised coordinates x~ = x / sqrt(nu), w~ = sqrt(nu) w (scores are
     unchanged); in w that is ``w' = P_{R / sqrt(nu)}((1 - gamma lambda) w - (gamma / nu) c_w x)``.
@@ -47,15 +53,15 @@ def solam_step(
     if positive:
         n_pos[0] += 1
     sq_norm_sum[0] += xx
-    norm = np.sqrt(xx)
-    if norm > max_norm[0]:
-        max_norm[0] = norm
+    if xx > max_norm[0] * max_norm[0]:  # a square root only when the maximum moves
+        max_norm[0] = np.sqrt(xx)
     t = n_seen[0]
     q = n_pos[0] / t  # p_t includes the current label (thesis §3.4)
     nu = mean_sq_norm(sq_norm_sum[0], t)
+    inv_root_nu = 1.0 / np.sqrt(nu)
     gamma = eta0 / np.sqrt(t)  # gamma_t = zeta / sqrt(t), Cor. 3.4.1
     if kappa <= 0.0:  # kappa = sup ||x~||, estimated as the running maximum
-        kappa = max_norm[0] / np.sqrt(nu)
+        kappa = max_norm[0] * inv_root_nu
     s = w_scale[0] * vx
     # partial derivatives of F_t, notes §2.3 with q = p_t ([DERIVED], eq. (3.16))
     if positive:
@@ -79,7 +85,7 @@ def solam_step(
     b[0] = _clip(b[0] - gamma * grad_b, bound)
     alpha[0] = _clip(alpha[0] + gamma * grad_alpha, 2.0 * bound)  # ascent (errata §11.5)
     shrink = 1.0 - gamma * l2
-    return shrink, gamma * coef_w / nu, radius / np.sqrt(nu)
+    return shrink, gamma * coef_w / nu, radius * inv_root_nu
 
 
 @kernel
@@ -88,9 +94,9 @@ def _after_update(w_scale, w_sq_norm, shrink, limit):
     w_scale[0] *= shrink
     if w_sq_norm[0] < 0.0:  # rounding in the incremental update
         w_sq_norm[0] = 0.0
-    norm = abs(w_scale[0]) * np.sqrt(w_sq_norm[0])
-    if norm > limit:
-        w_scale[0] *= limit / norm
+    sq_norm = w_scale[0] * w_scale[0] * w_sq_norm[0]
+    if sq_norm > limit * limit:  # a square root only when projecting
+        w_scale[0] *= limit / np.sqrt(sq_norm)
 
 
 @kernel
@@ -104,10 +110,13 @@ def solam_dense(
     want_scores = scores.shape[0] > 0
     for i in range(X.shape[0]):
         x = X[i]
-        xx = dot_dense(x, x)
-        vx = dot_dense(w_unscaled, x)
+        # one pass; ||w_unscaled||^2 comes for free in a dense pass, so it is exact here
+        if want_scores and average:
+            xx, vx, w_sq_norm[0], ax = dots_dense_scored(x, w_unscaled, w_unscaled, avg_offset)
+        else:
+            xx, vx, w_sq_norm[0] = dots_dense(x, w_unscaled, w_unscaled)
+            ax = 0.0
         if want_scores:
-            ax = dot_dense(avg_offset, x) if average else 0.0
             scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], gamma_sum[0], average)
         shrink, step, limit = solam_step(
             y[i] > 0, vx, xx, w_scale, w_sq_norm, a, b, alpha, avg_a, avg_b, avg_alpha,

@@ -84,6 +84,41 @@ def dots_dense(x, a, b):
 
 
 @kernel
+def dots_dense_scored(x, a, b, c):
+    """:func:`dots_dense` plus ``c . x`` (the averaged part of a prequential score) in the same
+    pass, with the same accumulator order as :func:`dot_dense`."""
+    n = x.shape[0]
+    xx0 = 0.0
+    xx1 = 0.0
+    ax0 = 0.0
+    ax1 = 0.0
+    ab0 = 0.0
+    ab1 = 0.0
+    cx0 = 0.0
+    cx1 = 0.0
+    j = 0
+    while j + 2 <= n:
+        u = x[j]
+        v = x[j + 1]
+        xx0 += u * u
+        xx1 += v * v
+        ax0 += a[j] * u
+        ax1 += a[j + 1] * v
+        ab0 += b[j] * a[j]
+        ab1 += b[j + 1] * a[j + 1]
+        cx0 += c[j] * u
+        cx1 += c[j + 1] * v
+        j += 2
+    if j < n:
+        u = x[j]
+        xx0 += u * u
+        ax0 += a[j] * u
+        ab0 += b[j] * a[j]
+        cx0 += c[j] * u
+    return xx0 + xx1, ax0 + ax1, ab0 + ab1, cx0 + cx1
+
+
+@kernel
 def sq_norm_sparse(data, start, end):
     total = 0.0
     for k in range(start, end):
@@ -161,9 +196,12 @@ def spam_l2_dense(
         positive = y[i] > 0
         # one pass for ||x||^2, w_unscaled . x and w_unscaled . (sum of the opposite class)
         opposite = sum_neg if positive else sum_pos
-        xx, vx, v_dot_opposite = dots_dense(x, w_unscaled, opposite)
+        if want_scores and average:
+            xx, vx, v_dot_opposite, ax = dots_dense_scored(x, w_unscaled, opposite, avg_offset)
+        else:
+            xx, vx, v_dot_opposite = dots_dense(x, w_unscaled, opposite)
+            ax = 0.0
         if want_scores:
-            ax = dot_dense(avg_offset, x) if average else 0.0
             scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], n_steps[0], average)
         n_seen[0] += 1
         sq_norm_sum[0] += xx

@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -81,6 +81,8 @@ class Loaded:
     learner: OnlineLearner
     window: PrequentialWindow
     stats: dict[str, np.ndarray]
+    #: checkpoint fields committed with the state (e.g. a queue worker's last stream id)
+    meta: dict[str, str] = field(default_factory=dict)
 
     @property
     def spec(self) -> FeatureSpec:
@@ -278,11 +280,15 @@ class Engine:
         assert stored.arrays is not None and stored.config is not None
         config = ModelConfig.model_validate(stored.config)
         learner_state, window_state, stats = split_arrays(stored.arrays)
-        learner = learner_class(config.learner).from_state(config.params, learner_state)
+        learner = learner_class(config.learner).from_state(
+            {**config.params, "scaling": config.scaling}, learner_state
+        )
         window = PrequentialWindow.from_state(window_state)
         full_stats = initial_stats()
         full_stats.update(stats)
-        loaded = Loaded(config, stored.incarnation, stored.version, learner, window, full_stats)
+        loaded = Loaded(
+            config, stored.incarnation, stored.version, learner, window, full_stats, stored.meta
+        )
         self._cache[model_id] = loaded
         return loaded
 
@@ -299,7 +305,15 @@ class Engine:
         )
         version = self.store.commit(model_id, commit)
         loaded.version = version
+        loaded.meta.update(commit.meta)
         return version
+
+    def checkpoint(self, model_id: str) -> dict[str, str]:
+        """The checkpoint fields committed with the current state (see :meth:`learn`)."""
+        with self._lock(model_id):
+            meta = dict(self._load(model_id).meta)
+        meta.pop("incarnation", None)
+        return meta
 
     def _transaction(self, model_id: str, work: Callable[[Loaded], Any]) -> Any:
         """Run ``work(loaded)`` (which mutates ``loaded`` and commits) with retries on stale

@@ -14,7 +14,7 @@ ONLINE = [n for n in available_learners() if getattr(learner_class(n), "online",
 
 @pytest.mark.parametrize("name", ONLINE)
 def test_learner_served_bit_for_bit(client, name):
-    create_model(client, name, n_features=4, learner=name, scaling="none")
+    create_model(client, name, n_features=4, learner=name)  # default scaling: standard
     X, y = make_stream(60, n_features=4, seed=2)
     first = client.post(f"/v1/models/{name}/events?scores=true", json=events_json(X[:30], y[:30]))
     assert first.status_code == 200, first.text
@@ -23,7 +23,7 @@ def test_learner_served_bit_for_bit(client, name):
     second = client.post(f"/v1/models/{name}/events?scores=true", json=events_json(X[30:], y[30:]))
     assert second.status_code == 200, second.text
 
-    reference = make_learner(name, scaling="none")
+    reference = make_learner(name, scaling="standard")
     reference.initialize(4)
     expected = np.concatenate(
         [reference.prequential_step(X[:30], y[:30]), reference.prequential_step(X[30:], y[30:])]

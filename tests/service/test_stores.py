@@ -148,3 +148,22 @@ def test_redis_state_arrays_are_visible_as_raw_fields(redis_server):
     assert client.get(keys.version("m")) == b"1"
     client.close()
     store.close()
+
+
+def test_engine_commits_checkpoints_with_the_state(store):
+    """What a queue worker (issue 6) relies on: learn(..., checkpoint=) is atomic with state."""
+    from core.validation import as_labels
+    from service.engine import Engine
+    from service.ingest import Batch
+    from service.schemas import ModelCreate
+
+    engine = Engine(store)
+    engine.create_model(ModelCreate(id="w", n_features=2))
+    batch = Batch(np.array([[1.0, 2.0], [0.0, 1.0]]), as_labels([1, 0]), ["a", "b"])
+    engine.learn("w", batch, checkpoint={"stream_id": "17-0"})
+    assert engine.checkpoint("w") == {"stream_id": "17-0"}
+    fresh = Engine(store)  # another process: reads it back from the store
+    assert fresh.checkpoint("w") == {"stream_id": "17-0"}
+    again = fresh.learn("w", batch, checkpoint={"stream_id": "18-0"})
+    assert again.learned == 0 and again.duplicate_ids == ["a", "b"]
+    assert engine.checkpoint("w") == {"stream_id": "18-0"}

@@ -71,15 +71,16 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
 @kernel
 def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, since_update,
                pos_X, pos_fill, pos_seen, neg_X, neg_fill, neg_seen, neg_admitted, quantile,
-               rng_state, alpha, beta, lam, eta0, update_every, inner_steps,
-               admission_level):  # fmt: skip
+               rng_state, alpha, beta, lam, eta0, update_every, first_update_every,
+               inner_steps, admission_level):  # fmt: skip
     """Learn the events in order (dense ``X`` or CSR ``indptr/indices/data``; pre-update scores
     into ``scores`` if non-empty).
 
     Per event: score with the current ``w``; a positive is offered to the positive reservoir; a
     negative updates the quantile tracker and is offered to the negative reservoir when its
     score is at least the tracked quantile (all negatives when ``admission_level >= 1``).
-    Every ``update_every`` events: :func:`solver_steps`.
+    Every ``min(update_every, first_update_every * 2**u)`` events, ``u`` the number of updates
+    so far ([CHOICE]: frequent updates while the reservoirs are small): :func:`solver_steps`.
     """
     n_samples = y.shape[0]
     want_scores = scores.shape[0] > 0
@@ -100,7 +101,12 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, since_upd
                     X, indptr, indices, data, i, neg_X, neg_fill, neg_admitted, rng_state
                 )
         since_update[0] += 1
-        if since_update[0] >= update_every:
+        interval = first_update_every
+        for _ in range(n_solver_steps[0] // inner_steps):
+            if interval >= update_every:
+                break
+            interval *= 2
+        if since_update[0] >= min(interval, update_every):
             since_update[0] = 0
             solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen,
                          neg_admitted, alpha, beta, lam, eta0, inner_steps, grad)  # fmt: skip

@@ -63,6 +63,10 @@ class FTRLpAUC(OnlineLearner):
         First step length of the solver (same scale as ``pmb``'s ``eta``).  Default 0.5.
     update_every : int
         ``s``: solver steps after every ``s`` events.  Default 500.
+    first_update_every : int
+        [CHOICE] The first update comes after this many events and the interval doubles with
+        each update up to ``update_every`` (16, 32, ..., 256, 500 by default), so that a short
+        stream is learned at all and the small early reservoirs are revisited often.
     inner_steps : int
         Pegasos steps per update.  Default 5.
     positive_capacity, negative_capacity : int
@@ -94,8 +98,8 @@ class FTRLpAUC(OnlineLearner):
     >>> y = (rng.random(20000) < 0.05).astype(int)
     >>> X = rng.normal(size=(20000, 5)) + y[:, None] * np.array([2.0, 1.0, 0.0, 0.0, 0.0])
     >>> model = FTRLpAUC().partial_fit(X, y)
-    >>> int(model.state_["n_solver_steps"][0])  # 20000 / 500 updates x 5 steps
-    200
+    >>> int(model.state_["n_solver_steps"][0])  # (5 + (20000 - 496) // 500) updates x 5 steps
+    220
     >>> bool(model.coef_[0] > model.coef_[1] > abs(model.coef_[2]))
     True
     """
@@ -109,6 +113,7 @@ class FTRLpAUC(OnlineLearner):
         lam: float = 0.1,
         eta0: float = 0.5,
         update_every: int = 500,
+        first_update_every: int = 16,
         inner_steps: int = 5,
         positive_capacity: int = 1000,
         negative_capacity: int = 2000,
@@ -123,6 +128,7 @@ class FTRLpAUC(OnlineLearner):
         self.lam = lam
         self.eta0 = eta0
         self.update_every = update_every
+        self.first_update_every = first_update_every
         self.inner_steps = inner_steps
         self.positive_capacity = positive_capacity
         self.negative_capacity = negative_capacity
@@ -142,6 +148,7 @@ class FTRLpAUC(OnlineLearner):
         check_positive("lam", self.lam)
         check_positive("eta0", self.eta0)
         check_integer("update_every", self.update_every, low=1)
+        check_integer("first_update_every", self.first_update_every, low=1)
         check_integer("inner_steps", self.inner_steps, low=1)
         check_integer("positive_capacity", self.positive_capacity, low=1)
         check_integer("negative_capacity", self.negative_capacity, low=1)
@@ -183,7 +190,7 @@ class FTRLpAUC(OnlineLearner):
             state["negative_X"], state["negative_fill"], state["negative_seen"],
             state["negative_admitted"], state["admission_quantile"], state["rng_state"],
             float(self.alpha), float(self.beta), float(self.lam), float(self.eta0),
-            int(self.update_every),
+            int(self.update_every), int(min(self.first_update_every, self.update_every)),
             int(self.inner_steps), float(min(1.0, self.admission * self.beta)),
         )  # fmt: skip
 

@@ -91,6 +91,11 @@ class PMB(OnlineLearner):
     radius : float
         ``W`` is the L2 ball of this radius (the paper leaves W open; its theory needs it
         bounded).  0 means unconstrained.  [CHOICE] Default 100.
+    first_buffer_size : int
+        [CHOICE] The first epoch collects only this many events and each step taken doubles
+        the epoch length, up to ``buffer_size`` (16, 32, ..., 256, 500 by default), so a short
+        stream (a few hundred events) already learns in one pass; equal to ``buffer_size``
+        it gives the paper's constant epochs.
     scaling, max_iter, shuffle, random_state
         As for every learner; ``max_iter`` passes in ``fit`` (the paper runs "multiple passes",
         the epoch counter keeps increasing across passes), ``random_state`` seeds the shuffles
@@ -112,8 +117,8 @@ class PMB(OnlineLearner):
     >>> y = (rng.random(4000) < 0.1).astype(int)
     >>> X = rng.normal(size=(4000, 5)) + y[:, None] * np.array([1.0, 0.5, 0.0, 0.0, 0.0])
     >>> model = PMB(loss="pauc", beta=0.1, buffer_size=200).partial_fit(X, y)
-    >>> int(model.state_["n_steps"][0])
-    20
+    >>> int(model.state_["n_steps"][0])  # epochs of 16, 32, 64, 128, then 200 events
+    22
     >>> bool(model.coef_[0] > model.coef_[1] > abs(model.coef_[2]))
     True
     """
@@ -130,6 +135,7 @@ class PMB(OnlineLearner):
         k: float = 0.05,
         eta: float = 0.5,
         radius: float = 100.0,
+        first_buffer_size: int = 16,
         scaling: str = "none",
         max_iter: int = 10,
         shuffle: bool = True,
@@ -143,6 +149,7 @@ class PMB(OnlineLearner):
         self.k = k
         self.eta = eta
         self.radius = radius
+        self.first_buffer_size = first_buffer_size
         self.scaling = scaling
         self.max_iter = max_iter
         self.shuffle = shuffle
@@ -163,6 +170,7 @@ class PMB(OnlineLearner):
             raise ValueError(f"Expected k in (0, 1], got: {self.k!r}")
         check_positive("eta", self.eta)
         check_positive("radius", self.radius, allow_zero=True)
+        check_integer("first_buffer_size", self.first_buffer_size, low=2)
         check_integer("max_iter", self.max_iter, low=1)
         check_choice("shuffle", self.shuffle, (True, False))
         check_random_state("random_state", self.random_state)
@@ -175,6 +183,7 @@ class PMB(OnlineLearner):
             "w": np.zeros(n_features),
             "w_avg": np.zeros(n_features),
             "n_steps": np.zeros(1, dtype=np.int64),
+            "averaged_events": np.zeros(1, dtype=np.int64),
             "buffer_X": np.zeros((size, n_features)),
             "buffer_y": np.zeros(size, dtype=np.int64),
             "buffer_fill": np.zeros(1, dtype=np.int64),
@@ -188,13 +197,13 @@ class PMB(OnlineLearner):
         state = self.state_
         kernels.pmb_learn(
             *event_arrays(X), y, scores,
-            state["w"], state["w_avg"], state["n_steps"],
+            state["w"], state["w_avg"], state["n_steps"], state["averaged_events"],
             state["buffer_X"], state["buffer_y"], state["buffer_fill"],
             state["positive_X"], state["positive_fill"], state["positive_seen"],
             state["rng_state"],
             int(self.passes), LOSSES[self.loss], float(self.alpha), float(self.beta),
             float(self.k), float(self.eta), float(self.radius),
-            offer_positives, take_steps,
+            int(min(self.first_buffer_size, self.buffer_size)), offer_positives, take_steps,
         )  # fmt: skip
 
     def _learn(self, X, y, scores) -> None:

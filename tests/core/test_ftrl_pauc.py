@@ -22,7 +22,8 @@ def _stream(seed, n=400, rate=0.2, n_features=4, shift=1.5):
     return X, y
 
 
-def _reference_ftrl(X, y, *, beta=0.1, lam=0.1, eta0=0.5, update_every=500, inner_steps=5,
+def _reference_ftrl(X, y, *, beta=0.1, lam=0.1, eta0=0.5, update_every=500,
+                    first_update_every=16, inner_steps=5,
                     positive_capacity=1000, negative_capacity=2000, admission=2.0,
                     random_state=None):  # fmt: skip
     """The learner's algorithm, one event at a time, with pair-loop gradients and lists."""
@@ -57,7 +58,7 @@ def _reference_ftrl(X, y, *, beta=0.1, lam=0.1, eta0=0.5, update_every=500, inne
             if admit:
                 offer(negatives, negative_capacity, "admitted", x)
         since += 1
-        if since < update_every:
+        if since < min(update_every, first_update_every * 2 ** (steps // inner_steps)):
             continue
         since = 0
         if not positives or not negatives:
@@ -81,7 +82,8 @@ def _reference_ftrl(X, y, *, beta=0.1, lam=0.1, eta0=0.5, update_every=500, inne
     [
         dict(update_every=20, inner_steps=2, positive_capacity=15, negative_capacity=30,
              random_state=1),
-        dict(update_every=7, inner_steps=1, positive_capacity=40, negative_capacity=25,
+        dict(update_every=7, first_update_every=7, inner_steps=1, positive_capacity=40,
+             negative_capacity=25,
              admission=1.0 / 0.1, beta=0.1, lam=1.0, eta0=2.0),
         dict(update_every=33, inner_steps=3, positive_capacity=10, negative_capacity=60,
              beta=0.3, admission=1.5, random_state=5),
@@ -129,8 +131,8 @@ def test_reservoirs_keep_the_rare_class_in_full_up_to_the_cap():
 def test_round_trip_determinism_and_sparse_with_steps(alpha):
     X, y = _stream(3, n=900)
     X[np.random.default_rng(0).random(X.shape) < 0.4] = 0.0
-    params = dict(alpha=alpha, update_every=50, positive_capacity=40, negative_capacity=80,
-                  random_state=4)  # fmt: skip
+    params = dict(alpha=alpha, update_every=50, first_update_every=50, positive_capacity=40,
+                  negative_capacity=80, random_state=4)  # fmt: skip
     first = make_learner("ftrl_pauc", **params).partial_fit(X[:450], y[:450])
     restored = learner_class("ftrl_pauc").from_state(first.get_params(), first.get_state())
     np.testing.assert_array_equal(
@@ -151,6 +153,7 @@ def test_round_trip_determinism_and_sparse_with_steps(alpha):
         (dict(lam=0.0), "lam"),
         (dict(eta0=-1.0), "eta0"),
         (dict(update_every=0), "update_every"),
+        (dict(first_update_every=0), "first_update_every"),
         (dict(inner_steps=0), "inner_steps"),
         (dict(positive_capacity=0), "positive_capacity"),
         (dict(admission=0.5), "admission"),

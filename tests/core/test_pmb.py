@@ -169,12 +169,13 @@ def _reference_pmb(
     k=0.05,
     eta=0.5,
     radius=100.0,
+    first_buffer_size=16,
     random_state=None,
 ):
     """Kar et al. Alg. 1 / 2 (streaming 2PMB), one event at a time, with naive gradients."""
     w = np.zeros(X.shape[1])
     average = np.zeros(X.shape[1])
-    steps = 0
+    steps = events = 0
     buffer, labels, reservoir, seen = [], [], [], 0
     rng_state = seed_state(random_state)
     scores = []
@@ -191,7 +192,7 @@ def _reference_pmb(
             continue
         buffer.append(x.copy())
         labels.append(label)
-        if len(buffer) < buffer_size:
+        if len(buffer) < min(buffer_size, first_buffer_size * 2**steps):
             continue
         if passes == 1:
             rows, row_labels = np.array(buffer), np.array(labels)
@@ -203,11 +204,13 @@ def _reference_pmb(
         if grad is None:
             continue
         steps += 1
-        w = w - eta / np.sqrt(steps) * grad
+        length = len(rows) - (len(reservoir) if passes == 2 else 0)
+        events += length
+        w = w - eta * (length / buffer_size) / np.sqrt(steps) * grad
         norm = np.linalg.norm(w)
         if radius > 0 and norm > radius:
             w = w * (radius / norm)
-        average = average + (w - average) / steps
+        average = average + (w - average) * (length / events)
     return np.array(scores), w, average, steps
 
 
@@ -215,6 +218,7 @@ def _reference_pmb(
     "params",
     [
         dict(loss="pauc", passes=1, buffer_size=25, beta=0.2),
+        dict(loss="pauc", passes=1, buffer_size=40, beta=0.1, first_buffer_size=4),
         dict(loss="pauc", passes=2, buffer_size=20, beta=0.1, random_state=3),
         dict(loss="pauc", passes=1, buffer_size=6, beta=0.8, alpha=0.2, eta=2.0),
         dict(loss="prbep", passes=1, buffer_size=8),
@@ -257,11 +261,19 @@ def test_round_trip_determinism_and_sparse_with_steps(passes):
 
 def test_2pmb_fit_fills_the_reservoir_first_then_streams_negatives():
     X, y = _stream(2, n=2000, rate=0.05)
-    model = make_learner("pmb", passes=2, buffer_size=50, max_iter=2, random_state=0).fit(X, y)
+    model = make_learner(
+        "pmb", passes=2, buffer_size=50, first_buffer_size=50, max_iter=2, random_state=0
+    ).fit(X, y)
     n_pos = int(y.sum())
     assert model.state_["positive_fill"][0] == min(50, n_pos)
     assert model.state_["positive_seen"][0] == n_pos  # offered once, in pass 1 only
     assert model.state_["n_steps"][0] == 2 * int((len(y) - n_pos) // 50)
+
+
+def test_epochs_double_from_first_buffer_size_up_to_buffer_size():
+    X, y = _stream(5, n=16 + 32 + 64 + 100 + 100 + 7, rate=0.5)
+    model = make_learner("pmb", buffer_size=100, first_buffer_size=16).partial_fit(X, y)
+    assert model.state_["n_steps"][0] == 5 and model.state_["buffer_fill"][0] == 7
 
 
 def test_buffer_without_positives_takes_no_step():
@@ -281,6 +293,7 @@ def test_buffer_without_positives_takes_no_step():
         (dict(k=0.0), "k"),
         (dict(eta=-1.0), "eta"),
         (dict(radius=-1.0), "radius"),
+        (dict(first_buffer_size=1), "first_buffer_size"),
     ],
 )
 def test_bad_parameters_are_named(params, match):

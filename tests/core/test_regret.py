@@ -99,19 +99,19 @@ def test_bad_rounds_are_rejected():
 
 def test_replay_records_the_served_weights_and_refuses_mixed_batches():
     X, y = _stream(4, 300)
-    learner = make_learner("pmb", buffer_size=20)
+    learner = make_learner("pmb", buffer_size=20, first_buffer_size=20)
     ends, weights, scores = replay(learner, X, y, batch_size=20)
     np.testing.assert_allclose(scores[20:40], X[20:40] @ weights[1])
     assert len(ends) == 15 and not np.array_equal(weights[-1], weights[1])
     with pytest.raises(ValueError, match="smaller batch_size"):
-        replay(make_learner("pmb", buffer_size=20), X, y, batch_size=30)
+        replay(make_learner("pmb", buffer_size=20, first_buffer_size=20), X, y, batch_size=30)
 
 
 def test_average_regret_of_ftrl_shrinks_on_a_stationary_stream():
     X, y = _stream(5, 8000, rate=0.1, d=5, shift=2.0)
     values = []
     for T in (500, 2000, 8000):
-        learner = make_learner("ftrl_pauc", update_every=100)
+        learner = make_learner("ftrl_pauc", update_every=100, first_update_every=100)
         ends, weights, scores = replay(learner, X[:T], y[:T], batch_size=100)
         values.append(regret(X[:T], y[:T], ends, weights, scores, C=10.0).regret)
     assert values[0] > values[1] > values[2]

@@ -254,3 +254,29 @@ def test_high_dimensional_sparse_step_touches_only_its_columns():
     assert np.isfinite(scores).all()
     touched = np.unique(rows.indices)
     assert np.count_nonzero(model.state_["w_unscaled"]) <= touched.size
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+def test_interleaved_layout_learns_the_same_bit_for_bit(config, sparse, monkeypatch):
+    """Wide models keep their per-feature arrays interleaved in memory (cache locality); the
+    numbers, the stored state and its round trip must not depend on it."""
+    X, y = stream(11, n=150, density=0.5 if sparse else 1.0)
+    rows = sp.csr_matrix(X) if sparse else X
+    separate = make_learner("solam", **config)
+    separate.partial_fit(rows[:70], y[:70])
+    monkeypatch.setattr("core.learners.spam.INTERLEAVE_FROM", 1)
+    packed = make_learner("solam", **config)
+    packed.partial_fit(rows[:70], y[:70])
+    averaged = config.get("average", True)  # without averaging there is one array: no packing
+    assert packed.state_["w_unscaled"].flags.c_contiguous != averaged
+    states_equal(packed.get_state(), separate.get_state())
+    assert all(value.flags.c_contiguous for value in packed.get_state().values())
+    restored = learner_class("solam").from_state(packed.get_params(), packed.get_state())
+    assert restored.state_["w_unscaled"].flags.c_contiguous != averaged
+    scores = [m.prequential_step(rows[70:], y[70:]) for m in (separate, packed, restored)]
+    np.testing.assert_array_equal(scores[0], scores[1])
+    np.testing.assert_array_equal(scores[0], scores[2])
+    states_equal(packed.get_state(), separate.get_state())
+    np.testing.assert_array_equal(packed.decision_function(rows), separate.decision_function(rows))
+    np.testing.assert_array_equal(packed.coef_, separate.coef_)

@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.deps import require_api_key
+from service.deps import Services, require_api_key
 from service.engine import Engine
 from service.errors import ServiceError
 from service.routers import events, metrics, models, system
@@ -69,6 +69,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             label_ttl_seconds=settings.label_ttl_seconds,
             max_write_retries=settings.max_write_retries,
         )
+        app.state.services = Services(app.state.engine, settings, telemetry)
         app.state.warm = threading.Event()
         if settings.warmup:
             threading.Thread(target=_warm, args=(app.state.warm,), daemon=True).start()

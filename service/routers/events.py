@@ -6,7 +6,7 @@ import math
 
 from fastapi import APIRouter, Request
 
-from service.deps import EngineDep, SettingsDep, TelemetryDep, read_batch, read_body, run_engine
+from service.deps import ServicesDep, read_batch, read_body, run_engine
 from service.errors import UnsupportedMediaType
 from service.ingest import EVENT_CONTENT_TYPES, JSON, media_type, parse_label_items
 from service.schemas import LabelsResponse, LabelStatus, LearnResponse, ScoreResponse
@@ -25,9 +25,7 @@ _BODY_DOC = {
 async def post_events(
     model_id: str,
     request: Request,
-    engine: EngineDep,
-    settings: SettingsDep,
-    telemetry: TelemetryDep,
+    services: ServicesDep,
     scores: bool = False,
     zero_based: bool = False,
 ) -> LearnResponse:
@@ -37,6 +35,7 @@ async def post_events(
     Events whose id was already learned are skipped and reported as duplicates.
     ``?scores=true`` returns each event's pre-update (prequential) score.
     """
+    engine, settings, telemetry = services.engine, services.settings, services.telemetry
     spec = engine.cached_spec(model_id)
     if spec is None:
         spec = await run_engine(engine, engine.spec, model_id)
@@ -62,15 +61,14 @@ async def post_events(
 async def score(
     model_id: str,
     request: Request,
-    engine: EngineDep,
-    settings: SettingsDep,
-    telemetry: TelemetryDep,
+    services: ServicesDep,
     keep: bool = True,
     zero_based: bool = False,
 ) -> ScoreResponse:
     """Score events with the current model.  Events with an ``id`` have their features and
     score kept (TTL) so that a label posted later to ``/labels`` is learned and measured with
     the score given now; ``?keep=false`` keeps nothing."""
+    engine, settings, telemetry = services.engine, services.settings, services.telemetry
     spec = engine.cached_spec(model_id)
     if spec is None:
         spec = await run_engine(engine, engine.spec, model_id)
@@ -84,15 +82,14 @@ async def score(
 async def post_labels(
     model_id: str,
     request: Request,
-    engine: EngineDep,
-    settings: SettingsDep,
-    telemetry: TelemetryDep,
+    services: ServicesDep,
 ) -> LabelsResponse:
     """Delayed labels ``[{"id": ..., "y": ...}]`` joined to events scored with an id.
 
     Each id is reported ``learned``, ``duplicate`` (already learned), ``expired`` (its label
     came after the TTL) or ``unknown``.
     """
+    engine, settings, telemetry = services.engine, services.settings, services.telemetry
     if engine.cached_spec(model_id) is None:
         await run_engine(engine, engine.spec, model_id)  # 404 before reading the body
     if media_type(request.headers.get("content-type")) != JSON:

@@ -274,12 +274,20 @@ def _batch(name, **params):
 
 
 LEARNERS.update({
-    "pmb": _aucstream("pmb"),
+    "pmb": _aucstream("pmb"),  # fit: 10 passes
+    "pmb1": _aucstream("pmb", max_iter=1),  # fit: 1 pass (to compare with sopa1 / sopas1)
     "pmb2": _aucstream("pmb", passes=2),
-    "ftrl": _aucstream("ftrl_pauc"),
+    "ftrl": _aucstream("ftrl_pauc"),  # fit: 1 pass
     "svm": _batch("svm_pauc"),  # pAUC(0, 0.1)
     "svm.02": _batch("svm_pauc", alpha=0.02, beta=0.05),  # tight surrogate on [0.02, 0.05]
 })  # fmt: skip
+try:  # LibAUC's linear pAUC learners, when the optional torch + libauc are installed
+    from libauc_peers import available as _libauc_available
+    from libauc_peers import peers as _libauc_peers
+except ImportError:  # run as a module from elsewhere
+    _libauc_available = None
+if _libauc_available is not None and _libauc_available():
+    LEARNERS.update(_libauc_peers())
 
 
 if __name__ == "__main__":

@@ -1,1 +1,68 @@
-"""aucstream service: HTTP API, stores (memory, Redis), ingest parsing, engine, CLI."""
+"""aucstream service: HTTP API, stores (memory, Redis), ingest parsing, engine, CLI.
+
+Quick start::
+
+    aucstream serve --port 8000                       # embedded store, nothing else needed
+    curl -X POST localhost:8000/v1/models -H 'content-type: application/json' \\
+         -d '{"id": "fraud", "n_features": 3}'
+    curl -X POST localhost:8000/v1/models/fraud/events -H 'content-type: application/json' \\
+         -d '{"events": [{"id": "t1", "x": [120.5, 1, 0], "y": 0},
+                         {"id": "t2", "x": [9800, 0, 1], "y": 1}]}'
+    curl localhost:8000/v1/models/fraud/metrics
+
+API (under ``/v1``; OpenAPI at ``/docs``; errors are ``application/problem+json`` with
+``type``, ``title``, ``status``, ``detail`` and the offending ``field`` / ``line`` / ``event``):
+
+======================================  ========================================================
+``POST /v1/models``                     create: id, learner, params, n_features, feature_mode
+                                        (dense | sparse | hashed), scaling, pauc_range, window,
+                                        reservoir, default_label, label_ttl_seconds
+``GET /v1/models``, ``GET|DELETE
+/v1/models/{id}``, ``POST .../reset``   list, get (config, version, counts), delete, reset
+``POST .../events``                     learn labelled events: JSON, NDJSON, LIBSVM, NPZ
+                                        (see :mod:`service.ingest`); ``?scores=true`` returns
+                                        the pre-update scores; ids make it idempotent
+``POST .../score``                      scores; events with an ``id`` are kept for a label
+``POST .../labels``                     ``[{"id", "y"}]`` joined to kept events
+``GET .../metrics``, ``.../metrics/roc``,
+``.../metrics/stream``                  prequential AUC / pAUC (window and since start),
+                                        counts, throughput; ROC of the window; server-sent
+                                        events on every change
+``GET .../weights``                     the served weight vector
+``GET|PUT .../snapshot``                export / import (:mod:`service.snapshot`: a zip of
+                                        ``.npy`` files and a JSON manifest, pickle-free)
+``GET /v1/learners``                    learner names
+``GET /healthz``, ``/readyz``,
+``/metrics``                            liveness; readiness (store answers, kernels
+                                        compiled); Prometheus text format
+======================================  ========================================================
+
+Decisions ([CHOICE], with the reason):
+
+* Default scaling of models created over HTTP is ``auto``: ``standard`` (running mean and
+  variance) for dense models, ``scale`` (running variance, keeps sparsity) for sparse and
+  hashed ones.  Fraud teams post raw features — amounts in the thousands next to 0/1 flags —
+  and every learner's step size assumes unit-scale features; an unscaled amount dominates the
+  gradient and the model learns little else.  ``"scaling": "none"`` opts out.
+* Status codes: 400 when the body cannot be read (malformed JSON / NDJSON line / LIBSVM pair,
+  corrupt NPZ), 422 when it was read but is invalid (NaN, wrong width, bad label or id, object
+  arrays), 404 unknown model, 409 model exists, 413 body or batch too large, 415 content type,
+  401/403 API key, 503 store unavailable or persistent write contention.
+* Event ids: a repeated id (within a batch or within ``AUCSTREAM_EVENT_ID_TTL_SECONDS``, one
+  day by default) is skipped and reported in ``duplicate_ids``.  Events without an id are
+  always learned.  Ids are strings (integers are turned into their decimal string).
+* Delayed labels: ``/score`` keeps features and the score it returned for
+  ``label_ttl_seconds`` (model) or ``AUCSTREAM_LABEL_TTL_SECONDS``.  A label is learned with
+  the kept features and the metrics window receives the score given at scoring time (so the
+  metrics measure what the fraud team saw).  Per id: ``learned``, ``duplicate``, ``expired``,
+  ``unknown``.  With ``default_label`` set, an event whose label did not come in time is
+  learned with it by a sweep every ``AUCSTREAM_SWEEP_INTERVAL_SECONDS``.
+* The metrics window and the since-start reservoirs are part of the model's versioned state,
+  committed atomically with the learner state, so metrics agree with what was learned even
+  with several processes; since-start metrics are exact while each class has had at most
+  ``reservoir`` events (10,000 by default), then a uniform-reservoir estimate.
+* Regret is reported as ``null`` with a reason: it needs the window's features and the weights
+  served at every event, which the service does not keep; ``core.regret`` computes it offline.
+* The memory store calls run on the event loop (they never block); Redis calls run in the
+  thread pool.  The memory store is per process, so ``serve --workers N>1`` requires Redis.
+"""

@@ -317,10 +317,16 @@ class Engine:
 
     def _transaction(self, model_id: str, work: Callable[[Loaded], Any]) -> Any:
         """Run ``work(loaded)`` (which mutates ``loaded`` and commits) with retries on stale
-        versions; the cache is dropped on any failure so it never holds uncommitted state."""
+        versions; the cache is dropped on any failure so it never holds uncommitted state.
+
+        The first attempt trusts the cache without asking the store (optimistic: the commit's
+        version check catches a stale cache, which is then reloaded and the work redone), so a
+        model with one writer pays one store round trip per batch, not two.
+        """
         with self._lock(model_id):
-            for _ in range(self.max_write_retries):
-                loaded = self._load(model_id)
+            for attempt in range(self.max_write_retries):
+                cached = self._cache.get(model_id) if attempt == 0 else None
+                loaded = cached if cached is not None else self._load(model_id)
                 try:
                     return work(loaded)
                 except StaleVersion:

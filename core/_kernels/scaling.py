@@ -40,8 +40,12 @@ def _scale_of(j, n, total, total_sq):
     if n == 0:
         return 1.0
     mean = total[j] / n
-    variance = total_sq[j] / n - mean * mean
-    if variance <= 0.0:
+    mean_square = total_sq[j] / n
+    variance = mean_square - mean * mean
+    # E[x^2] - E[x]^2 cancels catastrophically for a (nearly) constant feature: rounding
+    # leaves ~1e-17 instead of 0, and dividing by its square root would blow the feature up.
+    # Below a relative 1e-10 of E[x^2] the spread is indistinguishable from rounding noise.
+    if variance <= 1e-10 * mean_square:
         return 1.0
     return np.sqrt(variance)
 

@@ -106,6 +106,32 @@ def _row_dots(matrix, start, stop, v, out):
 
 
 @kernel
+def _combine_rows(matrix, stop, coefficients, target):
+    """``target += sum_{r < stop} coefficients[r] · matrix[r]``, four rows per pass over
+    ``target`` (a quarter of its loads and stores; the inner loop still vectorises)."""
+    d = target.shape[0]
+    r = 0
+    while r + 4 <= stop:
+        c0 = coefficients[r]
+        c1 = coefficients[r + 1]
+        c2 = coefficients[r + 2]
+        c3 = coefficients[r + 3]
+        row0 = matrix[r]
+        row1 = matrix[r + 1]
+        row2 = matrix[r + 2]
+        row3 = matrix[r + 3]
+        for i in range(d):
+            target[i] += ((c0 * row0[i] + c1 * row1[i]) + c2 * row2[i]) + c3 * row3[i]
+        r += 4
+    while r < stop:
+        coefficient = coefficients[r]
+        row = matrix[r]
+        for i in range(d):
+            target[i] += coefficient * row[i]
+        r += 1
+
+
+@kernel
 def _sketch_insert(sketch, rows, count, delta, rank):
     """Frequent directions (Liberty 2013; Ghashami et al. 2016) on the centred rows
     ``sqrt((T-1)/T) δ``, whose Gram sum is ``T Γ_T`` (the Welford identity above).
@@ -148,6 +174,7 @@ def _sketch_shrink(sketch, rows, rank):
     values, vectors = np.linalg.eigh(gram)  # ascending
     threshold = max(values[m - 1 - rank], 0.0)
     shrunk = np.zeros((rank, d))
+    coefficients = np.empty(m)
     kept = 0
     for e in range(m - 1, m - 1 - rank, -1):
         eigenvalue = values[e]
@@ -156,10 +183,8 @@ def _sketch_shrink(sketch, rows, rank):
         factor = np.sqrt((eigenvalue - threshold) / eigenvalue)
         target = shrunk[kept]
         for r in range(m):
-            coefficient = factor * vectors[r, e]
-            source = sketch[r]
-            for i in range(d):
-                target[i] += coefficient * source[i]
+            coefficients[r] = factor * vectors[r, e]
+        _combine_rows(sketch, m, coefficients, target)
         kept += 1
     sketch[:kept] = shrunk[:kept]
     sketch[kept:] = 0.0
@@ -322,11 +347,7 @@ def _event(
         _row_dots(matrix_opp, 0, m, w, projections)
         for r in range(m):
             projections[r] /= count_opp[0]
-        for r in range(m):
-            coefficient = projections[r]
-            row = matrix_opp[r]
-            for i in range(d):
-                sw[i] += coefficient * row[i]
+        _combine_rows(matrix_opp, m, projections, sw)
     _gradient_finish(x, float(label), w, mean_opp, lam, sw, g)
     _step(w, g, step, adaptive, grad_sq, delta, radius, u, h)
 

@@ -29,7 +29,8 @@ def track_quantile(quantile, score, level):
 @kernel
 def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, neg_admitted,
                  alpha, beta, lam, eta0, inner_steps, grad):  # fmt: skip
-    """``inner_steps`` warm-started subgradient steps on
+    """Warm-started subgradient steps (``inner_steps`` once the reservoirs are full,
+    ``inner_steps * capacity / fill`` up to ``10 * inner_steps`` before) on
     ``F(w) = R_tight(alpha,beta)(w; B+, B-) + lam/2 ||w||^2`` over the reservoirs.
 
     The admitted negatives are a fraction ``rho = admitted / seen`` of all negatives, so the top
@@ -45,7 +46,11 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
     n_pos = pos_fill[0]
     n_neg = neg_fill[0]
     if n_pos == 0 or n_neg == 0:
-        return
+        return False
+    # [CHOICE] constant work per update: while the reservoirs are filling, a step is cheaper
+    # and the objective changes faster, so take proportionally more steps (at most 10x)
+    capacity = pos_X.shape[0] + neg_X.shape[0]
+    n_steps = min(10 * inner_steps, max(inner_steps, inner_steps * capacity // (n_pos + n_neg)))
     effective = n_neg * (neg_seen[0] / neg_admitted[0])
     j_alpha = np.int64(np.floor(alpha * effective + 1e-9))
     j_beta = np.int64(np.ceil(beta * effective - 1e-9))
@@ -58,7 +63,7 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
     pos_rows = np.arange(n_pos)
     neg_rows = np.arange(n_neg)
     radius = np.sqrt(2.0 / lam)
-    for _ in range(inner_steps):
+    for _ in range(n_steps):
         pauc_gradient_counts(pos_X, pos_rows, neg_X, neg_rows, w, j_alpha, j_beta, grad)
         n_solver_steps[0] += 1
         step = eta0 / (1.0 + eta0 * lam * n_solver_steps[0])
@@ -66,10 +71,11 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
         for j in range(w.shape[0]):
             w[j] = shrink * w[j] - step * grad[j]
         project_ball(w, radius)
+    return True
 
 
 @kernel
-def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, since_update,
+def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates, since_update,
                pos_X, pos_fill, pos_seen, neg_X, neg_fill, neg_seen, neg_admitted, quantile,
                rng_state, alpha, beta, lam, eta0, update_every, first_update_every,
                inner_steps, admission_level):  # fmt: skip
@@ -102,14 +108,16 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, since_upd
                 )
         since_update[0] += 1
         interval = first_update_every
-        for _ in range(n_solver_steps[0] // inner_steps):
+        for _ in range(n_updates[0]):
             if interval >= update_every:
                 break
             interval *= 2
         if since_update[0] >= min(interval, update_every):
             since_update[0] = 0
-            solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen,
-                         neg_admitted, alpha, beta, lam, eta0, inner_steps, grad)  # fmt: skip
+            if solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen,
+                            neg_admitted, alpha, beta, lam, eta0, inner_steps,
+                            grad):  # fmt: skip
+                n_updates[0] += 1
 
 
 @kernel

@@ -92,8 +92,8 @@ def test_sparse_input_matches_the_dense_reference(params):
     learner = make_learner("opauc", **params)
     scores = learner.prequential_step(sp.csr_matrix(X), y)
     reference = reference_for(params, 12)
-    assert_close(scores, reference.learn(X, y), rtol=1e-11)
-    assert_close(learner.coef_, reference.w, rtol=1e-11)
+    assert_close(scores, reference.learn(X, y), rtol=1e-12)
+    assert_close(learner.coef_, reference.w, rtol=1e-12)
 
 
 @pytest.mark.parametrize("params", [{"rank": 2}, {"rank": 3, "adaptive": True}])
@@ -103,14 +103,14 @@ def test_sketch_matches_the_svd_reference(params):
     scores = learner.prequential_step(X, y)
     reference = reference_for(params, 10)
     # the sketch rows are defined up to sign and rotation; BᵀB / T is what the gradient uses
-    assert_close(scores, reference.learn(X, y), rtol=1e-10)
-    assert_close(learner.coef_, reference.w, rtol=1e-10)
+    assert_close(scores, reference.learn(X, y))
+    assert_close(learner.coef_, reference.w)
     for label, key in ((1, "pos"), (-1, "neg")):
         rows = int(learner.state_[f"sketch_rows_{key}"][0])
         sketch = learner.state_[f"sketch_{key}"]
         assert not sketch[rows:].any()
         count = reference.count[label]
-        assert_close(sketch.T @ sketch / count, reference.covariance(label), rtol=1e-10)
+        assert_close(sketch.T @ sketch / count, reference.covariance(label))
 
 
 def test_weighted_projection_kernel_matches_the_reference():

@@ -290,5 +290,19 @@ if _libauc_available is not None and _libauc_available():
     LEARNERS.update(_libauc_peers())
 
 
+# ------------------------------------------------------------------- baselines (issue 3)
+# opauc refuses the 2^20-wide sparse set (full rank would need two 2^20 × 2^20 matrices, rank 8
+# exceeds MAX_SKETCH_ENTRIES), so do oam's dense buffers; ``oam_sparse`` keeps buffered rows
+# sparse (and refuses wide_dense, whose rows have 300 nonzeros).
+LEARNERS.update({
+    "oam": _aucstream("oam"),  # OAMseq
+    "oam_gra": _aucstream("oam", variant="gra"),
+    "oam_sparse": _aucstream("oam", max_nnz=64),  # rows of at most 64 nonzeros
+    "opauc": _aucstream("opauc"),
+    "adaoam": _aucstream("opauc", adaptive=True),
+    "opauc_r8": _aucstream("opauc", rank=8),
+})  # fmt: skip
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -622,7 +622,7 @@ class Engine:
         """Handle scored events whose label never came before their deadline: learn them with
         the model's ``default_label`` (with the score recorded at scoring time), or forget
         them; either way their ids are remembered as ``expired``.  Returns how many."""
-        due = self.store.due_pending(model_id, self.clock(), limit)
+        due = list(dict.fromkeys(self.store.due_pending(model_id, self.clock(), limit)))
         if not due:
             return 0
 

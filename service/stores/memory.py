@@ -8,6 +8,7 @@ shared between processes: with several uvicorn workers use the Redis store.
 from __future__ import annotations
 
 import copy
+import heapq
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,9 @@ class _Model:
     seen: dict[str, float] = field(default_factory=dict)
     expired: dict[str, float] = field(default_factory=dict)
     pending: dict[str, tuple[bytes, float]] = field(default_factory=dict)
+    #: (deadline, id) min-heap over ``pending``; entries whose id was consumed or re-scored
+    #: since are skipped lazily
+    deadlines: list[tuple[float, str]] = field(default_factory=list)
     next_forget: float = 0.0
 
 
@@ -131,9 +135,10 @@ class MemoryStore:
 
     def put_pending(self, model_id: str, records: dict[str, bytes], deadline: float) -> None:
         with self._lock:
-            pending = self._get(model_id).pending
+            model = self._get(model_id)
             for event_id, record in records.items():
-                pending[event_id] = (record, deadline)
+                model.pending[event_id] = (record, deadline)
+                heapq.heappush(model.deadlines, (deadline, event_id))
 
     def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:
         with self._lock:
@@ -142,6 +147,16 @@ class MemoryStore:
 
     def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
         with self._lock:
-            pending = self._get(model_id).pending
-            due = [i for i, (_, deadline) in pending.items() if deadline <= now]
-            return due[:limit]
+            model = self._get(model_id)
+            heap, pending = model.deadlines, model.pending
+            due: list[tuple[float, str]] = []
+            chosen: set[str] = set()
+            while heap and heap[0][0] <= now and len(due) < limit:
+                deadline, event_id = heapq.heappop(heap)
+                entry = pending.get(event_id)
+                if entry is not None and entry[1] == deadline and event_id not in chosen:
+                    chosen.add(event_id)
+                    due.append((deadline, event_id))
+            for item in due:  # they stay due until a commit consumes them
+                heapq.heappush(heap, item)
+            return [event_id for _, event_id in due]

@@ -140,6 +140,18 @@ end
 return 1
 """
 
+PENDING_SCRIPT = """
+-- KEYS[1] aucs:{m}:config   KEYS[2] aucs:{m}:pending   KEYS[3] aucs:{m}:deadlines
+-- ARGV[1] deadline (unix s), then (event id, record) pairs
+-- Keeps scored events' records until the deadline.  Returns the number kept, or -2 (no model).
+if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
+for i = 2, #ARGV, 2 do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  redis.call('ZADD', KEYS[3], ARGV[1], ARGV[i])
+end
+return (#ARGV - 1) / 2
+"""
+
 DELETE_SCRIPT = """
 -- KEYS: every key of one model (aucs:{m}:...), KEYS[1] being its config
 -- Returns 1 when deleted, 0 when the model did not exist.
@@ -189,6 +201,7 @@ class RedisStore:
         self._commit = client.register_script(COMMIT_SCRIPT)
         self._create = client.register_script(CREATE_SCRIPT)
         self._delete = client.register_script(DELETE_SCRIPT)
+        self._pending = client.register_script(PENDING_SCRIPT)
 
     @classmethod
     def from_url(cls, url: str) -> RedisStore:
@@ -333,12 +346,15 @@ class RedisStore:
     def put_pending(self, model_id: str, records: dict[str, bytes], deadline: float) -> None:
         if not records:
             return
-        if not self.client.exists(keys.config(model_id)):
+        args: list[Any] = [repr(float(deadline))]
+        for event_id, record in records.items():
+            args.extend((event_id, record))
+        kept = self._pending(
+            keys=[keys.config(model_id), keys.pending(model_id), keys.deadlines(model_id)],
+            args=args,
+        )
+        if int(kept) == -2:
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(keys.pending(model_id), mapping=records)  # type: ignore[arg-type]
-            pipe.zadd(keys.deadlines(model_id), dict.fromkeys(records, deadline))
-            pipe.execute()
 
     @_unavailable
     def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:

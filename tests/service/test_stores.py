@@ -195,3 +195,13 @@ def test_two_engines_on_one_store_never_lose_an_update(store):
         loaded = engine.model("m")
         np.testing.assert_array_equal(loaded.learner.coef_, reference.coef_)
         assert loaded.counts().events_learned == 60 and loaded.version == 7
+
+
+def test_due_pending_lists_each_id_once(store):
+    store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
+    store.put_pending("m", {"a": b"1"}, deadline=10.0)
+    store.put_pending("m", {"a": b"2", "b": b"3"}, deadline=10.0)  # re-scored: same deadline
+    store.put_pending("m", {"c": b"4"}, deadline=40.0)
+    assert sorted(store.due_pending("m", now=20.0, limit=10)) == ["a", "b"]
+    assert sorted(store.due_pending("m", now=20.0, limit=10)) == ["a", "b"]  # still due
+    assert len(store.due_pending("m", now=50.0, limit=2)) == 2

@@ -53,3 +53,22 @@ def test_model_crud(client):
     assert client.delete("/v1/models/a").status_code == 204
     assert client.get("/v1/models/a").status_code == 404
     assert client.get("/v1/models").json() == {"models": ["b"]}
+
+
+def test_duplicates_are_skipped_and_reported(client):
+    create_model(client, n_features=5)
+    X, y = make_stream(6)
+    ids = ["a", "b", "c", "d", "e", "f"]
+    first = client.post("/v1/models/m/events", json=events_json(X[:3], y[:3], ids[:3])).json()
+    assert first["learned"] == 3
+    # b repeats an earlier event; e repeats inside this batch; g/h have no id (always learned)
+    body = events_json(X[1:6], y[1:6], ["b", "d", "e", "e", "f"])
+    body["events"].append({"x": X[0].tolist(), "y": int(y[0])})
+    second = client.post("/v1/models/m/events?scores=true", json=body).json()
+    assert second["learned"] == 4 and second["duplicates"] == 2
+    assert second["duplicate_ids"] == ["b", "e"]
+    scores = second["scores"]
+    assert scores[0] is None and scores[3] is None
+    assert all(isinstance(value, float) for value in scores[1:3] + scores[4:])
+    counts = client.get("/v1/models/m").json()["counts"]
+    assert counts["events_learned"] == 7 and counts["duplicates"] == 2

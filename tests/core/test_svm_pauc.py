@@ -294,3 +294,19 @@ def test_one_class_data_and_bad_parameters_are_rejected():
     ]:
         with pytest.raises(ValueError, match=match):
             make_learner("svm_pauc", **params)
+
+
+def test_rejected_batch_leaves_the_state_unchanged():
+    rng = np.random.default_rng(10)
+    y = (rng.random(200) < 0.3).astype(int)
+    X = rng.normal(size=(200, 3)) + y[:, None]
+    model = make_learner("svm_pauc", window=50).fit(X, y)
+    model.partial_fit(X[:60], y[:60])
+    before = model.get_state()
+    bad = X[60:70].copy()
+    bad[2, 1] = np.nan
+    for batch_X, batch_y in [(bad, y[60:70]), (X[60:70, :2], y[60:70]), (X[60:70], y[60:70] + 3)]:
+        with pytest.raises(ValueError):
+            model.partial_fit(batch_X, batch_y)
+        for key, value in before.items():
+            np.testing.assert_array_equal(model.state_[key], value, err_msg=key)

@@ -270,26 +270,32 @@ def oam_learn_csr_dense_buffers(
 
 # ---------------------------------------------------------------------- sparse buffers
 @kernel
-def _sparse_diff_dots(w, x_dense, x_indices, x_values, b_indices, b_values, b_nnz, mark, stamp):
-    """``(w · (x - b), ||x - b||²)`` over the union of the supports, O(nnz(x) + nnz(b)).
+def _sparse_dot(w, b_indices, b_values, b_nnz):
+    """``w · b`` for a buffered sparse row."""
+    total = 0.0
+    for k in range(b_nnz):
+        total += w[b_indices[k]] * b_values[k]
+    return total
 
-    ``x_dense`` holds x scattered (zero elsewhere); ``mark[j] == stamp`` afterwards flags b's
-    support, which the caller reuses for the update.
+
+@kernel
+def _sparse_squared_distance(x_dense, x_indices, x_values, b_indices, b_values, b_nnz, mark,
+                             stamp):  # fmt: skip
+    """``||x - b||²`` over the union of the supports, O(nnz(x) + nnz(b)).
+
+    ``x_dense`` holds x scattered (zero elsewhere); afterwards ``mark[j] == stamp`` flags b's
+    support, which :func:`_sparse_axpy_diff` reuses.
     """
-    margin = 0.0
     norm2 = 0.0
     for k in range(b_nnz):
         j = b_indices[k]
         mark[j] = stamp
         difference = x_dense[j] - b_values[k]
-        margin += w[j] * difference
         norm2 += difference * difference
     for k in range(x_indices.shape[0]):
-        i = x_indices[k]
-        if mark[i] != stamp:
-            margin += w[i] * x_values[k]
+        if mark[x_indices[k]] != stamp:
             norm2 += x_values[k] * x_values[k]
-    return margin, norm2
+    return norm2
 
 
 @kernel
@@ -313,6 +319,7 @@ def _update_sparse(
     x_values,
     label,
     w,
+    score,
     b_indices,
     b_values,
     b_nnz,
@@ -323,21 +330,11 @@ def _update_sparse(
     mark,
     stamp,
 ):
-    """UpdateClassifier against a sparse buffer; returns the last stamp used."""
+    """UpdateClassifier against a sparse buffer (as :func:`_update_dense`: margins as
+    ``w · x - w · b``, the union of supports only for active hinges); returns the last stamp."""
     if gradient:
         for row in range(fill):  # Alg. 7: tests with the pre-update w
-            stamp += 1
-            margin, _ = _sparse_diff_dots(
-                w,
-                x_dense,
-                x_indices,
-                x_values,
-                b_indices[row],
-                b_values[row],
-                b_nnz[row],
-                mark,
-                stamp,
-            )
+            margin = score - _sparse_dot(w, b_indices[row], b_values[row], b_nnz[row])
             violated[row] = label * margin <= 1.0
         coefficient = weight * label * 0.5
         for row in range(fill):
@@ -360,33 +357,30 @@ def _update_sparse(
         return stamp
     half_weight = 0.5 * weight
     for row in range(fill):  # Alg. 6, PA-I step per buffered row
-        stamp += 1
-        margin, norm2 = _sparse_diff_dots(
-            w,
-            x_dense,
-            x_indices,
-            x_values,
-            b_indices[row],
-            b_values[row],
-            b_nnz[row],
-            mark,
-            stamp,
-        )
-        loss = 1.0 - label * margin
-        if norm2 > 0.0 and loss > 0.0:
-            tau = min(half_weight, loss / norm2)
-            _sparse_axpy_diff(
-                w,
-                tau * label,
-                x_dense,
-                x_indices,
-                x_values,
-                b_indices[row],
-                b_values[row],
-                b_nnz[row],
-                mark,
+        loss = 1.0 - label * (score - _sparse_dot(w, b_indices[row], b_values[row], b_nnz[row]))
+        if loss > 0.0:
+            stamp += 1
+            norm2 = _sparse_squared_distance(
+                x_dense, x_indices, x_values, b_indices[row], b_values[row], b_nnz[row], mark,
                 stamp,
-            )
+            )  # fmt: skip
+            if norm2 > 0.0:
+                tau = min(half_weight, loss / norm2)
+                _sparse_axpy_diff(
+                    w,
+                    tau * label,
+                    x_dense,
+                    x_indices,
+                    x_values,
+                    b_indices[row],
+                    b_values[row],
+                    b_nnz[row],
+                    mark,
+                    stamp,
+                )
+                score = 0.0
+                for k in range(x_indices.shape[0]):
+                    score += w[x_indices[k]] * x_values[k]
     return stamp
 
 
@@ -455,6 +449,7 @@ def oam_learn_csr(
                 x_values,
                 1.0,
                 w,
+                total,
                 neg_indices,
                 neg_values,
                 neg_nnz,
@@ -478,6 +473,7 @@ def oam_learn_csr(
                 x_values,
                 -1.0,
                 w,
+                total,
                 pos_indices,
                 pos_values,
                 pos_nnz,

@@ -205,7 +205,15 @@ class RedisStore:
 
     @classmethod
     def from_url(cls, url: str) -> RedisStore:
-        return cls(redis.Redis.from_url(url, decode_responses=False, health_check_interval=30))
+        # Timeouts turn a hung Redis into 503 responses instead of requests that never end.
+        client = redis.Redis.from_url(
+            url,
+            decode_responses=False,
+            health_check_interval=30,
+            socket_timeout=10.0,
+            socket_connect_timeout=5.0,
+        )
+        return cls(client)
 
     @_unavailable
     def ping(self) -> None:

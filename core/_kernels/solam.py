@@ -145,13 +145,16 @@ def solam_dense(
 @kernel
 def solam_csr(
     indptr, indices, data, y, scores,
-    w_unscaled, w_scale, w_sq_norm, a, b, alpha,
-    avg_offset, avg_coef, avg_a, avg_b, avg_alpha, gamma_sum,
+    table, w_scale, w_sq_norm, a, b, alpha,
+    avg_coef, avg_a, avg_b, avg_alpha, gamma_sum,
     n_seen, n_pos, sq_norm_sum, max_norm,
     eta0, l2, radius, kappa, average,
 ):  # fmt: skip
-    """As :func:`solam_dense`, O(nnz) per event (plus a rare O(n_features) fold): one pass
-    gathers, one pass scatters (with 2**20 features each pass pays memory latency)."""
+    """As :func:`solam_dense`, O(nnz) per event (plus a rare O(n_features) fold).
+
+    ``table`` is (2, n_features): rows w_unscaled and avg_offset (a transposed view of an
+    interleaved buffer for wide models, so both values of a column share a cache line).  One
+    pass gathers, one pass scatters (with 2**20 features each pass pays memory latency)."""
     want_average = average and scores.shape[0] > 0
     for i in range(indptr.shape[0] - 1):
         start = indptr[i]
@@ -162,9 +165,9 @@ def solam_csr(
         for k in range(start, end):
             value = data[k]
             xx += value * value
-            vx += w_unscaled[indices[k]] * value
+            vx += table[0, indices[k]] * value
             if want_average:
-                ax += avg_offset[indices[k]] * value
+                ax += table[1, indices[k]] * value
         if scores.shape[0] > 0:
             scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], gamma_sum[0], average)
         shrink, step, limit = solam_step(
@@ -176,15 +179,15 @@ def solam_csr(
             w_scale[0] *= shrink
             shrink = 1.0
             vx *= w_scale[0]
-            _fold(w_unscaled, w_scale, w_sq_norm, avg_offset, avg_coef, average)
+            _fold(table[0], w_scale, w_sq_norm, table[1], avg_coef, average)
         delta = -step / (w_scale[0] * shrink)
         w_sq_norm[0] += delta * (2.0 * vx + delta * xx)
         if average:
             shift = avg_coef[0] * delta
             for k in range(start, end):
-                w_unscaled[indices[k]] += delta * data[k]
-                avg_offset[indices[k]] -= shift * data[k]
+                table[0, indices[k]] += delta * data[k]
+                table[1, indices[k]] -= shift * data[k]
         else:
             for k in range(start, end):
-                w_unscaled[indices[k]] += delta * data[k]
+                table[0, indices[k]] += delta * data[k]
         _after_update(w_scale, w_sq_norm, shrink, limit)

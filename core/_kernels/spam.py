@@ -254,15 +254,17 @@ def spam_l2_dense(
 @kernel
 def spam_l2_csr(
     indptr, indices, data, y, scores,
-    w_unscaled, w_scale, avg_offset, avg_coef,
-    sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
+    table, w_scale, avg_coef, w_dot_sum_pos, w_dot_sum_neg,
     n_seen, n_pos, n_neg, n_steps, sq_norm_sum,
     eta0, l2, inverse, average, n_warmup,
 ):  # fmt: skip
     """As :func:`spam_l2_dense`, O(nnz) per event (plus a rare O(n_features) fold).
 
-    With 2**20 features the arrays do not fit in cache, so each pass over the row's columns
-    pays memory latency: one pass gathers everything the step needs, one pass scatters."""
+    ``table`` is (4, n_features): rows w_unscaled, avg_offset, class_sum_neg, class_sum_pos
+    (a transposed view of an interleaved buffer for wide models: the four values of a column
+    share a cache line).  With 2**20 features the state does not fit in cache, so each pass
+    over the row's columns pays memory latency: one pass gathers everything the step needs,
+    one pass scatters."""
     want_scores = average and scores.shape[0] > 0
     for i in range(indptr.shape[0] - 1):
         start = indptr[i]
@@ -276,11 +278,11 @@ def spam_l2_csr(
             j = indices[k]
             value = data[k]
             xx += value * value
-            vx += w_unscaled[j] * value
-            x_dot_sum_pos += sum_pos[j] * value
-            x_dot_sum_neg += sum_neg[j] * value
+            vx += table[0, j] * value
+            x_dot_sum_neg += table[2, j] * value
+            x_dot_sum_pos += table[3, j] * value
             if want_scores:
-                ax += avg_offset[j] * value
+                ax += table[1, j] * value
         if scores.shape[0] > 0:
             scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], n_steps[0], average)
         n_seen[0] += 1
@@ -307,7 +309,7 @@ def spam_l2_csr(
             w_dot_sum_neg[0] = rho * (w_dot_sum_neg[0] - step * x_dot_sum_neg)
             if w_scale[0] * rho < 1e-3:
                 vx *= w_scale[0]  # w_unscaled . x after the fold
-                fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average)
+                fold_scale(table[0], w_scale, table[1], avg_coef, average)
             delta = -step / w_scale[0]
             new_scale = w_scale[0] * rho
             shift = avg_coef[0] * delta
@@ -316,7 +318,7 @@ def spam_l2_csr(
             w_scale[0] = new_scale
             vx += delta * xx
         # the class statistics take the event after the step (App. C); w' . x = scale' v' . x
-        own = sum_pos if positive else sum_neg
+        own = 3 if positive else 2
         if positive:
             n_pos[0] += 1
             w_dot_sum_pos[0] += w_scale[0] * vx
@@ -326,17 +328,17 @@ def spam_l2_csr(
         if step_taken and average:
             for k in range(start, end):
                 j = indices[k]
-                w_unscaled[j] += delta * data[k]
-                avg_offset[j] -= shift * data[k]
-                own[j] += data[k]
+                table[0, j] += delta * data[k]
+                table[1, j] -= shift * data[k]
+                table[own, j] += data[k]
         elif step_taken:
             for k in range(start, end):
                 j = indices[k]
-                w_unscaled[j] += delta * data[k]
-                own[j] += data[k]
+                table[0, j] += delta * data[k]
+                table[own, j] += data[k]
         else:
             for k in range(start, end):
-                own[indices[k]] += data[k]
+                table[own, indices[k]] += data[k]
 
 
 # ------------------------------------------------------------------------------ elastic net

@@ -13,13 +13,13 @@ import numpy as np
 from core._kernels import solam as kernels
 from core._kernels.spam import linear_scores_csr, linear_scores_dense
 from core.learners import register
-from core.learners import spam as spam_learner
 from core.learners._base import (
     OnlineLearner,
     check_integer,
     check_positive,
     check_random_state,
 )
+from core.learners.spam import feature_table
 from core.validation import CSRMatrix
 
 __all__ = ["SOLAM"]
@@ -182,19 +182,7 @@ class SOLAM(OnlineLearner):
                 avg_offset=zeros(n_features), avg_coef=zeros(), avg_a=zeros(), avg_b=zeros(),
                 avg_alpha=zeros(), gamma_sum=zeros(),
             )  # fmt: skip
-        self._interleave(state)
         return state
-
-    def _interleave(self, state):
-        # see core.learners.spam.INTERLEAVE_FROM: one cache line per non-zero instead of two
-        if state["w_unscaled"].shape[0] >= spam_learner.INTERLEAVE_FROM:
-            spam_learner.interleave(state, ("w_unscaled", "avg_offset"))
-
-    @classmethod
-    def from_state(cls, params, state):
-        learner = super().from_state(params, state)
-        learner._interleave(learner.state_)
-        return learner
 
     def _averages(self):
         s = self.state_
@@ -205,16 +193,20 @@ class SOLAM(OnlineLearner):
 
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
         s = self.state_
-        arguments = (
-            y, scores, s["w_unscaled"], s["w_scale"], s["w_sq_norm"], s["a"], s["b"], s["alpha"],
-            *self._averages(), s["n_seen"], s["n_pos"], s["sq_norm_sum"], s["max_norm"],
+        table = feature_table(self, ("w_unscaled", "avg_offset"))
+        _, *averages = self._averages()
+        scalars = (s["w_scale"], s["w_sq_norm"], s["a"], s["b"], s["alpha"])
+        rest = (
+            s["n_seen"], s["n_pos"], s["sq_norm_sum"], s["max_norm"],
             float(self.eta0), float(self.l2), self._radius(),
             0.0 if self.kappa is None else float(self.kappa), bool(self.average),
         )  # fmt: skip
         if isinstance(X, CSRMatrix):
-            kernels.solam_csr(X.indptr, X.indices, X.data, *arguments)
+            kernels.solam_csr(
+                X.indptr, X.indices, X.data, y, scores, table, *scalars, *averages, *rest
+            )
         else:
-            kernels.solam_dense(X, *arguments)
+            kernels.solam_dense(X, y, scores, table[0], *scalars, table[1], *averages, *rest)
 
     def _decision(self, X) -> np.ndarray:
         s = self.state_

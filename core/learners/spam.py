@@ -26,23 +26,34 @@ _NO_ROWS = np.empty((0, 0))
 
 
 #: From this many features on, the per-feature arrays that a CSR event reads and writes
-#: together are interleaved in one (n_features, k) buffer; ``state_`` holds strided views into it
-#: under the usual names.  With 2**20 features four separate arrays cost four cache misses per
-#: non-zero, one buffer costs one (measured 3x faster on uniform-random columns).  Below it the
-#: separate contiguous arrays keep dense steps vectorised.  ``get_state`` returns contiguous
-#: copies either way, so the stored state layout does not depend on this.
+#: together are interleaved in memory: one (n_features, k) buffer whose columns ``state_`` holds
+#: as strided views under the usual names.  With 2**20 features, four separate arrays cost four
+#: cache misses per non-zero and one buffer costs one.  Below it the rows of a (k, n_features)
+#: buffer keep dense steps vectorised.  ``get_state`` returns contiguous copies either way, so
+#: the stored state does not depend on this.
 INTERLEAVE_FROM = 16384
 
 
-def interleave(state: dict[str, np.ndarray], keys) -> None:
-    """Replace ``state[key]`` for ``keys`` by views into one interleaved buffer (same values)."""
-    keys = [key for key in keys if key in state]
-    if len(keys) < 2:
-        return
-    buffer = np.empty((state[keys[0]].shape[0], len(keys)))
-    for column, key in enumerate(keys):
-        buffer[:, column] = state[key]
-        state[key] = buffer[:, column]
+def feature_table(learner: OnlineLearner, keys) -> np.ndarray:
+    """A (len(keys), n_features) array whose row r is ``learner.state_[keys[r]]`` (zeros for a
+    key the state does not have); the state entries become views of it, so the kernels and the
+    named arrays share memory.  Built once per state (O(n_features)), then cached."""
+    state = learner.state_
+    cached = getattr(learner, "_feature_table", None)
+    if cached is not None and all(state.get(key) is view for key, view in cached[1].items()):
+        return cached[0]
+    n_features = state[keys[0]].shape[0]
+    if n_features >= INTERLEAVE_FROM:
+        table = np.zeros((n_features, len(keys))).T
+    else:
+        table = np.zeros((len(keys), n_features))
+    views = {}
+    for row, key in enumerate(keys):
+        if key in state:
+            table[row] = state[key]
+            state[key] = views[key] = table[row]
+    learner._feature_table = (table, views)
+    return table
 
 
 def _check_bool(name: str, value) -> None:
@@ -216,20 +227,7 @@ class SPAM(OnlineLearner):
         if self.average:
             state["avg_offset"] = zeros(n_features)
             state["avg_coef"] = zeros()
-        self._interleave(state)
         return state
-
-    _PER_FEATURE = ("w_unscaled", "avg_offset", "class_sum_neg", "class_sum_pos")
-
-    def _interleave(self, state):
-        if state["w_unscaled"].shape[0] >= INTERLEAVE_FROM:
-            interleave(state, self._PER_FEATURE)
-
-    @classmethod
-    def from_state(cls, params, state):
-        learner = super().from_state(params, state)
-        learner._interleave(learner.state_)
-        return learner
 
     def _averages(self):
         if self.average:
@@ -238,12 +236,12 @@ class SPAM(OnlineLearner):
 
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
         s = self.state_
-        avg_offset, avg_coef = self._averages()
+        table = feature_table(self, ("w_unscaled", "avg_offset", "class_sum_neg", "class_sum_pos"))
+        avg_coef = s["avg_coef"] if self.average else np.zeros(1)
+        counters = (s["n_seen"], s["n_pos"], s["n_neg"], s["n_steps"], s["sq_norm_sum"])
         common = (
-            s["w_unscaled"], s["w_scale"], avg_offset, avg_coef,
-            s["class_sum_pos"], s["class_sum_neg"],
-            s["w_dot_class_sum_pos"], s["w_dot_class_sum_neg"],
-            s["n_seen"], s["n_pos"], s["n_neg"], s["n_steps"], s["sq_norm_sum"],
+            table[0], s["w_scale"], table[1], avg_coef, table[3], table[2],
+            s["w_dot_class_sum_pos"], s["w_dot_class_sum_neg"], *counters,
         )  # fmt: skip
         inverse = self.learning_rate == "inverse"
         eta0, l2, average = float(self.eta0), float(self.l2), bool(self.average)
@@ -259,7 +257,8 @@ class SPAM(OnlineLearner):
             )  # fmt: skip
         elif isinstance(X, CSRMatrix):
             kernels.spam_l2_csr(
-                X.indptr, X.indices, X.data, y, scores, *common,
+                X.indptr, X.indices, X.data, y, scores, table, s["w_scale"], avg_coef,
+                s["w_dot_class_sum_pos"], s["w_dot_class_sum_neg"], *counters,
                 eta0, l2, inverse, average, n_warmup,
             )  # fmt: skip
         else:

@@ -255,8 +255,8 @@ def test_interleaved_layout_learns_the_same_bit_for_bit(config, sparse, monkeypa
     states_equal(packed.get_state(), separate.get_state())
     assert all(value.flags.c_contiguous for value in packed.get_state().values())
     restored = learner_class("spam").from_state(packed.get_params(), packed.get_state())
-    assert not restored.state_["w_unscaled"].flags.c_contiguous
     scores = [m.prequential_step(rows[70:], y[70:]) for m in (separate, packed, restored)]
+    assert not restored.state_["w_unscaled"].flags.c_contiguous
     np.testing.assert_array_equal(scores[0], scores[1])
     np.testing.assert_array_equal(scores[0], scores[2])
     states_equal(packed.get_state(), separate.get_state())

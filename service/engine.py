@@ -506,6 +506,11 @@ class Engine:
                     scores = loaded.learner.prequential_step(todo.X, todo.y)
                 except ValueError as error:
                     raise InvalidInput(str(error)) from None
+                if not np.isfinite(scores).all():  # nothing is committed: the cache is dropped
+                    raise InvalidInput(
+                        "the model produced non-finite scores on this batch (diverged?); "
+                        "nothing was learned: lower the step size or use scaling"
+                    )
                 loaded.window.update(scores, todo.y)
                 self._note_learned(loaded, todo.y)
             loaded.stats["duplicates"][0] += len(duplicate_ids)

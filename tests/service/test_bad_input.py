@@ -243,3 +243,29 @@ def test_bad_model_creation_names_the_field(client):
         assert response.headers["content-type"] == "application/problem+json"
         assert problem["field"] == field, (body, problem)
     assert client.get("/v1/models").json() == {"models": []}
+
+
+def test_a_batch_that_makes_the_model_diverge_is_rejected_whole(client, monkeypatch):
+    from core.learners import learner_class
+
+    create_model(client, n_features=N_FEATURES, scaling="none")
+    X, y = make_stream(50)
+    client.post("/v1/models/m/events", json=events_json(X, y))
+    before = _snapshot(client)
+    cls = learner_class("spam")
+    original = cls.prequential_step
+
+    def diverging(self, X, y):  # injected failure: learns, then reports an infinite score
+        scores = original(self, X, y)
+        scores[-1] = np.inf
+        return scores
+
+    monkeypatch.setattr(cls, "prequential_step", diverging)
+    response = client.post("/v1/models/m/events", json=events_json(X[:4], y[:4]))
+    assert response.status_code == 422, response.text
+    assert "non-finite" in response.json()["detail"]
+    monkeypatch.undo()
+    after = _snapshot(client)
+    assert after[0] == before[0] and after[2] == before[2]
+    for name in before[1]:
+        np.testing.assert_array_equal(after[1][name], before[1][name], err_msg=name)

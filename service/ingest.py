@@ -485,11 +485,11 @@ def libsvm_events(
     counts: list[int] = []
     lines: list[int] = []
     for number, line in enumerate(text.split("\n"), start=1):
-        content, hash_mark, comment = line.partition("#")
-        head, _, rest = content.strip().partition(" ")
-        if not head:
-            if hash_mark or not line.strip():
-                continue
+        content, _, comment = line.partition("#")
+        fields = content.split(None, 1)  # label, then pairs; any whitespace separates
+        if not fields:
+            continue  # blank or comment-only line
+        head, rest = fields[0], fields[1] if len(fields) > 1 else ""
         labels.append(head)
         raw_ids.append(comment.strip() or None)
         rests.append(rest)

@@ -182,3 +182,28 @@ def test_score_accepts_every_content_type(client):
         response = client.post("/v1/models/m/score", **request)
         assert response.status_code == 200, response.text
         np.testing.assert_allclose(response.json()["scores"], expected, rtol=1e-15)
+
+
+def test_libsvm_tabs_crlf_comments_and_blank_lines(client):
+    create_model(client, n_features=3, scaling="none")
+    body = b"# a header comment\r\n+1\t1:0.5\t3:2\t# ev-1\r\n\r\n-1 2:1.5 # ev-2\r\n0 \r\n"
+    response = client.post(
+        "/v1/models/m/events", content=body, headers={"content-type": "text/x-libsvm"}
+    )
+    assert response.status_code == 422  # "0" after "-1" mixes 0 and -1: refused whole
+    body = body.replace(b"\n0 \r\n", b"\n-1\r\n")
+    response = client.post(
+        "/v1/models/m/events", content=body, headers={"content-type": "text/x-libsvm"}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["learned"] == 3
+    again = client.post(
+        "/v1/models/m/events", content=body, headers={"content-type": "text/x-libsvm"}
+    ).json()
+    assert again["duplicate_ids"] == ["ev-1", "ev-2"] and again["learned"] == 1
+    learner = make_learner("spam")
+    learner.initialize(3)
+    X = np.array([[0.5, 0, 2], [0, 1.5, 0], [0, 0, 0]])
+    learner.partial_fit(X, np.array([1, -1, -1]))
+    learner.partial_fit(X[2:], np.array([-1]))
+    np.testing.assert_array_equal(client.get("/v1/models/m/weights").json()["coef"], learner.coef_)

@@ -565,12 +565,20 @@ class Engine:
                 kept = len(set(ids))
         return version, scores, kept
 
-    def labels(self, model_id: str, ids: list[str], labels: np.ndarray) -> LabelResult:
+    def labels(
+        self,
+        model_id: str,
+        ids: list[str],
+        labels: np.ndarray,
+        *,
+        checkpoint: dict[str, str] | None = None,
+    ) -> LabelResult:
         """Join delayed labels to kept features; learn them with the scores recorded at scoring.
 
         Per id: ``learned``; ``duplicate`` (already learned, or repeated in this request);
         ``expired`` (its features were dropped after the TTL, or it is past its deadline);
-        ``unknown`` (never scored with this id, or forgotten).
+        ``unknown`` (never scored with this id, or forgotten).  ``checkpoint`` as in
+        :meth:`learn`.
         """
         self.sweep(model_id)
 
@@ -600,7 +608,10 @@ class Engine:
                 taken.add(event_id)
                 statuses.append((event_id, status))
             if not chosen:
-                return LabelResult(loaded.version, 0, statuses)
+                version = loaded.version
+                if checkpoint:
+                    version = self._commit(model_id, loaded, meta=checkpoint)
+                return LabelResult(version, 0, statuses)
             chosen_ids = [ids[p] for p in chosen]
             X, scores = decode_pending(
                 [records[i][0] for i in chosen_ids],
@@ -618,6 +629,7 @@ class Engine:
                 learned_ids=chosen_ids,
                 id_expiry=now + self.event_id_ttl_seconds,
                 remove_pending=chosen_ids,
+                meta=checkpoint or {},
             )
             return LabelResult(version, len(chosen), statuses)
 

@@ -124,3 +124,28 @@ def test_labels_need_json_and_ids(client):
     assert missing.status_code == 422 and missing.json()["field"] == "id"
     label = client.post("/v1/models/m/labels", json=[{"id": "a", "y": 5}])
     assert label.status_code == 422 and label.json()["field"] == "y"
+
+
+def test_delayed_labels_on_a_hashed_model(client):
+    """Sparse (hashed) features survive the trip through the pending store exactly."""
+    from core.hashing import FeatureHasher
+
+    create_model(client, n_features=32, feature_mode="hashed", scaling="none")
+    rows = [{"amount": 12.5, "country": "FR"}, {"amount": 3.0, "merchant": "m9", "night": True},
+            {}]  # fmt: skip
+    scored = client.post(
+        "/v1/models/m/score", json={"events": [{"id": f"h{i}", "x": r} for i, r in enumerate(rows)]}
+    ).json()
+    assert scored["kept"] == 3
+    response = client.post("/v1/models/m/labels", json=[{"id": "h2", "y": 0}, {"id": "h0", "y": 1},
+                                                        {"id": "h1", "y": 0}])  # fmt: skip
+    assert response.json()["learned"] == 3
+    reference = make_learner("spam")
+    reference.initialize(32)
+    X = FeatureHasher(32).transform(
+        [{}, {"amount": 12.5, "country=FR": 1.0}, {"amount": 3.0, "merchant=m9": 1.0, "night": 1.0}]
+    )
+    reference.partial_fit(X, np.array([-1, 1, -1]))
+    np.testing.assert_array_equal(
+        np.array(client.get("/v1/models/m/weights").json()["coef"]), reference.coef_
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 __all__ = ["CONTENT_TYPE_LATEST", "Telemetry", "TimingMiddleware"]
@@ -43,6 +43,11 @@ class Telemetry:
         )
         self.scored = Counter(
             "aucstream_events_scored_total", "Events scored.", ["model"], registry=self.registry
+        )
+        self.stale_writes = Gauge(
+            "aucstream_stale_writes_retried",
+            "Writes of this process rejected for a stale version and retried (contention).",
+            registry=self.registry,
         )
         self.rejected = Counter(
             "aucstream_requests_rejected_total",

@@ -41,8 +41,9 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
 
 
 @router.get("/metrics", response_class=Response)
-async def prometheus(telemetry: TelemetryDep) -> Response:
+async def prometheus(telemetry: TelemetryDep, engine: EngineDep) -> Response:
     """Prometheus text exposition format (this process's counters)."""
+    telemetry.stale_writes.set(engine.writes_retried)
     return Response(telemetry.render(), media_type=CONTENT_TYPE_LATEST)
 
 

@@ -175,6 +175,7 @@ def test_health_readiness_and_prometheus(make_client):
     assert 'aucstream_events_duplicate_total{model="m"} 3.0' in body
     assert 'aucstream_requests_rejected_total{problem="invalid-input"} 1.0' in body
     assert 'route="/v1/models/{model_id}/events"' in body
+    assert "aucstream_stale_writes_retried 0.0" in body
     assert client.get("/docs").status_code == 200
     assert "/v1/models/{model_id}/events" in client.get("/openapi.json").json()["paths"]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import threading
 import time
 import zipfile
 
@@ -30,23 +29,20 @@ def test_metrics_stream_pushes_changes(client):
     create_model(client, n_features=5)
     X, y = make_stream(60)
     client.post("/v1/models/m/events", json=events_json(X[:30], y[:30]))
-
-    def post_later():
-        time.sleep(0.3)
-        client.post("/v1/models/m/events", json=events_json(X[30:], y[30:]))
-
-    poster = threading.Thread(target=post_later)
-    poster.start()
     with client.stream("GET", "/v1/models/m/metrics/stream?max_events=2&interval=0.05") as stream:
         assert stream.status_code == 200
         assert stream.headers["content-type"].startswith("text/event-stream")
-        messages = list(_sse_messages(stream.iter_lines()))
-    poster.join()
-    assert [m["event"] for m in messages] == ["metrics", "metrics"]
-    first, second = (orjson.loads(m["data"]) for m in messages)
-    assert first["counts"]["events_learned"] == 30
-    assert second["counts"]["events_learned"] == 60
-    assert int(messages[1]["id"]) == second["version"] > first["version"]
+        messages = _sse_messages(stream.iter_lines())
+        first = next(messages)
+        # the model changes only after the first message arrived
+        client.post("/v1/models/m/events", json=events_json(X[30:], y[30:]))
+        second = next(messages)
+        assert next(messages, None) is None  # max_events=2 closes the stream
+    assert first["event"] == second["event"] == "metrics"
+    first_data, second_data = orjson.loads(first["data"]), orjson.loads(second["data"])
+    assert first_data["counts"]["events_learned"] == 30
+    assert second_data["counts"]["events_learned"] == 60
+    assert int(second["id"]) == second_data["version"] > first_data["version"]
     assert client.get("/v1/models/nope/metrics/stream").status_code == 404
 
 
@@ -155,13 +151,24 @@ def test_api_keys(make_client):
     assert client.get("/metrics").status_code == 200
 
 
-def test_health_readiness_and_prometheus(make_client):
+def test_health_readiness_and_prometheus(make_client, monkeypatch):
+    import threading
+
+    import service.app
+
+    compiled = threading.Event()
+    # the real warm-up compiles every kernel (minutes on a cold numba cache): stand in for it
+    monkeypatch.setattr(service.app, "warm_up", lambda: compiled.wait(30))
     client = make_client(warmup=True)
     assert client.get("/healthz").json() == {"status": "ok"}
-    deadline = time.monotonic() + 120
-    while (ready := client.get("/readyz")).status_code != 200:  # kernels compiling
+    not_ready = client.get("/readyz")
+    assert not_ready.status_code == 503
+    assert not_ready.json()["checks"] == {"store": "ok", "kernels": "compiling"}
+    compiled.set()
+    deadline = time.monotonic() + 30
+    while (ready := client.get("/readyz")).status_code != 200:
         assert time.monotonic() < deadline, ready.text
-        time.sleep(0.1)
+        time.sleep(0.02)
     assert ready.json()["checks"] == {"store": "ok", "kernels": "ok"}
     create_model(client, n_features=5)
     X, y = make_stream(20)

@@ -11,7 +11,10 @@ State layout (the same for dense and CSR input, see core._kernels.spam for the i
 * the step-size-weighted sum of the pre-update iterates, ``sum_t gamma_t w_t``, is
   ``avg_offset + avg_coef * w_unscaled``, and the averaged iterate is that over ``gamma_sum``.
 
-Kernels take arrays and scalars only, validate nothing and read no globals.
+Kernels take arrays and scalars only, validate nothing and read no globals.  They inline helpers
+from core._kernels.spam; numba's disk cache only watches this file, so after editing those
+helpers delete ``core/_kernels/__pycache__/solam.*`` (a stale cache was seen to keep the old
+helper).
 """
 
 import numpy as np

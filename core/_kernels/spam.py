@@ -16,6 +16,9 @@ whatever the input (dense rows or CSR rows), so a model can receive both:
   compute ``w . sum_opposite`` directly (same O(n_features) as the rest of a dense step) and
   refresh the two scalars at the end of the batch, which does not depend on how the events were
   split into batches.
+* the CSR kernels take the per-feature arrays as one (k, n_features) ``table``; for wide models
+  it is the transposed view of an interleaved buffer, so one non-zero costs one cache line
+  (``core.learners.spam.INTERLEAVE_FROM``).
 
 Kernels take arrays and scalars only, validate nothing and read no globals.
 """

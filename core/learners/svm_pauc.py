@@ -16,6 +16,7 @@ the shared normalisation of loss and feature map).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,6 +98,8 @@ class SolverResult:
     n_iter: int  # cutting-plane iterations (summed over CCCP rounds for "dc")
     converged: bool
     n_outer: int = 1  # CCCP rounds ("dc")
+    # w = 0 is optimal within tol: J(0) = C (every pair at margin 0 costs 1) and J(w) >= C (1 - tol)
+    degenerate: bool = False
 
 
 def _cutting_plane(positives, negatives, j_alpha, j_beta, normaliser, C, tol, max_iter,
@@ -168,7 +171,7 @@ def solve_svm_pauc(X, y, *, alpha=0.0, beta=0.1, C=1.0, tol=1e-3, max_iter=1000,
         positives, negatives, j_alpha, j_beta, normaliser, C, tol, max_iter
     )
     if method == "tight" or j_alpha == 0:
-        return SolverResult(w, objective, n_iter, converged)
+        return SolverResult(w, objective, n_iter, converged, 1, objective >= C * (1.0 - tol))
 
     # CCCP on J(w) = 1/2||w||^2 + C (f(w) - g(w)), f = top-j_beta hinge / N, g = top-j_alpha
     # hinge / N ([J] §6, Algorithm 4 corrected: notes 000 §3.5).  w_0 = the tight solution.
@@ -196,7 +199,9 @@ def solve_svm_pauc(X, y, *, alpha=0.0, beta=0.1, C=1.0, tol=1e-3, max_iter=1000,
         if previous - current <= dc_tol:  # corrected stopping test (notes 000 §3.5)
             converged_outer = True
             break
-    return SolverResult(w, current, total_iter, converged and converged_outer, n_outer)
+    return SolverResult(
+        w, current, total_iter, converged and converged_outer, n_outer, current >= C * (1.0 - tol)
+    )
 
 
 @register
@@ -238,6 +243,19 @@ class SVMpAUC(OnlineLearner):
         the window.
     scaling, shuffle, random_state
         As for every learner (the solver is deterministic; shuffle and random_state are unused).
+
+    Notes
+    -----
+    At ``w = 0`` every pair sits at margin 0, so the objective is ``C``; near 0 the surrogate is
+    ``1 - (mean positive score - mean top-negative score)``.  When no direction puts the
+    positives' mean above the mean of the top ``j_beta`` negatives (weakly separated data and a
+    narrow range), ``w = 0`` is the minimiser: the solver then sets ``degenerate_`` and warns.
+    For two Gaussian classes whose means differ by ``delta`` standard deviations this is the
+    case when ``delta < pdf(z) / beta`` with ``z`` the ``1 - beta`` normal quantile: 1.75 for
+    beta = 0.1 (an AUC below about 0.89), 0.80 for beta = 0.5.
+    Training on a wider range is the remedy [J] itself recommends (notes 000 §1.4): on
+    ``bench/quality.py``'s ``rare_1pct`` beta = 0.1 is degenerate (held-out pAUC(0, 0.1) 0.07)
+    while beta = 0.3 gives 0.34, as good as logistic regression.
 
     Examples
     --------
@@ -305,6 +323,7 @@ class SVMpAUC(OnlineLearner):
             "objective": np.zeros(1),
             "n_iter": np.zeros(1, dtype=np.int64),
             "converged": np.zeros(1, dtype=np.int64),
+            "degenerate": np.zeros(1, dtype=np.int64),
             "window_X": np.zeros((self.window, n_features)),
             "window_y": np.zeros(self.window, dtype=np.int64),
             "window_fill": np.zeros(1, dtype=np.int64),
@@ -322,6 +341,16 @@ class SVMpAUC(OnlineLearner):
         state["objective"][0] = result.objective
         state["n_iter"][0] = result.n_iter
         state["converged"][0] = int(result.converged)
+        state["degenerate"][0] = int(result.degenerate)
+        if result.degenerate:
+            warnings.warn(
+                f"svm_pauc: the pAUC surrogate on FPR [{self.alpha}, {self.beta}] is minimised at "
+                "w = 0 on this data (no direction ranks the positives' mean above the mean of the "
+                "top negatives), so the weights carry no ranking; train on a wider range, e.g. "
+                "beta=0.3, and evaluate on the narrow one",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def fit(self, X, y) -> SVMpAUC:
         """Solve the batch problem on ``(X, y)`` from scratch."""
@@ -361,6 +390,12 @@ class SVMpAUC(OnlineLearner):
     def coef_(self) -> np.ndarray:
         self._check_initialized()
         return self.state_["w"].copy()
+
+    @property
+    def degenerate_(self) -> bool:
+        """True when ``w = 0`` solved the problem (within ``tol``): see Notes."""
+        self._check_initialized()
+        return bool(self.state_["degenerate"][0])
 
     @property
     def converged_(self) -> bool:

@@ -138,7 +138,7 @@ def test_top_beta_objective_matches_a_generic_solver_on_a_larger_set():
 def test_solver_stops_within_tol_of_the_surrogate_optimum():
     rng = np.random.default_rng(4)
     y = np.where(rng.random(3000) < 0.05, 1, -1)
-    X = rng.normal(size=(3000, 5)) + (y[:, None] > 0) * np.array([1.0, 0.5, 0, 0, 0])
+    X = rng.normal(size=(3000, 5)) + (y[:, None] > 0) * np.array([2.5, 1.0, 0, 0, 0])
     loose = solve_svm_pauc(X, y, beta=0.1, C=5.0, tol=1e-2)
     tight = solve_svm_pauc(X, y, beta=0.1, C=5.0, tol=1e-7)
     assert loose.converged and tight.converged
@@ -252,7 +252,7 @@ def test_dc_improves_the_nonconvex_objective_from_the_tight_start():
 def test_learner_fit_state_round_trip_and_sparse():
     rng = np.random.default_rng(8)
     y = (rng.random(800) < 0.1).astype(int)
-    X = rng.normal(size=(800, 5)) + y[:, None] * np.array([1.0, 0.5, 0, 0, 0])
+    X = rng.normal(size=(800, 5)) + y[:, None] * np.array([2.5, 1.0, 0, 0, 0])
     X[rng.random(X.shape) < 0.3] = 0.0
     model = make_learner("svm_pauc", beta=0.1, C=2.0).fit(X, y)
     assert model.converged_ and model.state_["n_iter"][0] > 1
@@ -268,7 +268,7 @@ def test_learner_fit_state_round_trip_and_sparse():
 def test_partial_fit_refits_on_the_latest_window():
     rng = np.random.default_rng(9)
     y = (rng.random(300) < 0.2).astype(int)
-    X = rng.normal(size=(300, 3)) + y[:, None] * np.array([1.0, 0.0, 0.0])
+    X = rng.normal(size=(300, 3)) + y[:, None] * np.array([2.5, 0.0, 0.0])
     model = make_learner("svm_pauc", window=100)
     first = model.prequential_step(X[:200], y[:200])
     assert not first.any()  # scored by the model before the batch (w = 0)
@@ -310,3 +310,14 @@ def test_rejected_batch_leaves_the_state_unchanged():
             model.partial_fit(batch_X, batch_y)
         for key, value in before.items():
             np.testing.assert_array_equal(model.state_[key], value, err_msg=key)
+
+
+def test_a_degenerate_surrogate_is_flagged_and_a_wider_range_is_not():
+    rng = np.random.default_rng(11)
+    y = (rng.random(6000) < 0.05).astype(int)
+    X = rng.normal(size=(6000, 4)) + y[:, None] * np.array([1.0, 0.0, 0.0, 0.0])
+    with pytest.warns(UserWarning, match="minimised at w = 0"):
+        narrow = make_learner("svm_pauc", beta=0.1).fit(X, y)
+    assert narrow.degenerate_ and np.linalg.norm(narrow.coef_) < 1e-3
+    wide = make_learner("svm_pauc", beta=0.5).fit(X, y)
+    assert not wide.degenerate_ and wide.coef_[0] > 10 * np.abs(wide.coef_[1:]).max()

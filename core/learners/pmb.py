@@ -105,6 +105,12 @@ class PMB(OnlineLearner):
 
     Notes
     -----
+    On weakly separated data the pAUC hinge surrogate over a narrow range is minimised at
+    ``w = 0`` (see :class:`~core.learners.svm_pauc.SVMpAUC`, Notes); 1PMB/2PMB still return a
+    useful direction there because the averaged iterates stop far from that minimiser (held-out
+    pAUC(0, 0.1) 0.34 on ``bench/quality.py``'s ``rare_1pct``, like logistic regression, where
+    the converged ``svm_pauc`` gets 0.07), but more passes drift towards it.
+
     Cost: O(d) per event to buffer it (plus O(d) for its prequential score), and per epoch
     O(s d + s log s) for the exact surrogate and subgradient (sort + prefix sums, notes 002
     §4.4), i.e. O(d + log s) amortised per event.  Memory: the buffers are dense

@@ -180,12 +180,18 @@ class OPAUC(OnlineLearner):
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         if self.rank is None and n_features > MAX_FULL_RANK_FEATURES:
-            megabytes = 2 * 8 * n_features**2 / 1e6
+            gigabytes = 2 * 8 * n_features**2 / 1e9
+            largest_rank = MAX_SKETCH_ENTRIES // (2 * n_features)
+            advice = (
+                f"Pass rank=k (e.g. rank={min(8, largest_rank)}; at most {largest_rank} for "
+                "this width) for the O(k·d) frequent-directions sketch"
+                if largest_rank >= 1
+                else "Even a rank-1 sketch is too wide here: use fewer (hashed) features"
+            )
             raise ValueError(
                 f"opauc with full-rank covariances needs two {n_features}×{n_features} "
-                f"matrices ({megabytes:.0f} MB) and O(d²) time per event; n_features="
-                f"{n_features} exceeds the limit of {MAX_FULL_RANK_FEATURES}. Pass rank=k "
-                "(e.g. rank=8) for the O(k·d) frequent-directions sketch"
+                f"matrices ({gigabytes:,.3g} GB) and O(d²) time per event; n_features="
+                f"{n_features} exceeds the limit of {MAX_FULL_RANK_FEATURES}. {advice}"
             )
         if self.rank is not None and 2 * self.rank * n_features > MAX_SKETCH_ENTRIES:
             raise ValueError(

@@ -12,8 +12,11 @@ aucs:{m}:config         string the model's JSON configuration (learner, params, 
 aucs:{m}:version        string integer state version, incremented by every committed write
 aucs:{m}:meta           hash   ``incarnation`` (changes when the model is re-created or
                                imported), plus checkpoint fields written with the state
-aucs:{m}:state          hash   one field per state array: its raw little-endian bytes
-aucs:{m}:layout         hash   one field per state array: ``<dtype>|<shape>`` e.g. ``<f8|50``
+aucs:{m}:state          hash   one field per state array: its raw little-endian bytes;
+                               an array over 64 KiB is split into fields ``<name>@0``,
+                               ``<name>@1``, ... so a commit rewrites only changed chunks
+aucs:{m}:layout         hash   one field per state array: ``<dtype>|<shape>`` e.g. ``<f8|50``,
+                               plus ``|<n chunks>`` for a split array
 aucs:{m}:seen           zset   event ids already learned, scored by their expiry (unix s)
 aucs:{m}:expired        zset   ids whose label never came before the TTL, scored by expiry
 aucs:{m}:pending        hash   event id -> features + score kept by ``/score`` for a label

@@ -3,7 +3,11 @@
 Layout (key names in :mod:`service.stores.keys`): each state array is its own field of the
 ``aucs:{m}:state`` hash, holding the array's raw little-endian bytes, with ``<dtype>|<shape>`` in
 the same field of ``aucs:{m}:layout`` — so weights, class means, reservoirs, quantile estimates
-and scaler statistics are visible in Redis as such, and nothing is ever pickled.
+and scaler statistics are visible in Redis as such, and nothing is ever pickled.  Arrays over
+64 KiB (the metrics window, reservoirs, a hashed model's weights) are split into 64 KiB chunk
+fields ``<name>@<i>``, and a commit sends only the fields whose bytes changed since the version
+it builds on (known from this process's last load or commit of that version; otherwise it
+rewrites the hashes whole).
 
 Reads and writes that must be atomic are Lua scripts (below, each with a KEYS / ARGV block):
 
@@ -21,7 +25,9 @@ Redis Cluster.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -60,8 +66,11 @@ COMMIT_SCRIPT = """
 -- KEYS[7] pending  KEYS[8] deadlines                      (all aucs:{m}:...)
 -- ARGV[1] expected version   ARGV[2] incarnation   ARGV[3] now (unix s)
 -- ARGV[4] expiry of the ids written here (unix s)
--- then four counted lists, each as <count> followed by its items:
---   arrays          (name, raw bytes, layout) triples
+-- ARGV[5] '1': the state and layout hashes are replaced whole; '0': only the fields sent change
+-- then counted lists, each as <count> followed by its items:
+--   state fields    (field, raw bytes) pairs -> HSET state
+--   layouts         (array name, layout) pairs -> HSET layout
+--   dropped fields  -> HDEL state (chunks of an array that shrank)
 --   learned ids     -> ZADD seen <expiry> <id>
 --   consumed ids    -> HDEL pending, ZREM deadlines
 --   expired ids     -> ZADD expired <expiry> <id>
@@ -72,9 +81,11 @@ if not version then return -2 end
 if version ~= ARGV[1] or redis.call('HGET', KEYS[2], 'incarnation') ~= ARGV[2] then
   return -1
 end
+if ARGV[5] == '1' then redis.call('DEL', KEYS[3], KEYS[4]) end
 local chunk = 500
-local position = 5
-local function each(count, width, apply)
+local position = 6
+local function each(width, apply)
+  local count = tonumber(ARGV[position]); position = position + 1
   local i = 0
   while i < count do
     local n = math.min(chunk, count - i)
@@ -84,39 +95,27 @@ local function each(count, width, apply)
     i = i + n
   end
   position = position + count * width
+  return count
 end
-local count = tonumber(ARGV[position]); position = position + 1
-local values, layouts = {}, {}
-each(count, 3, function(items, n)
-  local v, l = {}, {}
-  for k = 0, n - 1 do
-    v[#v + 1] = items[k * 3 + 1]; v[#v + 1] = items[k * 3 + 2]
-    l[#l + 1] = items[k * 3 + 1]; l[#l + 1] = items[k * 3 + 3]
-  end
-  redis.call('HSET', KEYS[3], unpack(v))
-  redis.call('HSET', KEYS[4], unpack(l))
-end)
+each(2, function(items, n) redis.call('HSET', KEYS[3], unpack(items)) end)
+each(2, function(items, n) redis.call('HSET', KEYS[4], unpack(items)) end)
+each(1, function(items, n) redis.call('HDEL', KEYS[3], unpack(items)) end)
 local expiry = ARGV[4]
 local function zadd_all(key)
-  local n_ids = tonumber(ARGV[position]); position = position + 1
-  if n_ids > 0 then
-    each(n_ids, 1, function(items, n)
-      local args = {}
-      for k = 1, n do args[#args + 1] = expiry; args[#args + 1] = items[k] end
-      redis.call('ZADD', key, unpack(args))
-    end)
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[3])
-  end
+  local added = each(1, function(items, n)
+    local args = {}
+    for k = 1, n do args[#args + 1] = expiry; args[#args + 1] = items[k] end
+    redis.call('ZADD', key, unpack(args))
+  end)
+  if added > 0 then redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[3]) end
 end
 zadd_all(KEYS[5])
-local n_consumed = tonumber(ARGV[position]); position = position + 1
-each(n_consumed, 1, function(items, n)
+each(1, function(items, n)
   redis.call('HDEL', KEYS[7], unpack(items))
   redis.call('ZREM', KEYS[8], unpack(items))
 end)
 zadd_all(KEYS[6])
-local n_meta = tonumber(ARGV[position]); position = position + 1
-each(n_meta, 2, function(items, n) redis.call('HSET', KEYS[2], unpack(items)) end)
+each(2, function(items, n) redis.call('HSET', KEYS[2], unpack(items)) end)
 return redis.call('INCR', KEYS[1])
 """
 
@@ -124,18 +123,21 @@ CREATE_SCRIPT = """
 -- KEYS[1] config  KEYS[2] version  KEYS[3] meta  KEYS[4] state  KEYS[5] layout
 -- KEYS[6..] the model's other keys (seen, expired, pending, deadlines), wiped on replace
 -- ARGV[1] '1' to replace an existing model, '0' to refuse   ARGV[2] config JSON
--- ARGV[3] incarnation   ARGV[4] number of arrays, then (name, raw bytes, layout) triples
+-- ARGV[3] incarnation   ARGV[4] number of state fields, then (field, raw bytes) pairs,
+-- then the number of layouts and (array name, layout) pairs
 -- Returns 1 (the new version), or -1 if the model exists and ARGV[1] is '0'.
 if ARGV[1] == '0' and redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 redis.call('DEL', unpack(KEYS))
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('SET', KEYS[2], 1)
 redis.call('HSET', KEYS[3], 'incarnation', ARGV[3])
-local count = tonumber(ARGV[4])
-for i = 0, count - 1 do
-  local base = 5 + i * 3
-  redis.call('HSET', KEYS[4], ARGV[base], ARGV[base + 1])
-  redis.call('HSET', KEYS[5], ARGV[base], ARGV[base + 2])
+local position = 4
+for _, key in ipairs({KEYS[4], KEYS[5]}) do
+  local count = tonumber(ARGV[position])
+  for i = 0, count - 1 do
+    redis.call('HSET', key, ARGV[position + 1 + 2 * i], ARGV[position + 2 + 2 * i])
+  end
+  position = position + 1 + 2 * count
 end
 return 1
 """
@@ -174,12 +176,62 @@ def _unavailable(method: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
-def _array_args(arrays: dict[str, np.ndarray]) -> list[Any]:
-    args: list[Any] = []
+#: arrays larger than this are stored as several fields ``<name>@0``, ``<name>@1``, ... so that
+#: a commit rewrites only the chunks that changed (a window ring buffer, a reservoir or a
+#: hashed model's 2**20 weights change in a few places per batch)
+CHUNK_BYTES = 64 * 1024
+
+
+@dataclass
+class _Written:
+    """What this process knows is in Redis at ``(incarnation, version)``: the base of a delta."""
+
+    incarnation: str
+    version: int
+    fields: dict[str, bytes]
+    layouts: dict[str, str]
+
+
+def encode_fields(arrays: dict[str, np.ndarray]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """State arrays -> (hash fields, layouts).  A layout is ``<dtype>|<shape>`` for an array in
+    one field, ``<dtype>|<shape>|<n chunks>`` for one split into ``<name>@<i>`` fields."""
+    fields: dict[str, bytes] = {}
+    layouts: dict[str, str] = {}
     for name, array in arrays.items():
         array = to_little_endian(array)
-        args.extend((name, array.tobytes(), encode_layout(array)))
-    return args
+        data = array.tobytes()
+        layout = encode_layout(array)
+        if len(data) <= CHUNK_BYTES:
+            fields[name] = data
+        else:
+            n_chunks = -(-len(data) // CHUNK_BYTES)
+            view = memoryview(data)
+            for index in range(n_chunks):
+                fields[f"{name}@{index}"] = bytes(
+                    view[index * CHUNK_BYTES : (index + 1) * CHUNK_BYTES]
+                )
+            layout += f"|{n_chunks}"
+        layouts[name] = layout
+    return fields, layouts
+
+
+def decode_fields(raw: dict[str, bytes], layouts: dict[str, str]) -> dict[str, np.ndarray]:
+    arrays = {}
+    for name, layout in layouts.items():
+        parts = layout.split("|")
+        if len(parts) == 3:
+            data = b"".join(raw[f"{name}@{index}"] for index in range(int(parts[2])))
+        else:
+            data = raw[name]
+        arrays[name] = decode_array(data, "|".join(parts[:2]))
+    return arrays
+
+
+def _flat(pairs: dict[str, Any]) -> list[Any]:
+    flat: list[Any] = []
+    for key, value in pairs.items():
+        flat.extend((key, value))
+    return flat
 
 
 def _text(value: Any) -> str:
@@ -202,6 +254,8 @@ class RedisStore:
         self._create = client.register_script(CREATE_SCRIPT)
         self._delete = client.register_script(DELETE_SCRIPT)
         self._pending = client.register_script(PENDING_SCRIPT)
+        self._written: dict[str, _Written] = {}
+        self._written_lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str) -> RedisStore:
@@ -236,13 +290,15 @@ class RedisStore:
             keys.layout(model_id),
         ]
         ordered += [key for key in model_keys if key not in ordered]
+        fields, layouts = encode_fields(arrays)
         result = self._create(
             keys=ordered,
-            args=["1" if replace else "0", orjson.dumps(config), incarnation, len(arrays)]
-            + _array_args(arrays),
+            args=["1" if replace else "0", orjson.dumps(config), incarnation]
+            + [len(fields), *_flat(fields), len(layouts), *_flat(layouts)],
         )
         if int(result) == -1:
             raise ModelExists(f"a model with id {model_id!r} already exists", field="id")
+        self._remember(model_id, _Written(incarnation, 1, fields, layouts))
         self.client.sadd(keys.MODELS, model_id)
         return 1
 
@@ -250,8 +306,16 @@ class RedisStore:
     def list_models(self) -> list[str]:
         return sorted(_text(member) for member in self.client.smembers(keys.MODELS))
 
+    def _remember(self, model_id: str, written: _Written | None) -> None:
+        with self._written_lock:
+            if written is None:
+                self._written.pop(model_id, None)
+            else:
+                self._written[model_id] = written
+
     @_unavailable
     def delete_model(self, model_id: str) -> None:
+        self._remember(model_id, None)
         deleted = self._delete(keys=keys.all_model_keys(model_id))
         self.client.srem(keys.MODELS, model_id)
         if not int(deleted):
@@ -284,18 +348,41 @@ class RedisStore:
         raw = _pairs(reply[3])
         layouts = {name: value.decode() for name, value in _pairs(reply[4]).items()}
         meta = {name: value.decode() for name, value in _pairs(reply[5]).items()}
-        arrays = {name: decode_array(raw[name], layouts[name]) for name in raw}
+        arrays = decode_fields(raw, layouts)
+        self._remember(model_id, _Written(incarnation, version, raw, layouts))
         return StoredState(version, incarnation, config, arrays, meta)
 
     @_unavailable
     def commit(self, model_id: str, commit: Commit) -> int:
+        """Write ``commit`` atomically.  When this process knows what Redis holds at the
+        expected version (it loaded or wrote it), only the changed fields are sent: the
+        version check guarantees that nobody wrote in between, or the commit is refused."""
+        fields, layouts = encode_fields(commit.arrays)
+        with self._written_lock:
+            base = self._written.get(model_id)
+        if (
+            base is not None
+            and base.incarnation == commit.incarnation
+            and base.version == commit.expected_version
+        ):
+            full = "0"
+            send = {f: data for f, data in fields.items() if base.fields.get(f) != data}
+            send_layouts = {n: lay for n, lay in layouts.items() if base.layouts.get(n) != lay}
+            dropped = [f for f in base.fields if f not in fields]
+        else:
+            full, send, send_layouts, dropped = "1", fields, layouts, []
         args: list[Any] = [
             str(commit.expected_version),
             commit.incarnation,
             repr(float(commit.now)),
             repr(float(commit.id_expiry)),
-            len(commit.arrays),
-            *_array_args(commit.arrays),
+            full,
+            len(send),
+            *_flat(send),
+            len(send_layouts),
+            *_flat(send_layouts),
+            len(dropped),
+            *dropped,
             len(commit.learned_ids),
             *commit.learned_ids,
             len(commit.remove_pending),
@@ -321,10 +408,12 @@ class RedisStore:
                 args=args,
             )
         )
-        if result == -1:
-            raise StaleVersion(model_id)
-        if result == -2:
+        if result < 0:
+            self._remember(model_id, None)
+            if result == -1:
+                raise StaleVersion(model_id)
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+        self._remember(model_id, _Written(commit.incarnation, result, fields, layouts))
         return result
 
     # ------------------------------------------------------------------ ids and pending labels

@@ -193,7 +193,7 @@ def test_readyz_fails_when_redis_does_not_answer():
     from service.app import create_app
     from service.settings import Settings
 
-    settings = Settings(store="redis", redis_url="redis://127.0.0.1:1/0")
+    settings = Settings(store="redis", redis_url="redis://127.0.0.1:1/0", warmup=False)
     with TestClient(create_app(settings)) as client:
         response = client.get("/readyz")
         assert response.status_code == 503

@@ -44,6 +44,22 @@ def test_tight_surrogate_equals_exhaustive_search_over_orderings():
         assert value == pytest.approx(delta + grad @ w, abs=1e-9)
 
 
+def test_tight_surrogate_with_tied_scores_equals_exhaustive_search():
+    # integer features and weights: many tied scores and pairs exactly at margin 0 or 1
+    rng = np.random.default_rng(10)
+    for _ in range(150):
+        m, n = int(rng.integers(1, 4)), int(rng.integers(1, 5))
+        Xp = rng.integers(-2, 3, size=(m, 2)).astype(float)
+        Xn = rng.integers(-2, 3, size=(n, 2)).astype(float)
+        w = rng.integers(-1, 2, size=2).astype(float)
+        j_beta = int(rng.integers(1, n + 1))
+        j_alpha = int(rng.integers(0, j_beta))
+        value, delta, grad = _tight(Xp, Xn, w, j_alpha, j_beta)
+        assert value == pytest.approx(naive.tight_value_bruteforce(Xp, Xn, w, j_alpha, j_beta),
+                                      abs=1e-9)  # fmt: skip
+        assert value == pytest.approx(delta + grad @ w, abs=1e-9)
+
+
 def test_top_beta_hinge_equals_all_pairs_loop_and_its_gradient():
     rng = np.random.default_rng(1)
     for _ in range(200):

@@ -415,6 +415,19 @@ class Engine:
         with self._lock(model_id):
             return self._load(model_id)
 
+    def weights(self, model_id: str) -> tuple[int, np.ndarray]:
+        """``(version, a copy of the served weight vector)``."""
+        with self._lock(model_id):
+            loaded = self._load(model_id)
+            return loaded.version, np.array(loaded.learner.coef_, dtype=np.float64)  # type: ignore[attr-defined]
+
+    def state_arrays(self, model_id: str) -> tuple[ModelConfig, int, dict[str, np.ndarray]]:
+        """``(config, version, copies of every committed array)`` (snapshot export)."""
+        with self._lock(model_id):
+            loaded = self._load(model_id)
+            arrays = {name: value.copy() for name, value in loaded.arrays().items()}
+            return loaded.config, loaded.version, arrays
+
     def info(self, model_id: str) -> ModelInfo:
         loaded = self.model(model_id)
         return ModelInfo(config=loaded.config, version=loaded.version, counts=loaded.counts())

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 from fastapi import APIRouter, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from service import snapshot
 from service.deps import EngineDep, SettingsDep, read_body, run_engine
-from service.errors import InvalidInput
+from service.errors import InvalidInput, UnsupportedMediaType
 from service.ingest import media_type
 from service.schemas import ModelCreate, ModelInfo, ModelList, WeightsResponse
 
@@ -45,13 +44,10 @@ async def reset_model(model_id: str, engine: EngineDep) -> ModelInfo:
 
 @router.get("/{model_id}/weights", response_model=WeightsResponse)
 async def weights(model_id: str, engine: EngineDep) -> WeightsResponse:
-    loaded = await run_engine(engine, engine.model, model_id)
-    coef = np.asarray(loaded.learner.coef_)  # type: ignore[attr-defined]
+    """The served weight vector (the averaged iterate for learners that average)."""
+    version, coef = await run_engine(engine, engine.weights, model_id)
     return WeightsResponse(
-        model=model_id,
-        version=loaded.version,
-        n_features=loaded.config.n_features,
-        coef=coef.tolist(),
+        model=model_id, version=version, n_features=len(coef), coef=coef.tolist()
     )
 
 
@@ -64,12 +60,8 @@ async def export_snapshot(model_id: str, engine: EngineDep) -> Response:
     """The model as a pickle-free zip of .npy arrays plus a JSON manifest (see
     ``service/snapshot.py`` for the format)."""
 
-    def build() -> bytes:
-        with engine._lock(model_id):
-            loaded = engine._load(model_id)
-            return snapshot.export_snapshot(loaded.config, loaded.version, loaded.arrays())
-
-    body = await run_engine(engine, build)
+    config, version, arrays = await run_engine(engine, engine.state_arrays, model_id)
+    body = snapshot.export_snapshot(config, version, arrays)
     return Response(
         body,
         media_type=snapshot.MEDIA_TYPE,
@@ -90,8 +82,6 @@ async def import_snapshot(
         snapshot.MEDIA_TYPE,
         "application/octet-stream",
     ):
-        from service.errors import UnsupportedMediaType
-
         raise UnsupportedMediaType(
             f"a snapshot is sent as {snapshot.MEDIA_TYPE}", field="content-type"
         )

@@ -429,8 +429,9 @@ class Engine:
             return loaded.config, loaded.version, arrays
 
     def info(self, model_id: str) -> ModelInfo:
-        loaded = self.model(model_id)
-        return ModelInfo(config=loaded.config, version=loaded.version, counts=loaded.counts())
+        with self._lock(model_id):
+            loaded = self._load(model_id)
+            return ModelInfo(config=loaded.config, version=loaded.version, counts=loaded.counts())
 
     def cached_spec(self, model_id: str) -> FeatureSpec | None:
         """The feature layout from this process's cache, or None (never blocks)."""

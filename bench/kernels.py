@@ -2,7 +2,7 @@
 
 Not a test: prints one table.  Usage::
 
-    python bench/kernels.py                      # every case, best of 10 repeats
+    python bench/kernels.py                      # every case, best of 30 repeats
     python bench/kernels.py --cases spam-dense50,solam-csr --repeats 3
 
 Method:
@@ -11,7 +11,8 @@ Method:
   imported, so the "compile" column is the real JIT time of the first call (a tiny batch), kept
   apart from the steady state.
 * steady state: the learner learns the same batch of ``--events`` events repeatedly (its state
-  keeps evolving); each repeat is timed and the best is reported, because the machine is shared.
+  keeps evolving); each repeat is timed and the best is reported, because the machine is shared
+  (many short repeats catch the quiet moments that one long run averages away).
 * ``kernel``: one ``_learn`` call on an already validated batch (what one kernel call costs per
   event); ``kernel+scores`` also writes the prequential scores; ``partial_fit`` adds the
   once-per-batch validation and coercion of the public path.
@@ -160,8 +161,8 @@ def measure(case, n_events, repeats):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", default=",".join(CASES))
-    parser.add_argument("--events", type=int, default=100_000)
-    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--events", type=int, default=50_000)
+    parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args(argv)
     names = args.cases.split(",")
     for name in names:

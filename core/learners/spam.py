@@ -40,8 +40,12 @@ def feature_table(learner: OnlineLearner, keys) -> np.ndarray:
     named arrays share memory.  Built once per state (O(n_features)), then cached."""
     state = learner.state_
     cached = getattr(learner, "_feature_table", None)
-    if cached is not None and all(state.get(key) is view for key, view in cached[1].items()):
-        return cached[0]
+    if cached is not None:
+        table, views = cached
+        owner = table if table.base is None else table.base
+        # the same objects, still backed by the table (a deep copy keeps the first, not this)
+        if all(state.get(key) is view and view.base is owner for key, view in views.items()):
+            return table
     n_features = state[keys[0]].shape[0]
     if n_features >= INTERLEAVE_FROM:
         table = np.zeros((n_features, len(keys))).T

@@ -262,3 +262,18 @@ def test_interleaved_layout_learns_the_same_bit_for_bit(config, sparse, monkeypa
     states_equal(packed.get_state(), separate.get_state())
     np.testing.assert_array_equal(packed.decision_function(rows), separate.decision_function(rows))
     np.testing.assert_array_equal(packed.coef_, separate.coef_)
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["narrow", "interleaved"])
+def test_a_deep_copy_learns_independently_and_identically(wide, monkeypatch):
+    import copy
+
+    if wide:
+        monkeypatch.setattr("core.learners.spam.INTERLEAVE_FROM", 1)
+    X, y = stream(12, n=120, density=0.5)
+    original = make_learner("spam").partial_fit(sp.csr_matrix(X[:60]), y[:60])
+    twin = copy.deepcopy(original)
+    first = original.prequential_step(sp.csr_matrix(X[60:]), y[60:])
+    second = twin.prequential_step(sp.csr_matrix(X[60:]), y[60:])
+    np.testing.assert_array_equal(first, second)
+    states_equal(original.get_state(), twin.get_state())

@@ -47,10 +47,14 @@ def feature_table(learner: OnlineLearner, keys) -> np.ndarray:
         if all(state.get(key) is view and view.base is owner for key, view in views.items()):
             return table
     n_features = state[keys[0]].shape[0]
+    size = n_features * len(keys)
+    # start on a 64-byte cache line, so a column of 4 float64 never straddles two lines
+    raw = np.zeros(size + 8)
+    start = (-raw.ctypes.data % 64) // 8
     if n_features >= INTERLEAVE_FROM:
-        table = np.zeros((n_features, len(keys))).T
+        table = raw[start : start + size].reshape(n_features, len(keys)).T
     else:
-        table = np.zeros((len(keys), n_features))
+        table = raw[start : start + size].reshape(len(keys), n_features)
     views = {}
     for row, key in enumerate(keys):
         if key in state:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core._kernels.validation import first_bad_csr_entry
+
 __all__ = [
     "CSRMatrix",
     "as_features",
@@ -101,7 +103,8 @@ def as_features(
     if _is_sparse_like(X):
         if not accept_sparse:
             raise ValueError(
-                "this learner needs dense features; got a sparse matrix (convert it with .toarray())"
+                "this learner needs dense features; got a sparse matrix "
+                "(convert it with .toarray())"
             )
         X = _as_csr(X, n_features)
         values = X.data
@@ -154,25 +157,20 @@ def _as_csr(X, n_features: int | None) -> CSRMatrix:
     if indptr.ndim != 1 or len(indptr) < 2:
         raise ValueError("empty batch: sparse features have 0 rows")
     if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != len(indices):
-        raise ValueError("malformed sparse matrix: indptr must start at 0, never decrease, "
-                         "and end at len(indices)")
+        raise ValueError(
+            "malformed sparse matrix: indptr must start at 0, never decrease, "
+            "and end at len(indices)"
+        )
     if len(data) != len(indices):
         raise ValueError("malformed sparse matrix: data and indices differ in length")
     if n_features is not None and width != n_features:
         raise ValueError(f"expected {n_features} features per event, got {width}")
-    if indices.size and (indices.min() < 0 or indices.max() >= width):
-        bad = int(indices[(indices < 0) | (indices >= width)][0])
-        raise ValueError(f"sparse feature index {bad} is outside [0, {width})")
-    if indices.size:
-        # Duplicate columns inside one row would be silently summed by some code paths and
-        # not others; reject them instead.  Sort (row, column) keys once, vectorised.
-        rows = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
-        keys = np.sort(rows * width + indices)
-        if np.any(keys[1:] == keys[:-1]):
-            duplicate = keys[1:][keys[1:] == keys[:-1]][0]
-            raise ValueError(
-                f"row {int(duplicate // width)} repeats feature index {int(duplicate % width)}"
-            )
+    row, column, reason = first_bad_csr_entry(indptr, indices, width)
+    if reason == 1:
+        raise ValueError(f"sparse feature index {column} is outside [0, {width}) (row {row})")
+    if reason == 2:
+        # duplicate columns would be summed by some code paths and not others: reject them
+        raise ValueError(f"row {row} repeats feature index {column}")
     return CSRMatrix(indptr, indices, data, width)
 
 
@@ -202,9 +200,7 @@ def as_labels(y, n_samples: int | None = None) -> np.ndarray:
         return np.where(labels, 1, -1).astype(np.int64)
     if labels.dtype == object or not np.issubdtype(labels.dtype, np.number):
         bad = next((v for v in labels.tolist() if v not in (0, 1, -1) or isinstance(v, str)), None)
-        raise ValueError(
-            f"labels must be 0/1, -1/+1 or bool; got {bad!r} (dtype {labels.dtype})"
-        )
+        raise ValueError(f"labels must be 0/1, -1/+1 or bool; got {bad!r} (dtype {labels.dtype})")
     valid = (labels == 1) | (labels == 0) | (labels == -1)
     if not valid.all():
         bad = labels[~valid][0]

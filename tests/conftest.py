@@ -34,12 +34,27 @@ def redis_server():
     """
     binary = shutil.which("redis-server")
     if binary is None:
-        pytest.fail("redis-server is not installed (Debian package 'redis-server'); .ci/run installs it")
+        pytest.fail(
+            "redis-server is not installed (Debian package 'redis-server'); .ci/run installs it"
+        )
     port = free_port()
     directory = tempfile.mkdtemp(prefix="aucstream-redis-")
     process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", directory, "--logfile", os.path.join(directory, "redis.log")],
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            directory,
+            "--logfile",
+            os.path.join(directory, "redis.log"),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -82,9 +82,7 @@ class OnlineLearner:
         defaults = {
             p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()
         }
-        changed = [
-            f"{k}={v!r}" for k, v in self.get_params().items() if defaults.get(k) != v
-        ]
+        changed = [f"{k}={v!r}" for k, v in self.get_params().items() if defaults.get(k) != v]
         return f"{type(self).__name__}({', '.join(changed)})"
 
     def validate_params(self) -> None:
@@ -255,9 +253,7 @@ def check_integer(name: str, value, *, low: int, high: int | None = None) -> Non
 
 def check_choice(name: str, value, choices) -> None:
     if value not in choices:
-        raise ValueError(
-            f"Expected {name} in {{{', '.join(map(repr, choices))}}}, got: {value!r}"
-        )
+        raise ValueError(f"Expected {name} in {{{', '.join(map(repr, choices))}}}, got: {value!r}")
 
 
 def check_random_state(name: str, value) -> None:

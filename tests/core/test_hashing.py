@@ -25,22 +25,34 @@ names = st.text(min_size=1, max_size=12)
 values = st.floats(-1e6, 1e6, allow_nan=False)
 
 
-@given(st.lists(st.dictionaries(names, values, max_size=8), min_size=1, max_size=6),
-       st.sampled_from([1, 7, 16, 2**20]), st.booleans())
+@given(
+    st.lists(st.dictionaries(names, values, max_size=8), min_size=1, max_size=6),
+    st.sampled_from([1, 7, 16, 2**20]),
+    st.booleans(),
+)
 def test_feature_hasher_matches_scikit_learn(rows, n_features, alternate_sign):
     ours = FeatureHasher(n_features, alternate_sign=alternate_sign).transform(rows).toarray()
-    theirs = SklearnFeatureHasher(
-        n_features, input_type="dict", alternate_sign=alternate_sign
-    ).transform(rows).toarray()
+    theirs = (
+        SklearnFeatureHasher(n_features, input_type="dict", alternate_sign=alternate_sign)
+        .transform(rows)
+        .toarray()
+    )
     np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-9)
 
 
 def test_columns_are_stable_across_processes_with_different_hash_seeds():
-    code = ("from core.hashing import FeatureHasher;"
-            "print(FeatureHasher(2**20).column_of('merchant=ACME'))")
+    code = (
+        "from core.hashing import FeatureHasher;"
+        "print(FeatureHasher(2**20).column_of('merchant=ACME'))"
+    )
     outputs = {
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                       env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": seed, "PATH": ""},
+        ).stdout
         for seed in ("1", "2", "3")
     }
     assert outputs == {str(FeatureHasher(2**20).column_of("merchant=ACME")) + "\n"}

@@ -194,7 +194,9 @@ def test_sparse_batch_scores_like_its_dense_copy(name):
     probe = X[:20]
     np.testing.assert_allclose(
         sparse.decision_function(CSRMatrix(*_csr_arrays(probe), N_FEATURES)),
-        dense.decision_function(probe), rtol=1e-10, atol=1e-10,
+        dense.decision_function(probe),
+        rtol=1e-10,
+        atol=1e-10,
     )
 
 

@@ -75,8 +75,10 @@ def test_scipy_sparse_becomes_csr_and_round_trips():
     "matrix, message",
     [
         (CSRMatrix(np.array([0, 1]), np.array([5]), np.array([1.0]), 3), "index 5 is outside"),
-        (CSRMatrix(np.array([0, 2]), np.array([1, 1]), np.array([1.0, 2.0]), 3),
-         "row 0 repeats feature index 1"),
+        (
+            CSRMatrix(np.array([0, 2]), np.array([1, 1]), np.array([1.0, 2.0]), 3),
+            "row 0 repeats feature index 1",
+        ),
         (CSRMatrix(np.array([0, 1]), np.array([0]), np.array([np.nan]), 3), "NaN"),
         (CSRMatrix(np.array([0, 2]), np.array([0]), np.array([1.0]), 3), "malformed"),
     ],
@@ -89,3 +91,24 @@ def test_bad_sparse_named(matrix, message):
 def test_check_batch_counts_labels_against_rows():
     with pytest.raises(ValueError, match="got 1 labels for 2 events"):
         check_batch(np.zeros((2, 2)), [1])
+
+
+@pytest.mark.parametrize("row_length", [2, 64, 65, 300])
+def test_repeated_column_found_in_short_and_long_rows(row_length):
+    columns = np.arange(row_length, dtype=np.int64)[::-1].copy()
+    ok = CSRMatrix(
+        np.array([0, 1, 1 + row_length]),
+        np.concatenate([[7], columns]),
+        np.ones(1 + row_length),
+        1000,
+    )
+    assert as_features(ok).nnz == 1 + row_length
+    columns[row_length // 2] = columns[0]
+    bad = CSRMatrix(
+        np.array([0, 1, 1 + row_length]),
+        np.concatenate([[7], columns]),
+        np.ones(1 + row_length),
+        1000,
+    )
+    with pytest.raises(ValueError, match=f"row 1 repeats feature index {columns[0]}"):
+        as_features(bad)

@@ -21,10 +21,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from service.deps import Services, require_api_key
 from service.engine import Engine
 from service.errors import ServiceError
+from service.queue import StreamQueue
 from service.routers import events, metrics, models, system
 from service.settings import Settings
 from service.stores.base import Store
-from service.telemetry import Telemetry, TimingMiddleware
+from service.telemetry import Telemetry, TimingMiddleware, configure_logging
 
 logger = logging.getLogger("aucstream")
 PROBLEM = "application/problem+json"
@@ -39,6 +40,22 @@ def make_store(settings: Settings) -> Store:
     from service.stores.memory import MemoryStore
 
     return MemoryStore()
+
+
+def make_queue(store: Store, settings: Settings) -> StreamQueue | None:
+    """Queue mode: the model streams, on the Redis store's connection pool."""
+    if settings.mode != "queue":
+        return None
+    from service.stores.redis import RedisStore
+
+    if not isinstance(store, RedisStore):
+        raise RuntimeError("AUCSTREAM_MODE=queue needs the Redis store")
+    return StreamQueue(
+        store.client,
+        max_backlog_events=settings.queue_max_backlog_events,
+        entry_events=settings.queue_entry_events,
+        retry_after_seconds=settings.queue_retry_after_seconds,
+    )
 
 
 def warm_up() -> None:
@@ -62,7 +79,8 @@ def problem_response(error: ServiceError) -> JSONResponse:
 def create_app(settings: Settings | None = None, *, store: Store | None = None) -> FastAPI:
     """Build the app; ``Settings()`` is read (and checked) here, at start-up."""
     settings = settings or Settings()
-    telemetry = Telemetry()
+    configure_logging(settings.log_format, settings.log_level)
+    telemetry = Telemetry(log_requests=settings.log_format == "json")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -73,7 +91,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             label_ttl_seconds=settings.label_ttl_seconds,
             max_write_retries=settings.max_write_retries,
         )
-        app.state.services = Services(app.state.engine, settings, telemetry)
+        app.state.queue = make_queue(app.state.store, settings)
+        app.state.services = Services(app.state.engine, settings, telemetry, app.state.queue)
         app.state.warm = threading.Event()
         if settings.warmup:
             threading.Thread(target=_warm, args=(app.state.warm,), daemon=True).start()

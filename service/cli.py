@@ -1,4 +1,4 @@
-"""``aucstream`` command line: ``serve`` and ``replay``.
+"""``aucstream`` command line: ``serve``, ``worker`` and ``replay``.
 
 Examples
 --------
@@ -9,6 +9,11 @@ Serve on the embedded store (nothing else needed)::
 Serve with four worker processes sharing a Redis::
 
     aucstream serve --workers 4 --redis-url redis://127.0.0.1:6379/0
+
+Queue mode: the API appends to Redis Streams (202) and workers learn::
+
+    AUCSTREAM_MODE=queue aucstream serve --workers 2 --redis-url redis://127.0.0.1:6379/0
+    AUCSTREAM_REDIS_URL=redis://127.0.0.1:6379/0 aucstream worker     # one or more
 
 Replay a file into an in-process model and print its metrics::
 
@@ -48,6 +53,8 @@ def serve(args: argparse.Namespace) -> int:
         os.environ["AUCSTREAM_STORE"] = args.store
     if args.redis_url:
         os.environ["AUCSTREAM_REDIS_URL"] = args.redis_url
+    if args.mode:
+        os.environ["AUCSTREAM_MODE"] = args.mode
     os.environ["AUCSTREAM_WORKERS"] = str(args.workers)
     try:
         Settings()  # invalid settings fail here, before any worker starts
@@ -65,6 +72,35 @@ def serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
     )
     return 0
+
+
+# ---------------------------------------------------------------------------- worker
+def worker(args: argparse.Namespace) -> int:
+    """Queue worker: settings from the environment (``AUCSTREAM_REDIS_URL``,
+    ``AUCSTREAM_WORKER_*``); the options override them."""
+    from pydantic import ValidationError
+
+    from service.settings import Settings
+
+    for option, variable in (
+        ("redis_url", "AUCSTREAM_REDIS_URL"),
+        ("name", "AUCSTREAM_WORKER_NAME"),
+        ("metrics_port", "AUCSTREAM_WORKER_METRICS_PORT"),
+    ):
+        value = getattr(args, option)
+        if value is not None:
+            os.environ[variable] = str(value)
+    try:
+        settings = Settings()
+    except ValidationError as error:
+        print(f"aucstream: invalid settings:\n{error}", file=sys.stderr)
+        return 2
+    if settings.redis_url is None:
+        print("aucstream: the worker needs AUCSTREAM_REDIS_URL (or --redis-url)", file=sys.stderr)
+        return 2
+    from service.worker import main as run_worker
+
+    return run_worker(settings)
 
 
 # ---------------------------------------------------------------------------- reading files
@@ -280,7 +316,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument("--store", choices=("memory", "redis"), default=None)
     serve_parser.add_argument("--redis-url", default=None, help="selects the Redis store")
     serve_parser.add_argument("--log-level", default="info")
+    serve_parser.add_argument(
+        "--mode", choices=("sync", "queue"), default=None, help="default: AUCSTREAM_MODE or sync"
+    )
     serve_parser.set_defaults(handler=serve)
+
+    worker_parser = commands.add_parser(
+        "worker", help="learn queued batches (queue mode); settings from AUCSTREAM_* variables"
+    )
+    worker_parser.add_argument("--redis-url", default=None, help="default: AUCSTREAM_REDIS_URL")
+    worker_parser.add_argument("--name", default=None, help="consumer name (<host>-<pid>)")
+    worker_parser.add_argument("--metrics-port", type=int, default=None, help="Prometheus port")
+    worker_parser.set_defaults(handler=worker)
 
     replay_parser = commands.add_parser(
         "replay", help="stream a CSV / LIBSVM / NPZ file into a model and print its metrics"

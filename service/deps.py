@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from service.engine import Engine
 from service.errors import Forbidden, PayloadTooLarge, Unauthorized
 from service.ingest import NDJSON, Batch, FeatureSpec, NDJSONReader, media_type, parse_events
+from service.queue import StreamQueue
 from service.settings import Settings
 from service.telemetry import Telemetry
 
@@ -40,6 +41,8 @@ class Services:
     engine: Engine
     settings: Settings
     telemetry: Telemetry
+    #: queue mode: where validated batches are appended (None in sync mode)
+    queue: StreamQueue | None = None
 
 
 async def get_services(request: Request) -> Services:

@@ -438,6 +438,12 @@ class Engine:
         cached = self._cache.get(model_id)
         return None if cached is None else cached.spec
 
+    def cached_incarnation(self, model_id: str) -> str | None:
+        """The model's incarnation in this process's cache, or None (never blocks); queue mode
+        appends a batch only to the incarnation it was parsed for."""
+        cached = self._cache.get(model_id)
+        return None if cached is None else cached.incarnation
+
     def spec(self, model_id: str) -> FeatureSpec:
         """The feature layout to parse a body with; from the cache without a store round trip
         (the layout only changes with the incarnation, which :meth:`learn` checks)."""

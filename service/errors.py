@@ -88,6 +88,13 @@ class PayloadTooLarge(ServiceError):
     status, title, slug = 413, "Request body too large", "payload-too-large"
 
 
+class QueueFull(ServiceError):
+    """Queue mode: the model's backlog of events not yet learned is at its bound (retry later;
+    the response carries ``Retry-After``)."""
+
+    status, title, slug = 429, "Queue full", "queue-full"
+
+
 class UnsupportedMediaType(ServiceError):
     status, title, slug = 415, "Unsupported content type", "unsupported-media-type"
 

@@ -107,6 +107,15 @@ class LearnResponse(BaseModel):
     scores: list[float | None] | None = None
 
 
+class QueuedResponse(BaseModel):
+    """Queue mode: the batch was validated and appended; a worker learns it."""
+
+    model: str
+    queued: int = Field(description="events appended")
+    stream_ids: list[str] = Field(description="ids of the stream entries holding them")
+    backlog_events: int = Field(description="events queued and not yet learned, these included")
+
+
 class ScoreResponse(BaseModel):
     model: str
     version: int

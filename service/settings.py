@@ -56,6 +56,35 @@ class Settings(BaseSettings):
     #: server-sent metrics: seconds between two checks of the model version
     stream_interval_seconds: float = Field(default=1.0, gt=0)
 
+    #: ``sync``: a request learns before it returns; ``queue``: it appends the validated batch
+    #: to the model's Redis Stream and returns 202, and ``aucstream worker`` learns it
+    mode: Literal["sync", "queue"] = "sync"
+    #: queue mode: most events queued and not yet learned, per model (then 429 + Retry-After)
+    queue_max_backlog_events: int = Field(default=1_000_000, ge=1)
+    #: queue mode: a batch is split into stream entries of at most this many events
+    queue_entry_events: int = Field(default=10_000, ge=1)
+    #: queue mode: the Retry-After of a 429 (seconds)
+    queue_retry_after_seconds: int = Field(default=1, ge=1)
+
+    #: worker: stream entries read per model and learned per commit (XREADGROUP COUNT)
+    worker_batch_entries: int = Field(default=100, ge=1, le=10_000)
+    #: worker: how long one read waits for new entries (XREADGROUP BLOCK, milliseconds)
+    worker_block_ms: int = Field(default=1000, ge=1, le=60_000)
+    #: worker: pending entries of another consumer idle this long are claimed (XAUTOCLAIM)
+    worker_claim_min_idle_ms: int = Field(default=10_000, ge=1)
+    #: worker: a model's writer lease lasts this long unless renewed (milliseconds)
+    worker_lease_ms: int = Field(default=10_000, ge=100)
+    #: worker: how often the list of models is read again (seconds)
+    worker_discover_seconds: float = Field(default=2.0, gt=0)
+    #: worker: consumer name in the group; ``<hostname>-<pid>`` when unset
+    worker_name: str | None = None
+    #: worker: port of its Prometheus endpoint (``/metrics``); none when unset
+    worker_metrics_port: int | None = Field(default=None, ge=1, le=65535)
+
+    #: ``text`` (human) or ``json`` (one JSON object per line, with one line per request)
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
     @field_validator("api_keys", "read_only_api_keys", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:
@@ -76,6 +105,22 @@ class Settings(BaseSettings):
             raise ValueError(
                 "the memory store lives inside one process; with AUCSTREAM_WORKERS > 1 "
                 "use the Redis store (AUCSTREAM_REDIS_URL)"
+            )
+        if self.mode == "queue" and self.store != "redis":
+            raise ValueError(
+                "AUCSTREAM_MODE=queue appends to Redis Streams: set AUCSTREAM_REDIS_URL"
+            )
+        if self.queue_max_backlog_events < self.max_batch_events:
+            raise ValueError(
+                f"AUCSTREAM_QUEUE_MAX_BACKLOG_EVENTS ({self.queue_max_backlog_events}) must be at "
+                f"least AUCSTREAM_MAX_BATCH_EVENTS ({self.max_batch_events}), or a full batch "
+                "could never be queued"
+            )
+        if self.worker_lease_ms < 2 * self.worker_block_ms:
+            raise ValueError(
+                f"AUCSTREAM_WORKER_LEASE_MS ({self.worker_lease_ms}) must be at least twice "
+                f"AUCSTREAM_WORKER_BLOCK_MS ({self.worker_block_ms}): a worker renews its lease "
+                "between two reads"
             )
         overlap = set(self.api_keys) & set(self.read_only_api_keys)
         if overlap:

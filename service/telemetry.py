@@ -1,28 +1,85 @@
-"""Prometheus metrics of one process (``GET /metrics``), on a registry owned by the app.
+"""Prometheus metrics of one process (``GET /metrics``), on a registry owned by the app, and
+the structured logs.
 
 With several uvicorn workers each process serves its own counters (the scraper sees whichever
 worker answers); the per-model learning counters that must be exact across processes are in
-the model's state (``GET /v1/models/{id}/metrics``).
+the model's state (``GET /v1/models/{id}/metrics``).  A queue worker serves the same metric
+names (events learned, duplicates, entries, batch durations, lag) on its own port
+(``AUCSTREAM_WORKER_METRICS_PORT``).  The lag gauges are read from Redis when scraped.
+
+Logs: ``AUCSTREAM_LOG_FORMAT=json`` writes one JSON object per line (``time``, ``level``,
+``logger``, ``message`` and the record's fields) and one line per HTTP request with its
+``request_id`` (the ``X-Request-ID`` header, or a new one, echoed in the response), ``method``,
+``route``, ``model``, ``status``, ``duration_ms`` and the route's counts (events received,
+learned, queued ...).  A worker logs one line per applied batch.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 import time
+import uuid
+from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-__all__ = ["CONTENT_TYPE_LATEST", "Telemetry", "TimingMiddleware"]
+__all__ = ["CONTENT_TYPE_LATEST", "JsonFormatter", "Telemetry", "TimingMiddleware"]
+
+request_logger = logging.getLogger("aucstream.request")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; ``extra={"fields": {...}}`` adds fields to the object."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        body: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if fields:
+            body.update(fields)
+        if record.exc_info:
+            body["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(body, default=str).decode()
+
+
+def configure_logging(log_format: str, level: str) -> None:
+    """``json``: every logger (uvicorn's included) writes JSON lines to stderr, and uvicorn's
+    own access log is replaced by the request lines of :class:`TimingMiddleware`.  ``text``
+    leaves the logging configuration as it is, except for the level of ``aucstream``."""
+    logging.getLogger("aucstream").setLevel(level.upper())
+    if log_format != "json":
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error"):
+        logging.getLogger(name).handlers = []
+        logging.getLogger(name).propagate = True
+    access = logging.getLogger("uvicorn.access")
+    access.handlers = []
+    access.propagate = False
+    access.disabled = True
 
 
 class Telemetry:
-    def __init__(self) -> None:
+    def __init__(self, *, log_requests: bool = False) -> None:
+        #: one JSON log line per request (``AUCSTREAM_LOG_FORMAT=json``)
+        self.log_requests = log_requests
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "aucstream_http_requests_total",
-            "HTTP requests by route template, method and status.",
-            ["method", "route", "status"],
+            "HTTP requests by route template, method, status and model ('' for none).",
+            ["method", "route", "status", "model"],
             registry=self.registry,
         )
         self.latency = Histogram(
@@ -56,6 +113,57 @@ class Telemetry:
             registry=self.registry,
         )
 
+        # queue mode (API: events queued; worker: entries applied, batch durations; both: lag)
+        self.events_queued = Counter(
+            "aucstream_events_queued_total",
+            "Events appended to the model's stream (queue mode).",
+            ["model"],
+            registry=self.registry,
+        )
+        self.entries = Counter(
+            "aucstream_worker_entries_total",
+            "Stream entries a worker handled, by outcome: applied, redelivered (at or before "
+            "the checkpoint, skipped), rejected (invalid; skipped and logged).",
+            ["model", "outcome"],
+            registry=self.registry,
+        )
+        self.batch_duration = Histogram(
+            "aucstream_worker_batch_duration_seconds",
+            "Time a worker took to learn and commit one read of entries.",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry,
+        )
+        self.lag_events = Gauge(
+            "aucstream_queue_lag_events",
+            "Events queued and not yet learned.",
+            ["model"],
+            registry=self.registry,
+        )
+        self.lag_entries = Gauge(
+            "aucstream_queue_lag_entries",
+            "Stream entries appended and not yet applied.",
+            ["model"],
+            registry=self.registry,
+        )
+        self.lag_seconds = Gauge(
+            "aucstream_queue_lag_seconds",
+            "Age of the oldest stream entry not yet applied (0 when caught up).",
+            ["model"],
+            registry=self.registry,
+        )
+
+    def set_lag(self, model: str, lag: dict[str, Any]) -> None:
+        self.lag_events.labels(model).set(lag["events"])
+        self.lag_entries.labels(model).set(lag["entries"])
+        self.lag_seconds.labels(model).set(lag["seconds"])
+
+    def forget_models(self, keep: set[str]) -> None:
+        """Drop the lag gauges of deleted models."""
+        for gauge in (self.lag_events, self.lag_entries, self.lag_seconds):
+            for labels in list(gauge._metrics):  # noqa: SLF001 - prometheus_client has no API
+                if labels[0] not in keep:
+                    gauge.remove(*labels)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -73,10 +181,25 @@ class TimingMiddleware:
             return
         started = time.perf_counter()
         status = [500]
+        log = self.telemetry.log_requests
+        request_id = ""
+        if log:
+            for name, value in scope.get("headers", ()):
+                if name == b"x-request-id":
+                    request_id = value.decode("latin-1")[:128]
+                    break
+            request_id = request_id or uuid.uuid4().hex
+            scope.setdefault("state", {})
 
         async def send_wrapper(message: dict) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
+                if log:
+                    message.setdefault("headers", [])
+                    message["headers"] = [
+                        *message["headers"],
+                        (b"x-request-id", request_id.encode("latin-1")),
+                    ]
             await send(message)
 
         try:
@@ -85,5 +208,21 @@ class TimingMiddleware:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
             method = scope.get("method", "")
-            self.telemetry.requests.labels(method, template, str(status[0])).inc()
-            self.telemetry.latency.labels(method, template).observe(time.perf_counter() - started)
+            model = (scope.get("path_params") or {}).get("model_id", "")
+            elapsed = time.perf_counter() - started
+            self.telemetry.requests.labels(method, template, str(status[0]), model).inc()
+            self.telemetry.latency.labels(method, template).observe(elapsed)
+            if log:
+                fields = {
+                    "request_id": request_id,
+                    "method": method,
+                    "route": template,
+                    "path": scope.get("path", ""),
+                    "model": model or None,
+                    "status": status[0],
+                    "duration_ms": round(elapsed * 1000.0, 3),
+                }
+                fields.update((scope.get("state") or {}).get("log_fields") or {})
+                request_logger.info(
+                    "%s %s %s", method, template, status[0], extra={"fields": fields}
+                )

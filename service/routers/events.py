@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
-from service.deps import ServicesDep, read_batch, read_body, run_engine
-from service.errors import UnsupportedMediaType
-from service.ingest import EVENT_CONTENT_TYPES, JSON, media_type, parse_label_items
-from service.schemas import LabelsResponse, LabelStatus, LearnResponse, ScoreResponse
+from service.deps import Services, ServicesDep, read_batch, read_body, run_engine
+from service.errors import InvalidInput, ModelChanged, UnsupportedMediaType
+from service.ingest import EVENT_CONTENT_TYPES, JSON, FeatureSpec, media_type, parse_label_items
+from service.queue import Appended
+from service.schemas import (
+    LabelsResponse,
+    LabelStatus,
+    LearnResponse,
+    QueuedResponse,
+    ScoreResponse,
+)
 
 router = APIRouter(prefix="/v1/models", tags=["events"])
 
@@ -19,31 +29,98 @@ _BODY_DOC = {
         "content": {content_type: {} for content_type in EVENT_CONTENT_TYPES},
     }
 }
+_QUEUED_DOC = {
+    202: {"model": QueuedResponse, "description": "queue mode: appended, learned later"},
+    429: {"description": "queue mode: backlog full; retry after Retry-After seconds"},
+}
 
 
-@router.post("/{model_id}/events", response_model=LearnResponse, openapi_extra=_BODY_DOC)
+async def _enqueue(
+    services: Services,
+    request: Request,
+    model_id: str,
+    spec: FeatureSpec | None,
+    append: Callable[[str], Appended],
+) -> JSONResponse:
+    """Queue mode: append the validated batch for the incarnation it was parsed against; if
+    the model was re-created since (by any process) with the same layout, append to the new
+    one, else 409."""
+    engine = services.engine
+    incarnation = engine.cached_incarnation(model_id)
+    if incarnation is None:
+        incarnation = (await run_engine(engine, engine.model, model_id)).incarnation
+    try:
+        appended = await run_in_threadpool(append, incarnation)
+    except ModelChanged:
+        current = await run_engine(engine, engine.model, model_id)  # reloads the new one
+        if spec is not None and current.spec != spec:
+            raise
+        appended = await run_in_threadpool(append, current.incarnation)
+    services.telemetry.events_queued.labels(model_id).inc(appended.events)
+    request.state.log_fields = {"queued": appended.events, "stream_ids": appended.stream_ids}
+    body = QueuedResponse(
+        model=model_id,
+        queued=appended.events,
+        stream_ids=appended.stream_ids,
+        backlog_events=appended.backlog_events,
+    )
+    return JSONResponse(body.model_dump(), status_code=202)
+
+
+@router.post(
+    "/{model_id}/events",
+    response_model=LearnResponse,
+    openapi_extra=_BODY_DOC,
+    responses=_QUEUED_DOC,  # type: ignore[arg-type]
+)
 async def post_events(
     model_id: str,
     request: Request,
     services: ServicesDep,
     scores: bool = False,
     zero_based: bool = False,
-) -> LearnResponse:
+) -> LearnResponse | JSONResponse:
     """Learn labelled events (JSON, NDJSON, LIBSVM or NPZ), in order, before returning.
 
     The whole batch is validated first: a bad event rejects the request and changes nothing.
     Events whose id was already learned are skipped and reported as duplicates.
     ``?scores=true`` returns each event's pre-update (prequential) score.
+
+    Queue mode: the validated batch is appended to the model's stream and the answer is 202
+    with the stream ids (a worker learns it; duplicates are counted in the model's metrics);
+    429 with ``Retry-After`` when the model's backlog is full.
     """
     engine, settings, telemetry = services.engine, services.settings, services.telemetry
+    queue = services.queue
+    if queue is not None and scores:
+        raise InvalidInput(
+            "pre-update scores need sync mode: in queue mode events are learned later by a "
+            "worker (read them back with GET .../metrics)",
+            field="scores",
+        )
     spec = engine.cached_spec(model_id)
     if spec is None:
         spec = await run_engine(engine, engine.spec, model_id)
     batch = await read_batch(request, spec, settings, labelled=True, zero_based=zero_based)
+    if queue is not None:
+        return await _enqueue(
+            services,
+            request,
+            model_id,
+            spec,
+            lambda incarnation: queue.append_events(model_id, incarnation, batch),
+        )
     result = await run_engine(engine, engine.learn, model_id, batch, want_scores=scores)
     telemetry.events_learned.labels(model_id).inc(result.learned)
     if result.duplicate_ids:
         telemetry.duplicates.labels(model_id).inc(len(result.duplicate_ids))
+    if telemetry.log_requests:
+        request.state.log_fields = {
+            "received": result.received,
+            "learned": result.learned,
+            "duplicates": len(result.duplicate_ids),
+            "version": result.version,
+        }
     return LearnResponse(
         model=model_id,
         version=result.version,
@@ -78,16 +155,24 @@ async def score(
     return ScoreResponse(model=model_id, version=version, scores=values.tolist(), kept=kept)
 
 
-@router.post("/{model_id}/labels", response_model=LabelsResponse)
+@router.post(
+    "/{model_id}/labels",
+    response_model=LabelsResponse,
+    responses=_QUEUED_DOC,  # type: ignore[arg-type]
+)
 async def post_labels(
     model_id: str,
     request: Request,
     services: ServicesDep,
-) -> LabelsResponse:
+) -> LabelsResponse | JSONResponse:
     """Delayed labels ``[{"id": ..., "y": ...}]`` joined to events scored with an id.
 
     Each id is reported ``learned``, ``duplicate`` (already learned), ``expired`` (its label
     came after the TTL) or ``unknown``.
+
+    Queue mode: the validated labels are appended to the model's stream (202, stream ids);
+    the worker joins them, and the outcome per id shows in the model's counts
+    (``labels_joined``, ``duplicates`` ...) and the worker's log, not in the response.
     """
     engine, settings, telemetry = services.engine, services.settings, services.telemetry
     if engine.cached_spec(model_id) is None:
@@ -96,8 +181,19 @@ async def post_labels(
         raise UnsupportedMediaType("labels are sent as application/json", field="content-type")
     body = await read_body(request, settings.max_body_bytes)
     ids, labels = parse_label_items(body, settings.max_batch_events)
+    queue = services.queue
+    if queue is not None:
+        return await _enqueue(
+            services,
+            request,
+            model_id,
+            None,
+            lambda incarnation: queue.append_labels(model_id, incarnation, ids, labels),
+        )
     result = await run_engine(engine, engine.labels, model_id, ids, labels)
     telemetry.events_learned.labels(model_id).inc(result.learned)
+    if telemetry.log_requests:
+        request.state.log_fields = {"received": len(ids), "learned": result.learned}
     return LabelsResponse(
         model=model_id,
         version=result.version,

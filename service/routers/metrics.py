@@ -10,20 +10,30 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
-from service.deps import EngineDep, SettingsDep, run_engine
+from service.deps import EngineDep, ServicesDep, SettingsDep, run_engine
 from service.schemas import RocResponse
 
 router = APIRouter(prefix="/v1/models", tags=["metrics"])
 
 
 @router.get("/{model_id}/metrics", response_model=dict[str, Any])
-async def metrics(model_id: str, engine: EngineDep) -> dict[str, Any]:
+async def metrics(model_id: str, services: ServicesDep) -> dict[str, Any]:
     """Prequential metrics from the pre-update scores: over the window of the last
     ``window`` labelled events and since the start (exact while the per-class reservoirs hold
     every score), AUC and pAUC over the model's FPR range (undefined ones are null with a
-    ``reason``), class counts, events learned, duplicates, delayed-label counts, throughput."""
-    return await run_engine(engine, engine.metrics, model_id)
+    ``reason``), class counts, events learned, duplicates, delayed-label counts, throughput.
+
+    Queue mode adds ``queue``: the learning lag (``entries`` and ``events`` appended and not
+    yet learned, ``seconds`` = age of the oldest of them, ``last_applied_id``)."""
+    engine = services.engine
+    summary = await run_engine(engine, engine.metrics, model_id)
+    if services.queue is not None:
+        lag = await run_in_threadpool(services.queue.lag, model_id)
+        services.telemetry.set_lag(model_id, lag)
+        summary["queue"] = lag
+    return summary
 
 
 def _finite_or_none(values: list[float]) -> list[float | None]:

@@ -8,8 +8,10 @@ from starlette.concurrency import run_in_threadpool
 
 from core.learners import available_learners, learner_class
 from service.deps import EngineDep, TelemetryDep
+from service.engine import Engine
 from service.errors import ServiceError
-from service.telemetry import CONTENT_TYPE_LATEST
+from service.queue import StreamQueue
+from service.telemetry import CONTENT_TYPE_LATEST, Telemetry
 
 router = APIRouter(tags=["system"])
 #: /v1 routes here are protected by the API-key check like every /v1 route
@@ -41,10 +43,24 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
 
 
 @router.get("/metrics", response_class=Response)
-async def prometheus(telemetry: TelemetryDep, engine: EngineDep) -> Response:
-    """Prometheus text exposition format (this process's counters)."""
+async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDep) -> Response:
+    """Prometheus text exposition format (this process's counters; in queue mode also the
+    learning lag of every model, read from Redis)."""
     telemetry.stale_writes.set(engine.writes_retried)
+    queue = request.app.state.queue
+    if queue is not None:
+        await run_in_threadpool(_refresh_lag, engine, queue, telemetry)
     return Response(telemetry.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+def _refresh_lag(engine: Engine, queue: StreamQueue, telemetry: Telemetry) -> None:
+    try:
+        models = engine.list_models()
+        for model in models:
+            telemetry.set_lag(model, queue.lag(model))
+        telemetry.forget_models(set(models))
+    except ServiceError:  # Redis down: the scrape still answers, with the last values
+        pass
 
 
 @v1_router.get("/learners", response_model=dict[str, list[str]])

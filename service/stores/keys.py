@@ -21,13 +21,23 @@ aucs:{m}:seen           zset   event ids already learned, scored by their expiry
 aucs:{m}:expired        zset   ids whose label never came before the TTL, scored by expiry
 aucs:{m}:pending        hash   event id -> features + score kept by ``/score`` for a label
 aucs:{m}:deadlines      zset   event id -> time after which its pending label expires
+aucs:{m}:stream         stream queue mode: parsed batches waiting for a worker (consumer group
+                               ``aucstream-workers``); applied entries are trimmed
+aucs:{m}:queue          hash   queue mode: ``entries`` / ``events`` appended since creation
+aucs:{m}:lease          string queue mode: name of the worker that writes this model (TTL)
 ======================= ====== ================================================================
+
+A queue worker's checkpoint (last applied stream id, entries and events applied) lives in
+``aucs:{m}:meta`` as the fields ``queue:last_id``, ``queue:entries`` and ``queue:events``,
+written by the same atomic commit as the state it describes.
 """
 
 from __future__ import annotations
 
 PREFIX = "aucs"
 MODELS = f"{PREFIX}:models"
+#: the consumer group of every model stream
+WORKER_GROUP = "aucstream-workers"
 
 
 def _check(model_id: str) -> str:
@@ -77,6 +87,18 @@ def deadlines(model_id: str) -> str:
     return model_key(model_id, "deadlines")
 
 
+def stream(model_id: str) -> str:
+    return model_key(model_id, "stream")
+
+
+def queue(model_id: str) -> str:
+    return model_key(model_id, "queue")
+
+
+def lease(model_id: str) -> str:
+    return model_key(model_id, "lease")
+
+
 def all_model_keys(model_id: str) -> list[str]:
     """Every key one model owns (for deletion)."""
     return [
@@ -89,4 +111,7 @@ def all_model_keys(model_id: str) -> list[str]:
         expired(model_id),
         pending(model_id),
         deadlines(model_id),
+        stream(model_id),
+        queue(model_id),
+        lease(model_id),
     ]

@@ -1,0 +1,416 @@
+"""``aucstream worker``: learns the queued batches of queue mode (DESIGN §4 *Modes*, §5).
+
+Settings come from the environment (``AUCSTREAM_REDIS_URL``, ``AUCSTREAM_WORKER_*``; see
+:mod:`service.settings`).  Each worker process:
+
+1. **discovers** the models (``aucs:models``, every ``worker_discover_seconds``) and takes the
+   writer lease of each model nobody holds (``aucs:{m}:lease``, renewed every loop; a model
+   has one writer at a time, the others stand by and take over when the lease expires);
+2. **recovers** a model it just took: claims the entries other consumers of the group left
+   pending and idle for ``worker_claim_min_idle_ms`` (``XAUTOCLAIM``; while a live consumer
+   still holds some, it waits, so entries are always applied in stream order), then applies
+   its own pending entries;
+3. **reads** new entries of its models (``XREADGROUP COUNT worker_batch_entries BLOCK
+   worker_block_ms``), learns them with the same :class:`~service.engine.Engine` as sync mode
+   (consecutive entries of one kind in one engine call, one commit), and commits the state
+   together with the checkpoint — the last applied stream id and the entries and events
+   applied — atomically; then ``XACK`` and trims the applied entries.
+
+Exactly once: entries at or before the checkpointed id are skipped (acknowledged, not
+learned), so an entry delivered twice (a restart, a claim, a worker that lost its lease while
+working) is learned once.  The engine's version check makes a second writer's commit fail; the
+worker then reloads the checkpoint and filters again.  Event ids are deduplicated as in sync
+mode.  The learners are deterministic and learn a sequence in parts exactly as at once, so a
+worker killed at any point and restarted ends in the state of an uninterrupted run, bit for bit
+(except the wall-clock throughput counters ``stats:times`` / ``stats:rate``).
+
+An entry the engine rejects (e.g. the model diverges on it, or it was appended for a layout
+the model no longer has) is skipped with a checkpoint-only commit, counted as ``rejected`` and
+logged: the client already had its 202, and one bad batch must not stop the model's queue.
+
+SIGTERM / SIGINT: the current read is learned, committed and acknowledged, the leases are
+released (another worker takes over at once), and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import redis.exceptions
+
+from service.engine import Engine
+from service.errors import Contention, ModelNotFound, ServiceError, StoreUnavailable
+from service.queue import (
+    APPLIED_ENTRIES,
+    APPLIED_EVENTS,
+    LAST_ID,
+    Entry,
+    StreamQueue,
+    concatenate,
+    decode_events,
+    decode_labels,
+    parse_id,
+)
+from service.settings import Settings
+from service.stores.redis import RedisStore
+from service.telemetry import Telemetry
+
+logger = logging.getLogger("aucstream.worker")
+
+#: attempts to apply one read when other writers keep committing first
+MAX_APPLY_ATTEMPTS = 50
+#: seconds between two lag readings of a model (gauges and log)
+LAG_INTERVAL = 1.0
+
+
+class Worker:
+    """One worker process's loop; :meth:`run` until :meth:`stop`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: RedisStore | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        if settings.redis_url is None:
+            raise ValueError("aucstream worker needs AUCSTREAM_REDIS_URL")
+        self.settings = settings
+        self.store = store or RedisStore.from_url(settings.redis_url)
+        # One stale write is enough: the worker itself reloads the checkpoint and filters the
+        # entries again (the engine's own retry would re-learn entries another writer applied).
+        self.engine = Engine(
+            self.store,
+            event_id_ttl_seconds=settings.event_id_ttl_seconds,
+            label_ttl_seconds=settings.label_ttl_seconds,
+            max_write_retries=1,
+        )
+        self.queue = StreamQueue(self.store.client)
+        self.telemetry = telemetry or Telemetry()
+        self.name = settings.worker_name or f"{socket.gethostname()}-{os.getpid()}"
+        #: models this worker writes -> whether their pending entries were recovered
+        self.owned: dict[str, bool] = {}
+        self._stop = threading.Event()
+        self._next_discovery = 0.0
+        self._lag_read: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def stop(self, *_: Any) -> None:
+        """Finish the current read (learn, commit, acknowledge), then leave :meth:`run`."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self, *, until: Callable[[], bool] | None = None) -> None:
+        """Loop until :meth:`stop` (or ``until()`` is true); survives Redis outages."""
+        backoff = 0.1
+        logger.info("worker %s started", self.name, extra={"fields": {"worker": self.name}})
+        try:
+            while not self.stopping and not (until is not None and until()):
+                try:
+                    self.step()
+                    backoff = 0.1
+                except (
+                    StoreUnavailable,
+                    redis.exceptions.ConnectionError,
+                    redis.exceptions.TimeoutError,
+                ) as error:
+                    logger.warning(
+                        "Redis unavailable (%s); retrying in %.1f s",
+                        error,
+                        backoff,
+                        extra={"fields": {"worker": self.name}},
+                    )
+                    self._after_failure()
+                    self._stop.wait(backoff)
+                    backoff = min(backoff * 2, 2.0)
+        finally:
+            self.release_all()
+            logger.info("worker %s stopped", self.name, extra={"fields": {"worker": self.name}})
+
+    def _after_failure(self) -> None:
+        # Entries read before the failure may be unacknowledged: read our pending list again.
+        for model in self.owned:
+            self.owned[model] = False
+
+    def release_all(self) -> None:
+        for model in list(self.owned):
+            try:
+                self.queue.release_lease(model, self.name)
+            except ServiceError:
+                pass
+        self.owned.clear()
+
+    # ------------------------------------------------------------------ one loop
+    def step(self) -> int:
+        """Discover, renew leases, recover, read and apply once.  Returns entries handled."""
+        now = time.monotonic()
+        if now >= self._next_discovery:
+            self.discover()
+            self._next_discovery = now + self.settings.worker_discover_seconds
+        self.renew()
+        handled = 0
+        for model in [m for m, recovered in self.owned.items() if not recovered]:
+            handled += self.recover(model)
+        ready = {model: ">" for model, recovered in self.owned.items() if recovered}
+        if not ready:
+            if not handled:
+                self._stop.wait(min(self.settings.worker_block_ms / 1000.0, 0.2))
+            return handled
+        try:
+            read = self.queue.read(
+                ready,
+                self.name,
+                self.settings.worker_batch_entries,
+                self.settings.worker_block_ms,
+            )
+        except redis.exceptions.ResponseError as error:
+            if "NOGROUP" not in str(error):
+                raise
+            # a model was deleted or re-created since we took it: check them all again
+            for model in list(self.owned):
+                self._check_group(model)
+            return handled
+        for model, entries in read.items():
+            handled += self.apply(model, entries)
+        return handled
+
+    def discover(self) -> None:
+        models = set(self.engine.list_models())
+        for model in list(self.owned):
+            if model not in models:
+                self._drop(model)
+        for model in sorted(models - set(self.owned)):
+            if self.queue.hold_lease(model, self.name, self.settings.worker_lease_ms):
+                if self.queue.ensure_group(model):
+                    self.owned[model] = False
+                    logger.info(
+                        "writing model %s",
+                        model,
+                        extra={"fields": {"worker": self.name, "model": model}},
+                    )
+                else:
+                    self.queue.release_lease(model, self.name)
+
+    def renew(self) -> None:
+        for model in list(self.owned):
+            if not self.queue.hold_lease(model, self.name, self.settings.worker_lease_ms):
+                logger.warning(
+                    "lost the lease of model %s",
+                    model,
+                    extra={"fields": {"worker": self.name, "model": model}},
+                )
+                self._drop(model)
+
+    def _drop(self, model: str) -> None:
+        self.owned.pop(model, None)
+        self._lag_read.pop(model, None)
+
+    def _check_group(self, model: str) -> None:
+        if self.queue.ensure_group(model):
+            self.owned[model] = False
+        else:
+            self._drop(model)
+
+    def recover(self, model: str) -> int:
+        """Claim what dead consumers left pending, then apply our own pending entries; the
+        model is read with ``">"`` only once nobody else holds pending entries of it."""
+        try:
+            self.queue.claim(model, self.name, self.settings.worker_claim_min_idle_ms)
+            if self.queue.pending_of_others(model, self.name):
+                return 0  # a consumer still holds entries: wait until they are idle enough
+            handled = 0
+            while not self.stopping:
+                entries = self.queue.read(
+                    {model: "0"}, self.name, self.settings.worker_batch_entries, None
+                ).get(model)
+                if not entries:
+                    break
+                handled += self.apply(model, entries)
+                if model not in self.owned:
+                    return handled
+        except redis.exceptions.ResponseError as error:
+            if "NOGROUP" not in str(error):
+                raise
+            self._check_group(model)
+            return 0
+        if model in self.owned and not self.stopping:
+            self.owned[model] = True
+        return handled
+
+    # ------------------------------------------------------------------ applying entries
+    def apply(self, model: str, entries: list[Entry]) -> int:
+        """Learn the entries after the checkpoint, commit each run with the checkpoint,
+        acknowledge all of them and trim what is applied."""
+        started = time.perf_counter()
+        totals = {"learned": 0, "duplicates": 0, "applied": 0, "redelivered": 0, "rejected": 0}
+        last_applied: str | None = None
+        for _ in range(MAX_APPLY_ATTEMPTS):
+            try:
+                checkpoint = self.engine.checkpoint(model)
+            except ModelNotFound:
+                self._drop(model)
+                return 0
+            last_applied = checkpoint.get(LAST_ID)
+            done = parse_id(last_applied or "0-0")
+            todo = [e for e in entries if e.fields is not None and parse_id(e.id) > done]
+            totals["redelivered"] = len(entries) - len(todo)
+            try:
+                last_applied = self._learn(model, todo, checkpoint, totals) or last_applied
+                break
+            except Contention:
+                continue  # another writer committed first: reload the checkpoint, filter again
+            except ModelNotFound:
+                self._drop(model)
+                return 0
+        else:
+            raise Contention(f"model {model!r}: the checkpoint kept moving; retrying the read")
+        self.queue.ack(model, [e.id for e in entries], last_applied)
+        elapsed = time.perf_counter() - started
+        self._account(model, entries, totals, elapsed)
+        return len(entries)
+
+    def _learn(
+        self,
+        model: str,
+        todo: list[Entry],
+        checkpoint: dict[str, str],
+        totals: dict[str, int],
+    ) -> str | None:
+        applied_entries = int(checkpoint.get(APPLIED_ENTRIES, 0))
+        applied_events = int(checkpoint.get(APPLIED_EVENTS, 0))
+        last: str | None = None
+        position = 0
+        while position < len(todo):
+            kind = todo[position].kind
+            run = [todo[position]]
+            while position + len(run) < len(todo) and todo[position + len(run)].kind == kind:
+                run.append(todo[position + len(run)])
+            position += len(run)
+            pieces = [run]
+            while pieces:
+                piece = pieces.pop(0)
+                fields = {
+                    LAST_ID: piece[-1].id,
+                    APPLIED_ENTRIES: str(applied_entries + len(piece)),
+                    APPLIED_EVENTS: str(applied_events + sum(e.n_events for e in piece)),
+                }
+                try:
+                    self._learn_piece(model, kind, piece, fields, totals)
+                except (Contention, ModelNotFound, StoreUnavailable):
+                    raise
+                except (ServiceError, ValueError, KeyError) as error:
+                    if len(piece) > 1:  # find the bad entry: nothing of this piece committed
+                        pieces = [[entry] for entry in piece] + pieces
+                        continue
+                    self._reject(model, piece[0], fields, error)
+                    totals["rejected"] += 1
+                applied_entries = int(fields[APPLIED_ENTRIES])
+                applied_events = int(fields[APPLIED_EVENTS])
+                last = fields[LAST_ID]
+        return last
+
+    def _learn_piece(
+        self,
+        model: str,
+        kind: str,
+        piece: list[Entry],
+        fields: dict[str, str],
+        totals: dict[str, int],
+    ) -> None:
+        if kind == "events":
+            batch = concatenate([decode_events(entry) for entry in piece])
+            result = self.engine.learn(model, batch, checkpoint=fields)
+            totals["learned"] += result.learned
+            totals["duplicates"] += len(result.duplicate_ids)
+        elif kind == "labels":
+            decoded = [decode_labels(entry) for entry in piece]
+            ids = [event_id for entry_ids, _ in decoded for event_id in entry_ids]
+            labels = np.concatenate([entry_labels for _, entry_labels in decoded])
+            outcome = self.engine.labels(model, ids, labels, checkpoint=fields)
+            totals["learned"] += outcome.learned
+            totals["duplicates"] += sum(
+                1 for _, status in outcome.statuses if status == "duplicate"
+            )
+        else:
+            raise ValueError(f"unknown entry kind {kind!r}")
+        totals["applied"] += len(piece)
+
+    def _reject(self, model: str, entry: Entry, fields: dict[str, str], error: Exception) -> None:
+        """Skip a bad entry: commit only the checkpoint past it, and say why."""
+        detail = getattr(error, "detail", None) or str(error)
+        logger.error(
+            "model %s: entry %s rejected and skipped: %s",
+            model,
+            entry.id,
+            detail,
+            extra={"fields": {"worker": self.name, "model": model, "entry": entry.id}},
+        )
+        self.engine.labels(model, [], np.zeros(0, dtype=np.int64), checkpoint=fields)
+
+    def _account(
+        self, model: str, entries: list[Entry], totals: dict[str, int], elapsed: float
+    ) -> None:
+        telemetry = self.telemetry
+        telemetry.events_learned.labels(model).inc(totals["learned"])
+        telemetry.duplicates.labels(model).inc(totals["duplicates"])
+        for outcome in ("applied", "redelivered", "rejected"):
+            if totals[outcome]:
+                telemetry.entries.labels(model, outcome).inc(totals[outcome])
+        telemetry.batch_duration.observe(elapsed)
+        fields: dict[str, Any] = {
+            "worker": self.name,
+            "model": model,
+            "entries": len(entries),
+            "events": sum(e.n_events for e in entries),
+            **totals,
+            "duration_ms": round(elapsed * 1000.0, 3),
+            "last_id": entries[-1].id,
+        }
+        now = time.monotonic()
+        if now - self._lag_read.get(model, 0.0) >= LAG_INTERVAL:
+            self._lag_read[model] = now
+            lag = self.queue.lag(model)
+            telemetry.set_lag(model, lag)
+            fields["lag_events"] = lag["events"]
+            fields["lag_seconds"] = round(lag["seconds"], 3)
+        logger.info(
+            "model %s: %d entries, %d events learned",
+            model,
+            len(entries),
+            totals["learned"],
+            extra={"fields": fields},
+        )
+
+
+def main(settings: Settings) -> int:
+    """The ``aucstream worker`` process: warm up, serve metrics, loop until SIGTERM."""
+    from service.telemetry import configure_logging
+
+    configure_logging(settings.log_format, settings.log_level)
+    if settings.log_format == "text" and not logging.getLogger().handlers:
+        logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    worker = Worker(settings)
+    signal.signal(signal.SIGTERM, worker.stop)
+    signal.signal(signal.SIGINT, worker.stop)
+    if settings.warmup:
+        from service.app import warm_up
+
+        warm_up()
+    if settings.worker_metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(settings.worker_metrics_port, registry=worker.telemetry.registry)
+    worker.run()
+    worker.store.close()
+    return 0

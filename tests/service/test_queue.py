@@ -1,0 +1,365 @@
+"""Queue mode in one process: the real app (TestClient, lifespan) on a private Redis, and a
+:class:`~service.worker.Worker` stepped by the test.  Processes and faults: test_queue_faults."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.queue import LAST_ID
+from service.settings import Settings
+from service.stores import keys
+from service.stores.redis import decode_fields
+from service.worker import Worker
+from tests.service.conftest import create_model, events_json, make_stream, npz_bytes
+from tests.service.test_bad_input import CASES as BAD_INPUT
+from tests.service.test_bad_input import N_FEATURES as BAD_INPUT_FEATURES
+
+#: wall-clock throughput counters: the only state that differs between two runs
+CLOCK_ARRAYS = {"stats:times", "stats:rate"}
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    client = redis.Redis.from_url(redis_server)
+    client.flushdb()
+    client.close()
+    return redis_server
+
+
+@pytest.fixture
+def rclient(redis_url):
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def make_app(redis_url):
+    clients = []
+
+    def build(mode: str = "queue", **overrides) -> TestClient:
+        settings = Settings(redis_url=redis_url, mode=mode, warmup=False, **overrides)
+        client = TestClient(create_app(settings))
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield build
+    for client in clients:
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def make_worker(redis_url):
+    workers = []
+
+    def build(name: str = "w1", **overrides) -> Worker:
+        values = {
+            "worker_block_ms": 20,
+            "worker_discover_seconds": 0.01,
+            "worker_lease_ms": 2000,
+            "worker_claim_min_idle_ms": 200,
+            "worker_batch_entries": 4,
+            **overrides,
+        }
+        worker = Worker(Settings(redis_url=redis_url, worker_name=name, **values))
+        workers.append(worker)
+        return worker
+
+    yield build
+    for worker in workers:
+        worker.release_all()
+        worker.store.close()
+
+
+def stored_arrays(client: redis.Redis, model: str) -> dict[str, np.ndarray]:
+    raw = {k.decode(): v for k, v in client.hgetall(keys.state(model)).items()}
+    layouts = {k.decode(): v.decode() for k, v in client.hgetall(keys.layout(model)).items()}
+    return decode_fields(raw, layouts)
+
+
+def assert_same_state(client: redis.Redis, model: str, reference: str) -> None:
+    """Every stored array equal byte for byte (the wall-clock rate counters excepted)."""
+    ours, theirs = stored_arrays(client, model), stored_arrays(client, reference)
+    assert ours.keys() == theirs.keys()
+    for name in ours:
+        if name not in CLOCK_ARRAYS:
+            assert ours[name].dtype == theirs[name].dtype, name
+            assert ours[name].tobytes() == theirs[name].tobytes(), name
+
+
+def drain(worker: Worker, client: redis.Redis, models: list[str], timeout: float = 30) -> None:
+    """Step the worker until every model's backlog is learned."""
+    deadline = time.monotonic() + timeout
+    while True:
+        worker.step()
+        if all(worker.queue.lag(model)["entries"] == 0 for model in models):
+            return
+        assert time.monotonic() < deadline, [worker.queue.lag(m) for m in models]
+
+
+def posts(X, y, size: int, *, ids: bool = True):
+    for start in range(0, len(X), size):
+        rows = slice(start, start + size)
+        yield events_json(
+            X[rows], y[rows], [f"e{i}" for i in range(start, start + len(X[rows]))] if ids else None
+        )
+
+
+def test_settings_queue_mode_needs_redis():
+    with pytest.raises(ValueError, match="MODE=queue"):
+        Settings(mode="queue")
+    with pytest.raises(ValueError, match="QUEUE_MAX_BACKLOG_EVENTS"):
+        Settings(redis_url="redis://x", queue_max_backlog_events=10, max_batch_events=100)
+
+
+def test_202_with_stream_ids_and_the_worker_learns_as_sync_mode(make_app, make_worker, rclient):
+    queued, sync = make_app("queue"), make_app("sync")
+    create_model(queued, "q", params={"random_state": 3})
+    create_model(sync, "ref", params={"random_state": 3})
+    X, y = make_stream(400, seed=4)
+    bodies = list(posts(X[:300], y[:300], 50))
+    for body in bodies:
+        response = queued.post("/v1/models/q/events", json=body)
+        assert response.status_code == 202, response.text
+        answer = response.json()
+        assert answer["queued"] == 50 and len(answer["stream_ids"]) == 1
+        assert rclient.xrange(keys.stream("q"), answer["stream_ids"][0], answer["stream_ids"][0])
+        assert sync.post("/v1/models/ref/events", json=body).status_code == 200
+    npz = npz_bytes(X=X[300:], y=y[300:])
+    response = queued.post(
+        "/v1/models/q/events", content=npz, headers={"content-type": "application/x-npz"}
+    )
+    assert response.status_code == 202 and response.json()["backlog_events"] == 400
+    sync.post("/v1/models/ref/events", content=npz, headers={"content-type": "application/x-npz"})
+    assert rclient.xlen(keys.stream("q")) == 7
+    assert queued.get("/v1/models/q").json()["counts"]["events_learned"] == 0  # not yet
+
+    drain(make_worker(), rclient, ["q"])
+    counts = queued.get("/v1/models/q").json()["counts"]
+    assert counts["events_learned"] == 400
+    assert_same_state(rclient, "q", "ref")
+    assert rclient.xlen(keys.stream("q")) == 0  # applied entries are trimmed
+    assert rclient.hget(keys.meta("q"), LAST_ID).decode() == response.json()["stream_ids"][0]
+    assert queued.get("/v1/models/q/metrics").json()["queue"]["events"] == 0
+
+
+def test_large_batches_are_split_into_entries(make_app, make_worker, rclient):
+    client = make_app(queue_entry_events=30)
+    create_model(client, "m", feature_mode="hashed", n_features=64)
+    events = [
+        {
+            "id": i,
+            "x": {"amount": float(i), "country": "FR" if i % 2 else "DE"},
+            "y": int(i % 7 == 0),
+        }
+        for i in range(100)
+    ]
+    response = client.post("/v1/models/m/events", json={"events": events})
+    assert response.status_code == 202 and len(response.json()["stream_ids"]) == 4
+    drain(make_worker(), rclient, ["m"])
+    assert client.get("/v1/models/m").json()["counts"]["events_learned"] == 100
+
+
+def test_backpressure_429_with_retry_after(make_app, make_worker, rclient):
+    client = make_app(
+        queue_max_backlog_events=100, max_batch_events=100, queue_retry_after_seconds=3
+    )
+    create_model(client, "m")
+    X, y = make_stream(120)
+    assert client.post("/v1/models/m/events", json=events_json(X[:60], y[:60])).status_code == 202
+    full = client.post("/v1/models/m/events", json=events_json(X[60:], y[60:]))
+    assert full.status_code == 429
+    assert full.headers["retry-after"] == "3"
+    assert full.headers["content-type"] == "application/problem+json"
+    assert full.json()["title"] == "Queue full" and "60 events queued" in full.json()["detail"]
+    assert rclient.xlen(keys.stream("m")) == 1  # nothing appended
+    assert 'problem="queue-full"' in client.get("/metrics").text
+    drain(make_worker(), rclient, ["m"])
+    again = client.post("/v1/models/m/events", json=events_json(X[60:], y[60:]))
+    assert again.status_code == 202
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_input_in_queue_mode_is_rejected_and_nothing_appended(make_app, rclient, case):
+    """Every bad-input case of the sync tests gets the same status and fields in queue mode,
+    and nothing reaches the stream."""
+    client = make_app()
+    create_model(client, "m", n_features=BAD_INPUT_FEATURES)
+    request, status, fields = BAD_INPUT[case]
+    response = client.post("/v1/models/m/events", **request)
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    for key, value in fields.items():
+        assert response.json().get(key) == value, (key, response.json())
+    assert not rclient.exists(keys.stream("m"), keys.queue("m"))
+
+
+def test_other_refusals_in_queue_mode_append_nothing(make_app, rclient):
+    client = make_app()
+    create_model(client, "m", n_features=3)
+    good = {"x": [1.0, 2.0, 3.0], "y": 1}
+    assert (
+        client.post("/v1/models/m/events?scores=true", json={"events": [good]}).status_code == 422
+    )
+    assert client.post("/v1/models/nope/events", json={"events": [good]}).status_code == 404
+    bad_labels = client.post("/v1/models/m/labels", json=[{"id": "a", "y": 1}, {"id": "b", "y": 3}])
+    assert bad_labels.status_code == 422 and bad_labels.json()["event"] == 1
+    assert client.post("/v1/models/m/labels", json=[{"y": 1}]).status_code == 422
+    assert client.post("/v1/models/nope/labels", json=[{"id": "a", "y": 1}]).status_code == 404
+    assert not rclient.exists(keys.stream("m"), keys.queue("m"), keys.stream("nope"))
+
+
+def test_labels_in_queue_mode_join_as_in_sync_mode(make_app, make_worker, rclient):
+    queued, sync = make_app("queue"), make_app("sync")
+    X, y = make_stream(120, seed=8)
+    ids = [f"t{i}" for i in range(120)]
+    for client, model in ((queued, "q"), (sync, "ref")):
+        create_model(client, model)
+        scored = client.post(f"/v1/models/{model}/score", json=events_json(X, ids=ids))
+        assert scored.status_code == 200 and scored.json()["kept"] == 120
+    labels = [{"id": ids[i], "y": int(y[i])} for i in range(120)]
+    for chunk in (labels[:70], labels[70:], labels[:10]):  # the last one: duplicates
+        response = queued.post("/v1/models/q/labels", json=chunk)
+        assert response.status_code == 202 and response.json()["queued"] == len(chunk)
+        assert sync.post("/v1/models/ref/labels", json=chunk).status_code == 200
+    drain(make_worker(), rclient, ["q"])
+    counts = queued.get("/v1/models/q").json()["counts"]
+    assert counts == sync.get("/v1/models/ref").json()["counts"]
+    assert counts["labels_joined"] == 120
+    assert_same_state(rclient, "q", "ref")
+
+
+def test_lag_is_reported_in_metrics_and_prometheus(make_app, make_worker, rclient):
+    client = make_app()
+    create_model(client, "m")
+    X, y = make_stream(90)
+    for body in posts(X, y, 30):
+        assert client.post("/v1/models/m/events", json=body).status_code == 202
+    time.sleep(0.05)
+    lag = client.get("/v1/models/m/metrics").json()["queue"]
+    assert lag["entries"] == 3 and lag["events"] == 90
+    assert 0.05 <= lag["seconds"] < 30 and lag["last_applied_id"] is None
+    text = client.get("/metrics").text
+    assert 'aucstream_queue_lag_events{model="m"} 90.0' in text
+    assert 'aucstream_queue_lag_entries{model="m"} 3.0' in text
+    assert 'aucstream_events_queued_total{model="m"} 90.0' in text
+    worker = make_worker()
+    drain(worker, rclient, ["m"])
+    lag = client.get("/v1/models/m/metrics").json()["queue"]
+    assert lag["entries"] == lag["events"] == 0 and lag["seconds"] == 0.0
+    assert 'aucstream_queue_lag_events{model="m"} 0.0' in client.get("/metrics").text
+    worker_metrics = worker.telemetry.render().decode()
+    assert 'aucstream_events_learned_total{model="m"} 90.0' in worker_metrics
+    assert 'aucstream_worker_entries_total{model="m",outcome="applied"} 3.0' in worker_metrics
+
+
+def test_retried_posts_with_the_same_ids_learn_once(make_app, make_worker, rclient):
+    client = make_app()
+    create_model(client, "m")
+    X, y = make_stream(100)
+    bodies = list(posts(X, y, 25))
+    for body in bodies + bodies[1:3]:  # two requests retried after a "timeout"
+        assert client.post("/v1/models/m/events", json=body).status_code == 202
+    drain(make_worker(), rclient, ["m"])
+    counts = client.get("/v1/models/m").json()["counts"]
+    assert counts["events_learned"] == 100 and counts["duplicates"] == 50
+
+
+def test_crash_after_commit_before_ack_is_not_learned_twice(make_app, make_worker, rclient):
+    """The worker dies between its commit and XACK: the entries are redelivered (claimed by
+    another worker) and skipped as at or before the checkpoint."""
+    queued, sync = make_app("queue"), make_app("sync")
+    create_model(queued, "q")
+    create_model(sync, "ref")
+    X, y = make_stream(200, seed=5)
+    for body in posts(X, y, 20, ids=False):  # no ids: only the checkpoint prevents doubles
+        assert queued.post("/v1/models/q/events", json=body).status_code == 202
+        sync.post("/v1/models/ref/events", json=body)
+    first = make_worker("dies", worker_lease_ms=200, worker_block_ms=20)
+    first.step()  # takes the lease, recovers (nothing pending), applies 4 entries
+    assert int(rclient.hget(keys.meta("q"), "queue:entries")) == 4
+
+    def crash(*args, **kwargs):
+        raise SystemExit("killed between commit and XACK")
+
+    first.queue.ack = crash  # type: ignore[method-assign]
+    with pytest.raises(SystemExit):
+        first.step()
+    assert int(rclient.hget(keys.meta("q"), "queue:entries")) == 8  # committed...
+    assert rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"] == 4  # ...not acked
+    time.sleep(0.3)  # lease and claim idle time of the dead worker pass
+    second = make_worker("survivor")
+    drain(second, rclient, ["q"])
+    assert second.telemetry.entries.labels("q", "redelivered")._value.get() == 4
+    assert queued.get("/v1/models/q").json()["counts"]["events_learned"] == 200
+    assert_same_state(rclient, "q", "ref")
+    assert rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"] == 0
+
+
+def test_a_bad_entry_is_skipped_and_the_rest_learned(make_app, make_worker, rclient):
+    client = make_app()
+    create_model(client, "m")
+    X, y = make_stream(60)
+    client.post("/v1/models/m/events", json=events_json(X[:30], y[:30]))
+    rclient.xadd(keys.stream("m"), {"kind": "events", "n": "2", "d": "5", "y": b"junk"})
+    client.post("/v1/models/m/events", json=events_json(X[30:], y[30:]))
+    worker = make_worker()
+    drain(worker, rclient, ["m"])
+    assert client.get("/v1/models/m").json()["counts"]["events_learned"] == 60
+    assert worker.telemetry.entries.labels("m", "rejected")._value.get() == 1
+
+
+def test_worker_follows_models_created_reset_and_deleted(make_app, make_worker, rclient):
+    client = make_app()
+    worker = make_worker()
+    X, y = make_stream(40)
+    create_model(client, "a")
+    client.post("/v1/models/a/events", json=events_json(X, y))
+    drain(worker, rclient, ["a"])
+    assert worker.owned == {"a": True}
+    create_model(client, "b")
+    client.post("/v1/models/b/events", json=events_json(X, y))
+    assert client.post("/v1/models/a/reset").status_code == 200
+    client.post("/v1/models/a/events", json=events_json(X[:10], y[:10]))
+    drain(worker, rclient, ["a", "b"])
+    assert client.get("/v1/models/a").json()["counts"]["events_learned"] == 10
+    assert client.get("/v1/models/b").json()["counts"]["events_learned"] == 40
+    assert client.delete("/v1/models/b").status_code == 204
+    for _ in range(5):
+        worker.step()
+    assert set(worker.owned) == {"a"}
+    assert not rclient.exists(keys.stream("b"), keys.lease("b"), keys.queue("b"))
+
+
+def test_json_logs_one_object_per_line(make_app, capsys):
+    import logging
+
+    import orjson
+
+    client = make_app(log_format="json")
+    create_model(client, "m")
+    X, y = make_stream(10)
+    response = client.post(
+        "/v1/models/m/events", json=events_json(X, y), headers={"x-request-id": "req-42"}
+    )
+    assert response.headers["x-request-id"] == "req-42"
+    lines = [orjson.loads(line) for line in capsys.readouterr().err.splitlines() if line]
+    request = next(line for line in lines if line.get("request_id") == "req-42")
+    assert request["model"] == "m" and request["status"] == 202 and request["queued"] == 10
+    assert request["route"] == "/v1/models/{model_id}/events" and request["duration_ms"] > 0
+    logging.getLogger().handlers.clear()  # leave the other tests' logging alone
+
+
+def test_queue_key_names():
+    assert keys.stream("fraud-1") == "aucs:{fraud-1}:stream"
+    assert keys.queue("fraud-1") == "aucs:{fraud-1}:queue"
+    assert keys.lease("fraud-1") == "aucs:{fraud-1}:lease"
+    assert keys.WORKER_GROUP == "aucstream-workers"
+    assert {keys.stream("m"), keys.queue("m"), keys.lease("m")} <= set(keys.all_model_keys("m"))

@@ -36,11 +36,7 @@ def register(cls: type[OnlineLearner]) -> type[OnlineLearner]:
 
 def _load_all() -> None:
     for module in _LEARNER_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            if error.name != module:  # a real import error inside an existing module
-                raise
+        importlib.import_module(module)
 
 
 def available_learners() -> list[str]:

@@ -452,3 +452,329 @@ def opauc_learn(
         if sparse:
             for k in range(indptr[t], indptr[t + 1]):
                 x[indices[k]] = 0.0
+
+
+# ---------------------------------------------------------------------- plain OPAUC, rank k
+# [CHOICE] Plain OPAUC with a sketch keeps ``w`` in two parts,
+#
+#     w = w_direct + B_posᵀ a_pos + B_negᵀ a_neg,
+#
+# so the ``- η Bᵀ(B w)/T`` part of every step is an O(k) change of the coefficients ``a``
+# instead of two passes over the ``2k × d`` sketch.  The products the step needs are kept up to
+# date in O(k²) per event: the joint Gram ``J`` of the rows of both sketches, ``B w_direct`` and
+# ``B c`` for both class means.  Per event the kernel touches the sketches only through
+# ``B x`` (a gather of ``m × nnz`` entries for sparse input, a BLAS ``gemv`` for dense input);
+# the rest is a few O(d) passes (mean, the new sketch row, ``w_direct``; BLAS ``ddot``s for
+# the new row's products).  When a sketch shrinks, ``B_sᵀ a_s`` is flushed into ``w_direct``
+# (one BLAS ``gemm`` computes the new rows and the flush together).  The served ``w`` is
+# written at the end of each call from the parts, so it is a function of the state alone.
+#
+# Joint index: rows ``0 .. 2k-1`` are the positive sketch, ``2k .. 4k-1`` the negative one.
+# Every entry of ``a``, ``J``, ``B w_direct``, ``B c`` and the work vectors that belongs to an
+# unused sketch row is exactly 0, so sums may run over all ``4k`` entries.
+#
+# BLAS (``np.dot``) is used for the long products because numba keeps ``fastmath`` off and
+# its own reductions do not vectorise; OpenBLAS computes each product in an order fixed by the
+# sizes and the machine's kernel, so results are reproducible on one machine (as before, not
+# across machines).
+
+
+@kernel
+def _sketch_times_row(sketch, m, x, sparse, start, stop, indices, data, out):
+    """``out[r] = sketch[r] · x`` for ``r < m``: a gather over the row's non-zeros for sparse
+    input, one BLAS ``gemv`` for dense input."""
+    if m == 0:
+        return
+    if sparse:
+        for r in range(m):
+            row = sketch[r]
+            total = 0.0
+            for k in range(start, stop):
+                total += row[indices[k]] * data[k]
+            out[r] = total
+    else:
+        np.dot(sketch[:m], x, out[:m])
+
+
+@kernel
+def _row_dot_event(row, x, sparse, start, stop, indices, data):
+    """``row · x`` over the event's non-zeros (sparse) or by BLAS ``ddot`` (dense)."""
+    if sparse:
+        total = 0.0
+        for k in range(start, stop):
+            total += row[indices[k]] * data[k]
+        return total
+    return np.dot(row, x)
+
+
+@kernel
+def _lazy_shrink(sketch, rows, offset, rank, w_direct, coef, gram, direct_products,
+                 mean_products, mean_direct, products, combination, new_rows):  # fmt: skip
+    """Frequent-directions shrink of one full sketch (``2k`` rows, joint rows ``offset ..``),
+    with the Gram taken from ``gram`` instead of recomputed.
+
+    As in :func:`_sketch_shrink`: ``B Bᵀ = U Λ Uᵀ``, ``θ`` the (k+1)-th largest eigenvalue,
+    new rows ``M B`` with ``M_e = sqrt((λ_e - θ)/λ_e) u_eᵀ`` for the top ``k`` eigenvalues
+    ``λ_e > θ``.  Before the rows change, ``Bᵀ a`` is added to ``w_direct`` (it could not be
+    expressed in the new rows), which changes ``B' w_direct`` by ``B' Bᵀ a`` for every row
+    ``B'`` of both sketches.  The maintained products are mapped by ``M``; the new rows are
+    orthogonal, so their Gram block is ``diag(λ_e - θ)``.
+    """
+    m = rows[0]
+    total = gram.shape[0]
+    block = np.empty((m, m))
+    for i in range(m):
+        for j in range(m):
+            block[i, j] = gram[offset + i, offset + j]
+    values, vectors = np.linalg.eigh(block)  # ascending
+    threshold = max(values[m - 1 - rank], 0.0)
+    combination[:] = 0.0
+    kept = 0
+    for e in range(m - 1, m - 1 - rank, -1):
+        if values[e] <= threshold:
+            break
+        factor = np.sqrt((values[e] - threshold) / values[e])
+        for r in range(m):
+            combination[kept, r] = factor * vectors[r, e]
+        kept += 1
+    a = coef[offset : offset + m].copy()
+    for r in range(m):
+        combination[rank, r] = a[r]
+    # w_direct += Bᵀ a changes every B' w_direct by (B' Bᵀ) a
+    for i in range(total):
+        change = 0.0
+        for r in range(m):
+            change += gram[i, offset + r] * a[r]
+        direct_products[i] += change
+    for column in range(2):  # and c · w_direct by (B c) · a
+        change = 0.0
+        for r in range(m):
+            change += mean_products[offset + r, column] * a[r]
+        mean_direct[column] += change
+    np.dot(combination, sketch, new_rows)  # m == 2k == sketch.shape[0] here
+    for i in range(w_direct.shape[0]):
+        w_direct[i] += new_rows[rank, i]
+    sketch[:kept] = new_rows[:kept]
+    sketch[kept:] = 0.0
+    # map the maintained products of this block by M (rows of gram and its columns)
+    mapped = np.zeros((rank, total))
+    for e in range(kept):
+        for i in range(total):
+            value = 0.0
+            for r in range(m):
+                value += combination[e, r] * gram[offset + r, i]
+            mapped[e, i] = value
+    for e in range(rank):
+        for i in range(total):
+            gram[offset + e, i] = mapped[e, i]
+            gram[i, offset + e] = mapped[e, i]
+    for e in range(rank, m):
+        for i in range(total):
+            gram[offset + e, i] = 0.0
+            gram[i, offset + e] = 0.0
+    for e in range(rank):
+        for f in range(rank):
+            gram[offset + e, offset + f] = 0.0
+        if e < kept:
+            gram[offset + e, offset + e] = values[m - 1 - e] - threshold
+    for vector in (direct_products, products):
+        old = vector[offset : offset + m].copy()
+        for e in range(m):
+            value = 0.0
+            if e < kept:
+                for r in range(m):
+                    value += combination[e, r] * old[r]
+            vector[offset + e] = value
+    for column in range(2):
+        old = mean_products[offset : offset + m, column].copy()
+        for e in range(m):
+            value = 0.0
+            if e < kept:
+                for r in range(m):
+                    value += combination[e, r] * old[r]
+            mean_products[offset + e, column] = value
+    coef[offset : offset + m] = 0.0
+    rows[0] = kept
+
+
+@kernel
+def _lazy_event(x, sparse, start, stop, indices, data, label, w_direct, coef, gram,
+                direct_products, mean_products, mean_direct, mean_gram, mean_pos, mean_neg,
+                sketch_pos, sketch_neg, rows_pos, rows_neg, count_pos, count_neg,
+                sq_norm_mean, lam, eta, auto_eta, rank, products, centred, combination,
+                new_rows):  # fmt: skip
+    """One plain OPAUC event on the split ``w`` (see the comment above); returns the
+    pre-update score ``w · x``.
+
+    Besides the sketch products, ``mean_direct[a] = c_a · w_direct`` and
+    ``mean_gram[a, b] = c_a · c_b`` (index 0 positive, 1 negative) are kept up to date, so
+    the products of the new sketch row ``b = sqrt((T-1)/T) δ`` and of ``z = x - c_opp`` with
+    the dense vectors follow from ``x``'s own products (over its non-zeros when sparse)
+    instead of O(d) dot products; only ``b · b`` (the Gram diagonal, which the shrink's
+    eigenvalues rest on) and ``b · x`` are computed directly.
+    """
+    size = 2 * rank
+    # 1. B x for both sketches; x · w_direct, x · x, x · c_pos, x · c_neg; the score
+    products[:] = 0.0
+    _sketch_times_row(
+        sketch_pos, rows_pos[0], x, sparse, start, stop, indices, data, products[:size]
+    )
+    _sketch_times_row(
+        sketch_neg, rows_neg[0], x, sparse, start, stop, indices, data, products[size:]
+    )
+    if sparse:
+        direct_score = 0.0
+        squared_norm = 0.0
+        x_mean_pos = 0.0
+        x_mean_neg = 0.0
+        for k in range(start, stop):
+            i = indices[k]
+            value = data[k]
+            direct_score += w_direct[i] * value
+            squared_norm += value * value
+            x_mean_pos += mean_pos[i] * value
+            x_mean_neg += mean_neg[i] * value
+    else:
+        direct_score = np.dot(w_direct, x)
+        squared_norm = np.dot(x, x)
+        x_mean_pos = np.dot(mean_pos, x)
+        x_mean_neg = np.dot(mean_neg, x)
+    score = direct_score
+    for j in range(2 * size):
+        score += coef[j] * products[j]
+    if label > 0:
+        mean_own, sketch_own, rows_own, count_own, own, offset = (
+            mean_pos, sketch_pos, rows_pos, count_pos, 0, 0
+        )  # fmt: skip
+        mean_opp, rows_opp, count_opp, opp, offset_opp = mean_neg, rows_neg, count_neg, 1, size
+        x_mean_own, x_mean_opp = x_mean_pos, x_mean_neg
+    else:
+        mean_own, sketch_own, rows_own, count_own, own, offset = (
+            mean_neg, sketch_neg, rows_neg, count_neg, 1, size
+        )  # fmt: skip
+        mean_opp, rows_opp, count_opp, opp, offset_opp = mean_pos, rows_pos, count_pos, 0, 0
+        x_mean_own, x_mean_opp = x_mean_neg, x_mean_pos
+    # 2. own class: mean (eq. 2.13) and the new sketch row sqrt((T-1)/T) (x - c_{T-1})
+    count_own[0] += 1
+    n = count_own[0]
+    inverse = 1.0 / n
+    for j in range(2 * size):  # B δ = B x - B c_{T-1};  B c_T = B c_{T-1} + B δ / T
+        centred[j] = products[j] - mean_products[j, own]
+        mean_products[j, own] += centred[j] * inverse
+    delta_direct = direct_score - mean_direct[own]  # δ · w_direct
+    delta_own = x_mean_own - mean_gram[own, own]  # δ · c_own (before the update)
+    delta_opp = x_mean_opp - mean_gram[own, opp]  # δ · c_opp
+    d = x.shape[0]
+    if n >= 2:
+        scale = np.sqrt((n - 1.0) / n)
+        new_row = sketch_own[rows_own[0]]
+        for i in range(d):
+            delta = x[i] - mean_own[i]
+            mean_own[i] += delta * inverse
+            new_row[i] = scale * delta
+        row_square = np.dot(new_row, new_row)
+        delta_square = row_square / (scale * scale)
+    else:
+        for i in range(d):
+            mean_own[i] += (x[i] - mean_own[i]) * inverse
+        new_row = mean_own  # unused
+        row_square = 0.0
+        delta_square = squared_norm  # c_0 = 0, so δ = x
+    # c_T = c_{T-1} + δ / T in the kept products
+    mean_direct[own] += delta_direct * inverse
+    mean_gram[own, own] += (2.0 * delta_own + delta_square * inverse) * inverse
+    mean_gram[own, opp] += delta_opp * inverse
+    mean_gram[opp, own] = mean_gram[own, opp]
+    if n >= 2:
+        j = offset + rows_own[0]
+        for i in range(2 * size):
+            gram[j, i] = scale * centred[i]
+            gram[i, j] = scale * centred[i]
+        gram[j, j] = row_square
+        direct_products[j] = scale * delta_direct
+        mean_products[j, own] = scale * (delta_own + delta_square * inverse)  # b · c_T
+        mean_products[j, opp] = scale * delta_opp
+        products[j] = _row_dot_event(new_row, x, sparse, start, stop, indices, data)
+        rows_own[0] += 1
+        if rows_own[0] == size:
+            _lazy_shrink(sketch_own, rows_own, offset, rank, w_direct, coef, gram,
+                         direct_products, mean_products, mean_direct, products,
+                         combination, new_rows)  # fmt: skip
+    step = _step_size(eta, auto_eta, squared_norm, sq_norm_mean, count_pos[0] + count_neg[0])
+    if count_opp[0] == 0:
+        return score  # no update until both classes were seen (notes §3.2)
+    # 3. the step  w <- (1 - ηλ) w + η (y - zᵀw) z - (η / T_opp) B_oppᵀ (B_opp w)
+    mean_w = mean_direct[opp]
+    for j in range(2 * size):
+        mean_w += coef[j] * mean_products[j, opp]
+    zw = score - mean_w
+    gain = step * (label - zw)
+    shrink = 1.0 - step * lam
+    inverse_opp = step / count_opp[0]
+    for r in range(rows_opp[0]):  # p = B_opp w = B_opp w_direct + J a
+        i = offset_opp + r
+        value = direct_products[i]
+        for j in range(2 * size):
+            value += gram[i, j] * coef[j]
+        centred[i] = value  # (reused as p; centred of the opposite block is not needed)
+    for j in range(2 * size):
+        coef[j] *= shrink
+    for r in range(rows_opp[0]):
+        coef[offset_opp + r] -= inverse_opp * centred[offset_opp + r]
+    for j in range(2 * size):  # B w_direct after the step: B z = B x - B c_opp
+        direct_products[j] = shrink * direct_products[j] + gain * (
+            products[j] - mean_products[j, opp]
+        )
+    # c_a · w_direct after the step: c_a · z = c_a · x - c_a · c_opp (c_own is the new mean)
+    x_mean_own_new = x_mean_own + (squared_norm - x_mean_own) * inverse
+    mean_direct[own] = shrink * mean_direct[own] + gain * (x_mean_own_new - mean_gram[own, opp])
+    mean_direct[opp] = shrink * mean_direct[opp] + gain * (x_mean_opp - mean_gram[opp, opp])
+    for i in range(d):
+        w_direct[i] = shrink * w_direct[i] + gain * (x[i] - mean_opp[i])
+    return score
+
+
+@kernel
+def opauc_sketch_learn(X, indptr, indices, data, sparse, y, scores, w, w_direct, coef, gram,
+                       direct_products, mean_products, mean_direct, mean_gram, mean_pos,
+                       mean_neg, sketch_pos, sketch_neg, rows_pos, rows_neg, count_pos,
+                       count_neg, sq_norm_mean, lam, eta, auto_eta, rank):  # fmt: skip
+    """Plain OPAUC with rank-``k`` frequent-directions sketches (split ``w``, see above):
+    learn a batch in order, ``scores`` (length 0 or n) gets each pre-update score, and ``w``
+    is written from its parts at the end."""
+    d = w.shape[0]
+    x = np.zeros(d)
+    products = np.zeros(4 * rank)
+    centred = np.zeros(4 * rank)
+    combination = np.zeros((rank + 1, 2 * rank))
+    new_rows = np.zeros((rank + 1, d))
+    n_samples = indptr.shape[0] - 1 if sparse else X.shape[0]
+    want_scores = scores.shape[0] > 0
+    for t in range(n_samples):
+        start = 0
+        stop = 0
+        if sparse:
+            start = indptr[t]
+            stop = indptr[t + 1]
+            for k in range(start, stop):
+                x[indices[k]] = data[k]
+            row = x
+        else:
+            row = X[t]
+        score = _lazy_event(row, sparse, start, stop, indices, data, y[t], w_direct, coef,
+                            gram, direct_products, mean_products, mean_direct, mean_gram,
+                            mean_pos, mean_neg,
+                            sketch_pos, sketch_neg, rows_pos, rows_neg, count_pos, count_neg,
+                            sq_norm_mean, lam, eta, auto_eta, rank, products, centred,
+                            combination, new_rows)  # fmt: skip
+        if want_scores:
+            scores[t] = score
+        if sparse:
+            for k in range(start, stop):
+                x[indices[k]] = 0.0
+    w[:] = w_direct
+    size = 2 * rank
+    if rows_pos[0] > 0:
+        w += np.dot(coef[: rows_pos[0]], sketch_pos[: rows_pos[0]])
+    if rows_neg[0] > 0:
+        w += np.dot(coef[size : size + rows_neg[0]], sketch_neg[: rows_neg[0]])

@@ -107,13 +107,14 @@ class OPAUC(OnlineLearner):
     O(k·d) with ``rank=k``.
 
     Throughput (one core of the shared development machine, CPU time, ``bench/kernels.py``
-    cases): full rank at d = 50 about 800,000 events/s (AdaOAM about 750,000); ``rank=8`` at
-    d = 10,000 about 7,000-8,000 events/s.  The sketch path does ~30 row passes of length d
-    per event (``B w``, ``Bᵀp`` and the amortised Gram and rebuild of the shrink); numba
-    keeps ``fastmath`` off for bit-for-bit results, so its dot products run at the scalar
-    add throughput (~0.2 ns per multiply-add).  Reaching 50,000 events/s there would need a
-    representation that never touches all of ``B`` per event (``w`` kept partly in the sketch
-    basis), which is not implemented.
+    cases): full rank at d = 50 about 800,000 events/s (AdaOAM about 750,000).  Plain OPAUC
+    with ``rank=k`` keeps ``w = w_direct + B_posᵀ a_pos + B_negᵀ a_neg`` (state
+    ``w_direct``, ``sketch_coef``) with the products its steps need kept up to date
+    (``sketch_gram``, ``sketch_dot_direct``, ``sketch_dot_means``, ``mean_dot_direct``,
+    ``mean_gram``), so an event touches the sketches only through ``B x``; ``w`` is written
+    from the parts after each call.  AdaOAM's per-coordinate steps leave the span of the
+    sketches, so ``rank=k`` with ``adaptive=True`` still does ``B w`` and ``Bᵀ(B w)`` per
+    event.  Figures for ``rank=8`` at d = 10,000: see ``core._kernels.opauc``.
 
     Examples
     --------
@@ -178,6 +179,11 @@ class OPAUC(OnlineLearner):
     def _auto_eta(self) -> bool:
         return self.eta is None and not self.adaptive
 
+    @property
+    def _split_weights(self) -> bool:
+        """Plain OPAUC with a sketch keeps ``w = w_direct + B_posᵀ a_pos + B_negᵀ a_neg``."""
+        return self.rank is not None and not self.adaptive
+
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         if self.rank is None and n_features > MAX_FULL_RANK_FEATURES:
             gigabytes = 2 * 8 * n_features**2 / 1e9
@@ -215,6 +221,15 @@ class OPAUC(OnlineLearner):
             state["sketch_neg"] = np.zeros((2 * self.rank, n_features))
             state["sketch_rows_pos"] = np.zeros(1, dtype=np.int64)
             state["sketch_rows_neg"] = np.zeros(1, dtype=np.int64)
+        if self._split_weights:
+            joint = 4 * self.rank  # positive sketch rows, then negative sketch rows
+            state["w_direct"] = np.zeros(n_features)
+            state["sketch_coef"] = np.zeros(joint)
+            state["sketch_gram"] = np.zeros((joint, joint))
+            state["sketch_dot_direct"] = np.zeros(joint)
+            state["sketch_dot_means"] = np.zeros((joint, 2))
+            state["mean_dot_direct"] = np.zeros(2)  # c_pos · w_direct, c_neg · w_direct
+            state["mean_gram"] = np.zeros((2, 2))  # c_a · c_b, positive first
         if self.adaptive:
             state["grad_sq_sum"] = np.zeros(n_features)
         if self._auto_eta:
@@ -236,6 +251,34 @@ class OPAUC(OnlineLearner):
         radius = 1.0 / np.sqrt(lam) if (self.adaptive and lam > 0) else np.inf
         grad_sq = state.get("grad_sq_sum", empty)
         sq_norm_mean = state.get("sq_norm_mean", np.zeros(1))
+        if self._split_weights:
+            kernels.opauc_sketch_learn(
+                *arrays,
+                y,
+                scores,
+                state["w"],
+                state["w_direct"],
+                state["sketch_coef"],
+                state["sketch_gram"],
+                state["sketch_dot_direct"],
+                state["sketch_dot_means"],
+                state["mean_dot_direct"],
+                state["mean_gram"],
+                state["mean_pos"],
+                state["mean_neg"],
+                state["sketch_pos"],
+                state["sketch_neg"],
+                state["sketch_rows_pos"],
+                state["sketch_rows_neg"],
+                state["count_pos"],
+                state["count_neg"],
+                sq_norm_mean,
+                lam,
+                eta,
+                self._auto_eta,
+                int(self.rank),
+            )
+            return
         options = (lam, eta, self._auto_eta, bool(self.adaptive), float(self.delta), radius)
         if self.rank is None:
             matrices = (state["cov_pos"], state["cov_neg"], np.zeros(1, dtype=np.int64))

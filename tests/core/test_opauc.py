@@ -113,6 +113,38 @@ def test_sketch_matches_the_svd_reference(params):
         assert_close(sketch.T @ sketch / count, reference.covariance(label))
 
 
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_split_weights_keep_their_products_up_to_date(rank):
+    """Plain OPAUC with a sketch keeps ``w = w_direct + B_posᵀ a_pos + B_negᵀ a_neg`` and the
+    products its steps use up to date instead of recomputing them: check each against a
+    direct computation, after dense and sparse batches and several shrinks."""
+    X, y = stream(14, n=260, n_features=9)
+    learner = make_learner("opauc", rank=rank)
+    learner.prequential_step(X[:100], y[:100])
+    learner.prequential_step(sp.csr_matrix(X[100:200]), y[100:200])
+    learner.prequential_step(X[200:], y[200:])
+    state = learner.state_
+    size = 2 * rank
+    rows = (int(state["sketch_rows_pos"][0]), int(state["sketch_rows_neg"][0]))
+    joint = np.zeros((2 * size, 9))  # positive rows, then negative rows; unused rows zero
+    joint[: rows[0]] = state["sketch_pos"][: rows[0]]
+    joint[size : size + rows[1]] = state["sketch_neg"][: rows[1]]
+    used = np.zeros(2 * size, dtype=bool)
+    used[: rows[0]] = used[size : size + rows[1]] = True
+    means = np.stack([state["mean_pos"], state["mean_neg"]])
+    direct = state["w_direct"]
+    assert not state["sketch_coef"][~used].any() and not state["sketch_gram"][~used].any()
+    assert not state["sketch_gram"][:, ~used].any()
+    assert not state["sketch_dot_direct"][~used].any()
+    assert not state["sketch_dot_means"][~used].any()
+    assert_close(state["w"], direct + joint.T @ state["sketch_coef"])
+    assert_close(state["sketch_gram"], joint @ joint.T, rtol=1e-10)
+    assert_close(state["sketch_dot_direct"], joint @ direct, rtol=1e-10)
+    assert_close(state["sketch_dot_means"], joint @ means.T, rtol=1e-10)
+    assert_close(state["mean_dot_direct"], means @ direct, rtol=1e-10)
+    assert_close(state["mean_gram"], means @ means.T, rtol=1e-10)
+
+
 def test_weighted_projection_kernel_matches_the_reference():
     from core._kernels.opauc import _project_weighted
 
@@ -242,6 +274,11 @@ def test_state_layout_follows_the_options():
     sketch = make_learner("opauc", rank=4, adaptive=True, eta=0.1).partial_fit(X, y).state_
     assert sketch["sketch_neg"].shape == (8, N_FEATURES) and "cov_neg" not in sketch
     assert sketch["grad_sq_sum"].shape == (N_FEATURES,) and "sq_norm_mean" not in sketch
+    assert "w_direct" not in sketch  # AdaOAM's steps are not in the span of the sketches
+    split = make_learner("opauc", rank=4).partial_fit(X, y).state_
+    assert split["w_direct"].shape == (N_FEATURES,) and split["sketch_gram"].shape == (16, 16)
+    assert split["sketch_dot_means"].shape == (16, 2) and split["mean_gram"].shape == (2, 2)
+    assert "cov_pos" not in split and "grad_sq_sum" not in split
 
 
 def test_full_rank_refuses_too_many_features_and_suggests_rank():

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from core.learners import make_learner
-from core.regret import online_penalties, prefix_loss, regret, replay
+from core.regret import (
+    RegretWindow,
+    learner_inputs,
+    online_penalties,
+    prefix_loss,
+    regret,
+    replay,
+)
 from tests.core import naive_pauc as naive
 
 
@@ -116,3 +123,179 @@ def test_average_regret_of_ftrl_shrinks_on_a_stationary_stream():
         values.append(regret(X[:T], y[:T], ends, weights, scores, C=10.0).regret)
     assert values[0] > values[1] > values[2]
     assert values[2] < 0.5 * values[0]
+
+
+# ----------------------------------------------------------------------------- RegretWindow
+def test_kernel_penalties_match_prefix_loss_with_blocks_and_alpha(monkeypatch):
+    import core.regret as regret_module
+
+    X, y = _stream(6, 60)
+    rng = np.random.default_rng(6)
+    weights = [rng.normal(size=3) for _ in range(12)]
+    ends = np.sort(rng.choice(np.arange(1, 60), size=11, replace=False)).tolist() + [60]
+    for alpha, beta in ((0.0, 0.1), (0.0, 1.0), (0.05, 0.3)):
+        expected = [
+            prefix_loss(X[:e], y[:e], w, alpha, beta) - prefix_loss(X[:s], y[:s], w, alpha, beta)
+            for s, e, w in zip([0, *ends[:-1]], ends, weights, strict=True)
+        ]
+        for cells in (1 << 21, 100):  # one block, and a block of one or two rounds
+            monkeypatch.setattr(regret_module, "_PENALTY_BLOCK_CELLS", cells)
+            got = online_penalties(X, y, ends, weights, alpha, beta)
+            np.testing.assert_allclose(got, expected, atol=1e-9)
+
+
+class _NaiveWindow:
+    """Rounds kept as a Python list; trimmed by dropping whole oldest rounds."""
+
+    def __init__(self, capacity):
+        self.capacity, self.rounds = capacity, []
+
+    def update(self, X, y, s, w):
+        self.rounds.append([X, y, s, w])
+        while sum(len(r[1]) for r in self.rounds) > self.capacity and len(self.rounds) > 1:
+            self.rounds.pop(0)
+        X, y, s, w = self.rounds[-1]
+        if len(y) > self.capacity:
+            self.rounds[-1] = [X[-self.capacity :], y[-self.capacity :], s[-self.capacity :], w]
+
+    def contents(self):
+        if not self.rounds:
+            return np.zeros((0, 3)), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros((0, 3))
+        X = np.concatenate([r[0] for r in self.rounds])
+        y = np.concatenate([r[1] for r in self.rounds])
+        s = np.concatenate([r[2] for r in self.rounds])
+        ends = np.cumsum([len(r[1]) for r in self.rounds])
+        return X, y, s, ends, np.array([r[3] for r in self.rounds])
+
+
+def test_window_trims_at_round_boundaries_like_a_list_of_rounds():
+    rng = np.random.default_rng(7)
+    for capacity in (1, 5, 17, 64):
+        window, naive_window = RegretWindow(capacity, 3), _NaiveWindow(capacity)
+        X, y = _stream(capacity, 400)
+        start = 0
+        while start < 400:
+            size = int(rng.choice([1, 1, 2, 3, 7, 20, 80]))
+            stop = min(400, start + size)
+            w = rng.normal(size=3)
+            s = rng.normal(size=stop - start)
+            window.update(X[start:stop], y[start:stop], s, w)
+            naive_window.update(X[start:stop], y[start:stop], s, w)
+            for got, expected in zip(window.contents(), naive_window.contents(), strict=True):
+                np.testing.assert_array_equal(got, expected)
+            assert len(window) <= capacity and window.n_rounds == len(naive_window.rounds)
+            start = stop
+        assert window.events_seen == 400
+
+
+def test_window_report_is_regret_on_its_content_and_the_naive_loop():
+    X, y = _stream(8, 300, rate=0.2)
+    rng = np.random.default_rng(8)
+    window = RegretWindow(120, 3)
+    start = 0
+    while start < 300:
+        stop = min(300, start + int(rng.integers(1, 15)))
+        w = rng.normal(size=3) * 0.5
+        window.update(X[start:stop], y[start:stop], X[start:stop] @ w, w)
+        start = stop
+    Xw, yw, sw, ends, weights = window.contents()
+    assert 120 - 14 < len(yw) <= 120
+    report = window.report(0.0, 0.1, C=10.0, tol=1e-6)
+    reference = regret(Xw, yw, ends, list(weights), sw, beta=0.1, C=10.0, tol=1e-6)
+    assert report.regret == pytest.approx(reference.regret, rel=1e-12)
+    assert report.pauc_gap == pytest.approx(reference.pauc_gap, rel=1e-12)
+    assert report.rounds == len(ends) == window.n_rounds and report.n_events == len(yw)
+    n_neg = int((yw < 0).sum())
+    pairs = int((yw > 0).sum()) * naive.top_count(0.1, n_neg)
+    online = sum(
+        _naive_prefix_loss(Xw[:e], yw[:e], w, 0.1) - _naive_prefix_loss(Xw[:s], yw[:s], w, 0.1)
+        for s, e, w in zip([0, *ends[:-1]], ends, weights, strict=True)
+    )
+    assert report.online_loss == pytest.approx(online / pairs, abs=1e-12)
+    assert report.hindsight_loss == pytest.approx(
+        _naive_prefix_loss(Xw, yw, report.w_hindsight, 0.1) / pairs, abs=1e-12
+    )
+    assert report.prequential_pauc == pytest.approx(naive.pauc_roc(yw, sw, 0.0, 0.1))
+    section, reason = window.summary(0.0, 0.1, C=10.0, tol=1e-6)
+    assert reason is None and section["regret"] == pytest.approx(report.regret)
+
+
+def test_window_report_reasons_when_undefined():
+    window = RegretWindow(10, 2)
+    assert window.report().reason == "the regret window holds no event"
+    window.update(np.ones((3, 2)), [1, 1, 1], np.zeros(3), np.zeros(2))
+    report = window.report()
+    assert report.reason == "the regret window holds no negative event"
+    assert np.isnan(report.regret) and report.n_events == 3 and report.rounds == 1
+    assert window.summary() == (None, "the regret window holds no negative event")
+    window = RegretWindow(10, 2)
+    window.update(np.ones((2, 2)), [0, 0], np.zeros(2), np.zeros(2))
+    assert window.summary()[1] == "the regret window holds no positive event"
+
+
+def test_window_state_round_trips_bit_for_bit_and_continues_identically():
+    X, y = _stream(9, 200)
+    rng = np.random.default_rng(9)
+    window = RegretWindow(50, 3)
+    assert (
+        RegretWindow.from_state(window.get_state()).get_state().keys() == window.get_state().keys()
+    )
+    for start in range(0, 120, 7):
+        window.update(
+            X[start : start + 7], y[start : start + 7], rng.normal(size=7), rng.normal(size=3)
+        )
+    state = window.get_state()
+    for value in state.values():
+        assert value.flags.c_contiguous and value.dtype in (np.float64, np.int64)
+    restored = RegretWindow.from_state(state)
+    for key, value in restored.get_state().items():
+        np.testing.assert_array_equal(value, state[key])
+        assert value.dtype == state[key].dtype
+    for start in range(120, 198, 3):
+        batch = (X[start : start + 3], y[start : start + 3], rng.normal(size=3), rng.normal(size=3))
+        window.update(*batch)
+        restored.update(*batch)
+    for key, value in restored.get_state().items():
+        np.testing.assert_array_equal(value, window.get_state()[key])
+    assert restored.report().regret == window.report().regret
+
+
+def test_window_rejects_bad_rounds_and_bad_states_unchanged():
+    window = RegretWindow(5, 2)
+    window.update(np.ones((2, 2)), [1, 0], [0.1, 0.2], [0.0, 1.0])
+    before = window.get_state()
+    for args, message in (
+        ((np.ones((2, 3)), [1, 0], [0, 0], [0, 0]), "shape"),
+        ((np.ones((2, 2)), [1, 2], [0, 0], [0, 0]), "label"),
+        ((np.ones((2, 2)), [1, 0], [0, np.nan], [0, 0]), "NaN"),
+        ((np.ones((2, 2)), [1, 0], [0, 0], [0, 0, 0]), "weights"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            window.update(*args)
+    for key, value in window.get_state().items():
+        np.testing.assert_array_equal(value, before[key])
+    broken = dict(before, counters=np.array([2, 2, 1, 2], dtype=np.int64))
+    with pytest.raises(ValueError, match="counters"):
+        RegretWindow.from_state(broken)
+    with pytest.raises(ValueError, match="lacks the array 'features'"):
+        RegretWindow.from_state({k: v for k, v in before.items() if k != "features"})
+    with pytest.raises(ValueError, match="round_weights"):
+        RegretWindow.from_state(dict(before, round_weights=np.zeros((1, 3))))
+
+
+@pytest.mark.parametrize("scaling", ["none", "standard", "unit_norm", "scale"])
+def test_learner_inputs_are_what_the_learner_scores(scaling):
+    X, y = _stream(10, 120)
+    X = X * np.array([100.0, 1.0, 0.01])
+    learner = make_learner("spam", scaling=scaling)
+    learner.initialize(3)
+    for row in range(120):
+        inputs = learner_inputs(learner, X[row : row + 1])
+        served = learner.coef_
+        score = learner.prequential_step(X[row : row + 1], y[row : row + 1])
+        np.testing.assert_allclose(score, inputs @ served, rtol=1e-12, atol=1e-12)
+    # the learner is not changed by computing its inputs
+    state = learner.get_state()
+    learner_inputs(learner, X[:10])
+    for key, value in learner.get_state().items():
+        np.testing.assert_array_equal(value, state[key])

@@ -21,13 +21,16 @@ Four content types carry events (DESIGN §4):
 Labels are 0/1, -1/+1 or booleans.  Parsing turns the body into numpy arrays with one
 ``orjson`` call and a few list comprehensions (no object per event); every check runs on the
 whole batch before anything is learned, and an error names the event (0-based index and id) or
-the line (1-based) at fault.
+the line (1-based) at fault.  A dense-model JSON body of the plain shape takes a faster road
+(simdjson straight into float64, see ``_dense_json_fast``) that gives the same batch and leaves
+every other body, and every error, to the general path.
 """
 
 from __future__ import annotations
 
 import io
 import itertools
+import threading
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,10 +38,17 @@ from typing import Any, Literal
 
 import numpy as np
 import orjson
+import simdjson
 
 from core.hashing import FeatureHasher
 from core.validation import CSRMatrix, as_features
-from service.errors import InvalidInput, MalformedBody, PayloadTooLarge, UnsupportedMediaType
+from service.errors import (
+    InvalidInput,
+    MalformedBody,
+    PayloadTooLarge,
+    ServiceError,
+    UnsupportedMediaType,
+)
 
 FeatureMode = Literal["dense", "sparse", "hashed"]
 
@@ -398,7 +408,111 @@ def parse_json(body: bytes) -> Any:
         raise MalformedBody(f"body is not valid JSON: {error}") from None
 
 
+# Fast path for the common dense shape: simdjson turns each ``x`` array straight into float64
+# bytes (``as_buffer``), so no Python float is made for a feature value.  With orjson, decoding
+# 1,000 events of 50 features costs ~2.3 ms and building the array from the Python floats
+# ~0.8 ms more; simdjson does both in ~1.3 ms, plus ~0.4 us per event of proxy access.  Both
+# parsers round every number correctly, so the array is bit for bit the same.
+#
+# The fast path only accepts; it never rejects.  On anything but the plain shape (other keys,
+# a nested array, a non-number feature, a bad id or label, invalid JSON ...) it returns None
+# and the general path below parses the body again and produces its usual error.
+_EVENT_LAYOUTS: dict[tuple[str, ...], tuple[bool, bool]] = {
+    keys: ("id" in keys, "y" in keys)
+    for keys in itertools.chain.from_iterable(
+        itertools.permutations(("x", *others)) for others in ((), ("id",), ("y",), ("id", "y"))
+    )
+}  # event keys in any order -> (has id, has y); a repeated or unknown key is not listed
+_OPEN_BRACKET = ord("[")
+#: A parser keeps the buffers of the largest document it has parsed: one per thread is reused
+#: for bodies up to this size, a larger body gets a parser of its own that is freed after.
+_REUSED_PARSER_MAX_BYTES = 8 * 1024 * 1024
+_parsers = threading.local()
+_FAST_PATH_GIVES_UP = (
+    ValueError,  # invalid JSON, a number out of range
+    TypeError,  # a feature that is not a number (as_buffer)
+    KeyError,
+    AttributeError,
+    ServiceError,  # a bad id or label, too many events
+)
+
+
+def _dense_json_fast(
+    body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: int
+) -> Batch | None:
+    """The batch of a dense-model JSON body of the plain shape, or None (see above)."""
+    parser: simdjson.Parser | None = None
+    if len(body) <= _REUSED_PARSER_MAX_BYTES:
+        parser = getattr(_parsers, "parser", None)
+    if parser is None:
+        parser = simdjson.Parser()
+        if len(body) <= _REUSED_PARSER_MAX_BYTES:
+            _parsers.parser = parser
+    try:
+        return _read_dense_json(parser, body, spec, labelled=labelled, max_events=max_events)
+    except RuntimeError:  # proxies of an earlier document still referenced: start afresh
+        _parsers.parser = None
+        return None
+    except _FAST_PATH_GIVES_UP:
+        return None
+
+
+def _read_dense_json(
+    parser: simdjson.Parser, body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: int
+) -> Batch | None:
+    if body.startswith(b"\xef\xbb\xbf"):
+        return None  # simdjson skips a byte-order mark, orjson refuses it
+    document = parser.parse(body)
+    if type(document) is simdjson.Object and tuple(document.keys()) == ("events",):
+        events = document["events"]
+    else:
+        events = document
+    if type(events) is not simdjson.Array:
+        return None
+    n_events = len(events)
+    if not 0 < n_events <= max_events:
+        return None
+    # as_buffer flattens nested arrays ([[1], 2] reads as [1, 2]): the plain shape has exactly
+    # one "[" per event plus the events list's own (a "[" inside a string only means a retry).
+    if np.count_nonzero(np.frombuffer(body, dtype=np.uint8) == _OPEN_BRACKET) != n_events + 1:
+        return None
+    width = spec.n_features
+    rows = []
+    raw_ids: list[Any] = []
+    raw_labels: list[Any] = []
+    for event in events:
+        if type(event) is not simdjson.Object:
+            return None
+        n_keys = len(event)
+        if n_keys == 3 or (n_keys == 2 and labelled):
+            # x, id and y / x and y: three (two) distinct keys, else a lookup raises KeyError
+            has_id, has_label = n_keys == 3, True
+        else:
+            layout = _EVENT_LAYOUTS.get(tuple(event.keys()))  # ~0.3 us: only when ambiguous
+            if layout is None:
+                return None
+            has_id, has_label = layout
+        row = event["x"]
+        if type(row) is not simdjson.Array or len(row) != width:
+            return None
+        rows.append(row.as_buffer(of_type="d"))
+        raw_ids.append(event["id"] if has_id else None)
+        raw_labels.append(event["y"] if has_label else None)
+    del event, row, events, document  # proxies hold the parser's document
+    X = np.frombuffer(bytearray().join(rows), dtype=np.float64)  # bytearray: writable
+    if X.size != n_events * width:
+        return None
+    locate = _Locator(raw_ids)
+    ids = parse_ids(raw_ids, locate)
+    y = parse_labels(raw_labels, locate) if labelled else None
+    return Batch(_check_finite(X.reshape(n_events, width), locate), y, ids)
+
+
 def json_events(body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: int) -> Batch:
+    if spec.feature_mode == "dense":
+        batch = _dense_json_fast(body, spec, labelled=labelled, max_events=max_events)
+        if batch is not None:
+            return batch
     document = parse_json(body)
     if type(document) is dict:
         if "events" not in document:

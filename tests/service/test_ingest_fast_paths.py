@@ -1,0 +1,185 @@
+"""The fast parsing paths of ``service.ingest`` give exactly what the general paths give.
+
+The JSON fast path (simdjson, dense models) only ever accepts: on a body it does not take, the
+general orjson path must run and produce its own result or error.  Each case here is parsed
+twice, with the fast path on and with it switched off, and the outcomes compared exactly
+(arrays bit for bit, ids, labels, or the error's class and message).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import orjson
+import pytest
+
+from service import ingest
+from service.errors import ServiceError
+from service.ingest import FeatureSpec, json_events
+
+DENSE = FeatureSpec(n_features=3, feature_mode="dense")
+
+
+def outcome(body: bytes, *, labelled: bool = True, max_events: int = 1000, spec=DENSE):
+    try:
+        batch = json_events(body, spec, labelled=labelled, max_events=max_events)
+    except ServiceError as error:
+        return ("error", type(error).__name__, str(error), error.problem())
+    X = batch.X
+    assert isinstance(X, np.ndarray)
+    assert X.dtype == np.float64 and X.flags.c_contiguous and X.flags.writeable
+    return (
+        "batch",
+        X.shape,
+        X.tobytes(),  # bit for bit: -0.0 and 0.0 differ here
+        None if batch.y is None else batch.y.tolist(),
+        batch.ids,
+    )
+
+
+def general_outcome(monkeypatch, body: bytes, **kwargs):
+    with monkeypatch.context() as patch:
+        patch.setattr(ingest, "_dense_json_fast", lambda *args, **kw: None)
+        return outcome(body, **kwargs)
+
+
+def fast_result(body: bytes, *, labelled: bool = True, max_events: int = 1000):
+    return ingest._dense_json_fast(body, DENSE, labelled=labelled, max_events=max_events)
+
+
+def number_texts(rng: np.random.Generator, count: int) -> list[str]:
+    """Numbers written the ways clients write them: shortest repr, %.17g, fixed, integers,
+    exponents, long digit strings, subnormals, signed zeros."""
+    bits = rng.integers(0, 2**63, size=count, dtype=np.int64).view(np.float64)
+    texts = []
+    for number, value in enumerate(bits.tolist()):
+        kind = number % 9
+        if not np.isfinite(value):
+            value = 1.0
+        if kind == 0:
+            texts.append(repr(value))
+        elif kind == 1:
+            texts.append(f"{value:.17g}".replace("inf", "1"))
+        elif kind == 2:
+            texts.append(repr(float(rng.normal() * 10.0 ** rng.integers(-5, 6))))
+        elif kind == 3:
+            texts.append(str(int(rng.integers(-(2**62), 2**62))))
+        elif kind == 4:
+            texts.append(f"{rng.random():.30f}")  # more digits than a double holds
+        elif kind == 5:
+            texts.append(f"{rng.normal():.6E}")
+        elif kind == 6:
+            texts.append(repr(float(rng.random() * 1e-310)))  # subnormal
+        elif kind == 7:
+            texts.append(["-0.0", "0.0", "-0", "0", "1e-400", "-1e-400"][number % 6])
+        else:
+            texts.append(str(int(rng.integers(0, 2**63)) + 2**63))  # uint64 range
+    return texts
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_fast_path_equals_the_general_path_on_plain_bodies(monkeypatch, seed):
+    rng = np.random.default_rng(seed)
+    n_events = 200
+    numbers = number_texts(rng, n_events * 3)
+    events = []
+    for index in range(n_events):
+        row = "[" + ", ".join(numbers[3 * index : 3 * index + 3]) + "]"
+        fields = [f'"x": {row}', f'"y": {["1", "0", "true", "false", "1.0"][index % 5]}']
+        if index % 3:
+            fields.append(f'"id": {orjson.dumps(f"e-{index}" if index % 2 else index).decode()}')
+        rng.shuffle(fields)  # key order varies
+        events.append("{" + ",".join(fields) + "}")
+    body = ('{"events": [' + ",\n ".join(events) + "]}").encode()
+    assert fast_result(body) is not None  # the fast path took it
+    assert outcome(body) == general_outcome(monkeypatch, body)
+    assert outcome(body, labelled=False) == general_outcome(monkeypatch, body, labelled=False)
+
+
+def test_fast_path_equals_the_general_path_on_a_bare_list_and_on_score_bodies(monkeypatch):
+    for body in (
+        b'[{"x": [1, 2.5, -3e2], "y": 1}, {"y": 0, "x": [0, 0, 0]}]',
+        b'{"events": [{"x": [1, 2, 3]}]}',
+        b'{"events": [{"id": "a", "x": [1, 2, 3]}, {"x": [4, 5, 6], "id": 7}]}',
+    ):
+        labelled = b'"y"' in body
+        assert fast_result(body, labelled=labelled) is not None
+        assert outcome(body, labelled=labelled) == general_outcome(
+            monkeypatch, body, labelled=labelled
+        )
+
+
+def test_doubles_round_trip_bit_for_bit():
+    rng = np.random.default_rng(7)
+    values = rng.normal(size=(100, 3)) * 10.0 ** rng.integers(-300, 300, size=(100, 3))
+    body = orjson.dumps({"events": [{"x": row, "y": 1} for row in values.tolist()]})
+    batch = fast_result(body)
+    assert batch is not None
+    assert struct.pack("300d", *values.ravel()) == batch.X.tobytes()
+
+
+IRREGULAR = {
+    "not json": b'{"events": [{"x": [1, 2, 3], "y": 1}',
+    "byte order mark": b'\xef\xbb\xbf{"events": [{"x": [1, 2, 3], "y": 1}]}',
+    "trailing garbage": b'{"events": [{"x": [1, 2, 3], "y": 1}]} x',
+    "nested row": b'{"events": [{"x": [[1], 2, 3], "y": 1}]}',
+    "nested row, wrong length": b'{"events": [{"x": [[1, 2], 3], "y": 1}]}',
+    "short row": b'{"events": [{"x": [1, 2], "y": 1}]}',
+    "long row": b'{"events": [{"x": [1, 2, 3, 4], "y": 1}]}',
+    "ragged rows, right total": b'{"events": [{"x": [1, 2], "y": 1}, {"x": [3, 4, 5, 6], "y": 0}]}',
+    "string feature": b'{"events": [{"x": [1, "2", 3], "y": 1}]}',
+    "bool feature": b'{"events": [{"x": [1, true, 3], "y": 1}]}',
+    "null feature": b'{"events": [{"x": [1, null, 3], "y": 1}]}',
+    "object row": b'{"events": [{"x": {"a": 1}, "y": 1}]}',
+    "missing x": b'{"events": [{"y": 1}]}',
+    "missing y": b'{"events": [{"x": [1, 2, 3]}]}',
+    "bad label": b'{"events": [{"x": [1, 2, 3], "y": 2}]}',
+    "label list": b'{"events": [{"x": [1, 2, 3], "y": [1]}]}',
+    "label object": b'{"events": [{"x": [1, 2, 3], "y": {}}]}',
+    "labels mix 0 and -1": b'{"events": [{"x": [1, 2, 3], "y": 0}, {"x": [1, 2, 3], "y": -1}]}',
+    "bad id": b'{"events": [{"x": [1, 2, 3], "y": 1, "id": 1.5}]}',
+    "empty id": b'{"events": [{"x": [1, 2, 3], "y": 1, "id": ""}]}',
+    "duplicate key x": b'{"events": [{"x": [1, 2, 3], "x": [4, 5, 6], "y": 1}]}',
+    "duplicate key y": b'{"events": [{"x": [1, 2, 3], "y": 1, "y": 0}]}',
+    "duplicate events": b'{"events": [{"x": [1, 2, 3], "y": 1}], "events": 3}',
+    "extra event key": b'{"events": [{"x": [1, 2, 3], "y": 1, "w": 2}]}',
+    "extra top-level key": b'{"events": [{"x": [1, 2, 3], "y": 1}], "model": "m"}',
+    "no events key": b'{"evts": []}',
+    "events not a list": b'{"events": {"x": [1, 2, 3]}}',
+    "event not an object": b'{"events": [[1, 2, 3]]}',
+    "empty batch": b'{"events": []}',
+    "too many events": b"[" + b", ".join([b'{"x": [1, 2, 3], "y": 1}'] * 4) + b"]",
+    "huge integer": b'{"events": [{"x": [123456789012345678901234567890, 2, 3], "y": 1}]}',
+    "overflow": b'{"events": [{"x": [1e999, 2, 3], "y": 1}]}',
+    "bracket in an id": b'{"events": [{"x": [1, 2, 3], "y": 1, "id": "a[0]"}]}',
+    "scalar document": b"3",
+}
+
+
+@pytest.mark.parametrize("case", sorted(IRREGULAR))
+def test_irregular_bodies_get_the_general_paths_answer(monkeypatch, case):
+    body = IRREGULAR[case]
+    kwargs = {"max_events": 3}
+    assert fast_result(body, **kwargs) is None
+    assert outcome(body, **kwargs) == general_outcome(monkeypatch, body, **kwargs)
+
+
+def test_the_parser_survives_a_kept_reference():
+    """A proxy of an earlier document still alive makes simdjson refuse to reuse its parser:
+    the request falls back, and the next one gets a fresh parser."""
+    body = b'{"events": [{"x": [1, 2, 3], "y": 1}]}'
+    assert fast_result(body) is not None
+    kept = ingest._parsers.parser.parse(body)  # a caller holding on to a document
+    assert fast_result(body) is None
+    assert fast_result(body) is not None
+    del kept
+
+
+def test_other_feature_modes_do_not_use_the_dense_fast_path(monkeypatch):
+    called = []
+    monkeypatch.setattr(ingest, "_dense_json_fast", lambda *args, **kw: called.append(1))
+    sparse = FeatureSpec(n_features=3, feature_mode="sparse")
+    body = b'{"events": [{"x": {"indices": [0], "values": [1.5]}, "y": 1}]}'
+    json_events(body, sparse, labelled=True, max_events=10)
+    assert called == []

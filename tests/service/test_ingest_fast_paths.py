@@ -8,7 +8,9 @@ twice, with the fast path on and with it switched off, and the outcomes compared
 
 from __future__ import annotations
 
+import io
 import struct
+import zipfile
 
 import numpy as np
 import orjson
@@ -183,3 +185,120 @@ def test_other_feature_modes_do_not_use_the_dense_fast_path(monkeypatch):
     body = b'{"events": [{"x": {"indices": [0], "values": [1.5]}, "y": 1}]}'
     json_events(body, sparse, labelled=True, max_events=10)
     assert called == []
+
+
+# ---------------------------------------------------------------------------- NPZ
+def npz_of(members: dict[str, np.ndarray], *, compressed=False, version=None) -> bytes:
+    """An archive as np.savez writes it, or with .npy headers of a given format version."""
+    buffer = io.BytesIO()
+    if version is None:
+        (np.savez_compressed if compressed else np.savez)(buffer, **members)
+        return buffer.getvalue()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, array in members.items():
+            member = io.BytesIO()
+            np.lib.format.write_array(member, array, version=version)
+            archive.writestr(f"{name}.npy", member.getvalue())
+    return buffer.getvalue()
+
+
+def npz_outcome(body: bytes, spec=DENSE, *, labelled=True, max_events=1000):
+    try:
+        batch = ingest.npz_events(body, spec, labelled=labelled, max_events=max_events)
+    except ServiceError as error:
+        return ("error", type(error).__name__, str(error), error.problem())
+    X = batch.X
+    features = (
+        (X.shape, X.dtype.str, X.tobytes(), X.flags.writeable)
+        if isinstance(X, np.ndarray)
+        else (X.indptr.tobytes(), X.indices.tobytes(), X.data.tobytes())
+    )
+    return ("batch", features, None if batch.y is None else batch.y.tolist(), batch.ids)
+
+
+def npz_general_outcome(monkeypatch, body: bytes, spec=DENSE, **kwargs):
+    with monkeypatch.context() as patch:
+        patch.setattr(ingest, "_npz_arrays_fast", lambda body: None)
+        return npz_outcome(body, spec, **kwargs)
+
+
+RNG = np.random.default_rng(3)
+X_F8 = RNG.normal(size=(6, 3))
+Y = np.array([1, 0, 0, 1, 1, 0])
+CSR = {
+    "indptr": np.array([0, 1, 1, 3, 4, 4, 6]),
+    "indices": np.array([0, 1, 2, 0, 1, 2]),
+    "data": RNG.normal(size=6),
+}
+NPZ_TAKEN = {  # the fast path reads these itself
+    "float64": npz_of({"X": X_F8, "y": Y}),
+    "float32, bool labels": npz_of({"X": X_F8.astype(np.float32), "y": Y.astype(bool)}),
+    "int features, -1/+1": npz_of({"X": (X_F8 * 10).astype(np.int64), "y": 2 * Y - 1}),
+    "fortran order": npz_of({"X": np.asfortranarray(X_F8), "y": Y}),
+    "string ids": npz_of({"X": X_F8, "y": Y, "ids": np.array([f"e{i}" for i in range(6)])}),
+    "integer ids": npz_of({"X": X_F8, "y": Y, "ids": np.arange(6)}),
+    "csr": npz_of({**CSR, "y": Y}),
+    "header v2": npz_of({"X": X_F8, "y": Y}, version=(2, 0)),
+    "header v3": npz_of({"X": X_F8, "y": Y}, version=(3, 0)),
+    "bad label": npz_of({"X": X_F8, "y": Y + 1}),
+    "nan": npz_of({"X": np.where(X_F8 > 1, np.nan, X_F8), "y": Y}),
+    "wrong width": npz_of({"X": X_F8[:, :2], "y": Y}),
+    "no labels": npz_of({"X": X_F8}),
+    "1-d X": npz_of({"X": X_F8[0], "y": Y[:1]}),
+}
+
+
+def corrupt(body: bytes) -> bytes:
+    data = bytearray(body)
+    data[len(data) // 3] ^= 0xFF  # inside the first member's data
+    return bytes(data)
+
+
+def single_npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def renamed(body: bytes, old: bytes, new: bytes) -> bytes:
+    return body.replace(old, new)
+
+
+NPZ_LEFT_TO_THE_GENERAL_PATH = {
+    "compressed": npz_of({"X": X_F8, "y": Y}, compressed=True),
+    "bad crc": corrupt(npz_of({"X": X_F8, "y": Y})),
+    "truncated": npz_of({"X": X_F8, "y": Y})[:-200],
+    "object array": npz_of({"X": X_F8, "y": np.array([1, "a", None], dtype=object)}),
+    "unexpected name": npz_of({"X": X_F8, "y": Y, "w": Y}),
+    "name without .npy": renamed(npz_of({"X": X_F8, "y": Y}), b"y.npy", b"y.np_"),
+    "single .npy": single_npy(X_F8),
+    "not an archive": b"PK\x03\x04 not really a zip",
+    "empty": b"",
+}
+
+
+@pytest.mark.parametrize("case", sorted(NPZ_TAKEN))
+def test_npz_fast_path_equals_the_general_path(monkeypatch, case):
+    body = NPZ_TAKEN[case]
+    assert ingest._npz_arrays_fast(body) is not None
+    assert npz_outcome(body) == npz_general_outcome(monkeypatch, body)
+    sparse = FeatureSpec(n_features=3, feature_mode="sparse")
+    assert npz_outcome(body, sparse) == npz_general_outcome(monkeypatch, body, sparse)
+    assert npz_outcome(body, labelled=False) == npz_general_outcome(
+        monkeypatch, body, labelled=False
+    )
+
+
+@pytest.mark.parametrize("case", sorted(NPZ_LEFT_TO_THE_GENERAL_PATH))
+def test_npz_irregular_bodies_get_the_general_paths_answer(monkeypatch, case):
+    body = NPZ_LEFT_TO_THE_GENERAL_PATH[case]
+    assert ingest._npz_arrays_fast(body) is None
+    assert npz_outcome(body) == npz_general_outcome(monkeypatch, body)
+
+
+def test_npz_fast_path_arrays_do_not_alias_the_body():
+    body = NPZ_TAKEN["float64"]
+    arrays = ingest._npz_arrays_fast(body)
+    assert arrays is not None
+    arrays["X"][0, 0] = 1e300  # writable, and a copy: the body is unchanged
+    assert ingest._npz_arrays_fast(body)["X"][0, 0] == X_F8[0, 0]

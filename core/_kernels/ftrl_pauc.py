@@ -7,7 +7,6 @@ from core._kernels._config import kernel
 from core._kernels.pauc_buffers import (
     event_dot,
     pauc_gradient_counts,
-    project_ball,
     reservoir_offer,
 )
 
@@ -27,8 +26,29 @@ def track_quantile(quantile, score, level):
 
 
 @kernel
+def project_annulus(w, inner, outer):
+    """Euclidean projection onto ``W = {inner <= ||w|| <= outer}``: ``w * clip(||w||, inner,
+    outer) / ||w||``.  ``w = 0`` (every point of the inner sphere is nearest) is left as it is;
+    ``inner = 0`` is the plain ball."""
+    norm = 0.0
+    for j in range(w.shape[0]):
+        norm += w[j] * w[j]
+    norm = np.sqrt(norm)
+    if norm == 0.0:
+        return
+    factor = 1.0
+    if norm > outer:
+        factor = outer / norm
+    elif norm < inner:
+        factor = inner / norm
+    if factor != 1.0:
+        for j in range(w.shape[0]):
+            w[j] *= factor
+
+
+@kernel
 def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, neg_admitted,
-                 alpha, beta, lam, eta0, inner_steps, grad):  # fmt: skip
+                 alpha, beta, lam, eta0, min_norm, inner_steps, grad):  # fmt: skip
     """Warm-started subgradient steps (``inner_steps`` once the reservoirs are full,
     ``inner_steps * capacity / fill`` up to ``10 * inner_steps`` before) on
     ``F(w) = R_tight(alpha,beta)(w; B+, B-) + lam/2 ||w||^2`` over the reservoirs.
@@ -40,8 +60,9 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
     ``gamma_k = eta0 / (1 + eta0 lam k)`` (Bottou's schedule for a lam-strongly convex
     objective: about ``eta0`` at first, ``1 / (lam k)`` as in Pegasos later — Pegasos' own
     ``1 / (lam k)`` from k = 1 overshoots and flips the sign of ``w`` on this non-smooth
-    objective), projected onto ``||w|| <= sqrt(2 / lam)``, which holds the minimiser since
-    ``F(0) = 1`` (Shalev-Shwartz et al. 2011).
+    objective), projected onto ``W = {min_norm <= ||w|| <= sqrt(2 / lam)}``: the outer ball
+    holds the minimiser since ``F(0) = 1`` (Shalev-Shwartz et al. 2011); the inner radius is the
+    minimum-norm safeguard of :class:`core.learners.ftrl_pauc.FTRLpAUC` (item 5).
     """
     n_pos = pos_fill[0]
     n_neg = neg_fill[0]
@@ -70,14 +91,14 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
         shrink = 1.0 - step * lam
         for j in range(w.shape[0]):
             w[j] = shrink * w[j] - step * grad[j]
-        project_ball(w, radius)
+        project_annulus(w, min_norm, radius)
     return True
 
 
 @kernel
 def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates, since_update,
                pos_X, pos_fill, pos_seen, neg_X, neg_fill, neg_seen, neg_admitted, quantile,
-               rng_state, alpha, beta, lam, eta0, update_every, first_update_every,
+               rng_state, alpha, beta, lam, eta0, min_norm, update_every, first_update_every,
                inner_steps, admission_level):  # fmt: skip
     """Learn the events in order (dense ``X`` or CSR ``indptr/indices/data``; pre-update scores
     into ``scores`` if non-empty).
@@ -115,7 +136,7 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
         if since_update[0] >= min(interval, update_every):
             since_update[0] = 0
             if solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen,
-                            neg_admitted, alpha, beta, lam, eta0, inner_steps,
+                            neg_admitted, alpha, beta, lam, eta0, min_norm, inner_steps,
                             grad):  # fmt: skip
                 n_updates[0] += 1
 

@@ -112,3 +112,83 @@ def pauc_roc(y, scores, alpha=0.0, beta=0.1):
     lows = np.array([tpr[fpr >= x].min() if x in fpr else np.interp(x, fpr, tpr) for x in grid])
     area = np.sum((grid[1:] - grid[:-1]) * (lows[1:] + heights[:-1]) / 2.0)
     return float(area / (beta - alpha))
+
+
+def project_annulus(w, inner, outer):
+    """Euclidean projection onto W = {inner <= ||w|| <= outer}: the nearest point keeps the
+    direction of w and clips its norm (w = 0 has no single nearest point and is kept)."""
+    norm = float(np.linalg.norm(w))
+    if norm == 0.0:
+        return w
+    return w * (min(max(norm, inner), outer) / norm)
+
+
+def ftrl_pauc_reference(X, y, *, beta=0.1, lam=0.1, eta0=0.5, min_norm=0.25, update_every=500,
+                        first_update_every=16, inner_steps=5, positive_capacity=1000,
+                        negative_capacity=2000, admission=2.0, random_state=None):  # fmt: skip
+    """ftrl_pauc (alpha = 0) one event at a time, from its documented rules, with Python lists
+    and the pair-loop subgradient :func:`hinge_top_negatives_grad`.
+
+    Per event: score with w; a positive is offered to its reservoir (Algorithm R); a negative
+    moves the Robbins-Monro tracker of the score exceeded by a fraction
+    level = min(1, admission beta) of the negatives and is offered to its reservoir when its
+    score is at least the tracker's value before that move.  After 16, 32, ... events (up to
+    every update_every), if both reservoirs hold a row: the top j_beta = ceil(beta N seen/admitted)
+    reservoir negatives, and inner_steps * capacity // fill steps (between inner_steps and
+    10 inner_steps) of w <- Proj_W(w - gamma_k (g / (P j_beta) + lam w)),
+    gamma_k = eta0 / (1 + eta0 lam k), W = {min_norm <= ||w|| <= sqrt(2 / lam)}.
+
+    Returns (pre-update scores, w, quantile tracker [q, scale], counts, solver steps).
+    """
+    from core._kernels.random import random_below, seed_state
+
+    w = np.zeros(X.shape[1])
+    rng_state = seed_state(random_state)
+    positives, negatives = [], []
+    seen = {"pos": 0, "neg": 0, "admitted": 0}
+    q, spread = 0.0, 0.0
+    level = min(1.0, admission * beta)
+    steps, updates, since, scores = 0, 0, 0, []
+
+    def offer(buffer, capacity, key, x):  # Vitter's Algorithm R
+        seen[key] += 1
+        if len(buffer) < capacity:
+            buffer.append(x.copy())
+        else:
+            slot = random_below(rng_state, seen[key])
+            if slot < capacity:
+                buffer[slot] = x.copy()
+
+    for x, label in zip(X, y, strict=True):
+        score = float(w @ x)
+        scores.append(score)
+        if label > 0:
+            offer(positives, positive_capacity, "pos", x)
+        else:
+            seen["neg"] += 1
+            admit = level >= 1.0 or score >= q
+            if level < 1.0:  # q <- q + 0.02 spread (1[score > q] - level), spread ~ E|score - q|
+                spread += 0.01 * (abs(score - q) - spread)
+                q += 0.02 * spread * ((1.0 if score > q else 0.0) - level)
+            if admit:
+                offer(negatives, negative_capacity, "admitted", x)
+        since += 1
+        if since < min(update_every, first_update_every * 2**updates):
+            continue
+        since = 0
+        if not positives or not negatives:
+            continue
+        updates += 1
+        P, N = np.array(positives), np.array(negatives)
+        capacity = positive_capacity + negative_capacity
+        n_steps = min(
+            10 * inner_steps, max(inner_steps, inner_steps * capacity // (len(P) + len(N)))
+        )
+        effective = len(N) * seen["neg"] / seen["admitted"]
+        j_beta = min(max(math.ceil(beta * effective - 1e-9), 1), len(N))
+        for _ in range(n_steps):
+            grad = hinge_top_negatives_grad(P, N, w, j_beta) / (len(P) * j_beta)
+            steps += 1
+            step = eta0 / (1.0 + eta0 * lam * steps)
+            w = project_annulus(w - step * (grad + lam * w), min_norm, math.sqrt(2.0 / lam))
+    return np.array(scores), w, np.array([q, spread]), seen, steps

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from core._kernels.ftrl_pauc import track_quantile
-from core._kernels.random import random_below, seed_state
 from core.learners import learner_class, make_learner
 from core.learners.svm_pauc import solve_svm_pauc
 from tests.core import naive_pauc as naive
@@ -20,66 +17,6 @@ def _stream(seed, n=400, rate=0.2, n_features=4, shift=1.5):
     y = (rng.random(n) < rate).astype(np.int64)
     X = rng.normal(size=(n, n_features)) + y[:, None] * np.linspace(shift, -0.5, n_features)
     return X, y
-
-
-def _reference_ftrl(X, y, *, beta=0.1, lam=0.1, eta0=0.5, update_every=500,
-                    first_update_every=16, inner_steps=5,
-                    positive_capacity=1000, negative_capacity=2000, admission=2.0,
-                    random_state=None):  # fmt: skip
-    """The learner's algorithm, one event at a time, with pair-loop gradients and lists."""
-    w = np.zeros(X.shape[1])
-    rng_state = seed_state(random_state)
-    positives, negatives = [], []
-    seen = {"pos": 0, "neg": 0, "admitted": 0}
-    quantile = np.zeros(2)
-    level = min(1.0, admission * beta)
-    steps, updates, since, scores = 0, 0, 0, []
-
-    def offer(buffer, capacity, key, x):
-        seen[key] += 1
-        if len(buffer) < capacity:
-            buffer.append(x.copy())
-        else:
-            slot = random_below(rng_state, seen[key])
-            if slot < capacity:
-                buffer[slot] = x.copy()
-
-    for x, label in zip(X, y, strict=True):
-        score = float(w @ x)
-        scores.append(score)
-        if label > 0:
-            offer(positives, positive_capacity, "pos", x)
-        else:
-            seen["neg"] += 1
-            admit = level >= 1.0 or score >= quantile[0]
-            if level < 1.0:
-                quantile[1] += 0.01 * (abs(score - quantile[0]) - quantile[1])
-                quantile[0] += 0.02 * quantile[1] * ((1.0 if score > quantile[0] else 0.0) - level)
-            if admit:
-                offer(negatives, negative_capacity, "admitted", x)
-        since += 1
-        if since < min(update_every, first_update_every * 2**updates):
-            continue
-        since = 0
-        if not positives or not negatives:
-            continue
-        updates += 1
-        P, N = np.array(positives), np.array(negatives)
-        capacity = positive_capacity + negative_capacity
-        n_steps = min(
-            10 * inner_steps, max(inner_steps, inner_steps * capacity // (len(P) + len(N)))
-        )
-        effective = len(N) * seen["neg"] / seen["admitted"]
-        j_beta = min(max(math.ceil(beta * effective - 1e-9), 1), len(N))
-        for _ in range(n_steps):
-            grad = naive.hinge_top_negatives_grad(P, N, w, j_beta) / (len(P) * j_beta)
-            steps += 1
-            step = eta0 / (1.0 + eta0 * lam * steps)
-            w = (1.0 - step * lam) * w - step * grad
-            norm, radius = np.linalg.norm(w), math.sqrt(2.0 / lam)
-            if norm > radius:
-                w = w * (radius / norm)
-    return np.array(scores), w, quantile, seen, steps
 
 
 @pytest.mark.parametrize(
@@ -98,7 +35,7 @@ def test_learner_matches_per_event_reference(params):
     X, y = _stream(0)
     learner = make_learner("ftrl_pauc", **params)
     scores = learner.prequential_step(X, y)
-    ref_scores, ref_w, ref_quantile, seen, ref_steps = _reference_ftrl(X, y, **params)
+    ref_scores, ref_w, ref_quantile, seen, ref_steps = naive.ftrl_pauc_reference(X, y, **params)
     state = learner.state_
     assert state["n_solver_steps"][0] == ref_steps > 5
     assert (
@@ -109,6 +46,49 @@ def test_learner_matches_per_event_reference(params):
     np.testing.assert_allclose(state["admission_quantile"], ref_quantile, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(state["w"], ref_w, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(scores, ref_scores, rtol=1e-9, atol=1e-12)
+
+
+def test_minimum_norm_safeguard_matches_the_reference_where_it_engages():
+    # a weak shift (at most 0.5 sd): the surrogate is minimised at w = 0, so steps land in the
+    # inner ball of W and are pushed back onto the sphere ||w|| = min_norm
+    X, y = _stream(7, shift=0.0)
+    params = dict(update_every=20, inner_steps=2, positive_capacity=30, negative_capacity=60,
+                  min_norm=0.4, random_state=2)  # fmt: skip
+    learner = make_learner("ftrl_pauc", **params)
+    scores = learner.prequential_step(X, y)
+    ref_scores, ref_w, _, _, ref_steps = naive.ftrl_pauc_reference(X, y, **params)
+    assert learner.state_["n_solver_steps"][0] == ref_steps
+    np.testing.assert_allclose(learner.state_["w"], ref_w, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(scores, ref_scores, rtol=1e-9, atol=1e-12)
+    assert np.linalg.norm(ref_w) == pytest.approx(0.4, rel=1e-12)
+    _, free_w, _, _, _ = naive.ftrl_pauc_reference(X, y, **{**params, "min_norm": 0.0})
+    assert np.linalg.norm(free_w) < 0.2
+
+
+def test_safeguard_finds_the_direction_when_the_surrogate_is_minimised_at_zero():
+    """Kar et al.'s [0, 0.1] hinge surrogate on 1 % positives shifted by 1.34 standard
+    deviations (below the ~1.75 of the top-10 % negatives): the batch solver returns w = 0 and
+    the learner without the safeguard drifts; with it, one pass ranks as well as the true
+    shift direction."""
+    rng = np.random.default_rng(0)
+    shift = np.array([0.9, -0.7, 0.5, 0.4, -0.3, 0.0, 0.0, 0.0, 0.0, 0.0])
+
+    def draw(n):
+        y = (rng.random(n) < 0.01).astype(int)
+        return rng.normal(size=(n, 10)) + y[:, None] * shift, y
+
+    X, y = draw(30000)
+    X_test, y_test = draw(30000)
+    batch = solve_svm_pauc(X, np.where(y > 0, 1, -1), beta=0.1, C=1.0 / 0.1)
+    assert np.linalg.norm(batch.w) < 1e-2
+    oracle = naive.pauc_roc(y_test, X_test @ shift, 0.0, 0.1)
+    model = make_learner("ftrl_pauc").partial_fit(X, y)
+    assert np.linalg.norm(model.coef_) >= 0.25 - 1e-12
+    default = naive.pauc_roc(y_test, model.decision_function(X_test), 0.0, 0.1)
+    free = make_learner("ftrl_pauc", min_norm=0.0).partial_fit(X, y)
+    without = naive.pauc_roc(y_test, free.decision_function(X_test), 0.0, 0.1)
+    assert default > oracle - 0.02
+    assert without < default - 0.05
 
 
 def test_quantile_tracker_follows_the_quantile_of_a_stationary_stream():
@@ -163,6 +143,8 @@ def test_round_trip_determinism_and_sparse_with_steps(alpha):
         (dict(inner_steps=0), "inner_steps"),
         (dict(positive_capacity=0), "positive_capacity"),
         (dict(admission=0.5), "admission"),
+        (dict(min_norm=-0.1), "min_norm"),
+        (dict(min_norm=5.0, lam=0.1), "min_norm"),  # W's outer radius is sqrt(2 / lam) = 4.47
     ],
 )
 def test_bad_parameters_are_named(params, match):

@@ -326,13 +326,13 @@ class RegretWindow:
         self.capacity = _count("capacity", capacity)
         self.n_features = _count("n_features", n_features)
         d = self.n_features
-        self._features = np.zeros((0, d))
-        self._labels = np.zeros(0, dtype=np.int64)
-        self._scores = np.zeros(0)
-        self._round_ends = np.zeros(0, dtype=np.int64)
-        self._round_weights = np.zeros((0, d))
+        self._features: np.ndarray = np.zeros((0, d))
+        self._labels: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._scores: np.ndarray = np.zeros(0)
+        self._round_ends: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._round_weights: np.ndarray = np.zeros((0, d))
         # events ever appended, events in the window, rounds ever appended, rounds in the window
-        self._counters = np.zeros(4, dtype=np.int64)
+        self._counters: np.ndarray = np.zeros(4, dtype=np.int64)
 
     # -- learning
     def update(self, X, y, scores, weights) -> None:

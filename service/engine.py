@@ -35,6 +35,7 @@ import numpy as np
 from core.learners import available_learners, learner_class, make_learner
 from core.learners._base import OnlineLearner
 from core.metrics import PrequentialWindow
+from core.regret import RegretWindow, learner_inputs
 from core.validation import CSRMatrix
 from service.errors import (
     Contention,
@@ -44,12 +45,24 @@ from service.errors import (
     StaleVersion,
 )
 from service.ingest import Batch, FeatureSpec
-from service.schemas import Counts, ModelConfig, ModelCreate, ModelInfo, resolve_scaling
+from service.schemas import (
+    REGRET_DEFAULT_MAX_FEATURES,
+    Counts,
+    ModelConfig,
+    ModelCreate,
+    ModelInfo,
+    resolve_scaling,
+)
 from service.stores.base import Commit, Store
 
 LEARNER_PREFIX = "learner:"
 WINDOW_PREFIX = "window:"
 STATS_PREFIX = "stats:"
+REGRET_PREFIX = "regret:"
+#: [CHOICE] the hindsight comparator: svm_pauc with this C and tolerance on the regret window
+#: (``core.regret`` module docstring: the best fixed model over the ball of its own radius)
+REGRET_C = 10.0
+REGRET_TOL = 1e-3
 COUNT_NAMES = (
     "events_learned",
     "positives",
@@ -83,6 +96,8 @@ class Loaded:
     stats: dict[str, np.ndarray]
     #: checkpoint fields committed with the state (e.g. a queue worker's last stream id)
     meta: dict[str, str] = field(default_factory=dict)
+    #: the regret window (None when ``config.regret_window`` is 0)
+    regret: RegretWindow | None = None
 
     @property
     def spec(self) -> FeatureSpec:
@@ -97,7 +112,19 @@ class Loaded:
         arrays = {LEARNER_PREFIX + k: v for k, v in self.learner.state_.items()}
         arrays.update({WINDOW_PREFIX + k: v for k, v in self.window.get_state().items()})
         arrays.update({STATS_PREFIX + k: v for k, v in self.stats.items()})
+        if self.regret is not None:  # views: every caller copies or encodes them at once
+            arrays.update(
+                {REGRET_PREFIX + k: v for k, v in self.regret.get_state(copy=False).items()}
+            )
         return arrays
+
+    def regret_round(self, X: np.ndarray | CSRMatrix) -> tuple[np.ndarray, np.ndarray] | None:
+        """What the regret window needs before the learner learns ``X``: the rows as the learner
+        will see them (after its scaling, densified) and the served weights; None when off."""
+        if self.regret is None:
+            return None
+        served = np.array(self.learner.coef_, dtype=np.float64)  # type: ignore[attr-defined]
+        return learner_inputs(self.learner, X), served
 
     def counts(self) -> Counts:
         return Counts(**{name: int(self.stats[name][0]) for name in COUNT_NAMES})
@@ -121,6 +148,7 @@ class LabelResult:
 
 
 def split_arrays(arrays: dict[str, np.ndarray]) -> tuple[dict, dict, dict]:
+    """``(learner, window, stats)`` states; see :func:`regret_arrays` for the regret window."""
     learner: dict[str, np.ndarray] = {}
     window: dict[str, np.ndarray] = {}
     stats: dict[str, np.ndarray] = {}
@@ -132,6 +160,33 @@ def split_arrays(arrays: dict[str, np.ndarray]) -> tuple[dict, dict, dict]:
         elif name.startswith(STATS_PREFIX):
             stats[name[len(STATS_PREFIX) :]] = value
     return learner, window, stats
+
+
+def regret_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {
+        name[len(REGRET_PREFIX) :]: value
+        for name, value in arrays.items()
+        if name.startswith(REGRET_PREFIX)
+    }
+
+
+def build_regret(config: ModelConfig, arrays: dict[str, np.ndarray]) -> RegretWindow | None:
+    """The model's regret window: restored from ``regret:*`` arrays, or empty when there are none
+    (a model stored before regret tracking existed); None when ``regret_window`` is 0.  Raises
+    ValueError when stored arrays do not fit the configuration."""
+    capacity = int(config.regret_window or 0)
+    if capacity == 0:
+        return None
+    state = regret_arrays(arrays)
+    if not state:
+        return RegretWindow(capacity, config.n_features)
+    window = RegretWindow.from_state(state)
+    if (window.capacity, window.n_features) != (capacity, config.n_features):
+        raise ValueError(
+            f"regret window of {window.capacity} events x {window.n_features} features does not "
+            f"match regret_window {capacity} and n_features {config.n_features}"
+        )
+    return window
 
 
 def _field_of_learner_error(message: str, params: dict[str, Any]) -> str:
@@ -228,6 +283,30 @@ def decode_pending(
     )
 
 
+def _rows(X: np.ndarray | CSRMatrix, start: int, stop: int) -> np.ndarray | CSRMatrix:
+    if isinstance(X, CSRMatrix):
+        return X.take_rows(np.arange(start, stop, dtype=np.int64))
+    return X[start:stop]
+
+
+def round_bounds(round_ids: np.ndarray | None, n_events: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` of the runs of equal ``round_ids`` (one run when None)."""
+    if round_ids is None or n_events == 0:
+        return [(0, n_events)]
+    edges = [0, *(np.flatnonzero(np.diff(round_ids)) + 1).tolist(), n_events]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def round_ids_of(rounds: Sequence[int] | None, n_received: int) -> np.ndarray | None:
+    """Round number of each received event, from the sizes of the requests (queue entries)
+    a worker merged into one call; None when the call is one round."""
+    if rounds is None or len(rounds) <= 1:
+        return None
+    if sum(rounds) != n_received or min(rounds) < 0:
+        raise ValueError(f"rounds {list(rounds)} do not add up to the {n_received} events")
+    return np.repeat(np.arange(len(rounds)), rounds)
+
+
 # ---------------------------------------------------------------------------- engine
 class Engine:
     """Sync learning, scoring and delayed labels over a :class:`~service.stores.base.Store`.
@@ -254,6 +333,11 @@ class Engine:
         self._locks_guard = threading.Lock()
         self.writes_retried = 0
         self._metrics_cache: dict[str, tuple[tuple[str, int], dict[str, Any]]] = {}
+        #: per model: ((incarnation, version), regret section, reason)
+        self._regret_cache: dict[
+            str, tuple[tuple[str, int], dict[str, Any] | None, str | None]
+        ] = {}
+        self._regret_locks: dict[str, threading.Lock] = {}
 
     # ------------------------------------------------------------------ cache
     def _lock(self, model_id: str) -> threading.Lock:
@@ -287,7 +371,14 @@ class Engine:
         full_stats = initial_stats()
         full_stats.update(stats)
         loaded = Loaded(
-            config, stored.incarnation, stored.version, learner, window, full_stats, stored.meta
+            config,
+            stored.incarnation,
+            stored.version,
+            learner,
+            window,
+            full_stats,
+            stored.meta,
+            regret=build_regret(config, stored.arrays),
         )
         self._cache[model_id] = loaded
         return loaded
@@ -352,7 +443,15 @@ class Engine:
             created_at=self.clock(),
         )
         window = PrequentialWindow(config.window, config.reservoir)
-        loaded = Loaded(config, config.incarnation, 1, learner, window, initial_stats())
+        loaded = Loaded(
+            config,
+            config.incarnation,
+            1,
+            learner,
+            window,
+            initial_stats(),
+            regret=build_regret(config, {}),
+        )
         with self._lock(request.id):
             version = self.store.create_model(
                 request.id,
@@ -375,6 +474,7 @@ class Engine:
                 {**config.params, "scaling": config.scaling}, learner_state
             )
             window = PrequentialWindow.from_state(window_state)
+            regret = build_regret(config, arrays)
         except (ValueError, KeyError, TypeError) as error:
             raise InvalidInput(f"snapshot state does not fit its manifest: {error}") from None
         full_stats = initial_stats()
@@ -383,7 +483,7 @@ class Engine:
                 raise InvalidInput(f"snapshot has an unexpected counter {name!r}")
             full_stats[name] = np.array(value, dtype=full_stats[name].dtype)
         config = config.model_copy(update={"incarnation": uuid.uuid4().hex})
-        loaded = Loaded(config, config.incarnation, 1, learner, window, full_stats)
+        loaded = Loaded(config, config.incarnation, 1, learner, window, full_stats, regret=regret)
         with self._lock(config.id):
             version = self.store.create_model(
                 config.id,
@@ -496,6 +596,38 @@ class Engine:
         rate[0] = rate[0] * math.exp(-elapsed / RATE_TIME_CONSTANT) + n_events
         times[1] = now
 
+    def _learn_rounds(
+        self,
+        loaded: Loaded,
+        X: np.ndarray | CSRMatrix,
+        y: np.ndarray,
+        recorded: np.ndarray | None,
+        bounds: list[tuple[int, int]],
+    ) -> np.ndarray:
+        """Learn ``(X, y)`` in order, one learner call per ``(start, stop)`` round, recording
+        each round in the regret window (when on).  Returns the scores the metrics use: the
+        prequential ones, or ``recorded`` (delayed labels: the scores given at scoring time)."""
+        parts = []
+        for start, stop in bounds:
+            rows = X if (start, stop) == (0, X.shape[0]) else _rows(X, start, stop)
+            labels = y[start:stop]
+            regret_round = loaded.regret_round(rows)
+            if recorded is None:
+                scores = loaded.learner.prequential_step(rows, labels)
+                if not np.isfinite(scores).all():  # nothing is committed: the cache is dropped
+                    raise InvalidInput(
+                        "the model produced non-finite scores on this batch (diverged?); "
+                        "nothing was learned: lower the step size or use scaling"
+                    )
+            else:
+                loaded.learner.partial_fit(rows, labels)
+                scores = recorded[start:stop]
+            if regret_round is not None:
+                assert loaded.regret is not None
+                loaded.regret.update(regret_round[0], labels, scores, regret_round[1])
+            parts.append(scores)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
     def learn(
         self,
         model_id: str,
@@ -503,12 +635,17 @@ class Engine:
         *,
         want_scores: bool = False,
         checkpoint: dict[str, str] | None = None,
+        rounds: Sequence[int] | None = None,
     ) -> LearnResult:
         """Learn a validated labelled batch (skipping known ids); see the module docstring.
 
         ``checkpoint`` fields are committed atomically with the state (a queue worker's last
-        applied stream id).
+        applied stream id).  ``rounds``: sizes of the requests a queue worker merged into
+        ``batch``; with regret tracking on, each is learned by its own learner call and is its
+        own regret round, exactly as in sync mode (the learner state does not depend on the
+        split: a batch is learned in order, as if event by event).
         """
+        round_ids = round_ids_of(rounds, len(batch))
         if batch.y is None:
             raise InvalidInput("events need labels 'y' to be learned", field="y")
 
@@ -522,15 +659,15 @@ class Engine:
             scores = None
             if len(todo):
                 assert todo.y is not None
+                kept_ids = None
+                if round_ids is not None and loaded.regret is not None:
+                    kept_ids = round_ids if skip is None else round_ids[~skip]
                 try:
-                    scores = loaded.learner.prequential_step(todo.X, todo.y)
+                    scores = self._learn_rounds(
+                        loaded, todo.X, todo.y, None, round_bounds(kept_ids, len(todo))
+                    )
                 except ValueError as error:
                     raise InvalidInput(str(error)) from None
-                if not np.isfinite(scores).all():  # nothing is committed: the cache is dropped
-                    raise InvalidInput(
-                        "the model produced non-finite scores on this batch (diverged?); "
-                        "nothing was learned: lower the step size or use scaling"
-                    )
                 loaded.window.update(scores, todo.y)
                 self._note_learned(loaded, todo.y)
             loaded.stats["duplicates"][0] += len(duplicate_ids)
@@ -592,14 +729,16 @@ class Engine:
         labels: np.ndarray,
         *,
         checkpoint: dict[str, str] | None = None,
+        rounds: Sequence[int] | None = None,
     ) -> LabelResult:
         """Join delayed labels to kept features; learn them with the scores recorded at scoring.
 
         Per id: ``learned``; ``duplicate`` (already learned, or repeated in this request);
         ``expired`` (its features were dropped after the TTL, or it is past its deadline);
-        ``unknown`` (never scored with this id, or forgotten).  ``checkpoint`` as in
-        :meth:`learn`.
+        ``unknown`` (never scored with this id, or forgotten).  ``checkpoint`` and ``rounds``
+        (sizes of merged label requests) as in :meth:`learn`.
         """
+        round_ids = round_ids_of(rounds, len(ids))
         self.sweep(model_id)
 
         def work(loaded: Loaded) -> LabelResult:
@@ -638,8 +777,10 @@ class Engine:
                 loaded.config.n_features,
                 loaded.config.feature_mode == "dense",
             )
-            y = labels[np.asarray(chosen, dtype=np.int64)]
-            loaded.learner.partial_fit(X, y)
+            positions = np.asarray(chosen, dtype=np.int64)
+            y = labels[positions]
+            chosen_rounds = None if round_ids is None else round_ids[positions]
+            self._learn_rounds(loaded, X, y, scores, round_bounds(chosen_rounds, len(y)))
             loaded.window.update(scores, y)
             self._note_learned(loaded, y)
             loaded.stats["labels_joined"][0] += len(chosen)
@@ -681,7 +822,7 @@ class Engine:
                     loaded.config.feature_mode == "dense",
                 )
                 y = np.full(len(learned), 1 if default == 1 else -1, dtype=np.int64)
-                loaded.learner.partial_fit(X, y)
+                self._learn_rounds(loaded, X, y, scores, [(0, len(y))])
                 loaded.window.update(scores, y)
                 self._note_learned(loaded, y)
                 loaded.stats["labels_defaulted"][0] += len(learned)
@@ -738,6 +879,9 @@ class Engine:
                 self._metrics_cache[model_id] = (key, summary)
             counts = loaded.counts()
             throughput = self.throughput(loaded)
+            regret, regret_reason, snapshot = self._cached_regret(model_id, loaded)
+        if snapshot is not None:  # solved outside the model lock: learning goes on meanwhile
+            regret, regret_reason = self._solve_regret(model_id, key, snapshot, loaded.config)
         return {
             "model": model_id,
             "version": loaded.version,
@@ -746,9 +890,58 @@ class Engine:
             **summary,
             "counts": counts.model_dump(),
             "throughput": throughput,
-            "regret": None,
-            "regret_reason": "regret tracking is not available in this version",
+            "regret": regret,
+            "regret_reason": regret_reason,
         }
+
+    # ------------------------------------------------------------------ regret
+    def _cached_regret(
+        self, model_id: str, loaded: Loaded
+    ) -> tuple[dict[str, Any] | None, str | None, RegretWindow | None]:
+        """``(section, reason, None)`` when known for the loaded version, else
+        ``(None, None, a copy of the regret window to solve)``.  Call under the model lock."""
+        if loaded.regret is None:
+            more = loaded.config.n_features > REGRET_DEFAULT_MAX_FEATURES
+            return (
+                None,
+                "regret tracking is off for this model (regret_window = 0"
+                + (f"; the default above {REGRET_DEFAULT_MAX_FEATURES:,} features" if more else "")
+                + ")",
+                None,
+            )
+        cached = self._regret_cache.get(model_id)
+        if cached is not None and cached[0] == (loaded.incarnation, loaded.version):
+            return cached[1], cached[2], None
+        return None, None, RegretWindow.from_state(loaded.regret.get_state(copy=False))
+
+    def _solve_regret(
+        self, model_id: str, key: tuple[str, int], window: RegretWindow, config: ModelConfig
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """Regret of ``window`` (the model at ``key``), solved once per version: concurrent
+        requests for the same version wait for the first one's result."""
+        lock = self._regret_locks.get(model_id)
+        if lock is None:
+            with self._locks_guard:
+                lock = self._regret_locks.setdefault(model_id, threading.Lock())
+        with lock:
+            cached = self._regret_cache.get(model_id)
+            if cached is not None and cached[0] == key:
+                return cached[1], cached[2]
+            alpha, beta = config.pauc_range
+            section, reason = window.summary(alpha, beta, C=REGRET_C, tol=REGRET_TOL)
+            self._regret_cache[model_id] = (key, section, reason)
+            return section, reason
+
+    def regret_pending(self, model_id: str) -> bool:
+        """Whether :meth:`metrics` may have to solve the regret (never blocks): the HTTP layer
+        then calls it from the thread pool even on the memory store."""
+        cached = self._cache.get(model_id)
+        if cached is None:
+            return True
+        if cached.regret is None:
+            return False
+        known = self._regret_cache.get(model_id)
+        return known is None or known[0] != (cached.incarnation, cached.version)
 
     def roc(self, model_id: str) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
         """(version, n_events, fpr, tpr, thresholds) of the metrics window."""

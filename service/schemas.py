@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 FeatureModeName = Literal["dense", "sparse", "hashed"]
 ScalingName = Literal["auto", "none", "unit_norm", "standard", "scale"]
@@ -15,6 +22,23 @@ ScalingName = Literal["auto", "none", "unit_norm", "standard", "scale"]
 #: mean/variance) for dense models and to ``scale`` (running variance, keeps sparsity) for
 #: sparse and hashed ones; pass ``"none"`` for features that are already scaled.
 DEFAULT_SCALING: ScalingName = "auto"
+
+
+#: [CHOICE] Regret tracking (``core.regret.RegretWindow``) keeps the window's features densified,
+#: so it is on by default only where that is cheap: ``REGRET_WINDOW_DEFAULT`` events for models
+#: with at most ``REGRET_DEFAULT_MAX_FEATURES`` features (any feature mode; sparse and hashed rows
+#: are densified), off (0) above.  Explicitly, any ``regret_window`` up to ``REGRET_WINDOW_MAX``
+#: with ``regret_window * n_features <= REGRET_MAX_CELLS`` (8 MB of features); a hashed model with
+#: 2**20 columns cannot have one.  The cap also bounds the cost of a report (penalties
+#: ``O(rounds * window * n_features)`` and one ``svm_pauc`` solve on the window).
+REGRET_WINDOW_DEFAULT = 1_000
+REGRET_DEFAULT_MAX_FEATURES = 1_000
+REGRET_WINDOW_MAX = 10_000
+REGRET_MAX_CELLS = 1_000_000
+
+
+def default_regret_window(n_features: int) -> int:
+    return REGRET_WINDOW_DEFAULT if n_features <= REGRET_DEFAULT_MAX_FEATURES else 0
 
 
 def resolve_scaling(scaling: str, feature_mode: str) -> str:
@@ -47,6 +71,17 @@ class ModelCreate(BaseModel):
         le=1_000_000,
         description="scores kept per class for the since-start metrics (exact up to this many)",
     )
+    regret_window: int | None = Field(
+        default=None,
+        ge=0,
+        le=REGRET_WINDOW_MAX,
+        validate_default=True,
+        description=(
+            "events kept to report regret and the metric gap against the best fixed model in "
+            "hindsight (0 = off); default 1,000 when n_features <= 1,000, else 0; "
+            "regret_window * n_features must be <= 1,000,000"
+        ),
+    )
     default_label: Literal[0, 1] | None = Field(
         default=None, description="label learned for a scored event whose label never came in time"
     )
@@ -60,6 +95,22 @@ class ModelCreate(BaseModel):
         alpha, beta = value
         if not (0.0 <= alpha < beta <= 1.0):
             raise ValueError(f"Expected 0 <= alpha < beta <= 1, got: [{alpha}, {beta}]")
+        return value
+
+    @field_validator("regret_window")
+    @classmethod
+    def _check_regret_window(cls, value: int | None, info: ValidationInfo) -> int | None:
+        n_features = info.data.get("n_features")
+        if n_features is None:  # n_features itself is invalid and reported
+            return value
+        if value is None:
+            return default_regret_window(n_features)
+        if value * n_features > REGRET_MAX_CELLS:
+            raise ValueError(
+                f"regret_window * n_features must be <= {REGRET_MAX_CELLS:,} (the regret window "
+                f"keeps its events' features densified); got {value} * {n_features}: use "
+                f"regret_window <= {REGRET_MAX_CELLS // n_features} or 0 (off)"
+            )
         return value
 
     @model_validator(mode="after")

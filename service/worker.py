@@ -329,15 +329,20 @@ class Worker:
         totals: dict[str, int],
     ) -> None:
         if kind == "events":
-            batch = concatenate([decode_events(entry) for entry in piece])
-            result = self.engine.learn(model, batch, checkpoint=fields)
+            parts = [decode_events(entry) for entry in piece]
+            batch = concatenate(parts)
+            # each entry is its own regret round, as its request is in sync mode
+            rounds = [len(part) for part in parts]
+            result = self.engine.learn(model, batch, checkpoint=fields, rounds=rounds)
             totals["learned"] += result.learned
             totals["duplicates"] += len(result.duplicate_ids)
         elif kind == "labels":
             decoded = [decode_labels(entry) for entry in piece]
             ids = [event_id for entry_ids, _ in decoded for event_id in entry_ids]
             labels = np.concatenate([entry_labels for _, entry_labels in decoded])
-            outcome = self.engine.labels(model, ids, labels, checkpoint=fields)
+            outcome = self.engine.labels(
+                model, ids, labels, checkpoint=fields, rounds=[len(i) for i, _ in decoded]
+            )
             totals["learned"] += outcome.learned
             totals["duplicates"] += sum(
                 1 for _, status in outcome.statuses if status == "duplicate"

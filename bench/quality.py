@@ -278,6 +278,7 @@ LEARNERS.update({
     "pmb1": _aucstream("pmb", max_iter=1),  # fit: 1 pass (to compare with sopa1 / sopas1)
     "pmb2": _aucstream("pmb", passes=2),
     "ftrl": _aucstream("ftrl_pauc"),  # fit: 1 pass
+    "ftrl0": _aucstream("ftrl_pauc", min_norm=0.0),  # without the minimum-norm safeguard
     "svm": _batch("svm_pauc"),  # pAUC(0, 0.1)
     "svm.02": _batch("svm_pauc", alpha=0.02, beta=0.05),  # tight surrogate on [0.02, 0.05]
 })  # fmt: skip

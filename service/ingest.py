@@ -34,7 +34,6 @@ import itertools
 import struct
 import threading
 import zipfile
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -42,6 +41,7 @@ from typing import Any, Literal
 import numpy as np
 import orjson
 import simdjson
+from isal.isal_zlib import crc32
 
 from core.hashing import FeatureHasher
 from core.validation import CSRMatrix, as_features
@@ -731,8 +731,9 @@ def _npz_arrays(body: bytes) -> dict[str, np.ndarray]:
 # straight from the body (one copy into a fresh array) instead of through np.load, zipfile's
 # member reader (a copy) and the .npy header parser (``ast.literal_eval``, ~20-50 us a header;
 # parsed headers are cached, a batch of the same shape has the same header).  The CRC-32 of each
-# member is still checked (~0.3 ms per MB).  Anything else (compressed members, a bad CRC,
-# unexpected names, an object dtype ...) returns None and the general path above answers.
+# member is still checked, by ISA-L (the value of zlib.crc32 at ~0.02 ms per MB instead of
+# ~0.25 ms, which was ~10% of a 1,000-event NPZ request).  Anything else (compressed members, a
+# bad CRC, unexpected names, an object dtype ...) returns None and the general path answers.
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, name length, extra length
 _NPY_MAGIC = b"\x93NUMPY"
 
@@ -781,7 +782,7 @@ def _npz_arrays_fast(body: bytes) -> dict[str, np.ndarray] | None:
             signature != b"PK\x03\x04"
             or view[name_start : name_start + name_length] != member.orig_filename.encode()
             or data_end > len(body)
-            or zlib.crc32(view[data_start:data_end]) != member.CRC
+            or crc32(view[data_start:data_end]) != member.CRC
             or view[data_start : data_start + 6] != _NPY_MAGIC
         ):
             return None

@@ -113,6 +113,12 @@ class Telemetry:
             registry=self.registry,
         )
 
+        self.labels = Counter(
+            "aucstream_labels_total",
+            "Delayed labels by outcome: learned, duplicate, expired, unknown.",
+            ["model", "status"],
+            registry=self.registry,
+        )
         # queue mode (API: events queued; worker: entries applied, batch durations; both: lag)
         self.events_queued = Counter(
             "aucstream_events_queued_total",

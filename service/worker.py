@@ -40,6 +40,7 @@ import signal
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -344,9 +345,12 @@ class Worker:
                 model, ids, labels, checkpoint=fields, rounds=[len(i) for i, _ in decoded]
             )
             totals["learned"] += outcome.learned
-            totals["duplicates"] += sum(
-                1 for _, status in outcome.statuses if status == "duplicate"
-            )
+            statuses = Counter(status for _, status in outcome.statuses)
+            totals["duplicates"] += statuses["duplicate"]
+            for status, count in statuses.items():
+                self.telemetry.labels.labels(model, status).inc(count)
+                if status != "learned":
+                    totals[f"labels_{status}"] = totals.get(f"labels_{status}", 0) + count
         else:
             raise ValueError(f"unknown entry kind {kind!r}")
         totals["applied"] += len(piece)

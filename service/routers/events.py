@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 
 from fastapi import APIRouter, Request
@@ -192,6 +193,8 @@ async def post_labels(
         )
     result = await run_engine(engine, engine.labels, model_id, ids, labels)
     telemetry.events_learned.labels(model_id).inc(result.learned)
+    for status, count in Counter(status for _, status in result.statuses).items():
+        telemetry.labels.labels(model_id, status).inc(count)
     if telemetry.log_requests:
         request.state.log_fields = {"received": len(ids), "learned": result.learned}
     return LabelsResponse(

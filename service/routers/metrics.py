@@ -43,10 +43,13 @@ async def metrics(model_id: str, services: ServicesDep) -> dict[str, Any]:
     Queue mode adds ``queue``: the learning lag (``entries`` and ``events`` appended and not
     yet learned, ``seconds`` = age of the oldest of them, ``last_applied_id``)."""
     engine = services.engine
-    summary = await _metrics(engine, model_id)
+    lag = None
     if services.queue is not None:
+        # the lag first: the metrics read after it include everything it counts as applied
         lag = await run_in_threadpool(services.queue.lag, model_id)
         services.telemetry.set_lag(model_id, lag)
+    summary = await _metrics(engine, model_id)
+    if lag is not None:
         summary["queue"] = lag
     return summary
 

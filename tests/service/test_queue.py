@@ -229,9 +229,16 @@ def test_labels_in_queue_mode_join_as_in_sync_mode(make_app, make_worker, rclien
         response = queued.post("/v1/models/q/labels", json=chunk)
         assert response.status_code == 202 and response.json()["queued"] == len(chunk)
         assert sync.post("/v1/models/ref/labels", json=chunk).status_code == 200
-    drain(make_worker(), rclient, ["q"])
+    worker = make_worker()
+    drain(worker, rclient, ["q"])
     counts = queued.get("/v1/models/q").json()["counts"]
     assert counts == sync.get("/v1/models/ref").json()["counts"]
+    label_outcomes = worker.telemetry.render().decode()
+    assert 'aucstream_labels_total{model="q",status="learned"} 120.0' in label_outcomes
+    assert 'aucstream_labels_total{model="q",status="duplicate"} 10.0' in label_outcomes
+    assert (
+        'aucstream_labels_total{model="ref",status="duplicate"} 10.0' in sync.get("/metrics").text
+    )
     assert counts["labels_joined"] == 120
     assert_same_state(rclient, "q", "ref")
 

@@ -62,16 +62,18 @@ Decisions ([CHOICE], with the reason):
   with several processes; since-start metrics are exact while each class has had at most
   ``reservoir`` events (10,000 by default), then a uniform-reservoir estimate.
 * Regret (``GET /v1/models/{id}/metrics`` -> ``regret``): each model keeps a regret window
-  (``regret_window`` events, default 1,000 when ``n_features <= 1,000``, else 0 = off) with the
+  (``regret_window`` events, default 1,000 when ``n_features <= 250``, else 0 = off) with the
   events' features as the learner saw them (after its scaling; sparse rows densified), labels,
   prequential scores and the rounds — one per learned request (per stream entry in queue mode,
   the same as sync mode) with the weights served when it began — committed atomically with the
   model state and kept by snapshots.  The report (``core.regret.RegretWindow``: Kar et al.'s
   batched eq. (6) against ``svm_pauc`` on the same window, plus the pAUC gap) is solved once
-  per model version, outside the model lock and off the event loop.  Cost: ~10-70 ms per
-  solve for 1,000 events x 50 features; every commit also stores the new events' features
-  (on Redis, about 400 bytes per event at 50 features: ingest of 1,000-event batches measured
-  ~3-4x slower with it on; set ``regret_window`` to 0 where throughput matters more).
+  per model version (and at most every 10x its own duration), outside the model lock and off
+  the event loop.  Cost: ~10-150 ms per solve for 1,000 events x 50 features (1 to 1,000
+  rounds), ~3 s at the cap (5,000 single-event rounds); every commit also stores the new
+  events' features (on Redis, about 400 bytes per event at 50 features: ingest of 1,000-event
+  batches measured ~2-4x slower with it on; set ``regret_window`` to 0 where throughput
+  matters more).
 * The memory store calls run on the event loop (they never block); Redis calls run in the
   thread pool.  The memory store is per process, so ``serve --workers N>1`` requires Redis.
 """

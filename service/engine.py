@@ -307,6 +307,21 @@ def round_ids_of(rounds: Sequence[int] | None, n_received: int) -> np.ndarray | 
     return np.repeat(np.arange(len(rounds)), rounds)
 
 
+@dataclass
+class _SolvedRegret:
+    key: tuple[str, int]  # (incarnation, version) solved
+    section: dict[str, Any] | None
+    reason: str | None
+    finished: float  # time.monotonic() at the end of the solve
+    seconds: float  # how long it took
+
+    def serves(self, key: tuple[str, int], throttle: float) -> bool:
+        """Current for ``key``, or recent enough that solving again would be too soon."""
+        if self.key == key:
+            return True
+        return self.key[0] == key[0] and time.monotonic() < self.finished + throttle * self.seconds
+
+
 # ---------------------------------------------------------------------------- engine
 class Engine:
     """Sync learning, scoring and delayed labels over a :class:`~service.stores.base.Store`.
@@ -322,8 +337,13 @@ class Engine:
         label_ttl_seconds: float = 86_400.0,
         max_write_retries: int = 50,
         clock: Callable[[], float] = time.time,
+        regret_throttle: float = 10.0,
     ) -> None:
         self.store = store
+        #: a model's regret is solved again only ``regret_throttle`` x its last solve time after
+        #: that solve ended (<= 1/throttle of a core per model); in between, metrics serve the
+        #: last solution, whose ``version`` says which model version it describes
+        self.regret_throttle = regret_throttle
         self.event_id_ttl_seconds = event_id_ttl_seconds
         self.label_ttl_seconds = label_ttl_seconds
         self.max_write_retries = max_write_retries
@@ -333,10 +353,7 @@ class Engine:
         self._locks_guard = threading.Lock()
         self.writes_retried = 0
         self._metrics_cache: dict[str, tuple[tuple[str, int], dict[str, Any]]] = {}
-        #: per model: ((incarnation, version), regret section, reason)
-        self._regret_cache: dict[
-            str, tuple[tuple[str, int], dict[str, Any] | None, str | None]
-        ] = {}
+        self._regret_cache: dict[str, _SolvedRegret] = {}
         self._regret_locks: dict[str, threading.Lock] = {}
 
     # ------------------------------------------------------------------ cache
@@ -898,8 +915,9 @@ class Engine:
     def _cached_regret(
         self, model_id: str, loaded: Loaded
     ) -> tuple[dict[str, Any] | None, str | None, RegretWindow | None]:
-        """``(section, reason, None)`` when known for the loaded version, else
-        ``(None, None, a copy of the regret window to solve)``.  Call under the model lock."""
+        """``(section, reason, None)`` when known for the loaded version (or throttled: see
+        ``regret_throttle``), else ``(None, None, a copy of the regret window to solve)``.
+        Call under the model lock."""
         if loaded.regret is None:
             more = loaded.config.n_features > REGRET_DEFAULT_MAX_FEATURES
             return (
@@ -910,8 +928,9 @@ class Engine:
                 None,
             )
         cached = self._regret_cache.get(model_id)
-        if cached is not None and cached[0] == (loaded.incarnation, loaded.version):
-            return cached[1], cached[2], None
+        key = (loaded.incarnation, loaded.version)
+        if cached is not None and cached.serves(key, self.regret_throttle):
+            return cached.section, cached.reason, None
         return None, None, RegretWindow.from_state(loaded.regret.get_state(copy=False))
 
     def _solve_regret(
@@ -925,11 +944,17 @@ class Engine:
                 lock = self._regret_locks.setdefault(model_id, threading.Lock())
         with lock:
             cached = self._regret_cache.get(model_id)
-            if cached is not None and cached[0] == key:
-                return cached[1], cached[2]
+            if cached is not None and cached.serves(key, self.regret_throttle):
+                return cached.section, cached.reason
+            started = time.monotonic()
             alpha, beta = config.pauc_range
             section, reason = window.summary(alpha, beta, C=REGRET_C, tol=REGRET_TOL)
-            self._regret_cache[model_id] = (key, section, reason)
+            if section is not None:
+                section["version"] = key[1]
+            finished = time.monotonic()
+            self._regret_cache[model_id] = _SolvedRegret(
+                key, section, reason, finished, finished - started
+            )
             return section, reason
 
     def regret_pending(self, model_id: str) -> bool:
@@ -941,7 +966,8 @@ class Engine:
         if cached.regret is None:
             return False
         known = self._regret_cache.get(model_id)
-        return known is None or known[0] != (cached.incarnation, cached.version)
+        key = (cached.incarnation, cached.version)
+        return known is None or not known.serves(key, self.regret_throttle)
 
     def roc(self, model_id: str) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
         """(version, n_events, fpr, tpr, thresholds) of the metrics window."""

@@ -84,7 +84,12 @@ def test_regret_window_setting_defaults_validation_and_off(client):
     metrics = client.get("/v1/models/wide/metrics").json()
     assert metrics["regret"] is None and "off" in metrics["regret_reason"]
     assert not any(name.startswith(REGRET_PREFIX) for name in _regret_arrays(client, "wide"))
-    for bad in (-1, 10_001):
+    assert create_model(client, "mid", n_features=300)["config"]["regret_window"] == 0
+    assert (
+        create_model(client, "ok", n_features=300, regret_window=800)["config"]["regret_window"]
+        == 800
+    )
+    for bad in (-1, 5_001):
         response = client.post(
             "/v1/models", json={"id": "x", "n_features": 5, "regret_window": bad}
         )
@@ -130,6 +135,7 @@ def test_undefined_regret_has_a_reason_and_the_solve_is_cached_per_version(clien
     assert metrics["regret_reason"] == "the regret window holds no positive event"
     client.post("/v1/models/m/events", json=events_json(X[~negatives], y[~negatives]))
     engine = client.app.state.engine
+    engine.regret_throttle = 0.0  # solve every new version (see the throttle test)
     first = client.get("/v1/models/m/metrics").json()
     assert first["regret"] is not None and not engine.regret_pending("m")
     again = client.get("/v1/models/m/metrics").json()
@@ -238,5 +244,29 @@ def test_snapshot_export_import_keeps_the_regret_window(client):
         client.post(f"/v1/models/{model}/events", json=events_json(X[100:], y[100:]))
     first = client.get("/v1/models/m/metrics").json()["regret"]
     second = client.get("/v1/models/copy/metrics").json()["regret"]
-    first.pop("solve_seconds"), second.pop("solve_seconds")
+    for section in (first, second):
+        section.pop("solve_seconds"), section.pop("version")
     assert first == second
+
+
+def test_re_solving_is_throttled_and_the_served_version_is_named(client):
+    create_model(client)
+    X, y = make_stream(60, seed=10)
+    client.post("/v1/models/m/events", json=events_json(X[:40], y[:40]))
+    engine = client.app.state.engine
+    engine.regret_throttle = 1e9  # never solve again for this incarnation
+    first = client.get("/v1/models/m/metrics").json()
+    assert first["regret"]["version"] == first["version"]
+    client.post("/v1/models/m/events", json=events_json(X[40:], y[40:]))
+    assert not engine.regret_pending("m")
+    later = client.get("/v1/models/m/metrics").json()
+    assert later["version"] > first["version"]
+    assert later["regret"] == first["regret"]  # the last solution, naming its version
+    engine.regret_throttle = 0.0
+    fresh = client.get("/v1/models/m/metrics").json()
+    assert fresh["regret"]["version"] == later["version"]
+    assert fresh["regret"]["n_events"] == 60
+    client.post("/v1/models/m/reset")  # a new incarnation is never served an old solution
+    assert client.get("/v1/models/m/metrics").json()["regret_reason"] == (
+        "the regret window holds no event"
+    )

@@ -117,6 +117,17 @@ def test_settings_queue_mode_needs_redis():
         Settings(mode="queue")
     with pytest.raises(ValueError, match="QUEUE_MAX_BACKLOG_EVENTS"):
         Settings(redis_url="redis://x", queue_max_backlog_events=10, max_batch_events=100)
+    with pytest.raises(ValueError, match="WORKER_LEASE_MS"):
+        Settings(redis_url="redis://x", worker_lease_ms=1000, worker_block_ms=800)
+
+
+def test_worker_command_needs_redis(monkeypatch, capsys):
+    from service import cli
+
+    monkeypatch.delenv("AUCSTREAM_REDIS_URL", raising=False)
+    monkeypatch.delenv("AUCSTREAM_STORE", raising=False)
+    assert cli.main(["worker"]) == 2
+    assert "AUCSTREAM_REDIS_URL" in capsys.readouterr().err
 
 
 def test_202_with_stream_ids_and_the_worker_learns_as_sync_mode(make_app, make_worker, rclient):

@@ -24,7 +24,14 @@ import time
 import numpy as np
 import orjson
 
-from loadtest.run import json_body, make_batches, npz_body, private_redis
+from loadtest.run import (
+    MODEL_HELP,
+    json_body,
+    make_batches,
+    model_settings,
+    npz_body,
+    private_redis,
+)
 
 
 async def _asgi_call(app, method: str, path: str, body: bytes, content_type: bytes) -> int:
@@ -105,7 +112,8 @@ async def measure(args: argparse.Namespace, redis_url: str | None) -> list[tuple
         for name, content_type, bodies, labelled in cases:
             model = name.split()[0]
             await _asgi_call(app, "POST", "/v1/models",
-                             orjson.dumps({"id": model, "n_features": args.features}),
+                             orjson.dumps({**args.model, "id": model,
+                                           "n_features": args.features}),
                              b"application/json")  # fmt: skip
             spec = engine.spec(model)
             parsed = [
@@ -148,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features", type=int, default=50)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--model", type=model_settings, default={}, help=MODEL_HELP)
     args = parser.parse_args(argv)
     rows = asyncio.run(measure(args, None))
     if args.redis:

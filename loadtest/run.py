@@ -209,11 +209,13 @@ def npz_body(X: np.ndarray, y: np.ndarray) -> bytes:
 
 
 # ---------------------------------------------------------------------------- scenarios
-async def create_model(host: str, port: int, model: str, n_features: int) -> None:
+async def create_model(
+    host: str, port: int, model: str, n_features: int, settings: dict | None = None
+) -> None:
     connection = await Connection(host, port).open()
     try:
         await connection.request(build_request("DELETE", f"/v1/models/{model}", host))
-        body = orjson.dumps({"id": model, "n_features": n_features})
+        body = orjson.dumps({**(settings or {}), "id": model, "n_features": n_features})
         status, text = await connection.request(
             build_request("POST", "/v1/models", host, body, "application/json")
         )
@@ -325,7 +327,7 @@ async def run_store(
     content_types = {"ingest-json": "application/json", "ingest-npz": "application/x-npz"}
     for scenario in args.scenarios:
         model = f"loadtest-{scenario}"
-        await create_model(host, port, model, args.features)
+        await create_model(host, port, model, args.features, args.model)
         server_before = process_cpu_seconds(server_pid)
         redis_before = process_cpu_seconds(redis_pid)
         client_before = time.process_time()
@@ -434,6 +436,18 @@ def machine() -> str:
     )
 
 
+MODEL_HELP = (
+    "extra model settings as JSON, e.g. '{\"regret_window\": 0}' (default: the server's defaults)"
+)
+
+
+def model_settings(text: str) -> dict:
+    settings = orjson.loads(text)
+    if not isinstance(settings, dict):
+        raise argparse.ArgumentTypeError("--model takes a JSON object")
+    return settings
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", default=None, help="an existing server (loopback only)")
@@ -451,6 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features", type=int, default=50)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--score-rate", type=float, default=1000.0)
+    parser.add_argument("--model", type=model_settings, default={}, help=MODEL_HELP)
     args = parser.parse_args(argv)
     args.seconds = min(args.seconds, 120.0)
     rows: list[Row] = []

@@ -7,9 +7,9 @@ Not a test: prints one table.  Usage::
 
 Method:
 
-* ``NUMBA_NUM_THREADS=1`` and a fresh, private ``NUMBA_CACHE_DIR`` are set before numba is
-  imported, so the "compile" column is the real JIT time of the first call (a tiny batch), kept
-  apart from the steady state.
+* ``NUMBA_NUM_THREADS=1`` (and ``OPENBLAS_NUM_THREADS=1`` unless set) and a fresh, private
+  ``NUMBA_CACHE_DIR`` are set before numba is imported, so the "compile" column is the real JIT
+  time of the first call (a tiny batch), kept apart from the steady state.
 * steady state: the learner learns the same batch of ``--events`` events repeatedly (its state
   keeps evolving); each repeat is timed and the best is reported, because the machine is shared
   (many short repeats catch the quiet moments that one long run averages away).
@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 
 os.environ["NUMBA_NUM_THREADS"] = "1"
+# one core: the BLAS calls inside kernels (opauc's sketch) must not start OpenBLAS threads
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="aucstream-bench-jit-"))
 
 import numpy as np  # noqa: E402

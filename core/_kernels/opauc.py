@@ -480,6 +480,17 @@ def opauc_learn(
 
 
 @kernel
+def _blas_dot(a, b):
+    """``a · b`` by BLAS ``gemv`` on a one-row view, not ``ddot``: OpenBLAS splits a ``ddot``
+    over more than 10,000 entries between its threads, so its result depends on
+    ``OPENBLAS_NUM_THREADS``; ``gemv`` and ``gemm`` split over their outputs (each output's
+    sum is computed the same way; checked equal bit for bit with 1 and 2 threads)."""
+    out = np.empty(1)
+    np.dot(a.reshape((1, a.shape[0])), b, out)
+    return out[0]
+
+
+@kernel
 def _sketch_times_row(sketch, m, x, sparse, start, stop, indices, data, out):
     """``out[r] = sketch[r] · x`` for ``r < m``: a gather over the row's non-zeros for sparse
     input, one BLAS ``gemv`` for dense input."""
@@ -504,7 +515,7 @@ def _row_dot_event(row, x, sparse, start, stop, indices, data):
         for k in range(start, stop):
             total += row[indices[k]] * data[k]
         return total
-    return np.dot(row, x)
+    return _blas_dot(row, x)
 
 
 @kernel
@@ -636,10 +647,10 @@ def _lazy_event(x, sparse, start, stop, indices, data, label, w_direct, coef, gr
             x_mean_pos += mean_pos[i] * value
             x_mean_neg += mean_neg[i] * value
     else:
-        direct_score = np.dot(w_direct, x)
-        squared_norm = np.dot(x, x)
-        x_mean_pos = np.dot(mean_pos, x)
-        x_mean_neg = np.dot(mean_neg, x)
+        direct_score = _blas_dot(w_direct, x)
+        squared_norm = _blas_dot(x, x)
+        x_mean_pos = _blas_dot(mean_pos, x)
+        x_mean_neg = _blas_dot(mean_neg, x)
     score = direct_score
     for j in range(2 * size):
         score += coef[j] * products[j]
@@ -673,7 +684,7 @@ def _lazy_event(x, sparse, start, stop, indices, data, label, w_direct, coef, gr
             delta = x[i] - mean_own[i]
             mean_own[i] += delta * inverse
             new_row[i] = scale * delta
-        row_square = np.dot(new_row, new_row)
+        row_square = _blas_dot(new_row, new_row)
         delta_square = row_square / (scale * scale)
     else:
         for i in range(d):

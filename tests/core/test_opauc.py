@@ -265,6 +265,20 @@ def test_deterministic():
         assert_states_equal(first.get_state(), second.get_state())
 
 
+def test_sketch_result_does_not_depend_on_blas_threads():
+    """The plain sketch uses BLAS gemv/gemm (never ddot, whose threads split the sum) so the
+    same events give the same state whatever ``OPENBLAS_NUM_THREADS`` is."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    X, y = stream(15, n=40, n_features=12_345)  # above OpenBLAS's 10,000-entry ddot split
+    states = []
+    for threads in (1, 2):
+        with threadpoolctl.threadpool_limits(limits=threads, user_api="blas"):
+            learner = make_learner("opauc", rank=2)
+            learner.partial_fit(X[:20], y[:20]).partial_fit(sp.csr_matrix(X[20:]), y[20:])
+            states.append(learner.get_state())
+    assert_states_equal(*states)
+
+
 def test_state_layout_follows_the_options():
     X, y = stream(11, n=40)
     full = make_learner("opauc").partial_fit(X, y).state_

@@ -69,7 +69,7 @@ class Settings(BaseSettings):
     #: worker: stream entries read per model and learned per commit (XREADGROUP COUNT)
     worker_batch_entries: int = Field(default=100, ge=1, le=10_000)
     #: worker: how long one read waits for new entries (XREADGROUP BLOCK, milliseconds)
-    worker_block_ms: int = Field(default=1000, ge=1, le=60_000)
+    worker_block_ms: int = Field(default=1000, ge=1, le=5_000)  # < the 10 s socket timeout
     #: worker: pending entries of another consumer idle this long are claimed (XAUTOCLAIM)
     worker_claim_min_idle_ms: int = Field(default=10_000, ge=1)
     #: worker: a model's writer lease lasts this long unless renewed (milliseconds)

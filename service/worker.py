@@ -121,13 +121,11 @@ class Worker:
                 try:
                     self.step()
                     backoff = 0.1
-                except (
-                    StoreUnavailable,
-                    redis.exceptions.ConnectionError,
-                    redis.exceptions.TimeoutError,
-                ) as error:
+                except (ServiceError, redis.exceptions.RedisError) as error:
+                    # Redis down or loading (503 in the API), persistent contention, a reply
+                    # we did not expect: back off and start over from the checkpoints
                     logger.warning(
-                        "Redis unavailable (%s); retrying in %.1f s",
+                        "%s; retrying in %.1f s",
                         error,
                         backoff,
                         extra={"fields": {"worker": self.name}},

@@ -901,7 +901,7 @@ class Engine:
             regret, regret_reason = self._solve_regret(model_id, key, snapshot, loaded.config)
         return {
             "model": model_id,
-            "version": loaded.version,
+            "version": key[1],  # the version read under the lock (a solve may outlast it)
             "learner": loaded.config.learner,
             "pauc_range": list(loaded.config.pauc_range),
             **summary,

@@ -110,7 +110,8 @@ CASES = {
 }  # fmt: skip
 
 # issue 3 baselines: OAM (buffers of 100 per class) and OPAUC.  The rank-8 cases cap their
-# batch at 4,000 events (a 10,000-wide dense row is 80 KB).
+# batch at 4,000 events (a 10,000-wide dense row is 80 KB); they do not meet 5e4 (about 3.3e4
+# CSR, 1.35e4 dense, CPU time): why, and what would, in core/_kernels/opauc.py.
 CASES.update({
     "oam-seq-dense50": dict(learner="oam", params={"variant": "seq"},
                             data=lambda n: dense_events(n, 50), target=3e5),

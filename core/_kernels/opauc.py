@@ -11,6 +11,10 @@ Per event ``(x_t, y_t)``:
 3. once both classes have been seen, a step on the gradient (2.11)/(2.12), which uses the
    *opposite* class's statistics: plain (OPAUC, Alg. 8) or diagonal Adagrad with the
    H-weighted projection onto ``||w|| <= 1/sqrt(lambda)`` (AdaOAM, Alg. 9).
+
+Two batch kernels: :func:`opauc_learn` (full covariances, and AdaOAM with sketches: explicit
+``w``, ``B w`` and ``Bᵀ(B w)`` per event) and :func:`opauc_sketch_learn` (plain OPAUC with
+sketches: ``w`` split into a direct part and sketch coefficients, see the comment above it).
 """
 
 import numpy as np
@@ -461,24 +465,52 @@ def opauc_learn(
 #
 # so the ``- η Bᵀ(B w)/T`` part of every step is an O(k) change of the coefficients ``a``
 # instead of two passes over the ``2k × d`` sketch.  The products the step needs are kept up to
-# date in O(k²) per event: the joint Gram ``J`` of the rows of both sketches, ``B w_direct`` and
-# ``B c`` for both class means.  Per event the kernel touches the sketches only through
-# ``B x`` (a gather of ``m × nnz`` entries for sparse input, a BLAS ``gemv`` for dense input);
-# the rest is a few O(d) passes (mean, the new sketch row, ``w_direct``; BLAS ``ddot``s for
-# the new row's products).  When a sketch shrinks, ``B_sᵀ a_s`` is flushed into ``w_direct``
-# (one BLAS ``gemm`` computes the new rows and the flush together).  The served ``w`` is
-# written at the end of each call from the parts, so it is a function of the state alone.
+# date in O(k²) per event: the joint Gram ``J`` of the rows of both sketches, ``B w_direct``,
+# ``B c`` for both class means, ``c · w_direct`` and ``c · c``.  Per event the kernel touches
+# the sketches only through ``B x`` (a gather of ``m × nnz`` entries for sparse input, a BLAS
+# ``gemv`` for dense input); the rest is two O(d) passes (mean and new sketch row;
+# ``w_direct``) and ``b · b`` for the new row.  When a sketch shrinks, ``B_sᵀ a_s`` is flushed
+# into ``w_direct`` (one BLAS ``gemm`` computes the new rows and the flush together).  The
+# served ``w`` is written at the end of each call from the parts, so it is a function of the
+# state alone.  The frequent-directions algorithm is unchanged (same rows as
+# :func:`_sketch_shrink` up to rounding; the shrink's Gram is the kept one, not recomputed).
 #
 # Joint index: rows ``0 .. 2k-1`` are the positive sketch, ``2k .. 4k-1`` the negative one.
 # Every entry of ``a``, ``J``, ``B w_direct``, ``B c`` and the work vectors that belongs to an
 # unused sketch row is exactly 0, so sums may run over all ``4k`` entries.
 #
+# Numerics: the kept products are updated by differences such as ``B δ = B x - B c`` and
+# ``δ · w_direct = x · w_direct - c · w_direct``; with features far from zero relative to
+# their spread these lose digits (about ``|c| / |x - c|`` ulps), as any uncentred formula
+# does.  Scale such features (``scaling="standard"``).  The Gram diagonal ``b · b`` is computed
+# directly because the shrink's eigenvalues rest on it.
+#
 # BLAS (``np.dot``) is used for the long products because numba keeps ``fastmath`` off and
-# its own reductions do not vectorise; OpenBLAS computes each product in an order fixed by the
-# sizes and the machine's kernel, so results are reproducible on one machine (as before, not
-# across machines).
-
-
+# its own reductions do not vectorise (a 10,000-long dot: 1.4 µs by BLAS, 3.3 µs by a numba
+# loop).  Each product's summation order is fixed by the sizes and the machine's OpenBLAS
+# kernel, so results are reproducible on one machine (as before, not across machines), and
+# independent of ``OPENBLAS_NUM_THREADS`` (see :func:`_blas_dot`).  Run with
+# ``OPENBLAS_NUM_THREADS=1``: OpenBLAS threads these ``gemv``/``gemm`` sizes, and on a busy
+# machine the threaded calls wait for a second core (the bench sets it).
+#
+# Cost (``python bench/kernels.py`` cases, CPU time on the 2-core AMD EPYC (Zen 4, 1 MB L2)
+# development machine under a load average of about 5, k = 8, d = 10,000; best of 5):
+# CSR with 50 non-zeros about 33,000 events/s (median 31,000), dense about 13,500/s (median
+# 12,000); before this split, about 8,000/s for both.  The CSR event (~30 µs) is dominated by
+# the frequent-directions shrink itself: every k inserts (one per event) the ``gemm`` forms
+# k + 1 rows from 2k, (k+1)·2k·d = 1.44 M multiply-adds in ~100 µs (~12 µs per event), plus
+# the 16×16 ``eigh`` (~2 µs per event), the mean/new-row and ``w_direct`` passes (~4 µs), the
+# ``b · b`` product (~2 µs) and the O(k²) bookkeeping and gathers (~5 µs).  Dense input adds
+# ``B x`` for both sketches, a read of up to 2.5 MB from L3 per event (measured 40-60 GB/s,
+# so 20-30 µs), and the 80 KB row itself.
+# Not reached: the issue's 50,000 events/s.  For CSR it would take a sketch kept factored
+# (``B = M R``, raw rows ``R`` rebuilt only every few shrinks, so the ``gemm`` per insert falls
+# towards (k+1)·d), estimated ~20 µs per event.  For dense input any exact per-event method
+# must read the opposite sketch once per event (``w`` moves along a dense ``z`` every step),
+# so it needs several events per pass over the sketch: the class statistics do not depend on
+# ``w``, so ``B x_t`` for a block of events could be one ``gemm``, but a product's rounding
+# then depends on how events are grouped into calls unless every call uses the same blocked
+# kernel.
 @kernel
 def _blas_dot(a, b):
     """``a · b`` by BLAS ``gemv`` on a one-row view, not ``ddot``: OpenBLAS splits a ``ddot``

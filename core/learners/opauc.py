@@ -106,15 +106,22 @@ class OPAUC(OnlineLearner):
     and covariances are dense anyway, so the cost per event does not drop below O(d²), or
     O(k·d) with ``rank=k``.
 
-    Throughput (one core of the shared development machine, CPU time, ``bench/kernels.py``
-    cases): full rank at d = 50 about 800,000 events/s (AdaOAM about 750,000).  Plain OPAUC
-    with ``rank=k`` keeps ``w = w_direct + B_posᵀ a_pos + B_negᵀ a_neg`` (state
-    ``w_direct``, ``sketch_coef``) with the products its steps need kept up to date
+    Throughput (one core of the shared 2-core AMD EPYC development machine, CPU time, best of
+    5 under a load average of about 5, ``bench/kernels.py`` cases): full rank at d = 50 about
+    820,000-850,000 events/s (AdaOAM about 750,000-790,000).  ``rank=8`` at d = 10,000: CSR
+    rows with 50 non-zeros about 33,000 events/s, dense rows about 13,500 (both about 8,000
+    before ``w`` was split, see below); the issue's 50,000 is not reached, and
+    :mod:`core._kernels.opauc` says where the time goes and what would reach it.
+
+    [CHOICE] Plain OPAUC with ``rank=k`` keeps ``w = w_direct + B_posᵀ a_pos + B_negᵀ a_neg``
+    (state ``w_direct``, ``sketch_coef``) with the products its steps need kept up to date
     (``sketch_gram``, ``sketch_dot_direct``, ``sketch_dot_means``, ``mean_dot_direct``,
     ``mean_gram``), so an event touches the sketches only through ``B x``; ``w`` is written
-    from the parts after each call.  AdaOAM's per-coordinate steps leave the span of the
-    sketches, so ``rank=k`` with ``adaptive=True`` still does ``B w`` and ``Bᵀ(B w)`` per
-    event.  Figures for ``rank=8`` at d = 10,000: see ``core._kernels.opauc``.
+    from the parts after each call.  Sketch rows at or beyond ``sketch_rows_*`` are scratch.
+    AdaOAM's per-coordinate steps leave the span of the sketches, so ``rank=k`` with
+    ``adaptive=True`` keeps the explicit ``w`` and does ``B w`` and ``Bᵀ(B w)`` per event.
+    The sketch path calls BLAS: run with ``OPENBLAS_NUM_THREADS=1`` (OpenBLAS would otherwise
+    thread these products and wait for a second core).
 
     Examples
     --------

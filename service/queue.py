@@ -29,9 +29,10 @@ counts those applied.  Their difference is the backlog: an append that would tak
 appended in one Lua script.  Applied entries are trimmed from the stream by the worker.
 
 Writer lease: a model has one writer at a time.  A worker holds ``aucs:{m}:lease`` (its name,
-with a TTL it renews); the engine's version check keeps even a worker that lost its lease
-without knowing it from losing or repeating an update, and entries at or before the
-checkpointed id are skipped, so an entry is never learned twice.
+with a TTL it renews) and takes at most its fair share of the models (models / live workers,
+rounded up; workers announce themselves in ``aucs:workers``).  The engine's version check
+keeps even a worker that lost its lease without knowing it from losing or repeating an update,
+and entries at or before the checkpointed id are skipped, so an entry is never learned twice.
 """
 
 from __future__ import annotations
@@ -107,6 +108,17 @@ end
 if holder then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
+"""
+
+HEARTBEAT_SCRIPT = """
+-- KEYS[1] aucs:workers   ARGV[1] worker name   ARGV[2] heartbeat lifetime (milliseconds)
+-- Marks the worker alive until now + lifetime (Redis's clock), forgets expired workers.
+-- Returns the number of live workers.
+local now = redis.call('TIME')
+local milliseconds = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZADD', KEYS[1], milliseconds + tonumber(ARGV[2]), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', milliseconds)
+return redis.call('ZCARD', KEYS[1])
 """
 
 RELEASE_SCRIPT = """
@@ -308,6 +320,7 @@ class StreamQueue:
         self._ensure_group = client.register_script(ENSURE_GROUP_SCRIPT)
         self._lease = client.register_script(LEASE_SCRIPT)
         self._release = client.register_script(RELEASE_SCRIPT)
+        self._heartbeat = client.register_script(HEARTBEAT_SCRIPT)
 
     # ------------------------------------------------------------------ API side
     def append_events(self, model_id: str, incarnation: str, batch: Batch) -> Appended:
@@ -419,6 +432,15 @@ class StreamQueue:
                 )
             )
         )
+
+    @_unavailable
+    def heartbeat(self, worker: str, lifetime_ms: int) -> int:
+        """Mark ``worker`` alive for ``lifetime_ms``; returns how many workers are alive."""
+        return int(self._heartbeat(keys=[keys.WORKERS], args=[worker, lifetime_ms]))
+
+    @_unavailable
+    def leave(self, worker: str) -> None:
+        self.client.zrem(keys.WORKERS, worker)
 
     @_unavailable
     def release_lease(self, model_id: str, worker: str) -> bool:

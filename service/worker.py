@@ -4,8 +4,9 @@ Settings come from the environment (``AUCSTREAM_REDIS_URL``, ``AUCSTREAM_WORKER_
 :mod:`service.settings`).  Each worker process:
 
 1. **discovers** the models (``aucs:models``, every ``worker_discover_seconds``) and takes the
-   writer lease of each model nobody holds (``aucs:{m}:lease``, renewed every loop; a model
-   has one writer at a time, the others stand by and take over when the lease expires);
+   writer lease (``aucs:{m}:lease``, renewed every loop) of models nobody holds, up to its
+   share ``ceil(models / live workers)``: a model has one writer at a time, and the models
+   spread over the workers; when a worker dies its leases expire and the others take over;
 2. **recovers** a model it just took: claims the entries other consumers of the group left
    pending and idle for ``worker_claim_min_idle_ms`` (``XAUTOCLAIM``; while a live consumer
    still holds some, it waits, so entries are always applied in stream order), then applies
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import socket
 import threading
@@ -143,11 +145,13 @@ class Worker:
             self.owned[model] = False
 
     def release_all(self) -> None:
-        for model in list(self.owned):
-            try:
+        """Give every lease back and leave the list of live workers (graceful stop)."""
+        try:
+            for model in list(self.owned):
                 self.queue.release_lease(model, self.name)
-            except ServiceError:
-                pass
+            self.queue.leave(self.name)
+        except ServiceError:
+            pass
         self.owned.clear()
 
     # ------------------------------------------------------------------ one loop
@@ -185,11 +189,31 @@ class Worker:
         return handled
 
     def discover(self) -> None:
+        """Follow created / deleted models and take this worker's share of them: at most
+        ``ceil(models / live workers)``.  Above it (a worker joined), one model is given back
+        per discovery, so workers settle without taking models from each other in bursts."""
+        live = self.queue.heartbeat(self.name, self.settings.worker_lease_ms)
         models = set(self.engine.list_models())
         for model in list(self.owned):
             if model not in models:
                 self._drop(model)
-        for model in sorted(models - set(self.owned)):
+        share = -(-len(models) // max(live, 1))
+        if len(self.owned) > share:
+            model = sorted(self.owned)[-1]
+            self.queue.release_lease(model, self.name)
+            self._drop(model)
+            logger.info(
+                "handing model %s over (share of %d workers: %d models)",
+                model,
+                live,
+                share,
+                extra={"fields": {"worker": self.name, "model": model}},
+            )
+        free = sorted(models - set(self.owned))
+        random.shuffle(free)  # workers starting together do not all try the same model first
+        for model in free:
+            if len(self.owned) >= share:
+                break
             if self.queue.hold_lease(model, self.name, self.settings.worker_lease_ms):
                 if self.queue.ensure_group(model):
                     self.owned[model] = False

@@ -1,13 +1,15 @@
 """Every Redis key name of aucstream, defined here and nowhere else (tested as exact strings).
 
 All keys of one model carry the model id as a hash tag, ``aucs:{<model>}:...``, so they share a
-Redis Cluster slot and one Lua script may touch all of them.  The only key without a model hash
-tag is the global index of model ids, ``aucs:models``, which no script touches.
+Redis Cluster slot and one Lua script may touch all of them.  The only keys without a model hash
+tag are the global index of model ids, ``aucs:models``, and the set of live queue workers,
+``aucs:workers``; a script touches at most one of them, and no model key with it.
 
 ======================= ====== ================================================================
 key                     type   content
 ======================= ====== ================================================================
 aucs:models             set    every model id
+aucs:workers            zset   queue workers alive: name -> expiry of its heartbeat (unix ms)
 aucs:{m}:config         string the model's JSON configuration (learner, params, n_features ...)
 aucs:{m}:version        string integer state version, incremented by every committed write
 aucs:{m}:meta           hash   ``incarnation`` (changes when the model is re-created or
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 PREFIX = "aucs"
 MODELS = f"{PREFIX}:models"
+WORKERS = f"{PREFIX}:workers"
 #: the consumer group of every model stream
 WORKER_GROUP = "aucstream-workers"
 

@@ -380,4 +380,28 @@ def test_queue_key_names():
     assert keys.queue("fraud-1") == "aucs:{fraud-1}:queue"
     assert keys.lease("fraud-1") == "aucs:{fraud-1}:lease"
     assert keys.WORKER_GROUP == "aucstream-workers"
+    assert keys.WORKERS == "aucs:workers"
     assert {keys.stream("m"), keys.queue("m"), keys.lease("m")} <= set(keys.all_model_keys("m"))
+
+
+def test_workers_share_the_models_and_take_over_from_a_stopped_one(make_app, make_worker, rclient):
+    client = make_app()
+    for model in "abcd":
+        create_model(client, model)
+    first = make_worker("first")
+    first.step()
+    assert len(first.owned) == 4  # alone: every model
+    second = make_worker("second")
+    for _ in range(6):
+        second.step()
+        first.step()
+    assert len(first.owned) == len(second.owned) == 2  # one model handed over per discovery
+    assert set(first.owned) | set(second.owned) == set("abcd")
+    X, y = make_stream(20)
+    for model in "abcd":
+        client.post(f"/v1/models/{model}/events", json=events_json(X, y))
+    first.release_all()  # a graceful stop gives the leases back at once
+    drain(second, rclient, list("abcd"))
+    assert set(second.owned) == set("abcd")
+    for model in "abcd":
+        assert client.get(f"/v1/models/{model}").json()["counts"]["events_learned"] == 20

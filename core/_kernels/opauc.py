@@ -479,11 +479,13 @@ def opauc_learn(
 # Every entry of ``a``, ``J``, ``B w_direct``, ``B c`` and the work vectors that belongs to an
 # unused sketch row is exactly 0, so sums may run over all ``4k`` entries.
 #
-# Numerics: the kept products are updated by differences such as ``B δ = B x - B c`` and
-# ``δ · w_direct = x · w_direct - c · w_direct``; with features far from zero relative to
-# their spread these lose digits (about ``|c| / |x - c|`` ulps), as any uncentred formula
-# does.  Scale such features (``scaling="standard"``).  The Gram diagonal ``b · b`` is computed
-# directly because the shrink's eigenvalues rest on it.
+# Numerics: the kept products are updated by differences such as ``B δ = B x - B c``,
+# ``δ · c = x · c - c · c`` and ``zᵀw = x · w - c · w``; with features far from zero relative
+# to their spread these lose digits, as any uncentred formula does.  Measured against the
+# naive reference (300 events, d = 10, k = 2, unit spread): relative error of ``w`` 6e-15
+# with means near 0, 1e-11 with every feature offset by 1,000, 6e-7 offset by 100,000 (the
+# explicit kernel: 2e-16, 2e-16, 9e-13).  Scale such features (``scaling="standard"``).  The
+# Gram diagonal ``b · b`` is computed directly because the shrink's eigenvalues rest on it.
 #
 # BLAS (``np.dot``) is used for the long products because numba keeps ``fastmath`` off and
 # its own reductions do not vectorise (a 10,000-long dot: 1.4 µs by BLAS, 3.3 µs by a numba

@@ -21,9 +21,12 @@ API (under ``/v1``; OpenAPI at ``/docs``; errors are ``application/problem+json`
 /v1/models/{id}``, ``POST .../reset``   list, get (config, version, counts), delete, reset
 ``POST .../events``                     learn labelled events: JSON, NDJSON, LIBSVM, NPZ
                                         (see :mod:`service.ingest`); ``?scores=true`` returns
-                                        the pre-update scores; ids make it idempotent
+                                        the pre-update scores; ids make it idempotent.
+                                        Queue mode: 202 with the stream ids, 429 +
+                                        ``Retry-After`` when the backlog is full
 ``POST .../score``                      scores; events with an ``id`` are kept for a label
-``POST .../labels``                     ``[{"id", "y"}]`` joined to kept events
+``POST .../labels``                     ``[{"id", "y"}]`` joined to kept events (queue
+                                        mode: 202, joined by a worker)
 ``GET .../metrics``, ``.../metrics/roc``,
 ``.../metrics/stream``                  prequential AUC / pAUC (window and since start),
                                         counts, throughput; ROC of the window; server-sent
@@ -74,6 +77,15 @@ Decisions ([CHOICE], with the reason):
   events' features (on Redis, about 400 bytes per event at 50 features: ingest of 1,000-event
   batches measured ~2-4x slower with it on; set ``regret_window`` to 0 where throughput
   matters more).
+* Queue mode (``AUCSTREAM_MODE=queue``, Redis only; :mod:`service.queue`,
+  :mod:`service.worker`): the routes validate a batch exactly as in sync mode, append the parsed
+  arrays (raw bytes, ids as JSON, no pickle) to the model's Redis Stream and answer 202;
+  ``aucstream worker`` processes learn it with the same engine and commit the state with the
+  last applied stream id.  Exactly once per stream entry (the checkpoint), and per event id as
+  in sync mode: a client that retries after a timeout should send event ids.  The backlog is
+  bounded (429 + ``Retry-After``); ``GET .../metrics`` reports the lag under ``queue``.
+  ``?scores=true`` is refused (422) in queue mode, and per-label outcomes are counted
+  (``aucstream_labels_total``) instead of returned.
 * The memory store calls run on the event loop (they never block); Redis calls run in the
   thread pool.  The memory store is per process, so ``serve --workers N>1`` requires Redis.
 """

@@ -35,7 +35,13 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
+# One BLAS thread per process, set before numpy loads OpenBLAS (it reads this once): the
+# service runs many small kernel calls concurrently (uvicorn workers, queue workers), and
+# OpenBLAS threads on top of them only fight over the cores (opauc's rank-k sketch slowed to a
+# crawl on a busy 2-core machine).  A value set by the operator wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 import orjson
 
 from core.validation import CSRMatrix

@@ -463,6 +463,20 @@ class StreamQueue:
         return claimed
 
     @_unavailable
+    def forget_consumers(self, model_id: str, consumer: str, min_idle_ms: int) -> int:
+        """Delete the group's consumers other than ``consumer`` that hold no pending entry and
+        were idle for ``min_idle_ms`` (dead workers' names pile up otherwise: a restarted
+        worker has a new one).  Returns how many."""
+        stream = keys.stream(model_id)
+        forgotten = 0
+        for item in self.client.xinfo_consumers(stream, self.group):
+            name = item["name"].decode() if isinstance(item["name"], bytes) else item["name"]
+            if name != consumer and not int(item["pending"]) and int(item["idle"]) >= min_idle_ms:
+                self.client.xgroup_delconsumer(stream, self.group, name)
+                forgotten += 1
+        return forgotten
+
+    @_unavailable
     def pending_of_others(self, model_id: str, consumer: str) -> int:
         summary = self.client.xpending(keys.stream(model_id), self.group)
         total = 0

@@ -250,6 +250,7 @@ class Worker:
         model is read with ``">"`` only once nobody else holds pending entries of it."""
         try:
             self.queue.claim(model, self.name, self.settings.worker_claim_min_idle_ms)
+            self.queue.forget_consumers(model, self.name, self.settings.worker_claim_min_idle_ms)
             if self.queue.pending_of_others(model, self.name):
                 return 0  # a consumer still holds entries: wait until they are idle enough
             handled = 0
@@ -278,7 +279,7 @@ class Worker:
         started = time.perf_counter()
         totals = {"learned": 0, "duplicates": 0, "applied": 0, "redelivered": 0, "rejected": 0}
         last_applied: str | None = None
-        for _ in range(MAX_APPLY_ATTEMPTS):
+        for attempt in range(MAX_APPLY_ATTEMPTS):
             try:
                 checkpoint = self.engine.checkpoint(model)
             except ModelNotFound:
@@ -287,7 +288,8 @@ class Worker:
             last_applied = checkpoint.get(LAST_ID)
             done = parse_id(last_applied or "0-0")
             todo = [e for e in entries if e.fields is not None and parse_id(e.id) > done]
-            totals["redelivered"] = len(entries) - len(todo)
+            if attempt == 0:  # later attempts also skip what this worker just committed
+                totals["redelivered"] = len(entries) - len(todo)
             try:
                 last_applied = self._learn(model, todo, checkpoint, totals) or last_applied
                 break

@@ -319,6 +319,8 @@ def test_crash_after_commit_before_ack_is_not_learned_twice(make_app, make_worke
     assert queued.get("/v1/models/q").json()["counts"]["events_learned"] == 200
     assert_same_state(rclient, "q", "ref")
     assert rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"] == 0
+    consumers = rclient.xinfo_consumers(keys.stream("q"), keys.WORKER_GROUP)
+    assert [c["name"] for c in consumers] == [b"survivor"]  # the dead one is forgotten
 
 
 def test_a_bad_entry_is_skipped_and_the_rest_learned(make_app, make_worker, rclient):

@@ -86,8 +86,16 @@ class OnlineLearner:
         return f"{type(self).__name__}({', '.join(changed)})"
 
     def validate_params(self) -> None:
-        """Check every hyper-parameter now; raises ValueError naming the first bad one."""
+        """Check every hyper-parameter now; raises ValueError naming the first bad one.
+
+        The parameters every learner shares (``scaling``, and ``max_iter``, ``shuffle``,
+        ``random_state`` for :meth:`fit`) are checked here, the learner's own ones by its
+        ``_validate_params``.
+        """
         check_scaling(self.scaling)
+        check_integer("max_iter", self.max_iter, low=1)
+        check_bool("shuffle", self.shuffle)
+        check_random_state("random_state", self.random_state)
         self._validate_params()
 
     # ------------------------------------------------------------------ subclass hooks
@@ -210,11 +218,9 @@ class OnlineLearner:
         self.validate_params()
         features, labels = check_batch(X, y, accept_sparse=self.supports_sparse)
         self.initialize(features.shape[1])
-        max_iter = getattr(self, "max_iter", 1)
-        shuffle = getattr(self, "shuffle", True)
-        rng = np.random.default_rng(getattr(self, "random_state", None))
-        for _ in range(max_iter):
-            if shuffle:
+        rng = np.random.default_rng(self.random_state)
+        for _ in range(self.max_iter):
+            if self.shuffle:
                 order = rng.permutation(len(labels))
                 batch = (
                     features.take_rows(order)
@@ -254,6 +260,11 @@ def check_integer(name: str, value, *, low: int, high: int | None = None) -> Non
 def check_choice(name: str, value, choices) -> None:
     if value not in choices:
         raise ValueError(f"Expected {name} in {{{', '.join(map(repr, choices))}}}, got: {value!r}")
+
+
+def check_bool(name: str, value) -> None:
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
 def check_random_state(name: str, value) -> None:

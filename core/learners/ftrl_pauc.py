@@ -13,10 +13,8 @@ from core._kernels.random import seed_state
 from core.learners import register
 from core.learners._base import (
     OnlineLearner,
-    check_choice,
     check_integer,
     check_positive,
-    check_random_state,
 )
 from core.learners.pmb import check_buffer_size, event_arrays
 
@@ -203,9 +201,6 @@ class FTRLpAUC(OnlineLearner):
         check_positive("admission", self.admission)
         if self.admission < 1.0:
             raise ValueError(f"Expected admission >= 1, got: {self.admission!r}")
-        check_integer("max_iter", self.max_iter, low=1)
-        check_choice("shuffle", self.shuffle, (True, False))
-        check_random_state("random_state", self.random_state)
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         check_buffer_size("ftrl_pauc", self.positive_capacity + self.negative_capacity, n_features)

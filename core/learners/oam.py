@@ -16,7 +16,6 @@ from core.learners._base import (
     check_choice,
     check_integer,
     check_positive,
-    check_random_state,
 )
 from core.validation import CSRMatrix
 
@@ -163,9 +162,6 @@ class OAM(OnlineLearner):
                     "which centres features and makes every one nonzero; use scaling='scale' "
                     "or max_nnz=None"
                 )
-        check_integer("max_iter", self.max_iter, low=1)
-        check_choice("shuffle", self.shuffle, (True, False))
-        check_random_state("random_state", self.random_state)
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         entries = (self.buffer_size_pos + self.buffer_size_neg) * n_features

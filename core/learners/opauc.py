@@ -16,7 +16,6 @@ from core.learners._base import (
     check_choice,
     check_integer,
     check_positive,
-    check_random_state,
 )
 from core.validation import CSRMatrix
 
@@ -181,9 +180,6 @@ class OPAUC(OnlineLearner):
         check_positive("delta", self.delta, allow_zero=True)
         if self.rank is not None:
             check_integer("rank", self.rank, low=1)
-        check_integer("max_iter", self.max_iter, low=1)
-        check_choice("shuffle", self.shuffle, (True, False))
-        check_random_state("random_state", self.random_state)
 
     @property
     def _auto_eta(self) -> bool:

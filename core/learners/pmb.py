@@ -15,7 +15,6 @@ from core.learners._base import (
     check_choice,
     check_integer,
     check_positive,
-    check_random_state,
 )
 from core.preprocessing import scale_batch
 from core.validation import CSRMatrix, check_batch
@@ -179,9 +178,6 @@ class PMB(OnlineLearner):
         check_positive("eta", self.eta)
         check_positive("radius", self.radius, allow_zero=True)
         check_integer("first_buffer_size", self.first_buffer_size, low=2)
-        check_integer("max_iter", self.max_iter, low=1)
-        check_choice("shuffle", self.shuffle, (True, False))
-        check_random_state("random_state", self.random_state)
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         size = self.buffer_size

@@ -15,9 +15,8 @@ from core._kernels.spam import linear_scores_csr, linear_scores_dense
 from core.learners import register
 from core.learners._base import (
     OnlineLearner,
-    check_integer,
+    check_bool,
     check_positive,
-    check_random_state,
 )
 from core.learners.spam import feature_table
 from core.validation import CSRMatrix
@@ -25,11 +24,6 @@ from core.validation import CSRMatrix
 __all__ = ["SOLAM"]
 
 _EMPTY = np.empty(0)
-
-
-def _check_bool(name: str, value) -> None:
-    if not isinstance(value, bool | np.bool_):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
 @register
@@ -151,10 +145,7 @@ class SOLAM(OnlineLearner):
             check_positive("radius", self.radius)
         if self.kappa is not None:
             check_positive("kappa", self.kappa)
-        _check_bool("average", self.average)
-        check_integer("max_iter", self.max_iter, low=1)
-        _check_bool("shuffle", self.shuffle)
-        check_random_state("random_state", self.random_state)
+        check_bool("average", self.average)
 
     def _radius(self) -> float:
         return float(self.radius) if self.radius is not None else math.sqrt(2.0 / self.l2)

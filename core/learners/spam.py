@@ -11,10 +11,10 @@ from core._kernels import spam as kernels
 from core.learners import register
 from core.learners._base import (
     OnlineLearner,
+    check_bool,
     check_choice,
     check_integer,
     check_positive,
-    check_random_state,
 )
 from core.validation import CSRMatrix
 
@@ -62,11 +62,6 @@ def feature_table(learner: OnlineLearner, keys) -> np.ndarray:
             state[key] = views[key] = table[row]
     learner._feature_table = (table, views)
     return table
-
-
-def _check_bool(name: str, value) -> None:
-    if not isinstance(value, bool | np.bool_):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
 @register
@@ -204,11 +199,8 @@ class SPAM(OnlineLearner):
         check_choice("learning_rate", self.learning_rate, ("invsqrt", "inverse"))
         if self.learning_rate == "inverse" and self.l2 == 0:
             raise ValueError("learning_rate='inverse' needs l2 > 0 (eta_t ~ 1 / (l2 t)), got l2=0")
-        _check_bool("average", self.average)
+        check_bool("average", self.average)
         check_integer("n_warmup", self.n_warmup, low=0)
-        check_integer("max_iter", self.max_iter, low=1)
-        _check_bool("shuffle", self.shuffle)
-        check_random_state("random_state", self.random_state)
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         """w = w_scale * w_unscaled; sum of iterates = avg_offset + avg_coef * w_unscaled."""

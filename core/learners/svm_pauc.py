@@ -29,7 +29,6 @@ from core.learners._base import (
     check_choice,
     check_integer,
     check_positive,
-    check_random_state,
 )
 from core.learners.pmb import check_buffer_size
 from core.preprocessing import scale_batch
@@ -309,12 +308,9 @@ class SVMpAUC(OnlineLearner):
         check_positive("C", self.C)
         check_positive("tol", self.tol)
         check_choice("method", self.method, ("tight", "dc"))
-        check_integer("max_iter", self.max_iter, low=1)
         check_positive("dc_tol", self.dc_tol)
         check_integer("dc_max_iter", self.dc_max_iter, low=1)
         check_integer("window", self.window, low=2)
-        check_choice("shuffle", self.shuffle, (True, False))
-        check_random_state("random_state", self.random_state)
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         check_buffer_size("svm_pauc (window)", self.window, n_features)

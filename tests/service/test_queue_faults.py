@@ -149,6 +149,17 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
             else:
                 pytest.fail("could not kill the worker mid-batch in 5 tries")
 
+        # SIGTERM while busy: the worker finishes its read, commits, acknowledges, gives the
+        # lease back and exits 0
+        polite = workers(redis_url, "polite")
+        wait_for(lambda: applied_entries(rclient, "q") >= int(0.7 * n_entries), 60, "stuck")
+        polite.send_signal(signal.SIGTERM)
+        assert polite.wait(timeout=15) == 0
+        assert rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"] == 0
+        assert not rclient.exists(keys.lease("q"))
+        graceful_at = applied_entries(rclient, "q")
+        assert graceful_at < n_entries, "finished before the SIGTERM"
+
         last = workers(redis_url, "survivor")
         wait_for(lambda: applied_entries(rclient, "q") == n_entries, 60, "did not finish", 0.02)
         wait_for(
@@ -164,7 +175,10 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
         assert queued.get("/v1/models/q").json()["counts"]["events_learned"] == len(X)
         assert_same_state(rclient, "q", "ref")
     log = (tmp_path / "survivor.log").read_bytes()
-    print(f"killed at (entries applied, pending, retries) {kills} of {n_entries} entries")
+    print(
+        f"killed at (entries applied, pending, retries) {kills}, stopped at {graceful_at} "
+        f"of {n_entries} entries"
+    )
     assert b"worker survivor stopped" in log
 
 

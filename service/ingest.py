@@ -427,6 +427,9 @@ _EVENT_LAYOUTS: dict[tuple[str, ...], tuple[bool, bool]] = {
     )
 }  # event keys in any order -> (has id, has y); a repeated or unknown key is not listed
 _OPEN_BRACKET = ord("[")
+#: Below ~4 KB (a handful of events) the general path is as fast: a one-event /score body
+#: (~1 KB) parses in ~7.5 us there against ~9 us here.
+_FAST_PATH_MIN_BYTES = 4096
 #: A parser keeps the buffers of the largest document it has parsed: one per thread is reused
 #: for bodies up to this size, a larger body gets a parser of its own that is freed after.
 _REUSED_PARSER_MAX_BYTES = 8 * 1024 * 1024
@@ -512,7 +515,7 @@ def _read_dense_json(
 
 
 def json_events(body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: int) -> Batch:
-    if spec.feature_mode == "dense":
+    if spec.feature_mode == "dense" and len(body) >= _FAST_PATH_MIN_BYTES:
         batch = _dense_json_fast(body, spec, labelled=labelled, max_events=max_events)
         if batch is not None:
             return batch

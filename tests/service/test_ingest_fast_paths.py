@@ -23,6 +23,12 @@ from service.ingest import FeatureSpec, json_events
 DENSE = FeatureSpec(n_features=3, feature_mode="dense")
 
 
+@pytest.fixture(autouse=True)
+def fast_path_for_small_bodies(monkeypatch):
+    """The cases here are small; production bodies under 4 KB take the general path."""
+    monkeypatch.setattr(ingest, "_FAST_PATH_MIN_BYTES", 0)
+
+
 def outcome(body: bytes, *, labelled: bool = True, max_events: int = 1000, spec=DENSE):
     try:
         batch = json_events(body, spec, labelled=labelled, max_events=max_events)
@@ -302,3 +308,14 @@ def test_npz_fast_path_arrays_do_not_alias_the_body():
     assert arrays is not None
     arrays["X"][0, 0] = 1e300  # writable, and a copy: the body is unchanged
     assert ingest._npz_arrays_fast(body)["X"][0, 0] == X_F8[0, 0]
+
+
+def test_small_bodies_take_the_general_path(monkeypatch):
+    monkeypatch.setattr(ingest, "_FAST_PATH_MIN_BYTES", 4096)
+    called = []
+    monkeypatch.setattr(ingest, "_dense_json_fast", lambda *args, **kw: called.append(1))
+    json_events(b'{"events": [{"x": [1, 2, 3]}]}', DENSE, labelled=False, max_events=10)
+    assert called == []
+    body = orjson.dumps({"events": [{"x": [0.1, 0.2, 0.3], "y": 1}] * 200})
+    json_events(body, DENSE, labelled=True, max_events=1000)
+    assert called == [1]

@@ -10,4 +10,4 @@ USER redis
 WORKDIR /data
 EXPOSE 6379
 HEALTHCHECK --interval=5s --timeout=2s --retries=10 CMD ["redis-cli", "ping"]
-CMD ["redis-server", "--bind", "0.0.0.0", "--protected-mode", "no", "--dir", "/data", "--appendonly", "yes", "--appendfsync", "everysec"]
+CMD ["redis-server", "--bind", "0.0.0.0", "--protected-mode", "no", "--dir", "/data", "--appendonly", "yes", "--appendfsync", "always"]

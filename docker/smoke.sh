@@ -79,7 +79,7 @@ echo "events learned: $learned"
 curl -fsS "$base/v1/models/smoke/metrics" | python3 -c '
 import json, sys
 m = json.load(sys.stdin)
-print(json.dumps({k: m[k] for k in ("counts", "window", "lag") if k in m}, indent=1))'
+print(json.dumps({k: m[k] for k in ("counts", "window", "queue") if k in m}, indent=1))'
 echo "== container status"
 podman ps --filter "name=$project" --format '{{.Names}}  {{.Status}}'
 [ "$learned" = 2000 ] || { echo "FAIL: the worker learned $learned of 2000 events"; exit 1; }

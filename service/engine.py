@@ -35,7 +35,7 @@ import numpy as np
 from core.learners import available_learners, learner_class, make_learner
 from core.learners._base import OnlineLearner
 from core.metrics import PrequentialWindow
-from core.regret import RegretWindow, learner_inputs
+from core.regret import RegretWindow
 from core.validation import CSRMatrix
 from service.errors import (
     Contention,
@@ -118,13 +118,37 @@ class Loaded:
             )
         return arrays
 
-    def regret_round(self, X: np.ndarray | CSRMatrix) -> tuple[np.ndarray, np.ndarray] | None:
-        """What the regret window needs before the learner learns ``X``: the rows as the learner
-        will see them (after its scaling, densified) and the served weights; None when off."""
+    def learn_round(
+        self, X: np.ndarray | CSRMatrix, y: np.ndarray, recorded: np.ndarray | None
+    ) -> np.ndarray:
+        """Learn one round with one learner call and record it in the regret window (when on):
+        the rows as the learner saw them (the kernel's own scaled batch, densified: the same
+        bits as ``core.regret.learner_inputs`` before the call, without scaling twice) and the
+        weights served before the call.  Returns the prequential scores, or ``recorded``."""
+        learner = self.learner
         if self.regret is None:
-            return None
-        served = np.array(self.learner.coef_, dtype=np.float64)  # type: ignore[attr-defined]
-        return learner_inputs(self.learner, X), served
+            scores = self._learn_call(X, y, recorded)
+        else:
+            served = np.array(learner.coef_, dtype=np.float64)  # type: ignore[attr-defined]
+            with learner.recording_inputs() as inputs:
+                scores = self._learn_call(X, y, recorded)
+            rows = inputs[0].toarray() if isinstance(inputs[0], CSRMatrix) else inputs[0]
+            self.regret.update(rows, y, scores, served)  # copies the rows into its ring
+        return scores
+
+    def _learn_call(
+        self, X: np.ndarray | CSRMatrix, y: np.ndarray, recorded: np.ndarray | None
+    ) -> np.ndarray:
+        if recorded is not None:
+            self.learner.partial_fit(X, y)
+            return recorded
+        scores = self.learner.prequential_step(X, y)
+        if not np.isfinite(scores).all():  # nothing is committed: the cache is dropped
+            raise InvalidInput(
+                "the model produced non-finite scores on this batch (diverged?); "
+                "nothing was learned: lower the step size or use scaling"
+            )
+        return scores
 
     def counts(self) -> Counts:
         return Counts(**{name: int(self.stats[name][0]) for name in COUNT_NAMES})
@@ -628,21 +652,8 @@ class Engine:
         for start, stop in bounds:
             rows = X if (start, stop) == (0, X.shape[0]) else _rows(X, start, stop)
             labels = y[start:stop]
-            regret_round = loaded.regret_round(rows)
-            if recorded is None:
-                scores = loaded.learner.prequential_step(rows, labels)
-                if not np.isfinite(scores).all():  # nothing is committed: the cache is dropped
-                    raise InvalidInput(
-                        "the model produced non-finite scores on this batch (diverged?); "
-                        "nothing was learned: lower the step size or use scaling"
-                    )
-            else:
-                loaded.learner.partial_fit(rows, labels)
-                scores = recorded[start:stop]
-            if regret_round is not None:
-                assert loaded.regret is not None
-                loaded.regret.update(regret_round[0], labels, scores, regret_round[1])
-            parts.append(scores)
+            part = None if recorded is None else recorded[start:stop]
+            parts.append(loaded.learn_round(rows, labels, part))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def learn(

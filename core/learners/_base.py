@@ -32,6 +32,8 @@ A subclass provides:
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import numpy as np
@@ -56,6 +58,8 @@ class OnlineLearner:
     supports_sparse: ClassVar[bool] = True
     #: False for batch solvers (``svm_pauc``) whose ``partial_fit`` is not an online update
     online: ClassVar[bool] = True
+    #: where :meth:`recording_inputs` collects the scaled batches (None: not recording)
+    _inputs_sink: list | None = None
 
     # ------------------------------------------------------------------ parameters
     @classmethod
@@ -195,9 +199,26 @@ class OnlineLearner:
             # raise before any statistics move: a rejected batch changes nothing
             scale_batch(self.scaling, self.state_, features, learn=False)
         features = scale_batch(self.scaling, self.state_, features, learn=True)
+        if self._inputs_sink is not None:
+            self._inputs_sink.append(features)
         scores = np.empty(len(labels)) if want_scores else NO_SCORES
         self._learn(features, labels, scores)
         return scores
+
+    @contextmanager
+    def recording_inputs(self) -> Iterator[list]:
+        """Within the block, every ``partial_fit`` / ``prequential_step`` appends to the yielded
+        list the rows its kernel learned from: after the online scaling, as a dense array or a
+        CSRMatrix — the learner's own arrays (``X`` itself with ``scaling="none"``), to read
+        and not modify.  They equal ``core.regret.learner_inputs(learner, X)`` taken before the
+        call, so a caller that records them (the service's regret window) need not scale the
+        batch a second time on a copy of the statistics."""
+        sink: list = []
+        self._inputs_sink = sink
+        try:
+            yield sink
+        finally:
+            self._inputs_sink = None
 
     def partial_fit(self, X, y) -> OnlineLearner:
         """Learn one batch, in order, exactly as if its events arrived one at a time."""

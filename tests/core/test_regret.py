@@ -299,3 +299,24 @@ def test_learner_inputs_are_what_the_learner_scores(scaling):
     learner_inputs(learner, X[:10])
     for key, value in learner.get_state().items():
         np.testing.assert_array_equal(value, state[key])
+
+
+@pytest.mark.parametrize("scaling", ["none", "standard", "unit_norm", "scale"])
+def test_recorded_inputs_are_learner_inputs_bit_for_bit(scaling):
+    # the service's regret window stores the rows recorded while learning instead of
+    # scaling the batch twice: they must be the very bytes learner_inputs gives
+    X, y = _stream(11, 300)
+    X = X * np.array([100.0, 1.0, 0.01])
+    learner = make_learner("spam", scaling=scaling)
+    learner.initialize(3)
+    for start, stop in [(0, 1), (1, 40), (40, 41), (41, 300)]:
+        expected = learner_inputs(learner, X[start:stop])
+        with learner.recording_inputs() as recorded:
+            learner.prequential_step(X[start:stop], y[start:stop])
+        assert len(recorded) == 1
+        assert np.asarray(recorded[0], dtype=np.float64).tobytes() == expected.tobytes()
+    with learner.recording_inputs() as recorded:
+        learner.partial_fit(X[:5], y[:5])
+    assert len(recorded) == 1
+    learner.partial_fit(X[:5], y[:5])  # outside the block: nothing more is recorded
+    assert len(recorded) == 1 and learner._inputs_sink is None

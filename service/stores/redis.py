@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import redis
+import redis.connection
 import redis.exceptions
 
 from service.errors import ModelExists, ModelNotFound, StaleVersion, StoreUnavailable
@@ -244,6 +245,18 @@ def _pairs(flat: list[bytes]) -> dict[str, bytes]:
     return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
 
 
+class _OneWriteConnection(redis.connection.Connection):
+    """A TCP connection that writes a packed command with one ``sendall``: redis-py sends every
+    argument over 6,000 bytes with its own ``sendall``, i.e. ~80 system calls (and as many
+    wake-ups of Redis) for a commit of 1,000 events with the regret window's 16 KiB chunks;
+    joining them first costs one memory copy of the command."""
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if isinstance(command, list) and len(command) > 1:
+            command = [b"".join(command)]
+        super().send_packed_command(command, check_health)
+
+
 class RedisStore:
     name = "redis"
     #: network round trips: the HTTP layer calls it from the thread pool
@@ -262,8 +275,11 @@ class RedisStore:
     @classmethod
     def from_url(cls, url: str) -> RedisStore:
         # Timeouts turn a hung Redis into 503 responses instead of requests that never end.
+        # unix:// and rediss:// URLs pick their own connection class; plain TCP gets ours
+        tcp = "connection_class" not in redis.connection.parse_url(url)
         client = redis.Redis.from_url(
             url,
+            **({"connection_class": _OneWriteConnection} if tcp else {}),
             decode_responses=False,
             health_check_interval=30,
             socket_timeout=10.0,

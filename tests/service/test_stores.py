@@ -244,3 +244,22 @@ def test_redis_big_arrays_are_chunked_and_only_changed_chunks_are_written(redis_
     for each in (store, other):
         each.close()
     client.close()
+
+
+def test_redis_commands_are_written_with_one_sendall():
+    import redis.connection
+
+    from service.stores.redis import _OneWriteConnection
+
+    sent = []
+
+    connection = _OneWriteConnection(host="127.0.0.1", port=1)
+    connection._sock = type("Sock", (), {"sendall": staticmethod(sent.append)})()
+    connection.send_packed_command(
+        [b"*2\r\n$3\r\nGET\r\n$", b"x" * 7000, b"\r\n"], check_health=False
+    )
+    assert sent == [b"*2\r\n$3\r\nGET\r\n$" + b"x" * 7000 + b"\r\n"]
+    tcp = RedisStore.from_url("redis://127.0.0.1:1/0").client.connection_pool
+    assert tcp.connection_class is _OneWriteConnection
+    unix = RedisStore.from_url("unix:///tmp/nowhere.sock").client.connection_pool
+    assert unix.connection_class is redis.connection.UnixDomainSocketConnection

@@ -366,10 +366,18 @@ class RegretWindow:
         self._features = _room(self._features, min(capacity, new_total), capacity)
         self._labels = _room(self._labels, min(capacity, new_total), capacity)
         self._scores = _room(self._scores, min(capacity, new_total), capacity)
-        slots = np.arange(new_total - kept, new_total) % capacity
-        self._features[slots] = features[n_events - kept :]
-        self._labels[slots] = labels[n_events - kept :]
-        self._scores[slots] = score_array[n_events - kept :]
+        # the kept events take ring slots (new_total - kept .. new_total - 1) % capacity: at most
+        # two runs, written by slices (fancy indexing cost twice as much for 1,000 x 50 rows)
+        start = (new_total - kept) % capacity
+        head = min(kept, capacity - start)
+        for ring, values in (
+            (self._features, features),
+            (self._labels, labels),
+            (self._scores, score_array),
+        ):
+            tail = values[n_events - kept :]
+            ring[start : start + head] = tail[:head]
+            ring[: kept - head] = tail[head:]
 
         # drop whole oldest rounds while the window would hold more than `capacity` events
         # (before the new round takes its ring slot: the oldest round may live there)

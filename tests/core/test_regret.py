@@ -320,3 +320,24 @@ def test_recorded_inputs_are_learner_inputs_bit_for_bit(scaling):
     assert len(recorded) == 1
     learner.partial_fit(X[:5], y[:5])  # outside the block: nothing more is recorded
     assert len(recorded) == 1 and learner._inputs_sink is None
+
+
+def test_ring_slots_hold_each_event_at_its_absolute_position():
+    # events are written by slices; every kept event must sit at slot (absolute index % capacity)
+    rng = np.random.default_rng(5)
+    capacity, d = 7, 2
+    window = RegretWindow(capacity, d)
+    rows, labels, scores = [], [], []
+    for size in [1, 3, 7, 2, 9, 5, 1, 6, 14, 4]:
+        X = rng.normal(size=(size, d))
+        y = np.where(rng.random(size) < 0.5, 1, -1)
+        s = rng.normal(size=size)
+        window.update(X, y, s, np.zeros(d))
+        rows.extend(X), labels.extend(y), scores.extend(s)
+        state = window.get_state()
+        total = len(rows)
+        for event in range(max(0, total - capacity), total):
+            slot = event % capacity
+            np.testing.assert_array_equal(state["features"][slot], rows[event])
+            assert state["labels"][slot] == labels[event]
+            assert state["scores"][slot] == scores[event]

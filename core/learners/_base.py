@@ -283,6 +283,14 @@ def check_choice(name: str, value, choices) -> None:
         raise ValueError(f"Expected {name} in {{{', '.join(map(repr, choices))}}}, got: {value!r}")
 
 
+def check_fpr_range(alpha, beta) -> None:
+    """The pAUC range of the pAUC learners: ``0 <= alpha < beta <= 1``."""
+    check_positive("beta", beta)
+    check_positive("alpha", alpha, allow_zero=True)
+    if not alpha < beta <= 1.0:
+        raise ValueError(f"Expected 0 <= alpha < beta <= 1, got: alpha={alpha!r}, beta={beta!r}")
+
+
 def check_bool(name: str, value) -> None:
     if not isinstance(value, bool | np.bool_):
         raise ValueError(f"{name} must be True or False, got {value!r}")

@@ -13,6 +13,7 @@ from core._kernels.random import seed_state
 from core.learners import register
 from core.learners._base import (
     OnlineLearner,
+    check_fpr_range,
     check_integer,
     check_positive,
 )
@@ -179,12 +180,7 @@ class FTRLpAUC(OnlineLearner):
         self.random_state = random_state
 
     def _validate_params(self) -> None:
-        check_positive("beta", self.beta)
-        check_positive("alpha", self.alpha, allow_zero=True)
-        if not self.alpha < self.beta <= 1.0:
-            raise ValueError(
-                f"Expected 0 <= alpha < beta <= 1, got: alpha={self.alpha!r}, beta={self.beta!r}"
-            )
+        check_fpr_range(self.alpha, self.beta)
         check_positive("lam", self.lam)
         check_positive("eta0", self.eta0)
         check_positive("min_norm", self.min_norm, allow_zero=True)

@@ -13,6 +13,7 @@ from core.learners import register
 from core.learners._base import (
     OnlineLearner,
     check_choice,
+    check_fpr_range,
     check_integer,
     check_positive,
 )
@@ -166,12 +167,7 @@ class PMB(OnlineLearner):
         check_choice("loss", self.loss, tuple(LOSSES))
         check_choice("passes", self.passes, (1, 2))
         check_integer("buffer_size", self.buffer_size, low=2)
-        check_positive("beta", self.beta)
-        check_positive("alpha", self.alpha, allow_zero=True)
-        if not self.alpha < self.beta <= 1.0:
-            raise ValueError(
-                f"Expected 0 <= alpha < beta <= 1, got: alpha={self.alpha!r}, beta={self.beta!r}"
-            )
+        check_fpr_range(self.alpha, self.beta)
         check_positive("k", self.k)
         if self.k > 1.0:
             raise ValueError(f"Expected k in (0, 1], got: {self.k!r}")

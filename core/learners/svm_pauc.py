@@ -27,6 +27,7 @@ from core.learners import register
 from core.learners._base import (
     OnlineLearner,
     check_choice,
+    check_fpr_range,
     check_integer,
     check_positive,
 )
@@ -299,12 +300,7 @@ class SVMpAUC(OnlineLearner):
         self.random_state = random_state
 
     def _validate_params(self) -> None:
-        check_positive("beta", self.beta)
-        check_positive("alpha", self.alpha, allow_zero=True)
-        if not self.alpha < self.beta <= 1.0:
-            raise ValueError(
-                f"Expected 0 <= alpha < beta <= 1, got: alpha={self.alpha!r}, beta={self.beta!r}"
-            )
+        check_fpr_range(self.alpha, self.beta)
         check_positive("C", self.C)
         check_positive("tol", self.tol)
         check_choice("method", self.method, ("tight", "dc"))

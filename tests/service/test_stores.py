@@ -263,3 +263,110 @@ def test_redis_commands_are_written_with_one_sendall():
     assert tcp.connection_class is _OneWriteConnection
     unix = RedisStore.from_url("unix:///tmp/nowhere.sock").client.connection_pool
     assert unix.connection_class is redis.connection.UnixDomainSocketConnection
+
+
+def test_pack_commands_frames_like_redis_py():
+    """The store's own RESP framing gives the bytes redis-py's packer gives."""
+    from redis.connection import Connection
+
+    from service.stores.redis import pack_commands
+
+    commands = [
+        ["MULTI"],
+        ["HSET", "aucs:{m}:state", "learner:w", np.arange(3.0).tobytes(), "x@0", b"\x00" * 7000],
+        ["ZADD", "aucs:{m}:seen", "12.5", "id-é", 7, "-3"],
+        ["EXEC"],
+    ]
+    expected = b"".join(b"".join(Connection().pack_command(*command)) for command in commands)
+    assert pack_commands(commands) == expected
+
+
+def _command_calls(client, name: str) -> int:
+    stats = client.info("commandstats").get(f"cmdstat_{name}")
+    return 0 if stats is None else int(stats["calls"])
+
+
+def test_redis_commit_is_a_watched_transaction_without_lua(redis_server):
+    """State arrays go through plain HSET inside MULTI/EXEC (Lua copies of ~600 KB tripled
+    Redis's CPU); a write to the version key between the check and EXEC aborts the commit,
+    which then changes nothing and raises StaleVersion; the pooled connection keeps no WATCH."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server)
+    client.flushdb()
+    store = RedisStore.from_url(redis_server)
+    store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
+    before = {name: _command_calls(client, name) for name in ("evalsha", "eval", "exec")}
+    changed = {**ARRAYS, "learner:w": ARRAYS["learner:w"] + 1.0}
+    assert store.commit("m", Commit(1, "inc1", changed, learned_ids=["a"], id_expiry=1e12)) == 2
+    assert _command_calls(client, "evalsha") == before["evalsha"]
+    assert _command_calls(client, "eval") == before["eval"]
+    assert _command_calls(client, "exec") == before["exec"] + 1
+
+    # another writer commits between this commit's version check and its EXEC
+    check = store._check_version
+
+    def check_then_race(*args):
+        check(*args)
+        client.incr(keys.version("m"))
+
+    store._check_version = check_then_race  # type: ignore[method-assign]
+    snapshot = client.hgetall(keys.state("m"))
+    with pytest.raises(StaleVersion):
+        store.commit("m", Commit(2, "inc1", ARRAYS, learned_ids=["b"], id_expiry=1e12))
+    store._check_version = check  # type: ignore[method-assign]
+    assert client.hgetall(keys.state("m")) == snapshot
+    assert client.zscore(keys.seen("m"), "b") is None and client.get(keys.version("m")) == b"3"
+
+    # a stale commit (refused at the check) leaves no WATCH behind on the pooled connection:
+    # a version change after it must not abort the next, current commit
+    with pytest.raises(StaleVersion):
+        store.commit("m", Commit(2, "inc1", ARRAYS))
+    client.incr(keys.version("m"))  # version 4, after the stale commit's (released) WATCH
+    loaded = store.load("m")
+    assert loaded.version == 4
+    assert store.commit("m", Commit(4, "inc1", ARRAYS)) == 5
+    _same(store.load("m").arrays, ARRAYS)
+    store.close()
+    client.close()
+
+
+def test_redis_commit_failing_mid_transaction_drops_the_connection(redis_server):
+    """A connection error between MULTI and EXEC: nothing is applied (Redis discards a MULTI
+    whose client disconnects) and the next commit, on a fresh connection, succeeds."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server)
+    client.flushdb()
+    store = RedisStore.from_url(redis_server)
+    store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
+    pool = store.client.connection_pool
+    real = pool.get_connection
+
+    def failing_connection(*args, **kwargs):
+        connection = real(*args, **kwargs)
+        send = connection.send_packed_command
+
+        def send_then_fail(command, check_health=True):
+            if b"MULTI" in command[0][:20]:
+                connection.send_packed_command = send  # one failure only (pooled object)
+                send([command[0][: len(command[0]) // 2]], check_health)  # half a MULTI
+                raise redis.exceptions.ConnectionError("injected: connection reset")
+            send(command, check_health)
+
+        connection.send_packed_command = send_then_fail
+        return connection
+
+    pool.get_connection = failing_connection  # type: ignore[method-assign]
+    changed = {**ARRAYS, "learner:w": ARRAYS["learner:w"] * 3}
+    from service.errors import StoreUnavailable
+
+    with pytest.raises(StoreUnavailable):
+        store.commit("m", Commit(1, "inc1", changed))
+    pool.get_connection = real  # type: ignore[method-assign]
+    assert client.get(keys.version("m")) == b"1"
+    _same(store.load("m").arrays, ARRAYS)
+    assert store.commit("m", Commit(1, "inc1", changed)) == 2
+    _same(store.load("m").arrays, changed)
+    store.close()
+    client.close()

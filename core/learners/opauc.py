@@ -30,6 +30,11 @@ MAX_FULL_RANK_FEATURES = 1000
 #: would cost ~30 M multiply-adds.
 MAX_SKETCH_ENTRIES = 2**23
 
+#: Plain OPAUC with ``rank=k`` buffers up to this many times ``k`` raw events per class between
+#: the rebuilds of its factored sketch (:mod:`core._kernels.opauc`); it rebuilds at the shrink
+#: once ``(this - 1) · k`` rows are buffered, so every third shrink.
+SKETCH_BUFFER_ROWS_PER_RANK = 4
+
 #: [CHOICE] AdaOAM's default step: Adagrad normalises each coordinate's step by its gradient
 #: history, so one constant works across feature scales (chosen with ``bench/quality.py``).
 DEFAULT_ADAPTIVE_ETA = 0.03
@@ -112,14 +117,21 @@ class OPAUC(OnlineLearner):
     before ``w`` was split, see below); the issue's 50,000 is not reached, and
     :mod:`core._kernels.opauc` says where the time goes and what would reach it.
 
-    [CHOICE] Plain OPAUC with ``rank=k`` keeps ``w = w_direct + B_posᵀ a_pos + B_negᵀ a_neg``
-    (state ``w_direct``, ``sketch_coef``) with the products its steps need kept up to date
-    (``sketch_gram``, ``sketch_dot_direct``, ``sketch_dot_means``, ``mean_dot_direct``,
-    ``mean_gram``), so an event touches the sketches only through ``B x``; ``w`` is written
-    from the parts after each call.  Sketch rows at or beyond ``sketch_rows_*`` are scratch.
-    The kept products are uncentred differences, so features far from zero lose digits
-    (``w`` within 1e-11 of the explicit computation at offsets of 1,000 times the spread,
-    6e-7 at 100,000): use ``scaling="standard"`` for such data.
+    [CHOICE] Plain OPAUC with ``rank=k`` keeps every vector it uses as a combination of a
+    small basis ``R`` (:mod:`core._kernels.opauc`): each class's sketch rows materialised at
+    its last rebuild (``sketch_pos``/``sketch_neg``, ``sketch_base_rows`` of them), ``w_direct``,
+    the class means at their last rebuild (``mean_pos``/``mean_neg``, over
+    ``mean_base_count`` events: with CSR input they are *not* the current means until the
+    next rebuild) and the raw CSR events since (``buffer_*``, at most ``4k`` rows and
+    ``n_features`` non-zeros per class).  ``w = Σ basis_coef_r R_r``, each sketch is
+    ``sketch_map[s] · R`` and the Gram ``R Rᵀ`` is ``basis_gram``; so a CSR event costs
+    O(nnz · |R|) plus small-matrix work, and the d-long rows are rebuilt every third shrink.
+    Dense input materialises first (empty buffers) and keeps that form: its steps move ``w``
+    along a dense ``z`` anyway.  ``w`` is written from the parts after each call.  Sketch rows
+    at or beyond ``sketch_base_rows`` and buffer entries beyond ``buffer_rows`` are scratch.
+    The kept products are uncentred, so features far from zero lose digits (``w`` within
+    5e-11 of the explicit computation at offsets of 1,000 times the spread, 5e-7 at
+    100,000): use ``scaling="standard"`` for such data.
     AdaOAM's per-coordinate steps leave the span of the sketches, so ``rank=k`` with
     ``adaptive=True`` keeps the explicit ``w`` and does ``B w`` and ``Bᵀ(B w)`` per event.
     The sketch path calls BLAS: run with ``OPENBLAS_NUM_THREADS=1`` (OpenBLAS would otherwise
@@ -228,14 +240,20 @@ class OPAUC(OnlineLearner):
             state["sketch_rows_pos"] = np.zeros(1, dtype=np.int64)
             state["sketch_rows_neg"] = np.zeros(1, dtype=np.int64)
         if self._split_weights:
-            joint = 4 * self.rank  # positive sketch rows, then negative sketch rows
+            size = 2 * self.rank
+            length = SKETCH_BUFFER_ROWS_PER_RANK * self.rank
+            n_slots = 2 * size + 3 + 2 * length  # the basis R (core._kernels.opauc)
             state["w_direct"] = np.zeros(n_features)
-            state["sketch_coef"] = np.zeros(joint)
-            state["sketch_gram"] = np.zeros((joint, joint))
-            state["sketch_dot_direct"] = np.zeros(joint)
-            state["sketch_dot_means"] = np.zeros((joint, 2))
-            state["mean_dot_direct"] = np.zeros(2)  # c_pos · w_direct, c_neg · w_direct
-            state["mean_gram"] = np.zeros((2, 2))  # c_a · c_b, positive first
+            state["basis_coef"] = np.zeros(n_slots)
+            state["basis_coef"][2 * size] = 1.0  # w = 1 · w_direct + ...
+            state["basis_gram"] = np.zeros((n_slots, n_slots))
+            state["sketch_map"] = np.zeros((2, size, n_slots))
+            state["sketch_base_rows"] = np.zeros(2, dtype=np.int64)
+            state["mean_base_count"] = np.zeros(2, dtype=np.int64)
+            state["buffer_rows"] = np.zeros(2, dtype=np.int64)
+            state["buffer_indptr"] = np.zeros((2, length + 1), dtype=np.int64)
+            state["buffer_indices"] = np.zeros((2, n_features), dtype=np.int64)
+            state["buffer_data"] = np.zeros((2, n_features))
         if self.adaptive:
             state["grad_sq_sum"] = np.zeros(n_features)
         if self._auto_eta:
@@ -264,12 +282,15 @@ class OPAUC(OnlineLearner):
                 scores,
                 state["w"],
                 state["w_direct"],
-                state["sketch_coef"],
-                state["sketch_gram"],
-                state["sketch_dot_direct"],
-                state["sketch_dot_means"],
-                state["mean_dot_direct"],
-                state["mean_gram"],
+                state["basis_coef"],
+                state["basis_gram"],
+                state["sketch_map"],
+                state["sketch_base_rows"],
+                state["mean_base_count"],
+                state["buffer_rows"],
+                state["buffer_indptr"],
+                state["buffer_indices"],
+                state["buffer_data"],
                 state["mean_pos"],
                 state["mean_neg"],
                 state["sketch_pos"],

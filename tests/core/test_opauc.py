@@ -112,46 +112,169 @@ def test_sketch_matches_the_svd_reference(params):
         assert_close(sketch.T @ sketch / count, reference.covariance(label))
 
 
+def basis_rows(state, rank):
+    """The basis ``R`` of the factored sketch (``core._kernels.opauc``) as dense rows, and which
+    slots are in use: Q_pos, Q_neg (2k each), v, c_pos, c_neg, X_pos, X_neg (buffered)."""
+    size = 2 * rank
+    d = state["w"].shape[0]
+    length = state["buffer_indptr"].shape[1] - 1
+    R = np.zeros((2 * size + 3 + 2 * length, d))
+    used = np.zeros(R.shape[0], dtype=bool)
+    R[2 * size] = state["w_direct"]
+    used[2 * size] = True
+    for s, key in enumerate(("pos", "neg")):
+        q = state["sketch_base_rows"][s]
+        R[s * size : s * size + q] = state[f"sketch_{key}"][:q]
+        used[s * size : s * size + q] = True
+        R[2 * size + 1 + s] = state[f"mean_{key}"]
+        used[2 * size + 1 + s] = True
+        first = 2 * size + 3 + s * length
+        indptr = state["buffer_indptr"][s]
+        for j in range(state["buffer_rows"][s]):
+            columns = state["buffer_indices"][s, indptr[j] : indptr[j + 1]]
+            R[first + j, columns] = state["buffer_data"][s, indptr[j] : indptr[j + 1]]
+            used[first + j] = True
+    return R, used
+
+
 @pytest.mark.parametrize("rank", [1, 2, 3])
-def test_split_weights_keep_their_products_up_to_date(rank):
-    """Plain OPAUC with a sketch keeps ``w = w_direct + B_posᵀ a_pos + B_negᵀ a_neg`` and the
-    products its steps use up to date instead of recomputing them: check each against a
-    direct computation, after dense and sparse batches and several shrinks."""
-    X, y = stream(14, n=260, n_features=9)
+@pytest.mark.parametrize("kinds", ["dense-csr-dense", "csr", "dense-csr"])
+def test_factored_sketch_keeps_its_basis_products_up_to_date(rank, kinds):
+    """Plain OPAUC with a sketch keeps ``w = Σ coef_r R_r``, the sketches as ``M_s R`` and
+    the Gram ``R Rᵀ`` up to date instead of recomputing them: check each against a direct
+    computation, after dense and sparse batches, several shrinks and rebuilds, ending with
+    materialised (dense) and factored (CSR, buffers in use) states."""
+    X, y = stream(14, n=260, n_features=9, density=0.6)
     learner = make_learner("opauc", rank=rank)
-    learner.prequential_step(X[:100], y[:100])
-    learner.prequential_step(sp.csr_matrix(X[100:200]), y[100:200])
-    learner.prequential_step(X[200:], y[200:])
+    parts = kinds.split("-")
+    bounds = np.linspace(0, len(y), len(parts) + 1).astype(int)
+    for kind, a, b in zip(parts, bounds[:-1], bounds[1:], strict=True):
+        batch = sp.csr_matrix(X[a:b]) if kind == "csr" else X[a:b]
+        learner.prequential_step(batch, y[a:b])
     state = learner.state_
     size = 2 * rank
-    rows = (int(state["sketch_rows_pos"][0]), int(state["sketch_rows_neg"][0]))
-    joint = np.zeros((2 * size, 9))  # positive rows, then negative rows; unused rows zero
-    joint[: rows[0]] = state["sketch_pos"][: rows[0]]
-    joint[size : size + rows[1]] = state["sketch_neg"][: rows[1]]
-    used = np.zeros(2 * size, dtype=bool)
-    used[: rows[0]] = used[size : size + rows[1]] = True
-    means = np.stack([state["mean_pos"], state["mean_neg"]])
-    direct = state["w_direct"]
-    assert not state["sketch_coef"][~used].any() and not state["sketch_gram"][~used].any()
-    assert not state["sketch_gram"][:, ~used].any()
-    assert not state["sketch_dot_direct"][~used].any()
-    assert not state["sketch_dot_means"][~used].any()
-    assert_close(state["w"], direct + joint.T @ state["sketch_coef"])
-    assert_close(state["sketch_gram"], joint @ joint.T, rtol=1e-10)
-    assert_close(state["sketch_dot_direct"], joint @ direct, rtol=1e-10)
-    assert_close(state["sketch_dot_means"], joint @ means.T, rtol=1e-10)
-    assert_close(state["mean_dot_direct"], means @ direct, rtol=1e-10)
-    assert_close(state["mean_gram"], means @ means.T, rtol=1e-10)
+    R, used = basis_rows(state, rank)
+    if parts[-1] == "csr":
+        assert state["buffer_rows"].sum() > 0  # the factored form is exercised
+    else:
+        assert state["buffer_rows"].sum() == 0 and state["basis_coef"][2 * size] == 1.0
+    coef, gram, sketch_map = state["basis_coef"], state["basis_gram"], state["sketch_map"]
+    assert not coef[~used].any() and not gram[~used].any() and not gram[:, ~used].any()
+    assert not sketch_map[:, :, ~used].any()
+    expected_gram = R @ R.T
+    expected_gram[2 * size, 2 * size] = 0.0  # v · v is not kept
+    assert_close(gram, expected_gram, rtol=1e-10)
+    assert_close(state["w"], coef @ R)
+    reference = reference_for({"rank": rank}, 9)
+    reference.learn(X, y)
+    length = state["buffer_indptr"].shape[1] - 1
+    for s, (label, key) in enumerate(((1, "pos"), (-1, "neg"))):
+        rows = state[f"sketch_rows_{key}"][0]
+        assert not sketch_map[s, rows:].any()
+        count = state[f"count_{key}"][0]
+        first = 2 * size + 3 + s * length
+        mean = state["mean_base_count"][s] * R[2 * size + 1 + s]
+        mean = (mean + R[first : first + state["buffer_rows"][s]].sum(axis=0)) / count
+        assert_close(mean, X[y == (label > 0)].mean(axis=0))
+        sketch = sketch_map[s, :rows] @ R
+        assert_close(sketch.T @ sketch / count, reference.covariance(label), rtol=1e-10)
+    assert_close(state["w"], reference.w, rtol=1e-12)
 
 
-def test_split_sketch_with_offset_features_stays_close_to_the_reference():
-    """The split ``w`` updates its products by uncentred differences (kernel comment): with
-    features offset by 1,000 times their spread it still agrees to 1e-9 (measured 1e-11)."""
+def explicit_sketch_learner_run(X, y, rank, lam=1e-4, eta=DEFAULT_ETA_SCALE):
+    """Plain OPAUC with a sketch through the explicit kernel (``opauc_learn``: ``B w`` and
+    ``Bᵀ(B w)`` per event, as for AdaOAM), dense input: the pre-factoring computation."""
+    from core._kernels.opauc import opauc_learn
+
+    n, d = X.shape
+    w = np.zeros(d)
+    means = [np.zeros(d), np.zeros(d)]
+    sketches = [np.zeros((2 * rank, d)), np.zeros((2 * rank, d))]
+    rows = [np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)]
+    counts = [np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)]
+    scores = np.empty(n)
+    labels = np.where(y > 0, 1, -1).astype(np.int64)
+    opauc_learn(np.ascontiguousarray(X), np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                np.zeros(0), False, labels, scores, w, *means, *sketches, *rows, *counts,
+                np.zeros(0), np.zeros(1), lam, eta, True, False, 1e-8, np.inf, rank)  # fmt: skip
+    return scores, w
+
+
+@pytest.mark.parametrize("rank", [1, 2, 4])
+@pytest.mark.parametrize("density", [0.1, 0.5])
+def test_csr_stream_with_many_rebuilds_matches_the_reference_and_the_explicit_kernel(rank, density):
+    """Long CSR streams (dozens of shrinks and rebuilds per class) against the naive reference
+    and against the explicit kernel that materialises every vector."""
+    X, y = stream(16, n=700, n_features=40, density=density)
+    learner = make_learner("opauc", rank=rank)
+    scores = np.concatenate(
+        [learner.prequential_step(sp.csr_matrix(X[a : a + 233]), y[a : a + 233])
+         for a in range(0, 700, 233)]
+    )  # fmt: skip
+    reference = reference_for({"rank": rank}, 40)
+    assert_close(scores, reference.learn(X, y))
+    assert_close(learner.coef_, reference.w)
+    explicit_scores, explicit_w = explicit_sketch_learner_run(X, y, rank)
+    assert_close(scores, explicit_scores)
+    assert_close(learner.coef_, explicit_w)
+
+
+@pytest.mark.parametrize("rank", [2, 3])
+def test_csr_buffer_filled_by_non_zeros_and_by_rows(rank):
+    """The own buffer holds at most ``n_features`` non-zeros: wide rows force a rebuild before
+    the buffer has its rows (here nearly every event), narrow rows fill it by rows.
+
+    (Empty rows are avoided: several of them make a class's centred rows rank-deficient, and
+    whether a rounding-level eigenvalue counts as above ``θ`` then decides when the next
+    shrink comes, in the reference as in every kernel.)"""
+    rng = np.random.default_rng(17)
+    X, y = stream(17, n=300, n_features=30)
+    kept = rng.random(X.shape) >= np.where(np.arange(300) < 150, 0.9, 0.05)[:, None]
+    kept[np.arange(300), rng.integers(0, 30, 300)] = True  # no empty rows (see below)
+    X[~kept] = 0.0
+    learner = make_learner("opauc", rank=rank)
+    scores, held = [], []
+    for i in range(len(y)):  # one event per call: the boundaries are the state's, not the calls'
+        scores.append(learner.prequential_step(sp.csr_matrix(X[i : i + 1]), y[i : i + 1]))
+        held.append(learner.state_["buffer_rows"].max())
+    assert max(held[:150]) >= 6 and max(held[160:]) <= 2
+    reference = reference_for({"rank": rank}, 30)
+    assert_close(np.concatenate(scores), reference.learn(X, y))
+    assert_close(learner.coef_, reference.w)
+    at_once = make_learner("opauc", rank=rank).partial_fit(sp.csr_matrix(X), y)
+    assert_states_equal(at_once.get_state(), learner.get_state())
+
+
+@pytest.mark.parametrize("first_label", [0, 1])
+def test_csr_class_seen_once_and_late(first_label):
+    """One event of a class (mean only, no sketch row), then many of the other, then the
+    class again: no step before both were seen, then the same as the reference."""
+    X, y = stream(18, n=120, n_features=15, density=0.4)
+    y = np.where(np.arange(120) < 60, 1 - first_label, y)
+    y[0] = first_label
+    y[1:60] = 1 - first_label
+    learner = make_learner("opauc", rank=2)
+    scores = np.concatenate(
+        [learner.prequential_step(sp.csr_matrix(X[i : i + 1]), y[i : i + 1]) for i in range(2)]
+        + [learner.prequential_step(sp.csr_matrix(X[2:]), y[2:])]
+    )
+    assert scores[0] == 0.0
+    reference = reference_for({"rank": 2}, 15)
+    assert_close(scores, reference.learn(X, y))
+    assert_close(learner.coef_, reference.w)
+
+
+@pytest.mark.parametrize("kind", ["dense", "csr"])
+def test_split_sketch_with_offset_features_stays_close_to_the_reference(kind):
+    """The split ``w`` updates its products by uncentred differences, and the factored (CSR)
+    sketch forms its rows' products from raw rows and means (kernel comment): with features
+    offset by 1,000 times their spread both still agree to 1e-9 (measured 1e-11 dense,
+    5e-11 CSR)."""
     X, y = stream(3, n=300, n_features=10)
     X += 1000.0
     params = {"rank": 2, "eta": 1e-3}
     learner = make_learner("opauc", **params)
-    scores = learner.prequential_step(X, y)
+    scores = learner.prequential_step(X if kind == "dense" else sp.csr_matrix(X), y)
     reference = reference_for(params, 10)
     assert_close(scores, reference.learn(X, y), rtol=1e-9)
     assert_close(learner.coef_, reference.w, rtol=1e-9)
@@ -270,11 +393,47 @@ def test_batch_equals_one_at_a_time_and_round_trip_continues(params):
     assert_states_equal(restored.get_state(), at_once.get_state())
 
 
+@pytest.mark.parametrize("rank", [1, 3])
+def test_csr_and_mixed_batches_equal_one_at_a_time_and_round_trip_mid_buffer(rank):
+    """Rebuild boundaries are the state's (buffer rows and non-zeros, shrinks), so CSR batches,
+    mixed with dense ones (which materialise first), give the same state bit for bit however
+    the events are grouped; a state restored with half-full buffers continues identically."""
+    X, y = stream(19, n=240, n_features=20, density=0.4)
+    kinds = np.where((np.arange(240) // 40) % 3 == 1, "dense", "csr")  # csr, dense, csr, ...
+
+    def batch(a, b):
+        return X[a:b] if kinds[a] == "dense" else sp.csr_matrix(X[a:b])
+
+    at_once = make_learner("opauc", rank=rank)
+    starts = [a for a in range(240) if a == 0 or kinds[a] != kinds[a - 1]] + [240]
+    scores = np.concatenate(
+        [
+            at_once.prequential_step(batch(a, b), y[a:b])
+            for a, b in zip(starts[:-1], starts[1:], strict=True)
+        ]
+    )
+    one_by_one = make_learner("opauc", rank=rank)
+    singles = [one_by_one.prequential_step(batch(i, i + 1), y[i : i + 1]) for i in range(240)]
+    np.testing.assert_array_equal(scores, np.concatenate(singles))
+    assert_states_equal(at_once.get_state(), one_by_one.get_state())
+    reference = reference_for({"rank": rank}, 20)
+    assert_close(scores, reference.learn(X, y))
+
+    first = make_learner("opauc", rank=rank).partial_fit(sp.csr_matrix(X[:37]), y[:37])
+    assert first.state_["buffer_rows"].min() > 0
+    restored = learner_class("opauc").from_state(first.get_params(), first.get_state())
+    tail = sp.csr_matrix(X[37:])
+    np.testing.assert_array_equal(
+        restored.prequential_step(tail, y[37:]), first.prequential_step(tail, y[37:])
+    )
+    assert_states_equal(restored.get_state(), first.get_state())
+
+
 def test_deterministic():
     X, y = stream(10)
-    for params in ({}, {"rank": 2, "adaptive": True}):
-        first = make_learner("opauc", **params).partial_fit(X, y)
-        second = make_learner("opauc", **params).partial_fit(X, y)
+    for params in ({}, {"rank": 2, "adaptive": True}, {"rank": 2}):
+        first = make_learner("opauc", **params).partial_fit(sp.csr_matrix(X), y).partial_fit(X, y)
+        second = make_learner("opauc", **params).partial_fit(sp.csr_matrix(X), y).partial_fit(X, y)
         assert_states_equal(first.get_state(), second.get_state())
 
 
@@ -302,8 +461,10 @@ def test_state_layout_follows_the_options():
     assert sketch["grad_sq_sum"].shape == (N_FEATURES,) and "sq_norm_mean" not in sketch
     assert "w_direct" not in sketch  # AdaOAM's steps are not in the span of the sketches
     split = make_learner("opauc", rank=4).partial_fit(X, y).state_
-    assert split["w_direct"].shape == (N_FEATURES,) and split["sketch_gram"].shape == (16, 16)
-    assert split["sketch_dot_means"].shape == (16, 2) and split["mean_gram"].shape == (2, 2)
+    slots = 16 + 3 + 2 * 16  # Q_pos, Q_neg, v, c_pos, c_neg, X_pos, X_neg (k = 4)
+    assert split["w_direct"].shape == (N_FEATURES,) and split["basis_gram"].shape == (slots, slots)
+    assert split["sketch_map"].shape == (2, 8, slots) and split["basis_coef"].shape == (slots,)
+    assert split["buffer_data"].shape == (2, N_FEATURES) and split["buffer_indptr"].shape == (2, 17)
     assert "cov_pos" not in split and "grad_sq_sum" not in split
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -117,6 +118,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.state.settings = settings
     app.state.telemetry = telemetry
     secured = [Depends(require_api_key)]
+    app.router.routes.extend(events.hot_routes)  # check the API key themselves
     app.include_router(models.router, dependencies=secured)
     app.include_router(events.router, dependencies=secured)
     app.include_router(metrics.router, dependencies=secured)
@@ -163,6 +165,20 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         )
 
     app.add_middleware(TimingMiddleware, telemetry=telemetry)
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's document, plus ``/events`` and ``/score`` as declared on
+        ``events.documented`` (the app serves them through plain routes)."""
+        if app.openapi_schema is None:
+            app.openapi_schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                summary=app.summary,
+                routes=[*app.routes, *events.documented.routes],
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
 
 

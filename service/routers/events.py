@@ -7,10 +7,19 @@ from collections import Counter
 from collections.abc import Callable
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from service.deps import Services, ServicesDep, read_batch, read_body, run_engine
+from service.deps import (
+    HotRoute,
+    Services,
+    ServicesDep,
+    query_flag,
+    read_batch,
+    read_body,
+    require_api_key,
+    run_engine,
+)
 from service.errors import InvalidInput, ModelChanged, UnsupportedMediaType
 from service.ingest import EVENT_CONTENT_TYPES, JSON, FeatureSpec, media_type, parse_label_items
 from service.queue import Appended
@@ -23,6 +32,9 @@ from service.schemas import (
 )
 
 router = APIRouter(prefix="/v1/models", tags=["events"])
+#: ``/events`` and ``/score`` as FastAPI declares them: read by the OpenAPI document only; the
+#: app serves them through :data:`hot_routes` (see :class:`~service.deps.HotRoute`)
+documented = APIRouter(prefix="/v1/models", tags=["events"])
 
 _BODY_DOC = {
     "requestBody": {
@@ -68,7 +80,7 @@ async def _enqueue(
     return JSONResponse(body.model_dump(), status_code=202)
 
 
-@router.post(
+@documented.post(
     "/{model_id}/events",
     response_model=LearnResponse,
     openapi_extra=_BODY_DOC,
@@ -80,7 +92,7 @@ async def post_events(
     services: ServicesDep,
     scores: bool = False,
     zero_based: bool = False,
-) -> LearnResponse | JSONResponse:
+) -> Response:
     """Learn labelled events (JSON, NDJSON, LIBSVM or NPZ), in order, before returning.
 
     The whole batch is validated first: a bad event rejects the request and changes nothing.
@@ -122,7 +134,7 @@ async def post_events(
             "duplicates": len(result.duplicate_ids),
             "version": result.version,
         }
-    return LearnResponse(
+    body = LearnResponse(
         model=model_id,
         version=result.version,
         received=result.received,
@@ -133,16 +145,17 @@ async def post_events(
         if result.scores is None
         else [None if math.isnan(value) else value for value in result.scores.tolist()],
     )
+    return Response(body.model_dump_json(), media_type="application/json")
 
 
-@router.post("/{model_id}/score", response_model=ScoreResponse, openapi_extra=_BODY_DOC)
+@documented.post("/{model_id}/score", response_model=ScoreResponse, openapi_extra=_BODY_DOC)
 async def score(
     model_id: str,
     request: Request,
     services: ServicesDep,
     keep: bool = True,
     zero_based: bool = False,
-) -> ScoreResponse:
+) -> Response:
     """Score events with the current model.  Events with an ``id`` have their features and
     score kept (TTL) so that a label posted later to ``/labels`` is learned and measured with
     the score given now; ``?keep=false`` keeps nothing."""
@@ -153,7 +166,37 @@ async def score(
     batch = await read_batch(request, spec, settings, labelled=False, zero_based=zero_based)
     version, values, kept = await run_engine(engine, engine.score, model_id, batch, keep=keep)
     telemetry.scored.labels(model_id).inc(len(values))
-    return ScoreResponse(model=model_id, version=version, scores=values.tolist(), kept=kept)
+    body = ScoreResponse(model=model_id, version=version, scores=values.tolist(), kept=kept)
+    return Response(body.model_dump_json(), media_type="application/json")
+
+
+async def _serve_events(request: Request) -> Response:
+    await require_api_key(request)
+    return await post_events(
+        request.path_params["model_id"],
+        request,
+        request.app.state.services,
+        scores=query_flag(request, "scores", False),
+        zero_based=query_flag(request, "zero_based", False),
+    )
+
+
+async def _serve_score(request: Request) -> Response:
+    await require_api_key(request)
+    return await score(
+        request.path_params["model_id"],
+        request,
+        request.app.state.services,
+        keep=query_flag(request, "keep", True),
+        zero_based=query_flag(request, "zero_based", False),
+    )
+
+
+#: the served ``/events`` and ``/score`` (mounted by ``service.app`` before every other route)
+hot_routes = [
+    HotRoute("/v1/models/{model_id}/events", _serve_events, methods=["POST"]),
+    HotRoute("/v1/models/{model_id}/score", _serve_score, methods=["POST"]),
+]
 
 
 @router.post(

@@ -149,6 +149,35 @@ def test_api_keys(make_client):
     assert client.get("/v1/models/m").status_code == 401
     assert client.get("/healthz").status_code == 200  # operations endpoints stay open
     assert client.get("/metrics").status_code == 200
+    # /events and /score are plain routes that check the key themselves (service.deps.HotRoute)
+    event = {"events": [{"x": [1.0, 0.0, 2.0], "y": 1}]}
+    for path in ("/v1/models/m/events", "/v1/models/m/score"):
+        assert client.post(path, json=event).status_code == 401
+        assert client.post(path, json=event, headers={"x-api-key": "wrong"}).status_code == 401
+        assert client.post(path, json=event, headers={"x-api-key": "ro-key"}).status_code == 403
+        assert client.post(path, json=event, headers={"x-api-key": "rw-key"}).status_code == 200
+    counts = client.get("/v1/models/m", headers={"x-api-key": "ro-key"}).json()["counts"]
+    assert counts["events_learned"] == 1
+
+
+def test_hot_routes_read_query_flags_as_fastapi_does(make_client):
+    """``/events`` and ``/score`` parse their boolean query parameters by hand: the same
+    spellings as FastAPI's ``bool`` parameters, and a 422 naming the parameter otherwise."""
+    client = make_client()
+    create_model(client, n_features=2)
+    event = {"events": [{"x": [1.0, 2.0], "y": 1, "id": "a"}]}
+    bad = client.post("/v1/models/m/events?scores=maybe", json=event)
+    assert bad.status_code == 422 and bad.headers["content-type"] == "application/problem+json"
+    assert bad.json()["field"] == "query.scores" and "'maybe'" in bad.json()["detail"]
+    assert client.get("/v1/models/m").json()["counts"]["events_learned"] == 0
+    assert client.post("/v1/models/m/events?scores=YES", json=event).json()["scores"] == [0.0]
+    assert client.post("/v1/models/m/events?scores=off", json=event).json()["scores"] is None
+    scored = client.post("/v1/models/m/score?keep=0", json={"events": [{"x": [1, 2], "id": "b"}]})
+    assert scored.status_code == 200 and scored.json()["kept"] == 0
+    kept = client.post("/v1/models/m/score", json={"events": [{"x": [1, 2], "id": "b"}]})
+    assert kept.json()["kept"] == 1
+    assert client.post("/v1/models/m/score?keep=2", json=event).json()["field"] == "query.keep"
+    assert client.get("/v1/models/m/events").status_code == 405
 
 
 def test_health_readiness_and_prometheus(make_client, monkeypatch):
@@ -184,7 +213,16 @@ def test_health_readiness_and_prometheus(make_client, monkeypatch):
     assert 'route="/v1/models/{model_id}/events"' in body
     assert "aucstream_stale_writes_retried 0.0" in body
     assert client.get("/docs").status_code == 200
-    assert "/v1/models/{model_id}/events" in client.get("/openapi.json").json()["paths"]
+    paths = client.get("/openapi.json").json()["paths"]
+    for path, parameters, schema in (
+        ("/v1/models/{model_id}/events", {"model_id", "scores", "zero_based"}, "LearnResponse"),
+        ("/v1/models/{model_id}/score", {"model_id", "keep", "zero_based"}, "ScoreResponse"),
+    ):  # documented as FastAPI declares them, although served by plain routes
+        post = paths[path]["post"]
+        assert {parameter["name"] for parameter in post["parameters"]} == parameters
+        content = post["responses"]["200"]["content"]["application/json"]
+        assert content["schema"]["$ref"].endswith(f"/{schema}")
+        assert "application/x-npz" in post["requestBody"]["content"]
 
 
 def test_readyz_fails_when_redis_does_not_answer():

@@ -1,9 +1,10 @@
 """Every Redis key name of aucstream, defined here and nowhere else (tested as exact strings).
 
 All keys of one model carry the model id as a hash tag, ``aucs:{<model>}:...``, so they share a
-Redis Cluster slot and one Lua script may touch all of them.  The only keys without a model hash
-tag are the global index of model ids, ``aucs:models``, and the set of live queue workers,
-``aucs:workers``; a script touches at most one of them, and no model key with it.
+Redis Cluster slot and one transaction or Lua script may touch all of them.  The only keys
+without a model hash tag are the global index of model ids, ``aucs:models``, and the set of
+live queue workers, ``aucs:workers``; a script touches at most one of them, and no model key
+with it.
 
 ======================= ====== ================================================================
 key                     type   content

@@ -142,7 +142,7 @@ def encode_fields(arrays: dict[str, np.ndarray]) -> tuple[dict[str, bytes], dict
         if array.nbytes <= CHUNK_BYTES:
             fields[name] = array.tobytes()
         else:
-            view = memoryview(array.reshape(-1)).cast("B")
+            view = array.reshape(-1).view(np.uint8).data
             n_chunks = -(-array.nbytes // CHUNK_BYTES)
             for index in range(n_chunks):
                 fields[f"{name}@{index}"] = bytes(
@@ -196,8 +196,11 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _pairs(flat: list[bytes]) -> dict[str, bytes]:
-    return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
+def _pairs(reply: list[bytes] | dict[bytes, bytes]) -> dict[str, bytes]:
+    """An ``HGETALL`` reply read off the connection: a flat list (RESP2) or a map (RESP3)."""
+    if isinstance(reply, dict):
+        return {_text(name): value for name, value in reply.items()}
+    return {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
 
 
 class _OneWriteConnection(redis.connection.Connection):
@@ -314,15 +317,23 @@ class RedisStore:
                 raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
             if int(version) == known_version and _text(incarnation) == known_incarnation:
                 return StoredState(known_version, known_incarnation)
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.get(version_key).get(keys.config(model_id))
-            pipe.hgetall(keys.state(model_id)).hgetall(keys.layout(model_id)).hgetall(meta_key)
-            version, config_json, raw_state, raw_layouts, raw_meta = pipe.execute()
+        replies = self._round_trip(
+            [
+                ["MULTI"],
+                ["GET", version_key],
+                ["GET", keys.config(model_id)],
+                ["HGETALL", keys.state(model_id)],
+                ["HGETALL", keys.layout(model_id)],
+                ["HGETALL", meta_key],
+                ["EXEC"],
+            ]
+        )
+        version, config_json, raw_state, raw_layouts, raw_meta = replies[-1]
         if version is None or config_json is None:
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
-        raw = {_text(name): value for name, value in raw_state.items()}
-        layouts = {_text(name): _text(value) for name, value in raw_layouts.items()}
-        meta = {_text(name): _text(value) for name, value in raw_meta.items()}
+        raw = _pairs(raw_state)
+        layouts = {name: _text(value) for name, value in _pairs(raw_layouts).items()}
+        meta = {name: _text(value) for name, value in _pairs(raw_meta).items()}
         arrays = decode_fields(raw, layouts)
         incarnation = meta["incarnation"]
         self._remember(model_id, _Written(incarnation, int(version), raw, layouts))

@@ -370,3 +370,21 @@ def test_redis_commit_failing_mid_transaction_drops_the_connection(redis_server)
     _same(store.load("m").arrays, changed)
     store.close()
     client.close()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_redis_store_speaks_resp2_and_resp3(redis_server, protocol):
+    """The store reads some replies off the connection itself (HGETALL is a flat list in
+    RESP2, a map in RESP3; redis-py 8 defaults to RESP3): both give the same state."""
+    store = RedisStore.from_url(f"{redis_server}?protocol={protocol}")
+    assert store.client.connection_pool.connection_kwargs["protocol"] == protocol
+    store.create_model(f"p{protocol}", {"id": "m"}, ARRAYS, "inc1", replace=True)
+    changed = {**ARRAYS, "learner:w": ARRAYS["learner:w"] - 2.0}
+    assert store.commit(f"p{protocol}", Commit(1, "inc1", changed, meta={"k": "v"})) == 2
+    fresh = RedisStore.from_url(f"{redis_server}?protocol={protocol}")
+    loaded = fresh.load(f"p{protocol}")
+    _same(loaded.arrays, changed)
+    assert loaded.meta == {"incarnation": "inc1", "k": "v"} and loaded.config == {"id": "m"}
+    assert fresh.load(f"p{protocol}", 2, "inc1").arrays is None  # cache current
+    for each in (store, fresh):
+        each.close()

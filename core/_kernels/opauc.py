@@ -14,7 +14,9 @@ Per event ``(x_t, y_t)``:
 
 Two batch kernels: :func:`opauc_learn` (full covariances, and AdaOAM with sketches: explicit
 ``w``, ``B w`` and ``Bᵀ(B w)`` per event) and :func:`opauc_sketch_learn` (plain OPAUC with
-sketches: ``w`` split into a direct part and sketch coefficients, see the comment above it).
+sketches: ``w`` split into a direct part and sketch coefficients for dense rows, and for CSR
+rows every vector kept as coefficients on a small basis of materialised rows, means and
+buffered raw events; see the comments above :func:`_blas_dot` and :func:`_block_slots`).
 """
 
 import numpy as np
@@ -486,6 +488,9 @@ def opauc_learn(
 # with means near 0, 1e-11 with every feature offset by 1,000, 6e-7 offset by 100,000 (the
 # explicit kernel: 2e-16, 2e-16, 9e-13).  Scale such features (``scaling="standard"``).  The
 # Gram diagonal ``b · b`` is computed directly because the shrink's eigenvalues rest on it.
+# The factored CSR form computes its products directly (``x · R_r``) but forms the sketch
+# rows' Gram as ``M (R Rᵀ) Mᵀ`` from raw rows and means, so it loses digits the same way:
+# same test, CSR input, 7e-15, 5e-11 and 3e-7.
 #
 # BLAS (``np.dot``) is used for the long products because numba keeps ``fastmath`` off and
 # its own reductions do not vectorise (a 10,000-long dot: 1.4 µs by BLAS, 3.3 µs by a numba
@@ -495,24 +500,42 @@ def opauc_learn(
 # ``OPENBLAS_NUM_THREADS=1``: OpenBLAS threads these ``gemv``/``gemm`` sizes, and on a busy
 # machine the threaded calls wait for a second core (the bench sets it).
 #
-# Cost (``python bench/kernels.py`` cases, CPU time on the 2-core AMD EPYC (Zen 4, 1 MB L2)
-# development machine under a load average of about 5, k = 8, d = 10,000; best of 5):
-# CSR with 50 non-zeros about 33,000 events/s (median 31,000), dense about 13,500/s (median
-# 12,000); before this split, about 8,000/s for both.  The CSR event (~30 µs) is dominated by
-# the frequent-directions shrink itself: every k inserts (one per event) the ``gemm`` forms
-# k + 1 rows from 2k, (k+1)·2k·d = 1.44 M multiply-adds in ~100 µs (~12 µs per event), plus
-# the 16×16 ``eigh`` (~2 µs per event), the mean/new-row and ``w_direct`` passes (~4 µs), the
-# ``b · b`` product (~2 µs) and the O(k²) bookkeeping and gathers (~5 µs).  Dense input adds
-# ``B x`` for both sketches, a read of up to 2.5 MB from L3 per event (measured 40-60 GB/s,
-# so 20-30 µs), and the 80 KB row itself.
-# Not reached: the issue's 50,000 events/s.  For CSR it would take a sketch kept factored
-# (``B = M R``, raw rows ``R`` rebuilt only every few shrinks, so the ``gemm`` per insert falls
-# towards (k+1)·d), estimated ~20 µs per event.  For dense input any exact per-event method
-# must read the opposite sketch once per event (``w`` moves along a dense ``z`` every step),
-# so it needs several events per pass over the sketch: the class statistics do not depend on
-# ``w``, so ``B x_t`` for a block of events could be one ``gemm``, but a product's rounding
-# then depends on how events are grouped into calls unless every call uses the same blocked
-# kernel.
+# This is the dense path (``_lazy_event``).  CSR input uses the factored form further down
+# (``_factored_event``), which holds this layout as its special case of empty buffers; the
+# products above (``J``, ``B w_direct``, ``B c``, ``c · w_direct``, ``c · c``) are blocks of
+# its basis Gram ``basis_gram``.
+#
+# Cost (``bench/kernels.py`` cases, k = 8, d = 10,000, one core of the 2-vCPU AMD EPYC (Zen 4,
+# 1 MB L2 per core, 32 MB L3), OPENBLAS_NUM_THREADS=1, another agent's load tests running on
+# the other core (load average 1.5-2); CPU time, best of 9 batches of 4,000 events, median in
+# brackets):
+#   CSR, 50 non-zeros:  about 89,000 events/s (88,000) with the factored form, 11.3 µs per
+#                       event; before it 39,700/s (38,700) with this split form, ~8,000/s
+#                       with the explicit kernel.  Per event about 8 µs do not depend on d
+#                       (gathers of the row against the ~19 materialised rows and the ~24
+#                       buffered rows, O(|R|²) small-matrix work, the 16×16 ``eigh`` every
+#                       k inserts ~2 µs) and about 3 µs are the amortised rebuild (a k×k×d
+#                       ``gemm`` every third shrink): 122,000/s at d = 1,000, 13,000/s at
+#                       d = 100,000 (the sketches then live in DRAM).
+#   dense:              about 16,500-17,000 events/s (15,800-16,200), unchanged, ~60 µs per
+#                       event, bounded by memory traffic.  Measured separately: ``B x`` for
+#                       both sketches (two BLAS ``gemv`` over ~12 rows each, ~1.9 MB read from
+#                       L3 per event) 29 µs; the four d-long dots (``x · w_direct``, ``x · x``,
+#                       ``x · c_pos``, ``x · c_neg``; the row's first touch from DRAM) 8 µs;
+#                       the shrink ``gemm`` (9×16×10,000 multiply-adds, ~100 µs, already
+#                       ~14 GFMA/s, half the core's peak) 12.5 µs per event; the mean/new-row
+#                       and ``w_direct`` passes and ``b · b`` ~10 µs.
+# Not reached for dense rows: the issue's 50,000 events/s.  Every exact per-event method must
+# read the opposite sketch once per event (``w`` moves along a dense ``z`` every step), so
+# only several events per pass over the sketches would cut the 29 µs, and batch =
+# one-at-a-time bit for bit then needs a product whose summation order does not depend on
+# the grouping: not BLAS (OpenBLAS forwards a one-column ``gemm`` to ``gemv``), but a numba
+# kernel.  Measured: a numba kernel with per-output sums in a fixed order (fastmath off, so no
+# FMA contraction or reassociation), 8 events per pass, 4 rows × 8 events of accumulators,
+# takes 43 µs per event for those products (48 µs with the transposed copy of the block),
+# and a version vectorised across 16 sketch rows 90 µs: slower than the memory-bound
+# ``gemv``.  The factored form does not help dense rows either: buffered dense rows add a dot
+# per row per event and make the rebuild (k+1+L)·k·d, more work than the shrink ``gemm``.
 @kernel
 def _blas_dot(a, b):
     """``a · b`` by BLAS ``gemv`` on a one-row view, not ``ddot``: OpenBLAS splits a ``ddot``
@@ -1159,11 +1182,11 @@ def _materialise(rank, coef, gram, sketch_map, base_rows, base_count, buffer_row
     the means' coefficients into ``v``.  Nothing to do after dense events."""
     size = 2 * rank
     n_slots = coef.shape[0]
-    new_rows = np.empty((size + 2, w_direct.shape[0]))
-    block = np.empty(n_slots, dtype=np.int64)
-    used = np.empty(n_slots, dtype=np.int64)
     for s in range(2):
         if buffer_rows[s] > 0:
+            new_rows = np.empty((size + 2, w_direct.shape[0]))
+            block = np.empty(n_slots, dtype=np.int64)
+            used = np.empty(n_slots, dtype=np.int64)
             _rebuild(s, rank, coef, gram, sketch_map, base_rows, base_count, buffer_rows,
                      buffer_indptr, buffer_indices, buffer_data, w_direct, means[s],
                      sketches[s], rows[s], counts[s], new_rows, block, used)  # fmt: skip

@@ -107,15 +107,18 @@ class OPAUC(OnlineLearner):
     Notes
     -----
     Sparse input is accepted (each row is scattered into a dense work row): the class means
-    and covariances are dense anyway, so the cost per event does not drop below O(d²), or
-    O(k·d) with ``rank=k``.
+    and covariances are dense anyway, so the cost per event does not drop below O(d²) at full
+    rank, or O(k·d) for AdaOAM with ``rank=k``; plain OPAUC with ``rank=k`` keeps its vectors
+    factored for CSR rows (below), O(nnz·k + k²) per event plus an amortised O(k·d) rebuild.
 
-    Throughput (one core of the shared 2-core AMD EPYC development machine, CPU time, best of
-    5 under a load average of about 5, ``bench/kernels.py`` cases): full rank at d = 50 about
-    820,000-850,000 events/s (AdaOAM about 750,000-790,000).  ``rank=8`` at d = 10,000: CSR
-    rows with 50 non-zeros about 33,000 events/s, dense rows about 13,500 (both about 8,000
-    before ``w`` was split, see below); the issue's 50,000 is not reached, and
-    :mod:`core._kernels.opauc` says where the time goes and what would reach it.
+    Throughput (one core of the 2-vCPU AMD EPYC development machine, ``bench/kernels.py``
+    cases; full rank: CPU time, best of 5 under a load average of about 5): full rank at
+    d = 50 about 820,000-850,000 events/s (AdaOAM about 750,000-790,000).  ``rank=8`` at
+    d = 10,000 (CPU time, best of 9, with another agent's load tests on the other core, load
+    average 1.5-2): CSR rows with 50 non-zeros about 89,000 events/s (39,700 with the
+    split ``w`` alone, about 8,000 before it), dense rows about 16,500-17,000, below the
+    issue's 50,000: they are bounded by reading both sketches from L3 for every event, and
+    :mod:`core._kernels.opauc` gives the measured breakdown and why blocking does not pay.
 
     [CHOICE] Plain OPAUC with ``rank=k`` keeps every vector it uses as a combination of a
     small basis ``R`` (:mod:`core._kernels.opauc`): each class's sketch rows materialised at

@@ -41,3 +41,48 @@ def test_learner_served_bit_for_bit(client, name):
 def test_batch_solver_is_refused(client):
     response = client.post("/v1/models", json={"id": "b", "n_features": 3, "learner": "svm_pauc"})
     assert response.status_code == 422 and response.json()["field"] == "learner"
+
+
+def test_low_rank_opauc_on_sparse_events_is_served_bit_for_bit(client):
+    """``opauc`` with ``rank=k`` on a sparse model keeps a factored sketch (buffered sparse
+    rows, integer index arrays): its whole state survives the store between requests and a
+    snapshot export / import, and the served scores equal one in-process learner's."""
+    from scipy.sparse import csr_matrix
+
+    from tests.service.test_content_types import libsvm_text
+
+    n_features = 40
+    create_model(client, "low", n_features=n_features, feature_mode="sparse",
+                 learner="opauc", params={"rank": 2}, scaling="none")  # fmt: skip
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(90, n_features)) * (rng.random((90, n_features)) < 0.15)
+    y = (rng.random(90) < 0.4).astype(np.int64)
+    X[y == 1, :3] += 1.0
+    reference = make_learner("opauc", rank=2, scaling="none")
+    reference.initialize(n_features)
+    expected, got = [], []
+    for start, stop in ((0, 40), (40, 70)):
+        client.app.state.engine._cache.clear()  # learn from the state read back from the store
+        response = client.post(
+            "/v1/models/low/events?scores=true",
+            content=libsvm_text(X[start:stop], y[start:stop]),
+            headers={"content-type": "text/x-libsvm"},
+        )
+        assert response.status_code == 200, response.text
+        got += response.json()["scores"]
+        expected += list(reference.prequential_step(csr_matrix(X[start:stop]),
+                                                    y[start:stop]))  # fmt: skip
+    np.testing.assert_array_equal(got, expected)
+    stored = client.app.state.store.load("low").arrays
+    for key, value in reference.get_state().items():
+        np.testing.assert_array_equal(stored[f"learner:{key}"], value, err_msg=key)
+        assert stored[f"learner:{key}"].dtype == value.dtype
+    exported = client.get("/v1/models/low/snapshot").content
+    imported = client.put("/v1/models/copy/snapshot", content=exported,
+                          headers={"content-type": "application/zip"})  # fmt: skip
+    assert imported.status_code == 201, imported.text
+    rest = {"content": libsvm_text(X[70:], y[70:]), "headers": {"content-type": "text/x-libsvm"}}
+    tail = reference.prequential_step(csr_matrix(X[70:]), y[70:])
+    for model in ("low", "copy"):
+        scores = client.post(f"/v1/models/{model}/events?scores=true", **rest).json()["scores"]
+        np.testing.assert_array_equal(scores, tail)

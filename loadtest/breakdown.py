@@ -24,14 +24,8 @@ import time
 import numpy as np
 import orjson
 
-from loadtest.run import (
-    MODEL_HELP,
-    json_body,
-    make_batches,
-    model_settings,
-    npz_body,
-    private_redis,
-)
+from loadtest.local import private_redis
+from loadtest.run import MODEL_HELP, json_body, make_batches, model_settings, npz_body
 
 
 async def _asgi_call(app, method: str, path: str, body: bytes, content_type: bytes) -> int:

@@ -29,11 +29,7 @@ import asyncio
 import contextlib
 import io
 import os
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,6 +38,7 @@ import numpy as np
 import orjson
 
 from loadtest.client import Connection, build_request, check_loopback
+from loadtest.local import free_port, private_redis, start_uvicorn, stop, wait_ready
 
 TARGETS = {  # issue 5, memory store; Redis must reach half of the ingest figures
     "ingest-json": 200_000.0,
@@ -76,12 +73,6 @@ class Row:
 
 
 # ---------------------------------------------------------------------------- processes
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def process_cpu_seconds(pid: int | None) -> float:
     """utime + stime of a process and its reaped children, from /proc (Linux)."""
     if pid is None:
@@ -96,95 +87,18 @@ def process_cpu_seconds(pid: int | None) -> float:
 
 
 @contextlib.contextmanager
-def private_redis() -> Iterator[tuple[str, int]]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise SystemExit("loadtest: redis-server is not installed")
-    port = free_port()
-    directory = tempfile.mkdtemp(prefix="aucstream-loadtest-redis-")
-    process = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            directory,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("loadtest: redis-server did not start") from None
-                time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0", process.pid
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-@contextlib.contextmanager
 def uvicorn_server(store: str, redis_url: str | None) -> Iterator[tuple[str, int]]:
     port = free_port()
     env = {**os.environ, "AUCSTREAM_STORE": store}
     if redis_url:
         env["AUCSTREAM_REDIS_URL"] = redis_url
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "service.app:create_app",
-            "--factory",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ],
-        env=env,
-    )
+    process = start_uvicorn(port, env, access_log=False)
     url = f"http://127.0.0.1:{port}"
     try:
-        import httpx
-
-        deadline = time.monotonic() + 180
-        while True:
-            if process.poll() is not None:
-                raise SystemExit("loadtest: uvicorn exited")
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("loadtest: server not ready after 180 s")
-            time.sleep(0.2)
+        wait_ready(url, process, timeout=180)
         yield url, process.pid
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 # ---------------------------------------------------------------------------- payloads

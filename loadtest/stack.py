@@ -10,11 +10,11 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from loadtest.run import free_port, private_redis, process_cpu_seconds
+from loadtest.local import free_port, private_redis, start_uvicorn, stop, wait_ready
+from loadtest.run import process_cpu_seconds
 
 
 @dataclass
@@ -26,33 +26,6 @@ class Stack:
     def cpu(self) -> dict[str, float]:
         """CPU seconds used so far by each process of the stack."""
         return {name: process_cpu_seconds(pid) for name, pid in self.pids.items()}
-
-
-def _wait_ready(url: str, process: subprocess.Popen, timeout: float = 180.0) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while True:
-        if process.poll() is not None:
-            raise SystemExit("loadtest: uvicorn exited")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise SystemExit(f"loadtest: server not ready after {timeout:.0f} s")
-        time.sleep(0.2)
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 @contextlib.contextmanager
@@ -67,16 +40,11 @@ def stack(mode: str, n_workers: int = 1, **env: str) -> Iterator[Stack]:
             **env,
         }
         port = free_port()
-        api = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "service.app:create_app", "--factory",
-             "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-             "--log-level", "warning", "--no-access-log"],
-            env=environment,
-        )  # fmt: skip
+        api = start_uvicorn(port, environment, access_log=False)
         workers: list[subprocess.Popen] = []
         try:
             url = f"http://127.0.0.1:{port}"
-            _wait_ready(url, api)
+            wait_ready(url, api, timeout=180)
             result = Stack(url, redis_url, {"api": api.pid, "redis": redis_pid})
             if mode == "queue":
                 for number in range(n_workers):
@@ -89,5 +57,5 @@ def stack(mode: str, n_workers: int = 1, **env: str) -> Iterator[Stack]:
             yield result
         finally:
             for worker in workers:
-                _stop(worker)
-            _stop(api)
+                stop(worker)
+            stop(api)

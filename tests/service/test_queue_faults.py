@@ -26,9 +26,9 @@ import orjson
 import pytest
 import redis
 
+from loadtest.local import free_port
 from service.queue import APPLIED_ENTRIES
 from service.stores import keys
-from tests.conftest import free_port
 from tests.service.conftest import create_model, events_json, make_stream
 from tests.service.test_queue import assert_same_state, stored_arrays
 from tests.service.test_uvicorn import uvicorn_server

@@ -6,18 +6,16 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
 import threading
-import time
 
 import httpx
 import numpy as np
 import orjson
 import redis
 
+from loadtest.local import free_port, start_uvicorn, stop, wait_ready
 from service import cli
 from service.stores import keys
-from tests.conftest import free_port
 from tests.service.conftest import events_json, make_stream, npz_bytes
 
 
@@ -25,48 +23,15 @@ from tests.service.conftest import events_json, make_stream, npz_bytes
 def uvicorn_server(workers: int = 1, **env: str):
     port = free_port()
     environment = {**os.environ, "AUCSTREAM_WARMUP": "false", **env}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "service.app:create_app",
-            "--factory",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--log-level",
-            "warning",
-        ],
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    process = start_uvicorn(port, environment, workers, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        ready = 0
-        while ready < 3 * workers:  # several answers, so every worker had time to start
-            if process.poll() is not None:
-                raise RuntimeError(process.stderr.read().decode())
-            assert time.monotonic() < deadline, "uvicorn did not become ready"
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    ready += 1
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
+        # several answers, so every worker had time to start
+        wait_ready(url, process, timeout=90, answers=3 * workers, interval=0.1)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 def test_end_to_end_through_uvicorn_memory_store(tmp_path, capsys):

@@ -385,22 +385,34 @@ def online_learners() -> list[str]:
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sets", default="all",
-                        help="comma-separated names, 'all' (the real suite) or 'synthetic'")
-    parser.add_argument("--learners", default="all",
-                        help="comma-separated: registered online learners, variants from "
-                             "--params, peers (logreg, sgd, river); 'all' = every one")
+    parser.add_argument(
+        "--sets", default="all", help="comma-separated names, 'all' (the real suite) or 'synthetic'"
+    )
+    parser.add_argument(
+        "--learners",
+        default="all",
+        help="comma-separated: registered online learners, variants from "
+        "--params, peers (logreg, sgd, river); 'all' = every one",
+    )
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0 .. n-1")
     parser.add_argument("--condition", choices=("raw", "standardised", "both"), default="both")
-    parser.add_argument("--max-n", type=int, default=DEFAULT_MAX_N,
-                        help="subsample sets above this many events (0: never)")
+    parser.add_argument(
+        "--max-n",
+        type=int,
+        default=DEFAULT_MAX_N,
+        help="subsample sets above this many events (0: never)",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="processes over (set, seed) jobs")
-    parser.add_argument("--params", default="{}",
-                        help="JSON {learner: {param: value}}; a key that is not a learner "
-                             "defines a variant and names its base in 'learner'")
+    parser.add_argument(
+        "--params",
+        default="{}",
+        help="JSON {learner: {param: value}}; a key that is not a learner "
+        "defines a variant and names its base in 'learner'",
+    )
     parser.add_argument("--csv", help="write one row per set, seed, condition and learner")
-    parser.add_argument("--thesis", action="store_true",
-                        help="run the thesis protocol instead (bench/thesis.py)")
+    parser.add_argument(
+        "--thesis", action="store_true", help="run the thesis protocol instead (bench/thesis.py)"
+    )
     parser.add_argument("--tuned", action="store_true", help="--thesis: also tune by CV")
     return parser.parse_args(argv)  # fmt: skip
 

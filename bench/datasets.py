@@ -221,9 +221,9 @@ SUITE: dict[str, DataSet] = {
         # about 1-4 % positives
         DataSet("abalone19", _IMB + "abalone19", keel("imbalanced", "abalone19", "positive"),
                 "age 19 vs the rest; sex one-hot"),
-        DataSet("kr_vs_k_0_15", _IMB + "kr-vs-k-zero_vs_fifteen",
-                keel("imbalanced", "kr-vs-k-zero_vs_fifteen", "positive"),
-                "chess endgame depth 0 vs 15; board files one-hot"),
+        DataSet("abalone20", _IMB + "abalone-20_vs_8-9-10",
+                keel("imbalanced", "abalone-20_vs_8-9-10", "positive"),
+                "age 20 vs ages 8-10; sex one-hot"),
         DataSet("wine_w_3_9_5", _IMB + "winequality-white-3-9_vs_5",
                 keel("imbalanced", "winequality-white-3-9_vs_5", "positive")),
         DataSet("wine_r_4", _IMB + "winequality-red-4",

@@ -275,6 +275,13 @@ def warm_up(learners, overrides):
             model.decision_function(X)
 
 
+def progress(done, total, result, started):
+    """One line per finished (set, seed) job on stderr, so a long run shows where it is."""
+    first = result[0]
+    print(f"[{done}/{total} {time.perf_counter() - started:6.0f}s] {first['set']} "
+          f"seed {first['seed']}", file=sys.stderr, flush=True)  # fmt: skip
+
+
 def _init_worker(learners, overrides):
     warnings.filterwarnings("ignore")
     warm_up(learners, overrides)
@@ -480,12 +487,15 @@ def main(argv=None):
         jobs.sort(key=lambda job: -sizes[job[0]])
         context = multiprocessing.get_context("fork")
         with context.Pool(args.jobs, _init_worker, (learners, overrides)) as pool:
-            for result in pool.imap_unordered(run_job, jobs):
+            for done, result in enumerate(pool.imap_unordered(run_job, jobs), 1):
                 rows.extend(result)
+                progress(done, len(jobs), result, started)
     else:
         _init_worker(learners, overrides)
-        for job in jobs:
-            rows.extend(run_job(job))
+        for done, job in enumerate(jobs, 1):
+            result = run_job(job)
+            rows.extend(result)
+            progress(done, len(jobs), result, started)
     wall = time.perf_counter() - started
 
     agg = aggregate(rows)

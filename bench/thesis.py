@@ -90,7 +90,7 @@ LEARNERS = ("spam", "solam", "opauc", "oam", "logreg")
 
 #: the small grids of the tuned runs
 GRIDS = {
-    "spam": {"l2": [1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0]},
+    "spam": {"l2": [1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0], "eta0": [0.25, 1.0, 4.0]},
     "solam": {"l2": [1e-5, 1e-4, 1e-3, 1e-2, 1e-1], "eta0": [0.25, 1.0, 4.0]},
     "opauc": {"lam": [1e-5, 1e-4, 1e-3, 1e-2, 1e-1]},
     "oam": {"C": [1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0]},

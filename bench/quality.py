@@ -168,8 +168,8 @@ def run_sgd(condition, X_train, y_train, X_test, seed):
 
 
 def run_river(condition, X_train, y_train, X_test, seed):
-    """River's one-pass LogisticRegression, one event at a time (``learn_many`` is a mini-batch
-    gradient step, a different algorithm: measured on hiva it lost 0.25 AUC)."""
+    """River's one-pass LogisticRegression, one event at a time (``learn_many`` takes one
+    gradient step per mini-batch: a different algorithm from the one a River user streams)."""
     from river import linear_model, preprocessing
 
     model = linear_model.LogisticRegression()

@@ -262,7 +262,13 @@ def run_job(job) -> list[dict]:
 
 
 def warm_up(learners, overrides):
-    """Compile (or load from numba's cache) every kernel before anything is timed."""
+    """Compile (or load from numba's cache) every kernel, and import the peers' libraries,
+    before anything is timed (River's import alone takes seconds)."""
+    import river.linear_model  # noqa: F401
+    import river.preprocessing  # noqa: F401
+    import sklearn.linear_model  # noqa: F401
+    import sklearn.preprocessing  # noqa: F401
+
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(64, 3)), np.tile([0, 1], 32)
     for learner in learners:
@@ -464,7 +470,10 @@ def main(argv=None):
     for name in learners:  # bad parameters fail here, before any work
         if name not in PEERS and name not in extra:
             base, params = resolve_learner(name, overrides)
-            make_learner(base, **params)
+            try:
+                make_learner(base, **params)
+            except ValueError as error:
+                raise SystemExit(f"--params for {name!r}: {error}") from None
     if args.sets == "all":
         sets = list(datasets.SUITE)
     elif args.sets == "synthetic":

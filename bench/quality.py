@@ -1,94 +1,83 @@
-"""Learning quality: prequential and held-out AUC / pAUC(0, 0.1) of the online learners, beside
-scikit-learn's batch LogisticRegression and SGDClassifier.partial_fit on the same shuffled order.
+"""Ranking quality on real imbalanced data: every online aucstream learner with its defaults
+beside scikit-learn's batch LogisticRegression, SGDClassifier one pass and River's one-pass
+LogisticRegression.  Not a test: prints tables and one summary line per learner.
 
-Not a test: prints one table (mean ± std over seeds).  Usage::
+Usage (``bench/README.md`` has more)::
 
-    python bench/quality.py                                   # everything, 5 seeds
-    python bench/quality.py --learners spam,logreg --datasets breast_cancer --seeds 3
-    python bench/quality.py --set spam.eta0=0.1 --set spam.l2=1e-3   # try other parameters
+    python bench/quality.py                                  # the whole suite, both conditions
+    python bench/quality.py --sets magic,hiva --learners spam,logreg --seeds 2
+    python bench/quality.py --params '{"spam": {"l2": 0.001}}'            # other parameters
+    python bench/quality.py --params '{"spam_e": {"learner": "spam", "eta0": 0.3}}'  # a variant
+    python bench/quality.py --thesis                         # the thesis protocol (bench/thesis.py)
 
-Protocol, per data set and seed:
+Protocol, per data set (``bench/datasets.py``) and seed:
 
-* shuffle the events with the seed, split 70 % train / 30 % test (stratified);
-* dense features are standardised with the mean and standard deviation of the train split
-  (sparse ones are left as they are);
-* ``preq``: one pass over the train split in that order, each event scored before it is learned
-  (aucstream: ``prequential_step``; SGD: ``decision_function`` then ``partial_fit`` in blocks of
-  16 events, because sklearn's per-call overhead makes single events slow; batch learners: —);
-* ``test 1 pass``: the model after that pass, on the test split;
-* ``test fit``: aucstream learners ``fit`` with their default ``max_iter`` passes; logistic
-  regression its batch fit; SGD (online only) repeats its one-pass number.
+* a stratified 70 / 30 train / test split drawn with the seed; the training events are shuffled
+  with it (the stream order);
+* two input conditions on the same split: ``raw`` (features as users post them; aucstream
+  learners with ``scaling="standard"``, which is what the service's default ``auto`` scaling
+  resolves to for dense models, ``service.schemas.resolve_scaling``) and ``standardised``
+  (z-scored with the training split's mean and standard deviation; ``scaling="none"``);
+* online learners make ONE pass over the stream in batches of ``BATCH`` events, each event
+  scored before it is learned (aucstream: ``prequential_step``; River: ``predict_proba_one``
+  then ``learn_one``; SGD: ``decision_function`` on the batch, then ``partial_fit`` on it);
+  ``preq`` metrics are over those scores, ``test`` metrics are the final model's on the test
+  split;
+* ``logreg`` (batch, ``C=1``) always sees standardised input, so it is the same number in both
+  conditions: the ceiling a batch user gets.  ``sgd`` and ``river`` on raw input put an online
+  standard scaler in front, as their users would (sklearn ``StandardScaler.partial_fit`` per
+  batch; River ``preprocessing.StandardScaler() | LogisticRegression()``);
+* AUC and pAUC(0, 0.1) from ``core.metrics`` (pAUC unstandardised: the area over FPR [0, 0.1]
+  divided by 0.1, so 1 is perfect and a random ranking scores 0.05).
 
-To add a learner or a data set, add one entry to ``LEARNERS`` or ``DATASETS`` below.
+Summary: per learner and condition, the mean over sets of the per-set mean held-out AUC and
+pAUC, and wins/ties/losses against each peer on the per-set means, a tie being a difference
+below ``TIE`` (0.002).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
+import math
+import multiprocessing
+import os
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.learners import make_learner  # noqa: E402
+import datasets  # noqa: E402
+
+from core.learners import available_learners, learner_class, make_learner  # noqa: E402
 from core.metrics import auc, pauc  # noqa: E402
 
+BATCH = 256
 PAUC_BETA = 0.1
+TEST_FRACTION = 0.3
+TIE = 0.002
+#: [CHOICE] the cap on events per set: above it a set is subsampled (stratified, fixed seed,
+#: ``datasets.subsample``), so that adding a bigger set cannot blow the budget.  At 50,000 no
+#: set of today's suite is cut (the largest, shuttle, has 49,097 events) and the full suite
+#: (both conditions, 5 seeds, every learner and peer) takes a few minutes of one core
+#: (bench/README.md has the measured time); ``--max-n 10000`` cuts it further.
+DEFAULT_MAX_N = 50_000
+PEERS = ("logreg", "sgd", "river")
+CONDITIONS = ("raw", "standardised")
+METRICS = ("preq_auc", "preq_pauc", "test_auc", "test_pauc")
 
 
-# ---------------------------------------------------------------------------------- learners
-def _aucstream(name, **params):
-    """An aucstream learner by registry name: online (prequential_step, fit)."""
-    return {"kind": "aucstream", "make": lambda seed, **extra: make_learner(
-        name, random_state=seed, **{**params, **extra})}  # fmt: skip
-
-
-def _logreg(seed, **extra):
-    from sklearn.linear_model import LogisticRegression
-
-    return LogisticRegression(max_iter=5000, **extra)
-
-
-def _sgd(seed, **extra):
-    from sklearn.linear_model import SGDClassifier
-
-    return SGDClassifier(loss="log_loss", random_state=seed, **extra)
-
-
-# name -> {"kind": "aucstream" | "online" | "batch", "make": callable(seed, **params)}
-LEARNERS = {
-    "spam": _aucstream("spam"),
-    "solam": _aucstream("solam"),
-    "logreg": {"kind": "batch", "make": _logreg},
-    "sgd": {"kind": "online", "make": _sgd},
-}
-
-
-# ---------------------------------------------------------------------------------- data sets
-def breast_cancer(seed):
-    from sklearn.datasets import load_breast_cancer
-
-    data = load_breast_cancer()
-    # malignant (target 0) is the positive class, as a screening service would see it
-    return data.data, (data.target == 0).astype(np.int64)
-
-
-def digits_odd(seed):
-    from sklearn.datasets import load_digits
-
-    data = load_digits()
-    return data.data, (data.target % 2 == 1).astype(np.int64)
-
-
-def rare_positives(seed, n=40_000, n_features=20, rate=0.01):
+# ------------------------------------------------------------------------------ legacy sets
+def rare_positives(n=40_000, n_features=20, rate=0.01, seed=1000):
     """1 % positives: Gaussian classes, the positives shifted on 5 features and with twice the
-    variance on two more (so no linear model is perfect)."""
-    rng = np.random.default_rng(1000 + seed)
+    variance on two more (so no linear model is perfect); features on very different scales."""
+    rng = np.random.default_rng(seed)
     y = (rng.random(n) < rate).astype(np.int64)
     X = rng.normal(size=(n, n_features))
     shift = np.zeros(n_features)
@@ -99,210 +88,445 @@ def rare_positives(seed, n=40_000, n_features=20, rate=0.01):
     return X, y
 
 
-def wide_dense(seed, n=6_000, n_features=300):
+def wide_dense(n=6_000, n_features=300, seed=2000):
     """300 correlated features, 10 % positives, 30 informative directions, label noise."""
     from sklearn.datasets import make_classification
 
-    return make_classification(
+    X, y = make_classification(
         n_samples=n, n_features=n_features, n_informative=30, n_redundant=30,
-        weights=[0.9], flip_y=0.03, class_sep=0.8, random_state=2000 + seed,
+        weights=[0.9], flip_y=0.03, class_sep=0.8, random_state=seed,
     )  # fmt: skip
+    return X, y.astype(np.int64)
 
 
-def sparse_hashed(seed, n=30_000, n_features=2**20, nnz=20, rate=0.1):
-    """Hashed-token-like rows: 20 binary features per event drawn from a Zipf law over 2**20
-    columns; the label thresholds a sparse linear score plus noise at the 90th percentile."""
-    rng = np.random.default_rng(3000 + seed)
-    columns = rng.permutation(n_features)
-    true_w = rng.normal(size=n_features) * (rng.random(n_features) < 0.2)
-    ranks = np.minimum(rng.zipf(1.15, size=(n, 3 * nnz)), n_features) - 1
-    indices = np.empty((n, nnz), dtype=np.int64)
-    for i in range(n):  # 20 distinct columns per row
-        row = np.unique(columns[ranks[i]])
-        if row.size < nnz:
-            row = np.union1d(row, rng.choice(n_features, nnz, replace=False))
-        indices[i] = rng.choice(row, nnz, replace=False)
-    X = sp.csr_matrix(
-        (np.ones(n * nnz), indices.ravel(), np.arange(0, n * nnz + 1, nnz)), shape=(n, n_features)
-    )
-    X.sort_indices()
-    score = X @ true_w / np.sqrt(nnz) + rng.normal(scale=0.5, size=n)
-    y = (score > np.quantile(score, 1 - rate)).astype(np.int64)
-    return X, y
+def digits_odd():
+    """scikit-learn's digits, odd against even (balanced: not an imbalanced set)."""
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    return data.data, (data.target % 2 == 1).astype(np.int64)
 
 
-# name -> callable(seed) -> (X, y)
-DATASETS = {
-    "breast_cancer": breast_cancer,
-    "digits_odd": digits_odd,
-    "rare_1pct": rare_positives,
-    "wide_dense": wide_dense,
-    "sparse_2e20": sparse_hashed,
-}
+#: the dense sets of the first version of this benchmark, which core docstrings cite
+#: (``breast_cancer`` is in the suite; the sparse ``sparse_2e20`` is gone: the suite is dense);
+#: not in ``--sets all``: ``--sets legacy`` or by name
+LEGACY = {"rare_1pct": rare_positives, "wide_dense": wide_dense, "digits_odd": digits_odd}
 
 
-# ---------------------------------------------------------------------------------- protocol
-def split(X, y, seed):
+def load_set(name: str, max_n: int | None):
+    if name in LEGACY:
+        X, y = LEGACY[name]()
+        rows = datasets.subsample(y, max_n) if max_n else np.arange(len(y))
+        return X[rows], y[rows], len(y)
+    return datasets.load(name, max_n)
+
+
+# ------------------------------------------------------------------------------ protocol
+def split(y: np.ndarray, seed: int):
+    """Stratified train / test indices; the train indices in stream (shuffled) order."""
     rng = np.random.default_rng(seed)
     train, test = [], []
     for label in (0, 1):
         members = rng.permutation(np.flatnonzero(y == label))
-        cut = int(round(0.7 * members.size))
+        cut = int(round((1 - TEST_FRACTION) * members.size))
         train.append(members[:cut])
         test.append(members[cut:])
-    train = rng.permutation(np.concatenate(train))  # the shuffled stream order
-    test = np.concatenate(test)
-    X_train, X_test = X[train], X[test]
-    if not sp.issparse(X):
-        mean, std = X_train.mean(axis=0), X_train.std(axis=0)
-        std[std == 0] = 1.0
-        X_train, X_test = (X_train - mean) / std, (X_test - mean) / std
-    return X_train, y[train], X_test, y[test]
+    return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
-def metrics(y, scores):
+def standardise(X_train, X_test):
+    mean, std = X_train.mean(axis=0), X_train.std(axis=0)
+    std[std == 0] = 1.0
+    return (X_train - mean) / std, (X_test - mean) / std
+
+
+def metrics(y, scores) -> tuple[float, float]:
     return auc(y, scores), pauc(y, scores, 0.0, PAUC_BETA)
 
 
-def run_one(spec, params, X_train, y_train, X_test, y_test, seed, block=16):
-    """{metric: value} for one learner on one split."""
+def batches(n: int):
+    return [slice(start, min(start + BATCH, n)) for start in range(0, n, BATCH)]
+
+
+def run_aucstream(name, params, condition, X_train, y_train, X_test, seed):
+    scaling = "standard" if condition == "raw" else "none"
+    model = make_learner(name, **{"scaling": scaling, "random_state": seed, **params})
+    preq = np.empty(len(y_train))
+    for rows in batches(len(y_train)):
+        preq[rows] = model.prequential_step(X_train[rows], y_train[rows])
+    return preq, model.decision_function(X_test)
+
+
+def run_sgd(condition, X_train, y_train, X_test, seed):
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.preprocessing import StandardScaler
+
+    model = SGDClassifier(loss="log_loss", random_state=seed)
+    scaler = StandardScaler() if condition == "raw" else None
+    preq = np.zeros(len(y_train))  # the first batch meets a model that knows nothing: ties
+    for index, rows in enumerate(batches(len(y_train))):
+        X_batch = X_train[rows]
+        if index:
+            shown = scaler.transform(X_batch) if scaler is not None else X_batch
+            preq[rows] = model.decision_function(shown)
+        if scaler is not None:
+            X_batch = scaler.partial_fit(X_batch).transform(X_batch)
+        model.partial_fit(X_batch, y_train[rows], classes=[0, 1])
+    shown = scaler.transform(X_test) if scaler is not None else X_test
+    return preq, model.decision_function(shown)
+
+
+def run_river(condition, X_train, y_train, X_test, seed):
+    """River's one-pass LogisticRegression, one event at a time (``learn_many`` takes one
+    gradient step per mini-batch: a different algorithm from the one a River user streams)."""
+    from river import linear_model, preprocessing
+
+    model = linear_model.LogisticRegression()
+    if condition == "raw":
+        model = preprocessing.StandardScaler() | model
+    names = [f"x{i}" for i in range(X_train.shape[1])]
+    preq = np.empty(len(y_train))
+    for i, (row, label) in enumerate(zip(X_train.tolist(), y_train.tolist(), strict=True)):
+        x = dict(zip(names, row, strict=True))
+        preq[i] = model.predict_proba_one(x).get(True, 0.0)
+        model.learn_one(x, bool(label))
+    test = [model.predict_proba_one(dict(zip(names, row, strict=True))).get(True, 0.0)
+            for row in X_test.tolist()]  # fmt: skip
+    return preq, np.asarray(test)
+
+
+def libauc_peers() -> dict:
+    """LibAUC's linear pAUC learners (bench/libauc_peers.py) when torch and libauc are
+    installed: batch peers on standardised input, selectable by name, not in 'all'."""
+    import libauc_peers
+
+    return libauc_peers.peers() if libauc_peers.available() else {}
+
+
+def run_logreg(X_train_std, y_train, X_test_std):
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression(max_iter=10_000).fit(X_train_std, y_train)
+    return None, model.decision_function(X_test_std)
+
+
+def resolve_learner(name: str, overrides: dict) -> tuple[str, dict]:
+    """``(registry name, params)`` of a learner or of a variant defined in ``--params``."""
+    params = dict(overrides.get(name, {}))
+    base = params.pop("learner", name)
+    return base, params
+
+
+def run_job(job) -> list[dict]:
+    """Every learner on one (data set, seed): both conditions on the same split."""
+    set_name, seed, learners, conditions, overrides, max_n = job
+    warnings.filterwarnings("ignore")
+    X, y, n_full = load_set(set_name, max_n)
+    train, test = split(y, seed)
+    X_train, y_train, X_test, y_test = X[train], y[train], X[test], y[test]
+    X_train_std, X_test_std = standardise(X_train, X_test)
+    inputs = {"raw": (X_train, X_test), "standardised": (X_train_std, X_test_std)}
+    info = {"set": set_name, "seed": seed, "n": len(y), "n_full": n_full, "d": X.shape[1],
+            "pos_rate": float(y.mean())}  # fmt: skip
+    rows = []
+    logreg = None
+    extra_peers = libauc_peers() if any(name.startswith("sopa") for name in learners) else {}
+    for condition in conditions:
+        X_tr, X_te = inputs[condition]
+        for learner in learners:
+            started = time.perf_counter()
+            if learner == "logreg":
+                if logreg is None:  # the same model in both conditions: fit once
+                    logreg = run_logreg(X_train_std, y_train, X_test_std)
+                    logreg_seconds = time.perf_counter() - started
+                preq, test_scores = logreg
+            elif learner == "sgd":
+                preq, test_scores = run_sgd(condition, X_tr, y_train, X_te, seed)
+            elif learner == "river":
+                preq, test_scores = run_river(condition, X_tr, y_train, X_te, seed)
+            elif learner in extra_peers:
+                model = extra_peers[learner]["make"](seed).fit(X_train_std, y_train)
+                preq, test_scores = None, model.decision_function(X_test_std)
+            else:
+                base, params = resolve_learner(learner, overrides)
+                try:
+                    preq, test_scores = run_aucstream(
+                        base, params, condition, X_tr, y_train, X_te, seed
+                    )
+                except ValueError as error:  # the learner refuses this set (e.g. too wide)
+                    preq, test_scores = None, None
+                    refused = str(error).split(";")[0]
+            # logreg's one fit is shown in both conditions' rows
+            seconds = logreg_seconds if learner == "logreg" else time.perf_counter() - started
+            row = {**info, "condition": condition, "learner": learner, "seconds": seconds}
+            row["preq_auc"], row["preq_pauc"] = (
+                metrics(y_train, preq) if preq is not None else (math.nan, math.nan)
+            )
+            row["test_auc"], row["test_pauc"] = (
+                metrics(y_test, test_scores) if test_scores is not None else (math.nan, math.nan)
+            )
+            row["refused"] = refused if test_scores is None else ""
+            rows.append(row)
+    return rows
+
+
+def warm_up(learners, overrides):
+    """Compile (or load from numba's cache) every kernel, and import the peers' libraries,
+    before anything is timed (River's import alone takes seconds)."""
+    import river.linear_model  # noqa: F401
+    import river.preprocessing  # noqa: F401
+    import sklearn.linear_model  # noqa: F401
+    import sklearn.preprocessing  # noqa: F401
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(64, 3)), np.tile([0, 1], 32)
+    for learner in learners:
+        if learner in PEERS or learner.startswith("sopa"):
+            continue
+        base, params = resolve_learner(learner, overrides)
+        for scaling in ("standard", "none"):
+            model = make_learner(base, **{"scaling": scaling, "random_state": 0, **params})
+            model.prequential_step(X, y)
+            model.decision_function(X)
+
+
+def progress(done, total, result, started):
+    """One line per finished (set, seed) job on stderr, so a long run shows where it is."""
+    first = result[0]
+    print(f"[{done}/{total} {time.perf_counter() - started:6.0f}s] {first['set']} "
+          f"seed {first['seed']}", file=sys.stderr, flush=True)  # fmt: skip
+
+
+def _init_worker(learners, overrides):
+    warnings.filterwarnings("ignore")
+    warm_up(learners, overrides)
+
+
+# ------------------------------------------------------------------------------ reporting
+def aggregate(rows):
+    """{(condition, set, learner): {metric: (mean, std), "seconds": mean}}."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["condition"], row["set"], row["learner"]), []).append(row)
     out = {}
-    started = time.perf_counter()
-    if spec["kind"] == "aucstream":
-        model = spec["make"](seed, **params)
-        preq = model.prequential_step(X_train, y_train)
-        out["preq AUC"], out["preq pAUC"] = metrics(y_train, preq)
-        out["test AUC 1p"], _ = metrics(y_test, model.decision_function(X_test))
-        fitted = spec["make"](seed, **params).fit(X_train, y_train)
-        test_scores = fitted.decision_function(X_test)
-    elif spec["kind"] == "online":
-        model = spec["make"](seed, **params)
-        preq = np.zeros(len(y_train))
-        for start in range(0, len(y_train), block):
-            rows = slice(start, start + block)
-            if start:
-                preq[rows] = model.decision_function(X_train[rows])
-            model.partial_fit(X_train[rows], y_train[rows], classes=[0, 1])
-        out["preq AUC"], out["preq pAUC"] = metrics(y_train, preq)
-        out["test AUC 1p"], _ = metrics(y_test, model.decision_function(X_test))
-        test_scores = model.decision_function(X_test)
-    else:
-        model = spec["make"](seed, **params).fit(X_train, y_train)
-        test_scores = model.decision_function(X_test)
-    out["test AUC"], out["test pAUC"] = metrics(y_test, test_scores)
-    out[MID_PAUC] = pauc(y_test, test_scores, *MID_RANGE)
-    out["seconds"] = time.perf_counter() - started
+    for key, members in groups.items():
+        cell = {}
+        for metric in METRICS:
+            values = np.array([m[metric] for m in members], dtype=float)
+            cell[metric] = (
+                (float(np.mean(values)), float(np.std(values)))
+                if not np.isnan(values).all()
+                else (math.nan, math.nan)
+            )
+        cell["seconds"] = float(np.mean([m["seconds"] for m in members]))
+        cell["n_seeds"] = len(members)
+        cell["refused"] = members[0].get("refused", "")
+        out[key] = cell
     return out
 
 
-MID_RANGE = (0.02, 0.05)  # the FPR range of Narasimhan & Agarwal's UCI table (notes 000 §6.3)
-MID_PAUC = "pAUC.02-.05"
-COLUMNS = ["preq AUC", "preq pAUC", "test AUC 1p", "test AUC", "test pAUC", MID_PAUC, "seconds"]
+def _cell(mean_std):
+    mean, std = mean_std
+    return f"{'—':>15}" if math.isnan(mean) else f"{mean:>8.4f}±{std:.4f}"
 
 
-def parse_overrides(items):
-    """``--set spam.eta0=0.1`` -> {"spam": {"eta0": 0.1}} (values parsed as Python literals)."""
-    import ast
+def print_tables(rows, agg, learners, conditions, sets, file=sys.stdout):
+    info = {row["set"]: row for row in rows}
+    for condition in conditions:
+        print(f"\n## condition: {condition}", file=file)
+        for set_name in sets:
+            r = info[set_name]
+            capped = f" of {r['n_full']}" if r["n_full"] != r["n"] else ""
+            print(f"\n{set_name}: n={r['n']}{capped}, d={r['d']}, "
+                  f"positives {100 * r['pos_rate']:.2f}%", file=file)  # fmt: skip
+            header = f"  {'learner':<12}" + "".join(f"{m:>16}" for m in METRICS) + "  s/seed"
+            print(header, file=file)
+            for learner in learners:
+                cell = agg.get((condition, set_name, learner))
+                if cell is None:
+                    continue
+                cells = "".join(f" {_cell(cell[m])}" for m in METRICS)
+                note = f"  refused: {cell['refused']}" if cell["refused"] else ""
+                print(f"  {learner:<12}{cells}  {cell['seconds']:6.2f}{note}", file=file)
 
-    overrides: dict[str, dict] = {}
-    for item in items:
-        target, _, value = item.partition("=")
-        learner, _, param = target.partition(".")
-        try:
-            parsed = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            parsed = value
-        overrides.setdefault(learner, {})[param] = parsed
-    return overrides
+
+def wtl(agg, condition, sets, learner, peer, metric):
+    wins = ties = losses = 0
+    for set_name in sets:
+        mine = agg.get((condition, set_name, learner))
+        theirs = agg.get((condition, set_name, peer))
+        if mine is None or theirs is None:
+            continue
+        diff = mine[metric][0] - theirs[metric][0]
+        if math.isnan(diff):  # a learner refused the set
+            continue
+        if abs(diff) < TIE:
+            ties += 1
+        elif diff > 0:
+            wins += 1
+        else:
+            losses += 1
+    return wins, ties, losses
+
+
+def summary_lines(agg, learners, conditions, sets, rows):
+    """One line per learner and condition (see the module docstring)."""
+    rare = sorted({r["set"] for r in rows if r["pos_rate"] <= 0.10 and r["set"] in sets})
+    lines = [
+        f"summary over {len(sets)} sets: mean of per-set means; W/T/L on per-set means, "
+        f"tie = |diff| < {TIE}; 'rare' = the {len(rare)} sets with <= 10% positives"
+    ]
+    for condition in conditions:
+        for learner in learners:
+            cells = [agg.get((condition, s, learner)) for s in sets]
+            cells = [c for c in cells if c is not None]
+            if not cells:
+                continue
+            seconds = sum(c["seconds"] * c["n_seeds"] for c in cells)
+            cells = [c for c in cells if not math.isnan(c["test_auc"][0])]
+            mean_auc = np.mean([c["test_auc"][0] for c in cells]) if cells else math.nan
+            mean_pauc = np.mean([c["test_pauc"][0] for c in cells]) if cells else math.nan
+            parts = [f"{learner:<12} {condition:<12} AUC {mean_auc:.4f} pAUC {mean_pauc:.4f}"]
+            if len(cells) < len(sets):  # means over fewer sets are not comparable: say so
+                parts[0] += f" (on {len(cells)} sets)"
+            for peer in PEERS:
+                if peer == learner or not any((condition, s, peer) in agg for s in sets):
+                    continue
+                a = wtl(agg, condition, sets, learner, peer, "test_auc")
+                p = wtl(agg, condition, sets, learner, peer, "test_pauc")
+                parts.append(f"vs {peer} AUC {a[0]}/{a[1]}/{a[2]} pAUC {p[0]}/{p[1]}/{p[2]}")
+            if learner != "logreg" and any((condition, s, "logreg") in agg for s in rare):
+                p = wtl(agg, condition, rare, learner, "logreg", "test_pauc")
+                parts.append(f"rare pAUC vs logreg {p[0]}/{p[1]}/{p[2]}")
+            parts.append(f"{seconds:.1f}s")
+            lines.append(" | ".join(parts))
+    return lines
+
+
+def write_csv(path, rows):
+    fields = ["set", "seed", "condition", "learner", "n", "n_full", "d", "pos_rate",
+              *METRICS, "seconds", "refused"]  # fmt: skip
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+# ------------------------------------------------------------------------------ command line
+def online_learners() -> list[str]:
+    return [name for name in available_learners() if learner_class(name).online]
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--sets", default="all", help="comma-separated names, 'all' (the real suite) or 'legacy'"
+    )
+    parser.add_argument(
+        "--learners",
+        default="all",
+        help="comma-separated: registered online learners, variants from "
+        "--params, peers (logreg, sgd, river); 'all' = every one",
+    )
+    parser.add_argument("--seeds", type=int, default=5, help="seeds 0 .. n-1")
+    parser.add_argument("--condition", choices=("raw", "standardised", "both"), default="both")
+    parser.add_argument(
+        "--max-n",
+        type=int,
+        default=DEFAULT_MAX_N,
+        help="subsample sets above this many events (0: never)",
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="processes over (set, seed) jobs")
+    parser.add_argument(
+        "--params",
+        default="{}",
+        help="JSON {learner: {param: value}}; a key that is not a learner "
+        "defines a variant and names its base in 'learner'",
+    )
+    parser.add_argument("--csv", help="write one row per set, seed, condition and learner")
+    parser.add_argument(
+        "--thesis", action="store_true", help="run the thesis protocol instead (bench/thesis.py)"
+    )
+    parser.add_argument("--tuned", action="store_true", help="--thesis: also tune by CV")
+    return parser.parse_args(argv)  # fmt: skip
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--learners", default=",".join(LEARNERS))
-    parser.add_argument("--datasets", default=",".join(DATASETS))
-    parser.add_argument("--seeds", type=int, default=5, help="number of seeds (0 .. n-1)")
-    parser.add_argument("--set", action="append", default=[], metavar="LEARNER.PARAM=VALUE")
-    args = parser.parse_args(argv)
-    learners = args.learners.split(",")
-    datasets = args.datasets.split(",")
-    for name in learners + datasets:
-        if name not in LEARNERS and name not in DATASETS:
-            parser.error(f"unknown learner or data set {name!r}")
-    overrides = parse_overrides(args.set)
-    warnings.filterwarnings("ignore", category=UserWarning)
+    args = parse_args(argv)
+    if args.thesis:
+        import thesis
 
-    header = f"{'data set':<14} {'learner':<8} " + " ".join(f"{c:>15}" for c in COLUMNS)
-    print(header)
-    print("-" * len(header))
-    for dataset in datasets:
-        results: dict[str, dict[str, list[float]]] = {name: {} for name in learners}
-        shape = None
-        for seed in range(args.seeds):
-            X, y = DATASETS[dataset](seed)
-            shape = (X.shape, float(np.mean(y)))
-            X_train, y_train, X_test, y_test = split(X, y, seed)
-            for name in learners:
-                try:
-                    row = run_one(LEARNERS[name], overrides.get(name, {}),
-                                  X_train, y_train, X_test, y_test, seed)  # fmt: skip
-                except ValueError as error:  # the learner refuses this data set: a row of —
-                    print(f"  {name} on {dataset}: {error}", file=sys.stderr)
-                    row = {}
-                for key, value in row.items():
-                    results[name].setdefault(key, []).append(value)
-        for name in learners:
-            cells = []
-            for column in COLUMNS:
-                values = results[name].get(column)
-                if not values:
-                    cells.append(f"{'—':>15}")
-                elif column == "seconds":
-                    cells.append(f"{np.mean(values):>15.2f}")
-                else:
-                    cells.append(f"{np.mean(values):>8.4f}±{np.std(values):.4f}")
-            print(f"{dataset:<14} {name:<8} " + " ".join(cells))
-        (n_rows, n_cols), rate = shape
-        print(f"{'':<14} ({n_rows} events, {n_cols} features, {rate:.1%} positive)")
+        return thesis.main(seeds=args.seeds, tuned=args.tuned, jobs=args.jobs,
+                           learners=None if args.learners == "all" else args.learners.split(","),
+                           csv_path=args.csv)  # fmt: skip
+    try:
+        overrides = json.loads(args.params)
+    except json.JSONDecodeError as error:
+        raise SystemExit(f"--params is not JSON: {error}") from None
+    registered = online_learners()
+    for key, params in overrides.items():
+        if key not in registered and "learner" not in params:
+            raise SystemExit(f"--params: {key!r} is not an online learner and names no base")
+    variants = [key for key in overrides if key not in registered]
+    if args.learners == "all":
+        learners = registered + variants + list(PEERS)
+    else:
+        learners = args.learners.split(",")
+    extra = list(libauc_peers()) if any(n.startswith("sopa") for n in learners) else []
+    for name in learners:
+        if name not in registered + variants + list(PEERS) + extra:
+            raise SystemExit(f"unknown learner {name!r}")
+    for name in learners:  # bad parameters fail here, before any work
+        if name not in PEERS and name not in extra:
+            base, params = resolve_learner(name, overrides)
+            try:
+                make_learner(base, **params)
+            except ValueError as error:
+                raise SystemExit(f"--params for {name!r}: {error}") from None
+    if args.sets == "all":
+        sets = list(datasets.SUITE)
+    elif args.sets == "legacy":
+        sets = list(LEGACY)
+    else:
+        sets = args.sets.split(",")
+    for name in sets:
+        if name not in datasets.SUITE and name not in LEGACY:
+            raise SystemExit(f"unknown data set {name!r}")
+    conditions = CONDITIONS if args.condition == "both" else (args.condition,)
+    max_n = args.max_n or None
+
+    jobs = [(s, seed, learners, conditions, overrides, max_n)
+            for s in sets for seed in range(args.seeds)]  # fmt: skip
+    started = time.perf_counter()
+    rows: list[dict] = []
+    if args.jobs > 1:
+        # the biggest jobs first, so that no process is left with a long one at the end
+        sizes = {s: len(load_set(s, max_n)[1]) * load_set(s, max_n)[0].shape[1] for s in sets}
+        jobs.sort(key=lambda job: -sizes[job[0]])
+        context = multiprocessing.get_context("fork")
+        with context.Pool(args.jobs, _init_worker, (learners, overrides)) as pool:
+            for done, result in enumerate(pool.imap_unordered(run_job, jobs), 1):
+                rows.extend(result)
+                progress(done, len(jobs), result, started)
+    else:
+        _init_worker(learners, overrides)
+        for done, job in enumerate(jobs, 1):
+            result = run_job(job)
+            rows.extend(result)
+            progress(done, len(jobs), result, started)
+    wall = time.perf_counter() - started
+
+    agg = aggregate(rows)
+    print_tables(rows, agg, learners, conditions, sets)
+    print()
+    for line in summary_lines(agg, learners, conditions, sets, rows):
+        print(line)
+    cpu = sum(row["seconds"] for row in rows)
+    print(f"\nwall {wall:.0f}s, learner time {cpu:.0f}s, jobs {args.jobs}, "
+          f"max_n {max_n}, seeds {args.seeds}, load {os.getloadavg()[0]:.2f}")  # fmt: skip
+    if args.csv:
+        write_csv(args.csv, rows)
     return 0
-
-
-# ------------------------------------------------------------------- pAUC learners (issue 4)
-def _batch(name, **params):
-    """An aucstream batch solver (``fit`` only): the ceiling for the online learners."""
-    return {"kind": "batch", "make": lambda seed, **extra: make_learner(
-        name, random_state=seed, **{**params, **extra})}  # fmt: skip
-
-
-LEARNERS.update({
-    "pmb": _aucstream("pmb"),  # fit: 10 passes
-    "pmb1": _aucstream("pmb", max_iter=1),  # fit: 1 pass (to compare with sopa1 / sopas1)
-    "pmb2": _aucstream("pmb", passes=2),
-    "ftrl": _aucstream("ftrl_pauc"),  # fit: 1 pass
-    "ftrl0": _aucstream("ftrl_pauc", min_norm=0.0),  # without the minimum-norm safeguard
-    "svm": _batch("svm_pauc"),  # pAUC(0, 0.1)
-    "svm.02": _batch("svm_pauc", alpha=0.02, beta=0.05),  # tight surrogate on [0.02, 0.05]
-})  # fmt: skip
-try:  # LibAUC's linear pAUC learners, when the optional torch + libauc are installed
-    from libauc_peers import available as _libauc_available
-    from libauc_peers import peers as _libauc_peers
-except ImportError:  # run as a module from elsewhere
-    _libauc_available = None
-if _libauc_available is not None and _libauc_available():
-    LEARNERS.update(_libauc_peers())
-
-
-# ------------------------------------------------------------------- baselines (issue 3)
-# opauc refuses the 2^20-wide sparse set (full rank would need two 2^20 × 2^20 matrices, rank 8
-# exceeds MAX_SKETCH_ENTRIES), so do oam's dense buffers; ``oam_sparse`` keeps buffered rows
-# sparse (and refuses wide_dense, whose rows have 300 nonzeros).
-LEARNERS.update({
-    "oam": _aucstream("oam"),  # OAMseq
-    "oam_gra": _aucstream("oam", variant="gra"),
-    "oam_sparse": _aucstream("oam", max_nnz=64),  # rows of at most 64 nonzeros
-    "opauc": _aucstream("opauc"),
-    "adaoam": _aucstream("opauc", adaptive=True),
-    "opauc_r8": _aucstream("opauc", rank=8),
-})  # fmt: skip
 
 
 if __name__ == "__main__":

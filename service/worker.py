@@ -94,6 +94,7 @@ class Worker:
             self.store,
             event_id_ttl_seconds=settings.event_id_ttl_seconds,
             label_ttl_seconds=settings.label_ttl_seconds,
+            max_cached_models=settings.max_cached_models,
             max_write_retries=1,
         )
         self.queue = StreamQueue(self.store.client)

@@ -16,10 +16,10 @@ import numpy as np
 import orjson
 import pytest
 
-from service.ingest import json as json_body
-from service.ingest import npz as npz_body
 from service.errors import ServiceError
 from service.ingest import FeatureSpec, json_events
+from service.ingest import json as json_body
+from service.ingest import npz as npz_body
 
 DENSE = FeatureSpec(n_features=3, feature_mode="dense")
 

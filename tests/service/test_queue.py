@@ -1,5 +1,6 @@
 """Queue mode in one process: the real app (TestClient, lifespan) on a private Redis, and a
-:class:`~service.worker.Worker` stepped by the test.  Processes and faults: test_queue_faults."""
+:class:`~service.queue.worker.Worker` stepped by the test.  Processes and faults:
+test_queue_faults."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.queue import LAST_ID
+from service.queue.worker import Worker
 from service.settings import Settings
 from service.stores import keys
 from service.stores.redis import decode_fields
-from service.worker import Worker
 from tests.service.conftest import create_model, events_json, make_stream, npz_bytes
 from tests.service.test_bad_input import CASES as BAD_INPUT
 from tests.service.test_bad_input import N_FEATURES as BAD_INPUT_FEATURES

@@ -249,7 +249,7 @@ def test_redis_big_arrays_are_chunked_and_only_changed_chunks_are_written(redis_
 def test_redis_commands_are_written_with_one_sendall():
     import redis.connection
 
-    from service.stores.redis import _OneWriteConnection
+    from service.stores.client import _OneWriteConnection
 
     sent = []
 
@@ -269,7 +269,7 @@ def test_pack_commands_frames_like_redis_py():
     """The store's own RESP framing gives the bytes redis-py's packer gives."""
     from redis.connection import Connection
 
-    from service.stores.redis import pack_commands
+    from service.stores.client import pack_commands
 
     commands = [
         ["MULTI"],

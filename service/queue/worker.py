@@ -49,17 +49,17 @@ from typing import Any
 import numpy as np
 import redis.exceptions
 
+from service.codec import decode_events, decode_labels
 from service.engine import Engine
 from service.errors import Contention, ModelNotFound, ServiceError, StoreUnavailable
-from service.queue import (
+from service.ingest import concatenate
+from service.queue.lease import Leases
+from service.queue.streams import (
     APPLIED_ENTRIES,
     APPLIED_EVENTS,
     LAST_ID,
     Entry,
     StreamQueue,
-    concatenate,
-    decode_events,
-    decode_labels,
     parse_id,
 )
 from service.settings import Settings
@@ -98,6 +98,7 @@ class Worker:
             max_write_retries=1,
         )
         self.queue = StreamQueue(self.store.client)
+        self.leases = Leases(self.store.client)
         self.telemetry = telemetry or Telemetry()
         self.name = settings.worker_name or f"{socket.gethostname()}-{os.getpid()}"
         #: models this worker writes -> whether their pending entries were recovered
@@ -149,8 +150,8 @@ class Worker:
         """Give every lease back and leave the list of live workers (graceful stop)."""
         try:
             for model in list(self.owned):
-                self.queue.release_lease(model, self.name)
-            self.queue.leave(self.name)
+                self.leases.release(model, self.name)
+            self.leases.leave(self.name)
         except ServiceError:
             pass
         self.owned.clear()
@@ -193,7 +194,7 @@ class Worker:
         """Follow created / deleted models and take this worker's share of them: at most
         ``ceil(models / live workers)``.  Above it (a worker joined), one model is given back
         per discovery, so workers settle without taking models from each other in bursts."""
-        live = self.queue.heartbeat(self.name, self.settings.worker_lease_ms)
+        live = self.leases.heartbeat(self.name, self.settings.worker_lease_ms)
         models = set(self.engine.list_models())
         for model in list(self.owned):
             if model not in models:
@@ -201,7 +202,7 @@ class Worker:
         share = -(-len(models) // max(live, 1))
         if len(self.owned) > share:
             model = sorted(self.owned)[-1]
-            self.queue.release_lease(model, self.name)
+            self.leases.release(model, self.name)
             self._drop(model)
             logger.info(
                 "handing model %s over (share of %d workers: %d models)",
@@ -215,7 +216,7 @@ class Worker:
         for model in free:
             if len(self.owned) >= share:
                 break
-            if self.queue.hold_lease(model, self.name, self.settings.worker_lease_ms):
+            if self.leases.hold(model, self.name, self.settings.worker_lease_ms):
                 if self.queue.ensure_group(model):
                     self.owned[model] = False
                     logger.info(
@@ -224,11 +225,11 @@ class Worker:
                         extra={"fields": {"worker": self.name, "model": model}},
                     )
                 else:
-                    self.queue.release_lease(model, self.name)
+                    self.leases.release(model, self.name)
 
     def renew(self) -> None:
         for model in list(self.owned):
-            if not self.queue.hold_lease(model, self.name, self.settings.worker_lease_ms):
+            if not self.leases.hold(model, self.name, self.settings.worker_lease_ms):
                 logger.warning(
                     "lost the lease of model %s",
                     model,
@@ -355,7 +356,7 @@ class Worker:
         totals: dict[str, int],
     ) -> None:
         if kind == "events":
-            parts = [decode_events(entry) for entry in piece]
+            parts = [decode_events(entry.data) for entry in piece]
             batch = concatenate(parts)
             # each entry is its own regret round, as its request is in sync mode
             rounds = [len(part) for part in parts]
@@ -363,7 +364,7 @@ class Worker:
             totals["learned"] += result.learned
             totals["duplicates"] += len(result.duplicate_ids)
         elif kind == "labels":
-            decoded = [decode_labels(entry) for entry in piece]
+            decoded = [decode_labels(entry.data) for entry in piece]
             ids = [event_id for entry_ids, _ in decoded for event_id in entry_ids]
             labels = np.concatenate([entry_labels for _, entry_labels in decoded])
             outcome = self.engine.labels(

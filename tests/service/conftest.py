@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
+from service.queue.worker import Worker
 from service.settings import Settings
 
 STORES = ["memory", "redis"]
@@ -21,15 +22,8 @@ def store_kind(request) -> str:
 
 @pytest.fixture
 def redis_url(request, store_kind):
-    if store_kind != "redis":
-        return None
-    url = request.getfixturevalue("redis_server")
-    import redis
-
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    client.close()
-    return url
+    """The emptied private Redis for the ``redis`` store, None for ``memory``."""
+    return request.getfixturevalue("empty_redis") if store_kind == "redis" else None
 
 
 @pytest.fixture
@@ -53,6 +47,47 @@ def make_client(store_kind, redis_url):
 @pytest.fixture
 def client(make_client) -> TestClient:
     return make_client()
+
+
+@pytest.fixture
+def make_app(empty_redis):
+    """``make_app(mode, **settings)`` -> a started app on the emptied private Redis."""
+    clients = []
+
+    def build(mode: str = "queue", **overrides) -> TestClient:
+        settings = Settings(redis_url=empty_redis, mode=mode, warmup=False, **overrides)
+        client = TestClient(create_app(settings))
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield build
+    for client in clients:
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def make_worker(empty_redis):
+    """``make_worker(name, **settings)`` -> a queue worker the test steps, fast timings."""
+    workers = []
+
+    def build(name: str = "w1", **overrides) -> Worker:
+        values = {
+            "worker_block_ms": 20,
+            "worker_discover_seconds": 0.01,
+            "worker_lease_ms": 2000,
+            "worker_claim_min_idle_ms": 200,
+            "worker_batch_entries": 4,
+            **overrides,
+        }
+        worker = Worker(Settings(redis_url=empty_redis, worker_name=name, **values))
+        workers.append(worker)
+        return worker
+
+    yield build
+    for worker in workers:
+        worker.release_all()
+        worker.store.close()
 
 
 def make_stream(n_events: int, n_features: int = 5, seed: int = 0):

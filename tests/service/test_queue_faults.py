@@ -45,23 +45,8 @@ WORKER_ENV = {
 
 
 @pytest.fixture
-def redis_url(redis_server):
-    client = redis.Redis.from_url(redis_server)
-    client.flushdb()
-    client.close()
-    return redis_server
-
-
-@pytest.fixture
-def rclient(redis_url):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def workers(tmp_path):
-    """``start(redis_url, name)`` -> a running ``aucstream worker`` process."""
+    """``start(url, name)`` -> a running ``aucstream worker`` process."""
     started: list[subprocess.Popen] = []
 
     def start(url: str, name: str) -> subprocess.Popen:
@@ -106,9 +91,9 @@ def applied_entries(client: redis.Redis, model: str) -> int:
 
 
 def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
-    redis_url, rclient, workers, tmp_path
+    empty_redis, rclient, workers, tmp_path
 ):
-    queued, sync = queue_and_sync_apps(redis_url)
+    queued, sync = queue_and_sync_apps(empty_redis)
     n_entries = 60
     X, y = make_stream(n_entries * 100, seed=21)
     with queued, sync:
@@ -137,7 +122,7 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
                 )
 
             for retry in range(5):  # the signal may land just after an XACK: kill again then
-                worker = workers(redis_url, f"doomed-{attempt}-{retry}")
+                worker = workers(empty_redis, f"doomed-{attempt}-{retry}")
                 wait_for(mid_batch, 60, "no progress", 0.0005)
                 worker.send_signal(signal.SIGKILL)
                 worker.wait(timeout=10)
@@ -151,7 +136,7 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
 
         # SIGTERM while busy: the worker finishes its read, commits, acknowledges, gives the
         # lease back and exits 0
-        polite = workers(redis_url, "polite")
+        polite = workers(empty_redis, "polite")
         wait_for(lambda: applied_entries(rclient, "q") >= int(0.7 * n_entries), 60, "stuck")
         polite.send_signal(signal.SIGTERM)
         assert polite.wait(timeout=15) == 0
@@ -160,7 +145,7 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
         graceful_at = applied_entries(rclient, "q")
         assert graceful_at < n_entries, "finished before the SIGTERM"
 
-        last = workers(redis_url, "survivor")
+        last = workers(empty_redis, "survivor")
         wait_for(lambda: applied_entries(rclient, "q") == n_entries, 60, "did not finish", 0.02)
         wait_for(
             lambda: rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"] == 0,
@@ -182,14 +167,14 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
     assert b"worker survivor stopped" in log
 
 
-def test_two_workers_on_one_model_lose_and_repeat_nothing(redis_url, rclient, workers):
-    queued, sync = queue_and_sync_apps(redis_url)
+def test_two_workers_on_one_model_lose_and_repeat_nothing(empty_redis, rclient, workers):
+    queued, sync = queue_and_sync_apps(empty_redis)
     n_posts = 80
     X, y = make_stream(n_posts * 50, seed=22)
     with queued, sync:
         for client, model in ((queued, "q"), (sync, "ref")):
             create_model(client, model, learner="oam", params={"random_state": 3})
-        first, second = workers(redis_url, "alpha"), workers(redis_url, "beta")
+        first, second = workers(empty_redis, "alpha"), workers(empty_redis, "beta")
         killed = None
         for number in range(n_posts):
             rows = slice(number * 50, (number + 1) * 50)

@@ -63,14 +63,14 @@ class Engine:
         max_cached_models: int = MAX_CACHED_MODELS,
     ) -> None:
         self.repository = ModelRepository(
-            store, clock=clock, max_write_retries=max_write_retries, max_models=max_cached_models
-        )
-        self.learning = Learning(self.repository, event_id_ttl_seconds=event_id_ttl_seconds)
-        self.delayed = DelayedLabels(
-            self.repository,
+            store,
+            clock=clock,
+            max_write_retries=max_write_retries,
+            max_models=max_cached_models,
             event_id_ttl_seconds=event_id_ttl_seconds,
-            label_ttl_seconds=label_ttl_seconds,
         )
+        self.learning = Learning(self.repository)
+        self.delayed = DelayedLabels(self.repository, label_ttl_seconds=label_ttl_seconds)
         self.reporting = Reporting(self.repository, throttle=regret_throttle)
         # the operations, as the routes and workers call them
         self.learn = self.learning.learn

@@ -64,15 +64,8 @@ def _decode(loaded: Loaded, records: list[bytes]):
 class DelayedLabels:
     """Scores kept for later labels, the labels, and the label-timeout sweep."""
 
-    def __init__(
-        self,
-        repository: ModelRepository,
-        *,
-        event_id_ttl_seconds: float,
-        label_ttl_seconds: float,
-    ) -> None:
+    def __init__(self, repository: ModelRepository, *, label_ttl_seconds: float) -> None:
         self.repository = repository
-        self.event_id_ttl_seconds = event_id_ttl_seconds
         self.label_ttl_seconds = label_ttl_seconds
 
     def score(
@@ -155,12 +148,7 @@ class DelayedLabels:
         learn_events(loaded, X, y, recorded=scores, bounds=bounds, now=now)
         loaded.stats["labels_joined"][0] += len(chosen)
         version = self.repository.commit(
-            model_id,
-            loaded,
-            learned_ids=chosen_ids,
-            id_expiry=now + self.event_id_ttl_seconds,
-            remove_pending=chosen_ids,
-            meta=checkpoint,
+            model_id, loaded, learned_ids=chosen_ids, remove_pending=chosen_ids, meta=checkpoint
         )
         return LabelResult(version, len(chosen), statuses)
 
@@ -193,12 +181,7 @@ class DelayedLabels:
             loaded.stats["labels_defaulted"][0] += len(learned)
         loaded.stats["labels_expired"][0] += len(ready)
         self.repository.commit(
-            model_id,
-            loaded,
-            learned_ids=learned,
-            id_expiry=now + self.event_id_ttl_seconds,
-            remove_pending=ready,
-            expired_ids=ready,
+            model_id, loaded, learned_ids=learned, remove_pending=ready, expired_ids=ready
         )
         return len(ready)
 

@@ -156,9 +156,8 @@ def check_batch_fits(loaded: Loaded, batch: Batch) -> None:
 class Learning:
     """Labelled batches into models of a :class:`ModelRepository`."""
 
-    def __init__(self, repository: ModelRepository, *, event_id_ttl_seconds: float) -> None:
+    def __init__(self, repository: ModelRepository) -> None:
         self.repository = repository
-        self.event_id_ttl_seconds = event_id_ttl_seconds
 
     def learn(
         self,
@@ -221,7 +220,6 @@ class Learning:
                 model_id,
                 loaded,
                 learned_ids=[] if todo.ids is None else [i for i in todo.ids if i is not None],
-                id_expiry=now + self.event_id_ttl_seconds,
                 meta=checkpoint,
             )
         all_scores = None

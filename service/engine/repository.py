@@ -57,8 +57,11 @@ class ModelRepository:
         clock: Callable[[], float] = time.time,
         max_write_retries: int = 50,
         max_models: int = MAX_CACHED_MODELS,
+        event_id_ttl_seconds: float = 86_400.0,
     ) -> None:
         self.store = store
+        #: how long the ids a commit learns (or expires) are remembered
+        self.event_id_ttl_seconds = event_id_ttl_seconds
         self.clock = clock
         self.max_write_retries = max_write_retries
         self.max_models = max_models
@@ -139,13 +142,16 @@ class ModelRepository:
             return self.load(model_id)
 
     def commit(self, model_id: str, loaded: Loaded, **fields: Any) -> int:
-        """Commit ``loaded``'s arrays with ``fields`` (see :class:`Commit`) at its version; raises
+        """Commit ``loaded``'s arrays with ``fields`` (see :class:`Commit`; learned and expired
+        ids are remembered for ``event_id_ttl_seconds``) at its version; raises
         :class:`StaleVersion` when another writer went first."""
+        now = self.clock()
         commit = Commit(
             expected_version=loaded.version,
             incarnation=loaded.incarnation,
             arrays=loaded.arrays(),
-            now=self.clock(),
+            now=now,
+            id_expiry=now + self.event_id_ttl_seconds,
             **fields,
         )
         version = self.store.commit(model_id, commit)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -26,22 +28,32 @@ def redis_url(request, store_kind):
     return request.getfixturevalue("empty_redis") if store_kind == "redis" else None
 
 
-@pytest.fixture
-def make_client(store_kind, redis_url):
-    """``make_client(**settings)`` -> a started TestClient (lifespan runs) on the store."""
-    clients = []
+@contextlib.contextmanager
+def started_apps(**defaults) -> Iterator[Callable[..., TestClient]]:
+    """``build(**settings)`` -> a started TestClient (lifespan runs) with ``defaults`` under
+    ``settings``; every app built is stopped at the end."""
+    clients: list[TestClient] = []
 
     def build(**overrides) -> TestClient:
-        overrides.setdefault("warmup", False)  # kernels compile on first use in tests
-        settings = Settings(store=store_kind, redis_url=redis_url, **overrides)
+        # kernels compile on first use in tests
+        settings = Settings(**{"warmup": False, **defaults, **overrides})
         client = TestClient(create_app(settings))
         client.__enter__()
         clients.append(client)
         return client
 
-    yield build
-    for client in clients:
-        client.__exit__(None, None, None)
+    try:
+        yield build
+    finally:
+        for client in clients:
+            client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def make_client(store_kind, redis_url):
+    """``make_client(**settings)`` -> a started app on the store."""
+    with started_apps(store=store_kind, redis_url=redis_url) as build:
+        yield build
 
 
 @pytest.fixture
@@ -52,18 +64,8 @@ def client(make_client) -> TestClient:
 @pytest.fixture
 def make_app(empty_redis):
     """``make_app(mode, **settings)`` -> a started app on the emptied private Redis."""
-    clients = []
-
-    def build(mode: str = "queue", **overrides) -> TestClient:
-        settings = Settings(redis_url=empty_redis, mode=mode, warmup=False, **overrides)
-        client = TestClient(create_app(settings))
-        client.__enter__()
-        clients.append(client)
-        return client
-
-    yield build
-    for client in clients:
-        client.__exit__(None, None, None)
+    with started_apps(redis_url=empty_redis) as build:
+        yield lambda mode="queue", **overrides: build(mode=mode, **overrides)
 
 
 @pytest.fixture

@@ -86,6 +86,17 @@ def wait_for(condition, timeout: float, message: str, interval: float = 0.002):
         time.sleep(interval)
 
 
+def wait_drained(client: redis.Redis, model: str, n_entries: int) -> None:
+    """Until the workers applied ``n_entries`` entries of ``model`` and acknowledged them all."""
+    wait_for(lambda: applied_entries(client, model) == n_entries, 60, "did not finish", 0.02)
+    wait_for(
+        lambda: client.xpending(keys.stream(model), keys.WORKER_GROUP)["pending"] == 0,
+        10,
+        "entries left unacknowledged",
+        0.02,
+    )
+
+
 def applied_entries(client: redis.Redis, model: str) -> int:
     return int(client.hget(keys.meta(model), APPLIED_ENTRIES) or 0)
 
@@ -146,13 +157,7 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
         assert graceful_at < n_entries, "finished before the SIGTERM"
 
         last = workers(empty_redis, "survivor")
-        wait_for(lambda: applied_entries(rclient, "q") == n_entries, 60, "did not finish", 0.02)
-        wait_for(
-            lambda: rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"] == 0,
-            10,
-            "entries left unacknowledged",
-            0.02,
-        )
+        wait_drained(rclient, "q", n_entries)
         last.send_signal(signal.SIGTERM)
         assert last.wait(timeout=15) == 0  # graceful: finishes, releases its lease
         assert not rclient.exists(keys.lease("q"))
@@ -193,13 +198,7 @@ def test_two_workers_on_one_model_lose_and_repeat_nothing(empty_redis, rclient, 
                 killed.send_signal(signal.SIGKILL)
             time.sleep(0.005)
         survivor = second if killed is first else first
-        wait_for(lambda: applied_entries(rclient, "q") == n_posts, 60, "did not finish", 0.02)
-        wait_for(
-            lambda: rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"] == 0,
-            10,
-            "entries left unacknowledged",
-            0.02,
-        )
+        wait_drained(rclient, "q", n_posts)
         survivor.send_signal(signal.SIGTERM)
         assert survivor.wait(timeout=15) == 0
         counts = queued.get("/v1/models/q").json()["counts"]

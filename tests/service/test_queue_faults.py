@@ -29,7 +29,7 @@ import redis
 from loadtest.local import free_port
 from service.queue import APPLIED_ENTRIES
 from service.stores import keys
-from tests.service.conftest import create_model, events_json, make_stream
+from tests.service.conftest import create_model, events_json, make_stream, started_apps
 from tests.service.test_queue import assert_same_state, stored_arrays
 from tests.service.test_uvicorn import uvicorn_server
 
@@ -68,15 +68,16 @@ def workers(tmp_path):
         process.wait(timeout=10)
 
 
-def queue_and_sync_apps(url: str):
-    from fastapi.testclient import TestClient
-
-    from service.app import create_app
-    from service.settings import Settings
-
-    queued = TestClient(create_app(Settings(redis_url=url, mode="queue", warmup=False)))
-    sync = TestClient(create_app(Settings(redis_url=url, mode="sync", warmup=False)))
-    return queued, sync
+@contextlib.contextmanager
+def queue_and_sync_models(url: str, random_state: int):
+    """A queue-mode app and a sync-mode app on ``url``, started, with the model ``q`` (queued)
+    and its reference ``ref`` (learned in sync mode).  oam keeps RNG-driven reservoirs: any
+    event lost, repeated or reordered shows."""
+    with started_apps(redis_url=url) as build:
+        queued, sync = build(mode="queue"), build(mode="sync")
+        for client, model in ((queued, "q"), (sync, "ref")):
+            create_model(client, model, learner="oam", params={"random_state": random_state})
+        yield queued, sync
 
 
 def wait_for(condition, timeout: float, message: str, interval: float = 0.002):
@@ -104,13 +105,9 @@ def applied_entries(client: redis.Redis, model: str) -> int:
 def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
     empty_redis, rclient, workers, tmp_path
 ):
-    queued, sync = queue_and_sync_apps(empty_redis)
     n_entries = 60
     X, y = make_stream(n_entries * 100, seed=21)
-    with queued, sync:
-        # oam keeps RNG-driven reservoirs: any event lost, repeated or reordered shows
-        for client, model in ((queued, "q"), (sync, "ref")):
-            create_model(client, model, learner="oam", params={"random_state": 7})
+    with queue_and_sync_models(empty_redis, 7) as (queued, sync):
         for number in range(n_entries):
             rows = slice(number * 100, (number + 1) * 100)
             body = orjson.dumps(events_json(X[rows], y[rows]))  # no ids: the checkpoint alone
@@ -173,12 +170,9 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
 
 
 def test_two_workers_on_one_model_lose_and_repeat_nothing(empty_redis, rclient, workers):
-    queued, sync = queue_and_sync_apps(empty_redis)
     n_posts = 80
     X, y = make_stream(n_posts * 50, seed=22)
-    with queued, sync:
-        for client, model in ((queued, "q"), (sync, "ref")):
-            create_model(client, model, learner="oam", params={"random_state": 3})
+    with queue_and_sync_models(empty_redis, 3) as (queued, sync):
         first, second = workers(empty_redis, "alpha"), workers(empty_redis, "beta")
         killed = None
         for number in range(n_posts):

@@ -75,6 +75,9 @@ class ModelRepository:
 
     # ------------------------------------------------------------------ locks & cache
     def lock(self, model_id: str) -> ModelLock:
+        entry = self._cache.get(model_id)  # the common case: a cached model pins its lock
+        if entry is not None:
+            return entry[0]
         with self._guard:
             lock = self._locks.get(model_id)
             if lock is None:
@@ -107,9 +110,10 @@ class ModelRepository:
             self._forget(other)
 
     def _touch(self, model_id: str) -> None:
-        with self._guard:  # another thread may be evicting it
-            if model_id in self._cache:
-                self._cache.move_to_end(model_id)
+        try:  # one atomic call: another thread may have evicted it meanwhile
+            self._cache.move_to_end(model_id)
+        except KeyError:
+            pass
 
     def drop(self, model_id: str) -> None:
         """Forget the cached state (it may hold uncommitted changes); reload on next use."""

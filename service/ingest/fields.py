@@ -62,6 +62,15 @@ def check_size(n_events: int, max_events: int) -> None:
 # ---------------------------------------------------------------------------- features
 def dense(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str = "x") -> np.ndarray:
     """A dense batch through ``core.validation.as_features`` (width, NaN / infinity)."""
+    if (
+        X.dtype == np.float64
+        and X.ndim == 2
+        and X.shape[1] == spec.n_features
+        and X.shape[0]
+        and X.flags.c_contiguous
+        and np.isfinite(X).all()
+    ):
+        return X  # already what as_features returns: skip its coercions (~3 us per request)
     try:
         return as_features(X, spec.n_features, accept_sparse=False)  # type: ignore[return-value]
     except ValueError as error:

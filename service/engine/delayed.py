@@ -115,13 +115,13 @@ class DelayedLabels:
         round_ids = round_ids_of(rounds, len(ids))
         self.sweep(model_id)
         return self.repository.write(
-            model_id, self._labels_once, model_id, ids, labels, round_ids, checkpoint or {}
+            model_id, self._labels_once, ids, labels, round_ids, checkpoint or {}
         )
 
     def _labels_once(
         self,
-        loaded: Loaded,
         model_id: str,
+        loaded: Loaded,
         ids: list[str],
         labels: np.ndarray,
         round_ids: np.ndarray | None,
@@ -160,9 +160,9 @@ class DelayedLabels:
         due = list(dict.fromkeys(store.due_pending(model_id, self.repository.clock(), limit)))
         if not due:
             return 0
-        return self.repository.write(model_id, self._sweep_once, model_id, due)
+        return self.repository.write(model_id, self._sweep_once, due)
 
-    def _sweep_once(self, loaded: Loaded, model_id: str, due: list[str]) -> int:
+    def _sweep_once(self, model_id: str, loaded: Loaded, due: list[str]) -> int:
         """One attempt of :meth:`sweep` on the loaded model (run again on a stale version)."""
         store, now = self.repository.store, self.repository.clock()
         records = store.get_pending(model_id, due)

@@ -177,13 +177,13 @@ class Learning:
         if batch.y is None:
             raise InvalidInput("events need labels 'y' to be learned", field="y")
         return self.repository.write(
-            model_id, self._learn_once, model_id, batch, round_ids, want_scores, checkpoint or {}
+            model_id, self._learn_once, batch, round_ids, want_scores, checkpoint or {}
         )
 
     def _learn_once(
         self,
-        loaded: Loaded,
         model_id: str,
+        loaded: Loaded,
         batch: Batch,
         round_ids: np.ndarray | None,
         want_scores: bool,

@@ -175,12 +175,13 @@ class ModelRepository:
     def write(
         self,
         model_id: str,
-        step: Callable[Concatenate[Loaded, P], R],
+        step: Callable[Concatenate[str, Loaded, P], R],
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> R:
-        """``step(loaded, *args, **kwargs)`` (which changes ``loaded`` and commits it) under the
-        model's lock, run again on a fresh load while the commit finds a stale version.
+        """``step(model_id, loaded, *args, **kwargs)`` (which changes ``loaded`` and commits it)
+        under the model's lock, run again on a fresh load while the commit finds a stale
+        version.
 
         The first attempt trusts the cache without asking the store (optimistic: the commit's
         version check catches a stale cache), so a model with one writer pays one store round
@@ -191,7 +192,7 @@ class ModelRepository:
                 cached = self.cached(model_id) if attempt == 0 else None
                 loaded = cached if cached is not None else self.load(model_id)
                 try:
-                    return step(loaded, *args, **kwargs)
+                    return step(model_id, loaded, *args, **kwargs)
                 except StaleVersion:
                     self.writes_retried += 1
                     self.drop(model_id)

@@ -1,17 +1,19 @@
-"""Connecting to Redis: the client (timeouts, the one-write connection), RESP packing, and the
+"""Connecting to Redis: the client (timeouts, the one-write connection), RESP packing, a
+pooled connection for a plain round trip or a ``WATCH`` / ``MULTI`` transaction, and the
 mapping of a lost connection to :class:`~service.errors.StoreUnavailable` (503)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import redis
 import redis.connection
 import redis.exceptions
 
-from service.errors import StoreUnavailable
+from service.errors import ModelNotFound, StaleVersion, StoreUnavailable
 
 T = TypeVar("T")
 
@@ -72,3 +74,58 @@ def connect(url: str) -> redis.Redis:
         socket_timeout=10.0,
         socket_connect_timeout=5.0,
     )
+
+
+@contextlib.contextmanager
+def pooled(client: redis.Redis) -> Iterator[Callable[[list[list[Any]]], list[Any]]]:
+    """A pooled connection as ``ask(commands) -> replies`` (the commands sent at once,
+    their replies read), without a redis-py pipeline object (~30 µs less per ``/score``).
+    The connection is closed on any error but the store's own refusals, so that no
+    ``WATCH`` or ``MULTI`` state or unread reply outlives the block."""
+    pool = client.connection_pool
+    connection = pool.get_connection()
+
+    def ask(commands: list[list[Any]]) -> list[Any]:
+        connection.send_packed_command([pack_commands(commands)])
+        return [connection.read_response() for _ in commands]
+
+    try:
+        yield ask
+    except (StaleVersion, ModelNotFound):
+        raise
+    except BaseException:
+        connection.disconnect()
+        raise
+    finally:
+        pool.release(connection)
+
+
+def round_trip(client: redis.Redis, commands: list[list[Any]]) -> list[Any]:
+    """``commands`` sent at once on a pooled connection; their replies."""
+    with pooled(client) as ask:
+        return ask(commands)
+
+
+def transaction(
+    client: redis.Redis,
+    reads: list[list[Any]],
+    check: Callable[[list[Any]], None],
+    writes: list[list[Any]],
+) -> list[Any] | None:
+    """``reads`` (starting with ``WATCH``) in one round trip, ``check(replies)``, then
+    ``writes`` (``MULTI`` ... ``EXEC``) in another; returns ``EXEC``'s reply (``None``
+    when a watched key changed)."""
+    with pooled(client) as ask:
+        replies = ask(reads)
+        try:
+            check(replies)
+        except BaseException:
+            ask([["UNWATCH"]])
+            raise
+        answers = ask(writes)
+    result = answers[-1]
+    if isinstance(result, list):
+        for answer in result:
+            if isinstance(answer, Exception):  # a command failed inside EXEC
+                raise answer
+    return result

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import hmac
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
@@ -110,23 +110,26 @@ async def run_engine(engine: Engine, function: Callable[..., T], *args: Any, **k
     return function(*args, **kwargs)
 
 
-async def body_chunks(request: Request, limit: int) -> AsyncIterator[bytes]:
-    """The body as it arrives, refusing more than ``limit`` bytes (before reading, from
-    Content-Length, and while reading, for chunked bodies)."""
+async def read_body(
+    request: Request, limit: int, feed: Callable[[bytes], None] | None = None
+) -> bytes:
+    """The whole body, refusing more than ``limit`` bytes (before reading, from
+    Content-Length, and while reading, for chunked bodies).  With ``feed``, each chunk goes
+    to ``feed`` as it arrives instead (and nothing is returned)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit} bytes")
+    chunks = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
             raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
-        yield chunk
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, at most ``limit`` bytes (see :func:`body_chunks`)."""
-    return b"".join([chunk async for chunk in body_chunks(request, limit)])
+        if feed is None:
+            chunks.append(chunk)
+        else:
+            feed(chunk)
+    return b"".join(chunks)
 
 
 async def read_batch(
@@ -141,8 +144,7 @@ async def read_batch(
     content_type = request.headers.get("content-type")
     if media_type(content_type) == NDJSON:
         reader = NDJSONReader(settings.max_batch_events)
-        async for chunk in body_chunks(request, settings.max_body_bytes):
-            reader.feed(chunk)
+        await read_body(request, settings.max_body_bytes, feed=reader.feed)
         return reader.finish(spec, labelled=labelled)
     body = await read_body(request, settings.max_body_bytes)
     return parse_events(

@@ -105,15 +105,16 @@ def labels_from_values(values: Sequence[Any], locate: Locator) -> np.ndarray:
 
 
 def labels_from_array(labels: np.ndarray, n_events: int, locate: Locator) -> np.ndarray:
-    """An array of labels (NPZ) -> int64 in {-1, +1}; the first bad value names its event."""
+    """An array of labels (NPZ) -> int64 in {-1, +1}, checked by ``core.validation.as_labels``;
+    when it refuses them, the first bad value names its event."""
     labels = labels.reshape(-1)
     if labels.shape[0] != n_events:
         raise InvalidInput(f"got {labels.shape[0]} labels for {n_events} events", field="y")
-    if labels.dtype != np.bool_:
-        if not np.issubdtype(labels.dtype, np.number) or np.issubdtype(
-            labels.dtype, np.complexfloating
-        ):
-            raise InvalidInput(f"labels must be numbers, got dtype {labels.dtype}", field="y")
+    try:
+        return as_labels(labels)
+    except ValueError as error:
+        refused = error
+    if np.issubdtype(labels.dtype, np.number):
         valid = (labels == 1) | (labels == 0) | (labels == -1)
         if not valid.all():
             index = int(np.flatnonzero(~valid)[0])
@@ -122,7 +123,7 @@ def labels_from_array(labels: np.ndarray, n_events: int, locate: Locator) -> np.
                 f"label {labels[index].item()!r} is not accepted; {_LABELS_ACCEPTED}",
                 field="y",
             )
-    return _as_labels(labels)
+    raise InvalidInput(str(refused), field="y")
 
 
 def _as_labels(labels: np.ndarray) -> np.ndarray:

@@ -180,8 +180,8 @@ def _served(route: Callable[..., Awaitable[Response]], flag: str, default: bool)
             request.path_params["model_id"],
             request,
             request.app.state.services,
-            zero_based=query_flag(request, "zero_based", False),
-            **{flag: query_flag(request, flag, default)},
+            query_flag(request, flag, default),  # the 4th parameter of both routes
+            query_flag(request, "zero_based", False),
         )
 
     return serve

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core._kernels.validation import first_bad_csr_entry
+from core.errors import InvalidFeatures
 
 __all__ = [
     "CSRMatrix",
@@ -111,7 +112,7 @@ def as_features(
         if values.size and not np.isfinite(values).all():
             position = int(np.flatnonzero(~np.isfinite(values))[0])
             row = int(np.searchsorted(X.indptr, position, side="right") - 1)
-            raise ValueError(f"features contain NaN or infinity (first at row {row})")
+            raise InvalidFeatures(f"features contain NaN or infinity (first at row {row})", row=row)
         return X
 
     try:
@@ -137,7 +138,7 @@ def as_features(
     array = np.ascontiguousarray(array, dtype=np.float64)
     if not np.isfinite(array).all():
         row = int(np.flatnonzero(~np.isfinite(array).all(axis=1))[0])
-        raise ValueError(f"features contain NaN or infinity (first at row {row})")
+        raise InvalidFeatures(f"features contain NaN or infinity (first at row {row})", row=row)
     return array
 
 
@@ -167,10 +168,12 @@ def _as_csr(X, n_features: int | None) -> CSRMatrix:
         raise ValueError(f"expected {n_features} features per event, got {width}")
     row, column, reason = first_bad_csr_entry(indptr, indices, width)
     if reason == 1:
-        raise ValueError(f"sparse feature index {column} is outside [0, {width}) (row {row})")
+        raise InvalidFeatures(
+            f"sparse feature index {column} is outside [0, {width}) (row {row})", row=row
+        )
     if reason == 2:
         # duplicate columns would be summed by some code paths and not others: reject them
-        raise ValueError(f"row {row} repeats feature index {column}")
+        raise InvalidFeatures(f"row {row} repeats feature index {column}", row=row)
     return CSRMatrix(indptr, indices, data, width)
 
 

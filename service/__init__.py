@@ -77,9 +77,9 @@ Decisions ([CHOICE], with the reason):
   events' features (on Redis, about 400 bytes per event at 50 features: ingest of 1,000-event
   batches measured ~2-4x slower with it on; set ``regret_window`` to 0 where throughput
   matters more).
-* Queue mode (``AUCSTREAM_MODE=queue``, Redis only; :mod:`service.queue`,
-  :mod:`service.worker`): the routes validate a batch exactly as in sync mode, append the parsed
-  arrays (raw bytes, ids as JSON, no pickle) to the model's Redis Stream and answer 202;
+* Queue mode (``AUCSTREAM_MODE=queue``, Redis only; :mod:`service.queue`, its
+  :mod:`~service.queue.worker`): the routes validate a batch exactly as in sync mode, append the
+  parsed arrays (raw bytes, ids as JSON, no pickle) to the model's Redis Stream and answer 202;
   ``aucstream worker`` processes learn it with the same engine and commit the state with the
   last applied stream id.  Exactly once per stream entry (the checkpoint), and per event id as
   in sync mode: a client that retries after a timeout should send event ids.  The backlog is

@@ -90,6 +90,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             app.state.store,
             event_id_ttl_seconds=settings.event_id_ttl_seconds,
             label_ttl_seconds=settings.label_ttl_seconds,
+            max_cached_models=settings.max_cached_models,
             max_write_retries=settings.max_write_retries,
         )
         app.state.queue = make_queue(app.state.store, settings)

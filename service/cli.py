@@ -104,7 +104,7 @@ def worker(args: argparse.Namespace) -> int:
     if settings.redis_url is None:
         print("aucstream: the worker needs AUCSTREAM_REDIS_URL (or --redis-url)", file=sys.stderr)
         return 2
-    from service.worker import main as run_worker
+    from service.queue.worker import main as run_worker
 
     return run_worker(settings)
 

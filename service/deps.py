@@ -110,9 +110,12 @@ async def run_engine(engine: Engine, function: Callable[..., T], *args: Any, **k
     return function(*args, **kwargs)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(
+    request: Request, limit: int, feed: Callable[[bytes], None] | None = None
+) -> bytes:
     """The whole body, refusing more than ``limit`` bytes (before reading, from
-    Content-Length, and while reading, for chunked bodies)."""
+    Content-Length, and while reading, for chunked bodies).  With ``feed``, each chunk goes
+    to ``feed`` as it arrives instead (and nothing is returned)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit} bytes")
@@ -122,7 +125,10 @@ async def read_body(request: Request, limit: int) -> bytes:
         size += len(chunk)
         if size > limit:
             raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
+        if feed is None:
+            chunks.append(chunk)
+        else:
+            feed(chunk)
     return b"".join(chunks)
 
 
@@ -137,17 +143,8 @@ async def read_batch(
     """Parse the body into a validated batch; NDJSON is decoded line by line as it streams."""
     content_type = request.headers.get("content-type")
     if media_type(content_type) == NDJSON:
-        declared = request.headers.get("content-length")
-        limit = settings.max_body_bytes
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit} bytes")
         reader = NDJSONReader(settings.max_batch_events)
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
-            reader.feed(chunk)
+        await read_body(request, settings.max_body_bytes, feed=reader.feed)
         return reader.finish(spec, labelled=labelled)
     body = await read_body(request, settings.max_body_bytes)
     return parse_events(

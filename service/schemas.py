@@ -13,6 +13,8 @@ from pydantic import (
     model_validator,
 )
 
+from core.learners._base import check_fpr_range
+
 FeatureModeName = Literal["dense", "sparse", "hashed"]
 ScalingName = Literal["auto", "none", "unit_norm", "standard", "scale"]
 
@@ -96,9 +98,7 @@ class ModelCreate(BaseModel):
     @field_validator("pauc_range")
     @classmethod
     def _check_range(cls, value: tuple[float, float]) -> tuple[float, float]:
-        alpha, beta = value
-        if not (0.0 <= alpha < beta <= 1.0):
-            raise ValueError(f"Expected 0 <= alpha < beta <= 1, got: [{alpha}, {beta}]")
+        check_fpr_range(*value)  # the pAUC learners' own check (a ValueError: 422)
         return value
 
     @field_validator("regret_window")

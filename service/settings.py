@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     sweep_interval_seconds: float = Field(default=5.0, gt=0)
     #: stale-write retries before a request gives up with 503
     max_write_retries: int = Field(default=50, ge=1)
+    #: models kept in memory per process (least recently used evicted, then read back from
+    #: the store when used again)
+    max_cached_models: int = Field(default=1024, ge=1)
 
     #: API keys that may read and write; when any key is set every /v1 route requires one
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)

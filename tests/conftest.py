@@ -1,10 +1,12 @@
-"""Shared fixtures: hypothesis profile, a private redis-server per test session."""
+"""Shared fixtures: hypothesis profile, and every Redis fixture (a private redis-server per test
+session, emptied per test; the machine's own Redis on 6379 is never touched)."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+import redis
 from hypothesis import HealthCheck, settings
 
 from loadtest.local import private_redis
@@ -25,3 +27,20 @@ def redis_server():
     """
     with private_redis() as (url, _):
         yield url
+
+
+@pytest.fixture
+def empty_redis(redis_server):
+    """The private redis-server's URL, emptied for this test."""
+    client = redis.Redis.from_url(redis_server)
+    client.flushdb()
+    client.close()
+    return redis_server
+
+
+@pytest.fixture
+def rclient(empty_redis):
+    """A client of the emptied private redis-server (bytes replies)."""
+    client = redis.Redis.from_url(empty_redis)
+    yield client
+    client.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from core.errors import InvalidParameter
 from core.learners._base import NotFittedError, OnlineLearner
 
 # One module per algorithm family; each registers its classes with @register on import.
@@ -63,9 +64,10 @@ def make_learner(name: str, **params: Any) -> OnlineLearner:
     accepted = cls._param_names()
     unknown = sorted(set(params) - set(accepted))
     if unknown:
-        raise ValueError(
+        raise InvalidParameter(
             f"unknown parameter(s) {', '.join(map(repr, unknown))} for learner {name!r}; "
-            f"accepted: {', '.join(accepted)}"
+            f"accepted: {', '.join(accepted)}",
+            param=unknown[0],
         )
     learner = cls(**params)
     learner.validate_params()

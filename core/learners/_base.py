@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from core.errors import InvalidParameter
 from core.preprocessing import check_scaling, initial_scaler_state, scale_batch
 from core.validation import CSRMatrix, as_features, check_batch
 
@@ -264,23 +265,25 @@ class OnlineLearner:
 # ---------------------------------------------------------------------- parameter checks
 def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise InvalidParameter(f"{name} must be a number, got {value!r}", param=name)
     if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"Expected {name} {bound}, got: {value!r}")
+        raise InvalidParameter(f"Expected {name} {bound}, got: {value!r}", param=name)
 
 
 def check_integer(name: str, value, *, low: int, high: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise InvalidParameter(f"{name} must be an integer, got {value!r}", param=name)
     if value < low or (high is not None and value > high):
         accepted = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"Expected {name} in {accepted}, got: {value!r}")
+        raise InvalidParameter(f"Expected {name} in {accepted}, got: {value!r}", param=name)
 
 
 def check_choice(name: str, value, choices) -> None:
     if value not in choices:
-        raise ValueError(f"Expected {name} in {{{', '.join(map(repr, choices))}}}, got: {value!r}")
+        raise InvalidParameter(
+            f"Expected {name} in {{{', '.join(map(repr, choices))}}}, got: {value!r}", param=name
+        )
 
 
 def check_fpr_range(alpha, beta) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -170,32 +170,29 @@ async def score(
     return Response(body.model_dump_json(), media_type="application/json")
 
 
-async def _serve_events(request: Request) -> Response:
-    await require_api_key(request)
-    return await post_events(
-        request.path_params["model_id"],
-        request,
-        request.app.state.services,
-        scores=query_flag(request, "scores", False),
-        zero_based=query_flag(request, "zero_based", False),
-    )
+def _served(route: Callable[..., Awaitable[Response]], flag: str, default: bool):
+    """``route`` served without FastAPI's dependency machinery (see ``HotRoute``): the API key,
+    the model id, and the route's boolean query ``flag`` plus ``zero_based``."""
 
+    async def serve(request: Request) -> Response:
+        await require_api_key(request)
+        return await route(
+            request.path_params["model_id"],
+            request,
+            request.app.state.services,
+            query_flag(request, flag, default),  # the 4th parameter of both routes
+            query_flag(request, "zero_based", False),
+        )
 
-async def _serve_score(request: Request) -> Response:
-    await require_api_key(request)
-    return await score(
-        request.path_params["model_id"],
-        request,
-        request.app.state.services,
-        keep=query_flag(request, "keep", True),
-        zero_based=query_flag(request, "zero_based", False),
-    )
+    return serve
 
 
 #: the served ``/events`` and ``/score`` (mounted by ``service.app`` before every other route)
 hot_routes = [
-    HotRoute("/v1/models/{model_id}/events", _serve_events, methods=["POST"]),
-    HotRoute("/v1/models/{model_id}/score", _serve_score, methods=["POST"]),
+    HotRoute(
+        "/v1/models/{model_id}/events", _served(post_events, "scores", False), methods=["POST"]
+    ),
+    HotRoute("/v1/models/{model_id}/score", _served(score, "keep", True), methods=["POST"]),
 ]
 
 

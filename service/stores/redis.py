@@ -18,8 +18,8 @@ Atomicity:
   checkpoint fields and ``INCR`` of the version, ``EXEC``): all or nothing.  A stale version
   or incarnation raises :class:`~service.errors.StaleVersion` (the engine reloads and
   retries), a missing model :class:`~service.errors.ModelNotFound`;
-* creating, deleting and keeping pending labels are Lua scripts (below, each with a KEYS /
-  ARGV block): they carry little data.
+* creating, deleting and keeping pending labels are Lua scripts (:mod:`service.stores.lua`,
+  each with a KEYS / ARGV block): they carry little data.
 
 The state arrays never pass through Lua: Redis copies a script's arguments and the replies of
 its calls into Lua and back, which for the ~600 KB of a 1,000-event commit tripled Redis's CPU.
@@ -30,19 +30,17 @@ run unchanged on a Redis Cluster.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import redis
 import redis.connection
 import redis.exceptions
 
-from service.errors import ModelExists, ModelNotFound, StaleVersion, StoreUnavailable
+from service.errors import ModelExists, ModelNotFound, StaleVersion
 from service.stores import keys
 from service.stores.base import (
     Commit,
@@ -51,66 +49,11 @@ from service.stores.base import (
     encode_layout,
     to_little_endian,
 )
+from service.stores.client import connect, round_trip, transaction, unavailable
+from service.stores.lua import CREATE_SCRIPT, DELETE_SCRIPT, PENDING_SCRIPT
 
 # Lua's unpack() is limited by the C stack: pass long argument lists in chunks of this size.
 _CHUNK = 500
-
-CREATE_SCRIPT = """
--- KEYS[1] config  KEYS[2] version  KEYS[3] meta  KEYS[4] state  KEYS[5] layout
--- KEYS[6..] the model's other keys (seen, expired, pending, deadlines), wiped on replace
--- ARGV[1] '1' to replace an existing model, '0' to refuse   ARGV[2] config JSON
--- ARGV[3] incarnation   ARGV[4] number of state fields, then (field, raw bytes) pairs,
--- then the number of layouts and (array name, layout) pairs
--- Returns 1 (the new version), or -1 if the model exists and ARGV[1] is '0'.
-if ARGV[1] == '0' and redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
-redis.call('DEL', unpack(KEYS))
-redis.call('SET', KEYS[1], ARGV[2])
-redis.call('SET', KEYS[2], 1)
-redis.call('HSET', KEYS[3], 'incarnation', ARGV[3])
-local position = 4
-for _, key in ipairs({KEYS[4], KEYS[5]}) do
-  local count = tonumber(ARGV[position])
-  for i = 0, count - 1 do
-    redis.call('HSET', key, ARGV[position + 1 + 2 * i], ARGV[position + 2 + 2 * i])
-  end
-  position = position + 1 + 2 * count
-end
-return 1
-"""
-
-PENDING_SCRIPT = """
--- KEYS[1] aucs:{m}:config   KEYS[2] aucs:{m}:pending   KEYS[3] aucs:{m}:deadlines
--- ARGV[1] deadline (unix s), then (event id, record) pairs
--- Keeps scored events' records until the deadline.  Returns the number kept, or -2 (no model).
-if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
-for i = 2, #ARGV, 2 do
-  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
-  redis.call('ZADD', KEYS[3], ARGV[1], ARGV[i])
-end
-return (#ARGV - 1) / 2
-"""
-
-DELETE_SCRIPT = """
--- KEYS: every key of one model (aucs:{m}:...), KEYS[1] being its config
--- Returns 1 when deleted, 0 when the model did not exist.
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('DEL', unpack(KEYS))
-return 1
-"""
-
-T = TypeVar("T")
-
-
-def _unavailable(method: Callable[..., T]) -> Callable[..., T]:
-    @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
-        try:
-            return method(*args, **kwargs)
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
-            raise StoreUnavailable(f"Redis did not answer: {error}") from None
-
-    return wrapper
-
 
 #: arrays larger than this are stored as several fields ``<name>@0``, ``<name>@1``, ... so that
 #: a commit rewrites only the chunks that changed (a window ring buffer, a reservoir or a
@@ -173,26 +116,6 @@ def _flat(pairs: dict[str, Any]) -> list[Any]:
     return flat
 
 
-def pack_commands(commands: Sequence[Sequence[bytes | str | int]]) -> bytes:
-    """Redis commands in RESP, joined into one buffer for one ``sendall``.
-
-    redis-py's ``pack_command`` runs its encoder per argument (~0.45 µs each, ~70 µs for a
-    1,000-event commit's ~150 arguments); this does the same framing with bytes formatting."""
-    out: list[bytes] = []
-    append = out.append
-    for command in commands:
-        append(b"*%d\r\n" % len(command))
-        for argument in command:
-            if isinstance(argument, str):
-                argument = argument.encode()
-            elif isinstance(argument, int):
-                argument = b"%d" % argument
-            append(b"$%d\r\n" % len(argument))
-            append(argument)
-            append(b"\r\n")
-    return b"".join(out)
-
-
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -202,18 +125,6 @@ def _pairs(reply: list[bytes] | dict[bytes, bytes]) -> dict[str, bytes]:
     if isinstance(reply, dict):
         return {_text(name): value for name, value in reply.items()}
     return {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
-
-
-class _OneWriteConnection(redis.connection.Connection):
-    """A TCP connection that writes a packed command with one ``sendall``: redis-py sends every
-    argument over 6,000 bytes with its own ``sendall``, i.e. ~80 system calls (and as many
-    wake-ups of Redis) for a commit of 1,000 events with the regret window's 16 KiB chunks;
-    joining them first costs one memory copy of the command."""
-
-    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        if isinstance(command, list) and len(command) > 1:
-            command = [b"".join(command)]
-        super().send_packed_command(command, check_health)
 
 
 class RedisStore:
@@ -231,20 +142,9 @@ class RedisStore:
 
     @classmethod
     def from_url(cls, url: str) -> RedisStore:
-        # Timeouts turn a hung Redis into 503 responses instead of requests that never end.
-        # unix:// and rediss:// URLs pick their own connection class; plain TCP gets ours
-        tcp = "connection_class" not in redis.connection.parse_url(url)
-        client = redis.Redis.from_url(
-            url,
-            **({"connection_class": _OneWriteConnection} if tcp else {}),
-            decode_responses=False,
-            health_check_interval=30,
-            socket_timeout=10.0,
-            socket_connect_timeout=5.0,
-        )
-        return cls(client)
+        return cls(connect(url))
 
-    @_unavailable
+    @unavailable
     def ping(self) -> None:
         self.client.ping()
 
@@ -252,7 +152,7 @@ class RedisStore:
         self.client.close()
 
     # ------------------------------------------------------------------ models
-    @_unavailable
+    @unavailable
     def create_model(self, model_id, config, arrays, incarnation, *, replace=False) -> int:
         import orjson
 
@@ -277,7 +177,7 @@ class RedisStore:
         self.client.sadd(keys.MODELS, model_id)
         return 1
 
-    @_unavailable
+    @unavailable
     def list_models(self) -> list[str]:
         return sorted(_text(member) for member in self.client.smembers(keys.MODELS))
 
@@ -288,7 +188,7 @@ class RedisStore:
             else:
                 self._written[model_id] = written
 
-    @_unavailable
+    @unavailable
     def delete_model(self, model_id: str) -> None:
         self._remember(model_id, None)
         deleted = self._delete(keys=keys.all_model_keys(model_id))
@@ -296,7 +196,7 @@ class RedisStore:
         if not int(deleted):
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
 
-    @_unavailable
+    @unavailable
     def load(self, model_id, known_version=None, known_incarnation=None) -> StoredState:
         """The model's state, read atomically (``MULTI`` ... ``EXEC``).
 
@@ -311,14 +211,15 @@ class RedisStore:
             # Two plain reads, version first: if the incarnation read after it is the cached
             # one, the model was not re-created in between, so (version, incarnation) is a
             # state that existed and the cache is current if both match.
-            version, incarnation = self._round_trip(
-                [["GET", version_key], ["HGET", meta_key, "incarnation"]]
+            version, incarnation = round_trip(
+                self.client, [["GET", version_key], ["HGET", meta_key, "incarnation"]]
             )
             if version is None:
                 raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
             if int(version) == known_version and _text(incarnation) == known_incarnation:
                 return StoredState(known_version, known_incarnation)
-        replies = self._round_trip(
+        replies = round_trip(
+            self.client,
             [
                 ["MULTI"],
                 ["GET", version_key],
@@ -327,7 +228,7 @@ class RedisStore:
                 ["HGETALL", keys.layout(model_id)],
                 ["HGETALL", meta_key],
                 ["EXEC"],
-            ]
+            ],
         )
         version, config_json, raw_state, raw_layouts, raw_meta = replies[-1]
         if version is None or config_json is None:
@@ -340,7 +241,7 @@ class RedisStore:
         self._remember(model_id, _Written(incarnation, int(version), raw, layouts))
         return StoredState(int(version), incarnation, orjson.loads(config_json), arrays, meta)
 
-    @_unavailable
+    @unavailable
     def commit(self, model_id: str, commit: Commit) -> int:
         """Write ``commit`` atomically: an optimistic transaction on the version key.
 
@@ -405,7 +306,8 @@ class RedisStore:
             writes.append(["HSET", meta, *_flat(commit.meta)])
         writes.append(["INCR", version_key])
         writes.append(["EXEC"])
-        result = self._transaction(
+        result = transaction(
+            self.client,
             [["WATCH", version_key], ["GET", version_key], ["HGET", meta, "incarnation"]],
             lambda replies: self._check_version(model_id, commit, replies[1], replies[2]),
             writes,
@@ -427,57 +329,6 @@ class RedisStore:
             self._remember(model_id, None)
             raise StaleVersion(model_id)
 
-    @contextlib.contextmanager
-    def _connection(self) -> Iterator[Callable[[list[list[Any]]], list[Any]]]:
-        """A pooled connection as ``ask(commands) -> replies`` (the commands sent at once,
-        their replies read), without a redis-py pipeline object (~30 µs less per ``/score``).
-        The connection is closed on any error but the store's own refusals, so that no
-        ``WATCH`` or ``MULTI`` state or unread reply outlives the block."""
-        pool = self.client.connection_pool
-        connection = pool.get_connection()
-
-        def ask(commands: list[list[Any]]) -> list[Any]:
-            connection.send_packed_command([pack_commands(commands)])
-            return [connection.read_response() for _ in commands]
-
-        try:
-            yield ask
-        except (StaleVersion, ModelNotFound):
-            raise
-        except BaseException:
-            connection.disconnect()
-            raise
-        finally:
-            pool.release(connection)
-
-    def _round_trip(self, commands: list[list[Any]]) -> list[Any]:
-        with self._connection() as ask:
-            return ask(commands)
-
-    def _transaction(
-        self,
-        reads: list[list[Any]],
-        check: Callable[[list[Any]], None],
-        writes: list[list[Any]],
-    ) -> list[Any] | None:
-        """``reads`` (starting with ``WATCH``) in one round trip, ``check(replies)``, then
-        ``writes`` (``MULTI`` ... ``EXEC``) in another; returns ``EXEC``'s reply (``None``
-        when a watched key changed)."""
-        with self._connection() as ask:
-            replies = ask(reads)
-            try:
-                check(replies)
-            except BaseException:
-                ask([["UNWATCH"]])
-                raise
-            answers = ask(writes)
-        result = answers[-1]
-        if isinstance(result, list):
-            for answer in result:
-                if isinstance(answer, Exception):  # a command failed inside EXEC
-                    raise answer
-        return result
-
     # ------------------------------------------------------------------ ids and pending labels
     def _alive(self, key: str, ids: Sequence[str], now: float) -> np.ndarray:
         mask = np.zeros(len(ids), dtype=bool)
@@ -489,19 +340,19 @@ class RedisStore:
             ]
         return mask
 
-    @_unavailable
+    @unavailable
     def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
         if not ids:
             return np.zeros(0, dtype=bool)
         return self._alive(keys.seen(model_id), ids, now)
 
-    @_unavailable
+    @unavailable
     def expired(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
         if not ids:
             return np.zeros(0, dtype=bool)
         return self._alive(keys.expired(model_id), ids, now)
 
-    @_unavailable
+    @unavailable
     def put_pending(self, model_id: str, records: dict[str, bytes], deadline: float) -> None:
         if not records:
             return
@@ -515,7 +366,7 @@ class RedisStore:
         if int(kept) == -2:
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
 
-    @_unavailable
+    @unavailable
     def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:
         if not ids:
             return {}
@@ -529,7 +380,7 @@ class RedisStore:
             if record is not None and deadline is not None
         }
 
-    @_unavailable
+    @unavailable
     def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
         due = self.client.zrangebyscore(keys.deadlines(model_id), "-inf", now, start=0, num=limit)
         return [_text(event_id) for event_id in due]

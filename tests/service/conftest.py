@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
+from service.queue.worker import Worker
 from service.settings import Settings
 
 STORES = ["memory", "redis"]
@@ -21,38 +24,72 @@ def store_kind(request) -> str:
 
 @pytest.fixture
 def redis_url(request, store_kind):
-    if store_kind != "redis":
-        return None
-    url = request.getfixturevalue("redis_server")
-    import redis
-
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    client.close()
-    return url
+    """The emptied private Redis for the ``redis`` store, None for ``memory``."""
+    return request.getfixturevalue("empty_redis") if store_kind == "redis" else None
 
 
-@pytest.fixture
-def make_client(store_kind, redis_url):
-    """``make_client(**settings)`` -> a started TestClient (lifespan runs) on the store."""
-    clients = []
+@contextlib.contextmanager
+def started_apps(**defaults) -> Iterator[Callable[..., TestClient]]:
+    """``build(**settings)`` -> a started TestClient (lifespan runs) with ``defaults`` under
+    ``settings``; every app built is stopped at the end."""
+    clients: list[TestClient] = []
 
     def build(**overrides) -> TestClient:
-        overrides.setdefault("warmup", False)  # kernels compile on first use in tests
-        settings = Settings(store=store_kind, redis_url=redis_url, **overrides)
+        # kernels compile on first use in tests
+        settings = Settings(**{"warmup": False, **defaults, **overrides})
         client = TestClient(create_app(settings))
         client.__enter__()
         clients.append(client)
         return client
 
-    yield build
-    for client in clients:
-        client.__exit__(None, None, None)
+    try:
+        yield build
+    finally:
+        for client in clients:
+            client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def make_client(store_kind, redis_url):
+    """``make_client(**settings)`` -> a started app on the store."""
+    with started_apps(store=store_kind, redis_url=redis_url) as build:
+        yield build
 
 
 @pytest.fixture
 def client(make_client) -> TestClient:
     return make_client()
+
+
+@pytest.fixture
+def make_app(empty_redis):
+    """``make_app(mode, **settings)`` -> a started app on the emptied private Redis."""
+    with started_apps(redis_url=empty_redis) as build:
+        yield lambda mode="queue", **overrides: build(mode=mode, **overrides)
+
+
+@pytest.fixture
+def make_worker(empty_redis):
+    """``make_worker(name, **settings)`` -> a queue worker the test steps, fast timings."""
+    workers = []
+
+    def build(name: str = "w1", **overrides) -> Worker:
+        values = {
+            "worker_block_ms": 20,
+            "worker_discover_seconds": 0.01,
+            "worker_lease_ms": 2000,
+            "worker_claim_min_idle_ms": 200,
+            "worker_batch_entries": 4,
+            **overrides,
+        }
+        worker = Worker(Settings(redis_url=empty_redis, worker_name=name, **values))
+        workers.append(worker)
+        return worker
+
+    yield build
+    for worker in workers:
+        worker.release_all()
+        worker.store.close()
 
 
 def make_stream(n_events: int, n_features: int = 5, seed: int = 0):

@@ -42,16 +42,18 @@ NDJSON = {"content-type": "application/x-ndjson"}
 LIBSVM = {"content-type": "text/x-libsvm"}
 NPZ = {"content-type": "application/x-npz"}
 
+
+def _sent(headers: dict, content: bytes) -> dict:
+    """The request keywords of a raw body sent with ``headers``."""
+    return {"content": content, "headers": headers}
+
+
 CASES = {
     # name: (request kwargs, status, expected problem fields)
-    "malformed-json": ({"content": b'{"events": [', "headers": JSON}, 400, {}),
-    "json-nan-literal": (
-        {"content": b'{"events": [{"x": [NaN, 1, 2, 3, 4], "y": 1}]}', "headers": JSON},
-        400,
-        {},
-    ),
+    "malformed-json": (_sent(JSON, b'{"events": ['), 400, {}),
+    "json-nan-literal": (_sent(JSON, b'{"events": [{"x": [NaN, 1, 2, 3, 4], "y": 1}]}'), 400, {}),
     "json-infinite-number": (
-        {"content": b'{"events": [{"x": [1e999, 1, 2, 3, 4], "y": 1}]}', "headers": JSON},
+        _sent(JSON, b'{"events": [{"x": [1e999, 1, 2, 3, 4], "y": 1}]}'),
         400,
         {},
     ),
@@ -94,32 +96,20 @@ CASES = {
         {"event": 3, "field": "id"},
     ),
     "malformed-ndjson-line": (
-        {"content": b'{"x": [1,2,3,4,5], "y": 1}\n\n{"x": [1,2\n', "headers": NDJSON},
+        _sent(NDJSON, b'{"x": [1,2,3,4,5], "y": 1}\n\n{"x": [1,2\n'),
         400,
         {"line": 3},
     ),
     "ndjson-bad-label-line": (
-        {"content": b'{"x": [1,2,3,4,5], "y": 1}\n{"x": [1,2,3,4,5], "y": 7}\n', "headers": NDJSON},
+        _sent(NDJSON, b'{"x": [1,2,3,4,5], "y": 1}\n{"x": [1,2,3,4,5], "y": 7}\n'),
         422,
         {"line": 2, "field": "y"},
     ),
-    "malformed-libsvm-line": (
-        {"content": b"1 1:0.5 2:1\n-1 3:x\n", "headers": LIBSVM},
-        400,
-        {"line": 2},
-    ),
-    "libsvm-nan": ({"content": b"1 1:0.5\n-1 2:nan\n", "headers": LIBSVM}, 422, {"line": 2}),
-    "libsvm-index-out-of-range": (
-        {"content": b"1 1:0.5\n-1 9:1\n", "headers": LIBSVM},
-        422,
-        {"line": 2},
-    ),
-    "libsvm-bad-label": (
-        {"content": b"1 1:0.5\nspam 2:1\n", "headers": LIBSVM},
-        422,
-        {"line": 2, "field": "y"},
-    ),
-    "npz-object-array": ({"content": _object_npz(), "headers": NPZ}, 422, {"field": "X"}),
+    "malformed-libsvm-line": (_sent(LIBSVM, b"1 1:0.5 2:1\n-1 3:x\n"), 400, {"line": 2}),
+    "libsvm-nan": (_sent(LIBSVM, b"1 1:0.5\n-1 2:nan\n"), 422, {"line": 2}),
+    "libsvm-index-out-of-range": (_sent(LIBSVM, b"1 1:0.5\n-1 9:1\n"), 422, {"line": 2}),
+    "libsvm-bad-label": (_sent(LIBSVM, b"1 1:0.5\nspam 2:1\n"), 422, {"line": 2, "field": "y"}),
+    "npz-object-array": (_sent(NPZ, _object_npz()), 422, {"field": "X"}),
     "npz-nan": (
         {
             "content": npz_bytes(
@@ -131,17 +121,13 @@ CASES = {
         {"event": 1},
     ),
     "npz-wrong-width": (
-        {"content": npz_bytes(X=np.ones((2, 4)), y=np.array([1, 0])), "headers": NPZ},
+        _sent(NPZ, npz_bytes(X=np.ones((2, 4)), y=np.array([1, 0]))),
         422,
         {"field": "X"},
     ),
-    "npz-no-labels": (
-        {"content": npz_bytes(X=np.ones((2, 5))), "headers": NPZ},
-        422,
-        {"field": "y"},
-    ),
+    "npz-no-labels": (_sent(NPZ, npz_bytes(X=np.ones((2, 5)))), 422, {"field": "y"}),
     "npz-bad-label": (
-        {"content": npz_bytes(X=np.ones((2, 5)), y=np.array([1, 3])), "headers": NPZ},
+        _sent(NPZ, npz_bytes(X=np.ones((2, 5)), y=np.array([1, 3]))),
         422,
         {"event": 1, "field": "y"},
     ),
@@ -153,7 +139,7 @@ CASES = {
         422,
         {"field": "evil"},
     ),
-    "npz-corrupt": ({"content": b"PK\x03\x04 not really a zip", "headers": NPZ}, 400, {}),
+    "npz-corrupt": (_sent(NPZ, b"PK\x03\x04 not really a zip"), 400, {}),
     "wrong-content-type": (
         {"content": b"x=1", "headers": {"content-type": "text/plain"}},
         415,

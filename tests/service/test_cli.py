@@ -20,28 +20,18 @@ def _check_table(output: str, n_events: int) -> None:
     assert f"{n_events} events learned" in output
 
 
+def _replay(path, *options: str) -> int:
+    """``aucstream replay <path> --model m --quiet <options>``; returns the exit status."""
+    return cli.main(["replay", str(path), "--model", "m", "--quiet", *options])
+
+
 def test_replay_csv(tmp_path, stream, capsys):
     X, y = stream
     path = tmp_path / "events.csv"
     header = "a,b,is_fraud,c,d"
     table = np.column_stack([X[:, :2], y, X[:, 2:]])
     np.savetxt(path, table, delimiter=",", header=header, comments="")
-    assert (
-        cli.main(
-            [
-                "replay",
-                str(path),
-                "--model",
-                "m",
-                "--label-column",
-                "is_fraud",
-                "--quiet",
-                "--batch-size",
-                "128",
-            ]
-        )
-        == 0
-    )
+    assert _replay(path, "--label-column", "is_fraud", "--batch-size", "128") == 0
     _check_table(capsys.readouterr().out, 600)
 
 
@@ -58,22 +48,7 @@ def test_replay_libsvm_and_npz_give_the_learner_metrics(tmp_path, stream, capsys
     np.savez(npz, X=X, y=y)
     outputs = []
     for path in (libsvm, npz):
-        assert (
-            cli.main(
-                [
-                    "replay",
-                    str(path),
-                    "--model",
-                    "m",
-                    "--quiet",
-                    "--feature-mode",
-                    "dense",
-                    "--scaling",
-                    "none",
-                ]
-            )
-            == 0
-        )
+        assert _replay(path, "--feature-mode", "dense", "--scaling", "none") == 0
         outputs.append(capsys.readouterr().out)
         _check_table(outputs[-1], 600)
     learner = make_learner("spam")
@@ -91,9 +66,7 @@ def test_replay_reports_bad_parameters(tmp_path, stream, capsys):
     X, y = stream
     path = tmp_path / "events.npz"
     np.savez(path, X=X, y=y)
-    assert (
-        cli.main(["replay", str(path), "--model", "m", "--quiet", "--params", '{"eta0": -1}']) == 2
-    )
+    assert _replay(path, "--params", '{"eta0": -1}') == 2
     assert "eta0" in capsys.readouterr().err
 
 

@@ -16,9 +16,10 @@ import numpy as np
 import orjson
 import pytest
 
-from service import ingest
 from service.errors import ServiceError
 from service.ingest import FeatureSpec, json_events
+from service.ingest import json as json_body
+from service.ingest import npz as npz_body
 
 DENSE = FeatureSpec(n_features=3, feature_mode="dense")
 
@@ -26,7 +27,7 @@ DENSE = FeatureSpec(n_features=3, feature_mode="dense")
 @pytest.fixture(autouse=True)
 def fast_path_for_small_bodies(monkeypatch):
     """The cases here are small; production bodies under 4 KB take the general path."""
-    monkeypatch.setattr(ingest, "_FAST_PATH_MIN_BYTES", 0)
+    monkeypatch.setattr(json_body, "_FAST_PATH_MIN_BYTES", 0)
 
 
 def outcome(body: bytes, *, labelled: bool = True, max_events: int = 1000, spec=DENSE):
@@ -48,12 +49,12 @@ def outcome(body: bytes, *, labelled: bool = True, max_events: int = 1000, spec=
 
 def general_outcome(monkeypatch, body: bytes, **kwargs):
     with monkeypatch.context() as patch:
-        patch.setattr(ingest, "_dense_json_fast", lambda *args, **kw: None)
+        patch.setattr(json_body, "_dense_json_fast", lambda *args, **kw: None)
         return outcome(body, **kwargs)
 
 
 def fast_result(body: bytes, *, labelled: bool = True, max_events: int = 1000):
-    return ingest._dense_json_fast(body, DENSE, labelled=labelled, max_events=max_events)
+    return json_body._dense_json_fast(body, DENSE, labelled=labelled, max_events=max_events)
 
 
 def number_texts(rng: np.random.Generator, count: int) -> list[str]:
@@ -178,7 +179,7 @@ def test_the_parser_survives_a_kept_reference():
     the request falls back, and the next one gets a fresh parser."""
     body = b'{"events": [{"x": [1, 2, 3], "y": 1}]}'
     assert fast_result(body) is not None
-    kept = ingest._parsers.parser.parse(body)  # a caller holding on to a document
+    kept = json_body._parsers.parser.parse(body)  # a caller holding on to a document
     assert fast_result(body) is None
     assert fast_result(body) is not None
     del kept
@@ -186,7 +187,7 @@ def test_the_parser_survives_a_kept_reference():
 
 def test_other_feature_modes_do_not_use_the_dense_fast_path(monkeypatch):
     called = []
-    monkeypatch.setattr(ingest, "_dense_json_fast", lambda *args, **kw: called.append(1))
+    monkeypatch.setattr(json_body, "_dense_json_fast", lambda *args, **kw: called.append(1))
     sparse = FeatureSpec(n_features=3, feature_mode="sparse")
     body = b'{"events": [{"x": {"indices": [0], "values": [1.5]}, "y": 1}]}'
     json_events(body, sparse, labelled=True, max_events=10)
@@ -210,7 +211,7 @@ def npz_of(members: dict[str, np.ndarray], *, compressed=False, version=None) ->
 
 def npz_outcome(body: bytes, spec=DENSE, *, labelled=True, max_events=1000):
     try:
-        batch = ingest.npz_events(body, spec, labelled=labelled, max_events=max_events)
+        batch = npz_body.npz_events(body, spec, labelled=labelled, max_events=max_events)
     except ServiceError as error:
         return ("error", type(error).__name__, str(error), error.problem())
     X = batch.X
@@ -224,7 +225,7 @@ def npz_outcome(body: bytes, spec=DENSE, *, labelled=True, max_events=1000):
 
 def npz_general_outcome(monkeypatch, body: bytes, spec=DENSE, **kwargs):
     with monkeypatch.context() as patch:
-        patch.setattr(ingest, "_npz_arrays_fast", lambda body: None)
+        patch.setattr(npz_body, "_npz_arrays_fast", lambda body: None)
         return npz_outcome(body, spec, **kwargs)
 
 
@@ -286,7 +287,7 @@ NPZ_LEFT_TO_THE_GENERAL_PATH = {
 @pytest.mark.parametrize("case", sorted(NPZ_TAKEN))
 def test_npz_fast_path_equals_the_general_path(monkeypatch, case):
     body = NPZ_TAKEN[case]
-    assert ingest._npz_arrays_fast(body) is not None
+    assert npz_body._npz_arrays_fast(body) is not None
     assert npz_outcome(body) == npz_general_outcome(monkeypatch, body)
     sparse = FeatureSpec(n_features=3, feature_mode="sparse")
     assert npz_outcome(body, sparse) == npz_general_outcome(monkeypatch, body, sparse)
@@ -298,22 +299,22 @@ def test_npz_fast_path_equals_the_general_path(monkeypatch, case):
 @pytest.mark.parametrize("case", sorted(NPZ_LEFT_TO_THE_GENERAL_PATH))
 def test_npz_irregular_bodies_get_the_general_paths_answer(monkeypatch, case):
     body = NPZ_LEFT_TO_THE_GENERAL_PATH[case]
-    assert ingest._npz_arrays_fast(body) is None
+    assert npz_body._npz_arrays_fast(body) is None
     assert npz_outcome(body) == npz_general_outcome(monkeypatch, body)
 
 
 def test_npz_fast_path_arrays_do_not_alias_the_body():
     body = NPZ_TAKEN["float64"]
-    arrays = ingest._npz_arrays_fast(body)
+    arrays = npz_body._npz_arrays_fast(body)
     assert arrays is not None
     arrays["X"][0, 0] = 1e300  # writable, and a copy: the body is unchanged
-    assert ingest._npz_arrays_fast(body)["X"][0, 0] == X_F8[0, 0]
+    assert npz_body._npz_arrays_fast(body)["X"][0, 0] == X_F8[0, 0]
 
 
 def test_small_bodies_take_the_general_path(monkeypatch):
-    monkeypatch.setattr(ingest, "_FAST_PATH_MIN_BYTES", 4096)
+    monkeypatch.setattr(json_body, "_FAST_PATH_MIN_BYTES", 4096)
     called = []
-    monkeypatch.setattr(ingest, "_dense_json_fast", lambda *args, **kw: called.append(1))
+    monkeypatch.setattr(json_body, "_dense_json_fast", lambda *args, **kw: called.append(1))
     json_events(b'{"events": [{"x": [1, 2, 3]}]}', DENSE, labelled=False, max_events=10)
     assert called == []
     body = orjson.dumps({"events": [{"x": [0.1, 0.2, 0.3], "y": 1}] * 200})

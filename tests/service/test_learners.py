@@ -19,7 +19,7 @@ def test_learner_served_bit_for_bit(client, name):
     first = client.post(f"/v1/models/{name}/events?scores=true", json=events_json(X[:30], y[:30]))
     assert first.status_code == 200, first.text
     # a fresh process cache: the second batch is learned from the state read back from the store
-    client.app.state.engine._cache.clear()
+    client.app.state.engine.repository.clear()
     second = client.post(f"/v1/models/{name}/events?scores=true", json=events_json(X[30:], y[30:]))
     assert second.status_code == 200, second.text
 
@@ -62,7 +62,7 @@ def test_low_rank_opauc_on_sparse_events_is_served_bit_for_bit(client):
     reference.initialize(n_features)
     expected, got = [], []
     for start, stop in ((0, 40), (40, 70)):
-        client.app.state.engine._cache.clear()  # learn from the state read back from the store
+        client.app.state.engine.repository.clear()  # learn from the state read back from the store
         response = client.post(
             "/v1/models/low/events?scores=true",
             content=libsvm_text(X[start:stop], y[start:stop]),

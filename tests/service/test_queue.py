@@ -1,5 +1,6 @@
 """Queue mode in one process: the real app (TestClient, lifespan) on a private Redis, and a
-:class:`~service.worker.Worker` stepped by the test.  Processes and faults: test_queue_faults."""
+:class:`~service.queue.worker.Worker` stepped by the test.  Processes and faults:
+test_queue_faults."""
 
 from __future__ import annotations
 
@@ -8,74 +9,18 @@ import time
 import numpy as np
 import pytest
 import redis
-from fastapi.testclient import TestClient
 
-from service.app import create_app
 from service.queue import LAST_ID
+from service.queue.worker import Worker
 from service.settings import Settings
 from service.stores import keys
 from service.stores.redis import decode_fields
-from service.worker import Worker
 from tests.service.conftest import create_model, events_json, make_stream, npz_bytes
 from tests.service.test_bad_input import CASES as BAD_INPUT
 from tests.service.test_bad_input import N_FEATURES as BAD_INPUT_FEATURES
 
 #: wall-clock throughput counters: the only state that differs between two runs
 CLOCK_ARRAYS = {"stats:times", "stats:rate"}
-
-
-@pytest.fixture
-def redis_url(redis_server):
-    client = redis.Redis.from_url(redis_server)
-    client.flushdb()
-    client.close()
-    return redis_server
-
-
-@pytest.fixture
-def rclient(redis_url):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def make_app(redis_url):
-    clients = []
-
-    def build(mode: str = "queue", **overrides) -> TestClient:
-        settings = Settings(redis_url=redis_url, mode=mode, warmup=False, **overrides)
-        client = TestClient(create_app(settings))
-        client.__enter__()
-        clients.append(client)
-        return client
-
-    yield build
-    for client in clients:
-        client.__exit__(None, None, None)
-
-
-@pytest.fixture
-def make_worker(redis_url):
-    workers = []
-
-    def build(name: str = "w1", **overrides) -> Worker:
-        values = {
-            "worker_block_ms": 20,
-            "worker_discover_seconds": 0.01,
-            "worker_lease_ms": 2000,
-            "worker_claim_min_idle_ms": 200,
-            "worker_batch_entries": 4,
-            **overrides,
-        }
-        worker = Worker(Settings(redis_url=redis_url, worker_name=name, **values))
-        workers.append(worker)
-        return worker
-
-    yield build
-    for worker in workers:
-        worker.release_all()
-        worker.store.close()
 
 
 def stored_arrays(client: redis.Redis, model: str) -> dict[str, np.ndarray]:

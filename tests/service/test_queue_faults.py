@@ -29,7 +29,7 @@ import redis
 from loadtest.local import free_port
 from service.queue import APPLIED_ENTRIES
 from service.stores import keys
-from tests.service.conftest import create_model, events_json, make_stream
+from tests.service.conftest import create_model, events_json, make_stream, started_apps
 from tests.service.test_queue import assert_same_state, stored_arrays
 from tests.service.test_uvicorn import uvicorn_server
 
@@ -45,23 +45,8 @@ WORKER_ENV = {
 
 
 @pytest.fixture
-def redis_url(redis_server):
-    client = redis.Redis.from_url(redis_server)
-    client.flushdb()
-    client.close()
-    return redis_server
-
-
-@pytest.fixture
-def rclient(redis_url):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def workers(tmp_path):
-    """``start(redis_url, name)`` -> a running ``aucstream worker`` process."""
+    """``start(url, name)`` -> a running ``aucstream worker`` process."""
     started: list[subprocess.Popen] = []
 
     def start(url: str, name: str) -> subprocess.Popen:
@@ -83,15 +68,16 @@ def workers(tmp_path):
         process.wait(timeout=10)
 
 
-def queue_and_sync_apps(url: str):
-    from fastapi.testclient import TestClient
-
-    from service.app import create_app
-    from service.settings import Settings
-
-    queued = TestClient(create_app(Settings(redis_url=url, mode="queue", warmup=False)))
-    sync = TestClient(create_app(Settings(redis_url=url, mode="sync", warmup=False)))
-    return queued, sync
+@contextlib.contextmanager
+def queue_and_sync_models(url: str, random_state: int):
+    """A queue-mode app and a sync-mode app on ``url``, started, with the model ``q`` (queued)
+    and its reference ``ref`` (learned in sync mode).  oam keeps RNG-driven reservoirs: any
+    event lost, repeated or reordered shows."""
+    with started_apps(redis_url=url) as build:
+        queued, sync = build(mode="queue"), build(mode="sync")
+        for client, model in ((queued, "q"), (sync, "ref")):
+            create_model(client, model, learner="oam", params={"random_state": random_state})
+        yield queued, sync
 
 
 def wait_for(condition, timeout: float, message: str, interval: float = 0.002):
@@ -101,20 +87,27 @@ def wait_for(condition, timeout: float, message: str, interval: float = 0.002):
         time.sleep(interval)
 
 
+def wait_drained(client: redis.Redis, model: str, n_entries: int) -> None:
+    """Until the workers applied ``n_entries`` entries of ``model`` and acknowledged them all."""
+    wait_for(lambda: applied_entries(client, model) == n_entries, 60, "did not finish", 0.02)
+    wait_for(
+        lambda: client.xpending(keys.stream(model), keys.WORKER_GROUP)["pending"] == 0,
+        10,
+        "entries left unacknowledged",
+        0.02,
+    )
+
+
 def applied_entries(client: redis.Redis, model: str) -> int:
     return int(client.hget(keys.meta(model), APPLIED_ENTRIES) or 0)
 
 
 def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
-    redis_url, rclient, workers, tmp_path
+    empty_redis, rclient, workers, tmp_path
 ):
-    queued, sync = queue_and_sync_apps(redis_url)
     n_entries = 60
     X, y = make_stream(n_entries * 100, seed=21)
-    with queued, sync:
-        # oam keeps RNG-driven reservoirs: any event lost, repeated or reordered shows
-        for client, model in ((queued, "q"), (sync, "ref")):
-            create_model(client, model, learner="oam", params={"random_state": 7})
+    with queue_and_sync_models(empty_redis, 7) as (queued, sync):
         for number in range(n_entries):
             rows = slice(number * 100, (number + 1) * 100)
             body = orjson.dumps(events_json(X[rows], y[rows]))  # no ids: the checkpoint alone
@@ -137,7 +130,7 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
                 )
 
             for retry in range(5):  # the signal may land just after an XACK: kill again then
-                worker = workers(redis_url, f"doomed-{attempt}-{retry}")
+                worker = workers(empty_redis, f"doomed-{attempt}-{retry}")
                 wait_for(mid_batch, 60, "no progress", 0.0005)
                 worker.send_signal(signal.SIGKILL)
                 worker.wait(timeout=10)
@@ -151,7 +144,7 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
 
         # SIGTERM while busy: the worker finishes its read, commits, acknowledges, gives the
         # lease back and exits 0
-        polite = workers(redis_url, "polite")
+        polite = workers(empty_redis, "polite")
         wait_for(lambda: applied_entries(rclient, "q") >= int(0.7 * n_entries), 60, "stuck")
         polite.send_signal(signal.SIGTERM)
         assert polite.wait(timeout=15) == 0
@@ -160,14 +153,8 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
         graceful_at = applied_entries(rclient, "q")
         assert graceful_at < n_entries, "finished before the SIGTERM"
 
-        last = workers(redis_url, "survivor")
-        wait_for(lambda: applied_entries(rclient, "q") == n_entries, 60, "did not finish", 0.02)
-        wait_for(
-            lambda: rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"] == 0,
-            10,
-            "entries left unacknowledged",
-            0.02,
-        )
+        last = workers(empty_redis, "survivor")
+        wait_drained(rclient, "q", n_entries)
         last.send_signal(signal.SIGTERM)
         assert last.wait(timeout=15) == 0  # graceful: finishes, releases its lease
         assert not rclient.exists(keys.lease("q"))
@@ -182,14 +169,11 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
     assert b"worker survivor stopped" in log
 
 
-def test_two_workers_on_one_model_lose_and_repeat_nothing(redis_url, rclient, workers):
-    queued, sync = queue_and_sync_apps(redis_url)
+def test_two_workers_on_one_model_lose_and_repeat_nothing(empty_redis, rclient, workers):
     n_posts = 80
     X, y = make_stream(n_posts * 50, seed=22)
-    with queued, sync:
-        for client, model in ((queued, "q"), (sync, "ref")):
-            create_model(client, model, learner="oam", params={"random_state": 3})
-        first, second = workers(redis_url, "alpha"), workers(redis_url, "beta")
+    with queue_and_sync_models(empty_redis, 3) as (queued, sync):
+        first, second = workers(empty_redis, "alpha"), workers(empty_redis, "beta")
         killed = None
         for number in range(n_posts):
             rows = slice(number * 50, (number + 1) * 50)
@@ -208,13 +192,7 @@ def test_two_workers_on_one_model_lose_and_repeat_nothing(redis_url, rclient, wo
                 killed.send_signal(signal.SIGKILL)
             time.sleep(0.005)
         survivor = second if killed is first else first
-        wait_for(lambda: applied_entries(rclient, "q") == n_posts, 60, "did not finish", 0.02)
-        wait_for(
-            lambda: rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"] == 0,
-            10,
-            "entries left unacknowledged",
-            0.02,
-        )
+        wait_drained(rclient, "q", n_posts)
         survivor.send_signal(signal.SIGTERM)
         assert survivor.wait(timeout=15) == 0
         counts = queued.get("/v1/models/q").json()["counts"]

@@ -6,17 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from tests.service.conftest import create_model, events_json, make_stream
-from tests.service.test_queue import (  # noqa: F401  (fixtures)
-    assert_same_state,
-    drain,
-    make_app,
-    make_worker,
-    rclient,
-    redis_url,
-)
+from tests.service.test_queue import assert_same_state, drain
 
 
-def test_queue_mode_reports_the_regret_of_sync_mode(make_app, make_worker, rclient):  # noqa: F811
+def test_queue_mode_reports_the_regret_of_sync_mode(make_app, make_worker, rclient):
     queued, sync = make_app("queue"), make_app("sync")
     create_model(queued, "q", regret_window=120, learner="pmb")
     create_model(sync, "ref", regret_window=120, learner="pmb")

@@ -133,14 +133,10 @@ def test_pending_records(store):
     assert store.due_pending("m", now=20.0, limit=10) == []
 
 
-def test_redis_state_arrays_are_visible_as_raw_fields(redis_server):
-    import redis
-
-    redis_url = redis_server
-    redis.Redis.from_url(redis_url).flushdb()
-    store = RedisStore.from_url(redis_url)
+def test_redis_state_arrays_are_visible_as_raw_fields(empty_redis, rclient):
+    store = RedisStore.from_url(empty_redis)
     store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
-    client = redis.Redis.from_url(redis_url)
+    client = rclient
     assert client.hget(keys.state("m"), "learner:w") == ARRAYS["learner:w"].tobytes()
     assert client.hget(keys.layout("m"), "learner:w") == b"<f8|4"
     assert client.hget(keys.layout("m"), "window:m") == b"<f8|2,3"
@@ -207,14 +203,11 @@ def test_due_pending_lists_each_id_once(store):
     assert len(store.due_pending("m", now=50.0, limit=2)) == 2
 
 
-def test_redis_big_arrays_are_chunked_and_only_changed_chunks_are_written(redis_server):
-    import redis
-
+def test_redis_big_arrays_are_chunked_and_only_changed_chunks_are_written(empty_redis, rclient):
     from service.stores.redis import CHUNK_BYTES
 
-    client = redis.Redis.from_url(redis_server)
-    client.flushdb()
-    store = RedisStore.from_url(redis_server)
+    client = rclient
+    store = RedisStore.from_url(empty_redis)
     n_values = (CHUNK_BYTES // 8) * 2 + 100  # three chunks
     big = {"window:scores": np.arange(n_values, dtype=np.float64), "learner:w": np.ones(3)}
     store.create_model("m", {"id": "m"}, big, "inc1")
@@ -230,7 +223,7 @@ def test_redis_big_arrays_are_chunked_and_only_changed_chunks_are_written(redis_
     changed = {**big, "window:scores": big["window:scores"].copy()}
     changed["window:scores"][0] = 42.0
     assert store.commit("m", Commit(1, "inc1", changed)) == 2
-    loaded = RedisStore.from_url(redis_server).load("m")
+    loaded = RedisStore.from_url(empty_redis).load("m")
     expected = tampered.copy()
     expected[0] = 42.0
     np.testing.assert_array_equal(loaded.arrays["window:scores"], expected)
@@ -238,7 +231,7 @@ def test_redis_big_arrays_are_chunked_and_only_changed_chunks_are_written(redis_
     small = {**big, "window:scores": np.arange(10, dtype=np.float64)}
     assert store.commit("m", Commit(2, "inc1", small)) == 3
     assert sorted(client.hkeys(state)) == [b"learner:w", b"window:scores"]
-    other = RedisStore.from_url(redis_server)
+    other = RedisStore.from_url(empty_redis)
     assert other.commit("m", Commit(3, "inc1", big)) == 4  # no base: full write
     _same(store.load("m").arrays, big)
     for each in (store, other):
@@ -249,7 +242,7 @@ def test_redis_big_arrays_are_chunked_and_only_changed_chunks_are_written(redis_
 def test_redis_commands_are_written_with_one_sendall():
     import redis.connection
 
-    from service.stores.redis import _OneWriteConnection
+    from service.stores.client import _OneWriteConnection
 
     sent = []
 
@@ -269,7 +262,7 @@ def test_pack_commands_frames_like_redis_py():
     """The store's own RESP framing gives the bytes redis-py's packer gives."""
     from redis.connection import Connection
 
-    from service.stores.redis import pack_commands
+    from service.stores.client import pack_commands
 
     commands = [
         ["MULTI"],
@@ -286,15 +279,12 @@ def _command_calls(client, name: str) -> int:
     return 0 if stats is None else int(stats["calls"])
 
 
-def test_redis_commit_is_a_watched_transaction_without_lua(redis_server):
+def test_redis_commit_is_a_watched_transaction_without_lua(empty_redis, rclient):
     """State arrays go through plain HSET inside MULTI/EXEC (Lua copies of ~600 KB tripled
     Redis's CPU); a write to the version key between the check and EXEC aborts the commit,
     which then changes nothing and raises StaleVersion; the pooled connection keeps no WATCH."""
-    import redis
-
-    client = redis.Redis.from_url(redis_server)
-    client.flushdb()
-    store = RedisStore.from_url(redis_server)
+    client = rclient
+    store = RedisStore.from_url(empty_redis)
     store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
     before = {name: _command_calls(client, name) for name in ("evalsha", "eval", "exec")}
     changed = {**ARRAYS, "learner:w": ARRAYS["learner:w"] + 1.0}
@@ -331,14 +321,13 @@ def test_redis_commit_is_a_watched_transaction_without_lua(redis_server):
     client.close()
 
 
-def test_redis_commit_failing_mid_transaction_drops_the_connection(redis_server):
+def test_redis_commit_failing_mid_transaction_drops_the_connection(empty_redis, rclient):
     """A connection error between MULTI and EXEC: nothing is applied (Redis discards a MULTI
     whose client disconnects) and the next commit, on a fresh connection, succeeds."""
     import redis
 
-    client = redis.Redis.from_url(redis_server)
-    client.flushdb()
-    store = RedisStore.from_url(redis_server)
+    client = rclient
+    store = RedisStore.from_url(empty_redis)
     store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
     pool = store.client.connection_pool
     real = pool.get_connection

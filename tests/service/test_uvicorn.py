@@ -11,7 +11,6 @@ import threading
 import httpx
 import numpy as np
 import orjson
-import redis
 
 from loadtest.local import free_port, start_uvicorn, stop, wait_ready
 from service import cli
@@ -84,9 +83,8 @@ def test_end_to_end_through_uvicorn_memory_store(tmp_path, capsys):
         assert http.get("/v1/models/replayed").json()["counts"]["events_learned"] == 500
 
 
-def test_two_workers_one_redis_eight_clients_lose_nothing(redis_server):
-    client = redis.Redis.from_url(redis_server)
-    client.flushdb()
+def test_two_workers_one_redis_eight_clients_lose_nothing(empty_redis, rclient):
+    client = rclient
     n_clients, n_batches, batch_size = 8, 8, 40
     X, y = make_stream(n_clients * n_batches * batch_size, seed=11)
     batches = []
@@ -95,7 +93,7 @@ def test_two_workers_one_redis_eight_clients_lose_nothing(redis_server):
         ids = [f"ev-{i}" for i in range(rows.start, rows.stop)]
         batches.append(orjson.dumps(events_json(X[rows], y[rows], ids)))
 
-    with uvicorn_server(2, AUCSTREAM_REDIS_URL=redis_server) as url:
+    with uvicorn_server(2, AUCSTREAM_REDIS_URL=empty_redis) as url:
         with httpx.Client(base_url=url) as http:
             created = http.post(
                 "/v1/models", json={"id": "shared", "n_features": 5, "scaling": "none"}

@@ -42,36 +42,24 @@ import signal
 import socket
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import redis.exceptions
 
 from service.engine import Engine
-from service.errors import Contention, ModelNotFound, ServiceError, StoreUnavailable
-from service.queue import (
-    APPLIED_ENTRIES,
-    APPLIED_EVENTS,
-    LAST_ID,
+from service.errors import ModelNotFound, ServiceError
+from service.queue.apply import EntryApplier
+from service.queue.lease import Leases
+from service.queue.streams import (
     Entry,
     StreamQueue,
-    concatenate,
-    decode_events,
-    decode_labels,
-    parse_id,
 )
 from service.settings import Settings
 from service.stores.redis import RedisStore
 from service.telemetry import Telemetry
 
 logger = logging.getLogger("aucstream.worker")
-
-#: attempts to apply one read when other writers keep committing first
-MAX_APPLY_ATTEMPTS = 50
-#: seconds between two lag readings of a model (gauges and log)
-LAG_INTERVAL = 1.0
 
 
 class Worker:
@@ -94,16 +82,18 @@ class Worker:
             self.store,
             event_id_ttl_seconds=settings.event_id_ttl_seconds,
             label_ttl_seconds=settings.label_ttl_seconds,
+            max_cached_models=settings.max_cached_models,
             max_write_retries=1,
         )
         self.queue = StreamQueue(self.store.client)
+        self.leases = Leases(self.store.client)
         self.telemetry = telemetry or Telemetry()
         self.name = settings.worker_name or f"{socket.gethostname()}-{os.getpid()}"
+        self.applier = EntryApplier(self.engine, self.queue, self.telemetry, self.name)
         #: models this worker writes -> whether their pending entries were recovered
         self.owned: dict[str, bool] = {}
         self._stop = threading.Event()
         self._next_discovery = 0.0
-        self._lag_read: dict[str, float] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self, *_: Any) -> None:
@@ -148,8 +138,8 @@ class Worker:
         """Give every lease back and leave the list of live workers (graceful stop)."""
         try:
             for model in list(self.owned):
-                self.queue.release_lease(model, self.name)
-            self.queue.leave(self.name)
+                self.leases.release(model, self.name)
+            self.leases.leave(self.name)
         except ServiceError:
             pass
         self.owned.clear()
@@ -192,7 +182,7 @@ class Worker:
         """Follow created / deleted models and take this worker's share of them: at most
         ``ceil(models / live workers)``.  Above it (a worker joined), one model is given back
         per discovery, so workers settle without taking models from each other in bursts."""
-        live = self.queue.heartbeat(self.name, self.settings.worker_lease_ms)
+        live = self.leases.heartbeat(self.name, self.settings.worker_lease_ms)
         models = set(self.engine.list_models())
         for model in list(self.owned):
             if model not in models:
@@ -200,7 +190,7 @@ class Worker:
         share = -(-len(models) // max(live, 1))
         if len(self.owned) > share:
             model = sorted(self.owned)[-1]
-            self.queue.release_lease(model, self.name)
+            self.leases.release(model, self.name)
             self._drop(model)
             logger.info(
                 "handing model %s over (share of %d workers: %d models)",
@@ -214,7 +204,7 @@ class Worker:
         for model in free:
             if len(self.owned) >= share:
                 break
-            if self.queue.hold_lease(model, self.name, self.settings.worker_lease_ms):
+            if self.leases.hold(model, self.name, self.settings.worker_lease_ms):
                 if self.queue.ensure_group(model):
                     self.owned[model] = False
                     logger.info(
@@ -223,11 +213,11 @@ class Worker:
                         extra={"fields": {"worker": self.name, "model": model}},
                     )
                 else:
-                    self.queue.release_lease(model, self.name)
+                    self.leases.release(model, self.name)
 
     def renew(self) -> None:
         for model in list(self.owned):
-            if not self.queue.hold_lease(model, self.name, self.settings.worker_lease_ms):
+            if not self.leases.hold(model, self.name, self.settings.worker_lease_ms):
                 logger.warning(
                     "lost the lease of model %s",
                     model,
@@ -237,7 +227,7 @@ class Worker:
 
     def _drop(self, model: str) -> None:
         self.owned.pop(model, None)
-        self._lag_read.pop(model, None)
+        self.applier.forget(model)
 
     def _check_group(self, model: str) -> None:
         if self.queue.ensure_group(model):
@@ -274,156 +264,12 @@ class Worker:
 
     # ------------------------------------------------------------------ applying entries
     def apply(self, model: str, entries: list[Entry]) -> int:
-        """Learn the entries after the checkpoint, commit each run with the checkpoint,
-        acknowledge all of them and trim what is applied."""
-        started = time.perf_counter()
-        totals = {"learned": 0, "duplicates": 0, "applied": 0, "redelivered": 0, "rejected": 0}
-        last_applied: str | None = None
-        for attempt in range(MAX_APPLY_ATTEMPTS):
-            try:
-                checkpoint = self.engine.checkpoint(model)
-            except ModelNotFound:
-                self._drop(model)
-                return 0
-            last_applied = checkpoint.get(LAST_ID)
-            done = parse_id(last_applied or "0-0")
-            todo = [e for e in entries if e.fields is not None and parse_id(e.id) > done]
-            if attempt == 0:  # later attempts also skip what this worker just committed
-                totals["redelivered"] = len(entries) - len(todo)
-            try:
-                last_applied = self._learn(model, todo, checkpoint, totals) or last_applied
-                break
-            except Contention:
-                continue  # another writer committed first: reload the checkpoint, filter again
-            except ModelNotFound:
-                self._drop(model)
-                return 0
-        else:
-            raise Contention(f"model {model!r}: the checkpoint kept moving; retrying the read")
-        self.queue.ack(model, [e.id for e in entries], last_applied)
-        elapsed = time.perf_counter() - started
-        self._account(model, entries, totals, elapsed)
-        return len(entries)
-
-    def _learn(
-        self,
-        model: str,
-        todo: list[Entry],
-        checkpoint: dict[str, str],
-        totals: dict[str, int],
-    ) -> str | None:
-        applied_entries = int(checkpoint.get(APPLIED_ENTRIES, 0))
-        applied_events = int(checkpoint.get(APPLIED_EVENTS, 0))
-        last: str | None = None
-        position = 0
-        while position < len(todo):
-            kind = todo[position].kind
-            run = [todo[position]]
-            while position + len(run) < len(todo) and todo[position + len(run)].kind == kind:
-                run.append(todo[position + len(run)])
-            position += len(run)
-            pieces = [run]
-            while pieces:
-                piece = pieces.pop(0)
-                fields = {
-                    LAST_ID: piece[-1].id,
-                    APPLIED_ENTRIES: str(applied_entries + len(piece)),
-                    APPLIED_EVENTS: str(applied_events + sum(e.n_events for e in piece)),
-                }
-                try:
-                    self._learn_piece(model, kind, piece, fields, totals)
-                except (Contention, ModelNotFound, StoreUnavailable):
-                    raise
-                except (ServiceError, ValueError, KeyError) as error:
-                    if len(piece) > 1:  # find the bad entry: nothing of this piece committed
-                        pieces = [[entry] for entry in piece] + pieces
-                        continue
-                    self._reject(model, piece[0], fields, error)
-                    totals["rejected"] += 1
-                applied_entries = int(fields[APPLIED_ENTRIES])
-                applied_events = int(fields[APPLIED_EVENTS])
-                last = fields[LAST_ID]
-        return last
-
-    def _learn_piece(
-        self,
-        model: str,
-        kind: str,
-        piece: list[Entry],
-        fields: dict[str, str],
-        totals: dict[str, int],
-    ) -> None:
-        if kind == "events":
-            parts = [decode_events(entry) for entry in piece]
-            batch = concatenate(parts)
-            # each entry is its own regret round, as its request is in sync mode
-            rounds = [len(part) for part in parts]
-            result = self.engine.learn(model, batch, checkpoint=fields, rounds=rounds)
-            totals["learned"] += result.learned
-            totals["duplicates"] += len(result.duplicate_ids)
-        elif kind == "labels":
-            decoded = [decode_labels(entry) for entry in piece]
-            ids = [event_id for entry_ids, _ in decoded for event_id in entry_ids]
-            labels = np.concatenate([entry_labels for _, entry_labels in decoded])
-            outcome = self.engine.labels(
-                model, ids, labels, checkpoint=fields, rounds=[len(i) for i, _ in decoded]
-            )
-            totals["learned"] += outcome.learned
-            statuses = Counter(status for _, status in outcome.statuses)
-            totals["duplicates"] += statuses["duplicate"]
-            for status, count in statuses.items():
-                self.telemetry.labels.labels(model, status).inc(count)
-                if status != "learned":
-                    totals[f"labels_{status}"] = totals.get(f"labels_{status}", 0) + count
-        else:
-            raise ValueError(f"unknown entry kind {kind!r}")
-        totals["applied"] += len(piece)
-
-    def _reject(self, model: str, entry: Entry, fields: dict[str, str], error: Exception) -> None:
-        """Skip a bad entry: commit only the checkpoint past it, and say why."""
-        detail = getattr(error, "detail", None) or str(error)
-        logger.error(
-            "model %s: entry %s rejected and skipped: %s",
-            model,
-            entry.id,
-            detail,
-            extra={"fields": {"worker": self.name, "model": model, "entry": entry.id}},
-        )
-        self.engine.labels(model, [], np.zeros(0, dtype=np.int64), checkpoint=fields)
-
-    def _account(
-        self, model: str, entries: list[Entry], totals: dict[str, int], elapsed: float
-    ) -> None:
-        telemetry = self.telemetry
-        telemetry.events_learned.labels(model).inc(totals["learned"])
-        telemetry.duplicates.labels(model).inc(totals["duplicates"])
-        for outcome in ("applied", "redelivered", "rejected"):
-            if totals[outcome]:
-                telemetry.entries.labels(model, outcome).inc(totals[outcome])
-        telemetry.batch_duration.observe(elapsed)
-        fields: dict[str, Any] = {
-            "worker": self.name,
-            "model": model,
-            "entries": len(entries),
-            "events": sum(e.n_events for e in entries),
-            **totals,
-            "duration_ms": round(elapsed * 1000.0, 3),
-            "last_id": entries[-1].id,
-        }
-        now = time.monotonic()
-        if now - self._lag_read.get(model, 0.0) >= LAG_INTERVAL:
-            self._lag_read[model] = now
-            lag = self.queue.lag(model)
-            telemetry.set_lag(model, lag)
-            fields["lag_events"] = lag["events"]
-            fields["lag_seconds"] = round(lag["seconds"], 3)
-        logger.info(
-            "model %s: %d entries, %d events learned",
-            model,
-            len(entries),
-            totals["learned"],
-            extra={"fields": fields},
-        )
+        """Apply entries read from ``model``'s stream (see :mod:`service.queue.apply`)."""
+        try:
+            return self.applier.apply(model, entries)
+        except ModelNotFound:
+            self._drop(model)
+            return 0
 
 
 def main(settings: Settings) -> int:

@@ -1,0 +1,212 @@
+"""The binary formats of event batches kept in Redis: one module for both, pickle-free.
+
+Two formats, both persisted (bytes written by an older process must stay readable, so neither
+layout may change); both are built from the same little-endian array primitives
+(:func:`le_bytes`, :func:`read_array`):
+
+**Pending records** (delayed labels: ``aucs:{m}:pending``, one hash field per scored event):
+``<score: f8><nnz: i8>`` then, for a dense row (``nnz == -1``), the ``n_features`` values as
+``f8``; for a sparse row, ``nnz`` indices as ``i8`` then ``nnz`` values as ``f8``.  Scores and
+features are the ones the model saw at ``/score``, unscaled.
+
+**Stream entries** (queue mode: ``aucs:{m}:stream``, one entry per at most
+``AUCSTREAM_QUEUE_ENTRY_EVENTS`` events).  Fields of one entry:
+
+========== ==========================================================================
+``kind``   ``events`` (labelled events) or ``labels`` (delayed labels for scored ids)
+``n``      number of events in the entry (decimal)
+``y``      labels in {-1, +1}: raw little-endian int64 bytes
+``ids``    JSON list, one string or ``null`` per event; absent when no event has an id
+``d``      ``events`` only: n_features (decimal)
+``X``      ``events``, dense models: raw little-endian float64 bytes, row-major ``n x d``
+``indptr`` ``events``, sparse / hashed models (CSR, already hashed): int64 bytes,
+``indices`` with ``indices`` (int64) and ``data`` (float64)
+``data``
+========== ==========================================================================
+
+Decoding raises ValueError on bytes that do not fit their declared counts (a corrupt entry).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+import numpy as np
+import orjson
+
+from core.validation import CSRMatrix
+from service.ingest.batch import Batch
+
+StreamFields = dict[str, bytes]
+
+
+# ---------------------------------------------------------------------------- primitives
+def le_bytes(array: np.ndarray, dtype: str) -> bytes:
+    """``array`` as raw bytes of the little-endian ``dtype`` (``"<i8"``, ``"<f8"``)."""
+    return np.ascontiguousarray(array, dtype=dtype).tobytes()
+
+
+def read_array(raw: bytes, dtype: str, count: int | None = None, *, name: str = "array"):
+    """A writable copy of ``raw`` read as ``dtype``; ValueError if it does not hold ``count``."""
+    array = np.frombuffer(raw, dtype=dtype).copy()
+    if count is not None and len(array) != count:
+        raise ValueError(f"field {name!r} holds {len(array)} values, expected {count}")
+    return array
+
+
+# ---------------------------------------------------------------------------- pending records
+_RECORD_HEADER = struct.Struct("<dq")  # pre-update score, nnz (-1 for a dense row)
+
+
+def encode_pending(X: np.ndarray | CSRMatrix, scores: np.ndarray) -> list[bytes]:
+    """One record per event: its score and its (unscaled) features."""
+    records = []
+    if isinstance(X, CSRMatrix):
+        for row in range(X.shape[0]):
+            start, stop = int(X.indptr[row]), int(X.indptr[row + 1])
+            records.append(
+                _RECORD_HEADER.pack(float(scores[row]), stop - start)
+                + le_bytes(X.indices[start:stop], "<i8")
+                + le_bytes(X.data[start:stop], "<f8")
+            )
+    else:
+        rows = np.ascontiguousarray(X, dtype="<f8")
+        for row in range(rows.shape[0]):
+            records.append(_RECORD_HEADER.pack(float(scores[row]), -1) + rows[row].tobytes())
+    return records
+
+
+def decode_pending(
+    records: Sequence[bytes], n_features: int, dense: bool
+) -> tuple[np.ndarray | CSRMatrix, np.ndarray]:
+    """Records -> (features in the model's layout, recorded scores)."""
+    scores = np.empty(len(records))
+    dense_rows = []
+    indptr = [0]
+    indices: list[np.ndarray] = []
+    values: list[np.ndarray] = []
+    size = _RECORD_HEADER.size
+    for position, record in enumerate(records):
+        score, nnz = _RECORD_HEADER.unpack_from(record)
+        scores[position] = score
+        if nnz < 0:
+            dense_rows.append(np.frombuffer(record, dtype="<f8", offset=size))
+        else:
+            indices.append(np.frombuffer(record, dtype="<i8", count=nnz, offset=size))
+            values.append(np.frombuffer(record, dtype="<f8", count=nnz, offset=size + 8 * nnz))
+            indptr.append(indptr[-1] + nnz)
+    if dense:
+        return np.array(dense_rows, dtype=np.float64).reshape(-1, n_features), scores
+    return (
+        CSRMatrix(
+            np.asarray(indptr, dtype=np.int64),
+            np.concatenate(indices).astype(np.int64) if indices else np.zeros(0, np.int64),
+            np.concatenate(values).astype(np.float64) if values else np.zeros(0),
+            n_features,
+        ),
+        scores,
+    )
+
+
+# ---------------------------------------------------------------------------- stream entries
+def _parts(n_events: int, entry_events: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` of the entries a batch of ``n_events`` is split into (one at least)."""
+    return [
+        (start, min(start + entry_events, n_events))
+        for start in range(0, max(n_events, 1), entry_events)
+    ]
+
+
+def encode_events(batch: Batch, entry_events: int) -> list[tuple[int, StreamFields]]:
+    """A validated labelled batch -> ``[(n_events, stream fields)]``, one per entry."""
+    assert batch.y is not None
+    entries = []
+    for start, stop in _parts(len(batch), entry_events):
+        rows = np.arange(start, stop, dtype=np.int64)
+        part = batch if len(rows) == len(batch) else batch.take(rows)
+        assert part.y is not None
+        fields: StreamFields = {
+            "kind": b"events",
+            "n": str(len(part)).encode(),
+            "d": str(int(part.X.shape[1])).encode(),
+            "y": le_bytes(part.y, "<i8"),
+        }
+        if isinstance(part.X, CSRMatrix):
+            fields["indptr"] = le_bytes(part.X.indptr, "<i8")
+            fields["indices"] = le_bytes(part.X.indices, "<i8")
+            fields["data"] = le_bytes(part.X.data, "<f8")
+        else:
+            fields["X"] = le_bytes(part.X, "<f8")
+        if part.ids is not None:
+            fields["ids"] = orjson.dumps(part.ids)
+        entries.append((len(part), fields))
+    return entries
+
+
+def encode_labels(
+    ids: Sequence[str], labels: np.ndarray, entry_events: int
+) -> list[tuple[int, StreamFields]]:
+    """Delayed labels -> ``[(n_labels, stream fields)]``, one per entry."""
+    entries = []
+    for start, stop in _parts(len(ids), entry_events):
+        part = list(ids[start:stop])
+        fields = {
+            "kind": b"labels",
+            "n": str(len(part)).encode(),
+            "y": le_bytes(labels[start:stop], "<i8"),
+            "ids": orjson.dumps(part),
+        }
+        entries.append((len(part), fields))
+    return entries
+
+
+def _field(fields: dict[bytes, bytes], name: str, dtype: str, count: int) -> np.ndarray:
+    return read_array(fields[name.encode()], dtype, count, name=name)
+
+
+def _ids(fields: dict[bytes, bytes], n_events: int) -> list[str | None] | None:
+    raw = fields.get(b"ids")
+    if raw is None:
+        return None
+    ids = orjson.loads(raw)
+    if type(ids) is not list or len(ids) != n_events:
+        raise ValueError(f"field 'ids' is not a list of {n_events} ids")
+    return [None if value is None else str(value) for value in ids]
+
+
+def decode_events(fields: dict[bytes, bytes]) -> Batch:
+    """An ``events`` entry's fields -> the batch the API validated (ValueError if corrupt)."""
+    n_events = int(fields[b"n"])
+    n_features = int(fields[b"d"])
+    y = _field(fields, "y", "<i8", n_events)
+    X: np.ndarray | CSRMatrix
+    if b"X" in fields:
+        X = _field(fields, "X", "<f8", n_events * n_features).reshape(n_events, n_features)
+    else:
+        indptr = _field(fields, "indptr", "<i8", n_events + 1)
+        indices = _field(fields, "indices", "<i8", int(indptr[-1]))
+        data = _field(fields, "data", "<f8", int(indptr[-1]))
+        X = CSRMatrix(indptr, indices, data, n_features)
+    return Batch(X, y, _ids(fields, n_events))
+
+
+def decode_labels(fields: dict[bytes, bytes]) -> tuple[list[str], np.ndarray]:
+    """A ``labels`` entry's fields -> ``(ids, labels in {-1, +1})`` (ValueError if corrupt)."""
+    n_events = int(fields[b"n"])
+    ids = _ids(fields, n_events)
+    if ids is None or any(event_id is None for event_id in ids):
+        raise ValueError("a labels entry needs an id per label")
+    return [str(event_id) for event_id in ids], _field(fields, "y", "<i8", n_events)
+
+
+__all__ = [
+    "decode_events",
+    "decode_labels",
+    "decode_pending",
+    "encode_events",
+    "encode_labels",
+    "encode_pending",
+    "le_bytes",
+    "read_array",
+]

@@ -1,0 +1,210 @@
+"""The learning path of the service, shared by the HTTP routes and the queue workers.
+
+Nothing here touches HTTP: a route or a worker calls :class:`Engine` with a parsed batch.  The
+engine is a thin facade over four parts, one module each:
+
+========================= ====================================================================
+:mod:`.repository`        the per-process LRU cache of models, per-model locks, and the
+                          load / commit / retry-on-stale-version cycle of every write
+:mod:`.model`             a model as held in memory (:class:`Loaded`), the prefixes naming its
+                          committed arrays, building a learner from a creation request
+:mod:`.learning`          labelled batches: duplicate ids, rounds, the regret window, counters
+:mod:`.delayed`           ``/score`` keeping features for later labels, the labels, the sweep
+:mod:`.reporting`         metrics, ROC, throughput, regret (cached and throttled)
+========================= ====================================================================
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+import numpy as np
+
+from service.engine.delayed import DelayedLabels, LabelResult
+from service.engine.learning import Learning, LearnResult
+from service.engine.model import (
+    LEARNER_PREFIX,
+    REGRET_PREFIX,
+    STATS_PREFIX,
+    WINDOW_PREFIX,
+    Loaded,
+    build_learner,
+    fresh,
+    from_arrays,
+    initial_stats,
+    split_arrays,
+)
+from service.engine.reporting import REGRET_C, REGRET_TOL, Reporting
+from service.engine.repository import MAX_CACHED_MODELS, ModelRepository
+from service.errors import InvalidInput
+from service.ingest import FeatureSpec
+from service.schemas import ModelConfig, ModelCreate, ModelInfo
+from service.stores.base import Store
+
+
+class Engine:
+    """Sync learning, scoring and delayed labels over a :class:`~service.stores.base.Store`.
+
+    Thread-safe.  ``clock`` is injectable (and assignable) so tests can expire ids without
+    sleeping; ``regret_throttle``: see :mod:`service.engine.reporting`.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        event_id_ttl_seconds: float = 86_400.0,
+        label_ttl_seconds: float = 86_400.0,
+        max_write_retries: int = 50,
+        clock: Callable[[], float] = time.time,
+        regret_throttle: float = 10.0,
+        max_cached_models: int = MAX_CACHED_MODELS,
+    ) -> None:
+        self.repository = ModelRepository(
+            store,
+            clock=clock,
+            max_write_retries=max_write_retries,
+            max_models=max_cached_models,
+            event_id_ttl_seconds=event_id_ttl_seconds,
+        )
+        self.learning = Learning(self.repository)
+        self.delayed = DelayedLabels(self.repository, label_ttl_seconds=label_ttl_seconds)
+        self.reporting = Reporting(self.repository, throttle=regret_throttle)
+        # the operations, as the routes and workers call them
+        self.learn = self.learning.learn
+        self.score = self.delayed.score
+        self.labels = self.delayed.labels
+        self.sweep = self.delayed.sweep
+        self.sweep_all = self.delayed.sweep_all
+        self.metrics = self.reporting.metrics
+        self.regret_pending = self.reporting.regret_pending
+        self.roc = self.reporting.roc
+        self.model = self.repository.read
+        self.delete_model = self.repository.delete
+
+    # ------------------------------------------------------------------ shared settings
+    @property
+    def store(self) -> Store:
+        return self.repository.store
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self.repository.clock
+
+    @clock.setter
+    def clock(self, clock: Callable[[], float]) -> None:
+        self.repository.clock = clock
+
+    @property
+    def regret_throttle(self) -> float:
+        return self.reporting.throttle
+
+    @regret_throttle.setter
+    def regret_throttle(self, throttle: float) -> None:
+        self.reporting.throttle = throttle
+
+    @property
+    def writes_retried(self) -> int:
+        return self.repository.writes_retried
+
+    # ------------------------------------------------------------------ models
+    def create_model(self, request: ModelCreate, *, replace: bool = False) -> ModelInfo:
+        learner = build_learner(request)
+        params = learner.get_params()
+        config = ModelConfig(
+            **{
+                **request.model_dump(),
+                "params": {k: v for k, v in params.items() if k != "scaling"},
+                "scaling": params["scaling"],
+            },
+            incarnation=uuid.uuid4().hex,
+            created_at=self.clock(),
+        )
+        return self._create(fresh(config, learner), replace=replace)
+
+    def restore_model(
+        self, config: ModelConfig, arrays: dict[str, np.ndarray], *, replace: bool
+    ) -> ModelInfo:
+        """Create ``config.id`` from exported arrays (snapshot import); checks the layout."""
+        config = config.model_copy(update={"incarnation": uuid.uuid4().hex})
+        try:
+            loaded = from_arrays(config, config.incarnation, 1, arrays)
+        except (ValueError, KeyError, TypeError) as error:
+            raise InvalidInput(f"snapshot state does not fit its manifest: {error}") from None
+        template = initial_stats()
+        for name, value in split_arrays(arrays)[2].items():
+            if name not in template or template[name].shape != value.shape:
+                raise InvalidInput(f"snapshot has an unexpected counter {name!r}")
+            loaded.stats[name] = np.array(value, dtype=template[name].dtype)
+        return self._create(loaded, replace=replace)
+
+    def _create(self, loaded: Loaded, *, replace: bool) -> ModelInfo:
+        version = self.repository.create(loaded, replace=replace)
+        return ModelInfo(config=loaded.config, version=version, counts=loaded.counts())
+
+    def reset_model(self, model_id: str) -> ModelInfo:
+        """Forget everything learned (state, window, counters, ids); keep the configuration."""
+        config = self.model(model_id).config
+        request = ModelCreate(**config.model_dump(include=set(ModelCreate.model_fields)))
+        return self.create_model(request, replace=True)
+
+    def list_models(self) -> list[str]:
+        return self.store.list_models()
+
+    def checkpoint(self, model_id: str) -> dict[str, str]:
+        """The checkpoint fields committed with the current state (see :meth:`learn`)."""
+        meta = dict(self.model(model_id).meta)
+        meta.pop("incarnation", None)
+        return meta
+
+    def weights(self, model_id: str) -> tuple[int, np.ndarray]:
+        """``(version, a copy of the served weight vector)``."""
+        with self.repository.lock(model_id):
+            loaded = self.repository.load(model_id)
+            return loaded.version, np.array(loaded.learner.coef_, dtype=np.float64)  # type: ignore[attr-defined]
+
+    def state_arrays(self, model_id: str) -> tuple[ModelConfig, int, dict[str, np.ndarray]]:
+        """``(config, version, copies of every committed array)`` (snapshot export)."""
+        with self.repository.lock(model_id):
+            loaded = self.repository.load(model_id)
+            arrays = {name: value.copy() for name, value in loaded.arrays().items()}
+            return loaded.config, loaded.version, arrays
+
+    def info(self, model_id: str) -> ModelInfo:
+        with self.repository.lock(model_id):
+            loaded = self.repository.load(model_id)
+            return ModelInfo(config=loaded.config, version=loaded.version, counts=loaded.counts())
+
+    # ------------------------------------------------------------------ this process's cache
+    def cached_spec(self, model_id: str) -> FeatureSpec | None:
+        """The feature layout from this process's cache, or None (never blocks)."""
+        cached = self.repository.cached(model_id)
+        return None if cached is None else cached.spec
+
+    def cached_incarnation(self, model_id: str) -> str | None:
+        """The model's incarnation in this process's cache, or None (never blocks); queue mode
+        appends a batch only to the incarnation it was parsed for."""
+        cached = self.repository.cached(model_id)
+        return None if cached is None else cached.incarnation
+
+    def spec(self, model_id: str) -> FeatureSpec:
+        """The feature layout to parse a body with; from the cache without a store round trip
+        (the layout only changes with the incarnation, which :meth:`learn` checks)."""
+        cached = self.cached_spec(model_id)
+        return cached if cached is not None else self.model(model_id).spec
+
+
+__all__ = [
+    "LEARNER_PREFIX",
+    "REGRET_C",
+    "REGRET_PREFIX",
+    "REGRET_TOL",
+    "STATS_PREFIX",
+    "WINDOW_PREFIX",
+    "Engine",
+    "LabelResult",
+    "LearnResult",
+    "Loaded",
+]

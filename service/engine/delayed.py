@@ -1,0 +1,195 @@
+"""Delayed labels: ``/score`` keeps an event's features and score (a pending record, see
+:mod:`service.codec`); its label, when it comes, is learned with the score given then; the
+sweep handles events whose label never came.
+
+Per label id the outcome is ``learned``; ``duplicate`` (already learned, or repeated in the
+request); ``expired`` (its features were dropped after the TTL, or it is past its deadline);
+``unknown`` (never scored with this id, or forgotten).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from service.codec import decode_pending, encode_pending
+from service.engine.learning import check_batch_fits, learn_events, round_bounds, round_ids_of
+from service.engine.model import Loaded
+from service.engine.repository import ModelRepository
+from service.errors import InvalidInput, ModelNotFound
+from service.ingest import Batch
+
+
+@dataclass
+class LabelResult:
+    version: int
+    learned: int
+    statuses: list[tuple[str, str]]
+
+
+def label_statuses(
+    ids: Sequence[str],
+    records: dict[str, tuple[bytes, float]],
+    seen: np.ndarray,
+    expired: np.ndarray,
+    now: float,
+) -> list[tuple[str, str]]:
+    """The outcome of each label id (module docstring), in request order."""
+    statuses: list[tuple[str, str]] = []
+    taken: set[str] = set()
+    for position, event_id in enumerate(ids):
+        record = records.get(event_id)
+        if event_id in taken:
+            status = "duplicate"
+        elif expired[position] or (record is not None and record[1] <= now and not seen[position]):
+            status = "expired"  # checked first: a default label may have been learned
+        elif seen[position]:
+            status = "duplicate"
+        elif record is None:
+            status = "unknown"
+        else:
+            status = "learned"
+        taken.add(event_id)
+        statuses.append((event_id, status))
+    return statuses
+
+
+def _decode(loaded: Loaded, records: list[bytes]):
+    config = loaded.config
+    return decode_pending(records, config.n_features, config.feature_mode == "dense")
+
+
+class DelayedLabels:
+    """Scores kept for later labels, the labels, and the label-timeout sweep."""
+
+    def __init__(self, repository: ModelRepository, *, label_ttl_seconds: float) -> None:
+        self.repository = repository
+        self.label_ttl_seconds = label_ttl_seconds
+
+    def score(
+        self, model_id: str, batch: Batch, *, keep: bool = True
+    ) -> tuple[int, np.ndarray, int]:
+        """Scores of the served model; with ids (and ``keep``) the features and scores are kept
+        so that a later label is learned and measured with the score given now.
+
+        Returns ``(version, scores, kept)``.
+        """
+        repository = self.repository
+        with repository.lock(model_id):
+            loaded = repository.load(model_id)
+            check_batch_fits(loaded, batch)
+            try:
+                scores = loaded.learner.decision_function(batch.X)
+            except ValueError as error:
+                raise InvalidInput(str(error)) from None
+            version = loaded.version
+            ttl = loaded.config.label_ttl_seconds or self.label_ttl_seconds
+        kept = 0
+        if keep and batch.ids is not None:
+            rows = [position for position, i in enumerate(batch.ids) if i is not None]
+            if rows:
+                index = np.asarray(rows, dtype=np.int64)
+                subset = batch.take(index)
+                records = encode_pending(subset.X, scores[index])
+                ids = [str(i) for i in subset.ids or []]
+                repository.store.put_pending(
+                    model_id, dict(zip(ids, records, strict=True)), repository.clock() + ttl
+                )
+                kept = len(set(ids))
+        return version, scores, kept
+
+    def labels(
+        self,
+        model_id: str,
+        ids: list[str],
+        labels: np.ndarray,
+        *,
+        checkpoint: dict[str, str] | None = None,
+        rounds: Sequence[int] | None = None,
+    ) -> LabelResult:
+        """Join delayed labels to kept features; learn them with the scores recorded at scoring.
+        ``checkpoint`` and ``rounds`` (sizes of merged label requests) as in
+        :meth:`service.engine.learning.Learning.learn`."""
+        round_ids = round_ids_of(rounds, len(ids))
+        self.sweep(model_id)
+        return self.repository.write(
+            model_id, self._labels_once, ids, labels, round_ids, checkpoint or {}
+        )
+
+    def _labels_once(
+        self,
+        model_id: str,
+        loaded: Loaded,
+        ids: list[str],
+        labels: np.ndarray,
+        round_ids: np.ndarray | None,
+        checkpoint: dict[str, str],
+    ) -> LabelResult:
+        """One attempt of :meth:`labels` on the loaded model (run again on a stale version)."""
+        store, now = self.repository.store, self.repository.clock()
+        records = store.get_pending(model_id, ids)
+        statuses = label_statuses(
+            ids, records, store.seen(model_id, ids, now), store.expired(model_id, ids, now), now
+        )
+        chosen = [p for p, (_, status) in enumerate(statuses) if status == "learned"]
+        if not chosen:
+            version = loaded.version
+            if checkpoint:
+                version = self.repository.commit(model_id, loaded, meta=checkpoint)
+            return LabelResult(version, 0, statuses)
+        chosen_ids = [ids[p] for p in chosen]
+        X, scores = _decode(loaded, [records[i][0] for i in chosen_ids])
+        positions = np.asarray(chosen, dtype=np.int64)
+        y = labels[positions]
+        chosen_rounds = None if round_ids is None else round_ids[positions]
+        bounds = round_bounds(chosen_rounds, len(y))
+        learn_events(loaded, X, y, recorded=scores, bounds=bounds, now=now)
+        loaded.stats["labels_joined"][0] += len(chosen)
+        version = self.repository.commit(
+            model_id, loaded, learned_ids=chosen_ids, remove_pending=chosen_ids, meta=checkpoint
+        )
+        return LabelResult(version, len(chosen), statuses)
+
+    def sweep(self, model_id: str, limit: int = 10_000) -> int:
+        """Handle scored events whose label never came before their deadline: learn them with
+        the model's ``default_label`` (with the score recorded at scoring time), or forget
+        them; either way their ids are remembered as ``expired``.  Returns how many."""
+        store = self.repository.store
+        due = list(dict.fromkeys(store.due_pending(model_id, self.repository.clock(), limit)))
+        if not due:
+            return 0
+        return self.repository.write(model_id, self._sweep_once, due)
+
+    def _sweep_once(self, model_id: str, loaded: Loaded, due: list[str]) -> int:
+        """One attempt of :meth:`sweep` on the loaded model (run again on a stale version)."""
+        store, now = self.repository.store, self.repository.clock()
+        records = store.get_pending(model_id, due)
+        ready = [i for i in due if i in records and records[i][1] <= now]
+        if not ready:
+            return 0
+        default = loaded.config.default_label
+        learned: list[str] = []
+        if default is not None:
+            seen = store.seen(model_id, ready, now)
+            learned = [i for i, known in zip(ready, seen, strict=True) if not known]
+        if learned:
+            X, scores = _decode(loaded, [records[i][0] for i in learned])
+            y = np.full(len(learned), 1 if default == 1 else -1, dtype=np.int64)
+            learn_events(loaded, X, y, recorded=scores, bounds=[(0, len(y))], now=now)
+            loaded.stats["labels_defaulted"][0] += len(learned)
+        loaded.stats["labels_expired"][0] += len(ready)
+        self.repository.commit(
+            model_id, loaded, learned_ids=learned, remove_pending=ready, expired_ids=ready
+        )
+        return len(ready)
+
+    def sweep_all(self) -> int:
+        total = 0
+        for model_id in self.repository.store.list_models():
+            try:
+                total += self.sweep(model_id)
+            except ModelNotFound:
+                continue
+        return total

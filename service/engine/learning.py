@@ -1,0 +1,247 @@
+"""Learning a labelled batch: duplicate ids skipped, one learner call per round, the regret
+window fed, the metrics window and counters updated, everything committed at once.
+
+One batch goes through :meth:`Learning.learn` (the model's repository retries it on a stale
+version, see :mod:`service.engine.repository`):
+
+1. drop events whose id was already learned, or repeated in the batch (idempotent ingest);
+2. **one learner call** per round (``prequential_step``): each event's pre-update score while
+   the batch is learned in order;
+3. append the ``(score, label)`` pairs to the metrics window and update the counters;
+4. **commit** the learner state, window and counters with the learned ids and any checkpoint
+   fields.
+
+A *round* is what one request carried: a queue worker merges several requests into one call
+(``rounds`` gives their sizes) and, with regret tracking on, each is learned by its own learner
+call and is its own regret round, exactly as in sync mode.  The learner state does not depend
+on the split: a batch is learned in order, as if event by event.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.validation import CSRMatrix
+from service.engine.model import RATE_TIME_CONSTANT, Loaded
+from service.engine.repository import ModelRepository
+from service.errors import InvalidInput, ModelChanged
+from service.ingest import Batch
+
+
+@dataclass
+class LearnResult:
+    version: int
+    received: int
+    learned: int
+    duplicate_ids: list[str]
+    #: pre-update score per received event (NaN for a skipped duplicate), when asked for
+    scores: np.ndarray | None
+
+
+# ---------------------------------------------------------------------------- rounds
+def round_bounds(round_ids: np.ndarray | None, n_events: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` of the runs of equal ``round_ids`` (one run when None)."""
+    if round_ids is None or n_events == 0:
+        return [(0, n_events)]
+    edges = [0, *(np.flatnonzero(np.diff(round_ids)) + 1).tolist(), n_events]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def round_ids_of(rounds: Sequence[int] | None, n_received: int) -> np.ndarray | None:
+    """Round number of each received event, from the sizes of the requests (queue entries)
+    a worker merged into one call; None when the call is one round."""
+    if rounds is None or len(rounds) <= 1:
+        return None
+    if sum(rounds) != n_received or min(rounds) < 0:
+        raise ValueError(f"rounds {list(rounds)} do not add up to the {n_received} events")
+    return np.repeat(np.arange(len(rounds)), rounds)
+
+
+def _rows(X: np.ndarray | CSRMatrix, start: int, stop: int) -> np.ndarray | CSRMatrix:
+    if isinstance(X, CSRMatrix):
+        return X.take_rows(np.arange(start, stop, dtype=np.int64))
+    return X[start:stop]
+
+
+# ---------------------------------------------------------------------------- one model
+def learn_round(
+    loaded: Loaded, X: np.ndarray | CSRMatrix, y: np.ndarray, recorded: np.ndarray | None
+) -> np.ndarray:
+    """Learn one round with one learner call and record it in the regret window (when on):
+    the rows as the learner saw them (the kernel's own scaled batch, densified: the same bits
+    as ``core.regret.learner_inputs`` before the call, without scaling twice) and the weights
+    served before the call.  Returns the prequential scores, or ``recorded``."""
+    learner = loaded.learner
+    if loaded.regret is None:
+        return _learn_call(loaded, X, y, recorded)
+    served = np.array(learner.coef_, dtype=np.float64)  # type: ignore[attr-defined]
+    with learner.recording_inputs() as inputs:
+        scores = _learn_call(loaded, X, y, recorded)
+    rows = inputs[0].toarray() if isinstance(inputs[0], CSRMatrix) else inputs[0]
+    loaded.regret.update(rows, y, scores, served)  # copies the rows into its ring
+    return scores
+
+
+def _learn_call(
+    loaded: Loaded, X: np.ndarray | CSRMatrix, y: np.ndarray, recorded: np.ndarray | None
+) -> np.ndarray:
+    if recorded is not None:
+        loaded.learner.partial_fit(X, y)
+        return recorded
+    scores = loaded.learner.prequential_step(X, y)
+    if not np.isfinite(scores).all():  # nothing is committed: the cache is dropped
+        raise InvalidInput(
+            "the model produced non-finite scores on this batch (diverged?); "
+            "nothing was learned: lower the step size or use scaling"
+        )
+    return scores
+
+
+def learn_events(
+    loaded: Loaded,
+    X: np.ndarray | CSRMatrix,
+    y: np.ndarray,
+    *,
+    recorded: np.ndarray | None,
+    bounds: list[tuple[int, int]],
+    now: float,
+) -> np.ndarray:
+    """Learn ``(X, y)`` in order, one learner call per ``(start, stop)`` round, then add the
+    events to the metrics window and the counters.  Returns the scores the metrics use: the
+    prequential ones, or ``recorded`` (delayed labels: the scores given at scoring time)."""
+    parts = []
+    for start, stop in bounds:
+        rows = X if (start, stop) == (0, X.shape[0]) else _rows(X, start, stop)
+        part = None if recorded is None else recorded[start:stop]
+        parts.append(learn_round(loaded, rows, y[start:stop], part))
+    scores = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    loaded.window.update(scores, y)
+    _count(loaded, y, now)
+    return scores
+
+
+def _count(loaded: Loaded, labels: np.ndarray, now: float) -> None:
+    stats = loaded.stats
+    n_events = len(labels)
+    n_positive = int(np.count_nonzero(labels > 0))
+    stats["events_learned"][0] += n_events
+    stats["positives"][0] += n_positive
+    stats["negatives"][0] += n_events - n_positive
+    times, rate = stats["times"], stats["rate"]
+    if times[0] == 0.0:
+        times[0] = now
+    elapsed = max(now - times[1], 0.0) if times[1] else 0.0
+    rate[0] = rate[0] * math.exp(-elapsed / RATE_TIME_CONSTANT) + n_events
+    times[1] = now
+
+
+def check_batch_fits(loaded: Loaded, batch: Batch) -> None:
+    """The batch was parsed against a cached configuration; the model may have been re-created
+    with another one since (by this or another process)."""
+    dense = loaded.config.feature_mode == "dense"
+    if int(batch.X.shape[1]) != loaded.config.n_features or dense != isinstance(
+        batch.X, np.ndarray
+    ):
+        raise ModelChanged(
+            f"model {loaded.config.id!r} was re-created with another feature layout while "
+            "the request was parsed; resend it"
+        )
+
+
+# ---------------------------------------------------------------------------- the service
+class Learning:
+    """Labelled batches into models of a :class:`ModelRepository`."""
+
+    def __init__(self, repository: ModelRepository) -> None:
+        self.repository = repository
+
+    def learn(
+        self,
+        model_id: str,
+        batch: Batch,
+        *,
+        want_scores: bool = False,
+        checkpoint: dict[str, str] | None = None,
+        rounds: Sequence[int] | None = None,
+    ) -> LearnResult:
+        """Learn a validated labelled batch (skipping known ids); see the module docstring.
+
+        ``checkpoint`` fields are committed atomically with the state (a queue worker's last
+        applied stream id); ``rounds``: sizes of the requests a queue worker merged.
+        """
+        round_ids = round_ids_of(rounds, len(batch))
+        if batch.y is None:
+            raise InvalidInput("events need labels 'y' to be learned", field="y")
+        return self.repository.write(
+            model_id, self._learn_once, batch, round_ids, want_scores, checkpoint or {}
+        )
+
+    def _learn_once(
+        self,
+        model_id: str,
+        loaded: Loaded,
+        batch: Batch,
+        round_ids: np.ndarray | None,
+        want_scores: bool,
+        checkpoint: dict[str, str],
+    ) -> LearnResult:
+        """One attempt of :meth:`learn` on the loaded model (run again on a stale version)."""
+        check_batch_fits(loaded, batch)
+        skip = self.duplicates(model_id, batch.ids)
+        keep = None if skip is None or not skip.any() else np.flatnonzero(~skip)
+        todo = batch if keep is None else batch.take(keep)
+        duplicate_ids = [] if skip is None else [str(batch.ids[i]) for i in np.flatnonzero(skip)]  # type: ignore[index]
+        now = self.repository.clock()
+        scores = None
+        if len(todo):
+            assert todo.y is not None
+            kept_rounds = None
+            if round_ids is not None and loaded.regret is not None:
+                kept_rounds = round_ids if skip is None else round_ids[~skip]
+            try:
+                scores = learn_events(
+                    loaded,
+                    todo.X,
+                    todo.y,
+                    recorded=None,
+                    bounds=round_bounds(kept_rounds, len(todo)),
+                    now=now,
+                )
+            except ValueError as error:
+                raise InvalidInput(str(error)) from None
+        loaded.stats["duplicates"][0] += len(duplicate_ids)
+        version = loaded.version
+        if len(todo) or duplicate_ids or checkpoint:
+            version = self.repository.commit(
+                model_id,
+                loaded,
+                learned_ids=[] if todo.ids is None else [i for i in todo.ids if i is not None],
+                meta=checkpoint,
+            )
+        all_scores = None
+        if want_scores:
+            all_scores = np.full(len(batch), np.nan)
+            if scores is not None:
+                all_scores[np.flatnonzero(~skip) if skip is not None else slice(None)] = scores
+        return LearnResult(version, len(batch), len(todo), duplicate_ids, all_scores)
+
+    def duplicates(self, model_id: str, ids: list[str | None] | None) -> np.ndarray | None:
+        """Mask of events to skip: ids already learned, or repeated inside the batch."""
+        if ids is None:
+            return None
+        present = [i for i in ids if i is not None]
+        seen = self.repository.store.seen(model_id, present, self.repository.clock())
+        known = dict(zip(present, seen, strict=True))
+        mask = np.zeros(len(ids), dtype=bool)
+        first: set[str] = set()
+        for position, event_id in enumerate(ids):
+            if event_id is None:
+                continue
+            if known[event_id] or event_id in first:
+                mask[position] = True
+            first.add(event_id)
+        return mask

@@ -1,0 +1,209 @@
+"""A model as this process holds it (:class:`Loaded`), and how it is built and stored.
+
+The committed arrays of a model are named by prefix: ``learner:*`` (the learner's state),
+``window:*`` (the metrics window), ``stats:*`` (counters and throughput) and ``regret:*`` (the
+regret window, when on).  Those names are the snapshot format and the Redis hash fields: they
+never change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.learners import available_learners, learner_class, make_learner
+from core.learners._base import OnlineLearner
+from core.metrics import PrequentialWindow
+from core.regret import RegretWindow
+from service.errors import InvalidInput
+from service.ingest import FeatureSpec
+from service.schemas import Counts, ModelConfig, ModelCreate, resolve_scaling
+from service.stores.base import StoredState
+
+LEARNER_PREFIX = "learner:"
+WINDOW_PREFIX = "window:"
+STATS_PREFIX = "stats:"
+REGRET_PREFIX = "regret:"
+#: [CHOICE] the hindsight comparator: svm_pauc with this C and tolerance on the regret window
+#: (``core.regret`` module docstring: the best fixed model over the ball of its own radius)
+REGRET_C = 10.0
+REGRET_TOL = 1e-3
+COUNT_NAMES = (
+    "events_learned",
+    "positives",
+    "negatives",
+    "duplicates",
+    "labels_joined",
+    "labels_defaulted",
+    "labels_expired",
+)
+#: time constant of the exponentially weighted throughput, seconds
+RATE_TIME_CONSTANT = 10.0
+
+
+def initial_stats() -> dict[str, np.ndarray]:
+    stats = {name: np.zeros(1, dtype=np.int64) for name in COUNT_NAMES}
+    # first_learned_at, last_learned_at (unix s) and the decayed event count behind the rate
+    stats["times"] = np.zeros(2, dtype=np.float64)
+    stats["rate"] = np.zeros(1, dtype=np.float64)
+    return stats
+
+
+@dataclass
+class Loaded:
+    """A model as cached in this process."""
+
+    config: ModelConfig
+    incarnation: str
+    version: int
+    learner: OnlineLearner
+    window: PrequentialWindow
+    stats: dict[str, np.ndarray]
+    #: checkpoint fields committed with the state (e.g. a queue worker's last stream id)
+    meta: dict[str, str] = field(default_factory=dict)
+    #: the regret window (None when ``config.regret_window`` is 0)
+    regret: RegretWindow | None = None
+
+    @property
+    def spec(self) -> FeatureSpec:
+        return FeatureSpec(
+            self.config.n_features,
+            self.config.feature_mode,
+            accept_sparse=type(self.learner).supports_sparse,
+        )
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every array that is committed: learner state, window state, counters."""
+        arrays = {LEARNER_PREFIX + k: v for k, v in self.learner.state_.items()}
+        arrays.update({WINDOW_PREFIX + k: v for k, v in self.window.get_state().items()})
+        arrays.update({STATS_PREFIX + k: v for k, v in self.stats.items()})
+        if self.regret is not None:  # views: every caller copies or encodes them at once
+            arrays.update(
+                {REGRET_PREFIX + k: v for k, v in self.regret.get_state(copy=False).items()}
+            )
+        return arrays
+
+    def counts(self) -> Counts:
+        return Counts(**{name: int(self.stats[name][0]) for name in COUNT_NAMES})
+
+
+def split_arrays(arrays: dict[str, np.ndarray]) -> tuple[dict, dict, dict]:
+    """``(learner, window, stats)`` states; see :func:`regret_arrays` for the regret window."""
+    learner: dict[str, np.ndarray] = {}
+    window: dict[str, np.ndarray] = {}
+    stats: dict[str, np.ndarray] = {}
+    for name, value in arrays.items():
+        if name.startswith(LEARNER_PREFIX):
+            learner[name[len(LEARNER_PREFIX) :]] = value
+        elif name.startswith(WINDOW_PREFIX):
+            window[name[len(WINDOW_PREFIX) :]] = value
+        elif name.startswith(STATS_PREFIX):
+            stats[name[len(STATS_PREFIX) :]] = value
+    return learner, window, stats
+
+
+def regret_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {
+        name[len(REGRET_PREFIX) :]: value
+        for name, value in arrays.items()
+        if name.startswith(REGRET_PREFIX)
+    }
+
+
+def build_regret(config: ModelConfig, arrays: dict[str, np.ndarray]) -> RegretWindow | None:
+    """The model's regret window: restored from ``regret:*`` arrays, or empty when there are none
+    (a model stored before regret tracking existed); None when ``regret_window`` is 0.  Raises
+    ValueError when stored arrays do not fit the configuration."""
+    capacity = int(config.regret_window or 0)
+    if capacity == 0:
+        return None
+    state = regret_arrays(arrays)
+    if not state:
+        return RegretWindow(capacity, config.n_features)
+    window = RegretWindow.from_state(state)
+    if (window.capacity, window.n_features) != (capacity, config.n_features):
+        raise ValueError(
+            f"regret window of {window.capacity} events x {window.n_features} features does not "
+            f"match regret_window {capacity} and n_features {config.n_features}"
+        )
+    return window
+
+
+def from_arrays(
+    config: ModelConfig, incarnation: str, version: int, arrays: dict[str, np.ndarray]
+) -> Loaded:
+    """A model from its committed arrays (ValueError, KeyError or TypeError when they do not
+    fit ``config``); counters absent from ``arrays`` (an older model) start at 0."""
+    learner_state, window_state, stats = split_arrays(arrays)
+    learner = learner_class(config.learner).from_state(
+        {**config.params, "scaling": config.scaling}, learner_state
+    )
+    window = PrequentialWindow.from_state(window_state)
+    full_stats = initial_stats()
+    full_stats.update(stats)
+    return Loaded(
+        config,
+        incarnation,
+        version,
+        learner,
+        window,
+        full_stats,
+        regret=build_regret(config, arrays),
+    )
+
+
+def from_store(stored: StoredState) -> Loaded:
+    """A model as the store sent it (with its arrays)."""
+    assert stored.arrays is not None and stored.config is not None
+    config = ModelConfig.model_validate(stored.config)
+    loaded = from_arrays(config, stored.incarnation, stored.version, stored.arrays)
+    loaded.meta = stored.meta
+    return loaded
+
+
+def fresh(config: ModelConfig, learner: OnlineLearner) -> Loaded:
+    """A model that has learned nothing (version 1 once created)."""
+    window = PrequentialWindow(config.window, config.reservoir)
+    regret = build_regret(config, {})
+    return Loaded(config, config.incarnation, 1, learner, window, initial_stats(), regret=regret)
+
+
+def _learner_field(error: Exception) -> str:
+    """The request field a learner error is about: ``core`` raises
+    :class:`core.errors.InvalidParameter` with the parameter's name when it knows it."""
+    param = getattr(error, "param", None)
+    return "params" if param is None else f"params.{param}"
+
+
+def _online_learners() -> list[str]:
+    return [n for n in available_learners() if getattr(learner_class(n), "online", True)]
+
+
+def build_learner(request: ModelCreate) -> OnlineLearner:
+    """The learner a creation request asks for, validated; errors name the field."""
+    try:
+        cls = learner_class(request.learner)
+    except ValueError as error:
+        raise InvalidInput(str(error), field="learner") from None
+    if not getattr(cls, "online", True):
+        raise InvalidInput(
+            f"learner {request.learner!r} is a batch solver, not an online learner; "
+            f"online learners: {', '.join(_online_learners())}",
+            field="learner",
+        )
+    scaling = resolve_scaling(request.scaling, request.feature_mode)
+    try:
+        learner = make_learner(request.learner, **request.params, scaling=scaling)
+        learner.initialize(request.n_features)
+    except (ValueError, TypeError) as error:
+        raise InvalidInput(
+            f"learner {request.learner!r}: {error}",
+            field=_learner_field(error),
+        ) from None
+    if request.feature_mode != "dense" and not cls.supports_sparse:
+        raise InvalidInput(
+            f"learner {request.learner!r} needs dense features; use feature_mode 'dense'",
+            field="feature_mode",
+        )
+    return learner

@@ -1,0 +1,226 @@
+"""Where models live in this process: a bounded LRU cache over the store, per-model locks, and
+the load / commit / retry cycle every write goes through.
+
+The cache holds at most ``max_models`` models (the least recently used is evicted), mutated in
+place by the write that holds the model's lock (no copy per request) and dropped on any failure
+so it is rebuilt from the last committed state.  A per-model lock serialises requests inside a
+process; the store's version check serialises processes: a stale version (another process wrote
+first) drops the cache and :meth:`ModelRepository.write` runs the step again on a fresh load,
+so no update is ever lost or applied twice.
+
+Locks are weakly held: a model's lock lives while its model is cached or a thread holds or
+waits for it, so requests for ids that do not exist leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from service.engine.model import Loaded, from_store
+from service.errors import Contention, ModelNotFound, StaleVersion
+from service.stores.base import Commit, Store
+
+P = ParamSpec("P")
+R = TypeVar("R")
+#: default bound of the per-process model cache
+MAX_CACHED_MODELS = 1024
+
+
+class ModelLock:
+    """A model's lock (a plain ``threading.Lock`` cannot be weakly referenced)."""
+
+    __slots__ = ("_lock", "__weakref__")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> ModelLock:
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._lock.release()
+
+
+class ModelRepository:
+    """The models of one store as cached by this process.  Thread-safe."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Callable[[], float] = time.time,
+        max_write_retries: int = 50,
+        max_models: int = MAX_CACHED_MODELS,
+        event_id_ttl_seconds: float = 86_400.0,
+    ) -> None:
+        self.store = store
+        #: how long the ids a commit learns (or expires) are remembered
+        self.event_id_ttl_seconds = event_id_ttl_seconds
+        self.clock = clock
+        self.max_write_retries = max_write_retries
+        self.max_models = max_models
+        self.writes_retried = 0
+        #: model id -> (its lock, kept alive while cached; the model)
+        self._cache: OrderedDict[str, tuple[ModelLock, Loaded]] = OrderedDict()
+        self._locks: weakref.WeakValueDictionary[str, ModelLock] = weakref.WeakValueDictionary()
+        self._guard = threading.Lock()
+        #: called with a model id when it leaves this process (deleted, evicted, gone)
+        self.on_forget: list[Callable[[str], None]] = []
+
+    # ------------------------------------------------------------------ locks & cache
+    def lock(self, model_id: str) -> ModelLock:
+        entry = self._cache.get(model_id)  # the common case: a cached model pins its lock
+        if entry is not None:
+            return entry[0]
+        with self._guard:
+            lock = self._locks.get(model_id)
+            if lock is None:
+                lock = self._locks[model_id] = ModelLock()
+            return lock
+
+    def cached_ids(self) -> list[str]:
+        """The models cached in this process, least recently used first."""
+        return list(self._cache)
+
+    def live_locks(self) -> int:
+        """How many model locks exist (cached models, and models a thread holds or awaits)."""
+        with self._guard:
+            return len(self._locks)
+
+    def cached(self, model_id: str) -> Loaded | None:
+        """The cached model, or None (never blocks, never asks the store)."""
+        entry = self._cache.get(model_id)
+        return None if entry is None else entry[1]
+
+    def _keep(self, model_id: str, loaded: Loaded) -> None:
+        with self._guard:
+            lock = self._locks.get(model_id) or self._locks.setdefault(model_id, ModelLock())
+            self._cache[model_id] = (lock, loaded)
+            self._cache.move_to_end(model_id)
+            evicted = []
+            while len(self._cache) > self.max_models:
+                evicted.append(self._cache.popitem(last=False)[0])
+        for other in evicted:
+            self._forget(other)
+
+    def _touch(self, model_id: str) -> None:
+        try:  # one atomic call: another thread may have evicted it meanwhile
+            self._cache.move_to_end(model_id)
+        except KeyError:
+            pass
+
+    def drop(self, model_id: str) -> None:
+        """Forget the cached state (it may hold uncommitted changes); reload on next use."""
+        self._cache.pop(model_id, None)
+
+    def clear(self) -> None:
+        """Drop every cached model (the next request reads each one back from the store)."""
+        self._cache.clear()
+
+    def _forget(self, model_id: str) -> None:
+        for listener in self.on_forget:
+            listener(model_id)
+
+    # ------------------------------------------------------------------ load & commit
+    def load(self, model_id: str) -> Loaded:
+        """The current model, from the cache when its (incarnation, version) is current (one
+        store round trip either way).  Call under the model's lock."""
+        cached = self.cached(model_id)
+        try:
+            stored = self.store.load(
+                model_id,
+                None if cached is None else cached.version,
+                None if cached is None else cached.incarnation,
+            )
+        except ModelNotFound:
+            self.drop(model_id)
+            self._forget(model_id)
+            raise
+        if cached is not None and stored.arrays is None:
+            self._touch(model_id)
+            return cached
+        loaded = from_store(stored)
+        self._keep(model_id, loaded)
+        return loaded
+
+    def read(self, model_id: str) -> Loaded:
+        """The current model, loaded under its lock (read-only use)."""
+        with self.lock(model_id):
+            return self.load(model_id)
+
+    def commit(self, model_id: str, loaded: Loaded, **fields: Any) -> int:
+        """Commit ``loaded``'s arrays with ``fields`` (see :class:`Commit`; learned and expired
+        ids are remembered for ``event_id_ttl_seconds``) at its version; raises
+        :class:`StaleVersion` when another writer went first."""
+        now = self.clock()
+        commit = Commit(
+            expected_version=loaded.version,
+            incarnation=loaded.incarnation,
+            arrays=loaded.arrays(),
+            now=now,
+            id_expiry=now + self.event_id_ttl_seconds,
+            **fields,
+        )
+        version = self.store.commit(model_id, commit)
+        loaded.version = version
+        loaded.meta.update(commit.meta)
+        return version
+
+    def write(
+        self,
+        model_id: str,
+        step: Callable[Concatenate[str, Loaded, P], R],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R:
+        """``step(model_id, loaded, *args, **kwargs)`` (which changes ``loaded`` and commits it)
+        under the model's lock, run again on a fresh load while the commit finds a stale
+        version.
+
+        The first attempt trusts the cache without asking the store (optimistic: the commit's
+        version check catches a stale cache), so a model with one writer pays one store round
+        trip per batch, not two.  The cache is dropped on any failure.
+        """
+        with self.lock(model_id):
+            for attempt in range(self.max_write_retries):
+                cached = self.cached(model_id) if attempt == 0 else None
+                loaded = cached if cached is not None else self.load(model_id)
+                try:
+                    return step(model_id, loaded, *args, **kwargs)
+                except StaleVersion:
+                    self.writes_retried += 1
+                    self.drop(model_id)
+                except BaseException:
+                    self.drop(model_id)
+                    raise
+        raise Contention(
+            f"model {model_id!r}: gave up after {self.max_write_retries} stale writes; retry"
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+    def create(self, loaded: Loaded, *, replace: bool) -> int:
+        """Store ``loaded`` as a new model (or in place of one, with ``replace``)."""
+        model_id = loaded.config.id
+        with self.lock(model_id):
+            version = self.store.create_model(
+                model_id,
+                loaded.config.model_dump(mode="json"),
+                loaded.arrays(),
+                loaded.incarnation,
+                replace=replace,
+            )
+            loaded.version = version
+            self._keep(model_id, loaded)
+            return version
+
+    def delete(self, model_id: str) -> None:
+        with self.lock(model_id):
+            self.store.delete_model(model_id)
+            self.drop(model_id)
+        self._forget(model_id)

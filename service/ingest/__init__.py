@@ -1,0 +1,98 @@
+"""Request bodies -> validated batches ``(X, y, ids)``, vectorised, validated whole.
+
+One module per content type, all behind :func:`parse_events`:
+
+========================== ==================================================================
+``application/json``       :mod:`~service.ingest.json` (general path in ``objects``)
+``application/x-ndjson``   :mod:`~service.ingest.ndjson`, one event object per line
+``text/x-libsvm``          :mod:`~service.ingest.libsvm`, ``<label> <index>:<value> ...``
+``application/x-npz``      :mod:`~service.ingest.npz`, a NumPy ``.npz`` archive
+========================== ==================================================================
+
+``/score`` bodies go through the same function with ``labelled=False``; delayed labels through
+:func:`parse_label_items`.  Labels are 0/1, -1/+1 or booleans.  Parsing turns the body into
+numpy arrays with one decoder call and a few list comprehensions (no object per event); every
+check runs on the whole batch before anything is learned (:mod:`~service.ingest.fields`, which
+leaves the feature checks to ``core.validation``), and an error names the event (0-based index
+and id) or the line (1-based) at fault.
+"""
+
+from __future__ import annotations
+
+from service.errors import UnsupportedMediaType
+from service.ingest.batch import Batch, FeatureMode, FeatureSpec, concatenate
+from service.ingest.json import json_events, parse_label_items
+from service.ingest.libsvm import libsvm_events
+from service.ingest.ndjson import NDJSONReader, ndjson_events
+from service.ingest.npz import NPZ_ARRAYS, npz_events
+
+JSON = "application/json"
+NDJSON = "application/x-ndjson"
+LIBSVM = "text/x-libsvm"
+NPZ = "application/x-npz"
+EVENT_CONTENT_TYPES = (JSON, NDJSON, LIBSVM, NPZ)
+_ALIASES = {
+    "application/ndjson": NDJSON,
+    "application/jsonl": NDJSON,
+    "application/x-jsonlines": NDJSON,
+    "application/x-libsvm": LIBSVM,
+    "text/x-svmlight": LIBSVM,
+    "application/octet-stream+npz": NPZ,
+}
+
+
+def media_type(content_type: str | None) -> str:
+    """The bare media type of a Content-Type header (``application/json; charset=utf-8`` ->
+    ``application/json``), with common aliases resolved."""
+    bare = (content_type or "").split(";", 1)[0].strip().lower()
+    return _ALIASES.get(bare, bare)
+
+
+def parse_events(
+    body: bytes,
+    content_type: str | None,
+    spec: FeatureSpec,
+    *,
+    labelled: bool,
+    max_events: int,
+    zero_based: bool = False,
+) -> Batch:
+    """Parse a whole (already read) body of any supported content type."""
+    kind = media_type(content_type)
+    if kind == JSON:
+        return json_events(body, spec, labelled=labelled, max_events=max_events)
+    if kind == NDJSON:
+        return ndjson_events(body, spec, labelled=labelled, max_events=max_events)
+    if kind == LIBSVM:
+        return libsvm_events(
+            body, spec, labelled=labelled, max_events=max_events, zero_based=zero_based
+        )
+    if kind == NPZ:
+        return npz_events(body, spec, labelled=labelled, max_events=max_events)
+    raise UnsupportedMediaType(
+        f"content type {content_type or '(none)'!r} is not accepted; send one of "
+        f"{', '.join(EVENT_CONTENT_TYPES)}",
+        field="content-type",
+    )
+
+
+__all__ = [
+    "EVENT_CONTENT_TYPES",
+    "JSON",
+    "LIBSVM",
+    "NDJSON",
+    "NPZ",
+    "NPZ_ARRAYS",
+    "Batch",
+    "FeatureMode",
+    "FeatureSpec",
+    "NDJSONReader",
+    "concatenate",
+    "json_events",
+    "libsvm_events",
+    "media_type",
+    "ndjson_events",
+    "npz_events",
+    "parse_events",
+    "parse_label_items",
+]

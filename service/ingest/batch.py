@@ -1,0 +1,90 @@
+"""What parsing produces: a validated :class:`Batch` for the model's :class:`FeatureSpec`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from core.hashing import FeatureHasher
+from core.validation import CSRMatrix
+
+FeatureMode = Literal["dense", "sparse", "hashed"]
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """What a model expects of its events."""
+
+    n_features: int
+    feature_mode: FeatureMode
+    accept_sparse: bool = True
+
+    def hasher(self) -> FeatureHasher:
+        return _hasher(self.n_features)
+
+
+_HASHERS: dict[int, FeatureHasher] = {}
+
+
+def _hasher(n_features: int) -> FeatureHasher:
+    hasher = _HASHERS.get(n_features)
+    if hasher is None:
+        hasher = _HASHERS[n_features] = FeatureHasher(n_features)
+    return hasher
+
+
+@dataclass
+class Batch:
+    """A validated batch: features (dense float64 or CSR), labels in {-1, +1} or None, ids.
+
+    ``ids`` is None when no event has an id; otherwise one entry per event (None for an event
+    without id, which is then never deduplicated).
+    """
+
+    X: np.ndarray | CSRMatrix
+    y: np.ndarray | None
+    ids: list[str | None] | None
+
+    def __len__(self) -> int:
+        return int(self.X.shape[0])
+
+    def take(self, rows: np.ndarray) -> Batch:
+        """The events at ``rows`` (indices), in that order."""
+        X = self.X.take_rows(rows) if isinstance(self.X, CSRMatrix) else self.X[rows]
+        y = None if self.y is None else self.y[rows]
+        ids = None if self.ids is None else [self.ids[i] for i in rows.tolist()]
+        return Batch(X, y, ids)
+
+
+def concatenate(batches: Sequence[Batch]) -> Batch:
+    """Consecutive batches of one model as one (learned in one engine call: the learners give
+    the same state bit for bit whether a sequence is learned at once or in parts)."""
+    if len(batches) == 1:
+        return batches[0]
+    first = batches[0].X
+    X: np.ndarray | CSRMatrix
+    if isinstance(first, CSRMatrix):
+        parts: list[CSRMatrix] = [b.X for b in batches]  # type: ignore[misc]
+        pieces = [parts[0].indptr[:1]]
+        offset = 0
+        for part in parts:
+            pieces.append(part.indptr[1:] + offset)
+            offset += part.nnz
+        X = CSRMatrix(
+            np.concatenate(pieces).astype(np.int64),
+            np.concatenate([p.indices for p in parts]),
+            np.concatenate([p.data for p in parts]),
+            first.n_features,
+        )
+    else:
+        X = np.concatenate([b.X for b in batches])  # type: ignore[misc]
+    y = np.concatenate([b.y for b in batches])  # type: ignore[misc]
+    ids: list[str | None] | None = None
+    if any(b.ids is not None for b in batches):
+        ids = []
+        for b in batches:
+            ids.extend(b.ids if b.ids is not None else [None] * len(b))
+    return Batch(X, y, ids)

@@ -1,0 +1,162 @@
+"""``application/json``: ``{"events": [{"id": "e1", "x": ..., "y": 1}, ...]}`` (a bare list of
+events is accepted too), and the ``{"labels": [{"id": ..., "y": ...}]}`` of delayed labels.
+
+A dense-model body of the plain shape takes a faster road (simdjson straight into float64, see
+``_dense_json_fast``) that gives the same batch and leaves every other body, and every error,
+to the general path (:mod:`service.ingest.objects`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+import numpy as np
+import simdjson
+
+from service.errors import InvalidInput, ServiceError
+from service.ingest import fields
+from service.ingest.batch import Batch, FeatureSpec
+from service.ingest.fields import Locator
+from service.ingest.objects import events_to_batch, parse_json
+
+# Fast path for the common dense shape: simdjson turns each ``x`` array straight into float64
+# bytes (``as_buffer``), so no Python float is made for a feature value.  With orjson, decoding
+# 1,000 events of 50 features costs ~2.3 ms and building the array from the Python floats
+# ~0.8 ms more; simdjson does both in ~1.3 ms, plus ~0.4 us per event of proxy access.  Both
+# parsers round every number correctly, so the array is bit for bit the same.
+#
+# The fast path only accepts; it never rejects.  On anything but the plain shape (other keys,
+# a nested array, a non-number feature, a bad id or label, invalid JSON ...) it returns None
+# and the general path below parses the body again and produces its usual error.
+_EVENT_LAYOUTS: dict[tuple[str, ...], tuple[bool, bool]] = {
+    keys: ("id" in keys, "y" in keys)
+    for keys in itertools.chain.from_iterable(
+        itertools.permutations(("x", *others)) for others in ((), ("id",), ("y",), ("id", "y"))
+    )
+}  # event keys in any order -> (has id, has y); a repeated or unknown key is not listed
+_OPEN_BRACKET = ord("[")
+#: Below ~4 KB (a handful of events) the general path is as fast: a one-event /score body
+#: (~1 KB) parses in ~7.5 us there against ~9 us here.
+_FAST_PATH_MIN_BYTES = 4096
+#: A parser keeps the buffers of the largest document it has parsed (~2.3x its size resident:
+#: ~18 MB after an 8 MB body): one per thread is reused for bodies up to this size, a larger
+#: body gets a parser of its own that is freed after.
+_REUSED_PARSER_MAX_BYTES = 8 * 1024 * 1024
+_parsers = threading.local()
+_FAST_PATH_GIVES_UP = (
+    ValueError,  # invalid JSON, a number out of range
+    TypeError,  # a feature that is not a number (as_buffer)
+    KeyError,
+    AttributeError,
+    ServiceError,  # a bad id or label, too many events
+)
+
+
+def _dense_json_fast(
+    body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: int
+) -> Batch | None:
+    """The batch of a dense-model JSON body of the plain shape, or None (see above)."""
+    parser: simdjson.Parser | None = None
+    if len(body) <= _REUSED_PARSER_MAX_BYTES:
+        parser = getattr(_parsers, "parser", None)
+    if parser is None:
+        parser = simdjson.Parser()
+        if len(body) <= _REUSED_PARSER_MAX_BYTES:
+            _parsers.parser = parser
+    try:
+        return _read_dense_json(parser, body, spec, labelled=labelled, max_events=max_events)
+    except RuntimeError:  # proxies of an earlier document still referenced: start afresh
+        _parsers.parser = None
+        return None
+    except _FAST_PATH_GIVES_UP:
+        return None
+
+
+def _read_dense_json(
+    parser: simdjson.Parser, body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: int
+) -> Batch | None:
+    if body.startswith(b"\xef\xbb\xbf"):
+        return None  # simdjson skips a byte-order mark, orjson refuses it
+    document = parser.parse(body)
+    if type(document) is simdjson.Object and tuple(document.keys()) == ("events",):
+        events = document["events"]
+    else:
+        events = document
+    if type(events) is not simdjson.Array:
+        return None
+    n_events = len(events)
+    if not 0 < n_events <= max_events:
+        return None
+    # as_buffer flattens nested arrays ([[1], 2] reads as [1, 2]): the plain shape has exactly
+    # one "[" per event plus the events list's own (a "[" inside a string only means a retry).
+    if np.count_nonzero(np.frombuffer(body, dtype=np.uint8) == _OPEN_BRACKET) != n_events + 1:
+        return None
+    width = spec.n_features
+    rows = []
+    raw_ids: list[Any] = []
+    raw_labels: list[Any] = []
+    for event in events:
+        if type(event) is not simdjson.Object:
+            return None
+        n_keys = len(event)
+        if n_keys == 3 or (n_keys == 2 and labelled):
+            # x, id and y / x and y: three (two) distinct keys, else a lookup raises KeyError
+            has_id, has_label = n_keys == 3, True
+        else:
+            layout = _EVENT_LAYOUTS.get(tuple(event.keys()))  # ~0.3 us: only when ambiguous
+            if layout is None:
+                return None
+            has_id, has_label = layout
+        row = event["x"]
+        if type(row) is not simdjson.Array or len(row) != width:
+            return None
+        rows.append(row.as_buffer(of_type="d"))
+        raw_ids.append(event["id"] if has_id else None)
+        raw_labels.append(event["y"] if has_label else None)
+    del event, row, events, document  # proxies hold the parser's document
+    X = np.frombuffer(bytearray().join(rows), dtype=np.float64)  # bytearray: writable
+    if X.size != n_events * width:
+        return None
+    locate = Locator(raw_ids)
+    ids = fields.parse_ids(raw_ids, locate)
+    y = fields.labels_from_values(raw_labels, locate) if labelled else None
+    return Batch(fields.dense(X.reshape(n_events, width), spec, locate), y, ids)
+
+
+def json_events(body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: int) -> Batch:
+    if spec.feature_mode == "dense" and len(body) >= _FAST_PATH_MIN_BYTES:
+        batch = _dense_json_fast(body, spec, labelled=labelled, max_events=max_events)
+        if batch is not None:
+            return batch
+    document = parse_json(body)
+    if type(document) is dict:
+        if "events" not in document:
+            raise InvalidInput("expected an object with an 'events' list", field="events")
+        events = document["events"]
+    else:
+        events = document
+    if type(events) is not list:
+        raise InvalidInput("'events' must be a list of event objects", field="events")
+    return events_to_batch(events, spec, labelled=labelled, max_events=max_events)
+
+
+def parse_label_items(body: bytes, max_events: int) -> tuple[list[str], np.ndarray]:
+    """``[{"id": ..., "y": ...}]`` (or ``{"labels": [...]}``) -> (ids, labels in {-1, +1})."""
+    document = parse_json(body)
+    items = document.get("labels") if type(document) is dict else document
+    if type(items) is not list:
+        raise InvalidInput('expected a list of {"id": ..., "y": ...} objects', field="labels")
+    fields.check_size(len(items), max_events)
+    for index, item in enumerate(items):
+        if type(item) is not dict:
+            raise Locator().error(index, 'a label must be an object {"id": ..., "y": ...}')
+    raw_ids = [item.get("id") for item in items]
+    locate = Locator(raw_ids)
+    ids = fields.parse_ids(raw_ids, locate)
+    if ids is None or any(event_id is None for event_id in ids):
+        index = 0 if ids is None else ids.index(None)
+        raise locate.error(index, "a label needs the event 'id' it belongs to", field="id")
+    labels = fields.labels_from_values([item.get("y") for item in items], locate)
+    return [str(event_id) for event_id in ids], labels

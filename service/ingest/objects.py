@@ -1,0 +1,181 @@
+"""Decoded event objects (JSON and NDJSON bodies) -> a validated :class:`Batch`.
+
+``x`` is a list of ``n_features`` numbers (feature mode ``dense``), ``{"indices": [...],
+"values": [...]}`` (``sparse``, 0-based indices) or ``{"name": value, ...}`` (``hashed``; a
+string value ``"country": "FR"`` becomes the one-hot feature ``"country=FR"`` with value 1).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import orjson
+
+from core.validation import CSRMatrix
+from service.errors import InvalidInput, MalformedBody
+from service.ingest import fields
+from service.ingest.batch import Batch, FeatureSpec
+from service.ingest.fields import Locator
+
+
+def dense_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> np.ndarray:
+    """A list of feature lists -> (n, n_features) float64, one numpy call on the happy path."""
+    width = spec.n_features
+    X = None
+    # np.fromiter over the chained rows is ~30% faster than np.array(rows); the length check
+    # first makes a ragged batch fall through to the per-event diagnosis below.
+    if all(type(row) is list and len(row) == width for row in rows):
+        try:
+            X = np.fromiter(
+                itertools.chain.from_iterable(rows), dtype=np.float64, count=len(rows) * width
+            ).reshape(len(rows), width)
+        except (TypeError, ValueError):
+            X = None
+    if X is None:
+        for index, row in enumerate(rows):
+            if type(row) is not list:
+                raise locate.error(
+                    index,
+                    f"'x' must be a list of {spec.n_features} numbers for a dense model, "
+                    f"got {type(row).__name__}",
+                    field="x",
+                )
+            if len(row) != spec.n_features:
+                raise locate.error(
+                    index, f"expected {spec.n_features} features, got {len(row)}", field="x"
+                )
+            for value in row:
+                if type(value) not in (int, float):
+                    raise locate.error(
+                        index, f"feature values must be numbers, got {value!r}", field="x"
+                    )
+        raise InvalidInput("features could not be read as numbers", field="x")
+    return fields.dense(X, spec, locate)
+
+
+def sparse_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> CSRMatrix:
+    """``[{"indices": [...], "values": [...]}, ...]`` -> CSR, checked whole."""
+    indices_lists = []
+    values_lists = []
+    for index, row in enumerate(rows):
+        if type(row) is not dict or "indices" not in row or "values" not in row:
+            raise locate.error(
+                index,
+                '\'x\' must be an object {"indices": [...], "values": [...]} for a sparse model',
+                field="x",
+            )
+        row_indices, row_values = row["indices"], row["values"]
+        if (
+            type(row_indices) is not list
+            or type(row_values) is not list
+            or len(row_indices) != len(row_values)
+        ):
+            raise locate.error(
+                index, "'indices' and 'values' must be lists of the same length", field="x"
+            )
+        indices_lists.append(row_indices)
+        values_lists.append(row_values)
+    lengths = np.fromiter((len(part) for part in indices_lists), dtype=np.int64, count=len(rows))
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    flat_indices = [i for part in indices_lists for i in part]
+    flat_values = [v for part in values_lists for v in part]
+    try:
+        if any(type(i) is not int for i in flat_indices):
+            raise ValueError("indices")
+        indices = np.array(flat_indices, dtype=np.int64)
+        data = np.array(flat_values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        for index, (row_indices, row_values) in enumerate(
+            zip(indices_lists, values_lists, strict=True)
+        ):
+            if any(type(i) is not int for i in row_indices):
+                raise locate.error(index, "sparse indices must be integers", field="x") from None
+            if any(type(v) not in (int, float) for v in row_values):
+                raise locate.error(index, "sparse values must be numbers", field="x") from None
+        raise InvalidInput("sparse features could not be read", field="x") from None
+    return fields.sparse(CSRMatrix(indptr, indices, data, spec.n_features), spec, locate)
+
+
+def hashed_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> CSRMatrix:
+    """``[{"name": value}, ...]`` -> CSR through the stable feature hasher.
+
+    A string value is one-hot encoded as the feature ``"name=value"`` with value 1.
+    """
+    prepared = []
+    for index, row in enumerate(rows):
+        if type(row) is not dict:
+            raise locate.error(
+                index, "'x' must be an object {\"name\": value} for a hashed model", field="x"
+            )
+        if any(type(value) is not float and type(value) is not int for value in row.values()):
+            converted = {}
+            for name, value in row.items():
+                kind = type(value)
+                if kind is str:
+                    converted[f"{name}={value}"] = 1.0
+                elif kind is bool:
+                    converted[name] = float(value)
+                elif kind is int or kind is float:
+                    converted[name] = value
+                else:
+                    raise locate.error(
+                        index,
+                        f"feature {name!r} must be a number, a string or a boolean, got {value!r}",
+                        field="x",
+                    )
+            row = converted
+        prepared.append(row)
+    try:
+        return spec.hasher().transform(prepared)
+    except ValueError as error:
+        raise locate.core_error(error, "x") from None
+
+
+def features_from_objects(
+    rows: list[Any], spec: FeatureSpec, locate: Locator
+) -> np.ndarray | CSRMatrix:
+    if spec.feature_mode == "dense":
+        return dense_features(rows, spec, locate)
+    if spec.feature_mode == "sparse":
+        return sparse_features(rows, spec, locate)
+    return hashed_features(rows, spec, locate)
+
+
+def events_to_batch(
+    events: list[Any],
+    spec: FeatureSpec,
+    *,
+    labelled: bool,
+    max_events: int,
+    lines: Sequence[int] | None = None,
+) -> Batch:
+    """Decoded event objects -> a validated :class:`Batch`."""
+    fields.check_size(len(events), max_events)
+    for index, event in enumerate(events):
+        if type(event) is not dict:
+            raise Locator(None, lines).error(
+                index, f"an event must be a JSON object, got {type(event).__name__}"
+            )
+    raw_ids = [event.get("id") for event in events]
+    locate = Locator(raw_ids, lines)
+    ids = fields.parse_ids(raw_ids, locate)
+    rows = [event.get("x") for event in events]
+    for index, row in enumerate(rows):
+        if row is None:
+            raise locate.error(index, "missing features 'x'", field="x")
+    X = features_from_objects(rows, spec, locate)
+    y = None
+    if labelled:
+        y = fields.labels_from_values([event.get("y") for event in events], locate)
+    return Batch(X, y, ids)
+
+
+def parse_json(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise MalformedBody(f"body is not valid JSON: {error}") from None

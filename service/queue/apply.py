@@ -1,0 +1,200 @@
+"""Applying stream entries to a model: exactly once, in stream order, one engine call per run
+of entries of one kind.
+
+Entries at or before the checkpointed id (``queue:last_id``, committed with the state) are
+skipped: acknowledged, not learned.  A run of consecutive entries of one kind is learned in one
+engine call (each entry its own round) and committed with the checkpoint past it.  When the
+engine rejects a run, it is split to find the bad entry, which is skipped with a
+checkpoint-only commit (the client already had its 202: one bad batch must not stop the queue).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from service.codec import decode_events, decode_labels
+from service.engine import Engine
+from service.errors import Contention, ModelNotFound, ServiceError, StoreUnavailable
+from service.ingest import concatenate
+from service.queue.streams import (
+    APPLIED_ENTRIES,
+    APPLIED_EVENTS,
+    LAST_ID,
+    Entry,
+    StreamQueue,
+    parse_id,
+)
+from service.telemetry import Telemetry
+
+logger = logging.getLogger("aucstream.worker")
+
+#: attempts to apply one read when other writers keep committing first
+MAX_APPLY_ATTEMPTS = 50
+#: seconds between two lag readings of a model (gauges and log)
+LAG_INTERVAL = 1.0
+
+
+class EntryApplier:
+    """Learns a worker's stream entries with the engine, acknowledges them, accounts for them."""
+
+    def __init__(self, engine: Engine, queue: StreamQueue, telemetry: Telemetry, name: str):
+        self.engine = engine
+        self.queue = queue
+        self.telemetry = telemetry
+        self.name = name
+        self._lag_read: dict[str, float] = {}
+
+    def forget(self, model: str) -> None:
+        """The worker no longer writes ``model``."""
+        self._lag_read.pop(model, None)
+
+    def apply(self, model: str, entries: list[Entry]) -> int:
+        """Learn the entries after the checkpoint, commit each run with the checkpoint,
+        acknowledge all of them and trim what is applied.  Returns how many entries were read;
+        raises :class:`ModelNotFound` when the model is gone."""
+        started = time.perf_counter()
+        totals = {"learned": 0, "duplicates": 0, "applied": 0, "redelivered": 0, "rejected": 0}
+        last_applied: str | None = None
+        for attempt in range(MAX_APPLY_ATTEMPTS):
+            checkpoint = self.engine.checkpoint(model)
+            last_applied = checkpoint.get(LAST_ID)
+            done = parse_id(last_applied or "0-0")
+            todo = [e for e in entries if e.fields is not None and parse_id(e.id) > done]
+            if attempt == 0:  # later attempts also skip what this worker just committed
+                totals["redelivered"] = len(entries) - len(todo)
+            try:
+                last_applied = self._learn(model, todo, checkpoint, totals) or last_applied
+                break
+            except Contention:
+                continue  # another writer committed first: reload the checkpoint, filter again
+        else:
+            raise Contention(f"model {model!r}: the checkpoint kept moving; retrying the read")
+        self.queue.ack(model, [e.id for e in entries], last_applied)
+        elapsed = time.perf_counter() - started
+        self._account(model, entries, totals, elapsed)
+        return len(entries)
+
+    def _learn(
+        self,
+        model: str,
+        todo: list[Entry],
+        checkpoint: dict[str, str],
+        totals: dict[str, int],
+    ) -> str | None:
+        applied_entries = int(checkpoint.get(APPLIED_ENTRIES, 0))
+        applied_events = int(checkpoint.get(APPLIED_EVENTS, 0))
+        last: str | None = None
+        position = 0
+        while position < len(todo):
+            kind = todo[position].kind
+            run = [todo[position]]
+            while position + len(run) < len(todo) and todo[position + len(run)].kind == kind:
+                run.append(todo[position + len(run)])
+            position += len(run)
+            pieces = [run]
+            while pieces:
+                piece = pieces.pop(0)
+                fields = {
+                    LAST_ID: piece[-1].id,
+                    APPLIED_ENTRIES: str(applied_entries + len(piece)),
+                    APPLIED_EVENTS: str(applied_events + sum(e.n_events for e in piece)),
+                }
+                try:
+                    self._learn_piece(model, kind, piece, fields, totals)
+                except (Contention, ModelNotFound, StoreUnavailable):
+                    raise
+                except (ServiceError, ValueError, KeyError) as error:
+                    if len(piece) > 1:  # find the bad entry: nothing of this piece committed
+                        pieces = [[entry] for entry in piece] + pieces
+                        continue
+                    self._reject(model, piece[0], fields, error)
+                    totals["rejected"] += 1
+                applied_entries = int(fields[APPLIED_ENTRIES])
+                applied_events = int(fields[APPLIED_EVENTS])
+                last = fields[LAST_ID]
+        return last
+
+    def _learn_piece(
+        self,
+        model: str,
+        kind: str,
+        piece: list[Entry],
+        fields: dict[str, str],
+        totals: dict[str, int],
+    ) -> None:
+        if kind == "events":
+            parts = [decode_events(entry.data) for entry in piece]
+            batch = concatenate(parts)
+            # each entry is its own regret round, as its request is in sync mode
+            rounds = [len(part) for part in parts]
+            result = self.engine.learn(model, batch, checkpoint=fields, rounds=rounds)
+            totals["learned"] += result.learned
+            totals["duplicates"] += len(result.duplicate_ids)
+        elif kind == "labels":
+            decoded = [decode_labels(entry.data) for entry in piece]
+            ids = [event_id for entry_ids, _ in decoded for event_id in entry_ids]
+            labels = np.concatenate([entry_labels for _, entry_labels in decoded])
+            outcome = self.engine.labels(
+                model, ids, labels, checkpoint=fields, rounds=[len(i) for i, _ in decoded]
+            )
+            totals["learned"] += outcome.learned
+            statuses = Counter(status for _, status in outcome.statuses)
+            totals["duplicates"] += statuses["duplicate"]
+            for status, count in statuses.items():
+                self.telemetry.labels.labels(model, status).inc(count)
+                if status != "learned":
+                    totals[f"labels_{status}"] = totals.get(f"labels_{status}", 0) + count
+        else:
+            raise ValueError(f"unknown entry kind {kind!r}")
+        totals["applied"] += len(piece)
+
+    def _reject(self, model: str, entry: Entry, fields: dict[str, str], error: Exception) -> None:
+        """Skip a bad entry: commit only the checkpoint past it, and say why."""
+        detail = getattr(error, "detail", None) or str(error)
+        logger.error(
+            "model %s: entry %s rejected and skipped: %s",
+            model,
+            entry.id,
+            detail,
+            extra={"fields": {"worker": self.name, "model": model, "entry": entry.id}},
+        )
+        self.engine.labels(model, [], np.zeros(0, dtype=np.int64), checkpoint=fields)
+
+    def _account(
+        self, model: str, entries: list[Entry], totals: dict[str, int], elapsed: float
+    ) -> None:
+        telemetry = self.telemetry
+        telemetry.events_learned.labels(model).inc(totals["learned"])
+        telemetry.duplicates.labels(model).inc(totals["duplicates"])
+        for outcome in ("applied", "redelivered", "rejected"):
+            if totals[outcome]:
+                telemetry.entries.labels(model, outcome).inc(totals[outcome])
+        telemetry.batch_duration.observe(elapsed)
+        fields: dict[str, Any] = {
+            "worker": self.name,
+            "model": model,
+            "entries": len(entries),
+            "events": sum(e.n_events for e in entries),
+            **totals,
+            "duration_ms": round(elapsed * 1000.0, 3),
+            "last_id": entries[-1].id,
+        }
+        now = time.monotonic()
+        if now - self._lag_read.get(model, 0.0) >= LAG_INTERVAL:
+            self._lag_read[model] = now
+            lag = self.queue.lag(model)
+            telemetry.set_lag(model, lag)
+            fields["lag_events"] = lag["events"]
+            fields["lag_seconds"] = round(lag["seconds"], 3)
+        logger.info(
+            "model %s: %d entries, %d events learned",
+            model,
+            len(entries),
+            totals["learned"],
+            extra={"fields": fields},
+        )

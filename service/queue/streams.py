@@ -1,0 +1,266 @@
+"""Redis Streams of queue mode: appending validated batches (API side), reading, claiming and
+acknowledging entries (worker side), and the backlog / lag of a model's stream."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import redis
+
+from service import codec
+from service.errors import InvalidInput, ModelChanged, ModelNotFound, QueueFull
+from service.ingest import Batch
+from service.stores import keys
+from service.stores.client import unavailable
+from service.stores.lua import APPEND_SCRIPT, ENSURE_GROUP_SCRIPT
+
+#: checkpoint fields (in ``aucs:{m}:meta``) written by a worker with the state
+LAST_ID = "queue:last_id"
+APPLIED_ENTRIES = "queue:entries"
+APPLIED_EVENTS = "queue:events"
+
+
+def parse_id(stream_id: str | bytes) -> tuple[int, int]:
+    """``"1700000000000-3"`` -> ``(1700000000000, 3)`` (stream ids compare as such pairs)."""
+    text = stream_id.decode() if isinstance(stream_id, bytes) else stream_id
+    milliseconds, _, sequence = text.partition("-")
+    return int(milliseconds), int(sequence or 0)
+
+
+def next_id(stream_id: str) -> str:
+    """The smallest id after ``stream_id`` (``XTRIM MINID`` keeps ids >= its argument)."""
+    milliseconds, sequence = parse_id(stream_id)
+    return f"{milliseconds}-{sequence + 1}"
+
+
+@dataclass
+class Entry:
+    """One stream entry as a worker sees it.  ``fields`` is None for an entry that was
+    trimmed while still pending (it was applied: only ids at or before a checkpoint are
+    trimmed)."""
+
+    id: str
+    fields: dict[bytes, bytes] | None
+
+    @property
+    def data(self) -> dict[bytes, bytes]:
+        """The fields of an entry still in the stream (see :mod:`service.codec`)."""
+        assert self.fields is not None
+        return self.fields
+
+    @property
+    def kind(self) -> str:
+        assert self.fields is not None
+        return self.fields.get(b"kind", b"").decode()
+
+    @property
+    def n_events(self) -> int:
+        return 0 if self.fields is None else int(self.fields.get(b"n", b"0"))
+
+
+# ---------------------------------------------------------------------------- the queue
+@dataclass
+class Appended:
+    stream_ids: list[str]
+    events: int
+    #: events queued and not yet learned, this request included
+    backlog_events: int
+
+
+class StreamQueue:
+    """The Redis side of queue mode, for the API (append, lag) and for workers (read, ack,
+    claim, lease).  Methods are synchronous; connection failures raise
+    :class:`~service.errors.StoreUnavailable` (503)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        max_backlog_events: int = 1_000_000,
+        entry_events: int = 10_000,
+        retry_after_seconds: int = 1,
+        group: str = keys.WORKER_GROUP,
+    ) -> None:
+        self.client = client
+        self.max_backlog_events = max_backlog_events
+        self.entry_events = entry_events
+        self.retry_after_seconds = retry_after_seconds
+        self.group = group
+        self._append = client.register_script(APPEND_SCRIPT)
+        self._ensure_group = client.register_script(ENSURE_GROUP_SCRIPT)
+
+    # ------------------------------------------------------------------ API side
+    def append_events(self, model_id: str, incarnation: str, batch: Batch) -> Appended:
+        if batch.y is None:
+            raise InvalidInput("events need labels 'y' to be learned", field="y")
+        return self._append_entries(
+            model_id, incarnation, codec.encode_events(batch, self.entry_events), len(batch)
+        )
+
+    def append_labels(
+        self, model_id: str, incarnation: str, ids: Sequence[str], labels: np.ndarray
+    ) -> Appended:
+        return self._append_entries(
+            model_id, incarnation, codec.encode_labels(ids, labels, self.entry_events), len(ids)
+        )
+
+    @unavailable
+    def _append_entries(
+        self,
+        model_id: str,
+        incarnation: str,
+        entries: list[tuple[int, dict[str, bytes]]],
+        n_events: int,
+    ) -> Appended:
+        args: list[Any] = [
+            incarnation,
+            self.max_backlog_events,
+            self.group,
+            n_events,
+            len(entries),
+        ]
+        for _, fields in entries:
+            args.append(2 * len(fields))
+            for name, value in fields.items():
+                args.extend((name, value))
+        reply = self._append(
+            keys=[
+                keys.config(model_id),
+                keys.meta(model_id),
+                keys.stream(model_id),
+                keys.queue(model_id),
+            ],
+            args=args,
+        )
+        if reply == -2:
+            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+        if reply == -3:
+            raise ModelChanged(
+                f"model {model_id!r} was re-created while the request was parsed; resend it"
+            )
+        if isinstance(reply, list) and reply and reply[0] == -1:
+            backlog = int(reply[1])
+            raise QueueFull(
+                f"model {model_id!r} has {backlog} events queued and not yet learned; "
+                f"{n_events} more would exceed the bound of {self.max_backlog_events}: "
+                f"retry after {self.retry_after_seconds} s",
+                headers={"Retry-After": str(self.retry_after_seconds)},
+            )
+        stream_ids = [value.decode() for value in reply]
+        backlog = self.lag(model_id)["events"]
+        return Appended(stream_ids, n_events, int(backlog))
+
+    @unavailable
+    def lag(self, model_id: str) -> dict[str, Any]:
+        """How far learning is behind the stream head: ``entries`` and ``events`` appended
+        and not yet applied, ``seconds`` = age of the oldest entry not yet applied (0 when
+        caught up; Redis's clock), ``last_applied_id``."""
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.hmget(keys.queue(model_id), ["entries", "events"])
+            pipe.hmget(keys.meta(model_id), [APPLIED_ENTRIES, APPLIED_EVENTS, LAST_ID])
+            pipe.time()
+            appended, applied, (now_s, now_us) = pipe.execute()
+        entries = int(appended[0] or 0) - int(applied[0] or 0)
+        events = int(appended[1] or 0) - int(applied[1] or 0)
+        last_id: str | None = applied[2].decode() if applied[2] else None
+        seconds = 0.0
+        if entries > 0:
+            first = self.client.xrange(
+                keys.stream(model_id), min=f"({last_id or '0-0'}", max="+", count=1
+            )
+            if first:
+                milliseconds, _ = parse_id(first[0][0])  # type: ignore[index, arg-type]
+                seconds = max(now_s + now_us / 1e6 - milliseconds / 1000.0, 0.0)
+        return {
+            "entries": max(entries, 0),
+            "events": max(events, 0),
+            "seconds": seconds,
+            "last_applied_id": last_id,
+        }
+
+    # ------------------------------------------------------------------ worker side
+    @unavailable
+    def ensure_group(self, model_id: str) -> bool:
+        return bool(
+            int(
+                self._ensure_group(
+                    keys=[keys.config(model_id), keys.stream(model_id)], args=[self.group]
+                )
+            )
+        )
+
+    @unavailable
+    def claim(self, model_id: str, consumer: str, min_idle_ms: int) -> int:
+        """Claim every pending entry idle for at least ``min_idle_ms`` (XAUTOCLAIM); returns
+        how many were claimed (entries trimmed meanwhile are dropped from the pending list
+        by Redis)."""
+        start, claimed = "0-0", 0
+        for _ in range(10_000):
+            reply = self.client.xautoclaim(
+                keys.stream(model_id), self.group, consumer, min_idle_ms, start, count=1000
+            )
+            start = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
+            claimed += len(reply[1])
+            if start == "0-0":
+                break
+        return claimed
+
+    @unavailable
+    def forget_consumers(self, model_id: str, consumer: str, min_idle_ms: int) -> int:
+        """Delete the group's consumers other than ``consumer`` that hold no pending entry and
+        were idle for ``min_idle_ms`` (dead workers' names pile up otherwise: a restarted
+        worker has a new one).  Returns how many."""
+        stream = keys.stream(model_id)
+        forgotten = 0
+        for item in self.client.xinfo_consumers(stream, self.group):
+            name = item["name"].decode() if isinstance(item["name"], bytes) else item["name"]
+            if name != consumer and not int(item["pending"]) and int(item["idle"]) >= min_idle_ms:
+                self.client.xgroup_delconsumer(stream, self.group, name)
+                forgotten += 1
+        return forgotten
+
+    @unavailable
+    def pending_of_others(self, model_id: str, consumer: str) -> int:
+        summary = self.client.xpending(keys.stream(model_id), self.group)
+        total = 0
+        for item in summary.get("consumers") or []:
+            name = item["name"].decode() if isinstance(item["name"], bytes) else item["name"]
+            if name != consumer:
+                total += int(item["pending"])
+        return total
+
+    @unavailable
+    def read(
+        self, positions: dict[str, str], consumer: str, count: int, block_ms: int | None
+    ) -> dict[str, list[Entry]]:
+        """XREADGROUP over the models' streams: ``">"`` for new entries, ``"0"`` for this
+        consumer's own pending ones.  Returns ``{model: entries in stream order}``."""
+        streams: dict[Any, Any] = {
+            keys.stream(model): position for model, position in positions.items()
+        }
+        by_key = {keys.stream(model): model for model in positions}
+        reply: Any = self.client.xreadgroup(
+            self.group, consumer, streams, count=count, block=block_ms
+        )
+        result: dict[str, list[Entry]] = {}
+        for key, messages in reply or []:
+            model = by_key[key.decode() if isinstance(key, bytes) else key]
+            entries = [
+                Entry(message_id.decode(), fields or None) for message_id, fields in messages
+            ]
+            if entries:
+                result[model] = entries
+        return result
+
+    @unavailable
+    def ack(self, model_id: str, stream_ids: Sequence[str], applied_up_to: str | None) -> None:
+        """XACK the entries; trim the stream of every entry at or before the checkpoint."""
+        with self.client.pipeline(transaction=False) as pipe:
+            if stream_ids:
+                pipe.xack(keys.stream(model_id), self.group, *stream_ids)
+            if applied_up_to is not None:
+                pipe.xtrim(keys.stream(model_id), minid=next_id(applied_up_to), approximate=False)
+            pipe.execute()

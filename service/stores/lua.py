@@ -1,0 +1,128 @@
+"""Every Lua script the service runs in Redis, each headed by what its KEYS and ARGV hold.
+
+Scripts are for small, atomic decisions (create or replace a model, keep pending records,
+append to a queue within its backlog bound, hold a writer lease); the state arrays never pass
+through Lua (see :mod:`service.stores.redis`).  Key names are :mod:`service.stores.keys`; all
+of one model's keys share the hash tag ``{<model id>}`` so every script runs unchanged on a
+Redis Cluster.  Register them with ``client.register_script(SCRIPT)``.
+"""
+
+# ---------------------------------------------------------------------------- model store
+CREATE_SCRIPT = """
+-- KEYS[1] config  KEYS[2] version  KEYS[3] meta  KEYS[4] state  KEYS[5] layout
+-- KEYS[6..] the model's other keys (seen, expired, pending, deadlines), wiped on replace
+-- ARGV[1] '1' to replace an existing model, '0' to refuse   ARGV[2] config JSON
+-- ARGV[3] incarnation   ARGV[4] number of state fields, then (field, raw bytes) pairs,
+-- then the number of layouts and (array name, layout) pairs
+-- Returns 1 (the new version), or -1 if the model exists and ARGV[1] is '0'.
+if ARGV[1] == '0' and redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+redis.call('DEL', unpack(KEYS))
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('SET', KEYS[2], 1)
+redis.call('HSET', KEYS[3], 'incarnation', ARGV[3])
+local position = 4
+for _, key in ipairs({KEYS[4], KEYS[5]}) do
+  local count = tonumber(ARGV[position])
+  for i = 0, count - 1 do
+    redis.call('HSET', key, ARGV[position + 1 + 2 * i], ARGV[position + 2 + 2 * i])
+  end
+  position = position + 1 + 2 * count
+end
+return 1
+"""
+
+PENDING_SCRIPT = """
+-- KEYS[1] aucs:{m}:config   KEYS[2] aucs:{m}:pending   KEYS[3] aucs:{m}:deadlines
+-- ARGV[1] deadline (unix s), then (event id, record) pairs
+-- Keeps scored events' records until the deadline.  Returns the number kept, or -2 (no model).
+if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
+for i = 2, #ARGV, 2 do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  redis.call('ZADD', KEYS[3], ARGV[1], ARGV[i])
+end
+return (#ARGV - 1) / 2
+"""
+
+DELETE_SCRIPT = """
+-- KEYS: every key of one model (aucs:{m}:...), KEYS[1] being its config
+-- Returns 1 when deleted, 0 when the model did not exist.
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('DEL', unpack(KEYS))
+return 1
+"""
+
+# ---------------------------------------------------------------------------- queue mode
+APPEND_SCRIPT = """
+-- KEYS[1] aucs:{m}:config  KEYS[2] aucs:{m}:meta  KEYS[3] aucs:{m}:stream  KEYS[4] aucs:{m}:queue
+-- ARGV[1] incarnation the batch was validated against   ARGV[2] most events in the backlog
+-- ARGV[3] consumer group name   ARGV[4] events in this request   ARGV[5] number of entries
+-- then per entry: the number of its field/value arguments, then those arguments.
+-- Returns the list of new stream ids; -2 when there is no model; -3 when the model was
+-- re-created since the batch was validated; {-1, backlog} when the backlog is full.
+if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
+if redis.call('HGET', KEYS[2], 'incarnation') ~= ARGV[1] then return -3 end
+local appended = tonumber(redis.call('HGET', KEYS[4], 'events') or '0')
+local applied = tonumber(redis.call('HGET', KEYS[2], 'queue:events') or '0')
+local backlog = appended - applied
+if backlog + tonumber(ARGV[4]) > tonumber(ARGV[2]) then return {-1, backlog} end
+local fresh = redis.call('EXISTS', KEYS[3]) == 0
+local ids = {}
+local position = 6
+for entry = 1, tonumber(ARGV[5]) do
+  local count = tonumber(ARGV[position])
+  local fields = {}
+  for j = 1, count do fields[j] = ARGV[position + j] end
+  ids[entry] = redis.call('XADD', KEYS[3], '*', unpack(fields))
+  position = position + count + 1
+end
+if fresh then redis.pcall('XGROUP', 'CREATE', KEYS[3], ARGV[3], '0') end
+redis.call('HINCRBY', KEYS[4], 'events', ARGV[4])
+redis.call('HINCRBY', KEYS[4], 'entries', ARGV[5])
+return ids
+"""
+
+ENSURE_GROUP_SCRIPT = """
+-- KEYS[1] aucs:{m}:config   KEYS[2] aucs:{m}:stream   ARGV[1] consumer group name
+-- Creates the stream and its consumer group (reading from the start) if they are missing.
+-- Returns 1 when the model exists, 0 when it does not (nothing is created then).
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.pcall('XGROUP', 'CREATE', KEYS[2], ARGV[1], '0', 'MKSTREAM')
+return 1
+"""
+
+LEASE_SCRIPT = """
+-- KEYS[1] aucs:{m}:lease   KEYS[2] aucs:{m}:config
+-- ARGV[1] worker name   ARGV[2] lease duration (milliseconds)
+-- Takes the lease when free, renews it when the caller holds it.
+-- Returns 1 when the caller holds the lease, 0 when another worker does or there is no model.
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if holder then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+HEARTBEAT_SCRIPT = """
+-- KEYS[1] aucs:workers   ARGV[1] worker name   ARGV[2] heartbeat lifetime (milliseconds)
+-- Marks the worker alive until now + lifetime (Redis's clock), forgets expired workers.
+-- Returns the number of live workers.
+local now = redis.call('TIME')
+local milliseconds = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZADD', KEYS[1], milliseconds + tonumber(ARGV[2]), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', milliseconds)
+return redis.call('ZCARD', KEYS[1])
+"""
+
+RELEASE_SCRIPT = """
+-- KEYS[1] aucs:{m}:lease   ARGV[1] worker name
+-- Returns 1 when the caller held the lease (now released), else 0.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"""

@@ -103,10 +103,10 @@ def pauc_params_for(
     {'lam': 0.01, 'alpha': 0.0, 'beta': 0.02}
     >>> pauc_params_for("spam", (0.0, 0.02), {"l2": 0.001})
     {'l2': 0.001}
-    >>> pauc_params_for("pmb", (0.0, 0.02), {"beta": 0.3})
+    >>> pauc_params_for("pmb", (0.0, 0.02), {"beta": 0.3})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    core.errors.InvalidParameter: params.beta = 0.3 contradicts pauc_range [0.0, 0.02] (beta = 0.02 for learner 'pmb'); omit params.beta or make it equal
+    core.errors.InvalidParameter: params.beta = 0.3 contradicts pauc_range [0.0, 0.02] ...
     """
     params = dict(params or {})
     if pauc_range is None or not is_pauc_learner(name):
@@ -127,8 +127,10 @@ def pauc_params_for(
         if param in params:
             explicit = params[param]
             # a number equal to the range's bound (0 == 0.0) is not a contradiction
-            if isinstance(explicit, bool) or not isinstance(explicit, int | float) or (
-                float(explicit) != value
+            if (
+                isinstance(explicit, bool)
+                or not isinstance(explicit, int | float)
+                or (float(explicit) != value)
             ):
                 raise InvalidParameter(
                     f"params.{param} = {explicit!r} contradicts pauc_range [{alpha!r}, "

@@ -21,6 +21,7 @@ import numpy as np
 
 from core._kernels._config import kernel
 from core._kernels.spam import (
+    capped_rate,
     dot_dense,
     dots_dense,
     dots_dense_scored,
@@ -68,11 +69,13 @@ def solam_step(
     s = w_scale[0] * vx
     # partial derivatives of F_t, notes §2.3 with q = p_t ([DERIVED], eq. (3.16))
     if positive:
+        curvature = 2.0 * (1.0 - q)  # d coef_w / d s: capped step of core._kernels.spam
         coef_w = 2.0 * (1.0 - q) * (s - a[0]) - 2.0 * (1.0 + alpha[0]) * (1.0 - q)
         grad_a = -2.0 * (1.0 - q) * (s - a[0])
         grad_b = 0.0
         grad_alpha = -2.0 * (1.0 - q) * s - 2.0 * q * (1.0 - q) * alpha[0]
     else:
+        curvature = 2.0 * q
         coef_w = 2.0 * q * (s - b[0]) + 2.0 * (1.0 + alpha[0]) * q
         grad_a = 0.0
         grad_b = -2.0 * q * (s - b[0])
@@ -88,7 +91,9 @@ def solam_step(
     b[0] = _clip(b[0] - gamma * grad_b, bound)
     alpha[0] = _clip(alpha[0] + gamma * grad_alpha, 2.0 * bound)  # ascent (errata §11.5)
     shrink = 1.0 - gamma * l2
-    return shrink, gamma * coef_w / nu, radius * inv_root_nu
+    # the data term's rate gamma / nu is capped for rows of large norm (spam.capped_rate);
+    # the a, b, alpha and L2 steps keep gamma
+    return shrink, capped_rate(gamma / nu, curvature, xx) * coef_w, radius * inv_root_nu
 
 
 @kernel

@@ -107,7 +107,7 @@ class NaiveSOLAM:
         w~ <- P_{||.|| <= R}(w~ - gamma_D D - gamma l2 w~);  a, b <- clip(. - gamma dF, +-R kappa)
         gamma_D = min(gamma, 1 / (c ||x~||^2)), c = 2(1-q) (y=+1) | 2q (y=-1)
         alpha <- clip(alpha + gamma dF/dalpha, +-2 R kappa)
-      w_bar = sum_t gamma_t w_t / sum_t gamma_t over the PRE-update iterates w_t
+      w_bar = sum_t w_t / T over the PRE-update iterates w_t (uniform average)
     """
 
     def __init__(self, n_features, l2, eta0, radius, kappa, average):
@@ -155,8 +155,8 @@ class NaiveSOLAM:
             stiff = curvature * xx_tilde
             gamma_data = min(gamma, 1 / stiff) if stiff > 0 else gamma
             if self.average:
-                self.w_sum = self.w_sum + gamma * self.w
-                self.gamma_sum += gamma
+                self.w_sum = self.w_sum + self.w
+                self.gamma_sum += 1
             w_tilde = w_tilde - gamma_data * grad_w - gamma * self.l2 * w_tilde
             norm = float(np.linalg.norm(w_tilde))
             if norm > radius:

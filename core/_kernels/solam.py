@@ -8,8 +8,9 @@ State layout (the same for dense and CSR input, see core._kernels.spam for the i
   norm after ``w_unscaled += c x`` is ``sq + 2 c (w_unscaled . x) + c^2 ||x||^2``, so a step costs
   O(nnz(x)).  A scale below 1e-3 in absolute value is folded into the vector (O(n_features),
   rare; ``w_sq_norm`` is recomputed exactly then).
-* the step-size-weighted sum of the pre-update iterates, ``sum_t gamma_t w_t``, is
-  ``avg_offset + avg_coef * w_unscaled``, and the averaged iterate is that over ``gamma_sum``.
+* the sum of the pre-update iterates, ``sum_t w_t``, is ``avg_offset + avg_coef * w_unscaled``,
+  and the averaged iterate is that over ``gamma_sum`` (the number of averaged iterates; the
+  name is kept from the step-size-weighted average of Alg. 18, see core.learners.solam).
 
 Kernels take arrays and scalars only, validate nothing and read no globals.  They inline helpers
 from core._kernels.spam; numba's disk cache only watches this file, so after editing those
@@ -21,6 +22,7 @@ import numpy as np
 
 from core._kernels._config import kernel
 from core._kernels.spam import (
+    capped_rate,
     dot_dense,
     dots_dense,
     dots_dense_scored,
@@ -68,27 +70,34 @@ def solam_step(
     s = w_scale[0] * vx
     # partial derivatives of F_t, notes §2.3 with q = p_t ([DERIVED], eq. (3.16))
     if positive:
+        curvature = 2.0 * (1.0 - q)  # d coef_w / d s: capped step of core._kernels.spam
         coef_w = 2.0 * (1.0 - q) * (s - a[0]) - 2.0 * (1.0 + alpha[0]) * (1.0 - q)
         grad_a = -2.0 * (1.0 - q) * (s - a[0])
         grad_b = 0.0
         grad_alpha = -2.0 * (1.0 - q) * s - 2.0 * q * (1.0 - q) * alpha[0]
     else:
+        curvature = 2.0 * q
         coef_w = 2.0 * q * (s - b[0]) + 2.0 * (1.0 + alpha[0]) * q
         grad_a = 0.0
         grad_b = -2.0 * q * (s - b[0])
         grad_alpha = 2.0 * q * s - 2.0 * q * (1.0 - q) * alpha[0]
-    if average:  # Alg. 18: v_bar, alpha_bar weight the PRE-update iterates by gamma_t
-        avg_coef[0] += gamma * w_scale[0]
-        avg_a[0] += gamma * a[0]
-        avg_b[0] += gamma * b[0]
-        avg_alpha[0] += gamma * alpha[0]
-        gamma_sum[0] += gamma
+    if average:
+        # the uniform average of the PRE-update iterates ([CHOICE], core.learners.solam: Alg.
+        # 18 weights them by gamma_t, which puts half of the weight on the first quarter of
+        # the stream); gamma_sum counts the averaged iterates
+        avg_coef[0] += w_scale[0]
+        avg_a[0] += a[0]
+        avg_b[0] += b[0]
+        avg_alpha[0] += alpha[0]
+        gamma_sum[0] += 1.0
     bound = radius * kappa  # Omega_1, Omega_2 of eq. (3.18), projections §4.1 [DERIVED]
     a[0] = _clip(a[0] - gamma * grad_a, bound)
     b[0] = _clip(b[0] - gamma * grad_b, bound)
     alpha[0] = _clip(alpha[0] + gamma * grad_alpha, 2.0 * bound)  # ascent (errata §11.5)
     shrink = 1.0 - gamma * l2
-    return shrink, gamma * coef_w / nu, radius * inv_root_nu
+    # the data term's rate gamma / nu is capped for rows of large norm (spam.capped_rate);
+    # the a, b, alpha and L2 steps keep gamma
+    return shrink, capped_rate(gamma / nu, curvature, xx) * coef_w, radius * inv_root_nu
 
 
 @kernel

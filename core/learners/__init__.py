@@ -74,12 +74,84 @@ def make_learner(name: str, **params: Any) -> OnlineLearner:
     return learner
 
 
+#: The hyper-parameters through which a learner optimises a pAUC over the FPR range
+#: ``[alpha, beta]``: every learner whose signature has both is a pAUC learner
+#: (``ftrl_pauc``, ``pmb``, ``svm_pauc``).
+PAUC_RANGE_PARAMS = ("alpha", "beta")
+
+
+def is_pauc_learner(name: str) -> bool:
+    """Whether learner ``name`` optimises a pAUC, i.e. takes the range ``alpha``, ``beta``."""
+    accepted = learner_class(name)._param_names()
+    return all(param in accepted for param in PAUC_RANGE_PARAMS)
+
+
+def pauc_params_for(
+    name: str, pauc_range: tuple[float, float] | None, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The hyper-parameters learner ``name`` runs with in a model whose pAUC range is
+    ``pauc_range``: ``params`` with the range's ``alpha`` and ``beta`` added for a pAUC learner
+    (so that the learner optimises the range the model's metrics report), ``params`` unchanged
+    (a copy) for any other learner or when ``pauc_range`` is None.
+
+    Raises :class:`~core.errors.InvalidParameter` with ``param="pauc_range"`` for a range outside
+    ``0 <= alpha < beta <= 1``, and with ``param="alpha"`` / ``"beta"`` when ``params`` sets that
+    parameter explicitly to another value than the range's (one range per model: the learner
+    must not optimise another range than the one reported).  An explicit value equal to the
+    range's is accepted.  Unknown learner names raise ValueError as :func:`make_learner` does.
+
+    >>> pauc_params_for("ftrl_pauc", (0.0, 0.02), {"lam": 0.01})
+    {'lam': 0.01, 'alpha': 0.0, 'beta': 0.02}
+    >>> pauc_params_for("spam", (0.0, 0.02), {"l2": 0.001})
+    {'l2': 0.001}
+    >>> pauc_params_for("pmb", (0.0, 0.02), {"beta": 0.3})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    core.errors.InvalidParameter: params.beta = 0.3 contradicts pauc_range [0.0, 0.02] ...
+    """
+    params = dict(params or {})
+    if pauc_range is None or not is_pauc_learner(name):
+        return params
+    try:
+        alpha, beta = (float(bound) for bound in pauc_range)
+    except (TypeError, ValueError):
+        raise InvalidParameter(
+            f"pauc_range must be two numbers [alpha, beta], got {pauc_range!r}",
+            param="pauc_range",
+        ) from None
+    if not 0.0 <= alpha < beta <= 1.0:
+        raise InvalidParameter(
+            f"pauc_range must satisfy 0 <= alpha < beta <= 1, got [{alpha!r}, {beta!r}]",
+            param="pauc_range",
+        )
+    for param, value in zip(PAUC_RANGE_PARAMS, (alpha, beta), strict=True):
+        if param in params:
+            explicit = params[param]
+            # a number equal to the range's bound (0 == 0.0) is not a contradiction
+            if (
+                isinstance(explicit, bool)
+                or not isinstance(explicit, int | float)
+                or (float(explicit) != value)
+            ):
+                raise InvalidParameter(
+                    f"params.{param} = {explicit!r} contradicts pauc_range [{alpha!r}, "
+                    f"{beta!r}] ({param} = {value!r} for learner {name!r}); omit params.{param} "
+                    "or make it equal",
+                    param=param,
+                )
+        params[param] = value
+    return params
+
+
 __all__ = [
     "LEARNERS",
     "NotFittedError",
     "OnlineLearner",
+    "PAUC_RANGE_PARAMS",
     "available_learners",
+    "is_pauc_learner",
     "learner_class",
     "make_learner",
+    "pauc_params_for",
     "register",
 ]

@@ -130,7 +130,8 @@ class NaiveOPAUC:
       own class: T += 1; c_old = c; c = c + (x - c)/T                                 (2.13)
         full:   Γ = Γ + (x xᵀ - Γ - c_old c_oldᵀ)/T + c_old c_oldᵀ - c cᵀ   (notes §3.2, corrected)
         sketch: rows += [sqrt((T-1)/T) (x - c_old)] (T >= 2); shrink when 2k rows
-      nu = running mean of ||x||^2 (auto step only); eta_t = eta / nu
+      nu = running mean of ||x||^2 (auto step only); eta_t = eta / nu, and at full rank
+        eta_t = min(eta_t, 1 / (||z||^2 + trace(S) + λ)) (no step overshoots the event's loss)
       if the opposite class was seen:
         S = Γ_opp (full) or Bᵀ B / T_opp (sketch); z = x - c_opp
         g = λ w - y z + z (zᵀ w) + S w                                              (2.11)/(2.12)
@@ -196,6 +197,9 @@ class NaiveOPAUC:
             z = x - self.mean[opposite]
             g = self.lam * self.w - label * z + z * float(z @ self.w)
             g = g + self.covariance(opposite) @ self.w
+            if self.auto_eta and self.rank is None:
+                curvature = float(z @ z) + float(np.trace(self.cov[opposite])) + self.lam
+                eta = min(eta, 1.0 / curvature)
             if not self.adaptive:
                 self.w = self.w - eta * g
                 continue

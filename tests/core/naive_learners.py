@@ -31,7 +31,8 @@ class NaiveSPAM:
       if past warm-up and both classes seen:
         p = n+/(n+ + n-), m+- = class means of the events before this one
         g = 2(1-p)(w.(x - m-) - 1) x   (y=+1)   |   2p(w.(x - m+) + 1) x   (y=-1)   [§4.2]
-        u = w - (eta_t / nu) g
+        u = w - min(eta_t / nu, 1 / (c ||x||^2)) g,  c = 2(1-p) (y=+1) | 2p (y=-1)
+            (the rate capped so that no row overshoots its own loss's minimiser)
         l2:          w = u / (1 + eta_t l2)                                        [§4.3]
         elastic net: w = sign(u) max(|u| - eta_t l1 / sqrt(nu), 0) / (1 + eta_t l2)
         w_bar = mean of all iterates after each step                                [App. B]
@@ -74,7 +75,10 @@ class NaiveSPAM:
                     gradient = 2 * (1 - p) * (self.w @ (x - m_neg) - 1) * x
                 else:
                     gradient = 2 * p * (self.w @ (x - m_pos) + 1) * x
-                u = self.w - (eta / nu) * gradient
+                curvature = 2 * (1 - p) if label == 1 else 2 * p
+                xx = float(x @ x)
+                rate = min(eta / nu, 1 / (curvature * xx)) if curvature * xx > 0 else eta / nu
+                u = self.w - rate * gradient
                 if self.penalty == "l2":
                     self.w = u / (1 + eta * self.l2)
                 else:
@@ -99,10 +103,11 @@ class NaiveSOLAM:
       nu = mean ||x||^2 so far (1 while 0); kappa = given or max ||x|| / sqrt(nu)
       R = radius or sqrt(2 / l2);  gamma_t = eta0 / sqrt(t)
       in normalised coordinates w~ = sqrt(nu) w, x~ = x / sqrt(nu) (scores unchanged):
-        gradients of F_t (§2.3 with q = p_t, + l2 w~)
-        w~ <- P_{||.|| <= R}(w~ - gamma dF/dw~);  a, b <- clip(. - gamma dF, +-R kappa)
+        gradients of F_t (§2.3 with q = p_t): the data term D (a multiple of x~), + l2 w~
+        w~ <- P_{||.|| <= R}(w~ - gamma_D D - gamma l2 w~);  a, b <- clip(. - gamma dF, +-R kappa)
+        gamma_D = min(gamma, 1 / (c ||x~||^2)), c = 2(1-q) (y=+1) | 2q (y=-1)
         alpha <- clip(alpha + gamma dF/dalpha, +-2 R kappa)
-      w_bar = sum_t gamma_t w_t / sum_t gamma_t over the PRE-update iterates w_t
+      w_bar = sum_t w_t / T over the PRE-update iterates w_t (uniform average)
     """
 
     def __init__(self, n_features, l2, eta0, radius, kappa, average):
@@ -145,11 +150,14 @@ class NaiveSOLAM:
                 grad_w = 2 * q * (s - b) * x_tilde + 2 * (1 + alpha) * q * x_tilde
                 grad_a, grad_b = 0.0, -2 * q * (s - b)
                 grad_alpha = 2 * q * s - 2 * q * (1 - q) * alpha
-            grad_w = grad_w + self.l2 * w_tilde
+            curvature = 2 * (1 - q) if label == 1 else 2 * q
+            xx_tilde = float(x_tilde @ x_tilde)
+            stiff = curvature * xx_tilde
+            gamma_data = min(gamma, 1 / stiff) if stiff > 0 else gamma
             if self.average:
-                self.w_sum = self.w_sum + gamma * self.w
-                self.gamma_sum += gamma
-            w_tilde = w_tilde - gamma * grad_w
+                self.w_sum = self.w_sum + self.w
+                self.gamma_sum += 1
+            w_tilde = w_tilde - gamma_data * grad_w - gamma * self.l2 * w_tilde
             norm = float(np.linalg.norm(w_tilde))
             if norm > radius:
                 w_tilde = w_tilde * (radius / norm)

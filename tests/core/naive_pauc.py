@@ -124,19 +124,20 @@ def project_annulus(w, inner, outer):
 
 
 def ftrl_pauc_reference(X, y, *, beta=0.1, lam=0.1, eta0=0.5, min_norm=0.25, update_every=500,
-                        first_update_every=16, inner_steps=5, positive_capacity=1000,
-                        negative_capacity=2000, admission=2.0, random_state=None):  # fmt: skip
+                        first_update_every=16, inner_steps=20, positive_capacity=1000,
+                        negative_capacity=2000, admission=None, random_state=None):  # fmt: skip
     """ftrl_pauc (alpha = 0) one event at a time, from its documented rules, with Python lists
     and the pair-loop subgradient :func:`hinge_top_negatives_grad`.
 
     Per event: score with w; a positive is offered to its reservoir (Algorithm R); a negative
     moves the Robbins-Monro tracker of the score exceeded by a fraction
-    level = min(1, admission beta) of the negatives and is offered to its reservoir when its
-    score is at least the tracker's value before that move.  After 16, 32, ... events (up to
-    every update_every), if both reservoirs hold a row: the top j_beta = ceil(beta N seen/admitted)
-    reservoir negatives, and inner_steps * capacity // fill steps (between inner_steps and
-    10 inner_steps) of w <- Proj_W(w - gamma_k (g / (P j_beta) + lam w)),
-    gamma_k = eta0 / (1 + eta0 lam k), W = {min_norm <= ||w|| <= sqrt(2 / lam)}.
+    level = min(1, admission beta) (1 for admission=None) of the negatives and is offered to
+    its reservoir when its score is at least the tracker's value before that move.  After 16,
+    32, ... events (up to every update_every), if both reservoirs hold a row: the top
+    j_beta = ceil(beta N seen/admitted) reservoir negatives, and
+    inner_steps * capacity // fill steps (between inner_steps and 10 inner_steps) of
+    w <- Proj_W(w - gamma_k (g / (P j_beta) + lam w)), gamma_k = eta0 / (1 + eta0 lam k),
+    W = {min_norm <= ||w|| <= sqrt(2 / lam)}.
 
     Returns (pre-update scores, w, quantile tracker [q, scale], counts, solver steps).
     """
@@ -147,7 +148,7 @@ def ftrl_pauc_reference(X, y, *, beta=0.1, lam=0.1, eta0=0.5, min_norm=0.25, upd
     positives, negatives = [], []
     seen = {"pos": 0, "neg": 0, "admitted": 0}
     q, spread = 0.0, 0.0
-    level = min(1.0, admission * beta)
+    level = 1.0 if admission is None else min(1.0, admission * beta)
     steps, updates, since, scores = 0, 0, 0, []
 
     def offer(buffer, capacity, key, x):  # Vitter's Algorithm R

@@ -337,8 +337,9 @@ def test_buffers_larger_than_the_memory_cap_are_refused():
     import scipy.sparse as sp
 
     X = sp.random(10, 2**20, density=1e-5, format="csr", random_state=0)
-    for name in ("pmb", "ftrl_pauc", "svm_pauc"):
-        learner = make_learner(name)
+    # pmb's default 50-row buffer of 2**20 features (400 MiB) is under the cap: 500 rows are not
+    for name, params in (("pmb", {"buffer_size": 500}), ("ftrl_pauc", {}), ("svm_pauc", {})):
+        learner = make_learner(name, **params)
         with pytest.raises(ValueError, match="GiB"):
             learner.partial_fit(X, np.arange(10) % 2)
         assert not learner.is_initialized

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.learners import available_learners, learner_class, make_learner
+from core.learners import available_learners, learner_class, make_learner, pauc_params_for
 from core.learners._base import OnlineLearner
 from core.metrics import PrequentialWindow
 from core.regret import RegretWindow
@@ -171,9 +171,12 @@ def fresh(config: ModelConfig, learner: OnlineLearner) -> Loaded:
 
 def _learner_field(error: Exception) -> str:
     """The request field a learner error is about: ``core`` raises
-    :class:`core.errors.InvalidParameter` with the parameter's name when it knows it."""
+    :class:`core.errors.InvalidParameter` with the parameter's name when it knows it (the
+    model's own ``pauc_range`` is a top-level field, not a learner parameter)."""
     param = getattr(error, "param", None)
-    return "params" if param is None else f"params.{param}"
+    if param is None:
+        return "params"
+    return param if param == "pauc_range" else f"params.{param}"
 
 
 def _online_learners() -> list[str]:
@@ -194,7 +197,10 @@ def build_learner(request: ModelCreate) -> OnlineLearner:
         )
     scaling = resolve_scaling(request.scaling, request.feature_mode)
     try:
-        learner = make_learner(request.learner, **request.params, scaling=scaling)
+        # one pAUC range per model: the range its metrics report is the one its pAUC
+        # learners optimise (an explicit contradicting alpha / beta is refused, naming both)
+        params = pauc_params_for(request.learner, request.pauc_range, request.params)
+        learner = make_learner(request.learner, **params, scaling=scaling)
         learner.initialize(request.n_features)
     except (ValueError, TypeError) as error:
         raise InvalidInput(

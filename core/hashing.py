@@ -135,8 +135,8 @@ class FeatureHasher:
         values = np.asarray(data, dtype=np.float64)
         position = first_nonfinite(values)
         if position is not None:
-            row = row_of_entry(indptr, position)
-            raise InvalidFeatures(f"row {row}: features contain NaN or infinity", row=row)
+            bad_row = row_of_entry(indptr, position)
+            raise InvalidFeatures(f"row {bad_row}: features contain NaN or infinity", row=bad_row)
         return CSRMatrix(
             np.asarray(indptr, dtype=np.int64),
             np.asarray(indices, dtype=np.int64),

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -563,8 +564,8 @@ class PrequentialWindow:
     def _invalidate(self) -> None:
         # Sorted class scores are cached between updates: summary() needs AUC and pAUC of the
         # same content and should sort once.
-        self._window_sorted = None
-        self._reservoir_sorted = None
+        self._window_sorted: tuple[np.ndarray, np.ndarray] | None = None
+        self._reservoir_sorted: tuple[np.ndarray, np.ndarray] | None = None
 
     # -- content
 
@@ -611,7 +612,7 @@ class PrequentialWindow:
     # -- metrics
 
     @staticmethod
-    def _measure(sorted_classes, reason_template, alpha=None, beta=None):
+    def _measure(sorted_classes, reason_template, alpha=None, beta=None) -> tuple[Any, str | None]:
         """``(values, reason)``: ``values`` is the AUC, or ``(pAUC, standardised pAUC)`` when
         alpha and beta are given; NaN and why when undefined (no warning: summary() reports)."""
         positive_sorted, negative_sorted = sorted_classes
@@ -623,7 +624,7 @@ class PrequentialWindow:
         return _pauc_sorted(positive_sorted, negative_sorted, alpha, beta), None
 
     @staticmethod
-    def _warned(value, reason, metric):
+    def _warned(value: Any, reason: str | None, metric: str) -> Any:
         if reason is not None:
             return _warn_undefined(metric, reason, stacklevel=4)
         return value
@@ -741,7 +742,7 @@ class PrequentialWindow:
             A key is missing, has another dtype or shape, or the arrays disagree with each
             other (naming the key).
         """
-        arrays = {}
+        arrays: dict[str, np.ndarray] = {}
         for key, dtype in _STATE_DTYPES.items():
             if key not in state:
                 raise ValueError(f"window state lacks the array {key!r}")

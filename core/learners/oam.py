@@ -10,13 +10,10 @@ import numpy as np
 
 from core._kernels import oam as kernels
 from core._kernels.random import seed_state
+from core.errors import InvalidParameter
 from core.learners import register
-from core.learners._base import (
-    OnlineLearner,
-    check_choice,
-    check_integer,
-    check_positive,
-)
+from core.learners._base import OnlineLearner
+from core.learners._params import Interval, Options
 from core.validation import CSRMatrix
 
 __all__ = ["MAX_DENSE_BUFFER_ENTRIES", "OAM"]
@@ -149,19 +146,23 @@ class OAM(OnlineLearner):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ contract
-    def _validate_params(self) -> None:
-        check_choice("variant", self.variant, VARIANTS)
-        check_positive("C", self.C)
-        check_integer("buffer_size_pos", self.buffer_size_pos, low=1)
-        check_integer("buffer_size_neg", self.buffer_size_neg, low=1)
-        if self.max_nnz is not None:
-            check_integer("max_nnz", self.max_nnz, low=1)
-            if self.scaling == "standard":
-                raise ValueError(
-                    "max_nnz (sparse buffers) cannot be combined with scaling='standard', "
-                    "which centres features and makes every one nonzero; use scaling='scale' "
-                    "or max_nnz=None"
-                )
+    _parameter_constraints = {
+        **OnlineLearner._parameter_constraints,
+        "variant": [Options(VARIANTS)],
+        "C": [Interval(float, 0, None, closed="neither")],
+        "buffer_size_pos": [Interval(int, 1, None)],
+        "buffer_size_neg": [Interval(int, 1, None)],
+        "max_nnz": [None, Interval(int, 1, None)],
+    }
+
+    def _check_params(self) -> None:
+        if self.max_nnz is not None and self.scaling == "standard":
+            raise InvalidParameter(
+                "max_nnz (sparse buffers) cannot be combined with scaling='standard', "
+                "which centres features and makes every one nonzero; use scaling='scale' "
+                "or max_nnz=None",
+                param="max_nnz",
+            )
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         entries = (self.buffer_size_pos + self.buffer_size_neg) * n_features

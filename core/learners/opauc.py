@@ -11,12 +11,8 @@ import numpy as np
 from core._kernels import oam as oam_kernels
 from core._kernels import opauc as kernels
 from core.learners import register
-from core.learners._base import (
-    OnlineLearner,
-    check_choice,
-    check_integer,
-    check_positive,
-)
+from core.learners._base import OnlineLearner
+from core.learners._params import Interval, Options
 from core.validation import CSRMatrix
 
 __all__ = ["MAX_FULL_RANK_FEATURES", "MAX_SKETCH_ENTRIES", "OPAUC"]
@@ -187,14 +183,14 @@ class OPAUC(OnlineLearner):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ contract
-    def _validate_params(self) -> None:
-        check_positive("lam", self.lam, allow_zero=True)
-        if self.eta is not None:
-            check_positive("eta", self.eta)
-        check_choice("adaptive", self.adaptive, (True, False))
-        check_positive("delta", self.delta, allow_zero=True)
-        if self.rank is not None:
-            check_integer("rank", self.rank, low=1)
+    _parameter_constraints = {
+        **OnlineLearner._parameter_constraints,
+        "lam": [Interval(float, 0, None, closed="left")],
+        "eta": [None, Interval(float, 0, None, closed="neither")],
+        "adaptive": [Options((True, False))],
+        "delta": [Interval(float, 0, None, closed="left")],
+        "rank": [None, Interval(int, 1, None)],
+    }
 
     @property
     def _auto_eta(self) -> bool:

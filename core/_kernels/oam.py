@@ -23,38 +23,8 @@ The summation order is fixed, so results stay deterministic.
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels._linalg import dot
 from core._kernels.random import random_below
-
-
-@kernel
-def dot(a, b):
-    """``a · b`` with four accumulators (fixed order, so deterministic)."""
-    n = a.shape[0]
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    i = 0
-    while i + 4 <= n:
-        s0 += a[i] * b[i]
-        s1 += a[i + 1] * b[i + 1]
-        s2 += a[i + 2] * b[i + 2]
-        s3 += a[i + 3] * b[i + 3]
-        i += 4
-    while i < n:
-        s0 += a[i] * b[i]
-        i += 1
-    return (s0 + s1) + (s2 + s3)
-
-
-@kernel
-def csr_decision(indptr, indices, data, w, out):
-    """``out[i] = w · X[i]`` for a CSR batch."""
-    for row in range(indptr.shape[0] - 1):
-        total = 0.0
-        for k in range(indptr[row], indptr[row + 1]):
-            total += w[indices[k]] * data[k]
-        out[row] = total
 
 
 @kernel

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from core._kernels import oam as kernels
+from core._kernels._linalg import csr_decision
 from core._kernels.random import seed_state
 from core.errors import InvalidParameter
 from core.learners import register
@@ -257,7 +258,7 @@ class OAM(OnlineLearner):
         w = self.state_["w"]
         if isinstance(X, CSRMatrix):
             out = np.empty(X.shape[0])
-            kernels.csr_decision(X.indptr, X.indices, X.data, w, out)
+            csr_decision(X.indptr, X.indices, X.data, w, out)
             return out
         return X @ w
 

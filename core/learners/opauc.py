@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from core._kernels import oam as oam_kernels
 from core._kernels import opauc as kernels
+from core._kernels._linalg import csr_decision
+from core._kernels.opauc_sketch import opauc_sketch_learn
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._params import Interval, Options
@@ -114,10 +115,10 @@ class OPAUC(OnlineLearner):
     average 1.5-2): CSR rows with 50 non-zeros about 89,000 events/s (39,700 with the
     split ``w`` alone, about 8,000 before it), dense rows about 16,500-17,000, below the
     issue's 50,000: they are bounded by reading both sketches from L3 for every event, and
-    :mod:`core._kernels.opauc` gives the measured breakdown and why blocking does not pay.
+    :mod:`core._kernels.opauc_sketch` gives the measured breakdown and why blocking does not pay.
 
     [CHOICE] Plain OPAUC with ``rank=k`` keeps every vector it uses as a combination of a
-    small basis ``R`` (:mod:`core._kernels.opauc`): each class's sketch rows materialised at
+    small basis ``R`` (:mod:`core._kernels.opauc_factored`): each class's sketch rows materialised at
     its last rebuild (``sketch_pos``/``sketch_neg``, ``sketch_base_rows`` of them), ``w_direct``,
     the class means at their last rebuild (``mean_pos``/``mean_neg``, over
     ``mean_base_count`` events: with CSR input they are *not* the current means until the
@@ -239,9 +240,10 @@ class OPAUC(OnlineLearner):
             state["sketch_rows_pos"] = np.zeros(1, dtype=np.int64)
             state["sketch_rows_neg"] = np.zeros(1, dtype=np.int64)
         if self._split_weights:
+            assert self.rank is not None  # for mypy: _split_weights implies a rank
             size = 2 * self.rank
             length = SKETCH_BUFFER_ROWS_PER_RANK * self.rank
-            n_slots = 2 * size + 3 + 2 * length  # the basis R (core._kernels.opauc)
+            n_slots = 2 * size + 3 + 2 * length  # the basis R (core._kernels.opauc_factored)
             state["w_direct"] = np.zeros(n_features)
             state["basis_coef"] = np.zeros(n_slots)
             state["basis_coef"][2 * size] = 1.0  # w = 1 · w_direct + ...
@@ -275,7 +277,7 @@ class OPAUC(OnlineLearner):
         grad_sq = state.get("grad_sq_sum", empty)
         sq_norm_mean = state.get("sq_norm_mean", np.zeros(1))
         if self._split_weights:
-            kernels.opauc_sketch_learn(
+            opauc_sketch_learn(
                 *arrays,
                 y,
                 scores,
@@ -302,10 +304,11 @@ class OPAUC(OnlineLearner):
                 lam,
                 eta,
                 self._auto_eta,
-                int(self.rank),
+                int(self.rank or 0),
             )
             return
         options = (lam, eta, self._auto_eta, bool(self.adaptive), float(self.delta), radius)
+        matrices: tuple[np.ndarray, ...]
         if self.rank is None:
             matrices = (state["cov_pos"], state["cov_neg"], np.zeros(1, dtype=np.int64))
             matrices += (matrices[2],)
@@ -332,7 +335,7 @@ class OPAUC(OnlineLearner):
         w = self.state_["w"]
         if isinstance(X, CSRMatrix):
             out = np.empty(X.shape[0])
-            oam_kernels.csr_decision(X.indptr, X.indices, X.data, w, out)
+            csr_decision(X.indptr, X.indices, X.data, w, out)
             return out
         return X @ w
 

@@ -281,7 +281,7 @@ def test_split_sketch_with_offset_features_stays_close_to_the_reference(kind):
 
 
 def test_weighted_projection_kernel_matches_the_reference():
-    from core._kernels.opauc import _project_weighted
+    from core._kernels.adaoam import project_weighted as _project_weighted
 
     rng = np.random.default_rng(4)
     for _ in range(50):

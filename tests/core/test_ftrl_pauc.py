@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from core._kernels.ftrl_pauc import track_quantile
 from core.learners import learner_class, make_learner
 from core.learners.svm_pauc import solve_svm_pauc
-from tests.core import naive_pauc as naive
+from tests.core.naive import pauc as naive
 
 
 def _stream(seed, n=400, rate=0.2, n_features=4, shift=1.5):

@@ -1,5 +1,5 @@
 """OPAUC / AdaOAM / low-rank OPAUC (``core.learners.opauc``) against the plain reference in
-``naive_baselines``, plus the properties of the class statistics and the sketch."""
+``tests.core.naive.baselines``, plus the properties of the class statistics and the sketch."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from core.learners import learner_class, make_learner
 from core.learners.opauc import DEFAULT_ADAPTIVE_ETA, DEFAULT_ETA_SCALE, MAX_FULL_RANK_FEATURES
-from tests.core.naive_baselines import NaiveOPAUC, weighted_ball_projection
+from tests.core.naive.baselines import NaiveOPAUC, weighted_ball_projection
 
 N_FEATURES = 6
 

@@ -21,12 +21,22 @@ every vector kept as coefficients on a small basis of materialised rows, means a
 events).
 """
 
+from collections import namedtuple
+
 import numpy as np
 
 from core._kernels._config import kernel
 from core._kernels._linalg import combine_rows, dot_and_squared_norm, row_dots
 from core._kernels.adaoam import gradient_step
 from core._kernels.covariance import sketch_insert, update_covariance, update_mean
+
+#: The learned arrays :func:`opauc_learn` updates (``matrix_*``: covariances or sketches).
+OPAUCState = namedtuple("OPAUCState", ["w", "mean_pos", "mean_neg", "matrix_pos", "matrix_neg",
+                                       "rows_pos", "rows_neg", "count_pos", "count_neg",
+                                       "grad_sq", "sq_norm_mean"])  # fmt: skip
+#: Its hyper-parameters (``rank == 0``: full covariances).
+OPAUCOptions = namedtuple("OPAUCOptions", ["lam", "eta", "auto_eta", "adaptive", "delta",
+                                           "radius", "rank"])  # fmt: skip
 
 
 @kernel
@@ -67,33 +77,12 @@ def step_size(eta, auto_eta, squared_norm, sq_norm_mean, n_seen):
 
 
 @kernel
-def _event(
-    x,
-    squared_norm,
-    label,
-    w,
-    mean_pos,
-    mean_neg,
-    matrix_pos,
-    matrix_neg,
-    rows_pos,
-    rows_neg,
-    count_pos,
-    count_neg,
-    grad_sq,
-    sq_norm_mean,
-    lam,
-    eta,
-    auto_eta,
-    adaptive,
-    delta,
-    radius,
-    rank,
-    work,
-    projections,
-):
+def _event(x, squared_norm, label, state, options, work, projections):
     """One event.  ``rank == 0``: ``matrix_*`` are the full covariances; otherwise they are
     the ``2·rank × d`` frequent-directions sketches with ``rows_*`` rows in use."""
+    (w, mean_pos, mean_neg, matrix_pos, matrix_neg, rows_pos, rows_neg, count_pos, count_neg,
+     grad_sq, sq_norm_mean) = state  # fmt: skip
+    lam, eta, auto_eta, adaptive, delta, radius, rank = options
     delta_row = work[0]
     sw = work[1]
     g = work[2]
@@ -136,39 +125,18 @@ def _event(
 
 
 @kernel
-def opauc_learn(
-    X,
-    indptr,
-    indices,
-    data,
-    sparse,
-    y,
-    scores,
-    w,
-    mean_pos,
-    mean_neg,
-    matrix_pos,
-    matrix_neg,
-    rows_pos,
-    rows_neg,
-    count_pos,
-    count_neg,
-    grad_sq,
-    sq_norm_mean,
-    lam,
-    eta,
-    auto_eta,
-    adaptive,
-    delta,
-    radius,
-    rank,
-):
+def opauc_learn(batch, y, scores, state, options):
     """Learn a batch in order; ``scores`` (length 0 or n) gets each pre-update score.
 
     Dense input in ``X``; with ``sparse`` the CSR arrays are used instead (each row scattered
     into a dense work row: the statistics are dense anyway).  ``rank == 0`` selects the full
     covariances in ``matrix_*``, ``rank > 0`` the sketches (one kernel, so one compilation).
+    ``batch`` is an :class:`~core._kernels._bundles.EventBatch`, ``state`` an
+    :data:`OPAUCState`, ``options`` :data:`OPAUCOptions`.
     """
+    X, indptr, indices, data, sparse = batch
+    w = state.w
+    matrix_pos = state.matrix_pos
     d = w.shape[0]
     work = np.zeros((6, d))
     x = work[5]
@@ -185,31 +153,7 @@ def opauc_learn(
         score, squared_norm = dot_and_squared_norm(w, row)
         if want_scores:
             scores[t] = score
-        _event(
-            row,
-            squared_norm,
-            y[t],
-            w,
-            mean_pos,
-            mean_neg,
-            matrix_pos,
-            matrix_neg,
-            rows_pos,
-            rows_neg,
-            count_pos,
-            count_neg,
-            grad_sq,
-            sq_norm_mean,
-            lam,
-            eta,
-            auto_eta,
-            adaptive,
-            delta,
-            radius,
-            rank,
-            work,
-            projections,
-        )
+        _event(row, squared_norm, y[t], state, options, work, projections)
         if sparse:
             for k in range(indptr[t], indptr[t + 1]):
                 x[indices[k]] = 0.0

@@ -5,10 +5,15 @@ parts that share the basis layout described below: slot bookkeeping, the factore
 rebuild, the per-event step and the materialisation before a dense call.
 """
 
+from collections import namedtuple
+
 import numpy as np
 
 from core._kernels._config import kernel
 from core._kernels.opauc import step_size
+
+#: Scratch arrays of :func:`factored_event`, allocated once per batch.
+FactoredWork = namedtuple("FactoredWork", ["products", "used", "block", "gw", "p", "new_rows"])
 
 
 # ---------------------------------------------------------------------- factored sketches (CSR)
@@ -112,13 +117,19 @@ def _factored_shrink(s, rank, gram, sketch_map, rows, block, n_block):
 
 
 @kernel
-def _rebuild(s, rank, coef, gram, sketch_map, base_rows, base_count, buffer_rows,
-             buffer_indptr, buffer_indices, buffer_data, w_direct, mean, sketch, rows, count,
-             new_rows, block, used):  # fmt: skip
+def _rebuild(s, state, rank, new_rows, block, used):
     """Materialise class ``s``: its sketch rows ``M_s R`` become its new ``Q_s``, its current
     mean its new ``c_s``, and ``w``'s part on the class's slots is folded into ``v``; the
     Gram is mapped to the new slots (new = K · old, so the products are ``K G`` and
     ``K G Kᵀ``); the class's buffer is emptied and ``M_s = I``."""
+    coef, gram, sketch_map = state.coef, state.basis_gram, state.sketch_map
+    base_rows, base_count, buffer_rows = state.base_rows, state.base_count, state.buffer_rows
+    buffer_indptr, buffer_indices = state.buffer_indptr, state.buffer_indices
+    buffer_data, w_direct = state.buffer_data, state.w_direct
+    mean = state.mean_pos if s == 0 else state.mean_neg
+    sketch = state.sketch_pos if s == 0 else state.sketch_neg
+    rows = state.rows_pos if s == 0 else state.rows_neg
+    count = state.count_pos if s == 0 else state.count_neg
     total = count[0]
     if total == 0:
         return
@@ -251,12 +262,24 @@ def _fold_means(coef, gram, w_direct, mean_pos, mean_neg, size):
 
 
 @kernel
-def factored_event(x, start, stop, indices, data, label, w_direct, coef, gram, sketch_map,
-                    base_rows, base_count, buffer_rows, buffer_indptr, buffer_indices,
-                    buffer_data, means, sketches, rows, counts, sq_norm_mean, lam, eta,
-                    auto_eta, rank, products, used, block, gw, p, new_rows):  # fmt: skip
+def factored_event(x, start, stop, indices, data, label, state, options, work):
     """One plain OPAUC event on the factored state (comment above), CSR row ``start:stop``
     (also scattered into the zero work row ``x``); returns the pre-update score."""
+    w_direct, coef, gram, sketch_map = (
+        state.w_direct,
+        state.coef,
+        state.basis_gram,
+        state.sketch_map,
+    )
+    base_rows, base_count, buffer_rows = state.base_rows, state.base_count, state.buffer_rows
+    buffer_indptr, buffer_indices = state.buffer_indptr, state.buffer_indices
+    buffer_data, sq_norm_mean = state.buffer_data, state.sq_norm_mean
+    means = (state.mean_pos, state.mean_neg)
+    sketches = (state.sketch_pos, state.sketch_neg)
+    rows = (state.rows_pos, state.rows_neg)
+    counts = (state.count_pos, state.count_neg)
+    lam, eta, auto_eta, rank = options
+    products, used, block, gw, p, new_rows = work
     size = 2 * rank
     length = buffer_indptr.shape[1] - 1
     direct = 2 * size
@@ -268,9 +291,7 @@ def factored_event(x, start, stop, indices, data, label, w_direct, coef, gram, s
         buffer_rows[own] == length
         or buffer_indptr[own, buffer_rows[own]] + nnz > buffer_data.shape[1]
     ):
-        _rebuild(own, rank, coef, gram, sketch_map, base_rows, base_count, buffer_rows,
-                 buffer_indptr, buffer_indices, buffer_data, w_direct, means[own],
-                 sketches[own], rows[own], counts[own], new_rows, block, used)  # fmt: skip
+        _rebuild(own, state, rank, new_rows, block, used)
     # 1. R x (gathers over the row's non-zeros) and the score
     direct_score = 0.0
     squared_norm = 0.0
@@ -375,19 +396,18 @@ def factored_event(x, start, stop, indices, data, label, w_direct, coef, gram, s
                 total += sketch_map[opp, e, r] * p[e]
             coef[r] -= gain * weight + rate * total
     if shrunk and buffer_rows[own] + rank + 1 > length:
-        _rebuild(own, rank, coef, gram, sketch_map, base_rows, base_count, buffer_rows,
-                 buffer_indptr, buffer_indices, buffer_data, w_direct, means[own],
-                 sketches[own], rows[own], counts[own], new_rows, block, used)  # fmt: skip
+        _rebuild(own, state, rank, new_rows, block, used)
     return score
 
 
 @kernel
-def materialise(rank, coef, gram, sketch_map, base_rows, base_count, buffer_rows,
-                 buffer_indptr, buffer_indices, buffer_data, w_direct, means, sketches, rows,
-                 counts):  # fmt: skip
+def materialise(state, rank):
     """Bring the factored state to the layout :func:`_lazy_event` works on (empty buffers,
     ``M = I``, no coefficient on the means): rebuild each class with buffered rows, then fold
     the means' coefficients into ``v``.  Nothing to do after dense events."""
+    coef, gram, w_direct = state.coef, state.basis_gram, state.w_direct
+    buffer_rows = state.buffer_rows
+    means = (state.mean_pos, state.mean_neg)
     size = 2 * rank
     n_slots = coef.shape[0]
     for s in range(2):
@@ -395,7 +415,5 @@ def materialise(rank, coef, gram, sketch_map, base_rows, base_count, buffer_rows
             new_rows = np.empty((size + 2, w_direct.shape[0]))
             block = np.empty(n_slots, dtype=np.int64)
             used = np.empty(n_slots, dtype=np.int64)
-            _rebuild(s, rank, coef, gram, sketch_map, base_rows, base_count, buffer_rows,
-                     buffer_indptr, buffer_indices, buffer_data, w_direct, means[s],
-                     sketches[s], rows[s], counts[s], new_rows, block, used)  # fmt: skip
+            _rebuild(s, state, rank, new_rows, block, used)
     _fold_means(coef, gram, w_direct, means[0], means[1], size)

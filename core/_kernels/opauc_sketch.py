@@ -5,12 +5,28 @@ Dense rows go through :func:`_lazy_event` here; CSR rows through the factored fo
 :mod:`core._kernels.opauc_factored`; :func:`opauc_sketch_learn` is the batch kernel of both.
 """
 
+from collections import namedtuple
+
 import numpy as np
 
 from core._kernels._config import kernel
 from core._kernels._linalg import blas_dot
 from core._kernels.opauc import step_size
-from core._kernels.opauc_factored import factored_event, materialise
+from core._kernels.opauc_factored import FactoredWork, factored_event, materialise
+
+#: The learned arrays of plain OPAUC with sketches (``coef`` / ``basis_gram``: the basis ``R``).
+SketchState = namedtuple("SketchState", [
+    "w", "w_direct", "coef", "basis_gram", "sketch_map", "base_rows", "base_count",
+    "buffer_rows", "buffer_indptr", "buffer_indices", "buffer_data", "mean_pos", "mean_neg",
+    "sketch_pos", "sketch_neg", "rows_pos", "rows_neg", "count_pos", "count_neg", "sq_norm_mean",
+])  # fmt: skip
+#: Its hyper-parameters.
+SketchOptions = namedtuple("SketchOptions", ["lam", "eta", "auto_eta", "rank"])
+#: The products :func:`_lazy_event` keeps up to date (copies of blocks of ``basis_gram``).
+LazyProducts = namedtuple("LazyProducts", ["coef", "gram", "direct_products", "mean_products",
+                                           "mean_direct", "mean_gram"])  # fmt: skip
+#: Scratch arrays of :func:`_lazy_event`.
+LazyWork = namedtuple("LazyWork", ["products", "centred", "combination", "new_rows"])
 
 
 # ---------------------------------------------------------------------- plain OPAUC, rank k
@@ -118,8 +134,7 @@ def _row_dot_event(row, x, sparse, start, stop, indices, data):
 
 
 @kernel
-def _lazy_shrink(sketch, rows, offset, rank, w_direct, coef, gram, direct_products,
-                 mean_products, mean_direct, products, combination, new_rows):  # fmt: skip
+def _lazy_shrink(sketch, rows, offset, rank, w_direct, kept, work):
     """Frequent-directions shrink of one full sketch (``2k`` rows, joint rows ``offset ..``),
     with the Gram taken from ``gram`` instead of recomputed.
 
@@ -130,6 +145,8 @@ def _lazy_shrink(sketch, rows, offset, rank, w_direct, coef, gram, direct_produc
     ``B'`` of both sketches.  The maintained products are mapped by ``M``; the new rows are
     orthogonal, so their Gram block is ``diag(λ_e - θ)``.
     """
+    coef, gram, direct_products, mean_products, mean_direct, _ = kept
+    products, _, combination, new_rows = work
     m = rows[0]
     total = gram.shape[0]
     block = np.empty((m, m))
@@ -209,11 +226,7 @@ def _lazy_shrink(sketch, rows, offset, rank, w_direct, coef, gram, direct_produc
 
 
 @kernel
-def _lazy_event(x, sparse, start, stop, indices, data, label, w_direct, coef, gram,
-                direct_products, mean_products, mean_direct, mean_gram, mean_pos, mean_neg,
-                sketch_pos, sketch_neg, rows_pos, rows_neg, count_pos, count_neg,
-                sq_norm_mean, lam, eta, auto_eta, rank, products, centred, combination,
-                new_rows):  # fmt: skip
+def _lazy_event(x, sparse, start, stop, indices, data, label, kept, state, options, work):
     """One plain OPAUC event on the split ``w`` (see the comment above); returns the
     pre-update score ``w · x``.
 
@@ -224,6 +237,14 @@ def _lazy_event(x, sparse, start, stop, indices, data, label, w_direct, coef, gr
     instead of O(d) dot products; only ``b · b`` (the Gram diagonal, which the shrink's
     eigenvalues rest on) and ``b · x`` are computed directly.
     """
+    coef, gram, direct_products, mean_products, mean_direct, mean_gram = kept
+    w_direct, sq_norm_mean = state.w_direct, state.sq_norm_mean
+    mean_pos, mean_neg = state.mean_pos, state.mean_neg
+    sketch_pos, sketch_neg = state.sketch_pos, state.sketch_neg
+    rows_pos, rows_neg = state.rows_pos, state.rows_neg
+    count_pos, count_neg = state.count_pos, state.count_neg
+    lam, eta, auto_eta, rank = options
+    products, centred, combination, new_rows = work
     size = 2 * rank
     # 1. B x for both sketches; x · w_direct, x · x, x · c_pos, x · c_neg; the score
     products[:] = 0.0
@@ -308,9 +329,7 @@ def _lazy_event(x, sparse, start, stop, indices, data, label, w_direct, coef, gr
         products[j] = _row_dot_event(new_row, x, sparse, start, stop, indices, data)
         rows_own[0] += 1
         if rows_own[0] == size:
-            _lazy_shrink(sketch_own, rows_own, offset, rank, w_direct, coef, gram,
-                         direct_products, mean_products, mean_direct, products,
-                         combination, new_rows)  # fmt: skip
+            _lazy_shrink(sketch_own, rows_own, offset, rank, w_direct, kept, work)
     step = step_size(eta, auto_eta, squared_norm, sq_norm_mean, count_pos[0] + count_neg[0])
     if count_opp[0] == 0:
         return score  # no update until both classes were seen (notes §3.2)
@@ -346,12 +365,12 @@ def _lazy_event(x, sparse, start, stop, indices, data, label, w_direct, coef, gr
 
 
 @kernel
-def _dense_sketch_batch(X, y, scores, want_scores, coef, basis_gram, w_direct, mean_pos,
-                        mean_neg, sketch_pos, sketch_neg, rows_pos, rows_neg, count_pos,
-                        count_neg, sq_norm_mean, lam, eta, auto_eta, rank):  # fmt: skip
+def _dense_sketch_batch(X, y, scores, want_scores, state, options):
     """Dense rows through :func:`_lazy_event`, on the basis Gram's blocks (copied out and back:
     ``gram`` = the sketch rows' block, ``direct_products`` = ``B v``, ``mean_products`` =
     ``B c``, ``mean_direct`` = ``c · v``, ``mean_gram`` = ``c · c``)."""
+    coef, basis_gram, w_direct = state.coef, state.basis_gram, state.w_direct
+    rank = options.rank
     size = 2 * rank
     joint = 2 * size
     direct = joint
@@ -379,12 +398,10 @@ def _dense_sketch_batch(X, y, scores, want_scores, coef, basis_gram, w_direct, m
     new_rows = np.zeros((rank + 1, d))
     indices = np.zeros(0, dtype=np.int64)
     data = np.zeros(0)
+    kept = LazyProducts(sketch_coef, gram, direct_products, mean_products, mean_direct, mean_gram)
+    work = LazyWork(products, centred, combination, new_rows)
     for t in range(X.shape[0]):
-        score = _lazy_event(X[t], False, 0, 0, indices, data, y[t], w_direct, sketch_coef,
-                            gram, direct_products, mean_products, mean_direct, mean_gram,
-                            mean_pos, mean_neg, sketch_pos, sketch_neg, rows_pos, rows_neg,
-                            count_pos, count_neg, sq_norm_mean, lam, eta, auto_eta, rank,
-                            products, centred, combination, new_rows)  # fmt: skip
+        score = _lazy_event(X[t], False, 0, 0, indices, data, y[t], kept, state, options, work)
         if want_scores:
             scores[t] = score
     for i in range(joint):
@@ -404,15 +421,16 @@ def _dense_sketch_batch(X, y, scores, want_scores, coef, basis_gram, w_direct, m
 
 
 @kernel
-def opauc_sketch_learn(X, indptr, indices, data, sparse, y, scores, w, w_direct, coef,
-                       basis_gram, sketch_map, base_rows, base_count, buffer_rows,
-                       buffer_indptr, buffer_indices, buffer_data, mean_pos, mean_neg,
-                       sketch_pos, sketch_neg, rows_pos, rows_neg, count_pos, count_neg,
-                       sq_norm_mean, lam, eta, auto_eta, rank):  # fmt: skip
+def opauc_sketch_learn(batch, y, scores, state, options):
     """Plain OPAUC with rank-``k`` frequent-directions sketches: learn a batch in order
     (CSR rows on the factored state, dense rows on the materialised one, see the comments
     above), ``scores`` (length 0 or n) gets each pre-update score, and ``w`` is written from
     the parts at the end."""
+    X, indptr, indices, data, sparse = batch
+    (w, w_direct, coef, basis_gram, sketch_map, base_rows, base_count, buffer_rows,
+     buffer_indptr, buffer_indices, buffer_data, mean_pos, mean_neg, sketch_pos, sketch_neg,
+     rows_pos, rows_neg, count_pos, count_neg, sq_norm_mean) = state  # fmt: skip
+    rank = options.rank
     d = w.shape[0]
     size = 2 * rank
     direct = 2 * size
@@ -431,28 +449,21 @@ def opauc_sketch_learn(X, indptr, indices, data, sparse, y, scores, w, w_direct,
         gw = np.zeros(n_slots)
         p = np.zeros(size)
         new_rows = np.empty((size + 2, d))
+        work = FactoredWork(products, used, block, gw, p, new_rows)
         for t in range(indptr.shape[0] - 1):
             start = indptr[t]
             stop = indptr[t + 1]
             for k in range(start, stop):
                 x[indices[k]] = data[k]
             products[:] = 0.0
-            score = factored_event(x, start, stop, indices, data, y[t], w_direct, coef,
-                                    basis_gram, sketch_map, base_rows, base_count, buffer_rows,
-                                    buffer_indptr, buffer_indices, buffer_data, means,
-                                    sketches, rows, counts, sq_norm_mean, lam, eta, auto_eta,
-                                    rank, products, used, block, gw, p, new_rows)  # fmt: skip
+            score = factored_event(x, start, stop, indices, data, y[t], state, options, work)
             if want_scores:
                 scores[t] = score
             for k in range(start, stop):
                 x[indices[k]] = 0.0
     elif X.shape[0] > 0:
-        materialise(rank, coef, basis_gram, sketch_map, base_rows, base_count, buffer_rows,
-                     buffer_indptr, buffer_indices, buffer_data, w_direct, means, sketches,
-                     rows, counts)  # fmt: skip
-        _dense_sketch_batch(X, y, scores, want_scores, coef, basis_gram, w_direct, mean_pos,
-                            mean_neg, sketch_pos, sketch_neg, rows_pos, rows_neg, count_pos,
-                            count_neg, sq_norm_mean, lam, eta, auto_eta, rank)  # fmt: skip
+        materialise(state, rank)
+        _dense_sketch_batch(X, y, scores, want_scores, state, options)
         for s in range(2):  # the materialised layout, in factored terms
             m = rows[s][0]
             base_rows[s] = m

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from core._kernels import opauc as kernels
+from core._kernels._bundles import EventBatch
 from core._kernels._linalg import csr_decision
-from core._kernels.opauc_sketch import opauc_sketch_learn
+from core._kernels.opauc_sketch import SketchOptions, SketchState, opauc_sketch_learn
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._params import Interval, Options
@@ -118,9 +119,9 @@ class OPAUC(OnlineLearner):
     :mod:`core._kernels.opauc_sketch` gives the measured breakdown and why blocking does not pay.
 
     [CHOICE] Plain OPAUC with ``rank=k`` keeps every vector it uses as a combination of a
-    small basis ``R`` (:mod:`core._kernels.opauc_factored`): each class's sketch rows materialised at
-    its last rebuild (``sketch_pos``/``sketch_neg``, ``sketch_base_rows`` of them), ``w_direct``,
-    the class means at their last rebuild (``mean_pos``/``mean_neg``, over
+    small basis ``R`` (:mod:`core._kernels.opauc_factored`): each class's sketch rows
+    materialised at its last rebuild (``sketch_pos``/``sketch_neg``, ``sketch_base_rows`` of
+    them), ``w_direct``, the class means at their last rebuild (``mean_pos``/``mean_neg``, over
     ``mean_base_count`` events: with CSR input they are *not* the current means until the
     next rebuild) and the raw CSR events since (``buffer_*``, at most ``4k`` rows and
     ``n_features`` non-zeros per class).  ``w = Σ basis_coef_r R_r``, each sketch is
@@ -277,37 +278,20 @@ class OPAUC(OnlineLearner):
         grad_sq = state.get("grad_sq_sum", empty)
         sq_norm_mean = state.get("sq_norm_mean", np.zeros(1))
         if self._split_weights:
-            opauc_sketch_learn(
-                *arrays,
-                y,
-                scores,
-                state["w"],
-                state["w_direct"],
-                state["basis_coef"],
-                state["basis_gram"],
-                state["sketch_map"],
-                state["sketch_base_rows"],
-                state["mean_base_count"],
-                state["buffer_rows"],
-                state["buffer_indptr"],
-                state["buffer_indices"],
-                state["buffer_data"],
-                state["mean_pos"],
-                state["mean_neg"],
-                state["sketch_pos"],
-                state["sketch_neg"],
-                state["sketch_rows_pos"],
-                state["sketch_rows_neg"],
-                state["count_pos"],
-                state["count_neg"],
-                sq_norm_mean,
-                lam,
-                eta,
-                self._auto_eta,
-                int(self.rank or 0),
-            )
+            keys = (
+                "w", "w_direct", "basis_coef", "basis_gram", "sketch_map", "sketch_base_rows",
+                "mean_base_count", "buffer_rows", "buffer_indptr", "buffer_indices",
+                "buffer_data", "mean_pos", "mean_neg", "sketch_pos", "sketch_neg",
+                "sketch_rows_pos", "sketch_rows_neg", "count_pos", "count_neg",
+            )  # fmt: skip
+            sketch_state = SketchState._make([*(state[key] for key in keys), sq_norm_mean])
+            sketch_options = SketchOptions(lam, eta, self._auto_eta, int(self.rank or 0))
+            opauc_sketch_learn(EventBatch(*arrays), y, scores, sketch_state, sketch_options)
             return
-        options = (lam, eta, self._auto_eta, bool(self.adaptive), float(self.delta), radius)
+        options = kernels.OPAUCOptions(
+            lam, eta, self._auto_eta, bool(self.adaptive), float(self.delta), radius,
+            int(self.rank or 0),
+        )  # fmt: skip
         matrices: tuple[np.ndarray, ...]
         if self.rank is None:
             matrices = (state["cov_pos"], state["cov_neg"], np.zeros(1, dtype=np.int64))
@@ -315,21 +299,11 @@ class OPAUC(OnlineLearner):
         else:
             matrices = (state["sketch_pos"], state["sketch_neg"])
             matrices += (state["sketch_rows_pos"], state["sketch_rows_neg"])
-        kernels.opauc_learn(
-            *arrays,
-            y,
-            scores,
-            state["w"],
-            state["mean_pos"],
-            state["mean_neg"],
-            *matrices,
-            state["count_pos"],
-            state["count_neg"],
-            grad_sq,
-            sq_norm_mean,
-            *options,
-            int(self.rank or 0),
-        )
+        bundle = kernels.OPAUCState._make([
+            state["w"], state["mean_pos"], state["mean_neg"], *matrices,
+            state["count_pos"], state["count_neg"], grad_sq, sq_norm_mean,
+        ])  # fmt: skip
+        kernels.opauc_learn(EventBatch(*arrays), y, scores, bundle, options)
 
     def _decision(self, X) -> np.ndarray:
         w = self.state_["w"]

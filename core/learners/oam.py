@@ -208,51 +208,31 @@ class OAM(OnlineLearner):
 
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
         state = self.state_
-        gradient = self.variant == "gra"
-        common = (
-            state["fill_pos"],
-            state["fill_neg"],
-            state["count_pos"],
-            state["count_neg"],
+        options = kernels.OAMOptions(float(self.C), self.variant == "gra")
+        counters = (
+            state["fill_pos"], state["fill_neg"], state["count_pos"], state["count_neg"],
             state["rng_state"],
-            float(self.C),
-            gradient,
-        )
+        )  # fmt: skip
         if self.max_nnz is None:
+            bundle = kernels.OAMState(
+                state["w"], state["buffer_pos"], state["buffer_neg"], *counters
+            )
             if isinstance(X, CSRMatrix):
                 kernels.oam_learn_csr_dense_buffers(
-                    X.indptr,
-                    X.indices,
-                    X.data,
-                    y,
-                    scores,
-                    state["w"],
-                    state["buffer_pos"],
-                    state["buffer_neg"],
-                    *common,
+                    X.indptr, X.indices, X.data, y, scores, bundle, options
                 )
             else:
-                kernels.oam_learn_dense(
-                    X, y, scores, state["w"], state["buffer_pos"], state["buffer_neg"], *common
-                )
+                kernels.oam_learn_dense(X, y, scores, bundle, options)
             return
         if not isinstance(X, CSRMatrix):
             X = _dense_to_csr(X)
-        kernels.oam_learn_csr(
-            X.indptr,
-            X.indices,
-            X.data,
-            y,
-            scores,
+        sparse_bundle = kernels.OAMSparseState(
             state["w"],
-            state["buffer_pos_indices"],
-            state["buffer_pos_values"],
-            state["buffer_pos_nnz"],
-            state["buffer_neg_indices"],
-            state["buffer_neg_values"],
-            state["buffer_neg_nnz"],
-            *common,
-        )
+            state["buffer_pos_indices"], state["buffer_pos_values"], state["buffer_pos_nnz"],
+            state["buffer_neg_indices"], state["buffer_neg_values"], state["buffer_neg_nnz"],
+            *counters,
+        )  # fmt: skip
+        kernels.oam_learn_csr(X.indptr, X.indices, X.data, y, scores, sparse_bundle, options)
 
     def _decision(self, X) -> np.ndarray:
         w = self.state_["w"]

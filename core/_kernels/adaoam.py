@@ -6,7 +6,7 @@ event."""
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels._linalg import dot
+from core._kernels._linalg import dot_dense4
 
 
 @kernel
@@ -18,7 +18,7 @@ def project_weighted(u, h, radius, out):
     feasible, so bisection down to adjacent doubles finds it; the feasible end is returned.
     """
     d = u.shape[0]
-    norm2 = dot(u, u)
+    norm2 = dot_dense4(u, u)
     radius2 = radius * radius
     if norm2 <= radius2:
         out[:] = u

@@ -25,7 +25,7 @@ from collections import namedtuple
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels._linalg import dot
+from core._kernels._linalg import dot_dense4, dot_sparse
 from core._kernels.random import random_below
 
 #: The learned arrays with dense buffers (one row per buffered event).
@@ -102,7 +102,7 @@ def _update_dense(x, label, w, score, buffer, fill, weight, gradient, violated):
     if gradient:
         # OAMgra (Alg. 7): every hinge test uses the pre-update w, so test all rows first.
         for row in range(fill):
-            violated[row] = label * (score - dot(w, buffer[row])) <= 1.0
+            violated[row] = label * (score - dot_dense4(w, buffer[row])) <= 1.0
         coefficient = weight * label * 0.5  # C_t y_t (x_t - x) / 2; the halving is exact
         for row in range(fill):
             if violated[row]:
@@ -112,13 +112,13 @@ def _update_dense(x, label, w, score, buffer, fill, weight, gradient, violated):
     for row in range(fill):
         # OAMseq (Alg. 6, eq. 2.8, errata 2): PA-I step on u = y (x_t - x),
         # tau = min(C_t / 2, max(0, 1 - w·u) / ||u||²); a pair with u = 0 is skipped.
-        loss = 1.0 - label * (score - dot(w, buffer[row]))
+        loss = 1.0 - label * (score - dot_dense4(w, buffer[row]))
         if loss > 0.0:
             norm2 = _squared_distance(x, buffer[row])
             if norm2 > 0.0:
                 tau = min(half_weight, loss / norm2)
                 _axpy_diff(w, tau * label, x, buffer[row])
-                score = dot(w, x)
+                score = dot_dense4(w, x)
 
 
 @kernel
@@ -154,7 +154,7 @@ def oam_learn_dense(X, y, scores, state, options):
     violated = np.zeros(max(buffer_pos.shape[0], buffer_neg.shape[0]), dtype=np.bool_)
     for t in range(X.shape[0]):
         x = X[t]
-        score = dot(w, x)
+        score = dot_dense4(w, x)
         if want_scores:
             scores[t] = score
         _event_dense(x, y[t], score, state, options, violated)
@@ -182,15 +182,6 @@ def oam_learn_csr_dense_buffers(indptr, indices, data, y, scores, state, options
 
 
 # ---------------------------------------------------------------------- sparse buffers
-@kernel
-def _sparse_dot(w, b_indices, b_values, b_nnz):
-    """``w · b`` for a buffered sparse row."""
-    total = 0.0
-    for k in range(b_nnz):
-        total += w[b_indices[k]] * b_values[k]
-    return total
-
-
 @kernel
 def _sparse_squared_distance(x_dense, x_indices, x_values, b_indices, b_values, b_nnz, mark,
                              stamp):  # fmt: skip
@@ -234,7 +225,7 @@ def _update_sparse(event, label, w, score, buffer, fill, weight, gradient, scrat
     violated, mark = scratch
     if gradient:
         for row in range(fill):  # Alg. 7: tests with the pre-update w
-            margin = score - _sparse_dot(w, b_indices[row], b_values[row], b_nnz[row])
+            margin = score - dot_sparse(w, b_indices[row], b_values[row], 0, b_nnz[row])
             violated[row] = label * margin <= 1.0
         coefficient = weight * label * 0.5
         for row in range(fill):
@@ -257,7 +248,7 @@ def _update_sparse(event, label, w, score, buffer, fill, weight, gradient, scrat
         return stamp
     half_weight = 0.5 * weight
     for row in range(fill):  # Alg. 6, PA-I step per buffered row
-        loss = 1.0 - label * (score - _sparse_dot(w, b_indices[row], b_values[row], b_nnz[row]))
+        loss = 1.0 - label * (score - dot_sparse(w, b_indices[row], b_values[row], 0, b_nnz[row]))
         if loss > 0.0:
             stamp += 1
             norm2 = _sparse_squared_distance(
@@ -278,9 +269,7 @@ def _update_sparse(event, label, w, score, buffer, fill, weight, gradient, scrat
                     mark,
                     stamp,
                 )
-                score = 0.0
-                for k in range(x_indices.shape[0]):
-                    score += w[x_indices[k]] * x_values[k]
+                score = dot_sparse(w, x_indices, x_values, 0, x_indices.shape[0])
     return stamp
 
 

@@ -10,7 +10,7 @@ from collections import namedtuple
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels._linalg import blas_dot
+from core._kernels._linalg import blas_dot, dot_sparse
 from core._kernels.opauc import step_size
 from core._kernels.opauc_factored import FactoredWork, factored_event, materialise
 
@@ -126,10 +126,7 @@ def _sketch_times_row(sketch, m, x, sparse, start, stop, indices, data, out):
 def _row_dot_event(row, x, sparse, start, stop, indices, data):
     """``row · x`` over the event's non-zeros (sparse) or by BLAS ``ddot`` (dense)."""
     if sparse:
-        total = 0.0
-        for k in range(start, stop):
-            total += row[indices[k]] * data[k]
-        return total
+        return dot_sparse(row, indices, data, start, stop)
     return blas_dot(row, x)
 
 

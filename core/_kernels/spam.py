@@ -26,107 +26,13 @@ Kernels take arrays and scalars only, validate nothing and read no globals.
 import numpy as np
 
 from core._kernels._config import kernel
-
-
-# ------------------------------------------------------------------------------ dot products
-@kernel
-def dot_dense(a, x):
-    """``a . x`` with two accumulators (even and odd columns): without fastmath numba keeps one
-    add chain per accumulator, and two chains halve the latency.  The order is fixed, hence
-    deterministic, and the same as the ``a . x`` of :func:`dots_dense`, so a prequential score
-    and ``decision_function`` agree bit for bit."""
-    n = x.shape[0]
-    s0 = 0.0
-    s1 = 0.0
-    j = 0
-    while j + 2 <= n:
-        s0 += a[j] * x[j]
-        s1 += a[j + 1] * x[j + 1]
-        j += 2
-    if j < n:
-        s0 += a[j] * x[j]
-    return s0 + s1
-
-
-@kernel
-def dot_sparse(a, indices, data, start, end):
-    total = 0.0
-    for k in range(start, end):
-        total += a[indices[k]] * data[k]
-    return total
-
-
-@kernel
-def dots_dense(x, a, b):
-    """``(x . x, a . x, a . b)`` in one pass, two accumulators each (the dense SPAM step needs
-    ||x||^2, w . x and w . sum_opposite; one pass over the three arrays is faster than three)."""
-    n = x.shape[0]
-    xx0 = 0.0
-    xx1 = 0.0
-    ax0 = 0.0
-    ax1 = 0.0
-    bx0 = 0.0
-    bx1 = 0.0
-    j = 0
-    while j + 2 <= n:
-        u = x[j]
-        v = x[j + 1]
-        xx0 += u * u
-        xx1 += v * v
-        ax0 += a[j] * u
-        ax1 += a[j + 1] * v
-        bx0 += b[j] * a[j]
-        bx1 += b[j + 1] * a[j + 1]
-        j += 2
-    if j < n:
-        u = x[j]
-        xx0 += u * u
-        ax0 += a[j] * u
-        bx0 += b[j] * a[j]
-    return xx0 + xx1, ax0 + ax1, bx0 + bx1
-
-
-@kernel
-def dots_dense_scored(x, a, b, c):
-    """:func:`dots_dense` plus ``c . x`` (the averaged part of a prequential score) in the same
-    pass, with the same accumulator order as :func:`dot_dense`."""
-    n = x.shape[0]
-    xx0 = 0.0
-    xx1 = 0.0
-    ax0 = 0.0
-    ax1 = 0.0
-    ab0 = 0.0
-    ab1 = 0.0
-    cx0 = 0.0
-    cx1 = 0.0
-    j = 0
-    while j + 2 <= n:
-        u = x[j]
-        v = x[j + 1]
-        xx0 += u * u
-        xx1 += v * v
-        ax0 += a[j] * u
-        ax1 += a[j + 1] * v
-        ab0 += b[j] * a[j]
-        ab1 += b[j + 1] * a[j + 1]
-        cx0 += c[j] * u
-        cx1 += c[j + 1] * v
-        j += 2
-    if j < n:
-        u = x[j]
-        xx0 += u * u
-        ax0 += a[j] * u
-        ab0 += b[j] * a[j]
-        cx0 += c[j] * u
-    return xx0 + xx1, ax0 + ax1, ab0 + ab1, cx0 + cx1
-
-
-@kernel
-def sq_norm_sparse(data, start, end):
-    total = 0.0
-    for k in range(start, end):
-        total += data[k] * data[k]
-    return total
+from core._kernels._linalg import (
+    dot_dense,
+    dot_sparse,
+    dots_dense,
+    dots_dense_scored,
+    sq_norm_sparse,
+)
 
 
 # ------------------------------------------------------------------------------ shared pieces

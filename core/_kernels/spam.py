@@ -23,6 +23,8 @@ whatever the input (dense rows or CSR rows), so a model can receive both:
 Kernels take arrays and scalars only, validate nothing and read no globals.
 """
 
+from collections import namedtuple
+
 import numpy as np
 
 from core._kernels._config import kernel
@@ -33,6 +35,20 @@ from core._kernels._linalg import (
     dots_dense_scored,
     sq_norm_sparse,
 )
+
+#: The learned arrays of SPAM: ``w = w_scale * w_unscaled``, the iterate sum ``avg_offset +
+#: avg_coef * w_unscaled``, the class sums and ``w_unscaled`` times each, the counters.
+SpamState = namedtuple("SpamState", [
+    "w_unscaled", "w_scale", "avg_offset", "avg_coef", "sum_pos", "sum_neg", "w_dot_sum_pos",
+    "w_dot_sum_neg", "n_seen", "n_pos", "n_neg", "n_steps", "sq_norm_sum",
+])  # fmt: skip
+#: The same for CSR rows, the four per-feature arrays as the rows of one ``table``.
+SpamTableState = namedtuple("SpamTableState", [
+    "table", "w_scale", "avg_coef", "w_dot_sum_pos", "w_dot_sum_neg", "n_seen", "n_pos",
+    "n_neg", "n_steps", "sq_norm_sum",
+])  # fmt: skip
+#: Hyper-parameters (``l1`` is read by the elastic net only).
+SpamOptions = namedtuple("SpamOptions", ["eta0", "l2", "l1", "inverse", "average", "n_warmup"])
 
 
 # ------------------------------------------------------------------------------ shared pieces
@@ -92,13 +108,11 @@ def spam_gradient_coef(positive, wx, w_dot_mean_opposite, p):
 
 # ------------------------------------------------------------------------------ L2, dense
 @kernel
-def spam_l2_dense(
-    X, y, scores,
-    w_unscaled, w_scale, avg_offset, avg_coef,
-    sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
-    n_seen, n_pos, n_neg, n_steps, sq_norm_sum,
-    eta0, l2, inverse, average, n_warmup,
-):  # fmt: skip
+def spam_l2_dense(X, y, scores, state, options):
+    """SPAM-L2 on dense rows (``state``: :data:`SpamState`, ``options``: :data:`SpamOptions`)."""
+    (w_unscaled, w_scale, avg_offset, avg_coef, sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
+     n_seen, n_pos, n_neg, n_steps, sq_norm_sum) = state  # fmt: skip
+    eta0, l2, _, inverse, average, n_warmup = options
     want_scores = scores.shape[0] > 0
     for i in range(X.shape[0]):
         x = X[i]
@@ -161,19 +175,18 @@ def spam_l2_dense(
 
 # ------------------------------------------------------------------------------ L2, CSR
 @kernel
-def spam_l2_csr(
-    indptr, indices, data, y, scores,
-    table, w_scale, avg_coef, w_dot_sum_pos, w_dot_sum_neg,
-    n_seen, n_pos, n_neg, n_steps, sq_norm_sum,
-    eta0, l2, inverse, average, n_warmup,
-):  # fmt: skip
-    """As :func:`spam_l2_dense`, O(nnz) per event (plus a rare O(n_features) fold).
+def spam_l2_csr(indptr, indices, data, y, scores, state, options):
+    """As :func:`spam_l2_dense`, O(nnz) per event (plus a rare O(n_features) fold); ``state``
+    is :data:`SpamTableState`.
 
     ``table`` is (4, n_features): rows w_unscaled, avg_offset, class_sum_neg, class_sum_pos
     (a transposed view of an interleaved buffer for wide models: the four values of a column
     share a cache line).  With 2**20 features the state does not fit in cache, so each pass
     over the row's columns pays memory latency: one pass gathers everything the step needs,
     one pass scatters."""
+    (table, w_scale, avg_coef, w_dot_sum_pos, w_dot_sum_neg,
+     n_seen, n_pos, n_neg, n_steps, sq_norm_sum) = state  # fmt: skip
+    eta0, l2, _, inverse, average, n_warmup = options
     want_scores = average and scores.shape[0] > 0
     for i in range(indptr.shape[0] - 1):
         start = indptr[i]
@@ -269,17 +282,16 @@ def _elastic_net_prox_all(w, threshold, shrink, avg_offset, average):
 
 
 @kernel
-def spam_elastic_net(
-    dense, X, indptr, indices, data, y, scores,
-    w_unscaled, w_scale, avg_offset, avg_coef,
-    sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
-    n_seen, n_pos, n_neg, n_steps, sq_norm_sum,
-    eta0, l2, l1, inverse, average, n_warmup,
-):  # fmt: skip
+def spam_elastic_net(batch, y, scores, state, options):
     """SPAM-NET, dense rows (``dense``) or CSR rows: O(n_features) per event either way, since
     the soft-threshold moves every coordinate and w . m+- depends on all of them non-linearly
     (so neither lazy thresholding nor incremental dot products apply).  The weights are kept
     explicit: ``w_scale`` is 1 and ``avg_coef`` 0 throughout."""
+    X, indptr, indices, data, sparse = batch
+    dense = not sparse
+    (w_unscaled, w_scale, avg_offset, avg_coef, sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
+     n_seen, n_pos, n_neg, n_steps, sq_norm_sum) = state  # fmt: skip
+    eta0, l2, l1, inverse, average, n_warmup = options
     if w_scale[0] != 1.0:
         fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average)
     w = w_unscaled

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from core._kernels import spam as kernels
+from core._kernels._bundles import EventBatch
 from core.errors import InvalidParameter
 from core.learners import register
 from core.learners._base import OnlineLearner
@@ -247,26 +248,24 @@ class SPAM(OnlineLearner):
             table[0], s["w_scale"], table[1], avg_coef, table[3], table[2],
             s["w_dot_class_sum_pos"], s["w_dot_class_sum_neg"], *counters,
         )  # fmt: skip
-        inverse = self.learning_rate == "inverse"
-        eta0, l2, average = float(self.eta0), float(self.l2), bool(self.average)
-        n_warmup = int(self.n_warmup)
+        options = kernels.SpamOptions(
+            float(self.eta0), float(self.l2), float(self.l1), self.learning_rate == "inverse",
+            bool(self.average), int(self.n_warmup),
+        )  # fmt: skip
         if self.penalty == "elastic_net":
             if isinstance(X, CSRMatrix):
-                rows = (False, _NO_ROWS, X.indptr, X.indices, X.data)
+                batch = EventBatch(_NO_ROWS, X.indptr, X.indices, X.data, True)
             else:
-                rows = (True, X, _EMPTY_INT, _EMPTY_INT, _EMPTY)
-            kernels.spam_elastic_net(
-                *rows, y, scores, *common,
-                eta0, l2, float(self.l1), inverse, average, n_warmup,
-            )  # fmt: skip
+                batch = EventBatch(X, _EMPTY_INT, _EMPTY_INT, _EMPTY, False)
+            kernels.spam_elastic_net(batch, y, scores, kernels.SpamState(*common), options)
         elif isinstance(X, CSRMatrix):
-            kernels.spam_l2_csr(
-                X.indptr, X.indices, X.data, y, scores, table, s["w_scale"], avg_coef,
-                s["w_dot_class_sum_pos"], s["w_dot_class_sum_neg"], *counters,
-                eta0, l2, inverse, average, n_warmup,
+            table_state = kernels.SpamTableState(
+                table, s["w_scale"], avg_coef, s["w_dot_class_sum_pos"],
+                s["w_dot_class_sum_neg"], *counters,
             )  # fmt: skip
+            kernels.spam_l2_csr(X.indptr, X.indices, X.data, y, scores, table_state, options)
         else:
-            kernels.spam_l2_dense(X, y, scores, *common, eta0, l2, inverse, average, n_warmup)
+            kernels.spam_l2_dense(X, y, scores, kernels.SpamState(*common), options)
 
     def _decision(self, X) -> np.ndarray:
         s = self.state_

@@ -127,16 +127,7 @@ def as_features(
             raise InvalidFeatures(f"features contain NaN or infinity (first at row {row})", row=row)
         return X
 
-    try:
-        array = np.asarray(X)
-    except (TypeError, ValueError) as error:
-        raise InvalidFeatures(f"features could not be read as a numeric array: {error}") from None
-    if array.dtype == object or not (
-        np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
-    ):
-        raise InvalidFeatures(f"features must be numeric, got dtype {array.dtype}")
-    if np.issubdtype(array.dtype, np.complexfloating):
-        raise InvalidFeatures("features must be real numbers, got complex values")
+    array = _real_array(X, "features", InvalidFeatures)
     if array.ndim == 1 and n_features is not None and array.size == n_features:
         array = array.reshape(1, -1)
     if array.ndim != 2:
@@ -152,6 +143,21 @@ def as_features(
     if position is not None:
         row = position // array.shape[1]
         raise InvalidFeatures(f"features contain NaN or infinity (first at row {row})", row=row)
+    return array
+
+
+def _real_array(values, what: str, error: type[ValueError]) -> np.ndarray:
+    """``values`` as an array of real numbers (bool included), else ``error`` naming ``what``."""
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError) as problem:
+        raise error(f"{what} could not be read as a numeric array: {problem}") from None
+    if array.dtype == object or not (
+        np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
+    ):
+        raise error(f"{what} must be numeric, got dtype {array.dtype}")
+    if np.issubdtype(array.dtype, np.complexfloating):
+        raise error(f"{what} must be real numbers, got complex values")
     return array
 
 
@@ -268,16 +274,7 @@ def check_batch(X, y, n_features: int | None = None, *, accept_sparse: bool = Tr
 
 def as_scores(scores) -> np.ndarray:
     """Coerce scores to a finite 1-d float64 array (a column or row vector is flattened)."""
-    try:
-        array = np.asarray(scores)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"scores could not be read as a numeric array: {error}") from None
-    if array.dtype == object or not (
-        np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
-    ):
-        raise ValueError(f"scores must be numeric, got dtype {array.dtype}")
-    if np.issubdtype(array.dtype, np.complexfloating):
-        raise ValueError("scores must be real numbers, got complex values")
+    array = _real_array(scores, "scores", ValueError)
     if array.ndim == 2 and 1 in array.shape:
         array = array.reshape(-1)
     if array.ndim != 1:

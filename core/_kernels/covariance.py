@@ -85,21 +85,32 @@ def sketch_shrink(sketch, rows, rank):
         for b in range(a, m):
             gram[a, b] = column[b]
             gram[b, a] = column[b]
-    values, vectors = np.linalg.eigh(gram)  # ascending
-    threshold = max(values[m - 1 - rank], 0.0)
+    combination = np.zeros((rank, m))
+    kept, _, _ = shrink_combination(gram, rank, combination)
     shrunk = np.zeros((rank, d))
-    coefficients = np.empty(m)
-    kept = 0
-    for e in range(m - 1, m - 1 - rank, -1):
-        eigenvalue = values[e]
-        if eigenvalue <= threshold:
-            break
-        factor = np.sqrt((eigenvalue - threshold) / eigenvalue)
-        target = shrunk[kept]
-        for r in range(m):
-            coefficients[r] = factor * vectors[r, e]
-        combine_rows(sketch, m, coefficients, target)
-        kept += 1
+    for e in range(kept):
+        combine_rows(sketch, m, combination[e], shrunk[e])
     sketch[:kept] = shrunk[:kept]
     sketch[kept:] = 0.0
     rows[0] = kept
+
+
+@kernel
+def shrink_combination(gram, rank, combination):
+    """The frequent-directions shrink of a sketch ``B`` (``m`` rows) from its Gram ``B Bᵀ``:
+    ``B Bᵀ = U Λ Uᵀ`` (ascending ``Λ``; reads the lower triangle), ``θ`` the (k+1)-th largest
+    eigenvalue; row ``e`` of ``combination`` becomes ``sqrt((λ_e - θ) / λ_e) u_eᵀ`` for the top
+    ``k = rank`` eigenvalues ``λ_e > θ`` (so the new rows are ``combination @ B``).  Returns
+    ``(kept, Λ, θ)``, ``kept`` the rows written; the caller zeroes ``combination`` beforehand."""
+    m = gram.shape[0]
+    values, vectors = np.linalg.eigh(gram)
+    threshold = max(values[m - 1 - rank], 0.0)
+    kept = 0
+    for e in range(m - 1, m - 1 - rank, -1):
+        if values[e] <= threshold:
+            break
+        factor = np.sqrt((values[e] - threshold) / values[e])
+        for r in range(m):
+            combination[kept, r] = factor * vectors[r, e]
+        kept += 1
+    return kept, values, threshold

@@ -10,6 +10,7 @@ from collections import namedtuple
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels.covariance import shrink_combination
 from core._kernels.opauc import step_size
 
 #: Scratch arrays of :func:`factored_event`, allocated once per batch.
@@ -98,17 +99,8 @@ def _factored_shrink(s, rank, gram, sketch_map, rows, block, n_block):
         for b in range(n_block):
             sub_gram[a, b] = gram[block[a], block[b]]
     sketch_gram = np.dot(np.dot(sub_map, sub_gram), sub_map_t)
-    values, vectors = np.linalg.eigh(sketch_gram)  # ascending; reads the lower triangle
-    threshold = max(values[m - 1 - rank], 0.0)
     combination = np.zeros((rank, m))
-    kept = 0
-    for e in range(m - 1, m - 1 - rank, -1):
-        if values[e] <= threshold:
-            break
-        factor = np.sqrt((values[e] - threshold) / values[e])
-        for r in range(m):
-            combination[kept, r] = factor * vectors[r, e]
-        kept += 1
+    kept, _, _ = shrink_combination(sketch_gram, rank, combination)
     new_map = np.dot(combination, sub_map)
     for e in range(m):
         for b in range(n_block):

@@ -11,6 +11,7 @@ import numpy as np
 
 from core._kernels._config import kernel
 from core._kernels._linalg import blas_dot, dot_sparse
+from core._kernels.covariance import shrink_combination
 from core._kernels.opauc import step_size
 from core._kernels.opauc_factored import FactoredWork, factored_event, materialise
 
@@ -150,17 +151,8 @@ def _lazy_shrink(sketch, rows, offset, rank, w_direct, kept, work):
     for i in range(m):
         for j in range(m):
             block[i, j] = gram[offset + i, offset + j]
-    values, vectors = np.linalg.eigh(block)  # ascending
-    threshold = max(values[m - 1 - rank], 0.0)
     combination[:] = 0.0
-    kept = 0
-    for e in range(m - 1, m - 1 - rank, -1):
-        if values[e] <= threshold:
-            break
-        factor = np.sqrt((values[e] - threshold) / values[e])
-        for r in range(m):
-            combination[kept, r] = factor * vectors[r, e]
-        kept += 1
+    kept, values, threshold = shrink_combination(block, rank, combination)
     a = coef[offset : offset + m].copy()
     for r in range(m):
         combination[rank, r] = a[r]

@@ -203,10 +203,10 @@ def _sparse_squared_distance(x_dense, x_indices, x_values, b_indices, b_values, 
 
 
 @kernel
-def _sparse_axpy_diff(
-    w, coefficient, x_dense, x_indices, x_values, b_indices, b_values, b_nnz, mark, stamp
-):
-    """``w += coefficient · (x - b)`` on the union of the supports (b's marked with stamp)."""
+def _sparse_axpy_diff(w, coefficient, event, b_indices, b_values, b_nnz, mark, stamp):
+    """``w += coefficient · (x - b)`` on the union of the supports (b's marked with stamp);
+    ``event`` is ``(x scattered, x's indices, x's values)``."""
+    x_dense, x_indices, x_values = event
     for k in range(b_nnz):
         j = b_indices[k]
         w[j] += coefficient * (x_dense[j] - b_values[k])
@@ -234,16 +234,7 @@ def _update_sparse(event, label, w, score, buffer, fill, weight, gradient, scrat
                 for k in range(b_nnz[row]):
                     mark[b_indices[row, k]] = stamp
                 _sparse_axpy_diff(
-                    w,
-                    coefficient,
-                    x_dense,
-                    x_indices,
-                    x_values,
-                    b_indices[row],
-                    b_values[row],
-                    b_nnz[row],
-                    mark,
-                    stamp,
+                    w, coefficient, event, b_indices[row], b_values[row], b_nnz[row], mark, stamp
                 )
         return stamp
     half_weight = 0.5 * weight
@@ -258,16 +249,7 @@ def _update_sparse(event, label, w, score, buffer, fill, weight, gradient, scrat
             if norm2 > 0.0:
                 tau = min(half_weight, loss / norm2)
                 _sparse_axpy_diff(
-                    w,
-                    tau * label,
-                    x_dense,
-                    x_indices,
-                    x_values,
-                    b_indices[row],
-                    b_values[row],
-                    b_nnz[row],
-                    mark,
-                    stamp,
+                    w, tau * label, event, b_indices[row], b_values[row], b_nnz[row], mark, stamp
                 )
                 score = dot_sparse(w, x_indices, x_values, 0, x_indices.shape[0])
     return stamp

@@ -56,6 +56,76 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
 }
 
 
+#: Per learner, hyper-parameters it must refuse and a pattern the error message must match
+#: (the contract suite also checks the error is an InvalidParameter naming one of them).
+BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
+    "spam": [
+        ({"penalty": "l1"}, "penalty"),
+        ({"l2": -1.0}, "l2"),
+        ({"l1": float("nan")}, "l1"),
+        ({"eta0": 0.0}, "eta0"),
+        ({"learning_rate": "constant"}, "learning_rate"),
+        ({"learning_rate": "inverse", "l2": 0.0}, "l2 > 0"),
+        ({"average": "yes"}, "average"),
+        ({"n_warmup": -1}, "n_warmup"),
+    ],
+    "solam": [
+        ({"l2": -1.0}, "l2"),
+        ({"l2": 0.0}, "radius"),
+        ({"radius": 0.0}, "radius"),
+        ({"kappa": -1.0}, "kappa"),
+        ({"eta0": float("inf")}, "eta0"),
+        ({"average": 1}, "average"),
+    ],
+    "oam": [
+        ({"variant": "sequential"}, "variant"),
+        ({"C": 0}, "C > 0"),
+        ({"C": float("nan")}, "C"),
+        ({"buffer_size_pos": 0}, "buffer_size_pos"),
+        ({"buffer_size_neg": 2.5}, "buffer_size_neg"),
+        ({"max_nnz": 0}, "max_nnz"),
+        ({"max_nnz": 5, "scaling": "standard"}, "scaling='standard'"),
+    ],
+    "opauc": [
+        ({"lam": -1.0}, "lam"),
+        ({"eta": 0.0}, "eta"),
+        ({"adaptive": "yes"}, "adaptive"),
+        ({"delta": -1e-8}, "delta"),
+        ({"rank": 0}, "rank"),
+    ],
+    "ftrl_pauc": [
+        ({"alpha": 0.2, "beta": 0.1}, "alpha < beta"),
+        ({"lam": 0.0}, "lam"),
+        ({"eta0": -1.0}, "eta0"),
+        ({"update_every": 0}, "update_every"),
+        ({"first_update_every": 0}, "first_update_every"),
+        ({"inner_steps": 0}, "inner_steps"),
+        ({"positive_capacity": 0}, "positive_capacity"),
+        ({"admission": 0.5}, "admission"),
+        ({"min_norm": -0.1}, "min_norm"),
+        ({"min_norm": 5.0, "lam": 0.1}, "min_norm"),  # W's outer radius is sqrt(2 / lam) = 4.47
+    ],
+    "pmb": [
+        ({"loss": "auc"}, "loss"),
+        ({"passes": 3}, "passes"),
+        ({"buffer_size": 1}, "buffer_size"),
+        ({"alpha": 0.2, "beta": 0.1}, "alpha < beta"),
+        ({"beta": 1.5}, "beta"),
+        ({"k": 0.0}, "k"),
+        ({"eta": -1.0}, "eta"),
+        ({"radius": -1.0}, "radius"),
+        ({"first_buffer_size": 1}, "first_buffer_size"),
+    ],
+    "svm_pauc": [
+        ({"alpha": 0.3, "beta": 0.2}, "alpha < beta"),
+        ({"C": 0}, "C"),
+        ({"method": "cccp"}, "method"),
+        ({"tol": -1.0}, "tol"),
+        ({"window": 1}, "window"),
+    ],
+}
+
+
 def learner_cases(*, online_only: bool = False, sparse_only: bool = False) -> list:
     """``pytest.param((name, config), id=...)`` for every registered learner with its defaults,
     then each configuration of :data:`CONFIGURATIONS`."""

@@ -151,26 +151,6 @@ def test_tight_gradient_reference_is_the_brute_force_maximiser():
         )
 
 
-@pytest.mark.parametrize(
-    "params, match",
-    [
-        (dict(alpha=0.2, beta=0.1), "alpha < beta"),
-        (dict(lam=0.0), "lam"),
-        (dict(eta0=-1.0), "eta0"),
-        (dict(update_every=0), "update_every"),
-        (dict(first_update_every=0), "first_update_every"),
-        (dict(inner_steps=0), "inner_steps"),
-        (dict(positive_capacity=0), "positive_capacity"),
-        (dict(admission=0.5), "admission"),
-        (dict(min_norm=-0.1), "min_norm"),
-        (dict(min_norm=5.0, lam=0.1), "min_norm"),  # W's outer radius is sqrt(2 / lam) = 4.47
-    ],
-)
-def test_bad_parameters_are_named(params, match):
-    with pytest.raises(ValueError, match=match):
-        make_learner("ftrl_pauc", **params)
-
-
 def test_one_pass_is_close_to_the_batch_solver():
     rng = np.random.default_rng(6)
     direction = rng.normal(size=10) * 0.5

@@ -22,7 +22,14 @@ from core.errors import InvalidFeatures, InvalidParameter
 from core.learners import available_learners, learner_class, learner_modules, make_learner
 from core.learners._params import validate_parameters
 from core.validation import CSRMatrix
-from tests.core.cases import N_FEATURES, close, learner_cases, states_equal, stream
+from tests.core.cases import (
+    BAD_PARAMETERS,
+    N_FEATURES,
+    close,
+    learner_cases,
+    states_equal,
+    stream,
+)
 
 ALL = learner_cases()
 ONLINE = learner_cases(online_only=True)
@@ -70,6 +77,47 @@ def test_unknown_and_out_of_range_parameters_are_typed_and_named(name):
         with pytest.raises(InvalidParameter, match=message) as info:
             make_learner(name, **{param: bad})
         assert info.value.param == param
+
+
+BAD = [
+    pytest.param(name, params, message, id=f"{name}-{'-'.join(map(str, params))}-{i}")
+    for name, rows in BAD_PARAMETERS.items()
+    for i, (params, message) in enumerate(rows)
+]
+
+
+@pytest.mark.parametrize(("name", "params", "message"), BAD)
+def test_bad_hyper_parameters_are_typed_and_named(name, params, message):
+    with pytest.raises(InvalidParameter, match=message) as info:
+        make_learner(name, **params)
+    # a parameter of this learner (a cross-parameter check may name the other one of a pair:
+    # solam's l2=0 needs a radius)
+    assert info.value.param in learner_class(name)._parameter_constraints
+
+
+def test_every_learner_has_a_table_of_bad_parameters():
+    assert set(BAD_PARAMETERS) >= {"spam", "solam", "oam", "opauc", "ftrl_pauc", "pmb", "svm_pauc"}
+
+
+@pytest.mark.parametrize(("name", "config"), ALL)
+def test_fit_is_deterministic_and_learns(name, config):
+    X, y = stream(9)
+    model = make_learner(name, **config, max_iter=2, random_state=3)
+    first = clone(model).fit(X, y)
+    second = clone(model).fit(X, y)
+    states_equal(first.get_state(), second.get_state())
+    assert np.isfinite(first.coef_).all()
+    assert first.get_params() == model.get_params()
+
+
+@pytest.mark.parametrize(("name", "config"), ONLINE)
+def test_fit_without_shuffle_is_max_iter_passes_of_partial_fit(name, config):
+    X, y = stream(9, n=120)
+    fitted = make_learner(name, **config, max_iter=3, shuffle=False).fit(X, y)
+    streamed = make_learner(name, **config, max_iter=3, shuffle=False)
+    for _ in range(3):
+        streamed.partial_fit(X, y)
+    states_equal(fitted.get_state(), streamed.get_state())
 
 
 def test_registry_imports_every_public_learner_module():

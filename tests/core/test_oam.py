@@ -234,25 +234,6 @@ def test_row_beyond_max_nnz_is_rejected_and_changes_nothing():
     assert learner.decision_function(batch).shape == (10,)
 
 
-@pytest.mark.parametrize(
-    ("params", "message"),
-    [
-        ({"variant": "sequential"}, "variant"),
-        ({"C": 0}, "C > 0"),
-        ({"C": float("nan")}, "C"),
-        ({"buffer_size_pos": 0}, "buffer_size_pos"),
-        ({"buffer_size_neg": 2.5}, "buffer_size_neg"),
-        ({"max_nnz": 0}, "max_nnz"),
-        ({"max_nnz": 5, "scaling": "standard"}, "scaling='standard'"),
-        ({"random_state": "seed"}, "random_state"),
-        ({"max_iter": 0}, "max_iter"),
-    ],
-)
-def test_bad_parameters_are_named(params, message):
-    with pytest.raises(ValueError, match=message):
-        make_learner("oam", **params)
-
-
 def test_fit_runs_passes_and_learns():
     from sklearn.metrics import roc_auc_score
 

@@ -298,25 +298,6 @@ def test_buffer_without_positives_takes_no_step():
     assert model.state_["n_steps"][0] == 0 and not model.coef_.any()
 
 
-@pytest.mark.parametrize(
-    "params, match",
-    [
-        (dict(loss="auc"), "loss"),
-        (dict(passes=3), "passes"),
-        (dict(buffer_size=1), "buffer_size"),
-        (dict(alpha=0.2, beta=0.1), "alpha < beta"),
-        (dict(beta=1.5), "beta"),
-        (dict(k=0.0), "k"),
-        (dict(eta=-1.0), "eta"),
-        (dict(radius=-1.0), "radius"),
-        (dict(first_buffer_size=1), "first_buffer_size"),
-    ],
-)
-def test_bad_parameters_are_named(params, match):
-    with pytest.raises(ValueError, match=match):
-        make_learner("pmb", **params)
-
-
 def test_default_one_pass_reaches_a_useful_pauc_on_an_imbalanced_stream():
     rng = np.random.default_rng(4)
     direction = rng.normal(size=10) * 0.5

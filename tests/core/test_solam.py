@@ -13,10 +13,9 @@ import inspect
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.base import clone
 
 from core.learners import make_learner
-from tests.core.cases import CONFIGURATIONS, N_FEATURES, close, states_equal, stream
+from tests.core.cases import CONFIGURATIONS, N_FEATURES, close, stream
 from tests.core.naive.learners import NaiveSOLAM
 
 CONFIGS = {"defaults": {}, **CONFIGURATIONS["solam"]}
@@ -65,39 +64,6 @@ def test_projections_are_active_in_the_projection_configuration():
         # the incrementally kept squared norm matches the vector
         assert state["w_sq_norm"][0] == pytest.approx(np.sum(state["w_unscaled"] ** 2), rel=1e-9)
     assert on_ball > 50 and clipped > 20
-
-
-@pytest.mark.parametrize(
-    ("params", "message"),
-    [
-        ({"l2": -1.0}, "l2"),
-        ({"l2": 0.0}, "radius"),
-        ({"radius": 0.0}, "radius"),
-        ({"kappa": -1.0}, "kappa"),
-        ({"eta0": float("inf")}, "eta0"),
-        ({"average": 1}, "average"),
-        ({"max_iter": 0}, "max_iter"),
-        ({"shuffle": None}, "shuffle"),
-        ({"random_state": "x"}, "random_state"),
-        ({"scaling": "minmax"}, "scaling"),
-    ],
-)
-def test_bad_hyper_parameters_are_named(params, message):
-    with pytest.raises(ValueError, match=message):
-        make_learner("solam", **params)
-
-
-def test_clone_fit_and_registry():
-    model = make_learner("solam", l2=0.0, radius=10.0, eta0=0.2, random_state=3)
-    copy = clone(model)
-    assert copy.get_params() == model.get_params() and copy is not model
-    X, y = stream(9)
-    first = clone(model).fit(X, y)
-    second = clone(model).fit(X, y)
-    states_equal(first.get_state(), second.get_state())
-    assert first.state_["n_seen"][0] == model.max_iter * len(y)
-    assert np.isfinite(first.coef_).all()
-    assert "SOLAM(l2=0.0, eta0=0.2, radius=10.0" in repr(model)
 
 
 def test_high_dimensional_sparse_step_touches_only_its_columns():

@@ -13,7 +13,6 @@ import inspect
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.base import clone
 
 from core.learners import make_learner
 from tests.core.cases import CONFIGURATIONS, N_FEATURES, close, states_equal, stream
@@ -47,40 +46,6 @@ def test_scale_fold_happens_in_the_fold_configuration():
     # the fold resets the scale to 1 and moves the iterate sum into avg_offset
     assert model.state_["w_scale"][0] > 1e-3
     assert model.state_["avg_coef"][0] < model.state_["n_steps"][0]
-
-
-@pytest.mark.parametrize(
-    ("params", "message"),
-    [
-        ({"penalty": "l1"}, "penalty"),
-        ({"l2": -1.0}, "l2"),
-        ({"l1": float("nan")}, "l1"),
-        ({"eta0": 0.0}, "eta0"),
-        ({"learning_rate": "constant"}, "learning_rate"),
-        ({"learning_rate": "inverse", "l2": 0.0}, "l2 > 0"),
-        ({"average": "yes"}, "average"),
-        ({"n_warmup": -1}, "n_warmup"),
-        ({"max_iter": 0}, "max_iter"),
-        ({"random_state": 1.5}, "random_state"),
-        ({"scaling": "minmax"}, "scaling"),
-    ],
-)
-def test_bad_hyper_parameters_are_named(params, message):
-    with pytest.raises(ValueError, match=message):
-        make_learner("spam", **params)
-
-
-def test_clone_fit_and_registry():
-    model = make_learner("spam", penalty="elastic_net", l1=0.01, eta0=0.2, random_state=3)
-    copy = clone(model)
-    assert copy.get_params() == model.get_params() and copy is not model
-    X, y = stream(9)
-    first = clone(model).fit(X, y)
-    second = clone(model).fit(X, y)
-    states_equal(first.get_state(), second.get_state())
-    assert first.state_["n_seen"][0] == model.max_iter * len(y)
-    assert np.isfinite(first.coef_).all()
-    assert "SPAM(penalty='elastic_net'" in repr(model)
 
 
 def test_high_dimensional_sparse_step_touches_only_its_columns():

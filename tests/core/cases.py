@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.learners import available_learners, learner_class
+from core.learners import available_learners, learner_class, make_learner
 
 N_FEATURES = 7
 
@@ -35,10 +35,19 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
     },
     "oam": {
         "gradient": {"variant": "gra"},
+        # buffers smaller than the stream's classes: the reservoirs replace rows
+        "small_buffers": {"buffer_size_pos": 8, "buffer_size_neg": 8},
         "sparse_buffers": {"max_nnz": N_FEATURES, "buffer_size_pos": 20, "buffer_size_neg": 30},
+        "gradient_sparse_buffers": {
+            "variant": "gra",
+            "max_nnz": N_FEATURES,
+            "buffer_size_pos": 8,
+            "buffer_size_neg": 8,
+        },
     },
     "opauc": {
         "adaoam": {"adaptive": True},
+        "adaoam_ball": {"adaptive": True, "lam": 1.0},
         "sketch": {"rank": 2},
         "adaoam_sketch": {"rank": 2, "adaptive": True},
     },
@@ -168,3 +177,27 @@ def states_equal(left, right):
     for key in left:
         assert left[key].dtype == right[key].dtype, key
         np.testing.assert_array_equal(left[key], right[key], err_msg=key)
+
+
+def run_against_naive_reference(name, naive_class, config, sparse):
+    """Learn one stream with learner ``name`` and with its naive reference (built from the
+    learner's parameters, defaults included, so they cannot drift), in three uneven batches
+    (state carried between kernel calls is exercised); check the prequential scores, the
+    served weights and the scores of the whole stream agree.  Returns ``(model, reference)``
+    for the learner's own checks of its state."""
+    import inspect
+
+    import scipy.sparse as sp
+
+    X, y = stream(1, density=0.5 if sparse else 1.0)
+    model = make_learner(name, **config)
+    wanted = inspect.signature(naive_class).parameters
+    reference = naive_class(
+        N_FEATURES, **{k: v for k, v in model.get_params().items() if k in wanted}
+    )
+    for batch in (slice(0, 10), slice(10, 157), slice(157, None)):
+        batch_X = sp.csr_matrix(X[batch]) if sparse else X[batch]
+        close(model.prequential_step(batch_X, y[batch]), reference.learn(X[batch], y[batch]))
+    close(model.coef_, reference.served())
+    close(model.decision_function(X), X @ reference.served())
+    return model, reference

@@ -378,23 +378,6 @@ def test_sketch_approaches_the_full_rank_gradient_as_rank_grows():
 
 
 # ---------------------------------------------------------------------- contract
-@pytest.mark.parametrize("params", [{}, {"adaptive": True, "lam": 1.0}, {"rank": 2}])
-def test_batch_equals_one_at_a_time_and_round_trip_continues(params):
-    X, y = stream(9, n=200)
-    at_once = make_learner("opauc", **params)
-    scores = at_once.prequential_step(X, y)
-    one_by_one = make_learner("opauc", **params)
-    singles = [one_by_one.prequential_step(X[i : i + 1], y[i : i + 1]) for i in range(len(y))]
-    np.testing.assert_array_equal(scores, np.concatenate(singles))
-    assert_states_equal(at_once.get_state(), one_by_one.get_state())
-
-    first = make_learner("opauc", **params).partial_fit(X[:111], y[:111])
-    restored = learner_class("opauc").from_state(first.get_params(), first.get_state())
-    np.testing.assert_array_equal(
-        restored.prequential_step(X[111:], y[111:]), first.prequential_step(X[111:], y[111:])
-    )
-    assert_states_equal(first.get_state(), at_once.get_state())
-    assert_states_equal(restored.get_state(), at_once.get_state())
 
 
 @pytest.mark.parametrize("rank", [1, 3])

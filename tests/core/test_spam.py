@@ -8,14 +8,17 @@ input).
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from core.learners import make_learner
-from tests.core.cases import CONFIGURATIONS, N_FEATURES, close, states_equal, stream
+from tests.core.cases import (
+    CONFIGURATIONS,
+    run_against_naive_reference,
+    states_equal,
+    stream,
+)
 from tests.core.naive.learners import NaiveSPAM
 
 CONFIGS = {"defaults": {}, **CONFIGURATIONS["spam"]}
@@ -24,19 +27,7 @@ CONFIGS = {"defaults": {}, **CONFIGURATIONS["spam"]}
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
 @pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
 def test_kernel_agrees_with_the_naive_reference(config, sparse):
-    X, y = stream(1, density=0.5 if sparse else 1.0)
-    model = make_learner("spam", **config)
-    # the reference takes the learner's parameters, defaults included, so they cannot drift
-    wanted = inspect.signature(NaiveSPAM).parameters
-    reference = NaiveSPAM(
-        N_FEATURES, **{k: v for k, v in model.get_params().items() if k in wanted}
-    )
-    # three batches of uneven size, so state carried between kernel calls is exercised too
-    for batch in (slice(0, 10), slice(10, 157), slice(157, None)):
-        batch_X = sp.csr_matrix(X[batch]) if sparse else X[batch]
-        close(model.prequential_step(batch_X, y[batch]), reference.learn(X[batch], y[batch]))
-    close(model.coef_, reference.served())
-    close(model.decision_function(X), X @ reference.served())
+    model, reference = run_against_naive_reference("spam", NaiveSPAM, config, sparse)
     assert model.state_["n_steps"][0] == reference.n_steps > 0
 
 

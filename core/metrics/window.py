@@ -5,11 +5,11 @@ AUC / pAUC over them, and reservoir samples for the since-start metrics (convent
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import numpy as np
 
+from core._arrays import grown, positive_int
 from core._kernels import metrics as _kernels
 from core._kernels.random import seed_state
 from core.metrics.ranking import (
@@ -37,25 +37,6 @@ _STATE_DTYPES = {
     "reservoir_negative_scores": np.float64,
     "rng_state": np.uint64,  # SplitMix64 state of the reservoir sampling
 }
-
-
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got: {value!r}")
-    return int(value)
-
-
-def _grown(array: np.ndarray, needed: int, capacity: int) -> np.ndarray:
-    """``array`` with room for ``needed`` entries, grown geometrically up to ``capacity``.
-
-    Buffers start small and grow like a list, so a window of capacity 100,000 that has seen ten
-    events holds ten slots, in memory and in its stored state.
-    """
-    if needed <= array.size:
-        return array
-    grown = np.zeros(min(capacity, max(needed, 2 * array.size)), dtype=array.dtype)
-    grown[: array.size] = array
-    return grown
 
 
 def _metric_or_none(value: float) -> float | None:
@@ -115,8 +96,8 @@ class PrequentialWindow:
         self.capacity = capacity
         self.reservoir_capacity = reservoir_capacity
         self.random_state = random_state
-        _positive_int("capacity", capacity)
-        _positive_int("reservoir_capacity", reservoir_capacity)
+        positive_int("capacity", capacity)
+        positive_int("reservoir_capacity", reservoir_capacity)
         self._window_scores = np.zeros(0, dtype=np.float64)
         self._window_labels = np.zeros(0, dtype=np.int64)
         self._size = 0
@@ -151,12 +132,12 @@ class PrequentialWindow:
 
         n_batch_positive = int(np.count_nonzero(labels_pm1 > 0))
         counts = self._counts_since_start
-        self._positive_reservoir = _grown(
+        self._positive_reservoir = grown(
             self._positive_reservoir,
             min(reservoir_capacity, int(counts[1]) + n_batch_positive),
             reservoir_capacity,
         )
-        self._negative_reservoir = _grown(
+        self._negative_reservoir = grown(
             self._negative_reservoir,
             min(reservoir_capacity, int(counts[2]) + score_array.size - n_batch_positive),
             reservoir_capacity,
@@ -178,8 +159,8 @@ class PrequentialWindow:
         n_kept = min(n_events, capacity)
         needed = min(capacity, self._size + n_events)
         # Before the first wrap the cursor equals the size, so growing never moves a pair.
-        self._window_scores = _grown(self._window_scores, needed, capacity)
-        self._window_labels = _grown(self._window_labels, needed, capacity)
+        self._window_scores = grown(self._window_scores, needed, capacity)
+        self._window_labels = grown(self._window_labels, needed, capacity)
         first_slot = (self._cursor + n_events - n_kept) % capacity
         slots = (first_slot + np.arange(n_kept)) % capacity
         self._window_scores[slots] = score_array[n_events - n_kept :]

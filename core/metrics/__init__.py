@@ -28,22 +28,9 @@ Decisions ([CHOICE]) a user may want to know:
   event at a time, so its state never depends on how the stream was cut into batches.
 """
 
-from core.metrics.ranking import (
-    UndefinedMetricWarning,
-    auc,
-    pauc,
-    pauc_kar_top_negatives,
-    pauc_narasimhan_agarwal,
-    roc_curve,
-)
+# the batch metrics are re-exported whole (ranking.__all__), the window by name
+from core.metrics import ranking
+from core.metrics.ranking import *  # noqa: F403
 from core.metrics.window import PrequentialWindow
 
-__all__ = [
-    "PrequentialWindow",
-    "UndefinedMetricWarning",
-    "auc",
-    "pauc",
-    "pauc_kar_top_negatives",
-    "pauc_narasimhan_agarwal",
-    "roc_curve",
-]
+__all__ = ["PrequentialWindow", *ranking.__all__]

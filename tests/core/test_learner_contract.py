@@ -346,6 +346,19 @@ def test_every_scaling_keeps_the_contract(name, scaling):
 
 
 # ------------------------------------------------------------------------- memory layout
+@pytest.mark.parametrize("name", ["spam", "solam"])
+def test_high_dimensional_sparse_step_touches_only_its_columns(name):
+    """spam and solam keep w scaled (w = w_scale * w_unscaled) so a CSR step costs O(nnz)."""
+    n_features = 2**20
+    rng = np.random.default_rng(10)
+    rows = sp.random(200, n_features, density=20 / n_features, format="csr", random_state=rng)
+    y = rng.random(200) < 0.5
+    model = make_learner(name)
+    assert np.isfinite(model.prequential_step(rows, y)).all()
+    touched = np.unique(rows.indices)
+    assert np.count_nonzero(model.state_["w_unscaled"]) <= touched.size
+
+
 WIDE_LAYOUT = [case for case in ONLINE if case.values[0] in ("spam", "solam")]
 
 

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from scipy.stats import chi2
 
 from core.learners import make_learner
+from tests.core.cases import states_equal
 from tests.core.naive.baselines import NaiveOAM
 
 N_FEATURES = 7
@@ -23,13 +24,6 @@ def stream(seed, n=300, positive_rate=0.3, density=1.0, n_features=N_FEATURES):
     if n > 40:  # a repeated row with the other label: its u = 0 pair must be skipped
         X[40], y[40] = X[39], 1 - y[39]
     return X, y
-
-
-def assert_states_equal(left, right):
-    assert left.keys() == right.keys()
-    for key in left:
-        assert left[key].dtype == right[key].dtype, key
-        np.testing.assert_array_equal(left[key], right[key], err_msg=key)
 
 
 def dense_buffer(learner, label):
@@ -187,9 +181,9 @@ def test_deterministic_by_default_and_seeded_by_random_state():
     params = dict(buffer_size_pos=5, buffer_size_neg=5)
     first = make_learner("oam", **params).partial_fit(X, y)
     second = make_learner("oam", **params).partial_fit(X, y)
-    assert_states_equal(first.get_state(), second.get_state())
+    states_equal(first.get_state(), second.get_state())
     seeded = make_learner("oam", random_state=0, **params).partial_fit(X, y)
-    assert_states_equal(first.get_state(), seeded.get_state())  # None means seed 0
+    states_equal(first.get_state(), seeded.get_state())  # None means seed 0
     other = make_learner("oam", random_state=1, **params).partial_fit(X, y)
     assert not np.array_equal(first.state_["buffer_neg"], other.state_["buffer_neg"])
 
@@ -206,7 +200,7 @@ def test_row_beyond_max_nnz_is_rejected_and_changes_nothing():
         learner.partial_fit(sp.csr_matrix(batch), y[100:110])
     with pytest.raises(ValueError, match="max_nnz=4"):
         learner.partial_fit(batch, y[100:110])
-    assert_states_equal(before, learner.get_state())
+    states_equal(before, learner.get_state())
     fresh = make_learner("oam", max_nnz=4)
     with pytest.raises(ValueError, match="max_nnz"):
         fresh.partial_fit(batch, y[100:110])

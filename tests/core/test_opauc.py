@@ -9,6 +9,7 @@ import scipy.sparse as sp
 
 from core.learners import learner_class, make_learner
 from core.learners.opauc import DEFAULT_ADAPTIVE_ETA, DEFAULT_ETA_SCALE, MAX_FULL_RANK_FEATURES
+from tests.core.cases import states_equal
 from tests.core.naive.baselines import NaiveOPAUC, weighted_ball_projection
 
 N_FEATURES = 6
@@ -22,13 +23,6 @@ def stream(seed, n=300, positive_rate=0.3, n_features=N_FEATURES, density=1.0):
     if density < 1.0:
         X[rng.random(X.shape) >= density] = 0.0
     return X, y
-
-
-def assert_states_equal(left, right):
-    assert left.keys() == right.keys()
-    for key in left:
-        assert left[key].dtype == right[key].dtype, key
-        np.testing.assert_array_equal(left[key], right[key], err_msg=key)
 
 
 def assert_close(actual, expected, rtol=1e-12):
@@ -246,7 +240,7 @@ def test_csr_buffer_filled_by_non_zeros_and_by_rows(rank):
     assert_close(np.concatenate(scores), reference.learn(X, y))
     assert_close(learner.coef_, reference.w)
     at_once = make_learner("opauc", rank=rank).partial_fit(sp.csr_matrix(X), y)
-    assert_states_equal(at_once.get_state(), learner.get_state())
+    states_equal(at_once.get_state(), learner.get_state())
 
 
 @pytest.mark.parametrize("first_label", [0, 1])
@@ -402,7 +396,7 @@ def test_csr_and_mixed_batches_equal_one_at_a_time_and_round_trip_mid_buffer(ran
     one_by_one = make_learner("opauc", rank=rank)
     singles = [one_by_one.prequential_step(batch(i, i + 1), y[i : i + 1]) for i in range(240)]
     np.testing.assert_array_equal(scores, np.concatenate(singles))
-    assert_states_equal(at_once.get_state(), one_by_one.get_state())
+    states_equal(at_once.get_state(), one_by_one.get_state())
     reference = reference_for({"rank": rank}, 20)
     assert_close(scores, reference.learn(X, y))
 
@@ -413,7 +407,7 @@ def test_csr_and_mixed_batches_equal_one_at_a_time_and_round_trip_mid_buffer(ran
     np.testing.assert_array_equal(
         restored.prequential_step(tail, y[37:]), first.prequential_step(tail, y[37:])
     )
-    assert_states_equal(restored.get_state(), first.get_state())
+    states_equal(restored.get_state(), first.get_state())
 
 
 def test_deterministic():
@@ -421,7 +415,7 @@ def test_deterministic():
     for params in ({}, {"rank": 2, "adaptive": True}, {"rank": 2}):
         first = make_learner("opauc", **params).partial_fit(sp.csr_matrix(X), y).partial_fit(X, y)
         second = make_learner("opauc", **params).partial_fit(sp.csr_matrix(X), y).partial_fit(X, y)
-        assert_states_equal(first.get_state(), second.get_state())
+        states_equal(first.get_state(), second.get_state())
 
 
 def test_sketch_result_does_not_depend_on_blas_threads():
@@ -435,7 +429,7 @@ def test_sketch_result_does_not_depend_on_blas_threads():
             learner = make_learner("opauc", rank=2)
             learner.partial_fit(X[:20], y[:20]).partial_fit(sp.csr_matrix(X[20:]), y[20:])
             states.append(learner.get_state())
-    assert_states_equal(*states)
+    states_equal(*states)
 
 
 def test_state_layout_follows_the_options():
@@ -479,7 +473,7 @@ def test_rejected_batch_changes_nothing():
         learner.partial_fit(bad, y[40:])
     with pytest.raises(ValueError, match="labels"):
         learner.partial_fit(X[40:], y[40:] + 3)
-    assert_states_equal(before, learner.get_state())
+    states_equal(before, learner.get_state())
 
 
 @pytest.mark.parametrize(

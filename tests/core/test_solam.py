@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from core.learners import make_learner
 from tests.core.cases import CONFIGURATIONS, close, run_against_naive_reference, stream
@@ -50,15 +49,3 @@ def test_projections_are_active_in_the_projection_configuration():
         # the incrementally kept squared norm matches the vector
         assert state["w_sq_norm"][0] == pytest.approx(np.sum(state["w_unscaled"] ** 2), rel=1e-9)
     assert on_ball > 50 and clipped > 20
-
-
-def test_high_dimensional_sparse_step_touches_only_its_columns():
-    n_features = 2**20
-    rng = np.random.default_rng(10)
-    rows = sp.random(200, n_features, density=20 / n_features, format="csr", random_state=rng)
-    y = rng.random(200) < 0.5
-    model = make_learner("solam")
-    scores = model.prequential_step(rows, y)
-    assert np.isfinite(scores).all()
-    touched = np.unique(rows.indices)
-    assert np.count_nonzero(model.state_["w_unscaled"]) <= touched.size

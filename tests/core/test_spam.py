@@ -39,18 +39,6 @@ def test_scale_fold_happens_in_the_fold_configuration():
     assert model.state_["avg_coef"][0] < model.state_["n_steps"][0]
 
 
-def test_high_dimensional_sparse_step_touches_only_its_columns():
-    n_features = 2**20
-    rng = np.random.default_rng(10)
-    rows = sp.random(200, n_features, density=20 / n_features, format="csr", random_state=rng)
-    y = rng.random(200) < 0.5
-    model = make_learner("spam")
-    scores = model.prequential_step(rows, y)
-    assert np.isfinite(scores).all()
-    touched = np.unique(rows.indices)
-    assert np.count_nonzero(model.state_["w_unscaled"]) <= touched.size
-
-
 @pytest.mark.parametrize("wide", [False, True], ids=["narrow", "interleaved"])
 def test_a_deep_copy_learns_independently_and_identically(wide, monkeypatch):
     import copy

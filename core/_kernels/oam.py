@@ -126,22 +126,20 @@ def _event_dense(x, label, score, state, options, violated):
     w, buffer_pos, buffer_neg, fill_pos, fill_neg, count_pos, count_neg, rng_state = state
     C, gradient = options
     if label > 0:
-        count_pos[0] += 1
-        slot = reservoir_slot(rng_state, count_pos[0], buffer_pos.shape[0])
-        if slot >= 0:
-            buffer_pos[slot, :] = x
-            fill_pos[0] = min(count_pos[0], buffer_pos.shape[0])
-        # C_t = C max(1, N_-^t / N_-) (errata 1)
-        weight = C * max(1.0, count_neg[0] / buffer_neg.shape[0])
-        _update_dense(x, 1.0, w, score, buffer_neg, fill_neg[0], weight, gradient, violated)
+        own, count_own, fill_own = buffer_pos, count_pos, fill_pos
+        opposite, count_opposite, fill_opposite = buffer_neg, count_neg, fill_neg
     else:
-        count_neg[0] += 1
-        slot = reservoir_slot(rng_state, count_neg[0], buffer_neg.shape[0])
-        if slot >= 0:
-            buffer_neg[slot, :] = x
-            fill_neg[0] = min(count_neg[0], buffer_neg.shape[0])
-        weight = C * max(1.0, count_pos[0] / buffer_pos.shape[0])
-        _update_dense(x, -1.0, w, score, buffer_pos, fill_pos[0], weight, gradient, violated)
+        own, count_own, fill_own = buffer_neg, count_neg, fill_neg
+        opposite, count_opposite, fill_opposite = buffer_pos, count_pos, fill_pos
+    count_own[0] += 1
+    slot = reservoir_slot(rng_state, count_own[0], own.shape[0])
+    if slot >= 0:
+        own[slot, :] = x
+        fill_own[0] = min(count_own[0], own.shape[0])
+    # C_t = C max(1, N_opp^t / N_opp) (errata 1)
+    weight = C * max(1.0, count_opposite[0] / opposite.shape[0])
+    sign = 1.0 if label > 0 else -1.0
+    _update_dense(x, sign, w, score, opposite, fill_opposite[0], weight, gradient, violated)
 
 
 @kernel

@@ -334,15 +334,8 @@ def pauc_kar_top_negatives(y_true, scores, beta: float = 0.1) -> float:
 
     Parameters
     ----------
-    y_true, scores : array-like of shape (n_samples,)
-        As for :func:`auc`.
-    beta : float
-        ``0 < beta <= 1``.
-
-    Returns
-    -------
-    float
-        In [0, 1]; NaN with an :class:`UndefinedMetricWarning` if only one class is present.
+    y_true, scores, beta
+        As for :func:`pauc_narasimhan_agarwal` (here ``0 < beta <= 1``); so is the result.
 
     Examples
     --------

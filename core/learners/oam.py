@@ -11,7 +11,7 @@ import numpy as np
 from core._kernels import oam as kernels
 from core._kernels._linalg import csr_decision
 from core._kernels.random import seed_state
-from core.errors import InvalidParameter
+from core.errors import InvalidFeatures, InvalidParameter
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._params import Interval, Options
@@ -168,11 +168,12 @@ class OAM(OnlineLearner):
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         entries = (self.buffer_size_pos + self.buffer_size_neg) * n_features
         if self.max_nnz is None and entries > MAX_DENSE_BUFFER_ENTRIES:
-            raise ValueError(
+            raise InvalidParameter(
                 f"oam with dense buffers needs {entries:,} floats ({entries * 8 / 1e6:.0f} MB) "
                 f"for n_features={n_features}, above the limit of "
                 f"{MAX_DENSE_BUFFER_ENTRIES:,}; pass max_nnz=k (the most nonzero features of "
-                "an event) to keep buffered rows sparse"
+                "an event) to keep buffered rows sparse",
+                param="max_nnz",
             )
         state = {
             "w": np.zeros(n_features),
@@ -199,10 +200,11 @@ class OAM(OnlineLearner):
             row_nnz = _row_nnz(features)
             if row_nnz.size and row_nnz.max() > self.max_nnz:
                 row = int(np.argmax(row_nnz > self.max_nnz))
-                raise ValueError(
+                raise InvalidFeatures(
                     f"row {row} has {int(row_nnz[row])} nonzero features, more than "
                     f"max_nnz={self.max_nnz} (the capacity of a buffered sparse row); "
-                    "raise max_nnz or use max_nnz=None for dense buffers"
+                    "raise max_nnz or use max_nnz=None for dense buffers",
+                    row=row,
                 )
         return features, labels
 

@@ -12,6 +12,7 @@ from core._kernels import opauc as kernels
 from core._kernels._bundles import EventBatch
 from core._kernels._linalg import csr_decision
 from core._kernels.opauc_sketch import SketchOptions, SketchState, opauc_sketch_learn
+from core.errors import InvalidParameter
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._params import Interval, Options
@@ -213,17 +214,19 @@ class OPAUC(OnlineLearner):
                 if largest_rank >= 1
                 else "Even a rank-1 sketch is too wide here: use fewer (hashed) features"
             )
-            raise ValueError(
+            raise InvalidParameter(
                 f"opauc with full-rank covariances needs two {n_features}×{n_features} "
                 f"matrices ({gigabytes:,.3g} GB) and O(d²) time per event; n_features="
-                f"{n_features} exceeds the limit of {MAX_FULL_RANK_FEATURES}. {advice}"
+                f"{n_features} exceeds the limit of {MAX_FULL_RANK_FEATURES}. {advice}",
+                param="rank",
             )
         if self.rank is not None and 2 * self.rank * n_features > MAX_SKETCH_ENTRIES:
-            raise ValueError(
+            raise InvalidParameter(
                 f"opauc with rank={self.rank} keeps two {2 * self.rank}×{n_features} sketches "
                 f"and costs O(rank·d) per event; 2·rank·n_features = "
                 f"{2 * self.rank * n_features:,} exceeds the limit of {MAX_SKETCH_ENTRIES:,}. "
-                "Use a smaller rank or fewer (hashed) features"
+                "Use a smaller rank or fewer (hashed) features",
+                param="rank",
             )
         state = {
             "w": np.zeros(n_features),

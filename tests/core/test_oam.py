@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.stats import chi2
 
+from core.errors import InvalidFeatures, InvalidParameter
 from core.learners import make_learner
 from tests.core.cases import states_equal
 from tests.core.naive.baselines import NaiveOAM
@@ -94,7 +95,7 @@ def test_sparse_stream_matches_the_reference(variant, layout):
 def test_dense_buffers_refuse_hashed_widths_and_suggest_max_nnz():
     learner = make_learner("oam")
     X = sp.csr_matrix(([1.0, 2.0], ([0, 1], [3, 5])), shape=(2, 1 << 20))
-    with pytest.raises(ValueError, match=r"above the limit of 10,000,000; pass max_nnz=k"):
+    with pytest.raises(InvalidParameter, match=r"above the limit of 10,000,000; pass max_nnz=k"):
         learner.partial_fit(X, [0, 1])
     assert not learner.is_initialized
     assert make_learner("oam", max_nnz=4).partial_fit(X, [0, 1]).coef_.shape == (1 << 20,)
@@ -196,7 +197,7 @@ def test_row_beyond_max_nnz_is_rejected_and_changes_nothing():
     before = learner.get_state()
     batch = X[100:110].copy()
     batch[6] = 1.0
-    with pytest.raises(ValueError, match=r"row 6 has 7 nonzero features, more than max_nnz=4"):
+    with pytest.raises(InvalidFeatures, match=r"row 6 has 7 nonzero features, more than max_nnz=4"):
         learner.partial_fit(sp.csr_matrix(batch), y[100:110])
     with pytest.raises(ValueError, match="max_nnz=4"):
         learner.partial_fit(batch, y[100:110])

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from core.errors import InvalidParameter
 from core.learners import learner_class, make_learner
 from core.learners.opauc import DEFAULT_ADAPTIVE_ETA, DEFAULT_ETA_SCALE, MAX_FULL_RANK_FEATURES
 from tests.core.cases import states_equal
@@ -452,13 +453,13 @@ def test_state_layout_follows_the_options():
 def test_full_rank_refuses_too_many_features_and_suggests_rank():
     width = MAX_FULL_RANK_FEATURES + 1
     learner = make_learner("opauc")
-    with pytest.raises(ValueError, match=r"exceeds the limit of 1000.*rank=k"):
+    with pytest.raises(InvalidParameter, match=r"exceeds the limit of 1000.*rank=k"):
         learner.partial_fit(np.zeros((2, width)), [0, 1])
     assert not learner.is_initialized
     sketched = make_learner("opauc", rank=2).partial_fit(np.ones((2, width)), [0, 1])
     assert sketched.state_["sketch_pos"].shape == (4, width)
     hashed = sp.csr_matrix(([1.0], ([0], [7])), shape=(1, 1 << 20))
-    with pytest.raises(ValueError, match=r"exceeds the limit of 8,388,608. Use a smaller rank"):
+    with pytest.raises(InvalidParameter, match=r"exceeds the limit of 8,388,608. Use a smaller"):
         make_learner("opauc", rank=8).partial_fit(hashed, [1])
     assert make_learner("opauc", rank=1).partial_fit(hashed, [1]).n_features_in_ == 1 << 20
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from core._kernels._config import kernel
 from core._kernels._linalg import dot_dense4, dot_sparse
-from core._kernels.random import random_below
+from core._kernels.random import reservoir_slot
 
 #: The learned arrays with dense buffers (one row per buffered event).
 OAMState = namedtuple("OAMState", ["w", "buffer_pos", "buffer_neg", "fill_pos", "fill_neg",
@@ -38,23 +38,6 @@ OAMSparseState = namedtuple("OAMSparseState", [
 ])  # fmt: skip
 #: Hyper-parameters: ``C`` and whether the variant is OAMgra (else OAMseq).
 OAMOptions = namedtuple("OAMOptions", ["C", "gradient"])
-
-
-@kernel
-def reservoir_slot(rng_state, count, capacity):
-    """Vitter's Algorithm R (thesis Alg. 5): the slot the ``count``-th event of a class goes to.
-
-    ``count`` includes the current event (1-based).  While the buffer is filling the event takes
-    the next free slot; afterwards it is kept with probability ``capacity / count`` and then
-    replaces a uniformly chosen slot (one draw ``j ~ U{0..count-1}`` decides both: keep iff
-    ``j < capacity``, slot ``j``).  Returns -1 when the event is not kept.
-    """
-    if count <= capacity:
-        return count - 1
-    j = random_below(rng_state, count)
-    if j < capacity:
-        return j
-    return -1
 
 
 @kernel

@@ -9,7 +9,7 @@ import numpy as np
 
 from core._kernels._config import kernel
 from core._kernels.pauc_surrogate import prec_at_k_coefficients, tight_pauc_coefficients
-from core._kernels.random import random_below
+from core._kernels.random import reservoir_slot
 
 
 @kernel
@@ -64,13 +64,10 @@ def reservoir_offer(X, indptr, indices, data, i, buffer, fill, seen, rng_state):
     """
     capacity = buffer.shape[0]
     seen[0] += 1
-    if fill[0] < capacity:
-        event_copy(X, indptr, indices, data, i, buffer, fill[0])
-        fill[0] += 1
-    else:
-        slot = random_below(rng_state, seen[0])
-        if slot < capacity:
-            event_copy(X, indptr, indices, data, i, buffer, slot)
+    slot = reservoir_slot(rng_state, seen[0], capacity)
+    if slot >= 0:
+        event_copy(X, indptr, indices, data, i, buffer, slot)
+        fill[0] = min(seen[0], capacity)
 
 
 @kernel

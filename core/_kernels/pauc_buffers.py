@@ -45,6 +45,17 @@ def event_dot(X, indptr, indices, data, i, w):
 
 
 @kernel
+def decision(X, indptr, indices, data, w):
+    """``w · x`` of every event of a dense or CSR batch (as :func:`event_dot`): the scores of
+    the linear learners whose kernels use these buffers (pmb, ftrl_pauc)."""
+    n_samples = indptr.shape[0] - 1 if indptr.shape[0] > 0 else X.shape[0]
+    out = np.empty(n_samples)
+    for i in range(n_samples):
+        out[i] = event_dot(X, indptr, indices, data, i, w)
+    return out
+
+
+@kernel
 def event_copy(X, indptr, indices, data, i, target, target_row):
     """Write event ``i`` (dense or CSR, as :func:`event_dot`) into the dense row buffer."""
     if indptr.shape[0] == 0:

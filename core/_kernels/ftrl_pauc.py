@@ -4,6 +4,7 @@ DESIGN §3); see :class:`core.learners.ftrl_pauc.FTRLpAUC` for the approximation
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels.pauc_buffers import decision as decision  # the learner scores with it
 from core._kernels.pauc_buffers import (
     event_dot,
     pauc_gradient_counts,
@@ -139,12 +140,3 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
                             neg_admitted, alpha, beta, lam, eta0, min_norm, inner_steps,
                             grad):  # fmt: skip
                 n_updates[0] += 1
-
-
-@kernel
-def decision(X, indptr, indices, data, w):
-    n_samples = indptr.shape[0] - 1 if indptr.shape[0] > 0 else X.shape[0]
-    out = np.empty(n_samples)
-    for i in range(n_samples):
-        out[i] = event_dot(X, indptr, indices, data, i, w)
-    return out

@@ -10,13 +10,13 @@ at a threshold v held by n_v negatives and p_v positives, and twice the area of 
 ``n_v * (2 tp + p_v)``, is an integer.  Only the two segments cut by the ends of an FPR range
 [alpha, beta] need floating point.  AUC is therefore exact up to its final division.
 
-The wrappers in ``core/metrics.py`` validate and allocate; nothing here checks its inputs.
+The wrappers in ``core/metrics/`` validate and allocate; nothing here checks its inputs.
 """
 
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels.random import random_below
+from core._kernels.random import reservoir_slot
 
 
 @kernel
@@ -134,11 +134,7 @@ def reservoir_update(
         else:
             reservoir = negative_reservoir
             class_slot = 2
-        seen_before = counts_since_start[class_slot]
-        counts_since_start[class_slot] = seen_before + 1
-        if seen_before < reservoir_capacity:
-            reservoir[seen_before] = scores[index]
-        else:
-            slot = random_below(rng_state, seen_before + 1)
-            if slot < reservoir_capacity:
-                reservoir[slot] = scores[index]
+        counts_since_start[class_slot] += 1
+        slot = reservoir_slot(rng_state, counts_since_start[class_slot], reservoir_capacity)
+        if slot >= 0:
+            reservoir[slot] = scores[index]

@@ -9,7 +9,7 @@ import numpy as np
 
 from core._kernels._config import kernel
 from core._kernels.pauc_surrogate import prec_at_k_coefficients, tight_pauc_coefficients
-from core._kernels.random import random_below
+from core._kernels.random import reservoir_slot
 
 
 @kernel
@@ -45,6 +45,17 @@ def event_dot(X, indptr, indices, data, i, w):
 
 
 @kernel
+def decision(X, indptr, indices, data, w):
+    """``w · x`` of every event of a dense or CSR batch (as :func:`event_dot`): the scores of
+    the linear learners whose kernels use these buffers (pmb, ftrl_pauc)."""
+    n_samples = indptr.shape[0] - 1 if indptr.shape[0] > 0 else X.shape[0]
+    out = np.empty(n_samples)
+    for i in range(n_samples):
+        out[i] = event_dot(X, indptr, indices, data, i, w)
+    return out
+
+
+@kernel
 def event_copy(X, indptr, indices, data, i, target, target_row):
     """Write event ``i`` (dense or CSR, as :func:`event_dot`) into the dense row buffer."""
     if indptr.shape[0] == 0:
@@ -64,13 +75,10 @@ def reservoir_offer(X, indptr, indices, data, i, buffer, fill, seen, rng_state):
     """
     capacity = buffer.shape[0]
     seen[0] += 1
-    if fill[0] < capacity:
-        event_copy(X, indptr, indices, data, i, buffer, fill[0])
-        fill[0] += 1
-    else:
-        slot = random_below(rng_state, seen[0])
-        if slot < capacity:
-            event_copy(X, indptr, indices, data, i, buffer, slot)
+    slot = reservoir_slot(rng_state, seen[0], capacity)
+    if slot >= 0:
+        event_copy(X, indptr, indices, data, i, buffer, slot)
+        fill[0] = min(seen[0], capacity)
 
 
 @kernel

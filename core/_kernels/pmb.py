@@ -16,6 +16,7 @@ from core._kernels.pauc_buffers import (
     project_ball,
     reservoir_offer,
 )
+from core._kernels.pauc_buffers import decision as decision  # the learner scores with it
 
 
 @kernel
@@ -171,12 +172,3 @@ def pmb_learn(
         project_ball(w, radius)
         for j in range(w.shape[0]):
             w_avg[j] += (w[j] - w_avg[j]) * weight
-
-
-@kernel
-def decision(X, indptr, indices, data, w):
-    n_samples = indptr.shape[0] - 1 if indptr.shape[0] > 0 else X.shape[0]
-    out = np.empty(n_samples)
-    for i in range(n_samples):
-        out[i] = event_dot(X, indptr, indices, data, i, w)
-    return out

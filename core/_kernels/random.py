@@ -1,6 +1,7 @@
 """A tiny deterministic PRNG whose whole state is one uint64 array element.
 
-Reservoir sampling and any other randomness inside kernels draw from here, with the state
+Reservoir sampling (:func:`reservoir_slot`, the one Algorithm R of every kernel) and any other
+randomness inside kernels draw from here, with the state
 passed in as ``rng_state`` (shape (1,), uint64) and stored with the learner, so a learner
 restored from its state continues with the same draws (pynndescent passes its RNG the same way).
 
@@ -36,6 +37,23 @@ def random_below(rng_state, n):
 def random_unit(rng_state):
     """A uniform float in [0, 1) with 53 random bits."""
     return np.float64(next_uint64(rng_state) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@kernel
+def reservoir_slot(rng_state, count, capacity):
+    """Vitter's Algorithm R (thesis Alg. 5): the slot the ``count``-th event of a class goes to.
+
+    ``count`` includes the current event (1-based).  While the buffer is filling the event takes
+    the next free slot; afterwards it is kept with probability ``capacity / count`` and then
+    replaces a uniformly chosen slot (one draw ``j ~ U{0..count-1}`` decides both: keep iff
+    ``j < capacity``, slot ``j``).  Returns -1 when the event is not kept.
+    """
+    if count <= capacity:
+        return count - 1
+    j = random_below(rng_state, count)
+    if j < capacity:
+        return j
+    return -1
 
 
 def seed_state(random_state) -> np.ndarray:

@@ -1,5 +1,5 @@
 """OPAUC / AdaOAM / low-rank OPAUC (``core.learners.opauc``) against the plain reference in
-``naive_baselines``, plus the properties of the class statistics and the sketch."""
+``tests.core.naive.baselines``, plus the properties of the class statistics and the sketch."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from core.errors import InvalidParameter
 from core.learners import learner_class, make_learner
 from core.learners.opauc import DEFAULT_ADAPTIVE_ETA, DEFAULT_ETA_SCALE, MAX_FULL_RANK_FEATURES
-from tests.core.naive_baselines import NaiveOPAUC, weighted_ball_projection
+from tests.core.cases import states_equal
+from tests.core.naive.baselines import NaiveOPAUC, weighted_ball_projection
 
 N_FEATURES = 6
 
@@ -22,13 +24,6 @@ def stream(seed, n=300, positive_rate=0.3, n_features=N_FEATURES, density=1.0):
     if density < 1.0:
         X[rng.random(X.shape) >= density] = 0.0
     return X, y
-
-
-def assert_states_equal(left, right):
-    assert left.keys() == right.keys()
-    for key in left:
-        assert left[key].dtype == right[key].dtype, key
-        np.testing.assert_array_equal(left[key], right[key], err_msg=key)
 
 
 def assert_close(actual, expected, rtol=1e-12):
@@ -203,7 +198,8 @@ def test_factored_sketch_keeps_its_basis_products_up_to_date(rank, kinds):
 def explicit_sketch_learner_run(X, y, rank, lam=1e-4, eta=DEFAULT_ETA_SCALE):
     """Plain OPAUC with a sketch through the explicit kernel (``opauc_learn``: ``B w`` and
     ``Bᵀ(B w)`` per event, as for AdaOAM), dense input: the pre-factoring computation."""
-    from core._kernels.opauc import opauc_learn
+    from core._kernels._bundles import EventBatch
+    from core._kernels.opauc import OPAUCOptions, OPAUCState, opauc_learn
 
     n, d = X.shape
     w = np.zeros(d)
@@ -213,9 +209,12 @@ def explicit_sketch_learner_run(X, y, rank, lam=1e-4, eta=DEFAULT_ETA_SCALE):
     counts = [np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)]
     scores = np.empty(n)
     labels = np.where(y > 0, 1, -1).astype(np.int64)
-    opauc_learn(np.ascontiguousarray(X), np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64),
-                np.zeros(0), False, labels, scores, w, *means, *sketches, *rows, *counts,
-                np.zeros(0), np.zeros(1), lam, eta, True, False, 1e-8, np.inf, rank)  # fmt: skip
+    batch = EventBatch(np.ascontiguousarray(X), np.zeros(1, dtype=np.int64),
+                       np.zeros(0, dtype=np.int64), np.zeros(0), False)  # fmt: skip
+    state = OPAUCState(w, *means, *sketches, *rows, *counts, np.zeros(0), np.zeros(1))
+    opauc_learn(
+        batch, labels, scores, state, OPAUCOptions(lam, eta, True, False, 1e-8, np.inf, rank)
+    )
     return scores, w
 
 
@@ -261,7 +260,7 @@ def test_csr_buffer_filled_by_non_zeros_and_by_rows(rank):
     assert_close(np.concatenate(scores), reference.learn(X, y))
     assert_close(learner.coef_, reference.w)
     at_once = make_learner("opauc", rank=rank).partial_fit(sp.csr_matrix(X), y)
-    assert_states_equal(at_once.get_state(), learner.get_state())
+    states_equal(at_once.get_state(), learner.get_state())
 
 
 @pytest.mark.parametrize("first_label", [0, 1])
@@ -300,7 +299,7 @@ def test_split_sketch_with_offset_features_stays_close_to_the_reference(kind):
 
 
 def test_weighted_projection_kernel_matches_the_reference():
-    from core._kernels.opauc import _project_weighted
+    from core._kernels.adaoam import project_weighted as _project_weighted
 
     rng = np.random.default_rng(4)
     for _ in range(50):
@@ -393,23 +392,6 @@ def test_sketch_approaches_the_full_rank_gradient_as_rank_grows():
 
 
 # ---------------------------------------------------------------------- contract
-@pytest.mark.parametrize("params", [{}, {"adaptive": True, "lam": 1.0}, {"rank": 2}])
-def test_batch_equals_one_at_a_time_and_round_trip_continues(params):
-    X, y = stream(9, n=200)
-    at_once = make_learner("opauc", **params)
-    scores = at_once.prequential_step(X, y)
-    one_by_one = make_learner("opauc", **params)
-    singles = [one_by_one.prequential_step(X[i : i + 1], y[i : i + 1]) for i in range(len(y))]
-    np.testing.assert_array_equal(scores, np.concatenate(singles))
-    assert_states_equal(at_once.get_state(), one_by_one.get_state())
-
-    first = make_learner("opauc", **params).partial_fit(X[:111], y[:111])
-    restored = learner_class("opauc").from_state(first.get_params(), first.get_state())
-    np.testing.assert_array_equal(
-        restored.prequential_step(X[111:], y[111:]), first.prequential_step(X[111:], y[111:])
-    )
-    assert_states_equal(first.get_state(), at_once.get_state())
-    assert_states_equal(restored.get_state(), at_once.get_state())
 
 
 @pytest.mark.parametrize("rank", [1, 3])
@@ -434,7 +416,7 @@ def test_csr_and_mixed_batches_equal_one_at_a_time_and_round_trip_mid_buffer(ran
     one_by_one = make_learner("opauc", rank=rank)
     singles = [one_by_one.prequential_step(batch(i, i + 1), y[i : i + 1]) for i in range(240)]
     np.testing.assert_array_equal(scores, np.concatenate(singles))
-    assert_states_equal(at_once.get_state(), one_by_one.get_state())
+    states_equal(at_once.get_state(), one_by_one.get_state())
     reference = reference_for({"rank": rank}, 20)
     assert_close(scores, reference.learn(X, y))
 
@@ -445,7 +427,7 @@ def test_csr_and_mixed_batches_equal_one_at_a_time_and_round_trip_mid_buffer(ran
     np.testing.assert_array_equal(
         restored.prequential_step(tail, y[37:]), first.prequential_step(tail, y[37:])
     )
-    assert_states_equal(restored.get_state(), first.get_state())
+    states_equal(restored.get_state(), first.get_state())
 
 
 def test_deterministic():
@@ -453,7 +435,7 @@ def test_deterministic():
     for params in ({}, {"rank": 2, "adaptive": True}, {"rank": 2}):
         first = make_learner("opauc", **params).partial_fit(sp.csr_matrix(X), y).partial_fit(X, y)
         second = make_learner("opauc", **params).partial_fit(sp.csr_matrix(X), y).partial_fit(X, y)
-        assert_states_equal(first.get_state(), second.get_state())
+        states_equal(first.get_state(), second.get_state())
 
 
 def test_sketch_result_does_not_depend_on_blas_threads():
@@ -467,7 +449,7 @@ def test_sketch_result_does_not_depend_on_blas_threads():
             learner = make_learner("opauc", rank=2)
             learner.partial_fit(X[:20], y[:20]).partial_fit(sp.csr_matrix(X[20:]), y[20:])
             states.append(learner.get_state())
-    assert_states_equal(*states)
+    states_equal(*states)
 
 
 def test_state_layout_follows_the_options():
@@ -490,13 +472,13 @@ def test_state_layout_follows_the_options():
 def test_full_rank_refuses_too_many_features_and_suggests_rank():
     width = MAX_FULL_RANK_FEATURES + 1
     learner = make_learner("opauc")
-    with pytest.raises(ValueError, match=r"exceeds the limit of 1000.*rank=k"):
+    with pytest.raises(InvalidParameter, match=r"exceeds the limit of 1000.*rank=k"):
         learner.partial_fit(np.zeros((2, width)), [0, 1])
     assert not learner.is_initialized
     sketched = make_learner("opauc", rank=2).partial_fit(np.ones((2, width)), [0, 1])
     assert sketched.state_["sketch_pos"].shape == (4, width)
     hashed = sp.csr_matrix(([1.0], ([0], [7])), shape=(1, 1 << 20))
-    with pytest.raises(ValueError, match=r"exceeds the limit of 8,388,608. Use a smaller rank"):
+    with pytest.raises(InvalidParameter, match=r"exceeds the limit of 8,388,608. Use a smaller"):
         make_learner("opauc", rank=8).partial_fit(hashed, [1])
     assert make_learner("opauc", rank=1).partial_fit(hashed, [1]).n_features_in_ == 1 << 20
 
@@ -511,7 +493,7 @@ def test_rejected_batch_changes_nothing():
         learner.partial_fit(bad, y[40:])
     with pytest.raises(ValueError, match="labels"):
         learner.partial_fit(X[40:], y[40:] + 3)
-    assert_states_equal(before, learner.get_state())
+    states_equal(before, learner.get_state())
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ _LEARNER_MODULES = (
     "core.learners.ftrl_pauc",
     "core.learners.pmb",
     "core.learners.svm_pauc",
+    "core.learners.logistic",
 )
 
 LEARNERS: dict[str, type[OnlineLearner]] = {}

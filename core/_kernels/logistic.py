@@ -1,0 +1,163 @@
+"""Online logistic regression by per-coordinate FTRL-Proximal (McMahan et al., "Ad click
+prediction: a view from the trenches", KDD 2013, Algorithm 1).
+
+Equations (numbered as in :mod:`core.learners.logistic`):
+
+* (1) lazy weight of coordinate i from its accumulators ``z_i``, ``n_i``:
+  ``w_i = 0`` if ``|z_i| <= l1``, else
+  ``w_i = -(z_i - sign(z_i) l1) / ((beta + sqrt(n_i)) / alpha + l2)``;
+* (2) score ``s = sum_i w_i x_i + b`` (the logit) and ``p = sigmoid(s)``;
+* (3) log-loss gradient ``g_i = (p - y01) x_i`` with ``y01`` in {0, 1};
+* (4) ``sigma_i = (sqrt(n_i + g_i^2) - sqrt(n_i)) / alpha``, ``z_i += g_i - sigma_i w_i``,
+  ``n_i += g_i^2``.
+
+The intercept ``b`` is coordinate "-1": a constant feature 1 with its own ``z``, ``n`` and no
+penalty (``l1 = l2 = 0`` in (1)).  A coordinate with ``x_i = 0`` has ``g_i = 0``, so (4) leaves
+it unchanged; both kernels therefore touch only the event's non-zeros (O(nnz) for CSR rows,
+and dense rows skip their zeros), and a dense row and its CSR copy learn the same thing.
+
+Kernels take arrays and scalars only, validate nothing and read no globals.
+"""
+
+import numpy as np
+
+from core._kernels._config import kernel
+
+
+@kernel
+def ftrl_weight(z, n, alpha, beta, l1, l2):
+    """Eq. (1): the FTRL-Proximal closed form of ``w_i`` (McMahan et al. Alg. 1)."""
+    if z <= l1 and z >= -l1:
+        return 0.0
+    shrunk = z - l1 if z > 0.0 else z + l1
+    return -shrunk / ((beta + np.sqrt(n)) / alpha + l2)
+
+
+@kernel
+def intercept(bias_z, bias_n, alpha, beta, fit_intercept):
+    """The intercept: eq. (1) without penalty for the constant feature (0 when not fitted)."""
+    if fit_intercept:
+        return ftrl_weight(bias_z[0], bias_n[0], alpha, beta, 0.0, 0.0)
+    return 0.0
+
+
+@kernel
+def sigmoid(s):
+    """``1 / (1 + exp(-s))`` without overflow for large ``|s|``."""
+    if s >= 0.0:
+        return 1.0 / (1.0 + np.exp(-s))
+    e = np.exp(s)
+    return e / (1.0 + e)
+
+
+@kernel
+def ftrl_step(z, n, j, g, w, alpha):
+    """Eq. (4) for coordinate ``j`` with gradient ``g`` and current weight ``w``."""
+    n_old = n[j]
+    n_new = n_old + g * g
+    sigma = (np.sqrt(n_new) - np.sqrt(n_old)) / alpha
+    z[j] += g - sigma * w
+    n[j] = n_new
+
+
+@kernel
+def logistic_dense(X, y, scores, z, n, bias_z, bias_n, hyper):
+    """Learn the dense rows ``X`` in order.  ``z``, ``n``: the per-feature accumulators;
+    ``bias_z``, ``bias_n``: the intercept's (shape (1,)); ``hyper``: ``(alpha, beta, l1, l2,
+    fit_intercept)``.  When ``scores`` has one slot per row, row i's pre-update score (2) is
+    written into it (an empty ``scores`` skips that)."""
+    alpha, beta, l1, l2, fit_intercept = hyper
+    want_scores = scores.shape[0] > 0
+    n_features = X.shape[1]
+    weights = np.zeros(n_features)
+    for i in range(X.shape[0]):
+        x = X[i]
+        # eq. (1) for the non-zeros only, kept for eq. (4); eq. (2) in index order
+        s = 0.0
+        for j in range(n_features):
+            if x[j] != 0.0:
+                w = ftrl_weight(z[j], n[j], alpha, beta, l1, l2)
+                weights[j] = w
+                s += w * x[j]
+        w_bias = intercept(bias_z, bias_n, alpha, beta, fit_intercept)
+        s += w_bias
+        if want_scores:
+            scores[i] = s
+        # eq. (3): the log-loss gradient is (p - y01) times the feature
+        residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
+        for j in range(n_features):
+            if x[j] != 0.0:
+                ftrl_step(z, n, j, residual * x[j], weights[j], alpha)
+        if fit_intercept:
+            ftrl_step(bias_z, bias_n, 0, residual, w_bias, alpha)
+
+
+@kernel
+def logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, hyper):
+    """As :func:`logistic_dense` for CSR rows: O(nnz) per event (lazy weights: eq. (1) is
+    evaluated only for the row's columns)."""
+    alpha, beta, l1, l2, fit_intercept = hyper
+    want_scores = scores.shape[0] > 0
+    longest = 0
+    for i in range(indptr.shape[0] - 1):
+        longest = max(longest, indptr[i + 1] - indptr[i])
+    weights = np.zeros(longest)
+    for i in range(indptr.shape[0] - 1):
+        start = indptr[i]
+        end = indptr[i + 1]
+        s = 0.0
+        for k in range(start, end):
+            value = data[k]
+            if value != 0.0:
+                j = indices[k]
+                w = ftrl_weight(z[j], n[j], alpha, beta, l1, l2)
+                weights[k - start] = w
+                s += w * value
+        w_bias = intercept(bias_z, bias_n, alpha, beta, fit_intercept)
+        s += w_bias
+        if want_scores:
+            scores[i] = s
+        residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
+        for k in range(start, end):
+            value = data[k]
+            if value != 0.0:
+                ftrl_step(z, n, indices[k], residual * value, weights[k - start], alpha)
+        if fit_intercept:
+            ftrl_step(bias_z, bias_n, 0, residual, w_bias, alpha)
+
+
+@kernel
+def decision_dense(X, z, n, bias_z, bias_n, hyper, out):
+    """Eq. (2) for every row, with the arithmetic (order included) of the learning kernel, so a
+    prequential score equals ``decision_function`` before the event bit for bit."""
+    alpha, beta, l1, l2, fit_intercept = hyper
+    n_features = X.shape[1]
+    w_bias = intercept(bias_z, bias_n, alpha, beta, fit_intercept)
+    for i in range(X.shape[0]):
+        x = X[i]
+        s = 0.0
+        for j in range(n_features):
+            if x[j] != 0.0:
+                s += ftrl_weight(z[j], n[j], alpha, beta, l1, l2) * x[j]
+        out[i] = s + w_bias
+
+
+@kernel
+def decision_csr(indptr, indices, data, z, n, bias_z, bias_n, hyper, out):
+    alpha, beta, l1, l2, fit_intercept = hyper
+    w_bias = intercept(bias_z, bias_n, alpha, beta, fit_intercept)
+    for i in range(indptr.shape[0] - 1):
+        s = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            value = data[k]
+            if value != 0.0:
+                s += ftrl_weight(z[indices[k]], n[indices[k]], alpha, beta, l1, l2) * value
+        out[i] = s + w_bias
+
+
+@kernel
+def all_weights(z, n, hyper, out):
+    """Eq. (1) for every coordinate (``coef_``): O(n_features)."""
+    alpha, beta, l1, l2, fit_intercept = hyper
+    for j in range(z.shape[0]):
+        out[j] = ftrl_weight(z[j], n[j], alpha, beta, l1, l2)

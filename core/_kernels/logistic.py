@@ -25,12 +25,19 @@ from core._kernels._config import kernel
 
 
 @kernel
-def ftrl_weight(z, n, alpha, beta, l1, l2):
-    """Eq. (1): the FTRL-Proximal closed form of ``w_i`` (McMahan et al. Alg. 1)."""
+def weight_from_root(z, root_n, alpha, beta, l1, l2):
+    """Eq. (1) given ``sqrt(n_i)``: the FTRL-Proximal closed form of ``w_i`` (McMahan et al.
+    Alg. 1)."""
     if z <= l1 and z >= -l1:
         return 0.0
     shrunk = z - l1 if z > 0.0 else z + l1
-    return -shrunk / ((beta + np.sqrt(n)) / alpha + l2)
+    return -shrunk / ((beta + root_n) / alpha + l2)
+
+
+@kernel
+def ftrl_weight(z, n, alpha, beta, l1, l2):
+    """Eq. (1) from the accumulators."""
+    return weight_from_root(z, np.sqrt(n), alpha, beta, l1, l2)
 
 
 @kernel
@@ -51,11 +58,12 @@ def sigmoid(s):
 
 
 @kernel
-def ftrl_step(z, n, j, g, w, alpha):
-    """Eq. (4) for coordinate ``j`` with gradient ``g`` and current weight ``w``."""
-    n_old = n[j]
-    n_new = n_old + g * g
-    sigma = (np.sqrt(n_new) - np.sqrt(n_old)) / alpha
+def ftrl_step(z, n, j, g, w, root_n, alpha):
+    """Eq. (4) for coordinate ``j`` with gradient ``g``, current weight ``w`` and
+    ``root_n = sqrt(n_j)`` (already computed for eq. (1): a square root saved per non-zero,
+    with the same bits, since ``sqrt`` is correctly rounded)."""
+    n_new = n[j] + g * g
+    sigma = (np.sqrt(n_new) - root_n) / alpha
     z[j] += g - sigma * w
     n[j] = n_new
 
@@ -70,14 +78,17 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, hyper):
     want_scores = scores.shape[0] > 0
     n_features = X.shape[1]
     weights = np.zeros(n_features)
+    roots = np.zeros(n_features)
     for i in range(X.shape[0]):
         x = X[i]
-        # eq. (1) for the non-zeros only, kept for eq. (4); eq. (2) in index order
+        # eq. (1) for the non-zeros only, kept (with sqrt(n_j)) for eq. (4); eq. (2) in order
         s = 0.0
         for j in range(n_features):
             if x[j] != 0.0:
-                w = ftrl_weight(z[j], n[j], alpha, beta, l1, l2)
+                root = np.sqrt(n[j])
+                w = weight_from_root(z[j], root, alpha, beta, l1, l2)
                 weights[j] = w
+                roots[j] = root
                 s += w * x[j]
         w_bias = intercept(bias_z, bias_n, alpha, beta, fit_intercept)
         s += w_bias
@@ -87,9 +98,9 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, hyper):
         residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
         for j in range(n_features):
             if x[j] != 0.0:
-                ftrl_step(z, n, j, residual * x[j], weights[j], alpha)
+                ftrl_step(z, n, j, residual * x[j], weights[j], roots[j], alpha)
         if fit_intercept:
-            ftrl_step(bias_z, bias_n, 0, residual, w_bias, alpha)
+            ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), alpha)
 
 
 @kernel
@@ -102,6 +113,7 @@ def logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, hyper):
     for i in range(indptr.shape[0] - 1):
         longest = max(longest, indptr[i + 1] - indptr[i])
     weights = np.zeros(longest)
+    roots = np.zeros(longest)
     for i in range(indptr.shape[0] - 1):
         start = indptr[i]
         end = indptr[i + 1]
@@ -110,8 +122,10 @@ def logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, hyper):
             value = data[k]
             if value != 0.0:
                 j = indices[k]
-                w = ftrl_weight(z[j], n[j], alpha, beta, l1, l2)
+                root = np.sqrt(n[j])
+                w = weight_from_root(z[j], root, alpha, beta, l1, l2)
                 weights[k - start] = w
+                roots[k - start] = root
                 s += w * value
         w_bias = intercept(bias_z, bias_n, alpha, beta, fit_intercept)
         s += w_bias
@@ -121,9 +135,11 @@ def logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, hyper):
         for k in range(start, end):
             value = data[k]
             if value != 0.0:
-                ftrl_step(z, n, indices[k], residual * value, weights[k - start], alpha)
+                ftrl_step(
+                    z, n, indices[k], residual * value, weights[k - start], roots[k - start], alpha
+                )
         if fit_intercept:
-            ftrl_step(bias_z, bias_n, 0, residual, w_bias, alpha)
+            ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), alpha)
 
 
 @kernel

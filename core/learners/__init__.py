@@ -22,6 +22,7 @@ _LEARNER_MODULES = (
     "core.learners.pmb",
     "core.learners.svm_pauc",
     "core.learners.logistic",
+    "core.learners.auto",
 )
 
 LEARNERS: dict[str, type[OnlineLearner]] = {}

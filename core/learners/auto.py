@@ -7,23 +7,21 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from typing import Any
 
 import numpy as np
 
+from core._kernels import auto as kernels
 from core.errors import InvalidParameter
 from core.learners import learner_class, register
 from core.learners._base import OnlineLearner, check_integer, check_positive
-from core.metrics import UndefinedMetricWarning, auc, pauc
 
 __all__ = ["DEFAULT_CANDIDATES", "PAUC_LEARNERS", "Auto"]
 
-#: [CHOICE] the default tournament (see ``Auto``, Notes, for the cost that fixed K = 3):
-#: the users' usual baseline, the pairwise AUC learner, and a pAUC learner on the model's range.
+#: [CHOICE] the default tournament (see ``Auto``, Notes, for the cost that fixed K = 2): the
+#: users' usual baseline and a pAUC learner on the model's range.
 DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
     {"learner": "logistic", "params": {}},
-    {"learner": "spam", "params": {}},
     {"learner": "pmb", "params": {}},
 )
 
@@ -149,7 +147,8 @@ class Auto(OnlineLearner):
     Every labelled batch is learned by every candidate (one kernel call per candidate per
     batch, on the same scaled rows: auto scales once, the candidates run with
     ``scaling="none"``).  Each candidate's pre-update (prequential) scores of the last
-    ``window`` events are kept in a ring buffer.  Every ``evaluate_every`` events auto computes
+    ``window`` events are kept in a ring buffer.  Every ``evaluate_every`` events (and on a
+    doubling schedule before that, see ``first_evaluation``) auto computes
     each candidate's exact pAUC over ``pauc_range`` and AUC on that window
     (:func:`core.metrics.pauc`, :func:`core.metrics.auc`) and may change the leader; the
     served scores (``decision_function``, ``coef_`` and the prequential scores returned by
@@ -169,7 +168,8 @@ class Auto(OnlineLearner):
 
     Batch = one event at a time, bit for bit: the candidates' own prequential scores do not
     depend on how the stream is cut (their contract), and evaluations happen after fixed event
-    counts (multiples of ``evaluate_every`` since the start), on the ring buffer as it is after
+    counts (multiples of ``evaluate_every`` since the start, and the early doubling
+    schedule), on the ring buffer as it is after
     that event.  Inside a batch auto walks the events in segments between evaluation points:
     each event is served by the leader chosen at the last evaluation before it.  So the
     leader, the scores served and the state are the same however the events were batched.
@@ -189,6 +189,11 @@ class Auto(OnlineLearner):
         Labelled events in the ring buffer on which the candidates are compared.
     evaluate_every : int, default 1000
         Events between two evaluations (at most ``window``).
+    first_evaluation : int, default 50
+        [CHOICE] Before ``evaluate_every`` events, evaluations also come after
+        ``first_evaluation``, twice, four times ... that many events (50, 100, 200, 400, 800,
+        then every 1000 by default), so that a short stream, or the start of a long one,
+        already picks its leader on a growing window.
     margin : float, default 0.01
         pAUC by which a challenger must beat the leader.
     patience : int, default 3
@@ -233,7 +238,7 @@ class Auto(OnlineLearner):
     >>> scores = model.prequential_step(X, y)
     >>> board = model.leaderboard()
     >>> [row["learner"] for row in board["candidates"]]
-    ['logistic', 'spam', 'pmb']
+    ['logistic', 'pmb']
     >>> board["candidates"][board["leader"]]["learner"] == type(model.leader_).name
     True
     """
@@ -246,6 +251,7 @@ class Auto(OnlineLearner):
         pauc_range: tuple | list = (0.0, 0.1),
         window: int = 5000,
         evaluate_every: int = 1000,
+        first_evaluation: int = 50,
         margin: float = 0.01,
         patience: int = 3,
         scaling: str = "none",
@@ -257,6 +263,7 @@ class Auto(OnlineLearner):
         self.pauc_range = pauc_range
         self.window = window
         self.evaluate_every = evaluate_every
+        self.first_evaluation = first_evaluation
         self.margin = margin
         self.patience = patience
         self.scaling = scaling
@@ -274,6 +281,7 @@ class Auto(OnlineLearner):
                 f"evaluations would never be compared; got: {self.evaluate_every!r}",
                 param="evaluate_every",
             )
+        check_integer("first_evaluation", self.first_evaluation, low=1)
         check_positive("margin", self.margin, allow_zero=True)
         check_integer("patience", self.patience, low=1)
         candidate_specs(self.candidates, self.pauc_range, self.random_state)
@@ -288,18 +296,16 @@ class Auto(OnlineLearner):
     # ------------------------------------------------------------------ state
     # The candidates keep their own ``state_`` dicts (their kernels and caches work on them);
     # auto's ``state_`` is the flat view the contract asks for: theirs under "c{k}:" prefixes
-    # plus auto's own arrays.  The same array objects, so in-place updates show through.
+    # plus auto's own arrays, the same array objects, so in-place updates show through.  The
+    # view is rebuilt after every batch (a candidate may swap an array for a view of a packed
+    # buffer while it learns, as ``spam`` does) instead of at every access: the base class
+    # reads ``state_`` several times per batch.
     @property
     def state_(self) -> dict[str, np.ndarray]:
-        own = self.__dict__.get("_own_state")
-        if own is None:
+        view = self.__dict__.get("_state_view")
+        if view is None:
             raise AttributeError("state_")
-        state = dict(own)
-        for k, candidate in enumerate(self._candidates):
-            prefix = _PREFIX.format(k)
-            for key, value in candidate.state_.items():
-                state[prefix + key] = value
-        return state
+        return view
 
     @state_.setter
     def state_(self, state: dict[str, np.ndarray]) -> None:
@@ -318,6 +324,15 @@ class Auto(OnlineLearner):
             candidate.state_ = part
         self._candidates = candidates
         self._own_state = own
+        self._refresh_view()
+
+    def _refresh_view(self) -> None:
+        view = dict(self._own_state)
+        for k, candidate in enumerate(self._candidates):
+            prefix = _PREFIX.format(k)
+            for key, value in candidate.state_.items():
+                view[prefix + key] = value
+        self._state_view = view
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         candidates = self._build_candidates()
@@ -358,18 +373,33 @@ class Auto(OnlineLearner):
         for k, candidate in enumerate(self._candidates):
             candidate._learn(X, y, candidate_scores[k])  # one kernel call per candidate
         want_scores = scores.shape[0] > 0
-        every = int(self.evaluate_every)
         start = 0
         while start < n_events:
             seen = int(own["n_seen"][0])
             # the segment ends with the next event after which an evaluation is due
-            stop = min(n_events, start + every - seen % every)
+            due = self._next_evaluation(seen)
+            stop = min(n_events, start + due - seen)
             if want_scores:
                 scores[start:stop] = candidate_scores[int(own["leader"][0]), start:stop]
             self._record(candidate_scores[:, start:stop], y[start:stop])
-            if int(own["n_seen"][0]) % every == 0:
+            if seen + stop - start == due:
                 self._evaluate()
             start = stop
+        self._refresh_view()
+
+    def _next_evaluation(self, seen: int) -> int:
+        """The first event count after ``seen`` at which the candidates are compared: the
+        multiples of ``evaluate_every``, and before the first of them ``first_evaluation``,
+        twice that, four times that, ... (a function of the count alone, see the class
+        docstring)."""
+        every = int(self.evaluate_every)
+        due = (seen // every + 1) * every
+        early = int(self.first_evaluation)
+        while early < every:
+            if early > seen:
+                return min(early, due)
+            early *= 2
+        return due
 
     def _record(self, candidate_scores: np.ndarray, labels: np.ndarray) -> None:
         """Append a segment to the ring buffers (only its last ``window`` events can stay)."""
@@ -395,12 +425,13 @@ class Auto(OnlineLearner):
             own["window_auc"][:] = np.nan
             return
         alpha, beta = check_pauc_range(self.pauc_range)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UndefinedMetricWarning)
-            for k in range(len(self._candidates)):
-                candidate_scores = own["window_scores"][k, :filled]
-                own["window_pauc"][k] = pauc(labels, candidate_scores, alpha, beta)
-                own["window_auc"][k] = auc(labels, candidate_scores)
+        window_scores = own["window_scores"][:, :filled]
+        positive = labels > 0
+        kernels.window_metrics(
+            np.sort(window_scores[:, positive], axis=1),
+            np.sort(window_scores[:, ~positive], axis=1),
+            alpha, beta, own["window_pauc"], own["window_auc"],
+        )  # fmt: skip
         paucs, aucs = own["window_pauc"], own["window_auc"]
         # highest pAUC, then AUC, then the lowest index (lexsort: last key is the primary)
         best = int(np.lexsort((np.arange(len(paucs)), -aucs, -paucs))[0])

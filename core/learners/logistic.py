@@ -204,7 +204,7 @@ class Logistic(OnlineLearner):
         s = self.state_
         return float(
             kernels.intercept(
-                s["intercept_z"], s["intercept_n"], float(self.alpha), float(self.beta),
+                s["intercept_z"], s["intercept_n"], 1.0 / float(self.alpha), float(self.beta),
                 bool(self.fit_intercept),
             )
         )  # fmt: skip

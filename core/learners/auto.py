@@ -164,7 +164,8 @@ class Auto(OnlineLearner):
       forth, and a candidate that is clearly better takes over ``patience * evaluate_every``
       events after it became so;
     * the first candidate leads until then (``logistic`` by default: the users' baseline);
-    * an evaluation with a window holding one class only changes nothing.
+    * an evaluation with a window holding one class only, or too few events of a class
+      (``min_positives``, ``min_negatives``), changes nothing.
 
     Batch = one event at a time, bit for bit: the candidates' own prequential scores do not
     depend on how the stream is cut (their contract), and evaluations happen after fixed event
@@ -198,6 +199,13 @@ class Auto(OnlineLearner):
         pAUC by which a challenger must beat the leader.
     patience : int, default 3
         Consecutive evaluations a challenger must win before it takes over.
+    min_positives, min_negatives : int, default 10
+        An evaluation whose window holds fewer positives, or fewer negatives inside the FPR
+        range (``(beta - alpha) * n_negatives``), is shown on the leaderboard but decides
+        nothing (the challenger's count is kept).  [CHOICE] Without it the first evaluations of
+        a rare-positive stream compare pAUCs of 5 positives: on satimage (10 % positives) one
+        shuffle in three handed the lead to a candidate 3x worse after 200 events, for 3,000
+        events.
     scaling : {"none", "unit_norm", "standard", "scale"}
         Online feature scaling, applied once before the candidates learn.
     max_iter : int, default 1
@@ -254,6 +262,8 @@ class Auto(OnlineLearner):
         first_evaluation: int = 50,
         margin: float = 0.01,
         patience: int = 3,
+        min_positives: int = 10,
+        min_negatives: int = 10,
         scaling: str = "none",
         max_iter: int = 1,
         shuffle: bool = True,
@@ -266,6 +276,8 @@ class Auto(OnlineLearner):
         self.first_evaluation = first_evaluation
         self.margin = margin
         self.patience = patience
+        self.min_positives = min_positives
+        self.min_negatives = min_negatives
         self.scaling = scaling
         self.max_iter = max_iter
         self.shuffle = shuffle
@@ -284,6 +296,8 @@ class Auto(OnlineLearner):
         check_integer("first_evaluation", self.first_evaluation, low=1)
         check_positive("margin", self.margin, allow_zero=True)
         check_integer("patience", self.patience, low=1)
+        check_integer("min_positives", self.min_positives, low=1)
+        check_integer("min_negatives", self.min_negatives, low=1)
         candidate_specs(self.candidates, self.pauc_range, self.random_state)
 
     def candidate_specs(self) -> list[dict[str, Any]]:
@@ -432,6 +446,10 @@ class Auto(OnlineLearner):
             np.sort(window_scores[:, ~positive], axis=1),
             alpha, beta, own["window_pauc"], own["window_auc"],
         )  # fmt: skip
+        if n_positive < self.min_positives or (beta - alpha) * (filled - n_positive) < (
+            self.min_negatives
+        ):
+            return
         paucs, aucs = own["window_pauc"], own["window_auc"]
         # highest pAUC, then AUC, then the lowest index (lexsort: last key is the primary)
         best = int(np.lexsort((np.arange(len(paucs)), -aucs, -paucs))[0])

@@ -27,7 +27,8 @@ BAD_FIRST = [
     {"learner": "logistic", "params": {}},
     {"learner": "pmb", "params": {}},
 ]
-SMALL = {"window": 60, "evaluate_every": 20, "margin": 0.01, "patience": 2}
+SMALL = {"window": 60, "evaluate_every": 20, "margin": 0.01, "patience": 2, "min_positives": 3,
+         "min_negatives": 2}  # fmt: skip
 #: with evaluations after 3, 6 and 12 events too
 EARLY = dict(SMALL, first_evaluation=3)
 
@@ -42,8 +43,9 @@ def stream(seed, n=400, n_features=5, positive_rate=0.25):
 
 # ------------------------------------------------------------------------- naive reference
 def naive_tournament(
-    candidate_scores, labels, pauc_range, window, every, margin, patience, first=None
-):
+    candidate_scores, labels, pauc_range, window, every, margin, patience, first=None,
+    min_positives=3, min_negatives=2,
+):  # fmt: skip
     """Served scores and leader history from each candidate's own prequential scores, one
     event at a time, with a deque(maxlen=window) per candidate (the rule of ``Auto``)."""
     early = set()
@@ -63,7 +65,11 @@ def naive_tournament(
         if (t + 1) % every and t + 1 not in early:
             continue
         window_labels = np.array(ring_labels)
-        if window_labels.min() == window_labels.max():
+        n_positive = int(np.sum(window_labels == 1))
+        n_negative = len(window_labels) - n_positive
+        if n_positive < min_positives or (pauc_range[1] - pauc_range[0]) * n_negative < (
+            min_negatives
+        ):
             continue
         paucs = [pauc(window_labels, np.array(r), *pauc_range) for r in rings]
         aucs = [auc(window_labels, np.array(r)) for r in rings]
@@ -170,7 +176,7 @@ def test_round_trip_mid_stream_continues_bit_for_bit():
 def test_the_clearly_better_candidate_takes_over_after_patience_evaluations():
     X, y = stream(4, n=600)
     model = make_learner("auto", candidates=BAD_FIRST[:2], window=100, evaluate_every=50,
-                         margin=0.05, patience=3)  # fmt: skip
+                         margin=0.05, patience=3, min_positives=3, min_negatives=2)  # fmt: skip
     streaks = []
     for start in range(0, 200, 50):
         model.partial_fit(X[start : start + 50], y[start : start + 50])
@@ -225,6 +231,22 @@ def test_one_class_window_changes_nothing():
     board = model.leaderboard()
     assert board["evaluated_at"] == 100 and board["leader"] == 0
     assert all(row["window_pauc"] is None for row in board["candidates"])
+
+
+def test_windows_with_too_few_positives_or_negatives_in_range_decide_nothing():
+    X, y = stream(9)
+    # 60 events, about 15 positives and 45 negatives: 4.5 negatives in FPR [0, 0.1]
+    strict = make_learner("auto", candidates=BAD_FIRST, **dict(SMALL, min_negatives=10))
+    strict.partial_fit(X, y)
+    board = strict.leaderboard()
+    assert board["leader"] == 0 and board["challenger"] is None
+    assert board["candidates"][1]["window_pauc"] > board["candidates"][0]["window_pauc"] + 0.1
+    # the same stream with a range wide enough for 10 negatives lets the good candidate lead
+    wide = make_learner("auto", candidates=BAD_FIRST, pauc_range=[0.0, 0.5],
+                        **dict(SMALL, min_negatives=10))  # fmt: skip
+    assert wide.partial_fit(X, y).leaderboard()["leader"] != 0
+    few_positives = make_learner("auto", candidates=BAD_FIRST, **dict(SMALL, min_positives=30))
+    assert few_positives.partial_fit(X, y).leaderboard()["leader"] == 0
 
 
 def test_leaderboard_is_json_and_shows_effective_parameters():
@@ -292,6 +314,9 @@ def test_candidate_errors_name_the_field(params, field):
         ({"window": 10, "evaluate_every": 20}, "evaluate_every <= window"),
         ({"margin": -0.1}, "margin"),
         ({"patience": 0}, "patience"),
+        ({"min_positives": 0}, "min_positives"),
+        ({"min_negatives": 1.5}, "min_negatives"),
+        ({"first_evaluation": 0}, "first_evaluation"),
     ],
 )
 def test_bad_tracking_parameters_are_named(params, message):

@@ -8,7 +8,6 @@ The arithmetic is that of :func:`core.metrics.auc` and :func:`core.metrics.pauc`
 operation, so the leaderboard shows the same numbers as those functions (a test checks ``==``).
 """
 
-
 from core._kernels._config import kernel
 from core._kernels.metrics import roc_area_between
 

@@ -503,7 +503,8 @@ class Auto(OnlineLearner):
 
     @property
     def coef_(self) -> np.ndarray:
-        return self.leader_.coef_
+        """The leader's served weights (its scores may add an intercept, e.g. ``logistic``)."""
+        return self.leader_.coef_  # type: ignore[attr-defined]
 
     def leaderboard(self) -> dict[str, Any]:
         """The tournament as JSON-able data: each candidate's effective learner and params, its

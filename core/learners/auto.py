@@ -152,7 +152,10 @@ class Auto(OnlineLearner):
     each candidate's exact pAUC over ``pauc_range`` and AUC on that window
     (:func:`core.metrics.pauc`, :func:`core.metrics.auc`) and may change the leader; the
     served scores (``decision_function``, ``coef_`` and the prequential scores returned by
-    ``prequential_step``) are the leader's.
+    ``prequential_step``) are the leader's, mapped by ``served_scale * score + served_offset``:
+    at each change of leader that map is re-fitted so that the new leader's scores keep the
+    mean and spread the served scores had over the window (a positive scale, so the ranking is
+    the leader's; see ``_match_scale``).
 
     Leader choice, with hysteresis:
 
@@ -223,8 +226,8 @@ class Auto(OnlineLearner):
         Every candidate's state under the prefix ``c{k}:`` (``c0:z``, ``c1:w_unscaled``, ...)
         and the tracking arrays: ``n_seen``, ``window_scores`` (K, window),
         ``window_labels``, ``leader``, ``leader_since``, ``challenger``,
-        ``challenger_streak``, ``window_pauc`` / ``window_auc`` (K,: at the last evaluation,
-        NaN before) and ``evaluated_at``.
+        ``challenger_streak``, ``served_scale``, ``served_offset``, ``window_pauc`` /
+        ``window_auc`` (K,: at the last evaluation, NaN before) and ``evaluated_at``.
 
     Notes
     -----
@@ -254,8 +257,12 @@ class Auto(OnlineLearner):
     matched its prequential and held-out numbers exactly; adding ``spam`` changed nothing but
     satimage (-0.005 prequential pAUC).
 
-    Limitation: the served scores change scale when the leader changes (a logit, then a pAUC
-    score), so prequential metrics over a window that straddles a change mix two scorers.
+    The score map: on a synthetic 60,000-event stream (2 % positives, t-distributed
+    features, two kinds of positives) the default auto handed the lead to ``pmb`` after 4,000
+    events and back to ``logistic`` at 40,000; serving the raw scores, its prequential AUC
+    over the whole stream was 0.612 against 0.731 (logistic) and 0.683 (pmb) because the two
+    scorers' scales were mixed; with the matched map it is 0.723, and its prequential
+    pAUC(0, 0.1) 0.200 (pmb 0.204, logistic 0.160; 0.213 with raw scores).
 
     Examples
     --------
@@ -392,6 +399,9 @@ class Auto(OnlineLearner):
                 "window_labels": np.zeros(self.window, dtype=np.int64),
                 "leader": counter(),
                 "leader_since": counter(),
+                # served score = served_scale * (leader's score) + served_offset
+                "served_scale": np.ones(1),
+                "served_offset": np.zeros(1),
                 "challenger": counter(-1),
                 "challenger_streak": counter(),
                 "window_pauc": np.full(n_candidates, np.nan),
@@ -416,7 +426,10 @@ class Auto(OnlineLearner):
             due = self._next_evaluation(seen)
             stop = min(n_events, start + due - seen)
             if want_scores:
-                scores[start:stop] = candidate_scores[int(own["leader"][0]), start:stop]
+                leader_scores = candidate_scores[int(own["leader"][0]), start:stop]
+                scores[start:stop] = (
+                    own["served_scale"][0] * leader_scores + own["served_offset"][0]
+                )
             self._record(candidate_scores[:, start:stop], y[start:stop])
             if seen + stop - start == due:
                 self._evaluate()
@@ -483,6 +496,7 @@ class Auto(OnlineLearner):
                 own["challenger"][0] = best
                 own["challenger_streak"][0] = 1
             if own["challenger_streak"][0] >= self.patience:
+                self._match_scale(leader, best, filled)
                 own["leader"][0] = best
                 own["leader_since"][0] = seen
                 own["challenger"][0] = -1
@@ -499,12 +513,30 @@ class Auto(OnlineLearner):
         return self._candidates[int(self._own_state["leader"][0])]
 
     def _decision(self, X) -> np.ndarray:
-        return self.leader_._decision(X)
+        own = self._own_state
+        return own["served_scale"][0] * self.leader_._decision(X) + own["served_offset"][0]
+
+    def _match_scale(self, old: int, new: int, filled: int) -> None:
+        """[CHOICE] At a change of leader, map the new leader's scores affinely (a positive
+        scale: its ranking is unchanged) so that, over the window, they have the mean and
+        standard deviation the served scores had: a logit and a pAUC learner's score live on
+        different scales, and without this a user's thresholds, and every prequential metric
+        over events on both sides of the change, would mix the two scales."""
+        own = self._own_state
+        window_scores = own["window_scores"]
+        served = own["served_scale"][0] * window_scores[old, :filled] + own["served_offset"][0]
+        incoming = window_scores[new, :filled]
+        served_std, incoming_std = float(np.std(served)), float(np.std(incoming))
+        scale = served_std / incoming_std if served_std > 0.0 and incoming_std > 0.0 else 1.0
+        own["served_scale"][0] = scale
+        own["served_offset"][0] = float(np.mean(served)) - scale * float(np.mean(incoming))
 
     @property
     def coef_(self) -> np.ndarray:
-        """The leader's served weights (its scores may add an intercept, e.g. ``logistic``)."""
-        return self.leader_.coef_  # type: ignore[attr-defined]
+        """The leader's weights times ``served_scale`` (the served scores add
+        ``served_offset`` and the leader's own intercept, if it has one)."""
+        weights = self.leader_.coef_  # type: ignore[attr-defined]
+        return self._own_state["served_scale"][0] * weights
 
     def leaderboard(self) -> dict[str, Any]:
         """The tournament as JSON-able data: each candidate's effective learner and params, its
@@ -532,6 +564,8 @@ class Auto(OnlineLearner):
         return {
             "leader": leader,
             "leader_since": int(own["leader_since"][0]),
+            "served_scale": float(own["served_scale"][0]),
+            "served_offset": float(own["served_offset"][0]),
             "challenger": None if challenger < 0 else challenger,
             "challenger_streak": int(own["challenger_streak"][0]),
             "n_seen": int(own["n_seen"][0]),

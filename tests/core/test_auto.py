@@ -56,9 +56,10 @@ def naive_tournament(
     rings = [deque(maxlen=window) for _ in range(n_candidates)]
     ring_labels = deque(maxlen=window)
     leader, since, challenger, streak = 0, 0, -1, 0
+    scale, offset = 1.0, 0.0  # served = scale * leader's score + offset
     served, history = [], []
     for t in range(n_events):
-        served.append(candidate_scores[leader, t])
+        served.append(scale * candidate_scores[leader, t] + offset)
         for k in range(n_candidates):
             rings[k].append(candidate_scores[k, t])
         ring_labels.append(labels[t])
@@ -78,6 +79,11 @@ def naive_tournament(
             streak = streak + 1 if challenger == best else 1
             challenger = best
             if streak >= patience:
+                # keep the served scores' mean and spread over the window
+                before = scale * np.array(rings[leader]) + offset
+                after = np.array(rings[best])
+                scale = before.std() / after.std() if before.std() > 0 < after.std() else 1.0
+                offset = before.mean() - scale * after.mean()
                 leader, since, challenger, streak = best, t + 1, -1, 0
                 history.append((t + 1, best))
         else:
@@ -116,7 +122,8 @@ def test_tournament_agrees_with_the_naive_reference(scaling, schedule):
         reference, y, (0.0, 0.1), schedule["window"], schedule["evaluate_every"], 0.01, 2,
         schedule.get("first_evaluation"),
     )  # fmt: skip
-    np.testing.assert_array_equal(np.concatenate(served), expected)
+    # the map's mean and std sum the window in another order (ring vs deque): ulps
+    np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-12, atol=1e-12)
     assert history and history[0][1] != 0  # the bad first candidate lost the lead
     board = model.leaderboard()
     assert (board["leader"], board["leader_since"]) == (leader, since)
@@ -127,9 +134,8 @@ def test_tournament_agrees_with_the_naive_reference(scaling, schedule):
         assert row["window_pauc"] == pauc(y[window], reference[k, window], 0.0, 0.1)
         assert row["window_auc"] == auc(y[window], reference[k, window])
     scaled = scale_batch(scaling, model.state_, X, learn=False)
-    np.testing.assert_array_equal(
-        model.decision_function(X), model._candidates[leader].decision_function(scaled)
-    )
+    mapped = board["served_scale"] * model._candidates[leader].decision_function(scaled)
+    np.testing.assert_array_equal(model.decision_function(X), mapped + board["served_offset"])
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
@@ -188,7 +194,30 @@ def test_the_clearly_better_candidate_takes_over_after_patience_evaluations():
     rows = model.leaderboard()["candidates"]
     assert rows[1]["window_pauc"] > rows[0]["window_pauc"] + 0.05
     assert rows[1]["leader"] and not rows[0]["leader"]
-    np.testing.assert_array_equal(model.coef_, model._candidates[1].coef_)
+    np.testing.assert_array_equal(
+        model.coef_, model.leaderboard()["served_scale"] * model._candidates[1].coef_
+    )
+
+
+def test_served_scores_keep_their_mean_and_spread_when_the_leader_changes():
+    X, y = stream(10)
+    model = make_learner("auto", candidates=BAD_FIRST, **SMALL)
+    for start in range(0, len(y), 20):  # one evaluation per batch: stop at the first change
+        model.partial_fit(X[start : start + 20], y[start : start + 20])
+        if model.leaderboard()["leader"] != 0:
+            break
+    state = model.state_
+    leader = int(state["leader"][0])
+    assert leader != 0
+    filled = min(int(state["n_seen"][0]), SMALL["window"])
+    # the first leader was served unmapped; over the window the new leader's mapped scores
+    # have the same mean and standard deviation
+    old_served = state["window_scores"][0, :filled]
+    new_served = state["served_scale"][0] * state["window_scores"][leader, :filled]
+    new_served = new_served + state["served_offset"][0]
+    assert state["served_scale"][0] > 0
+    np.testing.assert_allclose(new_served.mean(), old_served.mean(), atol=1e-12)
+    np.testing.assert_allclose(new_served.std(), old_served.std(), rtol=1e-12)
 
 
 def test_equal_candidates_never_swap():

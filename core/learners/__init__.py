@@ -75,16 +75,14 @@ def make_learner(name: str, **params: Any) -> OnlineLearner:
     return learner
 
 
-#: The hyper-parameters through which a learner optimises a pAUC over the FPR range
-#: ``[alpha, beta]``: every learner whose signature has both is a pAUC learner
-#: (``ftrl_pauc``, ``pmb``, ``svm_pauc``).
+#: The hyper-parameters of a pAUC learner that hold its FPR range ``[alpha, beta]``.
 PAUC_RANGE_PARAMS = ("alpha", "beta")
 
 
 def is_pauc_learner(name: str) -> bool:
-    """Whether learner ``name`` optimises a pAUC, i.e. takes the range ``alpha``, ``beta``."""
-    accepted = learner_class(name)._param_names()
-    return all(param in accepted for param in PAUC_RANGE_PARAMS)
+    """Whether learner ``name`` optimises a pAUC over the range of its ``alpha`` and ``beta``
+    (``ftrl_pauc``, ``pmb``, ``svm_pauc``: their class attribute ``optimises_pauc``)."""
+    return learner_class(name).optimises_pauc
 
 
 def pauc_params_for(
@@ -111,7 +109,12 @@ def pauc_params_for(
     core.errors.InvalidParameter: params.beta = 0.3 contradicts pauc_range [0.0, 0.02] ...
     """
     params = dict(params or {})
-    if pauc_range is None or not is_pauc_learner(name):
+    if pauc_range is None:
+        return params
+    cls = learner_class(name)
+    # ``auto`` takes the range itself and hands it to its pAUC candidates
+    takes_range = "pauc_range" in cls._param_names()
+    if not (cls.optimises_pauc or takes_range):
         return params
     try:
         alpha, beta = (float(bound) for bound in pauc_range)
@@ -125,6 +128,16 @@ def pauc_params_for(
             f"pauc_range must satisfy 0 <= alpha < beta <= 1, got [{alpha!r}, {beta!r}]",
             param="pauc_range",
         )
+    if takes_range:
+        explicit = params.get("pauc_range")
+        if explicit is not None and _as_range(explicit) != (alpha, beta):
+            raise InvalidParameter(
+                f"params.pauc_range = {explicit!r} contradicts the model's pauc_range "
+                f"[{alpha!r}, {beta!r}]; omit params.pauc_range or make it equal",
+                param="pauc_range",
+            )
+        params["pauc_range"] = [alpha, beta]
+        return params
     for param, value in zip(PAUC_RANGE_PARAMS, (alpha, beta), strict=True):
         if param in params:
             explicit = params[param]
@@ -142,6 +155,14 @@ def pauc_params_for(
                 )
         params[param] = value
     return params
+
+
+def _as_range(value: Any) -> tuple[float, float] | None:
+    try:
+        alpha, beta = (float(bound) for bound in value)
+    except (TypeError, ValueError):
+        return None
+    return alpha, beta
 
 
 __all__ = [

@@ -87,6 +87,10 @@ class OnlineLearner(ABC):
     supports_sparse: ClassVar[bool] = True
     #: False for batch solvers (``svm_pauc``) whose ``partial_fit`` is not an online update
     online: ClassVar[bool] = True
+    #: True for the pAUC learners, whose ``alpha`` / ``beta`` are the FPR range they optimise
+    #: (a model's ``pauc_range`` sets them: :func:`core.learners.pauc_params_for`); other
+    #: learners may use those names for something else (``logistic``: FTRL-Proximal's steps)
+    optimises_pauc: ClassVar[bool] = False
     #: where :meth:`recording_inputs` collects the scaled batches (None: not recording)
     _inputs_sink: list | None = None
 

@@ -34,6 +34,7 @@ __all__ = [
     "Interval",
     "Options",
     "RandomState",
+    "Structured",
     "validate_parameters",
 ]
 
@@ -135,10 +136,25 @@ class RandomState:
         return f"{name} must be None or an integer seed, got {value!r}"
 
 
+class Structured:
+    """A structured value (a list of candidates, an FPR range) whose shape this module cannot
+    state: it is declared here so that every parameter is declared, and checked field by field
+    by the learner's ``_check_params`` (whose errors name the field, e.g. ``candidates[1]``)."""
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+
+    def accepts(self, value: Any) -> bool:
+        return True
+
+    def describe(self, name: str, value: Any) -> str:  # pragma: no cover - accepts everything
+        return f"Expected {name} to be {self.description}, got: {value!r}"
+
+
 BOOLEAN = Boolean()
 RANDOM_STATE = RandomState()
 
-Constraint = Interval | Options | Boolean | RandomState | None
+Constraint = Interval | Options | Boolean | RandomState | Structured | None
 
 
 def validate_parameters(

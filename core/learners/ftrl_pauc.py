@@ -154,6 +154,7 @@ class FTRLpAUC(OnlineLearner):
     """
 
     name = "ftrl_pauc"
+    optimises_pauc = True
 
     def __init__(
         self,

@@ -135,6 +135,7 @@ class PMB(OnlineLearner):
     """
 
     name = "pmb"
+    optimises_pauc = True
 
     def __init__(
         self,

@@ -263,6 +263,7 @@ class SVMpAUC(OnlineLearner):
     """
 
     name = "svm_pauc"
+    optimises_pauc = True
     online = False
     supports_sparse = True  # densified (up to 2**27 values): the solver works on dense matrices
 

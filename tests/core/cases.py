@@ -62,6 +62,33 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
     "svm_pauc": {
         "small_window": {"window": 60},
     },
+    "logistic": {
+        # l1 large enough that some coordinates sit exactly at 0 and others leave the threshold
+        "l1": {"l1": 2.0, "alpha": 0.5},
+        "l2": {"l2": 3.0, "beta": 0.5},
+        "elastic_net_no_intercept": {"l1": 0.5, "l2": 1.0, "fit_intercept": False},
+        "large_steps": {"alpha": 5.0, "beta": 0.0},
+    },
+    "auto": {
+        # frequent evaluations on a short window: leader changes inside the test streams
+        "fast_tournament": {
+            "window": 40,
+            "evaluate_every": 20,
+            "first_evaluation": 10,
+            "min_positives": 2,
+            "min_negatives": 2,
+            "patience": 1,
+        },  # fmt: skip
+        "three_candidates": {
+            "candidates": [
+                {"learner": "spam", "params": {}},
+                {"learner": "logistic", "params": {"alpha": 0.5}},
+                {"learner": "pmb", "params": {"buffer_size": 20}},
+            ],
+            "evaluate_every": 30,
+            "window": 60,
+        },
+    },
 }
 
 
@@ -124,6 +151,23 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"eta": -1.0}, "eta"),
         ({"radius": -1.0}, "radius"),
         ({"first_buffer_size": 1}, "first_buffer_size"),
+    ],
+    "logistic": [
+        ({"alpha": 0.0}, "alpha"),
+        ({"alpha": float("nan")}, "alpha"),
+        ({"beta": -1.0}, "beta"),
+        ({"l1": -0.1}, "l1"),
+        ({"l2": "big"}, "l2"),
+        ({"fit_intercept": 1}, "fit_intercept"),
+    ],
+    "auto": [
+        ({"window": 1}, "window"),
+        ({"evaluate_every": 0}, "evaluate_every"),
+        ({"window": 100, "evaluate_every": 200}, "evaluate_every <= window"),
+        ({"margin": -0.1}, "margin"),
+        ({"patience": 0}, "patience"),
+        ({"pauc_range": [0.2, 0.1]}, "pauc_range"),
+        ({"candidates": [{"learner": "nope"}]}, "candidates"),
     ],
     "svm_pauc": [
         ({"alpha": 0.3, "beta": 0.2}, "alpha < beta"),

@@ -9,10 +9,24 @@ from core.learners import available_learners, is_pauc_learner, make_learner, pau
 PAUC_LEARNERS = ("ftrl_pauc", "pmb", "svm_pauc")
 
 
-def test_the_pauc_learners_are_those_with_alpha_and_beta():
+def test_the_pauc_learners_are_those_that_say_so():
     found = {name for name in available_learners() if is_pauc_learner(name)}
-    assert set(PAUC_LEARNERS) <= found
-    assert not {"spam", "solam", "oam", "opauc"} & found
+    assert found == set(PAUC_LEARNERS)
+    # logistic's alpha / beta are FTRL-Proximal's step parameters, not an FPR range
+    assert pauc_params_for("logistic", (0.0, 0.02), {"alpha": 0.5}) == {"alpha": 0.5}
+
+
+def test_auto_takes_the_range_itself_and_hands_it_to_its_pauc_candidates():
+    params = pauc_params_for("auto", (0.0, 0.02), {})
+    assert params == {"pauc_range": [0.0, 0.02]}
+    learner = make_learner("auto", **params)
+    specs = {spec["learner"]: spec["params"] for spec in learner.candidate_specs()}
+    assert (specs["pmb"]["alpha"], specs["pmb"]["beta"]) == (0.0, 0.02)
+    assert "beta" not in specs["logistic"] or specs["logistic"]["beta"] == 1.0
+    with pytest.raises(InvalidParameter, match="contradicts") as caught:
+        pauc_params_for("auto", (0.0, 0.02), {"pauc_range": [0.0, 0.1]})
+    assert caught.value.param == "pauc_range"
+    assert pauc_params_for("auto", (0, 0.02), {"pauc_range": [0, 0.02]}) == params
 
 
 @pytest.mark.parametrize("name", PAUC_LEARNERS)

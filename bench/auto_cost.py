@@ -1,0 +1,85 @@
+"""Ingest cost of ``auto`` against one default ``spam`` (issue 10 §5: auto >= 1/4 of spam).
+
+Not a test: prints one table.  Usage::
+
+    python bench/auto_cost.py [--events 200000] [--features 50] [--batch 1000] [--repeats 3]
+
+A dense standard-normal stream (5 % positives) larger than the cache (200,000 x 50 float64 =
+80 MB) is learned with ``prequential_step`` in batches of ``--batch`` events, as the service
+does; each model is compiled on a small batch first (JIT kept out), then the stream is learned
+``--repeats`` times from scratch, alternating the models so that a busy machine slows them
+alike, and the best run of each is reported.  Times are the thread's CPU time
+(``time.thread_time``): on a shared machine wall time also counts the time other processes
+hold the core, which moved the ratios by +-30 % between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ["NUMBA_NUM_THREADS"] = "1"
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from core.learners import make_learner  # noqa: E402
+
+MODELS = {
+    "spam": ("spam", {}),
+    "logistic": ("logistic", {}),
+    "pmb": ("pmb", {}),
+    "auto (default: logistic, pmb)": ("auto", {}),
+    "auto K=3 (+ spam)": (
+        "auto",
+        {"candidates": [{"learner": "logistic"}, {"learner": "pmb"}, {"learner": "spam"}]},
+    ),
+    "auto K=4 (+ solam)": (
+        "auto",
+        {
+            "candidates": [
+                {"learner": "logistic"},
+                {"learner": "pmb"},
+                {"learner": "spam"},
+                {"learner": "solam"},
+            ]
+        },
+    ),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--features", type=int, default=50)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    y = (rng.random(args.events) < 0.05).astype(np.int64)
+    X = rng.normal(size=(args.events, args.features)) + 0.3 * y[:, None]
+    for name, params in MODELS.values():
+        make_learner(name, **params).prequential_step(X[:2000], y[:2000])  # compile
+    best = dict.fromkeys(MODELS, np.inf)
+    for _ in range(args.repeats):
+        for label, (name, params) in MODELS.items():
+            model = make_learner(name, **params)
+            start = time.thread_time()
+            for first in range(0, args.events, args.batch):
+                stop = first + args.batch
+                model.prequential_step(X[first:stop], y[first:stop])
+            best[label] = min(best[label], time.thread_time() - start)
+    spam_rate = args.events / best["spam"]
+    print(f"{args.events} events x {args.features} dense features, batches of {args.batch}")
+    print(f"{'model':32s} {'events/s':>12s} {'vs spam':>8s}")
+    for label, seconds in best.items():
+        rate = args.events / seconds
+        print(f"{label:32s} {rate:12,.0f} {rate / spam_rate:8.2f}")
+
+
+if __name__ == "__main__":
+    main()

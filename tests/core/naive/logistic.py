@@ -1,0 +1,56 @@
+"""A deliberately plain per-event reference for ``logistic``: McMahan et al. (KDD 2013),
+Algorithm 1, written from the equations in ``core.learners.logistic`` with explicit loops over
+every coordinate (no lazy weights, no skipping of zeros: a zero feature gets g_i = 0 and the
+update leaves it unchanged, which this reference checks by doing it anyway)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+class NaiveLogistic:
+    def __init__(self, n_features, alpha, beta, l1, l2, fit_intercept):
+        # coordinate n_features is the intercept's constant feature 1 (no penalty)
+        self.z = [0.0] * (n_features + 1)
+        self.n = [0.0] * (n_features + 1)
+        self.n_features = n_features
+        self.alpha, self.beta, self.l1, self.l2 = alpha, beta, l1, l2
+        self.fit_intercept = fit_intercept
+
+    def weight(self, i):
+        if i == self.n_features and not self.fit_intercept:
+            return 0.0
+        l1, l2 = (0.0, 0.0) if i == self.n_features else (self.l1, self.l2)
+        z = self.z[i]
+        if abs(z) <= l1:
+            return 0.0
+        return -(z - math.copysign(l1, z)) / ((self.beta + math.sqrt(self.n[i])) / self.alpha + l2)
+
+    def weights(self):
+        return np.array([self.weight(i) for i in range(self.n_features)])
+
+    def intercept(self):
+        return self.weight(self.n_features)
+
+    def score(self, x):
+        return float(sum(self.weight(i) * x[i] for i in range(self.n_features))) + self.intercept()
+
+    def learn(self, X, y):
+        X = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=np.float64)
+        scores = []
+        for x, label in zip(X, np.asarray(y).tolist(), strict=True):
+            x = list(x) + [1.0]
+            w = [self.weight(i) for i in range(self.n_features + 1)]
+            s = sum(w[i] * x[i] for i in range(self.n_features)) + w[self.n_features]
+            scores.append(s)
+            p = 1.0 / (1.0 + math.exp(-s))
+            y01 = 1.0 if label in (1, True) else 0.0
+            last = self.n_features + (1 if self.fit_intercept else 0)
+            for i in range(last):
+                g = (p - y01) * x[i]
+                sigma = (math.sqrt(self.n[i] + g * g) - math.sqrt(self.n[i])) / self.alpha
+                self.z[i] += g - sigma * w[i]
+                self.n[i] += g * g
+        return np.array(scores)

@@ -32,12 +32,13 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
+from typing import Any
 
 import numpy as np
 
 from core._kernels import metrics as _kernels
 from core._kernels.random import seed_state
-from core.validation import as_labels
+from core.validation import as_scores, check_fpr_range, check_labelled_scores
 
 __all__ = [
     "PrequentialWindow",
@@ -64,61 +65,10 @@ _SINCE_START = "no {}event since the start"
 # Validation and shared helpers (once per call, never per event)
 
 
-def _as_scores(scores) -> np.ndarray:
-    try:
-        array = np.asarray(scores)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"scores could not be read as a numeric array: {error}") from None
-    if array.dtype == object or not (
-        np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
-    ):
-        raise ValueError(f"scores must be numeric, got dtype {array.dtype}")
-    if np.issubdtype(array.dtype, np.complexfloating):
-        raise ValueError("scores must be real numbers, got complex values")
-    if array.ndim == 2 and 1 in array.shape:
-        array = array.reshape(-1)
-    if array.ndim != 1:
-        raise ValueError(f"scores must be 1-d, got shape {array.shape}")
-    array = np.ascontiguousarray(array, dtype=np.float64)
-    if not np.isfinite(array).all():
-        position = int(np.flatnonzero(~np.isfinite(array))[0])
-        raise ValueError(
-            f"scores contain NaN or infinity (first at position {position}, value "
-            f"{array[position]!r}); only finite scores can be ranked"
-        )
-    return array
-
-
-def _check_labelled_scores(y_true, scores) -> tuple[np.ndarray, np.ndarray]:
-    """``(labels in {-1, +1} as int64, scores as float64)``, validated together."""
-    score_array = _as_scores(scores)
-    labels = np.asarray(y_true)
-    n_labels = labels.size if labels.ndim else 1
-    if n_labels != score_array.size:
-        raise ValueError(
-            f"y_true and scores differ in length: {n_labels} labels, {score_array.size} scores"
-        )
-    if score_array.size == 0:
-        raise ValueError("empty input: y_true and scores hold no events")
-    return as_labels(labels), score_array
-
-
 def _split_sorted(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The positive and the negative scores, each sorted ascending (the kernels' input)."""
     is_positive = labels > 0
     return np.sort(scores[is_positive]), np.sort(scores[~is_positive])
-
-
-def _check_fpr_range(alpha, beta) -> tuple[float, float]:
-    for name, value in (("alpha", alpha), ("beta", beta)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ValueError(f"{name} must be a real number, got: {value!r}")
-    alpha, beta = float(alpha), float(beta)
-    if not 0.0 <= alpha < 1.0:  # also rejects NaN
-        raise ValueError(f"Expected alpha in [0, beta), got: {alpha!r}")
-    if not alpha < beta <= 1.0:
-        raise ValueError(f"Expected beta in (alpha, 1], got: {beta!r}")
-    return alpha, beta
 
 
 def _undefined_reason(n_positive: int, n_negative: int, template: str) -> str | None:
@@ -239,7 +189,7 @@ def auc(y_true, scores) -> float:
     >>> auc([0, 1, 0, 1], [1, 1, 2, 2])  # two tied pairs count 1/2 each
     0.5
     """
-    labels, score_array = _check_labelled_scores(y_true, scores)
+    labels, score_array = check_labelled_scores(y_true, scores)
     positive_sorted, negative_sorted = _split_sorted(labels, score_array)
     reason = _undefined_reason(positive_sorted.size, negative_sorted.size, _INPUT)
     if reason is not None:
@@ -296,8 +246,8 @@ def pauc(
     >>> round(pauc(y, f2, beta=0.5, standardized=True), 6)
     0.666667
     """
-    alpha, beta = _check_fpr_range(alpha, beta)
-    labels, score_array = _check_labelled_scores(y_true, scores)
+    alpha, beta = check_fpr_range(alpha, beta)
+    labels, score_array = check_labelled_scores(y_true, scores)
     positive_sorted, negative_sorted = _split_sorted(labels, score_array)
     reason = _undefined_reason(positive_sorted.size, negative_sorted.size, _INPUT)
     if reason is not None:
@@ -336,7 +286,7 @@ def roc_curve(y_true, scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     >>> thresholds.tolist()
     [inf, 0.8, 0.4, 0.35, 0.1]
     """
-    labels, score_array = _check_labelled_scores(y_true, scores)
+    labels, score_array = check_labelled_scores(y_true, scores)
     positive_sorted, negative_sorted = _split_sorted(labels, score_array)
     reason = _undefined_reason(positive_sorted.size, negative_sorted.size, _INPUT)
     if reason is not None:
@@ -383,8 +333,8 @@ def pauc_narasimhan_agarwal(y_true, scores, alpha: float = 0.0, beta: float = 0.
     >>> pauc_narasimhan_agarwal(y, f1, 0.1, 0.2), pauc_narasimhan_agarwal(y, f2, 0.1, 0.2)
     (0.25, 0.5)
     """
-    alpha, beta = _check_fpr_range(alpha, beta)
-    labels, score_array = _check_labelled_scores(y_true, scores)
+    alpha, beta = check_fpr_range(alpha, beta)
+    labels, score_array = check_labelled_scores(y_true, scores)
     positive_sorted, negative_sorted = _split_sorted(labels, score_array)
     n_positive, n_negative = positive_sorted.size, negative_sorted.size
     reason = _undefined_reason(n_positive, n_negative, _INPUT)
@@ -433,8 +383,8 @@ def pauc_kar_top_negatives(y_true, scores, beta: float = 0.1) -> float:
     >>> pauc_kar_top_negatives([1, 0, 0], [1.0, 1.0, 0.0], beta=0.5)  # tie counts as correct
     1.0
     """
-    _, beta = _check_fpr_range(0.0, beta)
-    labels, score_array = _check_labelled_scores(y_true, scores)
+    _, beta = check_fpr_range(0.0, beta)
+    labels, score_array = check_labelled_scores(y_true, scores)
     positive_sorted, negative_sorted = _split_sorted(labels, score_array)
     n_positive, n_negative = positive_sorted.size, negative_sorted.size
     reason = _undefined_reason(n_positive, n_negative, _INPUT)
@@ -565,10 +515,10 @@ class PrequentialWindow:
         labels : array-like of shape (n_events,)
             {0, 1}, {-1, +1} or bool.  An empty batch is a no-op.
         """
-        score_array = _as_scores(scores)
+        score_array = as_scores(scores)
         if score_array.size == 0 and np.asarray(labels).size == 0:
             return
-        labels_pm1, score_array = _check_labelled_scores(labels, score_array)
+        labels_pm1, score_array = check_labelled_scores(labels, score_array)
         capacity = int(self.capacity)
         reservoir_capacity = int(self.reservoir_capacity)
 
@@ -614,8 +564,8 @@ class PrequentialWindow:
     def _invalidate(self) -> None:
         # Sorted class scores are cached between updates: summary() needs AUC and pAUC of the
         # same content and should sort once.
-        self._window_sorted = None
-        self._reservoir_sorted = None
+        self._window_sorted: tuple[np.ndarray, np.ndarray] | None = None
+        self._reservoir_sorted: tuple[np.ndarray, np.ndarray] | None = None
 
     # -- content
 
@@ -662,7 +612,7 @@ class PrequentialWindow:
     # -- metrics
 
     @staticmethod
-    def _measure(sorted_classes, reason_template, alpha=None, beta=None):
+    def _measure(sorted_classes, reason_template, alpha=None, beta=None) -> tuple[Any, str | None]:
         """``(values, reason)``: ``values`` is the AUC, or ``(pAUC, standardised pAUC)`` when
         alpha and beta are given; NaN and why when undefined (no warning: summary() reports)."""
         positive_sorted, negative_sorted = sorted_classes
@@ -674,7 +624,7 @@ class PrequentialWindow:
         return _pauc_sorted(positive_sorted, negative_sorted, alpha, beta), None
 
     @staticmethod
-    def _warned(value, reason, metric):
+    def _warned(value: Any, reason: str | None, metric: str) -> Any:
         if reason is not None:
             return _warn_undefined(metric, reason, stacklevel=4)
         return value
@@ -685,7 +635,7 @@ class PrequentialWindow:
 
     def pauc(self, alpha: float = 0.0, beta: float = 0.1, standardized: bool = False) -> float:
         """Exact pAUC of the window over FPR [alpha, beta], as :func:`pauc`."""
-        alpha, beta = _check_fpr_range(alpha, beta)
+        alpha, beta = check_fpr_range(alpha, beta)
         values, reason = self._measure(self._sorted_window(), _WINDOW, alpha, beta)
         return self._warned(values[1 if standardized else 0], reason, "pAUC")
 
@@ -705,7 +655,7 @@ class PrequentialWindow:
         self, alpha: float = 0.0, beta: float = 0.1, standardized: bool = False
     ) -> float:
         """pAUC since the start: exact while ``cumulative_exact``, else a reservoir estimate."""
-        alpha, beta = _check_fpr_range(alpha, beta)
+        alpha, beta = check_fpr_range(alpha, beta)
         values, reason = self._measure(self._sorted_reservoirs(), _SINCE_START, alpha, beta)
         return self._warned(values[1 if standardized else 0], reason, "pAUC")
 
@@ -723,7 +673,7 @@ class PrequentialWindow:
             ``cumulative_exact`` and ``reservoir_capacity``.  ``window["events"]`` is the
             window's current size.
         """
-        alpha, beta = _check_fpr_range(alpha, beta)
+        alpha, beta = check_fpr_range(alpha, beta)
         sections = {}
         for name, sorted_classes, reason_template in (
             ("window", self._sorted_window(), _WINDOW),
@@ -792,7 +742,7 @@ class PrequentialWindow:
             A key is missing, has another dtype or shape, or the arrays disagree with each
             other (naming the key).
         """
-        arrays = {}
+        arrays: dict[str, np.ndarray] = {}
         for key, dtype in _STATE_DTYPES.items():
             if key not in state:
                 raise ValueError(f"window state lacks the array {key!r}")

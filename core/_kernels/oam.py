@@ -20,41 +20,24 @@ reproducibility), so a single accumulator would serialise on the floating-point 
 The summation order is fixed, so results stay deterministic.
 """
 
+from collections import namedtuple
+
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels._linalg import dot
 from core._kernels.random import random_below
 
-
-@kernel
-def dot(a, b):
-    """``a · b`` with four accumulators (fixed order, so deterministic)."""
-    n = a.shape[0]
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    i = 0
-    while i + 4 <= n:
-        s0 += a[i] * b[i]
-        s1 += a[i + 1] * b[i + 1]
-        s2 += a[i + 2] * b[i + 2]
-        s3 += a[i + 3] * b[i + 3]
-        i += 4
-    while i < n:
-        s0 += a[i] * b[i]
-        i += 1
-    return (s0 + s1) + (s2 + s3)
-
-
-@kernel
-def csr_decision(indptr, indices, data, w, out):
-    """``out[i] = w · X[i]`` for a CSR batch."""
-    for row in range(indptr.shape[0] - 1):
-        total = 0.0
-        for k in range(indptr[row], indptr[row + 1]):
-            total += w[indices[k]] * data[k]
-        out[row] = total
+#: The learned arrays with dense buffers (one row per buffered event).
+OAMState = namedtuple("OAMState", ["w", "buffer_pos", "buffer_neg", "fill_pos", "fill_neg",
+                                   "count_pos", "count_neg", "rng_state"])  # fmt: skip
+#: The learned arrays with sparse buffers (``max_nnz`` index/value slots per buffered event).
+OAMSparseState = namedtuple("OAMSparseState", [
+    "w", "pos_indices", "pos_values", "pos_nnz", "neg_indices", "neg_values", "neg_nnz",
+    "fill_pos", "fill_neg", "count_pos", "count_neg", "rng_state",
+])  # fmt: skip
+#: Hyper-parameters: ``C`` and whether the variant is OAMgra (else OAMseq).
+OAMOptions = namedtuple("OAMOptions", ["C", "gradient"])
 
 
 @kernel
@@ -139,22 +122,9 @@ def _update_dense(x, label, w, score, buffer, fill, weight, gradient, violated):
 
 
 @kernel
-def _event_dense(
-    x,
-    label,
-    w,
-    score,
-    buffer_pos,
-    buffer_neg,
-    fill_pos,
-    fill_neg,
-    count_pos,
-    count_neg,
-    rng_state,
-    C,
-    gradient,
-    violated,
-):
+def _event_dense(x, label, score, state, options, violated):
+    w, buffer_pos, buffer_neg, fill_pos, fill_neg, count_pos, count_neg, rng_state = state
+    C, gradient = options
     if label > 0:
         count_pos[0] += 1
         slot = reservoir_slot(rng_state, count_pos[0], buffer_pos.shape[0])
@@ -175,23 +145,11 @@ def _event_dense(
 
 
 @kernel
-def oam_learn_dense(
-    X,
-    y,
-    scores,
-    w,
-    buffer_pos,
-    buffer_neg,
-    fill_pos,
-    fill_neg,
-    count_pos,
-    count_neg,
-    rng_state,
-    C,
-    gradient,
-):
-    """Learn a dense batch in order with dense buffers; ``scores`` (length 0 or n) gets the
-    pre-update score of each event."""
+def oam_learn_dense(X, y, scores, state, options):
+    """Learn a dense batch in order with dense buffers (``state``: :data:`OAMState`,
+    ``options``: :data:`OAMOptions`); ``scores`` (length 0 or n) gets the pre-update score of
+    each event."""
+    w, buffer_pos, buffer_neg = state.w, state.buffer_pos, state.buffer_neg
     want_scores = scores.shape[0] > 0
     violated = np.zeros(max(buffer_pos.shape[0], buffer_neg.shape[0]), dtype=np.bool_)
     for t in range(X.shape[0]):
@@ -199,43 +157,13 @@ def oam_learn_dense(
         score = dot(w, x)
         if want_scores:
             scores[t] = score
-        _event_dense(
-            x,
-            y[t],
-            w,
-            score,
-            buffer_pos,
-            buffer_neg,
-            fill_pos,
-            fill_neg,
-            count_pos,
-            count_neg,
-            rng_state,
-            C,
-            gradient,
-            violated,
-        )
+        _event_dense(x, y[t], score, state, options, violated)
 
 
 @kernel
-def oam_learn_csr_dense_buffers(
-    indptr,
-    indices,
-    data,
-    y,
-    scores,
-    w,
-    buffer_pos,
-    buffer_neg,
-    fill_pos,
-    fill_neg,
-    count_pos,
-    count_neg,
-    rng_state,
-    C,
-    gradient,
-):
+def oam_learn_csr_dense_buffers(indptr, indices, data, y, scores, state, options):
     """Sparse batch, dense buffers: each row is scattered into a dense work row."""
+    w, buffer_pos, buffer_neg = state.w, state.buffer_pos, state.buffer_neg
     want_scores = scores.shape[0] > 0
     violated = np.zeros(max(buffer_pos.shape[0], buffer_neg.shape[0]), dtype=np.bool_)
     x = np.zeros(w.shape[0])
@@ -248,22 +176,7 @@ def oam_learn_csr_dense_buffers(
             total += w[indices[k]] * data[k]
         if want_scores:
             scores[t] = total
-        _event_dense(
-            x,
-            y[t],
-            w,
-            total,
-            buffer_pos,
-            buffer_neg,
-            fill_pos,
-            fill_neg,
-            count_pos,
-            count_neg,
-            rng_state,
-            C,
-            gradient,
-            violated,
-        )
+        _event_dense(x, y[t], total, state, options, violated)
         for k in range(start, end):
             x[indices[k]] = 0.0
 
@@ -313,25 +226,12 @@ def _sparse_axpy_diff(
 
 
 @kernel
-def _update_sparse(
-    x_dense,
-    x_indices,
-    x_values,
-    label,
-    w,
-    score,
-    b_indices,
-    b_values,
-    b_nnz,
-    fill,
-    weight,
-    gradient,
-    violated,
-    mark,
-    stamp,
-):
+def _update_sparse(event, label, w, score, buffer, fill, weight, gradient, scratch, stamp):
     """UpdateClassifier against a sparse buffer (as :func:`_update_dense`: margins as
     ``w · x - w · b``, the union of supports only for active hinges); returns the last stamp."""
+    x_dense, x_indices, x_values = event
+    b_indices, b_values, b_nnz = buffer
+    violated, mark = scratch
     if gradient:
         for row in range(fill):  # Alg. 7: tests with the pre-update w
             margin = score - _sparse_dot(w, b_indices[row], b_values[row], b_nnz[row])
@@ -395,41 +295,29 @@ def _store_sparse_row(b_indices, b_values, b_nnz, slot, x_indices, x_values):
 
 
 @kernel
-def oam_learn_csr(
-    indptr,
-    indices,
-    data,
-    y,
-    scores,
-    w,
-    pos_indices,
-    pos_values,
-    pos_nnz,
-    neg_indices,
-    neg_values,
-    neg_nnz,
-    fill_pos,
-    fill_neg,
-    count_pos,
-    count_neg,
-    rng_state,
-    C,
-    gradient,
-):
-    """Sparse batch, sparse buffers (rows of at most ``pos_indices.shape[1]`` entries; the
-    caller checked): O(buffer · nnz) per event after an O(nnz) scatter."""
+def oam_learn_csr(indptr, indices, data, y, scores, state, options):
+    """Sparse batch, sparse buffers (:data:`OAMSparseState`, rows of at most
+    ``pos_indices.shape[1]`` entries; the caller checked): O(buffer · nnz) per event after an
+    O(nnz) scatter."""
+    (w, pos_indices, pos_values, pos_nnz, neg_indices, neg_values, neg_nnz, fill_pos, fill_neg,
+     count_pos, count_neg, rng_state) = state  # fmt: skip
+    C, gradient = options
+    positives = (pos_indices, pos_values, pos_nnz)
+    negatives = (neg_indices, neg_values, neg_nnz)
     want_scores = scores.shape[0] > 0
     capacity_pos = pos_indices.shape[0]
     capacity_neg = neg_indices.shape[0]
     violated = np.zeros(max(capacity_pos, capacity_neg), dtype=np.bool_)
     x_dense = np.zeros(w.shape[0])
     mark = np.zeros(w.shape[0], dtype=np.int64)
+    scratch = (violated, mark)
     stamp = 0
     for t in range(indptr.shape[0] - 1):
         start = indptr[t]
         end = indptr[t + 1]
         x_indices = indices[start:end]
         x_values = data[start:end]
+        event = (x_dense, x_indices, x_values)
         total = 0.0
         for k in range(start, end):
             x_dense[indices[k]] = data[k]
@@ -444,21 +332,7 @@ def oam_learn_csr(
                 fill_pos[0] = min(count_pos[0], capacity_pos)
             weight = C * max(1.0, count_neg[0] / capacity_neg)  # errata 1
             stamp = _update_sparse(
-                x_dense,
-                x_indices,
-                x_values,
-                1.0,
-                w,
-                total,
-                neg_indices,
-                neg_values,
-                neg_nnz,
-                fill_neg[0],
-                weight,
-                gradient,
-                violated,
-                mark,
-                stamp,
+                event, 1.0, w, total, negatives, fill_neg[0], weight, gradient, scratch, stamp
             )
         else:
             count_neg[0] += 1
@@ -468,21 +342,7 @@ def oam_learn_csr(
                 fill_neg[0] = min(count_neg[0], capacity_neg)
             weight = C * max(1.0, count_pos[0] / capacity_pos)
             stamp = _update_sparse(
-                x_dense,
-                x_indices,
-                x_values,
-                -1.0,
-                w,
-                total,
-                pos_indices,
-                pos_values,
-                pos_nnz,
-                fill_pos[0],
-                weight,
-                gradient,
-                violated,
-                mark,
-                stamp,
+                event, -1.0, w, total, positives, fill_pos[0], weight, gradient, scratch, stamp
             )
         for k in range(start, end):
             x_dense[indices[k]] = 0.0

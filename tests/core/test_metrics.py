@@ -23,7 +23,7 @@ from core.metrics import (
     pauc_narasimhan_agarwal,
     roc_curve,
 )
-from tests.core.naive_metrics import (
+from tests.core.naive.metrics import (
     naive_auc,
     naive_pauc,
     naive_pauc_kar_top_negatives,

@@ -1,4 +1,4 @@
-"""OAM (``core.learners.oam``) against the plain reference in ``naive_baselines`` and the
+"""OAM (``core.learners.oam``) against the plain reference in ``tests.core.naive.baselines`` and the
 properties of its reservoir buffers."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from scipy.stats import chi2
 
 from core.learners import learner_class, make_learner
-from tests.core.naive_baselines import NaiveOAM
+from tests.core.naive.baselines import NaiveOAM
 
 N_FEATURES = 7
 
@@ -144,7 +144,7 @@ def test_reservoir_inclusion_is_uniform_over_stream_positions():
 
 def test_reservoir_slot_kernel_matches_algorithm_r():
     from core._kernels.oam import reservoir_slot
-    from tests.core.naive_baselines import SplitMix64
+    from tests.core.naive.baselines import SplitMix64
 
     rng_state = np.array([12345], dtype=np.uint64)
     reference = SplitMix64(12345)

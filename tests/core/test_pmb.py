@@ -10,7 +10,7 @@ from core._kernels.pauc_surrogate import (
     prec_at_k_coefficients,
     tight_pauc_coefficients,
 )
-from tests.core import naive_pauc as naive
+from tests.core.naive import pauc as naive
 
 
 def _random_problem(rng, max_pos=3, max_neg=4, n_features=3):

@@ -14,7 +14,7 @@ from core.regret import (
     regret,
     replay,
 )
-from tests.core import naive_pauc as naive
+from tests.core.naive import pauc as naive
 
 
 def _naive_prefix_loss(X, y, w, beta):

@@ -17,7 +17,7 @@ from core.learners.svm_pauc import (
     tight_surrogate,
 )
 from core.metrics import pauc_narasimhan_agarwal
-from tests.core import naive_pauc as naive
+from tests.core.naive import pauc as naive
 
 
 def _small(rng, m, n, d=2, scale=1.0):

@@ -109,5 +109,13 @@ class Contention(ServiceError):
     status, title, slug = 503, "Too much write contention", "contention"
 
 
+class CorruptState(ServiceError):
+    """A model's stored state breaks its learner's invariants (a damaged or forged store
+    entry): the model cannot be loaded until it is reset, deleted or replaced by a snapshot.
+    Refused before any kernel sees it; ``field`` names the array at fault."""
+
+    status, title, slug = 500, "Stored model state is corrupt", "corrupt-state"
+
+
 class StaleVersion(Exception):
     """A store write whose expected version is no longer current (retried by the engine)."""

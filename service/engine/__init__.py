@@ -38,7 +38,7 @@ from service.engine.model import (
 )
 from service.engine.reporting import REGRET_C, REGRET_TOL, Reporting
 from service.engine.repository import MAX_CACHED_MODELS, ModelRepository
-from service.errors import InvalidInput
+from service.errors import CorruptState, InvalidInput
 from service.ingest import FeatureSpec
 from service.schemas import ModelConfig, ModelCreate, ModelInfo
 from service.stores.base import Store
@@ -132,7 +132,10 @@ class Engine:
         try:
             loaded = from_arrays(config, config.incarnation, 1, arrays)
         except (ValueError, KeyError, TypeError) as error:
-            raise InvalidInput(f"snapshot state does not fit its manifest: {error}") from None
+            raise InvalidInput(
+                f"snapshot state does not fit its manifest: {error}",
+                field=getattr(error, "field", None),
+            ) from None
         template = initial_stats()
         for name, value in split_arrays(arrays)[2].items():
             if name not in template or template[name].shape != value.shape:
@@ -146,7 +149,10 @@ class Engine:
 
     def reset_model(self, model_id: str) -> ModelInfo:
         """Forget everything learned (state, window, counters, ids); keep the configuration."""
-        config = self.model(model_id).config
+        try:
+            config = self.model(model_id).config
+        except CorruptState:  # a model whose state cannot be loaded can still start afresh
+            config = self.repository.stored_config(model_id)
         request = ModelCreate(**config.model_dump(include=set(ModelCreate.model_fields)))
         return self.create_model(request, replace=True)
 

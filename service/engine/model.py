@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.errors import InvalidState
 from core.learners import available_learners, learner_class, make_learner
 from core.learners._base import OnlineLearner
 from core.metrics import PrequentialWindow
@@ -130,15 +131,43 @@ def build_regret(config: ModelConfig, arrays: dict[str, np.ndarray]) -> RegretWi
     return window
 
 
+def _check_window_parameters(config: ModelConfig, window_state: dict[str, np.ndarray]) -> None:
+    """The metrics window's stored size must be the configured one (checked before the
+    window is rebuilt from it)."""
+    stored = np.asarray(window_state.get("window_parameters", np.zeros(0)))
+    expected = [config.window, config.reservoir]
+    if stored.dtype.kind not in "iu" or stored.reshape(-1).tolist() != expected:
+        raise InvalidState(
+            f"state array '{WINDOW_PREFIX}window_parameters' holds "
+            f"{stored.reshape(-1)[:4].tolist()}; expected {expected} (the model's window "
+            "and reservoir)",
+            field=f"{WINDOW_PREFIX}window_parameters",
+        )
+
+
 def from_arrays(
     config: ModelConfig, incarnation: str, version: int, arrays: dict[str, np.ndarray]
 ) -> Loaded:
-    """A model from its committed arrays (ValueError, KeyError or TypeError when they do not
-    fit ``config``); counters absent from ``arrays`` (an older model) start at 0."""
+    """A model from its committed arrays; counters absent from ``arrays`` (an older model)
+    start at 0.
+
+    Every array is checked by value before anything is built on it (the learner's declared
+    invariants: :meth:`core.learners.OnlineLearner.from_state`), so a corrupt snapshot or
+    store entry never reaches a kernel.  Raises :class:`~core.errors.InvalidState` whose
+    ``field`` is the array's committed name (``learner:fill_neg``), or another ValueError,
+    KeyError or TypeError when the arrays do not fit ``config``.
+    """
     learner_state, window_state, stats = split_arrays(arrays)
-    learner = learner_class(config.learner).from_state(
-        {**config.params, "scaling": config.scaling}, learner_state
-    )
+    _check_window_parameters(config, window_state)
+    try:
+        learner = learner_class(config.learner).from_state(
+            {**config.params, "scaling": config.scaling},
+            learner_state,
+            n_features=config.n_features,
+        )
+    except InvalidState as error:
+        field = None if error.field is None else LEARNER_PREFIX + error.field
+        raise InvalidState(str(error), field=field) from None
     window = PrequentialWindow.from_state(window_state)
     full_stats = initial_stats()
     full_stats.update(stats)

@@ -157,6 +157,8 @@ async def read_batch(
         labelled=labelled,
         max_events=settings.max_batch_events,
         zero_based=zero_based,
+        max_dense_cells=settings.max_dense_cells,
+        max_inflated_bytes=settings.max_inflated_bytes,
     )
 
 

@@ -13,13 +13,19 @@ with a problem response, leaves the state as it was, and keeps memory bounded.
 from __future__ import annotations
 
 import io
+import os
+import struct
+import subprocess
 import zipfile
+import zlib
 
+import httpx
 import numpy as np
 import orjson
 import pytest
 
 from core.learners import available_learners, learner_class
+from loadtest.local import free_port, start_uvicorn, stop, wait_ready
 from service.app import create_app
 from service.settings import Settings
 from service.stores.memory import MemoryStore
@@ -220,3 +226,256 @@ def test_a_corrupt_stored_state_is_a_problem_for_that_model_only(
         # the corrupt model can be reset (or deleted) and then learns again
         assert client.post("/v1/models/bad/reset").status_code == 200
         assert client.post("/v1/models/bad/events", json=events_json(X, y)).status_code == 200
+
+
+# ------------------------------------------------------------------------- 2. bombs
+_LOCAL = struct.Struct("<4s5H3L2H")
+_CENTRAL = struct.Struct("<4s6H3L5H2L")
+_END = struct.Struct("<4s4H2LH")
+
+
+def raw_zip(members: list[tuple[str, bytes, int, int, int]]) -> bytes:
+    """A zip archive from ``(name, data as stored, crc32, uncompressed size, method)``: lets a
+    test write a deflate stream it built itself, or sizes that lie."""
+    body, central = bytearray(), bytearray()
+    for name, data, crc, size, method in members:
+        encoded = name.encode()
+        offset = len(body)
+        body += _LOCAL.pack(b"PK\x03\x04", 20, 0, method, 0, 0x21, crc, len(data), size,
+                            len(encoded), 0)  # fmt: skip
+        body += encoded + data
+        central += _CENTRAL.pack(b"PK\x01\x02", 20, 20, 0, method, 0, 0x21, crc, len(data),
+                                 size, len(encoded), 0, 0, 0, 0, 0, offset)  # fmt: skip
+        central += encoded
+    end = _END.pack(b"PK\x05\x06", 0, 0, len(members), len(members), len(central), len(body), 0)
+    return bytes(body + central + end)
+
+
+def deflated(prefix: bytes, fill: bytes, size: int) -> tuple[bytes, int, int]:
+    """``prefix`` then ``fill`` repeated to ``size`` bytes in all, deflated cheaply: after a full
+    flush the compressor forgets its window, so every 64 MiB block of ``fill`` compresses to
+    the same bytes and is compressed once.  Returns ``(data, crc32, size)``."""
+    block = fill * (64 * 2**20 // len(fill))
+    n_blocks, rest = divmod(size - len(prefix), len(block))
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    head = compressor.compress(prefix) + compressor.flush(zlib.Z_FULL_FLUSH)
+    first = compressor.compress(block) + compressor.flush(zlib.Z_FULL_FLUSH)
+    second = compressor.compress(block) + compressor.flush(zlib.Z_FULL_FLUSH)
+    assert first == second
+    tail = compressor.compress(block[:rest]) + compressor.flush()
+    crc = zlib.crc32(prefix)
+    block_crc = crc
+    for _ in range(n_blocks):
+        block_crc = zlib.crc32(block, block_crc)
+    crc = zlib.crc32(block[:rest], block_crc)
+    return head + first * n_blocks + tail, crc, size
+
+
+def npy_header(shape: tuple[int, ...], descr: str = "<f8") -> bytes:
+    buffer = io.BytesIO()
+    header = {"descr": descr, "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.getvalue()
+
+
+def stored(name: str, data: bytes) -> tuple[str, bytes, int, int, int]:
+    return name, data, zlib.crc32(data), len(data), 0
+
+
+def npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """The process's peak resident set size so far (VmHWM)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM")
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A real uvicorn server (memory store, one process) whose peak RSS the tests read."""
+    port = free_port()
+    environment = {**os.environ, "AUCSTREAM_WARMUP": "false", "AUCSTREAM_STORE": "memory"}
+    process = start_uvicorn(port, environment, 1, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, access_log=False)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, process, timeout=90)
+        with httpx.Client(base_url=url, timeout=120) as http:
+            yield http, process.pid
+    finally:
+        stop(process)
+
+
+@pytest.fixture(scope="module")
+def warm_server(server):
+    """The server with a 2,000-feature dense model that has learned from every content type
+    and exported and imported a snapshot: every code path the bombs take is loaded, so the
+    peak RSS measured after a bomb is the bomb's."""
+    http, pid = server
+    assert http.post("/v1/models", json={"id": "wide", "n_features": 2000, "learner": "spam"}
+                     ).status_code == 201  # fmt: skip
+    X, y = make_stream(200, n_features=2000, seed=7)
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, X=X, y=y)
+    npz = {"content-type": "application/x-npz"}
+    assert http.post("/v1/models/wide/events", content=buffer.getvalue(), headers=npz
+                     ).status_code == 200  # fmt: skip
+    rows = zip(y.tolist(), X.tolist(), strict=True)
+    libsvm = "\n".join(f"{label} 1:{row[0]!r} 7:{row[6]!r}" for label, row in rows).encode()
+    assert http.post("/v1/models/wide/events", content=libsvm,
+                     headers={"content-type": "text/x-libsvm"}).status_code == 200  # fmt: skip
+    snapshot = http.get("/v1/models/wide/snapshot").content
+    assert put_snapshot(http, "wide-copy", snapshot, replace=False).status_code == 201
+    return http, pid
+
+
+def refused_within(http, pid, request, status: int, budget: int) -> tuple[dict, int]:
+    """Send ``request`` (a callable taking the client); check the problem status and that the
+    server's peak RSS grew by at most ``budget`` bytes; returns the problem and the growth."""
+    before = peak_rss_bytes(pid)
+    response = request(http)
+    grown = peak_rss_bytes(pid) - before
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == PROBLEM
+    assert grown <= budget, f"peak RSS grew by {grown / 2**20:.0f} MiB"
+    assert http.get("/healthz").status_code == 200
+    return response.json(), grown
+
+
+MIB = 2**20
+
+
+def test_npz_that_inflates_to_2_gib_is_a_413_before_inflating(warm_server):
+    """Issue 12 item 2: a 2 MB NPZ whose X.npy expands to 2 GiB peaked at 4.5 GB and blocked
+    the server for ~40 s before its 413."""
+    http, pid = warm_server
+    n_rows = 2**31 // (2000 * 8)
+    data, crc, size = deflated(npy_header((n_rows, 2000)), b"\0", 128 + n_rows * 2000 * 8)
+    y = npy(np.zeros(n_rows, dtype=np.int64))
+    body = raw_zip([("X.npy", data, crc, size, zipfile.ZIP_DEFLATED), stored("y.npy", y)])
+    assert len(body) < 4 * MIB
+    problem, grown = refused_within(
+        http, pid,
+        lambda h: h.post("/v1/models/wide/events", content=body,
+                         headers={"content-type": "application/x-npz"}),
+        413, 32 * MIB,
+    )  # fmt: skip
+    assert "AUCSTREAM_MAX_INFLATED_BYTES" in problem["detail"]
+    assert problem["field"] == "X.npy"
+    GROWTH["npz inflating to 2 GiB"] = grown
+
+
+def test_npz_headers_claiming_huge_or_0d_shapes_are_4xx(warm_server):
+    http, pid = warm_server
+    npz = {"content-type": "application/x-npz"}
+    y = npy(np.ones(2, dtype=np.int64))
+    # (2**32, 2**32) overflows int64 to 0 elements: was a 500
+    huge_2d = stored("X.npy", npy_header((2**32, 2**32)) + bytes(16))
+    huge_1d = stored("X.npy", npy_header((2**40,)))
+    cases = {
+        "huge 2-d": (raw_zip([huge_2d, stored("y.npy", y)]), "X"),
+        "huge 1-d": (raw_zip([huge_1d, stored("y.npy", y)]), "X"),
+    }
+    # the same claim in a deflated member takes the general path
+    data, crc, size = deflated(npy_header((2**40, 2000)), b"\0", 4 * MIB)
+    cases["deflated"] = (
+        raw_zip([("X.npy", data, crc, size, zipfile.ZIP_DEFLATED), stored("y.npy", y)]),
+        "X",
+    )
+    zero_d_ids = io.BytesIO()
+    np.savez(zero_d_ids, X=np.zeros((2, 2000)), y=np.ones(2, dtype=np.int64), ids=np.array(7))
+    cases["0-d ids"] = (zero_d_ids.getvalue(), "ids")
+    for label, (body, field) in cases.items():
+        problem, _ = refused_within(
+            http, pid,
+            lambda h, body=body: h.post("/v1/models/wide/events", content=body, headers=npz),
+            422, 16 * MIB,
+        )  # fmt: skip
+        assert problem["field"] == field, (label, problem)
+    # a central directory of 20,000 members is refused from its end record
+    many = raw_zip([stored(f"{index}.npy", b"") for index in range(20_000)])
+    problem, _ = refused_within(
+        http, pid, lambda h: h.post("/v1/models/wide/events", content=many, headers=npz),
+        422, 16 * MIB,
+    )  # fmt: skip
+    assert "declares 20000 members" in problem["detail"]
+
+
+def test_snapshot_bombs_are_refused_before_inflating(warm_server):
+    """A 1 MB snapshot whose manifest.json expands to 1 GiB peaked at 3.5 GB; a member whose
+    header claims shape (2**40,) was a 500."""
+    http, pid = warm_server
+    manifest, arrays = read_snapshot(http.get("/v1/models/wide/snapshot").content)
+    data, crc, size = deflated(b'{"format": "aucstream-snapshot", "x": "', b" ", 2**30)
+    bomb = raw_zip([("manifest.json", data, crc, size, zipfile.ZIP_DEFLATED)])
+    assert len(bomb) < 2 * MIB
+    problem, grown = refused_within(http, pid, lambda h: put_snapshot(h, "wide", bomb), 413,
+                                    32 * MIB)  # fmt: skip
+    assert problem["field"] == "manifest.json"
+    GROWTH["snapshot manifest inflating to 1 GiB"] = grown
+    # an array member inflating past the limit, the manifest being small
+    data, crc, size = deflated(npy_header((2**28,)), b"\0", 128 + 2**31)
+    member = raw_zip([("arrays/learner:w.npy", data, crc, size, zipfile.ZIP_DEFLATED),
+                      stored("manifest.json", orjson.dumps(manifest))])  # fmt: skip
+    problem, grown = refused_within(http, pid, lambda h: put_snapshot(h, "wide", member), 413,
+                                    32 * MIB)  # fmt: skip
+    assert problem["field"] == "arrays/learner:w.npy"
+    GROWTH["snapshot member inflating to 2 GiB"] = grown
+    # a header claiming shape (2**40,) for 8 bytes of data
+    liar = write_snapshot(manifest, arrays)
+    with zipfile.ZipFile(io.BytesIO(liar)) as archive:
+        members = [stored(info.filename, archive.read(info)) for info in archive.infolist()]
+    members = [
+        stored(name, npy_header((2**40,)) + bytes(8)) if name == "arrays/learner:w_unscaled.npy"
+        else (name, data, crc, size, method)
+        for name, data, crc, size, method in members
+    ]  # fmt: skip
+    problem, _ = refused_within(http, pid, lambda h: put_snapshot(h, "wide", raw_zip(members)),
+                                422, 16 * MIB)  # fmt: skip
+    assert problem["field"] == "learner:w_unscaled"
+    assert "claims shape (1099511627776,)" in problem["detail"]
+    _, after = read_snapshot(http.get("/v1/models/wide/snapshot").content)
+    np.testing.assert_array_equal(after["learner:w_unscaled"], arrays["learner:w_unscaled"])
+
+
+def test_libsvm_body_densified_for_a_dense_model_is_bounded(warm_server):
+    """A 200 KB LIBSVM body of label-only lines to a 2,000-feature dense model peaked at
+    1.5 GB (100,000 rows densified)."""
+    http, pid = warm_server
+    body = b"1\n" * 100_000
+    problem, grown = refused_within(
+        http, pid,
+        lambda h: h.post("/v1/models/wide/events", content=body,
+                         headers={"content-type": "text/x-libsvm"}),
+        413, 64 * MIB,
+    )  # fmt: skip
+    assert "AUCSTREAM_MAX_DENSE_CELLS" in problem["detail"]
+    GROWTH["200 KB LIBSVM to a 2,000-feature dense model"] = grown
+    # the same as CSR arrays in an NPZ
+    csr = io.BytesIO()
+    np.savez(csr, indptr=np.zeros(100_001, dtype=np.int64), indices=np.zeros(0, dtype=np.int64),
+             data=np.zeros(0), y=np.ones(100_000, dtype=np.int64))  # fmt: skip
+    refused_within(
+        http, pid,
+        lambda h: h.post("/v1/models/wide/events", content=csr.getvalue(),
+                         headers={"content-type": "application/x-npz"}),
+        413, 64 * MIB,
+    )  # fmt: skip
+    assert http.get("/v1/models/wide").json()["counts"]["events_learned"] == 400
+
+
+#: peak RSS growth per bomb, printed at the end of the module (``pytest -s``) for the record
+GROWTH: dict[str, int] = {}
+
+
+def test_zz_report_growth(warm_server):
+    for label, grown in GROWTH.items():
+        print(f"peak RSS growth, {label}: {grown / MIB:.1f} MiB")
+    print(f"server peak RSS after every bomb: {peak_rss_bytes(warm_server[1]) / MIB:.0f} MiB")

@@ -95,6 +95,13 @@ class QueueFull(ServiceError):
     status, title, slug = 429, "Queue full", "queue-full"
 
 
+class InsufficientStorage(ServiceError):
+    """A bound on what the service keeps is reached (number of models, bytes of one model's
+    state, records kept by ``/score`` for later labels); see ``service.settings``."""
+
+    status, title, slug = 507, "Insufficient storage", "insufficient-storage"
+
+
 class UnsupportedMediaType(ServiceError):
     status, title, slug = 415, "Unsupported content type", "unsupported-media-type"
 

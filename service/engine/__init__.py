@@ -38,7 +38,7 @@ from service.engine.model import (
 )
 from service.engine.reporting import REGRET_C, REGRET_TOL, Reporting
 from service.engine.repository import MAX_CACHED_MODELS, ModelRepository
-from service.errors import CorruptState, InvalidInput
+from service.errors import CorruptState, InsufficientStorage, InvalidInput
 from service.ingest import FeatureSpec
 from service.schemas import ModelConfig, ModelCreate, ModelInfo
 from service.stores.base import Store
@@ -61,7 +61,13 @@ class Engine:
         clock: Callable[[], float] = time.time,
         regret_throttle: float = 10.0,
         max_cached_models: int = MAX_CACHED_MODELS,
+        max_models: int | None = None,
+        max_model_bytes: int | None = None,
+        max_pending_records: int | None = None,
     ) -> None:
+        #: bounds on what the service keeps (None: unbounded); see service.settings
+        self.max_models = max_models
+        self.max_model_bytes = max_model_bytes
         self.repository = ModelRepository(
             store, clock=clock, max_write_retries=max_write_retries, max_models=max_cached_models
         )
@@ -70,6 +76,7 @@ class Engine:
             self.repository,
             event_id_ttl_seconds=event_id_ttl_seconds,
             label_ttl_seconds=label_ttl_seconds,
+            max_pending_records=max_pending_records,
         )
         self.reporting = Reporting(self.repository, throttle=regret_throttle)
         # the operations, as the routes and workers call them
@@ -143,7 +150,31 @@ class Engine:
             loaded.stats[name] = np.array(value, dtype=template[name].dtype)
         return self._create(loaded, replace=replace)
 
+    def _check_bounds(self, loaded: Loaded, *, replace: bool) -> None:
+        """507 before a model is stored beyond ``max_models`` or ``max_model_bytes``.  (The
+        count is read from the store without a lock: processes creating models at the same
+        moment may pass it together, by at most one model each.)"""
+        model_id = loaded.config.id
+        if self.max_model_bytes is not None:
+            size = sum(array.nbytes for array in loaded.arrays().values())
+            if size > self.max_model_bytes:
+                raise InsufficientStorage(
+                    f"model {model_id!r} would keep {size:,} bytes of state, more than the "
+                    f"limit of {self.max_model_bytes:,} (AUCSTREAM_MAX_MODEL_BYTES); use fewer "
+                    "(hashed) features, smaller buffers or a smaller regret window",
+                    field="n_features",
+                )
+        if self.max_models is not None:
+            models = self.store.list_models()
+            if len(models) >= self.max_models and not (replace and model_id in models):
+                raise InsufficientStorage(
+                    f"the store holds {len(models):,} models, the limit "
+                    f"(AUCSTREAM_MAX_MODELS); delete one first",
+                    field="id",
+                )
+
     def _create(self, loaded: Loaded, *, replace: bool) -> ModelInfo:
+        self._check_bounds(loaded, replace=replace)
         version = self.repository.create(loaded, replace=replace)
         return ModelInfo(config=loaded.config, version=version, counts=loaded.counts())
 

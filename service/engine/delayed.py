@@ -70,10 +70,13 @@ class DelayedLabels:
         *,
         event_id_ttl_seconds: float,
         label_ttl_seconds: float,
+        max_pending_records: int | None = None,
     ) -> None:
         self.repository = repository
         self.event_id_ttl_seconds = event_id_ttl_seconds
         self.label_ttl_seconds = label_ttl_seconds
+        #: most records kept per model waiting for labels (None: unbounded)
+        self.max_pending_records = max_pending_records
 
     def score(
         self, model_id: str, batch: Batch, *, keep: bool = True
@@ -102,7 +105,10 @@ class DelayedLabels:
                 records = encode_pending(subset.X, scores[index])
                 ids = [str(i) for i in subset.ids or []]
                 repository.store.put_pending(
-                    model_id, dict(zip(ids, records, strict=True)), repository.clock() + ttl
+                    model_id,
+                    dict(zip(ids, records, strict=True)),
+                    repository.clock() + ttl,
+                    self.max_pending_records,
                 )
                 kept = len(set(ids))
         return version, scores, kept

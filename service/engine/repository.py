@@ -72,6 +72,8 @@ class ModelRepository:
         self._guard = threading.Lock()
         #: called with a model id when it leaves this process (deleted, evicted, gone)
         self.on_forget: list[Callable[[str], None]] = []
+        #: called with a model id when it no longer exists (deleted here, or found deleted)
+        self.on_gone: list[Callable[[str], None]] = []
 
     # ------------------------------------------------------------------ locks & cache
     def lock(self, model_id: str) -> ModelLock:
@@ -114,6 +116,10 @@ class ModelRepository:
         for listener in self.on_forget:
             listener(model_id)
 
+    def _gone(self, model_id: str) -> None:
+        for listener in self.on_gone:
+            listener(model_id)
+
     # ------------------------------------------------------------------ load & commit
     def load(self, model_id: str) -> Loaded:
         """The current model, from the cache when its (incarnation, version) is current (one
@@ -134,6 +140,7 @@ class ModelRepository:
         except ModelNotFound:
             self.drop(model_id)
             self._forget(model_id)
+            self._gone(model_id)
             raise
         except (ValueError, KeyError, TypeError) as error:  # undecodable or corrupt arrays
             self.drop(model_id)
@@ -224,3 +231,4 @@ class ModelRepository:
             self.store.delete_model(model_id)
             self.drop(model_id)
         self._forget(model_id)
+        self._gone(model_id)

@@ -479,3 +479,147 @@ def test_zz_report_growth(warm_server):
     for label, grown in GROWTH.items():
         print(f"peak RSS growth, {label}: {grown / MIB:.1f} MiB")
     print(f"server peak RSS after every bomb: {peak_rss_bytes(warm_server[1]) / MIB:.0f} MiB")
+
+
+# ------------------------------------------------------------------------- 3. memory that grows
+def label_sets(client) -> set[tuple[str, ...]]:
+    """Every label set of the app's Prometheus metrics labelled by model."""
+    telemetry = client.app.state.telemetry
+    return {labels for metric in telemetry._per_model for labels in metric._metrics}  # noqa: SLF001
+
+
+def test_unknown_and_unauthenticated_ids_leave_no_labels_locks_or_cache(make_client):
+    """Issue 12 item 3: 1,200 requests for long random ids (401 without a key, 404 with one)
+    added 71 MB that never went away (a Prometheus label set and an engine lock per id)."""
+    client = make_client(api_keys="secret")
+    key = {"x-api-key": "secret"}
+    assert client.post("/v1/models", json={"id": "m", "n_features": 5}, headers=key
+                       ).status_code == 201  # fmt: skip
+    X, y = make_stream(30)
+    assert client.post("/v1/models/m/events", json=events_json(X, y), headers=key
+                       ).status_code == 200  # fmt: skip
+    before = label_sets(client)
+    rng = np.random.default_rng(0)
+    ids = ["".join(rng.choice(list("abcdef0123456789"), 200)) for _ in range(600)]
+    for model_id in ids:
+        assert client.get(f"/v1/models/{model_id}/metrics").status_code == 401
+        assert client.get(f"/v1/models/{model_id}/metrics", headers=key).status_code == 404
+        assert client.post(f"/v1/models/{model_id}/events", json=events_json(X[:1], y[:1]),
+                           headers=key).status_code == 404  # fmt: skip
+    assert label_sets(client) - before == {
+        ("GET", "/v1/models/{model_id}/metrics", "401", ""),
+        ("GET", "/v1/models/{model_id}/metrics", "404", ""),
+        ("POST", "/v1/models/{model_id}/events", "404", ""),
+    }
+    exposition = client.get("/metrics").text
+    assert not any(model_id in exposition for model_id in ids[:50])
+    repository = client.app.state.engine.repository
+    assert set(repository._cache) == {"m"}  # noqa: SLF001
+    assert set(repository._locks) <= {"m"}  # noqa: SLF001 - weakly held: none for unknown ids
+    reporting = client.app.state.engine.reporting
+    assert set(reporting._metrics) | set(reporting._regret) <= {"m"}  # noqa: SLF001
+
+
+def test_a_deleted_model_loses_its_labels(client):
+    create_model(client, "gone")
+    X, y = make_stream(20)
+    ids = [f"e{i}" for i in range(20)]
+    assert client.post("/v1/models/gone/events", json=events_json(X, y, ids)).status_code == 200
+    assert client.post("/v1/models/gone/score", json=events_json(X, None, ids)).status_code == 200
+    assert client.get("/v1/models/gone/metrics").status_code == 200
+    assert 'model="gone"' in client.get("/metrics").text
+    assert client.delete("/v1/models/gone").status_code == 204
+    assert client.get("/v1/models/gone/metrics").status_code == 404
+    assert 'model="gone"' not in client.get("/metrics").text
+    assert not [labels for labels in label_sets(client) if "gone" in labels]
+
+
+def test_number_of_models_is_capped(make_client):
+    client = make_client(max_models=3)
+    for model_id in ("a", "b", "c"):
+        create_model(client, model_id)
+    response = client.post("/v1/models", json={"id": "d", "n_features": 5})
+    assert response.status_code == 507
+    assert response.headers["content-type"] == PROBLEM
+    assert "AUCSTREAM_MAX_MODELS" in response.json()["detail"]
+    snapshot = client.get("/v1/models/a/snapshot").content
+    assert put_snapshot(client, "d", snapshot, replace=False).status_code == 507
+    assert sorted(client.get("/v1/models").json()["models"]) == ["a", "b", "c"]
+    # replacing or resetting a model is not a new one; after a delete there is room again
+    assert put_snapshot(client, "a", snapshot, replace=True).status_code == 201
+    assert client.post("/v1/models/b/reset").status_code == 200
+    assert client.delete("/v1/models/c").status_code == 204
+    create_model(client, "d")
+
+
+def test_model_memory_is_capped(make_client):
+    """``n_features`` 2**24 cost ~770 MB per create."""
+    client = make_client()  # the default AUCSTREAM_MAX_MODEL_BYTES
+    response = client.post(
+        "/v1/models",
+        json={"id": "huge", "n_features": 2**24, "feature_mode": "hashed", "learner": "spam"},
+    )
+    assert response.status_code == 507, response.text
+    assert response.json()["field"] == "n_features"
+    assert "AUCSTREAM_MAX_MODEL_BYTES" in response.json()["detail"]
+    assert client.get("/v1/models/huge").status_code == 404
+    small = make_client(max_model_bytes=4 * MIB)
+    create_model(small, "fits", n_features=1000, learner="spam")
+    snapshot = small.get("/v1/models/fits/snapshot").content
+    response = small.post("/v1/models", json={"id": "wide", "n_features": 2**17, "learner": "spam"})
+    assert response.status_code == 507
+    assert put_snapshot(small, "copy", snapshot, replace=False).status_code == 201
+
+
+def test_remembered_ids_per_request_are_capped(make_client):
+    """100,000 ids of 256 characters in one request were remembered for 24 h (+31 MB)."""
+    client = make_client(max_event_id_bytes=64 * 1024)
+    create_model(client)
+    X, y = make_stream(1000)
+    long_ids = [f"{i:0256d}" for i in range(1000)]  # 256 KB of ids
+    for path, body in (
+        ("/v1/models/m/events", events_json(X, y, long_ids)),
+        ("/v1/models/m/score", events_json(X, None, long_ids)),
+    ):
+        response = client.post(path, json=body)
+        assert response.status_code == 413, response.text
+        assert response.json()["field"] == "id"
+        assert "AUCSTREAM_MAX_EVENT_ID_BYTES" in response.json()["detail"]
+    assert client.get("/v1/models/m").json()["counts"]["events_learned"] == 0
+    short_ids = [f"e{i}" for i in range(1000)]
+    assert client.post("/v1/models/m/events", json=events_json(X, y, short_ids)
+                       ).status_code == 200  # fmt: skip
+
+
+def test_records_kept_by_score_are_capped(make_client):
+    client = make_client(max_pending_records=10)
+    create_model(client)
+    X, _ = make_stream(20)
+    first = [f"a{i}" for i in range(8)]
+    response = client.post("/v1/models/m/score", json=events_json(X[:8], None, first))
+    assert response.status_code == 200
+    more = [f"b{i}" for i in range(5)]
+    response = client.post("/v1/models/m/score", json=events_json(X[:5], None, more))
+    assert response.status_code == 507, response.text
+    assert "AUCSTREAM_MAX_PENDING_RECORDS" in response.json()["detail"]
+    # nothing of the refused request was kept; ids already kept can be scored again
+    response = client.post("/v1/models/m/labels", json=[{"id": i, "y": 1} for i in more])
+    assert response.json()["learned"] == 0
+    assert client.post("/v1/models/m/score", json=events_json(X[:8], None, first)
+                       ).status_code == 200  # fmt: skip
+    # labels free room
+    labels = [{"id": event_id, "y": i % 2} for i, event_id in enumerate(first)]
+    assert client.post("/v1/models/m/labels", json=labels).status_code == 200
+    assert client.post("/v1/models/m/score", json=events_json(X[:5], None, more)
+                       ).status_code == 200  # fmt: skip
+
+
+def test_scoring_one_id_again_and_again_keeps_memory_bounded():
+    store = MemoryStore()
+    store.create_model("m", {}, {}, "i1")
+    for round_ in range(5000):
+        store.put_pending("m", {"same": b"record"}, deadline=1000.0 + round_)
+    model = store._models["m"]  # noqa: SLF001
+    assert len(model.pending) == 1
+    assert len(model.deadlines) <= 2 * len(model.pending) + 1024
+    assert store.due_pending("m", now=1e9, limit=10) == ["same"]

@@ -623,3 +623,32 @@ def test_scoring_one_id_again_and_again_keeps_memory_bounded():
     assert len(model.pending) == 1
     assert len(model.deadlines) <= 2 * len(model.pending) + 1024
     assert store.due_pending("m", now=1e9, limit=10) == ["same"]
+
+
+# ------------------------------------------------------------------------- 8. small 4xx fixes
+def test_ids_with_braces_are_404_not_500(client):
+    """On Redis, ``{`` / ``}`` in an id broke the key's hash tag (a 500); no model can have
+    such an id (the creation pattern refuses it), so it names no model."""
+    create_model(client)
+    X, y = make_stream(2)
+    for path in ("/v1/models/a{b}", "/v1/models/%7Bm%7D/metrics", "/v1/models/m}/snapshot"):
+        response = client.get(path)
+        assert response.status_code == 404, (path, response.text)
+        assert response.headers["content-type"] == PROBLEM
+    response = client.post("/v1/models/{m}/events", json=events_json(X, y))
+    assert response.status_code == 404
+    assert client.delete("/v1/models/{m}").status_code == 404
+    response = client.put(
+        "/v1/models/{m}/snapshot",
+        content=client.get("/v1/models/m/snapshot").content,
+        headers={"content-type": "application/zip"},
+    )
+    assert response.status_code == 422
+    assert client.get("/v1/models/m").status_code == 200
+
+
+def test_metrics_stream_interval_has_a_lower_bound(client):
+    create_model(client)
+    response = client.get("/v1/models/m/metrics/stream", params={"interval": 0.000001})
+    assert response.status_code == 422
+    assert response.json()["field"] == "query.interval"

@@ -44,6 +44,18 @@ from service.schemas import ModelConfig, ModelCreate, ModelInfo
 from service.stores.base import Store
 
 
+def full_size(loaded: Loaded) -> int:
+    """Bytes of a model's committed state once its windows are full: the learner's arrays
+    (fixed size) plus the metrics window (a score and a label per event, two score
+    reservoirs) and the regret window (features, round weights, label, score and round end
+    per event) at their configured capacities."""
+    config = loaded.config
+    learner = sum(array.nbytes for array in loaded.learner.state_.values())
+    window = config.window * 16 + 2 * config.reservoir * 8
+    regret = int(config.regret_window or 0) * (2 * config.n_features + 3) * 8
+    return learner + window + regret
+
+
 class Engine:
     """Sync learning, scoring and delayed labels over a :class:`~service.stores.base.Store`.
 
@@ -156,10 +168,11 @@ class Engine:
         moment may pass it together, by at most one model each.)"""
         model_id = loaded.config.id
         if self.max_model_bytes is not None:
-            size = sum(array.nbytes for array in loaded.arrays().values())
+            size = full_size(loaded)
             if size > self.max_model_bytes:
                 raise InsufficientStorage(
-                    f"model {model_id!r} would keep {size:,} bytes of state, more than the "
+                    f"model {model_id!r} would keep {size:,} bytes of state once its windows "
+                    "are full, more than the "
                     f"limit of {self.max_model_bytes:,} (AUCSTREAM_MAX_MODEL_BYTES); use fewer "
                     "(hashed) features, smaller buffers or a smaller regret window",
                     field="n_features",

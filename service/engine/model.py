@@ -122,6 +122,16 @@ def build_regret(config: ModelConfig, arrays: dict[str, np.ndarray]) -> RegretWi
     state = regret_arrays(arrays)
     if not state:
         return RegretWindow(capacity, config.n_features)
+    stored = np.asarray(state.get("parameters", np.zeros(0)))
+    if stored.dtype.kind not in "iu" or stored.reshape(-1).tolist() != [
+        capacity,
+        config.n_features,
+    ]:
+        raise InvalidState(
+            f"state array '{REGRET_PREFIX}parameters' holds {stored.reshape(-1)[:4].tolist()}; "
+            f"expected [{capacity}, {config.n_features}] (regret_window, n_features)",
+            field=f"{REGRET_PREFIX}parameters",
+        )
     window = RegretWindow.from_state(state)
     if (window.capacity, window.n_features) != (capacity, config.n_features):
         raise ValueError(

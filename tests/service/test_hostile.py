@@ -161,6 +161,10 @@ def test_a_snapshot_of_another_width_or_window_is_refused(client):
     response = put_snapshot(client, "m", write_snapshot(bigger, arrays))
     assert response.status_code == 422
     assert response.json()["field"] == "window:window_parameters"
+    regret = dict(arrays, **{"regret:parameters": np.array([2**40, 5], dtype=np.int64)})
+    response = put_snapshot(client, "m", write_snapshot(manifest, regret))
+    assert response.status_code == 422
+    assert response.json()["field"] == "regret:parameters"
 
 
 def corrupt_stored_state(client, store_kind: str, rclient, model_id: str, key: str, value):
@@ -569,6 +573,10 @@ def test_model_memory_is_capped(make_client):
     response = small.post("/v1/models", json={"id": "wide", "n_features": 2**17, "learner": "spam"})
     assert response.status_code == 507
     assert put_snapshot(small, "copy", snapshot, replace=False).status_code == 201
+    # what the windows will hold counts too: a million-event metrics window is 16 MB
+    response = small.post("/v1/models", json={"id": "long", "n_features": 5, "window": 10**6})
+    assert response.status_code == 507
+    assert "once its windows are full" in response.json()["detail"]
 
 
 def test_remembered_ids_per_request_are_capped(make_client):

@@ -199,6 +199,7 @@ class Worker:
         for model in list(self.owned):
             if model not in models:
                 self._drop(model)
+                self.telemetry.forget_model(model)  # deleted: its label sets go with it
         share = -(-len(models) // max(live, 1))
         if len(self.owned) > share:
             model = sorted(self.owned)[-1]

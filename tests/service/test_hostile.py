@@ -660,3 +660,19 @@ def test_metrics_stream_interval_has_a_lower_bound(client):
     response = client.get("/v1/models/m/metrics/stream", params={"interval": 0.000001})
     assert response.status_code == 422
     assert response.json()["field"] == "query.interval"
+
+
+def test_a_queue_worker_forgets_the_labels_of_a_deleted_model(make_app, make_worker, rclient):
+    from tests.service.test_queue import drain
+
+    app = make_app("queue")
+    create_model(app, "gone")
+    X, y = make_stream(20)
+    assert app.post("/v1/models/gone/events", json=events_json(X, y)).status_code == 202
+    worker = make_worker()
+    drain(worker, rclient, ["gone"])
+    rendered = worker.telemetry.render().decode()
+    assert 'aucstream_events_learned_total{model="gone"}' in rendered
+    assert app.delete("/v1/models/gone").status_code == 204
+    worker.discover()
+    assert 'model="gone"' not in worker.telemetry.render().decode()

@@ -155,6 +155,18 @@ def _check_window_parameters(config: ModelConfig, window_state: dict[str, np.nda
         )
 
 
+def _check_counter(name: str, value: np.ndarray, template: np.ndarray | None) -> None:
+    """Counters and times are shown to users and summed: non-negative and finite."""
+    field = STATS_PREFIX + name
+    if template is None or value.shape != template.shape or value.dtype != template.dtype:
+        raise InvalidState(f"unexpected counter array {field!r}", field=field)
+    if not np.isfinite(value).all() or (value < 0).any():
+        raise InvalidState(
+            f"state array {field!r} holds {value.tolist()}; expected finite values >= 0",
+            field=field,
+        )
+
+
 def from_arrays(
     config: ModelConfig, incarnation: str, version: int, arrays: dict[str, np.ndarray]
 ) -> Loaded:
@@ -180,6 +192,8 @@ def from_arrays(
         raise InvalidState(str(error), field=field) from None
     window = PrequentialWindow.from_state(window_state)
     full_stats = initial_stats()
+    for name, value in stats.items():
+        _check_counter(name, np.asarray(value), full_stats.get(name))
     full_stats.update(stats)
     return Loaded(
         config,

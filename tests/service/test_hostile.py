@@ -676,3 +676,19 @@ def test_a_queue_worker_forgets_the_labels_of_a_deleted_model(make_app, make_wor
     assert app.delete("/v1/models/gone").status_code == 204
     worker.discover()
     assert 'model="gone"' not in worker.telemetry.render().decode()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("stats:events_learned", np.array([-1], dtype=np.int64)),
+        ("stats:rate", np.array([np.nan])),
+        ("stats:times", np.zeros(3)),
+    ],
+)
+def test_corrupt_counters_of_a_snapshot_are_refused(client, key, value):
+    learned_model(client, "spam")
+    manifest, arrays = read_snapshot(client.get("/v1/models/m/snapshot").content)
+    response = put_snapshot(client, "m", write_snapshot(manifest, {**arrays, key: value}))
+    assert response.status_code == 422
+    assert response.json()["field"] == key

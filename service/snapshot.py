@@ -127,7 +127,7 @@ def import_snapshot(
         if not isinstance(entries, dict):
             raise InvalidInput("manifest 'arrays' must be an object", field="manifest.arrays")
         for name, entry in entries.items():
-            member = members.get(entry.get("file")) if isinstance(entry, dict) else None
+            member = members.get(str(entry.get("file"))) if isinstance(entry, dict) else None
             if member is None:
                 raise InvalidInput(f"array {name!r} has no member in the archive", field=name)
             layout = npy_layout(archive, member, field=name)

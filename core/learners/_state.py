@@ -25,7 +25,7 @@ state array 'fill' holds 1099511627776 at index 0; a reservoir of capacity 100 t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -104,7 +104,7 @@ class Finite(StateInvariant):
     def __init__(self, minimum: float | None = None, *, strict: bool = False) -> None:
         self.minimum, self.strict = minimum, strict
 
-    def problem(self, array, state):
+    def problem(self, array: np.ndarray, state: Mapping[str, np.ndarray]) -> str | None:
         if array.dtype.kind != "f":
             return f"has dtype {array.dtype}; expected float64"
         finite = np.isfinite(array)
@@ -127,10 +127,12 @@ class Finite(StateInvariant):
 class Count(StateInvariant):
     """Integers in ``[low, high]`` (``high`` at most :data:`MAX_COUNT`), or equal to ``equal``."""
 
-    def __init__(self, low: Bound = 0, high: Bound | None = None, *, equal: Bound | None = None):
+    def __init__(
+        self, low: Bound = 0, high: Bound | None = None, *, equal: Bound | None = None
+    ) -> None:
         self.low, self.high, self.equal = low, high, equal
 
-    def references(self):
+    def references(self) -> tuple[str, ...]:
         bounds = (self.low, self.high, self.equal)
         names: list[str] = []
         for bound in bounds:
@@ -140,7 +142,7 @@ class Count(StateInvariant):
                 names.extend(bound.keys)
         return tuple(names)
 
-    def problem(self, array, state):
+    def problem(self, array: np.ndarray, state: Mapping[str, np.ndarray]) -> str | None:
         if array.dtype.kind not in "iu":
             return f"has dtype {array.dtype}; expected int64"
         values = array.astype(np.int64, copy=False)
@@ -166,15 +168,17 @@ class Count(StateInvariant):
             )
         return None
 
-    def renamed(self, prefix):
-        def rename(bound):
+    def renamed(self, prefix: str) -> StateInvariant:
+        def rename(bound: Bound) -> Bound:
             if isinstance(bound, str):
                 return prefix + bound
             if isinstance(bound, Sum):
                 return Sum(*(prefix + key for key in bound.keys))
             return bound
 
-        return Count(rename(self.low), rename(self.high), equal=rename(self.equal))
+        high = None if self.high is None else rename(self.high)
+        equal = None if self.equal is None else rename(self.equal)
+        return Count(rename(self.low), high, equal=equal)
 
 
 def Index(size: int) -> Count:  # noqa: N802 - reads as a type in the declarations
@@ -189,10 +193,10 @@ class ReservoirFill(StateInvariant):
     def __init__(self, capacity: int, seen: str) -> None:
         self.capacity, self.seen = capacity, seen
 
-    def references(self):
+    def references(self) -> tuple[str, ...]:
         return (self.seen,)
 
-    def problem(self, array, state):
+    def problem(self, array: np.ndarray, state: Mapping[str, np.ndarray]) -> str | None:
         if array.dtype.kind not in "iu":
             return f"has dtype {array.dtype}; expected int64"
         seen = _resolve(self.seen, state)
@@ -205,17 +209,17 @@ class ReservoirFill(StateInvariant):
             )
         return None
 
-    def renamed(self, prefix):
+    def renamed(self, prefix: str) -> StateInvariant:
         return ReservoirFill(self.capacity, prefix + self.seen)
 
 
 class OneOf(StateInvariant):
     """Integers from a fixed set (labels in ``{-1, 0, 1}``, flags in ``{0, 1}``)."""
 
-    def __init__(self, values) -> None:
+    def __init__(self, values: Iterable[int]) -> None:
         self.values = tuple(int(value) for value in values)
 
-    def problem(self, array, state):
+    def problem(self, array: np.ndarray, state: Mapping[str, np.ndarray]) -> str | None:
         if array.dtype.kind not in "iu":
             return f"has dtype {array.dtype}; expected int64"
         bad = ~np.isin(array, self.values)
@@ -232,7 +236,7 @@ class _AnyRngState(StateInvariant):
     """A SplitMix64 state (``core._kernels.random``): every uint64 value is a valid state, so
     only the dtype is checked (the shape is checked with the layout)."""
 
-    def problem(self, array, state):
+    def problem(self, array: np.ndarray, state: Mapping[str, np.ndarray]) -> str | None:
         if array.dtype != np.uint64:
             return f"has dtype {array.dtype}; expected uint64"
         return None

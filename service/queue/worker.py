@@ -51,7 +51,13 @@ import redis.exceptions
 
 from service.codec import decode_events, decode_labels
 from service.engine import Engine
-from service.errors import Contention, ModelNotFound, ServiceError, StoreUnavailable
+from service.errors import (
+    Contention,
+    CorruptState,
+    ModelNotFound,
+    ServiceError,
+    StoreUnavailable,
+)
 from service.ingest import concatenate
 from service.queue.lease import Leases
 from service.queue.streams import (
@@ -70,6 +76,8 @@ logger = logging.getLogger("aucstream.worker")
 
 #: attempts to apply one read when other writers keep committing first
 MAX_APPLY_ATTEMPTS = 50
+#: seconds before a model whose stored state was refused as corrupt is tried again
+CORRUPT_RETRY_SECONDS = 5.0
 #: seconds between two lag readings of a model (gauges and log)
 LAG_INTERVAL = 1.0
 
@@ -106,6 +114,8 @@ class Worker:
         self._stop = threading.Event()
         self._next_discovery = 0.0
         self._lag_read: dict[str, float] = {}
+        #: models whose stored state is corrupt -> when to try them again (monotonic s)
+        self._corrupt: dict[str, float] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self, *_: Any) -> None:
@@ -166,7 +176,8 @@ class Worker:
         self.renew()
         handled = 0
         for model in [m for m, recovered in self.owned.items() if not recovered]:
-            handled += self.recover(model)
+            if self._corrupt.get(model, 0.0) <= now:
+                handled += self._guarded(model, self.recover, model)
         ready = {model: ">" for model, recovered in self.owned.items() if recovered}
         if not ready:
             if not handled:
@@ -187,8 +198,23 @@ class Worker:
                 self._check_group(model)
             return handled
         for model, entries in read.items():
-            handled += self.apply(model, entries)
+            handled += self._guarded(model, self.apply, model, entries)
         return handled
+
+    def _guarded(self, model: str, work: Callable[..., int], *args: Any) -> int:
+        """``work(*args)``, except that a model whose stored state is corrupt (refused before
+        any kernel sees it) stops only itself: its entries stay pending, unacknowledged, and
+        it is recovered again after a pause (a reset or a snapshot import repairs it)."""
+        try:
+            return work(*args)
+        except CorruptState as error:
+            logger.error(
+                "%s; its entries stay pending", error.detail, extra={"fields": {"model": model}}
+            )
+            if model in self.owned:
+                self.owned[model] = False
+            self._corrupt[model] = time.monotonic() + CORRUPT_RETRY_SECONDS
+            return 0
 
     def discover(self) -> None:
         """Follow created / deleted models and take this worker's share of them: at most
@@ -241,6 +267,7 @@ class Worker:
     def _drop(self, model: str) -> None:
         self.owned.pop(model, None)
         self._lag_read.pop(model, None)
+        self._corrupt.pop(model, None)
 
     def _check_group(self, model: str) -> None:
         if self.queue.ensure_group(model):
@@ -335,8 +362,8 @@ class Worker:
                 }
                 try:
                     self._learn_piece(model, kind, piece, fields, totals)
-                except (Contention, ModelNotFound, StoreUnavailable):
-                    raise
+                except (Contention, ModelNotFound, StoreUnavailable, CorruptState):
+                    raise  # not the entry's fault: it must not be rejected
                 except (ServiceError, ValueError, KeyError) as error:
                     if len(piece) > 1:  # find the bad entry: nothing of this piece committed
                         pieces = [[entry] for entry in piece] + pieces

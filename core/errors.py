@@ -1,6 +1,6 @@
 """Typed errors raised by ``core``: the service maps them to HTTP without reading message text.
 
-Both subclass :class:`ValueError`, so callers that catch ``ValueError`` (scikit-learn's habit,
+All subclass :class:`ValueError`, so callers that catch ``ValueError`` (scikit-learn's habit,
 and every existing test) keep working.
 
 >>> error = InvalidFeatures("features contain NaN or infinity (first at row 3)", row=3)
@@ -8,6 +8,8 @@ and every existing test) keep working.
 (True, 3)
 >>> InvalidParameter("eta0 must be > 0, got -1", param="eta0").param
 'eta0'
+>>> InvalidState("state array 'fill_neg' holds 2**40", field="fill_neg").field
+'fill_neg'
 """
 
 from __future__ import annotations
@@ -33,4 +35,15 @@ class InvalidParameter(ValueError):
         self.param = param
 
 
-__all__ = ["InvalidFeatures", "InvalidParameter"]
+class InvalidState(ValueError):
+    """A learner state (a snapshot, a stored model) breaks an invariant of its learner: a fill
+    beyond its buffer, a negative count, a NaN weight, an array of the wrong size.  ``field``
+    is the state array's name (``"fill_neg"``), or None when the state as a whole is unusable.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+__all__ = ["InvalidFeatures", "InvalidParameter", "InvalidState"]

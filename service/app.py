@@ -92,7 +92,14 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             label_ttl_seconds=settings.label_ttl_seconds,
             max_cached_models=settings.max_cached_models,
             max_write_retries=settings.max_write_retries,
+            max_models=settings.max_models,
+            max_model_bytes=settings.max_model_bytes,
+            max_pending_records=settings.max_pending_records,
         )
+        # Prometheus labels only for models this process holds, dropped when one is deleted
+        repository = app.state.engine.repository
+        telemetry.model_exists = lambda model_id: repository.cached(model_id) is not None
+        repository.on_gone.append(telemetry.forget_model)
         app.state.queue = make_queue(app.state.store, settings)
         app.state.services = Services(app.state.engine, settings, telemetry, app.state.queue)
         app.state.warm = threading.Event()

@@ -132,6 +132,20 @@ async def read_body(
     return b"".join(chunks)
 
 
+def check_id_bytes(batch: Batch, limit: int) -> Batch:
+    """413 when the batch's event ids, which the service remembers (for a day by default),
+    add up to more than ``limit`` characters."""
+    if batch.ids is not None:
+        total = sum(len(event_id) for event_id in batch.ids if event_id is not None)
+        if total > limit:
+            raise PayloadTooLarge(
+                f"the batch's event ids add up to {total:,} characters, more than the limit "
+                f"of {limit:,} per request (AUCSTREAM_MAX_EVENT_ID_BYTES)",
+                field="id",
+            )
+    return batch
+
+
 async def read_batch(
     request: Request,
     spec: FeatureSpec,
@@ -141,6 +155,18 @@ async def read_batch(
     zero_based: bool = False,
 ) -> Batch:
     """Parse the body into a validated batch; NDJSON is decoded line by line as it streams."""
+    batch = await _read_batch(request, spec, settings, labelled=labelled, zero_based=zero_based)
+    return check_id_bytes(batch, settings.max_event_id_bytes)
+
+
+async def _read_batch(
+    request: Request,
+    spec: FeatureSpec,
+    settings: Settings,
+    *,
+    labelled: bool,
+    zero_based: bool = False,
+) -> Batch:
     content_type = request.headers.get("content-type")
     if media_type(content_type) == NDJSON:
         reader = NDJSONReader(settings.max_batch_events)
@@ -154,6 +180,8 @@ async def read_batch(
         labelled=labelled,
         max_events=settings.max_batch_events,
         zero_based=zero_based,
+        max_dense_cells=settings.max_dense_cells,
+        max_inflated_bytes=settings.max_inflated_bytes,
     )
 
 

@@ -95,6 +95,13 @@ class QueueFull(ServiceError):
     status, title, slug = 429, "Queue full", "queue-full"
 
 
+class InsufficientStorage(ServiceError):
+    """A bound on what the service keeps is reached (number of models, bytes of one model's
+    state, records kept by ``/score`` for later labels); see ``service.settings``."""
+
+    status, title, slug = 507, "Insufficient storage", "insufficient-storage"
+
+
 class UnsupportedMediaType(ServiceError):
     status, title, slug = 415, "Unsupported content type", "unsupported-media-type"
 
@@ -107,6 +114,14 @@ class Contention(ServiceError):
     """Optimistic concurrency gave up after too many stale writes (the client may retry)."""
 
     status, title, slug = 503, "Too much write contention", "contention"
+
+
+class CorruptState(ServiceError):
+    """A model's stored state breaks its learner's invariants (a damaged or forged store
+    entry): the model cannot be loaded until it is reset, deleted or replaced by a snapshot.
+    Refused before any kernel sees it; ``field`` names the array at fault."""
+
+    status, title, slug = 500, "Stored model state is corrupt", "corrupt-state"
 
 
 class StaleVersion(Exception):

@@ -35,6 +35,25 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     #: largest accepted batch, in events
     max_batch_events: int = Field(default=100_000, ge=1)
+    #: most bytes the members of a zip upload (an NPZ body, a snapshot) may inflate to,
+    #: read from the zip's central directory before anything is inflated (else 413)
+    max_inflated_bytes: int = Field(default=256 * 2**20, ge=1024)
+    #: most bytes of a snapshot's manifest.json (else 413)
+    max_manifest_bytes: int = Field(default=2**20, ge=1024)
+    #: sparse input (LIBSVM, NPZ CSR) to a dense model is densified: most values
+    #: (events x n_features) one request may densify to (else 413); 2**24 = 128 MiB
+    max_dense_cells: int = Field(default=2**24, ge=1024)
+    #: most models the store may hold (creating or importing another: 507)
+    max_models: int = Field(default=10_000, ge=1)
+    #: most bytes of one model's committed state (learner, windows, counters) when it is
+    #: created or imported (else 507); n_features = 2**24 would otherwise be ~770 MB a model
+    max_model_bytes: int = Field(default=256 * 2**20, ge=2**20)
+    #: most characters of event ids one request may ask to remember (ids are kept for
+    #: event_id_ttl_seconds; else 413)
+    max_event_id_bytes: int = Field(default=4 * 2**20, ge=1024)
+    #: most records (features + score) ``/score`` keeps per model waiting for their labels
+    #: (a request that would keep more: 507)
+    max_pending_records: int = Field(default=1_000_000, ge=1)
     #: how long an event id is remembered for idempotent ingest (seconds)
     event_id_ttl_seconds: float = Field(default=86_400.0, gt=0)
     #: how long ``/score`` keeps an event's features and score waiting for its label (seconds)

@@ -26,13 +26,19 @@ from typing import Any
 import numpy as np
 import orjson
 
-from service.errors import InvalidInput, MalformedBody
+from service.errors import InvalidInput, MalformedBody, PayloadTooLarge
+from service.ingest.archive import check_members, member_count, npy_layout
+from service.ingest.fields import MAX_INFLATED_BYTES
 from service.schemas import ModelConfig
 
 FORMAT = "aucstream-snapshot"
 FORMAT_VERSION = 1
 MEDIA_TYPE = "application/zip"
 _ALLOWED_KINDS = "iuf"
+#: most members of a snapshot (its arrays and the manifest; a model has a few dozen arrays)
+MAX_MEMBERS = 4096
+#: default of AUCSTREAM_MAX_MANIFEST_BYTES
+MAX_MANIFEST_BYTES = 2**20
 
 
 def export_snapshot(config: ModelConfig, version: int, arrays: dict[str, np.ndarray]) -> bytes:
@@ -61,19 +67,51 @@ def export_snapshot(config: ModelConfig, version: int, arrays: dict[str, np.ndar
     return buffer.getvalue()
 
 
-def import_snapshot(body: bytes) -> tuple[ModelConfig, dict[str, np.ndarray]]:
-    """Read and check a snapshot; raises MalformedBody / InvalidInput naming the problem."""
+def import_snapshot(
+    body: bytes,
+    *,
+    max_inflated_bytes: int = MAX_INFLATED_BYTES,
+    max_manifest_bytes: int = MAX_MANIFEST_BYTES,
+) -> tuple[ModelConfig, dict[str, np.ndarray]]:
+    """Read and check a snapshot; raises MalformedBody / InvalidInput naming the problem.
+
+    Nothing is inflated or allocated before the size guards of
+    :mod:`service.ingest.archive` pass: at most :data:`MAX_MEMBERS` members, together at
+    most ``max_inflated_bytes`` once inflated and ``manifest.json`` at most
+    ``max_manifest_bytes`` (413 otherwise), and each array's ``.npy`` header claiming exactly
+    the bytes its member holds (422 naming the array)."""
+    if member_count(body, what="the snapshot") > MAX_MEMBERS:
+        raise PayloadTooLarge(
+            f"the snapshot declares more than {MAX_MEMBERS} members", field="manifest.arrays"
+        )
     try:
         archive = zipfile.ZipFile(io.BytesIO(body))
     except zipfile.BadZipFile as error:
         raise MalformedBody(f"snapshot is not a zip archive: {error}") from None
     with archive:
+        members = {
+            member.filename: member
+            for member in check_members(
+                archive, max_inflated_bytes=max_inflated_bytes, what="the snapshot"
+            )
+        }
+        manifest_member = members.get("manifest.json")
+        if manifest_member is None:
+            raise InvalidInput("snapshot has no manifest.json", field="manifest.json")
+        if manifest_member.file_size > max_manifest_bytes:
+            raise PayloadTooLarge(
+                f"manifest.json inflates to {manifest_member.file_size:,} bytes, more than "
+                f"the limit of {max_manifest_bytes:,} (AUCSTREAM_MAX_MANIFEST_BYTES)",
+                field="manifest.json",
+            )
         try:
-            manifest = orjson.loads(archive.read("manifest.json"))
-        except KeyError:
-            raise InvalidInput("snapshot has no manifest.json", field="manifest.json") from None
+            manifest = orjson.loads(archive.read(manifest_member))
         except orjson.JSONDecodeError as error:
             raise MalformedBody(f"manifest.json is not JSON: {error}") from None
+        except (OSError, zipfile.BadZipFile, EOFError) as error:
+            raise MalformedBody(f"manifest.json cannot be read: {error}") from None
+        if not isinstance(manifest, dict):
+            raise InvalidInput("manifest.json must be a JSON object", field="manifest.json")
         if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
             raise InvalidInput(
                 f"not an {FORMAT} version {FORMAT_VERSION} archive", field="manifest.format"
@@ -89,14 +127,18 @@ def import_snapshot(body: bytes) -> tuple[ModelConfig, dict[str, np.ndarray]]:
         if not isinstance(entries, dict):
             raise InvalidInput("manifest 'arrays' must be an object", field="manifest.arrays")
         for name, entry in entries.items():
-            try:
-                with archive.open(entry["file"]) as handle:
-                    array = np.lib.format.read_array(handle, allow_pickle=False)
-            except (KeyError, TypeError, ValueError, OSError, zipfile.BadZipFile) as error:
-                raise InvalidInput(f"array {name!r} cannot be read: {error}", field=name) from None
-            if array.dtype.kind not in _ALLOWED_KINDS:
-                raise InvalidInput(f"array {name!r} has dtype {array.dtype}", field=name)
-            if array.dtype.str != entry.get("dtype") or list(array.shape) != entry.get("shape"):
+            member = members.get(str(entry.get("file"))) if isinstance(entry, dict) else None
+            if member is None:
+                raise InvalidInput(f"array {name!r} has no member in the archive", field=name)
+            layout = npy_layout(archive, member, field=name)
+            if layout.dtype.kind not in _ALLOWED_KINDS:
+                raise InvalidInput(f"array {name!r} has dtype {layout.dtype}", field=name)
+            if layout.dtype.str != entry.get("dtype") or list(layout.shape) != entry.get("shape"):
                 raise InvalidInput(f"array {name!r} does not match its manifest entry", field=name)
+            try:
+                with archive.open(member) as handle:
+                    array = np.lib.format.read_array(handle, allow_pickle=False)
+            except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
+                raise InvalidInput(f"array {name!r} cannot be read: {error}", field=name) from None
             arrays[name] = np.ascontiguousarray(array)
     return config, arrays

@@ -20,6 +20,7 @@ import logging
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -158,10 +159,34 @@ class Telemetry:
             registry=self.registry,
         )
 
+        #: the metrics labelled by model (label sets dropped when the model is deleted)
+        self._per_model = (
+            self.requests, self.events_learned, self.duplicates, self.scored, self.labels,
+            self.events_queued, self.entries, self.lag_events, self.lag_entries, self.lag_seconds,
+        )  # fmt: skip
+        #: whether this process holds a model (the app sets it to the engine's cache)
+        self.model_exists: Callable[[str], bool] = lambda model_id: False
+
     def set_lag(self, model: str, lag: dict[str, Any]) -> None:
         self.lag_events.labels(model).set(lag["events"])
         self.lag_entries.labels(model).set(lag["entries"])
         self.lag_seconds.labels(model).set(lag["seconds"])
+
+    def model_label(self, model_id: str, status: int) -> str:
+        """The ``model`` label of a request: the model's id only for a model this process
+        holds, and never for an unauthenticated request, so requests for unknown ids (404) or
+        without a key (401/403) cannot create label sets (each one is kept for ever)."""
+        if not model_id or status in (401, 403) or not self.model_exists(model_id):
+            return ""
+        return model_id
+
+    def forget_model(self, model_id: str) -> None:
+        """Drop every label set of a deleted model."""
+        for metric in self._per_model:
+            position = metric._labelnames.index("model")  # noqa: SLF001 - no public API
+            for labels in list(metric._metrics):  # noqa: SLF001
+                if labels[position] == model_id:
+                    metric.remove(*labels)
 
     def forget_models(self, keep: set[str]) -> None:
         """Drop the lag gauges of deleted models."""
@@ -214,7 +239,8 @@ class TimingMiddleware:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
             method = scope.get("method", "")
-            model = (scope.get("path_params") or {}).get("model_id", "")
+            requested = (scope.get("path_params") or {}).get("model_id", "")
+            model = self.telemetry.model_label(requested, status[0])
             elapsed = time.perf_counter() - started
             self.telemetry.requests.labels(method, template, str(status[0]), model).inc()
             self.telemetry.latency.labels(method, template).observe(elapsed)
@@ -224,7 +250,7 @@ class TimingMiddleware:
                     "method": method,
                     "route": template,
                     "path": scope.get("path", ""),
-                    "model": model or None,
+                    "model": requested or None,
                     "status": status[0],
                     "duration_ms": round(elapsed * 1000.0, 3),
                 }

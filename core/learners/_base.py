@@ -25,6 +25,12 @@ A subclass provides (the abstract methods below; instantiating a class that lack
 ``_initial_state(n_features) -> dict``
     the state of a learner that has seen nothing (without the scaler arrays and
     ``n_features``, which this class adds).
+``_state_invariants(n_features) -> dict``
+    what each array of ``_initial_state`` may hold once learned (:mod:`core.learners._state`:
+    finite floats, counts within their capacities, reservoir fills ...), checked by
+    :meth:`validate_state` on every state :meth:`from_state` reads; an invariant that relates
+    several arrays in ways the declarations cannot say goes in ``_check_state(state)``,
+    raising :class:`~core.errors.InvalidState`.
 ``_learn(X, y, scores)``
     learn the batch in order with ONE kernel call; ``X`` is a dense float64 array or a
     :class:`~core.validation.CSRMatrix` (already scaled), ``y`` int64 in {-1, +1}; when
@@ -46,7 +52,7 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
-from core.errors import InvalidParameter
+from core.errors import InvalidParameter, InvalidState
 from core.learners._params import (
     BOOLEAN,
     RANDOM_STATE,
@@ -55,11 +61,23 @@ from core.learners._params import (
     Options,
     validate_parameters,
 )
+from core.learners._state import Count, Finite, StateInvariant, validate_state
 from core.preprocessing import SCALINGS, initial_scaler_state, scale_batch
 from core.validation import CSRMatrix, as_features, check_batch
 
 STATE_DTYPES = (np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.uint64))
 NO_SCORES = np.empty(0, dtype=np.float64)
+
+
+#: the scaler arrays :func:`core.preprocessing.initial_scaler_state` adds (only those of the
+#: learner's ``scaling`` are present): running counts, means and sums finite, squares >= 0
+_SCALER_INVARIANTS: dict[str, StateInvariant] = {
+    "scaler_count": Count(),
+    "scaler_mean": Finite(),
+    "scaler_m2": Finite(0.0),
+    "scaler_sum": Finite(),
+    "scaler_sum_sq": Finite(0.0),
+}
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -148,6 +166,18 @@ class OnlineLearner(ABC):
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         """The state of a learner that has seen nothing (see the module docstring)."""
 
+    def _state_invariants(self, n_features: int) -> dict[str, StateInvariant]:
+        """What each array of :meth:`_initial_state` may hold (see the module docstring).
+
+        Not abstract so that a learner without declarations still builds, but
+        :meth:`validate_state` refuses (TypeError) any state with an undeclared array: states
+        are never loaded unchecked."""
+        return {}
+
+    def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        """Invariants relating several arrays beyond the declarations (none by default)."""
+        return None
+
     @abstractmethod
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
         """Learn the scaled batch in order with one kernel call (see the module docstring)."""
@@ -189,35 +219,78 @@ class OnlineLearner(ABC):
         self._check_initialized()
         return {key: value.copy() for key, value in self.state_.items()}
 
+    def validate_state(self, state: dict[str, np.ndarray]) -> None:
+        """Check a state of this learner's layout by value (every declared invariant, then
+        :meth:`_check_state`); raises :class:`~core.errors.InvalidState` naming the array."""
+        n_features = int(state["n_features"][0])
+        invariants: dict[str, StateInvariant] = {"n_features": Count(1, n_features)}
+        invariants.update(self._state_invariants(n_features))
+        invariants.update(_SCALER_INVARIANTS)
+        validate_state(invariants, state)
+        self._check_state(state)
+
     @classmethod
-    def from_state(cls, params: dict[str, Any], state: dict[str, np.ndarray]) -> Self:
+    def from_state(
+        cls,
+        params: dict[str, Any],
+        state: dict[str, np.ndarray],
+        *,
+        n_features: int | None = None,
+    ) -> Self:
         """Rebuild a learner from ``get_params()`` and ``get_state()``; continues bit for bit.
 
         The arrays are checked against the state layout the parameters imply (same keys,
-        dtypes and shapes) so a truncated or foreign state is rejected with a ValueError.
+        dtypes and shapes), then by value (:meth:`validate_state`: fills within capacity,
+        counts consistent, finite floats), so no kernel ever sees a truncated, foreign or
+        corrupt state; :class:`~core.errors.InvalidState` (a ValueError) names the array at
+        fault.  ``n_features``, when given, is the width the state must have (a model's
+        configuration): checked before any array is allocated for the layout.
         """
         learner = cls(**params)
         try:
-            n_features = int(np.asarray(state["n_features"]).reshape(-1)[0])
-        except (KeyError, IndexError, TypeError, ValueError):
-            raise ValueError("state has no valid 'n_features' entry") from None
-        template = learner.initialize(n_features).state_
+            stored_width = np.asarray(state["n_features"])
+            width = int(stored_width.reshape(-1)[0])
+        except (KeyError, IndexError, TypeError, ValueError, OverflowError):
+            raise InvalidState(
+                "state has no valid 'n_features' entry", field="n_features"
+            ) from None
+        if stored_width.shape != (1,) or stored_width.dtype != np.int64:
+            raise InvalidState(
+                f"state array 'n_features' has dtype {stored_width.dtype} and shape "
+                f"{stored_width.shape}; expected int64 and (1,)",
+                field="n_features",
+            )
+        if n_features is not None and width != n_features:
+            raise InvalidState(
+                f"state array 'n_features' holds {width}; expected {n_features} (the model's "
+                "n_features)",
+                field="n_features",
+            )
+        if width < 1:
+            raise InvalidState(
+                f"state array 'n_features' holds {width}; expected a positive integer",
+                field="n_features",
+            )
+        template = learner.initialize(width).state_
         missing = sorted(set(template) - set(state))
         extra = sorted(set(state) - set(template))
         if missing or extra:
-            raise ValueError(
+            raise InvalidState(
                 f"state does not match learner {cls.name!r} with these parameters: "
-                f"missing {missing}, unexpected {extra}"
+                f"missing {missing}, unexpected {extra}",
+                field=(missing or extra)[0],
             )
         restored = {}
         for key, expected in template.items():
             value = np.asarray(state[key])
             if value.dtype != expected.dtype or value.shape != expected.shape:
-                raise ValueError(
+                raise InvalidState(
                     f"state array {key!r} has dtype {value.dtype} and shape {value.shape}; "
-                    f"expected {expected.dtype} and {expected.shape}"
+                    f"expected {expected.dtype} and {expected.shape}",
+                    field=key,
                 )
             restored[key] = np.array(value, dtype=expected.dtype, order="C", copy=True)
+        learner.validate_state(restored)
         learner.state_ = restored
         return learner
 

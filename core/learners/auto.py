@@ -16,6 +16,7 @@ from core.errors import InvalidParameter
 from core.learners import learner_class, register
 from core.learners._base import OnlineLearner
 from core.learners._params import Interval, Structured
+from core.learners._state import Count, Finite, Fraction, Index, OneOf, with_prefix
 
 __all__ = ["DEFAULT_CANDIDATES", "Auto"]
 
@@ -411,6 +412,42 @@ class Auto(OnlineLearner):
             }
         )
         return state
+
+    def _state_invariants(self, n_features: int) -> dict:
+        """Each candidate's own declarations under its prefix, then the tournament's arrays."""
+        candidates = self._build_candidates()
+        invariants: dict = {}
+        for k, candidate in enumerate(candidates):
+            own = {"n_features": Count(n_features, n_features)}
+            own.update(candidate._state_invariants(n_features))
+            invariants.update(with_prefix(own, _PREFIX.format(k)))
+        n_candidates = len(candidates)
+        invariants.update(
+            {
+                "n_seen": Count(),
+                "window_scores": Finite(),
+                "window_labels": OneOf((-1, 0, 1)),  # 0: a slot not written yet
+                "leader": Index(n_candidates),
+                "leader_since": Count(0, "n_seen"),
+                "served_scale": Finite(0.0, strict=True),  # the score map keeps the order
+                "served_offset": Finite(),
+                "challenger": Count(-1, n_candidates - 1),  # -1: no challenger
+                "challenger_streak": Count(0, "evaluated_at"),
+                "window_pauc": Fraction(),
+                "window_auc": Fraction(),
+                "evaluated_at": Count(0, "n_seen"),
+            }
+        )
+        return invariants
+
+    def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        """Each candidate's own cross-array checks, on its unprefixed arrays."""
+        for k, candidate in enumerate(self._build_candidates()):
+            prefix = _PREFIX.format(k)
+            own = {
+                key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)
+            }
+            candidate._check_state(own)
 
     # ------------------------------------------------------------------ learning
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:

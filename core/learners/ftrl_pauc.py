@@ -10,10 +10,11 @@ import numpy as np
 
 from core._kernels import ftrl_pauc as kernels
 from core._kernels.random import seed_state
-from core.errors import InvalidParameter
+from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._params import Interval
+from core.learners._state import RNG_STATE, Count, Finite, ReservoirFill
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.validation import check_fpr_range
 
@@ -236,6 +237,33 @@ class FTRLpAUC(OnlineLearner):
             "admission_quantile": np.zeros(2),
             "rng_state": seed_state(self.random_state),
         }
+
+    def _state_invariants(self, n_features: int) -> dict:
+        return {
+            "w": Finite(),
+            "n_solver_steps": Count(),
+            "n_updates": Count(),
+            # reset to 0 once it reaches the update interval, at most update_every
+            "since_update": Count(0, self.update_every - 1),
+            "positive_X": Finite(),
+            "positive_fill": ReservoirFill(self.positive_capacity, seen="positive_seen"),
+            "positive_seen": Count(),
+            "negative_X": Finite(),
+            "negative_fill": ReservoirFill(self.negative_capacity, seen="negative_admitted"),
+            "negative_seen": Count(),
+            # admitted negatives are some of those seen (the solver divides by their number)
+            "negative_admitted": Count(0, "negative_seen"),
+            "admission_quantile": Finite(),
+            "rng_state": RNG_STATE,
+        }
+
+    def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        scale = float(state["admission_quantile"][1])
+        if scale < 0.0:  # a running mean of |score - q|
+            raise InvalidState(
+                f"state array 'admission_quantile' holds the scale {scale!r}; expected >= 0",
+                field="admission_quantile",
+            )
 
     def _learn(self, X, y, scores) -> None:
         state = self.state_

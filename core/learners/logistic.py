@@ -11,6 +11,7 @@ from core._kernels import logistic as kernels
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._params import BOOLEAN, Interval
+from core.learners._state import Finite
 from core.validation import CSRMatrix
 
 __all__ = ["Logistic"]
@@ -156,6 +157,15 @@ class Logistic(OnlineLearner):
             "n": np.zeros(n_features),
             "intercept_z": np.zeros(1),
             "intercept_n": np.zeros(1),
+        }
+
+    def _state_invariants(self, n_features: int) -> dict:
+        # z may take any sign; n is a sum of squared gradients (eq. (logistic.1))
+        return {
+            "z": Finite(),
+            "n": Finite(0.0),
+            "intercept_z": Finite(),
+            "intercept_n": Finite(0.0),
         }
 
     def _hyper(self) -> tuple[float, float, float, float, bool]:

@@ -15,6 +15,7 @@ from core.errors import InvalidFeatures, InvalidParameter
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._params import Interval, Options
+from core.learners._state import RNG_STATE, Count, Finite, Index, ReservoirFill
 from core.validation import CSRMatrix
 
 __all__ = ["MAX_DENSE_BUFFER_ENTRIES", "OAM"]
@@ -196,6 +197,27 @@ class OAM(OnlineLearner):
                 state[f"buffer_{label}_values"] = np.zeros((size, width))
                 state[f"buffer_{label}_nnz"] = np.zeros(size, dtype=np.int64)
         return state
+
+    def _state_invariants(self, n_features: int) -> dict:
+        invariants = {
+            "w": Finite(),
+            "count_pos": Count(),
+            "count_neg": Count(),
+            # the kernels read the first `fill` rows: a larger fill reads outside the buffer
+            "fill_pos": ReservoirFill(self.buffer_size_pos, seen="count_pos"),
+            "fill_neg": ReservoirFill(self.buffer_size_neg, seen="count_neg"),
+            "rng_state": RNG_STATE,
+        }
+        width = n_features if self.max_nnz is None else min(self.max_nnz, n_features)
+        for label in ("pos", "neg"):
+            if self.max_nnz is None:
+                invariants[f"buffer_{label}"] = Finite()
+            else:
+                # buffered sparse rows: positions into w and a length within the row's capacity
+                invariants[f"buffer_{label}_indices"] = Index(n_features)
+                invariants[f"buffer_{label}_values"] = Finite()
+                invariants[f"buffer_{label}_nnz"] = Count(0, width)
+        return invariants
 
     def _coerce(self, X, y=None):
         features, labels = super()._coerce(X, y)

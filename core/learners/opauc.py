@@ -12,10 +12,11 @@ from core._kernels import opauc as kernels
 from core._kernels._bundles import EventBatch
 from core._kernels._linalg import csr_decision
 from core._kernels.opauc_sketch import SketchOptions, SketchState, opauc_sketch_learn
-from core.errors import InvalidParameter
+from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._params import Interval, Options
+from core.learners._state import Count, Finite, Index
 from core.validation import CSRMatrix
 
 __all__ = ["MAX_FULL_RANK_FEATURES", "MAX_SKETCH_ENTRIES", "OPAUC"]
@@ -264,6 +265,62 @@ class OPAUC(OnlineLearner):
         if self._auto_eta:
             state["sq_norm_mean"] = np.zeros(1)
         return state
+
+    def _state_invariants(self, n_features: int) -> dict:
+        invariants = {
+            "w": Finite(),
+            "count_pos": Count(),
+            "count_neg": Count(),
+            "mean_pos": Finite(),
+            "mean_neg": Finite(),
+            "cov_pos": Finite(),
+            "cov_neg": Finite(),
+            "grad_sq_sum": Finite(0.0),  # Adagrad's sum of squared gradients
+            "sq_norm_mean": Finite(0.0),  # running mean of ||x||²
+        }
+        if self.rank is not None:
+            size = 2 * self.rank
+            length = SKETCH_BUFFER_ROWS_PER_RANK * self.rank
+            invariants.update(
+                sketch_pos=Finite(),
+                sketch_neg=Finite(),
+                # the kernels write row `rows` and shrink when all 2k are used: at most 2k - 1
+                sketch_rows_pos=Count(0, size - 1),
+                sketch_rows_neg=Count(0, size - 1),
+                w_direct=Finite(),
+                basis_coef=Finite(),
+                basis_gram=Finite(),
+                sketch_map=Finite(),
+                sketch_base_rows=Count(0, size),  # slots 0 .. 2k-1 of each class
+                mean_base_count=Count(),  # at most the class's count (_check_state)
+                buffer_rows=Count(0, length),
+                # CSR rows of the buffer; checked further in _check_state
+                buffer_indptr=Count(0, n_features),
+                buffer_indices=Index(n_features),
+                buffer_data=Finite(),
+            )
+        return invariants
+
+    def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        if not self._split_weights:
+            return
+        counts = (int(state["count_pos"][0]), int(state["count_neg"][0]))
+        for s, count in enumerate(counts):
+            base = int(state["mean_base_count"][s])
+            if base > count:
+                raise InvalidState(
+                    f"state array 'mean_base_count' holds {base} at index {s}, more than the "
+                    f"class's {count} events",
+                    field="mean_base_count",
+                )
+            # the buffered rows of a class are CSR: they start at 0 and never go back
+            indptr = state["buffer_indptr"][s, : int(state["buffer_rows"][s]) + 1]
+            if indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+                raise InvalidState(
+                    f"state array 'buffer_indptr' row {s} is not a CSR row pointer (starting "
+                    f"at 0, non-decreasing) over its {indptr.size - 1} buffered rows",
+                    field="buffer_indptr",
+                )
 
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
         state = self.state_

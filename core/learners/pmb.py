@@ -9,9 +9,11 @@ import numpy as np
 
 from core._kernels import pmb as kernels
 from core._kernels.random import seed_state
+from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._params import Interval, Options
+from core.learners._state import RNG_STATE, Count, Finite, OneOf, ReservoirFill
 from core.preprocessing import scale_batch
 from core.validation import CSRMatrix, check_batch, check_fpr_range
 
@@ -200,6 +202,42 @@ class PMB(OnlineLearner):
             "positive_seen": np.zeros(1, dtype=np.int64),
             "rng_state": seed_state(self.random_state),
         }
+
+    def _state_invariants(self, n_features: int) -> dict:
+        return {
+            "w": Finite(),
+            "w_avg": Finite(),
+            "n_steps": Count(),
+            # each step adds its epoch's length (>= 1 event) to the average's weight
+            "averaged_events": Count(low="n_steps"),
+            "buffer_X": Finite(),
+            "buffer_y": OneOf((-1, 0, 1)),  # 0: a slot never filled
+            # below the current epoch's length (_check_state), itself at most the capacity
+            "buffer_fill": Count(0, self.buffer_size - 1),
+            "positive_X": Finite(),
+            "positive_fill": ReservoirFill(
+                self.buffer_size if self.passes == 2 else 0, seen="positive_seen"
+            ),
+            "positive_seen": Count(),
+            "rng_state": RNG_STATE,
+        }
+
+    def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        # the buffer is flushed as soon as it holds an epoch: its fill is always below that
+        size = self.buffer_size
+        length = min(self.first_buffer_size, size)
+        for _ in range(int(state["n_steps"][0])):  # as kernels.epoch_length
+            if length >= size:
+                break
+            length *= 2
+        length = min(length, size)
+        fill = int(state["buffer_fill"][0])
+        if fill >= length:
+            raise InvalidState(
+                f"state array 'buffer_fill' holds {fill}; after {int(state['n_steps'][0])} "
+                f"steps an epoch is {length} events and the buffer is flushed when it has one",
+                field="buffer_fill",
+            )
 
     def _run(self, X, y, scores, *, offer_positives: bool, take_steps: bool) -> None:
         state = self.state_

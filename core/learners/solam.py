@@ -16,6 +16,7 @@ from core.errors import InvalidParameter
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._params import BOOLEAN, Interval
+from core.learners._state import Count, Finite
 from core.learners.spam import feature_table
 from core.validation import CSRMatrix
 
@@ -187,6 +188,27 @@ class SOLAM(OnlineLearner):
                 avg_alpha=zeros(), gamma_sum=zeros(),
             )  # fmt: skip
         return state
+
+    def _state_invariants(self, n_features: int) -> dict:
+        return {
+            "w_unscaled": Finite(),
+            # the shrink 1 - gamma l2 may be <= 0 on the first events: any finite scale
+            "w_scale": Finite(),
+            "w_sq_norm": Finite(),  # may dip below 0 by rounding; the kernel clamps it
+            "a": Finite(),
+            "b": Finite(),
+            "alpha": Finite(),
+            "n_seen": Count(),
+            "n_pos": Count(0, "n_seen"),
+            "sq_norm_sum": Finite(0.0),
+            "max_norm": Finite(0.0),
+            "avg_offset": Finite(),
+            "avg_coef": Finite(),
+            "avg_a": Finite(),
+            "avg_b": Finite(),
+            "avg_alpha": Finite(),
+            "gamma_sum": Finite(0.0),
+        }
 
     def _averages(self):
         s = self.state_

@@ -15,6 +15,7 @@ from core.errors import InvalidParameter
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._params import BOOLEAN, Interval, Options
+from core.learners._state import Count, Finite, Sum
 from core.validation import CSRMatrix
 
 __all__ = ["SPAM"]
@@ -243,6 +244,24 @@ class SPAM(OnlineLearner):
             state["avg_offset"] = zeros(n_features)
             state["avg_coef"] = zeros()
         return state
+
+    def _state_invariants(self, n_features: int) -> dict:
+        return {
+            "w_unscaled": Finite(),
+            # the kernels divide by the scale; it is folded back to 1 before it falls below 1e-3
+            "w_scale": Finite(0.0, strict=True),
+            "class_sum_pos": Finite(),
+            "class_sum_neg": Finite(),
+            "w_dot_class_sum_pos": Finite(),
+            "w_dot_class_sum_neg": Finite(),
+            "n_seen": Count(equal=Sum("n_pos", "n_neg")),
+            "n_pos": Count(),
+            "n_neg": Count(),
+            "n_steps": Count(0, "n_seen"),  # at most one step per event
+            "sq_norm_sum": Finite(0.0),
+            "avg_offset": Finite(),
+            "avg_coef": Finite(),
+        }
 
     def _averages(self):
         if self.average:

@@ -23,9 +23,11 @@ import numpy as np
 
 from core._kernels import simplex_qp
 from core._kernels.pauc_surrogate import count_above, count_below, tight_pauc_coefficients
+from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._params import Interval, Options
+from core.learners._state import Count, Finite, Index, OneOf
 from core.learners.pmb import check_buffer_size
 from core.preprocessing import scale_batch
 from core.validation import CSRMatrix, check_batch, check_fpr_range
@@ -323,6 +325,29 @@ class SVMpAUC(OnlineLearner):
             "window_fill": np.zeros(1, dtype=np.int64),
             "window_next": np.zeros(1, dtype=np.int64),
         }
+
+    def _state_invariants(self, n_features: int) -> dict:
+        return {
+            "w": Finite(),
+            "objective": Finite(),
+            "n_iter": Count(),
+            "converged": OneOf((0, 1)),
+            "degenerate": OneOf((0, 1)),
+            "window_X": Finite(),
+            "window_y": OneOf((-1, 0, 1)),  # 0: a slot never filled
+            "window_fill": Count(0, self.window),
+            "window_next": Index(self.window),
+        }
+
+    def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        # a ring buffer: until it is full the next slot is the first free one
+        fill, slot = int(state["window_fill"][0]), int(state["window_next"][0])
+        if fill < self.window and slot != fill:
+            raise InvalidState(
+                f"state array 'window_next' holds {slot}; a window holding {fill} of "
+                f"{self.window} events writes slot {fill} next",
+                field="window_next",
+            )
 
     def _solve(self, X: np.ndarray, y: np.ndarray) -> None:
         result = solve_svm_pauc(

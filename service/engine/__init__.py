@@ -38,10 +38,22 @@ from service.engine.model import (
 )
 from service.engine.reporting import REGRET_C, REGRET_TOL, Reporting
 from service.engine.repository import MAX_CACHED_MODELS, ModelRepository
-from service.errors import InvalidInput
+from service.errors import CorruptState, InsufficientStorage, InvalidInput
 from service.ingest import FeatureSpec
 from service.schemas import ModelConfig, ModelCreate, ModelInfo
 from service.stores.base import Store
+
+
+def full_size(loaded: Loaded) -> int:
+    """Bytes of a model's committed state once its windows are full: the learner's arrays
+    (fixed size) plus the metrics window (a score and a label per event, two score
+    reservoirs) and the regret window (features, round weights, label, score and round end
+    per event) at their configured capacities."""
+    config = loaded.config
+    learner = sum(array.nbytes for array in loaded.learner.state_.values())
+    window = config.window * 16 + 2 * config.reservoir * 8
+    regret = int(config.regret_window or 0) * (2 * config.n_features + 3) * 8
+    return learner + window + regret
 
 
 class Engine:
@@ -61,7 +73,13 @@ class Engine:
         clock: Callable[[], float] = time.time,
         regret_throttle: float = 10.0,
         max_cached_models: int = MAX_CACHED_MODELS,
+        max_models: int | None = None,
+        max_model_bytes: int | None = None,
+        max_pending_records: int | None = None,
     ) -> None:
+        #: bounds on what the service keeps (None: unbounded); see service.settings
+        self.max_models = max_models
+        self.max_model_bytes = max_model_bytes
         self.repository = ModelRepository(
             store,
             clock=clock,
@@ -70,7 +88,11 @@ class Engine:
             event_id_ttl_seconds=event_id_ttl_seconds,
         )
         self.learning = Learning(self.repository)
-        self.delayed = DelayedLabels(self.repository, label_ttl_seconds=label_ttl_seconds)
+        self.delayed = DelayedLabels(
+            self.repository,
+            label_ttl_seconds=label_ttl_seconds,
+            max_pending_records=max_pending_records,
+        )
         self.reporting = Reporting(self.repository, throttle=regret_throttle)
         # the operations, as the routes and workers call them
         self.learn = self.learning.learn
@@ -132,7 +154,10 @@ class Engine:
         try:
             loaded = from_arrays(config, config.incarnation, 1, arrays)
         except (ValueError, KeyError, TypeError) as error:
-            raise InvalidInput(f"snapshot state does not fit its manifest: {error}") from None
+            raise InvalidInput(
+                f"snapshot state does not fit its manifest: {error}",
+                field=getattr(error, "field", None),
+            ) from None
         template = initial_stats()
         for name, value in split_arrays(arrays)[2].items():
             if name not in template or template[name].shape != value.shape:
@@ -140,13 +165,41 @@ class Engine:
             loaded.stats[name] = np.array(value, dtype=template[name].dtype)
         return self._create(loaded, replace=replace)
 
+    def _check_bounds(self, loaded: Loaded, *, replace: bool) -> None:
+        """507 before a model is stored beyond ``max_models`` or ``max_model_bytes``.  (The
+        count is read from the store without a lock: processes creating models at the same
+        moment may pass it together, by at most one model each.)"""
+        model_id = loaded.config.id
+        if self.max_model_bytes is not None:
+            size = full_size(loaded)
+            if size > self.max_model_bytes:
+                raise InsufficientStorage(
+                    f"model {model_id!r} would keep {size:,} bytes of state once its windows "
+                    "are full, more than the "
+                    f"limit of {self.max_model_bytes:,} (AUCSTREAM_MAX_MODEL_BYTES); use fewer "
+                    "(hashed) features, smaller buffers or a smaller regret window",
+                    field="n_features",
+                )
+        if self.max_models is not None:
+            models = self.store.list_models()
+            if len(models) >= self.max_models and not (replace and model_id in models):
+                raise InsufficientStorage(
+                    f"the store holds {len(models):,} models, the limit "
+                    f"(AUCSTREAM_MAX_MODELS); delete one first",
+                    field="id",
+                )
+
     def _create(self, loaded: Loaded, *, replace: bool) -> ModelInfo:
+        self._check_bounds(loaded, replace=replace)
         version = self.repository.create(loaded, replace=replace)
         return ModelInfo(config=loaded.config, version=version, counts=loaded.counts())
 
     def reset_model(self, model_id: str) -> ModelInfo:
         """Forget everything learned (state, window, counters, ids); keep the configuration."""
-        config = self.model(model_id).config
+        try:
+            config = self.model(model_id).config
+        except CorruptState:  # a model whose state cannot be loaded can still start afresh
+            config = self.repository.stored_config(model_id)
         request = ModelCreate(**config.model_dump(include=set(ModelCreate.model_fields)))
         return self.create_model(request, replace=True)
 

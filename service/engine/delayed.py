@@ -64,9 +64,17 @@ def _decode(loaded: Loaded, records: list[bytes]):
 class DelayedLabels:
     """Scores kept for later labels, the labels, and the label-timeout sweep."""
 
-    def __init__(self, repository: ModelRepository, *, label_ttl_seconds: float) -> None:
+    def __init__(
+        self,
+        repository: ModelRepository,
+        *,
+        label_ttl_seconds: float,
+        max_pending_records: int | None = None,
+    ) -> None:
         self.repository = repository
         self.label_ttl_seconds = label_ttl_seconds
+        #: most records kept per model waiting for labels (None: unbounded)
+        self.max_pending_records = max_pending_records
 
     def score(
         self, model_id: str, batch: Batch, *, keep: bool = True
@@ -95,7 +103,10 @@ class DelayedLabels:
                 records = encode_pending(subset.X, scores[index])
                 ids = [str(i) for i in subset.ids or []]
                 repository.store.put_pending(
-                    model_id, dict(zip(ids, records, strict=True)), repository.clock() + ttl
+                    model_id,
+                    dict(zip(ids, records, strict=True)),
+                    repository.clock() + ttl,
+                    self.max_pending_records,
                 )
                 kept = len(set(ids))
         return version, scores, kept

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.errors import InvalidState
 from core.learners import available_learners, learner_class, make_learner, pauc_params_for
 from core.learners._base import OnlineLearner
 from core.metrics import PrequentialWindow
@@ -121,6 +122,16 @@ def build_regret(config: ModelConfig, arrays: dict[str, np.ndarray]) -> RegretWi
     state = regret_arrays(arrays)
     if not state:
         return RegretWindow(capacity, config.n_features)
+    stored = np.asarray(state.get("parameters", np.zeros(0)))
+    if stored.dtype.kind not in "iu" or stored.reshape(-1).tolist() != [
+        capacity,
+        config.n_features,
+    ]:
+        raise InvalidState(
+            f"state array '{REGRET_PREFIX}parameters' holds {stored.reshape(-1)[:4].tolist()}; "
+            f"expected [{capacity}, {config.n_features}] (regret_window, n_features)",
+            field=f"{REGRET_PREFIX}parameters",
+        )
     window = RegretWindow.from_state(state)
     if (window.capacity, window.n_features) != (capacity, config.n_features):
         raise ValueError(
@@ -130,17 +141,59 @@ def build_regret(config: ModelConfig, arrays: dict[str, np.ndarray]) -> RegretWi
     return window
 
 
+def _check_window_parameters(config: ModelConfig, window_state: dict[str, np.ndarray]) -> None:
+    """The metrics window's stored size must be the configured one (checked before the
+    window is rebuilt from it)."""
+    stored = np.asarray(window_state.get("window_parameters", np.zeros(0)))
+    expected = [config.window, config.reservoir]
+    if stored.dtype.kind not in "iu" or stored.reshape(-1).tolist() != expected:
+        raise InvalidState(
+            f"state array '{WINDOW_PREFIX}window_parameters' holds "
+            f"{stored.reshape(-1)[:4].tolist()}; expected {expected} (the model's window "
+            "and reservoir)",
+            field=f"{WINDOW_PREFIX}window_parameters",
+        )
+
+
+def _check_counter(name: str, value: np.ndarray, template: np.ndarray | None) -> None:
+    """Counters and times are shown to users and summed: non-negative and finite."""
+    field = STATS_PREFIX + name
+    if template is None or value.shape != template.shape or value.dtype != template.dtype:
+        raise InvalidState(f"unexpected counter array {field!r}", field=field)
+    if not np.isfinite(value).all() or (value < 0).any():
+        raise InvalidState(
+            f"state array {field!r} holds {value.tolist()}; expected finite values >= 0",
+            field=field,
+        )
+
+
 def from_arrays(
     config: ModelConfig, incarnation: str, version: int, arrays: dict[str, np.ndarray]
 ) -> Loaded:
-    """A model from its committed arrays (ValueError, KeyError or TypeError when they do not
-    fit ``config``); counters absent from ``arrays`` (an older model) start at 0."""
+    """A model from its committed arrays; counters absent from ``arrays`` (an older model)
+    start at 0.
+
+    Every array is checked by value before anything is built on it (the learner's declared
+    invariants: :meth:`core.learners.OnlineLearner.from_state`), so a corrupt snapshot or
+    store entry never reaches a kernel.  Raises :class:`~core.errors.InvalidState` whose
+    ``field`` is the array's committed name (``learner:fill_neg``), or another ValueError,
+    KeyError or TypeError when the arrays do not fit ``config``.
+    """
     learner_state, window_state, stats = split_arrays(arrays)
-    learner = learner_class(config.learner).from_state(
-        {**config.params, "scaling": config.scaling}, learner_state
-    )
+    _check_window_parameters(config, window_state)
+    try:
+        learner = learner_class(config.learner).from_state(
+            {**config.params, "scaling": config.scaling},
+            learner_state,
+            n_features=config.n_features,
+        )
+    except InvalidState as error:
+        field = None if error.field is None else LEARNER_PREFIX + error.field
+        raise InvalidState(str(error), field=field) from None
     window = PrequentialWindow.from_state(window_state)
     full_stats = initial_stats()
+    for name, value in stats.items():
+        _check_counter(name, np.asarray(value), full_stats.get(name))
     full_stats.update(stats)
     return Loaded(
         config,

@@ -14,6 +14,7 @@ waits for it, so requests for ids that do not exist leave nothing behind.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import weakref
@@ -22,9 +23,11 @@ from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from service.engine.model import Loaded, from_store
-from service.errors import Contention, ModelNotFound, StaleVersion
+from service.errors import Contention, CorruptState, ModelNotFound, StaleVersion
+from service.schemas import ModelConfig
 from service.stores.base import Commit, Store
 
+logger = logging.getLogger("aucstream")
 P = ParamSpec("P")
 R = TypeVar("R")
 #: default bound of the per-process model cache
@@ -72,6 +75,8 @@ class ModelRepository:
         self._guard = threading.Lock()
         #: called with a model id when it leaves this process (deleted, evicted, gone)
         self.on_forget: list[Callable[[str], None]] = []
+        #: called with a model id when it no longer exists (deleted here, or found deleted)
+        self.on_gone: list[Callable[[str], None]] = []
 
     # ------------------------------------------------------------------ locks & cache
     def lock(self, model_id: str) -> ModelLock:
@@ -127,6 +132,10 @@ class ModelRepository:
         for listener in self.on_forget:
             listener(model_id)
 
+    def _gone(self, model_id: str) -> None:
+        for listener in self.on_gone:
+            listener(model_id)
+
     # ------------------------------------------------------------------ load & commit
     def load(self, model_id: str) -> Loaded:
         """The current model, from the cache when its (incarnation, version) is current (one
@@ -138,16 +147,34 @@ class ModelRepository:
                 None if cached is None else cached.version,
                 None if cached is None else cached.incarnation,
             )
+            if cached is not None and stored.arrays is None:
+                self._touch(model_id)
+                return cached
+            # every array is checked by value here, before any kernel sees it
+            # (service.engine.model.from_arrays)
+            loaded = from_store(stored)
         except ModelNotFound:
             self.drop(model_id)
             self._forget(model_id)
+            self._gone(model_id)
             raise
-        if cached is not None and stored.arrays is None:
-            self._touch(model_id)
-            return cached
-        loaded = from_store(stored)
+        except (ValueError, KeyError, TypeError) as error:  # undecodable or corrupt arrays
+            self.drop(model_id)
+            logger.error("model %r: stored state refused: %s", model_id, error)
+            raise CorruptState(
+                f"model {model_id!r}: its stored state cannot be loaded ({error}); reset it "
+                "(POST .../reset), delete it, or import a snapshot with replace=true",
+                field=getattr(error, "field", None),
+            ) from None
         self._keep(model_id, loaded)
         return loaded
+
+    def stored_config(self, model_id: str) -> ModelConfig:
+        """The model's configuration as stored, without building the model (a model whose
+        state is corrupt can still be reset)."""
+        stored = self.store.load(model_id)
+        assert stored.config is not None
+        return ModelConfig.model_validate(stored.config)
 
     def read(self, model_id: str) -> Loaded:
         """The current model, loaded under its lock (read-only use)."""
@@ -224,3 +251,4 @@ class ModelRepository:
             self.store.delete_model(model_id)
             self.drop(model_id)
         self._forget(model_id)
+        self._gone(model_id)

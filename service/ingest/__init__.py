@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from service.errors import UnsupportedMediaType
 from service.ingest.batch import Batch, FeatureMode, FeatureSpec, concatenate
+from service.ingest.fields import MAX_DENSE_CELLS, MAX_INFLATED_BYTES
 from service.ingest.json import json_events, parse_label_items
 from service.ingest.libsvm import libsvm_events
 from service.ingest.ndjson import NDJSONReader, ndjson_events
@@ -56,8 +57,14 @@ def parse_events(
     labelled: bool,
     max_events: int,
     zero_based: bool = False,
+    max_dense_cells: int = MAX_DENSE_CELLS,
+    max_inflated_bytes: int = MAX_INFLATED_BYTES,
 ) -> Batch:
-    """Parse a whole (already read) body of any supported content type."""
+    """Parse a whole (already read) body of any supported content type.
+
+    ``max_dense_cells`` bounds the dense copy of sparse input to a dense model,
+    ``max_inflated_bytes`` what an NPZ body's members inflate to (both 413 when exceeded,
+    checked before the allocation)."""
     kind = media_type(content_type)
     if kind == JSON:
         return json_events(body, spec, labelled=labelled, max_events=max_events)
@@ -65,10 +72,22 @@ def parse_events(
         return ndjson_events(body, spec, labelled=labelled, max_events=max_events)
     if kind == LIBSVM:
         return libsvm_events(
-            body, spec, labelled=labelled, max_events=max_events, zero_based=zero_based
+            body,
+            spec,
+            labelled=labelled,
+            max_events=max_events,
+            zero_based=zero_based,
+            max_dense_cells=max_dense_cells,
         )
     if kind == NPZ:
-        return npz_events(body, spec, labelled=labelled, max_events=max_events)
+        return npz_events(
+            body,
+            spec,
+            labelled=labelled,
+            max_events=max_events,
+            max_inflated_bytes=max_inflated_bytes,
+            max_dense_cells=max_dense_cells,
+        )
     raise UnsupportedMediaType(
         f"content type {content_type or '(none)'!r} is not accepted; send one of "
         f"{', '.join(EVENT_CONTENT_TYPES)}",

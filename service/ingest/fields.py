@@ -49,6 +49,28 @@ class Locator:
         return InvalidInput(str(error), field=field)
 
 
+#: defaults of the service's AUCSTREAM_MAX_DENSE_CELLS and AUCSTREAM_MAX_INFLATED_BYTES
+#: (service.settings), for callers that pass none
+MAX_DENSE_CELLS = 2**24
+MAX_INFLATED_BYTES = 256 * 2**20
+
+
+def check_dense_cells(n_events: int, spec: FeatureSpec, max_cells: int) -> None:
+    """Sparse input (LIBSVM, CSR arrays) to a dense model is densified: refuse (413) a batch
+    whose dense copy would hold more than ``max_cells`` values *before* allocating it (a
+    200 KB LIBSVM body of label-only lines to a 2,000-feature model is 1.6 GB dense)."""
+    if spec.feature_mode != "dense":
+        return
+    cells = n_events * spec.n_features
+    if cells > max_cells:
+        raise PayloadTooLarge(
+            f"{n_events} events x {spec.n_features} features is {cells:,} values for this "
+            f"dense model, more than the limit of {max_cells:,} per request "
+            "(AUCSTREAM_MAX_DENSE_CELLS); send fewer events per request",
+            field="events",
+        )
+
+
 def check_size(n_events: int, max_events: int) -> None:
     if n_events == 0:
         raise InvalidInput("empty batch: no events", field="events")

@@ -26,6 +26,7 @@ def libsvm_events(
     labelled: bool,
     max_events: int,
     zero_based: bool = False,
+    max_dense_cells: int = fields.MAX_DENSE_CELLS,
 ) -> Batch:
     """LIBSVM / svmlight text -> batch; tokens of all lines converted by one numpy call."""
     if spec.feature_mode == "hashed":
@@ -51,6 +52,7 @@ def libsvm_events(
         counts.append(rest.count(":"))
         lines.append(number)
     fields.check_size(len(labels), max_events)
+    fields.check_dense_cells(len(labels), spec, max_dense_cells)
     locate = Locator(raw_ids, lines)
     tokens = " ".join(rests).replace(":", " ").split()
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import io
+import math
 import struct
 import zipfile
 
@@ -15,6 +16,7 @@ from isal.isal_zlib import crc32
 from core.validation import CSRMatrix
 from service.errors import InvalidInput, MalformedBody, UnsupportedMediaType
 from service.ingest import fields
+from service.ingest.archive import check_members, member_count, npy_layout
 from service.ingest.batch import Batch, FeatureSpec
 from service.ingest.fields import Locator
 from service.ingest.libsvm import HASHED_NEEDS_NAMES
@@ -22,46 +24,28 @@ from service.ingest.libsvm import HASHED_NEEDS_NAMES
 NPZ_ARRAYS = ("X", "y", "ids", "indptr", "indices", "data")
 
 
-def _read_member(archive: np.lib.npyio.NpzFile, name: str) -> np.ndarray:
-    """One array of an archive opened by ``np.load(..., allow_pickle=False)``.
-
-    Why not ``archive[name]``: numpy reads a member through zipfile in small chunks, which
-    costs about as much as learning a 1,000-event batch.  Reading the member in one call and
-    viewing the bytes after the .npy header is ~3x faster.  Same safety: the header's dtype is
-    checked and an object dtype (the only one that would need unpickling) is refused; nothing
-    is ever unpickled.
-    """
-    fmt = np.lib.format
-    assert archive.zip is not None
-    raw = archive.zip.read(f"{name}.npy")
-    stream = io.BytesIO(raw)
-    version = fmt.read_magic(stream)
-    if version == (1, 0):
-        shape, fortran_order, dtype = fmt.read_array_header_1_0(stream)
-    else:
-        shape, fortran_order, dtype = fmt.read_array_header_2_0(stream)
-    if dtype.hasobject:
-        raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
-    count = int(np.prod(shape, dtype=np.int64))
-    if len(raw) - stream.tell() < count * dtype.itemsize:
-        raise EOFError(f"array {name!r} is truncated")
-    flat = np.frombuffer(raw, dtype=dtype, count=count, offset=stream.tell())
-    if fortran_order:
-        return flat.reshape(tuple(shape), order="F").copy(order="C")
-    return flat.reshape(tuple(shape)).copy()  # writable, C-contiguous
-
-
-def _npz_arrays(body: bytes) -> dict[str, np.ndarray]:
-    """The arrays of an ``.npz`` body, through ``np.load(..., allow_pickle=False)``."""
+def _npz_arrays(body: bytes, max_inflated_bytes: int) -> dict[str, np.ndarray]:
+    """The arrays of any ``.npz`` body (compressed members too), read as ``np.load(...,
+    allow_pickle=False)`` would, after the size guards of :mod:`service.ingest.archive`: the
+    central directory's uncompressed sizes against ``max_inflated_bytes`` and each ``.npy``
+    header against its member, before a byte is inflated.  Object arrays are refused; nothing
+    is ever unpickled."""
+    if body.startswith(_NPY_MAGIC):
+        raise MalformedBody("body is a single .npy array; send an .npz archive (np.savez)")
     try:
-        archive = np.load(io.BytesIO(body), allow_pickle=False)
+        archive = zipfile.ZipFile(io.BytesIO(body))
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
         raise MalformedBody(f"body is not a readable .npz archive: {error}") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise MalformedBody("body is a single .npy array; send an .npz archive (np.savez)")
     with archive:
-        names = set(archive.files)
-        unexpected = sorted(names - set(NPZ_ARRAYS))
+        members = check_members(
+            archive, max_inflated_bytes=max_inflated_bytes, what="the .npz body"
+        )
+        # np.load's names: a member "X.npy" is the array "X"
+        named = {
+            (member.filename[:-4] if member.filename.endswith(".npy") else member.filename): member
+            for member in members
+        }
+        unexpected = sorted(set(named) - set(NPZ_ARRAYS))
         if unexpected:
             raise InvalidInput(
                 f"unexpected array(s) {', '.join(map(repr, unexpected))}; accepted: "
@@ -69,15 +53,19 @@ def _npz_arrays(body: bytes) -> dict[str, np.ndarray]:
                 field=unexpected[0],
             )
         arrays = {}
-        for name in names:
+        for name, member in named.items():
+            layout = npy_layout(archive, member, field=name)
             try:
-                arrays[name] = _read_member(archive, name)
-            except ValueError as error:  # object arrays: "Object arrays cannot be loaded ..."
-                raise InvalidInput(
-                    f"array {name!r} cannot be loaded: {error}", field=name
-                ) from None
+                raw = archive.read(member)  # at most member.file_size bytes, checked above
             except (OSError, zipfile.BadZipFile, EOFError) as error:
                 raise MalformedBody(f"array {name!r} is corrupt: {error}", field=name) from None
+            flat = np.frombuffer(
+                raw, dtype=layout.dtype, count=math.prod(layout.shape), offset=layout.offset
+            )
+            if layout.fortran_order:
+                arrays[name] = flat.reshape(layout.shape, order="F").copy(order="C")
+            else:
+                arrays[name] = flat.reshape(layout.shape).copy()  # writable, C-contiguous
     return arrays
 
 
@@ -95,7 +83,7 @@ _NPY_MAGIC = b"\x93NUMPY"
 @functools.lru_cache(maxsize=256)
 def _npy_header(preamble: bytes) -> tuple[tuple[int, ...], bool, np.dtype]:
     """(shape, fortran_order, dtype) of a .npy preamble (magic, version, header), by numpy's
-    own parser, as ``_read_member`` reads it."""
+    own parser, as the general path (``service.ingest.archive.npy_layout``) reads it."""
     fmt = np.lib.format
     stream = io.BytesIO(preamble)
     version = fmt.read_magic(stream)
@@ -157,7 +145,7 @@ def _npz_arrays_fast(body: bytes) -> dict[str, np.ndarray] | None:
             shape, fortran_order, dtype = _npy_header(bytes(view[data_start:header_end]))
         except (ValueError, OSError, EOFError):
             return None
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)  # Python integers: (2**32, 2**32) must not wrap to 0
         if dtype.hasobject or count < 0 or data_end - header_end < count * dtype.itemsize:
             return None
         flat = np.frombuffer(body, dtype=dtype, count=count, offset=header_end)
@@ -168,22 +156,46 @@ def _npz_arrays_fast(body: bytes) -> dict[str, np.ndarray] | None:
     return arrays or None
 
 
-def npz_events(body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: int) -> Batch:
-    """A ``.npz`` archive, loaded with ``allow_pickle=False``."""
+def npz_events(
+    body: bytes,
+    spec: FeatureSpec,
+    *,
+    labelled: bool,
+    max_events: int,
+    max_inflated_bytes: int = fields.MAX_INFLATED_BYTES,
+    max_dense_cells: int = fields.MAX_DENSE_CELLS,
+) -> Batch:
+    """A ``.npz`` archive, loaded with ``allow_pickle=False``; refused (413) when its members
+    would inflate to more than ``max_inflated_bytes`` or, for a dense model, its CSR arrays to
+    more than ``max_dense_cells`` values."""
     if spec.feature_mode == "hashed":
         raise UnsupportedMediaType(HASHED_NEEDS_NAMES, field="content-type")
+    try:
+        n_members = member_count(body, what="the .npz body")
+    except MalformedBody:
+        n_members = 0  # not a zip archive: the readers below say what it is
+    if n_members > len(NPZ_ARRAYS):
+        raise InvalidInput(
+            f"the .npz body declares {n_members} members; at most {len(NPZ_ARRAYS)} are "
+            f"accepted: {', '.join(NPZ_ARRAYS)}",
+            field="body",
+        )
     arrays = _npz_arrays_fast(body)
     if arrays is None:
-        arrays = _npz_arrays(body)
+        arrays = _npz_arrays(body, max_inflated_bytes)
     for name, array in arrays.items():
         if array.dtype.hasobject:
             raise InvalidInput(f"array {name!r} holds Python objects", field=name)
+    if "ids" in arrays and arrays["ids"].ndim != 1:
+        raise InvalidInput(
+            f"'ids' must be 1-d (one id per event), got shape {arrays['ids'].shape}", field="ids"
+        )
     raw_ids = arrays["ids"].tolist() if "ids" in arrays else None
     locate = Locator(raw_ids)
     if "X" in arrays:
         X = _dense_member(arrays["X"], spec, locate, max_events)
     elif {"indptr", "indices", "data"} <= set(arrays):
-        X = _csr_members(arrays, spec, locate, max_events)
+        X = _csr_members(arrays, spec, locate, max_events, max_dense_cells)
     else:
         raise InvalidInput(
             "the archive needs 'X' (dense) or 'indptr', 'indices' and 'data' (CSR)", field="X"
@@ -219,7 +231,11 @@ def _dense_member(
 
 
 def _csr_members(
-    arrays: dict[str, np.ndarray], spec: FeatureSpec, locate: Locator, max_events: int
+    arrays: dict[str, np.ndarray],
+    spec: FeatureSpec,
+    locate: Locator,
+    max_events: int,
+    max_dense_cells: int,
 ) -> np.ndarray | CSRMatrix:
     """``indptr``, ``indices``, ``data``, checked by ``core.validation``; dense for a dense
     model."""
@@ -232,5 +248,6 @@ def _csr_members(
     if indptr.ndim != 1 or indices.ndim != 1 or data.ndim != 1:
         raise InvalidInput("CSR arrays must be 1-d", field="indptr")
     fields.check_size(max(len(indptr) - 1, 0), max_events)
+    fields.check_dense_cells(len(indptr) - 1, spec, max_dense_cells)
     X = fields.sparse(CSRMatrix(indptr, indices, data, spec.n_features), spec, locate)
     return X.toarray() if spec.feature_mode == "dense" else X

@@ -19,7 +19,13 @@ import numpy as np
 
 from service.codec import decode_events, decode_labels
 from service.engine import Engine
-from service.errors import Contention, ModelNotFound, ServiceError, StoreUnavailable
+from service.errors import (
+    Contention,
+    CorruptState,
+    ModelNotFound,
+    ServiceError,
+    StoreUnavailable,
+)
 from service.ingest import concatenate
 from service.queue.streams import (
     APPLIED_ENTRIES,
@@ -106,8 +112,8 @@ class EntryApplier:
                 }
                 try:
                     self._learn_piece(model, kind, piece, fields, totals)
-                except (Contention, ModelNotFound, StoreUnavailable):
-                    raise
+                except (Contention, ModelNotFound, StoreUnavailable, CorruptState):
+                    raise  # not the entry's fault: it must not be rejected
                 except (ServiceError, ValueError, KeyError) as error:
                     if len(piece) > 1:  # find the bad entry: nothing of this piece committed
                         pieces = [[entry] for entry in piece] + pieces

@@ -48,7 +48,7 @@ from typing import Any
 import redis.exceptions
 
 from service.engine import Engine
-from service.errors import ModelNotFound, ServiceError
+from service.errors import CorruptState, ModelNotFound, ServiceError
 from service.queue.apply import EntryApplier
 from service.queue.lease import Leases
 from service.queue.streams import (
@@ -60,6 +60,9 @@ from service.stores.redis import RedisStore
 from service.telemetry import Telemetry
 
 logger = logging.getLogger("aucstream.worker")
+
+#: seconds before a model whose stored state was refused as corrupt is tried again
+CORRUPT_RETRY_SECONDS = 5.0
 
 
 class Worker:
@@ -94,6 +97,8 @@ class Worker:
         self.owned: dict[str, bool] = {}
         self._stop = threading.Event()
         self._next_discovery = 0.0
+        #: models whose stored state is corrupt -> when to try them again (monotonic s)
+        self._corrupt: dict[str, float] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self, *_: Any) -> None:
@@ -154,7 +159,8 @@ class Worker:
         self.renew()
         handled = 0
         for model in [m for m, recovered in self.owned.items() if not recovered]:
-            handled += self.recover(model)
+            if self._corrupt.get(model, 0.0) <= now:
+                handled += self._guarded(model, self.recover, model)
         ready = {model: ">" for model, recovered in self.owned.items() if recovered}
         if not ready:
             if not handled:
@@ -175,8 +181,23 @@ class Worker:
                 self._check_group(model)
             return handled
         for model, entries in read.items():
-            handled += self.apply(model, entries)
+            handled += self._guarded(model, self.apply, model, entries)
         return handled
+
+    def _guarded(self, model: str, work: Callable[..., int], *args: Any) -> int:
+        """``work(*args)``, except that a model whose stored state is corrupt (refused before
+        any kernel sees it) stops only itself: its entries stay pending, unacknowledged, and
+        it is recovered again after a pause (a reset or a snapshot import repairs it)."""
+        try:
+            return work(*args)
+        except CorruptState as error:
+            logger.error(
+                "%s; its entries stay pending", error.detail, extra={"fields": {"model": model}}
+            )
+            if model in self.owned:
+                self.owned[model] = False
+            self._corrupt[model] = time.monotonic() + CORRUPT_RETRY_SECONDS
+            return 0
 
     def discover(self) -> None:
         """Follow created / deleted models and take this worker's share of them: at most
@@ -187,6 +208,7 @@ class Worker:
         for model in list(self.owned):
             if model not in models:
                 self._drop(model)
+                self.telemetry.forget_model(model)  # deleted: its label sets go with it
         share = -(-len(models) // max(live, 1))
         if len(self.owned) > share:
             model = sorted(self.owned)[-1]
@@ -228,6 +250,7 @@ class Worker:
     def _drop(self, model: str) -> None:
         self.owned.pop(model, None)
         self.applier.forget(model)
+        self._corrupt.pop(model, None)
 
     def _check_group(self, model: str) -> None:
         if self.queue.ensure_group(model):

@@ -86,7 +86,12 @@ async def import_snapshot(
             f"a snapshot is sent as {snapshot.MEDIA_TYPE}", field="content-type"
         )
     body = await read_body(request, settings.max_body_bytes)
-    config, arrays = await run_in_threadpool(snapshot.import_snapshot, body)
+    config, arrays = await run_in_threadpool(
+        snapshot.import_snapshot,
+        body,
+        max_inflated_bytes=settings.max_inflated_bytes,
+        max_manifest_bytes=settings.max_manifest_bytes,
+    )
     try:
         config = config.model_copy(update={"id": model_id})
         ModelCreate.model_validate(config.model_dump(include=set(ModelCreate.model_fields)))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
@@ -13,6 +15,7 @@ from service.errors import ServiceError
 from service.queue import StreamQueue
 from service.telemetry import CONTENT_TYPE_LATEST, Telemetry
 
+logger = logging.getLogger("aucstream")
 router = APIRouter(tags=["system"])
 #: /v1 routes here are protected by the API-key check like every /v1 route
 v1_router = APIRouter(prefix="/v1", tags=["models"])
@@ -32,7 +35,9 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
         await run_in_threadpool(engine.store.ping)
         checks["store"] = "ok"
     except ServiceError as error:
-        checks["store"] = error.detail
+        # public route: the detail (the store's address) goes to the log, not to anyone asking
+        logger.warning("readiness: store unavailable: %s", error.detail)
+        checks["store"] = "unavailable"
     warm = request.app.state.warm.is_set()
     checks["kernels"] = "ok" if warm else "compiling"
     ready = all(value == "ok" for value in checks.values())

@@ -104,8 +104,16 @@ class Store(Protocol):
         """Boolean mask: which ``ids`` had a pending label that expired (still remembered)."""
         ...
 
-    def put_pending(self, model_id: str, records: dict[str, bytes], deadline: float) -> None:
-        """Keep ``records`` (features + score of scored events) until ``deadline``."""
+    def put_pending(
+        self,
+        model_id: str,
+        records: dict[str, bytes],
+        deadline: float,
+        max_records: int | None = None,
+    ) -> None:
+        """Keep ``records`` (features + score of scored events) until ``deadline``; raises
+        :class:`~service.errors.InsufficientStorage` (keeping none of them) when the model
+        would then keep more than ``max_records``."""
         ...
 
     def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:
@@ -115,6 +123,14 @@ class Store(Protocol):
     def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
         """Up to ``limit`` pending ids whose deadline has passed."""
         ...
+
+
+def pending_full(model_id: str, max_records: int) -> str:
+    return (
+        f"model {model_id!r} already keeps the most records waiting for labels "
+        f"({max_records:,}, AUCSTREAM_MAX_PENDING_RECORDS); send their labels or let them "
+        "expire, or score without ids"
+    )
 
 
 def encode_layout(array: np.ndarray) -> str:

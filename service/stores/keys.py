@@ -37,6 +37,8 @@ written by the same atomic commit as the state it describes.
 
 from __future__ import annotations
 
+from service.errors import ModelNotFound
+
 PREFIX = "aucs"
 MODELS = f"{PREFIX}:models"
 WORKERS = f"{PREFIX}:workers"
@@ -45,8 +47,10 @@ WORKER_GROUP = "aucstream-workers"
 
 
 def _check(model_id: str) -> str:
+    """Braces would break the hash tag.  Model ids cannot contain them (the pattern of
+    ``ModelCreate.id``), so an id with braces names no model: 404, not a key."""
     if not model_id or "{" in model_id or "}" in model_id:
-        raise ValueError(f"model id {model_id!r} may not be empty or contain braces")
+        raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
     return model_id
 
 

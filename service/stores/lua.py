@@ -33,14 +33,24 @@ return 1
 
 PENDING_SCRIPT = """
 -- KEYS[1] aucs:{m}:config   KEYS[2] aucs:{m}:pending   KEYS[3] aucs:{m}:deadlines
--- ARGV[1] deadline (unix s), then (event id, record) pairs
--- Keeps scored events' records until the deadline.  Returns the number kept, or -2 (no model).
+-- ARGV[1] deadline (unix s)   ARGV[2] most records kept (0: no bound)
+-- then (event id, record) pairs
+-- Keeps scored events' records until the deadline.  Returns the number kept, -2 (no model)
+-- or -3 (the model would keep more than ARGV[2] records; nothing is kept).
 if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
-for i = 2, #ARGV, 2 do
+local bound = tonumber(ARGV[2])
+if bound > 0 then
+  local kept = redis.call('HLEN', KEYS[2])
+  for i = 3, #ARGV, 2 do
+    if redis.call('HEXISTS', KEYS[2], ARGV[i]) == 0 then kept = kept + 1 end
+  end
+  if kept > bound then return -3 end
+end
+for i = 3, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
   redis.call('ZADD', KEYS[3], ARGV[1], ARGV[i])
 end
-return (#ARGV - 1) / 2
+return (#ARGV - 2) / 2
 """
 
 DELETE_SCRIPT = """

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from service.errors import ModelExists, ModelNotFound, StaleVersion
-from service.stores.base import Commit, StoredState
+from service.errors import InsufficientStorage, ModelExists, ModelNotFound, StaleVersion
+from service.stores.base import Commit, StoredState, pending_full
 
 
 @dataclass
@@ -133,12 +133,27 @@ class MemoryStore:
             memory = self._get(model_id).expired
             return np.array([memory.get(i, 0.0) > now for i in ids], dtype=bool)
 
-    def put_pending(self, model_id: str, records: dict[str, bytes], deadline: float) -> None:
+    def put_pending(
+        self,
+        model_id: str,
+        records: dict[str, bytes],
+        deadline: float,
+        max_records: int | None = None,
+    ) -> None:
         with self._lock:
             model = self._get(model_id)
+            if max_records is not None:
+                kept = len(model.pending) + sum(1 for i in records if i not in model.pending)
+                if kept > max_records:
+                    raise InsufficientStorage(pending_full(model_id, max_records))
             for event_id, record in records.items():
                 model.pending[event_id] = (record, deadline)
                 heapq.heappush(model.deadlines, (deadline, event_id))
+            if len(model.deadlines) > 2 * len(model.pending) + 1024:
+                # ids scored again leave their old deadline behind: rebuild, or the heap
+                # would grow with every /score of the same id
+                model.deadlines = [(entry[1], i) for i, entry in model.pending.items()]
+                heapq.heapify(model.deadlines)
 
     def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:
         with self._lock:

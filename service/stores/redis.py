@@ -40,13 +40,14 @@ import redis
 import redis.connection
 import redis.exceptions
 
-from service.errors import ModelExists, ModelNotFound, StaleVersion
+from service.errors import InsufficientStorage, ModelExists, ModelNotFound, StaleVersion
 from service.stores import keys
 from service.stores.base import (
     Commit,
     StoredState,
     decode_array,
     encode_layout,
+    pending_full,
     to_little_endian,
 )
 from service.stores.client import connect, round_trip, transaction, unavailable
@@ -353,10 +354,16 @@ class RedisStore:
         return self._alive(keys.expired(model_id), ids, now)
 
     @unavailable
-    def put_pending(self, model_id: str, records: dict[str, bytes], deadline: float) -> None:
+    def put_pending(
+        self,
+        model_id: str,
+        records: dict[str, bytes],
+        deadline: float,
+        max_records: int | None = None,
+    ) -> None:
         if not records:
             return
-        args: list[Any] = [repr(float(deadline))]
+        args: list[Any] = [repr(float(deadline)), max_records or 0]
         for event_id, record in records.items():
             args.extend((event_id, record))
         kept = self._pending(
@@ -365,6 +372,9 @@ class RedisStore:
         )
         if int(kept) == -2:
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+        if int(kept) == -3:
+            assert max_records is not None
+            raise InsufficientStorage(pending_full(model_id, max_records))
 
     @unavailable
     def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:

@@ -24,7 +24,7 @@ def test_key_names_are_exact():
     assert keys.pending("fraud-1") == "aucs:{fraud-1}:pending"
     assert keys.deadlines("fraud-1") == "aucs:{fraud-1}:deadlines"
     assert all("::" not in key for key in keys.all_model_keys("m"))
-    with pytest.raises(ValueError):
+    with pytest.raises(ModelNotFound, match="no model with id 'a}b'"):  # no model has braces
         keys.state("a}b")
 
 

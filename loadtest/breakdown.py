@@ -106,7 +106,7 @@ async def measure(args: argparse.Namespace, redis_url: str | None) -> list[tuple
         for name, content_type, bodies, labelled in cases:
             model = name.split()[0]
             await _asgi_call(app, "POST", "/v1/models",
-                             orjson.dumps({**args.model, "id": model,
+                             orjson.dumps({"learner": "spam", **args.model, "id": model,
                                            "n_features": args.features}),
                              b"application/json")  # fmt: skip
             spec = engine.spec(model)

@@ -92,7 +92,9 @@ def run_mode(mode: str, args: argparse.Namespace) -> list[Row]:
         for body_format in args.formats:
             model = f"tput-{body_format}"
             http.delete(f"/v1/models/{model}")
-            created = http.post("/v1/models", json={"id": model, "n_features": args.features})
+            created = http.post(
+                "/v1/models", json={"id": model, "n_features": args.features, "learner": "spam"}
+            )
             assert created.status_code == 201, created.text
             if mode == "queue":  # the worker has started and taken the model
                 import redis

@@ -129,7 +129,10 @@ async def create_model(
     connection = await Connection(host, port).open()
     try:
         await connection.request(build_request("DELETE", f"/v1/models/{model}", host))
-        body = orjson.dumps({**(settings or {}), "id": model, "n_features": n_features})
+        # the speed targets are a ``spam`` model's (``auto``, the API's default, runs two learners)
+        body = orjson.dumps(
+            {"learner": "spam", **(settings or {}), "id": model, "n_features": n_features}
+        )
         status, text = await connection.request(
             build_request("POST", "/v1/models", host, body, "application/json")
         )

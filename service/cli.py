@@ -45,6 +45,7 @@ import numpy as np  # noqa: E402
 import orjson
 
 from core.validation import CSRMatrix
+from service.schemas import DEFAULT_LEARNER
 
 FORMATS = ("auto", "csv", "libsvm", "npz")
 
@@ -346,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_parser.add_argument("--batch-size", type=int, default=1000)
     replay_parser.add_argument("--label-column", default=None, help="CSV: default y/label/last")
     replay_parser.add_argument("--zero-based", action="store_true", help="LIBSVM 0-based indices")
-    replay_parser.add_argument("--learner", default="spam")
+    replay_parser.add_argument("--learner", default=DEFAULT_LEARNER)
     replay_parser.add_argument("--params", default=None, help="JSON, e.g. '{\"eta0\": 0.1}'")
     replay_parser.add_argument("--feature-mode", choices=("dense", "sparse"), default=None)
     replay_parser.add_argument("--scaling", default="auto")

@@ -13,7 +13,7 @@ from pydantic import (
     model_validator,
 )
 
-from core.learners._base import check_fpr_range
+from core.validation import check_fpr_range
 
 FeatureModeName = Literal["dense", "sparse", "hashed"]
 ScalingName = Literal["auto", "none", "unit_norm", "standard", "scale"]
@@ -24,6 +24,13 @@ ScalingName = Literal["auto", "none", "unit_norm", "standard", "scale"]
 #: mean/variance) for dense models and to ``scale`` (running variance, keeps sparsity) for
 #: sparse and hashed ones; pass ``"none"`` for features that are already scaled.
 DEFAULT_SCALING: ScalingName = "auto"
+
+#: [CHOICE] Users do not tune: a model created over HTTP without a learner runs ``auto``
+#: (``core/learners/auto.py``), candidates learning side by side, the one with the best recent
+#: prequential pAUC over the model's range served.  It costs its candidates' learning work
+#: (about 1/3 of a single ``spam`` model's events/s with the default two); name a learner to
+#: get exactly that one.
+DEFAULT_LEARNER = "auto"
 
 
 #: [CHOICE] Regret tracking (``core.regret.RegretWindow``) keeps the window's features densified,
@@ -59,7 +66,13 @@ class ModelCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", description="model id")
-    learner: str = Field(default="spam", description="learner name, see GET /v1/learners")
+    learner: str = Field(
+        default=DEFAULT_LEARNER,
+        description=(
+            "learner name, see GET /v1/learners; the default `auto` runs a small tournament of "
+            "candidates on the model's own stream and serves the best one on the pAUC range"
+        ),
+    )
     params: dict[str, Any] = Field(default_factory=dict, description="learner hyper-parameters")
     n_features: int = Field(ge=1, le=1 << 24)
     feature_mode: FeatureModeName = "dense"

@@ -16,7 +16,15 @@ from core.errors import InvalidParameter
 from core.learners import learner_class, register
 from core.learners._base import OnlineLearner
 from core.learners._params import Interval, Structured
-from core.learners._state import Count, Finite, Fraction, Index, OneOf, with_prefix
+from core.learners._state import (
+    Count,
+    Finite,
+    Fraction,
+    Index,
+    OneOf,
+    StateInvariant,
+    with_prefix,
+)
 
 __all__ = ["DEFAULT_CANDIDATES", "Auto"]
 
@@ -418,7 +426,7 @@ class Auto(OnlineLearner):
         candidates = self._build_candidates()
         invariants: dict = {}
         for k, candidate in enumerate(candidates):
-            own = {"n_features": Count(n_features, n_features)}
+            own: dict[str, StateInvariant] = {"n_features": Count(n_features, n_features)}
             own.update(candidate._state_invariants(n_features))
             invariants.update(with_prefix(own, _PREFIX.format(k)))
         n_candidates = len(candidates)

@@ -135,6 +135,8 @@ class Engine:
     def create_model(self, request: ModelCreate, *, replace: bool = False) -> ModelInfo:
         learner = build_learner(request)
         params = learner.get_params()
+        if hasattr(learner, "candidate_specs"):  # auto: the candidates it really runs, shown
+            params["candidates"] = learner.candidate_specs()
         config = ModelConfig(
             **{
                 **request.model_dump(),

@@ -104,6 +104,9 @@ class Reporting:
                 self._metrics[model_id] = (key, summary)
             counts = loaded.counts()
             rates = throughput(loaded, repository.clock())
+            # ``auto`` models: each candidate's windowed pAUC / AUC, the leader and since when
+            leaderboard = getattr(loaded.learner, "leaderboard", None)
+            board = leaderboard() if leaderboard is not None else None
             regret, regret_reason, snapshot = self._cached_regret(model_id, loaded)
         if snapshot is not None:  # solved outside the model lock: learning goes on meanwhile
             regret, regret_reason = self._solve_regret(model_id, key, snapshot, loaded.config)
@@ -117,6 +120,7 @@ class Reporting:
             "throughput": rates,
             "regret": regret,
             "regret_reason": regret_reason,
+            **({"leaderboard": board} if board is not None else {}),
         }
 
     def _cached_regret(

@@ -119,7 +119,9 @@ def npz_bytes(**arrays) -> bytes:
 
 
 def create_model(client: TestClient, model_id: str = "m", n_features: int = 5, **extra):
-    body = {"id": model_id, "n_features": n_features, **extra}
+    """Create a model; the service tests were written against one ``spam`` learner (the API's
+    default is ``auto``, tested in test_auto_model.py), so that stays the helper's default."""
+    body = {"id": model_id, "n_features": n_features, "learner": "spam", **extra}
     response = client.post("/v1/models", json=body)
     assert response.status_code == 201, response.text
     return response.json()

@@ -48,7 +48,9 @@ def test_replay_libsvm_and_npz_give_the_learner_metrics(tmp_path, stream, capsys
     np.savez(npz, X=X, y=y)
     outputs = []
     for path in (libsvm, npz):
-        assert _replay(path, "--feature-mode", "dense", "--scaling", "none") == 0
+        assert (
+            _replay(path, "--feature-mode", "dense", "--scaling", "none", "--learner", "spam") == 0
+        )
         outputs.append(capsys.readouterr().out)
         _check_table(outputs[-1], 600)
     learner = make_learner("spam")

@@ -24,7 +24,8 @@ import numpy as np
 import orjson
 import pytest
 
-from core.learners import available_learners, learner_class
+from core.learners import available_learners, learner_class, make_learner
+from core.learners._state import Fraction
 from loadtest.local import free_port, start_uvicorn, stop, wait_ready
 from service.app import create_app
 from service.settings import Settings
@@ -74,14 +75,17 @@ def put_snapshot(client, model_id: str, body: bytes, replace: bool = True):
     )
 
 
-def corruptions(array: np.ndarray) -> list[tuple[str, np.ndarray]]:
+def corruptions(array: np.ndarray, invariant=None) -> list[tuple[str, np.ndarray]]:
     """Out-of-range versions of a state array: huge and negative counters, NaN and infinite
-    floats, a wrong length."""
+    floats (values outside [0, 1] for a metric that is NaN until first evaluated), a wrong
+    length."""
     changed = []
     flat = array.reshape(-1)
     values: list = []
     if array.dtype.kind == "i":
         values = [2**62, -2]  # 2**40 is a valid count; the issue's 2**40 fill: above
+    elif isinstance(invariant, Fraction):
+        values = [1.5, np.inf]
     elif array.dtype.kind == "f":
         values = [np.nan, np.inf]
     for value in values if flat.size else []:
@@ -134,8 +138,10 @@ def test_every_corrupt_learner_array_of_a_snapshot_is_a_422_naming_it(client, na
     manifest, arrays = read_snapshot(exported)
     learner_arrays = [key for key in arrays if key.startswith("learner:")]
     assert learner_arrays
+    invariants = make_learner(name).initialize(5)._state_invariants(5)
     for key in learner_arrays:
-        for label, bad in corruptions(arrays[key]):
+        invariant = invariants.get(key.removeprefix("learner:"))
+        for label, bad in corruptions(arrays[key], invariant):
             response = put_snapshot(client, "m", write_snapshot(manifest, {**arrays, key: bad}))
             assert response.status_code == 422, (key, label, response.text)
             assert response.headers["content-type"] == PROBLEM

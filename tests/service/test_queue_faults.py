@@ -245,7 +245,8 @@ def test_redis_restart_during_ingest_loses_no_acknowledged_event(workers):
         with uvicorn_server(1, AUCSTREAM_REDIS_URL=url, AUCSTREAM_MODE="queue") as api:
             with httpx.Client(base_url=api) as http:
                 created = http.post(
-                    "/v1/models", json={"id": "m", "n_features": 5, "scaling": "none"}
+                    "/v1/models",
+                    json={"id": "m", "n_features": 5, "scaling": "none", "learner": "spam"},
                 )
                 assert created.status_code == 201
             workers(url, "w")

@@ -96,7 +96,8 @@ def test_two_workers_one_redis_eight_clients_lose_nothing(empty_redis, rclient):
     with uvicorn_server(2, AUCSTREAM_REDIS_URL=empty_redis) as url:
         with httpx.Client(base_url=url) as http:
             created = http.post(
-                "/v1/models", json={"id": "shared", "n_features": 5, "scaling": "none"}
+                "/v1/models",
+                json={"id": "shared", "n_features": 5, "scaling": "none", "learner": "spam"},
             )
             assert created.status_code == 201
 

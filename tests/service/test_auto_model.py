@@ -1,0 +1,89 @@
+"""``auto``, the default learner of models created over HTTP, on both stores: its effective
+candidates are shown, it learns as the core learner does, and its leaderboard is in /metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.learners import make_learner
+from tests.service.conftest import events_json, make_stream
+
+
+def _create(client, **extra):
+    response = client.post("/v1/models", json={"id": "m", "n_features": 5, **extra})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def test_a_model_without_a_learner_runs_auto_with_the_models_range(client):
+    info = _create(client, pauc_range=[0.0, 0.05])
+    config = info["config"]
+    assert config["learner"] == "auto"
+    assert config["params"]["pauc_range"] == [0.0, 0.05]
+    candidates = {c["learner"]: c["params"] for c in config["params"]["candidates"]}
+    assert set(candidates) == {"logistic", "pmb"}
+    # the pAUC candidate optimises the model's range; logistic's alpha is its own step size
+    assert (candidates["pmb"]["alpha"], candidates["pmb"]["beta"]) == (0.0, 0.05)
+    assert candidates["logistic"].get("beta", 1.0) == 1.0
+    assert client.get("/v1/models/m").json()["config"] == config
+
+
+def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
+    _create(client, scaling="none", params={"random_state": 4, "evaluate_every": 100,
+                                            "window": 400})  # fmt: skip
+    X, y = make_stream(900, seed=2)
+    scores = []
+    for start in range(0, 900, 300):  # three requests: the tournament state is committed
+        batch = slice(start, start + 300)
+        response = client.post(
+            "/v1/models/m/events?scores=true", json=events_json(X[batch], y[batch])
+        )
+        assert response.status_code == 200, response.text
+        scores.extend(response.json()["scores"])
+
+    reference = make_learner("auto", random_state=4, evaluate_every=100, window=400,
+                             pauc_range=[0.0, 0.1])  # fmt: skip
+    reference.initialize(5)
+    np.testing.assert_array_equal(scores, reference.prequential_step(X, y))
+
+    board = client.get("/v1/models/m/metrics").json()["leaderboard"]
+    expected = reference.leaderboard()
+    assert board["leader"] == expected["leader"]
+    assert board["leader_since"] == expected["leader_since"]
+    assert [row["learner"] for row in board["candidates"]] == ["logistic", "pmb"]
+    for row, want in zip(board["candidates"], expected["candidates"], strict=True):
+        assert row["window_pauc"] == pytest.approx(want["window_pauc"], abs=0)
+        assert row["window_auc"] == pytest.approx(want["window_auc"], abs=0)
+
+    # the served model is the leader's (mapped onto the served scale): /score agrees
+    served = client.post("/v1/models/m/score", json=events_json(X[:9])).json()["scores"]
+    np.testing.assert_array_equal(served, reference.decision_function(X[:9]))
+
+
+def test_a_single_learner_model_has_no_leaderboard(client):
+    _create(client, learner="spam")
+    assert "leaderboard" not in client.get("/v1/models/m/metrics").json()
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"pauc_range": [0.0, 0.3]}, "pauc_range"),
+        (
+            {"candidates": [{"learner": "logistic"}, {"learner": "nope"}]},
+            "params.candidates[1].learner",
+        ),
+        (
+            {"candidates": [{"learner": "pmb", "params": {"beta": 0.3}}]},
+            "params.candidates[0].params.beta",
+        ),
+        ({"window": 10, "evaluate_every": 20}, "params.evaluate_every"),
+    ],
+)
+def test_bad_auto_parameters_are_422s_naming_the_field(client, params, field):
+    body = {"id": "m", "n_features": 5, "params": params, "pauc_range": [0.0, 0.05]}
+    response = client.post("/v1/models", json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == field
+    assert client.get("/v1/models").json() == {"models": []}

@@ -1,5 +1,5 @@
 """OPAUC / AdaOAM kernels (Gao et al., ICML 2013; Ding et al., AAAI 2015; Natole thesis §2.2,
-Algorithms 8-9; equations and errata in ``papers/notes/001_spam_thesis.md`` §3.2-3.3, §11).
+Algorithms 8-9; equations and errata in docs/algorithms/opauc.md (opauc.1)-(opauc.10)).
 
 Arrays and scalars in, arrays mutated in place; the caller (``core.learners.opauc``) validates.
 
@@ -123,7 +123,9 @@ def _event(x, squared_norm, label, state, options, work, projections):
         sketch_insert(matrix_own, rows_own, count_own, delta_row, rank)
     step = step_size(eta, auto_eta, squared_norm, sq_norm_mean, count_pos[0] + count_neg[0])
     if count_opp[0] == 0:
-        return  # no update until both classes were seen (official OPAUC code; notes §3.2)
+        # no update until both classes were seen (official OPAUC code; docs/algorithms/opauc.md,
+        # Choices)
+        return
     d = x.shape[0]
     sw[:] = 0.0
     if rank == 0:

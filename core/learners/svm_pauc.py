@@ -175,8 +175,8 @@ def solve_svm_pauc(X, y, *, alpha=0.0, beta=0.1, C=1.0, tol=1e-3, max_iter=1000,
         return SolverResult(w, objective, n_iter, converged, 1, objective >= C * (1.0 - tol))
 
     # CCCP on J(w) = 1/2||w||^2 + C (f(w) - g(w)), f = top-j_beta hinge / N, g = top-j_alpha
-    # hinge / N ([J] §6, Algorithm 4 corrected: docs/algorithms/svm_pauc.md (svm_pauc.10)-
-    # (svm_pauc.12)).  w_0 = the tight solution.
+    # hinge / N ([J] §6, Algorithm 4 corrected:
+    # docs/algorithms/svm_pauc.md (svm_pauc.10)-(svm_pauc.12)).  w_0 = the tight solution.
     def dc_objective(weights):
         f = most_violated_constraint(positives, negatives, weights, 0, j_beta, normaliser)[2]
         g = most_violated_constraint(positives, negatives, weights, 0, j_alpha, normaliser)[2]

@@ -11,7 +11,9 @@ from core._kernels._linalg import dot_dense4
 
 @kernel
 def project_weighted(u, h, radius, out):
-    """AdaOAM's projection ``argmin_{||w|| <= r} (w - u)ᵀ diag(h) (w - u)`` (Alg. 9; notes §3.3).
+    """AdaOAM's projection ``argmin_{||w|| <= r} (w - u)ᵀ diag(h) (w - u)``.
+
+    Thesis Alg. 9; docs/algorithms/opauc.md (opauc.8).
 
     Outside the ball the solution is ``w_i = h_i u_i / (h_i + μ)`` with ``μ > 0`` solving
     ``||w(μ)|| = r``; ``||w(μ)||`` decreases in ``μ`` and ``μ_hi = max(h) ||u|| / r`` is

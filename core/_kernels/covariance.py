@@ -24,7 +24,9 @@ def update_mean(x, mean, count, delta):
 
 @kernel
 def update_covariance(cov, count, delta, q):
-    """The corrected covariance recursion (notes §3.2, erratum 3), in its rank-one form.
+    """The corrected covariance recursion, in its rank-one form.
+
+    docs/algorithms/opauc.md (opauc.4) and its Errata.
 
     The notes' recursion ``Γ_T = Γ + (x xᵀ - Γ - c_{T-1}c_{T-1}ᵀ)/T + c_{T-1}c_{T-1}ᵀ - c_T c_Tᵀ``
     with ``δ = x - c_{T-1}`` and ``c_T = c_{T-1} + δ/T`` expands to exactly

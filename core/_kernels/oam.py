@@ -2,7 +2,7 @@
 
 Arrays and scalars in, arrays mutated in place; the caller (``core.learners.oam``) validates.
 
-Per event ``(x_t, y_t)`` (thesis Alg. 4, with errata 1-2 of ``papers/notes`` §11):
+Per event ``(x_t, y_t)`` (thesis Alg. 4; docs/algorithms/oam.md (oam.3)-(oam.4) and its Errata):
 
 1. pre-update score ``w · x_t`` (prequential);
 2. the event's class count ``N_y`` grows by one and ``x_t`` enters that class's reservoir buffer

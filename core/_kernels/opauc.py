@@ -1,5 +1,5 @@
 """OPAUC / AdaOAM kernels (Gao et al., ICML 2013; Ding et al., AAAI 2015; Natole thesis §2.2,
-Algorithms 8-9; equations and errata in ``papers/notes/001_spam_thesis.md`` §3.2-3.3, §11).
+Algorithms 8-9; equations and errata in docs/algorithms/opauc.md (opauc.1)-(opauc.11)).
 
 Arrays and scalars in, arrays mutated in place; the caller (``core.learners.opauc``) validates.
 
@@ -79,7 +79,8 @@ def step_size(eta, auto_eta, squared_norm, sq_norm_mean, n_seen):
 @kernel
 def _curvature_capped(step, x, mean_opp, cov_opp, lam):
     """``min(step, 1 / L)`` with ``L = ||z||^2 + trace(S_opp) + lam`` (``z = x - c_opp``), an
-    upper bound of the largest eigenvalue of the event's Hessian ``z zᵀ + S_opp + lam I``.
+    upper bound of the largest eigenvalue of the event's Hessian ``z zᵀ + S_opp + lam I``:
+    docs/algorithms/opauc.md (opauc.11).
 
     [CHOICE] The automatic step ``0.1 / nu`` is sized for rows of average norm.  Early in a
     stream a class holds a few events, and one heavy-tailed row among them (25 standard
@@ -123,7 +124,9 @@ def _event(x, squared_norm, label, state, options, work, projections):
         sketch_insert(matrix_own, rows_own, count_own, delta_row, rank)
     step = step_size(eta, auto_eta, squared_norm, sq_norm_mean, count_pos[0] + count_neg[0])
     if count_opp[0] == 0:
-        return  # no update until both classes were seen (official OPAUC code; notes §3.2)
+        # no update until both classes were seen (official OPAUC code; docs/algorithms/opauc.md,
+        # Choices)
+        return
     d = x.shape[0]
     sw[:] = 0.0
     if rank == 0:

@@ -321,7 +321,7 @@ def _lazy_event(x, sparse, start, stop, indices, data, label, kept, state, optio
             _lazy_shrink(sketch_own, rows_own, offset, rank, w_direct, kept, work)
     step = step_size(eta, auto_eta, squared_norm, sq_norm_mean, count_pos[0] + count_neg[0])
     if count_opp[0] == 0:
-        return score  # no update until both classes were seen (notes §3.2)
+        return score  # no update until both classes were seen (docs/algorithms/opauc.md, Choices)
     # 3. the step  w <- (1 - ηλ) w + η (y - zᵀw) z - (η / T_opp) B_oppᵀ (B_opp w)
     mean_w = mean_direct[opp]
     for j in range(2 * size):

@@ -1,6 +1,7 @@
 """The dual QP of the 1-slack cutting-plane method, solved exactly by pairwise coordinate descent.
 
-Problem (Joachims et al. 2009, 1-slack structural SVM dual; notes 000 §3.1)::
+Problem (Joachims et al. 2009, 1-slack structural SVM dual;
+docs/algorithms/svm_pauc.md (svm_pauc.8))::
 
     max_{lam >= 0, sum(lam) <= C}  b . lam - 1/2 lam' G lam
 

@@ -1,4 +1,4 @@
-"""The contract every online learner follows (DESIGN §3), implemented once.
+"""The contract every online learner follows (docs/architecture.md §3), implemented once.
 
 A learner is a thin Python class over numba kernels:
 

@@ -1,11 +1,11 @@
 """Declared state invariants, checked by one function (as ``_params`` does for hyper-parameters).
 
-Kernels do no bounds checks (DESIGN §3: validation happens once, in Python), so a state read
-back from a snapshot or a store must be checked *by value* before any kernel sees it: a reservoir
-fill of 2**40 makes a kernel write far outside its buffer, a NaN weight poisons every later
-score.  Each learner declares, next to ``_initial_state``, what every one of its state arrays
-may hold (``_state_invariants(n_features)``: a dict from array name to one invariant below);
-:func:`validate_state` checks all of them and raises :class:`~core.errors.InvalidState` naming
+Kernels do no bounds checks (docs/architecture.md §3: validation happens once, in Python), so a
+state read back from a snapshot or a store must be checked *by value* before any kernel sees it:
+a reservoir fill of 2**40 makes a kernel write far outside its buffer, a NaN weight poisons
+every later score.  Each learner declares, next to ``_initial_state``, what every one of its
+state arrays may hold (``_state_invariants(n_features)``: a dict from array name to one
+invariant below); :func:`validate_state` checks all of them and raises :class:`~core.errors.InvalidState` naming
 the first array at fault.
 
 A bound is an integer, the name of another state array holding one value (``"count_pos"``), or

@@ -1,7 +1,7 @@
 """OAM: Online AUC Maximization with per-class reservoir buffers (Zhao, Jin, Yang, Hoi, ICML 2011).
 
-Equations, errata and defaults: ``papers/notes/001_spam_thesis.md`` §3.1 (thesis Algorithms 4-7)
-and §11 errata 1-2; kernels in :mod:`core._kernels.oam`.
+Equations, errata and defaults: docs/algorithms/oam.md (thesis Algorithms 4-7)
+and its Errata; kernels in :mod:`core._kernels.oam`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class OAM(OnlineLearner):
     Natole thesis Alg. 4-7): ``variant="seq"`` takes one passive-aggressive step per buffered
     row (OAMseq), ``variant="gra"`` one gradient step over all rows whose hinge is active at the
     pre-update ``w`` (OAMgra).  The pair weight is ``C_t = C · max(1, N_opp / buffer_size_opp)``:
-    each buffered example stands for that many real ones (notes §11, erratum 1).
+    each buffered example stands for that many real ones (docs/algorithms/oam.md (oam.3), Errata).
 
     Each class keeps a reservoir sample (Vitter's Algorithm R, thesis Alg. 5) of at most
     ``buffer_size_pos`` / ``buffer_size_neg`` events; the buffers, their fill counts, the class
@@ -84,9 +84,9 @@ class OAM(OnlineLearner):
         as fixed-capacity sparse rows of at most ``max_nnz`` entries (O(buffer · max_nnz)
         memory, O(buffer · nnz) time per event) - the layout for sparse or hashed features.
         A batch with a row of more nonzeros is rejected whole with a ValueError.
-        [CHOICE] A fixed capacity keeps the state a set of fixed-shape arrays (DESIGN §3), which
-        the stores can write field by field; it cannot be combined with ``scaling="standard"``,
-        which makes every feature nonzero.
+        [CHOICE] A fixed capacity keeps the state a set of fixed-shape arrays
+        (docs/architecture.md §3, State), which the stores can write field by field; it cannot
+        be combined with ``scaling="standard"``, which makes every feature nonzero.
     scaling : {"none", "unit_norm", "standard", "scale"}, default="none"
         Online feature scaling (:mod:`core.preprocessing`).
     max_iter : int, default=1

@@ -1,7 +1,7 @@
 """OPAUC (one-pass AUC optimisation, Gao et al. ICML 2013) and its AdaOAM and low-rank variants.
 
-Equations, errata and defaults: ``papers/notes/001_spam_thesis.md`` §3.2-3.3 (thesis
-Algorithms 8-9) and §11 errata 3-4; kernels in :mod:`core._kernels.opauc`.
+Equations, errata and defaults: docs/algorithms/opauc.md (thesis
+Algorithms 8-9) and its Errata; kernels in :mod:`core._kernels.opauc`.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ class OPAUC(OnlineLearner):
         g = λ w - y z + z (zᵀ w) + S_opp w,    z = x_t - c_opp
 
     so one pass suffices.  Statistics of the event's own class are updated first (mean by
-    eq. 2.13, covariance by the corrected recursion of notes §3.2); no step is taken until both
-    classes were seen.
+    eq. 2.13, covariance by the corrected recursion of
+    docs/algorithms/opauc.md (opauc.4)); no step is taken until both classes were seen.
 
     Parameters
     ----------
@@ -81,7 +81,8 @@ class OPAUC(OnlineLearner):
         AdaOAM (Ding et al. 2015; thesis Alg. 9): diagonal Adagrad steps
         ``w - η g / (δ + sqrt(Σ g²))`` then the projection onto ``||w|| <= 1/sqrt(λ)`` in the
         metric ``H = diag(δ + sqrt(Σ g²))``.  [CHOICE] the exact H-weighted projection
-        (bisection on its one multiplier, notes §3.3), not the Euclidean substitute.
+        (bisection on its one multiplier, docs/algorithms/opauc.md (opauc.8)), not the Euclidean
+        substitute.
     delta : float, default=1e-8
         AdaOAM's smoothing ``δ`` in ``H = δ I + diag(sqrt(Σ g²))``.
     rank : int or None, default=None

@@ -1,6 +1,6 @@
 """SVM_pAUC: the structural-SVM batch solver for the partial AUC (Narasimhan & Agarwal).
 
-Equations, errata and settings: ``papers/notes/000_svmpauc.md`` ([J] = the journal version,
+Equations, errata and settings: docs/algorithms/svm_pauc.md ([J] = the journal version,
 arXiv 1605.04337).  Three problems, all over a linear scorer ``f(x) = w.x``:
 
 ``tight`` on [0, beta]    ``min 1/2 ||w||^2 + C R_tight(0,beta)(w)``; R_tight(0,beta) equals the
@@ -8,10 +8,12 @@ arXiv 1605.04337).  Three problems, all over a linear scorer ``f(x) = w.x``:
 ``tight`` on [alpha,beta] the same with the tight convex surrogate of [J] eq. (18), most violated
                           constraint by [J] Algorithm 3 in O(n log n + m log j_beta + (m+j_beta) d).
 ``dc`` on [alpha, beta]   ``min 1/2 ||w||^2 + C R_hinge(alpha,beta)(w)`` (non-convex, [J] eq. (9))
-                          by CCCP ([J] Algorithm 4 with the corrections of notes 000 §3.5).
+                          by CCCP ([J] Algorithm 4 corrected:
+                          docs/algorithms/svm_pauc.md (svm_pauc.10)-(svm_pauc.13)).
 
-All surrogates are normalised by ``N = m (j_beta - j_alpha)`` ([J] eq. (16); notes 000 §2.5 for
-the shared normalisation of loss and feature map).
+All surrogates are normalised by ``N = m (j_beta - j_alpha)`` ([J] eq. (16);
+docs/algorithms/svm_pauc.md (svm_pauc.1) and its Errata for the shared normalisation of loss and
+feature map).
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ def most_violated_constraint(positives, negatives, w, j_alpha, j_beta, normalise
     value, delta = tight_pauc_coefficients(
         positives @ w, negatives @ w, j_alpha, j_beta, pos_coef, neg_coef
     )
-    # g = (1/N) [sum_i r_i x_i - sum_j q_j z_j]   (notes 000 §3.1); pos_coef = -r, neg_coef = q
+    # g = (1/N) [sum_i r_i x_i - sum_j q_j z_j]   (docs/algorithms/svm_pauc.md (svm_pauc.6));
+    # pos_coef = -r, neg_coef = q
     g = -(pos_coef @ positives + neg_coef @ negatives) / normaliser
     return delta / normaliser, g, value / normaliser
 
@@ -104,7 +107,8 @@ def _cutting_plane(positives, negatives, j_alpha, j_beta, normaliser, C, tol, ma
     """1-slack cutting plane ([J] Algorithm 1) for
     ``min 1/2 ||w||^2 + C (xi + linear.w)``, ``xi >= Delta_k - w.g_k`` for all constraints.
 
-    ``linear`` is the CCCP linearisation term (``v_t`` of notes 000 §3.5), else 0.
+    ``linear`` is the CCCP linearisation term (``v_t`` of docs/algorithms/svm_pauc.md
+    (svm_pauc.11)), else 0.
     Dual: ``max_{lam >= 0, sum lam <= C} sum_k lam_k (Delta_k + C g_k.v) - 1/2 ||G lam||``
     with ``w = sum_k lam_k g_k - C v``.
     """
@@ -171,7 +175,8 @@ def solve_svm_pauc(X, y, *, alpha=0.0, beta=0.1, C=1.0, tol=1e-3, max_iter=1000,
         return SolverResult(w, objective, n_iter, converged, 1, objective >= C * (1.0 - tol))
 
     # CCCP on J(w) = 1/2||w||^2 + C (f(w) - g(w)), f = top-j_beta hinge / N, g = top-j_alpha
-    # hinge / N ([J] §6, Algorithm 4 corrected: notes 000 §3.5).  w_0 = the tight solution.
+    # hinge / N ([J] §6, Algorithm 4 corrected:
+    # docs/algorithms/svm_pauc.md (svm_pauc.10)-(svm_pauc.12)).  w_0 = the tight solution.
     def dc_objective(weights):
         f = most_violated_constraint(positives, negatives, weights, 0, j_beta, normaliser)[2]
         g = most_violated_constraint(positives, negatives, weights, 0, j_alpha, normaliser)[2]
@@ -180,7 +185,7 @@ def solve_svm_pauc(X, y, *, alpha=0.0, beta=0.1, C=1.0, tol=1e-3, max_iter=1000,
     current = dc_objective(w)
     total_iter, n_outer, converged_outer = n_iter, 0, False
     for n_outer in range(1, dc_max_iter + 1):  # noqa: B007
-        # supergradient of -g at w_t (notes 000 §3.5):
+        # supergradient of -g at w_t (docs/algorithms/svm_pauc.md (svm_pauc.11)):
         # v_t = (1/N) sum_{i, j <= j_alpha, active} (x_i - z_j)
         _, g_vector, _ = most_violated_constraint(positives, negatives, w, 0, j_alpha, normaliser)
         linear = g_vector  # = -subgradient of g; the convex step minimises f(w) + v_t.w
@@ -193,7 +198,8 @@ def solve_svm_pauc(X, y, *, alpha=0.0, beta=0.1, C=1.0, tol=1e-3, max_iter=1000,
             converged_outer = True
             break
         w, previous, current = candidate, current, value
-        if previous - current <= dc_tol:  # corrected stopping test (notes 000 §3.5)
+        # corrected stopping test (docs/algorithms/svm_pauc.md (svm_pauc.13))
+        if previous - current <= dc_tol:
             converged_outer = True
             break
     return SolverResult(
@@ -226,8 +232,8 @@ class SVMpAUC(OnlineLearner):
     method : {"tight", "dc"}
         ``"tight"``: the convex tight surrogate.  ``"dc"``: the non-convex hinge surrogate
         ([J] eq. (9)) by CCCP from the tight solution, stopping when the objective improves by
-        less than ``dc_tol`` (notes 000 §3.5, Algorithm 4 corrected); equal to ``"tight"``
-        when ``alpha = 0``.
+        less than ``dc_tol`` (docs/algorithms/svm_pauc.md (svm_pauc.13), Algorithm 4 corrected);
+        equal to ``"tight"`` when ``alpha = 0``.
     max_iter : int
         Cap on cutting-plane iterations (per CCCP round).
     dc_tol, dc_max_iter
@@ -250,7 +256,8 @@ class SVMpAUC(OnlineLearner):
     For two Gaussian classes whose means differ by ``delta`` standard deviations this is the
     case when ``delta < pdf(z) / beta`` with ``z`` the ``1 - beta`` normal quantile: 1.75 for
     beta = 0.1 (an AUC below about 0.89), 0.80 for beta = 0.5.
-    Training on a wider range is the remedy [J] itself recommends (notes 000 §1.4): on
+    Training on a wider range is the remedy [J] itself recommends
+    (docs/algorithms/svm_pauc.md, Choices): on
     ``bench/quality.py``'s ``rare_1pct`` beta = 0.1 is degenerate (held-out pAUC(0, 0.1) 0.07)
     while beta = 0.3 gives 0.34, as good as logistic regression.
 

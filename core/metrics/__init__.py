@@ -14,7 +14,7 @@ Conventions shared by every function here:
 The count-based pAUC definitions of the papers (:func:`pauc_narasimhan_agarwal`,
 :func:`pauc_kar_top_negatives`) round the FPR range outwards to whole negatives and are there to
 reproduce the papers' tables; :func:`pauc` is the exact area.  See
-``papers/notes/000_svmpauc.md`` §1.2-1.5 and ``papers/notes/002_kar_nondecomposable.md`` §1.3.
+docs/algorithms/metrics.md (metrics.5)-(metrics.6).
 
 Decisions ([CHOICE]) a user may want to know:
 

@@ -205,7 +205,8 @@ def pauc(
 
     Examples
     --------
-    The worked example of Narasimhan & Agarwal (papers/notes/000_svmpauc.md §1.5), f2:
+    The worked example of Narasimhan & Agarwal (docs/algorithms/metrics.md, after (metrics.6)),
+    f2:
 
     >>> y = [1, 1, 1, 1, 0, 0, 0, 0, 0]
     >>> f2 = [9.9, 8.7, 3.3, 2.1, 7.6, 5.3, 4.9, 4.4, 0.8]
@@ -277,7 +278,7 @@ def pauc_narasimhan_agarwal(y_true, scores, alpha: float = 0.0, beta: float = 0.
     need no tie-break: the value depends only on the sorted sequence of negative scores, which is
     the same whichever tied negative is placed first.  ``n alpha`` and ``n beta`` that are integers
     up to float rounding (``10 * 0.3``) are treated as integers.  Use :func:`pauc` for the exact
-    area; this one reproduces the paper's tables (papers/notes/000_svmpauc.md §1.2).
+    area; this one reproduces the paper's tables (docs/algorithms/metrics.md (metrics.5)).
 
     Parameters
     ----------
@@ -330,7 +331,7 @@ def pauc_kar_top_negatives(y_true, scores, beta: float = 0.1) -> float:
     A tie counts as *correct* (">=", as eq. 4 prints it), unlike :func:`pauc_narasimhan_agarwal`.
     The choice of the top K among tied negatives cannot change the value (only their scores
     enter).  ``beta n_-`` that is an integer up to float rounding is treated as one.  See
-    papers/notes/002_kar_nondecomposable.md §1.3; use :func:`pauc` for the exact area.
+    docs/algorithms/metrics.md (metrics.6); use :func:`pauc` for the exact area.
 
     Parameters
     ----------

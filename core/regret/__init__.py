@@ -1,6 +1,7 @@
 """Regret of an online pAUC learner on a window of events, after Kar et al. (2014) §2-3.
 
-Definitions (notes 002 §2; all on one bounded window of ``T`` labelled events in arrival order)
+Definitions (docs/algorithms/regret.md (regret.1)-(regret.7); all on one bounded window of ``T``
+labelled events in arrival order)
 ---------------------------------------------------------------------------------------------
 * ``l(x_{1:t}, w)``: the pAUC hinge surrogate of the prefix, Kar et al. eq. (5) with the hinge —
   the sum over (positive, top-``ceil(beta t_-)`` negative) pairs of ``max(0, 1 - w.(x_i - x_j))``
@@ -24,7 +25,8 @@ Definitions (notes 002 §2; all on one bounded window of ``T`` labelled events i
   (trapezoid, ties 1/2), where the prequential score of an event is its pre-update score.
 
 Telescoping: for one fixed ``w`` the penalties sum to ``l(x_{1:T}, w)``, whatever the order of
-the rounds' boundaries — the property that makes ``w*`` the batch optimum (notes 002 §2).
+the rounds' boundaries — the property that makes ``w*`` the batch optimum
+(docs/algorithms/regret.md (regret.3)).
 
 For a service: :class:`RegretWindow` keeps the last N events of a stream with their rounds
 (what a round is there, and what that implies for learners that step inside a batch, is written

@@ -33,7 +33,8 @@ from tests.core.naive.metrics import (
 
 TOLERANCE = 1e-12
 
-# The worked example of Narasimhan & Agarwal ([J] Fig. 2; papers/notes/000_svmpauc.md §1.5).
+# The worked example of Narasimhan & Agarwal ([J] Fig. 2; docs/algorithms/metrics.md, worked
+# example).
 WORKED_LABELS = [1, 1, 1, 1, 0, 0, 0, 0, 0]
 WORKED_F1 = [9.1, 6.8, 6.1, 5.7, 8.5, 8.1, 4.2, 3.6, 2.3]
 WORKED_F2 = [9.9, 8.7, 3.3, 2.1, 7.6, 5.3, 4.9, 4.4, 0.8]

@@ -1,4 +1,5 @@
-"""SVM_pAUC (Narasimhan & Agarwal; notes 000): MVC, QP, solver, surrogate identities, learner."""
+"""SVM_pAUC (Narasimhan & Agarwal; docs/algorithms/svm_pauc.md): MVC, QP, solver, surrogate
+identities, learner."""
 
 from __future__ import annotations
 
@@ -216,7 +217,8 @@ def test_theorem_7_bounds_and_equality_for_separated_scores():
 
 
 def test_theorem_2_the_hinge_surrogate_on_alpha_beta_is_not_convex():
-    # notes 000 §2.2 counterexample with j_alpha = 2, j_beta = 3 (n = 10, [0.2, 0.3])
+    # docs/algorithms/svm_pauc.md (svm_pauc.14) counterexample with j_alpha = 2, j_beta = 3
+    # (n = 10, [0.2, 0.3])
     j_alpha, n = 2, 10
     negatives = [(0, -1)] + [(0, 0)] * (j_alpha - 1) + [(-1, 0)] + [(-1, -1)] * (n - j_alpha - 1)
     X = np.array([(0.0, 0.0)] + negatives, dtype=float)

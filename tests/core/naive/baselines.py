@@ -1,5 +1,5 @@
 """Deliberately plain per-event references for ``oam`` and ``opauc``, written from the
-equations in ``papers/notes/001_spam_thesis.md`` §3.1-3.3 and §11 (and the [CHOICE]s in the
+equations in docs/algorithms/oam.md and docs/algorithms/opauc.md (and the [CHOICE]s in the
 learners' docstrings), not from the kernels: Python lists for buffers, numpy one-liners for every
 formula, the covariance recursion exactly as printed in the notes, SciPy's root finder for the
 AdaOAM projection and an SVD for frequent directions.  Slow and obvious on purpose.
@@ -89,7 +89,7 @@ class NaiveOAM:
 
 def weighted_ball_projection(u, h, radius):
     """argmin_{||w|| <= r} (w - u)^T diag(h) (w - u): u inside; else w_i = h_i u_i / (h_i + mu)
-    with ||w(mu)|| = r, mu found by Brent's method (notes §3.3)."""
+    with ||w(mu)|| = r, mu found by Brent's method (docs/algorithms/opauc.md (opauc.8))."""
     if np.linalg.norm(u) <= radius:
         return u.copy()
 
@@ -120,7 +120,7 @@ class NaiveOPAUC:
     Per event (x, y):
       score = w . x
       own class: T += 1; c_old = c; c = c + (x - c)/T                                 (2.13)
-        full:   Γ = Γ + (x xᵀ - Γ - c_old c_oldᵀ)/T + c_old c_oldᵀ - c cᵀ   (notes §3.2, corrected)
+        full:   Γ = Γ + (x xᵀ - Γ - c_old c_oldᵀ)/T + c_old c_oldᵀ - c cᵀ   (opauc.4)
         sketch: rows += [sqrt((T-1)/T) (x - c_old)] (T >= 2); shrink when 2k rows
       nu = running mean of ||x||^2 (auto step only); eta_t = eta / nu, and at full rank
         eta_t = min(eta_t, 1 / (||z||^2 + trace(S) + λ)) (no step overshoots the event's loss)

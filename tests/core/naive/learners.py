@@ -1,7 +1,7 @@
 """Deliberately plain per-event references for ``spam`` and ``solam``, written from the
-equations in ``papers/notes/001_spam_thesis.md`` (and the [CHOICE]s documented in the learners'
-docstrings), not from the kernels: explicit weights, explicit class means, explicit averages,
-projections computed from scratch.  Slow and obvious on purpose.
+equations in docs/algorithms/spam.md and docs/algorithms/solam.md (and the [CHOICE]s documented
+in the learners' docstrings), not from the kernels: explicit weights, explicit class means,
+explicit averages, projections computed from scratch.  Slow and obvious on purpose.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ class NaiveSPAM:
             (the rate capped so that no row overshoots its own loss's minimiser)
         l2:          w = u / (1 + eta_t l2)                                        [§4.3]
         elastic net: w = sign(u) max(|u| - eta_t l1 / sqrt(nu), 0) / (1 + eta_t l2)
-        w_bar = mean of all iterates after each step                                [App. B]
-      then the class statistics take the event                                      [App. C]
+        w_bar = mean of all iterates after each step   [docs/algorithms/spam.md (spam.9)]
+      then the class statistics take the event         [docs/algorithms/spam.md (spam.10)]
     """
 
     def __init__(self, n_features, penalty, l2, l1, eta0, learning_rate, average, n_warmup):
@@ -86,7 +86,9 @@ class NaiveSPAM:
 
 
 class NaiveSOLAM:
-    """regSOLAM (thesis Alg. 18, errata §11) run on normalised features x~ = x / sqrt(nu).
+    """regSOLAM (thesis Alg. 18) run on normalised features x~ = x / sqrt(nu).
+
+    Equations: docs/algorithms/solam.md (solam.4)-(solam.10).
 
     Per event t (t counts events):
       score = w_bar . x (average) or w . x            (pre-update, served model)

@@ -113,7 +113,7 @@ CASES = {
 # batch at 4,000 events (a 10,000-wide dense row is 80 KB).  On the 2-vCPU AMD EPYC with
 # another agent's load tests on the other core (load average 1.5-2), CPU time, best of 9:
 # CSR about 8.9e4 (factored sketch; 4.0e4 before), meets 5e4; dense about 1.65e4-1.7e4, does
-# not (it reads both sketches from L3 every event): the breakdown in core/_kernels/opauc.py.
+# not (it reads both sketches from L3 every event): the breakdown in core/_kernels/opauc_sketch.py.
 CASES.update({
     "oam-seq-dense50": dict(learner="oam", params={"variant": "seq"},
                             data=lambda n: dense_events(n, 50), target=3e5),

@@ -14,11 +14,15 @@ from __future__ import annotations
 
 
 class InvalidFeatures(ValueError):
-    """A batch's features or labels are unusable; ``row`` is the 0-based event at fault, if one."""
+    """A batch's features or labels are unusable.
 
-    def __init__(self, message: str, *, row: int | None = None) -> None:
+    ``row`` is the 0-based event at fault, if one; ``field`` is ``"features"`` or ``"labels"``.
+    """
+
+    def __init__(self, message: str, *, row: int | None = None, field: str = "features") -> None:
         super().__init__(message)
         self.row = row
+        self.field = field
 
 
 class InvalidParameter(ValueError):

@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from core.validation import CSRMatrix
+from core.errors import InvalidFeatures
+from core.validation import CSRMatrix, first_nonfinite, row_of_entry
 
 _MASK32 = 0xFFFFFFFF
 
@@ -116,12 +117,15 @@ class FeatureHasher:
         data: list[float] = []
         for row_number, row in enumerate(rows):
             if not isinstance(row, Mapping):
-                raise ValueError(f"row {row_number}: named features must be an object")
+                raise InvalidFeatures(
+                    f"row {row_number}: named features must be an object", row=row_number
+                )
             merged: dict[int, float] = {}
             for name, value in row.items():
                 if isinstance(value, bool) or not isinstance(value, int | float):
-                    raise ValueError(
-                        f"row {row_number}: feature {name!r} must be a number, got {value!r}"
+                    raise InvalidFeatures(
+                        f"row {row_number}: feature {name!r} must be a number, got {value!r}",
+                        row=row_number,
                     )
                 column, sign = self.column_of(name)
                 merged[column] = merged.get(column, 0.0) + sign * value
@@ -129,10 +133,10 @@ class FeatureHasher:
             data.extend(merged.values())
             indptr.append(len(indices))
         values = np.asarray(data, dtype=np.float64)
-        if not np.isfinite(values).all():
-            position = int(np.flatnonzero(~np.isfinite(values))[0])
-            row = int(np.searchsorted(np.asarray(indptr), position, side="right") - 1)
-            raise ValueError(f"row {row}: features contain NaN or infinity")
+        position = first_nonfinite(values)
+        if position is not None:
+            bad_row = row_of_entry(indptr, position)
+            raise InvalidFeatures(f"row {bad_row}: features contain NaN or infinity", row=bad_row)
         return CSRMatrix(
             np.asarray(indptr, dtype=np.int64),
             np.asarray(indices, dtype=np.int64),

@@ -8,23 +8,36 @@ Two feature layouts reach the kernels:
   ``scipy.sparse`` matrix or array) is converted to it without importing scipy here.
 
 Labels are accepted as {0, 1}, {-1, +1} or bool and returned as ``int64`` values in {-1, +1}.
+Scores (of the metrics) are finite float64 vectors; an FPR range is ``0 <= alpha < beta <= 1``.
+
+This module is the only home of these checks.  Bad features or labels raise
+:class:`~core.errors.InvalidFeatures` with ``row`` set where one event is at fault; a bad FPR
+range raises :class:`~core.errors.InvalidParameter` naming ``alpha`` or ``beta``.  Both are
+ValueErrors.
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
 from core._kernels.validation import first_bad_csr_entry
-from core.errors import InvalidFeatures
+from core.errors import InvalidFeatures, InvalidParameter
 
 __all__ = [
     "CSRMatrix",
+    "as_csr",
     "as_features",
     "as_labels",
+    "as_scores",
     "check_batch",
+    "check_fpr_range",
+    "check_labelled_scores",
+    "first_nonfinite",
     "n_rows",
+    "row_of_entry",
 ]
 
 
@@ -103,46 +116,69 @@ def as_features(
     """
     if _is_sparse_like(X):
         if not accept_sparse:
-            raise ValueError(
+            raise InvalidFeatures(
                 "this learner needs dense features; got a sparse matrix "
                 "(convert it with .toarray())"
             )
-        X = _as_csr(X, n_features)
-        values = X.data
-        if values.size and not np.isfinite(values).all():
-            position = int(np.flatnonzero(~np.isfinite(values))[0])
-            row = int(np.searchsorted(X.indptr, position, side="right") - 1)
+        X = as_csr(X, n_features)
+        position = first_nonfinite(X.data)
+        if position is not None:
+            row = row_of_entry(X.indptr, position)
             raise InvalidFeatures(f"features contain NaN or infinity (first at row {row})", row=row)
         return X
 
-    try:
-        array = np.asarray(X)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"features could not be read as a numeric array: {error}") from None
-    if array.dtype == object or not (
-        np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
-    ):
-        raise ValueError(f"features must be numeric, got dtype {array.dtype}")
-    if np.issubdtype(array.dtype, np.complexfloating):
-        raise ValueError("features must be real numbers, got complex values")
+    array = _real_array(X, "features", InvalidFeatures)
     if array.ndim == 1 and n_features is not None and array.size == n_features:
         array = array.reshape(1, -1)
     if array.ndim != 2:
-        raise ValueError(
+        raise InvalidFeatures(
             f"features must be a 2-d array of shape (n_samples, n_features), got {array.ndim}-d"
         )
     if array.shape[0] == 0:
-        raise ValueError("empty batch: features have 0 rows")
+        raise InvalidFeatures("empty batch: features have 0 rows")
     if n_features is not None and array.shape[1] != n_features:
-        raise ValueError(f"expected {n_features} features per event, got {array.shape[1]}")
+        raise InvalidFeatures(f"expected {n_features} features per event, got {array.shape[1]}")
     array = np.ascontiguousarray(array, dtype=np.float64)
-    if not np.isfinite(array).all():
-        row = int(np.flatnonzero(~np.isfinite(array).all(axis=1))[0])
+    position = first_nonfinite(array)
+    if position is not None:
+        row = position // array.shape[1]
         raise InvalidFeatures(f"features contain NaN or infinity (first at row {row})", row=row)
     return array
 
 
-def _as_csr(X, n_features: int | None) -> CSRMatrix:
+def _real_array(values, what: str, error: type[ValueError]) -> np.ndarray:
+    """``values`` as an array of real numbers (bool included), else ``error`` naming ``what``."""
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError) as problem:
+        raise error(f"{what} could not be read as a numeric array: {problem}") from None
+    if array.dtype == object or not (
+        np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
+    ):
+        raise error(f"{what} must be numeric, got dtype {array.dtype}")
+    if np.issubdtype(array.dtype, np.complexfloating):
+        raise error(f"{what} must be real numbers, got complex values")
+    return array
+
+
+def first_nonfinite(values: np.ndarray) -> int | None:
+    """The flat (C-order) position of the first NaN or infinity in ``values``, or None."""
+    finite = np.isfinite(values)
+    if finite.all():
+        return None
+    return int(np.flatnonzero(~finite.reshape(-1))[0])
+
+
+def row_of_entry(indptr, position: int) -> int:
+    """The row of a CSR matrix that holds its ``position``-th stored entry."""
+    return int(np.searchsorted(np.asarray(indptr), position, side="right") - 1)
+
+
+def as_csr(X, n_features: int | None = None) -> CSRMatrix:
+    """Check the structure of a :class:`CSRMatrix` or scipy sparse batch; coerce its arrays.
+
+    Values are not checked for NaN here (:func:`as_features` does it, naming the row).
+    """
     if isinstance(X, CSRMatrix):
         indptr, indices, data, width = X.indptr, X.indices, X.data, X.n_features
     else:
@@ -153,27 +189,27 @@ def _as_csr(X, n_features: int | None) -> CSRMatrix:
     try:
         data = np.ascontiguousarray(data, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError("sparse feature values must be numeric") from None
+        raise InvalidFeatures("sparse feature values must be numeric") from None
     width = int(width)
     if indptr.ndim != 1 or len(indptr) < 2:
-        raise ValueError("empty batch: sparse features have 0 rows")
+        raise InvalidFeatures("empty batch: sparse features have 0 rows")
     if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != len(indices):
-        raise ValueError(
+        raise InvalidFeatures(
             "malformed sparse matrix: indptr must start at 0, never decrease, "
             "and end at len(indices)"
         )
     if len(data) != len(indices):
-        raise ValueError("malformed sparse matrix: data and indices differ in length")
+        raise InvalidFeatures("malformed sparse matrix: data and indices differ in length")
     if n_features is not None and width != n_features:
-        raise ValueError(f"expected {n_features} features per event, got {width}")
+        raise InvalidFeatures(f"expected {n_features} features per event, got {width}")
     row, column, reason = first_bad_csr_entry(indptr, indices, width)
     if reason == 1:
         raise InvalidFeatures(
-            f"sparse feature index {column} is outside [0, {width}) (row {row})", row=row
+            f"sparse feature index {column} is outside [0, {width}) (row {row})", row=int(row)
         )
     if reason == 2:
         # duplicate columns would be summed by some code paths and not others: reject them
-        raise InvalidFeatures(f"row {row} repeats feature index {column}", row=row)
+        raise InvalidFeatures(f"row {row} repeats feature index {column}", row=int(row))
     return CSRMatrix(indptr, indices, data, width)
 
 
@@ -190,26 +226,42 @@ def as_labels(y, n_samples: int | None = None) -> np.ndarray:
     try:
         labels = np.asarray(y)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"labels could not be read as an array: {error}") from None
+        raise InvalidFeatures(
+            f"labels could not be read as an array: {error}", field="labels"
+        ) from None
     if labels.ndim != 1:
         labels = labels.reshape(-1) if labels.ndim == 2 and 1 in labels.shape else labels
     if labels.ndim != 1:
-        raise ValueError(f"labels must be 1-d, got shape {labels.shape}")
+        raise InvalidFeatures(f"labels must be 1-d, got shape {labels.shape}", field="labels")
     if labels.size == 0:
-        raise ValueError("empty batch: no labels")
+        raise InvalidFeatures("empty batch: no labels", field="labels")
     if n_samples is not None and labels.size != n_samples:
-        raise ValueError(f"got {labels.size} labels for {n_samples} events")
+        raise InvalidFeatures(f"got {labels.size} labels for {n_samples} events", field="labels")
     if labels.dtype == np.bool_:
         return np.where(labels, 1, -1).astype(np.int64)
     if labels.dtype == object or not np.issubdtype(labels.dtype, np.number):
-        bad = next((v for v in labels.tolist() if v not in (0, 1, -1) or isinstance(v, str)), None)
-        raise ValueError(f"labels must be 0/1, -1/+1 or bool; got {bad!r} (dtype {labels.dtype})")
+        values = labels.tolist()
+        row = next(
+            (i for i, v in enumerate(values) if v not in (0, 1, -1) or isinstance(v, str)), None
+        )
+        bad = None if row is None else values[row]
+        raise InvalidFeatures(
+            f"labels must be 0/1, -1/+1 or bool; got {bad!r} (dtype {labels.dtype})",
+            row=row,
+            field="labels",
+        )
     valid = (labels == 1) | (labels == 0) | (labels == -1)
     if not valid.all():
-        bad = labels[~valid][0]
-        raise ValueError(f"labels must be 0/1, -1/+1 or bool; got {bad.item()!r}")
+        row = int(np.flatnonzero(~valid)[0])
+        raise InvalidFeatures(
+            f"labels must be 0/1, -1/+1 or bool; got {labels[row].item()!r}",
+            row=row,
+            field="labels",
+        )
     if (labels == 0).any() and (labels == -1).any():
-        raise ValueError("labels mix 0 and -1; use {0, 1} or {-1, +1}, not both")
+        raise InvalidFeatures(
+            "labels mix 0 and -1; use {0, 1} or {-1, +1}, not both", field="labels"
+        )
     return np.where(labels == 1, 1, -1).astype(np.int64)
 
 
@@ -218,3 +270,65 @@ def check_batch(X, y, n_features: int | None = None, *, accept_sparse: bool = Tr
     features = as_features(X, n_features, accept_sparse=accept_sparse)
     labels = as_labels(y, n_rows(features))
     return features, labels
+
+
+def as_scores(scores) -> np.ndarray:
+    """Coerce scores to a finite 1-d float64 array (a column or row vector is flattened)."""
+    array = _real_array(scores, "scores", ValueError)
+    if array.ndim == 2 and 1 in array.shape:
+        array = array.reshape(-1)
+    if array.ndim != 1:
+        raise ValueError(f"scores must be 1-d, got shape {array.shape}")
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    position = first_nonfinite(array)
+    if position is not None:
+        raise ValueError(
+            f"scores contain NaN or infinity (first at position {position}, value "
+            f"{array[position]!r}); only finite scores can be ranked"
+        )
+    return array
+
+
+def check_labelled_scores(y_true, scores) -> tuple[np.ndarray, np.ndarray]:
+    """``(labels in {-1, +1} as int64, scores as float64)``, validated together."""
+    score_array = as_scores(scores)
+    labels = np.asarray(y_true)
+    n_labels = labels.size if labels.ndim else 1
+    if n_labels != score_array.size:
+        raise ValueError(
+            f"y_true and scores differ in length: {n_labels} labels, {score_array.size} scores"
+        )
+    if score_array.size == 0:
+        raise ValueError("empty input: y_true and scores hold no events")
+    return as_labels(labels), score_array
+
+
+def check_fpr_range(alpha, beta) -> tuple[float, float]:
+    """Check a false-positive-rate range ``0 <= alpha < beta <= 1``; ``(alpha, beta)`` as floats.
+
+    Used by the pAUC metrics and the pAUC learners alike; the error names the bound at fault.
+
+    >>> check_fpr_range(0, 0.1)
+    (0.0, 0.1)
+    >>> check_fpr_range(0.2, 0.1)
+    Traceback (most recent call last):
+    ...
+    core.errors.InvalidParameter: Expected beta in (alpha, 1], got: 0.1 (an FPR range needs 0 <= alpha < beta <= 1; alpha=0.2)
+    """  # noqa: E501
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+            raise InvalidParameter(f"{name} must be a real number, got: {value!r}", param=name)
+    alpha, beta = float(alpha), float(beta)
+    if not 0.0 <= alpha < 1.0:  # also rejects NaN
+        raise InvalidParameter(
+            f"Expected alpha in [0, beta), got: {alpha!r} (an FPR range needs "
+            "0 <= alpha < beta <= 1)",
+            param="alpha",
+        )
+    if not alpha < beta <= 1.0:
+        raise InvalidParameter(
+            f"Expected beta in (alpha, 1], got: {beta!r} (an FPR range needs "
+            f"0 <= alpha < beta <= 1; alpha={alpha!r})",
+            param="beta",
+        )
+    return alpha, beta

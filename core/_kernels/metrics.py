@@ -10,7 +10,7 @@ at a threshold v held by n_v negatives and p_v positives, and twice the area of 
 ``n_v * (2 tp + p_v)``, is an integer.  Only the two segments cut by the ends of an FPR range
 [alpha, beta] need floating point.  AUC is therefore exact up to its final division.
 
-The wrappers in ``core/metrics.py`` validate and allocate; nothing here checks its inputs.
+The wrappers in ``core/metrics/`` validate and allocate; nothing here checks its inputs.
 """
 
 import numpy as np

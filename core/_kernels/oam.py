@@ -20,41 +20,24 @@ reproducibility), so a single accumulator would serialise on the floating-point 
 The summation order is fixed, so results stay deterministic.
 """
 
+from collections import namedtuple
+
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels._linalg import dot_dense4, dot_sparse
 from core._kernels.random import random_below
 
-
-@kernel
-def dot(a, b):
-    """``a · b`` with four accumulators (fixed order, so deterministic)."""
-    n = a.shape[0]
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    i = 0
-    while i + 4 <= n:
-        s0 += a[i] * b[i]
-        s1 += a[i + 1] * b[i + 1]
-        s2 += a[i + 2] * b[i + 2]
-        s3 += a[i + 3] * b[i + 3]
-        i += 4
-    while i < n:
-        s0 += a[i] * b[i]
-        i += 1
-    return (s0 + s1) + (s2 + s3)
-
-
-@kernel
-def csr_decision(indptr, indices, data, w, out):
-    """``out[i] = w · X[i]`` for a CSR batch."""
-    for row in range(indptr.shape[0] - 1):
-        total = 0.0
-        for k in range(indptr[row], indptr[row + 1]):
-            total += w[indices[k]] * data[k]
-        out[row] = total
+#: The learned arrays with dense buffers (one row per buffered event).
+OAMState = namedtuple("OAMState", ["w", "buffer_pos", "buffer_neg", "fill_pos", "fill_neg",
+                                   "count_pos", "count_neg", "rng_state"])  # fmt: skip
+#: The learned arrays with sparse buffers (``max_nnz`` index/value slots per buffered event).
+OAMSparseState = namedtuple("OAMSparseState", [
+    "w", "pos_indices", "pos_values", "pos_nnz", "neg_indices", "neg_values", "neg_nnz",
+    "fill_pos", "fill_neg", "count_pos", "count_neg", "rng_state",
+])  # fmt: skip
+#: Hyper-parameters: ``C`` and whether the variant is OAMgra (else OAMseq).
+OAMOptions = namedtuple("OAMOptions", ["C", "gradient"])
 
 
 @kernel
@@ -119,7 +102,7 @@ def _update_dense(x, label, w, score, buffer, fill, weight, gradient, violated):
     if gradient:
         # OAMgra (Alg. 7): every hinge test uses the pre-update w, so test all rows first.
         for row in range(fill):
-            violated[row] = label * (score - dot(w, buffer[row])) <= 1.0
+            violated[row] = label * (score - dot_dense4(w, buffer[row])) <= 1.0
         coefficient = weight * label * 0.5  # C_t y_t (x_t - x) / 2; the halving is exact
         for row in range(fill):
             if violated[row]:
@@ -129,32 +112,19 @@ def _update_dense(x, label, w, score, buffer, fill, weight, gradient, violated):
     for row in range(fill):
         # OAMseq (Alg. 6, eq. 2.8, errata 2): PA-I step on u = y (x_t - x),
         # tau = min(C_t / 2, max(0, 1 - w·u) / ||u||²); a pair with u = 0 is skipped.
-        loss = 1.0 - label * (score - dot(w, buffer[row]))
+        loss = 1.0 - label * (score - dot_dense4(w, buffer[row]))
         if loss > 0.0:
             norm2 = _squared_distance(x, buffer[row])
             if norm2 > 0.0:
                 tau = min(half_weight, loss / norm2)
                 _axpy_diff(w, tau * label, x, buffer[row])
-                score = dot(w, x)
+                score = dot_dense4(w, x)
 
 
 @kernel
-def _event_dense(
-    x,
-    label,
-    w,
-    score,
-    buffer_pos,
-    buffer_neg,
-    fill_pos,
-    fill_neg,
-    count_pos,
-    count_neg,
-    rng_state,
-    C,
-    gradient,
-    violated,
-):
+def _event_dense(x, label, score, state, options, violated):
+    w, buffer_pos, buffer_neg, fill_pos, fill_neg, count_pos, count_neg, rng_state = state
+    C, gradient = options
     if label > 0:
         count_pos[0] += 1
         slot = reservoir_slot(rng_state, count_pos[0], buffer_pos.shape[0])
@@ -175,67 +145,25 @@ def _event_dense(
 
 
 @kernel
-def oam_learn_dense(
-    X,
-    y,
-    scores,
-    w,
-    buffer_pos,
-    buffer_neg,
-    fill_pos,
-    fill_neg,
-    count_pos,
-    count_neg,
-    rng_state,
-    C,
-    gradient,
-):
-    """Learn a dense batch in order with dense buffers; ``scores`` (length 0 or n) gets the
-    pre-update score of each event."""
+def oam_learn_dense(X, y, scores, state, options):
+    """Learn a dense batch in order with dense buffers (``state``: :data:`OAMState`,
+    ``options``: :data:`OAMOptions`); ``scores`` (length 0 or n) gets the pre-update score of
+    each event."""
+    w, buffer_pos, buffer_neg = state.w, state.buffer_pos, state.buffer_neg
     want_scores = scores.shape[0] > 0
     violated = np.zeros(max(buffer_pos.shape[0], buffer_neg.shape[0]), dtype=np.bool_)
     for t in range(X.shape[0]):
         x = X[t]
-        score = dot(w, x)
+        score = dot_dense4(w, x)
         if want_scores:
             scores[t] = score
-        _event_dense(
-            x,
-            y[t],
-            w,
-            score,
-            buffer_pos,
-            buffer_neg,
-            fill_pos,
-            fill_neg,
-            count_pos,
-            count_neg,
-            rng_state,
-            C,
-            gradient,
-            violated,
-        )
+        _event_dense(x, y[t], score, state, options, violated)
 
 
 @kernel
-def oam_learn_csr_dense_buffers(
-    indptr,
-    indices,
-    data,
-    y,
-    scores,
-    w,
-    buffer_pos,
-    buffer_neg,
-    fill_pos,
-    fill_neg,
-    count_pos,
-    count_neg,
-    rng_state,
-    C,
-    gradient,
-):
+def oam_learn_csr_dense_buffers(indptr, indices, data, y, scores, state, options):
     """Sparse batch, dense buffers: each row is scattered into a dense work row."""
+    w, buffer_pos, buffer_neg = state.w, state.buffer_pos, state.buffer_neg
     want_scores = scores.shape[0] > 0
     violated = np.zeros(max(buffer_pos.shape[0], buffer_neg.shape[0]), dtype=np.bool_)
     x = np.zeros(w.shape[0])
@@ -248,36 +176,12 @@ def oam_learn_csr_dense_buffers(
             total += w[indices[k]] * data[k]
         if want_scores:
             scores[t] = total
-        _event_dense(
-            x,
-            y[t],
-            w,
-            total,
-            buffer_pos,
-            buffer_neg,
-            fill_pos,
-            fill_neg,
-            count_pos,
-            count_neg,
-            rng_state,
-            C,
-            gradient,
-            violated,
-        )
+        _event_dense(x, y[t], total, state, options, violated)
         for k in range(start, end):
             x[indices[k]] = 0.0
 
 
 # ---------------------------------------------------------------------- sparse buffers
-@kernel
-def _sparse_dot(w, b_indices, b_values, b_nnz):
-    """``w · b`` for a buffered sparse row."""
-    total = 0.0
-    for k in range(b_nnz):
-        total += w[b_indices[k]] * b_values[k]
-    return total
-
-
 @kernel
 def _sparse_squared_distance(x_dense, x_indices, x_values, b_indices, b_values, b_nnz, mark,
                              stamp):  # fmt: skip
@@ -299,10 +203,10 @@ def _sparse_squared_distance(x_dense, x_indices, x_values, b_indices, b_values, 
 
 
 @kernel
-def _sparse_axpy_diff(
-    w, coefficient, x_dense, x_indices, x_values, b_indices, b_values, b_nnz, mark, stamp
-):
-    """``w += coefficient · (x - b)`` on the union of the supports (b's marked with stamp)."""
+def _sparse_axpy_diff(w, coefficient, event, b_indices, b_values, b_nnz, mark, stamp):
+    """``w += coefficient · (x - b)`` on the union of the supports (b's marked with stamp);
+    ``event`` is ``(x scattered, x's indices, x's values)``."""
+    x_dense, x_indices, x_values = event
     for k in range(b_nnz):
         j = b_indices[k]
         w[j] += coefficient * (x_dense[j] - b_values[k])
@@ -313,28 +217,15 @@ def _sparse_axpy_diff(
 
 
 @kernel
-def _update_sparse(
-    x_dense,
-    x_indices,
-    x_values,
-    label,
-    w,
-    score,
-    b_indices,
-    b_values,
-    b_nnz,
-    fill,
-    weight,
-    gradient,
-    violated,
-    mark,
-    stamp,
-):
+def _update_sparse(event, label, w, score, buffer, fill, weight, gradient, scratch, stamp):
     """UpdateClassifier against a sparse buffer (as :func:`_update_dense`: margins as
     ``w · x - w · b``, the union of supports only for active hinges); returns the last stamp."""
+    x_dense, x_indices, x_values = event
+    b_indices, b_values, b_nnz = buffer
+    violated, mark = scratch
     if gradient:
         for row in range(fill):  # Alg. 7: tests with the pre-update w
-            margin = score - _sparse_dot(w, b_indices[row], b_values[row], b_nnz[row])
+            margin = score - dot_sparse(w, b_indices[row], b_values[row], 0, b_nnz[row])
             violated[row] = label * margin <= 1.0
         coefficient = weight * label * 0.5
         for row in range(fill):
@@ -343,21 +234,12 @@ def _update_sparse(
                 for k in range(b_nnz[row]):
                     mark[b_indices[row, k]] = stamp
                 _sparse_axpy_diff(
-                    w,
-                    coefficient,
-                    x_dense,
-                    x_indices,
-                    x_values,
-                    b_indices[row],
-                    b_values[row],
-                    b_nnz[row],
-                    mark,
-                    stamp,
+                    w, coefficient, event, b_indices[row], b_values[row], b_nnz[row], mark, stamp
                 )
         return stamp
     half_weight = 0.5 * weight
     for row in range(fill):  # Alg. 6, PA-I step per buffered row
-        loss = 1.0 - label * (score - _sparse_dot(w, b_indices[row], b_values[row], b_nnz[row]))
+        loss = 1.0 - label * (score - dot_sparse(w, b_indices[row], b_values[row], 0, b_nnz[row]))
         if loss > 0.0:
             stamp += 1
             norm2 = _sparse_squared_distance(
@@ -367,20 +249,9 @@ def _update_sparse(
             if norm2 > 0.0:
                 tau = min(half_weight, loss / norm2)
                 _sparse_axpy_diff(
-                    w,
-                    tau * label,
-                    x_dense,
-                    x_indices,
-                    x_values,
-                    b_indices[row],
-                    b_values[row],
-                    b_nnz[row],
-                    mark,
-                    stamp,
+                    w, tau * label, event, b_indices[row], b_values[row], b_nnz[row], mark, stamp
                 )
-                score = 0.0
-                for k in range(x_indices.shape[0]):
-                    score += w[x_indices[k]] * x_values[k]
+                score = dot_sparse(w, x_indices, x_values, 0, x_indices.shape[0])
     return stamp
 
 
@@ -395,41 +266,29 @@ def _store_sparse_row(b_indices, b_values, b_nnz, slot, x_indices, x_values):
 
 
 @kernel
-def oam_learn_csr(
-    indptr,
-    indices,
-    data,
-    y,
-    scores,
-    w,
-    pos_indices,
-    pos_values,
-    pos_nnz,
-    neg_indices,
-    neg_values,
-    neg_nnz,
-    fill_pos,
-    fill_neg,
-    count_pos,
-    count_neg,
-    rng_state,
-    C,
-    gradient,
-):
-    """Sparse batch, sparse buffers (rows of at most ``pos_indices.shape[1]`` entries; the
-    caller checked): O(buffer · nnz) per event after an O(nnz) scatter."""
+def oam_learn_csr(indptr, indices, data, y, scores, state, options):
+    """Sparse batch, sparse buffers (:data:`OAMSparseState`, rows of at most
+    ``pos_indices.shape[1]`` entries; the caller checked): O(buffer · nnz) per event after an
+    O(nnz) scatter."""
+    (w, pos_indices, pos_values, pos_nnz, neg_indices, neg_values, neg_nnz, fill_pos, fill_neg,
+     count_pos, count_neg, rng_state) = state  # fmt: skip
+    C, gradient = options
+    positives = (pos_indices, pos_values, pos_nnz)
+    negatives = (neg_indices, neg_values, neg_nnz)
     want_scores = scores.shape[0] > 0
     capacity_pos = pos_indices.shape[0]
     capacity_neg = neg_indices.shape[0]
     violated = np.zeros(max(capacity_pos, capacity_neg), dtype=np.bool_)
     x_dense = np.zeros(w.shape[0])
     mark = np.zeros(w.shape[0], dtype=np.int64)
+    scratch = (violated, mark)
     stamp = 0
     for t in range(indptr.shape[0] - 1):
         start = indptr[t]
         end = indptr[t + 1]
         x_indices = indices[start:end]
         x_values = data[start:end]
+        event = (x_dense, x_indices, x_values)
         total = 0.0
         for k in range(start, end):
             x_dense[indices[k]] = data[k]
@@ -444,21 +303,7 @@ def oam_learn_csr(
                 fill_pos[0] = min(count_pos[0], capacity_pos)
             weight = C * max(1.0, count_neg[0] / capacity_neg)  # errata 1
             stamp = _update_sparse(
-                x_dense,
-                x_indices,
-                x_values,
-                1.0,
-                w,
-                total,
-                neg_indices,
-                neg_values,
-                neg_nnz,
-                fill_neg[0],
-                weight,
-                gradient,
-                violated,
-                mark,
-                stamp,
+                event, 1.0, w, total, negatives, fill_neg[0], weight, gradient, scratch, stamp
             )
         else:
             count_neg[0] += 1
@@ -468,21 +313,7 @@ def oam_learn_csr(
                 fill_neg[0] = min(count_neg[0], capacity_neg)
             weight = C * max(1.0, count_pos[0] / capacity_pos)
             stamp = _update_sparse(
-                x_dense,
-                x_indices,
-                x_values,
-                -1.0,
-                w,
-                total,
-                pos_indices,
-                pos_values,
-                pos_nnz,
-                fill_pos[0],
-                weight,
-                gradient,
-                violated,
-                mark,
-                stamp,
+                event, -1.0, w, total, positives, fill_pos[0], weight, gradient, scratch, stamp
             )
         for k in range(start, end):
             x_dense[indices[k]] = 0.0

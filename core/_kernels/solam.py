@@ -20,14 +20,8 @@ helper).
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels.spam import (
-    dot_dense,
-    dots_dense,
-    dots_dense_scored,
-    fold_scale,
-    mean_sq_norm,
-    served_score,
-)
+from core._kernels._linalg import dot_dense, dots_dense, dots_dense_scored
+from core._kernels.spam import fold_scale, mean_sq_norm, served_score
 
 
 @kernel

@@ -23,110 +23,32 @@ whatever the input (dense rows or CSR rows), so a model can receive both:
 Kernels take arrays and scalars only, validate nothing and read no globals.
 """
 
+from collections import namedtuple
+
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels._linalg import (
+    dot_dense,
+    dot_sparse,
+    dots_dense,
+    dots_dense_scored,
+    sq_norm_sparse,
+)
 
-
-# ------------------------------------------------------------------------------ dot products
-@kernel
-def dot_dense(a, x):
-    """``a . x`` with two accumulators (even and odd columns): without fastmath numba keeps one
-    add chain per accumulator, and two chains halve the latency.  The order is fixed, hence
-    deterministic, and the same as the ``a . x`` of :func:`dots_dense`, so a prequential score
-    and ``decision_function`` agree bit for bit."""
-    n = x.shape[0]
-    s0 = 0.0
-    s1 = 0.0
-    j = 0
-    while j + 2 <= n:
-        s0 += a[j] * x[j]
-        s1 += a[j + 1] * x[j + 1]
-        j += 2
-    if j < n:
-        s0 += a[j] * x[j]
-    return s0 + s1
-
-
-@kernel
-def dot_sparse(a, indices, data, start, end):
-    total = 0.0
-    for k in range(start, end):
-        total += a[indices[k]] * data[k]
-    return total
-
-
-@kernel
-def dots_dense(x, a, b):
-    """``(x . x, a . x, a . b)`` in one pass, two accumulators each (the dense SPAM step needs
-    ||x||^2, w . x and w . sum_opposite; one pass over the three arrays is faster than three)."""
-    n = x.shape[0]
-    xx0 = 0.0
-    xx1 = 0.0
-    ax0 = 0.0
-    ax1 = 0.0
-    bx0 = 0.0
-    bx1 = 0.0
-    j = 0
-    while j + 2 <= n:
-        u = x[j]
-        v = x[j + 1]
-        xx0 += u * u
-        xx1 += v * v
-        ax0 += a[j] * u
-        ax1 += a[j + 1] * v
-        bx0 += b[j] * a[j]
-        bx1 += b[j + 1] * a[j + 1]
-        j += 2
-    if j < n:
-        u = x[j]
-        xx0 += u * u
-        ax0 += a[j] * u
-        bx0 += b[j] * a[j]
-    return xx0 + xx1, ax0 + ax1, bx0 + bx1
-
-
-@kernel
-def dots_dense_scored(x, a, b, c):
-    """:func:`dots_dense` plus ``c . x`` (the averaged part of a prequential score) in the same
-    pass, with the same accumulator order as :func:`dot_dense`."""
-    n = x.shape[0]
-    xx0 = 0.0
-    xx1 = 0.0
-    ax0 = 0.0
-    ax1 = 0.0
-    ab0 = 0.0
-    ab1 = 0.0
-    cx0 = 0.0
-    cx1 = 0.0
-    j = 0
-    while j + 2 <= n:
-        u = x[j]
-        v = x[j + 1]
-        xx0 += u * u
-        xx1 += v * v
-        ax0 += a[j] * u
-        ax1 += a[j + 1] * v
-        ab0 += b[j] * a[j]
-        ab1 += b[j + 1] * a[j + 1]
-        cx0 += c[j] * u
-        cx1 += c[j + 1] * v
-        j += 2
-    if j < n:
-        u = x[j]
-        xx0 += u * u
-        ax0 += a[j] * u
-        ab0 += b[j] * a[j]
-        cx0 += c[j] * u
-    return xx0 + xx1, ax0 + ax1, ab0 + ab1, cx0 + cx1
-
-
-@kernel
-def sq_norm_sparse(data, start, end):
-    total = 0.0
-    for k in range(start, end):
-        total += data[k] * data[k]
-    return total
+#: The learned arrays of SPAM: ``w = w_scale * w_unscaled``, the iterate sum ``avg_offset +
+#: avg_coef * w_unscaled``, the class sums and ``w_unscaled`` times each, the counters.
+SpamState = namedtuple("SpamState", [
+    "w_unscaled", "w_scale", "avg_offset", "avg_coef", "sum_pos", "sum_neg", "w_dot_sum_pos",
+    "w_dot_sum_neg", "n_seen", "n_pos", "n_neg", "n_steps", "sq_norm_sum",
+])  # fmt: skip
+#: The same for CSR rows, the four per-feature arrays as the rows of one ``table``.
+SpamTableState = namedtuple("SpamTableState", [
+    "table", "w_scale", "avg_coef", "w_dot_sum_pos", "w_dot_sum_neg", "n_seen", "n_pos",
+    "n_neg", "n_steps", "sq_norm_sum",
+])  # fmt: skip
+#: Hyper-parameters (``l1`` is read by the elastic net only).
+SpamOptions = namedtuple("SpamOptions", ["eta0", "l2", "l1", "inverse", "average", "n_warmup"])
 
 
 # ------------------------------------------------------------------------------ shared pieces
@@ -186,13 +108,11 @@ def spam_gradient_coef(positive, wx, w_dot_mean_opposite, p):
 
 # ------------------------------------------------------------------------------ L2, dense
 @kernel
-def spam_l2_dense(
-    X, y, scores,
-    w_unscaled, w_scale, avg_offset, avg_coef,
-    sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
-    n_seen, n_pos, n_neg, n_steps, sq_norm_sum,
-    eta0, l2, inverse, average, n_warmup,
-):  # fmt: skip
+def spam_l2_dense(X, y, scores, state, options):
+    """SPAM-L2 on dense rows (``state``: :data:`SpamState`, ``options``: :data:`SpamOptions`)."""
+    (w_unscaled, w_scale, avg_offset, avg_coef, sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
+     n_seen, n_pos, n_neg, n_steps, sq_norm_sum) = state  # fmt: skip
+    eta0, l2, _, inverse, average, n_warmup = options
     want_scores = scores.shape[0] > 0
     for i in range(X.shape[0]):
         x = X[i]
@@ -255,19 +175,18 @@ def spam_l2_dense(
 
 # ------------------------------------------------------------------------------ L2, CSR
 @kernel
-def spam_l2_csr(
-    indptr, indices, data, y, scores,
-    table, w_scale, avg_coef, w_dot_sum_pos, w_dot_sum_neg,
-    n_seen, n_pos, n_neg, n_steps, sq_norm_sum,
-    eta0, l2, inverse, average, n_warmup,
-):  # fmt: skip
-    """As :func:`spam_l2_dense`, O(nnz) per event (plus a rare O(n_features) fold).
+def spam_l2_csr(indptr, indices, data, y, scores, state, options):
+    """As :func:`spam_l2_dense`, O(nnz) per event (plus a rare O(n_features) fold); ``state``
+    is :data:`SpamTableState`.
 
     ``table`` is (4, n_features): rows w_unscaled, avg_offset, class_sum_neg, class_sum_pos
     (a transposed view of an interleaved buffer for wide models: the four values of a column
     share a cache line).  With 2**20 features the state does not fit in cache, so each pass
     over the row's columns pays memory latency: one pass gathers everything the step needs,
     one pass scatters."""
+    (table, w_scale, avg_coef, w_dot_sum_pos, w_dot_sum_neg,
+     n_seen, n_pos, n_neg, n_steps, sq_norm_sum) = state  # fmt: skip
+    eta0, l2, _, inverse, average, n_warmup = options
     want_scores = average and scores.shape[0] > 0
     for i in range(indptr.shape[0] - 1):
         start = indptr[i]
@@ -363,17 +282,16 @@ def _elastic_net_prox_all(w, threshold, shrink, avg_offset, average):
 
 
 @kernel
-def spam_elastic_net(
-    dense, X, indptr, indices, data, y, scores,
-    w_unscaled, w_scale, avg_offset, avg_coef,
-    sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
-    n_seen, n_pos, n_neg, n_steps, sq_norm_sum,
-    eta0, l2, l1, inverse, average, n_warmup,
-):  # fmt: skip
+def spam_elastic_net(batch, y, scores, state, options):
     """SPAM-NET, dense rows (``dense``) or CSR rows: O(n_features) per event either way, since
     the soft-threshold moves every coordinate and w . m+- depends on all of them non-linearly
     (so neither lazy thresholding nor incremental dot products apply).  The weights are kept
     explicit: ``w_scale`` is 1 and ``avg_coef`` 0 throughout."""
+    X, indptr, indices, data, sparse = batch
+    dense = not sparse
+    (w_unscaled, w_scale, avg_offset, avg_coef, sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
+     n_seen, n_pos, n_neg, n_steps, sq_norm_sum) = state  # fmt: skip
+    eta0, l2, l1, inverse, average, n_warmup = options
     if w_scale[0] != 1.0:
         fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average)
     w = w_unscaled

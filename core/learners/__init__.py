@@ -1,5 +1,9 @@
 """Learners, registered by name so the service can build one from posted JSON.
 
+Every public module of this package (a name without a leading underscore) is imported on first
+use and registers its classes with ``@register``: adding a learner is adding its module (and its
+kernel module and test), with no list to update.
+
 >>> learner = make_learner("spam", eta0=0.5)
 >>> learner.name
 'spam'
@@ -8,23 +12,14 @@
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from typing import Any
 
 from core.errors import InvalidParameter
 from core.learners._base import NotFittedError, OnlineLearner
 
-# One module per algorithm family; each registers its classes with @register on import.
-_LEARNER_MODULES = (
-    "core.learners.spam",
-    "core.learners.solam",
-    "core.learners.oam",
-    "core.learners.opauc",
-    "core.learners.ftrl_pauc",
-    "core.learners.pmb",
-    "core.learners.svm_pauc",
-)
-
 LEARNERS: dict[str, type[OnlineLearner]] = {}
+_loaded = False
 
 
 def register(cls: type[OnlineLearner]) -> type[OnlineLearner]:
@@ -35,9 +30,21 @@ def register(cls: type[OnlineLearner]) -> type[OnlineLearner]:
     return cls
 
 
+def learner_modules() -> list[str]:
+    """The learner modules of this package: every module whose name has no leading underscore."""
+    return sorted(
+        f"{__name__}.{module.name}"
+        for module in pkgutil.iter_modules(__path__)
+        if not module.name.startswith("_")
+    )
+
+
 def _load_all() -> None:
-    for module in _LEARNER_MODULES:
-        importlib.import_module(module)
+    global _loaded
+    if not _loaded:
+        for module in learner_modules():
+            importlib.import_module(module)
+        _loaded = True
 
 
 def available_learners() -> list[str]:
@@ -58,17 +65,11 @@ def learner_class(name: str) -> type[OnlineLearner]:
 def make_learner(name: str, **params: Any) -> OnlineLearner:
     """Build the learner called ``name`` with hyper-parameters ``params``.
 
-    Unknown names and unknown or invalid parameters raise ValueError naming them.
+    Unknown names raise ValueError; unknown or invalid parameters raise
+    :class:`~core.errors.InvalidParameter` (a ValueError) whose ``param`` names the first one.
     """
     cls = learner_class(name)
-    accepted = cls._param_names()
-    unknown = sorted(set(params) - set(accepted))
-    if unknown:
-        raise InvalidParameter(
-            f"unknown parameter(s) {', '.join(map(repr, unknown))} for learner {name!r}; "
-            f"accepted: {', '.join(accepted)}",
-            param=unknown[0],
-        )
+    cls.check_param_names(params)
     learner = cls(**params)
     learner.validate_params()
     return learner
@@ -76,10 +77,12 @@ def make_learner(name: str, **params: Any) -> OnlineLearner:
 
 __all__ = [
     "LEARNERS",
+    "InvalidParameter",
     "NotFittedError",
     "OnlineLearner",
     "available_learners",
     "learner_class",
+    "learner_modules",
     "make_learner",
     "register",
 ]

@@ -11,10 +11,17 @@ A learner is a thin Python class over numba kernels:
   ``Learner.from_state(params, learner.get_state())`` continues bit for bit.
 * Validation and coercion happen once per batch here; kernels do none.
 
-A subclass provides:
+A subclass provides (the abstract methods below; instantiating a class that lacks one fails):
 
-``_validate_params()``
-    raise ``ValueError`` naming the bad hyper-parameter and the accepted values.
+``name``
+    the registry name (a class attribute).
+``__init__``
+    storing every hyper-parameter verbatim, the shared ``scaling``, ``max_iter``, ``shuffle``
+    and ``random_state`` included (the learner chooses their defaults).
+``_parameter_constraints``
+    its parent's dict extended with one entry per own hyper-parameter
+    (:mod:`core.learners._params`); a check that involves two parameters goes in
+    ``_check_params()``, raising :class:`~core.errors.InvalidParameter`.
 ``_initial_state(n_features) -> dict``
     the state of a learner that has seen nothing (without the scaler arrays and
     ``n_features``, which this class adds).
@@ -32,14 +39,23 @@ A subclass provides:
 from __future__ import annotations
 
 import inspect
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
 from core.errors import InvalidParameter
-from core.preprocessing import check_scaling, initial_scaler_state, scale_batch
+from core.learners._params import (
+    BOOLEAN,
+    RANDOM_STATE,
+    Constraint,
+    Interval,
+    Options,
+    validate_parameters,
+)
+from core.preprocessing import SCALINGS, initial_scaler_state, scale_batch
 from core.validation import CSRMatrix, as_features, check_batch
 
 STATE_DTYPES = (np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.uint64))
@@ -50,11 +66,23 @@ class NotFittedError(ValueError, AttributeError):
     """Raised when scoring with a learner that has no state yet (as scikit-learn does)."""
 
 
-class OnlineLearner:
+class OnlineLearner(ABC):
     """Base class of every aucstream learner; see the module docstring for the contract."""
 
     #: the registry name (``make_learner(name)``)
     name: ClassVar[str] = ""
+    #: the hyper-parameters every learner takes (each ``__init__`` sets them, with its defaults)
+    scaling: str
+    max_iter: int
+    shuffle: bool
+    random_state: int | None
+    #: accepted values of every hyper-parameter; subclasses extend this dict
+    _parameter_constraints: ClassVar[dict[str, list[Constraint]]] = {
+        "scaling": [Options(SCALINGS)],
+        "max_iter": [Interval(int, 1, None)],
+        "shuffle": [BOOLEAN],
+        "random_state": [None, RANDOM_STATE],
+    }
     #: whether the algorithm accepts CSR input
     supports_sparse: ClassVar[bool] = True
     #: False for batch solvers (``svm_pauc``) whose ``partial_fit`` is not an online update
@@ -72,14 +100,21 @@ class OnlineLearner:
         """Hyper-parameters as passed to ``__init__`` (JSON-able)."""
         return {name: getattr(self, name) for name in self._param_names()}
 
-    def set_params(self, **params) -> OnlineLearner:
-        valid = set(self._param_names())
+    @classmethod
+    def check_param_names(cls, names) -> None:
+        """Raise :class:`~core.errors.InvalidParameter` naming the first unknown name."""
+        accepted = cls._param_names()
+        unknown = sorted(set(names) - set(accepted))
+        if unknown:
+            raise InvalidParameter(
+                f"unknown parameter(s) {', '.join(map(repr, unknown))} for learner "
+                f"{cls.name!r}; accepted: {', '.join(accepted)}",
+                param=unknown[0],
+            )
+
+    def set_params(self, **params) -> Self:
+        self.check_param_names(params)
         for key, value in params.items():
-            if key not in valid:
-                raise ValueError(
-                    f"unknown parameter {key!r} for learner {self.name!r}; "
-                    f"accepted: {', '.join(sorted(valid))}"
-                )
             setattr(self, key, value)
         return self
 
@@ -91,30 +126,36 @@ class OnlineLearner:
         return f"{type(self).__name__}({', '.join(changed)})"
 
     def validate_params(self) -> None:
-        """Check every hyper-parameter now; raises ValueError naming the first bad one.
-
-        The parameters every learner shares (``scaling``, and ``max_iter``, ``shuffle``,
-        ``random_state`` for :meth:`fit`) are checked here, the learner's own ones by its
-        ``_validate_params``.
-        """
-        check_scaling(self.scaling)
-        check_integer("max_iter", self.max_iter, low=1)
-        check_bool("shuffle", self.shuffle)
-        check_random_state("random_state", self.random_state)
-        self._validate_params()
+        """Check every hyper-parameter now against ``_parameter_constraints``, then the
+        learner's cross-parameter checks; raises :class:`~core.errors.InvalidParameter`
+        (a ValueError) naming the first bad one."""
+        validate_parameters(
+            self._parameter_constraints,
+            {name: getattr(self, name) for name in self._parameter_constraints},
+        )
+        self._check_params()
 
     # ------------------------------------------------------------------ subclass hooks
-    def _validate_params(self) -> None:  # pragma: no cover - every learner overrides
-        raise NotImplementedError
+    def _check_params(self) -> None:
+        """Checks that involve more than one parameter (none by default)."""
+        return None
 
-    def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
+        """The state of a learner that has seen nothing (see the module docstring)."""
 
-    def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
+        """Learn the scaled batch in order with one kernel call (see the module docstring)."""
 
-    def _decision(self, X) -> np.ndarray:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def _decision(self, X) -> np.ndarray:
+        """Scores of the served model for a scaled batch."""
+
+    @property
+    @abstractmethod
+    def coef_(self) -> np.ndarray:
+        """The served weight vector."""
 
     # ------------------------------------------------------------------ state
     @property
@@ -126,7 +167,7 @@ class OnlineLearner:
         self._check_initialized()
         return int(self.state_["n_features"][0])
 
-    def initialize(self, n_features: int) -> OnlineLearner:
+    def initialize(self, n_features: int) -> Self:
         """Start from scratch for ``n_features`` features (a model that has seen nothing)."""
         self.validate_params()
         if isinstance(n_features, bool) or not isinstance(n_features, int | np.integer):
@@ -145,7 +186,7 @@ class OnlineLearner:
         return {key: value.copy() for key, value in self.state_.items()}
 
     @classmethod
-    def from_state(cls, params: dict[str, Any], state: dict[str, np.ndarray]) -> OnlineLearner:
+    def from_state(cls, params: dict[str, Any], state: dict[str, np.ndarray]) -> Self:
         """Rebuild a learner from ``get_params()`` and ``get_state()``; continues bit for bit.
 
         The arrays are checked against the state layout the parameters imply (same keys,
@@ -221,7 +262,7 @@ class OnlineLearner:
         finally:
             self._inputs_sink = None
 
-    def partial_fit(self, X, y) -> OnlineLearner:
+    def partial_fit(self, X, y) -> Self:
         """Learn one batch, in order, exactly as if its events arrived one at a time."""
         self._learn_batch(X, y, want_scores=False)
         return self
@@ -234,7 +275,7 @@ class OnlineLearner:
         """
         return self._learn_batch(X, y, want_scores=True)
 
-    def fit(self, X, y) -> OnlineLearner:
+    def fit(self, X, y) -> Self:
         """Learn from scratch: ``max_iter`` passes over ``X``, reshuffled each pass when
         ``shuffle`` is true (with ``random_state``)."""
         self.validate_params()
@@ -260,45 +301,3 @@ class OnlineLearner:
         features, _ = self._coerce(X)
         features = scale_batch(self.scaling, self.state_, features, learn=False)
         return self._decision(features)
-
-
-# ---------------------------------------------------------------------- parameter checks
-def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise InvalidParameter(f"{name} must be a number, got {value!r}", param=name)
-    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise InvalidParameter(f"Expected {name} {bound}, got: {value!r}", param=name)
-
-
-def check_integer(name: str, value, *, low: int, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise InvalidParameter(f"{name} must be an integer, got {value!r}", param=name)
-    if value < low or (high is not None and value > high):
-        accepted = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise InvalidParameter(f"Expected {name} in {accepted}, got: {value!r}", param=name)
-
-
-def check_choice(name: str, value, choices) -> None:
-    if value not in choices:
-        raise InvalidParameter(
-            f"Expected {name} in {{{', '.join(map(repr, choices))}}}, got: {value!r}", param=name
-        )
-
-
-def check_fpr_range(alpha, beta) -> None:
-    """The pAUC range of the pAUC learners: ``0 <= alpha < beta <= 1``."""
-    check_positive("beta", beta)
-    check_positive("alpha", alpha, allow_zero=True)
-    if not alpha < beta <= 1.0:
-        raise ValueError(f"Expected 0 <= alpha < beta <= 1, got: alpha={alpha!r}, beta={beta!r}")
-
-
-def check_bool(name: str, value) -> None:
-    if not isinstance(value, bool | np.bool_):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-
-
-def check_random_state(name: str, value) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | np.integer)):
-        raise ValueError(f"{name} must be None or an integer seed, got {value!r}")

@@ -10,14 +10,12 @@ import numpy as np
 
 from core._kernels import ftrl_pauc as kernels
 from core._kernels.random import seed_state
+from core.errors import InvalidParameter
 from core.learners import register
-from core.learners._base import (
-    OnlineLearner,
-    check_fpr_range,
-    check_integer,
-    check_positive,
-)
+from core.learners._base import OnlineLearner
+from core.learners._params import Interval
 from core.learners.pmb import check_buffer_size, event_arrays
+from core.validation import check_fpr_range
 
 
 @register
@@ -179,24 +177,29 @@ class FTRLpAUC(OnlineLearner):
         self.shuffle = shuffle
         self.random_state = random_state
 
-    def _validate_params(self) -> None:
+    _parameter_constraints = {
+        **OnlineLearner._parameter_constraints,
+        "beta": [Interval(float, 0, 1, closed="right")],
+        "alpha": [Interval(float, 0, 1, closed="left")],
+        "lam": [Interval(float, 0, None, closed="neither")],
+        "eta0": [Interval(float, 0, None, closed="neither")],
+        "min_norm": [Interval(float, 0, None, closed="left")],
+        "update_every": [Interval(int, 1, None)],
+        "first_update_every": [Interval(int, 1, None)],
+        "inner_steps": [Interval(int, 1, None)],
+        "positive_capacity": [Interval(int, 1, None)],
+        "negative_capacity": [Interval(int, 1, None)],
+        "admission": [Interval(float, 1, None, closed="left")],
+    }
+
+    def _check_params(self) -> None:
         check_fpr_range(self.alpha, self.beta)
-        check_positive("lam", self.lam)
-        check_positive("eta0", self.eta0)
-        check_positive("min_norm", self.min_norm, allow_zero=True)
         if not self.min_norm < np.sqrt(2.0 / self.lam):
-            raise ValueError(
+            raise InvalidParameter(
                 f"Expected min_norm < sqrt(2 / lam) = {np.sqrt(2.0 / self.lam):.6g} (the radius "
-                f"of W), got: min_norm={self.min_norm!r}"
+                f"of W), got: min_norm={self.min_norm!r}",
+                param="min_norm",
             )
-        check_integer("update_every", self.update_every, low=1)
-        check_integer("first_update_every", self.first_update_every, low=1)
-        check_integer("inner_steps", self.inner_steps, low=1)
-        check_integer("positive_capacity", self.positive_capacity, low=1)
-        check_integer("negative_capacity", self.negative_capacity, low=1)
-        check_positive("admission", self.admission)
-        if self.admission < 1.0:
-            raise ValueError(f"Expected admission >= 1, got: {self.admission!r}")
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         check_buffer_size("ftrl_pauc", self.positive_capacity + self.negative_capacity, n_features)

@@ -9,14 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from core._kernels import oam as kernels
+from core._kernels._linalg import csr_decision
 from core._kernels.random import seed_state
+from core.errors import InvalidParameter
 from core.learners import register
-from core.learners._base import (
-    OnlineLearner,
-    check_choice,
-    check_integer,
-    check_positive,
-)
+from core.learners._base import OnlineLearner
+from core.learners._params import Interval, Options
 from core.validation import CSRMatrix
 
 __all__ = ["MAX_DENSE_BUFFER_ENTRIES", "OAM"]
@@ -149,19 +147,23 @@ class OAM(OnlineLearner):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ contract
-    def _validate_params(self) -> None:
-        check_choice("variant", self.variant, VARIANTS)
-        check_positive("C", self.C)
-        check_integer("buffer_size_pos", self.buffer_size_pos, low=1)
-        check_integer("buffer_size_neg", self.buffer_size_neg, low=1)
-        if self.max_nnz is not None:
-            check_integer("max_nnz", self.max_nnz, low=1)
-            if self.scaling == "standard":
-                raise ValueError(
-                    "max_nnz (sparse buffers) cannot be combined with scaling='standard', "
-                    "which centres features and makes every one nonzero; use scaling='scale' "
-                    "or max_nnz=None"
-                )
+    _parameter_constraints = {
+        **OnlineLearner._parameter_constraints,
+        "variant": [Options(VARIANTS)],
+        "C": [Interval(float, 0, None, closed="neither")],
+        "buffer_size_pos": [Interval(int, 1, None)],
+        "buffer_size_neg": [Interval(int, 1, None)],
+        "max_nnz": [None, Interval(int, 1, None)],
+    }
+
+    def _check_params(self) -> None:
+        if self.max_nnz is not None and self.scaling == "standard":
+            raise InvalidParameter(
+                "max_nnz (sparse buffers) cannot be combined with scaling='standard', "
+                "which centres features and makes every one nonzero; use scaling='scale' "
+                "or max_nnz=None",
+                param="max_nnz",
+            )
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         entries = (self.buffer_size_pos + self.buffer_size_neg) * n_features
@@ -206,57 +208,37 @@ class OAM(OnlineLearner):
 
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
         state = self.state_
-        gradient = self.variant == "gra"
-        common = (
-            state["fill_pos"],
-            state["fill_neg"],
-            state["count_pos"],
-            state["count_neg"],
+        options = kernels.OAMOptions(float(self.C), self.variant == "gra")
+        counters = (
+            state["fill_pos"], state["fill_neg"], state["count_pos"], state["count_neg"],
             state["rng_state"],
-            float(self.C),
-            gradient,
-        )
+        )  # fmt: skip
         if self.max_nnz is None:
+            bundle = kernels.OAMState(
+                state["w"], state["buffer_pos"], state["buffer_neg"], *counters
+            )
             if isinstance(X, CSRMatrix):
                 kernels.oam_learn_csr_dense_buffers(
-                    X.indptr,
-                    X.indices,
-                    X.data,
-                    y,
-                    scores,
-                    state["w"],
-                    state["buffer_pos"],
-                    state["buffer_neg"],
-                    *common,
+                    X.indptr, X.indices, X.data, y, scores, bundle, options
                 )
             else:
-                kernels.oam_learn_dense(
-                    X, y, scores, state["w"], state["buffer_pos"], state["buffer_neg"], *common
-                )
+                kernels.oam_learn_dense(X, y, scores, bundle, options)
             return
         if not isinstance(X, CSRMatrix):
             X = _dense_to_csr(X)
-        kernels.oam_learn_csr(
-            X.indptr,
-            X.indices,
-            X.data,
-            y,
-            scores,
+        sparse_bundle = kernels.OAMSparseState(
             state["w"],
-            state["buffer_pos_indices"],
-            state["buffer_pos_values"],
-            state["buffer_pos_nnz"],
-            state["buffer_neg_indices"],
-            state["buffer_neg_values"],
-            state["buffer_neg_nnz"],
-            *common,
-        )
+            state["buffer_pos_indices"], state["buffer_pos_values"], state["buffer_pos_nnz"],
+            state["buffer_neg_indices"], state["buffer_neg_values"], state["buffer_neg_nnz"],
+            *counters,
+        )  # fmt: skip
+        kernels.oam_learn_csr(X.indptr, X.indices, X.data, y, scores, sparse_bundle, options)
 
     def _decision(self, X) -> np.ndarray:
         w = self.state_["w"]
         if isinstance(X, CSRMatrix):
             out = np.empty(X.shape[0])
-            kernels.csr_decision(X.indptr, X.indices, X.data, w, out)
+            csr_decision(X.indptr, X.indices, X.data, w, out)
             return out
         return X @ w
 

@@ -10,15 +10,10 @@ import numpy as np
 from core._kernels import pmb as kernels
 from core._kernels.random import seed_state
 from core.learners import register
-from core.learners._base import (
-    OnlineLearner,
-    check_choice,
-    check_fpr_range,
-    check_integer,
-    check_positive,
-)
+from core.learners._base import OnlineLearner
+from core.learners._params import Interval, Options
 from core.preprocessing import scale_batch
-from core.validation import CSRMatrix, check_batch
+from core.validation import CSRMatrix, check_batch, check_fpr_range
 
 LOSSES = {"pauc": 0, "prec_at_k": 1, "prbep": 2}
 
@@ -163,17 +158,21 @@ class PMB(OnlineLearner):
         self.shuffle = shuffle
         self.random_state = random_state
 
-    def _validate_params(self) -> None:
-        check_choice("loss", self.loss, tuple(LOSSES))
-        check_choice("passes", self.passes, (1, 2))
-        check_integer("buffer_size", self.buffer_size, low=2)
+    _parameter_constraints = {
+        **OnlineLearner._parameter_constraints,
+        "loss": [Options(LOSSES)],
+        "passes": [Options((1, 2))],
+        "buffer_size": [Interval(int, 2, None)],
+        "beta": [Interval(float, 0, 1, closed="right")],
+        "alpha": [Interval(float, 0, 1, closed="left")],
+        "k": [Interval(float, 0, 1, closed="right")],
+        "eta": [Interval(float, 0, None, closed="neither")],
+        "radius": [Interval(float, 0, None, closed="left")],
+        "first_buffer_size": [Interval(int, 2, None)],
+    }
+
+    def _check_params(self) -> None:
         check_fpr_range(self.alpha, self.beta)
-        check_positive("k", self.k)
-        if self.k > 1.0:
-            raise ValueError(f"Expected k in (0, 1], got: {self.k!r}")
-        check_positive("eta", self.eta)
-        check_positive("radius", self.radius, allow_zero=True)
-        check_integer("first_buffer_size", self.first_buffer_size, low=2)
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         size = self.buffer_size

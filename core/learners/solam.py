@@ -12,12 +12,10 @@ import numpy as np
 
 from core._kernels import solam as kernels
 from core._kernels.spam import linear_scores_csr, linear_scores_dense
+from core.errors import InvalidParameter
 from core.learners import register
-from core.learners._base import (
-    OnlineLearner,
-    check_bool,
-    check_positive,
-)
+from core.learners._base import OnlineLearner
+from core.learners._params import BOOLEAN, Interval
 from core.learners.spam import feature_table
 from core.validation import CSRMatrix
 
@@ -133,19 +131,21 @@ class SOLAM(OnlineLearner):
         self.shuffle = shuffle
         self.random_state = random_state
 
-    def _validate_params(self) -> None:
-        check_positive("l2", self.l2, allow_zero=True)
-        check_positive("eta0", self.eta0)
-        if self.radius is None:
-            if self.l2 == 0:
-                raise ValueError(
-                    "l2=0 (plain SOLAM) needs a radius R bounding ||w||; got radius=None"
-                )
-        else:
-            check_positive("radius", self.radius)
-        if self.kappa is not None:
-            check_positive("kappa", self.kappa)
-        check_bool("average", self.average)
+    _parameter_constraints = {
+        **OnlineLearner._parameter_constraints,
+        "l2": [Interval(float, 0, None, closed="left")],
+        "eta0": [Interval(float, 0, None, closed="neither")],
+        "radius": [None, Interval(float, 0, None, closed="neither")],
+        "kappa": [None, Interval(float, 0, None, closed="neither")],
+        "average": [BOOLEAN],
+    }
+
+    def _check_params(self) -> None:
+        if self.radius is None and self.l2 == 0:
+            raise InvalidParameter(
+                "l2=0 (plain SOLAM) needs a radius R bounding ||w||; got radius=None",
+                param="radius",
+            )
 
     def _radius(self) -> float:
         return float(self.radius) if self.radius is not None else math.sqrt(2.0 / self.l2)

@@ -5,17 +5,16 @@ Equations, errata and the authors' code: ``papers/notes/001_spam_thesis.md`` §4
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from core._kernels import spam as kernels
+from core._kernels._bundles import EventBatch
+from core.errors import InvalidParameter
 from core.learners import register
-from core.learners._base import (
-    OnlineLearner,
-    check_bool,
-    check_choice,
-    check_integer,
-    check_positive,
-)
+from core.learners._base import OnlineLearner
+from core.learners._params import BOOLEAN, Interval, Options
 from core.validation import CSRMatrix
 
 __all__ = ["SPAM"]
@@ -34,7 +33,7 @@ _NO_ROWS = np.empty((0, 0))
 INTERLEAVE_FROM = 16384
 
 
-def feature_table(learner: OnlineLearner, keys) -> np.ndarray:
+def feature_table(learner: Any, keys) -> np.ndarray:  # a learner with state_ (spam, solam)
     """A (len(keys), n_features) array whose row r is ``learner.state_[keys[r]]`` (zeros for a
     key the state does not have); the state entries become views of it, so the kernels and the
     named arrays share memory.  Built once per state (O(n_features)), then cached."""
@@ -191,16 +190,22 @@ class SPAM(OnlineLearner):
         self.shuffle = shuffle
         self.random_state = random_state
 
-    def _validate_params(self) -> None:
-        check_choice("penalty", self.penalty, ("l2", "elastic_net"))
-        check_positive("l2", self.l2, allow_zero=True)
-        check_positive("l1", self.l1, allow_zero=True)
-        check_positive("eta0", self.eta0)
-        check_choice("learning_rate", self.learning_rate, ("invsqrt", "inverse"))
+    _parameter_constraints = {
+        **OnlineLearner._parameter_constraints,
+        "penalty": [Options(("l2", "elastic_net"))],
+        "l2": [Interval(float, 0, None, closed="left")],
+        "l1": [Interval(float, 0, None, closed="left")],
+        "eta0": [Interval(float, 0, None, closed="neither")],
+        "learning_rate": [Options(("invsqrt", "inverse"))],
+        "average": [BOOLEAN],
+        "n_warmup": [Interval(int, 0, None)],
+    }
+
+    def _check_params(self) -> None:
         if self.learning_rate == "inverse" and self.l2 == 0:
-            raise ValueError("learning_rate='inverse' needs l2 > 0 (eta_t ~ 1 / (l2 t)), got l2=0")
-        check_bool("average", self.average)
-        check_integer("n_warmup", self.n_warmup, low=0)
+            raise InvalidParameter(
+                "learning_rate='inverse' needs l2 > 0 (eta_t ~ 1 / (l2 t)), got l2=0", param="l2"
+            )
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         """w = w_scale * w_unscaled; sum of iterates = avg_offset + avg_coef * w_unscaled."""
@@ -243,26 +248,24 @@ class SPAM(OnlineLearner):
             table[0], s["w_scale"], table[1], avg_coef, table[3], table[2],
             s["w_dot_class_sum_pos"], s["w_dot_class_sum_neg"], *counters,
         )  # fmt: skip
-        inverse = self.learning_rate == "inverse"
-        eta0, l2, average = float(self.eta0), float(self.l2), bool(self.average)
-        n_warmup = int(self.n_warmup)
+        options = kernels.SpamOptions(
+            float(self.eta0), float(self.l2), float(self.l1), self.learning_rate == "inverse",
+            bool(self.average), int(self.n_warmup),
+        )  # fmt: skip
         if self.penalty == "elastic_net":
             if isinstance(X, CSRMatrix):
-                rows = (False, _NO_ROWS, X.indptr, X.indices, X.data)
+                batch = EventBatch(_NO_ROWS, X.indptr, X.indices, X.data, True)
             else:
-                rows = (True, X, _EMPTY_INT, _EMPTY_INT, _EMPTY)
-            kernels.spam_elastic_net(
-                *rows, y, scores, *common,
-                eta0, l2, float(self.l1), inverse, average, n_warmup,
-            )  # fmt: skip
+                batch = EventBatch(X, _EMPTY_INT, _EMPTY_INT, _EMPTY, False)
+            kernels.spam_elastic_net(batch, y, scores, kernels.SpamState(*common), options)
         elif isinstance(X, CSRMatrix):
-            kernels.spam_l2_csr(
-                X.indptr, X.indices, X.data, y, scores, table, s["w_scale"], avg_coef,
-                s["w_dot_class_sum_pos"], s["w_dot_class_sum_neg"], *counters,
-                eta0, l2, inverse, average, n_warmup,
+            table_state = kernels.SpamTableState(
+                table, s["w_scale"], avg_coef, s["w_dot_class_sum_pos"],
+                s["w_dot_class_sum_neg"], *counters,
             )  # fmt: skip
+            kernels.spam_l2_csr(X.indptr, X.indices, X.data, y, scores, table_state, options)
         else:
-            kernels.spam_l2_dense(X, y, scores, *common, eta0, l2, inverse, average, n_warmup)
+            kernels.spam_l2_dense(X, y, scores, kernels.SpamState(*common), options)
 
     def _decision(self, X) -> np.ndarray:
         s = self.state_

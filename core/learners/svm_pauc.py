@@ -24,16 +24,11 @@ import numpy as np
 from core._kernels import simplex_qp
 from core._kernels.pauc_surrogate import count_above, count_below, tight_pauc_coefficients
 from core.learners import register
-from core.learners._base import (
-    OnlineLearner,
-    check_choice,
-    check_fpr_range,
-    check_integer,
-    check_positive,
-)
+from core.learners._base import OnlineLearner
+from core.learners._params import Interval, Options
 from core.learners.pmb import check_buffer_size
 from core.preprocessing import scale_batch
-from core.validation import CSRMatrix, check_batch
+from core.validation import CSRMatrix, check_batch, check_fpr_range
 
 __all__ = ["SVMpAUC", "SolverResult", "solve_svm_pauc", "tight_surrogate", "hinge_surrogate"]
 
@@ -299,14 +294,20 @@ class SVMpAUC(OnlineLearner):
         self.shuffle = shuffle
         self.random_state = random_state
 
-    def _validate_params(self) -> None:
+    _parameter_constraints = {
+        **OnlineLearner._parameter_constraints,
+        "alpha": [Interval(float, 0, 1, closed="left")],
+        "beta": [Interval(float, 0, 1, closed="right")],
+        "C": [Interval(float, 0, None, closed="neither")],
+        "tol": [Interval(float, 0, None, closed="neither")],
+        "method": [Options(("tight", "dc"))],
+        "dc_tol": [Interval(float, 0, None, closed="neither")],
+        "dc_max_iter": [Interval(int, 1, None)],
+        "window": [Interval(int, 2, None)],
+    }
+
+    def _check_params(self) -> None:
         check_fpr_range(self.alpha, self.beta)
-        check_positive("C", self.C)
-        check_positive("tol", self.tol)
-        check_choice("method", self.method, ("tight", "dc"))
-        check_positive("dc_tol", self.dc_tol)
-        check_integer("dc_max_iter", self.dc_max_iter, low=1)
-        check_integer("window", self.window, low=2)
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         check_buffer_size("svm_pauc (window)", self.window, n_features)

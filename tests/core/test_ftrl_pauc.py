@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from core._kernels.ftrl_pauc import track_quantile
 from core.learners import learner_class, make_learner
 from core.learners.svm_pauc import solve_svm_pauc
-from tests.core import naive_pauc as naive
+from tests.core.naive import pauc as naive
 
 
 def _stream(seed, n=400, rate=0.2, n_features=4, shift=1.5):
@@ -29,6 +29,11 @@ def _stream(seed, n=400, rate=0.2, n_features=4, shift=1.5):
              admission=1.0 / 0.1, beta=0.1, lam=1.0, eta0=2.0),
         dict(update_every=33, inner_steps=3, positive_capacity=10, negative_capacity=60,
              beta=0.3, admission=1.5, random_state=5),
+        # alpha > 0: the tight [alpha, beta] surrogate (j_alpha >= 1 at every update)
+        dict(update_every=20, inner_steps=2, positive_capacity=15, negative_capacity=30,
+             alpha=0.05, beta=0.3, random_state=3),
+        dict(update_every=25, first_update_every=25, inner_steps=3, positive_capacity=12,
+             negative_capacity=40, alpha=0.1, beta=0.25, admission=1.0 / 0.25, lam=0.5),
     ],
 )  # fmt: skip
 def test_learner_matches_per_event_reference(params):
@@ -132,24 +137,18 @@ def test_round_trip_determinism_and_sparse_with_steps(alpha):
     np.testing.assert_array_equal(dense, sparse)
 
 
-@pytest.mark.parametrize(
-    "params, match",
-    [
-        (dict(alpha=0.2, beta=0.1), "alpha < beta"),
-        (dict(lam=0.0), "lam"),
-        (dict(eta0=-1.0), "eta0"),
-        (dict(update_every=0), "update_every"),
-        (dict(first_update_every=0), "first_update_every"),
-        (dict(inner_steps=0), "inner_steps"),
-        (dict(positive_capacity=0), "positive_capacity"),
-        (dict(admission=0.5), "admission"),
-        (dict(min_norm=-0.1), "min_norm"),
-        (dict(min_norm=5.0, lam=0.1), "min_norm"),  # W's outer radius is sqrt(2 / lam) = 4.47
-    ],
-)
-def test_bad_parameters_are_named(params, match):
-    with pytest.raises(ValueError, match=match):
-        make_learner("ftrl_pauc", **params)
+def test_tight_gradient_reference_is_the_brute_force_maximiser():
+    """The direct r-by-r reference for alpha > 0 agrees with the exhaustive search over all
+    subsets and orders (Delta - w.g maximised; its subgradient is -g)."""
+    rng = np.random.default_rng(4)
+    for j_alpha, j_beta in [(1, 2), (1, 3), (2, 3)]:
+        Xp, Xn, w = rng.normal(size=(2, 3)), rng.normal(size=(4, 3)), rng.normal(size=3)
+        constraints = naive.tight_constraints(Xp, Xn, j_alpha, j_beta)
+        values = [delta - g @ w for delta, g in constraints]
+        _, best_g = constraints[int(np.argmax(values))]
+        np.testing.assert_allclose(
+            naive.tight_pauc_grad(Xp, Xn, w, j_alpha, j_beta), -best_g, rtol=1e-12, atol=1e-12
+        )
 
 
 def test_one_pass_is_close_to_the_batch_solver():

@@ -1,4 +1,4 @@
-"""Tests of core/metrics.py against scikit-learn, naive references and a deque window."""
+"""Tests of core/metrics/ against scikit-learn, naive references and a deque window."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from core.metrics import (
     pauc_narasimhan_agarwal,
     roc_curve,
 )
-from tests.core.naive_metrics import (
+from tests.core.naive.metrics import (
     naive_auc,
     naive_pauc,
     naive_pauc_kar_top_negatives,
@@ -77,7 +77,7 @@ def fpr_range(draw):
 
 
 # Decimal FPR bounds for the count-based definitions, whose floor/ceil read n * alpha as the
-# decimal the user wrote (see _snap_to_integer in core/metrics.py).
+# decimal the user wrote (see _snap_to_integer in core/metrics/ranking.py).
 decimal_fpr_range = (
     st.tuples(st.integers(0, 99), st.integers(1, 100))
     .filter(lambda pair: pair[0] < pair[1])

@@ -1,5 +1,5 @@
 """OPAUC / AdaOAM / low-rank OPAUC (``core.learners.opauc``) against the plain reference in
-``naive_baselines``, plus the properties of the class statistics and the sketch."""
+``tests.core.naive.baselines``, plus the properties of the class statistics and the sketch."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from core.learners import learner_class, make_learner
 from core.learners.opauc import DEFAULT_ADAPTIVE_ETA, DEFAULT_ETA_SCALE, MAX_FULL_RANK_FEATURES
-from tests.core.naive_baselines import NaiveOPAUC, weighted_ball_projection
+from tests.core.naive.baselines import NaiveOPAUC, weighted_ball_projection
 
 N_FEATURES = 6
 
@@ -184,7 +184,8 @@ def test_factored_sketch_keeps_its_basis_products_up_to_date(rank, kinds):
 def explicit_sketch_learner_run(X, y, rank, lam=1e-4, eta=DEFAULT_ETA_SCALE):
     """Plain OPAUC with a sketch through the explicit kernel (``opauc_learn``: ``B w`` and
     ``Bᵀ(B w)`` per event, as for AdaOAM), dense input: the pre-factoring computation."""
-    from core._kernels.opauc import opauc_learn
+    from core._kernels._bundles import EventBatch
+    from core._kernels.opauc import OPAUCOptions, OPAUCState, opauc_learn
 
     n, d = X.shape
     w = np.zeros(d)
@@ -194,9 +195,12 @@ def explicit_sketch_learner_run(X, y, rank, lam=1e-4, eta=DEFAULT_ETA_SCALE):
     counts = [np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)]
     scores = np.empty(n)
     labels = np.where(y > 0, 1, -1).astype(np.int64)
-    opauc_learn(np.ascontiguousarray(X), np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64),
-                np.zeros(0), False, labels, scores, w, *means, *sketches, *rows, *counts,
-                np.zeros(0), np.zeros(1), lam, eta, True, False, 1e-8, np.inf, rank)  # fmt: skip
+    batch = EventBatch(np.ascontiguousarray(X), np.zeros(1, dtype=np.int64),
+                       np.zeros(0, dtype=np.int64), np.zeros(0), False)  # fmt: skip
+    state = OPAUCState(w, *means, *sketches, *rows, *counts, np.zeros(0), np.zeros(1))
+    opauc_learn(
+        batch, labels, scores, state, OPAUCOptions(lam, eta, True, False, 1e-8, np.inf, rank)
+    )
     return scores, w
 
 
@@ -281,7 +285,7 @@ def test_split_sketch_with_offset_features_stays_close_to_the_reference(kind):
 
 
 def test_weighted_projection_kernel_matches_the_reference():
-    from core._kernels.opauc import _project_weighted
+    from core._kernels.adaoam import project_weighted as _project_weighted
 
     rng = np.random.default_rng(4)
     for _ in range(50):
@@ -374,23 +378,6 @@ def test_sketch_approaches_the_full_rank_gradient_as_rank_grows():
 
 
 # ---------------------------------------------------------------------- contract
-@pytest.mark.parametrize("params", [{}, {"adaptive": True, "lam": 1.0}, {"rank": 2}])
-def test_batch_equals_one_at_a_time_and_round_trip_continues(params):
-    X, y = stream(9, n=200)
-    at_once = make_learner("opauc", **params)
-    scores = at_once.prequential_step(X, y)
-    one_by_one = make_learner("opauc", **params)
-    singles = [one_by_one.prequential_step(X[i : i + 1], y[i : i + 1]) for i in range(len(y))]
-    np.testing.assert_array_equal(scores, np.concatenate(singles))
-    assert_states_equal(at_once.get_state(), one_by_one.get_state())
-
-    first = make_learner("opauc", **params).partial_fit(X[:111], y[:111])
-    restored = learner_class("opauc").from_state(first.get_params(), first.get_state())
-    np.testing.assert_array_equal(
-        restored.prequential_step(X[111:], y[111:]), first.prequential_step(X[111:], y[111:])
-    )
-    assert_states_equal(first.get_state(), at_once.get_state())
-    assert_states_equal(restored.get_state(), at_once.get_state())
 
 
 @pytest.mark.parametrize("rank", [1, 3])

@@ -14,7 +14,7 @@ from core.regret import (
     regret,
     replay,
 )
-from tests.core import naive_pauc as naive
+from tests.core.naive import pauc as naive
 
 
 def _naive_prefix_loss(X, y, w, beta):
@@ -127,7 +127,7 @@ def test_average_regret_of_ftrl_shrinks_on_a_stationary_stream():
 
 # ----------------------------------------------------------------------------- RegretWindow
 def test_kernel_penalties_match_prefix_loss_with_blocks_and_alpha(monkeypatch):
-    import core.regret as regret_module
+    import core.regret.report as regret_module
 
     X, y = _stream(6, 60)
     rng = np.random.default_rng(6)

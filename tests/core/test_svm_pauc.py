@@ -17,7 +17,7 @@ from core.learners.svm_pauc import (
     tight_surrogate,
 )
 from core.metrics import pauc_narasimhan_agarwal
-from tests.core import naive_pauc as naive
+from tests.core.naive import pauc as naive
 
 
 def _small(rng, m, n, d=2, scale=1.0):
@@ -281,19 +281,10 @@ def test_partial_fit_refits_on_the_latest_window():
                                   np.sort(np.where(y[200:] > 0, 1, -1)))  # fmt: skip
 
 
-def test_one_class_data_and_bad_parameters_are_rejected():
+def test_one_class_data_is_rejected():
     X = np.zeros((5, 2))
     with pytest.raises(ValueError, match="needs both classes"):
         make_learner("svm_pauc").fit(X, np.ones(5))
-    for params, match in [
-        (dict(alpha=0.3, beta=0.2), "alpha < beta"),
-        (dict(C=0), "C"),
-        (dict(method="cccp"), "method"),
-        (dict(tol=-1.0), "tol"),
-        (dict(window=1), "window"),
-    ]:
-        with pytest.raises(ValueError, match=match):
-            make_learner("svm_pauc", **params)
 
 
 def test_rejected_batch_leaves_the_state_unchanged():

@@ -1,4 +1,4 @@
-"""Deliberately naive reference implementations of the metrics in ``core/metrics.py``.
+"""Deliberately naive reference implementations of the metrics in ``core/metrics/``.
 
 Written from the definitions, not from the kernels: pair counting, the plain ROC algorithm of
 Fawcett (2006, Algorithm 1) and a shoelace polygon area, all in exact rational arithmetic

@@ -38,6 +38,29 @@ def hinge_top_negatives_grad(Xp, Xn, w, n_top):
     return grad
 
 
+def tight_pauc_grad(Xp, Xn, w, j_alpha, j_beta):
+    """Subgradient (unnormalised) of the tight [alpha, beta] surrogate, positive by positive.
+
+    Z = the top j_beta negatives by score (ties by index).  Positive i ranked below the top r
+    of Z gains max(0, r - j_alpha) (the negatives at ranks j_alpha+1..r above it) plus
+    sum_{j <= r} (t_j - s_i); every r in 0..j_beta is evaluated directly and the best taken
+    (the first best), and the gradient of that term, sum_{j <= r} (z_j - x_i), is added.
+    """
+    neg_scores = Xn @ w
+    top = np.argsort(-neg_scores, kind="mergesort")[:j_beta]
+    grad = np.zeros(len(w))
+    for x_pos in Xp:
+        s = float(x_pos @ w)
+        values = [
+            max(0, r - j_alpha) + sum(float(neg_scores[j]) - s for j in top[:r])
+            for r in range(j_beta + 1)
+        ]
+        best = int(np.argmax(values))
+        for j in top[:best]:
+            grad += Xn[j] - x_pos
+    return grad
+
+
 def tight_constraints(Xp, Xn, j_alpha, j_beta):
     """Every constraint (Delta, g) of [J] eq. (18), unnormalised, by exhaustive enumeration:
     all subsets Z of j_beta negatives and all total orders of the m positives and Z.
@@ -123,11 +146,14 @@ def project_annulus(w, inner, outer):
     return w * (min(max(norm, inner), outer) / norm)
 
 
-def ftrl_pauc_reference(X, y, *, beta=0.1, lam=0.1, eta0=0.5, min_norm=0.25, update_every=500,
-                        first_update_every=16, inner_steps=5, positive_capacity=1000,
-                        negative_capacity=2000, admission=2.0, random_state=None):  # fmt: skip
-    """ftrl_pauc (alpha = 0) one event at a time, from its documented rules, with Python lists
-    and the pair-loop subgradient :func:`hinge_top_negatives_grad`.
+def ftrl_pauc_reference(X, y, *, beta=0.1, alpha=0.0, lam=0.1, eta0=0.5, min_norm=0.25,
+                        update_every=500, first_update_every=16, inner_steps=5,
+                        positive_capacity=1000, negative_capacity=2000, admission=2.0,
+                        random_state=None):  # fmt: skip
+    """ftrl_pauc one event at a time, from its documented rules, with Python lists and the
+    pair-loop subgradients :func:`hinge_top_negatives_grad` (alpha = 0) or
+    :func:`tight_pauc_grad` (alpha > 0: j_alpha = floor(alpha N seen/admitted), at most
+    j_beta - 1; normaliser P (j_beta - j_alpha)).
 
     Per event: score with w; a positive is offered to its reservoir (Algorithm R); a negative
     moves the Robbins-Monro tracker of the score exceeded by a fraction
@@ -186,8 +212,12 @@ def ftrl_pauc_reference(X, y, *, beta=0.1, lam=0.1, eta0=0.5, min_norm=0.25, upd
         )
         effective = len(N) * seen["neg"] / seen["admitted"]
         j_beta = min(max(math.ceil(beta * effective - 1e-9), 1), len(N))
+        j_alpha = min(math.floor(alpha * effective + 1e-9), j_beta - 1)
         for _ in range(n_steps):
-            grad = hinge_top_negatives_grad(P, N, w, j_beta) / (len(P) * j_beta)
+            if alpha == 0.0:
+                grad = hinge_top_negatives_grad(P, N, w, j_beta) / (len(P) * j_beta)
+            else:
+                grad = tight_pauc_grad(P, N, w, j_alpha, j_beta) / (len(P) * (j_beta - j_alpha))
             steps += 1
             step = eta0 / (1.0 + eta0 * lam * steps)
             w = project_annulus(w - step * (grad + lam * w), min_norm, math.sqrt(2.0 / lam))

@@ -10,16 +10,7 @@ import math
 
 import numpy as np
 
-
-def _rows(X):
-    """Dense rows of a dense array or a scipy / CSRMatrix batch."""
-    if hasattr(X, "toarray"):
-        X = X.toarray()
-    return [np.asarray(row, dtype=np.float64) for row in np.asarray(X, dtype=np.float64)]
-
-
-def _labels(y):
-    return [1 if (v is True or v == 1) else -1 for v in np.asarray(y).tolist()]
+from tests.core.naive import event_labels, event_rows
 
 
 class NaiveSPAM:
@@ -55,7 +46,7 @@ class NaiveSPAM:
 
     def learn(self, X, y):
         scores = []
-        for x, label in zip(_rows(X), _labels(y), strict=True):
+        for x, label in zip(event_rows(X), event_labels(y), strict=True):
             scores.append(float(self.served() @ x))
             self.n_seen += 1
             self.sq_norm_sum += float(x @ x)
@@ -122,7 +113,7 @@ class NaiveSOLAM:
 
     def learn(self, X, y):
         scores = []
-        for x, label in zip(_rows(X), _labels(y), strict=True):
+        for x, label in zip(event_rows(X), event_labels(y), strict=True):
             scores.append(float(self.served() @ x))
             self.t += 1
             self.n_pos += label == 1

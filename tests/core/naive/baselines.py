@@ -10,17 +10,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import brentq
 
+from tests.core.naive import event_labels, event_rows
+
 MASK64 = (1 << 64) - 1
-
-
-def _rows(X):
-    if hasattr(X, "toarray"):
-        X = X.toarray()
-    return [np.asarray(row, dtype=np.float64) for row in np.asarray(X, dtype=np.float64)]
-
-
-def _labels(y):
-    return [1 if (v is True or v == 1) else -1 for v in np.asarray(y).tolist()]
 
 
 class SplitMix64:
@@ -68,7 +60,7 @@ class NaiveOAM:
 
     def learn(self, X, y):
         scores = []
-        for x, label in zip(_rows(X), _labels(y), strict=True):
+        for x, label in zip(event_rows(X), event_labels(y), strict=True):
             scores.append(float(self.w @ x))
             self.count[label] += 1
             buffer = self.buffers[label]
@@ -162,7 +154,7 @@ class NaiveOPAUC:
 
     def learn(self, X, y):
         scores = []
-        for x, label in zip(_rows(X), _labels(y), strict=True):
+        for x, label in zip(event_rows(X), event_labels(y), strict=True):
             scores.append(float(self.w @ x))
             self.count[label] += 1
             T = self.count[label]

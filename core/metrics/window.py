@@ -1,0 +1,426 @@
+"""The prequential window: the last ``capacity`` (score, label) pairs of a stream with exact
+AUC / pAUC over them, and reservoir samples for the since-start metrics (conventions:
+:mod:`core.metrics`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from core._arrays import grown, positive_int
+from core._kernels import metrics as _kernels
+from core._kernels.random import seed_state
+from core.metrics.ranking import (
+    _SINCE_START,
+    _WINDOW,
+    _auc_sorted,
+    _pauc_sorted,
+    _roc_sorted,
+    _split_sorted,
+    _undefined_reason,
+    _warn_undefined,
+)
+from core.validation import as_scores, check_fpr_range, check_labelled_scores
+
+__all__ = ["PrequentialWindow"]
+
+
+_STATE_DTYPES = {
+    "window_parameters": np.int64,  # [capacity, reservoir_capacity]
+    "window_scores": np.float64,  # ring buffer, filled part only, in ring (not time) order
+    "window_labels": np.int64,  # -1 / +1, aligned with window_scores
+    "window_cursor": np.int64,  # [next slot to write]; once full, also the oldest pair's slot
+    "counts_since_start": np.int64,  # [events, positives, negatives]
+    "reservoir_positive_scores": np.float64,  # filled part only
+    "reservoir_negative_scores": np.float64,
+    "rng_state": np.uint64,  # SplitMix64 state of the reservoir sampling
+}
+
+
+def _metric_or_none(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
+
+
+class PrequentialWindow:
+    """The last ``capacity`` (score, label) pairs of a stream, with exact AUC / pAUC over them.
+
+    Prequential ("test then train") evaluation: feed each event's score from *before* the model
+    learned it.  The window is a ring buffer; a batch is appended at once, and a batch longer than
+    the capacity keeps its last ``capacity`` pairs.  Metrics over the window are exact (two sorts
+    and one O(n) sweep: 4-9 ms for 100,000 pairs on the project's 2-core machines, see
+    ``bench/metrics.py``; the sorted scores are cached until the next update).
+
+    Since the start, the window counts events, positives and negatives, and keeps one uniform
+    reservoir sample of scores per class (Algorithm R, ``reservoir_capacity`` per class), from
+    which :meth:`cumulative_auc` and :meth:`cumulative_pauc` are computed.  While each class has
+    had at most ``reservoir_capacity`` events the reservoirs hold every score and these metrics are
+    exact (``cumulative_exact``).  Beyond that, :meth:`cumulative_auc` is an unbiased estimate
+    of the since-start AUC (every positive-negative pair is equally likely to be in the sample);
+    the pAUC estimate is the plug-in value on the samples, consistent but not exactly unbiased,
+    because the top-beta negatives are themselves estimated.
+
+    The whole state is a flat dict of C-contiguous numpy arrays (:meth:`get_state`,
+    :meth:`from_state`), round-tripping bit for bit; the RNG state is part of it, so a restored
+    window samples exactly as the original would have.
+
+    Parameters
+    ----------
+    capacity : int
+        Number of most recent pairs kept.
+    reservoir_capacity : int
+        Scores kept per class for the since-start metrics.
+    random_state : int or None
+        Seed of the reservoir sampling (None means 0: deterministic by default).
+
+    Examples
+    --------
+    >>> window = PrequentialWindow(capacity=4)
+    >>> window.update([0.9, 0.2, 0.4], [1, 0, 0])
+    >>> window.auc()
+    1.0
+    >>> window.update([0.1, 0.8], [1, 0])     # 0.9 (the oldest) leaves the window
+    >>> len(window), window.auc()
+    (4, 0.0)
+    >>> window.cumulative_auc()               # all five events: 3 of 6 pairs correct
+    0.5
+    >>> summary = window.summary(alpha=0.0, beta=0.5)
+    >>> summary["window"]["positives"], summary["since_start"]["events"]
+    (1, 5)
+    >>> PrequentialWindow(3).summary()["window"]["reason"]
+    'window holds no event'
+    """
+
+    def __init__(self, capacity: int, reservoir_capacity: int = 100_000, random_state=None):
+        self.capacity = capacity
+        self.reservoir_capacity = reservoir_capacity
+        self.random_state = random_state
+        positive_int("capacity", capacity)
+        positive_int("reservoir_capacity", reservoir_capacity)
+        self._window_scores = np.zeros(0, dtype=np.float64)
+        self._window_labels = np.zeros(0, dtype=np.int64)
+        self._size = 0
+        self._cursor = 0
+        self._counts_since_start = np.zeros(3, dtype=np.int64)
+        self._positive_reservoir = np.zeros(0, dtype=np.float64)
+        self._negative_reservoir = np.zeros(0, dtype=np.float64)
+        self._rng_state = seed_state(random_state)
+        self._invalidate()
+
+    # -- learning
+
+    def update(self, scores, labels) -> None:
+        """Append a batch of (score, label) pairs, in order.
+
+        Validated whole before anything changes: a rejected batch leaves the window as it was.
+        One kernel call per batch, not per event (a numba call from Python costs ~1 µs).
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_events,)
+            Finite pre-update scores.
+        labels : array-like of shape (n_events,)
+            {0, 1}, {-1, +1} or bool.  An empty batch is a no-op.
+        """
+        score_array = as_scores(scores)
+        if score_array.size == 0 and np.asarray(labels).size == 0:
+            return
+        labels_pm1, score_array = check_labelled_scores(labels, score_array)
+        capacity = int(self.capacity)
+        reservoir_capacity = int(self.reservoir_capacity)
+
+        n_batch_positive = int(np.count_nonzero(labels_pm1 > 0))
+        counts = self._counts_since_start
+        self._positive_reservoir = grown(
+            self._positive_reservoir,
+            min(reservoir_capacity, int(counts[1]) + n_batch_positive),
+            reservoir_capacity,
+        )
+        self._negative_reservoir = grown(
+            self._negative_reservoir,
+            min(reservoir_capacity, int(counts[2]) + score_array.size - n_batch_positive),
+            reservoir_capacity,
+        )
+        _kernels.reservoir_update(
+            score_array,
+            labels_pm1,
+            self._positive_reservoir,
+            self._negative_reservoir,
+            reservoir_capacity,
+            counts,
+            self._rng_state,
+        )
+
+        # Only the last `capacity` pairs of the batch can survive.  They go to the slots they
+        # would occupy had the batch arrived one event at a time, so the state does not depend
+        # on how a stream was cut into batches.
+        n_events = score_array.size
+        n_kept = min(n_events, capacity)
+        needed = min(capacity, self._size + n_events)
+        # Before the first wrap the cursor equals the size, so growing never moves a pair.
+        self._window_scores = grown(self._window_scores, needed, capacity)
+        self._window_labels = grown(self._window_labels, needed, capacity)
+        first_slot = (self._cursor + n_events - n_kept) % capacity
+        slots = (first_slot + np.arange(n_kept)) % capacity
+        self._window_scores[slots] = score_array[n_events - n_kept :]
+        self._window_labels[slots] = labels_pm1[n_events - n_kept :]
+        self._cursor = (self._cursor + n_events) % capacity
+        self._size = needed
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        # Sorted class scores are cached between updates: summary() needs AUC and pAUC of the
+        # same content and should sort once.
+        self._window_sorted: tuple[np.ndarray, np.ndarray] | None = None
+        self._reservoir_sorted: tuple[np.ndarray, np.ndarray] | None = None
+
+    # -- content
+
+    def __len__(self) -> int:
+        return self._size
+
+    def contents(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores, labels)`` in the window, oldest first; labels in {-1, +1}."""
+        if self._size < int(self.capacity):
+            order = np.arange(self._size)
+        else:
+            order = (self._cursor + np.arange(self._size)) % self._size
+        return self._window_scores[order], self._window_labels[order]
+
+    @property
+    def counts_since_start(self) -> dict[str, int]:
+        """``{"events", "positives", "negatives"}`` seen since the start."""
+        events, positives, negatives = (int(count) for count in self._counts_since_start)
+        return {"events": events, "positives": positives, "negatives": negatives}
+
+    @property
+    def cumulative_exact(self) -> bool:
+        """True while both reservoirs hold every score seen, so since-start metrics are exact."""
+        return bool(self._counts_since_start[1:].max() <= int(self.reservoir_capacity))
+
+    def _sorted_window(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._window_sorted is None:
+            self._window_sorted = _split_sorted(
+                self._window_labels[: self._size], self._window_scores[: self._size]
+            )
+        return self._window_sorted
+
+    def _sorted_reservoirs(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._reservoir_sorted is None:
+            reservoir_capacity = int(self.reservoir_capacity)
+            n_positive = min(reservoir_capacity, int(self._counts_since_start[1]))
+            n_negative = min(reservoir_capacity, int(self._counts_since_start[2]))
+            self._reservoir_sorted = (
+                np.sort(self._positive_reservoir[:n_positive]),
+                np.sort(self._negative_reservoir[:n_negative]),
+            )
+        return self._reservoir_sorted
+
+    # -- metrics
+
+    @staticmethod
+    def _measure(sorted_classes, reason_template, alpha=None, beta=None) -> tuple[Any, str | None]:
+        """``(values, reason)``: ``values`` is the AUC, or ``(pAUC, standardised pAUC)`` when
+        alpha and beta are given; NaN and why when undefined (no warning: summary() reports)."""
+        positive_sorted, negative_sorted = sorted_classes
+        reason = _undefined_reason(positive_sorted.size, negative_sorted.size, reason_template)
+        if reason is not None:
+            return (math.nan if alpha is None else (math.nan, math.nan)), reason
+        if alpha is None:
+            return _auc_sorted(positive_sorted, negative_sorted), None
+        return _pauc_sorted(positive_sorted, negative_sorted, alpha, beta), None
+
+    @staticmethod
+    def _warned(value: Any, reason: str | None, metric: str) -> Any:
+        if reason is not None:
+            return _warn_undefined(metric, reason, stacklevel=4)
+        return value
+
+    def auc(self) -> float:
+        """Exact AUC of the pairs in the window (NaN + warning if a class is missing)."""
+        return self._warned(*self._measure(self._sorted_window(), _WINDOW), "AUC")
+
+    def pauc(self, alpha: float = 0.0, beta: float = 0.1, standardized: bool = False) -> float:
+        """Exact pAUC of the window over FPR [alpha, beta], as :func:`pauc`."""
+        alpha, beta = check_fpr_range(alpha, beta)
+        values, reason = self._measure(self._sorted_window(), _WINDOW, alpha, beta)
+        return self._warned(values[1 if standardized else 0], reason, "pAUC")
+
+    def roc_curve(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """ROC curve of the window, as :func:`roc_curve`."""
+        positive_sorted, negative_sorted = self._sorted_window()
+        reason = _undefined_reason(positive_sorted.size, negative_sorted.size, _WINDOW)
+        if reason is not None:
+            _warn_undefined("the ROC curve", reason, stacklevel=3)
+        return _roc_sorted(positive_sorted, negative_sorted)
+
+    def cumulative_auc(self) -> float:
+        """AUC since the start: exact while ``cumulative_exact``, else an unbiased estimate."""
+        return self._warned(*self._measure(self._sorted_reservoirs(), _SINCE_START), "AUC")
+
+    def cumulative_pauc(
+        self, alpha: float = 0.0, beta: float = 0.1, standardized: bool = False
+    ) -> float:
+        """pAUC since the start: exact while ``cumulative_exact``, else a reservoir estimate."""
+        alpha, beta = check_fpr_range(alpha, beta)
+        values, reason = self._measure(self._sorted_reservoirs(), _SINCE_START, alpha, beta)
+        return self._warned(values[1 if standardized else 0], reason, "pAUC")
+
+    def summary(self, alpha: float = 0.0, beta: float = 0.1) -> dict:
+        """Everything the metrics endpoint reports, JSON-able (no NaN: an undefined metric is
+        None, and ``reason`` says why).
+
+        Returns
+        -------
+        dict
+            ``window_capacity``, ``alpha``, ``beta``, and two sections, ``window`` and
+            ``since_start``, each with ``events``, ``positives``, ``negatives``, ``auc``,
+            ``pauc``, ``pauc_standardized`` and ``reason`` (None when the metrics are defined,
+            else e.g. "window holds no negative event").  ``since_start`` adds
+            ``cumulative_exact`` and ``reservoir_capacity``.  ``window["events"]`` is the
+            window's current size.
+        """
+        alpha, beta = check_fpr_range(alpha, beta)
+        sections = {}
+        for name, sorted_classes, reason_template in (
+            ("window", self._sorted_window(), _WINDOW),
+            ("since_start", self._sorted_reservoirs(), _SINCE_START),
+        ):
+            auc_value, reason = self._measure(sorted_classes, reason_template)
+            (pauc_value, standardized_value), _ = self._measure(
+                sorted_classes, reason_template, alpha, beta
+            )
+            sections[name] = {
+                "auc": _metric_or_none(auc_value),
+                "pauc": _metric_or_none(pauc_value),
+                "pauc_standardized": _metric_or_none(standardized_value),
+                "reason": reason,
+            }
+        window_labels = self._window_labels[: self._size]
+        window_positives = int(np.count_nonzero(window_labels > 0))
+        sections["window"].update(
+            events=self._size, positives=window_positives, negatives=self._size - window_positives
+        )
+        sections["since_start"].update(
+            **self.counts_since_start,
+            cumulative_exact=self.cumulative_exact,
+            reservoir_capacity=int(self.reservoir_capacity),
+        )
+        return {
+            "window_capacity": int(self.capacity),
+            "alpha": alpha,
+            "beta": beta,
+            "window": sections["window"],
+            "since_start": sections["since_start"],
+        }
+
+    # -- state
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The whole window as a flat dict of C-contiguous float64 / int64 / uint64 arrays.
+
+        Only filled slots are stored, so a young window is small.  Keys: ``window_parameters``
+        ([capacity, reservoir_capacity]), ``window_scores``, ``window_labels`` (ring order),
+        ``window_cursor``, ``counts_since_start`` ([events, positives, negatives]),
+        ``reservoir_positive_scores``, ``reservoir_negative_scores``, ``rng_state``.
+        """
+        reservoir_capacity = int(self.reservoir_capacity)
+        n_positive = min(reservoir_capacity, int(self._counts_since_start[1]))
+        n_negative = min(reservoir_capacity, int(self._counts_since_start[2]))
+        state = {
+            "window_parameters": np.array([self.capacity, reservoir_capacity], dtype=np.int64),
+            "window_scores": self._window_scores[: self._size].copy(),
+            "window_labels": self._window_labels[: self._size].copy(),
+            "window_cursor": np.array([self._cursor], dtype=np.int64),
+            "counts_since_start": self._counts_since_start.copy(),
+            "reservoir_positive_scores": self._positive_reservoir[:n_positive].copy(),
+            "reservoir_negative_scores": self._negative_reservoir[:n_negative].copy(),
+            "rng_state": self._rng_state.copy(),
+        }
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict[str, np.ndarray]) -> PrequentialWindow:
+        """Rebuild a window from :meth:`get_state`'s dict; checks it is consistent.
+
+        Raises
+        ------
+        ValueError
+            A key is missing, has another dtype or shape, or the arrays disagree with each
+            other (naming the key).
+        """
+        arrays = _state_arrays(state)
+        capacity, reservoir_capacity = (int(value) for value in arrays["window_parameters"])
+        window = cls(capacity, reservoir_capacity)
+        size = arrays["window_scores"].size
+        cursor = int(arrays["window_cursor"][0])
+        problems = _state_problems(arrays)
+        if problems:
+            raise ValueError("inconsistent window state: " + "; ".join(problems))
+        window._window_scores = arrays["window_scores"]
+        window._window_labels = arrays["window_labels"]
+        window._size = size
+        window._cursor = cursor
+        window._counts_since_start = arrays["counts_since_start"]
+        window._positive_reservoir = arrays["reservoir_positive_scores"]
+        window._negative_reservoir = arrays["reservoir_negative_scores"]
+        window._rng_state = arrays["rng_state"]
+        return window
+
+
+def _state_arrays(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Copies of the window state's arrays, each checked for its dtype and shape."""
+    arrays: dict[str, np.ndarray] = {}
+    for key, dtype in _STATE_DTYPES.items():
+        if key not in state:
+            raise ValueError(f"window state lacks the array {key!r}")
+        array = np.asarray(state[key])
+        if array.dtype != dtype or array.ndim != 1:
+            raise ValueError(
+                f"window state array {key!r} must be 1-d {np.dtype(dtype).name}, "
+                f"got {array.ndim}-d {array.dtype.name}"
+            )
+        arrays[key] = np.array(array, dtype=dtype, order="C", copy=True)
+    for key, length in (
+        ("window_parameters", 2),
+        ("window_cursor", 1),
+        ("counts_since_start", 3),
+        ("rng_state", 1),
+    ):
+        if arrays[key].size != length:
+            raise ValueError(
+                f"window state array {key!r} must hold {length} values, got {arrays[key].size}"
+            )
+    return arrays
+
+
+def _state_problems(arrays: dict[str, np.ndarray]) -> list[str]:
+    """What is inconsistent between the window state's arrays (empty when nothing)."""
+    capacity, reservoir_capacity = (int(value) for value in arrays["window_parameters"])
+    size = arrays["window_scores"].size
+    cursor = int(arrays["window_cursor"][0])
+    events, positives, negatives = (int(count) for count in arrays["counts_since_start"])
+    problems = []
+    if arrays["window_labels"].size != size:
+        problems.append("window_labels and window_scores differ in length")
+    if size > capacity:
+        problems.append(f"window_scores holds {size} pairs, more than capacity {capacity}")
+    if not (0 <= cursor < capacity) or (size < capacity and cursor != size):
+        problems.append(f"window_cursor {cursor} is inconsistent with {size} pairs")
+    if not np.isin(arrays["window_labels"], (-1, 1)).all():
+        problems.append("window_labels must be -1 or +1")
+    if min(events, positives, negatives) < 0 or events != positives + negatives:
+        problems.append("counts_since_start must be [events, positives, negatives] >= 0")
+    if size > events:
+        problems.append("the window holds more pairs than events seen since the start")
+    for key, count in (
+        ("reservoir_positive_scores", positives),
+        ("reservoir_negative_scores", negatives),
+    ):
+        if arrays[key].size != min(reservoir_capacity, count):
+            problems.append(f"{key} must hold min(reservoir_capacity, count) scores")
+    for key in ("window_scores", "reservoir_positive_scores", "reservoir_negative_scores"):
+        if not np.isfinite(arrays[key]).all():
+            problems.append(f"{key} holds NaN or infinity")
+    return problems

@@ -1,0 +1,203 @@
+"""Streams, comparisons and learner configurations shared by the learner tests.
+
+``CONFIGURATIONS`` lists, per learner, the hyper-parameters whose code paths the defaults do
+not reach; the contract suite (``test_learner_contract.py``) runs every check over each of them,
+and a learner's own test file runs its naive reference over them.  A new learner appears in the
+suite with its defaults as soon as it is registered; add its other configurations here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.learners import available_learners, learner_class, make_learner
+
+N_FEATURES = 7
+
+CONFIGURATIONS: dict[str, dict[str, dict]] = {
+    "spam": {
+        "no_average": {"average": False},
+        "elastic_net": {"penalty": "elastic_net", "l1": 0.05, "l2": 0.01},
+        "elastic_net_last": {"penalty": "elastic_net", "l1": 0.02, "average": False},
+        "inverse_warmup": {"learning_rate": "inverse", "l2": 0.5, "n_warmup": 25, "eta0": 0.3},
+        # l2 large enough that the scale falls below 1e-3 and is folded into the vector
+        "scale_fold": {"l2": 3.0, "eta0": 1.0},
+        "scale_fold_last": {"l2": 3.0, "eta0": 1.0, "average": False},
+    },
+    "solam": {
+        "no_average": {"average": False},
+        "plain_solam": {"l2": 0.0, "radius": 3.0},
+        # small ball and small kappa: the projections of w, a, b and alpha are all active
+        "projections": {"l2": 0.1, "eta0": 0.5, "kappa": 0.5, "radius": 0.2},
+        "given_radius": {"l2": 0.01, "radius": 0.5, "average": False},
+        # 1 - gamma * l2 <= 0 on the first events, then the scale falls below 1e-3 and is folded
+        "shrink_fold": {"l2": 3.0, "eta0": 1.0},
+    },
+    "oam": {
+        "gradient": {"variant": "gra"},
+        # buffers smaller than the stream's classes: the reservoirs replace rows
+        "small_buffers": {"buffer_size_pos": 8, "buffer_size_neg": 8},
+        "sparse_buffers": {"max_nnz": N_FEATURES, "buffer_size_pos": 20, "buffer_size_neg": 30},
+        "gradient_sparse_buffers": {
+            "variant": "gra",
+            "max_nnz": N_FEATURES,
+            "buffer_size_pos": 8,
+            "buffer_size_neg": 8,
+        },
+    },
+    "opauc": {
+        "adaoam": {"adaptive": True},
+        "adaoam_ball": {"adaptive": True, "lam": 1.0},
+        "sketch": {"rank": 2},
+        "adaoam_sketch": {"rank": 2, "adaptive": True},
+    },
+    "ftrl_pauc": {
+        "frequent_updates": {"update_every": 20, "positive_capacity": 30, "negative_capacity": 40},
+        "alpha": {"alpha": 0.05, "beta": 0.3, "update_every": 25},
+    },
+    "pmb": {
+        "small_buffer": {"buffer_size": 40},
+        "prec_at_k": {"loss": "prec_at_k", "buffer_size": 50},
+    },
+    "svm_pauc": {
+        "small_window": {"window": 60},
+    },
+}
+
+
+#: Per learner, hyper-parameters it must refuse and a pattern the error message must match
+#: (the contract suite also checks the error is an InvalidParameter naming one of them).
+BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
+    "spam": [
+        ({"penalty": "l1"}, "penalty"),
+        ({"l2": -1.0}, "l2"),
+        ({"l1": float("nan")}, "l1"),
+        ({"eta0": 0.0}, "eta0"),
+        ({"learning_rate": "constant"}, "learning_rate"),
+        ({"learning_rate": "inverse", "l2": 0.0}, "l2 > 0"),
+        ({"average": "yes"}, "average"),
+        ({"n_warmup": -1}, "n_warmup"),
+    ],
+    "solam": [
+        ({"l2": -1.0}, "l2"),
+        ({"l2": 0.0}, "radius"),
+        ({"radius": 0.0}, "radius"),
+        ({"kappa": -1.0}, "kappa"),
+        ({"eta0": float("inf")}, "eta0"),
+        ({"average": 1}, "average"),
+    ],
+    "oam": [
+        ({"variant": "sequential"}, "variant"),
+        ({"C": 0}, "C > 0"),
+        ({"C": float("nan")}, "C"),
+        ({"buffer_size_pos": 0}, "buffer_size_pos"),
+        ({"buffer_size_neg": 2.5}, "buffer_size_neg"),
+        ({"max_nnz": 0}, "max_nnz"),
+        ({"max_nnz": 5, "scaling": "standard"}, "scaling='standard'"),
+    ],
+    "opauc": [
+        ({"lam": -1.0}, "lam"),
+        ({"eta": 0.0}, "eta"),
+        ({"adaptive": "yes"}, "adaptive"),
+        ({"delta": -1e-8}, "delta"),
+        ({"rank": 0}, "rank"),
+    ],
+    "ftrl_pauc": [
+        ({"alpha": 0.2, "beta": 0.1}, "alpha < beta"),
+        ({"lam": 0.0}, "lam"),
+        ({"eta0": -1.0}, "eta0"),
+        ({"update_every": 0}, "update_every"),
+        ({"first_update_every": 0}, "first_update_every"),
+        ({"inner_steps": 0}, "inner_steps"),
+        ({"positive_capacity": 0}, "positive_capacity"),
+        ({"admission": 0.5}, "admission"),
+        ({"min_norm": -0.1}, "min_norm"),
+        ({"min_norm": 5.0, "lam": 0.1}, "min_norm"),  # W's outer radius is sqrt(2 / lam) = 4.47
+    ],
+    "pmb": [
+        ({"loss": "auc"}, "loss"),
+        ({"passes": 3}, "passes"),
+        ({"buffer_size": 1}, "buffer_size"),
+        ({"alpha": 0.2, "beta": 0.1}, "alpha < beta"),
+        ({"beta": 1.5}, "beta"),
+        ({"k": 0.0}, "k"),
+        ({"eta": -1.0}, "eta"),
+        ({"radius": -1.0}, "radius"),
+        ({"first_buffer_size": 1}, "first_buffer_size"),
+    ],
+    "svm_pauc": [
+        ({"alpha": 0.3, "beta": 0.2}, "alpha < beta"),
+        ({"C": 0}, "C"),
+        ({"method": "cccp"}, "method"),
+        ({"tol": -1.0}, "tol"),
+        ({"window": 1}, "window"),
+    ],
+}
+
+
+def learner_cases(*, online_only: bool = False, sparse_only: bool = False) -> list:
+    """``pytest.param((name, config), id=...)`` for every registered learner with its defaults,
+    then each configuration of :data:`CONFIGURATIONS`."""
+    import pytest
+
+    cases = []
+    for name in available_learners():
+        cls = learner_class(name)
+        if (online_only and not cls.online) or (sparse_only and not cls.supports_sparse):
+            continue
+        cases.append(pytest.param(name, {}, id=f"{name}-defaults"))
+        for label, config in CONFIGURATIONS.get(name, {}).items():
+            cases.append(pytest.param(name, config, id=f"{name}-{label}"))
+    return cases
+
+
+def stream(seed, n=300, n_features=N_FEATURES, density=1.0):
+    """Random stream with a one-class prefix, exact ties, repeated and zero rows."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < 0.35).astype(np.int64)
+    y[:15] = 0  # negatives only at first: no step until a positive arrives
+    direction = rng.normal(size=n_features)
+    X = rng.normal(size=(n, n_features)) + 0.7 * y[:, None] * direction
+    if density < 1.0:
+        X[rng.random(X.shape) > density] = 0.0
+    X[::13] = np.round(X[::13])  # ties
+    X[7] = X[6]
+    X[20] = 0.0  # zero rows
+    X[21] = 0.0
+    return X, y
+
+
+def close(actual, expected, rtol=1e-12):
+    scale = max(1.0, float(np.max(np.abs(expected))))
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)
+
+
+def states_equal(left, right):
+    assert left.keys() == right.keys()
+    for key in left:
+        assert left[key].dtype == right[key].dtype, key
+        np.testing.assert_array_equal(left[key], right[key], err_msg=key)
+
+
+def run_against_naive_reference(name, naive_class, config, sparse):
+    """Learn one stream with learner ``name`` and with its naive reference (built from the
+    learner's parameters, defaults included, so they cannot drift), in three uneven batches
+    (state carried between kernel calls is exercised); check the prequential scores, the
+    served weights and the scores of the whole stream agree.  Returns ``(model, reference)``
+    for the learner's own checks of its state."""
+    import inspect
+
+    import scipy.sparse as sp
+
+    X, y = stream(1, density=0.5 if sparse else 1.0)
+    model = make_learner(name, **config)
+    wanted = inspect.signature(naive_class).parameters
+    reference = naive_class(
+        N_FEATURES, **{k: v for k, v in model.get_params().items() if k in wanted}
+    )
+    for batch in (slice(0, 10), slice(10, 157), slice(157, None)):
+        batch_X = sp.csr_matrix(X[batch]) if sparse else X[batch]
+        close(model.prequential_step(batch_X, y[batch]), reference.learn(X[batch], y[batch]))
+    close(model.coef_, reference.served())
+    close(model.decision_function(X), X @ reference.served())
+    return model, reference

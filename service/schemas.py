@@ -13,7 +13,7 @@ from pydantic import (
     model_validator,
 )
 
-from core.learners._base import check_fpr_range
+from core.validation import check_fpr_range
 
 FeatureModeName = Literal["dense", "sparse", "hashed"]
 ScalingName = Literal["auto", "none", "unit_norm", "standard", "scale"]

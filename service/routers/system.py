@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
@@ -13,6 +15,7 @@ from service.errors import ServiceError
 from service.queue import StreamQueue
 from service.telemetry import CONTENT_TYPE_LATEST, Telemetry
 
+logger = logging.getLogger("aucstream")
 router = APIRouter(tags=["system"])
 #: /v1 routes here are protected by the API-key check like every /v1 route
 v1_router = APIRouter(prefix="/v1", tags=["models"])
@@ -31,8 +34,9 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
     try:
         await run_in_threadpool(engine.store.ping)
         checks["store"] = "ok"
-    except ServiceError as error:
-        checks["store"] = error.detail
+    except Exception as error:  # anything: a probe answers, and never with the store's address
+        logger.warning("readiness: the store did not answer: %s", error)
+        checks["store"] = "unavailable"
     warm = request.app.state.warm.is_set()
     checks["kernels"] = "ok" if warm else "compiling"
     ready = all(value == "ok" for value in checks.values())
@@ -50,7 +54,9 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
     queue = request.app.state.queue
     if queue is not None:
         await run_in_threadpool(_refresh_lag, engine, queue, telemetry)
-    return Response(telemetry.render(), media_type=CONTENT_TYPE_LATEST)
+    # rendering is proportional to the number of labelled series (seconds with many models):
+    # off the event loop, as every scrape is
+    return Response(await run_in_threadpool(telemetry.render), media_type=CONTENT_TYPE_LATEST)
 
 
 def _refresh_lag(engine: Engine, queue: StreamQueue, telemetry: Telemetry) -> None:

@@ -37,6 +37,8 @@ written by the same atomic commit as the state it describes.
 
 from __future__ import annotations
 
+from service.errors import ModelNotFound
+
 PREFIX = "aucs"
 MODELS = f"{PREFIX}:models"
 WORKERS = f"{PREFIX}:workers"
@@ -45,8 +47,13 @@ WORKER_GROUP = "aucstream-workers"
 
 
 def _check(model_id: str) -> str:
+    """A model id usable as a hash tag.  Created ids never hold braces (``ModelCreate``'s
+    pattern), so an id with one is a lookup of a model that cannot exist: 404, not a 500."""
     if not model_id or "{" in model_id or "}" in model_id:
-        raise ValueError(f"model id {model_id!r} may not be empty or contain braces")
+        raise ModelNotFound(
+            f"no model {model_id!r}: model ids are never empty and never contain braces",
+            field="model_id",
+        )
     return model_id
 
 

@@ -110,7 +110,9 @@ class Engine:
         return self.repository.writes_retried
 
     # ------------------------------------------------------------------ models
-    def create_model(self, request: ModelCreate, *, replace: bool = False) -> ModelInfo:
+    def create_model(
+        self, request: ModelCreate, *, replace: bool = False, replaces: str | None = None
+    ) -> ModelInfo:
         learner = build_learner(request)
         params = learner.get_params()
         config = ModelConfig(
@@ -122,7 +124,7 @@ class Engine:
             incarnation=uuid.uuid4().hex,
             created_at=self.clock(),
         )
-        return self._create(fresh(config, learner), replace=replace)
+        return self._create(fresh(config, learner), replace=replace, replaces=replaces)
 
     def restore_model(
         self, config: ModelConfig, arrays: dict[str, np.ndarray], *, replace: bool
@@ -140,15 +142,19 @@ class Engine:
             loaded.stats[name] = np.array(value, dtype=template[name].dtype)
         return self._create(loaded, replace=replace)
 
-    def _create(self, loaded: Loaded, *, replace: bool) -> ModelInfo:
-        version = self.repository.create(loaded, replace=replace)
+    def _create(self, loaded: Loaded, *, replace: bool, replaces: str | None = None) -> ModelInfo:
+        version = self.repository.create(loaded, replace=replace, replaces=replaces)
         return ModelInfo(config=loaded.config, version=version, counts=loaded.counts())
 
     def reset_model(self, model_id: str) -> ModelInfo:
-        """Forget everything learned (state, window, counters, ids); keep the configuration."""
-        config = self.model(model_id).config
+        """Forget everything learned (state, window, counters, ids); keep the configuration.
+
+        Replaces only the incarnation read here (checked by the store, atomically): a model
+        deleted meanwhile stays deleted (404), one re-created meanwhile is left alone (409)."""
+        loaded = self.model(model_id)
+        config = loaded.config
         request = ModelCreate(**config.model_dump(include=set(ModelCreate.model_fields)))
-        return self.create_model(request, replace=True)
+        return self.create_model(request, replace=True, replaces=loaded.incarnation)
 
     def list_models(self) -> list[str]:
         return self.store.list_models()

@@ -16,6 +16,7 @@ from starlette.types import Scope
 from service.engine import Engine
 from service.errors import Forbidden, InvalidInput, PayloadTooLarge, Unauthorized
 from service.ingest import (
+    JSON,
     NDJSON,
     NPZ,
     Batch,
@@ -147,10 +148,44 @@ async def read_body(
     return b"".join(chunks)
 
 
-#: NPZ parsing is mostly a copy of the arrays, ~0.1-0.5 ns per body byte against 1.5 (dense
-#: JSON) to 17 (hashed JSON) for the text formats (measured): its offload threshold is this
-#: many times ``offload_body_bytes``
-NPZ_OFFLOAD_FACTOR = 8
+#: How many times ``settings.offload_body_bytes`` a body may be and still be parsed on the event
+#: loop, by what parsing it costs per byte (CPU, measured on the 2-vCPU development machine):
+#: LIBSVM ~17 ns, JSON / NDJSON of sparse or hashed models 7-190 ns (a new feature name for
+#: every value is the worst): x1; JSON of dense models ~1.6 ns, NDJSON ~4 ns: x16; NPZ whose
+#: members are stored (parsing is a copy, 0.2-0.5 ns): x64.  A compressed NPZ is always parsed
+#: in the thread pool (inflating costs per byte of output, which the body size does not bound).
+DENSE_TEXT_FACTOR = 16
+NPZ_FACTOR = 64
+_ZIP_END = b"PK\x05\x06"
+_ZIP_ENTRY = b"PK\x01\x02"
+
+
+def npz_compressed(body: bytes) -> bool:
+    """Whether any member of a zip archive is compressed, from its central directory (a few
+    microseconds); True too when the directory cannot be read (the parser will say why)."""
+    end = body.rfind(_ZIP_END, max(0, len(body) - 65_557))  # the comment is at most 64 KiB
+    if end < 0 or end + 22 > len(body):
+        return True
+    n_entries = int.from_bytes(body[end + 10 : end + 12], "little")
+    position = int.from_bytes(body[end + 16 : end + 20], "little")
+    for _ in range(n_entries):
+        if body[position : position + 4] != _ZIP_ENTRY or position + 46 > end:
+            return True
+        if body[position + 10 : position + 12] != b"\x00\x00":  # method 0: stored
+            return True
+        lengths = (body[position + 28 : position + 30], body[position + 30 : position + 32],
+                   body[position + 32 : position + 34])  # fmt: skip
+        position += 46 + sum(int.from_bytes(length, "little") for length in lengths)
+    return False
+
+
+def inline_limit(settings: Settings, kind: str, spec: FeatureSpec) -> int:
+    """The largest body of media type ``kind`` parsed on the event loop (see the factors)."""
+    if kind == NPZ:
+        return settings.offload_body_bytes * NPZ_FACTOR
+    if spec.feature_mode == "dense" and kind in (JSON, NDJSON):
+        return settings.offload_body_bytes * DENSE_TEXT_FACTOR
+    return settings.offload_body_bytes
 
 
 async def read_batch(
@@ -164,16 +199,17 @@ async def read_batch(
     """Parse the body into a validated batch; NDJSON is decoded line by line as it streams.
 
     Returns the batch and whether the body was large: then it was parsed in the thread pool
-    (hashed JSON costs ~17 ns per byte, so a 32 MB body would hold the event loop, and every
-    other request with it, for half a second or more), and the caller learns or scores it
-    there too.  Small bodies are parsed inline: there a thread hop would cost more than the
-    parse.  See ``settings.offload_body_bytes``.
+    (a 9 MB body of hashed JSON costs seconds to parse: on the event loop it would hold every
+    other request, ``/healthz`` included, that long), and the caller learns or scores it there
+    too.  Smaller bodies are parsed inline, as a thread hop costs more than it saves there
+    (a 1,000-event dense JSON body, ~1 MB, cost 0.5-0.9 ms more CPU per request in the thread
+    pool than inline: a third of the request).  See :func:`inline_limit`.
     """
     content_type = request.headers.get("content-type")
-    threshold = settings.offload_body_bytes
     kind = media_type(content_type)
+    limit = inline_limit(settings, kind, spec)
     if kind == NDJSON:
-        reader = NDJSONReader(settings.max_batch_events, decode_inline_bytes=threshold)
+        reader = NDJSONReader(settings.max_batch_events, decode_inline_bytes=limit)
         await read_body(request, settings.max_body_bytes, feed=reader.feed)
         if reader.deferred:
             finish = functools.partial(reader.finish, spec, labelled=labelled)
@@ -189,7 +225,7 @@ async def read_batch(
         max_events=settings.max_batch_events,
         zero_based=zero_based,
     )
-    if len(body) > (threshold * NPZ_OFFLOAD_FACTOR if kind == NPZ else threshold):
+    if len(body) > limit or (kind == NPZ and npz_compressed(body)):
         return await run_in_threadpool(parse), True
     return parse(), False
 

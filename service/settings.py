@@ -64,10 +64,10 @@ class Settings(BaseSettings):
     #: a request body must arrive within this many seconds of its first read, else 408 (a
     #: client that stalls or drips its body does not hold the request for ever)
     body_read_timeout_seconds: float = Field(default=60.0, gt=0)
-    #: text bodies (JSON, NDJSON, LIBSVM) larger than this are parsed, and their batch learned
-    #: or scored, in the thread pool instead of on the event loop (NPZ bodies: 16 times this,
-    #: their parsing is a copy); smaller ones inline, where a thread hop would cost more than it
-    #: saves (see ``service.deps.offloaded``)
+    #: bodies larger than this are parsed, and their batch learned or scored, in the thread
+    #: pool instead of on the event loop (JSON / NDJSON of dense models: 16 times this, NPZ: 64
+    #: times, compressed NPZ: always; see ``service.deps.inline_limit``); smaller ones inline,
+    #: where a thread hop would cost more CPU than it saves
     offload_body_bytes: int = Field(default=256 * 1024, ge=0)
 
     #: ``sync``: a request learns before it returns; ``queue``: it appends the validated batch

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import re
 import socket
 import subprocess
 import threading
 import time
+import zipfile
 
 import httpx
 import numpy as np
@@ -37,15 +39,15 @@ def test_ndjson_one_long_line_across_many_chunks():
     rng = np.random.default_rng(3)
     n_features = 200_000
     X = rng.normal(size=(3, n_features))
-    lines = [orjson.dumps({"x": X[0].tolist(), "y": 1}), b"", b"   ",
-             orjson.dumps({"x": X[1].tolist(), "y": 0}), orjson.dumps({"x": X[2].tolist(), "y": 1})]  # fmt: skip
+    first, second, third = (orjson.dumps({"x": X[i].tolist(), "y": i % 2}) for i in range(3))
+    lines = [first, b"", b"   ", second, third]
     body = b"\n".join(lines)  # no newline after the last line
-    assert len(lines[0]) > 3_500_000
+    assert len(first) > 3_500_000
     reader = NDJSONReader(10)
     _feed(reader, body, 65_536)
     batch = reader.finish(FeatureSpec(n_features, "dense"), labelled=True)
     np.testing.assert_array_equal(batch.X, X)  # bit for bit: orjson rounds correctly
-    np.testing.assert_array_equal(batch.y, [1, -1, 1])
+    np.testing.assert_array_equal(batch.y, [-1, 1, -1])
     assert reader.lines == [1, 4, 5]
 
 
@@ -85,35 +87,57 @@ def _on_event_loop() -> bool:
     return True
 
 
+def _body(content_type: str, feature_mode: str, X, y) -> bytes:
+    from tests.service.conftest import npz_bytes
+
+    events = events_json(X, y)["events"]
+    if feature_mode == "hashed":
+        events = [{"x": {f"f{j}": v for j, v in enumerate(e["x"])}, "y": e["y"]} for e in events]
+    if content_type == "application/json":
+        return orjson.dumps({"events": events})
+    if content_type == "application/x-ndjson":
+        return b"\n".join(orjson.dumps(event) for event in events)
+    if content_type == "text/x-libsvm":
+        return "\n".join(
+            f"{e['y']} " + " ".join(f"{j + 1}:{v!r}" for j, v in enumerate(e["x"]))
+            for e in events
+        ).encode()  # fmt: skip
+    if content_type == "application/x-npz-compressed":
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, X=X, y=y)
+        return buffer.getvalue()
+    return npz_bytes(X=X, y=y)
+
+
+# 400 events of 5 features: JSON ~44 KB, NDJSON ~44 KB, LIBSVM ~40 KB, NPZ ~19 KB
 @pytest.mark.parametrize(
-    ("content_type", "threshold", "offloaded"),
+    ("content_type", "feature_mode", "threshold", "offloaded"),
     [
-        ("application/json", 10**9, False),
-        ("application/json", 1024, True),
-        ("application/x-ndjson", 10**9, False),
-        ("application/x-ndjson", 1024, True),
-        ("application/x-npz", 10**9, False),
-        ("application/x-npz", 1024, True),  # 8 x 1 KiB < the body
+        ("application/json", "dense", 10**9, False),
+        ("application/json", "dense", 8 * 1024, False),  # inline up to 16 x 8 KiB
+        ("application/json", "dense", 1024, True),
+        ("application/json", "hashed", 8 * 1024, True),  # hashing: x1
+        ("application/x-ndjson", "dense", 10**9, False),
+        ("application/x-ndjson", "dense", 1024, True),
+        ("application/x-ndjson", "hashed", 8 * 1024, True),
+        ("text/x-libsvm", "dense", 8 * 1024, True),  # LIBSVM: x1
+        ("text/x-libsvm", "dense", 10**9, False),
+        ("application/x-npz", "dense", 1024, False),  # inline up to 64 x 1 KiB
+        ("application/x-npz", "dense", 128, True),
+        ("application/x-npz-compressed", "dense", 10**9, True),  # always
     ],
 )
-def test_bodies_above_the_threshold_are_parsed_and_learned_in_the_thread_pool(
-    make_client, monkeypatch, content_type, threshold, offloaded
+def test_bodies_above_their_limit_are_parsed_and_learned_in_the_thread_pool(
+    make_client, monkeypatch, content_type, feature_mode, threshold, offloaded
 ):
     import service.deps
     from service.ingest.ndjson import NDJSONReader as Reader
 
     client = make_client(store="memory", offload_body_bytes=threshold)
-    create_model(client, n_features=5)
+    n_features = 5 if feature_mode == "dense" else 2**10
+    create_model(client, n_features=n_features, feature_mode=feature_mode)
     X, y = make_stream(400)
-    if content_type == "application/json":
-        body = orjson.dumps(events_json(X, y))
-    elif content_type == "application/x-ndjson":
-        body = b"\n".join(orjson.dumps(event) for event in events_json(X, y)["events"])
-    else:
-        from tests.service.conftest import npz_bytes
-
-        body = npz_bytes(X=X, y=y)
-    assert len(body) > 8 * 1024
+    body = _body(content_type, feature_mode, X, y)
     seen: dict[str, bool] = {}
 
     def spy(name, function):
@@ -127,9 +151,26 @@ def test_bodies_above_the_threshold_are_parsed_and_learned_in_the_thread_pool(
     monkeypatch.setattr(service.deps, "parse_events", spy("parse", service.deps.parse_events))
     monkeypatch.setattr(Reader, "finish", spy("parse", Reader.finish))
     monkeypatch.setattr(engine, "learn", spy("learn", engine.learn))
-    response = client.post("/v1/models/m/events", content=body, headers={"content-type": content_type})
+    header = content_type.replace("-compressed", "")
+    response = client.post("/v1/models/m/events", content=body, headers={"content-type": header})
     assert response.status_code == 200 and response.json()["learned"] == 400
     assert seen == {"parse": not offloaded, "learn": not offloaded}
+
+
+def test_npz_compressed_reads_the_zip_directory():
+    from service.deps import npz_compressed
+
+    X, y = make_stream(50)
+    for save, compressed in ((np.savez, False), (np.savez_compressed, True)):
+        buffer = io.BytesIO()
+        save(buffer, X=X, y=y, ids=np.array(["a"] * 50))
+        assert npz_compressed(buffer.getvalue()) is compressed
+    mixed = io.BytesIO()
+    with zipfile.ZipFile(mixed, "w") as archive:
+        archive.writestr("X.npy", b"x" * 100)
+        archive.writestr("y.npy", b"y" * 100, compress_type=zipfile.ZIP_DEFLATED)
+    assert npz_compressed(mixed.getvalue())
+    assert npz_compressed(b"not a zip") and npz_compressed(b"")  # unreadable: thread pool
 
 
 # --------------------------------------------------------------- through a real uvicorn
@@ -208,7 +249,7 @@ def _read_all(connection: socket.socket) -> bytes:
 
 def _requests_counted(http: httpx.Client, status: int) -> float:
     total = 0.0
-    pattern = re.compile(r'^aucstream_http_requests_total\{(.*)\} (\S+)$')
+    pattern = re.compile(r"^aucstream_http_requests_total\{(.*)\} (\S+)$")
     for line in http.get("/metrics").text.splitlines():
         match = pattern.match(line)
         if match and f'status="{status}"' in match.group(1):
@@ -260,9 +301,8 @@ def test_a_body_that_does_not_arrive_in_time_gets_408_and_the_server_stays_respo
             assert answers >= 3
             assert _requests_counted(http, 408) == 1
             assert http.get("/v1/models/m").json()["counts"]["events_learned"] == 0
-            assert http.post(
-                "/v1/models/m/events", json={"events": [{"x": [1.0, 2.0], "y": 1}]}
-            ).json()["learned"] == 1
+            after = http.post("/v1/models/m/events", json={"events": [{"x": [1.0, 2.0], "y": 1}]})
+            assert after.json()["learned"] == 1
 
 
 def test_a_client_that_disconnects_mid_body_is_a_499_with_one_log_line(tmp_path):

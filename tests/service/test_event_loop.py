@@ -335,3 +335,24 @@ def test_a_client_that_disconnects_mid_body_is_a_499_with_one_log_line(tmp_path)
     disconnects = [line for line in log.splitlines() if "client disconnected" in line]
     assert len(disconnects) == 2, log[-3000:]
     assert all("/v1/models/m/events" in line and "2600 bytes" in line for line in disconnects)
+
+
+def test_a_large_weight_vector_is_served_the_same_way(make_client):
+    """Above 65,536 weights the JSON is rendered in the thread pool: same document."""
+    client = make_client(store="memory")
+    for model_id, n_features in (("small", 3), ("large", 70_000)):
+        create_model(client, model_id, n_features=n_features, learner="spam", scaling="none")
+        X = np.zeros((2, n_features))
+        X[:, :3] = [[1.0, 2.0, 3.0], [-1.0, 0.5, 0.0]]
+        client.post(
+            f"/v1/models/{model_id}/events",
+            content=orjson.dumps(events_json(X, np.array([1, 0]))),
+            headers={"content-type": "application/json"},
+        )
+    small, large = (client.get(f"/v1/models/{m}/weights") for m in ("small", "large"))
+    assert small.headers["content-type"] == large.headers["content-type"] == "application/json"
+    small_body, large_body = small.json(), large.json()
+    assert large_body["n_features"] == len(large_body["coef"]) == 70_000
+    assert large_body["version"] == small_body["version"] == 2
+    assert large_body["coef"][:3] == small_body["coef"]  # the same updates on the same values
+    assert not any(large_body["coef"][3:])

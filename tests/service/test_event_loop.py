@@ -356,3 +356,42 @@ def test_a_large_weight_vector_is_served_the_same_way(make_client):
     assert large_body["version"] == small_body["version"] == 2
     assert large_body["coef"][:3] == small_body["coef"]  # the same updates on the same values
     assert not any(large_body["coef"][3:])
+
+
+def _padded(events: list, *, key: str | None = "events") -> bytes:
+    """A document above the stepwise size: the events plus enough plain events after them."""
+    filler = [{"id": f"f{i}", "x": {"name": 1.5}, "y": 0} for i in range(30_000)]
+    items = events + filler
+    return orjson.dumps({key: items} if key else items)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _padded([{"id": "é😀\u2028", "x": {"a": [1, {"b": None}], "c": True}, "y": 1}]),
+        _padded([{"x": 1, "again": 2.5}]).replace(b'"again"', b'"x"'),  # a key twice in an event
+        _padded([{"x": 12345678901234567890, "y": -0.0}]),
+        _padded([{"x": "a"}], key=None),  # a bare list
+        b'{"events": [], "events": ' + _padded([])[10:],  # a repeated top-level key
+        _padded([{"x": 1}]).replace(b'"x":1', b'"x":123456789012345678901234'),  # > 64 bits
+    ],
+)
+def test_large_json_documents_are_decoded_exactly_as_orjson_does(body):
+    from service.ingest.objects import _STEPWISE_MIN_BYTES, parse_json
+
+    assert len(body) >= _STEPWISE_MIN_BYTES
+    assert repr(parse_json(body)) == repr(orjson.loads(body))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"\xef\xbb\xbf" + _padded([]), _padded([])[:-1], _padded([]).replace(b"1.5", b"1e400")],
+)
+def test_large_json_documents_refused_as_orjson_refuses_them(body):
+    from service.ingest.objects import parse_json
+
+    with pytest.raises(orjson.JSONDecodeError) as expected:
+        orjson.loads(body)
+    with pytest.raises(MalformedBody) as refused:
+        parse_json(body)
+    assert refused.value.detail == f"body is not valid JSON: {expected.value}"

@@ -96,7 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONPATH": args.server_path, "AUCSTREAM_WARMUP": "true",
            "AUCSTREAM_STORE": "memory"}  # fmt: skip
-    process = start_uvicorn(port, env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # cwd too: ``python -m`` puts the working directory first on the import path
+    process = start_uvicorn(
+        port, env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=args.server_path
+    )
     rows = []
     try:
         wait_ready(url, process, timeout=900)  # kernels compiled: not measured below

@@ -114,9 +114,7 @@ async def post_events(
     spec = engine.cached_spec(model_id)
     if spec is None:
         spec = await run_engine(engine, engine.spec, model_id)
-    batch, large = await read_batch(
-        request, spec, settings, labelled=True, zero_based=zero_based
-    )
+    batch, large = await read_batch(request, spec, settings, labelled=True, zero_based=zero_based)
     if queue is not None:
         return await _enqueue(
             services,
@@ -167,9 +165,7 @@ async def score(
     spec = engine.cached_spec(model_id)
     if spec is None:
         spec = await run_engine(engine, engine.spec, model_id)
-    batch, large = await read_batch(
-        request, spec, settings, labelled=False, zero_based=zero_based
-    )
+    batch, large = await read_batch(request, spec, settings, labelled=False, zero_based=zero_based)
     version, values, kept = await run_engine(
         engine, engine.score, model_id, batch, keep=keep, offload=large
     )

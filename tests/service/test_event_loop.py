@@ -395,3 +395,21 @@ def test_large_json_documents_refused_as_orjson_refuses_them(body):
     with pytest.raises(MalformedBody) as refused:
         parse_json(body)
     assert refused.value.detail == f"body is not valid JSON: {expected.value}"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("body_read_timeout_seconds", 0),
+        ("body_read_timeout_seconds", -1),
+        ("offload_body_bytes", -1),
+        ("stream_interval_seconds", 0.01),
+    ],
+)
+def test_settings_of_this_module_refuse_bad_values(name, value):
+    from pydantic import ValidationError
+
+    from service.settings import Settings
+
+    with pytest.raises(ValidationError, match=name):
+        Settings(**{name: value})

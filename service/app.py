@@ -19,6 +19,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service.body_guard import BodyGuard
 from service.deps import Services, require_api_key
 from service.engine import Engine
 from service.errors import ServiceError
@@ -172,6 +173,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             headers=getattr(error, "headers", None),
         )
 
+    # inside the timing middleware, so that the 408 / 499 it records are what is counted
+    app.add_middleware(BodyGuard, timeout_seconds=settings.body_read_timeout_seconds)
     app.add_middleware(TimingMiddleware, telemetry=telemetry)
 
     def openapi() -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hmac
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
@@ -15,7 +16,16 @@ from starlette.types import Scope
 
 from service.engine import Engine
 from service.errors import Forbidden, InvalidInput, PayloadTooLarge, Unauthorized
-from service.ingest import NDJSON, Batch, FeatureSpec, NDJSONReader, media_type, parse_events
+from service.ingest import (
+    JSON,
+    NDJSON,
+    NPZ,
+    Batch,
+    FeatureSpec,
+    NDJSONReader,
+    media_type,
+    parse_events,
+)
 from service.queue import StreamQueue
 from service.settings import Settings
 from service.telemetry import Telemetry
@@ -97,15 +107,22 @@ async def require_api_key(request: Request) -> None:
     raise Unauthorized("unknown API key", field="X-API-Key", headers={"WWW-Authenticate": "Bearer"})
 
 
-async def run_engine(engine: Engine, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Call an engine method: inline when the store never blocks (memory), else in the thread
-    pool (Redis round trips must not stall the event loop).
+async def run_engine(
+    engine: Engine,
+    function: Callable[..., T],
+    *args: Any,
+    offload: bool = False,
+    **kwargs: Any,
+) -> T:
+    """Call an engine method: inline when the store never blocks (memory) and the work is
+    small, else in the thread pool (Redis round trips must not stall the event loop, nor must
+    learning a large batch; ``offload=True`` says the work is large, see :func:`read_batch`).
 
-    Why inline for the memory store: a thread-pool hop costs ~0.1-0.3 ms of CPU and GIL
-    hand-offs, more than scoring one event or learning a small batch; the work is CPU-bound
-    either way, so a thread would add latency without adding parallelism.
+    Why inline for the memory store: a thread-pool hop costs ~0.05 ms of CPU and ~0.1 ms of
+    latency (measured), more than scoring one event or learning a small batch; the work is
+    CPU-bound either way, so a thread would add latency without adding parallelism.
     """
-    if engine.store.blocking:
+    if offload or engine.store.blocking:
         return await run_in_threadpool(functools.partial(function, *args, **kwargs))
     return function(*args, **kwargs)
 
@@ -146,6 +163,49 @@ def check_id_bytes(batch: Batch, limit: int) -> Batch:
     return batch
 
 
+#: How many times ``settings.offload_body_bytes`` a body may be and still be parsed on the event
+#: loop, by what parsing it costs per byte (CPU, measured on the 2-vCPU development machine):
+#: LIBSVM ~17 ns, JSON / NDJSON of sparse or hashed models 7-190 ns (a new feature name for
+#: every value is the worst): x1; JSON of dense models ~1.6 ns, NDJSON ~4 ns: x16; NPZ whose
+#: members are stored (parsing is a copy, 0.2-0.5 ns): x64.  A compressed NPZ is always parsed
+#: in the thread pool (inflating costs per byte of output, which the body size does not bound).
+DENSE_TEXT_FACTOR = 16
+NPZ_FACTOR = 64
+_ZIP_END = b"PK\x05\x06"
+_ZIP_ENTRY = b"PK\x01\x02"
+#: end of central directory: entries in total, (size,) offset of the directory
+_ZIP_END_FIELDS = struct.Struct("<H4xI")
+#: a directory entry: signature, compression method, lengths of name, extra field, comment
+_ZIP_ENTRY_FIELDS = struct.Struct("<4s6xH16xHHH")
+
+
+def npz_compressed(body: bytes) -> bool:
+    """Whether any member of a zip archive is compressed, from its central directory (~2 us
+    for an NPZ of three arrays); True too when the directory cannot be read (the parser will
+    say why)."""
+    end = body.rfind(_ZIP_END, max(0, len(body) - 65_557))  # the comment is at most 64 KiB
+    if end < 0 or end + 22 > len(body):
+        return True
+    n_entries, position = _ZIP_END_FIELDS.unpack_from(body, end + 10)
+    for _ in range(n_entries):
+        if position + 46 > end:
+            return True
+        signature, method, *lengths = _ZIP_ENTRY_FIELDS.unpack_from(body, position)
+        if signature != _ZIP_ENTRY or method != 0:  # 0: stored
+            return True
+        position += 46 + sum(lengths)
+    return False
+
+
+def inline_limit(settings: Settings, kind: str, spec: FeatureSpec) -> int:
+    """The largest body of media type ``kind`` parsed on the event loop (see the factors)."""
+    if kind == NPZ:
+        return settings.offload_body_bytes * NPZ_FACTOR
+    if spec.feature_mode == "dense" and kind in (JSON, NDJSON):
+        return settings.offload_body_bytes * DENSE_TEXT_FACTOR
+    return settings.offload_body_bytes
+
+
 async def read_batch(
     request: Request,
     spec: FeatureSpec,
@@ -153,10 +213,20 @@ async def read_batch(
     *,
     labelled: bool,
     zero_based: bool = False,
-) -> Batch:
-    """Parse the body into a validated batch; NDJSON is decoded line by line as it streams."""
-    batch = await _read_batch(request, spec, settings, labelled=labelled, zero_based=zero_based)
-    return check_id_bytes(batch, settings.max_event_id_bytes)
+) -> tuple[Batch, bool]:
+    """Parse the body into a validated batch; NDJSON is decoded line by line as it streams.
+
+    Returns the batch and whether the body was large: then it was parsed in the thread pool
+    (a 9 MB body of hashed JSON costs seconds to parse: on the event loop it would hold every
+    other request, ``/healthz`` included, that long), and the caller learns or scores it there
+    too.  Smaller bodies are parsed inline, as a thread hop costs more than it saves there
+    (a 1,000-event dense JSON body, ~1 MB, cost 0.5-0.9 ms more CPU per request in the thread
+    pool than inline: a third of the request).  See :func:`inline_limit`.
+    """
+    batch, large = await _read_batch(
+        request, spec, settings, labelled=labelled, zero_based=zero_based
+    )
+    return check_id_bytes(batch, settings.max_event_id_bytes), large
 
 
 async def _read_batch(
@@ -166,14 +236,20 @@ async def _read_batch(
     *,
     labelled: bool,
     zero_based: bool = False,
-) -> Batch:
+) -> tuple[Batch, bool]:
     content_type = request.headers.get("content-type")
-    if media_type(content_type) == NDJSON:
-        reader = NDJSONReader(settings.max_batch_events)
+    kind = media_type(content_type)
+    limit = inline_limit(settings, kind, spec)
+    if kind == NDJSON:
+        reader = NDJSONReader(settings.max_batch_events, decode_inline_bytes=limit)
         await read_body(request, settings.max_body_bytes, feed=reader.feed)
-        return reader.finish(spec, labelled=labelled)
+        if reader.deferred:
+            finish = functools.partial(reader.finish, spec, labelled=labelled)
+            return await run_in_threadpool(finish), True
+        return reader.finish(spec, labelled=labelled), False
     body = await read_body(request, settings.max_body_bytes)
-    return parse_events(
+    parse = functools.partial(
+        parse_events,
         body,
         content_type,
         spec,
@@ -183,6 +259,9 @@ async def _read_batch(
         max_dense_cells=settings.max_dense_cells,
         max_inflated_bytes=settings.max_inflated_bytes,
     )
+    if len(body) > limit or (kind == NPZ and npz_compressed(body)):
+        return await run_in_threadpool(parse), True
+    return parse(), False
 
 
 # ---------------------------------------------------------------------- the hot routes

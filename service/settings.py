@@ -75,8 +75,19 @@ class Settings(BaseSettings):
     #: single-learner deployments may turn it off and compile on first use
     warmup: bool = True
 
-    #: server-sent metrics: seconds between two checks of the model version
-    stream_interval_seconds: float = Field(default=1.0, gt=0)
+    #: server-sent metrics: seconds between two checks of the model version (at least 0.1:
+    #: each check reads the model's metrics)
+    stream_interval_seconds: float = Field(default=1.0, ge=0.1)
+
+    # -- request bodies and the event loop
+    #: a request body must arrive within this many seconds of its first read, else 408 (a
+    #: client that stalls or drips its body does not hold the request for ever)
+    body_read_timeout_seconds: float = Field(default=60.0, gt=0)
+    #: bodies larger than this are parsed, and their batch learned or scored, in the thread
+    #: pool instead of on the event loop (JSON / NDJSON of dense models: 16 times this, NPZ: 64
+    #: times, compressed NPZ: always; see ``service.deps.inline_limit``); smaller ones inline,
+    #: where a thread hop would cost more CPU than it saves
+    offload_body_bytes: int = Field(default=256 * 1024, ge=0)
 
     #: ``sync``: a request learns before it returns; ``queue``: it appends the validated batch
     #: to the model's Redis Stream and returns 202, and ``aucstream worker`` learns it

@@ -132,7 +132,9 @@ class Engine:
         return self.repository.writes_retried
 
     # ------------------------------------------------------------------ models
-    def create_model(self, request: ModelCreate, *, replace: bool = False) -> ModelInfo:
+    def create_model(
+        self, request: ModelCreate, *, replace: bool = False, replaces: str | None = None
+    ) -> ModelInfo:
         learner = build_learner(request)
         params = learner.get_params()
         if hasattr(learner, "candidate_specs"):  # auto: the candidates it really runs, shown
@@ -146,7 +148,7 @@ class Engine:
             incarnation=uuid.uuid4().hex,
             created_at=self.clock(),
         )
-        return self._create(fresh(config, learner), replace=replace)
+        return self._create(fresh(config, learner), replace=replace, replaces=replaces)
 
     def restore_model(
         self, config: ModelConfig, arrays: dict[str, np.ndarray], *, replace: bool
@@ -191,19 +193,23 @@ class Engine:
                     field="id",
                 )
 
-    def _create(self, loaded: Loaded, *, replace: bool) -> ModelInfo:
+    def _create(self, loaded: Loaded, *, replace: bool, replaces: str | None = None) -> ModelInfo:
         self._check_bounds(loaded, replace=replace)
-        version = self.repository.create(loaded, replace=replace)
+        version = self.repository.create(loaded, replace=replace, replaces=replaces)
         return ModelInfo(config=loaded.config, version=version, counts=loaded.counts())
 
     def reset_model(self, model_id: str) -> ModelInfo:
-        """Forget everything learned (state, window, counters, ids); keep the configuration."""
+        """Forget everything learned (state, window, counters, ids); keep the configuration.
+
+        Replaces only the incarnation read here (checked by the store, atomically): a model
+        deleted meanwhile stays deleted (404), one re-created meanwhile is left alone (409).
+        A model whose stored state cannot be loaded (corrupt) can still start afresh."""
         try:
             config = self.model(model_id).config
-        except CorruptState:  # a model whose state cannot be loaded can still start afresh
+        except CorruptState:
             config = self.repository.stored_config(model_id)
         request = ModelCreate(**config.model_dump(include=set(ModelCreate.model_fields)))
-        return self.create_model(request, replace=True)
+        return self.create_model(request, replace=True, replaces=config.incarnation)
 
     def list_models(self) -> list[str]:
         return self.store.list_models()

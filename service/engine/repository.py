@@ -231,8 +231,9 @@ class ModelRepository:
         )
 
     # ------------------------------------------------------------------ lifecycle
-    def create(self, loaded: Loaded, *, replace: bool) -> int:
-        """Store ``loaded`` as a new model (or in place of one, with ``replace``)."""
+    def create(self, loaded: Loaded, *, replace: bool, replaces: str | None = None) -> int:
+        """Store ``loaded`` as a new model (or in place of one, with ``replace``; of the
+        incarnation ``replaces`` only, if given: see ``Store.create_model``)."""
         model_id = loaded.config.id
         with self.lock(model_id):
             version = self.store.create_model(
@@ -241,6 +242,7 @@ class ModelRepository:
                 loaded.arrays(),
                 loaded.incarnation,
                 replace=replace,
+                replaces=replaces,
             )
             loaded.version = version
             self._keep(model_id, loaded)

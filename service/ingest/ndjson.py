@@ -11,25 +11,59 @@ from service.errors import MalformedBody, PayloadTooLarge
 from service.ingest.batch import Batch, FeatureSpec
 from service.ingest.objects import events_to_batch
 
+_NEWLINE = ord("\n")
+
 
 class NDJSONReader:
-    """Decodes an NDJSON body chunk by chunk, one event per line (blank lines skipped)."""
+    """Decodes an NDJSON body chunk by chunk, one event per line (blank lines skipped).
 
-    def __init__(self, max_events: int) -> None:
+    The unread bytes live in one ``bytearray``: a chunk is appended, complete lines are found
+    with ``find`` from where the last search stopped, and the consumed prefix is deleted (which
+    CPython's bytearray does in O(1), by moving its start).  So a line costs time linear in its
+    length however many chunks it spans; joining the pending tail to every chunk instead, a
+    63 MB line cost quadratic time (``loadtest/ndjson_scaling.py`` measures both).
+
+    ``decode_inline_bytes``: lines are decoded as they arrive while at most this many bytes
+    have been fed; past it, the reader only collects the bytes, and :meth:`finish` decodes the
+    rest, so a caller can run that (the bulk of a large body, or a single huge line) in the
+    thread pool instead of on the event loop.  ``None``: always decode as lines arrive.
+    """
+
+    def __init__(self, max_events: int, decode_inline_bytes: int | None = None) -> None:
         self.max_events = max_events
         self.events: list[Any] = []
         self.lines: list[int] = []
-        self._tail = b""
+        #: bytes fed so far
+        self.size = 0
+        self._decode_inline_bytes = decode_inline_bytes
+        self._pending = bytearray()  # bytes after the last decoded line
+        self._searched = 0  # no newline in _pending[:_searched]
         self._line = 0
 
-    def feed(self, chunk: bytes) -> None:
-        data = self._tail + chunk
-        parts = data.split(b"\n")
-        self._tail = parts.pop()
-        for part in parts:
-            self._decode(part)
+    @property
+    def deferred(self) -> bool:
+        """Lines are only collected now; :meth:`finish` decodes them."""
+        return self._decode_inline_bytes is not None and self.size > self._decode_inline_bytes
 
-    def _decode(self, part: bytes) -> None:
+    def feed(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        self._pending += chunk
+        if not self.deferred:
+            self._decode_lines()
+
+    def _decode_lines(self) -> None:
+        """Decode every complete line of ``_pending`` and drop it."""
+        pending = self._pending
+        start = 0
+        end = pending.find(_NEWLINE, self._searched)
+        while end >= 0:
+            self._decode(pending[start:end])
+            start = end + 1
+            end = pending.find(_NEWLINE, start)
+        del pending[:start]
+        self._searched = len(pending)
+
+    def _decode(self, part: bytes | bytearray) -> None:
         self._line += 1
         if not part.strip():
             return
@@ -47,9 +81,11 @@ class NDJSONReader:
         self.lines.append(self._line)
 
     def finish(self, spec: FeatureSpec, *, labelled: bool) -> Batch:
-        if self._tail.strip():
-            self._decode(self._tail)
-            self._tail = b""
+        self._decode_lines()
+        if self._pending.strip():
+            self._decode(self._pending)
+        self._pending = bytearray()
+        self._searched = 0
         return events_to_batch(
             self.events, spec, labelled=labelled, max_events=self.max_events, lines=self.lines
         )

@@ -114,7 +114,7 @@ async def post_events(
     spec = engine.cached_spec(model_id)
     if spec is None:
         spec = await run_engine(engine, engine.spec, model_id)
-    batch = await read_batch(request, spec, settings, labelled=True, zero_based=zero_based)
+    batch, large = await read_batch(request, spec, settings, labelled=True, zero_based=zero_based)
     if queue is not None:
         return await _enqueue(
             services,
@@ -123,7 +123,9 @@ async def post_events(
             spec,
             lambda incarnation: queue.append_events(model_id, incarnation, batch),
         )
-    result = await run_engine(engine, engine.learn, model_id, batch, want_scores=scores)
+    result = await run_engine(
+        engine, engine.learn, model_id, batch, want_scores=scores, offload=large
+    )
     telemetry.events_learned.labels(model_id).inc(result.learned)
     if result.duplicate_ids:
         telemetry.duplicates.labels(model_id).inc(len(result.duplicate_ids))
@@ -163,8 +165,10 @@ async def score(
     spec = engine.cached_spec(model_id)
     if spec is None:
         spec = await run_engine(engine, engine.spec, model_id)
-    batch = await read_batch(request, spec, settings, labelled=False, zero_based=zero_based)
-    version, values, kept = await run_engine(engine, engine.score, model_id, batch, keep=keep)
+    batch, large = await read_batch(request, spec, settings, labelled=False, zero_based=zero_based)
+    version, values, kept = await run_engine(
+        engine, engine.score, model_id, batch, keep=keep, offload=large
+    )
     telemetry.scored.labels(model_id).inc(len(values))
     body = ScoreResponse(model=model_id, version=version, scores=values.tolist(), kept=kept)
     return Response(body.model_dump_json(), media_type="application/json")
@@ -221,7 +225,11 @@ async def post_labels(
     if media_type(request.headers.get("content-type")) != JSON:
         raise UnsupportedMediaType("labels are sent as application/json", field="content-type")
     body = await read_body(request, settings.max_body_bytes)
-    ids, labels = parse_label_items(body, settings.max_batch_events)
+    large = len(body) > settings.offload_body_bytes  # see read_batch
+    if large:
+        ids, labels = await run_in_threadpool(parse_label_items, body, settings.max_batch_events)
+    else:
+        ids, labels = parse_label_items(body, settings.max_batch_events)
     queue = services.queue
     if queue is not None:
         return await _enqueue(
@@ -231,7 +239,7 @@ async def post_labels(
             None,
             lambda incarnation: queue.append_labels(model_id, incarnation, ids, labels),
         )
-    result = await run_engine(engine, engine.labels, model_id, ids, labels)
+    result = await run_engine(engine, engine.labels, model_id, ids, labels, offload=large)
     telemetry.events_learned.labels(model_id).inc(result.learned)
     for status, count in Counter(status for _, status in result.statuses).items():
         telemetry.labels.labels(model_id, status).inc(count)

@@ -83,8 +83,9 @@ async def stream(
     engine: EngineDep,
     settings: SettingsDep,
     max_events: int | None = Query(None, ge=1, description="close after this many messages"),
-    # at least 0.05 s: a client could otherwise make the server poll the store in a busy loop
-    interval: float | None = Query(None, ge=0.05, le=60, description="seconds between checks"),
+    interval: float | None = Query(
+        None, ge=0.1, le=60, description="seconds between checks (each reads the metrics)"
+    ),
 ) -> StreamingResponse:
     """Server-sent events: a ``metrics`` message now and each time the model's version
     changes (checked every ``interval`` seconds); a comment line keeps idle connections open."""

@@ -7,6 +7,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service import snapshot
 from service.deps import EngineDep, SettingsDep, read_body, run_engine
+from service.engine import Engine
 from service.errors import InvalidInput, UnsupportedMediaType
 from service.ingest import media_type
 from service.schemas import ModelCreate, ModelInfo, ModelList, WeightsResponse
@@ -43,12 +44,19 @@ async def reset_model(model_id: str, engine: EngineDep) -> ModelInfo:
 
 
 @router.get("/{model_id}/weights", response_model=WeightsResponse)
-async def weights(model_id: str, engine: EngineDep) -> WeightsResponse:
+async def weights(model_id: str, engine: EngineDep) -> Response:
     """The served weight vector (the averaged iterate for learners that average)."""
     version, coef = await run_engine(engine, engine.weights, model_id)
-    return WeightsResponse(
-        model=model_id, version=version, n_features=len(coef), coef=coef.tolist()
-    )
+
+    def render() -> bytes:
+        body = WeightsResponse(
+            model=model_id, version=version, n_features=len(coef), coef=coef.tolist()
+        )
+        return body.model_dump_json().encode()
+
+    # ~0.1 us per weight: a model of millions of features would hold the event loop
+    content = await run_in_threadpool(render) if len(coef) > 65_536 else render()
+    return Response(content, media_type="application/json")
 
 
 @router.get(
@@ -60,13 +68,17 @@ async def export_snapshot(model_id: str, engine: EngineDep) -> Response:
     """The model as a pickle-free zip of .npy arrays plus a JSON manifest (see
     ``service/snapshot.py`` for the format)."""
 
-    config, version, arrays = await run_engine(engine, engine.state_arrays, model_id)
-    body = snapshot.export_snapshot(config, version, arrays)
+    body = await run_in_threadpool(_export, engine, model_id)  # 10-30 s for a large model
     return Response(
         body,
         media_type=snapshot.MEDIA_TYPE,
         headers={"Content-Disposition": f'attachment; filename="{model_id}.aucstream.zip"'},
     )
+
+
+def _export(engine: Engine, model_id: str) -> bytes:
+    config, version, arrays = engine.state_arrays(model_id)
+    return snapshot.export_snapshot(config, version, arrays)
 
 
 @router.put("/{model_id}/snapshot", response_model=ModelInfo, status_code=status.HTTP_201_CREATED)
@@ -97,4 +109,6 @@ async def import_snapshot(
         ModelCreate.model_validate(config.model_dump(include=set(ModelCreate.model_fields)))
     except ValueError as error:
         raise InvalidInput(f"invalid model id: {error}", field="model_id") from None
-    return await run_engine(engine, engine.restore_model, config, arrays, replace=replace)
+    return await run_engine(
+        engine, engine.restore_model, config, arrays, replace=replace, offload=True
+    )

@@ -34,9 +34,8 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
     try:
         await run_in_threadpool(engine.store.ping)
         checks["store"] = "ok"
-    except ServiceError as error:
-        # public route: the detail (the store's address) goes to the log, not to anyone asking
-        logger.warning("readiness: store unavailable: %s", error.detail)
+    except Exception as error:  # anything: a probe answers, and never with the store's address
+        logger.warning("readiness: the store did not answer: %s", error)
         checks["store"] = "unavailable"
     warm = request.app.state.warm.is_set()
     checks["kernels"] = "ok" if warm else "compiling"
@@ -55,7 +54,9 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
     queue = request.app.state.queue
     if queue is not None:
         await run_in_threadpool(_refresh_lag, engine, queue, telemetry)
-    return Response(telemetry.render(), media_type=CONTENT_TYPE_LATEST)
+    # rendering is proportional to the number of labelled series (seconds with many models):
+    # off the event loop, as every scrape is
+    return Response(await run_in_threadpool(telemetry.render), media_type=CONTENT_TYPE_LATEST)
 
 
 def _refresh_lag(engine: Engine, queue: StreamQueue, telemetry: Telemetry) -> None:

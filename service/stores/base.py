@@ -77,9 +77,15 @@ class Store(Protocol):
         incarnation: str,
         *,
         replace: bool = False,
+        replaces: str | None = None,
     ) -> int:
         """Create a model (version 1).  ``replace=True`` wipes an existing one first (reset,
-        import); otherwise an existing id raises :class:`~service.errors.ModelExists`."""
+        import); otherwise an existing id raises :class:`~service.errors.ModelExists`.
+
+        ``replaces`` (a reset): replace only the model of this incarnation, atomically with
+        the check; :class:`~service.errors.ModelNotFound` if there is none (deleted
+        meanwhile: a reset never brings it back), :class:`~service.errors.ModelChanged` if
+        it was re-created since."""
         ...
 
     def list_models(self) -> list[str]: ...

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -16,6 +17,7 @@ import redis.exceptions
 from service.errors import ModelNotFound, StaleVersion, StoreUnavailable
 
 T = TypeVar("T")
+logger = logging.getLogger("aucstream.store")
 
 
 def unavailable(method: Callable[..., T]) -> Callable[..., T]:
@@ -24,7 +26,9 @@ def unavailable(method: Callable[..., T]) -> Callable[..., T]:
         try:
             return method(*args, **kwargs)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
-            raise StoreUnavailable(f"Redis did not answer: {error}") from None
+            # the error names the server's address: for the logs, never for clients
+            logger.warning("Redis did not answer: %s", error)
+            raise StoreUnavailable("the store (Redis) did not answer; retry later") from None
 
     return wrapper
 

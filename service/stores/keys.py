@@ -47,10 +47,13 @@ WORKER_GROUP = "aucstream-workers"
 
 
 def _check(model_id: str) -> str:
-    """Braces would break the hash tag.  Model ids cannot contain them (the pattern of
-    ``ModelCreate.id``), so an id with braces names no model: 404, not a key."""
+    """A model id usable as a hash tag.  Created ids never hold braces (``ModelCreate``'s
+    pattern), so an id with one is a lookup of a model that cannot exist: 404, not a 500."""
     if not model_id or "{" in model_id or "}" in model_id:
-        raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+        raise ModelNotFound(
+            f"no model {model_id!r}: model ids are never empty and never contain braces",
+            field="model_id",
+        )
     return model_id
 
 

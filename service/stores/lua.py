@@ -11,11 +11,19 @@ Redis Cluster.  Register them with ``client.register_script(SCRIPT)``.
 CREATE_SCRIPT = """
 -- KEYS[1] config  KEYS[2] version  KEYS[3] meta  KEYS[4] state  KEYS[5] layout
 -- KEYS[6..] the model's other keys (seen, expired, pending, deadlines), wiped on replace
--- ARGV[1] '1' to replace an existing model, '0' to refuse   ARGV[2] config JSON
--- ARGV[3] incarnation   ARGV[4] number of state fields, then (field, raw bytes) pairs,
--- then the number of layouts and (array name, layout) pairs
--- Returns 1 (the new version), or -1 if the model exists and ARGV[1] is '0'.
-if ARGV[1] == '0' and redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+-- ARGV[1] '1' to replace an existing model, '0' to refuse, or the incarnation the model
+--         must have to be replaced (a reset: never re-creates a model deleted meanwhile)
+-- ARGV[2] config JSON   ARGV[3] incarnation   ARGV[4] number of state fields, then (field,
+-- raw bytes) pairs, then the number of layouts and (array name, layout) pairs
+-- Returns 1 (the new version), -1 if the model exists and ARGV[1] is '0', -2 if ARGV[1] is
+-- an incarnation and there is no model, -3 if the model has another incarnation.
+if ARGV[1] == '0' then
+  if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+elseif ARGV[1] ~= '1' then
+  local current = redis.call('HGET', KEYS[3], 'incarnation')
+  if not current or redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
+  if current ~= ARGV[1] then return -3 end
+end
 redis.call('DEL', unpack(KEYS))
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('SET', KEYS[2], 1)

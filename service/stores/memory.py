@@ -16,7 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from service.errors import InsufficientStorage, ModelExists, ModelNotFound, StaleVersion
+from service.errors import (
+    InsufficientStorage,
+    ModelChanged,
+    ModelExists,
+    ModelNotFound,
+    StaleVersion,
+)
 from service.stores.base import Commit, StoredState, pending_full
 
 
@@ -61,10 +67,18 @@ class MemoryStore:
         except KeyError:
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id") from None
 
-    def create_model(self, model_id, config, arrays, incarnation, *, replace=False) -> int:
+    def create_model(
+        self, model_id, config, arrays, incarnation, *, replace=False, replaces=None
+    ) -> int:
         with self._lock:
             if model_id in self._models and not replace:
                 raise ModelExists(f"a model with id {model_id!r} already exists", field="id")
+            if replaces is not None:  # a reset: only the incarnation it read
+                current = self._models.get(model_id)
+                if current is None:
+                    raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+                if current.incarnation != replaces:
+                    raise ModelChanged(f"model {model_id!r} was re-created during the reset")
             self._models[model_id] = _Model(
                 copy.deepcopy(config),
                 incarnation,

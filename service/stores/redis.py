@@ -40,7 +40,13 @@ import redis
 import redis.connection
 import redis.exceptions
 
-from service.errors import InsufficientStorage, ModelExists, ModelNotFound, StaleVersion
+from service.errors import (
+    InsufficientStorage,
+    ModelChanged,
+    ModelExists,
+    ModelNotFound,
+    StaleVersion,
+)
 from service.stores import keys
 from service.stores.base import (
     Commit,
@@ -154,7 +160,9 @@ class RedisStore:
 
     # ------------------------------------------------------------------ models
     @unavailable
-    def create_model(self, model_id, config, arrays, incarnation, *, replace=False) -> int:
+    def create_model(
+        self, model_id, config, arrays, incarnation, *, replace=False, replaces=None
+    ) -> int:
         import orjson
 
         model_keys = keys.all_model_keys(model_id)
@@ -169,13 +177,20 @@ class RedisStore:
         fields, layouts = encode_fields(arrays)
         result = self._create(
             keys=ordered,
-            args=["1" if replace else "0", orjson.dumps(config), incarnation]
+            args=[replaces or ("1" if replace else "0"), orjson.dumps(config), incarnation]
             + [len(fields), *_flat(fields), len(layouts), *_flat(layouts)],
         )
         if int(result) == -1:
             raise ModelExists(f"a model with id {model_id!r} already exists", field="id")
+        if int(result) == -2:
+            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+        if int(result) == -3:
+            raise ModelChanged(f"model {model_id!r} was re-created during the reset")
         self._remember(model_id, _Written(incarnation, 1, fields, layouts))
-        self.client.sadd(keys.MODELS, model_id)
+        if replaces is None:
+            # a reset's model is registered already; registering it again could list a model
+            # deleted between the script and this command
+            self.client.sadd(keys.MODELS, model_id)
         return 1
 
     @unavailable

@@ -8,6 +8,7 @@ import zipfile
 
 import numpy as np
 import orjson
+import pytest
 
 from core.metrics import PrequentialWindow
 from tests.service.conftest import create_model, events_json, make_stream
@@ -29,7 +30,7 @@ def test_metrics_stream_pushes_changes(client):
     create_model(client, n_features=5)
     X, y = make_stream(60)
     client.post("/v1/models/m/events", json=events_json(X[:30], y[:30]))
-    with client.stream("GET", "/v1/models/m/metrics/stream?max_events=2&interval=0.05") as stream:
+    with client.stream("GET", "/v1/models/m/metrics/stream?max_events=2&interval=0.1") as stream:
         assert stream.status_code == 200
         assert stream.headers["content-type"].startswith("text/event-stream")
         messages = _sse_messages(stream.iter_lines())
@@ -44,6 +45,15 @@ def test_metrics_stream_pushes_changes(client):
     assert second_data["counts"]["events_learned"] == 60
     assert int(second["id"]) == second_data["version"] > first_data["version"]
     assert client.get("/v1/models/nope/metrics/stream").status_code == 404
+
+
+@pytest.mark.parametrize("interval", ["0.000001", "0.05", "0", "-1", "61"])
+def test_metrics_stream_refuses_an_interval_out_of_bounds(client, interval):
+    """Below 0.1 s a stream would read the model's metrics in a busy loop."""
+    create_model(client, n_features=5)
+    response = client.get(f"/v1/models/m/metrics/stream?interval={interval}")
+    assert response.status_code == 422
+    assert response.json()["field"] == "query.interval"
 
 
 def test_roc_of_the_window(client):
@@ -225,7 +235,7 @@ def test_health_readiness_and_prometheus(make_client, monkeypatch):
         assert "application/x-npz" in post["requestBody"]["content"]
 
 
-def test_readyz_fails_when_redis_does_not_answer():
+def test_readyz_fails_when_redis_does_not_answer_and_hides_its_address(caplog):
     from fastapi.testclient import TestClient
 
     from service.app import create_app
@@ -235,8 +245,9 @@ def test_readyz_fails_when_redis_does_not_answer():
     with TestClient(create_app(settings)) as client:
         response = client.get("/readyz")
         assert response.status_code == 503
-        # public: says the store is unavailable, not where it is
         assert response.json()["checks"]["store"] == "unavailable"
-        assert "127.0.0.1" not in response.text
         problem = client.get("/v1/models")
         assert problem.status_code == 503 and problem.json()["title"] == "Store unavailable"
+        for answer in (response, problem):  # the address is for the logs only
+            assert "127.0.0.1" not in answer.text and ":1" not in answer.text
+    assert any("127.0.0.1" in record.getMessage() for record in caplog.records)

@@ -1,0 +1,415 @@
+"""The event loop stays free: large bodies are parsed and learned in the thread pool (``/healthz``
+answers meanwhile), NDJSON lines are split in linear time, request bodies have a read deadline
+(408), and a client that leaves mid-body is a 499 with one log line, not a 500 with a traceback.
+
+The HTTP-level behaviour is tested through a real uvicorn process and raw sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import os
+import re
+import select
+import socket
+import subprocess
+import threading
+import time
+import zipfile
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+
+from loadtest.local import free_port, start_uvicorn, stop, wait_ready
+from service.errors import MalformedBody
+from service.ingest import FeatureSpec, NDJSONReader
+from tests.service.conftest import create_model, events_json, make_stream
+
+
+# ------------------------------------------------------------------ NDJSON line splitting
+def _feed(reader: NDJSONReader, body: bytes, chunk: int) -> None:
+    for start in range(0, len(body), chunk):
+        reader.feed(body[start : start + chunk])
+
+
+def test_ndjson_one_long_line_across_many_chunks():
+    """A 3.9 MB line spans 60 chunks; the lines around it, and blank lines, keep their place."""
+    rng = np.random.default_rng(3)
+    n_features = 200_000
+    X = rng.normal(size=(3, n_features))
+    first, second, third = (orjson.dumps({"x": X[i].tolist(), "y": i % 2}) for i in range(3))
+    lines = [first, b"", b"   ", second, third]
+    body = b"\n".join(lines)  # no newline after the last line
+    assert len(first) > 3_500_000
+    reader = NDJSONReader(10)
+    _feed(reader, body, 65_536)
+    batch = reader.finish(FeatureSpec(n_features, "dense"), labelled=True)
+    np.testing.assert_array_equal(batch.X, X)  # bit for bit: orjson rounds correctly
+    np.testing.assert_array_equal(batch.y, [-1, 1, -1])
+    assert reader.lines == [1, 4, 5]
+
+
+@pytest.mark.parametrize("decode_inline_bytes", [None, 0, 700, 10**9])
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_ndjson_deferred_decoding_gives_the_same_batch_and_the_same_errors(
+    decode_inline_bytes, chunk
+):
+    """Past ``decode_inline_bytes`` the reader only collects bytes and ``finish`` decodes
+    them: the batch, the line numbers and the first error are those of decoding as lines
+    arrive."""
+    X, y = make_stream(40, n_features=3)
+    lines = [orjson.dumps(event) for event in events_json(X, y)["events"]]
+    lines.insert(5, b"")
+    body = b"\n".join(lines) + b"\n"
+    reader = NDJSONReader(100, decode_inline_bytes=decode_inline_bytes)
+    _feed(reader, body, chunk)
+    assert reader.deferred == (decode_inline_bytes is not None and decode_inline_bytes < len(body))
+    batch = reader.finish(FeatureSpec(3, "dense"), labelled=True)
+    np.testing.assert_array_equal(batch.X, X)
+    assert reader.lines == [*range(1, 6), *range(7, 42)]
+
+    broken = b"\n".join([*lines[:30], b"{not json", *lines[30:]])
+    reader = NDJSONReader(100, decode_inline_bytes=decode_inline_bytes)
+    with pytest.raises(MalformedBody) as error:
+        _feed(reader, broken, chunk)
+        reader.finish(FeatureSpec(3, "dense"), labelled=True)
+    assert error.value.line == 31
+
+
+# ------------------------------------------------------------ what runs off the event loop
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _body(content_type: str, feature_mode: str, X, y) -> bytes:
+    from tests.service.conftest import npz_bytes
+
+    events = events_json(X, y)["events"]
+    if feature_mode == "hashed":
+        events = [{"x": {f"f{j}": v for j, v in enumerate(e["x"])}, "y": e["y"]} for e in events]
+    if content_type == "application/json":
+        return orjson.dumps({"events": events})
+    if content_type == "application/x-ndjson":
+        return b"\n".join(orjson.dumps(event) for event in events)
+    if content_type == "text/x-libsvm":
+        return "\n".join(
+            f"{e['y']} " + " ".join(f"{j + 1}:{v!r}" for j, v in enumerate(e["x"]))
+            for e in events
+        ).encode()  # fmt: skip
+    if content_type == "application/x-npz-compressed":
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, X=X, y=y)
+        return buffer.getvalue()
+    return npz_bytes(X=X, y=y)
+
+
+# 400 events of 5 features: JSON ~44 KB, NDJSON ~44 KB, LIBSVM ~40 KB, NPZ ~19 KB
+@pytest.mark.parametrize(
+    ("content_type", "feature_mode", "threshold", "offloaded"),
+    [
+        ("application/json", "dense", 10**9, False),
+        ("application/json", "dense", 8 * 1024, False),  # inline up to 16 x 8 KiB
+        ("application/json", "dense", 1024, True),
+        ("application/json", "hashed", 8 * 1024, True),  # hashing: x1
+        ("application/x-ndjson", "dense", 10**9, False),
+        ("application/x-ndjson", "dense", 1024, True),
+        ("application/x-ndjson", "hashed", 8 * 1024, True),
+        ("text/x-libsvm", "dense", 8 * 1024, True),  # LIBSVM: x1
+        ("text/x-libsvm", "dense", 10**9, False),
+        ("application/x-npz", "dense", 1024, False),  # inline up to 64 x 1 KiB
+        ("application/x-npz", "dense", 128, True),
+        ("application/x-npz-compressed", "dense", 10**9, True),  # always
+    ],
+)
+def test_bodies_above_their_limit_are_parsed_and_learned_in_the_thread_pool(
+    make_client, monkeypatch, content_type, feature_mode, threshold, offloaded
+):
+    import service.deps
+    from service.ingest.ndjson import NDJSONReader as Reader
+
+    client = make_client(store="memory", offload_body_bytes=threshold)
+    n_features = 5 if feature_mode == "dense" else 2**10
+    create_model(client, n_features=n_features, feature_mode=feature_mode)
+    X, y = make_stream(400)
+    body = _body(content_type, feature_mode, X, y)
+    seen: dict[str, bool] = {}
+
+    def spy(name, function):
+        def wrapped(*args, **kwargs):
+            seen[name] = _on_event_loop()
+            return function(*args, **kwargs)
+
+        return wrapped
+
+    engine = client.app.state.engine
+    monkeypatch.setattr(service.deps, "parse_events", spy("parse", service.deps.parse_events))
+    monkeypatch.setattr(Reader, "finish", spy("parse", Reader.finish))
+    monkeypatch.setattr(engine, "learn", spy("learn", engine.learn))
+    header = content_type.replace("-compressed", "")
+    response = client.post("/v1/models/m/events", content=body, headers={"content-type": header})
+    assert response.status_code == 200 and response.json()["learned"] == 400
+    assert seen == {"parse": not offloaded, "learn": not offloaded}
+
+
+def test_npz_compressed_reads_the_zip_directory():
+    from service.deps import npz_compressed
+
+    X, y = make_stream(50)
+    for save, compressed in ((np.savez, False), (np.savez_compressed, True)):
+        buffer = io.BytesIO()
+        save(buffer, X=X, y=y, ids=np.array(["a"] * 50))
+        assert npz_compressed(buffer.getvalue()) is compressed
+    mixed = io.BytesIO()
+    with zipfile.ZipFile(mixed, "w") as archive:
+        archive.writestr("X.npy", b"x" * 100)
+        archive.writestr("y.npy", b"y" * 100, compress_type=zipfile.ZIP_DEFLATED)
+    assert npz_compressed(mixed.getvalue())
+    assert npz_compressed(b"not a zip") and npz_compressed(b"")  # unreadable: thread pool
+
+
+# --------------------------------------------------------------- through a real uvicorn
+@contextlib.contextmanager
+def uvicorn_process(tmp_path, **env: str):
+    """(url, path of its log); memory store, no warm-up, logs to a file (a pipe could fill)."""
+    port = free_port()
+    log_path = tmp_path / f"uvicorn-{port}.log"
+    environment = {**os.environ, "AUCSTREAM_WARMUP": "false", "AUCSTREAM_STORE": "memory", **env}
+    with open(log_path, "wb") as log:
+        process = start_uvicorn(port, environment, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_ready(url, process, timeout=90, interval=0.1)
+            yield url, log_path
+        finally:
+            stop(process)
+
+
+def _hashed_body(n_events: int) -> bytes:
+    """Named features, a new name each time: the slowest parse (~200 ns per byte)."""
+    rng = np.random.default_rng(5)
+    names = rng.integers(1 << 40, size=(n_events, 20))
+    events = [
+        {"x": {f"k{name:x}": 1.0 for name in row}, "y": int(index % 3 == 0)}
+        for index, row in enumerate(names)
+    ]
+    return orjson.dumps({"events": events})
+
+
+def test_healthz_answers_while_a_large_hashed_json_body_is_parsed_and_learned(tmp_path):
+    body = _hashed_body(25_000)  # ~9 MB: seconds of parsing, which held the loop before
+    with uvicorn_process(tmp_path) as (url, _), httpx.Client(base_url=url, timeout=120) as http:
+        model = {"id": "h", "n_features": 2**20, "feature_mode": "hashed", "learner": "spam"}
+        assert http.post("/v1/models", json=model).status_code == 201
+        outcome: dict = {}
+
+        def post() -> None:
+            started = time.perf_counter()
+            with httpx.Client(base_url=url, timeout=120) as poster:
+                outcome["response"] = poster.post(
+                    "/v1/models/h/events", content=body,
+                    headers={"content-type": "application/json"},
+                )  # fmt: skip
+            outcome["seconds"] = time.perf_counter() - started
+
+        poster = threading.Thread(target=post)
+        poster.start()
+        latencies = []
+        while poster.is_alive():
+            started = time.perf_counter()
+            assert http.get("/healthz").status_code == 200
+            latencies.append(time.perf_counter() - started)
+            time.sleep(0.02)
+        poster.join()
+    response = outcome["response"]
+    assert response.status_code == 200 and response.json()["learned"] == 25_000
+    # healthz kept answering all along: many answers, each a small part of the request's time
+    # (parsed on the loop, one healthz waited for the whole parse)
+    assert len(latencies) >= 10
+    assert max(latencies) < outcome["seconds"] / 4, (max(latencies), outcome["seconds"])
+
+
+def _raw_request(port: int, headers: str, body_part: bytes) -> socket.socket:
+    connection = socket.create_connection(("127.0.0.1", port), timeout=30)
+    connection.sendall(headers.encode() + b"\r\n" + body_part)
+    return connection
+
+
+def _read_all(connection: socket.socket) -> bytes:
+    received = b""
+    while chunk := connection.recv(65536):
+        received += chunk
+    return received
+
+
+def _requests_counted(http: httpx.Client, status: int) -> float:
+    total = 0.0
+    pattern = re.compile(r"^aucstream_http_requests_total\{(.*)\} (\S+)$")
+    for line in http.get("/metrics").text.splitlines():
+        match = pattern.match(line)
+        if match and f'status="{status}"' in match.group(1):
+            total += float(match.group(2))
+    return total
+
+
+@pytest.mark.parametrize("sender", ["stalls", "stalls-on-create", "drips"])
+def test_a_body_that_does_not_arrive_in_time_gets_408_and_the_server_stays_responsive(
+    tmp_path, sender
+):
+    with uvicorn_process(tmp_path, AUCSTREAM_BODY_READ_TIMEOUT_SECONDS="1") as (url, _):
+        port = int(url.rsplit(":", 1)[1])
+        with httpx.Client(base_url=url, timeout=30) as http:
+            create_model(http, n_features=2)  # type: ignore[arg-type]
+            if sender.startswith("stalls"):  # half of a declared body, then nothing
+                # /v1/models: a body FastAPI reads and validates itself (ModelCreate)
+                path = "/v1/models" if sender == "stalls-on-create" else "/v1/models/m/events"
+                connection = _raw_request(
+                    port, f"POST {path} HTTP/1.1\r\nHost: t\r\n"
+                    "Content-Type: application/json\r\nContent-Length: 2000\r\n",
+                    b'{"events": [' + b" " * 988,
+                )  # fmt: skip
+            else:  # chunked, a few bytes every 0.2 s, for ever
+                connection = _raw_request(
+                    port, "POST /v1/models/m/events HTTP/1.1\r\nHost: t\r\n"
+                    "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n",
+                    b"c\r\n" + b'{"events": [' + b"\r\n",
+                )  # fmt: skip
+
+                def drip() -> None:
+                    # until the answer arrives: a byte sent after the server closed the
+                    # connection would make its kernel reset it, losing the answer
+                    with contextlib.suppress(OSError):
+                        for _ in range(100):
+                            if select.select([connection], [], [], 0.2)[0]:
+                                return
+                            connection.sendall(b"1\r\n \r\n")
+
+                threading.Thread(target=drip, daemon=True).start()
+            started = time.perf_counter()
+            answers = 0
+            while time.perf_counter() - started < 0.6:  # the server answers meanwhile
+                assert http.get("/healthz").status_code == 200
+                answers += 1
+            received = _read_all(connection)  # until the server closes the connection
+            connection.close()
+            head, _, body = received.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 408"), received[:300]
+            assert b"content-type: application/problem+json" in head.lower()
+            assert b"connection: close" in head.lower()
+            problem = orjson.loads(body)
+            assert problem["status"] == 408 and "1 s" in problem["detail"]
+            assert answers >= 3
+            assert _requests_counted(http, 408) == 1
+            assert http.get("/v1/models/m").json()["counts"]["events_learned"] == 0
+            after = http.post("/v1/models/m/events", json={"events": [{"x": [1.0, 2.0], "y": 1}]})
+            assert after.json()["learned"] == 1
+
+
+def test_a_client_that_disconnects_mid_body_is_a_499_with_one_log_line(tmp_path):
+    with uvicorn_process(tmp_path, AUCSTREAM_LOG_FORMAT="json") as (url, log_path):
+        port = int(url.rsplit(":", 1)[1])
+        with httpx.Client(base_url=url, timeout=30) as http:
+            create_model(http, n_features=2)  # type: ignore[arg-type]
+            for content_type in ("application/json", "application/x-ndjson"):
+                connection = _raw_request(
+                    port, "POST /v1/models/m/events HTTP/1.1\r\nHost: t\r\n"
+                    f"Content-Type: {content_type}\r\nContent-Length: 100000\r\n",
+                    b'{"x": [1.0, 2.0], "y": 1}\n' * 100,
+                )  # fmt: skip
+                time.sleep(0.2)
+                connection.close()
+            deadline = time.monotonic() + 10
+            while _requests_counted(http, 499) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _requests_counted(http, 499) == 2
+            assert _requests_counted(http, 500) == 0
+            assert http.get("/v1/models/m").json()["counts"]["events_learned"] == 0
+    log = log_path.read_text()
+    assert "Traceback" not in log and "Exception in ASGI application" not in log
+    disconnects = [line for line in log.splitlines() if "client disconnected" in line]
+    assert len(disconnects) == 2, log[-3000:]
+    assert all("/v1/models/m/events" in line and "2600 bytes" in line for line in disconnects)
+
+
+def test_a_large_weight_vector_is_served_the_same_way(make_client):
+    """Above 65,536 weights the JSON is rendered in the thread pool: same document."""
+    client = make_client(store="memory")
+    for model_id, n_features in (("small", 3), ("large", 70_000)):
+        create_model(client, model_id, n_features=n_features, learner="spam", scaling="none")
+        X = np.zeros((2, n_features))
+        X[:, :3] = [[1.0, 2.0, 3.0], [-1.0, 0.5, 0.0]]
+        client.post(
+            f"/v1/models/{model_id}/events",
+            content=orjson.dumps(events_json(X, np.array([1, 0]))),
+            headers={"content-type": "application/json"},
+        )
+    small, large = (client.get(f"/v1/models/{m}/weights") for m in ("small", "large"))
+    assert small.headers["content-type"] == large.headers["content-type"] == "application/json"
+    small_body, large_body = small.json(), large.json()
+    assert large_body["n_features"] == len(large_body["coef"]) == 70_000
+    assert large_body["version"] == small_body["version"] == 2
+    assert large_body["coef"][:3] == small_body["coef"]  # the same updates on the same values
+    assert not any(large_body["coef"][3:])
+
+
+def _padded(events: list, *, key: str | None = "events") -> bytes:
+    """A document above the stepwise size: the events plus enough plain events after them."""
+    filler = [{"id": f"f{i}", "x": {"name": 1.5}, "y": 0} for i in range(30_000)]
+    items = events + filler
+    return orjson.dumps({key: items} if key else items)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _padded([{"id": "é😀\u2028", "x": {"a": [1, {"b": None}], "c": True}, "y": 1}]),
+        _padded([{"x": 1, "again": 2.5}]).replace(b'"again"', b'"x"'),  # a key twice in an event
+        _padded([{"x": 12345678901234567890, "y": -0.0}]),
+        _padded([{"x": "a"}], key=None),  # a bare list
+        b'{"events": [], "events": ' + _padded([])[10:],  # a repeated top-level key
+        _padded([{"x": 1}]).replace(b'"x":1', b'"x":123456789012345678901234'),  # > 64 bits
+    ],
+)
+def test_large_json_documents_are_decoded_exactly_as_orjson_does(body):
+    from service.ingest.objects import _STEPWISE_MIN_BYTES, parse_json
+
+    assert len(body) >= _STEPWISE_MIN_BYTES
+    assert repr(parse_json(body)) == repr(orjson.loads(body))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"\xef\xbb\xbf" + _padded([]), _padded([])[:-1], _padded([]).replace(b"1.5", b"1e400")],
+)
+def test_large_json_documents_refused_as_orjson_refuses_them(body):
+    from service.ingest.objects import parse_json
+
+    with pytest.raises(orjson.JSONDecodeError) as expected:
+        orjson.loads(body)
+    with pytest.raises(MalformedBody) as refused:
+        parse_json(body)
+    assert refused.value.detail == f"body is not valid JSON: {expected.value}"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("body_read_timeout_seconds", 0),
+        ("body_read_timeout_seconds", -1),
+        ("offload_body_bytes", -1),
+        ("stream_interval_seconds", 0.01),
+    ],
+)
+def test_settings_of_this_module_refuse_bad_values(name, value):
+    from pydantic import ValidationError
+
+    from service.settings import Settings
+
+    with pytest.raises(ValidationError, match=name):
+        Settings(**{name: value})

@@ -1,4 +1,4 @@
-"""DESIGN §1: ``core`` is pure computation and never imports ``service``."""
+"""docs/architecture.md §1: ``core`` is pure computation and never imports ``service``."""
 
 import ast
 import pathlib

@@ -1,4 +1,5 @@
-"""Every kind of bad input gets the right 4xx problem and changes nothing (DESIGN §4)."""
+"""Every kind of bad input gets the right 4xx problem and changes nothing
+(docs/architecture.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Every content type of DESIGN §4 learns exactly what the learner learns from the arrays."""
+"""Every content type of docs/architecture.md §4 learns exactly what the learner learns from
+the arrays."""
 
 from __future__ import annotations
 

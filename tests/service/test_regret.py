@@ -1,4 +1,5 @@
-"""Regret and metric gap in GET /v1/models/{id}/metrics, on both stores (DESIGN §3, §4)."""
+"""Regret and metric gap in GET /v1/models/{id}/metrics, on both stores
+(docs/algorithms/regret.md, docs/architecture.md §4)."""
 
 from __future__ import annotations
 

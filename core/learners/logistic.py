@@ -160,7 +160,7 @@ class Logistic(OnlineLearner):
         }
 
     def _state_invariants(self, n_features: int) -> dict:
-        # z may take any sign; n is a sum of squared gradients: docs/algorithms/logistic.md (logistic.6)
+        # z may take any sign; n sums squared gradients (docs/algorithms/logistic.md (logistic.6))
         return {
             "z": Finite(),
             "n": Finite(0.0),

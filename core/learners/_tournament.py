@@ -1,0 +1,281 @@
+"""The bookkeeping of ``auto``'s tournament (docs/algorithms/auto.md): which candidates it runs
+(validated, with the model's pAUC range), when it compares them, the comparison with
+hysteresis, the score map at a change of leader, and the leaderboard.
+
+The functions work on auto's own state arrays (``own``: ``n_seen``, ``window_scores``,
+``window_labels``, ``leader``, ``leader_since``, ``challenger``, ``challenger_streak``,
+``served_scale``, ``served_offset``, ``window_pauc``, ``window_auc``, ``evaluated_at``), so the
+learner class keeps only the learning, state and serving contract.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from core._kernels import auto as kernels
+from core.errors import InvalidParameter
+from core.learners import learner_class
+
+__all__ = [
+    "DEFAULT_CANDIDATES",
+    "MAX_CANDIDATES",
+    "candidate_specs",
+    "check_pauc_range",
+    "evaluate",
+    "invalid_field",
+    "leaderboard",
+    "next_evaluation",
+    "record",
+]
+
+#: [CHOICE] the default tournament (see ``Auto``, Notes, for the cost that fixed K = 2): the
+#: users' usual baseline and a pAUC learner on the model's range.
+DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
+    {"learner": "logistic", "params": {}},
+    {"learner": "pmb", "params": {}},
+)
+
+#: the most candidates a model may hold (each multiplies the learning work)
+MAX_CANDIDATES = 16
+
+
+def invalid_field(field: str, message: str) -> InvalidParameter:
+    return InvalidParameter(f"{field}: {message}", param=field)
+
+
+def check_pauc_range(pauc_range) -> tuple[float, float]:
+    """``[alpha, beta]`` with ``0 <= alpha < beta <= 1``; ValueError naming ``pauc_range``."""
+    if (
+        isinstance(pauc_range, str | bytes)
+        or not hasattr(pauc_range, "__len__")
+        or len(pauc_range) != 2
+        or not all(
+            isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+            for v in pauc_range
+        )
+    ):
+        raise invalid_field(
+            "pauc_range", f"expected [alpha, beta], two numbers, got {pauc_range!r}"
+        )
+    alpha, beta = float(pauc_range[0]), float(pauc_range[1])
+    if not 0.0 <= alpha < beta <= 1.0:
+        raise invalid_field("pauc_range", f"expected 0 <= alpha < beta <= 1, got {[alpha, beta]!r}")
+    return alpha, beta
+
+
+def candidate_specs(candidates, pauc_range, random_state) -> list[dict[str, Any]]:
+    """The effective ``[{"learner": name, "params": {...}}, ...]`` of an ``auto`` model:
+    validated, with ``scaling="none"`` (auto scales once for all), the model's pAUC range on
+    the pAUC learners and auto's ``random_state`` where a candidate sets none.  Errors are
+    :class:`~core.errors.InvalidParameter` whose ``param`` is the field at fault, e.g.
+    ``candidates[1].learner`` or ``candidates[2].params.beta``."""
+    alpha, beta = check_pauc_range(pauc_range)
+    if candidates is None:
+        candidates = DEFAULT_CANDIDATES
+    if isinstance(candidates, str | bytes | dict) or not isinstance(candidates, list | tuple):
+        raise invalid_field(
+            "candidates",
+            f'expected None or a list of {{"learner": name, "params": {{...}}}}, got '
+            f"{candidates!r}",
+        )
+    if not 1 <= len(candidates) <= MAX_CANDIDATES:
+        raise invalid_field(
+            "candidates", f"expected 1 to {MAX_CANDIDATES} candidates, got {len(candidates)}"
+        )
+    specs = []
+    for index, candidate in enumerate(candidates):
+        field = f"candidates[{index}]"
+        if not isinstance(candidate, dict):
+            raise invalid_field(
+                field, f'expected {{"learner": name, "params": {{...}}}}, got {candidate!r}'
+            )
+        unexpected = sorted(set(candidate) - {"learner", "params"})
+        if unexpected:
+            raise invalid_field(field, f"unexpected key(s) {unexpected}; accepted: learner, params")
+        name = candidate.get("learner")
+        if not isinstance(name, str):
+            raise invalid_field(f"{field}.learner", f"expected a learner name, got {name!r}")
+        if name == "auto":
+            raise invalid_field(f"{field}.learner", "auto cannot be a candidate of auto")
+        try:
+            cls = learner_class(name)
+        except ValueError as error:
+            raise invalid_field(f"{field}.learner", str(error)) from None
+        if not getattr(cls, "online", True):
+            raise invalid_field(
+                f"{field}.learner", f"{name!r} is a batch solver, not an online learner"
+            )
+        params = candidate.get("params", {})
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise invalid_field(f"{field}.params", f"expected an object, got {params!r}")
+        accepted = cls._param_names()
+        for key in params:
+            if key not in accepted:
+                raise invalid_field(
+                    f"{field}.params.{key}",
+                    f"unknown parameter for learner {name!r}; accepted: {', '.join(accepted)}",
+                )
+        if params.get("scaling", "none") != "none":
+            raise invalid_field(
+                f"{field}.params.scaling",
+                "auto scales the features once for every candidate; set auto's own scaling instead",
+            )
+        effective = dict(params, scaling="none")
+        # a pAUC learner optimises the model's range (``pmb`` also has Prec@k losses, whose
+        # alpha / beta play no part)
+        if cls.optimises_pauc and params.get("loss", "pauc") == "pauc":
+            for key, value in (("alpha", alpha), ("beta", beta)):
+                if key in params and params[key] != value:
+                    raise invalid_field(
+                        f"{field}.params.{key}",
+                        f"{params[key]!r} contradicts pauc_range {[alpha, beta]!r}: the pAUC "
+                        "candidates optimise the model's range; omit it or change pauc_range",
+                    )
+                effective[key] = value
+        if "random_state" in accepted and params.get("random_state") is None:
+            effective["random_state"] = random_state
+        try:
+            cls(**effective).validate_params()
+        except ValueError as error:
+            inner = getattr(error, "param", None)
+            where = f"{field}.params.{inner}" if inner else f"{field}.params"
+            raise invalid_field(where, str(error)) from None
+        specs.append({"learner": name, "params": effective})
+    return specs
+
+
+def next_evaluation(seen: int, evaluate_every: int, first_evaluation: int) -> int:
+    """The first event count after ``seen`` at which the candidates are compared: the
+    multiples of ``evaluate_every`` and, before the first of them, ``first_evaluation``, twice
+    that, four times that, ... (a function of the count alone, so batch = one at a time)."""
+    due = (seen // evaluate_every + 1) * evaluate_every
+    early = first_evaluation
+    while early < evaluate_every:
+        if early > seen:
+            return min(early, due)
+        early *= 2
+    return due
+
+
+def record(own: dict[str, np.ndarray], candidate_scores: np.ndarray, labels: np.ndarray) -> None:
+    """Append a segment to the ring buffers (only its last ``window`` events can stay)."""
+    window = own["window_labels"].shape[0]
+    seen = int(own["n_seen"][0])
+    length = labels.shape[0]
+    kept = min(length, window)
+    slots = (seen + np.arange(length - kept, length)) % window
+    own["window_scores"][:, slots] = candidate_scores[:, length - kept :]
+    own["window_labels"][slots] = labels[length - kept :]
+    own["n_seen"][0] = seen + length
+
+
+def evaluate(
+    own: dict[str, np.ndarray],
+    pauc_range,
+    *,
+    min_positives: int,
+    min_negatives: int,
+    margin: float,
+    patience: int,
+) -> None:
+    """Each candidate's exact pAUC and AUC on the window (auto.2), then the leader choice with
+    hysteresis (auto.3)-(auto.4): the challenger takes over after ``patience`` consecutive
+    evaluations ahead by more than ``margin``; windows with too few positives or negatives in
+    the FPR range decide nothing."""
+    seen = int(own["n_seen"][0])
+    filled = min(seen, own["window_labels"].shape[0])
+    labels = own["window_labels"][:filled]
+    own["evaluated_at"][0] = seen
+    n_positive = int(np.count_nonzero(labels > 0))
+    if n_positive == 0 or n_positive == filled:
+        own["window_pauc"][:] = np.nan
+        own["window_auc"][:] = np.nan
+        return
+    alpha, beta = check_pauc_range(pauc_range)
+    window_scores = own["window_scores"][:, :filled]
+    positive = labels > 0
+    kernels.window_metrics(
+        np.sort(window_scores[:, positive], axis=1),
+        np.sort(window_scores[:, ~positive], axis=1),
+        alpha, beta, own["window_pauc"], own["window_auc"],
+    )  # fmt: skip
+    if n_positive < min_positives or (beta - alpha) * (filled - n_positive) < min_negatives:
+        return
+    paucs, aucs = own["window_pauc"], own["window_auc"]
+    # highest pAUC, then AUC, then the lowest index (lexsort: last key is the primary)
+    best = int(np.lexsort((np.arange(len(paucs)), -aucs, -paucs))[0])
+    leader = int(own["leader"][0])
+    if best != leader and paucs[best] > paucs[leader] + margin:
+        if int(own["challenger"][0]) == best:
+            own["challenger_streak"][0] += 1
+        else:
+            own["challenger"][0] = best
+            own["challenger_streak"][0] = 1
+        if own["challenger_streak"][0] >= patience:
+            match_scale(own, leader, best, filled)
+            own["leader"][0] = best
+            own["leader_since"][0] = seen
+            own["challenger"][0] = -1
+            own["challenger_streak"][0] = 0
+    else:
+        own["challenger"][0] = -1
+        own["challenger_streak"][0] = 0
+
+
+def match_scale(own: dict[str, np.ndarray], old: int, new: int, filled: int) -> None:
+    """[CHOICE] At a change of leader, map the new leader's scores affinely (a positive
+    scale: its ranking is unchanged) so that, over the window, they have the mean and
+    standard deviation the served scores had (auto.5): a logit and a pAUC learner's score live
+    on different scales, and without this a user's thresholds, and every prequential metric
+    over events on both sides of the change, would mix the two scales."""
+    window_scores = own["window_scores"]
+    served = own["served_scale"][0] * window_scores[old, :filled] + own["served_offset"][0]
+    incoming = window_scores[new, :filled]
+    served_std, incoming_std = float(np.std(served)), float(np.std(incoming))
+    scale = served_std / incoming_std if served_std > 0.0 and incoming_std > 0.0 else 1.0
+    own["served_scale"][0] = scale
+    own["served_offset"][0] = float(np.mean(served)) - scale * float(np.mean(incoming))
+
+
+def leaderboard(
+    own: dict[str, np.ndarray], specs: list[dict[str, Any]], pauc_range
+) -> dict[str, Any]:
+    """The tournament as JSON-able data: each candidate's effective learner and params, its
+    windowed pAUC and AUC at the last evaluation (None while undefined), which one leads and
+    since which event count."""
+    leader = int(own["leader"][0])
+
+    def number(value: float) -> float | None:
+        return None if math.isnan(value) else float(value)
+
+    rows = [
+        {
+            "index": k,
+            "learner": spec["learner"],
+            "params": spec["params"],
+            "window_pauc": number(own["window_pauc"][k]),
+            "window_auc": number(own["window_auc"][k]),
+            "leader": k == leader,
+        }
+        for k, spec in enumerate(specs)
+    ]
+    challenger = int(own["challenger"][0])
+    return {
+        "leader": leader,
+        "leader_since": int(own["leader_since"][0]),
+        "served_scale": float(own["served_scale"][0]),
+        "served_offset": float(own["served_offset"][0]),
+        "challenger": None if challenger < 0 else challenger,
+        "challenger_streak": int(own["challenger_streak"][0]),
+        "n_seen": int(own["n_seen"][0]),
+        "evaluated_at": int(own["evaluated_at"][0]),
+        "window": int(min(own["n_seen"][0], own["window_labels"].shape[0])),
+        "pauc_range": list(check_pauc_range(pauc_range)),
+        "candidates": rows,
+    }

@@ -223,45 +223,31 @@ async def read_batch(
     (a 1,000-event dense JSON body, ~1 MB, cost 0.5-0.9 ms more CPU per request in the thread
     pool than inline: a third of the request).  See :func:`inline_limit`.
     """
-    batch, large = await _read_batch(
-        request, spec, settings, labelled=labelled, zero_based=zero_based
-    )
-    return check_id_bytes(batch, settings.max_event_id_bytes), large
-
-
-async def _read_batch(
-    request: Request,
-    spec: FeatureSpec,
-    settings: Settings,
-    *,
-    labelled: bool,
-    zero_based: bool = False,
-) -> tuple[Batch, bool]:
     content_type = request.headers.get("content-type")
     kind = media_type(content_type)
     limit = inline_limit(settings, kind, spec)
     if kind == NDJSON:
         reader = NDJSONReader(settings.max_batch_events, decode_inline_bytes=limit)
         await read_body(request, settings.max_body_bytes, feed=reader.feed)
-        if reader.deferred:
-            finish = functools.partial(reader.finish, spec, labelled=labelled)
-            return await run_in_threadpool(finish), True
-        return reader.finish(spec, labelled=labelled), False
-    body = await read_body(request, settings.max_body_bytes)
-    parse = functools.partial(
-        parse_events,
-        body,
-        content_type,
-        spec,
-        labelled=labelled,
-        max_events=settings.max_batch_events,
-        zero_based=zero_based,
-        max_dense_cells=settings.max_dense_cells,
-        max_inflated_bytes=settings.max_inflated_bytes,
-    )
-    if len(body) > limit or (kind == NPZ and npz_compressed(body)):
-        return await run_in_threadpool(parse), True
-    return parse(), False
+        large = reader.deferred
+        finish = functools.partial(reader.finish, spec, labelled=labelled)
+        batch = await run_in_threadpool(finish) if large else finish()
+    else:
+        body = await read_body(request, settings.max_body_bytes)
+        parse = functools.partial(
+            parse_events,
+            body,
+            content_type,
+            spec,
+            labelled=labelled,
+            max_events=settings.max_batch_events,
+            zero_based=zero_based,
+            max_dense_cells=settings.max_dense_cells,
+            max_inflated_bytes=settings.max_inflated_bytes,
+        )
+        large = len(body) > limit or (kind == NPZ and npz_compressed(body))
+        batch = await run_in_threadpool(parse) if large else parse()
+    return check_id_bytes(batch, settings.max_event_id_bytes), large
 
 
 # ---------------------------------------------------------------------- the hot routes

@@ -52,6 +52,7 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
+from core._kernels._linalg import csr_decision
 from core.errors import InvalidParameter, InvalidState
 from core.learners._params import (
     BOOLEAN,
@@ -78,6 +79,15 @@ _SCALER_INVARIANTS: dict[str, StateInvariant] = {
     "scaler_sum": Finite(),
     "scaler_sum_sq": Finite(0.0),
 }
+
+
+def linear_decision(X, w: np.ndarray) -> np.ndarray:
+    """``X @ w`` for a dense or CSR batch (the scores of a linear learner's weights ``w``)."""
+    if isinstance(X, CSRMatrix):
+        out = np.empty(X.shape[0])
+        csr_decision(X.indptr, X.indices, X.data, w, out)
+        return out
+    return X @ w
 
 
 class NotFittedError(ValueError, AttributeError):

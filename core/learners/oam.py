@@ -9,11 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from core._kernels import oam as kernels
-from core._kernels._linalg import csr_decision
 from core._kernels.random import seed_state
 from core.errors import InvalidFeatures, InvalidParameter
 from core.learners import register
-from core.learners._base import OnlineLearner
+from core.learners._base import OnlineLearner, linear_decision
 from core.learners._params import Interval, Options
 from core.learners._state import RNG_STATE, Count, Finite, Index, ReservoirFill
 from core.validation import CSRMatrix
@@ -263,12 +262,7 @@ class OAM(OnlineLearner):
         kernels.oam_learn_csr(X.indptr, X.indices, X.data, y, scores, sparse_bundle, options)
 
     def _decision(self, X) -> np.ndarray:
-        w = self.state_["w"]
-        if isinstance(X, CSRMatrix):
-            out = np.empty(X.shape[0])
-            csr_decision(X.indptr, X.indices, X.data, w, out)
-            return out
-        return X @ w
+        return linear_decision(X, self.state_["w"])
 
     @property
     def coef_(self) -> np.ndarray:

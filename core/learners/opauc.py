@@ -10,11 +10,10 @@ import numpy as np
 
 from core._kernels import opauc as kernels
 from core._kernels._bundles import EventBatch
-from core._kernels._linalg import csr_decision
 from core._kernels.opauc_sketch import SketchOptions, SketchState, opauc_sketch_learn
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
-from core.learners._base import OnlineLearner
+from core.learners._base import OnlineLearner, linear_decision
 from core.learners._params import Interval, Options
 from core.learners._state import Count, Finite, Index
 from core.validation import CSRMatrix
@@ -367,12 +366,7 @@ class OPAUC(OnlineLearner):
         kernels.opauc_learn(EventBatch(*arrays), y, scores, bundle, options)
 
     def _decision(self, X) -> np.ndarray:
-        w = self.state_["w"]
-        if isinstance(X, CSRMatrix):
-            out = np.empty(X.shape[0])
-            csr_decision(X.indptr, X.indices, X.data, w, out)
-            return out
-        return X @ w
+        return linear_decision(X, self.state_["w"])
 
     @property
     def coef_(self) -> np.ndarray:

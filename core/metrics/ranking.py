@@ -55,6 +55,15 @@ def _undefined_reason(n_positive: int, n_negative: int, template: str) -> str | 
     return None
 
 
+def _sorted_input(y_true, scores) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """Checked labels and scores as sorted positive and negative scores, and why a two-class
+    metric of them is undefined (None when it is defined)."""
+    labels, score_array = check_labelled_scores(y_true, scores)
+    positive_sorted, negative_sorted = _split_sorted(labels, score_array)
+    reason = _undefined_reason(positive_sorted.size, negative_sorted.size, _INPUT)
+    return positive_sorted, negative_sorted, reason
+
+
 def _warn_undefined(metric: str, reason: str, stacklevel: int = 3) -> float:
     warnings.warn(
         f"{metric} is undefined: {reason}; returning NaN", UndefinedMetricWarning, stacklevel
@@ -159,9 +168,7 @@ def auc(y_true, scores) -> float:
     >>> auc([0, 1, 0, 1], [1, 1, 2, 2])  # two tied pairs count 1/2 each
     0.5
     """
-    labels, score_array = check_labelled_scores(y_true, scores)
-    positive_sorted, negative_sorted = _split_sorted(labels, score_array)
-    reason = _undefined_reason(positive_sorted.size, negative_sorted.size, _INPUT)
+    positive_sorted, negative_sorted, reason = _sorted_input(y_true, scores)
     if reason is not None:
         return _warn_undefined("AUC", reason)
     return _auc_sorted(positive_sorted, negative_sorted)
@@ -218,9 +225,7 @@ def pauc(
     0.666667
     """
     alpha, beta = check_fpr_range(alpha, beta)
-    labels, score_array = check_labelled_scores(y_true, scores)
-    positive_sorted, negative_sorted = _split_sorted(labels, score_array)
-    reason = _undefined_reason(positive_sorted.size, negative_sorted.size, _INPUT)
+    positive_sorted, negative_sorted, reason = _sorted_input(y_true, scores)
     if reason is not None:
         return _warn_undefined("pAUC", reason)
     normalised, mcclish = _pauc_sorted(positive_sorted, negative_sorted, alpha, beta)
@@ -257,9 +262,7 @@ def roc_curve(y_true, scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     >>> thresholds.tolist()
     [inf, 0.8, 0.4, 0.35, 0.1]
     """
-    labels, score_array = check_labelled_scores(y_true, scores)
-    positive_sorted, negative_sorted = _split_sorted(labels, score_array)
-    reason = _undefined_reason(positive_sorted.size, negative_sorted.size, _INPUT)
+    positive_sorted, negative_sorted, reason = _sorted_input(y_true, scores)
     if reason is not None:
         _warn_undefined("the ROC curve", reason)
     return _roc_sorted(positive_sorted, negative_sorted)
@@ -305,12 +308,10 @@ def pauc_narasimhan_agarwal(y_true, scores, alpha: float = 0.0, beta: float = 0.
     (0.25, 0.5)
     """
     alpha, beta = check_fpr_range(alpha, beta)
-    labels, score_array = check_labelled_scores(y_true, scores)
-    positive_sorted, negative_sorted = _split_sorted(labels, score_array)
-    n_positive, n_negative = positive_sorted.size, negative_sorted.size
-    reason = _undefined_reason(n_positive, n_negative, _INPUT)
+    positive_sorted, negative_sorted, reason = _sorted_input(y_true, scores)
     if reason is not None:
         return _warn_undefined("pAUC", reason)
+    n_positive, n_negative = positive_sorted.size, negative_sorted.size
     first_rank = math.floor(_snap_to_integer(n_negative * alpha))  # j_alpha
     last_rank = math.ceil(_snap_to_integer(n_negative * beta))  # j_beta
     last_rank = min(n_negative, max(last_rank, first_rank + 1))
@@ -348,12 +349,10 @@ def pauc_kar_top_negatives(y_true, scores, beta: float = 0.1) -> float:
     1.0
     """
     _, beta = check_fpr_range(0.0, beta)
-    labels, score_array = check_labelled_scores(y_true, scores)
-    positive_sorted, negative_sorted = _split_sorted(labels, score_array)
-    n_positive, n_negative = positive_sorted.size, negative_sorted.size
-    reason = _undefined_reason(n_positive, n_negative, _INPUT)
+    positive_sorted, negative_sorted, reason = _sorted_input(y_true, scores)
     if reason is not None:
         return _warn_undefined("pAUC", reason)
+    n_positive, n_negative = positive_sorted.size, negative_sorted.size
     n_top = min(n_negative, max(1, math.ceil(_snap_to_integer(n_negative * beta))))
     top_negatives = negative_sorted[::-1][:n_top]
     at_or_above = n_positive - np.searchsorted(positive_sorted, top_negatives, side="left")

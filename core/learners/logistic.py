@@ -102,19 +102,21 @@ class Logistic(OnlineLearner):
 
     Examples
     --------
+    A stream with 5 % positives and one informative feature out of three:
+
     >>> import numpy as np
     >>> from core.learners import make_learner
     >>> from core.metrics import auc
-    >>> rng = np.random.default_rng(0)
-    >>> y = rng.random(2000) < 0.2
-    >>> X = rng.normal(size=(2000, 5)) + 1.5 * y[:, None] * np.array([1, -1, 0, 0, 0])
-    >>> model = make_learner("logistic")
-    >>> scores = model.prequential_step(X, y)      # test-then-train, one pass
-    >>> bool(auc(y[1000:], scores[1000:]) > 0.9)
+    >>> rng = np.random.default_rng(7)
+    >>> labels = (rng.random(3000) < 0.05).astype(int)
+    >>> rows = rng.normal(size=(3000, 3)) + 2.0 * labels[:, None] * np.array([0, 1, 0])
+    >>> learner = make_learner("logistic")
+    >>> prequential = learner.prequential_step(rows, labels)   # scored, then learned
+    >>> bool(auc(labels[1500:], prequential[1500:]) > 0.85)
     True
-    >>> bool(model.coef_[0] > 0 > model.coef_[1])  # the two informative features
-    True
-    >>> bool(model.intercept_ < 0)                 # 20 % positives: a negative logit prior
+    >>> int(np.argmax(np.abs(learner.coef_)))                  # the informative feature
+    1
+    >>> bool(learner.predict_proba(rows[:1])[0, 1] < 0.5)      # rare positives: a low prior
     True
     """
 

@@ -145,6 +145,9 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
         # SIGTERM while busy: the worker finishes its read, commits, acknowledges, gives the
         # lease back and exits 0
         polite = workers(empty_redis, "polite")
+        # it holds the lease only once it runs, its SIGTERM handler installed (on a loaded
+        # machine the doomed workers may already have passed the 70 % mark before it started)
+        wait_for(lambda: rclient.get(keys.lease("q")) == b"polite", 60, "polite never ran")
         wait_for(lambda: applied_entries(rclient, "q") >= int(0.7 * n_entries), 60, "stuck")
         polite.send_signal(signal.SIGTERM)
         assert polite.wait(timeout=15) == 0

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -61,15 +63,31 @@ def make_queue(store: Store, settings: Settings) -> StreamQueue | None:
 
 
 def warm_up() -> None:
-    """Compile every learner's kernels (numba) before the first request needs them."""
+    """Compile (empty numba cache: minutes) or load (warm cache: seconds) every kernel the
+    service calls -- learners, metrics, regret -- logging one line per group and the total, so
+    a slow start says why."""
     import warnings
 
     from core.warmup import compile_kernels
 
+    cache = os.environ.get("NUMBA_CACHE_DIR") or "next to the sources (__pycache__)"
+    cpu = os.environ.get("NUMBA_CPU_NAME") or "host"
+    logger.info("compiling or loading the numba kernels (cache: %s, cpu: %s)", cache, cpu)
+
+    def progress(name: str, seconds: float) -> None:
+        logger.info(
+            "kernels of %s ready in %.2f s", name, seconds,
+            extra={"fields": {"kernels": name, "seconds": round(seconds, 3)}},
+        )  # fmt: skip
+
+    started = time.perf_counter()
     with warnings.catch_warnings():  # tiny made-up data: learners' data warnings are noise here
         warnings.simplefilter("ignore")
-        timings = compile_kernels()
-    logger.info("kernels compiled in %.1f s", sum(timings.values()))
+        compile_kernels(progress)
+    total = time.perf_counter() - started
+    logger.info(
+        "all kernels ready in %.1f s", total, extra={"fields": {"kernels": "all", "seconds": total}}
+    )
 
 
 def problem_response(error: ServiceError) -> JSONResponse:

@@ -57,6 +57,13 @@ def configure_logging(log_format: str, level: str) -> None:
     leaves the logging configuration as it is, except for the level of ``aucstream``."""
     logging.getLogger("aucstream").setLevel(level.upper())
     if log_format != "json":
+        service_logger = logging.getLogger("aucstream")
+        if not service_logger.handlers and not logging.getLogger().hasHandlers():
+            # uvicorn configures only its own loggers: without a handler the start-up lines
+            # (which kernels are compiling, for how long) would be dropped below WARNING
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+            service_logger.addHandler(handler)
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 
 import numpy as np
-
-from collections.abc import Callable
 
 from core import metrics
 from core.learners import available_learners, learner_class, make_learner

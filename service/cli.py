@@ -68,16 +68,35 @@ def serve(args: argparse.Namespace) -> int:
     except ValidationError as error:
         print(f"aucstream: invalid settings:\n{error}", file=sys.stderr)
         return 2
+    import shutil
+    import tempfile
+
     import uvicorn
 
-    uvicorn.run(
-        "service.app:create_app",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        log_level=args.log_level,
-    )
+    from service.telemetry import reset_multiprocess_dir
+
+    made_dir = None
+    if args.workers > 1:
+        # one Prometheus view across the workers: each writes its values under this directory
+        # (read by prometheus_client when the workers import it, so set before they start),
+        # emptied first since a previous run's files would be summed in
+        directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if not directory:
+            directory = made_dir = tempfile.mkdtemp(prefix="aucstream-prometheus-")
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+        reset_multiprocess_dir(directory)
+    try:
+        uvicorn.run(
+            "service.app:create_app",
+            factory=True,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            log_level=args.log_level,
+        )
+    finally:
+        if made_dir is not None:
+            shutil.rmtree(made_dir, ignore_errors=True)
     return 0
 
 

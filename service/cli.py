@@ -155,7 +155,8 @@ def check_worker(redis_url: str, name: str | None) -> int:
     try:
         seconds, microseconds = client.time()  # Redis's clock, as the heartbeat script uses
         now_ms = int(seconds) * 1000 + int(microseconds) // 1000
-        live = [member.decode() for member in client.zrangebyscore(keys.WORKERS, now_ms, "+inf")]
+        members: list[bytes] = client.zrangebyscore(keys.WORKERS, now_ms, "+inf")  # type: ignore[assignment]
+        live = [member.decode() for member in members]
     except redis.RedisError as error:
         print(
             f"aucstream: unhealthy: Redis did not answer ({type(error).__name__})", file=sys.stderr

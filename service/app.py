@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from service.body_guard import BodyGuard
 from service.deps import Services, require_api_key
 from service.engine import Engine
-from service.errors import ServiceError
+from service.errors import ServiceError, WarmingUp
 from service.queue import StreamQueue
 from service.routers import events, metrics, models, system
 from service.settings import Settings
@@ -191,6 +191,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             headers=getattr(error, "headers", None),
         )
 
+    app.add_middleware(WarmGate, owner=app)
     # inside the timing middleware, so that the 408 / 499 it records are what is counted
     app.add_middleware(BodyGuard, timeout_seconds=settings.body_read_timeout_seconds)
     app.add_middleware(TimingMiddleware, telemetry=telemetry)
@@ -209,6 +210,31 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+class WarmGate:
+    """Until the warm-up is done, ``/v1`` requests get 503 ``warming-up`` (with Retry-After)
+    instead of compiling kernels inside the request -- on the event loop for small bodies, which
+    held ``/healthz`` for 23 s.  Probes and ``/metrics`` pass.  Once warm, one attribute read per
+    request."""
+
+    def __init__(self, app: Any, owner: FastAPI) -> None:
+        self.app = app
+        self.owner = owner
+        self.open = False
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if not self.open and scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            warm = getattr(self.owner.state, "warm", None)
+            if warm is not None and not warm.is_set():
+                error = WarmingUp(
+                    "the kernels are still being compiled or loaded; retry when /readyz is 200",
+                    headers={"Retry-After": "5"},
+                )
+                await problem_response(error)(scope, receive, send)
+                return
+            self.open = warm is not None
+        await self.app(scope, receive, send)
 
 
 def _warm(done: threading.Event) -> None:

@@ -41,6 +41,13 @@ def test_readyz_waits_for_the_whole_warm_up_and_healthz_answers_during_it(
         assert not_ready.status_code == 503
         assert not_ready.json()["checks"] == {"store": "ok", "kernels": "compiling"}
     assert max(latencies) < 1.0, latencies
+    # meanwhile the API refuses work instead of compiling kernels inside requests
+    refused = client.post("/v1/models", json={"id": "m", "learner": "spam", "n_features": 5})
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["retry-after"] == "5"
+    assert refused.json()["type"].endswith("/warming-up")
+    assert client.get("/v1/models").status_code == 503
+    assert client.get("/metrics").status_code == 200
     release.set()
     deadline = time.monotonic() + 120
     while (ready := client.get("/readyz")).status_code != 200:

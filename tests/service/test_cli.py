@@ -82,7 +82,7 @@ def test_serve_refuses_invalid_settings(capsys, monkeypatch):
     assert "Redis store" in capsys.readouterr().err
 
 
-def test_worker_check_reads_the_heartbeat_of_this_hosts_workers(empty_redis, capsys):
+def test_worker_check_reads_the_heartbeat_of_this_hosts_workers(empty_redis, capsys, monkeypatch):
     import socket
 
     import redis
@@ -91,7 +91,12 @@ def test_worker_check_reads_the_heartbeat_of_this_hosts_workers(empty_redis, cap
     from service.queue.lease import Leases
     from service.stores import keys
 
+    # the command writes its options to the environment (AUCSTREAM_*): restored after the test
+    monkeypatch.setenv("AUCSTREAM_REDIS_URL", empty_redis)
+    monkeypatch.setenv("AUCSTREAM_WORKER_NAME", "unset below")
+
     def check(*extra: str) -> int:
+        monkeypatch.delenv("AUCSTREAM_WORKER_NAME", raising=False)  # no --name: the default
         return main(["worker", "--check", "--redis-url", empty_redis, *extra])
 
     client = redis.Redis.from_url(empty_redis)
@@ -112,5 +117,6 @@ def test_worker_check_reads_the_heartbeat_of_this_hosts_workers(empty_redis, cap
     time.sleep(0.2)
     assert check() == 1
     client.close()
+    monkeypatch.delenv("AUCSTREAM_WORKER_NAME", raising=False)
     assert main(["worker", "--check", "--redis-url", "redis://127.0.0.1:1/0"]) == 1
     assert "Redis did not answer" in capsys.readouterr().err

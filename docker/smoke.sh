@@ -36,10 +36,22 @@ trap teardown EXIT
 echo "== starting the stack (API on 127.0.0.1:$API_PORT)"
 "${compose[@]}" up -d >/dev/null 2>&1
 base="http://127.0.0.1:$API_PORT"
+# Each uvicorn worker loads the kernels on its own and the kernel hands a new connection to any
+# of them, so one 200 proves only one worker ready (the cause of a failed run in two): wait for
+# READY_STREAK consecutive 200s, each on a new connection (with 2 workers, a worker still
+# loading survives 10 draws with probability 2**-10).
+streak_needed="${READY_STREAK:-$((5 * ${API_WORKERS:-2}))}"
 ready=0
-for _ in $(seq 1 120); do
-  if curl -fsS "$base/readyz" >/dev/null 2>&1; then ready=1; break; fi
-  sleep 1
+streak=0
+for _ in $(seq 1 1200); do
+  if curl -fsS "$base/readyz" >/dev/null 2>&1; then
+    streak=$((streak + 1))
+    if [ "$streak" -ge "$streak_needed" ]; then ready=1; break; fi
+    sleep 0.05
+  else
+    streak=0
+    sleep 0.5
+  fi
 done
 if [ "$ready" != 1 ]; then
   echo "FAIL: the API did not become ready; its log:"
@@ -80,6 +92,8 @@ curl -fsS "$base/v1/models/smoke/metrics" | python3 -c '
 import json, sys
 m = json.load(sys.stdin)
 print(json.dumps({k: m[k] for k in ("counts", "window", "queue") if k in m}, indent=1))'
+echo "== queue worker healthcheck (its own heartbeat in Redis)"
+podman exec "${project}_worker_1" aucstream worker --check
 echo "== container status"
 podman ps --filter "name=$project" --format '{{.Names}}  {{.Status}}'
 [ "$learned" = 2000 ] || { echo "FAIL: the worker learned $learned of 2000 events"; exit 1; }

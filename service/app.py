@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,7 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from service.body_guard import BodyGuard
 from service.deps import Services, require_api_key
 from service.engine import Engine
-from service.errors import ServiceError
+from service.errors import ServiceError, WarmingUp
 from service.queue import StreamQueue
 from service.routers import events, metrics, models, system
 from service.settings import Settings
@@ -61,15 +63,31 @@ def make_queue(store: Store, settings: Settings) -> StreamQueue | None:
 
 
 def warm_up() -> None:
-    """Compile every learner's kernels (numba) before the first request needs them."""
+    """Compile (empty numba cache: minutes) or load (warm cache: seconds) every kernel the
+    service calls -- learners, metrics, regret -- logging one line per group and the total, so
+    a slow start says why."""
     import warnings
 
     from core.warmup import compile_kernels
 
+    cache = os.environ.get("NUMBA_CACHE_DIR") or "next to the sources (__pycache__)"
+    cpu = os.environ.get("NUMBA_CPU_NAME") or "host"
+    logger.info("compiling or loading the numba kernels (cache: %s, cpu: %s)", cache, cpu)
+
+    def progress(name: str, seconds: float) -> None:
+        logger.info(
+            "kernels of %s ready in %.2f s", name, seconds,
+            extra={"fields": {"kernels": name, "seconds": round(seconds, 3)}},
+        )  # fmt: skip
+
+    started = time.perf_counter()
     with warnings.catch_warnings():  # tiny made-up data: learners' data warnings are noise here
         warnings.simplefilter("ignore")
-        timings = compile_kernels()
-    logger.info("kernels compiled in %.1f s", sum(timings.values()))
+        compile_kernels(progress)
+    total = time.perf_counter() - started
+    logger.info(
+        "all kernels ready in %.1f s", total, extra={"fields": {"kernels": "all", "seconds": total}}
+    )
 
 
 def problem_response(error: ServiceError) -> JSONResponse:
@@ -173,6 +191,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             headers=getattr(error, "headers", None),
         )
 
+    app.add_middleware(WarmGate, owner=app)
     # inside the timing middleware, so that the 408 / 499 it records are what is counted
     app.add_middleware(BodyGuard, timeout_seconds=settings.body_read_timeout_seconds)
     app.add_middleware(TimingMiddleware, telemetry=telemetry)
@@ -191,6 +210,31 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+class WarmGate:
+    """Until the warm-up is done, ``/v1`` requests get 503 ``warming-up`` (with Retry-After)
+    instead of compiling kernels inside the request -- on the event loop for small bodies, which
+    held ``/healthz`` for 23 s.  Probes and ``/metrics`` pass.  Once warm, one attribute read per
+    request."""
+
+    def __init__(self, app: Any, owner: FastAPI) -> None:
+        self.app = app
+        self.owner = owner
+        self.open = False
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if not self.open and scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            warm = getattr(self.owner.state, "warm", None)
+            if warm is not None and not warm.is_set():
+                error = WarmingUp(
+                    "the kernels are still being compiled or loaded; retry when /readyz is 200",
+                    headers={"Retry-After": "5"},
+                )
+                await problem_response(error)(scope, receive, send)
+                return
+            self.open = warm is not None
+        await self.app(scope, receive, send)
 
 
 def _warm(done: threading.Event) -> None:

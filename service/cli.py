@@ -68,16 +68,35 @@ def serve(args: argparse.Namespace) -> int:
     except ValidationError as error:
         print(f"aucstream: invalid settings:\n{error}", file=sys.stderr)
         return 2
+    import shutil
+    import tempfile
+
     import uvicorn
 
-    uvicorn.run(
-        "service.app:create_app",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        log_level=args.log_level,
-    )
+    from service.telemetry import reset_multiprocess_dir
+
+    made_dir = None
+    if args.workers > 1:
+        # one Prometheus view across the workers: each writes its values under this directory
+        # (read by prometheus_client when the workers import it, so set before they start),
+        # emptied first since a previous run's files would be summed in
+        directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if not directory:
+            directory = made_dir = tempfile.mkdtemp(prefix="aucstream-prometheus-")
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+        reset_multiprocess_dir(directory)
+    try:
+        uvicorn.run(
+            "service.app:create_app",
+            factory=True,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            log_level=args.log_level,
+        )
+    finally:
+        if made_dir is not None:
+            shutil.rmtree(made_dir, ignore_errors=True)
     return 0
 
 
@@ -105,9 +124,53 @@ def worker(args: argparse.Namespace) -> int:
     if settings.redis_url is None:
         print("aucstream: the worker needs AUCSTREAM_REDIS_URL (or --redis-url)", file=sys.stderr)
         return 2
+    if args.check:
+        return check_worker(settings.redis_url, settings.worker_name)
     from service.queue.worker import main as run_worker
 
     return run_worker(settings)
+
+
+def check_worker(redis_url: str, name: str | None) -> int:
+    """``aucstream worker --check``: the container healthcheck of a queue worker.  0 when a
+    worker of this host (``<hostname>-<pid>``, the default name; ``name`` when one is set) has
+    a live heartbeat in ``aucs:workers`` -- the heartbeat the worker renews on every loop, so a
+    hung or crashed worker turns unhealthy within its lease -- else 1 (and why on stderr)."""
+    import socket
+
+    import redis
+
+    from service.stores import keys
+    from service.stores.client import connect
+
+    host = socket.gethostname()
+
+    def mine(member: str) -> bool:
+        if name:
+            return member == name
+        prefix, _, pid = member.rpartition("-")
+        return prefix == host and pid.isdigit()
+
+    client = connect(redis_url)
+    try:
+        seconds, microseconds = client.time()  # Redis's clock, as the heartbeat script uses
+        now_ms = int(seconds) * 1000 + int(microseconds) // 1000
+        members: list[bytes] = client.zrangebyscore(keys.WORKERS, now_ms, "+inf")  # type: ignore[assignment]
+        live = [member.decode() for member in members]
+    except redis.RedisError as error:
+        print(
+            f"aucstream: unhealthy: Redis did not answer ({type(error).__name__})", file=sys.stderr
+        )
+        return 1
+    finally:
+        client.close()
+    alive = [member for member in live if mine(member)]
+    if not alive:
+        who = f"worker {name!r}" if name else f"a worker of host {host!r}"
+        print(f"aucstream: unhealthy: no live heartbeat of {who}", file=sys.stderr)
+        return 1
+    print(f"healthy: {', '.join(alive)}")
+    return 0
 
 
 # ---------------------------------------------------------------------------- reading files
@@ -334,6 +397,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker_parser.add_argument("--redis-url", default=None, help="default: AUCSTREAM_REDIS_URL")
     worker_parser.add_argument("--name", default=None, help="consumer name (<host>-<pid>)")
     worker_parser.add_argument("--metrics-port", type=int, default=None, help="Prometheus port")
+    worker_parser.add_argument(
+        "--check",
+        action="store_true",
+        help="healthcheck: exit 0 if a worker of this host has a live heartbeat, else 1",
+    )
     worker_parser.set_defaults(handler=worker)
 
     replay_parser = commands.add_parser(

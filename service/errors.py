@@ -110,6 +110,12 @@ class StoreUnavailable(ServiceError):
     status, title, slug = 503, "Store unavailable", "store-unavailable"
 
 
+class WarmingUp(ServiceError):
+    """The process is still compiling / loading its kernels (``/readyz`` says so too)."""
+
+    status, title, slug = 503, "Warming up", "warming-up"
+
+
 class Contention(ServiceError):
     """Optimistic concurrency gave up after too many stale writes (the client may retry)."""
 

@@ -1,10 +1,17 @@
 """Prometheus metrics of one process (``GET /metrics``), on a registry owned by the app, and
 the structured logs.
 
-With several uvicorn workers each process serves its own counters (the scraper sees whichever
-worker answers); the per-model learning counters that must be exact across processes are in
-the model's state (``GET /v1/models/{id}/metrics``).  A queue worker serves the same metric
-names (events learned, duplicates, entries, batch durations, lag) on its own port
+With several uvicorn workers (``aucstream serve --workers N``, N > 1) the metrics are
+prometheus_client's multiprocess ones: ``aucstream serve`` points ``PROMETHEUS_MULTIPROC_DIR`` at
+an emptied directory before the workers start, every worker writes its values there, and any
+worker's ``/metrics`` renders the sum over all of them (gauges: the most recent value; the
+retried-writes gauge: the sum) -- one view, whichever worker the scraper reaches.  Series of
+deleted models are left out of that view (a worker cannot delete another's values).  The
+per-model learning counters that must be exact are in the model's state
+(``GET /v1/models/{id}/metrics``).  Per model, ``aucstream_model_window_auc`` and
+``aucstream_model_window_pauc`` are the window's AUC and pAUC (NaN while undefined) as last
+computed by a metrics request: no extra computation is made for them.  A queue worker serves
+the same metric names (events learned, duplicates, entries, batch durations, lag) on its own port
 (``AUCSTREAM_WORKER_METRICS_PORT``).  The lag gauges are read from Redis when scraped.
 
 Logs: ``AUCSTREAM_LOG_FORMAT=json`` writes one JSON object per line (``time``, ``level``,
@@ -17,16 +24,26 @@ learned, queued ...).  A worker logs one line per applied batch.
 from __future__ import annotations
 
 import logging
+import math
+import os
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import Metric
 
 __all__ = ["CONTENT_TYPE_LATEST", "JsonFormatter", "Telemetry", "TimingMiddleware"]
 
@@ -57,6 +74,13 @@ def configure_logging(log_format: str, level: str) -> None:
     leaves the logging configuration as it is, except for the level of ``aucstream``."""
     logging.getLogger("aucstream").setLevel(level.upper())
     if log_format != "json":
+        service_logger = logging.getLogger("aucstream")
+        if not service_logger.handlers and not logging.getLogger().hasHandlers():
+            # uvicorn configures only its own loggers: without a handler the start-up lines
+            # (which kernels are compiling, for how long) would be dropped below WARNING
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+            service_logger.addHandler(handler)
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
@@ -104,8 +128,25 @@ class Telemetry:
         )
         self.stale_writes = Gauge(
             "aucstream_stale_writes_retried",
-            "Writes of this process rejected for a stale version and retried (contention).",
+            "Writes rejected for a stale version and retried (contention), summed over the "
+            "processes.",
             registry=self.registry,
+            multiprocess_mode="sum",
+        )
+        self.window_auc = Gauge(
+            "aucstream_model_window_auc",
+            "AUC over the model's metrics window, as last computed (NaN while undefined).",
+            ["model"],
+            registry=self.registry,
+            multiprocess_mode="mostrecent",
+        )
+        self.window_pauc = Gauge(
+            "aucstream_model_window_pauc",
+            "pAUC over the model's FPR range on its metrics window, as last computed (NaN "
+            "while undefined).",
+            ["model"],
+            registry=self.registry,
+            multiprocess_mode="mostrecent",
         )
         self.rejected = Counter(
             "aucstream_requests_rejected_total",
@@ -145,27 +186,43 @@ class Telemetry:
             "Events queued and not yet learned.",
             ["model"],
             registry=self.registry,
+            multiprocess_mode="mostrecent",
         )
         self.lag_entries = Gauge(
             "aucstream_queue_lag_entries",
             "Stream entries appended and not yet applied.",
             ["model"],
             registry=self.registry,
+            multiprocess_mode="mostrecent",
         )
         self.lag_seconds = Gauge(
             "aucstream_queue_lag_seconds",
             "Age of the oldest stream entry not yet applied (0 when caught up).",
             ["model"],
             registry=self.registry,
+            multiprocess_mode="mostrecent",
         )
 
         #: the metrics labelled by model (label sets dropped when the model is deleted)
         self._per_model = (
             self.requests, self.events_learned, self.duplicates, self.scored, self.labels,
             self.events_queued, self.entries, self.lag_events, self.lag_entries, self.lag_seconds,
+            self.window_auc, self.window_pauc,
         )  # fmt: skip
         #: whether this process holds a model (the app sets it to the engine's cache)
         self.model_exists: Callable[[str], bool] = lambda model_id: False
+
+    @property
+    def multiprocess(self) -> bool:
+        """Whether values go to ``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client decides when it
+        is imported, so the variable must be set before: ``aucstream serve`` does)."""
+        return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+    def set_window_metrics(self, model: str, window: dict[str, Any]) -> None:
+        """The model's window AUC / pAUC from a metrics summary already computed."""
+        for gauge, key in ((self.window_auc, "auc"), (self.window_pauc, "pauc")):
+            value = window.get(key)
+            gauge.labels(model).set(math.nan if value is None else float(value))
 
     def set_lag(self, model: str, lag: dict[str, Any]) -> None:
         self.lag_events.labels(model).set(lag["events"])
@@ -195,8 +252,45 @@ class Telemetry:
                 if labels[0] not in keep:
                     gauge.remove(*labels)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, models: set[str] | None = None) -> bytes:
+        """The exposition text: this process's registry, or in multiprocess mode every
+        process's values aggregated, keeping only the series of ``models`` (the existing ones)
+        among those labelled by model when ``models`` is given."""
+        if not self.multiprocess:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        if models is None:
+            return generate_latest(registry)
+        return generate_latest(_ExistingModels(registry, models))  # type: ignore[arg-type]
+
+
+class _ExistingModels:
+    """A collector view without the series of deleted models: in multiprocess mode a label set
+    lives in the file of every process that wrote it, and ``remove`` in one process does not
+    reach the others' files."""
+
+    def __init__(self, registry: CollectorRegistry, models: set[str]) -> None:
+        self.registry = registry
+        self.models = models
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.registry.collect():
+            metric.samples = [
+                sample
+                for sample in metric.samples
+                if sample.labels.get("model", "") in self.models or not sample.labels.get("model")
+            ]
+            yield metric
+
+
+def reset_multiprocess_dir(path: str) -> None:
+    """Empty ``PROMETHEUS_MULTIPROC_DIR`` of a previous run's values (prometheus_client
+    requires it before the processes start: old files would be summed in)."""
+    os.makedirs(path, exist_ok=True)
+    for name in os.listdir(path):
+        if name.endswith(".db"):
+            os.remove(os.path.join(path, name))
 
 
 class TimingMiddleware:

@@ -12,19 +12,24 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from service.deps import EngineDep, ServicesDep, SettingsDep, run_engine
+from service.deps import EngineDep, ServicesDep, SettingsDep, TelemetryDep, run_engine
 from service.engine import Engine
 from service.schemas import RocResponse
+from service.telemetry import Telemetry
 
 router = APIRouter(prefix="/v1/models", tags=["metrics"])
 
 
-async def _metrics(engine: Engine, model_id: str) -> dict[str, Any]:
+async def _metrics(engine: Engine, model_id: str, telemetry: Telemetry) -> dict[str, Any]:
     """``engine.metrics`` off the event loop when it may solve the regret (milliseconds to a
-    fraction of a second, once per model version), inline otherwise (see ``run_engine``)."""
+    fraction of a second, once per model version), inline otherwise (see ``run_engine``).
+    The window's AUC / pAUC just computed go to the model's Prometheus gauges."""
     if engine.regret_pending(model_id):
-        return await run_in_threadpool(engine.metrics, model_id)
-    return await run_engine(engine, engine.metrics, model_id)
+        summary = await run_in_threadpool(engine.metrics, model_id)
+    else:
+        summary = await run_engine(engine, engine.metrics, model_id)
+    telemetry.set_window_metrics(model_id, summary["window"])
+    return summary
 
 
 @router.get("/{model_id}/metrics", response_model=dict[str, Any])
@@ -48,7 +53,7 @@ async def metrics(model_id: str, services: ServicesDep) -> dict[str, Any]:
         # the lag first: the metrics read after it include everything it counts as applied
         lag = await run_in_threadpool(services.queue.lag, model_id)
         services.telemetry.set_lag(model_id, lag)
-    summary = await _metrics(engine, model_id)
+    summary = await _metrics(engine, model_id, services.telemetry)
     if lag is not None:
         summary["queue"] = lag
     return summary
@@ -82,6 +87,7 @@ async def stream(
     request: Request,
     engine: EngineDep,
     settings: SettingsDep,
+    telemetry: TelemetryDep,
     max_events: int | None = Query(None, ge=1, description="close after this many messages"),
     interval: float | None = Query(
         None, ge=0.1, le=60, description="seconds between checks (each reads the metrics)"
@@ -89,7 +95,7 @@ async def stream(
 ) -> StreamingResponse:
     """Server-sent events: a ``metrics`` message now and each time the model's version
     changes (checked every ``interval`` seconds); a comment line keeps idle connections open."""
-    first = await _metrics(engine, model_id)  # 404 before streaming
+    first = await _metrics(engine, model_id, telemetry)  # 404 before streaming
     period = interval or settings.stream_interval_seconds
 
     async def messages() -> AsyncIterator[bytes]:
@@ -118,7 +124,7 @@ async def stream(
             idle += period
             if await request.is_disconnected():
                 return
-            current = await _metrics(engine, model_id)
+            current = await _metrics(engine, model_id, telemetry)
 
     return StreamingResponse(
         messages(),

@@ -56,7 +56,21 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
         await run_in_threadpool(_refresh_lag, engine, queue, telemetry)
     # rendering is proportional to the number of labelled series (seconds with many models):
     # off the event loop, as every scrape is
-    return Response(await run_in_threadpool(telemetry.render), media_type=CONTENT_TYPE_LATEST)
+    return Response(
+        await run_in_threadpool(_render, engine, telemetry), media_type=CONTENT_TYPE_LATEST
+    )
+
+
+def _render(engine: Engine, telemetry: Telemetry) -> bytes:
+    """Multiprocess mode: every worker's values, without the series of deleted models (which
+    other workers' files still hold)."""
+    models = None
+    if telemetry.multiprocess:
+        try:
+            models = set(engine.list_models())
+        except ServiceError:  # store down: the scrape still answers, unfiltered
+            models = None
+    return telemetry.render(models)
 
 
 def _refresh_lag(engine: Engine, queue: StreamQueue, telemetry: Telemetry) -> None:

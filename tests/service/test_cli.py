@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -78,3 +80,43 @@ def test_serve_refuses_invalid_settings(capsys, monkeypatch):
         monkeypatch.delenv(name)
     assert cli.main(["serve", "--workers", "2", "--store", "memory"]) == 2
     assert "Redis store" in capsys.readouterr().err
+
+
+def test_worker_check_reads_the_heartbeat_of_this_hosts_workers(empty_redis, capsys, monkeypatch):
+    import socket
+
+    import redis
+
+    from service.cli import main
+    from service.queue.lease import Leases
+    from service.stores import keys
+
+    # the command writes its options to the environment (AUCSTREAM_*): restored after the test
+    monkeypatch.setenv("AUCSTREAM_REDIS_URL", empty_redis)
+    monkeypatch.setenv("AUCSTREAM_WORKER_NAME", "unset below")
+
+    def check(*extra: str) -> int:
+        monkeypatch.delenv("AUCSTREAM_WORKER_NAME", raising=False)  # no --name: the default
+        return main(["worker", "--check", "--redis-url", empty_redis, *extra])
+
+    client = redis.Redis.from_url(empty_redis)
+    leases = Leases(client)
+    host = socket.gethostname()
+    assert check() == 1  # no worker at all
+    assert "no live heartbeat" in capsys.readouterr().err
+    leases.heartbeat(f"{host}x-17", 10_000)  # another host whose name starts like ours
+    leases.heartbeat("worker-b", 10_000)
+    assert check() == 1
+    leases.heartbeat(f"{host}-4242", 10_000)  # what the worker's loop writes (<host>-<pid>)
+    assert check() == 0
+    assert f"{host}-4242" in capsys.readouterr().out
+    assert check("--name", "worker-b") == 0
+    assert check("--name", "worker-c") == 1
+    client.delete(keys.WORKERS)
+    leases.heartbeat(f"{host}-4242", 100)  # a worker that stopped renewing: expired
+    time.sleep(0.2)
+    assert check() == 1
+    client.close()
+    monkeypatch.delenv("AUCSTREAM_WORKER_NAME", raising=False)
+    assert main(["worker", "--check", "--redis-url", "redis://127.0.0.1:1/0"]) == 1
+    assert "Redis did not answer" in capsys.readouterr().err

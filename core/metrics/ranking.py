@@ -99,8 +99,11 @@ def _pauc_sorted(
     # is the alpha = 0 case; for alpha > 0 the diagonal's area over [alpha, beta] is
     # (beta^2 - alpha^2) / 2 and the largest possible area is beta - alpha.  Divided by
     # beta - alpha, the diagonal's mean height is (alpha + beta) / 2 and the largest is 1.
-    diagonal_height = 0.5 * (alpha + beta)
-    standardized = 0.5 * (1.0 + (mean_height - diagonal_height) / (1.0 - diagonal_height))
+    # The headroom above the diagonal, 1 - (alpha + beta) / 2, is computed from 1 - alpha and
+    # 1 - beta: near beta = 1, alpha + beta rounds to 2 (alpha = 1 - 2**-53 divided by zero)
+    # and 1 - (alpha + beta) / 2 loses the digits that the division then magnifies.
+    headroom = 0.5 * ((1.0 - alpha) + (1.0 - beta))
+    standardized = 0.5 * (1.0 + ((mean_height - 1.0) + headroom) / headroom)
     # Rounding may step a hair above 1; never report 1.0000000000000002.
     return min(1.0, max(0.0, mean_height)), min(1.0, standardized)
 

@@ -113,11 +113,26 @@ def test_standardized_pauc_matches_sklearn_max_fpr(data, beta):
 def test_pauc_matches_polygon_area(data, bounds):
     labels, scores = data
     alpha, beta = bounds
+    # McClish's standardisation divides by the headroom 1 - (alpha + beta) / 2: the rounding
+    # of the area grows by its inverse (1e5 over [0.99999, 1]), in both implementations
+    headroom = 0.5 * ((1.0 - alpha) + (1.0 - beta))
     for standardized in (False, True):
         expected = float(naive_pauc(labels, scores, alpha, beta, standardized))
         value = pauc(labels, scores, alpha, beta, standardized=standardized)
-        assert value == pytest.approx(expected, abs=TOLERANCE)
+        tolerance = TOLERANCE / headroom if standardized else TOLERANCE
+        assert value == pytest.approx(expected, abs=tolerance)
     assert 0.0 <= pauc(labels, scores, alpha, beta) <= 1.0
+
+
+def test_standardized_pauc_near_the_top_right_corner_is_defined():
+    # alpha + beta rounds to 2 here (it divided by zero): the headroom comes from 1 - alpha and
+    # 1 - beta.  Over a range 2**-53 wide the tied scores' value is ill-conditioned (the area's
+    # last bit moves it between 0.5 and 1), so only its being a number at most 1 is asserted.
+    alpha = 1.0 - 2.0**-53
+    tied = pauc([1, 0], [0.0, 0.0], alpha, 1.0, standardized=True)
+    assert np.isfinite(tied) and tied <= 1.0
+    assert pauc([1, 0], [1.0, 0.0], alpha, 1.0, standardized=True) == 1.0
+    assert pauc([1, 0], [0.0, 1.0], 0.99999, 1.0, standardized=True) == pytest.approx(-99999.0)
 
 
 @given(labelled_scores())

@@ -23,7 +23,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from service.engine.model import Loaded, from_store
 from service.errors import Contention, ModelNotFound, StaleVersion
-from service.stores.base import Commit, Store
+from service.stores.base import Commit, Fence, Store
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -72,6 +72,8 @@ class ModelRepository:
         self._guard = threading.Lock()
         #: called with a model id when it leaves this process (deleted, evicted, gone)
         self.on_forget: list[Callable[[str], None]] = []
+        #: model id -> the writer lease every commit of it needs (a queue worker's models)
+        self.fences: dict[str, Fence] = {}
 
     # ------------------------------------------------------------------ locks & cache
     def lock(self, model_id: str) -> ModelLock:
@@ -165,6 +167,7 @@ class ModelRepository:
             arrays=loaded.arrays(),
             now=now,
             id_expiry=now + self.event_id_ttl_seconds,
+            fence=self.fences.get(model_id),
             **fields,
         )
         version = self.store.commit(model_id, commit)

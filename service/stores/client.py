@@ -13,7 +13,7 @@ import redis
 import redis.connection
 import redis.exceptions
 
-from service.errors import ModelNotFound, StaleVersion, StoreUnavailable
+from service.errors import LeaseLost, ModelNotFound, StaleVersion, StoreUnavailable
 
 T = TypeVar("T")
 
@@ -91,7 +91,7 @@ def pooled(client: redis.Redis) -> Iterator[Callable[[list[list[Any]]], list[Any
 
     try:
         yield ask
-    except (StaleVersion, ModelNotFound):
+    except (StaleVersion, ModelNotFound, LeaseLost):
         raise
     except BaseException:
         connection.disconnect()

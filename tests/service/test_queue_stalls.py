@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from service.stores import keys
-from tests.service.conftest import events_json, make_stream
+from tests.service.conftest import create_model, events_json, make_stream
 from tests.service.test_queue import assert_same_state
 from tests.service.test_queue_faults import (
     WORKER_ENV,
@@ -221,3 +221,62 @@ def test_random_pauses_of_workers_with_short_leases_lose_nothing(empty_redis, rc
         for process in processes:
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout=30) == 0
+
+
+# ---------------------------------------------------------------------------- in one process
+def test_the_lease_tells_a_renewal_from_a_taking_and_fences_commits(make_app, make_worker, rclient):
+    """A lapsed lease taken back is a new generation (the worker recovers); a commit under a
+    lease that moved is refused inside the transaction and writes nothing."""
+    from service.errors import LeaseLost
+    from service.stores.base import Commit, Fence
+
+    client = make_app()
+    create_model(client, "m")
+    worker = make_worker("a", worker_lease_ms=150, worker_block_ms=20)
+    first = worker.leases.hold("m", "a", 150)
+    assert first is not None and first.taken and first.generation == 1
+    renewed = worker.leases.hold("m", "a", 150, first.generation)
+    assert renewed is not None and not renewed.taken and renewed.generation == 1
+    assert worker.leases.hold("m", "b", 150) is None  # held by a
+    time.sleep(0.3)  # a's lease lapses; b takes it, then it lapses too
+    taken = worker.leases.hold("m", "b", 150)
+    assert taken is not None and taken.taken and taken.generation == 2
+    time.sleep(0.3)
+    back = worker.leases.hold("m", "a", 150, first.generation)  # a "renews" a free lease
+    assert back is not None and back.taken and back.generation == 3
+
+    store = worker.store
+    stored = store.load("m")
+    version = rclient.get(keys.version("m"))
+    for fence in (Fence("a", 1), Fence("b", 3), Fence("b", 2)):
+        with pytest.raises(LeaseLost):
+            store.commit(
+                "m", Commit(stored.version, stored.incarnation, stored.arrays, fence=fence)
+            )
+    assert rclient.get(keys.version("m")) == version  # nothing written
+    assert (
+        store.commit(
+            "m", Commit(stored.version, stored.incarnation, stored.arrays, fence=Fence("a", 3))
+        )
+        == stored.version + 1
+    )
+
+
+def test_a_worker_whose_lease_lapsed_recovers_before_reading_on(make_app, make_worker, rclient):
+    client = make_app()
+    create_model(client, "m")
+    worker = make_worker("a", worker_lease_ms=150, worker_block_ms=20)
+    X, y = make_stream(40)
+    client.post("/v1/models/m/events", json=events_json(X[:20], y[:20]))
+    worker.step()
+    worker.step()
+    assert worker.owned == {"m": True}
+    generation = worker.generations["m"]  # 1, or more if compiling outlasted the lease
+    time.sleep(0.3)  # the worker "stalls" past its lease
+    worker.renew()
+    assert worker.owned == {"m": False} and worker.generations == {"m": generation + 1}
+    assert worker.engine.repository.fences["m"].generation == generation + 1
+    client.post("/v1/models/m/events", json=events_json(X[20:], y[20:]))
+    for _ in range(20):
+        worker.step()
+    assert client.get("/v1/models/m").json()["counts"]["events_learned"] == 40

@@ -132,3 +132,9 @@ class CorruptState(ServiceError):
 
 class StaleVersion(Exception):
     """A store write whose expected version is no longer current (retried by the engine)."""
+
+
+class LeaseLost(Exception):
+    """A queue worker's commit refused because the model's writer lease is no longer the one
+    the worker took (it stalled and another worker took the model over): nothing was written,
+    and the worker stops writing the model until it takes the lease again."""

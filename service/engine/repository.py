@@ -25,7 +25,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from service.engine.model import Loaded, from_store
 from service.errors import Contention, CorruptState, ModelNotFound, StaleVersion
 from service.schemas import ModelConfig
-from service.stores.base import Commit, Store
+from service.stores.base import Commit, Fence, Store
 
 logger = logging.getLogger("aucstream")
 P = ParamSpec("P")
@@ -77,6 +77,8 @@ class ModelRepository:
         self.on_forget: list[Callable[[str], None]] = []
         #: called with a model id when it no longer exists (deleted here, or found deleted)
         self.on_gone: list[Callable[[str], None]] = []
+        #: model id -> the writer lease every commit of it needs (a queue worker's models)
+        self.fences: dict[str, Fence] = {}
 
     # ------------------------------------------------------------------ locks & cache
     def lock(self, model_id: str) -> ModelLock:
@@ -192,6 +194,7 @@ class ModelRepository:
             arrays=loaded.arrays(),
             now=now,
             id_expiry=now + self.event_id_ttl_seconds,
+            fence=self.fences.get(model_id),
             **fields,
         )
         version = self.store.commit(model_id, commit)

@@ -16,10 +16,12 @@ counts those applied.  Their difference is the backlog: an append that would tak
 ``AUCSTREAM_QUEUE_MAX_BACKLOG_EVENTS`` is refused (429 with ``Retry-After``), checked and
 appended in one Lua script.  Applied entries are trimmed from the stream by the worker.
 
-Writer lease (:mod:`service.queue.lease`): a model has one writer at a time.  The engine's
-version check keeps even a worker that lost its lease without knowing it from losing or
-repeating an update, and entries at or before the checkpointed id are skipped, so an entry is
-never learned twice.  Workers: :mod:`service.queue.worker` (``aucstream worker``).
+Writer lease (:mod:`service.queue.lease`): a model has one writer at a time, and every commit
+of a worker is fenced by its lease (name and lease generation checked inside the commit
+transaction), so a worker that stalled while another took its model over cannot write.
+Entries are applied only in stream order from the checkpointed id, and entries at or before it
+are skipped, so an entry is learned exactly once.  Workers: :mod:`service.queue.worker`
+(``aucstream worker``).
 """
 
 from __future__ import annotations

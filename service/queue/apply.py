@@ -1,11 +1,15 @@
 """Applying stream entries to a model: exactly once, in stream order, one engine call per run
 of entries of one kind.
 
-Entries at or before the checkpointed id (``queue:last_id``, committed with the state) are
-skipped: acknowledged, not learned.  A run of consecutive entries of one kind is learned in one
-engine call (each entry its own round) and committed with the checkpoint past it.  When the
-engine rejects a run, it is split to find the bad entry, which is skipped with a
-checkpoint-only commit (the client already had its 202: one bad batch must not stop the queue).
+Entries are applied only in stream order from the checkpoint (``queue:last_id``, committed
+with the state): an entry that another stream entry not yet applied precedes (delivered to
+another consumer, e.g. a worker that stalled) is neither learned nor acknowledged, and
+:class:`OutOfOrder` sends the worker back to recovery.  So every entry at or before the
+checkpoint was applied, and entries at or before it are skipped: acknowledged, not learned.
+A run of consecutive entries of one kind is learned in one engine call (each entry its own
+round) and committed with the checkpoint past it.  When the engine rejects a run, it is split
+to find the bad entry, which is skipped with a checkpoint-only commit (the client already had
+its 202: one bad batch must not stop the queue).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from service.engine import Engine
 from service.errors import (
     Contention,
     CorruptState,
+    LeaseLost,
     ModelNotFound,
     ServiceError,
     StoreUnavailable,
@@ -45,6 +50,11 @@ MAX_APPLY_ATTEMPTS = 50
 LAG_INTERVAL = 1.0
 
 
+class OutOfOrder(Exception):
+    """Entries of a read follow stream entries not yet applied (held by another consumer):
+    the ones before the gap were applied and acknowledged, the rest were not."""
+
+
 class EntryApplier:
     """Learns a worker's stream entries with the engine, acknowledges them, accounts for them."""
 
@@ -60,9 +70,11 @@ class EntryApplier:
         self._lag_read.pop(model, None)
 
     def apply(self, model: str, entries: list[Entry]) -> int:
-        """Learn the entries after the checkpoint, commit each run with the checkpoint,
-        acknowledge all of them and trim what is applied.  Returns how many entries were read;
-        raises :class:`ModelNotFound` when the model is gone."""
+        """Learn the entries after the checkpoint in stream order, commit each run with the
+        checkpoint, acknowledge the entries at or before the new checkpoint and trim them.
+        Returns how many entries were read; raises :class:`ModelNotFound` when the model is
+        gone, :class:`~service.errors.LeaseLost` when another worker took it over (nothing
+        acknowledged), :class:`OutOfOrder` when an entry not yet applied precedes some."""
         started = time.perf_counter()
         totals = {"learned": 0, "duplicates": 0, "applied": 0, "redelivered": 0, "rejected": 0}
         last_applied: str | None = None
@@ -73,6 +85,9 @@ class EntryApplier:
             todo = [e for e in entries if e.fields is not None and parse_id(e.id) > done]
             if attempt == 0:  # later attempts also skip what this worker just committed
                 totals["redelivered"] = len(entries) - len(todo)
+            gap = self.queue.first_gap(model, last_applied or "0-0", [e.id for e in todo])
+            waiting = None if gap is None else todo[gap].id
+            todo = todo if gap is None else todo[:gap]  # stream entries not yet applied first
             try:
                 last_applied = self._learn(model, todo, checkpoint, totals) or last_applied
                 break
@@ -80,9 +95,13 @@ class EntryApplier:
                 continue  # another writer committed first: reload the checkpoint, filter again
         else:
             raise Contention(f"model {model!r}: the checkpoint kept moving; retrying the read")
-        self.queue.ack(model, [e.id for e in entries], last_applied)
+        # only what the checkpoint covers was applied (entries after a gap wait in our list)
+        applied_to = parse_id(last_applied or "0-0")
+        self.queue.ack(model, [e.id for e in entries if parse_id(e.id) <= applied_to], last_applied)
         elapsed = time.perf_counter() - started
         self._account(model, entries, totals, elapsed)
+        if waiting is not None:
+            raise OutOfOrder(f"model {model!r}: entries not yet applied precede {waiting}")
         return len(entries)
 
     def _learn(
@@ -112,7 +131,7 @@ class EntryApplier:
                 }
                 try:
                     self._learn_piece(model, kind, piece, fields, totals)
-                except (Contention, ModelNotFound, StoreUnavailable, CorruptState):
+                except (Contention, ModelNotFound, StoreUnavailable, CorruptState, LeaseLost):
                     raise  # not the entry's fault: it must not be rejected
                 except (ServiceError, ValueError, KeyError) as error:
                     if len(piece) > 1:  # find the bad entry: nothing of this piece committed

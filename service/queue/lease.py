@@ -2,18 +2,35 @@
 
 A worker holds ``aucs:{m}:lease`` (its name, with a TTL it renews) and announces itself in
 ``aucs:workers`` (a heartbeat), so that each takes at most its fair share of the models (models
-/ live workers, rounded up).  The lease is an optimisation, not the guard of correctness: the
-engine's version check keeps even a worker that lost its lease without knowing it from losing
-or repeating an update.
+/ live workers, rounded up).
+
+Each taking of a lease increments the model's lease generation (``lease_generation`` in
+``aucs:{m}:queue``).  The worker's name and that generation are its fencing token
+(:class:`~service.stores.base.Fence`): every commit it makes checks inside the commit
+transaction that the lease is still its own, so a worker that stalled (GC, frozen container)
+while another took the model over can never commit again.  :meth:`Leases.hold` tells a renewal
+of the caller's own lease from a new taking: a worker whose lease lapsed and that takes it back
+(someone else may have written meanwhile) recovers the model as if it were new to it.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import redis
 
 from service.stores import keys
 from service.stores.client import unavailable
 from service.stores.lua import HEARTBEAT_SCRIPT, LEASE_SCRIPT, RELEASE_SCRIPT
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease held by the caller: its ``generation``, and whether :meth:`Leases.hold` just
+    took it (``taken``: the caller must recover the model) or renewed it."""
+
+    generation: int
+    taken: bool
 
 
 class Leases:
@@ -26,15 +43,16 @@ class Leases:
         self._heartbeat = client.register_script(HEARTBEAT_SCRIPT)
 
     @unavailable
-    def hold(self, model_id: str, worker: str, lease_ms: int) -> bool:
-        """Take or renew the model's writer lease; False when another worker holds it."""
-        return bool(
-            int(
-                self._lease(
-                    keys=[keys.lease(model_id), keys.config(model_id)], args=[worker, lease_ms]
-                )
-            )
+    def hold(self, model_id: str, worker: str, lease_ms: int, generation: int = 0) -> Lease | None:
+        """Renew the lease the caller holds at ``generation`` (0: none), or take it when it is
+        free; None when another worker holds it or the model does not exist."""
+        status, current = self._lease(
+            keys=[keys.lease(model_id), keys.config(model_id), keys.queue(model_id)],
+            args=[worker, lease_ms, generation],
         )
+        if not int(status):
+            return None
+        return Lease(int(current), taken=int(status) == 2)
 
     @unavailable
     def heartbeat(self, worker: str, lifetime_ms: int) -> int:
@@ -46,5 +64,11 @@ class Leases:
         self.client.zrem(keys.WORKERS, worker)
 
     @unavailable
-    def release(self, model_id: str, worker: str) -> bool:
-        return bool(int(self._release(keys=[keys.lease(model_id)], args=[worker])))
+    def release(self, model_id: str, worker: str, generation: int) -> bool:
+        return bool(
+            int(
+                self._release(
+                    keys=[keys.lease(model_id), keys.queue(model_id)], args=[worker, generation]
+                )
+            )
+        )

@@ -256,6 +256,20 @@ class StreamQueue:
         return result
 
     @unavailable
+    def first_gap(self, model_id: str, after: str, stream_ids: Sequence[str]) -> int | None:
+        """The position of the first of ``stream_ids`` (ascending, all after ``after``) that
+        another stream entry precedes, i.e. that is not the next entry after ``after`` or
+        after the previous id; None when they follow each other with nothing in between.
+        One round trip of ``XRANGE (a (b COUNT 1`` (empty when in order: nothing to send)."""
+        if not stream_ids:
+            return None
+        with self.client.pipeline(transaction=False) as pipe:
+            for previous, current in zip([after, *stream_ids[:-1]], stream_ids, strict=True):
+                pipe.xrange(keys.stream(model_id), min=f"({previous}", max=f"({current}", count=1)
+            between = pipe.execute()
+        return next((position for position, found in enumerate(between) if found), None)
+
+    @unavailable
     def ack(self, model_id: str, stream_ids: Sequence[str], applied_up_to: str | None) -> None:
         """XACK the entries; trim the stream of every entry at or before the checkpoint."""
         with self.client.pipeline(transaction=False) as pipe:

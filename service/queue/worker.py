@@ -17,10 +17,14 @@ Settings come from the environment (``AUCSTREAM_REDIS_URL``, ``AUCSTREAM_WORKER_
    together with the checkpoint — the last applied stream id and the entries and events
    applied — atomically; then ``XACK`` and trims the applied entries.
 
-Exactly once: entries at or before the checkpointed id are skipped (acknowledged, not
-learned), so an entry delivered twice (a restart, a claim, a worker that lost its lease while
-working) is learned once.  The engine's version check makes a second writer's commit fail; the
-worker then reloads the checkpoint and filters again.  Event ids are deduplicated as in sync
+Exactly once: entries are applied only in stream order from the checkpointed id, and entries
+at or before it are skipped (acknowledged, not learned), so an entry delivered twice (a
+restart, a claim, a worker that lost its lease while working) is learned once.  Every commit
+is fenced by the writer lease (:mod:`service.queue.lease`): a worker that stalled while
+another took its model over cannot commit, and one whose lease lapsed and that takes it back
+recovers the model (state, checkpoint and pending entries read again) before reading on.  The
+engine's version check makes a second writer's commit fail; the worker then reloads the
+checkpoint and filters again.  Event ids are deduplicated as in sync
 mode.  The learners are deterministic and learn a sequence in parts exactly as at once, so a
 worker killed at any point and restarted ends in the state of an uninterrupted run, bit for bit
 (except the wall-clock throughput counters ``stats:times`` / ``stats:rate``).
@@ -48,14 +52,15 @@ from typing import Any
 import redis.exceptions
 
 from service.engine import Engine
-from service.errors import CorruptState, ModelNotFound, ServiceError
-from service.queue.apply import EntryApplier
+from service.errors import CorruptState, LeaseLost, ModelNotFound, ServiceError
+from service.queue.apply import EntryApplier, OutOfOrder
 from service.queue.lease import Leases
 from service.queue.streams import (
     Entry,
     StreamQueue,
 )
 from service.settings import Settings
+from service.stores.base import Fence
 from service.stores.redis import RedisStore
 from service.telemetry import Telemetry
 
@@ -95,6 +100,10 @@ class Worker:
         self.applier = EntryApplier(self.engine, self.queue, self.telemetry, self.name)
         #: models this worker writes -> whether their pending entries were recovered
         self.owned: dict[str, bool] = {}
+        #: models this worker writes -> the lease generation it took (its fencing token)
+        self.generations: dict[str, int] = {}
+        #: models whose last apply stopped before entries not yet applied (held elsewhere)
+        self._gaps: set[str] = set()
         self._stop = threading.Event()
         self._next_discovery = 0.0
         #: models whose stored state is corrupt -> when to try them again (monotonic s)
@@ -143,11 +152,12 @@ class Worker:
         """Give every lease back and leave the list of live workers (graceful stop)."""
         try:
             for model in list(self.owned):
-                self.leases.release(model, self.name)
+                self.leases.release(model, self.name, self.generations.get(model, 0))
             self.leases.leave(self.name)
         except ServiceError:
             pass
-        self.owned.clear()
+        for model in list(self.owned):
+            self._drop(model)
 
     # ------------------------------------------------------------------ one loop
     def step(self) -> int:
@@ -212,7 +222,7 @@ class Worker:
         share = -(-len(models) // max(live, 1))
         if len(self.owned) > share:
             model = sorted(self.owned)[-1]
-            self.leases.release(model, self.name)
+            self.leases.release(model, self.name, self.generations.get(model, 0))
             self._drop(model)
             logger.info(
                 "handing model %s over (share of %d workers: %d models)",
@@ -226,29 +236,54 @@ class Worker:
         for model in free:
             if len(self.owned) >= share:
                 break
-            if self.leases.hold(model, self.name, self.settings.worker_lease_ms):
+            lease = self.leases.hold(model, self.name, self.settings.worker_lease_ms)
+            if lease is not None:
                 if self.queue.ensure_group(model):
-                    self.owned[model] = False
+                    self._take(model, lease.generation)
                     logger.info(
                         "writing model %s",
                         model,
                         extra={"fields": {"worker": self.name, "model": model}},
                     )
                 else:
-                    self.leases.release(model, self.name)
+                    self.leases.release(model, self.name, lease.generation)
 
     def renew(self) -> None:
         for model in list(self.owned):
-            if not self.leases.hold(model, self.name, self.settings.worker_lease_ms):
+            lease = self.leases.hold(
+                model, self.name, self.settings.worker_lease_ms, self.generations[model]
+            )
+            if lease is None:
                 logger.warning(
                     "lost the lease of model %s",
                     model,
                     extra={"fields": {"worker": self.name, "model": model}},
                 )
                 self._drop(model)
+            elif lease.taken:
+                # the lease lapsed (this process stalled) and was free: another worker may
+                # have written the model meanwhile, so start over as a new writer
+                logger.warning(
+                    "the lease of model %s lapsed and was taken again: recovering",
+                    model,
+                    extra={"fields": {"worker": self.name, "model": model}},
+                )
+                self._take(model, lease.generation)
+
+    def _take(self, model: str, generation: int) -> None:
+        """Write ``model`` under lease ``generation``: commits fenced by it, the state reloaded
+        and the pending entries recovered before new ones are read."""
+        self.owned[model] = False
+        self.generations[model] = generation
+        self.engine.repository.fences[model] = Fence(self.name, generation)
+        self.engine.repository.drop(model)
 
     def _drop(self, model: str) -> None:
         self.owned.pop(model, None)
+        self.generations.pop(model, None)
+        self._gaps.discard(model)
+        self.engine.repository.fences.pop(model, None)
+        self.engine.repository.drop(model)
         self.applier.forget(model)
         self._corrupt.pop(model, None)
 
@@ -274,7 +309,8 @@ class Worker:
                 if not entries:
                     break
                 handled += self.apply(model, entries)
-                if model not in self.owned:
+                if model not in self.owned or model in self._gaps:
+                    self._gaps.discard(model)  # wait until the entries before are claimable
                     return handled
         except redis.exceptions.ResponseError as error:
             if "NOGROUP" not in str(error):
@@ -293,6 +329,18 @@ class Worker:
         except ModelNotFound:
             self._drop(model)
             return 0
+        except LeaseLost as error:
+            logger.warning("%s", error, extra={"fields": {"worker": self.name, "model": model}})
+            self._drop(model)
+            return 0
+        except OutOfOrder as error:
+            # another consumer holds entries before these: claim them (once idle) and apply
+            # the pending list in order
+            logger.warning("%s", error, extra={"fields": {"worker": self.name, "model": model}})
+            if model in self.owned:
+                self.owned[model] = False
+                self._gaps.add(model)
+            return len(entries)
 
 
 def main(settings: Settings) -> int:

@@ -37,6 +37,17 @@ class StoredState:
     meta: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Fence:
+    """A queue worker's writer lease (:mod:`service.queue.lease`): its name and the lease
+    generation it took.  A commit carrying a fence is written only if the model's lease is
+    still held by ``holder`` at ``generation``, checked inside the commit transaction
+    (:class:`~service.errors.LeaseLost` otherwise).  Leases exist on the Redis store only."""
+
+    holder: str
+    generation: int
+
+
 @dataclass
 class Commit:
     """One atomic, versioned write (see :meth:`Store.commit`)."""
@@ -55,6 +66,8 @@ class Commit:
     meta: dict[str, str] = field(default_factory=dict)
     #: current time (unix seconds), used to forget expired ids
     now: float = 0.0
+    #: the writer lease the commit needs (queue workers), None for the HTTP routes
+    fence: Fence | None = None
 
 
 class Store(Protocol):

@@ -14,7 +14,7 @@ import redis
 import redis.connection
 import redis.exceptions
 
-from service.errors import ModelNotFound, StaleVersion, StoreUnavailable
+from service.errors import LeaseLost, ModelNotFound, StaleVersion, StoreUnavailable
 
 T = TypeVar("T")
 logger = logging.getLogger("aucstream.store")
@@ -95,7 +95,7 @@ def pooled(client: redis.Redis) -> Iterator[Callable[[list[list[Any]]], list[Any
 
     try:
         yield ask
-    except (StaleVersion, ModelNotFound):
+    except (StaleVersion, ModelNotFound, LeaseLost):
         raise
     except BaseException:
         connection.disconnect()

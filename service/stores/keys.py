@@ -26,8 +26,10 @@ aucs:{m}:pending        hash   event id -> features + score kept by ``/score`` f
 aucs:{m}:deadlines      zset   event id -> time after which its pending label expires
 aucs:{m}:stream         stream queue mode: parsed batches waiting for a worker (consumer group
                                ``aucstream-workers``); applied entries are trimmed
-aucs:{m}:queue          hash   queue mode: ``entries`` / ``events`` appended since creation
-aucs:{m}:lease          string queue mode: name of the worker that writes this model (TTL)
+aucs:{m}:queue          hash   queue mode: ``entries`` / ``events`` appended since creation,
+                               ``lease_generation``: incremented at each taking of the lease
+aucs:{m}:lease          string queue mode: name of the worker that writes this model (TTL);
+                               with ``lease_generation`` the token its commits are fenced by
 ======================= ====== ================================================================
 
 A queue worker's checkpoint (last applied stream id, entries and events applied) lives in

@@ -109,19 +109,25 @@ return 1
 """
 
 LEASE_SCRIPT = """
--- KEYS[1] aucs:{m}:lease   KEYS[2] aucs:{m}:config
+-- KEYS[1] aucs:{m}:lease   KEYS[2] aucs:{m}:config   KEYS[3] aucs:{m}:queue
 -- ARGV[1] worker name   ARGV[2] lease duration (milliseconds)
--- Takes the lease when free, renews it when the caller holds it.
--- Returns 1 when the caller holds the lease, 0 when another worker does or there is no model.
-if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+-- ARGV[3] the lease generation the caller holds ('0' when it holds none)
+-- The generation (field 'lease_generation' of the queue hash) grows by one at each taking:
+-- with the name it is the fencing token a worker's commits are checked against.
+-- Returns {1, generation} when the caller's own lease is renewed, {2, generation} when the
+-- lease was free (or held under the caller's name at another generation) and is now taken,
+-- {0, 0} when another worker holds it or there is no model.
+if redis.call('EXISTS', KEYS[2]) == 0 then return {0, 0} end
 local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then
+local generation = redis.call('HGET', KEYS[3], 'lease_generation') or '0'
+if holder == ARGV[1] and generation == ARGV[3] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
+  return {1, tonumber(generation)}
 end
-if holder then return 0 end
+if holder and holder ~= ARGV[1] then return {0, 0} end
+generation = redis.call('HINCRBY', KEYS[3], 'lease_generation', 1)
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
+return {2, generation}
 """
 
 HEARTBEAT_SCRIPT = """
@@ -136,9 +142,10 @@ return redis.call('ZCARD', KEYS[1])
 """
 
 RELEASE_SCRIPT = """
--- KEYS[1] aucs:{m}:lease   ARGV[1] worker name
--- Returns 1 when the caller held the lease (now released), else 0.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+-- KEYS[1] aucs:{m}:lease   KEYS[2] aucs:{m}:queue   ARGV[1] worker name   ARGV[2] generation
+-- Returns 1 when the caller held the lease at that generation (now released), else 0.
+if redis.call('GET', KEYS[1]) == ARGV[1]
+    and redis.call('HGET', KEYS[2], 'lease_generation') == ARGV[2] then
   redis.call('DEL', KEYS[1])
   return 1
 end

@@ -17,7 +17,9 @@ Atomicity:
   it, then ``MULTI`` with the changed fields, the ids, the consumed pending labels, the
   checkpoint fields and ``INCR`` of the version, ``EXEC``): all or nothing.  A stale version
   or incarnation raises :class:`~service.errors.StaleVersion` (the engine reloads and
-  retries), a missing model :class:`~service.errors.ModelNotFound`;
+  retries), a missing model :class:`~service.errors.ModelNotFound`; a queue worker's commit
+  (with a :class:`~service.stores.base.Fence`) also watches and checks the model's writer
+  lease, :class:`~service.errors.LeaseLost` when it moved;
 * creating, deleting and keeping pending labels are Lua scripts (:mod:`service.stores.lua`,
   each with a KEYS / ARGV block): they carry little data.
 
@@ -42,6 +44,7 @@ import redis.exceptions
 
 from service.errors import (
     InsufficientStorage,
+    LeaseLost,
     ModelChanged,
     ModelExists,
     ModelNotFound,
@@ -50,6 +53,7 @@ from service.errors import (
 from service.stores import keys
 from service.stores.base import (
     Commit,
+    Fence,
     StoredState,
     decode_array,
     encode_layout,
@@ -271,6 +275,9 @@ class RedisStore:
            ``INCR`` of the version; ``EXEC`` (one round trip).  Every commit, re-creation,
            reset and deletion writes the version key, so ``EXEC`` does nothing (nil) if anyone
            wrote in between: :class:`StaleVersion`, and the engine reloads and retries.
+        3. A commit with a ``fence`` (a queue worker) also ``WATCH``-es the lease key and reads
+           it with the lease generation in step 1: :class:`LeaseLost` unless they are the
+           fence's, and ``EXEC`` does nothing if the lease is taken or expires in between.
 
         Why not one Lua script (one round trip fewer): Redis copies every argument of a script
         into Lua and back, which for a 1,000-event commit with the regret window (~600 KB in
@@ -322,12 +329,27 @@ class RedisStore:
             writes.append(["HSET", meta, *_flat(commit.meta)])
         writes.append(["INCR", version_key])
         writes.append(["EXEC"])
-        result = transaction(
-            self.client,
-            [["WATCH", version_key], ["GET", version_key], ["HGET", meta, "incarnation"]],
-            lambda replies: self._check_version(model_id, commit, replies[1], replies[2]),
-            writes,
-        )
+        reads: list[list[Any]] = [
+            ["WATCH", version_key],
+            ["GET", version_key],
+            ["HGET", meta, "incarnation"],
+        ]
+        if commit.fence is not None:
+            # the lease key is watched too: a worker taking the lease over (SET) or the lease
+            # expiring between this check and EXEC makes EXEC do nothing
+            lease = keys.lease(model_id)
+            reads += [
+                ["WATCH", lease],
+                ["GET", lease],
+                ["HGET", keys.queue(model_id), "lease_generation"],
+            ]
+
+        def check(replies: list[Any]) -> None:
+            self._check_version(model_id, commit, replies[1], replies[2])
+            if commit.fence is not None:
+                self._check_fence(model_id, commit.fence, replies[4], replies[5])
+
+        result = transaction(self.client, reads, check, writes)
         if result is None:  # EXEC found the version key written since WATCH
             self._remember(model_id, None)
             raise StaleVersion(model_id)
@@ -344,6 +366,17 @@ class RedisStore:
         if int(version) != commit.expected_version or _text(incarnation) != commit.incarnation:
             self._remember(model_id, None)
             raise StaleVersion(model_id)
+
+    def _check_fence(
+        self, model_id: str, fence: Fence, holder: bytes | None, generation: bytes | None
+    ) -> None:
+        current = int(generation or 0)
+        if holder is None or _text(holder) != fence.holder or current != fence.generation:
+            raise LeaseLost(
+                f"model {model_id!r}: the writer lease of {fence.holder} "
+                f"(generation {fence.generation}) is lost; now {_text(holder or b'nobody')} "
+                f"at generation {current}"
+            )
 
     # ------------------------------------------------------------------ ids and pending labels
     def _alive(self, key: str, ids: Sequence[str], now: float) -> np.ndarray:

@@ -69,9 +69,9 @@ def event_copy(X, indptr, indices, data, i, target, target_row):
 
 @kernel
 def reservoir_offer(X, indptr, indices, data, i, buffer, fill, seen, rng_state):
-    """Vitter's Algorithm R (notes 002 §5) for event ``i``: after ``seen`` offers the buffer is
-    a uniform sample without replacement of them.  ``fill`` and ``seen`` are int64 arrays of
-    shape (1,).
+    """Vitter's Algorithm R (docs/algorithms/oam.md (oam.2)) for event ``i``: after ``seen``
+    offers the buffer is a uniform sample without replacement of them.  ``fill`` and ``seen``
+    are int64 arrays of shape (1,).
     """
     capacity = buffer.shape[0]
     seen[0] += 1
@@ -102,7 +102,7 @@ def pauc_gradient(pos_X, pos_rows, neg_X, neg_rows, w, alpha, beta, grad):
     is unused);
     value and ``grad`` (out, overwritten) are divided by ``n_pos (j_beta - j_alpha)`` (Kar et al.
     Thm 7 normalisation; [J] eq. (16)).  Returns ``(value, used)``; ``used`` is False when a
-    class is missing (then grad = 0: notes 002 §4.4 edge cases, the step is skipped).
+    class is missing (then grad = 0: docs/algorithms/pmb.md (pmb.3): the step is skipped).
     """
     for j in range(grad.shape[0]):
         grad[j] = 0.0

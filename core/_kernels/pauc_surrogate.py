@@ -5,8 +5,8 @@ serves every caller (1PMB/2PMB buffers, FTRL reservoirs, the cutting-plane solve
 data set): the subgradient of a surrogate with respect to ``w`` is ``sum_i coef_i * x_i``,
 accumulated by the caller from whatever row layout it keeps.
 
-pAUC, tight structural surrogate (Narasimhan & Agarwal [J] §4-5; notes 000 §3.3 step 6)
------------------------------------------------------------------------------------------
+pAUC, tight structural surrogate (docs/algorithms/svm_pauc.md (svm_pauc.5)-(svm_pauc.6))
+-------------------------------------------------------------------------------------
 Positives with scores ``s_i`` (i < m), negatives with scores ``t`` (n of them).  With
 ``j_alpha`` and ``j_beta`` negatives (callers use ``floor(n alpha)`` and ``ceil(n beta)``),
 ``Z`` = the ``j_beta`` highest-scoring negatives, ``t_(1) >= ... >= t_(j_beta)``:
@@ -29,8 +29,8 @@ Both cases return the *unnormalised* value ``sum_i max(H_A, H_B)``, the loss ter
 ``N = m (j_beta - j_alpha)`` for the normalised surrogate.
 
 Cost: one stable sort of the negatives, O(n log n), then O(log j_beta) per positive — the
-O(s log s + s d) computation of Kar et al. App. H / notes 002 §4.4 once the caller adds the
-O(s d) scoring and accumulation.
+O(s log s + s d) computation of Kar et al. App. H, docs/algorithms/pmb.md (pmb.1), once the
+caller adds the O(s d) scoring and accumulation.
 
 Conventions [CHOICE]: a pair with margin exactly 1 counts as active (ties are violations, as in
 [J]); any choice is a valid subgradient (Danskin) and the value is the same.  Ties between

@@ -1,5 +1,5 @@
-"""regSOLAM kernels: Natole thesis ch. 3, Alg. 18, errata §11 (papers/notes/001_spam_thesis.md
-§2.3, §4.1).  lambda = 0 is SOLAM (Ying, Wen, Lyu 2016).
+"""regSOLAM kernels: Natole thesis ch. 3, Alg. 18; docs/algorithms/solam.md (solam.1)-(solam.10)
+and its Errata.  lambda = 0 is SOLAM (Ying, Wen, Lyu 2016).
 
 State layout (the same for dense and CSR input, see core._kernels.spam for the idea):
 
@@ -61,7 +61,7 @@ def solam_step(
     if kappa <= 0.0:  # kappa = sup ||x~||, estimated as the running maximum
         kappa = max_norm[0] * inv_root_nu
     s = w_scale[0] * vx
-    # partial derivatives of F_t, notes §2.3 with q = p_t ([DERIVED], eq. (3.16))
+    # partial derivatives of F_t, docs/algorithms/solam.md (solam.4) with q = p_t
     if positive:
         curvature = 2.0 * (1.0 - q)  # d coef_w / d s: capped step of core._kernels.spam
         coef_w = 2.0 * (1.0 - q) * (s - a[0]) - 2.0 * (1.0 + alpha[0]) * (1.0 - q)
@@ -86,7 +86,7 @@ def solam_step(
     bound = radius * kappa  # Omega_1, Omega_2 of eq. (3.18), projections §4.1 [DERIVED]
     a[0] = _clip(a[0] - gamma * grad_a, bound)
     b[0] = _clip(b[0] - gamma * grad_b, bound)
-    alpha[0] = _clip(alpha[0] + gamma * grad_alpha, 2.0 * bound)  # ascent (errata §11.5)
+    alpha[0] = _clip(alpha[0] + gamma * grad_alpha, 2.0 * bound)  # ascent (solam.6)
     shrink = 1.0 - gamma * l2
     # the data term's rate gamma / nu is capped for rows of large norm (spam.capped_rate);
     # the a, b, alpha and L2 steps keep gamma

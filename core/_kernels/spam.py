@@ -1,4 +1,4 @@
-"""SPAM kernels: Natole thesis ch. 4, Alg. 20 (papers/notes/001_spam_thesis.md §4.2, App. C).
+"""SPAM kernels: Natole thesis ch. 4, Alg. 20 (docs/algorithms/spam.md (spam.3)-(spam.10)).
 
 One kernel call learns a whole batch in order.  Every kernel works on the same state layout,
 whatever the input (dense rows or CSR rows), so a model can receive both:
@@ -90,8 +90,9 @@ def mean_sq_norm(sq_norm_sum, n_seen):
 
 @kernel
 def spam_eta(n_steps, eta0, l2, inverse):
-    """eta_t = eta0 / sqrt(t) (author code, App. B), or the O(1/t) schedule of Thm 4.2,
-    eta_t = 1 / (l2 (t + t0)) with t0 = 1 / (eta0 l2) - 1 so that eta_1 = eta0."""
+    """eta_t = eta0 / sqrt(t) (the authors' code, docs/algorithms/spam.md (spam.7)), or the
+    O(1/t) schedule of Thm 4.2, eta_t = 1 / (l2 (t + t0)) with t0 = 1 / (eta0 l2) - 1 so that
+    eta_1 = eta0."""
     if inverse:
         return eta0 / (1.0 + eta0 * l2 * (n_steps - 1))
     return eta0 / np.sqrt(n_steps)
@@ -124,7 +125,7 @@ def spam_curvature(positive, p):
 
 @kernel
 def spam_gradient_coef(positive, wx, w_dot_mean_opposite, p):
-    """The SPAM stochastic gradient is ``coef * x`` (notes §4.2, [DERIVED] from eq. (4.11)):
+    """The SPAM stochastic gradient is ``coef * x`` (docs/algorithms/spam.md (spam.3)):
     y=+1: 2(1-p)(w.x - w.m- - 1);  y=-1: 2p(w.x - w.m+ + 1)."""
     if positive:
         return 2.0 * (1.0 - p) * (wx - w_dot_mean_opposite - 1.0)
@@ -154,7 +155,7 @@ def spam_l2_dense(X, y, scores, state, options):
         n_seen[0] += 1
         sq_norm_sum[0] += xx
         # [CHOICE] no step during warm-up nor before both classes were seen (OPAUC's code does
-        # the same); p and the means are those of the events before this one (App. C).
+        # the same); p and the means are those of the events before this one (spam.10).
         if n_seen[0] > n_warmup and n_pos[0] > 0 and n_neg[0] > 0:
             p = n_pos[0] / (n_pos[0] + n_neg[0])
             # w . m_opposite, directly (O(n_features) like the rest of a dense step)
@@ -172,7 +173,7 @@ def spam_l2_dense(X, y, scores, state, options):
                 fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average)
             delta = -step / w_scale[0]
             new_scale = w_scale[0] * rho
-            # the class statistics take the event after the step (App. C), same pass
+            # the class statistics take the event after the step (spam.10), same pass
             own = sum_pos if positive else sum_neg
             if average:
                 shift = avg_coef[0] * delta
@@ -180,7 +181,7 @@ def spam_l2_dense(X, y, scores, state, options):
                     w_unscaled[j] += delta * x[j]
                     avg_offset[j] -= shift * x[j]
                     own[j] += x[j]
-                avg_coef[0] += new_scale  # + the new iterate: uniform average (App. B)
+                avg_coef[0] += new_scale  # + the new iterate: uniform average (spam.9)
             else:
                 for j in range(x.shape[0]):
                     w_unscaled[j] += delta * x[j]
@@ -264,7 +265,7 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options):
                 avg_coef[0] += new_scale
             w_scale[0] = new_scale
             vx += delta * xx
-        # the class statistics take the event after the step (App. C); w' . x = scale' v' . x
+        # the class statistics take the event after the step (spam.10); w' . x = scale' v' . x
         own = 3 if positive else 2
         if positive:
             n_pos[0] += 1
@@ -291,8 +292,9 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options):
 # ------------------------------------------------------------------------------ elastic net
 @kernel
 def _elastic_net_prox_all(w, threshold, shrink, avg_offset, average):
-    """w_j = sign(u_j) max(|u_j| - eta l1, 0) / (1 + eta l2) on every coordinate (notes §4.2,
-    SPAM-NET); the iterate sum gains w (avg_coef stays 0 in these kernels)."""
+    """w_j = sign(u_j) max(|u_j| - eta l1, 0) / (1 + eta l2) on every coordinate
+    (docs/algorithms/spam.md (spam.6), SPAM-NET); the iterate sum gains w (avg_coef stays 0 in
+    these kernels)."""
     for j in range(w.shape[0]):
         u = w[j]
         if u > threshold:

@@ -1,7 +1,7 @@
 """regSOLAM / SOLAM: stochastic online AUC maximisation as a saddle-point problem
 (Ying, Wen, Lyu, NIPS 2016; Natole thesis ch. 3, Algorithm 18).
 
-Equations, errata and the authors' code: ``papers/notes/001_spam_thesis.md`` §2, §3.4, §4.1, §11.
+Equations, errata and the authors' code: docs/algorithms/solam.md.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class SOLAM(OnlineLearner):
     l2 : float, default 0.01
         The L2 strength lambda of (3.3), on the weights of the normalised features (Notes).
         It also sets the radius of the ball ``||w|| <= R = sqrt(2 / lambda)`` (thesis §3.3;
-        errata §11.14).  ``l2=0`` is plain SOLAM, which then needs ``radius``.
+        docs/algorithms/solam.md (solam.7)).  ``l2=0`` is plain SOLAM, which then needs ``radius``.
     eta0 : float, default 2.0
         zeta in the step size ``gamma_t = zeta / sqrt(t)`` (Cor. 3.4.1), in the scale-free units
         described in Notes.
@@ -74,8 +74,9 @@ class SOLAM(OnlineLearner):
     Notes
     -----
     Per event t (t counts events): ``p_t`` = fraction of positives among events 1..t, the
-    current label included (thesis §3.4); the gradients of ``F_t`` (notes §2.3); a descent step
-    on ``(w, a, b)`` and an ascent step on ``alpha`` (errata §11.5); projections onto Omega_1,
+    current label included (thesis §3.4); the gradients of ``F_t`` (docs/algorithms/solam.md
+    (solam.4)); a descent step on ``(w, a, b)`` and an ascent step on ``alpha`` (solam.6, and
+    the page's Errata); projections onto Omega_1,
     Omega_2 (eq. (3.18)); the averages weight each pre-update iterate equally (``average``).
 
     * [CHOICE] Scale-free steps: the algorithm runs on ``x / sqrt(nu)``, ``nu`` the running mean

@@ -1,6 +1,6 @@
 """SPAM: Stochastic Proximal AUC Maximization (Natole, Ying, Lyu, ICML 2018; Natole thesis ch. 4).
 
-Equations, errata and the authors' code: ``papers/notes/001_spam_thesis.md`` §4.2, §5, App. B, C.
+Equations, errata and the authors' code: docs/algorithms/spam.md.
 """
 
 from __future__ import annotations
@@ -117,13 +117,14 @@ class SPAM(OnlineLearner):
     Notes
     -----
     Update (t counts steps): ``g = c x`` with ``c = 2(1-p)(w.x - w.m- - 1)`` for a positive and
-    ``c = 2p(w.x - w.m+ + 1)`` for a negative (notes §4.2, [DERIVED] from eq. (4.11));
+    ``c = 2p(w.x - w.m+ + 1)`` for a negative (docs/algorithms/spam.md (spam.3));
     ``w <- prox(w - eta_t g / nu)``.
 
-    * [CHOICE] Class prior and means are estimated online (notes §5 option 2): running counts and
-      class sums; the step for an event uses the statistics of the events before it, which then
-      absorb it (App. C).  No step is taken before both classes have been seen, nor during the
-      ``n_warmup`` events; the model scores 0 until its first step.
+    * [CHOICE] Class prior and means are estimated online (docs/algorithms/spam.md (spam.10),
+      Choices): running counts and class sums; the step for an event uses the statistics of
+      the events before it, which then absorb it (spam.10).  No step is taken before both
+      classes have been seen, nor during the ``n_warmup`` events; the model scores 0 until its
+      first step.
     * [CHOICE] Scale-free steps: ``nu`` is the running mean of ``||x||^2`` (this event included).
       Dividing the gradient step by ``nu`` is SPAM run on ``x / sqrt(nu)``, and the penalties act
       on the weights of those normalised features (the L1 threshold in ``w`` is
@@ -152,7 +153,7 @@ class SPAM(OnlineLearner):
       prequential AUC on breast_cancer, digits, rare_1pct and wide_dense (0.932 -> 0.951 on
       digits) and lowered it on the hashed sparse set (0.648 -> 0.632, seed std 0.04).
     * [EXTERNAL] ``eta0 / sqrt(t)``, the averaged iterate and ``w_1 = 0`` follow the authors'
-      MATLAB code (App. B).
+      MATLAB code (spam.7), (spam.9).
     * Elastic net with sparse input is exact but O(n_features) per event: the soft-threshold
       changes every coordinate, and ``w.m+-`` depends on all of them non-linearly, so it cannot
       be maintained in O(nnz).  Use ``penalty="l2"`` for high-dimensional sparse streams.

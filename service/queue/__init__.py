@@ -1,4 +1,5 @@
-"""Queue mode (DESIGN §4 *Modes*): validated batches appended to a Redis Stream per model.
+"""Queue mode (docs/architecture.md §4 Modes): validated batches appended to a Redis Stream
+per model.
 
 With ``AUCSTREAM_MODE=queue`` the HTTP routes ``POST .../events`` and ``POST .../labels`` parse
 and validate a batch exactly as in sync mode (bad input gets the same 4xx and nothing is

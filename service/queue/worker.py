@@ -1,4 +1,5 @@
-"""``aucstream worker``: learns the queued batches of queue mode (DESIGN §4 *Modes*, §5).
+"""``aucstream worker``: learns the queued batches of queue mode (docs/architecture.md §4
+Modes, §5).
 
 Settings come from the environment (``AUCSTREAM_REDIS_URL``, ``AUCSTREAM_WORKER_*``; see
 :mod:`service.settings`).  Each worker process:

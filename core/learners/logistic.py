@@ -55,14 +55,8 @@ class Logistic(OnlineLearner):
         prediction practice.  It does not change the ranking of one model's scores, but it
         absorbs the class prior so that ``p`` is calibrated and the gradients (3) of the
         majority class do not drag every feature weight.
-    scaling : {"none", "unit_norm", "standard", "scale"}
-        Online feature scaling applied before learning (:mod:`core.preprocessing`).
-    max_iter : int, default 5
-        Passes over the data made by :meth:`fit`.
-    shuffle : bool, default True
-        Reshuffle the data before each pass of :meth:`fit`.
-    random_state : int or None
-        Seed of the shuffles of :meth:`fit`.
+    scaling, max_iter (default 5), shuffle, random_state
+        As for every learner (:class:`~core.learners._base.OnlineLearner`).
 
     Attributes
     ----------

@@ -245,3 +245,27 @@ def run_against_naive_reference(name, naive_class, config, sparse):
     close(model.coef_, reference.served())
     close(model.decision_function(X), X @ reference.served())
     return model, reference
+
+
+def check_a_heavy_tailed_row(name, naive_class, min_auc):
+    """The second positive of a 10 %-positive stream is 100 standard deviations out on one
+    feature: the learner must match its naive reference event by event (the step cap
+    included) and keep a held-out AUC above ``min_auc`` (an uncapped step flips the model)."""
+    import inspect
+
+    from core.metrics import auc
+
+    def draw(seed, n):
+        rng = np.random.default_rng(seed)
+        y = (rng.random(n) < 0.1).astype(np.int64)
+        return rng.normal(size=(n, 6)) + 0.8 * y[:, None] * np.linspace(1, -1, 6), y
+
+    X, y = draw(1, 600)
+    X[np.flatnonzero(y == 1)[1], 0] = 100.0
+    model = make_learner(name)
+    wanted = inspect.signature(naive_class).parameters
+    reference = naive_class(6, **{k: v for k, v in model.get_params().items() if k in wanted})
+    close(model.prequential_step(X, y), reference.learn(X, y))
+    close(model.coef_, reference.served())
+    X_test, y_test = draw(99, 4000)
+    assert auc(y_test, model.decision_function(X_test)) > min_auc

@@ -8,13 +8,17 @@ CSR input).
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 
 from core.learners import make_learner
-from tests.core.cases import CONFIGURATIONS, close, run_against_naive_reference, stream
+from tests.core.cases import (
+    CONFIGURATIONS,
+    check_a_heavy_tailed_row,
+    close,
+    run_against_naive_reference,
+    stream,
+)
 from tests.core.naive.learners import NaiveSOLAM
 
 CONFIGS = {"defaults": {}, **CONFIGURATIONS["solam"]}
@@ -56,19 +60,4 @@ def test_projections_are_active_in_the_projection_configuration():
 def test_a_heavy_tailed_row_does_not_flip_the_model():
     """As for spam: the second positive 100 standard deviations out on one feature; held-out
     AUC 0.35 with the uncapped w-step, 0.68 capped (clean stream: 0.82)."""
-    from core.metrics import auc
-
-    def draw(seed, n):
-        rng = np.random.default_rng(seed)
-        y = (rng.random(n) < 0.1).astype(np.int64)
-        return rng.normal(size=(n, 6)) + 0.8 * y[:, None] * np.linspace(1, -1, 6), y
-
-    X, y = draw(1, 600)
-    X[np.flatnonzero(y == 1)[1], 0] = 100.0
-    model = make_learner("solam")
-    wanted = inspect.signature(NaiveSOLAM).parameters
-    reference = NaiveSOLAM(6, **{k: v for k, v in model.get_params().items() if k in wanted})
-    close(model.prequential_step(X, y), reference.learn(X, y))
-    close(model.coef_, reference.served())
-    X_test, y_test = draw(99, 4000)
-    assert auc(y_test, model.decision_function(X_test)) > 0.6
+    check_a_heavy_tailed_row("solam", NaiveSOLAM, 0.6)

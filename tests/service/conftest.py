@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -125,3 +129,42 @@ def create_model(client: TestClient, model_id: str = "m", n_features: int = 5, *
     response = client.post("/v1/models", json=body)
     assert response.status_code == 201, response.text
     return response.json()
+
+
+#: settings of the worker processes the queue fault and stall tests start (short leases,
+#: small reads, no warm-up: the kernels are already cached)
+WORKER_ENV = {
+    "AUCSTREAM_WARMUP": "false",
+    "AUCSTREAM_WORKER_BLOCK_MS": "50",
+    "AUCSTREAM_WORKER_LEASE_MS": "1000",
+    "AUCSTREAM_WORKER_CLAIM_MIN_IDLE_MS": "500",
+    "AUCSTREAM_WORKER_DISCOVER_SECONDS": "0.2",
+    "AUCSTREAM_WORKER_BATCH_ENTRIES": "3",
+    "AUCSTREAM_LOG_FORMAT": "json",
+}
+
+
+@pytest.fixture
+def workers(tmp_path):
+    """``start(url, name, **env)`` -> a running ``aucstream worker`` process; every one is
+    resumed and killed at the end."""
+    started: list[subprocess.Popen] = []
+
+    def start(url: str, name: str, **env: str) -> subprocess.Popen:
+        log = open(tmp_path / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        process = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "worker", "--name", name],
+            env={**os.environ, **WORKER_ENV, **env, "AUCSTREAM_REDIS_URL": url},
+            stdout=log,
+            stderr=log,
+        )
+        log.close()
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+            process.kill()
+        process.wait(timeout=10)

@@ -15,7 +15,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -32,40 +31,6 @@ from service.stores import keys
 from tests.service.conftest import create_model, events_json, make_stream, started_apps
 from tests.service.test_queue import assert_same_state, stored_arrays
 from tests.service.test_uvicorn import uvicorn_server
-
-WORKER_ENV = {
-    "AUCSTREAM_WARMUP": "false",
-    "AUCSTREAM_WORKER_BLOCK_MS": "50",
-    "AUCSTREAM_WORKER_LEASE_MS": "1000",
-    "AUCSTREAM_WORKER_CLAIM_MIN_IDLE_MS": "500",
-    "AUCSTREAM_WORKER_DISCOVER_SECONDS": "0.2",
-    "AUCSTREAM_WORKER_BATCH_ENTRIES": "3",
-    "AUCSTREAM_LOG_FORMAT": "json",
-}
-
-
-@pytest.fixture
-def workers(tmp_path):
-    """``start(url, name)`` -> a running ``aucstream worker`` process."""
-    started: list[subprocess.Popen] = []
-
-    def start(url: str, name: str) -> subprocess.Popen:
-        log = open(tmp_path / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-        process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "worker", "--name", name],
-            env={**os.environ, **WORKER_ENV, "AUCSTREAM_REDIS_URL": url},
-            stdout=log,
-            stderr=log,
-        )
-        log.close()
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
 
 
 @contextlib.contextmanager

@@ -10,11 +10,9 @@ order changes oam's reservoirs).
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
-import sys
 import time
 
 import orjson
@@ -25,39 +23,12 @@ from service.stores import keys
 from tests.service.conftest import create_model, events_json, make_stream
 from tests.service.test_queue import assert_same_state
 from tests.service.test_queue_faults import (
-    WORKER_ENV,
     applied_entries,
     queue_and_sync_models,
     wait_for,
 )
 
 HEADERS = {"content-type": "application/json"}
-
-
-@pytest.fixture
-def workers(tmp_path):
-    """``start(url, name, **env)`` -> a running ``aucstream worker`` process; every one is
-    resumed and killed at the end."""
-    started: list[subprocess.Popen] = []
-
-    def start(url: str, name: str, **env: str) -> subprocess.Popen:
-        log = open(tmp_path / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-        process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "worker", "--name", name],
-            env={**os.environ, **WORKER_ENV, **env, "AUCSTREAM_REDIS_URL": url},
-            stdout=log,
-            stderr=log,
-        )
-        log.close()
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.send_signal(signal.SIGCONT)
-            process.kill()
-        process.wait(timeout=10)
 
 
 class Poster:

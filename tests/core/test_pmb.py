@@ -309,8 +309,11 @@ def test_default_one_pass_reaches_a_useful_pauc_on_an_imbalanced_stream():
     X, y = draw(40000)
     X_test, y_test = draw(40000)
     oracle = naive.pauc_roc(y_test, X_test @ direction, 0.0, 0.1)
-    for passes in (1, 2):
-        model = make_learner("pmb", passes=passes, max_iter=1).fit(X, y)
+    # 1PMB with its defaults; 2PMB with a buffer that holds a few positives at 2 % (its second
+    # pass over a 50-row buffer sees about one: held-out pAUC 0.392-0.443 over seeds 0-5,
+    # against 0.442-0.450 with 200 rows).  Seeded: the reservoirs and shuffles are random.
+    for passes, params in ((1, {}), (2, {"buffer_size": 200})):
+        model = make_learner("pmb", passes=passes, max_iter=1, random_state=0, **params).fit(X, y)
         assert naive.pauc_roc(y_test, model.decision_function(X_test), 0.0, 0.1) > oracle - 0.03
 
 

@@ -49,10 +49,13 @@ def project_annulus(w, inner, outer):
 
 @kernel
 def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, neg_admitted,
-                 alpha, beta, lam, eta0, min_norm, inner_steps, grad):  # fmt: skip
+                 alpha, beta, lam, eta0, min_norm, inner_steps, grad, auc_weight):  # fmt: skip
     """Warm-started subgradient steps (``inner_steps`` once the reservoirs are full,
     ``inner_steps * capacity / fill`` up to ``10 * inner_steps`` before) on
-    ``F(w) = R_tight(alpha,beta)(w; B+, B-) + lam/2 ||w||^2`` over the reservoirs.
+    ``F(w) = R_tight(alpha,beta)(w; B+, B-) + mu R(0,1)(w; B+, B-) + lam/2 ||w||^2`` over the
+    reservoirs, ``mu = auc_weight`` (the second term: the same normalised hinge over every
+    reservoir negative, i.e. the pairwise AUC hinge; skipped when ``mu = 0``):
+    docs/algorithms/ftrl_pauc.md (ftrl_pauc.7).
 
     The admitted negatives are a fraction ``rho = admitted / seen`` of all negatives, so the top
     ``beta`` of the prefix is the top ``beta / rho`` of the reservoir: ``j_beta =
@@ -85,8 +88,13 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
     pos_rows = np.arange(n_pos)
     neg_rows = np.arange(n_neg)
     radius = np.sqrt(2.0 / lam)
+    grad_auc = np.empty(w.shape[0])
     for _ in range(n_steps):
         pauc_gradient_counts(pos_X, pos_rows, neg_X, neg_rows, w, j_alpha, j_beta, grad)
+        if auc_weight > 0.0:
+            pauc_gradient_counts(pos_X, pos_rows, neg_X, neg_rows, w, 0, n_neg, grad_auc)
+            for j in range(w.shape[0]):
+                grad[j] += auc_weight * grad_auc[j]
         n_solver_steps[0] += 1
         step = eta0 / (1.0 + eta0 * lam * n_solver_steps[0])
         shrink = 1.0 - step * lam
@@ -100,7 +108,7 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
 def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates, since_update,
                pos_X, pos_fill, pos_seen, neg_X, neg_fill, neg_seen, neg_admitted, quantile,
                rng_state, alpha, beta, lam, eta0, min_norm, update_every, first_update_every,
-               inner_steps, admission_level):  # fmt: skip
+               inner_steps, admission_level, auc_weight):  # fmt: skip
     """Learn the events in order (dense ``X`` or CSR ``indptr/indices/data``; pre-update scores
     into ``scores`` if non-empty).
 
@@ -138,5 +146,5 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
             since_update[0] = 0
             if solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen,
                             neg_admitted, alpha, beta, lam, eta0, min_norm, inner_steps,
-                            grad):  # fmt: skip
+                            grad, auc_weight):  # fmt: skip
                 n_updates[0] += 1

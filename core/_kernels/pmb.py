@@ -32,8 +32,19 @@ def epoch_length(n_steps, first, size):
 
 
 @kernel
+def add_auc_gradient(pos_X, pos_rows, neg_X, neg_rows, w, auc_weight, grad):
+    """``grad += auc_weight * g_AUC``: the subgradient of the same normalised surrogate over
+    every negative (FPR range [0, 1], the pairwise AUC hinge): docs/algorithms/pmb.md (pmb.6)."""
+    if auc_weight > 0.0:
+        grad_auc = np.empty(grad.shape[0])
+        pauc_gradient(pos_X, pos_rows, neg_X, neg_rows, w, 0.0, 1.0, grad_auc)
+        for j in range(grad.shape[0]):
+            grad[j] += auc_weight * grad_auc[j]
+
+
+@kernel
 def _surrogate_gradient(buf_X, buf_y, size, pos_X, pos_fill, passes, loss, alpha, beta, k, w,
-                        grad):  # fmt: skip
+                        grad, auc_weight):  # fmt: skip
     """Subgradient of the normalised surrogate on the first ``size`` buffered events (and the
     positive reservoir)."""
     if passes == 1:
@@ -54,7 +65,10 @@ def _surrogate_gradient(buf_X, buf_y, size, pos_X, pos_fill, passes, loss, alpha
                     neg_rows[b] = i
                     b += 1
             # notes 002 §4.4: pairs (buffer positive, top ceil(beta s_-) buffer negatives)
-            return pauc_gradient(buf_X, pos_rows, buf_X, neg_rows, w, alpha, beta, grad)
+            value, used = pauc_gradient(buf_X, pos_rows, buf_X, neg_rows, w, alpha, beta, grad)
+            if used:
+                add_auc_gradient(buf_X, pos_rows, buf_X, neg_rows, w, auc_weight, grad)
+            return value, used
         rows = np.arange(size)
         # notes 002 §4.5: Prec@k with ceil(k s) slots, PRBEP with s_+ slots
         n_top = np.int64(np.ceil(k * size - 1e-9)) if loss == 1 else n_pos
@@ -62,7 +76,12 @@ def _surrogate_gradient(buf_X, buf_y, size, pos_X, pos_fill, passes, loss, alpha
     n_pos = pos_fill[0]
     if loss == 0:
         # Kar et al. Alg. 2 line 5: the positive reservoir B+ against the negative chunk B-
-        return pauc_gradient(pos_X, np.arange(n_pos), buf_X, np.arange(size), w, alpha, beta, grad)
+        pos_rows = np.arange(n_pos)
+        neg_rows = np.arange(size)
+        value, used = pauc_gradient(pos_X, pos_rows, buf_X, neg_rows, w, alpha, beta, grad)
+        if used:
+            add_auc_gradient(pos_X, pos_rows, buf_X, neg_rows, w, auc_weight, grad)
+        return value, used
     # [CHOICE] (notes 002 §4.5) Prec@k on the union B+ u B-: PRBEP puts |B+| in the top,
     # Prec@k ceil(k (|B+| + |B-|)).
     total = n_pos + size
@@ -107,6 +126,7 @@ def pmb_learn(
     first_size,
     offer_positives,
     take_steps,
+    auc_weight,
 ):
     """Learn the events in order (dense ``X``, or CSR ``indptr/indices/data`` when ``indptr`` is
     non-empty); ``scores`` (if non-empty) gets each pre-update score
@@ -154,7 +174,7 @@ def pmb_learn(
         if not take_steps:
             continue
         _, used = _surrogate_gradient(
-            buf_X, buf_y, size, pos_X, pos_fill, passes, loss, alpha, beta, k, w, grad
+            buf_X, buf_y, size, pos_X, pos_fill, passes, loss, alpha, beta, k, w, grad, auc_weight
         )
         if not used:
             continue

@@ -140,6 +140,7 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"admission": 0.5}, "admission"),
         ({"min_norm": -0.1}, "min_norm"),
         ({"min_norm": 5.0, "lam": 0.1}, "min_norm"),  # W's outer radius is sqrt(2 / lam) = 4.47
+        ({"auc_weight": -1.0}, "auc_weight"),
     ],
     "pmb": [
         ({"loss": "auc"}, "loss"),
@@ -151,6 +152,7 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"eta": -1.0}, "eta"),
         ({"radius": -1.0}, "radius"),
         ({"first_buffer_size": 1}, "first_buffer_size"),
+        ({"auc_weight": -1.0}, "auc_weight"),
     ],
     "logistic": [
         ({"alpha": 0.0}, "alpha"),

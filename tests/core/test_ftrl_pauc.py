@@ -25,6 +25,8 @@ def _stream(seed, n=400, rate=0.2, n_features=4, shift=1.5):
         dict(update_every=20, inner_steps=2, positive_capacity=15, negative_capacity=30,
              admission=2.0, random_state=1),
         dict(update_every=20, positive_capacity=15, negative_capacity=30, random_state=1),
+        dict(update_every=20, positive_capacity=15, negative_capacity=30, auc_weight=0.0,
+             random_state=2),
         dict(update_every=7, first_update_every=7, inner_steps=1, positive_capacity=40,
              negative_capacity=25,
              admission=1.0 / 0.1, beta=0.1, lam=1.0, eta0=2.0),
@@ -57,10 +59,11 @@ def test_learner_matches_per_event_reference(params):
 
 def test_minimum_norm_safeguard_matches_the_reference_where_it_engages():
     # a weak shift (at most 0.5 sd): the surrogate is minimised at w = 0, so steps land in the
-    # inner ball of W and are pushed back onto the sphere ||w|| = min_norm
+    # inner ball of W and are pushed back onto the sphere ||w|| = min_norm (the pure pAUC
+    # surrogate: the all-pairs term of the default auc_weight is not minimised at 0 here)
     X, y = _stream(7, shift=0.0)
     params = dict(update_every=20, inner_steps=2, positive_capacity=30, negative_capacity=60,
-                  min_norm=0.4, admission=2.0, random_state=2)  # fmt: skip
+                  min_norm=0.4, admission=2.0, auc_weight=0.0, random_state=2)  # fmt: skip
     learner = make_learner("ftrl_pauc", **params)
     scores = learner.prequential_step(X, y)
     ref_scores, ref_w, _, _, ref_steps = naive.ftrl_pauc_reference(X, y, **params)
@@ -76,7 +79,8 @@ def test_safeguard_finds_the_direction_when_the_surrogate_is_minimised_at_zero()
     """Kar et al.'s [0, 0.1] hinge surrogate on 1 % positives shifted by 1.34 standard
     deviations (below the ~1.75 of the top-10 % negatives): the batch solver returns w = 0 and
     the learner without the safeguard drifts; with it, one pass ranks as well as the true
-    shift direction."""
+    shift direction.  (auc_weight=0: the pure pAUC surrogate.  The default all-pairs term is not
+    minimised at 0 there, so the default learner ranks as well without needing the safeguard.)"""
     rng = np.random.default_rng(0)
     shift = np.array([0.9, -0.7, 0.5, 0.4, -0.3, 0.0, 0.0, 0.0, 0.0, 0.0])
 
@@ -89,13 +93,15 @@ def test_safeguard_finds_the_direction_when_the_surrogate_is_minimised_at_zero()
     batch = solve_svm_pauc(X, np.where(y > 0, 1, -1), beta=0.1, C=1.0 / 0.1)
     assert np.linalg.norm(batch.w) < 1e-2
     oracle = naive.pauc_roc(y_test, X_test @ shift, 0.0, 0.1)
-    model = make_learner("ftrl_pauc").partial_fit(X, y)
+    model = make_learner("ftrl_pauc", auc_weight=0.0).partial_fit(X, y)
     assert np.linalg.norm(model.coef_) >= 0.25 - 1e-12
     default = naive.pauc_roc(y_test, model.decision_function(X_test), 0.0, 0.1)
-    free = make_learner("ftrl_pauc", min_norm=0.0).partial_fit(X, y)
+    free = make_learner("ftrl_pauc", auc_weight=0.0, min_norm=0.0).partial_fit(X, y)
     without = naive.pauc_roc(y_test, free.decision_function(X_test), 0.0, 0.1)
     assert default > oracle - 0.02
     assert without < default - 0.05
+    mixed = make_learner("ftrl_pauc").partial_fit(X, y)
+    assert naive.pauc_roc(y_test, mixed.decision_function(X_test), 0.0, 0.1) > oracle - 0.02
 
 
 def test_quantile_tracker_follows_the_quantile_of_a_stationary_stream():

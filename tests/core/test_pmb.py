@@ -151,8 +151,9 @@ def _stream(seed, n=400, rate=0.2, n_features=4):
     return X, y
 
 
-def _naive_gradient(X, y, w, loss, alpha, beta, k):
-    """Normalised surrogate subgradient on one buffer by pair loops / exhaustive search."""
+def _naive_gradient(X, y, w, loss, alpha, beta, k, auc_weight):
+    """Normalised surrogate subgradient on one buffer by pair loops / exhaustive search; the
+    pAUC loss adds ``auc_weight`` times the all-pairs hinge subgradient (FPR range [0, 1])."""
     pos, neg = X[y > 0], X[y <= 0]
     if loss == "pauc":
         if len(pos) == 0 or len(neg) == 0:
@@ -165,7 +166,8 @@ def _naive_gradient(X, y, w, loss, alpha, beta, k):
             constraints = naive.tight_constraints(pos, neg, j_alpha, j_beta)
             _, g = max(constraints, key=lambda c: c[0] - c[1] @ w)
             grad = -g
-        return grad / (len(pos) * (j_beta - j_alpha))
+        all_pairs = naive.hinge_top_negatives_grad(pos, neg, w, len(neg)) / (len(pos) * len(neg))
+        return grad / (len(pos) * (j_beta - j_alpha)) + auc_weight * all_pairs
     n_top = int(np.sum(y > 0)) if loss == "prbep" else naive.top_count(k, len(y))
     if n_top == 0:
         return None
@@ -186,6 +188,7 @@ def _reference_pmb(
     eta=0.5,
     radius=100.0,
     first_buffer_size=16,
+    auc_weight=1.0,
     random_state=None,
 ):
     """Kar et al. Alg. 1 / 2 (streaming 2PMB), one event at a time, with naive gradients."""
@@ -216,7 +219,7 @@ def _reference_pmb(
             rows = np.array(reservoir + buffer).reshape(-1, X.shape[1])
             row_labels = np.array([1] * len(reservoir) + [-1] * len(buffer))
         buffer, labels = [], []
-        grad = _naive_gradient(rows, row_labels, w, loss, alpha, beta, k)
+        grad = _naive_gradient(rows, row_labels, w, loss, alpha, beta, k, auc_weight)
         if grad is None:
             continue
         steps += 1
@@ -235,6 +238,8 @@ def _reference_pmb(
     [
         dict(loss="pauc", passes=1, buffer_size=25, beta=0.2),
         dict(loss="pauc", passes=1, buffer_size=40, beta=0.1, first_buffer_size=4),
+        dict(loss="pauc", passes=1, buffer_size=40, beta=0.1, auc_weight=0.0),
+        dict(loss="pauc", passes=2, buffer_size=20, beta=0.2, auc_weight=5.0, random_state=2),
         dict(loss="pauc", passes=2, buffer_size=20, beta=0.1, random_state=3),
         dict(loss="pauc", passes=1, buffer_size=6, beta=0.8, alpha=0.2, eta=2.0),
         dict(loss="prbep", passes=1, buffer_size=8),

@@ -149,7 +149,7 @@ def project_annulus(w, inner, outer):
 def ftrl_pauc_reference(X, y, *, beta=0.1, alpha=0.0, lam=0.1, eta0=0.5, min_norm=0.25,
                         update_every=500, first_update_every=16, inner_steps=20,
                         positive_capacity=1000, negative_capacity=2000, admission=None,
-                        random_state=None):  # fmt: skip
+                        auc_weight=10.0, random_state=None):  # fmt: skip
     """ftrl_pauc one event at a time, from its documented rules, with Python lists and the
     pair-loop subgradients :func:`hinge_top_negatives_grad` (alpha = 0) or
     :func:`tight_pauc_grad` (alpha > 0: j_alpha = floor(alpha N seen/admitted), at most
@@ -162,7 +162,8 @@ def ftrl_pauc_reference(X, y, *, beta=0.1, alpha=0.0, lam=0.1, eta0=0.5, min_nor
     32, ... events (up to every update_every), if both reservoirs hold a row: the top
     j_beta = ceil(beta N seen/admitted) reservoir negatives, and
     inner_steps * capacity // fill steps (between inner_steps and 10 inner_steps) of
-    w <- Proj_W(w - gamma_k (g / (P j_beta) + lam w)), gamma_k = eta0 / (1 + eta0 lam k),
+    w <- Proj_W(w - gamma_k (g / (P j_beta) + auc_weight g_all / (P N) + lam w)), with g_all
+    the same pair-loop subgradient over every reservoir negative, gamma_k = eta0 / (1 + eta0 lam k),
     W = {min_norm <= ||w|| <= sqrt(2 / lam)}.
 
     Returns (pre-update scores, w, quantile tracker [q, scale], counts, solver steps).
@@ -219,6 +220,8 @@ def ftrl_pauc_reference(X, y, *, beta=0.1, alpha=0.0, lam=0.1, eta0=0.5, min_nor
                 grad = hinge_top_negatives_grad(P, N, w, j_beta) / (len(P) * j_beta)
             else:
                 grad = tight_pauc_grad(P, N, w, j_alpha, j_beta) / (len(P) * (j_beta - j_alpha))
+            # the all-pairs hinge (FPR range [0, 1]) weighted by auc_weight
+            grad = grad + auc_weight * hinge_top_negatives_grad(P, N, w, len(N)) / (len(P) * len(N))
             steps += 1
             step = eta0 / (1.0 + eta0 * lam * steps)
             w = project_annulus(w - step * (grad + lam * w), min_norm, math.sqrt(2.0 / lam))

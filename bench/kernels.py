@@ -131,6 +131,19 @@ CASES.update({
                             data=lambda n: csr_events(min(n, 4000), 10_000, 50), target=5e4),
 })  # fmt: skip
 
+# the pAUC learners with their defaults and without the all-pairs term (auc_weight=0: Kar et
+# al.'s objective, the defaults before round 2 of issue 10)
+CASES.update({
+    "pmb-dense50": dict(learner="pmb", params={}, data=lambda n: dense_events(n, 50),
+                        target=None),
+    "pmb-dense50-auc0": dict(learner="pmb", params={"auc_weight": 0.0},
+                             data=lambda n: dense_events(n, 50), target=None),
+    "ftrl-pauc-dense50": dict(learner="ftrl_pauc", params={},
+                              data=lambda n: dense_events(n, 50), target=None),
+    "ftrl-pauc-dense50-auc0": dict(learner="ftrl_pauc", params={"auc_weight": 0.0},
+                                   data=lambda n: dense_events(n, 50), target=None),
+})  # fmt: skip
+
 
 def best_rate(function, n_events, repeats):
     best = float("inf")

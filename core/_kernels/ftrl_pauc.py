@@ -1,5 +1,6 @@
-"""FTRL-pAUC on reservoir samples of the prefix (Kar et al. §3, streaming interpretation of
-DESIGN §3); see :class:`core.learners.ftrl_pauc.FTRLpAUC` for the approximation."""
+"""FTRL-pAUC on reservoir samples of the prefix (Kar et al. §3; streaming interpretation:
+docs/algorithms/ftrl_pauc.md (ftrl_pauc.2)-(ftrl_pauc.7)); see
+:class:`core.learners.ftrl_pauc.FTRLpAUC` for the approximation."""
 
 import numpy as np
 

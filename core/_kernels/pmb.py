@@ -64,13 +64,13 @@ def _surrogate_gradient(buf_X, buf_y, size, pos_X, pos_fill, passes, loss, alpha
                 else:
                     neg_rows[b] = i
                     b += 1
-            # notes 002 §4.4: pairs (buffer positive, top ceil(beta s_-) buffer negatives)
+            # (pmb.1): pairs (buffer positive, top ceil(beta s_-) buffer negatives)
             value, used = pauc_gradient(buf_X, pos_rows, buf_X, neg_rows, w, alpha, beta, grad)
             if used:
                 add_auc_gradient(buf_X, pos_rows, buf_X, neg_rows, w, auc_weight, grad)
             return value, used
         rows = np.arange(size)
-        # notes 002 §4.5: Prec@k with ceil(k s) slots, PRBEP with s_+ slots
+        # (pmb.2): Prec@k with ceil(k s) slots, PRBEP with s_+ slots
         n_top = np.int64(np.ceil(k * size - 1e-9)) if loss == 1 else n_pos
         return prec_at_k_gradient(buf_X, rows, buf_y, n_top, w, grad)
     n_pos = pos_fill[0]
@@ -82,7 +82,7 @@ def _surrogate_gradient(buf_X, buf_y, size, pos_X, pos_fill, passes, loss, alpha
         if used:
             add_auc_gradient(pos_X, pos_rows, buf_X, neg_rows, w, auc_weight, grad)
         return value, used
-    # [CHOICE] (notes 002 §4.5) Prec@k on the union B+ u B-: PRBEP puts |B+| in the top,
+    # [CHOICE] (pmb.2) Prec@k on the union B+ u B-: PRBEP puts |B+| in the top,
     # Prec@k ceil(k (|B+| + |B-|)).
     total = n_pos + size
     union = np.empty((total, buf_X.shape[1]))
@@ -139,7 +139,7 @@ def pmb_learn(
     doubling with each step taken, up to the buffer's capacity).  ``take_steps`` False only
     collects (2PMB pass 1).
 
-    One epoch (Kar et al. Alg. 1/2 line 5 with the errata of notes 002 §7 items 4-5):
+    One epoch (Kar et al. Alg. 1/2 line 5 with the errata of docs/algorithms/pmb.md (pmb.3)):
     ``w <- Proj_{||w|| <= radius}(w - eta (s_e / s) / sqrt(e) * g)``, ``e = 1, 2, ...`` counting
     the steps taken, ``s_e`` the epoch's length, ``g`` the subgradient of the normalised
     surrogate on the buffer; a buffer without a positive (or negative) takes no step and does

@@ -1,7 +1,7 @@
 """FTRL-pAUC: follow-the-regularised-leader on the pAUC hinge surrogate (Kar et al. §3), for a
 stream: the prefix is kept as per-class reservoir samples.
 
-Equations and errata: ``papers/notes/002_kar_nondecomposable.md`` §2-3.
+Equations and errata: docs/algorithms/ftrl_pauc.md.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class FTRLpAUC(OnlineLearner):
     FTRL plays ``w_{t+1} = argmin_w l_pAUC(x_{1:t}, y_{1:t}, w) + eta/2 ||w||^2`` (Kar et al.,
     eq. (FTRL)): an L2-regularised batch problem over the whole prefix, solved again after each
     batch of ``s`` events (batched FTRL, §3.2).  A stream cannot keep its prefix, so this
-    learner approximates it ([CHOICE], DESIGN §3):
+    learner approximates it ([CHOICE], docs/algorithms/ftrl_pauc.md):
 
     1. **Prefix sample.**  Positives go to a reservoir of ``positive_capacity`` rows, negatives
        to one of ``negative_capacity`` rows (Vitter's Algorithm R: each is a uniform sample of
@@ -55,7 +55,7 @@ class FTRLpAUC(OnlineLearner):
        stream) from the current ``w`` with the exact subgradient of ``F_t`` on the reservoirs
        (sort + prefix sums, O((P + N) d + N log N) per step).  The top-beta negatives are
        re-chosen by the scores of every inner iterate, i.e. the steps are subgradient steps of
-       the convex surrogate itself (Danskin, notes 002 §3.4).
+       the convex surrogate itself (Danskin; docs/algorithms/ftrl_pauc.md (ftrl_pauc.5)).
     5. **W and the minimum-norm safeguard.**  [CHOICE] Each step is projected onto
        ``W = {min_norm <= ||w|| <= sqrt(2/lam)}`` (Euclidean projection: rescale ``w`` when its
        norm leaves that range).  The outer radius is Pegasos' (it holds the minimiser, since
@@ -63,7 +63,7 @@ class FTRLpAUC(OnlineLearner):
        surrogate is minimised at ``w = 0``, FTRL converges to the scorer that ties every event,
        and its iterates hover around 0 with a direction left to subgradient noise.  pAUC does
        not depend on the scale of ``w``, so excluding the ball of radius ``min_norm`` excludes no
-       ranking except that all-tie one (notes 000 §3.5: "avoid w = 0, where all scores tie").
+       ranking except that all-tie one (ftrl_pauc.6): w = 0 ties every score.
        On the sphere ``||w|| = min_norm``, with ``min_norm`` well inside the hinge's margin on
        standardised features (scores spread by about ``min_norm``), the surrogate is
        ``1 - min_norm (mean positive score - mean top-beta negative score)`` to first order, so

@@ -1,6 +1,6 @@
 """1PMB and 2PMB: mini-batch subgradient descent on pAUC / Prec@k surrogates (Kar et al. §4).
 
-Equations, errata and experiment settings: ``papers/notes/002_kar_nondecomposable.md`` §4.
+Equations, errata and experiment settings: docs/algorithms/pmb.md.
 """
 
 from __future__ import annotations
@@ -86,14 +86,14 @@ class PMB(OnlineLearner):
     beta, alpha : float
         FPR range of the pAUC surrogate, ``0 <= alpha < beta <= 1``; on a buffer with ``n_-``
         negatives the top ``ceil(beta n_-)`` negatives are used, the first ``floor(alpha n_-)``
-        of them without margin (notes 000 §2.5).
+        of them without margin (docs/algorithms/svm_pauc.md (svm_pauc.5)).
     k : float
         Fraction for ``"prec_at_k"``, in (0, 1].
     eta : float
         Step scale: step ``e = 1, 2, ...`` has length ``eta (s_e / s) / sqrt(e)`` with ``s_e``
-        the epoch's length (notes 002 §7 errata 4-5: descent sign, 1-indexed epochs; the
-        ``s_e / s`` factor only matters for the short first epochs).  [CHOICE] Default 0.5:
-        on standardised synthetic streams every eta from 0.05 to 20 was within 0.01 pAUC(0, 0.1)
+        the epoch's length (docs/algorithms/pmb.md (pmb.3), Errata: descent sign, 1-indexed
+        epochs; the ``s_e / s`` factor only matters for the short first epochs).  [CHOICE]
+        Default 0.5: on standardised synthetic streams every eta from 0.05 to 20 was within 0.01 pAUC(0, 0.1)
         of the others; the surrogate is normalised per pair (``1 / (s_+ (j_beta - j_alpha))``,
         resp. ``1 / K``) so that the step does not depend on the class balance of a buffer.
     radius : float
@@ -127,10 +127,10 @@ class PMB(OnlineLearner):
     the converged ``svm_pauc`` gets 0.07), but more passes drift towards it.
 
     Cost: O(d) per event to buffer it (plus O(d) for its prequential score), and per epoch
-    O(s d + s log s) for the exact surrogate and subgradient (sort + prefix sums, notes 002
-    §4.4), i.e. O(d + log s) amortised per event.  Memory: the buffers are dense
-    ``buffer_size x n_features`` arrays (two of them for 2PMB); sparse input is read row by
-    row into them, and a layout needing more than 2**27 buffered floats (1 GiB) is refused
+    O(s d + s log s) for the exact surrogate and subgradient (sort + prefix sums,
+    docs/algorithms/pmb.md (pmb.1)), i.e. O(d + log s) amortised per event.  Memory: the
+    buffers are dense ``buffer_size x n_features`` arrays (two of them for 2PMB); sparse input
+    is read row by row into them, and a layout needing more than 2**27 buffered floats (1 GiB) is refused
     with a ValueError (a 2**20-feature hashed space takes 400 MiB in the default 50-row buffer
     and does not fit 500-row buffers).
 

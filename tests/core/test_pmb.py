@@ -1,4 +1,5 @@
-"""pAUC / Prec@k surrogates on a buffer (Kar et al. §4.4, App. C, H) and the pmb learner."""
+"""pAUC / Prec@k surrogates on a buffer (docs/algorithms/pmb.md (pmb.1)-(pmb.2)) and the pmb
+learner."""
 
 from __future__ import annotations
 

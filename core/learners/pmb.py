@@ -90,12 +90,12 @@ class PMB(OnlineLearner):
     k : float
         Fraction for ``"prec_at_k"``, in (0, 1].
     eta : float
-        Step scale: step ``e = 1, 2, ...`` has length ``eta (s_e / s) / sqrt(e)`` with ``s_e``
-        the epoch's length (docs/algorithms/pmb.md (pmb.3), Errata: descent sign, 1-indexed
-        epochs; the ``s_e / s`` factor only matters for the short first epochs).  [CHOICE]
-        Default 0.5: on standardised synthetic streams every eta from 0.05 to 20 was within 0.01
-        pAUC(0, 0.1) of the others; the surrogate is normalised per pair (``1 / (s_+ (j_beta - j_alpha))``,
-        resp. ``1 / K``) so that the step does not depend on the class balance of a buffer.
+        Step scale: step ``e = 1, 2, ...`` has length ``eta (s_e / s) / sqrt(e)`` with ``s_e`` the
+        epoch's length (docs/algorithms/pmb.md (pmb.3), Errata: descent sign, 1-indexed epochs; the
+        ``s_e / s`` factor only matters for the short first epochs).  [CHOICE] Default 0.5: on
+        standardised synthetic streams every eta from 0.05 to 20 was within 0.01 pAUC(0, 0.1) of the
+        others; the surrogate is normalised per pair (``1 / (s_+ (j_beta - j_alpha))``, resp. ``1 /
+        K``) so that the step does not depend on the class balance of a buffer.
     radius : float
         ``W`` is the L2 ball of this radius (the paper leaves W open; its theory needs it
         bounded).  0 means unconstrained.  [CHOICE] Default 100.
@@ -126,13 +126,13 @@ class PMB(OnlineLearner):
     pAUC(0, 0.1) 0.34 on ``bench/quality.py``'s ``rare_1pct``, like logistic regression, where
     the converged ``svm_pauc`` gets 0.07), but more passes drift towards it.
 
-    Cost: O(d) per event to buffer it (plus O(d) for its prequential score), and per epoch
-    O(s d + s log s) for the exact surrogate and subgradient (sort + prefix sums,
-    docs/algorithms/pmb.md (pmb.1)), i.e. O(d + log s) amortised per event.  Memory: the
-    buffers are dense ``buffer_size x n_features`` arrays (two of them for 2PMB); sparse input
-    is read row by row into them, and a layout needing more than 2**27 buffered floats (1 GiB)
-    is refused with a ValueError (a 2**20-feature hashed space takes 400 MiB in the default 50-row buffer
-    and does not fit 500-row buffers).
+    Cost: O(d) per event to buffer it (plus O(d) for its prequential score), and per epoch O(s d + s
+    log s) for the exact surrogate and subgradient (sort + prefix sums, docs/algorithms/pmb.md
+    (pmb.1)), i.e. O(d + log s) amortised per event.  Memory: the buffers are dense ``buffer_size x
+    n_features`` arrays (two of them for 2PMB); sparse input is read row by row into them, and a
+    layout needing more than 2**27 buffered floats (1 GiB) is refused with a ValueError (a
+    2**20-feature hashed space takes 400 MiB in the default 50-row buffer and does not fit 500-row
+    buffers).
 
     Examples
     --------

@@ -7,8 +7,6 @@ defaults and each configuration of tests/core/cases.py (bad parameters included)
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -16,7 +14,13 @@ from sklearn.linear_model import LogisticRegression
 
 from core.learners import make_learner
 from core.metrics import auc
-from tests.core.cases import CONFIGURATIONS, N_FEATURES, close, stream
+from tests.core.cases import (
+    CONFIGURATIONS,
+    N_FEATURES,
+    close,
+    run_against_naive_reference,
+    stream,
+)
 from tests.core.naive.logistic import NaiveLogistic
 
 CONFIGS = {"defaults": {}, **CONFIGURATIONS["logistic"]}
@@ -25,19 +29,9 @@ CONFIGS = {"defaults": {}, **CONFIGURATIONS["logistic"]}
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
 @pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
 def test_kernel_agrees_with_the_naive_reference(config, sparse):
-    X, y = stream(1, density=0.5 if sparse else 1.0)
-    model = make_learner("logistic", **config)
-    wanted = inspect.signature(NaiveLogistic).parameters
-    reference = NaiveLogistic(
-        N_FEATURES, **{k: v for k, v in model.get_params().items() if k in wanted}
-    )
     # uneven batches, one of them one-class (the stream starts with 15 negatives)
-    for batch in (slice(0, 10), slice(10, 157), slice(157, None)):
-        batch_X = sp.csr_matrix(X[batch]) if sparse else X[batch]
-        close(model.prequential_step(batch_X, y[batch]), reference.learn(X[batch], y[batch]))
-    close(model.coef_, reference.weights())
+    model, reference = run_against_naive_reference("logistic", NaiveLogistic, config, sparse)
     close(np.array([model.intercept_]), np.array([reference.intercept()]))
-    close(model.decision_function(X), np.array([reference.score(x) for x in X]))
 
 
 def test_l1_gives_exact_zeros_and_the_reference_agrees_on_them():

@@ -28,6 +28,10 @@ class NaiveLogistic:
             return 0.0
         return -(z - math.copysign(l1, z)) / ((self.beta + math.sqrt(self.n[i])) / self.alpha + l2)
 
+    def served(self):
+        """The served weights (the contract's name for :meth:`weights`)."""
+        return self.weights()
+
     def weights(self):
         return np.array([self.weight(i) for i in range(self.n_features)])
 

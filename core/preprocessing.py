@@ -95,3 +95,68 @@ def scale_batch(scaling: str, state: dict[str, np.ndarray], X, *, learn: bool):
     step = kernels.scale_learn_dense if learn else kernels.scale_transform_dense
     step(X, out, count, total, total_sq)
     return out
+
+
+#: what :func:`fold_scaling` cannot do, and why (shown to users beside the missing weights)
+NOT_FOLDABLE = {
+    "unit_norm": (
+        "scaling 'unit_norm' divides each event by its own norm, so the score is not a linear "
+        "function of the raw features: there are no raw-space weights; apply x / ||x||_2 to an "
+        "event, then the internal coef and intercept"
+    ),
+}
+
+
+def scaler_affine(scaling: str, state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``(divisors, offsets)`` such that scoring-time scaling is ``(x - offsets) / divisors``
+    feature by feature, from the current statistics (as ``scale_batch(..., learn=False)``).
+
+    Mirrors the transform kernels of ``core/_kernels/scaling.py``: ``standard`` divides by
+    ``sqrt(m2 / n)`` (by 1 while it is 0), ``scale`` by ``_scale_of`` (1 before any event and
+    below its relative variance floor of 1e-10); ``tests/core/test_preprocessing.py`` checks
+    that the two agree bit for bit.  Raises ValueError for a per-event scaling (``unit_norm``).
+    """
+    if scaling in NOT_FOLDABLE:
+        raise ValueError(NOT_FOLDABLE[scaling])
+    n_features = int(state["n_features"][0])
+    if scaling == "none":
+        return np.ones(n_features), np.zeros(n_features)
+    count = int(state["scaler_count"][0])
+    if scaling == "standard":
+        mean = state["scaler_mean"]
+        std = np.sqrt(state["scaler_m2"] / count) if count > 0 else np.zeros(n_features)
+        return np.where(std > 0.0, std, 1.0), mean.copy()
+    if count == 0:
+        return np.ones(n_features), np.zeros(n_features)
+    mean = state["scaler_sum"] / count
+    mean_square = state["scaler_sum_sq"] / count
+    variance = mean_square - mean * mean
+    divisors = np.where(variance <= 1e-10 * mean_square, 1.0, np.sqrt(np.maximum(variance, 0.0)))
+    return divisors, np.zeros(n_features)
+
+
+def fold_scaling(
+    scaling: str, state: dict[str, np.ndarray], coef: np.ndarray, intercept: float
+) -> tuple[np.ndarray, float] | None:
+    """Weights of the raw feature space: the linear score ``coef . scaled(x) + intercept``
+    rewritten as ``raw_coef . x + raw_intercept``, or None when the scaling is not a fixed
+    affine map of each feature (``unit_norm``, see :data:`NOT_FOLDABLE`).
+
+    With ``scaled(x)_j = (x_j - m_j) / d_j`` (:func:`scaler_affine`)::
+
+        raw_coef_j    = coef_j / d_j
+        raw_intercept = intercept - sum_j coef_j * m_j / d_j
+
+    The statistics keep moving as the model learns: the folded weights hold for the state
+    they were read from (the version a response reports).
+
+    >>> state = {"n_features": np.array([1]), "scaler_count": np.array([2]),
+    ...          "scaler_mean": np.array([3.0]), "scaler_m2": np.array([8.0])}
+    >>> fold_scaling("standard", state, np.array([2.0]), 1.0)
+    (array([1.]), -2.0)
+    """
+    if scaling in NOT_FOLDABLE:
+        return None
+    divisors, offsets = scaler_affine(scaling, state)
+    raw_coef = coef / divisors
+    return raw_coef, float(intercept - np.dot(raw_coef, offsets))

@@ -92,7 +92,7 @@ def _is_sparse_like(X) -> bool:
 
 
 def as_features(
-    X, n_features: int | None = None, *, accept_sparse: bool = True
+    X, n_features: int | None = None, *, accept_sparse: bool = True, check_finite: bool = True
 ) -> np.ndarray | CSRMatrix:
     """Validate and coerce a feature batch once.
 
@@ -103,6 +103,10 @@ def as_features(
         The expected width; a batch of another width is rejected.
     accept_sparse : bool
         Learners whose algorithm needs dense rows set this to False.
+    check_finite : bool
+        False leaves the NaN / infinity check of a *dense* batch to the caller, who must make
+        it (with :func:`first_nonfinite`) before any row is used: a learner checks a large
+        batch block by block, each block just before learning it, while it is in cache.
 
     Returns
     -------
@@ -139,11 +143,18 @@ def as_features(
     if n_features is not None and array.shape[1] != n_features:
         raise InvalidFeatures(f"expected {n_features} features per event, got {array.shape[1]}")
     array = np.ascontiguousarray(array, dtype=np.float64)
+    if check_finite:
+        check_finite_rows(array)
+    return array
+
+
+def check_finite_rows(array: np.ndarray, first_row: int = 0) -> None:
+    """Raise :class:`~core.errors.InvalidFeatures` naming the first row of the dense batch
+    ``array`` with a NaN or an infinity (rows counted from ``first_row``)."""
     position = first_nonfinite(array)
     if position is not None:
-        row = position // array.shape[1]
+        row = first_row + position // array.shape[1]
         raise InvalidFeatures(f"features contain NaN or infinity (first at row {row})", row=row)
-    return array
 
 
 def _real_array(values, what: str, error: type[ValueError]) -> np.ndarray:
@@ -163,6 +174,13 @@ def _real_array(values, what: str, error: type[ValueError]) -> np.ndarray:
 
 def first_nonfinite(values: np.ndarray) -> int | None:
     """The flat (C-order) position of the first NaN or infinity in ``values``, or None."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = values.sum()
+    # a NaN or an infinity makes the sum NaN or infinite, so a finite sum proves every value
+    # finite, with one vectorised read and no mask to write; an infinite sum of finite values
+    # (an overflow) falls through to the exact check
+    if np.isfinite(total):
+        return None
     finite = np.isfinite(values)
     if finite.all():
         return None
@@ -250,6 +268,12 @@ def as_labels(y, n_samples: int | None = None) -> np.ndarray:
             row=row,
             field="labels",
         )
+    if np.issubdtype(labels.dtype, np.integer) and labels.size:
+        # integers: the range says it all in two vectorised reductions (most batches)
+        low, high = int(labels.min()), int(labels.max())
+        if -1 <= low and high <= 1 and not (low == -1 and (labels == 0).any()):
+            as_int = labels.astype(np.int64, copy=False)
+            return as_int.copy() if low == -1 else 2 * as_int - 1
     valid = (labels == 1) | (labels == 0) | (labels == -1)
     if not valid.all():
         row = int(np.flatnonzero(~valid)[0])
@@ -265,9 +289,12 @@ def as_labels(y, n_samples: int | None = None) -> np.ndarray:
     return np.where(labels == 1, 1, -1).astype(np.int64)
 
 
-def check_batch(X, y, n_features: int | None = None, *, accept_sparse: bool = True):
-    """Validate a labelled batch whole: ``(features, labels_pm1)``."""
-    features = as_features(X, n_features, accept_sparse=accept_sparse)
+def check_batch(
+    X, y, n_features: int | None = None, *, accept_sparse: bool = True, check_finite: bool = True
+):
+    """Validate a labelled batch whole: ``(features, labels_pm1)`` (``check_finite``: see
+    :func:`as_features`)."""
+    features = as_features(X, n_features, accept_sparse=accept_sparse, check_finite=check_finite)
     labels = as_labels(y, n_rows(features))
     return features, labels
 

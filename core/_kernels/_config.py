@@ -14,3 +14,9 @@ JIT_OPTIONS = {"cache": True, "nogil": True, "fastmath": False, "error_model": "
 def kernel(function):
     """Compile ``function`` with the project's flags: ``@kernel`` instead of ``@njit(...)``."""
     return njit(**JIT_OPTIONS)(function)
+
+
+def inlined_kernel(function):
+    """As :func:`kernel`, inlined into its callers at numba's IR level: for a per-event helper
+    that takes many arrays (a call passes each array as seven machine words)."""
+    return njit(**JIT_OPTIONS, inline="always")(function)

@@ -175,39 +175,12 @@ def dot_sparse(a, indices, data, start, end):
 
 
 @kernel
-def dots_dense(x, a, b):
-    """``(x . x, a . x, a . b)`` in one pass, two accumulators each (the dense SPAM step needs
-    ||x||^2, w . x and w . sum_opposite; one pass over the three arrays is faster than three)."""
-    n = x.shape[0]
-    xx0 = 0.0
-    xx1 = 0.0
-    ax0 = 0.0
-    ax1 = 0.0
-    bx0 = 0.0
-    bx1 = 0.0
-    j = 0
-    while j + 2 <= n:
-        u = x[j]
-        v = x[j + 1]
-        xx0 += u * u
-        xx1 += v * v
-        ax0 += a[j] * u
-        ax1 += a[j + 1] * v
-        bx0 += b[j] * a[j]
-        bx1 += b[j + 1] * a[j + 1]
-        j += 2
-    if j < n:
-        u = x[j]
-        xx0 += u * u
-        ax0 += a[j] * u
-        bx0 += b[j] * a[j]
-    return xx0 + xx1, ax0 + ax1, bx0 + bx1
-
-
-@kernel
-def dots_dense_scored(x, a, b, c):
-    """:func:`dots_dense` plus ``c . x`` (the averaged part of a prequential score) in the same
-    pass, with the same accumulator order as :func:`dot_dense`."""
+def dots_dense(x, a, b, c, with_c):
+    """``(x . x, a . x, a . b, c . x)`` in one pass, two accumulators each (the dense SPAM step
+    needs ||x||^2, w . x and w . sum_opposite, and a prequential score the averaged part
+    ``c . x``; one pass over the arrays is faster than several).  Without ``with_c``, ``c`` is
+    not read and the last value is 0 (the branch is the same every iteration, so it costs
+    nothing measurable: bench/versus_c.py).  ``a . x`` has the order of :func:`dot_dense`."""
     n = x.shape[0]
     xx0 = 0.0
     xx1 = 0.0
@@ -227,15 +200,17 @@ def dots_dense_scored(x, a, b, c):
         ax1 += a[j + 1] * v
         ab0 += b[j] * a[j]
         ab1 += b[j + 1] * a[j + 1]
-        cx0 += c[j] * u
-        cx1 += c[j + 1] * v
+        if with_c:
+            cx0 += c[j] * u
+            cx1 += c[j + 1] * v
         j += 2
     if j < n:
         u = x[j]
         xx0 += u * u
         ax0 += a[j] * u
         ab0 += b[j] * a[j]
-        cx0 += c[j] * u
+        if with_c:
+            cx0 += c[j] * u
     return xx0 + xx1, ax0 + ax1, ab0 + ab1, cx0 + cx1
 
 

@@ -47,16 +47,17 @@ def project_weighted(u, h, radius, out):
 
 
 @kernel
-def gradient_step(w, g, eta, adaptive, grad_sq, delta, radius, u, h):
+def gradient_step(w, g, eta, adaptive, grad_sq, delta, radius, u, h, grad_decay):
     """``w <- w - η g`` (OPAUC, Alg. 8), or AdaOAM (Alg. 9):
-    ``G += g²; H = δ + sqrt(G); w <- Π^H_{||w|| <= r}(w - η g / H)``."""
+    ``G += g²; H = δ + sqrt(G); w <- Π^H_{||w|| <= r}(w - η g / H)``; with forgetting
+    ``G <- grad_decay G + g²`` (1.0: off; docs/algorithms/opauc.md (opauc.13))."""
     d = w.shape[0]
     if not adaptive:
         for i in range(d):
             w[i] -= eta * g[i]
         return
     for i in range(d):
-        grad_sq[i] += g[i] * g[i]
+        grad_sq[i] = grad_sq[i] * grad_decay + g[i] * g[i]
         h[i] = delta + np.sqrt(grad_sq[i])
         u[i] = w[i] - eta * g[i] / h[i] if h[i] > 0.0 else w[i]
     if np.isfinite(radius):

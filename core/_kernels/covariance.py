@@ -9,21 +9,24 @@ from core._kernels._linalg import combine_rows, row_dots
 
 
 @kernel
-def update_mean(x, mean, count, delta):
+def update_mean(x, mean, count, delta, rate_floor):
     """``T += 1``; ``delta = x - c_{T-1}``; ``c_T = c_{T-1} + (x - c_{T-1}) / T`` (eq. 2.13).
 
     [CHOICE] ``/ T`` is applied as ``· (1/T)`` (one division per event, not per feature; the
-    results differ in the last bit at most).
+    results differ in the last bit at most).  With forgetting the rate is ``max(1/T,
+    rate_floor)``: an exponentially weighted mean (docs/algorithms/opauc.md (opauc.12)).
     """
     count[0] += 1
     inverse = 1.0 / count[0]
+    if inverse < rate_floor:
+        inverse = rate_floor
     for i in range(x.shape[0]):
         delta[i] = x[i] - mean[i]
         mean[i] += delta[i] * inverse
 
 
 @kernel
-def update_covariance(cov, count, delta, q):
+def update_covariance(cov, count, delta, q, rate_floor):
     """The corrected covariance recursion, in its rank-one form.
 
     docs/algorithms/opauc.md (opauc.4) and its Errata.
@@ -32,11 +35,16 @@ def update_covariance(cov, count, delta, q):
     with ``δ = x - c_{T-1}`` and ``c_T = c_{T-1} + δ/T`` expands to exactly
     ``Γ_T = (1 - 1/T) Γ_{T-1} + ((T-1)/T²) δ δᵀ`` (the Welford update): 3 flops per entry instead
     of 8, no cancellation between ``x xᵀ`` and ``c cᵀ``, and symmetric to the last bit
-    (``q_i q_j = q_j q_i``).
+    (``q_i q_j = q_j q_i``).  With forgetting and ``a = rate_floor > 1/T`` it is the
+    exponentially weighted covariance ``Γ = (1 - a) Γ + a (1 - a) δ δᵀ`` (the same update with
+    ``a`` for ``1/T``; docs/algorithms/opauc.md (opauc.12)).
     """
     n = count[0]
     factor = (n - 1.0) / n
     scale = np.sqrt(n - 1.0) / n
+    if rate_floor * n > 1.0:
+        factor = 1.0 - rate_floor
+        scale = np.sqrt(rate_floor * factor)
     d = delta.shape[0]
     for i in range(d):
         q[i] = scale * delta[i]

@@ -5,11 +5,12 @@ docs/algorithms/ftrl_pauc.md (ftrl_pauc.2)-(ftrl_pauc.7)); see
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels.forgetting import step_count
 from core._kernels.pauc_buffers import decision as decision  # the learner scores with it
 from core._kernels.pauc_buffers import (
     event_dot,
     pauc_gradient_counts,
-    reservoir_offer,
+    reservoir_offer_forgetting,
 )
 
 
@@ -50,7 +51,8 @@ def project_annulus(w, inner, outer):
 
 @kernel
 def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, neg_admitted,
-                 alpha, beta, lam, eta0, min_norm, inner_steps, grad, auc_weight):  # fmt: skip
+                 alpha, beta, lam, eta0, min_norm, inner_steps, grad, auc_weight,
+                 steps_cap):  # fmt: skip
     """Warm-started subgradient steps (``inner_steps`` once the reservoirs are full,
     ``inner_steps * capacity / fill`` up to ``10 * inner_steps`` before) on
     ``F(w) = R_tight(alpha,beta)(w; B+, B-) + mu R(0,1)(w; B+, B-) + lam/2 ||w||^2`` over the
@@ -68,6 +70,8 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
     objective), projected onto ``W = {min_norm <= ||w|| <= sqrt(2 / lam)}``: the outer ball
     holds the minimiser since ``F(0) = 1`` (Shalev-Shwartz et al. 2011); the inner radius is the
     minimum-norm safeguard of :class:`core.learners.ftrl_pauc.FTRLpAUC` (item 5).
+    With forgetting, ``k`` in ``gamma_k`` stops at ``steps_cap`` (0: never), the solver steps
+    of one half-life (docs/algorithms/ftrl_pauc.md (ftrl_pauc.9)).
     """
     n_pos = pos_fill[0]
     n_neg = neg_fill[0]
@@ -97,7 +101,7 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
             for j in range(w.shape[0]):
                 grad[j] += auc_weight * grad_auc[j]
         n_solver_steps[0] += 1
-        step = eta0 / (1.0 + eta0 * lam * n_solver_steps[0])
+        step = eta0 / (1.0 + eta0 * lam * step_count(n_solver_steps[0], steps_cap))
         shrink = 1.0 - step * lam
         for j in range(w.shape[0]):
             w[j] = shrink * w[j] - step * grad[j]
@@ -109,7 +113,7 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
 def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates, since_update,
                pos_X, pos_fill, pos_seen, neg_X, neg_fill, neg_seen, neg_admitted, quantile,
                rng_state, alpha, beta, lam, eta0, min_norm, update_every, first_update_every,
-               inner_steps, admission_level, auc_weight):  # fmt: skip
+               inner_steps, admission_level, auc_weight, half_life):  # fmt: skip
     """Learn the events in order (dense ``X`` or CSR ``indptr/indices/data``; pre-update scores
     into ``scores`` if non-empty).
 
@@ -118,7 +122,12 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
     score is at least the tracked quantile (all negatives when ``admission_level >= 1``).
     Every ``min(update_every, first_update_every * 2**u)`` events, ``u`` the number of updates
     so far ([CHOICE]: frequent updates while the reservoirs are small): :func:`solver_steps`.
+
+    ``half_life`` > 0 (docs/algorithms/ftrl_pauc.md (ftrl_pauc.8)-(ftrl_pauc.9)): both
+    reservoirs are biased towards the last ``half_life`` events and the solver's step stops
+    shrinking after the solver steps of one half-life.
     """
+    steps_cap = half_life * inner_steps / update_every if half_life > 0.0 else 0.0
     n_samples = y.shape[0]
     want_scores = scores.shape[0] > 0
     grad = np.empty(w.shape[0])
@@ -126,17 +135,22 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
         score = event_dot(X, indptr, indices, data, i, w)
         if want_scores:
             scores[i] = score
+        n_events = pos_seen[0] + neg_seen[0] + 1
         if y[i] > 0:
-            reservoir_offer(X, indptr, indices, data, i, pos_X, pos_fill, pos_seen, rng_state)
+            reservoir_offer_forgetting(
+                X, indptr, indices, data, i, pos_X, pos_fill, pos_seen, rng_state,
+                half_life, n_events,
+            )  # fmt: skip
         else:
             neg_seen[0] += 1
             admit = admission_level >= 1.0 or score >= quantile[0]
             if admission_level < 1.0:
                 track_quantile(quantile, score, admission_level)
             if admit:
-                reservoir_offer(
-                    X, indptr, indices, data, i, neg_X, neg_fill, neg_admitted, rng_state
-                )
+                reservoir_offer_forgetting(
+                    X, indptr, indices, data, i, neg_X, neg_fill, neg_admitted, rng_state,
+                    half_life, n_events,
+                )  # fmt: skip
         since_update[0] += 1
         interval = first_update_every
         for _ in range(n_updates[0]):
@@ -147,5 +161,5 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
             since_update[0] = 0
             if solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen,
                             neg_admitted, alpha, beta, lam, eta0, min_norm, inner_steps,
-                            grad, auc_weight):  # fmt: skip
+                            grad, auc_weight, steps_cap):  # fmt: skip
                 n_updates[0] += 1

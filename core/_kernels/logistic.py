@@ -9,7 +9,12 @@ Equations (numbered as in :mod:`core.learners.logistic`):
 * (2) score ``s = sum_i w_i x_i + b`` (the logit) and ``p = sigmoid(s)``;
 * (3) log-loss gradient ``g_i = (p - y01) x_i`` with ``y01`` in {0, 1};
 * (4) ``sigma_i = (sqrt(n_i + g_i^2) - sqrt(n_i)) / alpha``, ``z_i += g_i - sigma_i w_i``,
-  ``n_i += g_i^2``.
+  ``n_i += g_i^2``;
+* (5) with ``half_life = H`` (docs/algorithms/logistic.md (logistic.9)): before event t reads
+  them, ``z_i`` and ``n_i`` are multiplied by ``2 ** (-1 / H)`` per event since they were last
+  caught up (lazily: ``touched[i]`` holds that event, slot ``n_features`` is the intercept's),
+  so both are exponentially discounted sums and the step ``alpha / (beta + sqrt(n_i))`` stops
+  shrinking.
 
 The intercept ``b`` is coordinate "-1": a constant feature 1 with its own ``z``, ``n`` and no
 penalty (``l1 = l2 = 0`` in (1)).  A coordinate with ``x_i = 0`` has ``g_i = 0``, so (4) leaves
@@ -22,6 +27,7 @@ Kernels take arrays and scalars only, validate nothing and read no globals.
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels.forgetting import decay_over
 
 
 @kernel
@@ -52,6 +58,28 @@ def intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept):
 
 
 @kernel
+def age_factor(touched, slot, now, half_life):
+    """Eq. (5): the discount of accumulator ``slot`` at event ``now`` (1.0 when off; the
+    ``touched`` array is empty then and is not read)."""
+    if half_life <= 0.0:
+        return 1.0
+    return decay_over(now - touched[slot], half_life)
+
+
+@kernel
+def catch_up(z, n, j, touched, slot, now, half_life, one_event):
+    """Eq. (5) in place for coordinate ``j`` of ``z``, ``n`` (no-op when off).  ``one_event``
+    is ``decay_over(1, half_life)``, computed once per call: a coordinate of a dense stream is
+    one event behind, and the exponential per non-zero would dominate the step."""
+    if half_life > 0.0:
+        elapsed = now - touched[slot]
+        factor = one_event if elapsed == 1 else decay_over(elapsed, half_life)
+        z[j] *= factor
+        n[j] *= factor
+        touched[slot] = now
+
+
+@kernel
 def sigmoid(s):
     """``1 / (1 + exp(-s))`` without overflow for large ``|s|``."""
     if s >= 0.0:
@@ -72,13 +100,17 @@ def ftrl_step(z, n, j, g, w, root_n, inv_alpha):
 
 
 @kernel
-def logistic_dense(X, y, scores, z, n, bias_z, bias_n, hyper):
+def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, hyper):
     """Learn the dense rows ``X`` in order.  ``z``, ``n``: the per-feature accumulators;
-    ``bias_z``, ``bias_n``: the intercept's (shape (1,)); ``hyper``: ``(alpha, beta, l1, l2,
-    fit_intercept)``.  When ``scores`` has one slot per row, row i's pre-update score (2) is
-    written into it (an empty ``scores`` skips that)."""
-    alpha, beta, l1, l2, fit_intercept = hyper
+    ``bias_z``, ``bias_n``: the intercept's (shape (1,)); ``clock``, ``touched``: events
+    learned and each accumulator's last catch-up (eq. (5); empty when ``half_life`` is 0);
+    ``hyper``: ``(alpha, beta, l1, l2, fit_intercept, half_life)``.  When ``scores`` has one
+    slot per row, row i's pre-update score (2) is written into it (an empty ``scores`` skips
+    that)."""
+    alpha, beta, l1, l2, fit_intercept, half_life = hyper
     inv_alpha = 1.0 / alpha
+    now = clock[0] if half_life > 0.0 else 0
+    one_event = decay_over(1, half_life)
     want_scores = scores.shape[0] > 0
     n_features = X.shape[1]
     weights = np.zeros(n_features)
@@ -89,11 +121,13 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, hyper):
         s = 0.0
         for j in range(n_features):
             if x[j] != 0.0:
+                catch_up(z, n, j, touched, j, now, half_life, one_event)
                 root = np.sqrt(n[j])
                 w = weight_from_root(z[j], root, inv_alpha, beta, l1, l2)
                 weights[j] = w
                 roots[j] = root
                 s += w * x[j]
+        catch_up(bias_z, bias_n, 0, touched, n_features, now, half_life, one_event)
         w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
         s += w_bias
         if want_scores:
@@ -105,14 +139,20 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, hyper):
                 ftrl_step(z, n, j, residual * x[j], weights[j], roots[j], inv_alpha)
         if fit_intercept:
             ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
+        now += 1
+    if half_life > 0.0:
+        clock[0] = now
 
 
 @kernel
-def logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, hyper):
+def logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, clock, touched, hyper):
     """As :func:`logistic_dense` for CSR rows: O(nnz) per event (lazy weights: eq. (1) is
     evaluated only for the row's columns)."""
-    alpha, beta, l1, l2, fit_intercept = hyper
+    alpha, beta, l1, l2, fit_intercept, half_life = hyper
     inv_alpha = 1.0 / alpha
+    now = clock[0] if half_life > 0.0 else 0
+    one_event = decay_over(1, half_life)
+    n_features = z.shape[0]
     want_scores = scores.shape[0] > 0
     longest = 0
     for i in range(indptr.shape[0] - 1):
@@ -127,11 +167,13 @@ def logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, hyper):
             value = data[k]
             if value != 0.0:
                 j = indices[k]
+                catch_up(z, n, j, touched, j, now, half_life, one_event)
                 root = np.sqrt(n[j])
                 w = weight_from_root(z[j], root, inv_alpha, beta, l1, l2)
                 weights[k - start] = w
                 roots[k - start] = root
                 s += w * value
+        catch_up(bias_z, bias_n, 0, touched, n_features, now, half_life, one_event)
         w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
         s += w_bias
         if want_scores:
@@ -151,43 +193,62 @@ def logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, hyper):
                 )
         if fit_intercept:
             ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
+        now += 1
+    if half_life > 0.0:
+        clock[0] = now
 
 
 @kernel
-def decision_dense(X, z, n, bias_z, bias_n, hyper, out):
+def served_weight(z, n, j, touched, now, hyper):
+    """Eq. (1) of coordinate ``j`` at event ``now``, discounted by eq. (5) without writing:
+    the same product ``z_j * factor`` the learning kernel stores, so the bits agree."""
+    alpha, beta, l1, l2, fit_intercept, half_life = hyper
+    factor = age_factor(touched, j, now, half_life)
+    return ftrl_weight(z[j] * factor, n[j] * factor, 1.0 / alpha, beta, l1, l2)
+
+
+@kernel
+def served_intercept(bias_z, bias_n, clock, touched, hyper):
+    alpha, beta, l1, l2, fit_intercept, half_life = hyper
+    now = clock[0] if half_life > 0.0 else 0
+    factor = age_factor(touched, touched.shape[0] - 1, now, half_life)
+    if fit_intercept:
+        return ftrl_weight(bias_z[0] * factor, bias_n[0] * factor, 1.0 / alpha, beta, 0.0, 0.0)
+    return 0.0
+
+
+@kernel
+def decision_dense(X, z, n, bias_z, bias_n, clock, touched, hyper, out):
     """Eq. (2) for every row, with the arithmetic (order included) of the learning kernel, so a
     prequential score equals ``decision_function`` before the event bit for bit."""
-    alpha, beta, l1, l2, fit_intercept = hyper
-    inv_alpha = 1.0 / alpha
+    now = clock[0] if hyper[5] > 0.0 else 0
     n_features = X.shape[1]
-    w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
+    w_bias = served_intercept(bias_z, bias_n, clock, touched, hyper)
     for i in range(X.shape[0]):
         x = X[i]
         s = 0.0
         for j in range(n_features):
             if x[j] != 0.0:
-                s += ftrl_weight(z[j], n[j], inv_alpha, beta, l1, l2) * x[j]
+                s += served_weight(z, n, j, touched, now, hyper) * x[j]
         out[i] = s + w_bias
 
 
 @kernel
-def decision_csr(indptr, indices, data, z, n, bias_z, bias_n, hyper, out):
-    alpha, beta, l1, l2, fit_intercept = hyper
-    inv_alpha = 1.0 / alpha
-    w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
+def decision_csr(indptr, indices, data, z, n, bias_z, bias_n, clock, touched, hyper, out):
+    now = clock[0] if hyper[5] > 0.0 else 0
+    w_bias = served_intercept(bias_z, bias_n, clock, touched, hyper)
     for i in range(indptr.shape[0] - 1):
         s = 0.0
         for k in range(indptr[i], indptr[i + 1]):
             value = data[k]
             if value != 0.0:
-                s += ftrl_weight(z[indices[k]], n[indices[k]], inv_alpha, beta, l1, l2) * value
+                s += served_weight(z, n, indices[k], touched, now, hyper) * value
         out[i] = s + w_bias
 
 
 @kernel
-def all_weights(z, n, hyper, out):
+def all_weights(z, n, clock, touched, hyper, out):
     """Eq. (1) for every coordinate (``coef_``): O(n_features)."""
-    alpha, beta, l1, l2, fit_intercept = hyper
-    inv_alpha = 1.0 / alpha
+    now = clock[0] if hyper[5] > 0.0 else 0
     for j in range(z.shape[0]):
-        out[j] = ftrl_weight(z[j], n[j], inv_alpha, beta, l1, l2)
+        out[j] = served_weight(z, n, j, touched, now, hyper)

@@ -26,7 +26,8 @@ import numpy as np
 
 from core._kernels._config import kernel
 from core._kernels._linalg import dot_dense4, dot_sparse
-from core._kernels.random import reservoir_slot
+from core._kernels.forgetting import class_reservoir_slot, filled_after, represented
+from core._kernels.random import reservoir_slot as reservoir_slot  # tests draw with it
 
 #: The learned arrays with dense buffers (one row per buffered event).
 OAMState = namedtuple("OAMState", ["w", "buffer_pos", "buffer_neg", "fill_pos", "fill_neg",
@@ -36,8 +37,9 @@ OAMSparseState = namedtuple("OAMSparseState", [
     "w", "pos_indices", "pos_values", "pos_nnz", "neg_indices", "neg_values", "neg_nnz",
     "fill_pos", "fill_neg", "count_pos", "count_neg", "rng_state",
 ])  # fmt: skip
-#: Hyper-parameters: ``C`` and whether the variant is OAMgra (else OAMseq).
-OAMOptions = namedtuple("OAMOptions", ["C", "gradient"])
+#: Hyper-parameters: ``C``, whether the variant is OAMgra (else OAMseq) and the half-life of
+#: the reservoirs (docs/algorithms/oam.md (oam.6)-(oam.7); 0.0: uniform reservoirs).
+OAMOptions = namedtuple("OAMOptions", ["C", "gradient", "half_life"])
 
 
 @kernel
@@ -107,7 +109,7 @@ def _update_dense(x, label, w, score, buffer, fill, weight, gradient, violated):
 @kernel
 def _event_dense(x, label, score, state, options, violated):
     w, buffer_pos, buffer_neg, fill_pos, fill_neg, count_pos, count_neg, rng_state = state
-    C, gradient = options
+    C, gradient, half_life = options
     if label > 0:
         own, count_own, fill_own = buffer_pos, count_pos, fill_pos
         opposite, count_opposite, fill_opposite = buffer_neg, count_neg, fill_neg
@@ -115,12 +117,15 @@ def _event_dense(x, label, score, state, options, violated):
         own, count_own, fill_own = buffer_neg, count_neg, fill_neg
         opposite, count_opposite, fill_opposite = buffer_pos, count_pos, fill_pos
     count_own[0] += 1
-    slot = reservoir_slot(rng_state, count_own[0], own.shape[0])
+    total = count_pos[0] + count_neg[0]
+    capacity = own.shape[0]
+    slot = class_reservoir_slot(rng_state, count_own[0], fill_own[0], capacity, half_life, total)
     if slot >= 0:
         own[slot, :] = x
-        fill_own[0] = min(count_own[0], own.shape[0])
-    # C_t = C max(1, N_opp^t / N_opp) (errata 1)
-    weight = C * max(1.0, count_opposite[0] / opposite.shape[0])
+        fill_own[0] = filled_after(slot, fill_own[0], count_own[0], capacity, half_life)
+    # C_t = C max(1, N_opp^t / N_opp) (errata 1); N_opp^t within the half-life (oam.7)
+    n_opposite = represented(count_opposite[0], total, half_life)
+    weight = C * max(1.0, n_opposite / opposite.shape[0])
     sign = 1.0 if label > 0 else -1.0
     _update_dense(x, sign, w, score, opposite, fill_opposite[0], weight, gradient, violated)
 
@@ -253,7 +258,7 @@ def oam_learn_csr(indptr, indices, data, y, scores, state, options):
     O(nnz) scatter."""
     (w, pos_indices, pos_values, pos_nnz, neg_indices, neg_values, neg_nnz, fill_pos, fill_neg,
      count_pos, count_neg, rng_state) = state  # fmt: skip
-    C, gradient = options
+    C, gradient, half_life = options
     positives = (pos_indices, pos_values, pos_nnz)
     negatives = (neg_indices, neg_values, neg_nnz)
     want_scores = scores.shape[0] > 0
@@ -276,23 +281,29 @@ def oam_learn_csr(indptr, indices, data, y, scores, state, options):
             total += w[indices[k]] * data[k]
         if want_scores:
             scores[t] = total
+        n_events = count_pos[0] + count_neg[0] + 1
         if y[t] > 0:
             count_pos[0] += 1
-            slot = reservoir_slot(rng_state, count_pos[0], capacity_pos)
+            slot = class_reservoir_slot(
+                rng_state, count_pos[0], fill_pos[0], capacity_pos, half_life, n_events
+            )
             if slot >= 0:
                 _store_sparse_row(pos_indices, pos_values, pos_nnz, slot, x_indices, x_values)
-                fill_pos[0] = min(count_pos[0], capacity_pos)
-            weight = C * max(1.0, count_neg[0] / capacity_neg)  # errata 1
+                fill_pos[0] = filled_after(slot, fill_pos[0], count_pos[0], capacity_pos, half_life)
+            # errata 1; (oam.7)
+            weight = C * max(1.0, represented(count_neg[0], n_events, half_life) / capacity_neg)
             stamp = _update_sparse(
                 event, 1.0, w, total, negatives, fill_neg[0], weight, gradient, scratch, stamp
             )
         else:
             count_neg[0] += 1
-            slot = reservoir_slot(rng_state, count_neg[0], capacity_neg)
+            slot = class_reservoir_slot(
+                rng_state, count_neg[0], fill_neg[0], capacity_neg, half_life, n_events
+            )
             if slot >= 0:
                 _store_sparse_row(neg_indices, neg_values, neg_nnz, slot, x_indices, x_values)
-                fill_neg[0] = min(count_neg[0], capacity_neg)
-            weight = C * max(1.0, count_pos[0] / capacity_pos)
+                fill_neg[0] = filled_after(slot, fill_neg[0], count_neg[0], capacity_neg, half_life)
+            weight = C * max(1.0, represented(count_pos[0], n_events, half_life) / capacity_pos)
             stamp = _update_sparse(
                 event, -1.0, w, total, positives, fill_pos[0], weight, gradient, scratch, stamp
             )

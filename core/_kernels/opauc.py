@@ -29,14 +29,16 @@ from core._kernels._config import kernel
 from core._kernels._linalg import combine_rows, dot_and_squared_norm, row_dots
 from core._kernels.adaoam import gradient_step
 from core._kernels.covariance import sketch_insert, update_covariance, update_mean
+from core._kernels.forgetting import class_half_life
 
 #: The learned arrays :func:`opauc_learn` updates (``matrix_*``: covariances or sketches).
 OPAUCState = namedtuple("OPAUCState", ["w", "mean_pos", "mean_neg", "matrix_pos", "matrix_neg",
                                        "rows_pos", "rows_neg", "count_pos", "count_neg",
                                        "grad_sq", "sq_norm_mean"])  # fmt: skip
 #: Its hyper-parameters (``rank == 0``: full covariances).
+#: ``half_life`` 0.0: no forgetting (docs/algorithms/opauc.md (opauc.12)-(opauc.13)).
 OPAUCOptions = namedtuple("OPAUCOptions", ["lam", "eta", "auto_eta", "adaptive", "delta",
-                                           "radius", "rank"])  # fmt: skip
+                                           "radius", "rank", "half_life"])  # fmt: skip
 
 
 @kernel
@@ -105,7 +107,7 @@ def _event(x, squared_norm, label, state, options, work, projections):
     the ``2·rank × d`` frequent-directions sketches with ``rows_*`` rows in use."""
     (w, mean_pos, mean_neg, matrix_pos, matrix_neg, rows_pos, rows_neg, count_pos, count_neg,
      grad_sq, sq_norm_mean) = state  # fmt: skip
-    lam, eta, auto_eta, adaptive, delta, radius, rank = options
+    lam, eta, auto_eta, adaptive, delta, radius, rank, half_life = options
     delta_row = work[0]
     sw = work[1]
     g = work[2]
@@ -117,9 +119,16 @@ def _event(x, squared_norm, label, state, options, work, projections):
     else:
         mean_own, matrix_own, rows_own, count_own = mean_neg, matrix_neg, rows_neg, count_neg
         mean_opp, matrix_opp, rows_opp, count_opp = mean_pos, matrix_pos, rows_pos, count_pos
-    update_mean(x, mean_own, count_own, delta_row)
+    rate_floor = 0.0
+    grad_decay = 1.0
+    if half_life > 0.0:
+        # (opauc.12): the class's statistics forget over its share of the half-life
+        n_events = count_pos[0] + count_neg[0] + 1
+        rate_floor = 1.0 - np.exp2(-1.0 / class_half_life(half_life, count_own[0] + 1, n_events))
+        grad_decay = np.exp2(-1.0 / half_life)
+    update_mean(x, mean_own, count_own, delta_row, rate_floor)
     if rank == 0:
-        update_covariance(matrix_own, count_own, delta_row, u)
+        update_covariance(matrix_own, count_own, delta_row, u, rate_floor)
     else:
         sketch_insert(matrix_own, rows_own, count_own, delta_row, rank)
     step = step_size(eta, auto_eta, squared_norm, sq_norm_mean, count_pos[0] + count_neg[0])
@@ -148,7 +157,7 @@ def _event(x, squared_norm, label, state, options, work, projections):
     gradient_finish(x, float(label), w, mean_opp, lam, sw, g)
     if auto_eta and rank == 0:
         step = _curvature_capped(step, x, mean_opp, matrix_opp, lam)
-    gradient_step(w, g, step, adaptive, grad_sq, delta, radius, u, h)
+    gradient_step(w, g, step, adaptive, grad_sq, delta, radius, u, h, grad_decay)
 
 
 @kernel

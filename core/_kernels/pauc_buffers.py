@@ -8,6 +8,7 @@ bit-for-bit reproducible and free of a scipy dependency.
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels.forgetting import class_reservoir_slot, filled_after
 from core._kernels.pauc_surrogate import prec_at_k_coefficients, tight_pauc_coefficients
 from core._kernels.random import reservoir_slot
 
@@ -79,6 +80,21 @@ def reservoir_offer(X, indptr, indices, data, i, buffer, fill, seen, rng_state):
     if slot >= 0:
         event_copy(X, indptr, indices, data, i, buffer, slot)
         fill[0] = min(seen[0], capacity)
+
+
+@kernel
+def reservoir_offer_forgetting(X, indptr, indices, data, i, buffer, fill, seen, rng_state,
+                               half_life, count_total):  # fmt: skip
+    """:func:`reservoir_offer` (``half_life`` 0, the same draws), or Aggarwal's biased
+    reservoir (docs/algorithms/forgetting.md (forgetting.4)) that keeps the events of the last
+    ``half_life`` stream events preferentially; ``count_total`` is the number of stream events
+    so far (the reservoir's offers are a share of them)."""
+    seen[0] += 1
+    capacity = buffer.shape[0]
+    slot = class_reservoir_slot(rng_state, seen[0], fill[0], capacity, half_life, count_total)
+    if slot >= 0:
+        event_copy(X, indptr, indices, data, i, buffer, slot)
+        fill[0] = filled_after(slot, fill[0], seen[0], capacity, half_life)
 
 
 @kernel

@@ -7,6 +7,7 @@ Loss codes (the wrapper maps names): 0 = pAUC (tight surrogate, [0, beta] or [al
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels.forgetting import step_count
 from core._kernels.pauc_buffers import (
     copy_row,
     event_copy,
@@ -14,7 +15,7 @@ from core._kernels.pauc_buffers import (
     pauc_gradient,
     prec_at_k_gradient,
     project_ball,
-    reservoir_offer,
+    reservoir_offer_forgetting,
 )
 from core._kernels.pauc_buffers import decision as decision  # the learner scores with it
 
@@ -127,6 +128,7 @@ def pmb_learn(
     offer_positives,
     take_steps,
     auc_weight,
+    half_life,
 ):
     """Learn the events in order (dense ``X``, or CSR ``indptr/indices/data`` when ``indptr`` is
     non-empty); ``scores`` (if non-empty) gets each pre-update score
@@ -147,6 +149,10 @@ def pmb_learn(
     by ``s_e`` (Alg. 1 line 9 once ``s_e = s``).  [CHOICE] The ``s_e / s`` factor and weights
     keep the short first epochs from throwing ``w`` far on a noisy 16-event gradient: without
     them the held-out pAUC(0, 0.1) of ``bench/quality.py`` fell by 0.05 to 0.14.
+
+    ``half_life`` > 0 (docs/algorithms/pmb.md (pmb.7)-(pmb.9)): ``e`` in the step stops at
+    ``max(1, half_life / s)`` epochs, an iterate's weight in the average is at least
+    ``1 - 2 ** (-s_e / half_life)`` and the positive reservoir is biased towards recent events.
     """
     n_samples = y.shape[0]
     size = epoch_length(n_steps[0], first_size, buf_X.shape[0])
@@ -158,9 +164,11 @@ def pmb_learn(
         if passes == 2:
             if y[i] > 0:
                 if offer_positives:
-                    reservoir_offer(
-                        X, indptr, indices, data, i, pos_X, pos_fill, pos_seen, rng_state
-                    )
+                    # (pmb.9): pmb counts no negatives, so the half-life is in positives
+                    reservoir_offer_forgetting(
+                        X, indptr, indices, data, i, pos_X, pos_fill, pos_seen, rng_state,
+                        half_life, pos_seen[0] + 1,
+                    )  # fmt: skip
                 continue
             if not take_steps:
                 continue
@@ -185,8 +193,13 @@ def pmb_learn(
         used_size = size
         averaged_events[0] += size
         weight = size / averaged_events[0]
+        if half_life > 0.0:  # (pmb.8): an exponentially weighted average once it is the larger
+            weight = max(weight, 1.0 - np.exp2(-size / half_life))
         size = epoch_length(n_steps[0], first_size, buf_X.shape[0])
-        step = eta / np.sqrt(np.float64(n_steps[0])) * (used_size / buf_X.shape[0])
+        # (pmb.7): the step counter stops at the epochs of one half-life
+        cap = max(1.0, half_life / buf_X.shape[0]) if half_life > 0.0 else 0.0
+        epochs = step_count(n_steps[0], cap)
+        step = eta / np.sqrt(epochs) * (used_size / buf_X.shape[0])
         for j in range(w.shape[0]):
             w[j] -= step * grad[j]
         project_ball(w, radius)

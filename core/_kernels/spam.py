@@ -32,8 +32,15 @@ from core._kernels._linalg import (
     dot_dense,
     dot_sparse,
     dots_dense,
-    dots_dense_scored,
     sq_norm_sparse,
+)
+from core._kernels.forgetting import (
+    advance,
+    class_share,
+    class_total,
+    inflation,
+    scale_in_place,
+    step_count,
 )
 
 #: The learned arrays of SPAM: ``w = w_scale * w_unscaled``, the iterate sum ``avg_offset +
@@ -47,8 +54,14 @@ SpamTableState = namedtuple("SpamTableState", [
     "table", "w_scale", "avg_coef", "w_dot_sum_pos", "w_dot_sum_neg", "n_seen", "n_pos",
     "n_neg", "n_steps", "sq_norm_sum",
 ])  # fmt: skip
-#: Hyper-parameters (``l1`` is read by the elastic net only).
-SpamOptions = namedtuple("SpamOptions", ["eta0", "l2", "l1", "inverse", "average", "n_warmup"])
+#: Hyper-parameters (``l1`` is read by the elastic net only; ``half_life`` 0.0 = off).
+SpamOptions = namedtuple(
+    "SpamOptions", ["eta0", "l2", "l1", "inverse", "average", "n_warmup", "half_life"]
+)
+#: The arrays of ``half_life`` (docs/algorithms/spam.md (spam.12)-(spam.14)): the clock and
+#: epoch of (forgetting.3), the classes' weights ``[negatives, positives]`` and the weight of
+#: the averaged iterates (all empty-or-unread when forgetting is off).
+SpamForget = namedtuple("SpamForget", ["clock", "epoch", "class_weight", "avg_weight"])
 
 
 # ------------------------------------------------------------------------------ shared pieces
@@ -99,6 +112,39 @@ def spam_eta(n_steps, eta0, l2, inverse):
 
 
 @kernel
+def averaged_weight(n_steps, avg_weight, half_life):
+    """The divisor of the averaged iterate: the number of steps, or their weight (spam.14)."""
+    if half_life <= 0.0:
+        return float(n_steps)
+    return avg_weight[0]
+
+
+@kernel
+def renormalise(factor, sums, class_weight, avg_offset, avg_coef, avg_weight, w_dots):
+    """Multiply every weighted sum of (spam.12)-(spam.14) by ``factor`` (forgetting.3):
+    ``sums`` and the class dot products ``w_dots`` are (2, n) / (2,) views or tuples."""
+    for row in sums:
+        scale_in_place(row, factor)
+    scale_in_place(class_weight, factor)
+    scale_in_place(avg_offset, factor)
+    scale_in_place(avg_coef, factor)
+    scale_in_place(avg_weight, factor)
+    for dot in w_dots:
+        scale_in_place(dot, factor)
+
+
+@kernel
+def count_event(positive, c, n_pos, n_neg, class_weight, half_life):
+    """The event joins its class's count (and weight, with ``c``, when forgetting)."""
+    if positive:
+        n_pos[0] += 1
+    else:
+        n_neg[0] += 1
+    if half_life > 0.0:
+        class_weight[1 if positive else 0] += c
+
+
+@kernel
 def capped_rate(rate, curvature, xx):
     """``min(rate, 1 / (curvature xx))``: the rate of a step ``w - rate * coef * x`` on a loss
     whose second derivative in the score ``w . x`` is ``curvature``, capped so that the step
@@ -134,35 +180,36 @@ def spam_gradient_coef(positive, wx, w_dot_mean_opposite, p):
 
 # ------------------------------------------------------------------------------ L2, dense
 @kernel
-def spam_l2_dense(X, y, scores, state, options):
-    """SPAM-L2 on dense rows (``state``: :data:`SpamState`, ``options``: :data:`SpamOptions`)."""
+def spam_l2_dense(X, y, scores, state, options, forget):
+    """SPAM-L2 on dense rows (``state``: :data:`SpamState`, ``options``: :data:`SpamOptions`,
+    ``forget``: :data:`SpamForget`)."""
     (w_unscaled, w_scale, avg_offset, avg_coef, sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
      n_seen, n_pos, n_neg, n_steps, sq_norm_sum) = state  # fmt: skip
-    eta0, l2, _, inverse, average, n_warmup = options
+    eta0, l2, _, inverse, average, n_warmup, half_life = options
+    clock, epoch, class_weight, avg_weight = forget
     want_scores = scores.shape[0] > 0
     for i in range(X.shape[0]):
         x = X[i]
         positive = y[i] > 0
+        c = inflation(clock, epoch, half_life)  # this event's weight in the sums (spam.12)
         # one pass for ||x||^2, w_unscaled . x and w_unscaled . (sum of the opposite class)
         opposite = sum_neg if positive else sum_pos
-        if want_scores and average:
-            xx, vx, v_dot_opposite, ax = dots_dense_scored(x, w_unscaled, opposite, avg_offset)
-        else:
-            xx, vx, v_dot_opposite = dots_dense(x, w_unscaled, opposite)
-            ax = 0.0
+        with_average = want_scores and average
+        xx, vx, v_dot_opposite, ax = dots_dense(x, w_unscaled, opposite, avg_offset, with_average)
+        n_averaged = averaged_weight(n_steps[0], avg_weight, half_life)
         if want_scores:
-            scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], n_steps[0], average)
+            scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], n_averaged, average)
         n_seen[0] += 1
         sq_norm_sum[0] += xx
         # [CHOICE] no step during warm-up nor before both classes were seen (OPAUC's code does
         # the same); p and the means are those of the events before this one (spam.10).
         if n_seen[0] > n_warmup and n_pos[0] > 0 and n_neg[0] > 0:
-            p = n_pos[0] / (n_pos[0] + n_neg[0])
+            p = class_share(n_pos[0], n_neg[0], class_weight, half_life)
             # w . m_opposite, directly (O(n_features) like the rest of a dense step)
-            n_opposite = n_neg[0] if positive else n_pos[0]
+            n_opposite = class_total(not positive, n_pos[0], n_neg[0], class_weight, half_life)
             w_dot_mean = w_scale[0] * v_dot_opposite / n_opposite
             n_steps[0] += 1
-            eta = spam_eta(n_steps[0], eta0, l2, inverse)
+            eta = spam_eta(step_count(n_steps[0], half_life), eta0, l2, inverse)
             nu = mean_sq_norm(sq_norm_sum[0], n_seen[0])
             coef = spam_gradient_coef(positive, w_scale[0] * vx, w_dot_mean, p)
             step = capped_rate(eta / nu, spam_curvature(positive, p), xx) * coef
@@ -180,28 +227,35 @@ def spam_l2_dense(X, y, scores, state, options):
                 for j in range(x.shape[0]):
                     w_unscaled[j] += delta * x[j]
                     avg_offset[j] -= shift * x[j]
-                    own[j] += x[j]
-                avg_coef[0] += new_scale  # + the new iterate: uniform average (spam.9)
+                # a separate loop: with three arrays written in one loop LLVM does not
+                # vectorise it (bench/versus_c.py)
+                for j in range(x.shape[0]):
+                    own[j] += c * x[j]
+                # + the new iterate: uniform average (spam.9), weighted by c (spam.14)
+                avg_coef[0] += new_scale * c
+                if half_life > 0.0:
+                    avg_weight[0] += c
             else:
                 for j in range(x.shape[0]):
                     w_unscaled[j] += delta * x[j]
-                    own[j] += x[j]
+                    own[j] += c * x[j]
             w_scale[0] = new_scale
         else:
             own = sum_pos if positive else sum_neg
             for j in range(x.shape[0]):
-                own[j] += x[j]
-        if positive:
-            n_pos[0] += 1
-        else:
-            n_neg[0] += 1
+                own[j] += c * x[j]
+        count_event(positive, c, n_pos, n_neg, class_weight, half_life)
+        factor = advance(clock, epoch, half_life)
+        if factor != 1.0:
+            renormalise(factor, (sum_pos, sum_neg), class_weight, avg_offset, avg_coef,
+                        avg_weight, (w_dot_sum_pos, w_dot_sum_neg))  # fmt: skip
     w_dot_sum_pos[0] = w_scale[0] * dot_dense(w_unscaled, sum_pos)
     w_dot_sum_neg[0] = w_scale[0] * dot_dense(w_unscaled, sum_neg)
 
 
 # ------------------------------------------------------------------------------ L2, CSR
 @kernel
-def spam_l2_csr(indptr, indices, data, y, scores, state, options):
+def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget):
     """As :func:`spam_l2_dense`, O(nnz) per event (plus a rare O(n_features) fold); ``state``
     is :data:`SpamTableState`.
 
@@ -212,11 +266,13 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options):
     one pass scatters."""
     (table, w_scale, avg_coef, w_dot_sum_pos, w_dot_sum_neg,
      n_seen, n_pos, n_neg, n_steps, sq_norm_sum) = state  # fmt: skip
-    eta0, l2, _, inverse, average, n_warmup = options
+    eta0, l2, _, inverse, average, n_warmup, half_life = options
+    clock, epoch, class_weight, avg_weight = forget
     want_scores = average and scores.shape[0] > 0
     for i in range(indptr.shape[0] - 1):
         start = indptr[i]
         end = indptr[i + 1]
+        c = inflation(clock, epoch, half_life)  # this event's weight in the sums (spam.12)
         xx = 0.0
         vx = 0.0
         ax = 0.0
@@ -232,7 +288,8 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options):
             if want_scores:
                 ax += table[1, j] * value
         if scores.shape[0] > 0:
-            scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], n_steps[0], average)
+            n_averaged = averaged_weight(n_steps[0], avg_weight, half_life)
+            scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], n_averaged, average)
         n_seen[0] += 1
         sq_norm_sum[0] += xx
         positive = y[i] > 0
@@ -241,13 +298,14 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options):
         shift = 0.0
         if n_seen[0] > n_warmup and n_pos[0] > 0 and n_neg[0] > 0:
             step_taken = True
-            p = n_pos[0] / (n_pos[0] + n_neg[0])
+            p = class_share(n_pos[0], n_neg[0], class_weight, half_life)
+            n_opposite = class_total(not positive, n_pos[0], n_neg[0], class_weight, half_life)
             if positive:
-                w_dot_mean = w_dot_sum_neg[0] / n_neg[0]
+                w_dot_mean = w_dot_sum_neg[0] / n_opposite
             else:
-                w_dot_mean = w_dot_sum_pos[0] / n_pos[0]
+                w_dot_mean = w_dot_sum_pos[0] / n_opposite
             n_steps[0] += 1
-            eta = spam_eta(n_steps[0], eta0, l2, inverse)
+            eta = spam_eta(step_count(n_steps[0], half_life), eta0, l2, inverse)
             nu = mean_sq_norm(sq_norm_sum[0], n_seen[0])
             coef = spam_gradient_coef(positive, w_scale[0] * vx, w_dot_mean, p)
             step = capped_rate(eta / nu, spam_curvature(positive, p), xx) * coef
@@ -262,39 +320,44 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options):
             new_scale = w_scale[0] * rho
             shift = avg_coef[0] * delta
             if average:
-                avg_coef[0] += new_scale
+                avg_coef[0] += new_scale * c  # weighted by c when forgetting (spam.14)
+                if half_life > 0.0:
+                    avg_weight[0] += c
             w_scale[0] = new_scale
             vx += delta * xx
         # the class statistics take the event after the step (spam.10); w' . x = scale' v' . x
         own = 3 if positive else 2
+        count_event(positive, c, n_pos, n_neg, class_weight, half_life)
         if positive:
-            n_pos[0] += 1
-            w_dot_sum_pos[0] += w_scale[0] * vx
+            w_dot_sum_pos[0] += c * (w_scale[0] * vx)
         else:
-            n_neg[0] += 1
-            w_dot_sum_neg[0] += w_scale[0] * vx
+            w_dot_sum_neg[0] += c * (w_scale[0] * vx)
         if step_taken and average:
             for k in range(start, end):
                 j = indices[k]
                 table[0, j] += delta * data[k]
                 table[1, j] -= shift * data[k]
-                table[own, j] += data[k]
+                table[own, j] += c * data[k]
         elif step_taken:
             for k in range(start, end):
                 j = indices[k]
                 table[0, j] += delta * data[k]
-                table[own, j] += data[k]
+                table[own, j] += c * data[k]
         else:
             for k in range(start, end):
-                table[own, indices[k]] += data[k]
+                table[own, indices[k]] += c * data[k]
+        factor = advance(clock, epoch, half_life)
+        if factor != 1.0:
+            renormalise(factor, (table[2], table[3]), class_weight, table[1], avg_coef,
+                        avg_weight, (w_dot_sum_pos, w_dot_sum_neg))  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ elastic net
 @kernel
-def _elastic_net_prox_all(w, threshold, shrink, avg_offset, average):
+def _elastic_net_prox_all(w, threshold, shrink, avg_offset, average, c):
     """w_j = sign(u_j) max(|u_j| - eta l1, 0) / (1 + eta l2) on every coordinate
-    (docs/algorithms/spam.md (spam.6), SPAM-NET); the iterate sum gains w (avg_coef stays 0 in
-    these kernels)."""
+    (docs/algorithms/spam.md (spam.6), SPAM-NET); the iterate sum gains w, weighted by ``c``
+    (spam.14) (avg_coef stays 0 in these kernels)."""
     for j in range(w.shape[0]):
         u = w[j]
         if u > threshold:
@@ -305,11 +368,11 @@ def _elastic_net_prox_all(w, threshold, shrink, avg_offset, average):
             u = 0.0
         w[j] = u
         if average:
-            avg_offset[j] += u
+            avg_offset[j] += c * u
 
 
 @kernel
-def spam_elastic_net(batch, y, scores, state, options):
+def spam_elastic_net(batch, y, scores, state, options, forget):
     """SPAM-NET, dense rows (``dense``) or CSR rows: O(n_features) per event either way, since
     the soft-threshold moves every coordinate and w . m+- depends on all of them non-linearly
     (so neither lazy thresholding nor incremental dot products apply).  The weights are kept
@@ -318,13 +381,15 @@ def spam_elastic_net(batch, y, scores, state, options):
     dense = not sparse
     (w_unscaled, w_scale, avg_offset, avg_coef, sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
      n_seen, n_pos, n_neg, n_steps, sq_norm_sum) = state  # fmt: skip
-    eta0, l2, l1, inverse, average, n_warmup = options
+    eta0, l2, l1, inverse, average, n_warmup, half_life = options
+    clock, epoch, class_weight, avg_weight = forget
     if w_scale[0] != 1.0:
         fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average)
     w = w_unscaled
     want_scores = scores.shape[0] > 0
     n_samples = X.shape[0] if dense else indptr.shape[0] - 1
     for i in range(n_samples):
+        c = inflation(clock, epoch, half_life)  # this event's weight in the sums (spam.12)
         if dense:
             x = X[i]
             xx = dot_dense(x, x)
@@ -337,18 +402,20 @@ def spam_elastic_net(batch, y, scores, state, options):
             wx = dot_sparse(w, indices, data, start, end)
             ax = dot_sparse(avg_offset, indices, data, start, end) if average else 0.0
         if want_scores:
-            scores[i] = served_score(wx, ax, 1.0, 0.0, n_steps[0], average)
+            n_averaged = averaged_weight(n_steps[0], avg_weight, half_life)
+            scores[i] = served_score(wx, ax, 1.0, 0.0, n_averaged, average)
         n_seen[0] += 1
         sq_norm_sum[0] += xx
         positive = y[i] > 0
         if n_seen[0] > n_warmup and n_pos[0] > 0 and n_neg[0] > 0:
-            p = n_pos[0] / (n_pos[0] + n_neg[0])
+            p = class_share(n_pos[0], n_neg[0], class_weight, half_life)
+            n_opposite = class_total(not positive, n_pos[0], n_neg[0], class_weight, half_life)
             if positive:
-                w_dot_mean = dot_dense(w, sum_neg) / n_neg[0]
+                w_dot_mean = dot_dense(w, sum_neg) / n_opposite
             else:
-                w_dot_mean = dot_dense(w, sum_pos) / n_pos[0]
+                w_dot_mean = dot_dense(w, sum_pos) / n_opposite
             n_steps[0] += 1
-            eta = spam_eta(n_steps[0], eta0, l2, inverse)
+            eta = spam_eta(step_count(n_steps[0], half_life), eta0, l2, inverse)
             nu = mean_sq_norm(sq_norm_sum[0], n_seen[0])
             rate = capped_rate(eta / nu, spam_curvature(positive, p), xx)
             step = rate * spam_gradient_coef(positive, wx, w_dot_mean, p)
@@ -360,25 +427,22 @@ def spam_elastic_net(batch, y, scores, state, options):
                     w[indices[k]] -= step * data[k]
             # penalties act on the weights of x / sqrt(nu): threshold eta l1 / sqrt(nu) in w
             _elastic_net_prox_all(
-                w, eta * l1 / np.sqrt(nu), 1.0 / (1.0 + eta * l2), avg_offset, average
+                w, eta * l1 / np.sqrt(nu), 1.0 / (1.0 + eta * l2), avg_offset, average, c
             )
+            if average and half_life > 0.0:
+                avg_weight[0] += c
+        target = sum_pos if positive else sum_neg
         if dense:
-            if positive:
-                n_pos[0] += 1
-                for j in range(x.shape[0]):
-                    sum_pos[j] += x[j]
-            else:
-                n_neg[0] += 1
-                for j in range(x.shape[0]):
-                    sum_neg[j] += x[j]
+            for j in range(x.shape[0]):
+                target[j] += c * x[j]
         else:
-            target = sum_pos if positive else sum_neg
             for k in range(start, end):
-                target[indices[k]] += data[k]
-            if positive:
-                n_pos[0] += 1
-            else:
-                n_neg[0] += 1
+                target[indices[k]] += c * data[k]
+        count_event(positive, c, n_pos, n_neg, class_weight, half_life)
+        factor = advance(clock, epoch, half_life)
+        if factor != 1.0:
+            renormalise(factor, (sum_pos, sum_neg), class_weight, avg_offset, avg_coef,
+                        avg_weight, (w_dot_sum_pos, w_dot_sum_neg))  # fmt: skip
     w_dot_sum_pos[0] = dot_dense(w, sum_pos)
     w_dot_sum_neg[0] = dot_dense(w, sum_neg)
 

@@ -35,6 +35,7 @@ __all__ = [
     "Options",
     "RandomState",
     "Structured",
+    "parameters_schema",
     "validate_parameters",
 ]
 
@@ -79,6 +80,17 @@ class Interval:
             and (value > self.high or (value == self.high and not high_closed))
         )
 
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the accepted numbers (``exclusiveMinimum`` for an open end)."""
+        schema: dict[str, Any] = {"type": "integer" if self.kind is int else "number"}
+        for bound, closed, inclusive, exclusive in (
+            (self.low, self.closed in ("both", "left"), "minimum", "exclusiveMinimum"),
+            (self.high, self.closed in ("both", "right"), "maximum", "exclusiveMaximum"),
+        ):
+            if bound is not None:
+                schema[inclusive if closed else exclusive] = bound
+        return schema
+
     def describe(self, name: str, value: Any) -> str:
         if not self._is_number(value) and not (self.kind is float and _is_real(value)):
             noun = "an integer" if self.kind is int else "a number"
@@ -100,16 +112,24 @@ def _is_real(value: Any) -> bool:
 
 
 class Options:
-    """One of a fixed set of values (compared with ``==``, so ``1`` matches ``True``)."""
+    """One of a fixed set of values (compared with ``==``, but a boolean never matches a
+    number nor a number a boolean: ``passes=True`` is not ``passes=1``)."""
 
     def __init__(self, values: Iterable[Any]) -> None:
         self.values = tuple(values)
 
     def accepts(self, value: Any) -> bool:
+        boolean = isinstance(value, bool | np.bool_)
         try:
-            return value in self.values
+            return any(
+                bool(value == option) and boolean == isinstance(option, bool)
+                for option in self.values
+            )
         except (TypeError, ValueError):  # e.g. an array compared with a string
             return False
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"enum": list(self.values)}
 
     def describe(self, name: str, value: Any) -> str:
         accepted = ", ".join(map(repr, self.values))
@@ -122,6 +142,9 @@ class Boolean:
     def accepts(self, value: Any) -> bool:
         return isinstance(value, bool | np.bool_)
 
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "boolean"}
+
     def describe(self, name: str, value: Any) -> str:
         return f"{name} must be True or False, got {value!r}"
 
@@ -132,6 +155,9 @@ class RandomState:
     def accepts(self, value: Any) -> bool:
         return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "integer"}
+
     def describe(self, name: str, value: Any) -> str:
         return f"{name} must be None or an integer seed, got {value!r}"
 
@@ -139,13 +165,19 @@ class RandomState:
 class Structured:
     """A structured value (a list of candidates, an FPR range) whose shape this module cannot
     state: it is declared here so that every parameter is declared, and checked field by field
-    by the learner's ``_check_params`` (whose errors name the field, e.g. ``candidates[1]``)."""
+    by the learner's ``_check_params`` (whose errors name the field, e.g. ``candidates[1]``).
+    ``schema`` is the JSON Schema of its shape, as far as one can state it (for documents such
+    as the service's OpenAPI; the learner's checks stay the reference)."""
 
-    def __init__(self, description: str) -> None:
+    def __init__(self, description: str, schema: dict[str, Any] | None = None) -> None:
         self.description = description
+        self.schema = schema or {}
 
     def accepts(self, value: Any) -> bool:
         return True
+
+    def json_schema(self) -> dict[str, Any]:
+        return {**self.schema, "description": self.description}
 
     def describe(self, name: str, value: Any) -> str:  # pragma: no cover - accepts everything
         return f"Expected {name} to be {self.description}, got: {value!r}"
@@ -155,6 +187,39 @@ BOOLEAN = Boolean()
 RANDOM_STATE = RandomState()
 
 Constraint = Interval | Options | Boolean | RandomState | Structured | None
+
+
+def parameters_schema(
+    constraints: Mapping[str, list[Constraint]],
+    defaults: Mapping[str, Any],
+    *,
+    exclude: Iterable[str] = (),
+) -> dict[str, Any]:
+    """The JSON Schema of an object of hyper-parameters, generated from the declared
+    ``constraints`` (each parameter optional, with its default from ``defaults`` when that is
+    JSON-able; ``None`` accepted where it is declared); parameters in ``exclude`` are left out,
+    and so are names the object may not have (``additionalProperties`` is false).
+
+    Cross-parameter checks (``_check_params``) are not expressible here: a value the schema
+    accepts may still be refused, with an error naming the parameter.
+
+    >>> parameters_schema({"eta0": [Interval(float, 0, None, closed="neither")]}, {"eta0": 1.0})
+    {'type': 'object', 'properties': {'eta0': {'type': 'number', 'exclusiveMinimum': 0, 'default': 1.0}}, 'additionalProperties': False}
+    """  # noqa: E501
+    skipped = set(exclude)
+    properties: dict[str, Any] = {}
+    for name, forms in constraints.items():
+        if name in skipped:
+            continue
+        schemas = [form.json_schema() for form in forms if form is not None]
+        if None in forms:
+            schemas.append({"type": "null"})
+        schema = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
+        default = defaults.get(name)
+        if isinstance(default, bool | int | float | str) or (default is None and None in forms):
+            schema = {**schema, "default": default}
+        properties[name] = schema
+    return {"type": "object", "properties": properties, "additionalProperties": False}
 
 
 def validate_parameters(

@@ -183,29 +183,36 @@ def evaluate(
     min_negatives: int,
     margin: float,
     patience: int,
+    since: int = 0,
 ) -> None:
     """Each candidate's exact pAUC and AUC on the window (auto.2), then the leader choice with
     hysteresis (auto.3)-(auto.4): the challenger takes over after ``patience`` consecutive
     evaluations ahead by more than ``margin``; windows with too few positives or negatives in
-    the FPR range decide nothing."""
+    the FPR range decide nothing.  ``since``: only the window's events from that event count
+    on are compared (after a detected drift, docs/algorithms/auto.md (auto.8))."""
     seen = int(own["n_seen"][0])
     filled = min(seen, own["window_labels"].shape[0])
     labels = own["window_labels"][:filled]
+    window_scores = own["window_scores"][:, :filled]
+    if since > seen - filled:
+        columns = np.arange(since, seen) % own["window_labels"].shape[0]
+        labels = own["window_labels"][columns]
+        window_scores = own["window_scores"][:, columns]
     own["evaluated_at"][0] = seen
+    compared = labels.shape[0]
     n_positive = int(np.count_nonzero(labels > 0))
-    if n_positive == 0 or n_positive == filled:
+    if n_positive == 0 or n_positive == compared:
         own["window_pauc"][:] = np.nan
         own["window_auc"][:] = np.nan
         return
     alpha, beta = check_pauc_range(pauc_range)
-    window_scores = own["window_scores"][:, :filled]
     positive = labels > 0
     kernels.window_metrics(
         np.sort(window_scores[:, positive], axis=1),
         np.sort(window_scores[:, ~positive], axis=1),
         alpha, beta, own["window_pauc"], own["window_auc"],
     )  # fmt: skip
-    if n_positive < min_positives or (beta - alpha) * (filled - n_positive) < min_negatives:
+    if n_positive < min_positives or (beta - alpha) * (compared - n_positive) < min_negatives:
         return
     paucs, aucs = own["window_pauc"], own["window_auc"]
     # highest pAUC, then AUC, then the lowest index (lexsort: last key is the primary)

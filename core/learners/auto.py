@@ -11,8 +11,18 @@ import numpy as np
 
 from core.errors import InvalidParameter
 from core.learners import learner_class, register
+from core.learners._auto_drift import (
+    FAST_CANDIDATES,
+    check_drift_state,
+    comparison_start,
+    drift_invariants,
+    drift_state,
+    fast_boundary,
+    watch,
+)
 from core.learners._base import OnlineLearner
-from core.learners._params import Interval, Structured
+from core.learners._composed import ComposedState
+from core.learners._params import BOOLEAN, Interval, Structured
 from core.learners._state import (
     Count,
     Finite,
@@ -38,7 +48,7 @@ _PREFIX = "c{}:"
 
 
 @register
-class Auto(OnlineLearner):
+class Auto(ComposedState, OnlineLearner):
     """A tournament of candidate learners on the stream; the recent best is served.
 
     Every labelled batch is learned by every candidate (one kernel call per candidate per
@@ -151,6 +161,7 @@ class Auto(OnlineLearner):
         patience: int = 3,
         min_positives: int = 10,
         min_negatives: int = 10,
+        track_drift: bool = False,
         scaling: str = "none",
         max_iter: int = 1,
         shuffle: bool = True,
@@ -165,6 +176,7 @@ class Auto(OnlineLearner):
         self.patience = patience
         self.min_positives = min_positives
         self.min_negatives = min_negatives
+        self.track_drift = track_drift
         self.scaling = scaling
         self.max_iter = max_iter
         self.shuffle = shuffle
@@ -173,8 +185,31 @@ class Auto(OnlineLearner):
     # ------------------------------------------------------------------ parameters
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,
-        "candidates": [None, Structured('a list of {"learner": name, "params": {...}}')],
-        "pauc_range": [Structured("[alpha, beta] with 0 <= alpha < beta <= 1")],
+        "candidates": [
+            None,
+            Structured(
+                'a list of {"learner": name, "params": {...}}',
+                {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"learner": {"type": "string"}, "params": {"type": "object"}},
+                        "required": ["learner"],
+                    },
+                },
+            ),
+        ],
+        "pauc_range": [
+            Structured(
+                "[alpha, beta] with 0 <= alpha < beta <= 1",
+                {
+                    "type": "array",
+                    "items": {"type": "number", "minimum": 0, "maximum": 1},
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+            )
+        ],
         "window": [Interval(int, 2, None)],
         "evaluate_every": [Interval(int, 1, None)],
         "first_evaluation": [Interval(int, 1, None)],
@@ -182,6 +217,7 @@ class Auto(OnlineLearner):
         "patience": [Interval(int, 1, None)],
         "min_positives": [Interval(int, 1, None)],
         "min_negatives": [Interval(int, 1, None)],
+        "track_drift": [BOOLEAN],
     }
 
     def _check_params(self) -> None:
@@ -191,55 +227,32 @@ class Auto(OnlineLearner):
                 f"evaluations would never be compared; got: {self.evaluate_every!r}",
                 param="evaluate_every",
             )
-        candidate_specs(self.candidates, self.pauc_range, self.random_state)
+        candidate_specs(self._candidates_asked(), self.pauc_range, self.random_state)
 
     def candidate_specs(self) -> list[dict[str, Any]]:
-        """The effective candidates (see :func:`candidate_specs`)."""
-        return candidate_specs(self.candidates, self.pauc_range, self.random_state)
+        """The effective candidates (see :func:`candidate_specs`); the default ones gain the
+        fast-adapting ones with ``track_drift``."""
+        return candidate_specs(self._candidates_asked(), self.pauc_range, self.random_state)
+
+    def _candidates_asked(self) -> list | tuple | None:
+        if self.candidates is None and self.track_drift:
+            return (*DEFAULT_CANDIDATES, *FAST_CANDIDATES)
+        return self.candidates
 
     def _build_candidates(self) -> list[OnlineLearner]:
         return [learner_class(spec["learner"])(**spec["params"]) for spec in self.candidate_specs()]
 
     # ------------------------------------------------------------------ state
-    # The candidates keep their own ``state_`` dicts (their kernels and caches work on them);
-    # auto's ``state_`` is the flat view the contract asks for: theirs under "c{k}:" prefixes
-    # plus auto's own arrays, the same array objects, so in-place updates show through.  The
-    # view is rebuilt after every batch (a candidate may swap an array for a view of a packed
-    # buffer while it learns, as ``spam`` does) instead of at every access: the base class
-    # reads ``state_`` several times per batch.
-    @property
-    def state_(self) -> dict[str, np.ndarray]:
-        view = self.__dict__.get("_state_view")
-        if view is None:
-            raise AttributeError("state_")
-        return view
+    # ``state_`` is the flat view of core.learners._composed: the candidates' arrays under
+    # "c{k}:" prefixes plus auto's own
+    def _new_parts(self) -> list[tuple[str, OnlineLearner]]:
+        return [(_PREFIX.format(k), c) for k, c in enumerate(self._build_candidates())]
 
-    @state_.setter
-    def state_(self, state: dict[str, np.ndarray]) -> None:
-        candidates = self._build_candidates()
-        parts: list[dict[str, np.ndarray]] = [{} for _ in candidates]
-        own = {}
-        for key, value in state.items():
-            head, separator, rest = key.partition(":")
-            if separator and head[:1] == "c" and head[1:].isdigit():
-                index = int(head[1:])
-                if index < len(candidates):
-                    parts[index][rest] = value
-                    continue
-            own[key] = value
-        for candidate, part in zip(candidates, parts, strict=True):
-            candidate.state_ = part
-        self._candidates = candidates
-        self._own_state = own
-        self._refresh_view()
+    def _set_parts(self, parts: list[tuple[str, OnlineLearner]]) -> None:
+        self._candidates = [candidate for _, candidate in parts]
 
-    def _refresh_view(self) -> None:
-        view = dict(self._own_state)
-        for k, candidate in enumerate(self._candidates):
-            prefix = _PREFIX.format(k)
-            for key, value in candidate.state_.items():
-                view[prefix + key] = value
-        self._state_view = view
+    def _parts(self) -> list[tuple[str, OnlineLearner]]:
+        return [(_PREFIX.format(k), c) for k, c in enumerate(self._candidates)]
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         candidates = self._build_candidates()
@@ -273,6 +286,8 @@ class Auto(OnlineLearner):
                 "evaluated_at": counter(),
             }
         )
+        if self.track_drift:
+            state.update(drift_state())
         return state
 
     def _state_invariants(self, n_features: int) -> dict:
@@ -300,6 +315,8 @@ class Auto(OnlineLearner):
                 "evaluated_at": Count(0, "n_seen"),
             }
         )
+        if self.track_drift:
+            invariants.update(drift_invariants())
         return invariants
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
@@ -310,6 +327,8 @@ class Auto(OnlineLearner):
                 key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)
             }
             candidate._check_state(own)
+        if self.track_drift:
+            check_drift_state(state)
 
     # ------------------------------------------------------------------ learning
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
@@ -324,21 +343,29 @@ class Auto(OnlineLearner):
             seen = int(own["n_seen"][0])
             # the segment ends with the next event after which an evaluation is due
             due = next_evaluation(seen, int(self.evaluate_every), int(self.first_evaluation))
+            if self.track_drift:  # segments end at every multiple of the fast period too
+                due = min(due, fast_boundary(seen, int(self.evaluate_every)))
             stop = min(n_events, start + due - seen)
-            if want_scores:
+            if want_scores or self.track_drift:
                 leader_scores = candidate_scores[int(own["leader"][0]), start:stop]
-                scores[start:stop] = (
-                    own["served_scale"][0] * leader_scores + own["served_offset"][0]
-                )
+                served = own["served_scale"][0] * leader_scores + own["served_offset"][0]
+                if want_scores:
+                    scores[start:stop] = served
             record(own, candidate_scores[:, start:stop], y[start:stop])
-            if seen + stop - start == due:
+            since = 0
+            if self.track_drift:
+                watch(own, served, y[start:stop])
+                since = comparison_start(own)
+            regular = next_evaluation(seen, int(self.evaluate_every), int(self.first_evaluation))
+            if seen + stop - start == regular or (since and seen + stop - start == due):
                 evaluate(
                     own,
                     self.pauc_range,
                     min_positives=self.min_positives,
                     min_negatives=self.min_negatives,
                     margin=self.margin,
-                    patience=self.patience,
+                    patience=1 if since else self.patience,
+                    since=since,
                 )
             start = stop
         self._refresh_view()

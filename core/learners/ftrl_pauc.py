@@ -13,8 +13,9 @@ from core._kernels.random import seed_state
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
+from core.learners._forgetting import HALF_LIFE, half_life_arg, reservoir_fill
 from core.learners._params import Interval
-from core.learners._state import RNG_STATE, Count, Finite, ReservoirFill
+from core.learners._state import RNG_STATE, Count, Finite
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.validation import check_fpr_range
 
@@ -121,6 +122,12 @@ class FTRLpAUC(OnlineLearner):
         (batch LR 0.888 / 0.585).  Default 10 (30 is not better on AUC; lam 0.03 or 0.3
         with mu = 10 gave 0.883 / 0.883 AUC).  Cost: a second sort and pass over the
         reservoirs per solver step (about twice the solver time).
+    half_life : float or None, default None
+        Forget the stream's past (docs/algorithms/ftrl_pauc.md (ftrl_pauc.8)-(ftrl_pauc.9)),
+        for streams that change: both reservoirs are Aggarwal's biased reservoirs, which keep
+        the events of about the last ``half_life`` events preferentially (the prefix the solver
+        fits becomes a recent window), and the solver's step stops shrinking after the solver
+        steps of one half-life.  None: uniform reservoirs of the whole prefix.
     positive_capacity, negative_capacity : int
         Reservoir sizes (defaults 1000 and 2000: the negative reservoir holds the admitted
         high-scoring negatives, the positive one the whole rare class of most windows).
@@ -188,6 +195,7 @@ class FTRLpAUC(OnlineLearner):
         negative_capacity: int = 2000,
         admission: float | None = None,
         auc_weight: float = 10.0,
+        half_life: float | None = None,
         scaling: str = "none",
         max_iter: int = 1,
         shuffle: bool = True,
@@ -205,6 +213,7 @@ class FTRLpAUC(OnlineLearner):
         self.negative_capacity = negative_capacity
         self.admission = admission
         self.auc_weight = auc_weight
+        self.half_life = half_life
         self.scaling = scaling
         self.max_iter = max_iter
         self.shuffle = shuffle
@@ -224,6 +233,7 @@ class FTRLpAUC(OnlineLearner):
         "negative_capacity": [Interval(int, 1, None)],
         "admission": [None, Interval(float, 1, None, closed="left")],
         "auc_weight": [Interval(float, 0, None, closed="left")],
+        "half_life": HALF_LIFE,
     }
 
     def _check_params(self) -> None:
@@ -266,10 +276,14 @@ class FTRLpAUC(OnlineLearner):
             # reset to 0 once it reaches the update interval, at most update_every
             "since_update": Count(0, self.update_every - 1),
             "positive_X": Finite(),
-            "positive_fill": ReservoirFill(self.positive_capacity, seen="positive_seen"),
+            "positive_fill": reservoir_fill(
+                self.half_life, self.positive_capacity, "positive_seen"
+            ),
             "positive_seen": Count(),
             "negative_X": Finite(),
-            "negative_fill": ReservoirFill(self.negative_capacity, seen="negative_admitted"),
+            "negative_fill": reservoir_fill(
+                self.half_life, self.negative_capacity, "negative_admitted"
+            ),
             "negative_seen": Count(),
             # admitted negatives are some of those seen (the solver divides by their number)
             "negative_admitted": Count(0, "negative_seen"),
@@ -296,7 +310,7 @@ class FTRLpAUC(OnlineLearner):
             float(self.alpha), float(self.beta), float(self.lam), float(self.eta0),
             float(self.min_norm), int(self.update_every),
             int(min(self.first_update_every, self.update_every)), int(self.inner_steps),
-            self._admission_level(), float(self.auc_weight),
+            self._admission_level(), float(self.auc_weight), half_life_arg(self.half_life),
         )  # fmt: skip
 
     def _admission_level(self) -> float:

@@ -10,11 +10,15 @@ import numpy as np
 from core._kernels import logistic as kernels
 from core.learners import register
 from core.learners._base import OnlineLearner
+from core.learners._forgetting import HALF_LIFE, clock_invariants, clock_state, half_life_arg
 from core.learners._params import BOOLEAN, Interval
-from core.learners._state import Finite
+from core.learners._state import Count, Finite
 from core.validation import CSRMatrix
 
 __all__ = ["Logistic"]
+
+#: the empty int64 array the kernels take for "no forgetting" (never read then)
+_NO_CLOCK = np.empty(0, dtype=np.int64)
 
 
 @register
@@ -55,6 +59,12 @@ class Logistic(OnlineLearner):
         prediction practice.  It does not change the ranking of one model's scores, but it
         absorbs the class prior so that ``p`` is calibrated and the gradients (3) of the
         majority class do not drag every feature weight.
+    half_life : float or None, default None
+        Forget the stream's past (docs/algorithms/logistic.md (logistic.9)): before an
+        accumulator is read, ``z_i`` and ``n_i`` are discounted by ``2 ** (-1 / half_life)``
+        per event since they were last read, so an event ``half_life`` events old counts half
+        and the per-coordinate step ``alpha / (beta + sqrt(n_i))`` stops shrinking.  For
+        streams that change (fraud patterns); None learns from the whole history.
     scaling, max_iter (default 5), shuffle, random_state
         As for every learner (:class:`~core.learners._base.OnlineLearner`).
 
@@ -123,6 +133,7 @@ class Logistic(OnlineLearner):
         l1: float = 0.0,
         l2: float = 0.0,
         fit_intercept: bool = True,
+        half_life: float | None = None,
         scaling: str = "none",
         max_iter: int = 5,
         shuffle: bool = True,
@@ -133,6 +144,7 @@ class Logistic(OnlineLearner):
         self.l1 = l1
         self.l2 = l2
         self.fit_intercept = fit_intercept
+        self.half_life = half_life
         self.scaling = scaling
         self.max_iter = max_iter
         self.shuffle = shuffle
@@ -145,6 +157,7 @@ class Logistic(OnlineLearner):
         "l1": [Interval(float, 0, None, closed="left")],
         "l2": [Interval(float, 0, None, closed="left")],
         "fit_intercept": [BOOLEAN],
+        "half_life": HALF_LIFE,
     }
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
@@ -153,7 +166,14 @@ class Logistic(OnlineLearner):
             "n": np.zeros(n_features),
             "intercept_z": np.zeros(1),
             "intercept_n": np.zeros(1),
+            **self._forget_state(n_features),
         }
+
+    def _forget_state(self, n_features: int) -> dict[str, np.ndarray]:
+        # the event at which each accumulator (the intercept's last) was last discounted
+        if self.half_life is None:
+            return {}
+        return {**clock_state(self.half_life), "touched": np.zeros(n_features + 1, np.int64)}
 
     def _state_invariants(self, n_features: int) -> dict:
         # z may take any sign; n sums squared gradients (docs/algorithms/logistic.md (logistic.6))
@@ -162,28 +182,35 @@ class Logistic(OnlineLearner):
             "n": Finite(0.0),
             "intercept_z": Finite(),
             "intercept_n": Finite(0.0),
+            **clock_invariants(self.half_life),
+            **({} if self.half_life is None else {"touched": Count(0, "forget_clock")}),
         }
 
-    def _hyper(self) -> tuple[float, float, float, float, bool]:
+    def _hyper(self) -> tuple[float, float, float, float, bool, float]:
         return (
             float(self.alpha),
             float(self.beta),
             float(self.l1),
             float(self.l2),
             bool(self.fit_intercept),
+            half_life_arg(self.half_life),
         )
 
-    def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
+    def _accumulators(self) -> tuple:
         s = self.state_
-        accumulators = (s["z"], s["n"], s["intercept_z"], s["intercept_n"], self._hyper())
+        clock = s.get("forget_clock", _NO_CLOCK)
+        touched = s.get("touched", _NO_CLOCK)
+        return (s["z"], s["n"], s["intercept_z"], s["intercept_n"], clock, touched, self._hyper())
+
+    def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
+        accumulators = self._accumulators()
         if isinstance(X, CSRMatrix):
             kernels.logistic_csr(X.indptr, X.indices, X.data, y, scores, *accumulators)
         else:
             kernels.logistic_dense(X, y, scores, *accumulators)
 
     def _decision(self, X) -> np.ndarray:
-        s = self.state_
-        accumulators = (s["z"], s["n"], s["intercept_z"], s["intercept_n"], self._hyper())
+        accumulators = self._accumulators()
         out = np.empty(X.shape[0])
         if isinstance(X, CSRMatrix):
             kernels.decision_csr(X.indptr, X.indices, X.data, *accumulators, out)
@@ -203,17 +230,13 @@ class Logistic(OnlineLearner):
     def coef_(self) -> np.ndarray:
         """The weights of eq. (1), computed from the accumulators."""
         self._check_initialized()
-        out = np.empty_like(self.state_["z"])
-        kernels.all_weights(self.state_["z"], self.state_["n"], self._hyper(), out)
+        z, n, _, _, clock, touched, hyper = self._accumulators()
+        out = np.empty_like(z)
+        kernels.all_weights(z, n, clock, touched, hyper, out)
         return out
 
     @property
     def intercept_(self) -> float:
         self._check_initialized()
-        s = self.state_
-        return float(
-            kernels.intercept(
-                s["intercept_z"], s["intercept_n"], 1.0 / float(self.alpha), float(self.beta),
-                bool(self.fit_intercept),
-            )
-        )  # fmt: skip
+        _, _, bias_z, bias_n, clock, touched, hyper = self._accumulators()
+        return float(kernels.served_intercept(bias_z, bias_n, clock, touched, hyper))

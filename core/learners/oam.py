@@ -13,8 +13,9 @@ from core._kernels.random import seed_state
 from core.errors import InvalidFeatures, InvalidParameter
 from core.learners import register
 from core.learners._base import OnlineLearner, linear_decision
+from core.learners._forgetting import HALF_LIFE, half_life_arg, reservoir_fill
 from core.learners._params import Interval, Options
-from core.learners._state import RNG_STATE, Count, Finite, Index, ReservoirFill
+from core.learners._state import RNG_STATE, Count, Finite, Index
 from core.validation import CSRMatrix
 
 __all__ = ["MAX_DENSE_BUFFER_ENTRIES", "OAM"]
@@ -86,6 +87,12 @@ class OAM(OnlineLearner):
         [CHOICE] A fixed capacity keeps the state a set of fixed-shape arrays
         (docs/architecture.md §3, State), which the stores can write field by field; it cannot
         be combined with ``scaling="standard"``, which makes every feature nonzero.
+    half_life : float or None, default None
+        Forget the stream's past (docs/algorithms/oam.md (oam.6)-(oam.7)), for streams that
+        change: each class's reservoir is Aggarwal's biased reservoir, which keeps the events
+        of about the last ``half_life`` stream events preferentially, and ``C_t`` counts only
+        the opposite class's events of that horizon.  None: uniform reservoirs of the whole
+        history.
     scaling : {"none", "unit_norm", "standard", "scale"}, default="none"
         Online feature scaling (:mod:`core.preprocessing`).
     max_iter : int, default=1
@@ -135,6 +142,7 @@ class OAM(OnlineLearner):
         buffer_size_pos: int = 100,
         buffer_size_neg: int = 100,
         max_nnz: int | None = None,
+        half_life: float | None = None,
         scaling: str = "none",
         max_iter: int = 1,
         shuffle: bool = True,
@@ -145,6 +153,7 @@ class OAM(OnlineLearner):
         self.buffer_size_pos = buffer_size_pos
         self.buffer_size_neg = buffer_size_neg
         self.max_nnz = max_nnz
+        self.half_life = half_life
         self.scaling = scaling
         self.max_iter = max_iter
         self.shuffle = shuffle
@@ -158,6 +167,7 @@ class OAM(OnlineLearner):
         "buffer_size_pos": [Interval(int, 1, None)],
         "buffer_size_neg": [Interval(int, 1, None)],
         "max_nnz": [None, Interval(int, 1, None)],
+        "half_life": HALF_LIFE,
     }
 
     def _check_params(self) -> None:
@@ -203,8 +213,8 @@ class OAM(OnlineLearner):
             "count_pos": Count(),
             "count_neg": Count(),
             # the kernels read the first `fill` rows: a larger fill reads outside the buffer
-            "fill_pos": ReservoirFill(self.buffer_size_pos, seen="count_pos"),
-            "fill_neg": ReservoirFill(self.buffer_size_neg, seen="count_neg"),
+            "fill_pos": reservoir_fill(self.half_life, self.buffer_size_pos, "count_pos"),
+            "fill_neg": reservoir_fill(self.half_life, self.buffer_size_neg, "count_neg"),
             "rng_state": RNG_STATE,
         }
         width = n_features if self.max_nnz is None else min(self.max_nnz, n_features)
@@ -218,8 +228,8 @@ class OAM(OnlineLearner):
                 invariants[f"buffer_{label}_nnz"] = Count(0, width)
         return invariants
 
-    def _coerce(self, X, y=None):
-        features, labels = super()._coerce(X, y)
+    def _coerce(self, X, y=None, check_finite: bool = True):
+        features, labels = super()._coerce(X, y, check_finite)
         if y is not None and self.max_nnz is not None:
             # Checked before anything is learned or scaled: a rejected batch changes nothing.
             row_nnz = _row_nnz(features)
@@ -235,7 +245,9 @@ class OAM(OnlineLearner):
 
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
         state = self.state_
-        options = kernels.OAMOptions(float(self.C), self.variant == "gra")
+        options = kernels.OAMOptions(
+            float(self.C), self.variant == "gra", half_life_arg(self.half_life)
+        )
         counters = (
             state["fill_pos"], state["fill_neg"], state["count_pos"], state["count_neg"],
             state["rng_state"],

@@ -14,7 +14,8 @@ from core._kernels.opauc_sketch import SketchOptions, SketchState, opauc_sketch_
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner, linear_decision
-from core.learners._params import Interval, Options
+from core.learners._forgetting import HALF_LIFE, half_life_arg
+from core.learners._params import BOOLEAN, Interval
 from core.learners._state import Count, Finite, Index
 from core.validation import CSRMatrix
 
@@ -95,6 +96,13 @@ class OPAUC(OnlineLearner):
         dimensions, and its spectral error is at most ``||A - A_j||²_F / (k + 1 - j)`` for any
         ``j <= k`` (``A`` the centred data), so it approaches the full gradient as ``k``
         grows.  Refused when ``2·k·d`` exceeds :data:`MAX_SKETCH_ENTRIES`.
+    half_life : float or None, default=None
+        Forget the stream's past (docs/algorithms/opauc.md (opauc.12)-(opauc.13)), for
+        streams that change: each class's mean and covariance become exponentially weighted
+        over the class's share of ``half_life`` events (rate ``max(1/T, 1 - 2^(-1/H_y))``)
+        and AdaOAM's squared-gradient sums decay by ``2^(-1/half_life)`` per event, so its
+        steps stop shrinking (plain OPAUC's step is already constant).  Full rank only
+        (``rank=None``).  None: the whole history.
     scaling : {"none", "unit_norm", "standard", "scale"}, default="none"
         Online feature scaling (:mod:`core.preprocessing`).
     max_iter : int, default=1
@@ -171,6 +179,7 @@ class OPAUC(OnlineLearner):
         adaptive: bool = False,
         delta: float = 1e-8,
         rank: int | None = None,
+        half_life: float | None = None,
         scaling: str = "none",
         max_iter: int = 1,
         shuffle: bool = True,
@@ -181,6 +190,7 @@ class OPAUC(OnlineLearner):
         self.adaptive = adaptive
         self.delta = delta
         self.rank = rank
+        self.half_life = half_life
         self.scaling = scaling
         self.max_iter = max_iter
         self.shuffle = shuffle
@@ -191,10 +201,20 @@ class OPAUC(OnlineLearner):
         **OnlineLearner._parameter_constraints,
         "lam": [Interval(float, 0, None, closed="left")],
         "eta": [None, Interval(float, 0, None, closed="neither")],
-        "adaptive": [Options((True, False))],
+        "adaptive": [BOOLEAN],
         "delta": [Interval(float, 0, None, closed="left")],
         "rank": [None, Interval(int, 1, None)],
+        "half_life": HALF_LIFE,
     }
+
+    def _check_params(self) -> None:
+        if self.half_life is not None and self.rank is not None:
+            raise InvalidParameter(
+                "half_life (exponentially weighted class covariances) needs the full-rank "
+                f"covariances; got rank={self.rank} (a frequent-directions sketch cannot "
+                "forget its old directions): use rank=None or half_life=None",
+                param="half_life",
+            )
 
     @property
     def _auto_eta(self) -> bool:
@@ -350,7 +370,7 @@ class OPAUC(OnlineLearner):
             return
         options = kernels.OPAUCOptions(
             lam, eta, self._auto_eta, bool(self.adaptive), float(self.delta), radius,
-            int(self.rank or 0),
+            int(self.rank or 0), half_life_arg(self.half_life),
         )  # fmt: skip
         matrices: tuple[np.ndarray, ...]
         if self.rank is None:

@@ -12,8 +12,9 @@ from core._kernels.random import seed_state
 from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
+from core.learners._forgetting import HALF_LIFE, half_life_arg, reservoir_fill
 from core.learners._params import Interval, Options
-from core.learners._state import RNG_STATE, Count, Finite, OneOf, ReservoirFill
+from core.learners._state import RNG_STATE, Count, Finite, OneOf
 from core.preprocessing import scale_batch
 from core.validation import CSRMatrix, check_batch, check_fpr_range
 
@@ -113,6 +114,11 @@ class PMB(OnlineLearner):
         / pAUC(0, 0.1), raw / standardised): mu = 0: 0.860 / 0.554, 0.859 / 0.549; 1:
         0.872 / 0.551, 0.870 / 0.555; 3: 0.869 / 0.545, 0.871 / 0.546; 10: 0.867 / 0.529,
         0.865 / 0.527 (eta 0.15 or 2 with mu = 1 or 3: no better).  Default 1.
+    half_life : float or None, default None
+        Forget the stream's past (docs/algorithms/pmb.md (pmb.7)-(pmb.9)), for streams that
+        change: the step stops shrinking after ``half_life / buffer_size`` epochs, the served
+        average weighs an iterate ``half_life`` events old half as much as the newest, and the
+        positive reservoir of 2PMB is Aggarwal's biased reservoir.  None: the whole history.
     scaling, max_iter, shuffle, random_state
         As for every learner; ``max_iter`` passes in ``fit`` (the paper runs "multiple passes",
         the epoch counter keeps increasing across passes), ``random_state`` seeds the shuffles
@@ -162,6 +168,7 @@ class PMB(OnlineLearner):
         radius: float = 100.0,
         first_buffer_size: int = 16,
         auc_weight: float = 1.0,
+        half_life: float | None = None,
         scaling: str = "none",
         max_iter: int = 10,
         shuffle: bool = True,
@@ -177,6 +184,7 @@ class PMB(OnlineLearner):
         self.radius = radius
         self.first_buffer_size = first_buffer_size
         self.auc_weight = auc_weight
+        self.half_life = half_life
         self.scaling = scaling
         self.max_iter = max_iter
         self.shuffle = shuffle
@@ -194,6 +202,7 @@ class PMB(OnlineLearner):
         "radius": [Interval(float, 0, None, closed="left")],
         "first_buffer_size": [Interval(int, 2, None)],
         "auc_weight": [Interval(float, 0, None, closed="left")],
+        "half_life": HALF_LIFE,
     }
 
     def _check_params(self) -> None:
@@ -229,8 +238,8 @@ class PMB(OnlineLearner):
             # below the current epoch's length (_check_state), itself at most the capacity
             "buffer_fill": Count(0, self.buffer_size - 1),
             "positive_X": Finite(),
-            "positive_fill": ReservoirFill(
-                self.buffer_size if self.passes == 2 else 0, seen="positive_seen"
+            "positive_fill": reservoir_fill(
+                self.half_life, self.buffer_size if self.passes == 2 else 0, "positive_seen"
             ),
             "positive_seen": Count(),
             "rng_state": RNG_STATE,
@@ -264,7 +273,7 @@ class PMB(OnlineLearner):
             int(self.passes), LOSSES[self.loss], float(self.alpha), float(self.beta),
             float(self.k), float(self.eta), float(self.radius),
             int(min(self.first_buffer_size, self.buffer_size)), offer_positives, take_steps,
-            float(self.auc_weight),
+            float(self.auc_weight), half_life_arg(self.half_life),
         )  # fmt: skip
 
     def _learn(self, X, y, scores) -> None:

@@ -15,6 +15,13 @@ from core._kernels.spam import linear_scores_csr, linear_scores_dense
 from core.errors import InvalidParameter
 from core.learners import register
 from core.learners._base import OnlineLearner
+from core.learners._forgetting import (
+    HALF_LIFE,
+    forget_arrays,
+    half_life_arg,
+    weighted_invariants,
+    weighted_state,
+)
 from core.learners._params import BOOLEAN, Interval
 from core.learners._state import Count, Finite
 from core.learners.spam import feature_table
@@ -57,6 +64,8 @@ class SOLAM(OnlineLearner):
         order of the events.  Held-out AUC over 5 shuffles (``bench/tune_defaults.py``):
         flare-F 0.842 ± 0.065 -> 0.867 ± 0.037, car_good 0.633 ± 0.046 -> 0.649 ± 0.031,
         german 0.772 -> 0.783, page_blocks0 0.896 -> 0.908; no set lost.
+    half_life : float or None, default None
+        Forget with this half-life in events (see Notes); None: the whole history.
     scaling : {"none", "unit_norm", "standard", "scale"}
         Online feature scaling applied before learning (:mod:`core.preprocessing`).
     max_iter : int, default 5
@@ -106,6 +115,11 @@ class SOLAM(OnlineLearner):
       AUC on every set but the hashed sparse one (equal).  ``l2``: 1e-3 0.859, 0.01 0.862,
       0.03 0.863 (kept 0.01).
 
+    Forgetting (``half_life``, docs/algorithms/solam.md (solam.12)-(solam.13)): with
+    ``half_life=H`` events, ``p_t`` is the exponentially weighted share of positives, the step
+    ``gamma_t`` stops shrinking at ``t = H`` and the served average weighs an iterate ``H``
+    events old half as much as the newest, so the model follows a stream that changes.
+
     Examples
     --------
     Sparse input (CSR) learns as its dense copy; here a stream of 10 % positives whose
@@ -135,6 +149,7 @@ class SOLAM(OnlineLearner):
         radius: float | None = None,
         kappa: float | None = None,
         average: bool = True,
+        half_life: float | None = None,
         scaling: str = "none",
         max_iter: int = 5,
         shuffle: bool = True,
@@ -145,6 +160,7 @@ class SOLAM(OnlineLearner):
         self.radius = radius
         self.kappa = kappa
         self.average = average
+        self.half_life = half_life
         self.scaling = scaling
         self.max_iter = max_iter
         self.shuffle = shuffle
@@ -157,6 +173,7 @@ class SOLAM(OnlineLearner):
         "radius": [None, Interval(float, 0, None, closed="neither")],
         "kappa": [None, Interval(float, 0, None, closed="neither")],
         "average": [BOOLEAN],
+        "half_life": HALF_LIFE,
     }
 
     def _check_params(self) -> None:
@@ -192,6 +209,7 @@ class SOLAM(OnlineLearner):
                 avg_offset=zeros(n_features), avg_coef=zeros(), avg_a=zeros(), avg_b=zeros(),
                 avg_alpha=zeros(), gamma_sum=zeros(),
             )  # fmt: skip
+        state.update(weighted_state(self.half_life, averaged=False))
         return state
 
     def _state_invariants(self, n_features: int) -> dict:
@@ -213,6 +231,7 @@ class SOLAM(OnlineLearner):
             "avg_b": Finite(),
             "avg_alpha": Finite(),
             "gamma_sum": Finite(0.0),
+            **weighted_invariants(self.half_life, "n_seen"),
         }
 
     def _averages(self):
@@ -231,6 +250,7 @@ class SOLAM(OnlineLearner):
             s["n_seen"], s["n_pos"], s["sq_norm_sum"], s["max_norm"],
             float(self.eta0), float(self.l2), self._radius(),
             0.0 if self.kappa is None else float(self.kappa), bool(self.average),
+            (half_life_arg(self.half_life), *forget_arrays(s)[:3]),
         )  # fmt: skip
         if isinstance(X, CSRMatrix):
             kernels.solam_csr(

@@ -14,6 +14,13 @@ from core._kernels._bundles import EventBatch
 from core.errors import InvalidParameter
 from core.learners import register
 from core.learners._base import OnlineLearner
+from core.learners._forgetting import (
+    HALF_LIFE,
+    forget_arrays,
+    half_life_arg,
+    weighted_invariants,
+    weighted_state,
+)
 from core.learners._params import BOOLEAN, Interval, Options
 from core.learners._state import Count, Finite, Sum
 from core.validation import CSRMatrix
@@ -185,6 +192,7 @@ class SPAM(OnlineLearner):
         learning_rate: str = "invsqrt",
         average: bool = True,
         n_warmup: int = 0,
+        half_life: float | None = None,
         scaling: str = "none",
         max_iter: int = 5,
         shuffle: bool = True,
@@ -197,6 +205,7 @@ class SPAM(OnlineLearner):
         self.learning_rate = learning_rate
         self.average = average
         self.n_warmup = n_warmup
+        self.half_life = half_life
         self.scaling = scaling
         self.max_iter = max_iter
         self.shuffle = shuffle
@@ -211,6 +220,7 @@ class SPAM(OnlineLearner):
         "learning_rate": [Options(("invsqrt", "inverse"))],
         "average": [BOOLEAN],
         "n_warmup": [Interval(int, 0, None)],
+        "half_life": HALF_LIFE,
     }
 
     def _check_params(self) -> None:
@@ -244,6 +254,7 @@ class SPAM(OnlineLearner):
         if self.average:
             state["avg_offset"] = zeros(n_features)
             state["avg_coef"] = zeros()
+        state.update(weighted_state(self.half_life, self.average))
         return state
 
     def _state_invariants(self, n_features: int) -> dict:
@@ -262,6 +273,7 @@ class SPAM(OnlineLearner):
             "sq_norm_sum": Finite(0.0),
             "avg_offset": Finite(),
             "avg_coef": Finite(),
+            **weighted_invariants(self.half_life, "n_seen"),
         }
 
     def _averages(self):
@@ -280,29 +292,32 @@ class SPAM(OnlineLearner):
         )  # fmt: skip
         options = kernels.SpamOptions(
             float(self.eta0), float(self.l2), float(self.l1), self.learning_rate == "inverse",
-            bool(self.average), int(self.n_warmup),
+            bool(self.average), int(self.n_warmup), half_life_arg(self.half_life),
         )  # fmt: skip
+        forget = kernels.SpamForget(*forget_arrays(s))
         if self.penalty == "elastic_net":
             if isinstance(X, CSRMatrix):
                 batch = EventBatch(_NO_ROWS, X.indptr, X.indices, X.data, True)
             else:
                 batch = EventBatch(X, _EMPTY_INT, _EMPTY_INT, _EMPTY, False)
-            kernels.spam_elastic_net(batch, y, scores, kernels.SpamState(*common), options)
+            kernels.spam_elastic_net(batch, y, scores, kernels.SpamState(*common), options, forget)
         elif isinstance(X, CSRMatrix):
             table_state = kernels.SpamTableState(
                 table, s["w_scale"], avg_coef, s["w_dot_class_sum_pos"],
                 s["w_dot_class_sum_neg"], *counters,
             )  # fmt: skip
-            kernels.spam_l2_csr(X.indptr, X.indices, X.data, y, scores, table_state, options)
+            kernels.spam_l2_csr(
+                X.indptr, X.indices, X.data, y, scores, table_state, options, forget
+            )
         else:
-            kernels.spam_l2_dense(X, y, scores, kernels.SpamState(*common), options)
+            kernels.spam_l2_dense(X, y, scores, kernels.SpamState(*common), options, forget)
 
     def _decision(self, X) -> np.ndarray:
         s = self.state_
         avg_offset, avg_coef = self._averages()
         weights = (
             s["w_unscaled"], float(s["w_scale"][0]), avg_offset, float(avg_coef[0]),
-            float(s["n_steps"][0]), bool(self.average),
+            self._averaged_weight(), bool(self.average),
         )  # fmt: skip
         out = np.empty(X.shape[0])
         if isinstance(X, CSRMatrix):
@@ -318,7 +333,13 @@ class SPAM(OnlineLearner):
         s = self.state_
         if not self.average:
             return s["w_scale"][0] * s["w_unscaled"]
-        n_steps = s["n_steps"][0]
-        if n_steps == 0:
+        n_averaged = self._averaged_weight()
+        if n_averaged == 0:
             return np.zeros_like(s["w_unscaled"])
-        return (s["avg_offset"] + s["avg_coef"][0] * s["w_unscaled"]) / n_steps
+        return (s["avg_offset"] + s["avg_coef"][0] * s["w_unscaled"]) / n_averaged
+
+    def _averaged_weight(self) -> float:
+        """The divisor of the averaged iterate: the steps, or their weight (spam.14)."""
+        if self.half_life is not None and self.average:
+            return float(self.state_["avg_weight"][0])
+        return float(self.state_["n_steps"][0])

@@ -34,7 +34,14 @@ from core.learners.pmb import check_buffer_size
 from core.preprocessing import scale_batch
 from core.validation import CSRMatrix, check_batch, check_fpr_range
 
-__all__ = ["SVMpAUC", "SolverResult", "solve_svm_pauc", "tight_surrogate", "hinge_surrogate"]
+__all__ = [
+    "BatchSolution",
+    "SVMpAUC",
+    "SolverResult",
+    "solve_svm_pauc",
+    "tight_surrogate",
+    "hinge_surrogate",
+]
 
 
 def _split(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -207,8 +214,24 @@ def solve_svm_pauc(X, y, *, alpha=0.0, beta=0.1, C=1.0, tol=1e-3, max_iter=1000,
     )
 
 
+class BatchSolution(OnlineLearner):
+    """The served weights ``w`` and the ``converged`` flag of a batch solver's state (svm_pauc,
+    spdam)."""
+
+    @property
+    def coef_(self) -> np.ndarray:
+        self._check_initialized()
+        return self.state_["w"].copy()
+
+    @property
+    def converged_(self) -> bool:
+        """Whether the last solve met its tolerance."""
+        self._check_initialized()
+        return bool(self.state_["converged"][0])
+
+
 @register
-class SVMpAUC(OnlineLearner):
+class SVMpAUC(BatchSolution):
     """SVM_pAUC (Narasimhan & Agarwal): structural SVM for pAUC over FPR [alpha, beta], batch.
 
     ``fit(X, y)`` solves ``min_w 1/2 ||w||^2 + C * R(w)`` with the 1-slack cutting-plane method
@@ -413,17 +436,7 @@ class SVMpAUC(OnlineLearner):
         return dense @ self.state_["w"]
 
     @property
-    def coef_(self) -> np.ndarray:
-        self._check_initialized()
-        return self.state_["w"].copy()
-
-    @property
     def degenerate_(self) -> bool:
         """True when ``w = 0`` solved the problem (within ``tol``): see Notes."""
         self._check_initialized()
         return bool(self.state_["degenerate"][0])
-
-    @property
-    def converged_(self) -> bool:
-        self._check_initialized()
-        return bool(self.state_["converged"][0])

@@ -9,6 +9,7 @@ suite with its defaults as soon as it is registered; add its other configuration
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from core.learners import available_learners, learner_class, make_learner
 
@@ -23,6 +24,11 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
         # l2 large enough that the scale falls below 1e-3 and is folded into the vector
         "scale_fold": {"l2": 3.0, "eta0": 1.0},
         "scale_fold_last": {"l2": 3.0, "eta0": 1.0, "average": False},
+        # half-lives short against the test streams; 3 events renormalises every 96 events
+        "forgetting": {"half_life": 20.0},
+        "forgetting_renormalised": {"half_life": 3, "eta0": 1.0},
+        "forgetting_last": {"half_life": 40.0, "average": False},
+        "forgetting_elastic_net": {"penalty": "elastic_net", "l1": 0.05, "half_life": 10.0},
     },
     "solam": {
         "no_average": {"average": False},
@@ -32,6 +38,9 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
         "given_radius": {"l2": 0.01, "radius": 0.5, "average": False},
         # 1 - gamma * l2 <= 0 on the first events, then the scale falls below 1e-3 and is folded
         "shrink_fold": {"l2": 3.0, "eta0": 1.0},
+        "forgetting": {"half_life": 20.0},
+        "forgetting_renormalised": {"half_life": 3, "radius": 0.5},
+        "forgetting_last": {"half_life": 30.0, "average": False},
     },
     "oam": {
         "gradient": {"variant": "gra"},
@@ -44,23 +53,72 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
             "buffer_size_pos": 8,
             "buffer_size_neg": 8,
         },
+        "forgetting": {"buffer_size_pos": 8, "buffer_size_neg": 8, "half_life": 40.0},
+        "forgetting_sparse_buffers": {"max_nnz": N_FEATURES, "half_life": 100.0},
     },
     "opauc": {
         "adaoam": {"adaptive": True},
         "adaoam_ball": {"adaptive": True, "lam": 1.0},
         "sketch": {"rank": 2},
         "adaoam_sketch": {"rank": 2, "adaptive": True},
+        "forgetting": {"half_life": 30.0},
+        "adaoam_forgetting": {"adaptive": True, "half_life": 50.0},
     },
     "ftrl_pauc": {
         "frequent_updates": {"update_every": 20, "positive_capacity": 30, "negative_capacity": 40},
         "alpha": {"alpha": 0.05, "beta": 0.3, "update_every": 25},
+        "forgetting": {
+            "update_every": 20,
+            "positive_capacity": 10,
+            "negative_capacity": 40,
+            "half_life": 60.0,
+        },
     },
     "pmb": {
         "small_buffer": {"buffer_size": 40},
         "prec_at_k": {"loss": "prec_at_k", "buffer_size": 50},
+        "forgetting": {"buffer_size": 20, "half_life": 60.0},
     },
     "svm_pauc": {
         "small_window": {"window": 60},
+    },
+    "poise": {
+        # a range with a lower bound, small reservoirs that replace rows, no projection
+        "range": {"alpha": 0.05, "beta": 0.3, "max_negatives": 30, "positive_capacity": 10},
+        "no_projection": {"project": False, "lam": 0.05, "beta": 0.2},
+    },
+    "tree_embedded": {
+        # the tree is fitted mid-stream (after 80 events), frugal, around other learners
+        "fitted_poise": {"n_fit_events": 80, "max_depth": 3, "min_samples_leaf": 3},
+        "frugal_spam": {
+            "learner": "spam",
+            "n_fit_events": 60,
+            "max_depth": 4,
+            "embedding": "frugal",
+            "min_samples_leaf": 2,
+            "smote": False,
+        },
+        "logistic_no_score": {
+            "learner": "logistic",
+            "n_fit_events": 100,
+            "max_depth": 2,
+            "append_score": False,
+            "min_samples_leaf": 5,
+        },
+        "pauc_inner": {
+            "learner": "pmb",
+            "params": {"buffer_size": 40},
+            "pauc_range": [0.0, 0.3],
+            "n_fit_events": 50,
+            "max_depth": 3,
+        },
+    },
+    "spdam": {
+        # a window smaller than the test streams (the ring buffer wraps), the thesis' transform
+        # and explicit step sizes
+        "small_window": {"window": 50, "stream_epochs": 3},
+        "thesis_transform": {"transform": "sqrt_2p", "batch_fraction": 0.3},
+        "given_steps": {"sigma": 0.5, "tau": 0.2, "lam": 0.1},
     },
     "logistic": {
         # l1 large enough that some coordinates sit exactly at 0 and others leave the threshold
@@ -68,6 +126,9 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
         "l2": {"l2": 3.0, "beta": 0.5},
         "elastic_net_no_intercept": {"l1": 0.5, "l2": 1.0, "fit_intercept": False},
         "large_steps": {"alpha": 5.0, "beta": 0.0},
+        # a half-life short against the test streams: the discount is far from 1
+        "forgetting": {"half_life": 20.0},
+        "forgetting_l1": {"half_life": 50, "l1": 1.0, "fit_intercept": False},
     },
     "auto": {
         # frequent evaluations on a short window: leader changes inside the test streams
@@ -88,6 +149,9 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
             "evaluate_every": 30,
             "window": 60,
         },
+        # the fast candidate and the detector's arrays (its defaults fire on longer streams:
+        # tests/core/test_auto.py)
+        "track_drift": {"track_drift": True, "window": 60, "evaluate_every": 30},
     },
 }
 
@@ -104,6 +168,7 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"learning_rate": "inverse", "l2": 0.0}, "l2 > 0"),
         ({"average": "yes"}, "average"),
         ({"n_warmup": -1}, "n_warmup"),
+        ({"half_life": 0.5}, "half_life"),
     ],
     "solam": [
         ({"l2": -1.0}, "l2"),
@@ -112,6 +177,7 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"kappa": -1.0}, "kappa"),
         ({"eta0": float("inf")}, "eta0"),
         ({"average": 1}, "average"),
+        ({"half_life": -10.0}, "half_life"),
     ],
     "oam": [
         ({"variant": "sequential"}, "variant"),
@@ -121,6 +187,7 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"buffer_size_neg": 2.5}, "buffer_size_neg"),
         ({"max_nnz": 0}, "max_nnz"),
         ({"max_nnz": 5, "scaling": "standard"}, "scaling='standard'"),
+        ({"half_life": "week"}, "half_life"),
     ],
     "opauc": [
         ({"lam": -1.0}, "lam"),
@@ -128,6 +195,7 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"adaptive": "yes"}, "adaptive"),
         ({"delta": -1e-8}, "delta"),
         ({"rank": 0}, "rank"),
+        ({"half_life": 100.0, "rank": 2}, "half_life"),
     ],
     "ftrl_pauc": [
         ({"alpha": 0.2, "beta": 0.1}, "alpha < beta"),
@@ -141,6 +209,7 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"min_norm": -0.1}, "min_norm"),
         ({"min_norm": 5.0, "lam": 0.1}, "min_norm"),  # W's outer radius is sqrt(2 / lam) = 4.47
         ({"auc_weight": -1.0}, "auc_weight"),
+        ({"half_life": float("inf")}, "half_life"),
     ],
     "pmb": [
         ({"loss": "auc"}, "loss"),
@@ -153,6 +222,7 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"radius": -1.0}, "radius"),
         ({"first_buffer_size": 1}, "first_buffer_size"),
         ({"auc_weight": -1.0}, "auc_weight"),
+        ({"half_life": True}, "half_life"),
     ],
     "logistic": [
         ({"alpha": 0.0}, "alpha"),
@@ -161,6 +231,7 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"l1": -0.1}, "l1"),
         ({"l2": "big"}, "l2"),
         ({"fit_intercept": 1}, "fit_intercept"),
+        ({"half_life": 0}, "half_life"),
     ],
     "auto": [
         ({"window": 1}, "window"),
@@ -177,6 +248,35 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"method": "cccp"}, "method"),
         ({"tol": -1.0}, "tol"),
         ({"window": 1}, "window"),
+    ],
+    "poise": [
+        ({"alpha": 0.2, "beta": 0.1}, "alpha < beta"),
+        ({"lam": 0.0}, "lam"),
+        ({"project": 1}, "project"),
+        ({"sd_ratio": 0.0}, "sd_ratio"),
+        ({"max_negatives": 1}, "max_negatives"),
+        ({"positive_capacity": 0}, "positive_capacity"),
+    ],
+    "tree_embedded": [
+        ({"learner": "nope"}, "learner"),
+        ({"learner": "tree_embedded"}, "learner"),
+        ({"params": {"l2": -1.0}, "learner": "spam"}, "inner learner .spam.: Expected l2"),
+        ({"params": [1]}, "params"),
+        ({"pauc_range": [0.3, 0.1]}, "pauc_range"),
+        ({"max_depth": 0}, "max_depth"),
+        ({"embedding": "sparse"}, "embedding"),
+        ({"n_fit_events": 2}, "n_fit_events"),
+        ({"score_lam": 0.0}, "score_lam"),
+    ],
+    "spdam": [
+        ({"lam": 0.0}, "lam"),
+        ({"batch_fraction": 0.0}, "batch_fraction"),
+        ({"batch_fraction": 1.5}, "batch_fraction"),
+        ({"sigma": -1.0}, "sigma"),
+        ({"tau": float("nan")}, "tau"),
+        ({"transform": "sqrt"}, "transform"),
+        ({"window": 1}, "window"),
+        ({"stream_epochs": 0}, "stream_epochs"),
     ],
 }
 
@@ -223,6 +323,25 @@ def states_equal(left, right):
     for key in left:
         assert left[key].dtype == right[key].dtype, key
         np.testing.assert_array_equal(left[key], right[key], err_msg=key)
+
+
+def shifted_gaussian_events(rng, n, shift, rate):
+    """``(X, y)``: ``n`` rows of N(0, I), the positives (a fraction ``rate``, labels 0/1) moved
+    by ``shift``; successive calls with one ``rng`` give a training and a test stream."""
+    y = (rng.random(n) < rate).astype(int)
+    return rng.normal(size=(n, len(shift))) + y[:, None] * shift, y
+
+
+def each_configuration_dense_and_csr(name):
+    """Parametrise a test over learner ``name``'s defaults and each of its
+    :data:`CONFIGURATIONS`, on dense and on CSR rows (arguments ``config`` and ``sparse``)."""
+    configs = {"defaults": {}, **CONFIGURATIONS[name]}
+
+    def decorate(test):
+        test = pytest.mark.parametrize("config", list(configs.values()), ids=list(configs))(test)
+        return pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])(test)
+
+    return decorate
 
 
 def run_against_naive_reference(name, naive_class, config, sparse):

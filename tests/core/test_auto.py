@@ -364,3 +364,63 @@ def test_clone_and_params_are_json():
     model = make_learner("auto", candidates=BAD_FIRST, pauc_range=[0.0, 0.05])
     json.dumps(model.get_params())
     assert clone(model).get_params() == model.get_params()
+
+
+# ---------------------------------------------------------------------- track_drift
+def _flipping(n=24_000, change=12_000, seed=11):
+    """7 % positives from a logistic model whose weights flip sign on half the features."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 8))
+    weights = np.array([1.2, -0.8, 1.0, 0.6, -1.2, 0.9, 0.5, -0.7])
+    flipped = weights * np.array([-1, 1, -1, 1, -1, 1, -1, 1])
+    logits = np.where(np.arange(n) < change, X @ weights, X @ flipped) - 3.2
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-logits))).astype(np.int64)
+    return X, y, change
+
+
+def _learn(model, X, y, sizes):
+    scores, start = [], 0
+    for size in sizes:
+        scores.append(model.prequential_step(X[start : start + size], y[start : start + size]))
+        start += size
+    return np.concatenate(scores)
+
+
+def test_track_drift_adds_the_fast_candidate_and_promotes_it_after_a_change():
+    X, y, change = _flipping()
+    model = make_learner("auto", track_drift=True)
+    names = [(spec["learner"], spec["params"].get("half_life")) for spec in model.candidate_specs()]
+    assert names == [("logistic", None), ("pmb", None), ("logistic", 2000)]
+    scores = _learn(model, X, y, [500] * (len(y) // 500))
+    own = model.state_
+    assert own["drift:counters"][2] >= 1  # detected
+    assert change <= own["drift_since"][0] < change + 5000
+    board = model.leaderboard()
+    assert board["leader"] == 2 and change < board["leader_since"] < change + 6000
+    # recovered: the last 6,000 events rank as well as the 6,000 before the change
+    assert (
+        auc(y[-6000:], scores[-6000:])
+        > auc(y[change - 6000 : change], scores[change - 6000 : change]) - 0.03
+    )
+    # without tracking, the same tournament is still far behind 4,000 events after the change
+    plain = _learn(make_learner("auto"), X, y, [500] * (len(y) // 500))
+    window = slice(change, change + 4000)
+    assert auc(y[window], scores[window]) > auc(y[window], plain[window]) + 0.05
+
+
+def test_track_drift_batch_equals_other_batchings_bit_for_bit():
+    X, y, _ = _flipping(n=16_000, change=8_000)
+    whole = make_learner("auto", track_drift=True)
+    expected = _learn(whole, X, y, [len(y)])
+    uneven = make_learner("auto", track_drift=True)
+    sizes = [1, 499, 37, 2000, 3] + [503] * 26
+    sizes.append(len(y) - sum(sizes))
+    np.testing.assert_array_equal(_learn(uneven, X, y, sizes), expected)
+    states_equal(whole.get_state(), uneven.get_state())
+    assert whole.state_["drift:counters"][2] >= 1
+
+
+def test_track_drift_off_keeps_the_state_layout_of_earlier_models():
+    model = make_learner("auto").initialize(4)
+    assert not any(key.startswith("drift") for key in model.state_)
+    assert len(model.candidate_specs()) == 2

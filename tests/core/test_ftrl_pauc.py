@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from core._kernels.ftrl_pauc import track_quantile
 from core.learners import learner_class, make_learner
 from core.learners.svm_pauc import solve_svm_pauc
+from tests.core.cases import shifted_gaussian_events
 from tests.core.naive import pauc as naive
 
 
@@ -37,6 +38,12 @@ def _stream(seed, n=400, rate=0.2, n_features=4, shift=1.5):
              alpha=0.05, beta=0.3, random_state=3),
         dict(update_every=25, first_update_every=25, inner_steps=3, positive_capacity=12,
              negative_capacity=40, alpha=0.1, beta=0.25, admission=1.0 / 0.25, lam=0.5),
+        # forgetting: biased reservoirs (sampled insertions for the negatives; every
+        # positive inserted at 200) and the capped solver step
+        dict(update_every=20, inner_steps=2, positive_capacity=15, negative_capacity=30,
+             half_life=200.0, random_state=4),
+        dict(update_every=20, positive_capacity=15, negative_capacity=30, admission=2.0,
+             half_life=900.0, random_state=6),
     ],
 )  # fmt: skip
 def test_learner_matches_per_event_reference(params):
@@ -84,12 +91,8 @@ def test_safeguard_finds_the_direction_when_the_surrogate_is_minimised_at_zero()
     rng = np.random.default_rng(0)
     shift = np.array([0.9, -0.7, 0.5, 0.4, -0.3, 0.0, 0.0, 0.0, 0.0, 0.0])
 
-    def draw(n):
-        y = (rng.random(n) < 0.01).astype(int)
-        return rng.normal(size=(n, 10)) + y[:, None] * shift, y
-
-    X, y = draw(30000)
-    X_test, y_test = draw(30000)
+    X, y = shifted_gaussian_events(rng, 30000, shift, 0.01)
+    X_test, y_test = shifted_gaussian_events(rng, 30000, shift, 0.01)
     batch = solve_svm_pauc(X, np.where(y > 0, 1, -1), beta=0.1, C=1.0 / 0.1)
     assert np.linalg.norm(batch.w) < 1e-2
     oracle = naive.pauc_roc(y_test, X_test @ shift, 0.0, 0.1)
@@ -163,12 +166,8 @@ def test_one_pass_is_close_to_the_batch_solver():
     rng = np.random.default_rng(6)
     direction = rng.normal(size=10) * 0.5
 
-    def draw(n):
-        y = (rng.random(n) < 0.01).astype(int)
-        return rng.normal(size=(n, 10)) + y[:, None] * direction, y
-
-    X, y = draw(60000)
-    X_test, y_test = draw(60000)
+    X, y = shifted_gaussian_events(rng, 60000, direction, 0.01)
+    X_test, y_test = shifted_gaussian_events(rng, 60000, direction, 0.01)
     batch = solve_svm_pauc(X, np.where(y > 0, 1, -1), beta=0.1, C=1.0 / 0.1)
     ceiling = naive.pauc_roc(y_test, X_test @ batch.w, 0.0, 0.1)
     model = make_learner("ftrl_pauc").partial_fit(X, y)

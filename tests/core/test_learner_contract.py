@@ -322,12 +322,15 @@ def test_sparse_batch_scores_like_its_dense_copy(name, config):
         dense.decision_function(X[:20]),
         1e-10,
     )
-    # and a model fed both kinds continues consistently
-    mixed = make_learner(name, **config)
+    # and a model fed both kinds continues consistently (the same batches all dense: a learner
+    # that solves on a window per batch, spdam, depends on the batching)
+    mixed, batched = make_learner(name, **config), make_learner(name, **config)
     mixed.partial_fit(X[:100], y[:100])
     mixed.partial_fit(sp.csr_matrix(X[100:200]), y[100:200])
     mixed.partial_fit(X[200:], y[200:])
-    close(mixed.coef_, dense.coef_, 1e-10)
+    for rows in (slice(0, 100), slice(100, 200), slice(200, None)):
+        batched.partial_fit(X[rows], y[rows])
+    close(mixed.coef_, batched.coef_, 1e-10)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -387,3 +390,36 @@ def test_interleaved_layout_learns_the_same_bit_for_bit(name, config, sparse, mo
     states_equal(packed.get_state(), separate.get_state())
     np.testing.assert_array_equal(packed.decision_function(rows), separate.decision_function(rows))
     np.testing.assert_array_equal(packed.coef_, separate.coef_)
+
+
+# ----------------------------------------------------------------- large dense batches
+@pytest.mark.parametrize("name, params", [
+    ("spam", {"scaling": "standard"}), ("solam", {}), ("logistic", {"scaling": "scale"}),
+    ("oam", {}),
+])  # fmt: skip
+def test_a_large_batch_is_learned_in_blocks_as_if_whole(name, params, monkeypatch):
+    """Above 4 blocks a dense batch is checked and learned block by block (core.learners._base
+    BLOCK_BYTES): the result equals learning its events in small batches, bit for bit, and a
+    NaN in the last block is refused with its row and leaves the state as it was."""
+    import core.learners._base as base
+
+    monkeypatch.setattr(base, "BLOCK_BYTES", 4096)  # blocks of 10 rows of 50 features
+    rng = np.random.default_rng(3)
+    y = (rng.random(2000) < 0.2).astype(np.int64)
+    X = rng.normal(size=(2000, 50)) + y[:, None] * 0.5
+    blocked = make_learner(name, **params)
+    blocked.partial_fit(X[:5], y[:5])
+    assert blocked._blocks(X) is not None
+    scores = blocked.prequential_step(X, y)
+    reference = make_learner(name, **params).partial_fit(X[:5], y[:5])
+    expected = np.concatenate([reference.prequential_step(X[i : i + 7], y[i : i + 7])
+                               for i in range(0, 2000, 7)])  # fmt: skip
+    np.testing.assert_array_equal(scores, expected)
+    states_equal(blocked.get_state(), reference.get_state())
+    bad = X.copy()
+    bad[1995, 7] = np.nan
+    before = blocked.get_state()
+    with pytest.raises(InvalidFeatures, match="first at row 1995") as refused:
+        blocked.partial_fit(bad, y)
+    assert refused.value.row == 1995
+    states_equal(blocked.get_state(), before)

@@ -8,7 +8,6 @@ defaults and each configuration of tests/core/cases.py (bad parameters included)
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression
 
@@ -18,16 +17,16 @@ from tests.core.cases import (
     CONFIGURATIONS,
     N_FEATURES,
     close,
+    each_configuration_dense_and_csr,
     run_against_naive_reference,
     stream,
 )
 from tests.core.naive.logistic import NaiveLogistic
 
-CONFIGS = {"defaults": {}, **CONFIGURATIONS["logistic"]}
+CONFIGS = CONFIGURATIONS["logistic"]
 
 
-@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
-@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+@each_configuration_dense_and_csr("logistic")
 def test_kernel_agrees_with_the_naive_reference(config, sparse):
     # uneven batches, one of them one-class (the stream starts with 15 negatives)
     model, reference = run_against_naive_reference("logistic", NaiveLogistic, config, sparse)

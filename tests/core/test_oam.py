@@ -92,6 +92,24 @@ def test_sparse_stream_matches_the_reference(variant, layout):
         assert nnz.max() <= 30 and learner.state_["buffer_pos_indices"].shape == (6, 30)
 
 
+@pytest.mark.parametrize("variant", ["seq", "gra"])
+@pytest.mark.parametrize("layout", ["dense", "sparse-buffers"])
+@pytest.mark.parametrize("half_life", [30.0, 400.0])
+def test_forgetting_matches_the_reference(variant, layout, half_life):
+    # 30 events: the minority class's half-life is below capacity * ln 2 (p_in = 1);
+    # 400: insertions are sampled
+    X, y = stream(3)
+    max_nnz = None if layout == "dense" else N_FEATURES
+    params = dict(variant=variant, buffer_size_pos=7, buffer_size_neg=11, random_state=6)
+    learner = make_learner("oam", max_nnz=max_nnz, half_life=half_life, C=0.5, **params)
+    reference = NaiveOAM(N_FEATURES, variant, 0.5, 7, 11, seed=6, half_life=half_life)
+    scores = np.concatenate(
+        [learner.prequential_step(X[:90], y[:90]), learner.prequential_step(X[90:], y[90:])]
+    )
+    assert_matches_reference(learner, reference, scores, reference.learn(X, y))
+    assert learner.state_["fill_neg"][0] == len(reference.buffers[-1]) > 3
+
+
 def test_dense_buffers_refuse_hashed_widths_and_suggest_max_nnz():
     learner = make_learner("oam")
     X = sp.csr_matrix(([1.0, 2.0], ([0, 1], [3, 5])), shape=(2, 1 << 20))

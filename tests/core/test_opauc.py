@@ -46,6 +46,7 @@ def reference_for(params, n_features):
         adaptive=adaptive,
         delta=params.get("delta", 1e-8),
         rank=params.get("rank"),
+        half_life=params.get("half_life"),
     )
 
 
@@ -58,9 +59,14 @@ def reference_for(params, n_features):
         {"adaptive": True},  # AdaOAM
         {"adaptive": True, "lam": 5.0, "eta": 2.0},  # AdaOAM with an active projection
         {"adaptive": True, "lam": 0.0},  # no ball
+        {"half_life": 40.0},  # exponentially weighted class statistics
+        {"adaptive": True, "half_life": 25, "lam": 5.0, "eta": 2.0},  # + decaying G
     ],
-    ids=["opauc", "opauc-constant", "adaoam", "adaoam-projecting", "adaoam-no-ball"],
-)
+    ids=[
+        "opauc", "opauc-constant", "adaoam", "adaoam-projecting", "adaoam-no-ball",
+        "opauc-forgetting", "adaoam-forgetting",
+    ],
+)  # fmt: skip
 def test_dense_stream_matches_the_reference(params):
     X, y = stream(1)
     learner = make_learner("opauc", **params)
@@ -213,7 +219,7 @@ def explicit_sketch_learner_run(X, y, rank, lam=1e-4, eta=DEFAULT_ETA_SCALE):
                        np.zeros(0, dtype=np.int64), np.zeros(0), False)  # fmt: skip
     state = OPAUCState(w, *means, *sketches, *rows, *counts, np.zeros(0), np.zeros(1))
     opauc_learn(
-        batch, labels, scores, state, OPAUCOptions(lam, eta, True, False, 1e-8, np.inf, rank)
+        batch, labels, scores, state, OPAUCOptions(lam, eta, True, False, 1e-8, np.inf, rank, 0.0)
     )
     return scores, w
 
@@ -441,7 +447,8 @@ def test_deterministic():
 def test_sketch_result_does_not_depend_on_blas_threads():
     """The plain sketch uses BLAS gemv/gemm (never ddot, whose threads split the sum) so the
     same events give the same state whatever ``OPENBLAS_NUM_THREADS`` is."""
-    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import threadpoolctl  # scikit-learn's dependency, so always installed
+
     X, y = stream(15, n=40, n_features=12_345)  # above OpenBLAS's 10,000-entry ddot split
     states = []
     for threads in (1, 2):

@@ -6,7 +6,7 @@ import pytest
 from core.errors import InvalidParameter
 from core.learners import available_learners, is_pauc_learner, make_learner, pauc_params_for
 
-PAUC_LEARNERS = ("ftrl_pauc", "pmb", "svm_pauc")
+PAUC_LEARNERS = ("ftrl_pauc", "pmb", "svm_pauc", "poise")
 
 
 def test_the_pauc_learners_are_those_that_say_so():

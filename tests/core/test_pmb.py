@@ -11,6 +11,8 @@ from core._kernels.pauc_surrogate import (
     prec_at_k_coefficients,
     tight_pauc_coefficients,
 )
+from tests.core.cases import shifted_gaussian_events
+from tests.core.naive import biased_reservoir_offer
 from tests.core.naive import pauc as naive
 
 
@@ -141,7 +143,7 @@ def test_prec_at_k_closed_form_equals_brute_force_and_is_a_subgradient():
 
 
 # ---------------------------------------------------------------------------- the learner
-from core._kernels.random import random_below, seed_state  # noqa: E402
+from core._kernels.random import random_below, random_unit, seed_state  # noqa: E402
 from core.learners import learner_class, make_learner  # noqa: E402
 
 
@@ -191,8 +193,12 @@ def _reference_pmb(
     first_buffer_size=16,
     auc_weight=1.0,
     random_state=None,
+    half_life=None,
 ):
-    """Kar et al. Alg. 1 / 2 (streaming 2PMB), one event at a time, with naive gradients."""
+    """Kar et al. Alg. 1 / 2 (streaming 2PMB), one event at a time, with naive gradients; with
+    ``half_life`` (docs/algorithms/pmb.md (pmb.7)-(pmb.9)) the step counter stops at
+    ``max(1, half_life / buffer_size)``, an iterate's weight in the average is at least
+    ``1 - 2^(-length / half_life)`` and positives go to Aggarwal's biased reservoir."""
     w = np.zeros(X.shape[1])
     average = np.zeros(X.shape[1])
     steps = events = 0
@@ -201,6 +207,12 @@ def _reference_pmb(
     scores = []
     for x, label in zip(X, np.where(y > 0, 1, -1), strict=True):
         scores.append(average @ x)
+        if passes == 2 and label > 0 and half_life is not None:
+            biased_reservoir_offer(
+                reservoir, buffer_size, x, half_life,
+                lambda: random_unit(rng_state), lambda n: random_below(rng_state, n),
+            )  # fmt: skip
+            continue
         if passes == 2 and label > 0:
             seen += 1
             if len(reservoir) < buffer_size:
@@ -226,11 +238,15 @@ def _reference_pmb(
         steps += 1
         length = len(rows) - (len(reservoir) if passes == 2 else 0)
         events += length
-        w = w - eta * (length / buffer_size) / np.sqrt(steps) * grad
+        counted = steps if half_life is None else min(steps, max(1.0, half_life / buffer_size))
+        w = w - eta * (length / buffer_size) / np.sqrt(counted) * grad
         norm = np.linalg.norm(w)
         if radius > 0 and norm > radius:
             w = w * (radius / norm)
-        average = average + (w - average) * (length / events)
+        weight = length / events
+        if half_life is not None:
+            weight = max(weight, 1.0 - 2.0 ** (-length / half_life))
+        average = average + (w - average) * weight
     return np.array(scores), w, average, steps
 
 
@@ -246,6 +262,9 @@ def _reference_pmb(
         dict(loss="prbep", passes=1, buffer_size=8),
         dict(loss="prec_at_k", passes=1, buffer_size=8, k=0.25, radius=0.3),
         dict(loss="prbep", passes=2, buffer_size=5, random_state=1),
+        dict(loss="pauc", passes=1, buffer_size=20, beta=0.2, half_life=60.0),
+        dict(loss="pauc", passes=2, buffer_size=20, beta=0.2, half_life=100.0, random_state=4),
+        dict(loss="prbep", passes=2, buffer_size=5, half_life=8, random_state=5),
     ],
 )
 def test_learner_matches_per_event_reference(params):
@@ -308,12 +327,8 @@ def test_default_one_pass_reaches_a_useful_pauc_on_an_imbalanced_stream():
     rng = np.random.default_rng(4)
     direction = rng.normal(size=10) * 0.5
 
-    def draw(n):
-        y = (rng.random(n) < 0.02).astype(int)
-        return rng.normal(size=(n, 10)) + y[:, None] * direction, y
-
-    X, y = draw(40000)
-    X_test, y_test = draw(40000)
+    X, y = shifted_gaussian_events(rng, 40000, direction, 0.02)
+    X_test, y_test = shifted_gaussian_events(rng, 40000, direction, 0.02)
     oracle = naive.pauc_roc(y_test, X_test @ direction, 0.0, 0.1)
     # 1PMB with its defaults; 2PMB with a buffer that holds a few positives at 2 % (its second
     # pass over a 50-row buffer sees about one: held-out pAUC 0.392-0.443 over seeds 0-5,

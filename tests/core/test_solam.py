@@ -16,16 +16,16 @@ from tests.core.cases import (
     CONFIGURATIONS,
     check_a_heavy_tailed_row,
     close,
+    each_configuration_dense_and_csr,
     run_against_naive_reference,
     stream,
 )
 from tests.core.naive.learners import NaiveSOLAM
 
-CONFIGS = {"defaults": {}, **CONFIGURATIONS["solam"]}
+CONFIGS = CONFIGURATIONS["solam"]
 
 
-@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
-@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+@each_configuration_dense_and_csr("solam")
 def test_kernel_agrees_with_the_naive_reference(config, sparse):
     model, reference = run_against_naive_reference("solam", NaiveSOLAM, config, sparse)
     assert model.state_["n_seen"][0] == reference.t

@@ -16,17 +16,17 @@ from core.learners import make_learner
 from tests.core.cases import (
     CONFIGURATIONS,
     check_a_heavy_tailed_row,
+    each_configuration_dense_and_csr,
     run_against_naive_reference,
     states_equal,
     stream,
 )
 from tests.core.naive.learners import NaiveSPAM
 
-CONFIGS = {"defaults": {}, **CONFIGURATIONS["spam"]}
+CONFIGS = CONFIGURATIONS["spam"]
 
 
-@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
-@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+@each_configuration_dense_and_csr("spam")
 def test_kernel_agrees_with_the_naive_reference(config, sparse):
     model, reference = run_against_naive_reference("spam", NaiveSPAM, config, sparse)
     assert model.state_["n_steps"][0] == reference.n_steps > 0

@@ -112,3 +112,30 @@ def test_repeated_column_found_in_short_and_long_rows(row_length):
     )
     with pytest.raises(ValueError, match=f"row 1 repeats feature index {columns[0]}"):
         as_features(bad)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, np.int8, np.float64, np.bool_])
+def test_labels_of_every_numeric_dtype_agree_with_the_plain_rule(dtype):
+    """The integer fast path (range from two reductions) gives what the plain rule gives."""
+    rng = np.random.default_rng(0)
+    for values in ([0, 1], [1], [0], [-1, 1], [-1], [1, 1, 0]):
+        if dtype in (np.uint8, np.bool_) and -1 in values:
+            continue
+        labels = rng.choice(np.array(values), size=50).astype(dtype)
+        expected = np.array([1 if v == 1 else -1 for v in labels.tolist()], dtype=np.int64)
+        got = as_labels(labels)
+        assert got.dtype == np.int64 and np.array_equal(got, expected)
+        assert not np.shares_memory(got, labels)
+    with pytest.raises(ValueError, match="mix 0 and -1"):
+        as_labels(np.array([0, -1, 1], dtype=np.int32))
+    with pytest.raises(ValueError, match="got 2"):
+        as_labels(np.array([0, 2, 1], dtype=np.int64))
+
+
+def test_a_finite_sum_of_overflowing_values_still_finds_no_nan():
+    # 1e308 + 1e308 overflows the sum: the exact check then runs and finds every value finite
+    X = np.full((3, 2), 1e308)
+    assert as_features(X) is not None
+    X[2, 1] = np.inf
+    with pytest.raises(ValueError, match="first at row 2"):
+        as_features(X)

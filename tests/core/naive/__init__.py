@@ -5,6 +5,8 @@ Shared helpers for reading a batch event by event live here."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -18,3 +20,19 @@ def event_rows(X) -> list[np.ndarray]:
 def event_labels(y) -> list[int]:
     """Labels in any accepted convention as a list of -1 / +1."""
     return [1 if (v is True or v == 1) else -1 for v in np.asarray(y).tolist()]
+
+
+def biased_reservoir_offer(buffer: list, capacity: int, x, half_life: float, unit, below) -> None:
+    """Aggarwal's biased reservoir (docs/algorithms/forgetting.md (forgetting.4)), plainly:
+    n = min(capacity, floor(H / ln 2)) slots are used; ``x`` is inserted with probability
+    n ln 2 / H (``unit()``: a uniform draw in [0, 1)), then replaces a uniform resident
+    (``below(fill)``) with probability fill / n (always when fill >= n), else is appended."""
+    used = min(capacity, max(1, int(half_life / math.log(2.0))))
+    p_in = used * math.log(2.0) / half_life
+    if p_in < 1.0 and unit() >= p_in:
+        return
+    fill = len(buffer)
+    if fill >= used or (fill > 0 and unit() < fill / used):
+        buffer[below(fill)] = x.copy()
+    else:
+        buffer.append(x.copy())

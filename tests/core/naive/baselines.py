@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import brentq
 
-from tests.core.naive import event_labels, event_rows
+from tests.core.naive import biased_reservoir_offer, event_labels, event_rows
 
 MASK64 = (1 << 64) - 1
 
@@ -28,6 +28,10 @@ class SplitMix64:
         z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
         return z ^ (z >> 31)
+
+    def unit(self) -> float:
+        """A uniform float in [0, 1) from the top 53 bits."""
+        return (self.next() >> 11) / 9007199254740992.0
 
     def below(self, n: int) -> int:
         threshold = (-n) % n  # (2^64 - n) mod n
@@ -48,9 +52,18 @@ class NaiveOAM:
       seq: for b in B_opp: u = y (x - b); if ||u|| > 0:
                w += min(C_t/2, max(0, 1 - w.u)/||u||^2) u
       gra: w_old = w; for b in B_opp: if y w_old.(x - b) <= 1: w += C_t y (x - b)/2
+
+    With ``half_life = H`` [docs/algorithms/oam.md (oam.6)-(oam.7)]: H_y = H N_y / N (the
+    class's share of H); of the cap slots n = min(cap, floor(H_y / ln 2)) are used; B_y takes x
+    with probability n ln 2 / H_y and then replaces a uniform resident with probability
+    |B_y| / n (always when |B_y| >= n), else appends (Aggarwal's biased reservoir); N_opp in
+    C_t becomes min(N_opp, H_opp / ln 2).
     """
 
-    def __init__(self, n_features, variant="seq", C=1.0, cap_pos=100, cap_neg=100, seed=0):
+    def __init__(
+        self, n_features, variant="seq", C=1.0, cap_pos=100, cap_neg=100, seed=0, half_life=None
+    ):
+        self.half_life = half_life
         self.w = np.zeros(n_features)
         self.buffers = {1: [], -1: []}
         self.capacity = {1: cap_pos, -1: cap_neg}
@@ -64,14 +77,20 @@ class NaiveOAM:
             scores.append(float(self.w @ x))
             self.count[label] += 1
             buffer = self.buffers[label]
-            if len(buffer) < self.capacity[label]:
+            total = self.count[1] + self.count[-1]
+            if self.half_life is not None:
+                self._offer_biased(buffer, self.capacity[label], x, self.count[label] / total)
+            elif len(buffer) < self.capacity[label]:
                 buffer.append(x.copy())
             else:
                 j = self.rng.below(self.count[label])
                 if j < self.capacity[label]:
                     buffer[j] = x.copy()
             opposite = -label
-            weight = self.C * max(1.0, self.count[opposite] / self.capacity[opposite])
+            n_opposite = self.count[opposite]
+            if self.half_life is not None:
+                n_opposite = min(n_opposite, self.half_life * n_opposite / total / np.log(2.0))
+            weight = self.C * max(1.0, n_opposite / self.capacity[opposite])
             if self.variant == "seq":
                 for b in self.buffers[opposite]:
                     u = label * (x - b)
@@ -85,6 +104,11 @@ class NaiveOAM:
                     if label * float(w_old @ (x - b)) <= 1.0:
                         self.w = self.w + weight * label * (x - b) / 2
         return np.array(scores)
+
+    def _offer_biased(self, buffer, capacity, x, share):
+        biased_reservoir_offer(
+            buffer, capacity, x, self.half_life * share, self.rng.unit, self.rng.below
+        )
 
 
 def weighted_ball_projection(u, h, radius):
@@ -129,10 +153,16 @@ class NaiveOPAUC:
         g = λ w - y z + z (zᵀ w) + S w                                              (2.11)/(2.12)
         plain:    w = w - eta_t g
         adaptive: G += g²; H = δ + sqrt(G); w = Π^H_{||w|| <= 1/sqrt(λ)}(w - eta g / H)  (Alg. 9)
+
+    With ``half_life = H`` [docs/algorithms/opauc.md (opauc.12)-(opauc.13)], full rank: the
+    own class's rate is a = max(1/T, 1 - 2^(-1/H_y)), H_y = H T / N (N events so far), and
+    c = c_old + a (x - c_old), Γ = (1 - a)(Γ + c_old c_oldᵀ) + a x xᵀ - c cᵀ (exponentially
+    weighted moments); AdaOAM's G = 2^(-1/H) G + g².
     """
 
     def __init__(self, n_features, lam=1e-4, eta=0.5, auto_eta=True, adaptive=False,
-                 delta=1e-8, rank=None):  # fmt: skip
+                 delta=1e-8, rank=None, half_life=None):  # fmt: skip
+        self.half_life = half_life
         d = n_features
         self.w = np.zeros(d)
         self.mean = {1: np.zeros(d), -1: np.zeros(d)}
@@ -144,6 +174,25 @@ class NaiveOPAUC:
         self.n_projections = 0  # steps where the AdaOAM ball was active
         self.lam, self.eta, self.auto_eta = lam, eta, auto_eta
         self.adaptive, self.delta, self.rank = adaptive, delta, rank
+
+    def _learn_moments(self, label, T, x, c_old):
+        """The running mean (2.13) and covariance (opauc.4) or sketch of the class."""
+        c = c_old + (x - c_old) / T
+        self.mean[label] = c
+        if self.rank is None:
+            G = self.cov[label]
+            self.cov[label] = (
+                G
+                + (np.outer(x, x) - G - np.outer(c_old, c_old)) / T
+                + np.outer(c_old, c_old)
+                - np.outer(c, c)
+            )
+        elif T >= 2:
+            self.sketch[label].append(np.sqrt((T - 1) / T) * (x - c_old))
+            if len(self.sketch[label]) == 2 * self.rank:
+                self.sketch[label] = frequent_directions_shrink(
+                    np.array(self.sketch[label]), self.rank
+                )
 
     def covariance(self, label):
         if self.rank is None:
@@ -160,22 +209,15 @@ class NaiveOPAUC:
             self.count[label] += 1
             T = self.count[label]
             c_old = self.mean[label].copy()
-            c = c_old + (x - c_old) / T
-            self.mean[label] = c
-            if self.rank is None:
-                G = self.cov[label]
-                self.cov[label] = (
-                    G
-                    + (np.outer(x, x) - G - np.outer(c_old, c_old)) / T
-                    + np.outer(c_old, c_old)
-                    - np.outer(c, c)
-                )
-            elif T >= 2:
-                self.sketch[label].append(np.sqrt((T - 1) / T) * (x - c_old))
-                if len(self.sketch[label]) == 2 * self.rank:
-                    self.sketch[label] = frequent_directions_shrink(
-                        np.array(self.sketch[label]), self.rank
-                    )
+            if self.half_life is not None:
+                own_half_life = self.half_life * T / (self.count[1] + self.count[-1])
+                a = max(1.0 / T, 1.0 - 2.0 ** (-1.0 / own_half_life))
+                c = c_old + a * (x - c_old)
+                self.mean[label] = c
+                second = self.cov[label] + np.outer(c_old, c_old)
+                self.cov[label] = (1 - a) * second + a * np.outer(x, x) - np.outer(c, c)
+            else:
+                self._learn_moments(label, T, x, c_old)
             n_seen = self.count[1] + self.count[-1]
             self.sq_norm_mean += (float(x @ x) - self.sq_norm_mean) / n_seen
             eta = (
@@ -195,7 +237,8 @@ class NaiveOPAUC:
             if not self.adaptive:
                 self.w = self.w - eta * g
                 continue
-            self.grad_sq = self.grad_sq + g * g
+            decay = 1.0 if self.half_life is None else 2.0 ** (-1.0 / self.half_life)
+            self.grad_sq = self.grad_sq * decay + g * g
             h = self.delta + np.sqrt(self.grad_sq)
             u = self.w - eta * np.divide(g, h, out=np.zeros_like(g), where=h > 0)
             if self.lam > 0:

@@ -28,13 +28,23 @@ class NaiveSPAM:
         elastic net: w = sign(u) max(|u| - eta_t l1 / sqrt(nu), 0) / (1 + eta_t l2)
         w_bar = mean of all iterates after each step   [docs/algorithms/spam.md (spam.9)]
       then the class statistics take the event         [docs/algorithms/spam.md (spam.10)]
+
+    With ``half_life = H`` [docs/algorithms/spam.md (spam.12)-(spam.14)]: after every event the
+    class sums, the class weights W+- and the iterate sum and its weight are multiplied by
+    2^(-1/H) (so p = W+/(W+ + W-), m+- = sums / W+-, w_bar = iterate sum / its weight), and
+    eta_t reads min(t, H) for t.
     """
 
-    def __init__(self, n_features, penalty, l2, l1, eta0, learning_rate, average, n_warmup):
+    def __init__(
+        self, n_features, penalty, l2, l1, eta0, learning_rate, average, n_warmup, half_life=None
+    ):
         self.w = np.zeros(n_features)
         self.w_sum = np.zeros(n_features)
         self.sum_pos = np.zeros(n_features)
         self.sum_neg = np.zeros(n_features)
+        self.half_life = half_life
+        self.decay = 1.0 if half_life is None else 2.0 ** (-1.0 / half_life)
+        self.weight_pos = self.weight_neg = self.w_weight = 0.0
         self.n_pos = self.n_neg = self.n_seen = self.n_steps = 0
         self.sq_norm_sum = 0.0
         self.penalty, self.l2, self.l1, self.eta0 = penalty, l2, l1, eta0
@@ -43,7 +53,7 @@ class NaiveSPAM:
     def served(self):
         if not self.average:
             return self.w
-        return self.w_sum / self.n_steps if self.n_steps else np.zeros_like(self.w)
+        return self.w_sum / self.w_weight if self.n_steps else np.zeros_like(self.w)
 
     def learn(self, X, y):
         scores = []
@@ -52,11 +62,11 @@ class NaiveSPAM:
             self.n_seen += 1
             self.sq_norm_sum += float(x @ x)
             if self.n_seen > self.n_warmup and self.n_pos > 0 and self.n_neg > 0:
-                p = self.n_pos / (self.n_pos + self.n_neg)
-                m_pos = self.sum_pos / self.n_pos
-                m_neg = self.sum_neg / self.n_neg
+                p = self.weight_pos / (self.weight_pos + self.weight_neg)
+                m_pos = self.sum_pos / self.weight_pos
+                m_neg = self.sum_neg / self.weight_neg
                 self.n_steps += 1
-                t = self.n_steps
+                t = self.n_steps if self.half_life is None else min(self.n_steps, self.half_life)
                 if self.learning_rate == "invsqrt":
                     eta = self.eta0 / math.sqrt(t)
                 else:
@@ -76,12 +86,21 @@ class NaiveSPAM:
                     threshold = eta * self.l1 / math.sqrt(nu)
                     self.w = np.sign(u) * np.maximum(np.abs(u) - threshold, 0) / (1 + eta * self.l2)
                 self.w_sum = self.w_sum + self.w
+                self.w_weight += 1.0
             if label == 1:
                 self.n_pos += 1
+                self.weight_pos += 1.0
                 self.sum_pos = self.sum_pos + x
             else:
                 self.n_neg += 1
+                self.weight_neg += 1.0
                 self.sum_neg = self.sum_neg + x
+            # forgetting (spam.12)-(spam.14): everything weighted decays by one event
+            self.sum_pos, self.sum_neg = self.sum_pos * self.decay, self.sum_neg * self.decay
+            self.weight_pos *= self.decay
+            self.weight_neg *= self.decay
+            self.w_sum = self.w_sum * self.decay
+            self.w_weight *= self.decay
         return np.array(scores)
 
 
@@ -101,12 +120,19 @@ class NaiveSOLAM:
         gamma_D = min(gamma, 1 / (c ||x~||^2)), c = 2(1-q) (y=+1) | 2q (y=-1)
         alpha <- clip(alpha + gamma dF/dalpha, +-2 R kappa)
       w_bar = sum_t w_t / T over the PRE-update iterates w_t (uniform average)
+
+    With ``half_life = H`` [docs/algorithms/solam.md (solam.12)-(solam.13)]: p_t = W+/(W+ + W-)
+    with class weights that, like the iterate sum and T, are multiplied by 2^(-1/H) after
+    every event; gamma_t reads min(t, H) for t.
     """
 
-    def __init__(self, n_features, l2, eta0, radius, kappa, average):
+    def __init__(self, n_features, l2, eta0, radius, kappa, average, half_life=None):
         self.w = np.zeros(n_features)
         self.a = self.b = self.alpha = 0.0
         self.w_sum = np.zeros(n_features)
+        self.half_life = half_life
+        self.decay = 1.0 if half_life is None else 2.0 ** (-1.0 / half_life)
+        self.weight_pos = self.weight_neg = 0.0
         self.gamma_sum = 0.0
         self.t = self.n_pos = 0
         self.sq_norm_sum = 0.0
@@ -126,11 +152,16 @@ class NaiveSOLAM:
             self.n_pos += label == 1
             self.sq_norm_sum += float(x @ x)
             self.max_norm = max(self.max_norm, math.sqrt(float(x @ x)))
-            q = self.n_pos / self.t
+            if label == 1:
+                self.weight_pos += 1.0
+            else:
+                self.weight_neg += 1.0
+            q = self.weight_pos / (self.weight_pos + self.weight_neg)
             nu = self.sq_norm_sum / self.t if self.sq_norm_sum > 0 else 1.0
             kappa = self.kappa if self.kappa is not None else self.max_norm / math.sqrt(nu)
             radius = self.radius if self.radius is not None else math.sqrt(2 / self.l2)
-            gamma = self.eta0 / math.sqrt(self.t)
+            t = self.t if self.half_life is None else min(self.t, self.half_life)
+            gamma = self.eta0 / math.sqrt(t)
             w_tilde = math.sqrt(nu) * self.w
             x_tilde = x / math.sqrt(nu)
             s = float(w_tilde @ x_tilde)
@@ -159,4 +190,9 @@ class NaiveSOLAM:
             self.a = min(max(a - gamma * grad_a, -bound), bound)
             self.b = min(max(b - gamma * grad_b, -bound), bound)
             self.alpha = min(max(alpha + gamma * grad_alpha, -2 * bound), 2 * bound)
+            # forgetting (solam.12)-(solam.13): the weighted sums decay by one event
+            self.weight_pos *= self.decay
+            self.weight_neg *= self.decay
+            self.w_sum = self.w_sum * self.decay
+            self.gamma_sum *= self.decay
         return np.array(scores)

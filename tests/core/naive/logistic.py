@@ -1,7 +1,9 @@
 """A deliberately plain per-event reference for ``logistic``: McMahan et al. (KDD 2013),
 Algorithm 1, written from the equations in ``core.learners.logistic`` with explicit loops over
 every coordinate (no lazy weights, no skipping of zeros: a zero feature gets g_i = 0 and the
-update leaves it unchanged, which this reference checks by doing it anyway)."""
+update leaves it unchanged, which this reference checks by doing it anyway).  With
+``half_life`` every accumulator is multiplied by ``2 ** (-1 / half_life)`` after every event
+(docs/algorithms/logistic.md (logistic.9)), eagerly, where the kernels catch up lazily."""
 
 from __future__ import annotations
 
@@ -11,13 +13,14 @@ import numpy as np
 
 
 class NaiveLogistic:
-    def __init__(self, n_features, alpha, beta, l1, l2, fit_intercept):
+    def __init__(self, n_features, alpha, beta, l1, l2, fit_intercept, half_life=None):
         # coordinate n_features is the intercept's constant feature 1 (no penalty)
         self.z = [0.0] * (n_features + 1)
         self.n = [0.0] * (n_features + 1)
         self.n_features = n_features
         self.alpha, self.beta, self.l1, self.l2 = alpha, beta, l1, l2
         self.fit_intercept = fit_intercept
+        self.decay = 1.0 if half_life is None else 2.0 ** (-1.0 / half_life)
 
     def weight(self, i):
         if i == self.n_features and not self.fit_intercept:
@@ -57,4 +60,6 @@ class NaiveLogistic:
                 sigma = (math.sqrt(self.n[i] + g * g) - math.sqrt(self.n[i])) / self.alpha
                 self.z[i] += g - sigma * w[i]
                 self.n[i] += g * g
+            self.z = [value * self.decay for value in self.z]
+            self.n = [value * self.decay for value in self.n]
         return np.array(scores)

@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from tests.core.naive import biased_reservoir_offer
+
 
 def top_count(fraction: float, n: int) -> int:
     return int(math.ceil(fraction * n - 1e-9))
@@ -149,7 +151,7 @@ def project_annulus(w, inner, outer):
 def ftrl_pauc_reference(X, y, *, beta=0.1, alpha=0.0, lam=0.1, eta0=0.5, min_norm=0.25,
                         update_every=500, first_update_every=16, inner_steps=20,
                         positive_capacity=1000, negative_capacity=2000, admission=None,
-                        auc_weight=10.0, random_state=None):  # fmt: skip
+                        auc_weight=10.0, random_state=None, half_life=None):  # fmt: skip
     """ftrl_pauc one event at a time, from its documented rules, with Python lists and the
     pair-loop subgradients :func:`hinge_top_negatives_grad` (alpha = 0) or
     :func:`tight_pauc_grad` (alpha > 0: j_alpha = floor(alpha N seen/admitted), at most
@@ -166,9 +168,16 @@ def ftrl_pauc_reference(X, y, *, beta=0.1, alpha=0.0, lam=0.1, eta0=0.5, min_nor
     the same pair-loop subgradient over every reservoir negative, gamma_k = eta0 / (1 + eta0 lam k),
     W = {min_norm <= ||w|| <= sqrt(2 / lam)}.
 
+    With ``half_life = H`` (docs/algorithms/ftrl_pauc.md (ftrl_pauc.8)-(ftrl_pauc.9)): a
+    reservoir offered a share ``s = offers / events`` of the stream uses n = min(capacity,
+    floor(H s / ln 2)) slots, takes the event with probability n ln 2 / (H s), then replaces
+    a uniform resident with probability fill / n (always when fill >= n) or appends
+    (Aggarwal's biased reservoir),
+    and gamma_k reads min(k, H inner_steps / update_every) for k.
+
     Returns (pre-update scores, w, quantile tracker [q, scale], counts, solver steps).
     """
-    from core._kernels.random import random_below, seed_state
+    from core._kernels.random import random_below, random_unit, seed_state
 
     w = np.zeros(X.shape[1])
     rng_state = seed_state(random_state)
@@ -180,7 +189,13 @@ def ftrl_pauc_reference(X, y, *, beta=0.1, alpha=0.0, lam=0.1, eta0=0.5, min_nor
 
     def offer(buffer, capacity, key, x):  # Vitter's Algorithm R
         seen[key] += 1
-        if len(buffer) < capacity:
+        if half_life is not None:
+            own_half_life = half_life * seen[key] / (seen["pos"] + seen["neg"])
+            biased_reservoir_offer(
+                buffer, capacity, x, own_half_life,
+                lambda: random_unit(rng_state), lambda n: random_below(rng_state, n),
+            )  # fmt: skip
+        elif len(buffer) < capacity:
             buffer.append(x.copy())
         else:
             slot = random_below(rng_state, seen[key])
@@ -223,6 +238,7 @@ def ftrl_pauc_reference(X, y, *, beta=0.1, alpha=0.0, lam=0.1, eta0=0.5, min_nor
             # the all-pairs hinge (FPR range [0, 1]) weighted by auc_weight
             grad = grad + auc_weight * hinge_top_negatives_grad(P, N, w, len(N)) / (len(P) * len(N))
             steps += 1
-            step = eta0 / (1.0 + eta0 * lam * steps)
+            k = steps if half_life is None else min(steps, half_life * inner_steps / update_every)
+            step = eta0 / (1.0 + eta0 * lam * k)
             w = project_annulus(w - step * (grad + lam * w), min_norm, math.sqrt(2.0 / lam))
     return np.array(scores), w, np.array([q, spread]), seen, steps

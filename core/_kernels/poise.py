@@ -1,0 +1,124 @@
+"""POISE's pAUC game (Rao & Acharyya; docs/algorithms/poise.md (poise.1)-(poise.7)) as one
+streaming kernel: a reservoir of negatives whose cached scores give the adversary's threshold,
+a reservoir of positives the hinge subgradient runs against, Pegasos steps."""
+
+from collections import namedtuple
+
+import numpy as np
+
+from core._kernels._config import kernel
+from core._kernels.pauc_buffers import (
+    dot_row,
+    event_copy,
+    event_dot,
+    project_ball,
+    reservoir_offer,
+)
+from core._kernels.random import reservoir_slot
+
+#: The learned arrays, bundled (see ``core/learners/poise.py``, ``_initial_state``).
+PoiseState = namedtuple(
+    "PoiseState",
+    ["w", "pos_X", "pos_fill", "pos_seen", "adversary_X", "adversary_scores", "adversary_fill",
+     "adversary_seen", "n_updates", "rng_state"],
+)  # fmt: skip
+#: ``lam``: Pegasos' L2 weight; ``radius``: its ball (0: none); ``alpha``, ``beta``: the FPR range.
+PoiseOptions = namedtuple("PoiseOptions", ["lam", "radius", "alpha", "beta"])
+
+
+@kernel
+def order_statistic_rank(fraction, size):
+    """``k`` with ``k / (size + 1) = fraction`` (poise.4), rounded; 0 for a zero fraction."""
+    if fraction <= 0.0:
+        return 0
+    return max(1, min(size, int(np.floor(fraction * (size + 1) + 0.5))))
+
+
+@kernel
+def kth_largest(scores, fill, k):
+    """The ``k``-th largest of ``scores[:fill]`` (1 <= k <= fill)."""
+    return np.partition(scores[:fill], fill - k)[fill - k]
+
+
+@kernel
+def rescore(neg_X, fill, w, neg_scores):
+    for r in range(fill):
+        neg_scores[r] = dot_row(neg_X, r, w)
+
+
+@kernel
+def in_adversary_set(score, neg_scores, fill, alpha, beta):
+    """Whether a negative scoring ``score`` is among the adversary's negatives (poise.5):
+    strictly above the estimated top-``beta`` threshold and, for ``alpha > 0``, not above the
+    top-``alpha`` one."""
+    if fill == 0:
+        return False
+    k_beta = order_statistic_rank(beta, fill)
+    if not score > kth_largest(neg_scores, fill, k_beta):
+        return False
+    k_alpha = order_statistic_rank(alpha, fill)
+    return k_alpha == 0 or score <= kth_largest(neg_scores, fill, k_alpha)
+
+
+@kernel
+def hinge_step(X, indptr, indices, data, i, score, state, options):
+    """One Pegasos step on the negative's hinge against every buffered positive (poise.6),
+    (poise.7)."""
+    w, pos_X = state.w, state.pos_X
+    n_pos = state.pos_fill[0]
+    d = w.shape[0]
+    # g = (1/P) sum_{j active} (x - p_j) = (n_active / P) x - (1/P) sum_{j active} p_j
+    positive_sum = np.zeros(d)
+    n_active = 0
+    for j in range(n_pos):
+        if 1.0 + score - dot_row(pos_X, j, w) > 0.0:
+            n_active += 1
+            for c in range(d):
+                positive_sum[c] += pos_X[j, c]
+    state.n_updates[0] += 1
+    eta = 1.0 / (options.lam * state.n_updates[0])
+    shrink = 1.0 - eta * options.lam
+    for c in range(d):
+        w[c] = shrink * w[c] + eta * positive_sum[c] / n_pos
+    if n_active > 0:
+        coef = -eta * n_active / n_pos
+        if indptr.shape[0] == 0:
+            for c in range(d):
+                w[c] += coef * X[i, c]
+        else:
+            for k in range(indptr[i], indptr[i + 1]):
+                w[indices[k]] += coef * data[k]
+    project_ball(w, options.radius)
+
+
+@kernel
+def poise_learn(X, indptr, indices, data, y, scores, state, options):
+    """Learn a batch in order; ``scores`` (when non-empty) gets each event's pre-update score.
+
+    A positive joins the positive reservoir.  A negative first plays the game: if it is in the
+    adversary's set estimated from the reservoir of earlier negatives and a positive is
+    buffered, one Pegasos step is taken and the reservoir re-scored; then it is offered to the
+    negative reservoir (its cached score computed with the current weights).
+    """
+    n_samples = indptr.shape[0] - 1 if indptr.shape[0] > 0 else X.shape[0]
+    for i in range(n_samples):
+        score = event_dot(X, indptr, indices, data, i, state.w)
+        if scores.shape[0] > 0:
+            scores[i] = score
+        if y[i] > 0:
+            reservoir_offer(X, indptr, indices, data, i, state.pos_X, state.pos_fill,
+                            state.pos_seen, state.rng_state)  # fmt: skip
+            continue
+        fill = state.adversary_fill[0]
+        if state.pos_fill[0] > 0 and in_adversary_set(
+            score, state.adversary_scores, fill, options.alpha, options.beta
+        ):
+            hinge_step(X, indptr, indices, data, i, score, state, options)
+            rescore(state.adversary_X, fill, state.w, state.adversary_scores)
+        # Algorithm R (as reservoir_offer), keeping the slot to cache the new row's score
+        state.adversary_seen[0] += 1
+        slot = reservoir_slot(state.rng_state, state.adversary_seen[0], state.adversary_X.shape[0])
+        if slot >= 0:
+            event_copy(X, indptr, indices, data, i, state.adversary_X, slot)
+            state.adversary_fill[0] = min(state.adversary_seen[0], state.adversary_X.shape[0])
+            state.adversary_scores[slot] = dot_row(state.adversary_X, slot, state.w)

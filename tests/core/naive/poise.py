@@ -1,0 +1,79 @@
+"""A deliberately plain POISE stream (docs/algorithms/poise.md (poise.3)-(poise.7)): Python lists
+for both reservoirs, every reservoir score recomputed from the weights whenever a threshold is
+needed (no cache), order statistics by sorting, the hinge subgradient summed pair by pair."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tests.core.naive import event_labels, event_rows
+from tests.core.naive.baselines import SplitMix64
+
+
+def rank(fraction, size):
+    """k with k / (size + 1) = fraction, rounded half up, within [1, size]; 0 for 0."""
+    if fraction <= 0:
+        return 0
+    return max(1, min(size, math.floor(fraction * (size + 1) + 0.5)))
+
+
+class NaivePOISE:
+    def __init__(self, n_features, alpha, beta, lam, project, sd_ratio, max_negatives,
+                 positive_capacity, random_state=None):  # fmt: skip
+        seed = 0 if random_state is None else random_state
+        self.w = np.random.default_rng(seed).uniform(-1.0, 1.0, n_features) / np.sqrt(n_features)
+        fraction = alpha if alpha > 0 else beta
+        size = round((1 - fraction) / (sd_ratio**2 * fraction) - 2)
+        self.capacity = {1: positive_capacity, -1: min(max(size, 2), max_negatives)}
+        self.rows = {1: [], -1: []}
+        self.seen = {1: 0, -1: 0}
+        self.rng = SplitMix64(seed)
+        self.alpha, self.beta, self.lam, self.project = alpha, beta, lam, project
+        self.updates = 0
+
+    def offer(self, label, x):
+        self.seen[label] += 1
+        rows, capacity = self.rows[label], self.capacity[label]
+        if self.seen[label] <= capacity:
+            rows.append(x)
+        else:
+            j = self.rng.below(self.seen[label])
+            if j < capacity:
+                rows[j] = x
+
+    def adversary_picks(self, score):
+        scores = sorted((row @ self.w for row in self.rows[-1]), reverse=True)
+        if not scores:
+            return False
+        upper = rank(self.alpha, len(scores))
+        below_top = upper == 0 or score <= scores[upper - 1]
+        return score > scores[rank(self.beta, len(scores)) - 1] and below_top
+
+    def learn(self, X, y) -> np.ndarray:
+        out = []
+        for x, label in zip(event_rows(X), event_labels(y), strict=True):
+            score = x @ self.w
+            out.append(score)
+            if label == 1:
+                self.offer(1, x)
+                continue
+            positives = self.rows[1]
+            if positives and self.adversary_picks(score):
+                gradient = np.zeros_like(self.w)
+                for p in positives:  # hinge max(0, 1 - w.(p - x)) per pair
+                    if 1 - (p - x) @ self.w > 0:
+                        gradient += x - p
+                gradient /= len(positives)
+                self.updates += 1
+                eta = 1 / (self.lam * self.updates)
+                self.w = (1 - eta * self.lam) * self.w - eta * gradient
+                norm = np.linalg.norm(self.w)
+                if self.project and norm > 1 / math.sqrt(self.lam):
+                    self.w *= (1 / math.sqrt(self.lam)) / norm
+            self.offer(-1, x)
+        return np.array(out)
+
+    def served(self):
+        return self.w

@@ -1,0 +1,82 @@
+"""POISE's pAUC game (docs/algorithms/poise.md): the kernel against a naive stream, the reservoir
+size from the Beta order statistic, the pAUC range reaching the learner, ranking quality."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from core.learners import make_learner, pauc_params_for
+from core.learners.poise import reservoir_size
+from core.metrics import pauc
+from tests.core.cases import CONFIGURATIONS, run_against_naive_reference
+from tests.core.naive.poise import NaivePOISE, rank
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("config", ["defaults", *CONFIGURATIONS["poise"]])
+def test_stream_matches_the_naive_game(config, sparse):
+    params = CONFIGURATIONS["poise"].get(config, {})
+    model, reference = run_against_naive_reference("poise", NaivePOISE, params, sparse)
+    assert model.state_["n_updates"][0] == reference.updates > 0
+
+
+def test_many_steps_and_replacements_match_the_naive_game():
+    rng = np.random.default_rng(5)
+    y = np.where(rng.random(1500) < 0.1, 1, -1)
+    X = rng.normal(size=(1500, 4)) + 0.8 * (y[:, None] > 0)
+    X[::17] = np.round(X[::17])
+    params = {"beta": 0.2, "max_negatives": 40, "positive_capacity": 15, "random_state": 2}
+    model, reference = make_learner("poise", **params), NaivePOISE(4, 0.0, 0.2, 0.3, True, 0.1,
+                                                                   40, 15, 2)  # fmt: skip
+    for batch in np.array_split(np.arange(1500), 7):
+        np.testing.assert_allclose(
+            model.prequential_step(X[batch], y[batch]), reference.learn(X[batch], y[batch]),
+            rtol=1e-10, atol=1e-10,
+        )  # fmt: skip
+    assert model.state_["adversary_seen"][0] > 40 and model.state_["pos_seen"][0] > 15
+    assert model.state_["n_updates"][0] == reference.updates > 100
+
+
+@pytest.mark.parametrize("fraction", [0.01, 0.02, 0.05, 0.1, 0.2])
+def test_reservoir_gives_the_order_statistic_its_mean_and_spread(fraction):
+    """k-th largest of m uniforms: Beta(k, m - k + 1) for the fraction above it (poise.4)."""
+    m = reservoir_size(0.0, fraction, 0.1, 10**6)
+    k = rank(fraction, m)
+    above = stats.beta(k, m - k + 1)
+    assert above.mean() == pytest.approx(fraction, rel=0.01)
+    assert above.std() == pytest.approx(fraction / 10, rel=0.02)
+    assert {0.01: 9898, 0.02: 4898, 0.05: 1898, 0.1: 898, 0.2: 398}[fraction] == m
+
+
+def test_the_lower_bound_sizes_the_reservoir_and_the_cap_applies():
+    assert reservoir_size(0.02, 0.05, 0.1, 10**6) == 4898
+    assert reservoir_size(0.0, 0.001, 0.1, 10000) == 10000
+    assert make_learner("poise", alpha=0.02, beta=0.05).n_negatives == 4898
+
+
+def test_the_models_pauc_range_reaches_poise():
+    params = pauc_params_for("poise", (0.02, 0.05), {"lam": 0.1})
+    assert params == {"lam": 0.1, "alpha": 0.02, "beta": 0.05}
+    learner = make_learner("poise", **params)
+    assert learner.optimises_pauc and learner.n_negatives == 4898
+
+
+def test_no_step_without_a_positive_or_an_earlier_negative():
+    model = make_learner("poise")
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    start = model.initialize(3).coef_
+    model.partial_fit(X, -np.ones(50, dtype=int))
+    np.testing.assert_array_equal(model.coef_, start)
+    assert model.state_["adversary_fill"][0] == 50
+
+
+def test_learns_the_top_of_a_rare_positive_stream():
+    rng = np.random.default_rng(3)
+    y = np.where(rng.random(20000) < 0.05, 1, -1)
+    X = rng.normal(size=(20000, 10)) + 1.2 * (y[:, None] > 0) * np.linspace(1, -1, 10)
+    model = make_learner("poise").fit(X[:15000], y[:15000])
+    held_out = pauc(y[15000:], model.decision_function(X[15000:]), 0.0, 0.1)
+    best = pauc(y[15000:], X[15000:] @ np.linspace(1, -1, 10), 0.0, 0.1)
+    assert held_out > 0.9 * best

@@ -1,0 +1,127 @@
+"""POISE's tree-path embedding (docs/algorithms/poise.md (poise.8)-(poise.10)): the kernel
+against a naive router, the tree against scikit-learn's, the path geometry, and a linear
+learner made non-linear."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.tree import DecisionTreeClassifier
+
+from core._kernels.tree_embedding import TreeArrays, embed
+from core.learners import make_learner
+from core.learners.spdam import exact_minimiser
+from core.metrics import pauc
+from core.tree_embedding import edge_capacity, fit_tree
+from tests.core.naive.tree_embedding import embed_row, path_nodes
+
+
+def _ring(seed, n=3000, d=5):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X[::9] = np.round(X[::9])  # ties
+    y = np.where((X[:, 0] ** 2 + X[:, 1] ** 2 < 0.6) | (X[:, 2] > 1.8), 1, -1)
+    return X, y
+
+
+def _fit(X, y, **options):
+    defaults = {"max_depth": 4, "min_samples_leaf": 5, "embedding": "full", "smote": True,
+                "score_lam": 0.01, "random_state": 0}  # fmt: skip
+    return fit_tree(X, y, **{**defaults, **options})
+
+
+def _arrays(tree):
+    keys = ("left", "right", "feature", "threshold", "leaf_label", "column", "score_w")
+    return TreeArrays(*(tree[f"tree_{key}"] for key in keys))
+
+
+@pytest.mark.parametrize("embedding", ["full", "frugal"])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("append_score", [True, False])
+def test_kernel_embeds_as_the_naive_router(embedding, sparse, append_score):
+    X, y = _ring(1)
+    tree = _fit(X[:2000], y[:2000], embedding=embedding)
+    test = X[2000:] * (np.random.default_rng(2).random(X[2000:].shape) < 0.7 if sparse else 1)
+    width = 5 + 1 + edge_capacity(4, embedding)
+    batch = sp.csr_matrix(test) if sparse else test
+    arrays = (
+        (np.empty((0, 5)), batch.indptr.astype(np.int64), batch.indices.astype(np.int64),
+         batch.data) if sparse else (test, np.empty(0, np.int64), np.empty(0, np.int64),
+                                     np.empty(0))
+    )  # fmt: skip
+    indptr, indices, data = embed(*arrays, _arrays(tree), append_score, 4)
+    got = sp.csr_matrix((data, indices, indptr), shape=(len(test), width)).toarray()
+    expected = np.array([embed_row(tree, x, width, append_score) for x in test])
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_without_smote_the_tree_partitions_as_scikit_learns():
+    X, y = _ring(3)
+    tree = _fit(X, y, smote=False, max_depth=5)
+    np.testing.assert_allclose(tree["tree_score_w"], exact_minimiser(X, y, 0.01), rtol=1e-12)
+    augmented = np.column_stack([X, X @ tree["tree_score_w"]])
+    reference = DecisionTreeClassifier(max_depth=5, min_samples_leaf=5, random_state=0)
+    reference.fit(augmented, y)
+    ours = np.array([path_nodes(tree, x, s)[1] for x, s in zip(X, augmented[:, -1], strict=True)])
+    theirs = reference.apply(augmented)
+    # the same partition of the events into leaves, with the same labels
+    pairs = set(zip(ours.tolist(), theirs.tolist(), strict=True))
+    assert len(pairs) == len(set(ours.tolist())) == len(set(theirs.tolist()))
+    np.testing.assert_array_equal(tree["tree_leaf_label"][ours], reference.predict(augmented))
+
+
+def test_path_vectors_follow_the_tree_metric():
+    """Unsigned full vectors: ||t||^2 = depth of the leaf, t_a . t_b = depth of the common
+    ancestor (poise.9); frugal vectors mark the left turns only (poise.10)."""
+    X, y = _ring(4)
+    tree = _fit(X, y)
+    frugal = _fit(X, y, embedding="frugal")
+    width = 5 + 1 + edge_capacity(4, "full")
+    paths = []
+    for x in X[:200]:
+        nodes, leaf = path_nodes(tree, x, float(x @ tree["tree_score_w"]))
+        t = np.abs(embed_row(tree, x, width)[6:])
+        assert t.sum() == len(nodes)
+        paths.append((nodes, t))
+        lefts = [node for node in nodes if node in set(frugal["tree_left"].tolist())]
+        t_frugal = np.abs(embed_row(frugal, x, 6 + edge_capacity(4, "frugal"))[6:])
+        assert t_frugal.sum() == len(lefts)
+    for (a, ta), (b, tb) in zip(paths[:-1], paths[1:], strict=True):
+        common = next((k for k, (u, v) in enumerate(zip(a, b, strict=False)) if u != v),
+                      min(len(a), len(b)))  # fmt: skip
+        assert ta @ tb == common
+
+
+def test_tree_is_frozen_after_the_first_events_and_survives_the_state():
+    X, y = _ring(5)
+    model = make_learner("tree_embedded", n_fit_events=500, max_depth=4)
+    model.partial_fit(X[:499], y[:499])
+    assert not model.tree_fitted_
+    model.partial_fit(X[499:700], y[499:700])
+    assert model.tree_fitted_
+    tree = {k: v.copy() for k, v in model.state_.items() if k.startswith("tree_")}
+    model.partial_fit(X[700:], y[700:])
+    for key, value in tree.items():
+        np.testing.assert_array_equal(model.state_[key], value)
+    restored = type(model).from_state(model.get_params(), model.get_state())
+    np.testing.assert_array_equal(restored.decision_function(X), model.decision_function(X))
+
+
+def test_corrupt_tree_arrays_are_refused():
+    X, y = _ring(6, n=600)
+    model = make_learner("tree_embedded", n_fit_events=300, max_depth=3).fit(X, y)
+    state = model.get_state()
+    state["tree_left"][0] = 0  # a cycle: the root as its own child
+    with pytest.raises(ValueError, match="tree_left"):
+        type(model).from_state(model.get_params(), state)
+
+
+@pytest.mark.parametrize("learner", ["poise", "spam", "logistic"])
+def test_the_embedding_makes_a_linear_learner_rank_a_non_linear_set(learner):
+    X, y = _ring(7, n=8000)
+    plain = make_learner(learner).fit(X[:6000], y[:6000])
+    embedded = make_learner("tree_embedded", learner=learner).fit_history(X[:6000], y[:6000])
+    before = pauc(y[6000:], plain.decision_function(X[6000:]), 0.0, 0.1)
+    after = pauc(y[6000:], embedded.decision_function(X[6000:]), 0.0, 0.1)
+    assert after > before + 0.3

@@ -31,13 +31,19 @@ API (under ``/v1``; OpenAPI at ``/docs``; errors are ``application/problem+json`
 ``.../metrics/stream``                  prequential AUC / pAUC (window and since start),
                                         counts, throughput; ROC of the window; server-sent
                                         events on every change
-``GET .../weights``                     the served weight vector
+``GET .../weights``                     the served weights: on the scaled features
+                                        (``coef``, ``intercept``) and on the features as
+                                        posted (``raw_coef``, ``raw_intercept``), with the
+                                        model's ``feature_names``
 ``GET|PUT .../snapshot``                export / import (:mod:`service.snapshot`: a zip of
                                         ``.npy`` files and a JSON manifest, pickle-free)
 ``GET /v1/learners``                    learner names
 ``GET /healthz``, ``/readyz``,
 ``/metrics``                            liveness; readiness (store answers, kernels
                                         compiled); Prometheus text format
+``GET /``, ``/dashboard``               the live dashboard (:mod:`service.routers.dashboard`;
+``GET /dashboard/config``               whether it must ask for an API key), Swagger UI and
+``GET /docs``, ``/redoc``               ReDoc, all from files in the package (no CDN)
 ======================================  ========================================================
 
 Decisions ([CHOICE], with the reason):

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -18,17 +19,20 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service import openapi as openapi_document
 from service.body_guard import BodyGuard
 from service.deps import Services, require_api_key
 from service.engine import Engine
-from service.errors import ServiceError, WarmingUp
+from service.errors import MalformedBody, ServiceError, StoreUnavailable, WarmingUp
+from service.ingest.objects import json_error_detail
 from service.queue import StreamQueue
-from service.routers import events, metrics, models, system
+from service.routers import dashboard, events, metrics, models, system
 from service.settings import Settings
 from service.stores.base import Store
+from service.stream import endpoint as stream_endpoint
 from service.telemetry import Telemetry, TimingMiddleware, configure_logging
 
 logger = logging.getLogger("aucstream")
@@ -41,6 +45,12 @@ def make_store(settings: Settings) -> Store:
 
         assert settings.redis_url is not None
         return RedisStore.from_url(settings.redis_url)
+    if settings.store == "sqlite":
+        from service.stores.sqlite import SQLiteStore
+
+        store = SQLiteStore.open(settings.data_dir, settings.sqlite_synchronous)
+        logger.info("store: SQLite at %s (synchronous=%s)", store.path, store.synchronous)
+        return store
     from service.stores.memory import MemoryStore
 
     return MemoryStore()
@@ -90,6 +100,38 @@ def warm_up() -> None:
     )
 
 
+#: the order methods are listed in ``Allow``
+_METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(app: FastAPI, path: str) -> list[str] | None:
+    """The methods served at ``path``, read from the OpenAPI document (which declares every
+    route, the plain ``/events`` and ``/score`` ones included), with HEAD beside GET and
+    OPTIONS; None for a path the document does not have."""
+    templates = getattr(app.state, "path_patterns", None)
+    if templates is None:
+        templates = app.state.path_patterns = [
+            (re.compile("^" + re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template)) + "$"), methods)
+            for template, methods in app.openapi()["paths"].items()
+        ]
+    for pattern, methods in templates:
+        if pattern.match(path):
+            served = {method.upper() for method in methods} | {"OPTIONS"}
+            if "GET" in served:
+                served.add("HEAD")
+            return sorted(served, key=_METHOD_ORDER.index)
+    return None
+
+
+async def malformed_json(request: Request, error: dict[str, Any]) -> MalformedBody:
+    """FastAPI's ``json_invalid`` error as the 400 the hand-parsed routes give."""
+    location = error.get("loc", ())
+    position = location[-1] if location and isinstance(location[-1], int) else -1
+    reason = (error.get("ctx") or {}).get("error") or error.get("msg", "JSON decode error")
+    body = await request.body()  # already read (and kept) by FastAPI
+    return MalformedBody(json_error_detail(body, position, f"{reason} at character {position}"))
+
+
 def problem_response(error: ServiceError) -> JSONResponse:
     return JSONResponse(
         error.problem(), status_code=error.status, media_type=PROBLEM, headers=error.headers
@@ -114,6 +156,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             max_models=settings.max_models,
             max_model_bytes=settings.max_model_bytes,
             max_pending_records=settings.max_pending_records,
+            max_remembered_ids=settings.max_remembered_ids,
         )
         # Prometheus labels only for models this process holds, dropped when one is deleted
         repository = app.state.engine.repository
@@ -141,16 +184,21 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         version="0.1.0",
         summary="Online AUC / partial-AUC learning with live, exact metrics.",
         lifespan=lifespan,
+        # served from vendored assets by service/routers/dashboard.py (FastAPI's load a CDN)
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.telemetry = telemetry
     secured = [Depends(require_api_key)]
     app.router.routes.extend(events.hot_routes)  # check the API key themselves
+    app.router.routes.append(stream_endpoint.route)  # checks the key on connect
     app.include_router(models.router, dependencies=secured)
     app.include_router(events.router, dependencies=secured)
     app.include_router(metrics.router, dependencies=secured)
     app.include_router(system.v1_router, dependencies=secured)
     app.include_router(system.router)
+    dashboard.install(app)
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, error: ServiceError) -> JSONResponse:
@@ -158,8 +206,10 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         return problem_response(error)
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+    async def validation_error(request: Request, error: RequestValidationError) -> Response:
         first: dict[str, Any] = error.errors()[0] if error.errors() else {}
+        if first.get("type") == "json_invalid":  # as /events answers it: 400, not a field
+            return await service_error(request, await malformed_json(request, first))
         location = [str(part) for part in first.get("loc", ()) if part != "body"]
         message = first.get("msg", "invalid request")
         field = ".".join(location) or None
@@ -178,7 +228,15 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, error: StarletteHTTPException) -> Response:
+        headers = getattr(error, "headers", None)
+        if error.status_code == 405:
+            # Starlette names the methods of the first route matching the path only
+            methods = allowed_methods(app, request.url.path)
+            if methods is not None:
+                if request.method == "OPTIONS":
+                    return Response(status_code=204, headers={"Allow": ", ".join(methods)})
+                headers = {**(headers or {}), "Allow": ", ".join(methods)}
         return JSONResponse(
             {
                 "type": "about:blank",
@@ -188,7 +246,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             },
             status_code=error.status_code,
             media_type=PROBLEM,
-            headers=getattr(error, "headers", None),
+            headers=headers,
         )
 
     app.add_middleware(WarmGate, owner=app)
@@ -198,13 +256,17 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
 
     def openapi() -> dict[str, Any]:
         """FastAPI's document, plus ``/events`` and ``/score`` as declared on
-        ``events.documented`` (the app serves them through plain routes)."""
+        ``events.documented`` (the app serves them through plain routes), completed by
+        :func:`service.openapi.complete`."""
         if app.openapi_schema is None:
-            app.openapi_schema = get_openapi(
+            document = get_openapi(
                 title=app.title,
                 version=app.version,
                 summary=app.summary,
                 routes=[*app.routes, *events.documented.routes],
+            )
+            app.openapi_schema = openapi_document.complete(
+                document, auth_enabled=settings.auth_enabled
             )
         return app.openapi_schema
 
@@ -252,5 +314,7 @@ async def _sweep_forever(engine: Engine, settings: Settings) -> None:
         await asyncio.sleep(settings.sweep_interval_seconds)
         try:
             await asyncio.to_thread(engine.sweep_all)
+        except StoreUnavailable as error:  # an outage, already logged by the store: no trace
+            logger.warning("sweep of expired labels skipped: %s", error.detail)
         except Exception:
             logger.exception("sweep of expired labels failed")

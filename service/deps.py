@@ -11,11 +11,19 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import HTTPConnection
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
 from service.engine import Engine
-from service.errors import Forbidden, InvalidInput, PayloadTooLarge, Unauthorized
+from service.errors import (
+    Forbidden,
+    InvalidInput,
+    ModelChanged,
+    PayloadTooLarge,
+    Unauthorized,
+    UnsupportedMediaType,
+)
 from service.ingest import (
     JSON,
     NDJSON,
@@ -26,7 +34,8 @@ from service.ingest import (
     media_type,
     parse_events,
 )
-from service.queue import StreamQueue
+from service.ingest.objects import parse_json
+from service.queue import Appended, StreamQueue
 from service.settings import Settings
 from service.telemetry import Telemetry
 
@@ -71,11 +80,11 @@ T = TypeVar("T")
 _READ_METHODS = {"GET", "HEAD", "OPTIONS"}
 
 
-def _presented_key(request: Request) -> str | None:
-    key = request.headers.get("x-api-key")
+def _presented_key(connection: HTTPConnection) -> str | None:
+    key = connection.headers.get("x-api-key")
     if key:
         return key
-    authorization = request.headers.get("authorization", "")
+    authorization = connection.headers.get("authorization", "")
     scheme, _, token = authorization.partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
@@ -84,13 +93,13 @@ def _matches(key: str, keys: list[str]) -> bool:
     return any(hmac.compare_digest(key.encode(), candidate.encode()) for candidate in keys)
 
 
-async def require_api_key(request: Request) -> None:
-    """When keys are configured every /v1 route needs one (``X-API-Key`` or ``Authorization:
-    Bearer``); read-only keys may only GET."""
-    settings: Settings = request.app.state.settings
+def check_api_key(connection: HTTPConnection, settings: Settings, *, writes: bool) -> None:
+    """401 without a known key, 403 for a read-only key on a route that ``writes``, when keys
+    are configured (``X-API-Key`` or ``Authorization: Bearer``); the REST routes and the
+    stream (on connect) share it."""
     if not settings.auth_enabled:
         return
-    key = _presented_key(request)
+    key = _presented_key(connection)
     if key is None:
         raise Unauthorized(
             "this server requires an API key: send it as 'X-API-Key' or "
@@ -101,10 +110,28 @@ async def require_api_key(request: Request) -> None:
     if _matches(key, settings.api_keys):
         return
     if _matches(key, settings.read_only_api_keys):
-        if request.method in _READ_METHODS:
+        if not writes:
             return
         raise Forbidden("this API key is read-only; writing needs a read-write key")
     raise Unauthorized("unknown API key", field="X-API-Key", headers={"WWW-Authenticate": "Bearer"})
+
+
+async def require_json(request: Request) -> None:
+    """For a route with a declared JSON body: 415 for a body declared as anything but
+    ``application/json`` (FastAPI would read it as bytes and answer 422 about the fields),
+    and 400 for a body that is not strict JSON as ``/events`` reads it (FastAPI's decoder
+    takes Python's ``NaN`` / ``Infinity``), before the fields are validated."""
+    if media_type(request.headers.get("content-type")) != JSON:
+        raise UnsupportedMediaType(
+            f"send the body as {JSON}, not {request.headers.get('content-type') or '(none)'}",
+            field="content-type",
+        )
+    parse_json(await request.body())  # already read by FastAPI: a small body decoded again
+
+
+async def require_api_key(request: Request) -> None:
+    """When keys are configured every /v1 route needs one; read-only keys may only GET."""
+    check_api_key(request, request.app.state.settings, writes=request.method not in _READ_METHODS)
 
 
 async def run_engine(
@@ -125,6 +152,30 @@ async def run_engine(
     if offload or engine.store.blocking:
         return await run_in_threadpool(functools.partial(function, *args, **kwargs))
     return function(*args, **kwargs)
+
+
+async def enqueue(
+    services: Services,
+    model_id: str,
+    spec: FeatureSpec | None,
+    append: Callable[[str], Appended],
+) -> Appended:
+    """Queue mode: append a validated batch for the incarnation it was parsed against; if the
+    model was re-created since (by any process) with the same layout, append to the new one,
+    else 409.  Counts the events queued."""
+    engine = services.engine
+    incarnation = engine.cached_incarnation(model_id)
+    if incarnation is None:
+        incarnation = (await run_engine(engine, engine.model, model_id)).incarnation
+    try:
+        appended = await run_in_threadpool(append, incarnation)
+    except ModelChanged:
+        current = await run_engine(engine, engine.model, model_id)  # reloads the new one
+        if spec is not None and current.spec != spec:
+            raise
+        appended = await run_in_threadpool(append, current.incarnation)
+    services.telemetry.events_queued.labels(model_id).inc(appended.events)
+    return appended
 
 
 async def read_body(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Literal
 
+import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictFloat,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -50,6 +53,13 @@ REGRET_WINDOW_MAX = 5_000
 REGRET_MAX_CELLS = 250_000
 
 
+#: bounds of ``feature_names``: characters per name, and bytes of the whole list as JSON (the
+#: names travel in the model's configuration: every store read and every snapshot manifest,
+#: itself bounded by ``AUCSTREAM_MAX_MANIFEST_BYTES``, default 1 MiB)
+FEATURE_NAME_MAX_CHARS = 128
+FEATURE_NAMES_MAX_BYTES = 512 * 1024
+
+
 def default_regret_window(n_features: int) -> int:
     return REGRET_WINDOW_DEFAULT if n_features <= REGRET_DEFAULT_MAX_FEATURES else 0
 
@@ -74,26 +84,39 @@ class ModelCreate(BaseModel):
         ),
     )
     params: dict[str, Any] = Field(default_factory=dict, description="learner hyper-parameters")
-    n_features: int = Field(ge=1, le=1 << 24)
+    n_features: int = Field(ge=1, le=1 << 24, strict=True)
     feature_mode: FeatureModeName = "dense"
+    feature_names: tuple[str, ...] | None = Field(
+        default=None,
+        description=(
+            "optional names of the features, one per column (dense and sparse models): events "
+            'may then give x as {"name": value}, and /weights shows them; unique, 1 to '
+            f"{FEATURE_NAME_MAX_CHARS} characters each, {FEATURE_NAMES_MAX_BYTES:,} bytes in all "
+            "as JSON"
+        ),
+    )
     scaling: ScalingName = Field(
         default=DEFAULT_SCALING,
         description="auto = standard for dense models, scale for sparse and hashed ones",
     )
-    pauc_range: tuple[float, float] = Field(
+    pauc_range: tuple[StrictFloat, StrictFloat] = Field(
         default=(0.0, 0.1), description="false-positive-rate range [alpha, beta] of the pAUC"
     )
-    window: int = Field(default=10_000, ge=2, le=1_000_000, description="metrics window, in events")
+    window: int = Field(
+        default=10_000, ge=2, le=1_000_000, strict=True, description="metrics window, in events"
+    )
     reservoir: int = Field(
         default=10_000,
         ge=2,
         le=1_000_000,
+        strict=True,
         description="scores kept per class for the since-start metrics (exact up to this many)",
     )
     regret_window: int | None = Field(
         default=None,
         ge=0,
         le=REGRET_WINDOW_MAX,
+        strict=True,
         validate_default=True,
         description=(
             "events kept to report regret and the metric gap against the best fixed model in "
@@ -105,14 +128,61 @@ class ModelCreate(BaseModel):
         default=None, description="label learned for a scored event whose label never came in time"
     )
     label_ttl_seconds: float | None = Field(
-        default=None, gt=0, description="how long /score keeps an event waiting for its label"
+        default=None,
+        gt=0,
+        strict=True,
+        description="how long /score keeps an event waiting for its label",
     )
+    on_drift: Literal["none", "reset"] = Field(
+        default="none",
+        description=(
+            "what a detected drift (Page-Hinkley on the prequential pairwise loss, reported in "
+            "the metrics' `drift` section) does: `none` only reports it; `reset` also restarts "
+            "the learner from scratch (steps, statistics, scaler), as a drift-reset baseline"
+        ),
+    )
+
+    @field_validator("default_label", mode="before")
+    @classmethod
+    def _label_is_a_number(cls, value: Any) -> Any:
+        # numbers as declared (JSON Schema: 0 or 1): not false / true, which pydantic would take
+        if type(value) is bool:
+            raise ValueError("default_label must be 0, 1 or null, not a boolean")
+        return value
 
     @field_validator("pauc_range")
     @classmethod
     def _check_range(cls, value: tuple[float, float]) -> tuple[float, float]:
         check_fpr_range(*value)  # the pAUC learners' own check (a ValueError: 422)
         return value
+
+    @field_validator("feature_names")
+    @classmethod
+    def _check_feature_names(
+        cls, names: tuple[str, ...] | None, info: ValidationInfo
+    ) -> tuple[str, ...] | None:
+        if names is None:
+            return None
+        if info.data.get("feature_mode") == "hashed":
+            raise ValueError(
+                'a hashed model takes its feature names in each event ({"name": value}); '
+                "feature_names is for dense and sparse models"
+            )
+        n_features = info.data.get("n_features")
+        if n_features is not None and len(names) != n_features:
+            raise ValueError(f"expected {n_features} names (n_features), got {len(names)}")
+        if len(orjson.dumps(names)) > FEATURE_NAMES_MAX_BYTES:
+            raise ValueError(f"the names take more than {FEATURE_NAMES_MAX_BYTES:,} bytes as JSON")
+        for index, name in enumerate(names):
+            if not 0 < len(name) <= FEATURE_NAME_MAX_CHARS:
+                raise ValueError(
+                    f"name {index} must have 1 to {FEATURE_NAME_MAX_CHARS} characters, "
+                    f"got {len(name)}"
+                )
+        if len(set(names)) != len(names):
+            repeated = next(name for name, count in Counter(names).items() if count > 1)
+            raise ValueError(f"names must be unique; {repeated!r} is repeated")
+        return names
 
     @field_validator("regret_window")
     @classmethod
@@ -146,13 +216,25 @@ class ModelConfig(ModelCreate):
 
 
 class Counts(BaseModel):
-    events_learned: int
+    """What a model has learned and refused.  A scored event whose label never came in time
+    is counted once: in ``labels_defaulted`` or in ``labels_expired``."""
+
+    events_learned: int = Field(description="labelled events learned (all routes)")
     positives: int
     negatives: int
-    duplicates: int
-    labels_joined: int
-    labels_defaulted: int
-    labels_expired: int
+    duplicates: int = Field(
+        description="events and labels refused because their id was already learned (or "
+        "repeated in the request)"
+    )
+    labels_joined: int = Field(description="delayed labels joined to a scored event in time")
+    labels_defaulted: int = Field(
+        description="scored events whose label never came in time, learned with the model's "
+        "default_label"
+    )
+    labels_expired: int = Field(
+        description="scored events whose label never came in time and that were forgotten "
+        "(no default_label, or their id had been learned meanwhile)"
+    )
 
 
 class ModelInfo(BaseModel):
@@ -204,10 +286,27 @@ class LabelsResponse(BaseModel):
 
 
 class WeightsResponse(BaseModel):
+    """The served linear score, ``score(x) = raw_coef . x + raw_intercept`` on the features as
+    posted (the online scaler's current statistics folded in), and ``coef . scaled(x) +
+    intercept`` on the internal, scaled features."""
+
     model: str
     version: int
     n_features: int
-    coef: list[float]
+    feature_names: list[str] | None = Field(
+        description="the model's feature names, in the order of the coefficients (or null)"
+    )
+    scaling: str = Field(description="the model's online scaling")
+    coef: list[float] = Field(description="weights of the scaled (internal) features")
+    intercept: float = Field(description="constant term of the score on the scaled features")
+    raw_coef: list[float] | None = Field(
+        description=(
+            "weights of the features as posted, to copy into a rules engine; null when the "
+            "scaling is not linear in the features (unit_norm, see raw_note)"
+        )
+    )
+    raw_intercept: float | None = Field(description="constant term of the raw-space score")
+    raw_note: str = Field(description="how to use the raw weights, or why there are none")
 
 
 class RocResponse(BaseModel):

@@ -4,14 +4,25 @@ Invalid values fail at start-up (``Settings()`` raises), never on the first requ
 
 >>> Settings(store="memory").store
 'memory'
+
+Stores: ``sqlite`` (the default: one file in ``data_dir``, kept across restarts and shared by
+the uvicorn workers of one machine), ``redis`` (selected by ``redis_url``: shared by machines,
+needed for queue mode) and ``memory`` (one process, forgotten at exit: tests, throwaway runs).
+
+>>> Settings(store=None, redis_url=None, data_dir="aucstream-data").store
+'sqlite'
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+#: URL schemes of AUCSTREAM_REDIS_URL (the ``+cluster`` ones: a Redis Cluster)
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 
 
 def _split_keys(value: object) -> object:
@@ -25,10 +36,24 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="AUCSTREAM_", extra="forbid")
 
-    #: ``memory`` (embedded, per process) or ``redis``; chosen from ``redis_url`` when unset
-    store: Literal["memory", "redis"] | None = None
+    #: ``sqlite`` (embedded, on disk, shared by the processes of one machine), ``redis`` or
+    #: ``memory`` (one process, lost at exit); when unset: ``redis`` if ``redis_url`` is set,
+    #: else ``sqlite``
+    store: Literal["sqlite", "memory", "redis"] | None = None
+    #: ``redis://host:port/db``, ``rediss://`` (TLS), ``unix:///path``; a Redis Cluster:
+    #: ``redis+cluster://host:port`` (or ``rediss+cluster://``) naming any of its nodes, the
+    #: others are discovered (every key of one model is in one slot: see service.stores.keys)
     redis_url: str | None = None
-    #: uvicorn worker processes (``aucstream serve``); more than one needs the Redis store
+    #: the SQLite store's directory (created if missing; the database is
+    #: ``<data_dir>/aucstream.sqlite3``).  Relative to the working directory, like
+    #: MLflow's ``./mlruns``: the data sits where the server was started, in plain sight
+    data_dir: Path = Path("aucstream-data")
+    #: SQLite durability: ``full`` syncs every commit to the disk before it is acknowledged
+    #: (survives a power cut); ``normal`` only at WAL checkpoints (survives ``kill -9`` of the
+    #: server, not a power cut or OS crash; commits cost less)
+    sqlite_synchronous: Literal["full", "normal"] = "full"
+    #: uvicorn worker processes (``aucstream serve``); more than one needs the SQLite store
+    #: (one machine) or the Redis store
     workers: int = Field(default=1, ge=1, le=64)
 
     #: largest accepted request body, in bytes
@@ -54,6 +79,12 @@ class Settings(BaseSettings):
     #: most records (features + score) ``/score`` keeps per model waiting for their labels
     #: (a request that would keep more: 507)
     max_pending_records: int = Field(default=1_000_000, ge=1)
+    #: most event ids one model remembers for idempotent ingest (and, apart, ids of labels
+    #: that expired); beyond it the oldest are forgotten before event_id_ttl_seconds, so
+    #: the window of deduplication is the TTL or the last this many ids, whichever is shorter.
+    #: ~140 bytes an id in Redis (a 36-character UUID; ~180 in the memory store): ~140 MB a
+    #: model at the bound, which a stream of up to 11 ids/s never reaches in 24 h
+    max_remembered_ids: int = Field(default=1_000_000, ge=1)
     #: how long an event id is remembered for idempotent ingest (seconds)
     event_id_ttl_seconds: float = Field(default=86_400.0, gt=0)
     #: how long ``/score`` keeps an event's features and score waiting for its label (seconds)
@@ -89,6 +120,16 @@ class Settings(BaseSettings):
     #: where a thread hop would cost more CPU than it saves
     offload_body_bytes: int = Field(default=256 * 1024, ge=0)
 
+    # -- the WebSocket stream (``/v1/models/{id}/stream``, docs/stream.md)
+    #: most messages one engine call groups (a drain of what has arrived stops there)
+    ws_max_batch_messages: int = Field(default=4096, ge=1)
+    #: bytes of received frames waiting to be handled, per connection; above it the server
+    #: stops reading the socket (TCP backpressure on the client) until the queue drains
+    ws_max_queued_bytes: int = Field(default=4 * 2**20, ge=1024)
+    #: after a first message, wait up to this long for more before calling the engine (0: take
+    #: only what has already arrived; batches then grow by themselves while the engine is busy)
+    ws_batch_wait_ms: float = Field(default=0.0, ge=0, le=1000)
+
     #: ``sync``: a request learns before it returns; ``queue``: it appends the validated batch
     #: to the model's Redis Stream and returns 202, and ``aucstream worker`` learns it
     mode: Literal["sync", "queue"] = "sync"
@@ -103,6 +144,11 @@ class Settings(BaseSettings):
     worker_batch_entries: int = Field(default=100, ge=1, le=10_000)
     #: worker: how long one read waits for new entries (XREADGROUP BLOCK, milliseconds)
     worker_block_ms: int = Field(default=1000, ge=1, le=5_000)  # < the 10 s socket timeout
+    #: worker on a Redis Cluster with models on several slots (one read cannot span slots):
+    #: the longest one read blocks on one slot's streams, i.e. how long a new entry of a model
+    #: on another slot may wait when the worker is idle (milliseconds; at most worker_block_ms
+    #: is used).  Longer: fewer round trips; shorter: less latency
+    worker_cluster_block_ms: int = Field(default=100, ge=1, le=5_000)
     #: worker: pending entries of another consumer idle this long are claimed (XAUTOCLAIM)
     worker_claim_min_idle_ms: int = Field(default=10_000, ge=1)
     #: worker: a model's writer lease lasts this long unless renewed (milliseconds)
@@ -126,22 +172,24 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _check_store(self) -> Settings:
         if self.store is None:
-            self.store = "redis" if self.redis_url else "memory"
+            self.store = "redis" if self.redis_url else "sqlite"
         if self.store == "redis" and not self.redis_url:
             raise ValueError("AUCSTREAM_STORE=redis needs AUCSTREAM_REDIS_URL")
-        if self.redis_url and not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
+        if self.redis_url and not self.redis_url.startswith(REDIS_SCHEMES):
             raise ValueError(
-                f"AUCSTREAM_REDIS_URL must start with redis://, rediss:// or unix://; "
-                f"got {self.redis_url!r}"
+                "AUCSTREAM_REDIS_URL must start with redis://, rediss://, unix://, or "
+                f"redis+cluster:// / rediss+cluster:// for a Redis Cluster; got {self.redis_url!r}"
             )
         if self.store == "memory" and self.workers > 1:
             raise ValueError(
                 "the memory store lives inside one process; with AUCSTREAM_WORKERS > 1 "
-                "use the Redis store (AUCSTREAM_REDIS_URL)"
+                "use the SQLite store (AUCSTREAM_STORE=sqlite, one machine) or the Redis store "
+                "(AUCSTREAM_REDIS_URL)"
             )
         if self.mode == "queue" and self.store != "redis":
             raise ValueError(
-                "AUCSTREAM_MODE=queue appends to Redis Streams: set AUCSTREAM_REDIS_URL"
+                f"AUCSTREAM_MODE=queue appends to Redis Streams and needs the Redis store, not "
+                f"the {self.store} store: set AUCSTREAM_REDIS_URL"
             )
         if self.queue_max_backlog_events < self.max_batch_events:
             raise ValueError(

@@ -123,6 +123,12 @@ class Telemetry:
             ["model"],
             registry=self.registry,
         )
+        self.drifts = Counter(
+            "aucstream_drift_detected_total",
+            "Drifts detected on the model's prequential pairwise loss (Page-Hinkley).",
+            ["model"],
+            registry=self.registry,
+        )
         self.scored = Counter(
             "aucstream_events_scored_total", "Events scored.", ["model"], registry=self.registry
         )
@@ -202,12 +208,25 @@ class Telemetry:
             registry=self.registry,
             multiprocess_mode="mostrecent",
         )
+        # the WebSocket stream (docs/stream.md)
+        self.stream_messages = Counter(
+            "aucstream_stream_messages_total",
+            "Stream messages answered, by operation and status (the HTTP status of the reply).",
+            ["op", "status"],
+            registry=self.registry,
+        )
+        self.stream_connections = Gauge(
+            "aucstream_stream_connections",
+            "Open stream connections.",
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
 
         #: the metrics labelled by model (label sets dropped when the model is deleted)
         self._per_model = (
-            self.requests, self.events_learned, self.duplicates, self.scored, self.labels,
-            self.events_queued, self.entries, self.lag_events, self.lag_entries, self.lag_seconds,
-            self.window_auc, self.window_pauc,
+            self.requests, self.events_learned, self.duplicates, self.drifts, self.scored,
+            self.labels, self.events_queued, self.entries, self.lag_events, self.lag_entries,
+            self.lag_seconds, self.window_auc, self.window_pauc,
         )  # fmt: skip
         #: whether this process holds a model (the app sets it to the engine's cache)
         self.model_exists: Callable[[str], bool] = lambda model_id: False

@@ -30,6 +30,7 @@ from service.engine.model import (
     STATS_PREFIX,
     WINDOW_PREFIX,
     Loaded,
+    ServedWeights,
     build_learner,
     fresh,
     from_arrays,
@@ -76,6 +77,7 @@ class Engine:
         max_models: int | None = None,
         max_model_bytes: int | None = None,
         max_pending_records: int | None = None,
+        max_remembered_ids: int | None = None,
     ) -> None:
         #: bounds on what the service keeps (None: unbounded); see service.settings
         self.max_models = max_models
@@ -86,6 +88,7 @@ class Engine:
             max_write_retries=max_write_retries,
             max_models=max_cached_models,
             event_id_ttl_seconds=event_id_ttl_seconds,
+            max_remembered_ids=max_remembered_ids,
         )
         self.learning = Learning(self.repository)
         self.delayed = DelayedLabels(
@@ -220,11 +223,18 @@ class Engine:
         meta.pop("incarnation", None)
         return meta
 
-    def weights(self, model_id: str) -> tuple[int, np.ndarray]:
-        """``(version, a copy of the served weight vector)``."""
+    def weights(self, model_id: str) -> ServedWeights:
+        """The served linear score, internal and in the raw feature space (copies)."""
         with self.repository.lock(model_id):
             loaded = self.repository.load(model_id)
-            return loaded.version, np.array(loaded.learner.coef_, dtype=np.float64)  # type: ignore[attr-defined]
+            learner = loaded.learner
+            return ServedWeights(
+                config=loaded.config,
+                version=loaded.version,
+                coef=np.array(learner.coef_, dtype=np.float64),  # type: ignore[attr-defined]
+                intercept=learner.intercept_,
+                raw=learner.raw_weights(),
+            )
 
     def state_arrays(self, model_id: str) -> tuple[ModelConfig, int, dict[str, np.ndarray]]:
         """``(config, version, copies of every committed array)`` (snapshot export)."""
@@ -268,4 +278,5 @@ __all__ = [
     "LabelResult",
     "LearnResult",
     "Loaded",
+    "ServedWeights",
 ]

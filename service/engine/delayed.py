@@ -27,6 +27,8 @@ class LabelResult:
     version: int
     learned: int
     statuses: list[tuple[str, str]]
+    #: drifts the detector reported on the events these labels completed
+    drifts: int = 0
 
 
 def label_statuses(
@@ -145,9 +147,12 @@ class DelayedLabels:
             ids, records, store.seen(model_id, ids, now), store.expired(model_id, ids, now), now
         )
         chosen = [p for p, (_, status) in enumerate(statuses) if status == "learned"]
+        # a label for an event already learned counts as a duplicate, as an event does
+        duplicates = sum(1 for _, status in statuses if status == "duplicate")
+        loaded.stats["duplicates"][0] += duplicates
         if not chosen:
             version = loaded.version
-            if checkpoint:
+            if checkpoint or duplicates:
                 version = self.repository.commit(model_id, loaded, meta=checkpoint)
             return LabelResult(version, 0, statuses)
         chosen_ids = [ids[p] for p in chosen]
@@ -156,17 +161,21 @@ class DelayedLabels:
         y = labels[positions]
         chosen_rounds = None if round_ids is None else round_ids[positions]
         bounds = round_bounds(chosen_rounds, len(y))
-        learn_events(loaded, X, y, recorded=scores, bounds=bounds, now=now)
+        _, drifts = learn_events(loaded, X, y, recorded=scores, bounds=bounds, now=now)
         loaded.stats["labels_joined"][0] += len(chosen)
         version = self.repository.commit(
             model_id, loaded, learned_ids=chosen_ids, remove_pending=chosen_ids, meta=checkpoint
         )
-        return LabelResult(version, len(chosen), statuses)
+        return LabelResult(version, len(chosen), statuses, drifts)
 
     def sweep(self, model_id: str, limit: int = 10_000) -> int:
         """Handle scored events whose label never came before their deadline: learn them with
         the model's ``default_label`` (with the score recorded at scoring time), or forget
-        them; either way their ids are remembered as ``expired``.  Returns how many."""
+        them; either way their ids are remembered as ``expired``.  Returns how many.
+
+        Counted once each: ``labels_defaulted`` when the default label was learned,
+        ``labels_expired`` when the event was forgotten (no default label, or its id had
+        already been learned)."""
         store = self.repository.store
         due = list(dict.fromkeys(store.due_pending(model_id, self.repository.clock(), limit)))
         if not due:
@@ -190,7 +199,7 @@ class DelayedLabels:
             y = np.full(len(learned), 1 if default == 1 else -1, dtype=np.int64)
             learn_events(loaded, X, y, recorded=scores, bounds=[(0, len(y))], now=now)
             loaded.stats["labels_defaulted"][0] += len(learned)
-        loaded.stats["labels_expired"][0] += len(ready)
+        loaded.stats["labels_expired"][0] += len(ready) - len(learned)
         self.repository.commit(
             model_id, loaded, learned_ids=learned, remove_pending=ready, expired_ids=ready
         )

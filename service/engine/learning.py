@@ -40,6 +40,8 @@ class LearnResult:
     duplicate_ids: list[str]
     #: pre-update score per received event (NaN for a skipped duplicate), when asked for
     scores: np.ndarray | None
+    #: drifts the detector reported on this batch (docs/algorithms/drift.md)
+    drifts: int = 0
 
 
 # ---------------------------------------------------------------------------- rounds
@@ -109,10 +111,12 @@ def learn_events(
     recorded: np.ndarray | None,
     bounds: list[tuple[int, int]],
     now: float,
-) -> np.ndarray:
+) -> tuple[np.ndarray, int]:
     """Learn ``(X, y)`` in order, one learner call per ``(start, stop)`` round, then add the
-    events to the metrics window and the counters.  Returns the scores the metrics use: the
-    prequential ones, or ``recorded`` (delayed labels: the scores given at scoring time)."""
+    events to the metrics window, the drift detector and the counters.  Returns the scores the
+    metrics use (the prequential ones, or ``recorded``: delayed labels, the scores given at
+    scoring time) and the number of drifts detected; with ``on_drift="reset"`` a detection
+    restarts the learner (after the batch: the batch was learned by the model that scored it)."""
     parts = []
     for start, stop in bounds:
         rows = X if (start, stop) == (0, X.shape[0]) else _rows(X, start, stop)
@@ -120,8 +124,11 @@ def learn_events(
         parts.append(learn_round(loaded, rows, y[start:stop], part))
     scores = parts[0] if len(parts) == 1 else np.concatenate(parts)
     loaded.window.update(scores, y)
+    drifts = len(loaded.drift.update(scores, y))
+    if drifts and loaded.config.on_drift == "reset":
+        loaded.learner.initialize(loaded.config.n_features)
     _count(loaded, y, now)
-    return scores
+    return scores, drifts
 
 
 def _count(loaded: Loaded, labels: np.ndarray, now: float) -> None:
@@ -197,13 +204,14 @@ class Learning:
         duplicate_ids = [] if skip is None else [str(batch.ids[i]) for i in np.flatnonzero(skip)]  # type: ignore[index]
         now = self.repository.clock()
         scores = None
+        drifts = 0
         if len(todo):
             assert todo.y is not None
             kept_rounds = None
             if round_ids is not None and loaded.regret is not None:
                 kept_rounds = round_ids if skip is None else round_ids[~skip]
             try:
-                scores = learn_events(
+                scores, drifts = learn_events(
                     loaded,
                     todo.X,
                     todo.y,
@@ -227,7 +235,7 @@ class Learning:
             all_scores = np.full(len(batch), np.nan)
             if scores is not None:
                 all_scores[np.flatnonzero(~skip) if skip is not None else slice(None)] = scores
-        return LearnResult(version, len(batch), len(todo), duplicate_ids, all_scores)
+        return LearnResult(version, len(batch), len(todo), duplicate_ids, all_scores, drifts)
 
     def duplicates(self, model_id: str, ids: list[str | None] | None) -> np.ndarray | None:
         """Mask of events to skip: ids already learned, or repeated inside the batch."""

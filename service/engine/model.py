@@ -1,14 +1,16 @@
 """A model as this process holds it (:class:`Loaded`), and how it is built and stored.
 
 The committed arrays of a model are named by prefix: ``learner:*`` (the learner's state),
-``window:*`` (the metrics window), ``stats:*`` (counters and throughput) and ``regret:*`` (the
-regret window, when on).  Those names are the snapshot format and the Redis hash fields: they
-never change.
+``window:*`` (the metrics window), ``stats:*`` (counters and throughput), ``regret:*`` (the
+regret window, when on) and ``drift:*`` (the drift detector; absent from models stored
+before it existed, which start a fresh one).  Those names are the snapshot format and the
+Redis hash fields: they never change.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -16,6 +18,8 @@ from core.errors import InvalidState
 from core.learners import available_learners, learner_class, make_learner, pauc_params_for
 from core.learners._base import OnlineLearner
 from core.metrics import PrequentialWindow
+from core.metrics.drift import DriftDetector
+from core.preprocessing import NOT_FOLDABLE
 from core.regret import RegretWindow
 from service.errors import InvalidInput
 from service.ingest import FeatureSpec
@@ -26,6 +30,7 @@ LEARNER_PREFIX = "learner:"
 WINDOW_PREFIX = "window:"
 STATS_PREFIX = "stats:"
 REGRET_PREFIX = "regret:"
+DRIFT_PREFIX = "drift:"
 #: [CHOICE] the hindsight comparator: svm_pauc with this C and tolerance on the regret window
 #: (``core.regret`` module docstring: the best fixed model over the ball of its own radius)
 REGRET_C = 10.0
@@ -65,6 +70,8 @@ class Loaded:
     meta: dict[str, str] = field(default_factory=dict)
     #: the regret window (None when ``config.regret_window`` is 0)
     regret: RegretWindow | None = None
+    #: the drift detector on the prequential scores (docs/algorithms/drift.md)
+    drift: DriftDetector = field(default_factory=DriftDetector)
 
     @property
     def spec(self) -> FeatureSpec:
@@ -72,6 +79,7 @@ class Loaded:
             self.config.n_features,
             self.config.feature_mode,
             accept_sparse=type(self.learner).supports_sparse,
+            feature_names=self.config.feature_names,
         )
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -83,10 +91,54 @@ class Loaded:
             arrays.update(
                 {REGRET_PREFIX + k: v for k, v in self.regret.get_state(copy=False).items()}
             )
+        arrays.update({DRIFT_PREFIX + k: v for k, v in self.drift.get_state().items()})
         return arrays
 
     def counts(self) -> Counts:
         return Counts(**{name: int(self.stats[name][0]) for name in COUNT_NAMES})
+
+
+@dataclass
+class ServedWeights:
+    """The served linear score of a model at ``version``: ``coef . scaled(x) + intercept``
+    internally, ``raw[0] . x + raw[1]`` on the features as posted (None: not linear in them)."""
+
+    config: ModelConfig
+    version: int
+    coef: np.ndarray
+    intercept: float
+    raw: tuple[np.ndarray, float] | None
+
+    def document(self) -> dict[str, Any]:
+        """The ``GET /v1/models/{id}/weights`` body (``service.schemas.WeightsResponse``), with
+        numpy arrays (rendered by orjson)."""
+        config = self.config
+        if self.raw is None:
+            note = NOT_FOLDABLE.get(config.scaling) or (
+                f"learner {config.learner!r} is not linear in the features (a tree path "
+                "embedding): it has no weights in the raw feature space; coef applies to its "
+                "embedded inputs"
+            )
+        else:
+            note = (
+                "score(x) = raw_coef . x + raw_intercept on the features as posted (the online "
+                f"scaler's statistics of version {self.version} folded in; they move as the "
+                "model learns)"
+            )
+            if config.feature_mode == "hashed":
+                note += "; a hashed model's coefficients are per hash bucket, not per name"
+        return {
+            "model": config.id,
+            "version": self.version,
+            "n_features": len(self.coef),
+            "feature_names": None if config.feature_names is None else list(config.feature_names),
+            "scaling": config.scaling,
+            "coef": self.coef,
+            "intercept": self.intercept,
+            "raw_coef": None if self.raw is None else self.raw[0],
+            "raw_intercept": None if self.raw is None else self.raw[1],
+            "raw_note": note,
+        }
 
 
 def split_arrays(arrays: dict[str, np.ndarray]) -> tuple[dict, dict, dict]:
@@ -110,6 +162,23 @@ def regret_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         for name, value in arrays.items()
         if name.startswith(REGRET_PREFIX)
     }
+
+
+def build_drift(arrays: dict[str, np.ndarray]) -> DriftDetector:
+    """The model's drift detector from its ``drift:*`` arrays, or a fresh one for a model
+    stored before detection existed; InvalidState names the committed array at fault."""
+    state = {
+        name[len(DRIFT_PREFIX) :]: value
+        for name, value in arrays.items()
+        if name.startswith(DRIFT_PREFIX)
+    }
+    if not state:
+        return DriftDetector()
+    try:
+        return DriftDetector.from_state(state)
+    except InvalidState as error:
+        field = None if error.field is None else DRIFT_PREFIX + error.field
+        raise InvalidState(str(error), field=field) from None
 
 
 def build_regret(config: ModelConfig, arrays: dict[str, np.ndarray]) -> RegretWindow | None:
@@ -203,6 +272,7 @@ def from_arrays(
         window,
         full_stats,
         regret=build_regret(config, arrays),
+        drift=build_drift(arrays),
     )
 
 
@@ -232,8 +302,12 @@ def _learner_field(error: Exception) -> str:
     return param if param == "pauc_range" else f"params.{param}"
 
 
+def _servable(cls) -> bool:
+    return getattr(cls, "online", True) or getattr(cls, "streams_on_window", False)
+
+
 def _online_learners() -> list[str]:
-    return [n for n in available_learners() if getattr(learner_class(n), "online", True)]
+    return [n for n in available_learners() if _servable(learner_class(n))]
 
 
 def build_learner(request: ModelCreate) -> OnlineLearner:
@@ -242,7 +316,7 @@ def build_learner(request: ModelCreate) -> OnlineLearner:
         cls = learner_class(request.learner)
     except ValueError as error:
         raise InvalidInput(str(error), field="learner") from None
-    if not getattr(cls, "online", True):
+    if not _servable(cls):
         raise InvalidInput(
             f"learner {request.learner!r} is a batch solver, not an online learner; "
             f"online learners: {', '.join(_online_learners())}",
@@ -253,6 +327,11 @@ def build_learner(request: ModelCreate) -> OnlineLearner:
         # one pAUC range per model: the range its metrics report is the one its pAUC
         # learners optimise (an explicit contradicting alpha / beta is refused, naming both)
         params = pauc_params_for(request.learner, request.pauc_range, request.params)
+        if request.learner == "auto":
+            # [CHOICE] new auto models track drift unless asked not to (fast candidate, drift
+            # detector: docs/algorithms/auto.md (auto.8)); the library default stays False so
+            # that models stored before (their params lack it) keep their state layout
+            params.setdefault("track_drift", True)
         learner = make_learner(request.learner, **params, scaling=scaling)
         learner.initialize(request.n_features)
     except (ValueError, TypeError) as error:

@@ -107,6 +107,7 @@ class Reporting:
             # ``auto`` models: each candidate's windowed pAUC / AUC, the leader and since when
             leaderboard = getattr(loaded.learner, "leaderboard", None)
             board = leaderboard() if leaderboard is not None else None
+            drift = {**loaded.drift.report(), "on_drift": loaded.config.on_drift}
             regret, regret_reason, snapshot = self._cached_regret(model_id, loaded)
         if snapshot is not None:  # solved outside the model lock: learning goes on meanwhile
             regret, regret_reason = self._solve_regret(model_id, key, snapshot, loaded.config)
@@ -120,6 +121,7 @@ class Reporting:
             "throughput": rates,
             "regret": regret,
             "regret_reason": regret_reason,
+            "drift": drift,
             **({"leaderboard": board} if board is not None else {}),
         }
 

@@ -61,10 +61,13 @@ class ModelRepository:
         max_write_retries: int = 50,
         max_models: int = MAX_CACHED_MODELS,
         event_id_ttl_seconds: float = 86_400.0,
+        max_remembered_ids: int | None = None,
     ) -> None:
         self.store = store
         #: how long the ids a commit learns (or expires) are remembered
         self.event_id_ttl_seconds = event_id_ttl_seconds
+        #: most ids remembered per model (the oldest are forgotten first; None: no bound)
+        self.max_remembered_ids = max_remembered_ids
         self.clock = clock
         self.max_write_retries = max_write_retries
         self.max_models = max_models
@@ -185,7 +188,8 @@ class ModelRepository:
 
     def commit(self, model_id: str, loaded: Loaded, **fields: Any) -> int:
         """Commit ``loaded``'s arrays with ``fields`` (see :class:`Commit`; learned and expired
-        ids are remembered for ``event_id_ttl_seconds``) at its version; raises
+        ids are remembered for ``event_id_ttl_seconds``, at most ``max_remembered_ids`` of each
+        kind) at its version; raises
         :class:`StaleVersion` when another writer went first."""
         now = self.clock()
         commit = Commit(
@@ -195,6 +199,7 @@ class ModelRepository:
             now=now,
             id_expiry=now + self.event_id_ttl_seconds,
             fence=self.fences.get(model_id),
+            max_remembered_ids=self.max_remembered_ids or 0,
             **fields,
         )
         version = self.store.commit(model_id, commit)

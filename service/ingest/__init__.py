@@ -22,7 +22,7 @@ from __future__ import annotations
 from service.errors import UnsupportedMediaType
 from service.ingest.batch import Batch, FeatureMode, FeatureSpec, concatenate
 from service.ingest.fields import MAX_DENSE_CELLS, MAX_INFLATED_BYTES
-from service.ingest.json import json_events, parse_label_items
+from service.ingest.json import json_events, label_items, parse_label_items
 from service.ingest.libsvm import libsvm_events
 from service.ingest.ndjson import NDJSONReader, ndjson_events
 from service.ingest.npz import NPZ_ARRAYS, npz_events
@@ -108,6 +108,7 @@ __all__ = [
     "NDJSONReader",
     "concatenate",
     "json_events",
+    "label_items",
     "libsvm_events",
     "media_type",
     "ndjson_events",

@@ -21,6 +21,9 @@ class FeatureSpec:
     n_features: int
     feature_mode: FeatureMode
     accept_sparse: bool = True
+    #: the model's feature names (dense and sparse models created with them): events may
+    #: then give ``x`` as ``{"name": value}`` (:mod:`service.ingest.named`)
+    feature_names: tuple[str, ...] | None = None
 
     def hasher(self) -> FeatureHasher:
         return _hasher(self.n_features)

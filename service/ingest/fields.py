@@ -17,6 +17,18 @@ from core.validation import CSRMatrix, as_features, as_labels
 from service.errors import InvalidInput, MalformedBody, PayloadTooLarge
 from service.ingest.batch import FeatureSpec
 
+#: the longest event id an error message repeats (a refused id may be megabytes long)
+SHOWN_ID_CHARACTERS = 64
+
+
+def shown_id(value: Any) -> str:
+    """An event id as an error shows it: cut to ``SHOWN_ID_CHARACTERS`` characters, saying
+    how long it was."""
+    text = str(value) if type(value) is not str else value
+    if len(text) <= SHOWN_ID_CHARACTERS:
+        return text
+    return f"{text[:SHOWN_ID_CHARACTERS]}... ({len(text):,} characters)"
+
 
 class Locator:
     """Turns an event index into the error fields a client can act on."""
@@ -28,7 +40,7 @@ class Locator:
     def error(self, index: int, detail: str, *, malformed: bool = False, field: str | None = None):
         event_id = None
         if self.ids is not None and index < len(self.ids) and self.ids[index] is not None:
-            event_id = str(self.ids[index])
+            event_id = shown_id(self.ids[index])
         where = f"line {self.lines[index]}" if self.lines is not None else f"event {index}"
         if event_id is not None:
             where += f" (id {event_id!r})"
@@ -175,6 +187,8 @@ def parse_ids(values: Sequence[Any], locate: Locator) -> list[str | None] | None
             ids.append(None)
         else:
             raise locate.error(
-                index, f"event id must be a string or an integer, got {value!r}", field="id"
+                index,
+                f"event id must be a string or an integer, got {shown_id(repr(value))}",
+                field="id",
             )
     return ids

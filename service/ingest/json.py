@@ -19,7 +19,7 @@ from service.errors import InvalidInput, ServiceError
 from service.ingest import fields
 from service.ingest.batch import Batch, FeatureSpec
 from service.ingest.fields import Locator
-from service.ingest.objects import events_to_batch, parse_json
+from service.ingest.objects import events_to_batch, parse_json, unknown_key, unknown_key_detail
 
 # Fast path for the common dense shape: simdjson turns each ``x`` array straight into float64
 # bytes (``as_buffer``), so no Python float is made for a feature value.  With orjson, decoding
@@ -125,6 +125,19 @@ def _read_dense_json(
     return Batch(fields.dense(X.reshape(n_events, width), spec, locate), y, ids)
 
 
+_BODY_KEYS = frozenset({"events"})
+_LABELS_KEYS = frozenset({"labels"})
+_LABEL_KEYS = frozenset({"id", "y"})
+
+
+def _refuse_other_keys(document: Any, accepted: frozenset[str]) -> None:
+    """A top-level object has its one list and nothing else."""
+    if type(document) is dict:
+        key = unknown_key(document, accepted)
+        if key is not None:
+            raise InvalidInput(unknown_key_detail(key, accepted), field=fields.shown_id(key))
+
+
 def json_events(body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: int) -> Batch:
     if spec.feature_mode == "dense" and len(body) >= _FAST_PATH_MIN_BYTES:
         batch = _dense_json_fast(body, spec, labelled=labelled, max_events=max_events)
@@ -134,6 +147,7 @@ def json_events(body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: i
     if type(document) is dict:
         if "events" not in document:
             raise InvalidInput("expected an object with an 'events' list", field="events")
+        _refuse_other_keys(document, _BODY_KEYS)
         events = document["events"]
     else:
         events = document
@@ -146,6 +160,14 @@ def parse_label_items(body: bytes, max_events: int) -> tuple[list[str], np.ndarr
     """``[{"id": ..., "y": ...}]`` (or ``{"labels": [...]}``) -> (ids, labels in {-1, +1})."""
     document = parse_json(body)
     items = document.get("labels") if type(document) is dict else document
+    if type(items) is list:
+        _refuse_other_keys(document, _LABELS_KEYS)
+    return label_items(items, max_events)
+
+
+def label_items(items: Any, max_events: int) -> tuple[list[str], np.ndarray]:
+    """Decoded ``[{"id": ..., "y": ...}]`` items -> (ids, labels in {-1, +1}) (the body of
+    ``/labels``, or a stream message's)."""
     if type(items) is not list:
         raise InvalidInput('expected a list of {"id": ..., "y": ...} objects', field="labels")
     fields.check_size(len(items), max_events)
@@ -154,6 +176,11 @@ def parse_label_items(body: bytes, max_events: int) -> tuple[list[str], np.ndarr
             raise Locator().error(index, 'a label must be an object {"id": ..., "y": ...}')
     raw_ids = [item.get("id") for item in items]
     locate = Locator(raw_ids)
+    for index, item in enumerate(items):
+        key = unknown_key(item, _LABEL_KEYS)
+        if key is not None:
+            detail = unknown_key_detail(key, _LABEL_KEYS)
+            raise locate.error(index, detail, field=fields.shown_id(key))
     ids = fields.parse_ids(raw_ids, locate)
     if ids is None or any(event_id is None for event_id in ids):
         index = 0 if ids is None else ids.index(None)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from core._kernels.validation import first_bad_csr_entry
 from core.validation import CSRMatrix
 from service.errors import MalformedBody, UnsupportedMediaType
 from service.ingest import fields
@@ -83,9 +84,23 @@ def libsvm_events(
         position = int(np.flatnonzero(columns != np.floor(columns))[0])
         row = int(np.searchsorted(np.cumsum(counts), position, side="right"))
         raise locate.error(row, "LIBSVM feature indices must be integers", malformed=True)
-    indices = columns.astype(np.int64) - (0 if zero_based else 1)
+    base = 0 if zero_based else 1
+    outside = (columns < base) | (columns > spec.n_features - 1 + base)
+    if outside.any():  # checked on the floats: an index beyond int64 must not wrap around
+        position = int(np.flatnonzero(outside)[0])
+        row = int(np.searchsorted(np.cumsum(counts), position, side="right"))
+        hint = "" if zero_based else "; for a 0-based file add ?zero_based=true"
+        raise locate.error(
+            row,
+            f"feature index {int(columns[position])} is outside [{base}, "
+            f"{spec.n_features - 1 + base}] (this model has {spec.n_features} features; "
+            f"indices are {base}-based here{hint})",
+            field="x",
+        )
+    indices = columns.astype(np.int64) - base
     indptr = np.zeros(len(labels) + 1, dtype=np.int64)
     np.cumsum(np.asarray(counts, dtype=np.int64), out=indptr[1:])
+    _check_pairs(indptr, indices, pairs[:, 1], spec.n_features, base, locate)
     sparse = fields.sparse(
         CSRMatrix(indptr, indices, np.ascontiguousarray(pairs[:, 1]), spec.n_features),
         spec,
@@ -105,3 +120,29 @@ def libsvm_events(
             values.append(int(number_value) if number_value.is_integer() else number_value)
         y = fields.labels_from_values(values, locate)
     return Batch(X, y, fields.parse_ids(raw_ids, locate))
+
+
+def _check_pairs(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    values: np.ndarray,
+    n_features: int,
+    base: int,
+    locate: Locator,
+) -> None:
+    """Repeated indices and non-finite values, reported as the file numbers features
+    (``base``: 1, or 0 with ``?zero_based=true``) with the line at fault: the checks
+    ``core.validation`` makes next, whose messages count from 0."""
+    row, column, reason = first_bad_csr_entry(indptr, indices, n_features)
+    if reason != 0:  # 2: repeated (the range was checked before)
+        raise locate.error(int(row), f"feature index {int(column) + base} is repeated", field="x")
+    finite = np.isfinite(values)
+    if not finite.all():
+        position = int(np.flatnonzero(~finite)[0])
+        row = int(np.searchsorted(indptr, position, side="right")) - 1
+        raise locate.error(
+            row,
+            f"feature {int(indices[position]) + base} is {float(values[position])}; values must "
+            "be finite numbers",
+            field="x",
+        )

@@ -9,7 +9,7 @@ import orjson
 
 from service.errors import MalformedBody, PayloadTooLarge
 from service.ingest.batch import Batch, FeatureSpec
-from service.ingest.objects import events_to_batch
+from service.ingest.objects import events_to_batch, json_error_detail
 
 _NEWLINE = ord("\n")
 
@@ -70,9 +70,8 @@ class NDJSONReader:
         try:
             event = orjson.loads(part)
         except orjson.JSONDecodeError as error:
-            raise MalformedBody(
-                f"line {self._line}: not valid JSON: {error}", line=self._line
-            ) from None
+            detail = json_error_detail(bytes(part), error.pos, str(error))
+            raise MalformedBody(f"line {self._line}: {detail}", line=self._line) from None
         if len(self.events) >= self.max_events:
             raise PayloadTooLarge(
                 f"more than {self.max_events} events in one request", line=self._line

@@ -160,6 +160,7 @@ class EntryApplier:
             result = self.engine.learn(model, batch, checkpoint=fields, rounds=rounds)
             totals["learned"] += result.learned
             totals["duplicates"] += len(result.duplicate_ids)
+            totals["drifts"] = totals.get("drifts", 0) + result.drifts
         elif kind == "labels":
             decoded = [decode_labels(entry.data) for entry in piece]
             ids = [event_id for entry_ids, _ in decoded for event_id in entry_ids]
@@ -168,6 +169,7 @@ class EntryApplier:
                 model, ids, labels, checkpoint=fields, rounds=[len(i) for i, _ in decoded]
             )
             totals["learned"] += outcome.learned
+            totals["drifts"] = totals.get("drifts", 0) + outcome.drifts
             statuses = Counter(status for _, status in outcome.statuses)
             totals["duplicates"] += statuses["duplicate"]
             for status, count in statuses.items():
@@ -196,6 +198,8 @@ class EntryApplier:
         telemetry = self.telemetry
         telemetry.events_learned.labels(model).inc(totals["learned"])
         telemetry.duplicates.labels(model).inc(totals["duplicates"])
+        if totals.get("drifts"):
+            telemetry.drifts.labels(model).inc(totals["drifts"])
         for outcome in ("applied", "redelivered", "rejected"):
             if totals[outcome]:
                 telemetry.entries.labels(model, outcome).inc(totals[outcome])

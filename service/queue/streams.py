@@ -14,8 +14,13 @@ from service import codec
 from service.errors import InvalidInput, ModelChanged, ModelNotFound, QueueFull
 from service.ingest import Batch
 from service.stores import keys
-from service.stores.client import unavailable
+from service.stores.client import is_cluster, round_trip, unavailable
 from service.stores.lua import APPEND_SCRIPT, ENSURE_GROUP_SCRIPT
+
+#: on a Redis Cluster, the longest a worker's read blocks on one slot's streams while the
+#: others are not read (milliseconds; ``AUCSTREAM_WORKER_CLUSTER_BLOCK_MS``, see
+#: :meth:`StreamQueue.read`)
+CLUSTER_BLOCK_MS = 100
 
 #: checkpoint fields (in ``aucs:{m}:meta``) written by a worker with the state
 LAST_ID = "queue:last_id"
@@ -83,14 +88,20 @@ class StreamQueue:
         entry_events: int = 10_000,
         retry_after_seconds: int = 1,
         group: str = keys.WORKER_GROUP,
+        cluster_block_ms: int = CLUSTER_BLOCK_MS,
     ) -> None:
         self.client = client
         self.max_backlog_events = max_backlog_events
         self.entry_events = entry_events
         self.retry_after_seconds = retry_after_seconds
         self.group = group
+        self.cluster_block_ms = cluster_block_ms
         self._append = client.register_script(APPEND_SCRIPT)
         self._ensure_group = client.register_script(ENSURE_GROUP_SCRIPT)
+        #: on a cluster, the slot whose streams last had entries (its read blocks when
+        #: nothing was read), and the turn of the groups when it is not read any more
+        self._busy_slot: int | None = None
+        self._turn = 0
 
     # ------------------------------------------------------------------ API side
     def append_events(self, model_id: str, incarnation: str, batch: Batch) -> Appended:
@@ -158,11 +169,15 @@ class StreamQueue:
         """How far learning is behind the stream head: ``entries`` and ``events`` appended
         and not yet applied, ``seconds`` = age of the oldest entry not yet applied (0 when
         caught up; Redis's clock), ``last_applied_id``."""
-        with self.client.pipeline(transaction=False) as pipe:
-            pipe.hmget(keys.queue(model_id), ["entries", "events"])
-            pipe.hmget(keys.meta(model_id), [APPLIED_ENTRIES, APPLIED_EVENTS, LAST_ID])
-            pipe.time()
-            appended, applied, (now_s, now_us) = pipe.execute()
+        queue = keys.queue(model_id)
+        appended, applied, (now_s, now_us) = round_trip(
+            self.client,
+            queue,  # TIME from the master of the model's slot, as the stream ids are
+            [["HMGET", queue, "entries", "events"],
+             ["HMGET", keys.meta(model_id), APPLIED_ENTRIES, APPLIED_EVENTS, LAST_ID],
+             ["TIME"]],
+        )  # fmt: skip
+        now_s, now_us = int(now_s), int(now_us)
         entries = int(appended[0] or 0) - int(applied[0] or 0)
         events = int(appended[1] or 0) - int(applied[1] or 0)
         last_id: str | None = applied[2].decode() if applied[2] else None
@@ -237,16 +252,62 @@ class StreamQueue:
         self, positions: dict[str, str], consumer: str, count: int, block_ms: int | None
     ) -> dict[str, list[Entry]]:
         """XREADGROUP over the models' streams: ``">"`` for new entries, ``"0"`` for this
-        consumer's own pending ones.  Returns ``{model: entries in stream order}``."""
+        consumer's own pending ones.  Returns ``{model: entries in stream order}``.
+
+        One command reads every stream on one Redis server.  On a Redis Cluster a command
+        may only name keys of one slot: the streams are grouped by slot, every group read
+        without blocking in one pipeline (one round trip per master), and only when none
+        had anything does one group's read block, for at most ``cluster_block_ms``, so a
+        new entry of any model waits at most about that long when the worker is idle.  The
+        group that blocks is the one that last had entries (its model is the likeliest to
+        get more), else each group in turn."""
         streams: dict[Any, Any] = {
             keys.stream(model): position for model, position in positions.items()
         }
         by_key = {keys.stream(model): model for model in positions}
-        reply: Any = self.client.xreadgroup(
-            self.group, consumer, streams, count=count, block=block_ms
+        if not is_cluster(self.client):
+            reply = self.client.xreadgroup(
+                self.group, consumer, streams, count=count, block=block_ms
+            )
+            return self._entries(reply, by_key)
+        groups: dict[int, dict[Any, Any]] = {}
+        for key, position in streams.items():
+            groups.setdefault(self.client.keyslot(key), {})[key] = position
+        slots = sorted(groups)
+        if len(slots) > 1:
+            with self.client.pipeline(transaction=False) as pipe:
+                for slot in slots:
+                    pipe.xreadgroup(self.group, consumer, groups[slot], count=count)
+                replies = pipe.execute()
+            read: dict[str, list[Entry]] = {}
+            for reply in replies:
+                read.update(self._entries(reply, by_key))
+            if read or block_ms is None:
+                self._remember_busy(read)
+                return read
+            block_ms = min(block_ms, self.cluster_block_ms)
+        if self._busy_slot in groups:
+            slot = self._busy_slot
+        else:
+            self._turn = (self._turn + 1) % len(slots)
+            slot = slots[self._turn]
+        reply = self.client.xreadgroup(
+            self.group, consumer, groups[slot], count=count, block=block_ms
         )
+        read = self._entries(reply, by_key)
+        self._remember_busy(read)
+        return read
+
+    def _remember_busy(self, read: dict[str, list[Entry]]) -> None:
+        if read and is_cluster(self.client):
+            self._busy_slot = self.client.keyslot(keys.stream(next(iter(read))))
+
+    @staticmethod
+    def _entries(reply: Any, by_key: dict[str, str]) -> dict[str, list[Entry]]:
+        """An XREADGROUP reply (RESP2 list or RESP3 map) -> ``{model: entries}``."""
+        items = reply.items() if isinstance(reply, dict) else reply or []
         result: dict[str, list[Entry]] = {}
-        for key, messages in reply or []:
+        for key, messages in items:
             model = by_key[key.decode() if isinstance(key, bytes) else key]
             entries = [
                 Entry(message_id.decode(), fields or None) for message_id, fields in messages

@@ -92,9 +92,12 @@ class Worker:
             event_id_ttl_seconds=settings.event_id_ttl_seconds,
             label_ttl_seconds=settings.label_ttl_seconds,
             max_cached_models=settings.max_cached_models,
+            max_remembered_ids=settings.max_remembered_ids,
             max_write_retries=1,
         )
-        self.queue = StreamQueue(self.store.client)
+        self.queue = StreamQueue(
+            self.store.client, cluster_block_ms=settings.worker_cluster_block_ms
+        )
         self.leases = Leases(self.store.client)
         self.telemetry = telemetry or Telemetry()
         self.name = settings.worker_name or f"{socket.gethostname()}-{os.getpid()}"
@@ -128,7 +131,11 @@ class Worker:
                 try:
                     self.step()
                     backoff = 0.1
-                except (ServiceError, redis.exceptions.RedisError) as error:
+                except (
+                    ServiceError,
+                    redis.exceptions.RedisError,
+                    redis.exceptions.RedisClusterException,  # not a RedisError
+                ) as error:
                     # Redis down or loading (503 in the API), persistent contention, a reply
                     # we did not expect: back off and start over from the checkpoints
                     logger.warning(

@@ -14,14 +14,16 @@ from service.deps import (
     HotRoute,
     Services,
     ServicesDep,
+    enqueue,
     query_flag,
     read_batch,
     read_body,
     require_api_key,
     run_engine,
 )
-from service.errors import InvalidInput, ModelChanged, UnsupportedMediaType
-from service.ingest import EVENT_CONTENT_TYPES, JSON, FeatureSpec, media_type, parse_label_items
+from service.errors import InvalidInput, UnsupportedMediaType
+from service.ingest import JSON, FeatureSpec, media_type, parse_label_items
+from service.openapi import LABELS_BODY, events_body, problems
 from service.queue import Appended
 from service.schemas import (
     LabelsResponse,
@@ -36,15 +38,11 @@ router = APIRouter(prefix="/v1/models", tags=["events"])
 #: app serves them through :data:`hot_routes` (see :class:`~service.deps.HotRoute`)
 documented = APIRouter(prefix="/v1/models", tags=["events"])
 
-_BODY_DOC = {
-    "requestBody": {
-        "required": True,
-        "content": {content_type: {} for content_type in EVENT_CONTENT_TYPES},
-    }
-}
+#: statuses every body-reading route can answer (besides those of every /v1 route)
+_BODY_PROBLEMS = (400, 408, 413, 415, 422)
 _QUEUED_DOC = {
     202: {"model": QueuedResponse, "description": "queue mode: appended, learned later"},
-    429: {"description": "queue mode: backlog full; retry after Retry-After seconds"},
+    **problems(429),
 }
 
 
@@ -55,21 +53,8 @@ async def _enqueue(
     spec: FeatureSpec | None,
     append: Callable[[str], Appended],
 ) -> JSONResponse:
-    """Queue mode: append the validated batch for the incarnation it was parsed against; if
-    the model was re-created since (by any process) with the same layout, append to the new
-    one, else 409."""
-    engine = services.engine
-    incarnation = engine.cached_incarnation(model_id)
-    if incarnation is None:
-        incarnation = (await run_engine(engine, engine.model, model_id)).incarnation
-    try:
-        appended = await run_in_threadpool(append, incarnation)
-    except ModelChanged:
-        current = await run_engine(engine, engine.model, model_id)  # reloads the new one
-        if spec is not None and current.spec != spec:
-            raise
-        appended = await run_in_threadpool(append, current.incarnation)
-    services.telemetry.events_queued.labels(model_id).inc(appended.events)
+    """Queue mode: the 202 of a batch appended to the model's stream (see ``enqueue``)."""
+    appended = await enqueue(services, model_id, spec, append)
     request.state.log_fields = {"queued": appended.events, "stream_ids": appended.stream_ids}
     body = QueuedResponse(
         model=model_id,
@@ -83,8 +68,8 @@ async def _enqueue(
 @documented.post(
     "/{model_id}/events",
     response_model=LearnResponse,
-    openapi_extra=_BODY_DOC,
-    responses=_QUEUED_DOC,  # type: ignore[arg-type]
+    openapi_extra=events_body(labelled=True),
+    responses={**_QUEUED_DOC, **problems(*_BODY_PROBLEMS, 409)},  # type: ignore[dict-item]
 )
 async def post_events(
     model_id: str,
@@ -127,6 +112,8 @@ async def post_events(
         engine, engine.learn, model_id, batch, want_scores=scores, offload=large
     )
     telemetry.events_learned.labels(model_id).inc(result.learned)
+    if result.drifts:
+        telemetry.drifts.labels(model_id).inc(result.drifts)
     if result.duplicate_ids:
         telemetry.duplicates.labels(model_id).inc(len(result.duplicate_ids))
     if telemetry.log_requests:
@@ -150,7 +137,12 @@ async def post_events(
     return Response(body.model_dump_json(), media_type="application/json")
 
 
-@documented.post("/{model_id}/score", response_model=ScoreResponse, openapi_extra=_BODY_DOC)
+@documented.post(
+    "/{model_id}/score",
+    response_model=ScoreResponse,
+    openapi_extra=events_body(labelled=False),
+    responses=problems(*_BODY_PROBLEMS, 507),  # type: ignore[arg-type]
+)
 async def score(
     model_id: str,
     request: Request,
@@ -203,7 +195,8 @@ hot_routes = [
 @router.post(
     "/{model_id}/labels",
     response_model=LabelsResponse,
-    responses=_QUEUED_DOC,  # type: ignore[arg-type]
+    openapi_extra=LABELS_BODY,
+    responses={**_QUEUED_DOC, **problems(*_BODY_PROBLEMS)},  # type: ignore[dict-item]
 )
 async def post_labels(
     model_id: str,
@@ -241,6 +234,8 @@ async def post_labels(
         )
     result = await run_engine(engine, engine.labels, model_id, ids, labels, offload=large)
     telemetry.events_learned.labels(model_id).inc(result.learned)
+    if result.drifts:
+        telemetry.drifts.labels(model_id).inc(result.drifts)
     for status, count in Counter(status for _, status in result.statuses).items():
         telemetry.labels.labels(model_id, status).inc(count)
     if telemetry.log_requests:

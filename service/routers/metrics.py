@@ -9,11 +9,13 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import EngineDep, ServicesDep, SettingsDep, TelemetryDep, run_engine
 from service.engine import Engine
+from service.errors import ModelNotFound
+from service.metrics_schema import MetricsResponse
 from service.schemas import RocResponse
 from service.telemetry import Telemetry
 
@@ -32,8 +34,8 @@ async def _metrics(engine: Engine, model_id: str, telemetry: Telemetry) -> dict[
     return summary
 
 
-@router.get("/{model_id}/metrics", response_model=dict[str, Any])
-async def metrics(model_id: str, services: ServicesDep) -> dict[str, Any]:
+@router.get("/{model_id}/metrics", response_model=MetricsResponse)
+async def metrics(model_id: str, services: ServicesDep) -> Response:
     """Prequential metrics from the pre-update scores: over the window of the last
     ``window`` labelled events and since the start (exact while the per-class reservoirs hold
     every score), AUC and pAUC over the model's FPR range (undefined ones are null with a
@@ -56,7 +58,8 @@ async def metrics(model_id: str, services: ServicesDep) -> dict[str, Any]:
     summary = await _metrics(engine, model_id, services.telemetry)
     if lag is not None:
         summary["queue"] = lag
-    return summary
+    # sent as built, as the stream sends it (MetricsResponse documents it)
+    return Response(orjson.dumps(summary), media_type="application/json")
 
 
 def _finite_or_none(values: list[float]) -> list[float | None]:
@@ -80,7 +83,29 @@ async def roc(model_id: str, engine: EngineDep) -> RocResponse:
 @router.get(
     "/{model_id}/metrics/stream",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={
+        200: {
+            "description": "`event: metrics` messages whose data is a MetricsResponse",
+            "content": {
+                "text/event-stream": {
+                    "schema": {  # of each event (OpenAPI 3.1)
+                        "type": "object",
+                        "properties": {
+                            "event": {"const": "metrics"},
+                            "id": {"type": "string", "description": "the model version"},
+                            "data": {
+                                "type": "string",
+                                "contentMediaType": "application/json",
+                                "contentSchema": {"$ref": "#/components/schemas/MetricsResponse"},
+                            },
+                        },
+                        "required": ["event", "data"],
+                    },
+                    "example": 'event: metrics\nid: 7\ndata: {"model": "fraud", "version": 7}\n\n',
+                }
+            },
+        }
+    },
 )
 async def stream(
     model_id: str,
@@ -94,7 +119,8 @@ async def stream(
     ),
 ) -> StreamingResponse:
     """Server-sent events: a ``metrics`` message now and each time the model's version
-    changes (checked every ``interval`` seconds); a comment line keeps idle connections open."""
+    changes (checked every ``interval`` seconds); a comment line keeps idle connections open.
+    If the model is deleted, a last ``deleted`` message (a problem object) ends the stream."""
     first = await _metrics(engine, model_id, telemetry)  # 404 before streaming
     period = interval or settings.stream_interval_seconds
 
@@ -124,7 +150,13 @@ async def stream(
             idle += period
             if await request.is_disconnected():
                 return
-            current = await _metrics(engine, model_id, telemetry)
+            try:
+                current = await _metrics(engine, model_id, telemetry)
+            except ModelNotFound as gone:
+                # the model was deleted while watched: say so and end the stream cleanly
+                # (raising here would cut the chunked response mid-way)
+                yield b"event: deleted\ndata: " + orjson.dumps(gone.problem()) + b"\n\n"
+                return
 
     return StreamingResponse(
         messages(),

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+import orjson
+from fastapi import APIRouter, Depends, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from service import snapshot
-from service.deps import EngineDep, SettingsDep, read_body, run_engine
+from service.deps import EngineDep, SettingsDep, read_body, require_json, run_engine
 from service.engine import Engine
 from service.errors import InvalidInput, UnsupportedMediaType
 from service.ingest import media_type
+from service.openapi import problems, snapshot_body
 from service.schemas import ModelCreate, ModelInfo, ModelList, WeightsResponse
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
-@router.post("", response_model=ModelInfo, status_code=status.HTTP_201_CREATED)
+@router.post(
+    "",
+    response_model=ModelInfo,
+    status_code=status.HTTP_201_CREATED,
+    responses=problems(400, 408, 409, 415, 422, 507),  # type: ignore[arg-type]
+    dependencies=[Depends(require_json)],
+)
 async def create_model(request_body: ModelCreate, engine: EngineDep) -> ModelInfo:
     """Create a model; learner hyper-parameters are validated and errors name the field."""
     return await run_engine(engine, engine.create_model, request_body)
@@ -45,17 +53,16 @@ async def reset_model(model_id: str, engine: EngineDep) -> ModelInfo:
 
 @router.get("/{model_id}/weights", response_model=WeightsResponse)
 async def weights(model_id: str, engine: EngineDep) -> Response:
-    """The served weight vector (the averaged iterate for learners that average)."""
-    version, coef = await run_engine(engine, engine.weights, model_id)
+    """The served weights (the averaged iterate for learners that average): on the scaled
+    features the model learns from (``coef``, ``intercept``) and on the features as posted
+    (``raw_coef``, ``raw_intercept``: the online scaler folded in), with the feature names."""
+    served = await run_engine(engine, engine.weights, model_id)
 
     def render() -> bytes:
-        body = WeightsResponse(
-            model=model_id, version=version, n_features=len(coef), coef=coef.tolist()
-        )
-        return body.model_dump_json().encode()
+        return orjson.dumps(served.document(), option=orjson.OPT_SERIALIZE_NUMPY)
 
-    # ~0.1 us per weight: a model of millions of features would hold the event loop
-    content = await run_in_threadpool(render) if len(coef) > 65_536 else render()
+    # a model of millions of features would hold the event loop
+    content = await run_in_threadpool(render) if len(served.coef) > 65_536 else render()
     return Response(content, media_type="application/json")
 
 
@@ -81,7 +88,13 @@ def _export(engine: Engine, model_id: str) -> bytes:
     return snapshot.export_snapshot(config, version, arrays)
 
 
-@router.put("/{model_id}/snapshot", response_model=ModelInfo, status_code=status.HTTP_201_CREATED)
+@router.put(
+    "/{model_id}/snapshot",
+    response_model=ModelInfo,
+    status_code=status.HTTP_201_CREATED,
+    openapi_extra=snapshot_body(snapshot.MEDIA_TYPE),
+    responses=problems(400, 408, 409, 413, 415, 422, 507),  # type: ignore[arg-type]
+)
 async def import_snapshot(
     model_id: str,
     request: Request,

@@ -27,7 +27,32 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+_READINESS = {
+    "type": "object",
+    "properties": {
+        "status": {"enum": ["ready", "not ready"]},
+        "checks": {
+            "type": "object",
+            "properties": {
+                "store": {"enum": ["ok", "unavailable"]},
+                "kernels": {"enum": ["ok", "compiling"]},
+            },
+        },
+    },
+    "required": ["status", "checks"],
+}
+
+
+@router.get(
+    "/readyz",
+    responses={
+        200: {"description": "ready", "content": {"application/json": {"schema": _READINESS}}},
+        503: {
+            "description": "not ready: the store does not answer or the kernels are compiling",
+            "content": {"application/json": {"schema": _READINESS}},
+        },
+    },
+)
 async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
     """Ready when the store answers and the learning kernels are compiled (warm-up done)."""
     checks: dict[str, str] = {}
@@ -46,7 +71,16 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
     )
 
 
-@router.get("/metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text exposition format",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    },
+)
 async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDep) -> Response:
     """Prometheus text exposition format (this process's counters; in queue mode also the
     learning lag of every model, read from Redis)."""

@@ -1,7 +1,8 @@
 """The store protocol: where model configurations, versioned state and event-id memory live.
 
-Two implementations: :mod:`service.stores.memory` (embedded, one process) and
-:mod:`service.stores.redis` (shared by processes and machines).  Both give the same guarantees:
+Three implementations: :mod:`service.stores.sqlite` (embedded, on disk, shared by the processes
+of one machine; the default), :mod:`service.stores.memory` (one process, lost at exit) and
+:mod:`service.stores.redis` (shared by processes and machines).  All give the same guarantees:
 
 * A model's state is a flat ``dict[str, np.ndarray]`` written as a whole by :meth:`Store.commit`
   together with a new version number, atomically, and only if the caller's expected version is
@@ -68,10 +69,13 @@ class Commit:
     now: float = 0.0
     #: the writer lease the commit needs (queue workers), None for the HTTP routes
     fence: Fence | None = None
+    #: most ids the model remembers as learned (and as expired): beyond it the oldest are
+    #: forgotten before their expiry (0: no bound); see ``AUCSTREAM_MAX_REMEMBERED_IDS``
+    max_remembered_ids: int = 0
 
 
 class Store(Protocol):
-    """Protocol of both stores.  All methods are synchronous and thread-safe."""
+    """Protocol of every store.  All methods are synchronous and thread-safe."""
 
     name: str
     #: whether calls may wait on I/O (then the HTTP layer runs them in the thread pool)

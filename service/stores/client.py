@@ -1,6 +1,15 @@
 """Connecting to Redis: the client (timeouts, the one-write connection), RESP packing, a
 pooled connection for a plain round trip or a ``WATCH`` / ``MULTI`` transaction, and the
-mapping of a lost connection to :class:`~service.errors.StoreUnavailable` (503)."""
+mapping of a lost connection or an unavailable cluster to
+:class:`~service.errors.StoreUnavailable` (503).
+
+A ``redis+cluster://`` (or ``rediss+cluster://``) URL names one node of a Redis Cluster:
+:func:`connect` then returns a :class:`redis.cluster.RedisCluster`, which routes each command
+by its key's slot.  Every command and script of the service names keys of one slot only (one
+model's keys share the hash tag ``{<model id>}``; see :mod:`service.stores.keys`), and the raw
+round trips and transactions here run on a connection to the master of the slot of the key
+they are given.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +17,10 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import redis
+import redis.cluster
 import redis.connection
 import redis.exceptions
 
@@ -18,6 +28,25 @@ from service.errors import LeaseLost, ModelNotFound, StaleVersion, StoreUnavaila
 
 T = TypeVar("T")
 logger = logging.getLogger("aucstream.store")
+
+#: a Redis client: one server, or a cluster (``redis+cluster://``)
+Client = redis.Redis | redis.cluster.RedisCluster
+
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+#: a cluster answered that a slot moved, is migrating, has no master or is down: after a
+#: refresh of the slot map the same request may go through, so it is retried this many times
+#: before the store counts as unavailable (503)
+CLUSTER_ATTEMPTS = 3
+
+#: replies of a cluster in the middle of a failover or a resharding (and redis-py's own
+#: "cannot reach the cluster" errors): the store is unavailable for now, not broken
+CLUSTER_UNAVAILABLE = (
+    redis.exceptions.ClusterError,  # CLUSTERDOWN, MASTERDOWN, redirections exhausted
+    redis.exceptions.AskError,  # MOVED, ASK
+    redis.exceptions.TryAgainError,
+    redis.exceptions.RedisClusterException,  # no reachable node, a slot without a master
+)
 
 
 def unavailable(method: Callable[..., T]) -> Callable[..., T]:
@@ -29,8 +58,19 @@ def unavailable(method: Callable[..., T]) -> Callable[..., T]:
             # the error names the server's address: for the logs, never for clients
             logger.warning("Redis did not answer: %s", error)
             raise StoreUnavailable("the store (Redis) did not answer; retry later") from None
+        except CLUSTER_UNAVAILABLE as error:
+            if "same slot" in str(error):  # a command across slots is a bug, not an outage
+                raise
+            logger.warning("the Redis Cluster is not available: %s", error)
+            raise StoreUnavailable(
+                "the store (Redis Cluster) is failing over or resharding; retry later"
+            ) from None
 
     return wrapper
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.partition("://")[0] in CLUSTER_SCHEMES
 
 
 def pack_commands(commands: Sequence[Sequence[bytes | str | int]]) -> bytes:
@@ -65,28 +105,57 @@ class _OneWriteConnection(redis.connection.Connection):
         super().send_packed_command(command, check_health)
 
 
-def connect(url: str) -> redis.Redis:
-    """A client for ``url`` (bytes replies)."""
+def connect(url: str) -> Any:
+    """A client for ``url`` (bytes replies): a :class:`redis.Redis`, or a
+    :class:`redis.cluster.RedisCluster` for a ``redis+cluster://`` URL."""
+    scheme, _, rest = url.partition("://")
+    cluster = scheme in CLUSTER_SCHEMES
+    if cluster:
+        url = f"{CLUSTER_SCHEMES[scheme]}://{rest}"
     # Timeouts turn a hung Redis into 503 responses instead of requests that never end.
     # unix:// and rediss:// URLs pick their own connection class; plain TCP gets ours
     tcp = "connection_class" not in redis.connection.parse_url(url)
-    return redis.Redis.from_url(
-        url,
+    options: dict[str, Any] = {
         **({"connection_class": _OneWriteConnection} if tcp else {}),
-        decode_responses=False,
-        health_check_interval=30,
-        socket_timeout=10.0,
-        socket_connect_timeout=5.0,
-    )
+        "decode_responses": False,
+        "health_check_interval": 30,
+        "socket_timeout": 10.0,
+        "socket_connect_timeout": 5.0,
+    }
+    if cluster:
+        return redis.cluster.RedisCluster.from_url(url, **options)
+    return redis.Redis.from_url(url, **options)
+
+
+def is_cluster(client: Any) -> TypeGuard[redis.cluster.RedisCluster]:
+    return isinstance(client, redis.cluster.RedisCluster)
+
+
+def _pool(client: Any, key: str) -> redis.connection.ConnectionPool:
+    """The connection pool of the server holding ``key``: the client's own, or on a cluster
+    that of the master of the key's slot."""
+    if is_cluster(client):
+        node = client.get_node_from_key(key)
+        if node is None:
+            raise redis.exceptions.SlotNotCoveredError(f"no master holds the slot of {key}")
+        return client.get_redis_connection(node).connection_pool
+    return client.connection_pool
+
+
+def _refresh_slots(client: Any) -> None:
+    """After a redirection, read the cluster's slot map again (the next attempt follows it)."""
+    if is_cluster(client):
+        client.nodes_manager.initialize()
 
 
 @contextlib.contextmanager
-def pooled(client: redis.Redis) -> Iterator[Callable[[list[list[Any]]], list[Any]]]:
-    """A pooled connection as ``ask(commands) -> replies`` (the commands sent at once,
-    their replies read), without a redis-py pipeline object (~30 µs less per ``/score``).
-    The connection is closed on any error but the store's own refusals, so that no
-    ``WATCH`` or ``MULTI`` state or unread reply outlives the block."""
-    pool = client.connection_pool
+def pooled(client: Any, key: str) -> Iterator[Callable[[list[list[Any]]], list[Any]]]:
+    """A pooled connection to the server holding ``key``, as ``ask(commands) -> replies`` (the
+    commands sent at once, their replies read), without a redis-py pipeline object (~30 µs
+    less per ``/score``).  The commands must name keys of ``key``'s slot only.  The
+    connection is closed on any error but the store's own refusals, so that no ``WATCH`` or
+    ``MULTI`` state or unread reply outlives the block."""
+    pool = _pool(client, key)
     connection = pool.get_connection()
 
     def ask(commands: list[list[Any]]) -> list[Any]:
@@ -104,29 +173,63 @@ def pooled(client: redis.Redis) -> Iterator[Callable[[list[list[Any]]], list[Any
         pool.release(connection)
 
 
-def round_trip(client: redis.Redis, commands: list[list[Any]]) -> list[Any]:
-    """``commands`` sent at once on a pooled connection; their replies."""
-    with pooled(client) as ask:
-        return ask(commands)
+def _following_the_cluster(client: Any, attempt: Callable[[], T]) -> T:
+    """``attempt()``, tried again after a refresh of the slot map when a cluster answers that
+    the slot moved or is unavailable (at most :data:`CLUSTER_ATTEMPTS` times).  Only for
+    attempts that write nothing unless they succeed: a round trip of reads, or a
+    transaction (a redirected command inside ``MULTI`` aborts the whole ``EXEC``)."""
+    for remaining in range(CLUSTER_ATTEMPTS - 1, -1, -1):
+        try:
+            return attempt()
+        except CLUSTER_UNAVAILABLE:
+            if not remaining or not is_cluster(client):
+                raise
+            _refresh_slots(client)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            # a master that does not answer may have been replaced by a failover: the next
+            # request follows the new slot map (this one is a 503)
+            if is_cluster(client):
+                with contextlib.suppress(Exception):
+                    _refresh_slots(client)
+            raise
+    raise AssertionError("unreachable")
+
+
+def round_trip(client: Any, key: str, commands: list[list[Any]]) -> list[Any]:
+    """``commands`` (reads of ``key``'s slot) sent at once on a pooled connection; their
+    replies."""
+
+    def attempt() -> list[Any]:
+        with pooled(client, key) as ask:  # an error reply (MOVED ...) is raised by ask
+            return ask(commands)
+
+    return _following_the_cluster(client, attempt)
 
 
 def transaction(
-    client: redis.Redis,
+    client: Any,
+    key: str,
     reads: list[list[Any]],
     check: Callable[[list[Any]], None],
     writes: list[list[Any]],
 ) -> list[Any] | None:
     """``reads`` (starting with ``WATCH``) in one round trip, ``check(replies)``, then
-    ``writes`` (``MULTI`` ... ``EXEC``) in another; returns ``EXEC``'s reply (``None``
-    when a watched key changed)."""
-    with pooled(client) as ask:
-        replies = ask(reads)
-        try:
-            check(replies)
-        except BaseException:
-            ask([["UNWATCH"]])
-            raise
-        answers = ask(writes)
+    ``writes`` (``MULTI`` ... ``EXEC``) in another, all on keys of ``key``'s slot; returns
+    ``EXEC``'s reply (``None`` when a watched key changed)."""
+
+    def attempt() -> list[Any]:
+        with pooled(client, key) as ask:
+            replies = ask(reads)  # an error reply (MOVED ...) is raised by ask
+            try:
+                check(replies)
+            except BaseException:
+                ask([["UNWATCH"]])
+                raise
+            # a redirection of a command inside MULTI is raised here too, and EXEC aborts:
+            # nothing was written, the attempt may be repeated
+            return ask(writes)
+
+    answers = _following_the_cluster(client, attempt)
     result = answers[-1]
     if isinstance(result, list):
         for answer in result:

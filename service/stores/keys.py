@@ -3,8 +3,9 @@
 All keys of one model carry the model id as a hash tag, ``aucs:{<model>}:...``, so they share a
 Redis Cluster slot and one transaction or Lua script may touch all of them.  The only keys
 without a model hash tag are the global index of model ids, ``aucs:models``, and the set of
-live queue workers, ``aucs:workers``; a script touches at most one of them, and no model key
-with it.
+live queue workers, ``aucs:workers``; a command or script touches at most one of them, and no
+model key with it (so ``aucs:models`` is written before and after a model's create, and
+listed only where the model exists: :meth:`service.stores.redis.RedisStore.list_models`).
 
 ======================= ====== ================================================================
 key                     type   content

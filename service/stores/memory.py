@@ -1,8 +1,9 @@
-"""The embedded store: everything in this process's memory (the default of ``aucstream serve``).
+"""The in-memory store: everything in this process's memory, lost at exit (``--store memory``:
+tests and throwaway runs; the default is :mod:`service.stores.sqlite`).
 
 It keeps its own copies of the arrays, so a process cache that is mutated in place and then
 dropped after a failed write can always be rebuilt from the last committed state.  It is not
-shared between processes: with several uvicorn workers use the Redis store.
+shared between processes: with several uvicorn workers use the SQLite or the Redis store.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import copy
 import heapq
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,8 +35,9 @@ class _Model:
     version: int
     arrays: dict[str, np.ndarray]
     meta: dict[str, str] = field(default_factory=dict)
-    seen: dict[str, float] = field(default_factory=dict)
-    expired: dict[str, float] = field(default_factory=dict)
+    #: ids remembered -> expiry, oldest first (the order in which a bound forgets them)
+    seen: OrderedDict[str, float] = field(default_factory=OrderedDict)
+    expired: OrderedDict[str, float] = field(default_factory=OrderedDict)
     pending: dict[str, tuple[bytes, float]] = field(default_factory=dict)
     #: (deadline, id) min-heap over ``pending``; entries whose id was consumed or re-scored
     #: since are skipped lazily
@@ -118,10 +121,9 @@ class MemoryStore:
                 raise StaleVersion(model_id)
             model.arrays.update(arrays)
             model.meta.update(commit.meta)
-            for event_id in commit.learned_ids:
-                model.seen[event_id] = commit.id_expiry
-            for event_id in commit.expired_ids:
-                model.expired[event_id] = commit.id_expiry
+            for memory, ids in ((model.seen, commit.learned_ids),
+                                (model.expired, commit.expired_ids)):  # fmt: skip
+                self._remember(memory, ids, commit.id_expiry, commit.max_remembered_ids)
             for event_id in commit.remove_pending:
                 model.pending.pop(event_id, None)
             if commit.now >= model.next_forget:
@@ -131,6 +133,18 @@ class MemoryStore:
                 self._forget(model.expired, commit.now)
             model.version += 1
             return model.version
+
+    @staticmethod
+    def _remember(
+        memory: OrderedDict[str, float], ids: Sequence[str], expiry: float, bound: int
+    ) -> None:
+        """Remember ``ids`` until ``expiry``, in order of expiry (the newest last), then forget
+        the oldest beyond ``bound`` (0: none), as the Redis store does."""
+        for event_id in ids:
+            memory[event_id] = expiry
+            memory.move_to_end(event_id)
+        while bound and len(memory) > bound:
+            memory.popitem(last=False)
 
     @staticmethod
     def _forget(memory: dict[str, float], now: float) -> None:

@@ -27,13 +27,15 @@ The state arrays never pass through Lua: Redis copies a script's arguments and t
 its calls into Lua and back, which for the ~600 KB of a 1,000-event commit tripled Redis's CPU.
 
 All of one model's keys share the hash tag ``{<model id>}``, so the transactions and scripts
-run unchanged on a Redis Cluster.
+run unchanged on a Redis Cluster (a ``redis+cluster://`` URL; :mod:`service.stores.client`
+sends each to the master of the model's slot).  The registry ``aucs:models`` is in another
+slot: see :meth:`RedisStore.list_models` for how it is kept right without a cross-slot
+script.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,12 +45,12 @@ import redis.connection
 import redis.exceptions
 
 from service.errors import (
-    InsufficientStorage,
     LeaseLost,
     ModelChanged,
     ModelExists,
     ModelNotFound,
     StaleVersion,
+    StoreUnavailable,
 )
 from service.stores import keys
 from service.stores.base import (
@@ -57,14 +59,11 @@ from service.stores.base import (
     StoredState,
     decode_array,
     encode_layout,
-    pending_full,
     to_little_endian,
 )
-from service.stores.client import connect, round_trip, transaction, unavailable
-from service.stores.lua import CREATE_SCRIPT, DELETE_SCRIPT, PENDING_SCRIPT
-
-# Lua's unpack() is limited by the C stack: pass long argument lists in chunks of this size.
-_CHUNK = 500
+from service.stores.client import connect, is_cluster, round_trip, transaction, unavailable
+from service.stores.lua import CREATE_SCRIPT, DELETE_SCRIPT
+from service.stores.redis_events import RedisEventMemory
 
 #: arrays larger than this are stored as several fields ``<name>@0``, ``<name>@1``, ... so that
 #: a commit rewrites only the chunks that changed (a window ring buffer, a reservoir or a
@@ -138,16 +137,15 @@ def _pairs(reply: list[bytes] | dict[bytes, bytes]) -> dict[str, bytes]:
     return {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
 
 
-class RedisStore:
+class RedisStore(RedisEventMemory):
     name = "redis"
     #: network round trips: the HTTP layer calls it from the thread pool
     blocking = True
 
     def __init__(self, client: redis.Redis) -> None:
-        self.client = client
+        super().__init__(client)  # self.client; ids and pending records
         self._create = client.register_script(CREATE_SCRIPT)
         self._delete = client.register_script(DELETE_SCRIPT)
-        self._pending = client.register_script(PENDING_SCRIPT)
         self._written: dict[str, _Written] = {}
         self._written_lock = threading.Lock()
 
@@ -157,6 +155,13 @@ class RedisStore:
 
     @unavailable
     def ping(self) -> None:
+        """On a cluster: every master answers, and the cluster serves every slot."""
+        if is_cluster(self.client):
+            self.client.ping(target_nodes=self.client.PRIMARIES)
+            state = self.client.cluster_info().get("cluster_state")
+            if _text(state) != "ok":
+                raise StoreUnavailable(f"the Redis Cluster's state is {_text(state)!r}")
+            return
         self.client.ping()
 
     def close(self) -> None:
@@ -179,6 +184,10 @@ class RedisStore:
         ]
         ordered += [key for key in model_keys if key not in ordered]
         fields, layouts = encode_fields(arrays)
+        if replaces is None:
+            # registered before it is written, so that no failure leaves a model that is not
+            # listed (see list_models); a reset's model is registered already
+            self.client.sadd(keys.MODELS, model_id)
         result = self._create(
             keys=ordered,
             args=[replaces or ("1" if replace else "0"), orjson.dumps(config), incarnation]
@@ -192,14 +201,28 @@ class RedisStore:
             raise ModelChanged(f"model {model_id!r} was re-created during the reset")
         self._remember(model_id, _Written(incarnation, 1, fields, layouts))
         if replaces is None:
-            # a reset's model is registered already; registering it again could list a model
-            # deleted between the script and this command
+            # again: a deletion of the previous model of this id may have unregistered it
+            # between the first registration and the script
             self.client.sadd(keys.MODELS, model_id)
         return 1
 
     @unavailable
     def list_models(self) -> list[str]:
-        return sorted(_text(member) for member in self.client.smembers(keys.MODELS))
+        """The registered ids whose model exists.
+
+        ``aucs:models`` and a model's keys live in different slots of a Redis Cluster, so no
+        script may write both: a model is registered before it is written and again after
+        (:meth:`create_model`), unregistered after it is deleted and registered again if it
+        was re-created meanwhile (:meth:`delete_model`).  A failure in between leaves at worst
+        an id registered without a model, which is not listed (its config key is checked,
+        one pipeline, one round trip per master) and costs one set member until the id is
+        created or deleted."""
+        registered = sorted(_text(member) for member in self.client.smembers(keys.MODELS))
+        with self.client.pipeline(transaction=False) as pipe:
+            for model_id in registered:
+                pipe.exists(keys.config(model_id))
+            exists = pipe.execute() if registered else []
+        return [model_id for model_id, found in zip(registered, exists, strict=True) if found]
 
     def _remember(self, model_id: str, written: _Written | None) -> None:
         with self._written_lock:
@@ -213,6 +236,9 @@ class RedisStore:
         self._remember(model_id, None)
         deleted = self._delete(keys=keys.all_model_keys(model_id))
         self.client.srem(keys.MODELS, model_id)
+        if self.client.exists(keys.config(model_id)):
+            # created again between the script and SREM: it stays listed
+            self.client.sadd(keys.MODELS, model_id)
         if not int(deleted):
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
 
@@ -232,7 +258,7 @@ class RedisStore:
             # one, the model was not re-created in between, so (version, incarnation) is a
             # state that existed and the cache is current if both match.
             version, incarnation = round_trip(
-                self.client, [["GET", version_key], ["HGET", meta_key, "incarnation"]]
+                self.client, version_key, [["GET", version_key], ["HGET", meta_key, "incarnation"]]
             )
             if version is None:
                 raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
@@ -240,6 +266,7 @@ class RedisStore:
                 return StoredState(known_version, known_incarnation)
         replies = round_trip(
             self.client,
+            version_key,
             [
                 ["MULTI"],
                 ["GET", version_key],
@@ -271,7 +298,8 @@ class RedisStore:
         2. ``MULTI``; the changed state and layout fields (``HSET`` / ``HDEL``, or the whole
            hashes after a ``DEL`` when this process does not know what Redis holds at the
            expected version); the learned and expired ids (``ZADD`` with their expiry, then
-           the ids past it are forgotten); the consumed pending labels; the checkpoint fields;
+           the ids past it are forgotten, and the oldest beyond ``max_remembered_ids``); the
+           consumed pending labels; the checkpoint fields;
            ``INCR`` of the version; ``EXEC`` (one round trip).  Every commit, re-creation,
            reset and deletion writes the version key, so ``EXEC`` does nothing (nil) if anyone
            wrote in between: :class:`StaleVersion`, and the engine reloads and retries.
@@ -322,6 +350,9 @@ class RedisStore:
                     scored.extend((expiry, event_id))
                 writes.append(scored)
                 writes.append(["ZREMRANGEBYSCORE", key, "-inf", now])
+                if commit.max_remembered_ids:
+                    # the oldest ids (lowest expiry) beyond the bound are forgotten early
+                    writes.append(["ZREMRANGEBYRANK", key, 0, -commit.max_remembered_ids - 1])
         if commit.remove_pending:
             writes.append(["HDEL", keys.pending(model_id), *commit.remove_pending])
             writes.append(["ZREM", keys.deadlines(model_id), *commit.remove_pending])
@@ -349,7 +380,7 @@ class RedisStore:
             if commit.fence is not None:
                 self._check_fence(model_id, commit.fence, replies[4], replies[5])
 
-        result = transaction(self.client, reads, check, writes)
+        result = transaction(self.client, version_key, reads, check, writes)
         if result is None:  # EXEC found the version key written since WATCH
             self._remember(model_id, None)
             raise StaleVersion(model_id)
@@ -377,68 +408,3 @@ class RedisStore:
                 f"(generation {fence.generation}) is lost; now {_text(holder or b'nobody')} "
                 f"at generation {current}"
             )
-
-    # ------------------------------------------------------------------ ids and pending labels
-    def _alive(self, key: str, ids: Sequence[str], now: float) -> np.ndarray:
-        mask = np.zeros(len(ids), dtype=bool)
-        for start in range(0, len(ids), _CHUNK):
-            part = list(ids[start : start + _CHUNK])
-            scores = self.client.zmscore(key, part)
-            mask[start : start + len(part)] = [
-                score is not None and score > now for score in scores
-            ]
-        return mask
-
-    @unavailable
-    def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
-        if not ids:
-            return np.zeros(0, dtype=bool)
-        return self._alive(keys.seen(model_id), ids, now)
-
-    @unavailable
-    def expired(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
-        if not ids:
-            return np.zeros(0, dtype=bool)
-        return self._alive(keys.expired(model_id), ids, now)
-
-    @unavailable
-    def put_pending(
-        self,
-        model_id: str,
-        records: dict[str, bytes],
-        deadline: float,
-        max_records: int | None = None,
-    ) -> None:
-        if not records:
-            return
-        args: list[Any] = [repr(float(deadline)), max_records or 0]
-        for event_id, record in records.items():
-            args.extend((event_id, record))
-        kept = self._pending(
-            keys=[keys.config(model_id), keys.pending(model_id), keys.deadlines(model_id)],
-            args=args,
-        )
-        if int(kept) == -2:
-            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
-        if int(kept) == -3:
-            assert max_records is not None
-            raise InsufficientStorage(pending_full(model_id, max_records))
-
-    @unavailable
-    def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:
-        if not ids:
-            return {}
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.hmget(keys.pending(model_id), list(ids))
-            pipe.zmscore(keys.deadlines(model_id), list(ids))
-            records, deadlines = pipe.execute()
-        return {
-            event_id: (record, float(deadline))
-            for event_id, record, deadline in zip(ids, records, deadlines, strict=True)
-            if record is not None and deadline is not None
-        }
-
-    @unavailable
-    def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
-        due = self.client.zrangebyscore(keys.deadlines(model_id), "-inf", now, start=0, num=limit)
-        return [_text(event_id) for event_id in due]

@@ -1,4 +1,5 @@
-"""Service fixtures: the real ASGI app over the memory store and over a private Redis."""
+"""Service fixtures: the real ASGI app over the memory store, a private Redis and an SQLite
+file in the test's temporary directory."""
 
 from __future__ import annotations
 
@@ -17,8 +18,12 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.queue.worker import Worker
 from service.settings import Settings
+from tests.conftest import EMPTY_REDIS
 
-STORES = ["memory", "redis"]
+STORES = ["memory", "redis", "redis_cluster", "sqlite"]
+
+#: the AUCSTREAM_STORE of each store kind that is not its own name
+STORE_SETTING = {"redis_cluster": "redis"}
 
 
 @pytest.fixture(params=STORES)
@@ -28,8 +33,9 @@ def store_kind(request) -> str:
 
 @pytest.fixture
 def redis_url(request, store_kind):
-    """The emptied private Redis for the ``redis`` store, None for ``memory``."""
-    return request.getfixturevalue("empty_redis") if store_kind == "redis" else None
+    """The emptied private Redis (server or cluster) of a Redis store kind, else None."""
+    fixture = EMPTY_REDIS.get(store_kind)
+    return request.getfixturevalue(fixture) if fixture else None
 
 
 @contextlib.contextmanager
@@ -54,9 +60,18 @@ def started_apps(**defaults) -> Iterator[Callable[..., TestClient]]:
 
 
 @pytest.fixture
-def make_client(store_kind, redis_url):
-    """``make_client(**settings)`` -> a started app on the store."""
-    with started_apps(store=store_kind, redis_url=redis_url) as build:
+def data_dir(store_kind, tmp_path):
+    """The SQLite store's data directory (this test's own) for ``sqlite``; unused otherwise."""
+    return tmp_path / "aucstream-data"
+
+
+@pytest.fixture
+def make_client(store_kind, redis_url, data_dir):
+    """``make_client(**settings)`` -> a started app on the store (apps built by one test share
+    it, but for ``memory``)."""
+    with started_apps(
+        store=STORE_SETTING.get(store_kind, store_kind), redis_url=redis_url, data_dir=data_dir
+    ) as build:
         yield build
 
 
@@ -66,14 +81,15 @@ def client(make_client) -> TestClient:
 
 
 @pytest.fixture
-def make_app(empty_redis):
-    """``make_app(mode, **settings)`` -> a started app on the emptied private Redis."""
-    with started_apps(redis_url=empty_redis) as build:
+def make_app(any_redis):
+    """``make_app(mode, **settings)`` -> a started app on the emptied private Redis of
+    ``redis_kind`` (a server unless the test parametrises it)."""
+    with started_apps(redis_url=any_redis) as build:
         yield lambda mode="queue", **overrides: build(mode=mode, **overrides)
 
 
 @pytest.fixture
-def make_worker(empty_redis):
+def make_worker(any_redis):
     """``make_worker(name, **settings)`` -> a queue worker the test steps, fast timings."""
     workers = []
 
@@ -86,7 +102,7 @@ def make_worker(empty_redis):
             "worker_batch_entries": 4,
             **overrides,
         }
-        worker = Worker(Settings(redis_url=empty_redis, worker_name=name, **values))
+        worker = Worker(Settings(redis_url=any_redis, worker_name=name, **values))
         workers.append(worker)
         return worker
 
@@ -94,6 +110,20 @@ def make_worker(empty_redis):
     for worker in workers:
         worker.release_all()
         worker.store.close()
+
+
+#: a queue-mode test parametrised with this runs on the private Redis and on the private
+#: Redis Cluster (the ``redis_kind`` of ``make_app``, ``make_worker`` and ``rclient``)
+ON_REDIS_AND_CLUSTER = pytest.mark.parametrize(
+    "redis_kind", ["redis", "redis_cluster"], indirect=True
+)
+
+
+def masters_of(client, model_ids) -> dict[str, int]:
+    """On a Redis Cluster: model id -> the port of the master holding its keys' slot."""
+    from service.stores import keys
+
+    return {model: client.get_node_from_key(keys.config(model)).port for model in model_ids}
 
 
 def make_stream(n_events: int, n_features: int = 5, seed: int = 0):

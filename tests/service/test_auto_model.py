@@ -42,8 +42,9 @@ def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
         assert response.status_code == 200, response.text
         scores.extend(response.json()["scores"])
 
+    # new HTTP auto models track drift (docs/algorithms/auto.md (auto.8)): a fast candidate
     reference = make_learner("auto", random_state=4, evaluate_every=100, window=400,
-                             pauc_range=[0.0, 0.1])  # fmt: skip
+                             pauc_range=[0.0, 0.1], track_drift=True)  # fmt: skip
     reference.initialize(5)
     np.testing.assert_array_equal(scores, reference.prequential_step(X, y))
 
@@ -51,7 +52,8 @@ def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
     expected = reference.leaderboard()
     assert board["leader"] == expected["leader"]
     assert board["leader_since"] == expected["leader_since"]
-    assert [row["learner"] for row in board["candidates"]] == ["logistic", "pmb"]
+    assert [row["learner"] for row in board["candidates"]] == ["logistic", "pmb", "logistic"]
+    assert board["candidates"][2]["params"]["half_life"] == 2000
     for row, want in zip(board["candidates"], expected["candidates"], strict=True):
         assert row["window_pauc"] == pytest.approx(want["window_pauc"], abs=0)
         assert row["window_auc"] == pytest.approx(want["window_auc"], abs=0)
@@ -87,3 +89,18 @@ def test_bad_auto_parameters_are_422s_naming_the_field(client, params, field):
     assert response.status_code == 422, response.text
     assert response.json()["field"] == field
     assert client.get("/v1/models").json() == {"models": []}
+
+
+def test_track_drift_is_on_for_new_models_and_can_be_turned_off(client):
+    config = _create(client)["config"]
+    assert config["params"]["track_drift"] is True
+    assert [c["learner"] for c in config["params"]["candidates"]] == ["logistic", "pmb", "logistic"]
+    client.delete("/v1/models/m")
+    config = _create(client, params={"track_drift": False})["config"]
+    assert config["params"]["track_drift"] is False
+    assert [c["learner"] for c in config["params"]["candidates"]] == ["logistic", "pmb"]
+    X, y = make_stream(300, seed=1)
+    assert client.post("/v1/models/m/events", json=events_json(X, y)).status_code == 200
+    arrays = client.app.state.store.load("m").arrays
+    assert not [name for name in arrays if name.startswith("learner:drift")]
+    assert "drift" in client.get("/v1/models/m/metrics").json()  # the model's own detector

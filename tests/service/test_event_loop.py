@@ -229,10 +229,12 @@ def test_healthz_answers_while_a_large_hashed_json_body_is_parsed_and_learned(tm
         poster.join()
     response = outcome["response"]
     assert response.status_code == 200 and response.json()["learned"] == 25_000
-    # healthz kept answering all along: many answers, each a small part of the request's time
-    # (parsed on the loop, one healthz waited for the whole parse)
+    # healthz kept answering all along: many answers, none waiting for the whole request (parsed
+    # on the loop, one healthz waited for all of it). One wait can still be a sizeable part: the
+    # worker thread holds the GIL through orjson's single call on the 9 MB body (0.2 s idle here,
+    # 0.95 s of a 3.1 s request seen on a loaded CI machine), so the bound is half, not a quarter
     assert len(latencies) >= 10
-    assert max(latencies) < outcome["seconds"] / 4, (max(latencies), outcome["seconds"])
+    assert max(latencies) < outcome["seconds"] / 2, (max(latencies), outcome["seconds"])
 
 
 def _raw_request(port: int, headers: str, body_part: bytes) -> socket.socket:

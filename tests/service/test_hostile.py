@@ -29,8 +29,9 @@ from core.learners._state import Fraction
 from loadtest.local import free_port, start_uvicorn, stop, wait_ready
 from service.app import create_app
 from service.settings import Settings
+from service.stores.client import connect
 from service.stores.memory import MemoryStore
-from tests.service.conftest import create_model, events_json, make_stream
+from tests.service.conftest import STORE_SETTING, create_model, events_json, make_stream
 
 ONLINE = [name for name in available_learners() if learner_class(name).online]
 PROBLEM = "application/problem+json"
@@ -181,9 +182,21 @@ def corrupt_stored_state(client, store_kind: str, rclient, model_id: str, key: s
         model.arrays[key] = np.asarray(value)
         model.version += 1
         return
+    array = np.asarray(value)
+    if store_kind == "sqlite":
+        import sqlite3
+
+        db = sqlite3.connect(client.app.state.store.path)
+        with db:  # one transaction
+            db.execute("UPDATE state SET data = ? WHERE model_id = ? AND field = ?",
+                       (array.tobytes(), model_id, key))  # fmt: skip
+            db.execute("UPDATE layouts SET layout = ? WHERE model_id = ? AND name = ?",
+                       (f"{array.dtype.str}|{array.shape[0]}", model_id, key))  # fmt: skip
+            db.execute("UPDATE models SET version = version + 1 WHERE id = ?", (model_id,))
+        db.close()
+        return
     from service.stores import keys
 
-    array = np.asarray(value)
     rclient.hset(keys.state(model_id), key, array.tobytes())
     rclient.hset(keys.layout(model_id), key, f"{array.dtype.str}|{array.shape[0]}")
     rclient.incr(keys.version(model_id))
@@ -200,11 +213,16 @@ def corrupt_stored_state(client, store_kind: str, rclient, model_id: str, key: s
     ids=["huge-fill", "negative-count", "nan-weights", "wrong-length"],
 )
 def test_a_corrupt_stored_state_is_a_problem_for_that_model_only(
-    store_kind, redis_url, request, key, value
+    store_kind, redis_url, data_dir, request, key, value
 ):
     store = MemoryStore() if store_kind == "memory" else None
-    settings = Settings(store=store_kind, redis_url=redis_url, warmup=False)
-    rclient = request.getfixturevalue("rclient") if store_kind == "redis" else None
+    settings = Settings(
+        store=STORE_SETTING.get(store_kind, store_kind),
+        redis_url=redis_url,
+        data_dir=data_dir,
+        warmup=False,
+    )
+    rclient = None if redis_url is None else connect(redis_url)
     from fastapi.testclient import TestClient
 
     with TestClient(create_app(settings, store=store)) as client:
@@ -359,6 +377,16 @@ def refused_within(http, pid, request, status: int, budget: int) -> tuple[dict, 
     return response.json(), grown
 
 
+def events_refused_within(http, pid, body: bytes, content_type: str, status: int, budget: int):
+    """:func:`refused_within` for ``body`` posted to the ``wide`` model's events."""
+    return refused_within(
+        http, pid,
+        lambda h: h.post("/v1/models/wide/events", content=body,
+                         headers={"content-type": content_type}),
+        status, budget,
+    )  # fmt: skip
+
+
 MIB = 2**20
 
 
@@ -371,12 +399,7 @@ def test_npz_that_inflates_to_2_gib_is_a_413_before_inflating(warm_server):
     y = npy(np.zeros(n_rows, dtype=np.int64))
     body = raw_zip([("X.npy", data, crc, size, zipfile.ZIP_DEFLATED), stored("y.npy", y)])
     assert len(body) < 4 * MIB
-    problem, grown = refused_within(
-        http, pid,
-        lambda h: h.post("/v1/models/wide/events", content=body,
-                         headers={"content-type": "application/x-npz"}),
-        413, 32 * MIB,
-    )  # fmt: skip
+    problem, grown = events_refused_within(http, pid, body, "application/x-npz", 413, 32 * MIB)
     assert "AUCSTREAM_MAX_INFLATED_BYTES" in problem["detail"]
     assert problem["field"] == "X.npy"
     GROWTH["npz inflating to 2 GiB"] = grown
@@ -460,24 +483,14 @@ def test_libsvm_body_densified_for_a_dense_model_is_bounded(warm_server):
     1.5 GB (100,000 rows densified)."""
     http, pid = warm_server
     body = b"1\n" * 100_000
-    problem, grown = refused_within(
-        http, pid,
-        lambda h: h.post("/v1/models/wide/events", content=body,
-                         headers={"content-type": "text/x-libsvm"}),
-        413, 64 * MIB,
-    )  # fmt: skip
+    problem, grown = events_refused_within(http, pid, body, "text/x-libsvm", 413, 64 * MIB)
     assert "AUCSTREAM_MAX_DENSE_CELLS" in problem["detail"]
     GROWTH["200 KB LIBSVM to a 2,000-feature dense model"] = grown
     # the same as CSR arrays in an NPZ
     csr = io.BytesIO()
     np.savez(csr, indptr=np.zeros(100_001, dtype=np.int64), indices=np.zeros(0, dtype=np.int64),
              data=np.zeros(0), y=np.ones(100_000, dtype=np.int64))  # fmt: skip
-    refused_within(
-        http, pid,
-        lambda h: h.post("/v1/models/wide/events", content=csr.getvalue(),
-                         headers={"content-type": "application/x-npz"}),
-        413, 64 * MIB,
-    )  # fmt: skip
+    events_refused_within(http, pid, csr.getvalue(), "application/x-npz", 413, 64 * MIB)
     assert http.get("/v1/models/wide").json()["counts"]["events_learned"] == 400
 
 
@@ -608,6 +621,23 @@ def test_remembered_ids_per_request_are_capped(make_client):
     short_ids = [f"e{i}" for i in range(1000)]
     assert client.post("/v1/models/m/events", json=events_json(X, y, short_ids)
                        ).status_code == 200  # fmt: skip
+
+
+def test_remembered_event_ids_are_capped_oldest_first(make_client):
+    """``max_remembered_ids``: a model remembers at most that many ids; beyond it the oldest
+    are forgotten (their events would be learned again), the newest still deduplicated."""
+    client = make_client(max_remembered_ids=5)
+    create_model(client)
+    X, y = make_stream(8)
+    ids = [f"e{i}" for i in range(8)]
+    for rows in (slice(0, 4), slice(4, 8)):
+        response = client.post("/v1/models/m/events", json=events_json(X[rows], y[rows], ids[rows]))
+        assert response.json()["learned"] == 4
+    again = client.post("/v1/models/m/events", json=events_json(X[3:], y[3:], ids[3:])).json()
+    assert again["duplicates"] == 5 and again["learned"] == 0  # the last 5 ids: remembered
+    oldest = client.post("/v1/models/m/events", json=events_json(X[:3], y[:3], ids[:3])).json()
+    assert oldest["duplicates"] == 0 and oldest["learned"] == 3  # forgotten early
+    assert client.get("/v1/models/m").json()["counts"]["events_learned"] == 11
 
 
 def test_records_kept_by_score_are_capped(make_client):

@@ -9,7 +9,10 @@ import pytest
 from core.learners import available_learners, learner_class, make_learner
 from tests.service.conftest import create_model, events_json, make_stream
 
-ONLINE = [n for n in available_learners() if getattr(learner_class(n), "online", True)]
+# online learners and window solvers (spdam): those a model may run
+ONLINE = [
+    n for n in available_learners() if learner_class(n).online or learner_class(n).streams_on_window
+]
 
 
 @pytest.mark.parametrize("name", ONLINE)
@@ -23,7 +26,9 @@ def test_learner_served_bit_for_bit(client, name):
     second = client.post(f"/v1/models/{name}/events?scores=true", json=events_json(X[30:], y[30:]))
     assert second.status_code == 200, second.text
 
-    reference = make_learner(name, scaling="standard")
+    # models created over HTTP run auto with track_drift (docs/algorithms/auto.md (auto.8))
+    extra = {"track_drift": True} if name == "auto" else {}
+    reference = make_learner(name, scaling="standard", **extra)
     reference.initialize(4)
     expected = np.concatenate(
         [reference.prequential_step(X[:30], y[:30]), reference.prequential_step(X[30:], y[30:])]
@@ -36,6 +41,10 @@ def test_learner_served_bit_for_bit(client, name):
         assert stored[f"learner:{key}"].dtype == value.dtype
     scores = client.post(f"/v1/models/{name}/score", json=events_json(X[:5])).json()["scores"]
     np.testing.assert_array_equal(scores, reference.decision_function(X[:5]))
+
+
+def test_seed_learners_are_listed_as_servable(client):
+    assert {"spdam", "poise"} <= set(ONLINE)
 
 
 def test_batch_solver_is_refused(client):

@@ -47,6 +47,18 @@ def test_metrics_stream_pushes_changes(client):
     assert client.get("/v1/models/nope/metrics/stream").status_code == 404
 
 
+def test_metrics_stream_of_a_deleted_model_ends_with_a_deleted_message(client):
+    create_model(client, n_features=5)
+    with client.stream("GET", "/v1/models/m/metrics/stream?interval=0.1") as stream:
+        messages = _sse_messages(stream.iter_lines())
+        assert next(messages)["event"] == "metrics"
+        assert client.delete("/v1/models/m").status_code == 204
+        last = next(messages)
+        assert next(messages, None) is None  # the stream ends cleanly after it
+    assert last["event"] == "deleted"
+    assert orjson.loads(last["data"])["status"] == 404
+
+
 @pytest.mark.parametrize("interval", ["0.000001", "0.05", "0", "-1", "61"])
 def test_metrics_stream_refuses_an_interval_out_of_bounds(client, interval):
     """Below 0.1 s a stream would read the model's metrics in a busy loop."""

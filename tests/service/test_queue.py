@@ -15,7 +15,14 @@ from service.queue.worker import Worker
 from service.settings import Settings
 from service.stores import keys
 from service.stores.redis import decode_fields
-from tests.service.conftest import create_model, events_json, make_stream, npz_bytes
+from tests.service.conftest import (
+    ON_REDIS_AND_CLUSTER,
+    create_model,
+    events_json,
+    make_stream,
+    masters_of,
+    npz_bytes,
+)
 from tests.service.test_bad_input import CASES as BAD_INPUT
 from tests.service.test_bad_input import N_FEATURES as BAD_INPUT_FEATURES
 
@@ -75,6 +82,7 @@ def test_worker_command_needs_redis(monkeypatch, capsys):
     assert "AUCSTREAM_REDIS_URL" in capsys.readouterr().err
 
 
+@ON_REDIS_AND_CLUSTER
 def test_202_with_stream_ids_and_the_worker_learns_as_sync_mode(make_app, make_worker, rclient):
     queued, sync = make_app("queue"), make_app("sync")
     create_model(queued, "q", params={"random_state": 3})
@@ -123,6 +131,7 @@ def test_large_batches_are_split_into_entries(make_app, make_worker, rclient):
     assert client.get("/v1/models/m").json()["counts"]["events_learned"] == 100
 
 
+@ON_REDIS_AND_CLUSTER
 def test_backpressure_429_with_retry_after(make_app, make_worker, rclient):
     client = make_app(
         queue_max_backlog_events=100, max_batch_events=100, queue_retry_after_seconds=3
@@ -172,6 +181,7 @@ def test_other_refusals_in_queue_mode_append_nothing(make_app, rclient):
     assert not rclient.exists(keys.stream("m"), keys.queue("m"), keys.stream("nope"))
 
 
+@ON_REDIS_AND_CLUSTER
 def test_labels_in_queue_mode_join_as_in_sync_mode(make_app, make_worker, rclient):
     queued, sync = make_app("queue"), make_app("sync")
     X, y = make_stream(120, seed=8)
@@ -199,6 +209,7 @@ def test_labels_in_queue_mode_join_as_in_sync_mode(make_app, make_worker, rclien
     assert_same_state(rclient, "q", "ref")
 
 
+@ON_REDIS_AND_CLUSTER
 def test_lag_is_reported_in_metrics_and_prometheus(make_app, make_worker, rclient):
     client = make_app()
     create_model(client, "m")
@@ -223,6 +234,7 @@ def test_lag_is_reported_in_metrics_and_prometheus(make_app, make_worker, rclien
     assert 'aucstream_worker_entries_total{model="m",outcome="applied"} 3.0' in worker_metrics
 
 
+@ON_REDIS_AND_CLUSTER
 def test_retried_posts_with_the_same_ids_learn_once(make_app, make_worker, rclient):
     client = make_app()
     create_model(client, "m")
@@ -235,6 +247,7 @@ def test_retried_posts_with_the_same_ids_learn_once(make_app, make_worker, rclie
     assert counts["events_learned"] == 100 and counts["duplicates"] == 50
 
 
+@ON_REDIS_AND_CLUSTER
 def test_crash_after_commit_before_ack_is_not_learned_twice(make_app, make_worker, rclient):
     """The worker dies between its commit and XACK: the entries are redelivered (claimed by
     another worker) and skipped as at or before the checkpoint."""
@@ -281,6 +294,7 @@ def test_a_bad_entry_is_skipped_and_the_rest_learned(make_app, make_worker, rcli
     assert worker.telemetry.entries.labels("m", "rejected")._value.get() == 1
 
 
+@ON_REDIS_AND_CLUSTER
 def test_worker_follows_models_created_reset_and_deleted(make_app, make_worker, rclient):
     client = make_app()
     worker = make_worker()
@@ -331,8 +345,13 @@ def test_queue_key_names():
     assert {keys.stream("m"), keys.queue("m"), keys.lease("m")} <= set(keys.all_model_keys("m"))
 
 
-def test_workers_share_the_models_and_take_over_from_a_stopped_one(make_app, make_worker, rclient):
+@ON_REDIS_AND_CLUSTER
+def test_workers_share_the_models_and_take_over_from_a_stopped_one(
+    make_app, make_worker, rclient, redis_kind
+):
     client = make_app()
+    if redis_kind == "redis_cluster":  # streams of every master read by one worker
+        assert len(set(masters_of(rclient, "abcd").values())) == 3
     for model in "abcd":
         create_model(client, model)
     first = make_worker("first")

@@ -28,7 +28,13 @@ import redis
 from loadtest.local import free_port
 from service.queue import APPLIED_ENTRIES
 from service.stores import keys
-from tests.service.conftest import create_model, events_json, make_stream, started_apps
+from tests.service.conftest import (
+    ON_REDIS_AND_CLUSTER,
+    create_model,
+    events_json,
+    make_stream,
+    started_apps,
+)
 from tests.service.test_queue import assert_same_state, stored_arrays
 from tests.service.test_uvicorn import uvicorn_server
 
@@ -67,12 +73,13 @@ def applied_entries(client: redis.Redis, model: str) -> int:
     return int(client.hget(keys.meta(model), APPLIED_ENTRIES) or 0)
 
 
+@ON_REDIS_AND_CLUSTER
 def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
-    empty_redis, rclient, workers, tmp_path
+    any_redis, rclient, workers, tmp_path
 ):
     n_entries = 60
     X, y = make_stream(n_entries * 100, seed=21)
-    with queue_and_sync_models(empty_redis, 7) as (queued, sync):
+    with queue_and_sync_models(any_redis, 7) as (queued, sync):
         for number in range(n_entries):
             rows = slice(number * 100, (number + 1) * 100)
             body = orjson.dumps(events_json(X[rows], y[rows]))  # no ids: the checkpoint alone
@@ -95,7 +102,7 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
                 )
 
             for retry in range(5):  # the signal may land just after an XACK: kill again then
-                worker = workers(empty_redis, f"doomed-{attempt}-{retry}")
+                worker = workers(any_redis, f"doomed-{attempt}-{retry}")
                 wait_for(mid_batch, 60, "no progress", 0.0005)
                 worker.send_signal(signal.SIGKILL)
                 worker.wait(timeout=10)
@@ -109,7 +116,7 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
 
         # SIGTERM while busy: the worker finishes its read, commits, acknowledges, gives the
         # lease back and exits 0
-        polite = workers(empty_redis, "polite")
+        polite = workers(any_redis, "polite")
         # it holds the lease only once it runs, its SIGTERM handler installed (on a loaded
         # machine the doomed workers may already have passed the 70 % mark before it started)
         wait_for(lambda: rclient.get(keys.lease("q")) == b"polite", 60, "polite never ran")
@@ -121,7 +128,7 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
         graceful_at = applied_entries(rclient, "q")
         assert graceful_at < n_entries, "finished before the SIGTERM"
 
-        last = workers(empty_redis, "survivor")
+        last = workers(any_redis, "survivor")
         wait_drained(rclient, "q", n_entries)
         last.send_signal(signal.SIGTERM)
         assert last.wait(timeout=15) == 0  # graceful: finishes, releases its lease
@@ -137,11 +144,12 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
     assert b"worker survivor stopped" in log
 
 
-def test_two_workers_on_one_model_lose_and_repeat_nothing(empty_redis, rclient, workers):
+@ON_REDIS_AND_CLUSTER
+def test_two_workers_on_one_model_lose_and_repeat_nothing(any_redis, rclient, workers):
     n_posts = 80
     X, y = make_stream(n_posts * 50, seed=22)
-    with queue_and_sync_models(empty_redis, 3) as (queued, sync):
-        first, second = workers(empty_redis, "alpha"), workers(empty_redis, "beta")
+    with queue_and_sync_models(any_redis, 3) as (queued, sync):
+        first, second = workers(any_redis, "alpha"), workers(any_redis, "beta")
         killed = None
         for number in range(n_posts):
             rows = slice(number * 50, (number + 1) * 50)

@@ -43,7 +43,7 @@ def test_an_evicted_model_learns_as_a_cached_one():
             for name in ("a", "b"):  # alternate: the bounded engine reloads every time
                 engine.learn(name, Batch(X[start : start + 20], y[start : start + 20], None))
     for name in ("a", "b"):
-        np.testing.assert_array_equal(small.weights(name)[1], large.weights(name)[1])
+        np.testing.assert_array_equal(small.weights(name).coef, large.weights(name).coef)
         assert small.info(name).counts == large.info(name).counts
 
 

@@ -1,4 +1,4 @@
-"""Both stores honour one protocol: versioned atomic commits, ids, pending labels."""
+"""Every store honours one protocol: versioned atomic commits, ids, pending labels."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from service.stores import keys
 from service.stores.base import Commit
 from service.stores.memory import MemoryStore
 from service.stores.redis import RedisStore
+from service.stores.sqlite import SQLiteStore
 
 
 def test_key_names_are_exact():
@@ -30,9 +31,13 @@ def test_key_names_are_exact():
 
 
 @pytest.fixture
-def store(store_kind, redis_url):
+def store(store_kind, redis_url, data_dir):
     if store_kind == "memory":
         yield MemoryStore()
+    elif store_kind == "sqlite":
+        store = SQLiteStore.open(data_dir)
+        yield store
+        store.close()
     else:
         store = RedisStore.from_url(redis_url)
         yield store
@@ -152,6 +157,26 @@ def test_pending_records(store):
     assert store.get_pending("m", ["a", "b"]) == {}
     assert store.expired("m", ["a", "c"], now=21.0).tolist() == [True, False]
     assert store.due_pending("m", now=20.0, limit=10) == []
+
+
+def test_remembered_ids_are_bounded_and_the_oldest_forgotten_first(store):
+    """``max_remembered_ids``: beyond it the ids of the oldest commits are forgotten before
+    their expiry, on every store alike; learned and expired ids are bounded apart."""
+    store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
+    version = 1
+    for ids, expiry in ((["a", "b", "c"], 200.0), (["d", "e"], 300.0), (["f"], 400.0)):
+        expired = [event_id.upper() for event_id in ids]
+        commit = Commit(version, "inc1", ARRAYS, learned_ids=ids, expired_ids=expired,
+                        id_expiry=expiry, now=100.0, max_remembered_ids=4)  # fmt: skip
+        version = store.commit("m", commit)
+    oldest_two_forgotten = [False, False, True, True, True, True]
+    assert store.seen("m", list("abcdef"), now=150.0).tolist() == oldest_two_forgotten
+    assert store.expired("m", list("ABCDEF"), now=150.0).tolist() == oldest_two_forgotten
+    # an unbounded commit forgets nothing early
+    store.commit(
+        "m", Commit(version, "inc1", ARRAYS, learned_ids=["g"], id_expiry=500.0, now=100.0)
+    )
+    assert store.seen("m", list("cdefg"), now=150.0).all()
 
 
 def test_redis_state_arrays_are_visible_as_raw_fields(empty_redis, rclient):

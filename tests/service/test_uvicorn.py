@@ -1,5 +1,5 @@
 """Through real uvicorn processes: end to end on the memory store, and two workers sharing one
-Redis with eight concurrent clients (no update lost, none applied twice)."""
+Redis, or one SQLite file, with eight concurrent clients (no update lost, none applied twice)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,19 @@ import contextlib
 import os
 import subprocess
 import threading
+import time
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import numpy as np
 import orjson
+import pytest
 
 from loadtest.local import free_port, start_uvicorn, stop, wait_ready
 from service import cli
-from service.stores import keys
+from service.stores.redis import RedisStore
+from service.stores.sqlite import SQLiteStore
 from tests.service.conftest import events_json, make_stream, npz_bytes
 
 
@@ -83,8 +88,16 @@ def test_end_to_end_through_uvicorn_memory_store(tmp_path, capsys):
         assert http.get("/v1/models/replayed").json()["counts"]["events_learned"] == 500
 
 
-def test_two_workers_one_redis_eight_clients_lose_nothing(empty_redis, rclient):
-    client = rclient
+@pytest.mark.parametrize("shared_store", ["redis", "sqlite"])
+def test_two_workers_one_store_eight_clients_lose_nothing(request, tmp_path, shared_store):
+    """Two uvicorn workers share a Redis, or an SQLite file on this machine."""
+    if shared_store == "redis":
+        redis_url = request.getfixturevalue("empty_redis")
+        env = {"AUCSTREAM_REDIS_URL": redis_url}
+        open_store: Callable[[], Any] = lambda: RedisStore.from_url(redis_url)  # noqa: E731
+    else:
+        env = {"AUCSTREAM_STORE": "sqlite", "AUCSTREAM_DATA_DIR": str(tmp_path / "data")}
+        open_store = lambda: SQLiteStore.open(tmp_path / "data")  # noqa: E731
     n_clients, n_batches, batch_size = 8, 8, 40
     X, y = make_stream(n_clients * n_batches * batch_size, seed=11)
     batches = []
@@ -93,7 +106,7 @@ def test_two_workers_one_redis_eight_clients_lose_nothing(empty_redis, rclient):
         ids = [f"ev-{i}" for i in range(rows.start, rows.stop)]
         batches.append(orjson.dumps(events_json(X[rows], y[rows], ids)))
 
-    with uvicorn_server(2, AUCSTREAM_REDIS_URL=empty_redis) as url:
+    with uvicorn_server(2, **env) as url:
         with httpx.Client(base_url=url) as http:
             created = http.post(
                 "/v1/models",
@@ -137,13 +150,11 @@ def test_two_workers_one_redis_eight_clients_lose_nothing(empty_redis, rclient):
     assert metrics["since_start"]["events"] == n_events
     assert version == 1 + 2 * n_clients * n_batches  # one committed write per request
     # the learner's own counters and class sums saw every event exactly once
-    state = client.hgetall(keys.state("shared"))
-    assert np.frombuffer(state[b"learner:n_seen"], dtype="<i8")[0] == n_events
-    assert np.frombuffer(state[b"learner:n_pos"], dtype="<i8")[0] == int(y.sum())
-    np.testing.assert_allclose(
-        np.frombuffer(state[b"learner:class_sum_pos"], dtype="<f8"),
-        X[y == 1].sum(axis=0),
-        rtol=1e-9,
-    )
-    assert client.zcard(keys.seen("shared")) == n_events
-    client.close()
+    store = open_store()
+    state = store.load("shared").arrays
+    assert state["learner:n_seen"][0] == n_events
+    assert state["learner:n_pos"][0] == int(y.sum())
+    np.testing.assert_allclose(state["learner:class_sum_pos"], X[y == 1].sum(axis=0), rtol=1e-9)
+    every_id = [f"ev-{i}" for i in range(n_events)]
+    assert store.seen("shared", every_id, time.time()).all()
+    store.close()

@@ -1,0 +1,94 @@
+"""The ``aucstream`` command line: one module per subcommand.
+
+A subcommand is a module of this package whose name does not start with an underscore and
+that defines ``register(commands)``: it adds its parser to ``commands`` (the argparse
+sub-parsers, built with :func:`add_command`) and sets ``handler`` to a function of the parsed
+arguments returning the exit status.  Nothing else needs editing: :func:`build_parser` finds
+the modules.  Every failure is one line on stderr and a non-zero exit (``_errors``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pkgutil
+from collections.abc import Sequence
+
+# One BLAS thread per process, set before numpy loads OpenBLAS (it reads this once): the
+# service runs many small kernel calls concurrently (uvicorn workers, queue workers), and
+# OpenBLAS threads on top of them only fight over the cores (opauc's rank-k sketch slowed to a
+# crawl on a busy 2-core machine).  A value set by the operator wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from service.cli._errors import run  # noqa: E402
+
+DESCRIPTION = """\
+Online AUC / partial-AUC learning service.
+
+  aucstream serve                     run the HTTP API on http://127.0.0.1:8000
+  aucstream replay events.csv --model fraud --label-column is_fraud
+                                      learn a file in-process and print its metrics
+  aucstream replay events.csv --model fraud --url http://127.0.0.1:8000
+                                      send it to a running server (re-running is harmless)
+
+Exit status: 0 success, 1 the work failed (a server refused or was down), 2 a wrong command,
+file or option, 130 interrupted."""
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs as written; each option's default after its help, unless it
+    has none worth showing (None, False, or the help already says it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "%(default)" in text
+            or "default:" in text
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or not action.option_strings
+        ):
+            return text
+        if isinstance(default, list | tuple):
+            return f"{text} (default: {' '.join(map(str, default))})"
+        return f"{text} (default: %(default)s)"
+
+
+def add_command(
+    commands: argparse._SubParsersAction, name: str, summary: str, description: str = ""
+) -> argparse.ArgumentParser:
+    """A subcommand's parser with the house help format: ``summary`` in ``aucstream --help``,
+    ``summary`` and ``description`` in ``aucstream <name> --help``."""
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}.\n\n{description}".rstrip(),
+        formatter_class=HelpFormatter,
+    )
+
+
+def command_modules() -> list[str]:
+    return sorted(
+        info.name for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aucstream", description=DESCRIPTION, formatter_class=HelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in command_modules():
+        importlib.import_module(f"{__name__}.{name}").register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run(args.handler, args)
+
+
+__all__ = ["HelpFormatter", "add_command", "build_parser", "main"]

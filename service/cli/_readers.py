@@ -1,0 +1,275 @@
+"""Files for ``aucstream replay``: CSV / TSV and Parquet (pandas, pyarrow), LIBSVM, NPZ.
+
+Tables (CSV, Parquet) are read whole by pandas: quoted fields, any delimiter quoting, and
+compressed ``.csv.gz`` work as pandas reads them.  Their columns are the label
+(``--label-column``; default the first of ``y``, ``label``, ``target``, ``class``,
+``is_fraud`` in any case, else the last column), an optional id (``--id-column``) and the
+features, in file order, whose names become the model's ``feature_names``.  Policies, each
+failing with one line naming what is wrong:
+
+* a non-numeric feature column (text such as a merchant name) is refused, naming the
+  columns, unless ``--drop-non-numeric`` leaves them out; booleans count as 0/1;
+* a missing value (an empty cell, ``NA``, ``null``...) is refused naming its row and column
+  (``--missing error``), read as 0 (``--missing zero``), or drops its row (``--missing
+  drop``); a missing label or id is always refused;
+* an infinite value is always refused.
+
+Rows are numbered from 1 after the header (as a spreadsheet shows them, less the header).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.validation import CSRMatrix, as_labels
+from service.cli._errors import CliError
+
+FORMATS = ("auto", "csv", "parquet", "libsvm", "npz")
+MISSING_POLICIES = ("error", "zero", "drop")
+#: label columns recognised without --label-column, in this order (case-insensitive)
+LABEL_NAMES = ("y", "label", "target", "class", "is_fraud")
+_EXTENSIONS = {
+    "csv": (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".csv.zip", ".csv.bz2", ".csv.xz"),
+    "parquet": (".parquet", ".pq", ".parq"),
+    "libsvm": (".libsvm", ".svm", ".svmlight", ".txt", ".dat"),
+    "npz": (".npz",),
+}
+
+
+@dataclass
+class ReplayData:
+    """A file's events: features, labels in {-1, +1}, ids (from ``--id-column``, else None)
+    and row numbers (1-based, of the rows kept), feature names (tables only)."""
+
+    X: np.ndarray | CSRMatrix
+    y: np.ndarray
+    ids: list[str] | None
+    rows: np.ndarray
+    feature_names: list[str] | None
+    digest: str
+
+    @property
+    def n_events(self) -> int:
+        return int(self.X.shape[0])
+
+    def event_ids(self) -> list[str]:
+        """The ids to send: the id column, else ``<digest>-<row>`` -- the same for the same
+        file content, so replaying it again into a server skips what it already learned."""
+        if self.ids is not None:
+            return self.ids
+        return [f"{self.digest}-{row}" for row in self.rows.tolist()]
+
+
+def add_file_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a subcommand that reads an events file (replay, fit)."""
+    parser.add_argument("--format", choices=FORMATS, default="auto", help="file format")
+    parser.add_argument("--label-column", default=None, help="CSV / Parquet label column")
+    parser.add_argument("--missing", choices=MISSING_POLICIES, default="error",
+                        help="what a missing feature value does")  # fmt: skip
+    parser.add_argument("--drop-non-numeric", action="store_true",
+                        help="leave out text columns instead of refusing the file")  # fmt: skip
+    parser.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
+
+
+def file_digest(path: str) -> str:
+    """First 16 hex digits of the SHA-256 of the file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def detect_format(path: str) -> str:
+    lowered = path.lower()
+    for name, extensions in _EXTENSIONS.items():
+        if lowered.endswith(extensions):
+            return name
+    raise CliError(
+        f"cannot tell the format of {path} from its name; pass --format ({', '.join(FORMATS[1:])})"
+    )
+
+
+def read_events(
+    path: str,
+    file_format: str = "auto",
+    *,
+    label_column: str | None = None,
+    id_column: str | None = None,
+    missing: str = "error",
+    drop_non_numeric: bool = False,
+    zero_based: bool = False,
+) -> ReplayData:
+    file_format = detect_format(path) if file_format == "auto" else file_format
+    digest = file_digest(path)  # also the first read: a missing file fails here, in one line
+    if file_format in ("csv", "parquet"):
+        frame = read_frame(path, file_format, id_column)
+        return table_events(frame, path, digest, label_column, id_column, missing, drop_non_numeric)
+    if id_column is not None or label_column is not None:
+        option = "--id-column" if id_column is not None else "--label-column"
+        raise CliError(f"{option} is for CSV and Parquet files, not {file_format}")
+    X, y = read_libsvm(path, zero_based) if file_format == "libsvm" else read_npz(path)
+    y = checked_labels(y, "the labels", np.arange(1, len(y) + 1))
+    return ReplayData(X, y, None, np.arange(1, len(y) + 1), None, digest)
+
+
+# ---------------------------------------------------------------------------- tables
+def read_frame(path: str, file_format: str, id_column: str | None):
+    import pandas as pd
+
+    try:
+        if file_format == "parquet":
+            frame = pd.read_parquet(path)
+        else:
+            separator = "\t" if re.search(r"\.tsv(\.\w+)?$", path.lower()) else ","
+            id_types = {id_column: str} if id_column is not None else None
+            # round_trip: correctly rounded floats (pandas' default parser can be 1 ulp off)
+            frame = pd.read_csv(
+                path,
+                sep=separator,
+                dtype=id_types,
+                skipinitialspace=True,
+                float_precision="round_trip",
+            )
+    except ImportError as error:
+        raise CliError(f"reading {file_format} needs {error.name}: pip install pyarrow") from None
+    except pd.errors.EmptyDataError:
+        raise CliError(f"{path} is empty") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        raise CliError(f"cannot read {path} as {file_format}: {error}") from None
+    if len(frame) == 0:
+        raise CliError(f"{path} has a header but no rows")
+    frame.columns = [str(name).strip() for name in frame.columns]
+    return frame
+
+
+def table_events(frame, path, digest, label_column, id_column, missing, drop_non_numeric):
+    import pandas as pd
+
+    columns = list(frame.columns)
+    if label_column is None:
+        lowered = {name.lower(): name for name in reversed(columns)}  # the first of equals
+        label_column = next((lowered[name] for name in LABEL_NAMES if name in lowered), columns[-1])
+    for option, name in (("--label-column", label_column), ("--id-column", id_column)):
+        if name is not None and name not in columns:
+            raise CliError(f"{option}: no column {name!r} in {path}; columns: {_names(columns)}")
+    if id_column == label_column:
+        raise CliError("--id-column and --label-column name the same column")
+    rows = np.arange(1, len(frame) + 1)
+    feature_columns = [name for name in columns if name not in (label_column, id_column)]
+    text = [
+        name
+        for name in feature_columns
+        if not (
+            pd.api.types.is_numeric_dtype(frame[name]) or pd.api.types.is_bool_dtype(frame[name])
+        )
+    ]
+    if text and not drop_non_numeric:
+        raise CliError(
+            f"non-numeric column(s) {_names(text)} in {path}: features must be numbers; pass "
+            "--drop-non-numeric to leave them out (or --id-column for an id)"
+        )
+    if text:
+        print(f"aucstream: note: left out non-numeric column(s) {_names(text)}", file=sys.stderr)
+        feature_columns = [name for name in feature_columns if name not in text]
+    if not feature_columns:
+        raise CliError(f"{path} has no feature column besides the label and id")
+    keep = _missing_rows(frame, feature_columns, missing)
+    for name in (label_column, id_column):
+        if name is not None and frame[name].isna().any():
+            row = int(rows[np.flatnonzero(frame[name].isna().to_numpy())[0]])
+            raise CliError(f"row {row}: no value in column {name!r} (labels and ids are needed)")
+    if keep is not None:
+        frame, rows = frame[keep], rows[keep]
+        if len(frame) == 0:
+            raise CliError(f"every row of {path} has a missing value (--missing drop)")
+    X = np.ascontiguousarray(frame[feature_columns].to_numpy(dtype=np.float64, na_value=0.0))
+    infinite = np.argwhere(np.isinf(X))
+    if len(infinite):
+        row, column = infinite[0]
+        raise CliError(f"row {rows[row]}, column {feature_columns[column]!r}: infinite value")
+    y = checked_labels(frame[label_column].to_numpy(), f"label column {label_column!r}", rows)
+    ids = None if id_column is None else frame[id_column].astype(str).tolist()
+    return ReplayData(X, y, ids, rows, feature_columns, digest)
+
+
+def _missing_rows(frame, feature_columns: list[str], missing: str) -> np.ndarray | None:
+    """Rows to keep (``drop``), or None; raises for ``error`` on the first missing cell."""
+    absent = frame[feature_columns].isna().to_numpy()
+    if not absent.any() or missing == "zero":
+        return None
+    if missing == "drop":
+        return ~absent.any(axis=1)
+    row, column = np.argwhere(absent)[0]
+    count = int(absent.sum())
+    raise CliError(
+        f"row {row + 1}, column {feature_columns[column]!r}: missing value ({count} missing "
+        "cell(s) in all); pass --missing zero to read them as 0 or --missing drop to skip "
+        "their rows"
+    )
+
+
+def checked_labels(values: np.ndarray, what: str, rows: np.ndarray) -> np.ndarray:
+    """Labels in {-1, +1} (from 0/1, -1/+1 or booleans), or one line naming the bad row."""
+    try:
+        return as_labels(values)
+    except ValueError as error:
+        row = getattr(error, "row", None)
+        where = f" (row {rows[row]})" if row is not None else ""
+        raise CliError(f"{what}: {error}{where}") from None
+
+
+def _names(names: list[str], shown: int = 8) -> str:
+    quoted = ", ".join(repr(name) for name in names[:shown])
+    return quoted + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+# ---------------------------------------------------------------------------- LIBSVM, NPZ
+def read_libsvm(path: str, zero_based: bool) -> tuple[CSRMatrix, np.ndarray]:
+    from service.ingest import FeatureSpec, libsvm_events
+
+    with open(path, "rb") as handle:
+        body = handle.read()
+    indices = [int(token) for token in re.findall(rb"(\d+):", body)]
+    n_features = (max(indices) + (1 if zero_based else 0)) if indices else 1
+    spec = FeatureSpec(max(n_features, 1), "sparse")
+    batch = libsvm_events(body, spec, labelled=True, max_events=sys.maxsize, zero_based=zero_based)
+    assert isinstance(batch.X, CSRMatrix) and batch.y is not None
+    return batch.X, batch.y
+
+
+def read_npz(path: str) -> tuple[np.ndarray | CSRMatrix, np.ndarray]:
+    """``X`` and ``y``, or the CSR triple ``indptr``, ``indices``, ``data`` (and ``shape``)."""
+    import zipfile
+
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            names = set(archive.files)
+            if "y" not in names or not ({"X"} <= names or {"indptr", "indices", "data"} <= names):
+                raise CliError(
+                    f"{path} holds {sorted(names)}; expected y and X, or y and the CSR arrays "
+                    "indptr, indices, data"
+                )
+            y = archive["y"]
+            if "X" in names:
+                X = np.asarray(archive["X"], dtype=np.float64)
+                if X.ndim != 2:
+                    raise CliError(f"{path}: X must be 2-d, got shape {X.shape}")
+                return np.ascontiguousarray(X), y
+            indptr = archive["indptr"].astype(np.int64)
+            indices = archive["indices"].astype(np.int64)
+            n_features = (
+                int(archive["shape"][1]) if "shape" in names else int(indices.max(initial=0)) + 1
+            )
+            data = archive["data"].astype(np.float64)
+            return CSRMatrix(indptr, indices, data, n_features), y
+    except (zipfile.BadZipFile, ValueError) as error:
+        raise CliError(f"cannot read {path} as .npz: {error}") from None

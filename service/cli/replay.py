@@ -1,0 +1,293 @@
+"""``aucstream replay``: stream a file's labelled events into a model, in this process or into
+a running server (``--url``), and print the model's metrics and this run's rate."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import orjson
+
+from core.validation import CSRMatrix
+from service.cli import add_command
+from service.cli._errors import FAILED, CliError, one_line
+from service.cli._readers import ReplayData, add_file_options, read_events
+from service.cli._report import RunTally, metrics_table
+from service.schemas import DEFAULT_LEARNER
+
+#: [CHOICE] A sparse file (LIBSVM, CSR arrays in an NPZ) with at most this many features is
+#: replayed into a dense model, so that ``auto`` scaling standardises it (centring, which a
+#: sparse model cannot do): issue 15 saw a LIBSVM file reach AUC 0.785 as a sparse model with
+#: ``scale`` scaling (the old default) against 0.935 dense; ``bench/replay_defaults.py`` on 8
+#: real sets (bench/README.md) gave dense the better prequential AUC on 6 (hypothyroid 0.969
+#: against 0.888), sparse on 2 (car_vgood 0.973 against 0.952, splice 0.983 against 0.977).
+#: Above it the model stays sparse (dense rows cost O(n_features) per event and per stored
+#: regret-window row).
+DENSE_MAX_FEATURES = 1000
+
+DESCRIPTION = f"""\
+Files: CSV / TSV (also .csv.gz), Parquet, LIBSVM text and NPZ (X and y, or the CSR arrays
+indptr, indices, data and y); the format follows the extension unless --format is given.
+CSV and Parquet: the label column is --label-column (default: the first of y, label, target,
+class, is_fraud in any case, else the last column), the other numeric columns are the
+features, named after the
+header (the model's feature_names).  Text columns are refused unless --drop-non-numeric;
+missing cells are refused unless --missing zero (read as 0) or --missing drop (skip the row).
+Labels are 0/1, -1/+1 or true/false.
+
+The model is created with the options below if it does not exist (with --url: if the server
+has no model of that id).  Feature mode by default: dense for CSV, Parquet and dense NPZ;
+for LIBSVM and sparse NPZ, dense up to {DENSE_MAX_FEATURES:,} features (so that auto scaling
+standardises them), sparse above (auto scaling then divides by the running spread).
+
+Every event is sent with an id: the --id-column value, else <content hash>-<row>, so replaying
+the same file into the same server again skips what was learned (a run that stopped half way
+can simply be run again).  In-process, only --id-column ids are used (a repeated id is
+skipped).  The rate printed is this run's events over this run's sending time.
+
+examples:
+  aucstream replay transactions.csv --model fraud --label-column is_fraud --id-column tx_id
+  aucstream replay transactions.parquet --model fraud --drop-non-numeric --save fraud.zip
+  aucstream replay data.libsvm --model a9a --url http://127.0.0.1:8000 --batch-size 2000"""
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = add_command(
+        commands,
+        "replay",
+        "stream a CSV / Parquet / LIBSVM / NPZ file into a model and print its metrics",
+        DESCRIPTION,
+    )
+    parser.add_argument("file", help="the events")
+    parser.add_argument("--model", required=True, help="model id (created if it does not exist)")
+    parser.add_argument(
+        "--url", default=None, help="a running server, e.g. http://127.0.0.1:8000 (default: "
+        "learn in this process)"
+    )  # fmt: skip
+    parser.add_argument("--api-key", default=None, help="sent as X-API-Key to --url")
+    parser.add_argument("--save", default=None, metavar="PATH",
+                        help="write the model's snapshot there at the end (the archive PUT "
+                        "/v1/models/{id}/snapshot loads)")  # fmt: skip
+    add_file_options(parser)
+    parser.add_argument("--id-column", default=None, help="CSV / Parquet event id column")
+    parser.add_argument("--batch-size", type=positive_int, default=1000, help="events per batch")
+    add_model_options(parser)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=replay)
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a new model, read by :func:`model_request` (replay, fit)."""
+    parser.add_argument("--learner", default=DEFAULT_LEARNER, help="learner of a new model")
+    parser.add_argument("--params", default=None,
+                        help='learner parameters as JSON, e.g. \'{"eta0": 0.1}\'')  # fmt: skip
+    parser.add_argument("--feature-mode", choices=("dense", "sparse"), default=None,
+                        help="feature mode of a new model (default: see above)")  # fmt: skip
+    parser.add_argument("--scaling", default="auto",
+                        choices=("auto", "none", "unit_norm", "standard", "scale"),
+                        help="online scaling of a new model; auto = standard when dense, "
+                        "scale when sparse")  # fmt: skip
+    parser.add_argument("--pauc-range", type=float, nargs=2, default=(0.0, 0.1),
+                        metavar=("ALPHA", "BETA"), help="FPR range of the pAUC")  # fmt: skip
+    parser.add_argument("--window", type=int, default=10_000, help="metrics window, in events")
+
+
+def replay(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    tally = RunTally()
+    started = time.perf_counter()
+    data = read_events(
+        args.file,
+        args.format,
+        label_column=args.label_column,
+        id_column=args.id_column,
+        missing=args.missing,
+        drop_non_numeric=args.drop_non_numeric,
+        zero_based=args.zero_based,
+    )
+    tally.read_seconds = time.perf_counter() - started
+    request = model_request(args, data)
+    with tqdm(total=data.n_events, unit="ev", unit_scale=True, disable=args.quiet or None) as bar:
+        if args.url:
+            metrics, snapshot = replay_to_server(args, data, request, tally, bar.update)
+        else:
+            metrics, snapshot = replay_in_process(args, data, request, tally, bar.update)
+    print(metrics_table(metrics))
+    print(tally.summary())
+    if snapshot is not None:
+        try:
+            with open(args.save, "wb") as handle:
+                handle.write(snapshot)
+        except OSError as error:
+            raise CliError(f"cannot write the snapshot: {error.strerror}: {args.save}") from None
+        print(f"snapshot of model {args.model} written to {args.save} ({len(snapshot):,} bytes)")
+    return 0
+
+
+def model_request(args: argparse.Namespace, data: ReplayData) -> dict[str, Any]:
+    """The ``POST /v1/models`` body of a new model for this file."""
+    try:
+        params = orjson.loads(args.params) if args.params else {}
+    except orjson.JSONDecodeError as error:
+        raise CliError(f"--params is not valid JSON: {error}") from None
+    if not isinstance(params, dict):
+        raise CliError("--params must be a JSON object, e.g. '{\"eta0\": 0.1}'")
+    n_features = int(data.X.shape[1])
+    mode = args.feature_mode
+    if mode is None:
+        sparse = isinstance(data.X, CSRMatrix) and n_features > DENSE_MAX_FEATURES
+        mode = "sparse" if sparse else "dense"
+    request = {
+        "id": args.model,
+        "learner": args.learner,
+        "params": params,
+        "n_features": n_features,
+        "feature_mode": mode,
+        "scaling": args.scaling,
+        "pauc_range": list(args.pauc_range),
+        "window": args.window,
+    }
+    if data.feature_names is not None:
+        request["feature_names"] = data.feature_names
+    return request
+
+
+def spans(n_events: int, size: int) -> Iterator[tuple[int, int]]:
+    for start in range(0, n_events, size):
+        yield start, min(start + size, n_events)
+
+
+def in_layout(X: np.ndarray | CSRMatrix, start: int, stop: int, dense: bool):
+    """Rows ``start:stop`` of ``X`` as the model takes them (dense rows or CSR)."""
+    rows = np.arange(start, stop)
+    part = X.take_rows(rows) if isinstance(X, CSRMatrix) else X[start:stop]
+    if dense and isinstance(part, CSRMatrix):
+        return part.toarray()
+    if not dense and not isinstance(part, CSRMatrix):
+        nonzero_rows, columns = np.nonzero(part)
+        indptr = np.zeros(part.shape[0] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(nonzero_rows, minlength=part.shape[0]), out=indptr[1:])
+        data = part[nonzero_rows, columns]
+        return CSRMatrix(indptr, columns.astype(np.int64), data, part.shape[1])
+    return part
+
+
+# ---------------------------------------------------------------------------- in-process
+def replay_in_process(args, data: ReplayData, request, tally: RunTally, advance):
+    from service import snapshot
+    from service.engine import Engine
+    from service.ingest import Batch
+    from service.schemas import ModelCreate
+    from service.stores.memory import MemoryStore
+
+    engine = Engine(MemoryStore())
+    engine.create_model(ModelCreate(**request))
+    dense = request["feature_mode"] == "dense"
+    started = time.perf_counter()
+    for start, stop in spans(data.n_events, args.batch_size):
+        ids = None if data.ids is None else list(data.ids[start:stop])
+        part = in_layout(data.X, start, stop, dense)
+        result = engine.learn(args.model, Batch(part, data.y[start:stop], ids))  # type: ignore[arg-type]
+        learned = {"learned": result.learned, "duplicates": len(result.duplicate_ids)}
+        tally.add(learned, stop - start)
+        advance(stop - start)
+    tally.learn_seconds = time.perf_counter() - started
+    archive = None
+    if args.save:
+        archive = snapshot.export_snapshot(*engine.state_arrays(args.model))
+    return engine.metrics(args.model), archive
+
+
+# ---------------------------------------------------------------------------- to a server
+def npz_body(X, y: np.ndarray, ids: list[str]) -> bytes:
+    buffer = io.BytesIO()
+    arrays: dict[str, np.ndarray] = {"y": y, "ids": np.array(ids)}
+    if isinstance(X, CSRMatrix):
+        arrays.update(indptr=X.indptr, indices=X.indices, data=X.data)
+    else:
+        arrays["X"] = X
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]
+    return buffer.getvalue()
+
+
+def refused(response, what: str) -> CliError:
+    """One line from a server's error answer (a problem+json body, or its text)."""
+    try:
+        problem = response.json()
+        detail = problem.get("detail") or problem.get("title") or response.text
+        if problem.get("field"):
+            detail += f" ({problem['field']})"
+    except ValueError:
+        detail = response.text or response.reason_phrase
+    return CliError(f"{what}: HTTP {response.status_code}: {one_line(detail, 300)}", FAILED)
+
+
+def ensure_model(http, request: dict[str, Any]) -> None:
+    """Create the model unless the server has it; an existing one must take this file."""
+    model = request["id"]
+    found = http.get(f"/v1/models/{model}")
+    if found.status_code == 404:
+        created = http.post("/v1/models", json=request)
+        if created.status_code not in (201, 409):  # 409: created meanwhile by another client
+            raise refused(created, f"could not create model {model}")
+        return
+    if found.status_code != 200:
+        raise refused(found, f"could not read model {model}")
+    config = found.json()["config"]
+    if config["n_features"] != request["n_features"]:
+        raise CliError(
+            f"model {model} on the server has {config['n_features']} features, the file "
+            f"{request['n_features']}; pick another --model"
+        )
+
+
+def replay_to_server(args, data: ReplayData, request, tally: RunTally, advance):
+    import httpx
+
+    headers = {"x-api-key": args.api_key} if args.api_key else {}
+    base = args.url.rstrip("/")
+    with httpx.Client(base_url=base, headers=headers, timeout=120) as http:
+        ensure_model(http, request)
+        found = http.get(f"/v1/models/{args.model}").json()["config"]
+        dense = found["feature_mode"] == "dense"
+        ids = data.event_ids()
+        started = time.perf_counter()
+        for start, stop in spans(data.n_events, args.batch_size):
+            part = in_layout(data.X, start, stop, dense)
+            response = http.post(
+                f"/v1/models/{args.model}/events",
+                content=npz_body(part, data.y[start:stop], ids[start:stop]),
+                headers={"content-type": "application/x-npz"},
+            )
+            if response.status_code not in (200, 202):
+                first = int(data.rows[start])
+                raise refused(
+                    response,
+                    f"the server refused the batch of rows {first}-{int(data.rows[stop - 1])} "
+                    f"(rows before {first} were sent; a re-run skips them)",
+                )
+            tally.add(response.json(), stop - start)
+            advance(stop - start)
+        tally.learn_seconds = time.perf_counter() - started
+        metrics = http.get(f"/v1/models/{args.model}/metrics")
+        if metrics.status_code != 200:
+            raise refused(metrics, "could not read the metrics")
+        archive = None
+        if args.save:
+            exported = http.get(f"/v1/models/{args.model}/snapshot")
+            if exported.status_code != 200:
+                raise refused(exported, "could not export the snapshot")
+            archive = exported.content
+        return metrics.json(), archive

@@ -1,0 +1,116 @@
+"""``aucstream serve``: the HTTP API under uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from service.cli import add_command
+from service.cli._errors import CliError, validation_message
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+DESCRIPTION = """\
+Settings not given here come from AUCSTREAM_* environment variables (service/settings.py);
+invalid ones stop the command before anything starts.  The first start compiles the numba
+kernels (cached on disk for the next starts); /readyz answers 200 once they are ready.
+
+examples:
+  aucstream serve --port 8000                  # models kept in ./aucstream-data (SQLite)
+  aucstream serve --workers 2 --data-dir /var/lib/aucstream
+  aucstream serve --store memory               # throwaway: models live in this process only
+  aucstream serve --workers 4 --redis-url redis://127.0.0.1:6379/0
+  AUCSTREAM_MODE=queue aucstream serve --workers 2 --redis-url redis://127.0.0.1:6379/0"""
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = add_command(commands, "serve", "run the HTTP API (uvicorn)", DESCRIPTION)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="uvicorn worker processes (more than 1 needs the sqlite or the redis store)",
+    )
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "memory", "redis"),
+        default=None,
+        help="where models live (default: AUCSTREAM_STORE, else redis when a Redis URL is "
+        "set, else sqlite: kept on disk across restarts)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="the SQLite store's directory (default: AUCSTREAM_DATA_DIR, else ./aucstream-data)",
+    )
+    parser.add_argument(
+        "--redis-url", default=None, help="Redis to use, e.g. redis://127.0.0.1:6379/0"
+    )
+    parser.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="uvicorn's")
+    parser.add_argument(
+        "--mode",
+        choices=("sync", "queue"),
+        default=None,
+        help="sync learns in the request; queue appends to Redis Streams for the queue "
+        "workers, aucstream worker (default: AUCSTREAM_MODE, else sync)",
+    )
+    parser.set_defaults(handler=serve)
+
+
+def serve(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from service.settings import Settings
+
+    if args.store:
+        os.environ["AUCSTREAM_STORE"] = args.store
+    if args.redis_url:
+        os.environ["AUCSTREAM_REDIS_URL"] = args.redis_url
+    if args.data_dir:
+        os.environ["AUCSTREAM_DATA_DIR"] = args.data_dir
+    if args.mode:
+        os.environ["AUCSTREAM_MODE"] = args.mode
+    os.environ["AUCSTREAM_WORKERS"] = str(args.workers)
+    try:
+        settings = Settings()  # invalid settings fail here, before any worker starts
+    except ValidationError as error:
+        raise CliError(f"invalid settings: {validation_message(error)}") from None
+    if settings.store == "sqlite":
+        from service.stores.sqlite import SQLiteStore, StoreOpenError
+
+        try:  # an unusable data directory or database: one line, before any worker starts
+            SQLiteStore.open(settings.data_dir, settings.sqlite_synchronous).close()
+        except StoreOpenError as error:
+            raise CliError(str(error)) from None
+    import shutil
+    import tempfile
+
+    import uvicorn
+
+    from service.telemetry import reset_multiprocess_dir
+
+    made_dir = None
+    if args.workers > 1:
+        # one Prometheus view across the workers: each writes its values under this directory
+        # (read by prometheus_client when the workers import it, so set before they start),
+        # emptied first since a previous run's files would be summed in
+        directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if not directory:
+            directory = made_dir = tempfile.mkdtemp(prefix="aucstream-prometheus-")
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+        reset_multiprocess_dir(directory)
+    try:
+        uvicorn.run(
+            "service.app:create_app",
+            factory=True,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            log_level=args.log_level,
+        )
+    finally:
+        if made_dir is not None:
+            shutil.rmtree(made_dir, ignore_errors=True)
+    return 0

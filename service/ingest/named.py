@@ -1,0 +1,85 @@
+"""Named features: ``"x": {"amount": 120.5, "n_items": 3}`` for a dense or sparse model created
+with ``feature_names``.  Each such event is rewritten to the positional form of its model (a
+list of ``n_features`` values, or ``{"indices": [...], "values": [...]}``), which the usual
+checks of :mod:`service.ingest.objects` then validate; lists and named objects may be mixed.
+
+A dense model needs every name in every event (a missing feature is an error, not a silent
+0); a sparse model takes any subset (absent names are zeros, as absent indices are).  A name
+the model does not have is an error naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.ingest.batch import FeatureSpec
+from service.ingest.fields import Locator
+
+#: names quoted in an error, and the characters kept of each (a client's key may be huge)
+_QUOTED_NAMES = 3
+_QUOTED_CHARS = 40
+
+
+def _quote(names: list[str]) -> str:
+    shown = [repr(n if len(n) <= _QUOTED_CHARS else n[:_QUOTED_CHARS] + "...") for n in names]
+    more = len(names) - _QUOTED_NAMES
+    return ", ".join(shown[:_QUOTED_NAMES]) + (f" and {more} more" if more > 0 else "")
+
+
+def is_sparse_form(row: Any) -> bool:
+    """``{"indices": [...], "values": [...]}``, the positional form of a sparse event."""
+    return (
+        type(row) is dict
+        and row.keys() == {"indices", "values"}
+        and type(row["indices"]) is list
+        and type(row["values"]) is list
+    )
+
+
+def needs_names(rows: list[Any], spec: FeatureSpec) -> bool:
+    """Whether any event of a dense or sparse model gives its features by name."""
+    if spec.feature_mode == "dense":
+        return any(type(row) is dict for row in rows)
+    return any(type(row) is dict and not is_sparse_form(row) for row in rows)
+
+
+def positional_rows(rows: list[Any], spec: FeatureSpec, locate: Locator) -> list[Any]:
+    """``rows`` with every named event rewritten to its model's positional form."""
+    names = spec.feature_names
+    dense = spec.feature_mode == "dense"
+    if names is None:
+        index = next(i for i, row in enumerate(rows) if type(row) is dict)
+        shape = f"a list of {spec.n_features} numbers" if dense else "{indices, values}"
+        raise locate.error(
+            index,
+            f"'x' gives features by name but this model has no feature_names; send {shape}, "
+            "or create the model with feature_names",
+            field="x",
+        )
+    position = {name: column for column, name in enumerate(names)}
+    out = []
+    for index, row in enumerate(rows):
+        if type(row) is not dict or (not dense and is_sparse_form(row)):
+            out.append(row)
+            continue
+        unknown = [name for name in row if name not in position]
+        if unknown:
+            raise locate.error(
+                index,
+                f"unknown feature name(s) {_quote(unknown)}; the model's are {_quote(list(names))}",
+                field="x",
+            )
+        if dense:
+            if len(row) != len(names):
+                missing = [name for name in names if name not in row]
+                raise locate.error(
+                    index,
+                    f"missing feature(s) {_quote(missing)}: a dense model needs all "
+                    f"{len(names)} named features in every event",
+                    field="x",
+                )
+            out.append([row[name] for name in names])
+        else:
+            columns = sorted((position[name], value) for name, value in row.items())
+            out.append({"indices": [c for c, _ in columns], "values": [v for _, v in columns]})
+    return out

@@ -1,0 +1,140 @@
+"""The typed response of ``GET /v1/models/{model_id}/metrics`` (and of each message of its
+server-sent stream), for the OpenAPI document and for clients.
+
+The route builds the dictionary itself (``service.engine.reporting``, cached per model
+version) and sends it as it is; these models describe it.  ``tests/service/test_openapi.py``
+validates real responses against them, so a key added to the report without its field here
+fails a test.  Undefined metrics are ``null`` with a ``reason``, never NaN.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from service.schemas import Counts
+
+
+class WindowMetrics(BaseModel):
+    """Prequential metrics of the last ``window_capacity`` labelled events (each scored
+    before it was learned)."""
+
+    events: int = Field(description="labelled events in the window now")
+    positives: int
+    negatives: int
+    auc: float | None = Field(description="ROC AUC; null while undefined (see reason)")
+    pauc: float | None = Field(description="partial AUC over the FPR range [alpha, beta]")
+    pauc_standardized: float | None = Field(
+        description="McClish-standardised pAUC (0.5 = random ranking, 1 = perfect)"
+    )
+    reason: str | None = Field(description="why the metrics are null (e.g. no negative yet)")
+
+
+class SinceStartMetrics(WindowMetrics):
+    """The same metrics since the model's start, from per-class reservoirs of scores."""
+
+    events: int = Field(description="labelled events learned since the start")
+    cumulative_exact: bool = Field(
+        description="true while the reservoirs hold every score (the metrics are exact)"
+    )
+    reservoir_capacity: int = Field(description="scores kept per class")
+
+
+class Throughput(BaseModel):
+    events_per_second_recent: float = Field(
+        description="exponentially weighted learning rate (time constant 10 s)"
+    )
+    events_per_second_mean: float | None = Field(
+        description="events learned / time between the first and the last learned event"
+    )
+
+
+class Regret(BaseModel):
+    """Regret against the best fixed model in hindsight on the regret window (module
+    docstring of ``core.regret``)."""
+
+    regret: float = Field(description="online minus hindsight loss, normalised per pair")
+    regret_per_event: float
+    online_loss: float
+    hindsight_loss: float
+    prequential_pauc: float
+    hindsight_pauc: float
+    pauc_gap: float = Field(description="hindsight_pauc - prequential_pauc")
+    n_events: int
+    rounds: int = Field(description="requests (served weight vectors) in the regret window")
+    window_capacity: int
+    hindsight_C: float
+    hindsight_converged: bool
+    solve_seconds: float
+    version: int = Field(description="the model version this solution describes")
+
+
+class Candidate(BaseModel):
+    index: int
+    learner: str
+    params: dict[str, Any]
+    window_pauc: float | None
+    window_auc: float | None
+    leader: bool
+
+
+class Leaderboard(BaseModel):
+    """``auto`` models: the candidates' windowed pAUC / AUC and which one is served."""
+
+    leader: int = Field(description="index of the served candidate")
+    leader_since: int = Field(description="event count at which it took the lead")
+    served_scale: float
+    served_offset: float
+    challenger: int | None
+    challenger_streak: int
+    n_seen: int
+    evaluated_at: int
+    window: int
+    pauc_range: list[float]
+    candidates: list[Candidate]
+
+
+class QueueLag(BaseModel):
+    """Queue mode: how far learning is behind the model's stream."""
+
+    entries: int = Field(description="stream entries appended and not yet learned")
+    events: int = Field(description="events in them")
+    seconds: float = Field(description="age of the oldest of them (0 when caught up)")
+    last_applied_id: str | None = Field(description="stream id of the last entry learned")
+
+
+class Drift(BaseModel):
+    """The Page-Hinkley detector on the model's prequential pairwise loss
+    (docs/algorithms/drift.md)."""
+
+    detected: int = Field(description="drifts reported since the model was created or reset")
+    last_detected_at: int | None = Field(
+        description="the event (counted from the model's start) of the last report"
+    )
+    events: int = Field(description="events the detector has read")
+    mean_loss: float | None = Field(description="running mean of the per-event pairwise loss")
+    statistic: float = Field(description="Page-Hinkley statistic: cumulative rise over its minimum")
+    threshold: float = Field(description="the statistic above which a drift is reported")
+    on_drift: str = Field(description="the model's action on a report: none or reset")
+
+
+class MetricsResponse(BaseModel):
+    model: str
+    version: int
+    learner: str
+    pauc_range: list[float] = Field(description="[alpha, beta], the model's FPR range")
+    window_capacity: int
+    alpha: float
+    beta: float
+    window: WindowMetrics
+    since_start: SinceStartMetrics
+    counts: Counts
+    throughput: Throughput
+    regret: Regret | None = Field(description="null when off or undefined (regret_reason)")
+    regret_reason: str | None
+    drift: Drift
+    leaderboard: Leaderboard | None = Field(
+        default=None, description="present for `auto` models only"
+    )
+    queue: QueueLag | None = Field(default=None, description="present in queue mode only")

@@ -1,0 +1,346 @@
+"""The OpenAPI document: what FastAPI generates, completed where it cannot know.
+
+- The ``/events`` and ``/score`` bodies (parsed by hand in :mod:`service.ingest`) are
+  declared here for each content type, with examples: :func:`events_body`.
+- ``/labels`` and ``PUT /snapshot`` bodies, also parsed by hand: :data:`LABELS_BODY`,
+  :data:`SNAPSHOT_BODY`.
+- Every error is ``application/problem+json`` with the ``Problem`` schema: routes list the
+  statuses they can answer with :func:`problems`; :func:`complete` adds those every ``/v1``
+  route can answer (401 / 403 with API keys, 404 for a model path, 503) and replaces FastAPI's
+  ``HTTPValidationError`` (the app's 422 is a problem too).
+- ``params`` of ``POST /v1/models`` per learner: one ``ModelCreate`` variant per learner name,
+  its ``params`` schema generated from the learner's declared constraints
+  (``core.learners._params.parameters_schema``), never copied by hand.
+- ``securitySchemes`` for the API keys (``service.deps.require_api_key``).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+from typing import Any
+
+from core.learners import available_learners, learner_class
+from core.learners._params import parameters_schema
+from service.schemas import DEFAULT_LEARNER, ModelCreate, Problem
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+_PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
+
+#: what each status means in this API (a route's own wording may be longer in its docstring)
+_STATUS_DESCRIPTIONS = {
+    400: "Malformed body (invalid JSON, a broken LIBSVM line, a corrupt archive)",
+    401: "An API key is required (X-API-Key or Authorization: Bearer) or is unknown",
+    403: "The API key is read-only",
+    404: "No such model",
+    408: "The request body did not arrive in time",
+    409: "Conflict (the model exists, or changed during the request)",
+    413: "Too large (body, batch, ids, dense copy, inflated archive)",
+    415: "Unsupported content type",
+    422: "Invalid input: the problem names the field, event or line at fault",
+    429: "Queue mode: the model's backlog is full; retry after Retry-After seconds",
+    503: "Store unavailable, kernels still warming up, or too much write contention",
+    507: "A bound on what the service keeps is reached (models, model bytes, kept records)",
+}
+
+
+def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` of a route: each status as an ``application/problem+json`` Problem."""
+    return {status: _problem_response(status) for status in statuses}
+
+
+def _problem_response(status: int) -> dict[str, Any]:
+    return {
+        "description": _STATUS_DESCRIPTIONS[status],
+        "content": {PROBLEM_MEDIA_TYPE: {"schema": _PROBLEM_REF}},
+    }
+
+
+# ---------------------------------------------------------------------- request bodies
+_ID = {
+    "description": "event id (1 to 256 characters, or an integer): an event whose id was "
+    "learned is skipped as a duplicate; /score keeps its features for a later label",
+    "anyOf": [{"type": "string", "minLength": 1, "maxLength": 256}, {"type": "integer"}],
+}
+_LABEL = {
+    "description": "label: 1 / 0, +1 / -1 or true / false (one batch uses 0 or -1, not both)",
+    "enum": [0, 1, -1, True, False],
+}
+_FEATURES = {
+    "description": "features, by the model's feature_mode: dense = a list of n_features "
+    'numbers; sparse = {"indices": [...], "values": [...]} (0-based indices); hashed = '
+    '{"name": value} (a string value is one-hot: "country": "FR" -> feature "country=FR")',
+    "anyOf": [
+        {"title": "Dense", "type": "array", "items": {"type": "number"}},
+        {
+            "title": "Sparse",
+            "type": "object",
+            "properties": {
+                "indices": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                "values": {"type": "array", "items": {"type": "number"}},
+            },
+            "required": ["indices", "values"],
+            "additionalProperties": False,
+        },
+        {
+            "title": "Named",
+            "type": "object",
+            "additionalProperties": {"type": ["number", "string", "boolean"]},
+        },
+    ],
+}
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "Event": {
+        "type": "object",
+        "description": "a labelled event (no other keys)",
+        "properties": {"id": _ID, "x": _FEATURES, "y": _LABEL},
+        "required": ["x", "y"],
+        "additionalProperties": False,
+    },
+    "ScoreEvent": {
+        "type": "object",
+        "description": "an event to score (a label 'y', if present, is not used)",
+        "properties": {"id": _ID, "x": _FEATURES, "y": _LABEL},
+        "required": ["x"],
+        "additionalProperties": False,
+    },
+    "LabelItem": {
+        "type": "object",
+        "properties": {"id": _ID, "y": _LABEL},
+        "required": ["id", "y"],
+        "additionalProperties": False,
+    },
+}
+
+
+def _batch(event: str) -> dict[str, Any]:
+    items = {"type": "array", "items": {"$ref": f"#/components/schemas/{event}"}, "minItems": 1}
+    return {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"events": items},
+                "required": ["events"],
+                "additionalProperties": False,
+            },
+            items,
+        ]
+    }
+
+
+#: one LIBSVM line: ``<label> <index>:<value> ... [# <event id>]`` (blank lines allowed)
+_LIBSVM_PATTERN = (
+    r"^(?:[ \t]*(?:[-+]?[0-9.]+)?(?:[ \t]+[0-9]+:[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)*"
+    r"[ \t]*(?:#[^\n]*)?\n)*$"
+)
+_NPZ = {
+    "type": "string",
+    "format": "binary",
+    "description": "a NumPy .npz archive (np.savez; compressed members too, never "
+    "unpickled): X (n_events x n_features) or the CSR triple indptr / indices / data; y "
+    "(labels, not needed by /score); optional ids (strings or integers).  From Python: "
+    "np.savez(buffer, X=X, y=y, ids=np.array(ids)), then send buffer.getvalue()",
+}
+
+
+def events_body(*, labelled: bool) -> dict[str, Any]:
+    """``openapi_extra`` of ``/events`` (``labelled``) and ``/score``: the body in each of
+    the four content types of :data:`service.ingest.EVENT_CONTENT_TYPES`, with examples for
+    a dense model of 3 features."""
+    event = "Event" if labelled else "ScoreEvent"
+    label, comment = ("1 ", "") if labelled else ("", " (a label, if any, is not used)")
+    first, second = ("tx-1", "tx-2") if labelled else ("tx-3", "tx-4")  # /labels: tx-3, tx-4
+    labels = ({"y": 1}, {"y": 0}) if labelled else ({}, {})
+    return {
+        "requestBody": {
+            "required": True,
+            "description": "the events, in order; the whole batch is validated first",
+            "content": {
+                "application/json": {
+                    "schema": _batch(event),
+                    "example": {
+                        "events": [
+                            {"id": first, "x": [0.5, 120.0, 1.0], **labels[0]},
+                            {"id": second, "x": [0.1, 15.5, 0.0], **labels[1]},
+                        ]
+                    },
+                },
+                "application/x-ndjson": {
+                    "schema": {
+                        "type": "array",
+                        "items": {"$ref": f"#/components/schemas/{event}"},
+                        "description": "one event object per line (this schema is of the "
+                        "lines' objects, in order)",
+                    },
+                    "example": "".join(
+                        json.dumps({"id": i, "x": x, **y}) + "\n"
+                        for i, x, y in (
+                            (first, [0.5, 120.0, 1.0], labels[0]),
+                            (second, [0.1, 15.5, 0.0], labels[1]),
+                        )
+                    ),
+                },
+                "text/x-libsvm": {
+                    "schema": {
+                        "type": "string",
+                        "pattern": _LIBSVM_PATTERN,
+                        "description": "one event per line: "
+                        + ("<label> " if labelled else "[<label>] ")
+                        + "<index>:<value> ... [# <event id>]; indices 1-based "
+                        "(?zero_based=true for 0-based); dense and sparse models" + comment,
+                    },
+                    "example": f"{label}1:0.5 2:120 3:1 # {first}\n{label.replace('1', '0')}"
+                    f"1:0.1 2:15.5 # {second}\n",
+                },
+                "application/x-npz": {"schema": _NPZ},
+            },
+        }
+    }
+
+
+LABELS_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "delayed labels of events scored with an id",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "anyOf": [
+                        {
+                            "type": "object",
+                            "properties": {
+                                "labels": {
+                                    "type": "array",
+                                    "items": {"$ref": "#/components/schemas/LabelItem"},
+                                }
+                            },
+                            "required": ["labels"],
+                            "additionalProperties": False,
+                        },
+                        {"type": "array", "items": {"$ref": "#/components/schemas/LabelItem"}},
+                    ]
+                },
+                "example": {"labels": [{"id": "tx-3", "y": 1}, {"id": "tx-4", "y": 0}]},
+            }
+        },
+    }
+}
+
+
+def snapshot_body(media_type: str) -> dict[str, Any]:
+    archive = {
+        "type": "string",
+        "format": "binary",
+        "description": "a snapshot as GET .../snapshot exports it (a zip of .npy arrays and "
+        "a JSON manifest, never unpickled)",
+    }
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                media_type: {"schema": archive},
+                "application/octet-stream": {"schema": archive},
+            },
+        }
+    }
+
+
+# ---------------------------------------------------------------------- the whole document
+MODEL_ID = {
+    "type": "string",
+    "pattern": ModelCreate.model_json_schema()["properties"]["id"]["pattern"],
+    "description": "the model's id (as created)",
+}
+SECURITY_SCHEMES = {
+    "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+    "Bearer": {"type": "http", "scheme": "bearer", "description": "the same API key"},
+}
+
+
+def complete(document: dict[str, Any], *, auth_enabled: bool) -> dict[str, Any]:
+    """Complete FastAPI's ``document`` in place (module docstring) and return it."""
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    schemas["Problem"] = Problem.model_json_schema()
+    schemas.update(SCHEMAS)
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    document["components"]["securitySchemes"] = SECURITY_SCHEMES
+    # with keys configured, every /v1 route needs one; without, the schemes are optional
+    security: list[dict[str, list[str]]] = [{"ApiKey": []}, {"Bearer": []}]
+    if not auth_enabled:
+        security.append({})
+    for path, operations in document.get("paths", {}).items():
+        for method, operation in operations.items():
+            for parameter in operation.get("parameters", []):
+                if parameter["name"] == "model_id" and parameter["in"] == "path":
+                    parameter["schema"] = MODEL_ID
+            responses = operation.setdefault("responses", {})
+            if "422" in responses:
+                responses["422"] = _problem_response(422)
+            if not path.startswith("/v1/"):
+                continue
+            operation["security"] = security
+            common = [401, 503]
+            if method not in ("get", "head", "options"):
+                common.append(403)
+            if "{model_id}" in path:
+                common.append(404)
+            for status in common:
+                responses.setdefault(str(status), _problem_response(status))
+    _learner_variants(document)
+    return document
+
+
+def learner_params_schemas() -> dict[str, dict[str, Any]]:
+    """``{learner name: JSON Schema of its params}`` for every online learner, generated from
+    its declared constraints (``scaling`` is a model field, not a parameter)."""
+    result = {}
+    for name in available_learners():
+        cls = learner_class(name)
+        if not getattr(cls, "online", True):
+            continue
+        defaults = {
+            parameter.name: parameter.default
+            for parameter in inspect.signature(cls.__init__).parameters.values()
+        }
+        schema = parameters_schema(cls._parameter_constraints, defaults, exclude={"scaling"})
+        schema["title"] = f"params of {name}"
+        if "pauc_range" in schema["properties"]:  # auto: null means the model's range
+            declared = schema["properties"]["pauc_range"]
+            schema["properties"]["pauc_range"] = {"anyOf": [declared, {"type": "null"}]}
+        if cls.optimises_pauc or "pauc_range" in schema["properties"]:
+            schema["description"] = (
+                "alpha / beta (pauc_range for auto) are set from the model's pauc_range; an "
+                "explicit value must equal it"
+            )
+        result[name] = schema
+    return result
+
+
+def _learner_variants(document: dict[str, Any]) -> None:
+    """``POST /v1/models`` takes ``ModelCreate`` as one variant per learner: ``learner`` is
+    that name (optional for the default ``auto``) and ``params`` its parameters' schema."""
+    schemas = document["components"]["schemas"]
+    base = schemas.get("ModelCreate")
+    operation = document.get("paths", {}).get("/v1/models", {}).get("post")
+    if base is None or operation is None:
+        return
+    variants = []
+    for name, params in learner_params_schemas().items():
+        params_name = f"Params_{name}"
+        schemas[params_name] = params
+        variant = copy.deepcopy(base)
+        variant["title"] = f"ModelCreate ({name})"
+        learner = {"const": name, "description": base["properties"]["learner"]["description"]}
+        if name == DEFAULT_LEARNER:
+            learner["default"] = name
+        else:
+            variant["required"] = [*variant.get("required", []), "learner"]
+        variant["properties"]["learner"] = learner
+        variant["properties"]["params"] = {"$ref": f"#/components/schemas/{params_name}"}
+        schemas[f"ModelCreate_{name}"] = variant
+        variants.append({"$ref": f"#/components/schemas/ModelCreate_{name}"})
+    content = operation["requestBody"]["content"]["application/json"]
+    content["schema"] = {"oneOf": variants}
+    content["example"] = {"id": "fraud", "n_features": 3, "learner": "spam", "params": {"eta0": 4}}

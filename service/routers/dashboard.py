@@ -1,0 +1,138 @@
+"""The pages a person opens in a browser: the live dashboard (``/``, ``/dashboard``), Swagger UI
+(``/docs``) and ReDoc (``/redoc``), all served from files inside the package.
+
+Nothing is loaded from a CDN: the JavaScript and CSS the pages use are vendored under
+``service/static/vendor/`` (see its README.md for versions, licences and checksums), so the pages
+work on a machine with no internet access.
+
+The pages and their assets are public (they hold no data); the data comes from the ``/v1`` API,
+which asks for an API key when keys are configured.  The dashboard then asks the user for a key,
+keeps it in the tab's ``sessionStorage`` and sends it as the ``X-API-Key`` header -- the metrics
+stream included, read with ``fetch()`` rather than ``EventSource`` (which cannot send headers):
+a key in a query string would end up in access logs, proxy logs and the browser history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, Field
+
+from service.deps import SettingsDep
+
+STATIC_DIRECTORY = Path(__file__).resolve().parent.parent / "static"
+STATIC_PREFIX = "/static"
+
+#: The dashboard runs only its own scripts and talks only to this origin; a script injected
+#: into the page (by a compromised asset or a rendered model id) could not send the API key it
+#: can read from sessionStorage anywhere else.  Inline styles are allowed: uPlot sizes its
+#: canvases with them.
+DASHBOARD_POLICY = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+    ]
+)
+PAGE_HEADERS = {
+    "Content-Security-Policy": DASHBOARD_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+router = APIRouter()
+
+
+@router.get("/", response_class=FileResponse, include_in_schema=False)
+@router.get("/dashboard", response_class=FileResponse, include_in_schema=False)
+async def dashboard() -> FileResponse:
+    """The live dashboard: models, ROC curve, AUC / pAUC over time, regret, counts, lag."""
+    return FileResponse(
+        STATIC_DIRECTORY / "dashboard.html", media_type="text/html", headers=PAGE_HEADERS
+    )
+
+
+class DashboardConfig(BaseModel):
+    """What the dashboard needs to know before its first ``/v1`` request (public: a 401 from
+    any ``/v1`` route says as much)."""
+
+    auth_required: bool = Field(
+        description="whether /v1 routes need an API key (X-API-Key or Authorization: Bearer)"
+    )
+    mode: Literal["sync", "queue"] = Field(
+        description="sync: requests learn before they return; queue: workers learn, with a lag"
+    )
+    stream_interval_seconds: float = Field(
+        description="seconds between two checks of a model by the metrics stream"
+    )
+
+
+@router.get(
+    "/dashboard/config",
+    response_model=DashboardConfig,
+    tags=["dashboard"],
+)
+async def dashboard_config(settings: SettingsDep) -> DashboardConfig:
+    """Settings the dashboard page reads first: whether to ask for an API key (so that it asks
+    before a request fails), the service mode and the stream's check interval."""
+    return DashboardConfig(
+        auth_required=settings.auth_enabled,
+        mode=settings.mode,
+        stream_interval_seconds=settings.stream_interval_seconds,
+    )
+
+
+def _asset(path: str) -> str:
+    return f"{STATIC_PREFIX}/{path}"
+
+
+def _document_page(render: Callable[..., HTMLResponse], name: str, **assets: Any) -> Any:
+    """An endpoint serving FastAPI's page ``render`` for the app's OpenAPI document, with
+    local ``assets``."""
+
+    async def page(request: Request) -> HTMLResponse:
+        app: FastAPI = request.app
+        title = f"{app.title} - {name}"
+        return render(openapi_url=app.openapi_url or "/openapi.json", title=title, **assets)
+
+    return page
+
+
+# Swagger UI without spec validation by swagger.io's online validator (an external request)
+swagger_ui = _document_page(
+    get_swagger_ui_html,
+    "Swagger UI",
+    swagger_js_url=_asset("vendor/swagger-ui/swagger-ui-bundle.js"),
+    swagger_css_url=_asset("vendor/swagger-ui/swagger-ui.css"),
+    swagger_favicon_url=_asset("favicon.svg"),
+    swagger_ui_parameters={"validatorUrl": None},
+)
+# ReDoc without Google Fonts (the system's fonts)
+redoc = _document_page(
+    get_redoc_html,
+    "ReDoc",
+    redoc_js_url=_asset("vendor/redoc/redoc.standalone.js"),
+    redoc_favicon_url=_asset("favicon.svg"),
+    with_google_fonts=False,
+)
+for path, endpoint in (("/docs", swagger_ui), ("/redoc", redoc)):
+    router.add_api_route(path, endpoint, response_class=HTMLResponse, include_in_schema=False)
+
+
+def install(app: FastAPI) -> None:
+    """Add the pages and mount the static files (the app is built with ``docs_url=None`` and
+    ``redoc_url=None``, so these replace FastAPI's CDN-backed pages)."""
+    app.include_router(router)
+    app.mount(STATIC_PREFIX, StaticFiles(directory=STATIC_DIRECTORY), name="static")

@@ -1,0 +1,97 @@
+"""The Redis store's memory of events: the ids learned or expired (``aucs:{m}:seen``,
+``aucs:{m}:expired``: sorted sets scored by expiry) and the records ``/score`` keeps for a
+later label (``aucs:{m}:pending`` with their deadlines in ``aucs:{m}:deadlines``).  Ids are
+written by the commit of the state that learned them (:meth:`RedisStore.commit
+<service.stores.redis.RedisStore.commit>`); this is the reading side, and keeping records."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from service.errors import InsufficientStorage, ModelNotFound
+from service.stores import keys
+from service.stores.base import pending_full
+from service.stores.client import round_trip, unavailable
+from service.stores.lua import PENDING_SCRIPT
+
+#: ids asked about per ZMSCORE (a bounded reply per command)
+_CHUNK = 500
+
+
+class RedisEventMemory:
+    """Event ids and pending records of the Redis store (its base class)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._pending = client.register_script(PENDING_SCRIPT)
+
+    def _alive(self, key: str, ids: Sequence[str], now: float) -> np.ndarray:
+        mask = np.zeros(len(ids), dtype=bool)
+        for start in range(0, len(ids), _CHUNK):
+            part = list(ids[start : start + _CHUNK])
+            scores = self.client.zmscore(key, part)
+            mask[start : start + len(part)] = [
+                score is not None and score > now for score in scores
+            ]
+        return mask
+
+    @unavailable
+    def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
+        if not ids:
+            return np.zeros(0, dtype=bool)
+        return self._alive(keys.seen(model_id), ids, now)
+
+    @unavailable
+    def expired(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
+        if not ids:
+            return np.zeros(0, dtype=bool)
+        return self._alive(keys.expired(model_id), ids, now)
+
+    @unavailable
+    def put_pending(
+        self,
+        model_id: str,
+        records: dict[str, bytes],
+        deadline: float,
+        max_records: int | None = None,
+    ) -> None:
+        if not records:
+            return
+        args: list[Any] = [repr(float(deadline)), max_records or 0]
+        for event_id, record in records.items():
+            args.extend((event_id, record))
+        kept = self._pending(
+            keys=[keys.config(model_id), keys.pending(model_id), keys.deadlines(model_id)],
+            args=args,
+        )
+        if int(kept) == -2:
+            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+        if int(kept) == -3:
+            assert max_records is not None
+            raise InsufficientStorage(pending_full(model_id, max_records))
+
+    @unavailable
+    def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:
+        if not ids:
+            return {}
+        pending = keys.pending(model_id)
+        replies = round_trip(
+            self.client,
+            pending,
+            [["MULTI"], ["HMGET", pending, *ids], ["ZMSCORE", keys.deadlines(model_id), *ids],
+             ["EXEC"]],
+        )  # fmt: skip
+        records, deadlines = replies[-1]
+        return {
+            event_id: (record, float(deadline))
+            for event_id, record, deadline in zip(ids, records, deadlines, strict=True)
+            if record is not None and deadline is not None
+        }
+
+    @unavailable
+    def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
+        due = self.client.zrangebyscore(keys.deadlines(model_id), "-inf", now, start=0, num=limit)
+        return [event_id.decode() if isinstance(event_id, bytes) else event_id for event_id in due]

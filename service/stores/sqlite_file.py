@@ -1,0 +1,208 @@
+"""The SQLite store's file: its schema, opening it safely, one connection per thread, and the
+two kinds of transaction :mod:`service.stores.sqlite` runs.
+
+* :meth:`Database.write`: ``BEGIN IMMEDIATE`` takes the database's write lock before the first
+  read, so what a write checks (a model's version) cannot change before it commits, across
+  threads and processes.  Another writer waits up to ``BUSY_TIMEOUT_SECONDS``.
+* :meth:`Database.snapshot`: several reads of one consistent state; in WAL mode readers never
+  wait for the writer, nor the writer for them.
+
+Tables mirror the Redis keys of :mod:`service.stores.keys`, each row keyed by the model id:
+
+=========== ===========================================================================
+table       rows
+=========== ===========================================================================
+models      id, JSON config, version, incarnation, number of pending records
+meta        ``incarnation`` and checkpoint fields written with the state
+state       state fields: raw little-endian bytes, arrays over 16 KiB split into 16 KiB
+            chunks ``<name>@<i>`` exactly as in Redis (:func:`service.stores.redis.encode_fields`)
+layouts     ``<dtype>|<shape>[|<n chunks>]`` of each state array
+ids         learned (kind 0) and expired (kind 1) event ids with their expiry (unix s)
+pending     records ``/score`` keeps for a label, with their deadline
+=========== ===========================================================================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from service.errors import InsufficientStorage, StoreUnavailable
+
+logger = logging.getLogger("aucstream")
+T = TypeVar("T")
+
+#: the database file inside the data directory
+FILE_NAME = "aucstream.sqlite3"
+#: ``PRAGMA user_version`` of the layout below; a file with another one is refused
+SCHEMA_VERSION = 1
+#: how long a write waits for another process's transaction before the request gets 503
+BUSY_TIMEOUT_SECONDS = 10.0
+#: the WAL file is truncated back to this size after a checkpoint
+WAL_SIZE_LIMIT = 64 * 2**20
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS models (
+    id TEXT PRIMARY KEY, config TEXT NOT NULL, version INTEGER NOT NULL,
+    incarnation TEXT NOT NULL, pending INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS meta (
+    model_id TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL,
+    PRIMARY KEY (model_id, name));
+CREATE TABLE IF NOT EXISTS state (
+    model_id TEXT NOT NULL, field TEXT NOT NULL, data BLOB NOT NULL,
+    PRIMARY KEY (model_id, field));
+CREATE TABLE IF NOT EXISTS layouts (
+    model_id TEXT NOT NULL, name TEXT NOT NULL, layout TEXT NOT NULL,
+    PRIMARY KEY (model_id, name));
+CREATE TABLE IF NOT EXISTS ids (
+    model_id TEXT NOT NULL, kind INTEGER NOT NULL, event_id TEXT NOT NULL,
+    expiry REAL NOT NULL, PRIMARY KEY (model_id, kind, event_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ids_by_expiry ON ids (model_id, kind, expiry);
+CREATE TABLE IF NOT EXISTS id_counts (
+    model_id TEXT NOT NULL, kind INTEGER NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (model_id, kind));
+CREATE TABLE IF NOT EXISTS pending (
+    model_id TEXT NOT NULL, event_id TEXT NOT NULL, record BLOB NOT NULL,
+    deadline REAL NOT NULL, PRIMARY KEY (model_id, event_id));
+CREATE INDEX IF NOT EXISTS pending_by_deadline ON pending (model_id, deadline);
+"""
+#: the tables whose rows belong to one model (besides its row of ``models``)
+MODEL_TABLES = ("meta", "state", "layouts", "ids", "id_counts", "pending")
+
+
+class StoreOpenError(RuntimeError):
+    """The data directory or its database cannot be used (raised at start-up)."""
+
+
+def translated(method: Callable[..., T]) -> Callable[..., T]:
+    """SQLite failures at request time -> 503 (busy past the timeout, I/O) or 507 (disk full);
+    the details go to the log."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.Error as error:
+            name = getattr(error, "sqlite_errorname", type(error).__name__)
+            logger.warning("the SQLite store failed: %s (%s)", error, name)
+            if name.startswith("SQLITE_FULL"):
+                raise InsufficientStorage("the SQLite store's disk is full") from None
+            raise StoreUnavailable(f"the store (SQLite) failed ({name}); retry later") from None
+
+    return wrapper
+
+
+class Database:
+    """One SQLite file in WAL mode, used by any number of threads and processes."""
+
+    def __init__(self, path: Path, synchronous: Literal["full", "normal"] = "full") -> None:
+        self.path = path
+        self.synchronous = synchronous
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls, data_dir: str | Path, synchronous: Literal["full", "normal"] = "full"
+    ) -> Database:
+        """Open (creating if needed) ``<data_dir>/aucstream.sqlite3``; :class:`StoreOpenError`
+        naming the path and the reason when the directory cannot be created or written, or the
+        file is not an aucstream database."""
+        directory = Path(data_dir).expanduser().resolve()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreOpenError(
+                f"cannot create the data directory {str(directory)!r} "
+                f"({error.strerror or error}); set --data-dir / AUCSTREAM_DATA_DIR to a "
+                "writable directory"
+            ) from None
+        database = cls(directory / FILE_NAME, synchronous)
+        try:
+            database._initialise()
+        except sqlite3.Error as error:
+            database.close()
+            raise StoreOpenError(
+                f"cannot use the SQLite store {str(database.path)!r}: {error}; check that the "
+                "directory is writable and the file is an aucstream database (set --data-dir / "
+                "AUCSTREAM_DATA_DIR to another directory to start afresh)"
+            ) from None
+        return database
+
+    def _initialise(self) -> None:
+        mode = self.connection().execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise sqlite3.OperationalError(f"the file system refused WAL mode (got {mode!r})")
+        with self.write() as db:  # takes the write lock: also proves the file is writable
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+            if version == 0 and tables:
+                raise sqlite3.DatabaseError(
+                    f"the file holds other tables ({', '.join(sorted(tables))}), not aucstream's"
+                )
+            if version > SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(
+                    f"written by a newer aucstream (schema {version}; this one reads "
+                    f"{SCHEMA_VERSION})"
+                )
+            if version == 0:
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (an SQLite connection must not be used by two threads at
+        the same time)."""
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = sqlite3.connect(
+                self.path,
+                timeout=BUSY_TIMEOUT_SECONDS,
+                isolation_level=None,  # transactions are explicit: BEGIN IMMEDIATE / BEGIN
+                check_same_thread=False,  # close() runs on another thread
+            )
+            connection.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
+            connection.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
+            self._local.connection = connection
+            with self._lock:
+                self._connections.append(connection)
+        return connection
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, all or nothing; the write lock is taken at ``BEGIN
+        IMMEDIATE``, before the first read, so what it checks cannot change before it commits."""
+        connection = self.connection()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield connection
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """Several reads of one consistent state (a WAL read transaction)."""
+        connection = self.connection()
+        connection.execute("BEGIN")
+        try:
+            yield connection
+        finally:
+            connection.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            connection.close()
+        self._local = threading.local()

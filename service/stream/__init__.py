@@ -1,0 +1,8 @@
+"""The WebSocket stream of a model (``/v1/models/{id}/stream``, docs/stream.md).
+
+==================== ======================================================================
+:mod:`.protocol`     frames -> messages (JSON and the binary form), the binary encoder
+:mod:`.session`      a batch of messages -> one engine call per run, a reply per message
+:mod:`.endpoint`     the route: the key on connect, the bounded receive queue, the batches
+==================== ======================================================================
+"""

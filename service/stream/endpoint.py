@@ -1,0 +1,184 @@
+"""``/v1/models/{model_id}/stream``: the WebSocket route (docs/stream.md).
+
+On connect: the API key (the REST routes' keys; the stream writes, so a read-write key), the
+warm-up, and the model; a refusal is a close frame (1008 policy violation for the key, 1013
+try again later while warming up, 4404 for an unknown model) with the reason.
+
+Then two loops share the connection.  The **reader** takes frames off the socket into a
+queue bounded in bytes (``AUCSTREAM_WS_MAX_QUEUED_BYTES``): when it is full the reader stops
+reading, the socket's buffers fill and the client's writes block (backpressure; what is held
+is the queue, at most one frame more, and the server's WebSocket buffers).  The **handler**
+takes every frame already queued, up to ``AUCSTREAM_WS_MAX_BATCH_MESSAGES`` messages
+(optionally waiting ``AUCSTREAM_WS_BATCH_WAIT_MS`` for more), decodes them, applies them
+(:mod:`service.stream.session`: one engine call per run) and sends their replies, in order,
+as one text frame (a JSON list).  While the engine works, frames accumulate: the busier the
+model, the larger the next batch.
+
+When the client goes away, the batch being applied is completed (each engine call is atomic)
+and what was queued behind it is dropped unanswered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+
+import orjson
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from service.deps import Services, check_api_key, run_engine
+from service.errors import Forbidden, ServiceError, Unauthorized
+from service.stream.protocol import Message, decode_binary, decode_text
+from service.stream.session import Session
+
+logger = logging.getLogger("aucstream.stream")
+
+POLICY_VIOLATION = 1008
+TRY_AGAIN_LATER = 1013
+INTERNAL_ERROR = 1011
+MODEL_NOT_FOUND = 4404  # 4000 + the HTTP status (application close codes are 4000-4999)
+
+
+async def stream(websocket: WebSocket) -> None:
+    services: Services = websocket.app.state.services
+    model_id = websocket.path_params["model_id"]
+    await websocket.accept()
+    refusal = await _refusal(websocket, services, model_id)
+    if refusal is not None:
+        await websocket.close(*refusal)
+        return
+    telemetry = services.telemetry
+    telemetry.stream_connections.inc()
+    try:
+        await Connection(websocket, Session(services, model_id), services).serve()
+    finally:
+        telemetry.stream_connections.dec()
+
+
+async def _refusal(websocket: WebSocket, services: Services, model_id: str):
+    """``(close code, reason)`` when the connection is refused, else None."""
+    try:
+        check_api_key(websocket, services.settings, writes=True)
+    except (Unauthorized, Forbidden) as error:
+        return POLICY_VIOLATION, _reason(error)
+    warm = getattr(websocket.app.state, "warm", None)
+    if warm is not None and not warm.is_set():
+        return TRY_AGAIN_LATER, "warming up: the kernels are still being compiled or loaded"
+    engine = services.engine
+    try:
+        if engine.cached_spec(model_id) is None:
+            await run_engine(engine, engine.spec, model_id)
+    except ServiceError as error:
+        code = MODEL_NOT_FOUND if error.status == 404 else INTERNAL_ERROR
+        return code, _reason(error)
+    return None
+
+
+def _reason(error: ServiceError) -> str:
+    """A close reason fits in 123 bytes."""
+    return error.detail.encode()[:123].decode(errors="ignore")
+
+
+class Connection:
+    """The reader and the handler of one connection (module docstring)."""
+
+    def __init__(self, websocket: WebSocket, session: Session, services: Services) -> None:
+        self.websocket = websocket
+        self.session = session
+        settings = services.settings
+        self.max_events = settings.max_batch_events
+        self.max_messages = settings.ws_max_batch_messages
+        self.max_queued_bytes = settings.ws_max_queued_bytes
+        self.wait = settings.ws_batch_wait_ms / 1000.0
+        self.frames: deque[str | bytes] = deque()
+        self.queued_bytes = 0
+        self.arrived = asyncio.Event()  # a frame is queued, or the client left
+        self.room = asyncio.Event()  # the queue is below its bound
+        self.closed = False
+
+    async def serve(self) -> None:
+        reader = asyncio.create_task(self.read())
+        try:
+            await self.handle()
+        except Exception:
+            logger.exception("stream of model %r failed", self.session.model_id)
+            with contextlib.suppress(Exception):
+                await self.websocket.close(INTERNAL_ERROR, "internal error")
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+    async def read(self) -> None:
+        receive = self.websocket.receive
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                frame = message.get("bytes")
+                if frame is None:
+                    frame = message.get("text") or ""
+                self.frames.append(frame)
+                self.queued_bytes += len(frame)
+                self.arrived.set()
+                while self.queued_bytes > self.max_queued_bytes:
+                    self.room.clear()
+                    await self.room.wait()  # stop reading: the socket fills, the client waits
+        finally:
+            self.closed = True
+            self.arrived.set()
+
+    def take(self) -> list[Message]:
+        """Decode queued frames until ``max_messages`` messages (whole frames)."""
+        messages: list[Message] = []
+        while self.frames and len(messages) < self.max_messages:
+            frame = self.frames.popleft()
+            self.queued_bytes -= len(frame)
+            if isinstance(frame, bytes):
+                messages.extend(decode_binary(frame, self.max_events))
+            else:
+                messages.extend(decode_text(frame, self.max_events))
+        if self.queued_bytes <= self.max_queued_bytes:
+            self.room.set()
+        return messages
+
+    async def next_batch(self) -> list[Message] | None:
+        """The messages to apply next (None once the client has left)."""
+        while True:
+            if self.closed:
+                return None
+            if self.frames:
+                break
+            self.arrived.clear()
+            await self.arrived.wait()
+        messages = self.take()
+        if self.wait and len(messages) < self.max_messages:
+            deadline = asyncio.get_running_loop().time() + self.wait
+            while len(messages) < self.max_messages and not self.closed:
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    break
+                self.arrived.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.arrived.wait(), remaining)
+                messages.extend(self.take())
+        return messages
+
+    async def handle(self) -> None:
+        send = self.websocket.send
+        while (messages := await self.next_batch()) is not None:
+            if not messages:
+                continue
+            replies = await self.session.handle(messages)
+            try:
+                await send({"type": "websocket.send", "text": orjson.dumps(replies).decode()})
+            except (WebSocketDisconnect, RuntimeError, OSError):
+                return  # the client left: its replies have nowhere to go
+
+
+#: the route, mounted by ``service.app``
+route = WebSocketRoute("/v1/models/{model_id}/stream", stream)

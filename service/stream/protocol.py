@@ -1,0 +1,234 @@
+"""The stream protocol (docs/stream.md): frames in, messages out; replies back into frames.
+
+A **text frame** holds one JSON message or a JSON list of them.  A message is
+``{"seq": ..., "op": "learn" | "score" | "label", ...}`` and carries its events either inline
+(the message *is* the event: ``"x"``, ``"y"``, ``"id"``) or as a list (``"events"`` for learn and
+score, ``"labels"`` for label), in the shapes of the REST bodies.
+
+A **binary frame** holds one or more binary messages back to back, each a fixed header
+(:data:`HEADER`) followed by its arrays, little-endian, dense rows only::
+
+    magic u8 = 0xA1 | op u8 (1 learn, 2 score, 3 label) | flags u8 | reserved u8
+    n u32 (events) | d u32 (features; 0 for label) | id_bytes u32 | seq i64
+    X   n*d float64      learn, score
+    y   n int8           learn, label  (0/1 or -1/+1)
+    ids n uint16 lengths + id_bytes of UTF-8   when flag IDS (always for label; length 0: none)
+
+Decoding checks the structure only (what a message is, and that the bytes it declares are in
+the frame: refused before anything is allocated); the events are validated by the same code as
+the REST bodies when a batch is built (:mod:`service.stream.session`).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from service.errors import InvalidInput, MalformedBody, PayloadTooLarge, ServiceError
+
+OPS = ("learn", "score", "label")
+#: magic, op, flags, reserved, n events, d features, bytes of the ids' UTF-8, seq
+HEADER = struct.Struct("<BBBBIIIq")
+MAGIC = 0xA1
+OP_CODES = {1: "learn", 2: "score", 3: "label"}
+CODE_OF = {op: code for code, op in OP_CODES.items()}
+FLAG_IDS, FLAG_NO_KEEP, FLAG_SCORES = 1, 2, 4
+
+
+@dataclass(slots=True)
+class Message:
+    """One decoded message: its events as JSON objects (``events``) or as arrays (binary:
+    ``X``, raw labels ``y``, ``ids``); ``error`` when it could not be decoded."""
+
+    seq: Any
+    op: str
+    n_events: int = 0
+    events: list[Any] | None = None
+    X: np.ndarray | None = None
+    y: np.ndarray | None = None
+    ids: list[str | None] | None = None
+    keep: bool = True
+    scores: bool = False
+    error: ServiceError | None = None
+
+    @property
+    def binary(self) -> bool:
+        return self.events is None
+
+
+def failed(seq: Any, error: ServiceError) -> Message:
+    return Message(seq, "invalid", error=error)
+
+
+# ---------------------------------------------------------------------------- JSON
+def decode_text(frame: str | bytes, max_events: int) -> list[Message]:
+    """A text frame -> its messages (one error message when the frame is not JSON)."""
+    try:
+        document = orjson.loads(frame)
+    except orjson.JSONDecodeError as error:
+        return [failed(None, MalformedBody(f"frame is not valid JSON: {error}"))]
+    items = document if type(document) is list else [document]
+    return [json_message(item, max_events) for item in items]
+
+
+#: the keys of a JSON message itself (the others of an inline message are its event's)
+MESSAGE_KEYS = frozenset({"seq", "op", "keep", "scores"})
+
+
+def json_message(item: Any, max_events: int) -> Message:
+    if type(item) is not dict:
+        return failed(None, MalformedBody("a message must be a JSON object"))
+    seq = item.get("seq")
+    if seq is not None and type(seq) not in (int, str):
+        return failed(None, InvalidInput("'seq' must be an integer or a string", field="seq"))
+    op = item.get("op")
+    if op not in OPS:
+        detail = f"'op' must be one of {', '.join(OPS)}, got {op!r}"
+        return failed(seq, InvalidInput(detail, field="op"))
+    key = "labels" if op == "label" else "events"
+    events = item.get(key)
+    if events is None:  # the message is the event: its own keys are not the event's
+        events = [{name: value for name, value in item.items() if name not in MESSAGE_KEYS}]
+    elif type(events) is not list or not events:
+        return failed(seq, InvalidInput(f"'{key}' must be a non-empty list", field=key))
+    if len(events) > max_events:
+        return failed(seq, too_many(len(events), max_events, key))
+    keep, scores = item.get("keep", True), item.get("scores", False)
+    for name, value in (("keep", keep), ("scores", scores)):
+        if type(value) is not bool:
+            return failed(seq, InvalidInput(f"'{name}' must be true or false", field=name))
+    if scores and op != "learn":
+        return failed(seq, InvalidInput("'scores' is an option of learn", field="scores"))
+    return Message(seq, op, len(events), events=events, keep=keep, scores=scores)
+
+
+def too_many(n_events: int, max_events: int, field: str) -> PayloadTooLarge:
+    return PayloadTooLarge(
+        f"message of {n_events} events exceeds the limit of {max_events} events per message "
+        "(AUCSTREAM_MAX_BATCH_EVENTS)",
+        field=field,
+    )
+
+
+# ---------------------------------------------------------------------------- binary
+def message_size(op: str, n_events: int, n_features: int, id_bytes: int, flags: int) -> int:
+    size = HEADER.size
+    if op != "label":
+        size += 8 * n_events * n_features
+    if op != "score":
+        size += n_events
+    if op == "label" or flags & FLAG_IDS:
+        size += 2 * n_events + id_bytes
+    return size
+
+
+def decode_binary(frame: bytes, max_events: int) -> list[Message]:
+    """A binary frame -> its messages.  A header that cannot be read, or that declares more
+    bytes than the frame holds, ends the frame with one error (the rest cannot be located)."""
+    messages: list[Message] = []
+    offset, end = 0, len(frame)
+    while offset < end:
+        if end - offset < HEADER.size:
+            detail = f"byte {offset}: {end - offset} bytes left, a message header has {HEADER.size}"
+            messages.append(failed(None, MalformedBody(detail)))
+            break
+        magic, code, flags, _, n, d, id_bytes, seq = HEADER.unpack_from(frame, offset)
+        op = OP_CODES.get(code)
+        if magic != MAGIC or op is None:
+            detail = f"byte {offset}: not a message header (magic {magic:#x}, op {code})"
+            messages.append(failed(None, MalformedBody(detail)))
+            break
+        size = message_size(op, n, d, id_bytes, flags)
+        if offset + size > end:
+            detail = f"message {seq} declares {size} bytes, the frame holds {end - offset} more"
+            messages.append(failed(seq, MalformedBody(detail)))
+            break
+        if n == 0:
+            messages.append(failed(seq, InvalidInput("empty message: no events", field="n")))
+        elif n > max_events:
+            messages.append(failed(seq, too_many(n, max_events, "n")))
+        else:
+            messages.append(_binary_message(frame, offset + HEADER.size, op, flags, n, d, seq))
+        offset += size
+    return messages
+
+
+def _binary_message(
+    frame: bytes, position: int, op: str, flags: int, n: int, d: int, seq: int
+) -> Message:
+    message = Message(seq, op, n, keep=not flags & FLAG_NO_KEEP, scores=bool(flags & FLAG_SCORES))
+    if op != "label":
+        message.X = np.frombuffer(frame, "<f8", n * d, position).reshape(n, d)
+        position += 8 * n * d
+    if op != "score":
+        message.y = np.frombuffer(frame, np.int8, n, position)
+        position += n
+    if op == "label" or flags & FLAG_IDS:
+        lengths = np.frombuffer(frame, "<u2", n, position).tolist()
+        position += 2 * n
+        ids: list[str | None] = []
+        for index, length in enumerate(lengths):
+            try:
+                ids.append(str(frame[position : position + length], "utf-8") if length else None)
+            except UnicodeDecodeError:
+                message.error = InvalidInput(f"event {index}: id is not UTF-8", field="id")
+                message.error.event = index
+                return message
+            position += length
+        message.ids = ids
+    if message.scores and op != "learn":
+        message.error = InvalidInput("'scores' is an option of learn", field="scores")
+    return message
+
+
+def encode_binary(
+    op: str,
+    seq: int,
+    X: np.ndarray | None = None,
+    y: np.ndarray | None = None,
+    ids: Sequence[str | None] | None = None,
+    *,
+    keep: bool = True,
+    scores: bool = False,
+) -> bytes:
+    """One binary message (the client's encoder; :func:`decode_binary` reads it back)."""
+    n = len(ids) if X is None and ids is not None else len(X) if X is not None else len(y)  # type: ignore[arg-type]
+    d = 0 if X is None else int(X.shape[1])
+    flags = (FLAG_IDS if ids is not None else 0) | (0 if keep else FLAG_NO_KEEP)
+    flags |= FLAG_SCORES if scores else 0
+    parts = [b""]
+    if X is not None:
+        parts.append(np.ascontiguousarray(X, dtype="<f8").tobytes())
+    if y is not None:
+        parts.append(np.asarray(y, dtype=np.int8).tobytes())
+    id_bytes = 0
+    if ids is not None:
+        encoded = [b"" if i is None else str(i).encode() for i in ids]
+        id_bytes = sum(len(part) for part in encoded)
+        parts.append(np.asarray([len(part) for part in encoded], dtype="<u2").tobytes())
+        parts.extend(encoded)
+    parts[0] = HEADER.pack(MAGIC, CODE_OF[op], flags, 0, n, d, id_bytes, seq)
+    return b"".join(parts)
+
+
+def encode_binary_rows(op: str, first_seq: int, X: np.ndarray, y: np.ndarray | None) -> bytes:
+    """One binary message per row of ``X`` (labels ``y`` for learn), no ids, seqs from
+    ``first_seq`` on: all messages have one layout, so they are laid out in one numpy call."""
+    n_rows, d = X.shape
+    fields: list[tuple[str, Any, Any]] = [("head", "V4", ()), ("n", "<u4", ()), ("d", "<u4", ())]
+    fields += [("id_bytes", "<u4", ()), ("seq", "<i8", ()), ("X", "<f8", (d,))]
+    if y is not None:
+        fields.append(("y", "i1", ()))
+    rows = np.zeros(n_rows, dtype=np.dtype(fields))
+    rows["head"] = bytes([MAGIC, CODE_OF[op], 0, 0])
+    rows["n"], rows["d"] = 1, d
+    rows["seq"] = np.arange(first_seq, first_seq + n_rows)
+    rows["X"] = X
+    if y is not None:
+        rows["y"] = y
+    return rows.tobytes()

@@ -1,0 +1,289 @@
+"""The dashboard, /docs and /redoc in a real headless Chromium (Debian's ``chromium`` and
+``chromium-driver``, driven by Selenium) against the real app under uvicorn.
+
+The browser is offline (only the loopback resolves, see ``loadtest/browser.py``): every page
+must work from the files the package serves.  Without Chromium the tests are skipped, except
+in CI (``CI`` set), where ``.ci/run`` installs it and a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+
+from loadtest.browser import (
+    canvas_stats,
+    colour_pixels,
+    console_errors,
+    external_resources,
+    find_chromium,
+    headless_chromium,
+    png_stats,
+    resource_urls,
+)
+from loadtest.local import free_port, start_uvicorn, stop, wait_ready
+from tests.service.conftest import events_json, make_stream
+
+if find_chromium() is None:  # a real browser is part of the suite, as redis-server is
+    raise RuntimeError(
+        "the dashboard tests need Debian's chromium and chromium-driver "
+        "(apt-get install chromium chromium-driver; .ci/run installs them)"
+    )
+
+READ_WRITE_KEY = "dashboard-test-read-write"
+READ_ONLY_KEY = "dashboard-test-read-only"
+ROC_BLUE = (11, 92, 213)  # dashboard.js COLORS.auc
+PAUC_SHADE = (217, 72, 15)  # the pAUC area, drawn translucent over white
+
+
+@contextlib.contextmanager
+def server(**env: str) -> Iterator[str]:
+    port = free_port()
+    environment = {**os.environ, "AUCSTREAM_WARMUP": "false", "AUCSTREAM_STORE": "memory",
+                   "AUCSTREAM_STREAM_INTERVAL_SECONDS": "0.2", **env}  # fmt: skip
+    process = start_uvicorn(port, environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, process, timeout=90)
+        yield url
+    finally:
+        stop(process)
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with headless_chromium(width=1400, height=1400) as driver:
+        yield driver
+
+
+@pytest.fixture
+def browser(chromium):
+    """The module's browser on a blank page with an empty console; blank again afterwards, so
+    that the last page stops talking to a server that is gone."""
+    chromium.get("about:blank")
+    chromium.get_log("browser")
+    yield chromium
+    chromium.get("about:blank")
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 60.0) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def page_state(driver) -> dict:
+    return driver.execute_script(
+        """
+        const data = (id) => ({...document.getElementById(id).dataset});
+        return {state: document.body.dataset.state, roc: data('roc-chart'),
+                history: data('history-chart'), regret: data('regret-chart'),
+                throughput: data('throughput-chart')};
+        """
+    )
+
+
+def post_events(http: httpx.Client, model: str, X, y, key: str | None = None) -> dict:
+    headers = {"X-API-Key": key} if key else {}
+    response = http.post(f"/v1/models/{model}/events", json=events_json(X, y), headers=headers)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_dashboard_draws_the_posted_stream_live(browser, tmp_path):
+    with server() as url, httpx.Client(base_url=url, timeout=120) as http:
+        assert http.post("/v1/models", json={"id": "fraud", "n_features": 5}).status_code == 201
+        X, y = make_stream(900)
+        post_events(http, "fraud", X[:500], y[:500])
+        roc = http.get("/v1/models/fraud/metrics/roc").json()
+
+        browser.get(url + "/")
+        wait_for(lambda: page_state(browser)["roc"].get("version") == str(roc["version"]),
+                 "the ROC curve of the posted events")  # fmt: skip
+        state = page_state(browser)
+        assert state["state"] == "live"
+        assert state["roc"]["points"] == str(len(roc["fpr"]))
+        assert browser.find_element("css selector", "#model-list a").text == "fraud"
+
+        # the curve and the shaded pAUC area are on the canvas
+        canvas = browser.find_element("css selector", "#roc-chart canvas")
+        stats = canvas_stats(browser, canvas)
+        assert stats["colours"] > 20 and stats["dominant_share"] < 0.98
+        assert colour_pixels(browser, canvas, ROC_BLUE) > 300
+        assert colour_pixels(browser, canvas, PAUC_SHADE, tolerance=90) > 500
+
+        # the tiles show the service's numbers
+        metrics = http.get("/v1/models/fraud/metrics").json()
+        tiles = browser.find_element("id", "tiles").text
+        assert f"{metrics['window']['auc']:.4f}" in tiles
+        assert f"{metrics['window']['pauc']:.4f}" in tiles
+        assert "DRIFTS DETECTED" in tiles.upper() and "on drift: none" in tiles  # the detector
+        assert "500" in browser.find_element("id", "counts").text
+        leaderboard = browser.find_element("id", "leaderboard")  # the default learner is auto
+        assert leaderboard.is_displayed()
+        rows = leaderboard.find_elements("css selector", "tbody tr")
+        learners = [candidate["learner"] for candidate in metrics["leaderboard"]["candidates"]]
+        assert [row.find_elements("tag name", "td")[1].text for row in rows] == learners
+
+        # more events: the stream brings a new version, the history grows, the ROC is re-read
+        learned = post_events(http, "fraud", X[500:], y[500:])
+        version = str(learned["version"])
+        wait_for(lambda: page_state(browser)["roc"].get("version") == version, "the new ROC")
+        wait_for(lambda: page_state(browser)["history"].get("version") == version, "the history")
+        state = page_state(browser)
+        assert int(state["history"]["points"]) >= 2
+        assert state["roc"]["points"] == str(
+            len(http.get("/v1/models/fraud/metrics/roc").json()["fpr"])
+        )
+        for chart in ("history-chart", "regret-chart", "throughput-chart"):
+            canvas = browser.find_element("css selector", f"#{chart} canvas")
+            assert canvas_stats(browser, canvas)["colours"] > 20, chart
+        assert "900" in browser.find_element("id", "tiles").text
+
+        png = browser.get_screenshot_as_png()
+        (tmp_path / "dashboard.png").write_bytes(png)
+        screenshot = png_stats(browser, png)
+        assert screenshot["colours"] > 200 and screenshot["dominant_share"] < 0.9
+        assert external_resources(browser, url) == []
+        assert console_errors(browser) == []
+
+
+def test_model_list_follows_the_store_and_a_deleted_model_is_reported(browser):
+    with server() as url, httpx.Client(base_url=url, timeout=120) as http:
+        browser.get(url + "/dashboard")
+        wait_for(lambda: page_state(browser)["state"] == "no-models", "the empty state")
+        assert browser.find_element("id", "models-empty").is_displayed()
+
+        X, y = make_stream(300)
+        for model in ("alpha", "beta"):
+            http.post("/v1/models", json={"id": model, "n_features": 5, "learner": "spam"})
+            post_events(http, model, X, y)
+        browser.get(url + "/dashboard#/models/%E0%A4%A")  # a malformed escape: the first model
+        wait_for(lambda: browser.find_element("id", "model-title").text == "alpha", "alpha")
+        browser.get(url + "/dashboard#/models/beta")
+        wait_for(lambda: page_state(browser)["roc"].get("points"), "beta's ROC")
+        assert browser.find_element("id", "model-title").text == "beta"
+        names = [a.text for a in browser.find_elements("css selector", "#model-list a")]
+        assert names == ["alpha", "beta"]
+        assert not browser.find_element("id", "leaderboard").is_displayed()  # not auto
+
+        browser.find_element("link text", "alpha").click()
+        wait_for(lambda: browser.find_element("id", "model-title").text == "alpha", "alpha")
+        wait_for(lambda: page_state(browser)["roc"].get("points"), "alpha's ROC")
+        assert console_errors(browser) == []
+
+        assert http.delete("/v1/models/alpha").status_code == 204
+        notice = browser.find_element("id", "notice")
+        wait_for(lambda: "alpha does not exist" in notice.text, "the deleted model's notice")
+        # ... and the page moves on to the model that is left
+        wait_for(lambda: browser.find_element("id", "model-title").text == "beta", "beta again")
+        names = [a.text for a in browser.find_elements("css selector", "#model-list a")]
+        assert names == ["beta"]
+        # the only console errors: the 404s of the deleted model (its metrics stream ends
+        # with a "deleted" message, not a cut)
+        errors = console_errors(browser)
+        assert all("status of 404" in message for message in errors), errors
+
+
+def test_api_key_is_asked_kept_in_the_tab_and_sent_as_a_header(browser):
+    keys = {"AUCSTREAM_API_KEYS": READ_WRITE_KEY, "AUCSTREAM_READ_ONLY_API_KEYS": READ_ONLY_KEY}
+    with server(**keys) as url, httpx.Client(base_url=url, timeout=120) as http:
+        headers = {"X-API-Key": READ_WRITE_KEY}
+        assert http.post("/v1/models", json={"id": "m", "n_features": 5}, headers=headers)
+        X, y = make_stream(400)
+        post_events(http, "m", X, y, key=READ_WRITE_KEY)
+        assert http.get("/v1/models").status_code == 401  # the API does need a key
+
+        browser.get(url + "/")
+        browser.execute_script("sessionStorage.clear()")
+        browser.refresh()
+        wait_for(lambda: page_state(browser)["state"] == "need-key", "the key prompt")
+        dialog = browser.find_element("id", "key-dialog")
+        assert dialog.get_attribute("open") is not None
+        # asked before any /v1 request: nothing failed, nothing in the console
+        assert not [u for u in resource_urls(browser) if "/v1/" in u]
+        assert console_errors(browser) == []
+
+        # a wrong key: refused, asked again, nothing shown
+        browser.find_element("id", "api-key").send_keys("not-a-key")
+        browser.find_element("id", "key-submit").click()
+        wait_for(lambda: "refused" in browser.find_element("id", "key-message").text, "refusal")
+        assert page_state(browser)["state"] == "need-key"
+        assert all("401" in message for message in console_errors(browser))
+
+        # a read-only key is enough: the page goes live and draws
+        field = browser.find_element("id", "api-key")
+        field.send_keys(READ_ONLY_KEY)
+        browser.find_element("id", "key-submit").click()
+        wait_for(lambda: page_state(browser)["roc"].get("points"), "the ROC with a key")
+        assert page_state(browser)["state"] == "live"
+        assert browser.execute_script("return sessionStorage.getItem('aucstream.apiKey')") == (
+            READ_ONLY_KEY
+        )
+        assert not any(READ_ONLY_KEY in u for u in resource_urls(browser))  # never in a URL
+        assert console_errors(browser) == []
+
+        # a reload keeps the key (same tab); "forget" drops it and asks again
+        browser.refresh()
+        wait_for(lambda: page_state(browser)["roc"].get("points"), "the ROC after a reload")
+        browser.find_element("id", "forget-key").click()
+        wait_for(lambda: page_state(browser)["state"] == "need-key", "the prompt after forget")
+        assert browser.execute_script("return sessionStorage.getItem('aucstream.apiKey')") is None
+        assert console_errors(browser) == []
+
+
+def test_queue_lag_is_shown_and_drains_when_a_worker_learns(browser, empty_redis, workers):
+    queue = {"AUCSTREAM_MODE": "queue", "AUCSTREAM_STORE": "redis",
+             "AUCSTREAM_REDIS_URL": empty_redis}  # fmt: skip
+    with server(**queue) as url, httpx.Client(base_url=url, timeout=120) as http:
+        assert http.post("/v1/models", json={"id": "q", "n_features": 5}).status_code == 201
+        X, y = make_stream(300)
+        response = http.post("/v1/models/q/events", json=events_json(X, y))
+        assert response.status_code == 202 and response.json()["backlog_events"] == 300
+
+        browser.get(url + "/")
+        tiles = browser.find_element("id", "tiles")
+        wait_for(lambda: "300 ev" in tiles.text, "the lag of the queued events")
+        assert "Queue mode: 300 events appended" in browser.find_element("id", "lag-note").text
+        wait_for(lambda: page_state(browser)["roc"].get("version") == "1", "the first ROC")
+        assert page_state(browser)["roc"]["points"] == "0"  # nothing learned yet
+        assert "No curve yet" in browser.find_element("id", "roc-note").text
+
+        workers(empty_redis, "w1")
+        wait_for(lambda: page_state(browser)["roc"].get("points", "0") != "0", "the learned ROC")
+        wait_for(lambda: "0 ev" in tiles.text and "300" in tiles.text, "the drained queue")
+        metrics = http.get("/v1/models/q/metrics").json()
+        assert metrics["counts"]["events_learned"] == 300 and metrics["queue"]["events"] == 0
+        lag = browser.find_element("css selector", "#throughput-chart canvas")
+        assert colour_pixels(browser, lag, (198, 40, 40)) > 50  # the lag series (COLORS.lag)
+        assert console_errors(browser) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "rendered"),
+    [
+        ("/docs", ".swagger-ui .opblock"),  # one block per operation
+        ("/redoc", "[data-section-id^='operation/']"),
+    ],
+)
+def test_api_docs_render_offline_from_local_assets(browser, path, rendered):
+    with server() as url:
+        browser.get(url + path)
+        wait_for(lambda: len(browser.find_elements("css selector", rendered)) >= 10,
+                 f"{path} to render the operations")  # fmt: skip
+        assert external_resources(browser, url) == []
+        loaded = resource_urls(browser)
+        assert any(u.endswith("/openapi.json") for u in loaded)
+        assert any("/static/vendor/" in u for u in loaded)
+        assert console_errors(browser) == []

@@ -1,0 +1,108 @@
+"""Drift detection on the live metrics (docs/algorithms/drift.md): reported in
+GET /v1/models/{id}/metrics, the Prometheus counter and the server-sent stream, kept in the
+model's state, and ``on_drift="reset"``; on both stores."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pytest
+
+from core.learners import make_learner
+from core.metrics.drift import DriftDetector
+from service.engine.model import DRIFT_PREFIX
+from tests.service.conftest import create_model, events_json
+
+N_FEATURES = 6
+CHANGE = 3000
+
+
+def flipping_stream(n=6000, seed=0):
+    """20 % positives from a logistic model whose weights flip sign on half the features."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, N_FEATURES))
+    weights = np.array([1.5, -1.0, 1.0, 0.5, -1.5, 1.0])
+    flipped = weights * np.array([-1, 1, -1, 1, -1, 1])
+    logits = np.where(np.arange(n) < CHANGE, X @ weights, X @ flipped) - 1.8
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-logits))).astype(np.int64)
+    return X, y
+
+
+def reference(X, y, batch, reset):
+    """The same batches through the core learner and detector (a reset after a detecting
+    batch when ``reset``)."""
+    learner = make_learner("logistic", scaling="standard").initialize(N_FEATURES)
+    detector = DriftDetector()
+    found = []
+    for start in range(0, len(y), batch):
+        rows = slice(start, start + batch)
+        new = detector.update(learner.prequential_step(X[rows], y[rows]), y[rows])
+        found += new
+        if new and reset:
+            learner.initialize(N_FEATURES)
+    return found, learner
+
+
+def post_stream(client, X, y, batch):
+    for start in range(0, len(y), batch):
+        body = events_json(X[start : start + batch], y[start : start + batch])
+        response = client.post("/v1/models/m/events", json=body)
+        assert response.status_code == 200, response.text
+
+
+def counter(text, name, model):
+    for line in text.splitlines():
+        if line.startswith(f'{name}{{model="{model}"}}'):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+@pytest.mark.parametrize("on_drift", ["none", "reset"])
+def test_a_flip_is_reported_where_the_core_detector_reports_it(client, on_drift):
+    create_model(client, n_features=N_FEATURES, learner="logistic", on_drift=on_drift)
+    X, y = flipping_stream()
+    post_stream(client, X, y, 250)
+    expected, learner = reference(X, y, 250, reset=on_drift == "reset")
+    assert expected and CHANGE <= expected[0] < CHANGE + 2000  # found, soon, not before
+    drift = client.get("/v1/models/m/metrics").json()["drift"]
+    assert drift["detected"] == len(expected)
+    assert drift["last_detected_at"] == expected[-1]
+    assert drift["events"] == len(y) and drift["on_drift"] == on_drift
+    # the learner that served is the one the core reference ends with (reset or not)
+    coef = np.array(client.get("/v1/models/m/weights").json()["coef"])
+    np.testing.assert_allclose(coef, learner.coef_, rtol=1e-10, atol=1e-12)
+    text = client.get("/metrics").text
+    assert counter(text, "aucstream_drift_detected_total", "m") == len(expected)
+
+
+def test_detector_state_is_committed_with_the_model_and_streamed(client):
+    create_model(client, n_features=N_FEATURES, learner="logistic")
+    X, y = flipping_stream(seed=1)
+    post_stream(client, X[:4500], y[:4500], 500)
+    arrays = client.app.state.store.load("m").arrays
+    stored = {k[len(DRIFT_PREFIX) :]: v for k, v in arrays.items() if k.startswith(DRIFT_PREFIX)}
+    detector = DriftDetector.from_state(stored)
+    assert detector.detections >= 1 and detector.counters[0] == 4500
+    with client.stream("GET", "/v1/models/m/metrics/stream?max_events=1") as response:
+        body = b"".join(response.iter_bytes())
+    message = orjson.loads(body.split(b"data: ", 1)[1].split(b"\n", 1)[0])
+    assert message["drift"]["detected"] == detector.detections
+    assert message["drift"]["last_detected_at"] == detector.last_detection
+
+
+def test_no_drift_on_a_stable_stream(client):
+    create_model(client, n_features=N_FEATURES, learner="logistic")
+    X, y = flipping_stream()
+    post_stream(client, X[:CHANGE], y[:CHANGE], 300)
+    drift = client.get("/v1/models/m/metrics").json()["drift"]
+    assert drift["detected"] == 0 and drift["last_detected_at"] is None
+    assert drift["mean_loss"] is not None and drift["statistic"] < drift["threshold"]
+
+
+def test_bad_on_drift_is_refused_naming_the_field(client):
+    response = client.post(
+        "/v1/models", json={"id": "m", "n_features": 3, "learner": "logistic", "on_drift": "panic"}
+    )
+    assert response.status_code == 422
+    assert "on_drift" in response.text
+    assert client.get("/v1/models/m").status_code == 404

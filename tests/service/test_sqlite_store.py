@@ -1,0 +1,345 @@
+"""The SQLite store beyond the protocol tests every store runs (tests/service/test_stores.py):
+a ``kill -9`` loses nothing acknowledged, processes sharing the file never lose or double-apply
+a commit, two uvicorn workers learn exactly what one process learns, and an unusable data
+directory is one clear line at start-up."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+
+from loadtest.local import free_port, stop, wait_ready
+from service import cli
+from service.app import create_app
+from service.errors import StaleVersion
+from service.settings import Settings
+from service.stores.base import Commit
+from service.stores.sqlite import SQLiteStore, StoreOpenError
+from service.stores.sqlite_file import FILE_NAME
+from tests.service.conftest import events_json, make_stream
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = {"id": "fraud", "n_features": 5, "learner": "spam"}
+
+
+@contextlib.contextmanager
+def served(data_dir: Path, workers: int = 1) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``aucstream serve --data-dir <data_dir>`` in a subprocess (the store's default)."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AUCSTREAM_WARMUP": "false"}
+    for name in ("AUCSTREAM_STORE", "AUCSTREAM_REDIS_URL", "AUCSTREAM_DATA_DIR"):
+        env.pop(name, None)  # the defaults: the SQLite store
+    command = [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir",
+               str(data_dir), "--workers", str(workers), "--log-level", "warning"]  # fmt: skip
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, process, timeout=120, answers=3 * workers, interval=0.1)
+        yield url, process
+    finally:
+        stop(process)
+
+
+def _state(http: httpx.Client) -> dict:
+    """Everything a client can see of the model."""
+    metrics = http.get("/v1/models/fraud/metrics").json()
+    return {
+        "info": http.get("/v1/models/fraud").json(),
+        "weights": http.get("/v1/models/fraud/weights").json(),
+        "window": metrics["window"],
+        "since_start": metrics["since_start"],
+        "counts": metrics["counts"],
+    }
+
+
+def test_kill_9_loses_nothing_acknowledged(tmp_path):
+    data_dir = tmp_path / "data"
+    X, y = make_stream(400, seed=3)
+    ids = [f"e{i}" for i in range(300)]
+    with served(data_dir) as (url, process), httpx.Client(base_url=url, timeout=60) as http:
+        assert http.post("/v1/models", json=MODEL).status_code == 201
+        for start in range(0, 300, 100):
+            rows = slice(start, start + 100)
+            body = events_json(X[rows], y[rows], ids[rows])
+            assert http.post("/v1/models/fraud/events", json=body).json()["learned"] == 100
+        scored_ids = [f"s{i}" for i in range(10)]
+        scored = http.post("/v1/models/fraud/score", json=events_json(X[300:310], ids=scored_ids))
+        assert scored.json()["kept"] == 10
+        labels = [{"id": f"s{i}", "y": int(y[300 + i])} for i in range(3)]
+        assert http.post("/v1/models/fraud/labels", json=labels).json()["learned"] == 3
+        before = _state(http)
+        process.send_signal(signal.SIGKILL)  # no shutdown, no checkpoint
+        process.wait(timeout=30)
+    assert before["info"]["counts"]["events_learned"] == 303
+
+    with served(data_dir) as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+        assert http.get("/v1/models").json()["models"] == ["fraud"]
+        assert _state(http) == before  # state, version, metrics: identical
+        again = http.post("/v1/models/fraud/events", json=events_json(X[:300], y[:300], ids))
+        assert again.json()["learned"] == 0 and again.json()["duplicates"] == 300
+        labels = [{"id": f"s{i}", "y": int(y[300 + i])} for i in range(10)]
+        results = http.post("/v1/models/fraud/labels", json=labels).json()["results"]
+        # the labels joined before the kill are known, the 7 pending records survived it
+        assert [r["status"] for r in results] == ["duplicate"] * 3 + ["learned"] * 7
+        assert http.get("/v1/models/fraud").json()["counts"]["events_learned"] == 310
+
+
+def test_two_workers_on_one_file_learn_exactly_what_one_memory_process_learns(tmp_path):
+    """Batches sent one after another, each on a new connection (either worker may take it):
+    each worker notices the other's commits through the version, so the result is the
+    memory store's in one process, bit for bit."""
+    X, y = make_stream(600, seed=8)
+    bodies = [
+        orjson.dumps(events_json(X[s : s + 50], y[s : s + 50], [f"e{i}" for i in range(s, s + 50)]))
+        for s in range(0, 600, 50)
+    ]
+    headers = {"content-type": "application/json"}
+    with served(tmp_path / "data", workers=2) as (url, _):
+        assert httpx.post(f"{url}/v1/models", json=MODEL).status_code == 201
+        for body in bodies:
+            response = httpx.post(f"{url}/v1/models/fraud/events", content=body, headers=headers)
+            assert response.json()["learned"] == 50
+        with httpx.Client(base_url=url) as http:
+            shared = _state(http)
+
+    with TestClient(create_app(Settings(store="memory", warmup=False))) as http:
+        http.post("/v1/models", json=MODEL)
+        for body in bodies:
+            http.post("/v1/models/fraud/events", content=body, headers=headers)
+        alone = _state(http)  # type: ignore[arg-type]
+    for state in (shared, alone):  # the two models' own identity
+        del state["info"]["config"]["created_at"], state["info"]["config"]["incarnation"]
+    assert shared == alone
+    assert shared["info"]["version"] == 1 + len(bodies)
+
+
+RACER = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from service.errors import StaleVersion
+    from service.stores.base import Commit
+    from service.stores.sqlite import SQLiteStore
+
+    data_dir, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    store = SQLiteStore.open(data_dir)
+    stale = 0
+    for number in range(count):
+        while True:
+            loaded = store.load("counter")
+            arrays = {"n": loaded.arrays["n"] + 1}
+            commit = Commit(loaded.version, loaded.incarnation, arrays,
+                            learned_ids=[f"{name}-{number}"], id_expiry=1e12, now=1.0)
+            try:
+                store.commit("counter", commit)
+                break
+            except StaleVersion:
+                stale += 1
+    print(stale)
+    """
+)
+
+
+def test_processes_racing_on_one_file_never_lose_or_repeat_a_commit(tmp_path):
+    """Four processes each add 1 to a counter 40 times, reloading on a stale version: the
+    version check and the write are one transaction (BEGIN IMMEDIATE), so the counter ends at
+    160 exactly, with one version per commit and every id remembered."""
+    store = SQLiteStore.open(tmp_path)
+    store.create_model("counter", {}, {"n": np.zeros(1, dtype=np.int64)}, "inc")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, str(tmp_path), f"p{i}", "40"],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for i in range(4)
+    ]
+    for racer in racers:
+        assert int(racer.communicate(timeout=300)[0]) >= 0  # it printed its stale commits
+        assert racer.returncode == 0
+    loaded = store.load("counter")
+    assert loaded.arrays["n"][0] == 160 and loaded.version == 161
+    every_id = [f"p{i}-{n}" for i in range(4) for n in range(40)]
+    assert store.seen("counter", every_id, now=2.0).all()
+    store.close()
+
+
+def test_a_stale_commit_of_another_process_writes_nothing(tmp_path):
+    first, second = SQLiteStore.open(tmp_path), SQLiteStore.open(tmp_path)  # two "processes"
+    arrays = {"w": np.zeros(3)}
+    first.create_model("m", {"id": "m"}, arrays, "inc")
+    base = second.load("m")
+    assert first.commit("m", Commit(1, "inc", {"w": np.ones(3)}, learned_ids=["a"],
+                                    id_expiry=1e12, now=1.0)) == 2  # fmt: skip
+    second.put_pending("m", {"p": b"record"}, deadline=5.0)
+    refused = Commit(base.version, base.incarnation, {"w": np.full(3, 7.0)}, learned_ids=["b"],
+                     remove_pending=["p"], meta={"k": "v"}, id_expiry=1e12, now=1.0)  # fmt: skip
+    with pytest.raises(StaleVersion):
+        second.commit("m", refused)
+    current = second.load("m", base.version, base.incarnation)  # the cache is not current
+    assert current.version == 2 and current.arrays is not None
+    np.testing.assert_array_equal(current.arrays["w"], np.ones(3))
+    assert "k" not in current.meta
+    assert second.seen("m", ["a", "b"], now=2.0).tolist() == [True, False]
+    assert second.get_pending("m", ["p"]) == {"p": (b"record", 5.0)}
+    for store in (first, second):
+        store.close()
+
+
+def test_commits_are_synced_write_ahead_logged(tmp_path):
+    """WAL + synchronous=FULL (the default): a commit is on the disk before it returns."""
+    store = SQLiteStore.open(tmp_path)
+    connection = store.database.connection()
+    assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    store.close()
+    relaxed = SQLiteStore.open(tmp_path, synchronous="normal")
+    assert relaxed.database.connection().execute("PRAGMA synchronous").fetchone()[0] == 1
+    relaxed.close()
+
+
+def _serve_fails(capsys, data_dir: Path) -> str:
+    assert cli.main(["serve", "--data-dir", str(data_dir)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "Traceback" not in error
+    return error
+
+
+def test_an_unusable_data_directory_is_one_clear_line_at_start_up(tmp_path, capsys, monkeypatch):
+    for name in ("AUCSTREAM_STORE", "AUCSTREAM_REDIS_URL", "AUCSTREAM_DATA_DIR",
+                 "AUCSTREAM_WORKERS"):  # fmt: skip
+        monkeypatch.setenv(name, "")  # restored after the test (serve sets them)
+        monkeypatch.delenv(name)
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("x")
+    error = _serve_fails(capsys, not_a_directory)
+    assert "cannot create the data directory" in error and str(not_a_directory) in error
+
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / FILE_NAME).write_bytes(b"these bytes are no SQLite database, " * 200)
+    error = _serve_fails(capsys, corrupt)
+    assert str(corrupt / FILE_NAME) in error and "not a database" in error
+
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    with contextlib.closing(sqlite3.connect(foreign / FILE_NAME)) as db:
+        db.execute("CREATE TABLE invoices (id INTEGER)")
+    assert "invoices" in _serve_fails(capsys, foreign)
+
+    newer = tmp_path / "newer"
+    SQLiteStore.open(newer).close()
+    with contextlib.closing(sqlite3.connect(newer / FILE_NAME)) as db:
+        db.execute("PRAGMA user_version = 99")
+    assert "newer aucstream" in _serve_fails(capsys, newer)
+
+    # the app started without the CLI (uvicorn --factory) refuses to start the same way
+    with pytest.raises(StoreOpenError, match="not a database"):
+        with TestClient(create_app(Settings(store="sqlite", data_dir=corrupt, warmup=False))):
+            pass
+
+
+def test_a_read_only_data_directory_is_one_clear_line_at_start_up(tmp_path):
+    """A directory the server may not write to, empty or holding a store.  Root ignores
+    permissions, so as root the server runs without the capability that lets it
+    (CAP_DAC_OVERRIDE)."""
+    fresh, existing = tmp_path / "fresh", tmp_path / "existing"
+    SQLiteStore.open(existing).close()
+    fresh.mkdir()
+    as_user = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AUCSTREAM_STORE": "sqlite"}
+    for directory, data_dir in ((fresh, fresh / "data"), (existing, existing)):
+        for path in (directory, *directory.iterdir()):
+            path.chmod(0o500 if path.is_dir() else 0o400)
+        try:
+            result = subprocess.run(
+                [*(as_user if os.geteuid() == 0 else []), sys.executable, "-m", "service.cli",
+                 "serve", "--data-dir", str(data_dir)],
+                env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+        finally:
+            for path in (directory, *directory.iterdir()):
+                path.chmod(0o700 if path.is_dir() else 0o600)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+        assert str(data_dir) in result.stderr
+        assert "writable" in result.stderr or "Permission denied" in result.stderr
+
+
+def test_sqlite_is_the_default_and_queue_mode_refuses_it(monkeypatch):
+    for name in ("AUCSTREAM_STORE", "AUCSTREAM_REDIS_URL", "AUCSTREAM_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    settings = Settings()
+    assert settings.store == "sqlite" and settings.data_dir == Path("aucstream-data")
+    assert Settings(workers=4).workers == 4  # several workers share the file
+    with pytest.raises(ValueError, match="needs the Redis store, not the sqlite store"):
+        Settings(mode="queue")
+    with pytest.raises(ValueError, match="SQLite store"):
+        Settings(store="memory", workers=2)
+
+
+def test_a_busy_database_is_a_503_not_a_hang(tmp_path, monkeypatch):
+    """Another process holding the write lock longer than the busy timeout: the request
+    gets 503 (store unavailable), and the next one succeeds once the lock is released."""
+    monkeypatch.setattr("service.stores.sqlite_file.BUSY_TIMEOUT_SECONDS", 0.2)
+    settings = Settings(store="sqlite", data_dir=tmp_path, warmup=False)
+    with TestClient(create_app(settings)) as http:
+        assert http.post("/v1/models", json=MODEL).status_code == 201
+        X, y = make_stream(5)
+        blocker = sqlite3.connect(tmp_path / FILE_NAME, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        started = time.monotonic()
+        response = http.post("/v1/models/fraud/events", json=events_json(X, y))
+        assert response.status_code == 503, response.text
+        assert response.json()["type"].endswith("/store-unavailable")
+        assert time.monotonic() - started < 10
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        assert http.post("/v1/models/fraud/events", json=events_json(X, y)).status_code == 200
+
+
+def test_a_commit_writes_only_the_chunks_that_changed(tmp_path):
+    """Arrays over 16 KiB are stored in chunks; a commit on top of a version this process knows
+    rewrites only the chunks whose bytes changed (a chunk forged behind its back survives),
+    while a process that does not know the stored version rewrites the state whole."""
+    from service.stores.redis import CHUNK_BYTES
+
+    per_chunk = CHUNK_BYTES // 8
+    scores = np.arange(3 * per_chunk, dtype=np.float64)  # three chunks
+    store = SQLiteStore.open(tmp_path)
+    store.create_model("m", {}, {"window:scores": scores, "learner:w": np.ones(2)}, "inc")
+    forged = np.full(per_chunk, -1.0)
+    with contextlib.closing(sqlite3.connect(store.path)) as db, db:
+        db.execute("UPDATE state SET data = ? WHERE field = 'window:scores@2'", (forged.tobytes(),))
+    changed = scores.copy()
+    changed[0] = 42.0
+    arrays = {"window:scores": changed, "learner:w": np.ones(2)}
+    assert store.commit("m", Commit(1, "inc", arrays)) == 2
+    stored = SQLiteStore.open(tmp_path).load("m").arrays
+    np.testing.assert_array_equal(stored["window:scores"][:per_chunk], changed[:per_chunk])
+    np.testing.assert_array_equal(stored["window:scores"][2 * per_chunk :], forged)
+
+    other = SQLiteStore.open(tmp_path)  # never loaded the model: writes every chunk
+    assert other.commit("m", Commit(2, "inc", arrays)) == 3
+    np.testing.assert_array_equal(other.load("m").arrays["window:scores"], changed)
+    shrunk = {"window:scores": np.zeros(4), "learner:w": np.ones(2)}
+    assert other.commit("m", Commit(3, "inc", shrunk)) == 4  # the extra chunks are dropped
+    with contextlib.closing(sqlite3.connect(store.path)) as db:
+        fields = sorted(row[0] for row in db.execute("SELECT field FROM state"))
+    assert fields == ["learner:w", "window:scores"]

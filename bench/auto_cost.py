@@ -34,6 +34,7 @@ MODELS = {
     "logistic": ("logistic", {}),
     "pmb": ("pmb", {}),
     "auto (default: logistic, pmb)": ("auto", {}),
+    "auto track_drift (HTTP default: + fast logistic)": ("auto", {"track_drift": True}),
     "auto K=3 (+ spam)": (
         "auto",
         {"candidates": [{"learner": "logistic"}, {"learner": "pmb"}, {"learner": "spam"}]},

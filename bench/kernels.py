@@ -176,16 +176,22 @@ def measure(case, n_events, repeats):
     return compile_seconds, kernel, with_scores, public
 
 
+def chosen_cases(parser: argparse.ArgumentParser, text: str, cases) -> list[str]:
+    """The comma-separated case names of ``--cases``; an unknown one is a usage error."""
+    names = text.split(",")
+    for name in names:
+        if name not in cases:
+            parser.error(f"unknown case {name!r}; available: {', '.join(cases)}")
+    return names
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--events", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args(argv)
-    names = args.cases.split(",")
-    for name in names:
-        if name not in CASES:
-            parser.error(f"unknown case {name!r}; available: {', '.join(CASES)}")
+    names = chosen_cases(parser, args.cases, CASES)
     import platform
 
     import numba

@@ -82,16 +82,18 @@ TABLE_3_2 = {
 COUNTERPART = {
     "spam": ("6.3/6.4", "SPAM"),
     "solam": ("6.3/6.4", "regSOLAM"),
+    "spdam": ("6.3/6.4", "SPDAM"),
     "opauc": ("3.2", "OPAUC"),
     "oam": ("3.2", "OAMseq"),
     "logreg": ("3.2", "B-LS-SVM"),  # a batch reference beside the batch pairwise least squares
 }
-LEARNERS = ("spam", "solam", "opauc", "oam", "logreg")
+LEARNERS = ("spam", "solam", "spdam", "opauc", "oam", "logreg")
 
 #: the small grids of the tuned runs
 GRIDS = {
     "spam": {"l2": [1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0], "eta0": [0.25, 1.0, 4.0]},
     "solam": {"l2": [1e-5, 1e-4, 1e-3, 1e-2, 1e-1], "eta0": [0.25, 1.0, 4.0]},
+    "spdam": {"lam": [1e-4, 1e-3, 1e-2, 1e-1, 1.0]},
     "opauc": {"lam": [1e-5, 1e-4, 1e-3, 1e-2, 1e-1]},
     "oam": {"C": [1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0]},
     "logreg": {"C": [1e-2, 1e-1, 1.0, 10.0, 100.0]},

@@ -1,5 +1,6 @@
-"""Shared fixtures: hypothesis profile, and every Redis fixture (a private redis-server per test
-session, emptied per test; the machine's own Redis on 6379 is never touched)."""
+"""Shared fixtures: hypothesis profile, and every Redis fixture (a private redis-server and a
+private 3-master Redis Cluster per test session, emptied per test; the machine's own Redis on
+6379 is never touched)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 import redis
 from hypothesis import HealthCheck, settings
 
-from loadtest.local import private_redis
+from loadtest.local import private_redis, private_redis_cluster
+from service.stores.client import connect
 
 # Kernels are JIT-compiled on first call: no per-example deadline (STYLE.md, numba libraries).
 settings.register_profile(
@@ -38,9 +40,47 @@ def empty_redis(redis_server):
     return redis_server
 
 
+@pytest.fixture(scope="session")
+def redis_cluster_server():
+    """A private Redis Cluster of 3 masters (``redis-server --cluster-enabled yes`` on free
+    ports, joined by ``redis-cli --cluster create``), for this test session only.  Yields
+    ``(url, ports)``: a ``redis+cluster://`` URL naming the first node, and every node's port."""
+    with private_redis_cluster() as (url, pids):
+        yield url, list(pids)
+
+
 @pytest.fixture
-def rclient(empty_redis):
-    """A client of the emptied private redis-server (bytes replies)."""
-    client = redis.Redis.from_url(empty_redis)
+def empty_redis_cluster(redis_cluster_server):
+    """The private Redis Cluster's URL, every master emptied for this test."""
+    url, ports = redis_cluster_server
+    for port in ports:
+        client = redis.Redis(port=port)
+        client.flushall()
+        client.close()
+    return url
+
+
+#: the fixture of each kind of emptied Redis, by the name tests parametrise with
+EMPTY_REDIS = {"redis": "empty_redis", "redis_cluster": "empty_redis_cluster"}
+
+
+@pytest.fixture
+def redis_kind(request) -> str:
+    """``redis`` unless a test parametrises it indirectly, e.g.
+    ``@pytest.mark.parametrize("redis_kind", ["redis", "redis_cluster"], indirect=True)``."""
+    return getattr(request, "param", "redis")
+
+
+@pytest.fixture
+def any_redis(request, redis_kind) -> str:
+    """The URL of the emptied private Redis of ``redis_kind`` (a server or a cluster)."""
+    return request.getfixturevalue(EMPTY_REDIS[redis_kind])
+
+
+@pytest.fixture
+def rclient(any_redis):
+    """A client of the emptied private Redis of ``redis_kind`` (bytes replies): a
+    ``redis.Redis``, or a ``RedisCluster`` routing each command by its key's slot."""
+    client = connect(any_redis)
     yield client
     client.close()

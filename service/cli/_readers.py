@@ -129,13 +129,11 @@ def read_frame(path: str, file_format: str, id_column: str | None):
         else:
             separator = "\t" if re.search(r"\.tsv(\.\w+)?$", path.lower()) else ","
             id_types = {id_column: str} if id_column is not None else None
-            # round_trip: correctly rounded floats (pandas' default parser can be 1 ulp off)
+            # correctly rounded floats: pandas 2's default parser can be 1 ulp off, so ask it for
+            # round_trip; pandas 3 rounds correctly by default and deprecates the option
+            precision = {"float_precision": "round_trip"} if pd.__version__ < "3" else {}
             frame = pd.read_csv(
-                path,
-                sep=separator,
-                dtype=id_types,
-                skipinitialspace=True,
-                float_precision="round_trip",
+                path, sep=separator, dtype=id_types, skipinitialspace=True, **precision
             )
     except ImportError as error:
         raise CliError(f"reading {file_format} needs {error.name}: pip install pyarrow") from None

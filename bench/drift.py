@@ -28,7 +28,8 @@ Printed per scenario: windowed prequential AUC (windows as fractions of the stre
 issue's 90-100k, 100-110k, 110-130k, 180-200k for the abrupt scenario of 200,000 events), the
 pre-change AUC and the recovery time: events after the first change until the trailing window
 of ``--recovery-window`` events (entirely after the change) first reaches the pre-change AUC
-minus 0.03 (">" when it never does).  ``--png`` writes the trailing-window AUC curves.
+minus 0.03 (">" when it never does), and a second table of windowed pAUC(0, 0.1) over the
+same windows.  ``--png`` writes the trailing-window AUC and pAUC curves.
 
     nice -n 10 python bench/drift.py                        # every scenario, full size
     nice -n 10 python bench/drift.py --n 40000 --scenarios abrupt --learners spam,spam@,river_lr
@@ -47,13 +48,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.learners import available_learners, learner_class, make_learner  # noqa: E402
-from core.metrics import auc  # noqa: E402
+from core.metrics import auc, pauc  # noqa: E402
 from core.metrics.drift import DriftDetector  # noqa: E402
 
 RIVER_PEERS = ("river_lr", "river_lr_adwin")
 #: windows of the abrupt scenario in issue 16, as fractions of the 200,000-event stream
 WINDOWS = ((0.45, 0.50), (0.50, 0.55), (0.55, 0.65), (0.90, 1.00))
 RECOVERY_MARGIN = 0.03
+#: the pAUC range of the windowed pAUC table and curves: FPR [0, 0.1], the fraud range
+PAUC_BETA = 0.1
 
 
 # ------------------------------------------------------------------------------ streams
@@ -212,9 +215,22 @@ def windowed_auc(y, scores, start: int, end: int) -> float:
     return float(auc(labels, scores[part]))
 
 
+def windowed_pauc(y, scores, start: int, end: int) -> float:
+    """pAUC over FPR [0, PAUC_BETA] of the window, divided by the range's width (1 is
+    perfect, a random ranking scores PAUC_BETA / 2), as ``bench/quality.py`` reports it."""
+    part = slice(max(start, 0), min(end, len(y)))
+    labels = y[part]
+    if labels.min() == labels.max():
+        return float("nan")
+    return float(pauc(labels, scores[part], 0.0, PAUC_BETA))
+
+
 def trailing_curve(y, scores, width: int, step: int):
+    """Trailing-window AUC and pAUC at every ``step`` events: (ends, auc values, pauc values)."""
     ends = np.arange(width, len(y) + 1, step)
-    return ends, np.array([windowed_auc(y, scores, end - width, end) for end in ends])
+    aucs = np.array([windowed_auc(y, scores, end - width, end) for end in ends])
+    paucs = np.array([windowed_pauc(y, scores, end - width, end) for end in ends])
+    return ends, aucs, paucs
 
 
 def recovery(y, scores, change: int, width: int, step: int):
@@ -311,7 +327,7 @@ def parse_args(argv):
     )
     parser.add_argument("--half-life", type=float, default=5000.0)
     parser.add_argument("--recovery-window", type=int, default=4000)
-    parser.add_argument("--png", help="write the trailing-window AUC curves to this PNG")
+    parser.add_argument("--png", help="write the trailing-window AUC and pAUC curves to this PNG")
     parser.add_argument(
         "--stable",
         help="instead: count drift alarms on stable real sets (names of datasets.py, or all)",
@@ -329,6 +345,7 @@ def run_scenario(scenario: str, args, specs: list[str]):
     print(f"\n## {scenario}: n={len(y)}, positives {y.mean():.3f}, change(s) at {changes}")
     print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
     curves = {}
+    pauc_rows = []
     for spec in specs:
         started = time.perf_counter()
         try:
@@ -350,7 +367,12 @@ def run_scenario(scenario: str, args, specs: list[str]):
             f"{found} | {seconds:.0f} |"
         )
         sys.stdout.flush()
+        pauc_cells = [f"{windowed_pauc(y, scores, a, b):.3f}" for a, b in bounds]
+        pauc_rows.append(f"| {spec} | " + " | ".join(pauc_cells) + " |")
         curves[spec] = trailing_curve(y, scores, width, max(step, len(y) // 400))
+    print(f"\n{scenario}: windowed prequential pAUC(0, {PAUC_BETA:g}) (divided by the width)")
+    print("| " + " | ".join(header[: len(bounds) + 1]) + " |\n|" + "---|" * (len(bounds) + 1))
+    print("\n".join(pauc_rows))
     return changes, curves
 
 
@@ -360,17 +382,22 @@ def plot(path: str, results: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(results), 1, figsize=(10, 3.2 * len(results)), squeeze=False)
-    for ax, (scenario, (changes, curves)) in zip(axes[:, 0], results.items(), strict=True):
-        for spec, (ends, values) in curves.items():
-            style = "--" if "@" in spec else ("-." if spec in RIVER_PEERS else "-")
-            ax.plot(ends, values, style, label=spec, linewidth=1)
-        for change in changes:
-            ax.axvline(change, color="grey", linewidth=0.8)
-        ax.set_title(f"{scenario}: trailing-window prequential AUC")
-        ax.set_ylim(0.3, 1.0)
-        ax.set_xlabel("events")
-        ax.legend(fontsize=6, ncol=4, loc="lower left")
+    rows = len(results)
+    fig, axes = plt.subplots(rows, 2, figsize=(16, 3.2 * rows), squeeze=False)
+    for row, (scenario, (changes, curves)) in zip(axes, results.items(), strict=True):
+        # left: AUC; right: pAUC over FPR [0, PAUC_BETA], each trailing-window and prequential
+        for column, (ax, metric, floor) in enumerate(
+            ((row[0], "AUC", 0.3), (row[1], f"pAUC(0, {PAUC_BETA:g})", 0.0))
+        ):
+            for spec, (ends, *values) in curves.items():
+                style = "--" if "@" in spec else ("-." if spec in RIVER_PEERS else "-")
+                ax.plot(ends, values[column], style, label=spec, linewidth=1)
+            for change in changes:
+                ax.axvline(change, color="grey", linewidth=0.8)
+            ax.set_title(f"{scenario}: trailing-window prequential {metric}")
+            ax.set_ylim(floor, 1.0)
+            ax.set_xlabel("events")
+        row[0].legend(fontsize=6, ncol=4, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"\nwrote {path}")

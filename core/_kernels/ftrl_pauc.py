@@ -5,7 +5,7 @@ docs/algorithms/ftrl_pauc.md (ftrl_pauc.2)-(ftrl_pauc.7)); see
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels.forgetting import step_count
+from core._kernels.forgetting import recent_steps
 from core._kernels.pauc_buffers import decision as decision  # the learner scores with it
 from core._kernels.pauc_buffers import (
     event_dot,
@@ -52,7 +52,7 @@ def project_annulus(w, inner, outer):
 @kernel
 def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, neg_admitted,
                  alpha, beta, lam, eta0, min_norm, inner_steps, grad, auc_weight,
-                 steps_cap):  # fmt: skip
+                 half_life, n_events):  # fmt: skip
     """Warm-started subgradient steps (``inner_steps`` once the reservoirs are full,
     ``inner_steps * capacity / fill`` up to ``10 * inner_steps`` before) on
     ``F(w) = R_tight(alpha,beta)(w; B+, B-) + mu R(0,1)(w; B+, B-) + lam/2 ||w||^2`` over the
@@ -70,8 +70,9 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
     objective), projected onto ``W = {min_norm <= ||w|| <= sqrt(2 / lam)}``: the outer ball
     holds the minimiser since ``F(0) = 1`` (Shalev-Shwartz et al. 2011); the inner radius is the
     minimum-norm safeguard of :class:`core.learners.ftrl_pauc.FTRLpAUC` (item 5).
-    With forgetting, ``k`` in ``gamma_k`` stops at ``steps_cap`` (0: never), the solver steps
-    of one half-life (docs/algorithms/ftrl_pauc.md (ftrl_pauc.9)).
+    With forgetting (``half_life`` > 0), ``gamma_k`` reads ``k min(1, H / t)`` for ``k``, ``t``
+    the events seen (``n_events``): about the solver steps of the last half-life, so the step
+    stops shrinking after ``H`` events (docs/algorithms/ftrl_pauc.md (ftrl_pauc.9)).
     """
     n_pos = pos_fill[0]
     n_neg = neg_fill[0]
@@ -101,7 +102,7 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
             for j in range(w.shape[0]):
                 grad[j] += auc_weight * grad_auc[j]
         n_solver_steps[0] += 1
-        step = eta0 / (1.0 + eta0 * lam * step_count(n_solver_steps[0], steps_cap))
+        step = eta0 / (1.0 + eta0 * lam * recent_steps(n_solver_steps[0], n_events, half_life))
         shrink = 1.0 - step * lam
         for j in range(w.shape[0]):
             w[j] = shrink * w[j] - step * grad[j]
@@ -127,7 +128,6 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
     reservoirs are biased towards the last ``half_life`` events and the solver's step stops
     shrinking after the solver steps of one half-life.
     """
-    steps_cap = half_life * inner_steps / update_every if half_life > 0.0 else 0.0
     n_samples = y.shape[0]
     want_scores = scores.shape[0] > 0
     grad = np.empty(w.shape[0])
@@ -161,5 +161,5 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
             since_update[0] = 0
             if solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen,
                             neg_admitted, alpha, beta, lam, eta0, min_norm, inner_steps,
-                            grad, auc_weight, steps_cap):  # fmt: skip
+                            grad, auc_weight, half_life, pos_seen[0] + neg_seen[0]):  # fmt: skip
                 n_updates[0] += 1

@@ -128,6 +128,18 @@ def test_reservoirs_keep_the_rare_class_in_full_up_to_the_cap():
     np.testing.assert_array_equal(stored, X[y > 0])  # in arrival order while below the cap
 
 
+
+def test_forgetting_reservoirs_fill_before_they_forget():
+    """With ``half_life`` a reservoir keeps every event of its class until its used slots are
+    full ((forgetting.4), filled first): a 2 % class with H = 5000 has a class half-life of
+    ~100 positives, ~144 used slots, so all ~60 positives of 3,000 events stay, in order."""
+    X, y = _stream(2, n=3000, rate=0.02)
+    model = make_learner("ftrl_pauc", half_life=5000, random_state=0).partial_fit(X, y)
+    n_pos = int(y.sum())
+    assert model.state_["positive_fill"][0] == n_pos > 30
+    np.testing.assert_array_equal(model.state_["positive_X"][:n_pos], X[y > 0])
+
+
 @pytest.mark.parametrize("alpha", [0.0, 0.02])
 def test_round_trip_determinism_and_sparse_with_steps(alpha):
     X, y = _stream(3, n=900)

@@ -23,16 +23,15 @@ def event_labels(y) -> list[int]:
 
 
 def biased_reservoir_offer(buffer: list, capacity: int, x, half_life: float, unit, below) -> None:
-    """Aggarwal's biased reservoir (docs/algorithms/forgetting.md (forgetting.4)), plainly:
-    n = min(capacity, floor(H / ln 2)) slots are used; ``x`` is inserted with probability
-    n ln 2 / H (``unit()``: a uniform draw in [0, 1)), then replaces a uniform resident
-    (``below(fill)``) with probability fill / n (always when fill >= n), else is appended."""
+    """Aggarwal's biased reservoir, filled first (docs/algorithms/forgetting.md
+    (forgetting.4)), plainly: n = min(capacity, floor(H / ln 2)) slots are used; until they are
+    full ``x`` is appended; then it is inserted with probability n ln 2 / H (``unit()``: a
+    uniform draw in [0, 1)) in place of a uniform resident (``below(fill)``)."""
     used = min(capacity, max(1, int(half_life / math.log(2.0))))
+    if len(buffer) < used:
+        buffer.append(x.copy())
+        return
     p_in = used * math.log(2.0) / half_life
     if p_in < 1.0 and unit() >= p_in:
         return
-    fill = len(buffer)
-    if fill >= used or (fill > 0 and unit() < fill / used):
-        buffer[below(fill)] = x.copy()
-    else:
-        buffer.append(x.copy())
+    buffer[below(len(buffer))] = x.copy()

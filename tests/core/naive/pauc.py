@@ -173,7 +173,7 @@ def ftrl_pauc_reference(X, y, *, beta=0.1, alpha=0.0, lam=0.1, eta0=0.5, min_nor
     floor(H s / ln 2)) slots, takes the event with probability n ln 2 / (H s), then replaces
     a uniform resident with probability fill / n (always when fill >= n) or appends
     (Aggarwal's biased reservoir),
-    and gamma_k reads min(k, H inner_steps / update_every) for k.
+    and gamma_k reads k min(1, H / t) for k, t the events seen so far.
 
     Returns (pre-update scores, w, quantile tracker [q, scale], counts, solver steps).
     """
@@ -238,7 +238,8 @@ def ftrl_pauc_reference(X, y, *, beta=0.1, alpha=0.0, lam=0.1, eta0=0.5, min_nor
             # the all-pairs hinge (FPR range [0, 1]) weighted by auc_weight
             grad = grad + auc_weight * hinge_top_negatives_grad(P, N, w, len(N)) / (len(P) * len(N))
             steps += 1
-            k = steps if half_life is None else min(steps, half_life * inner_steps / update_every)
+            events = seen["pos"] + seen["neg"]
+            k = steps if half_life is None else steps * min(1.0, half_life / events)
             step = eta0 / (1.0 + eta0 * lam * k)
             w = project_annulus(w - step * (grad + lam * w), min_norm, math.sqrt(2.0 / lam))
     return np.array(scores), w, np.array([q, spread]), seen, steps

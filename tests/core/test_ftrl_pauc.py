@@ -128,7 +128,6 @@ def test_reservoirs_keep_the_rare_class_in_full_up_to_the_cap():
     np.testing.assert_array_equal(stored, X[y > 0])  # in arrival order while below the cap
 
 
-
 def test_forgetting_reservoirs_fill_before_they_forget():
     """With ``half_life`` a reservoir keeps every event of its class until its used slots are
     full ((forgetting.4), filled first): a 2 % class with H = 5000 has a class half-life of

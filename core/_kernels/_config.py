@@ -6,9 +6,46 @@ service run kernels from threads without holding the GIL.  ``fastmath`` stays of
 would break the bit-for-bit "same state + same events = same result" contract.
 """
 
+import hashlib
+import os
+from pathlib import Path
+
 from numba import njit
 
 JIT_OPTIONS = {"cache": True, "nogil": True, "fastmath": False, "error_model": "numpy"}
+
+
+def _drop_stale_cache(kernels: Path) -> None:
+    """Delete the on-disk kernels next to these modules when any kernel source changed.
+
+    numba checks a cached kernel against its own file's timestamp only, not against the files
+    of the kernels it calls (and inlines): after an edit of ``forgetting.py``, ``oam.py``'s
+    cached machine code still runs the old helper.  A pip install or upgrade rewrites every
+    file, so users never meet this; a checkout that is edited in place does.  The fingerprint
+    of all kernel sources is kept beside the cache; when it differs, the cache goes.  (A cache
+    under ``NUMBA_CACHE_DIR``, as in the image, is built once from one source tree.)"""
+    cache = kernels / "__pycache__"
+    digest = hashlib.sha256()
+    for source in sorted(kernels.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    fingerprint = digest.hexdigest()
+    stamp = cache / "aucstream-kernels.sha256"
+    try:
+        if stamp.read_text() == fingerprint:
+            return
+    except OSError:
+        pass
+    try:
+        for stale in [*cache.glob("*.nbi"), *cache.glob("*.nbc")]:
+            stale.unlink(missing_ok=True)
+        cache.mkdir(exist_ok=True)
+        stamp.write_text(fingerprint)
+    except OSError:  # a read-only install: numba then caches elsewhere, or not at all
+        pass
+
+
+if not os.environ.get("NUMBA_CACHE_DIR"):
+    _drop_stale_cache(Path(__file__).resolve().parent)
 
 
 def kernel(function):

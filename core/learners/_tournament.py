@@ -138,6 +138,20 @@ def candidate_specs(candidates, pauc_range, random_state) -> list[dict[str, Any]
                         "candidates optimise the model's range; omit it or change pauc_range",
                     )
                 effective[key] = value
+        # a wrapper (tree_embedded) hands its pauc_range to the pAUC learner inside it
+        if "pauc_range" in accepted:
+            given = params.get("pauc_range")
+            try:
+                same = given is None or [float(v) for v in given] == [alpha, beta]
+            except (TypeError, ValueError):
+                same = False
+            if not same:
+                raise invalid_field(
+                    f"{field}.params.pauc_range",
+                    f"{given!r} contradicts pauc_range {[alpha, beta]!r}: the candidates "
+                    "optimise the model's range; omit it or change auto's pauc_range",
+                )
+            effective["pauc_range"] = [alpha, beta]
         if "random_state" in accepted and params.get("random_state") is None:
             effective["random_state"] = random_state
         try:

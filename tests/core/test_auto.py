@@ -294,6 +294,20 @@ def test_leaderboard_is_json_and_shows_effective_parameters():
     assert "beta" not in board["candidates"][0]["params"]  # logistic's beta is no FPR
 
 
+def test_a_wrapped_pauc_learner_takes_the_model_s_range_too():
+    """tree_embedded around pmb: the wrapper's pauc_range reaches pmb's alpha / beta."""
+    candidates = [
+        {"learner": "logistic"},
+        {"learner": "tree_embedded", "params": {"learner": "pmb"}},
+    ]
+    model = make_learner("auto", candidates=candidates, pauc_range=(0.0, 0.05))
+    assert model.candidate_specs()[1]["params"]["pauc_range"] == [0.0, 0.05]
+    X, y = stream(5, n=1200)
+    model.partial_fit(X, y)
+    inner = model._candidates[1]._inner
+    assert (inner.alpha, inner.beta) == (0.0, 0.05)
+
+
 def test_explicit_pauc_range_equal_to_the_model_s_is_accepted():
     candidates = [{"learner": "pmb", "params": {"beta": 0.2, "alpha": 0.0}}]
     model = make_learner("auto", candidates=candidates, pauc_range=(0.0, 0.2))
@@ -315,6 +329,11 @@ def test_explicit_pauc_range_equal_to_the_model_s_is_accepted():
          "candidates[0].params.alpha"),
         ({"candidates": [{"learner": "spam", "params": {"scaling": "standard"}}]},
          "candidates[0].params.scaling"),
+        ({"candidates": [{"learner": "tree_embedded",
+                          "params": {"learner": "pmb", "pauc_range": [0.0, 0.3]}}]},
+         "candidates[0].params.pauc_range"),
+        ({"candidates": [{"learner": "tree_embedded", "params": {"pauc_range": "wide"}}]},
+         "candidates[0].params.pauc_range"),
         ({"candidates": [{"learner": "auto"}]}, "candidates[0].learner"),
         ({"candidates": [{"learner": "svm_pauc"}]}, "candidates[0].learner"),
         ({"candidates": [{"learner": 3}]}, "candidates[0].learner"),

@@ -350,6 +350,10 @@ def print_tables(rows, agg, learners, conditions, sets, file=sys.stdout):
                 print(f"  {learner:<12}{cells}  {cell['seconds']:6.2f}{note}", file=file)
 
 
+#: issue 10: auto's prequential pAUC within this of the best of its candidates run alone
+AUTO_MARGIN = 0.005
+
+
 def wtl(agg, condition, sets, learner, peer, metric):
     wins = ties = losses = 0
     for set_name in sets:
@@ -400,6 +404,52 @@ def summary_lines(agg, learners, conditions, sets, rows):
                 parts.append(f"rare pAUC vs logreg {p[0]}/{p[1]}/{p[2]}")
             parts.append(f"{seconds:.1f}s")
             lines.append(" | ".join(parts))
+    return lines
+
+
+def auto_lines(agg, learners, overrides, conditions, sets):
+    """Issue 10's targets for every ``auto`` in the run: on how many sets its prequential pAUC
+    is within ``AUTO_MARGIN`` of the best of its candidates run alone (those of the run whose
+    (learner, params) equal a candidate's, the model's range added), and its held-out AUC at
+    least River's."""
+    lines = []
+    for learner in learners:
+        base, params = resolve_learner(learner, overrides) if learner not in PEERS else ("", {})
+        if base != "auto":
+            continue
+        specs = make_learner("auto", **params).candidate_specs()
+        alone = []
+        for other in learners:
+            if other in PEERS or other == learner:
+                continue
+            other_base, other_params = resolve_learner(other, overrides)
+            candidate = make_learner(other_base, **other_params).get_params()
+            for spec in specs:
+                wanted = make_learner(spec["learner"], **spec["params"]).get_params()
+                same = {k: v for k, v in wanted.items() if k not in ("scaling", "random_state")}
+                if other_base == spec["learner"] and all(
+                    candidate.get(k) == v for k, v in same.items()
+                ):
+                    alone.append(other)
+        for condition in conditions:
+            near = beats_river = compared = 0
+            for set_name in sets:
+                mine = agg.get((condition, set_name, learner))
+                theirs = [agg.get((condition, set_name, name)) for name in alone]
+                river = agg.get((condition, set_name, "river"))
+                if mine is None or not theirs or any(t is None for t in theirs):
+                    continue
+                compared += 1
+                best = max(t["preq_pauc"][0] for t in theirs)
+                near += mine["preq_pauc"][0] >= best - AUTO_MARGIN
+                if river is not None:
+                    beats_river += mine["test_auc"][0] >= river["test_auc"][0]
+            if compared:
+                lines.append(
+                    f"{learner:<12} {condition:<12} preq pAUC within {AUTO_MARGIN} of the best "
+                    f"candidate alone ({', '.join(alone)}) on {near}/{compared} sets; held-out "
+                    f"AUC >= river on {beats_river}/{compared}"
+                )
     return lines
 
 
@@ -520,6 +570,8 @@ def main(argv=None):
     print_tables(rows, agg, learners, conditions, sets)
     print()
     for line in summary_lines(agg, learners, conditions, sets, rows):
+        print(line)
+    for line in auto_lines(agg, learners, overrides, conditions, sets):
         print(line)
     cpu = sum(row["seconds"] for row in rows)
     print(f"\nwall {wall:.0f}s, learner time {cpu:.0f}s, jobs {args.jobs}, "

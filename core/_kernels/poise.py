@@ -7,14 +7,14 @@ from collections import namedtuple
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels.forgetting import class_reservoir_slot, filled_after, recent_steps
 from core._kernels.pauc_buffers import (
     dot_row,
     event_copy,
     event_dot,
     project_ball,
-    reservoir_offer,
+    reservoir_offer_forgetting,
 )
-from core._kernels.random import reservoir_slot
 
 #: The learned arrays, bundled (see ``core/learners/poise.py``, ``_initial_state``).
 PoiseState = namedtuple(
@@ -22,8 +22,9 @@ PoiseState = namedtuple(
     ["w", "pos_X", "pos_fill", "pos_seen", "adversary_X", "adversary_scores", "adversary_fill",
      "adversary_seen", "n_updates", "rng_state"],
 )  # fmt: skip
-#: ``lam``: Pegasos' L2 weight; ``radius``: its ball (0: none); ``alpha``, ``beta``: the FPR range.
-PoiseOptions = namedtuple("PoiseOptions", ["lam", "radius", "alpha", "beta"])
+#: ``lam``: Pegasos' L2 weight; ``radius``: its ball (0: none); ``alpha``, ``beta``: the FPR
+#: range; ``half_life``: (poise.8)-(poise.9), 0.0 for none.
+PoiseOptions = namedtuple("PoiseOptions", ["lam", "radius", "alpha", "beta", "half_life"])
 
 
 @kernel
@@ -61,9 +62,10 @@ def in_adversary_set(score, neg_scores, fill, alpha, beta):
 
 
 @kernel
-def hinge_step(X, indptr, indices, data, i, score, state, options):
+def hinge_step(X, indptr, indices, data, i, score, state, options, n_events):
     """One Pegasos step on the negative's hinge against every buffered positive (poise.6),
-    (poise.7)."""
+    (poise.7); with forgetting its step counter is the steps of the last half-life (poise.9),
+    ``n_events`` the events seen with this one."""
     w, pos_X = state.w, state.pos_X
     n_pos = state.pos_fill[0]
     d = w.shape[0]
@@ -76,7 +78,7 @@ def hinge_step(X, indptr, indices, data, i, score, state, options):
             for c in range(d):
                 positive_sum[c] += pos_X[j, c]
     state.n_updates[0] += 1
-    eta = 1.0 / (options.lam * state.n_updates[0])
+    eta = 1.0 / (options.lam * recent_steps(state.n_updates[0], n_events, options.half_life))
     shrink = 1.0 - eta * options.lam
     for c in range(d):
         w[c] = shrink * w[c] + eta * positive_sum[c] / n_pos
@@ -105,20 +107,26 @@ def poise_learn(X, indptr, indices, data, y, scores, state, options):
         score = event_dot(X, indptr, indices, data, i, state.w)
         if scores.shape[0] > 0:
             scores[i] = score
+        n_events = state.pos_seen[0] + state.adversary_seen[0] + 1  # this one included
         if y[i] > 0:
-            reservoir_offer(X, indptr, indices, data, i, state.pos_X, state.pos_fill,
-                            state.pos_seen, state.rng_state)  # fmt: skip
+            reservoir_offer_forgetting(X, indptr, indices, data, i, state.pos_X, state.pos_fill,
+                                       state.pos_seen, state.rng_state, options.half_life,
+                                       n_events)  # fmt: skip
             continue
         fill = state.adversary_fill[0]
         if state.pos_fill[0] > 0 and in_adversary_set(
             score, state.adversary_scores, fill, options.alpha, options.beta
         ):
-            hinge_step(X, indptr, indices, data, i, score, state, options)
+            hinge_step(X, indptr, indices, data, i, score, state, options, n_events)
             rescore(state.adversary_X, fill, state.w, state.adversary_scores)
-        # Algorithm R (as reservoir_offer), keeping the slot to cache the new row's score
+        # as reservoir_offer_forgetting, keeping the slot to cache the new row's score
         state.adversary_seen[0] += 1
-        slot = reservoir_slot(state.rng_state, state.adversary_seen[0], state.adversary_X.shape[0])
+        capacity = state.adversary_X.shape[0]
+        slot = class_reservoir_slot(state.rng_state, state.adversary_seen[0], fill, capacity,
+                                    options.half_life, n_events)  # fmt: skip
         if slot >= 0:
             event_copy(X, indptr, indices, data, i, state.adversary_X, slot)
-            state.adversary_fill[0] = min(state.adversary_seen[0], state.adversary_X.shape[0])
+            state.adversary_fill[0] = filled_after(
+                slot, fill, state.adversary_seen[0], capacity, options.half_life
+            )
             state.adversary_scores[slot] = dot_row(state.adversary_X, slot, state.w)

@@ -1,6 +1,6 @@
 """POISE: pAUC Optimization In Supervised Experiments (Rao & Acharyya, 2020), the pAUC game.
 
-Equations, choices and errata: docs/algorithms/poise.md (poise.1)-(poise.7).
+Equations, choices and errata: docs/algorithms/poise.md (poise.1)-(poise.9).
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from core._kernels.pauc_buffers import decision
 from core._kernels.random import seed_state
 from core.learners import register
 from core.learners._base import OnlineLearner
+from core.learners._forgetting import HALF_LIFE, half_life_arg, reservoir_fill
 from core.learners._params import BOOLEAN, Interval
-from core.learners._state import RNG_STATE, Count, Finite, ReservoirFill
+from core.learners._state import RNG_STATE, Count, Finite
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.validation import check_fpr_range
 
@@ -65,6 +66,11 @@ class POISE(OnlineLearner):
     positive_capacity : int, default 1000
         [CHOICE] The stream keeps a uniform reservoir of this many positives for the hinge
         (the paper uses every positive of the training set).
+    half_life : float or None, default None
+        Forget the stream's past (docs/algorithms/poise.md (poise.8)-(poise.9)), for streams
+        that change: both reservoirs become biased towards the last ``half_life`` events and
+        the Pegasos step stops shrinking after about ``half_life`` events.  None: uniform
+        reservoirs of the whole history, steps ``1 / (lam t)`` for ever.
     scaling : {"none", "unit_norm", "standard", "scale"}
         Online feature scaling applied before learning (:mod:`core.preprocessing`).
     max_iter : int, default 5
@@ -93,6 +99,7 @@ class POISE(OnlineLearner):
         sd_ratio: float = 0.1,
         max_negatives: int = 10000,
         positive_capacity: int = 1000,
+        half_life: float | None = None,
         scaling: str = "none",
         max_iter: int = 5,
         shuffle: bool = True,
@@ -105,6 +112,7 @@ class POISE(OnlineLearner):
         self.sd_ratio = sd_ratio
         self.max_negatives = max_negatives
         self.positive_capacity = positive_capacity
+        self.half_life = half_life
         self.scaling = scaling
         self.max_iter = max_iter
         self.shuffle = shuffle
@@ -119,6 +127,7 @@ class POISE(OnlineLearner):
         "sd_ratio": [Interval(float, 0, 1, closed="right")],
         "max_negatives": [Interval(int, 2, None)],
         "positive_capacity": [Interval(int, 1, None)],
+        "half_life": HALF_LIFE,
     }
 
     def _check_params(self) -> None:
@@ -151,11 +160,11 @@ class POISE(OnlineLearner):
         return {
             "w": Finite(),
             "pos_X": Finite(),
-            "pos_fill": ReservoirFill(self.positive_capacity, seen="pos_seen"),
+            "pos_fill": reservoir_fill(self.half_life, self.positive_capacity, "pos_seen"),
             "pos_seen": Count(),
             "adversary_X": Finite(),
             "adversary_scores": Finite(),
-            "adversary_fill": ReservoirFill(self.n_negatives, seen="adversary_seen"),
+            "adversary_fill": reservoir_fill(self.half_life, self.n_negatives, "adversary_seen"),
             "adversary_seen": Count(),
             "n_updates": Count(0, "adversary_seen"),  # at most one step per negative
             "rng_state": RNG_STATE,
@@ -166,7 +175,11 @@ class POISE(OnlineLearner):
         state = kernels.PoiseState(*(s[key] for key in kernels.PoiseState._fields))
         radius = 1.0 / np.sqrt(self.lam) if self.project else 0.0
         options = kernels.PoiseOptions(
-            float(self.lam), float(radius), float(self.alpha), float(self.beta)
+            float(self.lam),
+            float(radius),
+            float(self.alpha),
+            float(self.beta),
+            half_life_arg(self.half_life),
         )
         kernels.poise_learn(*event_arrays(X), y, scores, state, options)
 

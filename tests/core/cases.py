@@ -86,6 +86,13 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
         # a range with a lower bound, small reservoirs that replace rows, no projection
         "range": {"alpha": 0.05, "beta": 0.3, "max_negatives": 30, "positive_capacity": 10},
         "no_projection": {"project": False, "lam": 0.05, "beta": 0.2},
+        # biased reservoirs that fill, then replace; the step counter scaled after 40 events
+        "forgetting": {
+            "half_life": 40.0,
+            "beta": 0.3,
+            "max_negatives": 30,
+            "positive_capacity": 10,
+        },
     },
     "tree_embedded": {
         # the tree is fitted mid-stream (after 80 events), frugal, around other learners
@@ -256,6 +263,7 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"sd_ratio": 0.0}, "sd_ratio"),
         ({"max_negatives": 1}, "max_negatives"),
         ({"positive_capacity": 0}, "positive_capacity"),
+        ({"half_life": 0.0}, "half_life"),
     ],
     "tree_embedded": [
         ({"learner": "nope"}, "learner"),

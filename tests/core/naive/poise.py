@@ -1,6 +1,7 @@
-"""A deliberately plain POISE stream (docs/algorithms/poise.md (poise.3)-(poise.7)): Python lists
+"""A deliberately plain POISE stream (docs/algorithms/poise.md (poise.3)-(poise.9)): Python lists
 for both reservoirs, every reservoir score recomputed from the weights whenever a threshold is
-needed (no cache), order statistics by sorting, the hinge subgradient summed pair by pair."""
+needed (no cache), order statistics by sorting, the hinge subgradient summed pair by pair; with
+``half_life``, biased reservoirs and the scaled step counter."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 
 import numpy as np
 
-from tests.core.naive import event_labels, event_rows
+from tests.core.naive import biased_reservoir_offer, event_labels, event_rows
 from tests.core.naive.baselines import SplitMix64
 
 
@@ -21,7 +22,7 @@ def rank(fraction, size):
 
 class NaivePOISE:
     def __init__(self, n_features, alpha, beta, lam, project, sd_ratio, max_negatives,
-                 positive_capacity, random_state=None):  # fmt: skip
+                 positive_capacity, random_state=None, half_life=None):  # fmt: skip
         seed = 0 if random_state is None else random_state
         self.w = np.random.default_rng(seed).uniform(-1.0, 1.0, n_features) / np.sqrt(n_features)
         fraction = alpha if alpha > 0 else beta
@@ -32,11 +33,18 @@ class NaivePOISE:
         self.rng = SplitMix64(seed)
         self.alpha, self.beta, self.lam, self.project = alpha, beta, lam, project
         self.updates = 0
+        self.half_life = half_life
 
     def offer(self, label, x):
         self.seen[label] += 1
         rows, capacity = self.rows[label], self.capacity[label]
-        if self.seen[label] <= capacity:
+        if self.half_life is not None:  # (poise.8): the class's share of H stream events
+            events = self.seen[1] + self.seen[-1]
+            biased_reservoir_offer(
+                rows, capacity, x, self.half_life * self.seen[label] / events,
+                self.rng.unit, self.rng.below,
+            )  # fmt: skip
+        elif self.seen[label] <= capacity:
             rows.append(x)
         else:
             j = self.rng.below(self.seen[label])
@@ -67,7 +75,10 @@ class NaivePOISE:
                         gradient += x - p
                 gradient /= len(positives)
                 self.updates += 1
-                eta = 1 / (self.lam * self.updates)
+                k = self.updates
+                if self.half_life is not None:  # (poise.9), this event counted in t
+                    k *= min(1.0, self.half_life / (self.seen[1] + self.seen[-1] + 1))
+                eta = 1 / (self.lam * k)
                 self.w = (1 - eta * self.lam) * self.w - eta * gradient
                 norm = np.linalg.norm(self.w)
                 if self.project and norm > 1 / math.sqrt(self.lam):

@@ -11,7 +11,8 @@
 //
 // For tests and scripts the page reports what it did as data attributes: body[data-state]
 // ("loading", "need-key", "no-models", "live", "reconnecting", "error") and, on each chart's
-// container, data-points (points drawn), data-version (model version drawn) and data-draws.
+// container, data-points (points drawn), data-version (model version drawn) and data-draws;
+// the time charts also data-drifts, data-x-range and data-plot (drift marks: charts.js).
 "use strict";
 
 (() => {

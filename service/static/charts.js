@@ -11,7 +11,6 @@
 
 (() => {
   const COLORS = { auc: "#0b5cd5", pauc: "#d9480f", regret: "#7b2cbf", gap: "#2b8a3e", rate: "#0b5cd5", lag: "#c62828", drift: "#d6336c" };
-  const TIME_CHARTS = ["history", "regret", "throughput"];
 
   function chartSize(element) {
     return { width: Math.max(300, element.clientWidth), height: 260 };
@@ -56,7 +55,7 @@
     const drifts = { marks: [] }; // [{event, time}] to mark, shared by the time charts
     // a new object per chart, as above; the draw hook goes into each time chart's hooks
     const time = () => ({ range: (u, min, max) => timeRange(u, min, max, drifts.marks) });
-    const marks = (id) => ({ draw: [(u) => drawDrifts(u, drifts.marks, document.getElementById(id))] });
+    const driftHooks = (id) => ({ draw: [(u) => drawDrifts(u, drifts.marks, document.getElementById(id))] });
     const charts = {
       roc: chart(
         "roc-chart",
@@ -73,7 +72,7 @@
         "history-chart",
         {
           scales: { x: time(), y: unit() },
-          hooks: marks("history-chart"),
+          hooks: driftHooks("history-chart"),
           series: [
             {},
             line("window AUC", COLORS.auc),
@@ -89,7 +88,7 @@
         "regret-chart",
         {
           scales: { x: time() },
-          hooks: marks("regret-chart"),
+          hooks: driftHooks("regret-chart"),
           series: [{}, line("regret per pair", COLORS.regret), line("pAUC gap", COLORS.gap)],
         },
         [[], [], []],
@@ -99,7 +98,7 @@
         "throughput-chart",
         {
           scales: { x: time(), rate: {}, lag: {} },
-          hooks: marks("throughput-chart"),
+          hooks: driftHooks("throughput-chart"),
           axes: [{}, { scale: "rate", label: "events / s" }, { scale: "lag", side: 1, label: "lag (events)", grid: { show: false } }],
           series: [{}, line("events / s", COLORS.rate, null, "rate"), line("queue lag (events)", COLORS.lag, null, "lag")],
         },

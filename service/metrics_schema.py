@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from service.engine.model import DRIFT_LOG_CAPACITY
 from service.schemas import Counts
 
 
@@ -104,6 +105,16 @@ class QueueLag(BaseModel):
     last_applied_id: str | None = Field(description="stream id of the last entry learned")
 
 
+class DriftMark(BaseModel):
+    """One detected drift: where in the stream and when."""
+
+    event: int = Field(description="the event (counted from the model's start) it was found at")
+    time: float = Field(
+        description="unix time (s) of the learning call that detected it: the x value of the "
+        "dashboard's time charts"
+    )
+
+
 class Drift(BaseModel):
     """The Page-Hinkley detector on the model's prequential pairwise loss
     (docs/algorithms/drift.md)."""
@@ -117,6 +128,10 @@ class Drift(BaseModel):
     statistic: float = Field(description="Page-Hinkley statistic: cumulative rise over its minimum")
     threshold: float = Field(description="the statistic above which a drift is reported")
     on_drift: str = Field(description="the model's action on a report: none or reset")
+    recent: list[DriftMark] = Field(
+        description=f"the last drifts detected (at most {DRIFT_LOG_CAPACITY}), oldest first; the "
+        "dashboard draws a marker at each on its time charts"
+    )
 
 
 class MetricsResponse(BaseModel):

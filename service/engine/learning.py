@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.validation import CSRMatrix
-from service.engine.model import RATE_TIME_CONSTANT, Loaded
+from service.engine.model import RATE_TIME_CONSTANT, Loaded, log_drifts
 from service.engine.repository import ModelRepository
 from service.errors import InvalidInput, ModelChanged
 from service.ingest import Batch
@@ -124,7 +124,9 @@ def learn_events(
         parts.append(learn_round(loaded, rows, y[start:stop], part))
     scores = parts[0] if len(parts) == 1 else np.concatenate(parts)
     loaded.window.update(scores, y)
-    drifts = len(loaded.drift.update(scores, y))
+    detected_at = loaded.drift.update(scores, y)
+    drifts = len(detected_at)
+    log_drifts(loaded.stats, detected_at, now)
     if drifts and loaded.config.on_drift == "reset":
         loaded.learner.initialize(loaded.config.n_features)
     _count(loaded, y, now)

@@ -46,6 +46,9 @@ COUNT_NAMES = (
 )
 #: time constant of the exponentially weighted throughput, seconds
 RATE_TIME_CONSTANT = 10.0
+#: [CHOICE] detected drifts whose position is kept (a ring), for the markers of the dashboard's
+#: time charts: the detector itself keeps only the last one
+DRIFT_LOG_CAPACITY = 20
 
 
 def initial_stats() -> dict[str, np.ndarray]:
@@ -53,7 +56,33 @@ def initial_stats() -> dict[str, np.ndarray]:
     # first_learned_at, last_learned_at (unix s) and the decayed event count behind the rate
     stats["times"] = np.zeros(2, dtype=np.float64)
     stats["rate"] = np.zeros(1, dtype=np.float64)
+    # the ring of recent drifts: each one's event index and the unix time of the learning
+    # call that detected it, and how many were logged in all (the ring's next slot is that
+    # count modulo its capacity).  Counters like the others: a model stored before them
+    # starts with an empty log
+    stats["drift_events"] = np.zeros(DRIFT_LOG_CAPACITY, dtype=np.int64)
+    stats["drift_times"] = np.zeros(DRIFT_LOG_CAPACITY, dtype=np.float64)
+    stats["drifts_logged"] = np.zeros(1, dtype=np.int64)
     return stats
+
+
+def log_drifts(stats: dict[str, np.ndarray], detected_at: list[int], now: float) -> None:
+    """Add drifts the detector reported (their event indices), detected at unix time ``now``,
+    to the model's ring of recent drifts."""
+    events, times, logged = stats["drift_events"], stats["drift_times"], stats["drifts_logged"]
+    for event in detected_at:
+        slot = int(logged[0]) % len(events)
+        events[slot] = event
+        times[slot] = now
+        logged[0] += 1
+
+
+def recent_drifts(stats: dict[str, np.ndarray]) -> list[dict[str, float | int]]:
+    """The ring of recent drifts, oldest first: ``[{"event": index, "time": unix s}]``."""
+    events, times = stats["drift_events"], stats["drift_times"]
+    logged, capacity = int(stats["drifts_logged"][0]), len(events)
+    slots = [i % capacity for i in range(max(logged - capacity, 0), logged)]
+    return [{"event": int(events[i]), "time": float(times[i])} for i in slots]
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from core.regret import RegretWindow
-from service.engine.model import RATE_TIME_CONSTANT, Loaded
+from service.engine.model import RATE_TIME_CONSTANT, Loaded, recent_drifts
 from service.engine.repository import ModelLock, ModelRepository
 from service.schemas import REGRET_DEFAULT_MAX_FEATURES, ModelConfig
 
@@ -107,7 +107,11 @@ class Reporting:
             # ``auto`` models: each candidate's windowed pAUC / AUC, the leader and since when
             leaderboard = getattr(loaded.learner, "leaderboard", None)
             board = leaderboard() if leaderboard is not None else None
-            drift = {**loaded.drift.report(), "on_drift": loaded.config.on_drift}
+            drift = {
+                **loaded.drift.report(),
+                "on_drift": loaded.config.on_drift,
+                "recent": recent_drifts(loaded.stats),
+            }
             regret, regret_reason, snapshot = self._cached_regret(model_id, loaded)
         if snapshot is not None:  # solved outside the model lock: learning goes on meanwhile
             regret, regret_reason = self._solve_regret(model_id, key, snapshot, loaded.config)

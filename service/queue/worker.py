@@ -28,7 +28,7 @@ engine's version check makes a second writer's commit fail; the worker then relo
 checkpoint and filters again.  Event ids are deduplicated as in sync
 mode.  The learners are deterministic and learn a sequence in parts exactly as at once, so a
 worker killed at any point and restarted ends in the state of an uninterrupted run, bit for bit
-(except the wall-clock throughput counters ``stats:times`` / ``stats:rate``).
+(except the wall-clock counters ``stats:times`` / ``stats:rate`` / ``stats:drift_times``).
 
 An entry the engine rejects (e.g. the model diverges on it, or it was appended for a layout
 the model no longer has) is skipped with a checkpoint-only commit, counted as ``rejected`` and

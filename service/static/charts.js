@@ -1,10 +1,16 @@
 // The dashboard's charts, on the vendored uPlot: the ROC curve of the window with the pAUC's
 // FPR range and area shaded, AUC / pAUC over time, regret and pAUC gap, throughput and queue
 // lag.  Used by dashboard.js through window.AucstreamCharts.create(config).
+//
+// The three time charts mark each detected drift (``setDrifts``) with a dashed vertical line
+// labelled "drift", and widen their time axis to show drifts older than their first point (a
+// page opened after the drift).  Each records what it marked, for tests and scripts, as JSON in
+// data-drifts ([{event, time, x}], x in canvas pixels) and its time axis in data-x-range
+// ([min, max] unix s) and data-plot ([left, width] of the plotting area, canvas pixels).
 "use strict";
 
 (() => {
-  const COLORS = { auc: "#0b5cd5", pauc: "#d9480f", regret: "#7b2cbf", gap: "#2b8a3e", rate: "#0b5cd5", lag: "#c62828" };
+  const COLORS = { auc: "#0b5cd5", pauc: "#d9480f", regret: "#7b2cbf", gap: "#2b8a3e", rate: "#0b5cd5", lag: "#c62828", drift: "#d6336c" };
 
   function chartSize(element) {
     return { width: Math.max(300, element.clientWidth), height: 260 };
@@ -23,7 +29,10 @@
         ...options,
         hooks: {
           ...(options.hooks || {}),
-          draw: [(u) => (element.dataset.draws = String(Number(element.dataset.draws) + 1))],
+          draw: [
+            ...((options.hooks || {}).draw || []),
+            (u) => (element.dataset.draws = String(Number(element.dataset.draws) + 1)),
+          ],
         },
       },
       data,
@@ -43,6 +52,10 @@
     // (no `scale: undefined` key: uPlot would put the series on an auto-ranged scale of that name)
     const line = (label, stroke, dash, scale = "y") => ({ label, stroke, width: 2, dash, scale, spanGaps: true, points: { show: false } });
     const unit = () => ({ range: [0, 1] }); // a new object per chart: uPlot keeps state on it
+    const drifts = { marks: [] }; // [{event, time}] to mark, shared by the time charts
+    // a new object per chart, as above; the draw hook goes into each time chart's hooks
+    const time = () => ({ range: (u, min, max) => timeRange(u, min, max, drifts.marks) });
+    const driftHooks = (id) => ({ draw: [(u) => drawDrifts(u, drifts.marks, document.getElementById(id))] });
     const charts = {
       roc: chart(
         "roc-chart",
@@ -58,7 +71,8 @@
       history: chart(
         "history-chart",
         {
-          scales: { y: unit() },
+          scales: { x: time(), y: unit() },
+          hooks: driftHooks("history-chart"),
           series: [
             {},
             line("window AUC", COLORS.auc),
@@ -72,14 +86,19 @@
       ),
       regret: chart(
         "regret-chart",
-        { series: [{}, line("regret per pair", COLORS.regret), line("pAUC gap", COLORS.gap)] },
+        {
+          scales: { x: time() },
+          hooks: driftHooks("regret-chart"),
+          series: [{}, line("regret per pair", COLORS.regret), line("pAUC gap", COLORS.gap)],
+        },
         [[], [], []],
         observers
       ),
       throughput: chart(
         "throughput-chart",
         {
-          scales: { rate: {}, lag: {} },
+          scales: { x: time(), rate: {}, lag: {} },
+          hooks: driftHooks("throughput-chart"),
           axes: [{}, { scale: "rate", label: "events / s" }, { scale: "lag", side: 1, label: "lag (events)", grid: { show: false } }],
           series: [{}, line("events / s", COLORS.rate, null, "rate"), line("queue lag (events)", COLORS.lag, null, "lag")],
         },
@@ -87,11 +106,63 @@
         observers
       ),
     };
+    /** The drifts to mark ([{event, time}], time in unix s as the charts' x values), drawn
+     * with the charts' next setData. */
+    charts.setDrifts = (list) => {
+      drifts.marks = list;
+    };
     charts.destroy = () => {
       for (const observer of observers) observer.disconnect();
       for (const name of ["roc", "history", "regret", "throughput"]) charts[name].destroy();
     };
     return charts;
+  }
+
+  /** A time chart's x range: uPlot's (``min``, ``max``: its data's, or a day from a single
+   * point) widened to the drifts it marks, with a margin so that the earliest is not on the
+   * edge. */
+  function timeRange(u, min, max, marks) {
+    const times = u.data[0];
+    if (min === null || max === null || !marks.length || !times.length) return [min, max];
+    const low = Math.min(times[0], ...marks.map((mark) => mark.time));
+    const high = Math.max(times[times.length - 1], ...marks.map((mark) => mark.time));
+    if (low >= times[0]) return [min, max]; // every mark among the points: uPlot's range
+    return [low - 0.05 * (high - low), high];
+  }
+
+  /** A dashed vertical line and a "drift" label at each mark, over the series; what was drawn
+   * goes to ``element``'s data attributes (see the top of this file). */
+  function drawDrifts(u, marks, element) {
+    const { ctx } = u;
+    const { left, top, width, height } = u.bbox;
+    const scale = u.scales.x;
+    const drawn = [];
+    ctx.save();
+    ctx.strokeStyle = COLORS.drift;
+    ctx.fillStyle = COLORS.drift;
+    ctx.lineWidth = Math.max(1, Math.round(2 * uPlot.pxRatio));
+    ctx.setLineDash([6 * uPlot.pxRatio, 4 * uPlot.pxRatio]);
+    ctx.font = `${Math.round(11 * uPlot.pxRatio)}px system-ui, sans-serif`;
+    ctx.textBaseline = "top";
+    for (const mark of marks) {
+      // whole pixels: a crisp line, and the x the test reads from the canvas
+      const x = Math.round(u.valToPos(mark.time, "x", true));
+      if (!(x >= left && x <= left + width)) continue; // outside the axis (or no axis yet)
+      ctx.beginPath();
+      ctx.moveTo(x, top);
+      ctx.lineTo(x, top + height);
+      ctx.stroke();
+      const label = "drift";
+      const room = left + width - x - 4 * uPlot.pxRatio;
+      const textWidth = ctx.measureText(label).width;
+      ctx.textAlign = room > textWidth ? "left" : "right"; // inside the plot
+      ctx.fillText(label, x + (room > textWidth ? 3 : -3) * uPlot.pxRatio, top + 2 * uPlot.pxRatio);
+      drawn.push({ event: mark.event, time: mark.time, x });
+    }
+    ctx.restore();
+    element.dataset.drifts = JSON.stringify(drawn);
+    element.dataset.xRange = JSON.stringify([scale.min, scale.max]);
+    element.dataset.plot = JSON.stringify([left, width]);
   }
 
   /** The FPR range of the pAUC, and the area under the curve inside it, under the curve. */

@@ -5,11 +5,14 @@
 // GET /v1/models/{id}, the server-sent metrics stream /v1/models/{id}/metrics/stream (read with
 // fetch() so that the API key travels in the X-API-Key header, never in a URL) and the ROC
 // curve /v1/models/{id}/metrics/roc, read again each time the model's version changes.
-// The AUC / pAUC / regret history is kept here, from the stream, since the page was opened.
+// The AUC / pAUC / regret history is kept here, from the stream, since the page was opened;
+// the drifts marked on its charts come from each message (drift.recent: the service keeps the
+// last ones, so a page opened after a drift marks it too).
 //
 // For tests and scripts the page reports what it did as data attributes: body[data-state]
 // ("loading", "need-key", "no-models", "live", "reconnecting", "error") and, on each chart's
-// container, data-points (points drawn), data-version (model version drawn) and data-draws.
+// container, data-points (points drawn), data-version (model version drawn) and data-draws;
+// the time charts also data-drifts, data-x-range and data-plot (drift marks: charts.js).
 "use strict";
 
 (() => {
@@ -17,6 +20,10 @@
   const HISTORY_LIMIT = 7200; // points per model: two hours at one message a second
   const MODEL_LIST_SECONDS = 10;
   const MAX_RECONNECT_MS = 15000;
+  // [CHOICE] drifts up to an hour older than the history's first point are marked (the time
+  // axis widens to them); older ones would squash the history into the right edge, and the
+  // "drifts detected" tile still reports the last one
+  const DRIFT_LOOKBACK_SECONDS = 3600;
 
   const $ = (id) => document.getElementById(id);
   const state = {
@@ -284,6 +291,7 @@
     setState("live");
     history.push(historyPoint(metrics));
     if (history.length > HISTORY_LIMIT) history.splice(0, history.length - HISTORY_LIMIT);
+    current.drifts = metrics.drift?.recent ?? [];
     renderTiles(metrics);
     renderCounts(metrics);
     renderLeaderboard(metrics.leaderboard);
@@ -451,6 +459,8 @@
     const points = current.history;
     const column = (name) => points.map((point) => point[name]);
     const time = column("time");
+    const since = time[0] - DRIFT_LOOKBACK_SECONDS;
+    state.charts.setDrifts((current.drifts || []).filter((mark) => mark.time >= since));
     historyChart.setData([time, column("windowAuc"), column("windowPauc"), column("sinceStartAuc"), column("sinceStartPauc")]);
     regret.setData([time, column("regret"), column("paucGap")]);
     throughput.setData([time, column("eventsPerSecond"), column("lagEvents")]);

@@ -9,6 +9,7 @@ in CI (``CI`` set), where ``.ci/run`` installs it and a missing browser is a fai
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import time
@@ -29,6 +30,8 @@ from loadtest.browser import (
 )
 from loadtest.local import free_port, start_uvicorn, stop, wait_ready
 from tests.service.conftest import events_json, make_stream
+from tests.service.test_drift import N_FEATURES as DRIFT_FEATURES
+from tests.service.test_drift import flipping_stream
 
 if find_chromium() is None:  # a real browser is part of the suite, as redis-server is
     raise RuntimeError(
@@ -40,6 +43,8 @@ READ_WRITE_KEY = "dashboard-test-read-write"
 READ_ONLY_KEY = "dashboard-test-read-only"
 ROC_BLUE = (11, 92, 213)  # dashboard.js COLORS.auc
 PAUC_SHADE = (217, 72, 15)  # the pAUC area, drawn translucent over white
+DRIFT_MARK = (214, 51, 108)  # charts.js COLORS.drift
+TIME_CHARTS = ("history-chart", "regret-chart", "throughput-chart")
 
 
 @contextlib.contextmanager
@@ -92,6 +97,61 @@ def page_state(driver) -> dict:
                 throughput: data('throughput-chart')};
         """
     )
+
+
+def drift_marks(driver, chart: str) -> dict:
+    """What a time chart marked (charts.js: data-drifts, data-x-range, data-plot)."""
+    data = driver.execute_script("return {...document.getElementById(arguments[0]).dataset}", chart)
+    return {
+        "marks": json.loads(data.get("drifts", "[]")),
+        "x_range": json.loads(data.get("xRange", "null")),
+        "plot": json.loads(data.get("plot", "null")),
+    }
+
+
+def mark_columns(driver, canvas) -> dict[int, int]:
+    """Canvas column -> pixels of the drift marker's colour in it, inside the plotting area's
+    rows only (the columns of the "drift" labels count too)."""
+    counts = driver.execute_script(
+        """
+        const [canvas, [r, g, b]] = arguments;
+        const {data, width, height} = canvas.getContext('2d').getImageData(0, 0, canvas.width,
+                                                                          canvas.height);
+        const columns = {};
+        for (let y = 0; y < height; y++) {
+          for (let x = 0; x < width; x++) {
+            const i = 4 * (y * width + x);
+            const near = Math.abs(data[i] - r) <= 30 && Math.abs(data[i + 1] - g) <= 30
+              && Math.abs(data[i + 2] - b) <= 30 && data[i + 3] > 200;
+            if (near) columns[x] = (columns[x] || 0) + 1;
+          }
+        }
+        return columns;
+        """,
+        canvas,
+        list(DRIFT_MARK),
+    )
+    return {int(column): count for column, count in counts.items()}
+
+
+def assert_marked_at(driver, chart: str, recent: list[dict]) -> list[dict]:
+    """``chart`` marks each drift of ``recent`` (the API's drift.recent) where its time falls on
+    the chart's time axis, and its canvas has a line of the marker's colour there."""
+    drawn = drift_marks(driver, chart)
+    marks = drawn["marks"]
+    assert [(m["event"], m["time"]) for m in marks] == [(r["event"], r["time"]) for r in recent]
+    (low, high), (left, width) = drawn["x_range"], drawn["plot"]
+    canvas = driver.find_element("css selector", f"#{chart} canvas")
+    columns = mark_columns(driver, canvas)
+    height = driver.execute_script("return arguments[0].height", canvas)
+    for mark in marks:
+        expected = left + (mark["time"] - low) / (high - low) * width
+        assert left < expected < left + width, (chart, mark, low, high)
+        assert abs(mark["x"] - expected) <= 1, (chart, mark, expected)
+        # a dashed line down the plot: at least a third of the canvas's height in that colour
+        line = sum(columns.get(x, 0) for x in range(round(expected) - 2, round(expected) + 3))
+        assert line > height / 3, (chart, mark, line, height)
+    return marks
 
 
 def post_events(http: httpx.Client, model: str, X, y, key: str | None = None) -> dict:
@@ -155,6 +215,50 @@ def test_dashboard_draws_the_posted_stream_live(browser, tmp_path):
         (tmp_path / "dashboard.png").write_bytes(png)
         screenshot = png_stats(browser, png)
         assert screenshot["colours"] > 200 and screenshot["dominant_share"] < 0.9
+        assert external_resources(browser, url) == []
+        assert console_errors(browser) == []
+
+
+def test_drifts_are_marked_on_the_time_charts_on_load_and_live(browser, tmp_path):
+    """A flip of the labels' relation mid-stream is detected before the page opens, and marked;
+    a flip back is detected while it is open, and marked too."""
+    X, y = flipping_stream(n=9000, seed=0, changes=(3000, 6000))
+    with server() as url, httpx.Client(base_url=url, timeout=120) as http:
+        model = {"id": "drifting", "n_features": DRIFT_FEATURES, "learner": "logistic"}
+        assert http.post("/v1/models", json=model).status_code == 201
+        for start in range(0, 6000, 500):
+            post_events(http, "drifting", X[start : start + 500], y[start : start + 500])
+        recent = http.get("/v1/models/drifting/metrics").json()["drift"]["recent"]
+        assert len(recent) == 1 and 3000 <= recent[0]["event"] < 6000  # the flip's, only
+
+        browser.get(url + "/")
+        for chart in TIME_CHARTS:
+            wait_for(lambda chart=chart: drift_marks(browser, chart)["marks"], f"{chart}'s mark")
+        for chart in TIME_CHARTS:
+            [mark] = assert_marked_at(browser, chart, recent)
+            # drawn before the page's first point (the time axis widened to it), not on its edge
+            low, _ = drift_marks(browser, chart)["x_range"]
+            assert low < mark["time"]
+        tiles = browser.find_element("id", "tiles").text
+        assert f"last at event {recent[0]['event']:,}" in tiles
+
+        # the flip back, while the page is open: a second mark from the live stream
+        for start in range(6000, 9000, 500):
+            learned = post_events(http, "drifting", X[start : start + 500], y[start : start + 500])
+        recent = http.get("/v1/models/drifting/metrics").json()["drift"]["recent"]
+        assert len(recent) == 2 and recent[1]["event"] >= 6000
+        version = str(learned["version"])
+        wait_for(lambda: page_state(browser)["history"].get("version") == version, "the history")
+        for chart in TIME_CHARTS:
+            first, second = assert_marked_at(browser, chart, recent)
+            assert first["x"] < second["x"]
+
+        png = browser.get_screenshot_as_png()
+        (tmp_path / "dashboard-drift.png").write_bytes(png)
+        screenshot = png_stats(browser, png)
+        assert screenshot["colours"] > 200 and screenshot["dominant_share"] < 0.9
+        history = browser.find_element("css selector", "#history-chart canvas")
+        assert colour_pixels(browser, history, DRIFT_MARK, tolerance=30) > 100
         assert external_resources(browser, url) == []
         assert console_errors(browser) == []
 

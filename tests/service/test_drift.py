@@ -1,8 +1,11 @@
 """Drift detection on the live metrics (docs/algorithms/drift.md): reported in
-GET /v1/models/{id}/metrics, the Prometheus counter and the server-sent stream, kept in the
-model's state, and ``on_drift="reset"``; on both stores."""
+GET /v1/models/{id}/metrics (with the log of recent drifts the dashboard marks), the Prometheus
+counter and the server-sent stream, kept in the model's state, and ``on_drift="reset"``; on
+every store."""
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import orjson
@@ -10,20 +13,29 @@ import pytest
 
 from core.learners import make_learner
 from core.metrics.drift import DriftDetector
-from service.engine.model import DRIFT_PREFIX
+from service.engine.model import (
+    DRIFT_LOG_CAPACITY,
+    DRIFT_PREFIX,
+    initial_stats,
+    log_drifts,
+    recent_drifts,
+)
 from tests.service.conftest import create_model, events_json
+from tests.service.test_hostile import put_snapshot, read_snapshot, write_snapshot
 
 N_FEATURES = 6
 CHANGE = 3000
 
 
-def flipping_stream(n=6000, seed=0):
-    """20 % positives from a logistic model whose weights flip sign on half the features."""
+def flipping_stream(n=6000, seed=0, changes=(CHANGE,)):
+    """20 % positives from a logistic model whose weights flip sign on half the features at
+    each of ``changes`` (event indices: flipped after an odd number of them)."""
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, N_FEATURES))
     weights = np.array([1.5, -1.0, 1.0, 0.5, -1.5, 1.0])
     flipped = weights * np.array([-1, 1, -1, 1, -1, 1])
-    logits = np.where(np.arange(n) < CHANGE, X @ weights, X @ flipped) - 1.8
+    odd = np.searchsorted(np.asarray(changes), np.arange(n), side="right") % 2 == 1
+    logits = np.where(odd, X @ flipped, X @ weights) - 1.8
     y = (rng.random(n) < 1.0 / (1.0 + np.exp(-logits))).astype(np.int64)
     return X, y
 
@@ -61,12 +73,18 @@ def counter(text, name, model):
 def test_a_flip_is_reported_where_the_core_detector_reports_it(client, on_drift):
     create_model(client, n_features=N_FEATURES, learner="logistic", on_drift=on_drift)
     X, y = flipping_stream()
+    before = time.time()
     post_stream(client, X, y, 250)
+    after = time.time()
     expected, learner = reference(X, y, 250, reset=on_drift == "reset")
     assert expected and CHANGE <= expected[0] < CHANGE + 2000  # found, soon, not before
     drift = client.get("/v1/models/m/metrics").json()["drift"]
     assert drift["detected"] == len(expected)
     assert drift["last_detected_at"] == expected[-1]
+    # the log the dashboard marks: each drift's event and when the service detected it
+    assert [mark["event"] for mark in drift["recent"]] == expected
+    times = [mark["time"] for mark in drift["recent"]]
+    assert before <= times[0] and times[-1] <= after and times == sorted(times)
     assert drift["events"] == len(y) and drift["on_drift"] == on_drift
     # the learner that served is the one the core reference ends with (reset or not)
     coef = np.array(client.get("/v1/models/m/weights").json()["coef"])
@@ -95,7 +113,7 @@ def test_no_drift_on_a_stable_stream(client):
     X, y = flipping_stream()
     post_stream(client, X[:CHANGE], y[:CHANGE], 300)
     drift = client.get("/v1/models/m/metrics").json()["drift"]
-    assert drift["detected"] == 0 and drift["last_detected_at"] is None
+    assert drift["detected"] == 0 and drift["last_detected_at"] is None and drift["recent"] == []
     assert drift["mean_loss"] is not None and drift["statistic"] < drift["threshold"]
 
 
@@ -106,3 +124,41 @@ def test_bad_on_drift_is_refused_naming_the_field(client):
     assert response.status_code == 422
     assert "on_drift" in response.text
     assert client.get("/v1/models/m").status_code == 404
+
+
+def test_the_drift_log_keeps_the_last_drifts_oldest_first():
+    stats = initial_stats()
+    assert recent_drifts(stats) == []
+    log_drifts(stats, [100], now=1000.0)
+    log_drifts(stats, [], now=1001.0)  # a batch without a drift logs nothing
+    assert recent_drifts(stats) == [{"event": 100, "time": 1000.0}]
+    found = [(200 + 10 * i, 2000.0 + i // 2) for i in range(DRIFT_LOG_CAPACITY + 5)]
+    for i in range(0, len(found), 2):  # two drifts in some batches, as a big batch may hold
+        batch = found[i : i + 2]
+        log_drifts(stats, [event for event, _ in batch], now=batch[0][1])
+    kept = [{"event": event, "time": when} for event, when in found[-DRIFT_LOG_CAPACITY:]]
+    assert recent_drifts(stats) == kept
+    assert int(stats["drifts_logged"][0]) == len(found) + 1
+
+
+def test_the_drift_log_travels_in_snapshots_and_older_states_read_as_empty(client):
+    create_model(client, n_features=N_FEATURES, learner="logistic")
+    X, y = flipping_stream(seed=2)
+    post_stream(client, X, y, 500)
+    drift = client.get("/v1/models/m/metrics").json()["drift"]
+    assert drift["recent"] and len(drift["recent"]) == drift["detected"]
+    manifest, arrays = read_snapshot(client.get("/v1/models/m/snapshot").content)
+
+    assert put_snapshot(client, "copy", write_snapshot(manifest, arrays)).status_code == 201
+    copied = client.get("/v1/models/copy/metrics").json()["drift"]
+    assert copied["recent"] == drift["recent"]  # the unix times bit for bit, through JSON
+
+    # a model stored before the log existed: no marks, the detector's counts as they were
+    log = {"stats:drift_events", "stats:drift_times", "stats:drifts_logged"}
+    assert log <= arrays.keys()
+    older = {name: array for name, array in arrays.items() if name not in log}
+    assert put_snapshot(client, "older", write_snapshot(manifest, older)).status_code == 201
+    restored = client.get("/v1/models/older/metrics").json()["drift"]
+    assert restored["recent"] == [] and restored["detected"] == drift["detected"]
+    response = client.post("/v1/models/older/events", json=events_json(X[:100], y[:100]))
+    assert response.status_code == 200  # and it learns on

@@ -26,8 +26,8 @@ from tests.service.conftest import (
 from tests.service.test_bad_input import CASES as BAD_INPUT
 from tests.service.test_bad_input import N_FEATURES as BAD_INPUT_FEATURES
 
-#: wall-clock throughput counters: the only state that differs between two runs
-CLOCK_ARRAYS = {"stats:times", "stats:rate"}
+#: wall-clock throughput counters and drift times: the only state that differs between two runs
+CLOCK_ARRAYS = {"stats:times", "stats:rate", "stats:drift_times"}
 
 
 def stored_arrays(client: redis.Redis, model: str) -> dict[str, np.ndarray]:

@@ -163,6 +163,8 @@ def run_aucstream(spec: str, X, y, batch: int, scaling: str, seed: int) -> np.nd
     params = {"scaling": scaling, "random_state": seed}
     if half_life == "track":  # auto as HTTP models run it (docs/algorithms/auto.md (auto.8))
         params["track_drift"] = True
+    elif half_life and name == "tree_embedded":  # the wrapper forgets through its inner learner
+        params["params"] = {"half_life": float(half_life)}
     elif half_life:
         params["half_life"] = float(half_life)
     model = make_learner(name, **params)

@@ -84,31 +84,14 @@ class POISE(OnlineLearner):
     name = "poise"
     optimises_pauc = True
 
-    def __init__(
-        self,
-        alpha: float = 0.0,
-        beta: float = 0.1,
-        lam: float = 0.3,
-        project: bool = True,
-        sd_ratio: float = 0.1,
-        max_negatives: int = 10000,
-        positive_capacity: int = 1000,
-        scaling: str = "none",
-        max_iter: int = 5,
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.alpha = alpha
-        self.beta = beta
-        self.lam = lam
-        self.project = project
-        self.sd_ratio = sd_ratio
-        self.max_negatives = max_negatives
-        self.positive_capacity = positive_capacity
-        self.scaling = scaling
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
+    alpha: float = 0.0
+    beta: float = 0.1
+    lam: float = 0.3
+    project: bool = True
+    sd_ratio: float = 0.1
+    max_negatives: int = 10000
+    positive_capacity: int = 1000
+    max_iter = 5
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,

@@ -17,6 +17,7 @@ from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._forgetting import (
     HALF_LIFE,
+    HalfLife,
     forget_arrays,
     half_life_arg,
     weighted_invariants,
@@ -33,7 +34,7 @@ _EMPTY = np.empty(0)
 
 
 @register
-class SOLAM(OnlineLearner):
+class SOLAM(HalfLife, OnlineLearner):
     """Online AUC maximisation by primal-dual SGD on the saddle-point form of the square loss.
 
     regSOLAM (thesis Alg. 18) keeps, besides ``w``, three scalars ``a`` (mean positive score),
@@ -142,29 +143,12 @@ class SOLAM(OnlineLearner):
 
     name = "solam"
 
-    def __init__(
-        self,
-        l2: float = 0.01,
-        eta0: float = 2.0,
-        radius: float | None = None,
-        kappa: float | None = None,
-        average: bool = True,
-        half_life: float | None = None,
-        scaling: str = "none",
-        max_iter: int = 5,
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.l2 = l2
-        self.eta0 = eta0
-        self.radius = radius
-        self.kappa = kappa
-        self.average = average
-        self.half_life = half_life
-        self.scaling = scaling
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
+    l2: float = 0.01
+    eta0: float = 2.0
+    radius: float | None = None
+    kappa: float | None = None
+    average: bool = True
+    max_iter = 5
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,

@@ -299,33 +299,15 @@ class SVMpAUC(BatchSolution):
     online = False
     supports_sparse = True  # densified (up to 2**27 values): the solver works on dense matrices
 
-    def __init__(
-        self,
-        alpha: float = 0.0,
-        beta: float = 0.1,
-        C: float = 1.0,
-        tol: float = 1e-3,
-        method: str = "tight",
-        max_iter: int = 1000,
-        dc_tol: float = 1e-3,
-        dc_max_iter: int = 20,
-        window: int = 2000,
-        scaling: str = "none",
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.alpha = alpha
-        self.beta = beta
-        self.C = C
-        self.tol = tol
-        self.method = method
-        self.max_iter = max_iter
-        self.dc_tol = dc_tol
-        self.dc_max_iter = dc_max_iter
-        self.window = window
-        self.scaling = scaling
-        self.shuffle = shuffle
-        self.random_state = random_state
+    alpha: float = 0.0
+    beta: float = 0.1
+    C: float = 1.0
+    tol: float = 1e-3
+    method: str = "tight"
+    max_iter: int = 1000
+    dc_tol: float = 1e-3
+    dc_max_iter: int = 20
+    window: int = 2000
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,

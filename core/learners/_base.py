@@ -45,6 +45,10 @@ its hyper-parameters
     scores of the served model (the averaged iterate where the learner averages).
 ``coef_``
     the served weight vector.
+
+A learner whose served model is its state array ``w`` subclasses :class:`WeightVectorLearner`,
+which provides ``coef_`` and ``_decision`` (``X @ w``); :func:`kernel_scores` runs a learner's
+pair of dense / CSR scoring kernels.
 """
 
 from __future__ import annotations
@@ -100,6 +104,18 @@ def linear_decision(X, w: np.ndarray) -> np.ndarray:
         csr_decision(X.indptr, X.indices, X.data, w, out)
         return out
     return X @ w
+
+
+def kernel_scores(X, dense_kernel, csr_kernel, *args) -> np.ndarray:
+    """Scores of a scaled batch from a learner's pair of scoring kernels that take the same
+    ``args`` and write into ``out``: ``dense_kernel(X, *args, out)`` for a dense batch,
+    ``csr_kernel(indptr, indices, data, *args, out)`` for a CSR one."""
+    out = np.empty(X.shape[0])
+    if isinstance(X, CSRMatrix):
+        csr_kernel(X.indptr, X.indices, X.data, *args, out)
+    else:
+        dense_kernel(X, *args, out)
+    return out
 
 
 def _is_parameter(name: str, annotation: Any) -> bool:
@@ -549,3 +565,17 @@ class OnlineLearner(ABC):
         features, _ = self._coerce(X)
         features = scale_batch(self.scaling, self.state_, features, learn=False)
         return self._decision(features)
+
+
+class WeightVectorLearner(OnlineLearner):
+    """A learner whose served model is the state array ``w``: ``coef_`` is a copy of it and
+    the scores are ``X @ w`` (a learner with its own scoring kernel overrides ``_decision``)."""
+
+    def _decision(self, X) -> np.ndarray:
+        return linear_decision(X, self.state_["w"])
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """The served weight vector ``w`` (a copy)."""
+        self._check_initialized()
+        return self.state_["w"].copy()

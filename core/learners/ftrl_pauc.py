@@ -12,7 +12,7 @@ from core._kernels import ftrl_pauc as kernels
 from core._kernels.random import seed_state
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
-from core.learners._base import OnlineLearner
+from core.learners._base import OnlineLearner, WeightVectorLearner
 from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
 from core.learners._params import Interval
 from core.learners._state import RNG_STATE, Count, Finite
@@ -21,7 +21,7 @@ from core.validation import check_fpr_range
 
 
 @register
-class FTRLpAUC(HalfLife, OnlineLearner):
+class FTRLpAUC(HalfLife, WeightVectorLearner):
     """FTRL for the partial AUC on reservoir samples of the stream (Kar et al. 2014, §3).
 
     FTRL plays ``w_{t+1} = argmin_w l_pAUC(x_{1:t}, y_{1:t}, w) + eta/2 ||w||^2`` (Kar et al.,
@@ -295,11 +295,6 @@ class FTRLpAUC(HalfLife, OnlineLearner):
         return float(min(1.0, self.admission * self.beta))
 
     def _decision(self, X) -> np.ndarray:
+        # the FTRL iterate w_t is served as is (coef_): FTRL's iterates are stable (Kar et al.
+        # Lemma 10) and averaging them was no better in bench/quality.py
         return kernels.decision(*event_arrays(X), self.state_["w"])
-
-    @property
-    def coef_(self) -> np.ndarray:
-        """The FTRL iterate ``w_t`` (served as is: FTRL's iterates are stable, Kar et al.
-        Lemma 10; averaging them was no better in ``bench/quality.py``)."""
-        self._check_initialized()
-        return self.state_["w"].copy()

@@ -9,7 +9,7 @@ import numpy as np
 
 from core._kernels import logistic as kernels
 from core.learners import register
-from core.learners._base import OnlineLearner
+from core.learners._base import OnlineLearner, kernel_scores
 from core.learners._forgetting import (
     HALF_LIFE,
     HalfLife,
@@ -200,12 +200,7 @@ class Logistic(HalfLife, OnlineLearner):
 
     def _decision(self, X) -> np.ndarray:
         accumulators = self._accumulators()
-        out = np.empty(X.shape[0])
-        if isinstance(X, CSRMatrix):
-            kernels.decision_csr(X.indptr, X.indices, X.data, *accumulators, out)
-        else:
-            kernels.decision_dense(X, *accumulators, out)
-        return out
+        return kernel_scores(X, kernels.decision_dense, kernels.decision_csr, *accumulators)
 
     def predict_proba(self, X) -> np.ndarray:
         """``[[1 - p, p], ...]`` with ``p = sigmoid(decision_function(X))`` (sklearn's layout)."""

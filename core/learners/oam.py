@@ -12,7 +12,7 @@ from core._kernels import oam as kernels
 from core._kernels.random import seed_state
 from core.errors import InvalidFeatures, InvalidParameter
 from core.learners import register
-from core.learners._base import OnlineLearner, linear_decision
+from core.learners._base import OnlineLearner, WeightVectorLearner
 from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
 from core.learners._params import Interval, Options
 from core.learners._state import RNG_STATE, Count, Finite, Index
@@ -44,7 +44,7 @@ def _row_nnz(X) -> np.ndarray:
 
 
 @register
-class OAM(HalfLife, OnlineLearner):
+class OAM(HalfLife, WeightVectorLearner):
     """Online AUC maximisation with the pairwise hinge loss and per-class reservoir buffers.
 
     Each event is compared with the buffered events of the *opposite* class (Zhao et al. 2011;
@@ -254,12 +254,3 @@ class OAM(HalfLife, OnlineLearner):
             *counters,
         )  # fmt: skip
         kernels.oam_learn_csr(X.indptr, X.indices, X.data, y, scores, sparse_bundle, options)
-
-    def _decision(self, X) -> np.ndarray:
-        return linear_decision(X, self.state_["w"])
-
-    @property
-    def coef_(self) -> np.ndarray:
-        """The served weight vector ``w`` (a copy)."""
-        self._check_initialized()
-        return self.state_["w"].copy()

@@ -11,7 +11,7 @@ from core._kernels import poise as kernels
 from core._kernels.pauc_buffers import decision
 from core._kernels.random import seed_state
 from core.learners import register
-from core.learners._base import OnlineLearner
+from core.learners._base import OnlineLearner, WeightVectorLearner
 from core.learners._params import BOOLEAN, Interval
 from core.learners._state import RNG_STATE, Count, Finite, ReservoirFill
 from core.learners.pmb import check_buffer_size, event_arrays
@@ -34,7 +34,7 @@ def reservoir_size(alpha: float, beta: float, sd_ratio: float, cap: int) -> int:
 
 
 @register
-class POISE(OnlineLearner):
+class POISE(WeightVectorLearner):
     """pAUC over FPR ``[alpha, beta]`` as a game against an adversary who picks the
     highest-scoring negatives; Pegasos steps on the hinge of those negatives against the
     positives (Rao & Acharyya, §5, Algorithm 1 as corrected in docs/algorithms/poise.md).
@@ -155,8 +155,3 @@ class POISE(OnlineLearner):
 
     def _decision(self, X) -> np.ndarray:
         return decision(*event_arrays(X), self.state_["w"])
-
-    @property
-    def coef_(self) -> np.ndarray:
-        self._check_initialized()
-        return self.state_["w"].copy()

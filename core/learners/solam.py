@@ -14,7 +14,7 @@ from core._kernels import solam as kernels
 from core._kernels.spam import linear_scores_csr, linear_scores_dense
 from core.errors import InvalidParameter
 from core.learners import register
-from core.learners._base import OnlineLearner
+from core.learners._base import OnlineLearner, kernel_scores
 from core.learners._forgetting import (
     HALF_LIFE,
     HalfLife,
@@ -250,12 +250,7 @@ class SOLAM(HalfLife, OnlineLearner):
             s["w_unscaled"], float(s["w_scale"][0]), avg_offset, float(avg_coef[0]),
             float(gamma_sum[0]), bool(self.average),
         )  # fmt: skip
-        out = np.empty(X.shape[0])
-        if isinstance(X, CSRMatrix):
-            linear_scores_csr(X.indptr, X.indices, X.data, *weights, out)
-        else:
-            linear_scores_dense(X, *weights, out)
-        return out
+        return kernel_scores(X, linear_scores_dense, linear_scores_csr, *weights)
 
     @property
     def coef_(self) -> np.ndarray:

@@ -13,7 +13,7 @@ from core._kernels import spam as kernels
 from core._kernels._bundles import EventBatch
 from core.errors import InvalidParameter
 from core.learners import register
-from core.learners._base import OnlineLearner
+from core.learners._base import OnlineLearner, kernel_scores
 from core.learners._forgetting import (
     HALF_LIFE,
     HalfLife,
@@ -301,12 +301,7 @@ class SPAM(HalfLife, OnlineLearner):
             s["w_unscaled"], float(s["w_scale"][0]), avg_offset, float(avg_coef[0]),
             self._averaged_weight(), bool(self.average),
         )  # fmt: skip
-        out = np.empty(X.shape[0])
-        if isinstance(X, CSRMatrix):
-            kernels.linear_scores_csr(X.indptr, X.indices, X.data, *weights, out)
-        else:
-            kernels.linear_scores_dense(X, *weights, out)
-        return out
+        return kernel_scores(X, kernels.linear_scores_dense, kernels.linear_scores_csr, *weights)
 
     @property
     def coef_(self) -> np.ndarray:

@@ -262,9 +262,6 @@ class SPDAM(BatchSolution):
                 self.stream_epochs,
             )  # fmt: skip
 
-    def _decision(self, X) -> np.ndarray:
-        return linear_decision(X, self.state_["w"])
-
     @property
     def duality_gap_(self) -> float:
         self._check_initialized()

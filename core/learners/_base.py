@@ -2,8 +2,10 @@
 
 A learner is a thin Python class over numba kernels:
 
-* ``__init__`` stores hyper-parameters verbatim; :meth:`get_params` / :meth:`set_params` read
-  them from the signature, so ``sklearn.base.clone`` works without importing scikit-learn here.
+* Hyper-parameters are declared once, as annotated class attributes with their defaults
+  (``l2: float = 0.01``); the class gets a keyword-only ``__init__`` that stores them verbatim,
+  whose signature lists them (:func:`declared_parameters`), so :meth:`get_params` /
+  :meth:`set_params` and ``sklearn.base.clone`` work without importing scikit-learn here.
 * All learned state is ``self.state_``: a flat ``dict[str, np.ndarray]`` (float64 / int64 /
   uint64, C-contiguous).  Scalars are arrays of shape ``(1,)`` so kernels can update them in
   place.  Everything that influences future updates lives there — weights, averages, counters,
@@ -15,9 +17,12 @@ A subclass provides (the abstract methods below; instantiating a class that lack
 
 ``name``
     the registry name (a class attribute).
-``__init__``
-    storing every hyper-parameter verbatim, the shared ``scaling``, ``max_iter``, ``shuffle``
-    and ``random_state`` included (the learner chooses their defaults).
+its hyper-parameters
+    annotated class attributes with defaults, in the order they are listed (``get_params``,
+    ``repr`` and the service's schemas follow it); the shared ``scaling``, ``max_iter``,
+    ``shuffle`` and ``random_state`` are declared here, after the learner's own, and a learner
+    changes a default by assigning it (``max_iter = 5``), or redeclares the annotation to list
+    the parameter among its own.  A learner defines no ``__init__`` (it is generated).
 ``_parameter_constraints``
     its parent's dict extended with one entry per own hyper-parameter
     (:mod:`core.learners._params`); a check that involves two parameters goes in
@@ -40,6 +45,10 @@ A subclass provides (the abstract methods below; instantiating a class that lack
     scores of the served model (the averaged iterate where the learner averages).
 ``coef_``
     the served weight vector.
+
+A learner whose served model is its state array ``w`` subclasses :class:`WeightVectorLearner`,
+which provides ``coef_`` and ``_decision`` (``X @ w``); :func:`kernel_scores` runs a learner's
+pair of dense / CSR scoring kernels.
 """
 
 from __future__ import annotations
@@ -97,6 +106,76 @@ def linear_decision(X, w: np.ndarray) -> np.ndarray:
     return X @ w
 
 
+def kernel_scores(X, dense_kernel, csr_kernel, *args) -> np.ndarray:
+    """Scores of a scaled batch from a learner's pair of scoring kernels that take the same
+    ``args`` and write into ``out``: ``dense_kernel(X, *args, out)`` for a dense batch,
+    ``csr_kernel(indptr, indices, data, *args, out)`` for a CSR one."""
+    out = np.empty(X.shape[0])
+    if isinstance(X, CSRMatrix):
+        csr_kernel(X.indptr, X.indices, X.data, *args, out)
+    else:
+        dense_kernel(X, *args, out)
+    return out
+
+
+def _is_parameter(name: str, annotation: Any) -> bool:
+    """Whether a class annotation declares a hyper-parameter: a public name that is not a
+    learned attribute (``coef_``) nor a ``ClassVar`` (the annotations are strings under
+    ``from __future__ import annotations``)."""
+    if name.startswith("_") or name.endswith("_"):
+        return False
+    text = annotation if isinstance(annotation, str) else repr(annotation)
+    return not text.startswith(("ClassVar", "typing.ClassVar"))
+
+
+def declared_parameters(cls: type) -> dict[str, inspect.Parameter]:
+    """The hyper-parameters of ``cls`` as keyword-only parameters, in their listed order: the
+    class's own declarations first, then its bases' (nearest first), so the shared ones close
+    the list; each default is the class attribute as ``cls`` resolves it (a subclass that
+    assigns ``max_iter = 5`` changes the default, not the position)."""
+    parameters: dict[str, inspect.Parameter] = {}
+    for klass in cls.__mro__:
+        for name, annotation in vars(klass).get("__annotations__", {}).items():
+            if name in parameters or not _is_parameter(name, annotation):
+                continue
+            if not hasattr(cls, name):
+                raise TypeError(f"{cls.__name__}: hyper-parameter {name!r} has no default")
+            default = getattr(cls, name)
+            # one default object would be shared by every instance (as in dataclasses)
+            if isinstance(default, list | dict | set):
+                raise TypeError(
+                    f"{cls.__name__}: hyper-parameter {name!r} has a mutable default; use None"
+                )
+            parameters[name] = inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+            )
+    return parameters
+
+
+def _keyword_init(cls: type, parameters: dict[str, inspect.Parameter]) -> Any:
+    """The ``__init__`` of ``cls``: keyword-only, storing each declared hyper-parameter
+    verbatim (its default when not given).  Its ``__signature__`` lists the parameters, which
+    is what ``inspect.signature(cls.__init__)`` (and so ``sklearn.base.clone``) reads."""
+
+    def __init__(self: Any, **params: Any) -> None:
+        unknown = [name for name in params if name not in parameters]
+        if unknown:
+            raise TypeError(
+                f"{cls.__name__}.__init__() got an unexpected keyword argument {unknown[0]!r}"
+            )
+        for name, parameter in parameters.items():
+            setattr(self, name, params.get(name, parameter.default))
+
+    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    __init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [self_parameter, *parameters.values()], return_annotation=None
+    )
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__module__ = cls.__module__
+    __init__.__doc__ = f"Store the hyper-parameters of {cls.__name__} (see the class docstring)."
+    return __init__
+
+
 class NotFittedError(ValueError, AttributeError):
     """Raised when scoring with a learner that has no state yet (as scikit-learn does)."""
 
@@ -106,11 +185,15 @@ class OnlineLearner(ABC):
 
     #: the registry name (``make_learner(name)``)
     name: ClassVar[str] = ""
-    #: the hyper-parameters every learner takes (each ``__init__`` sets them, with its defaults)
-    scaling: str
-    max_iter: int
-    shuffle: bool
-    random_state: int | None
+    #: the hyper-parameters every learner takes (last in its list; a learner may assign other
+    #: defaults).  Online feature scaling applied before learning (core.preprocessing), the
+    #: passes of :meth:`fit`, whether :meth:`fit` reshuffles before each pass, and its seed.
+    scaling: str = "none"
+    max_iter: int = 1
+    shuffle: bool = True
+    random_state: int | None = None
+    #: the names of the declared hyper-parameters, in order (set for each class)
+    _parameters: ClassVar[tuple[str, ...]] = ()
     #: accepted values of every hyper-parameter; subclasses extend this dict
     _parameter_constraints: ClassVar[dict[str, list[Constraint]]] = {
         "scaling": [Options(SCALINGS)],
@@ -136,10 +219,30 @@ class OnlineLearner(ABC):
     _inputs_sink: list | None = None
 
     # ------------------------------------------------------------------ parameters
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in vars(cls):
+            raise TypeError(
+                f"{cls.__name__} defines __init__: declare its hyper-parameters as annotated "
+                "class attributes instead (the __init__ is generated)"
+            )
+        parameters = declared_parameters(cls)
+        cls._parameters = tuple(parameters)
+        cls.__init__ = _keyword_init(cls, parameters)  # type: ignore[method-assign]
+
+    def __init__(self, **params: Any) -> None:
+        # replaced in every subclass by the generated keyword-only __init__ (the same logic,
+        # with the subclass's signature); this one is what type checkers see
+        _keyword_init(type(self), declared_parameters(type(self)))(self, **params)
+
     @classmethod
     def _param_names(cls) -> list[str]:
-        parameters = inspect.signature(cls.__init__).parameters.values()
-        return [p.name for p in parameters if p.name != "self" and p.kind is not p.VAR_KEYWORD]
+        return list(cls._parameters)
+
+    @classmethod
+    def param_defaults(cls) -> dict[str, Any]:
+        """``{name: default}`` of every declared hyper-parameter, in order."""
+        return {name: getattr(cls, name) for name in cls._parameters}
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """Hyper-parameters as passed to ``__init__`` (JSON-able)."""
@@ -164,9 +267,7 @@ class OnlineLearner(ABC):
         return self
 
     def __repr__(self) -> str:
-        defaults = {
-            p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()
-        }
+        defaults = self.param_defaults()
         changed = [f"{k}={v!r}" for k, v in self.get_params().items() if defaults.get(k) != v]
         return f"{type(self).__name__}({', '.join(changed)})"
 
@@ -464,3 +565,17 @@ class OnlineLearner(ABC):
         features, _ = self._coerce(X)
         features = scale_batch(self.scaling, self.state_, features, learn=False)
         return self._decision(features)
+
+
+class WeightVectorLearner(OnlineLearner):
+    """A learner whose served model is the state array ``w``: ``coef_`` is a copy of it and
+    the scores are ``X @ w`` (a learner with its own scoring kernel overrides ``_decision``)."""
+
+    def _decision(self, X) -> np.ndarray:
+        return linear_decision(X, self.state_["w"])
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """The served weight vector ``w`` (a copy)."""
+        self._check_initialized()
+        return self.state_["w"].copy()

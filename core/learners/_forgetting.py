@@ -19,6 +19,14 @@ from core.learners._state import Count, Finite, ReservoirFill, StateInvariant
 HALF_LIFE: list[Constraint] = [None, Interval(float, 1, None)]
 
 
+class HalfLife:
+    """Mixin declaring the ``half_life`` hyper-parameter (off by default) of a learner that
+    forgets; listed before the hyper-parameters every learner takes
+    (``class SPAM(HalfLife, OnlineLearner)``)."""
+
+    half_life: float | None = None
+
+
 def half_life_arg(half_life: float | None) -> float:
     """The kernels' form of the option: ``H`` as a float, 0.0 for "off"."""
     return 0.0 if half_life is None else float(half_life)

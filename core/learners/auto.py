@@ -150,37 +150,16 @@ class Auto(ComposedState, OnlineLearner):
 
     name = "auto"
 
-    def __init__(
-        self,
-        candidates: list | None = None,
-        pauc_range: tuple | list = (0.0, 0.1),
-        window: int = 5000,
-        evaluate_every: int = 2000,
-        first_evaluation: int = 50,
-        margin: float = 0.01,
-        patience: int = 3,
-        min_positives: int = 10,
-        min_negatives: int = 10,
-        track_drift: bool = False,
-        scaling: str = "none",
-        max_iter: int = 1,
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.candidates = candidates
-        self.pauc_range = pauc_range
-        self.window = window
-        self.evaluate_every = evaluate_every
-        self.first_evaluation = first_evaluation
-        self.margin = margin
-        self.patience = patience
-        self.min_positives = min_positives
-        self.min_negatives = min_negatives
-        self.track_drift = track_drift
-        self.scaling = scaling
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
+    candidates: list | None = None
+    pauc_range: tuple | list = (0.0, 0.1)
+    window: int = 5000
+    evaluate_every: int = 2000
+    first_evaluation: int = 50
+    margin: float = 0.01
+    patience: int = 3
+    min_positives: int = 10
+    min_negatives: int = 10
+    track_drift: bool = False
 
     # ------------------------------------------------------------------ parameters
     _parameter_constraints = {

@@ -12,8 +12,8 @@ from core._kernels import ftrl_pauc as kernels
 from core._kernels.random import seed_state
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
-from core.learners._base import OnlineLearner
-from core.learners._forgetting import HALF_LIFE, half_life_arg, reservoir_fill
+from core.learners._base import OnlineLearner, WeightVectorLearner
+from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
 from core.learners._params import Interval
 from core.learners._state import RNG_STATE, Count, Finite
 from core.learners.pmb import check_buffer_size, event_arrays
@@ -21,7 +21,7 @@ from core.validation import check_fpr_range
 
 
 @register
-class FTRLpAUC(OnlineLearner):
+class FTRLpAUC(HalfLife, WeightVectorLearner):
     """FTRL for the partial AUC on reservoir samples of the stream (Kar et al. 2014, §3).
 
     FTRL plays ``w_{t+1} = argmin_w l_pAUC(x_{1:t}, y_{1:t}, w) + eta/2 ||w||^2`` (Kar et al.,
@@ -181,43 +181,18 @@ class FTRLpAUC(OnlineLearner):
     name = "ftrl_pauc"
     optimises_pauc = True
 
-    def __init__(
-        self,
-        beta: float = 0.1,
-        alpha: float = 0.0,
-        lam: float = 0.1,
-        eta0: float = 0.5,
-        min_norm: float = 0.25,
-        update_every: int = 500,
-        first_update_every: int = 16,
-        inner_steps: int = 20,
-        positive_capacity: int = 1000,
-        negative_capacity: int = 2000,
-        admission: float | None = None,
-        auc_weight: float = 10.0,
-        half_life: float | None = None,
-        scaling: str = "none",
-        max_iter: int = 1,
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.beta = beta
-        self.alpha = alpha
-        self.lam = lam
-        self.eta0 = eta0
-        self.min_norm = min_norm
-        self.update_every = update_every
-        self.first_update_every = first_update_every
-        self.inner_steps = inner_steps
-        self.positive_capacity = positive_capacity
-        self.negative_capacity = negative_capacity
-        self.admission = admission
-        self.auc_weight = auc_weight
-        self.half_life = half_life
-        self.scaling = scaling
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
+    beta: float = 0.1
+    alpha: float = 0.0
+    lam: float = 0.1
+    eta0: float = 0.5
+    min_norm: float = 0.25
+    update_every: int = 500
+    first_update_every: int = 16
+    inner_steps: int = 20
+    positive_capacity: int = 1000
+    negative_capacity: int = 2000
+    admission: float | None = None
+    auc_weight: float = 10.0
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,
@@ -320,11 +295,6 @@ class FTRLpAUC(OnlineLearner):
         return float(min(1.0, self.admission * self.beta))
 
     def _decision(self, X) -> np.ndarray:
+        # the FTRL iterate w_t is served as is (coef_): FTRL's iterates are stable (Kar et al.
+        # Lemma 10) and averaging them was no better in bench/quality.py
         return kernels.decision(*event_arrays(X), self.state_["w"])
-
-    @property
-    def coef_(self) -> np.ndarray:
-        """The FTRL iterate ``w_t`` (served as is: FTRL's iterates are stable, Kar et al.
-        Lemma 10; averaging them was no better in ``bench/quality.py``)."""
-        self._check_initialized()
-        return self.state_["w"].copy()

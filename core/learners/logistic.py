@@ -9,8 +9,14 @@ import numpy as np
 
 from core._kernels import logistic as kernels
 from core.learners import register
-from core.learners._base import OnlineLearner
-from core.learners._forgetting import HALF_LIFE, clock_invariants, clock_state, half_life_arg
+from core.learners._base import OnlineLearner, kernel_scores
+from core.learners._forgetting import (
+    HALF_LIFE,
+    HalfLife,
+    clock_invariants,
+    clock_state,
+    half_life_arg,
+)
 from core.learners._params import BOOLEAN, Interval
 from core.learners._state import Count, Finite
 from core.validation import CSRMatrix
@@ -22,7 +28,7 @@ _NO_CLOCK = np.empty(0, dtype=np.int64)
 
 
 @register
-class Logistic(OnlineLearner):
+class Logistic(HalfLife, OnlineLearner):
     """Online logistic regression with L1 + L2, by per-coordinate FTRL-Proximal.
 
     For each event, with per-feature accumulators ``z_i`` and ``n_i`` (McMahan et al. 2013,
@@ -126,29 +132,12 @@ class Logistic(OnlineLearner):
 
     name = "logistic"
 
-    def __init__(
-        self,
-        alpha: float = 0.2,
-        beta: float = 1.0,
-        l1: float = 0.0,
-        l2: float = 0.0,
-        fit_intercept: bool = True,
-        half_life: float | None = None,
-        scaling: str = "none",
-        max_iter: int = 5,
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.alpha = alpha
-        self.beta = beta
-        self.l1 = l1
-        self.l2 = l2
-        self.fit_intercept = fit_intercept
-        self.half_life = half_life
-        self.scaling = scaling
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
+    alpha: float = 0.2
+    beta: float = 1.0
+    l1: float = 0.0
+    l2: float = 0.0
+    fit_intercept: bool = True
+    max_iter = 5
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,
@@ -211,12 +200,7 @@ class Logistic(OnlineLearner):
 
     def _decision(self, X) -> np.ndarray:
         accumulators = self._accumulators()
-        out = np.empty(X.shape[0])
-        if isinstance(X, CSRMatrix):
-            kernels.decision_csr(X.indptr, X.indices, X.data, *accumulators, out)
-        else:
-            kernels.decision_dense(X, *accumulators, out)
-        return out
+        return kernel_scores(X, kernels.decision_dense, kernels.decision_csr, *accumulators)
 
     def predict_proba(self, X) -> np.ndarray:
         """``[[1 - p, p], ...]`` with ``p = sigmoid(decision_function(X))`` (sklearn's layout)."""

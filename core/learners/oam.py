@@ -12,8 +12,8 @@ from core._kernels import oam as kernels
 from core._kernels.random import seed_state
 from core.errors import InvalidFeatures, InvalidParameter
 from core.learners import register
-from core.learners._base import OnlineLearner, linear_decision
-from core.learners._forgetting import HALF_LIFE, half_life_arg, reservoir_fill
+from core.learners._base import OnlineLearner, WeightVectorLearner
+from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
 from core.learners._params import Interval, Options
 from core.learners._state import RNG_STATE, Count, Finite, Index
 from core.validation import CSRMatrix
@@ -44,7 +44,7 @@ def _row_nnz(X) -> np.ndarray:
 
 
 @register
-class OAM(OnlineLearner):
+class OAM(HalfLife, WeightVectorLearner):
     """Online AUC maximisation with the pairwise hinge loss and per-class reservoir buffers.
 
     Each event is compared with the buffered events of the *opposite* class (Zhao et al. 2011;
@@ -135,29 +135,11 @@ class OAM(OnlineLearner):
     name = "oam"
     supports_sparse = True
 
-    def __init__(
-        self,
-        variant: str = "seq",
-        C: float = 1e-4,
-        buffer_size_pos: int = 100,
-        buffer_size_neg: int = 100,
-        max_nnz: int | None = None,
-        half_life: float | None = None,
-        scaling: str = "none",
-        max_iter: int = 1,
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.variant = variant
-        self.C = C
-        self.buffer_size_pos = buffer_size_pos
-        self.buffer_size_neg = buffer_size_neg
-        self.max_nnz = max_nnz
-        self.half_life = half_life
-        self.scaling = scaling
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
+    variant: str = "seq"
+    C: float = 1e-4
+    buffer_size_pos: int = 100
+    buffer_size_neg: int = 100
+    max_nnz: int | None = None
 
     # ------------------------------------------------------------------ contract
     _parameter_constraints = {
@@ -272,12 +254,3 @@ class OAM(OnlineLearner):
             *counters,
         )  # fmt: skip
         kernels.oam_learn_csr(X.indptr, X.indices, X.data, y, scores, sparse_bundle, options)
-
-    def _decision(self, X) -> np.ndarray:
-        return linear_decision(X, self.state_["w"])
-
-    @property
-    def coef_(self) -> np.ndarray:
-        """The served weight vector ``w`` (a copy)."""
-        self._check_initialized()
-        return self.state_["w"].copy()

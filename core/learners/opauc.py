@@ -13,8 +13,8 @@ from core._kernels._bundles import EventBatch
 from core._kernels.opauc_sketch import SketchOptions, SketchState, opauc_sketch_learn
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
-from core.learners._base import OnlineLearner, linear_decision
-from core.learners._forgetting import HALF_LIFE, half_life_arg
+from core.learners._base import OnlineLearner, WeightVectorLearner
+from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg
 from core.learners._params import BOOLEAN, Interval
 from core.learners._state import Count, Finite, Index
 from core.validation import CSRMatrix
@@ -44,7 +44,7 @@ DEFAULT_ETA_SCALE = 0.1
 
 
 @register
-class OPAUC(OnlineLearner):
+class OPAUC(HalfLife, WeightVectorLearner):
     """One-pass AUC optimisation with the pairwise square loss (Gao et al. 2013; thesis Alg. 8).
 
     The per-event loss (thesis eq. 2.10) averages ``(1 - y_t wᵀ(x_t - x_i))²/2`` over all past
@@ -172,29 +172,11 @@ class OPAUC(OnlineLearner):
     name = "opauc"
     supports_sparse = True
 
-    def __init__(
-        self,
-        lam: float = 1e-4,
-        eta: float | None = None,
-        adaptive: bool = False,
-        delta: float = 1e-8,
-        rank: int | None = None,
-        half_life: float | None = None,
-        scaling: str = "none",
-        max_iter: int = 1,
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.lam = lam
-        self.eta = eta
-        self.adaptive = adaptive
-        self.delta = delta
-        self.rank = rank
-        self.half_life = half_life
-        self.scaling = scaling
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
+    lam: float = 1e-4
+    eta: float | None = None
+    adaptive: bool = False
+    delta: float = 1e-8
+    rank: int | None = None
 
     # ------------------------------------------------------------------ contract
     _parameter_constraints = {
@@ -384,12 +366,3 @@ class OPAUC(OnlineLearner):
             state["count_pos"], state["count_neg"], grad_sq, sq_norm_mean,
         ])  # fmt: skip
         kernels.opauc_learn(EventBatch(*arrays), y, scores, bundle, options)
-
-    def _decision(self, X) -> np.ndarray:
-        return linear_decision(X, self.state_["w"])
-
-    @property
-    def coef_(self) -> np.ndarray:
-        """The served weight vector ``w`` (a copy)."""
-        self._check_initialized()
-        return self.state_["w"].copy()

@@ -12,7 +12,7 @@ from core._kernels.random import seed_state
 from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
-from core.learners._forgetting import HALF_LIFE, half_life_arg, reservoir_fill
+from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
 from core.learners._params import Interval, Options
 from core.learners._state import RNG_STATE, Count, Finite, OneOf
 from core.preprocessing import scale_batch
@@ -47,7 +47,7 @@ def check_buffer_size(name: str, n_rows: int, n_features: int) -> None:
 
 
 @register
-class PMB(OnlineLearner):
+class PMB(HalfLife, OnlineLearner):
     """Mini-batch stochastic subgradient descent on a non-decomposable surrogate (1PMB / 2PMB).
 
     Kar, Narasimhan & Jain, "Online and Stochastic Gradient Methods for Non-decomposable Loss
@@ -156,39 +156,17 @@ class PMB(OnlineLearner):
     name = "pmb"
     optimises_pauc = True
 
-    def __init__(
-        self,
-        loss: str = "pauc",
-        passes: int = 1,
-        buffer_size: int = 50,
-        beta: float = 0.1,
-        alpha: float = 0.0,
-        k: float = 0.05,
-        eta: float = 0.5,
-        radius: float = 100.0,
-        first_buffer_size: int = 16,
-        auc_weight: float = 1.0,
-        half_life: float | None = None,
-        scaling: str = "none",
-        max_iter: int = 10,
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.loss = loss
-        self.passes = passes
-        self.buffer_size = buffer_size
-        self.beta = beta
-        self.alpha = alpha
-        self.k = k
-        self.eta = eta
-        self.radius = radius
-        self.first_buffer_size = first_buffer_size
-        self.auc_weight = auc_weight
-        self.half_life = half_life
-        self.scaling = scaling
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
+    loss: str = "pauc"
+    passes: int = 1
+    buffer_size: int = 50
+    beta: float = 0.1
+    alpha: float = 0.0
+    k: float = 0.05
+    eta: float = 0.5
+    radius: float = 100.0
+    first_buffer_size: int = 16
+    auc_weight: float = 1.0
+    max_iter = 10
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,

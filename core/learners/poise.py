@@ -11,8 +11,8 @@ from core._kernels import poise as kernels
 from core._kernels.pauc_buffers import decision
 from core._kernels.random import seed_state
 from core.learners import register
-from core.learners._base import OnlineLearner
-from core.learners._forgetting import HALF_LIFE, half_life_arg, reservoir_fill
+from core.learners._base import OnlineLearner, WeightVectorLearner
+from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
 from core.learners._params import BOOLEAN, Interval
 from core.learners._state import RNG_STATE, Count, Finite
 from core.learners.pmb import check_buffer_size, event_arrays
@@ -35,7 +35,7 @@ def reservoir_size(alpha: float, beta: float, sd_ratio: float, cap: int) -> int:
 
 
 @register
-class POISE(OnlineLearner):
+class POISE(HalfLife, WeightVectorLearner):
     """pAUC over FPR ``[alpha, beta]`` as a game against an adversary who picks the
     highest-scoring negatives; Pegasos steps on the hinge of those negatives against the
     positives (Rao & Acharyya, §5, Algorithm 1 as corrected in docs/algorithms/poise.md).
@@ -90,33 +90,14 @@ class POISE(OnlineLearner):
     name = "poise"
     optimises_pauc = True
 
-    def __init__(
-        self,
-        alpha: float = 0.0,
-        beta: float = 0.1,
-        lam: float = 0.3,
-        project: bool = True,
-        sd_ratio: float = 0.1,
-        max_negatives: int = 10000,
-        positive_capacity: int = 1000,
-        half_life: float | None = None,
-        scaling: str = "none",
-        max_iter: int = 5,
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.alpha = alpha
-        self.beta = beta
-        self.lam = lam
-        self.project = project
-        self.sd_ratio = sd_ratio
-        self.max_negatives = max_negatives
-        self.positive_capacity = positive_capacity
-        self.half_life = half_life
-        self.scaling = scaling
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
+    alpha: float = 0.0
+    beta: float = 0.1
+    lam: float = 0.3
+    project: bool = True
+    sd_ratio: float = 0.1
+    max_negatives: int = 10000
+    positive_capacity: int = 1000
+    max_iter = 5
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,
@@ -185,8 +166,3 @@ class POISE(OnlineLearner):
 
     def _decision(self, X) -> np.ndarray:
         return decision(*event_arrays(X), self.state_["w"])
-
-    @property
-    def coef_(self) -> np.ndarray:
-        self._check_initialized()
-        return self.state_["w"].copy()

@@ -14,9 +14,10 @@ from core._kernels import solam as kernels
 from core._kernels.spam import linear_scores_csr, linear_scores_dense
 from core.errors import InvalidParameter
 from core.learners import register
-from core.learners._base import OnlineLearner
+from core.learners._base import OnlineLearner, kernel_scores
 from core.learners._forgetting import (
     HALF_LIFE,
+    HalfLife,
     forget_arrays,
     half_life_arg,
     weighted_invariants,
@@ -33,7 +34,7 @@ _EMPTY = np.empty(0)
 
 
 @register
-class SOLAM(OnlineLearner):
+class SOLAM(HalfLife, OnlineLearner):
     """Online AUC maximisation by primal-dual SGD on the saddle-point form of the square loss.
 
     regSOLAM (thesis Alg. 18) keeps, besides ``w``, three scalars ``a`` (mean positive score),
@@ -142,29 +143,12 @@ class SOLAM(OnlineLearner):
 
     name = "solam"
 
-    def __init__(
-        self,
-        l2: float = 0.01,
-        eta0: float = 2.0,
-        radius: float | None = None,
-        kappa: float | None = None,
-        average: bool = True,
-        half_life: float | None = None,
-        scaling: str = "none",
-        max_iter: int = 5,
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.l2 = l2
-        self.eta0 = eta0
-        self.radius = radius
-        self.kappa = kappa
-        self.average = average
-        self.half_life = half_life
-        self.scaling = scaling
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
+    l2: float = 0.01
+    eta0: float = 2.0
+    radius: float | None = None
+    kappa: float | None = None
+    average: bool = True
+    max_iter = 5
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,
@@ -266,12 +250,7 @@ class SOLAM(OnlineLearner):
             s["w_unscaled"], float(s["w_scale"][0]), avg_offset, float(avg_coef[0]),
             float(gamma_sum[0]), bool(self.average),
         )  # fmt: skip
-        out = np.empty(X.shape[0])
-        if isinstance(X, CSRMatrix):
-            linear_scores_csr(X.indptr, X.indices, X.data, *weights, out)
-        else:
-            linear_scores_dense(X, *weights, out)
-        return out
+        return kernel_scores(X, linear_scores_dense, linear_scores_csr, *weights)
 
     @property
     def coef_(self) -> np.ndarray:

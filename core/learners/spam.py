@@ -13,9 +13,10 @@ from core._kernels import spam as kernels
 from core._kernels._bundles import EventBatch
 from core.errors import InvalidParameter
 from core.learners import register
-from core.learners._base import OnlineLearner
+from core.learners._base import OnlineLearner, kernel_scores
 from core.learners._forgetting import (
     HALF_LIFE,
+    HalfLife,
     forget_arrays,
     half_life_arg,
     weighted_invariants,
@@ -72,7 +73,7 @@ def feature_table(learner: Any, keys) -> np.ndarray:  # a learner with state_ (s
 
 
 @register
-class SPAM(OnlineLearner):
+class SPAM(HalfLife, OnlineLearner):
     """Online AUC maximisation with the pairwise square loss, by stochastic proximal steps.
 
     For each labelled event ``(x, y)`` SPAM takes one proximal-gradient step on
@@ -183,33 +184,14 @@ class SPAM(OnlineLearner):
 
     name = "spam"
 
-    def __init__(
-        self,
-        penalty: str = "l2",
-        l2: float = 0.01,
-        l1: float = 0.001,
-        eta0: float = 8.0,
-        learning_rate: str = "invsqrt",
-        average: bool = True,
-        n_warmup: int = 0,
-        half_life: float | None = None,
-        scaling: str = "none",
-        max_iter: int = 5,
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.penalty = penalty
-        self.l2 = l2
-        self.l1 = l1
-        self.eta0 = eta0
-        self.learning_rate = learning_rate
-        self.average = average
-        self.n_warmup = n_warmup
-        self.half_life = half_life
-        self.scaling = scaling
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
+    penalty: str = "l2"
+    l2: float = 0.01
+    l1: float = 0.001
+    eta0: float = 8.0
+    learning_rate: str = "invsqrt"
+    average: bool = True
+    n_warmup: int = 0
+    max_iter = 5
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,
@@ -319,12 +301,7 @@ class SPAM(OnlineLearner):
             s["w_unscaled"], float(s["w_scale"][0]), avg_offset, float(avg_coef[0]),
             self._averaged_weight(), bool(self.average),
         )  # fmt: skip
-        out = np.empty(X.shape[0])
-        if isinstance(X, CSRMatrix):
-            kernels.linear_scores_csr(X.indptr, X.indices, X.data, *weights, out)
-        else:
-            kernels.linear_scores_dense(X, *weights, out)
-        return out
+        return kernel_scores(X, kernels.linear_scores_dense, kernels.linear_scores_csr, *weights)
 
     @property
     def coef_(self) -> np.ndarray:

@@ -132,33 +132,15 @@ class SPDAM(BatchSolution):
     online = False
     streams_on_window = True
 
-    def __init__(
-        self,
-        lam: float = 1e-2,
-        batch_fraction: float = 0.1,
-        sigma: float | None = None,
-        tau: float | None = None,
-        transform: str = "sqrt_p",
-        tol: float = 1e-4,
-        max_iter: int = 1000,
-        window: int = 2000,
-        stream_epochs: int = 2,
-        scaling: str = "none",
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.lam = lam
-        self.batch_fraction = batch_fraction
-        self.sigma = sigma
-        self.tau = tau
-        self.transform = transform
-        self.tol = tol
-        self.max_iter = max_iter
-        self.window = window
-        self.stream_epochs = stream_epochs
-        self.scaling = scaling
-        self.shuffle = shuffle
-        self.random_state = random_state
+    lam: float = 1e-2
+    batch_fraction: float = 0.1
+    sigma: float | None = None
+    tau: float | None = None
+    transform: str = "sqrt_p"
+    tol: float = 1e-4
+    max_iter: int = 1000
+    window: int = 2000
+    stream_epochs: int = 2
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,
@@ -279,9 +261,6 @@ class SPDAM(BatchSolution):
                 state["window_X"][:fill], labels, fill, state["window_dual"], fresh,
                 self.stream_epochs,
             )  # fmt: skip
-
-    def _decision(self, X) -> np.ndarray:
-        return linear_decision(X, self.state_["w"])
 
     @property
     def duality_gap_(self) -> float:

@@ -27,7 +27,7 @@ from core._kernels import simplex_qp
 from core._kernels.pauc_surrogate import count_above, count_below, tight_pauc_coefficients
 from core.errors import InvalidState
 from core.learners import register
-from core.learners._base import OnlineLearner
+from core.learners._base import OnlineLearner, WeightVectorLearner
 from core.learners._params import Interval, Options
 from core.learners._state import Count, Finite, Index, OneOf
 from core.learners.pmb import check_buffer_size
@@ -214,14 +214,9 @@ def solve_svm_pauc(X, y, *, alpha=0.0, beta=0.1, C=1.0, tol=1e-3, max_iter=1000,
     )
 
 
-class BatchSolution(OnlineLearner):
+class BatchSolution(WeightVectorLearner):
     """The served weights ``w`` and the ``converged`` flag of a batch solver's state (svm_pauc,
     spdam)."""
-
-    @property
-    def coef_(self) -> np.ndarray:
-        self._check_initialized()
-        return self.state_["w"].copy()
 
     @property
     def converged_(self) -> bool:
@@ -299,33 +294,15 @@ class SVMpAUC(BatchSolution):
     online = False
     supports_sparse = True  # densified (up to 2**27 values): the solver works on dense matrices
 
-    def __init__(
-        self,
-        alpha: float = 0.0,
-        beta: float = 0.1,
-        C: float = 1.0,
-        tol: float = 1e-3,
-        method: str = "tight",
-        max_iter: int = 1000,
-        dc_tol: float = 1e-3,
-        dc_max_iter: int = 20,
-        window: int = 2000,
-        scaling: str = "none",
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.alpha = alpha
-        self.beta = beta
-        self.C = C
-        self.tol = tol
-        self.method = method
-        self.max_iter = max_iter
-        self.dc_tol = dc_tol
-        self.dc_max_iter = dc_max_iter
-        self.window = window
-        self.scaling = scaling
-        self.shuffle = shuffle
-        self.random_state = random_state
+    alpha: float = 0.0
+    beta: float = 0.1
+    C: float = 1.0
+    tol: float = 1e-3
+    method: str = "tight"
+    max_iter: int = 1000
+    dc_tol: float = 1e-3
+    dc_max_iter: int = 20
+    window: int = 2000
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,

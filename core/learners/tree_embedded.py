@@ -72,37 +72,17 @@ class TreeEmbedded(ComposedState, OnlineLearner):
     #: the tree path is not linear in x: no raw-space weights (``raw_weights()`` is None)
     linear_in_features = False
 
-    def __init__(
-        self,
-        learner: str = "poise",
-        params: dict | None = None,
-        pauc_range: list | None = None,
-        max_depth: int = 6,
-        embedding: str = "full",
-        append_score: bool = True,
-        smote: bool = True,
-        min_samples_leaf: int = 20,
-        n_fit_events: int = 2000,
-        score_lam: float = 0.01,
-        scaling: str = "none",
-        max_iter: int = 5,
-        shuffle: bool = True,
-        random_state: int | None = None,
-    ):
-        self.learner = learner
-        self.params = params
-        self.pauc_range = pauc_range
-        self.max_depth = max_depth
-        self.embedding = embedding
-        self.append_score = append_score
-        self.smote = smote
-        self.min_samples_leaf = min_samples_leaf
-        self.n_fit_events = n_fit_events
-        self.score_lam = score_lam
-        self.scaling = scaling
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
+    learner: str = "poise"
+    params: dict | None = None
+    pauc_range: list | None = None
+    max_depth: int = 6
+    embedding: str = "full"
+    append_score: bool = True
+    smote: bool = True
+    min_samples_leaf: int = 20
+    n_fit_events: int = 2000
+    score_lam: float = 0.01
+    max_iter = 5
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,

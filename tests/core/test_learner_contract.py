@@ -19,7 +19,13 @@ from sklearn.base import clone
 
 import core.learners
 from core.errors import InvalidFeatures, InvalidParameter
-from core.learners import available_learners, learner_class, learner_modules, make_learner
+from core.learners import (
+    OnlineLearner,
+    available_learners,
+    learner_class,
+    learner_modules,
+    make_learner,
+)
 from core.learners._params import validate_parameters
 from core.validation import CSRMatrix
 from tests.core.cases import (
@@ -53,6 +59,48 @@ def test_every_parameter_is_declared_and_its_default_is_accepted(name):
     }
     validate_parameters(cls._parameter_constraints, defaults)
     assert not inspect.isabstract(cls)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_parameters_are_keyword_only_and_stored_verbatim(name):
+    cls = learner_class(name)
+    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    assert [p.name for p in parameters] == cls._param_names()
+    assert all(p.kind is p.KEYWORD_ONLY for p in parameters)
+    assert make_learner(name).get_params() == cls.param_defaults()
+    with pytest.raises(TypeError, match="positional"):
+        cls(parameters[0].default)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'no_such_parameter'"):
+        cls(no_such_parameter=1)
+    value = object()  # any object: __init__ stores, validate_params checks
+    assert getattr(cls(**{parameters[0].name: value}), parameters[0].name) is value
+
+
+class _Declared(OnlineLearner):
+    """A learner's parameter declarations (its abstract methods are not needed here)."""
+
+    rate: float = 0.5
+    max_iter = 7  # a new default for a shared parameter, which keeps its place
+
+
+def test_declared_parameters_own_first_then_shared_with_overridden_defaults():
+    assert _Declared._param_names() == ["rate", "scaling", "max_iter", "shuffle", "random_state"]
+    assert _Declared.param_defaults() == {
+        "rate": 0.5, "scaling": "none", "max_iter": 7, "shuffle": True, "random_state": None,
+    }  # fmt: skip
+
+
+def test_a_hand_written_init_and_a_mutable_default_are_refused():
+    with pytest.raises(TypeError, match="defines __init__"):
+
+        class _WithInit(OnlineLearner):
+            def __init__(self, rate: float = 0.5) -> None:
+                self.rate = rate
+
+    with pytest.raises(TypeError, match="mutable default"):
+
+        class _SharedList(OnlineLearner):
+            weights: list = []
 
 
 @pytest.mark.parametrize(("name", "config"), ALL)

@@ -23,7 +23,7 @@ PoiseState = namedtuple(
      "adversary_seen", "n_updates", "rng_state"],
 )  # fmt: skip
 #: ``lam``: Pegasos' L2 weight; ``radius``: its ball (0: none); ``alpha``, ``beta``: the FPR
-#: range; ``half_life``: (poise.8)-(poise.9), 0.0 for none.
+#: range; ``half_life``: (poise.11)-(poise.12), 0.0 for none.
 PoiseOptions = namedtuple("PoiseOptions", ["lam", "radius", "alpha", "beta", "half_life"])
 
 
@@ -64,7 +64,7 @@ def in_adversary_set(score, neg_scores, fill, alpha, beta):
 @kernel
 def hinge_step(X, indptr, indices, data, i, score, state, options, n_events):
     """One Pegasos step on the negative's hinge against every buffered positive (poise.6),
-    (poise.7); with forgetting its step counter is the steps of the last half-life (poise.9),
+    (poise.7); with forgetting its step counter is the steps of the last half-life (poise.12),
     ``n_events`` the events seen with this one."""
     w, pos_X = state.w, state.pos_X
     n_pos = state.pos_fill[0]

@@ -1,6 +1,6 @@
 """POISE: pAUC Optimization In Supervised Experiments (Rao & Acharyya, 2020), the pAUC game.
 
-Equations, choices and errata: docs/algorithms/poise.md (poise.1)-(poise.9).
+Equations, choices and errata: docs/algorithms/poise.md (poise.1)-(poise.7), (poise.11)-(poise.12).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class POISE(HalfLife, WeightVectorLearner):
         [CHOICE] The stream keeps a uniform reservoir of this many positives for the hinge
         (the paper uses every positive of the training set).
     half_life : float or None, default None
-        Forget the stream's past (docs/algorithms/poise.md (poise.8)-(poise.9)), for streams
+        Forget the stream's past (docs/algorithms/poise.md (poise.11)-(poise.12)), for streams
         that change: both reservoirs become biased towards the last ``half_life`` events and
         the Pegasos step stops shrinking after about ``half_life`` events.  None: uniform
         reservoirs of the whole history, steps ``1 / (lam t)`` for ever.

@@ -1,7 +1,8 @@
-"""A deliberately plain POISE stream (docs/algorithms/poise.md (poise.3)-(poise.9)): Python lists
-for both reservoirs, every reservoir score recomputed from the weights whenever a threshold is
-needed (no cache), order statistics by sorting, the hinge subgradient summed pair by pair; with
-``half_life``, biased reservoirs and the scaled step counter."""
+"""A deliberately plain POISE stream (docs/algorithms/poise.md (poise.3)-(poise.7),
+(poise.11)-(poise.12)): Python lists for both reservoirs, every reservoir score recomputed from
+the weights whenever a threshold is needed (no cache), order statistics by sorting, the hinge
+subgradient summed pair by pair; with ``half_life``, biased reservoirs and the scaled step
+counter."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ class NaivePOISE:
     def offer(self, label, x):
         self.seen[label] += 1
         rows, capacity = self.rows[label], self.capacity[label]
-        if self.half_life is not None:  # (poise.8): the class's share of H stream events
+        if self.half_life is not None:  # (poise.11): the class's share of H stream events
             events = self.seen[1] + self.seen[-1]
             biased_reservoir_offer(
                 rows, capacity, x, self.half_life * self.seen[label] / events,
@@ -76,7 +77,7 @@ class NaivePOISE:
                 gradient /= len(positives)
                 self.updates += 1
                 k = self.updates
-                if self.half_life is not None:  # (poise.9), this event counted in t
+                if self.half_life is not None:  # (poise.12), this event counted in t
                     k *= min(1.0, self.half_life / (self.seen[1] + self.seen[-1] + 1))
                 eta = 1 / (self.lam * k)
                 self.w = (1 - eta * self.lam) * self.w - eta * gradient

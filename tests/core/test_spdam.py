@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from core._kernels.spdam import theorem_sigma
 from core.learners import make_learner
 from core.learners.spdam import exact_minimiser
 from core.metrics import auc
@@ -159,3 +160,14 @@ def test_fit_solves_on_the_features_scaled_as_the_model_scores_them(scaling):
     # running ones of its time: the first events would be divided by spreads of a few rows
     divisors, offsets = scaler_affine(scaling, model.state_)
     close(model.coef_, exact_minimiser((X - offsets) / divisors, y, model.lam), 1e-5)
+
+
+@pytest.mark.parametrize(("n", "m", "kappa_sq", "mu"), [(552, 56, 9.0, 5e-3), (40, 40, 0.3, 2.0)])
+def test_theorem_sigma_balances_the_two_contractions_of_its_proof(n, m, kappa_sq, mu):
+    sigma = theorem_sigma(n, m, kappa_sq, mu, False)
+    # (5.18) with its 1/m: the primal factor 1 - theta equals the dual one
+    primal = mu / (mu + 2 * sigma * kappa_sq)
+    assert primal == pytest.approx((1 / n) / (1 / m + 1 / (2 * sigma * m)), rel=1e-12)
+    assert sigma == pytest.approx(naive.balanced_sigma(n, m, kappa_sq, mu), rel=1e-12)
+    # the printed value is 1 / (2 mu) times larger, hence a primal step 2 mu times smaller
+    assert theorem_sigma(n, m, kappa_sq, mu, True) == pytest.approx(sigma / (2 * mu), rel=1e-12)

@@ -508,7 +508,8 @@ def main(argv=None):
 
         return thesis.main(seeds=args.seeds, tuned=args.tuned, jobs=args.jobs,
                            learners=None if args.learners == "all" else args.learners.split(","),
-                           csv_path=args.csv)  # fmt: skip
+                           csv_path=args.csv,
+                           sets=None if args.sets == "all" else args.sets.split(","))  # fmt: skip
     try:
         overrides = json.loads(args.params)
     except json.JSONDecodeError as error:

@@ -253,13 +253,17 @@ def report(rows, learners, tuned, repetitions):
           "regSOLAM .8951 (Table 6.3)")  # fmt: skip
 
 
-def main(seeds=5, tuned=False, jobs=1, learners=None, csv_path=None):
+def main(seeds=5, tuned=False, jobs=1, learners=None, csv_path=None, sets=None):
     learners = list(learners or LEARNERS)
+    sets = list(sets or datasets.THESIS_SETS)
+    unknown = set(sets) - set(datasets.THESIS_SETS)
+    if unknown:
+        raise SystemExit(f"--sets: not a thesis set: {', '.join(sorted(unknown))}")
     for learner in learners:  # any learner runs; those without a counterpart show "—"
         if learner != "logreg":
             make_learner(learner)
     work = [(s, repetition, fold, learners, tuned)
-            for s in datasets.THESIS_SETS for repetition in range(seeds)
+            for s in sets for repetition in range(seeds)
             for fold in range(FOLDS)]  # fmt: skip
     started = time.perf_counter()
     rows = []

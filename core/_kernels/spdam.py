@@ -15,7 +15,8 @@ from core._kernels.random import random_below
 
 #: The problem's hyper-parameters, bundled (``sigma = 0`` / ``tau = 0``: Theorem 5.1's values).
 SpdamOptions = namedtuple(
-    "SpdamOptions", ["lam", "batch_fraction", "sigma", "tau", "double_prior", "tol", "max_epochs"]
+    "SpdamOptions",
+    ["lam", "batch_fraction", "sigma", "tau", "double_prior", "tol", "max_epochs", "printed_sigma"],
 )
 #: What a solve reports: epochs run, the last duality gap, whether it fell below ``tol``.
 SpdamReport = namedtuple("SpdamReport", ["n_epochs", "gap", "converged"])
@@ -123,10 +124,19 @@ def dual_objective(beta, n, u, b, mu):
 
 
 @kernel
-def theorem_sigma(n, m, kappa_sq, mu):
-    """Theorem 5.1's dual step ``sigma`` (spdam.8); ``tau`` and ``theta`` follow from it."""
-    gap = n - m
-    return (gap + np.sqrt(gap * gap + 4.0 * n * kappa_sq * m / mu)) / (8.0 * m * kappa_sq)
+def theorem_sigma(n, m, kappa_sq, mu, printed):
+    """Theorem 5.1's dual step ``sigma`` (spdam.8); ``tau`` and ``theta`` follow from it.
+
+    ``printed=False``: as the proof's (5.18) gives it once the ``1/m`` that (5.18) drops is
+    kept, ``2 mu`` times the printed value, which balances the primal and dual contractions
+    (docs/algorithms/spdam.md, Errata).  ``printed=True``: the thesis' value, also valid (the
+    dual contraction is then faster than needed) but with a primal step ``1 / (2 mu)`` times
+    smaller; the stream's warm starts use it (docs, Choices)."""
+    if printed:
+        gap = float(n - m)
+        return (gap + np.sqrt(gap * gap + 4.0 * n * kappa_sq * m / mu)) / (8.0 * m * kappa_sq)
+    gap = mu * (n - m)
+    return (gap + np.sqrt(gap * gap + 4.0 * n * m * kappa_sq * mu)) / (4.0 * m * kappa_sq)
 
 
 @kernel
@@ -164,7 +174,7 @@ def spdam_solve(batch, y, n, w, beta, fresh, rng_state, options):
     ``beta_i = <w, xbar_i>`` (new rows of the stream's window).  Epochs of ``ceil(n / m)``
     mini-batch steps run until the duality gap is at most ``tol`` or ``max_epochs`` ran.
     """
-    lam, batch_fraction, sigma, tau, double_prior, tol, max_epochs = options
+    lam, batch_fraction, sigma, tau, double_prior, tol, max_epochs, printed_sigma = options
     d = w.shape[0]
     mean_pos = np.empty(d)
     mean_neg = np.empty(d)
@@ -197,7 +207,7 @@ def spdam_solve(batch, y, n, w, beta, fresh, rng_state, options):
         return SpdamReport(0, 0.0, True)
     m = min(n, max(1, int(np.ceil(batch_fraction * n))))
     if sigma <= 0.0:
-        sigma = theorem_sigma(n, m, kappa_sq, mu)
+        sigma = theorem_sigma(n, m, kappa_sq, mu, printed_sigma)
     if tau <= 0.0:
         tau = 1.0 / (4.0 * sigma * kappa_sq)  # (spdam.8) with the sigma in use
     theta = 1.0 - mu / (mu + 2.0 * sigma * kappa_sq)

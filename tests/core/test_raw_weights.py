@@ -40,6 +40,13 @@ def learned(name, config, scaling, sparse):
     if learner_class(name).online:  # two calls: the state carries over
         learner.partial_fit(rows(slice(0, 150)), y[:150])
         learner.partial_fit(rows(slice(150, None)), y[150:])
+    elif name == "spdam" and scaling == "none":
+        # unscaled, spreads of 900 beside 0.05 make (spdam.8)'s linear rate vanish (kappa^2 /
+        # lam near 1e9): no lam converges in max_iter epochs, and fit says so; 20 epochs give
+        # the weights whose folding is checked
+        learner.set_params(max_iter=20)
+        with pytest.warns(UserWarning, match="scale features of very different spreads"):
+            learner.fit(rows(slice(None)), y)
     else:
         learner.fit(rows(slice(None)), y)
     return learner
@@ -56,9 +63,9 @@ def accepts(name, config, scaling):
 def cases():
     for case in learner_cases():
         name, config = case.values
-        if (name, case.id.split("-")[-1]) == ("spdam", "given_steps"):
-            continue  # steps set by hand diverge on these raw features (spreads of 900)
         for scaling in SCALINGS:
+            if (name, case.id.split("-")[-1], scaling) == ("spdam", "given_steps", "none"):
+                continue  # steps set by hand diverge on the unscaled features (spreads of 900)
             for sparse in (False, True):
                 if sparse and (scaling == "standard" or not learner_class(name).supports_sparse):
                     continue

@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from core._kernels.spdam import theorem_sigma
 from core.learners import make_learner
 from core.learners.spdam import exact_minimiser
 from core.metrics import auc
+from core.preprocessing import scaler_affine
 from tests.core.cases import CONFIGURATIONS, close, run_against_naive_reference
 from tests.core.naive import spdam as naive
 from tests.core.naive.baselines import SplitMix64
@@ -145,3 +147,27 @@ def test_default_fit_converges_and_ranks_well():
     assert auc(y[2000:], model.decision_function(X[2000:])) == pytest.approx(
         auc(y[2000:], X[2000:] @ logistic), abs=2e-3
     )
+
+
+@pytest.mark.parametrize("scaling", ["scale", "standard"])
+def test_fit_solves_on_the_features_scaled_as_the_model_scores_them(scaling):
+    X, y = _data(8, n=300)
+    # raw features: an offset of 40 with a spread of 0.05 beside a spread of 900
+    X = X * np.array([900.0, 1.0, 0.05, 3.0, 1.0]) + np.array([2500.0, 0.0, -40.0, 1.0, 0.0])
+    model = make_learner("spdam", scaling=scaling, tol=1e-12, max_iter=5_000).fit(X, y)
+    assert model.converged_
+    # every event scaled with the statistics of the whole batch (those served), not with the
+    # running ones of its time: the first events would be divided by spreads of a few rows
+    divisors, offsets = scaler_affine(scaling, model.state_)
+    close(model.coef_, exact_minimiser((X - offsets) / divisors, y, model.lam), 1e-5)
+
+
+@pytest.mark.parametrize(("n", "m", "kappa_sq", "mu"), [(552, 56, 9.0, 5e-3), (40, 40, 0.3, 2.0)])
+def test_theorem_sigma_balances_the_two_contractions_of_its_proof(n, m, kappa_sq, mu):
+    sigma = theorem_sigma(n, m, kappa_sq, mu, False)
+    # (5.18) with its 1/m: the primal factor 1 - theta equals the dual one
+    primal = mu / (mu + 2 * sigma * kappa_sq)
+    assert primal == pytest.approx((1 / n) / (1 / m + 1 / (2 * sigma * m)), rel=1e-12)
+    assert sigma == pytest.approx(naive.balanced_sigma(n, m, kappa_sq, mu), rel=1e-12)
+    # the printed value is 1 / (2 mu) times larger, hence a primal step 2 mu times smaller
+    assert theorem_sigma(n, m, kappa_sq, mu, True) == pytest.approx(sigma / (2 * mu), rel=1e-12)

@@ -44,9 +44,27 @@ def gap(Xbar, b, lam, w, beta):
     return primal - dual, primal
 
 
+def balanced_sigma(n, m, kappa_sq, mu):
+    """The sigma at which the primal contraction ``mu / (mu + 2 sigma kappa^2)`` of (5.18)
+    equals the dual one, ``(1/n) / (1/m + 1/(2 sigma m))``, found by bisection (the first falls
+    and the second rises with sigma)."""
+
+    def excess(sigma):
+        return mu / (mu + 2 * sigma * kappa_sq) - (1 / n) / (1 / m + 1 / (2 * sigma * m))
+
+    low, high = 0.0, 1.0
+    while excess(high) > 0:
+        high *= 2
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if excess(middle) > 0 else (low, middle)
+    return (low + high) / 2
+
+
 def solve(X, y, w, beta, fresh, rng, *, lam, batch_fraction, sigma, tau, transform, tol,
-          max_epochs):  # fmt: skip
-    """Alg. 21 from ``(w, beta)``; returns ``(w, beta, epochs, gap, converged)``."""
+          max_epochs, printed_sigma=False):  # fmt: skip
+    """Alg. 21 from ``(w, beta)``; returns ``(w, beta, epochs, gap, converged)``.
+    ``printed_sigma``: Theorem 5.1's sigma as printed (the stream) instead of the balanced one."""
     y = np.asarray(y)
     if (y > 0).all() or (y < 0).all():
         return w, beta, 0, 0.0, False
@@ -60,9 +78,11 @@ def solve(X, y, w, beta, fresh, rng, *, lam, batch_fraction, sigma, tau, transfo
     if kappa_sq == 0.0:
         return -b / (mu + b @ b), np.zeros(n), 0, 0.0, True
     m = min(n, max(1, math.ceil(batch_fraction * n)))
-    if sigma is None:  # Theorem 5.1 (spdam.8)
+    if sigma is None and printed_sigma:  # Theorem 5.1 as printed (spdam.8), the stream's
         root = math.sqrt((n - m) ** 2 + 4 * n * kappa_sq * m / mu)
         sigma = ((n - m) + root) / (8 * m * kappa_sq)
+    elif sigma is None:  # from Theorem 5.1's proof, (5.18) with the 1/m kept (spdam.8)
+        sigma = balanced_sigma(n, m, kappa_sq, mu)
     if tau is None:
         tau = 1.0 / (4.0 * sigma * kappa_sq)
     theta = 1.0 - mu / (mu + 2.0 * sigma * kappa_sq)
@@ -110,7 +130,8 @@ class NaiveSPDAMStream:
         self.window = window
         self.rng = SplitMix64(0 if random_state is None else random_state)
         self.options = dict(lam=lam, batch_fraction=batch_fraction, sigma=sigma, tau=tau,
-                            transform=transform, tol=tol, max_epochs=stream_epochs)  # fmt: skip
+                            transform=transform, tol=tol, max_epochs=stream_epochs,
+                            printed_sigma=True)  # fmt: skip
 
     def learn(self, X, y) -> np.ndarray:
         rows, labels = event_rows(X), event_labels(y)

@@ -70,7 +70,11 @@ class POISE(HalfLife, WeightVectorLearner):
         Forget the stream's past (docs/algorithms/poise.md (poise.11)-(poise.12)), for streams
         that change: both reservoirs become biased towards the last ``half_life`` events and
         the Pegasos step stops shrinking after about ``half_life`` events.  None: uniform
-        reservoirs of the whole history, steps ``1 / (lam t)`` for ever.
+        reservoirs of the whole history, steps ``1 / (lam t)`` for ever.  About 3000 suits
+        POISE: on an abrupt change of a 7 %-positive stream it recovered (within 0.03 AUC) in
+        8,500 events at 3000 but 23,000 at 5000 (a step held at one half-life's count of steps,
+        taken only for the negatives in the adversary's set, is small), at no cost on the
+        stable real-data suite (bench/README.md, "Drifting streams").
     scaling : {"none", "unit_norm", "standard", "scale"}
         Online feature scaling applied before learning (:mod:`core.preprocessing`).
     max_iter : int, default 5

@@ -24,7 +24,7 @@ from core.metrics import auc, pauc
 from core.validation import CSRMatrix
 from service.cli import add_command
 from service.cli._errors import CliError
-from service.cli._readers import ReplayData, add_file_options, read_events
+from service.cli._readers import ReplayData, add_file_options, read_file_events
 from service.cli.replay import add_model_options, model_request
 
 DESCRIPTION = """\
@@ -38,18 +38,6 @@ written to --output (PUT /v1/models/{id}/snapshot loads it); --url uploads it.
 examples:
   aucstream fit history.csv --model fraud --label-column is_fraud
   aucstream fit history.parquet --model fraud --learner spdam --url http://127.0.0.1:8000"""
-
-
-def read_history(args: argparse.Namespace) -> ReplayData:
-    """The file's events, read as ``aucstream replay`` reads them (same formats and policies)."""
-    return read_events(
-        args.file,
-        args.format,
-        label_column=args.label_column,
-        missing=args.missing,
-        drop_non_numeric=args.drop_non_numeric,
-        zero_based=args.zero_based,
-    )
 
 
 def _rows(X, rows: np.ndarray):
@@ -133,7 +121,7 @@ def upload(args: argparse.Namespace, body: bytes) -> None:
 def fit(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    data = read_history(args)
+    data = read_file_events(args)
     output = args.output or f"{args.model}.aucstream.zip"
     # a learner's default number of passes is known once it is built: no total then
     total = data.n_events * args.passes if args.passes else None

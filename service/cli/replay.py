@@ -15,7 +15,7 @@ import orjson
 from core.validation import CSRMatrix
 from service.cli import add_command
 from service.cli._errors import FAILED, CliError, one_line
-from service.cli._readers import ReplayData, add_file_options, read_events
+from service.cli._readers import ReplayData, add_file_options, read_file_events
 from service.cli._report import RunTally, metrics_table
 from service.schemas import DEFAULT_LEARNER
 
@@ -108,15 +108,7 @@ def replay(args: argparse.Namespace) -> int:
 
     tally = RunTally()
     started = time.perf_counter()
-    data = read_events(
-        args.file,
-        args.format,
-        label_column=args.label_column,
-        id_column=args.id_column,
-        missing=args.missing,
-        drop_non_numeric=args.drop_non_numeric,
-        zero_based=args.zero_based,
-    )
+    data = read_file_events(args, id_column=args.id_column)
     tally.read_seconds = time.perf_counter() - started
     request = model_request(args, data)
     with tqdm(total=data.n_events, unit="ev", unit_scale=True, disable=args.quiet or None) as bar:

@@ -27,6 +27,8 @@ from service.cli._errors import CliError
 from service.cli._readers import ReplayData, add_file_options, read_file_events
 from service.cli.replay import add_model_options, model_request
 
+#: the line of ``aucstream --help``; DESCRIPTION follows it in ``aucstream fit --help``
+SUMMARY = "train a model on a history file and write (or upload) its snapshot"
 DESCRIPTION = """\
 The model is configured as POST /v1/models would (learner, params, scaling, pAUC range,
 metrics window) and trained on the file but its last --holdout fraction (history is
@@ -148,12 +150,7 @@ def fit(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        commands,
-        "fit",
-        "train a model on a history file and write (or upload) its snapshot",
-        DESCRIPTION,
-    )
+    parser = add_command(commands, "fit", SUMMARY, DESCRIPTION)
     parser.add_argument("file", help="the history: CSV, Parquet, LIBSVM or NPZ")
     parser.add_argument("--model", required=True, help="model id")
     add_file_options(parser)

@@ -29,6 +29,8 @@ from service.schemas import DEFAULT_LEARNER
 #: regret-window row).
 DENSE_MAX_FEATURES = 1000
 
+#: the line of ``aucstream --help``; DESCRIPTION follows it in ``aucstream replay --help``
+SUMMARY = "stream a CSV / Parquet / LIBSVM / NPZ file into a model and print its metrics"
 DESCRIPTION = f"""\
 Files: CSV / TSV (also .csv.gz), Parquet, LIBSVM text and NPZ (X and y, or the CSR arrays
 indptr, indices, data and y); the format follows the extension unless --format is given.
@@ -63,12 +65,7 @@ def positive_int(text: str) -> int:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        commands,
-        "replay",
-        "stream a CSV / Parquet / LIBSVM / NPZ file into a model and print its metrics",
-        DESCRIPTION,
-    )
+    parser = add_command(commands, "replay", SUMMARY, DESCRIPTION)
     parser.add_argument("file", help="the events")
     parser.add_argument("--model", required=True, help="model id (created if it does not exist)")
     parser.add_argument(

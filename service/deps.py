@@ -154,6 +154,14 @@ async def run_engine(
     return function(*args, **kwargs)
 
 
+async def model_spec(engine: Engine, model_id: str) -> FeatureSpec:
+    """The feature layout to parse a body with: from the process cache without a call, else
+    through :func:`run_engine` (a store round trip must not stall the event loop); raises
+    :class:`~service.errors.ModelNotFound` before the body is read."""
+    spec = engine.cached_spec(model_id)
+    return spec if spec is not None else await run_engine(engine, engine.spec, model_id)
+
+
 async def enqueue(
     services: Services,
     model_id: str,

@@ -178,6 +178,21 @@ def spam_gradient_coef(positive, wx, w_dot_mean_opposite, p):
     return 2.0 * p * (wx - w_dot_mean_opposite + 1.0)
 
 
+@kernel
+def spam_l2_step(positive, wx, w_dot_mean, p, xx, n_steps, n_seen, sq_norm_sum, eta0, l2, inverse,
+                 half_life):  # fmt: skip
+    """Count one SPAM-L2 step and return ``(step, rho)``: Natole thesis Alg. 20 / eq. (4.11)
+    then the L2 prox ``u / (1 + eta l2)`` (§4.3) give ``w' = rho (w - step x)``.  ``wx`` is
+    ``w . x`` before the step.  The dense and CSR kernels differ only in how they get ``wx``
+    and ``w_dot_mean``, so the step is written once."""
+    n_steps[0] += 1
+    eta = spam_eta(step_count(n_steps[0], half_life), eta0, l2, inverse)
+    nu = mean_sq_norm(sq_norm_sum[0], n_seen[0])
+    coef = spam_gradient_coef(positive, wx, w_dot_mean, p)
+    step = capped_rate(eta / nu, spam_curvature(positive, p), xx) * coef
+    return step, 1.0 / (1.0 + eta * l2)
+
+
 # ------------------------------------------------------------------------------ L2, dense
 @kernel
 def spam_l2_dense(X, y, scores, state, options, forget):
@@ -208,14 +223,11 @@ def spam_l2_dense(X, y, scores, state, options, forget):
             # w . m_opposite, directly (O(n_features) like the rest of a dense step)
             n_opposite = class_total(not positive, n_pos[0], n_neg[0], class_weight, half_life)
             w_dot_mean = w_scale[0] * v_dot_opposite / n_opposite
-            n_steps[0] += 1
-            eta = spam_eta(step_count(n_steps[0], half_life), eta0, l2, inverse)
-            nu = mean_sq_norm(sq_norm_sum[0], n_seen[0])
-            coef = spam_gradient_coef(positive, w_scale[0] * vx, w_dot_mean, p)
-            step = capped_rate(eta / nu, spam_curvature(positive, p), xx) * coef
-            # Natole thesis Alg. 20 / eq. (4.11) then the L2 prox u / (1 + eta l2) (§4.3):
+            step, rho = spam_l2_step(
+                positive, w_scale[0] * vx, w_dot_mean, p, xx, n_steps, n_seen, sq_norm_sum,
+                eta0, l2, inverse, half_life,
+            )  # fmt: skip
             # w' = rho (w - step x), kept as scale' = rho scale, v' = v - (step / scale) x
-            rho = 1.0 / (1.0 + eta * l2)
             if w_scale[0] * rho < 1e-3:
                 fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average)
             delta = -step / w_scale[0]
@@ -304,12 +316,10 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget):
                 w_dot_mean = w_dot_sum_neg[0] / n_opposite
             else:
                 w_dot_mean = w_dot_sum_pos[0] / n_opposite
-            n_steps[0] += 1
-            eta = spam_eta(step_count(n_steps[0], half_life), eta0, l2, inverse)
-            nu = mean_sq_norm(sq_norm_sum[0], n_seen[0])
-            coef = spam_gradient_coef(positive, w_scale[0] * vx, w_dot_mean, p)
-            step = capped_rate(eta / nu, spam_curvature(positive, p), xx) * coef
-            rho = 1.0 / (1.0 + eta * l2)
+            step, rho = spam_l2_step(
+                positive, w_scale[0] * vx, w_dot_mean, p, xx, n_steps, n_seen, sq_norm_sum,
+                eta0, l2, inverse, half_life,
+            )  # fmt: skip
             # w' . sum = rho (w . sum - step x . sum): O(nnz) instead of a full dot product
             w_dot_sum_pos[0] = rho * (w_dot_sum_pos[0] - step * x_dot_sum_pos)
             w_dot_sum_neg[0] = rho * (w_dot_sum_neg[0] - step * x_dot_sum_neg)

@@ -25,7 +25,7 @@ from core.learners._forgetting import (
 )
 from core.learners._params import BOOLEAN, Interval
 from core.learners._state import Count, Finite
-from core.learners.spam import feature_table
+from core.learners.spam import feature_table, served_coef
 from core.validation import CSRMatrix
 
 __all__ = ["SOLAM"]
@@ -256,9 +256,6 @@ class SOLAM(HalfLife, OnlineLearner):
     def coef_(self) -> np.ndarray:
         """The served weight vector: the average of the iterates if ``average`` else the last."""
         self._check_initialized()
-        s = self.state_
-        if not self.average:
-            return s["w_scale"][0] * s["w_unscaled"]
-        if s["gamma_sum"][0] == 0.0:
-            return np.zeros_like(s["w_unscaled"])
-        return (s["avg_offset"] + s["avg_coef"][0] * s["w_unscaled"]) / s["gamma_sum"][0]
+        # the averaged iterates' total weight is kept only when averaging
+        gamma_sum = self.state_["gamma_sum"][0] if self.average else 0.0
+        return served_coef(self.state_, self.average, gamma_sum)

@@ -42,6 +42,17 @@ _NO_ROWS = np.empty((0, 0))
 INTERLEAVE_FROM = 16384
 
 
+def served_coef(state: dict, average: bool, n_averaged: float) -> np.ndarray:
+    """The served weights of a scaled iterate ``w = w_scale * w_unscaled`` whose average is kept
+    lazily as ``(avg_offset + avg_coef * w_unscaled) / n_averaged`` (spam, solam): the last
+    iterate, or the average (zeros before anything was averaged)."""
+    if not average:
+        return state["w_scale"][0] * state["w_unscaled"]
+    if n_averaged == 0:
+        return np.zeros_like(state["w_unscaled"])
+    return (state["avg_offset"] + state["avg_coef"][0] * state["w_unscaled"]) / n_averaged
+
+
 def feature_table(learner: Any, keys) -> np.ndarray:  # a learner with state_ (spam, solam)
     """A (len(keys), n_features) array whose row r is ``learner.state_[keys[r]]`` (zeros for a
     key the state does not have); the state entries become views of it, so the kernels and the
@@ -307,13 +318,7 @@ class SPAM(HalfLife, OnlineLearner):
     def coef_(self) -> np.ndarray:
         """The served weight vector: the averaged iterate if ``average`` else the last one."""
         self._check_initialized()
-        s = self.state_
-        if not self.average:
-            return s["w_scale"][0] * s["w_unscaled"]
-        n_averaged = self._averaged_weight()
-        if n_averaged == 0:
-            return np.zeros_like(s["w_unscaled"])
-        return (s["avg_offset"] + s["avg_coef"][0] * s["w_unscaled"]) / n_averaged
+        return served_coef(self.state_, self.average, self._averaged_weight())
 
     def _averaged_weight(self) -> float:
         """The divisor of the averaged iterate: the steps, or their weight (spam.14)."""

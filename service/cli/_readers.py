@@ -77,6 +77,20 @@ def add_file_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
 
 
+def read_file_events(args: argparse.Namespace, id_column: str | None = None) -> ReplayData:
+    """The events of ``args.file``, read with the options :func:`add_file_options` declared:
+    replay and fit read a file the same way (same formats and policies)."""
+    return read_events(
+        args.file,
+        args.format,
+        label_column=args.label_column,
+        id_column=id_column,
+        missing=args.missing,
+        drop_non_numeric=args.drop_non_numeric,
+        zero_based=args.zero_based,
+    )
+
+
 def file_digest(path: str) -> str:
     """First 16 hex digits of the SHA-256 of the file's bytes."""
     digest = hashlib.sha256()

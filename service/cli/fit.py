@@ -24,9 +24,11 @@ from core.metrics import auc, pauc
 from core.validation import CSRMatrix
 from service.cli import add_command
 from service.cli._errors import CliError
-from service.cli._readers import ReplayData, add_file_options, read_events
+from service.cli._readers import ReplayData, add_file_options, read_file_events
 from service.cli.replay import add_model_options, model_request
 
+#: the line of ``aucstream --help``; DESCRIPTION follows it in ``aucstream fit --help``
+SUMMARY = "train a model on a history file and write (or upload) its snapshot"
 DESCRIPTION = """\
 The model is configured as POST /v1/models would (learner, params, scaling, pAUC range,
 metrics window) and trained on the file but its last --holdout fraction (history is
@@ -38,18 +40,6 @@ written to --output (PUT /v1/models/{id}/snapshot loads it); --url uploads it.
 examples:
   aucstream fit history.csv --model fraud --label-column is_fraud
   aucstream fit history.parquet --model fraud --learner spdam --url http://127.0.0.1:8000"""
-
-
-def read_history(args: argparse.Namespace) -> ReplayData:
-    """The file's events, read as ``aucstream replay`` reads them (same formats and policies)."""
-    return read_events(
-        args.file,
-        args.format,
-        label_column=args.label_column,
-        missing=args.missing,
-        drop_non_numeric=args.drop_non_numeric,
-        zero_based=args.zero_based,
-    )
 
 
 def _rows(X, rows: np.ndarray):
@@ -133,7 +123,7 @@ def upload(args: argparse.Namespace, body: bytes) -> None:
 def fit(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    data = read_history(args)
+    data = read_file_events(args)
     output = args.output or f"{args.model}.aucstream.zip"
     # a learner's default number of passes is known once it is built: no total then
     total = data.n_events * args.passes if args.passes else None
@@ -160,12 +150,7 @@ def fit(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        commands,
-        "fit",
-        "train a model on a history file and write (or upload) its snapshot",
-        DESCRIPTION,
-    )
+    parser = add_command(commands, "fit", SUMMARY, DESCRIPTION)
     parser.add_argument("file", help="the history: CSV, Parquet, LIBSVM or NPZ")
     parser.add_argument("--model", required=True, help="model id")
     add_file_options(parser)

@@ -15,7 +15,7 @@ import orjson
 from core.validation import CSRMatrix
 from service.cli import add_command
 from service.cli._errors import FAILED, CliError, one_line
-from service.cli._readers import ReplayData, add_file_options, read_events
+from service.cli._readers import ReplayData, add_file_options, read_file_events
 from service.cli._report import RunTally, metrics_table
 from service.schemas import DEFAULT_LEARNER
 
@@ -29,6 +29,8 @@ from service.schemas import DEFAULT_LEARNER
 #: regret-window row).
 DENSE_MAX_FEATURES = 1000
 
+#: the line of ``aucstream --help``; DESCRIPTION follows it in ``aucstream replay --help``
+SUMMARY = "stream a CSV / Parquet / LIBSVM / NPZ file into a model and print its metrics"
 DESCRIPTION = f"""\
 Files: CSV / TSV (also .csv.gz), Parquet, LIBSVM text and NPZ (X and y, or the CSR arrays
 indptr, indices, data and y); the format follows the extension unless --format is given.
@@ -63,12 +65,7 @@ def positive_int(text: str) -> int:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        commands,
-        "replay",
-        "stream a CSV / Parquet / LIBSVM / NPZ file into a model and print its metrics",
-        DESCRIPTION,
-    )
+    parser = add_command(commands, "replay", SUMMARY, DESCRIPTION)
     parser.add_argument("file", help="the events")
     parser.add_argument("--model", required=True, help="model id (created if it does not exist)")
     parser.add_argument(
@@ -108,15 +105,7 @@ def replay(args: argparse.Namespace) -> int:
 
     tally = RunTally()
     started = time.perf_counter()
-    data = read_events(
-        args.file,
-        args.format,
-        label_column=args.label_column,
-        id_column=args.id_column,
-        missing=args.missing,
-        drop_non_numeric=args.drop_non_numeric,
-        zero_based=args.zero_based,
-    )
+    data = read_file_events(args, id_column=args.id_column)
     tally.read_seconds = time.perf_counter() - started
     request = model_request(args, data)
     with tqdm(total=data.n_events, unit="ev", unit_scale=True, disable=args.quiet or None) as bar:

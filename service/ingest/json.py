@@ -19,7 +19,13 @@ from service.errors import InvalidInput, ServiceError
 from service.ingest import fields
 from service.ingest.batch import Batch, FeatureSpec
 from service.ingest.fields import Locator
-from service.ingest.objects import events_to_batch, parse_json, unknown_key, unknown_key_detail
+from service.ingest.objects import (
+    events_to_batch,
+    located_objects,
+    parse_json,
+    unknown_key,
+    unknown_key_detail,
+)
 
 # Fast path for the common dense shape: simdjson turns each ``x`` array straight into float64
 # bytes (``as_buffer``), so no Python float is made for a feature value.  With orjson, decoding
@@ -171,16 +177,9 @@ def label_items(items: Any, max_events: int) -> tuple[list[str], np.ndarray]:
     if type(items) is not list:
         raise InvalidInput('expected a list of {"id": ..., "y": ...} objects', field="labels")
     fields.check_size(len(items), max_events)
-    for index, item in enumerate(items):
-        if type(item) is not dict:
-            raise Locator().error(index, 'a label must be an object {"id": ..., "y": ...}')
-    raw_ids = [item.get("id") for item in items]
-    locate = Locator(raw_ids)
-    for index, item in enumerate(items):
-        key = unknown_key(item, _LABEL_KEYS)
-        if key is not None:
-            detail = unknown_key_detail(key, _LABEL_KEYS)
-            raise locate.error(index, detail, field=fields.shown_id(key))
+    raw_ids, locate = located_objects(
+        items, _LABEL_KEYS, lambda _: 'a label must be an object {"id": ..., "y": ...}'
+    )
     ids = fields.parse_ids(raw_ids, locate)
     if ids is None or any(event_id is None for event_id in ids):
         index = 0 if ids is None else ids.index(None)

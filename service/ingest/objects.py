@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -175,6 +175,28 @@ def unknown_key_detail(key: str, accepted: frozenset[str]) -> str:
     return f"unknown key {fields.shown_id(key)!r}; accepted: {names}"
 
 
+def located_objects(
+    items: list[Any],
+    accepted: frozenset[str],
+    not_an_object: Callable[[Any], str],
+    lines: Sequence[int] | None = None,
+) -> tuple[list[Any], Locator]:
+    """Refuse an item of ``items`` (events, or labels) that is not an object or has a key
+    outside ``accepted``; return the items' raw ids and the :class:`Locator` that names them
+    in later errors (an error before the ids are known can name only the index or line)."""
+    for index, item in enumerate(items):
+        if type(item) is not dict:
+            raise Locator(None, lines).error(index, not_an_object(item))
+    raw_ids = [item.get("id") for item in items]
+    locate = Locator(raw_ids, lines)
+    for index, item in enumerate(items):
+        key = unknown_key(item, accepted)
+        if key is not None:
+            detail = unknown_key_detail(key, accepted)
+            raise locate.error(index, detail, field=fields.shown_id(key))
+    return raw_ids, locate
+
+
 def events_to_batch(
     events: list[Any],
     spec: FeatureSpec,
@@ -185,18 +207,12 @@ def events_to_batch(
 ) -> Batch:
     """Decoded event objects -> a validated :class:`Batch`."""
     fields.check_size(len(events), max_events)
-    for index, event in enumerate(events):
-        if type(event) is not dict:
-            raise Locator(None, lines).error(
-                index, f"an event must be a JSON object, got {type(event).__name__}"
-            )
-    raw_ids = [event.get("id") for event in events]
-    locate = Locator(raw_ids, lines)
-    for index, event in enumerate(events):
-        key = unknown_key(event, EVENT_KEYS)
-        if key is not None:
-            detail = unknown_key_detail(key, EVENT_KEYS)
-            raise locate.error(index, detail, field=fields.shown_id(key))
+    raw_ids, locate = located_objects(
+        events,
+        EVENT_KEYS,
+        lambda event: f"an event must be a JSON object, got {type(event).__name__}",
+        lines,
+    )
     ids = fields.parse_ids(raw_ids, locate)
     rows = [event.get("x") for event in events]
     for index, row in enumerate(rows):

@@ -15,6 +15,7 @@ from service.deps import (
     Services,
     ServicesDep,
     enqueue,
+    model_spec,
     query_flag,
     read_batch,
     read_body,
@@ -96,9 +97,7 @@ async def post_events(
             "worker (read them back with GET .../metrics)",
             field="scores",
         )
-    spec = engine.cached_spec(model_id)
-    if spec is None:
-        spec = await run_engine(engine, engine.spec, model_id)
+    spec = await model_spec(engine, model_id)
     batch, large = await read_batch(request, spec, settings, labelled=True, zero_based=zero_based)
     if queue is not None:
         return await _enqueue(
@@ -154,9 +153,7 @@ async def score(
     score kept (TTL) so that a label posted later to ``/labels`` is learned and measured with
     the score given now; ``?keep=false`` keeps nothing."""
     engine, settings, telemetry = services.engine, services.settings, services.telemetry
-    spec = engine.cached_spec(model_id)
-    if spec is None:
-        spec = await run_engine(engine, engine.spec, model_id)
+    spec = await model_spec(engine, model_id)
     batch, large = await read_batch(request, spec, settings, labelled=False, zero_based=zero_based)
     version, values, kept = await run_engine(
         engine, engine.score, model_id, batch, keep=keep, offload=large

@@ -75,7 +75,10 @@ class Commit:
 
 
 class Store(Protocol):
-    """Protocol of every store.  All methods are synchronous and thread-safe."""
+    """Protocol of every store.  All methods are synchronous and thread-safe.
+
+    The parameter types of the long signatures (``load``, ``put_pending``) are declared here
+    once; the implementations repeat only the parameter names."""
 
     name: str
     #: whether calls may wait on I/O (then the HTTP layer runs them in the thread pool)

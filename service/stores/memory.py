@@ -161,13 +161,7 @@ class MemoryStore:
             memory = self._get(model_id).expired
             return np.array([memory.get(i, 0.0) > now for i in ids], dtype=bool)
 
-    def put_pending(
-        self,
-        model_id: str,
-        records: dict[str, bytes],
-        deadline: float,
-        max_records: int | None = None,
-    ) -> None:
+    def put_pending(self, model_id, records, deadline, max_records=None) -> None:
         with self._lock:
             model = self._get(model_id)
             if max_records is not None:

@@ -51,13 +51,7 @@ class RedisEventMemory:
         return self._alive(keys.expired(model_id), ids, now)
 
     @unavailable
-    def put_pending(
-        self,
-        model_id: str,
-        records: dict[str, bytes],
-        deadline: float,
-        max_records: int | None = None,
-    ) -> None:
+    def put_pending(self, model_id, records, deadline, max_records=None) -> None:
         if not records:
             return
         args: list[Any] = [repr(float(deadline)), max_records or 0]

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from service.deps import Services, check_id_bytes, enqueue, run_engine
+from service.deps import Services, check_id_bytes, enqueue, model_spec, run_engine
 from service.errors import InvalidInput, ServiceError
 from service.ingest import Batch, FeatureSpec, concatenate, label_items
 from service.ingest import fields as checks
@@ -104,9 +104,7 @@ class Session:
 
     # ------------------------------------------------------------------ validation
     async def spec(self) -> FeatureSpec:
-        engine = self.services.engine
-        spec = engine.cached_spec(self.model_id)
-        return spec if spec is not None else await run_engine(engine, engine.spec, self.model_id)
+        return await model_spec(self.services.engine, self.model_id)
 
     def validated(self, run: list[Message], build: Callable[[list[Message]], Any]):
         """``(messages, what build made of them)``: the run whole, else message by message

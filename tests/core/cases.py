@@ -340,14 +340,23 @@ def shifted_gaussian_events(rng, n, shift, rate):
     return rng.normal(size=(n, len(shift))) + y[:, None] * shift, y
 
 
-def each_configuration_dense_and_csr(name):
-    """Parametrise a test over learner ``name``'s defaults and each of its
-    :data:`CONFIGURATIONS`, on dense and on CSR rows (arguments ``config`` and ``sparse``)."""
+def each_configuration_against_naive_reference(name, naive_class):
+    """Make ``check(model, reference)`` a test of learner ``name`` against its naive reference
+    over the learner's defaults and each of its :data:`CONFIGURATIONS`, on dense and on CSR
+    rows: :func:`run_against_naive_reference` compares scores and weights, then ``check``
+    compares the learner's own state (logistic, solam and spam share this test)."""
     configs = {"defaults": {}, **CONFIGURATIONS[name]}
 
-    def decorate(test):
-        test = pytest.mark.parametrize("config", list(configs.values()), ids=list(configs))(test)
-        return pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])(test)
+    def decorate(check):
+        @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+        @pytest.mark.parametrize("config", list(configs.values()), ids=list(configs))
+        def test(config, sparse):
+            check(*run_against_naive_reference(name, naive_class, config, sparse))
+
+        # not functools.wraps: pytest would then read check's arguments as fixtures
+        test.__name__, test.__qualname__ = check.__name__, check.__qualname__
+        test.__doc__ = check.__doc__
+        return test
 
     return decorate
 

@@ -17,8 +17,7 @@ from tests.core.cases import (
     CONFIGURATIONS,
     N_FEATURES,
     close,
-    each_configuration_dense_and_csr,
-    run_against_naive_reference,
+    each_configuration_against_naive_reference,
     stream,
 )
 from tests.core.naive.logistic import NaiveLogistic
@@ -26,10 +25,9 @@ from tests.core.naive.logistic import NaiveLogistic
 CONFIGS = CONFIGURATIONS["logistic"]
 
 
-@each_configuration_dense_and_csr("logistic")
-def test_kernel_agrees_with_the_naive_reference(config, sparse):
+@each_configuration_against_naive_reference("logistic", NaiveLogistic)
+def test_kernel_agrees_with_the_naive_reference(model, reference):
     # uneven batches, one of them one-class (the stream starts with 15 negatives)
-    model, reference = run_against_naive_reference("logistic", NaiveLogistic, config, sparse)
     close(np.array([model.intercept_]), np.array([reference.intercept()]))
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from core.learners import make_learner
+from core.preprocessing import SCALINGS
 from core.regret import (
     RegretWindow,
     learner_inputs,
@@ -283,12 +284,18 @@ def test_window_rejects_bad_rounds_and_bad_states_unchanged():
         RegretWindow.from_state(dict(before, round_weights=np.zeros((1, 3))))
 
 
-@pytest.mark.parametrize("scaling", ["none", "standard", "unit_norm", "scale"])
-def test_learner_inputs_are_what_the_learner_scores(scaling):
-    X, y = _stream(10, 120)
-    X = X * np.array([100.0, 1.0, 0.01])
+def _spam_on_uneven_features(seed, n, scaling):
+    """A fresh ``spam`` learner and a stream whose three features differ in scale by 10**4, so
+    that every scaling gives the learner other inputs than the raw rows."""
+    X, y = _stream(seed, n)
     learner = make_learner("spam", scaling=scaling)
     learner.initialize(3)
+    return learner, X * np.array([100.0, 1.0, 0.01]), y
+
+
+@pytest.mark.parametrize("scaling", SCALINGS)
+def test_learner_inputs_are_what_the_learner_scores(scaling):
+    learner, X, y = _spam_on_uneven_features(10, 120, scaling)
     for row in range(120):
         inputs = learner_inputs(learner, X[row : row + 1])
         served = learner.coef_
@@ -301,14 +308,11 @@ def test_learner_inputs_are_what_the_learner_scores(scaling):
         np.testing.assert_array_equal(value, state[key])
 
 
-@pytest.mark.parametrize("scaling", ["none", "standard", "unit_norm", "scale"])
+@pytest.mark.parametrize("scaling", SCALINGS)
 def test_recorded_inputs_are_learner_inputs_bit_for_bit(scaling):
     # the service's regret window stores the rows recorded while learning instead of
     # scaling the batch twice: they must be the very bytes learner_inputs gives
-    X, y = _stream(11, 300)
-    X = X * np.array([100.0, 1.0, 0.01])
-    learner = make_learner("spam", scaling=scaling)
-    learner.initialize(3)
+    learner, X, y = _spam_on_uneven_features(11, 300, scaling)
     for start, stop in [(0, 1), (1, 40), (40, 41), (41, 300)]:
         expected = learner_inputs(learner, X[start:stop])
         with learner.recording_inputs() as recorded:

@@ -16,8 +16,7 @@ from tests.core.cases import (
     CONFIGURATIONS,
     check_a_heavy_tailed_row,
     close,
-    each_configuration_dense_and_csr,
-    run_against_naive_reference,
+    each_configuration_against_naive_reference,
     stream,
 )
 from tests.core.naive.learners import NaiveSOLAM
@@ -25,9 +24,8 @@ from tests.core.naive.learners import NaiveSOLAM
 CONFIGS = CONFIGURATIONS["solam"]
 
 
-@each_configuration_dense_and_csr("solam")
-def test_kernel_agrees_with_the_naive_reference(config, sparse):
-    model, reference = run_against_naive_reference("solam", NaiveSOLAM, config, sparse)
+@each_configuration_against_naive_reference("solam", NaiveSOLAM)
+def test_kernel_agrees_with_the_naive_reference(model, reference):
     assert model.state_["n_seen"][0] == reference.t
     for key in ("a", "b", "alpha"):
         close(model.state_[key], [getattr(reference, key)])

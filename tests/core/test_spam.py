@@ -16,8 +16,7 @@ from core.learners import make_learner
 from tests.core.cases import (
     CONFIGURATIONS,
     check_a_heavy_tailed_row,
-    each_configuration_dense_and_csr,
-    run_against_naive_reference,
+    each_configuration_against_naive_reference,
     states_equal,
     stream,
 )
@@ -26,9 +25,8 @@ from tests.core.naive.learners import NaiveSPAM
 CONFIGS = CONFIGURATIONS["spam"]
 
 
-@each_configuration_dense_and_csr("spam")
-def test_kernel_agrees_with_the_naive_reference(config, sparse):
-    model, reference = run_against_naive_reference("spam", NaiveSPAM, config, sparse)
+@each_configuration_against_naive_reference("spam", NaiveSPAM)
+def test_kernel_agrees_with_the_naive_reference(model, reference):
     assert model.state_["n_steps"][0] == reference.n_steps > 0
 
 

@@ -78,6 +78,12 @@ class Transactions:
         self.shift = np.zeros(n_features)
         self.shift[: max(1, n_features // 4)] = 1.5
 
+    def adapt(self) -> None:
+        """The fraudsters change their pattern: fraud now shifts the next quarter of the
+        features, and the ones it shifted before it now shifts the other way (a drift)."""
+        k = max(1, self.n_features // 4)
+        self.shift = np.roll(self.shift, k) - self.shift
+
     def draw(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         y = (self.rng.random(n) < self.fraud_rate).astype(np.int64)
         X = self.rng.normal(size=(n, self.n_features)) + y[:, None] * self.shift

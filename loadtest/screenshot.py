@@ -9,7 +9,8 @@ It starts the app under uvicorn (memory store) on a free port, creates an ``auto
 card transactions (``loadtest.fraud.Transactions``: 2 % fraud, the amount in currency units),
 opens the dashboard in the system's headless Chromium, then posts ``--batches`` labelled NPZ
 batches of ``--batch-events`` events, one every ``--pause`` seconds, so that the page's
-history charts fill from the metrics stream, and finally screenshots the whole page.
+history charts fill from the metrics stream (the fraud pattern changes at ``--change-at``, so
+the time charts mark a drift), and finally screenshots the whole page.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def capture(url: str, out: Path, args: argparse.Namespace) -> None:
         with headless_chromium(width=WIDTH, height=1000) as driver:
             driver.get(f"{url}/#/models/{MODEL}")
             wait_for_page(driver, "document.getElementById('roc-chart').dataset.points")
-            for _ in range(args.batches):
+            for batch in range(args.batches):
+                if batch == args.change_at:
+                    source.adapt()  # the fraud pattern changes: the charts mark the drift
                 learned = http.post(
                     f"/v1/models/{MODEL}/events",
                     content=npz(*source.draw(args.batch_events)),
@@ -99,6 +102,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds between batches (default 0.5)")  # fmt: skip
     parser.add_argument("--features", type=int, default=12, help="features (default 12)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--change-at", type=int, default=15,
+        help="batch at which the fraud pattern changes, so a drift is marked (default 15; "
+        "a number >= --batches for none)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if not 1 <= args.batches <= 1_000:
         parser.error("--batches must be within 1..1000")

@@ -88,13 +88,15 @@ def reservoir_offer_forgetting(X, indptr, indices, data, i, buffer, fill, seen, 
     """:func:`reservoir_offer` (``half_life`` 0, the same draws), or Aggarwal's biased
     reservoir (docs/algorithms/forgetting.md (forgetting.4)) that keeps the events of the last
     ``half_life`` stream events preferentially; ``count_total`` is the number of stream events
-    so far (the reservoir's offers are a share of them)."""
+    so far (the reservoir's offers are a share of them).  Returns the slot the event went to,
+    or -1."""
     seen[0] += 1
     capacity = buffer.shape[0]
     slot = class_reservoir_slot(rng_state, seen[0], fill[0], capacity, half_life, count_total)
     if slot >= 0:
         event_copy(X, indptr, indices, data, i, buffer, slot)
         fill[0] = filled_after(slot, fill[0], seen[0], capacity, half_life)
+    return slot
 
 
 @kernel

@@ -7,10 +7,9 @@ from collections import namedtuple
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels.forgetting import class_reservoir_slot, filled_after, recent_steps
+from core._kernels.forgetting import recent_steps
 from core._kernels.pauc_buffers import (
     dot_row,
-    event_copy,
     event_dot,
     project_ball,
     reservoir_offer_forgetting,
@@ -119,14 +118,9 @@ def poise_learn(X, indptr, indices, data, y, scores, state, options):
         ):
             hinge_step(X, indptr, indices, data, i, score, state, options, n_events)
             rescore(state.adversary_X, fill, state.w, state.adversary_scores)
-        # as reservoir_offer_forgetting, keeping the slot to cache the new row's score
-        state.adversary_seen[0] += 1
-        capacity = state.adversary_X.shape[0]
-        slot = class_reservoir_slot(state.rng_state, state.adversary_seen[0], fill, capacity,
-                                    options.half_life, n_events)  # fmt: skip
-        if slot >= 0:
-            event_copy(X, indptr, indices, data, i, state.adversary_X, slot)
-            state.adversary_fill[0] = filled_after(
-                slot, fill, state.adversary_seen[0], capacity, options.half_life
-            )
+        slot = reservoir_offer_forgetting(X, indptr, indices, data, i, state.adversary_X,
+                                          state.adversary_fill, state.adversary_seen,
+                                          state.rng_state, options.half_life,
+                                          n_events)  # fmt: skip
+        if slot >= 0:  # the new row's score, cached with the current weights
             state.adversary_scores[slot] = dot_row(state.adversary_X, slot, state.w)

@@ -209,22 +209,22 @@ def run_river(spec: str, X, y, scaling: str) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ measures
-def windowed_auc(y, scores, start: int, end: int) -> float:
+def _windowed(metric, y, scores, start: int, end: int) -> float:
     part = slice(max(start, 0), min(end, len(y)))
     labels = y[part]
     if labels.min() == labels.max():
         return float("nan")
-    return float(auc(labels, scores[part]))
+    return float(metric(labels, scores[part]))
+
+
+def windowed_auc(y, scores, start: int, end: int) -> float:
+    return _windowed(auc, y, scores, start, end)
 
 
 def windowed_pauc(y, scores, start: int, end: int) -> float:
     """pAUC over FPR [0, PAUC_BETA] of the window, divided by the range's width (1 is
     perfect, a random ranking scores PAUC_BETA / 2), as ``bench/quality.py`` reports it."""
-    part = slice(max(start, 0), min(end, len(y)))
-    labels = y[part]
-    if labels.min() == labels.max():
-        return float("nan")
-    return float(pauc(labels, scores[part], 0.0, PAUC_BETA))
+    return _windowed(lambda labels, part: pauc(labels, part, 0.0, PAUC_BETA), y, scores, start, end)
 
 
 def trailing_curve(y, scores, width: int, step: int):

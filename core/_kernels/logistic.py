@@ -14,7 +14,11 @@ Equations (numbered as in :mod:`core.learners.logistic`):
   them, ``z_i`` and ``n_i`` are multiplied by ``2 ** (-1 / H)`` per event since they were last
   caught up (lazily: ``touched[i]`` holds that event, slot ``n_features`` is the intercept's),
   so both are exponentially discounted sums and the step ``alpha / (beta + sqrt(n_i))`` stops
-  shrinking.
+  shrinking;
+* (6) with ``base_rate_offset`` (docs/algorithms/logistic.md (logistic.10)): the score of (2)
+  gains ``o = log((n_+ + 1/2) / (n_- + 1/2))`` from the class counts of the events learned
+  before (discounted by ``2 ** (-1 / H)`` per event with ``half_life``), and (3) uses that
+  score, so ``b`` learns the residual of the base rate.
 
 The intercept ``b`` is coordinate "-1": a constant feature 1 with its own ``z``, ``n`` and no
 penalty (``l1 = l2 = 0`` in (1)).  A coordinate with ``x_i = 0`` has ``g_i = 0``, so (4) leaves
@@ -80,6 +84,36 @@ def catch_up(z, n, j, touched, slot, now, half_life, one_event):
 
 
 @kernel
+def base_rate(class_counts, use_offset):
+    """Eq. (6): ``log((n_+ + 1/2) / (n_- + 1/2))`` (the Krichevsky-Trofimov estimate of the
+    log-odds; 0 before any event), or 0.0 when the offset is off."""
+    if not use_offset:
+        return 0.0
+    return np.log((class_counts[1] + 0.5) / (class_counts[0] + 0.5))
+
+
+@kernel
+def count_label(class_counts, positive, use_offset, one_event):
+    """Eq. (6)'s counts after an event: its class gains 1, then both are discounted by one
+    event (``one_event`` is 1.0 without ``half_life``, an exact no-op), the order of (5)."""
+    if use_offset:
+        class_counts[1 if positive else 0] += 1.0
+        class_counts[0] *= one_event
+        class_counts[1] *= one_event
+
+
+@kernel
+def served_score(s, w_bias, class_counts, use_offset):
+    """Eq. (2) with (6) from the features' part ``s``: the same additions, in the same order,
+    in the learning and the scoring kernels (a prequential score equals
+    ``decision_function`` bit for bit)."""
+    s += w_bias
+    if use_offset:
+        s += base_rate(class_counts, use_offset)
+    return s
+
+
+@kernel
 def sigmoid(s):
     """``1 / (1 + exp(-s))`` without overflow for large ``|s|``."""
     if s >= 0.0:
@@ -100,14 +134,15 @@ def ftrl_step(z, n, j, g, w, root_n, inv_alpha):
 
 
 @kernel
-def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, hyper):
+def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_counts, hyper):
     """Learn the dense rows ``X`` in order.  ``z``, ``n``: the per-feature accumulators;
     ``bias_z``, ``bias_n``: the intercept's (shape (1,)); ``clock``, ``touched``: events
     learned and each accumulator's last catch-up (eq. (5); empty when ``half_life`` is 0);
-    ``hyper``: ``(alpha, beta, l1, l2, fit_intercept, half_life)``.  When ``scores`` has one
-    slot per row, row i's pre-update score (2) is written into it (an empty ``scores`` skips
-    that)."""
-    alpha, beta, l1, l2, fit_intercept, half_life = hyper
+    ``class_counts``: ``[n_-, n_+]`` of eq. (6) (empty when the offset is off); ``hyper``:
+    ``(alpha, beta, l1, l2, fit_intercept, half_life, base_rate_offset)``.  When ``scores``
+    has one slot per row, row i's pre-update score (2) is written into it (an empty ``scores``
+    skips that)."""
+    alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
     inv_alpha = 1.0 / alpha
     now = clock[0] if half_life > 0.0 else 0
     one_event = decay_over(1, half_life)
@@ -129,7 +164,7 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, hyper):
                 s += w * x[j]
         catch_up(bias_z, bias_n, 0, touched, n_features, now, half_life, one_event)
         w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
-        s += w_bias
+        s = served_score(s, w_bias, class_counts, use_offset)
         if want_scores:
             scores[i] = s
         # eq. (3): the log-loss gradient is (p - y01) times the feature
@@ -139,16 +174,19 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, hyper):
                 ftrl_step(z, n, j, residual * x[j], weights[j], roots[j], inv_alpha)
         if fit_intercept:
             ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
+        count_label(class_counts, y[i] > 0, use_offset, one_event)
         now += 1
     if half_life > 0.0:
         clock[0] = now
 
 
 @kernel
-def logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, clock, touched, hyper):
+def logistic_csr(
+    indptr, indices, data, y, scores, z, n, bias_z, bias_n, clock, touched, class_counts, hyper
+):
     """As :func:`logistic_dense` for CSR rows: O(nnz) per event (lazy weights: eq. (1) is
     evaluated only for the row's columns)."""
-    alpha, beta, l1, l2, fit_intercept, half_life = hyper
+    alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
     inv_alpha = 1.0 / alpha
     now = clock[0] if half_life > 0.0 else 0
     one_event = decay_over(1, half_life)
@@ -175,7 +213,7 @@ def logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, clock, 
                 s += w * value
         catch_up(bias_z, bias_n, 0, touched, n_features, now, half_life, one_event)
         w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
-        s += w_bias
+        s = served_score(s, w_bias, class_counts, use_offset)
         if want_scores:
             scores[i] = s
         residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
@@ -193,6 +231,7 @@ def logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, clock, 
                 )
         if fit_intercept:
             ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
+        count_label(class_counts, y[i] > 0, use_offset, one_event)
         now += 1
     if half_life > 0.0:
         clock[0] = now
@@ -202,14 +241,14 @@ def logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, clock, 
 def served_weight(z, n, j, touched, now, hyper):
     """Eq. (1) of coordinate ``j`` at event ``now``, discounted by eq. (5) without writing:
     the same product ``z_j * factor`` the learning kernel stores, so the bits agree."""
-    alpha, beta, l1, l2, fit_intercept, half_life = hyper
+    alpha, beta, l1, l2, fit_intercept, half_life, _ = hyper
     factor = age_factor(touched, j, now, half_life)
     return ftrl_weight(z[j] * factor, n[j] * factor, 1.0 / alpha, beta, l1, l2)
 
 
 @kernel
 def served_intercept(bias_z, bias_n, clock, touched, hyper):
-    alpha, beta, l1, l2, fit_intercept, half_life = hyper
+    alpha, beta, l1, l2, fit_intercept, half_life, _ = hyper
     now = clock[0] if half_life > 0.0 else 0
     factor = age_factor(touched, touched.shape[0] - 1, now, half_life)
     if fit_intercept:
@@ -218,7 +257,7 @@ def served_intercept(bias_z, bias_n, clock, touched, hyper):
 
 
 @kernel
-def decision_dense(X, z, n, bias_z, bias_n, clock, touched, hyper, out):
+def decision_dense(X, z, n, bias_z, bias_n, clock, touched, class_counts, hyper, out):
     """Eq. (2) for every row, with the arithmetic (order included) of the learning kernel, so a
     prequential score equals ``decision_function`` before the event bit for bit."""
     now = clock[0] if hyper[5] > 0.0 else 0
@@ -230,11 +269,13 @@ def decision_dense(X, z, n, bias_z, bias_n, clock, touched, hyper, out):
         for j in range(n_features):
             if x[j] != 0.0:
                 s += served_weight(z, n, j, touched, now, hyper) * x[j]
-        out[i] = s + w_bias
+        out[i] = served_score(s, w_bias, class_counts, hyper[6])
 
 
 @kernel
-def decision_csr(indptr, indices, data, z, n, bias_z, bias_n, clock, touched, hyper, out):
+def decision_csr(
+    indptr, indices, data, z, n, bias_z, bias_n, clock, touched, class_counts, hyper, out
+):
     now = clock[0] if hyper[5] > 0.0 else 0
     w_bias = served_intercept(bias_z, bias_n, clock, touched, hyper)
     for i in range(indptr.shape[0] - 1):
@@ -243,7 +284,7 @@ def decision_csr(indptr, indices, data, z, n, bias_z, bias_n, clock, touched, hy
             value = data[k]
             if value != 0.0:
                 s += served_weight(z, n, indices[k], touched, now, hyper) * value
-        out[i] = s + w_bias
+        out[i] = served_score(s, w_bias, class_counts, hyper[6])
 
 
 @kernel

@@ -34,6 +34,7 @@ from core.learners._state import (
 )
 from core.learners._tournament import (
     DEFAULT_CANDIDATES,
+    LEGACY_DEFAULT_CANDIDATES,
     candidate_specs,
     evaluate,
     invalid_field,
@@ -217,6 +218,18 @@ class Auto(ComposedState, OnlineLearner):
         if self.candidates is None and self.track_drift:
             return (*DEFAULT_CANDIDATES, *FAST_CANDIDATES)
         return self.candidates
+
+    @classmethod
+    def from_state(cls, params, state, *, n_features=None):
+        """As :meth:`OnlineLearner.from_state`; a state saved with ``candidates=None`` by a
+        version whose first default candidate had no base-rate offset (no ``c0:class_counts``
+        beside ``c0:z``) gets that tournament back, explicitly, instead of a layout error."""
+        if params.get("candidates") is None and "c0:z" in state and "c0:class_counts" not in state:
+            legacy = list(LEGACY_DEFAULT_CANDIDATES)
+            if params.get("track_drift"):
+                legacy += FAST_CANDIDATES
+            params = {**params, "candidates": legacy}
+        return super().from_state(params, state, n_features=n_features)
 
     def _build_candidates(self) -> list[OnlineLearner]:
         return [learner_class(spec["learner"])(**spec["params"]) for spec in self.candidate_specs()]

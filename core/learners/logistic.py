@@ -25,6 +25,8 @@ __all__ = ["Logistic"]
 
 #: the empty int64 array the kernels take for "no forgetting" (never read then)
 _NO_CLOCK = np.empty(0, dtype=np.int64)
+#: the empty class counts the kernels take for "no base-rate offset" (never read then)
+_NO_COUNTS = np.empty(0)
 
 
 @register
@@ -65,6 +67,16 @@ class Logistic(HalfLife, OnlineLearner):
         prediction practice.  It does not change the ranking of one model's scores, but it
         absorbs the class prior so that ``p`` is calibrated and the gradients (3) of the
         majority class do not drag every feature weight.
+    base_rate_offset : bool, default False
+        Add the stream's base rate to the score (docs/algorithms/logistic.md (logistic.10)):
+        ``s = w . x + b + log((n_+ + 1/2) / (n_- + 1/2))`` from the class counts of the events
+        learned so far (discounted with ``half_life``), and learn on that score, so ``b`` and
+        the weights learn the residual.  It does not change the ranking of one model's
+        scores, but on a rare-positive stream the scores of early and late events become
+        comparable from the start: FTRL's intercept otherwise falls from 0 to the log-odds
+        over the first hundreds of events, and the early negatives outrank the later
+        positives in every metric pooled over the stream (prequential AUC / pAUC, the
+        service's live metrics).  See Notes.
     half_life : float or None, default None
         Forget the stream's past (docs/algorithms/logistic.md (logistic.9)): before an
         accumulator is read, ``z_i`` and ``n_i`` are discounted by ``2 ** (-1 / half_life)``
@@ -79,9 +91,12 @@ class Logistic(HalfLife, OnlineLearner):
     coef_ : ndarray of shape (n_features,)
         The weights (1) (computed from ``z``, ``n``: O(n_features)).
     intercept_ : float
-        ``b`` (0 without ``fit_intercept``).
+        The score's constant term: ``b`` (0 without ``fit_intercept``) plus, with
+        ``base_rate_offset``, the offset ``log((n_+ + 1/2) / (n_- + 1/2))``.
     state_ : dict of ndarray
-        ``z``, ``n`` (per feature), ``intercept_z``, ``intercept_n`` (shape (1,)).
+        ``z``, ``n`` (per feature), ``intercept_z``, ``intercept_n`` (shape (1,)); with
+        ``base_rate_offset``, ``class_counts`` (``[n_-, n_+]``); with ``half_life``,
+        ``forget_clock`` and ``touched``.
 
     Notes
     -----
@@ -137,6 +152,7 @@ class Logistic(HalfLife, OnlineLearner):
     l1: float = 0.0
     l2: float = 0.0
     fit_intercept: bool = True
+    base_rate_offset: bool = False
     max_iter = 5
 
     _parameter_constraints = {
@@ -146,6 +162,7 @@ class Logistic(HalfLife, OnlineLearner):
         "l1": [Interval(float, 0, None, closed="left")],
         "l2": [Interval(float, 0, None, closed="left")],
         "fit_intercept": [BOOLEAN],
+        "base_rate_offset": [BOOLEAN],
         "half_life": HALF_LIFE,
     }
 
@@ -155,6 +172,7 @@ class Logistic(HalfLife, OnlineLearner):
             "n": np.zeros(n_features),
             "intercept_z": np.zeros(1),
             "intercept_n": np.zeros(1),
+            **({"class_counts": np.zeros(2)} if self.base_rate_offset else {}),
             **self._forget_state(n_features),
         }
 
@@ -171,11 +189,12 @@ class Logistic(HalfLife, OnlineLearner):
             "n": Finite(0.0),
             "intercept_z": Finite(),
             "intercept_n": Finite(0.0),
+            **({"class_counts": Finite(0.0)} if self.base_rate_offset else {}),
             **clock_invariants(self.half_life),
             **({} if self.half_life is None else {"touched": Count(0, "forget_clock")}),
         }
 
-    def _hyper(self) -> tuple[float, float, float, float, bool, float]:
+    def _hyper(self) -> tuple[float, float, float, float, bool, float, bool]:
         return (
             float(self.alpha),
             float(self.beta),
@@ -183,13 +202,18 @@ class Logistic(HalfLife, OnlineLearner):
             float(self.l2),
             bool(self.fit_intercept),
             half_life_arg(self.half_life),
+            bool(self.base_rate_offset),
         )
 
     def _accumulators(self) -> tuple:
         s = self.state_
         clock = s.get("forget_clock", _NO_CLOCK)
         touched = s.get("touched", _NO_CLOCK)
-        return (s["z"], s["n"], s["intercept_z"], s["intercept_n"], clock, touched, self._hyper())
+        counts = s.get("class_counts", _NO_COUNTS)
+        return (
+            s["z"], s["n"], s["intercept_z"], s["intercept_n"], clock, touched, counts,
+            self._hyper(),
+        )  # fmt: skip
 
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
         accumulators = self._accumulators()
@@ -214,7 +238,7 @@ class Logistic(HalfLife, OnlineLearner):
     def coef_(self) -> np.ndarray:
         """The weights of eq. (1), computed from the accumulators."""
         self._check_initialized()
-        z, n, _, _, clock, touched, hyper = self._accumulators()
+        z, n, _, _, clock, touched, _, hyper = self._accumulators()
         out = np.empty_like(z)
         kernels.all_weights(z, n, clock, touched, hyper, out)
         return out
@@ -222,5 +246,7 @@ class Logistic(HalfLife, OnlineLearner):
     @property
     def intercept_(self) -> float:
         self._check_initialized()
-        _, _, bias_z, bias_n, clock, touched, hyper = self._accumulators()
-        return float(kernels.served_intercept(bias_z, bias_n, clock, touched, hyper))
+        _, _, bias_z, bias_n, clock, touched, counts, hyper = self._accumulators()
+        # the score's constant term: b, plus the base-rate offset (6) when it is on
+        bias = kernels.served_intercept(bias_z, bias_n, clock, touched, hyper)
+        return float(bias + kernels.base_rate(counts, hyper[6]))

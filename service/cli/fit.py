@@ -71,7 +71,7 @@ def train(learner, X, y: np.ndarray, *, passes: int | None, batch_size: int, see
 
 def build_snapshot(args: argparse.Namespace, data: ReplayData, progress) -> tuple[bytes, dict]:
     """Train the model and return ``(snapshot bytes, held-out report)``."""
-    from service.engine.model import build_learner, fresh
+    from service.engine.model import build_learner, fresh, stored_params
     from service.schemas import ModelConfig, ModelCreate
     from service.snapshot import export_snapshot
 
@@ -86,12 +86,9 @@ def build_snapshot(args: argparse.Namespace, data: ReplayData, progress) -> tupl
     train_rows, test_rows = np.arange(n_train), np.arange(n_train, len(labels))
     how = train(learner, _rows(X, train_rows), labels[:n_train], passes=args.passes,
                 batch_size=args.batch_size, seed=args.seed, progress=progress)  # fmt: skip
-    params = learner.get_params()
     config = ModelConfig(
-        **{**request.model_dump(), "params": {k: v for k, v in params.items() if k != "scaling"},
-           "scaling": params["scaling"]},
-        incarnation="fit", created_at=0.0,
-    )  # fmt: skip
+        **{**request.model_dump(), **stored_params(learner)}, incarnation="fit", created_at=0.0
+    )
     loaded = fresh(config, learner)
     trained = labels[:n_train]
     loaded.stats["events_learned"][0] = n_train

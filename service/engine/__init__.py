@@ -36,6 +36,7 @@ from service.engine.model import (
     from_arrays,
     initial_stats,
     split_arrays,
+    stored_params,
 )
 from service.engine.reporting import REGRET_C, REGRET_TOL, Reporting
 from service.engine.repository import MAX_CACHED_MODELS, ModelRepository
@@ -139,15 +140,8 @@ class Engine:
         self, request: ModelCreate, *, replace: bool = False, replaces: str | None = None
     ) -> ModelInfo:
         learner = build_learner(request)
-        params = learner.get_params()
-        if hasattr(learner, "candidate_specs"):  # auto: the candidates it really runs, shown
-            params["candidates"] = learner.candidate_specs()
         config = ModelConfig(
-            **{
-                **request.model_dump(),
-                "params": {k: v for k, v in params.items() if k != "scaling"},
-                "scaling": params["scaling"],
-            },
+            **{**request.model_dump(), **stored_params(learner)},
             incarnation=uuid.uuid4().hex,
             created_at=self.clock(),
         )

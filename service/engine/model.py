@@ -339,6 +339,17 @@ def _online_learners() -> list[str]:
     return [n for n in available_learners() if _servable(learner_class(n))]
 
 
+def stored_params(learner: OnlineLearner) -> dict[str, Any]:
+    """The ``params`` and ``scaling`` fields of a model's config for ``learner``: every
+    parameter, and for ``auto`` the candidates it really runs (shown by ``GET``, and a later
+    change of the default tournament cannot change a stored model's layout)."""
+    params = learner.get_params()
+    if hasattr(learner, "candidate_specs"):
+        params["candidates"] = learner.candidate_specs()
+    scaling = params.pop("scaling")
+    return {"params": params, "scaling": scaling}
+
+
 def build_learner(request: ModelCreate) -> OnlineLearner:
     """The learner a creation request asks for, validated; errors name the field."""
     try:

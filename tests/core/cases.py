@@ -136,6 +136,8 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
         # a half-life short against the test streams: the discount is far from 1
         "forgetting": {"half_life": 20.0},
         "forgetting_l1": {"half_life": 50, "l1": 1.0, "fit_intercept": False},
+        "base_rate_offset": {"base_rate_offset": True},
+        "base_rate_offset_forgetting": {"base_rate_offset": True, "half_life": 30.0, "l2": 1.0},
     },
     "auto": {
         # frequent evaluations on a short window: leader changes inside the test streams
@@ -238,6 +240,7 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"l1": -0.1}, "l1"),
         ({"l2": "big"}, "l2"),
         ({"fit_intercept": 1}, "fit_intercept"),
+        ({"base_rate_offset": "yes"}, "base_rate_offset"),
         ({"half_life": 0}, "half_life"),
     ],
     "auto": [

@@ -443,3 +443,25 @@ def test_track_drift_off_keeps_the_state_layout_of_earlier_models():
     model = make_learner("auto").initialize(4)
     assert not any(key.startswith("drift") for key in model.state_)
     assert len(model.candidate_specs()) == 2
+
+
+@pytest.mark.parametrize("track_drift", [False, True])
+def test_a_state_saved_before_the_offset_default_loads_as_the_old_tournament(track_drift):
+    """``candidates=None`` once meant a plain ``logistic`` first; a state saved then (no
+    ``c0:class_counts``) loads as that tournament and continues bit for bit."""
+    from core.learners._auto_drift import FAST_CANDIDATES
+    from core.learners._tournament import LEGACY_DEFAULT_CANDIDATES
+
+    X, y = stream(12, n=300)
+    old = [*LEGACY_DEFAULT_CANDIDATES, *(FAST_CANDIDATES if track_drift else ())]
+    saved = make_learner("auto", candidates=old, track_drift=track_drift, **SMALL)
+    saved.partial_fit(X[:200], y[:200])
+    params = dict(saved.get_params(), candidates=None)  # as the earlier version saved it
+    loaded = learner_class("auto").from_state(params, saved.get_state())
+    assert loaded.candidate_specs() == saved.candidate_specs()
+    np.testing.assert_array_equal(
+        loaded.prequential_step(X[200:], y[200:]), saved.prequential_step(X[200:], y[200:])
+    )
+    # today's default tournament has the offset on its first candidate
+    fresh = make_learner("auto", track_drift=track_drift).initialize(5)
+    assert "c0:class_counts" in fresh.state_

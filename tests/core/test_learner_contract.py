@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import pkgutil
+import re
 
 import numpy as np
 import pytest
@@ -228,10 +229,15 @@ def test_from_state_rejects_foreign_or_truncated_state(name, config):
     X, y = stream(4)
     params = make_learner(name, **config).get_params()
     state = make_learner(name, **config).partial_fit(X, y).get_state()
-    key = sorted(state)[0]
-    truncated = {k: v for k, v in state.items() if k != key}
-    with pytest.raises(ValueError, match=rf"missing \['{key}'\]"):
-        learner_class(name).from_state(params, truncated)
+    for key in sorted(set(state) - {"n_features"}):  # its own message: below
+        truncated = {k: v for k, v in state.items() if k != key}
+        if (name, key, params.get("candidates")) == ("auto", "c0:class_counts", None):
+            # the layout of an earlier default tournament: loads as that one
+            # (tests/core/test_auto.py)
+            assert learner_class(name).from_state(params, truncated).candidates is not None
+            continue
+        with pytest.raises(ValueError, match=rf"missing \['{re.escape(key)}'\]"):
+            learner_class(name).from_state(params, truncated)
     wrong_dtype = dict(state, n_features=state["n_features"].astype(np.float64))
     with pytest.raises(ValueError, match="state array 'n_features' has dtype float64"):
         learner_class(name).from_state(params, wrong_dtype)

@@ -28,7 +28,10 @@ CONFIGS = CONFIGURATIONS["logistic"]
 @each_configuration_against_naive_reference("logistic", NaiveLogistic)
 def test_kernel_agrees_with_the_naive_reference(model, reference):
     # uneven batches, one of them one-class (the stream starts with 15 negatives)
-    close(np.array([model.intercept_]), np.array([reference.intercept()]))
+    close(np.array([model.intercept_]), np.array([reference.intercept() + reference.offset()]))
+    if model.base_rate_offset:
+        counts = [reference.negatives, reference.positives]
+        close(model.state_["class_counts"], np.array(counts))
 
 
 def test_l1_gives_exact_zeros_and_the_reference_agrees_on_them():
@@ -90,3 +93,30 @@ def test_high_dimensional_sparse_step_touches_only_its_columns():
     touched = np.unique(rows.indices)
     assert np.count_nonzero(model.state_["n"]) == touched.size
     assert np.count_nonzero(model.coef_) <= touched.size
+
+
+def test_base_rate_offset_shifts_scores_by_the_log_odds_of_the_labels_seen():
+    X, y = stream(7)
+    model = make_learner("logistic", base_rate_offset=True).partial_fit(X, y)
+    positives, negatives = int((y > 0).sum()), int((y <= 0).sum())
+    expected = np.log((positives + 0.5) / (negatives + 0.5))
+    np.testing.assert_array_equal(model.state_["class_counts"], [negatives, positives])
+    # the learned b, from its accumulators by (logistic.3) without penalty
+    state = model.state_
+    bias = -state["intercept_z"][0] * 0.2 / (1.0 + np.sqrt(state["intercept_n"][0]))
+    close(model.decision_function(X), X @ model.coef_ + bias + expected)
+    close(np.array([model.intercept_]), np.array([bias + expected]))
+    assert abs(bias) < abs(expected)  # b learns only the residual of the base rate
+
+
+def test_base_rate_offset_makes_early_and_late_scores_of_a_rare_class_comparable():
+    # 3 % positives: without the offset FTRL's intercept falls from 0 to about -3.5 over the
+    # first hundreds of events, so early negatives outrank later positives in the pooled
+    # (prequential) ranking; with it the scale is right from the first events
+    rng = np.random.default_rng(11)
+    n = 3000
+    y = (rng.random(n) < 0.03).astype(int)
+    X = rng.normal(size=(n, 5)) + 1.5 * y[:, None] * np.array([1.0, 0.5, 0, 0, 0])
+    plain = make_learner("logistic").prequential_step(X, y)
+    offset = make_learner("logistic", base_rate_offset=True).prequential_step(X, y)
+    assert auc(y, offset) > auc(y, plain) + 0.02

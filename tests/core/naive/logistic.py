@@ -3,7 +3,9 @@ Algorithm 1, written from the equations in ``core.learners.logistic`` with expli
 every coordinate (no lazy weights, no skipping of zeros: a zero feature gets g_i = 0 and the
 update leaves it unchanged, which this reference checks by doing it anyway).  With
 ``half_life`` every accumulator is multiplied by ``2 ** (-1 / half_life)`` after every event
-(docs/algorithms/logistic.md (logistic.9)), eagerly, where the kernels catch up lazily."""
+(docs/algorithms/logistic.md (logistic.9)), eagerly, where the kernels catch up lazily.  With
+``base_rate_offset`` the score gains ``log((n_+ + 1/2) / (n_- + 1/2))`` of the labels learned
+before (logistic.10), the counts discounted like the accumulators."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import numpy as np
 
 
 class NaiveLogistic:
-    def __init__(self, n_features, alpha, beta, l1, l2, fit_intercept, half_life=None):
+    def __init__(
+        self, n_features, alpha, beta, l1, l2, fit_intercept, half_life=None, base_rate_offset=False
+    ):
         # coordinate n_features is the intercept's constant feature 1 (no penalty)
         self.z = [0.0] * (n_features + 1)
         self.n = [0.0] * (n_features + 1)
@@ -21,6 +25,13 @@ class NaiveLogistic:
         self.alpha, self.beta, self.l1, self.l2 = alpha, beta, l1, l2
         self.fit_intercept = fit_intercept
         self.decay = 1.0 if half_life is None else 2.0 ** (-1.0 / half_life)
+        self.base_rate_offset = base_rate_offset
+        self.negatives = self.positives = 0.0
+
+    def offset(self):
+        if not self.base_rate_offset:
+            return 0.0
+        return math.log((self.positives + 0.5) / (self.negatives + 0.5))
 
     def weight(self, i):
         if i == self.n_features and not self.fit_intercept:
@@ -42,7 +53,8 @@ class NaiveLogistic:
         return self.weight(self.n_features)
 
     def score(self, x):
-        return float(sum(self.weight(i) * x[i] for i in range(self.n_features))) + self.intercept()
+        features = float(sum(self.weight(i) * x[i] for i in range(self.n_features)))
+        return features + self.intercept() + self.offset()
 
     def learn(self, X, y):
         X = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=np.float64)
@@ -51,6 +63,7 @@ class NaiveLogistic:
             x = list(x) + [1.0]
             w = [self.weight(i) for i in range(self.n_features + 1)]
             s = sum(w[i] * x[i] for i in range(self.n_features)) + w[self.n_features]
+            s += self.offset()
             scores.append(s)
             p = 1.0 / (1.0 + math.exp(-s))
             y01 = 1.0 if label in (1, True) else 0.0
@@ -60,6 +73,12 @@ class NaiveLogistic:
                 sigma = (math.sqrt(self.n[i] + g * g) - math.sqrt(self.n[i])) / self.alpha
                 self.z[i] += g - sigma * w[i]
                 self.n[i] += g * g
+            if y01 == 1.0:
+                self.positives += 1.0
+            else:
+                self.negatives += 1.0
+            self.positives *= self.decay
+            self.negatives *= self.decay
             self.z = [value * self.decay for value in self.z]
             self.n = [value * self.decay for value in self.n]
         return np.array(scores)

@@ -1,6 +1,7 @@
 """POISE's pAUC game (Rao & Acharyya; docs/algorithms/poise.md (poise.1)-(poise.7)) as one
 streaming kernel: a reservoir of negatives whose cached scores give the adversary's threshold,
-a reservoir of positives the hinge subgradient runs against, Pegasos steps."""
+a reservoir of positives the hinge subgradient runs against, Pegasos steps, and the averaged
+iterate that is served (poise.13)."""
 
 from collections import namedtuple
 
@@ -18,12 +19,15 @@ from core._kernels.pauc_buffers import (
 #: The learned arrays, bundled (see ``core/learners/poise.py``, ``_initial_state``).
 PoiseState = namedtuple(
     "PoiseState",
-    ["w", "pos_X", "pos_fill", "pos_seen", "adversary_X", "adversary_scores", "adversary_fill",
-     "adversary_seen", "n_updates", "rng_state"],
+    ["w", "w_avg", "pos_X", "pos_fill", "pos_seen", "adversary_X", "adversary_scores",
+     "adversary_fill", "adversary_seen", "n_updates", "rng_state"],
 )  # fmt: skip
 #: ``lam``: Pegasos' L2 weight; ``radius``: its ball (0: none); ``alpha``, ``beta``: the FPR
-#: range; ``half_life``: (poise.11)-(poise.12), 0.0 for none.
-PoiseOptions = namedtuple("PoiseOptions", ["lam", "radius", "alpha", "beta", "half_life"])
+#: range; ``half_life``: (poise.11)-(poise.12), 0.0 for none; ``average``: serve ``w_avg``
+#: (poise.13) (``w_avg`` is empty when False).
+PoiseOptions = namedtuple(
+    "PoiseOptions", ["lam", "radius", "alpha", "beta", "half_life", "average"]
+)
 
 
 @kernel
@@ -77,7 +81,8 @@ def hinge_step(X, indptr, indices, data, i, score, state, options, n_events):
             for c in range(d):
                 positive_sum[c] += pos_X[j, c]
     state.n_updates[0] += 1
-    eta = 1.0 / (options.lam * recent_steps(state.n_updates[0], n_events, options.half_life))
+    steps = recent_steps(state.n_updates[0], n_events, options.half_life)
+    eta = 1.0 / (options.lam * steps)
     shrink = 1.0 - eta * options.lam
     for c in range(d):
         w[c] = shrink * w[c] + eta * positive_sum[c] / n_pos
@@ -90,6 +95,19 @@ def hinge_step(X, indptr, indices, data, i, score, state, options, n_events):
             for k in range(indptr[i], indptr[i + 1]):
                 w[indices[k]] += coef * data[k]
     project_ball(w, options.radius)
+    if options.average:
+        average_step(state.w_avg, w, steps)
+
+
+@kernel
+def average_step(w_avg, w, steps):
+    """(poise.13): ``w_avg += 2 / (k + 1) (w - w_avg)`` after step ``k`` (the counter of
+    (poise.12), so with forgetting the average covers about the last half-life's steps): the
+    polynomially decaying average of Shamir & Zhang (2013), weights growing with the step, so
+    the early iterates fade; the first step copies ``w``."""
+    rate = 2.0 / (steps + 1.0)
+    for c in range(w.shape[0]):
+        w_avg[c] += rate * (w[c] - w_avg[c])
 
 
 @kernel
@@ -103,9 +121,10 @@ def poise_learn(X, indptr, indices, data, y, scores, state, options):
     """
     n_samples = indptr.shape[0] - 1 if indptr.shape[0] > 0 else X.shape[0]
     for i in range(n_samples):
-        score = event_dot(X, indptr, indices, data, i, state.w)
+        score = event_dot(X, indptr, indices, data, i, state.w)  # the game plays the iterate
         if scores.shape[0] > 0:
-            scores[i] = score
+            served = state.w_avg if options.average else state.w
+            scores[i] = event_dot(X, indptr, indices, data, i, served)
         n_events = state.pos_seen[0] + state.adversary_seen[0] + 1  # this one included
         if y[i] > 0:
             reservoir_offer_forgetting(X, indptr, indices, data, i, state.pos_X, state.pos_fill,

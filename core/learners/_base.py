@@ -422,6 +422,7 @@ class OnlineLearner(ABC):
                 field="n_features",
             )
         template = learner.initialize(width).state_
+        state = learner._upgrade_state(state)
         missing = sorted(set(template) - set(state))
         extra = sorted(set(state) - set(template))
         if missing or extra:
@@ -443,6 +444,13 @@ class OnlineLearner(ABC):
         learner.validate_state(restored)
         learner.state_ = restored
         return learner
+
+    def _upgrade_state(self, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``state`` with the arrays that states saved by an earlier version lack, rebuilt from
+        the others (before the layout check of :meth:`from_state`); a learner that added an
+        array to its state overrides this, so stored models keep loading.  Nothing to add by
+        default."""
+        return state
 
     def _check_initialized(self) -> None:
         if not hasattr(self, "state_"):
@@ -568,14 +576,19 @@ class OnlineLearner(ABC):
 
 
 class WeightVectorLearner(OnlineLearner):
-    """A learner whose served model is the state array ``w``: ``coef_`` is a copy of it and
-    the scores are ``X @ w`` (a learner with its own scoring kernel overrides ``_decision``)."""
+    """A learner whose served model is one state array, ``w`` unless ``_served_key`` says
+    otherwise (an averaged iterate): ``coef_`` is a copy of it and the scores are ``X @ w``
+    (a learner with its own scoring kernel overrides ``_decision``)."""
+
+    @property
+    def _served_key(self) -> str:
+        return "w"
 
     def _decision(self, X) -> np.ndarray:
-        return linear_decision(X, self.state_["w"])
+        return linear_decision(X, self.state_[self._served_key])
 
     @property
     def coef_(self) -> np.ndarray:
-        """The served weight vector ``w`` (a copy)."""
+        """The served weight vector (a copy)."""
         self._check_initialized()
-        return self.state_["w"].copy()
+        return self.state_[self._served_key].copy()

@@ -66,6 +66,13 @@ class POISE(HalfLife, WeightVectorLearner):
     positive_capacity : int, default 1000
         [CHOICE] The stream keeps a uniform reservoir of this many positives for the hinge
         (the paper uses every positive of the training set).
+    average : bool, default True
+        Serve the averaged iterate (docs/algorithms/poise.md (poise.13)): after step ``k``,
+        ``w_avg += 2 / (k + 1) (w - w_avg)``, while the game (the adversary's threshold, the
+        hinge) plays the last iterate ``w``.  [CHOICE] Pegasos' last iterate swings with the
+        few negatives that trigger a step: on phoneme (5 features, 29 % positives) the
+        held-out AUC of the last iterate over five shuffles was 0.63 +- 0.15, of the average
+        0.80 +- 0.01.  False serves ``w`` (the paper's model).
     half_life : float or None, default None
         Forget the stream's past (docs/algorithms/poise.md (poise.11)-(poise.12)), for streams
         that change: both reservoirs become biased towards the last ``half_life`` events and
@@ -88,7 +95,8 @@ class POISE(HalfLife, WeightVectorLearner):
     -----
     [CHOICE] Initial weights ``U(-1, 1) / sqrt(d)`` (the paper's uniform start, scaled so the
     initial scores do not grow with ``d``): with ``w = 0`` every score ties the threshold and
-    the strict comparison would never fire.  The served model is the last iterate.
+    the strict comparison would never fire.  The served model is the averaged iterate
+    (``average``); ``w_avg`` starts at the same point.
     """
 
     name = "poise"
@@ -101,6 +109,7 @@ class POISE(HalfLife, WeightVectorLearner):
     sd_ratio: float = 0.1
     max_negatives: int = 10000
     positive_capacity: int = 1000
+    average: bool = True
     max_iter = 5
 
     _parameter_constraints = {
@@ -112,6 +121,7 @@ class POISE(HalfLife, WeightVectorLearner):
         "sd_ratio": [Interval(float, 0, 1, closed="right")],
         "max_negatives": [Interval(int, 2, None)],
         "positive_capacity": [Interval(int, 1, None)],
+        "average": [BOOLEAN],
         "half_life": HALF_LIFE,
     }
 
@@ -130,6 +140,7 @@ class POISE(HalfLife, WeightVectorLearner):
         start = np.random.default_rng(seed).uniform(-1.0, 1.0, n_features) / np.sqrt(n_features)
         return {
             "w": start,
+            "w_avg": start.copy() if self.average else np.empty(0),
             "pos_X": np.zeros((self.positive_capacity, n_features)),
             "pos_fill": np.zeros(1, dtype=np.int64),
             "pos_seen": np.zeros(1, dtype=np.int64),
@@ -144,6 +155,7 @@ class POISE(HalfLife, WeightVectorLearner):
     def _state_invariants(self, n_features: int) -> dict:
         return {
             "w": Finite(),
+            "w_avg": Finite(),
             "pos_X": Finite(),
             "pos_fill": reservoir_fill(self.half_life, self.positive_capacity, "pos_seen"),
             "pos_seen": Count(),
@@ -165,8 +177,21 @@ class POISE(HalfLife, WeightVectorLearner):
             float(self.alpha),
             float(self.beta),
             half_life_arg(self.half_life),
+            bool(self.average),
         )
         kernels.poise_learn(*event_arrays(X), y, scores, state, options)
 
+    @property
+    def _served_key(self) -> str:
+        return "w_avg" if self.average else "w"
+
     def _decision(self, X) -> np.ndarray:
-        return decision(*event_arrays(X), self.state_["w"])
+        return decision(*event_arrays(X), self.state_[self._served_key])
+
+    def _upgrade_state(self, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        # a state saved before the averaged iterate: the average starts at the iterate, so the
+        # model serves what it served and averages from here on
+        if "w_avg" not in state and "w" in state:
+            average = np.array(state["w"], copy=True) if self.average else np.empty(0)
+            return {**state, "w_avg": average}
+        return state

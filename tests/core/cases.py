@@ -93,6 +93,7 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
             "max_negatives": 30,
             "positive_capacity": 10,
         },
+        "last_iterate": {"average": False, "beta": 0.2},
     },
     "tree_embedded": {
         # the tree is fitted mid-stream (after 80 events), frugal, around other learners
@@ -266,6 +267,7 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"sd_ratio": 0.0}, "sd_ratio"),
         ({"max_negatives": 1}, "max_negatives"),
         ({"positive_capacity": 0}, "positive_capacity"),
+        ({"average": "yes"}, "average"),
         ({"half_life": 0.0}, "half_life"),
     ],
     "tree_embedded": [

@@ -30,6 +30,7 @@ def test_many_steps_and_replacements_match_the_naive_game():
     params = {"beta": 0.2, "max_negatives": 40, "positive_capacity": 15, "random_state": 2}
     model, reference = make_learner("poise", **params), NaivePOISE(4, 0.0, 0.2, 0.3, True, 0.1,
                                                                    40, 15, 2)  # fmt: skip
+    assert model.average and reference.average is not None  # the served model is the average
     for batch in np.array_split(np.arange(1500), 7):
         np.testing.assert_allclose(
             model.prequential_step(X[batch], y[batch]), reference.learn(X[batch], y[batch]),
@@ -37,6 +38,8 @@ def test_many_steps_and_replacements_match_the_naive_game():
         )  # fmt: skip
     assert model.state_["adversary_seen"][0] > 40 and model.state_["pos_seen"][0] > 15
     assert model.state_["n_updates"][0] == reference.updates > 100
+    np.testing.assert_allclose(model.coef_, reference.served(), rtol=1e-10, atol=1e-10)
+    assert not np.allclose(model.coef_, model.state_["w"])  # the average is not the iterate
 
 
 @pytest.mark.parametrize("fraction", [0.01, 0.02, 0.05, 0.1, 0.2])
@@ -80,3 +83,13 @@ def test_learns_the_top_of_a_rare_positive_stream():
     held_out = pauc(y[15000:], model.decision_function(X[15000:]), 0.0, 0.1)
     best = pauc(y[15000:], X[15000:] @ np.linspace(1, -1, 10), 0.0, 0.1)
     assert held_out > 0.9 * best
+
+
+def test_a_state_saved_before_the_average_loads_and_serves_what_it_served():
+    X, y = np.random.default_rng(8).normal(size=(300, 4)), np.arange(300) % 7 == 0
+    model = make_learner("poise", beta=0.2).partial_fit(X, y)
+    old = {k: v for k, v in model.get_state().items() if k != "w_avg"}
+    params = {k: v for k, v in model.get_params().items() if k != "average"}
+    loaded = type(model).from_state(params, old)
+    np.testing.assert_array_equal(loaded.coef_, model.state_["w"])
+    assert loaded.average

@@ -2,7 +2,8 @@
 (poise.11)-(poise.12)): Python lists for both reservoirs, every reservoir score recomputed from
 the weights whenever a threshold is needed (no cache), order statistics by sorting, the hinge
 subgradient summed pair by pair; with ``half_life``, biased reservoirs and the scaled step
-counter."""
+counter; with ``average``, the served model is the polynomially decaying average of the
+iterates (poise.13)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def rank(fraction, size):
 
 class NaivePOISE:
     def __init__(self, n_features, alpha, beta, lam, project, sd_ratio, max_negatives,
-                 positive_capacity, random_state=None, half_life=None):  # fmt: skip
+                 positive_capacity, random_state=None, half_life=None,
+                 average=True):  # fmt: skip
         seed = 0 if random_state is None else random_state
         self.w = np.random.default_rng(seed).uniform(-1.0, 1.0, n_features) / np.sqrt(n_features)
         fraction = alpha if alpha > 0 else beta
@@ -35,6 +37,7 @@ class NaivePOISE:
         self.alpha, self.beta, self.lam, self.project = alpha, beta, lam, project
         self.updates = 0
         self.half_life = half_life
+        self.average = self.w.copy() if average else None
 
     def offer(self, label, x):
         self.seen[label] += 1
@@ -64,7 +67,7 @@ class NaivePOISE:
         out = []
         for x, label in zip(event_rows(X), event_labels(y), strict=True):
             score = x @ self.w
-            out.append(score)
+            out.append(score if self.average is None else x @ self.average)
             if label == 1:
                 self.offer(1, x)
                 continue
@@ -84,8 +87,11 @@ class NaivePOISE:
                 norm = np.linalg.norm(self.w)
                 if self.project and norm > 1 / math.sqrt(self.lam):
                     self.w *= (1 / math.sqrt(self.lam)) / norm
+                if self.average is not None:  # weight 2 / (k + 1) on the new iterate
+                    rate = 2 / (k + 1)
+                    self.average = (1 - rate) * self.average + rate * self.w
             self.offer(-1, x)
         return np.array(out)
 
     def served(self):
-        return self.w
+        return self.w if self.average is None else self.average

@@ -81,7 +81,13 @@ def hinge_step(X, indptr, indices, data, i, score, state, options, n_events):
             for c in range(d):
                 positive_sum[c] += pos_X[j, c]
     state.n_updates[0] += 1
-    steps = recent_steps(state.n_updates[0], n_events, options.half_life)
+    # never below min(k, 2): with a counter under 1 Pegasos' shrink 1 - eta lam turns negative
+    # and flips w, and at 1 it wipes w out (w = 0 ties every score, so the adversary never
+    # fires again after a step without active pairs), on a stream whose steps are rarer than
+    # one per half-life (e.g. the first positive long after the start); only the very first
+    # step is Pegasos' own wipe-out
+    k = state.n_updates[0]
+    steps = max(min(k, 2.0), recent_steps(k, n_events, options.half_life))
     eta = 1.0 / (options.lam * steps)
     shrink = 1.0 - eta * options.lam
     for c in range(d):

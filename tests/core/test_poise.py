@@ -93,3 +93,25 @@ def test_a_state_saved_before_the_average_loads_and_serves_what_it_served():
     loaded = type(model).from_state(params, old)
     np.testing.assert_array_equal(loaded.coef_, model.state_["w"])
     assert loaded.average
+
+
+def test_a_first_step_many_half_lives_into_the_stream_does_not_flip_the_model():
+    """2,000 negatives before the first positive with half_life = 50: the scaled step counter
+    of (poise.12) is 1 * 50 / 2001 there: below 1 the shrink 1 - eta lam turned negative (w
+    flipped), at 1 a step without active pairs left w = 0, where the adversary never fires
+    again (pAUC 0.1 here).  Kept at min(k, 2), the model ranks the positives' direction
+    first."""
+    rng = np.random.default_rng(4)
+    direction = np.array([1.0, 0.5, 0.0])
+    y = np.r_[np.full(2000, -1), np.where(rng.random(2000) < 0.2, 1, -1)]
+    X = rng.normal(size=(4000, 3)) + 1.5 * (y[:, None] > 0) * direction
+    params = {"half_life": 50.0, "beta": 0.2, "max_negatives": 40, "positive_capacity": 20}
+    model, reference = make_learner("poise", **params), NaivePOISE(3, 0.0, 0.2, 0.3, True, 0.1,
+                                                                   40, 20, None, 50.0)  # fmt: skip
+    np.testing.assert_allclose(model.prequential_step(X, y), reference.learn(X, y),
+                               rtol=1e-10, atol=1e-10)  # fmt: skip
+    assert model.state_["n_updates"][0] > 0
+    X_test = rng.normal(size=(2000, 3))
+    y_test = np.where(rng.random(2000) < 0.2, 1, -1)
+    X_test += 1.5 * (y_test[:, None] > 0) * direction
+    assert pauc(y_test, model.decision_function(X_test), 0.0, 0.2) > 0.3

@@ -81,7 +81,8 @@ class NaivePOISE:
                 self.updates += 1
                 k = self.updates
                 if self.half_life is not None:  # (poise.12), this event counted in t
-                    k *= min(1.0, self.half_life / (self.seen[1] + self.seen[-1] + 1))
+                    scaled = k * min(1.0, self.half_life / (self.seen[1] + self.seen[-1] + 1))
+                    k = max(min(k, 2.0), scaled)
                 eta = 1 / (self.lam * k)
                 self.w = (1 - eta * self.lam) * self.w - eta * gradient
                 norm = np.linalg.norm(self.w)

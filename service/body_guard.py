@@ -38,18 +38,20 @@ from service.errors import ServiceError
 logger = logging.getLogger("aucstream.request")
 
 
-class RequestTimeout(ServiceError, HTTPException):  # type: ignore[misc]  # headers: a dict
-    status, title, slug = 408, "Request body timed out", "request-timeout"
+class RequestTimeout(  # type: ignore[misc]  # headers: a dict
+    ServiceError, HTTPException, status=408, title="Request body timed out"
+):
+    """The whole body did not arrive within the deadline (the connection is then closed)."""
 
     def __init__(self, detail: str) -> None:
         ServiceError.__init__(self, detail, headers={"Connection": "close"})
         self.status_code = self.status
 
 
-class ClientClosedRequest(ServiceError, HTTPException):  # type: ignore[misc]
+class ClientClosedRequest(  # type: ignore[misc]
+    ServiceError, HTTPException, status=499, title="Client closed the request"
+):
     """The client disconnected before sending its whole body (nobody reads the answer)."""
-
-    status, title, slug = 499, "Client closed the request", "client-closed-request"
 
     def __init__(self, detail: str) -> None:
         ServiceError.__init__(self, detail)

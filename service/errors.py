@@ -8,15 +8,24 @@ when it has one).  They are rendered as ``application/problem+json`` (RFC 9457).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
 class ServiceError(Exception):
-    """Base class: ``status`` and ``title`` are fixed per subclass."""
+    """Base class.  A subclass fixes its HTTP ``status`` and ``title`` as class keywords
+    (``class ModelNotFound(ServiceError, status=404, title="Model not found")``); its ``slug``,
+    the end of the problem ``type`` URI and the label of the rejection counters, is its name
+    in kebab case (``model-not-found``), so renaming an error class changes the API."""
 
     status: int = 500
     title: str = "Internal error"
     slug: str = "internal-error"
+
+    def __init_subclass__(cls, *, status: int, title: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.status, cls.title = status, title
+        cls.slug = re.sub(r"(?<!^)(?=[A-Z])", "-", cls.__name__).lower()
 
     def __init__(
         self,
@@ -50,84 +59,71 @@ class ServiceError(Exception):
         return body
 
 
-class MalformedBody(ServiceError):
+class MalformedBody(ServiceError, status=400, title="Malformed request body"):
     """The body could not be read at all (bad JSON, a broken LIBSVM line, a corrupt NPZ)."""
 
-    status, title, slug = 400, "Malformed request body", "malformed-body"
 
-
-class InvalidInput(ServiceError):
+class InvalidInput(ServiceError, status=422, title="Invalid input"):
     """The body was read but its content is invalid (NaN, wrong width, bad label, bad field)."""
 
-    status, title, slug = 422, "Invalid input", "invalid-input"
+
+class Unauthorized(ServiceError, status=401, title="API key required"):
+    """No API key, or one the service does not know (``WWW-Authenticate`` says how to send
+    one)."""
 
 
-class Unauthorized(ServiceError):
-    status, title, slug = 401, "API key required", "unauthorized"
+class Forbidden(ServiceError, status=403, title="Forbidden"):
+    """A read-only API key asked to write."""
 
 
-class Forbidden(ServiceError):
-    status, title, slug = 403, "Forbidden", "forbidden"
+class ModelNotFound(ServiceError, status=404, title="Model not found"):
+    """No model has this id (never created, or deleted)."""
 
 
-class ModelNotFound(ServiceError):
-    status, title, slug = 404, "Model not found", "model-not-found"
+class ModelExists(ServiceError, status=409, title="Model already exists"):
+    """A create named the id of an existing model."""
 
 
-class ModelExists(ServiceError):
-    status, title, slug = 409, "Model already exists", "model-exists"
-
-
-class ModelChanged(ServiceError):
+class ModelChanged(ServiceError, status=409, title="Model changed during the request"):
     """The model was deleted or replaced while the request was being handled."""
 
-    status, title, slug = 409, "Model changed during the request", "model-changed"
+
+class PayloadTooLarge(ServiceError, status=413, title="Request body too large"):
+    """The body, a batch, or what an archive inflates to is above its bound
+    (``service.settings``)."""
 
 
-class PayloadTooLarge(ServiceError):
-    status, title, slug = 413, "Request body too large", "payload-too-large"
-
-
-class QueueFull(ServiceError):
+class QueueFull(ServiceError, status=429, title="Queue full"):
     """Queue mode: the model's backlog of events not yet learned is at its bound (retry later;
     the response carries ``Retry-After``)."""
 
-    status, title, slug = 429, "Queue full", "queue-full"
 
-
-class InsufficientStorage(ServiceError):
+class InsufficientStorage(ServiceError, status=507, title="Insufficient storage"):
     """A bound on what the service keeps is reached (number of models, bytes of one model's
     state, records kept by ``/score`` for later labels); see ``service.settings``."""
 
-    status, title, slug = 507, "Insufficient storage", "insufficient-storage"
+
+class UnsupportedMediaType(ServiceError, status=415, title="Unsupported content type"):
+    """A content type the route does not read, or one that cannot carry what the model needs
+    (hashed features without their names)."""
 
 
-class UnsupportedMediaType(ServiceError):
-    status, title, slug = 415, "Unsupported content type", "unsupported-media-type"
+class StoreUnavailable(ServiceError, status=503, title="Store unavailable"):
+    """The store (Redis, SQLite) did not answer or failed (the client may retry)."""
 
 
-class StoreUnavailable(ServiceError):
-    status, title, slug = 503, "Store unavailable", "store-unavailable"
-
-
-class WarmingUp(ServiceError):
+class WarmingUp(ServiceError, status=503, title="Warming up"):
     """The process is still compiling / loading its kernels (``/readyz`` says so too)."""
 
-    status, title, slug = 503, "Warming up", "warming-up"
 
-
-class Contention(ServiceError):
+class Contention(ServiceError, status=503, title="Too much write contention"):
     """Optimistic concurrency gave up after too many stale writes (the client may retry)."""
 
-    status, title, slug = 503, "Too much write contention", "contention"
 
-
-class CorruptState(ServiceError):
+class CorruptState(ServiceError, status=500, title="Stored model state is corrupt"):
     """A model's stored state breaks its learner's invariants (a damaged or forged store
     entry): the model cannot be loaded until it is reset, deleted or replaced by a snapshot.
     Refused before any kernel sees it; ``field`` names the array at fault."""
-
-    status, title, slug = 500, "Stored model state is corrupt", "corrupt-state"
 
 
 class StaleVersion(Exception):

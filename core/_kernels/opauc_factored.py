@@ -9,7 +9,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from core._kernels._config import kernel
+from core._kernels._config import inlined_kernel, kernel
 from core._kernels.covariance import shrink_combination
 from core._kernels.opauc import step_size
 
@@ -46,39 +46,31 @@ FactoredWork = namedtuple("FactoredWork", ["products", "used", "block", "gw", "p
 # along a dense ``z`` anyway) on the same state: that layout is the factored one with empty
 # buffers, ``M_s = I`` and no coefficient on the means, so a dense call first *materialises*
 # (rebuilds the classes with buffered rows, folds the means' coefficients into ``v``).
+@inlined_kernel
+def _append_slots(slots, n, first, count):
+    """``slots[n : n + count] = first, first + 1, ...``; returns ``n + count``."""
+    for j in range(count):
+        slots[n + j] = first + j
+    return n + count
+
+
 @kernel
 def _block_slots(s, size, length, base_rows, buffer_rows, block):
     """Slots of class ``s``'s block (its materialised rows, its mean, its buffered rows)."""
-    n = 0
-    for e in range(base_rows[s]):
-        block[n] = s * size + e
-        n += 1
-    block[n] = 2 * size + 1 + s
-    n += 1
-    first = 2 * size + 3 + s * length
-    for j in range(buffer_rows[s]):
-        block[n] = first + j
-        n += 1
-    return n
+    n = _append_slots(block, 0, s * size, base_rows[s])
+    n = _append_slots(block, n, 2 * size + 1 + s, 1)
+    return _append_slots(block, n, 2 * size + 3 + s * length, buffer_rows[s])
 
 
 @kernel
 def _used_slots(size, length, base_rows, buffer_rows, used):
-    """Every slot in use, in a fixed order (sums over slots follow it)."""
-    n = 0
-    for s in range(2):
-        for e in range(base_rows[s]):
-            used[n] = s * size + e
-            n += 1
-    for r in range(3):
-        used[n] = 2 * size + r
-        n += 1
-    for s in range(2):
-        first = 2 * size + 3 + s * length
-        for j in range(buffer_rows[s]):
-            used[n] = first + j
-            n += 1
-    return n
+    """Every slot in use, in a fixed order (sums over slots follow it): both classes'
+    materialised rows, ``v`` and the two means, both classes' buffered rows."""
+    n = _append_slots(used, 0, 0, base_rows[0])
+    n = _append_slots(used, n, size, base_rows[1])
+    n = _append_slots(used, n, 2 * size, 3)
+    n = _append_slots(used, n, 2 * size + 3, buffer_rows[0])
+    return _append_slots(used, n, 2 * size + 3 + length, buffer_rows[1])
 
 
 @kernel

@@ -10,7 +10,7 @@ from collections import namedtuple
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels._linalg import blas_dot, dot_sparse
+from core._kernels._linalg import blas_dot
 from core._kernels.covariance import shrink_combination
 from core._kernels.opauc import step_size
 from core._kernels.opauc_factored import FactoredWork, factored_event, materialise
@@ -39,10 +39,10 @@ LazyWork = namedtuple("LazyWork", ["products", "centred", "combination", "new_ro
 # instead of two passes over the ``2k × d`` sketch.  The products the step needs are kept up to
 # date in O(k²) per event: the joint Gram ``J`` of the rows of both sketches, ``B w_direct``,
 # ``B c`` for both class means, ``c · w_direct`` and ``c · c``.  Per event the kernel touches
-# the sketches only through ``B x`` (a gather of ``m × nnz`` entries for sparse input, a BLAS
-# ``gemv`` for dense input); the rest is two O(d) passes (mean and new sketch row;
-# ``w_direct``) and ``b · b`` for the new row.  When a sketch shrinks, ``B_sᵀ a_s`` is flushed
-# into ``w_direct`` (one BLAS ``gemm`` computes the new rows and the flush together).  The
+# the sketches only through ``B x`` (a BLAS ``gemv``); the rest is two O(d) passes (mean and
+# new sketch row; ``w_direct``) and ``b · b`` for the new row.  When a sketch shrinks,
+# ``B_sᵀ a_s`` is flushed into ``w_direct`` (one BLAS ``gemm`` computes the new rows and the
+# flush together).  The
 # served ``w`` is written at the end of each call from the parts, so it is a function of the
 # state alone.  The frequent-directions algorithm is unchanged (same rows as
 # :func:`sketch_shrink` up to rounding; the shrink's Gram is the kept one, not recomputed).
@@ -107,28 +107,10 @@ LazyWork = namedtuple("LazyWork", ["products", "centred", "combination", "new_ro
 # ``gemv``.  The factored form does not help dense rows either: buffered dense rows add a dot
 # per row per event and make the rebuild (k+1+L)·k·d, more work than the shrink ``gemm``.
 @kernel
-def _sketch_times_row(sketch, m, x, sparse, start, stop, indices, data, out):
-    """``out[r] = sketch[r] · x`` for ``r < m``: a gather over the row's non-zeros for sparse
-    input, one BLAS ``gemv`` for dense input."""
-    if m == 0:
-        return
-    if sparse:
-        for r in range(m):
-            row = sketch[r]
-            total = 0.0
-            for k in range(start, stop):
-                total += row[indices[k]] * data[k]
-            out[r] = total
-    else:
+def _sketch_times_row(sketch, m, x, out):
+    """``out[r] = sketch[r] · x`` for ``r < m``: one BLAS ``gemv``."""
+    if m > 0:
         np.dot(sketch[:m], x, out[:m])
-
-
-@kernel
-def _row_dot_event(row, x, sparse, start, stop, indices, data):
-    """``row · x`` over the event's non-zeros (sparse) or by BLAS ``ddot`` (dense)."""
-    if sparse:
-        return dot_sparse(row, indices, data, start, stop)
-    return blas_dot(row, x)
 
 
 @kernel
@@ -215,16 +197,16 @@ def _lazy_shrink(sketch, rows, offset, rank, w_direct, kept, work):
 
 
 @kernel
-def _lazy_event(x, sparse, start, stop, indices, data, label, kept, state, options, work):
-    """One plain OPAUC event on the split ``w`` (see the comment above); returns the
-    pre-update score ``w · x``.
+def _lazy_event(x, label, kept, state, options, work):
+    """One plain OPAUC event (a dense row) on the split ``w`` (see the comment above); returns
+    the pre-update score ``w · x``.
 
     Besides the sketch products, ``mean_direct[a] = c_a · w_direct`` and
     ``mean_gram[a, b] = c_a · c_b`` (index 0 positive, 1 negative) are kept up to date, so
     the products of the new sketch row ``b = sqrt((T-1)/T) δ`` and of ``z = x - c_opp`` with
-    the dense vectors follow from ``x``'s own products (over its non-zeros when sparse)
-    instead of O(d) dot products; only ``b · b`` (the Gram diagonal, which the shrink's
-    eigenvalues rest on) and ``b · x`` are computed directly.
+    the dense vectors follow from ``x``'s own products instead of O(d) dot products; only
+    ``b · b`` (the Gram diagonal, which the shrink's eigenvalues rest on) and ``b · x`` are
+    computed directly.
     """
     coef, gram, direct_products, mean_products, mean_direct, mean_gram = kept
     w_direct, sq_norm_mean = state.w_direct, state.sq_norm_mean
@@ -237,29 +219,12 @@ def _lazy_event(x, sparse, start, stop, indices, data, label, kept, state, optio
     size = 2 * rank
     # 1. B x for both sketches; x · w_direct, x · x, x · c_pos, x · c_neg; the score
     products[:] = 0.0
-    _sketch_times_row(
-        sketch_pos, rows_pos[0], x, sparse, start, stop, indices, data, products[:size]
-    )
-    _sketch_times_row(
-        sketch_neg, rows_neg[0], x, sparse, start, stop, indices, data, products[size:]
-    )
-    if sparse:
-        direct_score = 0.0
-        squared_norm = 0.0
-        x_mean_pos = 0.0
-        x_mean_neg = 0.0
-        for k in range(start, stop):
-            i = indices[k]
-            value = data[k]
-            direct_score += w_direct[i] * value
-            squared_norm += value * value
-            x_mean_pos += mean_pos[i] * value
-            x_mean_neg += mean_neg[i] * value
-    else:
-        direct_score = blas_dot(w_direct, x)
-        squared_norm = blas_dot(x, x)
-        x_mean_pos = blas_dot(mean_pos, x)
-        x_mean_neg = blas_dot(mean_neg, x)
+    _sketch_times_row(sketch_pos, rows_pos[0], x, products[:size])
+    _sketch_times_row(sketch_neg, rows_neg[0], x, products[size:])
+    direct_score = blas_dot(w_direct, x)
+    squared_norm = blas_dot(x, x)
+    x_mean_pos = blas_dot(mean_pos, x)
+    x_mean_neg = blas_dot(mean_neg, x)
     score = direct_score
     for j in range(2 * size):
         score += coef[j] * products[j]
@@ -315,7 +280,7 @@ def _lazy_event(x, sparse, start, stop, indices, data, label, kept, state, optio
         direct_products[j] = scale * delta_direct
         mean_products[j, own] = scale * (delta_own + delta_square * inverse)  # b · c_T
         mean_products[j, opp] = scale * delta_opp
-        products[j] = _row_dot_event(new_row, x, sparse, start, stop, indices, data)
+        products[j] = blas_dot(new_row, x)
         rows_own[0] += 1
         if rows_own[0] == size:
             _lazy_shrink(sketch_own, rows_own, offset, rank, w_direct, kept, work)
@@ -385,12 +350,10 @@ def _dense_sketch_batch(X, y, scores, want_scores, state, options):
     centred = np.zeros(joint)
     combination = np.zeros((rank + 1, size))
     new_rows = np.zeros((rank + 1, d))
-    indices = np.zeros(0, dtype=np.int64)
-    data = np.zeros(0)
     kept = LazyProducts(sketch_coef, gram, direct_products, mean_products, mean_direct, mean_gram)
     work = LazyWork(products, centred, combination, new_rows)
     for t in range(X.shape[0]):
-        score = _lazy_event(X[t], False, 0, 0, indices, data, y[t], kept, state, options, work)
+        score = _lazy_event(X[t], y[t], kept, state, options, work)
         if want_scores:
             scores[t] = score
     for i in range(joint):

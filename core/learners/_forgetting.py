@@ -95,6 +95,31 @@ def reservoir_fill(half_life: float | None, capacity: int, seen: str) -> StateIn
     return Count(0, capacity) if capacity <= 0 else _AtMost(capacity, seen)
 
 
+def row_reservoir(prefix: str, capacity: int, n_features: int) -> dict[str, np.ndarray]:
+    """The state of a reservoir of ``capacity`` dense rows: ``<prefix>_X`` (the rows),
+    ``<prefix>_fill`` (how many of them hold an event) and ``<prefix>_seen`` (the events
+    offered to it so far)."""
+    return {
+        f"{prefix}_X": np.zeros((capacity, n_features)),
+        f"{prefix}_fill": np.zeros(1, dtype=np.int64),
+        f"{prefix}_seen": np.zeros(1, dtype=np.int64),
+    }
+
+
+def row_reservoir_invariants(
+    prefix: str, capacity: int, half_life: float | None, offered: str | None = None
+) -> dict[str, StateInvariant]:
+    """Invariants of :func:`row_reservoir`: finite rows, and a fill that
+    :func:`reservoir_fill` allows after the ``<prefix>_seen`` offers (or after those counted
+    by the state array ``offered``, for a reservoir offered only some of the events seen)."""
+    seen = f"{prefix}_seen"
+    return {
+        f"{prefix}_X": Finite(),
+        f"{prefix}_fill": reservoir_fill(half_life, capacity, offered or seen),
+        seen: Count(),
+    }
+
+
 class _AtMost(Count):
     """At most ``capacity`` and at most the value of the state array ``seen``."""
 

@@ -2,10 +2,9 @@
 (validated, with the model's pAUC range), when it compares them, the comparison with
 hysteresis, the score map at a change of leader, and the leaderboard.
 
-The functions work on auto's own state arrays (``own``: ``n_seen``, ``window_scores``,
-``window_labels``, ``leader``, ``leader_since``, ``challenger``, ``challenger_streak``,
-``served_scale``, ``served_offset``, ``window_pauc``, ``window_auc``, ``evaluated_at``), so the
-learner class keeps only the learning, state and serving contract.
+The functions work on auto's own state arrays (``own``, declared by :func:`tournament_state`
+and :func:`tournament_invariants`), so the learner class keeps only the learning, state and
+serving contract.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import numpy as np
 from core._kernels import auto as kernels
 from core.errors import InvalidParameter
 from core.learners import learner_class
+from core.learners._state import Count, Finite, Fraction, Index, OneOf, StateInvariant
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -31,6 +31,8 @@ __all__ = [
     "leaderboard",
     "next_evaluation",
     "record",
+    "tournament_invariants",
+    "tournament_state",
 ]
 
 #: [CHOICE] the default tournament (see ``Auto``, Notes, for the cost that fixed K = 2): the
@@ -173,6 +175,48 @@ def candidate_specs(candidates, pauc_range, random_state) -> list[dict[str, Any]
             raise invalid_field(where, str(error)) from None
         specs.append({"learner": name, "params": effective})
     return specs
+
+
+def tournament_state(n_candidates: int, window: int) -> dict[str, np.ndarray]:
+    """The tournament's arrays for ``n_candidates`` candidates compared over the last
+    ``window`` events, before any event."""
+
+    def counter(value=0):
+        return np.array([value], dtype=np.int64)
+
+    return {
+        "n_seen": counter(),
+        "window_scores": np.zeros((n_candidates, window)),
+        "window_labels": np.zeros(window, dtype=np.int64),
+        "leader": counter(),
+        "leader_since": counter(),
+        # served score = served_scale * (leader's score) + served_offset
+        "served_scale": np.ones(1),
+        "served_offset": np.zeros(1),
+        "challenger": counter(-1),
+        "challenger_streak": counter(),
+        "window_pauc": np.full(n_candidates, np.nan),
+        "window_auc": np.full(n_candidates, np.nan),
+        "evaluated_at": counter(),
+    }
+
+
+def tournament_invariants(n_candidates: int) -> dict[str, StateInvariant]:
+    """What each array of :func:`tournament_state` may hold once events were learned."""
+    return {
+        "n_seen": Count(),
+        "window_scores": Finite(),
+        "window_labels": OneOf((-1, 0, 1)),  # 0: a slot not written yet
+        "leader": Index(n_candidates),
+        "leader_since": Count(0, "n_seen"),
+        "served_scale": Finite(0.0, strict=True),  # the score map keeps the order
+        "served_offset": Finite(),
+        "challenger": Count(-1, n_candidates - 1),  # -1: no challenger
+        "challenger_streak": Count(0, "evaluated_at"),
+        "window_pauc": Fraction(),
+        "window_auc": Fraction(),
+        "evaluated_at": Count(0, "n_seen"),
+    }
 
 
 def next_evaluation(seen: int, evaluate_every: int, first_evaluation: int) -> int:

@@ -23,15 +23,7 @@ from core.learners._auto_drift import (
 from core.learners._base import OnlineLearner
 from core.learners._composed import ComposedState
 from core.learners._params import BOOLEAN, Interval, Structured
-from core.learners._state import (
-    Count,
-    Finite,
-    Fraction,
-    Index,
-    OneOf,
-    StateInvariant,
-    with_prefix,
-)
+from core.learners._state import Count, StateInvariant, with_prefix
 from core.learners._tournament import (
     DEFAULT_CANDIDATES,
     LEGACY_DEFAULT_CANDIDATES,
@@ -41,6 +33,8 @@ from core.learners._tournament import (
     leaderboard,
     next_evaluation,
     record,
+    tournament_invariants,
+    tournament_state,
 )
 
 __all__ = ["DEFAULT_CANDIDATES", "Auto"]
@@ -256,28 +250,7 @@ class Auto(ComposedState, OnlineLearner):
                 raise invalid_field(f"candidates[{k}]", str(error)) from None
             for key, value in candidate.state_.items():
                 state[_PREFIX.format(k) + key] = value
-        n_candidates = len(candidates)
-
-        def counter(value=0):
-            return np.array([value], dtype=np.int64)
-
-        state.update(
-            {
-                "n_seen": counter(),
-                "window_scores": np.zeros((n_candidates, self.window)),
-                "window_labels": np.zeros(self.window, dtype=np.int64),
-                "leader": counter(),
-                "leader_since": counter(),
-                # served score = served_scale * (leader's score) + served_offset
-                "served_scale": np.ones(1),
-                "served_offset": np.zeros(1),
-                "challenger": counter(-1),
-                "challenger_streak": counter(),
-                "window_pauc": np.full(n_candidates, np.nan),
-                "window_auc": np.full(n_candidates, np.nan),
-                "evaluated_at": counter(),
-            }
-        )
+        state.update(tournament_state(len(candidates), self.window))
         if self.track_drift:
             state.update(drift_state())
         return state
@@ -290,23 +263,7 @@ class Auto(ComposedState, OnlineLearner):
             own: dict[str, StateInvariant] = {"n_features": Count(n_features, n_features)}
             own.update(candidate._state_invariants(n_features))
             invariants.update(with_prefix(own, _PREFIX.format(k)))
-        n_candidates = len(candidates)
-        invariants.update(
-            {
-                "n_seen": Count(),
-                "window_scores": Finite(),
-                "window_labels": OneOf((-1, 0, 1)),  # 0: a slot not written yet
-                "leader": Index(n_candidates),
-                "leader_since": Count(0, "n_seen"),
-                "served_scale": Finite(0.0, strict=True),  # the score map keeps the order
-                "served_offset": Finite(),
-                "challenger": Count(-1, n_candidates - 1),  # -1: no challenger
-                "challenger_streak": Count(0, "evaluated_at"),
-                "window_pauc": Fraction(),
-                "window_auc": Fraction(),
-                "evaluated_at": Count(0, "n_seen"),
-            }
-        )
+        invariants.update(tournament_invariants(len(candidates)))
         if self.track_drift:
             invariants.update(drift_invariants())
         return invariants

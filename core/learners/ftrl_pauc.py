@@ -13,7 +13,13 @@ from core._kernels.random import seed_state
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
-from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
+from core.learners._forgetting import (
+    HALF_LIFE,
+    HalfLife,
+    half_life_arg,
+    row_reservoir,
+    row_reservoir_invariants,
+)
 from core.learners._params import Interval
 from core.learners._state import RNG_STATE, Count, Finite
 from core.learners.pmb import check_buffer_size, event_arrays
@@ -231,12 +237,8 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
             "n_solver_steps": counter(),
             "n_updates": counter(),
             "since_update": counter(),
-            "positive_X": np.zeros((self.positive_capacity, n_features)),
-            "positive_fill": counter(),
-            "positive_seen": counter(),
-            "negative_X": np.zeros((self.negative_capacity, n_features)),
-            "negative_fill": counter(),
-            "negative_seen": counter(),
+            **row_reservoir("positive", self.positive_capacity, n_features),
+            **row_reservoir("negative", self.negative_capacity, n_features),
             "negative_admitted": counter(),
             # [q, scale] of the tracked (1 - admission beta) quantile of negative scores
             "admission_quantile": np.zeros(2),
@@ -250,16 +252,11 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
             "n_updates": Count(),
             # reset to 0 once it reaches the update interval, at most update_every
             "since_update": Count(0, self.update_every - 1),
-            "positive_X": Finite(),
-            "positive_fill": reservoir_fill(
-                self.half_life, self.positive_capacity, "positive_seen"
+            **row_reservoir_invariants("positive", self.positive_capacity, self.half_life),
+            # only the admitted negatives are offered to the reservoir
+            **row_reservoir_invariants(
+                "negative", self.negative_capacity, self.half_life, offered="negative_admitted"
             ),
-            "positive_seen": Count(),
-            "negative_X": Finite(),
-            "negative_fill": reservoir_fill(
-                self.half_life, self.negative_capacity, "negative_admitted"
-            ),
-            "negative_seen": Count(),
             # admitted negatives are some of those seen (the solver divides by their number)
             "negative_admitted": Count(0, "negative_seen"),
             "admission_quantile": Finite(),

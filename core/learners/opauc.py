@@ -16,7 +16,7 @@ from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
 from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg
 from core.learners._params import BOOLEAN, Interval
-from core.learners._state import Count, Finite, Index
+from core.learners._state import Count, Finite, Index, StateInvariant
 from core.validation import CSRMatrix
 
 __all__ = ["MAX_FULL_RANK_FEATURES", "MAX_SKETCH_ENTRIES", "OPAUC"]
@@ -248,20 +248,7 @@ class OPAUC(HalfLife, WeightVectorLearner):
             state["sketch_rows_neg"] = np.zeros(1, dtype=np.int64)
         if self._split_weights:
             assert self.rank is not None  # for mypy: _split_weights implies a rank
-            size = 2 * self.rank
-            length = SKETCH_BUFFER_ROWS_PER_RANK * self.rank
-            n_slots = 2 * size + 3 + 2 * length  # the basis R (core._kernels.opauc_factored)
-            state["w_direct"] = np.zeros(n_features)
-            state["basis_coef"] = np.zeros(n_slots)
-            state["basis_coef"][2 * size] = 1.0  # w = 1 · w_direct + ...
-            state["basis_gram"] = np.zeros((n_slots, n_slots))
-            state["sketch_map"] = np.zeros((2, size, n_slots))
-            state["sketch_base_rows"] = np.zeros(2, dtype=np.int64)
-            state["mean_base_count"] = np.zeros(2, dtype=np.int64)
-            state["buffer_rows"] = np.zeros(2, dtype=np.int64)
-            state["buffer_indptr"] = np.zeros((2, length + 1), dtype=np.int64)
-            state["buffer_indices"] = np.zeros((2, n_features), dtype=np.int64)
-            state["buffer_data"] = np.zeros((2, n_features))
+            state.update(_factored_state(self.rank, n_features))
         if self.adaptive:
             state["grad_sq_sum"] = np.zeros(n_features)
         if self._auto_eta:
@@ -282,47 +269,19 @@ class OPAUC(HalfLife, WeightVectorLearner):
         }
         if self.rank is not None:
             size = 2 * self.rank
-            length = SKETCH_BUFFER_ROWS_PER_RANK * self.rank
             invariants.update(
                 sketch_pos=Finite(),
                 sketch_neg=Finite(),
                 # the kernels write row `rows` and shrink when all 2k are used: at most 2k - 1
                 sketch_rows_pos=Count(0, size - 1),
                 sketch_rows_neg=Count(0, size - 1),
-                w_direct=Finite(),
-                basis_coef=Finite(),
-                basis_gram=Finite(),
-                sketch_map=Finite(),
-                sketch_base_rows=Count(0, size),  # slots 0 .. 2k-1 of each class
-                mean_base_count=Count(),  # at most the class's count (_check_state)
-                buffer_rows=Count(0, length),
-                # CSR rows of the buffer; checked further in _check_state
-                buffer_indptr=Count(0, n_features),
-                buffer_indices=Index(n_features),
-                buffer_data=Finite(),
+                **_factored_invariants(self.rank, n_features),
             )
         return invariants
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
-        if not self._split_weights:
-            return
-        counts = (int(state["count_pos"][0]), int(state["count_neg"][0]))
-        for s, count in enumerate(counts):
-            base = int(state["mean_base_count"][s])
-            if base > count:
-                raise InvalidState(
-                    f"state array 'mean_base_count' holds {base} at index {s}, more than the "
-                    f"class's {count} events",
-                    field="mean_base_count",
-                )
-            # the buffered rows of a class are CSR: they start at 0 and never go back
-            indptr = state["buffer_indptr"][s, : int(state["buffer_rows"][s]) + 1]
-            if indptr[0] != 0 or np.any(np.diff(indptr) < 0):
-                raise InvalidState(
-                    f"state array 'buffer_indptr' row {s} is not a CSR row pointer (starting "
-                    f"at 0, non-decreasing) over its {indptr.size - 1} buffered rows",
-                    field="buffer_indptr",
-                )
+        if self._split_weights:
+            _check_factored_state(state)
 
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
         state = self.state_
@@ -366,3 +325,64 @@ class OPAUC(HalfLife, WeightVectorLearner):
             state["count_pos"], state["count_neg"], grad_sq, sq_norm_mean,
         ])  # fmt: skip
         kernels.opauc_learn(EventBatch(*arrays), y, scores, bundle, options)
+
+
+# ---------------------------------------------------------------------- the factored sketch
+# Plain OPAUC with ``rank=k`` keeps ``w = w_direct + B_posᵀ a_pos + B_negᵀ a_neg`` with the
+# sketches factored over a basis R of materialised rows, the means and buffered raw events
+# (the layout: core/_kernels/opauc_factored.py).
+def _factored_state(rank: int, n_features: int) -> dict[str, np.ndarray]:
+    size = 2 * rank
+    length = SKETCH_BUFFER_ROWS_PER_RANK * rank
+    n_slots = 2 * size + 3 + 2 * length  # the basis R
+    basis_coef = np.zeros(n_slots)
+    basis_coef[2 * size] = 1.0  # w = 1 · w_direct + ...
+    return {
+        "w_direct": np.zeros(n_features),
+        "basis_coef": basis_coef,
+        "basis_gram": np.zeros((n_slots, n_slots)),
+        "sketch_map": np.zeros((2, size, n_slots)),
+        "sketch_base_rows": np.zeros(2, dtype=np.int64),
+        "mean_base_count": np.zeros(2, dtype=np.int64),
+        "buffer_rows": np.zeros(2, dtype=np.int64),
+        "buffer_indptr": np.zeros((2, length + 1), dtype=np.int64),
+        "buffer_indices": np.zeros((2, n_features), dtype=np.int64),
+        "buffer_data": np.zeros((2, n_features)),
+    }
+
+
+def _factored_invariants(rank: int, n_features: int) -> dict[str, StateInvariant]:
+    size = 2 * rank
+    return {
+        "w_direct": Finite(),
+        "basis_coef": Finite(),
+        "basis_gram": Finite(),
+        "sketch_map": Finite(),
+        "sketch_base_rows": Count(0, size),  # slots 0 .. 2k-1 of each class
+        "mean_base_count": Count(),  # at most the class's count (_check_factored_state)
+        "buffer_rows": Count(0, SKETCH_BUFFER_ROWS_PER_RANK * rank),
+        # CSR rows of the buffer; checked further in _check_factored_state
+        "buffer_indptr": Count(0, n_features),
+        "buffer_indices": Index(n_features),
+        "buffer_data": Finite(),
+    }
+
+
+def _check_factored_state(state: dict[str, np.ndarray]) -> None:
+    counts = (int(state["count_pos"][0]), int(state["count_neg"][0]))
+    for s, count in enumerate(counts):
+        base = int(state["mean_base_count"][s])
+        if base > count:
+            raise InvalidState(
+                f"state array 'mean_base_count' holds {base} at index {s}, more than the "
+                f"class's {count} events",
+                field="mean_base_count",
+            )
+        # the buffered rows of a class are CSR: they start at 0 and never go back
+        indptr = state["buffer_indptr"][s, : int(state["buffer_rows"][s]) + 1]
+        if indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+            raise InvalidState(
+                f"state array 'buffer_indptr' row {s} is not a CSR row pointer (starting "
+                f"at 0, non-decreasing) over its {indptr.size - 1} buffered rows",
+                field="buffer_indptr",
+            )

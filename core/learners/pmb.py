@@ -12,7 +12,13 @@ from core._kernels.random import seed_state
 from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
-from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
+from core.learners._forgetting import (
+    HALF_LIFE,
+    HalfLife,
+    half_life_arg,
+    row_reservoir,
+    row_reservoir_invariants,
+)
 from core.learners._params import Interval, Options
 from core.learners._state import RNG_STATE, Count, Finite, OneOf
 from core.preprocessing import scale_batch
@@ -198,9 +204,7 @@ class PMB(HalfLife, OnlineLearner):
             "buffer_X": np.zeros((size, n_features)),
             "buffer_y": np.zeros(size, dtype=np.int64),
             "buffer_fill": np.zeros(1, dtype=np.int64),
-            "positive_X": np.zeros((positive_capacity, n_features)),
-            "positive_fill": np.zeros(1, dtype=np.int64),
-            "positive_seen": np.zeros(1, dtype=np.int64),
+            **row_reservoir("positive", positive_capacity, n_features),
             "rng_state": seed_state(self.random_state),
         }
 
@@ -215,11 +219,9 @@ class PMB(HalfLife, OnlineLearner):
             "buffer_y": OneOf((-1, 0, 1)),  # 0: a slot never filled
             # below the current epoch's length (_check_state), itself at most the capacity
             "buffer_fill": Count(0, self.buffer_size - 1),
-            "positive_X": Finite(),
-            "positive_fill": reservoir_fill(
-                self.half_life, self.buffer_size if self.passes == 2 else 0, "positive_seen"
+            **row_reservoir_invariants(
+                "positive", self.buffer_size if self.passes == 2 else 0, self.half_life
             ),
-            "positive_seen": Count(),
             "rng_state": RNG_STATE,
         }
 

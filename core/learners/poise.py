@@ -12,7 +12,13 @@ from core._kernels.pauc_buffers import decision
 from core._kernels.random import seed_state
 from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
-from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
+from core.learners._forgetting import (
+    HALF_LIFE,
+    HalfLife,
+    half_life_arg,
+    row_reservoir,
+    row_reservoir_invariants,
+)
 from core.learners._params import BOOLEAN, Interval
 from core.learners._state import RNG_STATE, Count, Finite
 from core.learners.pmb import check_buffer_size, event_arrays
@@ -141,13 +147,9 @@ class POISE(HalfLife, WeightVectorLearner):
         return {
             "w": start,
             "w_avg": start.copy() if self.average else np.empty(0),
-            "pos_X": np.zeros((self.positive_capacity, n_features)),
-            "pos_fill": np.zeros(1, dtype=np.int64),
-            "pos_seen": np.zeros(1, dtype=np.int64),
-            "adversary_X": np.zeros((size, n_features)),
+            **row_reservoir("pos", self.positive_capacity, n_features),
+            **row_reservoir("adversary", size, n_features),
             "adversary_scores": np.zeros(size),
-            "adversary_fill": np.zeros(1, dtype=np.int64),
-            "adversary_seen": np.zeros(1, dtype=np.int64),
             "n_updates": np.zeros(1, dtype=np.int64),
             "rng_state": seed_state(self.random_state),
         }
@@ -156,13 +158,9 @@ class POISE(HalfLife, WeightVectorLearner):
         return {
             "w": Finite(),
             "w_avg": Finite(),
-            "pos_X": Finite(),
-            "pos_fill": reservoir_fill(self.half_life, self.positive_capacity, "pos_seen"),
-            "pos_seen": Count(),
-            "adversary_X": Finite(),
+            **row_reservoir_invariants("pos", self.positive_capacity, self.half_life),
+            **row_reservoir_invariants("adversary", self.n_negatives, self.half_life),
             "adversary_scores": Finite(),
-            "adversary_fill": reservoir_fill(self.half_life, self.n_negatives, "adversary_seen"),
-            "adversary_seen": Count(),
             "n_updates": Count(0, "adversary_seen"),  # at most one step per negative
             "rng_state": RNG_STATE,
         }

@@ -217,35 +217,17 @@ class PrequentialWindow:
             )
         return self._reservoir_sorted
 
-    # -- metrics
-
-    @staticmethod
-    def _measure(sorted_classes, reason_template, alpha=None, beta=None) -> tuple[Any, str | None]:
-        """``(values, reason)``: ``values`` is the AUC, or ``(pAUC, standardised pAUC)`` when
-        alpha and beta are given; NaN and why when undefined (no warning: summary() reports)."""
-        positive_sorted, negative_sorted = sorted_classes
-        reason = _undefined_reason(positive_sorted.size, negative_sorted.size, reason_template)
-        if reason is not None:
-            return (math.nan if alpha is None else (math.nan, math.nan)), reason
-        if alpha is None:
-            return _auc_sorted(positive_sorted, negative_sorted), None
-        return _pauc_sorted(positive_sorted, negative_sorted, alpha, beta), None
-
-    @staticmethod
-    def _warned(value: Any, reason: str | None, metric: str) -> Any:
-        if reason is not None:
-            return _warn_undefined(metric, reason, stacklevel=4)
-        return value
+    # -- metrics (over the sorted classes, by _measure below)
 
     def auc(self) -> float:
         """Exact AUC of the pairs in the window (NaN + warning if a class is missing)."""
-        return self._warned(*self._measure(self._sorted_window(), _WINDOW), "AUC")
+        return _warned(*_measure(self._sorted_window(), _WINDOW), "AUC")
 
     def pauc(self, alpha: float = 0.0, beta: float = 0.1, standardized: bool = False) -> float:
         """Exact pAUC of the window over FPR [alpha, beta], as :func:`pauc`."""
         alpha, beta = check_fpr_range(alpha, beta)
-        values, reason = self._measure(self._sorted_window(), _WINDOW, alpha, beta)
-        return self._warned(values[1 if standardized else 0], reason, "pAUC")
+        values, reason = _measure(self._sorted_window(), _WINDOW, alpha, beta)
+        return _warned(values[1 if standardized else 0], reason, "pAUC")
 
     def roc_curve(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """ROC curve of the window, as :func:`roc_curve`."""
@@ -257,15 +239,15 @@ class PrequentialWindow:
 
     def cumulative_auc(self) -> float:
         """AUC since the start: exact while ``cumulative_exact``, else an unbiased estimate."""
-        return self._warned(*self._measure(self._sorted_reservoirs(), _SINCE_START), "AUC")
+        return _warned(*_measure(self._sorted_reservoirs(), _SINCE_START), "AUC")
 
     def cumulative_pauc(
         self, alpha: float = 0.0, beta: float = 0.1, standardized: bool = False
     ) -> float:
         """pAUC since the start: exact while ``cumulative_exact``, else a reservoir estimate."""
         alpha, beta = check_fpr_range(alpha, beta)
-        values, reason = self._measure(self._sorted_reservoirs(), _SINCE_START, alpha, beta)
-        return self._warned(values[1 if standardized else 0], reason, "pAUC")
+        values, reason = _measure(self._sorted_reservoirs(), _SINCE_START, alpha, beta)
+        return _warned(values[1 if standardized else 0], reason, "pAUC")
 
     def summary(self, alpha: float = 0.0, beta: float = 0.1) -> dict:
         """Everything the metrics endpoint reports, JSON-able (no NaN: an undefined metric is
@@ -282,21 +264,10 @@ class PrequentialWindow:
             window's current size.
         """
         alpha, beta = check_fpr_range(alpha, beta)
-        sections = {}
-        for name, sorted_classes, reason_template in (
-            ("window", self._sorted_window(), _WINDOW),
-            ("since_start", self._sorted_reservoirs(), _SINCE_START),
-        ):
-            auc_value, reason = self._measure(sorted_classes, reason_template)
-            (pauc_value, standardized_value), _ = self._measure(
-                sorted_classes, reason_template, alpha, beta
-            )
-            sections[name] = {
-                "auc": _metric_or_none(auc_value),
-                "pauc": _metric_or_none(pauc_value),
-                "pauc_standardized": _metric_or_none(standardized_value),
-                "reason": reason,
-            }
+        sections = {
+            "window": _section(self._sorted_window(), _WINDOW, alpha, beta),
+            "since_start": _section(self._sorted_reservoirs(), _SINCE_START, alpha, beta),
+        }
         window_labels = self._window_labels[: self._size]
         window_positives = int(np.count_nonzero(window_labels > 0))
         sections["window"].update(
@@ -367,6 +338,38 @@ class PrequentialWindow:
         window._negative_reservoir = arrays["reservoir_negative_scores"]
         window._rng_state = arrays["rng_state"]
         return window
+
+
+def _measure(sorted_classes, reason_template, alpha=None, beta=None) -> tuple[Any, str | None]:
+    """``(values, reason)``: ``values`` is the AUC, or ``(pAUC, standardised pAUC)`` when alpha
+    and beta are given; NaN and why when undefined (no warning: summary() reports)."""
+    positive_sorted, negative_sorted = sorted_classes
+    reason = _undefined_reason(positive_sorted.size, negative_sorted.size, reason_template)
+    if reason is not None:
+        return (math.nan if alpha is None else (math.nan, math.nan)), reason
+    if alpha is None:
+        return _auc_sorted(positive_sorted, negative_sorted), None
+    return _pauc_sorted(positive_sorted, negative_sorted, alpha, beta), None
+
+
+def _warned(value: Any, reason: str | None, metric: str) -> Any:
+    """``value``, or NaN with a warning saying why it is undefined (``stacklevel``: the user's
+    call of a :class:`PrequentialWindow` method)."""
+    if reason is not None:
+        return _warn_undefined(metric, reason, stacklevel=4)
+    return value
+
+
+def _section(sorted_classes, reason_template, alpha, beta) -> dict[str, Any]:
+    """One section of :meth:`PrequentialWindow.summary`, without its counts."""
+    auc_value, reason = _measure(sorted_classes, reason_template)
+    (pauc_value, standardized_value), _ = _measure(sorted_classes, reason_template, alpha, beta)
+    return {
+        "auc": _metric_or_none(auc_value),
+        "pauc": _metric_or_none(pauc_value),
+        "pauc_standardized": _metric_or_none(standardized_value),
+        "reason": reason,
+    }
 
 
 def _state_arrays(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -66,6 +66,45 @@ def _marks(count: int) -> str:
     return ",".join("?" * count)
 
 
+def _remember_ids(db, model_id: str, kind: int, ids: Sequence[str], commit: Commit) -> None:
+    """Remember ``ids`` until the commit's expiry, forget those past theirs and, beyond
+    ``max_remembered_ids``, the oldest (lowest expiry, then id: Redis's sorted-set order).
+
+    The number remembered is kept in ``id_counts`` so that the bound costs O(ids of the
+    commit), not a count of every remembered id per commit."""
+    unique = list(dict.fromkeys(ids))
+    known = sum(
+        db.execute(
+            "SELECT COUNT(*) FROM ids WHERE model_id = ? AND kind = ? "
+            f"AND event_id IN ({_marks(len(part))})",  # noqa: S608 - only '?' marks
+            (model_id, kind, *part),
+        ).fetchone()[0]
+        for part in _chunks(unique)
+    )
+    db.executemany(
+        "INSERT OR REPLACE INTO ids VALUES (?, ?, ?, ?)",
+        [(model_id, kind, event_id, commit.id_expiry) for event_id in unique],
+    )
+    forgotten = db.execute(
+        "DELETE FROM ids WHERE model_id = ? AND kind = ? AND expiry <= ?",
+        (model_id, kind, commit.now),
+    ).rowcount
+    row = db.execute(
+        "SELECT n FROM id_counts WHERE model_id = ? AND kind = ?", (model_id, kind)
+    ).fetchone()
+    count = (row[0] if row else 0) + len(unique) - known - forgotten
+    bound = commit.max_remembered_ids
+    if bound and count > bound:
+        db.execute(
+            "DELETE FROM ids WHERE model_id = ? AND kind = ? AND event_id IN ("
+            "SELECT event_id FROM ids WHERE model_id = ? AND kind = ? "
+            "ORDER BY expiry, event_id LIMIT ?)",
+            (model_id, kind, model_id, kind, count - bound),
+        )
+        count = bound
+    db.execute("INSERT OR REPLACE INTO id_counts VALUES (?, ?, ?)", (model_id, kind, max(count, 0)))
+
+
 class SQLiteStore:
     name = "sqlite"
     #: disk I/O (a commit waits for fsync): the HTTP layer calls it from the thread pool
@@ -233,7 +272,7 @@ class SQLiteStore:
             self._write_fields(db, model_id, send, send_layouts)
             for kind, ids in ((_SEEN, commit.learned_ids), (_EXPIRED, commit.expired_ids)):
                 if ids:
-                    self._remember_ids(db, model_id, kind, ids, commit)
+                    _remember_ids(db, model_id, kind, ids, commit)
             consumed = 0
             if commit.remove_pending:
                 consumed = db.executemany(
@@ -253,47 +292,6 @@ class SQLiteStore:
         return version
 
     # ------------------------------------------------------------------ ids and pending labels
-    @staticmethod
-    def _remember_ids(db, model_id: str, kind: int, ids: Sequence[str], commit: Commit) -> None:
-        """Remember ``ids`` until the commit's expiry, forget those past theirs and, beyond
-        ``max_remembered_ids``, the oldest (lowest expiry, then id: Redis's sorted-set order).
-
-        The number remembered is kept in ``id_counts`` so that the bound costs O(ids of the
-        commit), not a count of every remembered id per commit."""
-        unique = list(dict.fromkeys(ids))
-        known = sum(
-            db.execute(
-                "SELECT COUNT(*) FROM ids WHERE model_id = ? AND kind = ? "
-                f"AND event_id IN ({_marks(len(part))})",  # noqa: S608 - only '?' marks
-                (model_id, kind, *part),
-            ).fetchone()[0]
-            for part in _chunks(unique)
-        )
-        db.executemany(
-            "INSERT OR REPLACE INTO ids VALUES (?, ?, ?, ?)",
-            [(model_id, kind, event_id, commit.id_expiry) for event_id in unique],
-        )
-        forgotten = db.execute(
-            "DELETE FROM ids WHERE model_id = ? AND kind = ? AND expiry <= ?",
-            (model_id, kind, commit.now),
-        ).rowcount
-        row = db.execute(
-            "SELECT n FROM id_counts WHERE model_id = ? AND kind = ?", (model_id, kind)
-        ).fetchone()
-        count = (row[0] if row else 0) + len(unique) - known - forgotten
-        bound = commit.max_remembered_ids
-        if bound and count > bound:
-            db.execute(
-                "DELETE FROM ids WHERE model_id = ? AND kind = ? AND event_id IN ("
-                "SELECT event_id FROM ids WHERE model_id = ? AND kind = ? "
-                "ORDER BY expiry, event_id LIMIT ?)",
-                (model_id, kind, model_id, kind, count - bound),
-            )
-            count = bound
-        db.execute(
-            "INSERT OR REPLACE INTO id_counts VALUES (?, ?, ?)", (model_id, kind, max(count, 0))
-        )
-
     def _alive(self, model_id: str, kind: int, ids: Sequence[str], now: float) -> np.ndarray:
         db = self.database.connection()
         alive: set[str] = set()

@@ -2,14 +2,14 @@
 
 ``CONFIGURATIONS`` lists, per learner, the hyper-parameters whose code paths the defaults do
 not reach; the contract suite (``test_learner_contract.py``) runs every check over each of them,
-and a learner's own test file runs its naive reference over them.  A new learner appears in the
-suite with its defaults as soon as it is registered; add its other configurations here.
+and ``test_naive_references.py`` runs the learners' naive references over them.  A new learner
+appears in the suite with its defaults as soon as it is registered; add its other
+configurations here.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from core.learners import available_learners, learner_class, make_learner
 
@@ -345,62 +345,19 @@ def shifted_gaussian_events(rng, n, shift, rate):
     return rng.normal(size=(n, len(shift))) + y[:, None] * shift, y
 
 
-def each_configuration_against_naive_reference(name, naive_class):
-    """Make ``check(model, reference)`` a test of learner ``name`` against its naive reference
-    over the learner's defaults and each of its :data:`CONFIGURATIONS`, on dense and on CSR
-    rows: :func:`run_against_naive_reference` compares scores and weights, then ``check``
-    compares the learner's own state (logistic, solam and spam share this test)."""
-    configs = {"defaults": {}, **CONFIGURATIONS[name]}
-
-    def decorate(check):
-        @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
-        @pytest.mark.parametrize("config", list(configs.values()), ids=list(configs))
-        def test(config, sparse):
-            check(*run_against_naive_reference(name, naive_class, config, sparse))
-
-        # not functools.wraps: pytest would then read check's arguments as fixtures
-        test.__name__, test.__qualname__ = check.__name__, check.__qualname__
-        test.__doc__ = check.__doc__
-        return test
-
-    return decorate
-
-
-def run_against_naive_reference(name, naive_class, config, sparse):
-    """Learn one stream with learner ``name`` and with its naive reference (built from the
-    learner's parameters, defaults included, so they cannot drift), in three uneven batches
-    (state carried between kernel calls is exercised); check the prequential scores, the
-    served weights and the scores of the whole stream agree.  Returns ``(model, reference)``
-    for the learner's own checks of its state."""
+def naive_reference(model, naive_class, n_features):
+    """``naive_class`` built from ``model``'s hyper-parameters (defaults included, so the two
+    cannot drift apart): those its constructor names, after ``n_features``."""
     import inspect
 
-    import scipy.sparse as sp
-
-    X, y = stream(1, density=0.5 if sparse else 1.0)
-    model = make_learner(name, **config)
     wanted = inspect.signature(naive_class).parameters
-    reference = naive_class(
-        N_FEATURES, **{k: v for k, v in model.get_params().items() if k in wanted}
-    )
-    for batch in (slice(0, 10), slice(10, 157), slice(157, None)):
-        batch_X = sp.csr_matrix(X[batch]) if sparse else X[batch]
-        close(model.prequential_step(batch_X, y[batch]), reference.learn(X[batch], y[batch]))
-    close(model.coef_, reference.served())
-    # a reference with its own score (an intercept beside the weights) is asked for it
-    if hasattr(reference, "score"):
-        expected = np.array([reference.score(x) for x in X])
-    else:
-        expected = X @ reference.served()
-    close(model.decision_function(X), expected)
-    return model, reference
+    return naive_class(n_features, **{k: v for k, v in model.get_params().items() if k in wanted})
 
 
 def check_a_heavy_tailed_row(name, naive_class, min_auc):
     """The second positive of a 10 %-positive stream is 100 standard deviations out on one
     feature: the learner must match its naive reference event by event (the step cap
     included) and keep a held-out AUC above ``min_auc`` (an uncapped step flips the model)."""
-    import inspect
-
     from core.metrics import auc
 
     def draw(seed, n):
@@ -411,8 +368,7 @@ def check_a_heavy_tailed_row(name, naive_class, min_auc):
     X, y = draw(1, 600)
     X[np.flatnonzero(y == 1)[1], 0] = 100.0
     model = make_learner(name)
-    wanted = inspect.signature(naive_class).parameters
-    reference = naive_class(6, **{k: v for k, v in model.get_params().items() if k in wanted})
+    reference = naive_reference(model, naive_class, 6)
     close(model.prequential_step(X, y), reference.learn(X, y))
     close(model.coef_, reference.served())
     X_test, y_test = draw(99, 4000)

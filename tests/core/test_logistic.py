@@ -1,8 +1,9 @@
-"""``logistic`` against the naive FTRL-Proximal reference, plus the properties the service
-relies on over the configurations the defaults do not reach (L1, L2, no intercept, CSR).
+"""``logistic``: the properties the service relies on over the configurations the defaults do
+not reach (L1, L2, no intercept, CSR).
 
 The shared contract (tests/core/test_learner_contract.py) runs over ``logistic`` with its
-defaults and each configuration of tests/core/cases.py (bad parameters included).
+defaults and each configuration of tests/core/cases.py (bad parameters included), and
+tests/core/test_naive_references.py runs the naive FTRL-Proximal reference over them.
 """
 
 from __future__ import annotations
@@ -13,25 +14,10 @@ from sklearn.linear_model import LogisticRegression
 
 from core.learners import make_learner
 from core.metrics import auc
-from tests.core.cases import (
-    CONFIGURATIONS,
-    N_FEATURES,
-    close,
-    each_configuration_against_naive_reference,
-    stream,
-)
+from tests.core.cases import CONFIGURATIONS, N_FEATURES, close, stream
 from tests.core.naive.logistic import NaiveLogistic
 
 CONFIGS = CONFIGURATIONS["logistic"]
-
-
-@each_configuration_against_naive_reference("logistic", NaiveLogistic)
-def test_kernel_agrees_with_the_naive_reference(model, reference):
-    # uneven batches, one of them one-class (the stream starts with 15 negatives)
-    close(np.array([model.intercept_]), np.array([reference.intercept() + reference.offset()]))
-    if model.base_rate_offset:
-        counts = [reference.negatives, reference.positives]
-        close(model.state_["class_counts"], np.array(counts))
 
 
 def test_l1_gives_exact_zeros_and_the_reference_agrees_on_them():

@@ -1,5 +1,6 @@
-"""POISE's pAUC game (docs/algorithms/poise.md): the kernel against a naive stream, the reservoir
-size from the Beta order statistic, the pAUC range reaching the learner, ranking quality."""
+"""POISE's pAUC game (docs/algorithms/poise.md): the kernel against a naive stream (also over
+every configuration: tests/core/test_naive_references.py), the reservoir size from the Beta
+order statistic, the pAUC range reaching the learner, ranking quality."""
 
 from __future__ import annotations
 
@@ -10,16 +11,7 @@ from scipy import stats
 from core.learners import make_learner, pauc_params_for
 from core.learners.poise import reservoir_size
 from core.metrics import pauc
-from tests.core.cases import CONFIGURATIONS, run_against_naive_reference
 from tests.core.naive.poise import NaivePOISE, rank
-
-
-@pytest.mark.parametrize("sparse", [False, True])
-@pytest.mark.parametrize("config", ["defaults", *CONFIGURATIONS["poise"]])
-def test_stream_matches_the_naive_game(config, sparse):
-    params = CONFIGURATIONS["poise"].get(config, {})
-    model, reference = run_against_naive_reference("poise", NaivePOISE, params, sparse)
-    assert model.state_["n_updates"][0] == reference.updates > 0
 
 
 def test_many_steps_and_replacements_match_the_naive_game():

@@ -1,9 +1,9 @@
-"""``solam`` against the naive per-event reference, plus the properties the service relies on.
+"""``solam``: the properties the service relies on.
 
 The shared contract (tests/core/test_learner_contract.py) runs over ``solam`` with its defaults
-and each configuration of tests/core/cases.py; here the naive reference runs over the same
-configurations (no averaging, plain SOLAM, active projections, a given radius, the shrink fold,
-CSR input).
+and each configuration of tests/core/cases.py (no averaging, plain SOLAM, active projections, a
+given radius, the shrink fold), and tests/core/test_naive_references.py runs the naive per-event
+reference over them, on dense and CSR input.
 """
 
 from __future__ import annotations
@@ -12,23 +12,10 @@ import numpy as np
 import pytest
 
 from core.learners import make_learner
-from tests.core.cases import (
-    CONFIGURATIONS,
-    check_a_heavy_tailed_row,
-    close,
-    each_configuration_against_naive_reference,
-    stream,
-)
+from tests.core.cases import CONFIGURATIONS, check_a_heavy_tailed_row, stream
 from tests.core.naive.learners import NaiveSOLAM
 
 CONFIGS = CONFIGURATIONS["solam"]
-
-
-@each_configuration_against_naive_reference("solam", NaiveSOLAM)
-def test_kernel_agrees_with_the_naive_reference(model, reference):
-    assert model.state_["n_seen"][0] == reference.t
-    for key in ("a", "b", "alpha"):
-        close(model.state_[key], [getattr(reference, key)])
 
 
 def test_projections_are_active_in_the_projection_configuration():

@@ -1,9 +1,9 @@
-"""``spam`` against the naive per-event reference, plus the properties the service relies on.
+"""``spam``: the properties the service relies on.
 
 The shared contract (tests/core/test_learner_contract.py) runs over ``spam`` with its defaults
-and each configuration of tests/core/cases.py; here the naive reference runs over the same
-configurations (elastic net, no averaging, warm-up, the O(1/t) schedule, the scale fold, CSR
-input).
+and each configuration of tests/core/cases.py (elastic net, no averaging, warm-up, the O(1/t)
+schedule, the scale fold), and tests/core/test_naive_references.py runs the naive per-event
+reference over them, on dense and CSR input.
 """
 
 from __future__ import annotations
@@ -13,21 +13,10 @@ import pytest
 import scipy.sparse as sp
 
 from core.learners import make_learner
-from tests.core.cases import (
-    CONFIGURATIONS,
-    check_a_heavy_tailed_row,
-    each_configuration_against_naive_reference,
-    states_equal,
-    stream,
-)
+from tests.core.cases import CONFIGURATIONS, check_a_heavy_tailed_row, states_equal, stream
 from tests.core.naive.learners import NaiveSPAM
 
 CONFIGS = CONFIGURATIONS["spam"]
-
-
-@each_configuration_against_naive_reference("spam", NaiveSPAM)
-def test_kernel_agrees_with_the_naive_reference(model, reference):
-    assert model.state_["n_steps"][0] == reference.n_steps > 0
 
 
 def test_scale_fold_happens_in_the_fold_configuration():

@@ -1,5 +1,6 @@
 """SPDAM (docs/algorithms/spdam.md): Alg. 21 against a naive per-step reference, the solution
-against the exact minimiser of (5.1), the duality gap, the stream's window."""
+against the exact minimiser of (5.1), the duality gap, the stream's window (against its naive
+reference over every configuration: tests/core/test_naive_references.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from core.learners import make_learner
 from core.learners.spdam import exact_minimiser
 from core.metrics import auc
 from core.preprocessing import scaler_affine
-from tests.core.cases import CONFIGURATIONS, close, run_against_naive_reference
+from tests.core.cases import close
 from tests.core.naive import spdam as naive
 from tests.core.naive.baselines import SplitMix64
 
@@ -60,13 +61,6 @@ def test_fit_follows_the_naive_algorithm_step_by_step(params, sparse):
     close(model.coef_, w, 1e-9)
     assert epochs == model.state_["n_epochs"][0] == 4
     assert model.duality_gap_ == pytest.approx(gap, rel=1e-6, abs=1e-12)
-
-
-@pytest.mark.parametrize("sparse", [False, True])
-@pytest.mark.parametrize("config", ["defaults", *CONFIGURATIONS["spdam"]])
-def test_stream_matches_the_naive_window_learner(config, sparse):
-    params = CONFIGURATIONS["spdam"].get(config, {})
-    run_against_naive_reference("spdam", naive.NaiveSPDAMStream, params, sparse)
 
 
 @pytest.mark.parametrize("lam", [1.0, 0.05, 1e-3])

@@ -225,3 +225,26 @@ def test_a_number_in_a_string_is_not_a_feature(make_client):
     assert np.isfinite(
         client.post("/v1/models/h/score", json={"events": [named]}).json()["scores"]
     ).all()
+
+
+def test_problem_types_are_pinned():
+    """A problem's ``type`` (and the rejection counters' label) comes from its error class's
+    name: renaming a class must fail here, not silently change the API."""
+    from service.body_guard import ClientClosedRequest, RequestTimeout
+    from service.errors import ServiceError
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    problems = {cls.slug: cls.status for cls in subclasses(ServiceError)}
+    assert {ClientClosedRequest.slug, RequestTimeout.slug} <= problems.keys()
+    assert problems == {
+        "malformed-body": 400, "invalid-input": 422, "unauthorized": 401, "forbidden": 403,
+        "model-not-found": 404, "model-exists": 409, "model-changed": 409,
+        "payload-too-large": 413, "queue-full": 429, "insufficient-storage": 507,
+        "unsupported-media-type": 415, "store-unavailable": 503, "warming-up": 503,
+        "contention": 503, "corrupt-state": 500, "request-timeout": 408,
+        "client-closed-request": 499,
+    }  # fmt: skip

@@ -22,6 +22,30 @@ def event_labels(y) -> list[int]:
     return [1 if (v is True or v == 1) else -1 for v in np.asarray(y).tolist()]
 
 
+class PerEventReference:
+    """A reference that learns one event at a time: :meth:`learn` scores each event with the
+    served weights (its prequential score), then hands it to :meth:`step`."""
+
+    w: np.ndarray
+
+    def served(self) -> np.ndarray:
+        """The weights that score events: the last iterate (a reference that averages
+        overrides this)."""
+        return self.w
+
+    def step(self, x: np.ndarray, label: int) -> None:
+        """Learn one event: a dense float64 row and its label, -1 or +1."""
+        raise NotImplementedError
+
+    def learn(self, X, y) -> np.ndarray:
+        """Learn a batch in order; returns the prequential scores."""
+        scores = []
+        for x, label in zip(event_rows(X), event_labels(y), strict=True):
+            scores.append(float(self.served() @ x))
+            self.step(x, label)
+        return np.array(scores)
+
+
 def biased_reservoir_offer(buffer: list, capacity: int, x, half_life: float, unit, below) -> None:
     """Aggarwal's biased reservoir, filled first (docs/algorithms/forgetting.md
     (forgetting.4)), plainly: n = min(capacity, floor(H / ln 2)) slots are used; until they are

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import brentq
 
-from tests.core.naive import biased_reservoir_offer, event_labels, event_rows
+from tests.core.naive import PerEventReference, biased_reservoir_offer
 
 MASK64 = (1 << 64) - 1
 
@@ -41,7 +41,7 @@ class SplitMix64:
                 return value % n
 
 
-class NaiveOAM:
+class NaiveOAM(PerEventReference):
     """OAM (thesis Alg. 4-7, errata 1-2).
 
     Per event (x, y):
@@ -71,39 +71,35 @@ class NaiveOAM:
         self.variant, self.C = variant, C
         self.rng = SplitMix64(seed)
 
-    def learn(self, X, y):
-        scores = []
-        for x, label in zip(event_rows(X), event_labels(y), strict=True):
-            scores.append(float(self.w @ x))
-            self.count[label] += 1
-            buffer = self.buffers[label]
-            total = self.count[1] + self.count[-1]
-            if self.half_life is not None:
-                self._offer_biased(buffer, self.capacity[label], x, self.count[label] / total)
-            elif len(buffer) < self.capacity[label]:
-                buffer.append(x.copy())
-            else:
-                j = self.rng.below(self.count[label])
-                if j < self.capacity[label]:
-                    buffer[j] = x.copy()
-            opposite = -label
-            n_opposite = self.count[opposite]
-            if self.half_life is not None:
-                n_opposite = min(n_opposite, self.half_life * n_opposite / total / np.log(2.0))
-            weight = self.C * max(1.0, n_opposite / self.capacity[opposite])
-            if self.variant == "seq":
-                for b in self.buffers[opposite]:
-                    u = label * (x - b)
-                    norm2 = float(u @ u)
-                    if norm2 > 0:
-                        tau = min(weight / 2, max(0.0, 1.0 - float(self.w @ u)) / norm2)
-                        self.w = self.w + tau * u
-            else:
-                w_old = self.w.copy()
-                for b in self.buffers[opposite]:
-                    if label * float(w_old @ (x - b)) <= 1.0:
-                        self.w = self.w + weight * label * (x - b) / 2
-        return np.array(scores)
+    def step(self, x, label):
+        self.count[label] += 1
+        buffer = self.buffers[label]
+        total = self.count[1] + self.count[-1]
+        if self.half_life is not None:
+            self._offer_biased(buffer, self.capacity[label], x, self.count[label] / total)
+        elif len(buffer) < self.capacity[label]:
+            buffer.append(x.copy())
+        else:
+            j = self.rng.below(self.count[label])
+            if j < self.capacity[label]:
+                buffer[j] = x.copy()
+        opposite = -label
+        n_opposite = self.count[opposite]
+        if self.half_life is not None:
+            n_opposite = min(n_opposite, self.half_life * n_opposite / total / np.log(2.0))
+        weight = self.C * max(1.0, n_opposite / self.capacity[opposite])
+        if self.variant == "seq":
+            for b in self.buffers[opposite]:
+                u = label * (x - b)
+                norm2 = float(u @ u)
+                if norm2 > 0:
+                    tau = min(weight / 2, max(0.0, 1.0 - float(self.w @ u)) / norm2)
+                    self.w = self.w + tau * u
+        else:
+            w_old = self.w.copy()
+            for b in self.buffers[opposite]:
+                if label * float(w_old @ (x - b)) <= 1.0:
+                    self.w = self.w + weight * label * (x - b) / 2
 
     def _offer_biased(self, buffer, capacity, x, share):
         biased_reservoir_offer(
@@ -138,7 +134,7 @@ def frequent_directions_shrink(sketch, rank):
     return rows
 
 
-class NaiveOPAUC:
+class NaiveOPAUC(PerEventReference):
     """OPAUC (thesis Alg. 8) / AdaOAM (Alg. 9), optionally with a frequent-directions sketch.
 
     Per event (x, y):
@@ -202,48 +198,40 @@ class NaiveOPAUC:
         B = np.array(rows) if rows else np.zeros((0, d))
         return B.T @ B / self.count[label] if self.count[label] else np.zeros((d, d))
 
-    def learn(self, X, y):
-        scores = []
-        for x, label in zip(event_rows(X), event_labels(y), strict=True):
-            scores.append(float(self.w @ x))
-            self.count[label] += 1
-            T = self.count[label]
-            c_old = self.mean[label].copy()
-            if self.half_life is not None:
-                own_half_life = self.half_life * T / (self.count[1] + self.count[-1])
-                a = max(1.0 / T, 1.0 - 2.0 ** (-1.0 / own_half_life))
-                c = c_old + a * (x - c_old)
-                self.mean[label] = c
-                second = self.cov[label] + np.outer(c_old, c_old)
-                self.cov[label] = (1 - a) * second + a * np.outer(x, x) - np.outer(c, c)
-            else:
-                self._learn_moments(label, T, x, c_old)
-            n_seen = self.count[1] + self.count[-1]
-            self.sq_norm_mean += (float(x @ x) - self.sq_norm_mean) / n_seen
-            eta = (
-                self.eta / self.sq_norm_mean
-                if self.auto_eta and self.sq_norm_mean > 0
-                else self.eta
-            )
-            opposite = -label
-            if self.count[opposite] == 0:
-                continue
-            z = x - self.mean[opposite]
-            g = self.lam * self.w - label * z + z * float(z @ self.w)
-            g = g + self.covariance(opposite) @ self.w
-            if self.auto_eta and self.rank is None:
-                curvature = float(z @ z) + float(np.trace(self.cov[opposite])) + self.lam
-                eta = min(eta, 1.0 / curvature)
-            if not self.adaptive:
-                self.w = self.w - eta * g
-                continue
-            decay = 1.0 if self.half_life is None else 2.0 ** (-1.0 / self.half_life)
-            self.grad_sq = self.grad_sq * decay + g * g
-            h = self.delta + np.sqrt(self.grad_sq)
-            u = self.w - eta * np.divide(g, h, out=np.zeros_like(g), where=h > 0)
-            if self.lam > 0:
-                self.n_projections += np.linalg.norm(u) > 1 / np.sqrt(self.lam)
-                self.w = weighted_ball_projection(u, h, 1 / np.sqrt(self.lam))
-            else:
-                self.w = u
-        return np.array(scores)
+    def step(self, x, label):
+        self.count[label] += 1
+        T = self.count[label]
+        c_old = self.mean[label].copy()
+        if self.half_life is not None:
+            own_half_life = self.half_life * T / (self.count[1] + self.count[-1])
+            a = max(1.0 / T, 1.0 - 2.0 ** (-1.0 / own_half_life))
+            c = c_old + a * (x - c_old)
+            self.mean[label] = c
+            second = self.cov[label] + np.outer(c_old, c_old)
+            self.cov[label] = (1 - a) * second + a * np.outer(x, x) - np.outer(c, c)
+        else:
+            self._learn_moments(label, T, x, c_old)
+        n_seen = self.count[1] + self.count[-1]
+        self.sq_norm_mean += (float(x @ x) - self.sq_norm_mean) / n_seen
+        eta = self.eta / self.sq_norm_mean if self.auto_eta and self.sq_norm_mean > 0 else self.eta
+        opposite = -label
+        if self.count[opposite] == 0:
+            return
+        z = x - self.mean[opposite]
+        g = self.lam * self.w - label * z + z * float(z @ self.w)
+        g = g + self.covariance(opposite) @ self.w
+        if self.auto_eta and self.rank is None:
+            curvature = float(z @ z) + float(np.trace(self.cov[opposite])) + self.lam
+            eta = min(eta, 1.0 / curvature)
+        if not self.adaptive:
+            self.w = self.w - eta * g
+            return
+        decay = 1.0 if self.half_life is None else 2.0 ** (-1.0 / self.half_life)
+        self.grad_sq = self.grad_sq * decay + g * g
+        h = self.delta + np.sqrt(self.grad_sq)
+        u = self.w - eta * np.divide(g, h, out=np.zeros_like(g), where=h > 0)
+        if self.lam > 0:
+            self.n_projections += np.linalg.norm(u) > 1 / np.sqrt(self.lam)
+            self.w = weighted_ball_projection(u, h, 1 / np.sqrt(self.lam))
+        else:
+            self.w = u

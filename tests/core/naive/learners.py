@@ -10,10 +10,10 @@ import math
 
 import numpy as np
 
-from tests.core.naive import event_labels, event_rows
+from tests.core.naive import PerEventReference
 
 
-class NaiveSPAM:
+class NaiveSPAM(PerEventReference):
     """SPAM (thesis Alg. 20) with online p, class means and scale-free steps.
 
     Per event (t counts steps):
@@ -55,56 +55,52 @@ class NaiveSPAM:
             return self.w
         return self.w_sum / self.w_weight if self.n_steps else np.zeros_like(self.w)
 
-    def learn(self, X, y):
-        scores = []
-        for x, label in zip(event_rows(X), event_labels(y), strict=True):
-            scores.append(float(self.served() @ x))
-            self.n_seen += 1
-            self.sq_norm_sum += float(x @ x)
-            if self.n_seen > self.n_warmup and self.n_pos > 0 and self.n_neg > 0:
-                p = self.weight_pos / (self.weight_pos + self.weight_neg)
-                m_pos = self.sum_pos / self.weight_pos
-                m_neg = self.sum_neg / self.weight_neg
-                self.n_steps += 1
-                t = self.n_steps if self.half_life is None else min(self.n_steps, self.half_life)
-                if self.learning_rate == "invsqrt":
-                    eta = self.eta0 / math.sqrt(t)
-                else:
-                    eta = self.eta0 / (1 + self.eta0 * self.l2 * (t - 1))
-                nu = self.sq_norm_sum / self.n_seen if self.sq_norm_sum > 0 else 1.0
-                if label == 1:
-                    gradient = 2 * (1 - p) * (self.w @ (x - m_neg) - 1) * x
-                else:
-                    gradient = 2 * p * (self.w @ (x - m_pos) + 1) * x
-                curvature = 2 * (1 - p) if label == 1 else 2 * p
-                xx = float(x @ x)
-                rate = min(eta / nu, 1 / (curvature * xx)) if curvature * xx > 0 else eta / nu
-                u = self.w - rate * gradient
-                if self.penalty == "l2":
-                    self.w = u / (1 + eta * self.l2)
-                else:
-                    threshold = eta * self.l1 / math.sqrt(nu)
-                    self.w = np.sign(u) * np.maximum(np.abs(u) - threshold, 0) / (1 + eta * self.l2)
-                self.w_sum = self.w_sum + self.w
-                self.w_weight += 1.0
-            if label == 1:
-                self.n_pos += 1
-                self.weight_pos += 1.0
-                self.sum_pos = self.sum_pos + x
+    def step(self, x, label):
+        self.n_seen += 1
+        self.sq_norm_sum += float(x @ x)
+        if self.n_seen > self.n_warmup and self.n_pos > 0 and self.n_neg > 0:
+            p = self.weight_pos / (self.weight_pos + self.weight_neg)
+            m_pos = self.sum_pos / self.weight_pos
+            m_neg = self.sum_neg / self.weight_neg
+            self.n_steps += 1
+            t = self.n_steps if self.half_life is None else min(self.n_steps, self.half_life)
+            if self.learning_rate == "invsqrt":
+                eta = self.eta0 / math.sqrt(t)
             else:
-                self.n_neg += 1
-                self.weight_neg += 1.0
-                self.sum_neg = self.sum_neg + x
-            # forgetting (spam.12)-(spam.14): everything weighted decays by one event
-            self.sum_pos, self.sum_neg = self.sum_pos * self.decay, self.sum_neg * self.decay
-            self.weight_pos *= self.decay
-            self.weight_neg *= self.decay
-            self.w_sum = self.w_sum * self.decay
-            self.w_weight *= self.decay
-        return np.array(scores)
+                eta = self.eta0 / (1 + self.eta0 * self.l2 * (t - 1))
+            nu = self.sq_norm_sum / self.n_seen if self.sq_norm_sum > 0 else 1.0
+            if label == 1:
+                gradient = 2 * (1 - p) * (self.w @ (x - m_neg) - 1) * x
+            else:
+                gradient = 2 * p * (self.w @ (x - m_pos) + 1) * x
+            curvature = 2 * (1 - p) if label == 1 else 2 * p
+            xx = float(x @ x)
+            rate = min(eta / nu, 1 / (curvature * xx)) if curvature * xx > 0 else eta / nu
+            u = self.w - rate * gradient
+            if self.penalty == "l2":
+                self.w = u / (1 + eta * self.l2)
+            else:
+                threshold = eta * self.l1 / math.sqrt(nu)
+                self.w = np.sign(u) * np.maximum(np.abs(u) - threshold, 0) / (1 + eta * self.l2)
+            self.w_sum = self.w_sum + self.w
+            self.w_weight += 1.0
+        if label == 1:
+            self.n_pos += 1
+            self.weight_pos += 1.0
+            self.sum_pos = self.sum_pos + x
+        else:
+            self.n_neg += 1
+            self.weight_neg += 1.0
+            self.sum_neg = self.sum_neg + x
+        # forgetting (spam.12)-(spam.14): everything weighted decays by one event
+        self.sum_pos, self.sum_neg = self.sum_pos * self.decay, self.sum_neg * self.decay
+        self.weight_pos *= self.decay
+        self.weight_neg *= self.decay
+        self.w_sum = self.w_sum * self.decay
+        self.w_weight *= self.decay
 
 
-class NaiveSOLAM:
+class NaiveSOLAM(PerEventReference):
     """regSOLAM (thesis Alg. 18) run on normalised features x~ = x / sqrt(nu).
 
     Equations: docs/algorithms/solam.md (solam.4)-(solam.10).
@@ -144,55 +140,51 @@ class NaiveSOLAM:
             return self.w
         return self.w_sum / self.gamma_sum if self.gamma_sum > 0 else np.zeros_like(self.w)
 
-    def learn(self, X, y):
-        scores = []
-        for x, label in zip(event_rows(X), event_labels(y), strict=True):
-            scores.append(float(self.served() @ x))
-            self.t += 1
-            self.n_pos += label == 1
-            self.sq_norm_sum += float(x @ x)
-            self.max_norm = max(self.max_norm, math.sqrt(float(x @ x)))
-            if label == 1:
-                self.weight_pos += 1.0
-            else:
-                self.weight_neg += 1.0
-            q = self.weight_pos / (self.weight_pos + self.weight_neg)
-            nu = self.sq_norm_sum / self.t if self.sq_norm_sum > 0 else 1.0
-            kappa = self.kappa if self.kappa is not None else self.max_norm / math.sqrt(nu)
-            radius = self.radius if self.radius is not None else math.sqrt(2 / self.l2)
-            t = self.t if self.half_life is None else min(self.t, self.half_life)
-            gamma = self.eta0 / math.sqrt(t)
-            w_tilde = math.sqrt(nu) * self.w
-            x_tilde = x / math.sqrt(nu)
-            s = float(w_tilde @ x_tilde)
-            a, b, alpha = self.a, self.b, self.alpha
-            if label == 1:
-                grad_w = 2 * (1 - q) * (s - a) * x_tilde - 2 * (1 + alpha) * (1 - q) * x_tilde
-                grad_a, grad_b = -2 * (1 - q) * (s - a), 0.0
-                grad_alpha = -2 * (1 - q) * s - 2 * q * (1 - q) * alpha
-            else:
-                grad_w = 2 * q * (s - b) * x_tilde + 2 * (1 + alpha) * q * x_tilde
-                grad_a, grad_b = 0.0, -2 * q * (s - b)
-                grad_alpha = 2 * q * s - 2 * q * (1 - q) * alpha
-            curvature = 2 * (1 - q) if label == 1 else 2 * q
-            xx_tilde = float(x_tilde @ x_tilde)
-            stiff = curvature * xx_tilde
-            gamma_data = min(gamma, 1 / stiff) if stiff > 0 else gamma
-            if self.average:
-                self.w_sum = self.w_sum + self.w
-                self.gamma_sum += 1
-            w_tilde = w_tilde - gamma_data * grad_w - gamma * self.l2 * w_tilde
-            norm = float(np.linalg.norm(w_tilde))
-            if norm > radius:
-                w_tilde = w_tilde * (radius / norm)
-            self.w = w_tilde / math.sqrt(nu)
-            bound = radius * kappa
-            self.a = min(max(a - gamma * grad_a, -bound), bound)
-            self.b = min(max(b - gamma * grad_b, -bound), bound)
-            self.alpha = min(max(alpha + gamma * grad_alpha, -2 * bound), 2 * bound)
-            # forgetting (solam.12)-(solam.13): the weighted sums decay by one event
-            self.weight_pos *= self.decay
-            self.weight_neg *= self.decay
-            self.w_sum = self.w_sum * self.decay
-            self.gamma_sum *= self.decay
-        return np.array(scores)
+    def step(self, x, label):
+        self.t += 1
+        self.n_pos += label == 1
+        self.sq_norm_sum += float(x @ x)
+        self.max_norm = max(self.max_norm, math.sqrt(float(x @ x)))
+        if label == 1:
+            self.weight_pos += 1.0
+        else:
+            self.weight_neg += 1.0
+        q = self.weight_pos / (self.weight_pos + self.weight_neg)
+        nu = self.sq_norm_sum / self.t if self.sq_norm_sum > 0 else 1.0
+        kappa = self.kappa if self.kappa is not None else self.max_norm / math.sqrt(nu)
+        radius = self.radius if self.radius is not None else math.sqrt(2 / self.l2)
+        t = self.t if self.half_life is None else min(self.t, self.half_life)
+        gamma = self.eta0 / math.sqrt(t)
+        w_tilde = math.sqrt(nu) * self.w
+        x_tilde = x / math.sqrt(nu)
+        s = float(w_tilde @ x_tilde)
+        a, b, alpha = self.a, self.b, self.alpha
+        if label == 1:
+            grad_w = 2 * (1 - q) * (s - a) * x_tilde - 2 * (1 + alpha) * (1 - q) * x_tilde
+            grad_a, grad_b = -2 * (1 - q) * (s - a), 0.0
+            grad_alpha = -2 * (1 - q) * s - 2 * q * (1 - q) * alpha
+        else:
+            grad_w = 2 * q * (s - b) * x_tilde + 2 * (1 + alpha) * q * x_tilde
+            grad_a, grad_b = 0.0, -2 * q * (s - b)
+            grad_alpha = 2 * q * s - 2 * q * (1 - q) * alpha
+        curvature = 2 * (1 - q) if label == 1 else 2 * q
+        xx_tilde = float(x_tilde @ x_tilde)
+        stiff = curvature * xx_tilde
+        gamma_data = min(gamma, 1 / stiff) if stiff > 0 else gamma
+        if self.average:
+            self.w_sum = self.w_sum + self.w
+            self.gamma_sum += 1
+        w_tilde = w_tilde - gamma_data * grad_w - gamma * self.l2 * w_tilde
+        norm = float(np.linalg.norm(w_tilde))
+        if norm > radius:
+            w_tilde = w_tilde * (radius / norm)
+        self.w = w_tilde / math.sqrt(nu)
+        bound = radius * kappa
+        self.a = min(max(a - gamma * grad_a, -bound), bound)
+        self.b = min(max(b - gamma * grad_b, -bound), bound)
+        self.alpha = min(max(alpha + gamma * grad_alpha, -2 * bound), 2 * bound)
+        # forgetting (solam.12)-(solam.13): the weighted sums decay by one event
+        self.weight_pos *= self.decay
+        self.weight_neg *= self.decay
+        self.w_sum = self.w_sum * self.decay
+        self.gamma_sum *= self.decay

@@ -11,7 +11,8 @@ A learner is a thin Python class over numba kernels:
   place.  Everything that influences future updates lives there — weights, averages, counters,
   class statistics, buffers, RNG state, scaler statistics — so
   ``Learner.from_state(params, learner.get_state())`` continues bit for bit.
-* Validation and coercion happen once per batch here; kernels do none.
+* Validation and coercion happen once per batch here; kernels do none, except the NaN /
+  infinity check a dense kernel may make of each row it reads (:meth:`_learn_rows`).
 
 A subclass provides (the abstract methods below; instantiating a class that lacks one fails):
 
@@ -41,6 +42,9 @@ its hyper-parameters
     :class:`~core.validation.CSRMatrix` (already scaled), ``y`` int64 in {-1, +1}; when
     ``scores`` has length ``n_samples`` the kernel writes each event's pre-update score into it
     (an empty ``scores`` means "not wanted", which spares the work).
+``_learn_rows(X, y, scores) -> int | None`` (optional)
+    the same on a dense batch, stopping before the first row whose ``||x||^2`` is not finite;
+    large unscaled batches are then not checked beforehand.
 ``_decision(X) -> np.ndarray``
     scores of the served model (the averaged iterate where the learner averages).
 ``coef_``
@@ -84,6 +88,12 @@ NO_SCORES = np.empty(0, dtype=np.float64)
 #: rate of ``partial_fit`` on 10**6 x 50 events (bench/versus_c.py).  2 MB keeps a block in
 #: the last-level cache and the per-call overhead (~10 us) under 3 % of a block's learning.
 BLOCK_BYTES = 2 * 2**20
+
+#: A dense batch of at least this size, for a learner whose kernel checks its rows
+#: (:meth:`OnlineLearner._learn_rows`), is not checked for NaN / infinity before it is learned:
+#: the kernel stops at the first row with one, and the state saved before is put back.  Below
+#: it, saving the state (~10 us for a small one) costs more than the check it spares.
+KERNEL_CHECK_BYTES = 256 * 2**10
 
 
 #: the scaler arrays :func:`core.preprocessing.initial_scaler_state` adds (only those of the
@@ -306,6 +316,17 @@ class OnlineLearner(ABC):
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
         """Learn the scaled batch in order with one kernel call (see the module docstring)."""
 
+    def _learn_rows(self, X: np.ndarray, y: np.ndarray, scores: np.ndarray) -> int | None:
+        """Optional: learn the scaled *dense* batch as :meth:`_learn` does, but stop before the
+        first row whose ``||x||^2`` is not finite (a NaN or an infinity in it, or squares that
+        overflow) and return the number of rows learned (``len(y)`` when none); nothing of
+        that row is learned.  None when the learner (with these parameters) has no such
+        kernel: then nothing is learned, and the caller checks the batch first.
+
+        A kernel that computes ``||x||^2`` anyway checks every row for free this way, which
+        spares :meth:`partial_fit` a pass over the batch (bench/versus_c.py)."""
+        return None
+
     @abstractmethod
     def _decision(self, X) -> np.ndarray:
         """Scores of the served model for a scaled batch."""
@@ -467,24 +488,66 @@ class OnlineLearner(ABC):
         if not self.is_initialized:
             self.initialize(features.shape[1])
         scores = np.empty(len(labels)) if want_scores else NO_SCORES
+        kernel_checks = self._kernel_may_check(features)
         blocks = self._blocks(features)
-        if blocks is None:
+        if not kernel_checks and blocks is None:
             if not isinstance(features, CSRMatrix):
                 check_finite_rows(features)
             self._learn_checked(features, labels, scores)
             return scores
-        # a rejected batch changes nothing: the state is restored if a block is refused
-        saved = self.get_state()
-        try:
-            for start, stop in blocks:
+        with self._unchanged_on_error():
+            if kernel_checks and self._learn_checking_rows(features, labels, scores):
+                return scores
+            for start, stop in blocks or [(0, len(labels))]:
                 check_finite_rows(features[start:stop], first_row=start)
                 block_scores = scores[start:stop] if want_scores else NO_SCORES
                 self._learn_checked(features[start:stop], labels[start:stop], block_scores)
+        return scores
+
+    @contextmanager
+    def _unchanged_on_error(self) -> Iterator[None]:
+        """A rejected batch changes nothing: the state is saved, and put back if a row or a
+        block is refused after others were learned."""
+        saved = self.get_state()
+        try:
+            yield
         except BaseException:
             for key, value in saved.items():
                 np.copyto(self.state_[key], value)  # in place: kernels' cached views stay valid
             raise
-        return scores
+
+    def _kernel_may_check(self, features) -> bool:
+        """Whether to leave the NaN / infinity check of a dense batch to the learner's kernel
+        (:meth:`_learn_rows`, if it has one): the kernel must see the rows as given (no
+        scaling, no recording), the batch must be large enough (:data:`KERNEL_CHECK_BYTES`)
+        and saving the state cheap next to it (at most an eighth of the batch)."""
+        if isinstance(features, CSRMatrix) or self._inputs_sink is not None:
+            return False
+        if self.scaling != "none" or features.nbytes < KERNEL_CHECK_BYTES:
+            return False
+        return 8 * sum(value.nbytes for value in self.state_.values()) <= features.nbytes
+
+    def _learn_checking_rows(self, X: np.ndarray, labels: np.ndarray, scores: np.ndarray) -> bool:
+        """Learn the unscaled dense batch with the kernel's own row check; False (nothing
+        learned) when the learner has no such kernel.  Raises InvalidFeatures at the first
+        row with a NaN or an infinity (the caller restores the state)."""
+        n = len(labels)
+        want_scores = scores.shape[0] > 0
+        start = 0
+        while start < n:
+            rest = scores[start:] if want_scores else NO_SCORES
+            learned = self._learn_rows(X[start:], labels[start:], rest)
+            if learned is None:  # on the first call, or never: it depends on the learner only
+                return False
+            start += learned
+            if start == n:
+                break
+            check_finite_rows(X[start : start + 1], first_row=start)
+            # finite values whose squares overflow: learned as without the check
+            one = scores[start : start + 1] if want_scores else NO_SCORES
+            self._learn(X[start : start + 1], labels[start : start + 1], one)
+            start += 1
+        return True
 
     def _blocks(self, features) -> list[tuple[int, int]] | None:
         """The row ranges of a large dense batch (see :data:`BLOCK_BYTES`), or None to check

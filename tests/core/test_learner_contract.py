@@ -445,8 +445,8 @@ def test_interleaved_layout_learns_the_same_bit_for_bit(name, config, sparse, mo
 
 # ----------------------------------------------------------------- large dense batches
 @pytest.mark.parametrize("name, params", [
-    ("spam", {"scaling": "standard"}), ("solam", {}), ("logistic", {"scaling": "scale"}),
-    ("oam", {}),
+    ("spam", {"scaling": "standard"}), ("solam", {"scaling": "unit_norm"}),
+    ("logistic", {"scaling": "scale"}), ("oam", {}),
 ])  # fmt: skip
 def test_a_large_batch_is_learned_in_blocks_as_if_whole(name, params, monkeypatch):
     """Above 4 blocks a dense batch is checked and learned block by block (core.learners._base
@@ -474,3 +474,47 @@ def test_a_large_batch_is_learned_in_blocks_as_if_whole(name, params, monkeypatc
         blocked.partial_fit(bad, y)
     assert refused.value.row == 1995
     states_equal(blocked.get_state(), before)
+
+
+@pytest.mark.parametrize("name, params", [
+    ("spam", {}), ("spam", {"average": False, "half_life": 300.0}), ("solam", {}),
+    ("spam", {"penalty": "elastic_net"}),  # no row-checking kernel: checked first
+])  # fmt: skip
+def test_a_large_batch_is_checked_by_the_kernel_as_if_checked_first(name, params, monkeypatch):
+    """An unscaled dense batch of KERNEL_CHECK_BYTES or more is checked for NaN / infinity by
+    the learner's kernel as it learns it (OnlineLearner._learn_rows): the result equals
+    learning its events in small, checked-first batches, bit for bit; a NaN or an infinity is
+    refused with its row and leaves the state as it was; a row of finite values whose squares
+    overflow is learned as it was without the check."""
+    import core.learners._base as base
+
+    monkeypatch.setattr(base, "KERNEL_CHECK_BYTES", 4096)  # 11 rows of 50 features
+    rng = np.random.default_rng(4)
+    y = (rng.random(2000) < 0.2).astype(np.int64)
+    X = rng.normal(size=(2000, 50)) + y[:, None] * 0.5
+    checked = make_learner(name, **params)
+    checked.partial_fit(X[:5], y[:5])
+    assert checked._kernel_may_check(X)
+    reference = make_learner(name, **params).partial_fit(X[:5], y[:5])
+    assert not reference._kernel_may_check(X[:7])
+    np.testing.assert_array_equal(
+        checked.prequential_step(X, y),
+        np.concatenate([reference.prequential_step(X[i : i + 7], y[i : i + 7])
+                        for i in range(0, 2000, 7)]),
+    )  # fmt: skip
+    states_equal(checked.get_state(), reference.get_state())
+    for row, value in ((1995, np.nan), (0, -np.inf), (700, np.inf)):
+        bad = X.copy()
+        bad[row, 7] = value
+        before = checked.get_state()
+        with pytest.raises(InvalidFeatures, match=f"first at row {row}\\)") as refused:
+            checked.partial_fit(bad, y)
+        assert refused.value.row == row
+        states_equal(checked.get_state(), before)
+    huge = X[:100].copy()
+    huge[40, 3] = 1e160  # finite, but its square is not
+    with np.errstate(over="ignore", invalid="ignore"):
+        checked.partial_fit(huge, y[:100])
+        for i in range(0, 100, 7):
+            reference.partial_fit(huge[i : i + 7], y[:100][i : i + 7])
+    states_equal(checked.get_state(), reference.get_state())

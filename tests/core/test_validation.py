@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from core.validation import CSRMatrix, as_features, as_labels, check_batch
+from core.validation import CSRMatrix, as_features, as_labels, check_batch, first_nonfinite
 
 
 @pytest.mark.parametrize(
@@ -139,3 +139,22 @@ def test_a_finite_sum_of_overflowing_values_still_finds_no_nan():
     X[2, 1] = np.inf
     with pytest.raises(ValueError, match="first at row 2"):
         as_features(X)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_first_nonfinite_finds_the_first_nan_or_infinity(dtype):
+    """The vectorised count (float64) and the sum (other dtypes) agree with the plain rule, on
+    contiguous and strided arrays."""
+    rng = np.random.default_rng(1)
+    values = rng.normal(size=(300, 7)).astype(dtype)
+    assert first_nonfinite(values) is None
+    assert first_nonfinite(values[:, ::3]) is None
+    for bad in (np.nan, np.inf, -np.inf):
+        for position in (0, 1000, 2099):
+            broken = values.copy()
+            broken.reshape(-1)[position] = bad
+            broken.reshape(-1)[2099] = bad
+            assert first_nonfinite(broken) == position
+            strided = broken[:, ::2]
+            expected = int(np.flatnonzero(~np.isfinite(strided).reshape(-1))[0])
+            assert first_nonfinite(strided) == expected

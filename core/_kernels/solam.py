@@ -244,18 +244,19 @@ def solam_csr(
     averages = (avg_coef, avg_a, avg_b, avg_alpha, gamma_sum)
     want_average = average and scores.shape[0] > 0
     for i in range(indptr.shape[0] - 1):
-        start = indptr[i]
-        end = indptr[i + 1]
+        start = np.uint64(indptr[i])  # unsigned: see spam_l2_csr
+        end = np.uint64(indptr[i + 1])
         c = inflation(clock, epoch, half_life)
         xx = 0.0
         vx = 0.0
         ax = 0.0
         for k in range(start, end):
+            j = np.uint64(indices[k])
             value = data[k]
             xx += value * value
-            vx += table[0, indices[k]] * value
+            vx += table[0, j] * value
             if want_average:
-                ax += table[1, indices[k]] * value
+                ax += table[1, j] * value
         if scores.shape[0] > 0:
             scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], gamma_sum[0], average)
         positive = y[i] > 0
@@ -290,11 +291,12 @@ def solam_csr(
         if average:
             shift = avg_coef[0] * delta
             for k in range(start, end):
-                table[0, indices[k]] += delta * data[k]
-                table[1, indices[k]] -= shift * data[k]
+                j = np.uint64(indices[k])
+                table[0, j] += delta * data[k]
+                table[1, j] -= shift * data[k]
         else:
             for k in range(start, end):
-                table[0, indices[k]] += delta * data[k]
+                table[0, np.uint64(indices[k])] += delta * data[k]
         _after_update(w_scale, w_sq_norm, shrink, limit)
         if half_life > 0.0:  # not a call per event when off: it passes seven arrays
             _forget_step(clock, epoch, half_life, class_weight, table[1], averages)

@@ -10,11 +10,16 @@ def first_bad_csr_entry(indptr, indices, n_features):
     """Check every row's column indices: all in ``[0, n_features)`` and none repeated.
 
     Returns ``(-1, 0, 0)`` when the batch is well formed, else ``(row, column, reason)`` for the
-    first offence, with reason 1 = out of range and 2 = repeated in the row.  Each row is
-    checked on a sorted copy of its indices — insertion sort for the short rows of event
-    streams, ``np.sort`` for long ones — which is O(nnz log row_length) and needs no
+    first offence, with reason 1 = out of range and 2 = repeated in the row.
+
+    A batch whose rows' indices increase (scipy's canonical CSR, what most writers produce) is
+    proved well formed by :func:`increasing_in_range`.  Otherwise each row is checked on a
+    sorted copy of its indices -- insertion sort for the short rows of event streams,
+    ``np.sort`` for long ones -- which is O(nnz log row_length) and needs no
     (row * width + column) key array for the whole batch.
     """
+    if increasing_in_range(indptr, indices, n_features):
+        return -1, 0, 0
     scratch = np.empty(64, dtype=np.int64)
     for row in range(len(indptr) - 1):
         start, stop = indptr[row], indptr[row + 1]
@@ -37,6 +42,30 @@ def first_bad_csr_entry(indptr, indices, n_features):
             if ordered[k] == ordered[k - 1]:
                 return row, ordered[k], 2
     return -1, 0, 0
+
+
+@kernel
+def increasing_in_range(indptr, indices, n_features):
+    """Whether every row's indices strictly increase and all lie in ``[0, n_features)`` (so
+    none repeats in a row): sufficient, not necessary, for a well-formed batch.  One pass
+    over all the indices with no branch per entry, which vectorises (the descents between two
+    rows, which are allowed, are then taken back one per row): 10**6 rows of 20 in 13 ms, where
+    sorting each row took 69 (bench/versus_c.py, the CSR cases).  ``indptr`` is valid."""
+    n = indices.shape[0]
+    if n == 0:
+        return True
+    descents = 0
+    low = indices[0]
+    high = indices[0]
+    for k in range(1, n):
+        descents += indices[k] <= indices[k - 1]
+        low = min(low, indices[k])
+        high = max(high, indices[k])
+    for row in range(indptr.shape[0] - 1):
+        start = indptr[row]
+        if 0 < start < indptr[row + 1]:  # a row's first entry after another row's last
+            descents -= indices[start] <= indices[start - 1]
+    return descents == 0 and low >= 0 and high < n_features
 
 
 @kernel

@@ -23,7 +23,13 @@ import numpy as np
 from core._kernels._config import inlined_kernel, kernel
 from core._kernels._linalg import dot_dense
 from core._kernels.forgetting import advance, inflation, scale_in_place, step_count
-from core._kernels.spam import capped_rate, fold_scale, mean_sq_norm, served_score
+from core._kernels.spam import (
+    capped_rate,
+    csr_row_in_order,
+    fold_scale,
+    mean_sq_norm,
+    served_score,
+)
 
 
 @kernel
@@ -233,9 +239,11 @@ def solam_csr(
     table, w_scale, w_sq_norm, a, b, alpha,
     avg_coef, avg_a, avg_b, avg_alpha, gamma_sum,
     n_seen, n_pos, sq_norm_sum, max_norm,
-    eta0, l2, radius, kappa, average, forget,
+    eta0, l2, radius, kappa, average, forget, check_rows,
 ):  # fmt: skip
-    """As :func:`solam_dense`, O(nnz) per event (plus a rare O(n_features) fold).
+    """As :func:`solam_dense`, O(nnz) per event (plus a rare O(n_features) fold); with
+    ``check_rows`` it also stops at a row whose columns are not in order
+    (``core._kernels.spam.spam_l2_csr``).
 
     ``table`` is (2, n_features): rows w_unscaled and avg_offset (a transposed view of an
     interleaved buffer for wide models, so both values of a column share a cache line).  One
@@ -243,9 +251,14 @@ def solam_csr(
     half_life, clock, epoch, class_weight = forget
     averages = (avg_coef, avg_a, avg_b, avg_alpha, gamma_sum)
     want_average = average and scores.shape[0] > 0
+    n_features = table.shape[1]
+    n_learned = indptr.shape[0] - 1
     for i in range(indptr.shape[0] - 1):
         start = np.uint64(indptr[i])  # unsigned: see spam_l2_csr
         end = np.uint64(indptr[i + 1])
+        if check_rows and not csr_row_in_order(indices, start, end, n_features):
+            n_learned = i
+            break
         c = inflation(clock, epoch, half_life)
         xx = 0.0
         vx = 0.0
@@ -257,6 +270,9 @@ def solam_csr(
             vx += table[0, j] * value
             if want_average:
                 ax += table[1, j] * value
+        if check_rows and not np.isfinite(xx):
+            n_learned = i
+            break
         if scores.shape[0] > 0:
             scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], gamma_sum[0], average)
         positive = y[i] > 0
@@ -300,3 +316,4 @@ def solam_csr(
         _after_update(w_scale, w_sq_norm, shrink, limit)
         if half_life > 0.0:  # not a call per event when off: it passes seven arrays
             _forget_step(clock, epoch, half_life, class_weight, table[1], averages)
+    return n_learned

@@ -199,6 +199,22 @@ def spam_l2_step(positive, wx, w_dot_mean, p, xx, n_steps, n_seen, sq_norm_sum, 
     return step, 1.0 / (1.0 + eta * l2)
 
 
+@kernel
+def csr_row_in_order(indices, start, end, n_features):
+    """Whether the columns ``indices[start:end]`` increase and lie in ``[0, n_features)``: then
+    the row may index the per-feature arrays (which the CSR kernels do without a bounds check,
+    validation having proved the batch) and repeats none.  A row that does not is not
+    necessarily at fault (its columns may be out of order): the caller checks it fully
+    (``OnlineLearner._learn_rows``).  Scalars and one array only read: a per-event call that
+    LLVM inlines without reference counts."""
+    previous = -1
+    in_order = True
+    for k in range(start, end):
+        in_order &= indices[k] > previous
+        previous = indices[k]
+    return in_order and previous < n_features
+
+
 # ------------------------------------------------------------------------------ L2, dense
 @kernel
 def spam_l2_dense(X, y, scores, state, options, forget, check_rows):
@@ -327,9 +343,11 @@ def spam_l2_dense(X, y, scores, state, options, forget, check_rows):
 
 # ------------------------------------------------------------------------------ L2, CSR
 @kernel
-def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget):
+def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget, check_rows):
     """As :func:`spam_l2_dense`, O(nnz) per event (plus a rare O(n_features) fold); ``state``
-    is :data:`SpamTableState`.
+    is :data:`SpamTableState`.  With ``check_rows`` it also stops at the first row whose
+    columns do not increase or leave ``[0, n_features)``, before any of them is used (see
+    :func:`csr_row_in_order`).
 
     ``table`` is (4, n_features): rows w_unscaled, avg_offset, class_sum_neg, class_sum_pos
     (a transposed view of an interleaved buffer for wide models: the four values of a column
@@ -341,12 +359,17 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget):
     eta0, l2, _, inverse, average, n_warmup, half_life = options
     clock, epoch, class_weight, avg_weight = forget
     want_scores = average and scores.shape[0] > 0
+    n_features = table.shape[1]
+    n_learned = indptr.shape[0] - 1
     for i in range(indptr.shape[0] - 1):
         # unsigned positions and columns: numba wraps a negative signed index around (a test
         # and an add per access, and registers), which cost 40 % of a gather loop's rate
         # (2**20 columns); validation guarantees both are in range
         start = np.uint64(indptr[i])
         end = np.uint64(indptr[i + 1])
+        if check_rows and not csr_row_in_order(indices, start, end, n_features):
+            n_learned = i
+            break
         c = inflation(clock, epoch, half_life)  # this event's weight in the sums (spam.12)
         xx = 0.0
         vx = 0.0
@@ -362,6 +385,9 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget):
             x_dot_sum_pos += table[3, j] * value
             if want_scores:
                 ax += table[1, j] * value
+        if check_rows and not np.isfinite(xx):
+            n_learned = i
+            break
         if scores.shape[0] > 0:
             n_averaged = averaged_weight(n_steps[0], avg_weight, half_life)
             scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], n_averaged, average)
@@ -427,6 +453,7 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget):
         if factor != 1.0:
             renormalise(factor, (table[2], table[3]), class_weight, table[1], avg_coef,
                         avg_weight, (w_dot_sum_pos, w_dot_sum_neg))  # fmt: skip
+    return n_learned
 
 
 # ------------------------------------------------------------------------------ elastic net

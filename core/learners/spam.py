@@ -277,14 +277,14 @@ class SPAM(HalfLife, OnlineLearner):
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
         self._run_kernel(X, y, scores, check_rows=False)
 
-    def _learn_rows(self, X: np.ndarray, y: np.ndarray, scores: np.ndarray) -> int | None:
+    def _learn_rows(self, X, y: np.ndarray, scores: np.ndarray) -> int | None:
         if self.penalty == "elastic_net":
             return None
         return self._run_kernel(X, y, scores, check_rows=True)
 
     def _run_kernel(self, X, y: np.ndarray, scores: np.ndarray, check_rows: bool) -> int:
         """One kernel call on the batch; the rows learned (all but with ``check_rows``, which
-        only the dense L2 kernel takes: see ``OnlineLearner._learn_rows``)."""
+        only the L2 kernels take: see ``OnlineLearner._learn_rows``)."""
         s = self.state_
         table = feature_table(self, ("w_unscaled", "avg_offset", "class_sum_neg", "class_sum_pos"))
         avg_coef = s["avg_coef"] if self.average else np.zeros(1)
@@ -310,10 +310,9 @@ class SPAM(HalfLife, OnlineLearner):
             *counters,
         )  # fmt: skip
         if isinstance(X, CSRMatrix):
-            kernels.spam_l2_csr(
-                X.indptr, X.indices, X.data, y, scores, table_state, options, forget
+            return kernels.spam_l2_csr(
+                X.indptr, X.indices, X.data, y, scores, table_state, options, forget, check_rows
             )
-            return len(y)
         return kernels.spam_l2_dense(X, y, scores, table_state, options, forget, check_rows)
 
     def _decision(self, X) -> np.ndarray:

@@ -8,7 +8,7 @@ Not a test: prints one table.  Usage::
 
 Method:
 
-* ``bench/c_reference/spam.c`` (SPAM-L2 dense and CSR, SOLAM dense) is compiled at bench time
+* ``bench/c_reference/spam.c`` (SPAM-L2 and SOLAM, dense and CSR) is compiled at bench time
   with the system compiler (``cc -O3 -march=native``), twice: ``C exact`` adds
   ``-ffp-contract=off`` (no fused multiply-add, the arithmetic numba does with ``fastmath``
   off, so the state must match the kernel's to the last bit, which the bench checks), ``C`` is
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import gc
 import os
 import subprocess
 import sys
@@ -69,7 +70,7 @@ def compile_reference(exact: bool) -> ctypes.CDLL:
     target = Path(tempfile.mkdtemp(prefix="aucstream-c-")) / "spam_reference.so"
     subprocess.run([compiler, *flags, "-o", str(target), str(SOURCE), "-lm"], check=True)
     library = ctypes.CDLL(str(target))
-    for name in ("spam_l2_dense", "spam_l2_csr", "solam_dense"):
+    for name in ("spam_l2_dense", "spam_l2_csr", "solam_dense", "solam_csr"):
         getattr(library, name).restype = None
     return library
 
@@ -99,11 +100,21 @@ def run_c(library, learner, X, labels) -> None:
                 "avg_alpha", "gamma_sum", "sq_norm_sum", "max_norm")  # fmt: skip
         scalars = (DOUBLE_P * len(keys))(*(pointer(s[key]) for key in keys))
         counts = (INT64_P * 2)(pointer(s["n_seen"]), pointer(s["n_pos"]))
+        steps = (ctypes.c_double(learner.eta0), ctypes.c_double(learner.l2),
+                 ctypes.c_double(learner._radius()), ctypes.c_double(0.0))  # fmt: skip
+        if isinstance(X, CSRMatrix):
+            table = feature_table(learner, ("w_unscaled", "avg_offset"))
+            row_stride, column_stride = (stride // 8 for stride in table.strides)
+            library.solam_csr(
+                pointer(X.indptr), pointer(X.indices), pointer(X.data), pointer(labels),
+                ctypes.c_int64(n), ctypes.c_int64(X.shape[1]), None,
+                table.ctypes.data_as(DOUBLE_P), ctypes.c_int64(row_stride),
+                ctypes.c_int64(column_stride), scalars, counts, *steps,
+            )  # fmt: skip
+            return
         library.solam_dense(
             pointer(X), pointer(labels), ctypes.c_int64(n), ctypes.c_int64(X.shape[1]), None,
-            pointer(s["w_unscaled"]), pointer(s["avg_offset"]), scalars, counts,
-            ctypes.c_double(learner.eta0), ctypes.c_double(learner.l2),
-            ctypes.c_double(learner._radius()), ctypes.c_double(0.0),
+            pointer(s["w_unscaled"]), pointer(s["avg_offset"]), scalars, counts, *steps,
         )  # fmt: skip
     elif isinstance(X, CSRMatrix):
         table = feature_table(learner, ("w_unscaled", "avg_offset", "class_sum_neg",
@@ -129,6 +140,7 @@ CASES = {
     "solam-dense50": ("solam", lambda n: dense_events(n, 50)),
     # 20 non-zeros a row, columns uniform over 2**20: every access misses the cache
     "spam-csr": ("spam", lambda n: csr_events(n, 2**20, 20)),
+    "solam-csr": ("solam", lambda n: csr_events(n, 2**20, 20)),
 }
 
 
@@ -139,9 +151,16 @@ def fresh(name: str, n_features: int):
 
 
 def cpu_seconds(function) -> float:
-    started = time.process_time()
-    function()
-    return time.process_time() - started
+    """CPU seconds of ``function()``, with Python's cyclic garbage collector run before and
+    off during the call (a collection inside one runner's timing would be charged to it)."""
+    gc.collect()
+    gc.disable()
+    try:
+        started = time.process_time()
+        function()
+        return time.process_time() - started
+    finally:
+        gc.enable()
 
 
 def states_equal(a, b) -> bool:

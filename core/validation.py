@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core._kernels.validation import first_bad_csr_entry
+from core._kernels.validation import count_nonfinite, first_bad_csr_entry, labels_to_pm1
 from core.errors import InvalidFeatures, InvalidParameter
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "check_batch",
     "check_fpr_range",
     "check_labelled_scores",
+    "check_rows",
     "first_nonfinite",
     "n_rows",
     "row_of_entry",
@@ -62,6 +63,18 @@ class CSRMatrix:
     @property
     def nnz(self) -> int:
         return int(self.indptr[-1])
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.indptr.nbytes + self.indices.nbytes + self.data.nbytes)
+
+    def rows_from(self, start: int) -> CSRMatrix:
+        """Rows ``start`` to the end, as a batch of its own (views of ``indices`` and
+        ``data``; only ``indptr`` is rebuilt)."""
+        offset = self.indptr[start]
+        return CSRMatrix(
+            self.indptr[start:] - offset, self.indices[offset:], self.data[offset:], self.n_features
+        )
 
     def toarray(self) -> np.ndarray:
         """The same batch as a dense ``float64`` array."""
@@ -104,9 +117,12 @@ def as_features(
     accept_sparse : bool
         Learners whose algorithm needs dense rows set this to False.
     check_finite : bool
-        False leaves the NaN / infinity check of a *dense* batch to the caller, who must make
-        it (with :func:`first_nonfinite`) before any row is used: a learner checks a large
-        batch block by block, each block just before learning it, while it is in cache.
+        False leaves the checks of each row to the caller, who must make them (with
+        :func:`check_rows`) before any row is used: NaN / infinity, and for a CSR batch its
+        column indices (in range, none repeated; its ``indptr`` is checked here).  A learner
+        checks a large dense batch block by block, each block just before learning it, while
+        it is in cache, or lets its kernel check each row as it reads it
+        (``OnlineLearner._learn_rows``).
 
     Returns
     -------
@@ -124,11 +140,9 @@ def as_features(
                 "this learner needs dense features; got a sparse matrix "
                 "(convert it with .toarray())"
             )
-        X = as_csr(X, n_features)
-        position = first_nonfinite(X.data)
-        if position is not None:
-            row = row_of_entry(X.indptr, position)
-            raise InvalidFeatures(f"features contain NaN or infinity (first at row {row})", row=row)
+        X = as_csr(X, n_features, check_columns=check_finite)
+        if check_finite:
+            _check_csr_values(X)
         return X
 
     array = _real_array(X, "features", InvalidFeatures)
@@ -157,6 +171,36 @@ def check_finite_rows(array: np.ndarray, first_row: int = 0) -> None:
         raise InvalidFeatures(f"features contain NaN or infinity (first at row {row})", row=row)
 
 
+def check_rows(features: np.ndarray | CSRMatrix, first_row: int = 0) -> None:
+    """The checks :func:`as_features` leaves to the caller with ``check_finite=False``, in
+    its order: a CSR batch's column indices, then NaN / infinity; rows counted from
+    ``first_row`` in the errors."""
+    if isinstance(features, CSRMatrix):
+        _check_csr_columns(features.indptr, features.indices, features.n_features, first_row)
+        _check_csr_values(features, first_row)
+    else:
+        check_finite_rows(features, first_row)
+
+
+def _check_csr_columns(indptr, indices, width: int, first_row: int = 0) -> None:
+    row, column, reason = first_bad_csr_entry(indptr, indices, width)
+    row = int(row) + first_row
+    if reason == 1:
+        raise InvalidFeatures(
+            f"sparse feature index {column} is outside [0, {width}) (row {row})", row=row
+        )
+    if reason == 2:
+        # duplicate columns would be summed by some code paths and not others: reject them
+        raise InvalidFeatures(f"row {row} repeats feature index {column}", row=row)
+
+
+def _check_csr_values(X: CSRMatrix, first_row: int = 0) -> None:
+    position = first_nonfinite(X.data)
+    if position is not None:
+        row = first_row + row_of_entry(X.indptr, position)
+        raise InvalidFeatures(f"features contain NaN or infinity (first at row {row})", row=row)
+
+
 def _real_array(values, what: str, error: type[ValueError]) -> np.ndarray:
     """``values`` as an array of real numbers (bool included), else ``error`` naming ``what``."""
     try:
@@ -174,13 +218,18 @@ def _real_array(values, what: str, error: type[ValueError]) -> np.ndarray:
 
 def first_nonfinite(values: np.ndarray) -> int | None:
     """The flat (C-order) position of the first NaN or infinity in ``values``, or None."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = values.sum()
-    # a NaN or an infinity makes the sum NaN or infinite, so a finite sum proves every value
-    # finite, with one vectorised read and no mask to write; an infinite sum of finite values
-    # (an overflow) falls through to the exact check
-    if np.isfinite(total):
-        return None
+    if values.dtype == np.float64:
+        # one vectorised read proves the common case (all finite); the position is looked
+        # for only in a batch that is refused
+        if count_nonfinite(values.reshape(-1)) == 0:
+            return None
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = values.sum()
+        # a finite sum proves every value finite (an infinite sum of finite values, an
+        # overflow, falls through to the exact check)
+        if np.isfinite(total):
+            return None
     finite = np.isfinite(values)
     if finite.all():
         return None
@@ -192,10 +241,11 @@ def row_of_entry(indptr, position: int) -> int:
     return int(np.searchsorted(np.asarray(indptr), position, side="right") - 1)
 
 
-def as_csr(X, n_features: int | None = None) -> CSRMatrix:
+def as_csr(X, n_features: int | None = None, check_columns: bool = True) -> CSRMatrix:
     """Check the structure of a :class:`CSRMatrix` or scipy sparse batch; coerce its arrays.
 
-    Values are not checked for NaN here (:func:`as_features` does it, naming the row).
+    Values are not checked for NaN here (:func:`as_features` does it, naming the row), nor,
+    with ``check_columns=False``, the column indices (:func:`check_rows` does it then).
     """
     if isinstance(X, CSRMatrix):
         indptr, indices, data, width = X.indptr, X.indices, X.data, X.n_features
@@ -220,14 +270,8 @@ def as_csr(X, n_features: int | None = None) -> CSRMatrix:
         raise InvalidFeatures("malformed sparse matrix: data and indices differ in length")
     if n_features is not None and width != n_features:
         raise InvalidFeatures(f"expected {n_features} features per event, got {width}")
-    row, column, reason = first_bad_csr_entry(indptr, indices, width)
-    if reason == 1:
-        raise InvalidFeatures(
-            f"sparse feature index {column} is outside [0, {width}) (row {row})", row=int(row)
-        )
-    if reason == 2:
-        # duplicate columns would be summed by some code paths and not others: reject them
-        raise InvalidFeatures(f"row {row} repeats feature index {column}", row=int(row))
+    if check_columns:
+        _check_csr_columns(indptr, indices, width)
     return CSRMatrix(indptr, indices, data, width)
 
 
@@ -255,6 +299,10 @@ def as_labels(y, n_samples: int | None = None) -> np.ndarray:
         raise InvalidFeatures("empty batch: no labels", field="labels")
     if n_samples is not None and labels.size != n_samples:
         raise InvalidFeatures(f"got {labels.size} labels for {n_samples} events", field="labels")
+    if labels.dtype == np.int64:  # the common case: one vectorised pass, numpy's take three
+        converted = np.empty(labels.size, dtype=np.int64)
+        if labels_to_pm1(labels, converted):
+            return converted
     if labels.dtype == np.bool_:
         return np.where(labels, 1, -1).astype(np.int64)
     if labels.dtype == object or not np.issubdtype(labels.dtype, np.number):

@@ -315,3 +315,98 @@ void solam_dense(const double *X, const int64_t *y, int64_t n, int64_t d, double
         if (sq_norm > limit * limit) *w_scale *= limit / sqrt(sq_norm);
     }
 }
+
+/* regSOLAM on CSR rows, O(nnz) per event (as solam_dense, plus a rare O(n_features) fold):
+ * `table` is (2, d), rows w_unscaled and avg_offset, with the strides of spam_l2_csr's. */
+void solam_csr(const int64_t *indptr, const int64_t *indices, const double *data,
+               const int64_t *y, int64_t n, int64_t d, double *scores, double *table,
+               int64_t row_stride, int64_t column_stride, double **scalars, int64_t **counts,
+               double eta0, double l2, double radius, double kappa_setting) {
+#define W(j) table[(j) * column_stride]
+#define AVG(j) table[row_stride + (j) * column_stride]
+    double *w_scale = scalars[0], *w_sq_norm = scalars[1], *a = scalars[2], *b = scalars[3];
+    double *alpha = scalars[4], *avg_coef = scalars[5], *avg_a = scalars[6];
+    double *avg_b = scalars[7], *avg_alpha = scalars[8], *gamma_sum = scalars[9];
+    double *sq_norm_sum = scalars[10], *max_norm = scalars[11];
+    int64_t *n_seen = counts[0], *n_pos = counts[1];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t start = indptr[i], end = indptr[i + 1];
+        double xx = 0, vx = 0, ax = 0;
+        for (int64_t k = start; k < end; k++) {
+            double value = data[k];
+            xx += value * value;
+            vx += W(indices[k]) * value;
+            if (scores) ax += AVG(indices[k]) * value;
+        }
+        if (scores) scores[i] = *gamma_sum > 0.0 ? (ax + *avg_coef * vx) / *gamma_sum : 0.0;
+        int positive = y[i] > 0;
+        *n_seen += 1;
+        if (positive) *n_pos += 1;
+        *sq_norm_sum += xx;
+        if (xx > *max_norm * *max_norm) *max_norm = sqrt(xx);
+        int64_t t = *n_seen;
+        double q = (double)*n_pos / (double)t;
+        double nu = mean_sq_norm(*sq_norm_sum, t);
+        double inv_root_nu = 1.0 / sqrt(nu);
+        double gamma = eta0 / sqrt((double)t);
+        double kappa = kappa_setting <= 0.0 ? *max_norm * inv_root_nu : kappa_setting;
+        double s = *w_scale * vx;
+        double curvature, coef_w, grad_a, grad_b, grad_alpha;
+        if (positive) {
+            curvature = 2.0 * (1.0 - q);
+            coef_w = 2.0 * (1.0 - q) * (s - *a) - 2.0 * (1.0 + *alpha) * (1.0 - q);
+            grad_a = -2.0 * (1.0 - q) * (s - *a);
+            grad_b = 0.0;
+            grad_alpha = -2.0 * (1.0 - q) * s - 2.0 * q * (1.0 - q) * *alpha;
+        } else {
+            curvature = 2.0 * q;
+            coef_w = 2.0 * q * (s - *b) + 2.0 * (1.0 + *alpha) * q;
+            grad_a = 0.0;
+            grad_b = -2.0 * q * (s - *b);
+            grad_alpha = 2.0 * q * s - 2.0 * q * (1.0 - q) * *alpha;
+        }
+        *avg_coef += *w_scale;
+        *avg_a += *a;
+        *avg_b += *b;
+        *avg_alpha += *alpha;
+        *gamma_sum += 1.0;
+        double bound = radius * kappa;
+        *a = clip(*a - gamma * grad_a, bound);
+        *b = clip(*b - gamma * grad_b, bound);
+        *alpha = clip(*alpha + gamma * grad_alpha, 2.0 * bound);
+        double shrink = 1.0 - gamma * l2;
+        double step = capped_rate(gamma / nu, curvature, xx) * coef_w;
+        double limit = radius * inv_root_nu;
+        if (fabs(*w_scale * shrink) < 1e-3) {
+            *w_scale *= shrink;
+            shrink = 1.0;
+            vx *= *w_scale;
+            double scale = *w_scale, coef = *avg_coef;
+            for (int64_t j = 0; j < d; j++) AVG(j) += coef * W(j);
+            *avg_coef = 0.0;
+            for (int64_t j = 0; j < d; j++) W(j) *= scale;
+            *w_scale = 1.0;
+            double s0 = 0.0, s1 = 0.0;
+            int64_t j = 0;
+            for (; j + 2 <= d; j += 2) {
+                s0 += W(j) * W(j);
+                s1 += W(j + 1) * W(j + 1);
+            }
+            if (j < d) s0 += W(j) * W(j);
+            *w_sq_norm = s0 + s1;
+        }
+        double delta = -step / (*w_scale * shrink);
+        *w_sq_norm += delta * (2.0 * vx + delta * xx);
+        double shift = *avg_coef * delta;
+        for (int64_t k = start; k < end; k++) {
+            W(indices[k]) += delta * data[k];
+            AVG(indices[k]) -= shift * data[k];
+        }
+        *w_scale *= shrink;
+        if (*w_sq_norm < 0.0) *w_sq_norm = 0.0;
+        double sq_norm = *w_scale * *w_scale * *w_sq_norm;
+        if (sq_norm > limit * limit) *w_scale *= limit / sqrt(sq_norm);
+    }
+#undef W
+#undef AVG
+}

@@ -150,8 +150,8 @@ def blas_dot(a, b):
 def dot_dense(a, x):
     """``a . x`` with two accumulators (even and odd columns): without fastmath numba keeps one
     add chain per accumulator, and two chains halve the latency.  The order is fixed, hence
-    deterministic, and the same as the ``a . x`` of :func:`dots_dense`, so a prequential score
-    and ``decision_function`` agree bit for bit (SPAM, SOLAM)."""
+    deterministic, and the same as the ``a . x`` of the dense SPAM and SOLAM kernels' one-pass
+    loops, so a prequential score and ``decision_function`` agree bit for bit."""
     n = x.shape[0]
     s0 = 0.0
     s1 = 0.0
@@ -172,46 +172,6 @@ def dot_sparse(a, indices, data, start, end):
     for k in range(start, end):
         total += a[indices[k]] * data[k]
     return total
-
-
-@kernel
-def dots_dense(x, a, b, c, with_c):
-    """``(x . x, a . x, a . b, c . x)`` in one pass, two accumulators each (the dense SPAM step
-    needs ||x||^2, w . x and w . sum_opposite, and a prequential score the averaged part
-    ``c . x``; one pass over the arrays is faster than several).  Without ``with_c``, ``c`` is
-    not read and the last value is 0 (the branch is the same every iteration, so it costs
-    nothing measurable: bench/versus_c.py).  ``a . x`` has the order of :func:`dot_dense`."""
-    n = x.shape[0]
-    xx0 = 0.0
-    xx1 = 0.0
-    ax0 = 0.0
-    ax1 = 0.0
-    ab0 = 0.0
-    ab1 = 0.0
-    cx0 = 0.0
-    cx1 = 0.0
-    j = 0
-    while j + 2 <= n:
-        u = x[j]
-        v = x[j + 1]
-        xx0 += u * u
-        xx1 += v * v
-        ax0 += a[j] * u
-        ax1 += a[j + 1] * v
-        ab0 += b[j] * a[j]
-        ab1 += b[j + 1] * a[j + 1]
-        if with_c:
-            cx0 += c[j] * u
-            cx1 += c[j + 1] * v
-        j += 2
-    if j < n:
-        u = x[j]
-        xx0 += u * u
-        ax0 += a[j] * u
-        ab0 += b[j] * a[j]
-        if with_c:
-            cx0 += c[j] * u
-    return xx0 + xx1, ax0 + ax1, ab0 + ab1, cx0 + cx1
 
 
 @kernel

@@ -16,11 +16,22 @@ whatever the input (dense rows or CSR rows), so a model can receive both:
   compute ``w . sum_opposite`` directly (same O(n_features) as the rest of a dense step) and
   refresh the two scalars at the end of the batch, which does not depend on how the events were
   split into batches.
-* the CSR kernels take the per-feature arrays as one (k, n_features) ``table``; for wide models
+* the L2 kernels take the per-feature arrays as one (k, n_features) ``table``; for wide models
   it is the transposed view of an interleaved buffer, so one non-zero costs one cache line
   (``core.learners.spam.INTERLEAVE_FROM``).
 
 Kernels take arrays and scalars only, validate nothing and read no globals.
+
+Per-event code.  Every array reference numba creates costs an atomic increment and decrement
+of the array's reference count (NRT_incref / NRT_decref, a ``lock``-prefixed instruction each,
+which also stalls the loads around it).  LLVM removes the pairs it can see in straight-line
+code, not those around a loop nor those of an array chosen by a condition.  A row view
+``X[i]``, ``a if positive else b`` and a call of a helper that loops over its array arguments
+cost four to six of them per event, which made the dense kernel 0.37x a plain C SPAM
+(bench/versus_c.py).  So the per-event paths of the L2 kernels index ``X[i, j]``, choose a
+class's sums by the row index of ``table``, loop in the kernel itself, and call per event only
+helpers that take scalars or are straight-line code; the O(n_features) folds and
+renormalisations, which are rare, still call helpers.
 """
 
 from collections import namedtuple
@@ -28,12 +39,7 @@ from collections import namedtuple
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels._linalg import (
-    dot_dense,
-    dot_sparse,
-    dots_dense,
-    sq_norm_sparse,
-)
+from core._kernels._linalg import dot_dense, dot_sparse, sq_norm_sparse
 from core._kernels.forgetting import (
     advance,
     class_share,
@@ -193,27 +199,91 @@ def spam_l2_step(positive, wx, w_dot_mean, p, xx, n_steps, n_seen, sq_norm_sum, 
     return step, 1.0 / (1.0 + eta * l2)
 
 
+@kernel
+def csr_row_in_order(indices, start, end, n_features):
+    """Whether the columns ``indices[start:end]`` increase and lie in ``[0, n_features)``: then
+    the row may index the per-feature arrays (which the CSR kernels do without a bounds check,
+    validation having proved the batch) and repeats none.  A row that does not is not
+    necessarily at fault (its columns may be out of order): the caller checks it fully
+    (``OnlineLearner._learn_rows``).  Scalars and one array only read: a per-event call that
+    LLVM inlines without reference counts."""
+    previous = -1
+    in_order = True
+    for k in range(start, end):
+        in_order &= indices[k] > previous
+        previous = indices[k]
+    return in_order and previous < n_features
+
+
 # ------------------------------------------------------------------------------ L2, dense
 @kernel
-def spam_l2_dense(X, y, scores, state, options, forget):
-    """SPAM-L2 on dense rows (``state``: :data:`SpamState`, ``options``: :data:`SpamOptions`,
-    ``forget``: :data:`SpamForget`)."""
-    (w_unscaled, w_scale, avg_offset, avg_coef, sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
+def spam_l2_dense(X, y, scores, state, options, forget, check_rows):
+    """SPAM-L2 on dense rows (``state``: :data:`SpamTableState`, the same table as the CSR
+    kernel's; ``options``: :data:`SpamOptions`, ``forget``: :data:`SpamForget`).
+
+    Returns the number of rows learned: all of them, or with ``check_rows`` the index of the
+    first row whose ``||x||^2`` is not finite (a NaN or an infinity in it, or squares that
+    overflow), of which nothing was learned.  The NaN / infinity check of a batch then costs
+    no pass of its own over the rows (``core.learners._base``): ``||x||^2`` is needed anyway.
+
+    Written for speed (bench/versus_c.py): the per-event path creates no array reference (see
+    "Per-event code" above), the class sums are rows of ``table`` chosen by index, and the
+    row's dot products are one loop in the kernel itself, not a call.
+    """
+    (table, w_scale, avg_coef, w_dot_sum_pos, w_dot_sum_neg,
      n_seen, n_pos, n_neg, n_steps, sq_norm_sum) = state  # fmt: skip
     eta0, l2, _, inverse, average, n_warmup, half_life = options
     clock, epoch, class_weight, avg_weight = forget
     want_scores = scores.shape[0] > 0
+    with_average = want_scores and average
+    n_features = X.shape[1]
+    n_learned = X.shape[0]
     for i in range(X.shape[0]):
-        x = X[i]
         positive = y[i] > 0
+        own = 3 if positive else 2  # the table's rows: w, avg_offset, sum_neg, sum_pos
+        opposite = 5 - own
+        # one pass for ||x||^2, w_unscaled . x, w_unscaled . (sum of the opposite class) and,
+        # for a prequential score, avg_offset . x: two accumulators each (even and odd
+        # columns; the order of _linalg.dot_dense, so a prequential score equals
+        # decision_function's bit for bit)
+        xx0 = 0.0
+        xx1 = 0.0
+        vx0 = 0.0
+        vx1 = 0.0
+        vo0 = 0.0
+        vo1 = 0.0
+        ax0 = 0.0
+        ax1 = 0.0
+        j = 0
+        while j + 2 <= n_features:
+            u = X[i, j]
+            v = X[i, j + 1]
+            xx0 += u * u
+            xx1 += v * v
+            vx0 += table[0, j] * u
+            vx1 += table[0, j + 1] * v
+            vo0 += table[opposite, j] * table[0, j]
+            vo1 += table[opposite, j + 1] * table[0, j + 1]
+            if with_average:  # the same every iteration: predicted, costs nothing measurable
+                ax0 += table[1, j] * u
+                ax1 += table[1, j + 1] * v
+            j += 2
+        if j < n_features:
+            u = X[i, j]
+            xx0 += u * u
+            vx0 += table[0, j] * u
+            vo0 += table[opposite, j] * table[0, j]
+            if with_average:
+                ax0 += table[1, j] * u
+        xx = xx0 + xx1
+        vx = vx0 + vx1
+        if check_rows and not np.isfinite(xx):
+            n_learned = i
+            break
         c = inflation(clock, epoch, half_life)  # this event's weight in the sums (spam.12)
-        # one pass for ||x||^2, w_unscaled . x and w_unscaled . (sum of the opposite class)
-        opposite = sum_neg if positive else sum_pos
-        with_average = want_scores and average
-        xx, vx, v_dot_opposite, ax = dots_dense(x, w_unscaled, opposite, avg_offset, with_average)
-        n_averaged = averaged_weight(n_steps[0], avg_weight, half_life)
         if want_scores:
-            scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], n_averaged, average)
+            n_averaged = averaged_weight(n_steps[0], avg_weight, half_life)
+            scores[i] = served_score(vx, ax0 + ax1, w_scale[0], avg_coef[0], n_averaged, average)
         n_seen[0] += 1
         sq_norm_sum[0] += xx
         # [CHOICE] no step during warm-up nor before both classes were seen (OPAUC's code does
@@ -222,54 +292,62 @@ def spam_l2_dense(X, y, scores, state, options, forget):
             p = class_share(n_pos[0], n_neg[0], class_weight, half_life)
             # w . m_opposite, directly (O(n_features) like the rest of a dense step)
             n_opposite = class_total(not positive, n_pos[0], n_neg[0], class_weight, half_life)
-            w_dot_mean = w_scale[0] * v_dot_opposite / n_opposite
+            w_dot_mean = w_scale[0] * (vo0 + vo1) / n_opposite
             step, rho = spam_l2_step(
                 positive, w_scale[0] * vx, w_dot_mean, p, xx, n_steps, n_seen, sq_norm_sum,
                 eta0, l2, inverse, half_life,
             )  # fmt: skip
             # w' = rho (w - step x), kept as scale' = rho scale, v' = v - (step / scale) x
             if w_scale[0] * rho < 1e-3:
-                fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average)
+                fold_scale(table[0], w_scale, table[1], avg_coef, average)
             delta = -step / w_scale[0]
             new_scale = w_scale[0] * rho
-            # the class statistics take the event after the step (spam.10), same pass
-            own = sum_pos if positive else sum_neg
+            # the class statistics take the event after the step (spam.10)
             if average:
                 shift = avg_coef[0] * delta
-                for j in range(x.shape[0]):
-                    w_unscaled[j] += delta * x[j]
-                    avg_offset[j] -= shift * x[j]
+                for j in range(n_features):
+                    table[0, j] += delta * X[i, j]
+                    table[1, j] -= shift * X[i, j]
                 # a separate loop: with three arrays written in one loop LLVM does not
                 # vectorise it (bench/versus_c.py)
-                for j in range(x.shape[0]):
-                    own[j] += c * x[j]
+                for j in range(n_features):
+                    table[own, j] += c * X[i, j]
                 # + the new iterate: uniform average (spam.9), weighted by c (spam.14)
                 avg_coef[0] += new_scale * c
                 if half_life > 0.0:
                     avg_weight[0] += c
             else:
-                for j in range(x.shape[0]):
-                    w_unscaled[j] += delta * x[j]
-                    own[j] += c * x[j]
+                for j in range(n_features):
+                    table[0, j] += delta * X[i, j]
+                    table[own, j] += c * X[i, j]
             w_scale[0] = new_scale
         else:
-            own = sum_pos if positive else sum_neg
-            for j in range(x.shape[0]):
-                own[j] += c * x[j]
-        count_event(positive, c, n_pos, n_neg, class_weight, half_life)
+            for j in range(n_features):
+                table[own, j] += c * X[i, j]
+        # count_event, written out: LLVM turns its two branches into a select of the
+        # arrays, and references to a selected array are not pruned (see above)
+        if positive:
+            n_pos[0] += 1
+        else:
+            n_neg[0] += 1
+        if half_life > 0.0:
+            class_weight[1 if positive else 0] += c
         factor = advance(clock, epoch, half_life)
         if factor != 1.0:
-            renormalise(factor, (sum_pos, sum_neg), class_weight, avg_offset, avg_coef,
+            renormalise(factor, (table[2], table[3]), class_weight, table[1], avg_coef,
                         avg_weight, (w_dot_sum_pos, w_dot_sum_neg))  # fmt: skip
-    w_dot_sum_pos[0] = w_scale[0] * dot_dense(w_unscaled, sum_pos)
-    w_dot_sum_neg[0] = w_scale[0] * dot_dense(w_unscaled, sum_neg)
+    w_dot_sum_pos[0] = w_scale[0] * dot_dense(table[0], table[3])
+    w_dot_sum_neg[0] = w_scale[0] * dot_dense(table[0], table[2])
+    return n_learned
 
 
 # ------------------------------------------------------------------------------ L2, CSR
 @kernel
-def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget):
+def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget, check_rows):
     """As :func:`spam_l2_dense`, O(nnz) per event (plus a rare O(n_features) fold); ``state``
-    is :data:`SpamTableState`.
+    is :data:`SpamTableState`.  With ``check_rows`` it also stops at the first row whose
+    columns do not increase or leave ``[0, n_features)``, before any of them is used (see
+    :func:`csr_row_in_order`).
 
     ``table`` is (4, n_features): rows w_unscaled, avg_offset, class_sum_neg, class_sum_pos
     (a transposed view of an interleaved buffer for wide models: the four values of a column
@@ -281,9 +359,17 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget):
     eta0, l2, _, inverse, average, n_warmup, half_life = options
     clock, epoch, class_weight, avg_weight = forget
     want_scores = average and scores.shape[0] > 0
+    n_features = table.shape[1]
+    n_learned = indptr.shape[0] - 1
     for i in range(indptr.shape[0] - 1):
-        start = indptr[i]
-        end = indptr[i + 1]
+        # unsigned positions and columns: numba wraps a negative signed index around (a test
+        # and an add per access, and registers), which cost 40 % of a gather loop's rate
+        # (2**20 columns); validation guarantees both are in range
+        start = np.uint64(indptr[i])
+        end = np.uint64(indptr[i + 1])
+        if check_rows and not csr_row_in_order(indices, start, end, n_features):
+            n_learned = i
+            break
         c = inflation(clock, epoch, half_life)  # this event's weight in the sums (spam.12)
         xx = 0.0
         vx = 0.0
@@ -291,7 +377,7 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget):
         x_dot_sum_pos = 0.0
         x_dot_sum_neg = 0.0
         for k in range(start, end):
-            j = indices[k]
+            j = np.uint64(indices[k])
             value = data[k]
             xx += value * value
             vx += table[0, j] * value
@@ -299,6 +385,9 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget):
             x_dot_sum_pos += table[3, j] * value
             if want_scores:
                 ax += table[1, j] * value
+        if check_rows and not np.isfinite(xx):
+            n_learned = i
+            break
         if scores.shape[0] > 0:
             n_averaged = averaged_weight(n_steps[0], avg_weight, half_life)
             scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], n_averaged, average)
@@ -337,29 +426,34 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget):
             vx += delta * xx
         # the class statistics take the event after the step (spam.10); w' . x = scale' v' . x
         own = 3 if positive else 2
-        count_event(positive, c, n_pos, n_neg, class_weight, half_life)
+        # count_event, written out (see spam_l2_dense)
         if positive:
+            n_pos[0] += 1
             w_dot_sum_pos[0] += c * (w_scale[0] * vx)
         else:
+            n_neg[0] += 1
             w_dot_sum_neg[0] += c * (w_scale[0] * vx)
+        if half_life > 0.0:
+            class_weight[1 if positive else 0] += c
         if step_taken and average:
             for k in range(start, end):
-                j = indices[k]
+                j = np.uint64(indices[k])
                 table[0, j] += delta * data[k]
                 table[1, j] -= shift * data[k]
                 table[own, j] += c * data[k]
         elif step_taken:
             for k in range(start, end):
-                j = indices[k]
+                j = np.uint64(indices[k])
                 table[0, j] += delta * data[k]
                 table[own, j] += c * data[k]
         else:
             for k in range(start, end):
-                table[own, indices[k]] += c * data[k]
+                table[own, np.uint64(indices[k])] += c * data[k]
         factor = advance(clock, epoch, half_life)
         if factor != 1.0:
             renormalise(factor, (table[2], table[3]), class_weight, table[1], avg_coef,
                         avg_weight, (w_dot_sum_pos, w_dot_sum_neg))  # fmt: skip
+    return n_learned
 
 
 # ------------------------------------------------------------------------------ elastic net

@@ -10,11 +10,16 @@ def first_bad_csr_entry(indptr, indices, n_features):
     """Check every row's column indices: all in ``[0, n_features)`` and none repeated.
 
     Returns ``(-1, 0, 0)`` when the batch is well formed, else ``(row, column, reason)`` for the
-    first offence, with reason 1 = out of range and 2 = repeated in the row.  Each row is
-    checked on a sorted copy of its indices — insertion sort for the short rows of event
-    streams, ``np.sort`` for long ones — which is O(nnz log row_length) and needs no
+    first offence, with reason 1 = out of range and 2 = repeated in the row.
+
+    A batch whose rows' indices increase (scipy's canonical CSR, what most writers produce) is
+    proved well formed by :func:`increasing_in_range`.  Otherwise each row is checked on a
+    sorted copy of its indices -- insertion sort for the short rows of event streams,
+    ``np.sort`` for long ones -- which is O(nnz log row_length) and needs no
     (row * width + column) key array for the whole batch.
     """
+    if increasing_in_range(indptr, indices, n_features):
+        return -1, 0, 0
     scratch = np.empty(64, dtype=np.int64)
     for row in range(len(indptr) - 1):
         start, stop = indptr[row], indptr[row + 1]
@@ -37,3 +42,60 @@ def first_bad_csr_entry(indptr, indices, n_features):
             if ordered[k] == ordered[k - 1]:
                 return row, ordered[k], 2
     return -1, 0, 0
+
+
+@kernel
+def increasing_in_range(indptr, indices, n_features):
+    """Whether every row's indices strictly increase and all lie in ``[0, n_features)`` (so
+    none repeats in a row): sufficient, not necessary, for a well-formed batch.  One pass
+    over all the indices with no branch per entry, which vectorises (the descents between two
+    rows, which are allowed, are then taken back one per row): 10**6 rows of 20 in 13 ms, where
+    sorting each row took 69 (bench/versus_c.py, the CSR cases).  ``indptr`` is valid."""
+    n = indices.shape[0]
+    if n == 0:
+        return True
+    descents = 0
+    low = indices[0]
+    high = indices[0]
+    for k in range(1, n):
+        descents += indices[k] <= indices[k - 1]
+        low = min(low, indices[k])
+        high = max(high, indices[k])
+    for row in range(indptr.shape[0] - 1):
+        start = indptr[row]
+        if 0 < start < indptr[row + 1]:  # a row's first entry after another row's last
+            descents -= indices[start] <= indices[start - 1]
+    return descents == 0 and low >= 0 and high < n_features
+
+
+@kernel
+def count_nonfinite(values):
+    """How many of the float64 ``values`` (1-d) are NaN or infinite: ``v - v`` is 0 for a
+    finite ``v`` and NaN otherwise (fastmath is off, so LLVM does not fold it to 0).  The
+    count is an integer sum, which LLVM may reorder and so vectorises: one read of the batch
+    at memory speed, 1.7x faster than ``np.sum`` on 10**6 x 50 values and 10x on one row
+    (where numpy's call overhead dominates)."""
+    bad = 0
+    for k in range(values.shape[0]):
+        v = values[k]
+        bad += (v - v) != 0.0
+    return bad
+
+
+@kernel
+def labels_to_pm1(labels, out):
+    """``out[k]`` = +1 where ``labels[k]`` is 1, else -1, in one pass over int64 ``labels``;
+    True when every label is in {0, 1} or every label in {-1, +1} (else ``out`` is not to be
+    used: the caller finds the offending label).  0 and -1 both mean the negative class, so
+    the mapping does not depend on the convention; only a batch mixing them is refused.  No
+    early exit, so that the loop vectorises."""
+    out_of_range = False
+    has_zero = False
+    has_minus_one = False
+    for k in range(labels.shape[0]):
+        value = labels[k]
+        out_of_range |= (value < -1) | (value > 1)
+        has_zero |= value == 0
+        has_minus_one |= value == -1
+        out[k] = 1 if value == 1 else -1
+    return not (out_of_range or (has_zero and has_minus_one))

@@ -226,6 +226,14 @@ class SOLAM(HalfLife, OnlineLearner):
         return (_EMPTY,) + tuple(np.zeros(1) for _ in range(5))
 
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
+        self._run_kernel(X, y, scores, check_rows=False)
+
+    def _learn_rows(self, X, y: np.ndarray, scores: np.ndarray) -> int | None:
+        return self._run_kernel(X, y, scores, check_rows=True)
+
+    def _run_kernel(self, X, y: np.ndarray, scores: np.ndarray, check_rows: bool) -> int:
+        """One kernel call on the batch; the rows learned (all but with ``check_rows``: see
+        ``OnlineLearner._learn_rows``)."""
         s = self.state_
         table = feature_table(self, ("w_unscaled", "avg_offset"))
         _, *averages = self._averages()
@@ -237,11 +245,13 @@ class SOLAM(HalfLife, OnlineLearner):
             (half_life_arg(self.half_life), *forget_arrays(s)[:3]),
         )  # fmt: skip
         if isinstance(X, CSRMatrix):
-            kernels.solam_csr(
-                X.indptr, X.indices, X.data, y, scores, table, *scalars, *averages, *rest
-            )
-        else:
-            kernels.solam_dense(X, y, scores, table[0], *scalars, table[1], *averages, *rest)
+            return kernels.solam_csr(
+                X.indptr, X.indices, X.data, y, scores, table, *scalars, *averages, *rest,
+                check_rows,
+            )  # fmt: skip
+        return kernels.solam_dense(
+            X, y, scores, table[0], *scalars, table[1], *averages, *rest, check_rows
+        )
 
     def _decision(self, X) -> np.ndarray:
         s = self.state_

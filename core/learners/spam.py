@@ -282,35 +282,45 @@ class SPAM(HalfLife, OnlineLearner):
         return _EMPTY, np.zeros(1)
 
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
+        self._run_kernel(X, y, scores, check_rows=False)
+
+    def _learn_rows(self, X, y: np.ndarray, scores: np.ndarray) -> int | None:
+        if self.penalty == "elastic_net":
+            return None
+        return self._run_kernel(X, y, scores, check_rows=True)
+
+    def _run_kernel(self, X, y: np.ndarray, scores: np.ndarray, check_rows: bool) -> int:
+        """One kernel call on the batch; the rows learned (all but with ``check_rows``, which
+        only the L2 kernels take: see ``OnlineLearner._learn_rows``)."""
         s = self.state_
         table = feature_table(self, ("w_unscaled", "avg_offset", "class_sum_neg", "class_sum_pos"))
         avg_coef = s["avg_coef"] if self.average else np.zeros(1)
         counters = (s["n_seen"], s["n_pos"], s["n_neg"], s["n_steps"], s["sq_norm_sum"])
-        common = (
-            table[0], s["w_scale"], table[1], avg_coef, table[3], table[2],
-            s["w_dot_class_sum_pos"], s["w_dot_class_sum_neg"], *counters,
-        )  # fmt: skip
         options = kernels.SpamOptions(
             float(self.eta0), float(self.l2), float(self.l1), self.learning_rate == "inverse",
             bool(self.average), int(self.n_warmup), half_life_arg(self.half_life),
         )  # fmt: skip
         forget = kernels.SpamForget(*forget_arrays(s))
         if self.penalty == "elastic_net":
+            common = (
+                table[0], s["w_scale"], table[1], avg_coef, table[3], table[2],
+                s["w_dot_class_sum_pos"], s["w_dot_class_sum_neg"], *counters,
+            )  # fmt: skip
             if isinstance(X, CSRMatrix):
                 batch = EventBatch(_NO_ROWS, X.indptr, X.indices, X.data, True)
             else:
                 batch = EventBatch(X, _EMPTY_INT, _EMPTY_INT, _EMPTY, False)
             kernels.spam_elastic_net(batch, y, scores, kernels.SpamState(*common), options, forget)
-        elif isinstance(X, CSRMatrix):
-            table_state = kernels.SpamTableState(
-                table, s["w_scale"], avg_coef, s["w_dot_class_sum_pos"],
-                s["w_dot_class_sum_neg"], *counters,
-            )  # fmt: skip
-            kernels.spam_l2_csr(
-                X.indptr, X.indices, X.data, y, scores, table_state, options, forget
+            return len(y)
+        table_state = kernels.SpamTableState(
+            table, s["w_scale"], avg_coef, s["w_dot_class_sum_pos"], s["w_dot_class_sum_neg"],
+            *counters,
+        )  # fmt: skip
+        if isinstance(X, CSRMatrix):
+            return kernels.spam_l2_csr(
+                X.indptr, X.indices, X.data, y, scores, table_state, options, forget, check_rows
             )
-        else:
-            kernels.spam_l2_dense(X, y, scores, kernels.SpamState(*common), options, forget)
+        return kernels.spam_l2_dense(X, y, scores, table_state, options, forget, check_rows)
 
     def _decision(self, X) -> np.ndarray:
         s = self.state_

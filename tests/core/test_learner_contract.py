@@ -456,8 +456,8 @@ def test_interleaved_layout_learns_the_same_bit_for_bit(name, config, sparse, mo
 
 # ----------------------------------------------------------------- large dense batches
 @pytest.mark.parametrize("name, params", [
-    ("spam", {"scaling": "standard"}), ("solam", {}), ("logistic", {"scaling": "scale"}),
-    ("oam", {}),
+    ("spam", {"scaling": "standard"}), ("solam", {"scaling": "unit_norm"}),
+    ("logistic", {"scaling": "scale"}), ("oam", {}),
 ])  # fmt: skip
 def test_a_large_batch_is_learned_in_blocks_as_if_whole(name, params, monkeypatch):
     """Above 4 blocks a dense batch is checked and learned block by block (core.learners._base
@@ -485,3 +485,104 @@ def test_a_large_batch_is_learned_in_blocks_as_if_whole(name, params, monkeypatc
         blocked.partial_fit(bad, y)
     assert refused.value.row == 1995
     states_equal(blocked.get_state(), before)
+
+
+@pytest.mark.parametrize("name, params", [
+    ("spam", {}), ("spam", {"average": False, "half_life": 300.0}), ("solam", {}),
+    ("spam", {"penalty": "elastic_net"}),  # no row-checking kernel: checked first
+])  # fmt: skip
+def test_a_large_batch_is_checked_by_the_kernel_as_if_checked_first(name, params, monkeypatch):
+    """An unscaled dense batch of KERNEL_CHECK_BYTES or more is checked for NaN / infinity by
+    the learner's kernel as it learns it (OnlineLearner._learn_rows): the result equals
+    learning its events in small, checked-first batches, bit for bit; a NaN or an infinity is
+    refused with its row and leaves the state as it was; a row of finite values whose squares
+    overflow is learned as it was without the check."""
+    import core.learners._base as base
+
+    monkeypatch.setattr(base, "KERNEL_CHECK_BYTES", 4096)  # 11 rows of 50 features
+    rng = np.random.default_rng(4)
+    y = (rng.random(2000) < 0.2).astype(np.int64)
+    X = rng.normal(size=(2000, 50)) + y[:, None] * 0.5
+    checked = make_learner(name, **params)
+    checked.partial_fit(X[:5], y[:5])
+    assert checked._kernel_may_check(X)
+    reference = make_learner(name, **params).partial_fit(X[:5], y[:5])
+    assert not reference._kernel_may_check(X[:7])
+    np.testing.assert_array_equal(
+        checked.prequential_step(X, y),
+        np.concatenate([reference.prequential_step(X[i : i + 7], y[i : i + 7])
+                        for i in range(0, 2000, 7)]),
+    )  # fmt: skip
+    states_equal(checked.get_state(), reference.get_state())
+    for row, value in ((1995, np.nan), (0, -np.inf), (700, np.inf)):
+        bad = X.copy()
+        bad[row, 7] = value
+        before = checked.get_state()
+        with pytest.raises(InvalidFeatures, match=f"first at row {row}\\)") as refused:
+            checked.partial_fit(bad, y)
+        assert refused.value.row == row
+        states_equal(checked.get_state(), before)
+    huge = X[:100].copy()
+    huge[40, 3] = 1e160  # finite, but its square is not
+    with np.errstate(over="ignore", invalid="ignore"):
+        checked.partial_fit(huge, y[:100])
+        for i in range(0, 100, 7):
+            reference.partial_fit(huge[i : i + 7], y[:100][i : i + 7])
+    states_equal(checked.get_state(), reference.get_state())
+
+
+@pytest.mark.parametrize("name", ["spam", "solam"])
+def test_a_large_csr_batch_is_checked_by_the_kernel_as_if_checked_first(name, monkeypatch):
+    """The same for CSR rows: the kernel proves each row's columns increasing and in range
+    before it uses them, and its values finite; a row it cannot prove (columns out of order)
+    sends the rest of the batch to the full check, then to the unchecked kernel.  Offences
+    are named as before, a column offence anywhere before a NaN."""
+    import core.learners._base as base
+
+    monkeypatch.setattr(base, "KERNEL_CHECK_BYTES", 4096)
+    rng = np.random.default_rng(6)
+    n, width, nnz = 1500, 300, 6
+    y = (rng.random(n) < 0.3).astype(np.int64)
+    indices = np.sort(np.stack([rng.choice(width, nnz, replace=False) for _ in range(n)]), axis=1)
+    data = rng.normal(size=(n, nnz)) + 0.3
+    indptr = np.arange(0, n * nnz + 1, nnz)
+
+    def batch(columns=indices, values=data):
+        return CSRMatrix(indptr, columns.ravel().copy(), values.ravel().copy(), width)
+
+    def learner():
+        model = make_learner(name).partial_fit(batch().take_rows(np.arange(5)), y[:5])
+        return model
+
+    checked, reference = learner(), learner()
+    assert checked._kernel_may_check(batch())
+    shuffled = indices.copy()
+    shuffled[700:] = shuffled[700:, ::-1]  # valid rows, columns out of order from row 700
+    expected = []
+    for start in range(0, n, 7):
+        rows = np.arange(start, min(start + 7, n))
+        expected.append(reference.prequential_step(batch(shuffled).take_rows(rows), y[rows]))
+    np.testing.assert_array_equal(checked.prequential_step(batch(shuffled), y),
+                                  np.concatenate(expected))  # fmt: skip
+    states_equal(checked.get_state(), reference.get_state())
+    offences = [
+        ("values", (1200, 2), np.nan, r"NaN or infinity \(first at row 1200\)", 1200),
+        ("columns", (900, 3), width, f"index {width} is outside \\[0, {width}\\) \\(row 900\\)",
+         900),
+        ("columns", (40, 1), -1, r"index -1 is outside", 40),
+    ]  # fmt: skip
+    for what, (row, entry), value, message, named in offences:
+        columns, values = indices.copy(), data.copy()
+        (values if what == "values" else columns)[row, entry] = value
+        before = checked.get_state()
+        with pytest.raises(InvalidFeatures, match=message) as refused:
+            checked.partial_fit(batch(columns, values), y)
+        assert refused.value.row == named
+        states_equal(checked.get_state(), before)
+    # a NaN in row 100 and a repeated column in row 1300: the column offence is named
+    columns, values = indices.copy(), data.copy()
+    values[100, 0] = np.inf
+    columns[1300, 2] = columns[1300, 1]
+    with pytest.raises(InvalidFeatures, match="row 1300 repeats feature index") as refused:
+        checked.partial_fit(batch(columns, values), y)
+    assert refused.value.row == 1300

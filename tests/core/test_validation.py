@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from core.validation import CSRMatrix, as_features, as_labels, check_batch
+from core.validation import CSRMatrix, as_features, as_labels, check_batch, first_nonfinite
 
 
 @pytest.mark.parametrize(
@@ -139,3 +139,55 @@ def test_a_finite_sum_of_overflowing_values_still_finds_no_nan():
     X[2, 1] = np.inf
     with pytest.raises(ValueError, match="first at row 2"):
         as_features(X)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_first_nonfinite_finds_the_first_nan_or_infinity(dtype):
+    """The vectorised count (float64) and the sum (other dtypes) agree with the plain rule, on
+    contiguous and strided arrays."""
+    rng = np.random.default_rng(1)
+    values = rng.normal(size=(300, 7)).astype(dtype)
+    assert first_nonfinite(values) is None
+    assert first_nonfinite(values[:, ::3]) is None
+    for bad in (np.nan, np.inf, -np.inf):
+        for position in (0, 1000, 2099):
+            broken = values.copy()
+            broken.reshape(-1)[position] = bad
+            broken.reshape(-1)[2099] = bad
+            assert first_nonfinite(broken) == position
+            strided = broken[:, ::2]
+            expected = int(np.flatnonzero(~np.isfinite(strided).reshape(-1))[0])
+            assert first_nonfinite(strided) == expected
+
+
+def test_the_csr_structure_check_agrees_with_the_plain_rule():
+    """first_bad_csr_entry's fast pass (rows that increase, all in range) and its row-by-row
+    path report what sorting each row reports: the first row at fault, out-of-range first."""
+    from core._kernels.validation import first_bad_csr_entry
+
+    def plain(indptr, indices, width):
+        for row in range(len(indptr) - 1):
+            columns = indices[indptr[row] : indptr[row + 1]]
+            for column in columns:
+                if not 0 <= column < width:
+                    return row, column, 1
+            ordered = np.sort(columns)
+            repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+            if repeated.size:
+                return row, repeated[0], 2
+        return -1, 0, 0
+
+    rng = np.random.default_rng(5)
+    for _ in range(2000):
+        lengths = rng.integers(0, 5, rng.integers(1, 6))
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        width = int(rng.integers(1, 8))
+        indices = rng.integers(-1, width + 1, indptr[-1]).astype(np.int64)
+        if rng.random() < 0.5:  # mostly well-formed rows, increasing or not
+            for row, length in enumerate(lengths):
+                if length <= width:
+                    columns = rng.choice(width, length, replace=False)
+                    sort = rng.random() < 0.8
+                    indices[indptr[row] : indptr[row + 1]] = np.sort(columns) if sort else columns
+        got = tuple(int(v) for v in first_bad_csr_entry(indptr, indices, width))
+        assert got == tuple(int(v) for v in plain(indptr, indices, width))

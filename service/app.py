@@ -157,16 +157,14 @@ class Service(FastAPI):
     lane_routes: events.HotLane | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        lane = self.lane
-        if (
-            lane is not None
-            and self.lane_routes is not None
-            and scope["type"] == "http"
-            and self.lane_routes.takes(scope)
-        ):
-            scope["app"] = self
-            await lane(scope, receive, send)
-            return
+        lane, routes = self.lane, self.lane_routes
+        if lane is not None and routes is not None and scope["type"] == "http":
+            if self.root_path:  # as FastAPI does first
+                scope["root_path"] = self.root_path
+            if routes.takes(scope):
+                scope["app"] = self
+                await lane(scope, receive, send)
+                return
         await super().__call__(scope, receive, send)
 
 

@@ -195,8 +195,8 @@ async def read_body(
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit} bytes")
-    # ``receive`` itself rather than ``Request.stream()``: an async generator costs ~2 us per
-    # request under uvloop (its hooks keep every one in a WeakSet), as much as parsing a
+    # ``receive`` itself rather than ``Request.stream()``: an async generator costs ~1-2 us
+    # per request (the event loop's hooks keep every one in a WeakSet), half of parsing a
     # one-event body; the messages are read as ``stream()`` reads them
     receive = request.receive
     chunks = []

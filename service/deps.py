@@ -328,9 +328,11 @@ class HotRoute(Route):
     1,000-event NPZ ingest (0.63 -> 0.49 ms per request in-process): a fifth of the request,
     and as much as learning 1,000 events.  So these paths are served by a plain route that
     calls the same endpoint function with its arguments read by hand (:func:`query_flag`,
-    :func:`require_api_key`); the function stays declared on a FastAPI router that only the
+    :func:`check_api_key`); the function stays declared on a FastAPI router that only the
     OpenAPI document reads, so ``/docs`` shows the same parameters and response models.
-    Exceptions go through the app's handlers (problem+json) as for any route.
+    A ``POST`` reaches the endpoint through the app's short lane
+    (``service.routers.events.HotLane``), whose errors the app's handlers render as for any
+    route; the router keeps the route for the 405 of other methods.
 
     Unlike a plain Starlette route it records itself as ``scope["route"]``, as FastAPI's
     routes do, so the request metrics are labelled with its path template.

@@ -231,10 +231,13 @@ class HotLane:
             return False
         path = get_route_path(scope)
         route = self.routes.get(path[path.rfind("/") + 1 :])
-        match = None if route is None else route.path_regex.match(path)
+        if route is None:
+            return False
+        match = route.path_regex.match(path)
         if match is None:
             return False
-        scope["endpoint"] = route.endpoint  # type: ignore[union-attr]
+        scope["endpoint"] = route.endpoint
+        # ``{model_id}`` is a plain string: no convertor to apply
         scope["path_params"] = {**scope.get("path_params", {}), **match.groupdict()}
         scope["route"] = route
         return True

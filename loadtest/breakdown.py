@@ -5,8 +5,9 @@ does not depend on the generator or on how much of the shared CPU the server got
 
     python -m loadtest.breakdown              # memory store; add --redis for the Redis store
 
-Stages, per request of ``--batch`` events with ``--features`` dense features (CPU seconds of
-this process, ``time.process_time``, so time spent waiting for a busy CPU is not counted):
+Stages, per request of ``--batch`` events (or of one event: ``/score`` and ``/events``) with
+``--features`` dense features (CPU seconds of this process, ``time.process_time``, so time spent
+waiting for a busy CPU is not counted):
 
 ``parse``   body -> validated batch (``service.ingest``)
 ``learn``   ``Engine.learn``: learner kernel, scaling, metrics window, commit to the store
@@ -98,10 +99,16 @@ async def measure(args: argparse.Namespace, redis_url: str | None) -> list[tuple
         engine = app.state.engine
         batches = list(make_batches(8, args.batch, args.features))
         single = [orjson.dumps({"events": [{"x": X[0].tolist()}]}) for X, _ in batches]
+        single_labelled = [
+            orjson.dumps({"events": [{"x": row.tolist(), "y": int(label)}]})
+            for X, y in batches
+            for row, label in zip(X[:32], y[:32], strict=True)
+        ]
         cases = [
             ("ingest-json", "application/json", [json_body(X, y) for X, y in batches], True),
             ("ingest-npz", "application/x-npz", [npz_body(X, y) for X, y in batches], True),
             ("score (1 event)", "application/json", single, False),
+            ("events (1 event)", "application/json", single_labelled, True),
         ]
         for name, content_type, bodies, labelled in cases:
             model = name.split()[0]
@@ -114,7 +121,7 @@ async def measure(args: argparse.Namespace, redis_url: str | None) -> list[tuple
                 parse_events(body, content_type, spec, labelled=labelled, max_events=10**7)
                 for body in bodies
             ]
-            repeats = args.repeats if labelled else args.repeats * 10
+            repeats = args.repeats * 10 if len(parsed[0]) == 1 else args.repeats
             counter = iter(range(10**9))
 
             def parse(
@@ -160,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
               "framework ms", "redis ms", "ceiling ev/s (1 core)")  # fmt: skip
     lines = [header]
     for store, name, parse_cpu, work_cpu, asgi, redis_ms in rows:
-        events = 1 if name.startswith("score") else args.batch
+        events = 1 if "(1 event)" in name else args.batch
         lines.append((
             store, name, f"{parse_cpu * 1e3:.3f}", f"{work_cpu * 1e3:.3f}", f"{asgi * 1e3:.3f}",
             f"{(asgi - parse_cpu - work_cpu) * 1e3:.3f}",

@@ -18,6 +18,12 @@ Scenarios (per store):
     are kept for a later label) issued at ``--score-rate`` per second on a pool of keep-alive
     connections; latency is measured from the *scheduled* send time, so a stalled server is
     not hidden by the generator waiting for it (no coordinated omission).
+``events``
+    the same open loop for single-event ``/events``: one labelled event per request, each with
+    a fresh id (learned, remembered for deduplication), at ``--score-rate`` per second.
+
+``--server-path DIR`` serves another checkout (e.g. the code before a change, from
+``git archive``), so that two versions can be measured alternately with this generator.
 
 Besides throughput, each row reports the CPU seconds the server process (and Redis) spent,
 per request, and the generator's own CPU, so a reader can see where the time goes on a
@@ -54,6 +60,8 @@ TARGETS = {  # issue 5, memory store; Redis (a cluster too) must reach half of t
     "ingest-npz": 1_000_000.0,
 }
 SCORE_P99_MS = 5.0
+#: the single-event scenarios (open loop at ``--score-rate``)
+OPEN_LOOP = ("score", "events")
 MAX_REQUESTS = 1_000_000  # hard bound on any loop
 
 
@@ -99,7 +107,10 @@ def process_cpu_seconds(pid: int | list[int] | None) -> float:
 
 
 @contextlib.contextmanager
-def uvicorn_server(store: str, redis_url: str | None) -> Iterator[tuple[str, int]]:
+def uvicorn_server(
+    store: str, redis_url: str | None, server_path: str | None = None
+) -> Iterator[tuple[str, int]]:
+    """A uvicorn worker on ``store``; ``server_path``: serve that checkout's code."""
     import tempfile
 
     port = free_port()
@@ -111,7 +122,9 @@ def uvicorn_server(store: str, redis_url: str | None) -> Iterator[tuple[str, int
     }
     if redis_url:
         env["AUCSTREAM_REDIS_URL"] = redis_url
-    process = start_uvicorn(port, env, access_log=False)
+    if server_path:  # cwd too: ``python -m`` puts the working directory first on the path
+        env["PYTHONPATH"] = server_path
+    process = start_uvicorn(port, env, access_log=False, cwd=server_path)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, process, timeout=180)
@@ -195,13 +208,26 @@ async def closed_loop(
 
 
 async def open_loop_score(
-    host: str, port: int, model: str, n_features: int, rate: float, seconds: float
+    host: str,
+    port: int,
+    model: str,
+    n_features: int,
+    rate: float,
+    seconds: float,
+    *,
+    labelled: bool = False,
 ) -> tuple[int, int, float, np.ndarray]:
-    """Single-event /score at ``rate`` per second; latency from the scheduled send time."""
+    """Single-event /score (``labelled``: /events) at ``rate`` per second; latency from the
+    scheduled send time."""
     rng = np.random.default_rng(1)
     rows = rng.normal(size=(256, n_features)) * 100.0
-    prefix = f"POST /v1/models/{model}/score HTTP/1.1\r\nHost: {host}\r\n".encode()
-    bodies = [orjson.dumps(row.tolist()) for row in rows]
+    labels = (rng.random(256) < 0.1).astype(np.int64)
+    route = "events" if labelled else "score"
+    prefix = f"POST /v1/models/{model}/{route} HTTP/1.1\r\nHost: {host}\r\n".encode()
+    bodies = [
+        orjson.dumps(row.tolist()) + (b', "y": %d' % label if labelled else b"")
+        for row, label in zip(rows, labels, strict=True)
+    ]
     n_requests = min(int(rate * seconds), MAX_REQUESTS)
     idle: asyncio.Queue[Connection] = asyncio.Queue()
     for _ in range(4):
@@ -292,7 +318,13 @@ async def run_store(
             target_text = f">= {target:,.0f} ev/s"
         else:
             n_requests, errors, elapsed, latencies = await open_loop_score(
-                host, port, model, args.features, args.score_rate, args.seconds
+                host,
+                port,
+                model,
+                args.features,
+                args.score_rate,
+                args.seconds,
+                labelled=scenario == "events",
             )
             n_events = n_requests - errors
             target_text = f"p99 <= {SCORE_P99_MS:g} ms"
@@ -318,7 +350,7 @@ async def run_store(
 def verdict(row: Row) -> str:
     if row.errors:
         return "ERRORS"
-    if row.scenario == "score":
+    if row.scenario in OPEN_LOOP:
         return "ok" if row.percentile(99) <= SCORE_P99_MS else "MISS"
     target = TARGETS[row.scenario] * (0.5 if row.store.startswith("redis") else 1.0)
     return "ok" if row.events_per_second >= target else "MISS"
@@ -402,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         "--scenarios",
         nargs="+",
         default=["ingest-json", "ingest-npz", "score"],
-        choices=("ingest-json", "ingest-npz", "score"),
+        choices=("ingest-json", "ingest-npz", *OPEN_LOOP),
     )
     parser.add_argument("--seconds", type=float, default=5.0, help="per scenario (<= 120)")
     parser.add_argument("--connections", type=int, default=2)
@@ -410,6 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--score-rate", type=float, default=1000.0)
     parser.add_argument("--model", type=model_settings, default={}, help=MODEL_HELP)
+    parser.add_argument(
+        "--server-path", default=None, help="serve this checkout's code (PYTHONPATH and cwd)"
+    )
     args = parser.parse_args(argv)
     args.seconds = min(args.seconds, 120.0)
     rows: list[Row] = []
@@ -428,7 +463,9 @@ def main(argv: list[str] | None = None) -> int:
                 elif store == "redis_cluster":
                     redis_url, pids = stack.enter_context(private_redis_cluster())
                     redis_pid = list(pids.values())
-                url, server_pid = stack.enter_context(uvicorn_server(store, redis_url))
+                url, server_pid = stack.enter_context(
+                    uvicorn_server(store, redis_url, args.server_path)
+                )
                 print(f"{store}: server {url} (pid {server_pid}) ready", flush=True)
                 rows += asyncio.run(run_store(store, url, server_pid, redis_pid, args))
     print()

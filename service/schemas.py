@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import orjson
 from pydantic import (
@@ -257,6 +257,18 @@ class LearnResponse(BaseModel):
     scores: list[float | None] | None = None
 
 
+class LearnResponseBody(TypedDict):
+    """:class:`LearnResponse` as the route writes it (``service.routers.events.json_response``)."""
+
+    model: str
+    version: int
+    received: int
+    learned: int
+    duplicates: int
+    duplicate_ids: list[str]
+    scores: list[float | None] | None
+
+
 class QueuedResponse(BaseModel):
     """Queue mode: the batch was validated and appended; a worker learns it."""
 
@@ -271,6 +283,15 @@ class ScoreResponse(BaseModel):
     version: int
     scores: list[float]
     kept: int = Field(default=0, description="events whose features were kept for a later label")
+
+
+class ScoreResponseBody(TypedDict):
+    """:class:`ScoreResponse` as the route writes it (``service.routers.events.json_response``)."""
+
+    model: str
+    version: int
+    scores: list[float]
+    kept: int
 
 
 class LabelStatus(BaseModel):

@@ -27,6 +27,7 @@ import logging
 import math
 import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -139,20 +140,14 @@ class Telemetry:
             registry=self.registry,
             multiprocess_mode="sum",
         )
-        self.window_auc = Gauge(
+        self.window_auc = self._model_gauge(
             "aucstream_model_window_auc",
             "AUC over the model's metrics window, as last computed (NaN while undefined).",
-            ["model"],
-            registry=self.registry,
-            multiprocess_mode="mostrecent",
         )
-        self.window_pauc = Gauge(
+        self.window_pauc = self._model_gauge(
             "aucstream_model_window_pauc",
             "pAUC over the model's FPR range on its metrics window, as last computed (NaN "
             "while undefined).",
-            ["model"],
-            registry=self.registry,
-            multiprocess_mode="mostrecent",
         )
         self.rejected = Counter(
             "aucstream_requests_rejected_total",
@@ -187,26 +182,15 @@ class Telemetry:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
             registry=self.registry,
         )
-        self.lag_events = Gauge(
-            "aucstream_queue_lag_events",
-            "Events queued and not yet learned.",
-            ["model"],
-            registry=self.registry,
-            multiprocess_mode="mostrecent",
+        self.lag_events = self._model_gauge(
+            "aucstream_queue_lag_events", "Events queued and not yet learned."
         )
-        self.lag_entries = Gauge(
-            "aucstream_queue_lag_entries",
-            "Stream entries appended and not yet applied.",
-            ["model"],
-            registry=self.registry,
-            multiprocess_mode="mostrecent",
+        self.lag_entries = self._model_gauge(
+            "aucstream_queue_lag_entries", "Stream entries appended and not yet applied."
         )
-        self.lag_seconds = Gauge(
+        self.lag_seconds = self._model_gauge(
             "aucstream_queue_lag_seconds",
             "Age of the oldest stream entry not yet applied (0 when caught up).",
-            ["model"],
-            registry=self.registry,
-            multiprocess_mode="mostrecent",
         )
         # the WebSocket stream (docs/stream.md)
         self.stream_messages = Counter(
@@ -230,6 +214,28 @@ class Telemetry:
         )  # fmt: skip
         #: whether this process holds a model (the app sets it to the engine's cache)
         self.model_exists: Callable[[str], bool] = lambda model_id: False
+        #: (metric, label values) -> the metric's child: see :meth:`child`
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+        #: held to add a child and to remove label sets, so that none is kept once removed
+        self._children_lock = threading.Lock()
+
+    def child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, kept: prometheus_client's lookup takes a lock and checks
+        the values each time (~1 us; three per one-event ``/score``).  The same child objects
+        (prometheus_client keeps one per label set), forgotten whenever label sets are removed
+        (:meth:`forget_model`, :meth:`forget_models`)."""
+        key = (metric, labels)
+        child = self._children.get(key)
+        if child is None:
+            with self._children_lock:
+                child = self._children[key] = metric.labels(*labels)
+        return child
+
+    def _model_gauge(self, name: str, documentation: str) -> Gauge:
+        """A gauge per model; with several worker processes, the most recent value."""
+        return Gauge(
+            name, documentation, ["model"], registry=self.registry, multiprocess_mode="mostrecent"
+        )
 
     @property
     def multiprocess(self) -> bool:
@@ -258,18 +264,22 @@ class Telemetry:
 
     def forget_model(self, model_id: str) -> None:
         """Drop every label set of a deleted model."""
-        for metric in self._per_model:
-            position = metric._labelnames.index("model")  # noqa: SLF001 - no public API
-            for labels in list(metric._metrics):  # noqa: SLF001
-                if labels[position] == model_id:
-                    metric.remove(*labels)
+        with self._children_lock:
+            self._children.clear()
+            for metric in self._per_model:
+                position = metric._labelnames.index("model")  # noqa: SLF001 - no public API
+                for labels in list(metric._metrics):  # noqa: SLF001
+                    if labels[position] == model_id:
+                        metric.remove(*labels)
 
     def forget_models(self, keep: set[str]) -> None:
         """Drop the lag gauges of deleted models."""
-        for gauge in (self.lag_events, self.lag_entries, self.lag_seconds):
-            for labels in list(gauge._metrics):  # noqa: SLF001 - prometheus_client has no API
-                if labels[0] not in keep:
-                    gauge.remove(*labels)
+        with self._children_lock:
+            self._children.clear()
+            for gauge in (self.lag_events, self.lag_entries, self.lag_seconds):
+                for labels in list(gauge._metrics):  # noqa: SLF001 - prometheus_client has no API
+                    if labels[0] not in keep:
+                        gauge.remove(*labels)
 
     def render(self, models: set[str] | None = None) -> bytes:
         """The exposition text: this process's registry, or in multiprocess mode every
@@ -355,8 +365,9 @@ class TimingMiddleware:
             requested = (scope.get("path_params") or {}).get("model_id", "")
             model = self.telemetry.model_label(requested, status[0])
             elapsed = time.perf_counter() - started
-            self.telemetry.requests.labels(method, template, str(status[0]), model).inc()
-            self.telemetry.latency.labels(method, template).observe(elapsed)
+            telemetry = self.telemetry
+            telemetry.child(telemetry.requests, method, template, str(status[0]), model).inc()
+            telemetry.child(telemetry.latency, method, template).observe(elapsed)
             if log:
                 fields = {
                     "request_id": request_id,

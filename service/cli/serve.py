@@ -50,6 +50,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="uvicorn's")
     parser.add_argument(
+        "--no-access-log",
+        dest="access_log",
+        action="store_false",
+        help="no uvicorn access line per request (each one costs ~0.05 ms of CPU, a third of a "
+        "one-event /score; AUCSTREAM_LOG_FORMAT=json replaces them by its own request lines)",
+    )
+    parser.add_argument(
         "--mode",
         choices=("sync", "queue"),
         default=None,
@@ -109,6 +116,7 @@ def serve(args: argparse.Namespace) -> int:
             port=args.port,
             workers=args.workers,
             log_level=args.log_level,
+            access_log=args.access_log,
         )
     finally:
         if made_dir is not None:

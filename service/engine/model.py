@@ -9,6 +9,7 @@ Redis hash fields: they never change.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,8 +103,10 @@ class Loaded:
     #: the drift detector on the prequential scores (docs/algorithms/drift.md)
     drift: DriftDetector = field(default_factory=DriftDetector)
 
-    @property
+    @functools.cached_property
     def spec(self) -> FeatureSpec:
+        """The feature layout of the model's events (made once: it is read by every request,
+        and the configuration and the learner's class of a loaded model never change)."""
         return FeatureSpec(
             self.config.n_features,
             self.config.feature_mode,

@@ -28,7 +28,7 @@ from core.learners import (
     make_learner,
 )
 from core.learners._params import validate_parameters
-from core.validation import CSRMatrix
+from core.validation import CSRMatrix, as_features
 from tests.core.cases import (
     BAD_PARAMETERS,
     N_FEATURES,
@@ -586,3 +586,18 @@ def test_a_large_csr_batch_is_checked_by_the_kernel_as_if_checked_first(name, mo
     with pytest.raises(InvalidFeatures, match="row 1300 repeats feature index") as refused:
         checked.partial_fit(batch(columns, values), y)
     assert refused.value.row == 1300
+
+
+@pytest.mark.parametrize(("name", "config"), ALL)
+def test_decision_function_of_a_validated_batch_skips_nothing_but_the_checks(name, config):
+    """``check_input=False`` (the service's parsed batches): the same scores, bit for bit, for
+    what ``as_features`` returns (a dense array, or a CSR batch for a sparse learner)."""
+    X, y = stream(3)
+    learner = make_learner(name, **config).partial_fit(X[:200], y[:200])
+    rows = [as_features(X[200:], N_FEATURES, accept_sparse=False)]
+    if learner_class(name).supports_sparse:
+        rows.append(as_features(sp.csr_matrix(X[200:]), N_FEATURES))
+    for batch in rows:
+        np.testing.assert_array_equal(
+            learner.decision_function(batch, check_input=False), learner.decision_function(batch)
+        )

@@ -254,6 +254,18 @@ def test_serve_refuses_invalid_settings(capsys, monkeypatch):
     failed(capsys, 2, "invalid settings", "Redis store")
 
 
+def test_serve_passes_the_access_log_option_to_uvicorn(monkeypatch):
+    import uvicorn
+
+    for name in ("AUCSTREAM_STORE", "AUCSTREAM_WORKERS"):
+        monkeypatch.setenv(name, "")  # restored after the test (serve sets them)
+    runs: list[dict] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: runs.append(options))
+    assert cli.main(["serve", "--store", "memory"]) == 0
+    assert cli.main(["serve", "--store", "memory", "--no-access-log"]) == 0
+    assert [options["access_log"] for options in runs] == [True, False]
+
+
 @ON_REDIS_AND_CLUSTER
 def test_worker_check_reads_the_heartbeat_of_this_hosts_workers(any_redis, capsys, monkeypatch):
     import socket

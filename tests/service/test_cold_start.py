@@ -47,6 +47,8 @@ def test_readyz_waits_for_the_whole_warm_up_and_healthz_answers_during_it(
     assert refused.headers["retry-after"] == "5"
     assert refused.json()["type"].endswith("/warming-up")
     assert client.get("/v1/models").status_code == 503
+    scored = client.post("/v1/models/m/score", json={"events": [{"x": [1, 2, 3, 4, 5]}]})
+    assert scored.status_code == 503 and scored.headers["retry-after"] == "5"  # the short lane
     assert client.get("/metrics").status_code == 200
     release.set()
     deadline = time.monotonic() + 120

@@ -1,9 +1,10 @@
 """The fast parsing paths of ``service.ingest`` give exactly what the general paths give.
 
-The JSON fast path (simdjson, dense models) only ever accepts: on a body it does not take, the
-general orjson path must run and produce its own result or error.  Each case here is parsed
-twice, with the fast path on and with it switched off, and the outcomes compared exactly
-(arrays bit for bit, ids, labels, or the error's class and message).
+The JSON fast paths (simdjson for dense models; one event of a dense model) only ever accept:
+on a body they do not take, the general orjson path must run and produce its own result or
+error.  Each case here is parsed twice, with the fast paths on and with them switched off,
+and the outcomes compared exactly (arrays bit for bit, ids, labels, or the error's class and
+message).
 """
 
 from __future__ import annotations
@@ -48,6 +49,14 @@ def outcome(body: bytes, *, labelled: bool = True, max_events: int = 1000, spec=
 
 
 def general_outcome(monkeypatch, body: bytes, **kwargs):
+    with monkeypatch.context() as patch:
+        patch.setattr(json_body, "_dense_json_fast", lambda *args, **kw: None)
+        patch.setattr(json_body, "_one_dense_event", lambda *args, **kw: None)
+        return outcome(body, **kwargs)
+
+
+def one_event_outcome(monkeypatch, body: bytes, **kwargs):
+    """The outcome when the one-event path is the only fast path (as for bodies < 4 KB)."""
     with monkeypatch.context() as patch:
         patch.setattr(json_body, "_dense_json_fast", lambda *args, **kw: None)
         return outcome(body, **kwargs)
@@ -172,6 +181,59 @@ def test_irregular_bodies_get_the_general_paths_answer(monkeypatch, case):
     kwargs = {"max_events": 3}
     assert fast_result(body, **kwargs) is None
     assert outcome(body, **kwargs) == general_outcome(monkeypatch, body, **kwargs)
+
+
+@pytest.mark.parametrize("case", sorted(IRREGULAR))
+@pytest.mark.parametrize("labelled", [True, False])
+def test_one_event_path_gives_the_general_paths_answer(monkeypatch, case, labelled):
+    body = IRREGULAR[case]
+    for max_events in (3, 0):
+        kwargs = {"labelled": labelled, "max_events": max_events}
+        assert one_event_outcome(monkeypatch, body, **kwargs) == general_outcome(
+            monkeypatch, body, **kwargs
+        )
+
+
+ONE_EVENT = {
+    "score body": b'{"events": [{"x": [1, 2.5, -3e2]}]}',
+    "with an id": b'{"events": [{"id": "a", "x": [1, 2, 3]}]}',
+    "integer id": b'{"events": [{"x": [4, 5, 6], "id": 7}]}',
+    "bare list": b'[{"x": [1, 2.5, -3e2], "y": 1}]',
+    "keys in another order": b'{"events": [{"y": 0, "id": "b", "x": [0, 0, 0]}]}',
+    "signed zeros": b'{"events": [{"x": [-0.0, 0.0, -0], "y": -1}]}',
+    "boolean label": b'{"events": [{"x": [1, 2, 3], "y": true}]}',
+    "float label": b'{"events": [{"x": [1, 2, 3], "y": 0.0}]}',
+    "null id": b'{"events": [{"x": [1, 2, 3], "y": 1, "id": null}]}',
+    "boolean id": b'{"events": [{"x": [1, 2, 3], "y": 1, "id": true}]}',
+    "long id": b'{"events": [{"x": [1, 2, 3], "y": 1, "id": "%s"}]}' % (b"i" * 257),
+    "null label": b'{"events": [{"x": [1, 2, 3], "y": null}]}',
+    "string label": b'{"events": [{"x": [1, 2, 3], "y": "1"}]}',
+    "sum overflows": b'{"events": [{"x": [1e308, 1e308, 0], "y": 1}]}',
+    "features by name": b'{"events": [{"x": {"a": 1, "b": 2, "c": 3}, "y": 1}]}',
+}
+
+
+@pytest.mark.parametrize("case", sorted(ONE_EVENT))
+@pytest.mark.parametrize("labelled", [True, False])
+def test_one_event_path_equals_the_general_path(monkeypatch, case, labelled):
+    body = ONE_EVENT[case]
+    assert one_event_outcome(monkeypatch, body, labelled=labelled) == general_outcome(
+        monkeypatch, body, labelled=labelled
+    )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_event_path_reads_numbers_as_the_general_path(monkeypatch, seed):
+    rng = np.random.default_rng(seed)
+    numbers = number_texts(rng, 600)
+    taken = 0
+    for index in range(0, 600, 3):
+        row = "[" + ", ".join(numbers[index : index + 3]) + "]"
+        body = b'{"events": [{"id": "e", "x": ' + row.encode() + b', "y": 1}]}'
+        fast = json_body._one_dense_event(orjson.loads(body)["events"][0], DENSE, True)
+        taken += fast is not None
+        assert one_event_outcome(monkeypatch, body) == general_outcome(monkeypatch, body)
+    assert taken > 150  # most rows are plain numbers the path takes
 
 
 def test_the_parser_survives_a_kept_reference():

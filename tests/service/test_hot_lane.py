@@ -1,0 +1,135 @@
+"""The short lane of ``POST .../events`` and ``POST .../score`` (``service.app.Service``): the
+same answers, problems, metrics and 500s as through FastAPI's stack; every other request still
+goes through FastAPI."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.schemas import LearnResponse, ScoreResponse
+from service.settings import Settings
+from tests.service.conftest import create_model, started_apps
+
+
+@pytest.fixture
+def memory_client():
+    with started_apps(store="memory") as build:
+        yield build()
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of the series ``name`` whose labels include ``labels``, or None."""
+    for line in text.splitlines():
+        match = re.match(rf"^{name}{{(.*)}} (\S+)$", line)
+        if match and all(f'{key}="{value}"' in match.group(1) for key, value in labels.items()):
+            return float(match.group(2))
+    return None
+
+
+def test_lane_takes_posts_to_the_per_event_routes_only(memory_client):
+    client = memory_client
+    create_model(client, n_features=2)
+    lane = client.app.lane_routes  # type: ignore[attr-defined]
+
+    def takes(method: str, path: str, root_path: str = "") -> bool:
+        return lane.takes({"type": "http", "method": method, "path": path, "root_path": root_path})
+
+    assert takes("POST", "/v1/models/m/score") and takes("POST", "/v1/models/m/events")
+    assert takes("POST", "/api/v1/models/m/score", root_path="/api")
+    for method, path in (
+        ("GET", "/v1/models/m/score"),
+        ("POST", "/v1/models/m/labels"),
+        ("POST", "/v1/models/m/score/"),
+        ("POST", "/v1/models/a/b/score"),
+        ("POST", "/v1/models//score"),
+        ("POST", "/v2/models/m/score"),
+    ):
+        assert not takes(method, path), (method, path)
+    # what the lane leaves goes through FastAPI as before
+    assert client.get("/v1/models/m/score").status_code == 405
+    assert client.get("/v1/models/m/score").headers["allow"] == "POST, OPTIONS"
+    assert client.post("/v1/models/a/b/score", json={}).status_code == 404
+    labels = client.post("/v1/models/m/labels", json=[{"id": "a", "y": 1}])
+    assert labels.status_code == 200 and labels.json()["results"][0]["status"] == "unknown"
+
+
+def test_lane_bodies_are_what_the_response_models_write(memory_client):
+    """The routes write their bodies with orjson: the same bytes as the documented models."""
+    client = memory_client
+    create_model(client, n_features=3)
+    event = {"id": "a", "x": [0.1, -2.5e-7, 3e20], "y": 1}
+    for response, model in (
+        (client.post("/v1/models/m/events?scores=true", json={"events": [event]}), LearnResponse),
+        # a duplicate: learned nothing, its score is null
+        (client.post("/v1/models/m/events?scores=true", json={"events": [event]}), LearnResponse),
+        (
+            client.post("/v1/models/m/events", json={"events": [{**event, "id": "b"}]}),
+            LearnResponse,
+        ),
+        (
+            client.post("/v1/models/m/score", json={"events": [event, {"x": [1, 2, 3]}]}),
+            ScoreResponse,
+        ),
+    ):
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"] == "application/json"
+        assert (
+            response.content
+            == model.model_validate_json(response.content).model_dump_json().encode()
+        )
+    assert client.post("/v1/models/m/events?scores=true", json={"events": [event]}).json()[
+        "scores"
+    ] == [None]
+
+
+def test_lane_problems_and_errors_are_answered_and_counted():
+    with started_apps(store="memory") as build:
+        client = build()
+        create_model(client, n_features=2)
+        bad = client.post("/v1/models/m/score", json={"events": [{"x": [1]}]})
+        assert bad.status_code == 422 and bad.headers["content-type"] == "application/problem+json"
+        missing = client.post("/v1/models/nope/events", json={"events": [{"x": [1, 2], "y": 1}]})
+        assert missing.status_code == 404 and missing.json()["field"] == "model_id"
+        text = client.get("/metrics").text
+        assert sample(text, "aucstream_requests_rejected_total", problem="invalid-input") == 1.0
+        assert sample(text, "aucstream_requests_rejected_total", problem="model-not-found") == 1.0
+        route = "/v1/models/{model_id}/score"
+        assert sample(text, "aucstream_http_requests_total", route=route, status="422") == 1.0
+
+    # an unexpected exception: Starlette's 500 page (the server logs the traceback), counted
+    app = create_app(Settings(store="memory", warmup=False))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        create_model(client, n_features=2)
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("boom")
+
+        app.state.engine.score = broken
+        failed = client.post("/v1/models/m/score", json={"events": [{"x": [1, 2]}]})
+        assert failed.status_code == 500 and failed.text == "Internal Server Error"
+        text = client.get("/metrics").text
+        route = "/v1/models/{model_id}/score"
+        assert sample(text, "aucstream_http_requests_total", route=route, status="500") == 1.0
+
+
+def test_request_metrics_of_a_deleted_then_recreated_model(memory_client):
+    """The metrics' children are kept between requests (``Telemetry.child``): the ones of a
+    deleted model go with it, and a model created again under its id counts afresh."""
+    client = memory_client
+    for round_ in range(2):
+        create_model(client, n_features=2)
+        for _ in range(3):
+            assert (
+                client.post("/v1/models/m/score", json={"events": [{"x": [1, 2]}]}).status_code
+                == 200
+            )
+        text = client.get("/metrics").text
+        assert sample(text, "aucstream_events_scored_total", model="m") == 3.0, round_
+        route = "/v1/models/{model_id}/score"
+        assert sample(text, "aucstream_http_requests_total", route=route, model="m") == 3.0
+        assert client.delete("/v1/models/m").status_code == 204
+        assert 'model="m"' not in client.get("/metrics").text

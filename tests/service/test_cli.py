@@ -262,8 +262,9 @@ def test_serve_passes_the_access_log_option_to_uvicorn(monkeypatch):
     runs: list[dict] = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **options: runs.append(options))
     assert cli.main(["serve", "--store", "memory"]) == 0
+    assert cli.main(["serve", "--store", "memory", "--access-log"]) == 0
     assert cli.main(["serve", "--store", "memory", "--no-access-log"]) == 0
-    assert [options["access_log"] for options in runs] == [True, False]
+    assert [options["access_log"] for options in runs] == [False, True, False]
 
 
 @ON_REDIS_AND_CLUSTER

@@ -16,7 +16,8 @@ import pkgutil
 from typing import Any
 
 from core.errors import InvalidParameter
-from core.learners._base import NotFittedError, OnlineLearner
+from core.learners._base import OnlineLearner
+from core.learners._stateful import NotFittedError
 
 LEARNERS: dict[str, type[OnlineLearner]] = {}
 _loaded = False

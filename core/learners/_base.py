@@ -4,8 +4,8 @@ A learner is a thin Python class over numba kernels:
 
 * Hyper-parameters are declared once, as annotated class attributes with their defaults
   (``l2: float = 0.01``); the class gets a keyword-only ``__init__`` that stores them verbatim,
-  whose signature lists them (:func:`declared_parameters`), so :meth:`get_params` /
-  :meth:`set_params` and ``sklearn.base.clone`` work without importing scikit-learn here.
+  whose signature lists them, so ``get_params`` / ``set_params`` and ``sklearn.base.clone``
+  work without importing scikit-learn here (:mod:`core.learners._declared`).
 * All learned state is ``self.state_``: a flat ``dict[str, np.ndarray]`` (float64 / int64 /
   uint64, C-contiguous).  Scalars are arrays of shape ``(1,)`` so kernels can update them in
   place.  Everything that influences future updates lives there — weights, averages, counters,
@@ -57,26 +57,24 @@ pair of dense / CSR scoring kernels.
 
 from __future__ import annotations
 
-import inspect
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
 import numpy as np
 
 from core._kernels._linalg import csr_decision
-from core.errors import InvalidParameter, InvalidState
+from core.learners._declared import DeclaredParameters
 from core.learners._params import (
     BOOLEAN,
     RANDOM_STATE,
     Constraint,
     Interval,
     Options,
-    validate_parameters,
 )
-from core.learners._state import Count, Finite, StateInvariant, validate_state
-from core.preprocessing import SCALINGS, fold_scaling, initial_scaler_state, scale_batch
+from core.learners._stateful import StateContract
+from core.preprocessing import SCALINGS, fold_scaling, scale_batch
 from core.validation import CSRMatrix, as_features, check_batch, check_finite_rows, check_rows
 
 STATE_DTYPES = (np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.uint64))
@@ -95,17 +93,6 @@ BLOCK_BYTES = 2 * 2**20
 #: at fault.  Below it, saving the state (~10 us for a small one) costs more than the check it
 #: spares (measured on 50 dense features: 117 KB +1 %, 391 KB -5 %).
 KERNEL_CHECK_BYTES = 256 * 2**10
-
-
-#: the scaler arrays :func:`core.preprocessing.initial_scaler_state` adds (only those of the
-#: learner's ``scaling`` are present): running counts, means and sums finite, squares >= 0
-_SCALER_INVARIANTS: dict[str, StateInvariant] = {
-    "scaler_count": Count(),
-    "scaler_mean": Finite(),
-    "scaler_m2": Finite(0.0),
-    "scaler_sum": Finite(),
-    "scaler_sum_sq": Finite(0.0),
-}
 
 
 def linear_decision(X, w: np.ndarray) -> np.ndarray:
@@ -129,73 +116,9 @@ def kernel_scores(X, dense_kernel, csr_kernel, *args) -> np.ndarray:
     return out
 
 
-def _is_parameter(name: str, annotation: Any) -> bool:
-    """Whether a class annotation declares a hyper-parameter: a public name that is not a
-    learned attribute (``coef_``) nor a ``ClassVar`` (the annotations are strings under
-    ``from __future__ import annotations``)."""
-    if name.startswith("_") or name.endswith("_"):
-        return False
-    text = annotation if isinstance(annotation, str) else repr(annotation)
-    return not text.startswith(("ClassVar", "typing.ClassVar"))
-
-
-def declared_parameters(cls: type) -> dict[str, inspect.Parameter]:
-    """The hyper-parameters of ``cls`` as keyword-only parameters, in their listed order: the
-    class's own declarations first, then its bases' (nearest first), so the shared ones close
-    the list; each default is the class attribute as ``cls`` resolves it (a subclass that
-    assigns ``max_iter = 5`` changes the default, not the position)."""
-    parameters: dict[str, inspect.Parameter] = {}
-    for klass in cls.__mro__:
-        for name, annotation in vars(klass).get("__annotations__", {}).items():
-            if name in parameters or not _is_parameter(name, annotation):
-                continue
-            if not hasattr(cls, name):
-                raise TypeError(f"{cls.__name__}: hyper-parameter {name!r} has no default")
-            default = getattr(cls, name)
-            # one default object would be shared by every instance (as in dataclasses)
-            if isinstance(default, list | dict | set):
-                raise TypeError(
-                    f"{cls.__name__}: hyper-parameter {name!r} has a mutable default; use None"
-                )
-            parameters[name] = inspect.Parameter(
-                name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
-            )
-    return parameters
-
-
-def _keyword_init(cls: type, parameters: dict[str, inspect.Parameter]) -> Any:
-    """The ``__init__`` of ``cls``: keyword-only, storing each declared hyper-parameter
-    verbatim (its default when not given).  Its ``__signature__`` lists the parameters, which
-    is what ``inspect.signature(cls.__init__)`` (and so ``sklearn.base.clone``) reads."""
-
-    def __init__(self: Any, **params: Any) -> None:
-        unknown = [name for name in params if name not in parameters]
-        if unknown:
-            raise TypeError(
-                f"{cls.__name__}.__init__() got an unexpected keyword argument {unknown[0]!r}"
-            )
-        for name, parameter in parameters.items():
-            setattr(self, name, params.get(name, parameter.default))
-
-    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    __init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [self_parameter, *parameters.values()], return_annotation=None
-    )
-    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
-    __init__.__module__ = cls.__module__
-    __init__.__doc__ = f"Store the hyper-parameters of {cls.__name__} (see the class docstring)."
-    return __init__
-
-
-class NotFittedError(ValueError, AttributeError):
-    """Raised when scoring with a learner that has no state yet (as scikit-learn does)."""
-
-
-class OnlineLearner(ABC):
+class OnlineLearner(DeclaredParameters, StateContract):
     """Base class of every aucstream learner; see the module docstring for the contract."""
 
-    #: the registry name (``make_learner(name)``)
-    name: ClassVar[str] = ""
     #: the hyper-parameters every learner takes (last in its list; a learner may assign other
     #: defaults).  Online feature scaling applied before learning (core.preprocessing), the
     #: passes of :meth:`fit`, whether :meth:`fit` reshuffles before each pass, and its seed.
@@ -203,9 +126,7 @@ class OnlineLearner(ABC):
     max_iter: int = 1
     shuffle: bool = True
     random_state: int | None = None
-    #: the names of the declared hyper-parameters, in order (set for each class)
-    _parameters: ClassVar[tuple[str, ...]] = ()
-    #: accepted values of every hyper-parameter; subclasses extend this dict
+    #: accepted values of the shared hyper-parameters; subclasses extend this dict
     _parameter_constraints: ClassVar[dict[str, list[Constraint]]] = {
         "scaling": [Options(SCALINGS)],
         "max_iter": [Interval(int, 1, None)],
@@ -229,88 +150,9 @@ class OnlineLearner(ABC):
     #: where :meth:`recording_inputs` collects the scaled batches (None: not recording)
     _inputs_sink: list | None = None
 
-    # ------------------------------------------------------------------ parameters
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "__init__" in vars(cls):
-            raise TypeError(
-                f"{cls.__name__} defines __init__: declare its hyper-parameters as annotated "
-                "class attributes instead (the __init__ is generated)"
-            )
-        parameters = declared_parameters(cls)
-        cls._parameters = tuple(parameters)
-        cls.__init__ = _keyword_init(cls, parameters)  # type: ignore[method-assign]
-
-    def __init__(self, **params: Any) -> None:
-        # replaced in every subclass by the generated keyword-only __init__ (the same logic,
-        # with the subclass's signature); this one is what type checkers see
-        _keyword_init(type(self), declared_parameters(type(self)))(self, **params)
-
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        return list(cls._parameters)
-
-    @classmethod
-    def param_defaults(cls) -> dict[str, Any]:
-        """``{name: default}`` of every declared hyper-parameter, in order."""
-        return {name: getattr(cls, name) for name in cls._parameters}
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """Hyper-parameters as passed to ``__init__`` (JSON-able)."""
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    @classmethod
-    def check_param_names(cls, names) -> None:
-        """Raise :class:`~core.errors.InvalidParameter` naming the first unknown name."""
-        accepted = cls._param_names()
-        unknown = sorted(set(names) - set(accepted))
-        if unknown:
-            raise InvalidParameter(
-                f"unknown parameter(s) {', '.join(map(repr, unknown))} for learner "
-                f"{cls.name!r}; accepted: {', '.join(accepted)}",
-                param=unknown[0],
-            )
-
-    def set_params(self, **params) -> Self:
-        self.check_param_names(params)
-        for key, value in params.items():
-            setattr(self, key, value)
-        return self
-
-    def __repr__(self) -> str:
-        defaults = self.param_defaults()
-        changed = [f"{k}={v!r}" for k, v in self.get_params().items() if defaults.get(k) != v]
-        return f"{type(self).__name__}({', '.join(changed)})"
-
-    def validate_params(self) -> None:
-        """Check every hyper-parameter now against ``_parameter_constraints``, then the
-        learner's cross-parameter checks; raises :class:`~core.errors.InvalidParameter`
-        (a ValueError) naming the first bad one."""
-        validate_parameters(
-            self._parameter_constraints,
-            {name: getattr(self, name) for name in self._parameter_constraints},
-        )
-        self._check_params()
-
     # ------------------------------------------------------------------ subclass hooks
     def _check_params(self) -> None:
         """Checks that involve more than one parameter (none by default)."""
-        return None
-
-    @abstractmethod
-    def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
-        """The state of a learner that has seen nothing (see the module docstring)."""
-
-    def _state_invariants(self, n_features: int) -> dict[str, StateInvariant]:
-        """What each array of :meth:`_initial_state` may hold (see the module docstring).
-
-        Not abstract so that a learner without declarations still builds, but
-        :meth:`validate_state` refuses (TypeError) any state with an undeclared array: states
-        are never loaded unchecked."""
-        return {}
-
-    def _check_state(self, state: dict[str, np.ndarray]) -> None:
-        """Invariants relating several arrays beyond the declarations (none by default)."""
         return None
 
     @abstractmethod
@@ -365,124 +207,6 @@ class OnlineLearner(ABC):
             return None
         coef = np.array(self.coef_, dtype=np.float64)  # type: ignore[attr-defined]
         return fold_scaling(self.scaling, self.state_, coef, self.intercept_)
-
-    # ------------------------------------------------------------------ state
-    @property
-    def is_initialized(self) -> bool:
-        return hasattr(self, "state_")
-
-    @property
-    def n_features_in_(self) -> int:
-        self._check_initialized()
-        return int(self.state_["n_features"][0])
-
-    def initialize(self, n_features: int) -> Self:
-        """Start from scratch for ``n_features`` features (a model that has seen nothing)."""
-        self.validate_params()
-        if isinstance(n_features, bool) or not isinstance(n_features, int | np.integer):
-            raise ValueError(f"n_features must be a positive integer, got {n_features!r}")
-        if n_features < 1:
-            raise ValueError(f"n_features must be a positive integer, got {n_features}")
-        state = {"n_features": np.array([n_features], dtype=np.int64)}
-        state.update(self._initial_state(int(n_features)))
-        state.update(initial_scaler_state(self.scaling, int(n_features)))
-        self.state_ = state
-        return self
-
-    def get_state(self) -> dict[str, np.ndarray]:
-        """A copy of the learned state: flat dict of C-contiguous float64/int64/uint64 arrays."""
-        self._check_initialized()
-        return {key: value.copy() for key, value in self.state_.items()}
-
-    def validate_state(self, state: dict[str, np.ndarray]) -> None:
-        """Check a state of this learner's layout by value (every declared invariant, then
-        :meth:`_check_state`); raises :class:`~core.errors.InvalidState` naming the array."""
-        n_features = int(state["n_features"][0])
-        invariants: dict[str, StateInvariant] = {"n_features": Count(1, n_features)}
-        invariants.update(self._state_invariants(n_features))
-        invariants.update(_SCALER_INVARIANTS)
-        validate_state(invariants, state)
-        self._check_state(state)
-
-    @classmethod
-    def from_state(
-        cls,
-        params: dict[str, Any],
-        state: dict[str, np.ndarray],
-        *,
-        n_features: int | None = None,
-    ) -> Self:
-        """Rebuild a learner from ``get_params()`` and ``get_state()``; continues bit for bit.
-
-        The arrays are checked against the state layout the parameters imply (same keys,
-        dtypes and shapes), then by value (:meth:`validate_state`: fills within capacity,
-        counts consistent, finite floats), so no kernel ever sees a truncated, foreign or
-        corrupt state; :class:`~core.errors.InvalidState` (a ValueError) names the array at
-        fault.  ``n_features``, when given, is the width the state must have (a model's
-        configuration): checked before any array is allocated for the layout.
-        """
-        learner = cls(**params)
-        try:
-            stored_width = np.asarray(state["n_features"])
-            width = int(stored_width.reshape(-1)[0])
-        except (KeyError, IndexError, TypeError, ValueError, OverflowError):
-            raise InvalidState(
-                "state has no valid 'n_features' entry", field="n_features"
-            ) from None
-        if stored_width.shape != (1,) or stored_width.dtype != np.int64:
-            raise InvalidState(
-                f"state array 'n_features' has dtype {stored_width.dtype} and shape "
-                f"{stored_width.shape}; expected int64 and (1,)",
-                field="n_features",
-            )
-        if n_features is not None and width != n_features:
-            raise InvalidState(
-                f"state array 'n_features' holds {width}; expected {n_features} (the model's "
-                "n_features)",
-                field="n_features",
-            )
-        if width < 1:
-            raise InvalidState(
-                f"state array 'n_features' holds {width}; expected a positive integer",
-                field="n_features",
-            )
-        template = learner.initialize(width).state_
-        state = learner._upgrade_state(state)
-        missing = sorted(set(template) - set(state))
-        extra = sorted(set(state) - set(template))
-        if missing or extra:
-            raise InvalidState(
-                f"state does not match learner {cls.name!r} with these parameters: "
-                f"missing {missing}, unexpected {extra}",
-                field=(missing or extra)[0],
-            )
-        restored = {}
-        for key, expected in template.items():
-            value = np.asarray(state[key])
-            if value.dtype != expected.dtype or value.shape != expected.shape:
-                raise InvalidState(
-                    f"state array {key!r} has dtype {value.dtype} and shape {value.shape}; "
-                    f"expected {expected.dtype} and {expected.shape}",
-                    field=key,
-                )
-            restored[key] = np.array(value, dtype=expected.dtype, order="C", copy=True)
-        learner.validate_state(restored)
-        learner.state_ = restored
-        return learner
-
-    def _upgrade_state(self, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """``state`` with the arrays that states saved by an earlier version lack, rebuilt from
-        the others (before the layout check of :meth:`from_state`); a learner that added an
-        array to its state overrides this, so stored models keep loading.  Nothing to add by
-        default."""
-        return state
-
-    def _check_initialized(self) -> None:
-        if not hasattr(self, "state_"):
-            raise NotFittedError(
-                f"this {type(self).__name__} has learned nothing yet; "
-                "call partial_fit, fit or initialize first"
-            )
 
     # ------------------------------------------------------------------ learning
     def _coerce(self, X, y=None, check_finite: bool = True):

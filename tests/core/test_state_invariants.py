@@ -19,7 +19,6 @@ import scipy.sparse as sp
 
 from core.errors import InvalidParameter, InvalidState
 from core.learners import available_learners, learner_class, make_learner
-from core.learners._base import _SCALER_INVARIANTS
 from core.learners._state import (
     MAX_COUNT,
     RNG_STATE,
@@ -28,6 +27,7 @@ from core.learners._state import (
     ReservoirFill,
     with_prefix,
 )
+from core.learners._stateful import _SCALER_INVARIANTS
 from tests.core.cases import N_FEATURES, learner_cases, stream
 
 ALL = learner_cases()

@@ -32,6 +32,10 @@ cost four to six of them per event, which made the dense kernel 0.37x a plain C 
 class's sums by the row index of ``table``, loop in the kernel itself, and call per event only
 helpers that take scalars or are straight-line code; the O(n_features) folds and
 renormalisations, which are rare, still call helpers.
+
+Why one file of this length: it is one algorithm in three kernels (dense L2, CSR L2, elastic
+net) over one state layout and its lazy scale and average, and the per-event code above is
+written out in each kernel rather than shared through array-taking helpers.
 """
 
 from collections import namedtuple

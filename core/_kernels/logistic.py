@@ -25,7 +25,10 @@ penalty (``l1 = l2 = 0`` in (1)).  A coordinate with ``x_i = 0`` has ``g_i = 0``
 it unchanged; both kernels therefore touch only the event's non-zeros (O(nnz) for CSR rows,
 and dense rows skip their zeros), and a dense row and its CSR copy learn the same thing.
 
-Kernels take arrays and scalars only, validate nothing and read no globals.
+Kernels take arrays and scalars only, validate nothing and read no globals.  The per-feature
+loops write the catch-up (5) and the step (4) out instead of calling :func:`catch_up` and
+:func:`ftrl_step`: a call that takes arrays costs numba reference-count updates on each
+(see ``core._kernels.spam``, "Per-event code"), per non-zero here.
 """
 
 import numpy as np
@@ -71,13 +74,19 @@ def age_factor(touched, slot, now, half_life):
 
 
 @kernel
-def catch_up(z, n, j, touched, slot, now, half_life, one_event):
-    """Eq. (5) in place for coordinate ``j`` of ``z``, ``n`` (no-op when off).  ``one_event``
-    is ``decay_over(1, half_life)``, computed once per call: a coordinate of a dense stream is
+def catch_up_factor(elapsed, half_life, one_event):
+    """Eq. (5)'s discount of an accumulator ``elapsed`` events behind.  ``one_event`` is
+    ``decay_over(1, half_life)``, computed once per call: a coordinate of a dense stream is
     one event behind, and the exponential per non-zero would dominate the step."""
+    return one_event if elapsed == 1 else decay_over(elapsed, half_life)
+
+
+@kernel
+def catch_up(z, n, j, touched, slot, now, half_life, one_event):
+    """Eq. (5) in place for coordinate ``j`` of ``z``, ``n`` (no-op when off): the intercept's,
+    once per event (the per-feature loops write it out, see the module docstring)."""
     if half_life > 0.0:
-        elapsed = now - touched[slot]
-        factor = one_event if elapsed == 1 else decay_over(elapsed, half_life)
+        factor = catch_up_factor(now - touched[slot], half_life, one_event)
         z[j] *= factor
         n[j] *= factor
         touched[slot] = now
@@ -151,17 +160,21 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_cou
     weights = np.zeros(n_features)
     roots = np.zeros(n_features)
     for i in range(X.shape[0]):
-        x = X[i]
         # eq. (1) for the non-zeros only, kept (with sqrt(n_j)) for eq. (4); eq. (2) in order
         s = 0.0
         for j in range(n_features):
-            if x[j] != 0.0:
-                catch_up(z, n, j, touched, j, now, half_life, one_event)
+            value = X[i, j]
+            if value != 0.0:
+                if half_life > 0.0:  # eq. (5): catch_up, written out
+                    factor = catch_up_factor(now - touched[j], half_life, one_event)
+                    z[j] *= factor
+                    n[j] *= factor
+                    touched[j] = now
                 root = np.sqrt(n[j])
                 w = weight_from_root(z[j], root, inv_alpha, beta, l1, l2)
                 weights[j] = w
                 roots[j] = root
-                s += w * x[j]
+                s += w * value
         catch_up(bias_z, bias_n, 0, touched, n_features, now, half_life, one_event)
         w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
         s = served_score(s, w_bias, class_counts, use_offset)
@@ -170,8 +183,13 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_cou
         # eq. (3): the log-loss gradient is (p - y01) times the feature
         residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
         for j in range(n_features):
-            if x[j] != 0.0:
-                ftrl_step(z, n, j, residual * x[j], weights[j], roots[j], inv_alpha)
+            value = X[i, j]
+            if value != 0.0:  # eq. (4): ftrl_step, written out
+                g = residual * value
+                n_new = n[j] + g * g
+                sigma = (np.sqrt(n_new) - roots[j]) * inv_alpha
+                z[j] += g - sigma * weights[j]
+                n[j] = n_new
         if fit_intercept:
             ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
         count_label(class_counts, y[i] > 0, use_offset, one_event)
@@ -205,7 +223,11 @@ def logistic_csr(
             value = data[k]
             if value != 0.0:
                 j = indices[k]
-                catch_up(z, n, j, touched, j, now, half_life, one_event)
+                if half_life > 0.0:  # eq. (5): catch_up, written out
+                    factor = catch_up_factor(now - touched[j], half_life, one_event)
+                    z[j] *= factor
+                    n[j] *= factor
+                    touched[j] = now
                 root = np.sqrt(n[j])
                 w = weight_from_root(z[j], root, inv_alpha, beta, l1, l2)
                 weights[k - start] = w
@@ -219,16 +241,13 @@ def logistic_csr(
         residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
         for k in range(start, end):
             value = data[k]
-            if value != 0.0:
-                ftrl_step(
-                    z,
-                    n,
-                    indices[k],
-                    residual * value,
-                    weights[k - start],
-                    roots[k - start],
-                    inv_alpha,
-                )
+            if value != 0.0:  # eq. (4): ftrl_step, written out
+                j = indices[k]
+                g = residual * value
+                n_new = n[j] + g * g
+                sigma = (np.sqrt(n_new) - roots[k - start]) * inv_alpha
+                z[j] += g - sigma * weights[k - start]
+                n[j] = n_new
         if fit_intercept:
             ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
         count_label(class_counts, y[i] > 0, use_offset, one_event)
@@ -259,32 +278,46 @@ def served_intercept(bias_z, bias_n, clock, touched, hyper):
 @kernel
 def decision_dense(X, z, n, bias_z, bias_n, clock, touched, class_counts, hyper, out):
     """Eq. (2) for every row, with the arithmetic (order included) of the learning kernel, so a
-    prequential score equals ``decision_function`` before the event bit for bit."""
-    now = clock[0] if hyper[5] > 0.0 else 0
+    prequential score equals ``decision_function`` before the event bit for bit.  The weights
+    (:func:`served_weight`, written out) are computed once per call: a dense row reads them
+    all anyway."""
+    alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
+    inv_alpha = 1.0 / alpha
+    now = clock[0] if half_life > 0.0 else 0
     n_features = X.shape[1]
+    weights = np.empty(n_features)
+    for j in range(n_features):
+        factor = 1.0 if half_life <= 0.0 else decay_over(now - touched[j], half_life)
+        weights[j] = ftrl_weight(z[j] * factor, n[j] * factor, inv_alpha, beta, l1, l2)
     w_bias = served_intercept(bias_z, bias_n, clock, touched, hyper)
     for i in range(X.shape[0]):
-        x = X[i]
         s = 0.0
         for j in range(n_features):
-            if x[j] != 0.0:
-                s += served_weight(z, n, j, touched, now, hyper) * x[j]
-        out[i] = served_score(s, w_bias, class_counts, hyper[6])
+            value = X[i, j]
+            if value != 0.0:
+                s += weights[j] * value
+        out[i] = served_score(s, w_bias, class_counts, use_offset)
 
 
 @kernel
 def decision_csr(
     indptr, indices, data, z, n, bias_z, bias_n, clock, touched, class_counts, hyper, out
 ):
-    now = clock[0] if hyper[5] > 0.0 else 0
+    """As :func:`decision_dense` for CSR rows, each non-zero's weight evaluated where it is
+    read (:func:`served_weight`, written out): O(nnz) whatever ``n_features`` is."""
+    alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
+    inv_alpha = 1.0 / alpha
+    now = clock[0] if half_life > 0.0 else 0
     w_bias = served_intercept(bias_z, bias_n, clock, touched, hyper)
     for i in range(indptr.shape[0] - 1):
         s = 0.0
         for k in range(indptr[i], indptr[i + 1]):
             value = data[k]
             if value != 0.0:
-                s += served_weight(z, n, indices[k], touched, now, hyper) * value
-        out[i] = served_score(s, w_bias, class_counts, hyper[6])
+                j = indices[k]
+                factor = 1.0 if half_life <= 0.0 else decay_over(now - touched[j], half_life)
+                s += ftrl_weight(z[j] * factor, n[j] * factor, inv_alpha, beta, l1, l2) * value
+        out[i] = served_score(s, w_bias, class_counts, use_offset)
 
 
 @kernel

@@ -158,9 +158,20 @@ def pmb_learn(
     size = epoch_length(n_steps[0], first_size, buf_X.shape[0])
     want_scores = scores.shape[0] > 0
     grad = np.empty(w.shape[0])
+    # dense rows: the score and the copy into the buffer written out (pauc_buffers.dot_row and
+    # copy_row, the same arithmetic) instead of per-event calls that take the batch's arrays,
+    # each of which costs numba reference-count updates (core._kernels.spam, "Per-event code")
+    dense = indptr.shape[0] == 0
+    n_features = w.shape[0]
     for i in range(n_samples):
         if want_scores:
-            scores[i] = event_dot(X, indptr, indices, data, i, w_avg)
+            if dense:
+                total = 0.0
+                for j in range(n_features):
+                    total += X[i, j] * w_avg[j]
+                scores[i] = total
+            else:
+                scores[i] = event_dot(X, indptr, indices, data, i, w_avg)
         if passes == 2:
             if y[i] > 0:
                 if offer_positives:
@@ -173,7 +184,11 @@ def pmb_learn(
             if not take_steps:
                 continue
         slot = buf_fill[0]
-        event_copy(X, indptr, indices, data, i, buf_X, slot)
+        if dense:
+            for j in range(n_features):
+                buf_X[slot, j] = X[i, j]
+        else:
+            event_copy(X, indptr, indices, data, i, buf_X, slot)
         buf_y[slot] = y[i]
         buf_fill[0] = slot + 1
         if buf_fill[0] < size:

@@ -122,10 +122,10 @@ class Auto(ComposedState, OnlineLearner):
     -----
     Learning costs the sum of the candidates' costs plus, every ``evaluate_every`` events, K
     exact pAUC and AUC over ``window`` scores; scoring costs one candidate (the leader).
-    [CHOICE] Default K = 2 (``logistic`` and ``pmb`` on the model's range), for the ingest
-    budget of at least 1/4 of one default ``spam``: ``bench/auto_cost.py`` measured 0.28 of
-    ``spam``'s kernel events/s (0.22 with ``spam`` as a third candidate); docs/algorithms/auto.md
-    has the table.
+    [CHOICE] Default K = 2 (``logistic`` and ``pmb`` on the model's range), chosen for an
+    ingest budget of 1/4 of one default ``spam``; since ``spam`` learns at the speed of plain
+    C (15M dense events/s) auto reaches 0.19 of it (2.5M events/s; with ``track_drift``'s fast
+    candidate 0.11, 1.4M): docs/algorithms/auto.md has the table.
 
     Examples
     --------

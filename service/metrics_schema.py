@@ -78,12 +78,17 @@ class Candidate(BaseModel):
     window_pauc: float | None
     window_auc: float | None
     leader: bool
+    weight: float = Field(
+        description="its share of the served scores: the softmax of the windowed pAUCs at "
+        "temperature (shares below 0.001 dropped); 1 for the leader and 0 for the others when "
+        "temperature is 0"
+    )
 
 
 class Leaderboard(BaseModel):
     """``auto`` models: the candidates' windowed pAUC / AUC and which one is served."""
 
-    leader: int = Field(description="index of the served candidate")
+    leader: int = Field(description="index of the best candidate, chosen with hysteresis")
     leader_since: int = Field(description="event count at which it took the lead")
     served_scale: float
     served_offset: float
@@ -93,6 +98,11 @@ class Leaderboard(BaseModel):
     evaluated_at: int
     window: int
     pauc_range: list[float]
+    temperature: float = Field(
+        description="0: the leader's scores are served, mapped by served_scale and "
+        "served_offset; > 0: the served score is the weighted sum of the candidates' "
+        "standardised scores"
+    )
     candidates: list[Candidate]
 
 

@@ -8,6 +8,8 @@ The arithmetic is that of :func:`core.metrics.auc` and :func:`core.metrics.pauc`
 operation, so the leaderboard shows the same numbers as those functions (a test checks ``==``).
 """
 
+import numpy as np
+
 from core._kernels._config import kernel
 from core._kernels.metrics import roc_area_between
 
@@ -29,3 +31,30 @@ def window_metrics(positive_sorted, negative_sorted, alpha, beta, paucs, aucs):
         area = 0.5 * float(twice_whole_area) + clipped_area
         mean_height = area / (float(n_positive) * (beta * n_negative - alpha * n_negative))
         paucs[k] = min(1.0, max(0.0, mean_height))
+
+
+@kernel
+def standardised_mix(candidate_scores, weights, score_mean, score_m2, seen, served):
+    """The served score of each event of a segment, docs/algorithms/auto.md (auto.9)-(auto.10):
+    ``sum_k weights[k] * z_k`` with ``z_k = (s_k - mean_k) / std_k`` standardised by the
+    mean and (population) standard deviation of candidate k's prequential scores *before* the
+    event (0 while fewer than two events or a zero spread), then those statistics take the
+    event's scores (Welford's update: ``score_mean`` and ``score_m2`` are updated in place;
+    ``seen`` is the events learned before the segment).  One event after the other, so the
+    result does not depend on how the events were batched."""
+    n_candidates, n_events = candidate_scores.shape
+    for i in range(n_events):
+        count = seen + i
+        total = 0.0
+        for k in range(n_candidates):
+            score = candidate_scores[k, i]
+            mean = score_mean[k]
+            if weights[k] > 0.0 and count > 1:
+                spread = np.sqrt(score_m2[k] / count)
+                if spread > 0.0:
+                    total += weights[k] * ((score - mean) / spread)
+            delta = score - mean
+            mean += delta / (count + 1)
+            score_mean[k] = mean
+            score_m2[k] += delta * (score - mean)
+        served[i] = total

@@ -29,6 +29,7 @@ __all__ = [
     "evaluate",
     "invalid_field",
     "leaderboard",
+    "mix_weights",
     "next_evaluation",
     "record",
     "tournament_invariants",
@@ -198,6 +199,11 @@ def tournament_state(n_candidates: int, window: int) -> dict[str, np.ndarray]:
         "window_pauc": np.full(n_candidates, np.nan),
         "window_auc": np.full(n_candidates, np.nan),
         "evaluated_at": counter(),
+        # the served mix (auto.9)-(auto.10): each candidate's weight, and the running mean and
+        # sum of squared deviations of its prequential scores (over n_seen events)
+        "served_weights": np.full(n_candidates, 1.0 / n_candidates),
+        "score_mean": np.zeros(n_candidates),
+        "score_m2": np.zeros(n_candidates),
     }
 
 
@@ -216,6 +222,9 @@ def tournament_invariants(n_candidates: int) -> dict[str, StateInvariant]:
         "window_pauc": Fraction(),
         "window_auc": Fraction(),
         "evaluated_at": Count(0, "n_seen"),
+        "served_weights": Fraction(),  # and they sum to 1: Auto._check_state
+        "score_mean": Finite(),
+        "score_m2": Finite(0.0),
     }
 
 
@@ -253,12 +262,14 @@ def evaluate(
     margin: float,
     patience: int,
     since: int = 0,
+    temperature: float = 0.0,
 ) -> None:
     """Each candidate's exact pAUC and AUC on the window (auto.2), then the leader choice with
     hysteresis (auto.3)-(auto.4): the challenger takes over after ``patience`` consecutive
     evaluations ahead by more than ``margin``; windows with too few positives or negatives in
     the FPR range decide nothing.  ``since``: only the window's events from that event count
-    on are compared (after a detected drift, docs/algorithms/auto.md (auto.8))."""
+    on are compared (after a detected drift, docs/algorithms/auto.md (auto.8)).  With
+    ``temperature`` > 0 a deciding evaluation also sets the served mix's weights (auto.10)."""
     seen = int(own["n_seen"][0])
     filled = min(seen, own["window_labels"].shape[0])
     labels = own["window_labels"][:filled]
@@ -284,6 +295,8 @@ def evaluate(
     if n_positive < min_positives or (beta - alpha) * (compared - n_positive) < min_negatives:
         return
     paucs, aucs = own["window_pauc"], own["window_auc"]
+    if temperature > 0.0:
+        mix_weights(paucs, temperature, own["served_weights"])
     # highest pAUC, then AUC, then the lowest index (lexsort: last key is the primary)
     best = int(np.lexsort((np.arange(len(paucs)), -aucs, -paucs))[0])
     leader = int(own["leader"][0])
@@ -304,6 +317,22 @@ def evaluate(
         own["challenger_streak"][0] = 0
 
 
+#: [CHOICE] a weight below this share of the mix is dropped (auto.10): scoring then skips that
+#: candidate, and a candidate ``temperature * ln(1000)`` (0.07 at the default 0.01) of pAUC
+#: behind the best no longer blurs its ranking
+MIN_WEIGHT = 1e-3
+
+
+def mix_weights(paucs: np.ndarray, temperature: float, weights: np.ndarray) -> None:
+    """The served mix's weights from the candidates' windowed pAUCs (auto.10): a softmax at
+    ``temperature``, the shares below :data:`MIN_WEIGHT` dropped, renormalised (the best
+    candidate always keeps a share: its term is ``exp(0) = 1``)."""
+    shares = np.exp((paucs - np.max(paucs)) / temperature)
+    shares /= np.sum(shares)
+    shares[shares < MIN_WEIGHT] = 0.0
+    weights[:] = shares / np.sum(shares)
+
+
 def match_scale(own: dict[str, np.ndarray], old: int, new: int, filled: int) -> None:
     """[CHOICE] At a change of leader, map the new leader's scores affinely (a positive
     scale: its ranking is unchanged) so that, over the window, they have the mean and
@@ -320,12 +349,16 @@ def match_scale(own: dict[str, np.ndarray], old: int, new: int, filled: int) -> 
 
 
 def leaderboard(
-    own: dict[str, np.ndarray], specs: list[dict[str, Any]], pauc_range
+    own: dict[str, np.ndarray], specs: list[dict[str, Any]], pauc_range, temperature: float
 ) -> dict[str, Any]:
     """The tournament as JSON-able data: each candidate's effective learner and params, its
-    windowed pAUC and AUC at the last evaluation (None while undefined), which one leads and
-    since which event count."""
+    windowed pAUC and AUC at the last evaluation (None while undefined), its share of the
+    served scores, which one leads and since which event count."""
     leader = int(own["leader"][0])
+    if temperature > 0.0:
+        weights = [float(w) for w in own["served_weights"]]
+    else:  # the leader alone is served
+        weights = [float(k == leader) for k in range(len(specs))]
 
     def number(value: float) -> float | None:
         return None if math.isnan(value) else float(value)
@@ -338,6 +371,7 @@ def leaderboard(
             "window_pauc": number(own["window_pauc"][k]),
             "window_auc": number(own["window_auc"][k]),
             "leader": k == leader,
+            "weight": weights[k],
         }
         for k, spec in enumerate(specs)
     ]
@@ -353,5 +387,6 @@ def leaderboard(
         "evaluated_at": int(own["evaluated_at"][0]),
         "window": int(min(own["n_seen"][0], own["window_labels"].shape[0])),
         "pauc_range": list(check_pauc_range(pauc_range)),
+        "temperature": float(temperature),
         "candidates": rows,
     }

@@ -1,6 +1,6 @@
-"""``auto``: K candidate learners learn the same stream side by side; the one with the best
-recent prequential pAUC is served.  Users do not tune: the service runs this small tournament
-on their own stream.
+"""``auto``: K candidate learners learn the same stream side by side; their standardised
+scores are served in a mix weighted towards the best recent prequential pAUC (or the best one
+alone).  Users do not tune: the service runs this small tournament on their own stream.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import InvalidParameter
+from core._kernels.auto import standardised_mix
+from core.errors import InvalidParameter, InvalidState
 from core.learners import learner_class, register
 from core.learners._auto_drift import (
     FAST_CANDIDATES,
@@ -44,7 +45,8 @@ _PREFIX = "c{}:"
 
 @register
 class Auto(ComposedState, OnlineLearner):
-    """A tournament of candidate learners on the stream; the recent best is served.
+    """A tournament of candidate learners on the stream; the recent best weigh most in the
+    served scores.
 
     Every labelled batch is learned by every candidate (one kernel call per candidate per
     batch, on the same scaled rows: auto scales once, the candidates run with
@@ -52,20 +54,28 @@ class Auto(ComposedState, OnlineLearner):
     ``window`` events are kept in a ring buffer.  Every ``evaluate_every`` events (and on a
     doubling schedule before that, see ``first_evaluation``) auto computes
     each candidate's exact pAUC over ``pauc_range`` and AUC on that window
-    (:func:`core.metrics.pauc`, :func:`core.metrics.auc`) and may change the leader; the
-    served scores (``decision_function``, ``coef_`` and the prequential scores returned by
-    ``prequential_step``) are the leader's, mapped by ``served_scale * score + served_offset``:
-    at each change of leader that map is re-fitted so that the new leader's scores keep the
-    mean and spread the served scores had over the window (a positive scale, so the ranking is
-    the leader's; see ``core.learners._tournament.match_scale``).
+    (:func:`core.metrics.pauc`, :func:`core.metrics.auc`).
 
-    The leader changes with hysteresis: a challenger (the best windowed pAUC, then AUC, then
+    The served scores (``decision_function``, ``coef_`` and the prequential scores returned by
+    ``prequential_step``) are, with ``temperature`` > 0 (the default), the mix
+    ``sum_k weight_k (s_k - mean_k) / std_k``: each candidate's score standardised by the mean
+    and spread of its own prequential scores so far (so scores from early and late in the
+    stream, and from different candidates, live on one scale), weighted by a softmax of the
+    windowed pAUCs at the last deciding evaluation (equal weights before it; shares below
+    0.001 dropped, and such a candidate is not scored).  With ``temperature=0`` they are the
+    leader's alone, mapped by ``served_scale * score + served_offset``: at each change of
+    leader that map is re-fitted so that the new leader's scores keep the mean and spread the
+    served scores had over the window (a positive scale, so the ranking is the leader's; see
+    ``core.learners._tournament.match_scale``).
+
+    The leader (shown by ``leaderboard()``, served alone with ``temperature=0``) changes with
+    hysteresis: a challenger (the best windowed pAUC, then AUC, then
     the lower index) takes over only after leading the leader by more than ``margin`` at
     ``patience`` consecutive evaluations; the first candidate leads until then; a window with
     too few positives or negatives decides nothing.  Evaluations come after fixed event counts
     and inside a batch auto walks the events in segments between them, so batch = one event at
     a time holds bit for bit.  The equations, the reasoning and the measurements (cost table,
-    the score map) are in docs/algorithms/auto.md (auto.1)-(auto.7).
+    the score map, the mix) are in docs/algorithms/auto.md (auto.1)-(auto.10).
 
     Parameters
     ----------
@@ -89,6 +99,11 @@ class Auto(ComposedState, OnlineLearner):
         ``first_evaluation``, twice, four times ... that many events (50, 100, 200, 400, 800,
         1600, then every 2000 by default), so that a short stream, or the start of a long one,
         already picks its leader on a growing window.
+    temperature : float, default 0.01
+        Of the softmax that weighs the candidates' windowed pAUCs in the served mix; 0 serves
+        the leader alone.  [CHOICE] 0.01: a candidate 0.01 of pAUC behind weighs e^-1 of the
+        best, 0.07 behind nothing.  Over the real-data suite (bench/README.md, "auto's served
+        mix") the mix raised auto's mean prequential pAUC(0, 0.1) over serving the leader.
     margin : float, default 0.01
         pAUC by which a challenger must beat the leader.
     patience : int, default 3
@@ -116,12 +131,15 @@ class Auto(ComposedState, OnlineLearner):
         and the tracking arrays: ``n_seen``, ``window_scores`` (K, window),
         ``window_labels``, ``leader``, ``leader_since``, ``challenger``,
         ``challenger_streak``, ``served_scale``, ``served_offset``, ``window_pauc`` /
-        ``window_auc`` (K,: at the last evaluation, NaN before) and ``evaluated_at``.
+        ``window_auc`` (K,: at the last evaluation, NaN before), ``evaluated_at``, and the
+        mix's ``served_weights``, ``score_mean`` and ``score_m2`` (K,: each candidate's share
+        and the running mean and sum of squared deviations of its prequential scores).
 
     Notes
     -----
     Learning costs the sum of the candidates' costs plus, every ``evaluate_every`` events, K
-    exact pAUC and AUC over ``window`` scores; scoring costs one candidate (the leader).
+    exact pAUC and AUC over ``window`` scores; scoring costs the candidates with a share of
+    the mix (one, the leader, with ``temperature=0``).
     [CHOICE] Default K = 2 (``logistic`` and ``pmb`` on the model's range), chosen for an
     ingest budget of 1/4 of one default ``spam``; since ``spam`` learns at the speed of plain
     C (15M dense events/s) auto reaches 0.19 of it (2.5M events/s; with ``track_drift``'s fast
@@ -155,6 +173,7 @@ class Auto(ComposedState, OnlineLearner):
     min_positives: int = 10
     min_negatives: int = 10
     track_drift: bool = False
+    temperature: float = 0.01
 
     # ------------------------------------------------------------------ parameters
     _parameter_constraints = {
@@ -192,6 +211,7 @@ class Auto(ComposedState, OnlineLearner):
         "min_positives": [Interval(int, 1, None)],
         "min_negatives": [Interval(int, 1, None)],
         "track_drift": [BOOLEAN],
+        "temperature": [Interval(float, 0, None, closed="left")],
     }
 
     def _check_params(self) -> None:
@@ -223,7 +243,36 @@ class Auto(ComposedState, OnlineLearner):
             if params.get("track_drift"):
                 legacy += FAST_CANDIDATES
             params = {**params, "candidates": legacy}
+        # a state saved before the served mix (no ``score_mean``) keeps serving its leader
+        # alone, on the scale its users' thresholds were set on, unless told otherwise
+        if "score_mean" not in state and "temperature" not in params:
+            params = {**params, "temperature": 0.0}
         return super().from_state(params, state, n_features=n_features)
+
+    def _upgrade_state(self, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The candidates' own upgrades, then the served mix's arrays for a state saved before
+        it: the leader's weight 1, and score statistics estimated from the window (its mean;
+        its spread taken as that of all ``n_seen`` events)."""
+        upgraded = super()._upgrade_state(state)
+        if "score_mean" in upgraded or "window_scores" not in upgraded:
+            return upgraded
+        try:
+            window_scores = np.asarray(upgraded["window_scores"], dtype=np.float64)
+            seen = int(np.asarray(upgraded["n_seen"]).reshape(-1)[0])
+            leader = int(np.asarray(upgraded["leader"]).reshape(-1)[0])
+        except (KeyError, IndexError, TypeError, ValueError, OverflowError):
+            return upgraded  # the layout check names what is missing or wrong
+        n_candidates = window_scores.shape[0] if window_scores.ndim == 2 else 0
+        filled = min(max(seen, 0), window_scores.shape[-1]) if n_candidates else 0
+        weights = np.zeros(n_candidates)
+        if 0 <= leader < n_candidates:
+            weights[leader] = 1.0
+        if filled:
+            recent = window_scores[:, :filled]
+            mean, m2 = recent.mean(axis=1), recent.var(axis=1) * seen
+        else:
+            mean, m2 = np.zeros(n_candidates), np.zeros(n_candidates)
+        return {**upgraded, "served_weights": weights, "score_mean": mean, "score_m2": m2}
 
     def _build_candidates(self) -> list[OnlineLearner]:
         return [learner_class(spec["learner"])(**spec["params"]) for spec in self.candidate_specs()]
@@ -276,6 +325,12 @@ class Auto(ComposedState, OnlineLearner):
                 key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)
             }
             candidate._check_state(own)
+        total = float(np.sum(state["served_weights"]))
+        if not abs(total - 1.0) <= 1e-9:
+            raise InvalidState(
+                f"state array 'served_weights' sums to {total!r}; expected 1",
+                field="served_weights",
+            )
         if self.track_drift:
             check_drift_state(state)
 
@@ -287,6 +342,8 @@ class Auto(ComposedState, OnlineLearner):
         for k, candidate in enumerate(self._candidates):
             candidate._learn(X, y, candidate_scores[k])  # one kernel call per candidate
         want_scores = scores.shape[0] > 0
+        mixed = self.temperature > 0.0
+        served_all = np.empty(n_events)
         start = 0
         while start < n_events:
             seen = int(own["n_seen"][0])
@@ -295,11 +352,17 @@ class Auto(ComposedState, OnlineLearner):
             if self.track_drift:  # segments end at every multiple of the fast period too
                 due = min(due, fast_boundary(seen, int(self.evaluate_every)))
             stop = min(n_events, start + due - seen)
-            if want_scores or self.track_drift:
+            # the mix's statistics take every event, whichever way the scores are served
+            served = served_all[start:stop]
+            standardised_mix(
+                candidate_scores[:, start:stop], own["served_weights"], own["score_mean"],
+                own["score_m2"], seen, served,
+            )  # fmt: skip
+            if not mixed:
                 leader_scores = candidate_scores[int(own["leader"][0]), start:stop]
-                served = own["served_scale"][0] * leader_scores + own["served_offset"][0]
-                if want_scores:
-                    scores[start:stop] = served
+                served[:] = own["served_scale"][0] * leader_scores + own["served_offset"][0]
+            if want_scores:
+                scores[start:stop] = served
             record(own, candidate_scores[:, start:stop], y[start:stop])
             since = 0
             if self.track_drift:
@@ -315,6 +378,7 @@ class Auto(ComposedState, OnlineLearner):
                     margin=self.margin,
                     patience=1 if since else self.patience,
                     since=since,
+                    temperature=self.temperature,
                 )
             start = stop
         self._refresh_view()
@@ -326,19 +390,47 @@ class Auto(ComposedState, OnlineLearner):
         self._check_initialized()
         return self._candidates[int(self._own_state["leader"][0])]
 
+    def _mix_terms(self) -> list[tuple[OnlineLearner, float, float]]:
+        """``(candidate, weight / std, mean)`` of every candidate in the served mix (auto.9),
+        with the statistics of all events learned; a candidate with no weight or no spread
+        yet adds nothing (and is not scored)."""
+        own = self._own_state
+        count = int(own["n_seen"][0])
+        terms = []
+        for k, candidate in enumerate(self._candidates):
+            weight = float(own["served_weights"][k])
+            spread = float(np.sqrt(own["score_m2"][k] / count)) if count > 1 else 0.0
+            if weight > 0.0 and spread > 0.0:
+                terms.append((candidate, weight / spread, float(own["score_mean"][k])))
+        return terms
+
     def _decision(self, X) -> np.ndarray:
         own = self._own_state
-        return own["served_scale"][0] * self.leader_._decision(X) + own["served_offset"][0]
+        if self.temperature == 0.0:
+            return own["served_scale"][0] * self.leader_._decision(X) + own["served_offset"][0]
+        served = np.zeros(X.shape[0])
+        for candidate, factor, mean in self._mix_terms():
+            served += factor * (candidate._decision(X) - mean)
+        return served
 
     @property
     def coef_(self) -> np.ndarray:
-        """The leader's weights times ``served_scale`` (the served scores add
-        ``served_offset`` and the leader's own intercept, if it has one)."""
-        weights = self.leader_.coef_  # type: ignore[attr-defined]
-        return self._own_state["served_scale"][0] * weights
+        """The served weights: with ``temperature=0`` the leader's times ``served_scale``
+        (the served scores add ``served_offset`` and the leader's own intercept, if it has
+        one); otherwise the mix's sum of each candidate's weights times ``weight / std``."""
+        self._check_initialized()
+        if self.temperature == 0.0:
+            weights = self.leader_.coef_  # type: ignore[attr-defined]
+            return self._own_state["served_scale"][0] * weights
+        total = np.zeros(int(self.state_["n_features"][0]))
+        for candidate, factor, _ in self._mix_terms():
+            total += factor * candidate.coef_  # type: ignore[attr-defined]
+        return total
 
     def leaderboard(self) -> dict[str, Any]:
         """Each candidate's effective learner and params, its windowed pAUC and AUC at the last
         evaluation (None while undefined), which one leads and since which event count."""
         self._check_initialized()
-        return leaderboard(self._own_state, self.candidate_specs(), self.pauc_range)
+        return leaderboard(
+            self._own_state, self.candidate_specs(), self.pauc_range, self.temperature
+        )

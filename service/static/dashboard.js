@@ -415,8 +415,12 @@
     section.hidden = !board;
     if (!board) return;
     const challenger = board.challenger === null ? "none" : `#${board.challenger} (streak ${board.challenger_streak})`;
+    const served =
+      board.temperature > 0
+        ? `Served: a mix of the candidates' standardised scores (shares below, temperature ${board.temperature}); leader`
+        : "Served: leader";
     $("leaderboard-note").textContent =
-      `Served: #${board.leader} since event ${count(board.leader_since)}; challenger ${challenger}; ` +
+      `${served} #${board.leader} since event ${count(board.leader_since)}; challenger ${challenger}; ` +
       `last evaluated at event ${count(board.evaluated_at)} on ${count(board.window)} events.`;
     section.querySelector("tbody").replaceChildren(
       ...board.candidates.map((candidate) =>
@@ -427,7 +431,8 @@
             [JSON.stringify(candidate.params), "params"],
             [format(candidate.window_auc)],
             [format(candidate.window_pauc)],
-            [candidate.leader ? "served" : ""],
+            [`${(100 * candidate.weight).toFixed(1)} %`],
+            [candidate.leader ? "leader" : ""],
           ],
           candidate.leader ? "leader" : ""
         )

@@ -27,8 +27,9 @@ BAD_FIRST = [
     {"learner": "logistic", "params": {}},
     {"learner": "pmb", "params": {}},
 ]
+#: the leader served alone (``temperature=0``): the mix has tests of its own below
 SMALL = {"window": 60, "evaluate_every": 20, "margin": 0.01, "patience": 2, "min_positives": 3,
-         "min_negatives": 2}  # fmt: skip
+         "min_negatives": 2, "temperature": 0.0}  # fmt: skip
 #: with evaluations after 3, 6 and 12 events too
 EARLY = dict(SMALL, first_evaluation=3)
 
@@ -89,6 +90,47 @@ def naive_tournament(
         else:
             challenger, streak = -1, 0
     return np.array(served), history, leader, since
+
+
+def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, first=None,
+              min_positives=3, min_negatives=2):  # fmt: skip
+    """Served scores of the mix (docs/algorithms/auto.md (auto.9)-(auto.10)), one event at a
+    time: each candidate's score standardised by the mean and population std of its scores
+    before it (np.mean / np.std of the list so far), weighted by a softmax of the windowed
+    pAUCs at the last deciding evaluation (equal weights before), shares < 1e-3 dropped."""
+    early = set()
+    while first is not None and first < every:
+        early.add(first)
+        first *= 2
+    n_candidates, n_events = candidate_scores.shape
+    weights = np.full(n_candidates, 1.0 / n_candidates)
+    served = []
+    for t in range(n_events):
+        total = 0.0
+        for k in range(n_candidates):
+            past = candidate_scores[k, :t]
+            spread = past.std() if t > 1 else 0.0
+            if weights[k] > 0 and spread > 0:
+                total += weights[k] * (candidate_scores[k, t] - past.mean()) / spread
+        served.append(total)
+        if (t + 1) % every and t + 1 not in early:
+            continue
+        window_labels = labels[max(0, t + 1 - window) : t + 1]
+        n_positive = int(np.sum(window_labels == 1))
+        n_negative = len(window_labels) - n_positive
+        if n_positive < min_positives or (pauc_range[1] - pauc_range[0]) * n_negative < (
+            min_negatives
+        ):
+            continue
+        paucs = np.array(
+            [pauc(window_labels, candidate_scores[k, max(0, t + 1 - window) : t + 1], *pauc_range)
+             for k in range(n_candidates)]
+        )  # fmt: skip
+        shares = np.exp((paucs - paucs.max()) / temperature)
+        shares /= shares.sum()
+        shares[shares < 1e-3] = 0.0
+        weights = shares / shares.sum()
+    return np.array(served), weights
 
 
 def standalone_scores(model, inputs, y):
@@ -182,7 +224,8 @@ def test_round_trip_mid_stream_continues_bit_for_bit():
 def test_the_clearly_better_candidate_takes_over_after_patience_evaluations():
     X, y = stream(4, n=600)
     model = make_learner("auto", candidates=BAD_FIRST[:2], window=100, evaluate_every=50,
-                         margin=0.05, patience=3, min_positives=3, min_negatives=2)  # fmt: skip
+                         margin=0.05, patience=3, min_positives=3, min_negatives=2,
+                         temperature=0.0)  # fmt: skip
     streaks = []
     for start in range(0, 200, 50):
         model.partial_fit(X[start : start + 50], y[start : start + 50])
@@ -465,3 +508,97 @@ def test_a_state_saved_before_the_offset_default_loads_as_the_old_tournament(tra
     # today's default tournament has the offset on its first candidate
     fresh = make_learner("auto", track_drift=track_drift).initialize(5)
     assert "c0:class_counts" in fresh.state_
+
+
+# ------------------------------------------------------------------------- the served mix
+MIX = dict(SMALL, temperature=0.05)
+
+
+@pytest.mark.parametrize("scaling", ["none", "standard"])
+def test_the_mix_agrees_with_the_naive_reference(scaling):
+    X, y = stream(11)
+    model = make_learner("auto", candidates=BAD_FIRST, scaling=scaling, **MIX)
+    served, inputs = [], []
+    with model.recording_inputs() as sink:
+        for batch in (slice(0, 1), slice(1, 7), slice(7, 150), slice(150, 151), slice(151, None)):
+            served.append(model.prequential_step(X[batch], y[batch]))
+            inputs.append((sink[-1], batch))
+    reference = standalone_scores(model, inputs, y)
+    expected, weights = naive_mix(reference, y, (0.0, 0.1), MIX["window"],
+                                  MIX["evaluate_every"], MIX["temperature"])  # fmt: skip
+    # Welford's running mean and spread against numpy's two-pass ones: rounding only
+    np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-9, atol=1e-9)
+    board = model.leaderboard()
+    np.testing.assert_allclose([row["weight"] for row in board["candidates"]], weights, rtol=1e-12)
+    assert board["temperature"] == MIX["temperature"]
+    # the bad first candidate's share fell below 1e-3 and was dropped; the others share
+    assert weights[0] == 0.0 and 0.0 < weights[1] < 1.0 and 0.0 < weights[2] < 1.0
+    # scoring new rows: the same mix with the statistics of every event learned
+    scaled = scale_batch(scaling, model.state_, X, learn=False)
+    expected_scores = sum(
+        weights[k]
+        * (model._candidates[k].decision_function(scaled) - reference[k].mean())
+        / reference[k].std()
+        for k in (1, 2)
+    )
+    np.testing.assert_allclose(model.decision_function(X), expected_scores, rtol=1e-9, atol=1e-9)
+    # coef_ is the linear part of that mix (both candidates are linear)
+    expected_coef = sum(
+        weights[k] / reference[k].std() * model._candidates[k].coef_ for k in (1, 2)
+    )
+    np.testing.assert_allclose(model.coef_, expected_coef, rtol=1e-9, atol=1e-12)
+
+
+def test_the_mix_holds_bit_for_bit_across_batchings_and_a_round_trip():
+    X, y = stream(12, n=500)
+    one = make_learner("auto", candidates=BAD_FIRST, **MIX)
+    whole = make_learner("auto", candidates=BAD_FIRST, **MIX)
+    singles = np.concatenate([one.prequential_step(X[i : i + 1], y[i : i + 1]) for i in range(250)])
+    twin = learner_class("auto").from_state(one.get_params(), one.get_state())
+    singles = np.concatenate([singles, twin.prequential_step(X[250:], y[250:])])
+    np.testing.assert_array_equal(singles, whole.prequential_step(X, y))
+    states_equal(twin.get_state(), whole.get_state())
+    np.testing.assert_array_equal(twin.decision_function(X), whole.decision_function(X))
+
+
+def test_a_state_saved_before_the_mix_keeps_serving_its_leader_alone():
+    X, y = stream(13)
+    params = {key: value for key, value in SMALL.items() if key != "temperature"}
+    before = make_learner("auto", candidates=BAD_FIRST, temperature=0.0, **params)
+    before.partial_fit(X[:300], y[:300])
+    old_state = {
+        key: value
+        for key, value in before.get_state().items()
+        if key not in ("served_weights", "score_mean", "score_m2")
+    }
+    old_params = {key: value for key, value in before.get_params().items() if key != "temperature"}
+    loaded = learner_class("auto").from_state(old_params, old_state)
+    assert loaded.temperature == 0.0
+    leader = loaded.leaderboard()["leader"]
+    assert [row["weight"] for row in loaded.leaderboard()["candidates"]] == [
+        float(k == leader) for k in range(3)
+    ]
+    np.testing.assert_array_equal(loaded.decision_function(X), before.decision_function(X))
+    np.testing.assert_array_equal(
+        loaded.prequential_step(X[300:], y[300:]), before.prequential_step(X[300:], y[300:])
+    )
+
+
+def test_mix_weights_that_do_not_sum_to_one_are_refused():
+    X, y = stream(14)
+    model = make_learner("auto", candidates=BAD_FIRST, **MIX).partial_fit(X, y)
+    state = model.get_state()
+    state["served_weights"] = np.array([0.5, 0.5, 0.5])
+    with pytest.raises(ValueError, match="served_weights.*sums to 1.5"):
+        learner_class("auto").from_state(model.get_params(), state)
+
+
+def test_temperature_zero_serves_the_leader_and_negative_is_refused():
+    X, y = stream(15)
+    leader_only = make_learner("auto", candidates=BAD_FIRST, **SMALL).partial_fit(X, y)
+    board = leader_only.leaderboard()
+    assert [row["weight"] for row in board["candidates"]] == [
+        float(row["leader"]) for row in board["candidates"]
+    ]
+    with pytest.raises(ValueError, match="temperature"):
+        make_learner("auto", temperature=-0.1).partial_fit(X, y)

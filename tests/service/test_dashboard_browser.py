@@ -195,6 +195,8 @@ def test_dashboard_draws_the_posted_stream_live(browser, tmp_path):
         rows = leaderboard.find_elements("css selector", "tbody tr")
         learners = [candidate["learner"] for candidate in metrics["leaderboard"]["candidates"]]
         assert [row.find_elements("tag name", "td")[1].text for row in rows] == learners
+        shares = [f"{100 * c['weight']:.1f} %" for c in metrics["leaderboard"]["candidates"]]
+        assert [row.find_elements("tag name", "td")[5].text for row in rows] == shares
 
         # more events: the stream brings a new version, the history grows, the ROC is re-read
         learned = post_events(http, "fraud", X[500:], y[500:])

@@ -5,12 +5,9 @@ docs/algorithms/ftrl_pauc.md (ftrl_pauc.2)-(ftrl_pauc.7)); see
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels.forgetting import recent_steps
+from core._kernels.forgetting import class_reservoir_slot, filled_after, recent_steps
 from core._kernels.pauc_buffers import decision as decision  # the learner scores with it
-from core._kernels.pauc_buffers import (
-    event_dot,
-    reservoir_offer_forgetting,
-)
+from core._kernels.pauc_buffers import event_copy
 
 
 @kernel
@@ -366,6 +363,49 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
 
 
 @kernel
+def update_interval(first_update_every, update_every, n_updates):
+    """``min(update_every, first_update_every * 2**n_updates)``, without overflow: the number
+    of events between updates after ``n_updates`` of them."""
+    interval = first_update_every
+    for _ in range(n_updates):
+        if interval >= update_every:
+            break
+        interval *= 2
+    return min(interval, update_every)
+
+
+@kernel
+def score_dense_events(X, start, stop, w, out):
+    """``out[i] = X[i] . w`` for ``start <= i < stop``, four rows side by side, each sum in
+    the order of :func:`core._kernels.pauc_buffers.event_dot` (so the same scores): one
+    row's sum is a chain of dependent additions, four rows' chains overlap."""
+    d = w.shape[0]
+    i = start
+    while i + 4 <= stop:
+        s0 = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        for j in range(d):
+            wj = w[j]
+            s0 += X[i, j] * wj
+            s1 += X[i + 1, j] * wj
+            s2 += X[i + 2, j] * wj
+            s3 += X[i + 3, j] * wj
+        out[i] = s0
+        out[i + 1] = s1
+        out[i + 2] = s2
+        out[i + 3] = s3
+        i += 4
+    while i < stop:
+        total = 0.0
+        for j in range(d):
+            total += X[i, j] * w[j]
+        out[i] = total
+        i += 1
+
+
+@kernel
 def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates, since_update,
                pos_X, pos_fill, pos_seen, neg_X, neg_fill, neg_seen, neg_admitted, quantile,
                rng_state, alpha, beta, lam, eta0, min_norm, update_every, first_update_every,
@@ -385,36 +425,62 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
     """
     n_samples = y.shape[0]
     want_scores = scores.shape[0] > 0
+    dense = indptr.shape[0] == 0
     grad = np.empty(w.shape[0])
+    event_scores = np.empty(n_samples)
+    scored_until = 0
+    pos_capacity = pos_X.shape[0]
+    neg_capacity = neg_X.shape[0]
+    interval = update_interval(first_update_every, update_every, n_updates[0])
     for i in range(n_samples):
-        score = event_dot(X, indptr, indices, data, i, w)
+        if i >= scored_until:
+            # w changes only when an update fires, after event i + interval - since_update - 1
+            # at the earliest: score the events up to there at once (dense rows four at a
+            # time, each sum in event_dot's order, so the same scores)
+            scored_until = min(n_samples, i + max(1, interval - since_update[0]))
+            if dense:
+                score_dense_events(X, i, scored_until, w, event_scores)
+            else:  # event_dot's CSR loop
+                for k in range(i, scored_until):
+                    total = 0.0
+                    for nz in range(indptr[k], indptr[k + 1]):
+                        total += data[nz] * w[indices[nz]]
+                    event_scores[k] = total
+        score = event_scores[i]
         if want_scores:
             scores[i] = score
         n_events = pos_seen[0] + neg_seen[0] + 1
+        # pauc_buffers.reservoir_offer_forgetting written out (a call passing eight arrays per
+        # event cost about 45 ns of reference counting, half of this loop); the row is copied
+        # only when it goes in, which is rare once the reservoir is full
         if y[i] > 0:
-            reservoir_offer_forgetting(
-                X, indptr, indices, data, i, pos_X, pos_fill, pos_seen, rng_state,
-                half_life, n_events,
-            )  # fmt: skip
+            pos_seen[0] += 1
+            slot = class_reservoir_slot(
+                rng_state, pos_seen[0], pos_fill[0], pos_capacity, half_life, n_events
+            )
+            if slot >= 0:
+                event_copy(X, indptr, indices, data, i, pos_X, slot)
+                pos_fill[0] = filled_after(slot, pos_fill[0], pos_seen[0], pos_capacity, half_life)
         else:
             neg_seen[0] += 1
             admit = admission_level >= 1.0 or score >= quantile[0]
             if admission_level < 1.0:
                 track_quantile(quantile, score, admission_level)
             if admit:
-                reservoir_offer_forgetting(
-                    X, indptr, indices, data, i, neg_X, neg_fill, neg_admitted, rng_state,
-                    half_life, n_events,
-                )  # fmt: skip
+                neg_admitted[0] += 1
+                slot = class_reservoir_slot(
+                    rng_state, neg_admitted[0], neg_fill[0], neg_capacity, half_life, n_events
+                )
+                if slot >= 0:
+                    event_copy(X, indptr, indices, data, i, neg_X, slot)
+                    neg_fill[0] = filled_after(
+                        slot, neg_fill[0], neg_admitted[0], neg_capacity, half_life
+                    )
         since_update[0] += 1
-        interval = first_update_every
-        for _ in range(n_updates[0]):
-            if interval >= update_every:
-                break
-            interval *= 2
-        if since_update[0] >= min(interval, update_every):
+        if since_update[0] >= interval:
             since_update[0] = 0
             if solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen,
                             neg_admitted, alpha, beta, lam, eta0, min_norm, inner_steps,
                             grad, auc_weight, half_life, pos_seen[0] + neg_seen[0]):  # fmt: skip
                 n_updates[0] += 1
+                interval = update_interval(first_update_every, update_every, n_updates[0])

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from core._kernels.ftrl_pauc import track_quantile
+from core._kernels.forgetting import recent_steps
+from core._kernels.ftrl_pauc import project_annulus, resort_descending, solver_steps, track_quantile
+from core._kernels.pauc_buffers import pauc_gradient_counts
 from core.learners import learner_class, make_learner
 from core.learners.svm_pauc import solve_svm_pauc
 from tests.core.cases import shifted_gaussian_events
@@ -62,6 +64,88 @@ def test_learner_matches_per_event_reference(params):
     np.testing.assert_allclose(state["admission_quantile"], ref_quantile, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(state["w"], ref_w, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(scores, ref_scores, rtol=1e-9, atol=1e-12)
+
+
+def _solver_steps_by_general_kernels(w, steps, pos_X, n_pos, neg_X, n_neg, seen, admitted,
+                                     alpha, beta, lam, eta0, min_norm, inner_steps,
+                                     auc_weight, half_life, n_events):  # fmt: skip
+    """solver_steps as two pauc_gradient_counts per step (the pAUC term, then the all-pairs
+    term), as the kernel computed it before it shared one scoring, sort and row pass."""
+    capacity = len(pos_X) + len(neg_X)
+    n_steps = min(10 * inner_steps, max(inner_steps, inner_steps * capacity // (n_pos + n_neg)))
+    effective = n_neg * (seen / admitted)
+    j_alpha = int(np.floor(alpha * effective + 1e-9))
+    j_beta = min(max(int(np.ceil(beta * effective - 1e-9)), 1), n_neg)
+    j_alpha = min(j_alpha, j_beta - 1)
+    pos_rows, neg_rows = np.arange(n_pos), np.arange(n_neg)
+    grad, grad_auc = np.empty(len(w)), np.empty(len(w))
+    for _ in range(n_steps):
+        pauc_gradient_counts(pos_X, pos_rows, neg_X, neg_rows, w, j_alpha, j_beta, grad)
+        if auc_weight > 0.0:
+            pauc_gradient_counts(pos_X, pos_rows, neg_X, neg_rows, w, 0, n_neg, grad_auc)
+            for j in range(len(w)):
+                grad[j] += auc_weight * grad_auc[j]
+        steps += 1
+        step = eta0 / (1.0 + eta0 * lam * recent_steps(steps, n_events, half_life))
+        shrink = 1.0 - step * lam
+        for j in range(len(w)):
+            w[j] = shrink * w[j] - step * grad[j]
+        project_annulus(w, min_norm, np.sqrt(2.0 / lam))
+    return steps
+
+
+@pytest.mark.parametrize(
+    "alpha, beta, auc_weight, n_pos, n_neg, ties",
+    [(0.0, 0.1, 10.0, 37, 203, False), (0.0, 0.1, 10.0, 40, 200, True),
+     (0.05, 0.3, 10.0, 21, 90, False), (0.05, 0.3, 3.0, 33, 101, True),
+     (0.0, 0.2, 0.0, 19, 150, False), (0.1, 0.25, 0.0, 30, 61, True),
+     (0.0, 1.0, 10.0, 5, 7, False)],
+)  # fmt: skip
+def test_solver_steps_compute_what_the_general_kernels_compute_bit_for_bit(
+    alpha, beta, auc_weight, n_pos, n_neg, ties
+):
+    """The solver's shared scoring, incremental sort, merged coefficients and four-row passes
+    change no number: w is bit for bit that of two pauc_gradient_counts per step (fill counts
+    that are not multiples of four, partly filled reservoirs, admission, tied scores)."""
+    rng = np.random.default_rng(n_pos)
+    d = 7
+    pos_X, neg_X = np.zeros((n_pos + 3, d)), np.zeros((n_neg + 9, d))
+    pos_X[:n_pos] = rng.normal(size=(n_pos, d)) + 0.4
+    neg_X[:n_neg] = rng.normal(size=(n_neg, d))
+    if ties:  # few distinct values: many tied scores, inside and at the top-j_beta boundary
+        pos_X, neg_X = np.round(pos_X), np.round(neg_X)
+        neg_X[1:n_neg:3] = neg_X[0]
+    seen, admitted = 3 * n_neg, 2 * n_neg
+    for half_life, n_events in [(0.0, 5000), (300.0, 900)]:
+        w0 = rng.normal(size=d) * 0.3
+        w, w_ref = w0.copy(), w0.copy()
+        steps = np.array([17], dtype=np.int64)
+        args = (alpha, beta, 0.1, 0.5, 0.25, 6)
+        assert solver_steps(
+            w, steps, pos_X, np.array([n_pos]), neg_X, np.array([n_neg]), np.array([seen]),
+            np.array([admitted]), *args, np.empty(d), auc_weight, half_life, n_events,
+        )  # fmt: skip
+        ref_steps = _solver_steps_by_general_kernels(
+            w_ref, 17, pos_X, n_pos, neg_X, n_neg, seen, admitted, *args, auc_weight,
+            half_life, n_events,
+        )  # fmt: skip
+        assert steps[0] == ref_steps >= 17 + 6
+        np.testing.assert_array_equal(w, w_ref)
+
+
+def test_resort_descending_gives_the_stable_descending_argsort_from_any_start():
+    rng = np.random.default_rng(3)
+    for n in [1, 2, 5, 64, 301]:
+        scores = np.round(rng.normal(size=n), 1)  # ties
+        scores[::7] = -0.0 if n > 7 else scores[::7]  # -0.0 ties with 0.0
+        expected = np.argsort(-scores, kind="mergesort")
+        for start in [np.arange(n), rng.permutation(n), expected[::-1].copy(), expected.copy()]:
+            order = start.copy()
+            assert resort_descending(scores, order, n * n)
+            np.testing.assert_array_equal(order, expected)
+    order = np.arange(100)
+    assert not resort_descending(np.arange(100.0), order, 50)  # gives up: argsort instead
+    assert sorted(order) == list(range(100))
 
 
 def test_minimum_norm_safeguard_matches_the_reference_where_it_engages():

@@ -23,9 +23,12 @@ from core.learners._state import Count, Finite, Fraction, Index, OneOf, StateInv
 __all__ = [
     "DEFAULT_CANDIDATES",
     "LEGACY_DEFAULT_CANDIDATES",
+    "WIDE_DEFAULT_CANDIDATES",
+    "WIDE_FEATURES",
     "MAX_CANDIDATES",
     "candidate_specs",
     "check_pauc_range",
+    "default_candidates",
     "evaluate",
     "invalid_field",
     "leaderboard",
@@ -36,15 +39,41 @@ __all__ = [
     "tournament_state",
 ]
 
-#: [CHOICE] the default tournament (see ``Auto``, Notes, for the cost that fixed K = 2): the
-#: users' usual baseline and a pAUC learner on the model's range.  The baseline carries the
-#: base-rate offset (docs/algorithms/logistic.md (logistic.10)): it serves first, and without
-#: the offset its early scores sit on a falling intercept, which cost auto 0.04 of prequential
-#: pAUC(0, 0.1) over the real-data suite (bench/README.md, "The base-rate offset").
+#: [CHOICE] ftrl_pauc's solver runs every this many events in auto's default tournament (its
+#: own default is 500): measured over the real-data suite the held-out and prequential figures
+#: barely move, and the solver's cost per event falls with the interval (docs/algorithms/auto.md,
+#: "Cost")
+FTRL_PAUC_UPDATE_EVERY = 2000
+
+#: [CHOICE] the default tournament (see ``Auto``, Notes, for the cost): the users' usual
+#: baseline and a pAUC learner on the model's range.  The baseline carries the base-rate offset
+#: (docs/algorithms/logistic.md (logistic.10)): without it its early scores sit on a falling
+#: intercept, which cost auto 0.04 of prequential pAUC(0, 0.1) over the real-data suite
+#: (bench/README.md, "The base-rate offset").  The pAUC learner is ftrl_pauc, the best single
+#: learner of the suite (bench/README.md, "auto's served mix and its candidates").
 DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
+    {"learner": "logistic", "params": {"base_rate_offset": True}},
+    {"learner": "ftrl_pauc", "params": {"update_every": FTRL_PAUC_UPDATE_EVERY}},
+)
+
+#: [CHOICE] wider than this, ftrl_pauc's 3,000 dense reservoir rows would hold more than 24 MB
+#: per model (and per stored state): the default tournament takes pmb (50 rows) instead
+WIDE_FEATURES = 1000
+
+#: the default tournament of models wider than :data:`WIDE_FEATURES`, and the default of every
+#: model before ftrl_pauc joined (a state saved then with ``candidates=None`` loads as it)
+WIDE_DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
     {"learner": "logistic", "params": {"base_rate_offset": True}},
     {"learner": "pmb", "params": {}},
 )
+
+
+def default_candidates(n_features: int | None) -> tuple[dict[str, Any], ...]:
+    """The default tournament for a model of ``n_features`` (None: not known yet)."""
+    if n_features is not None and n_features > WIDE_FEATURES:
+        return WIDE_DEFAULT_CANDIDATES
+    return DEFAULT_CANDIDATES
+
 
 #: the default tournament before the offset: what ``candidates=None`` meant for a state saved
 #: by an earlier version (its first candidate has no ``class_counts``), so it still loads
@@ -81,7 +110,9 @@ def check_pauc_range(pauc_range) -> tuple[float, float]:
     return alpha, beta
 
 
-def candidate_specs(candidates, pauc_range, random_state) -> list[dict[str, Any]]:
+def candidate_specs(
+    candidates, pauc_range, random_state, n_features: int | None = None
+) -> list[dict[str, Any]]:
     """The effective ``[{"learner": name, "params": {...}}, ...]`` of an ``auto`` model:
     validated, with ``scaling="none"`` (auto scales once for all), the model's pAUC range on
     the pAUC learners and auto's ``random_state`` where a candidate sets none.  Errors are
@@ -89,7 +120,7 @@ def candidate_specs(candidates, pauc_range, random_state) -> list[dict[str, Any]
     ``candidates[1].learner`` or ``candidates[2].params.beta``."""
     alpha, beta = check_pauc_range(pauc_range)
     if candidates is None:
-        candidates = DEFAULT_CANDIDATES
+        candidates = default_candidates(n_features)
     if isinstance(candidates, str | bytes | dict) or not isinstance(candidates, list | tuple):
         raise invalid_field(
             "candidates",

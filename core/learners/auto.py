@@ -28,7 +28,9 @@ from core.learners._state import Count, StateInvariant, with_prefix
 from core.learners._tournament import (
     DEFAULT_CANDIDATES,
     LEGACY_DEFAULT_CANDIDATES,
+    WIDE_DEFAULT_CANDIDATES,
     candidate_specs,
+    default_candidates,
     evaluate,
     invalid_field,
     leaderboard,
@@ -80,7 +82,9 @@ class Auto(ComposedState, OnlineLearner):
     Parameters
     ----------
     candidates : list of {"learner": name, "params": {...}} or None
-        The tournament (JSON-able); None is :data:`DEFAULT_CANDIDATES`.  Candidates may not set
+        The tournament (JSON-able); None is :data:`DEFAULT_CANDIDATES` (``logistic`` with the
+        base-rate offset and ``ftrl_pauc``), or :data:`WIDE_DEFAULT_CANDIDATES` (``pmb`` for
+        ``ftrl_pauc``) for more than 1,000 features.  Candidates may not set
         ``scaling`` (auto's own ``scaling`` applies to all of them), and a pAUC learner
         (``ftrl_pauc``, ``pmb`` with the pAUC loss) may not set an ``alpha`` / ``beta`` that
         contradicts ``pauc_range`` (it gets the range).  Errors name the field:
@@ -224,25 +228,39 @@ class Auto(ComposedState, OnlineLearner):
         candidate_specs(self._candidates_asked(), self.pauc_range, self.random_state)
 
     def candidate_specs(self) -> list[dict[str, Any]]:
-        """The effective candidates (see :func:`candidate_specs`); the default ones gain the
-        fast-adapting ones with ``track_drift``."""
+        """The effective candidates (see :func:`candidate_specs`): by default those of the
+        model's width (known once initialised), which gain the fast-adapting ones with
+        ``track_drift``."""
         return candidate_specs(self._candidates_asked(), self.pauc_range, self.random_state)
 
     def _candidates_asked(self) -> list | tuple | None:
-        if self.candidates is None and self.track_drift:
-            return (*DEFAULT_CANDIDATES, *FAST_CANDIDATES)
+        if self.candidates is None:
+            defaults = default_candidates(getattr(self, "_width", None))
+            return (*defaults, *FAST_CANDIDATES) if self.track_drift else defaults
         return self.candidates
 
     @classmethod
     def from_state(cls, params, state, *, n_features=None):
-        """As :meth:`OnlineLearner.from_state`; a state saved with ``candidates=None`` by a
-        version whose first default candidate had no base-rate offset (no ``c0:class_counts``
-        beside ``c0:z``) gets that tournament back, explicitly, instead of a layout error."""
-        if params.get("candidates") is None and "c0:z" in state and "c0:class_counts" not in state:
+        """As :meth:`OnlineLearner.from_state`; a state saved with ``candidates=None`` by an
+        earlier version gets that version's default tournament back, explicitly, instead of a
+        layout error: ``pmb`` second (``c1:buffer_fill``), and ``logistic`` without the
+        base-rate offset first (no ``c0:class_counts`` beside ``c0:z``)."""
+        if (
+            params.get("candidates") is None
+            and "c0:z" in state
+            and "c0:class_counts" not in state
+            and "c1:buffer_fill" in state
+        ):
             legacy = list(LEGACY_DEFAULT_CANDIDATES)
             if params.get("track_drift"):
                 legacy += FAST_CANDIDATES
             params = {**params, "candidates": legacy}
+        # a state saved with candidates=None when pmb was the default's second candidate
+        if params.get("candidates") is None and "c1:buffer_fill" in state:
+            defaults = list(WIDE_DEFAULT_CANDIDATES)
+            if params.get("track_drift"):
+                defaults += FAST_CANDIDATES
+            params = {**params, "candidates": defaults}
         # a state saved before the served mix (no ``score_mean``) keeps serving its leader
         # alone, on the scale its users' thresholds were set on, unless told otherwise
         if "score_mean" not in state and "temperature" not in params:
@@ -290,6 +308,7 @@ class Auto(ComposedState, OnlineLearner):
         return [(_PREFIX.format(k), c) for k, c in enumerate(self._candidates)]
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
+        self._width = n_features  # the default tournament depends on it
         candidates = self._build_candidates()
         state: dict[str, np.ndarray] = {}
         for k, candidate in enumerate(candidates):
@@ -306,6 +325,7 @@ class Auto(ComposedState, OnlineLearner):
 
     def _state_invariants(self, n_features: int) -> dict:
         """Each candidate's own declarations under its prefix, then the tournament's arrays."""
+        self._width = n_features
         candidates = self._build_candidates()
         invariants: dict = {}
         for k, candidate in enumerate(candidates):

@@ -16,6 +16,7 @@ from sklearn.base import clone
 
 from core.errors import InvalidParameter
 from core.learners import learner_class, make_learner
+from core.learners._tournament import FTRL_PAUC_UPDATE_EVERY, WIDE_FEATURES
 from core.metrics import auc, pauc
 from core.preprocessing import scale_batch
 from tests.core.cases import states_equal
@@ -329,9 +330,12 @@ def test_leaderboard_is_json_and_shows_effective_parameters():
     assert board["pauc_range"] == [0.0, 0.3]
     assert board["n_seen"] == 400 and board["window"] == 60 and board["evaluated_at"] == 400
     learners = [row["learner"] for row in board["candidates"]]
-    assert learners == ["logistic", "pmb"]
-    pmb = board["candidates"][1]["params"]
-    assert (pmb["alpha"], pmb["beta"], pmb["scaling"], pmb["random_state"]) == (0.0, 0.3, "none", 4)
+    assert learners == ["logistic", "ftrl_pauc"]
+    ftrl = board["candidates"][1]["params"]
+    assert (ftrl["alpha"], ftrl["beta"], ftrl["scaling"], ftrl["random_state"]) == (
+        0.0, 0.3, "none", 4,
+    )  # fmt: skip
+    assert ftrl["update_every"] == FTRL_PAUC_UPDATE_EVERY
     assert sum(row["leader"] for row in board["candidates"]) == 1
     assert all(0.0 <= row["window_pauc"] <= 1.0 for row in board["candidates"])
     assert "beta" not in board["candidates"][0]["params"]  # logistic's beta is no FPR
@@ -452,7 +456,7 @@ def test_track_drift_adds_the_fast_candidate_and_promotes_it_after_a_change():
     X, y, change = _flipping()
     model = make_learner("auto", track_drift=True)
     names = [(spec["learner"], spec["params"].get("half_life")) for spec in model.candidate_specs()]
-    assert names == [("logistic", None), ("pmb", None), ("logistic", 2000)]
+    assert names == [("logistic", None), ("ftrl_pauc", None), ("logistic", 2000)]
     scores = _learn(model, X, y, [500] * (len(y) // 500))
     own = model.state_
     assert own["drift:counters"][2] >= 1  # detected
@@ -602,3 +606,32 @@ def test_temperature_zero_serves_the_leader_and_negative_is_refused():
     ]
     with pytest.raises(ValueError, match="temperature"):
         make_learner("auto", temperature=-0.1).partial_fit(X, y)
+
+
+# ------------------------------------------------------------------------- default tournament
+def test_the_default_tournament_follows_the_model_s_width():
+    narrow = make_learner("auto").initialize(WIDE_FEATURES)
+    wide = make_learner("auto", track_drift=True).initialize(WIDE_FEATURES + 1)
+    assert [spec["learner"] for spec in narrow.candidate_specs()] == ["logistic", "ftrl_pauc"]
+    assert [spec["learner"] for spec in wide.candidate_specs()] == ["logistic", "pmb", "logistic"]
+    assert "c1:buffer_fill" in wide.state_ and "c1:n_solver_steps" in narrow.state_
+    # the width-chosen tournament round-trips through the state
+    twin = learner_class("auto").from_state(wide.get_params(), wide.get_state())
+    assert twin.candidate_specs() == wide.candidate_specs()
+
+
+@pytest.mark.parametrize("track_drift", [False, True])
+def test_a_state_saved_when_pmb_was_the_default_loads_as_that_tournament(track_drift):
+    from core.learners._auto_drift import FAST_CANDIDATES
+    from core.learners._tournament import WIDE_DEFAULT_CANDIDATES
+
+    X, y = stream(16, n=300)
+    old = [*WIDE_DEFAULT_CANDIDATES, *(FAST_CANDIDATES if track_drift else ())]
+    saved = make_learner("auto", candidates=old, track_drift=track_drift, **MIX)
+    saved.partial_fit(X[:200], y[:200])
+    params = dict(saved.get_params(), candidates=None)  # as the earlier version saved it
+    loaded = learner_class("auto").from_state(params, saved.get_state())
+    assert loaded.candidate_specs() == saved.candidate_specs()
+    np.testing.assert_array_equal(
+        loaded.prequential_step(X[200:], y[200:]), saved.prequential_step(X[200:], y[200:])
+    )

@@ -21,7 +21,7 @@ def test_auto_takes_the_range_itself_and_hands_it_to_its_pauc_candidates():
     assert params == {"pauc_range": [0.0, 0.02]}
     learner = make_learner("auto", **params)
     specs = {spec["learner"]: spec["params"] for spec in learner.candidate_specs()}
-    assert (specs["pmb"]["alpha"], specs["pmb"]["beta"]) == (0.0, 0.02)
+    assert (specs["ftrl_pauc"]["alpha"], specs["ftrl_pauc"]["beta"]) == (0.0, 0.02)
     assert "beta" not in specs["logistic"] or specs["logistic"]["beta"] == 1.0
     with pytest.raises(InvalidParameter, match="contradicts") as caught:
         pauc_params_for("auto", (0.0, 0.02), {"pauc_range": [0.0, 0.1]})

@@ -22,9 +22,9 @@ def test_a_model_without_a_learner_runs_auto_with_the_models_range(client):
     assert config["learner"] == "auto"
     assert config["params"]["pauc_range"] == [0.0, 0.05]
     candidates = {c["learner"]: c["params"] for c in config["params"]["candidates"]}
-    assert set(candidates) == {"logistic", "pmb"}
+    assert set(candidates) == {"logistic", "ftrl_pauc"}
     # the pAUC candidate optimises the model's range; logistic's alpha is its own step size
-    assert (candidates["pmb"]["alpha"], candidates["pmb"]["beta"]) == (0.0, 0.05)
+    assert (candidates["ftrl_pauc"]["alpha"], candidates["ftrl_pauc"]["beta"]) == (0.0, 0.05)
     assert candidates["logistic"].get("beta", 1.0) == 1.0
     assert client.get("/v1/models/m").json()["config"] == config
 
@@ -52,13 +52,17 @@ def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
     expected = reference.leaderboard()
     assert board["leader"] == expected["leader"]
     assert board["leader_since"] == expected["leader_since"]
-    assert [row["learner"] for row in board["candidates"]] == ["logistic", "pmb", "logistic"]
+    assert [row["learner"] for row in board["candidates"]] == [
+        "logistic", "ftrl_pauc", "logistic",
+    ]  # fmt: skip
+    for row, want in zip(board["candidates"], expected["candidates"], strict=True):
+        assert row["weight"] == want["weight"]
     assert board["candidates"][2]["params"]["half_life"] == 2000
     for row, want in zip(board["candidates"], expected["candidates"], strict=True):
         assert row["window_pauc"] == pytest.approx(want["window_pauc"], abs=0)
         assert row["window_auc"] == pytest.approx(want["window_auc"], abs=0)
 
-    # the served model is the leader's (mapped onto the served scale): /score agrees
+    # the served model is the candidates' mix: /score agrees
     served = client.post("/v1/models/m/score", json=events_json(X[:9])).json()["scores"]
     np.testing.assert_array_equal(served, reference.decision_function(X[:9]))
 
@@ -94,13 +98,24 @@ def test_bad_auto_parameters_are_422s_naming_the_field(client, params, field):
 def test_track_drift_is_on_for_new_models_and_can_be_turned_off(client):
     config = _create(client)["config"]
     assert config["params"]["track_drift"] is True
-    assert [c["learner"] for c in config["params"]["candidates"]] == ["logistic", "pmb", "logistic"]
+    assert [c["learner"] for c in config["params"]["candidates"]] == [
+        "logistic", "ftrl_pauc", "logistic",
+    ]  # fmt: skip
     client.delete("/v1/models/m")
     config = _create(client, params={"track_drift": False})["config"]
     assert config["params"]["track_drift"] is False
-    assert [c["learner"] for c in config["params"]["candidates"]] == ["logistic", "pmb"]
+    assert [c["learner"] for c in config["params"]["candidates"]] == ["logistic", "ftrl_pauc"]
     X, y = make_stream(300, seed=1)
     assert client.post("/v1/models/m/events", json=events_json(X, y)).status_code == 200
     arrays = client.app.state.store.load("m").arrays
     assert not [name for name in arrays if name.startswith("learner:drift")]
     assert "drift" in client.get("/v1/models/m/metrics").json()  # the model's own detector
+
+
+def test_a_wide_model_s_default_tournament_takes_pmb(client):
+    """ftrl_pauc keeps 3,000 dense reservoir rows: wider than 1,000 features the default
+    tournament takes pmb instead, and the stored config says so."""
+    response = client.post("/v1/models", json={"id": "wide", "n_features": 1001})
+    assert response.status_code == 201, response.text
+    candidates = response.json()["config"]["params"]["candidates"]
+    assert [c["learner"] for c in candidates] == ["logistic", "pmb", "logistic"]

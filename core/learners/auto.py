@@ -144,10 +144,10 @@ class Auto(ComposedState, OnlineLearner):
     Learning costs the sum of the candidates' costs plus, every ``evaluate_every`` events, K
     exact pAUC and AUC over ``window`` scores; scoring costs the candidates with a share of
     the mix (one, the leader, with ``temperature=0``).
-    [CHOICE] Default K = 2 (``logistic`` and ``pmb`` on the model's range), chosen for an
-    ingest budget of 1/4 of one default ``spam``; since ``spam`` learns at the speed of plain
-    C (15M dense events/s) auto reaches 0.19 of it (2.5M events/s; with ``track_drift``'s fast
-    candidate 0.11, 1.4M): docs/algorithms/auto.md has the table.
+    [CHOICE] Default K = 2 (``logistic`` and ``ftrl_pauc`` on the model's range): ranking
+    quality bought with learning time, 0.63M dense events/s (0.06 of one default ``spam``;
+    with ``track_drift``'s fast candidate 0.48M), scoring 8.4M rows/s:
+    docs/algorithms/auto.md has the table and the cheaper tournaments.
 
     Examples
     --------
@@ -160,9 +160,11 @@ class Auto(ComposedState, OnlineLearner):
     >>> scores = model.prequential_step(X, y)
     >>> board = model.leaderboard()
     >>> [row["learner"] for row in board["candidates"]]
-    ['logistic', 'pmb']
+    ['logistic', 'ftrl_pauc']
     >>> board["candidates"][board["leader"]]["learner"] == type(model.leader_).name
     True
+    >>> float(sum(row["weight"] for row in board["candidates"]))  # the mix's shares
+    1.0
     """
 
     name = "auto"
@@ -406,7 +408,7 @@ class Auto(ComposedState, OnlineLearner):
     # ------------------------------------------------------------------ serving
     @property
     def leader_(self) -> OnlineLearner:
-        """The candidate whose scores are served."""
+        """The best candidate, chosen with hysteresis (served alone with ``temperature=0``)."""
         self._check_initialized()
         return self._candidates[int(self._own_state["leader"][0])]
 

@@ -185,6 +185,29 @@ class Structured:
 
 BOOLEAN = Boolean()
 RANDOM_STATE = RandomState()
+#: a model's FPR range, as ``auto`` and ``tree_embedded`` take it (checked by their
+#: ``_check_params``, which name the field)
+PAUC_RANGE = Structured(
+    "[alpha, beta] with 0 <= alpha < beta <= 1",
+    {
+        "type": "array",
+        "items": {"type": "number", "minimum": 0, "maximum": 1},
+        "minItems": 2,
+        "maxItems": 2,
+    },
+)
+#: ``auto``'s tournament, checked candidate by candidate by ``candidate_specs``
+CANDIDATES = Structured(
+    'a list of {"learner": name, "params": {...}}',
+    {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {"learner": {"type": "string"}, "params": {"type": "object"}},
+            "required": ["learner"],
+        },
+    },
+)
 
 Constraint = Interval | Options | Boolean | RandomState | Structured | None
 

@@ -18,6 +18,8 @@ import numpy as np
 from core._kernels import auto as kernels
 from core.errors import InvalidParameter
 from core.learners import learner_class
+from core.learners._auto_drift import FAST_CANDIDATES
+from core.learners._served_mix import mix_weights
 from core.learners._state import Count, Finite, Fraction, Index, OneOf, StateInvariant
 
 __all__ = [
@@ -29,10 +31,10 @@ __all__ = [
     "candidate_specs",
     "check_pauc_range",
     "default_candidates",
+    "saved_defaults",
     "evaluate",
     "invalid_field",
     "leaderboard",
-    "mix_weights",
     "next_evaluation",
     "record",
     "tournament_invariants",
@@ -66,6 +68,22 @@ WIDE_DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
     {"learner": "logistic", "params": {"base_rate_offset": True}},
     {"learner": "pmb", "params": {}},
 )
+
+
+def saved_defaults(params: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """``params`` of a state saved with ``candidates=None`` by an earlier version, with that
+    version's default tournament made explicit (instead of a layout error): ``pmb`` second (a
+    ``c1:buffer_fill`` array), and before that ``logistic`` without the base-rate offset first
+    (no ``c0:class_counts`` beside ``c0:z``); the fast candidates with ``track_drift``."""
+    if params.get("candidates") is not None or "c1:buffer_fill" not in state:
+        return params
+    if "c0:z" in state and "c0:class_counts" not in state:
+        earlier = list(LEGACY_DEFAULT_CANDIDATES)
+    else:
+        earlier = list(WIDE_DEFAULT_CANDIDATES)
+    if params.get("track_drift"):
+        earlier += FAST_CANDIDATES
+    return {**params, "candidates": earlier}
 
 
 def default_candidates(n_features: int | None) -> tuple[dict[str, Any], ...]:
@@ -230,11 +248,6 @@ def tournament_state(n_candidates: int, window: int) -> dict[str, np.ndarray]:
         "window_pauc": np.full(n_candidates, np.nan),
         "window_auc": np.full(n_candidates, np.nan),
         "evaluated_at": counter(),
-        # the served mix (auto.9)-(auto.10): each candidate's weight, and the running mean and
-        # sum of squared deviations of its prequential scores (over n_seen events)
-        "served_weights": np.full(n_candidates, 1.0 / n_candidates),
-        "score_mean": np.zeros(n_candidates),
-        "score_m2": np.zeros(n_candidates),
     }
 
 
@@ -253,9 +266,6 @@ def tournament_invariants(n_candidates: int) -> dict[str, StateInvariant]:
         "window_pauc": Fraction(),
         "window_auc": Fraction(),
         "evaluated_at": Count(0, "n_seen"),
-        "served_weights": Fraction(),  # and they sum to 1: Auto._check_state
-        "score_mean": Finite(),
-        "score_m2": Finite(0.0),
     }
 
 
@@ -346,22 +356,6 @@ def evaluate(
     else:
         own["challenger"][0] = -1
         own["challenger_streak"][0] = 0
-
-
-#: [CHOICE] a weight below this share of the mix is dropped (auto.10): scoring then skips that
-#: candidate, and a candidate ``temperature * ln(1000)`` (0.07 at the default 0.01) of pAUC
-#: behind the best no longer blurs its ranking
-MIN_WEIGHT = 1e-3
-
-
-def mix_weights(paucs: np.ndarray, temperature: float, weights: np.ndarray) -> None:
-    """The served mix's weights from the candidates' windowed pAUCs (auto.10): a softmax at
-    ``temperature``, the shares below :data:`MIN_WEIGHT` dropped, renormalised (the best
-    candidate always keeps a share: its term is ``exp(0) = 1``)."""
-    shares = np.exp((paucs - np.max(paucs)) / temperature)
-    shares /= np.sum(shares)
-    shares[shares < MIN_WEIGHT] = 0.0
-    weights[:] = shares / np.sum(shares)
 
 
 def match_scale(own: dict[str, np.ndarray], old: int, new: int, filled: int) -> None:

@@ -9,8 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from core._kernels.auto import standardised_mix
-from core.errors import InvalidParameter, InvalidState
+from core.errors import InvalidParameter
 from core.learners import learner_class, register
 from core.learners._auto_drift import (
     FAST_CANDIDATES,
@@ -23,12 +22,19 @@ from core.learners._auto_drift import (
 )
 from core.learners._base import OnlineLearner
 from core.learners._composed import ComposedState
-from core.learners._params import BOOLEAN, Interval, Structured
+from core.learners._params import BOOLEAN, CANDIDATES, PAUC_RANGE, Interval
+from core.learners._served_mix import (
+    check_mix_state,
+    mix_invariants,
+    mix_state,
+    serve_segment,
+    served_coef,
+    served_decision,
+    upgrade_to_mix,
+)
 from core.learners._state import Count, StateInvariant, with_prefix
 from core.learners._tournament import (
     DEFAULT_CANDIDATES,
-    LEGACY_DEFAULT_CANDIDATES,
-    WIDE_DEFAULT_CANDIDATES,
     candidate_specs,
     default_candidates,
     evaluate,
@@ -36,6 +42,7 @@ from core.learners._tournament import (
     leaderboard,
     next_evaluation,
     record,
+    saved_defaults,
     tournament_invariants,
     tournament_state,
 )
@@ -51,33 +58,19 @@ class Auto(ComposedState, OnlineLearner):
     served scores.
 
     Every labelled batch is learned by every candidate (one kernel call per candidate per
-    batch, on the same scaled rows: auto scales once, the candidates run with
-    ``scaling="none"``).  Each candidate's pre-update (prequential) scores of the last
-    ``window`` events are kept in a ring buffer.  Every ``evaluate_every`` events (and on a
-    doubling schedule before that, see ``first_evaluation``) auto computes
-    each candidate's exact pAUC over ``pauc_range`` and AUC on that window
-    (:func:`core.metrics.pauc`, :func:`core.metrics.auc`).
-
-    The served scores (``decision_function``, ``coef_`` and the prequential scores returned by
-    ``prequential_step``) are, with ``temperature`` > 0 (the default), the mix
-    ``sum_k weight_k (s_k - mean_k) / std_k``: each candidate's score standardised by the mean
-    and spread of its own prequential scores so far (so scores from early and late in the
-    stream, and from different candidates, live on one scale), weighted by a softmax of the
-    windowed pAUCs at the last deciding evaluation (equal weights before it; shares below
-    0.001 dropped, and such a candidate is not scored).  With ``temperature=0`` they are the
-    leader's alone, mapped by ``served_scale * score + served_offset``: at each change of
-    leader that map is re-fitted so that the new leader's scores keep the mean and spread the
-    served scores had over the window (a positive scale, so the ranking is the leader's; see
-    ``core.learners._tournament.match_scale``).
-
-    The leader (shown by ``leaderboard()``, served alone with ``temperature=0``) changes with
-    hysteresis: a challenger (the best windowed pAUC, then AUC, then
-    the lower index) takes over only after leading the leader by more than ``margin`` at
-    ``patience`` consecutive evaluations; the first candidate leads until then; a window with
-    too few positives or negatives decides nothing.  Evaluations come after fixed event counts
-    and inside a batch auto walks the events in segments between them, so batch = one event at
-    a time holds bit for bit.  The equations, the reasoning and the measurements (cost table,
-    the score map, the mix) are in docs/algorithms/auto.md (auto.1)-(auto.10).
+    batch, on rows auto scaled once).  Each candidate's prequential scores of the last
+    ``window`` events are kept in a ring buffer; every ``evaluate_every`` events (and on a
+    doubling schedule before) auto computes each candidate's exact pAUC over ``pauc_range``
+    and AUC on that window.  The served scores (``decision_function``, ``coef_``,
+    ``prequential_step``) are the mix ``sum_k w_k (s_k - mean_k) / std_k``: each candidate's
+    score standardised by the mean and spread of its own prequential scores so far, weighted
+    by a softmax of the windowed pAUCs at the last deciding evaluation (equal before it).  A
+    leader is also chosen, with hysteresis (a challenger must lead by ``margin`` at
+    ``patience`` evaluations in a row; windows with too few positives or negatives decide
+    nothing); ``temperature=0`` serves it alone, its scores mapped onto the served scale at
+    each change.  Evaluations come after fixed event counts, so batch = one event at a time
+    holds bit for bit.  Equations, choices and measurements: docs/algorithms/auto.md
+    (auto.1)-(auto.10).
 
     Parameters
     ----------
@@ -95,14 +88,10 @@ class Auto(ComposedState, OnlineLearner):
     window : int, default 5000
         Labelled events in the ring buffer on which the candidates are compared.
     evaluate_every : int, default 2000
-        Events between two evaluations (at most ``window``).  [CHOICE] 2000: an evaluation
-        sorts K x ``window`` scores, which at 1000 cost a quarter of auto's ingest time
-        (see Notes).
+        Events between two evaluations (at most ``window``).
     first_evaluation : int, default 50
-        [CHOICE] Before ``evaluate_every`` events, evaluations also come after
-        ``first_evaluation``, twice, four times ... that many events (50, 100, 200, 400, 800,
-        1600, then every 2000 by default), so that a short stream, or the start of a long one,
-        already picks its leader on a growing window.
+        Before ``evaluate_every`` events, evaluations also come after ``first_evaluation``,
+        twice, four times ... that many events (50, 100, 200, ..., then every 2000).
     temperature : float, default 0.01
         Of the softmax that weighs the candidates' windowed pAUCs in the served mix; 0 serves
         the leader alone.  [CHOICE] 0.01: a candidate 0.01 of pAUC behind weighs e^-1 of the
@@ -115,10 +104,7 @@ class Auto(ComposedState, OnlineLearner):
     min_positives, min_negatives : int, default 10
         An evaluation whose window holds fewer positives, or fewer negatives inside the FPR
         range (``(beta - alpha) * n_negatives``), is shown on the leaderboard but decides
-        nothing (the challenger's count is kept).  [CHOICE] Without it the first evaluations of
-        a rare-positive stream compare pAUCs of 5 positives: on satimage (10 % positives) one
-        shuffle in three handed the lead to a candidate 3x worse after 200 events, for 3,000
-        events.
+        nothing (the challenger's count is kept).
     scaling : {"none", "unit_norm", "standard", "scale"}
         Online feature scaling, applied once before the candidates learn.
     max_iter : int, default 1
@@ -129,7 +115,7 @@ class Auto(ComposedState, OnlineLearner):
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
-        The leader's served weights.
+        The served weights (the linear part of the mix, or the leader's mapped).
     state_ : dict of ndarray
         Every candidate's state under the prefix ``c{k}:`` (``c0:z``, ``c1:w_unscaled``, ...)
         and the tracking arrays: ``n_seen``, ``window_scores`` (K, window),
@@ -184,31 +170,8 @@ class Auto(ComposedState, OnlineLearner):
     # ------------------------------------------------------------------ parameters
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,
-        "candidates": [
-            None,
-            Structured(
-                'a list of {"learner": name, "params": {...}}',
-                {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {"learner": {"type": "string"}, "params": {"type": "object"}},
-                        "required": ["learner"],
-                    },
-                },
-            ),
-        ],
-        "pauc_range": [
-            Structured(
-                "[alpha, beta] with 0 <= alpha < beta <= 1",
-                {
-                    "type": "array",
-                    "items": {"type": "number", "minimum": 0, "maximum": 1},
-                    "minItems": 2,
-                    "maxItems": 2,
-                },
-            )
-        ],
+        "candidates": [None, CANDIDATES],
+        "pauc_range": [PAUC_RANGE],
         "window": [Interval(int, 2, None)],
         "evaluate_every": [Interval(int, 1, None)],
         "first_evaluation": [Interval(int, 1, None)],
@@ -244,55 +207,17 @@ class Auto(ComposedState, OnlineLearner):
     @classmethod
     def from_state(cls, params, state, *, n_features=None):
         """As :meth:`OnlineLearner.from_state`; a state saved with ``candidates=None`` by an
-        earlier version gets that version's default tournament back, explicitly, instead of a
-        layout error: ``pmb`` second (``c1:buffer_fill``), and ``logistic`` without the
-        base-rate offset first (no ``c0:class_counts`` beside ``c0:z``)."""
-        if (
-            params.get("candidates") is None
-            and "c0:z" in state
-            and "c0:class_counts" not in state
-            and "c1:buffer_fill" in state
-        ):
-            legacy = list(LEGACY_DEFAULT_CANDIDATES)
-            if params.get("track_drift"):
-                legacy += FAST_CANDIDATES
-            params = {**params, "candidates": legacy}
-        # a state saved with candidates=None when pmb was the default's second candidate
-        if params.get("candidates") is None and "c1:buffer_fill" in state:
-            defaults = list(WIDE_DEFAULT_CANDIDATES)
-            if params.get("track_drift"):
-                defaults += FAST_CANDIDATES
-            params = {**params, "candidates": defaults}
-        # a state saved before the served mix (no ``score_mean``) keeps serving its leader
-        # alone, on the scale its users' thresholds were set on, unless told otherwise
+        earlier version gets that version's default tournament back (:func:`saved_defaults`),
+        and one saved before the served mix (no ``score_mean``) keeps serving its leader
+        alone, on the scale its users' thresholds were set on, unless told otherwise."""
+        params = saved_defaults(params, state)
         if "score_mean" not in state and "temperature" not in params:
             params = {**params, "temperature": 0.0}
         return super().from_state(params, state, n_features=n_features)
 
     def _upgrade_state(self, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The candidates' own upgrades, then the served mix's arrays for a state saved before
-        it: the leader's weight 1, and score statistics estimated from the window (its mean;
-        its spread taken as that of all ``n_seen`` events)."""
-        upgraded = super()._upgrade_state(state)
-        if "score_mean" in upgraded or "window_scores" not in upgraded:
-            return upgraded
-        try:
-            window_scores = np.asarray(upgraded["window_scores"], dtype=np.float64)
-            seen = int(np.asarray(upgraded["n_seen"]).reshape(-1)[0])
-            leader = int(np.asarray(upgraded["leader"]).reshape(-1)[0])
-        except (KeyError, IndexError, TypeError, ValueError, OverflowError):
-            return upgraded  # the layout check names what is missing or wrong
-        n_candidates = window_scores.shape[0] if window_scores.ndim == 2 else 0
-        filled = min(max(seen, 0), window_scores.shape[-1]) if n_candidates else 0
-        weights = np.zeros(n_candidates)
-        if 0 <= leader < n_candidates:
-            weights[leader] = 1.0
-        if filled:
-            recent = window_scores[:, :filled]
-            mean, m2 = recent.mean(axis=1), recent.var(axis=1) * seen
-        else:
-            mean, m2 = np.zeros(n_candidates), np.zeros(n_candidates)
-        return {**upgraded, "served_weights": weights, "score_mean": mean, "score_m2": m2}
+        """The candidates' own upgrades, then the mix's arrays (:func:`upgrade_to_mix`)."""
+        return upgrade_to_mix(super()._upgrade_state(state))
 
     def _build_candidates(self) -> list[OnlineLearner]:
         return [learner_class(spec["learner"])(**spec["params"]) for spec in self.candidate_specs()]
@@ -321,6 +246,7 @@ class Auto(ComposedState, OnlineLearner):
             for key, value in candidate.state_.items():
                 state[_PREFIX.format(k) + key] = value
         state.update(tournament_state(len(candidates), self.window))
+        state.update(mix_state(len(candidates)))
         if self.track_drift:
             state.update(drift_state())
         return state
@@ -335,6 +261,7 @@ class Auto(ComposedState, OnlineLearner):
             own.update(candidate._state_invariants(n_features))
             invariants.update(with_prefix(own, _PREFIX.format(k)))
         invariants.update(tournament_invariants(len(candidates)))
+        invariants.update(mix_invariants())
         if self.track_drift:
             invariants.update(drift_invariants())
         return invariants
@@ -347,12 +274,7 @@ class Auto(ComposedState, OnlineLearner):
                 key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)
             }
             candidate._check_state(own)
-        total = float(np.sum(state["served_weights"]))
-        if not abs(total - 1.0) <= 1e-9:
-            raise InvalidState(
-                f"state array 'served_weights' sums to {total!r}; expected 1",
-                field="served_weights",
-            )
+        check_mix_state(state)
         if self.track_drift:
             check_drift_state(state)
 
@@ -364,7 +286,6 @@ class Auto(ComposedState, OnlineLearner):
         for k, candidate in enumerate(self._candidates):
             candidate._learn(X, y, candidate_scores[k])  # one kernel call per candidate
         want_scores = scores.shape[0] > 0
-        mixed = self.temperature > 0.0
         served_all = np.empty(n_events)
         start = 0
         while start < n_events:
@@ -374,15 +295,8 @@ class Auto(ComposedState, OnlineLearner):
             if self.track_drift:  # segments end at every multiple of the fast period too
                 due = min(due, fast_boundary(seen, int(self.evaluate_every)))
             stop = min(n_events, start + due - seen)
-            # the mix's statistics take every event, whichever way the scores are served
             served = served_all[start:stop]
-            standardised_mix(
-                candidate_scores[:, start:stop], own["served_weights"], own["score_mean"],
-                own["score_m2"], seen, served,
-            )  # fmt: skip
-            if not mixed:
-                leader_scores = candidate_scores[int(own["leader"][0]), start:stop]
-                served[:] = own["served_scale"][0] * leader_scores + own["served_offset"][0]
+            serve_segment(own, candidate_scores[:, start:stop], seen, self.temperature, served)
             if want_scores:
                 scores[start:stop] = served
             record(own, candidate_scores[:, start:stop], y[start:stop])
@@ -412,42 +326,16 @@ class Auto(ComposedState, OnlineLearner):
         self._check_initialized()
         return self._candidates[int(self._own_state["leader"][0])]
 
-    def _mix_terms(self) -> list[tuple[OnlineLearner, float, float]]:
-        """``(candidate, weight / std, mean)`` of every candidate in the served mix (auto.9),
-        with the statistics of all events learned; a candidate with no weight or no spread
-        yet adds nothing (and is not scored)."""
-        own = self._own_state
-        count = int(own["n_seen"][0])
-        terms = []
-        for k, candidate in enumerate(self._candidates):
-            weight = float(own["served_weights"][k])
-            spread = float(np.sqrt(own["score_m2"][k] / count)) if count > 1 else 0.0
-            if weight > 0.0 and spread > 0.0:
-                terms.append((candidate, weight / spread, float(own["score_mean"][k])))
-        return terms
-
     def _decision(self, X) -> np.ndarray:
-        own = self._own_state
-        if self.temperature == 0.0:
-            return own["served_scale"][0] * self.leader_._decision(X) + own["served_offset"][0]
-        served = np.zeros(X.shape[0])
-        for candidate, factor, mean in self._mix_terms():
-            served += factor * (candidate._decision(X) - mean)
-        return served
+        return served_decision(self._own_state, self._candidates, X, self.temperature)
 
     @property
     def coef_(self) -> np.ndarray:
-        """The served weights: with ``temperature=0`` the leader's times ``served_scale``
-        (the served scores add ``served_offset`` and the leader's own intercept, if it has
-        one); otherwise the mix's sum of each candidate's weights times ``weight / std``."""
+        """The served weights (:func:`served_coef`): the mix's linear part, or the leader's
+        mapped with ``temperature=0``."""
         self._check_initialized()
-        if self.temperature == 0.0:
-            weights = self.leader_.coef_  # type: ignore[attr-defined]
-            return self._own_state["served_scale"][0] * weights
-        total = np.zeros(int(self.state_["n_features"][0]))
-        for candidate, factor, _ in self._mix_terms():
-            total += factor * candidate.coef_  # type: ignore[attr-defined]
-        return total
+        width = int(self.state_["n_features"][0])
+        return served_coef(self._own_state, self._candidates, width, self.temperature)
 
     def leaderboard(self) -> dict[str, Any]:
         """Each candidate's effective learner and params, its windowed pAUC and AUC at the last

@@ -13,7 +13,7 @@ from core.errors import InvalidParameter, InvalidState
 from core.learners import learner_class, make_learner, register
 from core.learners._base import OnlineLearner
 from core.learners._composed import ComposedState
-from core.learners._params import BOOLEAN, Interval, Options, Structured
+from core.learners._params import BOOLEAN, PAUC_RANGE, Interval, Options, Structured
 from core.learners._state import Count, Finite, OneOf, with_prefix
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.preprocessing import scale_batch
@@ -88,7 +88,7 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         **OnlineLearner._parameter_constraints,
         "learner": [Structured("the name of a registered learner")],
         "params": [None, Structured("a dict of the inner learner's hyper-parameters")],
-        "pauc_range": [None, Structured("[alpha, beta] with 0 <= alpha < beta <= 1")],
+        "pauc_range": [None, PAUC_RANGE],
         "max_depth": [Interval(int, 1, 12)],
         "embedding": [Options(EMBEDDINGS)],
         "append_score": [BOOLEAN],

@@ -33,6 +33,8 @@ SMALL = {"window": 60, "evaluate_every": 20, "margin": 0.01, "patience": 2, "min
          "min_negatives": 2, "temperature": 0.0}  # fmt: skip
 #: with evaluations after 3, 6 and 12 events too
 EARLY = dict(SMALL, first_evaluation=3)
+#: the served mix, with a temperature at which the small test windows' pAUCs set shares
+MIX = dict(SMALL, temperature=0.05)
 
 
 def stream(seed, n=400, n_features=5, positive_rate=0.25):
@@ -493,15 +495,18 @@ def test_track_drift_off_keeps_the_state_layout_of_earlier_models():
 
 
 @pytest.mark.parametrize("track_drift", [False, True])
-def test_a_state_saved_before_the_offset_default_loads_as_the_old_tournament(track_drift):
-    """``candidates=None`` once meant a plain ``logistic`` first; a state saved then (no
-    ``c0:class_counts``) loads as that tournament and continues bit for bit."""
+@pytest.mark.parametrize("earlier", ["plain logistic, pmb", "logistic with offset, pmb"])
+def test_a_state_saved_under_an_earlier_default_loads_as_that_tournament(earlier, track_drift):
+    """``candidates=None`` once meant a plain ``logistic`` first (no ``c0:class_counts``),
+    then ``pmb`` second (``c1:buffer_fill``); a state saved then loads as that tournament and
+    continues bit for bit."""
     from core.learners._auto_drift import FAST_CANDIDATES
-    from core.learners._tournament import LEGACY_DEFAULT_CANDIDATES
+    from core.learners._tournament import LEGACY_DEFAULT_CANDIDATES, WIDE_DEFAULT_CANDIDATES
 
     X, y = stream(12, n=300)
-    old = [*LEGACY_DEFAULT_CANDIDATES, *(FAST_CANDIDATES if track_drift else ())]
-    saved = make_learner("auto", candidates=old, track_drift=track_drift, **SMALL)
+    defaults = LEGACY_DEFAULT_CANDIDATES if earlier.startswith("plain") else WIDE_DEFAULT_CANDIDATES
+    old = [*defaults, *(FAST_CANDIDATES if track_drift else ())]
+    saved = make_learner("auto", candidates=old, track_drift=track_drift, **MIX)
     saved.partial_fit(X[:200], y[:200])
     params = dict(saved.get_params(), candidates=None)  # as the earlier version saved it
     loaded = learner_class("auto").from_state(params, saved.get_state())
@@ -509,13 +514,12 @@ def test_a_state_saved_before_the_offset_default_loads_as_the_old_tournament(tra
     np.testing.assert_array_equal(
         loaded.prequential_step(X[200:], y[200:]), saved.prequential_step(X[200:], y[200:])
     )
-    # today's default tournament has the offset on its first candidate
+    # today's default tournament has the offset on its first candidate and ftrl_pauc second
     fresh = make_learner("auto", track_drift=track_drift).initialize(5)
-    assert "c0:class_counts" in fresh.state_
+    assert "c0:class_counts" in fresh.state_ and "c1:n_solver_steps" in fresh.state_
 
 
 # ------------------------------------------------------------------------- the served mix
-MIX = dict(SMALL, temperature=0.05)
 
 
 @pytest.mark.parametrize("scaling", ["none", "standard"])
@@ -618,20 +622,3 @@ def test_the_default_tournament_follows_the_model_s_width():
     # the width-chosen tournament round-trips through the state
     twin = learner_class("auto").from_state(wide.get_params(), wide.get_state())
     assert twin.candidate_specs() == wide.candidate_specs()
-
-
-@pytest.mark.parametrize("track_drift", [False, True])
-def test_a_state_saved_when_pmb_was_the_default_loads_as_that_tournament(track_drift):
-    from core.learners._auto_drift import FAST_CANDIDATES
-    from core.learners._tournament import WIDE_DEFAULT_CANDIDATES
-
-    X, y = stream(16, n=300)
-    old = [*WIDE_DEFAULT_CANDIDATES, *(FAST_CANDIDATES if track_drift else ())]
-    saved = make_learner("auto", candidates=old, track_drift=track_drift, **MIX)
-    saved.partial_fit(X[:200], y[:200])
-    params = dict(saved.get_params(), candidates=None)  # as the earlier version saved it
-    loaded = learner_class("auto").from_state(params, saved.get_state())
-    assert loaded.candidate_specs() == saved.candidate_specs()
-    np.testing.assert_array_equal(
-        loaded.prequential_step(X[200:], y[200:]), saved.prequential_step(X[200:], y[200:])
-    )

@@ -7,7 +7,7 @@ import numpy as np
 from core._kernels._config import kernel
 from core._kernels.forgetting import class_reservoir_slot, filled_after, recent_steps
 from core._kernels.pauc_buffers import decision as decision  # the learner scores with it
-from core._kernels.pauc_buffers import event_copy
+from core._kernels.pauc_buffers import doubling_interval, event_copy
 
 
 @kernel
@@ -363,18 +363,6 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
 
 
 @kernel
-def update_interval(first_update_every, update_every, n_updates):
-    """``min(update_every, first_update_every * 2**n_updates)``, without overflow: the number
-    of events between updates after ``n_updates`` of them."""
-    interval = first_update_every
-    for _ in range(n_updates):
-        if interval >= update_every:
-            break
-        interval *= 2
-    return min(interval, update_every)
-
-
-@kernel
 def score_dense_events(X, start, stop, w, out):
     """``out[i] = X[i] . w`` for ``start <= i < stop``, four rows side by side, each sum in
     the order of :func:`core._kernels.pauc_buffers.event_dot` (so the same scores): one
@@ -431,7 +419,7 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
     scored_until = 0
     pos_capacity = pos_X.shape[0]
     neg_capacity = neg_X.shape[0]
-    interval = update_interval(first_update_every, update_every, n_updates[0])
+    interval = doubling_interval(first_update_every, update_every, n_updates[0])
     for i in range(n_samples):
         if i >= scored_until:
             # w changes only when an update fires, after event i + interval - since_update - 1
@@ -483,4 +471,4 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
                             neg_admitted, alpha, beta, lam, eta0, min_norm, inner_steps,
                             grad, auc_weight, half_life, pos_seen[0] + neg_seen[0]):  # fmt: skip
                 n_updates[0] += 1
-                interval = update_interval(first_update_every, update_every, n_updates[0])
+                interval = doubling_interval(first_update_every, update_every, n_updates[0])

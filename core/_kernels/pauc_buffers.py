@@ -14,6 +14,19 @@ from core._kernels.random import reservoir_slot
 
 
 @kernel
+def doubling_interval(first, cap, doublings):
+    """``min(cap, first * 2**doublings)`` without overflow: [CHOICE] the learners on buffers
+    act after 16, 32, 64 ... events at first (``first``), so that a short stream already
+    learns, then every ``cap`` events (pmb's epochs, ftrl_pauc's solver updates)."""
+    interval = first
+    for _ in range(doublings):
+        if interval >= cap:
+            break
+        interval *= 2
+    return min(interval, cap)
+
+
+@kernel
 def dot_row(X, row, w):
     total = 0.0
     for j in range(w.shape[0]):

@@ -10,6 +10,7 @@ from core._kernels._config import kernel
 from core._kernels.forgetting import step_count
 from core._kernels.pauc_buffers import (
     copy_row,
+    doubling_interval,
     event_copy,
     event_dot,
     pauc_gradient,
@@ -18,18 +19,6 @@ from core._kernels.pauc_buffers import (
     reservoir_offer_forgetting,
 )
 from core._kernels.pauc_buffers import decision as decision  # the learner scores with it
-
-
-@kernel
-def epoch_length(n_steps, first, size):
-    """``min(size, first * 2**n_steps)``: [CHOICE] the first epochs are short (16, 32, ...
-    events) so that a short stream already takes steps; from then on the paper's ``s``."""
-    length = first
-    for _ in range(n_steps):
-        if length >= size:
-            break
-        length *= 2
-    return min(length, size)
 
 
 @kernel
@@ -137,8 +126,9 @@ def pmb_learn(
     1PMB (``passes == 1``): every event enters the buffer; a full buffer of ``s`` events is one
     epoch.  2PMB (``passes == 2``): positives are offered to the reservoir ``pos_X`` (when
     ``offer_positives``), negatives fill the buffer; a full buffer of ``s`` negatives is one
-    epoch against the current reservoir.  ``s`` is :func:`epoch_length` (``first_size``
-    doubling with each step taken, up to the buffer's capacity).  ``take_steps`` False only
+    epoch against the current reservoir.  ``s`` is
+    :func:`~core._kernels.pauc_buffers.doubling_interval` (``first_size`` doubling with each
+    step taken, up to the buffer's capacity).  ``take_steps`` False only
     collects (2PMB pass 1).
 
     One epoch (Kar et al. Alg. 1/2 line 5 with the errata of docs/algorithms/pmb.md (pmb.3)):
@@ -155,7 +145,7 @@ def pmb_learn(
     ``1 - 2 ** (-s_e / half_life)`` and the positive reservoir is biased towards recent events.
     """
     n_samples = y.shape[0]
-    size = epoch_length(n_steps[0], first_size, buf_X.shape[0])
+    size = doubling_interval(first_size, buf_X.shape[0], n_steps[0])
     want_scores = scores.shape[0] > 0
     grad = np.empty(w.shape[0])
     # dense rows: the score and the copy into the buffer written out (pauc_buffers.dot_row and
@@ -210,7 +200,7 @@ def pmb_learn(
         weight = size / averaged_events[0]
         if half_life > 0.0:  # (pmb.8): an exponentially weighted average once it is the larger
             weight = max(weight, 1.0 - np.exp2(-size / half_life))
-        size = epoch_length(n_steps[0], first_size, buf_X.shape[0])
+        size = doubling_interval(first_size, buf_X.shape[0], n_steps[0])
         # (pmb.7): the step counter stops at the epochs of one half-life
         cap = max(1.0, half_life / buf_X.shape[0]) if half_life > 0.0 else 0.0
         epochs = step_count(n_steps[0], cap)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from core._kernels import pmb as kernels
+from core._kernels.pauc_buffers import doubling_interval
 from core._kernels.random import seed_state
 from core.errors import InvalidState
 from core.learners import register
@@ -227,13 +228,9 @@ class PMB(HalfLife, OnlineLearner):
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
         # the buffer is flushed as soon as it holds an epoch: its fill is always below that
-        size = self.buffer_size
-        length = min(self.first_buffer_size, size)
-        for _ in range(int(state["n_steps"][0])):  # as kernels.epoch_length
-            if length >= size:
-                break
-            length *= 2
-        length = min(length, size)
+        length = doubling_interval(
+            self.first_buffer_size, self.buffer_size, int(state["n_steps"][0])
+        )
         fill = int(state["buffer_fill"][0])
         if fill >= length:
             raise InvalidState(

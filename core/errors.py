@@ -14,6 +14,8 @@ and every existing test) keep working.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 
 class InvalidFeatures(ValueError):
     """A batch's features or labels are unusable.
@@ -46,4 +48,23 @@ class InvalidState(ValueError):
         self.field = field
 
 
-__all__ = ["InvalidFeatures", "InvalidParameter", "InvalidState"]
+def unknown_names(
+    names: Iterable[str], accepted: Sequence[str], what: str, where: str = ""
+) -> tuple[str, str] | None:
+    """The names of ``names`` outside ``accepted`` as an error states them: ``(the first of
+    them in sorted order, "<what> 'a', 'b'<where>; accepted: <accepted>")``, or None when
+    every name is accepted (a learner's parameters, the arrays of an NPZ body).
+
+    >>> unknown_names(["y", "Z", "W"], ("X", "y"), "unexpected array(s)")
+    ('W', "unexpected array(s) 'W', 'Z'; accepted: X, y")
+    >>> unknown_names(["y"], ("X", "y"), "unexpected array(s)") is None
+    True
+    """
+    unknown = sorted(set(names) - set(accepted))
+    if not unknown:
+        return None
+    listed = ", ".join(map(repr, unknown))
+    return unknown[0], f"{what} {listed}{where}; accepted: {', '.join(accepted)}"
+
+
+__all__ = ["InvalidFeatures", "InvalidParameter", "InvalidState", "unknown_names"]

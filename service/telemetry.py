@@ -97,16 +97,29 @@ def configure_logging(log_format: str, level: str) -> None:
     access.disabled = True
 
 
+#: the window gauges, by the keys of a metrics summary's window (``set_window_metrics``)
+_WINDOW_GAUGES = {
+    "auc": "AUC over the model's metrics window, as last computed (NaN while undefined).",
+    "pauc": "pAUC over the model's FPR range on its metrics window, as last computed (NaN while "
+    "undefined).",
+}
+#: the queue lag gauges, by the keys of a queue's lag (``set_lag``)
+_LAG_GAUGES = {
+    "events": "Events queued and not yet learned.",
+    "entries": "Stream entries appended and not yet applied.",
+    "seconds": "Age of the oldest stream entry not yet applied (0 when caught up).",
+}
+
+
 class Telemetry:
     def __init__(self, *, log_requests: bool = False) -> None:
         #: one JSON log line per request (``AUCSTREAM_LOG_FORMAT=json``)
         self.log_requests = log_requests
         self.registry = CollectorRegistry()
-        self.requests = Counter(
+        self.requests = self._counter(
             "aucstream_http_requests_total",
             "HTTP requests by route template, method, status and model ('' for none).",
-            ["method", "route", "status", "model"],
-            registry=self.registry,
+            ("method", "route", "status", "model"),
         )
         self.latency = Histogram(
             "aucstream_http_request_duration_seconds",
@@ -115,24 +128,16 @@ class Telemetry:
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
             registry=self.registry,
         )
-        self.events_learned = Counter(
-            "aucstream_events_learned_total", "Events learned.", ["model"], registry=self.registry
-        )
-        self.duplicates = Counter(
+        self.events_learned = self._counter("aucstream_events_learned_total", "Events learned.")
+        self.duplicates = self._counter(
             "aucstream_events_duplicate_total",
             "Events skipped because their id was already learned.",
-            ["model"],
-            registry=self.registry,
         )
-        self.drifts = Counter(
+        self.drifts = self._counter(
             "aucstream_drift_detected_total",
             "Drifts detected on the model's prequential pairwise loss (Page-Hinkley).",
-            ["model"],
-            registry=self.registry,
         )
-        self.scored = Counter(
-            "aucstream_events_scored_total", "Events scored.", ["model"], registry=self.registry
-        )
+        self.scored = self._counter("aucstream_events_scored_total", "Events scored.")
         self.stale_writes = Gauge(
             "aucstream_stale_writes_retried",
             "Writes rejected for a stale version and retried (contention), summed over the "
@@ -140,41 +145,28 @@ class Telemetry:
             registry=self.registry,
             multiprocess_mode="sum",
         )
-        self.window_auc = self._model_gauge(
-            "aucstream_model_window_auc",
-            "AUC over the model's metrics window, as last computed (NaN while undefined).",
-        )
-        self.window_pauc = self._model_gauge(
-            "aucstream_model_window_pauc",
-            "pAUC over the model's FPR range on its metrics window, as last computed (NaN "
-            "while undefined).",
-        )
-        self.rejected = Counter(
+        #: per model, ``aucstream_model_window_auc`` and ``..._pauc`` (by window key)
+        self.window = self._model_gauges("aucstream_model_window_", _WINDOW_GAUGES)
+        self.rejected = self._counter(
             "aucstream_requests_rejected_total",
             "Requests rejected with a problem response, by problem type.",
-            ["problem"],
-            registry=self.registry,
+            ("problem",),
         )
 
-        self.labels = Counter(
+        self.labels = self._counter(
             "aucstream_labels_total",
             "Delayed labels by outcome: learned, duplicate, expired, unknown.",
-            ["model", "status"],
-            registry=self.registry,
+            ("model", "status"),
         )
         # queue mode (API: events queued; worker: entries applied, batch durations; both: lag)
-        self.events_queued = Counter(
-            "aucstream_events_queued_total",
-            "Events appended to the model's stream (queue mode).",
-            ["model"],
-            registry=self.registry,
+        self.events_queued = self._counter(
+            "aucstream_events_queued_total", "Events appended to the model's stream (queue mode)."
         )
-        self.entries = Counter(
+        self.entries = self._counter(
             "aucstream_worker_entries_total",
             "Stream entries a worker handled, by outcome: applied, redelivered (at or before "
             "the checkpoint, skipped), rejected (invalid; skipped and logged).",
-            ["model", "outcome"],
-            registry=self.registry,
+            ("model", "outcome"),
         )
         self.batch_duration = Histogram(
             "aucstream_worker_batch_duration_seconds",
@@ -182,22 +174,13 @@ class Telemetry:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
             registry=self.registry,
         )
-        self.lag_events = self._model_gauge(
-            "aucstream_queue_lag_events", "Events queued and not yet learned."
-        )
-        self.lag_entries = self._model_gauge(
-            "aucstream_queue_lag_entries", "Stream entries appended and not yet applied."
-        )
-        self.lag_seconds = self._model_gauge(
-            "aucstream_queue_lag_seconds",
-            "Age of the oldest stream entry not yet applied (0 when caught up).",
-        )
+        #: per model, ``aucstream_queue_lag_events``, ``..._entries``, ``..._seconds`` (by lag key)
+        self.lag = self._model_gauges("aucstream_queue_lag_", _LAG_GAUGES)
         # the WebSocket stream (docs/stream.md)
-        self.stream_messages = Counter(
+        self.stream_messages = self._counter(
             "aucstream_stream_messages_total",
             "Stream messages answered, by operation and status (the HTTP status of the reply).",
-            ["op", "status"],
-            registry=self.registry,
+            ("op", "status"),
         )
         self.stream_connections = Gauge(
             "aucstream_stream_connections",
@@ -209,8 +192,8 @@ class Telemetry:
         #: the metrics labelled by model (label sets dropped when the model is deleted)
         self._per_model = (
             self.requests, self.events_learned, self.duplicates, self.drifts, self.scored,
-            self.labels, self.events_queued, self.entries, self.lag_events, self.lag_entries,
-            self.lag_seconds, self.window_auc, self.window_pauc,
+            self.labels, self.events_queued, self.entries, *self.lag.values(),
+            *self.window.values(),
         )  # fmt: skip
         #: whether this process holds a model (the app sets it to the engine's cache)
         self.model_exists: Callable[[str], bool] = lambda model_id: False
@@ -231,11 +214,25 @@ class Telemetry:
                 child = self._children[key] = metric.labels(*labels)
         return child
 
-    def _model_gauge(self, name: str, documentation: str) -> Gauge:
-        """A gauge per model; with several worker processes, the most recent value."""
-        return Gauge(
-            name, documentation, ["model"], registry=self.registry, multiprocess_mode="mostrecent"
-        )
+    def _counter(
+        self, name: str, documentation: str, labels: tuple[str, ...] = ("model",)
+    ) -> Counter:
+        """A counter on this process's registry, by model unless other ``labels`` are given."""
+        return Counter(name, documentation, labels, registry=self.registry)
+
+    def _model_gauges(self, prefix: str, documentation: dict[str, str]) -> dict[str, Gauge]:
+        """``{key: the gauge <prefix><key>}``, a gauge per model for each key of
+        ``documentation``; with several worker processes, the most recent value."""
+        return {
+            key: Gauge(
+                prefix + key,
+                text,
+                ["model"],
+                registry=self.registry,
+                multiprocess_mode="mostrecent",
+            )
+            for key, text in documentation.items()
+        }
 
     @property
     def multiprocess(self) -> bool:
@@ -245,14 +242,13 @@ class Telemetry:
 
     def set_window_metrics(self, model: str, window: dict[str, Any]) -> None:
         """The model's window AUC / pAUC from a metrics summary already computed."""
-        for gauge, key in ((self.window_auc, "auc"), (self.window_pauc, "pauc")):
+        for key, gauge in self.window.items():
             value = window.get(key)
             gauge.labels(model).set(math.nan if value is None else float(value))
 
     def set_lag(self, model: str, lag: dict[str, Any]) -> None:
-        self.lag_events.labels(model).set(lag["events"])
-        self.lag_entries.labels(model).set(lag["entries"])
-        self.lag_seconds.labels(model).set(lag["seconds"])
+        for key, gauge in self.lag.items():
+            gauge.labels(model).set(lag[key])
 
     def model_label(self, model_id: str, status: int) -> str:
         """The ``model`` label of a request: the model's id only for a model this process
@@ -276,7 +272,7 @@ class Telemetry:
         """Drop the lag gauges of deleted models."""
         with self._children_lock:
             self._children.clear()
-            for gauge in (self.lag_events, self.lag_entries, self.lag_seconds):
+            for gauge in self.lag.values():
                 for labels in list(gauge._metrics):  # noqa: SLF001 - prometheus_client has no API
                     if labels[0] not in keep:
                         gauge.remove(*labels)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, ClassVar, Self
 
-from core.errors import InvalidParameter
+from core.errors import InvalidParameter, unknown_names
 from core.learners._params import Constraint, validate_parameters
 
 __all__ = ["DeclaredParameters", "declared_parameters"]
@@ -118,14 +118,10 @@ class DeclaredParameters:
     @classmethod
     def check_param_names(cls, names) -> None:
         """Raise :class:`~core.errors.InvalidParameter` naming the first unknown name."""
-        accepted = cls._param_names()
-        unknown = sorted(set(names) - set(accepted))
-        if unknown:
-            raise InvalidParameter(
-                f"unknown parameter(s) {', '.join(map(repr, unknown))} for learner "
-                f"{cls.name!r}; accepted: {', '.join(accepted)}",
-                param=unknown[0],
-            )
+        where = f" for learner {cls.name!r}"
+        unknown = unknown_names(names, cls._param_names(), "unknown parameter(s)", where)
+        if unknown is not None:
+            raise InvalidParameter(unknown[1], param=unknown[0])
 
     def set_params(self, **params) -> Self:
         self.check_param_names(params)

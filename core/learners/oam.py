@@ -93,15 +93,9 @@ class OAM(HalfLife, WeightVectorLearner):
         of about the last ``half_life`` stream events preferentially, and ``C_t`` counts only
         the opposite class's events of that horizon.  None: uniform reservoirs of the whole
         history.
-    scaling : {"none", "unit_norm", "standard", "scale"}, default="none"
-        Online feature scaling (:mod:`core.preprocessing`).
-    max_iter : int, default=1
-        Passes over the data in :meth:`fit`.
-    shuffle : bool, default=True
-        Reshuffle before each pass in :meth:`fit`.
-    random_state : int or None, default=None
-        Seeds the reservoir RNG (kept in the state as ``rng_state``) and ``fit``'s shuffling.
-        None means seed 0: learners are deterministic by default.
+    scaling, max_iter, shuffle, random_state
+        As for every learner; ``random_state`` also seeds the reservoirs' RNG (kept in the
+        state as ``rng_state``; None means seed 0: learners are deterministic by default).
 
     Notes
     -----
@@ -118,17 +112,22 @@ class OAM(HalfLife, WeightVectorLearner):
 
     Examples
     --------
+    Sparse buffers (``max_nnz``) keep only the non-zeros of each buffered event, whether the
+    events come as CSR or, as here, dense rows: a stream of 10 % positives, each event with
+    about 6 of its 50 features set, the first one carrying the signal:
+
     >>> import numpy as np
     >>> from core.learners import make_learner
-    >>> rng = np.random.default_rng(0)
-    >>> y = rng.integers(0, 2, 400)
-    >>> X = rng.normal(size=(400, 5)) + 0.8 * y[:, None]
-    >>> learner = make_learner("oam", variant="seq", buffer_size_pos=50, buffer_size_neg=50)
-    >>> scores = learner.prequential_step(X, y)
-    >>> learner.state_["buffer_pos"].shape, int(learner.state_["fill_pos"][0])
-    ((50, 5), 50)
-    >>> from sklearn.metrics import roc_auc_score
-    >>> bool(roc_auc_score(y, learner.decision_function(X)) > 0.85)
+    >>> from core.metrics import auc
+    >>> learner = make_learner("oam", max_nnz=20, buffer_size_pos=50, buffer_size_neg=50)
+    >>> generator = np.random.default_rng(4)
+    >>> labels = (generator.random(3000) < 0.1).astype(int)
+    >>> events = generator.normal(size=(3000, 50)) * (generator.random((3000, 50)) < 0.1)
+    >>> events[:, 0] = generator.normal(size=3000) + 2.0 * labels
+    >>> held_back = learner.prequential_step(events, labels)
+    >>> learner.state_["buffer_pos_indices"].shape, int(learner.state_["fill_pos"][0])
+    ((50, 20), 50)
+    >>> bool(auc(labels[1500:], held_back[1500:]) > 0.85)
     True
     """
 
@@ -161,6 +160,10 @@ class OAM(HalfLife, WeightVectorLearner):
                 param="max_nnz",
             )
 
+    def _classes(self) -> tuple[tuple[str, int], ...]:
+        """Each class's suffix in the state's names and the capacity of its buffer."""
+        return (("pos", self.buffer_size_pos), ("neg", self.buffer_size_neg))
+
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         entries = (self.buffer_size_pos + self.buffer_size_neg) * n_features
         if self.max_nnz is None and entries > MAX_DENSE_BUFFER_ENTRIES:
@@ -171,15 +174,10 @@ class OAM(HalfLife, WeightVectorLearner):
                 "an event) to keep buffered rows sparse",
                 param="max_nnz",
             )
-        state = {
-            "w": np.zeros(n_features),
-            "count_pos": np.zeros(1, dtype=np.int64),
-            "count_neg": np.zeros(1, dtype=np.int64),
-            "fill_pos": np.zeros(1, dtype=np.int64),
-            "fill_neg": np.zeros(1, dtype=np.int64),
-            "rng_state": seed_state(self.random_state),
-        }
-        for label, size in (("pos", self.buffer_size_pos), ("neg", self.buffer_size_neg)):
+        state = {"w": np.zeros(n_features), "rng_state": seed_state(self.random_state)}
+        for label, size in self._classes():
+            state[f"count_{label}"] = np.zeros(1, dtype=np.int64)
+            state[f"fill_{label}"] = np.zeros(1, dtype=np.int64)
             if self.max_nnz is None:
                 state[f"buffer_{label}"] = np.zeros((size, n_features))
             else:
@@ -190,17 +188,12 @@ class OAM(HalfLife, WeightVectorLearner):
         return state
 
     def _state_invariants(self, n_features: int) -> dict:
-        invariants = {
-            "w": Finite(),
-            "count_pos": Count(),
-            "count_neg": Count(),
-            # the kernels read the first `fill` rows: a larger fill reads outside the buffer
-            "fill_pos": reservoir_fill(self.half_life, self.buffer_size_pos, "count_pos"),
-            "fill_neg": reservoir_fill(self.half_life, self.buffer_size_neg, "count_neg"),
-            "rng_state": RNG_STATE,
-        }
+        invariants = {"w": Finite(), "rng_state": RNG_STATE}
         width = n_features if self.max_nnz is None else min(self.max_nnz, n_features)
-        for label in ("pos", "neg"):
+        for label, size in self._classes():
+            invariants[f"count_{label}"] = Count()
+            # the kernels read the first `fill` rows: a larger fill reads outside the buffer
+            invariants[f"fill_{label}"] = reservoir_fill(self.half_life, size, f"count_{label}")
             if self.max_nnz is None:
                 invariants[f"buffer_{label}"] = Finite()
             else:

@@ -103,14 +103,8 @@ class OPAUC(HalfLife, WeightVectorLearner):
         and AdaOAM's squared-gradient sums decay by ``2^(-1/half_life)`` per event, so its
         steps stop shrinking (plain OPAUC's step is already constant).  Full rank only
         (``rank=None``).  None: the whole history.
-    scaling : {"none", "unit_norm", "standard", "scale"}, default="none"
-        Online feature scaling (:mod:`core.preprocessing`).
-    max_iter : int, default=1
-        Passes over the data in :meth:`fit`.
-    shuffle : bool, default=True
-        Reshuffle before each pass in :meth:`fit`.
-    random_state : int or None, default=None
-        Seeds ``fit``'s shuffling (the algorithm itself draws no random numbers).
+    scaling, max_iter, shuffle, random_state
+        As for every learner (the algorithm itself draws no random numbers).
 
     Notes
     -----

@@ -11,13 +11,11 @@ import math
 import numpy as np
 
 from core._kernels import solam as kernels
-from core._kernels.spam import linear_scores_csr, linear_scores_dense
 from core.errors import InvalidParameter
 from core.learners import register
-from core.learners._base import OnlineLearner, kernel_scores
+from core.learners._base import OnlineLearner
 from core.learners._forgetting import (
     HALF_LIFE,
-    HalfLife,
     forget_arrays,
     half_life_arg,
     weighted_invariants,
@@ -25,7 +23,7 @@ from core.learners._forgetting import (
 )
 from core.learners._params import BOOLEAN, Interval
 from core.learners._state import Count, Finite
-from core.learners.spam import feature_table, served_coef
+from core.learners.spam import ScaledIterateLearner, feature_table
 from core.validation import CSRMatrix
 
 __all__ = ["SOLAM"]
@@ -34,7 +32,7 @@ _EMPTY = np.empty(0)
 
 
 @register
-class SOLAM(HalfLife, OnlineLearner):
+class SOLAM(ScaledIterateLearner):
     """Online AUC maximisation by primal-dual SGD on the saddle-point form of the square loss.
 
     regSOLAM (thesis Alg. 18) keeps, besides ``w``, three scalars ``a`` (mean positive score),
@@ -67,19 +65,14 @@ class SOLAM(HalfLife, OnlineLearner):
         german 0.772 -> 0.783, page_blocks0 0.896 -> 0.908; no set lost.
     half_life : float or None, default None
         Forget with this half-life in events (see Notes); None: the whole history.
-    scaling : {"none", "unit_norm", "standard", "scale"}
-        Online feature scaling applied before learning (:mod:`core.preprocessing`).
-    max_iter : int, default 5
-        Passes over the data made by :meth:`fit`.
-    shuffle : bool, default True
-        Reshuffle the data before each pass of :meth:`fit`.
-    random_state : int or None
-        Seed of the shuffles of :meth:`fit`.
+    scaling, max_iter (default 5), shuffle, random_state
+        As for every learner (:class:`~core.learners._base.OnlineLearner`).
 
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
-        The served weight vector (the averaged iterate when ``average=True``).
+        The served weight vector: the average of the pre-update iterates when ``average=True``,
+        else the last iterate.
 
     Notes
     -----
@@ -225,15 +218,7 @@ class SOLAM(HalfLife, OnlineLearner):
             return tuple(s[key] for key in keys)
         return (_EMPTY,) + tuple(np.zeros(1) for _ in range(5))
 
-    def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
-        self._run_kernel(X, y, scores, check_rows=False)
-
-    def _learn_rows(self, X, y: np.ndarray, scores: np.ndarray) -> int | None:
-        return self._run_kernel(X, y, scores, check_rows=True)
-
     def _run_kernel(self, X, y: np.ndarray, scores: np.ndarray, check_rows: bool) -> int:
-        """One kernel call on the batch; the rows learned (all but with ``check_rows``: see
-        ``OnlineLearner._learn_rows``)."""
         s = self.state_
         table = feature_table(self, ("w_unscaled", "avg_offset"))
         _, *averages = self._averages()
@@ -253,19 +238,6 @@ class SOLAM(HalfLife, OnlineLearner):
             X, y, scores, table[0], *scalars, table[1], *averages, *rest, check_rows
         )
 
-    def _decision(self, X) -> np.ndarray:
-        s = self.state_
-        avg_offset, avg_coef, *_, gamma_sum = self._averages()
-        weights = (
-            s["w_unscaled"], float(s["w_scale"][0]), avg_offset, float(avg_coef[0]),
-            float(gamma_sum[0]), bool(self.average),
-        )  # fmt: skip
-        return kernel_scores(X, linear_scores_dense, linear_scores_csr, *weights)
-
-    @property
-    def coef_(self) -> np.ndarray:
-        """The served weight vector: the average of the iterates if ``average`` else the last."""
-        self._check_initialized()
-        # the averaged iterates' total weight is kept only when averaging
-        gamma_sum = self.state_["gamma_sum"][0] if self.average else 0.0
-        return served_coef(self.state_, self.average, gamma_sum)
+    def _averaged_weight(self) -> float:
+        """The total weight of the averaged iterates (kept only when averaging)."""
+        return float(self.state_["gamma_sum"][0]) if self.average else 0.0

@@ -5,7 +5,8 @@ Equations, errata and the authors' code: docs/algorithms/spam.md.
 
 from __future__ import annotations
 
-from typing import Any
+from abc import abstractmethod
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from core.learners._params import BOOLEAN, Interval, Options
 from core.learners._state import Count, Finite, Sum
 from core.validation import CSRMatrix
 
-__all__ = ["SPAM"]
+__all__ = ["SPAM", "ScaledIterateLearner"]
 
 _EMPTY = np.empty(0)
 _EMPTY_INT = np.empty(0, dtype=np.int64)
@@ -83,8 +84,48 @@ def feature_table(learner: Any, keys) -> np.ndarray:  # a learner with state_ (s
     return table
 
 
+class ScaledIterateLearner(HalfLife, OnlineLearner):
+    """What SPAM and SOLAM share: the iterate kept as ``w = w_scale * w_unscaled`` and, with
+    ``average``, the sum of the iterates as ``avg_offset + avg_coef * w_unscaled``
+    (:mod:`core._kernels.spam`), learned by one kernel call per batch (:meth:`_run_kernel`),
+    scored by the ``linear_scores`` kernels and served by :func:`served_coef`."""
+
+    if TYPE_CHECKING:  # a hyper-parameter of each learner, declared there (its place in the list)
+        average: bool
+
+    @abstractmethod
+    def _run_kernel(self, X, y: np.ndarray, scores: np.ndarray, check_rows: bool) -> int:
+        """One kernel call on the batch; the rows learned (all but with ``check_rows``: see
+        ``OnlineLearner._learn_rows``)."""
+
+    @abstractmethod
+    def _averaged_weight(self) -> float:
+        """The divisor of the averaged iterate (read only with ``average``)."""
+
+    def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
+        self._run_kernel(X, y, scores, check_rows=False)
+
+    def _learn_rows(self, X, y: np.ndarray, scores: np.ndarray) -> int | None:
+        return self._run_kernel(X, y, scores, check_rows=True)
+
+    def _decision(self, X) -> np.ndarray:
+        s = self.state_
+        average = bool(self.average)
+        weights = (
+            s["w_unscaled"], float(s["w_scale"][0]), s["avg_offset"] if average else _EMPTY,
+            float(s["avg_coef"][0]) if average else 0.0, self._averaged_weight(), average,
+        )  # fmt: skip
+        return kernel_scores(X, kernels.linear_scores_dense, kernels.linear_scores_csr, *weights)
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """The served weight vector: the average of the iterates if ``average`` else the last."""
+        self._check_initialized()
+        return served_coef(self.state_, self.average, self._averaged_weight())
+
+
 @register
-class SPAM(HalfLife, OnlineLearner):
+class SPAM(ScaledIterateLearner):
     """Online AUC maximisation with the pairwise square loss, by stochastic proximal steps.
 
     For each labelled event ``(x, y)`` SPAM takes one proximal-gradient step on
@@ -117,14 +158,8 @@ class SPAM(HalfLife, OnlineLearner):
     n_warmup : int, default 0
         The first ``n_warmup`` events only feed the class statistics (the thesis' "a portion of
         the training data to estimate p and the means").
-    scaling : {"none", "unit_norm", "standard", "scale"}
-        Online feature scaling applied before learning (:mod:`core.preprocessing`).
-    max_iter : int, default 5
-        Passes over the data made by :meth:`fit`.
-    shuffle : bool, default True
-        Reshuffle the data before each pass of :meth:`fit`.
-    random_state : int or None
-        Seed of the shuffles of :meth:`fit`.
+    scaling, max_iter (default 5), shuffle, random_state
+        As for every learner (:class:`~core.learners._base.OnlineLearner`).
 
     Attributes
     ----------
@@ -276,18 +311,10 @@ class SPAM(HalfLife, OnlineLearner):
             **weighted_invariants(self.half_life, "n_seen"),
         }
 
-    def _averages(self):
-        if self.average:
-            return self.state_["avg_offset"], self.state_["avg_coef"]
-        return _EMPTY, np.zeros(1)
-
-    def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
-        self._run_kernel(X, y, scores, check_rows=False)
-
     def _learn_rows(self, X, y: np.ndarray, scores: np.ndarray) -> int | None:
         if self.penalty == "elastic_net":
             return None
-        return self._run_kernel(X, y, scores, check_rows=True)
+        return super()._learn_rows(X, y, scores)
 
     def _run_kernel(self, X, y: np.ndarray, scores: np.ndarray, check_rows: bool) -> int:
         """One kernel call on the batch; the rows learned (all but with ``check_rows``, which
@@ -321,21 +348,6 @@ class SPAM(HalfLife, OnlineLearner):
                 X.indptr, X.indices, X.data, y, scores, table_state, options, forget, check_rows
             )
         return kernels.spam_l2_dense(X, y, scores, table_state, options, forget, check_rows)
-
-    def _decision(self, X) -> np.ndarray:
-        s = self.state_
-        avg_offset, avg_coef = self._averages()
-        weights = (
-            s["w_unscaled"], float(s["w_scale"][0]), avg_offset, float(avg_coef[0]),
-            self._averaged_weight(), bool(self.average),
-        )  # fmt: skip
-        return kernel_scores(X, kernels.linear_scores_dense, kernels.linear_scores_csr, *weights)
-
-    @property
-    def coef_(self) -> np.ndarray:
-        """The served weight vector: the averaged iterate if ``average`` else the last one."""
-        self._check_initialized()
-        return served_coef(self.state_, self.average, self._averaged_weight())
 
     def _averaged_weight(self) -> float:
         """The divisor of the averaged iterate: the steps, or their weight (spam.14)."""

@@ -13,6 +13,7 @@ import zipfile
 import numpy as np
 from isal.isal_zlib import crc32
 
+from core.errors import unknown_names
 from core.validation import CSRMatrix
 from service.errors import InvalidInput, MalformedBody, UnsupportedMediaType
 from service.ingest import fields
@@ -45,13 +46,9 @@ def _npz_arrays(body: bytes, max_inflated_bytes: int) -> dict[str, np.ndarray]:
             (member.filename[:-4] if member.filename.endswith(".npy") else member.filename): member
             for member in members
         }
-        unexpected = sorted(set(named) - set(NPZ_ARRAYS))
-        if unexpected:
-            raise InvalidInput(
-                f"unexpected array(s) {', '.join(map(repr, unexpected))}; accepted: "
-                f"{', '.join(NPZ_ARRAYS)}",
-                field=unexpected[0],
-            )
+        unexpected = unknown_names(named, NPZ_ARRAYS, "unexpected array(s)")
+        if unexpected is not None:
+            raise InvalidInput(unexpected[1], field=unexpected[0])
         arrays = {}
         for name, member in named.items():
             layout = npy_layout(archive, member, field=name)

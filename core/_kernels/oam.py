@@ -24,7 +24,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from core._kernels._config import kernel
+from core._kernels._config import inlined_kernel, kernel
 from core._kernels._linalg import dot_dense4, dot_sparse
 from core._kernels.forgetting import class_reservoir_slot, filled_after, represented
 from core._kernels.random import reservoir_slot as reservoir_slot  # tests draw with it
@@ -106,28 +106,65 @@ def _update_dense(x, label, w, score, buffer, fill, weight, gradient, violated):
                 score = dot_dense4(w, x)
 
 
+@inlined_kernel
+def _admit(positive, count_pos, count_neg, fill_pos, fill_neg, capacity_pos, capacity_neg,
+           rng_state, C, half_life):  # fmt: skip
+    """What an event does before its steps, whatever the buffers' layout (thesis Alg. 4-5):
+    its class's count grows by one and its class's reservoir draws a slot for it, whose fill
+    this updates (the caller stores the row there; -1: not kept).  Returns the slot and the
+    weight ``C_t`` of the event's steps against the opposite buffer.  Inlined, and it chooses
+    scalars by the class, never arrays (each array chosen by a condition costs reference
+    counts, per event)."""
+    if positive:
+        count_pos[0] += 1
+    else:
+        count_neg[0] += 1
+    total = count_pos[0] + count_neg[0]
+    count_own = count_pos[0] if positive else count_neg[0]
+    fill_own = fill_pos[0] if positive else fill_neg[0]
+    capacity = capacity_pos if positive else capacity_neg
+    slot = class_reservoir_slot(rng_state, count_own, fill_own, capacity, half_life, total)
+    if slot >= 0:
+        fill_own = filled_after(slot, fill_own, count_own, capacity, half_life)
+        if positive:
+            fill_pos[0] = fill_own
+        else:
+            fill_neg[0] = fill_own
+    # C_t = C max(1, N_opp^t / N_opp) (errata 1); N_opp^t within the half-life (oam.7)
+    count_opposite = count_neg[0] if positive else count_pos[0]
+    capacity_opposite = capacity_neg if positive else capacity_pos
+    n_opposite = represented(count_opposite, total, half_life)
+    return slot, C * max(1.0, n_opposite / capacity_opposite)
+
+
 @kernel
 def _event_dense(x, label, score, state, options, violated):
     w, buffer_pos, buffer_neg, fill_pos, fill_neg, count_pos, count_neg, rng_state = state
     C, gradient, half_life = options
-    if label > 0:
-        own, count_own, fill_own = buffer_pos, count_pos, fill_pos
-        opposite, count_opposite, fill_opposite = buffer_neg, count_neg, fill_neg
+    positive = label > 0
+    slot, weight = _admit(
+        positive, count_pos, count_neg, fill_pos, fill_neg, buffer_pos.shape[0],
+        buffer_neg.shape[0], rng_state, C, half_life,
+    )  # fmt: skip
+    if positive:
+        own, opposite, fill_opposite = buffer_pos, buffer_neg, fill_neg
     else:
-        own, count_own, fill_own = buffer_neg, count_neg, fill_neg
-        opposite, count_opposite, fill_opposite = buffer_pos, count_pos, fill_pos
-    count_own[0] += 1
-    total = count_pos[0] + count_neg[0]
-    capacity = own.shape[0]
-    slot = class_reservoir_slot(rng_state, count_own[0], fill_own[0], capacity, half_life, total)
+        own, opposite, fill_opposite = buffer_neg, buffer_pos, fill_pos
     if slot >= 0:
         own[slot, :] = x
-        fill_own[0] = filled_after(slot, fill_own[0], count_own[0], capacity, half_life)
-    # C_t = C max(1, N_opp^t / N_opp) (errata 1); N_opp^t within the half-life (oam.7)
-    n_opposite = represented(count_opposite[0], total, half_life)
-    weight = C * max(1.0, n_opposite / opposite.shape[0])
-    sign = 1.0 if label > 0 else -1.0
+    sign = 1.0 if positive else -1.0
     _update_dense(x, sign, w, score, opposite, fill_opposite[0], weight, gradient, violated)
+
+
+@inlined_kernel
+def _scatter(x, w, indices, data, start, end):
+    """Write the CSR row ``start:end`` into ``x`` (zero at its columns) and return ``w · x``,
+    summed in the order of the row's stored entries."""
+    total = 0.0
+    for k in range(start, end):
+        x[indices[k]] = data[k]
+        total += w[indices[k]] * data[k]
+    return total
 
 
 @kernel
@@ -156,10 +193,7 @@ def oam_learn_csr_dense_buffers(indptr, indices, data, y, scores, state, options
     for t in range(indptr.shape[0] - 1):
         start = indptr[t]
         end = indptr[t + 1]
-        total = 0.0
-        for k in range(start, end):
-            x[indices[k]] = data[k]
-            total += w[indices[k]] * data[k]
+        total = _scatter(x, w, indices, data, start, end)
         if want_scores:
             scores[t] = total
         _event_dense(x, y[t], total, state, options, violated)
@@ -275,35 +309,24 @@ def oam_learn_csr(indptr, indices, data, y, scores, state, options):
         x_indices = indices[start:end]
         x_values = data[start:end]
         event = (x_dense, x_indices, x_values)
-        total = 0.0
-        for k in range(start, end):
-            x_dense[indices[k]] = data[k]
-            total += w[indices[k]] * data[k]
+        total = _scatter(x_dense, w, indices, data, start, end)
         if want_scores:
             scores[t] = total
-        n_events = count_pos[0] + count_neg[0] + 1
-        if y[t] > 0:
-            count_pos[0] += 1
-            slot = class_reservoir_slot(
-                rng_state, count_pos[0], fill_pos[0], capacity_pos, half_life, n_events
-            )
+        positive = y[t] > 0
+        slot, weight = _admit(
+            positive, count_pos, count_neg, fill_pos, fill_neg, capacity_pos, capacity_neg,
+            rng_state, C, half_life,
+        )  # fmt: skip
+        # each branch names its arrays (an array chosen by a condition costs reference counts)
+        if positive:
             if slot >= 0:
                 _store_sparse_row(pos_indices, pos_values, pos_nnz, slot, x_indices, x_values)
-                fill_pos[0] = filled_after(slot, fill_pos[0], count_pos[0], capacity_pos, half_life)
-            # errata 1; (oam.7)
-            weight = C * max(1.0, represented(count_neg[0], n_events, half_life) / capacity_neg)
             stamp = _update_sparse(
                 event, 1.0, w, total, negatives, fill_neg[0], weight, gradient, scratch, stamp
             )
         else:
-            count_neg[0] += 1
-            slot = class_reservoir_slot(
-                rng_state, count_neg[0], fill_neg[0], capacity_neg, half_life, n_events
-            )
             if slot >= 0:
                 _store_sparse_row(neg_indices, neg_values, neg_nnz, slot, x_indices, x_values)
-                fill_neg[0] = filled_after(slot, fill_neg[0], count_neg[0], capacity_neg, half_life)
-            weight = C * max(1.0, represented(count_pos[0], n_events, half_life) / capacity_pos)
             stamp = _update_sparse(
                 event, -1.0, w, total, positives, fill_pos[0], weight, gradient, scratch, stamp
             )

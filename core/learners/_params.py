@@ -196,6 +196,14 @@ PAUC_RANGE = Structured(
         "maxItems": 2,
     },
 )
+#: the ends of the FPR range ``[alpha, beta]`` a pAUC learner optimises, each alone
+#: (``0 <= alpha < 1``, ``0 < beta <= 1``); ``alpha < beta`` is checked by the learner's
+#: ``_check_params`` (:func:`core.validation.check_fpr_range`)
+FPR_LOW = Interval(float, 0, 1, closed="left")
+FPR_HIGH = Interval(float, 0, 1, closed="right")
+#: both, for a learner that lists ``alpha`` before ``beta`` (``ftrl_pauc`` and ``pmb`` list
+#: ``beta`` first, and their constraints follow that order: the schemas and checks do)
+FPR_RANGE: dict[str, list[Constraint]] = {"alpha": [FPR_LOW], "beta": [FPR_HIGH]}
 #: ``auto``'s tournament, checked candidate by candidate by ``candidate_specs``
 CANDIDATES = Structured(
     'a list of {"learner": name, "params": {...}}',

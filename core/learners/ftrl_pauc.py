@@ -20,7 +20,7 @@ from core.learners._forgetting import (
     row_reservoir,
     row_reservoir_invariants,
 )
-from core.learners._params import Interval
+from core.learners._params import FPR_HIGH, FPR_LOW, Interval
 from core.learners._state import RNG_STATE, Count, Finite
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.validation import check_fpr_range
@@ -203,8 +203,8 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,
-        "beta": [Interval(float, 0, 1, closed="right")],
-        "alpha": [Interval(float, 0, 1, closed="left")],
+        "beta": [FPR_HIGH],
+        "alpha": [FPR_LOW],
         "lam": [Interval(float, 0, None, closed="neither")],
         "eta0": [Interval(float, 0, None, closed="neither")],
         "min_norm": [Interval(float, 0, None, closed="left")],

@@ -20,7 +20,7 @@ from core.learners._forgetting import (
     row_reservoir,
     row_reservoir_invariants,
 )
-from core.learners._params import Interval, Options
+from core.learners._params import FPR_HIGH, FPR_LOW, Interval, Options
 from core.learners._state import RNG_STATE, Count, Finite, OneOf
 from core.preprocessing import scale_batch
 from core.validation import CSRMatrix, check_batch, check_fpr_range
@@ -180,8 +180,8 @@ class PMB(HalfLife, OnlineLearner):
         "loss": [Options(LOSSES)],
         "passes": [Options((1, 2))],
         "buffer_size": [Interval(int, 2, None)],
-        "beta": [Interval(float, 0, 1, closed="right")],
-        "alpha": [Interval(float, 0, 1, closed="left")],
+        "beta": [FPR_HIGH],
+        "alpha": [FPR_LOW],
         "k": [Interval(float, 0, 1, closed="right")],
         "eta": [Interval(float, 0, None, closed="neither")],
         "radius": [Interval(float, 0, None, closed="left")],

@@ -19,7 +19,7 @@ from core.learners._forgetting import (
     row_reservoir,
     row_reservoir_invariants,
 )
-from core.learners._params import BOOLEAN, Interval
+from core.learners._params import BOOLEAN, FPR_RANGE, Interval
 from core.learners._state import RNG_STATE, Count, Finite
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.validation import check_fpr_range
@@ -120,8 +120,7 @@ class POISE(HalfLife, WeightVectorLearner):
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,
-        "alpha": [Interval(float, 0, 1, closed="left")],
-        "beta": [Interval(float, 0, 1, closed="right")],
+        **FPR_RANGE,
         "lam": [Interval(float, 0, None, closed="neither")],
         "project": [BOOLEAN],
         "sd_ratio": [Interval(float, 0, 1, closed="right")],

@@ -28,7 +28,7 @@ from core._kernels.pauc_surrogate import count_above, count_below, tight_pauc_co
 from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
-from core.learners._params import Interval, Options
+from core.learners._params import FPR_RANGE, Interval, Options
 from core.learners._state import Count, Finite, Index, OneOf
 from core.learners.pmb import check_buffer_size
 from core.preprocessing import scale_batch
@@ -306,8 +306,7 @@ class SVMpAUC(BatchSolution):
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,
-        "alpha": [Interval(float, 0, 1, closed="left")],
-        "beta": [Interval(float, 0, 1, closed="right")],
+        **FPR_RANGE,
         "C": [Interval(float, 0, None, closed="neither")],
         "tol": [Interval(float, 0, None, closed="neither")],
         "method": [Options(("tight", "dc"))],

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.codec import decode_pending, encode_pending
-from service.engine.learning import check_batch_fits, learn_events, round_bounds, round_ids_of
+from service.engine.learning import Merged, check_batch_fits, learn_events
 from service.engine.model import Loaded
 from service.engine.repository import ModelRepository
 from service.errors import InvalidInput, ModelNotFound
@@ -129,20 +129,12 @@ class DelayedLabels:
         """Join delayed labels to kept features; learn them with the scores recorded at scoring.
         ``checkpoint`` and ``rounds`` (sizes of merged label requests) as in
         :meth:`service.engine.learning.Learning.learn`."""
-        round_ids = round_ids_of(rounds, len(ids))
+        merged = Merged.of(rounds, len(ids), checkpoint)
         self.sweep(model_id)
-        return self.repository.write(
-            model_id, self._labels_once, ids, labels, round_ids, checkpoint or {}
-        )
+        return self.repository.write(model_id, self._labels_once, ids, labels, merged)
 
     def _labels_once(
-        self,
-        model_id: str,
-        loaded: Loaded,
-        ids: list[str],
-        labels: np.ndarray,
-        round_ids: np.ndarray | None,
-        checkpoint: dict[str, str],
+        self, model_id: str, loaded: Loaded, ids: list[str], labels: np.ndarray, merged: Merged
     ) -> LabelResult:
         """One attempt of :meth:`labels` on the loaded model (run again on a stale version)."""
         store, now = self.repository.store, self.repository.clock()
@@ -156,19 +148,22 @@ class DelayedLabels:
         loaded.stats["duplicates"][0] += duplicates
         if not chosen:
             version = loaded.version
-            if checkpoint or duplicates:
-                version = self.repository.commit(model_id, loaded, meta=checkpoint)
+            if merged.checkpoint or duplicates:
+                version = self.repository.commit(model_id, loaded, meta=merged.checkpoint)
             return LabelResult(version, 0, statuses)
         chosen_ids = [ids[p] for p in chosen]
         X, scores = _decode(loaded, [records[i][0] for i in chosen_ids])
         positions = np.asarray(chosen, dtype=np.int64)
         y = labels[positions]
-        chosen_rounds = None if round_ids is None else round_ids[positions]
-        bounds = round_bounds(chosen_rounds, len(y))
+        bounds = merged.bounds(positions, len(y))
         _, drifts = learn_events(loaded, X, y, recorded=scores, bounds=bounds, now=now)
         loaded.stats["labels_joined"][0] += len(chosen)
         version = self.repository.commit(
-            model_id, loaded, learned_ids=chosen_ids, remove_pending=chosen_ids, meta=checkpoint
+            model_id,
+            loaded,
+            learned_ids=chosen_ids,
+            remove_pending=chosen_ids,
+            meta=merged.checkpoint,
         )
         return LabelResult(version, len(chosen), statuses, drifts)
 

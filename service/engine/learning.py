@@ -63,6 +63,31 @@ def round_ids_of(rounds: Sequence[int] | None, n_received: int) -> np.ndarray | 
     return np.repeat(np.arange(len(rounds)), rounds)
 
 
+@dataclass(frozen=True, eq=False)
+class Merged:
+    """What a call that may merge several requests (a queue worker's read) brings besides its
+    events: the round of each received event (None: one request) and the checkpoint fields
+    committed atomically with the state (a worker's last applied stream id; empty: none)."""
+
+    round_ids: np.ndarray | None
+    checkpoint: dict[str, str]
+
+    @classmethod
+    def of(
+        cls, rounds: Sequence[int] | None, n_received: int, checkpoint: dict[str, str] | None
+    ) -> Merged:
+        """From the sizes of the requests merged (``rounds``) and the checkpoint, if any."""
+        return cls(round_ids_of(rounds, n_received), checkpoint or {})
+
+    def bounds(self, kept: np.ndarray | None, n_kept: int) -> list[tuple[int, int]]:
+        """:func:`round_bounds` of the events kept: ``kept`` selects them among those received
+        (a mask or their positions; None: all of them)."""
+        round_ids = self.round_ids
+        if round_ids is not None and kept is not None:
+            round_ids = round_ids[kept]
+        return round_bounds(round_ids, n_kept)
+
+
 def _rows(X: np.ndarray | CSRMatrix, start: int, stop: int) -> np.ndarray | CSRMatrix:
     if isinstance(X, CSRMatrix):
         return X.take_rows(np.arange(start, stop, dtype=np.int64))
@@ -182,21 +207,13 @@ class Learning:
         ``checkpoint`` fields are committed atomically with the state (a queue worker's last
         applied stream id); ``rounds``: sizes of the requests a queue worker merged.
         """
-        round_ids = round_ids_of(rounds, len(batch))
+        merged = Merged.of(rounds, len(batch), checkpoint)
         if batch.y is None:
             raise InvalidInput("events need labels 'y' to be learned", field="y")
-        return self.repository.write(
-            model_id, self._learn_once, batch, round_ids, want_scores, checkpoint or {}
-        )
+        return self.repository.write(model_id, self._learn_once, batch, want_scores, merged)
 
     def _learn_once(
-        self,
-        model_id: str,
-        loaded: Loaded,
-        batch: Batch,
-        round_ids: np.ndarray | None,
-        want_scores: bool,
-        checkpoint: dict[str, str],
+        self, model_id: str, loaded: Loaded, batch: Batch, want_scores: bool, merged: Merged
     ) -> LearnResult:
         """One attempt of :meth:`learn` on the loaded model (run again on a stale version)."""
         check_batch_fits(loaded, batch)
@@ -209,28 +226,24 @@ class Learning:
         drifts = 0
         if len(todo):
             assert todo.y is not None
-            kept_rounds = None
-            if round_ids is not None and loaded.regret is not None:
-                kept_rounds = round_ids if skip is None else round_ids[~skip]
+            # one learner call per round matters to the regret window only
+            bounds = [(0, len(todo))]
+            if loaded.regret is not None:
+                bounds = merged.bounds(None if skip is None else ~skip, len(todo))
             try:
                 scores, drifts = learn_events(
-                    loaded,
-                    todo.X,
-                    todo.y,
-                    recorded=None,
-                    bounds=round_bounds(kept_rounds, len(todo)),
-                    now=now,
+                    loaded, todo.X, todo.y, recorded=None, bounds=bounds, now=now
                 )
             except ValueError as error:
                 raise InvalidInput(str(error)) from None
         loaded.stats["duplicates"][0] += len(duplicate_ids)
         version = loaded.version
-        if len(todo) or duplicate_ids or checkpoint:
+        if len(todo) or duplicate_ids or merged.checkpoint:
             version = self.repository.commit(
                 model_id,
                 loaded,
                 learned_ids=[] if todo.ids is None else [i for i in todo.ids if i is not None],
-                meta=checkpoint,
+                meta=merged.checkpoint,
             )
         all_scores = None
         if want_scores:

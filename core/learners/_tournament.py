@@ -128,17 +128,16 @@ def check_pauc_range(pauc_range) -> tuple[float, float]:
     return alpha, beta
 
 
-def candidate_specs(
-    candidates, pauc_range, random_state, n_features: int | None = None
-) -> list[dict[str, Any]]:
+def candidate_specs(candidates, pauc_range, random_state) -> list[dict[str, Any]]:
     """The effective ``[{"learner": name, "params": {...}}, ...]`` of an ``auto`` model:
     validated, with ``scaling="none"`` (auto scales once for all), the model's pAUC range on
     the pAUC learners and auto's ``random_state`` where a candidate sets none.  Errors are
     :class:`~core.errors.InvalidParameter` whose ``param`` is the field at fault, e.g.
-    ``candidates[1].learner`` or ``candidates[2].params.beta``."""
+    ``candidates[1].learner`` or ``candidates[2].params.beta``.  ``None`` is the default
+    tournament of a model whose width is not known yet (``Auto`` passes its width's)."""
     alpha, beta = check_pauc_range(pauc_range)
     if candidates is None:
-        candidates = default_candidates(n_features)
+        candidates = default_candidates(None)
     if isinstance(candidates, str | bytes | dict) or not isinstance(candidates, list | tuple):
         raise invalid_field(
             "candidates",

@@ -31,17 +31,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from core.learners import make_learner  # noqa: E402
 
 _OFFSET = {"learner": "logistic", "params": {"base_rate_offset": True}}
+_OFFSET_FTRL = {"learner": "logistic", "params": {"base_rate_offset": True, "solver": "ftrl"}}
 _FTRL = {"learner": "ftrl_pauc", "params": {"update_every": 2000}}
 
 MODELS = {
     "spam": ("spam", {}),
-    "logistic (base-rate offset)": ("logistic", {"base_rate_offset": True}),
+    "logistic (base-rate offset; Laplace solver up to 128 features)": (
+        "logistic",
+        {"base_rate_offset": True},
+    ),
+    "logistic (base-rate offset), FTRL": ("logistic", {"base_rate_offset": True, "solver": "ftrl"}),
     "pmb": ("pmb", {}),
     "ftrl_pauc (update_every 2000)": ("ftrl_pauc", {"update_every": 2000}),
     "ftrl_pauc (its default, 500)": ("ftrl_pauc", {}),
     "auto (default: logistic, ftrl_pauc)": ("auto", {}),
     "auto track_drift (HTTP default: + fast logistic)": ("auto", {"track_drift": True}),
     "auto, temperature 0 (the leader scored alone)": ("auto", {"temperature": 0.0}),
+    "auto, logistic by FTRL (the default before the Laplace solver)": (
+        "auto",
+        {"candidates": [_OFFSET_FTRL, _FTRL]},
+    ),
     "auto, logistic + pmb (default above 1,000 features)": (
         "auto",
         {"candidates": [_OFFSET, {"learner": "pmb"}]},

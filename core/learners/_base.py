@@ -60,7 +60,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
@@ -154,6 +154,12 @@ class OnlineLearner(DeclaredParameters, StateContract):
     def _check_params(self) -> None:
         """Checks that involve more than one parameter (none by default)."""
         return None
+
+    def width_params(self, n_features: int) -> dict[str, Any]:
+        """The parameters whose ``None`` this learner resolves from the model's width, resolved
+        for ``n_features`` (none by default; ``logistic``'s solver).  A stored model keeps
+        them explicit, so a later change of such a default cannot change its state layout."""
+        return {}
 
     @abstractmethod
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:

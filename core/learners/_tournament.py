@@ -32,6 +32,7 @@ __all__ = [
     "check_pauc_range",
     "default_candidates",
     "saved_defaults",
+    "saved_solvers",
     "evaluate",
     "invalid_field",
     "leaderboard",
@@ -84,6 +85,34 @@ def saved_defaults(params: dict[str, Any], state: dict[str, Any]) -> dict[str, A
     if params.get("track_drift"):
         earlier += FAST_CANDIDATES
     return {**params, "candidates": earlier}
+
+
+def saved_solvers(params: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """``params`` of a state whose ``logistic`` candidates were saved before logistic's Laplace
+    solver (a ``c{k}:z`` array and no ``solver`` among their parameters): those candidates
+    made explicit FTRL, which they learned with (the tournament made explicit if it was the
+    default)."""
+    candidates = params.get("candidates")
+    if candidates is None:
+        try:
+            width = int(np.asarray(state["n_features"]).reshape(-1)[0])
+        except (KeyError, IndexError, TypeError, ValueError, OverflowError):
+            return params  # the layout check names what is wrong
+        candidates = list(default_candidates(width))
+        if params.get("track_drift"):
+            candidates += FAST_CANDIDATES
+    if not isinstance(candidates, list | tuple):
+        return params  # candidate_specs names what is wrong
+    patched = []
+    for k, spec in enumerate(candidates):
+        if isinstance(spec, dict) and spec.get("learner") == "logistic":
+            own = spec.get("params") or {}
+            if isinstance(own, dict) and "solver" not in own and f"c{k}:z" in state:
+                spec = {**spec, "params": {**own, "solver": "ftrl"}}
+        patched.append(spec)
+    if patched == list(candidates):
+        return params  # nothing saved before the solver (a default tournament stays None)
+    return {**params, "candidates": patched}
 
 
 def default_candidates(n_features: int | None) -> tuple[dict[str, Any], ...]:

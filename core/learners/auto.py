@@ -43,6 +43,7 @@ from core.learners._tournament import (
     next_evaluation,
     record,
     saved_defaults,
+    saved_solvers,
     tournament_invariants,
     tournament_state,
 )
@@ -195,8 +196,15 @@ class Auto(ComposedState, OnlineLearner):
     def candidate_specs(self) -> list[dict[str, Any]]:
         """The effective candidates (see :func:`candidate_specs`): by default those of the
         model's width (known once initialised), which gain the fast-adapting ones with
-        ``track_drift``."""
-        return candidate_specs(self._candidates_asked(), self.pauc_range, self.random_state)
+        ``track_drift``; once the width is known, with the choices the candidates make from
+        it explicit (:meth:`OnlineLearner.width_params`: ``logistic``'s solver)."""
+        specs = candidate_specs(self._candidates_asked(), self.pauc_range, self.random_state)
+        width = getattr(self, "_width", None)
+        if width is not None:
+            for spec in specs:
+                choices = learner_class(spec["learner"])(**spec["params"]).width_params(width)
+                spec["params"].update(choices)
+        return specs
 
     def _candidates_asked(self) -> list | tuple | None:
         if self.candidates is None:
@@ -208,9 +216,11 @@ class Auto(ComposedState, OnlineLearner):
     def from_state(cls, params, state, *, n_features=None):
         """As :meth:`OnlineLearner.from_state`; a state saved with ``candidates=None`` by an
         earlier version gets that version's default tournament back (:func:`saved_defaults`),
-        and one saved before the served mix (no ``score_mean``) keeps serving its leader
-        alone, on the scale its users' thresholds were set on, unless told otherwise."""
-        params = saved_defaults(params, state)
+        its logistic candidates saved before logistic's Laplace solver keep FTRL
+        (:func:`saved_solvers`), and one saved before the served mix (no ``score_mean``) keeps
+        serving its leader alone, on the scale its users' thresholds were set on, unless told
+        otherwise."""
+        params = saved_solvers(saved_defaults(params, state), state)
         if "score_mean" not in state and "temperature" not in params:
             params = {**params, "temperature": 0.0}
         return super().from_state(params, state, n_features=n_features)

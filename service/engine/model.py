@@ -343,10 +343,12 @@ def _online_learners() -> list[str]:
 
 
 def stored_params(learner: OnlineLearner) -> dict[str, Any]:
-    """The ``params`` and ``scaling`` fields of a model's config for ``learner``: every
-    parameter, and for ``auto`` the candidates it really runs (shown by ``GET``, and a later
-    change of the default tournament cannot change a stored model's layout)."""
-    params = learner.get_params()
+    """The ``params`` and ``scaling`` fields of a model's config for ``learner`` (initialised):
+    every parameter, those it resolves from the model's width explicit (``logistic``'s
+    solver), and for ``auto`` the candidates it really runs (shown by ``GET``, and a later
+    change of a width-dependent default or of the default tournament cannot change a stored
+    model's layout)."""
+    params = {**learner.get_params(), **learner.width_params(int(learner.state_["n_features"][0]))}
     if hasattr(learner, "candidate_specs"):
         params["candidates"] = learner.candidate_specs()
     scaling = params.pop("scaling")

@@ -133,11 +133,20 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
         "l1": {"l1": 2.0, "alpha": 0.5},
         "l2": {"l2": 3.0, "beta": 0.5},
         "elastic_net_no_intercept": {"l1": 0.5, "l2": 1.0, "fit_intercept": False},
-        "large_steps": {"alpha": 5.0, "beta": 0.0},
+        "large_steps": {"solver": "ftrl", "alpha": 5.0, "beta": 0.0},
         # a half-life short against the test streams: the discount is far from 1
         "forgetting": {"half_life": 20.0},
         "forgetting_l1": {"half_life": 50, "l1": 1.0, "fit_intercept": False},
         "base_rate_offset": {"base_rate_offset": True},
+        # the defaults above take the Laplace solver (7 features): FTRL's own paths
+        "ftrl": {"solver": "ftrl"},
+        "ftrl_base_rate_offset": {"solver": "ftrl", "base_rate_offset": True},
+        "laplace_no_intercept": {"solver": "laplace", "fit_intercept": False},
+        # a wide prior: steps large against the scale of the stream
+        "laplace_wide_prior": {"prior_variance": 30.0, "base_rate_offset": True},
+        # noise large against the stream's information: the cap at the prior is reached
+        "laplace_noisy": {"process_noise": 0.05, "prior_variance": 0.5},
+        "laplace_fixed_weights": {"process_noise": 0.0},
         "base_rate_offset_forgetting": {"base_rate_offset": True, "half_life": 30.0, "l2": 1.0},
     },
     "auto": {
@@ -243,6 +252,11 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"fit_intercept": 1}, "fit_intercept"),
         ({"base_rate_offset": "yes"}, "base_rate_offset"),
         ({"half_life": 0}, "half_life"),
+        ({"solver": "newton"}, "solver"),
+        ({"prior_variance": 0.0}, "prior_variance"),
+        ({"process_noise": -1e-3}, "process_noise"),
+        ({"solver": "laplace", "l1": 1.0}, "l1 unset with solver='laplace'"),
+        ({"solver": "laplace", "half_life": 100}, "half_life unset with solver='laplace'"),
     ],
     "auto": [
         ({"window": 1}, "window"),

@@ -26,6 +26,10 @@ def test_a_model_without_a_learner_runs_auto_with_the_models_range(client):
     # the pAUC candidate optimises the model's range; logistic's alpha is its own step size
     assert (candidates["ftrl_pauc"]["alpha"], candidates["ftrl_pauc"]["beta"]) == (0.0, 0.05)
     assert candidates["logistic"].get("beta", 1.0) == 1.0
+    # the solver logistic resolves from the model's width is stored explicit (the first
+    # candidate's: the fast-adapting one, last, forgets, which only FTRL does)
+    solvers = [c["params"].get("solver") for c in config["params"]["candidates"]]
+    assert solvers == ["laplace", None, "ftrl"]
     assert client.get("/v1/models/m").json()["config"] == config
 
 
@@ -119,3 +123,14 @@ def test_a_wide_model_s_default_tournament_takes_pmb(client):
     assert response.status_code == 201, response.text
     candidates = response.json()["config"]["params"]["candidates"]
     assert [c["learner"] for c in candidates] == ["logistic", "pmb", "logistic"]
+    assert [candidates[k]["params"]["solver"] for k in (0, 2)] == ["ftrl", "ftrl"]
+
+
+@pytest.mark.parametrize(("n_features", "solver"), [(5, "laplace"), (129, "ftrl")])
+def test_a_logistic_model_shows_the_solver_its_width_gives_it(client, n_features, solver):
+    response = client.post(
+        "/v1/models", json={"id": "lr", "n_features": n_features, "learner": "logistic"}
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["config"]["params"]["solver"] == solver
+    assert client.get("/v1/models/lr").json()["config"]["params"]["solver"] == solver

@@ -5,7 +5,14 @@ update leaves it unchanged, which this reference checks by doing it anyway).  Wi
 ``half_life`` every accumulator is multiplied by ``2 ** (-1 / half_life)`` after every event
 (docs/algorithms/logistic.md (logistic.9)), eagerly, where the kernels catch up lazily.  With
 ``base_rate_offset`` the score gains ``log((n_+ + 1/2) / (n_- + 1/2))`` of the labels learned
-before (logistic.10), the counts discounted like the accumulators."""
+before (logistic.10), the counts discounted like the accumulators.
+
+With the Laplace solver (``solver="laplace"``, or None on a narrow model without l1, l2 or
+half_life; docs/algorithms/logistic.md (logistic.11)-(logistic.14)) the reference keeps the
+*precision* matrix ``A`` (the inverse covariance) and inverts it after every event, where the
+kernel downdates the covariance by Sherman-Morrison: ``A += h x~ x~^T``, ``m += A^-1 x~ (y - p)``
+with ``p`` and ``h = p (1 - p)`` at the old mean; ``process_noise`` (logistic.14) is added to
+the diagonal of the inverted precision before each event."""
 
 from __future__ import annotations
 
@@ -13,11 +20,33 @@ import math
 
 import numpy as np
 
+#: the widest model ``solver=None`` gives the Laplace solver (core.learners.logistic)
+LAPLACE_DEFAULT_FEATURES = 128
+
 
 class NaiveLogistic:
     def __init__(
-        self, n_features, alpha, beta, l1, l2, fit_intercept, half_life=None, base_rate_offset=False
+        self,
+        n_features,
+        alpha,
+        beta,
+        l1,
+        l2,
+        fit_intercept,
+        half_life=None,
+        base_rate_offset=False,
+        solver="ftrl",
+        prior_variance=0.3,
+        process_noise=0.0,
     ):
+        if solver is None:
+            ftrl_only = l1 > 0 or l2 > 0 or half_life is not None
+            narrow = n_features <= LAPLACE_DEFAULT_FEATURES
+            solver = "laplace" if narrow and not ftrl_only else "ftrl"
+        self.laplace = solver == "laplace"
+        self.mean = np.zeros(n_features + 1)
+        self.precision = np.eye(n_features + 1) / prior_variance
+        self.prior_variance, self.process_noise = prior_variance, process_noise
         # coordinate n_features is the intercept's constant feature 1 (no penalty)
         self.z = [0.0] * (n_features + 1)
         self.n = [0.0] * (n_features + 1)
@@ -34,6 +63,8 @@ class NaiveLogistic:
         return math.log((self.positives + 0.5) / (self.negatives + 0.5))
 
     def weight(self, i):
+        if self.laplace:
+            return float(self.mean[i])
         if i == self.n_features and not self.fit_intercept:
             return 0.0
         l1, l2 = (0.0, 0.0) if i == self.n_features else (self.l1, self.l2)
@@ -60,6 +91,9 @@ class NaiveLogistic:
         X = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=np.float64)
         scores = []
         for x, label in zip(X, np.asarray(y).tolist(), strict=True):
+            if self.laplace:
+                scores.append(self.learn_laplace(x, label))
+                continue
             x = list(x) + [1.0]
             w = [self.weight(i) for i in range(self.n_features + 1)]
             s = sum(w[i] * x[i] for i in range(self.n_features)) + w[self.n_features]
@@ -82,3 +116,22 @@ class NaiveLogistic:
             self.z = [value * self.decay for value in self.z]
             self.n = [value * self.decay for value in self.n]
         return np.array(scores)
+
+    def learn_laplace(self, x, label):
+        if self.process_noise > 0.0:  # (logistic.14) on the covariance, then back
+            covariance = np.linalg.inv(self.precision)
+            for i in range(self.n_features + 1):
+                room = self.prior_variance - covariance[i, i]
+                covariance[i, i] += max(0.0, min(self.process_noise, room))
+            self.precision = np.linalg.inv(covariance)
+        x = np.append(x, 1.0 if self.fit_intercept else 0.0)
+        s = float(sum(self.mean[i] * x[i] for i in range(self.n_features + 1))) + self.offset()
+        p = 1.0 / (1.0 + math.exp(-s))
+        y01 = 1.0 if label in (1, True) else 0.0
+        self.precision += p * (1.0 - p) * np.outer(x, x)
+        self.mean += np.linalg.inv(self.precision) @ x * (y01 - p)
+        if y01 == 1.0:
+            self.positives += 1.0
+        else:
+            self.negatives += 1.0
+        return s

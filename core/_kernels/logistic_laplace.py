@@ -1,0 +1,151 @@
+"""Online logistic regression by a Gaussian (Laplace) posterior updated one event at a time:
+``logistic(solver="laplace")`` (docs/algorithms/logistic.md (logistic.11)-(logistic.14)).
+
+The weights ``m`` (the features' then the intercept's, ``D = n_features + 1``) and their
+covariance ``P`` (D x D) are the mean and covariance of a Gaussian belief, starting at
+``m = 0``, ``P = prior_variance * I``.  For an event ``(x, y)`` with ``x~ = (x, 1)`` (the
+intercept's slot is 0 without ``fit_intercept``, so it never moves):
+
+* (11) score ``s = m . x~ + o`` (``o``: the base-rate offset of (logistic.10), 0 when off) and
+  ``p = sigmoid(s)``, ``h = p (1 - p)``;
+* (12) ``u = P x~``, ``v = x~ . u``, ``P <- P - h / (1 + h v) u u^T``;
+* (13) ``m <- m + (y01 - p) / (1 + h v) u``;
+* (14) with ``process_noise = q`` > 0, before (11): each ``P_ii`` below ``prior_variance``
+  gains ``min(q, prior_variance - P_ii)`` (the weights follow a random walk, so the belief
+  never becomes certain and the model can follow a stream that changes; adding a non-negative
+  diagonal keeps ``P`` positive semi-definite).
+
+(12)-(13) are one Newton step on the log posterior ``log N(m; m_old, P_old) + log p(y | x, m)``
+with the curvature taken at ``m_old`` (the extended Kalman filter of logistic regression): the
+rank-1 (Sherman-Morrison) form of ``P^-1 <- P^-1 + h x~ x~^T``.  After one pass the belief
+approximates the posterior of batch L2 logistic regression with precision ``1 /
+prior_variance``, so where FTRL takes one first-order step per event, this takes the
+curvature of every event seen: one pass comes close to the batch fit (bench/README.md).  Cost:
+O(D^2) per event (``u`` and the update), whatever the row's sparsity.
+
+[CHOICE] ``h u_i u_j / (1 + h v)`` is formed as ``f * (u_i * u_j)`` so that ``P`` stays exactly
+symmetric (IEEE products commute; ``(f * u_i) * u_j`` would not).  ``1 + h v >= 1`` while
+``P`` is positive semi-definite, which the learner checks when it loads a state.
+"""
+
+import numpy as np
+
+from core._kernels._config import kernel
+from core._kernels.logistic import base_rate, count_label, sigmoid
+
+
+@kernel
+def laplace_update(x, label, mean, covariance, u, class_counts, hyper):
+    """Eqs. (11)-(14) for one event, ``x`` the extended row (D,); ``u`` is scratch (D,);
+    ``hyper``: ``(prior_variance, process_noise, use_offset)``.  Returns the score (11) seen
+    before the update."""
+    prior_variance, process_noise, use_offset = hyper
+    size = mean.shape[0]
+    if process_noise > 0.0:  # (14): the weights drift, each variance gains q up to the prior's
+        for i in range(size):
+            room = prior_variance - covariance[i, i]
+            if room > 0.0:
+                covariance[i, i] += process_noise if process_noise < room else room
+    s = 0.0
+    for i in range(size):
+        s += mean[i] * x[i]
+    if use_offset:
+        s += base_rate(class_counts, use_offset)
+    p = sigmoid(s)
+    h = p * (1.0 - p)
+    # u = P x~ as a sum of P's rows (P is symmetric: row j is column j), so the inner loop
+    # has no reduction and vectorises; each u_i still adds its terms in the order of j
+    for i in range(size):
+        u[i] = 0.0
+    for j in range(size):
+        value = x[j]
+        if value != 0.0:
+            for i in range(size):
+                u[i] += covariance[j, i] * value
+    v = 0.0
+    for i in range(size):
+        v += x[i] * u[i]
+    denominator = 1.0 + h * v
+    f = h / denominator
+    for i in range(size):
+        for j in range(size):
+            covariance[i, j] -= f * (u[i] * u[j])
+    step = ((1.0 if label > 0 else 0.0) - p) / denominator
+    for i in range(size):
+        mean[i] += step * u[i]
+    count_label(class_counts, label > 0, use_offset, 1.0)
+    return s
+
+
+@kernel
+def laplace_dense(X, y, scores, mean, covariance, class_counts, fit_intercept, hyper):
+    """Learn the dense rows ``X`` in order; row i's pre-update score goes to ``scores[i]`` when
+    ``scores`` has one slot per row (an empty ``scores`` skips that)."""
+    n_features = X.shape[1]
+    x = np.zeros(n_features + 1)
+    x[n_features] = 1.0 if fit_intercept else 0.0
+    u = np.empty(n_features + 1)
+    want_scores = scores.shape[0] > 0
+    for i in range(X.shape[0]):
+        for j in range(n_features):
+            x[j] = X[i, j]
+        s = laplace_update(x, y[i], mean, covariance, u, class_counts, hyper)
+        if want_scores:
+            scores[i] = s
+
+
+@kernel
+def laplace_csr(
+    indptr, indices, data, y, scores, mean, covariance, class_counts, fit_intercept, hyper
+):
+    """As :func:`laplace_dense` for CSR rows (each row expanded into a dense scratch row: the
+    update is O(D^2) either way)."""
+    n_features = mean.shape[0] - 1
+    x = np.zeros(n_features + 1)
+    x[n_features] = 1.0 if fit_intercept else 0.0
+    u = np.empty(n_features + 1)
+    want_scores = scores.shape[0] > 0
+    for i in range(indptr.shape[0] - 1):
+        for k in range(indptr[i], indptr[i + 1]):
+            x[indices[k]] += data[k]  # duplicates add, as in a CSR product
+        s = laplace_update(x, y[i], mean, covariance, u, class_counts, hyper)
+        for k in range(indptr[i], indptr[i + 1]):
+            x[indices[k]] = 0.0
+        if want_scores:
+            scores[i] = s
+
+
+@kernel
+def laplace_scores_dense(X, mean, class_counts, use_offset, out):
+    """Eq. (11) for each row (the same additions in the same order as the update)."""
+    n_features = X.shape[1]
+    offset = base_rate(class_counts, use_offset)
+    for i in range(X.shape[0]):
+        s = 0.0
+        for j in range(n_features):
+            s += mean[j] * X[i, j]
+        s += mean[n_features]
+        if use_offset:
+            s += offset
+        out[i] = s
+
+
+@kernel
+def laplace_scores_csr(indptr, indices, data, mean, class_counts, use_offset, out):
+    """Eq. (11) for CSR rows, summed in column order as the update sums a dense row (so a
+    prequential score equals ``decision_function`` when the row's columns are sorted)."""
+    n_features = mean.shape[0] - 1
+    x = np.zeros(n_features)
+    offset = base_rate(class_counts, use_offset)
+    for i in range(indptr.shape[0] - 1):
+        for k in range(indptr[i], indptr[i + 1]):
+            x[indices[k]] += data[k]
+        s = 0.0
+        for j in range(n_features):
+            s += mean[j] * x[j]
+        s += mean[n_features]
+        if use_offset:
+            s += offset
+        for k in range(indptr[i], indptr[i + 1]):
+            x[indices[k]] = 0.0
+        out[i] = s

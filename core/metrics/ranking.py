@@ -315,7 +315,9 @@ def pauc_narasimhan_agarwal(y_true, scores, alpha: float = 0.0, beta: float = 0.
     if reason is not None:
         return _warn_undefined("pAUC", reason)
     n_positive, n_negative = positive_sorted.size, negative_sorted.size
-    first_rank = math.floor(_snap_to_integer(n_negative * alpha))  # j_alpha
+    # j_alpha; below n_negative even where alpha is 1 - 1e-16, whose n * alpha snaps to n
+    # (the range then holds the last negative, as the decimal alpha's floor reads it)
+    first_rank = min(math.floor(_snap_to_integer(n_negative * alpha)), n_negative - 1)
     last_rank = math.ceil(_snap_to_integer(n_negative * beta))  # j_beta
     last_rank = min(n_negative, max(last_rank, first_rank + 1))
     ranked_negatives = negative_sorted[::-1][first_rank:last_rank]

@@ -258,6 +258,11 @@ def test_count_based_definitions_round_outwards():
     assert pauc_narasimhan_agarwal(labels, scores, 0.45, 0.55) == 0.5  # ranks 5 and 6
     assert pauc_kar_top_negatives(labels, scores, 0.6) == pytest.approx(1 / 6)
     assert pauc_kar_top_negatives(labels, scores, 0.51) == pytest.approx(1 / 6)  # ceil(5.1)
+    # n * alpha for alpha = 1 - 2^-53 rounds to n: the range still holds the last negative
+    # (the decimal alpha's floor), not none (a division by zero that hypothesis found)
+    just_below_one = 1.0 - 2.0**-53
+    expected = float(naive_pauc_narasimhan_agarwal(labels, scores, just_below_one, 1.0))
+    assert pauc_narasimhan_agarwal(labels, scores, just_below_one, 1.0) == expected
 
 
 @given(labelled_scores(), decimal_fpr_range)

@@ -154,6 +154,9 @@ def test_a_laplace_covariance_that_is_not_positive_semi_definite_is_refused():
     asymmetric["covariance"][0, 1] += 1.0
     with pytest.raises(InvalidState, match="not symmetric"):
         learner_class("logistic").from_state(params, asymmetric)
+    inflated = {**state, "covariance": state["covariance"] * 1e6}
+    with pytest.raises(InvalidState, match="expected at most prior_variance"):
+        learner_class("logistic").from_state(params, inflated)
     indefinite = {**state, "covariance": state["covariance"].copy()}
     indefinite["covariance"][-1, -1] = -1e-6  # symmetric, one negative eigenvalue
     with pytest.raises(InvalidState, match="not positive semi-definite"):

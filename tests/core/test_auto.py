@@ -495,16 +495,27 @@ def test_track_drift_off_keeps_the_state_layout_of_earlier_models():
 
 
 @pytest.mark.parametrize("track_drift", [False, True])
-@pytest.mark.parametrize("earlier", ["plain logistic, pmb", "logistic with offset, pmb"])
+@pytest.mark.parametrize(
+    "earlier", ["plain logistic, pmb", "logistic with offset, pmb", "logistic by FTRL, ftrl_pauc"]
+)
 def test_a_state_saved_under_an_earlier_default_loads_as_that_tournament(earlier, track_drift):
     """``candidates=None`` once meant a plain ``logistic`` first (no ``c0:class_counts``),
-    then ``pmb`` second (``c1:buffer_fill``); a state saved then loads as that tournament and
-    continues bit for bit."""
+    then ``pmb`` second (``c1:buffer_fill``), then today's tournament with its logistic learned
+    by FTRL (``c0:z``, before the Laplace solver); a state saved then loads as that tournament
+    and continues bit for bit."""
     from core.learners._auto_drift import FAST_CANDIDATES
-    from core.learners._tournament import LEGACY_DEFAULT_CANDIDATES, WIDE_DEFAULT_CANDIDATES
+    from core.learners._tournament import (
+        DEFAULT_CANDIDATES,
+        LEGACY_DEFAULT_CANDIDATES,
+        WIDE_DEFAULT_CANDIDATES,
+    )
 
     X, y = stream(12, n=300)
-    defaults = LEGACY_DEFAULT_CANDIDATES if earlier.startswith("plain") else WIDE_DEFAULT_CANDIDATES
+    defaults = {
+        "plain logistic, pmb": LEGACY_DEFAULT_CANDIDATES,
+        "logistic with offset, pmb": WIDE_DEFAULT_CANDIDATES,
+        "logistic by FTRL, ftrl_pauc": DEFAULT_CANDIDATES,
+    }[earlier]
     # logistic learned by FTRL then (the Laplace solver came later: saved_solvers)
     old = [
         {**spec, "params": {**spec["params"], "solver": "ftrl"}}

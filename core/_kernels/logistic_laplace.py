@@ -35,6 +35,22 @@ from core._kernels.logistic import base_rate, count_label, sigmoid
 
 
 @kernel
+def laplace_score(mean, row, class_counts, use_offset):
+    """Eq. (11): ``m . x~ + o`` for a row holding at least the ``n_features`` features (the
+    intercept's slot of ``x~`` is 1, or 0 with ``m``'s intercept 0 without ``fit_intercept``:
+    adding ``m``'s last entry is the same either way).  The one sum the update and both
+    scoring kernels use, so a prequential score equals ``decision_function`` bit for bit."""
+    n_features = mean.shape[0] - 1
+    s = 0.0
+    for j in range(n_features):
+        s += mean[j] * row[j]
+    s += mean[n_features]
+    if use_offset:
+        s += base_rate(class_counts, use_offset)
+    return s
+
+
+@kernel
 def laplace_update(x, label, mean, covariance, u, class_counts, hyper):
     """Eqs. (11)-(14) for one event, ``x`` the extended row (D,); ``u`` is scratch (D,);
     ``hyper``: ``(prior_variance, process_noise, use_offset)``.  Returns the score (11) seen
@@ -46,11 +62,7 @@ def laplace_update(x, label, mean, covariance, u, class_counts, hyper):
             room = prior_variance - covariance[i, i]
             if room > 0.0:
                 covariance[i, i] += process_noise if process_noise < room else room
-    s = 0.0
-    for i in range(size):
-        s += mean[i] * x[i]
-    if use_offset:
-        s += base_rate(class_counts, use_offset)
+    s = laplace_score(mean, x, class_counts, use_offset)
     p = sigmoid(s)
     h = p * (1.0 - p)
     # u = P x~ as a sum of P's rows (P is symmetric: row j is column j), so the inner loop
@@ -117,35 +129,19 @@ def laplace_csr(
 
 @kernel
 def laplace_scores_dense(X, mean, class_counts, use_offset, out):
-    """Eq. (11) for each row (the same additions in the same order as the update)."""
-    n_features = X.shape[1]
-    offset = base_rate(class_counts, use_offset)
+    """Eq. (11) for each row."""
     for i in range(X.shape[0]):
-        s = 0.0
-        for j in range(n_features):
-            s += mean[j] * X[i, j]
-        s += mean[n_features]
-        if use_offset:
-            s += offset
-        out[i] = s
+        out[i] = laplace_score(mean, X[i], class_counts, use_offset)
 
 
 @kernel
 def laplace_scores_csr(indptr, indices, data, mean, class_counts, use_offset, out):
-    """Eq. (11) for CSR rows, summed in column order as the update sums a dense row (so a
-    prequential score equals ``decision_function`` when the row's columns are sorted)."""
-    n_features = mean.shape[0] - 1
-    x = np.zeros(n_features)
-    offset = base_rate(class_counts, use_offset)
+    """Eq. (11) for CSR rows, each expanded into a dense scratch row as the update expands it
+    (duplicate columns add in the same order)."""
+    x = np.zeros(mean.shape[0] - 1)
     for i in range(indptr.shape[0] - 1):
         for k in range(indptr[i], indptr[i + 1]):
             x[indices[k]] += data[k]
-        s = 0.0
-        for j in range(n_features):
-            s += mean[j] * x[j]
-        s += mean[n_features]
-        if use_offset:
-            s += offset
+        out[i] = laplace_score(mean, x, class_counts, use_offset)
         for k in range(indptr[i], indptr[i + 1]):
             x[indices[k]] = 0.0
-        out[i] = s

@@ -21,6 +21,7 @@ from core.learners import learner_class
 from core.learners._auto_drift import FAST_CANDIDATES
 from core.learners._served_mix import mix_weights
 from core.learners._state import Count, Finite, Fraction, Index, OneOf, StateInvariant
+from core.learners.logistic import Logistic
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -107,8 +108,9 @@ def saved_solvers(params: dict[str, Any], state: dict[str, Any]) -> dict[str, An
     for k, spec in enumerate(candidates):
         if isinstance(spec, dict) and spec.get("learner") == "logistic":
             own = spec.get("params") or {}
-            if isinstance(own, dict) and "solver" not in own and f"c{k}:z" in state:
-                spec = {**spec, "params": {**own, "solver": "ftrl"}}
+            if isinstance(own, dict):
+                saved = Logistic.saved_params(own, state, prefix=f"c{k}:")
+                spec = spec if saved is own else {**spec, "params": saved}
         patched.append(spec)
     if patched == list(candidates):
         return params  # nothing saved before the solver (a default tournament stays None)

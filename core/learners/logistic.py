@@ -241,7 +241,8 @@ class Logistic(HalfLife, OnlineLearner):
     @classmethod
     def saved_params(cls, params: dict, state: dict, prefix: str = "") -> dict:
         """``params`` of a state saved before the Laplace solver (no ``solver`` among its
-        parameters, FTRL's ``z`` in its state): FTRL, which it was learned with."""
+        parameters, FTRL's ``z`` in its state, under ``prefix`` for an ``auto`` candidate):
+        FTRL, which it was learned with; ``params`` itself otherwise."""
         if "solver" not in params and prefix + "z" in state:
             return {**params, "solver": "ftrl"}
         return params

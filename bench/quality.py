@@ -470,7 +470,10 @@ def online_learners() -> list[str]:
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--sets", default="all", help="comma-separated names, 'all' (the real suite) or 'legacy'"
+        "--sets",
+        default="all",
+        help="comma-separated names, 'all' (the real suite), 'holdout' (the sets no default was "
+        "fitted to) or 'legacy'",
     )
     parser.add_argument(
         "--learners",
@@ -538,10 +541,12 @@ def main(argv=None):
         sets = list(datasets.SUITE)
     elif args.sets == "legacy":
         sets = list(LEGACY)
+    elif args.sets == "holdout":
+        sets = list(datasets.HOLDOUT)
     else:
         sets = args.sets.split(",")
     for name in sets:
-        if name not in datasets.SUITE and name not in LEGACY:
+        if name not in datasets.SUITE and name not in datasets.HOLDOUT and name not in LEGACY:
             raise SystemExit(f"unknown data set {name!r}")
     conditions = CONDITIONS if args.condition == "both" else (args.condition,)
     max_n = args.max_n or None

@@ -345,12 +345,21 @@ def _online_learners() -> list[str]:
 def stored_params(learner: OnlineLearner) -> dict[str, Any]:
     """The ``params`` and ``scaling`` fields of a model's config for ``learner`` (initialised):
     every parameter, those it resolves from the model's width explicit (``logistic``'s
-    solver), and for ``auto`` the candidates it really runs (shown by ``GET``, and a later
-    change of a width-dependent default or of the default tournament cannot change a stored
-    model's layout)."""
+    solver), and for ``auto`` the candidates it really runs, each with every parameter
+    explicit too (shown by ``GET``; a later change of a default, a width-dependent one or the
+    default tournament changes neither what a stored model runs nor its layout)."""
     params = {**learner.get_params(), **learner.width_params(int(learner.state_["n_features"][0]))}
     if hasattr(learner, "candidate_specs"):
-        params["candidates"] = learner.candidate_specs()
+        params["candidates"] = [
+            {
+                "learner": spec["learner"],
+                "params": {
+                    **learner_class(spec["learner"])(**spec["params"]).get_params(),
+                    **spec["params"],
+                },
+            }
+            for spec in learner.candidate_specs()
+        ]
     scaling = params.pop("scaling")
     return {"params": params, "scaling": scaling}
 

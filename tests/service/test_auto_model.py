@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.learners import make_learner
+from core.learners import learner_class, make_learner
+from core.learners._declared import _keyword_init, declared_parameters
+from service.engine.model import from_store
 from tests.service.conftest import events_json, make_stream
 
 
@@ -134,3 +136,35 @@ def test_a_logistic_model_shows_the_solver_its_width_gives_it(client, n_features
     assert response.status_code == 201, response.text
     assert response.json()["config"]["params"]["solver"] == solver
     assert client.get("/v1/models/lr").json()["config"]["params"]["solver"] == solver
+
+
+def test_a_stored_tournament_keeps_every_candidate_parameter_when_a_default_changes(
+    client, monkeypatch
+):
+    """The stored config lists every parameter of every candidate, so a later release that
+    changes a learner's default (here oam's C) does not change what a stored model runs."""
+    candidates = [{"learner": "oam"}, {"learner": "spam", "params": {"eta0": 2.0}}]
+    config = _create(client, scaling="none", params={"candidates": candidates})["config"]
+    stored = config["params"]["candidates"]
+    assert [set(c["params"]) for c in stored] == [
+        set(make_learner(name).get_params()) for name in ("oam", "spam")
+    ]
+    assert (stored[0]["params"]["C"], stored[1]["params"]["eta0"]) == (1e-4, 2.0)
+    assert client.get("/v1/models/m").json()["config"] == config
+    X, y = make_stream(300, seed=3)
+    assert client.post("/v1/models/m/events", json=events_json(X, y)).status_code == 200
+
+    oam = learner_class("oam")
+    parameters = declared_parameters(oam)
+    parameters["C"] = parameters["C"].replace(default=1.0)
+    monkeypatch.setattr(oam, "__init__", _keyword_init(oam, parameters))
+    assert make_learner("oam").C == 1.0  # the "new release"
+    loaded = from_store(client.app.state.store.load("m"))
+    assert loaded.learner._candidates[0].C == 1e-4
+    reference = make_learner("auto", scaling="none", candidates=stored)
+    reference.initialize(5)
+    reference.prequential_step(X, y)
+    X_next, y_next = make_stream(200, seed=4)
+    np.testing.assert_array_equal(
+        loaded.learner.prequential_step(X_next, y_next), reference.prequential_step(X_next, y_next)
+    )

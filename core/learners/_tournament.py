@@ -99,9 +99,7 @@ def saved_solvers(params: dict[str, Any], state: dict[str, Any]) -> dict[str, An
             width = int(np.asarray(state["n_features"]).reshape(-1)[0])
         except (KeyError, IndexError, TypeError, ValueError, OverflowError):
             return params  # the layout check names what is wrong
-        candidates = list(default_candidates(width))
-        if params.get("track_drift"):
-            candidates += FAST_CANDIDATES
+        candidates = list(default_candidates(width, bool(params.get("track_drift"))))
     if not isinstance(candidates, list | tuple):
         return params  # candidate_specs names what is wrong
     patched = []
@@ -117,11 +115,16 @@ def saved_solvers(params: dict[str, Any], state: dict[str, Any]) -> dict[str, An
     return {**params, "candidates": patched}
 
 
-def default_candidates(n_features: int | None) -> tuple[dict[str, Any], ...]:
-    """The default tournament for a model of ``n_features`` (None: not known yet)."""
+def default_candidates(
+    n_features: int | None, track_drift: bool = False
+) -> tuple[dict[str, Any], ...]:
+    """The default tournament for a model of ``n_features`` (None: not known yet), with the
+    fast-adapting candidates after it when ``track_drift``."""
     if n_features is not None and n_features > WIDE_FEATURES:
-        return WIDE_DEFAULT_CANDIDATES
-    return DEFAULT_CANDIDATES
+        defaults = WIDE_DEFAULT_CANDIDATES
+    else:
+        defaults = DEFAULT_CANDIDATES
+    return (*defaults, *FAST_CANDIDATES) if track_drift else defaults
 
 
 #: the default tournament before the offset: what ``candidates=None`` meant for a state saved

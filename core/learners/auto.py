@@ -12,7 +12,6 @@ import numpy as np
 from core.errors import InvalidParameter
 from core.learners import learner_class, register
 from core.learners._auto_drift import (
-    FAST_CANDIDATES,
     check_drift_state,
     comparison_start,
     drift_invariants,
@@ -210,8 +209,7 @@ class Auto(ComposedState, OnlineLearner):
 
     def _candidates_asked(self) -> list | tuple | None:
         if self.candidates is None:
-            defaults = default_candidates(getattr(self, "_width", None))
-            return (*defaults, *FAST_CANDIDATES) if self.track_drift else defaults
+            return default_candidates(getattr(self, "_width", None), self.track_drift)
         return self.candidates
 
     @classmethod

@@ -353,10 +353,7 @@ def stored_params(learner: OnlineLearner) -> dict[str, Any]:
         params["candidates"] = [
             {
                 "learner": spec["learner"],
-                "params": {
-                    **learner_class(spec["learner"])(**spec["params"]).get_params(),
-                    **spec["params"],
-                },
+                "params": learner_class(spec["learner"])(**spec["params"]).get_params(),
             }
             for spec in learner.candidate_specs()
         ]

@@ -132,7 +132,8 @@ CASES.update({
 })  # fmt: skip
 
 # the pAUC learners with their defaults and without the all-pairs term (auc_weight=0: Kar et
-# al.'s objective, the defaults before round 2 of issue 10)
+# al.'s objective and POISE's game, the defaults before round 2 of issue 10 and before
+# docs/algorithms/poise.md (poise.14))
 CASES.update({
     "pmb-dense50": dict(learner="pmb", params={}, data=lambda n: dense_events(n, 50),
                         target=None),
@@ -142,6 +143,10 @@ CASES.update({
                               data=lambda n: dense_events(n, 50), target=None),
     "ftrl-pauc-dense50-auc0": dict(learner="ftrl_pauc", params={"auc_weight": 0.0},
                                    data=lambda n: dense_events(n, 50), target=None),
+    "poise-dense50": dict(learner="poise", params={}, data=lambda n: dense_events(n, 50),
+                          target=None),
+    "poise-dense50-auc0": dict(learner="poise", params={"auc_weight": 0.0},
+                               data=lambda n: dense_events(n, 50), target=None),
 })  # fmt: skip
 
 

@@ -1,7 +1,8 @@
 """POISE's pAUC game (Rao & Acharyya; docs/algorithms/poise.md (poise.1)-(poise.7)) as one
 streaming kernel: a reservoir of negatives whose cached scores give the adversary's threshold,
-a reservoir of positives the hinge subgradient runs against, Pegasos steps, and the averaged
-iterate that is served (poise.13)."""
+a reservoir of positives the hinge subgradient runs against, Pegasos steps, the all-negatives
+term of ``auc_weight`` (poise.14)-(poise.15), and the averaged iterate that is served
+(poise.13)."""
 
 from collections import namedtuple
 
@@ -15,18 +16,21 @@ from core._kernels.pauc_buffers import (
     project_ball,
     reservoir_offer_forgetting,
 )
+from core._kernels.random import random_below
 
 #: The learned arrays, bundled (see ``core/learners/poise.py``, ``_initial_state``).
 PoiseState = namedtuple(
     "PoiseState",
     ["w", "w_avg", "pos_X", "pos_fill", "pos_seen", "adversary_X", "adversary_scores",
-     "adversary_fill", "adversary_seen", "n_updates", "rng_state"],
+     "adversary_fill", "adversary_seen", "n_updates", "auc_steps", "rng_state"],
 )  # fmt: skip
 #: ``lam``: Pegasos' L2 weight; ``radius``: its ball (0: none); ``alpha``, ``beta``: the FPR
 #: range; ``half_life``: (poise.11)-(poise.12), 0.0 for none; ``average``: serve ``w_avg``
-#: (poise.13) (``w_avg`` is empty when False).
+#: (poise.13) (``w_avg`` is empty when False); ``auc_weight``, ``auc_positives``: the
+#: all-negatives term (poise.14)-(poise.15), 0.0 for none.
 PoiseOptions = namedtuple(
-    "PoiseOptions", ["lam", "radius", "alpha", "beta", "half_life", "average"]
+    "PoiseOptions",
+    ["lam", "radius", "alpha", "beta", "half_life", "average", "auc_weight", "auc_positives"],
 )
 
 
@@ -65,17 +69,20 @@ def in_adversary_set(score, neg_scores, fill, alpha, beta):
 
 
 @kernel
-def hinge_step(X, indptr, indices, data, i, score, state, options, n_events):
-    """One Pegasos step on the negative's hinge against every buffered positive (poise.6),
-    (poise.7); with forgetting its step counter is the steps of the last half-life (poise.12),
-    ``n_events`` the events seen with this one."""
+def hinge_step(X, indptr, indices, data, i, score, state, options, n_events, weight, drawn):
+    """One Pegasos step on ``weight`` times the negative's hinge against the buffered
+    positives (poise.6), (poise.7): every one of them, or with ``drawn`` > 0 that many drawn
+    uniformly with replacement (poise.15); with forgetting its step counter is the steps of
+    the last half-life (poise.12), ``n_events`` the events seen with this one."""
     w, pos_X = state.w, state.pos_X
     n_pos = state.pos_fill[0]
     d = w.shape[0]
-    # g = (1/P) sum_{j active} (x - p_j) = (n_active / P) x - (1/P) sum_{j active} p_j
+    # g = (weight/P) sum_{j active} (x - p_j) = weight ((n_active/P) x - (1/P) sum_{j active} p_j)
     positive_sum = np.zeros(d)
     n_active = 0
-    for j in range(n_pos):
+    n_terms = drawn if drawn > 0 else n_pos
+    for t in range(n_terms):
+        j = random_below(state.rng_state, n_pos) if drawn > 0 else t
         if 1.0 + score - dot_row(pos_X, j, w) > 0.0:
             n_active += 1
             for c in range(d):
@@ -91,9 +98,9 @@ def hinge_step(X, indptr, indices, data, i, score, state, options, n_events):
     eta = 1.0 / (options.lam * steps)
     shrink = 1.0 - eta * options.lam
     for c in range(d):
-        w[c] = shrink * w[c] + eta * positive_sum[c] / n_pos
+        w[c] = shrink * w[c] + eta * weight * positive_sum[c] / n_terms
     if n_active > 0:
-        coef = -eta * n_active / n_pos
+        coef = -eta * weight * n_active / n_terms
         if indptr.shape[0] == 0:
             for c in range(d):
                 w[c] += coef * X[i, c]
@@ -122,8 +129,11 @@ def poise_learn(X, indptr, indices, data, y, scores, state, options):
 
     A positive joins the positive reservoir.  A negative first plays the game: if it is in the
     adversary's set estimated from the reservoir of earlier negatives and a positive is
-    buffered, one Pegasos step is taken and the reservoir re-scored; then it is offered to the
-    negative reservoir (its cached score computed with the current weights).
+    buffered, one Pegasos step is taken (on the pAUC and the all-negatives terms, against every
+    buffered positive) and the reservoir re-scored; otherwise, with ``auc_weight`` > 0, one step
+    on the all-negatives term alone against ``auc_positives`` drawn positives, the reservoir's
+    cached scores left as they are (poise.15).  Then it is offered to the negative reservoir
+    (its cached score computed with the current weights).
     """
     n_samples = indptr.shape[0] - 1 if indptr.shape[0] > 0 else X.shape[0]
     for i in range(n_samples):
@@ -138,11 +148,17 @@ def poise_learn(X, indptr, indices, data, y, scores, state, options):
                                        n_events)  # fmt: skip
             continue
         fill = state.adversary_fill[0]
-        if state.pos_fill[0] > 0 and in_adversary_set(
-            score, state.adversary_scores, fill, options.alpha, options.beta
-        ):
-            hinge_step(X, indptr, indices, data, i, score, state, options, n_events)
-            rescore(state.adversary_X, fill, state.w, state.adversary_scores)
+        if state.pos_fill[0] > 0:
+            # (poise.14): the all-negatives term's share of each negative's step
+            share = options.auc_weight * (options.beta - options.alpha)
+            if in_adversary_set(score, state.adversary_scores, fill, options.alpha, options.beta):
+                hinge_step(X, indptr, indices, data, i, score, state, options, n_events,
+                           1.0 + share, 0)  # fmt: skip
+                rescore(state.adversary_X, fill, state.w, state.adversary_scores)
+            elif share > 0.0:
+                hinge_step(X, indptr, indices, data, i, score, state, options, n_events,
+                           share, options.auc_positives)  # fmt: skip
+                state.auc_steps[0] += 1
         slot = reservoir_offer_forgetting(X, indptr, indices, data, i, state.adversary_X,
                                           state.adversary_fill, state.adversary_seen,
                                           state.rng_state, options.half_life,

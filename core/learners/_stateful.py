@@ -101,6 +101,17 @@ class StateContract(ABC):
         self._check_state(state)
 
     @classmethod
+    def saved_params(
+        cls, params: dict[str, Any], state: dict[str, Any], prefix: str = ""
+    ) -> dict[str, Any]:
+        """``params`` of a state saved by an earlier version (its arrays under ``prefix`` when
+        it is a part of a composite learner), with what that version did made explicit where
+        a default changed since (``logistic``: FTRL before the Laplace solver; ``poise``: no
+        all-negatives term before it), so a stored model continues as it learned.  The base
+        class changes nothing."""
+        return params
+
+    @classmethod
     def from_state(
         cls,
         params: dict[str, Any],
@@ -115,9 +126,10 @@ class StateContract(ABC):
         counts consistent, finite floats), so no kernel ever sees a truncated, foreign or
         corrupt state; :class:`~core.errors.InvalidState` (a ValueError) names the array at
         fault.  ``n_features``, when given, is the width the state must have (a model's
-        configuration): checked before any array is allocated for the layout.
+        configuration): checked before any array is allocated for the layout.  A state saved
+        by an earlier version loads with :meth:`saved_params`.
         """
-        learner = cls(**params)
+        learner = cls(**cls.saved_params(params, state))
         try:
             stored_width = np.asarray(state["n_features"])
             width = int(stored_width.reshape(-1)[0])

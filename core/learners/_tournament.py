@@ -21,7 +21,6 @@ from core.learners import learner_class
 from core.learners._auto_drift import FAST_CANDIDATES
 from core.learners._served_mix import mix_weights
 from core.learners._state import Count, Finite, Fraction, Index, OneOf, StateInvariant
-from core.learners.logistic import Logistic
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -33,7 +32,7 @@ __all__ = [
     "check_pauc_range",
     "default_candidates",
     "saved_defaults",
-    "saved_solvers",
+    "saved_candidates",
     "evaluate",
     "invalid_field",
     "leaderboard",
@@ -88,11 +87,11 @@ def saved_defaults(params: dict[str, Any], state: dict[str, Any]) -> dict[str, A
     return {**params, "candidates": earlier}
 
 
-def saved_solvers(params: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-    """``params`` of a state whose ``logistic`` candidates were saved before logistic's Laplace
-    solver (a ``c{k}:z`` array and no ``solver`` among their parameters): those candidates
-    made explicit FTRL, which they learned with (the tournament made explicit if it was the
-    default)."""
+def saved_candidates(params: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """``params`` of a state whose candidates were saved by an earlier version: each
+    candidate's params as its class's ``saved_params`` makes them for its ``c{k}:`` arrays
+    (``logistic`` saved before its Laplace solver: FTRL; ``poise`` before its all-negatives
+    term: ``auc_weight=0``), the tournament made explicit if it was the default."""
     candidates = params.get("candidates")
     if candidates is None:
         try:
@@ -104,14 +103,17 @@ def saved_solvers(params: dict[str, Any], state: dict[str, Any]) -> dict[str, An
         return params  # candidate_specs names what is wrong
     patched = []
     for k, spec in enumerate(candidates):
-        if isinstance(spec, dict) and spec.get("learner") == "logistic":
-            own = spec.get("params") or {}
-            if isinstance(own, dict):
-                saved = Logistic.saved_params(own, state, prefix=f"c{k}:")
-                spec = spec if saved is own else {**spec, "params": saved}
+        own = spec.get("params") or {} if isinstance(spec, dict) else None
+        if isinstance(own, dict) and isinstance(spec.get("learner"), str):
+            try:
+                cls = learner_class(spec["learner"])
+            except ValueError:
+                cls = None  # candidate_specs names it
+            saved = cls.saved_params(own, state, prefix=f"c{k}:") if cls is not None else own
+            spec = spec if saved is own else {**spec, "params": saved}
         patched.append(spec)
     if patched == list(candidates):
-        return params  # nothing saved before the solver (a default tournament stays None)
+        return params  # nothing saved before a change (a default tournament stays None)
     return {**params, "candidates": patched}
 
 

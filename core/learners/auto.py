@@ -41,8 +41,8 @@ from core.learners._tournament import (
     leaderboard,
     next_evaluation,
     record,
+    saved_candidates,
     saved_defaults,
-    saved_solvers,
     tournament_invariants,
     tournament_state,
 )
@@ -216,11 +216,12 @@ class Auto(ComposedState, OnlineLearner):
     def from_state(cls, params, state, *, n_features=None):
         """As :meth:`OnlineLearner.from_state`; a state saved with ``candidates=None`` by an
         earlier version gets that version's default tournament back (:func:`saved_defaults`),
-        its logistic candidates saved before logistic's Laplace solver keep FTRL
-        (:func:`saved_solvers`), and one saved before the served mix (no ``score_mean``) keeps
+        its candidates saved before a change of their learner's defaults keep what they learned
+        with (:func:`saved_candidates`: logistic's FTRL, poise without its all-negatives term),
+        and one saved before the served mix (no ``score_mean``) keeps
         serving its leader alone, on the scale its users' thresholds were set on, unless told
         otherwise."""
-        params = saved_solvers(saved_defaults(params, state), state)
+        params = saved_candidates(saved_defaults(params, state), state)
         if "score_mean" not in state and "temperature" not in params:
             params = {**params, "temperature": 0.0}
         return super().from_state(params, state, n_features=n_features)

@@ -247,12 +247,6 @@ class Logistic(HalfLife, OnlineLearner):
             return {**params, "solver": "ftrl"}
         return params
 
-    @classmethod
-    def from_state(cls, params, state, *, n_features=None):
-        """As :meth:`OnlineLearner.from_state`, a state saved before the Laplace solver
-        loading as FTRL (:meth:`saved_params`)."""
-        return super().from_state(cls.saved_params(params, state), state, n_features=n_features)
-
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         if self.resolved_solver(n_features) == "laplace":
             if n_features > LAPLACE_MAX_FEATURES:

@@ -132,6 +132,21 @@ class TreeEmbedded(ComposedState, OnlineLearner):
                 f"inner learner {self.learner!r}: {error}", param="params"
             ) from None
 
+    @classmethod
+    def saved_params(cls, params: dict, state: dict, prefix: str = "") -> dict:
+        """``params`` of a state saved by an earlier version: the inner learner's params as its
+        class's ``saved_params`` makes them for its ``inner:`` arrays (``poise`` saved before
+        its all-negatives term: ``auc_weight=0``)."""
+        own = params.get("params") or {}
+        try:
+            inner = learner_class(params.get("learner", cls.learner))
+        except (TypeError, ValueError):
+            return params  # the parameter check names it
+        if not isinstance(own, dict):
+            return params
+        saved = inner.saved_params(own, state, prefix=prefix + _PREFIX)
+        return params if saved is own else {**params, "params": saved}
+
     def _build_inner(self) -> OnlineLearner:
         return learner_class(self.learner)(**self._inner_params())
 

@@ -94,6 +94,9 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
             "positive_capacity": 10,
         },
         "last_iterate": {"average": False, "beta": 0.2},
+        # the paper's game alone, and the all-negatives term against one drawn positive
+        "game_only": {"auc_weight": 0.0},
+        "one_drawn_positive": {"auc_weight": 3.0, "auc_positives": 1, "alpha": 0.05},
     },
     "tree_embedded": {
         # the tree is fitted mid-stream (after 80 events), frugal, around other learners
@@ -283,6 +286,8 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"positive_capacity": 0}, "positive_capacity"),
         ({"average": "yes"}, "average"),
         ({"half_life": 0.0}, "half_life"),
+        ({"auc_weight": -1.0}, "auc_weight"),
+        ({"auc_positives": 0}, "auc_positives"),
     ],
     "tree_embedded": [
         ({"learner": "nope"}, "learner"),

@@ -516,7 +516,7 @@ def test_a_state_saved_under_an_earlier_default_loads_as_that_tournament(earlier
         "logistic with offset, pmb": WIDE_DEFAULT_CANDIDATES,
         "logistic by FTRL, ftrl_pauc": DEFAULT_CANDIDATES,
     }[earlier]
-    # logistic learned by FTRL then (the Laplace solver came later: saved_solvers)
+    # logistic learned by FTRL then (the Laplace solver came later: saved_candidates)
     old = [
         {**spec, "params": {**spec["params"], "solver": "ftrl"}}
         if spec["learner"] == "logistic"

@@ -61,6 +61,8 @@ def _spam_steps(model, reference):
 
 def _poise_updates(model, reference):
     assert model.state_["n_updates"][0] == reference.updates > 0
+    assert model.state_["auc_steps"][0] == reference.auc_steps
+    assert (reference.auc_steps > 0) == (model.auc_weight > 0)
 
 
 def _nothing_more(model, reference):

@@ -20,9 +20,11 @@ def test_many_steps_and_replacements_match_the_naive_game():
     X = rng.normal(size=(1500, 4)) + 0.8 * (y[:, None] > 0)
     X[::17] = np.round(X[::17])
     params = {"beta": 0.2, "max_negatives": 40, "positive_capacity": 15, "random_state": 2}
-    model, reference = make_learner("poise", **params), NaivePOISE(4, 0.0, 0.2, 0.3, True, 0.1,
-                                                                   40, 15, 2)  # fmt: skip
+    model = make_learner("poise", **params)
+    reference = NaivePOISE(4, 0.0, 0.2, 0.3, True, 0.1, 40, 15, 2, auc_weight=30.0,
+                           auc_positives=8)  # fmt: skip
     assert model.average and reference.average is not None  # the served model is the average
+    assert (model.auc_weight, model.auc_positives) == (30.0, 8)  # the defaults: both terms
     for batch in np.array_split(np.arange(1500), 7):
         np.testing.assert_allclose(
             model.prequential_step(X[batch], y[batch]), reference.learn(X[batch], y[batch]),
@@ -30,6 +32,7 @@ def test_many_steps_and_replacements_match_the_naive_game():
         )  # fmt: skip
     assert model.state_["adversary_seen"][0] > 40 and model.state_["pos_seen"][0] > 15
     assert model.state_["n_updates"][0] == reference.updates > 100
+    assert 0 < model.state_["auc_steps"][0] == reference.auc_steps < reference.updates
     np.testing.assert_allclose(model.coef_, reference.served(), rtol=1e-10, atol=1e-10)
     assert not np.allclose(model.coef_, model.state_["w"])  # the average is not the iterate
 
@@ -92,12 +95,14 @@ def test_a_first_step_many_half_lives_into_the_stream_does_not_flip_the_model():
     of (poise.12) is 1 * 50 / 2001 there: below 1 the shrink 1 - eta lam turned negative (w
     flipped), at 1 a step without active pairs left w = 0, where the adversary never fires
     again (pAUC 0.1 here).  Kept at min(k, 2), the model ranks the positives' direction
-    first."""
+    first.  The game alone (``auc_weight=0``): the all-negatives term steps on every negative,
+    so its steps are never rarer than one per half-life."""
     rng = np.random.default_rng(4)
     direction = np.array([1.0, 0.5, 0.0])
     y = np.r_[np.full(2000, -1), np.where(rng.random(2000) < 0.2, 1, -1)]
     X = rng.normal(size=(4000, 3)) + 1.5 * (y[:, None] > 0) * direction
-    params = {"half_life": 50.0, "beta": 0.2, "max_negatives": 40, "positive_capacity": 20}
+    params = {"half_life": 50.0, "beta": 0.2, "max_negatives": 40, "positive_capacity": 20,
+              "auc_weight": 0.0}  # fmt: skip
     model, reference = make_learner("poise", **params), NaivePOISE(3, 0.0, 0.2, 0.3, True, 0.1,
                                                                    40, 20, None, 50.0)  # fmt: skip
     np.testing.assert_allclose(model.prequential_step(X, y), reference.learn(X, y),
@@ -107,3 +112,57 @@ def test_a_first_step_many_half_lives_into_the_stream_does_not_flip_the_model():
     y_test = np.where(rng.random(2000) < 0.2, 1, -1)
     X_test += 1.5 * (y_test[:, None] > 0) * direction
     assert pauc(y_test, model.decision_function(X_test), 0.0, 0.2) > 0.3
+
+
+def _before_the_auc_term(model, prefix=""):
+    """``model``'s params and state as a version before the all-negatives term saved them: no
+    ``auc_weight`` / ``auc_positives`` among the params, no ``auc_steps`` array."""
+    state = {k: v for k, v in model.get_state().items() if k != prefix + "auc_steps"}
+    params = {k: v for k, v in model.get_params().items() if not k.startswith("auc_")}
+    return params, state
+
+
+def test_a_state_saved_before_the_auc_term_continues_the_game_alone():
+    rng = np.random.default_rng(9)
+    y = np.where(rng.random(900) < 0.1, 1, -1)
+    X = rng.normal(size=(900, 4)) + 0.8 * (y[:, None] > 0)
+    game = make_learner("poise", auc_weight=0.0, beta=0.2).partial_fit(X[:600], y[:600])
+    params, state = _before_the_auc_term(game)
+    loaded = type(game).from_state(params, state)
+    assert loaded.auc_weight == 0.0 and loaded.get_params()["auc_weight"] == 0.0
+    np.testing.assert_array_equal(
+        loaded.prequential_step(X[600:], y[600:]), game.prequential_step(X[600:], y[600:])
+    )
+    np.testing.assert_array_equal(loaded.get_state()["w"], game.get_state()["w"])
+    assert loaded.get_state()["auc_steps"][0] == 0  # saved again, it has the array
+    # a weight the params give is kept: the old state takes the term from here on
+    explicit = type(game).from_state({**params, "auc_weight": 30.0}, state)
+    assert explicit.auc_weight == 30.0
+    explicit.partial_fit(X[600:], y[600:])
+    assert explicit.get_state()["auc_steps"][0] > 0
+
+
+def test_a_tree_embedded_or_auto_state_saved_before_the_auc_term_keeps_its_poise_game():
+    from core.learners import learner_class
+
+    rng = np.random.default_rng(10)
+    y = np.where(rng.random(400) < 0.15, 1, -1)
+    X = rng.normal(size=(400, 3)) + 0.8 * (y[:, None] > 0)
+    embedded = make_learner("tree_embedded", n_fit_events=60, max_depth=2,
+                            params={"auc_weight": 0.0}).partial_fit(X, y)  # fmt: skip
+    state = {k: v for k, v in embedded.get_state().items() if k != "inner:auc_steps"}
+    loaded = learner_class("tree_embedded").from_state({**embedded.get_params(), "params": None},
+                                                       state)  # fmt: skip
+    assert loaded.get_params()["params"] == {"auc_weight": 0.0}
+    np.testing.assert_array_equal(loaded.decision_function(X), embedded.decision_function(X))
+
+    tournament = make_learner(
+        "auto",
+        candidates=[{"learner": "logistic"}, {"learner": "poise", "params": {"auc_weight": 0.0}}],
+    ).partial_fit(X, y)
+    state = {k: v for k, v in tournament.get_state().items() if k != "c1:auc_steps"}
+    earlier = [{"learner": "logistic", "params": {"solver": "laplace"}}, {"learner": "poise"}]
+    params = {**tournament.get_params(), "candidates": earlier}
+    loaded = learner_class("auto").from_state(params, state)
+    assert loaded.candidate_specs()[1]["params"]["auc_weight"] == 0.0
+    np.testing.assert_array_equal(loaded.decision_function(X), tournament.decision_function(X))

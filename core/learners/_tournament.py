@@ -103,7 +103,7 @@ def saved_candidates(params: dict[str, Any], state: dict[str, Any]) -> dict[str,
         return params  # candidate_specs names what is wrong
     patched = []
     for k, spec in enumerate(candidates):
-        own = spec.get("params") or {} if isinstance(spec, dict) else None
+        own = (spec.get("params") or {}) if isinstance(spec, dict) else None
         if isinstance(own, dict) and isinstance(spec.get("learner"), str):
             try:
                 cls = learner_class(spec["learner"])

@@ -95,3 +95,40 @@ def test_low_rank_opauc_on_sparse_events_is_served_bit_for_bit(client):
     for model in ("low", "copy"):
         scores = client.post(f"/v1/models/{model}/events?scores=true", **rest).json()["scores"]
         np.testing.assert_array_equal(scores, tail)
+
+
+def test_a_poise_model_stored_before_the_auc_term_keeps_learning_the_game(client):
+    """A model stored before poise's all-negatives term (docs/algorithms/poise.md (poise.14))
+    has no ``auc_weight`` in its config and no ``auc_steps`` array: it loads with the term off,
+    shows that in its config, and learns as a reference game would."""
+    from service.engine.model import from_store, stored_params
+    from service.stores.base import StoredState
+
+    create_model(client, "p", n_features=4, learner="poise")
+    X, y = make_stream(120, n_features=4, seed=6)
+    assert client.post("/v1/models/p/events", json=events_json(X, y)).status_code == 200
+    stored = client.app.state.store.load("p")
+    assert stored.config["params"]["auc_weight"] == 30.0  # new models: the default term
+    params = {k: v for k, v in stored.config["params"].items() if not k.startswith("auc_")}
+    old = StoredState(
+        version=stored.version,
+        incarnation=stored.incarnation,
+        config={**stored.config, "params": params},
+        arrays={k: v for k, v in stored.arrays.items() if k != "learner:auc_steps"},
+    )
+    loaded = from_store(old)
+    assert loaded.learner.auc_weight == 0.0
+    assert stored_params(loaded.learner)["params"]["auc_weight"] == 0.0  # saved explicitly
+
+    state = {
+        k.removeprefix("learner:"): v for k, v in old.arrays.items() if k.startswith("learner:")
+    }
+    reference = learner_class("poise").from_state(
+        {**params, "scaling": stored.config["scaling"], "auc_weight": 0.0},
+        {**state, "auc_steps": np.zeros(1, dtype=np.int64)},
+    )
+    X_next, y_next = make_stream(200, n_features=4, seed=7)
+    np.testing.assert_array_equal(
+        loaded.learner.prequential_step(X_next, y_next), reference.prequential_step(X_next, y_next)
+    )
+    assert loaded.learner.state_["auc_steps"][0] == 0

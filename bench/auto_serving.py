@@ -74,14 +74,13 @@ def _serve(scores, weights, segment_ends, transform, served):
             weight = weights[segment, k]
             if weight > 0.0 and i > 1:
                 spread = np.sqrt(m2[k] / i)
-                first = np.sqrt(m2[0] / i)
                 if spread > 0.0:
                     if transform == 0:
                         total += weight * (score - mean[k]) / spread
                     elif transform == 1:
                         total += weight * (score - mean[k])
                     elif transform == 2:
-                        total += weight * (score - mean[k]) * first / spread
+                        total += weight * (score - mean[k]) * np.sqrt(m2[0] / i) / spread
                     else:
                         total += weight * score
             delta = score - mean[k]
@@ -136,12 +135,14 @@ def held_out(scores, test_scores, weights, transform):
     all its prequential scores (as auto's decision_function serves)."""
     mean = scores.mean(axis=1)[:, None]
     spread = scores.std(axis=1)[:, None]
-    terms = {
-        "z": (test_scores - mean) / spread,
-        "centred": test_scores - mean,
-        "first-scale": (test_scores - mean) * spread[0] / spread,
-        "raw": test_scores,
-    }[transform]
+    if transform == "z":
+        terms = (test_scores - mean) / spread
+    elif transform == "centred":
+        terms = test_scores - mean
+    elif transform == "first-scale":
+        terms = (test_scores - mean) * spread[0] / spread
+    else:
+        terms = test_scores
     return (weights[:, None] * terms).sum(axis=0)
 
 

@@ -1,5 +1,6 @@
 """The tree-path embedding of POISE (docs/algorithms/poise.md (poise.8)-(poise.10)) from the
-tree's arrays: every event becomes the CSR row ``[x, s, t(x)]`` in O(nnz(x) + depth)."""
+tree's arrays: every event becomes the CSR row ``[x, s, t(x)]`` (or ``[s, t(x)]``) in
+O(nnz(x) + depth)."""
 
 from collections import namedtuple
 
@@ -38,19 +39,18 @@ def _route(tree, X, i, dense, sparse, s, n_features, path):
 
 
 @kernel
-def embed(X, indptr, indices, data, tree, append_score, max_depth):
-    """``(indptr, indices, data)`` of the embedded CSR batch: columns ``[0, d)`` hold ``x``,
-    column ``d`` the score ``s = score_w . x`` (when ``append_score``), column ``d + 1 + c``
-    the leaf's label on every path edge with embedding column ``c`` (poise.9), (poise.10)."""
+def embed(X, indptr, indices, data, tree, append_score, append_features, max_depth):
+    """``(indptr, indices, data)`` of the embedded CSR batch: columns ``[0, d)`` hold ``x``
+    (when ``append_features``; ``e = d``, else ``e = 0`` and ``x`` is only routed), column
+    ``e`` the score ``s = score_w . x`` (when ``append_score``), column ``e + 1 + c`` the
+    leaf's label on every path edge with embedding column ``c`` (poise.9), (poise.10)."""
     sparse = indptr.shape[0] > 0
     n_features = tree.score_w.shape[0]
     n_samples = indptr.shape[0] - 1 if sparse else X.shape[0]
-    row_nnz = n_features if not sparse else 0
+    first = n_features if append_features else 0  # the column of s
     capacity = 0
-    if sparse:
-        capacity = indptr[n_samples]
-    else:
-        capacity = n_samples * row_nnz
+    if append_features:
+        capacity = indptr[n_samples] if sparse else n_samples * n_features
     capacity += n_samples * (1 + max_depth)
     out_indptr = np.zeros(n_samples + 1, dtype=np.int64)
     out_indices = np.empty(capacity, dtype=np.int64)
@@ -65,17 +65,19 @@ def embed(X, indptr, indices, data, tree, append_score, max_depth):
                 j = indices[p]
                 dense[j] = data[p]
                 s += tree.score_w[j] * data[p]
-                out_indices[k] = j
-                out_data[k] = data[p]
-                k += 1
+                if append_features:
+                    out_indices[k] = j
+                    out_data[k] = data[p]
+                    k += 1
         else:
             for j in range(n_features):
                 s += tree.score_w[j] * X[i, j]
-                out_indices[k] = j
-                out_data[k] = X[i, j]
-                k += 1
+                if append_features:
+                    out_indices[k] = j
+                    out_data[k] = X[i, j]
+                    k += 1
         if append_score:
-            out_indices[k] = n_features
+            out_indices[k] = first
             out_data[k] = s
             k += 1
         length, leaf = _route(tree, X, i, dense, sparse, s, n_features, path)
@@ -83,11 +85,12 @@ def embed(X, indptr, indices, data, tree, append_score, max_depth):
         for p in range(length):
             c = tree.column[path[p]]
             if c >= 0:
-                out_indices[k] = n_features + 1 + c
+                out_indices[k] = first + 1 + c
                 out_data[k] = label
                 k += 1
         if sparse:
             for p in range(indptr[i], indptr[i + 1]):
                 dense[indices[p]] = 0.0
         out_indptr[i + 1] = k
-    return out_indptr, out_indices[:k].copy(), out_data[:k].copy()
+    # views, not copies: the capacity exceeds ``k`` only by the path edges that have no column
+    return out_indptr, out_indices[:k], out_data[:k]

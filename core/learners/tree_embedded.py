@@ -55,6 +55,10 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         One column per edge, or one per internal node (its left edge) (poise.9), (poise.10).
     append_score : bool, default True
         Give the inner learner the score ``s`` as a feature too (the tree always splits on it).
+    append_features : bool, default True
+        Give the inner learner the features ``x`` themselves; False gives it ``[s, t(x)]``
+        only (``x`` is still routed down the tree), at most ``1 + depth`` non-zeros per event,
+        for a candidate beside a learner that already has ``x`` (``auto``'s default).
     smote : bool, default True
         Upsample each side of the root split with SMOTE before growing its subtree.
     min_samples_leaf : int, default 20
@@ -78,6 +82,7 @@ class TreeEmbedded(ComposedState, OnlineLearner):
     max_depth: int = 6
     embedding: str = "full"
     append_score: bool = True
+    append_features: bool = True
     smote: bool = True
     min_samples_leaf: int = 20
     n_fit_events: int = 2000
@@ -92,6 +97,7 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         "max_depth": [Interval(int, 1, 12)],
         "embedding": [Options(EMBEDDINGS)],
         "append_score": [BOOLEAN],
+        "append_features": [BOOLEAN],
         "smote": [BOOLEAN],
         "min_samples_leaf": [Interval(int, 1, None)],
         "n_fit_events": [Interval(int, 4, None)],
@@ -151,7 +157,8 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         return learner_class(self.learner)(**self._inner_params())
 
     def _inner_width(self, n_features: int) -> int:
-        return n_features + 1 + edge_capacity(self.max_depth, self.embedding)
+        own = n_features if self.append_features else 0
+        return own + 1 + edge_capacity(self.max_depth, self.embedding)
 
     # ------------------------------------------------------------------ state
     # ``state_`` is the flat view of core.learners._composed: the inner learner's arrays
@@ -237,8 +244,9 @@ class TreeEmbedded(ComposedState, OnlineLearner):
     def transform(self, X) -> CSRMatrix:
         """``[x, s, t(x)]`` of a scaled batch as CSR (the inner learner's input)."""
         indptr, indices, data = kernels.embed(
-            *event_arrays(X), self._tree(), bool(self.append_score), int(self.max_depth)
-        )
+            *event_arrays(X), self._tree(), bool(self.append_score),
+            bool(self.append_features), int(self.max_depth),
+        )  # fmt: skip
         return CSRMatrix(indptr, indices, data, self._inner_width(X.shape[1]))
 
     def _freeze_tree(self, X: np.ndarray, y: np.ndarray) -> None:
@@ -320,12 +328,17 @@ class TreeEmbedded(ComposedState, OnlineLearner):
     @property
     def coef_(self) -> np.ndarray:
         """The inner learner's weights on the features ``x`` themselves (the served score adds
-        those of ``s`` and of the path: :attr:`inner_coef_`)."""
+        those of ``s`` and of the path: :attr:`inner_coef_`); zeros without
+        ``append_features``, where ``x`` reaches the score only through ``s`` and the path."""
+        if not self.append_features:
+            self._check_initialized()
+            return np.zeros(self.n_features_in_)
         return self.inner_coef_[: self.n_features_in_]
 
     @property
     def inner_coef_(self) -> np.ndarray:
-        """The inner learner's weights over ``[x, s, t]``."""
+        """The inner learner's weights over ``[x, s, t]`` (``[s, t]`` without
+        ``append_features``)."""
         self._check_initialized()
         return self._inner.coef_
 

@@ -116,6 +116,15 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
             "append_score": False,
             "min_samples_leaf": 5,
         },
+        # the inner learner sees [s, t(x)] only
+        "logistic_path_only": {
+            "learner": "logistic",
+            "params": {"base_rate_offset": True, "solver": "ftrl"},
+            "n_fit_events": 80,
+            "max_depth": 3,
+            "append_features": False,
+            "min_samples_leaf": 5,
+        },
         "pauc_inner": {
             "learner": "pmb",
             "params": {"buffer_size": 40},

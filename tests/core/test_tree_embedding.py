@@ -39,20 +39,21 @@ def _arrays(tree):
 @pytest.mark.parametrize("embedding", ["full", "frugal"])
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("append_score", [True, False])
-def test_kernel_embeds_as_the_naive_router(embedding, sparse, append_score):
+@pytest.mark.parametrize("append_features", [True, False])
+def test_kernel_embeds_as_the_naive_router(embedding, sparse, append_score, append_features):
     X, y = _ring(1)
     tree = _fit(X[:2000], y[:2000], embedding=embedding)
     test = X[2000:] * (np.random.default_rng(2).random(X[2000:].shape) < 0.7 if sparse else 1)
-    width = 5 + 1 + edge_capacity(4, embedding)
+    width = (5 if append_features else 0) + 1 + edge_capacity(4, embedding)
     batch = sp.csr_matrix(test) if sparse else test
     arrays = (
         (np.empty((0, 5)), batch.indptr.astype(np.int64), batch.indices.astype(np.int64),
          batch.data) if sparse else (test, np.empty(0, np.int64), np.empty(0, np.int64),
                                      np.empty(0))
     )  # fmt: skip
-    indptr, indices, data = embed(*arrays, _arrays(tree), append_score, 4)
+    indptr, indices, data = embed(*arrays, _arrays(tree), append_score, append_features, 4)
     got = sp.csr_matrix((data, indices, indptr), shape=(len(test), width)).toarray()
-    expected = np.array([embed_row(tree, x, width, append_score) for x in test])
+    expected = np.array([embed_row(tree, x, width, append_score, append_features) for x in test])
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 

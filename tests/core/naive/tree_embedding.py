@@ -22,12 +22,13 @@ def path_nodes(tree, x, s):
     return nodes, node
 
 
-def embed_row(tree, x, width, append_score=True):
-    """``[x, s, t(x)]`` as a dense row of ``width`` columns."""
-    d = len(x)
+def embed_row(tree, x, width, append_score=True, append_features=True):
+    """``[x, s, t(x)]`` (``[s, t(x)]`` without ``append_features``) as a dense row of
+    ``width`` columns."""
+    d = len(x) if append_features else 0
     s = float(x @ tree["tree_score_w"])
     row = np.zeros(width)
-    row[:d] = x
+    row[:d] = x[:d]
     if append_score:
         row[d] = s
     nodes, leaf = path_nodes(tree, x, s)

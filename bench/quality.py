@@ -211,9 +211,12 @@ def run_logreg(X_train_std, y_train, X_test_std):
 
 
 def resolve_learner(name: str, overrides: dict) -> tuple[str, dict]:
-    """``(registry name, params)`` of a learner or of a variant defined in ``--params``."""
+    """``(registry name, params)`` of a learner or of a variant defined in ``--params``.
+
+    A variant names its base in ``learner``, or in ``base`` when the base has a parameter
+    called ``learner`` itself (``tree_embedded``'s inner learner)."""
     params = dict(overrides.get(name, {}))
-    base = params.pop("learner", name)
+    base = params.pop("base") if "base" in params else params.pop("learner", name)
     return base, params
 
 
@@ -494,7 +497,8 @@ def parse_args(argv):
         "--params",
         default="{}",
         help="JSON {learner: {param: value}}; a key that is not a learner "
-        "defines a variant and names its base in 'learner'",
+        "defines a variant and names its base in 'learner' (or in 'base', for a base "
+        "with a 'learner' parameter of its own, such as tree_embedded)",
     )
     parser.add_argument("--csv", help="write one row per set, seed, condition and learner")
     parser.add_argument(
@@ -519,7 +523,7 @@ def main(argv=None):
         raise SystemExit(f"--params is not JSON: {error}") from None
     registered = online_learners()
     for key, params in overrides.items():
-        if key not in registered and "learner" not in params:
+        if key not in registered and "learner" not in params and "base" not in params:
             raise SystemExit(f"--params: {key!r} is not an online learner and names no base")
     variants = [key for key in overrides if key not in registered]
     if args.learners == "all":

@@ -44,7 +44,11 @@ MODELS = {
     "pmb": ("pmb", {}),
     "ftrl_pauc (update_every 2000)": ("ftrl_pauc", {"update_every": 2000}),
     "ftrl_pauc (its default, 500)": ("ftrl_pauc", {}),
-    "auto (default: logistic, ftrl_pauc)": ("auto", {}),
+    "auto (default: logistic, ftrl_pauc, tree_embedded)": ("auto", {}),
+    "auto, logistic + ftrl_pauc (the default before the tree)": (
+        "auto",
+        {"candidates": [_OFFSET, _FTRL]},
+    ),
     "auto track_drift (HTTP default: + fast logistic)": ("auto", {"track_drift": True}),
     "auto, temperature 0 (the leader scored alone)": ("auto", {"temperature": 0.0}),
     "auto, logistic by FTRL (the default before the Laplace solver)": (
@@ -54,6 +58,11 @@ MODELS = {
     "auto, logistic + pmb (default above 1,000 features)": (
         "auto",
         {"candidates": [_OFFSET, {"learner": "pmb"}]},
+    ),
+    "tree_embedded (inner poise)": ("tree_embedded", {}),
+    "tree_embedded (logistic, base-rate offset: auto's third)": (
+        "tree_embedded",
+        {"learner": "logistic", "params": {"base_rate_offset": True, "solver": "ftrl"}},
     ),
     "auto K=3 (+ pmb)": (
         "auto",

@@ -76,8 +76,9 @@ class Auto(ComposedState, OnlineLearner):
     ----------
     candidates : list of {"learner": name, "params": {...}} or None
         The tournament (JSON-able); None is :data:`DEFAULT_CANDIDATES` (``logistic`` with the
-        base-rate offset and ``ftrl_pauc``), or :data:`WIDE_DEFAULT_CANDIDATES` (``pmb`` for
-        ``ftrl_pauc``) for more than 1,000 features.  Candidates may not set
+        base-rate offset, ``ftrl_pauc`` and ``logistic`` on the tree-path embedding,
+        ``tree_embedded``), or :data:`WIDE_DEFAULT_CANDIDATES` (``logistic`` and ``pmb``) for
+        more than 1,000 features.  Candidates may not set
         ``scaling`` (auto's own ``scaling`` applies to all of them), and a pAUC learner
         (``ftrl_pauc``, ``pmb`` with the pAUC loss) may not set an ``alpha`` / ``beta`` that
         contradicts ``pauc_range`` (it gets the range).  Errors name the field:
@@ -117,7 +118,10 @@ class Auto(ComposedState, OnlineLearner):
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
-        The served weights (the linear part of the mix, or the leader's mapped).
+        The served weights (the linear part of the mix, or the leader's mapped).  With a
+        candidate that is not linear in the features (``tree_embedded``, in the default
+        tournament) the served score is not ``coef_ . x`` plus a constant, and
+        :meth:`raw_weights` is None.
     state_ : dict of ndarray
         Every candidate's state under the prefix ``c{k}:`` (``c0:z``, ``c1:w_unscaled``, ...)
         and the tracking arrays: ``n_seen``, ``window_scores`` (K, window),
@@ -132,10 +136,9 @@ class Auto(ComposedState, OnlineLearner):
     Learning costs the sum of the candidates' costs plus, every ``evaluate_every`` events, K
     exact pAUC and AUC over ``window`` scores; scoring costs the candidates with a share of
     the mix (one, the leader, with ``temperature=0``).
-    [CHOICE] Default K = 2 (``logistic`` and ``ftrl_pauc`` on the model's range): ranking
-    quality bought with learning time, 0.63M dense events/s (0.06 of one default ``spam``;
-    with ``track_drift``'s fast candidate 0.48M), scoring 8.4M rows/s:
-    docs/algorithms/auto.md has the table and the cheaper tournaments.
+    [CHOICE] Default K = 3 (``logistic``, ``ftrl_pauc`` on the model's range, ``logistic`` on
+    the tree embedding): ranking quality bought with learning time; docs/algorithms/auto.md
+    ("Cost") has the table and the cheaper tournaments.
 
     Examples
     --------
@@ -148,7 +151,7 @@ class Auto(ComposedState, OnlineLearner):
     >>> scores = model.prequential_step(X, y)
     >>> board = model.leaderboard()
     >>> [row["learner"] for row in board["candidates"]]
-    ['logistic', 'ftrl_pauc']
+    ['logistic', 'ftrl_pauc', 'tree_embedded']
     >>> board["candidates"][board["leader"]]["learner"] == type(model.leader_).name
     True
     >>> float(sum(row["weight"] for row in board["candidates"]))  # the mix's shares
@@ -339,6 +342,14 @@ class Auto(ComposedState, OnlineLearner):
 
     def _decision(self, X) -> np.ndarray:
         return served_decision(self._own_state, self._candidates, X, self.temperature)
+
+    def raw_weights(self) -> tuple[np.ndarray, float] | None:
+        """None when a candidate is not linear in the features (``tree_embedded``): the served
+        mix then has no weights in the raw feature space (see ``OnlineLearner``)."""
+        self._check_initialized()
+        if not all(candidate.linear_in_features for candidate in self._candidates):
+            return None
+        return super().raw_weights()
 
     @property
     def coef_(self) -> np.ndarray:

@@ -332,7 +332,7 @@ def test_leaderboard_is_json_and_shows_effective_parameters():
     assert board["pauc_range"] == [0.0, 0.3]
     assert board["n_seen"] == 400 and board["window"] == 60 and board["evaluated_at"] == 400
     learners = [row["learner"] for row in board["candidates"]]
-    assert learners == ["logistic", "ftrl_pauc"]
+    assert learners == ["logistic", "ftrl_pauc", "tree_embedded"]
     ftrl = board["candidates"][1]["params"]
     assert (ftrl["alpha"], ftrl["beta"], ftrl["scaling"], ftrl["random_state"]) == (
         0.0, 0.3, "none", 4,
@@ -458,13 +458,18 @@ def test_track_drift_adds_the_fast_candidate_and_promotes_it_after_a_change():
     X, y, change = _flipping()
     model = make_learner("auto", track_drift=True)
     names = [(spec["learner"], spec["params"].get("half_life")) for spec in model.candidate_specs()]
-    assert names == [("logistic", None), ("ftrl_pauc", None), ("logistic", 2000)]
+    assert names == [
+        ("logistic", None),
+        ("ftrl_pauc", None),
+        ("tree_embedded", None),
+        ("logistic", 2000),
+    ]
     scores = _learn(model, X, y, [500] * (len(y) // 500))
     own = model.state_
     assert own["drift:counters"][2] >= 1  # detected
     assert change <= own["drift_since"][0] < change + 5000
     board = model.leaderboard()
-    assert board["leader"] == 2 and change < board["leader_since"] < change + 6000
+    assert board["leader"] == 3 and change < board["leader_since"] < change + 6000
     # recovered: the last 6,000 events rank as well as the 6,000 before the change
     assert (
         auc(y[-6000:], scores[-6000:])
@@ -491,22 +496,29 @@ def test_track_drift_batch_equals_other_batchings_bit_for_bit():
 def test_track_drift_off_keeps_the_state_layout_of_earlier_models():
     model = make_learner("auto").initialize(4)
     assert not any(key.startswith("drift") for key in model.state_)
-    assert len(model.candidate_specs()) == 2
+    assert len(model.candidate_specs()) == 3
 
 
 @pytest.mark.parametrize("track_drift", [False, True])
 @pytest.mark.parametrize(
-    "earlier", ["plain logistic, pmb", "logistic with offset, pmb", "logistic by FTRL, ftrl_pauc"]
+    "earlier",
+    [
+        "plain logistic, pmb",
+        "logistic with offset, pmb",
+        "logistic by FTRL, ftrl_pauc",
+        "logistic, ftrl_pauc, no tree",
+    ],
 )
 def test_a_state_saved_under_an_earlier_default_loads_as_that_tournament(earlier, track_drift):
     """``candidates=None`` once meant a plain ``logistic`` first (no ``c0:class_counts``),
-    then ``pmb`` second (``c1:buffer_fill``), then today's tournament with its logistic learned
-    by FTRL (``c0:z``, before the Laplace solver); a state saved then loads as that tournament
-    and continues bit for bit."""
+    then ``pmb`` second (``c1:buffer_fill``), then ``ftrl_pauc`` second with its logistic
+    learned by FTRL (``c0:z``, before the Laplace solver), then the same pair with the Laplace
+    solver (no ``c2:tree_*`` arrays, before the tree candidate); a state saved then loads as
+    that tournament and continues bit for bit."""
     from core.learners._auto_drift import FAST_CANDIDATES
     from core.learners._tournament import (
-        DEFAULT_CANDIDATES,
         LEGACY_DEFAULT_CANDIDATES,
+        PAIR_DEFAULT_CANDIDATES,
         WIDE_DEFAULT_CANDIDATES,
     )
 
@@ -514,12 +526,15 @@ def test_a_state_saved_under_an_earlier_default_loads_as_that_tournament(earlier
     defaults = {
         "plain logistic, pmb": LEGACY_DEFAULT_CANDIDATES,
         "logistic with offset, pmb": WIDE_DEFAULT_CANDIDATES,
-        "logistic by FTRL, ftrl_pauc": DEFAULT_CANDIDATES,
+        "logistic by FTRL, ftrl_pauc": PAIR_DEFAULT_CANDIDATES,
+        "logistic, ftrl_pauc, no tree": PAIR_DEFAULT_CANDIDATES,
     }[earlier]
-    # logistic learned by FTRL then (the Laplace solver came later: saved_candidates)
+    # logistic learned by FTRL up to the third tournament (the Laplace solver came later:
+    # saved_candidates)
+    laplace = earlier == "logistic, ftrl_pauc, no tree"
     old = [
         {**spec, "params": {**spec["params"], "solver": "ftrl"}}
-        if spec["learner"] == "logistic"
+        if spec["learner"] == "logistic" and not laplace
         else spec
         for spec in (*defaults, *(FAST_CANDIDATES if track_drift else ()))
     ]
@@ -531,9 +546,11 @@ def test_a_state_saved_under_an_earlier_default_loads_as_that_tournament(earlier
     np.testing.assert_array_equal(
         loaded.prequential_step(X[200:], y[200:]), saved.prequential_step(X[200:], y[200:])
     )
-    # today's default tournament has the offset on its first candidate and ftrl_pauc second
+    # today's default tournament has the offset on its first candidate, ftrl_pauc second and
+    # the tree candidate third
     fresh = make_learner("auto", track_drift=track_drift).initialize(5)
     assert "c0:class_counts" in fresh.state_ and "c1:n_solver_steps" in fresh.state_
+    assert "c2:tree_fitted" in fresh.state_
 
 
 # ------------------------------------------------------------------------- the served mix
@@ -633,7 +650,11 @@ def test_temperature_zero_serves_the_leader_and_negative_is_refused():
 def test_the_default_tournament_follows_the_model_s_width():
     narrow = make_learner("auto").initialize(WIDE_FEATURES)
     wide = make_learner("auto", track_drift=True).initialize(WIDE_FEATURES + 1)
-    assert [spec["learner"] for spec in narrow.candidate_specs()] == ["logistic", "ftrl_pauc"]
+    assert [spec["learner"] for spec in narrow.candidate_specs()] == [
+        "logistic",
+        "ftrl_pauc",
+        "tree_embedded",
+    ]
     assert [spec["learner"] for spec in wide.candidate_specs()] == ["logistic", "pmb", "logistic"]
     assert "c1:buffer_fill" in wide.state_ and "c1:n_solver_steps" in narrow.state_
     # the width-chosen tournament round-trips through the state

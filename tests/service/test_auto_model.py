@@ -24,24 +24,30 @@ def test_a_model_without_a_learner_runs_auto_with_the_models_range(client):
     assert config["learner"] == "auto"
     assert config["params"]["pauc_range"] == [0.0, 0.05]
     candidates = {c["learner"]: c["params"] for c in config["params"]["candidates"]}
-    assert set(candidates) == {"logistic", "ftrl_pauc"}
+    assert set(candidates) == {"logistic", "ftrl_pauc", "tree_embedded"}
     # the pAUC candidate optimises the model's range; logistic's alpha is its own step size
     assert (candidates["ftrl_pauc"]["alpha"], candidates["ftrl_pauc"]["beta"]) == (0.0, 0.05)
     assert candidates["logistic"].get("beta", 1.0) == 1.0
     # the solver logistic resolves from the model's width is stored explicit (the first
-    # candidate's: the fast-adapting one, last, forgets, which only FTRL does)
+    # candidate's: the fast-adapting one, last, forgets, which only FTRL does); the tree
+    # candidate's logistic, inside it, names FTRL itself
     solvers = [c["params"].get("solver") for c in config["params"]["candidates"]]
-    assert solvers == ["laplace", None, "ftrl"]
+    assert solvers == ["laplace", None, None, "ftrl"]
+    tree = candidates["tree_embedded"]
+    assert tree["learner"] == "logistic" and tree["params"]["solver"] == "ftrl"
+    assert tree["params"]["base_rate_offset"] is True and tree["n_fit_events"] == 2000
     assert client.get("/v1/models/m").json()["config"] == config
 
 
 def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
     _create(client, scaling="none", params={"random_state": 4, "evaluate_every": 100,
                                             "window": 400})  # fmt: skip
-    X, y = make_stream(900, seed=2)
+    X, y = make_stream(2400, seed=2)
     scores = []
-    for start in range(0, 900, 300):  # three requests: the tournament state is committed
-        batch = slice(start, start + 300)
+    # three requests: the tournament state is committed; the tree candidate fits its tree on
+    # the first 2,000 events, inside the third
+    for start in range(0, 2400, 800):
+        batch = slice(start, start + 800)
         response = client.post(
             "/v1/models/m/events?scores=true", json=events_json(X[batch], y[batch])
         )
@@ -59,11 +65,12 @@ def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
     assert board["leader"] == expected["leader"]
     assert board["leader_since"] == expected["leader_since"]
     assert [row["learner"] for row in board["candidates"]] == [
-        "logistic", "ftrl_pauc", "logistic",
+        "logistic", "ftrl_pauc", "tree_embedded", "logistic",
     ]  # fmt: skip
     for row, want in zip(board["candidates"], expected["candidates"], strict=True):
         assert row["weight"] == want["weight"]
-    assert board["candidates"][2]["params"]["half_life"] == 2000
+    assert board["candidates"][3]["params"]["half_life"] == 2000
+    assert client.app.state.store.load("m").arrays["learner:c2:tree_fitted"][0] == 1
     for row, want in zip(board["candidates"], expected["candidates"], strict=True):
         assert row["window_pauc"] == pytest.approx(want["window_pauc"], abs=0)
         assert row["window_auc"] == pytest.approx(want["window_auc"], abs=0)
@@ -105,12 +112,14 @@ def test_track_drift_is_on_for_new_models_and_can_be_turned_off(client):
     config = _create(client)["config"]
     assert config["params"]["track_drift"] is True
     assert [c["learner"] for c in config["params"]["candidates"]] == [
-        "logistic", "ftrl_pauc", "logistic",
+        "logistic", "ftrl_pauc", "tree_embedded", "logistic",
     ]  # fmt: skip
     client.delete("/v1/models/m")
     config = _create(client, params={"track_drift": False})["config"]
     assert config["params"]["track_drift"] is False
-    assert [c["learner"] for c in config["params"]["candidates"]] == ["logistic", "ftrl_pauc"]
+    assert [c["learner"] for c in config["params"]["candidates"]] == [
+        "logistic", "ftrl_pauc", "tree_embedded",
+    ]  # fmt: skip
     X, y = make_stream(300, seed=1)
     assert client.post("/v1/models/m/events", json=events_json(X, y)).status_code == 200
     arrays = client.app.state.store.load("m").arrays

@@ -62,6 +62,11 @@ def assert_reproduces(raw_scores, api_scores):
     )
 
 
+#: an ``auto`` whose candidates are all linear (the default's third, tree_embedded, is not)
+LINEAR_AUTO = {"candidates": [{"learner": "logistic", "params": {"base_rate_offset": True}},
+                              {"learner": "ftrl_pauc"}]}  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "feature_mode, scaling, learner",
     [("dense", "auto", "auto"), ("dense", "standard", "logistic"), ("dense", "scale", "spam"),
@@ -72,7 +77,7 @@ def test_raw_weights_give_the_api_scores(client, feature_mode, scaling, learner)
     sparse = feature_mode == "sparse"
     create_model(
         client, n_features=N_FEATURES, feature_mode=feature_mode, scaling=scaling,
-        learner=learner, feature_names=NAMES,
+        learner=learner, feature_names=NAMES, params=LINEAR_AUTO if learner == "auto" else {},
     )  # fmt: skip
     for seed in (1, 2):
         post(client, "/v1/models/m/events", *raw_events(300, seed, sparse), sparse=sparse)
@@ -87,6 +92,20 @@ def test_raw_weights_give_the_api_scores(client, feature_mode, scaling, learner)
     if scaling != "none":  # the internal weights do not apply to raw features
         internal = X_new @ np.array(body["coef"]) + body["intercept"]
         assert not np.allclose(internal, scores, rtol=1e-3)
+
+
+@pytest.mark.parametrize("feature_mode", ["dense", "sparse"])
+def test_the_default_auto_has_no_raw_weights_and_says_why(client, feature_mode):
+    """The default tournament mixes a tree-embedded candidate: its score is not linear in the
+    features, so there is nothing to copy into a rules engine, and the note says what is."""
+    sparse = feature_mode == "sparse"
+    body = {"id": "m", "n_features": N_FEATURES, "feature_mode": feature_mode}
+    assert client.post("/v1/models", json=body).status_code == 201
+    post(client, "/v1/models/m/events", *raw_events(300, 1, sparse), sparse=sparse)
+    weights = client.get("/v1/models/m/weights").json()
+    assert weights["raw_coef"] is None and weights["raw_intercept"] is None
+    assert "tree_embedded" in weights["raw_note"] and "all linear" in weights["raw_note"]
+    assert len(weights["coef"]) == N_FEATURES
 
 
 def test_raw_weights_of_a_hashed_model_are_per_bucket(client):

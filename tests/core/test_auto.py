@@ -660,3 +660,38 @@ def test_the_default_tournament_follows_the_model_s_width():
     # the width-chosen tournament round-trips through the state
     twin = learner_class("auto").from_state(wide.get_params(), wide.get_state())
     assert twin.candidate_specs() == wide.candidate_specs()
+
+
+def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_candidates():
+    """The default's third candidate (logistic on the tree-path embedding) fits its tree at the
+    2,000th event inside auto as it does alone: auto's served scores are the naive mix of the
+    three candidates run on their own, batch sizes do not matter, and a state saved after
+    the fit continues bit for bit."""
+    X, y = stream(21, n=2600, n_features=4, positive_rate=0.1)
+    X[:, 3] = X[:, 0] * X[:, 1]  # an interaction: something for the tree's paths to find
+    params = {"random_state": 3, "window": 800, "evaluate_every": 400, "temperature": 0.05}
+    model = make_learner("auto", **params)
+    served, inputs = [], []
+    with model.recording_inputs() as sink:
+        for batch in (slice(0, 1500), slice(1500, 2001), slice(2001, 2300)):
+            served.append(model.prequential_step(X[batch], y[batch]))
+            inputs.append((sink[-1], batch))
+    assert [spec["learner"] for spec in model.candidate_specs()][2] == "tree_embedded"
+    assert model._candidates[2].tree_fitted_
+    reference = standalone_scores(model, inputs, y)
+    expected, weights = naive_mix(reference, y[:2300], (0.0, 0.1), 800, 400, 0.05, first=50,
+                                  min_positives=10, min_negatives=10)  # fmt: skip
+    np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        [row["weight"] for row in model.leaderboard()["candidates"]], weights, rtol=1e-12
+    )
+    assert model.raw_weights() is None  # the tree's paths are not linear in x
+    # one event at a time through the fit, and a round trip after it
+    singles = make_learner("auto", **params)
+    one_by_one = [singles.prequential_step(X[i : i + 1], y[i : i + 1]) for i in range(2300)]
+    np.testing.assert_array_equal(np.concatenate(one_by_one), np.concatenate(served))
+    twin = learner_class("auto").from_state(model.get_params(), model.get_state())
+    np.testing.assert_array_equal(
+        twin.prequential_step(X[2300:], y[2300:]), model.prequential_step(X[2300:], y[2300:])
+    )
+    states_equal(twin.get_state(), model.get_state())

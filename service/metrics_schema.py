@@ -55,9 +55,12 @@ class Regret(BaseModel):
     """Regret against the best fixed model in hindsight on the regret window (module
     docstring of ``core.regret``)."""
 
-    regret: float = Field(description="online minus hindsight loss, normalised per pair")
-    regret_per_event: float
-    online_loss: float
+    regret: float | None = Field(
+        description="online minus hindsight loss, normalised per pair; null for a model whose "
+        "score is not linear in its features (online_loss_note)"
+    )
+    regret_per_event: float | None
+    online_loss: float | None
     hindsight_loss: float
     prequential_pauc: float
     hindsight_pauc: float
@@ -69,6 +72,11 @@ class Regret(BaseModel):
     hindsight_converged: bool
     solve_seconds: float
     version: int = Field(description="the model version this solution describes")
+    online_loss_note: str | None = Field(
+        default=None,
+        description="why online_loss and regret are null: the model (tree_embedded, or auto "
+        "with it among its candidates) does not score linearly in its features",
+    )
 
 
 class Candidate(BaseModel):

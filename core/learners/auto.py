@@ -343,13 +343,16 @@ class Auto(ComposedState, OnlineLearner):
     def _decision(self, X) -> np.ndarray:
         return served_decision(self._own_state, self._candidates, X, self.temperature)
 
-    def raw_weights(self) -> tuple[np.ndarray, float] | None:
-        """None when a candidate is not linear in the features (``tree_embedded``): the served
-        mix then has no weights in the raw feature space (see ``OnlineLearner``)."""
-        self._check_initialized()
-        if not all(candidate.linear_in_features for candidate in self._candidates):
-            return None
-        return super().raw_weights()
+    # a property over the base class's class attribute: auto's answer depends on its candidates
+    @property
+    def linear_in_features(self) -> bool:  # type: ignore[override]
+        """Whether the served mix is linear in the (scaled) features: every candidate is (not
+        with ``tree_embedded``, one of the default candidates).  Otherwise :meth:`raw_weights`
+        is None and ``coef_`` is only the mix's linear part."""
+        if not self.is_initialized:
+            specs = self.candidate_specs()
+            return all(learner_class(spec["learner"]).linear_in_features for spec in specs)
+        return all(candidate.linear_in_features for candidate in self._candidates)
 
     @property
     def coef_(self) -> np.ndarray:

@@ -47,6 +47,22 @@ class SolvedRegret:
         return self.key[0] == key[0] and time.monotonic() < self.finished + throttle * self.seconds
 
 
+def without_online_loss(section: dict[str, Any], learner: str) -> dict[str, Any]:
+    """The regret section of a model whose score is not linear in its features (a tree path
+    embedding, or ``auto`` with one among its candidates): the online surrogate loss charges
+    each round's ``coef_`` on the window's features (docs/algorithms/regret.md), which is not
+    that model's score, so the loss and the regret are None and a note says why; the pAUC gap
+    uses the events' own prequential scores and stays."""
+    note = (
+        f"learner {learner!r} scores with a tree path embedding (auto: one of its candidates), "
+        "not linearly in the features: the online surrogate loss of its rounds' weights, and "
+        "so the regret, are undefined; pauc_gap compares its prequential scores with the best "
+        "linear model in hindsight"
+    )
+    return {**section, "regret": None, "regret_per_event": None, "online_loss": None,
+            "online_loss_note": note}  # fmt: skip
+
+
 def throughput(loaded: Loaded, now: float) -> dict[str, float | None]:
     """Events per second: exponentially weighted (recent) and since the first event (mean)."""
     times, rate = loaded.stats["times"], loaded.stats["rate"]
@@ -113,8 +129,11 @@ class Reporting:
                 "recent": recent_drifts(loaded.stats),
             }
             regret, regret_reason, snapshot = self._cached_regret(model_id, loaded)
+            linear = bool(loaded.learner.linear_in_features)
         if snapshot is not None:  # solved outside the model lock: learning goes on meanwhile
-            regret, regret_reason = self._solve_regret(model_id, key, snapshot, loaded.config)
+            regret, regret_reason = self._solve_regret(
+                model_id, key, snapshot, loaded.config, linear
+            )
         return {
             "model": model_id,
             "version": key[1],  # the version read under the lock (a solve may outlast it)
@@ -144,10 +163,12 @@ class Reporting:
         return None, None, RegretWindow.from_state(loaded.regret.get_state(copy=False))
 
     def _solve_regret(
-        self, model_id: str, key: Key, window: RegretWindow, config: ModelConfig
+        self, model_id: str, key: Key, window: RegretWindow, config: ModelConfig, linear: bool
     ) -> tuple[dict[str, Any] | None, str | None]:
         """Regret of ``window`` (the model at ``key``), solved once per version: concurrent
-        requests for the same version wait for the first one's result."""
+        requests for the same version wait for the first one's result.  A model whose score is
+        not linear in its features (``linear``: False) gets the pAUC gap only
+        (:func:`without_online_loss`)."""
         with self._guard:
             lock = self._regret_locks.setdefault(model_id, ModelLock())
         with lock:
@@ -159,6 +180,9 @@ class Reporting:
             section, reason = window.summary(alpha, beta, C=REGRET_C, tol=REGRET_TOL)
             if section is not None:
                 section["version"] = key[1]
+                section["online_loss_note"] = None
+                if not linear:
+                    section = without_online_loss(section, config.learner)
             finished = time.monotonic()
             self._regret[model_id] = SolvedRegret(
                 key, section, reason, finished, finished - started

@@ -45,7 +45,10 @@ async def metrics(model_id: str, services: ServicesDep) -> Response:
     ``regret_window`` events, the online learner's prequential pAUC-surrogate loss minus that
     of the best fixed model in hindsight (``svm_pauc`` on the same events), normalised per
     pair (``regret``) and per event (``regret_per_event``), and the metric gap
-    ``pauc_gap = hindsight_pauc - prequential_pauc``; solved once per model version.
+    ``pauc_gap = hindsight_pauc - prequential_pauc``; solved once per model version.  A model
+    that does not score linearly in its features (``tree_embedded``, or the default ``auto``,
+    one of whose candidates it is) has a null ``online_loss`` and ``regret``, and an
+    ``online_loss_note`` saying why; its ``pauc_gap`` stands.
 
     Queue mode adds ``queue``: the learning lag (``entries`` and ``events`` appended and not
     yet learned, ``seconds`` = age of the oldest of them, ``last_applied_id``)."""

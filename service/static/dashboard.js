@@ -361,7 +361,9 @@
       tile("window pAUC", format(win.pauc), `${range} · McClish ${format(win.pauc_standardized, 3)}`),
       tile("AUC since start", format(start.auc), start.cumulative_exact ? "exact" : `estimated: ${count(start.reservoir_capacity)} scores per class kept`),
       tile("pAUC since start", format(start.pauc), `McClish ${format(start.pauc_standardized, 3)}`),
-      tile("regret", format(regret?.regret), regret ? `per pair · ${format(regret.regret_per_event, 3)} per event` : metrics.regret_reason || "off"),
+      tile("regret", format(regret?.regret), !regret ? metrics.regret_reason || "off"
+        : regret.regret === null ? "undefined: the score is not linear (note below)"
+        : `per pair · ${format(regret.regret_per_event, 3)} per event`),
       tile("pAUC gap", format(regret?.pauc_gap), regret ? `hindsight ${format(regret.hindsight_pauc)}` : ""),
       tile("events / s", format(throughput.events_per_second_recent, 1), `mean ${format(throughput.events_per_second_mean, 1)}`),
       queue
@@ -375,7 +377,8 @@
     ];
     $("tiles").replaceChildren(...tiles);
     $("regret-note").textContent = regret
-      ? `On the last ${count(regret.n_events)} events (${regret.rounds} ${regret.rounds === 1 ? "round" : "rounds"}) against svm_pauc in hindsight.`
+      ? `On the last ${count(regret.n_events)} events (${regret.rounds} ${regret.rounds === 1 ? "round" : "rounds"}) against svm_pauc in hindsight.` +
+        (regret.online_loss_note ? ` ${regret.online_loss_note}.` : "")
       : `Regret: ${metrics.regret_reason || "not tracked"}.`;
     $("lag-note").textContent = queue
       ? `Queue mode: ${count(queue.events)} events appended and not yet learned; oldest ${format(queue.seconds, 1)} s.`

@@ -77,6 +77,44 @@ def test_metrics_report_the_regret_of_the_core_window(client, learner):
     assert regret["regret"] == pytest.approx(regret["online_loss"] - regret["hindsight_loss"])
 
 
+@pytest.mark.parametrize("learner", ["auto", "tree_embedded"])
+def test_a_model_not_linear_in_its_features_reports_the_pauc_gap_without_a_regret(client, learner):
+    """The default auto (a tree-embedded candidate) and tree_embedded do not score by their
+    ``coef_``: the online loss of the rounds' weights would describe another model, so it and
+    the regret are null with a note; the pAUC gap, from the events' own prequential scores and
+    the same hindsight comparator, equals the core window's."""
+    body = {"id": "m", "n_features": 5, "regret_window": 150, "pauc_range": [0.0, 0.2]}
+    if learner != "auto":
+        body["learner"] = learner
+    assert client.post("/v1/models", json=body).status_code == 201
+    X, y = make_stream(300, seed=4)
+    batches = [(X[:120], y[:120]), (X[120:], y[120:])]
+    for batch in batches:
+        assert client.post("/v1/models/m/events", json=events_json(*batch)).status_code == 200
+    regret = client.get("/v1/models/m/metrics").json()["regret"]
+    assert regret["regret"] is None and regret["regret_per_event"] is None
+    assert regret["online_loss"] is None and "not linearly" in regret["online_loss_note"]
+    config = client.get("/v1/models/m").json()["config"]
+    expected, reason = _reference(
+        config["learner"], {**config["params"], "scaling": config["scaling"]}, batches, 150, 5,
+        (0.0, 0.2),
+    )  # fmt: skip
+    assert reason is None
+    for key in ("hindsight_loss", "prequential_pauc", "hindsight_pauc", "pauc_gap"):
+        assert regret[key] == pytest.approx(expected[key], rel=1e-9, abs=1e-12), key
+
+
+def test_a_linear_auto_keeps_its_regret(client):
+    candidates = [{"learner": "logistic", "params": {"base_rate_offset": True}},
+                  {"learner": "ftrl_pauc"}]  # fmt: skip
+    body = {"id": "m", "n_features": 5, "regret_window": 150, "params": {"candidates": candidates}}
+    assert client.post("/v1/models", json=body).status_code == 201
+    X, y = make_stream(300, seed=4)
+    assert client.post("/v1/models/m/events", json=events_json(X, y)).status_code == 200
+    regret = client.get("/v1/models/m/metrics").json()["regret"]
+    assert regret["regret"] is not None and regret["online_loss_note"] is None
+
+
 def test_regret_window_setting_defaults_validation_and_off(client):
     created = create_model(client)
     assert created["config"]["regret_window"] == 1000

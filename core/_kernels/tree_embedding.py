@@ -92,5 +92,6 @@ def embed(X, indptr, indices, data, tree, append_score, append_features, max_dep
             for p in range(indptr[i], indptr[i + 1]):
                 dense[indices[p]] = 0.0
         out_indptr[i + 1] = k
-    # views, not copies: the capacity exceeds ``k`` only by the path edges that have no column
+    # views, not copies: the capacity exceeds ``k`` only by the slots of paths shorter than
+    # ``max_depth`` or of edges without a column, and of the score when it is not appended
     return out_indptr, out_indices[:k], out_data[:k]

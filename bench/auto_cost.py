@@ -43,6 +43,7 @@ MODELS = {
     "logistic (base-rate offset), FTRL": ("logistic", {"base_rate_offset": True, "solver": "ftrl"}),
     "pmb": ("pmb", {}),
     "ftrl_pauc (update_every 2000)": ("ftrl_pauc", {"update_every": 2000}),
+    "ftrl_pauc (update_every 5000: auto's default)": ("ftrl_pauc", {"update_every": 5000}),
     "ftrl_pauc (its default, 500)": ("ftrl_pauc", {}),
     "auto (default: logistic, ftrl_pauc, tree_embedded)": ("auto", {}),
     "auto, logistic + ftrl_pauc (the default before the tree)": (

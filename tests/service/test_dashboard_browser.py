@@ -189,6 +189,12 @@ def test_dashboard_draws_the_posted_stream_live(browser, tmp_path):
         assert f"{metrics['window']['auc']:.4f}" in tiles
         assert f"{metrics['window']['pauc']:.4f}" in tiles
         assert "DRIFTS DETECTED" in tiles.upper() and "on drift: none" in tiles  # the detector
+        # the default auto does not score linearly in the features (its tree candidate): no
+        # regret, and the page says why; the pAUC gap stands
+        regret = metrics["regret"]
+        assert regret["regret"] is None and f"{regret['pauc_gap']:.4f}" in tiles
+        assert "undefined: the score is not linear" in tiles
+        assert regret["online_loss_note"] in browser.find_element("id", "regret-note").text
         assert "500" in browser.find_element("id", "counts").text
         leaderboard = browser.find_element("id", "leaderboard")  # the default learner is auto
         assert leaderboard.is_displayed()

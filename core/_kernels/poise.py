@@ -136,6 +136,8 @@ def poise_learn(X, indptr, indices, data, y, scores, state, options):
     (its cached score computed with the current weights).
     """
     n_samples = indptr.shape[0] - 1 if indptr.shape[0] > 0 else X.shape[0]
+    # (poise.14): the all-negatives term's share of each negative's step
+    share = options.auc_weight * (options.beta - options.alpha)
     for i in range(n_samples):
         score = event_dot(X, indptr, indices, data, i, state.w)  # the game plays the iterate
         if scores.shape[0] > 0:
@@ -149,8 +151,6 @@ def poise_learn(X, indptr, indices, data, y, scores, state, options):
             continue
         fill = state.adversary_fill[0]
         if state.pos_fill[0] > 0:
-            # (poise.14): the all-negatives term's share of each negative's step
-            share = options.auc_weight * (options.beta - options.alpha)
             if in_adversary_set(score, state.adversary_scores, fill, options.alpha, options.beta):
                 hinge_step(X, indptr, indices, data, i, score, state, options, n_events,
                            1.0 + share, 0)  # fmt: skip

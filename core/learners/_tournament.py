@@ -52,6 +52,10 @@ __all__ = [
 #: same schedule up to 4,000 events), and auto learns 20 % faster
 FTRL_PAUC_UPDATE_EVERY = 5000
 
+#: the users' usual baseline with the base-rate offset (docs/algorithms/logistic.md
+#: (logistic.10)): the first candidate of every default tournament since the offset
+OFFSET_LOGISTIC: dict[str, Any] = {"learner": "logistic", "params": {"base_rate_offset": True}}
+
 #: [CHOICE] the default tournament's third candidate: ``logistic`` (base-rate offset, FTRL) on
 #: POISE's tree-path embedding (docs/algorithms/poise.md (poise.8)-(poise.10)), a
 #: tree fitted once on the first 2,000 labelled events.  Alone it gains little over ``logistic``;
@@ -68,7 +72,7 @@ TREE_CANDIDATE: dict[str, Any] = {
 #: the default tournament from ftrl_pauc's joining until the tree candidate joined (a state
 #: saved then with ``candidates=None`` loads as it: :func:`saved_defaults`)
 PAIR_DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
-    {"learner": "logistic", "params": {"base_rate_offset": True}},
+    OFFSET_LOGISTIC,
     {"learner": "ftrl_pauc", "params": {"update_every": 2000}},  # the interval it ran with
 )
 
@@ -80,7 +84,7 @@ PAIR_DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
 #: ftrl_pauc, the best single learner of the suite (bench/README.md, "auto's served mix and its
 #: candidates"); the third is :data:`TREE_CANDIDATE`.
 DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
-    {"learner": "logistic", "params": {"base_rate_offset": True}},
+    OFFSET_LOGISTIC,
     {"learner": "ftrl_pauc", "params": {"update_every": FTRL_PAUC_UPDATE_EVERY}},
     TREE_CANDIDATE,
 )
@@ -93,7 +97,7 @@ WIDE_FEATURES = 1000
 #: the default tournament of models wider than :data:`WIDE_FEATURES`, and the default of every
 #: model before ftrl_pauc joined (a state saved then with ``candidates=None`` loads as it)
 WIDE_DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
-    {"learner": "logistic", "params": {"base_rate_offset": True}},
+    OFFSET_LOGISTIC,
     {"learner": "pmb", "params": {}},
 )
 

@@ -1,6 +1,7 @@
 """Any learner on POISE's tree-path embedding ``[x, s, t(x)]`` (docs/algorithms/poise.md
-(poise.8)-(poise.10)): the tree is fitted once on the first labelled events (or on history by
-``fit``) and frozen; its arrays are state."""
+(poise.8)-(poise.10)): the tree is fitted on the first labelled events (or on history by
+``fit_history``), optionally refitted once on more of them, then frozen; its arrays are
+state."""
 
 from __future__ import annotations
 
@@ -35,10 +36,17 @@ class TreeEmbedded(ComposedState, OnlineLearner):
 
     The first ``n_fit_events`` labelled events are buffered while the inner learner already
     learns ``[x, 0, 0]``; once the buffer is full and holds two events of each class, the tree
-    is fitted on it (scikit-learn, SMOTE from imbalanced-learn) and frozen, and every later
-    event is embedded by a numba kernel in O(nnz(x) + depth).  ``fit_history(X, y)`` (what
-    ``aucstream fit`` calls) fits the tree on up to ``n_fit_events`` events of ``X`` (a uniform
-    sample) and then the inner learner on all of ``X`` embedded.
+    is fitted on it (scikit-learn, SMOTE from imbalanced-learn), and every later event is
+    embedded by a numba kernel in O(nnz(x) + depth).  With ``refit_events`` the buffer keeps
+    filling and the tree is fitted again, on all of the first ``refit_events`` events (a tree
+    grown on more events splits better; the first fit serves until then); after its last fit
+    the tree is frozen.  A relearning fit (the refit always; the first fit with ``relearn``)
+    rebuilds the inner learner and has it learn the buffered events again, embedded by the new
+    tree, one pass in order: the paths then weigh as much as if the tree had been there from
+    the first event, and a refit's columns, other edges than the old tree's, do not inherit its
+    weights.  ``fit_history(X, y)`` (what ``aucstream
+    fit`` calls) fits the tree once, on up to the buffer's size of events of ``X`` (a uniform
+    sample), and then the inner learner on all of ``X`` embedded.
 
     Parameters
     ----------
@@ -64,7 +72,13 @@ class TreeEmbedded(ComposedState, OnlineLearner):
     min_samples_leaf : int, default 20
         scikit-learn's leaf size for every split.
     n_fit_events : int, default 2000
-        Labelled events the tree is fitted on (the buffer, part of the state).
+        Labelled events the tree is first fitted on (the buffer, part of the state).
+    refit_events : int or None, default None
+        Refit the tree once, on the first this many labelled events (more than
+        ``n_fit_events``; the buffer then holds this many rows), and relearn; None: one fit.
+    relearn : bool, default False
+        At the first fit too, rebuild the inner learner and have it learn the buffered events
+        again, embedded by the new tree (one pass, in order).
     score_lam : float, default 0.01
         L2 penalty of the linear AUC scorer ``s`` (the square-loss AUC minimiser of
         docs/algorithms/spdam.md (spdam.1), solved in closed form).
@@ -86,6 +100,8 @@ class TreeEmbedded(ComposedState, OnlineLearner):
     smote: bool = True
     min_samples_leaf: int = 20
     n_fit_events: int = 2000
+    refit_events: int | None = None
+    relearn: bool = False
     score_lam: float = 0.01
     max_iter = 5
 
@@ -101,6 +117,8 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         "smote": [BOOLEAN],
         "min_samples_leaf": [Interval(int, 1, None)],
         "n_fit_events": [Interval(int, 4, None)],
+        "refit_events": [None, Interval(int, 5, None)],
+        "relearn": [BOOLEAN],
         "score_lam": [Interval(float, 0, None, closed="neither")],
     }
 
@@ -121,6 +139,12 @@ class TreeEmbedded(ComposedState, OnlineLearner):
             )
         if not isinstance(self.params, dict | None):
             raise InvalidParameter(f"params must be a dict, got {self.params!r}", param="params")
+        if self.refit_events is not None and self.refit_events <= self.n_fit_events:
+            raise InvalidParameter(
+                f"refit_events must be more than n_fit_events ({self.n_fit_events}): the refit "
+                f"grows the tree on more events than the first fit; got {self.refit_events!r}",
+                param="refit_events",
+            )
         if self.pauc_range is not None:
             try:
                 alpha, beta = (float(bound) for bound in self.pauc_range)
@@ -143,6 +167,7 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         """``params`` of a state saved by an earlier version: the inner learner's params as its
         class's ``saved_params`` makes them for its ``inner:`` arrays (``poise`` saved before
         its all-negatives term: ``auc_weight=0``)."""
+        params = cls._saved_without_refit(params, state, prefix)
         own = params.get("params") or {}
         try:
             inner = learner_class(params.get("learner", cls.learner))
@@ -152,6 +177,19 @@ class TreeEmbedded(ComposedState, OnlineLearner):
             return params
         saved = inner.saved_params(own, state, prefix=prefix + _PREFIX)
         return params if saved is own else {**params, "params": saved}
+
+    @classmethod
+    def _saved_without_refit(cls, params: dict, state: dict, prefix: str) -> dict:
+        """A state saved before ``refit_events`` (auto's default tree candidate gained it) holds
+        a buffer of ``n_fit_events`` rows: it goes on as it was saved, with one fit and no
+        relearning."""
+        rows = np.shape(state.get(prefix + "buffer_X", ()))
+        refit = params.get("refit_events")
+        if refit is None or len(rows) != 2:
+            return params
+        if rows[0] == params.get("n_fit_events", cls.n_fit_events) and rows[0] != refit:
+            return {**params, "refit_events": None, "relearn": False}
+        return params
 
     def _build_inner(self) -> OnlineLearner:
         return learner_class(self.learner)(**self._inner_params())
@@ -172,15 +210,24 @@ class TreeEmbedded(ComposedState, OnlineLearner):
     def _parts(self) -> list[tuple[str, OnlineLearner]]:
         return [(_PREFIX, self._inner)]
 
+    def _buffer_rows(self) -> int:
+        """The buffer's size: the events of the last fit."""
+        return self.n_fit_events if self.refit_events is None else self.refit_events
+
+    def _final_fit(self) -> int:
+        """``tree_fitted`` once the tree is frozen: 1, or 2 with a refit."""
+        return 1 if self.refit_events is None else 2
+
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
-        check_buffer_size("tree_embedded (n_fit_events)", self.n_fit_events, n_features)
+        field = "n_fit_events" if self.refit_events is None else "refit_events"
+        check_buffer_size(f"tree_embedded ({field})", self._buffer_rows(), n_features)
         inner = self._build_inner().initialize(self._inner_width(n_features))
         state: dict[str, np.ndarray] = {_PREFIX + k: v for k, v in inner.state_.items()}
         state.update(empty_tree(n_features, self.max_depth))
         state.update(
             {
-                "buffer_X": np.zeros((self.n_fit_events, n_features)),
-                "buffer_y": np.zeros(self.n_fit_events, dtype=np.int64),
+                "buffer_X": np.zeros((self._buffer_rows(), n_features)),
+                "buffer_y": np.zeros(self._buffer_rows(), dtype=np.int64),
                 "buffer_fill": np.zeros(1, dtype=np.int64),
                 "tree_fitted": np.zeros(1, dtype=np.int64),
             }
@@ -205,8 +252,9 @@ class TreeEmbedded(ComposedState, OnlineLearner):
                 "tree_score_w": Finite(),
                 "buffer_X": Finite(),
                 "buffer_y": OneOf((-1, 0, 1)),
-                "buffer_fill": Count(0, self.n_fit_events),
-                "tree_fitted": OneOf((0, 1)),
+                "buffer_fill": Count(0, self._buffer_rows()),
+                # the fits made: 0 before the first, then 1, then 2 after a refit
+                "tree_fitted": OneOf(tuple(range(self._final_fit() + 1))),
             }
         )
         return invariants
@@ -249,7 +297,9 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         )  # fmt: skip
         return CSRMatrix(indptr, indices, data, self._inner_width(X.shape[1]))
 
-    def _freeze_tree(self, X: np.ndarray, y: np.ndarray) -> None:
+    def _fit_tree(self, X: np.ndarray, y: np.ndarray, fits: int, relearn: bool) -> None:
+        """Fit the tree on ``(X, y)`` and count the fit; with ``relearn`` the inner learner
+        starts afresh on ``X`` embedded by it, one pass in order."""
         tree = fit_tree(
             X, y, max_depth=self.max_depth, min_samples_leaf=self.min_samples_leaf,
             embedding=self.embedding, smote=self.smote, score_lam=self.score_lam,
@@ -257,56 +307,77 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         )  # fmt: skip
         for key, value in tree.items():
             self._own_state[key][:] = value
-        self._own_state["tree_fitted"][0] = 1
+        self._own_state["tree_fitted"][0] = fits
+        if relearn:
+            self._inner = self._build_inner().initialize(self._inner_width(X.shape[1]))
+            self._inner._learn(self.transform(X), y, np.empty(0))
+
+    def _next_fit(self) -> int | None:
+        """The buffer fill at which the next fit is due; None once no fit is due (the tree is
+        frozen, or the first fit's buffer filled without two events of each class)."""
+        own = self._own_state
+        fits, fill = int(own["tree_fitted"][0]), int(own["buffer_fill"][0])
+        due = None
+        if fits == 0:
+            due = self.n_fit_events
+        elif fits < self._final_fit():
+            due = self.refit_events
+        return due if due is not None and fill < due else None
 
     def _buffer(self, X, y) -> None:
+        """Append a batch that ends at or before the next fit's fill; fit when it is reached."""
         own = self._own_state
-        fill = int(own["buffer_fill"][0])
+        fill = int(own["buffer_fill"][0]) + len(y)
+        due = self._next_fit()
         rows = X.toarray() if isinstance(X, CSRMatrix) else X
-        own["buffer_X"][fill : fill + len(y)] = rows
-        own["buffer_y"][fill : fill + len(y)] = y
-        own["buffer_fill"][0] = fill + len(y)
-        labels = own["buffer_y"]
-        if fill + len(y) == self.n_fit_events and min((labels > 0).sum(), (labels < 0).sum()) >= 2:
-            self._freeze_tree(own["buffer_X"], labels)
+        own["buffer_X"][fill - len(y) : fill] = rows
+        own["buffer_y"][fill - len(y) : fill] = y
+        own["buffer_fill"][0] = fill
+        labels = own["buffer_y"][:fill]
+        if fill == due and min((labels > 0).sum(), (labels < 0).sum()) >= 2:
+            fits = int(own["tree_fitted"][0]) + 1
+            # a refit always relearns: its columns are other edges than the old tree's
+            self._fit_tree(own["buffer_X"][:fill], labels, fits, self.relearn or fits > 1)
 
     def _learn(self, X, y, scores) -> None:
-        own = self._own_state
         start = 0
         while start < len(y):
-            fill = int(own["buffer_fill"][0])
+            # up to the next fit (its events are learned with the tree before it), or to the end
+            due = self._next_fit()
             stop = len(y)
-            if not own["tree_fitted"][0] and fill < self.n_fit_events:
-                stop = min(len(y), start + self.n_fit_events - fill)
+            if due is not None:
+                stop = min(len(y), start + due - int(self._own_state["buffer_fill"][0]))
             rows = np.arange(start, stop)
             part = X.take_rows(rows) if isinstance(X, CSRMatrix) else X[start:stop]
             self._inner._learn(self.transform(part), y[start:stop],
                                scores[start:stop] if len(scores) else scores)  # fmt: skip
-            if not own["tree_fitted"][0] and fill < self.n_fit_events:
+            if due is not None:
                 self._buffer(part, y[start:stop])
             start = stop
         self._refresh_view()
 
     def fit_history(self, X, y) -> TreeEmbedded:
-        """Learn from scratch on a history: the tree on up to ``n_fit_events`` events of ``X``
-        (a uniform sample, in order), then the inner learner (its own ``fit``: passes for an
-        online learner, a solve for a batch one) on all of ``X`` embedded.  (``fit`` is, as for
-        every learner, ``max_iter`` passes of ``partial_fit``: the tree is fitted on the first
-        ``n_fit_events`` events of the first pass.)"""
+        """Learn from scratch on a history: the tree once, on up to the buffer's size of events
+        of ``X`` (a uniform sample, in order; no refit follows), then the inner learner (its own
+        ``fit``: passes for an online learner, a solve for a batch one) on all of ``X``
+        embedded.  (``fit`` is, as for every learner, ``max_iter`` passes of ``partial_fit``:
+        the tree is fitted on the first events of the first pass.)"""
         self.validate_params()
         features, labels = check_batch(X, y, accept_sparse=True)
         self.initialize(features.shape[1])
         features = scale_batch(self.scaling, self.state_, features, learn=True)
         rng = np.random.default_rng(self.random_state)
-        size = min(self.n_fit_events, len(labels))
+        size = min(self._buffer_rows(), len(labels))
         sample = np.sort(rng.choice(len(labels), size=size, replace=False))
         rows = features.take_rows(sample) if isinstance(features, CSRMatrix) else features[sample]
-        self._buffer(rows, labels[sample])
-        if not self._own_state["tree_fitted"][0]:
-            chosen = labels[sample]
-            if min((chosen > 0).sum(), (chosen <= 0).sum()) < 2:
-                raise ValueError("the tree embedding needs two events of each class to fit")
-            self._freeze_tree(self._own_state["buffer_X"][:size], chosen)
+        chosen = labels[sample]
+        if min((chosen > 0).sum(), (chosen <= 0).sum()) < 2:
+            raise ValueError("the tree embedding needs two events of each class to fit")
+        own = self._own_state
+        own["buffer_X"][:size] = rows.toarray() if isinstance(rows, CSRMatrix) else rows
+        own["buffer_y"][:size] = chosen
+        own["buffer_fill"][0] = size
+        self._fit_tree(own["buffer_X"][:size], chosen, self._final_fit(), relearn=False)
         self._inner.fit(self.transform(features), labels)
         self._refresh_view()
         return self

@@ -125,6 +125,16 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
             "append_features": False,
             "min_samples_leaf": 5,
         },
+        # fitted after 40 events (relearning them), refitted on the first 90
+        "refit_logistic": {
+            "learner": "logistic",
+            "params": {"base_rate_offset": True, "solver": "ftrl"},
+            "n_fit_events": 40,
+            "refit_events": 90,
+            "relearn": True,
+            "max_depth": 2,
+            "min_samples_leaf": 3,
+        },
         "pauc_inner": {
             "learner": "pmb",
             "params": {"buffer_size": 40},
@@ -307,6 +317,8 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"max_depth": 0}, "max_depth"),
         ({"embedding": "sparse"}, "embedding"),
         ({"n_fit_events": 2}, "n_fit_events"),
+        ({"n_fit_events": 100, "refit_events": 100}, "refit_events must be more"),
+        ({"relearn": 1}, "relearn"),
         ({"score_lam": 0.0}, "score_lam"),
     ],
     "spdam": [

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from sklearn.tree import DecisionTreeClassifier
 
 from core._kernels.tree_embedding import TreeArrays, embed
-from core.learners import make_learner
+from core.learners import learner_class, make_learner
 from core.learners.spdam import exact_minimiser
 from core.metrics import pauc
 from core.tree_embedding import edge_capacity, fit_tree
@@ -126,3 +126,114 @@ def test_the_embedding_makes_a_linear_learner_rank_a_non_linear_set(learner):
     before = pauc(y[6000:], plain.decision_function(X[6000:]), 0.0, 0.1)
     after = pauc(y[6000:], embedded.decision_function(X[6000:]), 0.0, 0.1)
     assert after > before + 0.3
+
+
+# ------------------------------------------------------------------ refit and relearn
+
+_INNER = {"base_rate_offset": True, "solver": "ftrl"}
+_TREE = {"max_depth": 4, "min_samples_leaf": 5, "embedding": "full", "smote": True,
+         "score_lam": 0.01, "random_state": 0}  # fmt: skip
+
+
+def _embedded(tree, X, d=5):
+    """The naive router's rows ``[x, s, t(x)]``, or ``[x, 0, 0]`` before any tree."""
+    width = d + 1 + edge_capacity(4, "full")
+    if tree is None:
+        return np.column_stack([X, np.zeros((len(X), width - d))])
+    return np.array([embed_row(tree, x, width) for x in X])
+
+
+def _reference_scores(X, y, n_fit, refit, relearn, cuts):
+    """The refit schedule written out: the inner learner learns ``[x, 0, 0]`` until the first
+    fit, rows embedded by the first tree until the refit; at a fit with relearning a fresh
+    inner learner learns the buffered rows embedded by the new tree.  Returns the prequential
+    scores, the inner learner and the last tree."""
+    inner = make_learner("logistic", scaling="none", **_INNER)
+    tree, scores = None, []
+    for start, stop in zip(cuts[:-1], cuts[1:], strict=True):
+        rows = _embedded(tree, X[start:stop])
+        scores.append(inner.prequential_step(rows, y[start:stop]))
+        if stop in (n_fit, refit):
+            tree = _fit(X[:stop], y[:stop])
+            if relearn or stop == refit:
+                inner = make_learner("logistic", scaling="none", **_INNER)
+                inner.partial_fit(_embedded(tree, X[:stop]), y[:stop])
+    return np.concatenate(scores), inner, tree
+
+
+@pytest.mark.parametrize("relearn", [False, True])
+@pytest.mark.parametrize("refit", [None, 900])
+def test_fits_refit_and_relearning_follow_the_schedule_written_out(relearn, refit):
+    """The tree is fitted on the first ``n_fit_events`` events, refitted on the first
+    ``refit_events`` (the refit always relearns: the new tree's columns are other edges), and
+    a relearning fit leaves the inner learner as a fresh one that learned the buffered events
+    embedded by the new tree; events after it are learned and scored as a plain stream."""
+    X, y = _ring(8, n=1500)
+    model = make_learner("tree_embedded", learner="logistic", params=_INNER, n_fit_events=300,
+                         refit_events=refit, relearn=relearn, scaling="none",
+                         **{k: v for k, v in _TREE.items() if k != "random_state"})  # fmt: skip
+    batches = [0, 1, 137, 299, 300, 301, 650, 899, 900, 1200, 1500]
+    served, fits = [], []
+    for start, stop in zip(batches[:-1], batches[1:], strict=True):
+        served.append(model.prequential_step(X[start:stop], y[start:stop]))
+        fits.append(int(model.state_["tree_fitted"][0]))
+    # the reference learns in the same cuts, plus one at each fit (the learner splits there)
+    cuts = sorted({*batches, 300, *(() if refit is None else (refit,))})
+    expected, inner, tree = _reference_scores(X, y, 300, refit, relearn, cuts)
+    np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-12, atol=1e-12)
+    for key, value in tree.items():
+        np.testing.assert_array_equal(model.state_[key], value)
+    np.testing.assert_allclose(model.inner_coef_, inner.coef_, rtol=1e-12, atol=1e-14)
+    assert fits == ([0, 0, 0, 1, 1, 1, 1, 1, 1, 1] if refit is None
+                    else [0, 0, 0, 1, 1, 1, 1, 2, 2, 2])  # fmt: skip
+    assert model.state_["buffer_X"].shape == (refit or 300, 5)
+
+
+def test_a_state_saved_between_the_fits_continues_bit_for_bit():
+    X, y = _ring(9, n=1400)
+    params = {"learner": "logistic", "params": _INNER, "n_fit_events": 300,
+              "refit_events": 800, "relearn": True, "max_depth": 3}  # fmt: skip
+    whole = make_learner("tree_embedded", **params)
+    expected = whole.prequential_step(X, y)
+    first = make_learner("tree_embedded", **params)
+    head = first.prequential_step(X[:500], y[:500])
+    assert int(first.state_["tree_fitted"][0]) == 1
+    twin = learner_class("tree_embedded").from_state(first.get_params(), first.get_state())
+    tail = twin.prequential_step(X[500:], y[500:])
+    np.testing.assert_array_equal(np.concatenate([head, tail]), expected)
+    assert int(twin.state_["tree_fitted"][0]) == 2
+
+
+def test_refit_events_must_exceed_n_fit_events():
+    with pytest.raises(ValueError, match="refit_events must be more than n_fit_events"):
+        make_learner("tree_embedded", n_fit_events=500, refit_events=500).initialize(3)
+
+
+def test_a_state_saved_before_refit_events_keeps_its_single_fit():
+    """A state of ``n_fit_events`` buffered rows (saved before a refit was asked for, e.g.
+    auto's default tree candidate) loads with one fit and no relearning and continues as it
+    would have."""
+    X, y = _ring(10, n=1200)
+    old = make_learner("tree_embedded", learner="logistic", params=_INNER, n_fit_events=200,
+                       max_depth=3)  # fmt: skip
+    old.partial_fit(X[:100], y[:100])
+    asked = {**old.get_params(), "refit_events": 600, "relearn": True}
+    loaded = learner_class("tree_embedded").from_state(asked, old.get_state())
+    assert loaded.refit_events is None and loaded.relearn is False
+    np.testing.assert_array_equal(
+        loaded.prequential_step(X[100:], y[100:]), old.prequential_step(X[100:], y[100:])
+    )
+
+
+def test_fit_history_fits_once_on_a_sample_the_size_of_the_buffer():
+    X, y = _ring(11, n=3000)
+    model = make_learner("tree_embedded", learner="logistic", params=_INNER, n_fit_events=300,
+                         refit_events=1000, max_depth=3, random_state=4)  # fmt: skip
+    model.fit_history(X, y)
+    assert int(model.state_["tree_fitted"][0]) == 2 and int(model.state_["buffer_fill"][0]) == 1000
+    sample = np.sort(np.random.default_rng(4).choice(3000, size=1000, replace=False))
+    np.testing.assert_array_equal(model.state_["buffer_X"], X[sample])
+    before = {k: v.copy() for k, v in model.state_.items() if k.startswith("tree_")}
+    model.partial_fit(X, y)  # frozen: no refit follows
+    for key, value in before.items():
+        np.testing.assert_array_equal(model.state_[key], value)

@@ -33,6 +33,8 @@ from core.learners import make_learner  # noqa: E402
 _OFFSET = {"learner": "logistic", "params": {"base_rate_offset": True}}
 _OFFSET_FTRL = {"learner": "logistic", "params": {"base_rate_offset": True, "solver": "ftrl"}}
 _FTRL = {"learner": "ftrl_pauc", "params": {"update_every": 2000}}
+_FTRL_5K = {"learner": "ftrl_pauc", "params": {"update_every": 5000}}
+_TREE_ONCE = {"learner": "logistic", "params": {"base_rate_offset": True, "solver": "ftrl"}}
 
 MODELS = {
     "spam": ("spam", {}),
@@ -46,6 +48,10 @@ MODELS = {
     "ftrl_pauc (update_every 5000: auto's default)": ("ftrl_pauc", {"update_every": 5000}),
     "ftrl_pauc (its default, 500)": ("ftrl_pauc", {}),
     "auto (default: logistic, ftrl_pauc, tree_embedded)": ("auto", {}),
+    "auto, the tree fitted once (the default before its refit)": (
+        "auto",
+        {"candidates": [_OFFSET, _FTRL_5K, {"learner": "tree_embedded", "params": _TREE_ONCE}]},
+    ),
     "auto, logistic + ftrl_pauc (the default before the tree)": (
         "auto",
         {"candidates": [_OFFSET, _FTRL]},
@@ -61,9 +67,10 @@ MODELS = {
         {"candidates": [_OFFSET, {"learner": "pmb"}]},
     ),
     "tree_embedded (inner poise)": ("tree_embedded", {}),
-    "tree_embedded (logistic, base-rate offset: auto's third)": (
+    "tree_embedded (logistic, base-rate offset), fitted once": ("tree_embedded", _TREE_ONCE),
+    "tree_embedded (the same, relearn, refit at 8,000: auto's third)": (
         "tree_embedded",
-        {"learner": "logistic", "params": {"base_rate_offset": True, "solver": "ftrl"}},
+        {**_TREE_ONCE, "relearn": True, "refit_events": 8000},
     ),
     "auto K=3 (+ pmb)": (
         "auto",

@@ -507,6 +507,7 @@ def test_track_drift_off_keeps_the_state_layout_of_earlier_models():
         "logistic with offset, pmb",
         "logistic by FTRL, ftrl_pauc",
         "logistic, ftrl_pauc, no tree",
+        "logistic, ftrl_pauc, a tree fitted once",
     ],
 )
 def test_a_state_saved_under_an_earlier_default_loads_as_that_tournament(earlier, track_drift):
@@ -514,24 +515,38 @@ def test_a_state_saved_under_an_earlier_default_loads_as_that_tournament(earlier
     then ``pmb`` second (``c1:buffer_fill``), then ``ftrl_pauc`` second with its logistic
     learned by FTRL (``c0:z``, before the Laplace solver), then the same pair with the Laplace
     solver (no ``c2:tree_*`` arrays, before the tree candidate); a state saved then loads as
-    that tournament and continues bit for bit."""
+    that tournament and continues bit for bit; so does one with the tree candidate fitted
+    once, before its refit (a buffer of 2,000 rows, not 8,000), which also kept its inner
+    learner at the fit."""
     from core.learners._auto_drift import FAST_CANDIDATES
     from core.learners._tournament import (
+        DEFAULT_CANDIDATES,
         LEGACY_DEFAULT_CANDIDATES,
+        OFFSET_LOGISTIC,
         PAIR_DEFAULT_CANDIDATES,
         WIDE_DEFAULT_CANDIDATES,
     )
 
     X, y = stream(12, n=300)
+    fitted_once = {  # what it ran with, in today's terms (refit_events and relearn are new)
+        "learner": "tree_embedded",
+        "params": {"learner": "logistic", "params": {"base_rate_offset": True, "solver": "ftrl"},
+                   "refit_events": None, "relearn": False},
+    }  # fmt: skip
     defaults = {
         "plain logistic, pmb": LEGACY_DEFAULT_CANDIDATES,
         "logistic with offset, pmb": WIDE_DEFAULT_CANDIDATES,
         "logistic by FTRL, ftrl_pauc": PAIR_DEFAULT_CANDIDATES,
         "logistic, ftrl_pauc, no tree": PAIR_DEFAULT_CANDIDATES,
+        "logistic, ftrl_pauc, a tree fitted once": (
+            OFFSET_LOGISTIC,
+            DEFAULT_CANDIDATES[1],
+            fitted_once,
+        ),
     }[earlier]
     # logistic learned by FTRL up to the third tournament (the Laplace solver came later:
     # saved_candidates)
-    laplace = earlier == "logistic, ftrl_pauc, no tree"
+    laplace = earlier.startswith("logistic, ftrl_pauc")
     old = [
         {**spec, "params": {**spec["params"], "solver": "ftrl"}}
         if spec["learner"] == "logistic" and not laplace
@@ -660,6 +675,25 @@ def test_the_default_tournament_follows_the_model_s_width():
     # the width-chosen tournament round-trips through the state
     twin = learner_class("auto").from_state(wide.get_params(), wide.get_state())
     assert twin.candidate_specs() == wide.candidate_specs()
+
+
+def test_the_tree_candidate_refits_up_to_its_width_limit():
+    """Up to TREE_REFIT_FEATURES the tree candidate buffers 8,000 events for its refit; wider,
+    it fits once on 2,000 (the buffer stays within what the first fit takes at 1,000
+    features); both relearn at the first fit."""
+    from core.learners._tournament import TREE_REFIT_FEATURES
+
+    refit = make_learner("auto").initialize(TREE_REFIT_FEATURES)
+    once = make_learner("auto").initialize(TREE_REFIT_FEATURES + 1)
+    assert refit.state_["c2:buffer_X"].shape == (8000, TREE_REFIT_FEATURES)
+    assert once.state_["c2:buffer_X"].shape == (2000, TREE_REFIT_FEATURES + 1)
+    assert refit.candidate_specs()[2]["params"]["refit_events"] == 8000
+    assert once.candidate_specs()[2]["params"].get("refit_events") is None
+    assert refit.candidate_specs()[2]["params"]["relearn"] is True
+    assert once.candidate_specs()[2]["params"]["relearn"] is True
+    for model in (refit, once):
+        twin = learner_class("auto").from_state(model.get_params(), model.get_state())
+        assert twin.candidate_specs() == model.candidate_specs()
 
 
 def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_candidates():

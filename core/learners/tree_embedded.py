@@ -40,13 +40,15 @@ class TreeEmbedded(ComposedState, OnlineLearner):
     embedded by a numba kernel in O(nnz(x) + depth).  With ``refit_events`` the buffer keeps
     filling and the tree is fitted again, on all of the first ``refit_events`` events (a tree
     grown on more events splits better; the first fit serves until then); after its last fit
-    the tree is frozen.  A relearning fit (the refit always; the first fit with ``relearn``)
-    rebuilds the inner learner and has it learn the buffered events again, embedded by the new
-    tree, one pass in order: the paths then weigh as much as if the tree had been there from
-    the first event, and a refit's columns, other edges than the old tree's, do not inherit its
-    weights.  ``fit_history(X, y)`` (what ``aucstream
-    fit`` calls) fits the tree once, on up to the buffer's size of events of ``X`` (a uniform
-    sample), and then the inner learner on all of ``X`` embedded.
+    the tree is frozen.  A first fit short of two events of a class waits for them while the
+    buffer has room (``refit_events`` rows), so a stream of rare positives still gets a tree.
+    A relearning fit (the refit always; the first fit with ``relearn``) rebuilds the inner
+    learner and has it learn the buffered events again, embedded by the new tree, one pass in
+    order: the paths then weigh as much as if the tree had been there from the first event, and
+    a refit's columns, other edges than the old tree's, do not inherit its weights.
+    ``fit_history(X, y)`` (what ``aucstream fit`` calls) fits the tree once, on up to the
+    buffer's size of events of ``X`` (a uniform sample), and then the inner learner on all of
+    ``X`` embedded.
 
     Parameters
     ----------
@@ -312,46 +314,56 @@ class TreeEmbedded(ComposedState, OnlineLearner):
             self._inner = self._build_inner().initialize(self._inner_width(X.shape[1]))
             self._inner._learn(self.transform(X), y, np.empty(0))
 
-    def _next_fit(self) -> int | None:
-        """The buffer fill at which the next fit is due; None once no fit is due (the tree is
-        frozen, or the first fit's buffer filled without two events of each class)."""
+    def _to_buffer(self, upcoming: np.ndarray) -> int:
+        """How many of the ``upcoming`` labels to buffer before the next fit is decided (0: none
+        to buffer, the tree is frozen or the buffer full).  The first fit is due at
+        ``n_fit_events`` events; a buffer that reaches them without two events of each class
+        keeps filling (up to its size: ``refit_events`` rows) until it has them, so that a
+        stream of rare positives still gets its tree; the refit is due at ``refit_events``."""
         own = self._own_state
         fits, fill = int(own["tree_fitted"][0]), int(own["buffer_fill"][0])
-        due = None
-        if fits == 0:
-            due = self.n_fit_events
-        elif fits < self._final_fit():
-            due = self.refit_events
-        return due if due is not None and fill < due else None
+        if fits == 0 and fill < self.n_fit_events:
+            return min(len(upcoming), self.n_fit_events - fill)
+        if fits == 0 and fill < self._buffer_rows():
+            labels = own["buffer_y"][:fill]
+            missing_pos = max(0, 2 - int((labels > 0).sum()))
+            missing_neg = max(0, 2 - int((labels < 0).sum()))
+            # the first event after which both classes have two (all of them when none is)
+            enough = (np.cumsum(upcoming > 0) >= missing_pos) & (
+                np.cumsum(upcoming < 0) >= missing_neg
+            )
+            wait = int(np.argmax(enough)) + 1 if enough.any() else len(upcoming)
+            return min(wait, self._buffer_rows() - fill)
+        if 0 < fits < self._final_fit() and fill < self._buffer_rows():
+            return min(len(upcoming), self._buffer_rows() - fill)
+        return 0
 
     def _buffer(self, X, y) -> None:
-        """Append a batch that ends at or before the next fit's fill; fit when it is reached."""
+        """Append events that end at or before the next fit's decision; fit when it is due."""
         own = self._own_state
+        fits = int(own["tree_fitted"][0])
         fill = int(own["buffer_fill"][0]) + len(y)
-        due = self._next_fit()
         rows = X.toarray() if isinstance(X, CSRMatrix) else X
         own["buffer_X"][fill - len(y) : fill] = rows
         own["buffer_y"][fill - len(y) : fill] = y
         own["buffer_fill"][0] = fill
         labels = own["buffer_y"][:fill]
-        if fill == due and min((labels > 0).sum(), (labels < 0).sum()) >= 2:
-            fits = int(own["tree_fitted"][0]) + 1
+        due = fill >= self.n_fit_events if fits == 0 else fill == self._buffer_rows()
+        if due and min((labels > 0).sum(), (labels < 0).sum()) >= 2:
             # a refit always relearns: its columns are other edges than the old tree's
-            self._fit_tree(own["buffer_X"][:fill], labels, fits, self.relearn or fits > 1)
+            self._fit_tree(own["buffer_X"][:fill], labels, fits + 1, self.relearn or fits > 0)
 
     def _learn(self, X, y, scores) -> None:
         start = 0
         while start < len(y):
             # up to the next fit (its events are learned with the tree before it), or to the end
-            due = self._next_fit()
-            stop = len(y)
-            if due is not None:
-                stop = min(len(y), start + due - int(self._own_state["buffer_fill"][0]))
+            take = self._to_buffer(y[start:])
+            stop = start + take if take else len(y)
             rows = np.arange(start, stop)
             part = X.take_rows(rows) if isinstance(X, CSRMatrix) else X[start:stop]
             self._inner._learn(self.transform(part), y[start:stop],
                                scores[start:stop] if len(scores) else scores)  # fmt: skip
-            if due is not None:
+            if take:
                 self._buffer(part, y[start:stop])
             start = stop
         self._refresh_view()

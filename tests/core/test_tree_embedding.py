@@ -237,3 +237,40 @@ def test_fit_history_fits_once_on_a_sample_the_size_of_the_buffer():
     model.partial_fit(X, y)  # frozen: no refit follows
     for key, value in before.items():
         np.testing.assert_array_equal(model.state_[key], value)
+
+
+def test_a_first_fit_short_of_positives_waits_for_them_within_the_buffer():
+    """Rare positives: the first 300 events hold one positive, so the fit waits (the buffer
+    keeps filling) for the second, which is event 520; the tree is fitted on those 521 events,
+    the inner learner relearns them, and the refit comes at 900 as planned."""
+    X, y = _ring(12, n=1500)
+    y[:900] = -1
+    y[[40, 520, 700]] = 1
+    model = make_learner("tree_embedded", learner="logistic", params=_INNER, n_fit_events=300,
+                         refit_events=900, relearn=True, scaling="none",
+                         **{k: v for k, v in _TREE.items() if k != "random_state"})  # fmt: skip
+    batches = [0, 250, 400, 800, 1500]
+    served, fits = [], []
+    for start, stop in zip(batches[:-1], batches[1:], strict=True):
+        served.append(model.prequential_step(X[start:stop], y[start:stop]))
+        fits.append(int(model.state_["tree_fitted"][0]))
+    assert fits == [0, 0, 1, 2]
+    expected, inner, tree = _reference_scores(X, y, 521, 900, True, [0, 250, 400, 521, 800, 900,
+                                                                      1500])  # fmt: skip
+    np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-12, atol=1e-12)
+    for key, value in tree.items():
+        np.testing.assert_array_equal(model.state_[key], value)
+    # one event at a time: the same
+    single = make_learner("tree_embedded", **model.get_params())
+    one_by_one = np.concatenate([single.prequential_step(X[i : i + 1], y[i : i + 1])
+                                 for i in range(1500)])  # fmt: skip
+    np.testing.assert_array_equal(one_by_one, np.concatenate(served))
+
+
+def test_without_a_refit_a_buffer_short_of_positives_leaves_the_tree_unfitted():
+    X, y = _ring(13, n=600)
+    y[:] = -1
+    y[[10, 450]] = 1
+    model = make_learner("tree_embedded", learner="logistic", params=_INNER, n_fit_events=300,
+                         max_depth=3).partial_fit(X, y)  # fmt: skip
+    assert not model.tree_fitted_ and int(model.state_["buffer_fill"][0]) == 300

@@ -68,9 +68,9 @@ MODELS = {
     ),
     "tree_embedded (inner poise)": ("tree_embedded", {}),
     "tree_embedded (logistic, base-rate offset), fitted once": ("tree_embedded", _TREE_ONCE),
-    "tree_embedded (the same, relearn, refit at 8,000: auto's third)": (
+    "tree_embedded (the same, relearn, refit at 8,000, depth 8: auto's third)": (
         "tree_embedded",
-        {**_TREE_ONCE, "relearn": True, "refit_events": 8000},
+        {**_TREE_ONCE, "relearn": True, "refit_events": 8000, "max_depth": 8},
     ),
     "auto K=3 (+ pmb)": (
         "auto",

@@ -21,6 +21,7 @@ from core.learners import learner_class
 from core.learners._auto_drift import FAST_CANDIDATES
 from core.learners._served_mix import mix_weights
 from core.learners._state import Count, Finite, Fraction, Index, OneOf, StateInvariant
+from core.tree_embedding import node_capacity
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -71,7 +72,11 @@ OFFSET_LOGISTIC: dict[str, Any] = {"learner": "logistic", "params": {"base_rate_
 #: tree grown on four times the events splits better.  Over the suite's 11 sets of more than
 #: 4,000 events auto's held-out AUC rose 0.0034 and its pAUC(0, 0.1) 0.010 (magic +0.010 /
 #: +0.038, shuttle +0.009 / +0.015), nothing lost on the shorter ones; refits at 5,000 or 16,000
-#: gained less (bench/README.md, "The tree candidate's refit").
+#: gained less (bench/README.md, "The tree candidate's refit").  Depth 8 (tree_embedded's own
+#: default is 6): trees grown on 2,000-8,000 events have the events for it (leaves keep their
+#: 20), and it ranked better on both collections, by 0.0016 held-out AUC and 0.006 pAUC on the
+#: suite's longest sets, no held-out AUC lower by 0.001 (bench/README.md, "The tree
+#: candidate's depth").
 TREE_CANDIDATE: dict[str, Any] = {
     "learner": "tree_embedded",
     "params": {
@@ -79,6 +84,7 @@ TREE_CANDIDATE: dict[str, Any] = {
         "params": {"base_rate_offset": True, "solver": "ftrl"},
         "refit_events": 8000,
         "relearn": True,
+        "max_depth": 8,
     },
 }
 
@@ -153,14 +159,17 @@ def saved_candidates(params: dict[str, Any], state: dict[str, Any]) -> dict[str,
     """``params`` of a state whose candidates were saved by an earlier version: each
     candidate's params as its class's ``saved_params`` makes them for its ``c{k}:`` arrays
     (``logistic`` saved before its Laplace solver: FTRL; ``poise`` before its all-negatives
-    term: ``auc_weight=0``), the tournament made explicit if it was the default."""
+    term: ``auc_weight=0``; the default tree candidate with the depth of its stored tree), the
+    tournament made explicit if it was the default."""
     candidates = params.get("candidates")
+    asked = candidates
     if candidates is None:
         try:
             width = int(np.asarray(state["n_features"]).reshape(-1)[0])
         except (KeyError, IndexError, TypeError, ValueError, OverflowError):
             return params  # the layout check names what is wrong
-        candidates = list(default_candidates(width, bool(params.get("track_drift"))))
+        asked = default_candidates(width, bool(params.get("track_drift")))
+        candidates = [_saved_tree_depth(spec, state, k) for k, spec in enumerate(asked)]
     if not isinstance(candidates, list | tuple):
         return params  # candidate_specs names what is wrong
     patched = []
@@ -174,9 +183,21 @@ def saved_candidates(params: dict[str, Any], state: dict[str, Any]) -> dict[str,
             saved = cls.saved_params(own, state, prefix=f"c{k}:") if cls is not None else own
             spec = spec if saved is own else {**spec, "params": saved}
         patched.append(spec)
-    if patched == list(candidates):
+    if patched == list(asked or ()):
         return params  # nothing saved before a change (a default tournament stays None)
     return {**params, "candidates": patched}
+
+
+def _saved_tree_depth(spec: dict[str, Any], state: dict[str, Any], k: int) -> dict[str, Any]:
+    """The default tree candidate ``spec`` with the depth of the tree its state holds: the
+    default was depth 6 before it became 8 (``node_capacity(D) = 2^(D+1) - 1`` nodes)."""
+    nodes = np.shape(state.get(f"c{k}:tree_left", ()))
+    if spec["learner"] != "tree_embedded" or len(nodes) != 1:
+        return spec
+    depth = next((d for d in range(1, 13) if node_capacity(d) == nodes[0]), None)
+    if depth is None or depth == spec["params"].get("max_depth"):
+        return spec
+    return {**spec, "params": {**spec["params"], "max_depth": depth}}
 
 
 def default_candidates(

@@ -508,6 +508,7 @@ def test_track_drift_off_keeps_the_state_layout_of_earlier_models():
         "logistic by FTRL, ftrl_pauc",
         "logistic, ftrl_pauc, no tree",
         "logistic, ftrl_pauc, a tree fitted once",
+        "logistic, ftrl_pauc, a tree of depth 6",
     ],
 )
 def test_a_state_saved_under_an_earlier_default_loads_as_that_tournament(earlier, track_drift):
@@ -515,9 +516,9 @@ def test_a_state_saved_under_an_earlier_default_loads_as_that_tournament(earlier
     then ``pmb`` second (``c1:buffer_fill``), then ``ftrl_pauc`` second with its logistic
     learned by FTRL (``c0:z``, before the Laplace solver), then the same pair with the Laplace
     solver (no ``c2:tree_*`` arrays, before the tree candidate); a state saved then loads as
-    that tournament and continues bit for bit; so does one with the tree candidate fitted
+    that tournament and continues bit for bit; so do one with the tree candidate fitted
     once, before its refit (a buffer of 2,000 rows, not 8,000), which also kept its inner
-    learner at the fit."""
+    learner at the fit, and one with its tree of depth 6 (127 nodes, not 511)."""
     from core.learners._auto_drift import FAST_CANDIDATES
     from core.learners._tournament import (
         DEFAULT_CANDIDATES,
@@ -531,8 +532,12 @@ def test_a_state_saved_under_an_earlier_default_loads_as_that_tournament(earlier
     fitted_once = {  # what it ran with, in today's terms (refit_events and relearn are new)
         "learner": "tree_embedded",
         "params": {"learner": "logistic", "params": {"base_rate_offset": True, "solver": "ftrl"},
-                   "refit_events": None, "relearn": False},
+                   "refit_events": None, "relearn": False, "max_depth": 6},
     }  # fmt: skip
+    refitted_at_depth_6 = {
+        "learner": "tree_embedded",
+        "params": {**fitted_once["params"], "refit_events": 8000, "relearn": True},
+    }
     defaults = {
         "plain logistic, pmb": LEGACY_DEFAULT_CANDIDATES,
         "logistic with offset, pmb": WIDE_DEFAULT_CANDIDATES,
@@ -542,6 +547,11 @@ def test_a_state_saved_under_an_earlier_default_loads_as_that_tournament(earlier
             OFFSET_LOGISTIC,
             DEFAULT_CANDIDATES[1],
             fitted_once,
+        ),
+        "logistic, ftrl_pauc, a tree of depth 6": (
+            OFFSET_LOGISTIC,
+            DEFAULT_CANDIDATES[1],
+            refitted_at_depth_6,
         ),
     }[earlier]
     # logistic learned by FTRL up to the third tournament (the Laplace solver came later:
@@ -691,6 +701,8 @@ def test_the_tree_candidate_refits_up_to_its_width_limit():
     assert once.candidate_specs()[2]["params"].get("refit_events") is None
     assert refit.candidate_specs()[2]["params"]["relearn"] is True
     assert once.candidate_specs()[2]["params"]["relearn"] is True
+    # both of depth 8: 511 nodes
+    assert refit.state_["c2:tree_left"].shape == once.state_["c2:tree_left"].shape == (511,)
     for model in (refit, once):
         twin = learner_class("auto").from_state(model.get_params(), model.get_state())
         assert twin.candidate_specs() == model.candidate_specs()

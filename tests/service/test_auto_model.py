@@ -36,18 +36,20 @@ def test_a_model_without_a_learner_runs_auto_with_the_models_range(client):
     tree = candidates["tree_embedded"]
     assert tree["learner"] == "logistic" and tree["params"]["solver"] == "ftrl"
     assert tree["params"]["base_rate_offset"] is True and tree["n_fit_events"] == 2000
+    assert (tree["refit_events"], tree["relearn"], tree["max_depth"]) == (8000, True, 8)
     assert client.get("/v1/models/m").json()["config"] == config
 
 
 def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
     _create(client, scaling="none", params={"random_state": 4, "evaluate_every": 100,
                                             "window": 400})  # fmt: skip
-    X, y = make_stream(2400, seed=2)
+    X, y = make_stream(8400, seed=2)
     scores = []
-    # three requests: the tournament state is committed; the tree candidate fits its tree on
-    # the first 2,000 events, inside the third
-    for start in range(0, 2400, 800):
-        batch = slice(start, start + 800)
+    # four requests: the tournament state is committed; the tree candidate fits its tree on
+    # the first 2,000 events, inside the first, and refits it on the first 8,000, inside the
+    # last
+    for start in range(0, 8400, 2100):
+        batch = slice(start, start + 2100)
         response = client.post(
             "/v1/models/m/events?scores=true", json=events_json(X[batch], y[batch])
         )
@@ -70,7 +72,7 @@ def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
     for row, want in zip(board["candidates"], expected["candidates"], strict=True):
         assert row["weight"] == want["weight"]
     assert board["candidates"][3]["params"]["half_life"] == 2000
-    assert client.app.state.store.load("m").arrays["learner:c2:tree_fitted"][0] == 1
+    assert client.app.state.store.load("m").arrays["learner:c2:tree_fitted"][0] == 2
     for row, want in zip(board["candidates"], expected["candidates"], strict=True):
         assert row["window_pauc"] == pytest.approx(want["window_pauc"], abs=0)
         assert row["window_auc"] == pytest.approx(want["window_auc"], abs=0)

@@ -40,7 +40,9 @@ def test_readyz_waits_for_the_whole_warm_up_and_healthz_answers_during_it(
         not_ready = client.get("/readyz")
         assert not_ready.status_code == 503
         assert not_ready.json()["checks"] == {"store": "ok", "kernels": "compiling"}
-    assert max(latencies) < 1.0, latencies
+    # a health check held behind the warm-up would wait for ``release`` (60 s); the bound only
+    # has to tell that apart from a busy machine's first request (1.1 s seen in CI)
+    assert max(latencies) < 10.0, latencies
     # meanwhile the API refuses work instead of compiling kernels inside requests
     refused = client.post("/v1/models", json={"id": "m", "learner": "spam", "n_features": 5})
     assert refused.status_code == 503, refused.text

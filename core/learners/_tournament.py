@@ -65,8 +65,8 @@ OFFSET_LOGISTIC: dict[str, Any] = {"learner": "logistic", "params": {"base_rate_
 #: in the mix it adds what a linear score cannot rank: held-out AUC 0.8856 -> 0.8948 on the
 #: real-data suite and 0.9003 -> 0.9122 on the hold-out sets, pAUC(0, 0.1) above batch logistic
 #: regression's (bench/README.md, "A tree candidate in auto's default tournament").  FTRL is
-#: named, not left to the width: the embedding (``d + 127`` columns) is wider than the Laplace
-#: solver's 128 but for ``d = 1``, and a stored state then reads as it was learned.
+#: named, not left to the width: the embedding (``d + 511`` columns at depth 8) is wider than
+#: the Laplace solver's 128, and a stored state then reads as it was learned.
 #: [CHOICE] Its fits: at the 2,000th event, the inner learner relearning those events embedded
 #: (as if the tree had been there from the start), and again on the first 8,000 events, where a
 #: tree grown on four times the events splits better.  Over the suite's 11 sets of more than

@@ -74,6 +74,16 @@ def watch(own: dict[str, np.ndarray], served: np.ndarray, labels: np.ndarray) ->
         own["drift_since"][0] = found[-1]
 
 
+def restart_trees(candidates) -> None:
+    """After a detection, every candidate that grows a tree on the stream (``tree_embedded``)
+    grows it again on the events from then on (its ``restart_tree``): a tree split for the
+    old concept cannot rank the new one, however its inner learner adapts."""
+    for candidate in candidates:
+        restart = getattr(candidate, "restart_tree", None)
+        if restart is not None:
+            restart()
+
+
 def fast_boundary(seen: int, evaluate_every: int) -> int:
     """The next multiple of the fast period after ``seen`` (a function of the count alone, so
     batch = one at a time: a segment ends there whether or not an evaluation is due)."""

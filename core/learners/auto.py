@@ -17,6 +17,7 @@ from core.learners._auto_drift import (
     drift_invariants,
     drift_state,
     fast_boundary,
+    restart_trees,
     watch,
 )
 from core.learners._base import OnlineLearner
@@ -46,6 +47,7 @@ from core.learners._tournament import (
     tournament_invariants,
     tournament_state,
 )
+from core.validation import CSRMatrix
 
 __all__ = ["DEFAULT_CANDIDATES", "Auto"]
 
@@ -301,8 +303,11 @@ class Auto(ComposedState, OnlineLearner):
         own = self._own_state
         n_events = y.shape[0]
         candidate_scores = np.empty((len(self._candidates), n_events))
-        for k, candidate in enumerate(self._candidates):
-            candidate._learn(X, y, candidate_scores[k])  # one kernel call per candidate
+        learned = 0
+        if not self.track_drift:
+            for k, candidate in enumerate(self._candidates):
+                candidate._learn(X, y, candidate_scores[k])  # one kernel call per candidate
+            learned = n_events
         want_scores = scores.shape[0] > 0
         served_all = np.empty(n_events)
         start = 0
@@ -313,6 +318,16 @@ class Auto(ComposedState, OnlineLearner):
             if self.track_drift:  # segments end at every multiple of the fast period too
                 due = min(due, fast_boundary(seen, int(self.evaluate_every)))
             stop = min(n_events, start + due - seen)
+            if start >= learned:
+                # with track_drift the candidates learn segment by segment (every segment ends
+                # at or before the next multiple of the fast period), so that a detection's
+                # restart of the tree candidates' trees comes before they learn the events
+                # after that count, however the events were batched
+                rows = np.arange(start, stop)
+                part = X.take_rows(rows) if isinstance(X, CSRMatrix) else X[start:stop]
+                for k, candidate in enumerate(self._candidates):
+                    candidate._learn(part, y[start:stop], candidate_scores[k, start:stop])
+                learned = stop
             served = served_all[start:stop]
             serve_segment(own, candidate_scores[:, start:stop], seen, self.temperature, served)
             if want_scores:
@@ -321,6 +336,12 @@ class Auto(ComposedState, OnlineLearner):
             since = 0
             if self.track_drift:
                 watch(own, served, y[start:stop])
+                # a detection restarts the tree candidates' trees at the first multiple of the
+                # fast period after it (an event count, so batching does not matter)
+                detected = int(own["drift_since"][0])
+                end = seen + stop - start
+                if detected and end == fast_boundary(detected, int(self.evaluate_every)):
+                    restart_trees(self._candidates)
                 since = comparison_start(own)
             regular = next_evaluation(seen, int(self.evaluate_every), int(self.first_evaluation))
             if seen + stop - start == regular or (since and seen + stop - start == due):

@@ -350,8 +350,19 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         labels = own["buffer_y"][:fill]
         due = fill >= self.n_fit_events if fits == 0 else fill == self._buffer_rows()
         if due and min((labels > 0).sum(), (labels < 0).sum()) >= 2:
-            # a refit always relearns: its columns are other edges than the old tree's
-            self._fit_tree(own["buffer_X"][:fill], labels, fits + 1, self.relearn or fits > 0)
+            # a refit, or a fit after restart_tree, always relearns: the new tree's columns are
+            # other edges than the old tree's (an unfitted tree is a single leaf: no edges)
+            replaces = fits > 0 or own["tree_left"][0] >= 0
+            self._fit_tree(own["buffer_X"][:fill], labels, fits + 1, self.relearn or replaces)
+
+    def restart_tree(self) -> None:
+        """Grow the tree again on the events from now on (``auto`` with ``track_drift`` calls
+        it after a change in the stream): the buffer empties, the fits are due again at
+        ``n_fit_events`` and ``refit_events`` events from now, each relearning, and the current
+        tree embeds the events until the first."""
+        self._check_initialized()
+        self._own_state["buffer_fill"][0] = 0
+        self._own_state["tree_fitted"][0] = 0
 
     def _learn(self, X, y, scores) -> None:
         start = 0

@@ -741,3 +741,41 @@ def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_ca
         twin.prequential_step(X[2300:], y[2300:]), model.prequential_step(X[2300:], y[2300:])
     )
     states_equal(twin.get_state(), model.get_state())
+
+
+def test_a_detected_drift_restarts_the_tree_candidates_tree_however_the_events_are_batched():
+    """With ``track_drift`` a detection restarts the tree candidate's tree at the first
+    multiple of the fast period after it (an event count): its buffer then holds the events
+    from there on, and batches of any size give the same scores and state as one event at a
+    time."""
+    rng = np.random.default_rng(31)
+    n = 4000
+    y = np.where(rng.random(n) < 0.2, 1, -1)
+    X = rng.normal(size=(n, 4))
+    sign = np.where(np.arange(n) < 2000, 1.0, -1.0)  # the ranking flips at 2,000
+    X[:, 0] += 2.0 * sign * (y > 0)
+    params = {
+        "track_drift": True, "scaling": "none", "window": 800, "evaluate_every": 200,
+        "candidates": [
+            {"learner": "logistic", "params": {"base_rate_offset": True}},
+            {"learner": "tree_embedded", "params": {
+                "learner": "logistic", "params": {"base_rate_offset": True, "solver": "ftrl"},
+                "n_fit_events": 300, "refit_events": 600, "relearn": True, "max_depth": 3}},
+        ],
+    }  # fmt: skip
+    batched = make_learner("auto", **params)
+    served = np.concatenate([batched.prequential_step(X[i : i + 700], y[i : i + 700])
+                             for i in range(0, n, 700)])  # fmt: skip
+    detected = int(batched.state_["drift_since"][0])
+    assert 2000 < detected < 2600
+    tree = batched._candidates[1]
+    # the restart came at the first multiple of the fast period (200 events here) after the
+    # detection; the buffer holds the events from there, and the tree was grown again on them
+    first = (detected // 200 + 1) * 200
+    assert int(tree.state_["tree_fitted"][0]) == 2
+    np.testing.assert_array_equal(tree.state_["buffer_X"][:600], X[first : first + 600])
+    single = make_learner("auto", **params)
+    one_by_one = np.concatenate([single.prequential_step(X[i : i + 1], y[i : i + 1])
+                                 for i in range(n)])  # fmt: skip
+    np.testing.assert_array_equal(one_by_one, served)
+    states_equal(single.get_state(), batched.get_state())

@@ -274,3 +274,34 @@ def test_without_a_refit_a_buffer_short_of_positives_leaves_the_tree_unfitted():
     model = make_learner("tree_embedded", learner="logistic", params=_INNER, n_fit_events=300,
                          max_depth=3).partial_fit(X, y)  # fmt: skip
     assert not model.tree_fitted_ and int(model.state_["buffer_fill"][0]) == 300
+
+
+def test_restart_tree_grows_the_tree_again_on_the_events_after_it():
+    """After ``restart_tree`` the current tree embeds until the next fit, which comes
+    ``n_fit_events`` events later, on those events only, and relearns (a tree existed)."""
+    X, y = _ring(14, n=1000)
+    params = {"learner": "logistic", "params": _INNER, "n_fit_events": 300, "scaling": "none",
+              **{k: v for k, v in _TREE.items() if k != "random_state"}}  # fmt: skip
+    model = make_learner("tree_embedded", **params)
+    twin = make_learner("tree_embedded", **params)
+    model.partial_fit(X[:500], y[:500])
+    twin.partial_fit(X[:500], y[:500])
+    model.restart_tree()
+    assert int(model.state_["tree_fitted"][0]) == 0
+    # until the fit the old tree embeds and the inner learner goes on as the twin's
+    np.testing.assert_array_equal(
+        model.prequential_step(X[500:799], y[500:799]),
+        twin.prequential_step(X[500:799], y[500:799]),
+    )
+    model.prequential_step(X[799:800], y[799:800])
+    assert int(model.state_["tree_fitted"][0]) == 1
+    tree = _fit(X[500:800], y[500:800])
+    for key, value in tree.items():
+        np.testing.assert_array_equal(model.state_[key], value)
+    inner = make_learner("logistic", scaling="none", **_INNER)
+    inner.partial_fit(_embedded(tree, X[500:800]), y[500:800])
+    np.testing.assert_allclose(
+        model.prequential_step(X[800:], y[800:]),
+        inner.prequential_step(_embedded(tree, X[800:]), y[800:]),
+        rtol=1e-12, atol=1e-12,
+    )  # fmt: skip

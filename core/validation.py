@@ -39,6 +39,7 @@ __all__ = [
     "first_nonfinite",
     "n_rows",
     "row_of_entry",
+    "row_range",
 ]
 
 
@@ -71,9 +72,17 @@ class CSRMatrix:
     def rows_from(self, start: int) -> CSRMatrix:
         """Rows ``start`` to the end, as a batch of its own (views of ``indices`` and
         ``data``; only ``indptr`` is rebuilt)."""
-        offset = self.indptr[start]
+        return self.row_range(start, self.shape[0])
+
+    def row_range(self, start: int, stop: int) -> CSRMatrix:
+        """Rows ``start`` to ``stop`` (exclusive), as a batch of its own (views of ``indices``
+        and ``data``; only ``indptr`` is rebuilt)."""
+        first, last = self.indptr[start], self.indptr[stop]
         return CSRMatrix(
-            self.indptr[start:] - offset, self.indices[offset:], self.data[offset:], self.n_features
+            self.indptr[start : stop + 1] - first,
+            self.indices[first:last],
+            self.data[first:last],
+            self.n_features,
         )
 
     def toarray(self) -> np.ndarray:
@@ -98,6 +107,11 @@ class CSRMatrix:
 
 def n_rows(X: np.ndarray | CSRMatrix) -> int:
     return X.shape[0]
+
+
+def row_range(X: np.ndarray | CSRMatrix, start: int, stop: int) -> np.ndarray | CSRMatrix:
+    """Rows ``start`` to ``stop`` (exclusive) of a dense or CSR batch, as views."""
+    return X.row_range(start, stop) if isinstance(X, CSRMatrix) else X[start:stop]
 
 
 def _is_sparse_like(X) -> bool:

@@ -47,7 +47,7 @@ from core.learners._tournament import (
     tournament_invariants,
     tournament_state,
 )
-from core.validation import CSRMatrix
+from core.validation import row_range
 
 __all__ = ["DEFAULT_CANDIDATES", "Auto"]
 
@@ -323,8 +323,7 @@ class Auto(ComposedState, OnlineLearner):
                 # at or before the next multiple of the fast period), so that a detection's
                 # restart of the tree candidates' trees comes before they learn the events
                 # after that count, however the events were batched
-                rows = np.arange(start, stop)
-                part = X.take_rows(rows) if isinstance(X, CSRMatrix) else X[start:stop]
+                part = row_range(X, start, stop)
                 for k, candidate in enumerate(self._candidates):
                     candidate._learn(part, y[start:stop], candidate_scores[k, start:stop])
                 learned = stop

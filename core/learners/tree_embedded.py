@@ -19,7 +19,7 @@ from core.learners._state import Count, Finite, OneOf, with_prefix
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.preprocessing import scale_batch
 from core.tree_embedding import EMBEDDINGS, edge_capacity, empty_tree, fit_tree
-from core.validation import CSRMatrix, check_batch, check_fpr_range
+from core.validation import CSRMatrix, check_batch, check_fpr_range, row_range
 
 __all__ = ["TreeEmbedded"]
 
@@ -370,8 +370,7 @@ class TreeEmbedded(ComposedState, OnlineLearner):
             # up to the next fit (its events are learned with the tree before it), or to the end
             take = self._to_buffer(y[start:])
             stop = start + take if take else len(y)
-            rows = np.arange(start, stop)
-            part = X.take_rows(rows) if isinstance(X, CSRMatrix) else X[start:stop]
+            part = row_range(X, start, stop)
             self._inner._learn(self.transform(part), y[start:stop],
                                scores[start:stop] if len(scores) else scores)  # fmt: skip
             if take:
@@ -413,9 +412,7 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         out = np.empty(n_events)
         for start in range(0, n_events, SCORE_CHUNK):
             stop = min(n_events, start + SCORE_CHUNK)
-            part = (
-                X.take_rows(np.arange(start, stop)) if isinstance(X, CSRMatrix) else X[start:stop]
-            )
+            part = row_range(X, start, stop)
             out[start:stop] = self._inner._decision(self.transform(part))
         return out
 

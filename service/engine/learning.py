@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.validation import CSRMatrix
+from core.validation import CSRMatrix, row_range
 from service.engine.model import RATE_TIME_CONSTANT, Loaded, log_drifts
 from service.engine.repository import ModelRepository
 from service.errors import InvalidInput, ModelChanged
@@ -88,12 +88,6 @@ class Merged:
         return round_bounds(round_ids, n_kept)
 
 
-def _rows(X: np.ndarray | CSRMatrix, start: int, stop: int) -> np.ndarray | CSRMatrix:
-    if isinstance(X, CSRMatrix):
-        return X.take_rows(np.arange(start, stop, dtype=np.int64))
-    return X[start:stop]
-
-
 # ---------------------------------------------------------------------------- one model
 def learn_round(
     loaded: Loaded, X: np.ndarray | CSRMatrix, y: np.ndarray, recorded: np.ndarray | None
@@ -144,7 +138,7 @@ def learn_events(
     restarts the learner (after the batch: the batch was learned by the model that scored it)."""
     parts = []
     for start, stop in bounds:
-        rows = X if (start, stop) == (0, X.shape[0]) else _rows(X, start, stop)
+        rows = X if (start, stop) == (0, X.shape[0]) else row_range(X, start, stop)
         part = None if recorded is None else recorded[start:stop]
         parts.append(learn_round(loaded, rows, y[start:stop], part))
     scores = parts[0] if len(parts) == 1 else np.concatenate(parts)

@@ -26,12 +26,13 @@ import logging
 from collections import deque
 
 import orjson
+from starlette.concurrency import run_in_threadpool
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from service.deps import Services, check_api_key, run_engine
-from service.errors import Forbidden, ServiceError, Unauthorized
-from service.stream.protocol import Message, decode_binary, decode_text
+from service.errors import Forbidden, PayloadTooLarge, ServiceError, Unauthorized
+from service.stream.protocol import FrameLimits, Message, decode_binary, decode_text, failed
 from service.stream.session import Session
 
 logger = logging.getLogger("aucstream.stream")
@@ -60,6 +61,12 @@ async def stream(websocket: WebSocket) -> None:
 
 async def _refusal(websocket: WebSocket, services: Services, model_id: str):
     """``(close code, reason)`` when the connection is refused, else None."""
+    origin = websocket.headers.get("origin")
+    if origin is not None and not origin_allowed(
+        origin, websocket.headers.get("host"), services.settings.ws_allowed_origins
+    ):
+        reason = f"origin {origin} is not allowed (AUCSTREAM_WS_ALLOWED_ORIGINS)"
+        return POLICY_VIOLATION, reason.encode()[:123].decode(errors="ignore")
     try:
         check_api_key(websocket, services.settings, writes=True)
     except (Unauthorized, Forbidden) as error:
@@ -77,6 +84,36 @@ async def _refusal(websocket: WebSocket, services: Services, model_id: str):
     return None
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _host_and_port(netloc: str, scheme: str) -> tuple[str, int | None]:
+    """``(host, port)`` of ``host[:port]`` (brackets kept around an IPv6 address), the port
+    defaulting to ``scheme``'s."""
+    host, colon, port = netloc.lower().rpartition(":")
+    if not colon or "]" in port:  # no port: the colon, if any, was inside an IPv6 address
+        host, port = netloc.lower(), ""
+    return host, int(port) if port.isdigit() else _DEFAULT_PORTS.get(scheme)
+
+
+def origin_allowed(origin: str, host: str | None, allowed: list[str]) -> bool:
+    """Whether a browser page of ``origin`` may open the stream: the server's own origin (the
+    page's host and port are the ``Host`` the connection was made to), or one of ``allowed``
+    (exact origins, ``null`` for file:// and sandboxed pages, ``*`` for any).
+
+    Browsers send ``Origin`` with every WebSocket handshake and let any page connect to any
+    server; without this check a page of another site, opened by someone who can reach the
+    server, could learn, score and label through it (cookies play no part: the check is about
+    where the request comes from, not who sends it)."""
+    normalized = origin.strip().rstrip("/").lower()
+    if "*" in allowed or normalized in {entry.rstrip("/").lower() for entry in allowed}:
+        return True
+    scheme, separator, netloc = normalized.partition("://")
+    if not separator or host is None or scheme not in _DEFAULT_PORTS:
+        return False
+    return _host_and_port(netloc, scheme) == _host_and_port(host, scheme)
+
+
 def _reason(error: ServiceError) -> str:
     """A close reason fits in 123 bytes."""
     return error.detail.encode()[:123].decode(errors="ignore")
@@ -89,7 +126,13 @@ class Connection:
         self.websocket = websocket
         self.session = session
         settings = services.settings
-        self.max_events = settings.max_batch_events
+        self.limits = FrameLimits(
+            message_events=settings.max_batch_events,
+            frame_messages=settings.ws_max_frame_messages,
+            frame_events=settings.ws_max_frame_events,
+        )
+        self.max_frame_bytes = settings.ws_max_frame_bytes
+        self.offload_bytes = settings.offload_body_bytes
         self.max_messages = settings.ws_max_batch_messages
         self.max_queued_bytes = settings.ws_max_queued_bytes
         self.wait = settings.ws_batch_wait_ms / 1000.0
@@ -132,19 +175,32 @@ class Connection:
             self.closed = True
             self.arrived.set()
 
-    def take(self) -> list[Message]:
-        """Decode queued frames until ``max_messages`` messages (whole frames)."""
+    async def take(self) -> list[Message]:
+        """Decode queued frames until ``max_messages`` messages (whole frames); a frame larger
+        than ``AUCSTREAM_OFFLOAD_BODY_BYTES`` is decoded in the thread pool, as a REST body
+        of that size is parsed there."""
         messages: list[Message] = []
         while self.frames and len(messages) < self.max_messages:
             frame = self.frames.popleft()
             self.queued_bytes -= len(frame)
-            if isinstance(frame, bytes):
-                messages.extend(decode_binary(frame, self.max_events))
+            if len(frame) > self.offload_bytes:
+                messages.extend(await run_in_threadpool(self.decode, frame))
             else:
-                messages.extend(decode_text(frame, self.max_events))
+                messages.extend(self.decode(frame))
         if self.queued_bytes <= self.max_queued_bytes:
             self.room.set()
         return messages
+
+    def decode(self, frame: str | bytes) -> list[Message]:
+        if len(frame) > self.max_frame_bytes:
+            return [failed(None, PayloadTooLarge(
+                f"frame of {len(frame):,} bytes exceeds the limit of {self.max_frame_bytes:,} "
+                "bytes per frame (AUCSTREAM_WS_MAX_FRAME_BYTES): send it in several frames",
+                field="frame",
+            ))]  # fmt: skip
+        if isinstance(frame, bytes):
+            return decode_binary(frame, self.limits)
+        return decode_text(frame, self.limits)
 
     async def next_batch(self) -> list[Message] | None:
         """The messages to apply next (None once the client has left)."""
@@ -155,7 +211,7 @@ class Connection:
                 break
             self.arrived.clear()
             await self.arrived.wait()
-        messages = self.take()
+        messages = await self.take()
         if self.wait and len(messages) < self.max_messages:
             deadline = asyncio.get_running_loop().time() + self.wait
             while len(messages) < self.max_messages and not self.closed:
@@ -165,7 +221,7 @@ class Connection:
                 self.arrived.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.arrived.wait(), remaining)
-                messages.extend(self.take())
+                messages.extend(await self.take())
         return messages
 
     async def handle(self) -> None:
@@ -174,10 +230,22 @@ class Connection:
             if not messages:
                 continue
             replies = await self.session.handle(messages)
+            if len(replies) > OFFLOAD_REPLIES:
+                text = await run_in_threadpool(_encode, replies)
+            else:
+                text = _encode(replies)
             try:
-                await send({"type": "websocket.send", "text": orjson.dumps(replies).decode()})
+                await send({"type": "websocket.send", "text": text})
             except (WebSocketDisconnect, RuntimeError, OSError):
                 return  # the client left: its replies have nowhere to go
+
+
+#: a reply frame of more replies than this is encoded in the thread pool
+OFFLOAD_REPLIES = 1024
+
+
+def _encode(replies: list) -> str:
+    return orjson.dumps(replies).decode()
 
 
 #: the route, mounted by ``service.app``

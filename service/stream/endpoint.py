@@ -229,19 +229,34 @@ class Connection:
         while (messages := await self.next_batch()) is not None:
             if not messages:
                 continue
-            replies = await self.session.handle(messages)
-            if len(replies) > OFFLOAD_REPLIES:
-                text = await run_in_threadpool(_encode, replies)
+            if len(messages) > OFFLOAD_MESSAGES or sum_events(messages) > OFFLOAD_EVENTS:
+                text = await run_in_threadpool(self.apply_elsewhere, messages)
             else:
-                text = _encode(replies)
+                text = _encode(await self.session.handle(messages))
             try:
                 await send({"type": "websocket.send", "text": text})
             except (WebSocketDisconnect, RuntimeError, OSError):
                 return  # the client left: its replies have nowhere to go
 
+    def apply_elsewhere(self, messages: list[Message]) -> str:
+        """:meth:`Session.handle` and the encoding of its replies, in a worker thread, on an
+        event loop of that thread's own: the per-message work of a large batch (validating,
+        learning, one reply each) would otherwise hold the server's loop, and with it every
+        other connection and request, for as long.  The session is not used meanwhile (the
+        handler awaits this), and what it calls (engine, store, queue) is what the REST routes
+        call from worker threads too."""
+        return _encode(asyncio.run(self.session.handle(messages)))
 
-#: a reply frame of more replies than this is encoded in the thread pool
-OFFLOAD_REPLIES = 1024
+
+#: a batch of more messages or events than these is applied off the event loop
+#: (:meth:`Connection.apply_elsewhere`); smaller ones cost less than the thread hop and the
+#: event loop it needs
+OFFLOAD_MESSAGES = 256
+OFFLOAD_EVENTS = 1_000
+
+
+def sum_events(messages: list[Message]) -> int:
+    return sum(message.n_events for message in messages)
 
 
 def _encode(replies: list) -> str:

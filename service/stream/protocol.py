@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import orjson
 
 from service.errors import InvalidInput, MalformedBody, PayloadTooLarge, ServiceError
+from service.ingest.objects import parse_json
 
 OPS = ("learn", "score", "label")
 #: magic, op, flags, reserved, n events, d features, bytes of the ids' UTF-8, seq
@@ -99,9 +99,11 @@ def decode_text(frame: str | bytes, limits: FrameLimits) -> list[Message]:
     """A text frame -> its messages (one error message when the frame is not JSON, holds no
     message, or exceeds a frame limit)."""
     try:
-        document = orjson.loads(frame)
-    except orjson.JSONDecodeError as error:
-        return [failed(None, MalformedBody(f"frame is not valid JSON: {error}"))]
+        # a large frame is made into Python objects a message at a time, as a large REST body
+        document = parse_json(frame.encode() if isinstance(frame, str) else frame)
+    except MalformedBody as error:
+        detail = error.detail.replace("body is not", "frame is not", 1)
+        return [failed(None, MalformedBody(detail))]
     items = document if type(document) is list else [document]
     if not items:
         detail = "frame holds no message: send a JSON message or a non-empty list of them"

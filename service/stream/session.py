@@ -16,14 +16,12 @@ the queue full) fails every message of the run, and none of them is applied.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
-from starlette.concurrency import run_in_threadpool
 
 from service.deps import Services, check_id_bytes, enqueue, model_spec, run_engine
 from service.errors import InvalidInput, ServiceError
@@ -33,13 +31,10 @@ from service.ingest.fields import Locator
 from service.ingest.objects import events_to_batch
 from service.stream.protocol import Message
 
-T = TypeVar("T")
 Reply = dict[str, Any]
 Labels = tuple[list[str], np.ndarray]
-#: a run of more events than this is validated and learned or scored in the thread pool (see
-#: run_engine): that costs milliseconds, far more than the thread hop, and on the event loop
-#: it would hold every other connection and request (``/healthz`` included) as long
-OFFLOAD_EVENTS = 1_000
+#: a run larger than this many events is learned or scored in the thread pool (see run_engine)
+OFFLOAD_EVENTS = 20_000
 
 
 def runs(messages: list[Message], max_events: int) -> Iterator[list[Message]]:
@@ -164,16 +159,13 @@ class Session:
     # ------------------------------------------------------------------ engine calls
     async def apply(self, run: list[Message]) -> None:
         op = run[0].op
-        large = sum(message.n_events for message in run) > OFFLOAD_EVENTS
         if op == "label":
-            good, labels = await off_loop_if(large, self.labels, run)
+            good, labels = self.labels(run)
             if good:
                 await self.each(good, labels, self.apply_labels)
             return
         spec = await self.spec()
-        good, batch = await off_loop_if(
-            large, functools.partial(self.batches, labelled=op == "learn"), run, spec
-        )
+        good, batch = self.batches(run, spec, labelled=op == "learn")
         if not good:
             return
         if op == "score":
@@ -313,13 +305,6 @@ class Session:
                 "stream_ids": appended.stream_ids,
                 "backlog_events": appended.backlog_events,
             }
-
-
-async def off_loop_if(large: bool, function: Callable[..., T], *args: Any) -> T:
-    """``function(*args)``, in the thread pool when ``large``."""
-    if large:
-        return await run_in_threadpool(function, *args)
-    return function(*args)
 
 
 def slice_of(data: Batch | Labels, start: int, stop: int) -> Batch | Labels:

@@ -132,8 +132,10 @@ class Settings(BaseSettings):
     #: most messages one frame may hold; a frame with more is refused whole (one 413 reply):
     #: a frame is decoded and answered in one go, so this bounds that work and the reply
     ws_max_frame_messages: int = Field(default=4096, ge=1)
-    #: most events one frame may carry, all its messages together (else one 413 reply)
-    ws_max_frame_events: int = Field(default=100_000, ge=1)
+    #: most events one frame may carry, all its messages together (else one 413 reply); also
+    #: where a batch (the frames applied together) stops taking frames.  Frames, unlike one
+    #: REST body, arrive back to back: this bounds what each step holds the interpreter for
+    ws_max_frame_events: int = Field(default=20_000, ge=1)
     #: most bytes of one frame (else one 413 reply, the frame unread): decoding a text frame
     #: is one call that holds the interpreter, and its Python objects take many times its bytes
     ws_max_frame_bytes: int = Field(default=8 * 2**20, ge=1024)

@@ -176,17 +176,23 @@ class Connection:
             self.arrived.set()
 
     async def take(self) -> list[Message]:
-        """Decode queued frames until ``max_messages`` messages (whole frames); a frame larger
+        """Decode queued frames until ``max_messages`` messages or the frame limit's events
+        (whole frames); a frame larger
         than ``AUCSTREAM_OFFLOAD_BODY_BYTES`` is decoded in the thread pool, as a REST body
         of that size is parsed there."""
         messages: list[Message] = []
-        while self.frames and len(messages) < self.max_messages:
+        events = 0
+        while (
+            self.frames and len(messages) < self.max_messages and events < self.limits.frame_events
+        ):
             frame = self.frames.popleft()
             self.queued_bytes -= len(frame)
             if len(frame) > self.offload_bytes:
-                messages.extend(await run_in_threadpool(self.decode, frame))
+                decoded = await run_in_threadpool(self.decode, frame)
             else:
-                messages.extend(self.decode(frame))
+                decoded = self.decode(frame)
+            messages.extend(decoded)
+            events += sum_events(decoded)
         if self.queued_bytes <= self.max_queued_bytes:
             self.room.set()
         return messages

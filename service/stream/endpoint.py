@@ -8,11 +8,16 @@ Then two loops share the connection.  The **reader** takes frames off the socket
 queue bounded in bytes (``AUCSTREAM_WS_MAX_QUEUED_BYTES``): when it is full the reader stops
 reading, the socket's buffers fill and the client's writes block (backpressure; what is held
 is the queue, at most one frame more, and the server's WebSocket buffers).  The **handler**
-takes every frame already queued, up to ``AUCSTREAM_WS_MAX_BATCH_MESSAGES`` messages
-(optionally waiting ``AUCSTREAM_WS_BATCH_WAIT_MS`` for more), decodes them, applies them
-(:mod:`service.stream.session`: one engine call per run) and sends their replies, in order,
-as one text frame (a JSON list).  While the engine works, frames accumulate: the busier the
-model, the larger the next batch.
+takes every frame already queued, up to ``AUCSTREAM_WS_MAX_BATCH_MESSAGES`` messages or
+``AUCSTREAM_WS_MAX_FRAME_EVENTS`` events (optionally waiting ``AUCSTREAM_WS_BATCH_WAIT_MS`` for
+more), decodes them, applies them (:mod:`service.stream.session`: one engine call per run) and
+sends their replies, in order, as one text frame (a JSON list).  While the engine works, frames
+accumulate: the busier the model, the larger the next batch.  A frame over the frame limits
+(:class:`~service.stream.protocol.FrameLimits`, ``AUCSTREAM_WS_MAX_FRAME_BYTES``) is one
+problem reply; large frames are decoded, and large batches applied, in the thread pool.
+
+A browser page may open the stream only from the server's own origin or one of
+``AUCSTREAM_WS_ALLOWED_ORIGINS`` (:func:`origin_allowed`).
 
 When the client goes away, the batch being applied is completed (each engine call is atomic)
 and what was queued behind it is dropped unanswered.

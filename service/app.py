@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import re
@@ -101,6 +102,12 @@ def warm_up() -> None:
     logger.info(
         "all kernels ready in %.1f s", total, extra={"fields": {"kernels": "all", "seconds": total}}
     )
+    # What exists now (modules, the compiled kernels and numba's and LLVM's objects behind them:
+    # millions of objects) lives as long as the process.  Moved out of the collector's
+    # generations, it is no longer walked by every full collection: requests that allocate
+    # many objects (a large JSON body or stream frame) trigger those, and each walk held the
+    # GIL, and so every other request and connection, for up to a second.
+    gc.freeze()
 
 
 #: the order methods are listed in ``Allow``

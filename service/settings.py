@@ -129,6 +129,20 @@ class Settings(BaseSettings):
     #: after a first message, wait up to this long for more before calling the engine (0: take
     #: only what has already arrived; batches then grow by themselves while the engine is busy)
     ws_batch_wait_ms: float = Field(default=0.0, ge=0, le=1000)
+    #: most messages one frame may hold; a frame with more is refused whole (one 413 reply):
+    #: a frame is decoded and answered in one go, so this bounds that work and the reply
+    ws_max_frame_messages: int = Field(default=4096, ge=1)
+    #: most events one frame may carry, all its messages together (else one 413 reply); also
+    #: where a batch (the frames applied together) stops taking frames.  Frames, unlike one
+    #: REST body, arrive back to back: this bounds what each step holds the interpreter for
+    ws_max_frame_events: int = Field(default=20_000, ge=1)
+    #: most bytes of one frame (else one 413 reply, the frame unread): decoding a text frame
+    #: is one call that holds the interpreter, and its Python objects take many times its bytes
+    ws_max_frame_bytes: int = Field(default=8 * 2**20, ge=1024)
+    #: browser pages (``Origin`` header) allowed to open the stream besides the server's own
+    #: origin, comma-separated (``https://app.example.com``; ``null`` for file:// pages, ``*``
+    #: for any); clients that send no ``Origin`` (not browsers) are not concerned
+    ws_allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     #: ``sync``: a request learns before it returns; ``queue``: it appends the validated batch
     #: to the model's Redis Stream and returns 202, and ``aucstream worker`` learns it
@@ -164,7 +178,7 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
-    @field_validator("api_keys", "read_only_api_keys", mode="before")
+    @field_validator("api_keys", "read_only_api_keys", "ws_allowed_origins", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         return _split_keys(value)

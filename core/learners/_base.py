@@ -65,6 +65,8 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from core._kernels._linalg import csr_decision
+from core._kernels.validation import count_out_of_range_in
+from core.errors import StateOverflow
 from core.learners._declared import DeclaredParameters
 from core.learners._params import (
     BOOLEAN,
@@ -73,6 +75,7 @@ from core.learners._params import (
     Interval,
     Options,
 )
+from core.learners._state import STATE_BOUND, Grown
 from core.learners._stateful import StateContract
 from core.preprocessing import SCALINGS, fold_scaling, scale_batch
 from core.validation import CSRMatrix, as_features, check_batch, check_finite_rows, check_rows
@@ -235,19 +238,71 @@ class OnlineLearner(DeclaredParameters, StateContract):
         if not kernel_checks and blocks is None:
             check_rows(features)
             self._learn_checked(features, labels, scores)
+            # nothing was saved (a copy of the state costs more than learning one event):
+            # a batch that overflowed leaves the learner refusing until its state is put back
+            self._check_grown_state(restored=False)
             return scores
         with self._unchanged_on_error():
             if kernel_checks and self._learn_checking_rows(features, labels, scores):
+                self._check_grown_state(restored=True)
                 return scores
             if blocks is None:
                 check_rows(features)
                 self._learn_checked(features, labels, scores)
+                self._check_grown_state(restored=True)
                 return scores
             for start, stop in blocks:
                 check_finite_rows(features[start:stop], first_row=start)
                 block_scores = scores[start:stop] if want_scores else NO_SCORES
                 self._learn_checked(features[start:stop], labels[start:stop], block_scores)
+            self._check_grown_state(restored=True)
         return scores
+
+    def grown_state_keys(self) -> tuple[str, ...]:
+        """The state arrays declared :class:`~core.learners._state.Grown`: those that learning
+        can grow without bound from legal inputs (weights and what is computed from them),
+        checked after every batch (the others hold inputs within the feature bound, or
+        statistics of them, which that bound keeps finite)."""
+        return self._grown_state()[0]
+
+    def _grown_state(self) -> tuple[tuple[str, ...], np.ndarray]:
+        """:meth:`grown_state_keys` and their bounds, read from the declarations once per
+        width."""
+        n_features = self.n_features_in_
+        cached = self.__dict__.get("_grown")
+        if cached is None or cached[0] != n_features:
+            invariants = self._state_invariants(n_features)
+            state = self.state_  # a declaration may cover arrays of other parameters
+            keys = tuple(
+                key for key, rule in invariants.items() if isinstance(rule, Grown) and key in state
+            )
+            bounds = np.array([invariants[key].bound for key in keys])  # type: ignore[attr-defined]
+            cached = self.__dict__["_grown"] = (n_features, keys, bounds)
+        return cached[1], cached[2]
+
+    def grown_state_in_bounds(self) -> bool:
+        """Whether every :meth:`grown_state_keys` array is finite and within its bound: one
+        kernel call over them all."""
+        state = self.state_
+        keys, bounds = self._grown_state()
+        arrays = tuple(np.ascontiguousarray(state[key]).reshape(-1) for key in keys)
+        return not arrays or count_out_of_range_in(arrays, bounds) == 0
+
+    def _check_grown_state(self, *, restored: bool) -> None:
+        """Raise :class:`~core.errors.StateOverflow` when the batch just learned grew a state
+        array past its bound.  ``restored``: the caller puts the saved state back; otherwise
+        the learner is marked overflowed and refuses every use until ``from_state`` or
+        ``initialize`` gives it a state again."""
+        if self.grown_state_in_bounds():
+            return
+        if not restored:
+            self.__dict__["_overflowed"] = True
+        raise StateOverflow(
+            "learning these events would grow the model's weights beyond "
+            f"+-{STATE_BOUND:g} (they diverge on features this large); nothing was learned: "
+            "scale the features (the 'scaling' parameter) or lower the step size",
+            restored=restored,
+        )
 
     @contextmanager
     def _unchanged_on_error(self) -> Iterator[None]:

@@ -36,7 +36,10 @@ its hyper-parameters
     finite floats, counts within their capacities, reservoir fills ...), checked by
     :meth:`validate_state` on every state :meth:`from_state` reads; an invariant that relates
     several arrays in ways the declarations cannot say goes in ``_check_state(state)``,
-    raising :class:`~core.errors.InvalidState`.
+    raising :class:`~core.errors.InvalidState`.  The arrays that learning can grow without bound
+    from legal inputs (weights, averaged iterates) are declared
+    :class:`~core.learners._state.Grown`: they are also checked after every batch, which is
+    refused (:class:`~core.errors.StateOverflow`) if it would grow them past their bound.
 ``_learn(X, y, scores)``
     learn the batch in order with ONE kernel call; ``X`` is a dense float64 array or a
     :class:`~core.validation.CSRMatrix` (already scaled), ``y`` int64 in {-1, +1}; when
@@ -57,6 +60,7 @@ pair of dense / CSR scoring kernels.
 
 from __future__ import annotations
 
+import operator
 from abc import abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -267,26 +271,36 @@ class OnlineLearner(DeclaredParameters, StateContract):
 
     def _grown_state(self) -> tuple[tuple[str, ...], np.ndarray]:
         """:meth:`grown_state_keys` and their bounds, read from the declarations once per
-        width."""
-        n_features = self.n_features_in_
+        state layout (a new ``n_features`` array: ``initialize``, ``from_state``)."""
+        width = self.state_["n_features"]
         cached = self.__dict__.get("_grown")
-        if cached is None or cached[0] != n_features:
-            invariants = self._state_invariants(n_features)
+        if cached is None or cached[0] is not width:
+            invariants = self._state_invariants(int(width[0]))
             state = self.state_  # a declaration may cover arrays of other parameters
             keys = tuple(
                 key for key, rule in invariants.items() if isinstance(rule, Grown) and key in state
             )
             bounds = np.array([invariants[key].bound for key in keys])  # type: ignore[attr-defined]
-            cached = self.__dict__["_grown"] = (n_features, keys, bounds)
+            cached = self.__dict__["_grown"] = (width, keys, bounds)
         return cached[1], cached[2]
 
     def grown_state_in_bounds(self) -> bool:
         """Whether every :meth:`grown_state_keys` array is finite and within its bound: one
         kernel call over them all."""
-        state = self.state_
         keys, bounds = self._grown_state()
-        arrays = tuple(np.ascontiguousarray(state[key]).reshape(-1) for key in keys)
-        return not arrays or count_out_of_range_in(arrays, bounds) == 0
+        state = self.state_
+        arrays = tuple(map(state.__getitem__, keys))
+        if not arrays:
+            return True
+        # kernels update the state in place, so the same arrays come back batch after batch:
+        # whether they are all 1-d and C-contiguous (what the kernel takes) is kept for them
+        cached = self.__dict__.get("_grown_flat")
+        if cached is None or not all(map(operator.is_, arrays, cached[0])):
+            flat = all(array.ndim == 1 and array.flags.c_contiguous for array in arrays)
+            cached = self.__dict__["_grown_flat"] = (arrays, flat)
+        if not cached[1]:  # a 2-d array (a view of it), or a strided one (a copy)
+            arrays = tuple(np.ascontiguousarray(array).reshape(-1) for array in arrays)
+        return count_out_of_range_in(arrays, bounds) == 0
 
     def _check_grown_state(self, *, restored: bool) -> None:
         """Raise :class:`~core.errors.StateOverflow` when the batch just learned grew a state

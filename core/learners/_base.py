@@ -102,6 +102,11 @@ BLOCK_BYTES = 2 * 2**20
 KERNEL_CHECK_BYTES = 256 * 2**10
 
 
+def _owner(array: np.ndarray) -> np.ndarray:
+    """The array that owns ``array``'s memory (numpy gives a view of a view that base)."""
+    return array if array.base is None else array.base
+
+
 def linear_decision(X, w: np.ndarray) -> np.ndarray:
     """``X @ w`` for a dense or CSR batch (the scores of a linear learner's weights ``w``)."""
     if isinstance(X, CSRMatrix):
@@ -293,12 +298,22 @@ class OnlineLearner(DeclaredParameters, StateContract):
         if not arrays:
             return True
         # kernels update the state in place, so the same arrays come back batch after batch:
-        # whether they are all 1-d and C-contiguous (what the kernel takes) is kept for them
+        # their 1-d views for the kernel are kept for them (a 2-d array's flat view is checked
+        # to be still its own; a strided array is copied at each call)
         cached = self.__dict__.get("_grown_flat")
         if cached is None or not all(map(operator.is_, arrays, cached[0])):
-            flat = all(array.ndim == 1 and array.flags.c_contiguous for array in arrays)
-            cached = self.__dict__["_grown_flat"] = (arrays, flat)
-        if not cached[1]:  # a 2-d array (a view of it), or a strided one (a copy)
+            flat = tuple(
+                (array if array.ndim == 1 else array.reshape(-1))
+                if array.flags.c_contiguous
+                else None
+                for array in arrays
+            )
+            views = tuple(i for i, array in enumerate(arrays) if flat[i] is not array)
+            cached = self.__dict__["_grown_flat"] = (arrays, flat, views)
+        _, flat, views = cached
+        if all(flat[i] is not None and flat[i].base is _owner(arrays[i]) for i in views):
+            arrays = flat
+        else:
             arrays = tuple(np.ascontiguousarray(array).reshape(-1) for array in arrays)
         return count_out_of_range_in(arrays, bounds) == 0
 

@@ -8,12 +8,15 @@ the expiry sweep failed forever; snapshots with -1e308 or wrapping counters were
 
 from __future__ import annotations
 
+import httpx
 import numpy as np
 import pytest
 
+from service.client import StreamClient, StreamError
 from service.codec import encode_pending
 from tests.service.conftest import events_json, make_stream
 from tests.service.test_hostile import PROBLEM, put_snapshot, read_snapshot, write_snapshot
+from tests.service.test_uvicorn import uvicorn_server
 
 DBL_MAX = np.finfo(np.float64).max
 STORES = pytest.mark.parametrize("store_kind", ["memory", "sqlite", "redis"], indirect=True)
@@ -200,3 +203,32 @@ def test_a_snapshot_that_cannot_learn_ordinary_events_is_refused(client):
         put_snapshot(client, "copy", write_snapshot(manifest, arrays), replace=False).status_code
         == 201
     )
+
+
+# ------------------------------------------------------------------------- the WebSocket stream
+@pytest.mark.parametrize("binary", [False, True], ids=["json", "binary"])
+def test_extreme_events_over_the_stream_are_refused_by_event(binary):
+    """The stream (JSON and binary frames, which no JSON parser checks) reaches the same
+    checks: events and scores of extreme features are refused naming the event, nothing is
+    kept or learned, and the model goes on."""
+    with uvicorn_server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
+        assert http.post("/v1/models", json={"id": "w", "n_features": 3}).status_code == 201
+        X, y = make_stream(60, n_features=3, seed=6)
+        with StreamClient(url, "w", binary=binary) as stream:
+            stream.learn(X, y)
+            bad = X[:3].copy()
+            bad[1] = [DBL_MAX, 1e308, 0.0]
+            with pytest.raises(StreamError) as refused:
+                stream.learn(bad, y[:3])
+            assert refused.value.problem["status"] == 422
+            assert refused.value.problem["detail"].startswith("event 1")
+            with pytest.raises(StreamError) as refused_score:
+                stream.score(bad, ids=["a", "b", "c"])
+            assert refused_score.value.problem["status"] == 422
+            assert refused_score.value.problem.get("event") == 1
+            scores = stream.score(X[:5], keep=False)
+        assert np.isfinite(scores).all()
+        counts = http.get("/v1/models/w/metrics").json()["counts"]
+        assert counts["events_learned"] == 60
+        labels = http.post("/v1/models/w/labels", json=[{"id": "b", "y": 1}]).json()
+        assert labels["results"] == [{"id": "b", "status": "unknown"}]

@@ -102,9 +102,11 @@ BLOCK_BYTES = 2 * 2**20
 KERNEL_CHECK_BYTES = 256 * 2**10
 
 
-def _owner(array: np.ndarray) -> np.ndarray:
-    """The array that owns ``array``'s memory (numpy gives a view of a view that base)."""
-    return array if array.base is None else array.base
+def _is_view_of(view: np.ndarray | None, array: np.ndarray) -> bool:
+    """Whether ``view`` still shows ``array``'s memory (numpy gives a view of a view the base
+    of the first, the array that owns the memory)."""
+    owner = array if array.base is None else array.base
+    return view is not None and view.base is owner
 
 
 def linear_decision(X, w: np.ndarray) -> np.ndarray:
@@ -310,12 +312,11 @@ class OnlineLearner(DeclaredParameters, StateContract):
             )
             views = tuple(i for i, array in enumerate(arrays) if flat[i] is not array)
             cached = self.__dict__["_grown_flat"] = (arrays, flat, views)
-        _, flat, views = cached
-        if all(flat[i] is not None and flat[i].base is _owner(arrays[i]) for i in views):
-            arrays = flat
-        else:
-            arrays = tuple(np.ascontiguousarray(array).reshape(-1) for array in arrays)
-        return count_out_of_range_in(arrays, bounds) == 0
+        kept = cached[1]
+        if all(_is_view_of(kept[i], arrays[i]) for i in cached[2]):
+            return count_out_of_range_in(kept, bounds) == 0
+        flattened = tuple(np.ascontiguousarray(array).reshape(-1) for array in arrays)
+        return count_out_of_range_in(flattened, bounds) == 0
 
     def _check_grown_state(self, *, restored: bool) -> None:
         """Raise :class:`~core.errors.StateOverflow` when the batch just learned grew a state

@@ -137,3 +137,42 @@ def import_snapshot(
                 raise InvalidInput(f"array {name!r} does not match its manifest entry", field=name)
             arrays[name] = npy_array(body, member, layout, field=name)
     return config, arrays
+
+
+#: [CHOICE] the probe events an imported state is exercised on before it is accepted: the
+#: origin, each unit vector's sign, and a few seeded standard normal rows, of both classes.
+#: Ordinary values: a state that cannot score or learn them finitely is unusable whatever its
+#: arrays' individual bounds say (a weight and a class sum whose product overflows ...).
+PROBE_EVENTS = 8
+
+
+def probe_events(n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """The probe batch of a model of ``n_features`` (deterministic)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((PROBE_EVENTS, n_features))
+    X[0] = 0.0
+    X[1] = 1.0
+    X[2] = -1.0
+    y = np.where(np.arange(PROBE_EVENTS) % 2 == 0, 1, -1).astype(np.int64)
+    return X, y
+
+
+def probe_learner(learner: Any) -> None:
+    """Accept an imported learner state only if it scores the probe batch finitely and, on a
+    copy, learns it without overflow into a state that still passes its invariants; raises
+    InvalidInput naming the probe otherwise.  The learner itself is not changed."""
+    X, y = probe_events(learner.n_features_in_)
+    try:
+        scores = learner.decision_function(X)
+        if not np.isfinite(scores).all():
+            raise ValueError("its scores of ordinary events are not finite")
+        copy = type(learner).from_state(learner.get_params(), learner.get_state())
+        learned = copy.prequential_step(X, y)
+        if not np.isfinite(learned).all():
+            raise ValueError("its scores while learning ordinary events are not finite")
+        copy.validate_state(copy.get_state())
+    except ValueError as error:
+        raise InvalidInput(
+            f"snapshot state is unusable: exercised on {PROBE_EVENTS} ordinary events, {error}",
+            field="learner",
+        ) from None

@@ -57,8 +57,10 @@ def worker(args: argparse.Namespace) -> int:
         raise CliError("the worker needs AUCSTREAM_REDIS_URL (or --redis-url)")
     if args.check:
         return check_worker(settings.redis_url, settings.worker_name)
+    from service.cli.serve import check_redis
     from service.queue.worker import main as run_worker
 
+    check_redis(settings)  # one line, not a traceback, for an unreachable or volatile Redis
     return run_worker(settings)
 
 

@@ -114,7 +114,12 @@ class StoreUnavailable(ServiceError, status=503, title="Store unavailable"):
 
 class ReplicasUnconfirmed(StoreUnavailable, status=503, title="Replicas did not confirm the write"):
     """``AUCSTREAM_REDIS_WAIT_REPLICAS``: too few Redis replicas confirmed a write in time, so
-    it is not acknowledged (a failover could lose it)."""
+    it is not acknowledged (a failover could lose it).  ``reply`` is the primary's answer to
+    the write."""
+
+    def __init__(self, detail: str, *, reply: Any = None, **kwargs: Any) -> None:
+        super().__init__(detail, **kwargs)
+        self.reply = reply
 
 
 class StoreLostData(StoreUnavailable, status=503, title="The store lost data"):

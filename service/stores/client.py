@@ -272,7 +272,9 @@ class ReplicaWait:
     def command(self) -> list[Any]:
         return ["WAIT", self.replicas, self.timeout_ms]
 
-    def check(self, confirmed: Any) -> None:
+    def check(self, confirmed: Any, reply: Any = None) -> None:
+        """:class:`ReplicasUnconfirmed` (carrying the write's ``reply``) when too few
+        replicas confirmed."""
         if int(confirmed) < self.replicas:
             raise ReplicasUnconfirmed(
                 f"the write reached the Redis primary but {int(confirmed)} of the "
@@ -280,6 +282,7 @@ class ReplicaWait:
                 "(AUCSTREAM_REDIS_WAIT_REPLICAS); it is not acknowledged and a failover could "
                 "lose it: retry (with event ids, a retry never learns an event twice)",
                 headers={"Retry-After": "1"},
+                reply=reply,
             )
 
 
@@ -295,7 +298,7 @@ def run_script(
     def attempt(command: list[Any]) -> Any:
         with pooled(client, keys[0]) as ask:
             reply, confirmed = ask([command, wait.command()])
-        wait.check(confirmed)
+        wait.check(confirmed, reply)
         return reply
 
     try:

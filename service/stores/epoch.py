@@ -106,8 +106,9 @@ class LossWatch:
     def due(self) -> bool:
         return time.monotonic() >= self.next_check
 
-    def saw(self, model_id: str, incarnation: str, version: int) -> str | None:
-        """Record a model's version; the cause when it went back for the same incarnation."""
+    def saw(self, model_id: str, incarnation: str, version: int, record: bool = True) -> str | None:
+        """Check a model's version against the highest seen (the cause when it went back for
+        the same incarnation) and, if ``record``, remember it."""
         with self.lock:
             previous = self.versions.get(model_id)
             if previous is not None and previous[0] == incarnation and version < previous[1]:
@@ -115,7 +116,10 @@ class LossWatch:
                     f"model {model_id!r} went back in time in the {self.store_name} store: "
                     f"version {version}, while this service saw version {previous[1]}"
                 )
-            self.versions[model_id] = (incarnation, version)
+            if record and (
+                previous is None or previous != (incarnation, max(version, previous[1]))
+            ):
+                self.versions[model_id] = (incarnation, version)
         return None
 
     def knew(self, model_id: str) -> bool:

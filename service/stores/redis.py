@@ -70,6 +70,7 @@ from service.stores.base import (
     to_little_endian,
 )
 from service.stores.client import (
+    ReplicasUnconfirmed,
     ReplicaWait,
     connect,
     is_cluster,
@@ -245,11 +246,23 @@ class RedisStore(RedisEventMemory):
         return sorted(set(found.values()) | set(self.watch.known))
 
     def _read_markers(self, script: Any) -> dict[str, Marker]:
+        """Run ``script`` on every marker.  With replicas waited for, a marker's new clock
+        counts only once they confirmed it: a failover may lose an unconfirmed tick without
+        losing any acknowledged write, which must not look like a loss."""
         markers = {}
         for key in self._marker_keys():
-            epoch, clock, created, acknowledged, now = script(keys=[key], args=[new_epoch()])
+            try:
+                reply = run_script(self.client, script, [key], [new_epoch()], self.wait)
+                confirmed = True
+            except ReplicasUnconfirmed as unconfirmed:
+                reply, confirmed = unconfirmed.reply, False
+            epoch, clock, created, acknowledged, now = reply
             markers[key] = Marker(
-                _text(epoch), int(clock), int(now), bool(created), bool(acknowledged)
+                _text(epoch),
+                int(clock),
+                int(now) if confirmed else int(clock),
+                bool(created),
+                bool(acknowledged),
             )
         return markers
 
@@ -296,10 +309,10 @@ class RedisStore(RedisEventMemory):
         self.watch.forget(model_id)
         return ModelNotFound(f"no model with id {model_id!r}", field="model_id")
 
-    def _saw(self, model_id: str, incarnation: str, version: int) -> None:
+    def _saw(self, model_id: str, incarnation: str, version: int, record: bool = True) -> None:
         """Record a version read or written; a rollback raises the model's alarm (and checks
         the markers: the whole store has probably gone back)."""
-        cause = self.watch.saw(model_id, incarnation, version)
+        cause = self.watch.saw(model_id, incarnation, version, record)
         if cause is None:
             return
         self.client.hsetnx(keys.ALARMS, model_scope(model_id), cause)
@@ -436,7 +449,7 @@ class RedisStore(RedisEventMemory):
             if version is None:
                 raise self._missing(model_id)
             if int(version) == known_version and _text(incarnation) == known_incarnation:
-                self._saw(model_id, known_incarnation, known_version)
+                self._saw(model_id, known_incarnation, known_version, self.wait is None)
                 return StoredState(known_version, known_incarnation)
         replies = round_trip(
             self.client,
@@ -459,7 +472,9 @@ class RedisStore(RedisEventMemory):
         meta = {name: _text(value) for name, value in _pairs(raw_meta).items()}
         arrays = decode_fields(raw, layouts)
         incarnation = meta["incarnation"]
-        self._saw(model_id, incarnation, int(version))
+        # with replicas waited for, a read may see a commit no replica has yet (a failover
+        # can undo it without losing an acknowledged write): only checked, not recorded
+        self._saw(model_id, incarnation, int(version), self.wait is None)
         self._remember(model_id, _Written(incarnation, int(version), raw, layouts))
         return StoredState(int(version), incarnation, orjson.loads(config_json), arrays, meta)
 
@@ -577,7 +592,8 @@ class RedisStore(RedisEventMemory):
         if int(version) != commit.expected_version or _text(incarnation) != commit.incarnation:
             self._remember(model_id, None)
             if _text(incarnation) == commit.incarnation:
-                self._saw(model_id, commit.incarnation, int(version))  # raises if it went back
+                # raises if it went back
+                self._saw(model_id, commit.incarnation, int(version), self.wait is None)
             raise StaleVersion(model_id)
 
     def _check_fence(

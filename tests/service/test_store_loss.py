@@ -46,6 +46,15 @@ def post_batches(client, model_id: str, batches: int, start: int = 0) -> int:
     return version
 
 
+@pytest.fixture
+def serve_env(monkeypatch):
+    """``aucstream serve`` and ``store`` write their options into AUCSTREAM_* variables:
+    restored after."""
+    for name in ("AUCSTREAM_STORE", "AUCSTREAM_REDIS_URL", "AUCSTREAM_WORKERS",
+                 "AUCSTREAM_ALLOW_VOLATILE_REDIS"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+
+
 def assert_lost(response, *words: str) -> None:
     assert response.status_code == 503, response.text
     problem = response.json()
@@ -63,9 +72,10 @@ def gauge(client) -> float:
 
 
 def test_redis_restarted_empty_is_a_503_everywhere_until_acknowledged(caplog):
-    with private("none") as server, started_apps(
-        redis_url=server.url, allow_volatile_redis=True
-    ) as build:
+    with (
+        private("none") as server,
+        started_apps(redis_url=server.url, allow_volatile_redis=True) as build,
+    ):
         app, other = build(), build()
         create_model(app, "m", n_features=3)
         create_model(app, "n", n_features=3)
@@ -107,10 +117,11 @@ def test_redis_restarted_empty_is_a_503_everywhere_until_acknowledged(caplog):
         assert app.post("/v1/models/m/events", json=body).status_code == 200
 
 
-def test_redis_restored_from_an_older_dump_is_noticed():
-    with private("rdb") as server, started_apps(
-        redis_url=server.url, allow_volatile_redis=True
-    ) as build:
+def test_redis_restored_from_an_older_dump_is_noticed(capsys, serve_env):
+    with (
+        private("rdb") as server,
+        started_apps(redis_url=server.url, allow_volatile_redis=True) as build,
+    ):
         app = build()
         create_model(app, "m", n_features=3)
         old = post_batches(app, "m", 3)
@@ -123,27 +134,25 @@ def test_redis_restored_from_an_older_dump_is_noticed():
         server.kill()
         server.start()  # reads the older dump
 
-        assert_lost(app.get("/v1/models/m"), "went back in time", f"version {old}", str(new))
+        # the markers' clock or the model's version (whichever a check meets first) tell
+        assert_lost(app.get("/v1/models/m"), "went back in time")
         X, y = make_stream(20, n_features=3, seed=3)  # a batch the old dump forgot
         again = events_json(X, y, [f"e3-{i}" for i in range(20)])
         assert_lost(app.post("/v1/models/m/events", json=again))
         assert app.get("/readyz").status_code == 503
         assert gauge(app) >= 1
 
-        acknowledged = app.post("/v1/store/acknowledge-loss").json()["acknowledged"]
-        assert "went back in time" in acknowledged["model:m"]
-        assert "went back in time by at least" in acknowledged["store"]
-        assert app.get("/readyz").status_code == 200
+        # the operator's side, from another process: the alarms, then the acknowledgement
+        capsys.readouterr()
+        assert cli.main(["store", "alarms", "--redis-url", server.url]) == 0
+        alarms = capsys.readouterr().out
+        assert "store: the Redis store went back in time by at least" in alarms
+        assert "not acknowledged" in alarms
+        assert cli.main(["store", "acknowledge-loss", "--redis-url", server.url]) == 0
+        assert "(acknowledged)" in capsys.readouterr().out
+        _until(lambda: app.get("/readyz").status_code == 200)
         assert app.get("/v1/models/m").json()["version"] == old
         assert app.post("/v1/models/m/events", json=again).status_code == 200
-
-
-@pytest.fixture
-def serve_env(monkeypatch):
-    """``aucstream serve`` writes its options into AUCSTREAM_* variables: restored after."""
-    for name in ("AUCSTREAM_STORE", "AUCSTREAM_REDIS_URL", "AUCSTREAM_WORKERS",
-                 "AUCSTREAM_ALLOW_VOLATILE_REDIS"):  # fmt: skip
-        monkeypatch.delenv(name, raising=False)
 
 
 def test_a_redis_keeping_nothing_is_refused_unless_allowed(capsys, serve_env):
@@ -162,9 +171,10 @@ def test_redis_with_aof_everysec_starts_without_a_warning(caplog):
     with private("aof") as server, started_apps(redis_url=server.url) as build:
         assert build().get("/readyz").status_code == 200
     assert not [r for r in caplog.records if "a crash loses" in r.getMessage()]
-    with private("aof", "--appendfsync", "no") as server, started_apps(
-        redis_url=server.url
-    ) as build:
+    with (
+        private("aof", "--appendfsync", "no") as server,
+        started_apps(redis_url=server.url) as build,
+    ):
         assert build().get("/readyz").status_code == 200
     assert [r for r in caplog.records if "appendfsync no" in r.getMessage()]
 
@@ -190,8 +200,7 @@ def test_writes_wait_for_a_replica_and_a_silent_replica_is_a_503():
     with private("aof") as primary, private("aof") as replica:
         redis.Redis(port=replica.port).replicaof("127.0.0.1", primary.port)
         _until(
-            lambda: redis.Redis(port=replica.port).info("replication")["master_link_status"]
-            == "up"
+            lambda: redis.Redis(port=replica.port).info("replication")["master_link_status"] == "up"
         )
         with started_apps(redis_url=primary.url, redis_wait_timeout_ms=300) as build:
             app = build()
@@ -199,9 +208,10 @@ def test_writes_wait_for_a_replica_and_a_silent_replica_is_a_503():
             create_model(app, "m", n_features=3)
             post_batches(app, "m", 2)
             replica_client = redis.Redis(port=replica.port)
-            assert int(replica_client.get("aucs:{m}:version")) == app.get("/v1/models/m").json()[
-                "version"
-            ]
+            assert (
+                int(replica_client.get("aucs:{m}:version"))
+                == app.get("/v1/models/m").json()["version"]
+            )
             replica.kill()
             X, y = make_stream(5, n_features=3, seed=7)
             response = app.post("/v1/models/m/events", json=events_json(X, y))
@@ -230,3 +240,22 @@ def test_create_app_refuses_volatile_redis_in_the_lifespan():
         with pytest.raises(VolatileRedis):
             with TestClient(app):
                 pass
+
+
+def test_a_model_whose_version_went_back_is_a_503_naming_both_versions():
+    with private("aof") as server, started_apps(redis_url=server.url) as build:
+        app, other = build(), build()
+        create_model(app, "m", n_features=3)
+        create_model(app, "n", n_features=3)
+        version = post_batches(app, "m", 3)
+        # the model's keys alone go back (as when one master of a cluster is restored)
+        raw = redis.Redis.from_url(server.url)
+        raw.set("aucs:{m}:version", version - 2)
+        assert_lost(app.get("/v1/models/m"), f"version {version - 2}", f"saw version {version}")
+        assert app.get("/v1/models/n").status_code == 200  # the other model is served
+        assert app.get("/readyz").status_code == 503
+        # another process learns it from the alarm in Redis at its next check
+        _until(lambda: other.get("/v1/models/m").status_code == 503)
+        assert other.get("/v1/models/n").status_code == 200
+        assert app.post("/v1/store/acknowledge-loss").json()["acknowledged"].keys() == {"model:m"}
+        assert app.get("/v1/models/m").json()["version"] == version - 2

@@ -6,6 +6,7 @@ mode, one ``aucstream worker``; loopback only)::
 
     python -m loadtest.failover                         # 10 failovers per row, 4 rows
     python -m loadtest.failover --failovers 12 --modes sync --wait on
+    python -m loadtest.failover --failovers 0 --steady 20 --repeat 2   # WAIT's cost alone
 
 Per row, ``--clients`` threads each post batches of ``--batch`` labelled events with ids to
 their own model, retrying a batch until it is acknowledged (sync: 200, queue: 202; a 503 or a
@@ -196,12 +197,12 @@ def run(mode: str, wait: str, args: argparse.Namespace) -> Row:
             wait,
             kills,
             steady_acked / args.steady,
-            failover_acked / failover_seconds,
+            failover_acked / failover_seconds if kills else 0.0,
             sum(acked.values()),
             sum(counts.values()),
             sum(max(0, acked[m] - counts[m]) for m in models),
             len(alarms),
-            failover_seconds / max(kills, 1),
+            failover_seconds / kills if kills else 0.0,
         )
     finally:
         for process in processes:
@@ -220,21 +221,22 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--features", type=int, default=10)
     parser.add_argument("--wait-timeout-ms", type=int, default=500)
+    parser.add_argument("--repeat", type=int, default=1, help="rows of each kind, interleaved")
     args = parser.parse_args()
     header = (
         f"{'mode':6} {'WAIT':4} {'kills':>5} {'steady ev/s':>11} {'failover ev/s':>13} "
         f"{'acked':>8} {'learned':>8} {'lost':>5} {'alarms':>6} {'s/failover':>10}"
     )
     print(header, flush=True)
-    for mode in args.modes:
-        for wait in args.wait:
-            row = run(mode, wait, args)
-            print(
-                f"{row.mode:6} {row.wait:4} {row.failovers:5d} {row.steady_rate:11,.0f} "
-                f"{row.failover_rate:13,.0f} {row.acked:8,d} {row.learned:8,d} {row.lost:5d} "
-                f"{row.alarms:6d} {row.seconds_per_failover:10.1f}",
-                flush=True,
-            )
+    rows = [(mode, wait) for _ in range(args.repeat) for mode in args.modes for wait in args.wait]
+    for mode, wait in rows:
+        row = run(mode, wait, args)
+        print(
+            f"{row.mode:6} {row.wait:4} {row.failovers:5d} {row.steady_rate:11,.0f} "
+            f"{row.failover_rate:13,.0f} {row.acked:8,d} {row.learned:8,d} {row.lost:5d} "
+            f"{row.alarms:6d} {row.seconds_per_failover:10.1f}",
+            flush=True,
+        )
     print(f"load average: {os.getloadavg()[0]:.1f}")
 
 

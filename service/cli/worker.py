@@ -85,6 +85,7 @@ def check_worker(redis_url: str, name: str | None) -> int:
 
     import redis
 
+    from service.errors import StoreUnavailable
     from service.stores import keys
     from service.stores.client import connect, round_trip
 
@@ -110,6 +111,8 @@ def check_worker(redis_url: str, name: str | None) -> int:
         raise CliError(
             f"unhealthy: Redis did not answer ({type(error).__name__})", FAILED
         ) from None
+    except StoreUnavailable as error:  # no seed of a cluster answered
+        raise CliError(f"unhealthy: Redis did not answer: {error.detail}", FAILED) from None
     finally:
         if client is not None:
             client.close()

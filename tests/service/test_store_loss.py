@@ -259,3 +259,37 @@ def test_a_model_whose_version_went_back_is_a_503_naming_both_versions():
         assert other.get("/v1/models/n").status_code == 200
         assert app.post("/v1/store/acknowledge-loss").json()["acknowledged"].keys() == {"model:m"}
         assert app.get("/v1/models/m").json()["version"] == version - 2
+
+
+def test_an_sqlite_file_restored_from_an_older_copy_is_noticed(tmp_path):
+    import sqlite3
+
+    data_dir = tmp_path / "data"
+    backup = tmp_path / "backup.sqlite3"
+    with started_apps(store="sqlite", data_dir=data_dir) as build:
+        app = build()
+        create_model(app, "m", n_features=3)
+        old = post_batches(app, "m", 3)
+        with sqlite3.connect(data_dir / "aucstream.sqlite3") as source:
+            with sqlite3.connect(backup) as copy:
+                source.backup(copy)  # the backup an operator restores later
+        time.sleep(CHECK_SECONDS + 0.1)
+        assert app.get("/readyz").status_code == 200  # a check: the marker's clock moves on
+        new = post_batches(app, "m", 3, start=3)
+        assert new > old
+    # a normal restart raises no alarm
+    with started_apps(store="sqlite", data_dir=data_dir) as build:
+        assert build().get("/readyz").status_code == 200
+    for leftover in data_dir.glob("aucstream.sqlite3*"):
+        if not leftover.name.endswith(".epoch"):
+            leftover.unlink()
+    backup.rename(data_dir / "aucstream.sqlite3")
+    with started_apps(store="sqlite", data_dir=data_dir) as build:
+        app = build()
+        assert_lost(app.get("/v1/models/m"), "SQLite store went back in time")
+        assert_lost(app.get("/v1/models"), "went back in time")
+        assert app.get("/readyz").json()["checks"]["store"] == "data lost"
+        acknowledged = app.post("/v1/store/acknowledge-loss").json()["acknowledged"]
+        assert "went back in time" in acknowledged["store"]
+        assert app.get("/readyz").status_code == 200
+        assert app.get("/v1/models/m").json()["version"] == old

@@ -6,7 +6,8 @@ mode, one ``aucstream worker``; loopback only)::
 
     python -m loadtest.failover                         # 10 failovers per row, 4 rows
     python -m loadtest.failover --failovers 12 --modes sync --wait on
-    python -m loadtest.failover --failovers 0 --steady 20 --repeat 2   # WAIT's cost alone
+    python -m loadtest.failover --failovers 0 --steady 20 --repeat 2   # WAIT's cost over HTTP
+    python -m loadtest.failover --commit-cost     # a store commit with and without WAIT
 
 Per row, ``--clients`` threads each post batches of ``--batch`` labelled events with ids to
 their own model, retrying a batch until it is acknowledged (sync: 200, queue: 202; a 503 or a
@@ -210,6 +211,70 @@ def run(mode: str, wait: str, args: argparse.Namespace) -> Row:
         cluster.close()
 
 
+def commit_cost(blocks: int = 10, per_block: int = 200) -> None:
+    """Wall time of one store commit (a 50-feature model's state, 50 event ids) on a private
+    primary with one replica, with and without ``WAIT 1``, in alternating blocks: the cost of
+    waiting alone, without HTTP or learning around it."""
+    import redis as redis_client
+
+    from loadtest.local import PrivateRedis
+    from service.stores.base import Commit
+    from service.stores.client import ReplicaWait
+    from service.stores.redis import RedisStore
+
+    primary, replica = PrivateRedis("aof"), PrivateRedis("aof")
+    try:
+        primary.start()
+        replica.start()
+        redis_client.Redis(port=replica.port).replicaof("127.0.0.1", primary.port)
+        _until(
+            lambda: (
+                redis_client.Redis(port=replica.port).info("replication")["master_link_status"]
+                == "up"
+            ),
+            30,
+            "the replica's sync",
+        )
+        rng = np.random.default_rng(0)
+        stores = {
+            "off": RedisStore.from_url(primary.url),
+            "on": RedisStore.from_url(primary.url, ReplicaWait(1, 2000)),
+        }
+        versions = {}
+        for name, store in stores.items():
+            versions[name] = store.create_model(name, {}, {"w": np.zeros(50)}, "i")
+        timings: dict[str, list[float]] = {"off": [], "on": []}
+        number = 0
+        for block in range(blocks):
+            for name in ("off", "on") if block % 2 == 0 else ("on", "off"):
+                store = stores[name]
+                started = time.perf_counter()
+                for _ in range(per_block):
+                    now = time.time()
+                    ids = [f"{number}-{i}" for i in range(50)]
+                    number += 1
+                    commit = Commit(
+                        expected_version=versions[name],
+                        incarnation="i",
+                        arrays={"w": rng.normal(size=50), "n": np.arange(200.0)},
+                        learned_ids=ids,
+                        id_expiry=now + 3600,
+                        now=now,
+                    )
+                    versions[name] = store.commit(name, commit)
+                timings[name].append((time.perf_counter() - started) / per_block * 1000)
+        print(f"{'WAIT':4} {'commits':>7} {'median ms/commit':>16} {'commits/s':>9}")
+        for name in ("off", "on"):
+            median = float(np.median(timings[name]))
+            count = blocks * per_block
+            print(f"{name:4} {count:7,d} {median:16.3f} {1000 / median:9,.0f}")
+        for store in stores.values():
+            store.close()
+    finally:
+        primary.close()
+        replica.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modes", nargs="+", default=["sync", "queue"])
@@ -222,7 +287,14 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=10)
     parser.add_argument("--wait-timeout-ms", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=1, help="rows of each kind, interleaved")
+    parser.add_argument(
+        "--commit-cost", action="store_true", help="only time store commits with and without WAIT"
+    )
     args = parser.parse_args()
+    if args.commit_cost:
+        commit_cost()
+        print(f"load average: {os.getloadavg()[0]:.1f}")
+        return
     header = (
         f"{'mode':6} {'WAIT':4} {'kills':>5} {'steady ev/s':>11} {'failover ev/s':>13} "
         f"{'acked':>8} {'learned':>8} {'lost':>5} {'alarms':>6} {'s/failover':>10}"

@@ -51,7 +51,7 @@ def serve_env(monkeypatch):
     """``aucstream serve`` and ``store`` write their options into AUCSTREAM_* variables:
     restored after."""
     for name in ("AUCSTREAM_STORE", "AUCSTREAM_REDIS_URL", "AUCSTREAM_WORKERS",
-                 "AUCSTREAM_ALLOW_VOLATILE_REDIS"):  # fmt: skip
+                 "AUCSTREAM_ALLOW_VOLATILE_REDIS", "AUCSTREAM_DATA_DIR"):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
 
 
@@ -261,7 +261,7 @@ def test_a_model_whose_version_went_back_is_a_503_naming_both_versions():
         assert app.get("/v1/models/m").json()["version"] == version - 2
 
 
-def test_an_sqlite_file_restored_from_an_older_copy_is_noticed(tmp_path):
+def test_an_sqlite_file_restored_from_an_older_copy_is_noticed(tmp_path, capsys, serve_env):
     import sqlite3
 
     data_dir = tmp_path / "data"
@@ -289,6 +289,9 @@ def test_an_sqlite_file_restored_from_an_older_copy_is_noticed(tmp_path):
         assert_lost(app.get("/v1/models/m"), "SQLite store went back in time")
         assert_lost(app.get("/v1/models"), "went back in time")
         assert app.get("/readyz").json()["checks"]["store"] == "data lost"
+        capsys.readouterr()
+        assert cli.main(["store", "alarms", "--data-dir", str(data_dir)]) == 0
+        assert "store: the SQLite store went back in time" in capsys.readouterr().out
         acknowledged = app.post("/v1/store/acknowledge-loss").json()["acknowledged"]
         assert "went back in time" in acknowledged["store"]
         assert app.get("/readyz").status_code == 200

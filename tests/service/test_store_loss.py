@@ -296,3 +296,13 @@ def test_an_sqlite_file_restored_from_an_older_copy_is_noticed(tmp_path, capsys,
         assert "went back in time" in acknowledged["store"]
         assert app.get("/readyz").status_code == 200
         assert app.get("/v1/models/m").json()["version"] == old
+
+
+def test_persistence_is_read_from_info_where_config_is_disabled(caplog):
+    disabled = ("--rename-command", "CONFIG", "")
+    with private("aof", *disabled) as server, started_apps(redis_url=server.url) as build:
+        assert build().get("/readyz").status_code == 200  # INFO says AOF is on
+    with private("none", *disabled) as server, started_apps(redis_url=server.url) as build:
+        # no AOF, and whether RDB snapshots are taken cannot be read: a warning, no refusal
+        assert build().get("/readyz").status_code == 200
+    assert any("its RDB setting unknown" in record.getMessage() for record in caplog.records)

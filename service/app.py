@@ -72,7 +72,7 @@ def make_queue(store: Store, settings: Settings) -> StreamQueue | None:
         max_backlog_events=settings.queue_max_backlog_events,
         entry_events=settings.queue_entry_events,
         retry_after_seconds=settings.queue_retry_after_seconds,
-        wait=store.wait,
+        replica_wait=lambda: store.wait,
     )
 
 

@@ -3,7 +3,7 @@ acknowledging entries (worker side), and the backlog / lag of a model's stream."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,11 +89,12 @@ class StreamQueue:
         retry_after_seconds: int = 1,
         group: str = keys.WORKER_GROUP,
         cluster_block_ms: int = CLUSTER_BLOCK_MS,
-        wait: ReplicaWait | None = None,
+        replica_wait: Callable[[], ReplicaWait | None] = lambda: None,
     ) -> None:
         self.client = client
-        #: an append is acknowledged once this many replicas have it (None: at once)
-        self.wait = wait
+        #: how an append waits for replicas before it is acknowledged (None: it does not);
+        #: the store's setting, read per append (the store decides it at Redis's first answer)
+        self.replica_wait = replica_wait
         self.max_backlog_events = max_backlog_events
         self.entry_events = entry_events
         self.retry_after_seconds = retry_after_seconds
@@ -150,7 +151,7 @@ class StreamQueue:
                 keys.queue(model_id),
             ],
             args,
-            self.wait,
+            self.replica_wait(),
         )
         if reply == -2:
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")

@@ -203,7 +203,7 @@ def test_writes_wait_for_a_replica_and_a_silent_replica_is_a_503():
             lambda: redis.Redis(port=replica.port).info("replication")["master_link_status"] == "up"
         )
         with started_apps(redis_url=primary.url, redis_wait_timeout_ms=300) as build:
-            app = build()
+            app, queue_app = build(), build(mode="queue")
             assert app.app.state.store.wait is not None  # on by default: there is a replica
             create_model(app, "m", n_features=3)
             post_batches(app, "m", 2)
@@ -219,6 +219,9 @@ def test_writes_wait_for_a_replica_and_a_silent_replica_is_a_503():
             problem = response.json()
             assert problem["type"].endswith("/replicas-unconfirmed")
             assert "0 of the 1 replica" in problem["detail"]
+            queued = queue_app.post("/v1/models/m/events", json=events_json(X, y))  # an append
+            assert queued.status_code == 503, queued.text
+            assert queued.json()["type"].endswith("/replicas-unconfirmed")
         with started_apps(redis_url=primary.url, redis_wait_replicas=0) as build:
             assert build().app.state.store.wait is None  # off when asked
 

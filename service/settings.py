@@ -188,6 +188,10 @@ class Settings(BaseSettings):
                 "AUCSTREAM_REDIS_URL must start with redis://, rediss://, unix://, or "
                 f"redis+cluster:// / rediss+cluster:// for a Redis Cluster; got {self.redis_url!r}"
             )
+        if self.redis_url and "+cluster://" in self.redis_url:
+            from service.stores.client import cluster_seeds
+
+            cluster_seeds(self.redis_url)  # ValueError naming a seed that is not host:port
         if self.store == "memory" and self.workers > 1:
             raise ValueError(
                 "the memory store lives inside one process; with AUCSTREAM_WORKERS > 1 "

@@ -106,6 +106,10 @@ class LossWatch:
     def due(self) -> bool:
         return time.monotonic() >= self.next_check
 
+    def postpone(self) -> None:
+        """A check could not run: the next one in :data:`CHECK_SECONDS`."""
+        self.next_check = time.monotonic() + CHECK_SECONDS
+
     def saw(self, model_id: str, incarnation: str, version: int, record: bool = True) -> str | None:
         """Check a model's version against the highest seen (the cause when it went back for
         the same incarnation) and, if ``record``, remember it."""

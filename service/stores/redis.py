@@ -56,6 +56,7 @@ from service.errors import (
     ModelChanged,
     ModelExists,
     ModelNotFound,
+    ReplicasUnconfirmed,
     StaleVersion,
     StoreLostData,
     StoreUnavailable,
@@ -70,7 +71,7 @@ from service.stores.base import (
     to_little_endian,
 )
 from service.stores.client import (
-    ReplicasUnconfirmed,
+    CLUSTER_UNAVAILABLE,
     ReplicaWait,
     connect,
     is_cluster,
@@ -297,9 +298,15 @@ class RedisStore(RedisEventMemory):
             raise StoreUnavailable(str(error)) from None
 
     def _guard(self, model_id: str | None = None) -> None:
-        """Before a call: 503 if the store or the model lost data (a check when due)."""
+        """Before a call: 503 if the store or the model lost data (a check when due; a
+        check that cannot reach a master, e.g. of a cluster failing over, is left to the
+        next one rather than failing a request that does not need that master)."""
         if self.watch.due():
-            self._check_epoch()
+            try:
+                self._check_epoch()
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+                    *CLUSTER_UNAVAILABLE):  # fmt: skip
+                self.watch.postpone()
         self.watch.guard(model_id)
 
     def _missing(self, model_id: str) -> ModelNotFound:
@@ -318,7 +325,7 @@ class RedisStore(RedisEventMemory):
         self.client.hsetnx(keys.ALARMS, model_scope(model_id), cause)
         self._check_epoch(force=True)
         self.watch.guard(model_id)
-        raise StoreLostData(cause)  # not reached: the alarm was just read back
+        raise StoreLostData(cause)  # the alarm was acknowledged meanwhile: this answer stands
 
     @unavailable
     def alarms(self) -> dict[str, str]:

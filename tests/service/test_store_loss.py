@@ -309,3 +309,11 @@ def test_persistence_is_read_from_info_where_config_is_disabled(caplog):
         # no AOF, and whether RDB snapshots are taken cannot be read: a warning, no refusal
         assert build().get("/readyz").status_code == 200
     assert any("its RDB setting unknown" in record.getMessage() for record in caplog.records)
+
+
+def test_a_cluster_seed_that_is_not_host_port_is_refused_with_the_settings():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="seed must be host:port, got 'h2:x'"):
+        Settings(redis_url="redis+cluster://h1:7001,h2:x")
+    assert Settings(redis_url="redis+cluster://h1:7001,h2:7002").store == "redis"

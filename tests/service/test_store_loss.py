@@ -52,7 +52,8 @@ def serve_env(monkeypatch):
     restored after."""
     for name in ("AUCSTREAM_STORE", "AUCSTREAM_REDIS_URL", "AUCSTREAM_WORKERS",
                  "AUCSTREAM_ALLOW_VOLATILE_REDIS", "AUCSTREAM_DATA_DIR"):  # fmt: skip
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "")  # recorded, so that the value before comes back
+        monkeypatch.delenv(name)
 
 
 def assert_lost(response, *words: str) -> None:

@@ -48,7 +48,7 @@ def make_store(settings: Settings) -> Store:
         from service.stores.redis import RedisStore
 
         assert settings.redis_url is not None
-        return RedisStore.from_url(settings.redis_url)
+        return RedisStore.open(settings)
     if settings.store == "sqlite":
         from service.stores.sqlite import SQLiteStore
 
@@ -73,6 +73,7 @@ def make_queue(store: Store, settings: Settings) -> StreamQueue | None:
         max_backlog_events=settings.queue_max_backlog_events,
         entry_events=settings.queue_entry_events,
         retry_after_seconds=settings.queue_retry_after_seconds,
+        replica_wait=lambda: store.wait,
     )
 
 

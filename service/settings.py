@@ -41,9 +41,17 @@ class Settings(BaseSettings):
     #: else ``sqlite``
     store: Literal["sqlite", "memory", "redis"] | None = None
     #: ``redis://host:port/db``, ``rediss://`` (TLS), ``unix:///path``; a Redis Cluster:
-    #: ``redis+cluster://host:port`` (or ``rediss+cluster://``) naming any of its nodes, the
+    #: ``redis+cluster://host:port`` (or ``rediss+cluster://``) naming any of its nodes, or
+    #: several seeds ``redis+cluster://h1:p1,h2:p2`` (the first reachable one is used); the
     #: others are discovered (every key of one model is in one slot: see service.stores.keys)
     redis_url: str | None = None
+    #: accept a Redis that keeps nothing across a restart (no AOF, no RDB): refused otherwise
+    allow_volatile_redis: bool = False
+    #: acknowledge a write only once this many Redis replicas confirmed it (``WAIT``); unset:
+    #: 1 when every master has a replica, else 0 (no waiting)
+    redis_wait_replicas: int | None = Field(default=None, ge=0, le=16)
+    #: how long a write waits for its replicas before it is refused as unconfirmed (503)
+    redis_wait_timeout_ms: int = Field(default=2_000, ge=1, le=60_000)
     #: the SQLite store's directory (created if missing; the database is
     #: ``<data_dir>/aucstream.sqlite3``).  Relative to the working directory, like
     #: MLflow's ``./mlruns``: the data sits where the server was started, in plain sight
@@ -194,6 +202,10 @@ class Settings(BaseSettings):
                 "AUCSTREAM_REDIS_URL must start with redis://, rediss://, unix://, or "
                 f"redis+cluster:// / rediss+cluster:// for a Redis Cluster; got {self.redis_url!r}"
             )
+        if self.redis_url and "+cluster://" in self.redis_url:
+            from service.stores.client import cluster_seeds
+
+            cluster_seeds(self.redis_url)  # ValueError naming a seed that is not host:port
         if self.store == "memory" and self.workers > 1:
             raise ValueError(
                 "the memory store lives inside one process; with AUCSTREAM_WORKERS > 1 "

@@ -70,18 +70,20 @@ _LABEL = {
     "description": "label: 1 / 0, +1 / -1 or true / false (one batch uses 0 or -1, not both)",
     "enum": [0, 1, -1, True, False],
 }
+#: a feature's value (JSON has no NaN or infinity)
+_FEATURE_VALUE: dict[str, Any] = {"type": "number"}
 _FEATURES = {
     "description": "features, by the model's feature_mode: dense = a list of n_features "
     'numbers; sparse = {"indices": [...], "values": [...]} (0-based indices); hashed = '
     '{"name": value} (a string value is one-hot: "country": "FR" -> feature "country=FR")',
     "anyOf": [
-        {"title": "Dense", "type": "array", "items": {"type": "number"}},
+        {"title": "Dense", "type": "array", "items": _FEATURE_VALUE},
         {
             "title": "Sparse",
             "type": "object",
             "properties": {
                 "indices": {"type": "array", "items": {"type": "integer", "minimum": 0}},
-                "values": {"type": "array", "items": {"type": "number"}},
+                "values": {"type": "array", "items": _FEATURE_VALUE},
             },
             "required": ["indices", "values"],
             "additionalProperties": False,
@@ -89,7 +91,7 @@ _FEATURES = {
         {
             "title": "Named",
             "type": "object",
-            "additionalProperties": {"type": ["number", "string", "boolean"]},
+            "additionalProperties": {"anyOf": [_FEATURE_VALUE, {"type": ["string", "boolean"]}]},
         },
     ],
 }

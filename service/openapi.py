@@ -23,6 +23,7 @@ from typing import Any
 
 from core.learners import available_learners, learner_class
 from core.learners._params import parameters_schema
+from service.ingest import fields, libsvm
 from service.schemas import DEFAULT_LEARNER, ModelCreate, Problem
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -58,27 +59,31 @@ def _problem_response(status: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- request bodies
+#: JSON integers the decoder reads as integers (a larger one is a float, refused as an id)
+_ID_INTEGER = {"type": "integer", "minimum": fields.ID_MIN, "maximum": fields.ID_MAX}
 _ID = {
-    "description": "event id (1 to 256 characters, or an integer): an event whose id was "
-    "learned is skipped as a duplicate; /score keeps its features for a later label",
-    "anyOf": [{"type": "string", "minLength": 1, "maxLength": 256}, {"type": "integer"}],
+    "description": "event id (1 to 256 characters, or a 64-bit integer): an event whose id "
+    "was learned is skipped as a duplicate; /score keeps its features for a later label",
+    "anyOf": [{"type": "string", "minLength": 1, "maxLength": 256}, _ID_INTEGER],
 }
 _LABEL = {
     "description": "label: 1 / 0, +1 / -1 or true / false (one batch uses 0 or -1, not both)",
     "enum": [0, 1, -1, True, False],
 }
+#: a feature's value (JSON has no NaN or infinity)
+_FEATURE_VALUE: dict[str, Any] = {"type": "number"}
 _FEATURES = {
     "description": "features, by the model's feature_mode: dense = a list of n_features "
     'numbers; sparse = {"indices": [...], "values": [...]} (0-based indices); hashed = '
     '{"name": value} (a string value is one-hot: "country": "FR" -> feature "country=FR")',
     "anyOf": [
-        {"title": "Dense", "type": "array", "items": {"type": "number"}},
+        {"title": "Dense", "type": "array", "items": _FEATURE_VALUE},
         {
             "title": "Sparse",
             "type": "object",
             "properties": {
                 "indices": {"type": "array", "items": {"type": "integer", "minimum": 0}},
-                "values": {"type": "array", "items": {"type": "number"}},
+                "values": {"type": "array", "items": _FEATURE_VALUE},
             },
             "required": ["indices", "values"],
             "additionalProperties": False,
@@ -86,7 +91,7 @@ _FEATURES = {
         {
             "title": "Named",
             "type": "object",
-            "additionalProperties": {"type": ["number", "string", "boolean"]},
+            "additionalProperties": {"anyOf": [_FEATURE_VALUE, {"type": ["string", "boolean"]}]},
         },
     ],
 }
@@ -101,7 +106,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "ScoreEvent": {
         "type": "object",
         "description": "an event to score (a label 'y', if present, is not used)",
-        "properties": {"id": _ID, "x": _FEATURES, "y": _LABEL},
+        "properties": {"id": _ID, "x": _FEATURES, "y": {"anyOf": [_LABEL, {"type": "null"}]}},
         "required": ["x"],
         "additionalProperties": False,
     },
@@ -114,8 +119,28 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
+def _holding_label(*values: Any) -> dict[str, Any]:
+    return {
+        "contains": {
+            "type": "object",
+            "properties": {"y": {"enum": list(values)}},
+            "required": ["y"],
+        }
+    }
+
+
+#: a batch's labels are 0 / 1 or -1 / +1 (booleans either way), not 0 (false) and -1 both
+_ONE_CONVENTION = {"not": {"allOf": [_holding_label(0, False), _holding_label(-1)]}}
+
+
+def _items(item: str, *, labelled: bool) -> dict[str, Any]:
+    """A list of at least one ``item``; ``labelled``: its labels in one convention."""
+    items = {"type": "array", "items": {"$ref": f"#/components/schemas/{item}"}, "minItems": 1}
+    return {**items, **_ONE_CONVENTION} if labelled else items
+
+
 def _batch(event: str) -> dict[str, Any]:
-    items = {"type": "array", "items": {"$ref": f"#/components/schemas/{event}"}, "minItems": 1}
+    items = _items(event, labelled=event == "Event")
     return {
         "anyOf": [
             {
@@ -129,11 +154,21 @@ def _batch(event: str) -> dict[str, Any]:
     }
 
 
-#: one LIBSVM line: ``<label> <index>:<value> ... [# <event id>]`` (blank lines allowed)
-_LIBSVM_PATTERN = (
-    r"^(?:[ \t]*(?:[-+]?[0-9.]+)?(?:[ \t]+[0-9]+:[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)*"
-    r"[ \t]*(?:#[^\n]*)?\n)*$"
-)
+#: a LIBSVM body, as ``service.ingest.libsvm`` reads it: lines ``<label> <index>:<value> ...
+#: [# <event id>]`` (the label optional for /score), blank and comment-only lines skipped, at
+#: least one event; the last line's newline optional; an event id (the comment of an event's
+#: line) at most 256 characters
+_COMMENT = r"(?:#\s*[^\n]{0,256}?\s*)?"
+_BLANK_LINE = rf"{libsvm.WHITESPACE}*(?:#[^\n]*)?"
+
+
+def _libsvm_pattern(*, labelled: bool) -> str:
+    W, PAIR, LABEL = libsvm.WHITESPACE, libsvm.PAIR, libsvm.LABEL  # noqa: N806
+    first = LABEL if labelled else f"(?:{LABEL}|{PAIR})"
+    event = rf"{W}*{first}(?:{W}+{PAIR})*{W}*{_COMMENT}"
+    return rf"^(?:{_BLANK_LINE}\n)*{event}(?:\n(?:{event}|{_BLANK_LINE}))*\n?$"
+
+
 _NPZ = {
     "type": "string",
     "format": "binary",
@@ -168,8 +203,7 @@ def events_body(*, labelled: bool) -> dict[str, Any]:
                 },
                 "application/x-ndjson": {
                     "schema": {
-                        "type": "array",
-                        "items": {"$ref": f"#/components/schemas/{event}"},
+                        **_items(event, labelled=labelled),
                         "description": "one event object per line (this schema is of the "
                         "lines' objects, in order)",
                     },
@@ -184,7 +218,7 @@ def events_body(*, labelled: bool) -> dict[str, Any]:
                 "text/x-libsvm": {
                     "schema": {
                         "type": "string",
-                        "pattern": _LIBSVM_PATTERN,
+                        "pattern": _libsvm_pattern(labelled=labelled),
                         "description": "one event per line: "
                         + ("<label> " if labelled else "[<label>] ")
                         + "<index>:<value> ... [# <event id>]; indices 1-based "
@@ -209,16 +243,11 @@ LABELS_BODY = {
                     "anyOf": [
                         {
                             "type": "object",
-                            "properties": {
-                                "labels": {
-                                    "type": "array",
-                                    "items": {"$ref": "#/components/schemas/LabelItem"},
-                                }
-                            },
+                            "properties": {"labels": _items("LabelItem", labelled=True)},
                             "required": ["labels"],
                             "additionalProperties": False,
                         },
-                        {"type": "array", "items": {"$ref": "#/components/schemas/LabelItem"}},
+                        _items("LabelItem", labelled=True),
                     ]
                 },
                 "example": {"labels": [{"id": "tx-3", "y": 1}, {"id": "tx-4", "y": 0}]},
@@ -258,6 +287,33 @@ SECURITY_SCHEMES = {
 }
 
 
+#: the last message of a metrics stream whose model was deleted while watched
+_DELETED_MESSAGE = {
+    "title": "deleted",
+    "type": "object",
+    "properties": {
+        "event": {"const": "deleted"},
+        "data": {
+            "type": "string",
+            "contentMediaType": PROBLEM_MEDIA_TYPE,
+            "contentSchema": _PROBLEM_REF,
+        },
+    },
+    "required": ["event", "data"],
+}
+METRICS_STREAM = "/v1/models/{model_id}/metrics/stream"
+
+
+def _declare_deleted_message(document: dict[str, Any]) -> None:
+    """The metrics stream's messages: its route declares ``event: metrics``; a stream whose
+    model is deleted ends with an ``event: deleted`` message (a problem)."""
+    operation = document.get("paths", {}).get(METRICS_STREAM, {}).get("get")
+    if operation is None:
+        return
+    content = operation["responses"]["200"]["content"]["text/event-stream"]
+    content["schema"] = {"oneOf": [content["schema"], _DELETED_MESSAGE]}
+
+
 def complete(document: dict[str, Any], *, auth_enabled: bool) -> dict[str, Any]:
     """Complete FastAPI's ``document`` in place (module docstring) and return it."""
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
@@ -289,6 +345,7 @@ def complete(document: dict[str, Any], *, auth_enabled: bool) -> dict[str, Any]:
             for status in common:
                 responses.setdefault(str(status), _problem_response(status))
     _learner_variants(document)
+    _declare_deleted_message(document)
     return document
 
 

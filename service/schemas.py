@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import orjson
 from pydantic import (
@@ -60,6 +60,20 @@ FEATURE_NAME_MAX_CHARS = 128
 FEATURE_NAMES_MAX_BYTES = 512 * 1024
 
 
+#: the document states the checks of ``ModelCreate._check_feature_names`` that JSON Schema can
+#: (not the count, which is ``n_features``, nor the bytes in all)
+FeatureNames = Annotated[
+    tuple[str, ...],
+    Field(
+        json_schema_extra={
+            "minItems": 1,
+            "uniqueItems": True,
+            "items": {"type": "string", "minLength": 1, "maxLength": FEATURE_NAME_MAX_CHARS},
+        }
+    ),
+]
+
+
 def default_regret_window(n_features: int) -> int:
     return REGRET_WINDOW_DEFAULT if n_features <= REGRET_DEFAULT_MAX_FEATURES else 0
 
@@ -86,7 +100,7 @@ class ModelCreate(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict, description="learner hyper-parameters")
     n_features: int = Field(ge=1, le=1 << 24, strict=True)
     feature_mode: FeatureModeName = "dense"
-    feature_names: tuple[str, ...] | None = Field(
+    feature_names: FeatureNames | None = Field(
         default=None,
         description=(
             "optional names of the features, one per column (dense and sparse models): events "

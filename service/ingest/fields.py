@@ -83,13 +83,14 @@ def check_dense_cells(n_events: int, spec: FeatureSpec, max_cells: int) -> None:
         )
 
 
-def check_size(n_events: int, max_events: int) -> None:
+def check_size(n_events: int, max_events: int, what: str = "events") -> None:
+    """A batch of 1 to ``max_events`` events (or labels: ``what``)."""
     if n_events == 0:
-        raise InvalidInput("empty batch: no events", field="events")
+        raise InvalidInput(f"empty batch: no {what}", field=what)
     if n_events > max_events:
         raise PayloadTooLarge(
-            f"batch of {n_events} events exceeds the limit of {max_events} events per request",
-            field="events",
+            f"batch of {n_events} {what} exceeds the limit of {max_events} {what} per request",
+            field=what,
         )
 
 
@@ -139,6 +140,20 @@ def labels_from_values(values: Sequence[Any], locate: Locator) -> np.ndarray:
     return _as_labels(np.asarray(values, dtype=np.float64))
 
 
+def check_unused_labels(values: Sequence[Any], locate: Locator) -> None:
+    """``/score``: an event may carry its label ``y`` (or null), which is not used; anything
+    else there is refused as ``/events`` would refuse it."""
+    for index, value in enumerate(values):
+        if value is None or type(value) is bool:
+            continue
+        if type(value) not in (int, float) or value not in _LABEL_VALUES:
+            raise locate.error(
+                index,
+                f"label 'y' is {value!r}; {_LABELS_ACCEPTED} (or null: /score does not use it)",
+                field="y",
+            )
+
+
 def labels_from_array(labels: np.ndarray, n_events: int, locate: Locator) -> np.ndarray:
     """An array of labels (NPZ) -> int64 in {-1, +1}, checked by ``core.validation.as_labels``;
     when it refuses them, the first bad value names its event."""
@@ -170,9 +185,14 @@ def _as_labels(labels: np.ndarray) -> np.ndarray:
         raise InvalidInput(str(error), field="y") from None
 
 
+#: the integers a JSON decoder reads as integers (the document's bounds of an integer id)
+ID_MIN, ID_MAX = -(2**63), 2**64 - 1
+
+
 def parse_ids(values: Sequence[Any], locate: Locator) -> list[str | None] | None:
     """Event ids (strings of 1 to 256 characters or integers, None for none) or None when no
-    event has one."""
+    event has one.  An integer id is its decimal string, whether the JSON wrote it 162 or
+    162.0."""
     if all(value is None for value in values):
         return None
     ids: list[str | None] = []
@@ -184,6 +204,11 @@ def parse_ids(values: Sequence[Any], locate: Locator) -> list[str | None] | None
             ids.append(value)
         elif kind is int:
             ids.append(str(value))
+        elif kind is float and value.is_integer() and ID_MIN < value <= ID_MAX:
+            # JSON has one number type: 162.0 is the integer 162.  An integer literal beyond
+            # 64 bits is decoded as a float too, rounded to -2**63 or below, 2**64 or above:
+            # the strict bound refuses it (and only the literal -9223372036854775808.0 besides)
+            ids.append(str(int(value)))
         elif value is None:
             ids.append(None)
         else:

@@ -129,7 +129,11 @@ def _read_dense_json(
         return None
     locate = Locator(raw_ids)
     ids = fields.parse_ids(raw_ids, locate)
-    y = fields.labels_from_values(raw_labels, locate) if labelled else None
+    if labelled:
+        y = fields.labels_from_values(raw_labels, locate)
+    else:
+        y = None
+        fields.check_unused_labels(raw_labels, locate)
     return Batch(fields.dense(X.reshape(n_events, width), spec, locate), y, ids)
 
 
@@ -194,10 +198,11 @@ def _one_dense_event(event: Any, spec: FeatureSpec, labelled: bool) -> Batch | N
         elif type(event_id) is not str or not 0 < len(event_id) <= 256:
             return None
     y = None
+    label = event.get("y")
+    if (labelled or label is not None) and type(label) is not bool:
+        if type(label) not in (int, float) or label not in (0, 1, -1):
+            return None  # /score does not use a label, but refuses one that is not a label
     if labelled:
-        label = event.get("y")
-        if type(label) is not bool and (type(label) not in (int, float) or label not in (0, 1, -1)):
-            return None
         y = np.array([1 if label == 1 else -1], dtype=np.int64)
     try:
         # a TypeError on anything but numbers (as in objects.dense_features); a finite sum
@@ -226,7 +231,7 @@ def label_items(items: Any, max_events: int) -> tuple[list[str], np.ndarray]:
     ``/labels``, or a stream message's)."""
     if type(items) is not list:
         raise InvalidInput('expected a list of {"id": ..., "y": ...} objects', field="labels")
-    fields.check_size(len(items), max_events)
+    fields.check_size(len(items), max_events, "labels")
     raw_ids, locate = located_objects(
         items, _LABEL_KEYS, lambda _: 'a label must be an object {"id": ..., "y": ...}'
     )

@@ -219,10 +219,11 @@ def events_to_batch(
         if row is None:
             raise locate.error(index, "missing features 'x'", field="x")
     X = features_from_objects(rows, spec, locate)
-    y = None
-    if labelled:
-        y = fields.labels_from_values([event.get("y") for event in events], locate)
-    return Batch(X, y, ids)
+    labels = [event.get("y") for event in events]
+    if not labelled:
+        fields.check_unused_labels(labels, locate)
+        return Batch(X, None, ids)
+    return Batch(X, fields.labels_from_values(labels, locate), ids)
 
 
 #: From this size on, a document is decoded by simdjson and made into Python objects one item

@@ -5,7 +5,10 @@ schemes, typed metrics, and ``Allow`` / ``OPTIONS`` that list every method of a 
 from __future__ import annotations
 
 import inspect
+import json
 
+import jsonschema
+import orjson
 import pytest
 from pydantic import BaseModel
 
@@ -13,6 +16,7 @@ from core.learners import available_learners, learner_class
 from service.metrics_schema import MetricsResponse
 from service.openapi import PROBLEM_MEDIA_TYPE
 from tests.service.conftest import create_model, events_json, make_stream
+from tests.service.test_operations import _sse_messages
 
 EVENT_TYPES = {"application/json", "application/x-ndjson", "text/x-libsvm", "application/x-npz"}
 
@@ -213,3 +217,120 @@ def test_options_and_405_list_every_method_of_the_path(make_client):
         assert refused.status_code == 405 and refused.headers["allow"] == allow, path
         assert refused.headers["content-type"] == PROBLEM_MEDIA_TYPE
     assert client.post("/healthz").headers["allow"] == "GET, HEAD, OPTIONS"
+
+
+# ---------------------------------------------------------------------- document == server
+LIBSVM, NDJSON, JSON = "text/x-libsvm", "application/x-ndjson", "application/json"
+_DENSE_EVENT = {"x": [1.0, 2.0, 3.0], "y": 1}
+#: (route, content type, body, whether it is valid): on each, the document and the server
+#: (a dense model of 3 features) agree; ``/labels`` on ids that were never scored, which the
+#: server reports ``unknown`` (200)
+AGREEMENT = [
+    ("score", LIBSVM, "garbage\n", False),  # was scored as an event of zeros
+    ("score", LIBSVM, "1:5 2:1\n", True),  # no label: 1:5 is a pair
+    ("score", LIBSVM, "1 1:5 2:1 # tx-1\n", True),
+    ("score", LIBSVM, "\u0084", False),  # Unicode whitespace
+    ("events", LIBSVM, "1 1:5", True),  # the last line's newline is optional
+    ("events", LIBSVM, "", False),
+    ("events", LIBSVM, "\n# comment only\n", False),
+    ("events", LIBSVM, "1 1:2:3 5\n", False),
+    ("events", LIBSVM, "1 1.0:5\n", False),
+    ("events", LIBSVM, "1 +1:5\n", False),
+    ("events", LIBSVM, "1 1:1_0\n", False),
+    ("events", LIBSVM, "1 1:\u0663\n", False),  # an Arabic-Indic digit
+    ("events", LIBSVM, "1e0 1:5\n", False),
+    ("events", LIBSVM, "+1 1:5e-3 3:.5\n-1 2:7.\n", True),
+    ("events", LIBSVM, "1 1:5 # " + "a" * 257 + "\n", False),
+    ("events", LIBSVM, "1 1:5 # " + "a" * 256 + "\n", True),
+    ("events", NDJSON, "", False),
+    ("events", JSON, {"events": [_DENSE_EVENT, {**_DENSE_EVENT, "y": 0}]}, True),
+    ("events", JSON, {"events": [{**_DENSE_EVENT, "y": 0}, {**_DENSE_EVENT, "y": -1}]}, False),
+    ("events", JSON, {"events": [{**_DENSE_EVENT, "y": False}, {**_DENSE_EVENT, "y": -1}]}, False),
+    ("score", JSON, {"events": [{**_DENSE_EVENT, "y": "fraud"}]}, False),
+    ("score", JSON, {"events": [{**_DENSE_EVENT, "y": None}]}, True),
+    ("labels", JSON, [], False),
+    ("labels", JSON, {"labels": []}, False),
+    ("labels", JSON, [{"id": "a", "y": 0}, {"id": "b", "y": -1}], False),
+    ("labels", JSON, [{"id": 162.0, "y": 1}], True),  # JSON's integer 162
+    ("labels", JSON, [{"id": 2**64 - 1, "y": 1}, {"id": -(2**63), "y": 1}], True),
+    ("labels", JSON, [{"id": 2**64, "y": 1}], False),
+    ("labels", JSON, [{"id": -(2**63) - 1, "y": 1}], False),
+    ("models", JSON, {"id": "f", "n_features": 1, "feature_names": []}, False),
+    ("models", JSON, {"id": "f", "n_features": 1, "feature_names": [""]}, False),
+    ("models", JSON, {"id": "f", "n_features": 1, "feature_names": ["a" * 129]}, False),
+    ("models", JSON, {"id": "f", "n_features": 2, "feature_names": ["a", "a"]}, False),
+    ("models", JSON, {"id": "f", "n_features": 2, "feature_names": ["a", "b"]}, True),
+]
+
+
+def _validator(document: dict, schema: dict) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator({**schema, "components": document["components"]})
+
+
+@pytest.mark.parametrize("store_kind", ["memory"], indirect=True)
+def test_the_document_is_exactly_as_strict_as_the_server(make_client):
+    client = make_client()
+    document = client.get("/openapi.json").json()
+    create_model(client, "d", n_features=3)
+    for route, media_type, body, valid in AGREEMENT:
+        path = "/v1/models" if route == "models" else f"/v1/models/{{model_id}}/{route}"
+        operation = document["paths"][path]["post"]
+        schema = operation["requestBody"]["content"][media_type]["schema"]
+        if media_type == NDJSON:
+            lines = [line for line in body.splitlines() if line.strip()]
+            instance = [orjson.loads(line) for line in lines]
+        else:
+            instance = body
+        assert _validator(document, schema).is_valid(instance) is valid, (route, body)
+        content = json.dumps(body).encode() if media_type == JSON else body.encode()
+        response = client.post(
+            path.replace("{model_id}", "d"), content=content, headers={"content-type": media_type}
+        )
+        assert response.is_success is valid, (route, body, response.text)
+        if not valid:
+            assert response.status_code in (400, 422), (route, body, response.text)
+            assert response.headers["content-type"] == PROBLEM_MEDIA_TYPE
+        if route == "models" and valid:
+            assert client.delete("/v1/models/f").status_code == 204
+
+
+@pytest.mark.parametrize("store_kind", ["memory"], indirect=True)
+def test_a_label_less_libsvm_line_keeps_its_first_feature(make_client):
+    """``/score`` takes LIBSVM lines without a label: ``1:5 2:1`` is two pairs (its first
+    pair was taken for an unused label), scored as the same event in JSON."""
+    client = make_client()
+    create_model(client, "d", n_features=3)
+    X, y = make_stream(200, n_features=3)
+    client.post("/v1/models/d/events", json=events_json(X, y))
+    as_json = client.post("/v1/models/d/score", json={"events": [{"x": [5.0, 1.0, 0.0]}]})
+    for body in ("1:5 2:1\n", "1 1:5 2:1\n", "0 1:5 2:1"):
+        as_text = client.post(
+            "/v1/models/d/score", content=body.encode(), headers={"content-type": LIBSVM}
+        )
+        assert as_text.json()["scores"] == as_json.json()["scores"], body
+
+
+@pytest.mark.parametrize("store_kind", ["memory"], indirect=True)
+def test_the_metrics_stream_sends_what_the_document_declares(make_client):
+    """Each message of a stream, ``metrics`` and the last ``deleted``, validates against the
+    document's schema of the stream, its data against the message's content schema."""
+    client = make_client()
+    document = client.get("/openapi.json").json()
+    stream = document["paths"]["/v1/models/{model_id}/metrics/stream"]["get"]
+    schema = stream["responses"]["200"]["content"]["text/event-stream"]["schema"]
+    create_model(client, n_features=5)
+    with client.stream("GET", "/v1/models/m/metrics/stream?interval=0.1") as response:
+        messages = _sse_messages(response.iter_lines())
+        received = [next(messages)]
+        assert client.delete("/v1/models/m").status_code == 204
+        received.extend(messages)
+    assert [message["event"] for message in received] == ["metrics", "deleted"]
+    for message in received:
+        _validator(document, schema).validate(message)
+        (variant,) = [
+            variant
+            for variant in schema["oneOf"]
+            if variant["properties"]["event"]["const"] == message["event"]
+        ]
+        content_schema = variant["properties"]["data"]["contentSchema"]
+        _validator(document, content_schema).validate(orjson.loads(message["data"]))

@@ -23,6 +23,7 @@ from typing import Any
 
 from core.learners import available_learners, learner_class
 from core.learners._params import parameters_schema
+from core.validation import FEATURE_BOUND
 from service.ingest import fields, libsvm
 from service.schemas import DEFAULT_LEARNER, ModelCreate, Problem
 
@@ -70,8 +71,12 @@ _LABEL = {
     "description": "label: 1 / 0, +1 / -1 or true / false (one batch uses 0 or -1, not both)",
     "enum": [0, 1, -1, True, False],
 }
-#: a feature's value (JSON has no NaN or infinity)
-_FEATURE_VALUE: dict[str, Any] = {"type": "number"}
+#: a feature's value (JSON has no NaN or infinity; beyond the bound learning could overflow)
+_FEATURE_VALUE: dict[str, Any] = {
+    "type": "number",
+    "minimum": -FEATURE_BOUND,
+    "maximum": FEATURE_BOUND,
+}
 _FEATURES = {
     "description": "features, by the model's feature_mode: dense = a list of n_features "
     'numbers; sparse = {"indices": [...], "values": [...]} (0-based indices); hashed = '

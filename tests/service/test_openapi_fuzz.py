@@ -35,7 +35,7 @@ from tests.service.conftest import STORE_SETTING, STORES, events_json, make_stre
 #: reports; the other stores' whole document; the bodies sent to each model on each store
 MAX_EXAMPLES = 12
 STORE_EXAMPLES = 5
-BODY_EXAMPLES = 15
+BODY_EXAMPLES = 25
 API_KEY = "fuzz-key-0123456789"
 
 

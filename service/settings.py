@@ -111,7 +111,7 @@ class Settings(BaseSettings):
     stream_interval_seconds: float = Field(default=1.0, ge=0.1)
     #: server-sent metrics: the shortest interval a client may ask for; a smaller ``interval``
     #: is raised to it (each check of each stream reads the model's metrics)
-    sse_min_interval_seconds: float = Field(default=1.0, ge=0.1, le=60)
+    sse_min_interval_seconds: float = Field(default=0.5, ge=0.1, le=60)
     #: server-sent metrics: most streams one client holds open at once in this process (an
     #: API key, or a client address when no keys are set); one more: 429 with Retry-After
     sse_max_streams_per_client: int = Field(default=16, ge=1)

@@ -217,7 +217,7 @@ async def stream(
         ge=0.1,
         le=60,
         description="seconds between checks (each reads the metrics); one below the server's "
-        "minimum (AUCSTREAM_SSE_MIN_INTERVAL_SECONDS, 1 by default) is raised to it, and the "
+        "minimum (AUCSTREAM_SSE_MIN_INTERVAL_SECONDS, 0.5 by default) is raised to it, and the "
         "interval used is sent back in the X-Stream-Interval header",
     ),
 ) -> StreamingResponse:

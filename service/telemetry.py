@@ -14,6 +14,11 @@ computed by a metrics request: no extra computation is made for them.  A queue w
 the same metric names (events learned, duplicates, entries, batch durations, lag) on its own port
 (``AUCSTREAM_WORKER_METRICS_PORT``).  The lag gauges are read from Redis when scraped.
 
+Series by model are bounded: only the ``AUCSTREAM_PROMETHEUS_MODEL_SERIES`` most recently
+active models of a process have their own (ranked again at each scrape); the counters of every
+other model add up under ``model=""``, and it has no window or lag gauges.  A model's series go
+when it is deleted or leaves the process's cache.
+
 Logs: ``AUCSTREAM_LOG_FORMAT=json`` writes one JSON object per line (``time``, ``level``,
 ``logger``, ``message`` and the record's fields) and one line per HTTP request with its
 ``request_id`` (the ``X-Request-ID`` header, or a new one, echoed in the response), ``method``,

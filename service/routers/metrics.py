@@ -95,6 +95,12 @@ async def roc(model_id: str, engine: EngineDep) -> RocResponse:
     )
 
 
+_RETRY_AFTER = {
+    "description": "seconds (AUCSTREAM_SSE_RETRY_AFTER_SECONDS for a refused stream)",
+    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+}
+
+
 class StreamSlots:
     """The server-sent streams this process holds open, per client and in total: each one
     reads a model's metrics at every check, so an unbounded number of them would take the
@@ -192,16 +198,25 @@ class SlotStreamingResponse(StreamingResponse):
                     "example": 'event: metrics\nid: 7\ndata: {"model": "fraud", "version": 7}\n\n',
                 }
             },
+            "headers": {
+                "X-Stream-Interval": {
+                    "description": "seconds between two checks, as used (the interval asked "
+                    "for, raised to the server's minimum)",
+                    "schema": {"type": "string"},
+                }
+            },
         },
         429: {
             **problems(429)[429],
             "description": "This API key (or client address, without keys) already holds "
             "AUCSTREAM_SSE_MAX_STREAMS_PER_CLIENT streams; retry after Retry-After seconds",
+            "headers": {"Retry-After": _RETRY_AFTER},
         },
         503: {
             **problems(503)[503],
             "description": "The process already holds AUCSTREAM_SSE_MAX_STREAMS streams, the "
             "store is unavailable or the kernels are warming up; retry after Retry-After",
+            "headers": {"Retry-After": _RETRY_AFTER},
         },
     },
 )

@@ -5,7 +5,8 @@ uvicorn (memory store, one worker)::
     python -m loadtest.scrape --models 10000 --server-path /path/to/another/checkout
 
 Each model is created, scores one event and has its metrics read (which sets its window
-gauges): three requests per model, from ``--threads`` clients.  Then ``--scrapes`` scrapes:
+gauges): three requests per model, from ``--threads`` clients; after a first scrape the last
+``--active`` models do so again.  Then ``--scrapes`` scrapes:
 the exposition's bytes, its samples (lines that are not comments) and the median seconds.
 """
 
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", type=int, default=10_000)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--scrapes", type=int, default=5)
+    parser.add_argument("--active", type=int, default=100, help="models used again at the end")
     args = parser.parse_args(argv)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -67,6 +69,14 @@ def main(argv: list[str] | None = None) -> int:
         populated = time.monotonic() - started
         sizes, samples, seconds = [], [], []
         with httpx.Client(base_url=url, timeout=600) as http:
+            # one scrape ranks the models; the last --active ones are then used again, so that
+            # the models given series of their own have them filled
+            http.get("/metrics")
+            headers = {"content-type": "application/json"}
+            for index in range(max(args.models - args.active, 0), args.models):
+                model = f"model-{index:05d}"
+                http.post(f"/v1/models/{model}/score", content=ONE_EVENT, headers=headers)
+                http.get(f"/v1/models/{model}/metrics")
             for _ in range(args.scrapes):
                 began = time.perf_counter()
                 text = http.get("/metrics").text

@@ -180,7 +180,9 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     """Build the app; ``Settings()`` is read (and checked) here, at start-up."""
     settings = settings or Settings()
     configure_logging(settings.log_format, settings.log_level)
-    telemetry = Telemetry(log_requests=settings.log_format == "json")
+    telemetry = Telemetry(
+        log_requests=settings.log_format == "json", model_series=settings.prometheus_model_series
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -197,9 +199,10 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             max_remembered_ids=settings.max_remembered_ids,
         )
         # Prometheus labels only for models this process holds, dropped when one is deleted
+        # or evicted from the cache
         repository = app.state.engine.repository
         telemetry.model_exists = lambda model_id: repository.cached(model_id) is not None
-        repository.on_gone.append(telemetry.forget_model)
+        repository.on_forget.append(telemetry.forget_model)
         app.state.queue = make_queue(app.state.store, settings)
         app.state.services = Services(app.state.engine, settings, telemetry, app.state.queue)
         app.state.warm = threading.Event()
@@ -289,6 +292,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
 
     # every request passes these, innermost first: FastAPI's stack and the lane's alike
     middlewares = [
+        Middleware(NoStore),
         Middleware(WarmGate, owner=app),
         # inside the timing middleware, so that the 408 / 499 it records are what is counted
         Middleware(BodyGuard, timeout_seconds=settings.body_read_timeout_seconds),
@@ -319,6 +323,29 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+class NoStore:
+    """``Cache-Control: no-store`` on every ``/v1`` response that sets none itself: they carry
+    model state, metrics and scores, which neither a shared cache nor the browser's may keep
+    (a read through a proxy with another user's key, a page left on a shared machine)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+
+        async def send_no_store(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                headers = message.get("headers") or []
+                if not any(name.lower() == b"cache-control" for name, _ in headers):
+                    message["headers"] = [*headers, (b"cache-control", b"no-store")]
+            await send(message)
+
+        await self.app(scope, receive, send_no_store)
 
 
 class WarmGate:

@@ -98,6 +98,16 @@ class QueueFull(ServiceError, status=429, title="Queue full"):
     the response carries ``Retry-After``)."""
 
 
+class TooManyStreams(ServiceError, status=429, title="Too many streams"):
+    """A client (an API key, or a client address when no keys are set) already holds as many
+    server-sent metrics streams as it may (retry after ``Retry-After`` seconds, or close one)."""
+
+
+class StreamsFull(ServiceError, status=503, title="No stream slot free"):
+    """The process already serves as many server-sent metrics streams as it may, from every
+    client together (retry after ``Retry-After`` seconds)."""
+
+
 class InsufficientStorage(ServiceError, status=507, title="Insufficient storage"):
     """A bound on what the service keeps is reached (number of models, bytes of one model's
     state, records kept by ``/score`` for later labels); see ``service.settings``."""

@@ -117,6 +117,17 @@ class Settings(BaseSettings):
     #: server-sent metrics: seconds between two checks of the model version (at least 0.1:
     #: each check reads the model's metrics)
     stream_interval_seconds: float = Field(default=1.0, ge=0.1)
+    #: server-sent metrics: the shortest interval a client may ask for; a smaller ``interval``
+    #: is raised to it (each check of each stream reads the model's metrics)
+    sse_min_interval_seconds: float = Field(default=0.5, ge=0.1, le=60)
+    #: server-sent metrics: most streams one client holds open at once in this process (an
+    #: API key, or a client address when no keys are set); one more: 429 with Retry-After
+    sse_max_streams_per_client: int = Field(default=16, ge=1)
+    #: server-sent metrics: most streams this process holds open at once, every client
+    #: together; one more: 503 with Retry-After
+    sse_max_streams: int = Field(default=256, ge=1)
+    #: server-sent metrics: the Retry-After of those 429 / 503 (seconds)
+    sse_retry_after_seconds: int = Field(default=5, ge=1)
 
     # -- request bodies and the event loop
     #: a request body must arrive within this many seconds of its first read, else 408 (a
@@ -182,6 +193,11 @@ class Settings(BaseSettings):
     #: worker: port of its Prometheus endpoint (``/metrics``); none when unset
     worker_metrics_port: int | None = Field(default=None, ge=1, le=65535)
 
+    #: Prometheus (``GET /metrics``): most models with series of their own per process, the
+    #: most recently active ones; every other model is counted under ``model=""`` (0: only
+    #: those aggregate series)
+    prometheus_model_series: int = Field(default=100, ge=0, le=100_000)
+
     #: ``text`` (human) or ``json`` (one JSON object per line, with one line per request)
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -228,6 +244,11 @@ class Settings(BaseSettings):
                 f"AUCSTREAM_WORKER_LEASE_MS ({self.worker_lease_ms}) must be at least twice "
                 f"AUCSTREAM_WORKER_BLOCK_MS ({self.worker_block_ms}): a worker renews its lease "
                 "between two reads"
+            )
+        if self.stream_interval_seconds < self.sse_min_interval_seconds:
+            raise ValueError(
+                f"AUCSTREAM_STREAM_INTERVAL_SECONDS ({self.stream_interval_seconds}) must be at "
+                f"least AUCSTREAM_SSE_MIN_INTERVAL_SECONDS ({self.sse_min_interval_seconds})"
             )
         overlap = set(self.api_keys) & set(self.read_only_api_keys)
         if overlap:

@@ -14,6 +14,11 @@ computed by a metrics request: no extra computation is made for them.  A queue w
 the same metric names (events learned, duplicates, entries, batch durations, lag) on its own port
 (``AUCSTREAM_WORKER_METRICS_PORT``).  The lag gauges are read from Redis when scraped.
 
+Series by model are bounded: only the ``AUCSTREAM_PROMETHEUS_MODEL_SERIES`` most recently
+active models of a process have their own (ranked again at each scrape); the counters of every
+other model add up under ``model=""``, and it has no window or lag gauges.  A model's series go
+when it is deleted or leaves the process's cache.
+
 Logs: ``AUCSTREAM_LOG_FORMAT=json`` writes one JSON object per line (``time``, ``level``,
 ``logger``, ``message`` and the record's fields) and one line per HTTP request with its
 ``request_id`` (the ``X-Request-ID`` header, or a new one, echoed in the response), ``method``,
@@ -23,6 +28,8 @@ learned, queued ...).  A worker logs one line per applied batch.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import math
 import os
@@ -44,7 +51,7 @@ from prometheus_client import (
     multiprocess,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 __all__ = ["CONTENT_TYPE_LATEST", "JsonFormatter", "Telemetry", "TimingMiddleware"]
 
@@ -111,11 +118,40 @@ _LAG_GAUGES = {
 }
 
 
+class ModelCounter(Counter):
+    """A counter labelled by model whose ``labels()`` names a model only while it has series
+    of its own (:meth:`Telemetry.series_label`), and counts every other model under
+    ``model=""``: callers label by model as with any counter, and the series stay bounded."""
+
+    series_label: Callable[[str], str]
+    #: the index of the ``model`` label
+    model_position: int
+
+    def labels(self, *values: Any, **named: Any) -> ModelCounter:
+        if named:
+            named["model"] = self.series_label(str(named["model"]))
+            return super().labels(**named)
+        mapped = list(values)
+        mapped[self.model_position] = self.series_label(str(mapped[self.model_position]))
+        return super().labels(*mapped)
+
+
 class Telemetry:
-    def __init__(self, *, log_requests: bool = False) -> None:
+    def __init__(self, *, log_requests: bool = False, model_series: int = 100) -> None:
         #: one JSON log line per request (``AUCSTREAM_LOG_FORMAT=json``)
         self.log_requests = log_requests
+        #: most models with series of their own (``AUCSTREAM_PROMETHEUS_MODEL_SERIES``): see
+        #: :meth:`series_label`
+        self.model_series = model_series
+        #: model -> when it was last active (a tick of ``_ticks``), for every model this
+        #: process holds; the ``model_series`` most recent ones get series of their own
+        self._active: dict[str, int] = {}
+        self._ticks = itertools.count()
+        #: the models with series of their own
+        self._with_series: set[str] = set()
         self.registry = CollectorRegistry()
+        # first in the registry: the series are re-ranked before any metric is collected
+        self.registry.register(_SeriesRanking(self))
         self.requests = self._counter(
             "aucstream_http_requests_total",
             "HTTP requests by route template, method, status and model ('' for none).",
@@ -150,6 +186,14 @@ class Telemetry:
             "Losses of data noticed in the store and not yet acknowledged (1 for the whole "
             "store, 1 per model that went back in time); the store or model answers 503 "
             "meanwhile.",
+            registry=self.registry,
+            multiprocess_mode="max",
+        )
+        #: 1 while a model has series of its own in this process (multiprocess: in any)
+        self.has_series = Gauge(
+            "aucstream_model_has_series",
+            "1 while the model has series of its own (one of the most recently active).",
+            ["model"],
             registry=self.registry,
             multiprocess_mode="max",
         )
@@ -201,7 +245,7 @@ class Telemetry:
         self._per_model = (
             self.requests, self.events_learned, self.duplicates, self.drifts, self.scored,
             self.labels, self.events_queued, self.entries, *self.lag.values(),
-            *self.window.values(),
+            *self.window.values(), self.has_series,
         )  # fmt: skip
         #: whether this process holds a model (the app sets it to the engine's cache)
         self.model_exists: Callable[[str], bool] = lambda model_id: False
@@ -225,8 +269,46 @@ class Telemetry:
     def _counter(
         self, name: str, documentation: str, labels: tuple[str, ...] = ("model",)
     ) -> Counter:
-        """A counter on this process's registry, by model unless other ``labels`` are given."""
-        return Counter(name, documentation, labels, registry=self.registry)
+        """A counter on this process's registry, by model unless other ``labels`` are given
+        (by model: a :class:`ModelCounter`)."""
+        if "model" not in labels:
+            return Counter(name, documentation, labels, registry=self.registry)
+        counter = ModelCounter(name, documentation, labels, registry=self.registry)
+        counter.series_label = self.series_label
+        counter.model_position = labels.index("model")
+        return counter
+
+    def series_label(self, model_id: str) -> str:
+        """The ``model`` label of an update for ``model_id``, which is active now: its id
+        while it has series of its own, else ``""`` (the series of every other model).  The
+        ``model_series`` most recently active models have their own: a model gets them at once
+        while fewer have them, else when the series are ranked again (at each scrape,
+        :meth:`rank_series`).  Bounds the exposition whatever the number of models."""
+        if not model_id:
+            return ""
+        self._active[model_id] = next(self._ticks)
+        if model_id in self._with_series:
+            return model_id
+        if len(self._with_series) < self.model_series:
+            self._with_series.add(model_id)
+            self.has_series.labels(model_id).set(1)
+            return model_id
+        return ""
+
+    def rank_series(self) -> None:
+        """Give series of their own to the ``model_series`` most recently active models, and
+        drop those of the models that leave them (their later updates count under
+        ``model=""``)."""
+        with self._children_lock:
+            active = list(self._active.items())
+            recent = heapq.nlargest(self.model_series, active, key=lambda item: item[1])
+            ranked = {model for model, _ in recent}
+            if ranked == self._with_series:
+                return
+            self._remove_series(self._with_series - ranked)
+            for model in ranked - self._with_series:
+                self.has_series.labels(model).set(1)
+            self._with_series = ranked
 
     def _model_gauges(self, prefix: str, documentation: dict[str, str]) -> dict[str, Gauge]:
         """``{key: the gauge <prefix><key>}``, a gauge per model for each key of
@@ -249,32 +331,57 @@ class Telemetry:
         return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 
     def set_window_metrics(self, model: str, window: dict[str, Any]) -> None:
-        """The model's window AUC / pAUC from a metrics summary already computed."""
+        """The model's window AUC / pAUC from a metrics summary already computed (only for a
+        model with series of its own: an AUC of every other model together means nothing)."""
+        label = self.series_label(model)
+        if not label:
+            return
         for key, gauge in self.window.items():
             value = window.get(key)
-            gauge.labels(model).set(math.nan if value is None else float(value))
+            gauge.labels(label).set(math.nan if value is None else float(value))
 
     def set_lag(self, model: str, lag: dict[str, Any]) -> None:
+        """The model's queue lag, for a model with series of its own."""
+        if model not in self._with_series:
+            return
         for key, gauge in self.lag.items():
             gauge.labels(model).set(lag[key])
 
+    def models_with_series(self) -> list[str]:
+        return list(self._with_series)
+
     def model_label(self, model_id: str, status: int) -> str:
         """The ``model`` label of a request: the model's id only for a model this process
-        holds, and never for an unauthenticated request, so requests for unknown ids (404) or
-        without a key (401/403) cannot create label sets (each one is kept for ever)."""
+        holds, with series of its own (:meth:`series_label`), and never for an
+        unauthenticated request, so requests for unknown ids (404) or without a key (401/403)
+        cannot create label sets."""
         if not model_id or status in (401, 403) or not self.model_exists(model_id):
             return ""
-        return model_id
+        return self.series_label(model_id)
 
     def forget_model(self, model_id: str) -> None:
-        """Drop every label set of a deleted model."""
+        """Drop every label set of a model this process no longer holds (deleted, or evicted
+        from its cache: it is no longer active here)."""
+        self._active.pop(model_id, None)
+        if model_id not in self._with_series:
+            return
         with self._children_lock:
-            self._children.clear()
-            for metric in self._per_model:
-                position = metric._labelnames.index("model")  # noqa: SLF001 - no public API
-                for labels in list(metric._metrics):  # noqa: SLF001
-                    if labels[position] == model_id:
-                        metric.remove(*labels)
+            self._with_series.discard(model_id)
+            self._remove_series({model_id})
+
+    def _remove_series(self, models: set[str]) -> None:
+        """Remove the label sets of ``models`` (call holding ``_children_lock``); the cached
+        children are forgotten, as any of them may be one of those."""
+        self._children.clear()
+        if not models:
+            return
+        for model in models:  # multiprocess mode: the value stays in this process's file
+            self.has_series.labels(model).set(0)
+        for metric in self._per_model:
+            position = metric._labelnames.index("model")  # noqa: SLF001 - no public API
+            for labels in list(metric._metrics):  # noqa: SLF001
+                if labels[position] in models:
+                    metric.remove(*labels)
 
     def forget_models(self, keep: set[str]) -> None:
         """Drop the lag gauges of deleted models."""
@@ -291,11 +398,51 @@ class Telemetry:
         among those labelled by model when ``models`` is given."""
         if not self.multiprocess:
             return generate_latest(self.registry)
+        self.rank_series()
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
         if models is None:
             return generate_latest(registry)
-        return generate_latest(_ExistingModels(registry, models))  # type: ignore[arg-type]
+        # a model that left a process's series keeps its values in that process's file: the
+        # view keeps the models that some process still gives series of their own
+        collected = list(registry.collect())
+        ranked = {
+            sample.labels["model"]
+            for metric in collected
+            if metric.name == self.has_series._name  # noqa: SLF001 - no public API
+            for sample in metric.samples
+            if sample.value > 0
+        }
+        view = _ExistingModels(_Collected(collected), models & ranked)  # type: ignore[arg-type]
+        return generate_latest(view)  # type: ignore[arg-type]
+
+
+class _SeriesRanking:
+    """Ranks the models' series (:meth:`Telemetry.rank_series`) when the registry is
+    collected, before the metrics (the first collector), and reports how many models have
+    their own."""
+
+    def __init__(self, telemetry: Telemetry) -> None:
+        self.telemetry = telemetry
+
+    def collect(self) -> Iterator[Metric]:
+        self.telemetry.rank_series()
+        yield GaugeMetricFamily(
+            "aucstream_models_with_series",
+            "Models with series of their own in this process (the most recently active, at "
+            'most AUCSTREAM_PROMETHEUS_MODEL_SERIES); the others are counted under model="".',
+            value=len(self.telemetry.models_with_series()),
+        )
+
+
+class _Collected:
+    """Metrics already collected, as a registry to collect from again."""
+
+    def __init__(self, metrics: list[Metric]) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.metrics)
 
 
 class _ExistingModels:

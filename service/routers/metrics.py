@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,12 +13,22 @@ import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
 
-from service.deps import EngineDep, ServicesDep, SettingsDep, TelemetryDep, run_engine
+from service.deps import (
+    EngineDep,
+    ServicesDep,
+    SettingsDep,
+    TelemetryDep,
+    _presented_key,
+    run_engine,
+)
 from service.engine import Engine
-from service.errors import ModelNotFound
+from service.errors import ModelNotFound, StreamsFull, TooManyStreams
 from service.metrics_schema import MetricsResponse
+from service.openapi import problems
 from service.schemas import RocResponse
+from service.settings import Settings
 from service.telemetry import Telemetry
 
 router = APIRouter(prefix="/v1/models", tags=["metrics"])
@@ -83,6 +95,85 @@ async def roc(model_id: str, engine: EngineDep) -> RocResponse:
     )
 
 
+_RETRY_AFTER = {
+    "description": "seconds (AUCSTREAM_SSE_RETRY_AFTER_SECONDS for a refused stream)",
+    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+}
+
+
+class StreamSlots:
+    """The server-sent streams this process holds open, per client and in total: each one
+    reads a model's metrics at every check, so an unbounded number of them would take the
+    event loop from every other request.  A client is the API key it presented (the routes
+    check it first), or its address when no keys are set.  Only the event loop touches it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.per_client = settings.sse_max_streams_per_client
+        self.total = settings.sse_max_streams
+        self.retry_after = {"Retry-After": str(settings.sse_retry_after_seconds)}
+        self.auth_enabled = settings.auth_enabled
+        self.open: Counter[str] = Counter()
+
+    @classmethod
+    def of(cls, request: Request) -> StreamSlots:
+        """The app's slots, made at the first stream request."""
+        state = request.app.state
+        slots = getattr(state, "sse_slots", None)
+        if slots is None:
+            slots = state.sse_slots = cls(state.settings)
+        return slots
+
+    def client_of(self, request: Request) -> tuple[str, str]:
+        """``(what counts the client's streams, how to name it in a problem)``; a key is
+        counted by its digest, so the key itself is not kept here."""
+        if self.auth_enabled:
+            key = _presented_key(request) or ""
+            return "key:" + hashlib.sha256(key.encode()).hexdigest(), "this API key"
+        address = request.client.host if request.client else "unknown"
+        return "address:" + address, f"the client address {address}"
+
+    def acquire(self, request: Request) -> str:
+        """Take a slot for the request's client (429 past the client's cap, 503 past the
+        process's); returns the client to :meth:`release` it."""
+        client, named = self.client_of(request)
+        if self.open[client] >= self.per_client:
+            raise TooManyStreams(
+                f"{named} already holds {self.open[client]} metrics streams, the most one "
+                f"client may hold (AUCSTREAM_SSE_MAX_STREAMS_PER_CLIENT={self.per_client}); "
+                "close one, or retry after Retry-After seconds",
+                headers=self.retry_after,
+            )
+        in_use = self.open.total()
+        if in_use >= self.total:
+            raise StreamsFull(
+                f"the server already holds {in_use} metrics streams, the most it serves at once "
+                f"(AUCSTREAM_SSE_MAX_STREAMS={self.total}); retry after Retry-After seconds",
+                headers=self.retry_after,
+            )
+        self.open[client] += 1
+        return client
+
+    def release(self, client: str) -> None:
+        self.open[client] -= 1
+        if self.open[client] <= 0:
+            del self.open[client]
+
+
+class SlotStreamingResponse(StreamingResponse):
+    """A stream that gives its slot back however it ends (the client left, the model was
+    deleted, an error) -- even when its body was never iterated."""
+
+    def __init__(self, *args: Any, release: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
+
+
 @router.get(
     "/{model_id}/metrics/stream",
     response_class=StreamingResponse,
@@ -107,7 +198,26 @@ async def roc(model_id: str, engine: EngineDep) -> RocResponse:
                     "example": 'event: metrics\nid: 7\ndata: {"model": "fraud", "version": 7}\n\n',
                 }
             },
-        }
+            "headers": {
+                "X-Stream-Interval": {
+                    "description": "seconds between two checks, as used (the interval asked "
+                    "for, raised to the server's minimum)",
+                    "schema": {"type": "string"},
+                }
+            },
+        },
+        429: {
+            **problems(429)[429],
+            "description": "This API key (or client address, without keys) already holds "
+            "AUCSTREAM_SSE_MAX_STREAMS_PER_CLIENT streams; retry after Retry-After seconds",
+            "headers": {"Retry-After": _RETRY_AFTER},
+        },
+        503: {
+            **problems(503)[503],
+            "description": "The process already holds AUCSTREAM_SSE_MAX_STREAMS streams, the "
+            "store is unavailable or the kernels are warming up; retry after Retry-After",
+            "headers": {"Retry-After": _RETRY_AFTER},
+        },
     },
 )
 async def stream(
@@ -118,14 +228,30 @@ async def stream(
     telemetry: TelemetryDep,
     max_events: int | None = Query(None, ge=1, description="close after this many messages"),
     interval: float | None = Query(
-        None, ge=0.1, le=60, description="seconds between checks (each reads the metrics)"
+        None,
+        ge=0.1,
+        le=60,
+        description="seconds between checks (each reads the metrics); one below the server's "
+        "minimum (AUCSTREAM_SSE_MIN_INTERVAL_SECONDS, 0.5 by default) is raised to it, and the "
+        "interval used is sent back in the X-Stream-Interval header",
     ),
 ) -> StreamingResponse:
     """Server-sent events: a ``metrics`` message now and each time the model's version
     changes (checked every ``interval`` seconds); a comment line keeps idle connections open.
-    If the model is deleted, a last ``deleted`` message (a problem object) ends the stream."""
-    first = await _metrics(engine, model_id, telemetry)  # 404 before streaming
-    period = interval or settings.stream_interval_seconds
+    If the model is deleted, a last ``deleted`` message (a problem object) ends the stream.
+
+    Streams are bounded per process: at most ``AUCSTREAM_SSE_MAX_STREAMS_PER_CLIENT`` open
+    at once per API key (per client address when no keys are set), else 429, and
+    ``AUCSTREAM_SSE_MAX_STREAMS`` from every client together, else 503; both with
+    ``Retry-After``."""
+    slots = StreamSlots.of(request)
+    client = slots.acquire(request)
+    try:
+        first = await _metrics(engine, model_id, telemetry)  # 404 before streaming
+    except BaseException:
+        slots.release(client)
+        raise
+    period = max(interval or settings.stream_interval_seconds, settings.sse_min_interval_seconds)
 
     async def messages() -> AsyncIterator[bytes]:
         sent = 0
@@ -161,8 +287,13 @@ async def stream(
                 yield b"event: deleted\ndata: " + orjson.dumps(gone.problem()) + b"\n\n"
                 return
 
-    return StreamingResponse(
+    return SlotStreamingResponse(
         messages(),
+        release=lambda: slots.release(client),
         media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        headers={
+            "Cache-Control": "no-store",
+            "X-Accel-Buffering": "no",
+            "X-Stream-Interval": f"{period:g}",
+        },
     )

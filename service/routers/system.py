@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import logging
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from core.learners import available_learners, learner_class
-from service.deps import EngineDep, TelemetryDep
+from service.deps import EngineDep, TelemetryDep, require_api_key
 from service.engine import Engine
 from service.errors import ServiceError, StoreLostData
+from service.openapi import problems
 from service.queue import StreamQueue
 from service.telemetry import CONTENT_TYPE_LATEST, Telemetry
 
@@ -78,16 +79,22 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
 @router.get(
     "/metrics",
     response_class=Response,
+    dependencies=[Depends(require_api_key)],
     responses={
         200: {
             "description": "Prometheus text exposition format",
             "content": {"text/plain": {"schema": {"type": "string"}}},
-        }
+        },
+        **problems(401),
     },
 )
 async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDep) -> Response:
-    """Prometheus text exposition format (this process's counters; in queue mode also the
-    learning lag of every model, read from Redis)."""
+    """Prometheus text exposition format: this process's counters (in queue mode also the
+    learning lag, read from Redis).  When API keys are configured it needs one, read-only
+    keys included (``X-API-Key``, or ``Authorization: Bearer``: Prometheus's
+    ``authorization`` scrape setting).  Series by model exist for the
+    ``AUCSTREAM_PROMETHEUS_MODEL_SERIES`` most recently active models (100 by default);
+    every other model is counted under ``model=""``."""
     telemetry.stale_writes.set(engine.writes_retried)
     alarms = getattr(engine.store, "watch", None)
     if alarms is not None:
@@ -115,11 +122,15 @@ def _render(engine: Engine, telemetry: Telemetry) -> bytes:
 
 
 def _refresh_lag(engine: Engine, queue: StreamQueue, telemetry: Telemetry) -> None:
+    """The lag of the models with series of their own (one Redis read each)."""
     try:
         models = engine.list_models()
-        for model in models:
-            telemetry.set_lag(model, queue.lag(model))
-        telemetry.forget_models(set(models))
+        telemetry.rank_series()
+        existing = set(models)
+        for model in telemetry.models_with_series():
+            if model in existing:
+                telemetry.set_lag(model, queue.lag(model))
+        telemetry.forget_models(existing)
     except ServiceError:  # Redis down: the scrape still answers, with the last values
         pass
 

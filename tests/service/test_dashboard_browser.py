@@ -51,7 +51,8 @@ TIME_CHARTS = ("history-chart", "regret-chart", "throughput-chart")
 def server(**env: str) -> Iterator[str]:
     port = free_port()
     environment = {**os.environ, "AUCSTREAM_WARMUP": "false", "AUCSTREAM_STORE": "memory",
-                   "AUCSTREAM_STREAM_INTERVAL_SECONDS": "0.2", **env}  # fmt: skip
+                   "AUCSTREAM_STREAM_INTERVAL_SECONDS": "0.2",
+                   "AUCSTREAM_SSE_MIN_INTERVAL_SECONDS": "0.2", **env}  # fmt: skip
     process = start_uvicorn(port, environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -9,10 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import re
 import threading
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -31,6 +29,7 @@ from service.deps import Services, require_api_key
 from service.engine import Engine
 from service.errors import MalformedBody, ServiceError, StoreUnavailable, WarmingUp
 from service.ingest.objects import json_error_detail
+from service.kernels import warm_up
 from service.queue import StreamQueue
 from service.routers import dashboard, events, metrics, models, system
 from service.settings import Settings
@@ -72,34 +71,6 @@ def make_queue(store: Store, settings: Settings) -> StreamQueue | None:
         max_backlog_events=settings.queue_max_backlog_events,
         entry_events=settings.queue_entry_events,
         retry_after_seconds=settings.queue_retry_after_seconds,
-    )
-
-
-def warm_up() -> None:
-    """Compile (empty numba cache: minutes) or load (warm cache: seconds) every kernel the
-    service calls -- learners, metrics, regret -- logging one line per group and the total, so
-    a slow start says why."""
-    import warnings
-
-    from core.warmup import compile_kernels
-
-    cache = os.environ.get("NUMBA_CACHE_DIR") or "next to the sources (__pycache__)"
-    cpu = os.environ.get("NUMBA_CPU_NAME") or "host"
-    logger.info("compiling or loading the numba kernels (cache: %s, cpu: %s)", cache, cpu)
-
-    def progress(name: str, seconds: float) -> None:
-        logger.info(
-            "kernels of %s ready in %.2f s", name, seconds,
-            extra={"fields": {"kernels": name, "seconds": round(seconds, 3)}},
-        )  # fmt: skip
-
-    started = time.perf_counter()
-    with warnings.catch_warnings():  # tiny made-up data: learners' data warnings are noise here
-        warnings.simplefilter("ignore")
-        compile_kernels(progress)
-    total = time.perf_counter() - started
-    logger.info(
-        "all kernels ready in %.1f s", total, extra={"fields": {"kernels": "all", "seconds": total}}
     )
 
 
@@ -314,10 +285,12 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
 
 
 class WarmGate:
-    """Until the warm-up is done, ``/v1`` requests get 503 ``warming-up`` (with Retry-After)
-    instead of compiling kernels inside the request -- on the event loop for small bodies, which
-    held ``/healthz`` for 23 s.  Probes and ``/metrics`` pass.  Once warm, one attribute read per
-    request."""
+    """Until the kernels of the default path, the metrics and the regret window are ready,
+    ``/v1`` requests get 503 ``warming-up`` (with Retry-After) instead of compiling kernels
+    inside the request -- on the event loop for small bodies, which held ``/healthz`` for 23 s.
+    Probes and ``/metrics`` pass.  Once ready, one attribute read per request; a model whose
+    learner's kernels are still compiling in the background is refused where it is loaded
+    (:func:`service.kernels.require_kernels`)."""
 
     def __init__(self, app: Any, owner: FastAPI) -> None:
         self.app = app
@@ -329,7 +302,8 @@ class WarmGate:
             warm = getattr(self.owner.state, "warm", None)
             if warm is not None and not warm.is_set():
                 error = WarmingUp(
-                    "the kernels are still being compiled or loaded; retry when /readyz is 200",
+                    "the kernels of the default path are still being compiled or loaded; "
+                    "retry when /readyz is 200",
                     headers={"Retry-After": "5"},
                 )
                 await problem_response(error)(scope, receive, send)
@@ -338,13 +312,15 @@ class WarmGate:
         await self.app(scope, receive, send)
 
 
-def _warm(done: threading.Event) -> None:
+def _warm(ready: threading.Event) -> None:
+    """The warm-up thread: ``ready`` is set once the default path's kernels are, and in any
+    case when the warm-up ends."""
     try:
-        warm_up()
+        warm_up(ready)
     except Exception:  # pragma: no cover - warm-up is an optimisation
         logger.exception("kernel warm-up failed")
     finally:
-        done.set()
+        ready.set()
 
 
 async def _sweep_forever(engine: Engine, settings: Settings) -> None:

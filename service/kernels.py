@@ -1,0 +1,121 @@
+"""The numba kernels of a service process: the warm-up that compiles (empty cache: minutes) or
+loads (warm cache: seconds) them, group by group, the default path first
+(:mod:`core.warmup`), and the refusal of the requests whose kernels are not ready yet.
+
+The service is ready once :data:`core.warmup.READY_GROUPS` have run; the other groups follow
+in the background.  A model whose learner's group has not run yet answers a 503
+``warming-up`` problem naming the group, with ``Retry-After``, and its group is compiled next
+(:meth:`core.warmup.KernelReadiness.missing`): its kernels are never compiled inside a
+request, which for a small body runs on the event loop and would hold every other request.
+
+The worker processes of one server (``aucstream serve --workers N``) share numba's cache on
+disk; each group runs under a file lock per group, so that one process compiles it while the
+others wait and then load it from the cache instead of compiling it N times over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import core
+from core.warmup import READY_GROUPS, compile_group, groups_for, kernel_groups, readiness
+from service.errors import WarmingUp
+
+logger = logging.getLogger("aucstream")
+
+#: seconds a client is told to wait for a group that is not ready yet
+RETRY_AFTER_SECONDS = 5
+
+
+def cache_location() -> str:
+    """Where numba's cache lives: ``NUMBA_CACHE_DIR``, else next to the sources."""
+    return os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
+        os.path.dirname(core.__file__), "__pycache__"
+    )
+
+
+@contextlib.contextmanager
+def group_lock(group: str) -> Iterator[None]:
+    """Held while this process runs ``group``: one file lock per group and numba cache (in the
+    system's temporary directory, since the cache may be read-only), so the processes sharing
+    a cache compile each group once.  Without a usable lock file the group runs unlocked."""
+    digest = hashlib.sha256(cache_location().encode()).hexdigest()[:16]
+    path = os.path.join(tempfile.gettempdir(), f"aucstream-kernels-{digest}-{group}.lock")
+    try:
+        handle = open(path, "a+b")  # noqa: SIM115 - closed below, after the lock is released
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        handle.close()  # releases the lock
+
+
+def warm_up(ready: threading.Event | None = None) -> None:
+    """Run every kernel group (:func:`core.warmup.kernel_groups`) in this process, logging
+    which group is compiling, each one's time and the count done, and set ``ready`` once
+    :data:`~core.warmup.READY_GROUPS` have run."""
+    readiness.plan(kernel_groups())
+    cpu = os.environ.get("NUMBA_CPU_NAME") or "host"
+    logger.info(
+        "compiling or loading the numba kernels: %d groups, %s first (cache: %s, cpu: %s)",
+        readiness.total, ", ".join(READY_GROUPS), cache_location(), cpu,
+    )  # fmt: skip
+    started = time.perf_counter()
+    while (group := readiness.next_group()) is not None:
+        logger.info(
+            "compiling or loading the kernels of %s (group %d of %d)",
+            group, readiness.done + 1, readiness.total,
+        )  # fmt: skip
+        group_started = time.perf_counter()
+        try:
+            with group_lock(group):
+                compile_group(group)
+        except Exception:  # its kernels then compile on first use: slower, still correct
+            logger.exception("the warm-up of the kernels of %s failed", group)
+        finally:
+            readiness.finished(group)
+        seconds = time.perf_counter() - group_started
+        logger.info(
+            "kernels of %s ready in %.2f s (%d of %d groups)",
+            group, seconds, readiness.done, readiness.total,
+            extra={"fields": {"kernels": group, "seconds": round(seconds, 3),
+                              "done": readiness.done, "total": readiness.total}},
+        )  # fmt: skip
+        if ready is not None and not ready.is_set() and not readiness.missing(READY_GROUPS):
+            elapsed = time.perf_counter() - started
+            logger.info(
+                "ready after %.1f s: the kernels of the default path, the metrics and the "
+                "regret window; the other %d groups follow in the background",
+                elapsed, readiness.total - readiness.done,
+                extra={"fields": {"kernels": "ready", "seconds": round(elapsed, 3)}},
+            )  # fmt: skip
+            ready.set()
+    total = time.perf_counter() - started
+    logger.info(
+        "all kernels ready in %.1f s", total, extra={"fields": {"kernels": "all", "seconds": total}}
+    )
+
+
+def require_kernels(learner: str, params: Mapping[str, Any], scaling: str) -> None:
+    """Raise a 503 ``warming-up`` naming the kernel groups a model of ``learner`` needs and
+    this process has not compiled or loaded yet (they are compiled next)."""
+    missing = readiness.missing(groups_for(learner, params, scaling))
+    if missing:
+        groups = ", ".join(repr(name) for name in missing)
+        raise WarmingUp(
+            f"the kernels of {groups} (learner {learner!r}) are still being compiled or loaded "
+            f"in the background; retry in {RETRY_AFTER_SECONDS} s",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )

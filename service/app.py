@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
+import signal
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
@@ -171,12 +173,16 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         else:
             app.state.warm.set()
         sweeper = asyncio.create_task(_sweep_forever(app.state.engine, settings))
+        tasks = [sweeper]
+        if settings.workers > 1:
+            tasks.append(asyncio.create_task(_stop_when_orphaned(os.getppid())))
         try:
             yield
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            for task in tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             if store is None:
                 app.state.store.close()
 
@@ -321,6 +327,20 @@ def _warm(ready: threading.Event) -> None:
         logger.exception("kernel warm-up failed")
     finally:
         ready.set()
+
+
+#: how often a worker process of a multi-worker server checks that the server is still there
+ORPHAN_CHECK_SECONDS = 1.0
+
+
+async def _stop_when_orphaned(server_pid: int) -> None:
+    """A uvicorn worker whose server process was killed (``kill -9``: it could not stop its
+    workers) stops itself (SIGTERM: in-flight requests finish).  Left running it would keep
+    the port, so the restarted server could not listen on it, and nothing would replace it."""
+    while os.getppid() == server_pid:
+        await asyncio.sleep(ORPHAN_CHECK_SECONDS)
+    logger.warning("the server process %d is gone: this worker process stops", server_pid)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 async def _sweep_forever(engine: Engine, settings: Settings) -> None:

@@ -282,9 +282,10 @@ def _serve_with_workers(tmp_path, port: int):
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def test_a_killed_multi_worker_server_leaves_no_metrics_directory_behind(tmp_path):
-    """The metrics directory of a ``kill -9``'d multi-worker server (which could not remove
-    it) is removed by the next server's start; a running server's directory is left alone."""
+def test_a_killed_multi_worker_server_leaves_no_worker_nor_metrics_directory_behind(tmp_path):
+    """The workers of a ``kill -9``'d multi-worker server stop by themselves, and its metrics
+    directory (which it could not remove) is removed by the next server's start; a running
+    server's directory is left alone."""
     import os
     import signal
     from pathlib import Path
@@ -304,9 +305,15 @@ def test_a_killed_multi_worker_server_leaves_no_metrics_directory_behind(tmp_pat
     (first,) = metrics_dirs()
     killed.send_signal(signal.SIGKILL)
     killed.wait(30)
-    for pid in workers:  # uvicorn's workers, orphaned
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    try:  # uvicorn's workers, orphaned, stop by themselves (else the port stays taken)
+        deadline = time.monotonic() + 30
+        while any(Path(f"/proc/{pid}").exists() for pid in workers):
+            assert time.monotonic() < deadline, "orphaned workers still running"
+            time.sleep(0.1)
+    finally:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     assert metrics_dirs() == {first}  # nothing could remove it
 
     port = free_port()

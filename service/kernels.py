@@ -9,14 +9,16 @@ in the background.  A model whose learner's group has not run yet answers a 503
 request, which for a small body runs on the event loop and would hold every other request.
 
 The worker processes of one server (``aucstream serve --workers N``) share numba's cache on
-disk; each group runs under a file lock per group, so that one process compiles it while the
-others wait and then load it from the cache instead of compiling it N times over.
+disk; a group not yet run into that cache runs under a file lock (:func:`group_lock`), so that
+one process compiles it while the others wait and then load it from the cache instead of
+compiling it N times over; a group already there is loaded by every process at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import logging
 import os
@@ -24,6 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import core
@@ -43,23 +46,58 @@ def cache_location() -> str:
     )
 
 
+@functools.cache
+def cache_stamp() -> str:
+    """Changes whenever what numba's cache is keyed on may have: the kernels' sources, numba,
+    the cache's place and the target CPU."""
+    import numba
+
+    digest = hashlib.sha256(
+        f"{numba.__version__} {cache_location()} {os.environ.get('NUMBA_CPU_NAME')}".encode()
+    )
+    for path in sorted(Path(core.__file__).parent.rglob("*.py")):
+        digest.update(f"{path} {path.stat().st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
 @contextlib.contextmanager
 def group_lock(group: str) -> Iterator[None]:
-    """Held while this process runs ``group``: one file lock per group and numba cache (in the
-    system's temporary directory, since the cache may be read-only), so the processes sharing
-    a cache compile each group once.  Without a usable lock file the group runs unlocked."""
+    """Around the run of ``group``: a file per group and numba cache (in the system's
+    temporary directory, since the cache may be read-only) that holds :func:`cache_stamp`
+    once the group has run into this cache.  Until then the group runs under a lock on that
+    file, so that of the processes sharing a cache one compiles it while the others wait and
+    then load it; after, every process loads it at once, unlocked.  Without a usable file the
+    group runs unlocked."""
     digest = hashlib.sha256(cache_location().encode()).hexdigest()[:16]
     path = os.path.join(tempfile.gettempdir(), f"aucstream-kernels-{digest}-{group}.lock")
     try:
-        handle = open(path, "a+b")  # noqa: SIM115 - closed below, after the lock is released
+        handle = open(path, "a+b")  # noqa: SIM115 - closed below, which releases the lock
     except OSError:
         yield
         return
-    try:
+    with handle:
+        stamp = cache_stamp().encode()
+        handle.seek(0)
+        if handle.read() == stamp:
+            yield
+            return
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
-    finally:
-        handle.close()  # releases the lock
+        handle.truncate(0)
+        handle.write(stamp)
+        handle.flush()
+
+
+#: the niceness the warm-up thread takes once the service is ready (Linux: per thread)
+BACKGROUND_NICENESS = 10
+
+
+def _yield_the_processor() -> None:
+    """Lower this thread's CPU priority: once ready, the rest of the warm-up gives way to the
+    requests and to the start of the server's other worker processes, which it would slow
+    down (numba releases the GIL in LLVM's compiler, where most of its time goes)."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICENESS)
 
 
 def warm_up(ready: threading.Event | None = None) -> None:
@@ -102,6 +140,7 @@ def warm_up(ready: threading.Event | None = None) -> None:
                 extra={"fields": {"kernels": "ready", "seconds": round(elapsed, 3)}},
             )  # fmt: skip
             ready.set()
+            _yield_the_processor()
     total = time.perf_counter() - started
     logger.info(
         "all kernels ready in %.1f s", total, extra={"fields": {"kernels": "all", "seconds": total}}

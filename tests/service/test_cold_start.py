@@ -149,3 +149,40 @@ def test_the_groups_a_model_needs():
     assert groups_for("auto", inner_spam, "standard") == ["auto", "spam", "tree_embedded"]
     assert groups_for("logistic", {}, "standard") == ["logistic"]
     assert groups_for("tree_embedded", {}, "none") == ["poise", "tree_embedded"]
+
+
+def test_a_group_runs_locked_until_it_is_in_the_cache_then_at_once(tmp_path, monkeypatch):
+    """The workers of one server: while a group has not run into the shared numba cache, one
+    process runs it and the others wait (then load it); once it has, none waits."""
+    import fcntl
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    waiting: list[threading.Thread] = []
+
+    def runs_within(seconds: float) -> bool:
+        """Whether a run of the group (nothing to compile) ends within ``seconds``."""
+
+        def run() -> None:
+            with service.kernels.group_lock("spam"):
+                pass
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        thread.join(seconds)
+        waiting.append(thread)
+        return not thread.is_alive()
+
+    with service.kernels.group_lock("spam"):
+        (path,) = tmp_path.glob("aucstream-kernels-*-spam.lock")  # made, stamp not yet written
+    path.write_bytes(b"")  # as if that run had failed: not in the cache
+    with path.open("rb") as other_process:
+        fcntl.flock(other_process, fcntl.LOCK_EX)  # compiling it
+        assert not runs_within(0.5)
+    waiting[-1].join(10)  # then loads it
+    assert not waiting[-1].is_alive()
+    assert path.read_bytes() == service.kernels.cache_stamp().encode()
+    with path.open("rb") as other_process:
+        fcntl.flock(other_process, fcntl.LOCK_EX)
+        assert runs_within(5)  # in the cache: nobody waits

@@ -35,3 +35,17 @@ def test_the_tree_libraries_are_imported_by_the_tree_group_not_before_ready():
         "assert {'imblearn.over_sampling', 'sklearn.tree'} <= set(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=600)
+
+
+def test_the_warm_up_stream_is_learnable_so_svm_pauc_does_not_warn():
+    """The warm-up's stream was noise, on which svm_pauc rightly warns that w = 0 minimises
+    its surrogate: the warning every start printed.  Positives now lie apart."""
+    from core.learners import make_learner
+    from core.warmup import _as_csr, _tiny_stream
+
+    X, y = _tiny_stream()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for scaling in ("none", "unit_norm", "standard", "scale"):
+            make_learner("svm_pauc", scaling=scaling).fit(X, y)
+        make_learner("svm_pauc", scaling="scale").fit(_as_csr(X), y)

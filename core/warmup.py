@@ -1,34 +1,60 @@
-"""Compile every kernel ahead of the first request.
+"""Compile every kernel ahead of the first request, the default path first.
 
 numba compiles a kernel on its first call (seconds per learner); with ``cache=True`` the
 machine code is then written to disk (``NUMBA_CACHE_DIR``) and later processes load it in
-milliseconds.  The Docker build runs :func:`compile_kernels` so containers start warm, and the
-service's ``/readyz`` stays not-ready until it has run in the process.  Every group the service
-can call is here -- the learners, the metrics and the regret window (whose hindsight solve took
-25-43 s on the first ``/metrics`` when it was left out), and one fit of the tree embedding
-(its libraries' import, about a second).
+milliseconds.  The Docker build runs :func:`compile_kernels` so containers start warm.
+
+The kernels come in groups (:func:`kernel_groups`), in the order the service runs them: first
+:data:`READY_GROUPS` -- the default path, i.e. what a model created over HTTP with no
+parameters runs (``auto``'s default tournaments at the scalings ``"scaling": "auto"`` resolves
+to), the metrics and the regret window (whose hindsight solve took 25-43 s on the first
+``/metrics`` when it was left out) -- after which the service is ready; then the tree
+embedding (a grown tree's kernels, and the import of scikit-learn's trees and
+imbalanced-learn's SMOTE that the first tree fit of a process pays), then every learner in its
+dense and sparse forms under every scaling.  :class:`KernelReadiness` records which groups a
+process has run, for the service to refuse only the requests whose kernels are not ready yet
+(:func:`groups_for` names them).
 """
 
 from __future__ import annotations
 
+import threading
 import time
-import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
 from core import metrics
 from core.errors import InvalidParameter
 from core.learners import available_learners, learner_class, make_learner
+from core.learners._tournament import WIDE_FEATURES, default_candidates
+from core.learners.tree_embedded import TreeEmbedded
+from core.metrics.drift import DriftDetector
 from core.regret import RegretWindow, learner_inputs
 from core.tree_embedding import fit_tree
 from core.validation import CSRMatrix
 
+#: the group of the default path (see the module docstring)
+DEFAULT_PATH = "default"
+#: the groups after which the service answers: the default path, the metrics, the regret window
+READY_GROUPS = (DEFAULT_PATH, "metrics", "regret")
+#: the group of a grown tree embedding (its kernels, and its libraries' import)
+TREE = "tree"
+#: the learners the default path runs: ``auto``, its default candidates (narrow and wide
+#: tournaments, the fast candidate of ``track_drift``) and the tree candidate's inner learner
+DEFAULT_PATH_LEARNERS = frozenset({"auto", "logistic", "ftrl_pauc", "tree_embedded", "pmb"})
+#: the scalings ``"scaling": "auto"`` resolves to (dense; sparse and hashed models)
+DEFAULT_SCALINGS = frozenset({"standard", "scale"})
+
 
 def _tiny_stream(n_features: int = 4, n_samples: int = 16):
+    """Events whose positives lie apart from the negatives: a learnable stream, so that the
+    batch solvers (``svm_pauc``, the regret window's hindsight solve) find a ranking instead of
+    warning that ``w = 0`` minimises their surrogate, as they rightly do on pure noise."""
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(n_samples, n_features))
     y = np.tile(np.array([0, 1], dtype=np.int64), n_samples // 2)
+    X = rng.normal(size=(n_samples, n_features)) + 1.5 * y[:, None]
     return X, y
 
 
@@ -52,10 +78,22 @@ VARIANTS: dict[str, list[dict]] = {
 AUTO_ROUNDS = 40
 
 
-def _compile_learner(name: str, X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> float:
-    started = time.perf_counter()
+def _exercise(learner: Any, batch: np.ndarray | CSRMatrix, y: np.ndarray, rounds: int) -> None:
+    """What the service does with a learner: learn (prequentially, then ``rounds`` batches),
+    score, and read the weights (the regret window does; a kernel computes them for some)."""
+    if type(learner).online:
+        learner.prequential_step(batch, y)
+        for _ in range(rounds):
+            learner.partial_fit(batch, y)
+    else:
+        learner.fit(batch, y)
+    learner.decision_function(batch)
+    getattr(learner, "coef_", None)
+
+
+def _compile_learner(name: str, X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
     cls = learner_class(name)
-    layouts = [X, sparse] if cls.supports_sparse else [X]
+    layouts: list[np.ndarray | CSRMatrix] = [X, sparse] if cls.supports_sparse else [X]
     for params in [{}, *VARIANTS.get(name, [])]:
         for scaling in ("none", "unit_norm", "standard", "scale"):
             for batch in layouts:
@@ -65,22 +103,36 @@ def _compile_learner(name: str, X: np.ndarray, sparse: CSRMatrix, y: np.ndarray)
                     learner = make_learner(name, scaling=scaling, **params)
                 except InvalidParameter:  # a combination refused at create time: never served
                     continue
-                if cls.online:
-                    learner.prequential_step(batch, y)
-                    for _ in range(AUTO_ROUNDS if name == "auto" else 1):
-                        learner.partial_fit(batch, y)
-                else:
-                    learner.fit(batch, y)
-                learner.decision_function(batch)
-                # the regret window reads the weights (computed by a kernel for some learners)
-                getattr(learner, "coef_", None)
-    return time.perf_counter() - started
+                _exercise(learner, batch, y, AUTO_ROUNDS if name == "auto" else 1)
 
 
-def _compile_regret(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> float:
+def _compile_default_path(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
+    """``auto`` as a model created over HTTP with no parameters runs it (drift tracking on,
+    the scaling ``"auto"`` resolves to): the default tournament of a model of this width and
+    that of models wider than ``WIDE_FEATURES``, each on dense and on CSR events."""
+    wide = list(default_candidates(WIDE_FEATURES + 1, track_drift=True))
+    for candidates in (None, wide):
+        for scaling, batch in (("standard", X), ("scale", sparse), ("scale", X)):
+            learner = make_learner("auto", candidates=candidates, track_drift=True, scaling=scaling)
+            _exercise(learner, batch, y, AUTO_ROUNDS)
+
+
+def _compile_metrics(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
+    """The exact AUC / pAUC, the ROC, the metrics window and the drift detector."""
+    scores = X[:, 0]
+    metrics.auc(y, scores)
+    metrics.pauc(y, scores, 0.0, 0.1)
+    metrics.pauc(y, scores, 0.02, 0.5, standardized=True)
+    metrics.roc_curve(y, scores)
+    window = metrics.PrequentialWindow(8)
+    window.update(scores, y)
+    window.summary(0.0, 0.1)
+    DriftDetector().update(scores, y)
+
+
+def _compile_regret(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
     """The service's regret window: two rounds (dense and CSR inputs as a learner sees them)
     and the report with its hindsight solve, as ``GET /v1/models/{id}/metrics`` computes it."""
-    started = time.perf_counter()
     learner = make_learner("spam", scaling="unit_norm")
     window = RegretWindow(64, X.shape[1])
     half = len(y) // 2
@@ -96,64 +148,157 @@ def _compile_regret(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> float:
         window.update(inputs, labels, scores, weights)
     window.summary(0.0, 0.1)
     window.summary(0.02, 0.5)
-    return time.perf_counter() - started
 
 
-def _fit_tree() -> float:
-    """One fit of the tree-path embedding (the third candidate of ``auto``'s default fits its
-    tree on a model's first 2,000 labelled events): the first fit in a process imports
-    scikit-learn's trees and imbalanced-learn's SMOTE, about a second, which belongs to the
-    start and not to the request that brings some model's 2,000th event."""
-    started = time.perf_counter()
+def _compile_tree(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
+    """A grown tree embedding, as the default tree candidate grows one on a model's first
+    2,000 labelled events: the fit (whose first call in a process imports scikit-learn's trees
+    and imbalanced-learn's SMOTE, seconds that belong to the start and not to the request that
+    brings some model's 2,000th event) and the kernels that embed events in the grown tree."""
+    _fit_tree()
+    tree_params = dict(default_candidates(None)[-1]["params"])
+    tree_params.update(n_fit_events=len(y), refit_events=2 * len(y), min_samples_leaf=2)
+    for batch in (X, sparse):
+        learner = make_learner("tree_embedded", scaling="none", **tree_params)
+        _exercise(learner, batch, y, 2)
+
+
+def _fit_tree() -> None:
+    """One fit of the tree-path embedding, with SMOTE (the tree candidates' default)."""
     rng = np.random.default_rng(0)
     y = np.where(np.arange(64) % 4 == 0, 1, -1)
     X = rng.normal(size=(64, 4)) + 0.5 * (y[:, None] > 0)
     fit_tree(X, y, max_depth=3, min_samples_leaf=2, embedding="full", smote=True,
              score_lam=0.01, random_state=0)  # fmt: skip
+
+
+_SPECIAL_GROUPS: dict[str, Callable[[np.ndarray, CSRMatrix, np.ndarray], None]] = {
+    DEFAULT_PATH: _compile_default_path,
+    "metrics": _compile_metrics,
+    "regret": _compile_regret,
+    TREE: _compile_tree,
+}
+
+
+def kernel_groups() -> list[str]:
+    """Every group, in the order the service runs them: :data:`READY_GROUPS`, the tree, the
+    learners of the default path (each under every scaling), then the other learners."""
+    learners = available_learners()
+    first = [name for name in learners if name in DEFAULT_PATH_LEARNERS]
+    rest = [name for name in learners if name not in DEFAULT_PATH_LEARNERS]
+    return [*READY_GROUPS, TREE, *first, *rest]
+
+
+def compile_group(name: str) -> float:
+    """Compile (or load from the cache) the kernels of group ``name``; returns the seconds."""
+    started = time.perf_counter()
+    X, y = _tiny_stream()
+    sparse = _as_csr(X)
+    _SPECIAL_GROUPS.get(name, lambda *batch: _compile_learner(name, *batch))(X, sparse, y)
     return time.perf_counter() - started
 
 
 def compile_kernels(
     progress: Callable[[str, float], None] | None = None,
+    groups: Iterable[str] | None = None,
 ) -> dict[str, float]:
-    """Run every learner (dense and, where supported, CSR input, every scaling), the metrics
-    and the regret window once on a tiny stream, and fit a tree embedding once.  Returns the
-    seconds each group took, by name; ``progress(name, seconds)`` is called as each group
-    finishes (the service logs it)."""
-    X, y = _tiny_stream()
-    sparse = _as_csr(X)
+    """Run every group of :func:`kernel_groups` (or ``groups``) once on a tiny stream.  Returns
+    the seconds each group took, by name; ``progress(name, seconds)`` is called as each group
+    finishes."""
     timings: dict[str, float] = {}
-
-    def done(name: str, seconds: float) -> None:
-        timings[name] = seconds
+    for name in kernel_groups() if groups is None else groups:
+        timings[name] = compile_group(name)
         if progress is not None:
-            progress(name, seconds)
-
-    with warnings.catch_warnings():
-        # a 16-event stream is meant to exercise code paths, not to be learnable
-        warnings.simplefilter("ignore")
-        for name in available_learners():
-            done(name, _compile_learner(name, X, sparse, y))
-    started = time.perf_counter()
-    scores = X[:, 0]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        metrics.auc(y, scores)
-        metrics.pauc(y, scores, 0.0, 0.1)
-        metrics.pauc(y, scores, 0.02, 0.5, standardized=True)
-        metrics.roc_curve(y, scores)
-        window = metrics.PrequentialWindow(8)
-        window.update(scores, y)
-        window.summary(0.0, 0.1)
-    done("metrics", time.perf_counter() - started)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        done("regret", _compile_regret(X, sparse, y))
-        done("tree", _fit_tree())
+            progress(name, timings[name])
     return timings
 
 
+def _learners_in(learner: str, params: Mapping[str, Any]) -> set[str]:
+    """``learner`` and the learners it composes: ``auto``'s candidates, ``tree_embedded``'s
+    inner learner (recursively; malformed entries are left to the learner's own checks)."""
+    names = {learner}
+    if learner == "auto" and isinstance(params.get("candidates"), list | tuple):
+        for spec in params["candidates"]:
+            if isinstance(spec, Mapping) and isinstance(spec.get("learner"), str):
+                own = spec.get("params")
+                names |= _learners_in(spec["learner"], own if isinstance(own, Mapping) else {})
+    if learner == "tree_embedded":
+        inner = params.get("learner", TreeEmbedded.learner)
+        own = params.get("params")
+        if isinstance(inner, str):
+            names |= _learners_in(inner, own if isinstance(own, Mapping) else {})
+    return names
+
+
+def groups_for(learner: str, params: Mapping[str, Any], scaling: str) -> list[str]:
+    """The groups a model of ``learner`` with ``params`` and ``scaling`` needs: the default
+    path for an ``auto`` model whose learners are those of the default tournaments at a
+    default scaling, else each learner's own group (every scaling, the parameter variants);
+    the metrics and the regret window are ready before any model is served.  A tree candidate
+    grows its tree only after 2,000 events: the tree group is not waited for (it runs first
+    after the start)."""
+    names = _learners_in(learner, params)
+    if learner == "auto" and scaling in DEFAULT_SCALINGS and names <= DEFAULT_PATH_LEARNERS:
+        return [DEFAULT_PATH]
+    return sorted(names)
+
+
+class KernelReadiness:
+    """Which groups of kernels a process still has to compile or load while its warm-up runs
+    them one by one (:meth:`plan`, :meth:`next_group`, :meth:`finished`); a process that plans
+    none has every group ready.  :meth:`missing` tells a request whether the groups it needs
+    are ready, and moves those that are not to the front of the queue.  Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: list[str] = []
+        self._done: set[str] = set()
+        #: the group being compiled, None when none is
+        self.compiling: str | None = None
+        self.total = 0
+
+    def plan(self, groups: Iterable[str]) -> None:
+        """Groups to run, in order (those already run by this process are left out)."""
+        with self._lock:
+            self._queue = [name for name in groups if name not in self._done]
+            self.total = len(self._queue)
+
+    def next_group(self) -> str | None:
+        """The next group to run (now :attr:`compiling`); None when all are done."""
+        with self._lock:
+            self.compiling = self._queue.pop(0) if self._queue else None
+            return self.compiling
+
+    def finished(self, name: str) -> None:
+        """``name`` has run (or failed: its kernels then compile on first use)."""
+        with self._lock:
+            self._done.add(name)
+            if self.compiling == name:
+                self.compiling = None
+
+    @property
+    def done(self) -> int:
+        """How many of the planned groups have run."""
+        with self._lock:
+            return self.total - len(self._queue) - (self.compiling is not None)
+
+    def missing(self, groups: Iterable[str]) -> list[str]:
+        """Those of ``groups`` not ready yet; they are moved to the front of the queue, so a
+        request that needs them waits for them alone."""
+        if not self._queue and self.compiling is None:  # the usual case: one attribute read
+            return []
+        with self._lock:
+            missing = [name for name in groups if name in self._queue or name == self.compiling]
+            queued = [name for name in missing if name in self._queue]
+            self._queue = queued + [name for name in self._queue if name not in queued]
+            return missing
+
+
+#: the kernel groups of this process (numba's compiled kernels are per process)
+readiness = KernelReadiness()
+
+
 if __name__ == "__main__":  # python -m core.warmup
-    timings = compile_kernels(lambda name, seconds: print(f"{name:12s} {seconds:8.2f} s"))
+    timings = compile_kernels(lambda name, seconds: print(f"{name:14s} {seconds:8.2f} s"))
     total = sum(timings.values())
-    print(f"{'total':12s} {total:8.2f} s")
+    print(f"{'total':14s} {total:8.2f} s")

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import re
+import signal
 import threading
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -32,6 +31,7 @@ from service.deps import Services, require_api_key
 from service.engine import Engine
 from service.errors import MalformedBody, ServiceError, StoreUnavailable, WarmingUp
 from service.ingest.objects import json_error_detail
+from service.kernels import warm_up
 from service.queue import StreamQueue
 from service.routers import dashboard, events, metrics, models, system
 from service.settings import Settings
@@ -75,40 +75,6 @@ def make_queue(store: Store, settings: Settings) -> StreamQueue | None:
         retry_after_seconds=settings.queue_retry_after_seconds,
         replica_wait=lambda: store.wait,
     )
-
-
-def warm_up() -> None:
-    """Compile (empty numba cache: minutes) or load (warm cache: seconds) every kernel the
-    service calls -- learners, metrics, regret -- logging one line per group and the total, so
-    a slow start says why."""
-    import warnings
-
-    from core.warmup import compile_kernels
-
-    cache = os.environ.get("NUMBA_CACHE_DIR") or "next to the sources (__pycache__)"
-    cpu = os.environ.get("NUMBA_CPU_NAME") or "host"
-    logger.info("compiling or loading the numba kernels (cache: %s, cpu: %s)", cache, cpu)
-
-    def progress(name: str, seconds: float) -> None:
-        logger.info(
-            "kernels of %s ready in %.2f s", name, seconds,
-            extra={"fields": {"kernels": name, "seconds": round(seconds, 3)}},
-        )  # fmt: skip
-
-    started = time.perf_counter()
-    with warnings.catch_warnings():  # tiny made-up data: learners' data warnings are noise here
-        warnings.simplefilter("ignore")
-        compile_kernels(progress)
-    total = time.perf_counter() - started
-    logger.info(
-        "all kernels ready in %.1f s", total, extra={"fields": {"kernels": "all", "seconds": total}}
-    )
-    # What exists now (modules, the compiled kernels and numba's and LLVM's objects behind them:
-    # millions of objects) lives as long as the process.  Moved out of the collector's
-    # generations, it is no longer walked by every full collection: requests that allocate
-    # many objects (a large JSON body or stream frame) trigger those, and each walk held the
-    # GIL, and so every other request and connection, for up to a second.
-    gc.freeze()
 
 
 #: the order methods are listed in ``Allow``
@@ -211,12 +177,16 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         else:
             app.state.warm.set()
         sweeper = asyncio.create_task(_sweep_forever(app.state.engine, settings))
+        tasks = [sweeper]
+        if settings.workers > 1:
+            tasks.append(asyncio.create_task(_stop_when_orphaned(os.getppid())))
         try:
             yield
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            for task in tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             if store is None:
                 app.state.store.close()
 
@@ -349,10 +319,12 @@ class NoStore:
 
 
 class WarmGate:
-    """Until the warm-up is done, ``/v1`` requests get 503 ``warming-up`` (with Retry-After)
-    instead of compiling kernels inside the request -- on the event loop for small bodies, which
-    held ``/healthz`` for 23 s.  Probes and ``/metrics`` pass.  Once warm, one attribute read per
-    request."""
+    """Until the kernels of the default path, the metrics and the regret window are ready,
+    ``/v1`` requests get 503 ``warming-up`` (with Retry-After) instead of compiling kernels
+    inside the request -- on the event loop for small bodies, which held ``/healthz`` for 23 s.
+    Probes and ``/metrics`` pass.  Once ready, one attribute read per request; a model whose
+    learner's kernels are still compiling in the background is refused where it is loaded
+    (:func:`service.kernels.require_kernels`)."""
 
     def __init__(self, app: Any, owner: FastAPI) -> None:
         self.app = app
@@ -364,7 +336,8 @@ class WarmGate:
             warm = getattr(self.owner.state, "warm", None)
             if warm is not None and not warm.is_set():
                 error = WarmingUp(
-                    "the kernels are still being compiled or loaded; retry when /readyz is 200",
+                    "the kernels of the default path are still being compiled or loaded; "
+                    "retry when /readyz is 200",
                     headers={"Retry-After": "5"},
                 )
                 await problem_response(error)(scope, receive, send)
@@ -373,13 +346,29 @@ class WarmGate:
         await self.app(scope, receive, send)
 
 
-def _warm(done: threading.Event) -> None:
+def _warm(ready: threading.Event) -> None:
+    """The warm-up thread: ``ready`` is set once the default path's kernels are, and in any
+    case when the warm-up ends."""
     try:
-        warm_up()
+        warm_up(ready)
     except Exception:  # pragma: no cover - warm-up is an optimisation
         logger.exception("kernel warm-up failed")
     finally:
-        done.set()
+        ready.set()
+
+
+#: how often a worker process of a multi-worker server checks that the server is still there
+ORPHAN_CHECK_SECONDS = 1.0
+
+
+async def _stop_when_orphaned(server_pid: int) -> None:
+    """A uvicorn worker whose server process was killed (``kill -9``: it could not stop its
+    workers) stops itself (SIGTERM: in-flight requests finish).  Left running it would keep
+    the port, so the restarted server could not listen on it, and nothing would replace it."""
+    while os.getppid() == server_pid:
+        await asyncio.sleep(ORPHAN_CHECK_SECONDS)
+    logger.warning("the server process %d is gone: this worker process stops", server_pid)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 async def _sweep_forever(engine: Engine, settings: Settings) -> None:

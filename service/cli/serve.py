@@ -112,20 +112,21 @@ def serve(args: argparse.Namespace) -> int:
     if settings.store == "redis":
         check_redis(settings)
     import shutil
-    import tempfile
 
     import uvicorn
 
-    from service.telemetry import reset_multiprocess_dir
+    from service.telemetry import make_multiprocess_dir, reset_multiprocess_dir
 
-    made_dir = None
+    made_dir, owner = None, None
     if args.workers > 1:
         # one Prometheus view across the workers: each writes its values under this directory
         # (read by prometheus_client when the workers import it, so set before they start),
         # emptied first since a previous run's files would be summed in
         directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
         if not directory:
-            directory = made_dir = tempfile.mkdtemp(prefix="aucstream-prometheus-")
+            # a new one, locked while this server runs; those of killed servers are removed
+            made_dir, owner = make_multiprocess_dir()
+            directory = made_dir
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
         reset_multiprocess_dir(directory)
     try:
@@ -141,6 +142,8 @@ def serve(args: argparse.Namespace) -> int:
     finally:
         if made_dir is not None:
             shutil.rmtree(made_dir, ignore_errors=True)
+        if owner is not None:
+            owner.close()
     return 0
 
 

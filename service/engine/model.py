@@ -25,6 +25,7 @@ from core.preprocessing import NOT_FOLDABLE
 from core.regret import RegretWindow
 from service.errors import InvalidInput
 from service.ingest import FeatureSpec
+from service.kernels import require_kernels
 from service.schemas import Counts, ModelConfig, ModelCreate, resolve_scaling
 from service.stores.base import StoredState
 
@@ -310,6 +311,8 @@ def from_arrays(
     ``field`` is the array's committed name (``learner:fill_neg``), or another ValueError,
     KeyError or TypeError when the arrays do not fit ``config``.
     """
+    # a 503 naming the kernels still compiling in the background, before any kernel is called
+    require_kernels(config.learner, config.params, config.scaling)
     learner_state, window_state, stats = split_arrays(arrays)
     _check_window_parameters(config, window_state)
     try:
@@ -426,4 +429,5 @@ def build_learner(request: ModelCreate) -> OnlineLearner:
             f"learner {request.learner!r} needs dense features; use feature_mode 'dense'",
             field="feature_mode",
         )
+    require_kernels(request.learner, params, scaling)
     return learner

@@ -3,6 +3,9 @@ acknowledging entries (worker side), and the backlog / lag of a model's stream."
 
 from __future__ import annotations
 
+import logging
+import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +14,7 @@ import numpy as np
 import redis
 
 from service import codec
-from service.errors import InvalidInput, ModelChanged, ModelNotFound, QueueFull
+from service.errors import InvalidInput, ModelChanged, ModelNotFound, QueueFull, StoreUnavailable
 from service.ingest import Batch
 from service.stores import keys
 from service.stores.client import ReplicaWait, is_cluster, round_trip, run_script, unavailable
@@ -21,6 +24,16 @@ from service.stores.lua import APPEND_SCRIPT, ENSURE_GROUP_SCRIPT
 #: others are not read (milliseconds; ``AUCSTREAM_WORKER_CLUSTER_BLOCK_MS``, see
 #: :meth:`StreamQueue.read`)
 CLUSTER_BLOCK_MS = 100
+
+logger = logging.getLogger("aucstream.queue")
+
+#: how many times an append is sent when Redis does not answer it, and the pause before the
+#: second attempt (the third waits twice as long ...): a connection reset or a failover
+APPEND_ATTEMPTS = 3
+APPEND_BACKOFF_SECONDS = 0.2
+#: how long Redis keeps an append's reply for a resend of it (milliseconds): the attempts of
+#: one request take at most about 3 socket timeouts
+APPEND_REPLY_MS = 60_000
 
 #: checkpoint fields (in ``aucs:{m}:meta``) written by a worker with the state
 LAST_ID = "queue:last_id"
@@ -130,36 +143,56 @@ class StreamQueue:
         entries: list[tuple[int, dict[str, bytes]]],
         n_events: int,
     ) -> Appended:
+        """Append the entries, all or nothing, with one script; it is sent again, up to
+        :data:`APPEND_ATTEMPTS` times, when Redis does not answer: the batch's token makes a
+        script that did run (its reply lost) answer with its first reply instead of appending
+        twice, so an acknowledged batch is queued once and a 503 never hides an append that
+        went in but the last attempt's."""
+        token = uuid.uuid4().hex
         args: list[Any] = [
             incarnation,
             self.max_backlog_events,
             self.group,
             n_events,
             len(entries),
+            APPEND_REPLY_MS,
         ]
         for _, fields in entries:
             args.append(2 * len(fields))
             for name, value in fields.items():
                 args.extend((name, value))
-        reply = run_script(
-            self.client,
-            self._append,
-            [
-                keys.config(model_id),
-                keys.meta(model_id),
-                keys.stream(model_id),
-                keys.queue(model_id),
-            ],
-            args,
-            self.replica_wait(),
-        )
+        script_keys = [
+            keys.config(model_id),
+            keys.meta(model_id),
+            keys.stream(model_id),
+            keys.queue(model_id),
+            keys.append_reply(model_id, token),
+        ]
+        for attempt in range(1, APPEND_ATTEMPTS + 1):
+            try:
+                reply = run_script(
+                    self.client, self._append, script_keys, args, self.replica_wait()
+                )
+                break
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
+                logger.warning(
+                    "model %r: Redis did not answer an append (attempt %d of %d): %s",
+                    model_id, attempt, APPEND_ATTEMPTS, error,
+                )  # fmt: skip
+                if attempt == APPEND_ATTEMPTS:
+                    raise StoreUnavailable(
+                        f"the store (Redis) did not answer {APPEND_ATTEMPTS} attempts to queue "
+                        "the batch, so whether it was queued is unknown; send it again (events "
+                        "with ids already learned are skipped)"
+                    ) from None
+                time.sleep(APPEND_BACKOFF_SECONDS * attempt)
         if reply == -2:
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
         if reply == -3:
             raise ModelChanged(
                 f"model {model_id!r} was re-created while the request was parsed; resend it"
             )
-        if isinstance(reply, list) and reply and reply[0] == -1:
+        if reply[0] == -1:
             backlog = int(reply[1])
             raise QueueFull(
                 f"model {model_id!r} has {backlog} events queued and not yet learned; "
@@ -167,9 +200,8 @@ class StreamQueue:
                 f"retry after {self.retry_after_seconds} s",
                 headers={"Retry-After": str(self.retry_after_seconds)},
             )
-        stream_ids = [value.decode() for value in reply]
-        backlog = self.lag(model_id)["events"]
-        return Appended(stream_ids, n_events, int(backlog))
+        stream_ids = [value.decode() for value in reply[2:]]
+        return Appended(stream_ids, n_events, int(reply[1]))
 
     @unavailable
     def lag(self, model_id: str) -> dict[str, Any]:

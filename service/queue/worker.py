@@ -355,9 +355,11 @@ def main(settings: Settings) -> int:
     """The ``aucstream worker`` process: warm up, serve metrics, loop until SIGTERM."""
     from service.telemetry import configure_logging
 
-    configure_logging(settings.log_format, settings.log_level)
-    if settings.log_format == "text" and not logging.getLogger().handlers:
+    if settings.log_format == "text":
+        # no uvicorn here to print the lines: the root logger's handler, with the time, and
+        # the only one (configure_logging adds its own only when the root has none)
         logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_format, settings.log_level)
     worker = Worker(settings)
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)

@@ -38,6 +38,9 @@ aucs:{m}:queue          hash   queue mode: ``entries`` / ``events`` appended sin
                                ``lease_generation``: incremented at each taking of the lease
 aucs:{m}:lease          string queue mode: name of the worker that writes this model (TTL);
                                with ``lease_generation`` the token its commits are fenced by
+aucs:{m}:append:<t>     string queue mode: the reply to the append of token ``<t>`` (backlog
+                               and stream ids), kept a minute so that the append, sent again
+                               after its reply was lost, answers instead of appending twice
 ======================= ====== ================================================================
 
 A queue worker's checkpoint (last applied stream id, entries and events applied) lives in
@@ -126,8 +129,14 @@ def marker(number: int) -> str:
     return f"{PREFIX}:{{epoch-{number}}}:marker"
 
 
+def append_reply(model_id: str, token: str) -> str:
+    """``aucs:{<model_id>}:append:<token>``: the reply to one append (expires by itself)."""
+    return model_key(model_id, f"append:{token}")
+
+
 def all_model_keys(model_id: str) -> list[str]:
-    """Every key one model owns (for deletion)."""
+    """Every key one model owns (for deletion; the append replies expire by themselves, and a
+    re-created model's appends are told apart by its incarnation)."""
     return [
         config(model_id),
         version(model_id),

@@ -106,31 +106,44 @@ return {ARGV[1], milliseconds, 0, 1, milliseconds}
 # ---------------------------------------------------------------------------- queue mode
 APPEND_SCRIPT = """
 -- KEYS[1] aucs:{m}:config  KEYS[2] aucs:{m}:meta  KEYS[3] aucs:{m}:stream  KEYS[4] aucs:{m}:queue
+-- KEYS[5] aucs:{m}:append:<token>: the reply to this append, once made
 -- ARGV[1] incarnation the batch was validated against   ARGV[2] most events in the backlog
 -- ARGV[3] consumer group name   ARGV[4] events in this request   ARGV[5] number of entries
+-- ARGV[6] milliseconds the reply is kept
 -- then per entry: the number of its field/value arguments, then those arguments.
--- Returns the list of new stream ids; -2 when there is no model; -3 when the model was
--- re-created since the batch was validated; {-1, backlog} when the backlog is full.
+-- Returns {1, backlog after the append, stream ids...}; -2 when there is no model; -3 when the
+-- model was re-created since the batch was validated; {-1, backlog} when the backlog is full.
+-- Sent again with the same token (its reply was lost), it returns the first reply and appends
+-- nothing.
 if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
 if redis.call('HGET', KEYS[2], 'incarnation') ~= ARGV[1] then return -3 end
+local made = redis.call('GET', KEYS[5])
+if made then
+  local reply = {}
+  for word in string.gmatch(made, '%S+') do reply[#reply + 1] = word end
+  reply[1] = tonumber(reply[1])
+  reply[2] = tonumber(reply[2])
+  return reply
+end
 local appended = tonumber(redis.call('HGET', KEYS[4], 'events') or '0')
 local applied = tonumber(redis.call('HGET', KEYS[2], 'queue:events') or '0')
 local backlog = appended - applied
 if backlog + tonumber(ARGV[4]) > tonumber(ARGV[2]) then return {-1, backlog} end
 local fresh = redis.call('EXISTS', KEYS[3]) == 0
-local ids = {}
-local position = 6
+local reply = {1, backlog + tonumber(ARGV[4])}
+local position = 7
 for entry = 1, tonumber(ARGV[5]) do
   local count = tonumber(ARGV[position])
   local fields = {}
   for j = 1, count do fields[j] = ARGV[position + j] end
-  ids[entry] = redis.call('XADD', KEYS[3], '*', unpack(fields))
+  reply[entry + 2] = redis.call('XADD', KEYS[3], '*', unpack(fields))
   position = position + count + 1
 end
 if fresh then redis.pcall('XGROUP', 'CREATE', KEYS[3], ARGV[3], '0') end
 redis.call('HINCRBY', KEYS[4], 'events', ARGV[4])
 redis.call('HINCRBY', KEYS[4], 'entries', ARGV[5])
-return ids
+redis.call('SET', KEYS[5], table.concat(reply, ' '), 'PX', ARGV[6])
+return reply
 """
 
 ENSURE_GROUP_SCRIPT = """

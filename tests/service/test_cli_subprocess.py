@@ -150,3 +150,26 @@ def test_a_server_refusal_is_one_line(tmp_path, csv_file):
             1, "the server refused the batch of rows 1-", "HTTP 413",
         )  # fmt: skip
         assert len(line) < 600
+
+
+def test_the_worker_prints_each_log_line_once(redis_server):
+    """``aucstream worker`` logs through one handler: its start line appears once."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "AUCSTREAM_WARMUP": "false"}
+    environment.pop("AUCSTREAM_LOG_FORMAT", None)
+    name = f"log-once-{os.getpid()}"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "worker", "--redis-url", redis_server,
+         "--name", name],
+        stderr=subprocess.PIPE, text=True, env=environment,
+    )  # fmt: skip
+    try:
+        assert worker.stderr is not None
+        first = worker.stderr.readline()  # blocks until the worker logs its start
+        assert f"worker {name} started" in first, first
+    finally:
+        worker.terminate()
+        _, rest = worker.communicate(timeout=60)
+    lines = [first, *rest.splitlines()]
+    started = [line for line in lines if f"worker {name} started" in line]
+    stopped = [line for line in lines if f"worker {name} stopped" in line]
+    assert len(started) == 1 and len(stopped) == 1, lines

@@ -1,6 +1,8 @@
-"""Cold start: ``/readyz`` turns ready only after the whole warm-up (regret kernels included)
-and ``/healthz`` answers while it runs.  The real warm-up runs (numba's cache is warm in the
-test session); only a pause is injected before its last group, to hold the app mid warm-up."""
+"""Cold start: ``/readyz`` turns ready once the kernels of the default path, the metrics and the
+regret window are, the other groups compile in the background, and a model whose learner's
+group has not run yet is refused with a 503 naming it (and that group is compiled next);
+``/healthz`` answers throughout.  The real warm-up runs (numba's cache is warm in the test
+session); only pauses are injected before groups, to hold the app at chosen points."""
 
 from __future__ import annotations
 
@@ -11,27 +13,47 @@ import time
 import numpy as np
 
 import core.warmup
+import service.kernels
 from tests.service.conftest import create_model
 
 
-def test_readyz_waits_for_the_whole_warm_up_and_healthz_answers_during_it(
+class Pauses:
+    """``compile_group`` holding before the groups given, each until released, on a fresh
+    record of the groups run (another app of this process may have run them all)."""
+
+    def __init__(self, monkeypatch, *groups: str) -> None:
+        monkeypatch.setattr(service.kernels, "readiness", core.warmup.KernelReadiness())
+        self.reached = {group: threading.Event() for group in groups}
+        self.release = {group: threading.Event() for group in groups}
+        self.order: list[str] = []
+        real = service.kernels.compile_group
+
+        def paused(group: str) -> float:
+            self.order.append(group)
+            if group in self.reached:
+                self.reached[group].set()
+                self.release[group].wait(60)
+            return real(group)
+
+        monkeypatch.setattr(service.kernels, "compile_group", paused)
+
+
+def wait_until_all_groups_ran(seconds: float = 300) -> None:
+    readiness = service.kernels.readiness
+    deadline = time.monotonic() + seconds
+    while readiness.compiling is not None or readiness.missing(core.warmup.kernel_groups()):
+        assert time.monotonic() < deadline, "the background warm-up did not end"
+        time.sleep(0.05)
+
+
+def test_ready_with_the_default_path_while_the_other_kernels_compile(
     make_client, monkeypatch, caplog
 ):
-    real_regret = core.warmup._compile_regret
-    entered, release, finished = threading.Event(), threading.Event(), threading.Event()
-
-    def paused_regret(*args):
-        entered.set()
-        release.wait(60)
-        seconds = real_regret(*args)
-        finished.set()
-        return seconds
-
-    monkeypatch.setattr(core.warmup, "_compile_regret", paused_regret)
+    pauses = Pauses(monkeypatch, "regret", core.warmup.TREE)
     caplog.set_level(logging.INFO, logger="aucstream")
     client = make_client(warmup=True)
-    assert entered.wait(300), "the warm-up never reached the regret kernels"
-    # every learner and the metrics are loaded; the regret kernels are not: not ready yet
+    assert pauses.reached["regret"].wait(300), "the warm-up never reached the regret kernels"
+    # the default path and the metrics are loaded; the regret kernels are not: not ready yet
     latencies = []
     for _ in range(20):
         started = time.perf_counter()
@@ -40,7 +62,7 @@ def test_readyz_waits_for_the_whole_warm_up_and_healthz_answers_during_it(
         not_ready = client.get("/readyz")
         assert not_ready.status_code == 503
         assert not_ready.json()["checks"] == {"store": "ok", "kernels": "compiling"}
-    # a health check held behind the warm-up would wait for ``release`` (60 s); the bound only
+    # a health check held behind the warm-up would wait for the release (60 s); the bound only
     # has to tell that apart from a busy machine's first request (1.1 s seen in CI)
     assert max(latencies) < 10.0, latencies
     # meanwhile the API refuses work instead of compiling kernels inside requests
@@ -52,26 +74,115 @@ def test_readyz_waits_for_the_whole_warm_up_and_healthz_answers_during_it(
     scored = client.post("/v1/models/m/score", json={"events": [{"x": [1, 2, 3, 4, 5]}]})
     assert scored.status_code == 503 and scored.headers["retry-after"] == "5"  # the short lane
     assert client.get("/metrics").status_code == 200
-    release.set()
-    deadline = time.monotonic() + 120
-    while (ready := client.get("/readyz")).status_code != 200:
-        assert time.monotonic() < deadline, ready.text
-        time.sleep(0.02)
-    assert finished.is_set()  # ready only once the real regret warm-up returned
-    messages = [record.getMessage() for record in caplog.records if record.name == "aucstream"]
-    assert any(message.startswith("compiling or loading the numba kernels") for message in messages)
-    for group in ("spam", "opauc", "metrics", "regret"):
-        assert any(message.startswith(f"kernels of {group} ready in ") for message in messages)
-    assert any(message.startswith("all kernels ready in ") for message in messages)
-    # the first regret report after the warm-up compiles nothing (it took 25-43 s when the
-    # regret kernels were left out of the warm-up)
-    create_model(client, n_features=5)
+    pauses.release["regret"].set()
+
+    # ready while the tree and every learner's own group are still to come
+    assert pauses.reached[core.warmup.TREE].wait(120)
+    ready = client.get("/readyz")
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["checks"] == {"store": "ok", "kernels": "ok"}
+    assert client.get("/v1/models").status_code == 200
+    # a model with every default (learner auto, scaling auto) is served, its metrics included
+    created = client.post("/v1/models", json={"id": "default", "n_features": 5})
+    assert created.status_code == 201, created.text
     rng = np.random.default_rng(0)
     events = [
         {"id": str(i), "x": rng.normal(size=5).tolist(), "y": int(i % 3 == 0)} for i in range(200)
     ]
+    assert client.post("/v1/models/default/events", json={"events": events}).status_code == 200
+    assert client.get("/v1/models/default/metrics").status_code == 200
+    # a learner whose group has not run: a 503 naming it, and its group goes first
+    refused = client.post("/v1/models", json={"id": "m", "learner": "spam", "n_features": 5})
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["retry-after"] == "5"
+    problem = refused.json()
+    assert problem["type"].endswith("/warming-up") and "'spam'" in problem["detail"], problem
+    candidates = [{"learner": "logistic"}, {"learner": "opauc"}]
+    refused = client.post(
+        "/v1/models", json={"id": "mix", "n_features": 5, "params": {"candidates": candidates}}
+    )
+    assert refused.status_code == 503 and "'opauc'" in refused.json()["detail"], refused.text
+    pauses.release[core.warmup.TREE].set()
+    wait_until_all_groups_ran()
+    # the groups refused requests waited for ran first, the others after them
+    background = pauses.order[pauses.order.index(core.warmup.TREE) + 1 :]
+    assert set(background[:4]) == {"spam", "opauc", "auto", "logistic"}, background
+
+    messages = [record.getMessage() for record in caplog.records if record.name == "aucstream"]
+    assert any(message.startswith("compiling or loading the numba kernels") for message in messages)
+    total = len(core.warmup.kernel_groups())
+    for position, group in enumerate(("default", "metrics", "regret"), start=1):
+        assert f"compiling or loading the kernels of {group} (group {position} of {total})" in (
+            messages
+        )
+        assert any(
+            message.startswith(f"kernels of {group} ready in ")
+            and message.endswith(f"({position} of {total} groups)")
+            for message in messages
+        ), messages
+    assert any(message.startswith("ready after ") for message in messages)
+    assert any(message.startswith("all kernels ready in ") for message in messages)
+    # the first regret report after the warm-up compiles nothing (it took 25-43 s when the
+    # regret kernels were left out of the warm-up)
+    create_model(client, n_features=5)
     assert client.post("/v1/models/m/events", json={"events": events}).status_code == 200
     started = time.perf_counter()
     report = client.get("/v1/models/m/metrics").json()
     assert report["regret"] is not None, report
     assert time.perf_counter() - started < 5.0
+
+
+def test_the_groups_a_model_needs():
+    groups_for = core.warmup.groups_for
+    assert groups_for("auto", {}, "standard") == ["default"]
+    assert groups_for("auto", {"track_drift": True}, "scale") == ["default"]
+    assert groups_for("auto", {}, "unit_norm") == ["auto"]
+    stored = {
+        "candidates": [
+            {"learner": "logistic", "params": {}},
+            {"learner": "ftrl_pauc", "params": {}},
+            {"learner": "tree_embedded", "params": {"learner": "logistic", "params": {}}},
+        ]
+    }
+    assert groups_for("auto", stored, "standard") == ["default"]
+    inner_spam = {"candidates": [{"learner": "tree_embedded", "params": {"learner": "spam"}}]}
+    assert groups_for("auto", inner_spam, "standard") == ["auto", "spam", "tree_embedded"]
+    assert groups_for("logistic", {}, "standard") == ["logistic"]
+    assert groups_for("tree_embedded", {}, "none") == ["poise", "tree_embedded"]
+
+
+def test_a_group_runs_locked_until_it_is_in_the_cache_then_at_once(tmp_path, monkeypatch):
+    """The workers of one server: while a group has not run into the shared numba cache, one
+    process runs it and the others wait (then load it); once it has, none waits."""
+    import fcntl
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    waiting: list[threading.Thread] = []
+
+    def runs_within(seconds: float) -> bool:
+        """Whether a run of the group (nothing to compile) ends within ``seconds``."""
+
+        def run() -> None:
+            with service.kernels.group_lock("spam"):
+                pass
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        thread.join(seconds)
+        waiting.append(thread)
+        return not thread.is_alive()
+
+    with service.kernels.group_lock("spam"):
+        (path,) = tmp_path.glob("aucstream-kernels-*-spam.lock")  # made, stamp not yet written
+    path.write_bytes(b"")  # as if that run had failed: not in the cache
+    with path.open("rb") as other_process:
+        fcntl.flock(other_process, fcntl.LOCK_EX)  # compiling it
+        assert not runs_within(0.5)
+    waiting[-1].join(10)  # then loads it
+    assert not waiting[-1].is_alive()
+    assert path.read_bytes() == service.kernels.cache_stamp().encode()
+    with path.open("rb") as other_process:
+        fcntl.flock(other_process, fcntl.LOCK_EX)
+        assert runs_within(5)  # in the cache: nobody waits

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import time
 import zipfile
@@ -209,7 +210,7 @@ def test_health_readiness_and_prometheus(make_client, monkeypatch):
 
     compiled = threading.Event()
     # the real warm-up compiles every kernel (minutes on a cold numba cache): stand in for it
-    monkeypatch.setattr(service.app, "warm_up", lambda: compiled.wait(30))
+    monkeypatch.setattr(service.app, "warm_up", lambda ready: compiled.wait(30))
     client = make_client(warmup=True)
     assert client.get("/healthz").json() == {"status": "ok"}
     not_ready = client.get("/readyz")
@@ -263,3 +264,72 @@ def test_readyz_fails_when_redis_does_not_answer_and_hides_its_address(caplog):
         for answer in (response, problem):  # the address is for the logs only
             assert "127.0.0.1" not in answer.text and ":1" not in answer.text
     assert any("127.0.0.1" in record.getMessage() for record in caplog.records)
+
+
+def _serve_with_workers(tmp_path, port: int):
+    """``aucstream serve --workers 2`` on the SQLite store, with its own temporary directory."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "AUCSTREAM_WARMUP": "false",
+           "TMPDIR": str(tmp_path / "tmp")}  # fmt: skip
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    command = [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers",
+               "2", "--data-dir", str(tmp_path / "data"), "--log-level", "warning"]  # fmt: skip
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def test_a_killed_multi_worker_server_leaves_no_worker_nor_metrics_directory_behind(tmp_path):
+    """The workers of a ``kill -9``'d multi-worker server stop by themselves, and its metrics
+    directory (which it could not remove) is removed by the next server's start; a running
+    server's directory is left alone."""
+    import os
+    import signal
+    from pathlib import Path
+
+    from loadtest.local import free_port, stop, wait_ready
+
+    (tmp_path / "tmp").mkdir()
+
+    def metrics_dirs() -> set[Path]:
+        return set((tmp_path / "tmp").glob("aucstream-prometheus-*"))
+
+    port = free_port()
+    killed = _serve_with_workers(tmp_path, port)
+    wait_ready(f"http://127.0.0.1:{port}", killed, timeout=120, answers=4, interval=0.1)
+    children = Path("/proc") / str(killed.pid) / "task" / str(killed.pid) / "children"
+    workers = [int(pid) for pid in children.read_text().split()]
+    (first,) = metrics_dirs()
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(30)
+    try:  # uvicorn's workers, orphaned, stop by themselves (else the port stays taken)
+        deadline = time.monotonic() + 30
+        while any(Path(f"/proc/{pid}").exists() for pid in workers):
+            assert time.monotonic() < deadline, "orphaned workers still running"
+            time.sleep(0.1)
+    finally:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert metrics_dirs() == {first}  # nothing could remove it
+
+    port = free_port()
+    running = _serve_with_workers(tmp_path, port)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", running, timeout=120, answers=4, interval=0.1)
+        (second,) = metrics_dirs()
+        assert second != first
+        # a server starting beside a running one leaves the running one's directory alone
+        port = free_port()
+        beside = _serve_with_workers(tmp_path, port)
+        try:
+            wait_ready(f"http://127.0.0.1:{port}", beside, timeout=120, answers=4, interval=0.1)
+            assert second in metrics_dirs() and len(metrics_dirs()) == 2
+        finally:
+            stop(beside)
+    finally:
+        stop(running)
+    assert metrics_dirs() == set()  # a server stopped normally removes its own

@@ -371,3 +371,74 @@ def test_workers_share_the_models_and_take_over_from_a_stopped_one(
     assert set(second.owned) == set("abcd")
     for model in "abcd":
         assert client.get(f"/v1/models/{model}").json()["counts"]["events_learned"] == 20
+
+
+class LostReplies:
+    """The queue's append script as Redis runs it, but whose first ``lost`` replies never reach
+    the API (the connection drops after Redis ran it: a reset, a failover, a timeout)."""
+
+    def __init__(self, script, lost: int) -> None:
+        self.script, self.lost, self.runs = script, lost, 0
+
+    def __call__(self, *args, **kwargs):
+        reply = self.script(*args, **kwargs)
+        self.runs += 1
+        if self.lost:
+            self.lost -= 1
+            raise redis.exceptions.ConnectionError("Connection closed by server.")
+        return reply
+
+
+@pytest.mark.parametrize("ids", [True, False], ids=["with-ids", "without-ids"])
+def test_an_append_whose_reply_was_lost_is_acknowledged_once_not_refused(
+    make_app, make_worker, rclient, ids
+):
+    client = make_app()
+    create_model(client, "m")
+    queue = client.app.state.queue
+    queue._append = LostReplies(queue._append, lost=2)
+    X, y = make_stream(50)
+    (body,) = posts(X, y, 50, ids=ids)
+    response = client.post("/v1/models/m/events", json=body)
+    # the batch went in at the first attempt: the answer says so, and it is queued once
+    assert response.status_code == 202, response.text
+    assert queue._append.runs == 3
+    (stream_id,) = response.json()["stream_ids"]
+    assert [entry_id.decode() for entry_id, _ in rclient.xrange(keys.stream("m"))] == [stream_id]
+    assert response.json()["backlog_events"] == 50
+    drain(make_worker(), rclient, ["m"])
+    assert client.get("/v1/models/m").json()["counts"]["events_learned"] == 50
+
+
+def test_an_append_is_not_refused_for_a_read_after_it(make_app, rclient, monkeypatch):
+    """The backlog in the answer comes with the append, not from a second round trip that
+    could fail after the batch went in."""
+    client = make_app()
+    create_model(client, "m")
+    queue = client.app.state.queue
+
+    def no_answer(model_id):
+        raise redis.exceptions.ConnectionError("Connection closed by server.")
+
+    monkeypatch.setattr(queue, "lag", no_answer)
+    X, y = make_stream(20)
+    response = client.post("/v1/models/m/events", json=next(posts(X, y, 20)))
+    assert response.status_code == 202, response.text
+    assert response.json()["backlog_events"] == 20
+    assert rclient.xlen(keys.stream("m")) == 1
+
+
+def test_an_append_redis_never_answers_is_a_503_that_says_it_may_be_queued(make_app, rclient):
+    client = make_app()
+    create_model(client, "m")
+    queue = client.app.state.queue
+    queue._append = LostReplies(queue._append, lost=3)
+    X, y = make_stream(20)
+    response = client.post("/v1/models/m/events", json=next(posts(X, y, 20)))
+    assert response.status_code == 503, response.text
+    assert "whether it was queued is unknown" in response.json()["detail"]
+    assert rclient.xlen(keys.stream("m")) == 1  # the first attempt's, once
+
+
+def test_append_reply_key_name():
+    assert keys.append_reply("fraud-1", "ab12") == "aucs:{fraud-1}:append:ab12"

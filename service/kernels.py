@@ -1,0 +1,172 @@
+"""The numba kernels of a service process: the warm-up that compiles (empty cache: minutes) or
+loads (warm cache: seconds) them, group by group, the default path first
+(:mod:`core.warmup`), and the refusal of the requests whose kernels are not ready yet.
+
+The service is ready once :data:`core.warmup.READY_GROUPS` have run; the other groups follow
+in the background.  A model whose learner's group has not run yet answers a 503
+``warming-up`` problem naming the group, with ``Retry-After``, and its group is compiled next
+(:meth:`core.warmup.KernelReadiness.missing`): its kernels are never compiled inside a
+request, which for a small body runs on the event loop and would hold every other request.
+
+The worker processes of one server (``aucstream serve --workers N``) share numba's cache on
+disk; a group not yet run into that cache runs under a file lock (:func:`group_lock`), so that
+one process compiles it while the others wait and then load it from the cache instead of
+compiling it N times over; a group already there is loaded by every process at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import gc
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import core
+from core.warmup import READY_GROUPS, compile_group, groups_for, kernel_groups, readiness
+from service.errors import WarmingUp
+
+logger = logging.getLogger("aucstream")
+
+#: seconds a client is told to wait for a group that is not ready yet
+RETRY_AFTER_SECONDS = 5
+
+
+def cache_location() -> str:
+    """Where numba's cache lives: ``NUMBA_CACHE_DIR``, else next to the sources."""
+    return os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
+        os.path.dirname(core.__file__), "__pycache__"
+    )
+
+
+@functools.cache
+def cache_stamp() -> str:
+    """Changes whenever what numba's cache is keyed on may have: the kernels' sources, numba,
+    the cache's place and the target CPU."""
+    import numba
+
+    digest = hashlib.sha256(
+        f"{numba.__version__} {cache_location()} {os.environ.get('NUMBA_CPU_NAME')}".encode()
+    )
+    for path in sorted(Path(core.__file__).parent.rglob("*.py")):
+        digest.update(f"{path} {path.stat().st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def group_lock(group: str) -> Iterator[None]:
+    """Around the run of ``group``: a file per group and numba cache (in the system's
+    temporary directory, since the cache may be read-only) that holds :func:`cache_stamp`
+    once the group has run into this cache.  Until then the group runs under a lock on that
+    file, so that of the processes sharing a cache one compiles it while the others wait and
+    then load it; after, every process loads it at once, unlocked.  Without a usable file the
+    group runs unlocked."""
+    digest = hashlib.sha256(cache_location().encode()).hexdigest()[:16]
+    path = os.path.join(tempfile.gettempdir(), f"aucstream-kernels-{digest}-{group}.lock")
+    try:
+        handle = open(path, "a+b")  # noqa: SIM115 - closed below, which releases the lock
+    except OSError:
+        yield
+        return
+    with handle:
+        stamp = cache_stamp().encode()
+        handle.seek(0)
+        if handle.read() == stamp:
+            yield
+            return
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+        handle.truncate(0)
+        handle.write(stamp)
+        handle.flush()
+
+
+#: the niceness the warm-up thread takes once the service is ready (Linux: per thread)
+BACKGROUND_NICENESS = 10
+
+
+def _yield_the_processor() -> None:
+    """Lower this thread's CPU priority: once ready, the rest of the warm-up gives way to the
+    requests and to the start of the server's other worker processes, which it would slow
+    down (numba releases the GIL in LLVM's compiler, where most of its time goes)."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICENESS)
+
+
+def _freeze_long_lived_objects() -> None:
+    """What exists now (modules, the compiled kernels and numba's and LLVM's objects behind
+    them: millions of objects) lives as long as the process.  Moved out of the collector's
+    generations, it is no longer walked by every full collection: requests that allocate many
+    objects (a large JSON body or stream frame) trigger those, and each walk holds the GIL, and
+    so every other request and connection, for up to a second."""
+    gc.freeze()
+
+
+def warm_up(ready: threading.Event | None = None) -> None:
+    """Run every kernel group (:func:`core.warmup.kernel_groups`) in this process, logging
+    which group is compiling, each one's time and the count done, and set ``ready`` once
+    :data:`~core.warmup.READY_GROUPS` have run."""
+    readiness.plan(kernel_groups())
+    cpu = os.environ.get("NUMBA_CPU_NAME") or "host"
+    logger.info(
+        "compiling or loading the numba kernels: %d groups, %s first (cache: %s, cpu: %s)",
+        readiness.total, ", ".join(READY_GROUPS), cache_location(), cpu,
+    )  # fmt: skip
+    started = time.perf_counter()
+    while (group := readiness.next_group()) is not None:
+        logger.info(
+            "compiling or loading the kernels of %s (group %d of %d)",
+            group, readiness.done + 1, readiness.total,
+        )  # fmt: skip
+        group_started = time.perf_counter()
+        try:
+            with group_lock(group):
+                compile_group(group)
+        except Exception:  # its kernels then compile on first use: slower, still correct
+            logger.exception("the warm-up of the kernels of %s failed", group)
+        finally:
+            readiness.finished(group)
+        seconds = time.perf_counter() - group_started
+        logger.info(
+            "kernels of %s ready in %.2f s (%d of %d groups)",
+            group, seconds, readiness.done, readiness.total,
+            extra={"fields": {"kernels": group, "seconds": round(seconds, 3),
+                              "done": readiness.done, "total": readiness.total}},
+        )  # fmt: skip
+        if ready is not None and not ready.is_set() and not readiness.missing(READY_GROUPS):
+            elapsed = time.perf_counter() - started
+            logger.info(
+                "ready after %.1f s: the kernels of the default path, the metrics and the "
+                "regret window; the other %d groups follow in the background",
+                elapsed, readiness.total - readiness.done,
+                extra={"fields": {"kernels": "ready", "seconds": round(elapsed, 3)}},
+            )  # fmt: skip
+            _freeze_long_lived_objects()
+            ready.set()
+            _yield_the_processor()
+    _freeze_long_lived_objects()
+    total = time.perf_counter() - started
+    logger.info(
+        "all kernels ready in %.1f s", total, extra={"fields": {"kernels": "all", "seconds": total}}
+    )
+
+
+def require_kernels(learner: str, params: Mapping[str, Any], scaling: str) -> None:
+    """Raise a 503 ``warming-up`` naming the kernel groups a model of ``learner`` needs and
+    this process has not compiled or loaded yet (they are compiled next)."""
+    missing = readiness.missing(groups_for(learner, params, scaling))
+    if missing:
+        groups = ", ".join(repr(name) for name in missing)
+        raise WarmingUp(
+            f"the kernels of {groups} (learner {learner!r}) are still being compiled or loaded "
+            f"in the background; retry in {RETRY_AFTER_SECONDS} s",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )

@@ -47,11 +47,13 @@ def make_store(settings: Settings) -> Store:
         from service.stores.redis import RedisStore
 
         assert settings.redis_url is not None
-        return RedisStore.from_url(settings.redis_url)
+        return RedisStore.from_url(settings.redis_url, settings.max_cached_models)
     if settings.store == "sqlite":
         from service.stores.sqlite import SQLiteStore
 
-        store = SQLiteStore.open(settings.data_dir, settings.sqlite_synchronous)
+        store = SQLiteStore.open(
+            settings.data_dir, settings.sqlite_synchronous, settings.max_cached_models
+        )
         logger.info("store: SQLite at %s (synchronous=%s)", store.path, store.synchronous)
         return store
     from service.stores.memory import MemoryStore

@@ -89,6 +89,13 @@ class Store(Protocol):
 
     def close(self) -> None: ...
 
+    def forget_cached(self, model_id: str) -> None:
+        """This process no longer caches the model (evicted, dropped, deleted): forget what the
+        store keeps of it in memory beside the stored state, so that the store's memory
+        follows the model cache's bound.  The next commit of it may cost more; the stored
+        state is unchanged."""
+        ...
+
     def create_model(
         self,
         model_id: str,

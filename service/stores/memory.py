@@ -2,7 +2,10 @@
 tests and throwaway runs; the default is :mod:`service.stores.sqlite`).
 
 It keeps its own copies of the arrays, so a process cache that is mutated in place and then
-dropped after a failed write can always be rebuilt from the last committed state.  It is not
+dropped after a failed write can always be rebuilt from the last committed state; they are kept
+encoded as the other stores write them (:func:`service.stores.fields.encode_fields`: raw bytes,
+all-zero chunks left out), so a model whose buffers are still mostly empty costs only what
+they hold.  It is not
 shared between processes: with several uvicorn workers use the SQLite or the Redis store.
 """
 
@@ -26,6 +29,7 @@ from service.errors import (
     StaleVersion,
 )
 from service.stores.base import Commit, StoredState, pending_full
+from service.stores.fields import decode_fields, encode_fields
 
 
 @dataclass
@@ -33,7 +37,8 @@ class _Model:
     config: dict[str, Any]
     incarnation: str
     version: int
-    arrays: dict[str, np.ndarray]
+    #: array name -> (its layout, its fields)
+    state: dict[str, tuple[str, dict[str, bytes]]]
     meta: dict[str, str] = field(default_factory=dict)
     #: ids remembered -> expiry, oldest first (the order in which a bound forgets them)
     seen: OrderedDict[str, float] = field(default_factory=OrderedDict)
@@ -45,8 +50,21 @@ class _Model:
     next_forget: float = 0.0
 
 
-def _copy_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {name: np.array(value, copy=True, order="C") for name, value in arrays.items()}
+def _encoded(arrays: dict[str, np.ndarray]) -> dict[str, tuple[str, dict[str, bytes]]]:
+    encoded = {}
+    for name, array in arrays.items():
+        fields, layouts = encode_fields({name: array})
+        encoded[name] = (layouts[name], fields)
+    return encoded
+
+
+def _decoded(state: dict[str, tuple[str, dict[str, bytes]]]) -> dict[str, np.ndarray]:
+    raw: dict[str, bytes] = {}
+    layouts: dict[str, str] = {}
+    for name, (layout, fields) in state.items():
+        layouts[name] = layout
+        raw.update(fields)
+    return decode_fields(raw, layouts)
 
 
 class MemoryStore:
@@ -60,6 +78,9 @@ class MemoryStore:
 
     def ping(self) -> None:
         return None
+
+    def forget_cached(self, model_id: str) -> None:
+        return None  # nothing is kept beside the models themselves
 
     def close(self) -> None:
         return None
@@ -86,7 +107,7 @@ class MemoryStore:
                 copy.deepcopy(config),
                 incarnation,
                 1,
-                _copy_arrays(arrays),
+                _encoded(arrays),
                 {"incarnation": incarnation},
             )
             return 1
@@ -109,17 +130,17 @@ class MemoryStore:
                 model.version,
                 model.incarnation,
                 copy.deepcopy(model.config),
-                _copy_arrays(model.arrays),
+                _decoded(model.state),
                 dict(model.meta),
             )
 
     def commit(self, model_id: str, commit: Commit) -> int:
-        arrays = _copy_arrays(commit.arrays)  # copy outside the lock
+        state = _encoded(commit.arrays)  # copied outside the lock
         with self._lock:
             model = self._get(model_id)
             if model.version != commit.expected_version or model.incarnation != commit.incarnation:
                 raise StaleVersion(model_id)
-            model.arrays.update(arrays)
+            model.state.update(state)
             model.meta.update(commit.meta)
             for memory, ids in ((model.seen, commit.learned_ids),
                                 (model.expired, commit.expired_ids)):  # fmt: skip

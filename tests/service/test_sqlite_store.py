@@ -318,7 +318,7 @@ def test_a_commit_writes_only_the_chunks_that_changed(tmp_path):
     """Arrays over 16 KiB are stored in chunks; a commit on top of a version this process knows
     rewrites only the chunks whose bytes changed (a chunk forged behind its back survives),
     while a process that does not know the stored version rewrites the state whole."""
-    from service.stores.redis import CHUNK_BYTES
+    from service.stores.fields import CHUNK_BYTES
 
     per_chunk = CHUNK_BYTES // 8
     scores = np.arange(3 * per_chunk, dtype=np.float64)  # three chunks

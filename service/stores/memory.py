@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -37,8 +38,9 @@ class _Model:
     config: dict[str, Any]
     incarnation: str
     version: int
-    #: array name -> (its layout, its fields)
-    state: dict[str, tuple[str, dict[str, bytes]]]
+    #: the state as the other stores write it: fields of bytes, and a layout per array
+    fields: dict[str, bytes]
+    layouts: dict[str, str]
     meta: dict[str, str] = field(default_factory=dict)
     #: ids remembered -> expiry, oldest first (the order in which a bound forgets them)
     seen: OrderedDict[str, float] = field(default_factory=OrderedDict)
@@ -50,21 +52,22 @@ class _Model:
     next_forget: float = 0.0
 
 
-def _encoded(arrays: dict[str, np.ndarray]) -> dict[str, tuple[str, dict[str, bytes]]]:
-    encoded = {}
-    for name, array in arrays.items():
-        fields, layouts = encode_fields({name: array})
-        encoded[name] = (layouts[name], fields)
-    return encoded
+def _encoded(arrays: dict[str, np.ndarray]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """:func:`encode_fields`, with the names and layouts interned: every model of a kind
+    repeats them, and one copy of each serves them all."""
+    fields, layouts = encode_fields(arrays)
+    return (
+        {sys.intern(name): data for name, data in fields.items()},
+        {sys.intern(name): sys.intern(layout) for name, layout in layouts.items()},
+    )
 
 
-def _decoded(state: dict[str, tuple[str, dict[str, bytes]]]) -> dict[str, np.ndarray]:
-    raw: dict[str, bytes] = {}
-    layouts: dict[str, str] = {}
-    for name, (layout, fields) in state.items():
-        layouts[name] = layout
-        raw.update(fields)
-    return decode_fields(raw, layouts)
+def _field_names(name: str, layout: str) -> list[str]:
+    """The fields an array of ``layout`` may occupy."""
+    parts = layout.split("|")
+    if len(parts) == 3:
+        return [f"{name}@{index}" for index in range(int(parts[2]))]
+    return [name]
 
 
 class MemoryStore:
@@ -107,7 +110,7 @@ class MemoryStore:
                 copy.deepcopy(config),
                 incarnation,
                 1,
-                _encoded(arrays),
+                *_encoded(arrays),
                 {"incarnation": incarnation},
             )
             return 1
@@ -130,17 +133,22 @@ class MemoryStore:
                 model.version,
                 model.incarnation,
                 copy.deepcopy(model.config),
-                _decoded(model.state),
+                decode_fields(model.fields, model.layouts),
                 dict(model.meta),
             )
 
     def commit(self, model_id: str, commit: Commit) -> int:
-        state = _encoded(commit.arrays)  # copied outside the lock
+        fields, layouts = _encoded(commit.arrays)  # copied outside the lock
         with self._lock:
             model = self._get(model_id)
             if model.version != commit.expected_version or model.incarnation != commit.incarnation:
                 raise StaleVersion(model_id)
-            model.state.update(state)
+            for name in layouts:  # the arrays written replace theirs whole
+                if name in model.layouts:
+                    for field_name in _field_names(name, model.layouts[name]):
+                        model.fields.pop(field_name, None)
+            model.fields.update(fields)
+            model.layouts.update(layouts)
             model.meta.update(commit.meta)
             for memory, ids in ((model.seen, commit.learned_ids),
                                 (model.expired, commit.expired_ids)):  # fmt: skip

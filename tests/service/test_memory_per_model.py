@@ -90,10 +90,7 @@ def test_an_evicted_model_forgets_its_base_and_learns_as_a_cached_one(
 def _stored_state_bytes(client, store_kind: str, model_id: str) -> int:
     store = client.app.state.store
     if store_kind == "memory":
-        return sum(
-            len(data) for _, fields in store._models[model_id].state.values()
-            for data in fields.values()
-        )  # fmt: skip
+        return sum(len(data) for data in store._models[model_id].fields.values())
     if store_kind == "sqlite":
         with sqlite3.connect(store.path) as db:
             (total,) = db.execute(

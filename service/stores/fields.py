@@ -22,7 +22,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from service.stores.base import decode_array, encode_layout, to_little_endian
+from service.stores.base import decode_array, layout_of, to_little_endian
 
 __all__ = ["CHUNK_BYTES", "KnownStates", "decode_fields", "encode_fields"]
 
@@ -37,6 +37,7 @@ CHUNK_BYTES = 16 * 1024
 #: how many models' stored fields a store remembers by default (the default of
 #: ``AUCSTREAM_MAX_CACHED_MODELS``; the model cache also makes it forget evicted models)
 DEFAULT_KNOWN_MODELS = 1024
+_ZERO_CHUNK = bytes(CHUNK_BYTES)
 
 
 def encode_fields(arrays: dict[str, np.ndarray]) -> tuple[dict[str, bytes], dict[str, str]]:
@@ -50,32 +51,20 @@ def encode_fields(arrays: dict[str, np.ndarray]) -> tuple[dict[str, bytes], dict
     layouts: dict[str, str] = {}
     for name, array in arrays.items():
         array = to_little_endian(array)
-        layout = encode_layout(array)
+        layout = layout_of(array.dtype, array.shape)
         if array.nbytes <= CHUNK_BYTES:
             fields[name] = array.tobytes()
         else:
-            flat = array.reshape(-1).view(np.uint8)
-            view = flat.data
+            view = array.reshape(-1).view(np.uint8).data
             n_chunks = -(-array.nbytes // CHUNK_BYTES)
-            for index in np.flatnonzero(_nonzero_chunks(flat, n_chunks)).tolist():
-                fields[f"{name}@{index}"] = bytes(
-                    view[index * CHUNK_BYTES : (index + 1) * CHUNK_BYTES]
-                )
+            for index in range(n_chunks):
+                chunk = bytes(view[index * CHUNK_BYTES : (index + 1) * CHUNK_BYTES])
+                # a comparison stops at the first non-zero byte: nearly free for a chunk in use
+                if chunk != (_ZERO_CHUNK if len(chunk) == CHUNK_BYTES else bytes(len(chunk))):
+                    fields[f"{name}@{index}"] = chunk
             layout += f"|{n_chunks}"
         layouts[name] = layout
     return fields, layouts
-
-
-def _nonzero_chunks(flat: np.ndarray, n_chunks: int) -> np.ndarray:
-    """Which of the ``CHUNK_BYTES`` chunks of the bytes ``flat`` hold a non-zero byte (one
-    vectorised pass per array, not one call per chunk)."""
-    n_full = flat.size // CHUNK_BYTES
-    nonzero = np.ones(n_chunks, dtype=bool)
-    full = flat[: n_full * CHUNK_BYTES].reshape(n_full, CHUNK_BYTES)
-    nonzero[:n_full] = full.view(np.uint64).any(axis=1)  # CHUNK_BYTES is a multiple of 8
-    if n_full < n_chunks:
-        nonzero[n_full] = flat[n_full * CHUNK_BYTES :].any()
-    return nonzero
 
 
 def decode_fields(raw: dict[str, bytes], layouts: dict[str, str]) -> dict[str, np.ndarray]:

@@ -29,6 +29,21 @@ class InvalidFeatures(ValueError):
         self.field = field
 
 
+class StateOverflow(InvalidFeatures):
+    """Learning a batch would have grown a state array beyond its bound
+    (``core.learners._state.STATE_BOUND``): the events' values are legal, but the model cannot
+    learn them without overflowing (a weight growing geometrically on large unscaled features).
+    ``row`` is the event at fault when it is known.  ``restored`` says whether the learner is
+    as it was before the batch; when it is not (a learner whose state is too large to copy
+    before every batch), the learner refuses every use until its state is put back
+    (``from_state``) or restarted (``initialize``).
+    """
+
+    def __init__(self, message: str, *, row: int | None = None, restored: bool = True) -> None:
+        super().__init__(message, row=row)
+        self.restored = restored
+
+
 class InvalidParameter(ValueError):
     """A hyper-parameter is unknown or out of range; ``param`` is its name."""
 
@@ -67,4 +82,10 @@ def unknown_names(
     return unknown[0], f"{what} {listed}{where}; accepted: {', '.join(accepted)}"
 
 
-__all__ = ["InvalidFeatures", "InvalidParameter", "InvalidState", "unknown_names"]
+__all__ = [
+    "InvalidFeatures",
+    "InvalidParameter",
+    "InvalidState",
+    "StateOverflow",
+    "unknown_names",
+]

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from core.errors import InvalidFeatures
-from core.validation import CSRMatrix, first_nonfinite, row_of_entry
+from core.validation import FEATURE_BOUND, CSRMatrix, first_out_of_range, row_of_entry
 
 _MASK32 = 0xFFFFFFFF
 
@@ -133,10 +133,15 @@ class FeatureHasher:
             data.extend(merged.values())
             indptr.append(len(indices))
         values = np.asarray(data, dtype=np.float64)
-        position = first_nonfinite(values)
+        position = first_out_of_range(values)
         if position is not None:
             bad_row = row_of_entry(indptr, position)
-            raise InvalidFeatures(f"row {bad_row}: features contain NaN or infinity", row=bad_row)
+            what = (
+                "NaN or infinity"
+                if not np.isfinite(values[position])
+                else f"a value beyond the feature bound of +-{FEATURE_BOUND:g}"
+            )
+            raise InvalidFeatures(f"row {bad_row}: features contain {what}", row=bad_row)
         return CSRMatrix(
             np.asarray(indptr, dtype=np.int64),
             np.asarray(indices, dtype=np.int64),

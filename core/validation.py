@@ -7,6 +7,9 @@ Two feature layouts reach the kernels:
   ``data`` float64) plus ``n_features``.  Any object with a ``tocsr()`` method (a
   ``scipy.sparse`` matrix or array) is converted to it without importing scipy here.
 
+Feature values must be finite and of magnitude at most :data:`FEATURE_BOUND` (1e100): learning
+squares and sums them, and the bound keeps every such sum finite (see its note).
+
 Labels are accepted as {0, 1}, {-1, +1} or bool and returned as ``int64`` values in {-1, +1}.
 Scores (of the metrics) are finite float64 vectors; an FPR range is ``0 <= alpha < beta <= 1``.
 
@@ -23,10 +26,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core._kernels.validation import count_nonfinite, first_bad_csr_entry, labels_to_pm1
+from core._kernels.validation import (
+    FEATURE_BOUND,
+    count_nonfinite,
+    count_out_of_range,
+    first_bad_csr_entry,
+    labels_to_pm1,
+)
 from core.errors import InvalidFeatures, InvalidParameter
 
 __all__ = [
+    "FEATURE_BOUND",
     "CSRMatrix",
     "as_csr",
     "as_features",
@@ -37,6 +47,8 @@ __all__ = [
     "check_labelled_scores",
     "check_rows",
     "first_nonfinite",
+    "first_out_of_range",
+    "rows_out_of_range",
     "n_rows",
     "row_of_entry",
     "row_range",
@@ -178,11 +190,22 @@ def as_features(
 
 def check_finite_rows(array: np.ndarray, first_row: int = 0) -> None:
     """Raise :class:`~core.errors.InvalidFeatures` naming the first row of the dense batch
-    ``array`` with a NaN or an infinity (rows counted from ``first_row``)."""
-    position = first_nonfinite(array)
+    ``array`` with a NaN, an infinity or a value beyond :data:`FEATURE_BOUND` (rows counted
+    from ``first_row``)."""
+    position = first_out_of_range(array)
     if position is not None:
         row = first_row + position // array.shape[1]
-        raise InvalidFeatures(f"features contain NaN or infinity (first at row {row})", row=row)
+        raise _out_of_range(array.reshape(-1)[position], row)
+
+
+def _out_of_range(value: float, row: int) -> InvalidFeatures:
+    if not np.isfinite(value):
+        return InvalidFeatures(f"features contain NaN or infinity (first at row {row})", row=row)
+    return InvalidFeatures(
+        f"features contain {float(value)!r}, beyond the feature bound of +-{FEATURE_BOUND:g} "
+        f"(first at row {row}): rescale such features (e.g. take their logarithm)",
+        row=row,
+    )
 
 
 def check_rows(features: np.ndarray | CSRMatrix, first_row: int = 0) -> None:
@@ -209,10 +232,10 @@ def _check_csr_columns(indptr, indices, width: int, first_row: int = 0) -> None:
 
 
 def _check_csr_values(X: CSRMatrix, first_row: int = 0) -> None:
-    position = first_nonfinite(X.data)
+    position = first_out_of_range(X.data)
     if position is not None:
         row = first_row + row_of_entry(X.indptr, position)
-        raise InvalidFeatures(f"features contain NaN or infinity (first at row {row})", row=row)
+        raise _out_of_range(X.data[position], row)
 
 
 def _real_array(values, what: str, error: type[ValueError]) -> np.ndarray:
@@ -248,6 +271,34 @@ def first_nonfinite(values: np.ndarray) -> int | None:
     if finite.all():
         return None
     return int(np.flatnonzero(~finite.reshape(-1))[0])
+
+
+def first_out_of_range(values: np.ndarray, bound: float = FEATURE_BOUND) -> int | None:
+    """The flat (C-order) position of the first NaN, infinity or value of magnitude above
+    ``bound`` in the float64 ``values``, or None: the check of feature values, one vectorised
+    read (the position is looked for only in a batch that is refused)."""
+    flat = values.reshape(-1)
+    if count_out_of_range(flat, bound) == 0:
+        return None
+    with np.errstate(invalid="ignore"):
+        return int(np.flatnonzero(~(np.abs(flat) <= bound))[0])
+
+
+def rows_out_of_range(X: np.ndarray | CSRMatrix, bound: float = FEATURE_BOUND) -> np.ndarray:
+    """A boolean mask of the rows of a dense or CSR batch holding a NaN, an infinity or a value
+    of magnitude above ``bound`` (for callers that drop such rows one by one rather than refuse
+    the batch)."""
+    values = X.data if isinstance(X, CSRMatrix) else X
+    bad = np.zeros(X.shape[0], dtype=bool)
+    if count_out_of_range(values.reshape(-1), bound) == 0:
+        return bad
+    with np.errstate(invalid="ignore"):
+        outside = ~(np.abs(values) <= bound)
+    if isinstance(X, CSRMatrix):
+        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        bad[rows[outside]] = True
+        return bad
+    return outside.any(axis=1)
 
 
 def row_of_entry(indptr, position: int) -> int:

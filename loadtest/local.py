@@ -1,6 +1,8 @@
 """Processes on loopback, shared by the load generators and the test suite: a free port, a
 private ``redis-server``, a uvicorn process serving the app, waiting until it is ready, and
-stopping a process; a private 3-master Redis Cluster.  Only 127.0.0.1 is used; the machine's
+stopping a process; a private 3-master Redis Cluster.  The private servers keep their data in
+AOF files of a temporary directory, as the service expects of a Redis (it refuses one keeping
+nothing, unless told the store may be volatile).  Only 127.0.0.1 is used; the machine's
 own Redis (6379) is never touched.
 """
 
@@ -25,103 +27,168 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@contextlib.contextmanager
-def private_redis() -> Iterator[tuple[str, int]]:
-    """A ``redis-server`` on a free port, keeping nothing on disk, for the ``with`` block;
-    yields ``(url, pid)``.  RuntimeError when it is not installed or does not start."""
+#: redis-server options of each persistence choice of the private servers: ``aof`` (the
+#: service's default expectation: AOF synced every second), ``none`` (keeps nothing: the
+#: service refuses it unless AUCSTREAM_ALLOW_VOLATILE_REDIS), ``rdb`` (only the dumps asked
+#: for with SAVE, read back at a restart)
+PERSISTENCE = {
+    "aof": ["--appendonly", "yes", "--appendfsync", "everysec", "--save", ""],
+    "none": ["--appendonly", "no", "--save", ""],
+    "rdb": ["--appendonly", "no", "--save", "", "--dbfilename", "dump.rdb"],
+}
+
+
+def _redis_binary() -> str:
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError(
             "redis-server is not installed (Debian package 'redis-server'); .ci/run installs it"
         )
-    port = free_port()
-    directory = tempfile.mkdtemp(prefix="aucstream-redis-")
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", directory,
-         "--logfile", os.path.join(directory, "redis.log")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    return binary
+
+
+class PrivateRedis:
+    """A ``redis-server`` on a free loopback port with its own directory, which a test can
+    ``kill()`` (SIGKILL) and ``start()`` again on the same port and directory."""
+
+    def __init__(self, persistence: str = "aof", *extra: str, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.directory = tempfile.mkdtemp(prefix="aucstream-redis-")
+        self.options = [*PERSISTENCE[persistence], *extra]
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [_redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+             "--dir", self.directory, "--logfile", os.path.join(self.directory, "redis.log"),
+             *self.options],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        _wait_port(self.port, self.process)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def close(self) -> None:
+        if self.process is not None:
+            stop(self.process)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def private_redis(persistence: str = "aof") -> Iterator[tuple[str, int]]:
+    """A ``redis-server`` on a free port (AOF in a temporary directory unless
+    ``persistence`` says otherwise, see :data:`PERSISTENCE`), for the ``with`` block; yields
+    ``(url, pid)``.  RuntimeError when it is not installed or does not start."""
+    server = PrivateRedis(persistence)
     try:
-        _wait_port(port, process)
-        yield f"redis://127.0.0.1:{port}/0", process.pid
+        server.start()
+        assert server.process is not None
+        yield server.url, server.process.pid
     finally:
-        stop(process)
-        shutil.rmtree(directory, ignore_errors=True)
+        server.close()
+
+
+class PrivateCluster:
+    """A Redis Cluster of ``masters`` masters with ``replicas`` replicas each, every node a
+    :class:`PrivateRedis` (AOF, its own directory and ``nodes.conf``) that can be killed and
+    started again: a restarted node rejoins as what the cluster made it (a killed master
+    whose replica took over comes back as that replica's replica)."""
+
+    def __init__(self, masters: int = 3, replicas: int = 0, node_timeout_ms: int = 5000) -> None:
+        if shutil.which("redis-cli") is None:
+            raise RuntimeError(
+                "redis-cli is not installed (Debian package 'redis-server'); .ci/run installs it"
+            )
+        self.masters, self.replicas = masters, replicas
+        self.nodes: dict[int, PrivateRedis] = {}
+        while len(self.nodes) < masters * (1 + replicas):
+            port = _free_cluster_port()
+            if port not in self.nodes:
+                node = PrivateRedis(
+                    "aof", "--cluster-enabled", "yes", "--cluster-node-timeout",
+                    str(node_timeout_ms), port=port,
+                )  # fmt: skip
+                node.options += ["--cluster-config-file", os.path.join(node.directory, "n.conf")]
+                self.nodes[port] = node
+
+    @property
+    def ports(self) -> list[int]:
+        return list(self.nodes)
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.ports[0]}"
+
+    def start(self) -> None:
+        for node in self.nodes.values():
+            node.start()
+        subprocess.run(
+            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.nodes),
+             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=30,
+        )  # fmt: skip
+        self.wait_ok()
+
+    def info(self, port: int, *what: str) -> str:
+        return subprocess.run(
+            ["redis-cli", "-p", str(port), *what], capture_output=True, text=True, timeout=10
+        ).stdout
+
+    def wait_ok(self, timeout: float = 30.0) -> None:
+        """Until every live node says ``cluster_state:ok`` and every master has its replicas
+        connected and in sync."""
+        deadline = time.monotonic() + timeout
+        for port, node in self.nodes.items():
+            if node.process is None or node.process.poll() is not None:
+                continue
+            while True:
+                cluster = self.info(port, "cluster", "info")
+                replication = self.info(port, "info", "replication")
+                synced = (
+                    "role:master" in replication
+                    and (f"connected_slaves:{self.replicas}" in replication)
+                    or "master_link_status:up" in replication
+                )
+                if "cluster_state:ok" in cluster and synced:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"private Redis Cluster not ok on port {port}: {cluster}")
+                time.sleep(0.1)
+
+    def master_ports(self) -> list[int]:
+        return [
+            port
+            for port, node in self.nodes.items()
+            if node.process is not None
+            and node.process.poll() is None
+            and "role:master" in self.info(port, "info", "replication")
+        ]
+
+    def close(self) -> None:
+        for node in self.nodes.values():
+            node.close()
 
 
 @contextlib.contextmanager
 def private_redis_cluster(masters: int = 3) -> Iterator[tuple[str, dict[int, int]]]:
-    """A Redis Cluster of ``masters`` ``redis-server --cluster-enabled yes`` processes on free
-    ports (no replicas, nothing kept on disk), created with ``redis-cli --cluster create``, for
-    the ``with`` block; yields ``(url, {port: pid})``, the url a ``redis+cluster://`` one
-    naming the first node (see service/settings.py).  RuntimeError when it does not start."""
-    binary, cli = shutil.which("redis-server"), shutil.which("redis-cli")
-    if binary is None or cli is None:
-        raise RuntimeError(
-            "redis-server / redis-cli are not installed (Debian package 'redis-server'); "
-            ".ci/run installs it"
-        )
-    directory = tempfile.mkdtemp(prefix="aucstream-redis-cluster-")
-    ports: list[int] = []
-    while len(ports) < masters:
-        port = _free_cluster_port()
-        if port not in ports:
-            ports.append(port)
-    processes = [
-        subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                os.path.join(directory, f"nodes-{port}.conf"),
-                "--cluster-node-timeout",
-                "5000",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                directory,
-                "--logfile",
-                os.path.join(directory, f"redis-{port}.log"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        for port in ports
-    ]
+    """A :class:`PrivateCluster` of ``masters`` masters without replicas for the ``with``
+    block; yields ``(url, {port: pid})``, the url a ``redis+cluster://`` one naming the first
+    node (see service/settings.py).  RuntimeError when it does not start."""
+    cluster = PrivateCluster(masters)
     try:
-        for port, process in zip(ports, processes, strict=True):
-            _wait_port(port, process)
-        subprocess.run(
-            [cli, "--cluster", "create", *(f"127.0.0.1:{port}" for port in ports),
-             "--cluster-replicas", "0", "--cluster-yes"],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=30,
-        )  # fmt: skip
-        deadline = time.monotonic() + 30
-        for port in ports:
-            while True:
-                info = subprocess.run(
-                    [cli, "-p", str(port), "cluster", "info"], capture_output=True, text=True
-                ).stdout
-                if "cluster_state:ok" in info:
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"private Redis Cluster not ok on port {port}: {info}")
-                time.sleep(0.1)
-        pids = {port: process.pid for port, process in zip(ports, processes, strict=True)}
-        yield f"redis+cluster://127.0.0.1:{ports[0]}", pids
+        cluster.start()
+        pids = {port: node.process.pid for port, node in cluster.nodes.items() if node.process}
+        yield cluster.url, pids
     finally:
-        for process in processes:
-            stop(process)
-        shutil.rmtree(directory, ignore_errors=True)
+        cluster.close()
 
 
 def _free_cluster_port() -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import re
@@ -47,7 +48,7 @@ def make_store(settings: Settings) -> Store:
         from service.stores.redis import RedisStore
 
         assert settings.redis_url is not None
-        return RedisStore.from_url(settings.redis_url, settings.max_cached_models)
+        return RedisStore.open(settings)
     if settings.store == "sqlite":
         from service.stores.sqlite import SQLiteStore
 
@@ -74,6 +75,7 @@ def make_queue(store: Store, settings: Settings) -> StreamQueue | None:
         max_backlog_events=settings.queue_max_backlog_events,
         entry_events=settings.queue_entry_events,
         retry_after_seconds=settings.queue_retry_after_seconds,
+        replica_wait=lambda: store.wait,
     )
 
 
@@ -103,6 +105,12 @@ def warm_up() -> None:
     logger.info(
         "all kernels ready in %.1f s", total, extra={"fields": {"kernels": "all", "seconds": total}}
     )
+    # What exists now (modules, the compiled kernels and numba's and LLVM's objects behind them:
+    # millions of objects) lives as long as the process.  Moved out of the collector's
+    # generations, it is no longer walked by every full collection: requests that allocate
+    # many objects (a large JSON body or stream frame) trigger those, and each walk held the
+    # GIL, and so every other request and connection, for up to a second.
+    gc.freeze()
 
 
 #: the order methods are listed in ``Allow``

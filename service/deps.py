@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hmac
 import struct
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
@@ -34,6 +35,8 @@ from service.ingest import (
     media_type,
     parse_events,
 )
+from service.ingest.archive import check_method
+from service.ingest.npz import NPZ_ARRAYS
 from service.ingest.objects import parse_json
 from service.queue import Appended, StreamQueue
 from service.settings import Settings
@@ -244,26 +247,35 @@ _ZIP_END = b"PK\x05\x06"
 _ZIP_ENTRY = b"PK\x01\x02"
 #: end of central directory: entries in total, (size,) offset of the directory
 _ZIP_END_FIELDS = struct.Struct("<H4xI")
-#: a directory entry: signature, compression method, lengths of name, extra field, comment
-_ZIP_ENTRY_FIELDS = struct.Struct("<4s6xH16xHHH")
+#: a directory entry: signature, flags, compression method, lengths of name, extra field,
+#: comment
+_ZIP_ENTRY_FIELDS = struct.Struct("<4s4xHH16xHHH")
 
 
 def npz_compressed(body: bytes) -> bool:
     """Whether any member of a zip archive is compressed, from its central directory (~2 us
-    for an NPZ of three arrays); True too when the directory cannot be read (the parser will
-    say why)."""
+    for an NPZ of three arrays); True too when the directory cannot be read or has more
+    entries than an NPZ may (the parser will say why).  A member neither stored nor deflated
+    (or encrypted) is refused here, on the event loop, with the parser's 415 naming it."""
     end = body.rfind(_ZIP_END, max(0, len(body) - 65_557))  # the comment is at most 64 KiB
     if end < 0 or end + 22 > len(body):
         return True
     n_entries, position = _ZIP_END_FIELDS.unpack_from(body, end + 10)
+    if n_entries > len(NPZ_ARRAYS):
+        return True
+    compressed = False
     for _ in range(n_entries):
         if position + 46 > end:
             return True
-        signature, method, *lengths = _ZIP_ENTRY_FIELDS.unpack_from(body, position)
-        if signature != _ZIP_ENTRY or method != 0:  # 0: stored
+        signature, flags, method, *lengths = _ZIP_ENTRY_FIELDS.unpack_from(body, position)
+        if signature != _ZIP_ENTRY:
             return True
+        encoding = "utf-8" if flags & 0x800 else "cp437"  # as zipfile decodes names
+        name = body[position + 46 : position + 46 + lengths[0]].decode(encoding, "replace")
+        check_method(name, method, flags, what="the .npz body")
+        compressed = compressed or method != zipfile.ZIP_STORED
         position += 46 + sum(lengths)
-    return False
+    return compressed
 
 
 def inline_limit(settings: Settings, kind: str, spec: FeatureSpec) -> int:

@@ -112,6 +112,23 @@ class StoreUnavailable(ServiceError, status=503, title="Store unavailable"):
     """The store (Redis, SQLite) did not answer or failed (the client may retry)."""
 
 
+class ReplicasUnconfirmed(StoreUnavailable, status=503, title="Replicas did not confirm the write"):
+    """``AUCSTREAM_REDIS_WAIT_REPLICAS``: too few Redis replicas confirmed a write in time, so
+    it is not acknowledged (a failover could lose it).  ``reply`` is the primary's answer to
+    the write."""
+
+    def __init__(self, detail: str, *, reply: Any = None, **kwargs: Any) -> None:
+        super().__init__(detail, **kwargs)
+        self.reply = reply
+
+
+class StoreLostData(StoreUnavailable, status=503, title="The store lost data"):
+    """The store's contents vanished or went back in time while this service knew a later
+    state (a Redis restarted without persistence or from an old dump, an SQLite file replaced
+    by an older copy): the model, or the whole store, is not served until an operator
+    acknowledges it (``POST /v1/store/acknowledge-loss``)."""
+
+
 class WarmingUp(ServiceError, status=503, title="Warming up"):
     """The process is still compiling / loading its kernels (``/readyz`` says so too)."""
 

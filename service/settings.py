@@ -41,9 +41,17 @@ class Settings(BaseSettings):
     #: else ``sqlite``
     store: Literal["sqlite", "memory", "redis"] | None = None
     #: ``redis://host:port/db``, ``rediss://`` (TLS), ``unix:///path``; a Redis Cluster:
-    #: ``redis+cluster://host:port`` (or ``rediss+cluster://``) naming any of its nodes, the
+    #: ``redis+cluster://host:port`` (or ``rediss+cluster://``) naming any of its nodes, or
+    #: several seeds ``redis+cluster://h1:p1,h2:p2`` (the first reachable one is used); the
     #: others are discovered (every key of one model is in one slot: see service.stores.keys)
     redis_url: str | None = None
+    #: accept a Redis that keeps nothing across a restart (no AOF, no RDB): refused otherwise
+    allow_volatile_redis: bool = False
+    #: acknowledge a write only once this many Redis replicas confirmed it (``WAIT``); unset:
+    #: 1 when every master has a replica, else 0 (no waiting)
+    redis_wait_replicas: int | None = Field(default=None, ge=0, le=16)
+    #: how long a write waits for its replicas before it is refused as unconfirmed (503)
+    redis_wait_timeout_ms: int = Field(default=2_000, ge=1, le=60_000)
     #: the SQLite store's directory (created if missing; the database is
     #: ``<data_dir>/aucstream.sqlite3``).  Relative to the working directory, like
     #: MLflow's ``./mlruns``: the data sits where the server was started, in plain sight
@@ -129,6 +137,20 @@ class Settings(BaseSettings):
     #: after a first message, wait up to this long for more before calling the engine (0: take
     #: only what has already arrived; batches then grow by themselves while the engine is busy)
     ws_batch_wait_ms: float = Field(default=0.0, ge=0, le=1000)
+    #: most messages one frame may hold; a frame with more is refused whole (one 413 reply):
+    #: a frame is decoded and answered in one go, so this bounds that work and the reply
+    ws_max_frame_messages: int = Field(default=4096, ge=1)
+    #: most events one frame may carry, all its messages together (else one 413 reply); also
+    #: where a batch (the frames applied together) stops taking frames.  Frames, unlike one
+    #: REST body, arrive back to back: this bounds what each step holds the interpreter for
+    ws_max_frame_events: int = Field(default=20_000, ge=1)
+    #: most bytes of one frame (else one 413 reply, the frame unread): decoding a text frame
+    #: is one call that holds the interpreter, and its Python objects take many times its bytes
+    ws_max_frame_bytes: int = Field(default=8 * 2**20, ge=1024)
+    #: browser pages (``Origin`` header) allowed to open the stream besides the server's own
+    #: origin, comma-separated (``https://app.example.com``; ``null`` for file:// pages, ``*``
+    #: for any); clients that send no ``Origin`` (not browsers) are not concerned
+    ws_allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     #: ``sync``: a request learns before it returns; ``queue``: it appends the validated batch
     #: to the model's Redis Stream and returns 202, and ``aucstream worker`` learns it
@@ -164,7 +186,7 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
-    @field_validator("api_keys", "read_only_api_keys", mode="before")
+    @field_validator("api_keys", "read_only_api_keys", "ws_allowed_origins", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         return _split_keys(value)
@@ -180,6 +202,10 @@ class Settings(BaseSettings):
                 "AUCSTREAM_REDIS_URL must start with redis://, rediss://, unix://, or "
                 f"redis+cluster:// / rediss+cluster:// for a Redis Cluster; got {self.redis_url!r}"
             )
+        if self.redis_url and "+cluster://" in self.redis_url:
+            from service.stores.client import cluster_seeds
+
+            cluster_seeds(self.redis_url)  # ValueError naming a seed that is not host:port
         if self.store == "memory" and self.workers > 1:
             raise ValueError(
                 "the memory store lives inside one process; with AUCSTREAM_WORKERS > 1 "

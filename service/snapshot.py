@@ -27,7 +27,7 @@ import numpy as np
 import orjson
 
 from service.errors import InvalidInput, MalformedBody, PayloadTooLarge
-from service.ingest.archive import check_members, member_count, npy_layout
+from service.ingest.archive import check_members, member_count, npy_array, npy_layout, read_member
 from service.ingest.fields import MAX_INFLATED_BYTES
 from service.schemas import ModelConfig
 
@@ -76,10 +76,12 @@ def import_snapshot(
     """Read and check a snapshot; raises MalformedBody / InvalidInput naming the problem.
 
     Nothing is inflated or allocated before the size guards of
-    :mod:`service.ingest.archive` pass: at most :data:`MAX_MEMBERS` members, together at
-    most ``max_inflated_bytes`` once inflated and ``manifest.json`` at most
-    ``max_manifest_bytes`` (413 otherwise), and each array's ``.npy`` header claiming exactly
-    the bytes its member holds (422 naming the array)."""
+    :mod:`service.ingest.archive` pass: at most :data:`MAX_MEMBERS` members, each stored or
+    deflated (415 otherwise), together at most ``max_inflated_bytes`` once inflated and
+    ``manifest.json`` at most ``max_manifest_bytes`` (413 otherwise), and each array's
+    ``.npy`` header claiming exactly the bytes its member holds (422 naming the array); the
+    members are then read by the archive module's bounded reader, which stops any member at
+    the size it declares."""
     if member_count(body, what="the snapshot") > MAX_MEMBERS:
         raise PayloadTooLarge(
             f"the snapshot declares more than {MAX_MEMBERS} members", field="manifest.arrays"
@@ -105,11 +107,9 @@ def import_snapshot(
                 field="manifest.json",
             )
         try:
-            manifest = orjson.loads(archive.read(manifest_member))
+            manifest = orjson.loads(read_member(body, manifest_member, field="manifest.json"))
         except orjson.JSONDecodeError as error:
             raise MalformedBody(f"manifest.json is not JSON: {error}") from None
-        except (OSError, zipfile.BadZipFile, EOFError) as error:
-            raise MalformedBody(f"manifest.json cannot be read: {error}") from None
         if not isinstance(manifest, dict):
             raise InvalidInput("manifest.json must be a JSON object", field="manifest.json")
         if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
@@ -130,15 +130,49 @@ def import_snapshot(
             member = members.get(str(entry.get("file"))) if isinstance(entry, dict) else None
             if member is None:
                 raise InvalidInput(f"array {name!r} has no member in the archive", field=name)
-            layout = npy_layout(archive, member, field=name)
+            layout = npy_layout(body, member, field=name)
             if layout.dtype.kind not in _ALLOWED_KINDS:
                 raise InvalidInput(f"array {name!r} has dtype {layout.dtype}", field=name)
             if layout.dtype.str != entry.get("dtype") or list(layout.shape) != entry.get("shape"):
                 raise InvalidInput(f"array {name!r} does not match its manifest entry", field=name)
-            try:
-                with archive.open(member) as handle:
-                    array = np.lib.format.read_array(handle, allow_pickle=False)
-            except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
-                raise InvalidInput(f"array {name!r} cannot be read: {error}", field=name) from None
-            arrays[name] = np.ascontiguousarray(array)
+            arrays[name] = npy_array(body, member, layout, field=name)
     return config, arrays
+
+
+#: [CHOICE] the probe events an imported state is exercised on before it is accepted: the
+#: origin, each unit vector's sign, and a few seeded standard normal rows, of both classes.
+#: Ordinary values: a state that cannot score or learn them finitely is unusable whatever its
+#: arrays' individual bounds say (a weight and a class sum whose product overflows ...).
+PROBE_EVENTS = 8
+
+
+def probe_events(n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """The probe batch of a model of ``n_features`` (deterministic)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((PROBE_EVENTS, n_features))
+    X[0] = 0.0
+    X[1] = 1.0
+    X[2] = -1.0
+    y = np.where(np.arange(PROBE_EVENTS) % 2 == 0, 1, -1).astype(np.int64)
+    return X, y
+
+
+def probe_learner(learner: Any) -> None:
+    """Accept an imported learner state only if it scores the probe batch finitely and, on a
+    copy, learns it without overflow into a state that still passes its invariants; raises
+    InvalidInput naming the probe otherwise.  The learner itself is not changed."""
+    X, y = probe_events(learner.n_features_in_)
+    try:
+        scores = learner.decision_function(X)
+        if not np.isfinite(scores).all():
+            raise ValueError("its scores of ordinary events are not finite")
+        copy = type(learner).from_state(learner.get_params(), learner.get_state())
+        learned = copy.prequential_step(X, y)
+        if not np.isfinite(learned).all():
+            raise ValueError("its scores while learning ordinary events are not finite")
+        copy.validate_state(copy.get_state())
+    except ValueError as error:
+        raise InvalidInput(
+            f"snapshot state is unusable: exercised on {PROBE_EVENTS} ordinary events, {error}",
+            field="learner",
+        ) from None

@@ -145,6 +145,14 @@ class Telemetry:
             registry=self.registry,
             multiprocess_mode="sum",
         )
+        self.store_data_lost = Gauge(
+            "aucstream_store_data_lost",
+            "Losses of data noticed in the store and not yet acknowledged (1 for the whole "
+            "store, 1 per model that went back in time); the store or model answers 503 "
+            "meanwhile.",
+            registry=self.registry,
+            multiprocess_mode="max",
+        )
         #: per model, ``aucstream_model_window_auc`` and ``..._pauc`` (by window key)
         self.window = self._model_gauges("aucstream_model_window_", _WINDOW_GAUGES)
         self.rejected = self._counter(

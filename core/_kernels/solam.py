@@ -30,6 +30,7 @@ from core._kernels.spam import (
     mean_sq_norm,
     served_score,
 )
+from core._kernels.validation import ROW_SQUARED_NORM_BOUND
 
 
 @kernel
@@ -137,8 +138,9 @@ def solam_dense(
     """``forget``: ``(half_life, clock, epoch, class_weight)`` (half_life 0.0: off).
 
     Returns the number of rows learned: all of them, or with ``check_rows`` the index of the
-    first row whose ``||x||^2`` is not finite, of which nothing was learned (as
-    ``core._kernels.spam.spam_l2_dense``, whose notes on per-event code apply here too)."""
+    first row whose ``||x||^2`` is above ``ROW_SQUARED_NORM_BOUND``, of which nothing was
+    learned (as ``core._kernels.spam.spam_l2_dense``, whose notes on per-event code apply
+    here too)."""
     half_life, clock, epoch, class_weight = forget
     averages = (avg_coef, avg_a, avg_b, avg_alpha, gamma_sum)
     want_scores = scores.shape[0] > 0
@@ -180,7 +182,7 @@ def solam_dense(
                 ax0 += avg_offset[j] * u
         xx = xx0 + xx1
         vx = vx0 + vx1
-        if check_rows and not np.isfinite(xx):
+        if check_rows and not xx <= ROW_SQUARED_NORM_BOUND:
             n_learned = i
             break
         w_sq_norm[0] = ww0 + ww1
@@ -270,7 +272,7 @@ def solam_csr(
             vx += table[0, j] * value
             if want_average:
                 ax += table[1, j] * value
-        if check_rows and not np.isfinite(xx):
+        if check_rows and not xx <= ROW_SQUARED_NORM_BOUND:
             n_learned = i
             break
         if scores.shape[0] > 0:

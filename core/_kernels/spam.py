@@ -52,6 +52,7 @@ from core._kernels.forgetting import (
     scale_in_place,
     step_count,
 )
+from core._kernels.validation import ROW_SQUARED_NORM_BOUND
 
 #: The learned arrays of SPAM: ``w = w_scale * w_unscaled``, the iterate sum ``avg_offset +
 #: avg_coef * w_unscaled``, the class sums and ``w_unscaled`` times each, the counters.
@@ -226,8 +227,9 @@ def spam_l2_dense(X, y, scores, state, options, forget, check_rows):
     kernel's; ``options``: :data:`SpamOptions`, ``forget``: :data:`SpamForget`).
 
     Returns the number of rows learned: all of them, or with ``check_rows`` the index of the
-    first row whose ``||x||^2`` is not finite (a NaN or an infinity in it, or squares that
-    overflow), of which nothing was learned.  The NaN / infinity check of a batch then costs
+    first row whose ``||x||^2`` is above ``ROW_SQUARED_NORM_BOUND`` (a NaN or an infinity in
+    it, a value beyond the feature bound, or many values near it), of which nothing was
+    learned.  The value checks of a batch then cost
     no pass of its own over the rows (``core.learners._base``): ``||x||^2`` is needed anyway.
 
     Written for speed (bench/versus_c.py): the per-event path creates no array reference (see
@@ -281,7 +283,7 @@ def spam_l2_dense(X, y, scores, state, options, forget, check_rows):
                 ax0 += table[1, j] * u
         xx = xx0 + xx1
         vx = vx0 + vx1
-        if check_rows and not np.isfinite(xx):
+        if check_rows and not xx <= ROW_SQUARED_NORM_BOUND:
             n_learned = i
             break
         c = inflation(clock, epoch, half_life)  # this event's weight in the sums (spam.12)
@@ -389,7 +391,7 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget, check_
             x_dot_sum_pos += table[3, j] * value
             if want_scores:
                 ax += table[1, j] * value
-        if check_rows and not np.isfinite(xx):
+        if check_rows and not xx <= ROW_SQUARED_NORM_BOUND:
             n_learned = i
             break
         if scores.shape[0] > 0:

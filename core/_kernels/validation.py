@@ -1,8 +1,23 @@
-"""Structure checks of CSR batches, one pass over the non-zeros."""
+"""Structure checks of CSR batches, one pass over the non-zeros; the value checks of feature
+batches (finite and within :data:`FEATURE_BOUND`), one pass over the values."""
 
 import numpy as np
 
 from core._kernels._config import kernel
+
+#: [CHOICE] the largest magnitude a feature value may have.  Learning squares features and sums
+#: the squares over events (the scalers' second moments, ``||x||^2`` in every kernel, Gram
+#: products): with ``|x| <= 1e100`` a square is at most 1e200 and a sum of squares over 2**53
+#: events (``core.learners._state.MAX_COUNT``) of a million features at most ~1e222, far from
+#: the float64 overflow at 1.8e308; a product with a state value (at most
+#: ``core.learners._state.STATE_BOUND``) stays finite too.  Real features are far below it
+#: (epoch nanoseconds are ~1.7e18).
+FEATURE_BOUND = 1e100
+
+#: a row whose ``||x||^2`` is at most this has every value within :data:`FEATURE_BOUND`; the
+#: kernels that compute ``||x||^2`` anyway prove their rows sound with it (a row above it may
+#: still be sound: it is then checked value by value)
+ROW_SQUARED_NORM_BOUND = FEATURE_BOUND * FEATURE_BOUND
 
 
 @kernel
@@ -79,6 +94,34 @@ def count_nonfinite(values):
     for k in range(values.shape[0]):
         v = values[k]
         bad += (v - v) != 0.0
+    return bad
+
+
+@kernel
+def count_out_of_range(values, bound):
+    """How many of the float64 ``values`` (1-d) are NaN or of magnitude above ``bound`` (an
+    infinity is, for any finite ``bound``).  ``abs(v) <= bound`` is False for NaN, so one
+    comparison checks both, and the count is an integer sum that vectorises, as in
+    :func:`count_nonfinite`: the bound costs nothing over the finiteness check."""
+    bad = 0
+    for k in range(values.shape[0]):
+        bad += not (abs(values[k]) <= bound)
+    return bad
+
+
+@kernel
+def count_out_of_range_in(arrays, bounds):
+    """:func:`count_out_of_range` over each of a tuple of 1-d float64 arrays, array ``i``
+    against ``bounds[i]`` (a learner's :class:`~core.learners._state.Grown` state, checked
+    after each batch): one call for them all, since a call costs more than checking a few
+    hundred values."""
+    bad = 0
+    i = 0
+    for values in arrays:
+        bound = bounds[i]
+        for k in range(values.shape[0]):
+            bad += not (abs(values[k]) <= bound)
+        i += 1
     return bad
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from core._kernels.auto import standardised_mix
 from core.errors import InvalidState
-from core.learners._state import Finite, Fraction, StateInvariant
+from core.learners._state import VALUE_BOUND, Fraction, Grown, StateInvariant
 
 __all__ = [
     "MIN_WEIGHT",
@@ -46,7 +46,11 @@ def mix_state(n_candidates: int) -> dict[str, np.ndarray]:
 
 def mix_invariants() -> dict[str, StateInvariant]:
     """Per-array bounds; :func:`check_mix_state` checks that the weights sum to 1."""
-    return {"served_weights": Fraction(), "score_mean": Finite(), "score_m2": Finite(0.0)}
+    return {
+        "served_weights": Fraction(),
+        "score_mean": Grown(),
+        "score_m2": Grown(0.0, bound=VALUE_BOUND),
+    }
 
 
 def check_mix_state(state: dict[str, np.ndarray]) -> None:

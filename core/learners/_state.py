@@ -33,6 +33,9 @@ from core.errors import InvalidState
 
 __all__ = [
     "MAX_COUNT",
+    "STATE_BOUND",
+    "VALUE_BOUND",
+    "Grown",
     "RNG_STATE",
     "Count",
     "Finite",
@@ -50,6 +53,20 @@ __all__ = [
 #: years).  Counters are int64 that kernels increment and compare with capacities; a value
 #: near 2**63 would wrap to a negative count on the next event and index a buffer with it.
 MAX_COUNT = 2**53
+
+#: [CHOICE] the largest magnitude of an array that learning can grow without bound from legal
+#: inputs (weights, and what is computed from them: averaged iterates, scores' moments):
+#: :class:`Grown`.  With features within ``core.validation.FEATURE_BOUND`` (1e100) a weight's
+#: product with a feature stays below 1e250, and its square below 1e300, so scoring and the
+#: next update cannot overflow from a state that holds it; learning that would grow such an
+#: array past it is refused, and the batch is rolled back (``OnlineLearner.partial_fit``).
+STATE_BOUND = 1e150
+
+#: [CHOICE] the largest magnitude of any other float state (:class:`Finite`): statistics of the
+#: inputs, which the feature bound keeps far below it (a sum of squares of 2**53 events is at
+#: most ~1e222), and buffers of inputs.  A value near float64's 1.8e308 overflows the first sum
+#: or square it enters, so a snapshot holding one is refused before any kernel sees it.
+VALUE_BOUND = 1e250
 
 
 class Sum:
@@ -99,11 +116,13 @@ class StateInvariant:
 
 
 class Finite(StateInvariant):
-    """Finite floats (no NaN, no infinity), optionally ``>= minimum`` (``> minimum`` when
-    ``strict``)."""
+    """Finite floats of magnitude at most ``bound`` (:data:`VALUE_BOUND` unless given),
+    optionally ``>= minimum`` (``> minimum`` when ``strict``)."""
 
-    def __init__(self, minimum: float | None = None, *, strict: bool = False) -> None:
-        self.minimum, self.strict = minimum, strict
+    def __init__(
+        self, minimum: float | None = None, *, strict: bool = False, bound: float = VALUE_BOUND
+    ) -> None:
+        self.minimum, self.strict, self.bound = minimum, strict, bound
 
     def problem(self, array: np.ndarray, state: Mapping[str, np.ndarray]) -> str | None:
         if array.dtype.kind != "f":
@@ -113,6 +132,14 @@ class Finite(StateInvariant):
             index = _first(~finite)
             value = float(array.reshape(-1)[index])
             return f"holds {value!r} at index {index}; expected finite values"
+        outside = np.abs(array) > self.bound
+        if outside.any():
+            index = _first(outside)
+            value = float(array.reshape(-1)[index])
+            return (
+                f"holds {value!r} at index {index}; expected values of magnitude at most "
+                f"{self.bound:g}"
+            )
         if self.minimum is not None and array.size:
             bad = array <= self.minimum if self.strict else array < self.minimum
             if bad.any():
@@ -123,6 +150,20 @@ class Finite(StateInvariant):
                     f"{relation} {self.minimum}"
                 )
         return None
+
+
+class Grown(Finite):
+    """An array that learning can grow without bound from legal inputs (weights, averaged
+    iterates, scores' moments): finite, of magnitude at most :data:`STATE_BOUND` (a square of
+    such values -- a second moment of scores, a squared norm, a loss -- at most
+    :data:`VALUE_BOUND`), and checked
+    after every learned batch as well as on load (``OnlineLearner.grown_state_keys``), so
+    that a batch which would overflow it is refused instead of stored."""
+
+    def __init__(
+        self, minimum: float | None = None, *, strict: bool = False, bound: float = STATE_BOUND
+    ) -> None:
+        super().__init__(minimum, strict=strict, bound=bound)
 
 
 class Count(StateInvariant):

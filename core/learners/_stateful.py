@@ -83,6 +83,7 @@ class StateContract(ABC):
         state.update(self._initial_state(int(n_features)))
         state.update(initial_scaler_state(self.scaling, int(n_features)))
         self.state_ = state
+        self.__dict__.pop("_overflowed", None)
         return self
 
     def get_state(self) -> dict[str, np.ndarray]:
@@ -186,6 +187,11 @@ class StateContract(ABC):
         return state
 
     def _check_initialized(self) -> None:
+        if self.__dict__.get("_overflowed"):
+            raise InvalidState(
+                f"this {type(self).__name__} overflowed on its last batch, which it could not "
+                "undo; give it a state again (from_state) or restart it (initialize)"
+            )
         if not hasattr(self, "state_"):
             raise NotFittedError(
                 f"this {type(self).__name__} has learned nothing yet; "

@@ -20,7 +20,7 @@ from core.errors import InvalidParameter
 from core.learners import learner_class
 from core.learners._auto_drift import FAST_CANDIDATES
 from core.learners._served_mix import mix_weights
-from core.learners._state import Count, Finite, Fraction, Index, OneOf, StateInvariant
+from core.learners._state import Count, Finite, Fraction, Grown, Index, OneOf, StateInvariant
 from core.tree_embedding import node_capacity
 
 __all__ = [
@@ -379,8 +379,8 @@ def tournament_invariants(n_candidates: int) -> dict[str, StateInvariant]:
         "window_labels": OneOf((-1, 0, 1)),  # 0: a slot not written yet
         "leader": Index(n_candidates),
         "leader_since": Count(0, "n_seen"),
-        "served_scale": Finite(0.0, strict=True),  # the score map keeps the order
-        "served_offset": Finite(),
+        "served_scale": Grown(0.0, strict=True),  # the score map keeps the order
+        "served_offset": Grown(),
         "challenger": Count(-1, n_candidates - 1),  # -1: no challenger
         "challenger_streak": Count(0, "evaluated_at"),
         "window_pauc": Fraction(),

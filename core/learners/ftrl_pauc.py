@@ -21,7 +21,7 @@ from core.learners._forgetting import (
     row_reservoir_invariants,
 )
 from core.learners._params import FPR_HIGH, FPR_LOW, Interval
-from core.learners._state import RNG_STATE, Count, Finite
+from core.learners._state import RNG_STATE, Count, Grown
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.validation import check_fpr_range
 
@@ -248,7 +248,7 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
 
     def _state_invariants(self, n_features: int) -> dict:
         return {
-            "w": Finite(),
+            "w": Grown(),
             "n_solver_steps": Count(),
             "n_updates": Count(),
             # reset to 0 once it reaches the update interval, at most update_every
@@ -260,7 +260,7 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
             ),
             # admitted negatives are some of those seen (the solver divides by their number)
             "negative_admitted": Count(0, "negative_seen"),
-            "admission_quantile": Finite(),
+            "admission_quantile": Grown(),
             "rng_state": RNG_STATE,
         }
 

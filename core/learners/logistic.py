@@ -24,7 +24,7 @@ from core.learners._forgetting import (
     half_life_arg,
 )
 from core.learners._params import BOOLEAN, Interval, Options
-from core.learners._state import Count, Finite
+from core.learners._state import Count, Finite, Grown
 from core.validation import CSRMatrix
 
 __all__ = ["Logistic"]
@@ -280,8 +280,8 @@ class Logistic(HalfLife, OnlineLearner):
         if self.resolved_solver(n_features) == "laplace":
             # the covariance's symmetry and positive semi-definiteness: _check_state
             return {
-                "mean": Finite(),
-                "covariance": Finite(),
+                "mean": Grown(),
+                "covariance": Grown(),
                 **({"class_counts": Finite(0.0)} if self.base_rate_offset else {}),
             }
         # z may take any sign; n sums squared gradients (docs/algorithms/logistic.md (logistic.6))

@@ -15,7 +15,7 @@ from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
 from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
 from core.learners._params import Interval, Options
-from core.learners._state import RNG_STATE, Count, Finite, Index
+from core.learners._state import RNG_STATE, Count, Finite, Grown, Index
 from core.validation import CSRMatrix
 
 __all__ = ["MAX_DENSE_BUFFER_ENTRIES", "OAM"]
@@ -188,7 +188,7 @@ class OAM(HalfLife, WeightVectorLearner):
         return state
 
     def _state_invariants(self, n_features: int) -> dict:
-        invariants = {"w": Finite(), "rng_state": RNG_STATE}
+        invariants = {"w": Grown(), "rng_state": RNG_STATE}
         width = n_features if self.max_nnz is None else min(self.max_nnz, n_features)
         for label, size in self._classes():
             invariants[f"count_{label}"] = Count()

@@ -16,7 +16,7 @@ from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
 from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg
 from core.learners._params import BOOLEAN, Interval
-from core.learners._state import Count, Finite, Index, StateInvariant
+from core.learners._state import VALUE_BOUND, Count, Finite, Grown, Index, StateInvariant
 from core.validation import CSRMatrix
 
 __all__ = ["MAX_FULL_RANK_FEATURES", "MAX_SKETCH_ENTRIES", "OPAUC"]
@@ -251,14 +251,14 @@ class OPAUC(HalfLife, WeightVectorLearner):
 
     def _state_invariants(self, n_features: int) -> dict:
         invariants = {
-            "w": Finite(),
+            "w": Grown(),
             "count_pos": Count(),
             "count_neg": Count(),
             "mean_pos": Finite(),
             "mean_neg": Finite(),
             "cov_pos": Finite(),
             "cov_neg": Finite(),
-            "grad_sq_sum": Finite(0.0),  # Adagrad's sum of squared gradients
+            "grad_sq_sum": Grown(0.0, bound=VALUE_BOUND),  # Adagrad's sum of squared gradients
             "sq_norm_mean": Finite(0.0),  # running mean of ||x||²
         }
         if self.rank is not None:
@@ -348,8 +348,8 @@ def _factored_state(rank: int, n_features: int) -> dict[str, np.ndarray]:
 def _factored_invariants(rank: int, n_features: int) -> dict[str, StateInvariant]:
     size = 2 * rank
     return {
-        "w_direct": Finite(),
-        "basis_coef": Finite(),
+        "w_direct": Grown(),
+        "basis_coef": Grown(),
         "basis_gram": Finite(),
         "sketch_map": Finite(),
         "sketch_base_rows": Count(0, size),  # slots 0 .. 2k-1 of each class

@@ -21,7 +21,7 @@ from core.learners._forgetting import (
     row_reservoir_invariants,
 )
 from core.learners._params import FPR_HIGH, FPR_LOW, Interval, Options
-from core.learners._state import RNG_STATE, Count, Finite, OneOf
+from core.learners._state import RNG_STATE, Count, Finite, Grown, OneOf
 from core.preprocessing import scale_batch
 from core.validation import CSRMatrix, check_batch, check_fpr_range
 
@@ -211,8 +211,8 @@ class PMB(HalfLife, OnlineLearner):
 
     def _state_invariants(self, n_features: int) -> dict:
         return {
-            "w": Finite(),
-            "w_avg": Finite(),
+            "w": Grown(),
+            "w_avg": Grown(),
             "n_steps": Count(),
             # each step adds its epoch's length (>= 1 event) to the average's weight
             "averaged_events": Count(low="n_steps"),

@@ -20,7 +20,7 @@ from core.learners._forgetting import (
     row_reservoir_invariants,
 )
 from core.learners._params import BOOLEAN, FPR_RANGE, Interval
-from core.learners._state import RNG_STATE, Count, Finite
+from core.learners._state import RNG_STATE, Count, Grown
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.validation import check_fpr_range
 
@@ -175,11 +175,11 @@ class POISE(HalfLife, WeightVectorLearner):
 
     def _state_invariants(self, n_features: int) -> dict:
         return {
-            "w": Finite(),
-            "w_avg": Finite(),
+            "w": Grown(),
+            "w_avg": Grown(),
             **row_reservoir_invariants("pos", self.positive_capacity, self.half_life),
             **row_reservoir_invariants("adversary", self.n_negatives, self.half_life),
-            "adversary_scores": Finite(),
+            "adversary_scores": Grown(),
             "n_updates": Count(0, "adversary_seen"),  # at most one step per negative
             "auc_steps": Count(0, "n_updates"),  # those on the all-negatives term alone
             "rng_state": RNG_STATE,

@@ -22,7 +22,7 @@ from core.learners._forgetting import (
     weighted_state,
 )
 from core.learners._params import BOOLEAN, Interval
-from core.learners._state import Count, Finite
+from core.learners._state import VALUE_BOUND, Count, Finite, Grown
 from core.learners.spam import ScaledIterateLearner, feature_table
 from core.validation import CSRMatrix
 
@@ -191,22 +191,23 @@ class SOLAM(ScaledIterateLearner):
 
     def _state_invariants(self, n_features: int) -> dict:
         return {
-            "w_unscaled": Finite(),
+            "w_unscaled": Grown(),
             # the shrink 1 - gamma l2 may be <= 0 on the first events: any finite scale
-            "w_scale": Finite(),
-            "w_sq_norm": Finite(),  # may dip below 0 by rounding; the kernel clamps it
-            "a": Finite(),
-            "b": Finite(),
-            "alpha": Finite(),
+            "w_scale": Grown(),
+            # may dip below 0 by rounding; the kernel clamps it
+            "w_sq_norm": Grown(bound=VALUE_BOUND),
+            "a": Grown(),
+            "b": Grown(),
+            "alpha": Grown(),
             "n_seen": Count(),
             "n_pos": Count(0, "n_seen"),
             "sq_norm_sum": Finite(0.0),
             "max_norm": Finite(0.0),
-            "avg_offset": Finite(),
-            "avg_coef": Finite(),
-            "avg_a": Finite(),
-            "avg_b": Finite(),
-            "avg_alpha": Finite(),
+            "avg_offset": Grown(),
+            "avg_coef": Grown(),
+            "avg_a": Grown(),
+            "avg_b": Grown(),
+            "avg_alpha": Grown(),
             "gamma_sum": Finite(0.0),
             **weighted_invariants(self.half_life, "n_seen"),
         }

@@ -24,7 +24,7 @@ from core.learners._forgetting import (
     weighted_state,
 )
 from core.learners._params import BOOLEAN, Interval, Options
-from core.learners._state import Count, Finite, Sum
+from core.learners._state import Count, Finite, Grown, Sum
 from core.validation import CSRMatrix
 
 __all__ = ["SPAM", "ScaledIterateLearner"]
@@ -294,20 +294,20 @@ class SPAM(ScaledIterateLearner):
 
     def _state_invariants(self, n_features: int) -> dict:
         return {
-            "w_unscaled": Finite(),
+            "w_unscaled": Grown(),
             # the kernels divide by the scale; it is folded back to 1 before it falls below 1e-3
-            "w_scale": Finite(0.0, strict=True),
+            "w_scale": Grown(0.0, strict=True),
             "class_sum_pos": Finite(),
             "class_sum_neg": Finite(),
-            "w_dot_class_sum_pos": Finite(),
-            "w_dot_class_sum_neg": Finite(),
+            "w_dot_class_sum_pos": Grown(),
+            "w_dot_class_sum_neg": Grown(),
             "n_seen": Count(equal=Sum("n_pos", "n_neg")),
             "n_pos": Count(),
             "n_neg": Count(),
             "n_steps": Count(0, "n_seen"),  # at most one step per event
             "sq_norm_sum": Finite(0.0),
-            "avg_offset": Finite(),
-            "avg_coef": Finite(),
+            "avg_offset": Grown(),
+            "avg_coef": Grown(),
             **weighted_invariants(self.half_life, "n_seen"),
         }
 

@@ -17,7 +17,7 @@ from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner, linear_decision
 from core.learners._params import Interval, Options
-from core.learners._state import RNG_STATE, Count, Finite, Index, OneOf
+from core.learners._state import RNG_STATE, VALUE_BOUND, Count, Finite, Grown, Index, OneOf
 from core.learners.pmb import check_buffer_size
 from core.learners.svm_pauc import BatchSolution, SVMpAUC
 from core.preprocessing import scale_batch
@@ -175,15 +175,15 @@ class SPDAM(BatchSolution):
 
     def _state_invariants(self, n_features: int) -> dict:
         return {
-            "w": Finite(),
+            "w": Grown(),
             "window_X": Finite(),
             "window_y": OneOf((-1, 0, 1)),  # 0: a slot never filled
-            "window_dual": Finite(),
+            "window_dual": Grown(),
             "window_fill": Count(0, self.window),
             "window_next": Index(self.window),
             "rng_state": RNG_STATE,
             "n_epochs": Count(),
-            "duality_gap": Finite(0.0),
+            "duality_gap": Grown(0.0, bound=VALUE_BOUND),
             "converged": OneOf((0, 1)),
         }
 

@@ -29,7 +29,7 @@ from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
 from core.learners._params import FPR_RANGE, Interval, Options
-from core.learners._state import Count, Finite, Index, OneOf
+from core.learners._state import VALUE_BOUND, Count, Finite, Grown, Index, OneOf
 from core.learners.pmb import check_buffer_size
 from core.preprocessing import scale_batch
 from core.validation import CSRMatrix, check_batch, check_fpr_range
@@ -334,8 +334,8 @@ class SVMpAUC(BatchSolution):
 
     def _state_invariants(self, n_features: int) -> dict:
         return {
-            "w": Finite(),
-            "objective": Finite(),
+            "w": Grown(),
+            "objective": Grown(bound=VALUE_BOUND),
             "n_iter": Count(),
             "converged": OneOf((0, 1)),
             "degenerate": OneOf((0, 1)),

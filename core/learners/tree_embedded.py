@@ -15,7 +15,7 @@ from core.learners import learner_class, make_learner, register
 from core.learners._base import OnlineLearner
 from core.learners._composed import ComposedState
 from core.learners._params import BOOLEAN, PAUC_RANGE, Interval, Options, Structured
-from core.learners._state import Count, Finite, OneOf, with_prefix
+from core.learners._state import Count, Finite, Grown, OneOf, with_prefix
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.preprocessing import scale_batch
 from core.tree_embedding import EMBEDDINGS, edge_capacity, empty_tree, fit_tree
@@ -251,7 +251,7 @@ class TreeEmbedded(ComposedState, OnlineLearner):
                 "tree_threshold": Finite(),
                 "tree_leaf_label": Finite(),
                 "tree_column": Count(-1, edge_capacity(self.max_depth, self.embedding) - 1),
-                "tree_score_w": Finite(),
+                "tree_score_w": Grown(),
                 "buffer_X": Finite(),
                 "buffer_y": OneOf((-1, 0, 1)),
                 "buffer_fill": Count(0, self._buffer_rows()),

@@ -11,7 +11,7 @@ import numpy as np
 from core._arrays import grown, positive_int
 from core.preprocessing import scale_batch
 from core.regret.report import RegretReport, regret
-from core.validation import CSRMatrix, as_features, as_labels
+from core.validation import FEATURE_BOUND, CSRMatrix, as_features, as_labels, first_out_of_range
 
 __all__ = ["RegretWindow", "learner_inputs"]
 
@@ -327,6 +327,13 @@ class RegretWindow:
             for key in ("features", "scores", "round_weights"):
                 if not np.isfinite(arrays[key]).all():
                     problems.append(f"{key} holds NaN or infinity")
+            # the rows the learner saw, validated within the feature bound before it learned
+            # them (scaling keeps them within it): a larger value overflows the comparator
+            if (
+                first_out_of_range(arrays["features"]) is not None
+                and np.isfinite(arrays["features"]).all()
+            ):
+                problems.append(f"features hold values beyond the feature bound {FEATURE_BOUND:g}")
             live = (rounds_total - n_rounds + np.arange(n_rounds)) % capacity
             ends = arrays["round_ends"][live]
             if n_rounds and (

@@ -48,6 +48,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--redis-url", default=None, help="Redis to use, e.g. redis://127.0.0.1:6379/0"
     )
+    parser.add_argument(
+        "--allow-volatile-redis",
+        action="store_true",
+        help="accept a Redis without AOF or RDB persistence (a restart of it loses every "
+        "model; refused otherwise)",
+    )
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="uvicorn's")
     # [CHOICE] off by default, as gunicorn's access log: a line per request costs ~0.04 ms of
     # CPU, a quarter of a one-event /score, and an event feed posts thousands per second; the
@@ -89,6 +95,8 @@ def serve(args: argparse.Namespace) -> int:
         os.environ["AUCSTREAM_DATA_DIR"] = args.data_dir
     if args.mode:
         os.environ["AUCSTREAM_MODE"] = args.mode
+    if args.allow_volatile_redis:
+        os.environ["AUCSTREAM_ALLOW_VOLATILE_REDIS"] = "1"
     os.environ["AUCSTREAM_WORKERS"] = str(args.workers)
     try:
         settings = Settings()  # invalid settings fail here, before any worker starts
@@ -101,6 +109,8 @@ def serve(args: argparse.Namespace) -> int:
             SQLiteStore.open(settings.data_dir, settings.sqlite_synchronous).close()
         except StoreOpenError as error:
             raise CliError(str(error)) from None
+    if settings.store == "redis":
+        check_redis(settings)
     import shutil
     import tempfile
 
@@ -132,3 +142,16 @@ def serve(args: argparse.Namespace) -> int:
         if made_dir is not None:
             shutil.rmtree(made_dir, ignore_errors=True)
     return 0
+
+
+def check_redis(settings: object) -> None:
+    """Before any worker starts: a reachable Redis (a seed of a cluster) that keeps its data,
+    else one line."""
+    from service.errors import ServiceError
+    from service.stores.redis import RedisStore
+    from service.stores.redis_setup import VolatileRedis
+
+    try:
+        RedisStore.open(settings).close()
+    except (ServiceError, VolatileRedis) as error:
+        raise CliError(str(error)) from None

@@ -57,8 +57,10 @@ def worker(args: argparse.Namespace) -> int:
         raise CliError("the worker needs AUCSTREAM_REDIS_URL (or --redis-url)")
     if args.check:
         return check_worker(settings.redis_url, settings.worker_name)
+    from service.cli.serve import check_redis
     from service.queue.worker import main as run_worker
 
+    check_redis(settings)  # one line, not a traceback, for an unreachable or volatile Redis
     return run_worker(settings)
 
 
@@ -83,6 +85,7 @@ def check_worker(redis_url: str, name: str | None) -> int:
 
     import redis
 
+    from service.errors import StoreUnavailable
     from service.stores import keys
     from service.stores.client import connect, round_trip
 
@@ -108,6 +111,8 @@ def check_worker(redis_url: str, name: str | None) -> int:
         raise CliError(
             f"unhealthy: Redis did not answer ({type(error).__name__})", FAILED
         ) from None
+    except StoreUnavailable as error:  # no seed of a cluster answered
+        raise CliError(f"unhealthy: Redis did not answer: {error.detail}", FAILED) from None
     finally:
         if client is not None:
             client.close()

@@ -43,6 +43,7 @@ from service.engine.repository import MAX_CACHED_MODELS, ModelRepository
 from service.errors import CorruptState, InsufficientStorage, InvalidInput
 from service.ingest import FeatureSpec
 from service.schemas import ModelConfig, ModelCreate, ModelInfo
+from service.snapshot import probe_learner
 from service.stores.base import Store
 
 
@@ -164,6 +165,7 @@ class Engine:
             if name not in template or template[name].shape != value.shape:
                 raise InvalidInput(f"snapshot has an unexpected counter {name!r}")
             loaded.stats[name] = np.array(value, dtype=template[name].dtype)
+        probe_learner(loaded.learner)
         return self._create(loaded, replace=replace)
 
     def _check_bounds(self, loaded: Loaded, *, replace: bool) -> None:

@@ -5,21 +5,40 @@ sweep handles events whose label never came.
 Per label id the outcome is ``learned``; ``duplicate`` (already learned, or repeated in the
 request); ``expired`` (its features were dropped after the TTL, or it is past its deadline);
 ``unknown`` (never scored with this id, or forgotten).
+
+A kept record that cannot be learned -- a score that is not finite or features beyond the
+feature bound (kept by an earlier version, or damaged in the store), or an event whose learning
+would overflow the model's state -- is dropped alone, as if its features had expired: its label
+is ``expired``, the other labels of the request are learned, and the sweep forgets it instead of
+learning it with the default label.  ``/score`` itself never keeps such a record: it refuses a
+batch whose features are beyond the bound or whose score is not finite (422 naming the event).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from core._kernels.validation import count_nonfinite
+from core.errors import StateOverflow
+from core.validation import CSRMatrix, first_out_of_range, row_of_entry, rows_out_of_range
 from service.codec import decode_pending, encode_pending
-from service.engine.learning import Merged, check_batch_fits, learn_events
+from service.engine.learning import (
+    Merged,
+    check_batch_fits,
+    first_overflowing_event,
+    learn_events,
+)
 from service.engine.model import Loaded
 from service.engine.repository import ModelRepository
-from service.errors import InvalidInput, ModelNotFound
+from service.errors import InvalidInput, ModelNotFound, ServiceError
 from service.ingest import Batch
+from service.ingest.fields import Locator
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -63,6 +82,41 @@ def _decode(loaded: Loaded, records: list[bytes]):
     return decode_pending(records, config.n_features, config.feature_mode == "dense")
 
 
+class _Unlearnable(Exception):
+    """An event of kept records whose learning overflows the model's state (raised inside a
+    repository write, whose cached model is then dropped; the caller retries without it)."""
+
+    def __init__(self, event_id: str) -> None:
+        super().__init__(event_id)
+        self.event_id = event_id
+
+
+def _unusable(X, scores: np.ndarray) -> np.ndarray:
+    """Mask of decoded records that cannot be learned: a score that is not finite, or
+    features beyond the feature bound (module docstring)."""
+    return ~np.isfinite(scores) | rows_out_of_range(X)
+
+
+def _overflowing_id(
+    repository: ModelRepository, model_id: str, X, y: np.ndarray, ids: list[str]
+) -> str | None:
+    row = first_overflowing_event(repository, model_id, X, y)
+    return None if row is None else ids[row]
+
+
+def _check_scorable(batch: Batch) -> None:
+    """Refuse (422 naming the event) features beyond the feature bound: the parsers check
+    them, but a score must never be computed from such a batch, whichever way it came in."""
+    X = batch.X
+    position = first_out_of_range(X.data if isinstance(X, CSRMatrix) else X)
+    if position is None:
+        return
+    row = row_of_entry(X.indptr, position) if isinstance(X, CSRMatrix) else position // X.shape[1]
+    raise Locator(batch.ids).error(
+        row, "features contain NaN, infinity or a value beyond the feature bound", field="x"
+    )
+
+
 class DelayedLabels:
     """Scores kept for later labels, the labels, and the label-timeout sweep."""
 
@@ -90,11 +144,20 @@ class DelayedLabels:
         with repository.lock(model_id):
             loaded = repository.load(model_id)
             check_batch_fits(loaded, batch)
+            _check_scorable(batch)
             try:
                 # the batch was validated when parsed, and fits the model (checked above)
                 scores = loaded.learner.decision_function(batch.X, check_input=False)
             except ValueError as error:
                 raise InvalidInput(str(error)) from None
+            if count_nonfinite(scores):  # never served, never kept
+                row = int(np.flatnonzero(~np.isfinite(scores))[0])
+                raise Locator(batch.ids).error(
+                    row,
+                    "the model's score of this event is not finite (its weights are too large "
+                    "for features this large); scale the features (the 'scaling' parameter)",
+                    field="x",
+                )
             version = loaded.version
             ttl = loaded.config.label_ttl_seconds or self.label_ttl_seconds
         kept = 0
@@ -131,12 +194,26 @@ class DelayedLabels:
         :meth:`service.engine.learning.Learning.learn`."""
         merged = Merged.of(rounds, len(ids), checkpoint)
         self.sweep(model_id)
-        return self.repository.write(model_id, self._labels_once, ids, labels, merged)
+        unlearnable: set[str] = set()
+        while True:  # at most once more per unlearnable record (module docstring)
+            try:
+                return self.repository.write(
+                    model_id, self._labels_once, ids, labels, merged, unlearnable
+                )
+            except _Unlearnable as error:
+                unlearnable.add(error.event_id)
 
     def _labels_once(
-        self, model_id: str, loaded: Loaded, ids: list[str], labels: np.ndarray, merged: Merged
+        self,
+        model_id: str,
+        loaded: Loaded,
+        ids: list[str],
+        labels: np.ndarray,
+        merged: Merged,
+        unlearnable: set[str],
     ) -> LabelResult:
-        """One attempt of :meth:`labels` on the loaded model (run again on a stale version)."""
+        """One attempt of :meth:`labels` on the loaded model (run again on a stale version,
+        and without the records found ``unlearnable``)."""
         store, now = self.repository.store, self.repository.clock()
         records = store.get_pending(model_id, ids)
         statuses = label_statuses(
@@ -146,23 +223,49 @@ class DelayedLabels:
         # a label for an event already learned counts as a duplicate, as an event does
         duplicates = sum(1 for _, status in statuses if status == "duplicate")
         loaded.stats["duplicates"][0] += duplicates
+        dropped: list[str] = []
+        if chosen:
+            X, scores = _decode(loaded, [records[ids[p]][0] for p in chosen])
+            bad = _unusable(X, scores) | np.isin([ids[p] for p in chosen], list(unlearnable))
+            if bad.any():
+                dropped = [ids[chosen[k]] for k in np.flatnonzero(bad)]
+                for k in np.flatnonzero(bad):
+                    statuses[chosen[k]] = (ids[chosen[k]], "expired")
+                keep = np.flatnonzero(~bad)
+                chosen = [chosen[k] for k in keep]
+                X = X.take_rows(keep) if isinstance(X, CSRMatrix) else X[keep]
+                scores = scores[keep]
         if not chosen:
             version = loaded.version
-            if merged.checkpoint or duplicates:
-                version = self.repository.commit(model_id, loaded, meta=merged.checkpoint)
+            if merged.checkpoint or duplicates or dropped:
+                loaded.stats["labels_expired"][0] += len(dropped)
+                version = self.repository.commit(
+                    model_id,
+                    loaded,
+                    remove_pending=dropped,
+                    expired_ids=dropped,
+                    meta=merged.checkpoint,
+                )
             return LabelResult(version, 0, statuses)
         chosen_ids = [ids[p] for p in chosen]
-        X, scores = _decode(loaded, [records[i][0] for i in chosen_ids])
         positions = np.asarray(chosen, dtype=np.int64)
         y = labels[positions]
         bounds = merged.bounds(positions, len(y))
-        _, drifts = learn_events(loaded, X, y, recorded=scores, bounds=bounds, now=now)
+        try:
+            _, drifts = learn_events(loaded, X, y, recorded=scores, bounds=bounds, now=now)
+        except StateOverflow:
+            event_id = _overflowing_id(self.repository, model_id, X, y, chosen_ids)
+            if event_id is None:
+                raise
+            raise _Unlearnable(event_id) from None
         loaded.stats["labels_joined"][0] += len(chosen)
+        loaded.stats["labels_expired"][0] += len(dropped)
         version = self.repository.commit(
             model_id,
             loaded,
             learned_ids=chosen_ids,
-            remove_pending=chosen_ids,
+            remove_pending=chosen_ids + dropped,
+            expired_ids=dropped,
             meta=merged.checkpoint,
         )
         return LabelResult(version, len(chosen), statuses, drifts)
@@ -179,10 +282,18 @@ class DelayedLabels:
         due = list(dict.fromkeys(store.due_pending(model_id, self.repository.clock(), limit)))
         if not due:
             return 0
-        return self.repository.write(model_id, self._sweep_once, due)
+        unlearnable: set[str] = set()
+        while True:  # at most once more per unlearnable record (module docstring)
+            try:
+                return self.repository.write(model_id, self._sweep_once, due, unlearnable)
+            except _Unlearnable as error:
+                unlearnable.add(error.event_id)
 
-    def _sweep_once(self, model_id: str, loaded: Loaded, due: list[str]) -> int:
-        """One attempt of :meth:`sweep` on the loaded model (run again on a stale version)."""
+    def _sweep_once(
+        self, model_id: str, loaded: Loaded, due: list[str], unlearnable: set[str]
+    ) -> int:
+        """One attempt of :meth:`sweep` on the loaded model (run again on a stale version,
+        and without the records found ``unlearnable``, which are forgotten)."""
         store, now = self.repository.store, self.repository.clock()
         records = store.get_pending(model_id, due)
         ready = [i for i in due if i in records and records[i][1] <= now]
@@ -195,8 +306,21 @@ class DelayedLabels:
             learned = [i for i, known in zip(ready, seen, strict=True) if not known]
         if learned:
             X, scores = _decode(loaded, [records[i][0] for i in learned])
+            bad = _unusable(X, scores) | np.isin(learned, list(unlearnable))
+            if bad.any():
+                keep = np.flatnonzero(~bad)
+                learned = [learned[k] for k in keep]
+                X = X.take_rows(keep) if isinstance(X, CSRMatrix) else X[keep]
+                scores = scores[keep]
+        if learned:
             y = np.full(len(learned), 1 if default == 1 else -1, dtype=np.int64)
-            learn_events(loaded, X, y, recorded=scores, bounds=[(0, len(y))], now=now)
+            try:
+                learn_events(loaded, X, y, recorded=scores, bounds=[(0, len(y))], now=now)
+            except StateOverflow:
+                event_id = _overflowing_id(self.repository, model_id, X, y, learned)
+                if event_id is None:
+                    raise
+                raise _Unlearnable(event_id) from None
             loaded.stats["labels_defaulted"][0] += len(learned)
         loaded.stats["labels_expired"][0] += len(ready) - len(learned)
         self.repository.commit(
@@ -205,10 +329,14 @@ class DelayedLabels:
         return len(ready)
 
     def sweep_all(self) -> int:
+        """:meth:`sweep` every model; a model that cannot be swept (its stored state is
+        corrupt ...) is logged and skipped, so it never holds up the others."""
         total = 0
         for model_id in self.repository.store.list_models():
             try:
                 total += self.sweep(model_id)
             except ModelNotFound:
                 continue
+            except ServiceError as error:
+                logger.warning("sweep of model %r skipped: %s", model_id, error.detail)
         return total

@@ -25,11 +25,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core._kernels.validation import count_nonfinite
+from core.errors import InvalidFeatures, StateOverflow
 from core.validation import CSRMatrix, row_range
-from service.engine.model import RATE_TIME_CONSTANT, Loaded, log_drifts
+from service.engine.model import RATE_TIME_CONSTANT, Loaded, from_store, log_drifts
 from service.engine.repository import ModelRepository
 from service.errors import InvalidInput, ModelChanged
 from service.ingest import Batch
+from service.ingest.fields import Locator
 
 
 @dataclass
@@ -114,12 +117,51 @@ def _learn_call(
         loaded.learner.partial_fit(X, y)
         return recorded
     scores = loaded.learner.prequential_step(X, y)
-    if not np.isfinite(scores).all():  # nothing is committed: the cache is dropped
-        raise InvalidInput(
-            "the model produced non-finite scores on this batch (diverged?); "
-            "nothing was learned: lower the step size or use scaling"
+    if count_nonfinite(scores):  # nothing is committed: the cache is dropped
+        row = int(np.flatnonzero(~np.isfinite(scores))[0])
+        raise InvalidFeatures(
+            "the model's score of this event is not finite (its weights diverged on "
+            "features this large); nothing was learned: scale the features (the 'scaling' "
+            "parameter) or lower the step size",
+            row=row,
         )
     return scores
+
+
+def first_overflowing_event(
+    repository: ModelRepository, model_id: str, X: np.ndarray | CSRMatrix, y: np.ndarray
+) -> int | None:
+    """The first of the events ``(X, y)`` whose learning overflows the model's state
+    (:class:`~core.errors.StateOverflow`), learned one at a time from the committed state:
+    the error path of a batch refused as a whole, which names the event at fault."""
+    learner = from_store(repository.store.load(model_id)).learner
+    for row in range(X.shape[0]):
+        try:
+            learner.partial_fit(row_range(X, row, row + 1), y[row : row + 1])
+        except StateOverflow:
+            return row
+    return None
+
+
+def refusal(
+    repository: ModelRepository,
+    model_id: str,
+    error: ValueError,
+    X: np.ndarray | CSRMatrix,
+    y: np.ndarray,
+    locate: Locator,
+    positions: np.ndarray | None = None,
+) -> InvalidInput:
+    """The 422 of a learner error on the events ``(X, y)``, naming the event at fault when
+    there is one (found by :func:`first_overflowing_event` for an overflow of the whole
+    batch); ``positions`` maps the rows of ``X`` to the request's events (None: the same)."""
+    row = getattr(error, "row", None)
+    if isinstance(error, StateOverflow) and row is None:
+        row = first_overflowing_event(repository, model_id, X, y)
+    if row is None:
+        return InvalidInput(str(error))
+    index = int(row if positions is None else positions[row])
+    return locate.error(index, str(error))
 
 
 def learn_events(
@@ -140,7 +182,12 @@ def learn_events(
     for start, stop in bounds:
         rows = X if (start, stop) == (0, X.shape[0]) else row_range(X, start, stop)
         part = None if recorded is None else recorded[start:stop]
-        parts.append(learn_round(loaded, rows, y[start:stop], part))
+        try:
+            parts.append(learn_round(loaded, rows, y[start:stop], part))
+        except InvalidFeatures as error:
+            if error.row is not None:  # the event at fault, counted in the whole batch
+                error.row += start
+            raise
     scores = parts[0] if len(parts) == 1 else np.concatenate(parts)
     loaded.window.update(scores, y)
     detected_at = loaded.drift.update(scores, y)
@@ -229,7 +276,9 @@ class Learning:
                     loaded, todo.X, todo.y, recorded=None, bounds=bounds, now=now
                 )
             except ValueError as error:
-                raise InvalidInput(str(error)) from None
+                raise refusal(
+                    self.repository, model_id, error, todo.X, todo.y, Locator(batch.ids), keep
+                ) from None
         loaded.stats["duplicates"][0] += len(duplicate_ids)
         version = loaded.version
         if len(todo) or duplicate_ids or merged.checkpoint:

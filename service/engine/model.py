@@ -18,6 +18,7 @@ import numpy as np
 from core.errors import InvalidState
 from core.learners import available_learners, learner_class, make_learner, pauc_params_for
 from core.learners._base import OnlineLearner
+from core.learners._state import MAX_COUNT, VALUE_BOUND
 from core.metrics import PrequentialWindow
 from core.metrics.drift import DriftDetector
 from core.preprocessing import NOT_FOLDABLE
@@ -268,14 +269,32 @@ def _check_window_parameters(config: ModelConfig, window_state: dict[str, np.nda
 
 
 def _check_counter(name: str, value: np.ndarray, template: np.ndarray | None) -> None:
-    """Counters and times are shown to users and summed: non-negative and finite."""
+    """Counters and times are shown to users and summed: non-negative, finite, and with
+    headroom (a counter at most ``MAX_COUNT``, so that adding a batch never wraps it; a time or
+    rate at most ``VALUE_BOUND``)."""
     field = STATS_PREFIX + name
     if template is None or value.shape != template.shape or value.dtype != template.dtype:
         raise InvalidState(f"unexpected counter array {field!r}", field=field)
-    if not np.isfinite(value).all() or (value < 0).any():
+    limit = MAX_COUNT if value.dtype.kind in "iu" else VALUE_BOUND
+    if not np.isfinite(value).all() or (value < 0).any() or (value > limit).any():
         raise InvalidState(
-            f"state array {field!r} holds {value.tolist()}; expected finite values >= 0",
+            f"state array {field!r} holds {value.tolist()}; expected finite values in "
+            f"[0, {limit:g}]",
             field=field,
+        )
+
+
+def _check_class_counts(stats: dict[str, np.ndarray]) -> None:
+    """Every learned event is a positive or a negative (``learning._count``)."""
+    learned, positives, negatives = (
+        int(stats[name][0]) for name in ("events_learned", "positives", "negatives")
+    )
+    if positives + negatives != learned:
+        raise InvalidState(
+            f"state arrays '{STATS_PREFIX}positives' ({positives}) and "
+            f"'{STATS_PREFIX}negatives' ({negatives}) do not add up to "
+            f"'{STATS_PREFIX}events_learned' ({learned})",
+            field=f"{STATS_PREFIX}negatives",
         )
 
 
@@ -307,6 +326,7 @@ def from_arrays(
     for name, value in stats.items():
         _check_counter(name, np.asarray(value), full_stats.get(name))
     full_stats.update(stats)
+    _check_class_counts(full_stats)
     return Loaded(
         config,
         incarnation,

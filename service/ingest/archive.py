@@ -1,19 +1,21 @@
-"""Size guards for zip uploads (NPZ bodies, snapshots), applied before anything is inflated or
-allocated.
+"""Guards for zip uploads (NPZ bodies, snapshots), applied before anything is inflated or
+allocated, and the bounded reader of their members.
 
-A 2 MB deflated member can expand to 2 GB, and a 100-byte ``.npy`` header can claim a shape of
-``(2**40,)``; numpy and zipfile believe both.  So, in this order, from bytes that are cheap to
-read:
+A 2 MB deflated member can expand to 2 GB, a 300-byte bzip2 member to 500 MB, and a 100-byte
+``.npy`` header can claim a shape of ``(2**40,)``; numpy and zipfile believe all three.  So, in
+this order, from bytes that are cheap to read:
 
 1. the end-of-central-directory record: the number of members (a central directory of a
    million entries would cost hundreds of MB of ``ZipInfo`` objects);
-2. the central directory: each member's *uncompressed* size, summed against the limit
-   (zipfile never inflates a member beyond the size recorded there: a member that inflates to
-   more fails its CRC check instead);
+2. the central directory: each member's compression method (stored or deflate only: the
+   other codecs zipfile knows inflate a whole chunk of input in one unbounded call) and its
+   *uncompressed* size, summed against the limit;
 3. each ``.npy`` header (read by inflating only its first bytes): the bytes its shape and dtype
-   claim, computed without overflow, must be exactly what the member holds.
+   claim, computed without overflow, must be exactly what the member declares.
 
-Then reading a member allocates at most what the central directory declared, bounded above.
+Members are then read by :func:`read_member`, which never trusts the declared size: it
+inflates in bounded steps and stops as soon as a member produces more than it declared (which
+the limit above bounds), so a member that lies about its size costs at most that size.
 """
 
 from __future__ import annotations
@@ -22,20 +24,48 @@ import io
 import math
 import struct
 import zipfile
+import zlib
 
 import numpy as np
+from isal.isal_zlib import crc32
 
-from service.errors import InvalidInput, MalformedBody, PayloadTooLarge
+from service.errors import InvalidInput, MalformedBody, PayloadTooLarge, UnsupportedMediaType
 
-__all__ = ["NpyLayout", "check_members", "member_count", "npy_layout"]
+__all__ = [
+    "ACCEPTED_METHODS",
+    "NpyLayout",
+    "check_members",
+    "check_method",
+    "member_count",
+    "npy_array",
+    "npy_layout",
+    "read_member",
+]
 
 _END_RECORD = struct.Struct("<4s4H2LH")  # signature, disk numbers, entries here, total, ...
 _END_SIGNATURE = b"PK\x05\x06"
 #: an end record sits in the last 22 bytes, plus a comment of at most 65,535 bytes
 _END_SEARCH = _END_RECORD.size + 65_535
+#: a local file header: signature, 22 bytes we take from the central directory, the lengths of
+#: the name and of the extra field (the member's data follows them)
+_LOCAL_HEADER = struct.Struct("<4s22xHH")
+_LOCAL_SIGNATURE = b"PK\x03\x04"
 #: .npy preamble: magic (6), version (2), header length (2 or 4); numpy's own header limit
 _NPY_PREAMBLE = 12
 _NPY_MAX_HEADER = 10_000
+#: most bytes one inflate step produces: what a member costs beyond its own bytes
+_INFLATE_STEP = 2**20
+
+#: the compression methods a member may use: what ``np.savez``, ``np.savez_compressed`` and
+#: the snapshot export write, and the two whose output :func:`read_member` bounds
+ACCEPTED_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
+#: names of the other methods of the zip specification (APPNOTE 4.4.5), for the refusal
+_METHOD_NAMES = {
+    1: "shrink", 2: "reduce", 3: "reduce", 4: "reduce", 5: "reduce", 6: "implode",
+    9: "deflate64", 10: "PKWARE DCL implode", 12: "bzip2", 14: "LZMA", 16: "IBM z/OS CMPSC",
+    18: "IBM TERSE", 19: "IBM LZ77", 20: "zstandard", 93: "zstandard", 94: "MP3", 95: "xz",
+    96: "JPEG", 97: "WavPack", 98: "PPMd", 99: "AES encryption",
+}  # fmt: skip
 
 
 def member_count(body: bytes, *, what: str) -> int:
@@ -48,12 +78,31 @@ def member_count(body: bytes, *, what: str) -> int:
     return int(total)  # 0xFFFF when a zip64 record holds the real number
 
 
+def check_method(name: str, method: int, flags: int, *, what: str) -> None:
+    """415 naming the member and its codec unless it is stored or deflated, unencrypted."""
+    if flags & 0x1:
+        raise UnsupportedMediaType(
+            f"{what}: member {name!r} is encrypted; send it unencrypted", field=name
+        )
+    if method not in ACCEPTED_METHODS:
+        codec = _METHOD_NAMES.get(method, f"compression method {method}")
+        raise UnsupportedMediaType(
+            f"{what}: member {name!r} is compressed with {codec}; only stored and deflate "
+            "members are accepted (what numpy.savez, numpy.savez_compressed and zipfile's "
+            "ZIP_DEFLATED write)",
+            field=name,
+        )
+
+
 def check_members(
     archive: zipfile.ZipFile, *, max_inflated_bytes: int, what: str
 ) -> list[zipfile.ZipInfo]:
-    """The members, after checking that together they inflate to at most
-    ``max_inflated_bytes`` (413 otherwise), from the central directory alone."""
+    """The members, after checking from the central directory alone that each is stored or
+    deflated (415 otherwise) and that together they declare at most ``max_inflated_bytes``
+    (413 otherwise)."""
     members = archive.infolist()
+    for member in members:
+        check_method(member.filename, member.compress_type, member.flag_bits, what=what)
     total = sum(member.file_size for member in members)
     if total > max_inflated_bytes:
         largest = max(members, key=lambda member: member.file_size)
@@ -64,6 +113,86 @@ def check_members(
             field=largest.filename,
         )
     return members
+
+
+def _member_data(body: bytes, member: zipfile.ZipInfo, field: str) -> memoryview:
+    """The member's bytes as stored in ``body`` (after its local header), without a copy."""
+    start = member.header_offset
+    if start < 0 or start + _LOCAL_HEADER.size > len(body):
+        raise MalformedBody(f"{field!r}: its local header is outside the archive", field=field)
+    signature, name_length, extra_length = _LOCAL_HEADER.unpack_from(body, start)
+    if signature != _LOCAL_SIGNATURE:
+        raise MalformedBody(f"{field!r}: no local header where the directory says", field=field)
+    data_start = start + _LOCAL_HEADER.size + name_length + extra_length
+    data_end = data_start + member.compress_size
+    if data_end > len(body):
+        raise MalformedBody(
+            f"{field!r}: {member.compress_size:,} bytes declared, the archive ends before",
+            field=field,
+        )
+    return memoryview(body)[data_start:data_end]
+
+
+def read_member(
+    body: bytes, member: zipfile.ZipInfo, *, field: str, prefix: int | None = None
+) -> bytes:
+    """A member's bytes (only the first ``prefix`` bytes when given), read straight from
+    ``body``: a stored member sliced, a deflated one inflated in steps of at most
+    :data:`_INFLATE_STEP` bytes.  Reading stops at the size the member declares
+    (``member.file_size``, bounded by :func:`check_members`): a member that would produce more
+    is refused there (400 naming ``field``), as is one that produces less or whose CRC-32
+    differs.  Only methods :func:`check_members` accepted are read."""
+    data = _member_data(body, member, field)
+    declared = member.file_size
+    wanted = declared if prefix is None else min(prefix, declared)
+    if member.compress_type == zipfile.ZIP_STORED:
+        if prefix is None and len(data) != declared:
+            raise MalformedBody(
+                f"{field!r} is stored in {len(data):,} bytes but declares {declared:,}",
+                field=field,
+            )
+        content = bytes(data[:wanted])
+    elif member.compress_type == zipfile.ZIP_DEFLATED:
+        content = _inflate(data, wanted, field=field, whole=prefix is None)
+    else:  # check_members refuses these before anything is read
+        check_method(member.filename, member.compress_type, member.flag_bits, what="the archive")
+        raise AssertionError("unreachable")
+    if prefix is None:
+        if len(content) != declared:
+            raise MalformedBody(
+                f"{field!r} inflates to {len(content):,} bytes but declares {declared:,}",
+                field=field,
+            )
+        if crc32(content) != member.CRC:
+            raise MalformedBody(f"{field!r} is corrupt (bad CRC-32)", field=field)
+    return content
+
+
+def _inflate(data: memoryview, wanted: int, *, field: str, whole: bool) -> bytes:
+    """Inflate raw deflate ``data`` to at most ``wanted`` bytes; with ``whole``, refuse a
+    stream that goes on past them (the member lied about its size)."""
+    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+    parts: list[bytes] = []
+    produced = 0
+    source: bytes | memoryview = data
+    try:
+        while produced < wanted and not inflater.eof:
+            part = inflater.decompress(source, min(_INFLATE_STEP, wanted - produced))
+            source = inflater.unconsumed_tail
+            if not part:
+                break  # the input is spent before the stream ends: short, caught by the caller
+            parts.append(part)
+            produced += len(part)
+        if whole and not inflater.eof and inflater.decompress(source, 1):
+            raise MalformedBody(
+                f"{field!r} inflates to more than the {wanted:,} bytes it declares; refused there",
+                field=field,
+            )
+    except zlib.error as error:
+        raise MalformedBody(
+            f"{field!r} is not a valid deflate stream: {error}", field=field
+        ) from None
+    return b"".join(parts)
 
 
 class NpyLayout:
@@ -86,17 +215,14 @@ class NpyLayout:
         return math.prod(self.shape) * self.dtype.itemsize
 
 
-def npy_layout(archive: zipfile.ZipFile, member: zipfile.ZipInfo, *, field: str) -> NpyLayout:
+def npy_layout(body: bytes, member: zipfile.ZipInfo, *, field: str) -> NpyLayout:
     """Read a member's ``.npy`` header (inflating only its first bytes) and check that its
-    shape and dtype claim exactly the bytes the member holds (422 naming ``field``
+    shape and dtype claim exactly the bytes the member declares (422 naming ``field``
     otherwise); object dtypes, which would need unpickling, are refused."""
     fmt = np.lib.format
-    try:
-        with archive.open(member) as handle:
-            preamble = handle.read(_NPY_PREAMBLE + _NPY_MAX_HEADER)
-    except (OSError, zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError) as error:
-        raise MalformedBody(f"{field!r} cannot be read: {error}", field=field) from None
-    stream = io.BytesIO(preamble)
+    stream = io.BytesIO(
+        read_member(body, member, field=field, prefix=_NPY_PREAMBLE + _NPY_MAX_HEADER)
+    )
     try:
         version = fmt.read_magic(stream)
         if version == (1, 0):
@@ -123,3 +249,15 @@ def npy_layout(archive: zipfile.ZipFile, member: zipfile.ZipInfo, *, field: str)
             field=field,
         )
     return layout
+
+
+def npy_array(body: bytes, member: zipfile.ZipInfo, layout: NpyLayout, *, field: str):
+    """The member's array (a writable, C-contiguous copy), its layout checked by
+    :func:`npy_layout` and its bytes read by :func:`read_member`."""
+    raw = read_member(body, member, field=field)
+    flat = np.frombuffer(
+        raw, dtype=layout.dtype, count=math.prod(layout.shape), offset=layout.offset
+    )
+    if layout.fortran_order:
+        return flat.reshape(layout.shape, order="F").copy(order="C")
+    return flat.reshape(layout.shape).copy()

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import simdjson
 
+from core.validation import first_out_of_range
 from service.errors import InvalidInput, ServiceError
 from service.ingest import fields
 from service.ingest.batch import Batch, FeatureSpec
@@ -205,6 +206,8 @@ def _one_dense_event(event: Any, spec: FeatureSpec, labelled: bool) -> Batch | N
             return None
         X = np.fromiter(row, dtype=np.float64, count=width).reshape(1, width)
     except (TypeError, ValueError, OverflowError):
+        return None
+    if first_out_of_range(X) is not None:  # beyond the feature bound: the general path says so
         return None
     return Batch(X, y, None if event_id is None else [event_id])
 

@@ -17,7 +17,7 @@ from core.errors import unknown_names
 from core.validation import CSRMatrix
 from service.errors import InvalidInput, MalformedBody, UnsupportedMediaType
 from service.ingest import fields
-from service.ingest.archive import check_members, member_count, npy_layout
+from service.ingest.archive import check_members, member_count, npy_array, npy_layout
 from service.ingest.batch import Batch, FeatureSpec
 from service.ingest.fields import Locator
 from service.ingest.libsvm import HASHED_NEEDS_NAMES
@@ -27,9 +27,10 @@ NPZ_ARRAYS = ("X", "y", "ids", "indptr", "indices", "data")
 
 def _npz_arrays(body: bytes, max_inflated_bytes: int) -> dict[str, np.ndarray]:
     """The arrays of any ``.npz`` body (compressed members too), read as ``np.load(...,
-    allow_pickle=False)`` would, after the size guards of :mod:`service.ingest.archive`: the
-    central directory's uncompressed sizes against ``max_inflated_bytes`` and each ``.npy``
-    header against its member, before a byte is inflated.  Object arrays are refused; nothing
+    allow_pickle=False)`` would, after the guards of :mod:`service.ingest.archive`: the
+    central directory's methods (stored or deflate) and uncompressed sizes against
+    ``max_inflated_bytes`` and each ``.npy`` header against its member, before a byte is
+    inflated; members are inflated by its bounded reader.  Object arrays are refused; nothing
     is ever unpickled."""
     if body.startswith(_NPY_MAGIC):
         raise MalformedBody("body is a single .npy array; send an .npz archive (np.savez)")
@@ -51,18 +52,8 @@ def _npz_arrays(body: bytes, max_inflated_bytes: int) -> dict[str, np.ndarray]:
             raise InvalidInput(unexpected[1], field=unexpected[0])
         arrays = {}
         for name, member in named.items():
-            layout = npy_layout(archive, member, field=name)
-            try:
-                raw = archive.read(member)  # at most member.file_size bytes, checked above
-            except (OSError, zipfile.BadZipFile, EOFError) as error:
-                raise MalformedBody(f"array {name!r} is corrupt: {error}", field=name) from None
-            flat = np.frombuffer(
-                raw, dtype=layout.dtype, count=math.prod(layout.shape), offset=layout.offset
-            )
-            if layout.fortran_order:
-                arrays[name] = flat.reshape(layout.shape, order="F").copy(order="C")
-            else:
-                arrays[name] = flat.reshape(layout.shape).copy()  # writable, C-contiguous
+            layout = npy_layout(body, member, field=name)
+            arrays[name] = npy_array(body, member, layout, field=name)
     return arrays
 
 

@@ -3,7 +3,7 @@ acknowledging entries (worker side), and the backlog / lag of a model's stream."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,7 @@ from service import codec
 from service.errors import InvalidInput, ModelChanged, ModelNotFound, QueueFull
 from service.ingest import Batch
 from service.stores import keys
-from service.stores.client import is_cluster, round_trip, unavailable
+from service.stores.client import ReplicaWait, is_cluster, round_trip, run_script, unavailable
 from service.stores.lua import APPEND_SCRIPT, ENSURE_GROUP_SCRIPT
 
 #: on a Redis Cluster, the longest a worker's read blocks on one slot's streams while the
@@ -89,8 +89,12 @@ class StreamQueue:
         retry_after_seconds: int = 1,
         group: str = keys.WORKER_GROUP,
         cluster_block_ms: int = CLUSTER_BLOCK_MS,
+        replica_wait: Callable[[], ReplicaWait | None] = lambda: None,
     ) -> None:
         self.client = client
+        #: how an append waits for replicas before it is acknowledged (None: it does not);
+        #: the store's setting, read per append (the store decides it at Redis's first answer)
+        self.replica_wait = replica_wait
         self.max_backlog_events = max_backlog_events
         self.entry_events = entry_events
         self.retry_after_seconds = retry_after_seconds
@@ -137,14 +141,17 @@ class StreamQueue:
             args.append(2 * len(fields))
             for name, value in fields.items():
                 args.extend((name, value))
-        reply = self._append(
-            keys=[
+        reply = run_script(
+            self.client,
+            self._append,
+            [
                 keys.config(model_id),
                 keys.meta(model_id),
                 keys.stream(model_id),
                 keys.queue(model_id),
             ],
-            args=args,
+            args,
+            self.replica_wait(),
         )
         if reply == -2:
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")

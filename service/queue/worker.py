@@ -84,7 +84,7 @@ class Worker:
         if settings.redis_url is None:
             raise ValueError("aucstream worker needs AUCSTREAM_REDIS_URL")
         self.settings = settings
-        self.store = store or RedisStore.from_url(settings.redis_url, settings.max_cached_models)
+        self.store = store or RedisStore.open(settings)
         # One stale write is enough: the worker itself reloads the checkpoint and filters the
         # entries again (the engine's own retry would re-learn entries another writer applied).
         self.engine = Engine(

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from core.learners import available_learners, learner_class
 from service.deps import EngineDep, TelemetryDep
 from service.engine import Engine
-from service.errors import ServiceError
+from service.errors import ServiceError, StoreLostData
 from service.queue import StreamQueue
 from service.telemetry import CONTENT_TYPE_LATEST, Telemetry
 
@@ -34,7 +34,7 @@ _READINESS = {
         "checks": {
             "type": "object",
             "properties": {
-                "store": {"enum": ["ok", "unavailable"]},
+                "store": {"enum": ["ok", "unavailable", "data lost"]},
                 "kernels": {"enum": ["ok", "compiling"]},
             },
         },
@@ -48,7 +48,8 @@ _READINESS = {
     responses={
         200: {"description": "ready", "content": {"application/json": {"schema": _READINESS}}},
         503: {
-            "description": "not ready: the store does not answer or the kernels are compiling",
+            "description": "not ready: the store does not answer or lost data (until "
+            "acknowledged), or the kernels are compiling",
             "content": {"application/json": {"schema": _READINESS}},
         },
     },
@@ -59,12 +60,15 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
     try:
         await run_in_threadpool(engine.store.ping)
         checks["store"] = "ok"
+    except StoreLostData as error:  # logged when noticed; the probe says why
+        checks["store"] = "data lost"
+        checks["store_detail"] = error.detail
     except Exception as error:  # anything: a probe answers, and never with the store's address
         logger.warning("readiness: the store did not answer: %s", error)
         checks["store"] = "unavailable"
     warm = request.app.state.warm.is_set()
     checks["kernels"] = "ok" if warm else "compiling"
-    ready = all(value == "ok" for value in checks.values())
+    ready = all(value == "ok" for name, value in checks.items() if not name.endswith("_detail"))
     return JSONResponse(
         {"status": "ready" if ready else "not ready", "checks": checks},
         status_code=200 if ready else 503,
@@ -85,6 +89,9 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
     """Prometheus text exposition format (this process's counters; in queue mode also the
     learning lag of every model, read from Redis)."""
     telemetry.stale_writes.set(engine.writes_retried)
+    alarms = getattr(engine.store, "watch", None)
+    if alarms is not None:
+        telemetry.store_data_lost.set(len(alarms.alarms))
     queue = request.app.state.queue
     if queue is not None:
         await run_in_threadpool(_refresh_lag, engine, queue, telemetry)
@@ -125,3 +132,26 @@ async def learners() -> dict[str, list[str]]:
             name for name in available_learners() if getattr(learner_class(name), "online", True)
         ]
     }
+
+
+_ACKNOWLEDGED = {
+    "type": "object",
+    "properties": {"acknowledged": {"type": "object", "additionalProperties": {"type": "string"}}},
+    "required": ["acknowledged"],
+}
+
+
+@v1_router.post(
+    "/store/acknowledge-loss",
+    responses={200: {"content": {"application/json": {"schema": _ACKNOWLEDGED}}}},
+)
+async def acknowledge_loss(engine: EngineDep) -> JSONResponse:
+    """An operator knows that the store lost data (a Redis restarted empty or from an old
+    dump) and has dealt with it: the alarms (``store``, ``model:<id>``) are cleared, every
+    process of the service adopts the store as it is now and serves again.  Answers the
+    alarms acknowledged (none: nothing was lost)."""
+    acknowledge = getattr(engine.store, "acknowledge_loss", None)
+    acknowledged = await run_in_threadpool(acknowledge) if acknowledge is not None else {}
+    engine.repository.clear()  # cached states may be later than what the store holds now
+    logger.warning("store loss acknowledged over HTTP: %s", acknowledged or "nothing lost")
+    return JSONResponse({"acknowledged": acknowledged})

@@ -3,12 +3,19 @@ pooled connection for a plain round trip or a ``WATCH`` / ``MULTI`` transaction,
 mapping of a lost connection or an unavailable cluster to
 :class:`~service.errors.StoreUnavailable` (503).
 
-A ``redis+cluster://`` (or ``rediss+cluster://``) URL names one node of a Redis Cluster:
-:func:`connect` then returns a :class:`redis.cluster.RedisCluster`, which routes each command
-by its key's slot.  Every command and script of the service names keys of one slot only (one
-model's keys share the hash tag ``{<model id>}``; see :mod:`service.stores.keys`), and the raw
-round trips and transactions here run on a connection to the master of the slot of the key
+A ``redis+cluster://`` (or ``rediss+cluster://``) URL names one or several seed nodes of a
+Redis Cluster (``redis+cluster://h1:p1,h2:p2``; the first that answers is used to discover the
+others): :func:`connect` then returns a :class:`redis.cluster.RedisCluster`, which routes each
+command by its key's slot. Every command and script of the service names keys of one slot only
+(one model's keys share the hash tag ``{<model id>}``; see :mod:`service.stores.keys`), and the
+raw round trips and transactions here run on a connection to the master of the slot of the key
 they are given.
+
+Acknowledged writes can wait for replicas (:class:`ReplicaWait`): the commit's transaction or
+the script that appends events is followed, on the same connection and in the same round trip,
+by ``WAIT <replicas> <timeout>``; fewer confirmations than asked is
+:class:`~service.errors.ReplicasUnconfirmed` (503), so a write a failover could lose is never
+acknowledged.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeGuard, TypeVar
 
 import redis
@@ -24,7 +32,13 @@ import redis.cluster
 import redis.connection
 import redis.exceptions
 
-from service.errors import LeaseLost, ModelNotFound, StaleVersion, StoreUnavailable
+from service.errors import (
+    LeaseLost,
+    ModelNotFound,
+    ReplicasUnconfirmed,
+    StaleVersion,
+    StoreUnavailable,
+)
 
 T = TypeVar("T")
 logger = logging.getLogger("aucstream.store")
@@ -105,13 +119,40 @@ class _OneWriteConnection(redis.connection.Connection):
         super().send_packed_command(command, check_health)
 
 
+def cluster_seeds(url: str) -> tuple[str, list[tuple[str, int]]]:
+    """``redis+cluster://[user:password@]h1:p1,h2:p2,.../0?options`` -> (a plain URL naming
+    the first seed, with the credentials and options; every seed as ``(host, port)``)."""
+    scheme, _, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    netloc, question, query = netloc.partition("?")
+    credentials, at, hosts = netloc.rpartition("@")
+    seeds: list[tuple[str, int]] = []
+    for seed in hosts.split(","):
+        host, colon, port = seed.strip().rpartition(":")
+        if not colon:
+            host, port = seed.strip(), "6379"
+        if not host or not port.isdigit():
+            raise ValueError(f"a Redis Cluster seed must be host:port, got {seed!r}")
+        seeds.append((host.strip("[]"), int(port)))
+    first = (
+        f"{seeds[0][0]}:{seeds[0][1]}"
+        if ":" not in seeds[0][0]
+        else f"[{seeds[0][0]}]:{seeds[0][1]}"
+    )
+    plain = f"{CLUSTER_SCHEMES.get(scheme, scheme)}://{credentials}{at}{first}{question}{query}{slash}{tail}"
+    return plain, seeds
+
+
 def connect(url: str) -> Any:
     """A client for ``url`` (bytes replies): a :class:`redis.Redis`, or a
-    :class:`redis.cluster.RedisCluster` for a ``redis+cluster://`` URL."""
+    :class:`redis.cluster.RedisCluster` for a ``redis+cluster://`` URL, which may name several
+    seed nodes: the cluster is discovered from the first that answers, and
+    :class:`~service.errors.StoreUnavailable` names the seeds when none does."""
     scheme, _, rest = url.partition("://")
     cluster = scheme in CLUSTER_SCHEMES
+    seeds: list[tuple[str, int]] = []
     if cluster:
-        url = f"{CLUSTER_SCHEMES[scheme]}://{rest}"
+        url, seeds = cluster_seeds(url)
     # Timeouts turn a hung Redis into 503 responses instead of requests that never end.
     # unix:// and rediss:// URLs pick their own connection class; plain TCP gets ours
     tcp = "connection_class" not in redis.connection.parse_url(url)
@@ -123,7 +164,20 @@ def connect(url: str) -> Any:
         "socket_connect_timeout": 5.0,
     }
     if cluster:
-        return redis.cluster.RedisCluster.from_url(url, **options)
+        others = [redis.cluster.ClusterNode(host, port) for host, port in seeds[1:]]
+        try:
+            return redis.cluster.RedisCluster.from_url(url, startup_nodes=others, **options)
+        except (
+            redis.exceptions.RedisError,
+            redis.exceptions.RedisClusterException,
+            OSError,
+        ) as error:
+            named = ", ".join(f"{host}:{port}" for host, port in seeds)
+            logger.warning("no seed of the Redis Cluster answered: %s", error)
+            raise StoreUnavailable(
+                f"no seed node of the Redis Cluster answered ({named}); name a reachable node "
+                "in redis+cluster://host1:port1,host2:port2,..."
+            ) from None
     return redis.Redis.from_url(url, **options)
 
 
@@ -206,16 +260,72 @@ def round_trip(client: Any, key: str, commands: list[list[Any]]) -> list[Any]:
     return _following_the_cluster(client, attempt)
 
 
+@dataclass(frozen=True)
+class ReplicaWait:
+    """Acknowledge a write only once ``replicas`` replicas confirmed it (``WAIT``), waiting at
+    most ``timeout_ms``.  Without it, a write is acknowledged when the primary applied it, and
+    a failover before the asynchronous replication reached a replica loses it."""
+
+    replicas: int
+    timeout_ms: int
+
+    def command(self) -> list[Any]:
+        return ["WAIT", self.replicas, self.timeout_ms]
+
+    def check(self, confirmed: Any, reply: Any = None) -> None:
+        """:class:`ReplicasUnconfirmed` (carrying the write's ``reply``) when too few
+        replicas confirmed."""
+        if int(confirmed) < self.replicas:
+            raise ReplicasUnconfirmed(
+                f"the write reached the Redis primary but {int(confirmed)} of the "
+                f"{self.replicas} replica(s) asked for confirmed it within {self.timeout_ms} ms "
+                "(AUCSTREAM_REDIS_WAIT_REPLICAS); it is not acknowledged and a failover could "
+                "lose it: retry (with event ids, a retry never learns an event twice)",
+                headers={"Retry-After": "1"},
+                reply=reply,
+            )
+
+
+def run_script(
+    client: Any, script: Any, keys: list[str], args: list[Any], wait: ReplicaWait | None
+) -> Any:
+    """A registered Lua ``script`` (on ``keys`` of one slot); with ``wait``, followed by
+    ``WAIT`` on the same connection in the same round trip (a ``WAIT`` on another connection
+    would not wait for this write)."""
+    if wait is None:
+        return script(keys=keys, args=args)
+
+    def attempt(command: list[Any]) -> Any:
+        with pooled(client, keys[0]) as ask:
+            reply, confirmed = ask([command, wait.command()])
+        wait.check(confirmed, reply)
+        return reply
+
+    try:
+        return _following_the_cluster(
+            client, lambda: attempt(["EVALSHA", script.sha, len(keys), *keys, *args])
+        )
+    except redis.exceptions.NoScriptError:  # a restarted or flushed server: send the text
+        return _following_the_cluster(
+            client, lambda: attempt(["EVAL", script.script, len(keys), *keys, *args])
+        )
+
+
 def transaction(
     client: Any,
     key: str,
     reads: list[list[Any]],
     check: Callable[[list[Any]], None],
     writes: list[list[Any]],
+    wait: ReplicaWait | None = None,
 ) -> list[Any] | None:
     """``reads`` (starting with ``WATCH``) in one round trip, ``check(replies)``, then
     ``writes`` (``MULTI`` ... ``EXEC``) in another, all on keys of ``key``'s slot; returns
-    ``EXEC``'s reply (``None`` when a watched key changed)."""
+    ``EXEC``'s reply (``None`` when a watched key changed).  With ``wait``, ``WAIT`` follows
+    ``EXEC`` in the same round trip, and too few confirmations raise
+    :class:`~service.errors.ReplicasUnconfirmed`."""
+    if wait is not None:
+        writes = [*writes, wait.command()]
 
     def attempt() -> list[Any]:
         with pooled(client, key) as ask:
@@ -230,6 +340,10 @@ def transaction(
             return ask(writes)
 
     answers = _following_the_cluster(client, attempt)
+    if wait is not None:
+        confirmed = answers.pop()
+        if answers[-1] is not None:  # a transaction that wrote nothing needs no replica
+            wait.check(confirmed)
     result = answers[-1]
     if isinstance(result, list):
         for answer in result:

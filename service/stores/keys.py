@@ -1,17 +1,24 @@
 """Every Redis key name of aucstream, defined here and nowhere else (tested as exact strings).
 
 All keys of one model carry the model id as a hash tag, ``aucs:{<model>}:...``, so they share a
-Redis Cluster slot and one transaction or Lua script may touch all of them.  The only keys
-without a model hash tag are the global index of model ids, ``aucs:models``, and the set of
-live queue workers, ``aucs:workers``; a command or script touches at most one of them, and no
-model key with it (so ``aucs:models`` is written before and after a model's create, and
-listed only where the model exists: :meth:`service.stores.redis.RedisStore.list_models`).
+Redis Cluster slot and one transaction or Lua script may touch all of them. The only keys
+without a model hash tag are the global index of model ids, ``aucs:models``, the set of live
+queue workers, ``aucs:workers``, and the alarms of lost data, ``aucs:alarms``; a command or
+script touches at most one of them, and no model key with it (so ``aucs:models`` is written
+before and after a model's create, and listed only where the model exists:
+:meth:`service.stores.redis.RedisStore.list_models`).
 
 ======================= ====== ================================================================
 key                     type   content
 ======================= ====== ================================================================
 aucs:models             set    every model id
 aucs:workers            zset   queue workers alive: name -> expiry of its heartbeat (unix ms)
+aucs:alarms             hash   losses of data noticed and not yet acknowledged: ``store`` or
+                               ``model:<m>`` -> the cause (:mod:`service.stores.epoch`)
+aucs:{epoch-N}:marker   hash   the store's epoch marker (one per Redis Cluster master, N
+                               chosen so that its slot is on that master): ``epoch`` (random
+                               id), ``clock`` (Redis time, ms, of the last check),
+                               ``acknowledged`` when written by an operator's acknowledgement
 aucs:{m}:config         string the model's JSON configuration (learner, params, n_features ...)
 aucs:{m}:version        string integer state version, incremented by every committed write
 aucs:{m}:meta           hash   ``incarnation`` (changes when the model is re-created or
@@ -45,6 +52,7 @@ from service.errors import ModelNotFound
 PREFIX = "aucs"
 MODELS = f"{PREFIX}:models"
 WORKERS = f"{PREFIX}:workers"
+ALARMS = f"{PREFIX}:alarms"
 #: the consumer group of every model stream
 WORKER_GROUP = "aucstream-workers"
 
@@ -111,6 +119,11 @@ def queue(model_id: str) -> str:
 
 def lease(model_id: str) -> str:
     return model_key(model_id, "lease")
+
+
+def marker(number: int) -> str:
+    """``aucs:{epoch-<number>}:marker``: an epoch marker (its own hash tag, placed by slot)."""
+    return f"{PREFIX}:{{epoch-{number}}}:marker"
 
 
 def all_model_keys(model_id: str) -> list[str]:

@@ -14,7 +14,8 @@ import numpy as np
 from service.errors import InsufficientStorage, ModelNotFound
 from service.stores import keys
 from service.stores.base import pending_full
-from service.stores.client import round_trip, unavailable
+from service.stores.client import ReplicaWait, round_trip, run_script, unavailable
+from service.stores.epoch import LossWatch
 from service.stores.lua import PENDING_SCRIPT
 
 #: ids asked about per ZMSCORE (a bounded reply per command)
@@ -24,9 +25,16 @@ _CHUNK = 500
 class RedisEventMemory:
     """Event ids and pending records of the Redis store (its base class)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, wait: ReplicaWait | None = None) -> None:
         self.client = client
+        #: acknowledged writes wait for this many replicas (None: they do not)
+        self.wait = wait
+        self.watch = LossWatch("Redis")
         self._pending = client.register_script(PENDING_SCRIPT)
+
+    def _guard(self, model_id: str | None = None) -> None:
+        """503 when the store or the model lost data (:class:`RedisStore` checks the markers)."""
+        self.watch.guard(model_id)
 
     def _alive(self, key: str, ids: Sequence[str], now: float) -> np.ndarray:
         mask = np.zeros(len(ids), dtype=bool)
@@ -40,26 +48,32 @@ class RedisEventMemory:
 
     @unavailable
     def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
+        self._guard(model_id)
         if not ids:
             return np.zeros(0, dtype=bool)
         return self._alive(keys.seen(model_id), ids, now)
 
     @unavailable
     def expired(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
+        self._guard(model_id)
         if not ids:
             return np.zeros(0, dtype=bool)
         return self._alive(keys.expired(model_id), ids, now)
 
     @unavailable
     def put_pending(self, model_id, records, deadline, max_records=None) -> None:
+        self._guard(model_id)
         if not records:
             return
         args: list[Any] = [repr(float(deadline)), max_records or 0]
         for event_id, record in records.items():
             args.extend((event_id, record))
-        kept = self._pending(
-            keys=[keys.config(model_id), keys.pending(model_id), keys.deadlines(model_id)],
-            args=args,
+        kept = run_script(
+            self.client,
+            self._pending,
+            [keys.config(model_id), keys.pending(model_id), keys.deadlines(model_id)],
+            args,
+            self.wait,
         )
         if int(kept) == -2:
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
@@ -69,6 +83,7 @@ class RedisEventMemory:
 
     @unavailable
     def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:
+        self._guard(model_id)
         if not ids:
             return {}
         pending = keys.pending(model_id)
@@ -87,5 +102,6 @@ class RedisEventMemory:
 
     @unavailable
     def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
+        self._guard(model_id)
         due = self.client.zrangebyscore(keys.deadlines(model_id), "-inf", now, start=0, num=limit)
         return [event_id.decode() if isinstance(event_id, bytes) else event_id for event_id in due]

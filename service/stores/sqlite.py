@@ -41,6 +41,7 @@ from service.errors import (
 )
 from service.stores.base import Commit, StoredState, pending_full
 from service.stores.fields import DEFAULT_KNOWN_MODELS, KnownStates, decode_fields, encode_fields
+from service.stores.sqlite_epoch import SQLiteLossWatch
 from service.stores.sqlite_file import (
     MODEL_TABLES,
     Database,
@@ -116,6 +117,9 @@ class SQLiteStore:
         self._written: KnownStates[tuple[str, int, dict[str, bytes], dict[str, str]]] = KnownStates(
             max_known_models
         )
+        #: the epoch marker's checks: a file replaced by an older copy answers 503
+        self.loss = SQLiteLossWatch(database.path, database.write)
+        self.watch = self.loss.watch
 
     @classmethod
     def open(
@@ -139,6 +143,18 @@ class SQLiteStore:
     @translated
     def ping(self) -> None:
         self.database.connection().execute("SELECT 1 FROM models LIMIT 1").fetchall()
+        self.loss.check(force=True)
+        self.watch.guard_any()
+
+    @translated
+    def alarms(self) -> dict[str, str]:
+        """The losses of data noticed and not yet acknowledged (``store``, ``model:<id>``)."""
+        return self.loss.alarms()
+
+    @translated
+    def acknowledge_loss(self) -> dict[str, str]:
+        """An operator knows what was lost: clear the alarms, start a new epoch."""
+        return self.loss.acknowledge()
 
     def close(self) -> None:
         self.database.close()
@@ -159,6 +175,7 @@ class SQLiteStore:
     def create_model(
         self, model_id, config, arrays, incarnation, *, replace=False, replaces=None
     ) -> int:
+        self.loss.guard()
         fields, layouts = encode_fields(arrays)
         self._unknown(model_id)
         with self.database.write() as db:
@@ -179,6 +196,7 @@ class SQLiteStore:
             db.execute("INSERT INTO meta VALUES (?, 'incarnation', ?)", (model_id, incarnation))
             self._write_fields(db, model_id, fields, layouts)
         self._remember(model_id, (incarnation, 1, fields, layouts))
+        self.watch.saw(model_id, incarnation, 1)
         return 1
 
     @staticmethod
@@ -202,11 +220,15 @@ class SQLiteStore:
 
     @translated
     def list_models(self) -> list[str]:
+        self.loss.check(force=True)
+        self.watch.guard()
         rows = self.database.connection().execute("SELECT id FROM models ORDER BY id").fetchall()
         return [row[0] for row in rows]
 
     @translated
     def delete_model(self, model_id: str) -> None:
+        self.loss.guard(model_id)
+        self.watch.forget(model_id)
         self._unknown(model_id)
         with self.database.write() as db:
             deleted = self._delete_rows(db, model_id)
@@ -217,21 +239,33 @@ class SQLiteStore:
     def load(self, model_id, known_version=None, known_incarnation=None) -> StoredState:
         """The model's state from one read snapshot; only its version and incarnation when
         they are the caller's (its cached copy is current)."""
+        self.loss.guard(model_id)
         with self.database.snapshot() as db:
             row = db.execute(
                 "SELECT version, incarnation FROM models WHERE id = ?", (model_id,)
             ).fetchone()
-            if row is None:
-                raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
-            version, incarnation = row
-            if version == known_version and incarnation == known_incarnation:
-                return StoredState(version, incarnation)
-            config = db.execute("SELECT config FROM models WHERE id = ?", (model_id,)).fetchone()
-            raw = dict(db.execute("SELECT field, data FROM state WHERE model_id = ?", (model_id,)))
-            layouts = dict(
-                db.execute("SELECT name, layout FROM layouts WHERE model_id = ?", (model_id,))
-            )
-            meta = dict(db.execute("SELECT name, value FROM meta WHERE model_id = ?", (model_id,)))
+            current = row is not None and tuple(row) == (known_version, known_incarnation)
+            if row is not None and not current:
+                config = db.execute(
+                    "SELECT config FROM models WHERE id = ?", (model_id,)
+                ).fetchone()
+                raw = dict(
+                    db.execute("SELECT field, data FROM state WHERE model_id = ?", (model_id,))
+                )
+                layouts = dict(
+                    db.execute("SELECT name, layout FROM layouts WHERE model_id = ?", (model_id,))
+                )
+                meta = dict(
+                    db.execute("SELECT name, value FROM meta WHERE model_id = ?", (model_id,))
+                )
+        # the checks of lost data write (an alarm): after the read snapshot
+        if row is None:
+            self.loss.missing(model_id)
+            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+        version, incarnation = row
+        self.loss.saw(model_id, incarnation, version)
+        if current:
+            return StoredState(version, incarnation)
         arrays = decode_fields(raw, layouts)
         self._remember(model_id, (incarnation, version, raw, layouts))
         return StoredState(version, incarnation, orjson.loads(config[0]), arrays, meta)
@@ -244,6 +278,7 @@ class SQLiteStore:
         pending records, the checkpoint fields and the new version."""
         if commit.fence is not None:
             raise ValueError("writer leases (queue mode) exist on the Redis store only")
+        self.loss.guard(model_id)
         fields, layouts = encode_fields(commit.arrays)
         base = self._written.get(model_id)
         with self.database.write() as db:
@@ -292,6 +327,7 @@ class SQLiteStore:
             )
         version = commit.expected_version + 1
         self._remember(model_id, (commit.incarnation, version, fields, layouts))
+        self.watch.saw(model_id, commit.incarnation, version)
         return version
 
     # ------------------------------------------------------------------ ids and pending labels

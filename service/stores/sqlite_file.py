@@ -15,7 +15,8 @@ table       rows
 models      id, JSON config, version, incarnation, number of pending records
 meta        ``incarnation`` and checkpoint fields written with the state
 state       state fields: raw little-endian bytes, arrays over 16 KiB split into 16 KiB
-            chunks ``<name>@<i>`` exactly as in Redis (:func:`service.stores.redis.encode_fields`)
+            chunks ``<name>@<i>`` exactly as in Redis, all-zero chunks left out
+            (:func:`service.stores.fields.encode_fields`)
 layouts     ``<dtype>|<shape>[|<n chunks>]`` of each state array
 ids         learned (kind 0) and expired (kind 1) event ids with their expiry (unix s)
 pending     records ``/score`` keeps for a label, with their deadline

@@ -8,11 +8,16 @@ Then two loops share the connection.  The **reader** takes frames off the socket
 queue bounded in bytes (``AUCSTREAM_WS_MAX_QUEUED_BYTES``): when it is full the reader stops
 reading, the socket's buffers fill and the client's writes block (backpressure; what is held
 is the queue, at most one frame more, and the server's WebSocket buffers).  The **handler**
-takes every frame already queued, up to ``AUCSTREAM_WS_MAX_BATCH_MESSAGES`` messages
-(optionally waiting ``AUCSTREAM_WS_BATCH_WAIT_MS`` for more), decodes them, applies them
-(:mod:`service.stream.session`: one engine call per run) and sends their replies, in order,
-as one text frame (a JSON list).  While the engine works, frames accumulate: the busier the
-model, the larger the next batch.
+takes every frame already queued, up to ``AUCSTREAM_WS_MAX_BATCH_MESSAGES`` messages or
+``AUCSTREAM_WS_MAX_FRAME_EVENTS`` events (optionally waiting ``AUCSTREAM_WS_BATCH_WAIT_MS`` for
+more), decodes them, applies them (:mod:`service.stream.session`: one engine call per run) and
+sends their replies, in order, as one text frame (a JSON list).  While the engine works, frames
+accumulate: the busier the model, the larger the next batch.  A frame over the frame limits
+(:class:`~service.stream.protocol.FrameLimits`, ``AUCSTREAM_WS_MAX_FRAME_BYTES``) is one
+problem reply; large frames are decoded, and large batches applied, in the thread pool.
+
+A browser page may open the stream only from the server's own origin or one of
+``AUCSTREAM_WS_ALLOWED_ORIGINS`` (:func:`origin_allowed`).
 
 When the client goes away, the batch being applied is completed (each engine call is atomic)
 and what was queued behind it is dropped unanswered.
@@ -26,12 +31,13 @@ import logging
 from collections import deque
 
 import orjson
+from starlette.concurrency import run_in_threadpool
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from service.deps import Services, check_api_key, run_engine
-from service.errors import Forbidden, ServiceError, Unauthorized
-from service.stream.protocol import Message, decode_binary, decode_text
+from service.errors import Forbidden, PayloadTooLarge, ServiceError, Unauthorized
+from service.stream.protocol import FrameLimits, Message, decode_binary, decode_text, failed
 from service.stream.session import Session
 
 logger = logging.getLogger("aucstream.stream")
@@ -60,6 +66,12 @@ async def stream(websocket: WebSocket) -> None:
 
 async def _refusal(websocket: WebSocket, services: Services, model_id: str):
     """``(close code, reason)`` when the connection is refused, else None."""
+    origin = websocket.headers.get("origin")
+    if origin is not None and not origin_allowed(
+        origin, websocket.headers.get("host"), services.settings.ws_allowed_origins
+    ):
+        reason = f"origin {origin} is not allowed (AUCSTREAM_WS_ALLOWED_ORIGINS)"
+        return POLICY_VIOLATION, reason.encode()[:123].decode(errors="ignore")
     try:
         check_api_key(websocket, services.settings, writes=True)
     except (Unauthorized, Forbidden) as error:
@@ -77,6 +89,36 @@ async def _refusal(websocket: WebSocket, services: Services, model_id: str):
     return None
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _host_and_port(netloc: str, scheme: str) -> tuple[str, int | None]:
+    """``(host, port)`` of ``host[:port]`` (brackets kept around an IPv6 address), the port
+    defaulting to ``scheme``'s."""
+    host, colon, port = netloc.lower().rpartition(":")
+    if not colon or "]" in port:  # no port: the colon, if any, was inside an IPv6 address
+        host, port = netloc.lower(), ""
+    return host, int(port) if port.isdigit() else _DEFAULT_PORTS.get(scheme)
+
+
+def origin_allowed(origin: str, host: str | None, allowed: list[str]) -> bool:
+    """Whether a browser page of ``origin`` may open the stream: the server's own origin (the
+    page's host and port are the ``Host`` the connection was made to), or one of ``allowed``
+    (exact origins, ``null`` for file:// and sandboxed pages, ``*`` for any).
+
+    Browsers send ``Origin`` with every WebSocket handshake and let any page connect to any
+    server; without this check a page of another site, opened by someone who can reach the
+    server, could learn, score and label through it (cookies play no part: the check is about
+    where the request comes from, not who sends it)."""
+    normalized = origin.strip().rstrip("/").lower()
+    if "*" in allowed or normalized in {entry.rstrip("/").lower() for entry in allowed}:
+        return True
+    scheme, separator, netloc = normalized.partition("://")
+    if not separator or host is None or scheme not in _DEFAULT_PORTS:
+        return False
+    return _host_and_port(netloc, scheme) == _host_and_port(host, scheme)
+
+
 def _reason(error: ServiceError) -> str:
     """A close reason fits in 123 bytes."""
     return error.detail.encode()[:123].decode(errors="ignore")
@@ -89,7 +131,13 @@ class Connection:
         self.websocket = websocket
         self.session = session
         settings = services.settings
-        self.max_events = settings.max_batch_events
+        self.limits = FrameLimits(
+            message_events=settings.max_batch_events,
+            frame_messages=settings.ws_max_frame_messages,
+            frame_events=settings.ws_max_frame_events,
+        )
+        self.max_frame_bytes = settings.ws_max_frame_bytes
+        self.offload_bytes = settings.offload_body_bytes
         self.max_messages = settings.ws_max_batch_messages
         self.max_queued_bytes = settings.ws_max_queued_bytes
         self.wait = settings.ws_batch_wait_ms / 1000.0
@@ -132,19 +180,38 @@ class Connection:
             self.closed = True
             self.arrived.set()
 
-    def take(self) -> list[Message]:
-        """Decode queued frames until ``max_messages`` messages (whole frames)."""
+    async def take(self) -> list[Message]:
+        """Decode queued frames until ``max_messages`` messages or the frame limit's events
+        (whole frames); a frame larger
+        than ``AUCSTREAM_OFFLOAD_BODY_BYTES`` is decoded in the thread pool, as a REST body
+        of that size is parsed there."""
         messages: list[Message] = []
-        while self.frames and len(messages) < self.max_messages:
+        events = 0
+        while (
+            self.frames and len(messages) < self.max_messages and events < self.limits.frame_events
+        ):
             frame = self.frames.popleft()
             self.queued_bytes -= len(frame)
-            if isinstance(frame, bytes):
-                messages.extend(decode_binary(frame, self.max_events))
+            if len(frame) > self.offload_bytes:
+                decoded = await run_in_threadpool(self.decode, frame)
             else:
-                messages.extend(decode_text(frame, self.max_events))
+                decoded = self.decode(frame)
+            messages.extend(decoded)
+            events += sum_events(decoded)
         if self.queued_bytes <= self.max_queued_bytes:
             self.room.set()
         return messages
+
+    def decode(self, frame: str | bytes) -> list[Message]:
+        if len(frame) > self.max_frame_bytes:
+            return [failed(None, PayloadTooLarge(
+                f"frame of {len(frame):,} bytes exceeds the limit of {self.max_frame_bytes:,} "
+                "bytes per frame (AUCSTREAM_WS_MAX_FRAME_BYTES): send it in several frames",
+                field="frame",
+            ))]  # fmt: skip
+        if isinstance(frame, bytes):
+            return decode_binary(frame, self.limits)
+        return decode_text(frame, self.limits)
 
     async def next_batch(self) -> list[Message] | None:
         """The messages to apply next (None once the client has left)."""
@@ -155,7 +222,7 @@ class Connection:
                 break
             self.arrived.clear()
             await self.arrived.wait()
-        messages = self.take()
+        messages = await self.take()
         if self.wait and len(messages) < self.max_messages:
             deadline = asyncio.get_running_loop().time() + self.wait
             while len(messages) < self.max_messages and not self.closed:
@@ -165,7 +232,7 @@ class Connection:
                 self.arrived.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.arrived.wait(), remaining)
-                messages.extend(self.take())
+                messages.extend(await self.take())
         return messages
 
     async def handle(self) -> None:
@@ -173,11 +240,38 @@ class Connection:
         while (messages := await self.next_batch()) is not None:
             if not messages:
                 continue
-            replies = await self.session.handle(messages)
+            if len(messages) > OFFLOAD_MESSAGES or sum_events(messages) > OFFLOAD_EVENTS:
+                text = await run_in_threadpool(self.apply_elsewhere, messages)
+            else:
+                text = _encode(await self.session.handle(messages))
             try:
-                await send({"type": "websocket.send", "text": orjson.dumps(replies).decode()})
+                await send({"type": "websocket.send", "text": text})
             except (WebSocketDisconnect, RuntimeError, OSError):
                 return  # the client left: its replies have nowhere to go
+
+    def apply_elsewhere(self, messages: list[Message]) -> str:
+        """:meth:`Session.handle` and the encoding of its replies, in a worker thread, on an
+        event loop of that thread's own: the per-message work of a large batch (validating,
+        learning, one reply each) would otherwise hold the server's loop, and with it every
+        other connection and request, for as long.  The session is not used meanwhile (the
+        handler awaits this), and what it calls (engine, store, queue) is what the REST routes
+        call from worker threads too."""
+        return _encode(asyncio.run(self.session.handle(messages)))
+
+
+#: a batch of more messages or events than these is applied off the event loop
+#: (:meth:`Connection.apply_elsewhere`); smaller ones cost less than the thread hop and the
+#: event loop it needs
+OFFLOAD_MESSAGES = 256
+OFFLOAD_EVENTS = 1_000
+
+
+def sum_events(messages: list[Message]) -> int:
+    return sum(message.n_events for message in messages)
+
+
+def _encode(replies: list) -> str:
+    return orjson.dumps(replies).decode()
 
 
 #: the route, mounted by ``service.app``

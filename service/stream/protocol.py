@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import orjson
 
 from service.errors import InvalidInput, MalformedBody, PayloadTooLarge, ServiceError
+from service.ingest.objects import parse_json
 
 OPS = ("learn", "score", "label")
 #: magic, op, flags, reserved, n events, d features, bytes of the ids' UTF-8, seq
@@ -65,15 +65,63 @@ def failed(seq: Any, error: ServiceError) -> Message:
     return Message(seq, "invalid", error=error)
 
 
+@dataclass(frozen=True, slots=True)
+class FrameLimits:
+    """What one frame may carry: events per message (``AUCSTREAM_MAX_BATCH_EVENTS``, as a REST
+    body), messages per frame and events per frame (``AUCSTREAM_WS_MAX_FRAME_MESSAGES``,
+    ``AUCSTREAM_WS_MAX_FRAME_EVENTS``).  A frame over a frame limit is refused whole, with one
+    reply, before its messages are built: a frame is what the server decodes and answers in
+    one go, so these bound the work and the reply one frame can cause."""
+
+    message_events: int
+    frame_messages: int
+    frame_events: int
+
+    def refuse(self, n_messages: int, n_events: int) -> Message | None:
+        if n_messages > self.frame_messages:
+            return failed(None, PayloadTooLarge(
+                f"frame of {n_messages:,} messages exceeds the limit of {self.frame_messages:,} "
+                "messages per frame (AUCSTREAM_WS_MAX_FRAME_MESSAGES): send them in several "
+                "frames",
+                field="frame",
+            ))  # fmt: skip
+        if n_events > self.frame_events:
+            return failed(None, PayloadTooLarge(
+                f"frame of {n_events:,} events exceeds the limit of {self.frame_events:,} "
+                "events per frame (AUCSTREAM_WS_MAX_FRAME_EVENTS): send them in several frames",
+                field="frame",
+            ))  # fmt: skip
+        return None
+
+
 # ---------------------------------------------------------------------------- JSON
-def decode_text(frame: str | bytes, max_events: int) -> list[Message]:
-    """A text frame -> its messages (one error message when the frame is not JSON)."""
+def decode_text(frame: str | bytes, limits: FrameLimits) -> list[Message]:
+    """A text frame -> its messages (one error message when the frame is not JSON, holds no
+    message, or exceeds a frame limit)."""
     try:
-        document = orjson.loads(frame)
-    except orjson.JSONDecodeError as error:
-        return [failed(None, MalformedBody(f"frame is not valid JSON: {error}"))]
+        # a large frame is made into Python objects a message at a time, as a large REST body
+        document = parse_json(frame.encode() if isinstance(frame, str) else frame)
+    except MalformedBody as error:
+        detail = error.detail.replace("body is not", "frame is not", 1)
+        return [failed(None, MalformedBody(detail))]
     items = document if type(document) is list else [document]
-    return [json_message(item, max_events) for item in items]
+    if not items:
+        detail = "frame holds no message: send a JSON message or a non-empty list of them"
+        return [failed(None, InvalidInput(detail, field="frame"))]
+    n_events = sum(_declared_events(item) for item in items)
+    refusal = limits.refuse(len(items), n_events)
+    if refusal is not None:
+        return [refusal]
+    return [json_message(item, limits.message_events) for item in items]
+
+
+def _declared_events(item: Any) -> int:
+    """The events a JSON message carries (1 for an inline event or a malformed message)."""
+    if type(item) is dict:
+        events = item.get("labels" if item.get("op") == "label" else "events")
+        if type(events) is list:
+            return len(events)
+    return 1
 
 
 #: the keys of a JSON message itself (the others of an inline message are its event's)
@@ -127,11 +175,17 @@ def message_size(op: str, n_events: int, n_features: int, id_bytes: int, flags: 
     return size
 
 
-def decode_binary(frame: bytes, max_events: int) -> list[Message]:
+def decode_binary(frame: bytes, limits: FrameLimits) -> list[Message]:
     """A binary frame -> its messages.  A header that cannot be read, or that declares more
-    bytes than the frame holds, ends the frame with one error (the rest cannot be located)."""
+    bytes than the frame holds, ends the frame with one error (the rest cannot be located).
+    A frame over a frame limit is one error, found from the headers as they are read (no
+    more than the limit's worth of messages is decoded)."""
     messages: list[Message] = []
     offset, end = 0, len(frame)
+    if not frame:
+        detail = "frame holds no message: an empty binary frame"
+        return [failed(None, InvalidInput(detail, field="frame"))]
+    n_events = 0
     while offset < end:
         if end - offset < HEADER.size:
             detail = f"byte {offset}: {end - offset} bytes left, a message header has {HEADER.size}"
@@ -148,18 +202,24 @@ def decode_binary(frame: bytes, max_events: int) -> list[Message]:
             detail = f"message {seq} declares {size} bytes, the frame holds {end - offset} more"
             messages.append(failed(seq, MalformedBody(detail)))
             break
+        n_events += max(n, 1)
+        refusal = limits.refuse(len(messages) + 1, n_events)
+        if refusal is not None:
+            return [refusal]
         if n == 0:
             messages.append(failed(seq, InvalidInput("empty message: no events", field="n")))
-        elif n > max_events:
-            messages.append(failed(seq, too_many(n, max_events, "n")))
+        elif n > limits.message_events:
+            messages.append(failed(seq, too_many(n, limits.message_events, "n")))
         else:
-            messages.append(_binary_message(frame, offset + HEADER.size, op, flags, n, d, seq))
+            messages.append(
+                _binary_message(frame, offset + HEADER.size, op, flags, n, d, id_bytes, seq)
+            )
         offset += size
     return messages
 
 
 def _binary_message(
-    frame: bytes, position: int, op: str, flags: int, n: int, d: int, seq: int
+    frame: bytes, position: int, op: str, flags: int, n: int, d: int, id_bytes: int, seq: int
 ) -> Message:
     message = Message(seq, op, n, keep=not flags & FLAG_NO_KEEP, scores=bool(flags & FLAG_SCORES))
     if op != "label":
@@ -171,6 +231,13 @@ def _binary_message(
     if op == "label" or flags & FLAG_IDS:
         lengths = np.frombuffer(frame, "<u2", n, position).tolist()
         position += 2 * n
+        if sum(lengths) != id_bytes:  # else ids would be cut short or read into the next message
+            message.error = InvalidInput(
+                f"message {seq}: its ids' lengths add up to {sum(lengths):,} bytes but its "
+                f"header declares {id_bytes:,} bytes of ids",
+                field="id",
+            )
+            return message
         ids: list[str | None] = []
         for index, length in enumerate(lengths):
             try:

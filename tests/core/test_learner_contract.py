@@ -490,8 +490,9 @@ def test_a_large_batch_is_checked_by_the_kernel_as_if_checked_first(name, params
     """An unscaled dense batch of KERNEL_CHECK_BYTES or more is checked for NaN / infinity by
     the learner's kernel as it learns it (OnlineLearner._learn_rows): the result equals
     learning its events in small, checked-first batches, bit for bit; a NaN or an infinity is
-    refused with its row and leaves the state as it was; a row of finite values whose squares
-    overflow is learned as it was without the check."""
+    refused with its row and leaves the state as it was, as is a value beyond the feature
+    bound; a row of values within the bound whose ``||x||^2`` is beyond its square stops the
+    kernel and is learned as it was without the check."""
     import core.learners._base as base
 
     monkeypatch.setattr(base, "KERNEL_CHECK_BYTES", 4096)  # 11 rows of 50 features
@@ -518,11 +519,17 @@ def test_a_large_batch_is_checked_by_the_kernel_as_if_checked_first(name, params
         assert refused.value.row == row
         states_equal(checked.get_state(), before)
     huge = X[:100].copy()
-    huge[40, 3] = 1e160  # finite, but its square is not
-    with np.errstate(over="ignore", invalid="ignore"):
+    huge[40, 3] = 1e160  # finite, but beyond the feature bound (its square overflows)
+    before = checked.get_state()
+    with pytest.raises(InvalidFeatures, match="first at row 40\\)") as refused:
         checked.partial_fit(huge, y[:100])
-        for i in range(0, 100, 7):
-            reference.partial_fit(huge[i : i + 7], y[:100][i : i + 7])
+    assert refused.value.row == 40
+    states_equal(checked.get_state(), before)
+    near = X[:100].copy()
+    near[40, :5] = 5e99  # each value within the bound, ||x||^2 beyond its square
+    checked.partial_fit(near, y[:100])
+    for i in range(0, 100, 7):
+        reference.partial_fit(near[i : i + 7], y[:100][i : i + 7])
     states_equal(checked.get_state(), reference.get_state())
 
 

@@ -135,9 +135,19 @@ def test_labels_of_every_numeric_dtype_agree_with_the_plain_rule(dtype):
 def test_a_finite_sum_of_overflowing_values_still_finds_no_nan():
     # 1e308 + 1e308 overflows the sum: the exact check then runs and finds every value finite
     X = np.full((3, 2), 1e308)
-    assert as_features(X) is not None
+    assert first_nonfinite(X) is None
+    assert first_nonfinite(X.astype(np.float32).astype(np.float64)) == 0  # float32: infinite
     X[2, 1] = np.inf
-    with pytest.raises(ValueError, match="first at row 2"):
+    assert first_nonfinite(X) == 5
+
+
+def test_features_beyond_the_feature_bound_are_refused_though_finite():
+    # finite, but their squares overflow: refused by the row, as NaN is
+    X = np.full((3, 2), 1.0)
+    X[1, 0] = 1e308
+    with pytest.raises(
+        ValueError, match="beyond the feature bound of \\+-1e\\+100 \\(first at row 1\\)"
+    ):
         as_features(X)
 
 

@@ -250,7 +250,8 @@ def test_a_batch_that_makes_the_model_diverge_is_rejected_whole(client, monkeypa
     monkeypatch.setattr(cls, "prequential_step", diverging)
     response = client.post("/v1/models/m/events", json=events_json(X[:4], y[:4]))
     assert response.status_code == 422, response.text
-    assert "non-finite" in response.json()["detail"]
+    assert "not finite" in response.json()["detail"]
+    assert response.json()["event"] == 3  # the event whose score was not finite
     monkeypatch.undo()
     after = _snapshot(client)
     assert after[0] == before[0] and after[2] == before[2]

@@ -77,9 +77,9 @@ def put_snapshot(client, model_id: str, body: bytes, replace: bool = True):
 
 
 def corruptions(array: np.ndarray, invariant=None) -> list[tuple[str, np.ndarray]]:
-    """Out-of-range versions of a state array: huge and negative counters, NaN and infinite
-    floats (values outside [0, 1] for a metric that is NaN until first evaluated), a wrong
-    length."""
+    """Out-of-range versions of a state array: huge and negative counters, NaN, infinite and
+    huge finite floats (values outside [0, 1] for a metric that is NaN until first evaluated),
+    a wrong length."""
     changed = []
     flat = array.reshape(-1)
     values: list = []
@@ -88,7 +88,7 @@ def corruptions(array: np.ndarray, invariant=None) -> list[tuple[str, np.ndarray
     elif isinstance(invariant, Fraction):
         values = [1.5, np.inf]
     elif array.dtype.kind == "f":
-        values = [np.nan, np.inf]
+        values = [np.nan, np.inf, -1e308]  # -1e308: finite, beyond every state bound
     for value in values if flat.size else []:
         bad = array.copy()
         bad.reshape(-1)[0] = value

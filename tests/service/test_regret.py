@@ -212,8 +212,9 @@ def test_a_rejected_batch_leaves_the_regret_state_unchanged(client):
     batch = Batch(X[40:50], np.where(y[40:50] > 0, 1, -1), None)
     type(loaded.learner).prequential_step = diverging
     try:
-        with pytest.raises(Exception, match="non-finite"):
+        with pytest.raises(Exception, match="not finite") as refused:
             engine.learn("m", batch, rounds=[4, 6])
+        assert refused.value.event == 4  # the first event of the round at fault
     finally:
         type(loaded.learner).prequential_step = original
     assert calls == [4, 6]

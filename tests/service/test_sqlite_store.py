@@ -354,8 +354,10 @@ def test_the_sqlite_files_and_the_directories_created_are_private(tmp_path, umas
         store = SQLiteStore.open(data_dir)
         store.create_model("m", {"id": "m"}, {"learner:w": np.ones(3)}, "inc")
         store.put_pending("m", {"e1": b"features and score"}, deadline=1e12)
-        side_files = [store.path.with_name(store.path.name + s) for s in ("-wal", "-shm")]
-        assert all(path.exists() for path in side_files)  # open: WAL mode
+        side_files = [
+            store.path.with_name(store.path.name + suffix) for suffix in ("-wal", "-shm", ".epoch")
+        ]
+        assert all(path.exists() for path in side_files)  # WAL mode, the epoch marker's copy
         for path in (store.path, *side_files):
             assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
         for directory in (tmp_path / "new", data_dir):

@@ -1,0 +1,188 @@
+"""Noticing a store that lost data: its contents vanished or went back in time while this
+process knew a later state (a Redis restarted without persistence, or from an older dump).
+
+Two kinds of evidence, both cheap:
+
+* **Epoch markers.**  At first use the store gets a marker: a random *epoch* id and a *clock*
+  (the store's own time in milliseconds of the last check, only ever moved forward).  Every
+  process checks the markers at most every :data:`CHECK_SECONDS` (and at once when a model it
+  knew is missing), advancing the clock.  A marker that is gone, whose epoch changed, or whose
+  clock is older than the one this process saw means the store lost what was written since.
+  A Redis Cluster has one marker per master (each master can lose its data alone).
+* **Version regressions.**  A model's version only grows while its incarnation stays the same
+  (re-creation, reset and import change the incarnation).  A load or a commit that finds a
+  lower version than this process saw for the same incarnation is a rollback of that model.
+
+A detection is written into the store as an *alarm* (so that every process and every new one
+sees it) and logged; until an operator acknowledges it (``POST /v1/store/acknowledge-loss``,
+or ``aucstream store acknowledge-loss``), the whole store (or the model) answers 503
+:class:`~service.errors.StoreLostData` naming the cause and ``/readyz`` fails.  The
+acknowledgement starts a new epoch that every process adopts.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from dataclasses import dataclass, replace
+
+from service.errors import StoreLostData
+
+logger = logging.getLogger("aucstream.store")
+
+#: the markers are checked at most this often per process (and at each /readyz): a restore from
+#: a dump taken less than this before the process's last check goes unnoticed by the clock
+#: (a model this process holds is still caught by its version)
+CHECK_SECONDS = 2.0
+
+#: the scope of a store-wide alarm (a model's is :func:`model_scope`)
+STORE = "store"
+
+
+def model_scope(model_id: str) -> str:
+    return f"model:{model_id}"
+
+
+#: what an operator does about it, appended to every cause
+ACKNOWLEDGE = (
+    "; find out what was lost (restore a backup, re-send the events since), then acknowledge: "
+    "POST /v1/store/acknowledge-loss (or aucstream store acknowledge-loss)"
+)
+
+
+def new_epoch() -> str:
+    return secrets.token_hex(8)
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A marker as one check read it (before advancing its clock)."""
+
+    epoch: str
+    #: the store's time (ms) of the last check before this one
+    clock: int
+    #: the store's time (ms) of this check (what the next check must find at least)
+    now: int
+    #: the marker did not exist: this check wrote it
+    created: bool = False
+    #: written by an operator's acknowledgement of a loss
+    acknowledged: bool = False
+
+
+class LossWatch:
+    """One process's memory of a store (markers seen, model versions seen) and its alarms."""
+
+    def __init__(self, store_name: str) -> None:
+        self.store_name = store_name
+        self.known: dict[str, Marker] = {}
+        #: model id -> (incarnation, highest version seen)
+        self.versions: dict[str, tuple[str, int]] = {}
+        #: scope (STORE or model_scope(model id)) -> cause
+        self.alarms: dict[str, str] = {}
+        self.next_check = 0.0
+        self.lock = threading.Lock()
+
+    # ------------------------------------------------------------------ request path
+    def guard(self, model_id: str | None = None) -> None:
+        """Raise :class:`StoreLostData` if the store, or ``model_id``, has an alarm (naming
+        both causes when both have)."""
+        if not self.alarms:
+            return
+        causes = [self.alarms.get(STORE)]
+        if model_id is not None:
+            causes.append(self.alarms.get(model_scope(model_id)))
+        named = "; ".join(cause for cause in causes if cause)
+        if named:
+            raise StoreLostData(named + ACKNOWLEDGE, headers={"Retry-After": "60"})
+
+    def guard_any(self) -> None:
+        """Raise :class:`StoreLostData` naming every alarm (the store's or any model's)."""
+        if self.alarms:
+            causes = "; ".join(self.alarms.values())
+            raise StoreLostData(causes + ACKNOWLEDGE, headers={"Retry-After": "60"})
+
+    def due(self) -> bool:
+        return time.monotonic() >= self.next_check
+
+    def postpone(self) -> None:
+        """A check could not run: the next one in :data:`CHECK_SECONDS`."""
+        self.next_check = time.monotonic() + CHECK_SECONDS
+
+    def saw(self, model_id: str, incarnation: str, version: int, record: bool = True) -> str | None:
+        """Check a model's version against the highest seen (the cause when it went back for
+        the same incarnation) and, if ``record``, remember it."""
+        with self.lock:
+            previous = self.versions.get(model_id)
+            if previous is not None and previous[0] == incarnation and version < previous[1]:
+                return (
+                    f"model {model_id!r} went back in time in the {self.store_name} store: "
+                    f"version {version}, while this service saw version {previous[1]}"
+                )
+            if record and (
+                previous is None or previous != (incarnation, max(version, previous[1]))
+            ):
+                self.versions[model_id] = (incarnation, version)
+        return None
+
+    def knew(self, model_id: str) -> bool:
+        return model_id in self.versions
+
+    def forget(self, model_id: str) -> None:
+        self.versions.pop(model_id, None)
+
+    # ------------------------------------------------------------------ checks
+    def judge(self, markers: dict[str, Marker]) -> str | None:
+        """Compare the markers just read with the ones seen; the cause of a loss, or None.
+        Remembers the markers it accepts (not the ones that show a loss, so that every later
+        check finds the loss again until it is acknowledged)."""
+        self.next_check = time.monotonic() + CHECK_SECONDS
+        causes = []
+        for key, marker in markers.items():
+            seen = self.known.get(key)
+            checked = replace(marker, clock=marker.now)
+            if seen is None:
+                self.known[key] = checked
+            elif marker.created:
+                causes.append(
+                    f"the {self.store_name} store lost everything it held ({key} is gone: "
+                    "restarted without persistence, emptied or replaced)"
+                )
+            elif marker.epoch != seen.epoch:
+                if marker.acknowledged and marker.clock >= seen.clock:
+                    self.known[key] = checked  # an operator acknowledged a loss meanwhile
+                    self.versions.clear()
+                else:
+                    causes.append(
+                        f"the {self.store_name} store was replaced or emptied (its epoch "
+                        f"{key} is {marker.epoch}, this service knew {seen.epoch})"
+                    )
+            elif marker.clock < seen.clock:
+                seconds = (seen.clock - marker.clock) / 1000
+                causes.append(
+                    f"the {self.store_name} store went back in time by at least "
+                    f"{seconds:.1f} s (restored from an older dump or file: {key})"
+                )
+            else:
+                self.known[key] = checked
+        return "; ".join(causes) or None
+
+    def raise_alarms(self, alarms: dict[str, str]) -> None:
+        """The store's alarms become this process's (logged once each)."""
+        for scope, cause in alarms.items():
+            if self.alarms.get(scope) != cause:
+                logger.error(
+                    "%s: %s; answering 503 until acknowledged",
+                    "store" if scope == STORE else scope,
+                    cause,
+                    extra={"fields": {"store_data_lost": scope}},
+                )
+        self.alarms = dict(alarms)
+
+    def acknowledged(self, markers: dict[str, Marker]) -> None:
+        """An operator acknowledged the loss here: the new epoch is this process's."""
+        self.known = {key: replace(marker, clock=marker.now) for key, marker in markers.items()}
+        self.versions.clear()
+        self.alarms = {}
+        self.next_check = 0.0

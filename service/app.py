@@ -52,7 +52,9 @@ def make_store(settings: Settings) -> Store:
     if settings.store == "sqlite":
         from service.stores.sqlite import SQLiteStore
 
-        store = SQLiteStore.open(settings.data_dir, settings.sqlite_synchronous)
+        store = SQLiteStore.open(
+            settings.data_dir, settings.sqlite_synchronous, settings.max_cached_models
+        )
         logger.info("store: SQLite at %s (synchronous=%s)", store.path, store.synchronous)
         return store
     from service.stores.memory import MemoryStore

@@ -16,6 +16,7 @@ of one machine; the default), :mod:`service.stores.memory` (one process, lost at
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -89,6 +90,13 @@ class Store(Protocol):
 
     def close(self) -> None: ...
 
+    def forget_cached(self, model_id: str) -> None:
+        """This process no longer caches the model (evicted, dropped, deleted): forget what the
+        store keeps of it in memory beside the stored state, so that the store's memory
+        follows the model cache's bound.  The next commit of it may cost more; the stored
+        state is unchanged."""
+        ...
+
     def create_model(
         self,
         model_id: str,
@@ -161,7 +169,15 @@ def pending_full(model_id: str, max_records: int) -> str:
 
 def encode_layout(array: np.ndarray) -> str:
     """``<dtype>|<shape>``, e.g. ``<f8|50`` or ``<i8|2,3``; arrays are little-endian."""
-    return f"{array.dtype.str}|{','.join(map(str, array.shape))}"
+    return layout_of(array.dtype, array.shape)
+
+
+@functools.lru_cache(maxsize=4096)
+def layout_of(dtype: np.dtype, shape: tuple[int, ...]) -> str:
+    """:func:`encode_layout` of an array of ``dtype`` and ``shape``, formatted once: a commit
+    encodes ~100 arrays of a few dozen layouts, and formatting them again and again cost
+    more than copying the small arrays."""
+    return f"{dtype.str}|{','.join(map(str, shape))}"
 
 
 def decode_array(raw: bytes, layout: str) -> np.ndarray:

@@ -2,7 +2,10 @@
 tests and throwaway runs; the default is :mod:`service.stores.sqlite`).
 
 It keeps its own copies of the arrays, so a process cache that is mutated in place and then
-dropped after a failed write can always be rebuilt from the last committed state.  It is not
+dropped after a failed write can always be rebuilt from the last committed state; they are kept
+encoded as the other stores write them (:func:`service.stores.fields.encode_fields`: raw bytes,
+all-zero chunks left out), so a model whose buffers are still mostly empty costs only what
+they hold.  It is not
 shared between processes: with several uvicorn workers use the SQLite or the Redis store.
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -26,6 +30,7 @@ from service.errors import (
     StaleVersion,
 )
 from service.stores.base import Commit, StoredState, pending_full
+from service.stores.fields import decode_fields, encode_fields
 
 
 @dataclass
@@ -33,7 +38,9 @@ class _Model:
     config: dict[str, Any]
     incarnation: str
     version: int
-    arrays: dict[str, np.ndarray]
+    #: the state as the other stores write it: fields of bytes, and a layout per array
+    fields: dict[str, bytes]
+    layouts: dict[str, str]
     meta: dict[str, str] = field(default_factory=dict)
     #: ids remembered -> expiry, oldest first (the order in which a bound forgets them)
     seen: OrderedDict[str, float] = field(default_factory=OrderedDict)
@@ -45,8 +52,22 @@ class _Model:
     next_forget: float = 0.0
 
 
-def _copy_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {name: np.array(value, copy=True, order="C") for name, value in arrays.items()}
+def _encoded(arrays: dict[str, np.ndarray]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """:func:`encode_fields`, with the names and layouts interned: every model of a kind
+    repeats them, and one copy of each serves them all."""
+    fields, layouts = encode_fields(arrays)
+    return (
+        {sys.intern(name): data for name, data in fields.items()},
+        {sys.intern(name): sys.intern(layout) for name, layout in layouts.items()},
+    )
+
+
+def _field_names(name: str, layout: str) -> list[str]:
+    """The fields an array of ``layout`` may occupy."""
+    parts = layout.split("|")
+    if len(parts) == 3:
+        return [f"{name}@{index}" for index in range(int(parts[2]))]
+    return [name]
 
 
 class MemoryStore:
@@ -60,6 +81,9 @@ class MemoryStore:
 
     def ping(self) -> None:
         return None
+
+    def forget_cached(self, model_id: str) -> None:
+        return None  # nothing is kept beside the models themselves
 
     def close(self) -> None:
         return None
@@ -86,7 +110,7 @@ class MemoryStore:
                 copy.deepcopy(config),
                 incarnation,
                 1,
-                _copy_arrays(arrays),
+                *_encoded(arrays),
                 {"incarnation": incarnation},
             )
             return 1
@@ -109,17 +133,22 @@ class MemoryStore:
                 model.version,
                 model.incarnation,
                 copy.deepcopy(model.config),
-                _copy_arrays(model.arrays),
+                decode_fields(model.fields, model.layouts),
                 dict(model.meta),
             )
 
     def commit(self, model_id: str, commit: Commit) -> int:
-        arrays = _copy_arrays(commit.arrays)  # copy outside the lock
+        fields, layouts = _encoded(commit.arrays)  # copied outside the lock
         with self._lock:
             model = self._get(model_id)
             if model.version != commit.expected_version or model.incarnation != commit.incarnation:
                 raise StaleVersion(model_id)
-            model.arrays.update(arrays)
+            for name in layouts:  # the arrays written replace theirs whole
+                if name in model.layouts:
+                    for field_name in _field_names(name, model.layouts[name]):
+                        model.fields.pop(field_name, None)
+            model.fields.update(fields)
+            model.layouts.update(layouts)
             model.meta.update(commit.meta)
             for memory, ids in ((model.seen, commit.learned_ids),
                                 (model.expired, commit.expired_ids)):  # fmt: skip

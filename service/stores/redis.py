@@ -5,9 +5,10 @@ Layout (key names in :mod:`service.stores.keys`): each state array is its own fi
 the same field of ``aucs:{m}:layout`` — so weights, class means, reservoirs, quantile estimates
 and scaler statistics are visible in Redis as such, and nothing is ever pickled.  Arrays over
 16 KiB (the metrics window, reservoirs, a hashed model's weights) are split into 16 KiB chunk
-fields ``<name>@<i>``, and a commit sends only the fields whose bytes changed since the version
-it builds on (known from this process's last load or commit of that version; otherwise it
-rewrites the hashes whole).
+fields ``<name>@<i>``, all-zero chunks left out (:mod:`service.stores.fields`), and a commit
+sends only the fields whose bytes changed since the version it builds on (known from this
+process's last load or commit of that version, for the models it caches; otherwise it rewrites
+the hashes whole).
 
 Atomicity:
 
@@ -46,7 +47,6 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import redis
 import redis.connection
 import redis.exceptions
@@ -62,14 +62,7 @@ from service.errors import (
     StoreUnavailable,
 )
 from service.stores import keys
-from service.stores.base import (
-    Commit,
-    Fence,
-    StoredState,
-    decode_array,
-    encode_layout,
-    to_little_endian,
-)
+from service.stores.base import Commit, Fence, StoredState
 from service.stores.client import (
     CLUSTER_UNAVAILABLE,
     ReplicaWait,
@@ -81,17 +74,11 @@ from service.stores.client import (
     unavailable,
 )
 from service.stores.epoch import STORE, Marker, model_scope, new_epoch
+from service.stores.fields import DEFAULT_KNOWN_MODELS, KnownStates, decode_fields, encode_fields
 from service.stores.lua import ACKNOWLEDGE_SCRIPT, CREATE_SCRIPT, DELETE_SCRIPT, MARKER_SCRIPT
 from service.stores.redis_events import RedisEventMemory
 
 logger = logging.getLogger("aucstream.store")
-
-#: arrays larger than this are stored as several fields ``<name>@0``, ``<name>@1``, ... so that
-#: a commit rewrites only the chunks that changed (a window ring buffer, a reservoir or a
-#: hashed model's 2**20 weights change in a few places per batch).  Measured with the default
-#: window and reservoirs: 16 KiB sends 28 KB per single-event commit (64 KiB: 106 KB; whole
-#: arrays: 315 KB) and 207 KB per 1,000-event commit (285 KB), for less CPU on both sides.
-CHUNK_BYTES = 16 * 1024
 
 
 @dataclass
@@ -102,42 +89,6 @@ class _Written:
     version: int
     fields: dict[str, bytes]
     layouts: dict[str, str]
-
-
-def encode_fields(arrays: dict[str, np.ndarray]) -> tuple[dict[str, bytes], dict[str, str]]:
-    """State arrays -> (hash fields, layouts).  A layout is ``<dtype>|<shape>`` for an array in
-    one field, ``<dtype>|<shape>|<n chunks>`` for one split into ``<name>@<i>`` fields.
-
-    Each byte is copied once, from the array into its field (no intermediate ``tobytes``)."""
-    fields: dict[str, bytes] = {}
-    layouts: dict[str, str] = {}
-    for name, array in arrays.items():
-        array = to_little_endian(array)
-        layout = encode_layout(array)
-        if array.nbytes <= CHUNK_BYTES:
-            fields[name] = array.tobytes()
-        else:
-            view = array.reshape(-1).view(np.uint8).data
-            n_chunks = -(-array.nbytes // CHUNK_BYTES)
-            for index in range(n_chunks):
-                fields[f"{name}@{index}"] = bytes(
-                    view[index * CHUNK_BYTES : (index + 1) * CHUNK_BYTES]
-                )
-            layout += f"|{n_chunks}"
-        layouts[name] = layout
-    return fields, layouts
-
-
-def decode_fields(raw: dict[str, bytes], layouts: dict[str, str]) -> dict[str, np.ndarray]:
-    arrays = {}
-    for name, layout in layouts.items():
-        parts = layout.split("|")
-        if len(parts) == 3:
-            data = b"".join(raw[f"{name}@{index}"] for index in range(int(parts[2])))
-        else:
-            data = raw[name]
-        arrays[name] = decode_array(data, "|".join(parts[:2]))
-    return arrays
 
 
 def _flat(pairs: dict[str, Any]) -> list[Any]:
@@ -163,7 +114,12 @@ class RedisStore(RedisEventMemory):
     #: network round trips: the HTTP layer calls it from the thread pool
     blocking = True
 
-    def __init__(self, client: redis.Redis, wait: ReplicaWait | None = None) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        wait: ReplicaWait | None = None,
+        max_known_models: int = DEFAULT_KNOWN_MODELS,
+    ) -> None:
         super().__init__(client, wait)  # self.client, self.watch; ids and pending records
         self._create = client.register_script(CREATE_SCRIPT)
         self._delete = client.register_script(DELETE_SCRIPT)
@@ -172,12 +128,17 @@ class RedisStore(RedisEventMemory):
         self._checking = threading.Lock()
         #: the settings whose checks (:meth:`open`) wait for Redis's first answer
         self._settings: Any = None
-        self._written: dict[str, _Written] = {}
-        self._written_lock = threading.Lock()
+        #: what Redis holds of the models this process uses: the bases of delta commits
+        self._written: KnownStates[_Written] = KnownStates(max_known_models)
 
     @classmethod
-    def from_url(cls, url: str, wait: ReplicaWait | None = None) -> RedisStore:
-        return cls(connect(url), wait)
+    def from_url(
+        cls,
+        url: str,
+        wait: ReplicaWait | None = None,
+        max_known_models: int = DEFAULT_KNOWN_MODELS,
+    ) -> RedisStore:
+        return cls(connect(url), wait, max_known_models)
 
     @classmethod
     def open(cls, settings: Any) -> RedisStore:
@@ -187,7 +148,7 @@ class RedisStore(RedisEventMemory):
         first use).  A Redis that does not answer yet is checked at its first answer (the
         service answers 503 meanwhile); a cluster none of whose seeds answers is
         :class:`StoreUnavailable` at once (its slots cannot be discovered)."""
-        store = cls(connect(settings.redis_url))
+        store = cls(connect(settings.redis_url), max_known_models=settings.max_cached_models)
         store._settings = settings
         try:
             store._set_up()
@@ -415,11 +376,13 @@ class RedisStore(RedisEventMemory):
         return [model_id for model_id, found in zip(registered, exists, strict=True) if found]
 
     def _remember(self, model_id: str, written: _Written | None) -> None:
-        with self._written_lock:
-            if written is None:
-                self._written.pop(model_id, None)
-            else:
-                self._written[model_id] = written
+        if written is None:
+            self._written.forget(model_id)
+        else:
+            self._written.remember(model_id, written)
+
+    def forget_cached(self, model_id: str) -> None:
+        self._written.forget(model_id)
 
     @unavailable
     def delete_model(self, model_id: str) -> None:
@@ -516,8 +479,7 @@ class RedisStore(RedisEventMemory):
         wrote in between, or the commit is refused.
         """
         fields, layouts = encode_fields(commit.arrays)
-        with self._written_lock:
-            base = self._written.get(model_id)
+        base = self._written.get(model_id)
         state, layout = keys.state(model_id), keys.layout(model_id)
         version_key, meta = keys.version(model_id), keys.meta(model_id)
         writes: list[list[Any]] = [["MULTI"]]

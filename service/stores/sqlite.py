@@ -13,7 +13,7 @@ processes.  A commit whose expected version or incarnation is not current raises
 ``EXEC`` -- so the engine reloads and retries; a process whose cache is current learns it from
 the version alone.  :meth:`SQLiteStore.load` reads one snapshot.  As in Redis, a commit writes
 only the 16 KiB chunks that changed since the version it builds on, when this process knows
-them (it loaded or wrote that version).
+them (it loaded or wrote that version of a model it caches: :mod:`service.stores.fields`).
 
 Durability: ``synchronous=FULL`` (the default, ``AUCSTREAM_SQLITE_SYNCHRONOUS``) syncs the
 WAL to the disk before a commit returns, so an acknowledged write survives ``kill -9``, an OS
@@ -25,7 +25,6 @@ last writes may be lost if the machine loses power.
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
@@ -41,7 +40,7 @@ from service.errors import (
     StaleVersion,
 )
 from service.stores.base import Commit, StoredState, pending_full
-from service.stores.redis import decode_fields, encode_fields
+from service.stores.fields import DEFAULT_KNOWN_MODELS, KnownStates, decode_fields, encode_fields
 from service.stores.sqlite_epoch import SQLiteLossWatch
 from service.stores.sqlite_file import (
     MODEL_TABLES,
@@ -111,23 +110,27 @@ class SQLiteStore:
     #: disk I/O (a commit waits for fsync): the HTTP layer calls it from the thread pool
     blocking = True
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, max_known_models: int = DEFAULT_KNOWN_MODELS) -> None:
         self.database = database
-        self._lock = threading.Lock()
-        #: model id -> (incarnation, version, fields, layouts) this process knows are stored:
-        #: the base of a commit that writes only the changed chunks
-        self._written: dict[str, tuple[str, int, dict[str, bytes], dict[str, str]]] = {}
+        #: model id -> (incarnation, version, fields, layouts) this process knows are stored,
+        #: for the models it uses: the base of a commit that writes only the changed chunks
+        self._written: KnownStates[tuple[str, int, dict[str, bytes], dict[str, str]]] = KnownStates(
+            max_known_models
+        )
         #: the epoch marker's checks: a file replaced by an older copy answers 503
         self.loss = SQLiteLossWatch(database.path, database.write)
         self.watch = self.loss.watch
 
     @classmethod
     def open(
-        cls, data_dir: str | Path, synchronous: Literal["full", "normal"] = "full"
+        cls,
+        data_dir: str | Path,
+        synchronous: Literal["full", "normal"] = "full",
+        max_known_models: int = DEFAULT_KNOWN_MODELS,
     ) -> SQLiteStore:
         """The store in ``data_dir`` (created if needed); :class:`StoreOpenError` naming the
         path and the reason when it cannot be used."""
-        return cls(Database.open(data_dir, synchronous))
+        return cls(Database.open(data_dir, synchronous), max_known_models)
 
     @property
     def path(self) -> Path:
@@ -158,13 +161,14 @@ class SQLiteStore:
 
     def _remember(self, model_id: str, written: tuple[str, int, dict, dict]) -> None:
         """What this process now knows is stored for ``model_id`` (a delta commit's base)."""
-        with self._lock:
-            self._written[model_id] = written
+        self._written.remember(model_id, written)
 
     def _unknown(self, model_id: str) -> None:
         """This process no longer knows what is stored: the next commit rewrites it whole."""
-        with self._lock:
-            self._written.pop(model_id, None)
+        self._written.forget(model_id)
+
+    def forget_cached(self, model_id: str) -> None:
+        self._unknown(model_id)
 
     # ------------------------------------------------------------------ models
     @translated
@@ -276,8 +280,7 @@ class SQLiteStore:
             raise ValueError("writer leases (queue mode) exist on the Redis store only")
         self.loss.guard(model_id)
         fields, layouts = encode_fields(commit.arrays)
-        with self._lock:
-            base = self._written.get(model_id)
+        base = self._written.get(model_id)
         with self.database.write() as db:
             row = db.execute(
                 "SELECT version, incarnation FROM models WHERE id = ?", (model_id,)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from service.stores.epoch import STORE, LossWatch, Marker, model_scope, new_epoch
+from service.stores.sqlite_file import PRIVATE_FILE_MODE
 
 TABLES = (
     "CREATE TABLE IF NOT EXISTS epoch_marker (id INTEGER PRIMARY KEY CHECK (id = 1), "
@@ -69,7 +70,11 @@ class SQLiteLossWatch:
         if marker is None:
             return
         temporary = self.copy.with_suffix(".epoch.tmp")
-        temporary.write_text(json.dumps({"epoch": marker.epoch, "clock": marker.clock}))
+        # private as the database beside it (sqlite_file.PRIVATE_FILE_MODE), whatever the umask
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+        with os.fdopen(descriptor, "w") as file:
+            os.fchmod(file.fileno(), PRIVATE_FILE_MODE)
+            file.write(json.dumps({"epoch": marker.epoch, "clock": marker.clock}))
         os.replace(temporary, self.copy)
 
     def check(self, force: bool = False) -> None:

@@ -15,7 +15,8 @@ table       rows
 models      id, JSON config, version, incarnation, number of pending records
 meta        ``incarnation`` and checkpoint fields written with the state
 state       state fields: raw little-endian bytes, arrays over 16 KiB split into 16 KiB
-            chunks ``<name>@<i>`` exactly as in Redis (:func:`service.stores.redis.encode_fields`)
+            chunks ``<name>@<i>`` exactly as in Redis, all-zero chunks left out
+            (:func:`service.stores.fields.encode_fields`)
 layouts     ``<dtype>|<shape>[|<n chunks>]`` of each state array
 ids         learned (kind 0) and expired (kind 1) event ids with their expiry (unix s)
 pending     records ``/score`` keeps for a label, with their deadline
@@ -25,8 +26,10 @@ pending     records ``/score`` keeps for a label, with their deadline
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -76,6 +79,52 @@ CREATE INDEX IF NOT EXISTS pending_by_deadline ON pending (model_id, deadline);
 MODEL_TABLES = ("meta", "state", "layouts", "ids", "id_counts", "pending")
 
 
+#: the files SQLite keeps beside the database (the WAL, its shared-memory index, a journal)
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+#: the database and its side files hold model state, raw feature rows and pending records:
+#: readable by their owner only (SQLite gives the side files the database file's mode)
+PRIVATE_FILE_MODE = 0o600
+#: data directories the server creates
+PRIVATE_DIRECTORY_MODE = 0o700
+
+
+def _make_private_directories(directory: Path) -> None:
+    """Create ``directory`` and its missing parents as ``PRIVATE_DIRECTORY_MODE``; a directory
+    that exists keeps its mode (the operator chose it)."""
+    missing = []
+    ancestor = directory
+    while not ancestor.exists():
+        missing.append(ancestor)
+        ancestor = ancestor.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=PRIVATE_DIRECTORY_MODE)
+        except FileExistsError:  # another process created it meanwhile
+            continue
+        os.chmod(path, PRIVATE_DIRECTORY_MODE)  # the umask may have taken bits away
+    if not directory.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(directory))
+
+
+def _make_private_file(path: Path, *, create: bool = True) -> None:
+    """Create ``path`` as ``PRIVATE_FILE_MODE`` (before SQLite would create it following the
+    umask), or take the group's and others' access away from one that exists."""
+    if create:
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE))
+            return
+        except FileExistsError:
+            pass
+    try:
+        mode = path.stat().st_mode & 0o777
+        if mode & 0o077:
+            os.chmod(path, mode & 0o700)
+    except FileNotFoundError:
+        return
+    except PermissionError:  # another user's file: opening it says whether it can be used
+        logger.warning("cannot make %s private (owned by another user)", path)
+
+
 class StoreOpenError(RuntimeError):
     """The data directory or its database cannot be used (raised at start-up)."""
 
@@ -117,7 +166,7 @@ class Database:
         file is not an aucstream database."""
         directory = Path(data_dir).expanduser().resolve()
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            _make_private_directories(directory)
         except OSError as error:
             raise StoreOpenError(
                 f"cannot create the data directory {str(directory)!r} "
@@ -126,14 +175,17 @@ class Database:
             ) from None
         database = cls(directory / FILE_NAME, synchronous)
         try:
+            _make_private_file(database.path)
             database._initialise()
-        except sqlite3.Error as error:
+        except (sqlite3.Error, OSError) as error:
             database.close()
             raise StoreOpenError(
                 f"cannot use the SQLite store {str(database.path)!r}: {error}; check that the "
                 "directory is writable and the file is an aucstream database (set --data-dir / "
                 "AUCSTREAM_DATA_DIR to another directory to start afresh)"
             ) from None
+        for suffix in _SIDE_FILES:  # left readable by an earlier version: made private
+            _make_private_file(database.path.with_name(FILE_NAME + suffix), create=False)
         return database
 
     def _initialise(self) -> None:

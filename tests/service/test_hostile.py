@@ -178,8 +178,12 @@ def corrupt_stored_state(client, store_kind: str, rclient, model_id: str, key: s
     """Write ``value`` into the stored array ``key`` behind the service's back (a damaged or
     forged store entry), with a new version so every process reloads it."""
     if store_kind == "memory":
+        from service.stores.fields import encode_fields
+
         model = client.app.state.store._models[model_id]  # noqa: SLF001 - the test's forgery
-        model.arrays[key] = np.asarray(value)
+        fields, layouts = encode_fields({key: np.asarray(value)})
+        model.fields.update(fields)
+        model.layouts.update(layouts)
         model.version += 1
         return
     array = np.asarray(value)

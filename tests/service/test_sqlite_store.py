@@ -9,6 +9,7 @@ import contextlib
 import os
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import textwrap
@@ -318,7 +319,7 @@ def test_a_commit_writes_only_the_chunks_that_changed(tmp_path):
     """Arrays over 16 KiB are stored in chunks; a commit on top of a version this process knows
     rewrites only the chunks whose bytes changed (a chunk forged behind its back survives),
     while a process that does not know the stored version rewrites the state whole."""
-    from service.stores.redis import CHUNK_BYTES
+    from service.stores.fields import CHUNK_BYTES
 
     per_chunk = CHUNK_BYTES // 8
     scores = np.arange(3 * per_chunk, dtype=np.float64)  # three chunks
@@ -343,3 +344,42 @@ def test_a_commit_writes_only_the_chunks_that_changed(tmp_path):
     with contextlib.closing(sqlite3.connect(store.path)) as db:
         fields = sorted(row[0] for row in db.execute("SELECT field FROM state"))
     assert fields == ["learner:w", "window:scores"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002])
+def test_the_sqlite_files_and_the_directories_created_are_private(tmp_path, umask):
+    previous = os.umask(umask)
+    try:
+        data_dir = tmp_path / "new" / "data"
+        store = SQLiteStore.open(data_dir)
+        store.create_model("m", {"id": "m"}, {"learner:w": np.ones(3)}, "inc")
+        store.put_pending("m", {"e1": b"features and score"}, deadline=1e12)
+        side_files = [
+            store.path.with_name(store.path.name + suffix) for suffix in ("-wal", "-shm", ".epoch")
+        ]
+        assert all(path.exists() for path in side_files)  # WAL mode, the epoch marker's copy
+        for path in (store.path, *side_files):
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        for directory in (tmp_path / "new", data_dir):
+            assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+        store.close()
+    finally:
+        os.umask(previous)
+
+
+def test_files_an_earlier_version_left_readable_are_made_private(tmp_path):
+    """A data directory the operator made keeps its mode; the database files in it, written
+    before with the umask's 0644, are made private when the store opens them."""
+    tmp_path.chmod(0o755)
+    SQLiteStore.open(tmp_path).close()
+    database = tmp_path / "aucstream.sqlite3"
+    wal = tmp_path / "aucstream.sqlite3-wal"
+    wal.write_bytes(b"")
+    for path in (database, wal):
+        path.chmod(0o644)
+    store = SQLiteStore.open(tmp_path)
+    assert store.list_models() == []
+    for path in (database, wal):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755
+    store.close()

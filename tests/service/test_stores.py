@@ -250,7 +250,7 @@ def test_due_pending_lists_each_id_once(store):
 
 
 def test_redis_big_arrays_are_chunked_and_only_changed_chunks_are_written(empty_redis, rclient):
-    from service.stores.redis import CHUNK_BYTES
+    from service.stores.fields import CHUNK_BYTES
 
     client = rclient
     store = RedisStore.from_url(empty_redis)

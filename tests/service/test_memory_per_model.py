@@ -1,0 +1,192 @@
+"""What a model costs in memory beside the model cache: the stores keep the fields of a delta
+commit's base only for the models the cache holds, and an empty model stores only the chunks
+that hold something."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pytest
+import redis
+
+from service.engine import Engine
+from service.ingest import Batch
+from service.schemas import ModelCreate
+from service.stores import keys
+from service.stores.base import Commit
+from service.stores.fields import CHUNK_BYTES, KnownStates, decode_fields, encode_fields
+from service.stores.memory import MemoryStore
+from service.stores.redis import RedisStore
+from service.stores.sqlite import SQLiteStore
+from tests.service.conftest import create_model, events_json, make_stream
+
+#: an empty default model (auto, 10 features) holds 1.18 MB of arrays, nearly all of them
+#: buffers its learners fill later (zeros until then); what is stored must be far less
+EMPTY_MODEL_STORED_BYTES = 64 * 1024
+
+
+def _known(client) -> KnownStates | dict:
+    """The stored fields the app's store remembers per model (delta commits' bases)."""
+    return client.app.state.store._written
+
+
+@pytest.mark.parametrize("store_kind", ["redis", "redis_cluster", "sqlite"])
+def test_the_stores_remember_only_the_models_the_cache_holds(store_kind, make_client):
+    """Past ``max_cached_models`` models the store's per-model copies stay bounded by the
+    cache (they were one serialized copy of every model ever touched), and the models the
+    cache holds keep theirs (so their commits still send only the changed chunks)."""
+    client = make_client(max_cached_models=3)
+    X, y = make_stream(4, n_features=3)
+    for index in range(12):
+        create_model(client, f"m{index}", n_features=3)
+        response = client.post(f"/v1/models/m{index}/events", json=events_json(X, y))
+        assert response.status_code == 200, response.text
+    for index in range(12):  # reads load evicted models back into the cache
+        assert client.get(f"/v1/models/m{index}/metrics").status_code == 200
+    assert len(_known(client)) <= 3
+    cached = client.app.state.engine.repository.cached_ids()
+    assert cached == ["m9", "m10", "m11"]
+    assert all(_known(client).get(model_id) is not None for model_id in cached)
+
+
+def _store(store_kind: str, redis_url: str | None, data_dir):
+    if store_kind == "memory":
+        return MemoryStore()
+    if store_kind == "sqlite":
+        return SQLiteStore.open(data_dir)
+    return RedisStore.from_url(redis_url)
+
+
+def test_an_evicted_model_forgets_its_base_and_learns_as_a_cached_one(
+    store_kind, redis_url, data_dir
+):
+    """The model cache's evictions reach the store (its default bound is far larger), and a
+    model committed without a base (rewritten whole) continues bit for bit."""
+    store = _store(store_kind, redis_url, data_dir)
+    small = Engine(store, max_cached_models=1, clock=lambda: 1e9)
+    large = Engine(MemoryStore(), max_cached_models=10, clock=lambda: 1e9)
+    X, y = make_stream(60, n_features=4)
+    try:
+        for engine in (small, large):
+            for name in ("a", "b", "c"):
+                engine.create_model(ModelCreate(id=name, n_features=4, learner="auto"))
+            for start in range(0, 60, 20):
+                for name in ("a", "b", "c"):  # alternate: the small cache evicts every time
+                    part = slice(start, start + 20)
+                    engine.learn(name, Batch(X[part], y[part], None))
+        if store_kind != "memory":
+            assert len(store._written) <= 1
+        for name in ("a", "b", "c"):
+            assert small.info(name).counts == large.info(name).counts
+            mine, reference = (e.repository.read(name).arrays() for e in (small, large))
+            assert mine.keys() == reference.keys()
+            for key in mine:
+                np.testing.assert_array_equal(mine[key], reference[key], err_msg=key)
+    finally:
+        store.close()
+
+
+def _stored_state_bytes(client, store_kind: str, model_id: str) -> int:
+    store = client.app.state.store
+    if store_kind == "memory":
+        return sum(len(data) for data in store._models[model_id].fields.values())
+    if store_kind == "sqlite":
+        with sqlite3.connect(store.path) as db:
+            (total,) = db.execute(
+                "SELECT SUM(LENGTH(data)) FROM state WHERE model_id = ?", (model_id,)
+            ).fetchone()
+        return int(total)
+    state = keys.state(model_id)
+    return sum(int(store.client.hstrlen(state, field)) for field in store.client.hkeys(state))
+
+
+def test_an_empty_default_model_stores_a_fraction_of_its_buffers(store_kind, client):
+    response = client.post("/v1/models", json={"id": "m", "n_features": 10})
+    assert response.status_code == 201, response.text
+    live = sum(a.nbytes for a in client.app.state.engine.repository.read("m").arrays().values())
+    assert live > 16 * EMPTY_MODEL_STORED_BYTES  # the learners' buffers, at full capacity
+    assert _stored_state_bytes(client, store_kind, "m") < EMPTY_MODEL_STORED_BYTES
+    X, y = make_stream(30, n_features=10)
+    response = client.post("/v1/models/m/events", json=events_json(X, y))
+    assert response.status_code == 200, response.text
+    assert client.get("/v1/models/m/metrics").json()["window"]["events"] == 30
+
+
+def test_zero_chunks_are_left_out_and_every_array_reads_back_bit_for_bit():
+    per_chunk = CHUNK_BYTES // 8
+    zeros_then_values = np.zeros(3 * per_chunk + 5)
+    zeros_then_values[2 * per_chunk + 1] = 1.5
+    negative_zero = np.zeros(2 * per_chunk)
+    negative_zero[per_chunk + 3] = -0.0  # a zero whose bytes are not: stored
+    arrays = {
+        "empty_buffer": np.zeros((per_chunk, 3)),
+        "partly_filled": zeros_then_values,
+        "negative_zero": negative_zero,
+        "counts": np.arange(2 * per_chunk, dtype=np.int64) % 3,
+        "rng": np.array([0, 2**64 - 1], dtype=np.uint64),
+        "small_zeros": np.zeros(4),
+        "nothing": np.zeros((0, 5)),
+    }
+    fields, layouts = encode_fields(arrays)
+    assert not any(name.startswith("empty_buffer@") for name in fields)
+    assert layouts["empty_buffer"] == f"<f8|{per_chunk},3|3"
+    assert [name for name in fields if name.startswith("partly_filled@")] == ["partly_filled@2"]
+    assert [name for name in fields if name.startswith("negative_zero@")] == ["negative_zero@1"]
+    assert "small_zeros" in fields and "nothing" in fields
+    decoded = decode_fields(fields, layouts)
+    assert decoded.keys() == arrays.keys()
+    for name, array in arrays.items():
+        assert decoded[name].dtype == array.dtype and decoded[name].shape == array.shape
+        assert decoded[name].tobytes() == array.tobytes(), name
+    with pytest.raises(ValueError, match="chunk 2 holds"):
+        decode_fields({**fields, "partly_filled@2": b"\x01" * 8}, layouts)
+    with pytest.raises(ValueError, match="chunks do not hold"):
+        decode_fields(fields, {**layouts, "partly_filled": f"<f8|{3 * per_chunk + 5}|7"})
+    with pytest.raises(ValueError, match="refusing"):
+        decode_fields(fields, {**layouts, "partly_filled": f"O|{3 * per_chunk + 5}|4"})
+
+
+def test_a_chunk_that_becomes_zero_is_deleted_by_a_delta_commit(store_kind, redis_url, data_dir):
+    store = _store(store_kind, redis_url, data_dir)
+    try:
+        filled = np.arange(3 * (CHUNK_BYTES // 8), dtype=np.float64) + 1.0
+        store.create_model("m", {"id": "m"}, {"window:scores": filled}, "inc")
+        emptied = filled.copy()
+        emptied[CHUNK_BYTES // 8 :] = 0.0
+        assert store.commit("m", Commit(1, "inc", {"window:scores": emptied})) == 2
+        fresh = _store(store_kind, redis_url, data_dir) if store_kind != "memory" else store
+        np.testing.assert_array_equal(fresh.load("m").arrays["window:scores"], emptied)
+        fresh.close()
+        if isinstance(store, RedisStore):
+            assert store.client.hkeys(keys.state("m")) == [b"window:scores@0"]
+    finally:
+        store.close()
+
+
+def test_the_known_states_are_a_bounded_lru():
+    known: KnownStates[int] = KnownStates(2)
+    known.remember("a", 1)
+    known.remember("b", 2)
+    assert known.get("a") == 1  # a is now the most recent: c evicts b
+    known.remember("c", 3)
+    assert len(known) == 2 and known.get("b") is None and known.get("a") == 1
+    known.forget("a")
+    assert known.get("a") is None and len(known) == 1
+    with pytest.raises(ValueError):
+        KnownStates(0)
+
+
+def test_redis_used_memory_of_an_empty_model_is_small(empty_redis):
+    """Redis's own memory for one more empty default model (its hashes, ids, config)."""
+    client = redis.Redis.from_url(empty_redis)
+    store = RedisStore.from_url(empty_redis)
+    engine = Engine(store)
+    engine.create_model(ModelCreate(id="warm", n_features=10))
+    before = int(client.info("memory")["used_memory"])
+    for index in range(5):
+        engine.create_model(ModelCreate(id=f"m{index}", n_features=10))
+    per_model = (int(client.info("memory")["used_memory"]) - before) / 5
+    assert per_model < 2 * EMPTY_MODEL_STORED_BYTES
+    client.close()
+    store.close()

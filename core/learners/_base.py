@@ -327,10 +327,16 @@ class OnlineLearner(DeclaredParameters, StateContract):
             return
         if not restored:
             self.__dict__["_overflowed"] = True
+        outcome = (
+            "nothing was learned"
+            if restored
+            else "this learner is unusable until a saved state is put back (from_state) or it "
+            "is restarted (initialize)"
+        )
         raise StateOverflow(
             "learning these events would grow the model's weights beyond "
-            f"+-{STATE_BOUND:g} (they diverge on features this large); nothing was learned: "
-            "scale the features (the 'scaling' parameter) or lower the step size",
+            f"+-{STATE_BOUND:g} (they diverge on features this large); {outcome}: scale the "
+            "features (the 'scaling' parameter) or lower the step size",
             restored=restored,
         )
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
-from loadtest.local import PrivateCluster, free_port, start_uvicorn, stop, wait_ready
+from loadtest.local import PrivateCluster, create_model, free_port, start_uvicorn, stop, wait_ready
 
 
 @dataclass
@@ -163,7 +163,7 @@ def run(mode: str, wait: str, args: argparse.Namespace) -> Row:
         with httpx.Client(base_url=url, timeout=30) as http:
             for model in models:
                 body = {"id": model, "n_features": args.features, "learner": "spam"}
-                assert http.post("/v1/models", json=body).status_code == 201
+                create_model(http, body)
             stop_event = threading.Event()
             clients = [Client(url, m, args.batch, args.features, stop_event) for m in models]
             for client in clients:

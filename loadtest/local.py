@@ -258,6 +258,22 @@ def wait_ready(
         time.sleep(interval)
 
 
+def create_model(http: Any, body: dict, *, timeout: float = 900.0) -> None:
+    """``POST /v1/models`` with ``body`` on the ``httpx.Client`` ``http``, as a client should:
+    a 503 ``warming-up`` (the learner's kernels still compiling in the background after
+    ``/readyz``) is sent again after its ``Retry-After``; anything but 201 raises."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = http.post("/v1/models", json=body)
+        if response.status_code == 201:
+            return
+        warming = response.status_code == 503 and "warming-up" in response.text
+        if not warming or time.monotonic() > deadline:
+            problem = f"{response.status_code} {response.text}"
+            raise RuntimeError(f"creating model {body.get('id')!r}: {problem}")
+        time.sleep(float(response.headers.get("Retry-After", "1")))
+
+
 def stop(process: subprocess.Popen) -> None:
     """SIGTERM, then SIGKILL after 15 s."""
     if process.poll() is None:

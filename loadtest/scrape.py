@@ -19,7 +19,7 @@ import subprocess
 import threading
 import time
 
-from loadtest.local import free_port, start_uvicorn, stop, wait_ready
+from loadtest.local import create_model, free_port, start_uvicorn, stop, wait_ready
 
 ONE_EVENT = b'{"events": [{"x": [0.1, 0.2, 0.3, 0.4, 0.5]}]}'
 
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                 for index in range(first, args.models, args.threads):
                     model = f"model-{index:05d}"
                     body = {"id": model, "learner": "spam", "n_features": 5}
-                    assert http.post("/v1/models", json=body).status_code == 201
+                    create_model(http, body)
                     scored = http.post(f"/v1/models/{model}/score", content=ONE_EVENT,
                                        headers=headers)  # fmt: skip
                     assert scored.status_code == 200

@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from loadtest.local import free_port, start_uvicorn, stop, wait_ready
+from loadtest.local import create_model, free_port, start_uvicorn, stop, wait_ready
 
 WRITER = "sse-load-writer"
 ONE_EVENT = b'{"events": [{"x": [0.1, 0.2, 0.3, 0.4, 0.5]}]}'
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         writer = {"X-API-Key": WRITER}
         with httpx.Client(base_url=url, timeout=600, headers=writer) as http:
             body = {"id": "m", "learner": "spam", "n_features": 5}
-            assert http.post("/v1/models", json=body).status_code == 201
+            create_model(http, body)
             rng = np.random.default_rng(0)
             batch = {"events": [{"x": rng.normal(size=5).tolist(), "y": int(index % 2)}
                                 for index in range(20)]}  # fmt: skip

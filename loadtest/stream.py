@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import httpx
 import numpy as np
 
-from loadtest.local import private_redis
+from loadtest.local import create_model, private_redis
 from loadtest.run import uvicorn_server
 from service.client import StreamClient
 
@@ -133,7 +133,7 @@ def main(argv=None) -> None:
                     model = f"m{round_}{int(binary)}"
                     body = {"id": model, "n_features": N_FEATURES, "learner": "spam",
                             "regret_window": 0}  # fmt: skip
-                    assert http.post("/v1/models", json=body).status_code == 201
+                    create_model(http, body)
                     rates = measure(url, pid, model, binary, args.events)
                     print(
                         f"{store:<8} {'binary' if binary else 'json':<8} "
@@ -144,7 +144,7 @@ def main(argv=None) -> None:
                 model = "latency"
                 body = {"id": model, "n_features": N_FEATURES, "learner": "spam",
                         "regret_window": 0}  # fmt: skip
-                assert http.post("/v1/models", json=body).status_code == 201
+                create_model(http, body)
                 got = score_latency(url, model, args.latency_rate, args.latency_seconds)
                 print(
                     f"{store}: score round trip at {got['rate']:,.0f} messages/s (one event "

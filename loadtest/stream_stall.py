@@ -31,7 +31,7 @@ import time
 import numpy as np
 import orjson
 
-from loadtest.local import free_port, start_uvicorn, stop, wait_ready
+from loadtest.local import create_model, free_port, start_uvicorn, stop, wait_ready
 
 MIB = 2**20
 
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             for index, (name, frame) in enumerate(frames.items()):
                 model = f"m{index}"
                 body = {"id": model, "n_features": d, "learner": "spam", "scaling": "none"}
-                assert http.post("/v1/models", json=body).status_code == 201
+                create_model(http, body)
                 # one small frame first: the connection's code paths are loaded
                 attack(url, model, one_event, 0.0, process.pid)
                 rows.append((name, len(frame), attack(url, model, frame, args.seconds,

@@ -170,8 +170,10 @@ def test_api_keys(make_client):
     assert created.status_code == 201
     assert client.get("/v1/models/m", headers={"x-api-key": "ro-key"}).status_code == 200
     assert client.get("/v1/models/m").status_code == 401
-    assert client.get("/healthz").status_code == 200  # operations endpoints stay open
-    assert client.get("/metrics").status_code == 200
+    assert client.get("/healthz").status_code == 200  # probes stay open
+    # Prometheus lists every model's metrics: a key is needed, a read-only one is enough
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", headers={"authorization": "Bearer ro-key"}).status_code == 200
     # /events and /score are plain routes that check the key themselves (service.deps.HotRoute)
     event = {"events": [{"x": [1.0, 0.0, 2.0], "y": 1}]}
     for path in ("/v1/models/m/events", "/v1/models/m/score"):

@@ -25,9 +25,8 @@ from service.deps import (
 )
 from service.engine import Engine
 from service.errors import ModelNotFound, StreamsFull, TooManyStreams
-from service.metrics_schema import MetricsResponse
+from service.metrics_schema import MetricsResponse, RocResponse
 from service.openapi import problems
-from service.schemas import RocResponse
 from service.settings import Settings
 from service.telemetry import Telemetry
 
@@ -83,8 +82,10 @@ def _finite_or_none(values: list[float]) -> list[float | None]:
 
 @router.get("/{model_id}/metrics/roc", response_model=RocResponse)
 async def roc(model_id: str, engine: EngineDep) -> RocResponse:
-    """ROC points of the window (infinite / undefined values as null)."""
-    version, n_events, fpr, tpr, thresholds = await run_engine(engine, engine.roc, model_id)
+    """ROC points of the window (infinite / undefined values as null), with the window's
+    average precision and operating points at the model's target FPRs, alert rates and k (as
+    in ``/metrics``; each point at a target is one of the curve's vertices)."""
+    version, n_events, fpr, tpr, thresholds, points = await run_engine(engine, engine.roc, model_id)
     return RocResponse(
         model=model_id,
         version=version,
@@ -92,6 +93,7 @@ async def roc(model_id: str, engine: EngineDep) -> RocResponse:
         fpr=_finite_or_none(fpr.tolist()),
         tpr=_finite_or_none(tpr.tolist()),
         thresholds=_finite_or_none(thresholds.tolist()),
+        **points,
     )
 
 

@@ -156,3 +156,24 @@ def test_since_start_precision_weights_the_reservoirs_by_the_streams_class_mix(c
         exact_precision = float(y[flagged].mean())
     assert abs(flagged.mean() - point["alert_rate"]) < 0.15
     assert abs(exact_precision - point["precision"]) < 0.2
+
+
+def test_operating_gauges_only_for_the_models_with_series(make_client):
+    """The per-target gauges follow the window gauges' bound: with one model allowed series
+    of its own, the one active most recently when scraped has them, the other none."""
+    client = make_client(prometheus_model_series=1)
+    X, y = make_stream(200, seed=6)
+    for model in ("first", "second"):
+        create_model(client, model, **TARGETS)
+        _learn(client, model, X, y)
+        client.get(f"/v1/models/{model}/metrics")
+    # "first" took the one free place and got its gauges; the scrape ranks "second", the most
+    # recently active, in and "first" out, gauges and all
+    text = client.get("/metrics").text
+    for model in ("first", "second", ""):
+        assert _gauges(text, "aucstream_model_window_tpr_at_fpr", model) == {}, model
+    # the next metrics request of "second" sets its own
+    client.get("/v1/models/second/metrics")
+    text = client.get("/metrics").text
+    assert set(_gauges(text, "aucstream_model_window_tpr_at_fpr", "second")) == {"0.01", "0.05"}
+    assert _gauges(text, "aucstream_model_window_tpr_at_fpr", "first") == {}

@@ -50,7 +50,10 @@ async def metrics(model_id: str, services: ServicesDep) -> Response:
     """Prequential metrics from the pre-update scores: over the window of the last
     ``window`` labelled events and since the start (exact while the per-class reservoirs hold
     every score), AUC and pAUC over the model's FPR range (undefined ones are null with a
-    ``reason``), class counts, events learned, duplicates, delayed-label counts, throughput.
+    ``reason``), average precision and the operating points at the model's ``target_fprs``,
+    ``target_alert_rates`` and ``top_k`` (threshold, recall, precision, alert rate; precision
+    and recall at k), class counts, events learned, duplicates, delayed-label counts,
+    throughput.
 
     ``regret`` (null with ``regret_reason`` when off or undefined): on the last
     ``regret_window`` events, the online learner's prequential pAUC-surrogate loss minus that

@@ -177,3 +177,26 @@ def test_operating_gauges_only_for_the_models_with_series(make_client):
     text = client.get("/metrics").text
     assert set(_gauges(text, "aucstream_model_window_tpr_at_fpr", "second")) == {"0.01", "0.05"}
     assert _gauges(text, "aucstream_model_window_tpr_at_fpr", "first") == {}
+
+
+def test_the_targets_travel_with_a_snapshot(client):
+    create_model(client, "m", **TARGETS)
+    X, y = make_stream(120, seed=9)
+    _learn(client, "m", X, y)
+    exported = client.get("/v1/models/m/snapshot")
+    assert exported.status_code == 200
+    imported = client.put(
+        "/v1/models/copy/snapshot",
+        content=exported.content,
+        headers={"content-type": "application/zip"},
+    )
+    assert imported.status_code == 201, imported.text
+    config = client.get("/v1/models/copy").json()["config"]
+    assert (config["target_fprs"], config["target_alert_rates"], config["top_k"]) == (
+        [0.01, 0.05],
+        [0.1],
+        [5, 20],
+    )
+    original, copy = (client.get(f"/v1/models/{model}/metrics").json() for model in ("m", "copy"))
+    assert copy["window"]["operating_points"] == original["window"]["operating_points"]
+    assert copy["since_start"]["average_precision"] == original["since_start"]["average_precision"]

@@ -172,6 +172,9 @@ class Telemetry:
         self._ticks = itertools.count()
         #: the models with series of their own
         self._with_series: set[str] = set()
+        #: per model with series, the operating-point targets its gauges are labelled with (by
+        #: gauge suffix), to remove those of targets it no longer has
+        self._operating_targets: dict[str, dict[str, set[str]]] = {}
         self.registry = CollectorRegistry()
         # first in the registry: the series are re-ranked before any metric is collected
         self.registry.register(_SeriesRanking(self))
@@ -376,18 +379,24 @@ class Telemetry:
             value = window.get(key)
             gauge.labels(label).set(math.nan if value is None else float(value))
         points = window.get("operating_points") or {}
+        targets = {
+            suffix: {f"{point[target_key]:g}" for point in points.get(kind, ())}
+            for suffix, (kind, _, target_key, _, _) in _OPERATING_GAUGES.items()
+        }
+        before = self._operating_targets.get(label)
+        if before is not None and before != targets:  # the model was replaced with others
+            for suffix, gauge in self.operating.items():
+                for labels in list(gauge._metrics):  # noqa: SLF001 - prometheus_client has no API
+                    if labels[0] == label and labels[1] not in targets[suffix]:
+                        gauge.remove(*labels)
+        self._operating_targets[label] = targets
         for suffix, (kind, field, target_key, _, _) in _OPERATING_GAUGES.items():
             gauge = self.operating[suffix]
-            targets = set()
             for point in points.get(kind, ()):
-                target = f"{point[target_key]:g}"
-                targets.add(target)
                 value = point[field]
-                gauge.labels(label, target).set(math.nan if value is None else float(value))
-            # a model replaced with other targets: its old targets' series go
-            for labels in list(gauge._metrics):  # noqa: SLF001 - prometheus_client has no API
-                if labels[0] == label and labels[1] not in targets:
-                    gauge.remove(*labels)
+                gauge.labels(label, f"{point[target_key]:g}").set(
+                    math.nan if value is None else float(value)
+                )
 
     def set_lag(self, model: str, lag: dict[str, Any]) -> None:
         """The model's queue lag, for a model with series of its own."""
@@ -426,6 +435,7 @@ class Telemetry:
             return
         for model in models:  # multiprocess mode: the value stays in this process's file
             self.has_series.labels(model).set(0)
+            self._operating_targets.pop(model, None)
         for metric in self._per_model:
             position = metric._labelnames.index("model")  # noqa: SLF001 - no public API
             for labels in list(metric._metrics):  # noqa: SLF001

@@ -200,3 +200,24 @@ def test_the_targets_travel_with_a_snapshot(client):
     original, copy = (client.get(f"/v1/models/{model}/metrics").json() for model in ("m", "copy"))
     assert copy["window"]["operating_points"] == original["window"]["operating_points"]
     assert copy["since_start"]["average_precision"] == original["since_start"]["average_precision"]
+
+
+def test_gauges_of_targets_a_replaced_model_no_longer_has_go(client):
+    X, y = make_stream(150, seed=10)
+    create_model(client, "m", **TARGETS)
+    create_model(client, "other", target_fprs=[0.2])
+    for model in ("m", "other"):
+        _learn(client, model, X, y)
+    client.get("/v1/models/m/metrics")
+    text = client.get("/metrics").text
+    assert set(_gauges(text, "aucstream_model_window_tpr_at_fpr", "m")) == {"0.01", "0.05"}
+    replaced = client.put(
+        "/v1/models/m/snapshot?replace=true",
+        content=client.get("/v1/models/other/snapshot").content,
+        headers={"content-type": "application/zip"},
+    )
+    assert replaced.status_code in (200, 201), replaced.text
+    client.get("/v1/models/m/metrics")
+    text = client.get("/metrics").text
+    assert set(_gauges(text, "aucstream_model_window_tpr_at_fpr", "m")) == {"0.2"}
+    assert set(_gauges(text, "aucstream_model_window_precision_at_k", "m")) == {"100", "1000"}

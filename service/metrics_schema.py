@@ -15,6 +15,45 @@ from pydantic import BaseModel, Field
 
 from service.engine.model import DRIFT_LOG_CAPACITY
 from service.schemas import Counts
+from service.schemas import RocResponse as RocCurve
+
+
+class OperatingPoint(BaseModel):
+    """The rule "flag an event when its score >= threshold" at the most permissive threshold
+    whose false-positive rate (``at_fpr``) or alert rate (``at_alert_rate``) does not exceed the
+    target (docs/algorithms/metrics.md (metrics.9)-(metrics.10)).  An event scoring exactly at
+    the threshold is flagged, so tied scores are flagged together.  All null but ``target``
+    while the metrics are undefined (the section's ``reason``)."""
+
+    target: float = Field(description="the target FPR or alert rate (the model's setting)")
+    threshold: float | None = Field(
+        description="flag scores >= this; null when even the highest score would exceed the "
+        "target (nothing flagged) or while undefined"
+    )
+    tpr: float | None = Field(description="recall: the fraction of positives flagged")
+    fpr: float | None = Field(description="the fraction of negatives flagged (<= target)")
+    precision: float | None = Field(
+        description="the fraction of flagged events that are positive; null when none is"
+    )
+    alert_rate: float | None = Field(description="the fraction of all events flagged")
+
+
+class AtK(BaseModel):
+    """Precision and recall among the k highest scores; a tie group cut by the k-th place
+    counts its expected share of positives (metrics.11)."""
+
+    k: int
+    reviewed: float | None = Field(description="events reviewed: min(k, events)")
+    precision: float | None
+    recall: float | None
+
+
+class OperatingPoints(BaseModel):
+    """At the model's ``target_fprs``, ``target_alert_rates`` and ``top_k``, in that order."""
+
+    at_fpr: list[OperatingPoint]
+    at_alert_rate: list[OperatingPoint]
+    at_k: list[AtK]
 
 
 class WindowMetrics(BaseModel):
@@ -29,11 +68,18 @@ class WindowMetrics(BaseModel):
     pauc_standardized: float | None = Field(
         description="McClish-standardised pAUC (0.5 = random ranking, 1 = perfect)"
     )
+    average_precision: float | None = Field(
+        description="average precision (the step-wise area under the precision-recall curve, "
+        "as scikit-learn's average_precision_score)"
+    )
+    operating_points: OperatingPoints
     reason: str | None = Field(description="why the metrics are null (e.g. no negative yet)")
 
 
 class SinceStartMetrics(WindowMetrics):
-    """The same metrics since the model's start, from per-class reservoirs of scores."""
+    """The same metrics since the model's start, from per-class reservoirs of scores (for
+    precision, alert rate and k, each reservoir's scores stand for the events of their class
+    seen since the start)."""
 
     events: int = Field(description="labelled events learned since the start")
     cumulative_exact: bool = Field(
@@ -171,3 +217,15 @@ class MetricsResponse(BaseModel):
         default=None, description="present for `auto` models only"
     )
     queue: QueueLag | None = Field(default=None, description="present in queue mode only")
+
+
+class RocResponse(RocCurve):
+    """``GET /v1/models/{model_id}/metrics/roc``: the window's ROC curve and, marked on it,
+    its operating points."""
+
+    average_precision: float | None = Field(description="of the window, as in /metrics")
+    operating_points: OperatingPoints = Field(
+        description="the window's, as in /metrics: each point at a target FPR or alert rate is "
+        "a vertex of this curve (the origin when nothing is flagged)"
+    )
+    reason: str | None = Field(description="why the metrics are null (one class missing)")

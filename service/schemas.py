@@ -16,6 +16,11 @@ from pydantic import (
     model_validator,
 )
 
+from core.metrics.operating import (
+    DEFAULT_TARGET_ALERT_RATES,
+    DEFAULT_TARGET_FPRS,
+    DEFAULT_TOP_K,
+)
 from core.validation import check_fpr_range
 
 FeatureModeName = Literal["dense", "sparse", "hashed"]
@@ -57,6 +62,12 @@ REGRET_MAX_CELLS = 250_000
 #: names travel in the model's configuration: every store read and every snapshot manifest,
 #: itself bounded by ``AUCSTREAM_MAX_MANIFEST_BYTES``, default 1 MiB)
 FEATURE_NAME_MAX_CHARS = 128
+#: operating points a model reports per kind (target FPRs, target alert rates, k): each is a
+#: binary search in the sorted window, cheap, but every one is a row in /metrics and a
+#: Prometheus series per model
+OPERATING_TARGETS_MAX = 8
+#: a rate strictly between 0 and 1 (0 would flag nothing, 1 everything)
+OpenRate = Annotated[StrictFloat, Field(gt=0.0, lt=1.0)]
 FEATURE_NAMES_MAX_BYTES = 512 * 1024
 
 
@@ -116,6 +127,26 @@ class ModelCreate(BaseModel):
     pauc_range: tuple[StrictFloat, StrictFloat] = Field(
         default=(0.0, 0.1), description="false-positive-rate range [alpha, beta] of the pAUC"
     )
+    target_fprs: tuple[OpenRate, ...] = Field(
+        default=DEFAULT_TARGET_FPRS,
+        max_length=OPERATING_TARGETS_MAX,
+        description="false-positive rates at which /metrics reports the operating point (the "
+        "most permissive threshold whose FPR does not exceed the target, with its TPR, "
+        f"precision and alert rate); each in (0, 1), at most {OPERATING_TARGETS_MAX}, reported "
+        "in increasing order",
+    )
+    target_alert_rates: tuple[OpenRate, ...] = Field(
+        default=DEFAULT_TARGET_ALERT_RATES,
+        max_length=OPERATING_TARGETS_MAX,
+        description="alert budgets (fractions of all events flagged) at which /metrics reports "
+        f"the operating point; each in (0, 1), at most {OPERATING_TARGETS_MAX}",
+    )
+    top_k: tuple[Annotated[int, Field(ge=1, le=1_000_000, strict=True)], ...] = Field(
+        default=DEFAULT_TOP_K,
+        max_length=OPERATING_TARGETS_MAX,
+        description="review queue lengths k at which /metrics reports precision and recall "
+        f"among the k highest scores; each 1 to 1,000,000, at most {OPERATING_TARGETS_MAX}",
+    )
     window: int = Field(
         default=10_000, ge=2, le=1_000_000, strict=True, description="metrics window, in events"
     )
@@ -169,6 +200,12 @@ class ModelCreate(BaseModel):
     def _check_range(cls, value: tuple[float, float]) -> tuple[float, float]:
         check_fpr_range(*value)  # the pAUC learners' own check (a ValueError: 422)
         return value
+
+    @field_validator("target_fprs", "target_alert_rates", "top_k")
+    @classmethod
+    def _increasing(cls, value: tuple[Any, ...]) -> tuple[Any, ...]:
+        # reported in increasing order, each once (the dashboard's table reads them so)
+        return tuple(sorted(set(value)))
 
     @field_validator("feature_names")
     @classmethod

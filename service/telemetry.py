@@ -9,8 +9,12 @@ retried-writes gauge: the sum) -- one view, whichever worker the scraper reaches
 deleted models are left out of that view (a worker cannot delete another's values).  The
 per-model learning counters that must be exact are in the model's state
 (``GET /v1/models/{id}/metrics``).  Per model, ``aucstream_model_window_auc`` and
-``aucstream_model_window_pauc`` are the window's AUC and pAUC (NaN while undefined) as last
-computed by a metrics request: no extra computation is made for them.  A queue worker serves
+``aucstream_model_window_pauc`` are the window's AUC and pAUC (NaN while undefined),
+``..._average_precision`` its average precision, and by target ``..._tpr_at_fpr{fpr}``,
+``..._threshold_at_fpr{fpr}``, ``..._precision_at_alert_rate{alert_rate}``,
+``..._threshold_at_alert_rate{alert_rate}`` and ``..._precision_at_k{k}`` its operating points
+(at most 8 targets of each kind per model), as last computed by a metrics request: no extra
+computation is made for them.  A queue worker serves
 the same metric names (events learned, duplicates, entries, batch durations, lag) on its own port
 (``AUCSTREAM_WORKER_METRICS_PORT``).  The lag gauges are read from Redis when scraped.
 
@@ -109,7 +113,26 @@ _WINDOW_GAUGES = {
     "auc": "AUC over the model's metrics window, as last computed (NaN while undefined).",
     "pauc": "pAUC over the model's FPR range on its metrics window, as last computed (NaN while "
     "undefined).",
+    "average_precision": "Average precision (area under the precision-recall curve) over the "
+    "model's metrics window, as last computed (NaN while undefined).",
 }
+#: the window's operating points by target (the model's target_fprs, target_alert_rates,
+#: top_k): (the summary's list, the point's value, the target's key and label) by gauge suffix
+_OPERATING_GAUGES = {
+    "tpr_at_fpr": ("at_fpr", "tpr", "target", "fpr",
+                   "Recall (TPR) at the most permissive threshold whose FPR on the model's "
+                   "metrics window does not exceed the target FPR."),
+    "threshold_at_fpr": ("at_fpr", "threshold", "target", "fpr",
+                         "The score threshold of that operating point (NaN: nothing flagged)."),
+    "precision_at_alert_rate": ("at_alert_rate", "precision", "target", "alert_rate",
+                                "Precision at the most permissive threshold flagging at most "
+                                "the target fraction of the window's events."),
+    "threshold_at_alert_rate": ("at_alert_rate", "threshold", "target", "alert_rate",
+                                "The score threshold of that operating point (NaN: nothing "
+                                "flagged)."),
+    "precision_at_k": ("at_k", "precision", "k", "k",
+                       "Precision among the k highest scores of the model's metrics window."),
+}  # fmt: skip
 #: the queue lag gauges, by the keys of a queue's lag (``set_lag``)
 _LAG_GAUGES = {
     "events": "Events queued and not yet learned.",
@@ -149,6 +172,9 @@ class Telemetry:
         self._ticks = itertools.count()
         #: the models with series of their own
         self._with_series: set[str] = set()
+        #: per model with series, the operating-point targets its gauges are labelled with (by
+        #: gauge suffix), to remove those of targets it no longer has
+        self._operating_targets: dict[str, dict[str, set[str]]] = {}
         self.registry = CollectorRegistry()
         # first in the registry: the series are re-ranked before any metric is collected
         self.registry.register(_SeriesRanking(self))
@@ -199,6 +225,18 @@ class Telemetry:
         )
         #: per model, ``aucstream_model_window_auc`` and ``..._pauc`` (by window key)
         self.window = self._model_gauges("aucstream_model_window_", _WINDOW_GAUGES)
+        #: per model and target, ``aucstream_model_window_tpr_at_fpr{fpr="0.01"}`` and the
+        #: other operating points (by _OPERATING_GAUGES key)
+        self.operating = {
+            suffix: Gauge(
+                "aucstream_model_window_" + suffix,
+                text,
+                ["model", label],
+                registry=self.registry,
+                multiprocess_mode="mostrecent",
+            )
+            for suffix, (_, _, _, label, text) in _OPERATING_GAUGES.items()
+        }
         self.rejected = self._counter(
             "aucstream_requests_rejected_total",
             "Requests rejected with a problem response, by problem type.",
@@ -245,7 +283,7 @@ class Telemetry:
         self._per_model = (
             self.requests, self.events_learned, self.duplicates, self.drifts, self.scored,
             self.labels, self.events_queued, self.entries, *self.lag.values(),
-            *self.window.values(), self.has_series,
+            *self.window.values(), *self.operating.values(), self.has_series,
         )  # fmt: skip
         #: whether this process holds a model (the app sets it to the engine's cache)
         self.model_exists: Callable[[str], bool] = lambda model_id: False
@@ -331,14 +369,34 @@ class Telemetry:
         return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 
     def set_window_metrics(self, model: str, window: dict[str, Any]) -> None:
-        """The model's window AUC / pAUC from a metrics summary already computed (only for a
-        model with series of its own: an AUC of every other model together means nothing)."""
+        """The model's window AUC / pAUC / average precision and operating points from a
+        metrics summary already computed (only for a model with series of its own: an AUC of
+        every other model together means nothing)."""
         label = self.series_label(model)
         if not label:
             return
         for key, gauge in self.window.items():
             value = window.get(key)
             gauge.labels(label).set(math.nan if value is None else float(value))
+        points = window.get("operating_points") or {}
+        targets = {
+            suffix: {f"{point[target_key]:g}" for point in points.get(kind, ())}
+            for suffix, (kind, _, target_key, _, _) in _OPERATING_GAUGES.items()
+        }
+        before = self._operating_targets.get(label)
+        if before is not None and before != targets:  # the model was replaced with others
+            for suffix, gauge in self.operating.items():
+                for labels in list(gauge._metrics):  # noqa: SLF001 - prometheus_client has no API
+                    if labels[0] == label and labels[1] not in targets[suffix]:
+                        gauge.remove(*labels)
+        self._operating_targets[label] = targets
+        for suffix, (kind, field, target_key, _, _) in _OPERATING_GAUGES.items():
+            gauge = self.operating[suffix]
+            for point in points.get(kind, ()):
+                value = point[field]
+                gauge.labels(label, f"{point[target_key]:g}").set(
+                    math.nan if value is None else float(value)
+                )
 
     def set_lag(self, model: str, lag: dict[str, Any]) -> None:
         """The model's queue lag, for a model with series of its own."""
@@ -377,6 +435,7 @@ class Telemetry:
             return
         for model in models:  # multiprocess mode: the value stays in this process's file
             self.has_series.labels(model).set(0)
+            self._operating_targets.pop(model, None)
         for metric in self._per_model:
             position = metric._labelnames.index("model")  # noqa: SLF001 - no public API
             for labels in list(metric._metrics):  # noqa: SLF001

@@ -1,5 +1,6 @@
-"""Exact ROC metrics: AUC, partial AUC, the ROC curve (:mod:`core.metrics.ranking`), and a
-prequential window (:mod:`core.metrics.window`).
+"""Exact ROC metrics: AUC, partial AUC, the ROC curve (:mod:`core.metrics.ranking`), operating
+points and average precision (:mod:`core.metrics.operating`), and a prequential window
+(:mod:`core.metrics.window`).
 
 Conventions shared by every function here:
 
@@ -29,8 +30,9 @@ Decisions ([CHOICE]) a user may want to know:
 """
 
 # the batch metrics are re-exported whole (ranking.__all__), the window by name
-from core.metrics import ranking
+from core.metrics import operating, ranking
+from core.metrics.operating import *  # noqa: F403
 from core.metrics.ranking import *  # noqa: F403
 from core.metrics.window import PrequentialWindow
 
-__all__ = ["PrequentialWindow", *ranking.__all__]
+__all__ = ["PrequentialWindow", *ranking.__all__, *operating.__all__]

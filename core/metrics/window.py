@@ -5,6 +5,7 @@ AUC / pAUC over them, and reservoir samples for the since-start metrics (convent
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,14 @@ import numpy as np
 from core._arrays import grown, positive_int
 from core._kernels import metrics as _kernels
 from core._kernels.random import seed_state
+from core.metrics.operating import (
+    DEFAULT_TARGET_ALERT_RATES,
+    DEFAULT_TARGET_FPRS,
+    DEFAULT_TOP_K,
+    RocCounts,
+    operating_points_of,
+    undefined_operating_points,
+)
 from core.metrics.ranking import (
     _SINCE_START,
     _WINDOW,
@@ -249,7 +258,23 @@ class PrequentialWindow:
         values, reason = _measure(self._sorted_reservoirs(), _SINCE_START, alpha, beta)
         return _warned(values[1 if standardized else 0], reason, "pAUC")
 
-    def summary(self, alpha: float = 0.0, beta: float = 0.1) -> dict:
+    def _reservoir_weights(self) -> tuple[float, float]:
+        """How many events of its class each reservoir score stands for (1 while exact)."""
+        positives, negatives = (int(count) for count in self._counts_since_start[1:])
+        kept = (
+            min(int(self.reservoir_capacity), positives),
+            min(int(self.reservoir_capacity), negatives),
+        )
+        return positives / max(kept[0], 1), negatives / max(kept[1], 1)
+
+    def summary(
+        self,
+        alpha: float = 0.0,
+        beta: float = 0.1,
+        target_fprs: Sequence[float] = DEFAULT_TARGET_FPRS,
+        target_alert_rates: Sequence[float] = DEFAULT_TARGET_ALERT_RATES,
+        top_k: Sequence[int] = DEFAULT_TOP_K,
+    ) -> dict:
         """Everything the metrics endpoint reports, JSON-able (no NaN: an undefined metric is
         None, and ``reason`` says why).
 
@@ -258,15 +283,26 @@ class PrequentialWindow:
         dict
             ``window_capacity``, ``alpha``, ``beta``, and two sections, ``window`` and
             ``since_start``, each with ``events``, ``positives``, ``negatives``, ``auc``,
-            ``pauc``, ``pauc_standardized`` and ``reason`` (None when the metrics are defined,
-            else e.g. "window holds no negative event").  ``since_start`` adds
+            ``pauc``, ``pauc_standardized``, ``average_precision``, ``operating_points``
+            (:func:`core.metrics.operating_points` at the targets; since the start, each
+            reservoir's scores weighted by the events of its class they stand for) and
+            ``reason`` (None when the metrics are defined, else e.g. "window holds no negative
+            event").  ``since_start`` adds
             ``cumulative_exact`` and ``reservoir_capacity``.  ``window["events"]`` is the
             window's current size.
         """
         alpha, beta = check_fpr_range(alpha, beta)
+        targets = (tuple(target_fprs), tuple(target_alert_rates), tuple(top_k))
         sections = {
-            "window": _section(self._sorted_window(), _WINDOW, alpha, beta),
-            "since_start": _section(self._sorted_reservoirs(), _SINCE_START, alpha, beta),
+            "window": _section(self._sorted_window(), _WINDOW, alpha, beta, targets),
+            "since_start": _section(
+                self._sorted_reservoirs(),
+                _SINCE_START,
+                alpha,
+                beta,
+                targets,
+                self._reservoir_weights(),
+            ),
         }
         window_labels = self._window_labels[: self._size]
         window_positives = int(np.count_nonzero(window_labels > 0))
@@ -360,14 +396,26 @@ def _warned(value: Any, reason: str | None, metric: str) -> Any:
     return value
 
 
-def _section(sorted_classes, reason_template, alpha, beta) -> dict[str, Any]:
-    """One section of :meth:`PrequentialWindow.summary`, without its counts."""
+def _section(
+    sorted_classes, reason_template, alpha, beta, targets, weights=(1.0, 1.0)
+) -> dict[str, Any]:
+    """One section of :meth:`PrequentialWindow.summary`, without its counts; ``targets`` is
+    ``(target_fprs, target_alert_rates, top_k)``, ``weights`` the events each sorted score of
+    a class stands for."""
     auc_value, reason = _measure(sorted_classes, reason_template)
     (pauc_value, standardized_value), _ = _measure(sorted_classes, reason_template, alpha, beta)
+    if reason is None:
+        counts = RocCounts(*sorted_classes, *weights)
+        average_precision = counts.average_precision()
+        points = operating_points_of(counts, *targets)
+    else:
+        average_precision, points = None, undefined_operating_points(*targets)
     return {
         "auc": _metric_or_none(auc_value),
         "pauc": _metric_or_none(pauc_value),
         "pauc_standardized": _metric_or_none(standardized_value),
+        "average_precision": average_precision,
+        "operating_points": points,
         "reason": reason,
     }
 

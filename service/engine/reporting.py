@@ -1,5 +1,5 @@
-"""What a model reports: windowed and since-start AUC / pAUC, counts, throughput, the ROC and
-the regret against the best fixed model in hindsight.
+"""What a model reports: windowed and since-start AUC / pAUC and operating points, counts,
+throughput, the ROC and the regret against the best fixed model in hindsight.
 
 Metrics are cached per ``(incarnation, version)``: a server-sent stream polling them costs
 nothing while the model does not change.  The regret is a solve (``svm_pauc`` on the regret
@@ -111,13 +111,7 @@ class Reporting:
         with repository.lock(model_id):
             loaded = repository.load(model_id)
             key = (loaded.incarnation, loaded.version)
-            cached = self._metrics.get(model_id)
-            if cached is not None and cached[0] == key:
-                summary = cached[1]
-            else:
-                alpha, beta = loaded.config.pauc_range
-                summary = loaded.window.summary(alpha=alpha, beta=beta)
-                self._metrics[model_id] = (key, summary)
+            summary = self._summary(model_id, loaded)
             counts = loaded.counts()
             rates = throughput(loaded, repository.clock())
             # ``auto`` models: each candidate's windowed pAUC / AUC, the leader and since when
@@ -147,6 +141,25 @@ class Reporting:
             "drift": drift,
             **({"leaderboard": board} if board is not None else {}),
         }
+
+    def _summary(self, model_id: str, loaded: Loaded) -> dict[str, Any]:
+        """The window's summary (AUC, pAUC, operating points) of the loaded version, computed
+        once per version.  Call under the model lock."""
+        key = (loaded.incarnation, loaded.version)
+        cached = self._metrics.get(model_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        config = loaded.config
+        alpha, beta = config.pauc_range
+        summary = loaded.window.summary(
+            alpha=alpha,
+            beta=beta,
+            target_fprs=config.target_fprs,
+            target_alert_rates=config.target_alert_rates,
+            top_k=config.top_k,
+        )
+        self._metrics[model_id] = (key, summary)
+        return summary
 
     def _cached_regret(
         self, model_id: str, loaded: Loaded
@@ -201,11 +214,20 @@ class Reporting:
         key = (cached.incarnation, cached.version)
         return known is None or not known.serves(key, self.throttle)
 
-    def roc(self, model_id: str) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
-        """(version, n_events, fpr, tpr, thresholds) of the metrics window."""
+    def roc(
+        self, model_id: str
+    ) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """(version, n_events, fpr, tpr, thresholds, the window's operating points and average
+        precision) of the metrics window."""
         with self.repository.lock(model_id):
             loaded = self.repository.load(model_id)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 fpr, tpr, thresholds = loaded.window.roc_curve()
-            return loaded.version, len(loaded.window), fpr, tpr, thresholds
+            window = self._summary(model_id, loaded)["window"]
+            points = {
+                "average_precision": window["average_precision"],
+                "operating_points": window["operating_points"],
+                "reason": window["reason"],
+            }
+            return loaded.version, len(loaded.window), fpr, tpr, thresholds, points

@@ -25,9 +25,8 @@ from service.deps import (
 )
 from service.engine import Engine
 from service.errors import ModelNotFound, StreamsFull, TooManyStreams
-from service.metrics_schema import MetricsResponse
+from service.metrics_schema import MetricsResponse, RocResponse
 from service.openapi import problems
-from service.schemas import RocResponse
 from service.settings import Settings
 from service.telemetry import Telemetry
 
@@ -51,7 +50,10 @@ async def metrics(model_id: str, services: ServicesDep) -> Response:
     """Prequential metrics from the pre-update scores: over the window of the last
     ``window`` labelled events and since the start (exact while the per-class reservoirs hold
     every score), AUC and pAUC over the model's FPR range (undefined ones are null with a
-    ``reason``), class counts, events learned, duplicates, delayed-label counts, throughput.
+    ``reason``), average precision and the operating points at the model's ``target_fprs``,
+    ``target_alert_rates`` and ``top_k`` (threshold, recall, precision, alert rate; precision
+    and recall at k), class counts, events learned, duplicates, delayed-label counts,
+    throughput.
 
     ``regret`` (null with ``regret_reason`` when off or undefined): on the last
     ``regret_window`` events, the online learner's prequential pAUC-surrogate loss minus that
@@ -83,8 +85,10 @@ def _finite_or_none(values: list[float]) -> list[float | None]:
 
 @router.get("/{model_id}/metrics/roc", response_model=RocResponse)
 async def roc(model_id: str, engine: EngineDep) -> RocResponse:
-    """ROC points of the window (infinite / undefined values as null)."""
-    version, n_events, fpr, tpr, thresholds = await run_engine(engine, engine.roc, model_id)
+    """ROC points of the window (infinite / undefined values as null), with the window's
+    average precision and operating points at the model's target FPRs, alert rates and k (as
+    in ``/metrics``; each point at a target is one of the curve's vertices)."""
+    version, n_events, fpr, tpr, thresholds, points = await run_engine(engine, engine.roc, model_id)
     return RocResponse(
         model=model_id,
         version=version,
@@ -92,6 +96,7 @@ async def roc(model_id: str, engine: EngineDep) -> RocResponse:
         fpr=_finite_or_none(fpr.tolist()),
         tpr=_finite_or_none(tpr.tolist()),
         thresholds=_finite_or_none(thresholds.tolist()),
+        **points,
     )
 
 

@@ -1,5 +1,6 @@
 // The dashboard's charts, on the vendored uPlot: the ROC curve of the window with the pAUC's
-// FPR range and area shaded, AUC / pAUC over time, regret and pAUC gap, throughput and queue
+// FPR range and area shaded and the operating points at the model's target FPRs marked
+// (``setOperatingPoints``, recorded in data-operating-points), AUC / pAUC over time, regret and pAUC gap, throughput and queue
 // lag.  Used by dashboard.js through window.AucstreamCharts.create(config).
 //
 // The three time charts mark each detected drift (``setDrifts``) with a dashed vertical line
@@ -10,7 +11,7 @@
 "use strict";
 
 (() => {
-  const COLORS = { auc: "#0b5cd5", pauc: "#d9480f", regret: "#7b2cbf", gap: "#2b8a3e", rate: "#0b5cd5", lag: "#c62828", drift: "#d6336c" };
+  const COLORS = { operating: "#087f5b", auc: "#0b5cd5", pauc: "#d9480f", regret: "#7b2cbf", gap: "#2b8a3e", rate: "#0b5cd5", lag: "#c62828", drift: "#d6336c" };
 
   function chartSize(element) {
     return { width: Math.max(300, element.clientWidth), height: 260 };
@@ -53,6 +54,7 @@
     const line = (label, stroke, dash, scale = "y") => ({ label, stroke, width: 2, dash, scale, spanGaps: true, points: { show: false } });
     const unit = () => ({ range: [0, 1] }); // a new object per chart: uPlot keeps state on it
     const drifts = { marks: [] }; // [{event, time}] to mark, shared by the time charts
+    const operating = { points: [] }; // [{target, fpr, tpr}] to mark on the ROC curve
     // a new object per chart, as above; the draw hook goes into each time chart's hooks
     const time = () => ({ range: (u, min, max) => timeRange(u, min, max, drifts.marks) });
     const driftHooks = (id) => ({ draw: [(u) => drawDrifts(u, drifts.marks, document.getElementById(id))] });
@@ -63,7 +65,10 @@
           scales: { x: { time: false, range: [0, 1] }, y: unit() },
           axes: [{ label: "false positive rate" }, { label: "true positive rate" }],
           series: [{ label: "FPR" }, line("ROC", COLORS.auc), line("chance", "#888", [4, 4])],
-          hooks: { drawClear: [(u) => shadePartialArea(u, range)] },
+          hooks: {
+            drawClear: [(u) => shadePartialArea(u, range)],
+            draw: [(u) => drawOperatingPoints(u, operating.points, document.getElementById("roc-chart"))],
+          },
         },
         [[0, 1], [null, null], [0, 1]],
         observers
@@ -110,6 +115,11 @@
      * with the charts' next setData. */
     charts.setDrifts = (list) => {
       drifts.marks = list;
+    };
+    /** The operating points at the model's target FPRs ([{target, fpr, tpr}]), marked on the
+     * ROC curve with its next setData. */
+    charts.setOperatingPoints = (list) => {
+      operating.points = list;
     };
     charts.destroy = () => {
       for (const observer of observers) observer.disconnect();
@@ -165,6 +175,41 @@
     element.dataset.plot = JSON.stringify([left, width]);
   }
 
+  /** A dot on the ROC curve at each operating point, labelled with its target FPR; what was
+   * drawn goes to ``element``'s data-operating-points ([{target, fpr, tpr, x, y}], x and y in
+   * canvas pixels). */
+  function drawOperatingPoints(u, points, element) {
+    const { ctx } = u;
+    const drawn = [];
+    const radius = 5 * uPlot.pxRatio;
+    ctx.save();
+    ctx.font = `${Math.round(11 * uPlot.pxRatio)}px system-ui, sans-serif`;
+    ctx.textBaseline = "middle";
+    for (const point of points) {
+      const x = Math.round(u.valToPos(point.fpr, "x", true));
+      const y = Math.round(u.valToPos(point.tpr, "y", true));
+      if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
+      ctx.beginPath();
+      ctx.arc(x, y, radius, 0, 2 * Math.PI);
+      ctx.fillStyle = COLORS.operating;
+      ctx.fill();
+      ctx.lineWidth = 1.5 * uPlot.pxRatio;
+      ctx.strokeStyle = "#ffffff";
+      ctx.stroke();
+      ctx.fillStyle = COLORS.operating;
+      ctx.textAlign = "left";
+      ctx.fillText(`FPR ≤ ${percent(point.target)}`, x + radius + 3 * uPlot.pxRatio, y + 2 * radius);
+      drawn.push({ target: point.target, fpr: point.fpr, tpr: point.tpr, x, y });
+    }
+    ctx.restore();
+    element.dataset.operatingPoints = JSON.stringify(drawn);
+  }
+
+  /** 0.001 -> "0.1 %" (at most three decimals, no trailing zeros). */
+  function percent(value) {
+    return `${+(100 * value).toFixed(3)} %`;
+  }
+
   /** The FPR range of the pAUC, and the area under the curve inside it, under the curve. */
   function shadePartialArea(u, [low, high]) {
     const { ctx } = u;
@@ -199,5 +244,5 @@
     ctx.restore();
   }
 
-  window.AucstreamCharts = { create };
+  window.AucstreamCharts = { create, percent };
 })();

@@ -449,6 +449,10 @@
     const plot = state.charts.roc;
     const element = $("roc-chart");
     const points = roc.fpr.length;
+    const operating = roc.operating_points;
+    // the points at the target FPRs, on the curve (undefined ones, one class missing, left out)
+    state.charts.setOperatingPoints(operating.at_fpr.filter((point) => point.tpr !== null));
+    drawOperatingTable(roc);
     if (points < 2) {
       plot.setData([[0, 1], [null, null], [0, 1]]);
       $("roc-note").textContent = "No curve yet: the window needs labelled events of both classes.";
@@ -459,6 +463,25 @@
     $("roc-caption").textContent = `(version ${roc.version})`;
     element.dataset.points = String(points < 2 ? 0 : points);
     element.dataset.version = String(roc.version);
+  }
+
+  /** The window's operating points (GET .../metrics/roc): one row per target FPR, target alert
+   * rate and k, and the average precision. */
+  function drawOperatingTable(roc) {
+    const { percent } = window.AucstreamCharts;
+    const rate = (value) => (value === null ? "–" : percent(value));
+    const { at_fpr: atFpr, at_alert_rate: atAlertRate, at_k: atK } = roc.operating_points;
+    const atThreshold = (label, point) =>
+      row([[label], [format(point.threshold)], [format(point.tpr)], [format(point.precision)], [rate(point.fpr)], [rate(point.alert_rate)]]);
+    $("operating-points").tBodies[0].replaceChildren(
+      ...atFpr.map((point) => atThreshold(`FPR ≤ ${percent(point.target)}`, point)),
+      ...atAlertRate.map((point) => atThreshold(`alerts ≤ ${percent(point.target)}`, point)),
+      ...atK.map((point) => row([[`top ${count(point.k)}`], ["–"], [format(point.recall)], [format(point.precision)], ["–"], ["–"]]))
+    );
+    $("operating-note").textContent =
+      roc.reason !== null
+        ? `Undefined: ${roc.reason}.`
+        : `Average precision ${format(roc.average_precision)}. Each row flags the scores ≥ its threshold, the lowest one within the target (tied scores are flagged together); "top k" reviews the k highest scores.`;
   }
 
   function drawHistory(current) {

@@ -456,10 +456,20 @@ def test_summary_of_one_class_window_reports_none_and_reason_without_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         summary = window.summary(0.0, 0.5)
+    undefined_point = {"threshold": None, "tpr": None, "fpr": None, "precision": None,
+                       "alert_rate": None}  # fmt: skip
     assert summary["window"] == {
         "auc": None,
         "pauc": None,
         "pauc_standardized": None,
+        "average_precision": None,
+        "operating_points": {  # the default targets, every value undefined
+            "at_fpr": [{"target": t, **undefined_point} for t in (0.001, 0.01, 0.05)],
+            "at_alert_rate": [{"target": t, **undefined_point} for t in (0.005, 0.01)],
+            "at_k": [
+                {"k": k, "reviewed": None, "precision": None, "recall": None} for k in (100, 1000)
+            ],
+        },  # fmt: skip
         "reason": "window holds no negative event",
         "events": 2,
         "positives": 2,

@@ -20,6 +20,7 @@ from core.validation import check_fpr_range
 
 FeatureModeName = Literal["dense", "sparse", "hashed"]
 ScalingName = Literal["auto", "none", "unit_norm", "standard", "scale"]
+MissingValuesName = Literal["refuse", "zero"]
 
 #: [CHOICE] Models created over HTTP scale by default: fraud teams post raw features (amounts
 #: in the thousands next to 0/1 flags), and every learner here takes gradient steps whose size
@@ -153,6 +154,17 @@ class ModelCreate(BaseModel):
             "what a detected drift (Page-Hinkley on the prequential pairwise loss, reported in "
             "the metrics' `drift` section) does: `none` only reports it; `reset` also restarts "
             "the learner from scratch (steps, statistics, scaler), as a drift-reset baseline"
+        ),
+    )
+
+    missing_values: MissingValuesName = Field(
+        default="refuse",
+        description=(
+            "what a missing feature value does (null in JSON, NDJSON and stream messages, NaN "
+            "in NPZ and LIBSVM; for a dense model with feature_names also an absent name): "
+            "`refuse` (the default: a 422 naming the event and feature, nothing learned) or "
+            "`zero` (read as 0; a sparse or hashed event leaves the feature out).  Infinity "
+            "is always refused"
         ),
     )
 

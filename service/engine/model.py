@@ -114,6 +114,7 @@ class Loaded:
             self.config.feature_mode,
             accept_sparse=type(self.learner).supports_sparse,
             feature_names=self.config.feature_names,
+            missing_values=self.config.missing_values,
         )
 
     def arrays(self) -> dict[str, np.ndarray]:

@@ -80,6 +80,9 @@ def positional_rows(rows: list[Any], spec: FeatureSpec, locate: Locator) -> list
                 field="x",
             )
         if dense:
+            if len(row) != len(names) and spec.fills_missing:
+                out.append([row.get(name) for name in names])  # absent: None, a missing value
+                continue
             if len(row) != len(names):
                 missing = [name for name in names if name not in row]
                 raise locate.error(

@@ -8,7 +8,10 @@ features, in file order, whose names become the model's ``feature_names``.  Poli
 failing with one line naming what is wrong:
 
 * a non-numeric feature column (text such as a merchant name) is refused, naming the
-  columns, unless ``--drop-non-numeric`` leaves them out; booleans count as 0/1;
+  columns, unless ``--feature-mode hashed`` one-hot encodes it (``country=FR``, as the
+  server's JSON route does) or ``--drop-non-numeric`` leaves it out; booleans count as 0/1;
+* labels are 0/1, -1/+1, booleans, or yes/no, true/false in any case; ``--positive-label``
+  names the positive value of any other column (every other value is negative);
 * a missing value (an empty cell, ``NA``, ``null``...) is refused naming its row and column
   (``--missing error``), read as 0 (``--missing zero``), or drops its row (``--missing
   drop``); a missing label or id is always refused;

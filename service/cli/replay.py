@@ -40,9 +40,11 @@ indptr, indices, data and y); the format follows the extension unless --format i
 CSV and Parquet: the label column is --label-column (default: the first of y, label, target,
 class, is_fraud in any case, else the last column), the other numeric columns are the
 features, named after the
-header (the model's feature_names).  Text columns are refused unless --drop-non-numeric;
-missing cells are refused unless --missing zero (read as 0) or --missing drop (skip the row).
-Labels are 0/1, -1/+1 or true/false.
+header (the model's feature_names).  Text columns are refused unless --feature-mode hashed
+(each column by name, a text value one-hot as the feature column=value, as the server's JSON
+route does) or --drop-non-numeric; missing cells are refused unless --missing zero (read as
+0) or --missing drop (skip the row).  Labels are 0/1, -1/+1, true/false or yes/no (any case);
+--positive-label VALUE makes that value the positive class and every other one negative.
 
 The model is created with the options below if it does not exist (with --url: if the server
 has no model of that id).  Feature mode by default: dense for CSV, Parquet and dense NPZ;

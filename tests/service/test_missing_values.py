@@ -159,3 +159,19 @@ def test_stream_json_messages_follow_the_policy(server):
         probe = events_json(zeros)
         assert (http.post("/v1/models/holes/score", json=probe).json()["scores"]
                 == http.post("/v1/models/zeros/score", json=probe).json()["scores"])  # fmt: skip
+
+
+def test_zero_policy_reads_a_nan_libsvm_value_as_an_absent_pair(client):
+    body = b"1 1:0.5 2:nan 3:1\n0 1:1 2:NaN 3:2\n1 2:-nan 1:3\n"
+    expected = b"1 1:0.5 3:1\n0 1:1 3:2\n1 1:3\n"
+    headers = {"content-type": "text/x-libsvm"}
+    for model_id, policy in (("holes", "zero"), ("zeros", "zero"), ("refuses", "refuse")):
+        create_model(client, model_id, n_features=3, missing_values=policy, **LINEAR)
+    assert (
+        client.post("/v1/models/holes/events", content=body, headers=headers).json()["learned"] == 3
+    )
+    client.post("/v1/models/zeros/events", content=expected, headers=headers)
+    probe = np.array([[1.0, 2.0, 3.0]])
+    assert _scores(client, "holes", probe) == _scores(client, "zeros", probe)
+    refused = client.post("/v1/models/refuses/events", content=body, headers=headers)
+    assert refused.status_code == 422 and "feature 2 is nan" in refused.json()["detail"]

@@ -251,8 +251,8 @@ class Counts(BaseModel):
     duplicates: int = Field(
         description="events and labels skipped because their id was already learned (or "
         "repeated in the request), in requests that learned something: a request of nothing "
-        "but duplicates (a retry) changes nothing, this count included (its response and "
-        "aucstream_events_duplicate_total count them)"
+        "but duplicates (a retry) changes nothing, this count included (its response and the "
+        "Prometheus counters count them)"
     )
     labels_joined: int = Field(description="delayed labels joined to a scored event in time")
     labels_defaulted: int = Field(

@@ -21,9 +21,10 @@ import inspect
 import json
 from typing import Any
 
-from core.learners import available_learners, learner_class
+from core.learners import learner_class
 from core.learners._params import parameters_schema
 from core.validation import FEATURE_BOUND
+from service.engine.model import servable_learners
 from service.ingest import fields, libsvm
 from service.schemas import DEFAULT_LEARNER, ModelCreate, Problem
 
@@ -355,13 +356,12 @@ def complete(document: dict[str, Any], *, auth_enabled: bool) -> dict[str, Any]:
 
 
 def learner_params_schemas() -> dict[str, dict[str, Any]]:
-    """``{learner name: JSON Schema of its params}`` for every online learner, generated from
-    its declared constraints (``scaling`` is a model field, not a parameter)."""
+    """``{learner name: JSON Schema of its params}`` for every learner a model may run (those
+    ``GET /v1/learners`` lists), generated from its declared constraints (``scaling`` is a
+    model field, not a parameter)."""
     result = {}
-    for name in available_learners():
+    for name in servable_learners():
         cls = learner_class(name)
-        if not getattr(cls, "online", True):
-            continue
         defaults = {
             parameter.name: parameter.default
             for parameter in inspect.signature(cls.__init__).parameters.values()

@@ -25,6 +25,7 @@ from core.validation import check_fpr_range
 
 FeatureModeName = Literal["dense", "sparse", "hashed"]
 ScalingName = Literal["auto", "none", "unit_norm", "standard", "scale"]
+MissingValuesName = Literal["refuse", "zero"]
 
 #: [CHOICE] Models created over HTTP scale by default: fraud teams post raw features (amounts
 #: in the thousands next to 0/1 flags), and every learner here takes gradient steps whose size
@@ -187,6 +188,17 @@ class ModelCreate(BaseModel):
         ),
     )
 
+    missing_values: MissingValuesName = Field(
+        default="refuse",
+        description=(
+            "what a missing feature value does (null in JSON, NDJSON and stream messages, NaN "
+            "in NPZ and LIBSVM; for a dense model with feature_names also an absent name): "
+            "`refuse` (the default: a 422 naming the event and feature, nothing learned) or "
+            "`zero` (read as 0; a sparse or hashed event leaves the feature out).  Infinity "
+            "is always refused"
+        ),
+    )
+
     @field_validator("default_label", mode="before")
     @classmethod
     def _label_is_a_number(cls, value: Any) -> Any:
@@ -274,8 +286,10 @@ class Counts(BaseModel):
     positives: int
     negatives: int
     duplicates: int = Field(
-        description="events and labels refused because their id was already learned (or "
-        "repeated in the request)"
+        description="events and labels skipped because their id was already learned (or "
+        "repeated in the request), in requests that learned something: a request of nothing "
+        "but duplicates (a retry) changes nothing, this count included (its response and the "
+        "Prometheus counters count them)"
     )
     labels_joined: int = Field(description="delayed labels joined to a scored event in time")
     labels_defaulted: int = Field(

@@ -31,6 +31,8 @@ Online AUC / partial-AUC learning service.
                                       learn a file in-process and print its metrics
   aucstream replay events.csv --model fraud --url http://127.0.0.1:8000
                                       send it to a running server (re-running is harmless)
+  aucstream fit history.csv --model fraud --label-column is_fraud
+                                      train on a history file, write (or --url upload) a snapshot
 
 Exit status: 0 success, 1 the work failed (a server refused or was down), 2 a wrong command,
 file or option, 130 interrupted."""

@@ -8,7 +8,10 @@ features, in file order, whose names become the model's ``feature_names``.  Poli
 failing with one line naming what is wrong:
 
 * a non-numeric feature column (text such as a merchant name) is refused, naming the
-  columns, unless ``--drop-non-numeric`` leaves them out; booleans count as 0/1;
+  columns, unless ``--feature-mode hashed`` one-hot encodes it (``country=FR``, as the
+  server's JSON route does) or ``--drop-non-numeric`` leaves it out; booleans count as 0/1;
+* labels are 0/1, -1/+1, booleans, or yes/no, true/false in any case; ``--positive-label``
+  names the positive value of any other column (every other value is negative);
 * a missing value (an empty cell, ``NA``, ``null``...) is refused naming its row and column
   (``--missing error``), read as 0 (``--missing zero``), or drops its row (``--missing
   drop``); a missing label or id is always refused;
@@ -24,6 +27,7 @@ import hashlib
 import re
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +57,9 @@ class ReplayData:
     rows: np.ndarray
     feature_names: list[str] | None
     digest: str
+    #: ``--feature-mode hashed``: each event's ``{"column": value}`` (text values kept, missing
+    #: ones left out), what a server is sent; ``X`` is the same events hashed
+    named_events: list[dict[str, Any]] | None = None
 
     @property
     def n_events(self) -> int:
@@ -75,6 +82,9 @@ def add_file_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drop-non-numeric", action="store_true",
                         help="leave out text columns instead of refusing the file")  # fmt: skip
     parser.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
+    parser.add_argument("--positive-label", default=None, metavar="VALUE",
+                        help="CSV / Parquet: the label value of the positive class (every other "
+                        "value is negative), e.g. --positive-label denied")  # fmt: skip
 
 
 def read_file_events(args: argparse.Namespace, id_column: str | None = None) -> ReplayData:
@@ -88,6 +98,8 @@ def read_file_events(args: argparse.Namespace, id_column: str | None = None) -> 
         missing=args.missing,
         drop_non_numeric=args.drop_non_numeric,
         zero_based=args.zero_based,
+        positive_label=args.positive_label,
+        hashed_width=args.hash_features if args.feature_mode == "hashed" else None,
     )
 
 
@@ -119,15 +131,20 @@ def read_events(
     missing: str = "error",
     drop_non_numeric: bool = False,
     zero_based: bool = False,
+    positive_label: str | None = None,
+    hashed_width: int | None = None,
 ) -> ReplayData:
     file_format = detect_format(path) if file_format == "auto" else file_format
     digest = file_digest(path)  # also the first read: a missing file fails here, in one line
     if file_format in ("csv", "parquet"):
         frame = read_frame(path, file_format, id_column)
-        return table_events(frame, path, digest, label_column, id_column, missing, drop_non_numeric)
-    if id_column is not None or label_column is not None:
-        option = "--id-column" if id_column is not None else "--label-column"
-        raise CliError(f"{option} is for CSV and Parquet files, not {file_format}")
+        return table_events(frame, path, digest, label_column, id_column, missing,
+                            drop_non_numeric, positive_label, hashed_width)  # fmt: skip
+    for option, value in (("--id-column", id_column), ("--label-column", label_column),
+                          ("--positive-label", positive_label),
+                          ("--feature-mode hashed", hashed_width)):  # fmt: skip
+        if value is not None:
+            raise CliError(f"{option} is for CSV and Parquet files, not {file_format}")
     X, y = read_libsvm(path, zero_based) if file_format == "libsvm" else read_npz(path)
     y = checked_labels(y, "the labels", np.arange(1, len(y) + 1))
     return ReplayData(X, y, None, np.arange(1, len(y) + 1), None, digest)
@@ -163,7 +180,8 @@ def read_frame(path: str, file_format: str, id_column: str | None):
     return frame
 
 
-def table_events(frame, path, digest, label_column, id_column, missing, drop_non_numeric):
+def table_events(frame, path, digest, label_column, id_column, missing, drop_non_numeric,
+                 positive_label=None, hashed_width=None):  # fmt: skip
     import pandas as pd
 
     columns = list(frame.columns)
@@ -184,10 +202,13 @@ def table_events(frame, path, digest, label_column, id_column, missing, drop_non
             pd.api.types.is_numeric_dtype(frame[name]) or pd.api.types.is_bool_dtype(frame[name])
         )
     ]
+    if text and hashed_width is not None:
+        text = []  # a hashed model takes text: "country": "FR" is the feature country=FR
     if text and not drop_non_numeric:
         raise CliError(
             f"non-numeric column(s) {_names(text)} in {path}: features must be numbers; pass "
-            "--drop-non-numeric to leave them out (or --id-column for an id)"
+            "--feature-mode hashed to one-hot encode them (column=value), --drop-non-numeric "
+            "to leave them out, or --id-column for an id"
         )
     if text:
         print(f"aucstream: note: left out non-numeric column(s) {_names(text)}", file=sys.stderr)
@@ -203,14 +224,99 @@ def table_events(frame, path, digest, label_column, id_column, missing, drop_non
         frame, rows = frame[keep], rows[keep]
         if len(frame) == 0:
             raise CliError(f"every row of {path} has a missing value (--missing drop)")
+    y = table_labels(frame[label_column], label_column, rows, positive_label)
+    ids = None if id_column is None else frame[id_column].astype(str).tolist()
+    if hashed_width is not None:
+        named = named_rows(frame[feature_columns])
+        X = hashed_rows(named, hashed_width, rows)
+        return ReplayData(X, y, ids, rows, None, digest, named_events=named)
     X = np.ascontiguousarray(frame[feature_columns].to_numpy(dtype=np.float64, na_value=0.0))
     infinite = np.argwhere(np.isinf(X))
     if len(infinite):
         row, column = infinite[0]
         raise CliError(f"row {rows[row]}, column {feature_columns[column]!r}: infinite value")
-    y = checked_labels(frame[label_column].to_numpy(), f"label column {label_column!r}", rows)
-    ids = None if id_column is None else frame[id_column].astype(str).tolist()
     return ReplayData(X, y, ids, rows, feature_columns, digest)
+
+
+def named_rows(features) -> list[dict[str, Any]]:
+    """Each row as ``{"column": value}`` (Python numbers, booleans and strings, as a JSON
+    event carries them), its missing cells left out: absent is 0 in a hashed model."""
+    import pandas as pd
+
+    records = features.astype(object).where(features.notna(), None).to_dict("records")
+    named = []
+    for record in records:
+        row = {}
+        for name, value in record.items():
+            if value is None or value is pd.NA:
+                continue
+            row[name] = value.item() if isinstance(value, np.generic) else value
+        named.append(row)
+    return named
+
+
+def hashed_rows(named: list[dict[str, Any]], width: int, rows: np.ndarray) -> CSRMatrix:
+    """The events hashed as the server hashes a JSON event (``service.ingest``): the same
+    features whether a file is learned in this process or sent to a server."""
+    from service.errors import ServiceError
+    from service.ingest import FeatureSpec
+    from service.ingest.fields import Locator
+    from service.ingest.objects import hashed_features
+
+    try:
+        return hashed_features(named, FeatureSpec(width, "hashed"), Locator(None, rows.tolist()))
+    except ServiceError as error:
+        raise CliError(error.detail.replace("line ", "row ", 1)) from None
+
+
+#: label words read without --positive-label (any case): (positive, negative)
+LABEL_WORDS = (("yes", "no"), ("true", "false"))
+
+
+def table_labels(column, name: str, rows: np.ndarray, positive_label: str | None) -> np.ndarray:
+    """A table's label column in {-1, +1}: ``--positive-label`` against every other value,
+    else 0/1, -1/+1, booleans, or the words yes/no, true/false in any case; otherwise one line
+    naming the column and the values found."""
+    import pandas as pd
+
+    if positive_label is not None:
+        positive = column.astype(str).str.strip() == positive_label.strip()
+        if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
+            try:
+                positive = column == float(positive_label)
+            except ValueError:
+                pass  # compared as text: no row matches, which is said below
+        if not positive.any():
+            raise CliError(f"--positive-label {positive_label!r}: no row of label column "
+                           f"{name!r} has it; values found: {_found(column)}")  # fmt: skip
+        return np.where(positive.to_numpy(), 1, -1).astype(np.int64)
+    if column.dtype == object or pd.api.types.is_string_dtype(column):
+        words = column.astype(str).str.strip().str.lower()
+        found = set(words.unique())
+        for yes, no in LABEL_WORDS:
+            if found <= {yes, no}:
+                return np.where((words == yes).to_numpy(), 1, -1).astype(np.int64)
+        raise CliError(
+            f"label column {name!r} is not binary: values found {_found(column)}; labels are "
+            "0/1, -1/+1, true/false or yes/no (any case); name the positive class with "
+            "--positive-label VALUE"
+        )
+    try:
+        return as_labels(column.to_numpy())
+    except ValueError as error:
+        row = getattr(error, "row", None)
+        where = f" (row {rows[row]})" if row is not None else ""
+        raise CliError(
+            f"label column {name!r}: {error}{where}; values found: {_found(column)}; name the "
+            "positive class with --positive-label VALUE"
+        ) from None
+
+
+def _found(column, shown: int = 8) -> str:
+    """The distinct values of a column, most frequent first, with their counts."""
+    counts = column.value_counts(dropna=False)
+    listed = ", ".join(f"{value!r} ({count:,})" for value, count in counts.iloc[:shown].items())
+    return listed + (f" and {len(counts) - shown} more" if len(counts) > shown else "")
 
 
 def _missing_rows(frame, feature_columns: list[str], missing: str) -> np.ndarray | None:

@@ -66,7 +66,7 @@ def train(learner, X, y: np.ndarray, *, passes: int | None, batch_size: int, see
             rows = order[start : start + batch_size]
             learner.partial_fit(_rows(X, rows), y[rows])
             progress.update(len(rows))
-    return f"{passes} passes of partial_fit"
+    return f"{passes} pass{'' if passes == 1 else 'es'} of partial_fit"
 
 
 def build_snapshot(args: argparse.Namespace, data: ReplayData, progress) -> tuple[bytes, dict]:

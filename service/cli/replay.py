@@ -28,6 +28,9 @@ from service.schemas import DEFAULT_LEARNER
 #: Above it the model stays sparse (dense rows cost O(n_features) per event and per stored
 #: regret-window row).
 DENSE_MAX_FEATURES = 1000
+#: [CHOICE] the hashed width of --feature-mode hashed: 2**16 columns keep collisions rare for
+#: tables of a few hundred columns and categories, and the model's state a few MB
+HASH_FEATURES = 1 << 16
 
 #: the line of ``aucstream --help``; DESCRIPTION follows it in ``aucstream replay --help``
 SUMMARY = "stream a CSV / Parquet / LIBSVM / NPZ file into a model and print its metrics"
@@ -37,9 +40,11 @@ indptr, indices, data and y); the format follows the extension unless --format i
 CSV and Parquet: the label column is --label-column (default: the first of y, label, target,
 class, is_fraud in any case, else the last column), the other numeric columns are the
 features, named after the
-header (the model's feature_names).  Text columns are refused unless --drop-non-numeric;
-missing cells are refused unless --missing zero (read as 0) or --missing drop (skip the row).
-Labels are 0/1, -1/+1 or true/false.
+header (the model's feature_names).  Text columns are refused unless --feature-mode hashed
+(each column by name, a text value one-hot as the feature column=value, as the server's JSON
+route does) or --drop-non-numeric; missing cells are refused unless --missing zero (read as
+0) or --missing drop (skip the row).  Labels are 0/1, -1/+1, true/false or yes/no (any case);
+--positive-label VALUE makes that value the positive class and every other one negative.
 
 The model is created with the options below if it does not exist (with --url: if the server
 has no model of that id).  Feature mode by default: dense for CSV, Parquet and dense NPZ;
@@ -89,8 +94,12 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--learner", default=DEFAULT_LEARNER, help="learner of a new model")
     parser.add_argument("--params", default=None,
                         help='learner parameters as JSON, e.g. \'{"eta0": 0.1}\'')  # fmt: skip
-    parser.add_argument("--feature-mode", choices=("dense", "sparse"), default=None,
-                        help="feature mode of a new model (default: see above)")  # fmt: skip
+    parser.add_argument("--feature-mode", choices=("dense", "sparse", "hashed"), default=None,
+                        help="feature mode of a new model (default: see above); hashed (CSV / "
+                        "Parquet): each column's value by name, a text value one-hot as the "
+                        "feature column=value, hashed into --hash-features columns")  # fmt: skip
+    parser.add_argument("--hash-features", type=positive_int, default=HASH_FEATURES,
+                        help="with --feature-mode hashed: the model's n_features")  # fmt: skip
     parser.add_argument("--scaling", default="auto",
                         choices=("auto", "none", "unit_norm", "standard", "scale"),
                         help="online scaling of a new model; auto = standard when dense, "
@@ -133,7 +142,7 @@ def model_request(args: argparse.Namespace, data: ReplayData) -> dict[str, Any]:
         raise CliError(f"--params is not valid JSON: {error}") from None
     if not isinstance(params, dict):
         raise CliError("--params must be a JSON object, e.g. '{\"eta0\": 0.1}'")
-    n_features = int(data.X.shape[1])
+    n_features = int(data.X.shape[1])  # hashed: --hash-features
     mode = args.feature_mode
     if mode is None:
         sparse = isinstance(data.X, CSRMatrix) and n_features > DENSE_MAX_FEATURES
@@ -211,6 +220,15 @@ def npz_body(X, y: np.ndarray, ids: list[str]) -> bytes:
     return buffer.getvalue()
 
 
+def json_body(data: ReplayData, start: int, stop: int, ids: list[str]) -> bytes:
+    """Events ``start:stop`` of a hashed replay as the JSON body of ``/events``."""
+    assert data.named_events is not None
+    labels = data.y[start:stop].tolist()
+    events = [{"id": ids[index], "x": data.named_events[index], "y": labels[index - start]}
+              for index in range(start, stop)]  # fmt: skip
+    return orjson.dumps({"events": events})
+
+
 def refused(response, what: str) -> CliError:
     """One line from a server's error answer (a problem+json body, or its text)."""
     try:
@@ -254,11 +272,15 @@ def replay_to_server(args, data: ReplayData, request, tally: RunTally, advance):
         ids = data.event_ids()
         started = time.perf_counter()
         for start, stop in spans(data.n_events, args.batch_size):
-            part = in_layout(data.X, start, stop, dense)
+            if data.named_events is not None:  # a hashed model hashes the events itself
+                content = json_body(data, start, stop, ids)
+                kind = "application/json"
+            else:
+                part = in_layout(data.X, start, stop, dense)
+                content = npz_body(part, data.y[start:stop], ids[start:stop])
+                kind = "application/x-npz"
             response = http.post(
-                f"/v1/models/{args.model}/events",
-                content=npz_body(part, data.y[start:stop], ids[start:stop]),
-                headers={"content-type": "application/x-npz"},
+                f"/v1/models/{args.model}/events", content=content, headers={"content-type": kind}
             )
             if response.status_code not in (200, 202):
                 first = int(data.rows[start])

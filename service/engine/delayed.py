@@ -222,7 +222,6 @@ class DelayedLabels:
         chosen = [p for p, (_, status) in enumerate(statuses) if status == "learned"]
         # a label for an event already learned counts as a duplicate, as an event does
         duplicates = sum(1 for _, status in statuses if status == "duplicate")
-        loaded.stats["duplicates"][0] += duplicates
         dropped: list[str] = []
         if chosen:
             X, scores = _decode(loaded, [records[ids[p]][0] for p in chosen])
@@ -237,7 +236,10 @@ class DelayedLabels:
                 scores = scores[keep]
         if not chosen:
             version = loaded.version
-            if merged.checkpoint or duplicates or dropped:
+            # nothing but duplicates (a client's retry) changes nothing: no commit (as
+            # service.engine.learning does for events)
+            if merged.checkpoint or dropped:
+                loaded.stats["duplicates"][0] += duplicates
                 loaded.stats["labels_expired"][0] += len(dropped)
                 version = self.repository.commit(
                     model_id,
@@ -258,6 +260,7 @@ class DelayedLabels:
             if event_id is None:
                 raise
             raise _Unlearnable(event_id) from None
+        loaded.stats["duplicates"][0] += duplicates
         loaded.stats["labels_joined"][0] += len(chosen)
         loaded.stats["labels_expired"][0] += len(dropped)
         version = self.repository.commit(

@@ -279,9 +279,13 @@ class Learning:
                 raise refusal(
                     self.repository, model_id, error, todo.X, todo.y, Locator(batch.ids), keep
                 ) from None
-        loaded.stats["duplicates"][0] += len(duplicate_ids)
         version = loaded.version
-        if len(todo) or duplicate_ids or merged.checkpoint:
+        # A batch of nothing but duplicates (a client's retry) changes nothing: no commit, the
+        # version stays, and the model's duplicate counter with it (the response and
+        # Prometheus' aucstream_events_duplicate_total still count them).  A queue worker's
+        # checkpoint is the exception: its position must advance.
+        if len(todo) or merged.checkpoint:
+            loaded.stats["duplicates"][0] += len(duplicate_ids)
             version = self.repository.commit(
                 model_id,
                 loaded,

@@ -114,6 +114,7 @@ class Loaded:
             self.config.feature_mode,
             accept_sparse=type(self.learner).supports_sparse,
             feature_names=self.config.feature_names,
+            missing_values=self.config.missing_values,
         )
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -372,7 +373,7 @@ def _servable(cls) -> bool:
     return getattr(cls, "online", True) or getattr(cls, "streams_on_window", False)
 
 
-def _online_learners() -> list[str]:
+def servable_learners() -> list[str]:
     return [n for n in available_learners() if _servable(learner_class(n))]
 
 
@@ -404,7 +405,7 @@ def build_learner(request: ModelCreate) -> OnlineLearner:
     if not _servable(cls):
         raise InvalidInput(
             f"learner {request.learner!r} is a batch solver, not an online learner; "
-            f"online learners: {', '.join(_online_learners())}",
+            f"online learners: {', '.join(servable_learners())}",
             field="learner",
         )
     scaling = resolve_scaling(request.scaling, request.feature_mode)

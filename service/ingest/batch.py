@@ -12,6 +12,7 @@ from core.hashing import FeatureHasher
 from core.validation import CSRMatrix
 
 FeatureMode = Literal["dense", "sparse", "hashed"]
+MissingValues = Literal["refuse", "zero"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,12 @@ class FeatureSpec:
     #: the model's feature names (dense and sparse models created with them): events may
     #: then give ``x`` as ``{"name": value}`` (:mod:`service.ingest.named`)
     feature_names: tuple[str, ...] | None = None
+    #: what a missing value (JSON null, NaN) does: ``refuse`` it, or read it as ``zero``
+    missing_values: MissingValues = "refuse"
+
+    @property
+    def fills_missing(self) -> bool:
+        return self.missing_values != "refuse"
 
     def hasher(self) -> FeatureHasher:
         return _hasher(self.n_features)

@@ -60,6 +60,7 @@ def libsvm_events(
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
         raise MalformedBody(f"LIBSVM body is not UTF-8 text: {error}") from None
+    fills_missing = spec.fills_missing
     labels: list[str | None] = []
     raw_ids: list[str | None] = []
     rests: list[str] = []
@@ -78,6 +79,8 @@ def libsvm_events(
         rest = tokens[1] if len(tokens) > 1 else ""
         if not labelled and ":" in tokens[0]:  # /score: the label is optional
             head, rest = None, content
+        if fills_missing and "n" in rest.lower():
+            rest = _MISSING_PAIR.sub("", rest)  # index:nan, a missing value: absent, so 0
         labels.append(head)
         raw_ids.append(comment.strip() or None)
         rests.append(rest)
@@ -184,6 +187,10 @@ def _well_formed_pairs(text: str) -> bool:
     return not (in_index & (kinds == _NUMBER_SIGN)).any()
 
 
+#: a pair whose value is NaN (a missing value), for a model that reads missing values as 0
+_MISSING_PAIR = re.compile(r"(?<!\S)\d+:[+-]?nan(?!\S)", re.IGNORECASE)
+
+
 def _refuse_non_finite(locate: Locator, index: int, token: str) -> None:
     """A pair whose value ``float`` reads as infinity or NaN: the clearer 422 of the feature
     checks rather than "malformed"."""
@@ -195,7 +202,8 @@ def _refuse_non_finite(locate: Locator, index: int, token: str) -> None:
     if not math.isfinite(number) and key.isascii() and key.isdigit():
         raise locate.error(
             index,
-            f"feature {key} is {value}; values must be finite numbers",
+            f"feature {key} is {value}; values must be finite numbers"
+            + (f" ({fields.MISSING_REFUSED})" if math.isnan(number) else ""),
             field="x",
         )
 

@@ -10,6 +10,7 @@ the model does not have is an error naming it.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from service.ingest.batch import FeatureSpec
@@ -24,6 +25,14 @@ def _quote(names: list[str]) -> str:
     shown = [repr(n if len(n) <= _QUOTED_CHARS else n[:_QUOTED_CHARS] + "...") for n in names]
     more = len(names) - _QUOTED_NAMES
     return ", ".join(shown[:_QUOTED_NAMES]) + (f" and {more} more" if more > 0 else "")
+
+
+def _did_you_mean(name: str, names: tuple[str, ...]) -> str:
+    """`` (did you mean 'amount'?)`` when a model's name is close to the misspelt ``name``."""
+    if len(name) > _QUOTED_CHARS * 4:  # a huge key is no misspelling (and costly to compare)
+        return ""
+    close = difflib.get_close_matches(name, names, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def is_sparse_form(row: Any) -> bool:
@@ -66,10 +75,14 @@ def positional_rows(rows: list[Any], spec: FeatureSpec, locate: Locator) -> list
         if unknown:
             raise locate.error(
                 index,
-                f"unknown feature name(s) {_quote(unknown)}; the model's are {_quote(list(names))}",
+                f"unknown feature name(s) {_quote(unknown)}{_did_you_mean(unknown[0], names)}; "
+                f"the model's are {_quote(list(names))}",
                 field="x",
             )
         if dense:
+            if len(row) != len(names) and spec.fills_missing:
+                out.append([row.get(name) for name in names])  # absent: None, a missing value
+                continue
             if len(row) != len(names):
                 missing = [name for name in names if name not in row]
                 raise locate.error(

@@ -10,6 +10,7 @@ A dense or sparse model created with ``feature_names`` also takes ``{"name": val
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -41,6 +42,8 @@ def dense_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> np.nd
             ).reshape(len(rows), width)
         except (TypeError, ValueError):
             X = None
+            if spec.fills_missing:
+                X = _with_missing_values(rows, width)
     if X is None:
         for index, row in enumerate(rows):
             if type(row) is not list:
@@ -54,13 +57,33 @@ def dense_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> np.nd
                 raise locate.error(
                     index, f"expected {spec.n_features} features, got {len(row)}", field="x"
                 )
-            for value in row:
+            for column, value in enumerate(row):
+                if value is None:
+                    raise locate.error(
+                        index,
+                        f"feature {column} is missing (null): {fields.MISSING_REFUSED}",
+                        field="x",
+                    )
                 if type(value) not in (int, float):
                     raise locate.error(
                         index, f"feature values must be numbers, got {value!r}", field="x"
                     )
         raise InvalidInput("features could not be read as numbers", field="x")
     return fields.dense(X, spec, locate)
+
+
+def _with_missing_values(rows: list[Any], width: int) -> np.ndarray | None:
+    """The rows as (n, width) float64 with each null (a missing value) as NaN, which
+    ``fields.dense`` then fills by the model's policy; None when anything else is wrong (the
+    caller's diagnosis names it).  Only reached when the plain read failed."""
+    if not all(type(row) is list and len(row) == width for row in rows):
+        return None
+    values = [math.nan if value is None else value for value in itertools.chain.from_iterable(rows)]
+    try:
+        sum(values)  # a TypeError on anything but numbers, as above
+        return np.fromiter(values, dtype=np.float64, count=len(values)).reshape(len(rows), width)
+    except (TypeError, ValueError):
+        return None
 
 
 _SPARSE_KEYS = {"indices", "values"}
@@ -93,6 +116,8 @@ def sparse_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> CSRM
     np.cumsum(lengths, out=indptr[1:])
     flat_indices = [i for part in indices_lists for i in part]
     flat_values = [v for part in values_lists for v in part]
+    if spec.fills_missing and None in flat_values:  # null: NaN, filled by fields.sparse
+        flat_values = [math.nan if v is None else v for v in flat_values]
     try:
         if any(type(i) is not int for i in flat_indices):
             raise ValueError("indices")
@@ -105,6 +130,9 @@ def sparse_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> CSRM
         ):
             if any(type(i) is not int for i in row_indices):
                 raise locate.error(index, "sparse indices must be integers", field="x") from None
+            if None in row_values:
+                detail = f"a sparse value is missing (null): {fields.MISSING_REFUSED}"
+                raise locate.error(index, detail, field="x") from None
             if any(type(v) not in (int, float) for v in row_values):
                 raise locate.error(index, "sparse values must be numbers", field="x") from None
         raise InvalidInput("sparse features could not be read", field="x") from None
@@ -132,6 +160,14 @@ def hashed_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> CSRM
                     converted[name] = float(value)
                 elif kind is int or kind is float:
                     converted[name] = value
+                elif value is None and spec.fills_missing:
+                    continue  # an absent feature is 0 in a hashed model
+                elif value is None:
+                    raise locate.error(
+                        index,
+                        f"feature {name!r} is missing (null): {fields.MISSING_REFUSED}",
+                        field="x",
+                    )
                 else:
                     raise locate.error(
                         index,

@@ -9,7 +9,7 @@ from starlette.concurrency import run_in_threadpool
 from service import snapshot
 from service.deps import EngineDep, SettingsDep, read_body, require_json, run_engine
 from service.engine import Engine
-from service.errors import InvalidInput, UnsupportedMediaType
+from service.errors import InvalidInput, ModelExists, UnsupportedMediaType
 from service.ingest import media_type
 from service.openapi import problems, snapshot_body
 from service.schemas import ModelCreate, ModelInfo, ModelList, WeightsResponse
@@ -122,6 +122,13 @@ async def import_snapshot(
         ModelCreate.model_validate(config.model_dump(include=set(ModelCreate.model_fields)))
     except ValueError as error:
         raise InvalidInput(f"invalid model id: {error}", field="model_id") from None
-    return await run_engine(
-        engine, engine.restore_model, config, arrays, replace=replace, offload=True
-    )
+    try:
+        return await run_engine(
+            engine, engine.restore_model, config, arrays, replace=replace, offload=True
+        )
+    except ModelExists as exists:
+        # the one way past the conflict is a query parameter: name it
+        raise ModelExists(
+            f"{exists.detail}; add ?replace=true to the PUT to overwrite it with the snapshot",
+            field=exists.field,
+        ) from None

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from core.learners import available_learners, learner_class
 from service.deps import EngineDep, TelemetryDep, require_api_key
 from service.engine import Engine
+from service.engine.model import servable_learners
 from service.errors import ServiceError, StoreLostData
 from service.openapi import problems
 from service.queue import StreamQueue
@@ -137,12 +137,9 @@ def _refresh_lag(engine: Engine, queue: StreamQueue, telemetry: Telemetry) -> No
 
 @v1_router.get("/learners", response_model=dict[str, list[str]])
 async def learners() -> dict[str, list[str]]:
-    """Learner names accepted by ``POST /v1/models``."""
-    return {
-        "learners": [
-            name for name in available_learners() if getattr(learner_class(name), "online", True)
-        ]
-    }
+    """Learner names accepted by ``POST /v1/models``: the online learners and the window
+    solvers that stream (``spdam``)."""
+    return {"learners": servable_learners()}
 
 
 _ACKNOWLEDGED = {

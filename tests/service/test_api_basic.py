@@ -72,3 +72,22 @@ def test_duplicates_are_skipped_and_reported(client):
     assert all(isinstance(value, float) for value in scores[1:3] + scores[4:])
     counts = client.get("/v1/models/m").json()["counts"]
     assert counts["events_learned"] == 7 and counts["duplicates"] == 2
+
+
+def test_a_batch_of_only_duplicates_changes_nothing(client):
+    """A client's retry of a batch already learned is acknowledged and changes nothing: the
+    version, the counters and every stored array stay as they were (no commit)."""
+    create_model(client, n_features=5)
+    X, y = make_stream(6)
+    body = events_json(X, y, [f"r{i}" for i in range(6)])
+    first = client.post("/v1/models/m/events", json=body).json()
+    before = client.get("/v1/models/m").json()
+    stored = client.app.state.store.load("m").arrays
+    retry = client.post("/v1/models/m/events", json=body).json()
+    assert retry["learned"] == 0 and retry["duplicates"] == 6
+    assert retry["version"] == first["version"] == before["version"]
+    assert client.get("/v1/models/m").json() == before
+    after = client.app.state.store.load("m").arrays
+    assert after.keys() == stored.keys()
+    for name, value in stored.items():
+        np.testing.assert_array_equal(after[name], value, err_msg=name)

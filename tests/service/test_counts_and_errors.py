@@ -20,7 +20,8 @@ def _version(client, model="m") -> int:
 # ---------------------------------------------------------------------- counts
 def test_duplicate_labels_reach_the_duplicates_count(client):
     """A label for an event already learned, or repeated in one request, is a duplicate in
-    the response and in ``counts.duplicates``, as a repeated event is."""
+    the response and in ``counts.duplicates`` (when the request learned anything), as a
+    repeated event is."""
     create_model(client, n_features=5)
     X, y = make_stream(6)
     ids = [f"s{i}" for i in range(6)]
@@ -32,13 +33,20 @@ def test_duplicate_labels_reach_the_duplicates_count(client):
         json=[{"id": "s0", "y": 1}, {"id": "s2", "y": 1}, {"id": "s2", "y": 1}],
     ).json()
     assert [r["status"] for r in again["results"]] == ["duplicate", "learned", "duplicate"]
-    client.post("/v1/models/m/events", json=events_json(X[:1], y[:1], ids=["s1"]))  # 1 more
+    mixed = events_json(X[:2], y[:2], ids=["s1", "new"])  # 1 more duplicate, 1 learned
+    assert client.post("/v1/models/m/events", json=mixed).json()["duplicates"] == 1
     counts = client.get("/v1/models/m/metrics").json()["counts"]
     assert counts["duplicates"] == 3 and counts["labels_joined"] == 3
-    assert counts["events_learned"] == 3
+    assert counts["events_learned"] == 4
+    # a request of nothing but duplicates (a retry) changes nothing: no commit, no count
+    version = _version(client)
     only_duplicates = client.post("/v1/models/m/labels", json=[{"id": "s1", "y": 0}]).json()
     assert only_duplicates["learned"] == 0
-    assert client.get("/v1/models/m/metrics").json()["counts"]["duplicates"] == 4
+    assert only_duplicates["results"][0]["status"] == "duplicate"
+    retried = client.post("/v1/models/m/events", json=mixed).json()
+    assert retried["duplicates"] == 2 and retried["version"] == version
+    assert client.get("/v1/models/m/metrics").json()["counts"]["duplicates"] == 3
+    assert _version(client) == version
 
 
 @pytest.mark.parametrize("default_label", [0, None])

@@ -2,8 +2,9 @@
 ``chromium-driver``, driven by Selenium) against the real app under uvicorn.
 
 The browser is offline (only the loopback resolves, see ``loadtest/browser.py``): every page
-must work from the files the package serves.  Without Chromium the tests are skipped, except
-in CI (``CI`` set), where ``.ci/run`` installs it and a missing browser is a failure.
+must work from the files the package serves.  Without Chromium the tests are skipped with a
+message saying what to install, except with ``AUCSTREAM_REQUIRE_BROWSER=1`` (set by
+``.ci/run``, which installs it), where a missing browser fails every test here.
 """
 
 from __future__ import annotations
@@ -33,10 +34,17 @@ from tests.service.conftest import events_json, make_stream
 from tests.service.test_drift import N_FEATURES as DRIFT_FEATURES
 from tests.service.test_drift import flipping_stream
 
-if find_chromium() is None:  # a real browser is part of the suite, as redis-server is
-    raise RuntimeError(
-        "the dashboard tests need Debian's chromium and chromium-driver "
-        "(apt-get install chromium chromium-driver; .ci/run installs them)"
+MISSING_BROWSER = (
+    "the dashboard tests need Debian's chromium and chromium-driver on the PATH "
+    "(apt-get install chromium chromium-driver; .ci/run installs them)"
+)
+#: set by .ci/run, which installs the browser: there a missing one fails the tests
+REQUIRE_BROWSER = os.environ.get("AUCSTREAM_REQUIRE_BROWSER") == "1"
+if find_chromium() is None and not REQUIRE_BROWSER:
+    # skipped, not an error at collection: the rest of the suite still runs
+    pytest.skip(
+        f"{MISSING_BROWSER}; AUCSTREAM_REQUIRE_BROWSER=1 makes this a failure",
+        allow_module_level=True,
     )
 
 READ_WRITE_KEY = "dashboard-test-read-write"
@@ -64,6 +72,8 @@ def server(**env: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def chromium():
+    if find_chromium() is None:
+        pytest.fail(f"AUCSTREAM_REQUIRE_BROWSER=1 and no browser: {MISSING_BROWSER}")
     with headless_chromium(width=1400, height=1400) as driver:
         yield driver
 

@@ -121,3 +121,11 @@ def test_upload_to_a_running_server(tmp_path, capsys):
             info = http.get("/v1/models/m").json()
             assert info["counts"]["events_learned"] == 1200
             assert http.get("/v1/models/m/snapshot").status_code == 200
+
+
+def test_pass_counts_read_as_english(tmp_path, capsys):
+    X, y = _history(n=300, seed=2)
+    for passes, said in (("1", "1 pass of partial_fit"), ("3", "3 passes of partial_fit")):
+        code, _ = _fit(tmp_path, X, y, "--learner", "poise", "--passes", passes)
+        assert code == 0
+        assert said in capsys.readouterr().out

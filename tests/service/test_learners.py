@@ -132,3 +132,11 @@ def test_a_poise_model_stored_before_the_auc_term_keeps_learning_the_game(client
         loaded.learner.prequential_step(X_next, y_next), reference.prequential_step(X_next, y_next)
     )
     assert loaded.learner.state_["auc_steps"][0] == 0
+
+
+def test_learners_endpoint_lists_every_servable_learner(client):
+    """GET /v1/learners names exactly the learners POST /v1/models accepts: the window solver
+    spdam included, the batch solver svm_pauc not."""
+    listed = client.get("/v1/learners").json()["learners"]
+    assert listed == sorted(ONLINE)
+    assert "spdam" in listed and "svm_pauc" not in listed

@@ -110,6 +110,8 @@ def test_snapshot_round_trip_continues_bit_for_bit(client):
         headers={"content-type": "application/zip"},
     )
     assert conflict.status_code == 409
+    assert "already exists" in conflict.json()["detail"]
+    assert "?replace=true" in conflict.json()["detail"]  # the way past the conflict
     for model in ("m", "copy"):
         client.post(f"/v1/models/{model}/events", json=events_json(X[50:], y[50:]))
     original = client.get("/v1/models/m/metrics").json()

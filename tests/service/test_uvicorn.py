@@ -146,9 +146,11 @@ def test_two_workers_one_store_eight_clients_lose_nothing(request, tmp_path, sha
     assert sum(r["learned"] for r in second) == 0
     assert sum(r["duplicates"] for r in second) == n_events
     assert metrics["counts"]["events_learned"] == n_events
-    assert metrics["counts"]["duplicates"] == n_events
+    # the second round was all retries: acknowledged, counted in the responses, and nothing
+    # committed (the model's duplicate counter and version are those of the first round)
+    assert metrics["counts"]["duplicates"] == 0
     assert metrics["since_start"]["events"] == n_events
-    assert version == 1 + 2 * n_clients * n_batches  # one committed write per request
+    assert version == 1 + n_clients * n_batches  # one committed write per learning request
     # the learner's own counters and class sums saw every event exactly once
     store = open_store()
     state = store.load("shared").arrays

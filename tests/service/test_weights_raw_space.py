@@ -198,6 +198,8 @@ def test_named_features_of_a_sparse_model_may_be_a_subset(client):
 @pytest.mark.parametrize(
     "x, message",
     [({"amount": 1.0, "bogus": 2.0}, "unknown feature name(s) 'bogus'"),
+     ({**dict.fromkeys(NAMES[1:], 1.0), "amuont": 1.0},
+      "unknown feature name(s) 'amuont' (did you mean 'amount'?)"),
      ({"amount": 1.0}, "missing feature(s) 'n_items', 'is_new', 'hour' and 2 more"),
      ({**dict.fromkeys(NAMES, 1.0), "amount": "twelve"}, "feature values must be numbers")],
 )  # fmt: skip

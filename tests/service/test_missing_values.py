@@ -1,0 +1,177 @@
+"""A model's ``missing_values`` policy: ``refuse`` (the default: a 422 naming the event and the
+feature, nothing learned) or ``zero`` (a missing value is read as 0), the same over JSON (small
+and large bodies), NDJSON, NPZ, named features, sparse and hashed events, and the stream's JSON
+messages."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+
+from tests.service.conftest import create_model, events_json, make_stream, npz_bytes
+from tests.service.test_stream import exchange, socket
+from tests.service.test_uvicorn import uvicorn_server
+
+LINEAR = {"learner": "spam", "scaling": "none", "regret_window": 0}
+
+
+def _with_holes(n_events: int, seed: int = 3):
+    """A stream with about one value in six missing: the events as JSON (null where missing)
+    and the same events with 0 there."""
+    X, y = make_stream(n_events, seed=seed)
+    holes = np.random.default_rng(seed).random(X.shape) < 1 / 6
+    zeros = np.where(holes, 0.0, X)
+    body = events_json(zeros, y, ids=[f"e{i}" for i in range(n_events)])
+    for event, row in zip(body["events"], holes, strict=True):
+        event["x"] = [None if hole else value for value, hole in zip(event["x"], row, strict=True)]
+    return body, zeros, y, holes
+
+
+def _scores(client, model_id: str, X) -> list[float]:
+    return client.post(f"/v1/models/{model_id}/score", json=events_json(X)).json()["scores"]
+
+
+def test_missing_values_are_refused_by_default_naming_event_and_feature(client):
+    create_model(client, **LINEAR)
+    assert client.get("/v1/models/m").json()["config"]["missing_values"] == "refuse"
+    body, _, _, holes = _with_holes(40)
+    response = client.post("/v1/models/m/events", json=body)
+    assert response.status_code == 422
+    problem = response.json()
+    row, column = np.argwhere(holes)[0]
+    assert problem["event"] == row and problem["field"] == "x"
+    assert problem["detail"].startswith(f"event {row} (id 'e{row}'): feature {column} is missing")
+    assert '"missing_values": "zero"' in problem["detail"]
+    assert client.get("/v1/models/m").json()["counts"]["events_learned"] == 0
+
+
+@pytest.mark.parametrize("n_events", [3, 200], ids=["small-body", "fast-path-size"])
+def test_zero_policy_learns_a_missing_value_as_0_over_json_and_ndjson(client, n_events):
+    """Bit for bit what a model given the zeros learns, whatever the body's path."""
+    body, zeros, y, _ = _with_holes(n_events)
+    for model_id in ("holes", "ndjson", "zeros"):
+        create_model(client, model_id, missing_values="zero", **LINEAR)
+    assert client.post("/v1/models/holes/events", json=body).json()["learned"] == n_events
+    lines = b"\n".join(orjson.dumps(event) for event in body["events"])
+    ndjson = client.post("/v1/models/ndjson/events", content=lines,
+                         headers={"content-type": "application/x-ndjson"})  # fmt: skip
+    assert ndjson.json()["learned"] == n_events
+    client.post("/v1/models/zeros/events", json=events_json(zeros, y))
+    expected = _scores(client, "zeros", zeros)
+    assert _scores(client, "holes", zeros) == expected == _scores(client, "ndjson", zeros)
+    # /score fills the same way
+    scored = client.post(
+        "/v1/models/holes/score", json={"events": [{"x": e["x"]} for e in body["events"]]}
+    )
+    assert scored.json()["scores"] == expected
+
+
+def test_zero_policy_reads_nan_in_npz_as_0_but_refuses_infinity(client):
+    create_model(client, "holes", missing_values="zero", **LINEAR)
+    create_model(client, "zeros", **LINEAR)
+    _, zeros, y, holes = _with_holes(30)
+    with_nan = np.where(holes, np.nan, zeros)
+    headers = {"content-type": "application/x-npz"}
+    sent = client.post(
+        "/v1/models/holes/events", content=npz_bytes(X=with_nan, y=y), headers=headers
+    )
+    assert sent.status_code == 200 and sent.json()["learned"] == 30
+    client.post("/v1/models/zeros/events", content=npz_bytes(X=zeros, y=y), headers=headers)
+    assert _scores(client, "holes", zeros) == _scores(client, "zeros", zeros)
+    infinite = with_nan.copy()
+    infinite[4, 1] = np.inf
+    refused = client.post("/v1/models/holes/events", content=npz_bytes(X=infinite, y=y),
+                          headers=headers)  # fmt: skip
+    assert refused.status_code == 422 and refused.json()["event"] == 4
+
+
+def test_zero_policy_on_named_sparse_and_hashed_events(client):
+    names = ["amount", "n_items", "hour"]
+    create_model(
+        client, "named", n_features=3, feature_names=names, missing_values="zero", **LINEAR
+    )
+    create_model(client, "named-zeros", n_features=3, **LINEAR)
+    events = [
+        {"x": {"amount": 12.5, "n_items": None, "hour": 3}, "y": 1},
+        {"x": {"amount": 4.0, "hour": 22}, "y": 0},
+    ]  # an absent name is missing too
+    assert client.post("/v1/models/named/events", json={"events": events}).json()["learned"] == 2
+    filled = [{"x": [12.5, 0, 3], "y": 1}, {"x": [4.0, 0, 22], "y": 0}]
+    client.post("/v1/models/named-zeros/events", json={"events": filled})
+    probe = np.array([[1.0, 2.0, 3.0]])
+    assert _scores(client, "named", probe) == _scores(client, "named-zeros", probe)
+
+    create_model(
+        client, "sparse", n_features=4, feature_mode="sparse", missing_values="zero", **LINEAR
+    )
+    sparse = [{"x": {"indices": [0, 2], "values": [1.5, None]}, "y": 1}]
+    assert client.post("/v1/models/sparse/events", json={"events": sparse}).json()["learned"] == 1
+    create_model(client, "sparse-refuses", n_features=4, feature_mode="sparse", **LINEAR)
+    refused = client.post("/v1/models/sparse-refuses/events", json={"events": sparse})
+    assert refused.status_code == 422 and "is missing (null)" in refused.json()["detail"]
+
+    for model_id, policy in (("hashed", "zero"), ("hashed-refuses", "refuse")):
+        create_model(client, model_id, n_features=64, feature_mode="hashed",
+                     missing_values=policy, **LINEAR)  # fmt: skip
+    hashed = [{"x": {"amount": 3.0, "country": "FR", "age": None}, "y": 1},
+              {"x": {"amount": 1.0, "country": None}, "y": 0}]  # fmt: skip
+    assert client.post("/v1/models/hashed/events", json={"events": hashed}).json()["learned"] == 2
+    refused = client.post("/v1/models/hashed-refuses/events", json={"events": hashed})
+    assert refused.status_code == 422
+    assert refused.json()["detail"].startswith("event 0: feature 'age' is missing (null)")
+
+
+def test_a_bad_policy_is_refused_and_named(client):
+    response = client.post(
+        "/v1/models", json={"id": "m", "n_features": 2, "missing_values": "mean-ish"}
+    )
+    assert response.status_code == 422 and "missing_values" in response.json()["field"]
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["ModelCreate"]
+    assert schema["properties"]["missing_values"]["enum"] == ["refuse", "zero"]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with uvicorn_server(AUCSTREAM_STORE="memory") as url:
+        yield url
+
+
+def test_stream_json_messages_follow_the_policy(server):
+    body, zeros, y, _ = _with_holes(20)
+    with httpx.Client(base_url=server) as http:
+        for model_id, policy in (("holes", "zero"), ("refuses", "refuse"), ("zeros", "zero")):
+            model = {"id": model_id, "n_features": 5, "missing_values": policy, **LINEAR}
+            created = http.post("/v1/models", json=model)
+            assert created.status_code == 201, created.text
+        http.post("/v1/models/zeros/events", json=events_json(zeros, y))
+        message = orjson.dumps({"seq": 1, "op": "learn", "events": body["events"]}).decode()
+        with socket(server, "holes") as ws:
+            [reply] = exchange(ws, message)
+            assert reply.get("learned") == 20, reply
+        with socket(server, "refuses") as ws:
+            [reply] = exchange(ws, message)
+            assert (
+                reply["problem"]["status"] == 422
+                and "is missing (null)" in reply["problem"]["detail"]
+            )
+        probe = events_json(zeros)
+        assert (http.post("/v1/models/holes/score", json=probe).json()["scores"]
+                == http.post("/v1/models/zeros/score", json=probe).json()["scores"])  # fmt: skip
+
+
+def test_zero_policy_reads_a_nan_libsvm_value_as_an_absent_pair(client):
+    body = b"1 1:0.5 2:nan 3:1\n0 1:1 2:NaN 3:2\n1 2:-nan 1:3\n"
+    expected = b"1 1:0.5 3:1\n0 1:1 3:2\n1 1:3\n"
+    headers = {"content-type": "text/x-libsvm"}
+    for model_id, policy in (("holes", "zero"), ("zeros", "zero"), ("refuses", "refuse")):
+        create_model(client, model_id, n_features=3, missing_values=policy, **LINEAR)
+    assert (
+        client.post("/v1/models/holes/events", content=body, headers=headers).json()["learned"] == 3
+    )
+    client.post("/v1/models/zeros/events", content=expected, headers=headers)
+    probe = np.array([[1.0, 2.0, 3.0]])
+    assert _scores(client, "holes", probe) == _scores(client, "zeros", probe)
+    refused = client.post("/v1/models/refuses/events", content=body, headers=headers)
+    assert refused.status_code == 422 and "feature 2 is nan" in refused.json()["detail"]

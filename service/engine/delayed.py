@@ -221,7 +221,9 @@ class DelayedLabels:
         )
         chosen = [p for p, (_, status) in enumerate(statuses) if status == "learned"]
         # a label for an event already learned counts as a duplicate, as an event does
-        duplicates = sum(1 for _, status in statuses if status == "duplicate")
+        duplicates = merged.counted_duplicates(
+            np.array([status == "duplicate" for _, status in statuses], dtype=bool)
+        )
         dropped: list[str] = []
         if chosen:
             X, scores = _decode(loaded, [records[ids[p]][0] for p in chosen])
@@ -237,7 +239,7 @@ class DelayedLabels:
         if not chosen:
             version = loaded.version
             # nothing but duplicates (a client's retry) changes nothing: no commit (as
-            # service.engine.learning does for events)
+            # service.engine.learning does for events; Merged.counted_duplicates)
             if merged.checkpoint or dropped:
                 loaded.stats["duplicates"][0] += duplicates
                 loaded.stats["labels_expired"][0] += len(dropped)

@@ -82,6 +82,18 @@ class Merged:
         """From the sizes of the requests merged (``rounds``) and the checkpoint, if any."""
         return cls(round_ids_of(rounds, n_received), checkpoint or {})
 
+    def counted_duplicates(self, duplicate: np.ndarray) -> int:
+        """How many of the events marked ``duplicate`` (a mask over those received) the
+        model's ``duplicates`` counter takes: those of the requests that learned something.  A
+        request of nothing but duplicates (a retry) changes nothing, in sync mode as in a
+        worker's merged read."""
+        if self.round_ids is None:
+            return int(duplicate.sum()) if not duplicate.all() else 0
+        n_rounds = int(self.round_ids[-1]) + 1 if len(self.round_ids) else 0
+        per_round = np.bincount(self.round_ids[duplicate], minlength=n_rounds)
+        sizes = np.bincount(self.round_ids, minlength=n_rounds)
+        return int(per_round[per_round < sizes].sum())
+
     def bounds(self, kept: np.ndarray | None, n_kept: int) -> list[tuple[int, int]]:
         """:func:`round_bounds` of the events kept: ``kept`` selects them among those received
         (a mask or their positions; None: all of them)."""
@@ -285,7 +297,8 @@ class Learning:
         # Prometheus' aucstream_events_duplicate_total still count them).  A queue worker's
         # checkpoint is the exception: its position must advance.
         if len(todo) or merged.checkpoint:
-            loaded.stats["duplicates"][0] += len(duplicate_ids)
+            if skip is not None:
+                loaded.stats["duplicates"][0] += merged.counted_duplicates(skip)
             version = self.repository.commit(
                 model_id,
                 loaded,

@@ -11,6 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
+from service.stream.protocol import encode_binary_rows
 from tests.service.conftest import (
     ON_REDIS_AND_CLUSTER,
     create_model,
@@ -245,6 +246,33 @@ def test_stream_learn_and_score_messages_fill_with_the_mean(server):
         with_the_mean = {"events": [{"x": [sums[0] / counts[0], 1, 2, 3, 4]}]}
         explicit = http.post("/v1/models/mean/score", json=with_the_mean)
         assert scored["scores"] == explicit.json()["scores"], scored
+        # binary frames carry NaN: one message per event, learned as one batch by the session
+        create = {"id": "binary", "n_features": 5, "missing_values": "mean", **LINEAR}
+        assert http.post("/v1/models", json=create).status_code == 201
+        with socket(server, "binary") as ws:
+            replies = exchange(ws, encode_binary_rows("learn", 1, with_nan, y))
+            assert sum(reply.get("learned", 0) for reply in replies) == 30, replies
         probe = events_json(make_stream(5, seed=4)[0])
-        assert (http.post("/v1/models/mean/score", json=probe).json()["scores"]
-                == http.post("/v1/models/filled/score", json=probe).json()["scores"])  # fmt: skip
+        expected = http.post("/v1/models/filled/score", json=probe).json()["scores"]
+        for model_id in ("mean", "binary"):
+            scores = http.post(f"/v1/models/{model_id}/score", json=probe).json()["scores"]
+            assert scores == expected, model_id
+
+
+def test_an_absent_name_of_a_named_dense_model_is_filled_with_the_mean(client):
+    names = ["amount", "n_items", "hour"]
+    create_model(client, "named", n_features=3, feature_names=names, missing_values="mean",
+                 **LINEAR)  # fmt: skip
+    create_model(client, "filled", n_features=3, **LINEAR)
+    events = [
+        {"x": {"amount": 12.5, "n_items": 2, "hour": 3}, "y": 1},
+        {"x": {"amount": 4.0, "n_items": None, "hour": 22}, "y": 0},
+        {"x": {"amount": 7.0, "hour": 9}, "y": 1},  # n_items absent: missing
+        {"x": {"n_items": 4, "hour": 1}, "y": 0},
+    ]
+    learned = client.post("/v1/models/named/events", json={"events": events})
+    assert learned.status_code == 200 and learned.json()["learned"] == 4, learned.text
+    filled = [[12.5, 2, 3], [4.0, 2.0, 22], [7.0, 2.0, 9], [(12.5 + 4.0 + 7.0) / 3, 4, 1]]
+    client.post("/v1/models/filled/events", json=events_json(np.array(filled), [1, 0, 1, 0]))
+    probe = np.array([[1.0, 2.0, 3.0], [5.0, 0.5, 12.0]])
+    assert _scores(client, "named", probe) == _scores(client, "filled", probe)

@@ -149,7 +149,8 @@ def sparse(X: CSRMatrix, spec: FeatureSpec, locate: Locator, field: str = "x") -
 
 def fill_missing(values: np.ndarray) -> np.ndarray:
     """``values`` with each NaN (a missing value: JSON null is read as NaN) read as 0, for a
-    model whose ``missing_values`` is ``zero``; infinities are left for the checks to refuse.
+    model whose ``missing_values`` is ``zero`` (or ``mean`` in a sparse or hashed model, which
+    has no column to average: the value is left out); infinities are left for the checks.
     Called only off the fast path, on a batch that failed its finite check."""
     missing = np.isnan(values)
     if not missing.any():

@@ -97,20 +97,27 @@ class RunningMeans:
 
     def fill_and_learn(self, X: np.ndarray) -> np.ndarray:
         """``X`` with each NaN replaced by its feature's mean as of the event's position
-        (the events before it in ``X`` included), and the sums and counts moved past ``X``."""
+        (the events before it in ``X`` included), and the sums and counts moved past ``X``.
+
+        One cumulative sum down the rows, started from the sums so far, adds the values in
+        the order a one-at-a-time stream would; a missing value adds 0, so the running sum
+        and count *at* a missing value are those of the events before it."""
         missing = np.isnan(X)
-        if not missing.any():
-            # the same sequential additions as the cumulative sum below, row after row
-            self.sums[:] = np.cumsum(np.vstack([self.sums, X]), axis=0)[-1]
+        any_missing = bool(missing.any())
+        running_sums = np.where(missing, 0.0, X) if any_missing else X.copy()
+        running_sums[0] += self.sums
+        np.cumsum(running_sums, axis=0, out=running_sums)
+        self.sums[:] = running_sums[-1]
+        if not any_missing:
             self.counts += X.shape[0]
             return X
-        present = np.where(missing, 0.0, X)
-        running_sums = np.cumsum(np.vstack([self.sums, present]), axis=0)
-        running_counts = np.cumsum(np.vstack([self.counts, ~missing]), axis=0)
-        before_sums, before_counts = running_sums[:-1], running_counts[:-1]
-        means = np.divide(
-            before_sums, before_counts, out=np.zeros_like(before_sums), where=before_counts > 0
-        )
-        self.sums[:] = running_sums[-1]
+        running_counts = (~missing).astype(np.int64)
+        running_counts[0] += self.counts
+        np.cumsum(running_counts, axis=0, out=running_counts)
         self.counts[:] = running_counts[-1]
-        return np.where(missing, means, X)
+        filled = X.copy()
+        seen = running_counts[missing]
+        filled[missing] = np.divide(
+            running_sums[missing], seen, out=np.zeros(len(seen)), where=seen > 0
+        )
+        return filled

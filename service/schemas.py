@@ -25,7 +25,7 @@ from core.validation import check_fpr_range
 
 FeatureModeName = Literal["dense", "sparse", "hashed"]
 ScalingName = Literal["auto", "none", "unit_norm", "standard", "scale"]
-MissingValuesName = Literal["refuse", "zero"]
+MissingValuesName = Literal["refuse", "zero", "mean"]
 
 #: [CHOICE] Models created over HTTP scale by default: fraud teams post raw features (amounts
 #: in the thousands next to 0/1 flags), and every learner here takes gradient steps whose size
@@ -194,8 +194,11 @@ class ModelCreate(BaseModel):
             "what a missing feature value does (null in JSON, NDJSON and stream messages, NaN "
             "in NPZ and LIBSVM; for a dense model with feature_names also an absent name): "
             "`refuse` (the default: a 422 naming the event and feature, nothing learned) or "
-            "`zero` (read as 0; a sparse or hashed event leaves the feature out).  Infinity "
-            "is always refused"
+            "`zero` (read as 0; a sparse or hashed event leaves the feature out) or `mean` (a "
+            "dense model reads it as the feature's mean over the values present in the events "
+            "learned before it, 0 until there is one; scoring uses the current mean; a sparse "
+            "or hashed model leaves the feature out, as with `zero`).  Infinity is always "
+            "refused"
         ),
     )
 

@@ -91,9 +91,12 @@ class _Unlearnable(Exception):
         self.event_id = event_id
 
 
-def _unusable(X, scores: np.ndarray) -> np.ndarray:
+def _unusable(X, scores: np.ndarray, keeps_missing: bool = False) -> np.ndarray:
     """Mask of decoded records that cannot be learned: a score that is not finite, or
-    features beyond the feature bound (module docstring)."""
+    features beyond the feature bound (module docstring); with ``keeps_missing`` (a model
+    filling missing values with running means) a NaN is a missing value, not a fault."""
+    if keeps_missing:
+        X = np.where(np.isnan(X), 0.0, X)
     return ~np.isfinite(scores) | rows_out_of_range(X)
 
 
@@ -104,15 +107,14 @@ def _overflowing_id(
     return None if row is None else ids[row]
 
 
-def _check_scorable(batch: Batch) -> None:
+def _check_scorable(X: np.ndarray | CSRMatrix, ids: list[str | None] | None) -> None:
     """Refuse (422 naming the event) features beyond the feature bound: the parsers check
     them, but a score must never be computed from such a batch, whichever way it came in."""
-    X = batch.X
     position = first_out_of_range(X.data if isinstance(X, CSRMatrix) else X)
     if position is None:
         return
     row = row_of_entry(X.indptr, position) if isinstance(X, CSRMatrix) else position // X.shape[1]
-    raise Locator(batch.ids).error(
+    raise Locator(ids).error(
         row, "features contain NaN, infinity or a value beyond the feature bound", field="x"
     )
 
@@ -144,10 +146,13 @@ class DelayedLabels:
         with repository.lock(model_id):
             loaded = repository.load(model_id)
             check_batch_fits(loaded, batch)
-            _check_scorable(batch)
+            X = batch.X
+            if loaded.means is not None:  # missing values: the current means, unchanged
+                X = loaded.means.fill_for_scoring(X)  # type: ignore[arg-type]
+            _check_scorable(X, batch.ids)
             try:
                 # the batch was validated when parsed, and fits the model (checked above)
-                scores = loaded.learner.decision_function(batch.X, check_input=False)
+                scores = loaded.learner.decision_function(X, check_input=False)
             except ValueError as error:
                 raise InvalidInput(str(error)) from None
             if count_nonfinite(scores):  # never served, never kept
@@ -227,7 +232,10 @@ class DelayedLabels:
         dropped: list[str] = []
         if chosen:
             X, scores = _decode(loaded, [records[ids[p]][0] for p in chosen])
-            bad = _unusable(X, scores) | np.isin([ids[p] for p in chosen], list(unlearnable))
+            # a kept missing value (NaN) is filled when learned, with the mean as of then
+            bad = _unusable(X, scores, loaded.means is not None) | np.isin(
+                [ids[p] for p in chosen], list(unlearnable)
+            )
             if bad.any():
                 dropped = [ids[chosen[k]] for k in np.flatnonzero(bad)]
                 for k in np.flatnonzero(bad):
@@ -311,7 +319,9 @@ class DelayedLabels:
             learned = [i for i, known in zip(ready, seen, strict=True) if not known]
         if learned:
             X, scores = _decode(loaded, [records[i][0] for i in learned])
-            bad = _unusable(X, scores) | np.isin(learned, list(unlearnable))
+            bad = _unusable(X, scores, loaded.means is not None) | np.isin(
+                learned, list(unlearnable)
+            )
             if bad.any():
                 keep = np.flatnonzero(~bad)
                 learned = [learned[k] for k in keep]

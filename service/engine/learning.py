@@ -146,10 +146,14 @@ def first_overflowing_event(
     """The first of the events ``(X, y)`` whose learning overflows the model's state
     (:class:`~core.errors.StateOverflow`), learned one at a time from the committed state:
     the error path of a batch refused as a whole, which names the event at fault."""
-    learner = from_store(repository.store.load(model_id)).learner
+    loaded = from_store(repository.store.load(model_id))
+    learner, means = loaded.learner, loaded.means
     for row in range(X.shape[0]):
+        rows = row_range(X, row, row + 1)
+        if means is not None:
+            rows = means.fill_and_learn(rows)  # type: ignore[arg-type]
         try:
-            learner.partial_fit(row_range(X, row, row + 1), y[row : row + 1])
+            learner.partial_fit(rows, y[row : row + 1])
         except StateOverflow:
             return row
     return None
@@ -189,7 +193,11 @@ def learn_events(
     events to the metrics window, the drift detector and the counters.  Returns the scores the
     metrics use (the prequential ones, or ``recorded``: delayed labels, the scores given at
     scoring time) and the number of drifts detected; with ``on_drift="reset"`` a detection
-    restarts the learner (after the batch: the batch was learned by the model that scored it)."""
+    restarts the learner (after the batch: the batch was learned by the model that scored it).
+    A model whose ``missing_values`` is ``mean`` first fills each missing value (NaN) with the
+    running mean as of the event's position (:mod:`service.engine.missing`)."""
+    if loaded.means is not None:
+        X = loaded.means.fill_and_learn(X)  # type: ignore[arg-type]
     parts = []
     for start, stop in bounds:
         rows = X if (start, stop) == (0, X.shape[0]) else row_range(X, start, stop)

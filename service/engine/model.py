@@ -2,9 +2,10 @@
 
 The committed arrays of a model are named by prefix: ``learner:*`` (the learner's state),
 ``window:*`` (the metrics window), ``stats:*`` (counters and throughput), ``regret:*`` (the
-regret window, when on) and ``drift:*`` (the drift detector; absent from models stored
-before it existed, which start a fresh one).  Those names are the snapshot format and the
-Redis hash fields: they never change.
+regret window, when on), ``drift:*`` (the drift detector; absent from models stored
+before it existed, which start a fresh one) and ``missing:*`` (the running means of a model
+whose ``missing_values`` is ``mean``: :mod:`service.engine.missing`).  Those names are the
+snapshot format and the Redis hash fields: they never change.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from core.metrics import PrequentialWindow
 from core.metrics.drift import DriftDetector
 from core.preprocessing import NOT_FOLDABLE
 from core.regret import RegretWindow
+from service.engine.missing import MISSING_PREFIX, RunningMeans
 from service.errors import InvalidInput
 from service.ingest import FeatureSpec
 from service.kernels import require_kernels
@@ -104,6 +106,8 @@ class Loaded:
     regret: RegretWindow | None = None
     #: the drift detector on the prequential scores (docs/algorithms/drift.md)
     drift: DriftDetector = field(default_factory=DriftDetector)
+    #: the running means that fill missing values (None unless ``missing_values`` is ``mean``)
+    means: RunningMeans | None = None
 
     @functools.cached_property
     def spec(self) -> FeatureSpec:
@@ -127,6 +131,8 @@ class Loaded:
                 {REGRET_PREFIX + k: v for k, v in self.regret.get_state(copy=False).items()}
             )
         arrays.update({DRIFT_PREFIX + k: v for k, v in self.drift.get_state().items()})
+        if self.means is not None:
+            arrays.update({MISSING_PREFIX + k: v for k, v in self.means.get_state().items()})
         return arrays
 
     def counts(self) -> Counts:
@@ -340,7 +346,18 @@ def from_arrays(
         full_stats,
         regret=build_regret(config, arrays),
         drift=build_drift(arrays),
+        means=build_means(config, arrays, int(full_stats["events_learned"][0])),
     )
+
+
+def build_means(
+    config: ModelConfig, arrays: dict[str, np.ndarray], events_learned: int
+) -> RunningMeans | None:
+    """The running means of a dense model whose ``missing_values`` is ``mean`` (None for any
+    other model: a sparse or hashed model reads a missing value as an absent feature)."""
+    if config.missing_values != "mean" or config.feature_mode != "dense":
+        return None
+    return RunningMeans.from_arrays(arrays, config.n_features, events_learned)
 
 
 def from_store(stored: StoredState) -> Loaded:
@@ -356,7 +373,17 @@ def fresh(config: ModelConfig, learner: OnlineLearner) -> Loaded:
     """A model that has learned nothing (version 1 once created)."""
     window = PrequentialWindow(config.window, config.reservoir)
     regret = build_regret(config, {})
-    return Loaded(config, config.incarnation, 1, learner, window, initial_stats(), regret=regret)
+    means = build_means(config, {}, 0)
+    return Loaded(
+        config,
+        config.incarnation,
+        1,
+        learner,
+        window,
+        initial_stats(),
+        regret=regret,
+        means=means,
+    )
 
 
 def _learner_field(error: Exception) -> str:

@@ -12,7 +12,7 @@ from core.hashing import FeatureHasher
 from core.validation import CSRMatrix
 
 FeatureMode = Literal["dense", "sparse", "hashed"]
-MissingValues = Literal["refuse", "zero"]
+MissingValues = Literal["refuse", "zero", "mean"]
 
 
 @dataclass(frozen=True)
@@ -25,12 +25,19 @@ class FeatureSpec:
     #: the model's feature names (dense and sparse models created with them): events may
     #: then give ``x`` as ``{"name": value}`` (:mod:`service.ingest.named`)
     feature_names: tuple[str, ...] | None = None
-    #: what a missing value (JSON null, NaN) does: ``refuse`` it, or read it as ``zero``
+    #: what a missing value (JSON null, NaN) does: ``refuse`` it, read it as ``zero``, or as
+    #: the feature's running ``mean`` (filled by the engine: :mod:`service.engine.missing`)
     missing_values: MissingValues = "refuse"
 
     @property
     def fills_missing(self) -> bool:
         return self.missing_values != "refuse"
+
+    @property
+    def marks_missing(self) -> bool:
+        """Whether a missing value stays NaN in the parsed batch, for the engine to fill with
+        the running mean (dense models only: in a sparse or hashed one it is left out, 0)."""
+        return self.missing_values == "mean" and self.feature_mode == "dense"
 
     def hasher(self) -> FeatureHasher:
         return _hasher(self.n_features)

@@ -60,7 +60,9 @@ def libsvm_events(
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
         raise MalformedBody(f"LIBSVM body is not UTF-8 text: {error}") from None
-    fills_missing = spec.fills_missing
+    # a dense model's running mean is not offered here: LIBSVM leaves a zero out, so a
+    # missing value cannot be told from one; such a pair is refused (_refuse_non_finite)
+    fills_missing = spec.fills_missing and not spec.marks_missing
     labels: list[str | None] = []
     raw_ids: list[str | None] = []
     rests: list[str] = []
@@ -102,7 +104,7 @@ def libsvm_events(
         for index, rest in enumerate(rests):
             for token in rest.split():
                 if _PAIR.fullmatch(token) is None:
-                    _refuse_non_finite(locate, index, token)
+                    _refuse_non_finite(locate, index, token, spec.marks_missing)
                     raise locate.error(
                         index,
                         f"malformed LIBSVM pair {token!r}; expected <index>:<value>, the index "
@@ -191,7 +193,14 @@ def _well_formed_pairs(text: str) -> bool:
 _MISSING_PAIR = re.compile(r"(?<!\S)\d+:[+-]?nan(?!\S)", re.IGNORECASE)
 
 
-def _refuse_non_finite(locate: Locator, index: int, token: str) -> None:
+#: why a dense model whose missing values are its running means refuses one in LIBSVM
+_NO_MEAN_IN_LIBSVM = (
+    "missing_values 'mean' fills a missing value of a JSON, NDJSON or NPZ event; in LIBSVM, "
+    "leave the pair out to send 0, or send the events as JSON (null) or NPZ (NaN)"
+)
+
+
+def _refuse_non_finite(locate: Locator, index: int, token: str, mean: bool = False) -> None:
     """A pair whose value ``float`` reads as infinity or NaN: the clearer 422 of the feature
     checks rather than "malformed"."""
     key, _, value = token.partition(":")
@@ -203,7 +212,11 @@ def _refuse_non_finite(locate: Locator, index: int, token: str) -> None:
         raise locate.error(
             index,
             f"feature {key} is {value}; values must be finite numbers"
-            + (f" ({fields.MISSING_REFUSED})" if math.isnan(number) else ""),
+            + (
+                f" ({_NO_MEAN_IN_LIBSVM if mean else fields.MISSING_REFUSED})"
+                if math.isnan(number)
+                else ""
+            ),
             field="x",
         )
 

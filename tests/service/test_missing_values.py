@@ -129,7 +129,7 @@ def test_a_bad_policy_is_refused_and_named(client):
     )
     assert response.status_code == 422 and "missing_values" in response.json()["field"]
     schema = client.get("/openapi.json").json()["components"]["schemas"]["ModelCreate"]
-    assert schema["properties"]["missing_values"]["enum"] == ["refuse", "zero"]
+    assert schema["properties"]["missing_values"]["enum"] == ["refuse", "zero", "mean"]
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,9 @@
 
 The committed arrays of a model are named by prefix: ``learner:*`` (the learner's state),
 ``window:*`` (the metrics window), ``stats:*`` (counters and throughput), ``regret:*`` (the
-regret window, when on) and ``drift:*`` (the drift detector; absent from models stored
-before it existed, which start a fresh one).  Those names are the snapshot format and the
+regret window, when on), ``drift:*`` (the drift detector) and ``calibration:*`` (the
+calibrator behind ``/score``'s probabilities); a model stored before the last two existed
+starts fresh ones.  Those names are the snapshot format and the
 Redis hash fields: they never change.
 """
 
@@ -20,6 +21,7 @@ from core.learners import available_learners, learner_class, make_learner, pauc_
 from core.learners._base import OnlineLearner
 from core.learners._state import MAX_COUNT, VALUE_BOUND
 from core.metrics import PrequentialWindow
+from core.metrics.calibration import OnlineCalibrator
 from core.metrics.drift import DriftDetector
 from core.preprocessing import NOT_FOLDABLE
 from core.regret import RegretWindow
@@ -34,6 +36,7 @@ WINDOW_PREFIX = "window:"
 STATS_PREFIX = "stats:"
 REGRET_PREFIX = "regret:"
 DRIFT_PREFIX = "drift:"
+CALIBRATION_PREFIX = "calibration:"
 #: [CHOICE] the hindsight comparator: svm_pauc with this C and tolerance on the regret window
 #: (``core.regret`` module docstring: the best fixed model over the ball of its own radius)
 REGRET_C = 10.0
@@ -104,6 +107,8 @@ class Loaded:
     regret: RegretWindow | None = None
     #: the drift detector on the prequential scores (docs/algorithms/drift.md)
     drift: DriftDetector = field(default_factory=DriftDetector)
+    #: the map from scores to probabilities (docs/algorithms/calibration.md)
+    calibrator: OnlineCalibrator = field(default_factory=OnlineCalibrator)
 
     @functools.cached_property
     def spec(self) -> FeatureSpec:
@@ -127,6 +132,7 @@ class Loaded:
                 {REGRET_PREFIX + k: v for k, v in self.regret.get_state(copy=False).items()}
             )
         arrays.update({DRIFT_PREFIX + k: v for k, v in self.drift.get_state().items()})
+        arrays.update({CALIBRATION_PREFIX + k: v for k, v in self.calibrator.get_state().items()})
         return arrays
 
     def counts(self) -> Counts:
@@ -224,6 +230,23 @@ def build_drift(arrays: dict[str, np.ndarray]) -> DriftDetector:
         return DriftDetector.from_state(state)
     except InvalidState as error:
         field = None if error.field is None else DRIFT_PREFIX + error.field
+        raise InvalidState(str(error), field=field) from None
+
+
+def build_calibrator(arrays: dict[str, np.ndarray]) -> OnlineCalibrator:
+    """The model's calibrator from its ``calibration:*`` arrays, or a fresh one for a model
+    stored before calibration existed; InvalidState names the committed array at fault."""
+    state = {
+        name[len(CALIBRATION_PREFIX) :]: value
+        for name, value in arrays.items()
+        if name.startswith(CALIBRATION_PREFIX)
+    }
+    if not state:
+        return OnlineCalibrator()
+    try:
+        return OnlineCalibrator.from_state(state)
+    except InvalidState as error:
+        field = None if error.field is None else CALIBRATION_PREFIX + error.field
         raise InvalidState(str(error), field=field) from None
 
 
@@ -340,6 +363,7 @@ def from_arrays(
         full_stats,
         regret=build_regret(config, arrays),
         drift=build_drift(arrays),
+        calibrator=build_calibrator(arrays),
     )
 
 

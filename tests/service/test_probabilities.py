@@ -6,6 +6,7 @@ committed with the model and survives every store and a snapshot bit for bit; on
 from __future__ import annotations
 
 import numpy as np
+import orjson
 import pytest
 
 from core.learners import make_learner
@@ -144,3 +145,53 @@ def test_a_bad_probabilities_flag_is_a_422_naming_it(client):
     assert response.status_code == 422
     assert response.headers["content-type"] == PROBLEM
     assert response.json()["field"] == "query.probabilities"
+
+
+@pytest.fixture(scope="module")
+def server():
+    from tests.service.test_uvicorn import uvicorn_server
+
+    with uvicorn_server(AUCSTREAM_STORE="memory") as url:
+        yield url
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["json", "binary"])
+def test_the_stream_answers_the_probabilities_rest_does(server, binary):
+    import httpx
+
+    from service.client import StreamClient
+    from tests.service.test_stream import exchange, socket
+
+    model_id = f"p-{'b' if binary else 'j'}"
+    X, y = stream(900, seed=4)
+    with httpx.Client(base_url=server) as http:
+        body = {"id": model_id, "n_features": N_FEATURES, "learner": "spam"}
+        assert http.post("/v1/models", json=body).status_code == 201
+        assert http.post(f"/v1/models/{model_id}/events", json=events_json(X[:800], y[:800]))
+        rest = http.post(
+            f"/v1/models/{model_id}/score?probabilities=true&keep=false",
+            json=events_json(X[800:]),
+        ).json()
+        with StreamClient(server, model_id, binary=binary) as client:
+            scores, probabilities = client.score_probabilities(X[800:], keep=False)
+            plain = client.score(X[800:], keep=False)
+    np.testing.assert_array_equal(scores, rest["scores"])
+    np.testing.assert_array_equal(probabilities, rest["probabilities"])
+    np.testing.assert_array_equal(plain, scores)
+    # a message that asks and one that does not, in one frame: only the first gets them
+    frame = orjson.dumps(
+        [
+            {"seq": 1, "op": "score", "x": X[800].tolist(), "keep": False, "probabilities": True},
+            {"seq": 2, "op": "score", "x": X[801].tolist(), "keep": False},
+            {"seq": 3, "op": "learn", "x": X[801].tolist(), "y": 1, "probabilities": True},
+            {"seq": 4, "op": "score", "x": X[801].tolist(), "probabilities": "yes"},
+        ]
+    ).decode()  # a text frame
+    with socket(server, model_id) as ws:
+        replies = exchange(ws, frame)
+    assert len(replies) == 4, replies
+    first, second, learn, bad = replies
+    assert first["probabilities"] == rest["probabilities"][:1]
+    assert "probabilities" not in second and second["scores"] == rest["scores"][1:2]
+    assert learn["status"] == 422 and learn["problem"]["field"] == "probabilities"
+    assert bad["status"] == 422 and bad["problem"]["field"] == "probabilities"

@@ -351,7 +351,7 @@ class ScoreResponse(BaseModel):
     probabilities: list[Annotated[float, Field(ge=0.0, le=1.0)]] | None = Field(
         default=None,
         description="with ?probabilities=true: each score's calibrated probability of a "
-        "positive label (the model's online Platt scaling on its labelled stream); absent "
+        "positive label (the model's online Platt scaling on its labelled stream); null "
         "otherwise",
     )
 

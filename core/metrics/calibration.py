@@ -18,6 +18,7 @@ import numpy as np
 
 from core._kernels import calibration as _kernels
 from core.errors import InvalidState
+from core.learners._state import MAX_COUNT
 from core.validation import check_labelled_scores
 
 __all__ = ["OnlineCalibrator"]
@@ -107,24 +108,31 @@ class OnlineCalibrator:
                     field=key,
                 )
             setattr(calibrator, key, np.array(value, copy=True))
-        decay = calibrator.parameters[0]
+        decay = float(calibrator.parameters[0])
+        if not (np.isfinite(decay) and 0.0 <= decay < 1.0):
+            raise InvalidState("calibrator array 'parameters' holds impossible values",
+                               field="parameters")  # fmt: skip
+        memory = 1.0 / (1.0 - decay)
         h_ss, h_s1, h_11 = calibrator.curvature
+        # the largest values the update can reach (sums over the memory of bounded terms)
+        curvature_bound = (PRIOR_CURVATURE + 0.25 * STANDARD_BOUND**2 * memory) * (1.0 + 1e-9)
+        squares_bound = 4.0 * SCORE_BOUND**2 * memory * (1.0 + 1e-9)
         checks = {
-            "parameters": np.isfinite(decay) and 0.0 <= decay < 1.0,
             "theta": bool(np.isfinite(calibrator.theta).all())
             and bool((np.abs(calibrator.theta) <= THETA_BOUND).all()),
             # a discounted sum of weighted outer products: finite and positive semi-definite
             # (up to rounding)
             "curvature": bool(np.isfinite(calibrator.curvature).all())
-            and h_ss >= 0.0
-            and h_11 >= 0.0
+            and 0.0 <= h_ss <= curvature_bound
+            and 0.0 <= h_11 <= curvature_bound
+            and abs(h_s1) <= curvature_bound
             and h_s1 * h_s1 <= h_ss * h_11 * (1.0 + 1e-9) + 1e-300,
             # weight <= memory (a discounted count), a mean of clipped scores, squares >= 0
             "moments": bool(np.isfinite(calibrator.moments).all())
             and 0.0 <= calibrator.moments[0] * (1.0 - decay) <= 1.0 + 1e-9
             and abs(calibrator.moments[1]) <= SCORE_BOUND
-            and calibrator.moments[2] >= 0.0,
-            "counters": calibrator.counters[0] >= 0,
+            and 0.0 <= calibrator.moments[2] <= squares_bound,
+            "counters": 0 <= calibrator.counters[0] <= MAX_COUNT,
         }
         for key, ok in checks.items():
             if not ok:

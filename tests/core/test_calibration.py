@@ -97,6 +97,9 @@ def test_state_round_trip_is_bit_for_bit_and_resumes_identically():
         ("curvature", np.array([-1.0, 0.0, 1.0])),
         ("parameters", np.array([1.0])),  # no discount at all: decay must be < 1
         ("counters", np.array([-1], dtype=np.int64)),
+        ("counters", np.array([2**62], dtype=np.int64)),
+        ("curvature", np.array([1e300, 0.0, 1.0])),
+        ("moments", np.array([1.0, 0.0, 1e308])),
         ("moments", np.array([1.0, 0.0, -1.0])),
         ("moments", np.array([1e9, 0.0, 1.0])),  # more weight than the memory holds
         ("theta", np.zeros(3)),

@@ -64,9 +64,15 @@ class OnlineCalibrator:
         self.moments = np.zeros(3, dtype=np.float64)
         self.counters = np.zeros(1, dtype=np.int64)
 
-    def update(self, scores, labels) -> None:
-        """Feed a batch of (pre-update score, label) pairs in order."""
-        signs, scores = check_labelled_scores(labels, scores)
+    def update(self, scores, labels, *, validated: bool = False) -> None:
+        """Feed a batch of (pre-update score, label) pairs in order.  ``validated``: the
+        caller has already checked them as :func:`~core.validation.check_labelled_scores`
+        does (finite float64 scores; labels, positive when > 0) -- the service's learning
+        step, whose metrics window has just checked the same arrays."""
+        if validated:
+            signs = np.ascontiguousarray(labels, dtype=np.int64)
+        else:
+            signs, scores = check_labelled_scores(labels, scores)
         _kernels.platt_update(
             np.ascontiguousarray(scores, dtype=np.float64), signs, self.theta, self.curvature,
             self.moments, self.counters, float(self.parameters[0]), RIDGE, SCORE_BOUND,

@@ -192,7 +192,7 @@ def learn_events(
     scores = parts[0] if len(parts) == 1 else np.concatenate(parts)
     loaded.window.update(scores, y)
     detected_at = loaded.drift.update(scores, y)
-    loaded.calibrator.update(scores, y)
+    loaded.calibrator.update(scores, y, validated=True)  # checked by the window's update
     drifts = len(detected_at)
     log_drifts(loaded.stats, detected_at, now)
     if drifts and loaded.config.on_drift == "reset":

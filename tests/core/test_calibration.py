@@ -151,3 +151,16 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError):
         OnlineCalibrator(0.5)
     assert calibrator.counters[0] == 0
+
+
+def test_the_validated_path_gives_the_same_state():
+    """The service feeds the arrays its metrics window has just checked (labels 0/1 or
+    -1/+1) without checking them again."""
+    scores, labels, _ = platt_stream(10)
+    checked, trusted, zero_one = OnlineCalibrator(), OnlineCalibrator(), OnlineCalibrator()
+    checked.update(scores, labels)
+    trusted.update(scores, labels, validated=True)
+    zero_one.update(scores, (labels > 0).astype(np.int64), validated=True)
+    for key, value in checked.get_state().items():
+        assert value.tobytes() == trusted.get_state()[key].tobytes(), key
+        assert value.tobytes() == zero_one.get_state()[key].tobytes(), key

@@ -195,3 +195,19 @@ def test_the_stream_answers_the_probabilities_rest_does(server, binary):
     assert "probabilities" not in second and second["scores"] == rest["scores"][1:2]
     assert learn["status"] == 422 and learn["problem"]["field"] == "probabilities"
     assert bad["status"] == 422 and bad["problem"]["field"] == "probabilities"
+
+
+def test_a_drift_reset_restarts_the_calibrator_with_the_learner(client):
+    """``on_drift="reset"``: the calibrator mapped the old learner's scores, so it restarts
+    too, and is fed only the events after the detecting batch."""
+    from tests.service.test_drift import N_FEATURES as DRIFT_FEATURES
+    from tests.service.test_drift import flipping_stream, post_stream
+
+    create_model(client, n_features=DRIFT_FEATURES, learner="logistic", on_drift="reset")
+    X, y = flipping_stream()
+    post_stream(client, X, y, 250)
+    drift = client.get("/v1/models/m/metrics").json()["drift"]
+    assert drift["detected"] >= 1
+    last = drift["last_detected_at"]
+    fed_since_reset = len(y) - (last // 250 + 1) * 250  # the batches after the detecting one
+    assert calibration_arrays(client)["counters"][0] == fed_since_reset

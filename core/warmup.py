@@ -30,6 +30,7 @@ from core.errors import InvalidParameter
 from core.learners import available_learners, learner_class, make_learner
 from core.learners._tournament import WIDE_FEATURES, default_candidates
 from core.learners.tree_embedded import TreeEmbedded
+from core.metrics.calibration import OnlineCalibrator
 from core.metrics.drift import DriftDetector
 from core.regret import RegretWindow, learner_inputs
 from core.tree_embedding import fit_tree
@@ -118,7 +119,8 @@ def _compile_default_path(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> No
 
 
 def _compile_metrics(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
-    """The exact AUC / pAUC, the ROC, the metrics window and the drift detector."""
+    """The exact AUC / pAUC, the ROC, the metrics window, the drift detector and the
+    calibrator."""
     scores = X[:, 0]
     metrics.auc(y, scores)
     metrics.pauc(y, scores, 0.0, 0.1)
@@ -128,6 +130,9 @@ def _compile_metrics(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
     window.update(scores, y)
     window.summary(0.0, 0.1)
     DriftDetector().update(scores, y)
+    calibrator = OnlineCalibrator()
+    calibrator.update(scores, y)
+    calibrator.probabilities(scores)
 
 
 def _compile_regret(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:

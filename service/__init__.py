@@ -24,7 +24,8 @@ API (under ``/v1``; OpenAPI at ``/docs``; errors are ``application/problem+json`
                                         the pre-update scores; ids make it idempotent.
                                         Queue mode: 202 with the stream ids, 429 +
                                         ``Retry-After`` when the backlog is full
-``POST .../score``                      scores; events with an ``id`` are kept for a label
+``POST .../score``                      scores; events with an ``id`` are kept for a label;
+                                        ``?probabilities=true`` adds calibrated probabilities
 ``POST .../labels``                     ``[{"id", "y"}]`` joined to kept events (queue
                                         mode: 202, joined by a worker)
 ``GET .../metrics``, ``.../metrics/roc``,

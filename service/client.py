@@ -162,6 +162,18 @@ class AsyncStreamClient:
         reply = await self._one(self._message("score", _rows(X), None, ids, keep=keep))
         return np.asarray(reply["scores"], dtype=np.float64)
 
+    async def score_probabilities(
+        self, X: Any, ids: Any = None, *, keep: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores, probabilities)`` of ``X``: :meth:`score` and each score's calibrated
+        probability (docs/algorithms/calibration.md)."""
+        message = self._message("score", _rows(X), None, ids, keep=keep, probabilities=True)
+        reply = await self._one(message)
+        return (
+            np.asarray(reply["scores"], dtype=np.float64),
+            np.asarray(reply["probabilities"], dtype=np.float64),
+        )
+
     async def label(self, ids: Any, y: Any) -> list[tuple[str, str]]:
         """Delayed labels of scored events: ``[(id, learned | duplicate | expired | unknown)]``."""
         reply = await self._one(self._message("label", None, y, list(ids)))
@@ -381,6 +393,11 @@ class StreamClient:
 
     def score(self, X: Any, ids: Any = None, *, keep: bool = True) -> np.ndarray:
         return self._runner.run(self._client.score(X, ids, keep=keep))
+
+    def score_probabilities(
+        self, X: Any, ids: Any = None, *, keep: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return self._runner.run(self._client.score_probabilities(X, ids, keep=keep))
 
     def label(self, ids: Any, y: Any) -> list[tuple[str, str]]:
         return self._runner.run(self._client.label(ids, y))

@@ -351,6 +351,12 @@ class ScoreResponse(BaseModel):
     version: int
     scores: list[float]
     kept: int = Field(default=0, description="events whose features were kept for a later label")
+    probabilities: list[Annotated[float, Field(ge=0.0, le=1.0)]] | None = Field(
+        default=None,
+        description="with ?probabilities=true: each score's calibrated probability of a "
+        "positive label (the model's online Platt scaling on its labelled stream); null "
+        "otherwise",
+    )
 
 
 class ScoreResponseBody(TypedDict):
@@ -360,6 +366,7 @@ class ScoreResponseBody(TypedDict):
     version: int
     scores: list[float]
     kept: int
+    probabilities: list[float] | None
 
 
 class LabelStatus(BaseModel):

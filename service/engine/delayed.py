@@ -135,12 +135,13 @@ class DelayedLabels:
         self.max_pending_records = max_pending_records
 
     def score(
-        self, model_id: str, batch: Batch, *, keep: bool = True
-    ) -> tuple[int, np.ndarray, int]:
+        self, model_id: str, batch: Batch, *, keep: bool = True, probabilities: bool = False
+    ) -> tuple[int, np.ndarray, int, np.ndarray | None]:
         """Scores of the served model; with ids (and ``keep``) the features and scores are kept
         so that a later label is learned and measured with the score given now.
 
-        Returns ``(version, scores, kept)``.
+        Returns ``(version, scores, kept, probabilities)``: with ``probabilities``, the
+        calibrated probability of each score by the same version's calibrator, else None.
         """
         repository = self.repository
         with repository.lock(model_id):
@@ -165,6 +166,7 @@ class DelayedLabels:
                 )
             version = loaded.version
             ttl = loaded.config.label_ttl_seconds or self.label_ttl_seconds
+            calibrated = loaded.calibrator.probabilities(scores) if probabilities else None
         kept = 0
         if keep and batch.ids is not None:
             rows = [position for position, i in enumerate(batch.ids) if i is not None]
@@ -183,7 +185,7 @@ class DelayedLabels:
                     self.max_pending_records,
                 )
                 kept = len(set(ids))
-        return version, scores, kept
+        return version, scores, kept, calibrated
 
     def labels(
         self,

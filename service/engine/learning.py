@@ -27,6 +27,7 @@ import numpy as np
 
 from core._kernels.validation import count_nonfinite
 from core.errors import InvalidFeatures, StateOverflow
+from core.metrics.calibration import OnlineCalibrator
 from core.validation import CSRMatrix, row_range
 from service.engine.model import RATE_TIME_CONSTANT, Loaded, from_store, log_drifts
 from service.engine.repository import ModelRepository
@@ -211,10 +212,13 @@ def learn_events(
     scores = parts[0] if len(parts) == 1 else np.concatenate(parts)
     loaded.window.update(scores, y)
     detected_at = loaded.drift.update(scores, y)
+    loaded.calibrator.update(scores, y, validated=True)  # checked by the window's update
     drifts = len(detected_at)
     log_drifts(loaded.stats, detected_at, now)
     if drifts and loaded.config.on_drift == "reset":
         loaded.learner.initialize(loaded.config.n_features)
+        # the probabilities map the restarted learner's scores, not the old one's
+        loaded.calibrator = OnlineCalibrator()
     _count(loaded, y, now)
     return scores, drifts
 

@@ -2,10 +2,11 @@
 
 The committed arrays of a model are named by prefix: ``learner:*`` (the learner's state),
 ``window:*`` (the metrics window), ``stats:*`` (counters and throughput), ``regret:*`` (the
-regret window, when on), ``drift:*`` (the drift detector; absent from models stored
-before it existed, which start a fresh one) and ``missing:*`` (the running means of a model
-whose ``missing_values`` is ``mean``: :mod:`service.engine.missing`).  Those names are the
-snapshot format and the Redis hash fields: they never change.
+regret window, when on), ``drift:*`` (the drift detector), ``calibration:*`` (the
+calibrator behind ``/score``'s probabilities) and ``missing:*`` (the running means of a model
+whose ``missing_values`` is ``mean``: :mod:`service.engine.missing`); a model stored before
+the drift detector or the calibrator existed starts fresh ones.  Those names are the snapshot
+format and the Redis hash fields: they never change.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from core.learners import available_learners, learner_class, make_learner, pauc_
 from core.learners._base import OnlineLearner
 from core.learners._state import MAX_COUNT, VALUE_BOUND
 from core.metrics import PrequentialWindow
+from core.metrics.calibration import OnlineCalibrator
 from core.metrics.drift import DriftDetector
 from core.preprocessing import NOT_FOLDABLE
 from core.regret import RegretWindow
@@ -36,6 +38,7 @@ WINDOW_PREFIX = "window:"
 STATS_PREFIX = "stats:"
 REGRET_PREFIX = "regret:"
 DRIFT_PREFIX = "drift:"
+CALIBRATION_PREFIX = "calibration:"
 #: [CHOICE] the hindsight comparator: svm_pauc with this C and tolerance on the regret window
 #: (``core.regret`` module docstring: the best fixed model over the ball of its own radius)
 REGRET_C = 10.0
@@ -108,6 +111,8 @@ class Loaded:
     drift: DriftDetector = field(default_factory=DriftDetector)
     #: the running means that fill missing values (None unless ``missing_values`` is ``mean``)
     means: RunningMeans | None = None
+    #: the map from scores to probabilities (docs/algorithms/calibration.md)
+    calibrator: OnlineCalibrator = field(default_factory=OnlineCalibrator)
 
     @functools.cached_property
     def spec(self) -> FeatureSpec:
@@ -133,6 +138,7 @@ class Loaded:
         arrays.update({DRIFT_PREFIX + k: v for k, v in self.drift.get_state().items()})
         if self.means is not None:
             arrays.update({MISSING_PREFIX + k: v for k, v in self.means.get_state().items()})
+        arrays.update({CALIBRATION_PREFIX + k: v for k, v in self.calibrator.get_state().items()})
         return arrays
 
     def counts(self) -> Counts:
@@ -230,6 +236,23 @@ def build_drift(arrays: dict[str, np.ndarray]) -> DriftDetector:
         return DriftDetector.from_state(state)
     except InvalidState as error:
         field = None if error.field is None else DRIFT_PREFIX + error.field
+        raise InvalidState(str(error), field=field) from None
+
+
+def build_calibrator(arrays: dict[str, np.ndarray]) -> OnlineCalibrator:
+    """The model's calibrator from its ``calibration:*`` arrays, or a fresh one for a model
+    stored before calibration existed; InvalidState names the committed array at fault."""
+    state = {
+        name[len(CALIBRATION_PREFIX) :]: value
+        for name, value in arrays.items()
+        if name.startswith(CALIBRATION_PREFIX)
+    }
+    if not state:
+        return OnlineCalibrator()
+    try:
+        return OnlineCalibrator.from_state(state)
+    except InvalidState as error:
+        field = None if error.field is None else CALIBRATION_PREFIX + error.field
         raise InvalidState(str(error), field=field) from None
 
 
@@ -347,6 +370,7 @@ def from_arrays(
         regret=build_regret(config, arrays),
         drift=build_drift(arrays),
         means=build_means(config, arrays, int(full_stats["events_learned"][0])),
+        calibrator=build_calibrator(arrays),
     )
 
 

@@ -153,22 +153,27 @@ async def score(
     services: ServicesDep,
     keep: bool = True,
     zero_based: bool = False,
+    probabilities: bool = False,
 ) -> Response:
     """Score events with the current model.  Events with an ``id`` have their features and
     score kept (TTL) so that a label posted later to ``/labels`` is learned and measured with
-    the score given now; ``?keep=false`` keeps nothing."""
+    the score given now; ``?keep=false`` keeps nothing.  ``?probabilities=true`` adds each
+    score's calibrated probability (the model's online Platt scaling, learned on its labelled
+    stream: docs/algorithms/calibration.md)."""
     engine, settings, telemetry = services.engine, services.settings, services.telemetry
     spec = await model_spec(engine, model_id)
     batch, large = await read_batch(request, spec, settings, labelled=False, zero_based=zero_based)
-    version, values, kept = await run_engine(
-        engine, engine.score, model_id, batch, keep=keep, offload=large
-    )
+    version, values, kept, calibrated = await run_engine(
+        engine, engine.score, model_id, batch, keep=keep, probabilities=probabilities,
+        offload=large,
+    )  # fmt: skip
     telemetry.child(telemetry.scored, model_id).inc(len(values))
     body: ScoreResponseBody = {
         "model": model_id,
         "version": version,
         "scores": values.tolist(),
         "kept": kept,
+        "probabilities": None if calibrated is None else calibrated.tolist(),
     }
     return json_response(body)
 
@@ -181,9 +186,15 @@ def json_response(body: LearnResponseBody | ScoreResponseBody) -> Response:
     return Response(orjson.dumps(body), media_type="application/json")
 
 
-def _served(route: Callable[..., Awaitable[Response]], flag: str, default: bool):
+def _served(
+    route: Callable[..., Awaitable[Response]],
+    flag: str,
+    default: bool,
+    options: tuple[str, ...] = (),
+):
     """``route`` served without FastAPI's dependency machinery (see ``HotRoute``): the API key,
-    the model id, and the route's boolean query ``flag`` plus ``zero_based``."""
+    the model id, and the route's boolean query ``flag`` plus ``zero_based``, and its other
+    boolean ``options`` (false by default) by name."""
 
     async def serve(request: Request) -> Response:
         services: Services = request.app.state.services
@@ -194,6 +205,7 @@ def _served(route: Callable[..., Awaitable[Response]], flag: str, default: bool)
             services,
             query_flag(request, flag, default),  # the 4th parameter of both routes
             query_flag(request, "zero_based", False),
+            **{option: query_flag(request, option, False) for option in options},
         )
 
     return serve
@@ -205,7 +217,11 @@ hot_routes = [
     HotRoute(
         "/v1/models/{model_id}/events", _served(post_events, "scores", False), methods=["POST"]
     ),
-    HotRoute("/v1/models/{model_id}/score", _served(score, "keep", True), methods=["POST"]),
+    HotRoute(
+        "/v1/models/{model_id}/score",
+        _served(score, "keep", True, ("probabilities",)),
+        methods=["POST"],
+    ),
 ]
 
 

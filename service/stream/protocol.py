@@ -37,7 +37,7 @@ HEADER = struct.Struct("<BBBBIIIq")
 MAGIC = 0xA1
 OP_CODES = {1: "learn", 2: "score", 3: "label"}
 CODE_OF = {op: code for code, op in OP_CODES.items()}
-FLAG_IDS, FLAG_NO_KEEP, FLAG_SCORES = 1, 2, 4
+FLAG_IDS, FLAG_NO_KEEP, FLAG_SCORES, FLAG_PROBABILITIES = 1, 2, 4, 8
 
 
 @dataclass(slots=True)
@@ -54,6 +54,8 @@ class Message:
     ids: list[str | None] | None = None
     keep: bool = True
     scores: bool = False
+    #: score: answer each score's calibrated probability too
+    probabilities: bool = False
     error: ServiceError | None = None
 
     @property
@@ -125,7 +127,7 @@ def _declared_events(item: Any) -> int:
 
 
 #: the keys of a JSON message itself (the others of an inline message are its event's)
-MESSAGE_KEYS = frozenset({"seq", "op", "keep", "scores"})
+MESSAGE_KEYS = frozenset({"seq", "op", "keep", "scores", "probabilities"})
 
 
 def json_message(item: Any, max_events: int) -> Message:
@@ -147,12 +149,18 @@ def json_message(item: Any, max_events: int) -> Message:
     if len(events) > max_events:
         return failed(seq, too_many(len(events), max_events, key))
     keep, scores = item.get("keep", True), item.get("scores", False)
-    for name, value in (("keep", keep), ("scores", scores)):
+    probabilities = item.get("probabilities", False)
+    for name, value in (("keep", keep), ("scores", scores), ("probabilities", probabilities)):
         if type(value) is not bool:
             return failed(seq, InvalidInput(f"'{name}' must be true or false", field=name))
     if scores and op != "learn":
         return failed(seq, InvalidInput("'scores' is an option of learn", field="scores"))
-    return Message(seq, op, len(events), events=events, keep=keep, scores=scores)
+    if probabilities and op != "score":
+        detail = "'probabilities' is an option of score"
+        return failed(seq, InvalidInput(detail, field="probabilities"))
+    return Message(
+        seq, op, len(events), events=events, keep=keep, scores=scores, probabilities=probabilities
+    )
 
 
 def too_many(n_events: int, max_events: int, field: str) -> PayloadTooLarge:
@@ -221,7 +229,8 @@ def decode_binary(frame: bytes, limits: FrameLimits) -> list[Message]:
 def _binary_message(
     frame: bytes, position: int, op: str, flags: int, n: int, d: int, id_bytes: int, seq: int
 ) -> Message:
-    message = Message(seq, op, n, keep=not flags & FLAG_NO_KEEP, scores=bool(flags & FLAG_SCORES))
+    message = Message(seq, op, n, keep=not flags & FLAG_NO_KEEP, scores=bool(flags & FLAG_SCORES),
+                      probabilities=bool(flags & FLAG_PROBABILITIES))  # fmt: skip
     if op != "label":
         message.X = np.frombuffer(frame, "<f8", n * d, position).reshape(n, d)
         position += 8 * n * d
@@ -250,6 +259,9 @@ def _binary_message(
         message.ids = ids
     if message.scores and op != "learn":
         message.error = InvalidInput("'scores' is an option of learn", field="scores")
+    if message.probabilities and op != "score":
+        detail = "'probabilities' is an option of score"
+        message.error = InvalidInput(detail, field="probabilities")
     return message
 
 
@@ -262,12 +274,14 @@ def encode_binary(
     *,
     keep: bool = True,
     scores: bool = False,
+    probabilities: bool = False,
 ) -> bytes:
     """One binary message (the client's encoder; :func:`decode_binary` reads it back)."""
     n = len(ids) if X is None and ids is not None else len(X) if X is not None else len(y)  # type: ignore[arg-type]
     d = 0 if X is None else int(X.shape[1])
     flags = (FLAG_IDS if ids is not None else 0) | (0 if keep else FLAG_NO_KEEP)
     flags |= FLAG_SCORES if scores else 0
+    flags |= FLAG_PROBABILITIES if probabilities else 0
     parts = [b""]
     if X is not None:
         parts.append(np.ascontiguousarray(X, dtype="<f8").tobytes())

@@ -228,24 +228,30 @@ class Session:
 
     async def apply_scores(self, run: list[Message], batch: Batch) -> None:
         engine = self.services.engine
-        version, values, _ = await run_engine(
+        # one engine call for the run: probabilities for all of it when a message asks
+        version, values, _, calibrated = await run_engine(
             engine, engine.score, self.model_id, batch, keep=run[0].keep,
+            probabilities=any(message.probabilities for message in run),
             offload=len(batch) > OFFLOAD_EVENTS,
         )  # fmt: skip
         self.services.telemetry.scored.labels(self.model_id).inc(len(values))
         scores = values.tolist()
+        probabilities = None if calibrated is None else calibrated.tolist()
         bounds = offsets(run)
         for index, message in enumerate(run):
             kept = 0
             if message.keep and batch.ids is not None:
                 kept = len({i for i in batch.ids[bounds[index] : bounds[index + 1]] if i})
-            self.replies[id(message)] = {
+            reply = {
                 "seq": message.seq,
                 "status": 200,
                 "version": version,
                 "scores": scores[bounds[index] : bounds[index + 1]],
                 "kept": kept,
             }
+            if message.probabilities and probabilities is not None:
+                reply["probabilities"] = probabilities[bounds[index] : bounds[index + 1]]
+            self.replies[id(message)] = reply
 
     async def apply_labels(self, run: list[Message], labels: Labels) -> None:
         services, model_id = self.services, self.model_id

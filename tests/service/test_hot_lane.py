@@ -74,6 +74,13 @@ def test_lane_bodies_are_what_the_response_models_write(memory_client):
             client.post("/v1/models/m/score", json={"events": [event, {"x": [1, 2, 3]}]}),
             ScoreResponse,
         ),
+        (
+            client.post(
+                "/v1/models/m/score?probabilities=true&keep=false",
+                json={"events": [event, {"x": [1, 2, 3]}]},
+            ),
+            ScoreResponse,
+        ),
     ):
         assert response.status_code == 200, response.text
         assert response.headers["content-type"] == "application/json"

@@ -152,11 +152,11 @@ def warm_up(ready: threading.Event | None = None) -> None:
             _freeze_long_lived_objects()
             ready.set()
             _yield_the_processor()
-    _freeze_long_lived_objects()
     total = time.perf_counter() - started
     logger.info(
         "all kernels ready in %.1f s", total, extra={"fields": {"kernels": "all", "seconds": total}}
     )
+    _freeze_long_lived_objects()
 
 
 def require_kernels(learner: str, params: Mapping[str, Any], scaling: str) -> None:

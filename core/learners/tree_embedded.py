@@ -416,6 +416,50 @@ class TreeEmbedded(ComposedState, OnlineLearner):
             out[start:stop] = self._inner._decision(self.transform(part))
         return out
 
+    def _contributions(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """The inner learner's contributions over ``[x, s, t(x)]`` brought back to the features
+        (docs/algorithms/reasons.md (reasons.3)-(reasons.4)): ``x``'s own; the score ``s`` by
+        its linear terms (``w_s * score_w_j * x_j``); each path edge's weight to the feature
+        its parent node splits on (Saabas), an edge below a split on ``s`` to the features by
+        their shares ``|score_w_j * x_j|`` of it (the remainder when they are all 0)."""
+        n_features = X.shape[1]
+        inner, remainder = self._inner._contributions(self.transform(X))
+        first = n_features if self.append_features else 0  # the column of s
+        if self.append_features:
+            contributions = inner[:, :n_features].copy()
+        else:
+            contributions = np.zeros((X.shape[0], n_features))
+        rows = X.toarray() if isinstance(X, CSRMatrix) else np.asarray(X)
+        score_terms = rows * self._own_state["tree_score_w"]
+        if self.append_score:
+            contributions += self._inner.coef_[first] * score_terms
+        split_of_column = self._split_of_column()
+        path = inner[:, first + 1 :]
+        on_features = split_of_column < n_features
+        routed = np.zeros((path.shape[1], n_features))
+        routed[np.flatnonzero(on_features), split_of_column[on_features]] = 1.0
+        contributions += path @ routed
+        on_score = path[:, split_of_column == n_features].sum(axis=1)
+        weights = np.abs(score_terms)
+        totals = weights.sum(axis=1)
+        shared = totals > 0.0
+        contributions[shared] += (on_score[shared] / totals[shared])[:, None] * weights[shared]
+        return contributions, remainder + np.where(shared, 0.0, on_score)
+
+    def _split_of_column(self) -> np.ndarray:
+        """For each embedding column, the feature split on at the parent of its edge
+        (``n_features``: the score ``s``; past the features when no edge has the column)."""
+        own = self._own_state
+        n_features = own["tree_score_w"].shape[0]
+        width = edge_capacity(self.max_depth, self.embedding)
+        split = np.full(width, n_features + 1, dtype=np.int64)
+        for children in (own["tree_left"], own["tree_right"]):
+            parents = np.flatnonzero(children >= 0)
+            columns = own["tree_column"][children[parents]]
+            kept = columns >= 0
+            split[columns[kept]] = own["tree_feature"][parents[kept]]
+        return split
+
     @property
     def coef_(self) -> np.ndarray:
         """The inner learner's weights on the features ``x`` themselves (the served score adds

@@ -343,11 +343,32 @@ class QueuedResponse(BaseModel):
     backlog_events: int = Field(description="events queued and not yet learned, these included")
 
 
+class Contribution(BaseModel):
+    feature: str | int = Field(
+        description="the feature's name when the model has feature_names, else its column"
+    )
+    contribution: float = Field(
+        description="how much this feature moved the score from the baseline (+: up)"
+    )
+
+
+class EventReasons(BaseModel):
+    """An event's reason codes (docs/algorithms/reasons.md): ``sum(contributions) + others +
+    baseline`` is its score."""
+
+    contributions: list[Contribution] = Field(description="the largest by |contribution| first")
+    others: float = Field(description="the sum of the other features' contributions")
+    baseline: float = Field(description="the score of the reference event (the remainder)")
+
+
 class ScoreResponse(BaseModel):
     model: str
     version: int
     scores: list[float]
     kept: int = Field(default=0, description="events whose features were kept for a later label")
+    reasons: list[EventReasons] | None = Field(
+        default=None, description="with ?reasons=k: each event's k top feature contributions"
+    )
 
 
 class ScoreResponseBody(TypedDict):
@@ -357,6 +378,7 @@ class ScoreResponseBody(TypedDict):
     version: int
     scores: list[float]
     kept: int
+    reasons: list[dict[str, Any]] | None
 
 
 class LabelStatus(BaseModel):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from service.engine.learning import (
     learn_events,
 )
 from service.engine.model import Loaded
+from service.engine.reasons import top_reasons
 from service.engine.repository import ModelRepository
 from service.errors import InvalidInput, ModelNotFound, ServiceError
 from service.ingest import Batch
@@ -133,12 +135,14 @@ class DelayedLabels:
         self.max_pending_records = max_pending_records
 
     def score(
-        self, model_id: str, batch: Batch, *, keep: bool = True
-    ) -> tuple[int, np.ndarray, int]:
+        self, model_id: str, batch: Batch, *, keep: bool = True, reasons: int = 0
+    ) -> tuple[int, np.ndarray, int, list[dict[str, Any]] | None]:
         """Scores of the served model; with ids (and ``keep``) the features and scores are kept
-        so that a later label is learned and measured with the score given now.
+        so that a later label is learned and measured with the score given now.  ``reasons``
+        > 0: each event's top contributions too (:func:`~service.engine.reasons.top_reasons`),
+        from the same model as the scores.
 
-        Returns ``(version, scores, kept)``.
+        Returns ``(version, scores, kept, reasons or None)``.
         """
         repository = self.repository
         with repository.lock(model_id):
@@ -158,6 +162,10 @@ class DelayedLabels:
                     "for features this large); scale the features (the 'scaling' parameter)",
                     field="x",
                 )
+            explained = None
+            if reasons > 0:
+                names = loaded.config.feature_names
+                explained = top_reasons(loaded.learner, batch.X, reasons, names)
             version = loaded.version
             ttl = loaded.config.label_ttl_seconds or self.label_ttl_seconds
         kept = 0
@@ -178,7 +186,7 @@ class DelayedLabels:
                     self.max_pending_records,
                 )
                 kept = len(set(ids))
-        return version, scores, kept
+        return version, scores, kept, explained
 
     def labels(
         self,

@@ -228,7 +228,7 @@ class Session:
 
     async def apply_scores(self, run: list[Message], batch: Batch) -> None:
         engine = self.services.engine
-        version, values, _ = await run_engine(
+        version, values, _, _ = await run_engine(
             engine, engine.score, self.model_id, batch, keep=run[0].keep,
             offload=len(batch) > OFFLOAD_EVENTS,
         )  # fmt: skip

@@ -433,13 +433,19 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         score_terms = rows * self._own_state["tree_score_w"]
         if self.append_score:
             contributions += self._inner.coef_[first] * score_terms
-        split_of_column = self._split_of_column()
         path = inner[:, first + 1 :]
-        on_features = split_of_column < n_features
-        routed = np.zeros((path.shape[1], n_features))
-        routed[np.flatnonzero(on_features), split_of_column[on_features]] = 1.0
-        contributions += path @ routed
-        on_score = path[:, split_of_column == n_features].sum(axis=1)
+        # each event's path has at most max_depth edges: scatter those, not the whole matrix
+        events, columns = np.nonzero(path)
+        split = self._split_of_column()[columns]
+        on_features = split < n_features
+        np.add.at(
+            contributions,
+            (events[on_features], split[on_features]),
+            path[events[on_features], columns[on_features]],
+        )
+        on_score = np.zeros(X.shape[0])
+        on_s = split == n_features
+        np.add.at(on_score, events[on_s], path[events[on_s], columns[on_s]])
         weights = np.abs(score_terms)
         totals = weights.sum(axis=1)
         shared = totals > 0.0
@@ -451,13 +457,13 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         (``n_features``: the score ``s``; past the features when no edge has the column)."""
         own = self._own_state
         n_features = own["tree_score_w"].shape[0]
-        width = edge_capacity(self.max_depth, self.embedding)
-        split = np.full(width, n_features + 1, dtype=np.int64)
-        for children in (own["tree_left"], own["tree_right"]):
-            parents = np.flatnonzero(children >= 0)
-            columns = own["tree_column"][children[parents]]
-            kept = columns >= 0
-            split[columns[kept]] = own["tree_feature"][parents[kept]]
+        split = np.full(edge_capacity(self.max_depth, self.embedding), n_features + 1)
+        left = own["tree_left"]
+        parents = np.flatnonzero(left >= 0)
+        children = np.concatenate((left[parents], own["tree_right"][parents]))
+        columns = own["tree_column"][children]
+        kept = columns >= 0
+        split[columns[kept]] = np.tile(own["tree_feature"][parents], 2)[kept]
         return split
 
     @property

@@ -54,6 +54,8 @@ class Message:
     ids: list[str | None] | None = None
     keep: bool = True
     scores: bool = False
+    #: score: the reason codes asked per event (0: none)
+    reasons: int = 0
     error: ServiceError | None = None
 
     @property
@@ -76,6 +78,8 @@ class FrameLimits:
     message_events: int
     frame_messages: int
     frame_events: int
+    #: most reason codes a score message may ask per event (``AUCSTREAM_MAX_REASONS``)
+    message_reasons: int = 20
 
     def refuse(self, n_messages: int, n_events: int) -> Message | None:
         if n_messages > self.frame_messages:
@@ -112,7 +116,7 @@ def decode_text(frame: str | bytes, limits: FrameLimits) -> list[Message]:
     refusal = limits.refuse(len(items), n_events)
     if refusal is not None:
         return [refusal]
-    return [json_message(item, limits.message_events) for item in items]
+    return [json_message(item, limits.message_events, limits.message_reasons) for item in items]
 
 
 def _declared_events(item: Any) -> int:
@@ -125,10 +129,10 @@ def _declared_events(item: Any) -> int:
 
 
 #: the keys of a JSON message itself (the others of an inline message are its event's)
-MESSAGE_KEYS = frozenset({"seq", "op", "keep", "scores"})
+MESSAGE_KEYS = frozenset({"seq", "op", "keep", "scores", "reasons"})
 
 
-def json_message(item: Any, max_events: int) -> Message:
+def json_message(item: Any, max_events: int, max_reasons: int = 20) -> Message:
     if type(item) is not dict:
         return failed(None, MalformedBody("a message must be a JSON object"))
     seq = item.get("seq")
@@ -152,7 +156,13 @@ def json_message(item: Any, max_events: int) -> Message:
             return failed(seq, InvalidInput(f"'{name}' must be true or false", field=name))
     if scores and op != "learn":
         return failed(seq, InvalidInput("'scores' is an option of learn", field="scores"))
-    return Message(seq, op, len(events), events=events, keep=keep, scores=scores)
+    reasons = item.get("reasons", 0)
+    if type(reasons) is not int or not 0 <= reasons <= max_reasons:
+        detail = f"'reasons' must be a whole number from 0 to {max_reasons}"
+        return failed(seq, InvalidInput(detail, field="reasons"))
+    if reasons and op != "score":
+        return failed(seq, InvalidInput("'reasons' is an option of score", field="reasons"))
+    return Message(seq, op, len(events), events=events, keep=keep, scores=scores, reasons=reasons)
 
 
 def too_many(n_events: int, max_events: int, field: str) -> PayloadTooLarge:

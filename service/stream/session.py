@@ -41,12 +41,12 @@ def runs(messages: list[Message], max_events: int) -> Iterator[list[Message]]:
     """Consecutive messages of one kind, at most ``max_events`` events each (messages that
     failed to decode are not in any run)."""
     run: list[Message] = []
-    key: tuple[str, bool, bool] | None = None
+    key: tuple[str, bool, bool, int] | None = None
     size = 0
     for message in messages:
         if message.error is not None:
             continue
-        this = (message.op, message.keep, message.binary)
+        this = (message.op, message.keep, message.binary, message.reasons)
         if run and (this != key or size + message.n_events > max_events):
             yield run
             run, size = [], 0
@@ -228,9 +228,9 @@ class Session:
 
     async def apply_scores(self, run: list[Message], batch: Batch) -> None:
         engine = self.services.engine
-        version, values, _, _ = await run_engine(
+        version, values, _, explained = await run_engine(
             engine, engine.score, self.model_id, batch, keep=run[0].keep,
-            offload=len(batch) > OFFLOAD_EVENTS,
+            reasons=run[0].reasons, offload=len(batch) > OFFLOAD_EVENTS,
         )  # fmt: skip
         self.services.telemetry.scored.labels(self.model_id).inc(len(values))
         scores = values.tolist()
@@ -246,6 +246,8 @@ class Session:
                 "scores": scores[bounds[index] : bounds[index + 1]],
                 "kept": kept,
             }
+            if explained is not None:
+                self.replies[id(message)]["reasons"] = explained[bounds[index] : bounds[index + 1]]
 
     async def apply_labels(self, run: list[Message], labels: Labels) -> None:
         services, model_id = self.services, self.model_id

@@ -4,12 +4,15 @@ weights of ``GET .../weights``) and the default ``auto``; bad ``k`` is a 422."""
 
 from __future__ import annotations
 
+import httpx
 import numpy as np
 import orjson
 import pytest
 
 from service.schemas import ScoreResponse
 from tests.service.conftest import create_model, events_json, make_stream, started_apps
+from tests.service.test_stream import exchange, socket
+from tests.service.test_uvicorn import uvicorn_server
 
 NAMES = ["amount", "age", "hour", "merchant_risk", "distance"]
 
@@ -121,3 +124,25 @@ def test_a_bad_k_is_a_422_naming_the_query(memory_client, k):
     assert response.headers["content-type"] == "application/problem+json"
     assert response.json()["field"] == "query.reasons"
     assert "from 0 to 20" in response.json()["detail"]
+
+
+def test_the_streams_json_score_replies_carry_the_same_reasons():
+    with uvicorn_server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
+        X = learned(http, "streamed", learner="auto", feature_names=NAMES)
+        rest = http.post("/v1/models/streamed/score?reasons=2", json=events_json(X)).json()
+        events = events_json(X)["events"]
+        frame = orjson.dumps([
+            {"seq": 1, "op": "score", "events": events[:4], "reasons": 2},
+            {"seq": 2, "op": "score", "events": events[4:], "reasons": 2},
+            {"seq": 3, "op": "score", "events": events[:1]},
+            {"seq": 4, "op": "score", "events": events[:1], "reasons": 21},
+            {"seq": 5, "op": "learn", "events": [{"x": X[0].tolist(), "y": 1}], "reasons": 1},
+        ]).decode()  # fmt: skip
+        with socket(url, "streamed") as ws:
+            replies = {reply["seq"]: reply for reply in exchange(ws, frame)}
+        assert replies[1]["reasons"] + replies[2]["reasons"] == rest["reasons"]
+        assert replies[1]["scores"] + replies[2]["scores"] == rest["scores"]
+        assert "reasons" not in replies[3]
+        for seq in (4, 5):
+            problem = replies[seq]["problem"]
+            assert problem["status"] == 422 and problem["field"] == "reasons", problem

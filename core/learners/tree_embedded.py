@@ -434,22 +434,22 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         if self.append_score:
             contributions += self._inner.coef_[first] * score_terms
         path = inner[:, first + 1 :]
-        # each event's path has at most max_depth edges: scatter those, not the whole matrix
+        # each event's path has at most max_depth edges: scatter those (one bincount) into a
+        # column per feature, one for s and one for columns of no edge (which hold nothing)
+        n_events, width = X.shape[0], n_features + 2
         events, columns = np.nonzero(path)
-        split = self._split_of_column()[columns]
-        on_features = split < n_features
-        np.add.at(
-            contributions,
-            (events[on_features], split[on_features]),
-            path[events[on_features], columns[on_features]],
-        )
-        on_score = np.zeros(X.shape[0])
-        on_s = split == n_features
-        np.add.at(on_score, events[on_s], path[events[on_s], columns[on_s]])
+        scattered = np.bincount(
+            events * width + self._split_of_column()[columns],
+            weights=path[events, columns],
+            minlength=n_events * width,
+        ).reshape(n_events, width)
+        contributions += scattered[:, :n_features]
+        on_score = scattered[:, n_features]
         weights = np.abs(score_terms)
         totals = weights.sum(axis=1)
         shared = totals > 0.0
-        contributions[shared] += (on_score[shared] / totals[shared])[:, None] * weights[shared]
+        per_weight = np.divide(on_score, totals, out=np.zeros(n_events), where=shared)
+        contributions += per_weight[:, None] * weights
         return contributions, remainder + np.where(shared, 0.0, on_score)
 
     def _split_of_column(self) -> np.ndarray:
@@ -463,7 +463,8 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         children = np.concatenate((left[parents], own["tree_right"][parents]))
         columns = own["tree_column"][children]
         kept = columns >= 0
-        split[columns[kept]] = np.tile(own["tree_feature"][parents], 2)[kept]
+        features = own["tree_feature"][parents]
+        split[columns[kept]] = np.concatenate((features, features))[kept]
         return split
 
     @property

@@ -164,8 +164,11 @@ class DelayedLabels:
                 )
             explained = None
             if reasons > 0:
-                names = loaded.config.feature_names
-                explained = top_reasons(loaded.learner, batch.X, reasons, names)
+                spec = loaded.spec
+                hasher = spec.hasher() if spec.feature_mode == "hashed" else None
+                explained = top_reasons(
+                    loaded.learner, batch.X, reasons, spec.feature_names, batch.named_rows, hasher
+                )
             version = loaded.version
             ttl = loaded.config.label_ttl_seconds or self.label_ttl_seconds
         kept = 0

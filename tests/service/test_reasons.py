@@ -104,13 +104,30 @@ def test_without_names_the_reasons_give_columns_and_k_is_capped_at_the_width(mem
     assert without["reasons"] is None and without["scores"] == body["scores"]
 
 
-def test_a_hashed_model_reasons_give_hash_columns(memory_client):
+def test_a_hashed_model_names_its_columns_by_the_events_names(memory_client):
+    """Each hash column by the names of the event that fell in it (a string value as
+    ``name=value``), over JSON and NDJSON; a column none of its names fell in (only the
+    scaler's reference or a collision could put one in the top k) would stay its index."""
     client = memory_client
     create_model(client, "hashed", n_features=64, feature_mode="hashed", learner="spam")
-    events = [{"x": {"amount": 2.0, "country": "FR"}, "y": 1}, {"x": {"age": 3.0}, "y": 0}] * 20
+    events = [
+        {"x": {"amount": 2.0, "country": "FR", "new": True}, "y": 1},
+        {"x": {"age": 3.0, "country": "DE", "amount": 0.5}, "y": 0},
+    ] * 20
     assert client.post("/v1/models/hashed/events", json={"events": events}).status_code == 200
-    body = client.post("/v1/models/hashed/score?reasons=2", json={"events": events[:2]}).json()
-    check_reasons(body, 2, range(64))
+    asked = [{"x": event["x"]} for event in events[:2]]
+    body = client.post("/v1/models/hashed/score?reasons=3", json={"events": asked}).json()
+    check_reasons(body, 3, ["amount", "country=FR", "new", "age", "country=DE"])
+    assert {item["feature"] for item in body["reasons"][0]["contributions"]} == {
+        "amount", "country=FR", "new"
+    }  # fmt: skip
+    lines = b"\n".join(orjson.dumps(event) for event in asked)
+    ndjson = client.post(
+        "/v1/models/hashed/score?reasons=3",
+        content=lines,
+        headers={"content-type": "application/x-ndjson"},
+    ).json()
+    assert ndjson["reasons"] == body["reasons"]
 
 
 @pytest.mark.parametrize("k", ["-1", "21", "two", "1.5", ""])

@@ -361,6 +361,23 @@ _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 _FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 
 
+def query_count(request: Request, name: str, most: int) -> int:
+    """A count query parameter from 0 (the default, when absent) to ``most``; anything else
+    is a 422 naming ``query.<name>``."""
+    if not request.scope.get("query_string"):
+        return 0
+    value = request.query_params.get(name)
+    if value is None:
+        return 0
+    count = int(value) if value.isascii() and value.isdigit() and len(value) <= 9 else -1
+    if not 0 <= count <= most:
+        raise InvalidInput(
+            f"query.{name}: must be a whole number from 0 to {most}, got {value[:40]!r}",
+            field=f"query.{name}",
+        )
+    return count
+
+
 def query_flag(request: Request, name: str, default: bool) -> bool:
     """A boolean query parameter, read as FastAPI reads ``name: bool = default`` (the same
     spellings, any case); anything else is a 422 naming ``query.<name>``."""

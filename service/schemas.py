@@ -346,6 +346,24 @@ class QueuedResponse(BaseModel):
     backlog_events: int = Field(description="events queued and not yet learned, these included")
 
 
+class Contribution(BaseModel):
+    feature: str | int = Field(
+        description="the feature's name when the model has feature_names, else its column"
+    )
+    contribution: float = Field(
+        description="how much this feature moved the score from the baseline (+: up)"
+    )
+
+
+class EventReasons(BaseModel):
+    """An event's reason codes (docs/algorithms/reasons.md): ``sum(contributions) + others +
+    baseline`` is its score."""
+
+    contributions: list[Contribution] = Field(description="the largest by |contribution| first")
+    others: float = Field(description="the sum of the other features' contributions")
+    baseline: float = Field(description="the score of the reference event (the remainder)")
+
+
 class ScoreResponse(BaseModel):
     model: str
     version: int
@@ -357,6 +375,9 @@ class ScoreResponse(BaseModel):
         "positive label (the model's online Platt scaling on its labelled stream); null "
         "otherwise",
     )
+    reasons: list[EventReasons] | None = Field(
+        default=None, description="with ?reasons=k: each event's k top feature contributions"
+    )
 
 
 class ScoreResponseBody(TypedDict):
@@ -367,6 +388,7 @@ class ScoreResponseBody(TypedDict):
     scores: list[float]
     kept: int
     probabilities: list[float] | None
+    reasons: list[dict[str, Any]] | None
 
 
 class LabelStatus(BaseModel):

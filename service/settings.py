@@ -76,6 +76,8 @@ class Settings(BaseSettings):
     #: sparse input (LIBSVM, NPZ CSR) to a dense model is densified: most values
     #: (events x n_features) one request may densify to (else 413); 2**24 = 128 MiB
     max_dense_cells: int = Field(default=2**24, ge=1024)
+    #: most reason codes (top feature contributions) ``/score?reasons=k`` returns per event
+    max_reasons: int = Field(default=20, ge=1, le=1000)
     #: most models the store may hold (creating or importing another: 507)
     max_models: int = Field(default=10_000, ge=1)
     #: most bytes of one model's committed state (learner, windows, counters) when it is

@@ -228,6 +228,27 @@ class OnlineLearner(DeclaredParameters, StateContract):
         coef = np.array(self.coef_, dtype=np.float64)  # type: ignore[attr-defined]
         return fold_scaling(self.scaling, self.state_, coef, self.intercept_)
 
+    def contributions(self, X, *, check_input: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Each feature's contribution to each event's served score, and the remainder:
+        ``(C, r)``, ``C`` dense ``(n, n_features)``, with ``C.sum(axis=1) + r`` equal to
+        ``decision_function(X)`` up to rounding (docs/algorithms/reasons.md).
+
+        A linear learner's ``C[i, j]`` is ``coef_j * scaled(x_i)_j``: in the raw space
+        ``raw_coef_j * (x_ij - reference_j)``, the reference being the running mean that the
+        ``standard`` scaler centres on (0 for the other scalings); ``r`` is ``intercept_``.
+        ``tree_embedded`` and ``auto`` attribute their non-linear parts to features too.
+        ``check_input`` as for :meth:`decision_function`."""
+        self._check_initialized()
+        features = self._coerce(X)[0] if check_input else X
+        features = scale_batch(self.scaling, self.state_, features, learn=False)
+        return self._contributions(features)
+
+    def _contributions(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`contributions` of a scaled batch: ``coef_ * x`` and the intercept (a learner
+        whose score is not linear in the features overrides it)."""
+        rows = X.toarray() if isinstance(X, CSRMatrix) else np.asarray(X)
+        return rows * self.coef_, np.full(rows.shape[0], self.intercept_)
+
     # ------------------------------------------------------------------ learning
     def _coerce(self, X, y=None, check_finite: bool = True):
         n_features = self.n_features_in_ if self.is_initialized else None

@@ -25,6 +25,7 @@ __all__ = [
     "mix_weights",
     "serve_segment",
     "served_coef",
+    "served_contributions",
     "served_decision",
     "upgrade_to_mix",
 ]
@@ -114,6 +115,27 @@ def served_decision(own: dict[str, np.ndarray], candidates: list[Any], X, temper
     for candidate, factor, mean in mix_terms(own, candidates):
         served += factor * (candidate._decision(X) - mean)
     return served
+
+
+def served_contributions(
+    own: dict[str, np.ndarray], candidates: list[Any], X, temperature: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`~core.learners._base.OnlineLearner.contributions` of the served score of new rows
+    (already scaled), term by term as :func:`served_decision`: each candidate's contributions
+    and remainder times ``weight / std`` (its mean taken off the remainder), or the leader's
+    mapped (docs/algorithms/reasons.md (reasons.5))."""
+    if temperature == 0.0:
+        scale = own["served_scale"][0]
+        leader = candidates[int(own["leader"][0])]
+        contributions, remainder = leader._contributions(X)
+        return scale * contributions, scale * remainder + own["served_offset"][0]
+    contributions = np.zeros(X.shape)
+    remainder = np.zeros(X.shape[0])
+    for candidate, factor, mean in mix_terms(own, candidates):
+        own_contributions, own_remainder = candidate._contributions(X)
+        contributions += factor * own_contributions
+        remainder += factor * (own_remainder - mean)
+    return contributions, remainder
 
 
 def served_coef(

@@ -29,6 +29,7 @@ from core.learners._served_mix import (
     mix_state,
     serve_segment,
     served_coef,
+    served_contributions,
     served_decision,
     upgrade_to_mix,
 )
@@ -366,6 +367,9 @@ class Auto(ComposedState, OnlineLearner):
 
     def _decision(self, X) -> np.ndarray:
         return served_decision(self._own_state, self._candidates, X, self.temperature)
+
+    def _contributions(self, X) -> tuple[np.ndarray, np.ndarray]:
+        return served_contributions(self._own_state, self._candidates, X, self.temperature)
 
     # a property over the base class's class attribute: auto's answer depends on its candidates
     @property

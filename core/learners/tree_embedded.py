@@ -416,6 +416,57 @@ class TreeEmbedded(ComposedState, OnlineLearner):
             out[start:stop] = self._inner._decision(self.transform(part))
         return out
 
+    def _contributions(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """The inner learner's contributions over ``[x, s, t(x)]`` brought back to the features
+        (docs/algorithms/reasons.md (reasons.3)-(reasons.4)): ``x``'s own; the score ``s`` by
+        its linear terms (``w_s * score_w_j * x_j``); each path edge's weight to the feature
+        its parent node splits on (Saabas), an edge below a split on ``s`` to the features by
+        their shares ``|score_w_j * x_j|`` of it (the remainder when they are all 0)."""
+        n_features = X.shape[1]
+        inner, remainder = self._inner._contributions(self.transform(X))
+        first = n_features if self.append_features else 0  # the column of s
+        if self.append_features:
+            contributions = inner[:, :n_features].copy()
+        else:
+            contributions = np.zeros((X.shape[0], n_features))
+        rows = X.toarray() if isinstance(X, CSRMatrix) else np.asarray(X)
+        score_terms = rows * self._own_state["tree_score_w"]
+        if self.append_score:
+            contributions += self._inner.coef_[first] * score_terms
+        path = inner[:, first + 1 :]
+        # each event's path has at most max_depth edges: scatter those (one bincount) into a
+        # column per feature, one for s and one for columns of no edge (which hold nothing)
+        n_events, width = X.shape[0], n_features + 2
+        events, columns = np.nonzero(path)
+        scattered = np.bincount(
+            events * width + self._split_of_column()[columns],
+            weights=path[events, columns],
+            minlength=n_events * width,
+        ).reshape(n_events, width)
+        contributions += scattered[:, :n_features]
+        on_score = scattered[:, n_features]
+        weights = np.abs(score_terms)
+        totals = weights.sum(axis=1)
+        shared = totals > 0.0
+        per_weight = np.divide(on_score, totals, out=np.zeros(n_events), where=shared)
+        contributions += per_weight[:, None] * weights
+        return contributions, remainder + np.where(shared, 0.0, on_score)
+
+    def _split_of_column(self) -> np.ndarray:
+        """For each embedding column, the feature split on at the parent of its edge
+        (``n_features``: the score ``s``; past the features when no edge has the column)."""
+        own = self._own_state
+        n_features = own["tree_score_w"].shape[0]
+        split = np.full(edge_capacity(self.max_depth, self.embedding), n_features + 1)
+        left = own["tree_left"]
+        parents = np.flatnonzero(left >= 0)
+        children = np.concatenate((left[parents], own["tree_right"][parents]))
+        columns = own["tree_column"][children]
+        kept = columns >= 0
+        features = own["tree_feature"][parents]
+        split[columns[kept]] = np.concatenate((features, features))[kept]
+        return split
+
     @property
     def coef_(self) -> np.ndarray:
         """The inner learner's weights on the features ``x`` themselves (the served score adds

@@ -10,6 +10,7 @@ engine is a thin facade over four parts, one module each:
                           committed arrays, building a learner from a creation request
 :mod:`.learning`          labelled batches: duplicate ids, rounds, the regret window, counters
 :mod:`.delayed`           ``/score`` keeping features for later labels, the labels, the sweep
+:mod:`.reasons`           ``/score?reasons=k``: each event's top feature contributions
 :mod:`.reporting`         metrics, ROC, throughput, regret (cached and throttled)
 ========================= ====================================================================
 """

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -33,12 +34,26 @@ from service.engine.learning import (
     learn_events,
 )
 from service.engine.model import Loaded
+from service.engine.reasons import top_reasons
 from service.engine.repository import ModelRepository
 from service.errors import InvalidInput, ModelNotFound, ServiceError
 from service.ingest import Batch
 from service.ingest.fields import Locator
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Scored:
+    """What ``/score`` answers: the version whose model scored, the scores, how many events
+    were kept for a later label, and when asked each score's probability and each event's
+    top reasons (None otherwise)."""
+
+    version: int
+    scores: np.ndarray
+    kept: int
+    probabilities: np.ndarray | None = None
+    reasons: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -135,13 +150,21 @@ class DelayedLabels:
         self.max_pending_records = max_pending_records
 
     def score(
-        self, model_id: str, batch: Batch, *, keep: bool = True, probabilities: bool = False
-    ) -> tuple[int, np.ndarray, int, np.ndarray | None]:
+        self,
+        model_id: str,
+        batch: Batch,
+        *,
+        keep: bool = True,
+        probabilities: bool = False,
+        reasons: int = 0,
+    ) -> Scored:
         """Scores of the served model; with ids (and ``keep``) the features and scores are kept
-        so that a later label is learned and measured with the score given now.
+        so that a later label is learned and measured with the score given now.  ``reasons``
+        > 0: each event's top contributions too (:func:`~service.engine.reasons.top_reasons`),
+        from the same model as the scores.
 
-        Returns ``(version, scores, kept, probabilities)``: with ``probabilities``, the
-        calibrated probability of each score by the same version's calibrator, else None.
+        With ``probabilities``, the calibrated probability of each score by the same version's
+        calibrator.
         """
         repository = self.repository
         with repository.lock(model_id):
@@ -164,6 +187,13 @@ class DelayedLabels:
                     "for features this large); scale the features (the 'scaling' parameter)",
                     field="x",
                 )
+            explained = None
+            if reasons > 0:
+                spec = loaded.spec
+                hasher = spec.hasher() if spec.feature_mode == "hashed" else None
+                explained = top_reasons(
+                    loaded.learner, X, reasons, spec.feature_names, batch.named_rows, hasher
+                )
             version = loaded.version
             ttl = loaded.config.label_ttl_seconds or self.label_ttl_seconds
             calibrated = loaded.calibrator.probabilities(scores) if probabilities else None
@@ -185,7 +215,7 @@ class DelayedLabels:
                     self.max_pending_records,
                 )
                 kept = len(set(ids))
-        return version, scores, kept, calibrated
+        return Scored(version, scores, kept, calibrated, explained)
 
     def labels(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -64,6 +64,9 @@ class Batch:
     X: np.ndarray | CSRMatrix
     y: np.ndarray | None
     ids: list[str | None] | None
+    #: a hashed model's JSON events: each event's ``x`` object as sent (not copied), so that
+    #: reason codes can name a hash column by the names that fell in it
+    named_rows: list[Any] | None = None
 
     def __len__(self) -> int:
         return int(self.X.shape[0])
@@ -73,7 +76,8 @@ class Batch:
         X = self.X.take_rows(rows) if isinstance(self.X, CSRMatrix) else self.X[rows]
         y = None if self.y is None else self.y[rows]
         ids = None if self.ids is None else [self.ids[i] for i in rows.tolist()]
-        return Batch(X, y, ids)
+        named = None if self.named_rows is None else [self.named_rows[i] for i in rows.tolist()]
+        return Batch(X, y, ids, named)
 
 
 def concatenate(batches: Sequence[Batch]) -> Batch:

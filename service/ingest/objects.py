@@ -258,7 +258,7 @@ def events_to_batch(
     labels = [event.get("y") for event in events]
     if not labelled:
         fields.check_unused_labels(labels, locate)
-        return Batch(X, None, ids)
+        return Batch(X, None, ids, rows if spec.feature_mode == "hashed" else None)
     return Batch(X, fields.labels_from_values(labels, locate), ids)
 
 

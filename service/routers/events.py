@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 
 import orjson
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette._utils import get_route_path
 from starlette.concurrency import run_in_threadpool
@@ -20,6 +20,7 @@ from service.deps import (
     check_api_key,
     enqueue,
     model_spec,
+    query_count,
     query_flag,
     read_batch,
     read_body,
@@ -37,6 +38,12 @@ from service.schemas import (
     QueuedResponse,
     ScoreResponse,
     ScoreResponseBody,
+)
+
+#: ``?reasons=k`` as the OpenAPI document describes it
+REASONS_DOC = (
+    "return each event's k largest feature contributions (0: none; at most "
+    "AUCSTREAM_MAX_REASONS, 20 by default)"
 )
 
 router = APIRouter(prefix="/v1/models", tags=["events"])
@@ -154,26 +161,32 @@ async def score(
     keep: bool = True,
     zero_based: bool = False,
     probabilities: bool = False,
+    reasons: int = Query(default=0, ge=0, description=REASONS_DOC),
 ) -> Response:
     """Score events with the current model.  Events with an ``id`` have their features and
     score kept (TTL) so that a label posted later to ``/labels`` is learned and measured with
     the score given now; ``?keep=false`` keeps nothing.  ``?probabilities=true`` adds each
     score's calibrated probability (the model's online Platt scaling, learned on its labelled
-    stream: docs/algorithms/calibration.md)."""
+    stream: docs/algorithms/calibration.md); ``?reasons=k`` each event's k largest feature
+    contributions (docs/algorithms/reasons.md)."""
     engine, settings, telemetry = services.engine, services.settings, services.telemetry
+    # read from the query: the hot lane calls this route with its flags only
+    asked = query_count(request, "reasons", settings.max_reasons)
     spec = await model_spec(engine, model_id)
     batch, large = await read_batch(request, spec, settings, labelled=False, zero_based=zero_based)
-    version, values, kept, calibrated = await run_engine(
+    scored = await run_engine(
         engine, engine.score, model_id, batch, keep=keep, probabilities=probabilities,
-        offload=large,
+        reasons=asked, offload=large,
     )  # fmt: skip
+    values, calibrated = scored.scores, scored.probabilities
     telemetry.child(telemetry.scored, model_id).inc(len(values))
     body: ScoreResponseBody = {
         "model": model_id,
-        "version": version,
+        "version": scored.version,
         "scores": values.tolist(),
-        "kept": kept,
+        "kept": scored.kept,
         "probabilities": None if calibrated is None else calibrated.tolist(),
+        "reasons": scored.reasons,
     }
     return json_response(body)
 

@@ -135,6 +135,7 @@ class Connection:
             message_events=settings.max_batch_events,
             frame_messages=settings.ws_max_frame_messages,
             frame_events=settings.ws_max_frame_events,
+            message_reasons=settings.max_reasons,
         )
         self.max_frame_bytes = settings.ws_max_frame_bytes
         self.offload_bytes = settings.offload_body_bytes

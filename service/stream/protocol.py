@@ -56,6 +56,8 @@ class Message:
     scores: bool = False
     #: score: answer each score's calibrated probability too
     probabilities: bool = False
+    #: score: the reason codes asked per event (0: none)
+    reasons: int = 0
     error: ServiceError | None = None
 
     @property
@@ -78,6 +80,8 @@ class FrameLimits:
     message_events: int
     frame_messages: int
     frame_events: int
+    #: most reason codes a score message may ask per event (``AUCSTREAM_MAX_REASONS``)
+    message_reasons: int = 20
 
     def refuse(self, n_messages: int, n_events: int) -> Message | None:
         if n_messages > self.frame_messages:
@@ -114,7 +118,7 @@ def decode_text(frame: str | bytes, limits: FrameLimits) -> list[Message]:
     refusal = limits.refuse(len(items), n_events)
     if refusal is not None:
         return [refusal]
-    return [json_message(item, limits.message_events) for item in items]
+    return [json_message(item, limits.message_events, limits.message_reasons) for item in items]
 
 
 def _declared_events(item: Any) -> int:
@@ -127,10 +131,10 @@ def _declared_events(item: Any) -> int:
 
 
 #: the keys of a JSON message itself (the others of an inline message are its event's)
-MESSAGE_KEYS = frozenset({"seq", "op", "keep", "scores", "probabilities"})
+MESSAGE_KEYS = frozenset({"seq", "op", "keep", "scores", "probabilities", "reasons"})
 
 
-def json_message(item: Any, max_events: int) -> Message:
+def json_message(item: Any, max_events: int, max_reasons: int = 20) -> Message:
     if type(item) is not dict:
         return failed(None, MalformedBody("a message must be a JSON object"))
     seq = item.get("seq")
@@ -158,9 +162,16 @@ def json_message(item: Any, max_events: int) -> Message:
     if probabilities and op != "score":
         detail = "'probabilities' is an option of score"
         return failed(seq, InvalidInput(detail, field="probabilities"))
+    reasons = item.get("reasons", 0)
+    if type(reasons) is not int or not 0 <= reasons <= max_reasons:
+        detail = f"'reasons' must be a whole number from 0 to {max_reasons}"
+        return failed(seq, InvalidInput(detail, field="reasons"))
+    if reasons and op != "score":
+        return failed(seq, InvalidInput("'reasons' is an option of score", field="reasons"))
     return Message(
-        seq, op, len(events), events=events, keep=keep, scores=scores, probabilities=probabilities
-    )
+        seq, op, len(events), events=events, keep=keep, scores=scores,
+        probabilities=probabilities, reasons=reasons,
+    )  # fmt: skip
 
 
 def too_many(n_events: int, max_events: int, field: str) -> PayloadTooLarge:

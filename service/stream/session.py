@@ -41,12 +41,12 @@ def runs(messages: list[Message], max_events: int) -> Iterator[list[Message]]:
     """Consecutive messages of one kind, at most ``max_events`` events each (messages that
     failed to decode are not in any run)."""
     run: list[Message] = []
-    key: tuple[str, bool, bool] | None = None
+    key: tuple[str, bool, bool, int] | None = None
     size = 0
     for message in messages:
         if message.error is not None:
             continue
-        this = (message.op, message.keep, message.binary)
+        this = (message.op, message.keep, message.binary, message.reasons)
         if run and (this != key or size + message.n_events > max_events):
             yield run
             run, size = [], 0
@@ -228,14 +228,17 @@ class Session:
 
     async def apply_scores(self, run: list[Message], batch: Batch) -> None:
         engine = self.services.engine
-        # one engine call for the run: probabilities for all of it when a message asks
-        version, values, _, calibrated = await run_engine(
+        # one engine call for the run: probabilities for all of it when a message asks; a run
+        # shares its reasons' k (see runs)
+        scored = await run_engine(
             engine, engine.score, self.model_id, batch, keep=run[0].keep,
             probabilities=any(message.probabilities for message in run),
-            offload=len(batch) > OFFLOAD_EVENTS,
+            reasons=run[0].reasons, offload=len(batch) > OFFLOAD_EVENTS,
         )  # fmt: skip
+        version, values, explained = scored.version, scored.scores, scored.reasons
         self.services.telemetry.scored.labels(self.model_id).inc(len(values))
         scores = values.tolist()
+        calibrated = scored.probabilities
         probabilities = None if calibrated is None else calibrated.tolist()
         bounds = offsets(run)
         for index, message in enumerate(run):
@@ -251,6 +254,8 @@ class Session:
             }
             if message.probabilities and probabilities is not None:
                 reply["probabilities"] = probabilities[bounds[index] : bounds[index + 1]]
+            if explained is not None:
+                reply["reasons"] = explained[bounds[index] : bounds[index + 1]]
             self.replies[id(message)] = reply
 
     async def apply_labels(self, run: list[Message], labels: Labels) -> None:

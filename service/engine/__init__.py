@@ -108,6 +108,7 @@ class Engine:
         self.metrics = self.reporting.metrics
         self.regret_pending = self.reporting.regret_pending
         self.roc = self.reporting.roc
+        self.history = self.reporting.history
         self.model = self.repository.read
         self.delete_model = self.repository.delete
 

@@ -28,6 +28,7 @@ import numpy as np
 from core._kernels.validation import count_nonfinite
 from core.errors import InvalidFeatures, StateOverflow
 from core.validation import CSRMatrix, row_range
+from service.engine.history import record as record_history
 from service.engine.model import RATE_TIME_CONSTANT, Loaded, from_store, log_drifts
 from service.engine.repository import ModelRepository
 from service.errors import InvalidInput, ModelChanged
@@ -196,6 +197,7 @@ def learn_events(
     if drifts and loaded.config.on_drift == "reset":
         loaded.learner.initialize(loaded.config.n_features)
     _count(loaded, y, now)
+    record_history(loaded.history, loaded, now)
     return scores, drifts
 
 

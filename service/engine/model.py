@@ -2,8 +2,9 @@
 
 The committed arrays of a model are named by prefix: ``learner:*`` (the learner's state),
 ``window:*`` (the metrics window), ``stats:*`` (counters and throughput), ``regret:*`` (the
-regret window, when on) and ``drift:*`` (the drift detector; absent from models stored
-before it existed, which start a fresh one).  Those names are the snapshot format and the
+regret window, when on), ``drift:*`` (the drift detector) and ``history:*`` (the metrics
+history, :mod:`service.engine.history`); the last two are absent from models stored before
+they existed, which start fresh ones.  Those names are the snapshot format and the
 Redis hash fields: they never change.
 """
 
@@ -23,6 +24,7 @@ from core.metrics import PrequentialWindow
 from core.metrics.drift import DriftDetector
 from core.preprocessing import NOT_FOLDABLE
 from core.regret import RegretWindow
+from service.engine.history import HISTORY_PREFIX, history_state, initial_history
 from service.errors import InvalidInput
 from service.ingest import FeatureSpec
 from service.kernels import require_kernels
@@ -104,6 +106,8 @@ class Loaded:
     regret: RegretWindow | None = None
     #: the drift detector on the prequential scores (docs/algorithms/drift.md)
     drift: DriftDetector = field(default_factory=DriftDetector)
+    #: the metrics history's rings (:mod:`service.engine.history`)
+    history: dict[str, np.ndarray] = field(default_factory=initial_history)
 
     @functools.cached_property
     def spec(self) -> FeatureSpec:
@@ -127,6 +131,7 @@ class Loaded:
                 {REGRET_PREFIX + k: v for k, v in self.regret.get_state(copy=False).items()}
             )
         arrays.update({DRIFT_PREFIX + k: v for k, v in self.drift.get_state().items()})
+        arrays.update({HISTORY_PREFIX + k: v for k, v in self.history.items()})
         return arrays
 
     def counts(self) -> Counts:
@@ -340,6 +345,7 @@ def from_arrays(
         full_stats,
         regret=build_regret(config, arrays),
         drift=build_drift(arrays),
+        history=history_state(arrays),
     )
 
 

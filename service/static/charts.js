@@ -13,8 +13,8 @@
 (() => {
   const COLORS = { operating: "#087f5b", auc: "#0b5cd5", pauc: "#d9480f", regret: "#7b2cbf", gap: "#2b8a3e", rate: "#0b5cd5", lag: "#c62828", drift: "#d6336c" };
 
-  // [CHOICE] the shortest time axis: ten minutes
-  const MIN_TIME_SPAN = 600;
+  // [CHOICE] the time axis of a single point (an idle model's only message): ten minutes
+  const LONE_POINT_SPAN = 600;
 
   function chartSize(element) {
     return { width: Math.max(300, element.clientWidth), height: 260 };
@@ -134,14 +134,14 @@
     return charts;
   }
 
-  /** A time chart's x range: its data's, at least ``MIN_TIME_SPAN`` ending just after the last
-   * point (uPlot would stretch a single point's range over years), widened to the drifts it
-   * marks, with a margin so that the earliest is not on the edge. */
+  /** A time chart's x range: its data's (a single time: the ``LONE_POINT_SPAN`` up to it, where
+   * uPlot would stretch its range over years), widened to the drifts it marks, with a margin so
+   * that the earliest is not on the edge. */
   function timeRange(u, min, max, marks) {
     const times = u.data[0];
-    if (times.length && times[times.length - 1] - times[0] < MIN_TIME_SPAN) {
+    if (times.length && times[times.length - 1] === times[0]) {
       const last = times[times.length - 1];
-      [min, max] = [last - MIN_TIME_SPAN, last + 0.05 * MIN_TIME_SPAN];
+      [min, max] = [last - LONE_POINT_SPAN, last + 0.05 * LONE_POINT_SPAN];
     }
     if (min === null || max === null || !marks.length || !times.length) return [min, max];
     const low = Math.min(times[0], ...marks.map((mark) => mark.time));

@@ -9,7 +9,7 @@ fails a test.  Undefined metrics are ``null`` with a ``reason``, never NaN.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -229,3 +229,34 @@ class RocResponse(RocCurve):
         "a vertex of this curve (the origin when nothing is flagged)"
     )
     reason: str | None = Field(description="why the metrics are null (one class missing)")
+
+
+class HistoryPoint(BaseModel):
+    """The window's metrics just after the first commit of a minute (or hour)."""
+
+    time: float = Field(description="unix seconds of the commit that wrote the point")
+    auc: float | None = Field(description="the window's AUC (null: a class missing)")
+    pauc: float | None = Field(description="the window's pAUC over the model's pauc_range")
+    average_precision: float | None = Field(description="the window's average precision")
+    recall_at_target_fpr: float | None = Field(
+        description="the window's TPR at the model's first target FPR (target_fpr)"
+    )
+    events_learned: int = Field(description="events learned since the start")
+    positives: int = Field(description="positive events learned since the start")
+
+
+class HistoryResponse(BaseModel):
+    """``GET /v1/models/{model_id}/metrics/history``: the model's metrics history, kept by the
+    server with the model (it survives restarts and is shared by every worker)."""
+
+    model: str
+    version: int
+    resolution: Literal["minute", "hour"]
+    interval_seconds: float = Field(description="at most one point per interval")
+    capacity: int = Field(description="points kept at this resolution (the oldest leave)")
+    pauc_range: list[float]
+    target_fpr: float | None = Field(description="the FPR of recall_at_target_fpr")
+    last_learned_at: float | None = Field(
+        description="unix seconds of the last learned event (null: none yet)"
+    )
+    points: list[HistoryPoint] = Field(description="oldest first")

@@ -51,13 +51,14 @@ from service.stores.base import Store
 def full_size(loaded: Loaded) -> int:
     """Bytes of a model's committed state once its windows are full: the learner's arrays
     (fixed size) plus the metrics window (a score and a label per event, two score
-    reservoirs) and the regret window (features, round weights, label, score and round end
-    per event) at their configured capacities."""
+    reservoirs), the regret window (features, round weights, label, score and round end
+    per event) at their configured capacities, and the metrics history's rings (fixed size)."""
     config = loaded.config
     learner = sum(array.nbytes for array in loaded.learner.state_.values())
     window = config.window * 16 + 2 * config.reservoir * 8
     regret = int(config.regret_window or 0) * (2 * config.n_features + 3) * 8
-    return learner + window + regret
+    history = sum(array.nbytes for array in loaded.history.values())
+    return learner + window + regret + history
 
 
 class Engine:
@@ -109,6 +110,7 @@ class Engine:
         self.metrics = self.reporting.metrics
         self.regret_pending = self.reporting.regret_pending
         self.roc = self.reporting.roc
+        self.history = self.reporting.history
         self.model = self.repository.read
         self.delete_model = self.repository.delete
 

@@ -29,6 +29,7 @@ from core._kernels.validation import count_nonfinite
 from core.errors import InvalidFeatures, StateOverflow
 from core.metrics.calibration import OnlineCalibrator
 from core.validation import CSRMatrix, row_range
+from service.engine.history import record as record_history
 from service.engine.model import RATE_TIME_CONSTANT, Loaded, from_store, log_drifts
 from service.engine.repository import ModelRepository
 from service.errors import InvalidInput, ModelChanged
@@ -220,6 +221,7 @@ def learn_events(
         # the probabilities map the restarted learner's scores, not the old one's
         loaded.calibrator = OnlineCalibrator()
     _count(loaded, y, now)
+    record_history(loaded.history, loaded, now)
     return scores, drifts
 
 

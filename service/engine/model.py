@@ -3,10 +3,11 @@
 The committed arrays of a model are named by prefix: ``learner:*`` (the learner's state),
 ``window:*`` (the metrics window), ``stats:*`` (counters and throughput), ``regret:*`` (the
 regret window, when on), ``drift:*`` (the drift detector), ``calibration:*`` (the
-calibrator behind ``/score``'s probabilities) and ``missing:*`` (the running means of a model
-whose ``missing_values`` is ``mean``: :mod:`service.engine.missing`); a model stored before
-the drift detector or the calibrator existed starts fresh ones.  Those names are the snapshot
-format and the Redis hash fields: they never change.
+calibrator behind ``/score``'s probabilities), ``history:*`` (the metrics history,
+:mod:`service.engine.history`) and ``missing:*`` (the running means of a model whose
+``missing_values`` is ``mean``: :mod:`service.engine.missing`); a model stored before the
+drift detector, the calibrator or the history existed starts fresh ones.  Those names are the
+snapshot format and the Redis hash fields: they never change.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from core.metrics.calibration import OnlineCalibrator
 from core.metrics.drift import DriftDetector
 from core.preprocessing import NOT_FOLDABLE
 from core.regret import RegretWindow
+from service.engine.history import HISTORY_PREFIX, history_state, initial_history
 from service.engine.missing import MISSING_PREFIX, RunningMeans
 from service.errors import InvalidInput
 from service.ingest import FeatureSpec
@@ -113,6 +115,8 @@ class Loaded:
     means: RunningMeans | None = None
     #: the map from scores to probabilities (docs/algorithms/calibration.md)
     calibrator: OnlineCalibrator = field(default_factory=OnlineCalibrator)
+    #: the metrics history's rings (:mod:`service.engine.history`)
+    history: dict[str, np.ndarray] = field(default_factory=initial_history)
 
     @functools.cached_property
     def spec(self) -> FeatureSpec:
@@ -139,6 +143,7 @@ class Loaded:
         if self.means is not None:
             arrays.update({MISSING_PREFIX + k: v for k, v in self.means.get_state().items()})
         arrays.update({CALIBRATION_PREFIX + k: v for k, v in self.calibrator.get_state().items()})
+        arrays.update({HISTORY_PREFIX + k: v for k, v in self.history.items()})
         return arrays
 
     def counts(self) -> Counts:
@@ -371,6 +376,7 @@ def from_arrays(
         drift=build_drift(arrays),
         means=build_means(config, arrays, int(full_stats["events_learned"][0])),
         calibrator=build_calibrator(arrays),
+        history=history_state(arrays),
     )
 
 

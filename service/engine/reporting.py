@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from core.regret import RegretWindow
+from service.engine.history import RESOLUTIONS, points
 from service.engine.model import RATE_TIME_CONSTANT, Loaded, recent_drifts
 from service.engine.repository import ModelLock, ModelRepository
 from service.schemas import REGRET_DEFAULT_MAX_FEATURES, ModelConfig
@@ -231,3 +232,22 @@ class Reporting:
                 "reason": window["reason"],
             }
             return loaded.version, len(loaded.window), fpr, tpr, thresholds, points
+
+    def history(self, model_id: str, resolution: str, since: float | None) -> dict[str, Any]:
+        """The model's metrics history at ``resolution`` (``minute`` or ``hour``), points after
+        ``since`` (unix s) when given (:mod:`service.engine.history`)."""
+        with self.repository.lock(model_id):
+            loaded = self.repository.load(model_id)
+            config = loaded.config
+            seconds, capacity = RESOLUTIONS[resolution]
+            return {
+                "model": model_id,
+                "version": loaded.version,
+                "resolution": resolution,
+                "interval_seconds": seconds,
+                "capacity": capacity,
+                "pauc_range": list(config.pauc_range),
+                "target_fpr": config.target_fprs[0] if config.target_fprs else None,
+                "last_learned_at": float(loaded.stats["times"][1]) or None,
+                "points": points(loaded.history, resolution, since),
+            }

@@ -7,7 +7,7 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from fastapi import APIRouter, Query, Request
@@ -25,7 +25,7 @@ from service.deps import (
 )
 from service.engine import Engine
 from service.errors import ModelNotFound, StreamsFull, TooManyStreams
-from service.metrics_schema import MetricsResponse, RocResponse
+from service.metrics_schema import HistoryResponse, MetricsResponse, RocResponse
 from service.openapi import problems
 from service.settings import Settings
 from service.telemetry import Telemetry
@@ -98,6 +98,28 @@ async def roc(model_id: str, engine: EngineDep) -> RocResponse:
         thresholds=_finite_or_none(thresholds.tolist()),
         **points,
     )
+
+
+@router.get("/{model_id}/metrics/history", response_model=HistoryResponse)
+async def history(
+    model_id: str,
+    engine: EngineDep,
+    resolution: Literal["minute", "hour"] = Query(
+        "minute", description="a point per minute (the last day) or per hour (the last 31 days)"
+    ),
+    since: float | None = Query(
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description="only the points written after this time (unix seconds)",
+    ),
+) -> Response:
+    """The model's metrics history, kept by the server with the model: at each resolution a
+    ring of points (the window's AUC, pAUC, average precision and TPR at the first target FPR,
+    and the counts since the start), written by the first commit of each minute or hour.  An
+    idle model writes no points; ``last_learned_at`` says when it last learned."""
+    body = await run_engine(engine, engine.history, model_id, resolution, since)
+    return Response(orjson.dumps(body), media_type="application/json")
 
 
 _RETRY_AFTER = {

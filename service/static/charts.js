@@ -13,6 +13,9 @@
 (() => {
   const COLORS = { operating: "#087f5b", auc: "#0b5cd5", pauc: "#d9480f", regret: "#7b2cbf", gap: "#2b8a3e", rate: "#0b5cd5", lag: "#c62828", drift: "#d6336c" };
 
+  // [CHOICE] the time axis of a single point (an idle model's only message): ten minutes
+  const LONE_POINT_SPAN = 600;
+
   function chartSize(element) {
     return { width: Math.max(300, element.clientWidth), height: 260 };
   }
@@ -51,7 +54,10 @@
     const range = config.pauc_range;
     const observers = [];
     // (no `scale: undefined` key: uPlot would put the series on an auto-ranged scale of that name)
-    const line = (label, stroke, dash, scale = "y") => ({ label, stroke, width: 2, dash, scale, spanGaps: true, points: { show: false } });
+    // a few points (an idle model's first messages) are drawn as dots too: a line needs two,
+    // and two a second apart make a line too short to see
+    const line = (label, stroke, dash, scale = "y") => ({ label, stroke, width: 2, dash, scale, spanGaps: true,
+                                                         points: { show: (u) => u.data[0].length <= 3 } });
     const unit = () => ({ range: [0, 1] }); // a new object per chart: uPlot keeps state on it
     const drifts = { marks: [] }; // [{event, time}] to mark, shared by the time charts
     const operating = { points: [] }; // [{target, fpr, tpr}] to mark on the ROC curve
@@ -128,11 +134,15 @@
     return charts;
   }
 
-  /** A time chart's x range: uPlot's (``min``, ``max``: its data's, or a day from a single
-   * point) widened to the drifts it marks, with a margin so that the earliest is not on the
-   * edge. */
+  /** A time chart's x range: its data's (a single time: the ``LONE_POINT_SPAN`` up to it, where
+   * uPlot would stretch its range over years), widened to the drifts it marks, with a margin so
+   * that the earliest is not on the edge. */
   function timeRange(u, min, max, marks) {
     const times = u.data[0];
+    if (times.length && times[times.length - 1] === times[0]) {
+      const last = times[times.length - 1];
+      [min, max] = [last - LONE_POINT_SPAN, last + 0.05 * LONE_POINT_SPAN];
+    }
     if (min === null || max === null || !marks.length || !times.length) return [min, max];
     const low = Math.min(times[0], ...marks.map((mark) => mark.time));
     const high = Math.max(times[times.length - 1], ...marks.map((mark) => mark.time));

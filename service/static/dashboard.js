@@ -5,14 +5,17 @@
 // GET /v1/models/{id}, the server-sent metrics stream /v1/models/{id}/metrics/stream (read with
 // fetch() so that the API key travels in the X-API-Key header, never in a URL) and the ROC
 // curve /v1/models/{id}/metrics/roc, read again each time the model's version changes.
-// The AUC / pAUC / regret history is kept here, from the stream, since the page was opened;
-// the drifts marked on its charts come from each message (drift.recent: the service keeps the
-// last ones, so a page opened after a drift marks it too).
+// The time charts start from the history the server keeps (GET .../metrics/history: a point
+// per hour for the last month, then a point per minute for the last day) and go on live from
+// the stream; the drifts marked on them come from each message (drift.recent: the service
+// keeps the last ones, so a page opened after a drift marks it too).  An idle model's chart
+// spans its history and says since when no event arrived (#history-note).
 //
 // For tests and scripts the page reports what it did as data attributes: body[data-state]
 // ("loading", "need-key", "no-models", "live", "reconnecting", "error") and, on each chart's
 // container, data-points (points drawn), data-version (model version drawn) and data-draws;
-// the time charts also data-drifts, data-x-range and data-plot (drift marks: charts.js).
+// the time charts also data-drifts, data-x-range and data-plot (drift marks: charts.js), and
+// the AUC chart data-server-points (points read from the server's history).
 "use strict";
 
 (() => {
@@ -24,6 +27,8 @@
   // axis widens to them); older ones would squash the history into the right edge, and the
   // "drifts detected" tile still reports the last one
   const DRIFT_LOOKBACK_SECONDS = 3600;
+  // [CHOICE] a model that learned nothing for this long is called idle under its chart
+  const IDLE_SECONDS = 120;
 
   const $ = (id) => document.getElementById(id);
   const state = {
@@ -181,7 +186,8 @@
   // ------------------------------------------------------------------ one model
   async function select(id) {
     state.current?.stream.abort();
-    const current = { id, info: null, stream: new AbortController(), history: [], rocVersion: null };
+    const current = { id, info: null, stream: new AbortController(), history: [], rocVersion: null,
+                      lastLearnedAt: null, eventsLearned: null };
     state.current = current;
     renderModelList();
     $("model").hidden = false;
@@ -203,8 +209,56 @@
       `${config.scaling} scaling) · pAUC over FPR ${config.pauc_range[0]}–${config.pauc_range[1]}` +
       ` · window ${config.window.toLocaleString()} events`;
     state.charts = AucstreamCharts.create(config);
+    $("history-note").textContent = "";
+    $("history-chart").dataset.serverPoints = "0";
+    await loadHistory(current);
+    if (state.current !== current) return;
     follow(current);
     if (state.config.mode === "queue") pollQueue(current);
+  }
+
+  /** The history the server kept, oldest first: its hourly points older than the first minute
+   * point, then the minute points.  Drawn before the stream's first message; the stream's
+   * points follow it.  A failure leaves the charts to the stream alone. */
+  async function loadHistory(current) {
+    const path = `${modelPath(current.id)}/metrics/history`;
+    try {
+      const [minutes, hours] = await Promise.all(
+        ["minute", "hour"].map(async (resolution) =>
+          (await api(`${path}?resolution=${resolution}`, { signal: current.stream.signal })).json()
+        )
+      );
+      if (state.current !== current) return;
+      const firstMinute = minutes.points.length ? minutes.points[0].time : Infinity;
+      const points = [...hours.points.filter((point) => point.time < firstMinute), ...minutes.points];
+      current.history.push(...points.map((point, i) => storedPoint(point, points[i - 1], minutes.version)));
+      current.lastLearnedAt = minutes.last_learned_at;
+      $("history-chart").dataset.serverPoints = String(points.length);
+      if (points.length) drawHistory(current);
+    } catch (error) {
+      if (error.name !== "AbortError" && error instanceof ApiError && error.status === 401) handleError(error);
+    }
+  }
+
+  /** A chart point from one of the server's history points (``previous``: the one before it,
+   * for the mean rate between them); what the server does not keep is null. */
+  function storedPoint(point, previous, version) {
+    const rate = previous && point.time > previous.time
+      ? (point.events_learned - previous.events_learned) / (point.time - previous.time)
+      : null;
+    return {
+      time: point.time,
+      version,
+      stored: true,
+      windowAuc: point.auc,
+      windowPauc: point.pauc,
+      sinceStartAuc: null,
+      sinceStartPauc: null,
+      regret: null,
+      paucGap: null,
+      eventsPerSecond: rate,
+      lagEvents: null,
+    };
   }
 
   /** Queue mode: the lag grows while the model's version stands still (no worker, or a slow
@@ -284,7 +338,11 @@
     if (last && metrics.version < last.version) {
       if (polled) return; // read before the stream's latest message: stale
       history.length = 0; // the stream says the model was reset: a new history
+      current.lastLearnedAt = null;
     }
+    const learned = metrics.counts.events_learned;
+    if (current.eventsLearned !== null && learned > current.eventsLearned) current.lastLearnedAt = Date.now() / 1000;
+    current.eventsLearned = learned;
     if (metrics.queue) current.queue = metrics.queue;
     else if (current.queue) metrics = { ...metrics, queue: current.queue }; // the stream has none
     notice(null);
@@ -431,7 +489,7 @@
           [
             [String(candidate.index)],
             [candidate.learner],
-            [JSON.stringify(candidate.params), "params"],
+            [parameterLines(candidate.params), "params"],
             [format(candidate.window_auc)],
             [format(candidate.window_pauc)],
             [`${(100 * candidate.weight).toFixed(1)} %`],
@@ -441,6 +499,18 @@
         )
       )
     );
+  }
+
+  /** A candidate's parameters as "key = value" lines (sorted; a list or an object compact
+   * JSON): readable in a narrow column, where JSON wrapped character by character. */
+  function parameterLines(params) {
+    return Object.keys(params || {})
+      .sort()
+      .map((key) => {
+        const value = params[key];
+        return `${key} = ${typeof value === "object" && value !== null ? JSON.stringify(value) : String(value)}`;
+      })
+      .join("\n");
   }
 
   // ------------------------------------------------------------------ drawing (charts.js)
@@ -493,6 +563,7 @@
     const since = time[0] - DRIFT_LOOKBACK_SECONDS;
     state.charts.setDrifts((current.drifts || []).filter((mark) => mark.time >= since));
     historyChart.setData([time, column("windowAuc"), column("windowPauc"), column("sinceStartAuc"), column("sinceStartPauc")]);
+    $("history-note").textContent = idleNote(current, points);
     regret.setData([time, column("regret"), column("paucGap")]);
     throughput.setData([time, column("eventsPerSecond"), column("lagEvents")]);
     const version = String(points[points.length - 1].version);
@@ -501,6 +572,23 @@
       $(id).dataset.version = version;
     }
   }
+
+  /** Under the AUC chart: the span of the history drawn, and since when the model is idle. */
+  function idleNote(current, points) {
+    const stored = points.filter((point) => point.stored).length;
+    const span = points.length
+      ? `${points.length.toLocaleString()} points from ${when(points[0].time)}` +
+        (stored ? ` (${stored.toLocaleString()} from the server's history)` : "") + "."
+      : "";
+    const last = current.lastLearnedAt;
+    if (last === null && !current.eventsLearned) return `${span} No events learned yet.`.trim();
+    if (last !== null && Date.now() / 1000 - last > IDLE_SECONDS) return `${span} No events since ${when(last)}.`.trim();
+    return span;
+  }
+
+  /** Unix seconds as the reader's local date and time, to the minute. */
+  const when = (seconds) =>
+    new Date(seconds * 1000).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
 
   // ------------------------------------------------------------------ start
   let modelTimer = null;

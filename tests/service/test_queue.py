@@ -26,8 +26,16 @@ from tests.service.conftest import (
 from tests.service.test_bad_input import CASES as BAD_INPUT
 from tests.service.test_bad_input import N_FEATURES as BAD_INPUT_FEATURES
 
-#: wall-clock throughput counters and drift times: the only state that differs between two runs
-CLOCK_ARRAYS = {"stats:times", "stats:rate", "stats:drift_times"}
+#: wall-clock throughput counters, drift times and the metrics history (whose points are
+#: written at minute boundaries of the wall clock): the only state that differs between two runs
+CLOCK_ARRAYS = {
+    "stats:times",
+    "stats:rate",
+    "stats:drift_times",
+    "history:minute",
+    "history:hour",
+    "history:points",
+}
 
 
 def stored_arrays(client: redis.Redis, model: str) -> dict[str, np.ndarray]:

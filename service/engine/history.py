@@ -1,0 +1,165 @@
+"""The model's metrics history: fixed-size rings of points, one per resolution, committed with
+the model (``history:*`` arrays) so that it survives restarts and every worker sees the same.
+
+A point is written by the first commit in a new minute (or hour): the window's metrics just
+after that commit.  Between two boundaries a commit costs one comparison of its clock with the
+ring's last point; the metrics of a point are computed once per minute.  An idle model writes
+no points: its history ends at its last event.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from core.errors import InvalidState
+
+HISTORY_PREFIX = "history:"
+#: resolution -> (seconds per point, points kept): a day of minutes, 31 days of hours
+RESOLUTIONS: dict[str, tuple[float, int]] = {"minute": (60.0, 1440), "hour": (3600.0, 744)}
+#: the columns of a point; metrics undefined at the time (a class missing) are NaN
+COLUMNS = (
+    "time",
+    "auc",
+    "pauc",
+    "average_precision",
+    "recall_at_target_fpr",
+    "events_learned",
+    "positives",
+)
+_POINTS = "points"  # how many points each resolution has written in all (its ring's next slot)
+
+
+def initial_history() -> dict[str, np.ndarray]:
+    history: dict[str, np.ndarray] = {
+        name: np.zeros((capacity, len(COLUMNS)), dtype=np.float64)
+        for name, (_, capacity) in RESOLUTIONS.items()
+    }
+    history[_POINTS] = np.zeros(len(RESOLUTIONS), dtype=np.int64)
+    return history
+
+
+def _starts_interval(now: float, seconds: float, ring: np.ndarray, written: int) -> bool:
+    """Whether ``now`` is in a later interval of ``seconds`` than the ring's last point."""
+    if not written:
+        return True
+    return now // seconds > float(ring[(written - 1) % len(ring), 0]) // seconds
+
+
+def record(history: dict[str, np.ndarray], loaded: Any, now: float) -> None:
+    """Add a point to each resolution whose interval ``now`` starts (``loaded``: the model,
+    whose window and counters were just updated)."""
+    minute_ring = history["minute"]
+    written = history[_POINTS]
+    if not _starts_interval(now, 60.0, minute_ring, int(written[0])):
+        return  # the common case: still in the minute of the last point
+    point = _point(loaded, now)
+    for index, (name, (seconds, capacity)) in enumerate(RESOLUTIONS.items()):
+        ring = history[name]
+        if _starts_interval(now, seconds, ring, int(written[index])):
+            ring[int(written[index]) % capacity] = point
+            written[index] += 1
+
+
+def _point(loaded: Any, now: float) -> np.ndarray:
+    config = loaded.config
+    alpha, beta = config.pauc_range
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        window = loaded.window.summary(
+            alpha=alpha,
+            beta=beta,
+            target_fprs=config.target_fprs[:1],
+            target_alert_rates=(),
+            top_k=(),
+        )["window"]
+    at_fpr = window["operating_points"]["at_fpr"]
+    recall = at_fpr[0]["tpr"] if at_fpr else None
+    values = (
+        now,
+        window["auc"],
+        window["pauc"],
+        window["average_precision"],
+        recall,
+        loaded.stats["events_learned"][0],
+        loaded.stats["positives"][0],
+    )
+    return np.array([math.nan if v is None else float(v) for v in values], dtype=np.float64)
+
+
+def points(history: dict[str, np.ndarray], resolution: str, since: float | None) -> list[dict]:
+    """The points of ``resolution``, oldest first, after ``since`` (unix s) when given;
+    undefined metrics as None."""
+    index = list(RESOLUTIONS).index(resolution)
+    ring = history[resolution]
+    written, capacity = int(history[_POINTS][index]), len(ring)
+    rows = ring[[i % capacity for i in range(max(written - capacity, 0), written)]]
+    if since is not None:
+        rows = rows[rows[:, 0] > since]
+    return [
+        {
+            name: (None if math.isnan(value) else int(value) if name in _INTEGERS else value)
+            for name, value in zip(COLUMNS, row.tolist(), strict=True)
+        }
+        for row in rows
+    ]
+
+
+_INTEGERS = ("events_learned", "positives")
+
+
+def history_state(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The history of a model's committed arrays, checked; empty for a model stored before
+    history existed.  InvalidState names the array at fault."""
+    stored = {
+        name[len(HISTORY_PREFIX) :]: np.asarray(value)
+        for name, value in arrays.items()
+        if name.startswith(HISTORY_PREFIX)
+    }
+    history = initial_history()
+    if not stored:
+        return history
+    for name, template in history.items():
+        value = stored.pop(name, None)
+        field = HISTORY_PREFIX + name
+        if value is None or value.shape != template.shape or value.dtype != template.dtype:
+            raise InvalidState(
+                f"state array {field!r} is missing or not {template.dtype} of shape "
+                f"{template.shape}",
+                field=field,
+            )
+        history[name] = np.array(value)
+    if stored:
+        field = HISTORY_PREFIX + sorted(stored)[0]
+        raise InvalidState(f"unexpected history array {field!r}", field=field)
+    _check_values(history)
+    return history
+
+
+def _check_values(history: dict[str, np.ndarray]) -> None:
+    written = history[_POINTS]
+    if (written < 0).any():
+        raise InvalidState(
+            f"state array '{HISTORY_PREFIX}{_POINTS}' holds {written.tolist()}; expected "
+            "non-negative counts",
+            field=HISTORY_PREFIX + _POINTS,
+        )
+    for name in RESOLUTIONS:
+        ring = history[name]
+        times, metrics, counts = ring[:, 0], ring[:, 1:5], ring[:, 5:]
+        metrics_ok = np.isnan(metrics) | ((metrics >= 0.0) & (metrics <= 1.0))
+        if (
+            not np.isfinite(times).all()
+            or (times < 0).any()
+            or not metrics_ok.all()
+            or not np.isfinite(counts).all()
+            or (counts < 0).any()
+        ):
+            raise InvalidState(
+                f"state array '{HISTORY_PREFIX}{name}' holds values out of range: times and "
+                "counts must be finite and non-negative, metrics in [0, 1] or NaN",
+                field=HISTORY_PREFIX + name,
+            )

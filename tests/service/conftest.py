@@ -25,6 +25,17 @@ STORES = ["memory", "redis", "redis_cluster", "sqlite"]
 #: the AUCSTREAM_STORE of each store kind that is not its own name
 STORE_SETTING = {"redis_cluster": "redis"}
 
+#: wall-clock throughput counters, drift times and the metrics history (whose points are
+#: written at minute boundaries of the wall clock): the only state that differs between two runs
+CLOCK_ARRAYS = {
+    "stats:times",
+    "stats:rate",
+    "stats:drift_times",
+    "history:minute",
+    "history:hour",
+    "history:points",
+}
+
 
 @pytest.fixture(params=STORES)
 def store_kind(request) -> str:

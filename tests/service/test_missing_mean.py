@@ -13,6 +13,7 @@ import pytest
 
 from service.stream.protocol import encode_binary_rows
 from tests.service.conftest import (
+    CLOCK_ARRAYS,
     ON_REDIS_AND_CLUSTER,
     create_model,
     events_json,
@@ -26,7 +27,6 @@ from tests.service.test_stream import exchange, socket
 from tests.service.test_uvicorn import uvicorn_server
 
 #: arrays that hold wall-clock times (the rate counters): they differ between two models
-CLOCK_ARRAYS = {"stats:times", "stats:rate", "stats:drift_times"}
 
 
 def naive_fill(X_with_nan: np.ndarray, sums=None, counts=None):

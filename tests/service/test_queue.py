@@ -16,6 +16,7 @@ from service.settings import Settings
 from service.stores import keys
 from service.stores.redis import decode_fields
 from tests.service.conftest import (
+    CLOCK_ARRAYS,
     ON_REDIS_AND_CLUSTER,
     create_model,
     events_json,
@@ -25,17 +26,6 @@ from tests.service.conftest import (
 )
 from tests.service.test_bad_input import CASES as BAD_INPUT
 from tests.service.test_bad_input import N_FEATURES as BAD_INPUT_FEATURES
-
-#: wall-clock throughput counters, drift times and the metrics history (whose points are
-#: written at minute boundaries of the wall clock): the only state that differs between two runs
-CLOCK_ARRAYS = {
-    "stats:times",
-    "stats:rate",
-    "stats:drift_times",
-    "history:minute",
-    "history:hour",
-    "history:points",
-}
 
 
 def stored_arrays(client: redis.Redis, model: str) -> dict[str, np.ndarray]:

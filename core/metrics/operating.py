@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from core._kernels import metrics as _kernels
-from core.metrics.ranking import _sorted_input, _warn_undefined
+from core.metrics.ranking import _roc_counts, _sorted_input, _warn_undefined
 
 __all__ = [
     "DEFAULT_TARGET_ALERT_RATES",
@@ -51,16 +50,9 @@ class RocCounts:
         positive_weight: float = 1.0,
         negative_weight: float = 1.0,
     ) -> None:
-        size = positive_sorted.size + negative_sorted.size + 1
-        false_positives = np.empty(size, dtype=np.int64)
-        true_positives = np.empty(size, dtype=np.int64)
-        thresholds = np.empty(size, dtype=np.float64)
-        n_points = _kernels.roc_points(
-            positive_sorted, negative_sorted, false_positives, true_positives, thresholds
+        self.false_positives, self.true_positives, self.thresholds = _roc_counts(
+            positive_sorted, negative_sorted
         )
-        self.false_positives = false_positives[:n_points]
-        self.true_positives = true_positives[:n_points]
-        self.thresholds = thresholds[:n_points]
         self.n_positive = positive_sorted.size
         self.n_negative = negative_sorted.size
         self.positive_weight = float(positive_weight)

@@ -108,9 +108,11 @@ def _pauc_sorted(
     return min(1.0, max(0.0, mean_height)), min(1.0, standardized)
 
 
-def _roc_sorted(
+def _roc_counts(
     positive_sorted: np.ndarray, negative_sorted: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ROC curve's vertices as counts: (false positives, true positives, thresholds), one
+    merge of the two sorted classes."""
     size = positive_sorted.size + negative_sorted.size + 1
     false_positives = np.empty(size, dtype=np.int64)
     true_positives = np.empty(size, dtype=np.int64)
@@ -118,11 +120,19 @@ def _roc_sorted(
     n_points = _kernels.roc_points(
         positive_sorted, negative_sorted, false_positives, true_positives, thresholds
     )
+    return false_positives[:n_points], true_positives[:n_points], thresholds[:n_points]
+
+
+def _roc_sorted(
+    positive_sorted: np.ndarray, negative_sorted: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    false_positives, true_positives, thresholds = _roc_counts(positive_sorted, negative_sorted)
+    n_points = thresholds.size
     n_positive, n_negative = positive_sorted.size, negative_sorted.size
     # As sklearn: a rate with an empty denominator is NaN (the caller has warned).
-    fpr = false_positives[:n_points] / n_negative if n_negative else np.full(n_points, np.nan)
-    tpr = true_positives[:n_points] / n_positive if n_positive else np.full(n_points, np.nan)
-    return fpr, tpr, thresholds[:n_points].copy()
+    fpr = false_positives / n_negative if n_negative else np.full(n_points, np.nan)
+    tpr = true_positives / n_positive if n_positive else np.full(n_points, np.nan)
+    return fpr, tpr, thresholds.copy()
 
 
 def _snap_to_integer(value: float) -> float:

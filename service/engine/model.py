@@ -227,38 +227,29 @@ def regret_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
-def build_drift(arrays: dict[str, np.ndarray]) -> DriftDetector:
-    """The model's drift detector from its ``drift:*`` arrays, or a fresh one for a model
-    stored before detection existed; InvalidState names the committed array at fault."""
+def _build_part(arrays: dict[str, np.ndarray], prefix: str, part: Any) -> Any:
+    """``part`` (a class with ``from_state``) from the model's ``<prefix>*`` arrays, or a fresh
+    one when there are none; InvalidState names the committed array at fault."""
     state = {
-        name[len(DRIFT_PREFIX) :]: value
-        for name, value in arrays.items()
-        if name.startswith(DRIFT_PREFIX)
+        name[len(prefix) :]: value for name, value in arrays.items() if name.startswith(prefix)
     }
     if not state:
-        return DriftDetector()
+        return part()
     try:
-        return DriftDetector.from_state(state)
+        return part.from_state(state)
     except InvalidState as error:
-        field = None if error.field is None else DRIFT_PREFIX + error.field
+        field = None if error.field is None else prefix + error.field
         raise InvalidState(str(error), field=field) from None
+
+
+def build_drift(arrays: dict[str, np.ndarray]) -> DriftDetector:
+    """The model's drift detector from its ``drift:*`` arrays (a fresh one if none)."""
+    return _build_part(arrays, DRIFT_PREFIX, DriftDetector)
 
 
 def build_calibrator(arrays: dict[str, np.ndarray]) -> OnlineCalibrator:
-    """The model's calibrator from its ``calibration:*`` arrays, or a fresh one for a model
-    stored before calibration existed; InvalidState names the committed array at fault."""
-    state = {
-        name[len(CALIBRATION_PREFIX) :]: value
-        for name, value in arrays.items()
-        if name.startswith(CALIBRATION_PREFIX)
-    }
-    if not state:
-        return OnlineCalibrator()
-    try:
-        return OnlineCalibrator.from_state(state)
-    except InvalidState as error:
-        field = None if error.field is None else CALIBRATION_PREFIX + error.field
-        raise InvalidState(str(error), field=field) from None
+    """The model's calibrator from its ``calibration:*`` arrays (a fresh one if none)."""
+    return _build_part(arrays, CALIBRATION_PREFIX, OnlineCalibrator)
 
 
 def build_regret(config: ModelConfig, arrays: dict[str, np.ndarray]) -> RegretWindow | None:

@@ -243,7 +243,11 @@ def test_health_readiness_and_prometheus(make_client, monkeypatch):
     paths = client.get("/openapi.json").json()["paths"]
     for path, parameters, schema in (
         ("/v1/models/{model_id}/events", {"model_id", "scores", "zero_based"}, "LearnResponse"),
-        ("/v1/models/{model_id}/score", {"model_id", "keep", "zero_based"}, "ScoreResponse"),
+        (
+            "/v1/models/{model_id}/score",
+            {"model_id", "keep", "zero_based", "probabilities", "reasons"},
+            "ScoreResponse",
+        ),
     ):  # documented as FastAPI declares them, although served by plain routes
         post = paths[path]["post"]
         assert {parameter["name"] for parameter in post["parameters"]} == parameters

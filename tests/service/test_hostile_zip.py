@@ -123,8 +123,9 @@ def test_the_bzip2_constant_is_what_it_claims():
 
 
 def test_bzip2_and_lzma_npz_members_are_a_415_naming_member_and_codec(server):
-    """A 700-byte NPZ whose X.npy is 512 MiB of bzip2 zeros declaring 16 KB: was 512 MiB of
-    resident memory and a 422 after it; an honest LZMA member was learned (200)."""
+    """A 700-byte NPZ whose X.npy is 512 MiB of bzip2 zeros declaring 16 KB is refused before
+    anything is inflated (inflating first holds the 512 MiB); LZMA members, honest or not, are
+    refused the same way: only stored and deflated members are read."""
     http, pid = server
     y = stored("y.npy", npy(np.ones(1, dtype=np.int64)))
     bomb = raw_zip([("X.npy", BZIP2_512_MIB, 0, 128 + 160, zipfile.ZIP_BZIP2), y])
@@ -149,7 +150,8 @@ def test_bzip2_and_lzma_npz_members_are_a_415_naming_member_and_codec(server):
 
 
 def test_bzip2_and_lzma_snapshot_members_are_a_415_and_change_nothing(server):
-    """A snapshot whose array member is bzip2 (the issue: 306 bytes, +500 MB, 201)."""
+    """A snapshot whose array member is bzip2: a 415 before inflating (a 306-byte one inflates
+    by 500 MB), and the model unchanged."""
     http, pid = server
     exported = http.get("/v1/models/m/snapshot").content
     manifest, arrays = read_snapshot(exported)

@@ -10,11 +10,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from loadtest.local import running_uvicorn
 from service.app import create_app
 from service.queue.worker import Worker
 from service.settings import Settings
@@ -209,3 +211,21 @@ def workers(tmp_path):
             process.send_signal(signal.SIGCONT)
             process.kill()
         process.wait(timeout=10)
+
+
+def uvicorn_server(
+    settings: dict[str, str] | None = None, workers: int = 1, **options: Any
+) -> contextlib.AbstractContextManager[tuple[str, subprocess.Popen]]:
+    """A real uvicorn serving this checkout, as ``(url, process)`` once ready, stopped on
+    leaving (loadtest.local.running_uvicorn): the memory store and no warm-up unless
+    ``settings`` say otherwise; its output discarded and its errors piped (a failed start
+    reports them) unless ``options`` redirect them."""
+    env = {
+        **os.environ,
+        "AUCSTREAM_WARMUP": "false",
+        "AUCSTREAM_STORE": "memory",
+        **(settings or {}),
+    }
+    return running_uvicorn(
+        env, workers, **{"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, **options}
+    )

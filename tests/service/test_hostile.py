@@ -13,9 +13,7 @@ with a problem response, leaves the state as it was, and keeps memory bounded.
 from __future__ import annotations
 
 import io
-import os
 import struct
-import subprocess
 import zipfile
 import zlib
 
@@ -26,12 +24,17 @@ import pytest
 
 from core.learners import available_learners, learner_class, make_learner
 from core.learners._state import Fraction
-from loadtest.local import free_port, start_uvicorn, stop, wait_ready
 from service.app import create_app
 from service.settings import Settings
 from service.stores.client import connect
 from service.stores.memory import MemoryStore
-from tests.service.conftest import STORE_SETTING, create_model, events_json, make_stream
+from tests.service.conftest import (
+    STORE_SETTING,
+    create_model,
+    events_json,
+    make_stream,
+    uvicorn_server,
+)
 
 ONLINE = [name for name in available_learners() if learner_class(name).online]
 PROBLEM = "application/problem+json"
@@ -332,17 +335,9 @@ def peak_rss_bytes(pid: int) -> int:
 @pytest.fixture(scope="module")
 def server():
     """A real uvicorn server (memory store, one process) whose peak RSS the tests read."""
-    port = free_port()
-    environment = {**os.environ, "AUCSTREAM_WARMUP": "false", "AUCSTREAM_STORE": "memory"}
-    process = start_uvicorn(port, environment, 1, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, access_log=False)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url, process, timeout=90)
+    with uvicorn_server(access_log=False) as (url, process):
         with httpx.Client(base_url=url, timeout=120) as http:
             yield http, process.pid
-    finally:
-        stop(process)
 
 
 @pytest.fixture(scope="module")

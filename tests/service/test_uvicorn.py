@@ -4,11 +4,9 @@ Redis, or one SQLite file, with eight concurrent clients (no update lost, none a
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -16,30 +14,21 @@ import numpy as np
 import orjson
 import pytest
 
-from loadtest.local import free_port, start_uvicorn, stop, wait_ready
 from service import cli
 from service.stores.redis import RedisStore
 from service.stores.sqlite import SQLiteStore
-from tests.service.conftest import events_json, make_stream, npz_bytes
+from tests.service.conftest import events_json, make_stream, npz_bytes, uvicorn_server
 
 
 @contextlib.contextmanager
-def uvicorn_server(workers: int = 1, **env: str):
-    port = free_port()
-    environment = {**os.environ, "AUCSTREAM_WARMUP": "false", **env}
-    process = start_uvicorn(port, environment, workers, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        # several answers, so every worker had time to start
-        wait_ready(url, process, timeout=90, answers=3 * workers, interval=0.1)
+def server(workers: int = 1, **env: str) -> Iterator[str]:
+    # several answers, so every worker had time to start
+    with uvicorn_server(env, workers, answers=3 * workers, interval=0.1) as (url, _):
         yield url
-    finally:
-        stop(process)
 
 
 def test_end_to_end_through_uvicorn_memory_store(tmp_path, capsys):
-    with uvicorn_server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
+    with server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
         assert http.post("/v1/models", json={"id": "fraud", "n_features": 5}).status_code == 201
         X, y = make_stream(500)
         ndjson = b"\n".join(orjson.dumps(e) for e in events_json(X[:250], y[:250])["events"])
@@ -106,7 +95,7 @@ def test_two_workers_one_store_eight_clients_lose_nothing(request, tmp_path, sha
         ids = [f"ev-{i}" for i in range(rows.start, rows.stop)]
         batches.append(orjson.dumps(events_json(X[rows], y[rows], ids)))
 
-    with uvicorn_server(2, **env) as url:
+    with server(2, **env) as url:
         with httpx.Client(base_url=url) as http:
             created = http.post(
                 "/v1/models",

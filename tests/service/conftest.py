@@ -213,19 +213,22 @@ def workers(tmp_path):
         process.wait(timeout=10)
 
 
-def uvicorn_server(
-    settings: dict[str, str] | None = None, workers: int = 1, **options: Any
+def live_server(
+    settings: dict[str, str] | None = None,
+    workers: int = 1,
+    *,
+    store: str | None = "memory",
+    **options: Any,
 ) -> contextlib.AbstractContextManager[tuple[str, subprocess.Popen]]:
     """A real uvicorn serving this checkout, as ``(url, process)`` once ready, stopped on
-    leaving (loadtest.local.running_uvicorn): the memory store and no warm-up unless
-    ``settings`` say otherwise; its output discarded and its errors piped (a failed start
+    leaving (loadtest.local.running_uvicorn): no warm-up, ``store`` (None: the settings' own
+    choice) and ``settings``; its output discarded and its errors piped (a failed start
     reports them) unless ``options`` redirect them."""
-    env = {
-        **os.environ,
-        "AUCSTREAM_WARMUP": "false",
-        "AUCSTREAM_STORE": "memory",
-        **(settings or {}),
-    }
+    env = {**os.environ, "AUCSTREAM_WARMUP": "false"}
+    if store is not None:
+        env["AUCSTREAM_STORE"] = store
     return running_uvicorn(
-        env, workers, **{"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, **options}
+        {**env, **(settings or {})},
+        workers,
+        **{"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, **options},
     )

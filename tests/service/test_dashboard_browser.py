@@ -28,7 +28,7 @@ from loadtest.browser import (
     png_stats,
     resource_urls,
 )
-from tests.service.conftest import events_json, make_stream, uvicorn_server
+from tests.service.conftest import events_json, live_server, make_stream
 from tests.service.test_drift import N_FEATURES as DRIFT_FEATURES
 from tests.service.test_drift import flipping_stream
 
@@ -57,7 +57,7 @@ TIME_CHARTS = ("history-chart", "regret-chart", "throughput-chart")
 def server(**env: str) -> Iterator[str]:
     """The real server, its live streams at 5 a second so that the charts move quickly."""
     fast = {"AUCSTREAM_STREAM_INTERVAL_SECONDS": "0.2", "AUCSTREAM_SSE_MIN_INTERVAL_SECONDS": "0.2"}
-    with uvicorn_server({**fast, **env}) as (url, _):
+    with live_server({**fast, **env}) as (url, _):
         yield url
 
 

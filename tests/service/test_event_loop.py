@@ -24,7 +24,7 @@ import pytest
 
 from service.errors import MalformedBody
 from service.ingest import FeatureSpec, NDJSONReader
-from tests.service.conftest import create_model, events_json, make_stream, uvicorn_server
+from tests.service.conftest import create_model, events_json, live_server, make_stream
 
 
 # ------------------------------------------------------------------ NDJSON line splitting
@@ -179,7 +179,7 @@ def uvicorn_process(tmp_path, **env: str):
     log_path = tmp_path / f"uvicorn-{len(list(tmp_path.glob('uvicorn-*.log')))}.log"
     with open(log_path, "wb") as log:
         logged = {"stdout": log, "stderr": subprocess.STDOUT, "interval": 0.1}
-        with uvicorn_server(env, **logged) as (url, _):
+        with live_server(env, **logged) as (url, _):
             yield url, log_path
 
 

@@ -32,8 +32,8 @@ from tests.service.conftest import (
     STORE_SETTING,
     create_model,
     events_json,
+    live_server,
     make_stream,
-    uvicorn_server,
 )
 
 ONLINE = [name for name in available_learners() if learner_class(name).online]
@@ -335,7 +335,7 @@ def peak_rss_bytes(pid: int) -> int:
 @pytest.fixture(scope="module")
 def server():
     """A real uvicorn server (memory store, one process) whose peak RSS the tests read."""
-    with uvicorn_server(access_log=False) as (url, process):
+    with live_server(access_log=False) as (url, process):
         with httpx.Client(base_url=url, timeout=120) as http:
             yield http, process.pid
 

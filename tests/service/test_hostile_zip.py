@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.service.conftest import make_stream, uvicorn_server
+from tests.service.conftest import live_server, make_stream
 from tests.service.test_hostile import (
     PROBLEM,
     deflated,
@@ -68,7 +68,7 @@ def memory_cost(pid: int, send) -> tuple[httpx.Response, int]:
 def server():
     """A real uvicorn server (memory store) that has learned from a compressed NPZ and taken a
     snapshot back, so that what is measured after is the bomb's, not first-use imports."""
-    with uvicorn_server(access_log=False) as (url, process):
+    with live_server(access_log=False) as (url, process):
         with httpx.Client(base_url=url, timeout=120) as http:
             assert http.post("/v1/models", json={"id": "m", **MODEL}).status_code == 201
             X, y = make_stream(100, n_features=20, seed=3)

@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from service.settings import Settings
-from tests.service.conftest import events_json, make_stream, uvicorn_server
+from tests.service.conftest import events_json, live_server, make_stream
 
 WRITER = "sse-bounds-writer"
 READERS = ("sse-bounds-reader-a", "sse-bounds-reader-b", "sse-bounds-reader-c")
@@ -24,7 +24,7 @@ STREAM = "/v1/models/m/metrics/stream"
 
 @contextlib.contextmanager
 def server(**env: str) -> Iterator[str]:
-    with uvicorn_server(env) as (url, _):
+    with live_server(env) as (url, _):
         yield url
 
 

@@ -17,18 +17,19 @@ import pytest
 from service import cli
 from service.stores.redis import RedisStore
 from service.stores.sqlite import SQLiteStore
-from tests.service.conftest import events_json, make_stream, npz_bytes, uvicorn_server
+from tests.service.conftest import events_json, live_server, make_stream, npz_bytes
 
 
 @contextlib.contextmanager
-def server(workers: int = 1, **env: str) -> Iterator[str]:
+def uvicorn_server(workers: int = 1, **env: str) -> Iterator[str]:
+    """The server's URL, with the store ``env`` chooses (the settings' own default else)."""
     # several answers, so every worker had time to start
-    with uvicorn_server(env, workers, answers=3 * workers, interval=0.1) as (url, _):
+    with live_server(env, workers, store=None, answers=3 * workers, interval=0.1) as (url, _):
         yield url
 
 
 def test_end_to_end_through_uvicorn_memory_store(tmp_path, capsys):
-    with server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
+    with uvicorn_server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
         assert http.post("/v1/models", json={"id": "fraud", "n_features": 5}).status_code == 201
         X, y = make_stream(500)
         ndjson = b"\n".join(orjson.dumps(e) for e in events_json(X[:250], y[:250])["events"])
@@ -95,7 +96,7 @@ def test_two_workers_one_store_eight_clients_lose_nothing(request, tmp_path, sha
         ids = [f"ev-{i}" for i in range(rows.start, rows.stop)]
         batches.append(orjson.dumps(events_json(X[rows], y[rows], ids)))
 
-    with server(2, **env) as url:
+    with uvicorn_server(2, **env) as url:
         with httpx.Client(base_url=url) as http:
             created = http.post(
                 "/v1/models",

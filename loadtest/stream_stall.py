@@ -12,7 +12,7 @@ kernels compiled before: ``/readyz``):
 ``json 4,000 x 5``        the most events a frame may carry (20,000), in 4,000 JSON messages
 ``json 1 x 20,000``       the same events in one JSON message
 ``binary 4,000 x 5``      20,000 events in 4,000 binary messages
-``json 100,000 x 1``      a frame over the message limit (refused now; learned before)
+``json 100,000 x 1``      a frame over the message limit (refused)
 
 Prints, per kind of frame: frames sent, seconds per frame, the reply's size, how many
 ``/healthz`` answered meanwhile and their median, p99 and maximum latency, and how far the

@@ -1,5 +1,5 @@
 """How ``auto`` could serve its candidates, replayed on their recorded prequential scores, and
-how near the best candidate alone each serving rule, and an oracle, can come (issue 10 §5's
+how near the best candidate alone each serving rule, and an oracle, can come (the
 target: auto's prequential pAUC(0, 0.1) within 0.005 of its best candidate alone on 90 % of the
 sets).
 

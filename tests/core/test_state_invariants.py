@@ -153,7 +153,7 @@ def refused(name, config, field, match, **changes):
 
 
 def test_reservoir_fills_must_match_their_counts():
-    # the attacks of issue 12: fills beyond the buffer, or not what the counts imply
+    # the attacks on a stored state: fills beyond the buffer, or not what the counts imply
     buffers = {"buffer_size_pos": 100, "buffer_size_neg": 100}
     refused("oam", buffers, "fill_neg", "capacity 100 .* holds exactly", fill_neg=[2**40])
     refused("oam", buffers, "fill_pos", "holds exactly", fill_pos=[0])
@@ -214,7 +214,7 @@ def test_prefixed_invariants_compose():
 
 
 def test_the_refused_state_would_crash_a_kernel():
-    """Why the checks exist: the state of issue 12 (``fill_neg`` = 2**40), given to the kernel
+    """Why the checks exist: a state with ``fill_neg`` = 2**40, given to the kernel
     without ``from_state``, kills the process (run in a subprocess)."""
     script = textwrap.dedent(
         """

@@ -193,7 +193,7 @@ def test_redis_state_arrays_are_visible_as_raw_fields(empty_redis, rclient):
 
 
 def test_engine_commits_checkpoints_with_the_state(store):
-    """What a queue worker (issue 6) relies on: learn(..., checkpoint=) is atomic with state."""
+    """What a queue worker relies on: learn(..., checkpoint=) is atomic with state."""
     from core.validation import as_labels
     from service.engine import Engine
     from service.ingest import Batch

@@ -71,7 +71,8 @@ def train(learner, X, y: np.ndarray, *, passes: int | None, batch_size: int, see
 
 def build_snapshot(args: argparse.Namespace, data: ReplayData, progress) -> tuple[bytes, dict]:
     """Train the model and return ``(snapshot bytes, held-out report)``."""
-    from service.engine.model import build_learner, fresh, stored_params
+    from service.engine.model import fresh, stored_params
+    from service.models import build_learner
     from service.schemas import ModelConfig, ModelCreate
     from service.snapshot import export_snapshot
 

@@ -29,11 +29,11 @@ from service.ingest.objects import parse_json
 from service.settings import Settings
 
 #: How many times ``settings.offload_body_bytes`` a body may be and still be parsed on the event
-#: loop, by what parsing it costs per byte (CPU, measured on the 2-vCPU development machine):
-#: LIBSVM ~17 ns, JSON / NDJSON of sparse or hashed models 7-190 ns (a new feature name for
-#: every value is the worst): x1; JSON of dense models ~1.6 ns, NDJSON ~4 ns: x16; NPZ whose
-#: members are stored (parsing is a copy, 0.2-0.5 ns): x64.  A compressed NPZ is always parsed
-#: in the thread pool (inflating costs per byte of output, which the body size does not bound).
+#: loop, by what parsing it costs per byte (loadtest/README.md has the costs): LIBSVM, and JSON /
+#: NDJSON of sparse or hashed models (a new feature name for every value is the worst), x1;
+#: JSON and NDJSON of dense models, about ten times cheaper, x16; NPZ whose members are stored
+#: (parsing is a copy), cheaper again, x64.  A compressed NPZ is always parsed in the thread pool
+#: (inflating costs per byte of output, which the body size does not bound).
 DENSE_TEXT_FACTOR = 16
 NPZ_FACTOR = 64
 
@@ -135,8 +135,8 @@ async def read_batch(
     (a 9 MB body of hashed JSON costs seconds to parse: on the event loop it would hold every
     other request, ``/healthz`` included, that long), and the caller learns or scores it there
     too.  Smaller bodies are parsed inline, as a thread hop costs more than it saves there
-    (a 1,000-event dense JSON body, ~1 MB, cost 0.5-0.9 ms more CPU per request in the thread
-    pool than inline: a third of the request).  See :func:`inline_limit`.
+    (for a 1,000-event dense JSON body, about a third of the request's CPU).  See
+    :func:`inline_limit`.
     """
     content_type = request.headers.get("content-type")
     kind = media_type(content_type)

@@ -33,8 +33,8 @@ async def get_telemetry(request: Request) -> Telemetry:
 
 @dataclass(frozen=True)
 class Services:
-    """What the hot routes need, resolved as one dependency (each FastAPI dependency costs
-    ~20-40 µs per request; the ingest and score routes are where that shows)."""
+    """What the hot routes need, resolved as one dependency (each FastAPI dependency has a cost
+    per request, which shows on the ingest and score routes)."""
 
     engine: Engine
     settings: Settings

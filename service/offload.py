@@ -26,9 +26,9 @@ async def run_engine(
     the event loop, nor must learning a large batch; ``offload=True`` says the work is large,
     see :func:`service.body.read_batch`).
 
-    Why inline for the memory store: a thread-pool hop costs ~0.05 ms of CPU and ~0.1 ms of
-    latency (measured), more than scoring one event or learning a small batch; the work is
-    CPU-bound either way, so a thread would add latency without adding parallelism.
+    Why inline for the memory store: a thread-pool hop costs more CPU and latency than scoring
+    one event or learning a small batch (loadtest/README.md); the work is CPU-bound either way,
+    so a thread would add latency without adding parallelism.
     """
     if offload or engine.store.blocking:
         return await run_in_threadpool(functools.partial(function, *args, **kwargs))

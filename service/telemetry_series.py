@@ -147,9 +147,9 @@ class ModelSeries:
 
     def child(self, metric: Any, *labels: str) -> Any:
         """``metric.labels(*labels)``, kept: prometheus_client's lookup takes a lock and checks
-        the values each time (~1 us; three per one-event ``/score``).  The same child objects
-        (prometheus_client keeps one per label set), forgotten whenever label sets are removed
-        (:meth:`forget_model`, :meth:`forget_models`)."""
+        the values each time, three times per one-event ``/score``, where it shows.  The same
+        child objects (prometheus_client keeps one per label set), forgotten whenever label
+        sets are removed (:meth:`forget_model`, :meth:`forget_models`)."""
         key = (metric, labels)
         child = self._children.get(key)
         if child is None:

@@ -104,8 +104,8 @@ def member_count(body: bytes, *, what: str) -> int:
 
 def central_directory(body: bytes, *, most: int) -> Iterator[tuple[str, int, int]]:
     """``(name, compression method, flags)`` of each member, read from the central directory
-    record by record as they are needed, without zipfile's objects (~2 us for the three
-    members of an NPZ).  Raises :class:`UnreadableDirectory` where the records cannot be read
+    record by record as they are needed, without zipfile's objects (cheap enough for the event
+    loop).  Raises :class:`UnreadableDirectory` where the records cannot be read
     (no end record, a record cut short or without its signature) or when they declare more
     than ``most`` members."""
     end = _end_record(body)

@@ -25,7 +25,8 @@ Atomicity:
   each with a KEYS / ARGV block): they carry little data.
 
 The state arrays never pass through Lua: Redis copies a script's arguments and the replies of
-its calls into Lua and back, which for the ~600 KB of a 1,000-event commit tripled Redis's CPU.
+its calls into Lua and back, which for a large commit costs Redis several times the CPU of the
+same commands outside Lua (loadtest/README.md has the measurements).
 
 All of one model's keys share the hash tag ``{<model id>}``, so the transactions and scripts
 run unchanged on a Redis Cluster (a ``redis+cluster://`` URL; :mod:`service.stores.client`

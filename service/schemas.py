@@ -48,10 +48,8 @@ DEFAULT_LEARNER = "auto"
 #: are densified), off (0) above.  Explicitly, any ``regret_window`` up to ``REGRET_WINDOW_MAX``
 #: with ``regret_window * n_features <= REGRET_MAX_CELLS`` (2 MB of features); a hashed model with
 #: 2**20 columns cannot have one.  The caps bound the cost of a report, ``O(rounds * window *
-#: (n_features + 1))`` for the penalties plus one ``svm_pauc`` solve on the window: measured on a
-#: loaded 2-core machine (load ~5), 10-70 ms for the default 1,000 events x 50 features in
-#: 1-100 rounds, 0.13-0.15 s for 1,000 single-event rounds x 50-250 features, 3 s at the worst
-#: cap (5,000 single-event rounds x 50 features); the engine also throttles re-solving
+#: (n_features + 1))`` for the penalties plus one ``svm_pauc`` solve on the window (seconds at
+#: the worst cap: docs/algorithms/regret.md); the engine also throttles re-solving
 #: (``Engine.regret_throttle``), so a solve takes at most ~1/10 of a core per model.
 REGRET_WINDOW_DEFAULT = 1_000
 REGRET_DEFAULT_MAX_FEATURES = 250

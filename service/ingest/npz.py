@@ -64,11 +64,11 @@ def _npz_arrays(body: bytes, max_inflated_bytes: int) -> dict[str, np.ndarray]:
 
 # Fast path for what ``np.savez`` writes (stored members, no encryption): each member is read
 # straight from the body (one copy into a fresh array) instead of through np.load, zipfile's
-# member reader (a copy) and the .npy header parser (``ast.literal_eval``, ~20-50 us a header;
+# member reader (a copy) and the .npy header parser (``ast.literal_eval``, slow next to the rest;
 # parsed headers are cached, a batch of the same shape has the same header).  The CRC-32 of each
-# member is still checked, by ISA-L (the value of zlib.crc32 at a tenth of its cost per byte, which
-# shows on a 1,000-event NPZ request).  Anything else (compressed members, a
-# bad CRC, unexpected names, an object dtype ...) returns None and the general path answers.
+# member is still checked, by ISA-L (the value of zlib.crc32 at a tenth of its cost per byte).
+# Anything else (compressed members, a bad CRC, unexpected names, an object dtype ...) returns
+# None and the general path answers.
 _NPY_MAGIC = b"\x93NUMPY"
 
 

@@ -26,8 +26,9 @@ from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import openapi as openapi_document
+from service.auth import require_api_key
 from service.body_guard import BodyGuard
-from service.deps import Services, require_api_key
+from service.deps import Services
 from service.engine import Engine
 from service.errors import MalformedBody, ServiceError, StoreUnavailable, WarmingUp
 from service.ingest.objects import json_error_detail
@@ -37,7 +38,8 @@ from service.routers import dashboard, events, metrics, models, system
 from service.settings import Settings
 from service.stores.base import Store
 from service.stream import endpoint as stream_endpoint
-from service.telemetry import Telemetry, TimingMiddleware, configure_logging
+from service.telemetry import Telemetry
+from service.telemetry_logs import TimingMiddleware, configure_logging
 
 logger = logging.getLogger("aucstream")
 PROBLEM = "application/problem+json"

@@ -185,11 +185,12 @@ def replay_in_process(args, data: ReplayData, request, tally: RunTally, advance)
     from service import snapshot
     from service.engine import Engine
     from service.ingest import Batch
+    from service.models import create_model
     from service.schemas import ModelCreate
     from service.stores.memory import MemoryStore
 
     engine = Engine(MemoryStore())
-    engine.create_model(ModelCreate(**request))
+    create_model(engine, ModelCreate(**request))
     dense = request["feature_mode"] == "dense"
     started = time.perf_counter()
     for start, stop in spans(data.n_events, args.batch_size):

@@ -13,23 +13,15 @@ from starlette._utils import get_route_path
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
-from service.deps import (
-    HotRoute,
-    Services,
-    ServicesDep,
-    check_api_key,
-    enqueue,
-    model_spec,
-    query_count,
-    query_flag,
-    read_batch,
-    read_body,
-    run_engine,
-)
+from service.auth import check_api_key
+from service.body import read_batch, read_body
+from service.deps import HotRoute, Services, ServicesDep, query_count, query_flag
 from service.errors import InvalidInput, ServiceError, UnsupportedMediaType
 from service.ingest import JSON, FeatureSpec, media_type, parse_label_items
+from service.offload import model_spec, run_engine
 from service.openapi import LABELS_BODY, events_body, problems
 from service.queue import Appended
+from service.queue.enqueue import enqueue
 from service.schemas import (
     LabelsResponse,
     LabelStatus,

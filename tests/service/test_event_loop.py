@@ -129,7 +129,7 @@ def _body(content_type: str, feature_mode: str, X, y) -> bytes:
 def test_bodies_above_their_limit_are_parsed_and_learned_in_the_thread_pool(
     make_client, monkeypatch, content_type, feature_mode, threshold, offloaded
 ):
-    import service.deps
+    import service.body
     from service.ingest.ndjson import NDJSONReader as Reader
 
     client = make_client(store="memory", offload_body_bytes=threshold)
@@ -147,7 +147,7 @@ def test_bodies_above_their_limit_are_parsed_and_learned_in_the_thread_pool(
         return wrapped
 
     engine = client.app.state.engine
-    monkeypatch.setattr(service.deps, "parse_events", spy("parse", service.deps.parse_events))
+    monkeypatch.setattr(service.body, "parse_events", spy("parse", service.body.parse_events))
     monkeypatch.setattr(Reader, "finish", spy("parse", Reader.finish))
     monkeypatch.setattr(engine, "learn", spy("learn", engine.learn))
     header = content_type.replace("-compressed", "")
@@ -157,7 +157,7 @@ def test_bodies_above_their_limit_are_parsed_and_learned_in_the_thread_pool(
 
 
 def test_npz_compressed_reads_the_zip_directory():
-    from service.deps import npz_compressed
+    from service.body import npz_compressed
 
     X, y = make_stream(50)
     for save, compressed in ((np.savez, False), (np.savez_compressed, True)):

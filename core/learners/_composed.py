@@ -63,13 +63,3 @@ class ComposedState:
             for key, value in learner.state_.items():
                 view[prefix + key] = value
         self.__dict__["_state_view"] = view
-
-    def _upgrade_state(self, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Each part upgrades its own arrays (``OnlineLearner._upgrade_state``): a stored
-        composite whose part gained a state array since keeps loading."""
-        upgraded = dict(state)
-        for prefix, learner in self._new_parts():
-            own = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
-            for key, value in learner._upgrade_state(own).items():
-                upgraded[prefix + key] = value
-        return upgraded

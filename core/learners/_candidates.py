@@ -35,22 +35,15 @@ FTRL_PAUC_UPDATE_EVERY = 5000
 OFFSET_LOGISTIC: dict[str, Any] = {"learner": "logistic", "params": {"base_rate_offset": True}}
 
 #: [CHOICE] the default tournament's third candidate: ``logistic`` (base-rate offset, FTRL) on
-#: POISE's tree-path embedding (docs/algorithms/poise.md (poise.8)-(poise.10)), a
-#: tree fitted on the first 2,000 labelled events.  Alone it gains little over ``logistic``;
-#: in the mix it adds what a linear score cannot rank: held-out AUC 0.8856 -> 0.8948 on the
-#: real-data suite and 0.9003 -> 0.9122 on the hold-out sets, pAUC(0, 0.1) above batch logistic
-#: regression's (bench/README.md, "A tree candidate in auto's default tournament").  FTRL is
-#: named, not left to the width: the embedding (``d + 511`` columns at depth 8) is wider than
-#: the Laplace solver's 128, and a stored state then reads as it was learned.
-#: [CHOICE] Its fits: at the 2,000th event, the inner learner relearning those events embedded
-#: (as if the tree had been there from the start), and again on the first 8,000 events, where a
-#: tree grown on four times the events splits better.  Over the suite's 11 sets of more than
-#: 4,000 events auto's held-out AUC rose 0.0034 and its pAUC(0, 0.1) 0.010 (magic +0.010 /
-#: +0.038, shuttle +0.009 / +0.015), nothing lost on the shorter ones; refits at 5,000 or 16,000
-#: gained less (bench/README.md, "The tree candidate's refit").  Depth 8 (tree_embedded's own
-#: default is 6): trees grown on 2,000-8,000 events have the events for it (leaves keep their
-#: 20), and it ranked better on both collections, by 0.0016 held-out AUC and 0.006 pAUC on the
-#: suite's longest sets, no held-out AUC lower by 0.001 (bench/README.md, "The tree
+#: POISE's tree-path embedding (docs/algorithms/poise.md (poise.8)-(poise.10)).  Alone it gains
+#: little over ``logistic``; in the mix it adds what a linear score cannot rank
+#: (bench/README.md, "A tree candidate in auto's default tournament").  FTRL is named, not left
+#: to the width: the embedding (``d + 511`` columns at depth 8) is wider than the Laplace
+#: solver's 128, and a stored state reads as it was learned.  Its fits: at the 2,000th event,
+#: the inner learner relearning those events embedded (as if the tree had been there from the
+#: start), and again on the first 8,000 events, where a tree grown on four times the events
+#: splits better ("The tree candidate's refit").  Depth 8 (tree_embedded's own default is 6):
+#: trees grown on 2,000-8,000 events have the events for it, leaves keeping their 20 ("The tree
 #: candidate's depth").
 TREE_CANDIDATE: dict[str, Any] = {
     "learner": "tree_embedded",
@@ -74,13 +67,13 @@ SINGLE_FIT_TREE_CANDIDATE: dict[str, Any] = {
     "params": {k: v for k, v in TREE_CANDIDATE["params"].items() if k != "refit_events"},
 }
 
-#: [CHOICE] the default tournament (see ``Auto``, Notes, for the cost): the users' usual
+#: [CHOICE] the default tournament (docs/algorithms/auto.md, "Cost"): the users' usual
 #: baseline, a pAUC learner on the model's range and the baseline on the tree embedding.  The
 #: baseline carries the base-rate offset (docs/algorithms/logistic.md (logistic.10)): without it
-#: its early scores sit on a falling intercept, which cost auto 0.04 of prequential pAUC(0, 0.1)
-#: over the real-data suite (bench/README.md, "The base-rate offset").  The pAUC learner is
-#: ftrl_pauc, the best single learner of the suite (bench/README.md, "auto's served mix and its
-#: candidates"); the third is :data:`TREE_CANDIDATE`.
+#: its early scores sit on a falling intercept, which pooled prequential metrics punish
+#: (bench/README.md, "The base-rate offset").  The pAUC learner is ftrl_pauc, the best single
+#: learner of the real-data suite ("auto's served mix and its candidates"); the third is
+#: :data:`TREE_CANDIDATE`.
 DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
     OFFSET_LOGISTIC,
     {"learner": "ftrl_pauc", "params": {"update_every": FTRL_PAUC_UPDATE_EVERY}},

@@ -116,9 +116,9 @@ class Auto(ComposedState, OnlineLearner):
         library and the service learn alike.
     scaling : {"none", "unit_norm", "standard", "scale"}, default "standard"
         Online feature scaling, applied once before the candidates learn.  [CHOICE]
-        ``standard``, what the service's ``"scaling": "auto"`` picks for dense features (raw
-        features cost the default tournament 0.08 of held-out AUC on the real-data suite);
-        sparse rows want ``scale``, as the service picks for them.
+        ``standard``, what the service's ``"scaling": "auto"`` picks for dense features (the
+        default tournament ranks far worse on raw features: bench/README.md, "auto's
+        defaults"); sparse rows want ``scale``, as the service picks for them.
     max_iter : int, default 1
         Passes over the data made by :meth:`fit`.
     shuffle, random_state

@@ -53,11 +53,6 @@ def build_learner(request: ModelCreate) -> OnlineLearner:
         # one pAUC range per model: the range its metrics report is the one its pAUC
         # learners optimise (an explicit contradicting alpha / beta is refused, naming both)
         params = pauc_params_for(request.learner, request.pauc_range, request.params)
-        if request.learner == "auto":
-            # [CHOICE] new auto models track drift unless asked not to (fast candidate, drift
-            # detector: docs/algorithms/auto.md (auto.8)); the library default stays False so
-            # that models stored before (their params lack it) keep their state layout
-            params.setdefault("track_drift", True)
         learner = make_learner(request.learner, **params, scaling=scaling)
         learner.initialize(request.n_features)
     except (ValueError, TypeError) as error:

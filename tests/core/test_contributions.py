@@ -15,8 +15,8 @@ import pytest
 import scipy.sparse as sp
 
 from core.learners import learner_class, make_learner
-from core.learners._served_mix import mix_terms
-from core.learners._tournament import TREE_CANDIDATE, default_candidates
+from core.learners._candidates import TREE_CANDIDATE, default_candidates
+from core.learners._tournament import mix_terms
 from core.learners.tree_embedded import TreeEmbedded
 from core.preprocessing import scale_batch, scaler_affine
 from core.validation import as_features

@@ -28,7 +28,7 @@ from core.learners._state import (
     with_prefix,
 )
 from core.learners._stateful import _SCALER_INVARIANTS
-from tests.core.cases import N_FEATURES, learner_cases, stream
+from tests.core.cases import N_FEATURES, learner_cases, stream, unless_standard
 
 ALL = learner_cases()
 SCALINGS = ["standard", "scale"]
@@ -37,7 +37,9 @@ SCALINGS = ["standard", "scale"]
 def learned(name, config, sparse=False):
     """A learner of ``name`` that has learned a stream (CSR rows when ``sparse``)."""
     X, y = stream(3, density=0.5 if sparse else 1.0)
-    rows = sp.csr_matrix(X) if sparse and learner_class(name).supports_sparse else X
+    sparse = sparse and learner_class(name).supports_sparse
+    rows = sp.csr_matrix(X) if sparse else X
+    config = unless_standard(name, config, "scale") if sparse else config
     return make_learner(name, **config).partial_fit(rows, y)
 
 

@@ -189,6 +189,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            app.state.engine.coalesce.close()
             if store is None:
                 app.state.store.close()
 

@@ -119,9 +119,7 @@ async def post_events(
             spec,
             lambda incarnation: queue.append_events(model_id, incarnation, batch),
         )
-    result = await run_engine(
-        engine, engine.learn, model_id, batch, want_scores=scores, offload=large
-    )
+    result = await engine.coalesce.learn(model_id, batch, want_scores=scores, large=large)
     telemetry.child(telemetry.events_learned, model_id).inc(result.learned)
     if result.drifts:
         telemetry.child(telemetry.drifts, model_id).inc(result.drifts)
@@ -174,10 +172,9 @@ async def score(
     asked = query_count(request, "reasons", settings.max_reasons)
     spec = await model_spec(engine, model_id)
     batch, large = await read_batch(request, spec, settings, labelled=False, zero_based=zero_based)
-    scored = await run_engine(
-        engine, engine.score, model_id, batch, keep=keep, probabilities=probabilities,
-        reasons=asked, offload=large,
-    )  # fmt: skip
+    scored = await engine.coalesce.score(
+        model_id, batch, keep=keep, probabilities=probabilities, reasons=asked, large=large
+    )
     values, calibrated = scored.scores, scored.probabilities
     telemetry.child(telemetry.scored, model_id).inc(len(values))
     body: ScoreResponseBody = {
@@ -320,7 +317,7 @@ async def post_labels(
             None,
             lambda incarnation: queue.append_labels(model_id, incarnation, ids, labels),
         )
-    result = await run_engine(engine, engine.labels, model_id, ids, labels, offload=large)
+    result = await engine.coalesce.labels(model_id, ids, labels, large=large)
     telemetry.child(telemetry.events_learned, model_id).inc(result.learned)
     if result.drifts:
         telemetry.child(telemetry.drifts, model_id).inc(result.drifts)

@@ -11,10 +11,10 @@ version, see :mod:`service.engine.repository`):
 4. **commit** the learner state, window and counters with the learned ids and any checkpoint
    fields.
 
-A *round* is what one request carried: a queue worker merges several requests into one call
-(``rounds`` gives their sizes) and, with regret tracking on, each is learned by its own learner
-call and is its own regret round, exactly as in sync mode.  The learner state does not depend
-on the split: a batch is learned in order, as if event by event.
+A *round* is what one request carried: a queue worker or the coalescer
+(:mod:`service.engine.coalesce`) merges several requests into one call (``rounds`` gives their
+sizes); each is learned by its own learner call and is its own regret round, exactly as when
+the requests come one after another, and the metrics window, counters and commit are shared.
 """
 
 from __future__ import annotations
@@ -335,10 +335,10 @@ class Learning:
         drifts = 0
         if len(todo):
             assert todo.y is not None
-            # one learner call per round matters to the regret window only
-            bounds = [(0, len(todo))]
-            if loaded.regret is not None:
-                bounds = merged.bounds(None if skip is None else ~skip, len(todo))
+            # one learner call per request: each is a regret round, and a learner that
+            # learns a batch otherwise than event by event (spdam) sees the same calls as
+            # when the requests come one after another
+            bounds = merged.bounds(None if skip is None else ~skip, len(todo))
             try:
                 scores, drifts = learn_events(
                     loaded, todo.X, todo.y, recorded=None, bounds=bounds, now=now

@@ -212,7 +212,9 @@ class DelayedLabels:
                 try:
                     scored, kept = self._score_one(loaded, request)
                 except ServiceError as error:
-                    scored, kept = error, {}
+                    outcomes.append(error)
+                    records.append({})
+                    continue
                 outcomes.append(scored)
                 records.append(kept)
         if any(records):

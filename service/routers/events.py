@@ -4,29 +4,24 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
-from starlette._utils import get_route_path
 from starlette.concurrency import run_in_threadpool
-from starlette.types import Receive, Scope, Send
 
 from service.deps import (
-    HotRoute,
     Services,
     ServicesDep,
-    check_api_key,
     enqueue,
     model_spec,
-    query_count,
-    query_flag,
     read_batch,
     read_body,
     run_engine,
 )
-from service.errors import InvalidInput, ServiceError, UnsupportedMediaType
+from service.errors import InvalidInput, UnsupportedMediaType
+from service.fastlane import HotRoute, query_count, served
 from service.ingest import JSON, FeatureSpec, media_type, parse_label_items
 from service.openapi import LABELS_BODY, events_body, problems
 from service.queue import Appended
@@ -48,7 +43,7 @@ REASONS_DOC = (
 
 router = APIRouter(prefix="/v1/models", tags=["events"])
 #: ``/events`` and ``/score`` as FastAPI declares them: read by the OpenAPI document only; the
-#: app serves them through :data:`hot_routes` (see :class:`~service.deps.HotRoute`)
+#: app serves them through :data:`hot_routes` (see :mod:`service.fastlane`)
 documented = APIRouter(prefix="/v1/models", tags=["events"])
 
 #: statuses every body-reading route can answer (besides those of every /v1 route)
@@ -196,85 +191,19 @@ def json_response(body: LearnResponseBody | ScoreResponseBody) -> Response:
     return Response(orjson.dumps(body), media_type="application/json")
 
 
-def _served(
-    route: Callable[..., Awaitable[Response]],
-    flag: str,
-    default: bool,
-    options: tuple[str, ...] = (),
-):
-    """``route`` served without FastAPI's dependency machinery (see ``HotRoute``): the API key,
-    the model id, and the route's boolean query ``flag`` plus ``zero_based``, and its other
-    boolean ``options`` (false by default) by name."""
-
-    async def serve(request: Request) -> Response:
-        services: Services = request.app.state.services
-        check_api_key(request, services.settings, writes=True)  # a POST
-        return await route(
-            request.path_params["model_id"],
-            request,
-            services,
-            query_flag(request, flag, default),  # the 4th parameter of both routes
-            query_flag(request, "zero_based", False),
-            **{option: query_flag(request, option, False) for option in options},
-        )
-
-    return serve
-
-
-#: the served ``/events`` and ``/score``: ``POST`` through :class:`HotLane`; the app's router
-#: has them too, before every other route, for the 405 of other methods
+#: the served ``/events`` and ``/score``: ``POST`` through the short lane
+#: (:mod:`service.fastlane`); the app's router has them too, before every other route, for the
+#: 405 of other methods
 hot_routes = [
     HotRoute(
-        "/v1/models/{model_id}/events", _served(post_events, "scores", False), methods=["POST"]
+        "/v1/models/{model_id}/events", served(post_events, "scores", False), methods=["POST"]
     ),
     HotRoute(
         "/v1/models/{model_id}/score",
-        _served(score, "keep", True, ("probabilities",)),
+        served(score, "keep", True, ("probabilities",)),
         methods=["POST"],
     ),
 ]
-
-
-class HotLane:
-    """The end of the app's short lane (see ``service.app.Service``): the requests it
-    :meth:`takes` (a ``POST`` matching one of ``routes``) are served by the route's endpoint,
-    a :class:`~service.errors.ServiceError` by ``on_error`` (the app's handler)."""
-
-    def __init__(
-        self,
-        routes: list[HotRoute],
-        on_error: Callable[[Request, ServiceError], Awaitable[Response]],
-    ) -> None:
-        #: the last path segment of each route (``score``) -> the route
-        self.routes = {route.path.rsplit("/", 1)[1]: route for route in routes}
-        self.on_error = on_error
-
-    def takes(self, scope: Scope) -> bool:
-        """Whether the request is the lane's; if so, ``scope`` gets what routing would have
-        set (``endpoint``, ``path_params``, ``route``: the same values, ~2 us cheaper than
-        Starlette's ``Route.matches``)."""
-        if scope["method"] != "POST":
-            return False
-        path = get_route_path(scope)
-        route = self.routes.get(path[path.rfind("/") + 1 :])
-        if route is None:
-            return False
-        match = route.path_regex.match(path)
-        if match is None:
-            return False
-        scope["endpoint"] = route.endpoint
-        # ``{model_id}`` is a plain string: no convertor to apply
-        scope["path_params"] = {**scope.get("path_params", {}), **match.groupdict()}
-        scope["route"] = route
-        return True
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        try:
-            response = await scope["endpoint"](request)
-        except ServiceError as error:
-            response = await self.on_error(request, error)
-        await response(scope, receive, send)
 
 
 @router.post(

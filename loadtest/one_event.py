@@ -110,7 +110,7 @@ async def _open_loop(
 class Peer:
     """One checkout served by its own uvicorn process."""
 
-    def __init__(self, name: str, path: Path, features: int) -> None:
+    def __init__(self, name: str, path: Path, features: int, store: str = "sqlite") -> None:
         self.name, self.path, self.features = name, path.resolve(), features
         self.data = tempfile.mkdtemp(prefix=f"aucstream-one-{name}-")
         self.port = free_port()
@@ -118,7 +118,7 @@ class Peer:
         environment = {
             **os.environ,
             "PYTHONPATH": str(self.path),
-            "AUCSTREAM_STORE": "sqlite",
+            "AUCSTREAM_STORE": store,
             "AUCSTREAM_DATA_DIR": self.data,
             "AUCSTREAM_LOG_LEVEL": "warning",
         }
@@ -213,12 +213,13 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--rate", type=float, default=1000.0, help="/score requests per second")
     parser.add_argument("--features", type=int, default=20)
+    parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
     args = parser.parse_args()
     specs = args.peer or [f"this={Path.cwd()}"]
     peers = []
     for spec in specs:
         name, _, path = spec.partition("=")
-        peers.append(Peer(name, Path(path), args.features))
+        peers.append(Peer(name, Path(path), args.features, args.store))
     print("load average at start:", open("/proc/loadavg").read().strip())
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     try:

@@ -112,7 +112,9 @@ async def post_events(
             request,
             model_id,
             spec,
-            lambda incarnation: queue.append_events(model_id, incarnation, batch),
+            lambda incarnation: queue.append_shared(
+                model_id, incarnation, queue.event_entries(batch)
+            ),
         )
     result = await engine.coalesce.learn(model_id, batch, want_scores=scores, large=large)
     telemetry.child(telemetry.events_learned, model_id).inc(result.learned)
@@ -243,7 +245,9 @@ async def post_labels(
             request,
             model_id,
             None,
-            lambda incarnation: queue.append_labels(model_id, incarnation, ids, labels),
+            lambda incarnation: queue.append_shared(
+                model_id, incarnation, queue.label_entries(ids, labels)
+            ),
         )
     result = await engine.coalesce.labels(model_id, ids, labels, large=large)
     telemetry.child(telemetry.events_learned, model_id).inc(result.learned)

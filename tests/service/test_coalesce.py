@@ -11,10 +11,13 @@ import numpy as np
 import pytest
 
 from service.engine import Engine
-from service.errors import InvalidInput, ModelChanged, ServiceError
+from service.engine.coalesce import ThreadCombiner, each_alone
+from service.errors import InvalidInput, ModelChanged, QueueFull, ServiceError
 from service.ingest import Batch
 from service.schemas import ModelCreate
+from service.settings import Settings
 from service.stores.memory import MemoryStore
+from service.stores.redis import RedisStore
 from service.stores.sqlite import SQLiteStore
 from tests.service.conftest import CLOCK_ARRAYS
 
@@ -217,3 +220,69 @@ def test_labels_of_a_group(tmp_path):
     assert results[2].statuses == [("nope", "unknown"), ("p2", "learned")]
     assert results[3].statuses == [("p3", "learned"), ("p3", "duplicate")]
     assert engine.info("m").counts.labels_joined == 4
+
+
+def test_thread_combiner_many_threads():
+    """Callers on threads: each gets its own result, groups form while one is applied, a
+    payload refused alone fails alone, and every payload is applied once, in order per key."""
+    applied: dict[str, list[int]] = {"a": [], "b": []}
+    gate = threading.Event()
+
+    def apply(key: str, payloads: list[int]) -> list:
+        gate.wait(5)  # the first group holds until everyone queued behind it
+
+        def merged(group: list[int]) -> list[int]:
+            if any(p % 10 == 7 for p in group):
+                raise InvalidInput("one of them is bad")  # refused whole: nothing applied
+            applied[key].extend(group)
+            return [p * 2 for p in group]
+
+        return each_alone(merged, lambda p: merged([p])[0], payloads)
+
+    combiner = ThreadCombiner(apply)
+    results: dict[int, object] = {}
+
+    def call(p: int) -> None:
+        try:
+            results[p] = combiner("a" if p % 2 else "b", p)
+        except InvalidInput as error:
+            results[p] = error
+
+    threads = [threading.Thread(target=call, args=(p,)) for p in range(60)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)
+    gate.set()
+    for thread in threads:
+        thread.join(10)
+    assert sorted(results) == list(range(60))
+    for p, result in results.items():
+        if p % 10 == 7:
+            assert isinstance(result, InvalidInput)
+        else:
+            assert result == p * 2
+    # each good payload applied once, the bad ones never
+    assert sorted(applied["a"] + applied["b"]) == [p for p in range(60) if p % 10 != 7]
+    assert combiner.groups < combiner.calls == 60
+
+
+def test_queue_appends_of_one_moment_share_one_script(empty_redis):
+    import redis
+
+    from service.queue import StreamQueue
+
+    engine = Engine(RedisStore.open(Settings(store="redis", redis_url=empty_redis)))
+    engine.create_model(ModelCreate(id="m", n_features=N_FEATURES))
+    incarnation = engine.model("m").incarnation
+    queue = StreamQueue(redis.Redis.from_url(empty_redis), max_backlog_events=12)
+    requests = [queue.event_entries(batch([f"q{k}"] * 1, k)) for k in range(5)]
+    requests.insert(2, queue.event_entries(batch([f"big{k}" for k in range(20)], 9)))
+    appended = queue._append_requests("m", [(incarnation, r) for r in requests])
+    assert isinstance(appended[2], QueueFull)  # 20 events: over the bound alone
+    good = [a for a in appended if not isinstance(a, BaseException)]
+    assert [a.events for a in good] == [1] * 5
+    assert [a.backlog_events for a in good] == [1, 2, 3, 4, 5]
+    assert len({i for a in good for i in a.stream_ids}) == 5
+    merged = queue.append_group("m", incarnation, requests[:2])
+    assert [a.backlog_events for a in merged] == [6, 7]
+    assert merged[0].stream_ids < merged[1].stream_ids

@@ -172,10 +172,10 @@ class Coalescer:
                         self._settle(group, outcomes)
                         raise
                 self._settle(group, outcomes)
-        finally:
+        finally:  # the loop stops (or the task was cancelled): nothing waits forever
             del self._queues[model_id]
-            cancelled = asyncio.CancelledError("the service is stopping")
-            self._settle(list(queue), [cancelled] * len(queue))
+            for request in queue:
+                request.future.cancel()
 
     @staticmethod
     def _settle(group: Sequence[_Request], outcomes: Sequence[Any]) -> None:

@@ -10,6 +10,7 @@ engine is a thin facade over four parts, one module each:
                           committed arrays, building it from them or afresh
 :mod:`.learning`          labelled batches: duplicate ids, rounds, the regret window, counters
 :mod:`.delayed`           ``/score`` keeping features for later labels, the labels, the sweep
+:mod:`.coalesce`          concurrent requests to one model merged into one call and one commit
 :mod:`.reasons`           ``/score?reasons=k``: each event's top feature contributions
 :mod:`.reporting`         metrics, ROC, throughput, regret (cached and throttled)
 ========================= ====================================================================
@@ -24,6 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from core.learners._base import OnlineLearner
+from service.engine.coalesce import Coalescer
 from service.engine.delayed import DelayedLabels, LabelResult
 from service.engine.learning import Learning, LearnResult
 from service.engine.model import (
@@ -100,6 +102,8 @@ class Engine:
             max_pending_records=max_pending_records,
         )
         self.reporting = Reporting(self.repository, throttle=regret_throttle)
+        #: the per-event operations, merged per model across concurrent requests (async)
+        self.coalesce = Coalescer(self)
         # the operations, as the routes and workers call them
         self.learn = self.learning.learn
         self.score = self.delayed.score

@@ -21,6 +21,7 @@ import numpy as np
 from service.engine import Engine
 from service.engine.delayed import ScoreRequest
 from service.ingest import Batch
+from service.models import create_model
 from service.schemas import ModelCreate
 from service.stores.sqlite import SQLiteStore
 
@@ -28,7 +29,7 @@ from service.stores.sqlite import SQLiteStore
 def measure(features: int, group: int, rounds: int) -> dict[str, float]:
     store = SQLiteStore.open(tempfile.mkdtemp(prefix="aucstream-bytes-"))
     engine = Engine(store)
-    engine.create_model(ModelCreate(id="m", n_features=features))
+    create_model(engine, ModelCreate(id="m", n_features=features))
     rng = np.random.default_rng(0)
     sent = 0
     written = store._write_fields

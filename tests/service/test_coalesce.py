@@ -14,6 +14,7 @@ from service.engine import Engine
 from service.engine.coalesce import ThreadCombiner, each_alone
 from service.errors import InvalidInput, ModelChanged, QueueFull, ServiceError
 from service.ingest import Batch
+from service.models import create_model
 from service.schemas import ModelCreate
 from service.settings import Settings
 from service.stores.memory import MemoryStore
@@ -27,7 +28,7 @@ N_FEATURES = 4
 def make_engine(kind: str, tmp_path, **params) -> Engine:
     store = MemoryStore() if kind == "memory" else SQLiteStore.open(tmp_path / "data")
     engine = Engine(store, clock=lambda: 1_000_000.0)
-    engine.create_model(ModelCreate(id="m", n_features=N_FEATURES, **params))
+    create_model(engine, ModelCreate(id="m", n_features=N_FEATURES, **params))
     return engine
 
 
@@ -272,7 +273,7 @@ def test_queue_appends_of_one_moment_share_one_script(empty_redis):
     from service.queue import StreamQueue
 
     engine = Engine(RedisStore.open(Settings(store="redis", redis_url=empty_redis)))
-    engine.create_model(ModelCreate(id="m", n_features=N_FEATURES))
+    create_model(engine, ModelCreate(id="m", n_features=N_FEATURES))
     incarnation = engine.model("m").incarnation
     queue = StreamQueue(redis.Redis.from_url(empty_redis), max_backlog_events=12)
     requests = [queue.event_entries(batch([f"q{k}"] * 1, k)) for k in range(5)]

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from loadtest.local import PrivateRedis, create_model, free_port, start_uvicorn, stop, wait_ready
+from service import models
 from service.engine import Engine
 from service.ingest import Batch
 from service.schemas import ModelCreate
@@ -102,7 +103,7 @@ def kill_while_sending(server: Server, *others: subprocess.Popen) -> tuple[list[
 
 def replayed_state(n_events: int) -> dict[str, np.ndarray]:
     engine = Engine(MemoryStore())
-    engine.create_model(ModelCreate(**MODEL))
+    models.create_model(engine, ModelCreate(**MODEL))
     y = np.ones(n_events, dtype=np.int64)
     engine.learn("m", Batch(np.tile(X, (n_events, 1)), y, [f"r{k}" for k in range(n_events)]))
     return engine.state_arrays("m")[2]

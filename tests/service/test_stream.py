@@ -211,3 +211,49 @@ def test_origin_rules():
     assert origin_allowed("https://b.example", "a.example", ["https://B.example/"])
     assert origin_allowed("https://b.example", "a.example", ["*"])
     assert not origin_allowed("chrome-extension://x", "a.example", [])
+
+
+def test_one_message_per_frame_answers_as_json_messages_do_and_a_bad_one_changes_nothing(server):
+    """Binary frames of one message each are decoded and answered a block at a time; their
+    replies are those of the same messages in JSON (but for the model versions, which follow
+    the batches), duplicates and kept events included, and a
+    malformed frame among them is answered with its problem while its neighbours apply."""
+    X, y = make_stream(60, seed=9)
+    ids = [f"k{i:03d}" for i in range(60)]
+    with httpx.Client(base_url=server) as http:
+        for name in ("blk", "blk-json", "blk-rest"):
+            create(http, name)
+        frames = [encode_binary("learn", i, X[i : i + 1], y[i : i + 1], ids[i : i + 1])
+                  for i in range(60)]  # fmt: skip
+        bad = bytearray(frames[30])
+        bad[0] = 0  # not a message header
+        frames[30] = bytes(bad)
+        frames += frames[:5]  # sent again: duplicates by id
+        scores = [encode_binary("score", 100 + i, X[i : i + 1], None, ids[i : i + 1])
+                  for i in range(10)]  # fmt: skip
+        messages = [{**learn_message(i, X[i].tolist(), int(y[i])), "id": ids[i]}
+                    for i in [*range(60), *range(5)] if i != 30]  # fmt: skip
+        score_messages = [{"seq": 100 + i, "op": "score", "x": X[i].tolist(), "id": ids[i]}
+                          for i in range(10)]  # fmt: skip
+        with socket(server, "blk") as ws:
+            for frame in frames + scores:
+                ws.send(frame)
+            replies: list[dict] = []
+            while len(replies) < len(frames) + len(scores):
+                replies.extend(orjson.loads(ws.recv(timeout=60)))
+        with socket(server, "blk-json") as ws:
+            wanted = exchange(ws, orjson.dumps(messages).decode())
+            wanted += exchange(ws, orjson.dumps(score_messages).decode())
+        problem = replies.pop(30)
+        assert problem["status"] == 400 and problem["seq"] is None
+        assert "not a message header" in problem["problem"]["detail"]
+        # the versions depend on how the frames were batched as they arrived, the rest does not
+        unversioned = [{k: v for k, v in r.items() if k != "version"} for r in replies]
+        assert unversioned == [{k: v for k, v in r.items() if k != "version"} for r in wanted]
+        assert [r["duplicates"] for r in replies[59:64]] == [1] * 5
+        assert {r["kept"] for r in replies[64:]} == {1}
+        good = [i for i in range(60) if i != 30]
+        body = events_json(X[good], y[good], ids=[ids[i] for i in good])
+        assert http.post("/v1/models/blk-rest/events", json=body).status_code == 200
+        np.testing.assert_array_equal(weights(http, "blk"), weights(http, "blk-rest"))
+        assert learned(http, "blk") == 59

@@ -134,7 +134,19 @@ def _declared_events(item: Any) -> int:
 MESSAGE_KEYS = frozenset({"seq", "op", "keep", "scores", "probabilities", "reasons"})
 
 
+#: the keys of a message that is one event with every option at its default: the common case,
+#: read without the checks of the options
+_PLAIN_INLINE = frozenset({"seq", "op", "x", "y", "id"})
+
+
 def json_message(item: Any, max_events: int, max_reasons: int = 20) -> Message:
+    if type(item) is dict and item.keys() <= _PLAIN_INLINE:
+        seq, op = item.get("seq"), item.get("op")
+        if (seq is None or type(seq) in (int, str)) and op in OPS:
+            event = item.copy()  # the event: the message less its own keys
+            del event["op"]
+            event.pop("seq", None)
+            return Message(seq, op, 1, events=[event])
     if type(item) is not dict:
         return failed(None, MalformedBody("a message must be a JSON object"))
     seq = item.get("seq")

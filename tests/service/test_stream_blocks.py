@@ -1,7 +1,8 @@
 """The block decoder of binary frames (``service.stream.protocol.decode_uniform``, as the
 connection uses it) against the message-by-message decoder (``decode_binary``), the reference:
 the same messages, the same arrays, and for a frame it cannot take, the reference's own
-answers (a malformed message in the middle of a run fails as it always did)."""
+answers (a malformed message in the middle of a run fails as it always did).  And a plain JSON
+message (one event, every option at its default) read as the full checks read it."""
 
 from __future__ import annotations
 
@@ -195,3 +196,38 @@ def test_the_client_encoder_lays_out_what_the_single_message_encoder_does():
                     for k in range(9)
                 )  # fmt: skip
                 assert encode_binary_rows(op, 5, X, labels, these, keep=keep) == one
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"seq": 1, "op": "learn", "x": [0.5, 1.0], "y": 1},
+        {"op": "score", "x": [0.5], "id": "a"},
+        {"seq": "s-1", "op": "label", "id": "a", "y": 0},
+        {"seq": 1.5, "op": "learn", "x": [0.5], "y": 1},
+        {"seq": 2, "op": "forget", "x": [0.5]},
+        {"seq": 3, "x": [0.5]},
+        {"seq": 4, "op": "learn", "x": [0.5], "y": 1, "keep": False},
+        {"seq": 5, "op": "score", "x": [0.5], "reasons": 2},
+        {"seq": 6, "op": "learn", "x": [0.5], "z": 1},
+    ],
+)
+def test_a_plain_json_message_reads_as_the_full_checks_read_it(item):
+    """One event with every option at its default is read without the options' checks; any
+    other message goes through them: the same message either way."""
+    from service.stream import protocol
+
+    fast = protocol.json_message(item, 100)
+    plain, protocol._PLAIN_INLINE = protocol._PLAIN_INLINE, frozenset()
+    try:
+        full = protocol.json_message(item, 100)
+    finally:
+        protocol._PLAIN_INLINE = plain
+    assert (fast.seq, fast.op, fast.n_events, fast.events, fast.keep, fast.reasons) == (
+        full.seq, full.op, full.n_events, full.events, full.keep, full.reasons,
+    )  # fmt: skip
+    assert (fast.error is None) == (full.error is None)
+    if fast.error is not None:
+        assert (fast.error.status, fast.error.detail) == (full.error.status, full.error.detail)
+    if fast.events is not None:
+        assert [list(event) for event in fast.events] == [list(event) for event in full.events]

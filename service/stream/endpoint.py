@@ -37,16 +37,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from service.deps import Services, check_api_key, run_engine
 from service.errors import Forbidden, PayloadTooLarge, ServiceError, Unauthorized
-from service.stream.protocol import (
-    FrameLimits,
-    Message,
-    decode_binary,
-    decode_text,
-    decode_uniform,
-    failed,
-    frame_layout,
-    same_layout,
-)
+from service.stream.blocks import decode_uniform, frame_layout, same_layout
+from service.stream.protocol import FrameLimits, Message, decode_binary, decode_text, failed
 from service.stream.session import Item, Session, count_messages
 
 logger = logging.getLogger("aucstream.stream")

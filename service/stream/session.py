@@ -30,7 +30,8 @@ from service.ingest import Batch, FeatureSpec, concatenate, label_items
 from service.ingest import fields as checks
 from service.ingest.fields import Locator
 from service.ingest.objects import events_to_batch
-from service.stream.protocol import Block, Message
+from service.stream.blocks import Block
+from service.stream.protocol import Message
 
 Reply = dict[str, Any]
 #: what a batch holds: single messages, and blocks of binary messages of one layout

@@ -257,3 +257,31 @@ def test_one_message_per_frame_answers_as_json_messages_do_and_a_bad_one_changes
         assert http.post("/v1/models/blk-rest/events", json=body).status_code == 200
         np.testing.assert_array_equal(weights(http, "blk"), weights(http, "blk-rest"))
         assert learned(http, "blk") == 59
+
+
+def test_one_message_per_frame_in_queue_mode_is_queued_a_block_at_a_time():
+    """Queue mode: a run of one-event binary frames is appended as one batch, each message
+    answered 202 with what it queued; a message asking pre-update scores is refused alone."""
+    from loadtest.local import private_redis
+
+    X, y = make_stream(40, seed=11)
+    with (
+        private_redis() as (redis_url, _),
+        uvicorn_server(AUCSTREAM_STORE="redis", AUCSTREAM_MODE="queue",
+                       AUCSTREAM_REDIS_URL=redis_url) as url,
+        httpx.Client(base_url=url) as http,
+    ):  # fmt: skip
+        create(http, "queued")
+        frames = [encode_binary("learn", i, X[i : i + 1], y[i : i + 1]) for i in range(40)]
+        frames[7] = encode_binary("learn", 7, X[7:8], y[7:8], scores=True)
+        with socket(url, "queued") as ws:
+            for frame in frames:
+                ws.send(frame)
+            replies: list[dict] = []
+            while len(replies) < 40:
+                replies.extend(orjson.loads(ws.recv(timeout=60)))
+        assert [r["seq"] for r in replies] == list(range(40))
+        assert replies[7]["status"] == 422 and "sync mode" in replies[7]["problem"]["detail"]
+        others = replies[:7] + replies[8:]
+        assert {(r["status"], r["queued"]) for r in others} == {(202, 1)}
+        assert sum(len(r["stream_ids"]) for r in others) >= 1

@@ -13,10 +13,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from service.stream.blocks import Block
 from service.stream.endpoint import Connection
 from service.stream.protocol import (
     HEADER,
-    Block,
     FrameLimits,
     Message,
     decode_binary,

@@ -93,7 +93,8 @@ class Session:
     def __init__(self, services: Services, model_id: str) -> None:
         self.services = services
         self.model_id = model_id
-        self.replies: dict[int, Reply] = {}
+        #: id(message) -> its reply, or the reply's JSON text when it is written ready
+        self.replies: dict[int, Reply | str] = {}
         #: (op, status) -> messages answered, flushed to the metrics once per batch
         self.answered: Counter[tuple[str, int]] = Counter()
 
@@ -122,23 +123,28 @@ class Session:
             self.replies[id(message)] = problem_reply(message.seq, error)
 
     def written(self, items: list[Item]) -> str:
-        """The replies as one JSON list: a block answered whole is its ready text; the other
-        replies are serialised together, a stretch between two such blocks at a time."""
+        """The replies as one JSON list: a block answered whole, or a plain message (see
+        :func:`_plain`), is its ready text; the other replies are serialised together, a
+        stretch between two ready texts at a time."""
         pieces: list[str] = []
         stretch: list[Reply] = []
         answered: Counter[tuple[str, int]] = Counter()
         for item in items:
             if type(item) is Block and item.reply is not None:
-                if stretch:
-                    pieces.append(orjson.dumps(stretch)[1:-1].decode())
-                    stretch = []
-                pieces.append(item.reply)
+                ready: Reply | str = item.reply
                 answered[item.op, 200] += item.n_messages
+            elif type(item) is Message and type(ready := self.replies[id(item)]) is str:
+                answered[item.op, 200] += 1
+            else:
+                for message in item.expand() if isinstance(item, Block) else (item,):
+                    reply = self.replies[id(message)]
+                    stretch.append(reply)  # type: ignore[arg-type]
+                    answered[message.op, reply["status"]] += 1  # type: ignore[index]
                 continue
-            for message in item.expand() if isinstance(item, Block) else (item,):
-                reply = self.replies[id(message)]
-                stretch.append(reply)
-                answered[message.op, reply["status"]] += 1
+            if stretch:
+                pieces.append(orjson.dumps(stretch)[1:-1].decode())
+                stretch = []
+            pieces.append(ready)  # type: ignore[arg-type]
         if stretch:
             pieces.append(orjson.dumps(stretch)[1:-1].decode())
         for (op, status), n in answered.items():
@@ -260,7 +266,9 @@ class Session:
             telemetry.duplicates.labels(self.model_id).inc(len(result.duplicate_ids))
         assert result.scores is not None
         values: np.ndarray = result.scores
+        every = values.tolist()
         bounds = offsets(run)
+        learned_one = f',"status":200,"version":{result.version},"learned":1,"duplicates":0}}'
         for index, item in enumerate(run):
             start, stop = bounds[index], bounds[index + 1]
             if type(item) is Block and not item.scores and not np.isnan(values[start:stop]).any():
@@ -269,7 +277,10 @@ class Session:
                     '"duplicates":0}',
                 )  # fmt: skip
                 continue
-            scores = values[start:stop].tolist()
+            if _plain(item) and not item.scores and not math.isnan(every[start]):  # type: ignore[union-attr]
+                self.replies[id(item)] = f'{{"seq":{item.seq}{learned_one}'  # type: ignore[union-attr]
+                continue
+            scores = every[start:stop]
             first = start
             for message in expanded([item]):
                 mine = scores[first - start : first - start + message.n_events]
@@ -303,6 +314,7 @@ class Session:
         bounds = offsets(run)
         scores: list[float] | None = None
         probabilities: list[float] | None = None
+        texts: list[str] | None = None  # each score as JSON, for the plain messages
         for index, item in enumerate(run):
             start, stop = bounds[index], bounds[index + 1]
             if type(item) is Block and not item.probabilities and explained is None:
@@ -310,6 +322,15 @@ class Session:
                 if kept is not None:
                     item.reply = _scored(item, values[start:stop], version, kept)
                     continue
+            if _plain(item) and not item.probabilities and explained is None:  # type: ignore[union-attr]
+                if texts is None:
+                    texts = _texts(values)
+                kept = int(item.keep and batch.ids is not None and bool(batch.ids[start]))
+                self.replies[id(item)] = (
+                    f'{{"seq":{item.seq},"status":200,"version":{version},'  # type: ignore[union-attr]
+                    f'"scores":[{texts[start]}],"kept":{kept}}}'
+                )
+                continue
             if scores is None:
                 scores = values.tolist()
                 probabilities = None if calibrated is None else calibrated.tolist()
@@ -404,6 +425,18 @@ def _joined(seqs: np.ndarray, rest: str) -> str:
     return '{"seq":' + (rest + ',{"seq":').join(map(str, seqs.tolist())) + rest
 
 
+def _plain(item: Item) -> bool:
+    """A message of one event whose seq is an integer: its reply is written as text."""
+    return type(item) is Message and item.n_events == 1 and type(item.seq) is int
+
+
+def _texts(values: np.ndarray) -> list[str]:
+    """Each value as orjson writes it in a reply (``null`` for NaN), written in one call."""
+    if len(values) == 0:
+        return []
+    return orjson.dumps(values.tolist())[1:-1].decode().split(",")
+
+
 def _kept(block: Block, ids: list[str | None] | None, start: int) -> int | None:
     """The events each message of a scored block keeps, when it is the same for all: none
     (no ids, or keep off), or one (one event a message, each with an id); None otherwise."""
@@ -418,7 +451,7 @@ def _scored(block: Block, values: np.ndarray, version: int, kept: int) -> str:
     """The score replies of a block: the scores written once, then cut per message."""
     if len(values) == 0:
         return ""
-    scores = orjson.dumps(values.tolist())[1:-1].decode().split(",")
+    scores = _texts(values)
     if block.n > 1:
         n = block.n
         scores = [",".join(scores[i : i + n]) for i in range(0, len(scores), n)]

@@ -285,3 +285,33 @@ def test_one_message_per_frame_in_queue_mode_is_queued_a_block_at_a_time():
         others = replies[:7] + replies[8:]
         assert {(r["status"], r["queued"]) for r in others} == {(202, 1)}
         assert sum(len(r["stream_ids"]) for r in others) >= 1
+
+
+def test_replies_written_as_text_equal_the_serialised_ones(server):
+    """Plain one-event messages with integer seqs are answered with replies written as text;
+    the same messages with string seqs go through the serialised replies: the same answers,
+    NaN scores, duplicates and kept events included."""
+    X, y = make_stream(30, seed=12)
+    ids = [f"t{i:02d}" for i in range(30)]
+
+    def messages(seq) -> list[dict]:
+        learn = [{"seq": seq(i), "op": "learn", "x": X[i].tolist(), "y": int(y[i]), "id": ids[i]}
+                 for i in [*range(20), 3, 4]]  # fmt: skip
+        score = [{"seq": seq(100 + i), "op": "score", "x": X[i].tolist(),
+                  **({"id": ids[i]} if i % 2 else {})} for i in range(20, 30)]  # fmt: skip
+        unkept = [{"seq": seq(200 + i), "op": "score", "x": X[i].tolist(), "id": ids[i],
+                   "keep": False} for i in range(3)]  # fmt: skip
+        return learn + score + unkept
+
+    with httpx.Client(base_url=server) as http:
+        answers = []
+        for name, seq in (("text-int", int), ("text-str", lambda i: f"s{i}")):
+            create(http, name)
+            with socket(server, name) as ws:
+                answers.append(exchange(ws, orjson.dumps(messages(seq)).decode()))
+        as_text, serialised = answers
+        for reply in serialised:
+            reply["seq"] = int(reply["seq"][1:])
+        assert as_text == serialised
+        assert [r["duplicates"] for r in as_text[20:22]] == [1, 1]
+        assert [r["kept"] for r in as_text[22:]] == [0, 1] * 5 + [0, 0, 0]

@@ -243,40 +243,34 @@ class AsyncStreamClient:
     def _per_event(
         self, op: str, X: np.ndarray, y: np.ndarray | None, ids: Any, keep: bool = True
     ) -> AsyncIterator[tuple[int, bytes]]:
-        """Frames of one message per event (a binary frame of uniform messages is laid out
-        by numpy at once)."""
+        """Frames of one message per event (a binary frame is laid out by numpy at once)."""
         step = self.frame_messages
 
         async def frames() -> AsyncIterator[tuple[int, bytes]]:
             for start in range(0, len(X), step):
                 stop = min(start + step, len(X))
                 part_y = None if y is None else y[start:stop]
-                if self.binary and ids is None and keep:
-                    yield (
-                        stop - start,
-                        encode_binary_rows(op, self._next_seq(stop - start), X[start:stop], part_y),
-                    )
+                if self.binary:
+                    part_ids = None if ids is None else ids[start:stop]
+                    seq = self._next_seq(stop - start)
+                    frame = encode_binary_rows(op, seq, X[start:stop], part_y, part_ids, keep=keep)
+                    yield stop - start, frame
                     continue
                 messages = [
                     self._single(op, X[row], None if y is None else y[row],
                                  None if ids is None else ids[row], keep)
                     for row in range(start, stop)
                 ]  # fmt: skip
-                yield stop - start, self._frame(messages)
+                yield stop - start, orjson.dumps(messages, option=_NUMPY)
 
         return frames()
 
-    def _single(self, op: str, row: np.ndarray, label: Any, event_id: Any, keep: bool) -> Any:
-        seq = self._next_seq()
+    def _single(
+        self, op: str, row: np.ndarray, label: Any, event_id: Any, keep: bool
+    ) -> dict[str, Any]:
+        """One JSON message of one event, inline."""
         options = {} if keep else {"keep": False}
-        if self.binary:
-            labels = None if label is None else np.asarray([label])
-            ids = None if event_id is None else [str(event_id)]
-            return encode_binary(op, seq, row[None, :], labels, ids, **options)
-        return {"seq": seq, "op": op, **options, **_event(row, label, event_id)}
-
-    def _frame(self, messages: list[Any]) -> bytes:
-        return b"".join(messages) if self.binary else orjson.dumps(messages, option=_NUMPY)
+        return {"seq": self._next_seq(), "op": op, **options, **_event(row, label, event_id)}
 
     async def _grouped(
         self, messages: AsyncIterator[tuple[int, bytes]]

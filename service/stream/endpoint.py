@@ -29,8 +29,8 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
+from collections.abc import Sequence
 
-import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -39,8 +39,9 @@ from service.auth import check_api_key
 from service.deps import Services
 from service.errors import Forbidden, PayloadTooLarge, ServiceError, Unauthorized
 from service.offload import run_engine
+from service.stream.blocks import decode_uniform, frame_layout, same_layout
 from service.stream.protocol import FrameLimits, Message, decode_binary, decode_text, failed
-from service.stream.session import Session
+from service.stream.session import Item, Session, count_messages
 
 logger = logging.getLogger("aucstream.stream")
 
@@ -183,27 +184,55 @@ class Connection:
             self.closed = True
             self.arrived.set()
 
-    async def take(self) -> list[Message]:
+    async def take(self) -> list[Item]:
         """Decode queued frames until ``max_messages`` messages or the frame limit's events
-        (whole frames); a frame larger
-        than ``AUCSTREAM_OFFLOAD_BODY_BYTES`` is decoded in the thread pool, as a REST body
-        of that size is parsed there."""
-        messages: list[Message] = []
-        events = 0
-        while (
-            self.frames and len(messages) < self.max_messages and events < self.limits.frame_events
-        ):
-            frame = self.frames.popleft()
+        (whole frames).  Consecutive binary frames of one layout are decoded together, as one
+        array (:func:`~service.stream.protocol.decode_uniform`); a frame larger than
+        ``AUCSTREAM_OFFLOAD_BODY_BYTES`` is decoded in the thread pool, as a REST body of that
+        size is parsed there."""
+        items: list[Item] = []
+        uniform: list[bytes] = []  # binary frames of one layout, not decoded yet
+        layout = (0, 0)  # (messages, events) of each frame in uniform
+        messages = events = 0
+        frames, limits = self.frames, self.limits
+        while frames and messages < self.max_messages and events < limits.frame_events:
+            frame = frames.popleft()
             self.queued_bytes -= len(frame)
+            if isinstance(frame, bytes) and len(frame) <= self.offload_bytes:
+                if uniform and same_layout(frame, uniform[0]):
+                    uniform.append(frame)
+                    messages, events = messages + layout[0], events + layout[1]
+                    continue
+                found = frame_layout(frame, limits) if len(frame) <= self.max_frame_bytes else None
+                if found is not None:
+                    self.flush(uniform, items)
+                    uniform, layout = [frame], found
+                    messages, events = messages + layout[0], events + layout[1]
+                    continue
+            self.flush(uniform, items)
+            uniform = []
             if len(frame) > self.offload_bytes:
                 decoded = await run_in_threadpool(self.decode, frame)
             else:
                 decoded = self.decode(frame)
-            messages.extend(decoded)
-            events += sum_events(decoded)
+            items.extend(decoded)
+            messages, events = messages + len(decoded), events + sum_events(decoded)
+        self.flush(uniform, items)
         if self.queued_bytes <= self.max_queued_bytes:
             self.room.set()
-        return messages
+        return items
+
+    def flush(self, frames: list[bytes], items: list[Item]) -> None:
+        """Frames of one layout -> their blocks, or their messages one frame at a time when
+        the block decoder refuses them (it then changes nothing)."""
+        if not frames:
+            return
+        blocks = decode_uniform(frames, self.limits.message_events)
+        if blocks is not None:
+            items.extend(blocks)
+        else:
+            for frame in frames:
+                items.extend(self.decode(frame))
 
     def decode(self, frame: str | bytes) -> list[Message]:
         if len(frame) > self.max_frame_bytes:
@@ -216,7 +245,7 @@ class Connection:
             return decode_binary(frame, self.limits)
         return decode_text(frame, self.limits)
 
-    async def next_batch(self) -> list[Message] | None:
+    async def next_batch(self) -> list[Item] | None:
         """The messages to apply next (None once the client has left)."""
         while True:
             if self.closed:
@@ -226,9 +255,9 @@ class Connection:
             self.arrived.clear()
             await self.arrived.wait()
         messages = await self.take()
-        if self.wait and len(messages) < self.max_messages:
+        if self.wait and count_messages(messages) < self.max_messages:
             deadline = asyncio.get_running_loop().time() + self.wait
-            while len(messages) < self.max_messages and not self.closed:
+            while count_messages(messages) < self.max_messages and not self.closed:
                 remaining = deadline - asyncio.get_running_loop().time()
                 if remaining <= 0:
                     break
@@ -243,23 +272,23 @@ class Connection:
         while (messages := await self.next_batch()) is not None:
             if not messages:
                 continue
-            if len(messages) > OFFLOAD_MESSAGES or sum_events(messages) > OFFLOAD_EVENTS:
+            if count_messages(messages) > OFFLOAD_MESSAGES or sum_events(messages) > OFFLOAD_EVENTS:
                 text = await run_in_threadpool(self.apply_elsewhere, messages)
             else:
-                text = _encode(await self.session.handle(messages))
+                text = await self.session.handle(messages)
             try:
                 await send({"type": "websocket.send", "text": text})
             except (WebSocketDisconnect, RuntimeError, OSError):
                 return  # the client left: its replies have nowhere to go
 
-    def apply_elsewhere(self, messages: list[Message]) -> str:
+    def apply_elsewhere(self, messages: list[Item]) -> str:
         """:meth:`Session.handle` and the encoding of its replies, in a worker thread, on an
         event loop of that thread's own: the per-message work of a large batch (validating,
         learning, one reply each) would otherwise hold the server's loop, and with it every
         other connection and request, for as long.  The session is not used meanwhile (the
         handler awaits this), and what it calls (engine, store, queue) is what the REST routes
         call from worker threads too."""
-        return _encode(asyncio.run(self.session.handle(messages)))
+        return asyncio.run(self.session.handle(messages))
 
 
 #: a batch of more messages or events than these is applied off the event loop
@@ -269,12 +298,8 @@ OFFLOAD_MESSAGES = 256
 OFFLOAD_EVENTS = 1_000
 
 
-def sum_events(messages: list[Message]) -> int:
+def sum_events(messages: Sequence[Item]) -> int:
     return sum(message.n_events for message in messages)
-
-
-def _encode(replies: list) -> str:
-    return orjson.dumps(replies).decode()
 
 
 #: the route, mounted by ``service.app``

@@ -134,7 +134,19 @@ def _declared_events(item: Any) -> int:
 MESSAGE_KEYS = frozenset({"seq", "op", "keep", "scores", "probabilities", "reasons"})
 
 
+#: the keys of a message that is one event with every option at its default: the common case,
+#: read without the checks of the options
+_PLAIN_INLINE = frozenset({"seq", "op", "x", "y", "id"})
+
+
 def json_message(item: Any, max_events: int, max_reasons: int = 20) -> Message:
+    if type(item) is dict and item.keys() <= _PLAIN_INLINE:
+        seq, op = item.get("seq"), item.get("op")
+        if (seq is None or type(seq) in (int, str)) and op in OPS:
+            event = item.copy()  # the event: the message less its own keys
+            del event["op"]
+            event.pop("seq", None)
+            return Message(seq, op, 1, events=[event])
     if type(item) is not dict:
         return failed(None, MalformedBody("a message must be a JSON object"))
     seq = item.get("seq")
@@ -308,19 +320,47 @@ def encode_binary(
     return b"".join(parts)
 
 
-def encode_binary_rows(op: str, first_seq: int, X: np.ndarray, y: np.ndarray | None) -> bytes:
-    """One binary message per row of ``X`` (labels ``y`` for learn), no ids, seqs from
-    ``first_seq`` on: all messages have one layout, so they are laid out in one numpy call."""
+def encode_binary_rows(
+    op: str,
+    first_seq: int,
+    X: np.ndarray,
+    y: np.ndarray | None,
+    ids: Sequence[str | None] | None = None,
+    *,
+    keep: bool = True,
+) -> bytes:
+    """One binary message per row of ``X`` (labels ``y`` for learn, an id per row or none),
+    seqs from ``first_seq`` on, laid out by numpy at once: the fixed part of every message
+    is one structured array; ids of any lengths are scattered in after it."""
     n_rows, d = X.shape
     fields: list[tuple[str, Any, Any]] = [("head", "V4", ()), ("n", "<u4", ()), ("d", "<u4", ())]
     fields += [("id_bytes", "<u4", ()), ("seq", "<i8", ()), ("X", "<f8", (d,))]
     if y is not None:
         fields.append(("y", "i1", ()))
+    if ids is not None:
+        fields.append(("length", "<u2", ()))
     rows = np.zeros(n_rows, dtype=np.dtype(fields))
-    rows["head"] = bytes([MAGIC, CODE_OF[op], 0, 0])
+    flags = (FLAG_IDS if ids is not None else 0) | (0 if keep else FLAG_NO_KEEP)
+    rows["head"] = bytes([MAGIC, CODE_OF[op], flags, 0])
     rows["n"], rows["d"] = 1, d
     rows["seq"] = np.arange(first_seq, first_seq + n_rows)
     rows["X"] = X
     if y is not None:
         rows["y"] = y
-    return rows.tobytes()
+    if ids is None:
+        return rows.tobytes()
+    encoded = [b"" if i is None else str(i).encode() for i in ids]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=n_rows)
+    if n_rows and lengths.max() > 0xFFFF:
+        raise ValueError("an event id is at most 65,535 bytes of UTF-8")
+    rows["id_bytes"] = rows["length"] = lengths
+    # message k is its fixed part then its id: byte g of the joined ids lands at (k + 1) *
+    # size + g (the k fixed parts before it and its own), the fixed parts fill the rest
+    size, id_total = rows.dtype.itemsize, int(lengths.sum())
+    id_at = np.repeat(np.arange(1, n_rows + 1) * size, lengths) + np.arange(id_total)
+    out = np.empty(n_rows * size + id_total, dtype=np.uint8)
+    is_id = np.zeros(len(out), dtype=bool)
+    is_id[id_at] = True
+    out[id_at] = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    out[~is_id] = rows.view(np.uint8)
+    return out.tobytes()

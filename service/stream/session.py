@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 
 from service.body import check_id_bytes
 from service.deps import Services
@@ -30,20 +31,24 @@ from service.ingest import Batch, FeatureSpec, concatenate, label_items
 from service.ingest import fields as checks
 from service.ingest.fields import Locator
 from service.ingest.objects import events_to_batch
-from service.offload import model_spec, run_engine
+from service.offload import model_spec
 from service.queue.enqueue import enqueue
+from service.stream.blocks import Block
 from service.stream.protocol import Message
 
 Reply = dict[str, Any]
+#: what a batch holds: single messages, and blocks of binary messages of one layout
+Item = Message | Block
 Labels = tuple[list[str], np.ndarray]
 #: a run larger than this many events is learned or scored in the thread pool (see run_engine)
 OFFLOAD_EVENTS = 20_000
 
 
-def runs(messages: list[Message], max_events: int) -> Iterator[list[Message]]:
+def runs(messages: list[Item], max_events: int) -> Iterator[list[Item]]:
     """Consecutive messages of one kind, at most ``max_events`` events each (messages that
-    failed to decode are not in any run)."""
-    run: list[Message] = []
+    failed to decode are not in any run; a block is at most ``max_events`` events, see
+    :func:`~service.stream.protocol.decode_uniform`)."""
+    run: list[Item] = []
     key: tuple[str, bool, bool, int] | None = None
     size = 0
     for message in messages:
@@ -59,7 +64,22 @@ def runs(messages: list[Message], max_events: int) -> Iterator[list[Message]]:
         yield run
 
 
-def offsets(messages: list[Message]) -> list[int]:
+def expanded(items: Sequence[Item]) -> list[Message]:
+    """The messages of ``items``, blocks made into their messages."""
+    messages: list[Message] = []
+    for item in items:
+        if type(item) is Block:
+            messages.extend(item.expand())
+        else:
+            messages.append(item)  # type: ignore[arg-type]
+    return messages
+
+
+def count_messages(items: Sequence[Item]) -> int:
+    return sum(item.n_messages if isinstance(item, Block) else 1 for item in items)
+
+
+def offsets(messages: Sequence[Item]) -> list[int]:
     bounds = [0]
     for message in messages:
         bounds.append(bounds[-1] + message.n_events)
@@ -76,11 +96,13 @@ class Session:
     def __init__(self, services: Services, model_id: str) -> None:
         self.services = services
         self.model_id = model_id
-        self.replies: dict[int, Reply] = {}
+        #: id(message) -> its reply, or the reply's JSON text when it is written ready
+        self.replies: dict[int, Reply | str] = {}
         #: (op, status) -> messages answered, flushed to the metrics once per batch
         self.answered: Counter[tuple[str, int]] = Counter()
 
-    async def handle(self, messages: list[Message]) -> list[Reply]:
+    async def handle(self, messages: list[Item]) -> str:
+        """The replies to ``messages``, in their order, as the text of a JSON list."""
         self.replies = {}
         for message in messages:
             if message.error is not None:
@@ -90,36 +112,64 @@ class Session:
             try:
                 await self.apply(run)
             except ServiceError as error:  # the model (gone), the store, the queue: all of it
-                self.fail([m for m in run if id(m) not in self.replies], error)
-        replies = [self.replies[id(message)] for message in messages]
-        self.count(messages, replies)
-        return replies
+                unanswered = [
+                    m for m in expanded([i for i in run if getattr(i, "reply", None) is None])
+                    if id(m) not in self.replies
+                ]  # fmt: skip
+                self.fail(unanswered, error)
+        return self.written(messages)
 
-    def fail(self, messages: list[Message], error: ServiceError) -> None:
+    def fail(self, items: Sequence[Item], error: ServiceError) -> None:
+        messages = expanded(items)
         self.services.telemetry.rejected.labels(error.slug).inc(len(messages))
         for message in messages:
             self.replies[id(message)] = problem_reply(message.seq, error)
 
-    def count(self, messages: list[Message], replies: list[Reply]) -> None:
-        answered = Counter((m.op, r["status"]) for m, r in zip(messages, replies, strict=True))
+    def written(self, items: list[Item]) -> str:
+        """The replies as one JSON list: a block answered whole, or a plain message (see
+        :func:`_plain`), is its ready text; the other replies are serialised together, a
+        stretch between two ready texts at a time."""
+        pieces: list[str] = []
+        stretch: list[Reply] = []
+        answered: Counter[tuple[str, int]] = Counter()
+        for item in items:
+            if type(item) is Block and item.reply is not None:
+                ready: Reply | str = item.reply
+                answered[item.op, 200] += item.n_messages
+            elif type(item) is Message and type(ready := self.replies[id(item)]) is str:
+                answered[item.op, 200] += 1
+            else:
+                for message in item.expand() if isinstance(item, Block) else (item,):
+                    reply = self.replies[id(message)]
+                    stretch.append(reply)  # type: ignore[arg-type]
+                    answered[message.op, reply["status"]] += 1  # type: ignore[index]
+                continue
+            if stretch:
+                pieces.append(orjson.dumps(stretch)[1:-1].decode())
+                stretch = []
+            pieces.append(ready)  # type: ignore[arg-type]
+        if stretch:
+            pieces.append(orjson.dumps(stretch)[1:-1].decode())
         for (op, status), n in answered.items():
             self.services.telemetry.stream_messages.labels(op, str(status)).inc(n)
+        return "[" + ",".join(pieces) + "]"
 
     # ------------------------------------------------------------------ validation
     async def spec(self) -> FeatureSpec:
         return await model_spec(self.services.engine, self.model_id)
 
-    def validated(self, run: list[Message], build: Callable[[list[Message]], Any]):
+    def validated(self, run: list[Item], build: Callable[[list[Item]], Any]):
         """``(messages, what build made of them)``: the run whole, else message by message
         (each refused one answered with its problem)."""
         try:
             return run, build(run)
         except ServiceError as error:
-            if len(run) == 1:
+            if len(run) == 1 and type(run[0]) is Message:
                 self.fail(run, error)
                 return [], None
-        good, parts = [], []
-        for message in run:
+        good: list[Item] = []
+        parts = []
+        for message in expanded(run):
             try:
                 parts.append(build([message]))
                 good.append(message)
@@ -127,7 +177,7 @@ class Session:
                 self.fail([message], error)
         return good, parts
 
-    def batch(self, run: list[Message], spec: FeatureSpec, *, labelled: bool) -> Batch:
+    def batch(self, run: list[Item], spec: FeatureSpec, *, labelled: bool) -> Batch:
         settings = self.services.settings
         if run[0].binary:
             batch = binary_batch(run, spec, labelled=labelled)
@@ -138,17 +188,17 @@ class Session:
             )
         return check_id_bytes(batch, settings.max_event_id_bytes)
 
-    def batches(self, run: list[Message], spec: FeatureSpec, *, labelled: bool):
+    def batches(self, run: list[Item], spec: FeatureSpec, *, labelled: bool):
         good, made = self.validated(run, lambda part: self.batch(part, spec, labelled=labelled))
         return good, concatenate(made) if type(made) is list and made else made
 
-    def labels(self, run: list[Message]) -> tuple[list[Message], Labels | None]:
+    def labels(self, run: list[Item]) -> tuple[list[Item], Labels | None]:
         good, made = self.validated(run, self.label_parts)
         if type(made) is list and made:
             made = ([i for ids, _ in made for i in ids], np.concatenate([y for _, y in made]))
         return good, made
 
-    def label_parts(self, run: list[Message]) -> Labels:
+    def label_parts(self, run: list[Item]) -> Labels:
         max_events = self.services.settings.max_batch_events
         if not run[0].binary:
             return label_items([item for m in run for item in m.events], max_events)  # type: ignore[union-attr]
@@ -160,7 +210,7 @@ class Session:
         return [str(i) for i in ids], checks.labels_from_array(y, len(ids), locate)
 
     # ------------------------------------------------------------------ engine calls
-    async def apply(self, run: list[Message]) -> None:
+    async def apply(self, run: list[Item]) -> None:
         op = run[0].op
         if op == "label":
             good, labels = self.labels(run)
@@ -180,88 +230,135 @@ class Session:
 
     async def each(
         self,
-        run: list[Message],
+        run: list[Item],
         data: Any,
-        call: Callable[[list[Message], Any], Awaitable[None]],
+        call: Callable[[list[Item], Any], Awaitable[None]],
     ) -> None:
         """``call`` on the whole run; redone message by message when the data is refused."""
         try:
             await call(run, data)
             return
         except InvalidInput as error:
-            if len(run) == 1:
+            if len(run) == 1 and type(run[0]) is Message:
                 self.fail(run, error)
                 return
-        bounds = offsets(run)
-        for index, message in enumerate(run):
+        messages = expanded(run)
+        bounds = offsets(messages)
+        for index, message in enumerate(messages):
             part = slice_of(data, bounds[index], bounds[index + 1])
             try:
                 await call([message], part)
             except InvalidInput as error:
                 self.fail([message], error)
 
-    async def apply_learn(self, run: list[Message], batch: Batch) -> None:
-        engine, telemetry = self.services.engine, self.services.telemetry
-        result = await run_engine(
-            engine, engine.learn, self.model_id, batch, want_scores=True,
-            offload=len(batch) > OFFLOAD_EVENTS,
-        )  # fmt: skip
+    async def call_engine(self, method: str, *args: Any, events: int, **options: Any) -> Any:
+        """The session's one way into the engine: ``engine.coalesce.<method>(model, *args,
+        **options)`` (learn, score, labels), merged with the concurrent requests to the same
+        model from every connection and over HTTP (one engine call and one commit per group:
+        service/engine/coalesce.py); a run of more than :data:`OFFLOAD_EVENTS` events is
+        applied in a thread."""
+        coalesce = self.services.engine.coalesce
+        return await getattr(coalesce, method)(
+            self.model_id, *args, large=events > OFFLOAD_EVENTS, **options
+        )
+
+    async def apply_learn(self, run: list[Item], batch: Batch) -> None:
+        telemetry = self.services.telemetry
+        result = await self.call_engine("learn", batch, events=len(batch), want_scores=True)
         telemetry.events_learned.labels(self.model_id).inc(result.learned)
         if result.duplicate_ids:
             telemetry.duplicates.labels(self.model_id).inc(len(result.duplicate_ids))
         assert result.scores is not None
-        scores = result.scores.tolist()
+        values: np.ndarray = result.scores
+        every = values.tolist()
         bounds = offsets(run)
-        for index, message in enumerate(run):
-            mine = scores[bounds[index] : bounds[index + 1]]
-            skipped = [p for p, value in enumerate(mine) if math.isnan(value)]
-            reply: Reply = {
-                "seq": message.seq,
-                "status": 200,
-                "version": result.version,
-                "learned": len(mine) - len(skipped),
-                "duplicates": len(skipped),
-            }
-            if skipped:
-                ids = batch.ids or []
-                reply["duplicate_ids"] = [ids[bounds[index] + p] for p in skipped]
-            if message.scores:
-                reply["scores"] = [None if math.isnan(value) else value for value in mine]
-            self.replies[id(message)] = reply
+        learned_one = f',"status":200,"version":{result.version},"learned":1,"duplicates":0}}'
+        for index, item in enumerate(run):
+            start, stop = bounds[index], bounds[index + 1]
+            if type(item) is Block and not item.scores and not np.isnan(values[start:stop]).any():
+                item.reply = _joined(
+                    item.seqs, f',"status":200,"version":{result.version},"learned":{item.n},'
+                    '"duplicates":0}',
+                )  # fmt: skip
+                continue
+            if _plain(item) and not item.scores and not math.isnan(every[start]):  # type: ignore[union-attr]
+                self.replies[id(item)] = f'{{"seq":{item.seq}{learned_one}'  # type: ignore[union-attr]
+                continue
+            scores = every[start:stop]
+            first = start
+            for message in expanded([item]):
+                mine = scores[first - start : first - start + message.n_events]
+                skipped = [p for p, value in enumerate(mine) if math.isnan(value)]
+                reply: Reply = {
+                    "seq": message.seq,
+                    "status": 200,
+                    "version": result.version,
+                    "learned": len(mine) - len(skipped),
+                    "duplicates": len(skipped),
+                }
+                if skipped:
+                    ids = batch.ids or []
+                    reply["duplicate_ids"] = [ids[first + p] for p in skipped]
+                if message.scores:
+                    reply["scores"] = [None if math.isnan(value) else value for value in mine]
+                self.replies[id(message)] = reply
+                first += message.n_events
 
-    async def apply_scores(self, run: list[Message], batch: Batch) -> None:
-        engine = self.services.engine
+    async def apply_scores(self, run: list[Item], batch: Batch) -> None:
         # one engine call for the run: probabilities for all of it when a message asks; a run
         # shares its reasons' k (see runs)
-        scored = await run_engine(
-            engine, engine.score, self.model_id, batch, keep=run[0].keep,
+        scored = await self.call_engine(
+            "score", batch, events=len(batch), keep=run[0].keep,
             probabilities=any(message.probabilities for message in run),
-            reasons=run[0].reasons, offload=len(batch) > OFFLOAD_EVENTS,
+            reasons=run[0].reasons,
         )  # fmt: skip
         version, values, explained = scored.version, scored.scores, scored.reasons
         self.services.telemetry.scored.labels(self.model_id).inc(len(values))
-        scores = values.tolist()
         calibrated = scored.probabilities
-        probabilities = None if calibrated is None else calibrated.tolist()
         bounds = offsets(run)
-        for index, message in enumerate(run):
-            kept = 0
-            if message.keep and batch.ids is not None:
-                kept = len({i for i in batch.ids[bounds[index] : bounds[index + 1]] if i})
-            reply = {
-                "seq": message.seq,
-                "status": 200,
-                "version": version,
-                "scores": scores[bounds[index] : bounds[index + 1]],
-                "kept": kept,
-            }
-            if message.probabilities and probabilities is not None:
-                reply["probabilities"] = probabilities[bounds[index] : bounds[index + 1]]
-            if explained is not None:
-                reply["reasons"] = explained[bounds[index] : bounds[index + 1]]
-            self.replies[id(message)] = reply
+        scores: list[float] | None = None
+        probabilities: list[float] | None = None
+        texts: list[str] | None = None  # each score as JSON, for the plain messages
+        for index, item in enumerate(run):
+            start, stop = bounds[index], bounds[index + 1]
+            if type(item) is Block and not item.probabilities and explained is None:
+                kept = _kept(item, batch.ids, start)
+                if kept is not None:
+                    item.reply = _scored(item, values[start:stop], version, kept)
+                    continue
+            if _plain(item) and not item.probabilities and explained is None:  # type: ignore[union-attr]
+                if texts is None:
+                    texts = _texts(values)
+                kept = int(item.keep and batch.ids is not None and bool(batch.ids[start]))
+                self.replies[id(item)] = (
+                    f'{{"seq":{item.seq},"status":200,"version":{version},'  # type: ignore[union-attr]
+                    f'"scores":[{texts[start]}],"kept":{kept}}}'
+                )
+                continue
+            if scores is None:
+                scores = values.tolist()
+                probabilities = None if calibrated is None else calibrated.tolist()
+            first = start
+            for message in expanded([item]):
+                end = first + message.n_events
+                kept = 0
+                if message.keep and batch.ids is not None:
+                    kept = len({i for i in batch.ids[first:end] if i})
+                reply = {
+                    "seq": message.seq,
+                    "status": 200,
+                    "version": version,
+                    "scores": scores[first:end],
+                    "kept": kept,
+                }
+                if message.probabilities and probabilities is not None:
+                    reply["probabilities"] = probabilities[first:end]
+                if explained is not None:
+                    reply["reasons"] = explained[first:end]
+                self.replies[id(message)] = reply
+                first = end
 
-    async def apply_labels(self, run: list[Message], labels: Labels) -> None:
+    async def apply_labels(self, run: list[Item], labels: Labels) -> None:
         services, model_id = self.services, self.model_id
         ids, y = labels
         if services.queue is not None:
@@ -271,15 +368,14 @@ class Session:
             )
             self.queued(run, appended)
             return
-        engine, telemetry = services.engine, services.telemetry
-        result = await run_engine(
-            engine, engine.labels, model_id, ids, y, offload=len(ids) > OFFLOAD_EVENTS
-        )
+        telemetry = services.telemetry
+        result = await self.call_engine("labels", ids, y, events=len(ids))
         telemetry.events_learned.labels(model_id).inc(result.learned)
         for status, n in Counter(status for _, status in result.statuses).items():
             telemetry.labels.labels(model_id, status).inc(n)
-        bounds = offsets(run)
-        for index, message in enumerate(run):
+        messages = expanded(run)
+        bounds = offsets(messages)
+        for index, message in enumerate(messages):
             mine = result.statuses[bounds[index] : bounds[index + 1]]
             self.replies[id(message)] = {
                 "seq": message.seq,
@@ -289,7 +385,7 @@ class Session:
                 "results": [{"id": i, "status": status} for i, status in mine],
             }
 
-    async def enqueue_events(self, run: list[Message], batch: Batch, spec: FeatureSpec) -> None:
+    async def enqueue_events(self, run: list[Item], batch: Batch, spec: FeatureSpec) -> None:
         """Queue mode: the run is appended to the model's stream as one batch (202 each)."""
         asked = [m for m in run if m.scores]
         if asked:
@@ -310,8 +406,8 @@ class Session:
         )
         self.queued(run, appended)
 
-    def queued(self, run: list[Message], appended: Any) -> None:
-        for message in run:
+    def queued(self, run: list[Item], appended: Any) -> None:
+        for message in expanded(run):
             self.replies[id(message)] = {
                 "seq": message.seq,
                 "status": 202,
@@ -328,7 +424,49 @@ def slice_of(data: Batch | Labels, start: int, stop: int) -> Batch | Labels:
     return ids[start:stop], y[start:stop]
 
 
-def binary_batch(run: list[Message], spec: FeatureSpec, *, labelled: bool) -> Batch:
+def _joined(seqs: np.ndarray, rest: str) -> str:
+    """Replies that differ only by their seq, ``{"seq":<seq>`` + ``rest`` each, comma-joined."""
+    return '{"seq":' + (rest + ',{"seq":').join(map(str, seqs.tolist())) + rest
+
+
+def _plain(item: Item) -> bool:
+    """A message of one event whose seq is an integer: its reply is written as text."""
+    return type(item) is Message and item.n_events == 1 and type(item.seq) is int
+
+
+def _texts(values: np.ndarray) -> list[str]:
+    """Each value as orjson writes it in a reply (``null`` for NaN), written in one call."""
+    if len(values) == 0:
+        return []
+    return orjson.dumps(values.tolist())[1:-1].decode().split(",")
+
+
+def _kept(block: Block, ids: list[str | None] | None, start: int) -> int | None:
+    """The events each message of a scored block keeps, when it is the same for all: none
+    (no ids, or keep off), or one (one event a message, each with an id); None otherwise."""
+    if not block.keep or ids is None or block.ids is None:
+        return 0
+    if block.n == 1 and None not in ids[start : start + block.n_events]:
+        return 1
+    return None
+
+
+def _scored(block: Block, values: np.ndarray, version: int, kept: int) -> str:
+    """The score replies of a block: the scores written once, then cut per message."""
+    if len(values) == 0:
+        return ""
+    scores = _texts(values)
+    if block.n > 1:
+        n = block.n
+        scores = [",".join(scores[i : i + n]) for i in range(0, len(scores), n)]
+    tail = f'],"kept":{kept}}}'
+    head = f',"status":200,"version":{version},"scores":['
+    seqs = block.seqs.tolist()
+    pairs = zip(seqs, scores, strict=True)
+    return ",".join(f'{{"seq":{seq}{head}{mine}{tail}' for seq, mine in pairs)
+
+
+def binary_batch(run: list[Item], spec: FeatureSpec, *, labelled: bool) -> Batch:
     """Binary messages (dense rows) -> a validated batch, checked as an NPZ body's arrays."""
     if spec.feature_mode != "dense":
         raise InvalidInput(

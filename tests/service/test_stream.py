@@ -211,3 +211,107 @@ def test_origin_rules():
     assert origin_allowed("https://b.example", "a.example", ["https://B.example/"])
     assert origin_allowed("https://b.example", "a.example", ["*"])
     assert not origin_allowed("chrome-extension://x", "a.example", [])
+
+
+def test_one_message_per_frame_answers_as_json_messages_do_and_a_bad_one_changes_nothing(server):
+    """Binary frames of one message each are decoded and answered a block at a time; their
+    replies are those of the same messages in JSON (but for the model versions, which follow
+    the batches), duplicates and kept events included, and a
+    malformed frame among them is answered with its problem while its neighbours apply."""
+    X, y = make_stream(60, seed=9)
+    ids = [f"k{i:03d}" for i in range(60)]
+    with httpx.Client(base_url=server) as http:
+        for name in ("blk", "blk-json", "blk-rest"):
+            create(http, name)
+        frames = [encode_binary("learn", i, X[i : i + 1], y[i : i + 1], ids[i : i + 1])
+                  for i in range(60)]  # fmt: skip
+        bad = bytearray(frames[30])
+        bad[0] = 0  # not a message header
+        frames[30] = bytes(bad)
+        frames += frames[:5]  # sent again: duplicates by id
+        scores = [encode_binary("score", 100 + i, X[i : i + 1], None, ids[i : i + 1])
+                  for i in range(10)]  # fmt: skip
+        messages = [{**learn_message(i, X[i].tolist(), int(y[i])), "id": ids[i]}
+                    for i in [*range(60), *range(5)] if i != 30]  # fmt: skip
+        score_messages = [{"seq": 100 + i, "op": "score", "x": X[i].tolist(), "id": ids[i]}
+                          for i in range(10)]  # fmt: skip
+        with socket(server, "blk") as ws:
+            for frame in frames + scores:
+                ws.send(frame)
+            replies: list[dict] = []
+            while len(replies) < len(frames) + len(scores):
+                replies.extend(orjson.loads(ws.recv(timeout=60)))
+        with socket(server, "blk-json") as ws:
+            wanted = exchange(ws, orjson.dumps(messages).decode())
+            wanted += exchange(ws, orjson.dumps(score_messages).decode())
+        problem = replies.pop(30)
+        assert problem["status"] == 400 and problem["seq"] is None
+        assert "not a message header" in problem["problem"]["detail"]
+        # the versions depend on how the frames were batched as they arrived, the rest does not
+        unversioned = [{k: v for k, v in r.items() if k != "version"} for r in replies]
+        assert unversioned == [{k: v for k, v in r.items() if k != "version"} for r in wanted]
+        assert [r["duplicates"] for r in replies[59:64]] == [1] * 5
+        assert {r["kept"] for r in replies[64:]} == {1}
+        good = [i for i in range(60) if i != 30]
+        body = events_json(X[good], y[good], ids=[ids[i] for i in good])
+        assert http.post("/v1/models/blk-rest/events", json=body).status_code == 200
+        np.testing.assert_array_equal(weights(http, "blk"), weights(http, "blk-rest"))
+        assert learned(http, "blk") == 59
+
+
+def test_one_message_per_frame_in_queue_mode_is_queued_a_block_at_a_time():
+    """Queue mode: a run of one-event binary frames is appended as one batch, each message
+    answered 202 with what it queued; a message asking pre-update scores is refused alone."""
+    from loadtest.local import private_redis
+
+    X, y = make_stream(40, seed=11)
+    with (
+        private_redis() as (redis_url, _),
+        uvicorn_server(AUCSTREAM_STORE="redis", AUCSTREAM_MODE="queue",
+                       AUCSTREAM_REDIS_URL=redis_url) as url,
+        httpx.Client(base_url=url) as http,
+    ):  # fmt: skip
+        create(http, "queued")
+        frames = [encode_binary("learn", i, X[i : i + 1], y[i : i + 1]) for i in range(40)]
+        frames[7] = encode_binary("learn", 7, X[7:8], y[7:8], scores=True)
+        with socket(url, "queued") as ws:
+            for frame in frames:
+                ws.send(frame)
+            replies: list[dict] = []
+            while len(replies) < 40:
+                replies.extend(orjson.loads(ws.recv(timeout=60)))
+        assert [r["seq"] for r in replies] == list(range(40))
+        assert replies[7]["status"] == 422 and "sync mode" in replies[7]["problem"]["detail"]
+        others = replies[:7] + replies[8:]
+        assert {(r["status"], r["queued"]) for r in others} == {(202, 1)}
+        assert sum(len(r["stream_ids"]) for r in others) >= 1
+
+
+def test_replies_written_as_text_equal_the_serialised_ones(server):
+    """Plain one-event messages with integer seqs are answered with replies written as text;
+    the same messages with string seqs go through the serialised replies: the same answers,
+    NaN scores, duplicates and kept events included."""
+    X, y = make_stream(30, seed=12)
+    ids = [f"t{i:02d}" for i in range(30)]
+
+    def messages(seq) -> list[dict]:
+        learn = [{"seq": seq(i), "op": "learn", "x": X[i].tolist(), "y": int(y[i]), "id": ids[i]}
+                 for i in [*range(20), 3, 4]]  # fmt: skip
+        score = [{"seq": seq(100 + i), "op": "score", "x": X[i].tolist(),
+                  **({"id": ids[i]} if i % 2 else {})} for i in range(20, 30)]  # fmt: skip
+        unkept = [{"seq": seq(200 + i), "op": "score", "x": X[i].tolist(), "id": ids[i],
+                   "keep": False} for i in range(3)]  # fmt: skip
+        return learn + score + unkept
+
+    with httpx.Client(base_url=server) as http:
+        answers = []
+        for name, seq in (("text-int", int), ("text-str", lambda i: f"s{i}")):
+            create(http, name)
+            with socket(server, name) as ws:
+                answers.append(exchange(ws, orjson.dumps(messages(seq)).decode()))
+        as_text, serialised = answers
+        for reply in serialised:
+            reply["seq"] = int(reply["seq"][1:])
+        assert as_text == serialised
+        assert [r["duplicates"] for r in as_text[20:22]] == [1, 1]
+        assert [r["kept"] for r in as_text[22:]] == [0, 1] * 5 + [0, 0, 0]

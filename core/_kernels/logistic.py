@@ -33,7 +33,7 @@ loops write the catch-up (5) and the step (4) out instead of calling :func:`catc
 
 import numpy as np
 
-from core._kernels._config import kernel
+from core._kernels._config import inlined_kernel, kernel
 from core._kernels.forgetting import decay_over
 
 
@@ -72,10 +72,11 @@ def catch_up_factor(elapsed, half_life, one_event):
     return one_event if elapsed == 1 else decay_over(elapsed, half_life)
 
 
-@kernel
+@inlined_kernel  # per non-zero, with arrays: inlined, so no call and no reference counts
 def catch_up(z, n, j, touched, slot, now, half_life, one_event):
-    """Eq. (5) in place for coordinate ``j`` of ``z``, ``n`` (no-op when off): the intercept's,
-    once per event (the per-feature loops write it out, see the module docstring)."""
+    """Eq. (5) in place for coordinate ``j`` of ``z``, ``n`` (no-op when off), whose last
+    catch-up is ``touched[slot]`` (a feature's slot is its column, the intercept's
+    ``n_features``)."""
     if half_life > 0.0:
         factor = catch_up_factor(now - touched[slot], half_life, one_event)
         z[j] *= factor
@@ -122,7 +123,7 @@ def sigmoid(s):
     return e / (1.0 + e)
 
 
-@kernel
+@inlined_kernel  # per non-zero, with arrays: inlined, so no call and no reference counts
 def ftrl_step(z, n, j, g, w, root_n, inv_alpha):
     """Eq. (4) for coordinate ``j`` with gradient ``g``, current weight ``w`` and
     ``root_n = sqrt(n_j)`` (already computed for eq. (1): a square root saved per non-zero,
@@ -131,6 +132,47 @@ def ftrl_step(z, n, j, g, w, root_n, inv_alpha):
     sigma = (np.sqrt(n_new) - root_n) * inv_alpha
     z[j] += g - sigma * w
     n[j] = n_new
+
+
+@inlined_kernel  # per event, with arrays: inlined, so no call and no reference counts
+def learn_event(values, columns, start, end, column_base, positive, i, scores, z, n, bias_z,
+                bias_n, touched, class_counts, weights, roots, now, one_event, hyper):  # fmt: skip
+    """Learn one row, the entries ``values[start:end]`` of columns
+    ``columns[start - column_base:end - column_base]``: a CSR row passes its ``data`` and
+    ``indices`` (``column_base`` 0), a dense row the flattened batch and ``0 .. n_features - 1``
+    (``column_base`` = ``start``).  ``weights`` and ``roots`` hold at least ``end - start``
+    entries (scratch); ``scores[i]`` takes the pre-update score (2) when ``scores`` is not
+    empty.  Only the non-zeros are touched, so a dense row and its CSR copy learn the same
+    bits."""
+    alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
+    inv_alpha = 1.0 / alpha
+    # eq. (1) for the non-zeros only, kept (with sqrt(n_j)) for eq. (4); eq. (2) in order
+    s = 0.0
+    for k in range(start, end):
+        value = values[k]
+        if value != 0.0:
+            j = columns[k - column_base]
+            catch_up(z, n, j, touched, j, now, half_life, one_event)
+            root = np.sqrt(n[j])
+            w = weight_from_root(z[j], root, inv_alpha, beta, l1, l2)
+            weights[k - start] = w
+            roots[k - start] = root
+            s += w * value
+    catch_up(bias_z, bias_n, 0, touched, z.shape[0], now, half_life, one_event)
+    w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
+    s = served_score(s, w_bias, class_counts, use_offset)
+    if scores.shape[0] > 0:
+        scores[i] = s
+    # eq. (3): the log-loss gradient is (p - y01) times the feature
+    residual = sigmoid(s) - (1.0 if positive else 0.0)
+    for k in range(start, end):
+        value = values[k]
+        if value != 0.0:
+            j = columns[k - column_base]
+            ftrl_step(z, n, j, residual * value, weights[k - start], roots[k - start], inv_alpha)
+    if fit_intercept:
+        ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
+    count_label(class_counts, positive, use_offset, one_event)
 
 
 @kernel
@@ -142,48 +184,19 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_cou
     ``(alpha, beta, l1, l2, fit_intercept, half_life, base_rate_offset)``.  When ``scores``
     has one slot per row, row i's pre-update score (2) is written into it (an empty ``scores``
     skips that)."""
-    alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
-    inv_alpha = 1.0 / alpha
+    half_life = hyper[5]
     now = clock[0] if half_life > 0.0 else 0
     one_event = decay_over(1, half_life)
-    want_scores = scores.shape[0] > 0
     n_features = X.shape[1]
+    values = X.ravel()
+    columns = np.arange(n_features)
     weights = np.zeros(n_features)
     roots = np.zeros(n_features)
     for i in range(X.shape[0]):
-        # eq. (1) for the non-zeros only, kept (with sqrt(n_j)) for eq. (4); eq. (2) in order
-        s = 0.0
-        for j in range(n_features):
-            value = X[i, j]
-            if value != 0.0:
-                if half_life > 0.0:  # eq. (5): catch_up, written out
-                    factor = catch_up_factor(now - touched[j], half_life, one_event)
-                    z[j] *= factor
-                    n[j] *= factor
-                    touched[j] = now
-                root = np.sqrt(n[j])
-                w = weight_from_root(z[j], root, inv_alpha, beta, l1, l2)
-                weights[j] = w
-                roots[j] = root
-                s += w * value
-        catch_up(bias_z, bias_n, 0, touched, n_features, now, half_life, one_event)
-        w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
-        s = served_score(s, w_bias, class_counts, use_offset)
-        if want_scores:
-            scores[i] = s
-        # eq. (3): the log-loss gradient is (p - y01) times the feature
-        residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
-        for j in range(n_features):
-            value = X[i, j]
-            if value != 0.0:  # eq. (4): ftrl_step, written out
-                g = residual * value
-                n_new = n[j] + g * g
-                sigma = (np.sqrt(n_new) - roots[j]) * inv_alpha
-                z[j] += g - sigma * weights[j]
-                n[j] = n_new
-        if fit_intercept:
-            ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
-        count_label(class_counts, y[i] > 0, use_offset, one_event)
+        start = i * n_features
+        learn_event(values, columns, start, start + n_features, start, y[i] > 0, i, scores, z, n,
+                    bias_z, bias_n, touched, class_counts, weights, roots, now, one_event,
+                    hyper)  # fmt: skip
         now += 1
     if half_life > 0.0:
         clock[0] = now
@@ -195,53 +208,18 @@ def logistic_csr(
 ):
     """As :func:`logistic_dense` for CSR rows: O(nnz) per event (lazy weights: eq. (1) is
     evaluated only for the row's columns)."""
-    alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
-    inv_alpha = 1.0 / alpha
+    half_life = hyper[5]
     now = clock[0] if half_life > 0.0 else 0
     one_event = decay_over(1, half_life)
-    n_features = z.shape[0]
-    want_scores = scores.shape[0] > 0
     longest = 0
     for i in range(indptr.shape[0] - 1):
         longest = max(longest, indptr[i + 1] - indptr[i])
     weights = np.zeros(longest)
     roots = np.zeros(longest)
     for i in range(indptr.shape[0] - 1):
-        start = indptr[i]
-        end = indptr[i + 1]
-        s = 0.0
-        for k in range(start, end):
-            value = data[k]
-            if value != 0.0:
-                j = indices[k]
-                if half_life > 0.0:  # eq. (5): catch_up, written out
-                    factor = catch_up_factor(now - touched[j], half_life, one_event)
-                    z[j] *= factor
-                    n[j] *= factor
-                    touched[j] = now
-                root = np.sqrt(n[j])
-                w = weight_from_root(z[j], root, inv_alpha, beta, l1, l2)
-                weights[k - start] = w
-                roots[k - start] = root
-                s += w * value
-        catch_up(bias_z, bias_n, 0, touched, n_features, now, half_life, one_event)
-        w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
-        s = served_score(s, w_bias, class_counts, use_offset)
-        if want_scores:
-            scores[i] = s
-        residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
-        for k in range(start, end):
-            value = data[k]
-            if value != 0.0:  # eq. (4): ftrl_step, written out
-                j = indices[k]
-                g = residual * value
-                n_new = n[j] + g * g
-                sigma = (np.sqrt(n_new) - roots[k - start]) * inv_alpha
-                z[j] += g - sigma * weights[k - start]
-                n[j] = n_new
-        if fit_intercept:
-            ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
-        count_label(class_counts, y[i] > 0, use_offset, one_event)
+        learn_event(data, indices, indptr[i], indptr[i + 1], 0, y[i] > 0, i, scores, z, n,
+                    bias_z, bias_n, touched, class_counts, weights, roots, now, one_event,
+                    hyper)  # fmt: skip
         now += 1
     if half_life > 0.0:
         clock[0] = now

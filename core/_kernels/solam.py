@@ -104,6 +104,39 @@ def solam_average(c, w_scale, a, b, alpha, avg_coef, avg_a, avg_b, avg_alpha, ga
     gamma_sum[0] += c
 
 
+@inlined_kernel  # per event, with arrays: inlined, so no call and no reference counts
+def solam_event(positive, xx, vx, c, n_seen, n_pos, sq_norm_sum, max_norm, class_weight, a, b,
+                alpha, w_scale, avg_coef, avg_a, avg_b, avg_alpha, gamma_sum, eta0, l2, radius,
+                kappa, half_life, average):  # fmt: skip
+    """One event of the dense and CSR kernels but the O(nnz) vector update, from its
+    ``||x||^2`` ``xx``, ``vx = w_unscaled . x`` and weight ``c``: the event joins the counts
+    (``p_t`` includes the current label, thesis §3.4), :func:`solam_step` runs, the iterate
+    before the update joins the average (:func:`solam_average`) and ``a``, ``b``, ``alpha``
+    take their new values.  Returns ``(shrink, step, limit)`` for
+    ``w' = P_limit(shrink * w - step * x)``."""
+    n_seen[0] += 1
+    if positive:
+        n_pos[0] += 1
+    sq_norm_sum[0] += xx
+    if xx > max_norm[0] * max_norm[0]:  # a square root only when the maximum moves
+        max_norm[0] = np.sqrt(xx)
+    t = n_seen[0]
+    q = n_pos[0] / t
+    if half_life > 0.0:
+        class_weight[1 if positive else 0] += c
+        q = class_weight[1] / (class_weight[0] + class_weight[1])
+    new_a, new_b, new_alpha, shrink, step, limit = solam_step(
+        positive, w_scale[0] * vx, xx, t, q, sq_norm_sum[0], max_norm[0], a[0], b[0], alpha[0],
+        eta0, l2, radius, kappa, half_life,
+    )  # fmt: skip
+    if average:
+        solam_average(c, w_scale, a, b, alpha, avg_coef, avg_a, avg_b, avg_alpha, gamma_sum)
+    a[0] = new_a
+    b[0] = new_b
+    alpha[0] = new_alpha
+    return shrink, step, limit
+
+
 @kernel
 def _after_update(w_scale, w_sq_norm, shrink, limit):
     """Apply the shrink to the scale, then project onto ||w|| <= limit (only the scale moves)."""
@@ -189,30 +222,11 @@ def solam_dense(
         c = inflation(clock, epoch, half_life)
         if want_scores:
             scores[i] = served_score(vx, ax0 + ax1, w_scale[0], avg_coef[0], gamma_sum[0], average)
-        positive = y[i] > 0
-        # the event joins the counts (p_t includes the current label, thesis §3.4); written
-        # out in each kernel: as a helper taking these arrays it cost four to six reference
-        # counts per event (see "Per-event code" in core._kernels.spam)
-        n_seen[0] += 1
-        if positive:
-            n_pos[0] += 1
-        sq_norm_sum[0] += xx
-        if xx > max_norm[0] * max_norm[0]:  # a square root only when the maximum moves
-            max_norm[0] = np.sqrt(xx)
-        t = n_seen[0]
-        q = n_pos[0] / t
-        if half_life > 0.0:
-            class_weight[1 if positive else 0] += c
-            q = class_weight[1] / (class_weight[0] + class_weight[1])
-        new_a, new_b, new_alpha, shrink, step, limit = solam_step(
-            positive, w_scale[0] * vx, xx, t, q, sq_norm_sum[0], max_norm[0], a[0], b[0],
-            alpha[0], eta0, l2, radius, kappa, half_life,
+        shrink, step, limit = solam_event(
+            y[i] > 0, xx, vx, c, n_seen, n_pos, sq_norm_sum, max_norm, class_weight, a, b,
+            alpha, w_scale, avg_coef, avg_a, avg_b, avg_alpha, gamma_sum, eta0, l2, radius,
+            kappa, half_life, average,
         )  # fmt: skip
-        if average:
-            solam_average(c, w_scale, a, b, alpha, avg_coef, avg_a, avg_b, avg_alpha, gamma_sum)
-        a[0] = new_a
-        b[0] = new_b
-        alpha[0] = new_alpha
         if abs(w_scale[0] * shrink) < 1e-3:  # includes shrink <= 0 (gamma lambda >= 1)
             w_scale[0] *= shrink
             shrink = 1.0
@@ -277,28 +291,11 @@ def solam_csr(
             break
         if scores.shape[0] > 0:
             scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], gamma_sum[0], average)
-        positive = y[i] > 0
-        # the event joins the counts (p_t includes the current label, thesis §3.4)
-        n_seen[0] += 1
-        if positive:
-            n_pos[0] += 1
-        sq_norm_sum[0] += xx
-        if xx > max_norm[0] * max_norm[0]:  # a square root only when the maximum moves
-            max_norm[0] = np.sqrt(xx)
-        t = n_seen[0]
-        q = n_pos[0] / t
-        if half_life > 0.0:
-            class_weight[1 if positive else 0] += c
-            q = class_weight[1] / (class_weight[0] + class_weight[1])
-        new_a, new_b, new_alpha, shrink, step, limit = solam_step(
-            positive, w_scale[0] * vx, xx, t, q, sq_norm_sum[0], max_norm[0], a[0], b[0],
-            alpha[0], eta0, l2, radius, kappa, half_life,
+        shrink, step, limit = solam_event(
+            y[i] > 0, xx, vx, c, n_seen, n_pos, sq_norm_sum, max_norm, class_weight, a, b,
+            alpha, w_scale, avg_coef, avg_a, avg_b, avg_alpha, gamma_sum, eta0, l2, radius,
+            kappa, half_life, average,
         )  # fmt: skip
-        if average:
-            solam_average(c, w_scale, a, b, alpha, avg_coef, avg_a, avg_b, avg_alpha, gamma_sum)
-        a[0] = new_a
-        b[0] = new_b
-        alpha[0] = new_alpha
         if abs(w_scale[0] * shrink) < 1e-3:
             w_scale[0] *= shrink
             shrink = 1.0

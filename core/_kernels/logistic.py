@@ -33,7 +33,8 @@ loops write the catch-up (5) and the step (4) out instead of calling :func:`catc
 
 import numpy as np
 
-from core._kernels._config import inlined_kernel, kernel
+from core._kernels._config import kernel
+from core._kernels.calibration import sigmoid
 from core._kernels.forgetting import decay_over
 
 
@@ -72,7 +73,7 @@ def catch_up_factor(elapsed, half_life, one_event):
     return one_event if elapsed == 1 else decay_over(elapsed, half_life)
 
 
-@inlined_kernel  # per non-zero, with arrays: inlined, so no call and no reference counts
+@kernel
 def catch_up(z, n, j, touched, slot, now, half_life, one_event):
     """Eq. (5) in place for coordinate ``j`` of ``z``, ``n`` (no-op when off), whose last
     catch-up is ``touched[slot]`` (a feature's slot is its column, the intercept's
@@ -115,15 +116,6 @@ def served_score(s, w_bias, class_counts, use_offset):
 
 
 @kernel
-def sigmoid(s):
-    """``1 / (1 + exp(-s))`` without overflow for large ``|s|``."""
-    if s >= 0.0:
-        return 1.0 / (1.0 + np.exp(-s))
-    e = np.exp(s)
-    return e / (1.0 + e)
-
-
-@inlined_kernel  # per non-zero, with arrays: inlined, so no call and no reference counts
 def ftrl_step(z, n, j, g, w, root_n, inv_alpha):
     """Eq. (4) for coordinate ``j`` with gradient ``g``, current weight ``w`` and
     ``root_n = sqrt(n_j)`` (already computed for eq. (1): a square root saved per non-zero,
@@ -134,45 +126,78 @@ def ftrl_step(z, n, j, g, w, root_n, inv_alpha):
     n[j] = n_new
 
 
-@inlined_kernel  # per event, with arrays: inlined, so no call and no reference counts
-def learn_event(values, columns, start, end, column_base, positive, i, scores, z, n, bias_z,
-                bias_n, touched, class_counts, weights, roots, now, one_event, hyper):  # fmt: skip
-    """Learn one row, the entries ``values[start:end]`` of columns
-    ``columns[start - column_base:end - column_base]``: a CSR row passes its ``data`` and
-    ``indices`` (``column_base`` 0), a dense row the flattened batch and ``0 .. n_features - 1``
-    (``column_base`` = ``start``).  ``weights`` and ``roots`` hold at least ``end - start``
-    entries (scratch); ``scores[i]`` takes the pre-update score (2) when ``scores`` is not
-    empty.  Only the non-zeros are touched, so a dense row and its CSR copy learn the same
-    bits."""
+@kernel
+def ftrl_rows(values, columns, indptr, y, scores, z, n, bias_z, bias_n, clock, touched,
+              class_counts, hyper):  # fmt: skip
+    """Learn the rows ``values[indptr[i]:indptr[i + 1]]`` in order, for the dense and the CSR
+    kernel alike: a CSR batch passes its ``data``, ``indices`` and ``indptr``; a dense batch its
+    flattened rows and ``columns=None``, ``indptr=None`` (row ``i`` is then the entries
+    ``i * n_features`` onwards, entry ``k`` in column ``k - i * n_features``).  numba compiles
+    the ``None`` version apart, the tests on ``None`` pruned, so the dense rows are read as
+    directly as a dense loop would.  The arguments after ``scores`` are those of
+    :func:`logistic_dense`.  Only the non-zeros are touched, so a dense row and its CSR copy
+    learn the same bits.
+
+    One loop for both layouts, not a per-event helper: a call per event that passes the state's
+    arrays costs their reference counts, and inlining such a helper, or :func:`catch_up` and
+    :func:`ftrl_step` per non-zero, at numba's IR level measured slower still (bench/README.md,
+    "versus_c.py"); so eq. (5) and (4) are written out in the per-feature loops."""
     alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
     inv_alpha = 1.0 / alpha
-    # eq. (1) for the non-zeros only, kept (with sqrt(n_j)) for eq. (4); eq. (2) in order
-    s = 0.0
-    for k in range(start, end):
-        value = values[k]
-        if value != 0.0:
-            j = columns[k - column_base]
-            catch_up(z, n, j, touched, j, now, half_life, one_event)
-            root = np.sqrt(n[j])
-            w = weight_from_root(z[j], root, inv_alpha, beta, l1, l2)
-            weights[k - start] = w
-            roots[k - start] = root
-            s += w * value
-    catch_up(bias_z, bias_n, 0, touched, z.shape[0], now, half_life, one_event)
-    w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
-    s = served_score(s, w_bias, class_counts, use_offset)
-    if scores.shape[0] > 0:
-        scores[i] = s
-    # eq. (3): the log-loss gradient is (p - y01) times the feature
-    residual = sigmoid(s) - (1.0 if positive else 0.0)
-    for k in range(start, end):
-        value = values[k]
-        if value != 0.0:
-            j = columns[k - column_base]
-            ftrl_step(z, n, j, residual * value, weights[k - start], roots[k - start], inv_alpha)
-    if fit_intercept:
-        ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
-    count_label(class_counts, positive, use_offset, one_event)
+    now = clock[0] if half_life > 0.0 else 0
+    one_event = decay_over(1, half_life)
+    want_scores = scores.shape[0] > 0
+    n_features = z.shape[0]
+    n_rows = y.shape[0]
+    if indptr is None:
+        longest = n_features
+    else:
+        longest = 0
+        for i in range(n_rows):
+            longest = max(longest, indptr[i + 1] - indptr[i])
+    weights = np.zeros(longest)
+    roots = np.zeros(longest)
+    for i in range(n_rows):
+        start = i * n_features if indptr is None else indptr[i]
+        end = start + n_features if indptr is None else indptr[i + 1]
+        # eq. (1) for the non-zeros only, kept (with sqrt(n_j)) for eq. (4); eq. (2) in order
+        s = 0.0
+        for k in range(start, end):
+            value = values[k]
+            if value != 0.0:
+                j = k - start if columns is None else columns[k]
+                if half_life > 0.0:  # eq. (5): catch_up, written out
+                    factor = catch_up_factor(now - touched[j], half_life, one_event)
+                    z[j] *= factor
+                    n[j] *= factor
+                    touched[j] = now
+                root = np.sqrt(n[j])
+                w = weight_from_root(z[j], root, inv_alpha, beta, l1, l2)
+                weights[k - start] = w
+                roots[k - start] = root
+                s += w * value
+        catch_up(bias_z, bias_n, 0, touched, n_features, now, half_life, one_event)
+        w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
+        s = served_score(s, w_bias, class_counts, use_offset)
+        if want_scores:
+            scores[i] = s
+        # eq. (3): the log-loss gradient is (p - y01) times the feature
+        residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
+        for k in range(start, end):
+            value = values[k]
+            if value != 0.0:  # eq. (4): ftrl_step, written out
+                j = k - start if columns is None else columns[k]
+                g = residual * value
+                n_new = n[j] + g * g
+                sigma = (np.sqrt(n_new) - roots[k - start]) * inv_alpha
+                z[j] += g - sigma * weights[k - start]
+                n[j] = n_new
+        if fit_intercept:
+            ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
+        count_label(class_counts, y[i] > 0, use_offset, one_event)
+        now += 1
+    if half_life > 0.0:
+        clock[0] = now
 
 
 @kernel
@@ -183,23 +208,9 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_cou
     ``class_counts``: ``[n_-, n_+]`` of eq. (6) (empty when the offset is off); ``hyper``:
     ``(alpha, beta, l1, l2, fit_intercept, half_life, base_rate_offset)``.  When ``scores``
     has one slot per row, row i's pre-update score (2) is written into it (an empty ``scores``
-    skips that)."""
-    half_life = hyper[5]
-    now = clock[0] if half_life > 0.0 else 0
-    one_event = decay_over(1, half_life)
-    n_features = X.shape[1]
-    values = X.ravel()
-    columns = np.arange(n_features)
-    weights = np.zeros(n_features)
-    roots = np.zeros(n_features)
-    for i in range(X.shape[0]):
-        start = i * n_features
-        learn_event(values, columns, start, start + n_features, start, y[i] > 0, i, scores, z, n,
-                    bias_z, bias_n, touched, class_counts, weights, roots, now, one_event,
-                    hyper)  # fmt: skip
-        now += 1
-    if half_life > 0.0:
-        clock[0] = now
+    skips that).  Dense rows skip their zeros (:func:`ftrl_rows`)."""
+    ftrl_rows(X.ravel(), None, None, y, scores, z, n, bias_z, bias_n, clock, touched,
+              class_counts, hyper)  # fmt: skip
 
 
 @kernel
@@ -208,21 +219,8 @@ def logistic_csr(
 ):
     """As :func:`logistic_dense` for CSR rows: O(nnz) per event (lazy weights: eq. (1) is
     evaluated only for the row's columns)."""
-    half_life = hyper[5]
-    now = clock[0] if half_life > 0.0 else 0
-    one_event = decay_over(1, half_life)
-    longest = 0
-    for i in range(indptr.shape[0] - 1):
-        longest = max(longest, indptr[i + 1] - indptr[i])
-    weights = np.zeros(longest)
-    roots = np.zeros(longest)
-    for i in range(indptr.shape[0] - 1):
-        learn_event(data, indices, indptr[i], indptr[i + 1], 0, y[i] > 0, i, scores, z, n,
-                    bias_z, bias_n, touched, class_counts, weights, roots, now, one_event,
-                    hyper)  # fmt: skip
-        now += 1
-    if half_life > 0.0:
-        clock[0] = now
+    ftrl_rows(data, indices, indptr, y, scores, z, n, bias_z, bias_n, clock, touched,
+              class_counts, hyper)  # fmt: skip
 
 
 @kernel

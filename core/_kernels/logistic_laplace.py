@@ -31,7 +31,8 @@ symmetric (IEEE products commute; ``(f * u_i) * u_j`` would not).  ``1 + h v >= 
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels.logistic import base_rate, count_label, sigmoid
+from core._kernels.calibration import sigmoid
+from core._kernels.logistic import base_rate, count_label
 
 
 @kernel

@@ -30,9 +30,9 @@ code, not those around a loop nor those of an array chosen by a condition.  A ro
 cost four to six of them per event, a large share of a dense event's time (bench/README.md,
 "versus_c.py").  So the per-event paths of the L2 kernels index ``X[i, j]``, choose a
 class's sums by the row index of ``table``, loop in the kernel itself, and call per event only
-helpers that take scalars, are straight-line code or are inlined into the kernel at numba's
-IR level (``inlined_kernel``: no call, so no reference counts); the O(n_features) folds and
-renormalisations, which are rare, still call helpers.
+helpers that take scalars or are straight-line code (inlining a helper that takes arrays at
+numba's IR level, ``inlined_kernel``, does not help: its arguments are still references); the
+O(n_features) folds and renormalisations, which are rare, still call helpers.
 
 The elastic-net kernel, which keeps explicit weights instead of this layout, is
 :mod:`core._kernels.spam_net`.
@@ -42,7 +42,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from core._kernels._config import inlined_kernel, kernel
+from core._kernels._config import kernel
 from core._kernels._linalg import dot_dense, dot_sparse
 from core._kernels.forgetting import (
     advance,
@@ -140,7 +140,7 @@ def renormalise(factor, sums, class_weight, avg_offset, avg_coef, avg_weight, w_
         scale_in_place(dot, factor)
 
 
-@inlined_kernel  # per event: a call would select n_pos or n_neg (reference counts, above)
+@kernel
 def count_event(positive, c, n_pos, n_neg, class_weight, half_life):
     """The event joins its class's count (and weight, with ``c``, when forgetting)."""
     if positive:
@@ -326,7 +326,15 @@ def spam_l2_dense(X, y, scores, state, options, forget, check_rows):
         else:
             for j in range(n_features):
                 table[own, j] += c * X[i, j]
-        count_event(positive, c, n_pos, n_neg, class_weight, half_life)
+        # count_event, written out (faster: bench/README.md, "versus_c.py"): as a call, its
+        # two branches select n_pos or n_neg, and a selected array's references are not
+        # pruned (see above); inlined at numba's IR level it passes its arrays all the same
+        if positive:
+            n_pos[0] += 1
+        else:
+            n_neg[0] += 1
+        if half_life > 0.0:
+            class_weight[1 if positive else 0] += c
         factor = advance(clock, epoch, half_life)
         if factor != 1.0:
             renormalise(factor, (table[2], table[3]), class_weight, table[1], avg_coef,
@@ -358,8 +366,8 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget, check_
     n_learned = indptr.shape[0] - 1
     for i in range(indptr.shape[0] - 1):
         # unsigned positions and columns: numba wraps a negative signed index around (a test
-        # and an add per access, and registers), which cost 40 % of a gather loop's rate
-        # (2**20 columns); validation guarantees both are in range
+        # and an add per access, and registers; bench/README.md, "versus_c.py"); validation
+        # guarantees both are in range
         start = np.uint64(indptr[i])
         end = np.uint64(indptr[i + 1])
         if check_rows and not csr_row_in_order(indices, start, end, n_features):

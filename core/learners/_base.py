@@ -86,16 +86,16 @@ NO_SCORES = np.empty(0, dtype=np.float64)
 
 #: A dense batch of more than ``4 * BLOCK_BYTES`` is checked for NaN / infinity and learned in
 #: blocks of about ``BLOCK_BYTES``, each learned right after its check, while it is in the
-#: cache: checking the whole batch first reads it from memory twice, which cost a third of the
-#: rate of ``partial_fit`` on 10**6 x 50 events (bench/versus_c.py).  2 MB keeps a block in
-#: the last-level cache and the per-call overhead (~10 us) under 3 % of a block's learning.
+#: cache: checking the whole batch first reads it from memory twice (bench/README.md,
+#: "versus_c.py").  2 MB keeps a block in the last-level cache and the per-call overhead
+#: (~10 us) small next to a block's learning.
 BLOCK_BYTES = 2 * 2**20
 
 #: A batch of at least this size, for a learner whose kernel checks its rows
 #: (:meth:`OnlineLearner._learn_rows`), is not checked before it is learned: the kernel stops
 #: at the first row it cannot prove sound, and the state saved before is put back if the row is
 #: at fault.  Below it, saving the state (~10 us for a small one) costs more than the check it
-#: spares (measured on 50 dense features: 117 KB +1 %, 391 KB -5 %).
+#: spares (bench/README.md, "versus_c.py").
 KERNEL_CHECK_BYTES = 256 * 2**10
 
 

@@ -117,47 +117,91 @@ def ftrl_step(z, n, j, g, w, root_n, inv_alpha):
 
 
 @kernel
-def ftrl_rows(values, columns, indptr, y, scores, z, n, bias_z, bias_n, clock, touched,
-              class_counts, hyper):  # fmt: skip
-    """Learn the rows ``values[indptr[i]:indptr[i + 1]]`` in order, for the dense and the CSR
-    kernel alike: a CSR batch passes its ``data``, ``indices`` and ``indptr``; a dense batch its
-    flattened rows and ``columns=None``, ``indptr=None`` (row ``i`` is then the entries
-    ``i * n_features`` onwards, entry ``k`` in column ``k - i * n_features``).  numba compiles
-    the ``None`` version apart, the tests on ``None`` pruned, so the dense rows are read as
-    directly as a dense loop would.  The arguments after ``scores`` are those of
-    :func:`logistic_dense`.  Only the non-zeros are touched, so a dense row and its CSR copy
-    learn the same bits.
+def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_counts, hyper):
+    """Learn the dense rows ``X`` in order.  ``z``, ``n``: the per-feature accumulators;
+    ``bias_z``, ``bias_n``: the intercept's (shape (1,)); ``clock``, ``touched``: events
+    learned and each accumulator's last catch-up ((logistic.9); empty when ``half_life`` is 0);
+    ``class_counts``: ``[n_-, n_+]`` of (logistic.10) (empty when the offset is off); ``hyper``:
+    ``(alpha, beta, l1, l2, fit_intercept, half_life, base_rate_offset)``.  When ``scores``
+    has one slot per row, row i's pre-update score (logistic.8) is written into it (an empty
+    ``scores`` skips that).
 
-    One loop for both layouts, not a per-event helper: a call per event that passes the state's
-    arrays costs their reference counts, and inlining such a helper, or :func:`catch_up` and
-    :func:`ftrl_step` per non-zero, at numba's IR level measured slower still (bench/README.md,
-    "versus_c.py"); so (logistic.9) and (logistic.4)-(logistic.6) are written out in the
-    per-feature loops."""
+    Written out apart from :func:`logistic_csr` because it measures faster: one loop for both
+    layouts learned dense rows 11-15 % slower (bench/README.md, "One loop for dense and CSR
+    rows")."""
     alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
     inv_alpha = 1.0 / alpha
     now = clock[0] if half_life > 0.0 else 0
     one_event = decay_over(1, half_life)
     want_scores = scores.shape[0] > 0
-    n_features = z.shape[0]
-    n_rows = y.shape[0]
-    if indptr is None:
-        longest = n_features
-    else:
-        longest = 0
-        for i in range(n_rows):
-            longest = max(longest, indptr[i + 1] - indptr[i])
-    weights = np.zeros(longest)
-    roots = np.zeros(longest)
-    for i in range(n_rows):
-        start = i * n_features if indptr is None else indptr[i]
-        end = start + n_features if indptr is None else indptr[i + 1]
+    n_features = X.shape[1]
+    weights = np.zeros(n_features)
+    roots = np.zeros(n_features)
+    for i in range(X.shape[0]):
         # (logistic.3) for the non-zeros only, kept (with sqrt(n_j)) for the step
         # (logistic.4)-(logistic.6); the score (logistic.8) in order
         s = 0.0
-        for k in range(start, end):
-            value = values[k]
+        for j in range(n_features):
+            value = X[i, j]
             if value != 0.0:
-                j = k - start if columns is None else columns[k]
+                if half_life > 0.0:  # (logistic.9): catch_up, written out
+                    factor = catch_up_factor(now - touched[j], half_life, one_event)
+                    z[j] *= factor
+                    n[j] *= factor
+                    touched[j] = now
+                root = np.sqrt(n[j])
+                w = weight_from_root(z[j], root, inv_alpha, beta, l1, l2)
+                weights[j] = w
+                roots[j] = root
+                s += w * value
+        catch_up(bias_z, bias_n, 0, touched, n_features, now, half_life, one_event)
+        w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
+        s = served_score(s, w_bias, class_counts, use_offset)
+        if want_scores:
+            scores[i] = s
+        # (logistic.2): the log-loss gradient is (p - y01) times the feature
+        residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
+        for j in range(n_features):
+            value = X[i, j]
+            if value != 0.0:  # (logistic.4)-(logistic.6): ftrl_step, written out
+                g = residual * value
+                n_new = n[j] + g * g
+                sigma = (np.sqrt(n_new) - roots[j]) * inv_alpha
+                z[j] += g - sigma * weights[j]
+                n[j] = n_new
+        if fit_intercept:
+            ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
+        count_label(class_counts, y[i] > 0, use_offset, one_event)
+        now += 1
+    if half_life > 0.0:
+        clock[0] = now
+
+
+@kernel
+def logistic_csr(
+    indptr, indices, data, y, scores, z, n, bias_z, bias_n, clock, touched, class_counts, hyper
+):
+    """As :func:`logistic_dense` for CSR rows: O(nnz) per event (lazy weights: (logistic.3) is
+    evaluated only for the row's columns)."""
+    alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
+    inv_alpha = 1.0 / alpha
+    now = clock[0] if half_life > 0.0 else 0
+    one_event = decay_over(1, half_life)
+    n_features = z.shape[0]
+    want_scores = scores.shape[0] > 0
+    longest = 0
+    for i in range(indptr.shape[0] - 1):
+        longest = max(longest, indptr[i + 1] - indptr[i])
+    weights = np.zeros(longest)
+    roots = np.zeros(longest)
+    for i in range(indptr.shape[0] - 1):
+        start = indptr[i]
+        end = indptr[i + 1]
+        s = 0.0
+        for k in range(start, end):
+            value = data[k]
+            if value != 0.0:
+                j = indices[k]
                 if half_life > 0.0:  # (logistic.9): catch_up, written out
                     factor = catch_up_factor(now - touched[j], half_life, one_event)
                     z[j] *= factor
@@ -173,12 +217,11 @@ def ftrl_rows(values, columns, indptr, y, scores, z, n, bias_z, bias_n, clock, t
         s = served_score(s, w_bias, class_counts, use_offset)
         if want_scores:
             scores[i] = s
-        # (logistic.2): the log-loss gradient is (p - y01) times the feature
         residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
         for k in range(start, end):
-            value = values[k]
+            value = data[k]
             if value != 0.0:  # (logistic.4)-(logistic.6): ftrl_step, written out
-                j = k - start if columns is None else columns[k]
+                j = indices[k]
                 g = residual * value
                 n_new = n[j] + g * g
                 sigma = (np.sqrt(n_new) - roots[k - start]) * inv_alpha
@@ -190,29 +233,6 @@ def ftrl_rows(values, columns, indptr, y, scores, z, n, bias_z, bias_n, clock, t
         now += 1
     if half_life > 0.0:
         clock[0] = now
-
-
-@kernel
-def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_counts, hyper):
-    """Learn the dense rows ``X`` in order.  ``z``, ``n``: the per-feature accumulators;
-    ``bias_z``, ``bias_n``: the intercept's (shape (1,)); ``clock``, ``touched``: events
-    learned and each accumulator's last catch-up ((logistic.9); empty when ``half_life`` is 0);
-    ``class_counts``: ``[n_-, n_+]`` of (logistic.10) (empty when the offset is off); ``hyper``:
-    ``(alpha, beta, l1, l2, fit_intercept, half_life, base_rate_offset)``.  When ``scores``
-    has one slot per row, row i's pre-update score (logistic.8) is written into it (an empty
-    ``scores`` skips that).  Dense rows skip their zeros (:func:`ftrl_rows`)."""
-    ftrl_rows(X.ravel(), None, None, y, scores, z, n, bias_z, bias_n, clock, touched,
-              class_counts, hyper)  # fmt: skip
-
-
-@kernel
-def logistic_csr(
-    indptr, indices, data, y, scores, z, n, bias_z, bias_n, clock, touched, class_counts, hyper
-):
-    """As :func:`logistic_dense` for CSR rows: O(nnz) per event (lazy weights: (logistic.3) is
-    evaluated only for the row's columns)."""
-    ftrl_rows(data, indices, indptr, y, scores, z, n, bias_z, bias_n, clock, touched,
-              class_counts, hyper)  # fmt: skip
 
 
 @kernel

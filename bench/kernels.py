@@ -109,11 +109,9 @@ CASES = {
                               data=lambda n: dense_events(n, 50), target=None),
 }  # fmt: skip
 
-# issue 3 baselines: OAM (buffers of 100 per class) and OPAUC.  The rank-8 cases cap their
-# batch at 4,000 events (a 10,000-wide dense row is 80 KB).  On the 2-vCPU AMD EPYC with
-# another agent's load tests on the other core (load average 1.5-2), CPU time, best of 9:
-# CSR about 8.9e4 (factored sketch; 4.0e4 before), meets 5e4; dense about 1.65e4-1.7e4, does
-# not (it reads both sketches from L3 every event): the breakdown in core/_kernels/opauc_sketch.py.
+# the pairwise baselines: OAM (buffers of 100 per class) and OPAUC.  The rank-8 cases cap their
+# batch at 4,000 events (a 10,000-wide dense row is 80 KB); their figures: bench/README.md,
+# "OPAUC's low-rank sketch".
 CASES.update({
     "oam-seq-dense50": dict(learner="oam", params={"variant": "seq"},
                             data=lambda n: dense_events(n, 50), target=3e5),
@@ -132,8 +130,7 @@ CASES.update({
 })  # fmt: skip
 
 # the pAUC learners with their defaults and without the all-pairs term (auc_weight=0: Kar et
-# al.'s objective and POISE's game, the defaults before round 2 of issue 10 and before
-# docs/algorithms/poise.md (poise.14))
+# al.'s objective and POISE's game; docs/algorithms/poise.md (poise.14))
 CASES.update({
     "pmb-dense50": dict(learner="pmb", params={}, data=lambda n: dense_events(n, 50),
                         target=None),
@@ -147,6 +144,24 @@ CASES.update({
                           target=None),
     "poise-dense50-auc0": dict(learner="poise", params={"auc_weight": 0.0},
                                data=lambda n: dense_events(n, 50), target=None),
+})  # fmt: skip
+
+
+# logistic's FTRL solver (the dense and CSR kernels share one per-event helper), plain and with
+# every option that adds work per event (forgetting, the base-rate offset)
+CASES.update({
+    "logistic-ftrl-dense50": dict(learner="logistic", params={"solver": "ftrl"},
+                                  data=lambda n: dense_events(n, 50), target=None),
+    "logistic-ftrl-csr": dict(learner="logistic", params={"solver": "ftrl"},
+                              data=lambda n: csr_events(n, 2**20, 20), target=None),
+    "logistic-ftrl-forget-dense50": dict(
+        learner="logistic", params={"solver": "ftrl", "half_life": 1000.0,
+                                    "base_rate_offset": True},
+        data=lambda n: dense_events(n, 50), target=None),
+    "logistic-ftrl-forget-csr": dict(
+        learner="logistic", params={"solver": "ftrl", "half_life": 1000.0,
+                                    "base_rate_offset": True},
+        data=lambda n: csr_events(n, 2**20, 20), target=None),
 })  # fmt: skip
 
 
@@ -208,7 +223,7 @@ def main(argv=None):
         f"{args.events} events per batch, best of {args.repeats}"
     )
     header = (
-        f"{'case':<20} {'compile s':>10} {'kernel ev/s':>13} {'kernel+scores':>14} "
+        f"{'case':<28} {'compile s':>10} {'kernel ev/s':>13} {'kernel+scores':>14} "
         f"{'partial_fit':>13} {'target':>10}  met"
     )
     print(header)
@@ -220,7 +235,7 @@ def main(argv=None):
         met = "" if target is None else ("yes" if kernel >= target else "NO")
         target_text = "—" if target is None else f"{target / 1e6:g}M"
         rates = f"{kernel / 1e6:>12.2f}M {with_scores / 1e6:>13.2f}M {public / 1e6:>12.2f}M"
-        print(f"{name:<20} {compile_seconds:>10.2f} {rates} {target_text:>10}  {met}")
+        print(f"{name:<28} {compile_seconds:>10.2f} {rates} {target_text:>10}  {met}")
     return 0
 
 

@@ -41,6 +41,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.kernels import chosen_cases, csr_events, dense_events  # noqa: E402
+from core._kernels._config import drop_stale_cache  # noqa: E402
 from core.learners import make_learner  # noqa: E402
 from core.learners.spam import feature_table  # noqa: E402
 from core.validation import CSRMatrix, check_batch  # noqa: E402
@@ -193,6 +194,7 @@ def measure(case: str, n_events: int, rounds: int, exact, natural) -> dict[str, 
 
 
 def main(argv=None):
+    drop_stale_cache()  # an edited checkout's kernels compile afresh
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--events", type=int, default=1_000_000)

@@ -43,6 +43,7 @@ __all__ = [
     "as_labels",
     "as_scores",
     "check_batch",
+    "check_fpr_pair",
     "check_fpr_range",
     "check_labelled_scores",
     "check_rows",
@@ -443,10 +444,16 @@ def check_labelled_scores(y_true, scores) -> tuple[np.ndarray, np.ndarray]:
     return as_labels(labels), score_array
 
 
-def check_fpr_range(alpha, beta) -> tuple[float, float]:
+def check_fpr_range(alpha, beta, *, param: str | None = None) -> tuple[float, float]:
     """Check a false-positive-rate range ``0 <= alpha < beta <= 1``; ``(alpha, beta)`` as floats.
 
-    Used by the pAUC metrics and the pAUC learners alike; the error names the bound at fault.
+    The one check of an FPR range: the pAUC metrics, the pAUC learners, ``auto``'s and the tree
+    embedding's ``pauc_range`` and the service's schema all call it (a range given as one
+    ``[alpha, beta]`` value through :func:`check_fpr_pair`).  Each bound must be a real number
+    (not a bool), which rejects NaN and the infinities by the range itself.  The error is an
+    :class:`~core.errors.InvalidParameter` whose ``param`` names the bound at fault, or
+    ``param`` when the two bounds are one parameter (``"pauc_range"``), whose name then leads
+    the message.
 
     >>> check_fpr_range(0, 0.1)
     (0.0, 0.1)
@@ -454,11 +461,26 @@ def check_fpr_range(alpha, beta) -> tuple[float, float]:
     Traceback (most recent call last):
     ...
     core.errors.InvalidParameter: Expected beta in (alpha, 1], got: 0.1 (an FPR range needs 0 <= alpha < beta <= 1; alpha=0.2)
+    >>> check_fpr_range(0.2, 0.1, param="pauc_range")
+    Traceback (most recent call last):
+    ...
+    core.errors.InvalidParameter: pauc_range: expected 0 <= alpha < beta <= 1, got [0.2, 0.1]
     """  # noqa: E501
     for name, value in (("alpha", alpha), ("beta", beta)):
         if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+            if param is not None:
+                raise InvalidParameter(
+                    f"{param}: expected [alpha, beta], two numbers, got {[alpha, beta]!r}",
+                    param=param,
+                )
             raise InvalidParameter(f"{name} must be a real number, got: {value!r}", param=name)
     alpha, beta = float(alpha), float(beta)
+    if param is not None:
+        if not 0.0 <= alpha < beta <= 1.0:  # also rejects NaN and the infinities
+            raise InvalidParameter(
+                f"{param}: expected 0 <= alpha < beta <= 1, got {[alpha, beta]!r}", param=param
+            )
+        return alpha, beta
     if not 0.0 <= alpha < 1.0:  # also rejects NaN
         raise InvalidParameter(
             f"Expected alpha in [0, beta), got: {alpha!r} (an FPR range needs "
@@ -472,3 +494,21 @@ def check_fpr_range(alpha, beta) -> tuple[float, float]:
             param="beta",
         )
     return alpha, beta
+
+
+def check_fpr_pair(pair, param: str = "pauc_range") -> tuple[float, float]:
+    """:func:`check_fpr_range` of a range given as one value ``[alpha, beta]`` (a list, tuple
+    or array of two numbers; not a string), every error naming ``param``.
+
+    >>> check_fpr_pair([0, 0.05])
+    (0.0, 0.05)
+    >>> check_fpr_pair("0,0.1")
+    Traceback (most recent call last):
+    ...
+    core.errors.InvalidParameter: pauc_range: expected [alpha, beta], two numbers, got '0,0.1'
+    """
+    if isinstance(pair, str | bytes | dict) or not hasattr(pair, "__len__") or len(pair) != 2:
+        raise InvalidParameter(
+            f"{param}: expected [alpha, beta], two numbers, got {pair!r}", param=param
+        )
+    return check_fpr_range(pair[0], pair[1], param=param)

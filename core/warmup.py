@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from core import metrics
+from core._kernels._config import drop_stale_cache
 from core.errors import InvalidParameter
 from core.learners import available_learners, learner_class, make_learner
 from core.learners._candidates import WIDE_FEATURES, default_candidates
@@ -210,6 +211,7 @@ def compile_kernels(
     """Run every group of :func:`kernel_groups` (or ``groups``) once on a tiny stream.  Returns
     the seconds each group took, by name; ``progress(name, seconds)`` is called as each group
     finishes."""
+    drop_stale_cache()
     timings: dict[str, float] = {}
     for name in kernel_groups() if groups is None else groups:
         timings[name] = compile_group(name)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import core
+from core._kernels._config import drop_stale_cache
 from core.warmup import READY_GROUPS, compile_group, groups_for, kernel_groups, readiness
 from service.errors import WarmingUp
 
@@ -114,6 +115,7 @@ def warm_up(ready: threading.Event | None = None) -> None:
     """Run every kernel group (:func:`core.warmup.kernel_groups`) in this process, logging
     which group is compiling, each one's time and the count done, and set ``ready`` once
     :data:`~core.warmup.READY_GROUPS` have run."""
+    drop_stale_cache()  # before the first kernel call reads numba's cache index
     readiness.plan(kernel_groups())
     cpu = os.environ.get("NUMBA_CPU_NAME") or "host"
     logger.info(

@@ -10,6 +10,7 @@ import pytest
 import redis
 from hypothesis import HealthCheck, settings
 
+from core._kernels._config import drop_stale_cache
 from loadtest.local import private_redis, private_redis_cluster
 from service.stores.client import connect
 
@@ -20,6 +21,10 @@ settings.register_profile(
 )
 settings.register_profile("ci", parent=settings.get_profile("aucstream"), max_examples=100)
 settings.load_profile("ci" if os.environ.get("CI") else "aucstream")
+
+# an edited checkout's compiled kernels go before the session calls any (importing core does
+# no I/O; the service's warm-up does the same at start-up)
+drop_stale_cache()
 
 
 @pytest.fixture(scope="session")

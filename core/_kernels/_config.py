@@ -4,6 +4,11 @@
 ``NUMBA_CACHE_DIR``) so a restarted service does not pay the JIT again; ``nogil=True`` lets the
 service run kernels from threads without holding the GIL.  ``fastmath`` stays off: reassociation
 would break the bit-for-bit "same state + same events = same result" contract.
+
+Importing this module (and so ``core``) reads and writes no file: numba touches its cache only
+when a kernel is first called, and :func:`drop_stale_cache` runs only when a process that is
+about to compile calls it (the service's warm-up, :func:`core.warmup.compile_kernels`, the test
+session, the benchmarks).
 """
 
 import hashlib
@@ -15,15 +20,23 @@ from numba import njit
 JIT_OPTIONS = {"cache": True, "nogil": True, "fastmath": False, "error_model": "numpy"}
 
 
-def _drop_stale_cache(kernels: Path) -> None:
-    """Delete the on-disk kernels next to these modules when any kernel source changed.
+def drop_stale_cache(kernels: Path | None = None) -> None:
+    """Delete the on-disk kernels next to these modules (``kernels``, by default this folder)
+    when any kernel source changed; nothing when ``NUMBA_CACHE_DIR`` is set.
 
     numba checks a cached kernel against its own file's timestamp only, not against the files
     of the kernels it calls (and inlines): after an edit of ``forgetting.py``, ``oam.py``'s
     cached machine code still runs the old helper.  A pip install or upgrade rewrites every
     file, so users never meet this; a checkout that is edited in place does.  The fingerprint
     of all kernel sources is kept beside the cache; when it differs, the cache goes.  (A cache
-    under ``NUMBA_CACHE_DIR``, as in the image, is built once from one source tree.)"""
+    under ``NUMBA_CACHE_DIR``, as in the image, is built once from one source tree.)
+
+    Call it before the process's first kernel call: numba reads a cache index when a kernel is
+    first dispatched."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    if kernels is None:
+        kernels = Path(__file__).resolve().parent
     cache = kernels / "__pycache__"
     digest = hashlib.sha256()
     for source in sorted(kernels.glob("*.py")):
@@ -42,10 +55,6 @@ def _drop_stale_cache(kernels: Path) -> None:
         stamp.write_text(fingerprint)
     except OSError:  # a read-only install: numba then caches elsewhere, or not at all
         pass
-
-
-if not os.environ.get("NUMBA_CACHE_DIR"):
-    _drop_stale_cache(Path(__file__).resolve().parent)
 
 
 def kernel(function):

@@ -1,45 +1,35 @@
 """Online logistic regression by per-coordinate FTRL-Proximal (McMahan et al., "Ad click
-prediction: a view from the trenches", KDD 2013, Algorithm 1).
+prediction: a view from the trenches", KDD 2013, Algorithm 1): docs/algorithms/logistic.md
+(logistic.2)-(logistic.10), whose numbers the code below cites.  In short: the weight
+(logistic.3) of each coordinate is computed lazily from its accumulators ``z_i``, ``n_i``; the
+score is the logit (logistic.8), plus the base-rate offset (logistic.10) when it is on; the
+log-loss gradient (logistic.2) drives the step (logistic.4)-(logistic.6); with ``half_life``
+both accumulators are discounted (logistic.9) when an event next reads them (``touched[i]``
+holds the event of coordinate i's last catch-up, slot ``n_features`` the intercept's).
 
-Equations (numbered as in :mod:`core.learners.logistic`):
-
-* (1) lazy weight of coordinate i from its accumulators ``z_i``, ``n_i``:
-  ``w_i = 0`` if ``|z_i| <= l1``, else
-  ``w_i = -(z_i - sign(z_i) l1) / ((beta + sqrt(n_i)) / alpha + l2)``;
-* (2) score ``s = sum_i w_i x_i + b`` (the logit) and ``p = sigmoid(s)``;
-* (3) log-loss gradient ``g_i = (p - y01) x_i`` with ``y01`` in {0, 1};
-* (4) ``sigma_i = (sqrt(n_i + g_i^2) - sqrt(n_i)) / alpha``, ``z_i += g_i - sigma_i w_i``,
-  ``n_i += g_i^2``;
-* (5) with ``half_life = H`` (docs/algorithms/logistic.md (logistic.9)): before event t reads
-  them, ``z_i`` and ``n_i`` are multiplied by ``2 ** (-1 / H)`` per event since they were last
-  caught up (lazily: ``touched[i]`` holds that event, slot ``n_features`` is the intercept's),
-  so both are exponentially discounted sums and the step ``alpha / (beta + sqrt(n_i))`` stops
-  shrinking;
-* (6) with ``base_rate_offset`` (docs/algorithms/logistic.md (logistic.10)): the score of (2)
-  gains ``o = log((n_+ + 1/2) / (n_- + 1/2))`` from the class counts of the events learned
-  before (discounted by ``2 ** (-1 / H)`` per event with ``half_life``), and (3) uses that
-  score, so ``b`` learns the residual of the base rate.
-
-The intercept ``b`` is coordinate "-1": a constant feature 1 with its own ``z``, ``n`` and no
-penalty (``l1 = l2 = 0`` in (1)).  A coordinate with ``x_i = 0`` has ``g_i = 0``, so (4) leaves
-it unchanged; both kernels therefore touch only the event's non-zeros (O(nnz) for CSR rows,
-and dense rows skip their zeros), and a dense row and its CSR copy learn the same thing.
+The intercept ``b`` is a constant feature 1 with its own ``z``, ``n`` and no penalty
+((logistic.3) with ``l1 = l2 = 0``).  A coordinate with ``x_i = 0`` has ``g_i = 0``, so the
+step leaves it unchanged; the kernel therefore touches only the event's non-zeros (O(nnz) for
+CSR rows, and dense rows skip their zeros), and a dense row and its CSR copy learn the same
+thing.
 
 Kernels take arrays and scalars only, validate nothing and read no globals.  The per-feature
-loops write the catch-up (5) and the step (4) out instead of calling :func:`catch_up` and
-:func:`ftrl_step`: a call that takes arrays costs numba reference-count updates on each
-(see ``core._kernels.spam``, "Per-event code"), per non-zero here.
+loops write the catch-up (logistic.9) and the step (logistic.4)-(logistic.6) out instead of
+calling :func:`catch_up` and :func:`ftrl_step`: a call that takes arrays costs numba
+reference-count updates on each (see ``core._kernels.spam``, "Per-event code"), per non-zero
+here.
 """
 
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels.calibration import sigmoid
 from core._kernels.forgetting import decay_over
 
 
 @kernel
 def weight_from_root(z, root_n, inv_alpha, beta, l1, l2):
-    """Eq. (1) given ``sqrt(n_i)`` and ``1 / alpha``: the FTRL-Proximal closed form of ``w_i``
+    """(logistic.3) given ``sqrt(n_i)`` and ``1 / alpha``: the FTRL-Proximal closed form of ``w_i``
     (McMahan et al. Alg. 1).  [CHOICE] Multiplying by ``1 / alpha`` (computed once per call)
     instead of dividing by ``alpha`` saves two of the three divisions of an update; it
     rounds differently from the literal formula (by ulps, not a contract: the kernels all use
@@ -52,13 +42,13 @@ def weight_from_root(z, root_n, inv_alpha, beta, l1, l2):
 
 @kernel
 def ftrl_weight(z, n, inv_alpha, beta, l1, l2):
-    """Eq. (1) from the accumulators."""
+    """(logistic.3) from the accumulators."""
     return weight_from_root(z, np.sqrt(n), inv_alpha, beta, l1, l2)
 
 
 @kernel
 def intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept):
-    """The intercept: eq. (1) without penalty for the constant feature (0 when not fitted)."""
+    """The intercept: (logistic.3) without penalty for the constant feature (0 when not fitted)."""
     if fit_intercept:
         return ftrl_weight(bias_z[0], bias_n[0], inv_alpha, beta, 0.0, 0.0)
     return 0.0
@@ -66,7 +56,7 @@ def intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept):
 
 @kernel
 def catch_up_factor(elapsed, half_life, one_event):
-    """Eq. (5)'s discount of an accumulator ``elapsed`` events behind.  ``one_event`` is
+    """(logistic.9)'s discount of an accumulator ``elapsed`` events behind.  ``one_event`` is
     ``decay_over(1, half_life)``, computed once per call: a coordinate of a dense stream is
     one event behind, and the exponential per non-zero would dominate the step."""
     return one_event if elapsed == 1 else decay_over(elapsed, half_life)
@@ -74,8 +64,9 @@ def catch_up_factor(elapsed, half_life, one_event):
 
 @kernel
 def catch_up(z, n, j, touched, slot, now, half_life, one_event):
-    """Eq. (5) in place for coordinate ``j`` of ``z``, ``n`` (no-op when off): the intercept's,
-    once per event (the per-feature loops write it out, see the module docstring)."""
+    """(logistic.9) in place for coordinate ``j`` of ``z``, ``n`` (no-op when off), whose last
+    catch-up is ``touched[slot]`` (a feature's slot is its column, the intercept's
+    ``n_features``)."""
     if half_life > 0.0:
         factor = catch_up_factor(now - touched[slot], half_life, one_event)
         z[j] *= factor
@@ -85,7 +76,7 @@ def catch_up(z, n, j, touched, slot, now, half_life, one_event):
 
 @kernel
 def base_rate(class_counts, use_offset):
-    """Eq. (6): ``log((n_+ + 1/2) / (n_- + 1/2))`` (the Krichevsky-Trofimov estimate of the
+    """(logistic.10): ``log((n_+ + 1/2) / (n_- + 1/2))`` (the Krichevsky-Trofimov estimate of the
     log-odds; 0 before any event), or 0.0 when the offset is off."""
     if not use_offset:
         return 0.0
@@ -94,8 +85,9 @@ def base_rate(class_counts, use_offset):
 
 @kernel
 def count_label(class_counts, positive, use_offset, one_event):
-    """Eq. (6)'s counts after an event: its class gains 1, then both are discounted by one
-    event (``one_event`` is 1.0 without ``half_life``, an exact no-op), the order of (5)."""
+    """(logistic.10)'s counts after an event: its class gains 1, then both are discounted by
+    one event (``one_event`` is 1.0 without ``half_life``, an exact no-op), the order of
+    (logistic.9)."""
     if use_offset:
         class_counts[1 if positive else 0] += 1.0
         class_counts[0] *= one_event
@@ -104,8 +96,8 @@ def count_label(class_counts, positive, use_offset, one_event):
 
 @kernel
 def served_score(s, w_bias, class_counts, use_offset):
-    """Eq. (2) with (6) from the features' part ``s``: the same additions, in the same order,
-    in the learning and the scoring kernels (a prequential score equals
+    """(logistic.8) with (logistic.10) from the features' part ``s``: the same additions, in
+    the same order, in the learning and the scoring kernels (a prequential score equals
     ``decision_function`` bit for bit)."""
     s += w_bias
     if use_offset:
@@ -114,18 +106,9 @@ def served_score(s, w_bias, class_counts, use_offset):
 
 
 @kernel
-def sigmoid(s):
-    """``1 / (1 + exp(-s))`` without overflow for large ``|s|``."""
-    if s >= 0.0:
-        return 1.0 / (1.0 + np.exp(-s))
-    e = np.exp(s)
-    return e / (1.0 + e)
-
-
-@kernel
 def ftrl_step(z, n, j, g, w, root_n, inv_alpha):
-    """Eq. (4) for coordinate ``j`` with gradient ``g``, current weight ``w`` and
-    ``root_n = sqrt(n_j)`` (already computed for eq. (1): a square root saved per non-zero,
+    """(logistic.4)-(logistic.6) for coordinate ``j`` with gradient ``g``, current weight ``w`` and
+    ``root_n = sqrt(n_j)`` (already computed for (logistic.3): a square root saved per non-zero,
     with the same bits, since ``sqrt`` is correctly rounded)."""
     n_new = n[j] + g * g
     sigma = (np.sqrt(n_new) - root_n) * inv_alpha
@@ -137,11 +120,15 @@ def ftrl_step(z, n, j, g, w, root_n, inv_alpha):
 def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_counts, hyper):
     """Learn the dense rows ``X`` in order.  ``z``, ``n``: the per-feature accumulators;
     ``bias_z``, ``bias_n``: the intercept's (shape (1,)); ``clock``, ``touched``: events
-    learned and each accumulator's last catch-up (eq. (5); empty when ``half_life`` is 0);
-    ``class_counts``: ``[n_-, n_+]`` of eq. (6) (empty when the offset is off); ``hyper``:
+    learned and each accumulator's last catch-up ((logistic.9); empty when ``half_life`` is 0);
+    ``class_counts``: ``[n_-, n_+]`` of (logistic.10) (empty when the offset is off); ``hyper``:
     ``(alpha, beta, l1, l2, fit_intercept, half_life, base_rate_offset)``.  When ``scores``
-    has one slot per row, row i's pre-update score (2) is written into it (an empty ``scores``
-    skips that)."""
+    has one slot per row, row i's pre-update score (logistic.8) is written into it (an empty
+    ``scores`` skips that).
+
+    Written out apart from :func:`logistic_csr` because it measures faster: one loop for both
+    layouts learned dense rows 11-15 % slower (bench/README.md, "One loop for dense and CSR
+    rows")."""
     alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
     inv_alpha = 1.0 / alpha
     now = clock[0] if half_life > 0.0 else 0
@@ -151,12 +138,13 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_cou
     weights = np.zeros(n_features)
     roots = np.zeros(n_features)
     for i in range(X.shape[0]):
-        # eq. (1) for the non-zeros only, kept (with sqrt(n_j)) for eq. (4); eq. (2) in order
+        # (logistic.3) for the non-zeros only, kept (with sqrt(n_j)) for the step
+        # (logistic.4)-(logistic.6); the score (logistic.8) in order
         s = 0.0
         for j in range(n_features):
             value = X[i, j]
             if value != 0.0:
-                if half_life > 0.0:  # eq. (5): catch_up, written out
+                if half_life > 0.0:  # (logistic.9): catch_up, written out
                     factor = catch_up_factor(now - touched[j], half_life, one_event)
                     z[j] *= factor
                     n[j] *= factor
@@ -171,11 +159,11 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_cou
         s = served_score(s, w_bias, class_counts, use_offset)
         if want_scores:
             scores[i] = s
-        # eq. (3): the log-loss gradient is (p - y01) times the feature
+        # (logistic.2): the log-loss gradient is (p - y01) times the feature
         residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
         for j in range(n_features):
             value = X[i, j]
-            if value != 0.0:  # eq. (4): ftrl_step, written out
+            if value != 0.0:  # (logistic.4)-(logistic.6): ftrl_step, written out
                 g = residual * value
                 n_new = n[j] + g * g
                 sigma = (np.sqrt(n_new) - roots[j]) * inv_alpha
@@ -193,7 +181,7 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_cou
 def logistic_csr(
     indptr, indices, data, y, scores, z, n, bias_z, bias_n, clock, touched, class_counts, hyper
 ):
-    """As :func:`logistic_dense` for CSR rows: O(nnz) per event (lazy weights: eq. (1) is
+    """As :func:`logistic_dense` for CSR rows: O(nnz) per event (lazy weights: (logistic.3) is
     evaluated only for the row's columns)."""
     alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
     inv_alpha = 1.0 / alpha
@@ -214,7 +202,7 @@ def logistic_csr(
             value = data[k]
             if value != 0.0:
                 j = indices[k]
-                if half_life > 0.0:  # eq. (5): catch_up, written out
+                if half_life > 0.0:  # (logistic.9): catch_up, written out
                     factor = catch_up_factor(now - touched[j], half_life, one_event)
                     z[j] *= factor
                     n[j] *= factor
@@ -232,7 +220,7 @@ def logistic_csr(
         residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
         for k in range(start, end):
             value = data[k]
-            if value != 0.0:  # eq. (4): ftrl_step, written out
+            if value != 0.0:  # (logistic.4)-(logistic.6): ftrl_step, written out
                 j = indices[k]
                 g = residual * value
                 n_new = n[j] + g * g
@@ -249,8 +237,8 @@ def logistic_csr(
 
 @kernel
 def served_weight(z_j, n_j, elapsed, half_life, inv_alpha, beta, l1, l2):
-    """Eq. (1) of an accumulator pair ``elapsed`` events behind its last catch-up, discounted
-    by eq. (5) without writing: the same product ``z_j * factor`` the learning kernel stores,
+    """(logistic.3) of an accumulator pair ``elapsed`` events behind its last catch-up, discounted
+    by (logistic.9) without writing: the same product ``z_j * factor`` the learning kernel stores,
     so the bits agree.  Scalars only, so that the scoring loops may call it per non-zero (an
     array-taking call there costs numba reference counts)."""
     factor = decay_over(elapsed, half_life)  # 1.0 when off or nothing elapsed
@@ -268,7 +256,7 @@ def served_intercept(bias_z, bias_n, clock, touched, hyper):
 
 @kernel
 def decision_dense(X, z, n, bias_z, bias_n, clock, touched, class_counts, hyper, out):
-    """Eq. (2) for every row, with the arithmetic (order included) of the learning kernel, so a
+    """(logistic.8) for every row, with the arithmetic (order included) of the learning kernel, so a
     prequential score equals ``decision_function`` before the event bit for bit.  The weights
     (:func:`all_weights`) are computed once per call: a dense row reads them all anyway."""
     use_offset = hyper[6]
@@ -324,7 +312,7 @@ def decision_csr(
 
 @kernel
 def all_weights(z, n, clock, touched, hyper, out):
-    """Eq. (1) for every coordinate (``coef_``, the dense scores): O(n_features)."""
+    """(logistic.3) for every coordinate (``coef_``, the dense scores): O(n_features)."""
     alpha, beta, l1, l2, fit_intercept, half_life, _ = hyper
     inv_alpha = 1.0 / alpha
     now = clock[0] if half_life > 0.0 else 0

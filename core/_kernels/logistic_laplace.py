@@ -3,25 +3,13 @@
 
 The weights ``m`` (the features' then the intercept's, ``D = n_features + 1``) and their
 covariance ``P`` (D x D) are the mean and covariance of a Gaussian belief, starting at
-``m = 0``, ``P = prior_variance * I``.  For an event ``(x, y)`` with ``x~ = (x, 1)`` (the
-intercept's slot is 0 without ``fit_intercept``, so it never moves):
-
-* (11) score ``s = m . x~ + o`` (``o``: the base-rate offset of (logistic.10), 0 when off) and
-  ``p = sigmoid(s)``, ``h = p (1 - p)``;
-* (12) ``u = P x~``, ``v = x~ . u``, ``P <- P - h / (1 + h v) u u^T``;
-* (13) ``m <- m + (y01 - p) / (1 + h v) u``;
-* (14) with ``process_noise = q`` > 0, before (11): each ``P_ii`` below ``prior_variance``
-  gains ``min(q, prior_variance - P_ii)`` (the weights follow a random walk, so the belief
-  never becomes certain and the model can follow a stream that changes; adding a non-negative
-  diagonal keeps ``P`` positive semi-definite).
-
-(12)-(13) are one Newton step on the log posterior ``log N(m; m_old, P_old) + log p(y | x, m)``
-with the curvature taken at ``m_old`` (the extended Kalman filter of logistic regression): the
-rank-1 (Sherman-Morrison) form of ``P^-1 <- P^-1 + h x~ x~^T``.  After one pass the belief
-approximates the posterior of batch L2 logistic regression with precision ``1 /
-prior_variance``, so where FTRL takes one first-order step per event, this takes the
-curvature of every event seen: one pass comes close to the batch fit (bench/README.md).  Cost:
-O(D^2) per event (``u`` and the update), whatever the row's sparsity.
+``m = 0``, ``P = prior_variance * I``; an event ``(x, y)`` is folded in with ``x~ = (x, 1)``
+(the intercept's slot is 0 without ``fit_intercept``, so it never moves): the score
+(logistic.11), the rank-1 update of ``P`` (logistic.12) and of ``m`` (logistic.13), and before
+them the random walk of the weights (logistic.14) with ``process_noise`` > 0.  That is one
+Newton step per event on the log posterior (the extended Kalman filter of logistic
+regression); the page says why, and what one pass approximates.  Cost: O(D^2) per event
+(``u = P x~`` and the update), whatever the row's sparsity.
 
 [CHOICE] ``h u_i u_j / (1 + h v)`` is formed as ``f * (u_i * u_j)`` so that ``P`` stays exactly
 symmetric (IEEE products commute; ``(f * u_i) * u_j`` would not).  ``1 + h v >= 1`` while
@@ -31,12 +19,13 @@ symmetric (IEEE products commute; ``(f * u_i) * u_j`` would not).  ``1 + h v >= 
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels.logistic import base_rate, count_label, sigmoid
+from core._kernels.calibration import sigmoid
+from core._kernels.logistic import base_rate, count_label
 
 
 @kernel
 def laplace_score(mean, row, class_counts, use_offset):
-    """Eq. (11): ``m . x~ + o`` for a row holding at least the ``n_features`` features (the
+    """(logistic.11): ``m . x~ + o`` for a row holding at least the ``n_features`` features (the
     intercept's slot of ``x~`` is 1, or 0 with ``m``'s intercept 0 without ``fit_intercept``:
     adding ``m``'s last entry is the same either way).  The one sum the update and both
     scoring kernels use, so a prequential score equals ``decision_function`` bit for bit."""
@@ -52,12 +41,13 @@ def laplace_score(mean, row, class_counts, use_offset):
 
 @kernel
 def laplace_update(x, label, mean, covariance, u, class_counts, hyper):
-    """Eqs. (11)-(14) for one event, ``x`` the extended row (D,); ``u`` is scratch (D,);
-    ``hyper``: ``(prior_variance, process_noise, use_offset)``.  Returns the score (11) seen
-    before the update."""
+    """(logistic.11)-(logistic.14) for one event, ``x`` the extended row (D,); ``u`` is scratch
+    (D,); ``hyper``: ``(prior_variance, process_noise, use_offset)``.  Returns the score
+    (logistic.11) seen before the update."""
     prior_variance, process_noise, use_offset = hyper
     size = mean.shape[0]
-    if process_noise > 0.0:  # (14): the weights drift, each variance gains q up to the prior's
+    # (logistic.14): the weights drift, each variance gains q up to the prior's
+    if process_noise > 0.0:
         for i in range(size):
             room = prior_variance - covariance[i, i]
             if room > 0.0:
@@ -129,14 +119,14 @@ def laplace_csr(
 
 @kernel
 def laplace_scores_dense(X, mean, class_counts, use_offset, out):
-    """Eq. (11) for each row."""
+    """(logistic.11) for each row."""
     for i in range(X.shape[0]):
         out[i] = laplace_score(mean, X[i], class_counts, use_offset)
 
 
 @kernel
 def laplace_scores_csr(indptr, indices, data, mean, class_counts, use_offset, out):
-    """Eq. (11) for CSR rows, each expanded into a dense scratch row as the update expands it
+    """(logistic.11) for CSR rows, each expanded into a dense scratch row as the update expands it
     (duplicate columns add in the same order)."""
     x = np.zeros(mean.shape[0] - 1)
     for i in range(indptr.shape[0] - 1):

@@ -75,37 +75,16 @@ LazyWork = namedtuple("LazyWork", ["products", "centred", "combination", "new_ro
 # products above (``J``, ``B w_direct``, ``B c``, ``c · w_direct``, ``c · c``) are blocks of
 # its basis Gram ``basis_gram``.
 #
-# Cost (``bench/kernels.py`` cases, k = 8, d = 10,000, one core of the 2-vCPU AMD EPYC (Zen 4,
-# 1 MB L2 per core, 32 MB L3), OPENBLAS_NUM_THREADS=1, another agent's load tests running on
-# the other core (load average 1.5-2); CPU time, best of 9 batches of 4,000 events, median in
-# brackets):
-#   CSR, 50 non-zeros:  about 89,000 events/s (88,000) with the factored form, 11.3 µs per
-#                       event; before it 39,700/s (38,700) with this split form, ~8,000/s
-#                       with the explicit kernel.  Per event about 8 µs do not depend on d
-#                       (gathers of the row against the ~19 materialised rows and the ~24
-#                       buffered rows, O(|R|²) small-matrix work, the 16×16 ``eigh`` every
-#                       k inserts ~2 µs) and about 3 µs are the amortised rebuild (a k×k×d
-#                       ``gemm`` every third shrink): 122,000/s at d = 1,000, 13,000/s at
-#                       d = 100,000 (the sketches then live in DRAM).
-#   dense:              about 16,500-17,000 events/s (15,800-16,200), unchanged, ~60 µs per
-#                       event, bounded by memory traffic.  Measured separately: ``B x`` for
-#                       both sketches (two BLAS ``gemv`` over ~12 rows each, ~1.9 MB read from
-#                       L3 per event) 29 µs; the four d-long dots (``x · w_direct``, ``x · x``,
-#                       ``x · c_pos``, ``x · c_neg``; the row's first touch from DRAM) 8 µs;
-#                       the shrink ``gemm`` (9×16×10,000 multiply-adds, ~100 µs, already
-#                       ~14 GFMA/s, half the core's peak) 12.5 µs per event; the mean/new-row
-#                       and ``w_direct`` passes and ``b · b`` ~10 µs.
-# Not reached for dense rows: the issue's 50,000 events/s.  Every exact per-event method must
-# read the opposite sketch once per event (``w`` moves along a dense ``z`` every step), so
-# only several events per pass over the sketches would cut the 29 µs, and batch =
-# one-at-a-time bit for bit then needs a product whose summation order does not depend on
-# the grouping: not BLAS (OpenBLAS forwards a one-column ``gemm`` to ``gemv``), but a numba
-# kernel.  Measured: a numba kernel with per-output sums in a fixed order (fastmath off, so no
-# FMA contraction or reassociation), 8 events per pass, 4 rows × 8 events of accumulators,
-# takes 43 µs per event for those products (48 µs with the transposed copy of the block),
-# and a version vectorised across 16 sketch rows 90 µs: slower than the memory-bound
-# ``gemv``.  The factored form does not help dense rows either: buffered dense rows add a dot
-# per row per event and make the rebuild (k+1+L)·k·d, more work than the shrink ``gemm``.
+# Cost: a dense event is bounded by memory traffic, not arithmetic: ``B x`` reads both
+# sketches from L3 every event (``w`` moves along a dense ``z`` every step, so every exact
+# per-event method must read the opposite sketch once per event).  Only several events per
+# pass over the sketches would cut that, and batch = one-at-a-time bit for bit then needs a
+# product whose summation order does not depend on the grouping: not BLAS (OpenBLAS forwards a
+# one-column ``gemm`` to ``gemv``), but a numba kernel, which measured slower than the
+# memory-bound ``gemv``.  The factored form does not help dense rows either: buffered dense rows
+# add a dot per row per event and make the rebuild (k+1+L)·k·d, more work than the shrink
+# ``gemm``.  The figures (per event, by part, and of the blocked kernels tried):
+# bench/README.md, "OPAUC's low-rank sketch".
 @kernel
 def _sketch_times_row(sketch, m, x, out):
     """``out[r] = sketch[r] · x`` for ``r < m``: one BLAS ``gemv``."""

@@ -13,9 +13,8 @@ State layout (the same for dense and CSR input, see core._kernels.spam for the i
   name is kept from the step-size-weighted average of Alg. 18, see core.learners.solam).
 
 Kernels take arrays and scalars only, validate nothing and read no globals.  They inline helpers
-from core._kernels.spam; numba's disk cache only watches this file, so after editing those
-helpers delete ``core/_kernels/__pycache__/solam.*`` (a stale cache was seen to keep the old
-helper).
+from core._kernels.spam; numba's disk cache only watches this file, which is why
+:func:`core._kernels._config.drop_stale_cache` fingerprints every kernel source.
 """
 
 import numpy as np
@@ -44,7 +43,7 @@ def _clip(value, bound):
     return min(max(value, -bound), bound)
 
 
-@inlined_kernel  # called per event: inlined, solam-dense50 learns 8 % faster (20.9M -> 22.7M/s)
+@inlined_kernel  # called per event with scalars only: inlined, faster (bench/README.md)
 def solam_step(positive, s, xx, t, q, sq_norm_sum, max_norm, a, b, alpha, eta0, l2, radius,
                kappa, half_life):  # fmt: skip
     """Everything of one event but the counts, the average and the O(nnz) vector update, on
@@ -128,71 +127,107 @@ def _forget_step(clock, epoch, half_life, class_weight, avg_offset, averages):
 
 
 @kernel
-def solam_dense(
-    X, y, scores,
-    w_unscaled, w_scale, w_sq_norm, a, b, alpha,
-    avg_offset, avg_coef, avg_a, avg_b, avg_alpha, gamma_sum,
+def solam_rows(
+    X, indptr, indices, data, y, scores,
+    table, w_scale, w_sq_norm, a, b, alpha,
+    avg_coef, avg_a, avg_b, avg_alpha, gamma_sum,
     n_seen, n_pos, sq_norm_sum, max_norm,
     eta0, l2, radius, kappa, average, forget, check_rows,
 ):  # fmt: skip
-    """``forget``: ``(half_life, clock, epoch, class_weight)`` (half_life 0.0: off).
+    """Learn dense rows ``X`` (``indptr``, ``indices``, ``data`` None) or CSR rows (``X``
+    None) in order: one loop for both, whose tests on ``None`` numba prunes when it compiles
+    each version, so each reads its rows as a loop written for it would, and the event's step
+    is written once.  ``table`` is (2, n_features): rows w_unscaled and avg_offset (a
+    transposed view of an interleaved buffer for wide models, so both values of a column share
+    a cache line).  ``forget``: ``(half_life, clock, epoch, class_weight)`` (half_life 0.0:
+    off).
 
     Returns the number of rows learned: all of them, or with ``check_rows`` the index of the
-    first row whose ``||x||^2`` is above ``ROW_SQUARED_NORM_BOUND``, of which nothing was
-    learned (as ``core._kernels.spam.spam_l2_dense``, whose notes on per-event code apply
-    here too)."""
+    first row whose ``||x||^2`` is above ``ROW_SQUARED_NORM_BOUND`` or, for CSR, whose columns
+    are not in order, of which nothing was learned (as ``core._kernels.spam.spam_l2_dense``
+    and ``spam_l2_csr``, whose notes on per-event code apply here too: the per-event code is
+    written out in this loop, not passed to array-taking helpers).
+
+    Dense rows: one pass for ``||x||^2``, ``w_unscaled . x``, ``||w_unscaled||^2`` (free in a
+    dense pass, so exact here) and, for a prequential score, ``avg_offset . x``, two
+    accumulators each (even and odd columns: the order of ``_linalg.dot_dense``).  CSR rows:
+    O(nnz) per event (plus a rare O(n_features) fold), one pass gathers, one pass scatters
+    (with 2**20 features each pass pays memory latency)."""
     half_life, clock, epoch, class_weight = forget
     averages = (avg_coef, avg_a, avg_b, avg_alpha, gamma_sum)
     want_scores = scores.shape[0] > 0
     with_average = want_scores and average
-    n_features = X.shape[1]
-    n_learned = X.shape[0]
-    for i in range(X.shape[0]):
-        # one pass for ||x||^2, w_unscaled . x, ||w_unscaled||^2 (free in a dense pass, so
-        # exact here) and, for a prequential score, avg_offset . x; two accumulators each
-        # (even and odd columns: the order of _linalg.dot_dense)
-        xx0 = 0.0
-        xx1 = 0.0
-        vx0 = 0.0
-        vx1 = 0.0
-        ww0 = 0.0
-        ww1 = 0.0
-        ax0 = 0.0
-        ax1 = 0.0
-        j = 0
-        while j + 2 <= n_features:
-            u = X[i, j]
-            v = X[i, j + 1]
-            xx0 += u * u
-            xx1 += v * v
-            vx0 += w_unscaled[j] * u
-            vx1 += w_unscaled[j + 1] * v
-            ww0 += w_unscaled[j] * w_unscaled[j]
-            ww1 += w_unscaled[j + 1] * w_unscaled[j + 1]
-            if with_average:
-                ax0 += avg_offset[j] * u
-                ax1 += avg_offset[j + 1] * v
-            j += 2
-        if j < n_features:
-            u = X[i, j]
-            xx0 += u * u
-            vx0 += w_unscaled[j] * u
-            ww0 += w_unscaled[j] * w_unscaled[j]
-            if with_average:
-                ax0 += avg_offset[j] * u
-        xx = xx0 + xx1
-        vx = vx0 + vx1
-        if check_rows and not xx <= ROW_SQUARED_NORM_BOUND:
-            n_learned = i
-            break
-        w_sq_norm[0] = ww0 + ww1
+    n_features = table.shape[1]
+    n_learned = y.shape[0]
+    w_unscaled = table[0]  # the dense loops read rows of one dimension, as a dense kernel would
+    avg_offset = table[1]
+    for i in range(y.shape[0]):
+        # the layout's tests: numba decides (and prunes) a test of an argument that is None, so
+        # each layout is tested where the other's argument is None
+        xx = 0.0
+        vx = 0.0
+        ax = 0.0
+        start = np.uint64(0)
+        end = np.uint64(0)
+        if X is None:
+            if indptr is not None:  # CSR rows
+                start = np.uint64(indptr[i])  # unsigned: see spam_l2_csr
+                end = np.uint64(indptr[i + 1])
+                if check_rows and not csr_row_in_order(indices, start, end, n_features):
+                    n_learned = i
+                    break
+                for k in range(start, end):
+                    j = np.uint64(indices[k])
+                    value = data[k]
+                    xx += value * value
+                    vx += table[0, j] * value
+                    if with_average:
+                        ax += table[1, j] * value
+                if check_rows and not xx <= ROW_SQUARED_NORM_BOUND:
+                    n_learned = i
+                    break
+        elif indptr is None:  # dense rows
+            xx0 = 0.0
+            xx1 = 0.0
+            vx0 = 0.0
+            vx1 = 0.0
+            ww0 = 0.0
+            ww1 = 0.0
+            ax0 = 0.0
+            ax1 = 0.0
+            j = 0
+            while j + 2 <= n_features:
+                u = X[i, j]
+                v = X[i, j + 1]
+                xx0 += u * u
+                xx1 += v * v
+                vx0 += w_unscaled[j] * u
+                vx1 += w_unscaled[j + 1] * v
+                ww0 += w_unscaled[j] * w_unscaled[j]
+                ww1 += w_unscaled[j + 1] * w_unscaled[j + 1]
+                if with_average:
+                    ax0 += avg_offset[j] * u
+                    ax1 += avg_offset[j + 1] * v
+                j += 2
+            if j < n_features:
+                u = X[i, j]
+                xx0 += u * u
+                vx0 += w_unscaled[j] * u
+                ww0 += w_unscaled[j] * w_unscaled[j]
+                if with_average:
+                    ax0 += avg_offset[j] * u
+            xx = xx0 + xx1
+            vx = vx0 + vx1
+            ax = ax0 + ax1
+            if check_rows and not xx <= ROW_SQUARED_NORM_BOUND:
+                n_learned = i
+                break
+            w_sq_norm[0] = ww0 + ww1
         c = inflation(clock, epoch, half_life)
         if want_scores:
-            scores[i] = served_score(vx, ax0 + ax1, w_scale[0], avg_coef[0], gamma_sum[0], average)
+            scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], gamma_sum[0], average)
         positive = y[i] > 0
-        # the event joins the counts (p_t includes the current label, thesis §3.4); written
-        # out in each kernel: as a helper taking these arrays it cost four to six reference
-        # counts per event (see "Per-event code" in core._kernels.spam)
+        # the event joins the counts (p_t includes the current label, thesis §3.4)
         n_seen[0] += 1
         if positive:
             n_pos[0] += 1
@@ -217,104 +252,29 @@ def solam_dense(
             w_scale[0] *= shrink
             shrink = 1.0
             vx *= w_scale[0]
-            _fold(w_unscaled, w_scale, w_sq_norm, avg_offset, avg_coef, average)
+            _fold(table[0], w_scale, w_sq_norm, table[1], avg_coef, average)
         # w' = shrink * w - step * x  =  (shrink * scale) * (w_unscaled + delta * x)
         delta = -step / (w_scale[0] * shrink)
         w_sq_norm[0] += delta * (2.0 * vx + delta * xx)
-        if average:
-            shift = avg_coef[0] * delta
-            for j in range(n_features):
-                w_unscaled[j] += delta * X[i, j]
-                avg_offset[j] -= shift * X[i, j]
-        else:
-            for j in range(n_features):
-                w_unscaled[j] += delta * X[i, j]
-        _after_update(w_scale, w_sq_norm, shrink, limit)
-        if half_life > 0.0:  # not a call per event when off: it passes seven arrays
-            _forget_step(clock, epoch, half_life, class_weight, avg_offset, averages)
-    return n_learned
-
-
-@kernel
-def solam_csr(
-    indptr, indices, data, y, scores,
-    table, w_scale, w_sq_norm, a, b, alpha,
-    avg_coef, avg_a, avg_b, avg_alpha, gamma_sum,
-    n_seen, n_pos, sq_norm_sum, max_norm,
-    eta0, l2, radius, kappa, average, forget, check_rows,
-):  # fmt: skip
-    """As :func:`solam_dense`, O(nnz) per event (plus a rare O(n_features) fold); with
-    ``check_rows`` it also stops at a row whose columns are not in order
-    (``core._kernels.spam.spam_l2_csr``).
-
-    ``table`` is (2, n_features): rows w_unscaled and avg_offset (a transposed view of an
-    interleaved buffer for wide models, so both values of a column share a cache line).  One
-    pass gathers, one pass scatters (with 2**20 features each pass pays memory latency)."""
-    half_life, clock, epoch, class_weight = forget
-    averages = (avg_coef, avg_a, avg_b, avg_alpha, gamma_sum)
-    want_average = average and scores.shape[0] > 0
-    n_features = table.shape[1]
-    n_learned = indptr.shape[0] - 1
-    for i in range(indptr.shape[0] - 1):
-        start = np.uint64(indptr[i])  # unsigned: see spam_l2_csr
-        end = np.uint64(indptr[i + 1])
-        if check_rows and not csr_row_in_order(indices, start, end, n_features):
-            n_learned = i
-            break
-        c = inflation(clock, epoch, half_life)
-        xx = 0.0
-        vx = 0.0
-        ax = 0.0
-        for k in range(start, end):
-            j = np.uint64(indices[k])
-            value = data[k]
-            xx += value * value
-            vx += table[0, j] * value
-            if want_average:
-                ax += table[1, j] * value
-        if check_rows and not xx <= ROW_SQUARED_NORM_BOUND:
-            n_learned = i
-            break
-        if scores.shape[0] > 0:
-            scores[i] = served_score(vx, ax, w_scale[0], avg_coef[0], gamma_sum[0], average)
-        positive = y[i] > 0
-        # the event joins the counts (p_t includes the current label, thesis §3.4)
-        n_seen[0] += 1
-        if positive:
-            n_pos[0] += 1
-        sq_norm_sum[0] += xx
-        if xx > max_norm[0] * max_norm[0]:  # a square root only when the maximum moves
-            max_norm[0] = np.sqrt(xx)
-        t = n_seen[0]
-        q = n_pos[0] / t
-        if half_life > 0.0:
-            class_weight[1 if positive else 0] += c
-            q = class_weight[1] / (class_weight[0] + class_weight[1])
-        new_a, new_b, new_alpha, shrink, step, limit = solam_step(
-            positive, w_scale[0] * vx, xx, t, q, sq_norm_sum[0], max_norm[0], a[0], b[0],
-            alpha[0], eta0, l2, radius, kappa, half_life,
-        )  # fmt: skip
-        if average:
-            solam_average(c, w_scale, a, b, alpha, avg_coef, avg_a, avg_b, avg_alpha, gamma_sum)
-        a[0] = new_a
-        b[0] = new_b
-        alpha[0] = new_alpha
-        if abs(w_scale[0] * shrink) < 1e-3:
-            w_scale[0] *= shrink
-            shrink = 1.0
-            vx *= w_scale[0]
-            _fold(table[0], w_scale, w_sq_norm, table[1], avg_coef, average)
-        delta = -step / (w_scale[0] * shrink)
-        w_sq_norm[0] += delta * (2.0 * vx + delta * xx)
-        if average:
-            shift = avg_coef[0] * delta
-            for k in range(start, end):
-                j = np.uint64(indices[k])
-                table[0, j] += delta * data[k]
-                table[1, j] -= shift * data[k]
-        else:
-            for k in range(start, end):
-                table[0, np.uint64(indices[k])] += delta * data[k]
+        shift = avg_coef[0] * delta
+        if X is None:
+            if indptr is not None:  # CSR rows
+                if average:
+                    for k in range(start, end):
+                        j = np.uint64(indices[k])
+                        table[0, j] += delta * data[k]
+                        table[1, j] -= shift * data[k]
+                else:
+                    for k in range(start, end):
+                        table[0, np.uint64(indices[k])] += delta * data[k]
+        elif indptr is None:  # dense rows
+            if average:
+                for j in range(n_features):
+                    w_unscaled[j] += delta * X[i, j]
+                    avg_offset[j] -= shift * X[i, j]
+            else:
+                for j in range(n_features):
+                    w_unscaled[j] += delta * X[i, j]
         _after_update(w_scale, w_sq_norm, shrink, limit)
         if half_life > 0.0:  # not a call per event when off: it passes seven arrays
             _forget_step(clock, epoch, half_life, class_weight, table[1], averages)

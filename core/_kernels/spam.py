@@ -27,15 +27,15 @@ of the array's reference count (NRT_incref / NRT_decref, a ``lock``-prefixed ins
 which also stalls the loads around it).  LLVM removes the pairs it can see in straight-line
 code, not those around a loop nor those of an array chosen by a condition.  A row view
 ``X[i]``, ``a if positive else b`` and a call of a helper that loops over its array arguments
-cost four to six of them per event, which made the dense kernel 0.37x a plain C SPAM
-(bench/versus_c.py).  So the per-event paths of the L2 kernels index ``X[i, j]``, choose a
+cost four to six of them per event, a large share of a dense event's time (bench/README.md,
+"versus_c.py").  So the per-event paths of the L2 kernels index ``X[i, j]``, choose a
 class's sums by the row index of ``table``, loop in the kernel itself, and call per event only
-helpers that take scalars or are straight-line code; the O(n_features) folds and
-renormalisations, which are rare, still call helpers.
+helpers that take scalars or are straight-line code (inlining a helper that takes arrays at
+numba's IR level, ``inlined_kernel``, does not help: its arguments are still references); the
+O(n_features) folds and renormalisations, which are rare, still call helpers.
 
-Why one file of this length: it is one algorithm in three kernels (dense L2, CSR L2, elastic
-net) over one state layout and its lazy scale and average, and the per-event code above is
-written out in each kernel rather than shared through array-taking helpers.
+The elastic-net kernel, which keeps explicit weights instead of this layout, is
+:mod:`core._kernels.spam_net`.
 """
 
 from collections import namedtuple
@@ -43,7 +43,7 @@ from collections import namedtuple
 import numpy as np
 
 from core._kernels._config import kernel
-from core._kernels._linalg import dot_dense, dot_sparse, sq_norm_sparse
+from core._kernels._linalg import dot_dense, dot_sparse
 from core._kernels.forgetting import (
     advance,
     class_share,
@@ -54,13 +54,9 @@ from core._kernels.forgetting import (
 )
 from core._kernels.validation import ROW_SQUARED_NORM_BOUND
 
-#: The learned arrays of SPAM: ``w = w_scale * w_unscaled``, the iterate sum ``avg_offset +
-#: avg_coef * w_unscaled``, the class sums and ``w_unscaled`` times each, the counters.
-SpamState = namedtuple("SpamState", [
-    "w_unscaled", "w_scale", "avg_offset", "avg_coef", "sum_pos", "sum_neg", "w_dot_sum_pos",
-    "w_dot_sum_neg", "n_seen", "n_pos", "n_neg", "n_steps", "sq_norm_sum",
-])  # fmt: skip
-#: The same for CSR rows, the four per-feature arrays as the rows of one ``table``.
+#: The learned arrays of the L2 kernels: ``w = w_scale * table[0]``, the iterate sum
+#: ``table[1] + avg_coef * table[0]``, the class sums ``table[2]`` (negatives) and ``table[3]``
+#: and ``w`` times each, the counters.
 SpamTableState = namedtuple("SpamTableState", [
     "table", "w_scale", "avg_coef", "w_dot_sum_pos", "w_dot_sum_neg", "n_seen", "n_pos",
     "n_neg", "n_steps", "sq_norm_sum",
@@ -330,8 +326,9 @@ def spam_l2_dense(X, y, scores, state, options, forget, check_rows):
         else:
             for j in range(n_features):
                 table[own, j] += c * X[i, j]
-        # count_event, written out: LLVM turns its two branches into a select of the
-        # arrays, and references to a selected array are not pruned (see above)
+        # count_event, written out (faster: bench/README.md, "One loop for dense and CSR
+        # rows"): as a call, its two branches select n_pos or n_neg, and a selected array's
+        # references are not pruned (see above); inlined, it passes its arrays all the same
         if positive:
             n_pos[0] += 1
         else:
@@ -369,8 +366,8 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget, check_
     n_learned = indptr.shape[0] - 1
     for i in range(indptr.shape[0] - 1):
         # unsigned positions and columns: numba wraps a negative signed index around (a test
-        # and an add per access, and registers), which cost 40 % of a gather loop's rate
-        # (2**20 columns); validation guarantees both are in range
+        # and an add per access, and registers; bench/README.md, "versus_c.py"); validation
+        # guarantees both are in range
         start = np.uint64(indptr[i])
         end = np.uint64(indptr[i + 1])
         if check_rows and not csr_row_in_order(indices, start, end, n_features):
@@ -460,101 +457,6 @@ def spam_l2_csr(indptr, indices, data, y, scores, state, options, forget, check_
             renormalise(factor, (table[2], table[3]), class_weight, table[1], avg_coef,
                         avg_weight, (w_dot_sum_pos, w_dot_sum_neg))  # fmt: skip
     return n_learned
-
-
-# ------------------------------------------------------------------------------ elastic net
-@kernel
-def _elastic_net_prox_all(w, threshold, shrink, avg_offset, average, c):
-    """w_j = sign(u_j) max(|u_j| - eta l1, 0) / (1 + eta l2) on every coordinate
-    (docs/algorithms/spam.md (spam.6), SPAM-NET); the iterate sum gains w, weighted by ``c``
-    (spam.14) (avg_coef stays 0 in these kernels)."""
-    for j in range(w.shape[0]):
-        u = w[j]
-        if u > threshold:
-            u = (u - threshold) * shrink
-        elif u < -threshold:
-            u = (u + threshold) * shrink
-        else:
-            u = 0.0
-        w[j] = u
-        if average:
-            avg_offset[j] += c * u
-
-
-@kernel
-def spam_elastic_net(batch, y, scores, state, options, forget):
-    """SPAM-NET, dense rows (``dense``) or CSR rows: O(n_features) per event either way, since
-    the soft-threshold moves every coordinate and w . m+- depends on all of them non-linearly
-    (so neither lazy thresholding nor incremental dot products apply).  The weights are kept
-    explicit: ``w_scale`` is 1 and ``avg_coef`` 0 throughout."""
-    X, indptr, indices, data, sparse = batch
-    dense = not sparse
-    (w_unscaled, w_scale, avg_offset, avg_coef, sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
-     n_seen, n_pos, n_neg, n_steps, sq_norm_sum) = state  # fmt: skip
-    eta0, l2, l1, inverse, average, n_warmup, half_life = options
-    clock, epoch, class_weight, avg_weight = forget
-    if w_scale[0] != 1.0:
-        fold_scale(w_unscaled, w_scale, avg_offset, avg_coef, average)
-    w = w_unscaled
-    want_scores = scores.shape[0] > 0
-    n_samples = X.shape[0] if dense else indptr.shape[0] - 1
-    for i in range(n_samples):
-        c = inflation(clock, epoch, half_life)  # this event's weight in the sums (spam.12)
-        if dense:
-            x = X[i]
-            xx = dot_dense(x, x)
-            wx = dot_dense(w, x)
-            ax = dot_dense(avg_offset, x) if (average and want_scores) else 0.0
-        else:
-            start = indptr[i]
-            end = indptr[i + 1]
-            xx = sq_norm_sparse(data, start, end)
-            wx = dot_sparse(w, indices, data, start, end)
-            ax = dot_sparse(avg_offset, indices, data, start, end) if average else 0.0
-        if want_scores:
-            n_averaged = averaged_weight(n_steps[0], avg_weight, half_life)
-            scores[i] = served_score(wx, ax, 1.0, 0.0, n_averaged, average)
-        n_seen[0] += 1
-        sq_norm_sum[0] += xx
-        positive = y[i] > 0
-        if n_seen[0] > n_warmup and n_pos[0] > 0 and n_neg[0] > 0:
-            p = class_share(n_pos[0], n_neg[0], class_weight, half_life)
-            n_opposite = class_total(not positive, n_pos[0], n_neg[0], class_weight, half_life)
-            if positive:
-                w_dot_mean = dot_dense(w, sum_neg) / n_opposite
-            else:
-                w_dot_mean = dot_dense(w, sum_pos) / n_opposite
-            n_steps[0] += 1
-            eta = spam_eta(step_count(n_steps[0], half_life), eta0, l2, inverse)
-            nu = mean_sq_norm(sq_norm_sum[0], n_seen[0])
-            rate = capped_rate(eta / nu, spam_curvature(positive, p), xx)
-            step = rate * spam_gradient_coef(positive, wx, w_dot_mean, p)
-            if dense:
-                for j in range(w.shape[0]):
-                    w[j] -= step * x[j]
-            else:
-                for k in range(start, end):
-                    w[indices[k]] -= step * data[k]
-            # penalties act on the weights of x / sqrt(nu): threshold eta l1 / sqrt(nu) in w
-            _elastic_net_prox_all(
-                w, eta * l1 / np.sqrt(nu), 1.0 / (1.0 + eta * l2), avg_offset, average, c
-            )
-            if average and half_life > 0.0:
-                avg_weight[0] += c
-        target = sum_pos if positive else sum_neg
-        if dense:
-            for j in range(x.shape[0]):
-                target[j] += c * x[j]
-        else:
-            for k in range(start, end):
-                target[indices[k]] += c * data[k]
-        count_event(positive, c, n_pos, n_neg, class_weight, half_life)
-        factor = advance(clock, epoch, half_life)
-        if factor != 1.0:
-            renormalise(factor, (sum_pos, sum_neg), class_weight, avg_offset, avg_coef,
-                        avg_weight, (w_dot_sum_pos, w_dot_sum_neg))  # fmt: skip
-    w_dot_sum_pos[0] = dot_dense(w, sum_pos)
-    w_dot_sum_neg[0] = dot_dense(w, sum_neg)
 
 
 # ------------------------------------------------------------------------------ scoring

@@ -88,8 +88,8 @@ def count_nonfinite(values):
     """How many of the float64 ``values`` (1-d) are NaN or infinite: ``v - v`` is 0 for a
     finite ``v`` and NaN otherwise (fastmath is off, so LLVM does not fold it to 0).  The
     count is an integer sum, which LLVM may reorder and so vectorises: one read of the batch
-    at memory speed, 1.7x faster than ``np.sum`` on 10**6 x 50 values and 10x on one row
-    (where numpy's call overhead dominates)."""
+    at memory speed, faster than ``np.sum`` (bench/README.md, "versus_c.py"), most of all on one
+    row, where numpy's call overhead dominates."""
     bad = 0
     for k in range(values.shape[0]):
         v = values[k]

@@ -60,7 +60,6 @@ pair of dense / CSR scoring kernels.
 
 from __future__ import annotations
 
-import operator
 from abc import abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -69,9 +68,8 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from core._kernels._linalg import csr_decision
-from core._kernels.validation import count_out_of_range_in
-from core.errors import StateOverflow
 from core.learners._declared import DeclaredParameters
+from core.learners._grown import GrownStateChecks
 from core.learners._params import (
     BOOLEAN,
     RANDOM_STATE,
@@ -79,7 +77,6 @@ from core.learners._params import (
     Interval,
     Options,
 )
-from core.learners._state import STATE_BOUND, Grown
 from core.learners._stateful import StateContract
 from core.preprocessing import SCALINGS, fold_scaling, scale_batch
 from core.validation import CSRMatrix, as_features, check_batch, check_finite_rows, check_rows
@@ -89,24 +86,17 @@ NO_SCORES = np.empty(0, dtype=np.float64)
 
 #: A dense batch of more than ``4 * BLOCK_BYTES`` is checked for NaN / infinity and learned in
 #: blocks of about ``BLOCK_BYTES``, each learned right after its check, while it is in the
-#: cache: checking the whole batch first reads it from memory twice, which cost a third of the
-#: rate of ``partial_fit`` on 10**6 x 50 events (bench/versus_c.py).  2 MB keeps a block in
-#: the last-level cache and the per-call overhead (~10 us) under 3 % of a block's learning.
+#: cache: checking the whole batch first reads it from memory twice (bench/README.md,
+#: "versus_c.py").  2 MB keeps a block in the last-level cache and the per-call overhead
+#: (~10 us) small next to a block's learning.
 BLOCK_BYTES = 2 * 2**20
 
 #: A batch of at least this size, for a learner whose kernel checks its rows
 #: (:meth:`OnlineLearner._learn_rows`), is not checked before it is learned: the kernel stops
 #: at the first row it cannot prove sound, and the state saved before is put back if the row is
 #: at fault.  Below it, saving the state (~10 us for a small one) costs more than the check it
-#: spares (measured on 50 dense features: 117 KB +1 %, 391 KB -5 %).
+#: spares (bench/README.md, "versus_c.py").
 KERNEL_CHECK_BYTES = 256 * 2**10
-
-
-def _is_view_of(view: np.ndarray | None, array: np.ndarray) -> bool:
-    """Whether ``view`` still shows ``array``'s memory (numpy gives a view of a view the base
-    of the first, the array that owns the memory)."""
-    owner = array if array.base is None else array.base
-    return view is not None and view.base is owner
 
 
 def linear_decision(X, w: np.ndarray) -> np.ndarray:
@@ -130,7 +120,7 @@ def kernel_scores(X, dense_kernel, csr_kernel, *args) -> np.ndarray:
     return out
 
 
-class OnlineLearner(DeclaredParameters, StateContract):
+class OnlineLearner(DeclaredParameters, StateContract, GrownStateChecks):
     """Base class of every aucstream learner; see the module docstring for the contract."""
 
     #: the hyper-parameters every learner takes (last in its list; a learner may assign other
@@ -289,77 +279,6 @@ class OnlineLearner(DeclaredParameters, StateContract):
                 self._learn_checked(features[start:stop], labels[start:stop], block_scores)
             self._check_grown_state(restored=True)
         return scores
-
-    def grown_state_keys(self) -> tuple[str, ...]:
-        """The state arrays declared :class:`~core.learners._state.Grown`: those that learning
-        can grow without bound from legal inputs (weights and what is computed from them),
-        checked after every batch (the others hold inputs within the feature bound, or
-        statistics of them, which that bound keeps finite)."""
-        return self._grown_state()[0]
-
-    def _grown_state(self) -> tuple[tuple[str, ...], np.ndarray]:
-        """:meth:`grown_state_keys` and their bounds, read from the declarations once per
-        state layout (a new ``n_features`` array: ``initialize``, ``from_state``)."""
-        width = self.state_["n_features"]
-        cached = self.__dict__.get("_grown")
-        if cached is None or cached[0] is not width:
-            invariants = self._state_invariants(int(width[0]))
-            state = self.state_  # a declaration may cover arrays of other parameters
-            keys = tuple(
-                key for key, rule in invariants.items() if isinstance(rule, Grown) and key in state
-            )
-            bounds = np.array([invariants[key].bound for key in keys])  # type: ignore[attr-defined]
-            cached = self.__dict__["_grown"] = (width, keys, bounds)
-        return cached[1], cached[2]
-
-    def grown_state_in_bounds(self) -> bool:
-        """Whether every :meth:`grown_state_keys` array is finite and within its bound: one
-        kernel call over them all."""
-        keys, bounds = self._grown_state()
-        state = self.state_
-        arrays = tuple(map(state.__getitem__, keys))
-        if not arrays:
-            return True
-        # kernels update the state in place, so the same arrays come back batch after batch:
-        # their 1-d views for the kernel are kept for them (a 2-d array's flat view is checked
-        # to be still its own; a strided array is copied at each call)
-        cached = self.__dict__.get("_grown_flat")
-        if cached is None or not all(map(operator.is_, arrays, cached[0])):
-            flat = tuple(
-                (array if array.ndim == 1 else array.reshape(-1))
-                if array.flags.c_contiguous
-                else None
-                for array in arrays
-            )
-            views = tuple(i for i, array in enumerate(arrays) if flat[i] is not array)
-            cached = self.__dict__["_grown_flat"] = (arrays, flat, views)
-        kept = cached[1]
-        if all(_is_view_of(kept[i], arrays[i]) for i in cached[2]):
-            return count_out_of_range_in(kept, bounds) == 0
-        flattened = tuple(np.ascontiguousarray(array).reshape(-1) for array in arrays)
-        return count_out_of_range_in(flattened, bounds) == 0
-
-    def _check_grown_state(self, *, restored: bool) -> None:
-        """Raise :class:`~core.errors.StateOverflow` when the batch just learned grew a state
-        array past its bound.  ``restored``: the caller puts the saved state back; otherwise
-        the learner is marked overflowed and refuses every use until ``from_state`` or
-        ``initialize`` gives it a state again."""
-        if self.grown_state_in_bounds():
-            return
-        if not restored:
-            self.__dict__["_overflowed"] = True
-        outcome = (
-            "nothing was learned"
-            if restored
-            else "this learner is unusable until a saved state is put back (from_state) or it "
-            "is restarted (initialize)"
-        )
-        raise StateOverflow(
-            "learning these events would grow the model's weights beyond "
-            f"+-{STATE_BOUND:g} (they diverge on features this large); {outcome}: scale the "
-            "features (the 'scaling' parameter) or lower the step size",
-            restored=restored,
-        )
 
     @contextmanager
     def _unchanged_on_error(self) -> Iterator[None]:

@@ -146,8 +146,8 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
         pAUC(0, 0.1) 0.501 / 0.502 (raw / standardised features) against 0.483 / 0.500 with
         ``admission=2``; with online scaling the filter judged negatives by scores of a ``w``
         fitted to other feature scales, and on short streams by an early ``w`` that later
-        turned.  (``admission=2`` had been chosen on synthetic 1 %-positive streams of
-        100,000 events, where it gained 0.01 to 0.03.)
+        turned (on synthetic 1 %-positive streams of 100,000 events ``admission=2`` gains
+        0.01 to 0.03).
     scaling, max_iter, shuffle, random_state
         As for every learner (``random_state`` seeds the reservoirs).
 

@@ -49,19 +49,14 @@ class Logistic(HalfLife, OnlineLearner):
     the default on models of at most 128 features) a Gaussian posterior updated one event at a
     time, which comes close to the batch fit in one pass.
 
-    For each event, with per-feature accumulators ``z_i`` and ``n_i`` (McMahan et al. 2013,
-    Algorithm 1):
-
-    (1) ``w_i = 0`` if ``|z_i| <= l1``, else
-        ``w_i = -(z_i - sign(z_i) l1) / ((beta + sqrt(n_i)) / alpha + l2)``;
-    (2) the score is the logit ``s = w . x + b`` and ``p = 1 / (1 + exp(-s))``;
-    (3) the log-loss gradient is ``g_i = (p - y) x_i`` (``y`` in {0, 1});
-    (4) ``sigma_i = (sqrt(n_i + g_i^2) - sqrt(n_i)) / alpha``; ``z_i += g_i - sigma_i w_i``;
-        ``n_i += g_i^2``.
+    FTRL-Proximal (McMahan et al. 2013, Algorithm 1) keeps per-feature accumulators ``z_i``
+    and ``n_i``; the weight (docs/algorithms/logistic.md (logistic.3)), the logit score
+    (logistic.8), the log-loss gradient (logistic.2) and the step (logistic.4)-(logistic.6)
+    are stated there.
 
     Each coordinate has its own AdaGrad-like step ``alpha / (beta + sqrt(n_i))``, so rare
     features (one-hot, hashed) move fast and frequent ones settle.  The weights are never
-    stored: (1) is evaluated for the event's non-zero features only (coordinates with
+    stored: (logistic.3) is evaluated for the event's non-zero features only (coordinates with
     ``x_i = 0`` have ``g_i = 0`` and do not change), which makes an event O(nnz) for CSR
     input, whatever ``n_features`` is.
 
@@ -91,7 +86,8 @@ class Logistic(HalfLife, OnlineLearner):
         ``bench/drift.py`` measured no recovery in 100,000 events; with 1e-6, 7,000).  0 keeps
         the weights fixed (the batch posterior).  Not used by FTRL.
     alpha : float, default 0.2
-        Learning-rate scale of (1) and (4).  See Notes for how the default was chosen.
+        Learning-rate scale of (logistic.3) and (logistic.4).  See Notes for how the default was
+        chosen.
     beta : float, default 1.0
         Learning-rate smoothing (McMahan et al.: "beta = 1 is usually good enough").
     l1 : float, default 0.0
@@ -102,9 +98,9 @@ class Logistic(HalfLife, OnlineLearner):
         L2 strength, same units.
     fit_intercept : bool, default True
         Learn an intercept ``b``: [CHOICE] a constant feature 1 with its own ``z``, ``n``
-        and no penalty (eq. (1) with ``l1 = l2 = 0``), as a bias feature is handled in click
+        and no penalty ((logistic.3) with ``l1 = l2 = 0``), as a bias feature is handled in click
         prediction practice.  It does not change the ranking of one model's scores, but it
-        absorbs the class prior so that ``p`` is calibrated and the gradients (3) of the
+        absorbs the class prior so that ``p`` is calibrated and the gradients (logistic.2) of the
         majority class do not drag every feature weight.
     base_rate_offset : bool, default False
         Add the stream's base rate to the score (docs/algorithms/logistic.md (logistic.10)):
@@ -128,7 +124,7 @@ class Logistic(HalfLife, OnlineLearner):
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
-        The weights (1) (computed from ``z``, ``n``: O(n_features)).
+        The weights (logistic.3) (computed from ``z``, ``n``: O(n_features)).
     intercept_ : float
         The score's constant term: ``b`` (0 without ``fit_intercept``) plus, with
         ``base_rate_offset``, the offset ``log((n_+ + 1/2) / (n_- + 1/2))``.
@@ -378,7 +374,7 @@ class Logistic(HalfLife, OnlineLearner):
 
     @property
     def coef_(self) -> np.ndarray:
-        """The weights: FTRL's of eq. (1), computed from the accumulators; the Laplace
+        """The weights: FTRL's of (logistic.3), computed from the accumulators; the Laplace
         solver's mean (without the intercept)."""
         self._check_initialized()
         if "covariance" in self.state_:
@@ -395,6 +391,6 @@ class Logistic(HalfLife, OnlineLearner):
             mean, counts, offset = self._laplace_args()
             return float(mean[-1] + kernels.base_rate(counts, offset))
         _, _, bias_z, bias_n, clock, touched, counts, hyper = self._accumulators()
-        # the score's constant term: b, plus the base-rate offset (6) when it is on
+        # the score's constant term: b, plus the base-rate offset (logistic.10) when it is on
         bias = kernels.served_intercept(bias_z, bias_n, clock, touched, hyper)
         return float(bias + kernels.base_rate(counts, hyper[6]))

@@ -113,14 +113,11 @@ class OPAUC(HalfLife, WeightVectorLearner):
     rank, or O(k·d) for AdaOAM with ``rank=k``; plain OPAUC with ``rank=k`` keeps its vectors
     factored for CSR rows (below), O(nnz·k + k²) per event plus an amortised O(k·d) rebuild.
 
-    Throughput (one core of the 2-vCPU AMD EPYC development machine, ``bench/kernels.py``
-    cases; full rank: CPU time, best of 5 under a load average of about 5): full rank at
-    d = 50 about 820,000-850,000 events/s (AdaOAM about 750,000-790,000).  ``rank=8`` at
-    d = 10,000 (CPU time, best of 9, with another agent's load tests on the other core, load
-    average 1.5-2): CSR rows with 50 non-zeros about 89,000 events/s (39,700 with the
-    split ``w`` alone, about 8,000 before it), dense rows about 16,500-17,000, below the
-    issue's 50,000: they are bounded by reading both sketches from L3 for every event, and
-    :mod:`core._kernels.opauc_sketch` gives the measured breakdown and why blocking does not pay.
+    Throughput (``bench/kernels.py``; the figures in bench/README.md, "OPAUC's low-rank
+    sketch"): full rank at d = 50 about 820,000-850,000 events/s (AdaOAM about
+    750,000-790,000); ``rank=8`` at d = 10,000 about 89,000 events/s for CSR rows with 50
+    non-zeros and 16,500-17,000 for dense rows, which are bounded by reading both sketches from
+    L3 for every event (:mod:`core._kernels.opauc_sketch` says why blocking does not pay).
 
     [CHOICE] Plain OPAUC with ``rank=k`` keeps every vector it uses as a combination of a
     small basis ``R`` (:mod:`core._kernels.opauc_factored`): each class's sketch rows

@@ -230,14 +230,12 @@ class SOLAM(ScaledIterateLearner):
             0.0 if self.kappa is None else float(self.kappa), bool(self.average),
             (half_life_arg(self.half_life), *forget_arrays(s)[:3]),
         )  # fmt: skip
-        if isinstance(X, CSRMatrix):
-            return kernels.solam_csr(
-                X.indptr, X.indices, X.data, y, scores, table, *scalars, *averages, *rest,
-                check_rows,
-            )  # fmt: skip
-        return kernels.solam_dense(
-            X, y, scores, table[0], *scalars, table[1], *averages, *rest, check_rows
+        rows = (
+            (None, X.indptr, X.indices, X.data)
+            if isinstance(X, CSRMatrix)
+            else (X, None, None, None)
         )
+        return kernels.solam_rows(*rows, y, scores, table, *scalars, *averages, *rest, check_rows)
 
     def _averaged_weight(self) -> float:
         """The total weight of the averaged iterates (kept only when averaging)."""

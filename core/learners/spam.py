@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from core._kernels import spam as kernels
+from core._kernels import spam_net
 from core._kernels._bundles import EventBatch
 from core.errors import InvalidParameter
 from core.learners import register
@@ -337,7 +338,9 @@ class SPAM(ScaledIterateLearner):
                 batch = EventBatch(_NO_ROWS, X.indptr, X.indices, X.data, True)
             else:
                 batch = EventBatch(X, _EMPTY_INT, _EMPTY_INT, _EMPTY, False)
-            kernels.spam_elastic_net(batch, y, scores, kernels.SpamState(*common), options, forget)
+            spam_net.spam_elastic_net(
+                batch, y, scores, spam_net.SpamState(*common), options, forget
+            )
             return len(y)
         table_state = kernels.SpamTableState(
             table, s["w_scale"], avg_coef, s["w_dot_class_sum_pos"], s["w_dot_class_sum_neg"],

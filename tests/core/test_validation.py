@@ -2,7 +2,15 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from core.validation import CSRMatrix, as_features, as_labels, check_batch, first_nonfinite
+from core.errors import InvalidParameter
+from core.validation import (
+    CSRMatrix,
+    as_features,
+    as_labels,
+    check_batch,
+    check_fpr_pair,
+    first_nonfinite,
+)
 
 
 @pytest.mark.parametrize(
@@ -201,3 +209,34 @@ def test_the_csr_structure_check_agrees_with_the_plain_rule():
                     indices[indptr[row] : indptr[row + 1]] = np.sort(columns) if sort else columns
         got = tuple(int(v) for v in first_bad_csr_entry(indptr, indices, width))
         assert got == tuple(int(v) for v in plain(indptr, indices, width))
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [
+        "0,0.1", b"01", (0.1,), (0.0, 0.1, 0.2), 0.1, None, {"alpha": 0, "beta": 1},
+        (True, 0.5), (0.0, "0.1"), (0.0, None),
+    ],
+)  # fmt: skip
+def test_fpr_pair_of_the_wrong_shape_or_type_names_the_parameter(pair):
+    with pytest.raises(InvalidParameter, match=r"^pauc_range: expected \[alpha, beta\], two") as e:
+        check_fpr_pair(pair)
+    assert e.value.param == "pauc_range"
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [(0.1, 0.1), (0.2, 0.1), (-0.1, 0.5), (0.0, 1.5), (float("nan"), 0.5), (0.0, float("nan")),
+     (0.0, float("inf")), (float("-inf"), 0.5)],
+)  # fmt: skip
+def test_fpr_pair_out_of_range_names_the_parameter(pair):
+    with pytest.raises(InvalidParameter, match=r"^range: expected 0 <= alpha < beta <= 1") as e:
+        check_fpr_pair(pair, param="range")
+    assert e.value.param == "range"
+
+
+def test_fpr_pair_takes_lists_tuples_and_arrays():
+    for pair in ([0, 1], (0.0, 0.05), np.array([0.01, 0.2]), [np.int64(0), np.float32(0.5)]):
+        alpha, beta = check_fpr_pair(pair)
+        assert (alpha, beta) == (float(pair[0]), float(pair[1]))
+        assert type(alpha) is float and type(beta) is float

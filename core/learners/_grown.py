@@ -1,0 +1,109 @@
+"""The check after every learned batch that no state array grew past its bound.
+
+Learning can grow some state arrays without bound from legal inputs (weights, averaged
+iterates: they diverge on large features with a large step); a learner declares them
+:class:`~core.learners._state.Grown` in its ``_state_invariants``.  :class:`GrownStateChecks`
+reads those declarations once per state layout and checks the arrays with one kernel call
+after every batch (:class:`~core.learners._base.OnlineLearner` raises
+:class:`~core.errors.StateOverflow` on the batch that would pass a bound).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from core._kernels.validation import count_out_of_range_in
+from core.errors import StateOverflow
+from core.learners._state import STATE_BOUND, Grown, StateInvariant
+
+
+def _is_view_of(view: np.ndarray | None, array: np.ndarray) -> bool:
+    """Whether ``view`` still shows ``array``'s memory (numpy gives a view of a view the base
+    of the first, the array that owns the memory)."""
+    owner = array if array.base is None else array.base
+    return view is not None and view.base is owner
+
+
+class GrownStateChecks:
+    """Mixin of :class:`~core.learners._base.OnlineLearner`: the checks of its
+    :class:`~core.learners._state.Grown` state arrays."""
+
+    state_: dict[str, np.ndarray]
+
+    if TYPE_CHECKING:  # the learner's own (StateContract)
+
+        def _state_invariants(self, n_features: int) -> dict[str, StateInvariant]: ...
+
+    def grown_state_keys(self) -> tuple[str, ...]:
+        """The state arrays declared :class:`~core.learners._state.Grown`: those that learning
+        can grow without bound from legal inputs (weights and what is computed from them),
+        checked after every batch (the others hold inputs within the feature bound, or
+        statistics of them, which that bound keeps finite)."""
+        return self._grown_state()[0]
+
+    def _grown_state(self) -> tuple[tuple[str, ...], np.ndarray]:
+        """:meth:`grown_state_keys` and their bounds, read from the declarations once per
+        state layout (a new ``n_features`` array: ``initialize``, ``from_state``)."""
+        width = self.state_["n_features"]
+        cached = self.__dict__.get("_grown")
+        if cached is None or cached[0] is not width:
+            invariants = self._state_invariants(int(width[0]))
+            state = self.state_  # a declaration may cover arrays of other parameters
+            keys = tuple(
+                key for key, rule in invariants.items() if isinstance(rule, Grown) and key in state
+            )
+            bounds = np.array([invariants[key].bound for key in keys])  # type: ignore[attr-defined]
+            cached = self.__dict__["_grown"] = (width, keys, bounds)
+        return cached[1], cached[2]
+
+    def grown_state_in_bounds(self) -> bool:
+        """Whether every :meth:`grown_state_keys` array is finite and within its bound: one
+        kernel call over them all."""
+        keys, bounds = self._grown_state()
+        state = self.state_
+        arrays = tuple(map(state.__getitem__, keys))
+        if not arrays:
+            return True
+        # kernels update the state in place, so the same arrays come back batch after batch:
+        # their 1-d views for the kernel are kept for them (a 2-d array's flat view is checked
+        # to be still its own; a strided array is copied at each call)
+        cached = self.__dict__.get("_grown_flat")
+        if cached is None or not all(map(operator.is_, arrays, cached[0])):
+            flat = tuple(
+                (array if array.ndim == 1 else array.reshape(-1))
+                if array.flags.c_contiguous
+                else None
+                for array in arrays
+            )
+            views = tuple(i for i, array in enumerate(arrays) if flat[i] is not array)
+            cached = self.__dict__["_grown_flat"] = (arrays, flat, views)
+        kept = cached[1]
+        if all(_is_view_of(kept[i], arrays[i]) for i in cached[2]):
+            return count_out_of_range_in(kept, bounds) == 0
+        flattened = tuple(np.ascontiguousarray(array).reshape(-1) for array in arrays)
+        return count_out_of_range_in(flattened, bounds) == 0
+
+    def _check_grown_state(self, *, restored: bool) -> None:
+        """Raise :class:`~core.errors.StateOverflow` when the batch just learned grew a state
+        array past its bound.  ``restored``: the caller puts the saved state back; otherwise
+        the learner is marked overflowed and refuses every use until ``from_state`` or
+        ``initialize`` gives it a state again."""
+        if self.grown_state_in_bounds():
+            return
+        if not restored:
+            self.__dict__["_overflowed"] = True
+        outcome = (
+            "nothing was learned"
+            if restored
+            else "this learner is unusable until a saved state is put back (from_state) or it "
+            "is restarted (initialize)"
+        )
+        raise StateOverflow(
+            "learning these events would grow the model's weights beyond "
+            f"+-{STATE_BOUND:g} (they diverge on features this large); {outcome}: scale the "
+            "features (the 'scaling' parameter) or lower the step size",
+            restored=restored,
+        )

@@ -21,7 +21,7 @@ from core.metrics.operating import (
     DEFAULT_TARGET_FPRS,
     DEFAULT_TOP_K,
 )
-from core.validation import check_fpr_range
+from core.validation import check_fpr_pair
 
 FeatureModeName = Literal["dense", "sparse", "hashed"]
 ScalingName = Literal["auto", "none", "unit_norm", "standard", "scale"]
@@ -211,7 +211,7 @@ class ModelCreate(BaseModel):
     @field_validator("pauc_range")
     @classmethod
     def _check_range(cls, value: tuple[float, float]) -> tuple[float, float]:
-        check_fpr_range(*value)  # the pAUC learners' own check (a ValueError: 422)
+        check_fpr_pair(value)  # the pAUC learners' own check (a ValueError: 422)
         return value
 
     @field_validator("target_fprs", "target_alert_rates", "top_k")

@@ -18,7 +18,7 @@ from typing import Any
 from core.errors import InvalidParameter
 from core.learners._base import OnlineLearner
 from core.learners._stateful import NotFittedError
-from core.validation import check_fpr_range
+from core.validation import check_fpr_pair
 
 LEARNERS: dict[str, type[OnlineLearner]] = {}
 _loaded = False
@@ -118,7 +118,7 @@ def pauc_params_for(
     takes_range = "pauc_range" in cls._param_names()
     if not (cls.optimises_pauc or takes_range):
         return params
-    alpha, beta = check_pauc_range(pauc_range)
+    alpha, beta = check_fpr_pair(pauc_range)
     if takes_range:
         explicit = params.get("pauc_range")
         if explicit is not None and _as_range(explicit) != (alpha, beta):
@@ -148,28 +148,6 @@ def pauc_params_for(
     return params
 
 
-def check_pauc_range(pauc_range: Any) -> tuple[float, float]:
-    """A model's pAUC range ``[alpha, beta]`` as two floats: a pair whose bounds
-    :func:`core.validation.check_fpr_range` accepts (the one check of an FPR range), the error
-    naming ``pauc_range`` (the field a user sets) rather than ``alpha`` or ``beta``.
-
-    >>> check_pauc_range([0, 0.1])
-    (0.0, 0.1)
-    """
-    pair = not isinstance(pauc_range, str | bytes | dict) and hasattr(pauc_range, "__len__")
-    if not pair or len(pauc_range) != 2:
-        raise InvalidParameter(
-            f"pauc_range must be two numbers [alpha, beta], got {pauc_range!r}",
-            param="pauc_range",
-        )
-    try:
-        return check_fpr_range(*pauc_range)
-    except InvalidParameter as error:
-        raise InvalidParameter(
-            f"pauc_range {list(pauc_range)!r}: {error}", param="pauc_range"
-        ) from None
-
-
 def _as_range(value: Any) -> tuple[float, float] | None:
     try:
         alpha, beta = (float(bound) for bound in value)
@@ -185,7 +163,6 @@ __all__ = [
     "OnlineLearner",
     "PAUC_RANGE_PARAMS",
     "available_learners",
-    "check_pauc_range",
     "is_pauc_learner",
     "learner_class",
     "learner_modules",

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from core.errors import InvalidParameter
-from core.learners import check_pauc_range, learner_class
+from core.learners import learner_class
+from core.validation import check_fpr_pair
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -128,7 +129,7 @@ def candidate_specs(candidates, pauc_range, random_state) -> list[dict[str, Any]
     :class:`~core.errors.InvalidParameter` whose ``param`` is the field at fault, e.g.
     ``candidates[1].learner`` or ``candidates[2].params.beta``.  ``None`` is the default
     tournament of a model whose width is not known yet (``Auto`` passes its width's)."""
-    alpha, beta = check_pauc_range(pauc_range)
+    alpha, beta = check_fpr_pair(pauc_range)
     if candidates is None:
         candidates = default_candidates(None, track_drift=False)
     if isinstance(candidates, str | bytes | dict) or not isinstance(candidates, list | tuple):

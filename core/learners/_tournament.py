@@ -17,7 +17,6 @@ import numpy as np
 
 from core._kernels import auto as kernels
 from core.errors import InvalidState
-from core.learners import check_pauc_range
 from core.learners._state import (
     VALUE_BOUND,
     Count,
@@ -28,6 +27,7 @@ from core.learners._state import (
     OneOf,
     StateInvariant,
 )
+from core.validation import check_fpr_pair
 
 __all__ = [
     "MIN_WEIGHT",
@@ -246,7 +246,7 @@ def evaluate(
         own["window_pauc"][:] = np.nan
         own["window_auc"][:] = np.nan
         return
-    alpha, beta = check_pauc_range(pauc_range)
+    alpha, beta = check_fpr_pair(pauc_range)
     positive = labels > 0
     kernels.window_metrics(
         np.sort(window_scores[:, positive], axis=1),
@@ -331,7 +331,7 @@ def leaderboard(
         "n_seen": int(own["n_seen"][0]),
         "evaluated_at": int(own["evaluated_at"][0]),
         "window": int(min(own["n_seen"][0], own["window_labels"].shape[0])),
-        "pauc_range": list(check_pauc_range(pauc_range)),
+        "pauc_range": list(check_fpr_pair(pauc_range)),
         "temperature": float(temperature),
         "candidates": rows,
     }

@@ -11,7 +11,7 @@ import numpy as np
 
 from core._kernels import tree_embedding as kernels
 from core.errors import InvalidParameter, InvalidState
-from core.learners import check_pauc_range, learner_class, make_learner, register
+from core.learners import learner_class, make_learner, register
 from core.learners._base import OnlineLearner
 from core.learners._composed import ComposedState
 from core.learners._params import BOOLEAN, PAUC_RANGE, Interval, Options, Structured
@@ -19,7 +19,7 @@ from core.learners._state import Count, Finite, Grown, OneOf, with_prefix
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.preprocessing import scale_batch
 from core.tree_embedding import EMBEDDINGS, edge_capacity, empty_tree, fit_tree
-from core.validation import CSRMatrix, check_batch, row_range
+from core.validation import CSRMatrix, check_batch, check_fpr_pair, row_range
 
 __all__ = ["TreeEmbedded"]
 
@@ -148,7 +148,7 @@ class TreeEmbedded(ComposedState, OnlineLearner):
                 param="refit_events",
             )
         if self.pauc_range is not None:
-            check_pauc_range(self.pauc_range)
+            check_fpr_pair(self.pauc_range)
         try:
             make_learner(self.learner, **self._inner_params())
         except (ValueError, TypeError) as error:

@@ -225,8 +225,8 @@ def evaluate(
     since: int = 0,
     temperature: float = 0.0,
 ) -> None:
-    """Each candidate's exact pAUC and AUC on the window (auto.2), then the leader choice with
-    hysteresis (auto.3)-(auto.4): the challenger takes over after ``patience`` consecutive
+    """Each candidate's exact pAUC and AUC on the window (auto.1), counted as in (auto.3), then
+    the leader choice with hysteresis (auto.4)-(auto.6): the challenger takes over after ``patience`` consecutive
     evaluations ahead by more than ``margin``; windows with too few positives or negatives in
     the FPR range decide nothing.  ``since``: only the window's events from that event count
     on are compared (after a detected drift, docs/algorithms/auto.md (auto.8)).  With
@@ -281,7 +281,7 @@ def evaluate(
 def match_scale(own: dict[str, np.ndarray], old: int, new: int, filled: int) -> None:
     """[CHOICE] At a change of leader, map the new leader's scores affinely (a positive
     scale: its ranking is unchanged) so that, over the window, they have the mean and
-    standard deviation the served scores had (auto.5): a logit and a pAUC learner's score live
+    standard deviation the served scores had (auto.7): a logit and a pAUC learner's score live
     on different scales, and without this a user's thresholds, and every prequential metric
     over events on both sides of the change, would mix the two scales."""
     window_scores = own["window_scores"]

@@ -140,7 +140,9 @@ def test_two_workers_one_store_eight_clients_lose_nothing(request, tmp_path, sha
     # committed (the model's duplicate counter and version are those of the first round)
     assert metrics["counts"]["duplicates"] == 0
     assert metrics["since_start"]["events"] == n_events
-    assert version == 1 + n_clients * n_batches  # one committed write per learning request
+    # one committed write per group of concurrent requests a worker merged (at most one per
+    # learning request; the retries of the second round wrote nothing)
+    assert 1 < version <= 1 + n_clients * n_batches
     # the learner's own counters and class sums saw every event exactly once
     store = open_store()
     state = store.load("shared").arrays

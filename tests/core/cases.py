@@ -98,6 +98,22 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
         "game_only": {"auc_weight": 0.0},
         "one_drawn_positive": {"auc_weight": 3.0, "auc_positives": 1, "alpha": 0.05},
     },
+    "boosted_embedded": {
+        # fitted mid-stream (after 40 events), refitted every 30, on a ring of 50 events
+        "refitted_logistic": {
+            "first_fit": 40, "refit_every": 30, "buffer_size": 50, "n_trees": 4,
+            "max_leaves": 4, "min_samples_leaf": 3,
+        },
+        "poise_leaves_only": {
+            "learner": "poise", "first_fit": 30, "refit_every": None, "buffer_size": 30,
+            "n_trees": 3, "max_leaves": 3, "min_samples_leaf": 2, "append_features": False,
+            "append_margin": False,
+        },
+        "ftrl_pauc_margin": {
+            "learner": "ftrl_pauc", "first_fit": 25, "refit_every": 60, "buffer_size": 40,
+            "n_trees": 2, "max_leaves": 5, "min_samples_leaf": 2, "append_features": False,
+        },
+    },
     "tree_embedded": {
         # the tree is fitted mid-stream (after 80 events), frugal, around other learners
         "fitted_poise": {"n_fit_events": 80, "max_depth": 3, "min_samples_leaf": 3},
@@ -307,6 +323,23 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"half_life": 0.0}, "half_life"),
         ({"auc_weight": -1.0}, "auc_weight"),
         ({"auc_positives": 0}, "auc_positives"),
+    ],
+    "boosted_embedded": [
+        ({"learner": "nope"}, "learner"),
+        ({"learner": "boosted_embedded"}, "learner"),
+        ({"params": [1]}, "params"),
+        ({"pauc_range": [0.3, 0.1]}, "pauc_range"),
+        ({"n_trees": 0}, "n_trees"),
+        ({"n_trees": 501}, "n_trees"),
+        ({"max_leaves": 1}, "max_leaves"),
+        ({"learning_rate": 0.0}, "learning_rate"),
+        ({"min_samples_leaf": 0}, "min_samples_leaf"),
+        ({"l2_regularization": -1.0}, "l2_regularization"),
+        ({"buffer_size": 8}, "buffer_size"),
+        ({"first_fit": 3}, "first_fit"),
+        ({"first_fit": 100, "buffer_size": 50}, "first_fit must be at most buffer_size"),
+        ({"refit_every": 0}, "refit_every"),
+        ({"append_margin": 1}, "append_margin"),
     ],
     "tree_embedded": [
         ({"learner": "nope"}, "learner"),

@@ -1,4 +1,4 @@
-"""The boosted-leaves embedding (docs/algorithms/boosted_embedded.md (boost.2)): every event
+"""The boosted-leaves embedding (docs/algorithms/boosted_embedded.md (boosted_embedded.2)): every event
 becomes the CSR row ``[x, m(x), e(x)]``: its features, the ensemble's margin and one column per
 tree for the leaf it reaches, in O(nnz(x) + trees * depth)."""
 

@@ -1,5 +1,5 @@
 """A plain router over a fitted ensemble's arrays (docs/algorithms/boosted_embedded.md
-(boost.1)-(boost.2)): Python loops from the definitions, one dense row at a time."""
+(boosted_embedded.1)-(boosted_embedded.2)): Python loops from the definitions, one dense row at a time."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def leaf_node(state, t, x):
 
 
 def margin_row(state, x):
-    """``baseline + sum_t value[t, leaf_t(x)]`` (boost.1)."""
+    """``baseline + sum_t value[t, leaf_t(x)]`` (boosted_embedded.1)."""
     total = float(state["ens_baseline"][0])
     for t in range(int(state["ens_trees"][0])):
         total += float(state["ens_value"][t, leaf_node(state, t, x)])
@@ -25,7 +25,7 @@ def margin_row(state, x):
 
 
 def embed_row(state, x, n_trees, max_leaves, append_features=True, append_margin=True):
-    """``[x, m(x), e(x)]`` (boost.2) as a dense row: the leaf of tree ``t`` sets column
+    """``[x, m(x), e(x)]`` (boosted_embedded.2) as a dense row: the leaf of tree ``t`` sets column
     ``f + t * max_leaves + leaf`` to ``1 / sqrt(n_trees)``."""
     d = len(x) if append_features else 0
     first = d + (1 if append_margin else 0)

@@ -41,11 +41,15 @@ def stream(n, seed):
 
 
 def body(X, y=None):
-    events = [{"features": row.tolist()} for row in X]
+    events = [{"x": row.tolist()} for row in X]
     if y is not None:
         for event, label in zip(events, y, strict=True):
-            event["label"] = int(label)
+            event["y"] = int(label)
     return {"events": events}
+
+
+def post(client, url, json):
+    client.post(url, json=json).raise_for_status()
 
 
 def fits(client, model_id):
@@ -55,7 +59,7 @@ def fits(client, model_id):
 
 
 def run(client, model_id, refit_every, seconds, rate, seed):
-    import httpx  # noqa: F401
+    import httpx
 
     params = {"n_trees": 50, "max_leaves": 15, "buffer_size": 8000, "first_fit": 1000,
               "refit_every": refit_every}  # fmt: skip
@@ -71,7 +75,7 @@ def run(client, model_id, refit_every, seconds, rate, seed):
     created.raise_for_status()
     X, y = stream(8000 + int(seconds * 1000) + 2000, seed)
     for start in range(0, 8000, 1000):  # the buffer filled and the first fit done
-        client.post(f"/v1/models/{model_id}/events",
+        post(client, f"/v1/models/{model_id}/events",
                     json=body(X[start : start + 1000], y[start : start + 1000]))  # fmt: skip
     deadline = time.monotonic() + 120
     while fits(client, model_id) < 1 and time.monotonic() < deadline:
@@ -79,16 +83,19 @@ def run(client, model_id, refit_every, seconds, rate, seed):
     before = fits(client, model_id)
     stop = threading.Event()
 
-    def feed():  # 10 batches of 100 labelled events a second
+    def feed():  # 10 batches of 100 labelled events a second, on a connection of its own
         position, tick = 8000, time.monotonic()
+        feeder_client = httpx.Client(base_url=str(client.base_url), timeout=60)
         while not stop.is_set() and position + BATCH <= len(y):
-            client.post(
+            post(
+                feeder_client,
                 f"/v1/models/{model_id}/events",
                 json=body(X[position : position + BATCH], y[position : position + BATCH]),
             )
             position += BATCH
             tick += 0.1
             stop.wait(max(0.0, tick - time.monotonic()))
+        feeder_client.close()
 
     feeder = threading.Thread(target=feed)
     feeder.start()

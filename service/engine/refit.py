@@ -4,9 +4,10 @@
 While a :class:`Refitter` runs, learners leave their due fits to it
 (:class:`core.learners.boosted_embedded.background_fits`).  Each sweep looks at the models
 cached in this process; for a learner whose fit is due it takes the job (copies of its buffer)
-under the model's lock, fits with the lock released, so scoring and learning go on with the old
-ensemble, then swaps the new one in through the repository's write (under the lock, committed
-with the expected version).  The job is installed only into the very learner it was taken from,
+under the model's lock, fits it in a child process of lower priority
+(:mod:`service.engine.fit_process`: no competition for the interpreter lock, the CPU left to the
+requests first), so scoring and learning go on with the old ensemble, then swaps the new one
+in through the repository's write (under the lock, committed with the expected version).  The job is installed only into the very learner it was taken from,
 still cached: after a reload, a reset on drift or a write by another process it is dropped, and
 the next sweep fits again if a fit is still due.
 """
@@ -16,12 +17,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from core.learners._composed import ComposedState
 from core.learners.boosted_embedded import BoostedEmbedded, FitJob, background_fits
+from service.engine.fit_process import FitProcess
 from service.engine.model import Loaded
 from service.engine.repository import ModelRepository
 from service.errors import ServiceError
@@ -65,9 +67,18 @@ class Refitter:
     """A thread fitting the due ensembles of the cached models (:meth:`sweep`), started and
     stopped with the service (or the queue worker)."""
 
-    def __init__(self, repository: ModelRepository, *, interval: float = SWEEP_INTERVAL) -> None:
+    def __init__(
+        self,
+        repository: ModelRepository,
+        *,
+        interval: float = SWEEP_INTERVAL,
+        fit: Callable[[FitJob], dict[str, np.ndarray]] | None = None,
+    ) -> None:
         self.repository = repository
         self.interval = interval
+        #: how a job is fitted: by default in a child process (service/engine/fit_process.py)
+        self._process = FitProcess() if fit is None else None
+        self._fit = fit or self._fit_in_process
         #: ensembles installed, and jobs dropped (their learner changed while they ran)
         self.installed = 0
         self.dropped = 0
@@ -82,11 +93,17 @@ class Refitter:
         self._thread = threading.Thread(target=self._run, name="aucstream-refit", daemon=True)
         self._thread.start()
 
+    def _fit_in_process(self, job: FitJob) -> dict[str, np.ndarray]:
+        assert self._process is not None
+        return self._process.fit(job.X, job.y, job.params)
+
     def stop(self) -> None:
         """Finish the fit under way (an uninstalled job is simply dropped), then return."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self._process is not None:
+            self._process.close()
         if self._deferring is not None:
             self._deferring.__exit__()
             self._deferring = None
@@ -106,7 +123,7 @@ class Refitter:
             for loaded, path, part, job in self._take(model_id):
                 if self._stop.is_set():
                     return installed
-                ensemble = job.run()
+                ensemble = self._fit(job)
                 installed += self._install(model_id, (loaded, path, part), job, ensemble)
         return installed
 

@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 
-from core.learners import boosted_embedded as boosted
 from core.learners.boosted_embedded import learn_with_fit_points
+from service.engine.fit_process import FitProcess
 from tests.service.conftest import create_model, events_json
 
 PARAMS = {"first_fit": 150, "refit_every": 200, "buffer_size": 300, "n_trees": 5,
@@ -66,14 +66,14 @@ def test_fits_run_in_the_background_and_replay_from_their_fit_points(client):
 def test_scoring_answers_while_a_fit_runs(client, monkeypatch):
     X, y = xor_stream(400, seed=1)
     started, release = threading.Event(), threading.Event()
-    fit = boosted.fit_ensemble
+    fit = FitProcess.fit
 
     def held_fit(*args):
         started.set()
         assert release.wait(60)
         return fit(*args)
 
-    monkeypatch.setattr(boosted, "fit_ensemble", held_fit)
+    monkeypatch.setattr(FitProcess, "fit", held_fit)
     create_model(client, learner="boosted_embedded", params=PARAMS)
     post(client, X, y, 0, 160)
     assert started.wait(60)

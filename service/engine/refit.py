@@ -7,9 +7,10 @@ cached in this process; for a learner whose fit is due it takes the job (copies 
 under the model's lock, fits it in a child process of lower priority
 (:mod:`service.engine.fit_process`: no competition for the interpreter lock, the CPU left to the
 requests first), so scoring and learning go on with the old ensemble, then swaps the new one
-in through the repository's write (under the lock, committed with the expected version).  The job is installed only into the very learner it was taken from,
-still cached: after a reload, a reset on drift or a write by another process it is dropped, and
-the next sweep fits again if a fit is still due.
+in through the repository's write (under the lock, committed with the expected version).  The
+job is installed only into the very learner it was taken from, still cached: after a reload, a
+reset on drift or a write by another process it is dropped, and the next sweep fits again if a
+fit is still due.
 """
 
 from __future__ import annotations

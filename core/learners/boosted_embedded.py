@@ -19,7 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from core._kernels import boosted_embedding as kernels
-from core.boosted_trees import EnsembleParams, empty_ensemble, fit_ensemble, node_capacity
+from core.boosted_trees import (
+    ENSEMBLE_KEYS,
+    EnsembleParams,
+    empty_ensemble,
+    fit_ensemble,
+    node_capacity,
+)
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
@@ -39,6 +45,7 @@ _COUNTERS = ("buffer_next", "buffer_fill", "events", "since_fit", "fits", "gener
 
 _background = [0]
 _NONE = np.empty(0, dtype=np.int64)
+_NONE_F = np.empty(0)
 _background_lock = threading.Lock()
 
 
@@ -218,20 +225,21 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
 
     # ------------------------------------------------------------------ embedding
     def _ensemble(self) -> kernels.Ensemble:
-        s = self._own_state
-        return kernels.Ensemble(
-            s["ens_left"], s["ens_right"], s["ens_feature"], s["ens_threshold"], s["ens_leaf"],
-            s["ens_value"], s["ens_baseline"],
-        )  # fmt: skip
+        return kernels.Ensemble(*(self._own_state[key] for key in ENSEMBLE_KEYS[:-1]))
 
     def transform(self, X) -> CSRMatrix:
         """``[x, m(x), e(x)]`` of a scaled batch as CSR (the inner learner's input); the leaf
         indicators are ``1 / sqrt(n_trees)``, so the leaves weigh as one unit-norm feature."""
+        return self._embed(X, self._own_state)
+
+    def _embed(self, X, ensemble: dict[str, np.ndarray]) -> CSRMatrix:
+        """:meth:`transform` by the ensemble of ``ensemble``'s arrays (reads no state)."""
         n_features = X.shape[1]
+        arrays = kernels.Ensemble(*(ensemble[key] for key in ENSEMBLE_KEYS[:-1]))
         indptr, indices, data = kernels.embed(
-            *event_arrays(X), self._ensemble(), int(self._own_state["ens_trees"][0]),
-            int(self.max_leaves), n_features, bool(self.append_features),
-            bool(self.append_margin), 1.0 / np.sqrt(self.n_trees),
+            *event_arrays(X), arrays, int(ensemble["ens_trees"][0]), int(self.max_leaves),
+            n_features, bool(self.append_features), bool(self.append_margin),
+            1.0 / np.sqrt(self.n_trees),
         )  # fmt: skip
         return CSRMatrix(indptr, indices, data, self._inner_width(n_features))
 
@@ -304,16 +312,34 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
         return FitJob(X, y, self._ensemble_params(), int(own["generation"][0]),
                       int(own["fits"][0]), int(own["events"][0]))  # fmt: skip
 
-    def install(self, ensemble: dict[str, np.ndarray], job: FitJob) -> bool:
+    def prepare(self, ensemble: dict[str, np.ndarray], job: FitJob) -> OnlineLearner:
+        """A fresh inner learner that learned the job's buffer embedded by ``ensemble``, one
+        pass in order: the slow part of :meth:`install`, which reads nothing of the learner's
+        state, so a background fitter runs it without the model's lock."""
+        inner = self._build_inner().initialize(self._inner_width(job.X.shape[1]))
+        for start in range(0, len(job.y), SCORE_CHUNK):
+            stop = min(len(job.y), start + SCORE_CHUNK)
+            inner._learn(self._embed(job.X[start:stop], ensemble), job.y[start:stop], _NONE_F)
+        return inner
+
+    def install(
+        self,
+        ensemble: dict[str, np.ndarray],
+        job: FitJob,
+        prepared: OnlineLearner | None = None,
+    ) -> bool:
         """Swap in the ensemble ``job`` fitted, unless the learner restarted or another fit was
-        installed since the job was taken (False: nothing changed); the inner learner starts
-        afresh on the buffer embedded by it, one pass in order."""
+        installed since the job was taken (False: nothing changed).  The inner learner is
+        replaced by one that learned the job's buffer embedded by it (``prepared``, or
+        :meth:`prepare` now), then the events learned since the job was taken (those the
+        buffer still holds), so a fit installed later than taken loses none of them."""
         self._check_initialized()
         own = self._own_state
         if (int(own["generation"][0]), int(own["fits"][0])) != (job.generation, job.fits) or int(
             own["events"][0]
         ) < job.fit_from:
             return False
+        inner = prepared if prepared is not None else self.prepare(ensemble, job)
         for key, value in ensemble.items():
             own[key][...] = value
         events = int(own["events"][0])
@@ -321,11 +347,12 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
         own["ready"][0] = 1
         own["fit_from"][0], own["fit_at"][0] = job.fit_from, events
         own["since_fit"][0] = events - job.fit_from
-        X, y = self._buffered()
-        self._inner = self._build_inner().initialize(self._inner_width(X.shape[1]))
-        for start in range(0, len(y), SCORE_CHUNK):
-            stop = min(len(y), start + SCORE_CHUNK)
-            self._inner._learn(self.transform(X[start:stop]), y[start:stop], np.empty(0))
+        self._inner = inner
+        since = min(events - job.fit_from, int(own["buffer_fill"][0]))
+        if since:
+            rows = (int(own["buffer_next"][0]) + np.arange(-since, 0)) % self.buffer_size
+            self._inner._learn(self.transform(own["buffer_X"][rows]), own["buffer_y"][rows],
+                               _NONE_F)  # fmt: skip
         self._refresh_view()
         return True
 

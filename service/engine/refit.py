@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from core.learners._base import OnlineLearner
 from core.learners._composed import ComposedState
 from core.learners.boosted_embedded import BoostedEmbedded, FitJob, background_fits
 from service.engine.fit_process import FitProcess
@@ -125,7 +126,9 @@ class Refitter:
                 if self._stop.is_set():
                     return installed
                 ensemble = self._fit(job)
-                installed += self._install(model_id, (loaded, path, part), job, ensemble)
+                # the inner learner relearns the job's buffer here too, without the lock
+                prepared = part.prepare(ensemble, job)
+                installed += self._install(model_id, (loaded, path, part), job, ensemble, prepared)
         return installed
 
     def _take(self, model_id: str) -> list[tuple[Loaded, Path, BoostedEmbedded, FitJob]]:
@@ -143,6 +146,7 @@ class Refitter:
         taken: tuple[Loaded, Path, BoostedEmbedded],
         job: FitJob,
         ensemble: dict[str, np.ndarray],
+        prepared: OnlineLearner,
     ) -> bool:
         origin, path, part = taken
 
@@ -151,7 +155,7 @@ class Refitter:
             chain = _chain(loaded.learner, path)
             if loaded is not origin or not chain or chain[-1] is not part:
                 return False
-            if not part.install(ensemble, job):
+            if not part.install(ensemble, job, prepared):
                 return False
             self.fit_log.append((model_id, path, *part.fit_points_))
             for composite in reversed(chain[:-1]):  # the views over the new inner arrays

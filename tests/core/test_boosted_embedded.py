@@ -157,3 +157,24 @@ def test_learns_a_non_linear_ranking_a_linear_learner_cannot():
     late = slice(3000, None)
     assert auc(y[late], boosted.prequential_step(X, y)[late]) > 0.9
     assert auc(y[late], linear.prequential_step(X, y)[late]) < 0.6
+
+
+def test_auto_tracking_drift_refits_its_boosted_candidate_on_post_change_events():
+    """``auto`` with ``track_drift`` restarts the candidate at a detected change: its next fit
+    comes ``first_fit`` events after the detection, on a buffer of post-change events only."""
+    rng = np.random.default_rng(0)
+    n = 12_000
+    X = rng.normal(size=(n, 6))
+    z = X[:, 0] * X[:, 1] + X[:, 2]
+    z[n // 2 :] = -z[n // 2 :]
+    y = (z + 0.3 * rng.normal(size=n) > 1.0).astype(np.int64)
+    boosted = {"first_fit": 500, "refit_every": None, "buffer_size": 2000, "n_trees": 10}
+    auto = make_learner("auto", track_drift=True, candidates=[
+        {"learner": "logistic", "params": {}},
+        {"learner": "boosted_embedded", "params": boosted},
+    ]).partial_fit(X, y)  # fmt: skip
+    [candidate] = [c for c in auto._candidates if c.name == "boosted_embedded"]
+    assert int(candidate.state_["generation"][0]) >= 1 and candidate.fits_ == 2
+    fit_from, fit_at = candidate.fit_points_
+    # the buffer it was fitted on, first_fit events from the restart, all after the change
+    assert fit_from == fit_at and fit_from - boosted["first_fit"] >= n // 2

@@ -89,8 +89,9 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
     Labelled events go to a ring buffer of the last ``buffer_size``.  Once it holds
     ``first_fit`` events (two of each class), ``n_trees`` trees of at most ``max_leaves`` leaves
     are fitted on it (scikit-learn's ``HistGradientBoostingClassifier``, log loss), and the
-    inner learner starts afresh on the buffer embedded by them (one pass in order); then every
-    ``refit_every`` events (None: never) the same again on the buffer of the time.  Until the
+    inner learner starts afresh on the buffer embedded by them (one pass in order); then each
+    time the events have doubled, at most every ``refit_every`` events (None: never again),
+    the same on the buffer of the time.  Until the
     first fit the inner learner sees ``[x, 0]``.
 
     Parameters
@@ -102,10 +103,12 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
         The ensemble's size and the boosting's parameters.
     buffer_size : int, default 8000
         Recent labelled events kept (dense rows, part of the state) for the fits.
-    first_fit : int, default 1000
+    first_fit : int, default 250
         Buffered events before the first fit (and the first after a restart).
     refit_every : int or None, default 4000
-        Events between fits (counted from the event whose buffer the last fit learned).
+        The most events between fits, counted from the event whose buffer the last fit
+        learned: the next fit comes when the events have doubled since it, or after this
+        many, whichever is first (250, 500, 1,000, 2,000, 4,000, 8,000, 12,000, ...).
     append_features, append_margin : bool, default True
         Give the inner learner ``x`` and the margin ``m(x)`` beside the leaves.
     """
@@ -123,7 +126,7 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
     min_samples_leaf: int = 20
     l2_regularization: float = 0.0
     buffer_size: int = 8000
-    first_fit: int = 1000
+    first_fit: int = 250
     refit_every: int | None = 4000
     append_features: bool = True
     append_margin: bool = True
@@ -285,7 +288,7 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
         labels = np.concatenate((self._buffered()[1], np.asarray(upcoming, dtype=np.int64)))
         steps = np.arange(len(upcoming) + 1)
         if ready:
-            counted = int(own["since_fit"][0]) + steps >= (self.refit_every or 0)
+            counted = int(own["since_fit"][0]) + steps >= self._interval()
         else:
             counted = fill + steps >= self.first_fit
         # each class's count in the buffer after k more events: the last buffer_size labels
@@ -297,6 +300,13 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
             negatives[ends] - negatives[starts] >= 2
         )
         return counted & both
+
+    def _interval(self) -> int:
+        """Events from the last fit's ``fit_from`` to the next fit: as many as the last fit
+        learned from (the stream's events double between fits, so a short stream's trees see
+        most of it), at most ``refit_every``."""
+        learned_from = max(int(self._own_state["fit_from"][0]), self.first_fit)
+        return min(int(self.refit_every or 0), learned_from)
 
     def fit_due(self) -> bool:
         """Whether the schedule asks for a fit now."""

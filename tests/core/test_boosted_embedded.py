@@ -64,15 +64,18 @@ def test_the_ensemble_scores_as_scikit_learns_booster():
     )
 
 
-def test_schedule_first_fit_then_every_refit_every_events():
+def test_schedule_first_fit_then_doubling_up_to_refit_every_events():
     X, y = xor_stream(700)
     learner = make_learner("boosted_embedded", **SMALL)
     learner.partial_fit(X[:119], y[:119])
     assert learner.fits_ == 0
     learner.partial_fit(X[119:121], y[119:121])
     assert (learner.fits_, learner.fit_points_) == (1, (120, 120))
-    learner.partial_fit(X[121:700], y[121:700])
-    assert learner.fits_ == 4 and learner.fit_points_ == (570, 570)
+    learner.partial_fit(X[121:239], y[121:239])
+    assert learner.fits_ == 1
+    # the events double (120 more), then at most refit_every (150) between fits
+    learner.partial_fit(X[239:700], y[239:700])
+    assert learner.fits_ == 5 and learner.fit_points_ == (690, 690)
     # no refit: one fit only
     once = make_learner("boosted_embedded", **{**SMALL, "refit_every": None}).partial_fit(X, y)
     assert once.fits_ == 1
@@ -106,7 +109,7 @@ def test_background_fits_replay_bit_for_bit_from_their_fit_points():
     replayed = learn_with_fit_points(make_learner("boosted_embedded", **SMALL), X, y, points)
     same_state(served.get_state(), replayed.get_state())
     inline = make_learner("boosted_embedded", **SMALL).partial_fit(X, y)
-    schedule = [(120, 120), (270, 270), (420, 420), (570, 570), (720, 720), (870, 870)]
+    schedule = [(120, 120), (240, 240), (390, 390), (540, 540), (690, 690), (840, 840)]
     same_state(inline.get_state(),
                learn_with_fit_points(make_learner("boosted_embedded", **SMALL), X, y,
                                      schedule).get_state())  # fmt: skip

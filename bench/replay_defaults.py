@@ -1,8 +1,8 @@
 """The feature-mode default of ``aucstream replay`` for LIBSVM files (``service/cli/replay.py``,
 ``DENSE_MAX_FEATURES``): each set written as a LIBSVM file, then replayed in-process with the
-default learner (``auto``) as a sparse model (``auto`` scaling = ``scale``, the old default)
-and as a dense one (``auto`` = ``standard``, the default up to 1,000 features).  Prints the
-since-start (prequential) AUC and pAUC(0, 0.1) of each::
+default learner (``auto``) as a sparse model (``--feature-mode sparse``: ``auto`` scaling =
+``scale``) and as a dense one (``auto`` = ``standard``, the default up to 1,000 features).
+Prints the since-start (prequential) AUC and pAUC(0, 0.1) of each::
 
     python bench/replay_defaults.py                      # a few sets of bench/datasets.py
     python bench/replay_defaults.py --sets ada,german --shuffle-seed 3

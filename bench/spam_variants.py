@@ -1,5 +1,5 @@
 """Three ways a first-order SPAM could close its gap to batch logistic regression, measured on
-the real-data suite before any is built into the kernel (issue 10 §4, bench/README.md "SPAM's
+the real-data suite before any is built into the kernel (bench/README.md "SPAM's
 step: AdaGrad, replay, later-weighted averages").
 
 Each variant is a plain loop over the equations of docs/algorithms/spam.md, compiled with numba

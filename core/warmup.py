@@ -28,7 +28,7 @@ import numpy as np
 from core import metrics
 from core.errors import InvalidParameter
 from core.learners import available_learners, learner_class, make_learner
-from core.learners._tournament import WIDE_FEATURES, default_candidates
+from core.learners._candidates import WIDE_FEATURES, default_candidates
 from core.learners.tree_embedded import TreeEmbedded
 from core.metrics.calibration import OnlineCalibrator
 from core.metrics.drift import DriftDetector
@@ -161,7 +161,7 @@ def _compile_tree(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
     and imbalanced-learn's SMOTE, seconds that belong to the start and not to the request that
     brings some model's 2,000th event) and the kernels that embed events in the grown tree."""
     _fit_tree()
-    tree_params = dict(default_candidates(None)[-1]["params"])
+    tree_params = dict(default_candidates(None, track_drift=False)[-1]["params"])
     tree_params.update(n_fit_events=len(y), refit_events=2 * len(y), min_samples_leaf=2)
     for batch in (X, sparse):
         learner = make_learner("tree_embedded", scaling="none", **tree_params)

@@ -18,10 +18,8 @@ maximum latency.  A maximum near the request's duration means the event loop was
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
-import statistics
 import subprocess
 import threading
 import time
@@ -29,7 +27,7 @@ import time
 import numpy as np
 import orjson
 
-from loadtest.local import free_port, start_uvicorn, stop, wait_ready
+from loadtest.local import checkout_parser, checkout_server, latency_ms
 
 
 def hashed_body(megabytes: float) -> bytes:
@@ -86,63 +84,51 @@ def during(http_url: str, heavy) -> tuple[float, list[float]]:
 def main(argv: list[str] | None = None) -> int:
     import httpx
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--server-path", default=os.getcwd(), help="PYTHONPATH of the server")
+    parser = checkout_parser(__doc__)
     parser.add_argument("--hashed-mb", type=float, default=16.0)
     parser.add_argument("--line-mb", type=float, default=20.0)
     parser.add_argument("--snapshot-features", type=int, default=2_000_000)
     args = parser.parse_args(argv)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": args.server_path, "AUCSTREAM_WARMUP": "true",
-           "AUCSTREAM_STORE": "memory"}  # fmt: skip
-    # cwd too: ``python -m`` puts the working directory first on the import path
-    process = start_uvicorn(
-        port, env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=args.server_path
-    )
     rows = []
-    try:
-        wait_ready(url, process, timeout=900)  # kernels compiled: not measured below
-        with httpx.Client(base_url=url, timeout=600) as http:
+    served = checkout_server(args.server_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with served as (url, _), httpx.Client(base_url=url, timeout=600) as http:
 
-            def create(body: dict) -> None:
-                response = http.post("/v1/models", json=body)
-                assert response.status_code == 201, response.text
+        def create(body: dict) -> None:
+            response = http.post("/v1/models", json=body)
+            assert response.status_code == 201, response.text
 
-            def post(model: str, body: bytes, content_type: str) -> int:
-                with httpx.Client(base_url=url, timeout=600) as client:
-                    headers = {"content-type": content_type}
-                    return client.post(
-                        f"/v1/models/{model}/events", content=body, headers=headers
-                    ).status_code
+        def post(model: str, body: bytes, content_type: str) -> int:
+            with httpx.Client(base_url=url, timeout=600) as client:
+                headers = {"content-type": content_type}
+                return client.post(
+                    f"/v1/models/{model}/events", content=body, headers=headers
+                ).status_code
 
-            body = hashed_body(args.hashed_mb)
-            create({"id": "hashed", "n_features": 2**20, "feature_mode": "hashed",
-                    "learner": "spam"})  # fmt: skip
-            seconds, latencies = during(url, lambda: post("hashed", body, "application/json"))
-            rows.append((f"hashed-json {len(body) / 1e6:.0f} MB", seconds, latencies))
+        body = hashed_body(args.hashed_mb)
+        create({"id": "hashed", "n_features": 2**20, "feature_mode": "hashed",
+                "learner": "spam"})  # fmt: skip
+        seconds, latencies = during(url, lambda: post("hashed", body, "application/json"))
+        rows.append((f"hashed-json {len(body) / 1e6:.0f} MB", seconds, latencies))
 
-            line, width = one_line_body(args.line_mb)
-            create({"id": "wide", "n_features": width, "learner": "spam", "scaling": "none"})
-            seconds, latencies = during(url, lambda: post("wide", line, "application/x-ndjson"))
-            rows.append((f"ndjson-line {len(line) / 1e6:.0f} MB", seconds, latencies))
+        line, width = one_line_body(args.line_mb)
+        create({"id": "wide", "n_features": width, "learner": "spam", "scaling": "none"})
+        seconds, latencies = during(url, lambda: post("wide", line, "application/x-ndjson"))
+        rows.append((f"ndjson-line {len(line) / 1e6:.0f} MB", seconds, latencies))
 
-            create({"id": "big", "n_features": args.snapshot_features, "learner": "spam",
-                    "scaling": "none"})  # fmt: skip
-            assert post("big", npz_body(args.snapshot_features), "application/x-npz") == 200
+        create({"id": "big", "n_features": args.snapshot_features, "learner": "spam",
+                "scaling": "none"})  # fmt: skip
+        assert post("big", npz_body(args.snapshot_features), "application/x-npz") == 200
 
-            def export() -> int:
-                with httpx.Client(base_url=url, timeout=600) as client:
-                    return client.get("/v1/models/big/snapshot").status_code
+        def export() -> int:
+            with httpx.Client(base_url=url, timeout=600) as client:
+                return client.get("/v1/models/big/snapshot").status_code
 
-            seconds, latencies = during(url, export)
-            rows.append((f"snapshot {args.snapshot_features:,} features", seconds, latencies))
-    finally:
-        stop(process)
+        seconds, latencies = during(url, export)
+        rows.append((f"snapshot {args.snapshot_features:,} features", seconds, latencies))
     print(f"server code: {args.server_path}   load: {os.getloadavg()[0]:.2f} (1 min)")
     print(f"{'heavy request':32s} {'seconds':>8} {'healthz':>8} {'median ms':>10} {'max ms':>8}")
     for name, seconds, latencies in rows:
-        median, worst = statistics.median(latencies) * 1e3, max(latencies) * 1e3
+        median, _, worst = latency_ms(latencies)
         print(f"{name:32s} {seconds:8.2f} {len(latencies):8d} {median:10.1f} {worst:8.1f}")
     return 0
 

@@ -16,6 +16,7 @@ import numpy as np
 from service.engine import Engine
 from service.engine.history import initial_history, record
 from service.ingest import Batch
+from service.models import create_model
 from service.schemas import ModelCreate
 from service.stores.fields import encode_fields
 from service.stores.memory import MemoryStore
@@ -25,7 +26,7 @@ from service.stores.sqlite import SQLiteStore
 def microseconds_per_commit(store, n_commits: int = 3000, repeats: int = 5) -> float:
     now = [1e9]
     engine = Engine(store, clock=lambda: now[0])
-    engine.create_model(ModelCreate(id="m", n_features=5, learner="spam"))
+    create_model(engine, ModelCreate(id="m", n_features=5, learner="spam"))
     rng = np.random.default_rng(0)
     X = rng.normal(size=(n_commits + 200, 5))
     y = np.where(rng.random(n_commits + 200) < 0.3, 1, -1)

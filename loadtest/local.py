@@ -1,6 +1,7 @@
 """Processes on loopback, shared by the load generators and the test suite: a free port, a
 private ``redis-server``, a uvicorn process serving the app, waiting until it is ready, and
-stopping a process; a private 3-master Redis Cluster.  The private servers keep their data in
+stopping a process; a private 3-master Redis Cluster; the command line and the latency summary
+of the load generators that measure a checkout's server.  The private servers keep their data in
 AOF files of a temporary directory, as the service expects of a Redis (it refuses one keeping
 nothing, unless told the store may be volatile).  Only 127.0.0.1 is used; the machine's
 own Redis (6379) is never touched.
@@ -8,11 +9,13 @@ own Redis (6379) is never touched.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import random
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -256,6 +259,58 @@ def wait_ready(
         except httpx.TransportError:
             pass
         time.sleep(interval)
+
+
+@contextlib.contextmanager
+def running_uvicorn(
+    env: dict[str, str],
+    workers: int = 1,
+    *,
+    timeout: float = 90.0,
+    answers: int = 1,
+    interval: float = 0.2,
+    access_log: bool = True,
+    **popen: Any,
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """:func:`start_uvicorn` on a free port with the environment ``env``; yields ``(url,
+    process)`` once :func:`wait_ready`, and stops the process on leaving, whatever happened."""
+    port = free_port()
+    process = start_uvicorn(port, env, workers, access_log=access_log, **popen)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, process, timeout, answers=answers, interval=interval)
+        yield url, process
+    finally:
+        stop(process)
+
+
+@contextlib.contextmanager
+def checkout_server(
+    server_path: str, settings: dict[str, str] | None = None, **popen: Any
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """The service of the checkout at ``server_path`` as the load generators measure it: the
+    memory store (``settings`` add to or replace it), kernels compiled before ``/readyz``, so
+    that no measurement pays them.  The checkout is both ``PYTHONPATH`` and the working
+    directory (``python -m`` puts the working directory first on the import path)."""
+    env = {**os.environ, "PYTHONPATH": server_path, "AUCSTREAM_WARMUP": "true",
+           "AUCSTREAM_STORE": "memory", **(settings or {})}  # fmt: skip
+    with running_uvicorn(env, timeout=900, cwd=server_path, **popen) as served:
+        yield served
+
+
+def checkout_parser(doc: str) -> argparse.ArgumentParser:
+    """The command line of a load generator run on :func:`checkout_server`: the first line of
+    its docstring ``doc`` as description, and ``--server-path`` (this directory by default)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--server-path", default=os.getcwd(), help="PYTHONPATH of the server")
+    return parser
+
+
+def latency_ms(seconds: list[float]) -> tuple[float, float, float]:
+    """The median, 99th percentile and maximum of latencies given in seconds, in ms."""
+    ordered = sorted(seconds)
+    p99 = statistics.quantiles(ordered, n=100)[98] if len(ordered) > 1 else ordered[0]
+    return statistics.median(ordered) * 1e3, p99 * 1e3, ordered[-1] * 1e3
 
 
 def create_model(http: Any, body: dict, *, timeout: float = 900.0) -> None:

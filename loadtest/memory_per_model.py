@@ -54,6 +54,7 @@ def measure(args: argparse.Namespace) -> dict:
     """One store, in this process (the child of :func:`main`)."""
     from service.engine import Engine
     from service.ingest import Batch
+    from service.models import create_model
     from service.schemas import ModelCreate
 
     rng = np.random.default_rng(0)
@@ -78,7 +79,7 @@ def measure(args: argparse.Namespace) -> dict:
     engine = Engine(store, max_cached_models=args.cache)
 
     def one_model(model_id: str) -> None:
-        engine.create_model(ModelCreate(id=model_id, n_features=args.features))
+        create_model(engine, ModelCreate(id=model_id, n_features=args.features))
         if args.events:
             n = args.events
             ids = [f"{model_id}-{i}" for i in range(2 * n)]

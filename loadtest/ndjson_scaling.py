@@ -1,10 +1,10 @@
 """How NDJSON reading scales with the length of one line: a single event line of 10 MB and of
 20 MB fed in 64 KiB chunks (as uvicorn delivers a body), through ``NDJSONReader`` and through
-the line splitting it replaced (the pending tail joined to every chunk, then split)::
+a naive line splitting (the pending tail joined to every chunk, then split)::
 
     python -m loadtest.ndjson_scaling            # --sizes-mb 10 20 --chunk-kib 64
 
-Linear reading takes about twice as long for twice the line; the old splitting about four
+Linear reading takes about twice as long for twice the line; the naive splitting about four
 times (each chunk copied the whole pending line: quadratic).  CPU seconds of this process,
 best of ``--repeats``; the decode of the line (orjson, linear) is included in both.
 """
@@ -20,7 +20,7 @@ from service.ingest import FeatureSpec, NDJSONReader
 
 
 class ConcatenatingReader:
-    """The splitting of the reader before: ``data = tail + chunk; tail = data.split()[-1]``."""
+    """The naive splitting: ``data = tail + chunk; tail = data.split()[-1]``."""
 
     def __init__(self) -> None:
         self.tail = b""

@@ -30,6 +30,7 @@ import httpx
 import numpy as np
 
 from loadtest.client import Connection, build_request, check_loopback
+from loadtest.local import create_model
 from loadtest.run import MAX_REQUESTS, json_body, make_batches, npz_body
 from loadtest.stack import stack
 
@@ -92,10 +93,8 @@ def run_mode(mode: str, args: argparse.Namespace) -> list[Row]:
         for body_format in args.formats:
             model = f"tput-{body_format}"
             http.delete(f"/v1/models/{model}")
-            created = http.post(
-                "/v1/models", json={"id": model, "n_features": args.features, "learner": "spam"}
-            )
-            assert created.status_code == 201, created.text
+            # a 503 warming-up (the learner's kernels still compiling) is sent again
+            create_model(http, {"id": model, "n_features": args.features, "learner": "spam"})
             if mode == "queue":  # the worker has started and taken the model
                 import redis
 

@@ -1,4 +1,4 @@
-"""Load test of issue 5: ingest throughput and single-event scoring latency, on a live server.
+"""Load test: ingest throughput and single-event scoring latency, on a live server.
 
 Run (spawns its own uvicorn worker, and a private redis-server for the Redis rows)::
 
@@ -55,7 +55,7 @@ from loadtest.local import (
     wait_ready,
 )
 
-TARGETS = {  # issue 5, memory store; Redis (a cluster too) must reach half of the ingest figures
+TARGETS = {  # memory store; Redis (a cluster too) must reach half of the ingest figures
     "ingest-json": 200_000.0,
     "ingest-npz": 1_000_000.0,
 }

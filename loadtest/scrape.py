@@ -12,14 +12,13 @@ the exposition's bytes, its samples (lines that are not comments) and the median
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
 import threading
 import time
 
-from loadtest.local import create_model, free_port, start_uvicorn, stop, wait_ready
+from loadtest.local import checkout_parser, checkout_server, create_model
 
 ONE_EVENT = b'{"events": [{"x": [0.1, 0.2, 0.3, 0.4, 0.5]}]}'
 
@@ -27,24 +26,15 @@ ONE_EVENT = b'{"events": [{"x": [0.1, 0.2, 0.3, 0.4, 0.5]}]}'
 def main(argv: list[str] | None = None) -> int:
     import httpx
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--server-path", default=os.getcwd(), help="PYTHONPATH of the server")
+    parser = checkout_parser(__doc__)
     parser.add_argument("--models", type=int, default=10_000)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--scrapes", type=int, default=5)
     parser.add_argument("--active", type=int, default=100, help="models used again at the end")
     args = parser.parse_args(argv)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": args.server_path, "AUCSTREAM_WARMUP": "true",
-           "AUCSTREAM_STORE": "memory",
-           "AUCSTREAM_MAX_MODELS": str(max(args.models, 1))}  # fmt: skip
-    process = start_uvicorn(
-        port, env, access_log=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        cwd=args.server_path,
-    )  # fmt: skip
-    try:
-        wait_ready(url, process, timeout=900)
+    settings = {"AUCSTREAM_MAX_MODELS": str(max(args.models, 1))}
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    with checkout_server(args.server_path, settings, access_log=False, **quiet) as (url, _):
         started = time.monotonic()
 
         def populate(first: int) -> None:
@@ -83,8 +73,6 @@ def main(argv: list[str] | None = None) -> int:
                 seconds.append(time.perf_counter() - began)
                 sizes.append(len(text.encode()))
                 samples.append(sum(1 for line in text.splitlines() if line and line[0] != "#"))
-    finally:
-        stop(process)
     print(f"server code: {args.server_path}   models: {args.models:,} (made in {populated:.0f} s)"
           f"   load: {os.getloadavg()[0]:.1f} (1 min)")  # fmt: skip
     print(f"scrape: {statistics.median(sizes) / 1e6:.2f} MB, {statistics.median(samples):,.0f} "

@@ -14,18 +14,16 @@ a new version and sends a message.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import multiprocessing
 import os
-import statistics
 import subprocess
 import threading
 import time
 from collections import Counter
 from typing import Any
 
-from loadtest.local import create_model, free_port, start_uvicorn, stop, wait_ready
+from loadtest.local import checkout_parser, checkout_server, create_model, latency_ms
 
 WRITER = "sse-load-writer"
 ONE_EVENT = b'{"events": [{"x": [0.1, 0.2, 0.3, 0.4, 0.5]}]}'
@@ -101,16 +99,11 @@ def measure(url: str, seconds: float) -> tuple[list[float], list[float]]:
     return scores, healthz
 
 
-def p99(values: list[float]) -> float:
-    return statistics.quantiles(values, n=100)[98] if len(values) > 1 else values[0]
-
-
 def main(argv: list[str] | None = None) -> int:
     import httpx
     import numpy as np
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--server-path", default=os.getcwd(), help="PYTHONPATH of the server")
+    parser = checkout_parser(__doc__)
     parser.add_argument("--streams", type=int, default=500)
     parser.add_argument("--keys", type=int, nargs="+", default=[1, 500],
                         help="read-only keys the streams use, one phase each")  # fmt: skip
@@ -118,75 +111,69 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="of each measurement")
     args = parser.parse_args(argv)
     keys = reader_keys(max(args.keys))
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": args.server_path, "AUCSTREAM_WARMUP": "true",
-           "AUCSTREAM_STORE": "memory", "AUCSTREAM_API_KEYS": WRITER,
-           "AUCSTREAM_READ_ONLY_API_KEYS": ",".join(keys)}  # fmt: skip
-    process = start_uvicorn(
-        port, env, access_log=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        cwd=args.server_path,
-    )  # fmt: skip
+    settings = {"AUCSTREAM_API_KEYS": WRITER, "AUCSTREAM_READ_ONLY_API_KEYS": ",".join(keys)}
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     rows = []
     learning = threading.Event()
-    try:
-        wait_ready(url, process, timeout=900)  # kernels compiled: not measured below
-        writer = {"X-API-Key": WRITER}
-        with httpx.Client(base_url=url, timeout=600, headers=writer) as http:
-            body = {"id": "m", "learner": "spam", "n_features": 5}
-            create_model(http, body)
-            rng = np.random.default_rng(0)
-            batch = {"events": [{"x": rng.normal(size=5).tolist(), "y": int(index % 2)}
-                                for index in range(20)]}  # fmt: skip
-            assert http.post("/v1/models/m/events", json=batch).is_success
-            http.get("/v1/models/m/metrics")  # the regret solved once
+    served = checkout_server(args.server_path, settings, access_log=False, **quiet)
+    with served as (url, process):
+        try:
+            writer = {"X-API-Key": WRITER}
+            with httpx.Client(base_url=url, timeout=600, headers=writer) as http:
+                body = {"id": "m", "learner": "spam", "n_features": 5}
+                create_model(http, body)
+                rng = np.random.default_rng(0)
+                batch = {"events": [{"x": rng.normal(size=5).tolist(), "y": int(index % 2)}
+                                    for index in range(20)]}  # fmt: skip
+                assert http.post("/v1/models/m/events", json=batch).is_success
+                http.get("/v1/models/m/metrics")  # the regret solved once
 
-        def learn() -> None:  # a new version every second
-            with httpx.Client(base_url=url, timeout=600, headers=writer) as client:
-                while not learning.wait(1.0):
-                    client.post("/v1/models/m/events", json=batch)
+            def learn() -> None:  # a new version every second
+                with httpx.Client(base_url=url, timeout=600, headers=writer) as client:
+                    while not learning.wait(1.0):
+                        client.post("/v1/models/m/events", json=batch)
 
-        learner = threading.Thread(target=learn)
-        learner.start()
+            learner = threading.Thread(target=learn)
+            learner.start()
 
-        def phase(name: str, statuses: dict[int, int]) -> None:
-            cpu = server_cpu_seconds(process.pid)
-            started = time.monotonic()
-            scores, healthz = measure(url, args.seconds)
-            cpu_share = (server_cpu_seconds(process.pid) - cpu) / (time.monotonic() - started)
-            rows.append((name, statuses, cpu_share, scores, healthz))
+            def phase(name: str, statuses: dict[int, int]) -> None:
+                cpu = server_cpu_seconds(process.pid)
+                started = time.monotonic()
+                scores, healthz = measure(url, args.seconds)
+                cpu_share = (server_cpu_seconds(process.pid) - cpu) / (time.monotonic() - started)
+                rows.append((name, statuses, cpu_share, scores, healthz))
 
-        phase("no streams", {})
-        context = multiprocessing.get_context("spawn")
-        for n_keys in args.keys:
-            report, done = context.Queue(), context.Event()
-            holder = context.Process(
-                target=hold_streams,
-                args=(url, args.streams, keys[:n_keys], args.interval, report, done),
-            )
-            holder.start()
-            statuses = report.get(timeout=600)
-            time.sleep(2.0)  # every stream past its first message
-            phase(f"{args.streams} streams, {n_keys} key{'s' if n_keys > 1 else ''}", statuses)
-            done.set()
-            holder.join(60)
-            if holder.is_alive():
-                holder.terminate()
-            time.sleep(3.0)  # the server notices the streams closed
-        learning.set()
-        learner.join()
-    finally:
-        learning.set()
-        stop(process)
+            phase("no streams", {})
+            context = multiprocessing.get_context("spawn")
+            for n_keys in args.keys:
+                report, done = context.Queue(), context.Event()
+                holder = context.Process(
+                    target=hold_streams,
+                    args=(url, args.streams, keys[:n_keys], args.interval, report, done),
+                )
+                holder.start()
+                statuses = report.get(timeout=600)
+                time.sleep(2.0)  # every stream past its first message
+                phase(f"{args.streams} streams, {n_keys} key{'s' if n_keys > 1 else ''}", statuses)
+                done.set()
+                holder.join(60)
+                if holder.is_alive():
+                    holder.terminate()
+                time.sleep(3.0)  # the server notices the streams closed
+            learning.set()
+            learner.join()
+        finally:
+            learning.set()
     print(f"server code: {args.server_path}   interval: {args.interval} s   "
           f"load: {os.getloadavg()[0]:.1f} (1 min)")  # fmt: skip
     print(f"{'phase':24s} {'open':>5} {'429':>5} {'503':>5} {'cpu/s':>6} "
           f"{'score p50':>10} {'p99 ms':>8} {'healthz p50':>12} {'p99 ms':>8}")  # fmt: skip
     for name, statuses, cpu_share, scores, healthz in rows:
-        print(f"{name:24s} {statuses.get(200, 0):5d} {statuses.get(429, 0):5d} "
-              f"{statuses.get(503, 0):5d} {cpu_share:6.2f} "
-              f"{statistics.median(scores) * 1e3:10.1f} {p99(scores) * 1e3:8.1f} "
-              f"{statistics.median(healthz) * 1e3:12.1f} {p99(healthz) * 1e3:8.1f}")  # fmt: skip
+        opened, limited, full = (statuses.get(status, 0) for status in (200, 429, 503))
+        score_p50, score_p99, _ = latency_ms(scores)
+        healthz_p50, healthz_p99, _ = latency_ms(healthz)
+        print(f"{name:24s} {opened:5d} {limited:5d} {full:5d} {cpu_share:6.2f} {score_p50:10.1f} "
+              f"{score_p99:8.1f} {healthz_p50:12.1f} {healthz_p99:8.1f}")  # fmt: skip
     return 0
 
 

@@ -12,7 +12,7 @@ kernels compiled before: ``/readyz``):
 ``json 4,000 x 5``        the most events a frame may carry (20,000), in 4,000 JSON messages
 ``json 1 x 20,000``       the same events in one JSON message
 ``binary 4,000 x 5``      20,000 events in 4,000 binary messages
-``json 100,000 x 1``      a frame over the message limit (refused now; learned before)
+``json 100,000 x 1``      a frame over the message limit (refused)
 
 Prints, per kind of frame: frames sent, seconds per frame, the reply's size, how many
 ``/healthz`` answered meanwhile and their median, p99 and maximum latency, and how far the
@@ -21,9 +21,7 @@ server's resident memory rose above where it was (peak, reset before each kind).
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
 import subprocess
 import threading
 import time
@@ -31,7 +29,7 @@ import time
 import numpy as np
 import orjson
 
-from loadtest.local import create_model, free_port, start_uvicorn, stop, wait_ready
+from loadtest.local import checkout_parser, checkout_server, create_model, latency_ms
 
 MIB = 2**20
 
@@ -121,8 +119,7 @@ def attack(url: str, model: str, frame: str | bytes | None, seconds: float, pid:
 def main(argv: list[str] | None = None) -> int:
     import httpx
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--server-path", default=os.getcwd(), help="PYTHONPATH of the server")
+    parser = checkout_parser(__doc__)
     parser.add_argument("--features", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=10.0, help="per kind of frame")
     args = parser.parse_args(argv)
@@ -135,15 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         "binary 4,000 x 5": binary_frame(4000, 20_000, d),
         "json 100,000 x 1": json_frame(100_000, 1, d),
     }
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": args.server_path, "AUCSTREAM_WARMUP": "true",
-           "AUCSTREAM_STORE": "memory"}  # fmt: skip
-    process = start_uvicorn(port, env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            cwd=args.server_path, access_log=False)  # fmt: skip
     rows = []
-    try:
-        wait_ready(url, process, timeout=900)  # kernels compiled: not measured below
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+    with checkout_server(args.server_path, access_log=False, **quiet) as (url, process):
         # the reference: /healthz with nothing else going on (the machine's own noise)
         rows.append(("(no stream)", 0, attack(url, "", None, args.seconds, process.pid)))
         with httpx.Client(base_url=url, timeout=600) as http:
@@ -155,20 +146,16 @@ def main(argv: list[str] | None = None) -> int:
                 attack(url, model, one_event, 0.0, process.pid)
                 rows.append((name, len(frame), attack(url, model, frame, args.seconds,
                                                       process.pid)))  # fmt: skip
-    finally:
-        stop(process)
     print(f"server code: {args.server_path}   load: {os.getloadavg()[0]:.2f} (1 min)")
     print(f"{'frame':22s} {'MiB':>5} {'frames':>6} {'s/frame':>8} {'reply KiB':>9} "
           f"{'status':>7} {'healthz':>7} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} "
           f"{'RSS+ MiB':>8}")  # fmt: skip
     for name, size, out in rows:
-        latencies = sorted(out["latencies"])
-        p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] * 1e3
+        p50, p99, worst = latency_ms(out["latencies"])
         statuses = "/".join(str(status) for status in sorted(out["statuses"]))
         print(f"{name:22s} {size / MIB:5.1f} {out['frames']:6d} {out['seconds']:8.3f} "
-              f"{out['reply_bytes'] / 1024:9.0f} {statuses:>7} {len(latencies):7d} "
-              f"{statistics.median(latencies) * 1e3:7.1f} {p99:7.1f} "
-              f"{latencies[-1] * 1e3:7.1f} {out['rss_rise'] / MIB:8.0f}")  # fmt: skip
+              f"{out['reply_bytes'] / 1024:9.0f} {statuses:>7} {len(out['latencies']):7d} "
+              f"{p50:7.1f} {p99:7.1f} {worst:7.1f} {out['rss_rise'] / MIB:8.0f}")  # fmt: skip
     return 0
 
 

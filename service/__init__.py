@@ -1,8 +1,8 @@
-"""aucstream service: HTTP API, stores (memory, Redis), ingest parsing, engine, CLI.
+"""aucstream service: HTTP API, stores (SQLite, memory, Redis), ingest parsing, engine, CLI.
 
 Quick start::
 
-    aucstream serve --port 8000                       # embedded store, nothing else needed
+    aucstream serve --port 8000                       # SQLite store on disk, nothing else needed
     curl -X POST localhost:8000/v1/models -H 'content-type: application/json' \\
          -d '{"id": "fraud", "n_features": 3}'
     curl -X POST localhost:8000/v1/models/fraud/events -H 'content-type: application/json' \\
@@ -93,6 +93,10 @@ Decisions ([CHOICE], with the reason):
   bounded (429 + ``Retry-After``); ``GET .../metrics`` reports the lag under ``queue``.
   ``?scores=true`` is refused (422) in queue mode, and per-label outcomes are counted
   (``aucstream_labels_total``) instead of returned.
-* The memory store calls run on the event loop (they never block); Redis calls run in the
-  thread pool.  The memory store is per process, so ``serve --workers N>1`` requires Redis.
+* Stores (:mod:`service.stores`): SQLite (the default without a Redis URL: one file in
+  ``AUCSTREAM_DATA_DIR``, shared by the workers of one machine, kept across restarts), memory
+  (per process, lost at exit) and Redis (``AUCSTREAM_REDIS_URL``: shared across machines;
+  queue mode).  The memory store's calls run on the event loop (they never block); SQLite and
+  Redis calls run in the thread pool (:mod:`service.offload`).  ``serve --workers N>1`` needs
+  SQLite or Redis.
 """

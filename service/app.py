@@ -22,15 +22,16 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.errors import ServerErrorMiddleware
-from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service import fastlane
 from service import openapi as openapi_document
+from service.auth import require_api_key
 from service.body_guard import BodyGuard
-from service.deps import Services, require_api_key
+from service.deps import Services
 from service.engine import Engine
 from service.engine.refit import Refitter
 from service.errors import MalformedBody, ServiceError, StoreUnavailable, WarmingUp
+from service.fastlane import LaneApp
 from service.ingest.objects import json_error_detail
 from service.kernels import warm_up
 from service.queue import StreamQueue
@@ -38,7 +39,8 @@ from service.routers import dashboard, events, metrics, models, system
 from service.settings import Settings
 from service.stores.base import Store
 from service.stream import endpoint as stream_endpoint
-from service.telemetry import Telemetry, TimingMiddleware, configure_logging
+from service.telemetry import Telemetry
+from service.telemetry_logs import TimingMiddleware, configure_logging
 
 logger = logging.getLogger("aucstream")
 PROBLEM = "application/problem+json"
@@ -118,33 +120,6 @@ def problem_response(error: ServiceError) -> JSONResponse:
     )
 
 
-class Service(FastAPI):
-    """The app.  A ``POST`` to the per-event routes (``/events``, ``/score``) takes a short lane
-    (:class:`service.routers.events.HotLane`): the middlewares every request passes (request
-    metrics, body guard, warm-up gate) and Starlette's 500 page, as in FastAPI's stack, then
-    the route itself; FastAPI's and Starlette's other layers are skipped: the native
-    OpenTelemetry check, FastAPI's body-limit and exception-telemetry middlewares (no-ops
-    here), the exception middleware, the AsyncExitStack, routing over every route and the
-    request/response wrappers -- ~30 us of the ~85 us a one-event ``/score`` cost in-process,
-    a third of it.  The lane renders a :class:`ServiceError` with the app's handler, as the
-    exception middleware did.  Any other request goes through FastAPI."""
-
-    #: the lane's ASGI stack and the routes it takes (set by :func:`create_app`)
-    lane: ASGIApp | None = None
-    lane_routes: events.HotLane | None = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        lane, routes = self.lane, self.lane_routes
-        if lane is not None and routes is not None and scope["type"] == "http":
-            if self.root_path:  # as FastAPI does first
-                scope["root_path"] = self.root_path
-            if routes.takes(scope):
-                scope["app"] = self
-                await lane(scope, receive, send)
-                return
-        await super().__call__(scope, receive, send)
-
-
 def create_app(settings: Settings | None = None, *, store: Store | None = None) -> FastAPI:
     """Build the app; ``Settings()`` is read (and checked) here, at start-up."""
     settings = settings or Settings()
@@ -196,10 +171,11 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await asyncio.to_thread(refitter.stop)
+            app.state.engine.coalesce.close()
             if store is None:
                 app.state.store.close()
 
-    app = Service(
+    app = LaneApp(
         title="aucstream",
         version="0.1.0",
         summary="Online AUC / partial-AUC learning with live, exact metrics.",
@@ -269,7 +245,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             headers=headers,
         )
 
-    # every request passes these, innermost first: FastAPI's stack and the lane's alike
+    # every request passes these, innermost first: FastAPI's stack and the lane's
+    # (service.fastlane: POST /events and /score) alike
     middlewares = [
         Middleware(NoStore),
         Middleware(WarmGate, owner=app),
@@ -277,12 +254,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         Middleware(BodyGuard, timeout_seconds=settings.body_read_timeout_seconds),
         Middleware(TimingMiddleware, telemetry=telemetry),
     ]
-    app.lane_routes = events.HotLane(events.hot_routes, service_error)
-    lane: ASGIApp = app.lane_routes
-    for cls, args, kwargs in middlewares:
-        app.add_middleware(cls, *args, **kwargs)
-        lane = cls(lane, *args, **kwargs)
-    app.lane = ServerErrorMiddleware(lane, debug=app.debug)  # outermost, as in FastAPI's stack
+    fastlane.install(app, events.hot_routes, middlewares, service_error)
 
     def openapi() -> dict[str, Any]:
         """FastAPI's document, plus ``/events`` and ``/score`` as declared on

@@ -11,7 +11,7 @@
 - ``params`` of ``POST /v1/models`` per learner: one ``ModelCreate`` variant per learner name,
   its ``params`` schema generated from the learner's declared constraints
   (``core.learners._params.parameters_schema``), never copied by hand.
-- ``securitySchemes`` for the API keys (``service.deps.require_api_key``).
+- ``securitySchemes`` for the API keys (``service.auth.require_api_key``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any
 from core.learners import learner_class
 from core.learners._params import parameters_schema
 from core.validation import FEATURE_BOUND
-from service.engine.model import servable_learners
 from service.ingest import fields, libsvm
+from service.models import servable_learners
 from service.schemas import DEFAULT_LEARNER, ModelCreate, Problem
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import (
@@ -48,10 +48,8 @@ DEFAULT_LEARNER = "auto"
 #: are densified), off (0) above.  Explicitly, any ``regret_window`` up to ``REGRET_WINDOW_MAX``
 #: with ``regret_window * n_features <= REGRET_MAX_CELLS`` (2 MB of features); a hashed model with
 #: 2**20 columns cannot have one.  The caps bound the cost of a report, ``O(rounds * window *
-#: (n_features + 1))`` for the penalties plus one ``svm_pauc`` solve on the window: measured on a
-#: loaded 2-core machine (load ~5), 10-70 ms for the default 1,000 events x 50 features in
-#: 1-100 rounds, 0.13-0.15 s for 1,000 single-event rounds x 50-250 features, 3 s at the worst
-#: cap (5,000 single-event rounds x 50 features); the engine also throttles re-solving
+#: (n_features + 1))`` for the penalties plus one ``svm_pauc`` solve on the window (seconds at
+#: the worst cap: docs/algorithms/regret.md); the engine also throttles re-solving
 #: (``Engine.regret_throttle``), so a solve takes at most ~1/10 of a core per model.
 REGRET_WINDOW_DEFAULT = 1_000
 REGRET_DEFAULT_MAX_FEATURES = 250
@@ -325,18 +323,6 @@ class LearnResponse(BaseModel):
     scores: list[float | None] | None = None
 
 
-class LearnResponseBody(TypedDict):
-    """:class:`LearnResponse` as the route writes it (``service.routers.events.json_response``)."""
-
-    model: str
-    version: int
-    received: int
-    learned: int
-    duplicates: int
-    duplicate_ids: list[str]
-    scores: list[float | None] | None
-
-
 class QueuedResponse(BaseModel):
     """Queue mode: the batch was validated and appended; a worker learns it."""
 
@@ -380,15 +366,12 @@ class ScoreResponse(BaseModel):
     )
 
 
-class ScoreResponseBody(TypedDict):
-    """:class:`ScoreResponse` as the route writes it (``service.routers.events.json_response``)."""
-
-    model: str
-    version: int
-    scores: list[float]
-    kept: int
-    probabilities: list[float] | None
-    reasons: list[dict[str, Any]] | None
+#: The 200 of ``/events`` and ``/score`` as the route writes it with orjson
+#: (``service.routers.events.json_response``): the fields of :class:`LearnResponse` and
+#: :class:`ScoreResponse`, which document it and whose ``model_dump_json`` writes the same bytes
+#: (tests/service/test_hot_lane.py compares them); not a second declaration of those fields.
+LearnResponseBody = dict[str, Any]
+ScoreResponseBody = dict[str, Any]
 
 
 class LabelStatus(BaseModel):

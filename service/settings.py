@@ -137,7 +137,7 @@ class Settings(BaseSettings):
     body_read_timeout_seconds: float = Field(default=60.0, gt=0)
     #: bodies larger than this are parsed, and their batch learned or scored, in the thread
     #: pool instead of on the event loop (JSON / NDJSON of dense models: 16 times this, NPZ: 64
-    #: times, compressed NPZ: always; see ``service.deps.inline_limit``); smaller ones inline,
+    #: times, compressed NPZ: always; see ``service.body.inline_limit``); smaller ones inline,
     #: where a thread hop would cost more CPU than it saves
     offload_body_bytes: int = Field(default=256 * 1024, ge=0)
 

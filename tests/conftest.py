@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, settings
 from loadtest.local import private_redis, private_redis_cluster
 from service.stores.client import connect
 
-# Kernels are JIT-compiled on first call: no per-example deadline (STYLE.md, numba libraries).
+# Kernels are JIT-compiled on the first call (or loaded from numba's disk cache), which a
+# per-example deadline would charge to whichever example comes first: no deadline.
 settings.register_profile(
     "aucstream", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60
 )

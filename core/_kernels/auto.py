@@ -34,17 +34,23 @@ def window_metrics(positive_sorted, negative_sorted, alpha, beta, paucs, aucs):
 
 
 @kernel
-def standardised_mix(candidate_scores, weights, score_mean, score_m2, seen, served):
+def serve_and_record(
+    candidate_scores, labels, weights, score_mean, score_m2, seen, window_scores, window_labels,
+    served,
+):  # fmt: skip
     """The served score of each event of a segment, docs/algorithms/auto.md (auto.9)-(auto.10):
     ``sum_k weights[k] * z_k`` with ``z_k = (s_k - mean_k) / std_k`` standardised by the
     mean and (population) standard deviation of candidate k's prequential scores *before* the
     event (0 while fewer than two events or a zero spread), then those statistics take the
     event's scores (Welford's update: ``score_mean`` and ``score_m2`` are updated in place;
-    ``seen`` is the events learned before the segment).  One event after the other, so the
-    result does not depend on how the events were batched."""
+    ``seen`` is the events learned before the segment), and the window's ring buffers take the
+    event (slot ``(seen + i) % window``).  One event after the other, so the result does not
+    depend on how the events were batched."""
     n_candidates, n_events = candidate_scores.shape
+    window = window_labels.shape[0]
     for i in range(n_events):
         count = seen + i
+        slot = count % window
         total = 0.0
         for k in range(n_candidates):
             score = candidate_scores[k, i]
@@ -57,4 +63,6 @@ def standardised_mix(candidate_scores, weights, score_mean, score_m2, seen, serv
             mean += delta / (count + 1)
             score_mean[k] = mean
             score_m2[k] += delta * (score - mean)
+            window_scores[k, slot] = score
+        window_labels[slot] = labels[i]
         served[i] = total

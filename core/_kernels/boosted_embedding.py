@@ -1,6 +1,6 @@
-"""The boosted-leaves embedding (docs/algorithms/boosted_embedded.md (boosted_embedded.2)): every event
-becomes the CSR row ``[x, m(x), e(x)]``: its features, the ensemble's margin and one column per
-tree for the leaf it reaches, in O(nnz(x) + trees * depth)."""
+"""The boosted-leaves embedding (docs/algorithms/boosted_embedded.md (boosted_embedded.2)):
+every event becomes the CSR row ``[x, m(x), e(x)]``: its features, the ensemble's margin and one
+column per tree for the leaf it reaches, in O(nnz(x) + trees * depth)."""
 
 from collections import namedtuple
 

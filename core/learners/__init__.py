@@ -18,6 +18,7 @@ from typing import Any
 from core.errors import InvalidParameter
 from core.learners._base import OnlineLearner
 from core.learners._stateful import NotFittedError
+from core.validation import check_fpr_range
 
 LEARNERS: dict[str, type[OnlineLearner]] = {}
 _loaded = False
@@ -117,18 +118,7 @@ def pauc_params_for(
     takes_range = "pauc_range" in cls._param_names()
     if not (cls.optimises_pauc or takes_range):
         return params
-    try:
-        alpha, beta = (float(bound) for bound in pauc_range)
-    except (TypeError, ValueError):
-        raise InvalidParameter(
-            f"pauc_range must be two numbers [alpha, beta], got {pauc_range!r}",
-            param="pauc_range",
-        ) from None
-    if not 0.0 <= alpha < beta <= 1.0:
-        raise InvalidParameter(
-            f"pauc_range must satisfy 0 <= alpha < beta <= 1, got [{alpha!r}, {beta!r}]",
-            param="pauc_range",
-        )
+    alpha, beta = check_pauc_range(pauc_range)
     if takes_range:
         explicit = params.get("pauc_range")
         if explicit is not None and _as_range(explicit) != (alpha, beta):
@@ -158,6 +148,28 @@ def pauc_params_for(
     return params
 
 
+def check_pauc_range(pauc_range: Any) -> tuple[float, float]:
+    """A model's pAUC range ``[alpha, beta]`` as two floats: a pair whose bounds
+    :func:`core.validation.check_fpr_range` accepts (the one check of an FPR range), the error
+    naming ``pauc_range`` (the field a user sets) rather than ``alpha`` or ``beta``.
+
+    >>> check_pauc_range([0, 0.1])
+    (0.0, 0.1)
+    """
+    pair = not isinstance(pauc_range, str | bytes | dict) and hasattr(pauc_range, "__len__")
+    if not pair or len(pauc_range) != 2:
+        raise InvalidParameter(
+            f"pauc_range must be two numbers [alpha, beta], got {pauc_range!r}",
+            param="pauc_range",
+        )
+    try:
+        return check_fpr_range(*pauc_range)
+    except InvalidParameter as error:
+        raise InvalidParameter(
+            f"pauc_range {list(pauc_range)!r}: {error}", param="pauc_range"
+        ) from None
+
+
 def _as_range(value: Any) -> tuple[float, float] | None:
     try:
         alpha, beta = (float(bound) for bound in value)
@@ -173,6 +185,7 @@ __all__ = [
     "OnlineLearner",
     "PAUC_RANGE_PARAMS",
     "available_learners",
+    "check_pauc_range",
     "is_pauc_learner",
     "learner_class",
     "learner_modules",

@@ -60,16 +60,12 @@ class ComposedState:
     def _refresh_view(self) -> None:
         view = dict(self._own_state)
         for prefix, learner in self._parts():
-            for key, value in learner.state_.items():
-                view[prefix + key] = value
+            part = learner.state_
+            # the prefixed names, kept per part while its keys are the same (a part's arrays
+            # may be swapped, its keys are not once initialised): one C-level update
+            names = self.__dict__.get("_view_names", {}).get(prefix)
+            if names is None or names[0] is not part or len(names[1]) != len(part):
+                names = (part, [prefix + key for key in part])
+                self.__dict__.setdefault("_view_names", {})[prefix] = names
+            view.update(zip(names[1], part.values(), strict=True))
         self.__dict__["_state_view"] = view
-
-    def _upgrade_state(self, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Each part upgrades its own arrays (``OnlineLearner._upgrade_state``): a stored
-        composite whose part gained a state array since keeps loading."""
-        upgraded = dict(state)
-        for prefix, learner in self._new_parts():
-            own = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
-            for key, value in learner._upgrade_state(own).items():
-                upgraded[prefix + key] = value
-        return upgraded

@@ -1,7 +1,7 @@
 """The ``half_life`` option every online learner takes (docs/algorithms/forgetting.md).
 
-``half_life=None`` (the default) is the learner as it was, bit for bit: no state array is
-added and the kernels take their old paths.  ``half_life=H`` (events, >= 1) makes the learner
+``half_life=None`` (the default) is the learner without forgetting: no state array is added
+and the kernels take their paths without it.  ``half_life=H`` (events, >= 1) makes the learner
 forget: an event ``H`` events old weighs half as much as the newest one (forgetting.1).  Each
 learner documents what that means for it (its step sizes, class statistics, reservoirs) on its
 page of docs/algorithms/.

@@ -102,17 +102,6 @@ class StateContract(ABC):
         self._check_state(state)
 
     @classmethod
-    def saved_params(
-        cls, params: dict[str, Any], state: dict[str, Any], prefix: str = ""
-    ) -> dict[str, Any]:
-        """``params`` of a state saved by an earlier version (its arrays under ``prefix`` when
-        it is a part of a composite learner), with what that version did made explicit where
-        a default changed since (``logistic``: FTRL before the Laplace solver; ``poise``: no
-        all-negatives term before it), so a stored model continues as it learned.  The base
-        class changes nothing."""
-        return params
-
-    @classmethod
     def from_state(
         cls,
         params: dict[str, Any],
@@ -127,10 +116,11 @@ class StateContract(ABC):
         counts consistent, finite floats), so no kernel ever sees a truncated, foreign or
         corrupt state; :class:`~core.errors.InvalidState` (a ValueError) names the array at
         fault.  ``n_features``, when given, is the width the state must have (a model's
-        configuration): checked before any array is allocated for the layout.  A state saved
-        by an earlier version loads with :meth:`saved_params`.
+        configuration): checked before any array is allocated for the layout.  There is one
+        state layout per parameters: a state of another layout is refused, naming the first
+        array missing or unexpected.
         """
-        learner = cls(**cls.saved_params(params, state))
+        learner = cls(**params)
         try:
             stored_width = np.asarray(state["n_features"])
             width = int(stored_width.reshape(-1)[0])
@@ -156,7 +146,6 @@ class StateContract(ABC):
                 field="n_features",
             )
         template = learner.initialize(width).state_
-        state = learner._upgrade_state(state)
         missing = sorted(set(template) - set(state))
         extra = sorted(set(state) - set(template))
         if missing or extra:
@@ -178,13 +167,6 @@ class StateContract(ABC):
         learner.validate_state(restored)
         learner.state_ = restored
         return learner
-
-    def _upgrade_state(self, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """``state`` with the arrays that states saved by an earlier version lack, rebuilt from
-        the others (before the layout check of :meth:`from_state`); a learner that added an
-        array to its state overrides this, so stored models keep loading.  Nothing to add by
-        default."""
-        return state
 
     def _check_initialized(self) -> None:
         if self.__dict__.get("_overflowed"):

@@ -1,6 +1,10 @@
 """``auto``: K candidate learners learn the same stream side by side; their standardised
 scores are served in a mix weighted towards the best recent prequential pAUC (or the best one
 alone).  Users do not tune: the service runs this small tournament on their own stream.
+
+The class is the composition: the candidates (core.learners._candidates) learn the stream in
+segments, the tournament (core.learners._tournament) serves, records and evaluates each
+segment, and the drift tracking (core.learners._auto_drift) wraps it when ``track_drift``.
 """
 
 from __future__ import annotations
@@ -11,40 +15,26 @@ import numpy as np
 
 from core.errors import InvalidParameter
 from core.learners import learner_class, register
-from core.learners._auto_drift import (
-    check_drift_state,
-    comparison_start,
-    drift_invariants,
-    drift_state,
-    fast_boundary,
-    restart_trees,
-    watch,
-)
+from core.learners._auto_drift import DriftTracking
 from core.learners._base import OnlineLearner
-from core.learners._composed import ComposedState
-from core.learners._params import BOOLEAN, CANDIDATES, PAUC_RANGE, Interval
-from core.learners._served_mix import (
-    check_mix_state,
-    mix_invariants,
-    mix_state,
-    serve_segment,
-    served_coef,
-    served_contributions,
-    served_decision,
-    upgrade_to_mix,
-)
-from core.learners._state import Count, StateInvariant, with_prefix
-from core.learners._tournament import (
+from core.learners._candidates import (
     DEFAULT_CANDIDATES,
     candidate_specs,
     default_candidates,
-    evaluate,
     invalid_field,
+)
+from core.learners._composed import ComposedState
+from core.learners._params import BOOLEAN, CANDIDATES, PAUC_RANGE, Interval
+from core.learners._state import Count, StateInvariant, with_prefix
+from core.learners._tournament import (
+    check_tournament_state,
+    evaluate,
     leaderboard,
     next_evaluation,
-    record,
-    saved_candidates,
-    saved_defaults,
+    serve_and_record,
+    served_coef,
+    served_contributions,
+    served_decision,
     tournament_invariants,
     tournament_state,
 )
@@ -60,53 +50,55 @@ class Auto(ComposedState, OnlineLearner):
     """A tournament of candidate learners on the stream; the recent best weigh most in the
     served scores.
 
-    Every labelled batch is learned by every candidate (one kernel call per candidate per
-    batch, on rows auto scaled once).  Each candidate's prequential scores of the last
-    ``window`` events are kept in a ring buffer; every ``evaluate_every`` events (and on a
-    doubling schedule before) auto computes each candidate's exact pAUC over ``pauc_range``
-    and AUC on that window.  The served scores (``decision_function``, ``coef_``,
-    ``prequential_step``) are the mix ``sum_k w_k (s_k - mean_k) / std_k``: each candidate's
-    score standardised by the mean and spread of its own prequential scores so far, weighted
-    by a softmax of the windowed pAUCs at the last deciding evaluation (equal before it).  A
-    leader is also chosen, with hysteresis (a challenger must lead by ``margin`` at
-    ``patience`` evaluations in a row; windows with too few positives or negatives decide
-    nothing); ``temperature=0`` serves it alone, its scores mapped onto the served scale at
-    each change.  Evaluations come after fixed event counts, so batch = one event at a time
-    holds bit for bit.  Equations, choices and measurements: docs/algorithms/auto.md
-    (auto.1)-(auto.10).
+    Every labelled batch is learned by every candidate, segment by segment (one kernel call
+    per candidate per segment, on rows auto scaled once; a segment ends where an evaluation,
+    or with ``track_drift`` a multiple of the fast period, is due).  Each candidate's
+    prequential scores of the last ``window`` events are kept in a ring buffer; every
+    ``evaluate_every`` events (and on a doubling schedule before) auto computes each
+    candidate's exact pAUC over ``pauc_range`` and AUC on that window.  The served scores
+    (``decision_function``, ``coef_``, ``prequential_step``) are the mix
+    ``sum_k w_k (s_k - mean_k) / std_k``: each candidate's score standardised by the mean and
+    spread of its own prequential scores so far, weighted by a softmax of the windowed pAUCs
+    at the last deciding evaluation (equal before it).  A leader is also chosen, with
+    hysteresis (a challenger must lead by ``margin`` at ``patience`` evaluations in a row;
+    windows with too few positives or negatives decide nothing); ``temperature=0`` serves it
+    alone, its scores mapped onto the served scale at each change.  Segments end at fixed
+    event counts, so batch = one event at a time holds bit for bit.  Equations, choices and
+    measurements: docs/algorithms/auto.md (auto.1)-(auto.10).
+
+    The defaults are those of a model created over HTTP (``"learner": "auto"``, dense
+    features): ``track_drift=True`` and ``scaling="standard"``.
 
     Parameters
     ----------
     candidates : list of {"learner": name, "params": {...}} or None
-        The tournament (JSON-able); None is :data:`DEFAULT_CANDIDATES` (``logistic`` with the
-        base-rate offset, ``ftrl_pauc`` and ``logistic`` on the tree-path embedding,
-        ``tree_embedded``), or :data:`WIDE_DEFAULT_CANDIDATES` (``logistic`` and ``pmb``) for
-        more than 1,000 features.  Candidates may not set
-        ``scaling`` (auto's own ``scaling`` applies to all of them), and a pAUC learner
-        (``ftrl_pauc``, ``pmb`` with the pAUC loss) may not set an ``alpha`` / ``beta`` that
-        contradicts ``pauc_range`` (it gets the range).  Errors name the field:
-        ``candidates[1].learner``, ``candidates[2].params.beta``.
+        The tournament (JSON-able); None is the default of the model's width
+        (core.learners._candidates.default_candidates): :data:`DEFAULT_CANDIDATES`
+        (``logistic`` with the base-rate offset, ``ftrl_pauc``, and ``logistic`` on the
+        tree-path embedding, ``tree_embedded``), or ``logistic`` and ``pmb`` for more than
+        1,000 features; with ``track_drift`` the fast-adapting ``logistic`` after them.
+        Candidates may not set ``scaling`` (auto's own ``scaling`` applies to all of them),
+        and a pAUC learner (``ftrl_pauc``, ``pmb`` with the pAUC loss) may not set an
+        ``alpha`` / ``beta`` that contradicts ``pauc_range`` (it gets the range).  Errors name
+        the field: ``candidates[1].learner``, ``candidates[2].params.beta``.
     pauc_range : [alpha, beta], default (0.0, 0.1)
         The FPR range of the model: what the pAUC candidates optimise and what the tournament
         ranks by.
     window : int, default 5000
         Labelled events in the ring buffer on which the candidates are compared.
     evaluate_every : int, default 1000
-        Events between two evaluations (at most ``window``).  [CHOICE] 1,000 (2,000 until the
-        tree candidate joined): the tree candidate ranks better from its fit at the 2,000th
-        event, and evaluations every 2,000 events left streams of 2,000-4,000 events without
-        one that saw it (held-out AUC 0.9122 -> 0.9185 on the hold-out sets, 0.8948 -> 0.8953
-        on the suite; bench/README.md, "A tree candidate in auto's default tournament").
+        Events between two evaluations (at most ``window``).  [CHOICE] 1,000: the tree
+        candidate ranks better from its fit at the 2,000th event, and evaluations every 2,000
+        events left streams of 2,000-4,000 events without one that saw it (bench/README.md,
+        "A tree candidate in auto's default tournament").
     first_evaluation : int, default 50
         Before ``evaluate_every`` events, evaluations also come after ``first_evaluation``,
         twice, four times ... that many events (50, 100, 200, ..., then every 1000).
     temperature : float, default 0.1
         Of the softmax that weighs the candidates' windowed pAUCs in the served mix; 0 serves
         the leader alone.  [CHOICE] 0.1: a candidate 0.1 of pAUC behind weighs e^-1 of the
-        best, 0.69 behind nothing.  Over the real-data suite (bench/README.md, "auto's served
-        mix", "auto's temperature") the mix raised auto's mean prequential pAUC(0, 0.1) over
-        serving the leader, and with logistic's Laplace solver a soft mix (0.1) beat a sharp
-        one (0.01) on held-out AUC and on nearness to the best candidate.
+        best, 0.69 behind nothing; over the real-data suite a soft mix beat serving the leader
+        and a sharp one (0.01) (bench/README.md, "auto's served mix", "auto's temperature").
     margin : float, default 0.01
         pAUC by which a challenger must beat the leader.
     patience : int, default 3
@@ -115,8 +107,18 @@ class Auto(ComposedState, OnlineLearner):
         An evaluation whose window holds fewer positives, or fewer negatives inside the FPR
         range (``(beta - alpha) * n_negatives``), is shown on the leaderboard but decides
         nothing (the challenger's count is kept).
-    scaling : {"none", "unit_norm", "standard", "scale"}
-        Online feature scaling, applied once before the candidates learn.
+    track_drift : bool, default True
+        Watch the served scores for a drift (docs/algorithms/auto.md (auto.8),
+        core.learners._auto_drift): after a detection the candidates are compared on the
+        events since it only, every 500 events, a better challenger takes over at once, and
+        the tree candidates grow their trees again; the default tournament gains the
+        fast-adapting candidate.  [CHOICE] on: what every model created over HTTP runs, so the
+        library and the service learn alike.
+    scaling : {"none", "unit_norm", "standard", "scale"}, default "standard"
+        Online feature scaling, applied once before the candidates learn.  [CHOICE]
+        ``standard``, what the service's ``"scaling": "auto"`` picks for dense features (the
+        default tournament ranks far worse on raw features: bench/README.md, "auto's
+        defaults"); sparse rows want ``scale``, as the service picks for them.
     max_iter : int, default 1
         Passes over the data made by :meth:`fit`.
     shuffle, random_state
@@ -131,21 +133,20 @@ class Auto(ComposedState, OnlineLearner):
         :meth:`raw_weights` is None.
     state_ : dict of ndarray
         Every candidate's state under the prefix ``c{k}:`` (``c0:z``, ``c1:w_unscaled``, ...)
-        and the tracking arrays: ``n_seen``, ``window_scores`` (K, window),
+        and the tournament's arrays: ``n_seen``, ``window_scores`` (K, window),
         ``window_labels``, ``leader``, ``leader_since``, ``challenger``,
         ``challenger_streak``, ``served_scale``, ``served_offset``, ``window_pauc`` /
-        ``window_auc`` (K,: at the last evaluation, NaN before), ``evaluated_at``, and the
-        mix's ``served_weights``, ``score_mean`` and ``score_m2`` (K,: each candidate's share
-        and the running mean and sum of squared deviations of its prequential scores).
+        ``window_auc`` (K,: at the last evaluation, NaN before), ``evaluated_at``, the mix's
+        ``served_weights``, ``score_mean`` and ``score_m2`` (K,: each candidate's share and
+        the running mean and sum of squared deviations of its prequential scores), and with
+        ``track_drift`` the detector's ``drift:*`` arrays and ``drift_since``.
 
     Notes
     -----
     Learning costs the sum of the candidates' costs plus, every ``evaluate_every`` events, K
     exact pAUC and AUC over ``window`` scores; scoring costs the candidates with a share of
-    the mix (one, the leader, with ``temperature=0``).
-    [CHOICE] Default K = 3 (``logistic``, ``ftrl_pauc`` on the model's range, ``logistic`` on
-    the tree embedding): ranking quality bought with learning time; docs/algorithms/auto.md
-    ("Cost") has the table and the cheaper tournaments.
+    the mix (one, the leader, with ``temperature=0``).  docs/algorithms/auto.md ("Cost") has
+    the measurements and the cheaper tournaments.
 
     Examples
     --------
@@ -158,7 +159,7 @@ class Auto(ComposedState, OnlineLearner):
     >>> scores = model.prequential_step(X, y)
     >>> board = model.leaderboard()
     >>> [row["learner"] for row in board["candidates"]]
-    ['logistic', 'ftrl_pauc', 'tree_embedded']
+    ['logistic', 'ftrl_pauc', 'tree_embedded', 'logistic']
     >>> board["candidates"][board["leader"]]["learner"] == type(model.leader_).name
     True
     >>> round(float(sum(row["weight"] for row in board["candidates"])), 12)  # the mix's shares
@@ -176,8 +177,9 @@ class Auto(ComposedState, OnlineLearner):
     patience: int = 3
     min_positives: int = 10
     min_negatives: int = 10
-    track_drift: bool = False
+    track_drift: bool = True
     temperature: float = 0.1
+    scaling: str = "standard"
 
     # ------------------------------------------------------------------ parameters
     _parameter_constraints = {
@@ -222,24 +224,6 @@ class Auto(ComposedState, OnlineLearner):
             return default_candidates(getattr(self, "_width", None), self.track_drift)
         return self.candidates
 
-    @classmethod
-    def from_state(cls, params, state, *, n_features=None):
-        """As :meth:`OnlineLearner.from_state`; a state saved with ``candidates=None`` by an
-        earlier version gets that version's default tournament back (:func:`saved_defaults`),
-        its candidates saved before a change of their learner's defaults keep what they learned
-        with (:func:`saved_candidates`: logistic's FTRL, poise without its all-negatives term),
-        and one saved before the served mix (no ``score_mean``) keeps
-        serving its leader alone, on the scale its users' thresholds were set on, unless told
-        otherwise."""
-        params = saved_candidates(saved_defaults(params, state), state)
-        if "score_mean" not in state and "temperature" not in params:
-            params = {**params, "temperature": 0.0}
-        return super().from_state(params, state, n_features=n_features)
-
-    def _upgrade_state(self, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The candidates' own upgrades, then the mix's arrays (:func:`upgrade_to_mix`)."""
-        return upgrade_to_mix(super()._upgrade_state(state))
-
     def _build_candidates(self) -> list[OnlineLearner]:
         return [learner_class(spec["learner"])(**spec["params"]) for spec in self.candidate_specs()]
 
@@ -255,6 +239,15 @@ class Auto(ComposedState, OnlineLearner):
     def _parts(self) -> list[tuple[str, OnlineLearner]]:
         return [(_PREFIX.format(k), c) for k, c in enumerate(self._candidates)]
 
+    def _drift(self) -> DriftTracking | None:
+        """The drift wrapper with ``track_drift`` (kept: it holds the detector's view)."""
+        if not self.track_drift:
+            return None
+        tracking = self.__dict__.get("_tracking")
+        if tracking is None or tracking.evaluate_every != self.evaluate_every:
+            tracking = self.__dict__["_tracking"] = DriftTracking(int(self.evaluate_every))
+        return tracking
+
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         self._width = n_features  # the default tournament depends on it
         candidates = self._build_candidates()
@@ -267,9 +260,8 @@ class Auto(ComposedState, OnlineLearner):
             for key, value in candidate.state_.items():
                 state[_PREFIX.format(k) + key] = value
         state.update(tournament_state(len(candidates), self.window))
-        state.update(mix_state(len(candidates)))
         if self.track_drift:
-            state.update(drift_state())
+            state.update(DriftTracking.state())
         return state
 
     def _state_invariants(self, n_features: int) -> dict:
@@ -282,9 +274,8 @@ class Auto(ComposedState, OnlineLearner):
             own.update(candidate._state_invariants(n_features))
             invariants.update(with_prefix(own, _PREFIX.format(k)))
         invariants.update(tournament_invariants(len(candidates)))
-        invariants.update(mix_invariants())
         if self.track_drift:
-            invariants.update(drift_invariants())
+            invariants.update(DriftTracking.invariants())
         return invariants
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
@@ -295,56 +286,39 @@ class Auto(ComposedState, OnlineLearner):
                 key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)
             }
             candidate._check_state(own)
-        check_mix_state(state)
+        check_tournament_state(state)
         if self.track_drift:
-            check_drift_state(state)
+            DriftTracking.check_state(state)
 
     # ------------------------------------------------------------------ learning
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
         own = self._own_state
+        candidates = self._candidates
+        drift = self._drift()
+        every, first = int(self.evaluate_every), int(self.first_evaluation)
         n_events = y.shape[0]
-        candidate_scores = np.empty((len(self._candidates), n_events))
-        learned = 0
-        if not self.track_drift:
-            for k, candidate in enumerate(self._candidates):
-                candidate._learn(X, y, candidate_scores[k])  # one kernel call per candidate
-            learned = n_events
         want_scores = scores.shape[0] > 0
-        served_all = np.empty(n_events)
+        candidate_scores = np.empty((len(candidates), n_events))
+        served_all = scores if want_scores else np.empty(n_events)
         start = 0
         while start < n_events:
             seen = int(own["n_seen"][0])
-            # the segment ends with the next event after which an evaluation is due
-            due = next_evaluation(seen, int(self.evaluate_every), int(self.first_evaluation))
-            if self.track_drift:  # segments end at every multiple of the fast period too
-                due = min(due, fast_boundary(seen, int(self.evaluate_every)))
+            # a segment ends with the next event after which an evaluation (or, with drift
+            # tracking, a fast period) is due: event counts, so batching does not matter
+            regular = next_evaluation(seen, every, first)
+            due = regular if drift is None else min(regular, drift.boundary(seen))
             stop = min(n_events, start + due - seen)
-            if start >= learned:
-                # with track_drift the candidates learn segment by segment (every segment ends
-                # at or before the next multiple of the fast period), so that a detection's
-                # restart of the tree candidates' trees comes before they learn the events
-                # after that count, however the events were batched
-                part = row_range(X, start, stop)
-                for k, candidate in enumerate(self._candidates):
-                    candidate._learn(part, y[start:stop], candidate_scores[k, start:stop])
-                learned = stop
+            whole = start == 0 and stop == n_events
+            part = X if whole else row_range(X, start, stop)
+            labels = y if whole else y[start:stop]
+            segment_scores = candidate_scores[:, start:stop]
+            for k, candidate in enumerate(candidates):
+                candidate._learn(part, labels, segment_scores[k])
             served = served_all[start:stop]
-            serve_segment(own, candidate_scores[:, start:stop], seen, self.temperature, served)
-            if want_scores:
-                scores[start:stop] = served
-            record(own, candidate_scores[:, start:stop], y[start:stop])
-            since = 0
-            if self.track_drift:
-                watch(own, served, y[start:stop])
-                # a detection restarts the tree candidates' trees at the first multiple of the
-                # fast period after it (an event count, so batching does not matter)
-                detected = int(own["drift_since"][0])
-                end = seen + stop - start
-                if detected and end == fast_boundary(detected, int(self.evaluate_every)):
-                    restart_trees(self._candidates)
-                since = comparison_start(own)
-            regular = next_evaluation(seen, int(self.evaluate_every), int(self.first_evaluation))
-            if seen + stop - start == regular or (since and seen + stop - start == due):
+            serve_and_record(own, segment_scores, labels, self.temperature, served)
+            since = 0 if drift is None else drift.watch(own, served, labels, candidates)
+            end = seen + stop - start
+            if end == regular or (since and end == due):
                 evaluate(
                     own,
                     self.pauc_range,

@@ -238,15 +238,6 @@ class Logistic(HalfLife, OnlineLearner):
     def width_params(self, n_features: int) -> dict[str, Any]:
         return {"solver": self.resolved_solver(n_features)} if self.solver is None else {}
 
-    @classmethod
-    def saved_params(cls, params: dict, state: dict, prefix: str = "") -> dict:
-        """``params`` of a state saved before the Laplace solver (no ``solver`` among its
-        parameters, FTRL's ``z`` in its state, under ``prefix`` for an ``auto`` candidate):
-        FTRL, which it was learned with; ``params`` itself otherwise."""
-        if "solver" not in params and prefix + "z" in state:
-            return {**params, "solver": "ftrl"}
-        return params
-
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         if self.resolved_solver(n_features) == "laplace":
             if n_features > LAPLACE_MAX_FEATURES:

@@ -83,7 +83,7 @@ class POISE(HalfLife, WeightVectorLearner):
         negatives of heavy-tailed features; over the 32 real-data sets held-out AUC rose from
         0.853 to 0.884 and pAUC(0, 0.1) from 0.551 to 0.567 (standardised, 5 seeds; batch
         logistic regression 0.887; 10 gave 0.881; bench/README.md, "POISE's all-negatives
-        term").  A state saved before it (no ``auc_steps``) loads with 0 unless told.
+        term").
     auc_positives : int, default 8
         Positives drawn (uniformly, with replacement) from the reservoir for the hinge of a
         step on the all-negatives term alone (poise.15): O(auc_positives d) instead of
@@ -207,24 +207,3 @@ class POISE(HalfLife, WeightVectorLearner):
 
     def _decision(self, X) -> np.ndarray:
         return decision(*event_arrays(X), self.state_[self._served_key])
-
-    @classmethod
-    def saved_params(cls, params: dict, state: dict, prefix: str = "") -> dict:
-        """``params`` of a state saved before the all-negatives term (no ``auc_steps`` array,
-        under ``prefix`` for a part of a composite learner) that do not set ``auc_weight``:
-        ``auc_weight=0``, the game it learned; ``params`` itself otherwise."""
-        if "auc_weight" not in params and prefix + "auc_steps" not in state:
-            return {**params, "auc_weight": 0.0}
-        return params
-
-    def _upgrade_state(self, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        upgraded = dict(state)
-        # a state saved before the averaged iterate: the average starts at the iterate, so the
-        # model serves what it served and averages from here on
-        if "w_avg" not in state and "w" in state:
-            upgraded["w_avg"] = np.array(state["w"], copy=True) if self.average else np.empty(0)
-        # one saved before the all-negatives term has taken no such step
-        # (:meth:`saved_params` turns the term off for it)
-        if "auc_steps" not in state and "w" in state:
-            upgraded["auc_steps"] = np.zeros(1, dtype=np.int64)
-        return upgraded

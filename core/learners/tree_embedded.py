@@ -11,7 +11,7 @@ import numpy as np
 
 from core._kernels import tree_embedding as kernels
 from core.errors import InvalidParameter, InvalidState
-from core.learners import learner_class, make_learner, register
+from core.learners import check_pauc_range, learner_class, make_learner, register
 from core.learners._base import OnlineLearner
 from core.learners._composed import ComposedState
 from core.learners._params import BOOLEAN, PAUC_RANGE, Interval, Options, Structured
@@ -19,7 +19,7 @@ from core.learners._state import Count, Finite, Grown, OneOf, with_prefix
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.preprocessing import scale_batch
 from core.tree_embedding import EMBEDDINGS, edge_capacity, empty_tree, fit_tree
-from core.validation import CSRMatrix, check_batch, check_fpr_range, row_range
+from core.validation import CSRMatrix, check_batch, row_range
 
 __all__ = ["TreeEmbedded"]
 
@@ -148,50 +148,13 @@ class TreeEmbedded(ComposedState, OnlineLearner):
                 param="refit_events",
             )
         if self.pauc_range is not None:
-            try:
-                alpha, beta = (float(bound) for bound in self.pauc_range)
-                check_fpr_range(alpha, beta)
-            except (TypeError, ValueError):
-                raise InvalidParameter(
-                    f"pauc_range must be [alpha, beta] with 0 <= alpha < beta <= 1, got "
-                    f"{self.pauc_range!r}",
-                    param="pauc_range",
-                ) from None
+            check_pauc_range(self.pauc_range)
         try:
             make_learner(self.learner, **self._inner_params())
         except (ValueError, TypeError) as error:
             raise InvalidParameter(
                 f"inner learner {self.learner!r}: {error}", param="params"
             ) from None
-
-    @classmethod
-    def saved_params(cls, params: dict, state: dict, prefix: str = "") -> dict:
-        """``params`` of a state saved by an earlier version: the inner learner's params as its
-        class's ``saved_params`` makes them for its ``inner:`` arrays (``poise`` saved before
-        its all-negatives term: ``auc_weight=0``)."""
-        params = cls._saved_without_refit(params, state, prefix)
-        own = params.get("params") or {}
-        try:
-            inner = learner_class(params.get("learner", cls.learner))
-        except (TypeError, ValueError):
-            return params  # the parameter check names it
-        if not isinstance(own, dict):
-            return params
-        saved = inner.saved_params(own, state, prefix=prefix + _PREFIX)
-        return params if saved is own else {**params, "params": saved}
-
-    @classmethod
-    def _saved_without_refit(cls, params: dict, state: dict, prefix: str) -> dict:
-        """A state saved before ``refit_events`` (auto's default tree candidate gained it) holds
-        a buffer of ``n_fit_events`` rows: it goes on as it was saved, with one fit and no
-        relearning."""
-        rows = np.shape(state.get(prefix + "buffer_X", ()))
-        refit = params.get("refit_events")
-        if refit is None or len(rows) != 2:
-            return params
-        if rows[0] == params.get("n_fit_events", cls.n_fit_events) and rows[0] != refit:
-            return {**params, "refit_events": None, "relearn": False}
-        return params
 
     def _build_inner(self) -> OnlineLearner:
         return learner_class(self.learner)(**self._inner_params())

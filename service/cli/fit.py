@@ -71,24 +71,22 @@ def train(learner, X, y: np.ndarray, *, passes: int | None, batch_size: int, see
 
 def build_snapshot(args: argparse.Namespace, data: ReplayData, progress) -> tuple[bytes, dict]:
     """Train the model and return ``(snapshot bytes, held-out report)``."""
-    from service.engine.model import build_learner, fresh, stored_params
-    from service.schemas import ModelConfig, ModelCreate
+    from service.engine.model import fresh
+    from service.models import new_model
+    from service.schemas import ModelCreate
     from service.snapshot import export_snapshot
 
     X, labels = data.X, data.y  # labels in {-1, +1}
     request = ModelCreate(**model_request(args, data))
     if request.feature_mode == "dense" and isinstance(X, CSRMatrix):
         X = X.toarray()
-    learner = build_learner(request)
+    config, learner = new_model(request, incarnation="fit", created_at=0.0)
     n_train = len(labels) - int(round(args.holdout * len(labels)))
     if n_train < 2 or len(np.unique(labels[:n_train])) < 2:
         raise CliError("the training part needs events of both classes")
     train_rows, test_rows = np.arange(n_train), np.arange(n_train, len(labels))
     how = train(learner, _rows(X, train_rows), labels[:n_train], passes=args.passes,
                 batch_size=args.batch_size, seed=args.seed, progress=progress)  # fmt: skip
-    config = ModelConfig(
-        **{**request.model_dump(), **stored_params(learner)}, incarnation="fit", created_at=0.0
-    )
     loaded = fresh(config, learner)
     trained = labels[:n_train]
     loaded.stats["events_learned"][0] = n_train

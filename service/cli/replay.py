@@ -21,10 +21,8 @@ from service.schemas import DEFAULT_LEARNER
 
 #: [CHOICE] A sparse file (LIBSVM, CSR arrays in an NPZ) with at most this many features is
 #: replayed into a dense model, so that ``auto`` scaling standardises it (centring, which a
-#: sparse model cannot do): issue 15 saw a LIBSVM file reach AUC 0.785 as a sparse model with
-#: ``scale`` scaling (the old default) against 0.935 dense; ``bench/replay_defaults.py`` on 8
-#: real sets (bench/README.md) gave dense the better prequential AUC on 6 (hypothyroid 0.969
-#: against 0.888), sparse on 2 (car_vgood 0.973 against 0.952, splice 0.983 against 0.977).
+#: sparse model cannot do): on real sets dense ranks better unless every feature is one-hot
+#: (``bench/replay_defaults.py``, bench/README.md "replay_defaults.py").
 #: Above it the model stays sparse (dense rows cost O(n_features) per event and per stored
 #: regret-window row).
 DENSE_MAX_FEATURES = 1000
@@ -187,11 +185,12 @@ def replay_in_process(args, data: ReplayData, request, tally: RunTally, advance)
     from service import snapshot
     from service.engine import Engine
     from service.ingest import Batch
+    from service.models import create_model
     from service.schemas import ModelCreate
     from service.stores.memory import MemoryStore
 
     engine = Engine(MemoryStore())
-    engine.create_model(ModelCreate(**request))
+    create_model(engine, ModelCreate(**request))
     dense = request["feature_mode"] == "dense"
     started = time.perf_counter()
     for start, stop in spans(data.n_events, args.batch_size):

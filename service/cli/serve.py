@@ -115,7 +115,7 @@ def serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from service.telemetry import make_multiprocess_dir, reset_multiprocess_dir
+    from service.telemetry_multiprocess import make_multiprocess_dir, reset_multiprocess_dir
 
     made_dir, owner = None, None
     if args.workers > 1:

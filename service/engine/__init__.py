@@ -7,9 +7,10 @@ engine is a thin facade over four parts, one module each:
 :mod:`.repository`        the per-process LRU cache of models, per-model locks, and the
                           load / commit / retry-on-stale-version cycle of every write
 :mod:`.model`             a model as held in memory (:class:`Loaded`), the prefixes naming its
-                          committed arrays, building a learner from a creation request
+                          committed arrays, building it from them or afresh
 :mod:`.learning`          labelled batches: duplicate ids, rounds, the regret window, counters
 :mod:`.delayed`           ``/score`` keeping features for later labels, the labels, the sweep
+:mod:`.coalesce`          concurrent requests to one model merged into one call and one commit
 :mod:`.reasons`           ``/score?reasons=k``: each event's top feature contributions
 :mod:`.reporting`         metrics, ROC, throughput, regret (cached and throttled)
 ========================= ====================================================================
@@ -23,6 +24,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from core.learners._base import OnlineLearner
+from service.engine.coalesce import Coalescer
 from service.engine.delayed import DelayedLabels, LabelResult
 from service.engine.learning import Learning, LearnResult
 from service.engine.model import (
@@ -32,18 +35,16 @@ from service.engine.model import (
     WINDOW_PREFIX,
     Loaded,
     ServedWeights,
-    build_learner,
     fresh,
     from_arrays,
     initial_stats,
     split_arrays,
-    stored_params,
 )
 from service.engine.reporting import REGRET_C, REGRET_TOL, Reporting
 from service.engine.repository import MAX_CACHED_MODELS, ModelRepository
 from service.errors import CorruptState, InsufficientStorage, InvalidInput
 from service.ingest import FeatureSpec
-from service.schemas import ModelConfig, ModelCreate, ModelInfo
+from service.schemas import ModelConfig, ModelInfo
 from service.snapshot import probe_learner
 from service.stores.base import Store
 
@@ -101,6 +102,8 @@ class Engine:
             max_pending_records=max_pending_records,
         )
         self.reporting = Reporting(self.repository, throttle=regret_throttle)
+        #: the per-event operations, merged per model across concurrent requests (async)
+        self.coalesce = Coalescer(self)
         # the operations, as the routes and workers call them
         self.learn = self.learning.learn
         self.score = self.delayed.score
@@ -141,14 +144,17 @@ class Engine:
 
     # ------------------------------------------------------------------ models
     def create_model(
-        self, request: ModelCreate, *, replace: bool = False, replaces: str | None = None
+        self,
+        config: ModelConfig,
+        learner: OnlineLearner,
+        *,
+        replace: bool = False,
+        replaces: str | None = None,
     ) -> ModelInfo:
-        learner = build_learner(request)
-        config = ModelConfig(
-            **{**request.model_dump(), **stored_params(learner)},
-            incarnation=uuid.uuid4().hex,
-            created_at=self.clock(),
-        )
+        """Store a new model of ``config`` whose initialised ``learner`` has learned nothing
+        (``replace``: over an existing model of its id; ``replaces``: only over that
+        incarnation, checked by the store atomically).  ``service.models`` builds both from a
+        creation request."""
         return self._create(fresh(config, learner), replace=replace, replaces=replaces)
 
     def restore_model(
@@ -200,18 +206,13 @@ class Engine:
         version = self.repository.create(loaded, replace=replace, replaces=replaces)
         return ModelInfo(config=loaded.config, version=version, counts=loaded.counts())
 
-    def reset_model(self, model_id: str) -> ModelInfo:
-        """Forget everything learned (state, window, counters, ids); keep the configuration.
-
-        Replaces only the incarnation read here (checked by the store, atomically): a model
-        deleted meanwhile stays deleted (404), one re-created meanwhile is left alone (409).
-        A model whose stored state cannot be loaded (corrupt) can still start afresh."""
+    def current_config(self, model_id: str) -> ModelConfig:
+        """The model's configuration, also when its stored state cannot be loaded (corrupt):
+        what a reset starts afresh from (``service.models.reset_model``)."""
         try:
-            config = self.model(model_id).config
+            return self.model(model_id).config
         except CorruptState:
-            config = self.repository.stored_config(model_id)
-        request = ModelCreate(**config.model_dump(include=set(ModelCreate.model_fields)))
-        return self.create_model(request, replace=True, replaces=config.incarnation)
+            return self.repository.stored_config(model_id)
 
     def list_models(self) -> list[str]:
         return self.store.list_models()

@@ -36,7 +36,7 @@ from service.engine.learning import (
 from service.engine.model import Loaded
 from service.engine.reasons import top_reasons
 from service.engine.repository import ModelRepository
-from service.errors import InvalidInput, ModelNotFound, ServiceError
+from service.errors import InsufficientStorage, InvalidInput, ModelNotFound, ServiceError
 from service.ingest import Batch
 from service.ingest.fields import Locator
 
@@ -54,6 +54,29 @@ class Scored:
     kept: int
     probabilities: np.ndarray | None = None
     reasons: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """One ``/score`` request as :meth:`DelayedLabels.score_group` takes it."""
+
+    batch: Batch
+    keep: bool = True
+    probabilities: bool = False
+    reasons: int = 0
+
+
+def _merged(records: list[dict[str, bytes]]) -> dict[str, bytes]:
+    """The kept records of several requests as one write: an id kept twice keeps the later
+    record, as two writes one after the other would."""
+    if sum(1 for kept in records if kept) == 1:
+        return next(kept for kept in records if kept)
+    merged: dict[str, bytes] = {}
+    for kept in records:
+        for event_id, record in kept.items():
+            merged.pop(event_id, None)  # the later one, at its own position
+            merged[event_id] = record
+    return merged
 
 
 @dataclass
@@ -166,56 +189,90 @@ class DelayedLabels:
         With ``probabilities``, the calibrated probability of each score by the same version's
         calibrator.
         """
+        outcome = self.score_group(model_id, [ScoreRequest(batch, keep, probabilities, reasons)])
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
+
+    def score_group(
+        self, model_id: str, requests: Sequence[ScoreRequest]
+    ) -> list[Scored | ServiceError]:
+        """Several ``/score`` requests against one load of the model, their kept records
+        written by one store call (one durable commit, which adds records and never rewrites
+        the model's state): each request's :class:`Scored`, or the error refusing it alone
+        (the others are served).  An error of the model as a whole (not found, the store
+        down) is raised."""
         repository = self.repository
+        outcomes: list[Scored | ServiceError] = []
+        records: list[dict[str, bytes]] = []
         with repository.lock(model_id):
             loaded = repository.load(model_id)
-            check_batch_fits(loaded, batch)
-            X = batch.X
-            if loaded.means is not None:  # missing values: the current means, unchanged
-                X = loaded.means.fill_for_scoring(X)  # type: ignore[arg-type]
-            _check_scorable(X, batch.ids)
-            try:
-                # the batch was validated when parsed, and fits the model (checked above)
-                scores = loaded.learner.decision_function(X, check_input=False)
-            except ValueError as error:
-                raise InvalidInput(str(error)) from None
-            if count_nonfinite(scores):  # never served, never kept
-                row = int(np.flatnonzero(~np.isfinite(scores))[0])
-                raise Locator(batch.ids).error(
-                    row,
-                    "the model's score of this event is not finite (its weights are too large "
-                    "for features this large); scale the features (the 'scaling' parameter)",
-                    field="x",
-                )
-            explained = None
-            if reasons > 0:
-                spec = loaded.spec
-                hasher = spec.hasher() if spec.feature_mode == "hashed" else None
-                explained = top_reasons(
-                    loaded.learner, X, reasons, spec.feature_names, batch.named_rows, hasher
-                )
-            version = loaded.version
             ttl = loaded.config.label_ttl_seconds or self.label_ttl_seconds
-            calibrated = loaded.calibrator.probabilities(scores) if probabilities else None
-        kept = 0
-        if keep and batch.ids is not None:
+            for request in requests:
+                try:
+                    scored, kept = self._score_one(loaded, request)
+                except ServiceError as error:
+                    outcomes.append(error)
+                    records.append({})
+                    continue
+                outcomes.append(scored)
+                records.append(kept)
+        if any(records):
+            deadline = repository.clock() + ttl
+            store, bound = repository.store, self.max_pending_records
+            try:
+                store.put_pending(model_id, _merged(records), deadline, bound)
+            except InsufficientStorage:
+                # the bound refuses the group: then each request as if alone, in order
+                for position, kept in enumerate(records):
+                    if kept:
+                        try:
+                            store.put_pending(model_id, kept, deadline, bound)
+                        except InsufficientStorage as error:
+                            outcomes[position] = error
+        return outcomes
+
+    def _score_one(self, loaded: Loaded, request: ScoreRequest) -> tuple[Scored, dict[str, bytes]]:
+        """One request's scores (and what it asked besides), and the records it keeps."""
+        batch = request.batch
+        check_batch_fits(loaded, batch)
+        X = batch.X
+        if loaded.means is not None:  # missing values: the current means, unchanged
+            X = loaded.means.fill_for_scoring(X)  # type: ignore[arg-type]
+        _check_scorable(X, batch.ids)
+        try:
+            # the batch was validated when parsed, and fits the model (checked above)
+            scores = loaded.learner.decision_function(X, check_input=False)
+        except ValueError as error:
+            raise InvalidInput(str(error)) from None
+        if count_nonfinite(scores):  # never served, never kept
+            row = int(np.flatnonzero(~np.isfinite(scores))[0])
+            raise Locator(batch.ids).error(
+                row,
+                "the model's score of this event is not finite (its weights are too large "
+                "for features this large); scale the features (the 'scaling' parameter)",
+                field="x",
+            )
+        explained = None
+        if request.reasons > 0:
+            spec = loaded.spec
+            hasher = spec.hasher() if spec.feature_mode == "hashed" else None
+            explained = top_reasons(
+                loaded.learner, X, request.reasons, spec.feature_names, batch.named_rows, hasher
+            )
+        calibrated = loaded.calibrator.probabilities(scores) if request.probabilities else None
+        records: dict[str, bytes] = {}
+        if request.keep and batch.ids is not None:
             rows = [position for position, i in enumerate(batch.ids) if i is not None]
             if rows:
-                if len(rows) == len(batch):  # every event has an id (one event: ~2 us less)
+                if len(rows) == len(batch):  # every event has an id: no copy
                     subset, subset_scores = batch, scores
                 else:
                     index = np.asarray(rows, dtype=np.int64)
                     subset, subset_scores = batch.take(index), scores[index]
-                records = encode_pending(subset.X, subset_scores)
                 ids = [str(i) for i in subset.ids or []]
-                repository.store.put_pending(
-                    model_id,
-                    dict(zip(ids, records, strict=True)),
-                    repository.clock() + ttl,
-                    self.max_pending_records,
-                )
-                kept = len(set(ids))
-        return Scored(version, scores, kept, calibrated, explained)
+                records = dict(zip(ids, encode_pending(subset.X, subset_scores), strict=True))
+        return Scored(loaded.version, scores, len(records), calibrated, explained), records
 
     def labels(
         self,
@@ -239,6 +296,25 @@ class DelayedLabels:
                 )
             except _Unlearnable as error:
                 unlearnable.add(error.event_id)
+
+    def labels_group(
+        self, model_id: str, requests: Sequence[tuple[list[str], np.ndarray]]
+    ) -> list[LabelResult]:
+        """Several ``/labels`` requests joined as one, in order, with one commit: each its own
+        round, an id labelled by two of them a duplicate in the later one, as one after the
+        other.  The drifts of the group are credited to its last request."""
+        ids = [event_id for request_ids, _ in requests for event_id in request_ids]
+        labels = np.concatenate([request_labels for _, request_labels in requests])
+        whole = self.labels(model_id, ids, labels, rounds=[len(i) for i, _ in requests])
+        results = []
+        start = 0
+        for k, (request_ids, _) in enumerate(requests):
+            statuses = whole.statuses[start : start + len(request_ids)]
+            learned = sum(1 for _, status in statuses if status == "learned")
+            drifts = whole.drifts if k == len(requests) - 1 else 0
+            results.append(LabelResult(whole.version, learned, statuses, drifts))
+            start += len(request_ids)
+        return results
 
     def _labels_once(
         self,

@@ -11,10 +11,10 @@ version, see :mod:`service.engine.repository`):
 4. **commit** the learner state, window and counters with the learned ids and any checkpoint
    fields.
 
-A *round* is what one request carried: a queue worker merges several requests into one call
-(``rounds`` gives their sizes) and, with regret tracking on, each is learned by its own learner
-call and is its own regret round, exactly as in sync mode.  The learner state does not depend
-on the split: a batch is learned in order, as if event by event.
+A *round* is what one request carried: a queue worker or the coalescer
+(:mod:`service.engine.coalesce`) merges several requests into one call (``rounds`` gives their
+sizes); each is learned by its own learner call and is its own regret round, exactly as when
+the requests come one after another, and the metrics window, counters and commit are shared.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from service.engine.history import record as record_history
 from service.engine.model import RATE_TIME_CONSTANT, Loaded, from_store, log_drifts
 from service.engine.repository import ModelRepository
 from service.errors import InvalidInput, ModelChanged
-from service.ingest import Batch
+from service.ingest import Batch, concatenate
 from service.ingest.fields import Locator
 
 
@@ -47,6 +47,22 @@ class LearnResult:
     scores: np.ndarray | None
     #: drifts the detector reported on this batch (docs/algorithms/drift.md)
     drifts: int = 0
+    #: which received events were skipped as duplicates (None: the batch had no ids)
+    skipped: np.ndarray | None = None
+
+    def part(self, start: int, stop: int, ids: list[str | None] | None, drifts: int) -> LearnResult:
+        """The result of the request whose events were ``[start, stop)`` of a merged call
+        (:mod:`service.engine.coalesce`), with ``ids`` its events' ids and ``drifts`` the
+        drifts credited to it."""
+        skipped = None if self.skipped is None else self.skipped[start:stop]
+        duplicate_ids = (
+            [] if skipped is None or ids is None else [str(ids[k]) for k in np.flatnonzero(skipped)]
+        )
+        learned = stop - start - (0 if skipped is None else int(skipped.sum()))
+        scores = None if self.scores is None else self.scores[start:stop]
+        return LearnResult(
+            self.version, stop - start, learned, duplicate_ids, scores, drifts, skipped
+        )
 
 
 # ---------------------------------------------------------------------------- rounds
@@ -279,6 +295,32 @@ class Learning:
             raise InvalidInput("events need labels 'y' to be learned", field="y")
         return self.repository.write(model_id, self._learn_once, batch, want_scores, merged)
 
+    def learn_group(
+        self, model_id: str, batches: Sequence[Batch], want_scores: Sequence[bool]
+    ) -> list[LearnResult]:
+        """Several requests' batches learned as one, in order, with one commit: what
+        :meth:`learn` of each in turn would give, request by request (each request is its own
+        round; duplicate ids across requests are skipped as they would be one after
+        another).  The drifts of the group are credited to its last request.  Raises as
+        :meth:`learn` of the whole would (then nothing was committed)."""
+        if any(batch.y is None for batch in batches):
+            raise InvalidInput("events need labels 'y' to be learned", field="y")
+        sizes = [len(batch) for batch in batches]
+        whole = self.learn(
+            model_id, concatenate(batches), want_scores=any(want_scores), rounds=sizes
+        )
+        results = []
+        start = 0
+        for k, (batch, wants) in enumerate(zip(batches, want_scores, strict=True)):
+            stop = start + len(batch)
+            drifts = whole.drifts if k == len(batches) - 1 else 0
+            result = whole.part(start, stop, batch.ids, drifts)
+            if not wants:
+                result.scores = None
+            results.append(result)
+            start = stop
+        return results
+
     def _learn_once(
         self, model_id: str, loaded: Loaded, batch: Batch, want_scores: bool, merged: Merged
     ) -> LearnResult:
@@ -293,10 +335,10 @@ class Learning:
         drifts = 0
         if len(todo):
             assert todo.y is not None
-            # one learner call per round matters to the regret window only
-            bounds = [(0, len(todo))]
-            if loaded.regret is not None:
-                bounds = merged.bounds(None if skip is None else ~skip, len(todo))
+            # one learner call per request: each is a regret round, and a learner that
+            # learns a batch otherwise than event by event (spdam) sees the same calls as
+            # when the requests come one after another
+            bounds = merged.bounds(None if skip is None else ~skip, len(todo))
             try:
                 scores, drifts = learn_events(
                     loaded, todo.X, todo.y, recorded=None, bounds=bounds, now=now
@@ -324,7 +366,7 @@ class Learning:
             all_scores = np.full(len(batch), np.nan)
             if scores is not None:
                 all_scores[np.flatnonzero(~skip) if skip is not None else slice(None)] = scores
-        return LearnResult(version, len(batch), len(todo), duplicate_ids, all_scores, drifts)
+        return LearnResult(version, len(batch), len(todo), duplicate_ids, all_scores, drifts, skip)
 
     def duplicates(self, model_id: str, ids: list[str | None] | None) -> np.ndarray | None:
         """Mask of events to skip: ids already learned, or repeated inside the batch."""

@@ -19,20 +19,18 @@ from typing import Any
 import numpy as np
 
 from core.errors import InvalidState
-from core.learners import available_learners, learner_class, make_learner, pauc_params_for
+from core.learners import learner_class
 from core.learners._base import OnlineLearner
 from core.learners._state import MAX_COUNT, VALUE_BOUND
 from core.metrics import PrequentialWindow
 from core.metrics.calibration import OnlineCalibrator
 from core.metrics.drift import DriftDetector
-from core.preprocessing import NOT_FOLDABLE
 from core.regret import RegretWindow
 from service.engine.history import HISTORY_PREFIX, history_state, initial_history
 from service.engine.missing import MISSING_PREFIX, RunningMeans
-from service.errors import InvalidInput
 from service.ingest import FeatureSpec
 from service.kernels import require_kernels
-from service.schemas import Counts, ModelConfig, ModelCreate, resolve_scaling
+from service.schemas import Counts, ModelConfig
 from service.stores.base import StoredState
 
 LEARNER_PREFIX = "learner:"
@@ -160,48 +158,6 @@ class ServedWeights:
     coef: np.ndarray
     intercept: float
     raw: tuple[np.ndarray, float] | None
-
-    def document(self) -> dict[str, Any]:
-        """The ``GET /v1/models/{id}/weights`` body (``service.schemas.WeightsResponse``), with
-        numpy arrays (rendered by orjson)."""
-        config = self.config
-        if self.raw is None:
-            note = NOT_FOLDABLE.get(config.scaling) or (
-                (
-                    "learner 'auto' mixes a candidate that is not linear in the features "
-                    "(tree_embedded, a tree path embedding, is one of the default "
-                    "candidates): the served score has no weights in the raw feature space; "
-                    "coef is the linear part of the mix on the scaled features. For a linear "
-                    "score, create the model with a linear learner or with params.candidates "
-                    "that are all linear"
-                )
-                if config.learner == "auto"
-                else (
-                    f"learner {config.learner!r} is not linear in the features (a tree path "
-                    "embedding): it has no weights in the raw feature space; coef applies to "
-                    "its embedded inputs"
-                )
-            )
-        else:
-            note = (
-                "score(x) = raw_coef . x + raw_intercept on the features as posted (the online "
-                f"scaler's statistics of version {self.version} folded in; they move as the "
-                "model learns)"
-            )
-            if config.feature_mode == "hashed":
-                note += "; a hashed model's coefficients are per hash bucket, not per name"
-        return {
-            "model": config.id,
-            "version": self.version,
-            "n_features": len(self.coef),
-            "feature_names": None if config.feature_names is None else list(config.feature_names),
-            "scaling": config.scaling,
-            "coef": self.coef,
-            "intercept": self.intercept,
-            "raw_coef": None if self.raw is None else self.raw[0],
-            "raw_intercept": None if self.raw is None else self.raw[1],
-            "raw_note": note,
-        }
 
 
 def split_arrays(arrays: dict[str, np.ndarray]) -> tuple[dict, dict, dict]:
@@ -407,24 +363,6 @@ def fresh(config: ModelConfig, learner: OnlineLearner) -> Loaded:
     )
 
 
-def _learner_field(error: Exception) -> str:
-    """The request field a learner error is about: ``core`` raises
-    :class:`core.errors.InvalidParameter` with the parameter's name when it knows it (the
-    model's own ``pauc_range`` is a top-level field, not a learner parameter)."""
-    param = getattr(error, "param", None)
-    if param is None:
-        return "params"
-    return param if param == "pauc_range" else f"params.{param}"
-
-
-def _servable(cls) -> bool:
-    return getattr(cls, "online", True) or getattr(cls, "streams_on_window", False)
-
-
-def servable_learners() -> list[str]:
-    return [n for n in available_learners() if _servable(learner_class(n))]
-
-
 def stored_params(learner: OnlineLearner) -> dict[str, Any]:
     """The ``params`` and ``scaling`` fields of a model's config for ``learner`` (initialised):
     every parameter, those it resolves from the model's width explicit (``logistic``'s
@@ -442,41 +380,3 @@ def stored_params(learner: OnlineLearner) -> dict[str, Any]:
         ]
     scaling = params.pop("scaling")
     return {"params": params, "scaling": scaling}
-
-
-def build_learner(request: ModelCreate) -> OnlineLearner:
-    """The learner a creation request asks for, validated; errors name the field."""
-    try:
-        cls = learner_class(request.learner)
-    except ValueError as error:
-        raise InvalidInput(str(error), field="learner") from None
-    if not _servable(cls):
-        raise InvalidInput(
-            f"learner {request.learner!r} is a batch solver, not an online learner; "
-            f"online learners: {', '.join(servable_learners())}",
-            field="learner",
-        )
-    scaling = resolve_scaling(request.scaling, request.feature_mode)
-    try:
-        # one pAUC range per model: the range its metrics report is the one its pAUC
-        # learners optimise (an explicit contradicting alpha / beta is refused, naming both)
-        params = pauc_params_for(request.learner, request.pauc_range, request.params)
-        if request.learner == "auto":
-            # [CHOICE] new auto models track drift unless asked not to (fast candidate, drift
-            # detector: docs/algorithms/auto.md (auto.8)); the library default stays False so
-            # that models stored before (their params lack it) keep their state layout
-            params.setdefault("track_drift", True)
-        learner = make_learner(request.learner, **params, scaling=scaling)
-        learner.initialize(request.n_features)
-    except (ValueError, TypeError) as error:
-        raise InvalidInput(
-            f"learner {request.learner!r}: {error}",
-            field=_learner_field(error),
-        ) from None
-    if request.feature_mode != "dense" and not cls.supports_sparse:
-        raise InvalidInput(
-            f"learner {request.learner!r} needs dense features; use feature_mode 'dense'",
-            field="feature_mode",
-        )
-    require_kernels(request.learner, params, scaling)
-    return learner

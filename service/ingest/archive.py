@@ -25,6 +25,7 @@ import math
 import struct
 import zipfile
 import zlib
+from collections.abc import Iterator
 
 import numpy as np
 from isal.isal_zlib import crc32
@@ -33,7 +34,10 @@ from service.errors import InvalidInput, MalformedBody, PayloadTooLarge, Unsuppo
 
 __all__ = [
     "ACCEPTED_METHODS",
+    "LOCAL_HEADER",
     "NpyLayout",
+    "UnreadableDirectory",
+    "central_directory",
     "check_members",
     "check_method",
     "member_count",
@@ -42,13 +46,20 @@ __all__ = [
     "read_member",
 ]
 
-_END_RECORD = struct.Struct("<4s4H2LH")  # signature, disk numbers, entries here, total, ...
+#: the end-of-central-directory record: signature, disk numbers, entries on this disk, entries
+#: in total, size and offset of the central directory, comment length
+_END_RECORD = struct.Struct("<4s4H2LH")
 _END_SIGNATURE = b"PK\x05\x06"
 #: an end record sits in the last 22 bytes, plus a comment of at most 65,535 bytes
 _END_SEARCH = _END_RECORD.size + 65_535
+#: a central directory entry: signature, flags, compression method, lengths of the name, of
+#: the extra field and of the comment (the name follows the entry's 46 fixed bytes)
+_DIRECTORY_ENTRY = struct.Struct("<4s4xHH16xHHH")
+_DIRECTORY_ENTRY_SIZE = 46
+_DIRECTORY_SIGNATURE = b"PK\x01\x02"
 #: a local file header: signature, 22 bytes we take from the central directory, the lengths of
 #: the name and of the extra field (the member's data follows them)
-_LOCAL_HEADER = struct.Struct("<4s22xHH")
+LOCAL_HEADER = struct.Struct("<4s22xHH")
 _LOCAL_SIGNATURE = b"PK\x03\x04"
 #: .npy preamble: magic (6), version (2), header length (2 or 4); numpy's own header limit
 _NPY_PREAMBLE = 12
@@ -68,14 +79,51 @@ _METHOD_NAMES = {
 }  # fmt: skip
 
 
+class UnreadableDirectory(ValueError):
+    """The central directory cannot be read record by record (the general reader says why)."""
+
+
+def _end_record(body: bytes) -> tuple[int, int, int] | None:
+    """``(position, members in total, offset of the central directory)`` from the
+    end-of-central-directory record, or None when there is none."""
+    position = body.rfind(_END_SIGNATURE, max(0, len(body) - _END_SEARCH))
+    if position < 0 or position + _END_RECORD.size > len(body):
+        return None
+    _, _, _, _, total, _, offset, _ = _END_RECORD.unpack_from(body, position)
+    return position, int(total), int(offset)
+
+
 def member_count(body: bytes, *, what: str) -> int:
     """The number of members the end-of-central-directory record declares (before zipfile
     builds one object per entry).  A body without a record is not a zip archive."""
-    position = body.rfind(_END_SIGNATURE, max(0, len(body) - _END_SEARCH))
-    if position < 0 or position + _END_RECORD.size > len(body):
+    end = _end_record(body)
+    if end is None:
         raise MalformedBody(f"{what} is not a zip archive (no end-of-central-directory record)")
-    _, _, _, _, total, _, _, _ = _END_RECORD.unpack_from(body, position)
-    return int(total)  # 0xFFFF when a zip64 record holds the real number
+    return end[1]  # 0xFFFF when a zip64 record holds the real number
+
+
+def central_directory(body: bytes, *, most: int) -> Iterator[tuple[str, int, int]]:
+    """``(name, compression method, flags)`` of each member, read from the central directory
+    record by record as they are needed, without zipfile's objects (cheap enough for the event
+    loop).  Raises :class:`UnreadableDirectory` where the records cannot be read
+    (no end record, a record cut short or without its signature) or when they declare more
+    than ``most`` members."""
+    end = _end_record(body)
+    if end is None:
+        raise UnreadableDirectory("no end-of-central-directory record")
+    directory_end, total, position = end
+    if total > most:
+        raise UnreadableDirectory(f"{total} members declared, more than {most}")
+    for _ in range(total):
+        if position + _DIRECTORY_ENTRY_SIZE > directory_end:
+            raise UnreadableDirectory("a directory record runs past the directory")
+        signature, flags, method, *lengths = _DIRECTORY_ENTRY.unpack_from(body, position)
+        if signature != _DIRECTORY_SIGNATURE:
+            raise UnreadableDirectory("a directory record without its signature")
+        start = position + _DIRECTORY_ENTRY_SIZE
+        encoding = "utf-8" if flags & 0x800 else "cp437"  # as zipfile decodes names
+        yield body[start : start + lengths[0]].decode(encoding, "replace"), method, flags
+        position = start + sum(lengths)
 
 
 def check_method(name: str, method: int, flags: int, *, what: str) -> None:
@@ -118,12 +166,12 @@ def check_members(
 def _member_data(body: bytes, member: zipfile.ZipInfo, field: str) -> memoryview:
     """The member's bytes as stored in ``body`` (after its local header), without a copy."""
     start = member.header_offset
-    if start < 0 or start + _LOCAL_HEADER.size > len(body):
+    if start < 0 or start + LOCAL_HEADER.size > len(body):
         raise MalformedBody(f"{field!r}: its local header is outside the archive", field=field)
-    signature, name_length, extra_length = _LOCAL_HEADER.unpack_from(body, start)
+    signature, name_length, extra_length = LOCAL_HEADER.unpack_from(body, start)
     if signature != _LOCAL_SIGNATURE:
         raise MalformedBody(f"{field!r}: no local header where the directory says", field=field)
-    data_start = start + _LOCAL_HEADER.size + name_length + extra_length
+    data_start = start + LOCAL_HEADER.size + name_length + extra_length
     data_end = data_start + member.compress_size
     if data_end > len(body):
         raise MalformedBody(

@@ -30,10 +30,9 @@ from service.ingest.objects import (
 )
 
 # Fast path for the common dense shape: simdjson turns each ``x`` array straight into float64
-# bytes (``as_buffer``), so no Python float is made for a feature value.  With orjson, decoding
-# 1,000 events of 50 features costs ~2.3 ms and building the array from the Python floats
-# ~0.8 ms more; simdjson does both in ~1.3 ms, plus ~0.4 us per event of proxy access.  Both
-# parsers round every number correctly, so the array is bit for bit the same.
+# bytes (``as_buffer``), so no Python float is made for a feature value: decoding and building
+# the array together cost less than orjson's decoding alone (loadtest/README.md).  Both parsers
+# round every number correctly, so the array is bit for bit the same.
 #
 # The fast path only accepts; it never rejects.  On anything but the plain shape (other keys,
 # a nested array, a non-number feature, a bad id or label, invalid JSON ...) it returns None
@@ -45,12 +44,12 @@ _EVENT_LAYOUTS: dict[tuple[str, ...], tuple[bool, bool]] = {
     )
 }  # event keys in any order -> (has id, has y); a repeated or unknown key is not listed
 _OPEN_BRACKET = ord("[")
-#: Below ~4 KB (a handful of events) the general path is as fast: a one-event /score body
-#: (~1 KB) parses in ~7.5 us there against ~9 us here.
+#: Below ~4 KB (a handful of events) the general path is as fast (a one-event /score body is
+#: a little faster there).
 _FAST_PATH_MIN_BYTES = 4096
-#: A parser keeps the buffers of the largest document it has parsed (~2.3x its size resident:
-#: ~18 MB after an 8 MB body): one per thread is reused for bodies up to this size, a larger
-#: body gets a parser of its own that is freed after.
+#: A parser keeps the buffers of the largest document it has parsed (about twice its size
+#: resident): one per thread is reused for bodies up to this size, a larger body gets a parser
+#: of its own that is freed after.
 _REUSED_PARSER_MAX_BYTES = 8 * 1024 * 1024
 _parsers = threading.local()
 _FAST_PATH_GIVES_UP = (
@@ -179,11 +178,11 @@ def _one_dense_event(event: Any, spec: FeatureSpec, labelled: bool) -> Batch | N
     """The batch of a body of one event of the plain shape for a dense model, or None.
 
     The general path (``events_to_batch``) is built for batches: its checks, the locator
-    that names a bad event and the label coercion cost ~5 us (~10 us with a label) for one
-    event, as much as scoring it.  This makes the same batch (the same float64 row, the label
-    in {-1, +1}, the id as a string) and, like ``_dense_json_fast``, only accepts: anything
-    else -- a missing or bad field, features by name, a non-finite value -- goes to the
-    general path, which gives its usual error.
+    that names a bad event and the label coercion cost as much as scoring one event.  This
+    makes the same batch (the same float64 row, the label in {-1, +1}, the id as a string)
+    and, like ``_dense_json_fast``, only accepts: anything else -- a missing or bad field,
+    features by name, a non-finite value -- goes to the general path, which gives its usual
+    error.
     """
     if type(event) is not dict or not event.keys() <= _EVENT_KEYS:
         return None

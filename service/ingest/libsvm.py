@@ -26,8 +26,8 @@ PAIR = rf"[0-9]+:{NUMBER}"
 LABEL = r"(?:[-+]?1|0)(?:\.0*)?"
 _PAIR = re.compile(PAIR)
 _PAIRS = re.compile(rf"{WHITESPACE}*(?:{PAIR}(?:{WHITESPACE}+{PAIR})*)?{WHITESPACE}*")
-#: below this many characters, a regular expression checks the pairs faster than numpy's
-#: fixed costs (~20 us); above, the numpy passes cost a fraction of the regular expression's
+#: below this many characters, a regular expression checks the pairs in less time than the
+#: fixed cost of numpy's passes; above, those passes cost a fraction of the regular expression's
 _REGEX_MAX_CHARS = 2048
 _LABEL = re.compile(LABEL)
 #: each ASCII character's part in a pair: whitespace, digit, a number's other characters,

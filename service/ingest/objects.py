@@ -30,12 +30,11 @@ def dense_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> np.nd
     """A list of feature lists -> (n, n_features) float64, one numpy call on the happy path."""
     width = spec.n_features
     X = None
-    # np.fromiter over the chained rows is ~30% faster than np.array(rows); the length check
+    # np.fromiter over the chained rows is faster than np.array(rows); the length check
     # first makes a ragged batch fall through to the per-event diagnosis below.
     if all(type(row) is list and len(row) == width for row in rows):
         try:
-            # a TypeError on anything but numbers: fromiter alone would parse "1.5" (~0.2 ms
-            # per 50,000 values)
+            # a TypeError on anything but numbers: fromiter alone would parse "1.5"
             sum(map(sum, rows))
             X = np.fromiter(
                 itertools.chain.from_iterable(rows), dtype=np.float64, count=len(rows) * width
@@ -264,10 +263,9 @@ def events_to_batch(
 
 #: From this size on, a document is decoded by simdjson and made into Python objects one item
 #: of its top-level list (or of the list under a top-level key) at a time.  orjson decodes the
-#: whole document in one call that holds the GIL throughout (0.2 s for 16 MB of hashed events
-#: on an idle machine, 0.45 s under load): even parsed in the thread pool, it stopped the event
-#: loop, ``/healthz`` included, that long.  Here the GIL is held for simdjson's parse (~2 ms
-#: per MB) and then one event at a time.
+#: whole document in one call that holds the GIL throughout: even in the thread pool, that
+#: stops the event loop, ``/healthz`` included, for as long (loadtest/README.md).  Here the GIL
+#: is held for simdjson's parse and then one event at a time.
 _STEPWISE_MIN_BYTES = 1 << 20
 _BYTE_ORDER_MARK = b"\xef\xbb\xbf"
 

@@ -14,11 +14,15 @@ import numpy as np
 import redis
 
 from service import codec
+from service.engine.coalesce import ThreadCombiner, each_alone
 from service.errors import InvalidInput, ModelChanged, ModelNotFound, QueueFull, StoreUnavailable
 from service.ingest import Batch
 from service.stores import keys
 from service.stores.client import ReplicaWait, is_cluster, round_trip, run_script, unavailable
 from service.stores.lua import APPEND_SCRIPT, ENSURE_GROUP_SCRIPT
+
+#: a request as stream entries (each ``(events, fields)``) and its number of events
+Entries = tuple[list[tuple[int, dict[str, bytes]]], int]
 
 #: on a Redis Cluster, the longest a worker's read blocks on one slot's streams while the
 #: others are not read (milliseconds; ``AUCSTREAM_WORKER_CLUSTER_BLOCK_MS``, see
@@ -115,6 +119,10 @@ class StreamQueue:
         self.cluster_block_ms = cluster_block_ms
         self._append = client.register_script(APPEND_SCRIPT)
         self._ensure_group = client.register_script(ENSURE_GROUP_SCRIPT)
+        #: the appends threads make to one model at the same moment, as one script call
+        self._shared: ThreadCombiner[tuple[str, Entries], Appended] = ThreadCombiner(
+            self._append_requests
+        )
         #: on a cluster, the slot whose streams last had entries (its read blocks when
         #: nothing was read), and the turn of the groups when it is not read any more
         self._busy_slot: int | None = None
@@ -122,18 +130,63 @@ class StreamQueue:
 
     # ------------------------------------------------------------------ API side
     def append_events(self, model_id: str, incarnation: str, batch: Batch) -> Appended:
-        if batch.y is None:
-            raise InvalidInput("events need labels 'y' to be learned", field="y")
-        return self._append_entries(
-            model_id, incarnation, codec.encode_events(batch, self.entry_events), len(batch)
-        )
+        return self.append_group(model_id, incarnation, [self.event_entries(batch)])[0]
 
     def append_labels(
         self, model_id: str, incarnation: str, ids: Sequence[str], labels: np.ndarray
     ) -> Appended:
-        return self._append_entries(
-            model_id, incarnation, codec.encode_labels(ids, labels, self.entry_events), len(ids)
-        )
+        return self.append_group(model_id, incarnation, [self.label_entries(ids, labels)])[0]
+
+    def event_entries(self, batch: Batch) -> Entries:
+        """A labelled batch as stream entries, and its number of events."""
+        if batch.y is None:
+            raise InvalidInput("events need labels 'y' to be learned", field="y")
+        return codec.encode_events(batch, self.entry_events), len(batch)
+
+    def label_entries(self, ids: Sequence[str], labels: np.ndarray) -> Entries:
+        """Delayed labels as stream entries, and their number."""
+        return codec.encode_labels(ids, labels, self.entry_events), len(ids)
+
+    def append_shared(self, model_id: str, incarnation: str, request: Entries) -> Appended:
+        """Append one request's entries together with those other threads are appending to
+        the model at the same moment (one script call, one round trip, for all of them:
+        :class:`~service.engine.coalesce.ThreadCombiner`); a group refused as a whole is
+        appended request by request, so only the request at fault is refused."""
+        return self._shared(model_id, (incarnation, request))
+
+    def _append_requests(
+        self, model_id: str, payloads: list[tuple[str, Entries]]
+    ) -> list[Appended | BaseException]:
+        def merged(group: list[tuple[str, Entries]]) -> list[Appended]:
+            if len({incarnation for incarnation, _ in group}) > 1:
+                raise ValueError("parsed for different incarnations: appended one by one")
+            return self.append_group(model_id, group[0][0], [entries for _, entries in group])
+
+        def single(payload: tuple[str, Entries]) -> Appended:
+            return self.append_group(model_id, payload[0], [payload[1]])[0]
+
+        return each_alone(merged, single, payloads)
+
+    def append_group(
+        self, model_id: str, incarnation: str, requests: Sequence[Entries]
+    ) -> list[Appended]:
+        """The entries of several requests appended by one script (one round trip), in
+        order, all or nothing: each request's :class:`Appended` (its own stream ids; the
+        backlog as of its last entry).  Refused as a whole (backlog full, model re-created),
+        it raises and nothing was appended."""
+        entries = [entry for request_entries, _ in requests for entry in request_entries]
+        total = sum(n_events for _, n_events in requests)
+        whole = self._append_entries(model_id, incarnation, entries, total)
+        results = []
+        start, after = 0, total
+        for request_entries, n_events in requests:
+            stop = start + len(request_entries)
+            after -= n_events
+            results.append(
+                Appended(whole.stream_ids[start:stop], n_events, whole.backlog_events - after)
+            )
+            start = stop
+        return results
 
     @unavailable
     def _append_entries(

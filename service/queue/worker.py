@@ -358,7 +358,7 @@ class Worker:
 
 def main(settings: Settings) -> int:
     """The ``aucstream worker`` process: warm up, serve metrics, loop until SIGTERM."""
-    from service.telemetry import configure_logging
+    from service.telemetry_logs import configure_logging
 
     if settings.log_format == "text":
         # no uvicorn here to print the lines: the root logger's handler, with the time, and

@@ -4,32 +4,22 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
-from starlette._utils import get_route_path
 from starlette.concurrency import run_in_threadpool
-from starlette.types import Receive, Scope, Send
 
-from service.deps import (
-    HotRoute,
-    Services,
-    ServicesDep,
-    check_api_key,
-    enqueue,
-    model_spec,
-    query_count,
-    query_flag,
-    read_batch,
-    read_body,
-    run_engine,
-)
-from service.errors import InvalidInput, ServiceError, UnsupportedMediaType
+from service.body import read_batch, read_body
+from service.deps import Services, ServicesDep
+from service.errors import InvalidInput, UnsupportedMediaType
+from service.fastlane import HotRoute, query_count, served
 from service.ingest import JSON, FeatureSpec, media_type, parse_label_items
+from service.offload import model_spec, run_engine
 from service.openapi import LABELS_BODY, events_body, problems
 from service.queue import Appended
+from service.queue.enqueue import enqueue
 from service.schemas import (
     LabelsResponse,
     LabelStatus,
@@ -48,7 +38,7 @@ REASONS_DOC = (
 
 router = APIRouter(prefix="/v1/models", tags=["events"])
 #: ``/events`` and ``/score`` as FastAPI declares them: read by the OpenAPI document only; the
-#: app serves them through :data:`hot_routes` (see :class:`~service.deps.HotRoute`)
+#: app serves them through :data:`hot_routes` (see :mod:`service.fastlane`)
 documented = APIRouter(prefix="/v1/models", tags=["events"])
 
 #: statuses every body-reading route can answer (besides those of every /v1 route)
@@ -117,11 +107,11 @@ async def post_events(
             request,
             model_id,
             spec,
-            lambda incarnation: queue.append_events(model_id, incarnation, batch),
+            lambda incarnation: queue.append_shared(
+                model_id, incarnation, queue.event_entries(batch)
+            ),
         )
-    result = await run_engine(
-        engine, engine.learn, model_id, batch, want_scores=scores, offload=large
-    )
+    result = await engine.coalesce.learn(model_id, batch, want_scores=scores, large=large)
     telemetry.child(telemetry.events_learned, model_id).inc(result.learned)
     if result.drifts:
         telemetry.child(telemetry.drifts, model_id).inc(result.drifts)
@@ -174,10 +164,9 @@ async def score(
     asked = query_count(request, "reasons", settings.max_reasons)
     spec = await model_spec(engine, model_id)
     batch, large = await read_batch(request, spec, settings, labelled=False, zero_based=zero_based)
-    scored = await run_engine(
-        engine, engine.score, model_id, batch, keep=keep, probabilities=probabilities,
-        reasons=asked, offload=large,
-    )  # fmt: skip
+    scored = await engine.coalesce.score(
+        model_id, batch, keep=keep, probabilities=probabilities, reasons=asked, large=large
+    )
     values, calibrated = scored.scores, scored.probabilities
     telemetry.child(telemetry.scored, model_id).inc(len(values))
     body: ScoreResponseBody = {
@@ -194,90 +183,23 @@ async def score(
 def json_response(body: LearnResponseBody | ScoreResponseBody) -> Response:
     """The 200 of ``/events`` or ``/score``: ``body`` (the fields of ``LearnResponse`` or
     ``ScoreResponse``, which document it) written by orjson, the same bytes as pydantic's
-    ``model_dump_json`` (a test compares them) for a third of the cost (~0.5 us against
-    ~1.7 us for one score): the engine's values need no validation."""
+    ``model_dump_json`` (a test compares them) without validating values the engine made."""
     return Response(orjson.dumps(body), media_type="application/json")
 
 
-def _served(
-    route: Callable[..., Awaitable[Response]],
-    flag: str,
-    default: bool,
-    options: tuple[str, ...] = (),
-):
-    """``route`` served without FastAPI's dependency machinery (see ``HotRoute``): the API key,
-    the model id, and the route's boolean query ``flag`` plus ``zero_based``, and its other
-    boolean ``options`` (false by default) by name."""
-
-    async def serve(request: Request) -> Response:
-        services: Services = request.app.state.services
-        check_api_key(request, services.settings, writes=True)  # a POST
-        return await route(
-            request.path_params["model_id"],
-            request,
-            services,
-            query_flag(request, flag, default),  # the 4th parameter of both routes
-            query_flag(request, "zero_based", False),
-            **{option: query_flag(request, option, False) for option in options},
-        )
-
-    return serve
-
-
-#: the served ``/events`` and ``/score``: ``POST`` through :class:`HotLane`; the app's router
-#: has them too, before every other route, for the 405 of other methods
+#: the served ``/events`` and ``/score``: ``POST`` through the short lane
+#: (:mod:`service.fastlane`); the app's router has them too, before every other route, for the
+#: 405 of other methods
 hot_routes = [
     HotRoute(
-        "/v1/models/{model_id}/events", _served(post_events, "scores", False), methods=["POST"]
+        "/v1/models/{model_id}/events", served(post_events, "scores", False), methods=["POST"]
     ),
     HotRoute(
         "/v1/models/{model_id}/score",
-        _served(score, "keep", True, ("probabilities",)),
+        served(score, "keep", True, ("probabilities",)),
         methods=["POST"],
     ),
 ]
-
-
-class HotLane:
-    """The end of the app's short lane (see ``service.app.Service``): the requests it
-    :meth:`takes` (a ``POST`` matching one of ``routes``) are served by the route's endpoint,
-    a :class:`~service.errors.ServiceError` by ``on_error`` (the app's handler)."""
-
-    def __init__(
-        self,
-        routes: list[HotRoute],
-        on_error: Callable[[Request, ServiceError], Awaitable[Response]],
-    ) -> None:
-        #: the last path segment of each route (``score``) -> the route
-        self.routes = {route.path.rsplit("/", 1)[1]: route for route in routes}
-        self.on_error = on_error
-
-    def takes(self, scope: Scope) -> bool:
-        """Whether the request is the lane's; if so, ``scope`` gets what routing would have
-        set (``endpoint``, ``path_params``, ``route``: the same values, ~2 us cheaper than
-        Starlette's ``Route.matches``)."""
-        if scope["method"] != "POST":
-            return False
-        path = get_route_path(scope)
-        route = self.routes.get(path[path.rfind("/") + 1 :])
-        if route is None:
-            return False
-        match = route.path_regex.match(path)
-        if match is None:
-            return False
-        scope["endpoint"] = route.endpoint
-        # ``{model_id}`` is a plain string: no convertor to apply
-        scope["path_params"] = {**scope.get("path_params", {}), **match.groupdict()}
-        scope["route"] = route
-        return True
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        try:
-            response = await scope["endpoint"](request)
-        except ServiceError as error:
-            response = await self.on_error(request, error)
-        await response(scope, receive, send)
 
 
 @router.post(
@@ -318,9 +240,11 @@ async def post_labels(
             request,
             model_id,
             None,
-            lambda incarnation: queue.append_labels(model_id, incarnation, ids, labels),
+            lambda incarnation: queue.append_shared(
+                model_id, incarnation, queue.label_entries(ids, labels)
+            ),
         )
-    result = await run_engine(engine, engine.labels, model_id, ids, labels, offload=large)
+    result = await engine.coalesce.labels(model_id, ids, labels, large=large)
     telemetry.child(telemetry.events_learned, model_id).inc(result.learned)
     if result.drifts:
         telemetry.child(telemetry.drifts, model_id).inc(result.drifts)

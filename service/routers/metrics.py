@@ -15,17 +15,12 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
-from service.deps import (
-    EngineDep,
-    ServicesDep,
-    SettingsDep,
-    TelemetryDep,
-    _presented_key,
-    run_engine,
-)
+from service.auth import presented_key
+from service.deps import EngineDep, ServicesDep, SettingsDep, TelemetryDep
 from service.engine import Engine
 from service.errors import ModelNotFound, StreamsFull, TooManyStreams
 from service.metrics_schema import HistoryResponse, MetricsResponse, RocResponse
+from service.offload import run_engine
 from service.openapi import problems
 from service.settings import Settings
 from service.telemetry import Telemetry
@@ -154,7 +149,7 @@ class StreamSlots:
         """``(what counts the client's streams, how to name it in a problem)``; a key is
         counted by its digest, so the key itself is not kept here."""
         if self.auth_enabled:
-            key = _presented_key(request) or ""
+            key = presented_key(request) or ""
             return "key:" + hashlib.sha256(key.encode()).hexdigest(), "this API key"
         address = request.client.host if request.client else "unknown"
         return "address:" + address, f"the client address {address}"

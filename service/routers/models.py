@@ -6,11 +6,14 @@ import orjson
 from fastapi import APIRouter, Depends, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
+from service import models as model_requests
 from service import snapshot
-from service.deps import EngineDep, SettingsDep, read_body, require_json, run_engine
+from service.body import read_body, require_json
+from service.deps import EngineDep, SettingsDep
 from service.engine import Engine
 from service.errors import InvalidInput, ModelExists, UnsupportedMediaType
 from service.ingest import media_type
+from service.offload import run_engine
 from service.openapi import problems, snapshot_body
 from service.schemas import ModelCreate, ModelInfo, ModelList, WeightsResponse
 
@@ -26,7 +29,7 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 )
 async def create_model(request_body: ModelCreate, engine: EngineDep) -> ModelInfo:
     """Create a model; learner hyper-parameters are validated and errors name the field."""
-    return await run_engine(engine, engine.create_model, request_body)
+    return await run_engine(engine, model_requests.create_model, engine, request_body)
 
 
 @router.get("", response_model=ModelList)
@@ -48,7 +51,7 @@ async def delete_model(model_id: str, engine: EngineDep) -> Response:
 @router.post("/{model_id}/reset", response_model=ModelInfo)
 async def reset_model(model_id: str, engine: EngineDep) -> ModelInfo:
     """Forget everything learned (state, metrics, event ids, pending labels)."""
-    return await run_engine(engine, engine.reset_model, model_id)
+    return await run_engine(engine, model_requests.reset_model, engine, model_id)
 
 
 @router.get("/{model_id}/weights", response_model=WeightsResponse)
@@ -59,7 +62,8 @@ async def weights(model_id: str, engine: EngineDep) -> Response:
     served = await run_engine(engine, engine.weights, model_id)
 
     def render() -> bytes:
-        return orjson.dumps(served.document(), option=orjson.OPT_SERIALIZE_NUMPY)
+        document = model_requests.weights_document(served)
+        return orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
 
     # a model of millions of features would hold the event loop
     content = await run_in_threadpool(render) if len(served.coef) > 65_536 else render()

@@ -8,10 +8,11 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from service.deps import EngineDep, TelemetryDep, require_api_key
+from service.auth import require_api_key
+from service.deps import EngineDep, TelemetryDep
 from service.engine import Engine
-from service.engine.model import servable_learners
 from service.errors import ServiceError, StoreLostData
+from service.models import servable_learners
 from service.openapi import problems
 from service.queue import StreamQueue
 from service.telemetry import CONTENT_TYPE_LATEST, Telemetry

@@ -72,7 +72,7 @@ def _field_names(name: str, layout: str) -> list[str]:
 
 class MemoryStore:
     name = "memory"
-    #: never waits on I/O: the HTTP layer calls it on the event loop (see service.deps)
+    #: never waits on I/O: the HTTP layer calls it on the event loop (see service.offload)
     blocking = False
 
     def __init__(self) -> None:

@@ -25,7 +25,8 @@ Atomicity:
   each with a KEYS / ARGV block): they carry little data.
 
 The state arrays never pass through Lua: Redis copies a script's arguments and the replies of
-its calls into Lua and back, which for the ~600 KB of a 1,000-event commit tripled Redis's CPU.
+its calls into Lua and back, which for a large commit costs Redis several times the CPU of the
+same commands outside Lua (loadtest/README.md has the measurements).
 
 All of one model's keys share the hash tag ``{<model id>}``, so the transactions and scripts
 run unchanged on a Redis Cluster (a ``redis+cluster://`` URL; :mod:`service.stores.client`
@@ -38,68 +39,33 @@ are checked every few seconds, when a model this process knew is missing, at eve
 and at every ``ping``; a model's version lower than one this process saw is a rollback.
 Either raises an alarm (``aucs:alarms``) that makes the store, or the model, answer
 :class:`~service.errors.StoreLostData` until :meth:`RedisStore.acknowledge_loss`.
+
+The class is built in layers, one module each: the ids and pending records
+(:mod:`service.stores.redis_events`), the watch for lost data
+(:mod:`service.stores.redis_watch`), the model lifecycle (:mod:`service.stores.redis_models`),
+and here the connection, loads and commits.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import redis
 import redis.connection
 import redis.exceptions
 
-from service.errors import (
-    LeaseLost,
-    ModelChanged,
-    ModelExists,
-    ModelNotFound,
-    ReplicasUnconfirmed,
-    StaleVersion,
-    StoreLostData,
-    StoreUnavailable,
-)
+from service.errors import LeaseLost, ModelNotFound, StaleVersion, StoreUnavailable
 from service.stores import keys
 from service.stores.base import Commit, Fence, StoredState
-from service.stores.client import (
-    CLUSTER_UNAVAILABLE,
-    ReplicaWait,
-    connect,
-    is_cluster,
-    round_trip,
-    run_script,
-    transaction,
-    unavailable,
-)
-from service.stores.epoch import STORE, Marker, model_scope, new_epoch
+from service.stores.client import ReplicaWait, connect, round_trip, transaction, unavailable
 from service.stores.fields import DEFAULT_KNOWN_MODELS, KnownStates, decode_fields, encode_fields
 from service.stores.lua import ACKNOWLEDGE_SCRIPT, CREATE_SCRIPT, DELETE_SCRIPT, MARKER_SCRIPT
-from service.stores.redis_events import RedisEventMemory
+from service.stores.redis_models import RedisModels, _flat, _Written
+from service.stores.redis_setup import _text
 
 logger = logging.getLogger("aucstream.store")
-
-
-@dataclass
-class _Written:
-    """What this process knows is in Redis at ``(incarnation, version)``: the base of a delta."""
-
-    incarnation: str
-    version: int
-    fields: dict[str, bytes]
-    layouts: dict[str, str]
-
-
-def _flat(pairs: dict[str, Any]) -> list[Any]:
-    flat: list[Any] = []
-    for key, value in pairs.items():
-        flat.extend((key, value))
-    return flat
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _pairs(reply: list[bytes] | dict[bytes, bytes]) -> dict[str, bytes]:
@@ -109,7 +75,7 @@ def _pairs(reply: list[bytes] | dict[bytes, bytes]) -> dict[str, bytes]:
     return {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
 
 
-class RedisStore(RedisEventMemory):
+class RedisStore(RedisModels):
     name = "redis"
     #: network round trips: the HTTP layer calls it from the thread pool
     blocking = True
@@ -158,244 +124,6 @@ class RedisStore(RedisEventMemory):
             store.close()
             raise
         return store
-
-    def _set_up(self) -> None:
-        """The checks of :meth:`open`, once: persistence, replicas, markers."""
-        from service.stores.redis_setup import check_persistence, replica_wait
-
-        settings = self._settings
-        if settings is None:
-            return
-        unavailable(check_persistence)(self.client, settings.allow_volatile_redis)
-        self.wait = unavailable(replica_wait)(
-            self.client, settings.redis_wait_replicas, settings.redis_wait_timeout_ms
-        )
-        self._settings = None
-        self._check_epoch(force=True)
-
-    @unavailable
-    def ping(self) -> None:
-        """On a cluster: every master answers, and the cluster serves every slot.  Then the
-        epoch markers are checked: :class:`StoreLostData` if the store, or a model, lost
-        data (and no operator acknowledged it)."""
-        if is_cluster(self.client):
-            self.client.ping(target_nodes=self.client.PRIMARIES)
-            state = self.client.cluster_info().get("cluster_state")
-            if _text(state) != "ok":
-                raise StoreUnavailable(f"the Redis Cluster's state is {_text(state)!r}")
-        else:
-            self.client.ping()
-        self._check_epoch(force=True)
-        self.watch.guard_any()
-
-    # ------------------------------------------------------------------ lost data
-    def _marker_keys(self) -> list[str]:
-        """The epoch markers: one on a server; on a cluster one per master (the lowest N
-        whose ``aucs:{epoch-N}:marker`` is in a slot of that master), and every marker seen
-        before (a resharding moves a marker with its slot: it is still checked)."""
-        if not is_cluster(self.client):
-            return [keys.marker(0)]
-        primaries = {node.name for node in self.client.get_primaries()}
-        slots = self.client.nodes_manager.slots_cache
-        found: dict[str, str] = {}
-        number = 0
-        while len(found) < len(primaries) and number < 100_000:
-            key = keys.marker(number)
-            owners = slots.get(self.client.keyslot(key))
-            if owners and owners[0].name in primaries:
-                found.setdefault(owners[0].name, key)
-            number += 1
-        return sorted(set(found.values()) | set(self.watch.known))
-
-    def _read_markers(self, script: Any) -> dict[str, Marker]:
-        """Run ``script`` on every marker.  With replicas waited for, a marker's new clock
-        counts only once they confirmed it: a failover may lose an unconfirmed tick without
-        losing any acknowledged write, which must not look like a loss."""
-        markers = {}
-        for key in self._marker_keys():
-            try:
-                reply = run_script(self.client, script, [key], [new_epoch()], self.wait)
-                confirmed = True
-            except ReplicasUnconfirmed as unconfirmed:
-                reply, confirmed = unconfirmed.reply, False
-            epoch, clock, created, acknowledged, now = reply
-            markers[key] = Marker(
-                _text(epoch),
-                int(clock),
-                int(now) if confirmed else int(clock),
-                bool(created),
-                bool(acknowledged),
-            )
-        return markers
-
-    def _check_epoch(self, force: bool = False) -> None:
-        """Check the markers and read the alarms (when due, or ``force``); a loss found is
-        written as the store's alarm.  One check at a time: a thread that finds one under
-        way goes on, unless ``force``."""
-        if not (force or self.watch.due()):
-            return
-        if self._settings is not None:
-            self._set_up_or_refuse()
-            return
-        if not self._checking.acquire(blocking=force):
-            return
-        try:
-            cause = self.watch.judge(self._read_markers(self._marker))
-            if cause:
-                self.client.hsetnx(keys.ALARMS, STORE, cause)  # the first cause noticed stands
-            alarms = self.client.hgetall(keys.ALARMS)
-            self.watch.raise_alarms({_text(k): _text(v) for k, v in alarms.items()})
-        finally:
-            self._checking.release()
-
-    def _set_up_or_refuse(self) -> None:
-        """Redis answers at last: the checks of :meth:`open`; a Redis keeping nothing is
-        refused request by request (503) until it is configured to keep its data."""
-        from service.stores.redis_setup import VolatileRedis
-
-        try:
-            self._set_up()
-        except VolatileRedis as error:
-            raise StoreUnavailable(str(error)) from None
-
-    def _guard(self, model_id: str | None = None) -> None:
-        """Before a call: 503 if the store or the model lost data (a check when due; a
-        check that cannot reach a master, e.g. of a cluster failing over, is left to the
-        next one rather than failing a request that does not need that master)."""
-        if self.watch.due():
-            try:
-                self._check_epoch()
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-                    *CLUSTER_UNAVAILABLE):  # fmt: skip
-                self.watch.postpone()
-        self.watch.guard(model_id)
-
-    def _missing(self, model_id: str) -> ModelNotFound:
-        """A model is missing: deleted, or lost with the store's data (then this raises)."""
-        self._check_epoch(force=True)
-        self.watch.guard(model_id)
-        self.watch.forget(model_id)
-        return ModelNotFound(f"no model with id {model_id!r}", field="model_id")
-
-    def _saw(self, model_id: str, incarnation: str, version: int, record: bool = True) -> None:
-        """Record a version read or written; a rollback raises the model's alarm (and checks
-        the markers: the whole store has probably gone back)."""
-        cause = self.watch.saw(model_id, incarnation, version, record)
-        if cause is None:
-            return
-        self.client.hsetnx(keys.ALARMS, model_scope(model_id), cause)
-        self._check_epoch(force=True)
-        self.watch.guard(model_id)
-        raise StoreLostData(cause)  # the alarm was acknowledged meanwhile: this answer stands
-
-    @unavailable
-    def alarms(self) -> dict[str, str]:
-        """The alarms of lost data not yet acknowledged (``store`` or ``model:<id>``)."""
-        self._check_epoch(force=True)
-        return dict(self.watch.alarms)
-
-    @unavailable
-    def acknowledge_loss(self) -> dict[str, str]:
-        """An operator knows what was lost: clear the alarms and start a new epoch that every
-        process adopts at its next check.  Returns the alarms acknowledged."""
-        self._check_epoch(force=True)
-        with self._checking:
-            acknowledged = dict(self.watch.alarms)
-            self.watch.acknowledged(self._read_markers(self._acknowledge))
-            self.client.delete(keys.ALARMS)
-        if acknowledged:
-            logger.warning("lost data acknowledged: %s", "; ".join(acknowledged.values()))
-        return acknowledged
-
-    def close(self) -> None:
-        self.client.close()
-
-    # ------------------------------------------------------------------ models
-    @unavailable
-    def create_model(
-        self, model_id, config, arrays, incarnation, *, replace=False, replaces=None
-    ) -> int:
-        import orjson
-
-        self._guard()
-        model_keys = keys.all_model_keys(model_id)
-        ordered = [
-            keys.config(model_id),
-            keys.version(model_id),
-            keys.meta(model_id),
-            keys.state(model_id),
-            keys.layout(model_id),
-        ]
-        ordered += [key for key in model_keys if key not in ordered]
-        fields, layouts = encode_fields(arrays)
-        if replaces is None:
-            # registered before it is written, so that no failure leaves a model that is not
-            # listed (see list_models); a reset's model is registered already
-            self.client.sadd(keys.MODELS, model_id)
-        result = run_script(
-            self.client,
-            self._create,
-            ordered,
-            [replaces or ("1" if replace else "0"), orjson.dumps(config), incarnation]
-            + [len(fields), *_flat(fields), len(layouts), *_flat(layouts)],
-            self.wait,
-        )
-        if int(result) == -1:
-            raise ModelExists(f"a model with id {model_id!r} already exists", field="id")
-        if int(result) == -2:
-            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
-        if int(result) == -3:
-            raise ModelChanged(f"model {model_id!r} was re-created during the reset")
-        self._remember(model_id, _Written(incarnation, 1, fields, layouts))
-        self.watch.saw(model_id, incarnation, 1)
-        if replaces is None:
-            # again: a deletion of the previous model of this id may have unregistered it
-            # between the first registration and the script
-            self.client.sadd(keys.MODELS, model_id)
-        return 1
-
-    @unavailable
-    def list_models(self) -> list[str]:
-        """The registered ids whose model exists.
-
-        ``aucs:models`` and a model's keys live in different slots of a Redis Cluster, so no
-        script may write both: a model is registered before it is written and again after
-        (:meth:`create_model`), unregistered after it is deleted and registered again if it
-        was re-created meanwhile (:meth:`delete_model`).  A failure in between leaves at worst
-        an id registered without a model, which is not listed (its config key is checked,
-        one pipeline, one round trip per master) and costs one set member until the id is
-        created or deleted.  The epoch markers are checked first: an emptied store lists no
-        models, which is a loss, not an answer."""
-        self._check_epoch(force=True)
-        self.watch.guard()
-        registered = sorted(_text(member) for member in self.client.smembers(keys.MODELS))
-        with self.client.pipeline(transaction=False) as pipe:
-            for model_id in registered:
-                pipe.exists(keys.config(model_id))
-            exists = pipe.execute() if registered else []
-        return [model_id for model_id, found in zip(registered, exists, strict=True) if found]
-
-    def _remember(self, model_id: str, written: _Written | None) -> None:
-        if written is None:
-            self._written.forget(model_id)
-        else:
-            self._written.remember(model_id, written)
-
-    def forget_cached(self, model_id: str) -> None:
-        self._written.forget(model_id)
-
-    @unavailable
-    def delete_model(self, model_id: str) -> None:
-        self._guard(model_id)
-        self.watch.forget(model_id)
-        self._remember(model_id, None)
-        deleted = self._delete(keys=keys.all_model_keys(model_id))
-        self.client.srem(keys.MODELS, model_id)
-        if self.client.exists(keys.config(model_id)):
-            # created again between the script and SREM: it stays listed
-            self.client.sadd(keys.MODELS, model_id)
-        if not int(deleted):
-            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
 
     @unavailable
     def load(self, model_id, known_version=None, known_incarnation=None) -> StoredState:

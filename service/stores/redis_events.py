@@ -6,7 +6,7 @@ written by the commit of the state that learned them (:meth:`RedisStore.commit
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,17 +48,20 @@ class RedisEventMemory:
 
     @unavailable
     def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
-        self._guard(model_id)
-        if not ids:
-            return np.zeros(0, dtype=bool)
-        return self._alive(keys.seen(model_id), ids, now)
+        return self._remembered(keys.seen, model_id, ids, now)
 
     @unavailable
     def expired(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
+        return self._remembered(keys.expired, model_id, ids, now)
+
+    def _remembered(
+        self, key: Callable[[str], str], model_id: str, ids: Sequence[str], now: float
+    ) -> np.ndarray:
+        """Which ``ids`` the model's set ``key`` (learned or expired) holds past ``now``."""
         self._guard(model_id)
         if not ids:
             return np.zeros(0, dtype=bool)
-        return self._alive(keys.expired(model_id), ids, now)
+        return self._alive(key(model_id), ids, now)
 
     @unavailable
     def put_pending(self, model_id, records, deadline, max_records=None) -> None:

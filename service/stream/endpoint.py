@@ -35,8 +35,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from service.deps import Services, check_api_key, run_engine
+from service.auth import check_api_key
+from service.deps import Services
 from service.errors import Forbidden, PayloadTooLarge, ServiceError, Unauthorized
+from service.offload import run_engine
 from service.stream.protocol import FrameLimits, Message, decode_binary, decode_text, failed
 from service.stream.session import Session
 

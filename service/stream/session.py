@@ -23,12 +23,15 @@ from typing import Any
 
 import numpy as np
 
-from service.deps import Services, check_id_bytes, enqueue, model_spec, run_engine
+from service.body import check_id_bytes
+from service.deps import Services
 from service.errors import InvalidInput, ServiceError
 from service.ingest import Batch, FeatureSpec, concatenate, label_items
 from service.ingest import fields as checks
 from service.ingest.fields import Locator
 from service.ingest.objects import events_to_batch
+from service.offload import model_spec, run_engine
+from service.queue.enqueue import enqueue
 from service.stream.protocol import Message
 
 Reply = dict[str, Any]

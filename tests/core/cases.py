@@ -383,6 +383,17 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
 }
 
 
+def unless_standard(name: str, config: dict, scaling: str) -> dict:
+    """``config`` with ``scaling`` for a learner whose default scaling is ``standard`` (``auto``,
+    as the service picks for dense models) when ``config`` sets none: for the tests that feed
+    sparse rows (``standard`` centres, so refuses them: ``scale``, the service's choice for
+    sparse models) or that compare a prequential score with the score before the event (an
+    online scaler scales the event with statistics that include it: ``none``)."""
+    if "scaling" not in config and learner_class(name).scaling == "standard":
+        return {**config, "scaling": scaling}
+    return config
+
+
 def learner_cases(*, online_only: bool = False, sparse_only: bool = False) -> list:
     """``pytest.param((name, config), id=...)`` for every registered learner with its defaults,
     then each configuration of :data:`CONFIGURATIONS`."""

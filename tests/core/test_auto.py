@@ -14,9 +14,9 @@ import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
 
-from core.errors import InvalidParameter
+from core.errors import InvalidParameter, InvalidState
 from core.learners import learner_class, make_learner
-from core.learners._tournament import FTRL_PAUC_UPDATE_EVERY, WIDE_FEATURES
+from core.learners._candidates import FTRL_PAUC_UPDATE_EVERY, WIDE_FEATURES
 from core.metrics import auc, pauc
 from core.preprocessing import scale_batch
 from tests.core.cases import states_equal
@@ -28,9 +28,10 @@ BAD_FIRST = [
     {"learner": "logistic", "params": {}},
     {"learner": "pmb", "params": {}},
 ]
-#: the leader served alone (``temperature=0``): the mix has tests of its own below
+#: the leader served alone (``temperature=0``): the mix has tests of its own below; no drift
+#: tracking (its own tests are below), as the naive references
 SMALL = {"window": 60, "evaluate_every": 20, "margin": 0.01, "patience": 2, "min_positives": 3,
-         "min_negatives": 2, "temperature": 0.0}  # fmt: skip
+         "min_negatives": 2, "temperature": 0.0, "track_drift": False}  # fmt: skip
 #: with evaluations after 3, 6 and 12 events too
 EARLY = dict(SMALL, first_evaluation=3)
 #: the served mix, with a temperature at which the small test windows' pAUCs set shares
@@ -189,9 +190,11 @@ def test_batch_equals_one_event_at_a_time_across_leader_changes(sparse):
     if sparse:
         X[np.random.default_rng(2).random(X.shape) < 0.4] = 0.0
     rows = sp.csr_matrix(X) if sparse else X
-    at_once = make_learner("auto", candidates=BAD_FIRST, **EARLY)
+    # sparse rows keep their zeros with ``scale`` (the service's choice for them)
+    early = dict(EARLY, scaling="scale" if sparse else "standard")
+    at_once = make_learner("auto", candidates=BAD_FIRST, **early)
     scores = at_once.prequential_step(rows, y)
-    single = make_learner("auto", candidates=BAD_FIRST, **EARLY)
+    single = make_learner("auto", candidates=BAD_FIRST, **early)
     one_by_one = np.concatenate(
         [single.prequential_step(rows[i : i + 1], y[i : i + 1]) for i in range(len(y))]
     )
@@ -199,7 +202,7 @@ def test_batch_equals_one_event_at_a_time_across_leader_changes(sparse):
     states_equal(at_once.get_state(), single.get_state())
     assert at_once.leaderboard()["leader"] != 0
     # uneven cuts that straddle evaluation points
-    uneven = make_learner("auto", candidates=BAD_FIRST, **EARLY)
+    uneven = make_learner("auto", candidates=BAD_FIRST, **early)
     cuts = [0, 3, 19, 20, 21, 77, 140, 141, 260, len(y)]
     pieces = [
         uneven.prequential_step(rows[a:b], y[a:b]) for a, b in zip(cuts[:-1], cuts[1:], strict=True)
@@ -228,7 +231,7 @@ def test_the_clearly_better_candidate_takes_over_after_patience_evaluations():
     X, y = stream(4, n=600)
     model = make_learner("auto", candidates=BAD_FIRST[:2], window=100, evaluate_every=50,
                          margin=0.05, patience=3, min_positives=3, min_negatives=2,
-                         temperature=0.0)  # fmt: skip
+                         temperature=0.0, track_drift=False, scaling="none")  # fmt: skip
     streaks = []
     for start in range(0, 200, 50):
         model.partial_fit(X[start : start + 50], y[start : start + 50])
@@ -476,7 +479,7 @@ def test_track_drift_adds_the_fast_candidate_and_promotes_it_after_a_change():
         > auc(y[change - 6000 : change], scores[change - 6000 : change]) - 0.03
     )
     # without tracking, the same tournament is still far behind 4,000 events after the change
-    plain = _learn(make_learner("auto"), X, y, [500] * (len(y) // 500))
+    plain = _learn(make_learner("auto", track_drift=False), X, y, [500] * (len(y) // 500))
     window = slice(change, change + 4000)
     assert auc(y[window], scores[window]) > auc(y[window], plain[window]) + 0.05
 
@@ -493,89 +496,43 @@ def test_track_drift_batch_equals_other_batchings_bit_for_bit():
     assert whole.state_["drift:counters"][2] >= 1
 
 
-def test_track_drift_off_keeps_the_state_layout_of_earlier_models():
+def test_the_library_default_is_the_http_model_s():
+    """One default: ``make_learner("auto")`` runs what a model created over HTTP with dense
+    features runs (drift tracking, the fast candidate, standard scaling)."""
     model = make_learner("auto").initialize(4)
-    assert not any(key.startswith("drift") for key in model.state_)
-    assert len(model.candidate_specs()) == 3
+    assert model.track_drift is True and model.scaling == "standard"
+    assert "drift_since" in model.state_ and "scaler_mean" in model.state_
+    assert [spec["learner"] for spec in model.candidate_specs()] == [
+        "logistic", "ftrl_pauc", "tree_embedded", "logistic",
+    ]  # fmt: skip
+    assert model.candidate_specs()[3]["params"]["half_life"] == 2000
+    plain = make_learner("auto", track_drift=False).initialize(4)
+    assert not any(key.startswith("drift") for key in plain.state_)
+    assert len(plain.candidate_specs()) == 3
 
 
-@pytest.mark.parametrize("track_drift", [False, True])
-@pytest.mark.parametrize(
-    "earlier",
-    [
-        "plain logistic, pmb",
-        "logistic with offset, pmb",
-        "logistic by FTRL, ftrl_pauc",
-        "logistic, ftrl_pauc, no tree",
-        "logistic, ftrl_pauc, a tree fitted once",
-        "logistic, ftrl_pauc, a tree of depth 6",
-    ],
-)
-def test_a_state_saved_under_an_earlier_default_loads_as_that_tournament(earlier, track_drift):
-    """``candidates=None`` once meant a plain ``logistic`` first (no ``c0:class_counts``),
-    then ``pmb`` second (``c1:buffer_fill``), then ``ftrl_pauc`` second with its logistic
-    learned by FTRL (``c0:z``, before the Laplace solver), then the same pair with the Laplace
-    solver (no ``c2:tree_*`` arrays, before the tree candidate); a state saved then loads as
-    that tournament and continues bit for bit; so do one with the tree candidate fitted
-    once, before its refit (a buffer of 2,000 rows, not 8,000), which also kept its inner
-    learner at the fit, and one with its tree of depth 6 (127 nodes, not 511)."""
-    from core.learners._auto_drift import FAST_CANDIDATES
-    from core.learners._tournament import (
-        DEFAULT_CANDIDATES,
-        LEGACY_DEFAULT_CANDIDATES,
-        OFFSET_LOGISTIC,
-        PAIR_DEFAULT_CANDIDATES,
-        WIDE_DEFAULT_CANDIDATES,
-    )
-
+@pytest.mark.parametrize("candidates", [None, [{"learner": "logistic"}, {"learner": "pmb"}]])
+def test_a_state_of_another_tournament_is_refused_naming_the_array(candidates):
+    """One state format: a state learned by another tournament than the parameters name (a
+    default tournament that changed, another candidate list) is refused, InvalidState naming
+    the first array missing or unexpected; nothing is rebuilt from it."""
     X, y = stream(12, n=300)
-    fitted_once = {  # what it ran with, in today's terms (refit_events and relearn are new)
-        "learner": "tree_embedded",
-        "params": {"learner": "logistic", "params": {"base_rate_offset": True, "solver": "ftrl"},
-                   "refit_events": None, "relearn": False, "max_depth": 6},
-    }  # fmt: skip
-    refitted_at_depth_6 = {
-        "learner": "tree_embedded",
-        "params": {**fitted_once["params"], "refit_events": 8000, "relearn": True},
-    }
-    defaults = {
-        "plain logistic, pmb": LEGACY_DEFAULT_CANDIDATES,
-        "logistic with offset, pmb": WIDE_DEFAULT_CANDIDATES,
-        "logistic by FTRL, ftrl_pauc": PAIR_DEFAULT_CANDIDATES,
-        "logistic, ftrl_pauc, no tree": PAIR_DEFAULT_CANDIDATES,
-        "logistic, ftrl_pauc, a tree fitted once": (
-            OFFSET_LOGISTIC,
-            DEFAULT_CANDIDATES[1],
-            fitted_once,
-        ),
-        "logistic, ftrl_pauc, a tree of depth 6": (
-            OFFSET_LOGISTIC,
-            DEFAULT_CANDIDATES[1],
-            refitted_at_depth_6,
-        ),
-    }[earlier]
-    # logistic learned by FTRL up to the third tournament (the Laplace solver came later:
-    # saved_candidates)
-    laplace = earlier.startswith("logistic, ftrl_pauc")
-    old = [
-        {**spec, "params": {**spec["params"], "solver": "ftrl"}}
-        if spec["learner"] == "logistic" and not laplace
-        else spec
-        for spec in (*defaults, *(FAST_CANDIDATES if track_drift else ()))
-    ]
-    saved = make_learner("auto", candidates=old, track_drift=track_drift, **MIX)
+    other = [{"learner": "logistic"}, {"learner": "ftrl_pauc"}]
+    saved = make_learner("auto", candidates=other, **MIX)
     saved.partial_fit(X[:200], y[:200])
-    params = dict(saved.get_params(), candidates=None)  # as the earlier version saved it
-    loaded = learner_class("auto").from_state(params, saved.get_state())
-    assert loaded.candidate_specs() == saved.candidate_specs()
-    np.testing.assert_array_equal(
-        loaded.prequential_step(X[200:], y[200:]), saved.prequential_step(X[200:], y[200:])
-    )
-    # today's default tournament has the offset on its first candidate, ftrl_pauc second and
-    # the tree candidate third
-    fresh = make_learner("auto", track_drift=track_drift).initialize(5)
-    assert "c0:class_counts" in fresh.state_ and "c1:n_solver_steps" in fresh.state_
-    assert "c2:tree_fitted" in fresh.state_
+    params = dict(saved.get_params(), candidates=candidates)
+    with pytest.raises(InvalidState, match="missing|unexpected") as caught:
+        learner_class("auto").from_state(params, saved.get_state())
+    assert caught.value.field.startswith("c")
+
+
+def test_a_state_without_the_mix_arrays_is_refused():
+    X, y = stream(13)
+    model = make_learner("auto", candidates=BAD_FIRST, **MIX).partial_fit(X[:300], y[:300])
+    state = {key: value for key, value in model.get_state().items() if key != "score_mean"}
+    with pytest.raises(InvalidState, match="missing \\['score_mean'\\]") as caught:
+        learner_class("auto").from_state(model.get_params(), state)
+    assert caught.value.field == "score_mean"
 
 
 # ------------------------------------------------------------------------- the served mix
@@ -628,29 +585,6 @@ def test_the_mix_holds_bit_for_bit_across_batchings_and_a_round_trip():
     np.testing.assert_array_equal(twin.decision_function(X), whole.decision_function(X))
 
 
-def test_a_state_saved_before_the_mix_keeps_serving_its_leader_alone():
-    X, y = stream(13)
-    params = {key: value for key, value in SMALL.items() if key != "temperature"}
-    before = make_learner("auto", candidates=BAD_FIRST, temperature=0.0, **params)
-    before.partial_fit(X[:300], y[:300])
-    old_state = {
-        key: value
-        for key, value in before.get_state().items()
-        if key not in ("served_weights", "score_mean", "score_m2")
-    }
-    old_params = {key: value for key, value in before.get_params().items() if key != "temperature"}
-    loaded = learner_class("auto").from_state(old_params, old_state)
-    assert loaded.temperature == 0.0
-    leader = loaded.leaderboard()["leader"]
-    assert [row["weight"] for row in loaded.leaderboard()["candidates"]] == [
-        float(k == leader) for k in range(3)
-    ]
-    np.testing.assert_array_equal(loaded.decision_function(X), before.decision_function(X))
-    np.testing.assert_array_equal(
-        loaded.prequential_step(X[300:], y[300:]), before.prequential_step(X[300:], y[300:])
-    )
-
-
 def test_mix_weights_that_do_not_sum_to_one_are_refused():
     X, y = stream(14)
     model = make_learner("auto", candidates=BAD_FIRST, **MIX).partial_fit(X, y)
@@ -673,7 +607,7 @@ def test_temperature_zero_serves_the_leader_and_negative_is_refused():
 
 # ------------------------------------------------------------------------- default tournament
 def test_the_default_tournament_follows_the_model_s_width():
-    narrow = make_learner("auto").initialize(WIDE_FEATURES)
+    narrow = make_learner("auto", track_drift=False).initialize(WIDE_FEATURES)
     wide = make_learner("auto", track_drift=True).initialize(WIDE_FEATURES + 1)
     assert [spec["learner"] for spec in narrow.candidate_specs()] == [
         "logistic",
@@ -691,7 +625,7 @@ def test_the_tree_candidate_refits_up_to_its_width_limit():
     """Up to TREE_REFIT_FEATURES the tree candidate buffers 8,000 events for its refit; wider,
     it fits once on 2,000 (the buffer stays within what the first fit takes at 1,000
     features); both relearn at the first fit."""
-    from core.learners._tournament import TREE_REFIT_FEATURES
+    from core.learners._candidates import TREE_REFIT_FEATURES
 
     refit = make_learner("auto").initialize(TREE_REFIT_FEATURES)
     once = make_learner("auto").initialize(TREE_REFIT_FEATURES + 1)

@@ -8,19 +8,22 @@ the contributions plus the remainder must give the served score to 1e-9."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from core.learners import learner_class, make_learner
-from core.learners._served_mix import mix_terms
-from core.learners._tournament import TREE_CANDIDATE, default_candidates
+from core.learners._candidates import TREE_CANDIDATE, default_candidates
+from core.learners._tournament import mix_terms
 from core.learners.boosted_embedded import BoostedEmbedded
 from core.learners.tree_embedded import TreeEmbedded
 from core.preprocessing import scale_batch, scaler_affine
 from core.validation import as_features
 from tests.core.cases import learner_cases, stream
 from tests.core.naive.boosted_embedding import embed_row
+from tests.core.naive.tree_embedding import path_nodes
 
 #: ``auto`` with the default tournament's tree candidate fitted early (at 80 events) on a
 #: shallow tree, so that a short stream sees it before and after the fit; and served by its
@@ -101,19 +104,10 @@ def naive_tree(learner: TreeEmbedded, x):
             contributions[j] += w[j] * x[j]
         if learner.append_score:
             contributions[j] += w[first] * terms[j]
-    node, edges = 0, []
-    while own["tree_left"][node] >= 0:
-        feature = own["tree_feature"][node]
-        value = s if feature == d else x[feature]
-        child = (
-            own["tree_left"][node]
-            if value <= own["tree_threshold"][node]
-            else own["tree_right"][node]
-        )
-        edges.append((feature, own["tree_column"][child]))
-        node = child
-    label = own["tree_leaf_label"][node]
-    for feature, column in edges:
+    nodes, leaf = path_nodes(own, x, s)
+    label = own["tree_leaf_label"][leaf]
+    for parent, child in itertools.pairwise([0, *nodes]):
+        feature, column = own["tree_feature"][parent], own["tree_column"][child]
         if column < 0:
             continue
         weight = w[first + 1 + column] * label

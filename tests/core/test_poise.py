@@ -80,16 +80,6 @@ def test_learns_the_top_of_a_rare_positive_stream():
     assert held_out > 0.9 * best
 
 
-def test_a_state_saved_before_the_average_loads_and_serves_what_it_served():
-    X, y = np.random.default_rng(8).normal(size=(300, 4)), np.arange(300) % 7 == 0
-    model = make_learner("poise", beta=0.2).partial_fit(X, y)
-    old = {k: v for k, v in model.get_state().items() if k != "w_avg"}
-    params = {k: v for k, v in model.get_params().items() if k != "average"}
-    loaded = type(model).from_state(params, old)
-    np.testing.assert_array_equal(loaded.coef_, model.state_["w"])
-    assert loaded.average
-
-
 def test_a_first_step_many_half_lives_into_the_stream_does_not_flip_the_model():
     """2,000 negatives before the first positive with half_life = 50: the scaled step counter
     of (poise.12) is 1 * 50 / 2001 there: below 1 the shrink 1 - eta lam turned negative (w
@@ -114,55 +104,23 @@ def test_a_first_step_many_half_lives_into_the_stream_does_not_flip_the_model():
     assert pauc(y_test, model.decision_function(X_test), 0.0, 0.2) > 0.3
 
 
-def _before_the_auc_term(model, prefix=""):
-    """``model``'s params and state as a version before the all-negatives term saved them: no
-    ``auc_weight`` / ``auc_positives`` among the params, no ``auc_steps`` array."""
-    state = {k: v for k, v in model.get_state().items() if k != prefix + "auc_steps"}
-    params = {k: v for k, v in model.get_params().items() if not k.startswith("auc_")}
-    return params, state
-
-
-def test_a_state_saved_before_the_auc_term_continues_the_game_alone():
-    rng = np.random.default_rng(9)
-    y = np.where(rng.random(900) < 0.1, 1, -1)
-    X = rng.normal(size=(900, 4)) + 0.8 * (y[:, None] > 0)
-    game = make_learner("poise", auc_weight=0.0, beta=0.2).partial_fit(X[:600], y[:600])
-    params, state = _before_the_auc_term(game)
-    loaded = type(game).from_state(params, state)
-    assert loaded.auc_weight == 0.0 and loaded.get_params()["auc_weight"] == 0.0
-    np.testing.assert_array_equal(
-        loaded.prequential_step(X[600:], y[600:]), game.prequential_step(X[600:], y[600:])
-    )
-    np.testing.assert_array_equal(loaded.get_state()["w"], game.get_state()["w"])
-    assert loaded.get_state()["auc_steps"][0] == 0  # saved again, it has the array
-    # a weight the params give is kept: the old state takes the term from here on
-    explicit = type(game).from_state({**params, "auc_weight": 30.0}, state)
-    assert explicit.auc_weight == 30.0
-    explicit.partial_fit(X[600:], y[600:])
-    assert explicit.get_state()["auc_steps"][0] > 0
-
-
-def test_a_tree_embedded_or_auto_state_saved_before_the_auc_term_keeps_its_poise_game():
+def test_a_state_without_the_auc_term_s_array_is_refused_naming_it():
+    """One state format: a state that lacks ``auc_steps`` (alone, or as a part of
+    ``tree_embedded`` and ``auto``) is refused, naming the array; nothing is rebuilt."""
+    from core.errors import InvalidState
     from core.learners import learner_class
 
     rng = np.random.default_rng(10)
     y = np.where(rng.random(400) < 0.15, 1, -1)
     X = rng.normal(size=(400, 3)) + 0.8 * (y[:, None] > 0)
-    embedded = make_learner("tree_embedded", n_fit_events=60, max_depth=2,
-                            params={"auc_weight": 0.0}).partial_fit(X, y)  # fmt: skip
-    state = {k: v for k, v in embedded.get_state().items() if k != "inner:auc_steps"}
-    loaded = learner_class("tree_embedded").from_state({**embedded.get_params(), "params": None},
-                                                       state)  # fmt: skip
-    assert loaded.get_params()["params"] == {"auc_weight": 0.0}
-    np.testing.assert_array_equal(loaded.decision_function(X), embedded.decision_function(X))
-
+    alone = make_learner("poise", beta=0.2).partial_fit(X, y)
+    embedded = make_learner("tree_embedded", n_fit_events=60, max_depth=2).partial_fit(X, y)
     tournament = make_learner(
-        "auto",
-        candidates=[{"learner": "logistic"}, {"learner": "poise", "params": {"auc_weight": 0.0}}],
+        "auto", candidates=[{"learner": "logistic"}, {"learner": "poise"}]
     ).partial_fit(X, y)
-    state = {k: v for k, v in tournament.get_state().items() if k != "c1:auc_steps"}
-    earlier = [{"learner": "logistic", "params": {"solver": "laplace"}}, {"learner": "poise"}]
-    params = {**tournament.get_params(), "candidates": earlier}
-    loaded = learner_class("auto").from_state(params, state)
-    assert loaded.candidate_specs()[1]["params"]["auc_weight"] == 0.0
-    np.testing.assert_array_equal(loaded.decision_function(X), tournament.decision_function(X))
+    for model, key in ((alone, "auc_steps"), (embedded, "inner:auc_steps"),
+                       (tournament, "c1:auc_steps")):  # fmt: skip
+        state = {k: v for k, v in model.get_state().items() if k != key}
+        with pytest.raises(InvalidState, match=f"missing \\['{key}'\\]") as caught:
+            learner_class(model.name).from_state(model.get_params(), state)
+        assert caught.value.field == key

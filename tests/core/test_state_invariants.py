@@ -28,7 +28,7 @@ from core.learners._state import (
     with_prefix,
 )
 from core.learners._stateful import _SCALER_INVARIANTS
-from tests.core.cases import N_FEATURES, learner_cases, stream
+from tests.core.cases import N_FEATURES, learner_cases, stream, unless_standard
 
 ALL = learner_cases()
 SCALINGS = ["standard", "scale"]
@@ -37,7 +37,9 @@ SCALINGS = ["standard", "scale"]
 def learned(name, config, sparse=False):
     """A learner of ``name`` that has learned a stream (CSR rows when ``sparse``)."""
     X, y = stream(3, density=0.5 if sparse else 1.0)
-    rows = sp.csr_matrix(X) if sparse and learner_class(name).supports_sparse else X
+    sparse = sparse and learner_class(name).supports_sparse
+    rows = sp.csr_matrix(X) if sparse else X
+    config = unless_standard(name, config, "scale") if sparse else config
     return make_learner(name, **config).partial_fit(rows, y)
 
 
@@ -153,7 +155,7 @@ def refused(name, config, field, match, **changes):
 
 
 def test_reservoir_fills_must_match_their_counts():
-    # the attacks of issue 12: fills beyond the buffer, or not what the counts imply
+    # the attacks on a stored state: fills beyond the buffer, or not what the counts imply
     buffers = {"buffer_size_pos": 100, "buffer_size_neg": 100}
     refused("oam", buffers, "fill_neg", "capacity 100 .* holds exactly", fill_neg=[2**40])
     refused("oam", buffers, "fill_pos", "holds exactly", fill_pos=[0])
@@ -214,7 +216,7 @@ def test_prefixed_invariants_compose():
 
 
 def test_the_refused_state_would_crash_a_kernel():
-    """Why the checks exist: the state of issue 12 (``fill_neg`` = 2**40), given to the kernel
+    """Why the checks exist: a state with ``fill_neg`` = 2**40, given to the kernel
     without ``from_state``, kills the process (run in a subprocess)."""
     script = textwrap.dedent(
         """

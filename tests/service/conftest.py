@@ -10,11 +10,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from loadtest.local import running_uvicorn
 from service.app import create_app
 from service.queue.worker import Worker
 from service.settings import Settings
@@ -209,3 +211,24 @@ def workers(tmp_path):
             process.send_signal(signal.SIGCONT)
             process.kill()
         process.wait(timeout=10)
+
+
+def live_server(
+    settings: dict[str, str] | None = None,
+    workers: int = 1,
+    *,
+    store: str | None = "memory",
+    **options: Any,
+) -> contextlib.AbstractContextManager[tuple[str, subprocess.Popen]]:
+    """A real uvicorn serving this checkout, as ``(url, process)`` once ready, stopped on
+    leaving (loadtest.local.running_uvicorn): no warm-up, ``store`` (None: the settings' own
+    choice) and ``settings``; its output discarded and its errors piped (a failed start
+    reports them) unless ``options`` redirect them."""
+    env = {**os.environ, "AUCSTREAM_WARMUP": "false"}
+    if store is not None:
+        env["AUCSTREAM_STORE"] = store
+    return running_uvicorn(
+        {**env, **(settings or {})},
+        workers,
+        **{"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, **options},
+    )

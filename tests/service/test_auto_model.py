@@ -56,9 +56,10 @@ def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
         assert response.status_code == 200, response.text
         scores.extend(response.json()["scores"])
 
-    # new HTTP auto models track drift (docs/algorithms/auto.md (auto.8)): a fast candidate
+    # the library's defaults are the HTTP model's (drift tracking: a fast candidate); the
+    # model was created with scaling "none"
     reference = make_learner("auto", random_state=4, evaluate_every=100, window=400,
-                             pauc_range=[0.0, 0.1], track_drift=True)  # fmt: skip
+                             pauc_range=[0.0, 0.1], scaling="none")  # fmt: skip
     reference.initialize(5)
     np.testing.assert_array_equal(scores, reference.prequential_step(X, y))
 
@@ -127,6 +128,24 @@ def test_track_drift_is_on_for_new_models_and_can_be_turned_off(client):
     arrays = client.app.state.store.load("m").arrays
     assert not [name for name in arrays if name.startswith("learner:drift")]
     assert "drift" in client.get("/v1/models/m/metrics").json()  # the model's own detector
+
+
+def test_a_default_http_model_learns_as_the_library_default(client):
+    """One default: a model created with nothing but its width (dense, ``"scaling": "auto"``)
+    learns bit for bit what ``make_learner("auto")`` learns, and stores the same parameters."""
+    config = _create(client)["config"]
+    X, y = make_stream(3000, seed=5)
+    response = client.post("/v1/models/m/events?scores=true", json=events_json(X, y))
+    assert response.status_code == 200, response.text
+    library = make_learner("auto")
+    np.testing.assert_array_equal(response.json()["scores"], library.prequential_step(X, y))
+    assert config["scaling"] == library.scaling == "standard"
+    params = library.get_params()
+    assert {
+        key: config["params"][key] for key in params if key not in ("candidates", "scaling")
+    } == {key: value for key, value in params.items() if key not in ("candidates", "scaling")} | {
+        "pauc_range": [0.0, 0.1]
+    }
 
 
 def test_a_wide_model_s_default_tournament_takes_pmb(client):

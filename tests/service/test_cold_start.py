@@ -127,8 +127,8 @@ def test_ready_with_the_default_path_while_the_other_kernels_compile(
         assert time.monotonic() < deadline, messages
         time.sleep(0.05)
         messages = [record.getMessage() for record in caplog.records if record.name == "aucstream"]
-    # the first regret report after the warm-up compiles nothing (it took 25-43 s when the
-    # regret kernels were left out of the warm-up)
+    # the first regret report after the warm-up compiles nothing: the regret kernels are part of
+    # the warm-up (loadtest/README.md, "Cold start")
     create_model(client, n_features=5)
     assert client.post("/v1/models/m/events", json={"events": events}).status_code == 200
     started = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Counts that add up and errors that say what is wrong (issue 15, "Counts and errors")."""
+"""Counts that add up and errors that say what is wrong."""
 
 from __future__ import annotations
 

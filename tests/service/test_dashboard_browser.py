@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 
@@ -29,8 +28,7 @@ from loadtest.browser import (
     png_stats,
     resource_urls,
 )
-from loadtest.local import free_port, start_uvicorn, stop, wait_ready
-from tests.service.conftest import events_json, make_stream
+from tests.service.conftest import events_json, live_server, make_stream
 from tests.service.test_drift import N_FEATURES as DRIFT_FEATURES
 from tests.service.test_drift import flipping_stream
 
@@ -57,17 +55,10 @@ TIME_CHARTS = ("history-chart", "regret-chart", "throughput-chart")
 
 @contextlib.contextmanager
 def server(**env: str) -> Iterator[str]:
-    port = free_port()
-    environment = {**os.environ, "AUCSTREAM_WARMUP": "false", "AUCSTREAM_STORE": "memory",
-                   "AUCSTREAM_STREAM_INTERVAL_SECONDS": "0.2",
-                   "AUCSTREAM_SSE_MIN_INTERVAL_SECONDS": "0.2", **env}  # fmt: skip
-    process = start_uvicorn(port, environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url, process, timeout=90)
+    """The real server, its live streams at 5 a second so that the charts move quickly."""
+    fast = {"AUCSTREAM_STREAM_INTERVAL_SECONDS": "0.2", "AUCSTREAM_SSE_MIN_INTERVAL_SECONDS": "0.2"}
+    with live_server({**fast, **env}) as (url, _):
         yield url
-    finally:
-        stop(process)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import os
 import re
 import select
 import socket
@@ -23,10 +22,9 @@ import numpy as np
 import orjson
 import pytest
 
-from loadtest.local import free_port, start_uvicorn, stop, wait_ready
 from service.errors import MalformedBody
 from service.ingest import FeatureSpec, NDJSONReader
-from tests.service.conftest import create_model, events_json, make_stream
+from tests.service.conftest import create_model, events_json, live_server, make_stream
 
 
 # ------------------------------------------------------------------ NDJSON line splitting
@@ -131,7 +129,7 @@ def _body(content_type: str, feature_mode: str, X, y) -> bytes:
 def test_bodies_above_their_limit_are_parsed_and_learned_in_the_thread_pool(
     make_client, monkeypatch, content_type, feature_mode, threshold, offloaded
 ):
-    import service.deps
+    import service.body
     from service.ingest.ndjson import NDJSONReader as Reader
 
     client = make_client(store="memory", offload_body_bytes=threshold)
@@ -149,7 +147,7 @@ def test_bodies_above_their_limit_are_parsed_and_learned_in_the_thread_pool(
         return wrapped
 
     engine = client.app.state.engine
-    monkeypatch.setattr(service.deps, "parse_events", spy("parse", service.deps.parse_events))
+    monkeypatch.setattr(service.body, "parse_events", spy("parse", service.body.parse_events))
     monkeypatch.setattr(Reader, "finish", spy("parse", Reader.finish))
     monkeypatch.setattr(engine, "learn", spy("learn", engine.learn))
     header = content_type.replace("-compressed", "")
@@ -159,7 +157,7 @@ def test_bodies_above_their_limit_are_parsed_and_learned_in_the_thread_pool(
 
 
 def test_npz_compressed_reads_the_zip_directory():
-    from service.deps import npz_compressed
+    from service.body import npz_compressed
 
     X, y = make_stream(50)
     for save, compressed in ((np.savez, False), (np.savez_compressed, True)):
@@ -178,17 +176,11 @@ def test_npz_compressed_reads_the_zip_directory():
 @contextlib.contextmanager
 def uvicorn_process(tmp_path, **env: str):
     """(url, path of its log); memory store, no warm-up, logs to a file (a pipe could fill)."""
-    port = free_port()
-    log_path = tmp_path / f"uvicorn-{port}.log"
-    environment = {**os.environ, "AUCSTREAM_WARMUP": "false", "AUCSTREAM_STORE": "memory", **env}
+    log_path = tmp_path / f"uvicorn-{len(list(tmp_path.glob('uvicorn-*.log')))}.log"
     with open(log_path, "wb") as log:
-        process = start_uvicorn(port, environment, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_ready(url, process, timeout=90, interval=0.1)
+        logged = {"stdout": log, "stderr": subprocess.STDOUT, "interval": 0.1}
+        with live_server(env, **logged) as (url, _):
             yield url, log_path
-        finally:
-            stop(process)
 
 
 def _hashed_body(n_events: int) -> bytes:

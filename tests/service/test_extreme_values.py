@@ -1,9 +1,10 @@
 """Extreme finite values over HTTP: no request can make a stored state non-finite.
 
-The issue's reproductions on the real app: two events of huge features broke a default model
-for good (``scaler_m2 = inf``, then 500 ``corrupt-state``); a score of +-DBL_MAX features was
-served as ``null`` and kept, then every ``/labels`` call including it was a plain-text 500 and
-the expiry sweep failed forever; snapshots with -1e308 or wrapping counters were accepted.
+Each case on the real app, with what it does unguarded: two events of huge features would
+break a default model for good (``scaler_m2 = inf``, then 500 ``corrupt-state``); a score of
++-DBL_MAX features would be served as ``null`` and kept, then every ``/labels`` call including
+it a plain-text 500 and the expiry sweep failing forever; snapshots with -1e308 or wrapping
+counters would be accepted.
 """
 
 from __future__ import annotations

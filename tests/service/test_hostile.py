@@ -1,4 +1,4 @@
-"""Hostile input replayed over the real ASGI app (issue 12, items 1-3): each attack is refused
+"""Hostile input replayed over the real ASGI app: each attack is refused
 with a problem response, leaves the state as it was, and keeps memory bounded.
 
 1. Corrupt states: a snapshot whose arrays break the learner's invariants (huge fills, negative
@@ -13,9 +13,7 @@ with a problem response, leaves the state as it was, and keeps memory bounded.
 from __future__ import annotations
 
 import io
-import os
 import struct
-import subprocess
 import zipfile
 import zlib
 
@@ -26,12 +24,17 @@ import pytest
 
 from core.learners import available_learners, learner_class, make_learner
 from core.learners._state import Fraction
-from loadtest.local import free_port, start_uvicorn, stop, wait_ready
 from service.app import create_app
 from service.settings import Settings
 from service.stores.client import connect
 from service.stores.memory import MemoryStore
-from tests.service.conftest import STORE_SETTING, create_model, events_json, make_stream
+from tests.service.conftest import (
+    STORE_SETTING,
+    create_model,
+    events_json,
+    live_server,
+    make_stream,
+)
 
 ONLINE = [name for name in available_learners() if learner_class(name).online]
 PROBLEM = "application/problem+json"
@@ -84,7 +87,7 @@ def corruptions(array: np.ndarray, invariant=None) -> list[tuple[str, np.ndarray
     flat = array.reshape(-1)
     values: list = []
     if array.dtype.kind == "i":
-        values = [2**62, -2]  # 2**40 is a valid count; the issue's 2**40 fill: above
+        values = [2**62, -2]  # 2**40 is a valid count (a 2**40 fill: above)
     elif isinstance(invariant, Fraction):
         values = [1.5, np.inf]
     elif array.dtype.kind == "f":
@@ -106,8 +109,8 @@ def learned_model(client, name: str, model_id: str = "m"):
 
 # ------------------------------------------------------------------------- 1. corrupt states
 def test_issue_case_oam_fill_neg_is_refused_and_the_process_survives(client):
-    """Issue 12 item 1: export an oam snapshot, set learner:fill_neg to 2**40, PUT it back:
-    this was a 201, and the next event killed the process (SIGSEGV)."""
+    """Export an oam snapshot, set learner:fill_neg to 2**40, PUT it back: a 422.  Accepted,
+    such a state kills the process (SIGSEGV) at the next event."""
     learned_model(client, "oam")
     exported = client.get("/v1/models/m/snapshot").content
     manifest, arrays = read_snapshot(exported)
@@ -332,17 +335,9 @@ def peak_rss_bytes(pid: int) -> int:
 @pytest.fixture(scope="module")
 def server():
     """A real uvicorn server (memory store, one process) whose peak RSS the tests read."""
-    port = free_port()
-    environment = {**os.environ, "AUCSTREAM_WARMUP": "false", "AUCSTREAM_STORE": "memory"}
-    process = start_uvicorn(port, environment, 1, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, access_log=False)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url, process, timeout=90)
+    with live_server(access_log=False) as (url, process):
         with httpx.Client(base_url=url, timeout=120) as http:
             yield http, process.pid
-    finally:
-        stop(process)
 
 
 @pytest.fixture(scope="module")
@@ -395,8 +390,8 @@ MIB = 2**20
 
 
 def test_npz_that_inflates_to_2_gib_is_a_413_before_inflating(warm_server):
-    """Issue 12 item 2: a 2 MB NPZ whose X.npy expands to 2 GiB peaked at 4.5 GB and blocked
-    the server for ~40 s before its 413."""
+    """A 2 MB NPZ whose X.npy expands to 2 GiB: refused from its headers, before inflating
+    (loadtest/README.md, "Hostile input")."""
     http, pid = warm_server
     n_rows = 2**31 // (2000 * 8)
     data, crc, size = deflated(npy_header((n_rows, 2000)), b"\0", 128 + n_rows * 2000 * 8)
@@ -413,7 +408,7 @@ def test_npz_headers_claiming_huge_or_0d_shapes_are_4xx(warm_server):
     http, pid = warm_server
     npz = {"content-type": "application/x-npz"}
     y = npy(np.ones(2, dtype=np.int64))
-    # (2**32, 2**32) overflows int64 to 0 elements: was a 500
+    # (2**32, 2**32) overflows int64 to 0 elements: a 4xx too, not a 500
     huge_2d = stored("X.npy", npy_header((2**32, 2**32)) + bytes(16))
     huge_1d = stored("X.npy", npy_header((2**40,)))
     cases = {
@@ -446,8 +441,8 @@ def test_npz_headers_claiming_huge_or_0d_shapes_are_4xx(warm_server):
 
 
 def test_snapshot_bombs_are_refused_before_inflating(warm_server):
-    """A 1 MB snapshot whose manifest.json expands to 1 GiB peaked at 3.5 GB; a member whose
-    header claims shape (2**40,) was a 500."""
+    """A 1 MB snapshot whose manifest.json expands to 1 GiB, a member inflating past the limit,
+    and a member whose header claims shape (2**40,): each a 4xx, memory bounded."""
     http, pid = warm_server
     manifest, arrays = read_snapshot(http.get("/v1/models/wide/snapshot").content)
     data, crc, size = deflated(b'{"format": "aucstream-snapshot", "x": "', b" ", 2**30)
@@ -483,8 +478,8 @@ def test_snapshot_bombs_are_refused_before_inflating(warm_server):
 
 
 def test_libsvm_body_densified_for_a_dense_model_is_bounded(warm_server):
-    """A 200 KB LIBSVM body of label-only lines to a 2,000-feature dense model peaked at
-    1.5 GB (100,000 rows densified)."""
+    """A 200 KB LIBSVM body of label-only lines to a 2,000-feature dense model is refused
+    before its 100,000 rows are densified (loadtest/README.md, "Hostile input")."""
     http, pid = warm_server
     body = b"1\n" * 100_000
     problem, grown = events_refused_within(http, pid, body, "text/x-libsvm", 413, 64 * MIB)
@@ -504,8 +499,8 @@ GROWTH: dict[str, int] = {}
 
 def test_zz_server_peak_rss_stays_bounded_after_every_bomb(warm_server):
     """Runs after the bombs above (file order): the server's peak RSS over its whole life,
-    bombs included, stays that of a small server (before the guards: 4.3 GB after the NPZ
-    bomb alone).  Prints each bomb's growth for the record (``pytest -s``)."""
+    bombs included, stays that of a small server (loadtest/README.md, "Hostile input").
+    Prints each bomb's growth for the record (``pytest -s``)."""
     for label, grown in GROWTH.items():
         print(f"peak RSS growth, {label}: {grown / MIB:.1f} MiB")
     peak = peak_rss_bytes(warm_server[1])
@@ -521,8 +516,8 @@ def label_sets(client) -> set[tuple[str, ...]]:
 
 
 def test_unknown_and_unauthenticated_ids_leave_no_labels_locks_or_cache(make_client):
-    """Issue 12 item 3: 1,200 requests for long random ids (401 without a key, 404 with one)
-    added 71 MB that never went away (a Prometheus label set and an engine lock per id)."""
+    """1,200 requests for long random ids (401 without a key, 404 with one) leave nothing
+    behind: a Prometheus label set or an engine lock per id would grow without bound."""
     client = make_client(api_keys="secret")
     key = {"x-api-key": "secret"}
     assert client.post("/v1/models", json={"id": "m", "n_features": 5}, headers=key

@@ -10,8 +10,6 @@ from __future__ import annotations
 import base64
 import bz2
 import io
-import os
-import subprocess
 import zipfile
 import zlib
 
@@ -19,8 +17,7 @@ import httpx
 import numpy as np
 import pytest
 
-from loadtest.local import free_port, start_uvicorn, stop, wait_ready
-from tests.service.conftest import make_stream
+from tests.service.conftest import live_server, make_stream
 from tests.service.test_hostile import (
     PROBLEM,
     deflated,
@@ -71,13 +68,7 @@ def memory_cost(pid: int, send) -> tuple[httpx.Response, int]:
 def server():
     """A real uvicorn server (memory store) that has learned from a compressed NPZ and taken a
     snapshot back, so that what is measured after is the bomb's, not first-use imports."""
-    port = free_port()
-    environment = {**os.environ, "AUCSTREAM_WARMUP": "false", "AUCSTREAM_STORE": "memory"}
-    process = start_uvicorn(port, environment, 1, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, access_log=False)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url, process, timeout=90)
+    with live_server(access_log=False) as (url, process):
         with httpx.Client(base_url=url, timeout=120) as http:
             assert http.post("/v1/models", json={"id": "m", **MODEL}).status_code == 201
             X, y = make_stream(100, n_features=20, seed=3)
@@ -88,8 +79,6 @@ def server():
             snapshot = http.get("/v1/models/m/snapshot").content
             assert put_snapshot(http, "m", snapshot).status_code in (200, 201)
             yield http, process.pid
-    finally:
-        stop(process)
 
 
 def post_npz(http: httpx.Client, body: bytes) -> httpx.Response:
@@ -123,8 +112,9 @@ def test_the_bzip2_constant_is_what_it_claims():
 
 
 def test_bzip2_and_lzma_npz_members_are_a_415_naming_member_and_codec(server):
-    """A 700-byte NPZ whose X.npy is 512 MiB of bzip2 zeros declaring 16 KB: was 512 MiB of
-    resident memory and a 422 after it; an honest LZMA member was learned (200)."""
+    """A 700-byte NPZ whose X.npy is 512 MiB of bzip2 zeros declaring 16 KB is refused before
+    anything is inflated (inflating first holds the 512 MiB); LZMA members, honest or not, are
+    refused the same way: only stored and deflated members are read."""
     http, pid = server
     y = stored("y.npy", npy(np.ones(1, dtype=np.int64)))
     bomb = raw_zip([("X.npy", BZIP2_512_MIB, 0, 128 + 160, zipfile.ZIP_BZIP2), y])
@@ -149,7 +139,8 @@ def test_bzip2_and_lzma_npz_members_are_a_415_naming_member_and_codec(server):
 
 
 def test_bzip2_and_lzma_snapshot_members_are_a_415_and_change_nothing(server):
-    """A snapshot whose array member is bzip2 (the issue: 306 bytes, +500 MB, 201)."""
+    """A snapshot whose array member is bzip2: a 415 before inflating (a 306-byte one inflates
+    by 500 MB), and the model unchanged."""
     http, pid = server
     exported = http.get("/v1/models/m/snapshot").content
     manifest, arrays = read_snapshot(exported)

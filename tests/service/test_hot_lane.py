@@ -1,4 +1,4 @@
-"""The short lane of ``POST .../events`` and ``POST .../score`` (``service.app.Service``): the
+"""The short lane of ``POST .../events`` and ``POST .../score`` (``service.fastlane``): the
 same answers, problems, metrics and 500s as through FastAPI's stack; every other request still
 goes through FastAPI."""
 

@@ -97,41 +97,28 @@ def test_low_rank_opauc_on_sparse_events_is_served_bit_for_bit(client):
         np.testing.assert_array_equal(scores, tail)
 
 
-def test_a_poise_model_stored_before_the_auc_term_keeps_learning_the_game(client):
-    """A model stored before poise's all-negatives term (docs/algorithms/poise.md (poise.14))
-    has no ``auc_weight`` in its config and no ``auc_steps`` array: it loads with the term off,
-    shows that in its config, and learns as a reference game would."""
-    from service.engine.model import from_store, stored_params
+def test_a_stored_model_without_an_array_of_its_layout_is_refused_naming_it(client):
+    """One state format: a stored poise model whose arrays lack ``auc_steps`` (as a version
+    before the all-negatives term would have stored it) is refused on load, InvalidState
+    naming the array; nothing is rebuilt from it."""
+    from core.errors import InvalidState
+    from service.engine.model import from_store
     from service.stores.base import StoredState
 
     create_model(client, "p", n_features=4, learner="poise")
     X, y = make_stream(120, n_features=4, seed=6)
     assert client.post("/v1/models/p/events", json=events_json(X, y)).status_code == 200
     stored = client.app.state.store.load("p")
-    assert stored.config["params"]["auc_weight"] == 30.0  # new models: the default term
-    params = {k: v for k, v in stored.config["params"].items() if not k.startswith("auc_")}
     old = StoredState(
         version=stored.version,
         incarnation=stored.incarnation,
-        config={**stored.config, "params": params},
+        config=stored.config,
         arrays={k: v for k, v in stored.arrays.items() if k != "learner:auc_steps"},
     )
-    loaded = from_store(old)
-    assert loaded.learner.auc_weight == 0.0
-    assert stored_params(loaded.learner)["params"]["auc_weight"] == 0.0  # saved explicitly
-
-    state = {
-        k.removeprefix("learner:"): v for k, v in old.arrays.items() if k.startswith("learner:")
-    }
-    reference = learner_class("poise").from_state(
-        {**params, "scaling": stored.config["scaling"], "auc_weight": 0.0},
-        {**state, "auc_steps": np.zeros(1, dtype=np.int64)},
-    )
-    X_next, y_next = make_stream(200, n_features=4, seed=7)
-    np.testing.assert_array_equal(
-        loaded.learner.prequential_step(X_next, y_next), reference.prequential_step(X_next, y_next)
-    )
-    assert loaded.learner.state_["auc_steps"][0] == 0
+    with pytest.raises(InvalidState, match=r"missing \['auc_steps'\]") as caught:
+        from_store(old)
+    assert caught.value.field == "learner:auc_steps"  # the stored array's name
+    assert from_store(stored).learner.state_["auc_steps"].shape == (1,)
 
 
 def test_learners_endpoint_lists_every_servable_learner(client):

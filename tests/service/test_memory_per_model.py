@@ -12,6 +12,7 @@ import redis
 
 from service.engine import Engine
 from service.ingest import Batch
+from service.models import create_model as create_engine_model
 from service.schemas import ModelCreate
 from service.stores import keys
 from service.stores.base import Commit
@@ -70,7 +71,7 @@ def test_an_evicted_model_forgets_its_base_and_learns_as_a_cached_one(
     try:
         for engine in (small, large):
             for name in ("a", "b", "c"):
-                engine.create_model(ModelCreate(id=name, n_features=4, learner="auto"))
+                create_engine_model(engine, ModelCreate(id=name, n_features=4, learner="auto"))
             for start in range(0, 60, 20):
                 for name in ("a", "b", "c"):  # alternate: the small cache evicts every time
                     part = slice(start, start + 20)
@@ -182,10 +183,10 @@ def test_redis_used_memory_of_an_empty_model_is_small(empty_redis):
     client = redis.Redis.from_url(empty_redis)
     store = RedisStore.from_url(empty_redis)
     engine = Engine(store)
-    engine.create_model(ModelCreate(id="warm", n_features=10))
+    create_engine_model(engine, ModelCreate(id="warm", n_features=10))
     before = int(client.info("memory")["used_memory"])
     for index in range(5):
-        engine.create_model(ModelCreate(id=f"m{index}", n_features=10))
+        create_engine_model(engine, ModelCreate(id=f"m{index}", n_features=10))
     per_model = (int(client.info("memory")["used_memory"]) - before) / 5
     assert per_model < 2 * EMPTY_MODEL_STORED_BYTES
     client.close()

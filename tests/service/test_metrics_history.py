@@ -30,6 +30,19 @@ def _learn(client, X, y) -> np.ndarray:
     return np.array(response.json()["scores"])
 
 
+def _two_points(client, n_events: int, later: float) -> tuple[np.ndarray, np.ndarray]:
+    """Model ``m`` learns the first half of a stream at START and the rest ``later`` seconds
+    after: a point for each when they are minutes apart.  Returns the stream."""
+    client.app.state.engine.clock = Clock(START)
+    create_model(client, n_features=5, scaling="none")
+    X, y = make_stream(n_events)
+    half = n_events // 2
+    _learn(client, X[:half], y[:half])
+    client.app.state.engine.clock = Clock(START + later)
+    _learn(client, X[half:], y[half:])
+    return X, y
+
+
 def test_a_point_per_minute_and_per_hour_with_the_window_metrics(client):
     clock = Clock(START + 5)
     client.app.state.engine.clock = clock
@@ -111,12 +124,7 @@ def test_the_rings_are_bounded_and_keep_the_newest(client):
 @pytest.mark.parametrize("store_kind", ["sqlite", "redis"], indirect=True)
 def test_the_history_survives_a_restart(make_client):
     first = make_client()
-    first.app.state.engine.clock = Clock(START)
-    create_model(first, n_features=5, scaling="none")
-    X, y = make_stream(100)
-    _learn(first, X[:50], y[:50])
-    first.app.state.engine.clock = Clock(START + 120)
-    _learn(first, X[50:], y[50:])
+    X, y = _two_points(first, 100, later=120)
     before = first.get("/v1/models/m/metrics/history").json()
     assert len(before["points"]) == 2
     first.__exit__(None, None, None)
@@ -132,12 +140,7 @@ def test_the_history_survives_a_restart(make_client):
 def test_a_snapshot_carries_the_history_and_a_corrupt_one_is_refused(client):
     from tests.service.test_hostile import put_snapshot, read_snapshot, write_snapshot
 
-    client.app.state.engine.clock = Clock(START)
-    create_model(client, n_features=5, scaling="none")
-    X, y = make_stream(60)
-    _learn(client, X[:30], y[:30])
-    client.app.state.engine.clock = Clock(START + 60)
-    _learn(client, X[30:], y[30:])
+    _two_points(client, 60, later=60)
     history = client.get("/v1/models/m/metrics/history").json()
     manifest, arrays = read_snapshot(client.get("/v1/models/m/snapshot").content)
     assert {"history:minute", "history:hour", "history:points"} <= arrays.keys()

@@ -176,7 +176,7 @@ def test_api_keys(make_client):
     # Prometheus lists every model's metrics: a key is needed, a read-only one is enough
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", headers={"authorization": "Bearer ro-key"}).status_code == 200
-    # /events and /score are plain routes that check the key themselves (service.deps.HotRoute)
+    # /events and /score are plain routes that check the key themselves (service.fastlane)
     event = {"events": [{"x": [1.0, 0.0, 2.0], "y": 1}]}
     for path in ("/v1/models/m/events", "/v1/models/m/score"):
         assert client.post(path, json=event).status_code == 401

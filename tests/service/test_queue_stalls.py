@@ -99,7 +99,7 @@ def resume(process: subprocess.Popen) -> None:
 
 @ON_REDIS_AND_CLUSTER
 def test_the_paused_lease_holder_and_its_paused_successor_lose_nothing(any_redis, rclient, workers):
-    """Issue 12 item 5, deterministic: SIGSTOP the lease holder A; B takes over and learns;
+    """Deterministic: SIGSTOP the lease holder A; B takes over and learns;
     SIGSTOP B with one entry delivered to it; SIGCONT A once the leases lapsed, then B."""
     lease_ms, block_ms = 1000, 400
     env = {

@@ -71,18 +71,24 @@ def test_a_linear_models_reasons_are_its_raw_weights_times_x_minus_the_running_m
             assert got[0] - got[1] == pytest.approx(expected, rel=1e-9, abs=1e-9)
 
 
+def ndjson_reasons(client, model: str, k: int, events: list[dict]) -> list:
+    """The reasons ``/score?reasons=k`` gives ``events`` sent as NDJSON, one per line."""
+    lines = b"\n".join(orjson.dumps(event) for event in events)
+    response = client.post(
+        f"/v1/models/{model}/score?reasons={k}",
+        content=lines,
+        headers={"content-type": "application/x-ndjson"},
+    )
+    assert response.status_code == 200, response.text
+    return response.json()["reasons"]
+
+
 def test_the_default_auto_explains_over_json_and_ndjson_with_names(memory_client):
     client = memory_client
     X = learned(client, "auto", learner="auto", feature_names=NAMES)
     body = client.post("/v1/models/auto/score?reasons=2", json=events_json(X)).json()
     check_reasons(body, 2, NAMES)
-    lines = b"\n".join(orjson.dumps({"x": row.tolist()}) for row in X)
-    ndjson = client.post(
-        "/v1/models/auto/score?reasons=2",
-        content=lines,
-        headers={"content-type": "application/x-ndjson"},
-    ).json()
-    assert ndjson["reasons"] == body["reasons"]
+    assert ndjson_reasons(client, "auto", 2, [{"x": row.tolist()} for row in X]) == body["reasons"]
     # named events give the same reasons
     named = [{"x": dict(zip(NAMES, row.tolist(), strict=True))} for row in X]
     assert (
@@ -121,13 +127,7 @@ def test_a_hashed_model_names_its_columns_by_the_events_names(memory_client):
     assert {item["feature"] for item in body["reasons"][0]["contributions"]} == {
         "amount", "country=FR", "new"
     }  # fmt: skip
-    lines = b"\n".join(orjson.dumps(event) for event in asked)
-    ndjson = client.post(
-        "/v1/models/hashed/score?reasons=3",
-        content=lines,
-        headers={"content-type": "application/x-ndjson"},
-    ).json()
-    assert ndjson["reasons"] == body["reasons"]
+    assert ndjson_reasons(client, "hashed", 3, asked) == body["reasons"]
 
 
 @pytest.mark.parametrize("k", ["-1", "21", "two", "1.5", ""])

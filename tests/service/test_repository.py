@@ -12,6 +12,7 @@ import pytest
 from service.engine import Engine
 from service.errors import ModelNotFound
 from service.ingest import Batch
+from service.models import create_model
 from service.schemas import ModelCreate
 from service.stores.memory import MemoryStore
 from tests.service.conftest import make_stream
@@ -20,7 +21,7 @@ from tests.service.conftest import make_stream
 def _engine(max_cached_models: int) -> Engine:
     engine = Engine(MemoryStore(), max_cached_models=max_cached_models)
     for name in ("a", "b", "c"):
-        engine.create_model(ModelCreate(id=name, n_features=5, params={"random_state": 0}))
+        create_model(engine, ModelCreate(id=name, n_features=5, params={"random_state": 0}))
     return engine
 
 

@@ -5,8 +5,6 @@ interval below the server's minimum is raised to it.  Through a real uvicorn."""
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -16,9 +14,8 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from loadtest.local import free_port, start_uvicorn, stop, wait_ready
 from service.settings import Settings
-from tests.service.conftest import events_json, make_stream
+from tests.service.conftest import events_json, live_server, make_stream
 
 WRITER = "sse-bounds-writer"
 READERS = ("sse-bounds-reader-a", "sse-bounds-reader-b", "sse-bounds-reader-c")
@@ -27,15 +24,8 @@ STREAM = "/v1/models/m/metrics/stream"
 
 @contextlib.contextmanager
 def server(**env: str) -> Iterator[str]:
-    port = free_port()
-    environment = {**os.environ, "AUCSTREAM_WARMUP": "false", "AUCSTREAM_STORE": "memory", **env}
-    process = start_uvicorn(port, environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url, process, timeout=90)
+    with live_server(env) as (url, _):
         yield url
-    finally:
-        stop(process)
 
 
 def create(url: str, headers: dict[str, str] | None = None) -> None:

@@ -193,14 +193,15 @@ def test_redis_state_arrays_are_visible_as_raw_fields(empty_redis, rclient):
 
 
 def test_engine_commits_checkpoints_with_the_state(store):
-    """What a queue worker (issue 6) relies on: learn(..., checkpoint=) is atomic with state."""
+    """What a queue worker relies on: learn(..., checkpoint=) is atomic with state."""
     from core.validation import as_labels
     from service.engine import Engine
     from service.ingest import Batch
+    from service.models import create_model
     from service.schemas import ModelCreate
 
     engine = Engine(store)
-    engine.create_model(ModelCreate(id="w", n_features=2, learner="spam"))
+    create_model(engine, ModelCreate(id="w", n_features=2, learner="spam"))
     batch = Batch(np.array([[1.0, 2.0], [0.0, 1.0]]), as_labels([1, 0]), ["a", "b"])
     engine.learn("w", batch, checkpoint={"stream_id": "17-0"})
     assert engine.checkpoint("w") == {"stream_id": "17-0"}
@@ -218,10 +219,11 @@ def test_two_engines_on_one_store_never_lose_an_update(store):
     from core.validation import as_labels
     from service.engine import Engine
     from service.ingest import Batch
+    from service.models import create_model
     from service.schemas import ModelCreate
 
     first, second = Engine(store), Engine(store)
-    first.create_model(ModelCreate(id="m", n_features=3, scaling="none", learner="spam"))
+    create_model(first, ModelCreate(id="m", n_features=3, scaling="none", learner="spam"))
     second.info("m")  # warm second's cache, which the first engine's writes make stale
     rng = np.random.default_rng(5)
     reference = make_learner("spam")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-import service.engine.model
 import service.ingest.fields
+import service.models
 from core.errors import InvalidFeatures, InvalidParameter
 from service.errors import InvalidInput
 from service.ingest import FeatureSpec, parse_events
@@ -50,7 +50,7 @@ def test_a_learner_error_names_its_parameter(monkeypatch, raised, field):
     def refuse(name, **params):
         raise raised
 
-    monkeypatch.setattr(service.engine.model, "make_learner", refuse)
+    monkeypatch.setattr(service.models, "make_learner", refuse)
     with pytest.raises(InvalidInput) as caught:
-        service.engine.model.build_learner(ModelCreate(id="m", n_features=3, params={"eta0": 1.0}))
+        service.models.build_learner(ModelCreate(id="m", n_features=3, params={"eta0": 1.0}))
     assert caught.value.field == field

@@ -4,11 +4,9 @@ Redis, or one SQLite file, with eight concurrent clients (no update lost, none a
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -16,26 +14,18 @@ import numpy as np
 import orjson
 import pytest
 
-from loadtest.local import free_port, start_uvicorn, stop, wait_ready
 from service import cli
 from service.stores.redis import RedisStore
 from service.stores.sqlite import SQLiteStore
-from tests.service.conftest import events_json, make_stream, npz_bytes
+from tests.service.conftest import events_json, live_server, make_stream, npz_bytes
 
 
 @contextlib.contextmanager
-def uvicorn_server(workers: int = 1, **env: str):
-    port = free_port()
-    environment = {**os.environ, "AUCSTREAM_WARMUP": "false", **env}
-    process = start_uvicorn(port, environment, workers, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        # several answers, so every worker had time to start
-        wait_ready(url, process, timeout=90, answers=3 * workers, interval=0.1)
+def uvicorn_server(workers: int = 1, **env: str) -> Iterator[str]:
+    """The server's URL, with the store ``env`` chooses (the settings' own default else)."""
+    # several answers, so every worker had time to start
+    with live_server(env, workers, store=None, answers=3 * workers, interval=0.1) as (url, _):
         yield url
-    finally:
-        stop(process)
 
 
 def test_end_to_end_through_uvicorn_memory_store(tmp_path, capsys):

@@ -1,6 +1,8 @@
 """Deliberately naive references (plain NumPy and Python loops) that the kernels are tested
-against, one module per family: ``learners`` (spam, solam), ``baselines`` (oam, opauc),
-``pauc`` (pAUC / Prec@k surrogates, pmb, ftrl_pauc, svm_pauc), ``metrics`` (AUC, pAUC, ROC).
+against, one module per learner or per family: ``learners`` (spam, solam), ``baselines`` (oam,
+opauc), ``pauc`` (pAUC / Prec@k surrogates, pmb, ftrl_pauc, svm_pauc), ``logistic``, ``poise``,
+``spdam``, ``tree_embedding`` (the tree-path router), ``metrics`` (AUC, pAUC, ROC),
+``operating`` (operating points), ``calibration`` (Platt scaling), ``drift`` (Page-Hinkley).
 Shared helpers for reading a batch event by event live here."""
 
 from __future__ import annotations

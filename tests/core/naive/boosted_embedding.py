@@ -1,5 +1,6 @@
 """A plain router over a fitted ensemble's arrays (docs/algorithms/boosted_embedded.md
-(boosted_embedded.1)-(boosted_embedded.2)): Python loops from the definitions, one dense row at a time."""
+(boosted_embedded.1)-(boosted_embedded.2)): Python loops from the definitions, one dense row at
+a time."""
 
 from __future__ import annotations
 

@@ -1,0 +1,219 @@
+"""Which candidates ``auto`` runs (docs/algorithms/auto.md, "Candidates"): the default
+tournaments, in this one place, and the check of a tournament a user names, which makes each
+candidate's parameters explicit (the model's pAUC range, auto's scaling and seed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.errors import InvalidParameter
+from core.learners import check_pauc_range, learner_class
+
+__all__ = [
+    "DEFAULT_CANDIDATES",
+    "FAST_CANDIDATES",
+    "MAX_CANDIDATES",
+    "SINGLE_FIT_TREE_CANDIDATE",
+    "TREE_CANDIDATE",
+    "TREE_REFIT_FEATURES",
+    "WIDE_DEFAULT_CANDIDATES",
+    "WIDE_FEATURES",
+    "candidate_specs",
+    "default_candidates",
+    "invalid_field",
+]
+
+#: [CHOICE] ftrl_pauc's solver runs every this many events in auto's default tournament (its
+#: own default is 500): over the real-data suite the held-out and prequential figures barely
+#: move with the interval while the solver's cost per event falls with it (bench/README.md,
+#: "auto's cost")
+FTRL_PAUC_UPDATE_EVERY = 5000
+
+#: the users' usual baseline with the base-rate offset (docs/algorithms/logistic.md
+#: (logistic.10)): the first candidate of every default tournament
+OFFSET_LOGISTIC: dict[str, Any] = {"learner": "logistic", "params": {"base_rate_offset": True}}
+
+#: [CHOICE] the default tournament's third candidate: ``logistic`` (base-rate offset, FTRL) on
+#: POISE's tree-path embedding (docs/algorithms/poise.md (poise.8)-(poise.10)).  Alone it gains
+#: little over ``logistic``; in the mix it adds what a linear score cannot rank
+#: (bench/README.md, "A tree candidate in auto's default tournament").  FTRL is named, not left
+#: to the width: the embedding (``d + 511`` columns at depth 8) is wider than the Laplace
+#: solver's 128, and a stored state reads as it was learned.  Its fits: at the 2,000th event,
+#: the inner learner relearning those events embedded (as if the tree had been there from the
+#: start), and again on the first 8,000 events, where a tree grown on four times the events
+#: splits better ("The tree candidate's refit").  Depth 8 (tree_embedded's own default is 6):
+#: trees grown on 2,000-8,000 events have the events for it, leaves keeping their 20 ("The tree
+#: candidate's depth").
+TREE_CANDIDATE: dict[str, Any] = {
+    "learner": "tree_embedded",
+    "params": {
+        "learner": "logistic",
+        "params": {"base_rate_offset": True, "solver": "ftrl"},
+        "refit_events": 8000,
+        "relearn": True,
+        "max_depth": 8,
+    },
+}
+
+#: [CHOICE] above this width the tree candidate fits its tree once (still relearning): its
+#: refit's 8,000 buffered rows would pass the 16 MB that the 2,000 rows of the first fit take
+#: at 1,000 features (:data:`WIDE_FEATURES`)
+TREE_REFIT_FEATURES = 250
+
+#: the tree candidate of models wider than :data:`TREE_REFIT_FEATURES`
+SINGLE_FIT_TREE_CANDIDATE: dict[str, Any] = {
+    "learner": "tree_embedded",
+    "params": {k: v for k, v in TREE_CANDIDATE["params"].items() if k != "refit_events"},
+}
+
+#: [CHOICE] the default tournament (docs/algorithms/auto.md, "Cost"): the users' usual
+#: baseline, a pAUC learner on the model's range and the baseline on the tree embedding.  The
+#: baseline carries the base-rate offset (docs/algorithms/logistic.md (logistic.10)): without it
+#: its early scores sit on a falling intercept, which pooled prequential metrics punish
+#: (bench/README.md, "The base-rate offset").  The pAUC learner is ftrl_pauc, the best single
+#: learner of the real-data suite ("auto's served mix and its candidates"); the third is
+#: :data:`TREE_CANDIDATE`.
+DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
+    OFFSET_LOGISTIC,
+    {"learner": "ftrl_pauc", "params": {"update_every": FTRL_PAUC_UPDATE_EVERY}},
+    TREE_CANDIDATE,
+)
+
+#: [CHOICE] wider than this, ftrl_pauc's 3,000 dense reservoir rows would hold more than 24 MB
+#: per model (and per stored state), the tree candidate's 2,000 buffered events 16 MB: the
+#: default tournament takes pmb (50 rows) instead, and no tree
+WIDE_FEATURES = 1000
+
+#: the default tournament of models wider than :data:`WIDE_FEATURES`
+WIDE_DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
+    OFFSET_LOGISTIC,
+    {"learner": "pmb", "params": {}},
+)
+
+
+#: [CHOICE] the fast-adapting candidate that ``track_drift`` adds to the default tournament
+#: (docs/algorithms/forgetting.md): logistic's discounted FTRL with a half-life of 2,000 events,
+#: the cheapest learner that recovered in the fewest events on bench/drift.py's abrupt scenario
+#: (4,000, the window's minimum)
+FAST_CANDIDATES: tuple[dict[str, Any], ...] = (
+    {"learner": "logistic", "params": {"half_life": 2000}},
+)
+
+
+def default_candidates(n_features: int | None, track_drift: bool) -> tuple[dict[str, Any], ...]:
+    """The default tournament for a model of ``n_features`` (None: not known yet), with the
+    fast-adapting candidates after it when ``track_drift``."""
+    if n_features is not None and n_features > WIDE_FEATURES:
+        defaults = WIDE_DEFAULT_CANDIDATES
+    elif n_features is not None and n_features > TREE_REFIT_FEATURES:
+        defaults = (*DEFAULT_CANDIDATES[:-1], SINGLE_FIT_TREE_CANDIDATE)
+    else:
+        defaults = DEFAULT_CANDIDATES
+    return (*defaults, *FAST_CANDIDATES) if track_drift else defaults
+
+
+#: the most candidates a model may hold (each multiplies the learning work)
+MAX_CANDIDATES = 16
+
+
+def invalid_field(field: str, message: str) -> InvalidParameter:
+    return InvalidParameter(f"{field}: {message}", param=field)
+
+
+def candidate_specs(candidates, pauc_range, random_state) -> list[dict[str, Any]]:
+    """The effective ``[{"learner": name, "params": {...}}, ...]`` of an ``auto`` model:
+    validated, with ``scaling="none"`` (auto scales once for all), the model's pAUC range on
+    the pAUC learners and auto's ``random_state`` where a candidate sets none.  Errors are
+    :class:`~core.errors.InvalidParameter` whose ``param`` is the field at fault, e.g.
+    ``candidates[1].learner`` or ``candidates[2].params.beta``.  ``None`` is the default
+    tournament of a model whose width is not known yet (``Auto`` passes its width's)."""
+    alpha, beta = check_pauc_range(pauc_range)
+    if candidates is None:
+        candidates = default_candidates(None, track_drift=False)
+    if isinstance(candidates, str | bytes | dict) or not isinstance(candidates, list | tuple):
+        raise invalid_field(
+            "candidates",
+            f'expected None or a list of {{"learner": name, "params": {{...}}}}, got '
+            f"{candidates!r}",
+        )
+    if not 1 <= len(candidates) <= MAX_CANDIDATES:
+        raise invalid_field(
+            "candidates", f"expected 1 to {MAX_CANDIDATES} candidates, got {len(candidates)}"
+        )
+    specs = []
+    for index, candidate in enumerate(candidates):
+        field = f"candidates[{index}]"
+        if not isinstance(candidate, dict):
+            raise invalid_field(
+                field, f'expected {{"learner": name, "params": {{...}}}}, got {candidate!r}'
+            )
+        unexpected = sorted(set(candidate) - {"learner", "params"})
+        if unexpected:
+            raise invalid_field(field, f"unexpected key(s) {unexpected}; accepted: learner, params")
+        name = candidate.get("learner")
+        if not isinstance(name, str):
+            raise invalid_field(f"{field}.learner", f"expected a learner name, got {name!r}")
+        if name == "auto":
+            raise invalid_field(f"{field}.learner", "auto cannot be a candidate of auto")
+        try:
+            cls = learner_class(name)
+        except ValueError as error:
+            raise invalid_field(f"{field}.learner", str(error)) from None
+        if not getattr(cls, "online", True):
+            raise invalid_field(
+                f"{field}.learner", f"{name!r} is a batch solver, not an online learner"
+            )
+        params = candidate.get("params", {})
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise invalid_field(f"{field}.params", f"expected an object, got {params!r}")
+        accepted = cls._param_names()
+        for key in params:
+            if key not in accepted:
+                raise invalid_field(
+                    f"{field}.params.{key}",
+                    f"unknown parameter for learner {name!r}; accepted: {', '.join(accepted)}",
+                )
+        if params.get("scaling", "none") != "none":
+            raise invalid_field(
+                f"{field}.params.scaling",
+                "auto scales the features once for every candidate; set auto's own scaling instead",
+            )
+        effective = dict(params, scaling="none")
+        # a pAUC learner optimises the model's range (``pmb`` also has Prec@k losses, whose
+        # alpha / beta play no part)
+        if cls.optimises_pauc and params.get("loss", "pauc") == "pauc":
+            for key, value in (("alpha", alpha), ("beta", beta)):
+                if key in params and params[key] != value:
+                    raise invalid_field(
+                        f"{field}.params.{key}",
+                        f"{params[key]!r} contradicts pauc_range {[alpha, beta]!r}: the pAUC "
+                        "candidates optimise the model's range; omit it or change pauc_range",
+                    )
+                effective[key] = value
+        # a wrapper (tree_embedded) hands its pauc_range to the pAUC learner inside it
+        if "pauc_range" in accepted:
+            given = params.get("pauc_range")
+            try:
+                same = given is None or [float(v) for v in given] == [alpha, beta]
+            except (TypeError, ValueError):
+                same = False
+            if not same:
+                raise invalid_field(
+                    f"{field}.params.pauc_range",
+                    f"{given!r} contradicts pauc_range {[alpha, beta]!r}: the candidates "
+                    "optimise the model's range; omit it or change auto's pauc_range",
+                )
+            effective["pauc_range"] = [alpha, beta]
+        if "random_state" in accepted and params.get("random_state") is None:
+            effective["random_state"] = random_state
+        try:
+            cls(**effective).validate_params()
+        except ValueError as error:
+            inner = getattr(error, "param", None)
+            where = f"{field}.params.{inner}" if inner else f"{field}.params"
+            raise invalid_field(where, str(error)) from None
+        specs.append({"learner": name, "params": effective})
+    return specs

@@ -1,0 +1,165 @@
+"""Request bodies as the routes read them: the size limits, strict JSON for the routes with a
+declared JSON body, and an event batch parsed on the event loop or in the thread pool by its
+size and media type (:func:`read_batch`; the parsers are :mod:`service.ingest`)."""
+
+from __future__ import annotations
+
+import functools
+import zipfile
+from collections.abc import Callable
+
+from fastapi import Request
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
+
+from service.errors import PayloadTooLarge, UnsupportedMediaType
+from service.ingest import (
+    JSON,
+    NDJSON,
+    NPZ,
+    Batch,
+    FeatureSpec,
+    NDJSONReader,
+    media_type,
+    parse_events,
+)
+from service.ingest.archive import UnreadableDirectory, central_directory, check_method
+from service.ingest.npz import NPZ_ARRAYS
+from service.ingest.objects import parse_json
+from service.settings import Settings
+
+#: How many times ``settings.offload_body_bytes`` a body may be and still be parsed on the event
+#: loop, by what parsing it costs per byte (loadtest/README.md has the costs): LIBSVM, and JSON /
+#: NDJSON of sparse or hashed models (a new feature name for every value is the worst), x1;
+#: JSON and NDJSON of dense models, about ten times cheaper, x16; NPZ whose members are stored
+#: (parsing is a copy), cheaper again, x64.  A compressed NPZ is always parsed in the thread pool
+#: (inflating costs per byte of output, which the body size does not bound).
+DENSE_TEXT_FACTOR = 16
+NPZ_FACTOR = 64
+
+
+async def require_json(request: Request) -> None:
+    """For a route with a declared JSON body: 415 for a body declared as anything but
+    ``application/json`` (FastAPI would read it as bytes and answer 422 about the fields),
+    and 400 for a body that is not strict JSON as ``/events`` reads it (FastAPI's decoder
+    takes Python's ``NaN`` / ``Infinity``), before the fields are validated."""
+    if media_type(request.headers.get("content-type")) != JSON:
+        raise UnsupportedMediaType(
+            f"send the body as {JSON}, not {request.headers.get('content-type') or '(none)'}",
+            field="content-type",
+        )
+    parse_json(await request.body())  # already read by FastAPI: a small body decoded again
+
+
+async def read_body(
+    request: Request, limit: int, feed: Callable[[bytes], None] | None = None
+) -> bytes:
+    """The whole body, refusing more than ``limit`` bytes (before reading, from
+    Content-Length, and while reading, for chunked bodies).  With ``feed``, each chunk goes
+    to ``feed`` as it arrives instead (and nothing is returned)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit} bytes")
+    # ``receive`` itself rather than ``Request.stream()``: an async generator costs ~1-2 us
+    # per request (the event loop's hooks keep every one in a WeakSet), half of parsing a
+    # one-event body; the messages are read as ``stream()`` reads them
+    receive = request.receive
+    chunks = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
+        if feed is None:
+            chunks.append(chunk)
+        elif chunk:
+            feed(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def check_id_bytes(batch: Batch, limit: int) -> Batch:
+    """413 when the batch's event ids, which the service remembers (for a day by default),
+    add up to more than ``limit`` characters."""
+    if batch.ids is not None:
+        total = sum(len(event_id) for event_id in batch.ids if event_id is not None)
+        if total > limit:
+            raise PayloadTooLarge(
+                f"the batch's event ids add up to {total:,} characters, more than the limit "
+                f"of {limit:,} per request (AUCSTREAM_MAX_EVENT_ID_BYTES)",
+                field="id",
+            )
+    return batch
+
+
+def npz_compressed(body: bytes) -> bool:
+    """Whether any member of a zip archive is compressed, from its central directory; True
+    too when the directory cannot be read or has more entries than an NPZ may (the parser
+    will say why).  A member neither stored nor deflated (or encrypted) is refused here, on
+    the event loop, with the parser's 415 naming it."""
+    compressed = False
+    try:
+        for name, method, flags in central_directory(body, most=len(NPZ_ARRAYS)):
+            check_method(name, method, flags, what="the .npz body")
+            compressed = compressed or method != zipfile.ZIP_STORED
+    except UnreadableDirectory:
+        return True
+    return compressed
+
+
+def inline_limit(settings: Settings, kind: str, spec: FeatureSpec) -> int:
+    """The largest body of media type ``kind`` parsed on the event loop (see the factors)."""
+    if kind == NPZ:
+        return settings.offload_body_bytes * NPZ_FACTOR
+    if spec.feature_mode == "dense" and kind in (JSON, NDJSON):
+        return settings.offload_body_bytes * DENSE_TEXT_FACTOR
+    return settings.offload_body_bytes
+
+
+async def read_batch(
+    request: Request,
+    spec: FeatureSpec,
+    settings: Settings,
+    *,
+    labelled: bool,
+    zero_based: bool = False,
+) -> tuple[Batch, bool]:
+    """Parse the body into a validated batch; NDJSON is decoded line by line as it streams.
+
+    Returns the batch and whether the body was large: then it was parsed in the thread pool
+    (a 9 MB body of hashed JSON costs seconds to parse: on the event loop it would hold every
+    other request, ``/healthz`` included, that long), and the caller learns or scores it there
+    too.  Smaller bodies are parsed inline, as a thread hop costs more than it saves there
+    (for a 1,000-event dense JSON body, about a third of the request's CPU).  See
+    :func:`inline_limit`.
+    """
+    content_type = request.headers.get("content-type")
+    kind = media_type(content_type)
+    limit = inline_limit(settings, kind, spec)
+    if kind == NDJSON:
+        reader = NDJSONReader(settings.max_batch_events, decode_inline_bytes=limit)
+        await read_body(request, settings.max_body_bytes, feed=reader.feed)
+        large = reader.deferred
+        finish = functools.partial(reader.finish, spec, labelled=labelled)
+        batch = await run_in_threadpool(finish) if large else finish()
+    else:
+        body = await read_body(request, settings.max_body_bytes)
+        parse = functools.partial(
+            parse_events,
+            body,
+            content_type,
+            spec,
+            labelled=labelled,
+            max_events=settings.max_batch_events,
+            zero_based=zero_based,
+            max_dense_cells=settings.max_dense_cells,
+            max_inflated_bytes=settings.max_inflated_bytes,
+        )
+        large = len(body) > limit or (kind == NPZ and npz_compressed(body))
+        batch = await run_in_threadpool(parse) if large else parse()
+    return check_id_bytes(batch, settings.max_event_id_bytes), large

@@ -1,0 +1,354 @@
+"""Requests to one model merged into one engine call and one durable commit.
+
+Fraud pipelines send one event per request.  Applied one by one, every request pays a whole
+engine round of its own (a lock, a load check, the learner call, the metrics, a store commit
+and its fsync); merged, a group of requests pays one.  :class:`Coalescer` is the entry point
+of the per-event operations (``/events``, ``/score``, ``/labels``, and the stream through the
+same calls): each request is appended to its model's queue and awaits its own result, while
+one drain task per model applies what is queued, group after group.
+
+* **No timer.**  A request arriving at an idle model starts the drain at once and is applied
+  alone; what arrives while a group is being applied forms the next group (natural batching).
+* **Order.**  Groups are consecutive requests of one kind (events, scores, labels), applied
+  in arrival order; inside a group each request is its own round, so a group learned at once
+  gives the same state, bit for bit, as its requests one after another (the learners learn a
+  batch as event by event; the regret window counts a request as a round).
+* **Results.**  Each request gets exactly its own result (counts, duplicate ids, scores,
+  statuses) or its own error.  A merged call refused with a client error (4xx: a bad event, a
+  model re-created with another layout) committed nothing: the group is then applied request
+  by request, so the bad request fails alone and its neighbours are applied.  A server error
+  (the store down, replicas not confirming) is every request's answer: it may have been
+  written, so it is never re-applied.
+* **Durability.**  A request is answered when the commit holding it returned: the store's
+  commit is durable when it returns (SQLite ``synchronous=FULL``, Redis ``MULTI/EXEC``, its
+  AOF policy and ``WAIT`` as configured), so a group commit acknowledges no request early.
+
+Models whose drift detector restarts the learner (``on_drift="reset"``) are learned one
+request at a time: the restart happens after a request's batch, so merging would move it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import numpy as np
+
+from service.engine.delayed import LabelResult, Scored, ScoreRequest
+from service.engine.learning import LearnResult
+from service.errors import ServiceError
+from service.ingest import Batch
+
+if TYPE_CHECKING:
+    from service.engine import Engine
+
+#: most events one group carries (a larger request is still applied, alone): bounds the
+#: latency a request waits behind the group before it
+MAX_GROUP_EVENTS = 4096
+#: threads applying groups of a blocking store (one group per model at a time)
+MAX_THREADS = 32
+
+EVENTS, SCORE, LABELS = "events", "score", "labels"
+P = TypeVar("P")
+R = TypeVar("R")
+
+
+@dataclass(eq=False)
+class _Request:
+    kind: str
+    #: the engine's arguments: a Batch and want_scores (events), a ScoreRequest (score),
+    #: (ids, labels) (labels)
+    payload: Any
+    size: int
+    #: whether the request's work is large (parsed in the thread pool): applied in a thread
+    large: bool
+    future: asyncio.Future
+
+
+def _client_error(error: BaseException) -> bool:
+    """Whether ``error`` refused a merged call before anything was written (then its requests
+    are applied one by one)."""
+    if isinstance(error, ServiceError):
+        return error.status < 500
+    return isinstance(error, ValueError)
+
+
+class Coalescer:
+    """The per-model queues and their drain tasks.  Used from one event loop (the app's);
+    the engine calls run inline for a store that never blocks (memory) and small work, else
+    in a thread of the coalescer's own pool, one hop per group."""
+
+    def __init__(self, engine: Engine, *, max_group_events: int = MAX_GROUP_EVENTS) -> None:
+        self.engine = engine
+        self.max_group_events = max_group_events
+        self._queues: dict[str, deque[_Request]] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._executor: ThreadPoolExecutor | None = None
+        #: groups applied and requests they held (the mean group size is their ratio)
+        self.groups = 0
+        self.requests = 0
+
+    # ------------------------------------------------------------------ the entry points
+    async def learn(
+        self, model_id: str, batch: Batch, *, want_scores: bool = False, large: bool = False
+    ) -> LearnResult:
+        """``Engine.learn(model_id, batch, want_scores=...)``, merged with its neighbours."""
+        return await self._submit(model_id, EVENTS, (batch, want_scores), len(batch), large)
+
+    async def score(
+        self,
+        model_id: str,
+        batch: Batch,
+        *,
+        keep: bool = True,
+        probabilities: bool = False,
+        reasons: int = 0,
+        large: bool = False,
+    ) -> Scored:
+        """``Engine.score(...)``, merged with its neighbours (one write of the kept records)."""
+        request = ScoreRequest(batch, keep, probabilities, reasons)
+        return await self._submit(model_id, SCORE, request, len(batch), large)
+
+    async def labels(
+        self, model_id: str, ids: list[str], labels: np.ndarray, *, large: bool = False
+    ) -> LabelResult:
+        """``Engine.labels(model_id, ids, labels)``, merged with its neighbours."""
+        return await self._submit(model_id, LABELS, (ids, labels), len(ids), large)
+
+    async def _submit(self, model_id: str, kind: str, payload: Any, size: int, large: bool):
+        loop = asyncio.get_running_loop()
+        request = _Request(kind, payload, size, large, loop.create_future())
+        queue = self._queues.get(model_id)
+        if queue is None:  # the model is idle: this request starts its drain
+            queue = self._queues[model_id] = deque()
+            task = loop.create_task(self._drain(model_id, queue))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        queue.append(request)
+        return await request.future
+
+    # ------------------------------------------------------------------ the drain
+    def _next_group(self, model_id: str, queue: deque[_Request]) -> list[_Request]:
+        """The longest run of queued requests of the first one's kind, within the bound."""
+        first = queue.popleft()
+        group = [first]
+        if first.kind == EVENTS and not self._mergeable(model_id):
+            return group
+        total = first.size
+        while queue and queue[0].kind == first.kind:
+            if total + queue[0].size > self.max_group_events:
+                break
+            total += queue[0].size
+            group.append(queue.popleft())
+        return group
+
+    def _mergeable(self, model_id: str) -> bool:
+        cached = self.engine.repository.cached(model_id)
+        return cached is None or cached.config.on_drift != "reset"
+
+    async def _drain(self, model_id: str, queue: deque[_Request]) -> None:
+        """Apply the model's queue group by group until it is empty (then the model is idle:
+        its queue is removed in the same step as the last check, with no await between)."""
+        try:
+            while queue:
+                group = self._next_group(model_id, queue)
+                self.groups += 1
+                self.requests += len(group)
+                try:
+                    if self.engine.store.blocking or any(r.large for r in group):
+                        outcomes = await asyncio.get_running_loop().run_in_executor(
+                            self._pool(), self.apply, model_id, group
+                        )
+                    else:
+                        outcomes = self.apply(model_id, group)
+                except BaseException as error:  # noqa: BLE001 - every waiter gets it
+                    outcomes = [error] * len(group)
+                    if not isinstance(error, Exception):
+                        self._settle(group, outcomes)
+                        raise
+                self._settle(group, outcomes)
+        finally:  # the loop stops (or the task was cancelled): nothing waits forever
+            del self._queues[model_id]
+            for request in queue:
+                request.future.cancel()
+
+    @staticmethod
+    def _settle(group: Sequence[_Request], outcomes: Sequence[Any]) -> None:
+        for request, outcome in zip(group, outcomes, strict=True):
+            if request.future.done():  # its client went away
+                continue
+            if isinstance(outcome, BaseException):
+                request.future.set_exception(outcome)
+            else:
+                request.future.set_result(outcome)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="aucstream-group")
+        return self._executor
+
+    def close(self) -> None:
+        """Stop the threads (the app's shutdown; the drains have ended with the requests)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+
+    # ------------------------------------------------------------------ one group
+    def apply(self, model_id: str, group: Sequence[_Request]) -> list[Any]:
+        """Each request's result or error: the group as one call, or, refused with a client
+        error, request by request (module docstring)."""
+        merged = _MERGED[group[0].kind]
+        single = _SINGLE[group[0].kind]
+        engine = self.engine
+        return each_alone(
+            lambda payloads: merged(engine, model_id, payloads),
+            lambda payload: single(engine, model_id, payload),
+            [request.payload for request in group],
+        )
+
+
+def _learn_one(engine: Engine, model_id: str, payload: tuple[Batch, bool]) -> LearnResult:
+    batch, want_scores = payload
+    return engine.learn(model_id, batch, want_scores=want_scores)
+
+
+def _learn_merged(
+    engine: Engine, model_id: str, payloads: list[tuple[Batch, bool]]
+) -> list[LearnResult]:
+    return engine.learning.learn_group(
+        model_id, [batch for batch, _ in payloads], [wants for _, wants in payloads]
+    )
+
+
+def _score_one(engine: Engine, model_id: str, payload: ScoreRequest) -> Scored:
+    return engine.score(
+        model_id,
+        payload.batch,
+        keep=payload.keep,
+        probabilities=payload.probabilities,
+        reasons=payload.reasons,
+    )
+
+
+def _score_merged(engine: Engine, model_id: str, payloads: list[ScoreRequest]) -> list[Any]:
+    # never refused as a whole for one request's fault: score_group answers each
+    return list(engine.delayed.score_group(model_id, payloads))
+
+
+def _labels_one(
+    engine: Engine, model_id: str, payload: tuple[list[str], np.ndarray]
+) -> LabelResult:
+    return engine.labels(model_id, *payload)
+
+
+def _labels_merged(
+    engine: Engine, model_id: str, payloads: list[tuple[list[str], np.ndarray]]
+) -> list[LabelResult]:
+    return engine.delayed.labels_group(model_id, payloads)
+
+
+_SINGLE: dict[str, Callable[..., Any]] = {
+    EVENTS: _learn_one,
+    SCORE: _score_one,
+    LABELS: _labels_one,
+}
+_MERGED: dict[str, Callable[..., list[Any]]] = {
+    EVENTS: _learn_merged,
+    SCORE: _score_merged,
+    LABELS: _labels_merged,
+}
+
+
+# ---------------------------------------------------------------------------- from threads
+class _Waiter(Generic[P]):
+    __slots__ = ("payload", "done", "outcome")
+
+    def __init__(self, payload: P) -> None:
+        self.payload = payload
+        self.done = threading.Event()
+        self.outcome: Any = None
+
+
+_LEAD = object()  # the outcome that makes a waiter the next group's leader
+
+
+class ThreadCombiner(Generic[P, R]):
+    """The same merging for callers on threads (queue mode's appends run in the thread pool):
+    a caller finding its key idle applies what is queued for it as one group
+    (``apply(key, payloads)`` -> one result or exception per payload), and hands the next
+    group to the first caller that queued meanwhile; the others wait for their own result.
+    A caller never applies more than one group, so none waits behind others' work."""
+
+    def __init__(self, apply: Callable[[str, list[P]], list[R | BaseException]]) -> None:
+        self._apply = apply
+        self._lock = threading.Lock()
+        self._queues: dict[str, list[_Waiter[P]]] = {}
+        #: groups applied and calls they held
+        self.groups = 0
+        self.calls = 0
+
+    def __call__(self, key: str, payload: P) -> R:
+        me: _Waiter[P] = _Waiter(payload)
+        with self._lock:
+            queue = self._queues.get(key)
+            lead = queue is None
+            if lead:
+                queue = self._queues[key] = []
+            assert queue is not None
+            queue.append(me)
+        if not lead:
+            me.done.wait()
+            if me.outcome is not _LEAD:
+                return self._result(me)
+        with self._lock:
+            group = self._queues[key]
+            self._queues[key] = []
+            self.groups += 1
+            self.calls += len(group)
+        try:
+            outcomes = self._apply(key, [waiter.payload for waiter in group])
+        except BaseException as error:  # noqa: BLE001 - every waiter gets it
+            outcomes = [error] * len(group)
+        for waiter, outcome in zip(group, outcomes, strict=True):
+            waiter.outcome = outcome
+            if waiter is not me:
+                waiter.done.set()
+        with self._lock:
+            rest = self._queues[key]
+            if rest:
+                rest[0].outcome = _LEAD
+                rest[0].done.set()
+            else:
+                del self._queues[key]
+        return self._result(me)
+
+    @staticmethod
+    def _result(waiter: _Waiter) -> Any:
+        if isinstance(waiter.outcome, BaseException):
+            raise waiter.outcome
+        return waiter.outcome
+
+
+def each_alone(
+    merged: Callable[[list[P]], list[R]], single: Callable[[P], R], payloads: list[P]
+) -> list[R | BaseException]:
+    """``merged(payloads)``; refused with a client error (nothing was applied), each payload
+    alone, so that only the faulty one fails.  A server error is every payload's outcome."""
+    if len(payloads) > 1:
+        try:
+            return list(merged(payloads))
+        except Exception as error:  # noqa: BLE001 - the group's answer, or its error path
+            if not _client_error(error):
+                return [error] * len(payloads)
+    outcomes: list[R | BaseException] = []
+    for payload in payloads:
+        try:
+            outcomes.append(single(payload))
+        except Exception as error:  # noqa: BLE001 - the payload's own answer
+            outcomes.append(error)
+    return outcomes

@@ -1,0 +1,146 @@
+"""Model requests as the engine takes them (the engine touches no HTTP): the learner and the
+configuration a creation request (:class:`~service.schemas.ModelCreate`) asks for, validated
+with errors naming the request's fields; a reset as a creation over the model's own
+configuration; and the document of ``GET /v1/models/{id}/weights``."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from core.learners import available_learners, learner_class, make_learner, pauc_params_for
+from core.learners._base import OnlineLearner
+from core.preprocessing import NOT_FOLDABLE
+from service.engine import Engine, ServedWeights
+from service.engine.model import stored_params
+from service.errors import InvalidInput
+from service.kernels import require_kernels
+from service.schemas import ModelConfig, ModelCreate, ModelInfo, resolve_scaling
+
+
+def _learner_field(error: Exception) -> str:
+    """The request field a learner error is about: ``core`` raises
+    :class:`core.errors.InvalidParameter` with the parameter's name when it knows it (the
+    model's own ``pauc_range`` is a top-level field, not a learner parameter)."""
+    param = getattr(error, "param", None)
+    if param is None:
+        return "params"
+    return param if param == "pauc_range" else f"params.{param}"
+
+
+def _servable(cls) -> bool:
+    return getattr(cls, "online", True) or getattr(cls, "streams_on_window", False)
+
+
+def servable_learners() -> list[str]:
+    return [n for n in available_learners() if _servable(learner_class(n))]
+
+
+def build_learner(request: ModelCreate) -> OnlineLearner:
+    """The learner a creation request asks for, validated; errors name the field."""
+    try:
+        cls = learner_class(request.learner)
+    except ValueError as error:
+        raise InvalidInput(str(error), field="learner") from None
+    if not _servable(cls):
+        raise InvalidInput(
+            f"learner {request.learner!r} is a batch solver, not an online learner; "
+            f"online learners: {', '.join(servable_learners())}",
+            field="learner",
+        )
+    scaling = resolve_scaling(request.scaling, request.feature_mode)
+    try:
+        # one pAUC range per model: the range its metrics report is the one its pAUC
+        # learners optimise (an explicit contradicting alpha / beta is refused, naming both)
+        params = pauc_params_for(request.learner, request.pauc_range, request.params)
+        learner = make_learner(request.learner, **params, scaling=scaling)
+        learner.initialize(request.n_features)
+    except (ValueError, TypeError) as error:
+        raise InvalidInput(
+            f"learner {request.learner!r}: {error}",
+            field=_learner_field(error),
+        ) from None
+    if request.feature_mode != "dense" and not cls.supports_sparse:
+        raise InvalidInput(
+            f"learner {request.learner!r} needs dense features; use feature_mode 'dense'",
+            field="feature_mode",
+        )
+    require_kernels(request.learner, params, scaling)
+    return learner
+
+
+def new_model(
+    request: ModelCreate, *, incarnation: str, created_at: float
+) -> tuple[ModelConfig, OnlineLearner]:
+    """The configuration and the (initialised) learner of a new model: the request's fields,
+    with every learner parameter explicit (:func:`~service.engine.model.stored_params`)."""
+    learner = build_learner(request)
+    config = ModelConfig(
+        **{**request.model_dump(), **stored_params(learner)},
+        incarnation=incarnation,
+        created_at=created_at,
+    )
+    return config, learner
+
+
+def create_model(
+    engine: Engine, request: ModelCreate, *, replace: bool = False, replaces: str | None = None
+) -> ModelInfo:
+    """Create the model ``request`` asks for (``replace``: over an existing one of its id;
+    ``replaces``: only over that incarnation, see :func:`reset_model`)."""
+    config, learner = new_model(request, incarnation=uuid.uuid4().hex, created_at=engine.clock())
+    return engine.create_model(config, learner, replace=replace, replaces=replaces)
+
+
+def reset_model(engine: Engine, model_id: str) -> ModelInfo:
+    """Forget everything learned (state, window, counters, ids); keep the configuration.
+
+    Replaces only the incarnation read here (checked by the store, atomically): a model
+    deleted meanwhile stays deleted (404), one re-created meanwhile is left alone (409).
+    A model whose stored state cannot be loaded (corrupt) can still start afresh."""
+    config = engine.current_config(model_id)
+    request = ModelCreate(**config.model_dump(include=set(ModelCreate.model_fields)))
+    return create_model(engine, request, replace=True, replaces=config.incarnation)
+
+
+def weights_document(served: ServedWeights) -> dict[str, Any]:
+    """The ``GET /v1/models/{id}/weights`` body (``service.schemas.WeightsResponse``), with
+    numpy arrays (rendered by orjson)."""
+    config = served.config
+    if served.raw is None:
+        note = NOT_FOLDABLE.get(config.scaling) or (
+            (
+                "learner 'auto' mixes a candidate that is not linear in the features "
+                "(tree_embedded, a tree path embedding, is one of the default "
+                "candidates): the served score has no weights in the raw feature space; "
+                "coef is the linear part of the mix on the scaled features. For a linear "
+                "score, create the model with a linear learner or with params.candidates "
+                "that are all linear"
+            )
+            if config.learner == "auto"
+            else (
+                f"learner {config.learner!r} is not linear in the features (a tree path "
+                "embedding): it has no weights in the raw feature space; coef applies to "
+                "its embedded inputs"
+            )
+        )
+    else:
+        note = (
+            "score(x) = raw_coef . x + raw_intercept on the features as posted (the online "
+            f"scaler's statistics of version {served.version} folded in; they move as the "
+            "model learns)"
+        )
+        if config.feature_mode == "hashed":
+            note += "; a hashed model's coefficients are per hash bucket, not per name"
+    return {
+        "model": config.id,
+        "version": served.version,
+        "n_features": len(served.coef),
+        "feature_names": None if config.feature_names is None else list(config.feature_names),
+        "scaling": config.scaling,
+        "coef": served.coef,
+        "intercept": served.intercept,
+        "raw_coef": None if served.raw is None else served.raw[0],
+        "raw_intercept": None if served.raw is None else served.raw[1],
+        "raw_note": note,
+    }

@@ -1,0 +1,128 @@
+"""The Redis store's model lifecycle: creating (or re-creating for a reset), listing and
+deleting models, and the registry ``aucs:models`` kept right across Redis Cluster slots."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from service.errors import ModelChanged, ModelExists, ModelNotFound
+from service.stores import keys
+from service.stores.client import run_script, unavailable
+from service.stores.fields import KnownStates, encode_fields
+from service.stores.redis_setup import _text
+from service.stores.redis_watch import RedisWatch
+
+
+@dataclass
+class _Written:
+    """What this process knows is in Redis at ``(incarnation, version)``: the base of a delta."""
+
+    incarnation: str
+    version: int
+    fields: dict[str, bytes]
+    layouts: dict[str, str]
+
+
+def _flat(pairs: dict[str, Any]) -> list[Any]:
+    flat: list[Any] = []
+    for key, value in pairs.items():
+        flat.extend((key, value))
+    return flat
+
+
+class RedisModels(RedisWatch):
+    """Creating, listing and deleting models (the base class of
+    :class:`~service.stores.redis.RedisStore`, which sets the attributes below)."""
+
+    #: the Lua scripts creating and deleting a model's keys
+    _create: Any
+    _delete: Any
+    #: what Redis holds of the models this process uses: the bases of delta commits
+    _written: KnownStates[_Written]
+
+    @unavailable
+    def create_model(
+        self, model_id, config, arrays, incarnation, *, replace=False, replaces=None
+    ) -> int:
+        import orjson
+
+        self._guard()
+        model_keys = keys.all_model_keys(model_id)
+        ordered = [
+            keys.config(model_id),
+            keys.version(model_id),
+            keys.meta(model_id),
+            keys.state(model_id),
+            keys.layout(model_id),
+        ]
+        ordered += [key for key in model_keys if key not in ordered]
+        fields, layouts = encode_fields(arrays)
+        if replaces is None:
+            # registered before it is written, so that no failure leaves a model that is not
+            # listed (see list_models); a reset's model is registered already
+            self.client.sadd(keys.MODELS, model_id)
+        result = run_script(
+            self.client,
+            self._create,
+            ordered,
+            [replaces or ("1" if replace else "0"), orjson.dumps(config), incarnation]
+            + [len(fields), *_flat(fields), len(layouts), *_flat(layouts)],
+            self.wait,
+        )
+        if int(result) == -1:
+            raise ModelExists(f"a model with id {model_id!r} already exists", field="id")
+        if int(result) == -2:
+            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+        if int(result) == -3:
+            raise ModelChanged(f"model {model_id!r} was re-created during the reset")
+        self._remember(model_id, _Written(incarnation, 1, fields, layouts))
+        self.watch.saw(model_id, incarnation, 1)
+        if replaces is None:
+            # again: a deletion of the previous model of this id may have unregistered it
+            # between the first registration and the script
+            self.client.sadd(keys.MODELS, model_id)
+        return 1
+
+    @unavailable
+    def list_models(self) -> list[str]:
+        """The registered ids whose model exists.
+
+        ``aucs:models`` and a model's keys live in different slots of a Redis Cluster, so no
+        script may write both: a model is registered before it is written and again after
+        (:meth:`create_model`), unregistered after it is deleted and registered again if it
+        was re-created meanwhile (:meth:`delete_model`).  A failure in between leaves at worst
+        an id registered without a model, which is not listed (its config key is checked,
+        one pipeline, one round trip per master) and costs one set member until the id is
+        created or deleted.  The epoch markers are checked first: an emptied store lists no
+        models, which is a loss, not an answer."""
+        self._check_epoch(force=True)
+        self.watch.guard()
+        registered = sorted(_text(member) for member in self.client.smembers(keys.MODELS))
+        with self.client.pipeline(transaction=False) as pipe:
+            for model_id in registered:
+                pipe.exists(keys.config(model_id))
+            exists = pipe.execute() if registered else []
+        return [model_id for model_id, found in zip(registered, exists, strict=True) if found]
+
+    def _remember(self, model_id: str, written: _Written | None) -> None:
+        if written is None:
+            self._written.forget(model_id)
+        else:
+            self._written.remember(model_id, written)
+
+    def forget_cached(self, model_id: str) -> None:
+        self._written.forget(model_id)
+
+    @unavailable
+    def delete_model(self, model_id: str) -> None:
+        self._guard(model_id)
+        self.watch.forget(model_id)
+        self._remember(model_id, None)
+        deleted = self._delete(keys=keys.all_model_keys(model_id))
+        self.client.srem(keys.MODELS, model_id)
+        if self.client.exists(keys.config(model_id)):
+            # created again between the script and SREM: it stays listed
+            self.client.sadd(keys.MODELS, model_id)
+        if not int(deleted):
+            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")

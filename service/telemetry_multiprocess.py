@@ -1,0 +1,75 @@
+"""The directories of prometheus_client's multiprocess metrics (``aucstream serve --workers
+N``): one per server, made empty before its workers start, and removed once its server is gone
+-- even after ``kill -9``, told by a lock the server holds for as long as it runs."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+#: the prefix of the metrics directories ``aucstream serve`` makes in the temporary directory
+MULTIPROCESS_DIR_PREFIX = "aucstream-prometheus-"
+#: the file in such a directory its server holds a lock on for as long as it runs
+_OWNER_LOCK = "owner.lock"
+#: a directory without an owner lock (made by an earlier version, or being made) is left alone
+#: until it is this old (seconds)
+_UNOWNED_GRACE_SECONDS = 600
+
+
+def make_multiprocess_dir(parent: str | None = None) -> tuple[str, Any]:
+    """A new directory for the multiprocess metrics of this server, in ``parent`` (the system's
+    temporary directory), and the open lock file its server holds until it exits -- even
+    ``kill -9`` releases it, which tells :func:`remove_stale_multiprocess_dirs` that the
+    directory's owner is gone.  Stale directories are removed first."""
+    import fcntl
+    import tempfile
+
+    parent = parent or tempfile.gettempdir()
+    remove_stale_multiprocess_dirs(parent)
+    path = tempfile.mkdtemp(prefix=MULTIPROCESS_DIR_PREFIX, dir=parent)
+    owner = open(os.path.join(path, _OWNER_LOCK), "wb")  # noqa: SIM115 - held while serving
+    fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return path, owner
+
+
+def remove_stale_multiprocess_dirs(parent: str) -> list[str]:
+    """Remove the metrics directories of servers that are gone (killed before they could
+    remove their own): those of this user whose owner lock nobody holds.  Returns them."""
+    import fcntl
+    import shutil
+
+    removed = []
+    for entry in os.scandir(parent):
+        try:
+            if (
+                not entry.name.startswith(MULTIPROCESS_DIR_PREFIX)
+                or not entry.is_dir(follow_symlinks=False)
+                or entry.stat(follow_symlinks=False).st_uid != os.getuid()
+            ):
+                continue
+            lock = os.path.join(entry.path, _OWNER_LOCK)
+            age = time.time() - entry.stat(follow_symlinks=False).st_mtime
+            if not os.path.exists(lock):
+                if age < _UNOWNED_GRACE_SECONDS:
+                    continue
+            else:
+                with open(lock, "rb") as handle:
+                    try:
+                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:  # its server is running
+                        continue
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+        except OSError:  # gone meanwhile, or not ours to read: leave it
+            continue
+    return removed
+
+
+def reset_multiprocess_dir(path: str) -> None:
+    """Empty ``PROMETHEUS_MULTIPROC_DIR`` of a previous run's values (prometheus_client
+    requires it before the processes start: old files would be summed in)."""
+    os.makedirs(path, exist_ok=True)
+    for name in os.listdir(path):
+        if name.endswith(".db"):
+            os.remove(os.path.join(path, name))

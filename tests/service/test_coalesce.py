@@ -1,0 +1,288 @@
+"""The coalescer (service.engine.coalesce): concurrent requests to one model merged into one
+engine call and one commit, each answered with its own result, as if one after another."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from service.engine import Engine
+from service.engine.coalesce import ThreadCombiner, each_alone
+from service.errors import InvalidInput, ModelChanged, QueueFull, ServiceError
+from service.ingest import Batch
+from service.schemas import ModelCreate
+from service.settings import Settings
+from service.stores.memory import MemoryStore
+from service.stores.redis import RedisStore
+from service.stores.sqlite import SQLiteStore
+from tests.service.conftest import CLOCK_ARRAYS
+
+N_FEATURES = 4
+
+
+def make_engine(kind: str, tmp_path, **params) -> Engine:
+    store = MemoryStore() if kind == "memory" else SQLiteStore.open(tmp_path / "data")
+    engine = Engine(store, clock=lambda: 1_000_000.0)
+    engine.create_model(ModelCreate(id="m", n_features=N_FEATURES, **params))
+    return engine
+
+
+def batch(ids: list[str | None], seed: int, width: int = N_FEATURES, labelled=True) -> Batch:
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random(len(ids)) < 0.3, 1, -1).astype(np.int64) if labelled else None
+    return Batch(
+        rng.normal(size=(len(ids), width)), y, None if all(i is None for i in ids) else ids
+    )
+
+
+def learned_arrays(engine: Engine) -> dict[str, np.ndarray]:
+    _, _, arrays = engine.state_arrays("m")
+    return {name: value for name, value in arrays.items() if name not in CLOCK_ARRAYS}
+
+
+def assert_same_state(one: Engine, other: Engine) -> None:
+    left, right = learned_arrays(one), learned_arrays(other)
+    assert left.keys() == right.keys()
+    for name in left:
+        np.testing.assert_array_equal(left[name], right[name], err_msg=name)
+
+
+async def learn_all(engine: Engine, batches: list[Batch], want_scores: bool = False):
+    return await asyncio.gather(
+        *(engine.coalesce.learn("m", b, want_scores=want_scores) for b in batches),
+        return_exceptions=True,
+    )
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("params", [{}, {"learner": "spdam", "regret_window": 0}])
+def test_a_group_equals_its_requests_one_after_another(kind, params, tmp_path):
+    batches = [batch([f"e{k}", None, f"e{k}b"][: 1 + k % 3], seed=k) for k in range(40)]
+    batches.append(batch(["e3", "e39", "fresh"], seed=99))  # ids of earlier requests
+    merged = make_engine(kind, tmp_path / "a", **params)
+    results = asyncio.run(learn_all(merged, batches, want_scores=True))
+    assert merged.coalesce.groups < merged.coalesce.requests  # requests were merged
+    sequential = make_engine(kind, tmp_path / "b", **params)
+    for b, result in zip(batches, results, strict=True):
+        alone = sequential.learn("m", b, want_scores=True)
+        assert (result.received, result.learned) == (alone.received, alone.learned)
+        assert result.duplicate_ids == alone.duplicate_ids
+        np.testing.assert_array_equal(result.scores, alone.scores)
+    assert results[-1].duplicate_ids == ["e3", "e39"]
+    assert_same_state(merged, sequential)
+    assert merged.info("m").counts == sequential.info("m").counts
+
+
+def test_duplicate_ids_across_requests_of_one_group(tmp_path):
+    engine = make_engine("memory", tmp_path)
+    batches = [batch(["a"], 1), batch(["a"], 2), batch(["b", "a"], 3), batch(["a"], 4)]
+    results = asyncio.run(learn_all(engine, batches))
+    assert engine.coalesce.groups == 1
+    assert [r.learned for r in results] == [1, 0, 1, 0]
+    assert [r.duplicate_ids for r in results] == [[], ["a"], ["a"], ["a"]]
+    counts = engine.info("m").counts
+    # a request of nothing but duplicates (a retry) is not counted, as alone
+    assert counts.events_learned == 2 and counts.duplicates == 1
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_bad_request_fails_alone(kind, tmp_path):
+    engine = make_engine(kind, tmp_path)
+    good = [batch([f"g{k}"], k) for k in range(6)]
+    wrong_width = batch(["bad"], 7, width=N_FEATURES + 1)
+    unlabelled = batch(["bad2"], 8, labelled=False)
+    requests = [*good[:2], wrong_width, *good[2:4], unlabelled, *good[4:]]
+    results = asyncio.run(learn_all(engine, requests))
+    assert isinstance(results[2], ModelChanged)
+    assert isinstance(results[5], InvalidInput)
+    learned = [r for r in results if not isinstance(r, BaseException)]
+    assert len(learned) == 6 and all(r.learned == 1 for r in learned)
+    assert engine.info("m").counts.events_learned == 6
+    reference = make_engine(kind, tmp_path / "ref")
+    for b in good:
+        reference.learn("m", b)
+    assert_same_state(engine, reference)
+
+
+def test_a_server_error_is_every_request_answer_and_never_reapplied(tmp_path):
+    engine = make_engine("memory", tmp_path)
+    calls = []
+    original = engine.store.commit
+
+    def failing(model_id, commit):
+        calls.append(len(commit.learned_ids))
+        raise ServiceError("the store went away")
+
+    engine.store.commit = failing  # type: ignore[method-assign]
+    results = asyncio.run(learn_all(engine, [batch([f"e{k}"], k) for k in range(5)]))
+    assert all(isinstance(r, ServiceError) and r.status == 500 for r in results)
+    assert calls == [5]  # one merged commit, not re-run request by request
+    engine.store.commit = original  # type: ignore[method-assign]
+    assert engine.info("m").counts.events_learned == 0
+
+
+def test_a_request_alone_is_applied_at_once(tmp_path):
+    engine = make_engine("sqlite", tmp_path)
+
+    async def alone():
+        await engine.coalesce.learn("m", batch(["warm"], 0))
+        started = time.perf_counter()
+        result = await engine.coalesce.learn("m", batch(["x"], 1))
+        return result, time.perf_counter() - started
+
+    direct_started = time.perf_counter()
+    engine.learn("m", batch(["y"], 2))
+    direct = time.perf_counter() - direct_started
+    result, elapsed = asyncio.run(alone())
+    assert result.learned == 1
+    assert engine.coalesce.groups == engine.coalesce.requests == 2  # each in its own group
+    # no timer: the request costs its commit and a thread hop, not a batching delay
+    assert elapsed < direct + 0.05
+
+
+def test_many_tasks_and_threads_on_one_model(tmp_path):
+    """Tasks through the coalescer (merged) while threads call the engine directly: every
+    event is learned once, every request answered with its own counts."""
+    engine = make_engine("sqlite", tmp_path)
+    direct: list = []
+
+    def thread_work(number: int) -> None:
+        for k in range(10):
+            direct.append(engine.learn("m", batch([f"t{number}-{k}"], 1000 * number + k)))
+
+    async def tasks():
+        return await learn_all(engine, [batch([f"c{k}", f"c{k}x"], k) for k in range(150)])
+
+    threads = [threading.Thread(target=thread_work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    results = asyncio.run(tasks())
+    for thread in threads:
+        thread.join()
+    assert all(r.learned == 2 and r.duplicate_ids == [] for r in results)
+    assert len(direct) == 40 and all(r.learned == 1 for r in direct)
+    assert engine.info("m").counts.events_learned == 340
+    assert engine.coalesce.groups < engine.coalesce.requests
+
+
+def test_scores_of_a_group(tmp_path):
+    engine = make_engine("sqlite", tmp_path)
+    engine.learn("m", batch([f"l{k}" for k in range(50)], 5))
+    requests = [batch([f"s{k}"], k, labelled=False) for k in range(10)]
+    requests.append(batch(["s3", "s3"], 77, labelled=False))  # kept again: the later record
+    requests.insert(4, batch(["bad"], 8, width=N_FEATURES + 1, labelled=False))
+
+    async def run():
+        return await asyncio.gather(
+            *(engine.coalesce.score("m", b, probabilities=True) for b in requests),
+            return_exceptions=True,
+        )
+
+    results = asyncio.run(run())
+    assert isinstance(results[4], ModelChanged)
+    for b, result in zip(requests, results, strict=True):
+        if isinstance(result, BaseException):
+            continue
+        alone = engine.score("m", b, keep=False, probabilities=True)
+        np.testing.assert_array_equal(result.scores, alone.scores)
+        np.testing.assert_array_equal(result.probabilities, alone.probabilities)
+        assert result.kept == len(set(b.ids))
+    kept = engine.store.get_pending("m", ["s3", "s0", "bad"])
+    assert set(kept) == {"s3", "s0"}
+    later = engine.score("m", requests[-1], keep=False).scores[-1]
+    from service.codec import decode_pending
+
+    _, recorded = decode_pending([kept["s3"][0]], N_FEATURES, True)
+    assert recorded[0] == later
+
+
+def test_labels_of_a_group(tmp_path):
+    engine = make_engine("sqlite", tmp_path)
+    engine.score("m", batch([f"p{k}" for k in range(8)], 3, labelled=False))
+    requests = [
+        (["p0", "p1"], np.array([1, -1])),
+        (["p1"], np.array([1])),  # labelled by the request before
+        (["nope", "p2"], np.array([-1, -1])),
+        (["p3", "p3"], np.array([1, 1])),
+    ]
+
+    async def run():
+        return await asyncio.gather(*(engine.coalesce.labels("m", i, y) for i, y in requests))
+
+    results = asyncio.run(run())
+    assert engine.coalesce.groups == 1
+    assert [r.learned for r in results] == [2, 0, 1, 1]
+    assert results[1].statuses == [("p1", "duplicate")]
+    assert results[2].statuses == [("nope", "unknown"), ("p2", "learned")]
+    assert results[3].statuses == [("p3", "learned"), ("p3", "duplicate")]
+    assert engine.info("m").counts.labels_joined == 4
+
+
+def test_thread_combiner_many_threads():
+    """Callers on threads: each gets its own result, groups form while one is applied, a
+    payload refused alone fails alone, and every payload is applied once, in order per key."""
+    applied: dict[str, list[int]] = {"a": [], "b": []}
+    gate = threading.Event()
+
+    def apply(key: str, payloads: list[int]) -> list:
+        gate.wait(5)  # the first group holds until everyone queued behind it
+
+        def merged(group: list[int]) -> list[int]:
+            if any(p % 10 == 7 for p in group):
+                raise InvalidInput("one of them is bad")  # refused whole: nothing applied
+            applied[key].extend(group)
+            return [p * 2 for p in group]
+
+        return each_alone(merged, lambda p: merged([p])[0], payloads)
+
+    combiner = ThreadCombiner(apply)
+    results: dict[int, object] = {}
+
+    def call(p: int) -> None:
+        try:
+            results[p] = combiner("a" if p % 2 else "b", p)
+        except InvalidInput as error:
+            results[p] = error
+
+    threads = [threading.Thread(target=call, args=(p,)) for p in range(60)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)
+    gate.set()
+    for thread in threads:
+        thread.join(10)
+    assert sorted(results) == list(range(60))
+    for p, result in results.items():
+        if p % 10 == 7:
+            assert isinstance(result, InvalidInput)
+        else:
+            assert result == p * 2
+    # each good payload applied once, the bad ones never
+    assert sorted(applied["a"] + applied["b"]) == [p for p in range(60) if p % 10 != 7]
+    assert combiner.groups < combiner.calls == 60
+
+
+def test_queue_appends_of_one_moment_share_one_script(empty_redis):
+    import redis
+
+    from service.queue import StreamQueue
+
+    engine = Engine(RedisStore.open(Settings(store="redis", redis_url=empty_redis)))
+    engine.create_model(ModelCreate(id="m", n_features=N_FEATURES))
+    incarnation = engine.model("m").incarnation
+    queue = StreamQueue(redis.Redis.from_url(empty_redis), max_backlog_events=12)
+    requests = [queue.event_entries(batch([f"q{k}"] * 1, k)) for k in range(5)]
+    requests.insert(2, queue.event_entries(batch([f"big{k}" for k in range(20)], 9)))
+    appended = queue._append_requests("m", [(incarnation, r) for r in requests])
+    assert isinstance(appended[2], QueueFull)  # 20 events: over the bound alone
+    good = [a for a in appended if not isinstance(a, BaseException)]
+    assert [a.events for a in good] == [1] * 5
+    assert [a.backlog_events for a in good] == [1, 2, 3, 4, 5]
+    assert len({i for a in good for i in a.stream_ids}) == 5
+    merged = queue.append_group("m", incarnation, requests[:2])
+    assert [a.backlog_events for a in merged] == [6, 7]
+    assert merged[0].stream_ids < merged[1].stream_ids

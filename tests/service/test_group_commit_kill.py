@@ -1,0 +1,234 @@
+"""Nothing acknowledged is lost when the server is killed (``kill -9``) while groups of
+requests are being committed: a real uvicorn process, real HTTP, concurrent one-event clients
+(so requests are merged into groups, service.engine.coalesce), on SQLite, Redis (AOF synced on
+every write) and in queue mode.
+
+After the kill and a restart: every acknowledged event is in the model (sent again, it is a
+duplicate), none is counted twice (sending every event again learns exactly those that were not
+in), and the state equals a replay of the events learned.  Every event is the same labelled
+event (with its own id), so the replay does not depend on the order of the requests inside a
+group, which the clients cannot see."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+
+import httpx
+import numpy as np
+import pytest
+
+from loadtest.local import PrivateRedis, create_model, free_port, start_uvicorn, stop, wait_ready
+from service.engine import Engine
+from service.ingest import Batch
+from service.schemas import ModelCreate
+from service.stores.memory import MemoryStore
+from tests.service.conftest import CLOCK_ARRAYS, WORKER_ENV
+
+X = [0.5, -1.25, 2.0]
+MODEL = {"id": "m", "n_features": len(X), "regret_window": 0}
+CLIENTS = 16
+
+
+class Server:
+    def __init__(self, environment: dict[str, str], log) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.environment = {**os.environ, "AUCSTREAM_LOG_LEVEL": "warning", **environment}
+        self.log = log
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = start_uvicorn(
+            self.port, self.environment, access_log=False, stdout=self.log, stderr=self.log
+        )
+        wait_ready(self.url, self.process, timeout=180, interval=0.1)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+
+def send_until_killed(
+    url: str, seconds: float
+) -> tuple[list[str], list[str], list[threading.Thread]]:
+    """``CLIENTS`` threads posting one event each, back to back, for ``seconds``: the lists
+    they fill with the ids acknowledged (2xx) and with those whose answer never came (the
+    kill), and the threads."""
+    acknowledged: list[str] = []
+    unknown: list[str] = []
+    deadline = time.monotonic() + seconds
+
+    def client(number: int) -> None:
+        with httpx.Client(base_url=url, timeout=30) as http:
+            n = 0
+            while time.monotonic() < deadline:
+                event_id = f"c{number}-{n}"
+                n += 1
+                try:
+                    response = http.post(
+                        "/v1/models/m/events", json={"events": [{"id": event_id, "x": X, "y": 1}]}
+                    )
+                except httpx.TransportError:
+                    unknown.append(event_id)
+                    return
+                assert response.status_code in (200, 202), response.text
+                acknowledged.append(event_id)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    return acknowledged, unknown, threads
+
+
+def kill_while_sending(server: Server, *others: subprocess.Popen) -> tuple[list[str], list[str]]:
+    acknowledged, unknown, threads = send_until_killed(server.url, seconds=60)
+    while len(acknowledged) < 300:  # groups are being committed
+        time.sleep(0.02)
+    server.kill()
+    for process in others:
+        process.kill()
+        process.wait()
+    for thread in threads:
+        thread.join(timeout=60)
+    return list(acknowledged), list(unknown)
+
+
+def replayed_state(n_events: int) -> dict[str, np.ndarray]:
+    engine = Engine(MemoryStore())
+    engine.create_model(ModelCreate(**MODEL))
+    y = np.ones(n_events, dtype=np.int64)
+    engine.learn("m", Batch(np.tile(X, (n_events, 1)), y, [f"r{k}" for k in range(n_events)]))
+    return engine.state_arrays("m")[2]
+
+
+def check_nothing_lost(url: str, acknowledged: list[str], unknown: list[str], queue: bool):
+    with httpx.Client(base_url=url, timeout=60) as http:
+        if queue:  # the backlog is learned by the worker
+            deadline = time.monotonic() + 120
+            while http.get("/v1/models/m").json()["counts"]["events_learned"] < len(acknowledged):
+                assert time.monotonic() < deadline, "the queued events were not all learned"
+                time.sleep(0.2)
+            time.sleep(1.0)  # entries of unknown outcome, if appended, are learned too
+        counts = http.get("/v1/models/m").json()["counts"]
+        learned = counts["events_learned"]
+        assert len(acknowledged) <= learned <= len(acknowledged) + len(unknown)
+        # the model's state is what learning that many events gives, once each
+        snapshot = http.get("/v1/models/m/snapshot")
+        assert snapshot.status_code == 200
+        with zipfile.ZipFile(io.BytesIO(snapshot.content)) as archive:
+            stored = {
+                name.removeprefix("arrays/").removesuffix(".npy"): np.load(
+                    io.BytesIO(archive.read(name)), allow_pickle=False
+                )
+                for name in archive.namelist()
+                if name.startswith("arrays/")
+            }
+        assert stored
+        expected = replayed_state(learned)
+        assert stored.keys() == expected.keys()
+        for name, value in expected.items():
+            if name in CLOCK_ARRAYS:
+                continue
+            np.testing.assert_array_equal(stored[name], value, err_msg=name)
+        if queue:
+            return
+        # every acknowledged event is in: sent again, each is a duplicate
+        for start in range(0, len(acknowledged), 500):
+            part = acknowledged[start : start + 500]
+            again = http.post(
+                "/v1/models/m/events", json={"events": [{"id": i, "x": X, "y": 1} for i in part]}
+            ).json()
+            assert again["learned"] == 0 and again["duplicate_ids"] == part
+        # none twice: the unknown ones learned now are exactly those that were not in
+        if unknown:
+            rest = http.post(
+                "/v1/models/m/events",
+                json={"events": [{"id": i, "x": X, "y": 1} for i in unknown]},
+            ).json()
+            assert learned + rest["learned"] == len(acknowledged) + len(unknown)
+
+
+def test_sqlite_kill_during_group_commits(tmp_path):
+    with open(tmp_path / "server.log", "ab") as log:
+        server = Server(
+            {"AUCSTREAM_STORE": "sqlite", "AUCSTREAM_DATA_DIR": str(tmp_path / "data")}, log
+        )
+        server.start()
+        try:
+            with httpx.Client(base_url=server.url, timeout=60) as http:
+                create_model(http, MODEL)
+            acknowledged, unknown = kill_while_sending(server)
+            server.start()
+            check_nothing_lost(server.url, acknowledged, unknown, queue=False)
+        finally:
+            stop(server.process)
+
+
+@pytest.fixture
+def synced_redis():
+    """A private redis-server whose AOF is synced on every write."""
+    redis = PrivateRedis("aof", "--appendfsync", "always")
+    redis.start()
+    yield redis
+    redis.close()
+
+
+def test_redis_kill_during_group_commits(tmp_path, synced_redis):
+    with open(tmp_path / "server.log", "ab") as log:
+        server = Server({"AUCSTREAM_STORE": "redis", "AUCSTREAM_REDIS_URL": synced_redis.url}, log)
+        server.start()
+        try:
+            with httpx.Client(base_url=server.url, timeout=60) as http:
+                create_model(http, MODEL)
+            acknowledged, unknown = kill_while_sending(server)
+            synced_redis.kill()  # Redis too: what it acknowledged is in its AOF
+            synced_redis.start()
+            server.start()
+            check_nothing_lost(server.url, acknowledged, unknown, queue=False)
+        finally:
+            stop(server.process)
+
+
+def test_queue_mode_kill_during_group_commits(tmp_path, synced_redis):
+    environment = {
+        "AUCSTREAM_STORE": "redis",
+        "AUCSTREAM_REDIS_URL": synced_redis.url,
+        "AUCSTREAM_MODE": "queue",
+    }
+    worker_env = {**os.environ, **WORKER_ENV, **environment}
+
+    def worker(name: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "worker", "--name", name],
+            env=worker_env,
+            stdout=log,
+            stderr=log,
+        )
+
+    with open(tmp_path / "server.log", "ab") as log:
+        server = Server(environment, log)
+        server.start()
+        first = worker("w1")
+        second = None
+        try:
+            with httpx.Client(base_url=server.url, timeout=60) as http:
+                create_model(http, MODEL)
+            acknowledged, unknown = kill_while_sending(server, first)
+            synced_redis.kill()
+            synced_redis.start()
+            server.start()
+            second = worker("w2")
+            check_nothing_lost(server.url, acknowledged, unknown, queue=True)
+        finally:
+            stop(server.process)
+            for process in (first, second):
+                if process is not None and process.poll() is None:
+                    process.kill()
+                    process.wait()

@@ -18,6 +18,7 @@ import numpy as np
 from core._kernels import auto as kernels
 from core.errors import InvalidState
 from core.learners import check_pauc_range
+from core.learners._mix_fallback import fall_back_to_best
 from core.learners._state import (
     VALUE_BOUND,
     Count,
@@ -258,6 +259,7 @@ def evaluate(
     paucs, aucs = own["window_pauc"], own["window_auc"]
     if temperature > 0.0:
         mix_weights(paucs, temperature, own["served_weights"])
+        fall_back_to_best(own, window_scores, labels, alpha, beta)
     # highest pAUC, then AUC, then the lowest index (lexsort: last key is the primary)
     best = int(np.lexsort((np.arange(len(paucs)), -aucs, -paucs))[0])
     leader = int(own["leader"][0])

@@ -101,7 +101,8 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
     """Served scores of the mix (docs/algorithms/auto.md (auto.9)-(auto.10)), one event at a
     time: each candidate's score standardised by the mean and population std of its scores
     before it (np.mean / np.std of the list so far), weighted by a softmax of the windowed
-    pAUCs at the last deciding evaluation (equal weights before), shares < 1e-3 dropped."""
+    pAUCs at the last deciding evaluation (equal weights before), shares < 1e-3 dropped, the
+    best candidate alone when that mix does not beat it on the window."""
     early = set()
     while first is not None and first < every:
         early.add(first)
@@ -134,6 +135,16 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
         shares /= shares.sum()
         shares[shares < 1e-3] = 0.0
         weights = shares / shares.sum()
+        # the mix falls back to the best candidate unless it beats it on the window
+        recent = candidate_scores[:, max(0, t + 1 - window) : t + 1]
+        spreads = [candidate_scores[k, : t + 1].std() for k in range(n_candidates)]
+        mix = sum(weights[k] / spreads[k] * recent[k] for k in range(n_candidates)
+                  if weights[k] > 0 and spreads[k] > 0)  # fmt: skip
+        aucs = [auc(window_labels, recent[k]) for k in range(n_candidates)]
+        best = max(range(n_candidates), key=lambda k: (paucs[k], aucs[k], -k))
+        mix_metrics = (pauc(window_labels, mix, *pauc_range), auc(window_labels, mix))
+        if weights[best] < 1.0 and mix_metrics <= (paucs[best], aucs[best]):
+            weights = np.eye(n_candidates)[best]
     return np.array(served), weights
 
 
@@ -555,8 +566,9 @@ def test_the_mix_agrees_with_the_naive_reference(scaling):
     board = model.leaderboard()
     np.testing.assert_allclose([row["weight"] for row in board["candidates"]], weights, rtol=1e-12)
     assert board["temperature"] == MIX["temperature"]
-    # the bad first candidate's share fell below 1e-3 and was dropped; the others share
-    assert weights[0] == 0.0 and 0.0 < weights[1] < 1.0 and 0.0 < weights[2] < 1.0
+    # the bad first candidate's share fell below 1e-3 and was dropped; of the others, the mix
+    # of their shares did not beat the better one on the last window, which is served alone
+    assert weights[0] == 0.0 and sorted(weights[1:]) == [0.0, 1.0]
     # scoring new rows: the same mix with the statistics of every event learned
     scaled = scale_batch(scaling, model.state_, X, learn=False)
     expected_scores = sum(

@@ -34,7 +34,7 @@ from core.learners._candidates import (
     WIDE_FEATURES,
     default_candidates,
 )
-from core.learners.boosted_embedded import background_fits
+from core.learners.boosted_embedded import BoostedEmbedded, background_fits
 from core.learners.tree_embedded import TreeEmbedded
 from core.metrics.calibration import OnlineCalibrator
 from core.metrics.drift import DriftDetector
@@ -181,7 +181,7 @@ def _compile_tree(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
     for batch in (X, sparse):
         learner = make_learner("tree_embedded", scaling="none", **tree_params)
         _exercise(learner, batch, y, 2)
-        boosted = make_learner("boosted_embedded", scaling="none", **boosted_params)
+        boosted = BoostedEmbedded(scaling="none", **boosted_params)
         _exercise(boosted, batch, y, 1)
         boosted.refit()  # with the service's background fits on, learning leaves it due
         _exercise(boosted, batch, y, 1)
@@ -239,7 +239,8 @@ def compile_kernels(
 
 def _learners_in(learner: str, params: Mapping[str, Any]) -> set[str]:
     """``learner`` and the learners it composes: ``auto``'s candidates, ``tree_embedded``'s
-    and ``boosted_embedded``'s inner learner (recursively; malformed entries are left to the learner's own checks)."""
+    and ``boosted_embedded``'s inner learner (recursively; malformed entries are left to the
+    learner's own checks)."""
     names = {learner}
     if learner == "auto" and isinstance(params.get("candidates"), list | tuple):
         for spec in params["candidates"]:
@@ -247,7 +248,7 @@ def _learners_in(learner: str, params: Mapping[str, Any]) -> set[str]:
                 own = spec.get("params")
                 names |= _learners_in(spec["learner"], own if isinstance(own, Mapping) else {})
     if learner in ("tree_embedded", "boosted_embedded"):
-        wrapper = TreeEmbedded if learner == "tree_embedded" else learner_class(learner)
+        wrapper = TreeEmbedded if learner == "tree_embedded" else BoostedEmbedded
         inner = params.get("learner", wrapper.learner)
         own = params.get("params")
         if isinstance(inner, str):

@@ -1,4 +1,4 @@
-"""Per-event cost of ``auto`` with the boosted candidate against today's default tournament,
+"""Per-event cost of ``auto`` with the boosted candidate against the tree candidate before it,
 on the request path (the fits left to a background fitter, as in the service) and in all (the
 fits run inline, as in a library).
 
@@ -7,13 +7,15 @@ fits run inline, as in a library).
 A dense standard-normal stream (5 % positives, a non-linear rule) is learned with
 ``prequential_step`` in batches of ``--batch`` events; then the same events are scored.  Times
 are the thread's CPU time, best of ``--repeats`` runs alternated between the models.  With
-``background_fits`` the request thread never fits; the fits' own CPU is measured apart
-(``FitJob.run`` and ``prepare`` over the fits the inline run made).
+``off path`` the fits are left to a background fitter, as in the service: its part (the fit and
+the inner learner's relearning of the job's buffer) is not counted, taking the job and
+installing it are.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -26,32 +28,37 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.learners import make_learner  # noqa: E402
-from core.learners._candidates import DEFAULT_CANDIDATES  # noqa: E402
+from core.learners._candidates import DEFAULT_CANDIDATES, TREE_CANDIDATE  # noqa: E402
 from core.learners.boosted_embedded import background_fits  # noqa: E402
+from service.engine.refit import due_parts  # noqa: E402
 
-BOOSTED = {
-    "learner": "boosted_embedded",
-    "params": {"learner": "logistic", "params": {"base_rate_offset": True, "solver": "ftrl"}},
-}
 MODELS = {
-    "auto (today's default: logistic, ftrl_pauc, tree_embedded)": {},
-    "auto (logistic, ftrl_pauc, boosted_embedded)": {
-        "candidates": [*DEFAULT_CANDIDATES[:2], BOOSTED]
+    "auto (the default before: logistic, ftrl_pauc, tree_embedded)": {
+        "candidates": [*DEFAULT_CANDIDATES[:2], TREE_CANDIDATE]
     },
+    "auto (default: logistic, ftrl_pauc, boosted_embedded)": {},
 }
 
 
 def learn(params, X, y, batch, deferred):
+    """Thread CPU of learning (less the background fitter's part when ``deferred``: the fit
+    and the inner learner's relearning of the job's buffer; taking the job and installing it
+    stay on the path) and of scoring."""
     model = make_learner("auto", **params)
+    off_path = 0.0
     start = time.thread_time()
-    if deferred:
-        with background_fits():
-            for first in range(0, len(y), batch):
-                model.prequential_step(X[first : first + batch], y[first : first + batch])
-    else:
+    with background_fits() if deferred else contextlib.nullcontext():
         for first in range(0, len(y), batch):
             model.prequential_step(X[first : first + batch], y[first : first + batch])
-    learned = time.thread_time() - start
+            for _, part in due_parts(model) if deferred else ():
+                job = part.fit_job()
+                begun = time.thread_time()
+                ensemble = job.run()
+                prepared = part.prepare(ensemble, job)
+                off_path += time.thread_time() - begun
+                part.install(ensemble, job, prepared)
+                model._refresh_view()
+    learned = time.thread_time() - start - off_path
     start = time.thread_time()
     for first in range(0, len(y), batch):
         model.decision_function(X[first : first + batch])
@@ -86,22 +93,6 @@ def main(argv=None) -> int:
         where = "off path" if deferred else "inline"
         print(f"{label:<62} {where:<10} {1e6 * learned / args.events:>11.2f} "
               f"{1e6 * scored / args.events:>11.2f}")  # fmt: skip
-    # the background fits' own CPU: the inline run's fits, made again as jobs
-    model = make_learner("boosted_embedded", **BOOSTED["params"])
-    fits_cpu, fits = 0.0, 0
-    with background_fits():
-        for first in range(0, args.events, args.batch):
-            model.partial_fit(X[first : first + args.batch], y[first : first + args.batch])
-            if model.fit_due():
-                job = model.fit_job()
-                start = time.thread_time()
-                ensemble = job.run()
-                prepared = model.prepare(ensemble, job)
-                fits_cpu += time.thread_time() - start
-                model.install(ensemble, job, prepared)
-                fits += 1
-    print(f"background fits: {fits}, {fits_cpu:.2f} s of CPU "
-          f"({1e6 * fits_cpu / args.events:.2f} us per event)")  # fmt: skip
     print("load average:", open("/proc/loadavg").read().strip())
     return 0
 

@@ -15,7 +15,9 @@ fit is still due.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -25,7 +27,7 @@ import numpy as np
 from core.learners._base import OnlineLearner
 from core.learners._composed import ComposedState
 from core.learners.boosted_embedded import BoostedEmbedded, FitJob, background_fits
-from service.engine.fit_process import FitProcess
+from service.engine.fit_process import NICENESS, FitProcess
 from service.engine.model import Loaded
 from service.engine.repository import ModelRepository
 from service.errors import ServiceError
@@ -111,6 +113,10 @@ class Refitter:
             self._deferring = None
 
     def _run(self) -> None:
+        # this thread's share of the CPU after the requests' (Linux schedules threads
+        # apart): the relearning of a fit's buffer runs here, the fit in the child process
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICENESS)
         while not self._stop.wait(self.interval):
             try:
                 self.sweep()

@@ -1,4 +1,5 @@
-"""A learner wrapped around another (``boosted_embedded``'s inner learner): its parameters
+"""A learner wrapped around another (the inner learner of ``tree_embedded`` and
+``boosted_embedded``): its parameters
 (``learner``, ``params``, ``pauc_range``), their checks, and the part under ``inner:`` of the
 composed state (:mod:`core.learners._composed`)."""
 
@@ -9,9 +10,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from core.errors import InvalidParameter
-from core.learners import learner_class, make_learner
+from core.learners import check_pauc_range, learner_class, make_learner
 from core.learners._base import OnlineLearner
-from core.validation import check_fpr_range
 
 INNER_PREFIX = "inner:"
 
@@ -45,15 +45,7 @@ class WrapsInner:
         if not isinstance(self.params, dict | None):
             raise InvalidParameter(f"params must be a dict, got {self.params!r}", param="params")
         if self.pauc_range is not None:
-            try:
-                alpha, beta = (float(bound) for bound in self.pauc_range)
-                check_fpr_range(alpha, beta)
-            except (TypeError, ValueError):
-                raise InvalidParameter(
-                    f"pauc_range must be [alpha, beta] with 0 <= alpha < beta <= 1, got "
-                    f"{self.pauc_range!r}",
-                    param="pauc_range",
-                ) from None
+            check_pauc_range(self.pauc_range)
         try:
             make_learner(self.learner, **self._inner_params())
         except (ValueError, TypeError) as error:

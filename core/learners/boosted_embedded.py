@@ -257,13 +257,18 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
                               int(self._own_state["ens_trees"][0]), features.shape[1])  # fmt: skip
 
     # ------------------------------------------------------------------ the buffer
-    def _buffered(self) -> tuple[np.ndarray, np.ndarray]:
-        """The buffer's rows and labels, oldest first (copies)."""
+    def _order(self) -> np.ndarray:
+        """The buffer's slots, oldest event first."""
         own = self._own_state
         fill, start = int(own["buffer_fill"][0]), int(own["buffer_next"][0])
-        order = np.arange(fill) if fill < self.buffer_size else np.roll(
-            np.arange(self.buffer_size), -start)  # fmt: skip
-        return own["buffer_X"][order], own["buffer_y"][order]
+        if fill < self.buffer_size:
+            return np.arange(fill)
+        return np.roll(np.arange(self.buffer_size), -start)
+
+    def _buffered(self) -> tuple[np.ndarray, np.ndarray]:
+        """The buffer's rows and labels, oldest first (copies)."""
+        order = self._order()
+        return self._own_state["buffer_X"][order], self._own_state["buffer_y"][order]
 
     def _remember(self, X, y) -> None:
         own = self._own_state
@@ -285,7 +290,9 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
         ready, fill = int(own["ready"][0]), int(own["buffer_fill"][0])
         if ready and self.refit_every is None:
             return np.zeros(len(upcoming) + 1, dtype=bool)
-        labels = np.concatenate((self._buffered()[1], np.asarray(upcoming, dtype=np.int64)))
+        # the labels only: a background fitter asks this often, under the model's lock
+        buffered = own["buffer_y"][self._order()]
+        labels = np.concatenate((buffered, np.asarray(upcoming, dtype=np.int64)))
         steps = np.arange(len(upcoming) + 1)
         if ready:
             counted = int(own["since_fit"][0]) + steps >= self._interval()
@@ -369,7 +376,7 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
     def refit(self) -> bool:
         """Fit now, synchronously, on the buffer (False when it lacks two events of a class)."""
         self._check_initialized()
-        _, labels = self._buffered()
+        labels = self._own_state["buffer_y"][self._order()]
         if min(int((labels > 0).sum()), int((labels <= 0).sum())) < 2:
             return False
         job = self.fit_job()

@@ -78,11 +78,11 @@ def test_scoring_answers_while_a_fit_runs(client, monkeypatch):
     post(client, X, y, 0, 160)
     assert started.wait(60)
     try:
-        began = time.monotonic()
         response = client.post("/v1/models/m/score", json=events_json(X[300:310]))
         assert response.status_code == 200, response.text
         post(client, X, y, 160, 200)  # learning goes on with the old (no) ensemble too
-        assert time.monotonic() - began < 5.0
+        # both answered while the fit is held: neither waited for it
+        assert not release.is_set()
         assert client.app.state.engine.repository.read("m").learner.fits_ == 0
     finally:
         release.set()

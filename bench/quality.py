@@ -23,6 +23,8 @@ Protocol, per data set (``bench/datasets.py``) and seed:
   then ``learn_one``; SGD: ``decision_function`` on the batch, then ``partial_fit`` on it);
   ``preq`` metrics are over those scores, ``test`` metrics are the final model's on the test
   split;
+* ``hgb`` (scikit-learn's batch ``HistGradientBoostingClassifier``, defaults) learns from the
+  raw training split at once: the ceiling of a batch non-linear model;
 * ``logreg`` (batch, ``C=1``) always sees standardised input, so it is the same number in both
   conditions: the ceiling a batch user gets.  ``sgd`` and ``river`` on raw input put an online
   standard scaler in front, as their users would (sklearn ``StandardScaler.partial_fit`` per
@@ -68,7 +70,7 @@ TIE = 0.002
 #: (both conditions, 5 seeds, every learner and peer) takes a few minutes of one core
 #: (bench/README.md has the measured time); ``--max-n 10000`` cuts it further.
 DEFAULT_MAX_N = 50_000
-PEERS = ("logreg", "sgd", "river")
+PEERS = ("logreg", "sgd", "river", "hgb")
 CONDITIONS = ("raw", "standardised")
 METRICS = ("preq_auc", "preq_pauc", "test_auc", "test_pauc")
 
@@ -210,6 +212,15 @@ def run_logreg(X_train_std, y_train, X_test_std):
     return None, model.decision_function(X_test_std)
 
 
+def run_hgb(X_train, y_train, X_test, seed):
+    """scikit-learn's batch ``HistGradientBoostingClassifier`` with its defaults, on all the
+    training data (trees do not care about scaling: one fit serves both conditions)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    model = HistGradientBoostingClassifier(random_state=seed).fit(X_train, y_train)
+    return None, model.decision_function(X_test)
+
+
 def resolve_learner(name: str, overrides: dict) -> tuple[str, dict]:
     """``(registry name, params)`` of a learner or of a variant defined in ``--params``.
 
@@ -232,7 +243,7 @@ def run_job(job) -> list[dict]:
     info = {"set": set_name, "seed": seed, "n": len(y), "n_full": n_full, "d": X.shape[1],
             "pos_rate": float(y.mean())}  # fmt: skip
     rows = []
-    logreg = None
+    logreg = hgb = None
     extra_peers = libauc_peers() if any(name.startswith("sopa") for name in learners) else {}
     for condition in conditions:
         X_tr, X_te = inputs[condition]
@@ -243,6 +254,11 @@ def run_job(job) -> list[dict]:
                     logreg = run_logreg(X_train_std, y_train, X_test_std)
                     logreg_seconds = time.perf_counter() - started
                 preq, test_scores = logreg
+            elif learner == "hgb":
+                if hgb is None:  # the same model in both conditions: fit once
+                    hgb = run_hgb(X_train, y_train, X_test, seed)
+                    hgb_seconds = time.perf_counter() - started
+                preq, test_scores = hgb
             elif learner == "sgd":
                 preq, test_scores = run_sgd(condition, X_tr, y_train, X_te, seed)
             elif learner == "river":
@@ -260,7 +276,9 @@ def run_job(job) -> list[dict]:
                     preq, test_scores = None, None
                     refused = str(error).split(";")[0]
             # logreg's one fit is shown in both conditions' rows
-            seconds = logreg_seconds if learner == "logreg" else time.perf_counter() - started
+            seconds = time.perf_counter() - started
+            if learner in ("logreg", "hgb"):
+                seconds = logreg_seconds if learner == "logreg" else hgb_seconds
             row = {**info, "condition": condition, "learner": learner, "seconds": seconds}
             row["preq_auc"], row["preq_pauc"] = (
                 metrics(y_train, preq) if preq is not None else (math.nan, math.nan)

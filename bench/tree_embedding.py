@@ -1,9 +1,11 @@
-"""Scoring throughput of the tree-path embedding (docs/algorithms/poise.md (poise.9)).
+"""Scoring throughput of the tree-path embedding (docs/algorithms/poise.md (poise.9)) and of
+the boosted-leaves embedding (docs/algorithms/boosted_embedded.md (boosted_embedded.2)).
 
 Events per second, in process, at depth 8 and 50 features (target: >= 1M events/s), of
 ``tree_embedded``'s ``decision_function`` (the embedding kernel and the inner learner's CSR
 scores, in chunks of SCORE_CHUNK events) and of the embedding kernel alone on such chunks;
-plain ``poise`` scoring of the raw 50 features is the reference.
+plain ``poise`` scoring of the raw 50 features is the reference; then ``boosted_embedded``'s
+kernel, scores and learning (its default ensemble, fitted once on the training events).
 
     python bench/tree_embedding.py [--events 1000000] [--repeats 5]
 """
@@ -54,6 +56,18 @@ def main(argv=None) -> int:
         print(f"{f'embedding kernel only ({embedding})':<44} {rate:>14,.0f}")
         rate = best_rate(lambda m=model: m.decision_function(X), args.events, args.repeats)
         print(f"{f'tree_embedded(poise) scores ({embedding})':<44} {rate:>14,.0f}")
+    # boosted_embedded: the ensemble's leaves (50 trees of 15 leaves, its defaults), fitted
+    # once on the 20,000 events, then learning as it scores (prequential_step)
+    boosted = make_learner("boosted_embedded", buffer_size=20_000, first_fit=20_000,
+                           refit_every=None).partial_fit(X_train, y_train)  # fmt: skip
+    rate = best_rate(lambda: [boosted.transform(c) for c in chunks], args.events, args.repeats)
+    print(f"{'boosted embedding kernel only':<44} {rate:>14,.0f}")
+    rate = best_rate(lambda: boosted.decision_function(X), args.events, args.repeats)
+    print(f"{'boosted_embedded(logistic) scores':<44} {rate:>14,.0f}")
+    y = np.where(rng.random(args.events) < 0.1, 1, -1)
+    learns = X[: args.events // 10], y[: args.events // 10]
+    rate = best_rate(lambda: boosted.prequential_step(*learns), len(learns[1]), 1)
+    print(f"{'boosted_embedded(logistic) learns':<44} {rate:>14,.0f}")
     return 0
 
 

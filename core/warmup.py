@@ -29,7 +29,13 @@ from core import metrics
 from core._kernels._config import drop_stale_cache
 from core.errors import InvalidParameter
 from core.learners import available_learners, learner_class, make_learner
-from core.learners._candidates import WIDE_FEATURES, default_candidates
+from core.learners._candidates import (
+    BOOSTED_CANDIDATE,
+    SINGLE_FIT_TREE_CANDIDATE,
+    WIDE_FEATURES,
+    default_candidates,
+)
+from core.learners.boosted_embedded import BoostedEmbedded, background_fits
 from core.learners.tree_embedded import TreeEmbedded
 from core.metrics.calibration import OnlineCalibrator
 from core.metrics.drift import DriftDetector
@@ -45,7 +51,9 @@ READY_GROUPS = (DEFAULT_PATH, "metrics", "regret")
 TREE = "tree"
 #: the learners the default path runs: ``auto``, its default candidates (narrow and wide
 #: tournaments, the fast candidate of ``track_drift``) and the tree candidate's inner learner
-DEFAULT_PATH_LEARNERS = frozenset({"auto", "logistic", "ftrl_pauc", "tree_embedded", "pmb"})
+DEFAULT_PATH_LEARNERS = frozenset(
+    {"auto", "logistic", "ftrl_pauc", "boosted_embedded", "tree_embedded", "pmb"}
+)
 #: the scalings ``"scaling": "auto"`` resolves to (dense; sparse and hashed models)
 DEFAULT_SCALINGS = frozenset({"standard", "scale"})
 
@@ -113,10 +121,13 @@ def _compile_default_path(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> No
     the scaling ``"auto"`` resolves to): the default tournament of a model of this width and
     that of models wider than ``WIDE_FEATURES``, each on dense and on CSR events."""
     wide = list(default_candidates(WIDE_FEATURES + 1, track_drift=True))
-    for candidates in (None, wide):
-        for scaling, batch in (("standard", X), ("scale", sparse), ("scale", X)):
-            learner = make_learner("auto", candidates=candidates, track_drift=True, scaling=scaling)
-            _exercise(learner, batch, y, AUTO_ROUNDS)
+    # the boosted candidate's fits (scikit-learn's import) belong to the tree group
+    with background_fits():
+        for candidates in (None, wide):
+            for scaling, batch in (("standard", X), ("scale", sparse), ("scale", X)):
+                learner = make_learner("auto", candidates=candidates, track_drift=True,
+                                       scaling=scaling)  # fmt: skip
+                _exercise(learner, batch, y, AUTO_ROUNDS)
 
 
 def _compile_metrics(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
@@ -157,16 +168,24 @@ def _compile_regret(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
 
 
 def _compile_tree(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
-    """A grown tree embedding, as the default tree candidate grows one on a model's first
-    2,000 labelled events: the fit (whose first call in a process imports scikit-learn's trees
-    and imbalanced-learn's SMOTE, seconds that belong to the start and not to the request that
-    brings some model's 2,000th event) and the kernels that embed events in the grown tree."""
+    """Grown trees, as the default tournament's tree candidates grow them: the tree embedding
+    (models of 250 to 1,000 features) and the boosted ensemble (narrower ones).  Their fits'
+    first calls in a process import scikit-learn and imbalanced-learn, seconds that belong to
+    the start and not to the request that brings some model's fit; then the kernels that embed
+    events in the grown trees."""
     _fit_tree()
-    tree_params = dict(default_candidates(None, track_drift=False)[-1]["params"])
+    tree_params = dict(SINGLE_FIT_TREE_CANDIDATE["params"])
     tree_params.update(n_fit_events=len(y), refit_events=2 * len(y), min_samples_leaf=2)
+    boosted_params = dict(BOOSTED_CANDIDATE["params"])
+    boosted_params.update(first_fit=len(y), buffer_size=len(y), n_trees=2, max_leaves=3,
+                          min_samples_leaf=2)  # fmt: skip
     for batch in (X, sparse):
         learner = make_learner("tree_embedded", scaling="none", **tree_params)
         _exercise(learner, batch, y, 2)
+        boosted = BoostedEmbedded(scaling="none", **boosted_params)
+        _exercise(boosted, batch, y, 1)
+        boosted.refit()  # with the service's background fits on, learning leaves it due
+        _exercise(boosted, batch, y, 1)
 
 
 def _fit_tree() -> None:
@@ -222,15 +241,17 @@ def compile_kernels(
 
 def _learners_in(learner: str, params: Mapping[str, Any]) -> set[str]:
     """``learner`` and the learners it composes: ``auto``'s candidates, ``tree_embedded``'s
-    inner learner (recursively; malformed entries are left to the learner's own checks)."""
+    and ``boosted_embedded``'s inner learner (recursively; malformed entries are left to the
+    learner's own checks)."""
     names = {learner}
     if learner == "auto" and isinstance(params.get("candidates"), list | tuple):
         for spec in params["candidates"]:
             if isinstance(spec, Mapping) and isinstance(spec.get("learner"), str):
                 own = spec.get("params")
                 names |= _learners_in(spec["learner"], own if isinstance(own, Mapping) else {})
-    if learner == "tree_embedded":
-        inner = params.get("learner", TreeEmbedded.learner)
+    if learner in ("tree_embedded", "boosted_embedded"):
+        wrapper = TreeEmbedded if learner == "tree_embedded" else BoostedEmbedded
+        inner = params.get("learner", wrapper.learner)
         own = params.get("params")
         if isinstance(inner, str):
             names |= _learners_in(inner, own if isinstance(own, Mapping) else {})

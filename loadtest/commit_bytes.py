@@ -5,7 +5,7 @@
 In-process, through the engine's group calls (``service.engine.coalesce`` makes these groups
 of concurrent one-event requests): a default model (learner ``auto``, regret window on) learns
 groups of one-event requests with fresh ids, and ``/score`` keeps groups of one-event records.
-Per event it prints the state bytes the commit sends (the 16 KiB chunks that changed, see
+Per event it prints the state bytes the commit sends (the chunks that changed, see
 ``service.stores.fields``) and the bytes the WAL grew by (every page the transaction wrote,
 what is synced to the disk), with the WAL's automatic checkpoint off during the measurement.
 """

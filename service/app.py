@@ -29,6 +29,7 @@ from service.auth import require_api_key
 from service.body_guard import BodyGuard
 from service.deps import Services
 from service.engine import Engine
+from service.engine.refit import Refitter
 from service.errors import MalformedBody, ServiceError, StoreUnavailable, WarmingUp
 from service.fastlane import LaneApp
 from service.ingest.objects import json_error_detail
@@ -153,6 +154,11 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             threading.Thread(target=_warm, args=(app.state.warm,), daemon=True).start()
         else:
             app.state.warm.set()
+        # boosted ensembles are fitted by a thread of their own, off the request path (in
+        # queue mode by the writer, the queue worker)
+        refitter = app.state.refitter = Refitter(app.state.engine.repository)
+        if app.state.queue is None:
+            refitter.start()
         sweeper = asyncio.create_task(_sweep_forever(app.state.engine, settings))
         tasks = [sweeper]
         if settings.workers > 1:
@@ -164,6 +170,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            await asyncio.to_thread(refitter.stop)
             app.state.engine.coalesce.close()
             if store is None:
                 app.state.store.close()

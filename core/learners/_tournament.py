@@ -17,6 +17,7 @@ import numpy as np
 
 from core._kernels import auto as kernels
 from core.errors import InvalidState
+from core.learners._mix_fallback import fall_back_to_best
 from core.learners._state import (
     VALUE_BOUND,
     Count,
@@ -226,8 +227,8 @@ def evaluate(
     temperature: float = 0.0,
 ) -> None:
     """Each candidate's exact pAUC and AUC on the window (auto.1), counted as in (auto.3), then
-    the leader choice with hysteresis (auto.4)-(auto.6): the challenger takes over after ``patience`` consecutive
-    evaluations ahead by more than ``margin``; windows with too few positives or negatives in
+    the leader choice with hysteresis (auto.4)-(auto.6): the challenger takes over after
+    ``patience`` consecutive evaluations ahead by more than ``margin``; windows with too few positives or negatives in
     the FPR range decide nothing.  ``since``: only the window's events from that event count
     on are compared (after a detected drift, docs/algorithms/auto.md (auto.8)).  With
     ``temperature`` > 0 a deciding evaluation also sets the served mix's weights (auto.10)."""
@@ -258,6 +259,7 @@ def evaluate(
     paucs, aucs = own["window_pauc"], own["window_auc"]
     if temperature > 0.0:
         mix_weights(paucs, temperature, own["served_weights"])
+        fall_back_to_best(own, window_scores, labels, alpha, beta)
     # highest pAUC, then AUC, then the lowest index (lexsort: last key is the primary)
     best = int(np.lexsort((np.arange(len(paucs)), -aucs, -paucs))[0])
     leader = int(own["leader"][0])

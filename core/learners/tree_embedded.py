@@ -5,31 +5,30 @@ state."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from core._kernels import tree_embedding as kernels
 from core.errors import InvalidParameter, InvalidState
-from core.learners import learner_class, make_learner, register
+from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._composed import ComposedState
+from core.learners._inner import INNER_PREFIX, WrapsInner
 from core.learners._params import BOOLEAN, PAUC_RANGE, Interval, Options, Structured
 from core.learners._state import Count, Finite, Grown, OneOf, with_prefix
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.preprocessing import scale_batch
 from core.tree_embedding import EMBEDDINGS, edge_capacity, empty_tree, fit_tree
-from core.validation import CSRMatrix, check_batch, check_fpr_pair, row_range
+from core.validation import CSRMatrix, check_batch, row_range
 
 __all__ = ["TreeEmbedded"]
 
-_PREFIX = "inner:"
+_PREFIX = INNER_PREFIX
 #: events embedded and scored at a time by ``decision_function``
 SCORE_CHUNK = 4096
 
 
 @register
-class TreeEmbedded(ComposedState, OnlineLearner):
+class TreeEmbedded(WrapsInner, ComposedState, OnlineLearner):
     """A linear learner on ``[x, s, t(x)]``: the features, the score ``s`` of a linear AUC
     scorer, and the path of ``x`` in a decision tree grown on ``[x, s]`` (POISE §4), so a linear
     scorer ranks with a learned non-linearity.
@@ -125,39 +124,15 @@ class TreeEmbedded(ComposedState, OnlineLearner):
     }
 
     # ------------------------------------------------------------------ the inner learner
-    def _inner_params(self) -> dict[str, Any]:
-        params = dict(self.params or {})
-        params.update(scaling="none", max_iter=self.max_iter, shuffle=self.shuffle,
-                      random_state=self.random_state)  # fmt: skip
-        if self.pauc_range is not None and learner_class(self.learner).optimises_pauc:
-            params["alpha"], params["beta"] = (float(bound) for bound in self.pauc_range)
-        return params
-
+    # (its parameters, checks and state part: core.learners._inner.WrapsInner)
     def _check_params(self) -> None:
-        if not isinstance(self.learner, str) or self.learner == self.name:
-            raise InvalidParameter(
-                f"learner must name another registered learner, got {self.learner!r}",
-                param="learner",
-            )
-        if not isinstance(self.params, dict | None):
-            raise InvalidParameter(f"params must be a dict, got {self.params!r}", param="params")
         if self.refit_events is not None and self.refit_events <= self.n_fit_events:
             raise InvalidParameter(
                 f"refit_events must be more than n_fit_events ({self.n_fit_events}): the refit "
                 f"grows the tree on more events than the first fit; got {self.refit_events!r}",
                 param="refit_events",
             )
-        if self.pauc_range is not None:
-            check_fpr_pair(self.pauc_range)
-        try:
-            make_learner(self.learner, **self._inner_params())
-        except (ValueError, TypeError) as error:
-            raise InvalidParameter(
-                f"inner learner {self.learner!r}: {error}", param="params"
-            ) from None
-
-    def _build_inner(self) -> OnlineLearner:
-        return learner_class(self.learner)(**self._inner_params())
+        self._check_inner_params()
 
     def _inner_width(self, n_features: int) -> int:
         own = n_features if self.append_features else 0
@@ -165,16 +140,7 @@ class TreeEmbedded(ComposedState, OnlineLearner):
 
     # ------------------------------------------------------------------ state
     # ``state_`` is the flat view of core.learners._composed: the inner learner's arrays
-    # under "inner:" plus the tree and the buffer
-    def _new_parts(self) -> list[tuple[str, OnlineLearner]]:
-        return [(_PREFIX, self._build_inner())]
-
-    def _set_parts(self, parts: list[tuple[str, OnlineLearner]]) -> None:
-        [(_, self._inner)] = parts
-
-    def _parts(self) -> list[tuple[str, OnlineLearner]]:
-        return [(_PREFIX, self._inner)]
-
+    # under "inner:" (WrapsInner's part) plus the tree and the buffer
     def _buffer_rows(self) -> int:
         """The buffer's size: the events of the last fit."""
         return self.n_fit_events if self.refit_events is None else self.refit_events
@@ -225,8 +191,7 @@ class TreeEmbedded(ComposedState, OnlineLearner):
         return invariants
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
-        inner = {k[len(_PREFIX) :]: v for k, v in state.items() if k.startswith(_PREFIX)}
-        self._build_inner()._check_state(inner)
+        self._check_inner_state(state)
         # preorder: children after their parent (routing ends within max_depth steps), both or none
         left, right = state["tree_left"], state["tree_right"]
         nodes = np.arange(len(left))

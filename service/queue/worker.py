@@ -53,6 +53,7 @@ from typing import Any
 import redis.exceptions
 
 from service.engine import Engine
+from service.engine.refit import Refitter
 from service.errors import CorruptState, LeaseLost, ModelNotFound, ServiceError
 from service.queue.apply import EntryApplier, OutOfOrder
 from service.queue.lease import Leases
@@ -126,6 +127,9 @@ class Worker:
         """Loop until :meth:`stop` (or ``until()`` is true); survives Redis outages."""
         backoff = 0.1
         logger.info("worker %s started", self.name, extra={"fields": {"worker": self.name}})
+        # the boosted ensembles of the models this worker writes are fitted beside it
+        refitter = Refitter(self.engine.repository)
+        refitter.start()
         try:
             while not self.stopping and not (until is not None and until()):
                 try:
@@ -148,6 +152,7 @@ class Worker:
                     self._stop.wait(backoff)
                     backoff = min(backoff * 2, 2.0)
         finally:
+            refitter.stop()
             self.release_all()
             logger.info("worker %s stopped", self.name, extra={"fields": {"worker": self.name}})
 

@@ -101,7 +101,8 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
     """Served scores of the mix (docs/algorithms/auto.md (auto.9)-(auto.10)), one event at a
     time: each candidate's score standardised by the mean and population std of its scores
     before it (np.mean / np.std of the list so far), weighted by a softmax of the windowed
-    pAUCs at the last deciding evaluation (equal weights before), shares < 1e-3 dropped."""
+    pAUCs at the last deciding evaluation (equal weights before), shares < 1e-3 dropped, the
+    best candidate alone when that mix does not beat it on the window."""
     early = set()
     while first is not None and first < every:
         early.add(first)
@@ -134,6 +135,16 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
         shares /= shares.sum()
         shares[shares < 1e-3] = 0.0
         weights = shares / shares.sum()
+        # the mix falls back to the best candidate unless it beats it on the window
+        recent = candidate_scores[:, max(0, t + 1 - window) : t + 1]
+        spreads = [candidate_scores[k, : t + 1].std() for k in range(n_candidates)]
+        mix = sum(weights[k] / spreads[k] * recent[k] for k in range(n_candidates)
+                  if weights[k] > 0 and spreads[k] > 0)  # fmt: skip
+        aucs = [auc(window_labels, recent[k]) for k in range(n_candidates)]
+        best = max(range(n_candidates), key=lambda k: (paucs[k], aucs[k], -k))
+        mix_metrics = (pauc(window_labels, mix, *pauc_range), auc(window_labels, mix))
+        if weights[best] < 1.0 and mix_metrics <= (paucs[best], aucs[best]):
+            weights = np.eye(n_candidates)[best]
     return np.array(served), weights
 
 
@@ -335,7 +346,7 @@ def test_leaderboard_is_json_and_shows_effective_parameters():
     assert board["pauc_range"] == [0.0, 0.3]
     assert board["n_seen"] == 400 and board["window"] == 60 and board["evaluated_at"] == 400
     learners = [row["learner"] for row in board["candidates"]]
-    assert learners == ["logistic", "ftrl_pauc", "tree_embedded"]
+    assert learners == ["logistic", "ftrl_pauc", "boosted_embedded"]
     ftrl = board["candidates"][1]["params"]
     assert (ftrl["alpha"], ftrl["beta"], ftrl["scaling"], ftrl["random_state"]) == (
         0.0, 0.3, "none", 4,
@@ -464,7 +475,7 @@ def test_track_drift_adds_the_fast_candidate_and_promotes_it_after_a_change():
     assert names == [
         ("logistic", None),
         ("ftrl_pauc", None),
-        ("tree_embedded", None),
+        ("boosted_embedded", None),
         ("logistic", 2000),
     ]
     scores = _learn(model, X, y, [500] * (len(y) // 500))
@@ -503,7 +514,7 @@ def test_the_library_default_is_the_http_model_s():
     assert model.track_drift is True and model.scaling == "standard"
     assert "drift_since" in model.state_ and "scaler_mean" in model.state_
     assert [spec["learner"] for spec in model.candidate_specs()] == [
-        "logistic", "ftrl_pauc", "tree_embedded", "logistic",
+        "logistic", "ftrl_pauc", "boosted_embedded", "logistic",
     ]  # fmt: skip
     assert model.candidate_specs()[3]["params"]["half_life"] == 2000
     plain = make_learner("auto", track_drift=False).initialize(4)
@@ -555,8 +566,9 @@ def test_the_mix_agrees_with_the_naive_reference(scaling):
     board = model.leaderboard()
     np.testing.assert_allclose([row["weight"] for row in board["candidates"]], weights, rtol=1e-12)
     assert board["temperature"] == MIX["temperature"]
-    # the bad first candidate's share fell below 1e-3 and was dropped; the others share
-    assert weights[0] == 0.0 and 0.0 < weights[1] < 1.0 and 0.0 < weights[2] < 1.0
+    # the bad first candidate's share fell below 1e-3 and was dropped; of the others, the mix
+    # of their shares did not beat the better one on the last window, which is served alone
+    assert weights[0] == 0.0 and sorted(weights[1:]) == [0.0, 1.0]
     # scoring new rows: the same mix with the statistics of every event learned
     scaled = scale_batch(scaling, model.state_, X, learn=False)
     expected_scores = sum(
@@ -621,32 +633,31 @@ def test_the_default_tournament_follows_the_model_s_width():
     assert twin.candidate_specs() == wide.candidate_specs()
 
 
-def test_the_tree_candidate_refits_up_to_its_width_limit():
-    """Up to TREE_REFIT_FEATURES the tree candidate buffers 8,000 events for its refit; wider,
-    it fits once on 2,000 (the buffer stays within what the first fit takes at 1,000
-    features); both relearn at the first fit."""
+def test_the_third_candidate_is_boosted_up_to_its_width_limit_then_a_tree():
+    """Up to TREE_REFIT_FEATURES the third candidate is the boosted one, its buffer 8,000
+    events; wider, the tree embedding fitted once on 2,000 (the buffer stays within what the
+    first fit takes at 1,000 features), relearning at its fit, depth 8."""
     from core.learners._candidates import TREE_REFIT_FEATURES
 
-    refit = make_learner("auto").initialize(TREE_REFIT_FEATURES)
+    boosted = make_learner("auto").initialize(TREE_REFIT_FEATURES)
     once = make_learner("auto").initialize(TREE_REFIT_FEATURES + 1)
-    assert refit.state_["c2:buffer_X"].shape == (8000, TREE_REFIT_FEATURES)
+    assert boosted.candidate_specs()[2]["learner"] == "boosted_embedded"
+    assert once.candidate_specs()[2]["learner"] == "tree_embedded"
+    assert boosted.state_["c2:buffer_X"].shape == (8000, TREE_REFIT_FEATURES)
     assert once.state_["c2:buffer_X"].shape == (2000, TREE_REFIT_FEATURES + 1)
-    assert refit.candidate_specs()[2]["params"]["refit_events"] == 8000
     assert once.candidate_specs()[2]["params"].get("refit_events") is None
-    assert refit.candidate_specs()[2]["params"]["relearn"] is True
     assert once.candidate_specs()[2]["params"]["relearn"] is True
-    # both of depth 8: 511 nodes
-    assert refit.state_["c2:tree_left"].shape == once.state_["c2:tree_left"].shape == (511,)
-    for model in (refit, once):
+    assert once.state_["c2:tree_left"].shape == (511,)  # depth 8
+    for model in (boosted, once):
         twin = learner_class("auto").from_state(model.get_params(), model.get_state())
         assert twin.candidate_specs() == model.candidate_specs()
 
 
 def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_candidates():
-    """The default's third candidate (logistic on the tree-path embedding) fits its tree at the
-    2,000th event inside auto as it does alone: auto's served scores are the naive mix of the
-    three candidates run on their own, batch sizes do not matter, and a state saved after
-    the fit continues bit for bit."""
+    """The default's third candidate (logistic on boosted trees' leaves) fits its trees at the
+    250th, 500th, 1,000th and 2,000th events inside auto as it does alone: auto's served scores
+    are the naive mix of the three candidates run on their own, batch sizes do not matter, and
+    a state saved after the fits continues bit for bit."""
     X, y = stream(21, n=2600, n_features=4, positive_rate=0.1)
     X[:, 3] = X[:, 0] * X[:, 1]  # an interaction: something for the tree's paths to find
     params = {"random_state": 3, "window": 800, "evaluate_every": 400, "temperature": 0.05}
@@ -656,8 +667,8 @@ def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_ca
         for batch in (slice(0, 1500), slice(1500, 2001), slice(2001, 2300)):
             served.append(model.prequential_step(X[batch], y[batch]))
             inputs.append((sink[-1], batch))
-    assert [spec["learner"] for spec in model.candidate_specs()][2] == "tree_embedded"
-    assert model._candidates[2].tree_fitted_
+    assert [spec["learner"] for spec in model.candidate_specs()][2] == "boosted_embedded"
+    assert model._candidates[2].fit_points_ == (2000, 2000)
     reference = standalone_scores(model, inputs, y)
     expected, weights = naive_mix(reference, y[:2300], (0.0, 0.1), 800, 400, 0.05, first=50,
                                   min_positives=10, min_negatives=10)  # fmt: skip
@@ -665,7 +676,7 @@ def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_ca
     np.testing.assert_allclose(
         [row["weight"] for row in model.leaderboard()["candidates"]], weights, rtol=1e-12
     )
-    assert model.raw_weights() is None  # the tree's paths are not linear in x
+    assert model.raw_weights() is None  # the leaves are not linear in x
     # one event at a time through the fit, and a round trip after it
     singles = make_learner("auto", **params)
     one_by_one = [singles.prequential_step(X[i : i + 1], y[i : i + 1]) for i in range(2300)]

@@ -17,10 +17,12 @@ import scipy.sparse as sp
 from core.learners import learner_class, make_learner
 from core.learners._candidates import TREE_CANDIDATE, default_candidates
 from core.learners._tournament import mix_terms
+from core.learners.boosted_embedded import BoostedEmbedded
 from core.learners.tree_embedded import TreeEmbedded
 from core.preprocessing import scale_batch, scaler_affine
 from core.validation import as_features
 from tests.core.cases import learner_cases, stream
+from tests.core.naive.boosted_embedding import embed_row
 from tests.core.naive.tree_embedding import path_nodes
 
 #: ``auto`` with the default tournament's tree candidate fitted early (at 80 events) on a
@@ -120,7 +122,20 @@ def naive_tree(learner: TreeEmbedded, x):
     return contributions, remainder
 
 
+def naive_boosted(learner: BoostedEmbedded, x):
+    """``x``'s own inner weights per feature; the margin's and the leaves' to the remainder."""
+    row = embed_row(learner._own_state, x, learner.n_trees, learner.max_leaves,
+                    learner.append_features, learner.append_margin)  # fmt: skip
+    d = len(x) if learner.append_features else 0
+    terms = [learner._inner.coef_[j] * row[j] for j in range(len(row))]
+    contributions = np.zeros(len(x))
+    contributions[:d] = terms[:d]
+    return contributions, learner._inner.intercept_ + sum(terms[d:])
+
+
 def naive_candidate(candidate, x):
+    if isinstance(candidate, BoostedEmbedded):
+        return naive_boosted(candidate, x)
     if isinstance(candidate, TreeEmbedded):
         return naive_tree(candidate, x)
     return naive_linear(candidate, x)

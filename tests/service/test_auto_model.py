@@ -24,7 +24,7 @@ def test_a_model_without_a_learner_runs_auto_with_the_models_range(client):
     assert config["learner"] == "auto"
     assert config["params"]["pauc_range"] == [0.0, 0.05]
     candidates = {c["learner"]: c["params"] for c in config["params"]["candidates"]}
-    assert set(candidates) == {"logistic", "ftrl_pauc", "tree_embedded"}
+    assert set(candidates) == {"logistic", "ftrl_pauc", "boosted_embedded"}
     # the pAUC candidate optimises the model's range; logistic's alpha is its own step size
     assert (candidates["ftrl_pauc"]["alpha"], candidates["ftrl_pauc"]["beta"]) == (0.0, 0.05)
     assert candidates["logistic"].get("beta", 1.0) == 1.0
@@ -33,10 +33,10 @@ def test_a_model_without_a_learner_runs_auto_with_the_models_range(client):
     # candidate's logistic, inside it, names FTRL itself
     solvers = [c["params"].get("solver") for c in config["params"]["candidates"]]
     assert solvers == ["laplace", None, None, "ftrl"]
-    tree = candidates["tree_embedded"]
-    assert tree["learner"] == "logistic" and tree["params"]["solver"] == "ftrl"
-    assert tree["params"]["base_rate_offset"] is True and tree["n_fit_events"] == 2000
-    assert (tree["refit_events"], tree["relearn"], tree["max_depth"]) == (8000, True, 8)
+    boosted = candidates["boosted_embedded"]
+    assert boosted["learner"] == "logistic" and boosted["params"]["solver"] == "ftrl"
+    assert boosted["params"]["base_rate_offset"] is True and boosted["first_fit"] == 250
+    assert (boosted["n_trees"], boosted["max_leaves"], boosted["buffer_size"]) == (50, 15, 8000)
     assert client.get("/v1/models/m").json()["config"] == config
 
 
@@ -45,9 +45,11 @@ def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
                                             "window": 400})  # fmt: skip
     X, y = make_stream(8400, seed=2)
     scores = []
-    # four requests: the tournament state is committed; the tree candidate fits its tree on
-    # the first 2,000 events, inside the first, and refits it on the first 8,000, inside the
-    # last
+    # without the background fitter the boosted candidate fits where its schedule says, inside
+    # the requests, as the library does (tests/service/test_background_fit.py has the fits off
+    # the request path, reproduced from their fit points); four requests: the tournament state
+    # is committed
+    client.app.state.refitter.stop()
     for start in range(0, 8400, 2100):
         batch = slice(start, start + 2100)
         response = client.post(
@@ -68,12 +70,13 @@ def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
     assert board["leader"] == expected["leader"]
     assert board["leader_since"] == expected["leader_since"]
     assert [row["learner"] for row in board["candidates"]] == [
-        "logistic", "ftrl_pauc", "tree_embedded", "logistic",
+        "logistic", "ftrl_pauc", "boosted_embedded", "logistic",
     ]  # fmt: skip
     for row, want in zip(board["candidates"], expected["candidates"], strict=True):
         assert row["weight"] == want["weight"]
     assert board["candidates"][3]["params"]["half_life"] == 2000
-    assert client.app.state.store.load("m").arrays["learner:c2:tree_fitted"][0] == 2
+    fits = client.app.state.store.load("m").arrays["learner:c2:fits"][0]
+    assert fits == reference._candidates[2].fits_ == 6  # 250, 500, 1,000, 2,000, 4,000, 8,000
     for row, want in zip(board["candidates"], expected["candidates"], strict=True):
         assert row["window_pauc"] == pytest.approx(want["window_pauc"], abs=0)
         assert row["window_auc"] == pytest.approx(want["window_auc"], abs=0)
@@ -115,13 +118,13 @@ def test_track_drift_is_on_for_new_models_and_can_be_turned_off(client):
     config = _create(client)["config"]
     assert config["params"]["track_drift"] is True
     assert [c["learner"] for c in config["params"]["candidates"]] == [
-        "logistic", "ftrl_pauc", "tree_embedded", "logistic",
+        "logistic", "ftrl_pauc", "boosted_embedded", "logistic",
     ]  # fmt: skip
     client.delete("/v1/models/m")
     config = _create(client, params={"track_drift": False})["config"]
     assert config["params"]["track_drift"] is False
     assert [c["learner"] for c in config["params"]["candidates"]] == [
-        "logistic", "ftrl_pauc", "tree_embedded",
+        "logistic", "ftrl_pauc", "boosted_embedded",
     ]  # fmt: skip
     X, y = make_stream(300, seed=1)
     assert client.post("/v1/models/m/events", json=events_json(X, y)).status_code == 200

@@ -1,0 +1,103 @@
+"""The boosted-leaves embedding (docs/algorithms/boosted_embedded.md (boosted_embedded.2)):
+every event becomes the CSR row ``[x, m(x), e(x)]``: its features, the ensemble's margin and one
+column per tree for the leaf it reaches, in O(nnz(x) + trees * depth)."""
+
+from collections import namedtuple
+
+import numpy as np
+
+from core._kernels._config import kernel
+
+#: A fitted ensemble as arrays of shape ``(n_trees, n_nodes)``, the root of each tree at node 0:
+#: ``left[t, v]`` / ``right[t, v]`` (-1 at leaves), ``feature[t, v]``, ``threshold[t, v]`` (go
+#: left when ``value <= threshold``), ``leaf[t, v]`` (the leaf's index within its tree, -1 at
+#: internal nodes), ``value[t, v]`` (the leaf's additive margin); ``baseline`` of shape (1,).
+Ensemble = namedtuple(
+    "Ensemble", ["left", "right", "feature", "threshold", "leaf", "value", "baseline"]
+)
+
+
+@kernel
+def _leaf(ens, t, X, i, dense, sparse):
+    """The node of tree ``t`` that row ``i`` of ``X`` (dense) or ``dense`` (the scattered CSR
+    row) reaches."""
+    node = 0
+    while ens.left[t, node] >= 0:
+        f = ens.feature[t, node]
+        value = dense[f] if sparse else X[i, f]
+        node = ens.left[t, node] if value <= ens.threshold[t, node] else ens.right[t, node]
+    return node
+
+
+@kernel
+def embed(X, indptr, indices, data, ens, n_trees, max_leaves, n_features, append_features,
+          append_margin, leaf_value):  # fmt: skip
+    """``(indptr, indices, data)`` of the embedded batch: columns ``[0, d)`` hold ``x`` (when
+    ``append_features``; ``e = d``, else ``e = 0``), column ``e`` the margin (when
+    ``append_margin``; ``f = e + 1``, else ``f = e``), column ``f + t * max_leaves + l`` holds
+    ``leaf_value`` when the event reaches leaf ``l`` of tree ``t`` (the first ``n_trees``)."""
+    sparse = indptr.shape[0] > 0
+    n_samples = indptr.shape[0] - 1 if sparse else X.shape[0]
+    first = n_features if append_features else 0
+    leaves_at = first + 1 if append_margin else first
+    capacity = 0
+    if append_features:
+        capacity = indptr[n_samples] if sparse else n_samples * n_features
+    capacity += n_samples * (1 + n_trees)
+    out_indptr = np.zeros(n_samples + 1, dtype=np.int64)
+    out_indices = np.empty(capacity, dtype=np.int64)
+    out_data = np.empty(capacity)
+    dense = np.zeros(n_features)
+    k = 0
+    for i in range(n_samples):
+        if sparse:
+            for p in range(indptr[i], indptr[i + 1]):
+                dense[indices[p]] = data[p]
+                if append_features:
+                    out_indices[k] = indices[p]
+                    out_data[k] = data[p]
+                    k += 1
+        elif append_features:
+            for j in range(n_features):
+                out_indices[k] = j
+                out_data[k] = X[i, j]
+                k += 1
+        margin_slot = k
+        if append_margin:
+            k += 1
+        margin = ens.baseline[0]
+        for t in range(n_trees):
+            node = _leaf(ens, t, X, i, dense, sparse)
+            margin += ens.value[t, node]
+            out_indices[k] = leaves_at + t * max_leaves + ens.leaf[t, node]
+            out_data[k] = leaf_value
+            k += 1
+        if append_margin:
+            out_indices[margin_slot] = first
+            out_data[margin_slot] = margin if n_trees > 0 else 0.0
+        if sparse:
+            for p in range(indptr[i], indptr[i + 1]):
+                dense[indices[p]] = 0.0
+        out_indptr[i + 1] = k
+    return out_indptr, out_indices[:k], out_data[:k]
+
+
+@kernel
+def margin(X, indptr, indices, data, ens, n_trees, n_features):
+    """The ensemble's margin (its log-odds) of each event: ``baseline + sum_t value[t, leaf]``."""
+    sparse = indptr.shape[0] > 0
+    n_samples = indptr.shape[0] - 1 if sparse else X.shape[0]
+    out = np.empty(n_samples)
+    dense = np.zeros(n_features)
+    for i in range(n_samples):
+        if sparse:
+            for p in range(indptr[i], indptr[i + 1]):
+                dense[indices[p]] = data[p]
+        total = ens.baseline[0]
+        for t in range(n_trees):
+            total += ens.value[t, _leaf(ens, t, X, i, dense, sparse)]
+        out[i] = total
+        if sparse:
+            for p in range(indptr[i], indptr[i + 1]):
+                dense[indices[p]] = 0.0
+    return out

@@ -1,0 +1,93 @@
+"""Fitting the boosted ensemble of ``boosted_embedded`` (docs/algorithms/boosted_embedded.md)
+into plain arrays.
+
+scikit-learn's ``HistGradientBoostingClassifier`` grows the trees (log loss, no early stopping,
+one thread: deterministic); each fitted predictor's nodes are copied into the arrays of
+:class:`core._kernels.boosted_embedding.Ensemble`, padded to ``2 * max_leaves - 1`` nodes per
+tree, so a fitted ensemble is part of a learner's pickle-free state and the embedding runs in a
+numba kernel.  scikit-learn is imported only here, inside :func:`fit_ensemble`, never on the
+scoring path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ENSEMBLE_KEYS", "EnsembleParams", "empty_ensemble", "fit_ensemble", "node_capacity"]
+
+ENSEMBLE_KEYS = ("ens_left", "ens_right", "ens_feature", "ens_threshold", "ens_leaf",
+                 "ens_value", "ens_baseline", "ens_trees")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EnsembleParams:
+    """What a fit needs: the learner's tree hyper-parameters (plain values, so a fit can run in
+    another thread without the learner)."""
+
+    n_trees: int
+    max_leaves: int
+    learning_rate: float
+    min_samples_leaf: int
+    l2_regularization: float
+    random_state: int
+
+
+def node_capacity(max_leaves: int) -> int:
+    """Nodes of a binary tree with ``max_leaves`` leaves."""
+    return 2 * max_leaves - 1
+
+
+def empty_ensemble(n_trees: int, max_leaves: int) -> dict[str, np.ndarray]:
+    """The arrays of an ensemble not fitted yet (``ens_trees`` = 0: embeds no leaf)."""
+    shape = (n_trees, node_capacity(max_leaves))
+    return {
+        "ens_left": np.full(shape, -1, dtype=np.int64),
+        "ens_right": np.full(shape, -1, dtype=np.int64),
+        "ens_feature": np.zeros(shape, dtype=np.int64),
+        "ens_threshold": np.zeros(shape),
+        "ens_leaf": np.zeros(shape, dtype=np.int64),
+        "ens_value": np.zeros(shape),
+        "ens_baseline": np.zeros(1),
+        "ens_trees": np.zeros(1, dtype=np.int64),
+    }
+
+
+def fit_ensemble(X: np.ndarray, y: np.ndarray, params: EnsembleParams) -> dict[str, np.ndarray]:
+    """Fit ``params.n_trees`` boosted trees on ``(X, y)`` (labels in {-1, 0, 1}: positive is
+    1) and return their arrays (:func:`empty_ensemble`'s keys).  Needs both classes."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from threadpoolctl import threadpool_limits
+
+    labels = (np.asarray(y) > 0).astype(np.int64)
+    if labels.min() == labels.max():
+        raise ValueError("the boosted ensemble needs events of both classes to fit")
+    model = HistGradientBoostingClassifier(
+        max_iter=params.n_trees,
+        max_leaf_nodes=params.max_leaves,
+        learning_rate=params.learning_rate,
+        min_samples_leaf=params.min_samples_leaf,
+        l2_regularization=params.l2_regularization,
+        early_stopping=False,
+        random_state=params.random_state,
+    )
+    # one thread: the fit runs beside the request threads, and its sums then have one order
+    with threadpool_limits(limits=1, user_api="openmp"):
+        model.fit(np.asarray(X, dtype=np.float64), labels)
+    state = empty_ensemble(params.n_trees, params.max_leaves)
+    for t, (predictor,) in enumerate(model._predictors):
+        nodes = predictor.nodes
+        leaves = nodes["is_leaf"].astype(bool)
+        count = len(nodes)
+        state["ens_left"][t, :count] = np.where(leaves, -1, nodes["left"].astype(np.int64))
+        state["ens_right"][t, :count] = np.where(leaves, -1, nodes["right"].astype(np.int64))
+        state["ens_feature"][t, :count] = np.where(leaves, 0, nodes["feature_idx"])
+        state["ens_threshold"][t, :count] = np.where(leaves, 0.0, nodes["num_threshold"])
+        index = np.full(count, 0, dtype=np.int64)
+        index[leaves] = np.arange(int(leaves.sum()))
+        state["ens_leaf"][t, :count] = index
+        state["ens_value"][t, :count] = np.where(leaves, nodes["value"], 0.0)
+    state["ens_baseline"][0] = float(np.ravel(model._baseline_prediction)[0])
+    state["ens_trees"][0] = len(model._predictors)
+    return state

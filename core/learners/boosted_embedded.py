@@ -1,0 +1,479 @@
+"""An online linear learner on the leaves of boosted trees (docs/algorithms/boosted_embedded.md,
+after He et al., ADKDD 2014): the trees are fitted now and then on a bounded buffer of recent
+labelled events, the linear learner learns every event; the ensemble's arrays are state.
+
+A fit is due by a schedule (``first_fit`` buffered events, then every ``refit_every`` events,
+and again ``first_fit`` events after :meth:`BoostedEmbedded.restart_tree`).  In a library the
+fit runs where it falls due, inside ``partial_fit``; in the service a background thread
+(:mod:`service.engine.refit`) runs it off the request path with :meth:`~BoostedEmbedded.fit_job`
+and :meth:`~BoostedEmbedded.install`, which the library can call the same way.  Both give the
+same state for the same *fit points*: the event count whose buffer a fit learned from, and the
+event count at which it was installed.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from core._kernels import boosted_embedding as kernels
+from core.boosted_trees import (
+    ENSEMBLE_KEYS,
+    EnsembleParams,
+    empty_ensemble,
+    fit_ensemble,
+    node_capacity,
+)
+from core.errors import InvalidParameter, InvalidState
+from core.learners import register
+from core.learners._base import OnlineLearner
+from core.learners._composed import ComposedState
+from core.learners._inner import INNER_PREFIX, WrapsInner
+from core.learners._params import BOOLEAN, PAUC_RANGE, Interval, Structured
+from core.learners._state import Count, Finite, OneOf, with_prefix
+from core.learners.pmb import check_buffer_size, event_arrays
+from core.validation import CSRMatrix, row_range
+
+__all__ = ["BoostedEmbedded", "FitJob", "background_fits", "learn_with_fit_points"]
+
+#: events embedded and scored at a time by ``decision_function``
+SCORE_CHUNK = 4096
+_COUNTERS = ("buffer_next", "buffer_fill", "events", "since_fit", "fits", "generation",
+             "fit_from", "fit_at", "ready")  # fmt: skip
+
+_background = [0]
+_NONE = np.empty(0, dtype=np.int64)
+_NONE_F = np.empty(0)
+_background_lock = threading.Lock()
+
+
+class background_fits:  # noqa: N801 - used as a context manager, like a function
+    """While one is entered in this process, due fits are left to a background fitter
+    (:mod:`service.engine.refit`) instead of running inside ``partial_fit``."""
+
+    def __enter__(self) -> background_fits:
+        with _background_lock:
+            _background[0] += 1
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        with _background_lock:
+            _background[0] -= 1
+
+
+@dataclass(frozen=True)
+class FitJob:
+    """A due fit, taken from a learner (:meth:`BoostedEmbedded.fit_job`): copies of its buffer
+    at event count ``fit_from`` and what :meth:`BoostedEmbedded.install` checks it against."""
+
+    X: np.ndarray
+    y: np.ndarray
+    params: EnsembleParams
+    generation: int
+    fits: int
+    fit_from: int
+
+    def run(self) -> dict[str, np.ndarray]:
+        """The fitted ensemble's arrays (the slow part; needs no lock)."""
+        return fit_ensemble(self.X, self.y, self.params)
+
+
+@register
+class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
+    """A linear learner on ``[x, m(x), e(x)]``: the features, the margin of a boosted ensemble
+    and one indicator per tree of the leaf ``x`` reaches (He et al. 2014), so a linear scorer
+    learning online ranks with the trees' non-linearity.
+
+    Labelled events go to a ring buffer of the last ``buffer_size``.  Once it holds
+    ``first_fit`` events (two of each class), ``n_trees`` trees of at most ``max_leaves`` leaves
+    are fitted on it (scikit-learn's ``HistGradientBoostingClassifier``, log loss), and the
+    inner learner starts afresh on the buffer embedded by them (one pass in order); then each
+    time the events have doubled, at most every ``refit_every`` events (None: never again),
+    the same on the buffer of the time.  Until the
+    first fit the inner learner sees ``[x, 0]``.
+
+    Parameters
+    ----------
+    learner, params, pauc_range
+        The inner learner, its hyper-parameters (its ``scaling`` is "none": this wrapper
+        scales ``x``) and the model's FPR range for an inner pAUC learner.
+    n_trees, max_leaves, learning_rate, min_samples_leaf, l2_regularization
+        The ensemble's size and the boosting's parameters.
+    buffer_size : int, default 8000
+        Recent labelled events kept (dense rows, part of the state) for the fits.
+    first_fit : int, default 250
+        Buffered events before the first fit (and the first after a restart).
+    refit_every : int or None, default 4000
+        The most events between fits, counted from the event whose buffer the last fit
+        learned: the next fit comes when the events have doubled since it, or after this
+        many, whichever is first (250, 500, 1,000, 2,000, 4,000, 8,000, 12,000, ...).
+    append_features, append_margin : bool, default True
+        Give the inner learner ``x`` and the margin ``m(x)`` beside the leaves.
+    """
+
+    name = "boosted_embedded"
+    #: the leaves are not linear in x: no raw-space weights (``raw_weights()`` is None)
+    linear_in_features = False
+
+    learner: str = "logistic"
+    params: dict | None = None
+    pauc_range: list | None = None
+    n_trees: int = 50
+    max_leaves: int = 15
+    learning_rate: float = 0.1
+    min_samples_leaf: int = 20
+    l2_regularization: float = 0.0
+    buffer_size: int = 8000
+    first_fit: int = 250
+    refit_every: int | None = 4000
+    append_features: bool = True
+    append_margin: bool = True
+    max_iter = 5
+
+    _parameter_constraints = {
+        **OnlineLearner._parameter_constraints,
+        "learner": [Structured("the name of a registered learner")],
+        "params": [None, Structured("a dict of the inner learner's hyper-parameters")],
+        "pauc_range": [None, PAUC_RANGE],
+        "n_trees": [Interval(int, 1, 500)],
+        "max_leaves": [Interval(int, 2, 255)],
+        "learning_rate": [Interval(float, 0, 1, closed="right")],
+        "min_samples_leaf": [Interval(int, 1, None)],
+        "l2_regularization": [Interval(float, 0, None)],
+        "buffer_size": [Interval(int, 16, 200_000)],
+        "first_fit": [Interval(int, 4, None)],
+        "refit_every": [None, Interval(int, 1, None)],
+        "append_features": [BOOLEAN],
+        "append_margin": [BOOLEAN],
+    }
+
+    def _check_params(self) -> None:
+        self._check_inner_params()
+        if self.first_fit > self.buffer_size:
+            raise InvalidParameter(
+                f"first_fit must be at most buffer_size ({self.buffer_size}): the first fit "
+                f"learns from the buffer; got {self.first_fit!r}",
+                param="first_fit",
+            )
+
+    def _ensemble_params(self) -> EnsembleParams:
+        return EnsembleParams(
+            n_trees=int(self.n_trees), max_leaves=int(self.max_leaves),
+            learning_rate=float(self.learning_rate), min_samples_leaf=int(self.min_samples_leaf),
+            l2_regularization=float(self.l2_regularization),
+            random_state=0 if self.random_state is None else int(self.random_state),
+        )  # fmt: skip
+
+    def _inner_width(self, n_features: int) -> int:
+        own = n_features if self.append_features else 0
+        return own + int(bool(self.append_margin)) + self.n_trees * self.max_leaves
+
+    # ------------------------------------------------------------------ state
+    def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
+        check_buffer_size("boosted_embedded (buffer_size)", self.buffer_size, n_features)
+        inner = self._build_inner().initialize(self._inner_width(n_features))
+        state: dict[str, np.ndarray] = {INNER_PREFIX + k: v for k, v in inner.state_.items()}
+        state.update(empty_ensemble(self.n_trees, self.max_leaves))
+        state["buffer_X"] = np.zeros((self.buffer_size, n_features))
+        state["buffer_y"] = np.zeros(self.buffer_size, dtype=np.int64)
+        state.update({key: np.zeros(1, dtype=np.int64) for key in _COUNTERS})
+        return state
+
+    def _state_invariants(self, n_features: int) -> dict:
+        width = self._inner_width(n_features)
+        own: dict = {"n_features": Count(width, width)}
+        own.update(self._build_inner()._state_invariants(width))
+        invariants = with_prefix(own, INNER_PREFIX)
+        nodes = node_capacity(self.max_leaves)
+        invariants.update(
+            {
+                "ens_left": Count(-1, nodes - 1),
+                "ens_right": Count(-1, nodes - 1),
+                "ens_feature": Count(0, n_features - 1),
+                "ens_threshold": Finite(),
+                "ens_leaf": Count(0, self.max_leaves - 1),
+                "ens_value": Finite(),
+                "ens_baseline": Finite(),
+                "ens_trees": Count(0, self.n_trees),
+                "buffer_X": Finite(),
+                "buffer_y": OneOf((-1, 0, 1)),
+                "buffer_next": Count(0, self.buffer_size - 1),
+                "buffer_fill": Count(0, self.buffer_size),
+                "ready": OneOf((0, 1)),
+            }
+        )
+        for key in ("events", "since_fit", "fits", "generation", "fit_from", "fit_at"):
+            invariants[key] = Count(0)
+        return invariants
+
+    def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        self._check_inner_state(state)
+        # every child after its parent (routing ends), both children or none, within the trees
+        left, right = state["ens_left"], state["ens_right"]
+        nodes = np.arange(left.shape[1])[None, :]
+        internal = left >= 0
+        if (
+            ((right >= 0) != internal).any()
+            or (left[internal] <= np.broadcast_to(nodes, left.shape)[internal]).any()
+            or (right[internal] == left[internal]).any()
+            or (right[internal] <= np.broadcast_to(nodes, left.shape)[internal]).any()
+        ):
+            raise InvalidState(
+                "state arrays 'ens_left' / 'ens_right' do not describe trees with children "
+                "after their parents",
+                field="ens_left",
+            )
+
+    # ------------------------------------------------------------------ embedding
+    def _ensemble(self) -> kernels.Ensemble:
+        return kernels.Ensemble(*(self._own_state[key] for key in ENSEMBLE_KEYS[:-1]))
+
+    def transform(self, X) -> CSRMatrix:
+        """``[x, m(x), e(x)]`` of a scaled batch as CSR (the inner learner's input); the leaf
+        indicators are ``1 / sqrt(n_trees)``, so the leaves weigh as one unit-norm feature."""
+        return self._embed(X, self._own_state)
+
+    def _embed(self, X, ensemble: dict[str, np.ndarray]) -> CSRMatrix:
+        """:meth:`transform` by the ensemble of ``ensemble``'s arrays (reads no state)."""
+        n_features = X.shape[1]
+        arrays = kernels.Ensemble(*(ensemble[key] for key in ENSEMBLE_KEYS[:-1]))
+        indptr, indices, data = kernels.embed(
+            *event_arrays(X), arrays, int(ensemble["ens_trees"][0]), int(self.max_leaves),
+            n_features, bool(self.append_features), bool(self.append_margin),
+            1.0 / np.sqrt(self.n_trees),
+        )  # fmt: skip
+        return CSRMatrix(indptr, indices, data, self._inner_width(n_features))
+
+    def margin(self, X) -> np.ndarray:
+        """The ensemble's margin (log-odds) of a batch, as the booster's ``decision_function``
+        would give on the scaled features (the baseline alone before the first fit)."""
+        features = self._coerce(X)[0]
+        from core.preprocessing import scale_batch
+
+        features = scale_batch(self.scaling, self.state_, features, learn=False)
+        return kernels.margin(*event_arrays(features), self._ensemble(),
+                              int(self._own_state["ens_trees"][0]), features.shape[1])  # fmt: skip
+
+    # ------------------------------------------------------------------ the buffer
+    def _order(self) -> np.ndarray:
+        """The buffer's slots, oldest event first."""
+        own = self._own_state
+        fill, start = int(own["buffer_fill"][0]), int(own["buffer_next"][0])
+        if fill < self.buffer_size:
+            return np.arange(fill)
+        return np.roll(np.arange(self.buffer_size), -start)
+
+    def _buffered(self) -> tuple[np.ndarray, np.ndarray]:
+        """The buffer's rows and labels, oldest first (copies)."""
+        order = self._order()
+        return self._own_state["buffer_X"][order], self._own_state["buffer_y"][order]
+
+    def _remember(self, X, y) -> None:
+        own = self._own_state
+        n = len(y)
+        rows = X.toarray() if isinstance(X, CSRMatrix) else np.asarray(X)
+        kept = min(n, self.buffer_size)
+        positions = (int(own["buffer_next"][0]) + np.arange(n - kept, n)) % self.buffer_size
+        own["buffer_X"][positions] = rows[n - kept :]
+        own["buffer_y"][positions] = y[n - kept :]
+        own["buffer_next"][0] = (int(own["buffer_next"][0]) + n) % self.buffer_size
+        own["buffer_fill"][0] = min(int(own["buffer_fill"][0]) + n, self.buffer_size)
+        own["events"][0] += n
+        own["since_fit"][0] += n
+
+    def _due(self, upcoming: np.ndarray) -> np.ndarray:
+        """Whether a fit is due after ``k`` of the ``upcoming`` labels, for ``k = 0 .. n``:
+        the schedule's count reached, and the buffer then holds two events of each class."""
+        own = self._own_state
+        ready, fill = int(own["ready"][0]), int(own["buffer_fill"][0])
+        if ready and self.refit_every is None:
+            return np.zeros(len(upcoming) + 1, dtype=bool)
+        # the labels only: a background fitter asks this often, under the model's lock
+        buffered = own["buffer_y"][self._order()]
+        labels = np.concatenate((buffered, np.asarray(upcoming, dtype=np.int64)))
+        steps = np.arange(len(upcoming) + 1)
+        if ready:
+            counted = int(own["since_fit"][0]) + steps >= self._interval()
+        else:
+            counted = fill + steps >= self.first_fit
+        # each class's count in the buffer after k more events: the last buffer_size labels
+        ends = fill + steps
+        starts = np.maximum(ends - self.buffer_size, 0)
+        positives = np.concatenate(([0], np.cumsum(labels > 0)))
+        negatives = np.concatenate(([0], np.cumsum(labels <= 0)))
+        both = (positives[ends] - positives[starts] >= 2) & (
+            negatives[ends] - negatives[starts] >= 2
+        )
+        return counted & both
+
+    def _interval(self) -> int:
+        """Events from the last fit's ``fit_from`` to the next fit: as many as the last fit
+        learned from (the stream's events double between fits, so a short stream's trees see
+        most of it), at most ``refit_every``."""
+        learned_from = max(int(self._own_state["fit_from"][0]), self.first_fit)
+        return min(int(self.refit_every or 0), learned_from)
+
+    def fit_due(self) -> bool:
+        """Whether the schedule asks for a fit now."""
+        self._check_initialized()
+        return bool(self._due(np.empty(0, dtype=np.int64))[0])
+
+    # ------------------------------------------------------------------ fitting
+    def fit_job(self) -> FitJob:
+        """A fit of the buffer as it is now (copies: learning may go on while it runs)."""
+        self._check_initialized()
+        X, y = self._buffered()
+        own = self._own_state
+        return FitJob(X, y, self._ensemble_params(), int(own["generation"][0]),
+                      int(own["fits"][0]), int(own["events"][0]))  # fmt: skip
+
+    def prepare(self, ensemble: dict[str, np.ndarray], job: FitJob) -> OnlineLearner:
+        """A fresh inner learner that learned the job's buffer embedded by ``ensemble``, one
+        pass in order: the slow part of :meth:`install`, which reads nothing of the learner's
+        state, so a background fitter runs it without the model's lock."""
+        inner = self._build_inner().initialize(self._inner_width(job.X.shape[1]))
+        for start in range(0, len(job.y), SCORE_CHUNK):
+            stop = min(len(job.y), start + SCORE_CHUNK)
+            inner._learn(self._embed(job.X[start:stop], ensemble), job.y[start:stop], _NONE_F)
+        return inner
+
+    def install(
+        self,
+        ensemble: dict[str, np.ndarray],
+        job: FitJob,
+        prepared: OnlineLearner | None = None,
+    ) -> bool:
+        """Swap in the ensemble ``job`` fitted, unless the learner restarted or another fit was
+        installed since the job was taken (False: nothing changed).  The inner learner is
+        replaced by one that learned the job's buffer embedded by it (``prepared``, or
+        :meth:`prepare` now), then the events learned since the job was taken (those the
+        buffer still holds), so a fit installed later than taken loses none of them."""
+        self._check_initialized()
+        own = self._own_state
+        if (int(own["generation"][0]), int(own["fits"][0])) != (job.generation, job.fits) or int(
+            own["events"][0]
+        ) < job.fit_from:
+            return False
+        inner = prepared if prepared is not None else self.prepare(ensemble, job)
+        for key, value in ensemble.items():
+            own[key][...] = value
+        events = int(own["events"][0])
+        own["fits"][0] += 1
+        own["ready"][0] = 1
+        own["fit_from"][0], own["fit_at"][0] = job.fit_from, events
+        own["since_fit"][0] = events - job.fit_from
+        self._inner = inner
+        since = min(events - job.fit_from, int(own["buffer_fill"][0]))
+        if since:
+            rows = (int(own["buffer_next"][0]) + np.arange(-since, 0)) % self.buffer_size
+            self._inner._learn(self.transform(own["buffer_X"][rows]), own["buffer_y"][rows],
+                               _NONE_F)  # fmt: skip
+        self._refresh_view()
+        return True
+
+    def refit(self) -> bool:
+        """Fit now, synchronously, on the buffer (False when it lacks two events of a class)."""
+        self._check_initialized()
+        labels = self._own_state["buffer_y"][self._order()]
+        if min(int((labels > 0).sum()), int((labels <= 0).sum())) < 2:
+            return False
+        job = self.fit_job()
+        return self.install(job.run(), job)
+
+    def restart_tree(self) -> None:
+        """Fit again on the events from now on (``auto`` with ``track_drift`` calls it after a
+        change in the stream): the buffer empties, the next fit is due ``first_fit`` events from
+        now, a pending background fit is dropped, and the current ensemble embeds until then."""
+        self._check_initialized()
+        own = self._own_state
+        for key in ("buffer_fill", "buffer_next", "since_fit", "ready"):
+            own[key][0] = 0
+        own["generation"][0] += 1
+
+    # ------------------------------------------------------------------ learning, scoring
+    def _learn(self, X, y, scores) -> None:
+        deferred = _background[0] > 0
+        start = 0
+        if not deferred and self._due(np.empty(0, dtype=np.int64))[0]:
+            self.refit()
+        while start < len(y):
+            due = (
+                np.flatnonzero(self._due(y[start:])[1:])
+                if not deferred
+                else np.empty(0, dtype=np.int64)
+            )
+            stop = start + int(due[0]) + 1 if len(due) else len(y)
+            part = row_range(X, start, stop)
+            self._inner._learn(self.transform(part), y[start:stop],
+                               scores[start:stop] if len(scores) else scores)  # fmt: skip
+            self._remember(part, y[start:stop])
+            if len(due):
+                self.refit()
+            start = stop
+        self._refresh_view()
+
+    def _decision(self, X) -> np.ndarray:
+        n_events = X.shape[0]
+        out = np.empty(n_events)
+        for start in range(0, n_events, SCORE_CHUNK):
+            stop = min(n_events, start + SCORE_CHUNK)
+            out[start:stop] = self._inner._decision(self.transform(row_range(X, start, stop)))
+        return out
+
+    def _contributions(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """``x``'s own terms per feature; the margin's and the leaves' terms (not linear in any
+        one feature) go to the remainder with the intercept, so the two sum to the score."""
+        n_features = X.shape[1]
+        inner, remainder = self._inner._contributions(self.transform(X))
+        if not self.append_features:
+            return np.zeros((X.shape[0], n_features)), remainder + inner.sum(axis=1)
+        return inner[:, :n_features].copy(), remainder + inner[:, n_features:].sum(axis=1)
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """The inner learner's weights on ``x`` itself (zeros without ``append_features``)."""
+        self._check_initialized()
+        if not self.append_features:
+            return np.zeros(self.n_features_in_)
+        return self._inner.coef_[: self.n_features_in_]
+
+    @property
+    def intercept_(self) -> float:
+        self._check_initialized()
+        return float(self._inner.intercept_)
+
+    @property
+    def fits_(self) -> int:
+        """Ensembles installed so far."""
+        self._check_initialized()
+        return int(self._own_state["fits"][0])
+
+    @property
+    def fit_points_(self) -> tuple[int, int]:
+        """The last fit's ``(fit_from, fit_at)`` event counts ((0, 0) before any)."""
+        self._check_initialized()
+        own = self._own_state
+        return int(own["fit_from"][0]), int(own["fit_at"][0])
+
+
+def learn_with_fit_points(learner: BoostedEmbedded, X, y, points) -> BoostedEmbedded:
+    """Learn ``(X, y)`` (rows indexable, a dense array) in order with the fits at the given
+    ``(fit_from, fit_at)`` event counts of the learner (a background fitter's record) instead of
+    the schedule's: the state the service reached with those fits."""
+    with background_fits():
+        done = int(learner.state_["events"][0]) if learner.is_initialized else 0
+        offset = done
+        for fit_from, fit_at in points:
+            for stop in (fit_from, fit_at):
+                if stop > done:
+                    learner.partial_fit(X[done - offset : stop - offset],
+                                        y[done - offset : stop - offset])  # fmt: skip
+                    done = stop
+                if stop == fit_from:
+                    job = learner.fit_job()
+            learner.install(job.run(), job)
+        if done - offset < len(y):
+            learner.partial_fit(X[done - offset :], y[done - offset :])
+    return learner

@@ -1,0 +1,117 @@
+"""The process that fits boosted ensembles for :mod:`service.engine.refit`.
+
+A fit in a thread of the service would compete with the requests for the interpreter lock (the
+booster's tree growing runs partly in Python) and for the CPU; in a child process, at a lower
+scheduling priority, it takes neither.  Jobs and results cross a pipe as NumPy ``.npz``
+archives read with ``allow_pickle=False``, each prefixed by its length (8 bytes, little
+endian); nothing is pickled.  Run as ``python -m service.engine.fit_process``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import threading
+from typing import IO, Any
+
+import numpy as np
+
+from core.boosted_trees import EnsembleParams, fit_ensemble
+
+__all__ = ["FitProcess"]
+
+_PARAMS = ("n_trees", "max_leaves", "learning_rate", "min_samples_leaf", "l2_regularization",
+           "random_state")  # fmt: skip
+#: the child's niceness: requests first, fits with the CPU left over
+NICENESS = 10
+
+
+def _send(stream: IO[bytes], arrays: dict[str, Any]) -> None:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    payload = buffer.getvalue()
+    stream.write(len(payload).to_bytes(8, "little") + payload)
+    stream.flush()
+
+
+def _receive(stream: IO[bytes]) -> dict[str, np.ndarray] | None:
+    header = stream.read(8)
+    if len(header) < 8:
+        return None
+    payload = stream.read(int.from_bytes(header, "little"))
+    with np.load(io.BytesIO(payload), allow_pickle=False) as archive:
+        return {key: archive[key] for key in archive.files}
+
+
+class FitProcess:
+    """A child process fitting ensembles one at a time (:meth:`fit`), started on first use and
+    again if it died; thread-safe (one fit at a time)."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    def _start(self) -> subprocess.Popen:
+        if self._process is None or self._process.poll() is not None:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "service.engine.fit_process"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+        return self._process
+
+    def fit(self, X: np.ndarray, y: np.ndarray, params: EnsembleParams) -> dict[str, np.ndarray]:
+        """The ensemble's arrays, as :func:`core.boosted_trees.fit_ensemble` gives them."""
+        job = {"X": X, "y": y}
+        job.update({name: np.array([getattr(params, name)]) for name in _PARAMS})
+        with self._lock:
+            process = self._start()
+            assert process.stdin is not None and process.stdout is not None
+            try:
+                _send(process.stdin, job)
+                result = _receive(process.stdout)
+            except (BrokenPipeError, ValueError, OSError):
+                result = None
+            if result is None:
+                self.close()
+                raise RuntimeError("the fitting process ended without an answer")
+        if "error" in result:
+            raise ValueError(bytes(result["error"]).decode())
+        return result
+
+    def close(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            if process.stdin is not None:
+                process.stdin.close()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+def main() -> int:
+    os.nice(NICENESS)
+    reader, writer = sys.stdin.buffer, sys.stdout.buffer
+    while (job := _receive(reader)) is not None:
+        params = EnsembleParams(
+            n_trees=int(job["n_trees"][0]), max_leaves=int(job["max_leaves"][0]),
+            learning_rate=float(job["learning_rate"][0]),
+            min_samples_leaf=int(job["min_samples_leaf"][0]),
+            l2_regularization=float(job["l2_regularization"][0]),
+            random_state=int(job["random_state"][0]),
+        )  # fmt: skip
+        try:
+            _send(writer, fit_ensemble(job["X"], job["y"], params))
+        except ValueError as error:
+            _send(writer, {"error": np.frombuffer(str(error).encode(), dtype=np.uint8)})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

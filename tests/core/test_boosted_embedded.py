@@ -1,0 +1,183 @@
+"""``boosted_embedded``: the embedding kernel against a naive router and the ensemble against
+scikit-learn's own scores, the fit schedule, and fits taken and installed by a background
+fitter reproduced bit for bit from their fit points."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.ensemble import HistGradientBoostingClassifier
+
+from core.errors import InvalidState
+from core.learners import make_learner
+from core.learners.boosted_embedded import BoostedEmbedded, background_fits, learn_with_fit_points
+from core.validation import as_features
+from tests.core.naive.boosted_embedding import embed_row, margin_row
+
+SMALL = {"first_fit": 120, "refit_every": 150, "buffer_size": 200, "n_trees": 6,
+         "max_leaves": 5, "min_samples_leaf": 5}  # fmt: skip
+
+
+def xor_stream(n, seed=0, d=6):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (X[:, 0] * X[:, 1] + 0.3 * rng.normal(size=n) > 0.4).astype(np.int64)
+    return X, y
+
+
+def same_state(a, b):
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize(("append_features", "append_margin"), [(True, True), (False, False)])
+def test_kernel_embeds_as_the_naive_router(sparse, append_features, append_margin):
+    X, y = xor_stream(400)
+    X[np.abs(X) < 0.5] = 0.0  # zeros, so the CSR rows are sparse
+    learner = make_learner("boosted_embedded", scaling="none", append_features=append_features,
+                           append_margin=append_margin, **SMALL)  # fmt: skip
+    learner.partial_fit(X, y)
+    assert learner.fits_ >= 2
+    batch = as_features(sp.csr_matrix(X[:50])) if sparse else X[:50]
+    embedded = learner.transform(batch).toarray()
+    for i in range(50):
+        expected = embed_row(learner._own_state, X[i], learner.n_trees, learner.max_leaves,
+                             append_features, append_margin)  # fmt: skip
+        np.testing.assert_array_equal(embedded[i], expected)
+
+
+def test_the_ensemble_scores_as_scikit_learns_booster():
+    X, y = xor_stream(600, seed=3)
+    learner = make_learner("boosted_embedded", scaling="none", **SMALL).partial_fit(X, y)
+    job = learner.fit_job()
+    booster = HistGradientBoostingClassifier(
+        max_iter=6, max_leaf_nodes=5, min_samples_leaf=5, early_stopping=False, random_state=0
+    ).fit(job.X, job.y > 0)
+    learner.install(job.run(), job)
+    np.testing.assert_allclose(learner.margin(X), booster.decision_function(X), rtol=0,
+                               atol=1e-12)  # fmt: skip
+    assert [margin_row(learner._own_state, x) for x in X[:20]] == pytest.approx(
+        list(booster.decision_function(X[:20])), abs=1e-12
+    )
+
+
+def test_schedule_first_fit_then_doubling_up_to_refit_every_events():
+    X, y = xor_stream(700)
+    learner = make_learner("boosted_embedded", **SMALL)
+    learner.partial_fit(X[:119], y[:119])
+    assert learner.fits_ == 0
+    learner.partial_fit(X[119:121], y[119:121])
+    assert (learner.fits_, learner.fit_points_) == (1, (120, 120))
+    learner.partial_fit(X[121:239], y[121:239])
+    assert learner.fits_ == 1
+    # the events double (120 more), then at most refit_every (150) between fits
+    learner.partial_fit(X[239:700], y[239:700])
+    assert learner.fits_ == 5 and learner.fit_points_ == (690, 690)
+    # no refit: one fit only
+    once = make_learner("boosted_embedded", **{**SMALL, "refit_every": None}).partial_fit(X, y)
+    assert once.fits_ == 1
+
+
+def test_a_fit_waits_for_two_events_of_each_class():
+    X, y = xor_stream(300)
+    y = np.zeros(300, dtype=np.int64)
+    y[[150, 170]] = 1
+    learner = make_learner("boosted_embedded", **SMALL).partial_fit(X, y)
+    assert learner.fit_points_ == (171, 171)
+
+
+def test_background_fits_replay_bit_for_bit_from_their_fit_points():
+    """A fitter that takes a job at one event count and installs it some batches later (the
+    service's refit thread) reaches a state that learning with the recorded fit points gives
+    again, bit for bit; the inline schedule is the fit points ``(m, m)``."""
+    X, y = xor_stream(900, seed=5)
+    served = make_learner("boosted_embedded", **SMALL)
+    points, job, wait = [], None, 0
+    with background_fits():
+        for start in range(0, 900, 17):
+            served.partial_fit(X[start : start + 17], y[start : start + 17])
+            if job is None and served.fit_due():
+                job, wait = served.fit_job(), 2
+            elif job is not None and (wait := wait - 1) == 0:
+                assert served.install(job.run(), job)
+                points.append(served.fit_points_)
+                job = None
+    assert len(points) >= 3 and all(at > start for start, at in points)
+    replayed = learn_with_fit_points(make_learner("boosted_embedded", **SMALL), X, y, points)
+    same_state(served.get_state(), replayed.get_state())
+    inline = make_learner("boosted_embedded", **SMALL).partial_fit(X, y)
+    schedule = [(120, 120), (240, 240), (390, 390), (540, 540), (690, 690), (840, 840)]
+    same_state(inline.get_state(),
+               learn_with_fit_points(make_learner("boosted_embedded", **SMALL), X, y,
+                                     schedule).get_state())  # fmt: skip
+
+
+def test_restart_drops_a_pending_fit_and_refits_on_later_events():
+    X, y = xor_stream(600)
+    learner = make_learner("boosted_embedded", **SMALL)
+    with background_fits():
+        learner.partial_fit(X[:130], y[:130])
+        job = learner.fit_job()
+        learner.restart_tree()
+        assert not learner.install(job.run(), job) and learner.fits_ == 0
+        assert not learner.fit_due()
+        learner.partial_fit(X[130:249], y[130:249])
+        assert not learner.fit_due()
+        learner.partial_fit(X[249:250], y[249:250])
+        assert learner.fit_due()
+    learner.partial_fit(X[250:251], y[250:251])
+    assert learner.fits_ == 1 and learner.fit_points_ == (250, 250)
+    # the fit learned the events after the restart only
+    assert learner.fit_job().X.shape[0] == 121
+
+
+def test_round_trip_and_a_corrupt_tree_is_refused():
+    X, y = xor_stream(400)
+    learner = make_learner("boosted_embedded", **SMALL).partial_fit(X[:300], y[:300])
+    restored = BoostedEmbedded.from_state(learner.get_params(), learner.get_state())
+    learner.partial_fit(X[300:], y[300:])
+    restored.partial_fit(X[300:], y[300:])
+    same_state(learner.get_state(), restored.get_state())
+    state = learner.get_state()
+    state["ens_left"][0, 0] = 0  # a child that is its own parent: routing would never end
+    with pytest.raises(InvalidState, match="ens_left"):
+        BoostedEmbedded.from_state(learner.get_params(), state)
+    state = learner.get_state()
+    state["ens_feature"][0, 0] = 6
+    with pytest.raises(InvalidState, match="ens_feature"):
+        BoostedEmbedded.from_state(learner.get_params(), state)
+
+
+def test_learns_a_non_linear_ranking_a_linear_learner_cannot():
+    X, y = xor_stream(6000, seed=9)
+    boosted = make_learner("boosted_embedded", first_fit=1000, refit_every=2000)
+    linear = make_learner("logistic")
+    from core.metrics.ranking import auc
+
+    late = slice(3000, None)
+    assert auc(y[late], boosted.prequential_step(X, y)[late]) > 0.9
+    assert auc(y[late], linear.prequential_step(X, y)[late]) < 0.6
+
+
+def test_auto_tracking_drift_refits_its_boosted_candidate_on_post_change_events():
+    """``auto`` with ``track_drift`` restarts the candidate at a detected change: its next fit
+    comes ``first_fit`` events after the detection, on a buffer of post-change events only."""
+    rng = np.random.default_rng(0)
+    n = 12_000
+    X = rng.normal(size=(n, 6))
+    z = X[:, 0] * X[:, 1] + X[:, 2]
+    z[n // 2 :] = -z[n // 2 :]
+    y = (z + 0.3 * rng.normal(size=n) > 1.0).astype(np.int64)
+    boosted = {"first_fit": 500, "refit_every": None, "buffer_size": 2000, "n_trees": 10}
+    auto = make_learner("auto", track_drift=True, candidates=[
+        {"learner": "logistic", "params": {}},
+        {"learner": "boosted_embedded", "params": boosted},
+    ]).partial_fit(X, y)  # fmt: skip
+    [candidate] = [c for c in auto._candidates if c.name == "boosted_embedded"]
+    assert int(candidate.state_["generation"][0]) >= 1 and candidate.fits_ == 2
+    fit_from, fit_at = candidate.fit_points_
+    # the buffer it was fitted on, first_fit events from the restart, all after the change
+    assert fit_from == fit_at and fit_from - boosted["first_fit"] >= n // 2

@@ -228,10 +228,11 @@ def evaluate(
 ) -> None:
     """Each candidate's exact pAUC and AUC on the window (auto.1), counted as in (auto.3), then
     the leader choice with hysteresis (auto.4)-(auto.6): the challenger takes over after
-    ``patience`` consecutive evaluations ahead by more than ``margin``; windows with too few positives or negatives in
-    the FPR range decide nothing.  ``since``: only the window's events from that event count
-    on are compared (after a detected drift, docs/algorithms/auto.md (auto.8)).  With
-    ``temperature`` > 0 a deciding evaluation also sets the served mix's weights (auto.10)."""
+    ``patience`` consecutive evaluations ahead by more than ``margin``; windows with too few
+    positives or negatives in the FPR range decide nothing.  ``since``: only the window's
+    events from that event count on are compared (after a detected drift,
+    docs/algorithms/auto.md (auto.8)).  With ``temperature`` > 0 a deciding evaluation also
+    sets the served mix's weights (auto.10)."""
     seen = int(own["n_seen"][0])
     filled = min(seen, own["window_labels"].shape[0])
     labels = own["window_labels"][:filled]

@@ -1,11 +1,11 @@
-"""Drifting streams: how fast each learner recovers after the stream changes (issue 16).
+"""Drifting streams: how fast each learner recovers after the stream changes.
 
 Scenarios (``--scenarios``; every stream is one pass, in batches of ``--batch`` events,
 scored test-then-train with ``prequential_step``):
 
 * ``abrupt``: ``--n`` events (default 200,000), 20 standard Gaussian features, labels drawn from
   a logistic model with ~7 % positives whose weights change sign on half of the features at
-  ``n / 2`` (the scenario of issue 16).
+  ``n / 2``.
 * ``gradual``: the same two concepts, the new one drawn with a probability that rises from 0 to
   1 over ``n / 10`` events centred on ``n / 2`` (River's ``ConceptDriftStream`` with a width).
 * ``recurring``: the concepts alternate every ``n / 4`` events (A, B, A, B).
@@ -52,7 +52,7 @@ from core.metrics import auc, pauc  # noqa: E402
 from core.metrics.drift import DriftDetector  # noqa: E402
 
 RIVER_PEERS = ("river_lr", "river_lr_adwin")
-#: windows of the abrupt scenario in issue 16, as fractions of the 200,000-event stream
+#: windows of the abrupt scenario, as fractions of the 200,000-event stream
 WINDOWS = ((0.45, 0.50), (0.50, 0.55), (0.55, 0.65), (0.90, 1.00))
 RECOVERY_MARGIN = 0.03
 #: the pAUC range of the windowed pAUC table and curves: FPR [0, 0.1], the fraud range

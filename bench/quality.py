@@ -371,7 +371,7 @@ def print_tables(rows, agg, learners, conditions, sets, file=sys.stdout):
                 print(f"  {learner:<12}{cells}  {cell['seconds']:6.2f}{note}", file=file)
 
 
-#: issue 10: auto's prequential pAUC within this of the best of its candidates run alone
+#: auto's prequential pAUC within this of the best of its candidates run alone
 AUTO_MARGIN = 0.005
 
 
@@ -429,7 +429,7 @@ def summary_lines(agg, learners, conditions, sets, rows):
 
 
 def auto_lines(agg, learners, overrides, conditions, sets):
-    """Issue 10's targets for every ``auto`` in the run: on how many sets its prequential pAUC
+    """The targets for every ``auto`` in the run: on how many sets its prequential pAUC
     is within ``AUTO_MARGIN`` of the best of its candidates run alone (those of the run whose
     (learner, params) equal a candidate's, the model's range added), and its held-out AUC at
     least River's."""

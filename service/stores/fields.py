@@ -7,6 +7,10 @@ what a store process remembers of them to send only what changed.
   how many; a chunk whose bytes are all zero is not stored at all (it reads back as zeros).
   A fresh model's buffers are allocated at full capacity by its learner and are zero until
   events fill them, so an empty or young model stores only the chunks that hold something.
+* :func:`encode_changes`: the fields that differ from what the store holds (an
+  :class:`Encoded` base: each array's layout, its small fields, and a copy of the leading part
+  of each chunked array that covers its stored chunks), found by comparing whole arrays with
+  a few numpy calls, and the new base.
 * :class:`KnownStates`: what this process knows a store holds for its most recently used
   models, the base a commit diffs against to send only the changed fields.  Bounded, and
   forgotten when the model leaves the process's model cache (:meth:`forget`), so that it
@@ -100,11 +104,13 @@ def _drop(name: str, index, changes: Changes) -> None:
     changes.dropped_fields += [f"{name}@{i}" for i in np.asarray(index).tolist()]
 
 
-def _stored_chunks(name: str, units: np.ndarray, n_bytes: int, changes: Changes) -> Chunks:
+def _stored_chunks(
+    name: str, units: np.ndarray, n_bytes: int, changes: Changes, keep: bool = True
+) -> Chunks:
     per = CHUNK_BYTES // units.itemsize
     index = np.flatnonzero(_chunk_any(units, per))
     _write(name, units, index, changes)
-    last = int(index[-1]) + 1 if index.size else 0
+    last = int(index[-1]) + 1 if index.size and keep else 0
     return Chunks(units[: last * per].copy(), n_bytes)
 
 
@@ -198,10 +204,14 @@ class Changes:
         self.dropped_layouts: list[str] = []
 
 
-def encode_changes(arrays: dict[str, np.ndarray], base: Encoded | None) -> tuple[Changes, Encoded]:
+def encode_changes(
+    arrays: dict[str, np.ndarray], base: Encoded | None, *, keep: bool = True
+) -> tuple[Changes, Encoded]:
     """The fields and layouts of ``arrays`` that differ from ``base`` (all of them when None)
-    and what the store then holds.  Chunks are compared as words, all at once per array: the
-    cost of a commit does not grow with the number of chunks a state is cut into."""
+    and what the store then holds (``keep=False``: not needed, its copies are not made).
+    Chunks are compared as words, all at once per array: the cost of a commit does not grow
+    with the number of chunks a state is cut into.  ``base`` may be updated in place: the
+    caller owns it (:meth:`KnownStates.take`)."""
     changes = Changes()
     layouts: dict[str, str] = {}
     small: dict[str, bytes] = {}
@@ -227,7 +237,7 @@ def encode_changes(arrays: dict[str, np.ndarray], base: Encoded | None) -> tuple
             else:
                 if base is not None and name in base.small:
                     changes.dropped_fields.append(name)
-                chunks[name] = _stored_chunks(name, words, n_bytes, changes)
+                chunks[name] = _stored_chunks(name, words, n_bytes, changes, keep)
         layouts[name] = layout
         if base is None or base.layouts.get(name) != layout:
             changes.layouts[name] = layout
@@ -242,25 +252,33 @@ def encode_fields(arrays: dict[str, np.ndarray]) -> tuple[dict[str, bytes], dict
     """State arrays -> (fields, layouts).  A layout is ``<dtype>|<shape>`` for an array in
     one field, ``<dtype>|<shape>|<n chunks>`` for one split into ``<name>@<i>`` fields, of
     which only those with a non-zero byte are returned."""
-    changes, _ = encode_changes(arrays, None)
+    changes, _ = encode_changes(arrays, None, keep=False)  # no base: no copy of the chunks
     return changes.fields, changes.layouts
 
 
 def decode_fields(raw: dict[str, bytes], layouts: dict[str, str]) -> dict[str, np.ndarray]:
     """The arrays of :func:`encode_fields`'s fields; ValueError naming the array when a field
     does not fit its layout."""
+    # the stored chunks of each array, found in one pass over the fields (a state has far
+    # fewer stored chunks than chunk slots: zero chunks are not stored)
+    chunks: dict[str, dict[int, bytes]] = {}
+    for field, data in raw.items():
+        name, at, index = field.rpartition("@")
+        if at and index.isdigit():
+            chunks.setdefault(name, {})[int(index)] = data
     arrays = {}
     for name, layout in layouts.items():
         parts = layout.split("|")
         if len(parts) == 3:
-            arrays[name] = _decode_chunked(name, raw, parts[0], parts[1], int(parts[2]))
+            stored = chunks.get(name, {})
+            arrays[name] = _decode_chunked(name, stored, parts[0], parts[1], int(parts[2]))
         else:
             arrays[name] = decode_array(raw[name], layout)
     return arrays
 
 
 def _decode_chunked(
-    name: str, raw: dict[str, bytes], dtype_text: str, shape_text: str, n_chunks: int
+    name: str, stored: dict[int, bytes], dtype_text: str, shape_text: str, n_chunks: int
 ) -> np.ndarray:
     # decode_array checks the dtype (numbers only) and the shape's syntax on an empty array
     # before anything of the declared size is allocated
@@ -277,18 +295,31 @@ def _decode_chunked(
         )
     array = np.zeros(shape, dtype=empty.dtype)
     flat = array.reshape(-1).view(np.uint8)
-    for index in range(n_chunks):
-        chunk = raw.get(f"{name}@{index}")
-        if chunk is None:  # all zeros: not stored
-            continue
-        start = index * CHUNK_BYTES
-        expected = min(CHUNK_BYTES, n_bytes - start)
+    # runs of consecutive stored chunks, each copied in once (the others are zeros)
+    run: list[bytes] = []
+    first = 0
+    for index in sorted(i for i in stored if i < n_chunks):
+        chunk = stored[index]
+        expected = min(CHUNK_BYTES, n_bytes - index * CHUNK_BYTES)
         if len(chunk) != expected:
             raise ValueError(
                 f"state array {name!r}: chunk {index} holds {len(chunk)} bytes, not {expected}"
             )
-        flat[start : start + expected] = np.frombuffer(chunk, dtype=np.uint8)
+        if run and index != first + len(run):
+            _copy_run(flat, first, run)
+            run = []
+        if not run:
+            first = index
+        run.append(chunk)
+    if run:
+        _copy_run(flat, first, run)
     return array
+
+
+def _copy_run(flat: np.ndarray, first: int, run: list[bytes]) -> None:
+    data = b"".join(run)
+    start = first * CHUNK_BYTES
+    flat[start : start + len(data)] = np.frombuffer(data, dtype=np.uint8)
 
 
 class KnownStates(Generic[T]):

@@ -55,7 +55,8 @@ class RegretWindow:
 
     What a round is — and the consequence ([CHOICE])
     ------------------------------------------------
-    A round is one call of :meth:`update`: the service learns a batch with ONE kernel call, and
+    A round is one call of :meth:`update` (or one of the rounds :meth:`update_rounds` appends
+    at once, the same window): the service learns a batch with ONE kernel call, and
     records ``learner.coef_`` from *before* the call as the round's weights ``w_b``.  The
     learner may change its weights inside the batch (``spam``, ``solam``, ``oam``, ``opauc``
     step after every event; ``pmb`` / ``ftrl_pauc`` when a buffer fills or every ``s`` events),
@@ -129,27 +130,45 @@ class RegretWindow:
         prequential ``scores``, served by ``weights`` (``coef_`` before the batch).  Validated
         whole first: a rejected round leaves the window as it was.  An empty batch is a no-op.
         """
+        n_events = np.shape(X)[0] if np.ndim(X) == 2 else -1
+        self.update_rounds(X, y, scores, np.reshape(weights, (1, -1)), [max(n_events, 0)])
+
+    def update_rounds(self, X, y, scores, weights, sizes) -> None:
+        """Append several rounds at once: the same window as :meth:`update` of each in turn.
+        ``X``, ``y`` and ``scores`` hold the rounds' events one after another, ``sizes`` how
+        many events each round has, ``weights`` (rounds, n_features) the weights served at the
+        start of each.  Validated whole first: a rejected call leaves the window as it was;
+        rounds of no event are no-ops."""
         features = np.asarray(X, dtype=np.float64)
         if features.ndim != 2 or features.shape[1] != self.n_features:
             raise ValueError(
                 f"expected features of shape (n, {self.n_features}), got {features.shape}"
             )
         n_events = features.shape[0]
+        round_sizes = [int(size) for size in sizes]
+        if sum(round_sizes) != n_events or min(round_sizes, default=0) < 0:
+            raise ValueError(f"round sizes {round_sizes} do not add up to {n_events} events")
         if n_events == 0:
             return
         labels = as_labels(y, n_events)
         score_array = np.asarray(scores, dtype=np.float64).reshape(-1)
-        served = np.asarray(weights, dtype=np.float64).reshape(-1)
+        served = np.asarray(weights, dtype=np.float64).reshape(len(round_sizes), -1)
         if score_array.size != n_events:
             raise ValueError(f"got {score_array.size} scores for {n_events} events")
-        if served.size != self.n_features:
-            raise ValueError(f"got {served.size} weights for {self.n_features} features")
+        if served.shape[1] != self.n_features:
+            raise ValueError(f"got {served.shape[1]} weights for {self.n_features} features")
         for name, array in (("features", features), ("scores", score_array), ("weights", served)):
             if not np.isfinite(array).all():
                 raise ValueError(f"{name} hold NaN or infinity")
+        self._append_events(features, labels, score_array)
+        self._append_rounds(served, round_sizes)
 
+    def _append_events(self, features, labels, scores) -> None:
+        # Events live at ring slot (absolute position % capacity), so the last `capacity`
+        # events of several rounds land where the rounds one by one would put them.
         capacity = self.capacity
-        total, size, rounds_total, n_rounds = (int(value) for value in self._counters)
+        n_events = features.shape[0]
+        total = int(self._counters[0])
         kept = min(n_events, capacity)
         new_total = total + n_events
         self._features = grown(self._features, min(capacity, new_total), capacity)
@@ -162,27 +181,35 @@ class RegretWindow:
         for ring, values in (
             (self._features, features),
             (self._labels, labels),
-            (self._scores, score_array),
+            (self._scores, scores),
         ):
             tail = values[n_events - kept :]
             ring[start : start + head] = tail[:head]
             ring[: kept - head] = tail[head:]
 
-        # drop whole oldest rounds while the window would hold more than `capacity` events
-        # (before the new round takes its ring slot: the oldest round may live there)
-        while size + n_events > capacity and n_rounds > 0:
-            oldest_end = int(self._round_ends[(rounds_total - n_rounds) % capacity])
-            size -= oldest_end - (total - size)
-            n_rounds -= 1
-        size = min(size + n_events, capacity)  # a round longer than the window keeps its tail
-        self._round_ends = grown(self._round_ends, min(capacity, rounds_total + 1), capacity)
-        self._round_weights = grown(self._round_weights, min(capacity, rounds_total + 1), capacity)
-        slot = rounds_total % capacity
-        self._round_ends[slot] = new_total
-        self._round_weights[slot] = served
-        rounds_total += 1
-        n_rounds += 1
-        self._counters[:] = (new_total, size, rounds_total, n_rounds)
+    def _append_rounds(self, served: np.ndarray, round_sizes: list[int]) -> None:
+        capacity = self.capacity
+        total, size, rounds_total, n_rounds = (int(value) for value in self._counters)
+        needed = min(capacity, rounds_total + sum(1 for n in round_sizes if n))
+        self._round_ends = grown(self._round_ends, needed, capacity)
+        self._round_weights = grown(self._round_weights, needed, capacity)
+        for n_events, weights in zip(round_sizes, served, strict=True):
+            if n_events == 0:
+                continue
+            # drop whole oldest rounds while the window would hold more than `capacity` events
+            # (before the new round takes its ring slot: the oldest round may live there)
+            while size + n_events > capacity and n_rounds > 0:
+                oldest_end = int(self._round_ends[(rounds_total - n_rounds) % capacity])
+                size -= oldest_end - (total - size)
+                n_rounds -= 1
+            size = min(size + n_events, capacity)  # a round longer than the window: its tail
+            total += n_events
+            slot = rounds_total % capacity
+            self._round_ends[slot] = total
+            self._round_weights[slot] = weights
+            rounds_total += 1
+            n_rounds += 1
+        self._counters[:] = (total, size, rounds_total, n_rounds)
 
     # -- content
     def __len__(self) -> int:

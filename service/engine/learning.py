@@ -15,6 +15,8 @@ A *round* is what one request carried: a queue worker or the coalescer
 (:mod:`service.engine.coalesce`) merges several requests into one call (``rounds`` gives their
 sizes); each is learned by its own learner call and is its own regret round, exactly as when
 the requests come one after another, and the metrics window, counters and commit are shared.
+When that changes nothing (:func:`one_call_is_exact`: no regret window, and a learner that
+learns a batch as its events one at a time) the merged requests are one learner call.
 """
 
 from __future__ import annotations
@@ -122,22 +124,61 @@ class Merged:
 
 
 # ---------------------------------------------------------------------------- one model
+class Rounds:
+    """What the regret window takes of the rounds of one call, gathered while they are learned
+    and appended at once (:meth:`core.regret.RegretWindow.update_rounds`: the same window as
+    one update per round, for one validation and one ring write)."""
+
+    def __init__(self) -> None:
+        self.rows: list[np.ndarray] = []
+        self.labels: list[np.ndarray] = []
+        self.scores: list[np.ndarray] = []
+        self.served: list[np.ndarray] = []
+
+    def record(self, loaded: Loaded) -> None:
+        """Into the regret window (when on)."""
+        if loaded.regret is not None and self.rows:
+            loaded.regret.update_rounds(
+                self.rows[0] if len(self.rows) == 1 else np.concatenate(self.rows),
+                self.labels[0] if len(self.labels) == 1 else np.concatenate(self.labels),
+                self.scores[0] if len(self.scores) == 1 else np.concatenate(self.scores),
+                np.stack(self.served),
+                [len(labels) for labels in self.labels],
+            )
+
+
 def learn_round(
-    loaded: Loaded, X: np.ndarray | CSRMatrix, y: np.ndarray, recorded: np.ndarray | None
+    loaded: Loaded,
+    X: np.ndarray | CSRMatrix,
+    y: np.ndarray,
+    recorded: np.ndarray | None,
+    rounds: Rounds,
 ) -> np.ndarray:
-    """Learn one round with one learner call and record it in the regret window (when on):
+    """Learn one round with one learner call and record it for the regret window (when on):
     the rows as the learner saw them (the kernel's own scaled batch, densified: the same bits
     as ``core.regret.learner_inputs`` before the call, without scaling twice) and the weights
-    served before the call.  Returns the prequential scores, or ``recorded``."""
+    served before the call, into ``rounds`` (:meth:`Rounds.record` puts them in the window).
+    Returns the prequential scores, or ``recorded``."""
     learner = loaded.learner
     if loaded.regret is None:
         return _learn_call(loaded, X, y, recorded)
     served = np.array(learner.coef_, dtype=np.float64)  # type: ignore[attr-defined]
     with learner.recording_inputs() as inputs:
         scores = _learn_call(loaded, X, y, recorded)
-    rows = inputs[0].toarray() if isinstance(inputs[0], CSRMatrix) else inputs[0]
-    loaded.regret.update(rows, y, scores, served)  # copies the rows into its ring
+    # a copy: the learner's own arrays may be reused by its next call
+    rows = inputs[0].toarray() if isinstance(inputs[0], CSRMatrix) else np.array(inputs[0])
+    rounds.rows.append(rows)
+    rounds.labels.append(y)
+    rounds.scores.append(scores)
+    rounds.served.append(served)
     return scores
+
+
+def one_call_is_exact(loaded: Loaded) -> bool:
+    """Whether one learner call on several rounds gives what one call per round gives: the
+    regret window is off (it records each round's served weights and rows) and the learner
+    learns a batch as its events one at a time (``spdam`` does not: a batch is its window)."""
+    return loaded.regret is None and not getattr(type(loaded.learner), "streams_on_window", False)
 
 
 def _learn_call(
@@ -216,16 +257,20 @@ def learn_events(
     running mean as of the event's position (:mod:`service.engine.missing`)."""
     if loaded.means is not None:
         X = loaded.means.fill_and_learn(X)  # type: ignore[arg-type]
+    if one_call_is_exact(loaded):
+        bounds = [(0, X.shape[0])]
     parts = []
+    rounds = Rounds()
     for start, stop in bounds:
         rows = X if (start, stop) == (0, X.shape[0]) else row_range(X, start, stop)
         part = None if recorded is None else recorded[start:stop]
         try:
-            parts.append(learn_round(loaded, rows, y[start:stop], part))
+            parts.append(learn_round(loaded, rows, y[start:stop], part, rounds))
         except InvalidFeatures as error:
             if error.row is not None:  # the event at fault, counted in the whole batch
                 error.row += start
             raise
+    rounds.record(loaded)
     scores = parts[0] if len(parts) == 1 else np.concatenate(parts)
     loaded.window.update(scores, y)
     detected_at = loaded.drift.update(scores, y)

@@ -24,7 +24,7 @@ aucs:{m}:version        string integer state version, incremented by every commi
 aucs:{m}:meta           hash   ``incarnation`` (changes when the model is re-created or
                                imported), plus checkpoint fields written with the state
 aucs:{m}:state          hash   one field per state array: its raw little-endian bytes;
-                               an array over 16 KiB is split into fields ``<name>@0``,
+                               an array over 1 KiB is split into fields ``<name>@0``,
                                ``<name>@1``, ... so a commit rewrites only changed chunks
 aucs:{m}:layout         hash   one field per state array: ``<dtype>|<shape>`` e.g. ``<f8|50``,
                                plus ``|<n chunks>`` for a split array

@@ -4,7 +4,7 @@ Layout (key names in :mod:`service.stores.keys`): each state array is its own fi
 ``aucs:{m}:state`` hash, holding the array's raw little-endian bytes, with ``<dtype>|<shape>`` in
 the same field of ``aucs:{m}:layout`` — so weights, class means, reservoirs, quantile estimates
 and scaler statistics are visible in Redis as such, and nothing is ever pickled.  Arrays over
-16 KiB (the metrics window, reservoirs, a hashed model's weights) are split into 16 KiB chunk
+1 KiB (the metrics window, reservoirs, a hashed model's weights) are split into 1 KiB chunk
 fields ``<name>@<i>``, all-zero chunks left out (:mod:`service.stores.fields`), and a commit
 sends only the fields whose bytes changed since the version it builds on (known from this
 process's last load or commit of that version, for the models it caches; otherwise it rewrites
@@ -60,7 +60,13 @@ from service.errors import LeaseLost, ModelNotFound, StaleVersion, StoreUnavaila
 from service.stores import keys
 from service.stores.base import Commit, Fence, StoredState
 from service.stores.client import ReplicaWait, connect, round_trip, transaction, unavailable
-from service.stores.fields import DEFAULT_KNOWN_MODELS, KnownStates, decode_fields, encode_fields
+from service.stores.fields import (
+    DEFAULT_KNOWN_MODELS,
+    Encoded,
+    KnownStates,
+    decode_fields,
+    encode_changes,
+)
 from service.stores.lua import ACKNOWLEDGE_SCRIPT, CREATE_SCRIPT, DELETE_SCRIPT, MARKER_SCRIPT
 from service.stores.redis_models import RedisModels, _flat, _Written
 from service.stores.redis_setup import _text
@@ -173,7 +179,7 @@ class RedisStore(RedisModels):
         # with replicas waited for, a read may see a commit no replica has yet (a failover
         # can undo it without losing an acknowledged write): only checked, not recorded
         self._saw(model_id, incarnation, int(version), self.wait is None)
-        self._remember(model_id, _Written(incarnation, int(version), raw, layouts))
+        self._remember(model_id, _Written(incarnation, int(version), Encoded.of(arrays)))
         return StoredState(int(version), incarnation, orjson.loads(config_json), arrays, meta)
 
     @unavailable
@@ -206,28 +212,28 @@ class RedisStore(RedisModels):
         expected version (it loaded or wrote it): the version check guarantees that nobody
         wrote in between, or the commit is refused.
         """
-        fields, layouts = encode_fields(commit.arrays)
-        base = self._written.get(model_id)
-        state, layout = keys.state(model_id), keys.layout(model_id)
-        version_key, meta = keys.version(model_id), keys.meta(model_id)
-        writes: list[list[Any]] = [["MULTI"]]
+        base = self._written.take(model_id)
+        known = None
         if (
             base is not None
             and base.incarnation == commit.incarnation
             and base.version == commit.expected_version
         ):
-            send = {f: data for f, data in fields.items() if base.fields.get(f) != data}
-            send_layouts = {n: lay for n, lay in layouts.items() if base.layouts.get(n) != lay}
-            dropped = [f for f in base.fields if f not in fields]
-        else:
+            known = base.encoded
+        changes, encoded = encode_changes(commit.arrays, known)
+        state, layout = keys.state(model_id), keys.layout(model_id)
+        version_key, meta = keys.version(model_id), keys.meta(model_id)
+        writes: list[list[Any]] = [["MULTI"]]
+        if known is None:
             writes.append(["DEL", state, layout])
-            send, send_layouts, dropped = fields, layouts, []
-        if send:
-            writes.append(["HSET", state, *_flat(send)])
-        if send_layouts:
-            writes.append(["HSET", layout, *_flat(send_layouts)])
-        if dropped:
-            writes.append(["HDEL", state, *dropped])
+        if changes.fields:
+            writes.append(["HSET", state, *_flat(changes.fields)])
+        if changes.layouts:
+            writes.append(["HSET", layout, *_flat(changes.layouts)])
+        if changes.dropped_fields:
+            writes.append(["HDEL", state, *changes.dropped_fields])
+        if changes.dropped_layouts:
+            writes.append(["HDEL", layout, *changes.dropped_layouts])
         expiry, now = repr(float(commit.id_expiry)), repr(float(commit.now))
         for key, ids in ((keys.seen(model_id), commit.learned_ids),
                          (keys.expired(model_id), commit.expired_ids)):  # fmt: skip
@@ -276,7 +282,7 @@ class RedisStore(RedisModels):
             self._remember(model_id, None)
             raise StaleVersion(model_id)
         version = int(result[-1])
-        self._remember(model_id, _Written(commit.incarnation, version, fields, layouts))
+        self._remember(model_id, _Written(commit.incarnation, version, encoded))
         self.watch.saw(model_id, commit.incarnation, version)
         return version
 

@@ -9,7 +9,7 @@ from typing import Any
 from service.errors import ModelChanged, ModelExists, ModelNotFound
 from service.stores import keys
 from service.stores.client import run_script, unavailable
-from service.stores.fields import KnownStates, encode_fields
+from service.stores.fields import Encoded, KnownStates, encode_changes
 from service.stores.redis_setup import _text
 from service.stores.redis_watch import RedisWatch
 
@@ -20,8 +20,7 @@ class _Written:
 
     incarnation: str
     version: int
-    fields: dict[str, bytes]
-    layouts: dict[str, str]
+    encoded: Encoded
 
 
 def _flat(pairs: dict[str, Any]) -> list[Any]:
@@ -57,7 +56,8 @@ class RedisModels(RedisWatch):
             keys.layout(model_id),
         ]
         ordered += [key for key in model_keys if key not in ordered]
-        fields, layouts = encode_fields(arrays)
+        changes, encoded = encode_changes(arrays, None)
+        fields, layouts = changes.fields, changes.layouts
         if replaces is None:
             # registered before it is written, so that no failure leaves a model that is not
             # listed (see list_models); a reset's model is registered already
@@ -76,7 +76,7 @@ class RedisModels(RedisWatch):
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
         if int(result) == -3:
             raise ModelChanged(f"model {model_id!r} was re-created during the reset")
-        self._remember(model_id, _Written(incarnation, 1, fields, layouts))
+        self._remember(model_id, _Written(incarnation, 1, encoded))
         self.watch.saw(model_id, incarnation, 1)
         if replaces is None:
             # again: a deletion of the previous model of this id may have unregistered it

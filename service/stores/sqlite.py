@@ -12,7 +12,7 @@ processes.  A commit whose expected version or incarnation is not current raises
 :class:`~service.errors.StaleVersion` and writes nothing -- as the Redis store's ``WATCH`` /
 ``EXEC`` -- so the engine reloads and retries; a process whose cache is current learns it from
 the version alone.  :meth:`SQLiteStore.load` reads one snapshot.  As in Redis, a commit writes
-only the 16 KiB chunks that changed since the version it builds on, when this process knows
+only the 1 KiB chunks that changed since the version it builds on, when this process knows
 them (it loaded or wrote that version of a model it caches: :mod:`service.stores.fields`).
 
 Durability: ``synchronous=FULL`` (the default, ``AUCSTREAM_SQLITE_SYNCHRONOUS``) syncs the
@@ -40,7 +40,13 @@ from service.errors import (
     StaleVersion,
 )
 from service.stores.base import Commit, StoredState, pending_full
-from service.stores.fields import DEFAULT_KNOWN_MODELS, KnownStates, decode_fields, encode_fields
+from service.stores.fields import (
+    DEFAULT_KNOWN_MODELS,
+    Encoded,
+    KnownStates,
+    decode_fields,
+    encode_changes,
+)
 from service.stores.sqlite_epoch import SQLiteLossWatch
 from service.stores.sqlite_file import (
     MODEL_TABLES,
@@ -114,9 +120,7 @@ class SQLiteStore:
         self.database = database
         #: model id -> (incarnation, version, fields, layouts) this process knows are stored,
         #: for the models it uses: the base of a commit that writes only the changed chunks
-        self._written: KnownStates[tuple[str, int, dict[str, bytes], dict[str, str]]] = KnownStates(
-            max_known_models
-        )
+        self._written: KnownStates[tuple[str, int, Encoded]] = KnownStates(max_known_models)
         #: the epoch marker's checks: a file replaced by an older copy answers 503
         self.loss = SQLiteLossWatch(database.path, database.write)
         self.watch = self.loss.watch
@@ -159,7 +163,7 @@ class SQLiteStore:
     def close(self) -> None:
         self.database.close()
 
-    def _remember(self, model_id: str, written: tuple[str, int, dict, dict]) -> None:
+    def _remember(self, model_id: str, written: tuple[str, int, Encoded]) -> None:
         """What this process now knows is stored for ``model_id`` (a delta commit's base)."""
         self._written.remember(model_id, written)
 
@@ -176,7 +180,7 @@ class SQLiteStore:
         self, model_id, config, arrays, incarnation, *, replace=False, replaces=None
     ) -> int:
         self.loss.guard()
-        fields, layouts = encode_fields(arrays)
+        changes, encoded = encode_changes(arrays, None)
         self._unknown(model_id)
         with self.database.write() as db:
             row = db.execute("SELECT incarnation FROM models WHERE id = ?", (model_id,)).fetchone()
@@ -194,8 +198,8 @@ class SQLiteStore:
                 (model_id, orjson.dumps(config).decode(), incarnation),
             )
             db.execute("INSERT INTO meta VALUES (?, 'incarnation', ?)", (model_id, incarnation))
-            self._write_fields(db, model_id, fields, layouts)
-        self._remember(model_id, (incarnation, 1, fields, layouts))
+            self._write_fields(db, model_id, changes.fields, changes.layouts)
+        self._remember(model_id, (incarnation, 1, encoded))
         self.watch.saw(model_id, incarnation, 1)
         return 1
 
@@ -267,7 +271,7 @@ class SQLiteStore:
         if current:
             return StoredState(version, incarnation)
         arrays = decode_fields(raw, layouts)
-        self._remember(model_id, (incarnation, version, raw, layouts))
+        self._remember(model_id, (incarnation, version, Encoded.of(arrays)))
         return StoredState(version, incarnation, orjson.loads(config[0]), arrays, meta)
 
     @translated
@@ -279,8 +283,11 @@ class SQLiteStore:
         if commit.fence is not None:
             raise ValueError("writer leases (queue mode) exist on the Redis store only")
         self.loss.guard(model_id)
-        fields, layouts = encode_fields(commit.arrays)
-        base = self._written.get(model_id)
+        base = self._written.take(model_id)
+        known = None
+        if base is not None and base[:2] == (commit.incarnation, commit.expected_version):
+            known = base[2]
+        changes, encoded = encode_changes(commit.arrays, known)
         with self.database.write() as db:
             row = db.execute(
                 "SELECT version, incarnation FROM models WHERE id = ?", (model_id,)
@@ -291,23 +298,21 @@ class SQLiteStore:
             if tuple(row) != (commit.expected_version, commit.incarnation):
                 self._unknown(model_id)
                 raise StaleVersion(model_id)
-            if base is not None and base[:2] == (commit.incarnation, commit.expected_version):
-                _, _, known_fields, known_layouts = base
-                send = {f: data for f, data in fields.items() if known_fields.get(f) != data}
-                send_layouts = {n: v for n, v in layouts.items() if known_layouts.get(n) != v}
-                db.executemany(
-                    "DELETE FROM state WHERE model_id = ? AND field = ?",
-                    [(model_id, f) for f in known_fields if f not in fields],
-                )
-                db.executemany(
-                    "DELETE FROM layouts WHERE model_id = ? AND name = ?",
-                    [(model_id, n) for n in known_layouts if n not in layouts],
-                )
+            if known is not None:
+                if changes.dropped_fields:
+                    db.executemany(
+                        "DELETE FROM state WHERE model_id = ? AND field = ?",
+                        [(model_id, f) for f in changes.dropped_fields],
+                    )
+                if changes.dropped_layouts:
+                    db.executemany(
+                        "DELETE FROM layouts WHERE model_id = ? AND name = ?",
+                        [(model_id, n) for n in changes.dropped_layouts],
+                    )
             else:  # this process does not know what is stored: rewrite the state whole
                 db.execute("DELETE FROM state WHERE model_id = ?", (model_id,))
                 db.execute("DELETE FROM layouts WHERE model_id = ?", (model_id,))
-                send, send_layouts = fields, layouts
-            self._write_fields(db, model_id, send, send_layouts)
+            self._write_fields(db, model_id, changes.fields, changes.layouts)
             for kind, ids in ((_SEEN, commit.learned_ids), (_EXPIRED, commit.expired_ids)):
                 if ids:
                     _remember_ids(db, model_id, kind, ids, commit)
@@ -326,7 +331,7 @@ class SQLiteStore:
                 (consumed, model_id),
             )
         version = commit.expected_version + 1
-        self._remember(model_id, (commit.incarnation, version, fields, layouts))
+        self._remember(model_id, (commit.incarnation, version, encoded))
         self.watch.saw(model_id, commit.incarnation, version)
         return version
 

@@ -14,7 +14,7 @@ table       rows
 =========== ===========================================================================
 models      id, JSON config, version, incarnation, number of pending records
 meta        ``incarnation`` and checkpoint fields written with the state
-state       state fields: raw little-endian bytes, arrays over 16 KiB split into 16 KiB
+state       state fields: raw little-endian bytes, arrays over 1 KiB split into 1 KiB
             chunks ``<name>@<i>`` exactly as in Redis, all-zero chunks left out
             (:func:`service.stores.fields.encode_fields`)
 layouts     ``<dtype>|<shape>[|<n chunks>]`` of each state array
@@ -43,8 +43,18 @@ T = TypeVar("T")
 
 #: the database file inside the data directory
 FILE_NAME = "aucstream.sqlite3"
-#: ``PRAGMA user_version`` of the layout below; a file with another one is refused
-SCHEMA_VERSION = 1
+#: ``PRAGMA user_version`` of the layout below and of the state's chunk size
+#: (:data:`service.stores.fields.CHUNK_BYTES`; 1: 16 KiB chunks); a file with another one is
+#: refused
+SCHEMA_VERSION = 2
+#: the page size of a new file: a commit writes every page it changes to the WAL, and one
+#: event changes one state chunk in each of ~20 arrays, so a page of about a chunk
+#: (:data:`service.stores.fields.CHUNK_BYTES`) halves what a one-event commit syncs against
+#: SQLite's default 4 KiB (figures in docs/architecture.md, "What a commit writes")
+PAGE_SIZE = 1024
+#: pages of WAL after which a commit checkpoints it: SQLite's default of 1,000 pages was 4 MiB
+#: of 4 KiB pages, kept at 4 MiB (a checkpoint syncs the database file: not four times as often)
+WAL_AUTOCHECKPOINT_PAGES = 4 * 2**20 // PAGE_SIZE
 #: how long a write waits for another process's transaction before the request gets 503
 BUSY_TIMEOUT_SECONDS = 10.0
 #: the WAL file is truncated back to this size after a checkpoint
@@ -189,6 +199,8 @@ class Database:
         return database
 
     def _initialise(self) -> None:
+        # a new file only (a database's page size is fixed once it holds a table or is in WAL)
+        self.connection().execute(f"PRAGMA page_size={PAGE_SIZE}")
         mode = self.connection().execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise sqlite3.OperationalError(f"the file system refused WAL mode (got {mode!r})")
@@ -203,6 +215,12 @@ class Database:
                 raise sqlite3.DatabaseError(
                     f"written by a newer aucstream (schema {version}; this one reads "
                     f"{SCHEMA_VERSION})"
+                )
+            if 0 < version < SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(
+                    f"written by an older aucstream (schema {version}, states stored in "
+                    f"other chunks; this one reads {SCHEMA_VERSION}): export each model "
+                    "(GET .../snapshot) with that version and import it into an empty one"
                 )
             if version == 0:
                 for statement in SCHEMA.split(";"):
@@ -223,6 +241,7 @@ class Database:
             )
             connection.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
             connection.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
+            connection.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
             self._local.connection = connection
             with self._lock:
                 self._connections.append(connection)

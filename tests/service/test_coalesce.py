@@ -78,6 +78,38 @@ def test_a_group_equals_its_requests_one_after_another(kind, params, tmp_path):
     assert merged.info("m").counts == sequential.info("m").counts
 
 
+@pytest.mark.parametrize(
+    "params", [{"regret_window": 0}, {"learner": "ftrl_pauc", "regret_window": 0}]
+)
+def test_a_group_learned_in_one_learner_call_equals_its_requests_one_after_another(
+    params, tmp_path
+):
+    """Without the regret window, a learner that learns a batch as its events one at a time
+    learns a whole group in one call (service.engine.learning.one_call_is_exact): the same
+    scores and state as one request after another."""
+    batches = [batch([f"e{k}", None, f"e{k}b"][: 1 + k % 3], seed=k) for k in range(40)]
+    merged = make_engine("memory", tmp_path / "a", **params)
+    calls = []
+    learner_class = type(merged.repository.read("m").learner)
+    original = learner_class.prequential_step
+
+    def counted(self, X, y):
+        calls.append(X.shape[0])
+        return original(self, X, y)
+
+    learner_class.prequential_step = counted  # type: ignore[method-assign]
+    try:
+        results = asyncio.run(learn_all(merged, batches, want_scores=True))
+    finally:
+        learner_class.prequential_step = original  # type: ignore[method-assign]
+    assert len(calls) == merged.coalesce.groups < merged.coalesce.requests
+    sequential = make_engine("memory", tmp_path / "b", **params)
+    for b, result in zip(batches, results, strict=True):
+        alone = sequential.learn("m", b, want_scores=True)
+        np.testing.assert_array_equal(result.scores, alone.scores)
+    assert_same_state(merged, sequential)
+
+
 def test_duplicate_ids_across_requests_of_one_group(tmp_path):
     engine = make_engine("memory", tmp_path)
     batches = [batch(["a"], 1), batch(["a"], 2), batch(["b", "a"], 3), batch(["a"], 4)]

@@ -195,8 +195,10 @@ def corrupt_stored_state(client, store_kind: str, rclient, model_id: str, key: s
 
         db = sqlite3.connect(client.app.state.store.path)
         with db:  # one transaction
-            db.execute("UPDATE state SET data = ? WHERE model_id = ? AND field = ?",
-                       (array.tobytes(), model_id, key))  # fmt: skip
+            # the array's fields, one or several chunks (service.stores.fields), become one
+            db.execute("DELETE FROM state WHERE model_id = ? AND (field = ? OR field LIKE ?)",
+                       (model_id, key, f"{key}@%"))  # fmt: skip
+            db.execute("INSERT INTO state VALUES (?, ?, ?)", (model_id, key, array.tobytes()))
             db.execute("UPDATE layouts SET layout = ? WHERE model_id = ? AND name = ?",
                        (f"{array.dtype.str}|{array.shape[0]}", model_id, key))  # fmt: skip
             db.execute("UPDATE models SET version = version + 1 WHERE id = ?", (model_id,))

@@ -16,7 +16,13 @@ from service.models import create_model as create_engine_model
 from service.schemas import ModelCreate
 from service.stores import keys
 from service.stores.base import Commit
-from service.stores.fields import CHUNK_BYTES, KnownStates, decode_fields, encode_fields
+from service.stores.fields import (
+    CHUNK_BYTES,
+    KnownStates,
+    decode_fields,
+    encode_changes,
+    encode_fields,
+)
 from service.stores.memory import MemoryStore
 from service.stores.redis import RedisStore
 from service.stores.sqlite import SQLiteStore
@@ -191,3 +197,43 @@ def test_redis_used_memory_of_an_empty_model_is_small(empty_redis):
     assert per_model < 2 * EMPTY_MODEL_STORED_BYTES
     client.close()
     store.close()
+
+
+def test_a_delta_applied_to_its_base_is_the_state_encoded_whole():
+    """encode_changes against the base a store holds: writing its fields and layouts and
+    deleting the dropped ones leaves exactly encode_fields of the new state (chunks that
+    change, become zero, arrays re-shaped between one field and chunks, arrays gone)."""
+    rng = np.random.default_rng(0)
+    per_chunk = CHUNK_BYTES // 8
+
+    def random_state() -> dict[str, np.ndarray]:
+        state = {}
+        for name in ("ring", "buffer", "small", "shifting", "sometimes"):
+            if name == "sometimes" and rng.random() < 0.5:
+                continue
+            size = {"ring": 3 * per_chunk + 7, "buffer": 2 * per_chunk, "small": 5}.get(
+                name, int(rng.choice([4, per_chunk + 1, 3 * per_chunk]))
+            )
+            values = np.zeros(size)
+            touched = rng.choice(size, size=min(size, 3), replace=False)
+            values[touched] = rng.choice([0.0, 1.5, -2.0], size=len(touched))
+            state[name] = values
+        return state
+
+    stored_fields: dict[str, bytes] = {}
+    stored_layouts: dict[str, str] = {}
+    base = None
+    for _ in range(60):
+        state = random_state()
+        changes, encoded = encode_changes(state, base)
+        if base is None:
+            stored_fields, stored_layouts = {}, {}
+        assert not set(changes.dropped_fields) & changes.fields.keys()
+        for name in changes.dropped_fields:
+            del stored_fields[name]
+        for name in changes.dropped_layouts:
+            del stored_layouts[name]
+        stored_fields.update(changes.fields)
+        stored_layouts.update(changes.layouts)
+        assert (stored_fields, stored_layouts) == encode_fields(state)
+        base = encoded if rng.random() < 0.9 else None

@@ -250,6 +250,12 @@ def test_an_unusable_data_directory_is_one_clear_line_at_start_up(tmp_path, caps
         db.execute("PRAGMA user_version = 99")
     assert "newer aucstream" in _serve_fails(capsys, newer)
 
+    older = tmp_path / "older"  # states in another chunk size (fields.CHUNK_BYTES)
+    SQLiteStore.open(older).close()
+    with contextlib.closing(sqlite3.connect(older / FILE_NAME)) as db:
+        db.execute("PRAGMA user_version = 1")
+    assert "older aucstream" in _serve_fails(capsys, older)
+
     # the app started without the CLI (uvicorn --factory) refuses to start the same way
     with pytest.raises(StoreOpenError, match="not a database"):
         with TestClient(create_app(Settings(store="sqlite", data_dir=corrupt, warmup=False))):

@@ -72,6 +72,21 @@ class Telemetry(ModelSeries):
             registry=self.registry,
             multiprocess_mode="sum",
         )
+        self.coalesced_groups = Gauge(
+            "aucstream_coalesced_groups",
+            "Groups of concurrent requests to one model applied as one engine call and one "
+            "commit, summed over the processes (requests per group: "
+            "aucstream_coalesced_requests / aucstream_coalesced_groups).",
+            registry=self.registry,
+            multiprocess_mode="sum",
+        )
+        self.coalesced_requests = Gauge(
+            "aucstream_coalesced_requests",
+            "Requests (/events, /score, /labels and stream runs) applied in those groups, "
+            "summed over the processes.",
+            registry=self.registry,
+            multiprocess_mode="sum",
+        )
         self.store_data_lost = Gauge(
             "aucstream_store_data_lost",
             "Losses of data noticed in the store and not yet acknowledged (1 for the whole "

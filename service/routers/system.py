@@ -97,6 +97,8 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
     ``AUCSTREAM_PROMETHEUS_MODEL_SERIES`` most recently active models (100 by default);
     every other model is counted under ``model=""``."""
     telemetry.stale_writes.set(engine.writes_retried)
+    telemetry.coalesced_groups.set(engine.coalesce.groups)
+    telemetry.coalesced_requests.set(engine.coalesce.requests)
     alarms = getattr(engine.store, "watch", None)
     if alarms is not None:
         telemetry.store_data_lost.set(len(alarms.alarms))

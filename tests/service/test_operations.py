@@ -239,6 +239,10 @@ def test_health_readiness_and_prometheus(make_client, monkeypatch):
     assert 'aucstream_requests_rejected_total{problem="invalid-input"} 1.0' in body
     assert 'route="/v1/models/{model_id}/events"' in body
     assert "aucstream_stale_writes_retried 0.0" in body
+    # two requests reached the model (the third was refused as it was parsed), one after the
+    # other: two groups of one
+    assert "aucstream_coalesced_groups 2.0" in body
+    assert "aucstream_coalesced_requests 2.0" in body
     assert client.get("/docs").status_code == 200
     paths = client.get("/openapi.json").json()["paths"]
     for path, parameters, schema in (

@@ -38,8 +38,9 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from core.csr import CSRMatrix
 from core.learners import make_learner  # noqa: E402
-from core.validation import CSRMatrix, check_batch  # noqa: E402
+from core.validation import check_batch  # noqa: E402
 
 
 def dense_events(n_events, n_features, seed=0):

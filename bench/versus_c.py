@@ -42,9 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.kernels import chosen_cases, csr_events, dense_events  # noqa: E402
 from core._kernels._config import drop_stale_cache  # noqa: E402
+from core.csr import CSRMatrix
 from core.learners import make_learner  # noqa: E402
 from core.learners.spam import feature_table  # noqa: E402
-from core.validation import CSRMatrix, check_batch  # noqa: E402
+from core.validation import check_batch  # noqa: E402
 
 SOURCE = Path(__file__).with_name("c_reference") / "spam.c"
 DOUBLE_P = ctypes.POINTER(ctypes.c_double)

@@ -20,8 +20,9 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from core.csr import CSRMatrix
 from core.errors import InvalidFeatures
-from core.validation import FEATURE_BOUND, CSRMatrix, first_out_of_range, row_of_entry
+from core.validation import FEATURE_BOUND, first_out_of_range, row_of_entry
 
 _MASK32 = 0xFFFFFFFF
 
@@ -67,7 +68,7 @@ def murmurhash3_32(key: bytes | str, seed: int = 0) -> int:
 
 
 class FeatureHasher:
-    """Map rows of ``{name: value}`` to a :class:`~core.validation.CSRMatrix`.
+    """Map rows of ``{name: value}`` to a :class:`~core.csr.CSRMatrix`.
 
     Parameters
     ----------

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from core._kernels import scaling as kernels
-from core.validation import CSRMatrix
+from core.csr import CSRMatrix
 
 SCALINGS = ("none", "unit_norm", "standard", "scale")
 

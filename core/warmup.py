@@ -27,6 +27,7 @@ import numpy as np
 
 from core import metrics
 from core._kernels._config import drop_stale_cache
+from core.csr import CSRMatrix
 from core.errors import InvalidParameter
 from core.learners import available_learners, learner_class, make_learner
 from core.learners._candidates import (
@@ -41,7 +42,6 @@ from core.metrics.calibration import OnlineCalibrator
 from core.metrics.drift import DriftDetector
 from core.regret import RegretWindow, learner_inputs
 from core.tree_embedding import fit_tree
-from core.validation import CSRMatrix
 
 #: the group of the default path (see the module docstring)
 DEFAULT_PATH = "default"

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 import orjson
 
-from core.validation import CSRMatrix
+from core.csr import CSRMatrix
 from service.ingest.batch import Batch
 
 StreamFields = dict[str, bytes]

@@ -42,7 +42,7 @@ its hyper-parameters
     refused (:class:`~core.errors.StateOverflow`) if it would grow them past their bound.
 ``_learn(X, y, scores)``
     learn the batch in order with ONE kernel call; ``X`` is a dense float64 array or a
-    :class:`~core.validation.CSRMatrix` (already scaled), ``y`` int64 in {-1, +1}; when
+    :class:`~core.csr.CSRMatrix` (already scaled), ``y`` int64 in {-1, +1}; when
     ``scores`` has length ``n_samples`` the kernel writes each event's pre-update score into it
     (an empty ``scores`` means "not wanted", which spares the work).
 ``_learn_rows(X, y, scores) -> int | None`` (optional)
@@ -68,6 +68,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from core._kernels._linalg import csr_decision
+from core.csr import CSRMatrix
 from core.learners._declared import DeclaredParameters
 from core.learners._grown import GrownStateChecks
 from core.learners._params import (
@@ -79,7 +80,7 @@ from core.learners._params import (
 )
 from core.learners._stateful import StateContract
 from core.preprocessing import SCALINGS, fold_scaling, scale_batch
-from core.validation import CSRMatrix, as_features, check_batch, check_finite_rows, check_rows
+from core.validation import as_features, check_batch, check_finite_rows, check_rows
 
 STATE_DTYPES = (np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.uint64))
 NO_SCORES = np.empty(0, dtype=np.float64)

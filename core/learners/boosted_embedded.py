@@ -26,6 +26,7 @@ from core.boosted_trees import (
     fit_ensemble,
     node_capacity,
 )
+from core.csr import CSRMatrix
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
@@ -34,7 +35,7 @@ from core.learners._inner import INNER_PREFIX, WrapsInner
 from core.learners._params import BOOLEAN, PAUC_RANGE, Interval, Structured
 from core.learners._state import Count, Finite, OneOf, with_prefix
 from core.learners.pmb import check_buffer_size, event_arrays
-from core.validation import CSRMatrix, row_range
+from core.validation import row_range
 
 __all__ = ["BoostedEmbedded", "FitJob", "background_fits", "learn_with_fit_points"]
 

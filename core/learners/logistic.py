@@ -13,6 +13,7 @@ import numpy as np
 
 from core._kernels import logistic as kernels
 from core._kernels import logistic_laplace as laplace
+from core.csr import CSRMatrix
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner, kernel_scores
@@ -25,7 +26,6 @@ from core.learners._forgetting import (
 )
 from core.learners._params import BOOLEAN, Interval, Options
 from core.learners._state import Count, Finite, Grown
-from core.validation import CSRMatrix
 
 __all__ = ["Logistic"]
 

@@ -10,13 +10,13 @@ import numpy as np
 
 from core._kernels import oam as kernels
 from core._kernels.random import seed_state
+from core.csr import CSRMatrix
 from core.errors import InvalidFeatures, InvalidParameter
 from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
 from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
 from core.learners._params import Interval, Options
 from core.learners._state import RNG_STATE, Count, Finite, Grown, Index
-from core.validation import CSRMatrix
 
 __all__ = ["MAX_DENSE_BUFFER_ENTRIES", "OAM"]
 

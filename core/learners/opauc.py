@@ -11,13 +11,13 @@ import numpy as np
 from core._kernels import opauc as kernels
 from core._kernels._bundles import EventBatch
 from core._kernels.opauc_sketch import SketchOptions, SketchState, opauc_sketch_learn
+from core.csr import CSRMatrix
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
 from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg
 from core.learners._params import BOOLEAN, Interval
 from core.learners._state import VALUE_BOUND, Count, Finite, Grown, Index, StateInvariant
-from core.validation import CSRMatrix
 
 __all__ = ["MAX_FULL_RANK_FEATURES", "MAX_SKETCH_ENTRIES", "OPAUC"]
 

@@ -10,6 +10,7 @@ import numpy as np
 from core._kernels import pmb as kernels
 from core._kernels.pauc_buffers import doubling_interval
 from core._kernels.random import seed_state
+from core.csr import CSRMatrix
 from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
@@ -23,7 +24,7 @@ from core.learners._forgetting import (
 from core.learners._params import FPR_HIGH, FPR_LOW, Interval, Options
 from core.learners._state import RNG_STATE, Count, Finite, Grown, OneOf
 from core.preprocessing import scale_batch
-from core.validation import CSRMatrix, check_batch, check_fpr_range
+from core.validation import check_batch, check_fpr_range
 
 LOSSES = {"pauc": 0, "prec_at_k": 1, "prbep": 2}
 

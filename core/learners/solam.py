@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from core._kernels import solam as kernels
+from core.csr import CSRMatrix
 from core.errors import InvalidParameter
 from core.learners import register
 from core.learners._base import OnlineLearner
@@ -24,7 +25,6 @@ from core.learners._forgetting import (
 from core.learners._params import BOOLEAN, Interval
 from core.learners._state import VALUE_BOUND, Count, Finite, Grown
 from core.learners.spam import ScaledIterateLearner, feature_table
-from core.validation import CSRMatrix
 
 __all__ = ["SOLAM"]
 

@@ -13,6 +13,7 @@ import numpy as np
 from core._kernels import spam as kernels
 from core._kernels import spam_net
 from core._kernels._bundles import EventBatch
+from core.csr import CSRMatrix
 from core.errors import InvalidParameter
 from core.learners import register
 from core.learners._base import OnlineLearner, kernel_scores
@@ -26,7 +27,6 @@ from core.learners._forgetting import (
 )
 from core.learners._params import BOOLEAN, Interval, Options
 from core.learners._state import Count, Finite, Grown, Sum
-from core.validation import CSRMatrix
 
 __all__ = ["SPAM", "ScaledIterateLearner"]
 

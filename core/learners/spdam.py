@@ -13,6 +13,7 @@ import numpy as np
 from core._kernels import spdam as kernels
 from core._kernels._bundles import EventBatch
 from core._kernels.random import seed_state
+from core.csr import CSRMatrix
 from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner, linear_decision
@@ -21,7 +22,7 @@ from core.learners._state import RNG_STATE, VALUE_BOUND, Count, Finite, Grown, I
 from core.learners.pmb import check_buffer_size
 from core.learners.svm_pauc import BatchSolution, SVMpAUC
 from core.preprocessing import scale_batch
-from core.validation import CSRMatrix, check_batch
+from core.validation import check_batch
 
 __all__ = ["SPDAM", "exact_minimiser"]
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from core._kernels import simplex_qp
 from core._kernels.pauc_surrogate import count_above, count_below, tight_pauc_coefficients
+from core.csr import CSRMatrix
 from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
@@ -32,7 +33,7 @@ from core.learners._params import FPR_RANGE, Interval, Options
 from core.learners._state import VALUE_BOUND, Count, Finite, Grown, Index, OneOf
 from core.learners.pmb import check_buffer_size
 from core.preprocessing import scale_batch
-from core.validation import CSRMatrix, check_batch, check_fpr_range
+from core.validation import check_batch, check_fpr_range
 
 __all__ = [
     "BatchSolution",

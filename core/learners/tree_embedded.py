@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from core._kernels import tree_embedding as kernels
+from core.csr import CSRMatrix
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
@@ -18,7 +19,7 @@ from core.learners._state import Count, Finite, Grown, OneOf, with_prefix
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.preprocessing import scale_batch
 from core.tree_embedding import EMBEDDINGS, edge_capacity, empty_tree, fit_tree
-from core.validation import CSRMatrix, check_batch, row_range
+from core.validation import check_batch, row_range
 
 __all__ = ["TreeEmbedded"]
 

@@ -9,9 +9,10 @@ import math
 import numpy as np
 
 from core._arrays import grown, positive_int
+from core.csr import CSRMatrix
 from core.preprocessing import scale_batch
 from core.regret.report import RegretReport, regret
-from core.validation import FEATURE_BOUND, CSRMatrix, as_features, as_labels, first_out_of_range
+from core.validation import FEATURE_BOUND, as_features, as_labels, first_out_of_range
 
 __all__ = ["RegretWindow", "learner_inputs"]
 

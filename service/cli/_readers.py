@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from core.validation import CSRMatrix, as_labels
+from core.csr import CSRMatrix
+from core.validation import as_labels
 from service.cli._errors import CliError
 
 FORMATS = ("auto", "csv", "parquet", "libsvm", "npz")

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from core.csr import CSRMatrix
 from core.metrics import auc, pauc
-from core.validation import CSRMatrix
 from service.cli import add_command
 from service.cli._errors import CliError
 from service.cli._readers import ReplayData, add_file_options, read_file_events

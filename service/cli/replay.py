@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from core.validation import CSRMatrix
+from core.csr import CSRMatrix
 from service.cli import add_command
 from service.cli._errors import FAILED, CliError, one_line
 from service.cli._readers import ReplayData, add_file_options, read_file_events

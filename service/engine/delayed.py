@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from core._kernels.validation import count_nonfinite
+from core.csr import CSRMatrix
 from core.errors import StateOverflow
-from core.validation import CSRMatrix, first_out_of_range, row_of_entry, rows_out_of_range
+from core.validation import first_out_of_range, row_of_entry, rows_out_of_range
 from service.codec import decode_pending, encode_pending
 from service.engine.learning import (
     Merged,

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from core._kernels.validation import count_nonfinite
+from core.csr import CSRMatrix
 from core.errors import InvalidFeatures, StateOverflow
 from core.metrics.calibration import OnlineCalibrator
-from core.validation import CSRMatrix, row_range
+from core.validation import row_range
 from service.engine.history import record as record_history
 from service.engine.model import RATE_TIME_CONSTANT, Loaded, from_store, log_drifts
 from service.engine.repository import ModelRepository

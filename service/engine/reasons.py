@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from core.csr import CSRMatrix
 from core.hashing import FeatureHasher
-from core.validation import CSRMatrix, row_range
+from core.validation import row_range
 
 #: [CHOICE] most cells (events x features) of contributions computed at a time: the learner
 #: returns them dense, so a batch of a wide (hashed) model is explained a few rows at a time

@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from core.csr import CSRMatrix
 from core.hashing import FeatureHasher
-from core.validation import CSRMatrix
 
 FeatureMode = Literal["dense", "sparse", "hashed"]
 MissingValues = Literal["refuse", "zero", "mean"]

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from core.validation import CSRMatrix, as_features, as_labels, first_out_of_range
+from core.csr import CSRMatrix
+from core.validation import as_features, as_labels, first_out_of_range
 from service.errors import InvalidInput, MalformedBody, PayloadTooLarge
 from service.ingest.batch import FeatureSpec
 

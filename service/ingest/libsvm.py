@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 from core._kernels.validation import first_bad_csr_entry
-from core.validation import CSRMatrix
+from core.csr import CSRMatrix
 from service.errors import MalformedBody, UnsupportedMediaType
 from service.ingest import fields
 from service.ingest.batch import Batch, FeatureSpec

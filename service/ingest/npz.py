@@ -12,8 +12,8 @@ import zipfile
 import numpy as np
 from isal.isal_zlib import crc32
 
+from core.csr import CSRMatrix
 from core.errors import unknown_names
-from core.validation import CSRMatrix
 from service.errors import InvalidInput, MalformedBody, UnsupportedMediaType
 from service.ingest import fields
 from service.ingest.archive import (

@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 import simdjson
 
-from core.validation import CSRMatrix
+from core.csr import CSRMatrix
 from service.errors import InvalidInput, MalformedBody
 from service.ingest import fields, named
 from service.ingest.batch import Batch, FeatureSpec

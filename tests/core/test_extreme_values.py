@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.csr import CSRMatrix
 from core.errors import InvalidFeatures, InvalidState, StateOverflow
 from core.learners import available_learners, learner_class, make_learner
 from core.learners._base import BLOCK_BYTES, KERNEL_CHECK_BYTES
@@ -20,7 +21,6 @@ from core.learners._state import VALUE_BOUND, Grown
 from core.preprocessing import SCALINGS
 from core.validation import (
     FEATURE_BOUND,
-    CSRMatrix,
     as_features,
     first_out_of_range,
     rows_out_of_range,

@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 import core.learners
+from core.csr import CSRMatrix
 from core.errors import InvalidFeatures, InvalidParameter
 from core.learners import (
     OnlineLearner,
@@ -28,7 +29,7 @@ from core.learners import (
     make_learner,
 )
 from core.learners._params import validate_parameters
-from core.validation import CSRMatrix, as_features
+from core.validation import as_features
 from tests.core.cases import (
     BAD_PARAMETERS,
     N_FEATURES,

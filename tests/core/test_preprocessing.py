@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from core.csr import CSRMatrix
 from core.preprocessing import check_scaling, initial_scaler_state, scale_batch
-from core.validation import CSRMatrix, as_features
+from core.validation import as_features
 
 N_FEATURES = 5
 

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from core.csr import CSRMatrix
 from core.errors import InvalidParameter
 from core.validation import (
-    CSRMatrix,
     as_features,
     as_labels,
     check_batch,

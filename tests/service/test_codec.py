@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.validation import CSRMatrix
+from core.csr import CSRMatrix
 from service import codec
 from service.ingest import Batch
 

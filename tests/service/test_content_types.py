@@ -7,9 +7,9 @@ import numpy as np
 import orjson
 import pytest
 
+from core.csr import CSRMatrix
 from core.hashing import FeatureHasher
 from core.learners import make_learner
-from core.validation import CSRMatrix
 from tests.service.conftest import create_model, events_json, make_stream, npz_bytes
 
 

@@ -11,17 +11,11 @@ import numpy as np
 
 from core.learners.boosted_embedded import learn_with_fit_points
 from service.engine.fit_process import FitProcess
+from tests.core.test_boosted_embedded import xor_stream
 from tests.service.conftest import create_model, events_json
 
 PARAMS = {"first_fit": 150, "refit_every": 200, "buffer_size": 300, "n_trees": 5,
           "max_leaves": 4, "min_samples_leaf": 5}  # fmt: skip
-
-
-def xor_stream(n, seed=0, d=5):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    y = (X[:, 0] * X[:, 1] + 0.3 * rng.normal(size=n) > 0.4).astype(np.int64)
-    return X, y
 
 
 def wait_for(condition, seconds=60.0):
@@ -43,7 +37,7 @@ def post(client, X, y, start, stop, model_id="m"):
 
 
 def test_fits_run_in_the_background_and_replay_from_their_fit_points(client):
-    X, y = xor_stream(900)
+    X, y = xor_stream(900, d=5)
     create_model(client, learner="boosted_embedded", params=PARAMS)
     refitter = client.app.state.refitter
     repository = client.app.state.engine.repository
@@ -64,7 +58,7 @@ def test_fits_run_in_the_background_and_replay_from_their_fit_points(client):
 
 
 def test_scoring_answers_while_a_fit_runs(client, monkeypatch):
-    X, y = xor_stream(400, seed=1)
+    X, y = xor_stream(400, seed=1, d=5)
     started, release = threading.Event(), threading.Event()
     fit = FitProcess.fit
 
@@ -91,7 +85,7 @@ def test_scoring_answers_while_a_fit_runs(client, monkeypatch):
 
 
 def test_queue_mode_fits_in_the_worker(make_app, make_worker):
-    X, y = xor_stream(800, seed=2)
+    X, y = xor_stream(800, seed=2, d=5)
     app = make_app()
     create_model(app, learner="boosted_embedded", params=PARAMS)
     worker = make_worker()

@@ -159,7 +159,7 @@ class Auto(ComposedState, OnlineLearner):
     >>> scores = model.prequential_step(X, y)
     >>> board = model.leaderboard()
     >>> [row["learner"] for row in board["candidates"]]
-    ['logistic', 'ftrl_pauc', 'tree_embedded', 'logistic']
+    ['logistic', 'ftrl_pauc', 'boosted_embedded', 'logistic']
     >>> board["candidates"][board["leader"]]["learner"] == type(model.leader_).name
     True
     >>> round(float(sum(row["weight"] for row in board["candidates"])), 12)  # the mix's shares

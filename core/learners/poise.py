@@ -36,8 +36,11 @@ def reservoir_size(alpha: float, beta: float, sd_ratio: float, cap: int) -> int:
     (898, 4898)
     """
     fraction = alpha if alpha > 0 else beta
-    size = round((1.0 - fraction) / (sd_ratio**2 * fraction) - 2.0)
-    return int(min(max(size, 2), cap))
+    spread = sd_ratio**2 * fraction
+    if spread == 0.0:  # a subnormal bound: the formula's size is beyond any cap
+        return int(cap)
+    size = (1.0 - fraction) / spread - 2.0
+    return int(cap) if size >= cap else int(max(round(size), 2))
 
 
 @register

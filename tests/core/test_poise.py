@@ -54,6 +54,15 @@ def test_the_lower_bound_sizes_the_reservoir_and_the_cap_applies():
     assert make_learner("poise", alpha=0.02, beta=0.05).n_negatives == 4898
 
 
+@pytest.mark.parametrize("beta", [5e-324, 1e-310, 1e-300])
+def test_a_tiny_range_takes_the_cap_instead_of_dividing_by_zero(beta):
+    # sd_ratio**2 * beta underflows to 0 for a subnormal beta: the size is the cap
+    assert reservoir_size(0.0, beta, 0.1, 10000) == 10000
+    learner = make_learner("poise", alpha=0.0, beta=beta, max_negatives=50)
+    learner.initialize(3)
+    assert learner.n_negatives == 50
+
+
 def test_the_models_pauc_range_reaches_poise():
     params = pauc_params_for("poise", (0.02, 0.05), {"lam": 0.1})
     assert params == {"lam": 0.1, "alpha": 0.02, "beta": 0.05}

@@ -338,6 +338,18 @@ class Exchange(asyncio.Protocol):
             self.done.set_result(None)
 
 
+class Tally:
+    """The latencies of the answers and how many of them failed."""
+
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.failures = 0
+
+    def __call__(self, seconds: float, ok: bool) -> None:
+        self.latencies.append(seconds)
+        self.failures += not ok
+
+
 async def closed_loop(
     port: int,
     requests: list[bytes],
@@ -352,14 +364,7 @@ async def closed_loop(
     ``seconds`` have passed: (answered, latencies, failures).  ``one_at_a_time``: each
     connection opened when the one before has its answers (VW's daemon with one child serves
     its connections one after the other, and its listen backlog is short)."""
-    latencies: list[float] = []
-    failures = 0
-
-    def answer(seconds: float, ok: bool) -> None:
-        nonlocal failures
-        latencies.append(seconds)
-        failures += not ok
-
+    answer = Tally()
     loop = asyncio.get_running_loop()
     deadline = time.perf_counter() + seconds
     peers = []
@@ -383,7 +388,7 @@ async def closed_loop(
     for peer in peers:
         assert peer.transport is not None
         peer.transport.close()
-    return len(latencies), latencies, failures
+    return len(answer.latencies), answer.latencies, answer.failures
 
 
 async def fixed_rate(
@@ -391,14 +396,7 @@ async def fixed_rate(
 ) -> tuple[int, list[float], int]:
     """``requests`` sent at ``rate`` per second, each on an idle connection of ``pool`` (one
     pipelined connection for VW lines), latency from when it was due."""
-    latencies: list[float] = []
-    failures = 0
-
-    def answer(seconds: float, ok: bool) -> None:
-        nonlocal failures
-        latencies.append(seconds)
-        failures += not ok
-
+    answer = Tally()
     loop = asyncio.get_running_loop()
     peers = []
     for _ in range(pool):
@@ -422,12 +420,12 @@ async def fixed_rate(
             await asyncio.wait([asyncio.ensure_future(p.idle.wait()) for p in peers],
                                return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
         idle[0].send(request, due)
-    while len(latencies) < len(requests):
+    while len(answer.latencies) < len(requests):
         await asyncio.sleep(0.01)
     for peer in peers:
         assert peer.transport is not None
         peer.transport.close()
-    return len(latencies), latencies, failures
+    return len(answer.latencies), answer.latencies, answer.failures
 
 
 async def websocket_loop(

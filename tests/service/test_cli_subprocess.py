@@ -121,7 +121,9 @@ def test_replay_into_a_server_is_idempotent(tmp_path, csv_file):
         assert model["config"]["feature_mode"] == "dense"
         with zipfile.ZipFile(tmp_path / "server.zip") as opened:
             saved = orjson.loads(opened.read("manifest.json"))
-        assert saved["version"] == model["version"]
+        # the snapshot is the server's model as of the save; a background fit of the default's
+        # boosted candidate may have committed since (a new version, no new events)
+        assert saved["version"] <= model["version"]
         # the id column instead: other ids, so learned again, into another model
         by_column = aucstream("replay", str(csv_file), "--model", "tx", "--url", url, "--quiet",
                               "--id-column", "tx")  # fmt: skip

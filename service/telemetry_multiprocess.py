@@ -12,7 +12,7 @@ from typing import Any
 MULTIPROCESS_DIR_PREFIX = "aucstream-prometheus-"
 #: the file in such a directory its server holds a lock on for as long as it runs
 _OWNER_LOCK = "owner.lock"
-#: a directory without an owner lock (made by an earlier version, or being made) is left alone
+#: a directory without an owner lock (being made, or its server gone without one) is left alone
 #: until it is this old (seconds)
 _UNOWNED_GRACE_SECONDS = 600
 

@@ -7,7 +7,7 @@ request); ``expired`` (its features were dropped after the TTL, or it is past it
 ``unknown`` (never scored with this id, or forgotten).
 
 A kept record that cannot be learned -- a score that is not finite or features beyond the
-feature bound (kept by an earlier version, or damaged in the store), or an event whose learning
+feature bound (damaged in the store), or an event whose learning
 would overflow the model's state -- is dropped alone, as if its features had expired: its label
 is ``expired``, the other labels of the request are learned, and the sweep forgets it instead of
 learning it with the default label.  ``/score`` itself never keeps such a record: it refuses a

@@ -112,8 +112,8 @@ _INTEGERS = ("events_learned", "positives")
 
 
 def history_state(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The history of a model's committed arrays, checked; empty for a model stored before
-    history existed.  InvalidState names the array at fault."""
+    """The history of a model's committed arrays, checked.  InvalidState names the array at
+    fault (or the missing history)."""
     stored = {
         name[len(HISTORY_PREFIX) :]: np.asarray(value)
         for name, value in arrays.items()
@@ -121,7 +121,7 @@ def history_state(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
     history = initial_history()
     if not stored:
-        return history
+        raise InvalidState(f"the state has no {HISTORY_PREFIX}* arrays", field=HISTORY_PREFIX)
     for name, template in history.items():
         value = stored.pop(name, None)
         field = HISTORY_PREFIX + name

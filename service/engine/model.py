@@ -5,9 +5,9 @@ The committed arrays of a model are named by prefix: ``learner:*`` (the learner'
 regret window, when on), ``drift:*`` (the drift detector), ``calibration:*`` (the
 calibrator behind ``/score``'s probabilities), ``history:*`` (the metrics history,
 :mod:`service.engine.history`) and ``missing:*`` (the running means of a model whose
-``missing_values`` is ``mean``: :mod:`service.engine.missing`); a model stored before the
-drift detector, the calibrator or the history existed starts fresh ones.  Those names are the
-snapshot format and the Redis hash fields: they never change.
+``missing_values`` is ``mean``: :mod:`service.engine.missing`); a committed state lacking
+any of them is refused, naming it.  Those names are the snapshot format and the Redis hash
+fields: a change to them is a new format version.
 """
 
 from __future__ import annotations
@@ -66,8 +66,7 @@ def initial_stats() -> dict[str, np.ndarray]:
     stats["rate"] = np.zeros(1, dtype=np.float64)
     # the ring of recent drifts: each one's event index and the unix time of the learning
     # call that detected it, and how many were logged in all (the ring's next slot is that
-    # count modulo its capacity).  Counters like the others: a model stored before them
-    # starts with an empty log
+    # count modulo its capacity)
     stats["drift_events"] = np.zeros(DRIFT_LOG_CAPACITY, dtype=np.int64)
     stats["drift_times"] = np.zeros(DRIFT_LOG_CAPACITY, dtype=np.float64)
     stats["drifts_logged"] = np.zeros(1, dtype=np.int64)
@@ -184,13 +183,13 @@ def regret_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _build_part(arrays: dict[str, np.ndarray], prefix: str, part: Any) -> Any:
-    """``part`` (a class with ``from_state``) from the model's ``<prefix>*`` arrays, or a fresh
-    one when there are none; InvalidState names the committed array at fault."""
+    """``part`` (a class with ``from_state``) from the model's ``<prefix>*`` arrays;
+    InvalidState names the committed array at fault (or the missing part)."""
     state = {
         name[len(prefix) :]: value for name, value in arrays.items() if name.startswith(prefix)
     }
     if not state:
-        return part()
+        raise InvalidState(f"the state has no {prefix}* arrays", field=prefix)
     try:
         return part.from_state(state)
     except InvalidState as error:
@@ -199,25 +198,25 @@ def _build_part(arrays: dict[str, np.ndarray], prefix: str, part: Any) -> Any:
 
 
 def build_drift(arrays: dict[str, np.ndarray]) -> DriftDetector:
-    """The model's drift detector from its ``drift:*`` arrays (a fresh one if none)."""
+    """The model's drift detector from its ``drift:*`` arrays."""
     return _build_part(arrays, DRIFT_PREFIX, DriftDetector)
 
 
 def build_calibrator(arrays: dict[str, np.ndarray]) -> OnlineCalibrator:
-    """The model's calibrator from its ``calibration:*`` arrays (a fresh one if none)."""
+    """The model's calibrator from its ``calibration:*`` arrays."""
     return _build_part(arrays, CALIBRATION_PREFIX, OnlineCalibrator)
 
 
 def build_regret(config: ModelConfig, arrays: dict[str, np.ndarray]) -> RegretWindow | None:
-    """The model's regret window: restored from ``regret:*`` arrays, or empty when there are none
-    (a model stored before regret tracking existed); None when ``regret_window`` is 0.  Raises
-    ValueError when stored arrays do not fit the configuration."""
+    """The model's regret window, restored from its ``regret:*`` arrays; None when
+    ``regret_window`` is 0.  Raises ValueError when the arrays are missing or do not fit the
+    configuration."""
     capacity = int(config.regret_window or 0)
     if capacity == 0:
         return None
     state = regret_arrays(arrays)
     if not state:
-        return RegretWindow(capacity, config.n_features)
+        raise InvalidState(f"the state has no {REGRET_PREFIX}* arrays", field=REGRET_PREFIX)
     stored = np.asarray(state.get("parameters", np.zeros(0)))
     if stored.dtype.kind not in "iu" or stored.reshape(-1).tolist() != [
         capacity,
@@ -284,8 +283,7 @@ def _check_class_counts(stats: dict[str, np.ndarray]) -> None:
 def from_arrays(
     config: ModelConfig, incarnation: str, version: int, arrays: dict[str, np.ndarray]
 ) -> Loaded:
-    """A model from its committed arrays; counters absent from ``arrays`` (an older model)
-    start at 0.
+    """A model from its committed arrays (every counter of :func:`initial_stats` included).
 
     Every array is checked by value before anything is built on it (the learner's declared
     invariants: :meth:`core.learners.OnlineLearner.from_state`), so a corrupt snapshot or
@@ -310,6 +308,10 @@ def from_arrays(
     full_stats = initial_stats()
     for name, value in stats.items():
         _check_counter(name, np.asarray(value), full_stats.get(name))
+    missing = sorted(full_stats.keys() - stats.keys())
+    if missing:
+        field = STATS_PREFIX + missing[0]
+        raise InvalidState(f"state array {field!r} is missing", field=field)
     full_stats.update(stats)
     _check_class_counts(full_stats)
     return Loaded(
@@ -349,7 +351,8 @@ def from_store(stored: StoredState) -> Loaded:
 def fresh(config: ModelConfig, learner: OnlineLearner) -> Loaded:
     """A model that has learned nothing (version 1 once created)."""
     window = PrequentialWindow(config.window, config.reservoir)
-    regret = build_regret(config, {})
+    capacity = int(config.regret_window or 0)
+    regret = RegretWindow(capacity, config.n_features) if capacity else None
     means = build_means(config, {}, 0)
     return Loaded(
         config,

@@ -194,7 +194,7 @@ class Database:
                 "directory is writable and the file is an aucstream database (set --data-dir / "
                 "AUCSTREAM_DATA_DIR to another directory to start afresh)"
             ) from None
-        for suffix in _SIDE_FILES:  # left readable by an earlier version: made private
+        for suffix in _SIDE_FILES:  # SQLite makes them with the umask: made private
             _make_private_file(database.path.with_name(FILE_NAME + suffix), create=False)
         return database
 

@@ -141,7 +141,7 @@ def test_the_drift_log_keeps_the_last_drifts_oldest_first():
     assert int(stats["drifts_logged"][0]) == len(found) + 1
 
 
-def test_the_drift_log_travels_in_snapshots_and_older_states_read_as_empty(client):
+def test_the_drift_log_travels_in_snapshots_and_a_state_without_it_is_refused(client):
     create_model(client, n_features=N_FEATURES, learner="logistic")
     X, y = flipping_stream(seed=2)
     post_stream(client, X, y, 500)
@@ -153,12 +153,11 @@ def test_the_drift_log_travels_in_snapshots_and_older_states_read_as_empty(clien
     copied = client.get("/v1/models/copy/metrics").json()["drift"]
     assert copied["recent"] == drift["recent"]  # the unix times bit for bit, through JSON
 
-    # a model stored before the log existed: no marks, the detector's counts as they were
+    # one state format: a state without the log is refused, naming the first array missing
     log = {"stats:drift_events", "stats:drift_times", "stats:drifts_logged"}
     assert log <= arrays.keys()
-    older = {name: array for name, array in arrays.items() if name not in log}
-    assert put_snapshot(client, "older", write_snapshot(manifest, older)).status_code == 201
-    restored = client.get("/v1/models/older/metrics").json()["drift"]
-    assert restored["recent"] == [] and restored["detected"] == drift["detected"]
-    response = client.post("/v1/models/older/events", json=events_json(X[:100], y[:100]))
-    assert response.status_code == 200  # and it learns on
+    without = {name: array for name, array in arrays.items() if name not in log}
+    response = put_snapshot(client, "without", write_snapshot(manifest, without))
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == "stats:drift_events"
+    assert client.get("/v1/models/without").status_code == 404

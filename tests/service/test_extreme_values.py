@@ -108,7 +108,7 @@ def test_a_score_of_extreme_features_is_refused_and_nothing_is_kept(client):
 
 @STORES
 def test_a_kept_record_that_cannot_be_learned_is_dropped_alone(client):
-    """A record kept with a non-finite score (by an earlier version, or damaged in the store):
+    """A record kept with a non-finite score (damaged in the store):
     its label is ``expired``, the good labels of the same call are learned, and the sweep
     forgets it instead of failing on it forever."""
     clock = Clock()

@@ -95,21 +95,18 @@ def test_calibrator_state_round_trips_bit_for_bit_through_a_snapshot(client):
     assert original["probabilities"] == copy["probabilities"]
 
 
-def test_a_model_stored_without_calibration_starts_a_fresh_calibrator(client):
+def test_a_state_without_its_calibrator_is_refused_naming_it(client):
     create_model(client, n_features=N_FEATURES)
     X, y = stream(600, seed=2)
     assert client.post("/v1/models/m/events", json=events_json(X[:500], y[:500])).status_code == 200
-    manifest, arrays = read_snapshot(client.get("/v1/models/m/snapshot").content)
-    older = {k: v for k, v in arrays.items() if not k.startswith(CALIBRATION_PREFIX)}
-    assert put_snapshot(client, "m", write_snapshot(manifest, older)).status_code == 201
-    scores = client.post("/v1/models/m/score?keep=false", json=events_json(X[500:])).json()
-    answered = client.post(
-        "/v1/models/m/score?probabilities=true&keep=false", json=events_json(X[500:])
-    ).json()
-    fresh = OnlineCalibrator().probabilities(np.array(scores["scores"]))
-    np.testing.assert_array_equal(answered["probabilities"], fresh)
-    assert client.post("/v1/models/m/events", json=events_json(X[500:], y[500:])).status_code == 200
-    assert calibration_arrays(client)["counters"][0] == 100
+    exported = client.get("/v1/models/m/snapshot").content
+    manifest, arrays = read_snapshot(exported)
+    without = {k: v for k, v in arrays.items() if not k.startswith(CALIBRATION_PREFIX)}
+    response = put_snapshot(client, "m", write_snapshot(manifest, without))
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == CALIBRATION_PREFIX
+    _, after = read_snapshot(client.get("/v1/models/m/snapshot").content)  # unchanged
+    assert after.keys() == arrays.keys()
 
 
 @pytest.mark.parametrize(

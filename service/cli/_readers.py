@@ -1,4 +1,4 @@
-"""Files for ``aucstream replay``: CSV / TSV and Parquet (pandas, pyarrow), LIBSVM, NPZ.
+"""Files for ``aucstream replay`` and ``fit``: CSV / TSV and Parquet (pandas, pyarrow), LIBSVM, NPZ.
 
 Tables (CSV, Parquet) are read whole by pandas: quoted fields, any delimiter quoting, and
 compressed ``.csv.gz`` work as pandas reads them.  Their columns are the label

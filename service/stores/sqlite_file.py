@@ -139,6 +139,19 @@ class StoreOpenError(RuntimeError):
     """The data directory or its database cannot be used (raised at start-up)."""
 
 
+#: SQLite's names of a write that found no space: the database or WAL file could not grow
+#: (``SQLITE_FULL``, what SQLite makes of ``ENOSPC``), or the WAL's shared-memory index could
+#: not (``SQLITE_IOERR_SHMSIZE``: SQLite writes into each new page of ``-shm`` before mapping
+#: it, and on a full file system that write is what fails)
+_DISK_FULL = ("SQLITE_FULL", "SQLITE_IOERR_SHMSIZE")
+#: the answer to a write when the disk is full (reads go on: they need no space)
+DISK_FULL = "the SQLite store's disk is full: nothing was written; retry once space is freed"
+
+
+def is_disk_full(error: sqlite3.Error) -> bool:
+    return str(getattr(error, "sqlite_errorname", "")).startswith(_DISK_FULL)
+
+
 def translated(method: Callable[..., T]) -> Callable[..., T]:
     """SQLite failures at request time -> 503 (busy past the timeout, I/O) or 507 (disk full);
     the details go to the log."""
@@ -150,9 +163,16 @@ def translated(method: Callable[..., T]) -> Callable[..., T]:
         except sqlite3.Error as error:
             name = getattr(error, "sqlite_errorname", type(error).__name__)
             logger.warning("the SQLite store failed: %s (%s)", error, name)
-            if name.startswith("SQLITE_FULL"):
-                raise InsufficientStorage("the SQLite store's disk is full") from None
+            if is_disk_full(error):
+                raise InsufficientStorage(DISK_FULL) from None
             raise StoreUnavailable(f"the store (SQLite) failed ({name}); retry later") from None
+        except OSError as error:  # a file of the store's beside the database
+            logger.warning("the SQLite store failed: %s", error)
+            if error.errno == errno.ENOSPC:
+                raise InsufficientStorage(DISK_FULL) from None
+            raise StoreUnavailable(
+                f"the store (SQLite) failed ({error.strerror or error}); retry later"
+            ) from None
 
     return wrapper
 

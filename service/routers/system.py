@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from service.auth import require_api_key
 from service.deps import EngineDep, TelemetryDep
 from service.engine import Engine
-from service.errors import ServiceError, StoreLostData
+from service.errors import ServiceError, StoreLostData, StoreReplaced
 from service.models import servable_learners
 from service.openapi import problems
 from service.queue import StreamQueue
@@ -64,6 +64,9 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
         checks["store"] = "ok"
     except StoreLostData as error:  # logged when noticed; the probe says why
         checks["store"] = "data lost"
+        checks["store_detail"] = error.detail
+    except StoreReplaced as error:  # logged when noticed; the probe says why
+        checks["store"] = "unavailable"
         checks["store_detail"] = error.detail
     except Exception as error:  # anything: a probe answers, and never with the store's address
         logger.warning("readiness: the store did not answer: %s", error)

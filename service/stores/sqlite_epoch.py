@@ -123,6 +123,7 @@ class SQLiteLossWatch:
         if not self._checking.acquire(blocking=force):
             return
         try:
+            self.database.verify_file()  # also when the disk is full and nothing is written
             try:
                 with self.database.write() as db:
                     judgement = self.watch.judge({MARKER: self._tick(db)})
@@ -171,6 +172,7 @@ class SQLiteLossWatch:
         return alarms
 
     def guard(self, model_id: str | None = None) -> None:
+        self.database.verify_file()
         self.check()
         self.watch.guard(model_id)
 

@@ -3,7 +3,8 @@ acknowledged event is lost, and once space is back the service serves again by i
 ``store-lost-data``, ``/readyz`` 200), also after a ``kill -9`` while full.  Run on a real
 20 MiB tmpfs filled to the last byte (skipped only where mounting one is impossible), and with
 the failure injected in-process (a commit that fails with ``SQLITE_FULL``, an epoch copy that
-cannot be written) so that the path is exercised everywhere."""
+cannot be written) so that the path is exercised everywhere.  A database file renamed over
+under the running service stops it writing into the old file (503 ``store-replaced``)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from tests.service.conftest import create_model, events_json, make_stream, start
 from tests.service.test_sqlite_store import served
 
 FULL = "https://aucstream.dev/problems/insufficient-storage"
+REPLACED = "https://aucstream.dev/problems/store-replaced"
 MODEL = {"id": "m", "n_features": 3, "learner": "spam"}
 
 
@@ -153,6 +155,7 @@ def commits_fail_disk_full(monkeypatch) -> Iterator[None]:
         connection = self.connection()
         connection.execute("BEGIN IMMEDIATE")
         try:
+            self.verify_file()
             yield connection
         finally:
             connection.execute("ROLLBACK")
@@ -229,3 +232,32 @@ def test_an_epoch_copy_that_cannot_be_written_fails_no_request(tmp_path, monkeyp
         assert "cannot save the epoch marker's copy" in caplog.text
         assert "disk full" in caplog.text
         assert not list((tmp_path / "data").glob("*.tmp"))
+
+
+# ---------------------------------------------------------------------- a replaced file
+def test_a_database_file_renamed_over_is_noticed_and_nothing_is_written_into_the_old_one(
+    tmp_path,
+):
+    data_dir = tmp_path / "data"
+    path = data_dir / FILE_NAME
+    with started_apps(store="sqlite", data_dir=data_dir) as build:
+        app = build()
+        create_model(app, "m", n_features=3)
+        assert app.post("/v1/models/m/events", json=batch(0)).status_code == 200
+        copy = tmp_path / "copy.sqlite3"
+        with sqlite3.connect(path) as source, sqlite3.connect(copy) as target:
+            source.backup(target)
+        copy.rename(path)  # what an operator restoring a file in place does
+        refused = app.post("/v1/models/m/events", json=batch(1))
+        assert refused.status_code == 503 and refused.json()["type"] == REPLACED
+        assert "restart the service" in refused.json()["detail"]
+        for path_read in ("/v1/models/m", "/v1/models"):
+            assert app.get(path_read).json()["type"] == REPLACED
+        ready = app.get("/readyz")
+        assert ready.status_code == 503
+        assert "was replaced or removed" in ready.json()["checks"]["store_detail"]
+    with started_apps(store="sqlite", data_dir=data_dir) as build:
+        app = build()  # a restart opens the new file, whose marker is the copy's
+        assert app.get("/readyz").status_code == 200
+        assert app.get("/v1/models/m").json()["counts"]["events_learned"] == 50
+        assert app.post("/v1/models/m/events", json=batch(1)).json()["learned"] == 50

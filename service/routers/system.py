@@ -102,9 +102,8 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
     telemetry.stale_writes.set(engine.writes_retried)
     telemetry.coalesced_groups.set(engine.coalesce.groups)
     telemetry.coalesced_requests.set(engine.coalesce.requests)
-    alarms = getattr(engine.store, "watch", None)
-    if alarms is not None:
-        telemetry.store_data_lost.set(len(alarms.alarms))
+    if getattr(engine.store, "watch", None) is not None:
+        telemetry.store_data_lost.set(await run_in_threadpool(_store_alarms, engine))
     queue = request.app.state.queue
     if queue is not None:
         await run_in_threadpool(_refresh_lag, engine, queue, telemetry)
@@ -113,6 +112,15 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
     return Response(
         await run_in_threadpool(_render, engine, telemetry), media_type=CONTENT_TYPE_LATEST
     )
+
+
+def _store_alarms(engine: Engine) -> int:
+    """The store's alarms now, read from the store: another worker may have acknowledged a
+    loss since this one last checked (this process's memory of them, when the store fails)."""
+    try:
+        return len(engine.store.alarms())  # type: ignore[attr-defined]
+    except ServiceError:
+        return len(engine.store.watch.alarms)  # type: ignore[attr-defined]
 
 
 def _render(engine: Engine, telemetry: Telemetry) -> bytes:

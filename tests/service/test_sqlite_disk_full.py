@@ -4,7 +4,8 @@ acknowledged event is lost, and once space is back the service serves again by i
 20 MiB tmpfs filled to the last byte (skipped only where mounting one is impossible), and with
 the failure injected in-process (a commit that fails with ``SQLITE_FULL``, an epoch copy that
 cannot be written) so that the path is exercised everywhere.  A database file renamed over
-under the running service stops it writing into the old file (503 ``store-replaced``)."""
+under the running service stops it writing into the old file (503 ``store-replaced``), and the
+store-loss gauge is the store's own after an acknowledgement with two workers."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,10 +24,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from loadtest.local import free_port, stop
 from service.stores.epoch import CHECK_SECONDS
 from service.stores.sqlite_file import FILE_NAME, Database
 from tests.service.conftest import create_model, events_json, make_stream, started_apps
-from tests.service.test_sqlite_store import served
+from tests.service.test_sqlite_store import ROOT, served
 
 FULL = "https://aucstream.dev/problems/insufficient-storage"
 REPLACED = "https://aucstream.dev/problems/store-replaced"
@@ -261,3 +264,49 @@ def test_a_database_file_renamed_over_is_noticed_and_nothing_is_written_into_the
         assert app.get("/readyz").status_code == 200
         assert app.get("/v1/models/m").json()["counts"]["events_learned"] == 50
         assert app.post("/v1/models/m/events", json=batch(1)).json()["learned"] == 50
+
+
+# ---------------------------------------------------------------------- the gauge
+def store_loss_gauge(url: str) -> float:
+    for line in httpx.get(f"{url}/metrics").text.splitlines():  # a new connection: any worker
+        if line.startswith("aucstream_store_data_lost "):
+            return float(line.split()[1])
+    raise AssertionError("no aucstream_store_data_lost in /metrics")
+
+
+@contextlib.contextmanager
+def served_with_a_loss(data_dir: Path, workers: int) -> Iterator[str]:
+    """``aucstream serve`` on a store that lost data: up once ``/readyz`` says so, several
+    times (each answer on a new connection: any worker)."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AUCSTREAM_WARMUP": "false"}
+    for name in ("AUCSTREAM_STORE", "AUCSTREAM_REDIS_URL", "AUCSTREAM_DATA_DIR"):
+        env.pop(name, None)
+    command = [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir",
+               str(data_dir), "--workers", str(workers), "--log-level", "error"]  # fmt: skip
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline, lost = time.monotonic() + 120, 0
+        while lost < 4 * workers:
+            assert process.poll() is None and time.monotonic() < deadline
+            with contextlib.suppress(httpx.TransportError):
+                ready = httpx.get(f"{url}/readyz").json()
+                lost += ready["checks"]["store"] == "data lost"
+            time.sleep(0.1)
+        yield url
+    finally:
+        stop(process)
+
+
+def test_the_store_loss_gauge_is_0_on_every_scrape_after_an_acknowledgement(tmp_path):
+    data_dir = tmp_path / "data"
+    with served(data_dir) as (url, _):
+        assert httpx.post(f"{url}/v1/models", json=MODEL).status_code == 201
+    with sqlite3.connect(data_dir / FILE_NAME) as db:  # as if restored from a minute-old copy
+        db.execute("UPDATE epoch_marker SET clock = clock - 60000")
+    with served_with_a_loss(data_dir, workers=2) as url:
+        assert [store_loss_gauge(url) for _ in range(12)] == [1.0] * 12
+        acknowledged = httpx.post(f"{url}/v1/store/acknowledge-loss").json()["acknowledged"]
+        assert "went back in time" in acknowledged["store"]
+        assert [store_loss_gauge(url) for _ in range(12)] == [0.0] * 12

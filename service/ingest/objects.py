@@ -60,7 +60,8 @@ def dense_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> np.nd
                 if value is None:
                     raise locate.error(
                         index,
-                        f"feature {column} is missing (null): {fields.MISSING_REFUSED}",
+                        f"feature {fields.feature_label(spec, column)} is missing (null): "
+                        f"{fields.MISSING_REFUSED}",
                         field="x",
                     )
                 if type(value) not in (int, float):
@@ -130,7 +131,12 @@ def sparse_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> CSRM
             if any(type(i) is not int for i in row_indices):
                 raise locate.error(index, "sparse indices must be integers", field="x") from None
             if None in row_values:
-                detail = f"a sparse value is missing (null): {fields.MISSING_REFUSED}"
+                column = row_indices[row_values.index(None)]
+                known = type(column) is int and 0 <= column < spec.n_features
+                what = (
+                    f"feature {fields.feature_label(spec, column)}" if known else "a sparse value"
+                )
+                detail = f"{what} is missing (null): {fields.MISSING_REFUSED}"
                 raise locate.error(index, detail, field="x") from None
             if any(type(v) not in (int, float) for v in row_values):
                 raise locate.error(index, "sparse values must be numbers", field="x") from None

@@ -112,7 +112,9 @@ def current(name: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         loaded = learned_model()
         arrays = {key: np.array(value) for key, value in loaded.arrays().items()}
         scores = loaded.learner.decision_function(scored_batch())
-        rebuild: dict[str, Any] = {"config": loaded.config.model_dump(mode="json")}
+        # the incarnation is a fresh random id: a fixed one keeps regenerated files unchanged
+        config = loaded.config.model_copy(update={"incarnation": "golden"})
+        rebuild: dict[str, Any] = {"config": config.model_dump(mode="json")}
     else:
         learner = learned_learner(name)
         arrays = learner.get_state()

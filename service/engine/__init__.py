@@ -1,19 +1,25 @@
 """The learning path of the service, shared by the HTTP routes and the queue workers.
 
 Nothing here touches HTTP: a route or a worker calls :class:`Engine` with a parsed batch.  The
-engine is a thin facade over four parts, one module each:
+engine is a thin facade over these parts, one module each:
 
 ========================= ====================================================================
 :mod:`.repository`        the per-process LRU cache of models, per-model locks, and the
                           load / commit / retry-on-stale-version cycle of every write
 :mod:`.model`             a model as held in memory (:class:`Loaded`), the prefixes naming its
-                          committed arrays, building it from them or afresh
+                          committed arrays and their format version, building it from them
+                          or afresh
+:mod:`.history`           the metrics history's rings, a part of every model
+:mod:`.missing`           the running means that fill missing values (``missing_values``)
 :mod:`.learning`          labelled batches: duplicate ids, rounds, the regret window, counters
 :mod:`.delayed`           ``/score`` keeping features for later labels, the labels, the sweep
 :mod:`.coalesce`          concurrent requests to one model merged into one call and one commit
 :mod:`.reasons`           ``/score?reasons=k``: each event's top feature contributions
 :mod:`.reporting`         metrics, ROC, throughput, regret (cached and throttled)
 ========================= ====================================================================
+
+Beside the engine, :mod:`.refit` and :mod:`.fit_process` fit boosted trees in the background
+for the app and the queue workers, which start them.
 """
 
 from __future__ import annotations
@@ -31,9 +37,11 @@ from service.engine.learning import Learning, LearnResult
 from service.engine.model import (
     LEARNER_PREFIX,
     REGRET_PREFIX,
+    STATE_FORMAT_VERSION,
     STATS_PREFIX,
     WINDOW_PREFIX,
     Loaded,
+    OtherStateFormat,
     ServedWeights,
     fresh,
     from_arrays,
@@ -164,6 +172,13 @@ class Engine:
         config = config.model_copy(update={"incarnation": uuid.uuid4().hex})
         try:
             loaded = from_arrays(config, config.incarnation, 1, arrays)
+        except OtherStateFormat as error:
+            raise InvalidInput(
+                f"the snapshot holds state format {error.found}, this server reads "
+                f"{STATE_FORMAT_VERSION}: import it with the version of aucstream that exported "
+                "it (a state is not converted across format versions)",
+                field=error.field,
+            ) from None
         except (ValueError, KeyError, TypeError) as error:
             raise InvalidInput(
                 f"snapshot state does not fit its manifest: {error}",

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from service.engine.model import Loaded, from_store
+from service.engine.model import Loaded, OtherStateFormat, from_store
 from service.errors import Contention, CorruptState, ModelNotFound, StaleVersion
 from service.schemas import ModelConfig
 from service.stores.base import Commit, Fence, Store
@@ -166,6 +166,15 @@ class ModelRepository:
             self._forget(model_id)
             self._gone(model_id)
             raise
+        except OtherStateFormat as error:  # written by another version of aucstream
+            self.drop(model_id)
+            logger.error("model %r: stored state refused: %s", model_id, error)
+            raise CorruptState(
+                f"model {model_id!r}: {error}: reset the model (POST .../reset, which keeps its "
+                "configuration) or run the version of aucstream that wrote it (a snapshot "
+                "cannot carry a state across format versions)",
+                field=error.field,
+            ) from None
         except (ValueError, KeyError, TypeError) as error:  # undecodable or corrupt arrays
             self.drop(model_id)
             logger.error("model %r: stored state refused: %s", model_id, error)

@@ -138,9 +138,6 @@ class LossWatch:
                 self.versions[model_id] = (incarnation, version)
         return None
 
-    def knew(self, model_id: str) -> bool:
-        return model_id in self.versions
-
     def forget(self, model_id: str) -> None:
         self.versions.pop(model_id, None)
 

@@ -20,6 +20,9 @@ from loadtest.local import running_uvicorn
 from service.app import create_app
 from service.queue.worker import Worker
 from service.settings import Settings
+from service.stores.memory import MemoryStore
+from service.stores.redis import RedisStore
+from service.stores.sqlite import SQLiteStore
 from tests.conftest import EMPTY_REDIS
 
 STORES = ["memory", "redis", "redis_cluster", "sqlite"]
@@ -49,6 +52,21 @@ def redis_url(request, store_kind):
     """The emptied private Redis (server or cluster) of a Redis store kind, else None."""
     fixture = EMPTY_REDIS.get(store_kind)
     return request.getfixturevalue(fixture) if fixture else None
+
+
+@pytest.fixture
+def store(store_kind, redis_url, data_dir):
+    """A store of each kind, empty (over the private Redis of a Redis kind)."""
+    if store_kind == "memory":
+        yield MemoryStore()
+    elif store_kind == "sqlite":
+        store = SQLiteStore.open(data_dir)
+        yield store
+        store.close()
+    else:
+        store = RedisStore.from_url(redis_url)
+        yield store
+        store.close()
 
 
 @contextlib.contextmanager

@@ -13,7 +13,14 @@ import pytest
 
 from core.learners import learner_class
 from service.engine import Engine
-from service.engine.model import FORMAT_ARRAY, STATE_FORMAT_VERSION, from_arrays
+from service.engine.model import (
+    FORMAT_ARRAY,
+    STATE_FORMAT_VERSION,
+    UNMARKED_FORMAT_VERSION,
+    OtherStateFormat,
+    check_state_format,
+    from_arrays,
+)
 from service.errors import CorruptState
 from service.ingest import Batch
 from service.models import create_model, reset_model
@@ -122,17 +129,18 @@ def test_a_state_of_another_format_is_refused_and_a_reset_recovers(store, versio
 
 
 def test_a_state_without_the_version_array_is_of_the_first_format(store):
-    """States committed before the version array existed have the layout of version 1."""
-    engine = _engine_with_model(store)
-    arrays = engine.repository.read("m").arrays()
+    """States committed before the version array existed have the layout of version 1: read as
+    such, so refused once the format has moved on (a commit carries only the arrays that changed,
+    so the check is driven directly with the array left out)."""
+    arrays = _engine_with_model(store).repository.read("m").arrays()
     del arrays[FORMAT_ARRAY]
-    _commit_arrays(engine, arrays)
-    engine.repository.clear()
-    if STATE_FORMAT_VERSION == 1:
-        assert engine.info("m").counts.events_learned == 40
+    if STATE_FORMAT_VERSION == UNMARKED_FORMAT_VERSION:
+        check_state_format(arrays)
     else:
-        with pytest.raises(CorruptState, match="stored state format 1"):
-            engine.info("m")
+        with pytest.raises(
+            OtherStateFormat, match=f"stored state format {UNMARKED_FORMAT_VERSION}"
+        ):
+            check_state_format(arrays)
 
 
 def test_a_malformed_version_array_is_refused_naming_it(store):

@@ -32,6 +32,7 @@ from service.engine import Engine
 from service.engine.refit import Refitter
 from service.errors import MalformedBody, ServiceError, StoreUnavailable, WarmingUp
 from service.fastlane import LaneApp
+from service.hosts import HostGuard, HostPolicy
 from service.ingest.objects import json_error_detail
 from service.kernels import warm_up
 from service.queue import StreamQueue
@@ -252,6 +253,13 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         Middleware(WarmGate, owner=app),
         # inside the timing middleware, so that the 408 / 499 it records are what is counted
         Middleware(BodyGuard, timeout_seconds=settings.body_read_timeout_seconds),
+        # before anything reads the body; inside the timing middleware, so that its 400s
+        # are counted and logged
+        Middleware(
+            HostGuard,
+            policy=HostPolicy(settings.allowed_hosts),
+            on_refusal=lambda error: telemetry.rejected.labels(error.slug).inc(),
+        ),
         Middleware(TimingMiddleware, telemetry=telemetry),
     ]
     fastlane.install(app, events.hot_routes, middlewares, service_error)

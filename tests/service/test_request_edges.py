@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import httpx
+import orjson
 import pytest
 
 from tests.service.conftest import live_server, started_apps
@@ -81,3 +82,70 @@ def test_head_of_the_metrics_stream_through_uvicorn_ends_after_the_headers():
         assert time.monotonic() - started < 5
         assert http.head("/v1/models/m").status_code == 200
         assert 'method="HEAD",route="/v1/models/{model_id}"' in http.get("/metrics").text
+
+
+def events_with_repeated_label(n_events: int) -> bytes:
+    """``n_events`` events; the last one says ``"y": 0`` and then ``"y": 1``."""
+    events = [orjson.dumps({"id": f"e{i}", "x": [0.5, 1.0, -1.0], "y": 0}) for i in range(n_events)]
+    events[-1] = events[-1][:-1] + b',"y":1}'
+    return b'{"events":[' + b",".join(events) + b"]}"
+
+
+def assert_repeated_key_refused(response, key: str) -> None:
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"] == PROBLEM
+    problem = response.json()
+    assert problem["field"] == key and f"the key {key!r} appears twice" in problem["detail"]
+
+
+@pytest.mark.parametrize("n_events", [1, 3, 500])  # the one-event, general and simdjson paths
+def test_a_repeated_key_in_an_event_is_refused_and_changes_nothing(client, n_events):
+    assert client.post("/v1/models", json={"id": "m", "n_features": 3}).status_code == 201
+    body = events_with_repeated_label(n_events)
+    json_type = {"content-type": "application/json"}
+    for route in ("events", "score"):
+        response = client.post(f"/v1/models/m/{route}", content=body, headers=json_type)
+        assert_repeated_key_refused(response, "y")
+    lines = b"\n".join(orjson.dumps(event) for event in orjson.loads(body)["events"])
+    lines += b'\n{"x": [1, 2, 3], "x": [3, 2, 1]}'
+    ndjson = {"content-type": "application/x-ndjson"}
+    response = client.post("/v1/models/m/events", content=lines, headers=ndjson)
+    assert_repeated_key_refused(response, "x")
+    assert response.json()["line"] == n_events + 1
+    assert client.get("/v1/models/m").json()["counts"]["events_learned"] == 0
+
+
+def test_repeated_keys_anywhere_else_are_refused(client):
+    json_type = {"content-type": "application/json"}
+    created = client.post(
+        "/v1/models", content=b'{"id": "m", "n_features": 3, "n_features": 4}', headers=json_type
+    )
+    assert_repeated_key_refused(created, "n_features")
+    nested = b'{"id": "m", "n_features": 3, "params": {"eta0": 0.1, "eta0": 5}}'
+    assert_repeated_key_refused(
+        client.post("/v1/models", content=nested, headers=json_type), "eta0"
+    )
+    assert client.get("/v1/models").json() == {"models": []}
+    assert client.post("/v1/models", json={"id": "m", "n_features": 3}).status_code == 201
+    top = b'{"events": [], "events": [{"x": [1, 2, 3], "y": 1}]}'
+    assert_repeated_key_refused(
+        client.post("/v1/models/m/events", content=top, headers=json_type), "events"
+    )
+    labels = b'{"labels": [{"id": "a", "y": 1, "id": "b"}]}'
+    response = client.post("/v1/models/m/labels", content=labels, headers=json_type)
+    assert_repeated_key_refused(response, "id")
+
+
+def test_colons_and_escapes_in_strings_are_not_repeats(client):
+    names = ["a:b", "c\\u003a", 'q"uote:']
+    body = orjson.dumps({"id": "m", "n_features": 3, "feature_names": names})
+    body = body.replace(b"c\\\\u003a", b"c\\u003a")  # a colon written as an escape
+    created = client.post("/v1/models", content=body, headers={"content-type": "application/json"})
+    assert created.status_code == 201, created.text
+    assert client.get("/v1/models/m").json()["config"]["feature_names"] == ["a:b", "c:", 'q"uote:']
+    event = b'{"x": {"a:b" : 1, "c:": 2, "q\\"uote:": 3}, "id": "id:1", "y": 1}'
+    learned = client.post(
+        "/v1/models/m/events", content=b'{"events": [' + event + b"]}",
+        headers={"content-type": "application/json"},
+    )  # fmt: skip
+    assert learned.status_code == 200, learned.text

@@ -109,13 +109,12 @@ class HostPolicy:
         #: ``.example.com`` for ``*.example.com``
         self.suffixes = tuple(entry[1:] for entry in allowed if entry.startswith("*."))
 
-    def allows(self, name: str, server: str | None) -> bool:
-        """Whether a request naming the host ``name`` (:func:`host_name`) on a connection
-        accepted on the address ``server`` may be served."""
+    def allows(self, name: str) -> bool:
+        """Whether a request naming the host ``name`` (:func:`host_name`) may be served on
+        any connection (the connection's own address is :class:`HostGuard`'s to compare)."""
         return (
             self.any
             or name in self.names
-            or name == server
             or (bool(self.suffixes) and name.endswith(self.suffixes))
             or is_address(name)
         )
@@ -159,7 +158,7 @@ class HostGuard:
             return False
         server = scope.get("server")
         server_host = server[0].lower() if server and isinstance(server[0], str) else None
-        if not self.policy.allows(name, None):
+        if not self.policy.allows(name):
             return name == server_host  # not remembered: it holds for this connection only
         if len(self.accepted) < REMEMBERED_HOSTS:
             self.accepted.add(value)

@@ -164,6 +164,11 @@ class Settings(BaseSettings):
     #: origin, comma-separated (``https://app.example.com``; ``null`` for file:// pages, ``*``
     #: for any); clients that send no ``Origin`` (not browsers) are not concerned
     ws_allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: host names requests may name in ``Host`` besides localhost and IP addresses (the
+    #: defence against DNS rebinding, service/hosts.py), comma-separated: ``api.example.com``,
+    #: ``*.example.com`` for every name under example.com, ``*`` for any (no check).  Set it
+    #: to the names clients use: a proxy's public name, a container's service name
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     #: ``sync``: a request learns before it returns; ``queue``: it appends the validated batch
     #: to the model's Redis Stream and returns 202, and ``aucstream worker`` learns it
@@ -208,6 +213,16 @@ class Settings(BaseSettings):
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         return _split_keys(value)
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_names(cls, value: object) -> object:
+        from service.hosts import allowed_host_entry
+
+        value = _split_keys(value)
+        if isinstance(value, list):
+            return [allowed_host_entry(str(entry)) for entry in value]
+        return value
 
     @model_validator(mode="after")
     def _check_store(self) -> Settings:

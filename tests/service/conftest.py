@@ -58,8 +58,11 @@ def started_apps(**defaults) -> Iterator[Callable[..., TestClient]]:
     clients: list[TestClient] = []
 
     def build(**overrides) -> TestClient:
-        # kernels compile on first use in tests
-        settings = Settings(**{"warmup": False, **defaults, **overrides})
+        # kernels compile on first use in tests; the history's catch-up timer writes points
+        # (new versions) when a test moves the engine's clock on a minute, so it is slowed
+        # down unless a test turns it on (tests/service/test_history_catch_up.py)
+        values = {"warmup": False, "history_catch_up_seconds": 3600.0, **defaults, **overrides}
+        settings = Settings(**values)
         client = TestClient(create_app(settings))
         client.__enter__()
         clients.append(client)
@@ -113,6 +116,7 @@ def make_worker(any_redis):
             "worker_lease_ms": 2000,
             "worker_claim_min_idle_ms": 200,
             "worker_batch_entries": 4,
+            "history_catch_up_seconds": 3600.0,
             **overrides,
         }
         worker = Worker(Settings(redis_url=any_redis, worker_name=name, **values))

@@ -7,7 +7,9 @@
 // labelled "drift", and widen their time axis to show drifts older than their first point (a
 // page opened after the drift).  Each records what it marked, for tests and scripts, as JSON in
 // data-drifts ([{event, time, x}], x in canvas pixels) and its time axis in data-x-range
-// ([min, max] unix s) and data-plot ([left, width] of the plotting area, canvas pixels).
+// ([min, max] unix s) and data-plot ([left, width] of the plotting area, canvas pixels).  The
+// regret and throughput charts size their y-axes to their longest tick label and record each in
+// data-axes ({scale: {labels, size, room, longest}}, CSS pixels).
 "use strict";
 
 (() => {

@@ -188,6 +188,7 @@ WORKER_ENV = {
     "AUCSTREAM_WORKER_DISCOVER_SECONDS": "0.2",
     "AUCSTREAM_WORKER_BATCH_ENTRIES": "3",
     "AUCSTREAM_LOG_FORMAT": "json",
+    "AUCSTREAM_HISTORY_CATCH_UP_SECONDS": "3600",  # as live_server's
 }
 
 
@@ -228,7 +229,9 @@ def live_server(
     leaving (loadtest.local.running_uvicorn): no warm-up, ``store`` (None: the settings' own
     choice) and ``settings``; its output discarded and its errors piped (a failed start
     reports them) unless ``options`` redirect them."""
-    env = {**os.environ, "AUCSTREAM_WARMUP": "false"}
+    # the history's catch-up timer slowed down as in started_apps: its commits would change a
+    # model's version while a test waits for the one its last batch got
+    env = {**os.environ, "AUCSTREAM_WARMUP": "false", "AUCSTREAM_HISTORY_CATCH_UP_SECONDS": "3600"}
     if store is not None:
         env["AUCSTREAM_STORE"] = store
     return running_uvicorn(

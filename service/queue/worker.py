@@ -304,6 +304,8 @@ class Worker:
         self._gaps.discard(model)
         self.engine.repository.fences.pop(model, None)
         self.engine.repository.drop(model)
+        # no history catch-up without the lease: a model's writes are its owner's alone
+        self.engine.repository.history_caught_up(model)
         self.applier.forget(model)
         self._corrupt.pop(model, None)
 

@@ -161,7 +161,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         if app.state.queue is None:
             refitter.start()
         sweeper = asyncio.create_task(_sweep_forever(app.state.engine, settings))
-        tasks = [sweeper]
+        history = asyncio.create_task(_catch_up_history_forever(app.state.engine, settings))
+        tasks = [sweeper, history]
         if settings.workers > 1:
             tasks.append(asyncio.create_task(_stop_when_orphaned(os.getppid())))
         try:
@@ -405,3 +406,14 @@ async def _sweep_forever(engine: Engine, settings: Settings) -> None:
             logger.warning("sweep of expired labels skipped: %s", error.detail)
         except Exception:
             logger.exception("sweep of expired labels failed")
+
+
+async def _catch_up_history_forever(engine: Engine, settings: Settings) -> None:
+    """Write the metrics-history points of models gone quiet since their last point
+    (:meth:`Engine.catch_up_history`), every few seconds."""
+    while True:
+        await asyncio.sleep(settings.history_catch_up_seconds)
+        try:
+            await asyncio.to_thread(engine.catch_up_history)
+        except Exception:  # each model's failure is logged inside: this is a bug
+            logger.exception("metrics history catch-up failed")

@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     label_ttl_seconds: float = Field(default=86_400.0, gt=0)
     #: how often expired pending labels are swept (default label applied) (seconds)
     sweep_interval_seconds: float = Field(default=5.0, gt=0)
+    #: how often the metrics history is brought up to models that learned events since their
+    #: last point (a point per minute at most: service/engine/history.py) (seconds)
+    history_catch_up_seconds: float = Field(default=10.0, gt=0)
     #: stale-write retries before a request gives up with 503
     max_write_retries: int = Field(default=50, ge=1)
     #: models kept in memory per process (least recently used evicted, then read back from

@@ -22,6 +22,7 @@ from core.learners._candidates import (
     candidate_specs,
     default_candidates,
     invalid_field,
+    shown_params,
 )
 from core.learners._composed import ComposedState
 from core.learners._params import BOOLEAN, CANDIDATES, PAUC_RANGE, Interval
@@ -367,9 +368,13 @@ class Auto(ComposedState, OnlineLearner):
         return served_coef(self._own_state, self._candidates, width, self.temperature)
 
     def leaderboard(self) -> dict[str, Any]:
-        """Each candidate's effective learner and params, its windowed pAUC and AUC at the last
-        evaluation (None while undefined), which one leads and since which event count."""
+        """Each candidate's effective learner and params (those that differ from its learner's
+        defaults), its windowed pAUC and AUC at the last evaluation (None while undefined),
+        which one leads and since which event count."""
         self._check_initialized()
-        return leaderboard(
-            self._own_state, self.candidate_specs(), self.pauc_range, self.temperature
-        )
+        # the parameters that differ from the defaults, however the model was built
+        specs = [
+            {"learner": spec["learner"], "params": shown_params(spec)}
+            for spec in self.candidate_specs()
+        ]
+        return leaderboard(self._own_state, specs, self.pauc_range, self.temperature)

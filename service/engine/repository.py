@@ -22,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from service.engine.history import behind as history_behind
 from service.engine.model import Loaded, OtherStateFormat, from_store
 from service.errors import Contention, CorruptState, ModelNotFound, StaleVersion
 from service.schemas import ModelConfig
@@ -82,6 +83,9 @@ class ModelRepository:
         self.on_gone: list[Callable[[str], None]] = []
         #: model id -> the writer lease every commit of it needs (a queue worker's models)
         self.fences: dict[str, Fence] = {}
+        #: models this process committed events to that their metrics history does not show
+        #: yet (the timer of :meth:`service.engine.Engine.catch_up_history` writes the point)
+        self._history_behind: set[str] = set()
 
     # ------------------------------------------------------------------ locks & cache
     def lock(self, model_id: str) -> ModelLock:
@@ -141,6 +145,7 @@ class ModelRepository:
             listener(model_id)
 
     def _gone(self, model_id: str) -> None:
+        self.history_caught_up(model_id)
         for listener in self.on_gone:
             listener(model_id)
 
@@ -217,7 +222,22 @@ class ModelRepository:
         version = self.store.commit(model_id, commit)
         loaded.version = version
         loaded.meta.update(commit.meta)
+        if history_behind(loaded.history, int(loaded.stats["events_learned"][0])):
+            with self._guard:
+                self._history_behind.add(model_id)
+        else:
+            self.history_caught_up(model_id)
         return version
+
+    def history_behind(self) -> list[str]:
+        """The models whose last commit here learned events their history does not show."""
+        with self._guard:
+            return sorted(self._history_behind)
+
+    def history_caught_up(self, model_id: str) -> None:
+        """``model_id``'s history shows its events (or the model is gone)."""
+        with self._guard:
+            self._history_behind.discard(model_id)
 
     def write(
         self,

@@ -41,7 +41,10 @@ DENSE_TEXT_FACTOR = 16
 NPZ_FACTOR = 64
 
 #: the most events a batch may hold and still be learned or scored on the event loop (and, on
-#: the stream, validated and answered there): about a millisecond of work on the default model
+#: the stream, validated and answered there): the REST bodies of 1,000 events the load tests
+#: send stay inline, where a thread hop would add ~8% to their CPU; beyond, the work (7 ms to
+#: learn 1,000 events on the README's model, 16 ms for as many one-event stream messages)
+#: dwarfs a hop (loadtest/README.md, "The offload rule")
 INLINE_EVENTS = 1_000
 
 

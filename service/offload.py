@@ -6,8 +6,9 @@ the engine calls they make):
   (:func:`large_body`: ``AUCSTREAM_OFFLOAD_BODY_BYTES`` times what parsing its media type costs
   per byte) is parsed in the thread pool, and the batch it carries is learned or scored there.
 * **Events, after parsing.**  A batch of more than :data:`INLINE_EVENTS` events
-  (:func:`large_batch`) is learned or scored in the thread pool; on the stream, its messages
-  are validated and their replies written there too.
+  (:func:`large_batch`) is learned or scored in the thread pool; on the stream, where each
+  message counts :data:`MESSAGE_EVENTS` events more, its messages are validated and their
+  replies written there too.
 
 Smaller work runs inline: a thread-pool hop costs more CPU and latency than it saves there
 (loadtest/README.md), and the work is CPU-bound either way, so a thread would add latency
@@ -46,6 +47,10 @@ NPZ_FACTOR = 64
 #: learn 1,000 events on the README's model, 16 ms for as many one-event stream messages)
 #: dwarfs a hop (loadtest/README.md, "The offload rule")
 INLINE_EVENTS = 1_000
+#: what a stream message costs beside learning its events, counted in events: made into a
+#: Python object, validated, answered with a reply of its own (~9 us, against 2.5-5.5 us to
+#: learn an event): one-event messages leave the loop past 250 a batch
+MESSAGE_EVENTS = 3
 
 
 def inline_limit(settings: Settings, kind: str, spec: FeatureSpec | None = None) -> int:
@@ -64,9 +69,10 @@ def large_body(settings: Settings, size: int, kind: str, spec: FeatureSpec | Non
     return size > inline_limit(settings, kind, spec)
 
 
-def large_batch(n_events: int) -> bool:
-    """Whether a batch of ``n_events`` events is learned or scored in the thread pool."""
-    return n_events > INLINE_EVENTS
+def large_batch(n_events: int, n_messages: int = 0) -> bool:
+    """Whether a batch of ``n_events`` events (carried by ``n_messages`` stream messages) is
+    learned or scored in the thread pool."""
+    return n_events + MESSAGE_EVENTS * n_messages > INLINE_EVENTS
 
 
 async def in_thread_if(large: bool, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -84,6 +84,11 @@ def sum_events(messages: Sequence[Item]) -> int:
     return sum(message.n_events for message in messages)
 
 
+def large(items: Sequence[Item]) -> bool:
+    """Whether the work of ``items`` is done in the thread pool (:mod:`service.offload`)."""
+    return large_batch(sum_events(items), count_messages(items))
+
+
 def offsets(messages: Sequence[Item]) -> list[int]:
     bounds = [0]
     for message in messages:
@@ -126,7 +131,7 @@ class Session:
                     if id(m) not in self.replies
                 ]  # fmt: skip
                 self.fail(unanswered, error)
-        return await in_thread_if(large_batch(sum_events(messages)), self.written, messages)
+        return await in_thread_if(large(messages), self.written, messages)
 
     def fail(self, items: Sequence[Item], error: ServiceError) -> None:
         messages = expanded(items)
@@ -221,14 +226,14 @@ class Session:
     # ------------------------------------------------------------------ engine calls
     async def apply(self, run: list[Item]) -> None:
         op = run[0].op
-        large = large_batch(sum_events(run))
+        offload = large(run)
         if op == "label":
-            good, labels = await in_thread_if(large, self.labels, run)
+            good, labels = await in_thread_if(offload, self.labels, run)
             if good:
                 await self.each(good, labels, self.apply_labels)
             return
         spec = await self.spec()
-        good, batch = await in_thread_if(large, self.batches, run, spec, labelled=op == "learn")
+        good, batch = await in_thread_if(offload, self.batches, run, spec, labelled=op == "learn")
         if not good:
             return
         if op == "score":
@@ -261,24 +266,22 @@ class Session:
             except InvalidInput as error:
                 self.fail([message], error)
 
-    async def call_engine(self, method: str, *args: Any, events: int, **options: Any) -> Any:
+    async def call_engine(self, method: str, run: list[Item], *args: Any, **options: Any) -> Any:
         """The session's one way into the engine: ``engine.coalesce.<method>(model, *args,
         **options)`` (learn, score, labels), merged with the concurrent requests to the same
         model from every connection and over HTTP (one engine call and one commit per group:
-        service/engine/coalesce.py); a large run (:func:`~service.offload.large_batch`) is
-        applied in a thread."""
+        service/engine/coalesce.py) for ``run``; a large run (:func:`large`) is applied in a
+        thread."""
         coalesce = self.services.engine.coalesce
-        return await getattr(coalesce, method)(
-            self.model_id, *args, large=large_batch(events), **options
-        )
+        return await getattr(coalesce, method)(self.model_id, *args, large=large(run), **options)
 
     async def apply_learn(self, run: list[Item], batch: Batch) -> None:
         telemetry = self.services.telemetry
-        result = await self.call_engine("learn", batch, events=len(batch), want_scores=True)
+        result = await self.call_engine("learn", run, batch, want_scores=True)
         telemetry.events_learned.labels(self.model_id).inc(result.learned)
         if result.duplicate_ids:
             telemetry.duplicates.labels(self.model_id).inc(len(result.duplicate_ids))
-        await in_thread_if(large_batch(len(batch)), self.learn_replies, run, batch, result)
+        await in_thread_if(large(run), self.learn_replies, run, batch, result)
 
     def learn_replies(self, run: list[Item], batch: Batch, result: LearnResult) -> None:
         """The replies of a learned run."""
@@ -322,12 +325,12 @@ class Session:
         # one engine call for the run: probabilities for all of it when a message asks; a run
         # shares its reasons' k (see runs)
         scored = await self.call_engine(
-            "score", batch, events=len(batch), keep=run[0].keep,
+            "score", run, batch, keep=run[0].keep,
             probabilities=any(message.probabilities for message in run),
             reasons=run[0].reasons,
         )  # fmt: skip
         self.services.telemetry.scored.labels(self.model_id).inc(len(scored.scores))
-        await in_thread_if(large_batch(len(batch)), self.score_replies, run, batch, scored)
+        await in_thread_if(large(run), self.score_replies, run, batch, scored)
 
     def score_replies(self, run: list[Item], batch: Batch, scored: Scored) -> None:
         """The replies of a scored run."""
@@ -387,11 +390,11 @@ class Session:
             self.queued(run, appended)
             return
         telemetry = services.telemetry
-        result = await self.call_engine("labels", ids, y, events=len(ids))
+        result = await self.call_engine("labels", run, ids, y)
         telemetry.events_learned.labels(model_id).inc(result.learned)
         for status, n in Counter(status for _, status in result.statuses).items():
             telemetry.labels.labels(model_id, status).inc(n)
-        await in_thread_if(large_batch(len(ids)), self.label_replies, run, result)
+        await in_thread_if(large(run), self.label_replies, run, result)
 
     def label_replies(self, run: list[Item], result: LabelResult) -> None:
         """The replies of a run of labels joined."""

@@ -24,7 +24,7 @@ import pytest
 
 from service.errors import MalformedBody
 from service.ingest import FeatureSpec, NDJSONReader
-from service.offload import INLINE_EVENTS
+from service.offload import INLINE_EVENTS, MESSAGE_EVENTS
 from tests.service.conftest import (
     create_model,
     events_json,
@@ -193,13 +193,18 @@ def test_a_batch_of_more_events_than_the_loop_takes_is_learned_in_the_thread_poo
     assert seen == {"learn": n_events <= INLINE_EVENTS}
 
 
-@pytest.mark.parametrize("n_messages", [INLINE_EVENTS, INLINE_EVENTS + 1])
+#: the most one-event stream messages whose run stays on the event loop (250)
+INLINE_MESSAGES = INLINE_EVENTS // (1 + MESSAGE_EVENTS)
+
+
+@pytest.mark.parametrize("n_messages", [INLINE_MESSAGES, INLINE_MESSAGES + 1])
 def test_a_large_stream_run_is_validated_and_answered_in_the_thread_pool_on_one_event_loop(
     monkeypatch, n_messages
 ):
     """The connection's handler, the session and every engine call it makes share one event
-    loop, the app's (the per-model coalescer queues are that loop's); a run of more than
-    INLINE_EVENTS events has its messages validated, learned and answered in threads."""
+    loop, the app's (the per-model coalescer queues are that loop's); a run of one-event
+    messages past service.offload's limit (an event each, and MESSAGE_EVENTS more for being a
+    message) has its messages validated, learned and answered in threads."""
     from service.engine.coalesce import Coalescer
     from service.stream.endpoint import Connection
     from service.stream.session import Session
@@ -240,7 +245,7 @@ def test_a_large_stream_run_is_validated_and_answered_in_the_thread_pool_on_one_
             replies = orjson.loads(ws.receive_text())
         assert [reply["status"] for reply in replies] == [200] * n_messages
         assert engine.info("m").counts.events_learned == n_messages
-    inline = n_messages <= INLINE_EVENTS
+    inline = n_messages <= INLINE_MESSAGES
     assert seen == {"validate": inline, "learn": inline, "replies": inline}
     assert len(set.union(*loops.values())) == 1, loops
     assert all(len(seen_on) == 1 for seen_on in loops.values()), loops

@@ -8,6 +8,8 @@ back to back (each after the reply to the one before), through a real uvicorn::
 Frames (a dense ``spam`` model of ``--features`` features, memory store, one uvicorn worker,
 kernels compiled before: ``/readyz``):
 
+``json 1,000 x 1``        the largest batch whose work stays on the event loop
+                          (``service.offload.INLINE_EVENTS``), one event a message (JSON)
 ``json 4,096 x 1``        the most messages a frame may hold, one event each (JSON)
 ``json 4,000 x 5``        the most events a frame may carry (20,000), in 4,000 JSON messages
 ``json 1 x 20,000``       the same events in one JSON message
@@ -126,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     d = args.features
     one_event = json_frame(1, 1, d)
     frames = {
+        "json 1,000 x 1": json_frame(1000, 1, d),
         "json 4,096 x 1": json_frame(4096, 1, d),
         "json 4,000 x 5": json_frame(4000, 5, d),
         "json 1 x 20,000": json_frame(1, 20_000, d),

@@ -26,16 +26,8 @@ from service.ingest import (
 from service.ingest.archive import UnreadableDirectory, central_directory, check_method
 from service.ingest.npz import NPZ_ARRAYS
 from service.ingest.objects import parse_json
+from service.offload import inline_limit, large_batch
 from service.settings import Settings
-
-#: How many times ``settings.offload_body_bytes`` a body may be and still be parsed on the event
-#: loop, by what parsing it costs per byte (loadtest/README.md has the costs): LIBSVM, and JSON /
-#: NDJSON of sparse or hashed models (a new feature name for every value is the worst), x1;
-#: JSON and NDJSON of dense models, about ten times cheaper, x16; NPZ whose members are stored
-#: (parsing is a copy), cheaper again, x64.  A compressed NPZ is always parsed in the thread pool
-#: (inflating costs per byte of output, which the body size does not bound).
-DENSE_TEXT_FACTOR = 16
-NPZ_FACTOR = 64
 
 
 async def require_json(request: Request) -> None:
@@ -112,15 +104,6 @@ def npz_compressed(body: bytes) -> bool:
     return compressed
 
 
-def inline_limit(settings: Settings, kind: str, spec: FeatureSpec) -> int:
-    """The largest body of media type ``kind`` parsed on the event loop (see the factors)."""
-    if kind == NPZ:
-        return settings.offload_body_bytes * NPZ_FACTOR
-    if spec.feature_mode == "dense" and kind in (JSON, NDJSON):
-        return settings.offload_body_bytes * DENSE_TEXT_FACTOR
-    return settings.offload_body_bytes
-
-
 async def read_batch(
     request: Request,
     spec: FeatureSpec,
@@ -135,8 +118,9 @@ async def read_batch(
     (a 9 MB body of hashed JSON costs seconds to parse: on the event loop it would hold every
     other request, ``/healthz`` included, that long), and the caller learns or scores it there
     too.  Smaller bodies are parsed inline, as a thread hop costs more than it saves there
-    (for a 1,000-event dense JSON body, about a third of the request's CPU).  See
-    :func:`inline_limit`.
+    (for a 1,000-event dense JSON body, about a third of the request's CPU): the rule is
+    :mod:`service.offload`'s, and a batch of more events than it allows inline is learned or
+    scored in the thread pool too, however it was parsed.
     """
     content_type = request.headers.get("content-type")
     kind = media_type(content_type)
@@ -162,4 +146,4 @@ async def read_batch(
         )
         large = len(body) > limit or (kind == NPZ and npz_compressed(body))
         batch = await run_in_threadpool(parse) if large else parse()
-    return check_id_bytes(batch, settings.max_event_id_bytes), large
+    return check_id_bytes(batch, settings.max_event_id_bytes), large or large_batch(len(batch))

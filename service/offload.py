@@ -1,4 +1,21 @@
-"""Where an engine call runs: on the event loop or in the thread pool."""
+"""Where work runs: on the event loop, or in the thread pool.  The rule, stated once here and
+applied by every path that takes events (REST bodies, stream frames, the stream's batches, and
+the engine calls they make):
+
+* **Bytes, before parsing.**  A body or stream frame larger than its inline limit
+  (:func:`large_body`: ``AUCSTREAM_OFFLOAD_BODY_BYTES`` times what parsing its media type costs
+  per byte) is parsed in the thread pool, and the batch it carries is learned or scored there.
+* **Events, after parsing.**  A batch of more than :data:`INLINE_EVENTS` events
+  (:func:`large_batch`) is learned or scored in the thread pool; on the stream, where each
+  message counts :data:`MESSAGE_EVENTS` events more, its messages are validated and their
+  replies written there too.
+
+Smaller work runs inline: a thread-pool hop costs more CPU and latency than it saves there
+(loadtest/README.md), and the work is CPU-bound either way, so a thread would add latency
+without adding parallelism.  Work in the thread pool is a plain function call: every engine
+call is still made, and awaited, on the app's event loop (the per-model coalescers belong to
+it, :mod:`service.engine.coalesce`), which hands the call itself to a thread.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +26,61 @@ from typing import Any, TypeVar
 from starlette.concurrency import run_in_threadpool
 
 from service.engine import Engine
-from service.ingest import FeatureSpec
+from service.ingest import JSON, NDJSON, NPZ, FeatureSpec
+from service.settings import Settings
 
 T = TypeVar("T")
+
+#: How many times ``settings.offload_body_bytes`` a body may be and still be parsed on the event
+#: loop, by what parsing it costs per byte (loadtest/README.md has the costs): LIBSVM, and JSON /
+#: NDJSON of sparse or hashed models (a new feature name for every value is the worst), x1;
+#: JSON and NDJSON of dense models, about ten times cheaper, x16; NPZ whose members are stored
+#: (parsing is a copy), cheaper again, x64.  A compressed NPZ is always parsed in the thread pool
+#: (inflating costs per byte of output, which the body size does not bound).  Stream frames and
+#: label bodies are x1: they are made into Python objects a message or a label at a time.
+DENSE_TEXT_FACTOR = 16
+NPZ_FACTOR = 64
+
+#: the most events a batch may hold and still be learned or scored on the event loop (and, on
+#: the stream, validated and answered there): the REST bodies of 1,000 events the load tests
+#: send stay inline, where a thread hop would add ~8% to their CPU; beyond, the work (7 ms to
+#: learn 1,000 events on the README's model, 16 ms for as many one-event stream messages)
+#: dwarfs a hop (loadtest/README.md, "The offload rule")
+INLINE_EVENTS = 1_000
+#: what a stream message costs beside learning its events, counted in events: made into a
+#: Python object, validated, answered with a reply of its own (~9 us, against 2.5-5.5 us to
+#: learn an event): one-event messages leave the loop past 250 a batch
+MESSAGE_EVENTS = 3
+
+
+def inline_limit(settings: Settings, kind: str, spec: FeatureSpec | None = None) -> int:
+    """The largest body of media type ``kind`` parsed on the event loop (see the factors);
+    without ``spec`` (stream frames, label bodies), ``AUCSTREAM_OFFLOAD_BODY_BYTES``."""
+    if kind == NPZ:
+        return settings.offload_body_bytes * NPZ_FACTOR
+    if spec is not None and spec.feature_mode == "dense" and kind in (JSON, NDJSON):
+        return settings.offload_body_bytes * DENSE_TEXT_FACTOR
+    return settings.offload_body_bytes
+
+
+def large_body(settings: Settings, size: int, kind: str, spec: FeatureSpec | None = None) -> bool:
+    """Whether a body (or frame) of ``size`` bytes of media type ``kind`` is parsed in the
+    thread pool, and its batch learned or scored there."""
+    return size > inline_limit(settings, kind, spec)
+
+
+def large_batch(n_events: int, n_messages: int = 0) -> bool:
+    """Whether a batch of ``n_events`` events (carried by ``n_messages`` stream messages) is
+    learned or scored in the thread pool."""
+    return n_events + MESSAGE_EVENTS * n_messages > INLINE_EVENTS
+
+
+async def in_thread_if(large: bool, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``function(*args, **kwargs)``: in the thread pool when the work is ``large``, else
+    inline.  Not for engine calls (:func:`run_engine`, or the coalescer)."""
+    if large:
+        return await run_in_threadpool(functools.partial(function, *args, **kwargs))
+    return function(*args, **kwargs)
 
 
 async def run_engine(
@@ -23,16 +92,9 @@ async def run_engine(
 ) -> T:
     """Call an engine method (or a function of ``engine``): inline when the store never blocks
     (memory) and the work is small, else in the thread pool (Redis round trips must not stall
-    the event loop, nor must learning a large batch; ``offload=True`` says the work is large,
-    see :func:`service.body.read_batch`).
-
-    Why inline for the memory store: a thread-pool hop costs more CPU and latency than scoring
-    one event or learning a small batch (loadtest/README.md); the work is CPU-bound either way,
-    so a thread would add latency without adding parallelism.
+    the event loop, nor must learning a large batch; ``offload=True`` says the work is large).
     """
-    if offload or engine.store.blocking:
-        return await run_in_threadpool(functools.partial(function, *args, **kwargs))
-    return function(*args, **kwargs)
+    return await in_thread_if(offload or engine.store.blocking, function, *args, **kwargs)
 
 
 async def model_spec(engine: Engine, model_id: str) -> FeatureSpec:

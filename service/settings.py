@@ -138,10 +138,10 @@ class Settings(BaseSettings):
     #: a request body must arrive within this many seconds of its first read, else 408 (a
     #: client that stalls or drips its body does not hold the request for ever)
     body_read_timeout_seconds: float = Field(default=60.0, gt=0)
-    #: bodies larger than this are parsed, and their batch learned or scored, in the thread
-    #: pool instead of on the event loop (JSON / NDJSON of dense models: 16 times this, NPZ: 64
-    #: times, compressed NPZ: always; see ``service.body.inline_limit``); smaller ones inline,
-    #: where a thread hop would cost more CPU than it saves
+    #: bodies (and stream frames) larger than this are parsed, and their batch learned or
+    #: scored, in the thread pool instead of on the event loop (JSON / NDJSON of dense models:
+    #: 16 times this, NPZ: 64 times, compressed NPZ: always); smaller ones inline, where a
+    #: thread hop would cost more CPU than it saves (the rule: ``service.offload``)
     offload_body_bytes: int = Field(default=256 * 1024, ge=0)
 
     # -- the WebSocket stream (``/v1/models/{id}/stream``, docs/stream.md)

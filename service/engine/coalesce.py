@@ -79,15 +79,20 @@ def _client_error(error: BaseException) -> bool:
 
 
 class Coalescer:
-    """The per-model queues and their drain tasks.  Used from one event loop (the app's);
-    the engine calls run inline for a store that never blocks (memory) and small work, else
-    in a thread of the coalescer's own pool, one hop per group."""
+    """The per-model queues and their drain tasks.  Used from one event loop (the app's):
+    a request awaits a future of its loop that the drain settles, which only that loop's
+    drain can do safely, so while drains run a call from another loop is refused
+    (RuntimeError) rather than left waiting for ever.  The engine calls run inline for a
+    store that never blocks (memory) and small work, else in a thread of the coalescer's own
+    pool, one hop per group."""
 
     def __init__(self, engine: Engine, *, max_group_events: int = MAX_GROUP_EVENTS) -> None:
         self.engine = engine
         self.max_group_events = max_group_events
         self._queues: dict[str, deque[_Request]] = {}
         self._tasks: set[asyncio.Task] = set()
+        #: the loop of the drains (while any runs, every request must come from it)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._executor: ThreadPoolExecutor | None = None
         #: groups applied and requests they held (the mean group size is their ratio)
         self.groups = 0
@@ -122,6 +127,13 @@ class Coalescer:
 
     async def _submit(self, model_id: str, kind: str, payload: Any, size: int, large: bool):
         loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            if any(not task.done() for task in self._tasks):
+                raise RuntimeError(
+                    "the coalescer is used from another event loop than its drains': call it "
+                    "from the app's event loop (a thread hands work back to it)"
+                )
+            self._loop = loop
         request = _Request(kind, payload, size, large, loop.create_future())
         queue = self._queues.get(model_id)
         if queue is None:  # the model is idle: this request starts its drain

@@ -9,14 +9,13 @@ from collections.abc import Callable
 import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
-from starlette.concurrency import run_in_threadpool
 
 from service.body import read_batch, read_body
 from service.deps import Services, ServicesDep
 from service.errors import InvalidInput, UnsupportedMediaType
 from service.fastlane import HotRoute, query_count, served
 from service.ingest import JSON, FeatureSpec, media_type, parse_label_items
-from service.offload import model_spec, run_engine
+from service.offload import in_thread_if, large_batch, large_body, model_spec, run_engine
 from service.openapi import LABELS_BODY, events_body, problems
 from service.queue import Appended
 from service.queue.enqueue import enqueue
@@ -228,11 +227,9 @@ async def post_labels(
     if media_type(request.headers.get("content-type")) != JSON:
         raise UnsupportedMediaType("labels are sent as application/json", field="content-type")
     body = await read_body(request, settings.max_body_bytes)
-    large = len(body) > settings.offload_body_bytes  # see read_batch
-    if large:
-        ids, labels = await run_in_threadpool(parse_label_items, body, settings.max_batch_events)
-    else:
-        ids, labels = parse_label_items(body, settings.max_batch_events)
+    large = large_body(settings, len(body), JSON)
+    ids, labels = await in_thread_if(large, parse_label_items, body, settings.max_batch_events)
+    large = large or large_batch(len(ids))
     queue = services.queue
     if queue is not None:
         return await _enqueue(

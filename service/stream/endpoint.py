@@ -14,7 +14,10 @@ more), decodes them, applies them (:mod:`service.stream.session`: one engine cal
 sends their replies, in order, as one text frame (a JSON list).  While the engine works, frames
 accumulate: the busier the model, the larger the next batch.  A frame over the frame limits
 (:class:`~service.stream.protocol.FrameLimits`, ``AUCSTREAM_WS_MAX_FRAME_BYTES``) is one
-problem reply; large frames are decoded, and large batches applied, in the thread pool.
+problem reply.  Everything runs on the app's event loop, which makes every engine call (the
+per-model coalescers are the loop's); what :mod:`service.offload` says is too large for the
+loop is done in the thread pool meanwhile: a large frame is decoded there, and a large run's
+messages validated and its replies written (:mod:`service.stream.session`).
 
 A browser page may open the stream only from the server's own origin or one of
 ``AUCSTREAM_WS_ALLOWED_ORIGINS`` (:func:`origin_allowed`).
@@ -29,19 +32,18 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Sequence
 
-from starlette.concurrency import run_in_threadpool
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from service.auth import check_api_key
 from service.deps import Services
 from service.errors import Forbidden, PayloadTooLarge, ServiceError, Unauthorized
-from service.offload import run_engine
+from service.ingest import JSON
+from service.offload import in_thread_if, large_body, run_engine
 from service.stream.blocks import decode_uniform, frame_layout, same_layout
 from service.stream.protocol import FrameLimits, Message, decode_binary, decode_text, failed
-from service.stream.session import Item, Session, count_messages
+from service.stream.session import Item, Session, count_messages, sum_events
 
 logger = logging.getLogger("aucstream.stream")
 
@@ -140,8 +142,8 @@ class Connection:
             frame_events=settings.ws_max_frame_events,
             message_reasons=settings.max_reasons,
         )
+        self.settings = settings
         self.max_frame_bytes = settings.ws_max_frame_bytes
-        self.offload_bytes = settings.offload_body_bytes
         self.max_messages = settings.ws_max_batch_messages
         self.max_queued_bytes = settings.ws_max_queued_bytes
         self.wait = settings.ws_batch_wait_ms / 1000.0
@@ -189,7 +191,7 @@ class Connection:
         (whole frames).  Consecutive binary frames of one layout are decoded together, as one
         array (:func:`~service.stream.protocol.decode_uniform`); a frame larger than
         ``AUCSTREAM_OFFLOAD_BODY_BYTES`` is decoded in the thread pool, as a REST body of that
-        size is parsed there."""
+        size is parsed there (:func:`~service.offload.large_body`)."""
         items: list[Item] = []
         uniform: list[bytes] = []  # binary frames of one layout, not decoded yet
         layout = (0, 0)  # (messages, events) of each frame in uniform
@@ -198,7 +200,8 @@ class Connection:
         while frames and messages < self.max_messages and events < limits.frame_events:
             frame = frames.popleft()
             self.queued_bytes -= len(frame)
-            if isinstance(frame, bytes) and len(frame) <= self.offload_bytes:
+            large = large_body(self.settings, len(frame), JSON)
+            if isinstance(frame, bytes) and not large:
                 if uniform and same_layout(frame, uniform[0]):
                     uniform.append(frame)
                     messages, events = messages + layout[0], events + layout[1]
@@ -211,10 +214,7 @@ class Connection:
                     continue
             self.flush(uniform, items)
             uniform = []
-            if len(frame) > self.offload_bytes:
-                decoded = await run_in_threadpool(self.decode, frame)
-            else:
-                decoded = self.decode(frame)
+            decoded = await in_thread_if(large, self.decode, frame)
             items.extend(decoded)
             messages, events = messages + len(decoded), events + sum_events(decoded)
         self.flush(uniform, items)
@@ -272,34 +272,11 @@ class Connection:
         while (messages := await self.next_batch()) is not None:
             if not messages:
                 continue
-            if count_messages(messages) > OFFLOAD_MESSAGES or sum_events(messages) > OFFLOAD_EVENTS:
-                text = await run_in_threadpool(self.apply_elsewhere, messages)
-            else:
-                text = await self.session.handle(messages)
+            text = await self.session.handle(messages)
             try:
                 await send({"type": "websocket.send", "text": text})
             except (WebSocketDisconnect, RuntimeError, OSError):
                 return  # the client left: its replies have nowhere to go
-
-    def apply_elsewhere(self, messages: list[Item]) -> str:
-        """:meth:`Session.handle` and the encoding of its replies, in a worker thread, on an
-        event loop of that thread's own: the per-message work of a large batch (validating,
-        learning, one reply each) would otherwise hold the server's loop, and with it every
-        other connection and request, for as long.  The session is not used meanwhile (the
-        handler awaits this), and what it calls (engine, store, queue) is what the REST routes
-        call from worker threads too."""
-        return asyncio.run(self.session.handle(messages))
-
-
-#: a batch of more messages or events than these is applied off the event loop
-#: (:meth:`Connection.apply_elsewhere`); smaller ones cost less than the thread hop and the
-#: event loop it needs
-OFFLOAD_MESSAGES = 256
-OFFLOAD_EVENTS = 1_000
-
-
-def sum_events(messages: Sequence[Item]) -> int:
-    return sum(message.n_events for message in messages)
 
 
 #: the route, mounted by ``service.app``

@@ -26,22 +26,23 @@ import orjson
 
 from service.body import check_id_bytes
 from service.deps import Services
+from service.engine.delayed import LabelResult, Scored
+from service.engine.learning import LearnResult
 from service.errors import InvalidInput, ServiceError
 from service.ingest import Batch, FeatureSpec, concatenate, label_items
 from service.ingest import fields as checks
 from service.ingest.fields import Locator
 from service.ingest.objects import events_to_batch
-from service.offload import model_spec
+from service.offload import in_thread_if, large_batch, model_spec
 from service.queue.enqueue import enqueue
 from service.stream.blocks import Block
 from service.stream.protocol import Message
+from service.stream.replies import joined, kept_by_each, plain, score_texts, scored_block
 
 Reply = dict[str, Any]
 #: what a batch holds: single messages, and blocks of binary messages of one layout
 Item = Message | Block
 Labels = tuple[list[str], np.ndarray]
-#: a run larger than this many events is learned or scored in the thread pool (see run_engine)
-OFFLOAD_EVENTS = 20_000
 
 
 def runs(messages: list[Item], max_events: int) -> Iterator[list[Item]]:
@@ -79,6 +80,15 @@ def count_messages(items: Sequence[Item]) -> int:
     return sum(item.n_messages if isinstance(item, Block) else 1 for item in items)
 
 
+def sum_events(messages: Sequence[Item]) -> int:
+    return sum(message.n_events for message in messages)
+
+
+def large(items: Sequence[Item]) -> bool:
+    """Whether the work of ``items`` is done in the thread pool (:mod:`service.offload`)."""
+    return large_batch(sum_events(items), count_messages(items))
+
+
 def offsets(messages: Sequence[Item]) -> list[int]:
     bounds = [0]
     for message in messages:
@@ -91,7 +101,11 @@ def problem_reply(seq: Any, error: ServiceError) -> Reply:
 
 
 class Session:
-    """The stream of one model on one connection: ``await handle(messages)`` -> replies."""
+    """The stream of one model on one connection: ``await handle(messages)`` -> replies.
+
+    Used on the app's event loop, where every engine call is made and awaited (through the
+    coalescer, which is the loop's); the validation and the replies of a run larger than
+    :mod:`service.offload` allows inline are made in the thread pool meanwhile."""
 
     def __init__(self, services: Services, model_id: str) -> None:
         self.services = services
@@ -117,7 +131,7 @@ class Session:
                     if id(m) not in self.replies
                 ]  # fmt: skip
                 self.fail(unanswered, error)
-        return self.written(messages)
+        return await in_thread_if(large(messages), self.written, messages)
 
     def fail(self, items: Sequence[Item], error: ServiceError) -> None:
         messages = expanded(items)
@@ -127,8 +141,8 @@ class Session:
 
     def written(self, items: list[Item]) -> str:
         """The replies as one JSON list: a block answered whole, or a plain message (see
-        :func:`_plain`), is its ready text; the other replies are serialised together, a
-        stretch between two ready texts at a time."""
+        :func:`~service.stream.replies.plain`), is its ready text; the other replies are
+        serialised together, a stretch between two ready texts at a time."""
         pieces: list[str] = []
         stretch: list[Reply] = []
         answered: Counter[tuple[str, int]] = Counter()
@@ -212,13 +226,14 @@ class Session:
     # ------------------------------------------------------------------ engine calls
     async def apply(self, run: list[Item]) -> None:
         op = run[0].op
+        offload = large(run)
         if op == "label":
-            good, labels = self.labels(run)
+            good, labels = await in_thread_if(offload, self.labels, run)
             if good:
                 await self.each(good, labels, self.apply_labels)
             return
         spec = await self.spec()
-        good, batch = self.batches(run, spec, labelled=op == "learn")
+        good, batch = await in_thread_if(offload, self.batches, run, spec, labelled=op == "learn")
         if not good:
             return
         if op == "score":
@@ -251,23 +266,25 @@ class Session:
             except InvalidInput as error:
                 self.fail([message], error)
 
-    async def call_engine(self, method: str, *args: Any, events: int, **options: Any) -> Any:
+    async def call_engine(self, method: str, run: list[Item], *args: Any, **options: Any) -> Any:
         """The session's one way into the engine: ``engine.coalesce.<method>(model, *args,
         **options)`` (learn, score, labels), merged with the concurrent requests to the same
         model from every connection and over HTTP (one engine call and one commit per group:
-        service/engine/coalesce.py); a run of more than :data:`OFFLOAD_EVENTS` events is
-        applied in a thread."""
+        service/engine/coalesce.py) for ``run``; a large run (:func:`large`) is applied in a
+        thread."""
         coalesce = self.services.engine.coalesce
-        return await getattr(coalesce, method)(
-            self.model_id, *args, large=events > OFFLOAD_EVENTS, **options
-        )
+        return await getattr(coalesce, method)(self.model_id, *args, large=large(run), **options)
 
     async def apply_learn(self, run: list[Item], batch: Batch) -> None:
         telemetry = self.services.telemetry
-        result = await self.call_engine("learn", batch, events=len(batch), want_scores=True)
+        result = await self.call_engine("learn", run, batch, want_scores=True)
         telemetry.events_learned.labels(self.model_id).inc(result.learned)
         if result.duplicate_ids:
             telemetry.duplicates.labels(self.model_id).inc(len(result.duplicate_ids))
+        await in_thread_if(large(run), self.learn_replies, run, batch, result)
+
+    def learn_replies(self, run: list[Item], batch: Batch, result: LearnResult) -> None:
+        """The replies of a learned run."""
         assert result.scores is not None
         values: np.ndarray = result.scores
         every = values.tolist()
@@ -276,12 +293,12 @@ class Session:
         for index, item in enumerate(run):
             start, stop = bounds[index], bounds[index + 1]
             if type(item) is Block and not item.scores and not np.isnan(values[start:stop]).any():
-                item.reply = _joined(
+                item.reply = joined(
                     item.seqs, f',"status":200,"version":{result.version},"learned":{item.n},'
                     '"duplicates":0}',
                 )  # fmt: skip
                 continue
-            if _plain(item) and not item.scores and not math.isnan(every[start]):  # type: ignore[union-attr]
+            if plain(item) and not item.scores and not math.isnan(every[start]):  # type: ignore[union-attr]
                 self.replies[id(item)] = f'{{"seq":{item.seq}{learned_one}'  # type: ignore[union-attr]
                 continue
             scores = every[start:stop]
@@ -308,12 +325,16 @@ class Session:
         # one engine call for the run: probabilities for all of it when a message asks; a run
         # shares its reasons' k (see runs)
         scored = await self.call_engine(
-            "score", batch, events=len(batch), keep=run[0].keep,
+            "score", run, batch, keep=run[0].keep,
             probabilities=any(message.probabilities for message in run),
             reasons=run[0].reasons,
         )  # fmt: skip
+        self.services.telemetry.scored.labels(self.model_id).inc(len(scored.scores))
+        await in_thread_if(large(run), self.score_replies, run, batch, scored)
+
+    def score_replies(self, run: list[Item], batch: Batch, scored: Scored) -> None:
+        """The replies of a scored run."""
         version, values, explained = scored.version, scored.scores, scored.reasons
-        self.services.telemetry.scored.labels(self.model_id).inc(len(values))
         calibrated = scored.probabilities
         bounds = offsets(run)
         scores: list[float] | None = None
@@ -322,13 +343,13 @@ class Session:
         for index, item in enumerate(run):
             start, stop = bounds[index], bounds[index + 1]
             if type(item) is Block and not item.probabilities and explained is None:
-                kept = _kept(item, batch.ids, start)
+                kept = kept_by_each(item, batch.ids, start)
                 if kept is not None:
-                    item.reply = _scored(item, values[start:stop], version, kept)
+                    item.reply = scored_block(item, values[start:stop], version, kept)
                     continue
-            if _plain(item) and not item.probabilities and explained is None:  # type: ignore[union-attr]
+            if plain(item) and not item.probabilities and explained is None:  # type: ignore[union-attr]
                 if texts is None:
-                    texts = _texts(values)
+                    texts = score_texts(values)
                 kept = int(item.keep and batch.ids is not None and bool(batch.ids[start]))
                 self.replies[id(item)] = (
                     f'{{"seq":{item.seq},"status":200,"version":{version},'  # type: ignore[union-attr]
@@ -369,10 +390,14 @@ class Session:
             self.queued(run, appended)
             return
         telemetry = services.telemetry
-        result = await self.call_engine("labels", ids, y, events=len(ids))
+        result = await self.call_engine("labels", run, ids, y)
         telemetry.events_learned.labels(model_id).inc(result.learned)
         for status, n in Counter(status for _, status in result.statuses).items():
             telemetry.labels.labels(model_id, status).inc(n)
+        await in_thread_if(large(run), self.label_replies, run, result)
+
+    def label_replies(self, run: list[Item], result: LabelResult) -> None:
+        """The replies of a run of labels joined."""
         messages = expanded(run)
         bounds = offsets(messages)
         for index, message in enumerate(messages):
@@ -422,48 +447,6 @@ def slice_of(data: Batch | Labels, start: int, stop: int) -> Batch | Labels:
         return data.take(np.arange(start, stop, dtype=np.int64))
     ids, y = data
     return ids[start:stop], y[start:stop]
-
-
-def _joined(seqs: np.ndarray, rest: str) -> str:
-    """Replies that differ only by their seq, ``{"seq":<seq>`` + ``rest`` each, comma-joined."""
-    return '{"seq":' + (rest + ',{"seq":').join(map(str, seqs.tolist())) + rest
-
-
-def _plain(item: Item) -> bool:
-    """A message of one event whose seq is an integer: its reply is written as text."""
-    return type(item) is Message and item.n_events == 1 and type(item.seq) is int
-
-
-def _texts(values: np.ndarray) -> list[str]:
-    """Each value as orjson writes it in a reply (``null`` for NaN), written in one call."""
-    if len(values) == 0:
-        return []
-    return orjson.dumps(values.tolist())[1:-1].decode().split(",")
-
-
-def _kept(block: Block, ids: list[str | None] | None, start: int) -> int | None:
-    """The events each message of a scored block keeps, when it is the same for all: none
-    (no ids, or keep off), or one (one event a message, each with an id); None otherwise."""
-    if not block.keep or ids is None or block.ids is None:
-        return 0
-    if block.n == 1 and None not in ids[start : start + block.n_events]:
-        return 1
-    return None
-
-
-def _scored(block: Block, values: np.ndarray, version: int, kept: int) -> str:
-    """The score replies of a block: the scores written once, then cut per message."""
-    if len(values) == 0:
-        return ""
-    scores = _texts(values)
-    if block.n > 1:
-        n = block.n
-        scores = [",".join(scores[i : i + n]) for i in range(0, len(scores), n)]
-    tail = f'],"kept":{kept}}}'
-    head = f',"status":200,"version":{version},"scores":['
-    seqs = block.seqs.tolist()
-    pairs = zip(seqs, scores, strict=True)
-    return ",".join(f'{{"seq":{seq}{head}{mine}{tail}' for seq, mine in pairs)
 
 
 def binary_batch(run: list[Item], spec: FeatureSpec, *, labelled: bool) -> Batch:

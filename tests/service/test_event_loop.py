@@ -24,7 +24,14 @@ import pytest
 
 from service.errors import MalformedBody
 from service.ingest import FeatureSpec, NDJSONReader
-from tests.service.conftest import create_model, events_json, live_server, make_stream
+from service.offload import INLINE_EVENTS, MESSAGE_EVENTS
+from tests.service.conftest import (
+    create_model,
+    events_json,
+    live_server,
+    make_stream,
+    started_apps,
+)
 
 
 # ------------------------------------------------------------------ NDJSON line splitting
@@ -154,6 +161,94 @@ def test_bodies_above_their_limit_are_parsed_and_learned_in_the_thread_pool(
     response = client.post("/v1/models/m/events", content=body, headers={"content-type": header})
     assert response.status_code == 200 and response.json()["learned"] == 400
     assert seen == {"parse": not offloaded, "learn": not offloaded}
+
+
+@pytest.mark.parametrize("n_events", [INLINE_EVENTS, INLINE_EVENTS + 1])
+def test_a_batch_of_more_events_than_the_loop_takes_is_learned_in_the_thread_pool(
+    monkeypatch, n_events
+):
+    """A stored NPZ body is parsed inline up to 64 x AUCSTREAM_OFFLOAD_BODY_BYTES; the batch it
+    carries is learned on the loop only up to service.offload.INLINE_EVENTS events."""
+    from tests.service.conftest import npz_bytes
+
+    with started_apps(store="memory") as build:
+        client = build()
+        create_model(client)
+        X, y = make_stream(n_events)
+        seen: dict[str, bool] = {}
+        engine = client.app.state.engine
+        learn = engine.learn
+
+        def spied(*args, **kwargs):
+            seen["learn"] = _on_event_loop()
+            return learn(*args, **kwargs)
+
+        monkeypatch.setattr(engine, "learn", spied)
+        response = client.post(
+            "/v1/models/m/events",
+            content=npz_bytes(X=X, y=y),
+            headers={"content-type": "application/x-npz"},
+        )
+        assert response.status_code == 200 and response.json()["learned"] == n_events
+    assert seen == {"learn": n_events <= INLINE_EVENTS}
+
+
+#: the most one-event stream messages whose run stays on the event loop (250)
+INLINE_MESSAGES = INLINE_EVENTS // (1 + MESSAGE_EVENTS)
+
+
+@pytest.mark.parametrize("n_messages", [INLINE_MESSAGES, INLINE_MESSAGES + 1])
+def test_a_large_stream_run_is_validated_and_answered_in_the_thread_pool_on_one_event_loop(
+    monkeypatch, n_messages
+):
+    """The connection's handler, the session and every engine call it makes share one event
+    loop, the app's (the per-model coalescer queues are that loop's); a run of one-event
+    messages past service.offload's limit (an event each, and MESSAGE_EVENTS more for being a
+    message) has its messages validated, learned and answered in threads."""
+    from service.engine.coalesce import Coalescer
+    from service.stream.endpoint import Connection
+    from service.stream.session import Session
+
+    loops: dict[str, set] = {"handler": set(), "session": set(), "engine call": set()}
+    seen: dict[str, bool] = {}
+
+    def on_loop(name: str, coroutine_function):
+        async def wrapped(*args, **kwargs):
+            loops[name].add(asyncio.get_running_loop())
+            return await coroutine_function(*args, **kwargs)
+
+        return wrapped
+
+    def where(name: str, function):
+        def wrapped(*args, **kwargs):
+            seen[name] = _on_event_loop()
+            return function(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(Connection, "handle", on_loop("handler", Connection.handle))
+    monkeypatch.setattr(Session, "handle", on_loop("session", Session.handle))
+    monkeypatch.setattr(Coalescer, "_submit", on_loop("engine call", Coalescer._submit))
+    monkeypatch.setattr(Session, "batches", where("validate", Session.batches))
+    monkeypatch.setattr(Session, "learn_replies", where("replies", Session.learn_replies))
+    X, y = make_stream(n_messages)
+    messages = [
+        {"seq": i, "op": "learn", "x": X[i].tolist(), "y": int(y[i])} for i in range(n_messages)
+    ]
+    with started_apps(store="memory") as build:
+        client = build()
+        create_model(client)
+        engine = client.app.state.engine
+        monkeypatch.setattr(engine, "learn", where("learn", engine.learn))
+        with client.websocket_connect("/v1/models/m/stream") as ws:
+            ws.send_text(orjson.dumps(messages).decode())
+            replies = orjson.loads(ws.receive_text())
+        assert [reply["status"] for reply in replies] == [200] * n_messages
+        assert engine.info("m").counts.events_learned == n_messages
+    inline = n_messages <= INLINE_MESSAGES
+    assert seen == {"validate": inline, "learn": inline, "replies": inline}
+    assert len(set.union(*loops.values())) == 1, loops
+    assert all(len(seen_on) == 1 for seen_on in loops.values()), loops
 
 
 def test_npz_compressed_reads_the_zip_directory():

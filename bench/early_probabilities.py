@@ -38,22 +38,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.learners import make_learner  # noqa: E402
+from bench.calibration import prequential_scores  # noqa: E402
 from core.metrics.calibration import PRIOR_STRENGTH, OnlineCalibrator  # noqa: E402
 
 DEFAULT_SETS = (
     "german,crx,haberman,magic,phoneme,page_blocks0,letter_a,hypothyroid,yeast4,pc1,kc1,"
     "wine_r_4,car_vgood,abalone19"
 )
-
-
-def prequential_scores(learner: str, X, y, batch: int, seed: int) -> np.ndarray:
-    model = make_learner(learner, random_state=seed)
-    scores = np.empty(len(y))
-    for start in range(0, len(y), batch):
-        rows = slice(start, start + batch)
-        scores[rows] = model.prequential_step(X[rows], y[rows])
-    return scores
 
 
 def served_probabilities(scores: np.ndarray, y: np.ndarray, prior_strength: float) -> np.ndarray:

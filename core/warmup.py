@@ -43,7 +43,7 @@ from core.learners.boosted_embedded import BoostedEmbedded, background_fits
 from core.learners.tree_embedded import TreeEmbedded
 from core.metrics.calibration import OnlineCalibrator
 from core.metrics.drift import DriftDetector
-from core.regret import RegretWindow, learner_inputs
+from core.regret import RegretWindow
 from core.tree_embedding import fit_tree
 
 #: the group of the default path (see the module docstring)
@@ -172,24 +172,21 @@ def _compile_metrics(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
 
 
 def _compile_regret(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
-    """The service's regret window: two rounds and the report with its hindsight solve, as
-    ``GET /v1/models/{id}/metrics`` computes it.  The window's kernels see dense rows whatever
-    the learner (a CSR batch is densified first), so the rounds come from the default path's
-    learner, whose kernels are loaded by now: another learner would compile its own kernels
-    before ready (``spam``'s took a third of this group)."""
+    """The service's regret window: two rounds recorded as the service records them (the
+    weights served before the round, the rows its kernel learned) and the report with its
+    hindsight solve, as ``GET /v1/models/{id}/metrics`` computes it.  The window's kernels see
+    dense rows whatever the learner (CSR rows are densified first), so the rounds come from
+    the default path's learner, whose kernels are loaded by now: another learner would compile
+    its own kernels before ready (``spam``'s took a third of this group)."""
     learner = make_learner("auto", track_drift=True, scaling="standard")
+    learner.initialize(X.shape[1])
     window = RegretWindow(64, X.shape[1])
     half = len(y) // 2
-    rounds = ((X[:half], y[:half]), (X[half:], y[half:]))
-    for batch, labels in rounds:
-        weights = (
-            np.array(learner.coef_, dtype=np.float64, copy=True)
-            if learner.is_initialized
-            else np.zeros(X.shape[1])
-        )
-        inputs = learner_inputs(learner, batch)
-        scores = learner.prequential_step(batch, labels)
-        window.update(inputs, labels, scores, weights)
+    for batch, labels in ((X[:half], y[:half]), (X[half:], y[half:])):
+        weights = np.array(learner.coef_, dtype=np.float64)
+        with learner.recording_inputs() as inputs:
+            scores = learner.prequential_step(batch, labels)
+        window.update(np.array(inputs[0]), labels, scores, weights)
     window.summary(0.0, 0.1)
     window.summary(0.02, 0.5)
 

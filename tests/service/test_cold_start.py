@@ -43,7 +43,9 @@ class Pauses:
 def wait_until_all_groups_ran(seconds: float = 300) -> None:
     readiness = service.kernels.readiness
     deadline = time.monotonic() + seconds
-    while readiness.compiling is not None or readiness.missing(core.warmup.kernel_groups()):
+    # (progress, not missing: asking for every group would move them all to the front, in
+    # the plan's order, undoing the order requests gave them)
+    while (progress := readiness.progress())["groups_done"] < progress["groups_total"]:
         assert time.monotonic() < deadline, "the background warm-up did not end"
         time.sleep(0.05)
 
@@ -69,7 +71,9 @@ def test_ready_with_the_default_path_while_the_other_kernels_compile(
     progress = not_ready.json()["warmup"]
     assert progress["groups_done"] == 2 and progress["groups_total"] == total, progress
     assert progress["compiling"] == "regret" and progress["elapsed_seconds"] >= 0, progress
-    assert 0 < progress["seconds_to_ready"] < progress["seconds_to_all"], progress
+    # (the kernels load from the cache, or are in this process already: estimates near 0;
+    # test_warmup.py tests the estimate itself)
+    assert 0 <= progress["seconds_to_ready"] <= progress["seconds_to_all"], progress
     # a health check held behind the warm-up would wait for the release (60 s); the bound only
     # has to tell that apart from a busy machine's first request (1.1 s seen in CI)
     assert max(latencies) < 10.0, latencies
@@ -99,7 +103,7 @@ def test_ready_with_the_default_path_while_the_other_kernels_compile(
     assert ready.json()["checks"] == {"store": "ok", "kernels": "ok"}
     progress = ready.json()["warmup"]
     assert progress["seconds_to_ready"] == 0 and progress["compiling"] == core.warmup.TREE
-    assert progress["groups_done"] == 4 and progress["seconds_to_all"] > 0, progress
+    assert progress["groups_done"] == 4 and progress["seconds_to_all"] >= 0, progress
     assert client.get("/v1/models").status_code == 200
     # a model with every default (learner auto, scaling auto) is served, its metrics included
     created = client.post("/v1/models", json={"id": "default", "n_features": 5})

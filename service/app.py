@@ -23,7 +23,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware import Middleware
 
-from service import fastlane
+from core.warmup import kernel_groups
+from service import fastlane, kernels
 from service import openapi as openapi_document
 from service.auth import require_api_key
 from service.body_guard import BodyGuard
@@ -151,6 +152,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         app.state.services = Services(app.state.engine, settings, telemetry, app.state.queue)
         app.state.warm = threading.Event()
         if settings.warmup:
+            # planned before the thread starts: a /readyz meanwhile already counts the groups
+            kernels.readiness.plan(kernel_groups())
             bar_stream = progress_bar_stream(settings.log_format, settings.workers)
             threading.Thread(target=_warm, args=(app.state.warm, bar_stream), daemon=True).start()
         else:

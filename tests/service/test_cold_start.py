@@ -228,3 +228,33 @@ def test_a_group_runs_locked_until_it_is_in_the_cache_then_at_once(tmp_path, mon
     with path.open("rb") as other_process:
         fcntl.flock(other_process, fcntl.LOCK_EX)
         assert runs_within(5)  # in the cache: nobody waits
+
+
+def test_a_progress_bar_when_stderr_is_a_terminal(monkeypatch):
+    """On a terminal (text log, one process) the warm-up draws a bar of the groups done; not
+    in a JSON log, with several workers (their bars would overwrite each other) nor when
+    stderr is a file or a pipe."""
+    import io
+    import os
+    import pty
+    import sys
+
+    controller, terminal_fd = pty.openpty()
+    with os.fdopen(terminal_fd, "w") as terminal:
+        monkeypatch.setattr(sys, "stderr", terminal)
+        assert service.kernels.progress_bar_stream("text", 1) is terminal
+        assert service.kernels.progress_bar_stream("json", 1) is None
+        assert service.kernels.progress_bar_stream("text", 4) is None
+    os.close(controller)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert service.kernels.progress_bar_stream("text", 1) is None
+
+    monkeypatch.setattr(service.kernels, "readiness", core.warmup.KernelReadiness())
+    screen = io.StringIO()
+    ready = threading.Event()
+    service.kernels.warm_up(ready, screen)  # every group, from the cache or this process
+    total = len(core.warmup.kernel_groups())
+    drawn = screen.getvalue()
+    assert ready.is_set() and drawn.count("\r") > total, drawn
+    assert "numba kernels:   0%" in drawn and f"{total}/{total}" in drawn, drawn
+    assert "svm_pauc" in drawn  # the group being compiled, after the bar

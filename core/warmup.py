@@ -308,8 +308,9 @@ def groups_for(
 #: :data:`TYPICAL_GROUP_SECONDS`.
 GROUP_CPU_SECONDS: dict[str, float] = {
     DEFAULT_PATH: 35.0, "metrics": 2.0, "regret": 14.0, DEFAULT_REST: 17.0, TREE: 5.0,
-    "auto": 1.0, "ftrl_pauc": 0.3, "tree_embedded": 7.0, "oam": 11.5, "opauc": 67.0,
-    "solam": 7.0,
+    "auto": 0.7, "boosted_embedded": 0.1, "ftrl_pauc": 0.3, "logistic": 0.1, "pmb": 0.1,
+    "tree_embedded": 7.0, "oam": 11.5, "opauc": 67.0, "poise": 0.1, "solam": 7.0, "spam": 8.0,
+    "spdam": 7.5, "svm_pauc": 0.1,
 }  # fmt: skip
 #: the CPU seconds of a group :data:`GROUP_CPU_SECONDS` does not list
 TYPICAL_GROUP_SECONDS = 5.0

@@ -1,4 +1,4 @@
-"""The feature-mode default of ``aucstream replay`` for LIBSVM files (``service/cli/replay.py``,
+"""The feature-mode default of ``aucstream replay`` for LIBSVM files (``service/cli/_readers.py``,
 ``DENSE_MAX_FEATURES``): each set written as a LIBSVM file, then replayed in-process with the
 default learner (``auto``) as a sparse model (``--feature-mode sparse``: ``auto`` scaling =
 ``scale``) and as a dense one (``auto`` = ``standard``, the default up to 1,000 features).

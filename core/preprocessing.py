@@ -31,11 +31,6 @@ from core.csr import CSRMatrix
 SCALINGS = ("none", "unit_norm", "standard", "scale")
 
 
-def check_scaling(scaling: str) -> None:
-    if scaling not in SCALINGS:
-        raise ValueError(f"scaling must be one of {', '.join(SCALINGS)}; got {scaling!r}")
-
-
 def initial_scaler_state(scaling: str, n_features: int) -> dict[str, np.ndarray]:
     if scaling == "standard":
         return {

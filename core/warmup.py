@@ -30,6 +30,7 @@ import numpy as np
 
 from core import metrics
 from core._kernels._config import drop_stale_cache
+from core._kernels.missing_means import fill_and_learn_means
 from core.csr import CSRMatrix
 from core.errors import InvalidParameter
 from core.learners import available_learners, learner_class, make_learner
@@ -45,6 +46,7 @@ from core.metrics.calibration import OnlineCalibrator
 from core.metrics.drift import DriftDetector
 from core.regret import RegretWindow
 from core.tree_embedding import fit_tree
+from core.validation import FEATURE_BOUND
 
 #: the group of the default path (see the module docstring)
 DEFAULT_PATH = "default"
@@ -155,9 +157,13 @@ def _exercise_auto(
 
 
 def _compile_metrics(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
-    """The exact AUC / pAUC, the ROC, the metrics window, the drift detector and the
-    calibrator."""
+    """The exact AUC / pAUC, the ROC, the metrics window, the drift detector, the
+    calibrator, and the running means that fill a model's missing values."""
     scores = X[:, 0]
+    with_missing = X.copy()
+    with_missing[1, 0] = np.nan
+    counts = np.zeros(X.shape[1], dtype=np.int64)
+    fill_and_learn_means(with_missing, np.zeros(X.shape[1]), counts, FEATURE_BOUND)
     metrics.auc(y, scores)
     metrics.pauc(y, scores, 0.0, 0.1)
     metrics.pauc(y, scores, 0.02, 0.5, standardized=True)

@@ -1,4 +1,4 @@
-"""A screenshot of the live dashboard (``docs/dashboard.png``, shown in the README).
+"""A screenshot of the live dashboard (``docs/dashboard.png``, shown in docs/dashboard.md).
 
 Run (needs Debian's ``chromium`` and ``chromium-driver``; loopback only, about a minute)::
 

@@ -33,6 +33,7 @@ from service.engine import Engine
 from service.engine.refit import Refitter
 from service.errors import MalformedBody, ServiceError, StoreUnavailable
 from service.fastlane import LaneApp
+from service.hosts import HostGuard, HostPolicy
 from service.ingest.objects import json_error_detail
 from service.kernels import progress_bar_stream, warm_up, warming_up
 from service.queue import StreamQueue
@@ -164,7 +165,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         if app.state.queue is None:
             refitter.start()
         sweeper = asyncio.create_task(_sweep_forever(app.state.engine, settings))
-        tasks = [sweeper]
+        history = asyncio.create_task(_catch_up_history_forever(app.state.engine, settings))
+        tasks = [sweeper, history]
         if settings.workers > 1:
             tasks.append(asyncio.create_task(_stop_when_orphaned(os.getppid())))
         try:
@@ -252,10 +254,18 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     # every request passes these, innermost first: FastAPI's stack and the lane's
     # (service.fastlane: POST /events and /score) alike
     middlewares = [
+        Middleware(HeadAsGet),
         Middleware(NoStore),
         Middleware(WarmGate, owner=app),
         # inside the timing middleware, so that the 408 / 499 it records are what is counted
         Middleware(BodyGuard, timeout_seconds=settings.body_read_timeout_seconds),
+        # before anything reads the body; inside the timing middleware, so that its 400s
+        # are counted and logged
+        Middleware(
+            HostGuard,
+            policy=HostPolicy(settings.allowed_hosts),
+            on_refusal=lambda error: telemetry.rejected.labels(error.slug).inc(),
+        ),
         Middleware(TimingMiddleware, telemetry=telemetry),
     ]
     fastlane.install(app, events.hot_routes, middlewares, service_error)
@@ -301,6 +311,40 @@ class NoStore:
             await send(message)
 
         await self.app(scope, receive, send_no_store)
+
+
+class HeadAsGet:
+    """HEAD on every route that serves GET: the GET is served and its body dropped (RFC 9110
+    9.3.2: the same header fields, no content).  FastAPI's routes take only the methods they
+    declare, so HEAD was a 405 whose ``Allow`` listed HEAD.  A stream (server-sent metrics)
+    ends after its headers."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+        # a copy: the server reads the request's own scope to know that it answers a HEAD
+        as_get = {**scope, "method": "GET"}
+        ended = False
+
+        async def send_headers_only(message: dict) -> None:
+            nonlocal ended
+            if message["type"] != "http.response.body":
+                await send(message)
+            elif not ended:
+                ended = True
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        try:
+            await self.app(as_get, receive, send_headers_only)
+        finally:
+            # what routing found, for the request metrics (labelled with the route's path)
+            for key in ("route", "path_params"):
+                if key in as_get:
+                    scope[key] = as_get[key]
 
 
 class WarmGate:
@@ -362,3 +406,14 @@ async def _sweep_forever(engine: Engine, settings: Settings) -> None:
             logger.warning("sweep of expired labels skipped: %s", error.detail)
         except Exception:
             logger.exception("sweep of expired labels failed")
+
+
+async def _catch_up_history_forever(engine: Engine, settings: Settings) -> None:
+    """Write the metrics-history points of models gone quiet since their last point
+    (:meth:`Engine.catch_up_history`), every few seconds."""
+    while True:
+        await asyncio.sleep(settings.history_catch_up_seconds)
+        try:
+            await asyncio.to_thread(engine.catch_up_history)
+        except Exception:  # each model's failure is logged inside: this is a bug
+            logger.exception("metrics history catch-up failed")

@@ -139,6 +139,13 @@ class StoreLostData(StoreUnavailable, status=503, title="The store lost data"):
     acknowledges it (``POST /v1/store/acknowledge-loss``)."""
 
 
+class StoreReplaced(StoreUnavailable, status=503, title="The store's file was replaced"):
+    """The SQLite file was renamed over or removed while the service ran: the file this
+    process has open is no longer the store, so nothing is read from or acknowledged into it
+    until the service is restarted (which opens the file now at the path and checks its epoch
+    marker against the copy of the last one accepted)."""
+
+
 class WarmingUp(ServiceError, status=503, title="Warming up"):
     """The process is still compiling / loading its kernels (``/readyz`` says so too);
     ``warmup`` is how far it is (:meth:`core.warmup.KernelReadiness.progress`), a member of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Annotated, Any, Literal
 
@@ -68,6 +69,10 @@ OPERATING_TARGETS_MAX = 8
 #: a rate strictly between 0 and 1 (0 would flag nothing, 1 everything)
 OpenRate = Annotated[StrictFloat, Field(gt=0.0, lt=1.0)]
 FEATURE_NAMES_MAX_BYTES = 512 * 1024
+#: characters a feature name may not hold: the C0 and C1 controls and DEL (Unicode's Cc).  A
+#: name is shown in /score's reasons, the weights, the dashboard and the CLI's tables, where a
+#: newline, a terminal escape or a NUL would break or forge the output
+CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 #: the document states the checks of ``ModelCreate._check_feature_names`` that JSON Schema can
@@ -78,7 +83,12 @@ FeatureNames = Annotated[
         json_schema_extra={
             "minItems": 1,
             "uniqueItems": True,
-            "items": {"type": "string", "minLength": 1, "maxLength": FEATURE_NAME_MAX_CHARS},
+            "items": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": FEATURE_NAME_MAX_CHARS,
+                "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$",  # CONTROL_CHARACTER
+            },
         }
     ),
 ]
@@ -242,6 +252,12 @@ class ModelCreate(BaseModel):
                 raise ValueError(
                     f"name {index} must have 1 to {FEATURE_NAME_MAX_CHARS} characters, "
                     f"got {len(name)}"
+                )
+            control = CONTROL_CHARACTER.search(name)
+            if control is not None:
+                raise ValueError(
+                    f"name {index} ({name!r}) holds the control character "
+                    f"U+{ord(control.group()):04X}; feature names are printable text"
                 )
         if len(set(names)) != len(names):
             repeated = next(name for name, count in Counter(names).items() if count > 1)

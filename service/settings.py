@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     label_ttl_seconds: float = Field(default=86_400.0, gt=0)
     #: how often expired pending labels are swept (default label applied) (seconds)
     sweep_interval_seconds: float = Field(default=5.0, gt=0)
+    #: how often the metrics history is brought up to models that learned events since their
+    #: last point (a point per minute at most: service/engine/history.py) (seconds)
+    history_catch_up_seconds: float = Field(default=10.0, gt=0)
     #: stale-write retries before a request gives up with 503
     max_write_retries: int = Field(default=50, ge=1)
     #: models kept in memory per process (least recently used evicted, then read back from
@@ -164,6 +167,11 @@ class Settings(BaseSettings):
     #: origin, comma-separated (``https://app.example.com``; ``null`` for file:// pages, ``*``
     #: for any); clients that send no ``Origin`` (not browsers) are not concerned
     ws_allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: host names requests may name in ``Host`` besides localhost and IP addresses (the
+    #: defence against DNS rebinding, service/hosts.py), comma-separated: ``api.example.com``,
+    #: ``*.example.com`` for every name under example.com, ``*`` for any (no check).  Set it
+    #: to the names clients use: a proxy's public name, a container's service name
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     #: ``sync``: a request learns before it returns; ``queue``: it appends the validated batch
     #: to the model's Redis Stream and returns 202, and ``aucstream worker`` learns it
@@ -208,6 +216,16 @@ class Settings(BaseSettings):
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         return _split_keys(value)
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_names(cls, value: object) -> object:
+        from service.hosts import allowed_host_entry
+
+        value = _split_keys(value)
+        if isinstance(value, list):
+            return [allowed_host_entry(str(entry)) for entry in value]
+        return value
 
     @model_validator(mode="after")
     def _check_store(self) -> Settings:

@@ -9,11 +9,15 @@ Format (``application/zip``), version 1::
                                                     "dtype": "<f8", "shape": [50]}, ...}}
     arrays/<name>.npy        one NumPy .npy file per state array (float64 / int64 / uint64)
 
-Array names are the store's field names: ``learner:<key>`` (the learner state, e.g.
-``learner:w``), ``window:<key>`` (metrics window and since-start reservoirs) and
-``stats:<key>`` (counters).  Arrays are read back with ``allow_pickle=False`` and checked
-against the manifest and against the learner's own state layout; nothing is ever unpickled.
-Any zip tool and ``numpy.load`` can read a snapshot.
+Array names are the store's field names (``service.engine.model``): ``learner:<key>`` (the
+learner state, e.g. ``learner:w``), ``window:<key>`` (metrics window and since-start
+reservoirs), ``stats:<key>`` (counters), the other parts of a model, and
+``format:state_version``, the version of the stored state's format those arrays follow.  This
+archive's ``format_version`` versions the container (the manifest, one ``.npy`` per array); the
+arrays' layout is versioned by that array, and a snapshot of another state format is refused on
+import (docs/architecture.md §3, "Stored state format").  Arrays are read back with
+``allow_pickle=False`` and checked against the manifest and against the learner's own state
+layout; nothing is ever unpickled.  Any zip tool and ``numpy.load`` can read a snapshot.
 """
 
 from __future__ import annotations

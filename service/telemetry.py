@@ -93,7 +93,9 @@ class Telemetry(ModelSeries):
             "store, 1 per model that went back in time); the store or model answers 503 "
             "meanwhile.",
             registry=self.registry,
-            multiprocess_mode="max",
+            # set from the store by the worker answering the scrape, just before it renders:
+            # its value is current, another worker's may predate an acknowledgement
+            multiprocess_mode="mostrecent",
         )
         self.rejected = self._counter(
             "aucstream_requests_rejected_total",

@@ -7,6 +7,7 @@ from collections import namedtuple
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels.tree_embedding import embedded_rows
 
 #: A fitted ensemble as arrays of shape ``(n_trees, n_nodes)``, the root of each tree at node 0:
 #: ``left[t, v]`` / ``right[t, v]`` (-1 at leaves), ``feature[t, v]``, ``threshold[t, v]`` (go
@@ -37,16 +38,11 @@ def embed(X, indptr, indices, data, ens, n_trees, max_leaves, n_features, append
     ``append_margin``; ``f = e + 1``, else ``f = e``), column ``f + t * max_leaves + l`` holds
     ``leaf_value`` when the event reaches leaf ``l`` of tree ``t`` (the first ``n_trees``)."""
     sparse = indptr.shape[0] > 0
-    n_samples = indptr.shape[0] - 1 if sparse else X.shape[0]
     first = n_features if append_features else 0
     leaves_at = first + 1 if append_margin else first
-    capacity = 0
-    if append_features:
-        capacity = indptr[n_samples] if sparse else n_samples * n_features
-    capacity += n_samples * (1 + n_trees)
-    out_indptr = np.zeros(n_samples + 1, dtype=np.int64)
-    out_indices = np.empty(capacity, dtype=np.int64)
-    out_data = np.empty(capacity)
+    n_samples, out_indptr, out_indices, out_data = embedded_rows(
+        X, indptr, n_features, append_features, 1 + n_trees
+    )
     dense = np.zeros(n_features)
     k = 0
     for i in range(n_samples):

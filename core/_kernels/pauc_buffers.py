@@ -10,7 +10,6 @@ import numpy as np
 from core._kernels._config import kernel
 from core._kernels.forgetting import class_reservoir_slot, filled_after
 from core._kernels.pauc_surrogate import prec_at_k_coefficients, tight_pauc_coefficients
-from core._kernels.random import reservoir_slot
 
 
 @kernel
@@ -82,23 +81,11 @@ def event_copy(X, indptr, indices, data, i, target, target_row):
 
 
 @kernel
-def reservoir_offer(X, indptr, indices, data, i, buffer, fill, seen, rng_state):
-    """Vitter's Algorithm R (docs/algorithms/oam.md (oam.2)) for event ``i``: after ``seen``
-    offers the buffer is a uniform sample without replacement of them.  ``fill`` and ``seen``
-    are int64 arrays of shape (1,).
-    """
-    capacity = buffer.shape[0]
-    seen[0] += 1
-    slot = reservoir_slot(rng_state, seen[0], capacity)
-    if slot >= 0:
-        event_copy(X, indptr, indices, data, i, buffer, slot)
-        fill[0] = min(seen[0], capacity)
-
-
-@kernel
 def reservoir_offer_forgetting(X, indptr, indices, data, i, buffer, fill, seen, rng_state,
                                half_life, count_total):  # fmt: skip
-    """:func:`reservoir_offer` (``half_life`` 0, the same draws), or Aggarwal's biased
+    """Vitter's Algorithm R (docs/algorithms/oam.md (oam.2)) for event ``i`` with
+    ``half_life`` 0 (after ``seen`` offers the buffer is a uniform sample without replacement
+    of them; ``fill`` and ``seen`` are int64 arrays of shape (1,)), or Aggarwal's biased
     reservoir (docs/algorithms/forgetting.md (forgetting.4)) that keeps the events of the last
     ``half_life`` stream events preferentially; ``count_total`` is the number of stream events
     so far (the reservoir's offers are a share of them).  Returns the slot the event went to,

@@ -39,6 +39,21 @@ def _route(tree, X, i, dense, sparse, s, n_features, path):
 
 
 @kernel
+def embedded_rows(X, indptr, n_features, append_features, slots_per_event):
+    """``(n_samples, indptr, indices, data)``: the empty CSR arrays of an embedded batch of
+    the rows of ``X`` (dense) or of ``indptr`` (CSR), with room for each row's features (when
+    ``append_features``) and ``slots_per_event`` more columns per row."""
+    sparse = indptr.shape[0] > 0
+    n_samples = indptr.shape[0] - 1 if sparse else X.shape[0]
+    capacity = 0
+    if append_features:
+        capacity = indptr[n_samples] if sparse else n_samples * n_features
+    capacity += n_samples * slots_per_event
+    out_indptr = np.zeros(n_samples + 1, dtype=np.int64)
+    return n_samples, out_indptr, np.empty(capacity, dtype=np.int64), np.empty(capacity)
+
+
+@kernel
 def embed(X, indptr, indices, data, tree, append_score, append_features, max_depth):
     """``(indptr, indices, data)`` of the embedded CSR batch: columns ``[0, d)`` hold ``x``
     (when ``append_features``; ``e = d``, else ``e = 0`` and ``x`` is only routed), column
@@ -46,15 +61,10 @@ def embed(X, indptr, indices, data, tree, append_score, append_features, max_dep
     leaf's label on every path edge with embedding column ``c`` (poise.9), (poise.10)."""
     sparse = indptr.shape[0] > 0
     n_features = tree.score_w.shape[0]
-    n_samples = indptr.shape[0] - 1 if sparse else X.shape[0]
     first = n_features if append_features else 0  # the column of s
-    capacity = 0
-    if append_features:
-        capacity = indptr[n_samples] if sparse else n_samples * n_features
-    capacity += n_samples * (1 + max_depth)
-    out_indptr = np.zeros(n_samples + 1, dtype=np.int64)
-    out_indices = np.empty(capacity, dtype=np.int64)
-    out_data = np.empty(capacity)
+    n_samples, out_indptr, out_indices, out_data = embedded_rows(
+        X, indptr, n_features, append_features, 1 + max_depth
+    )
     dense = np.zeros(n_features)
     path = np.empty(max_depth + 1, dtype=np.int64)
     k = 0

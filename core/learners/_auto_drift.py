@@ -90,11 +90,11 @@ class DriftTracking:
     ) -> int:
         """Feed a segment of served scores to the detector (a detection sets
         ``drift_since``); at the first multiple of the fast period after a detection, the
-        candidates that grow a tree on the stream (``tree_embedded``: its ``restart_tree``)
-        grow it again on the events from then on (a tree split for the old concept cannot
-        rank the new one, however its inner learner adapts).  Returns the event count from
-        which the next evaluation compares: the last detection while the leader was chosen
-        before it, 0 (the whole window) otherwise."""
+        candidates that grow trees on the stream (``boosted_embedded``, ``tree_embedded``:
+        their ``restart_tree``) grow them again on the events from then on (a tree split for
+        the old concept cannot rank the new one, however its inner learner adapts).  Returns
+        the event count from which the next evaluation compares: the last detection while the
+        leader was chosen before it, 0 (the whole window) otherwise."""
         # DriftDetector.update without its checks: the served scores are finite float64 and
         # the labels the learner's validated +-1 int64 (a per-event saving on one-event
         # batches); the same kernel on the same arrays, so the same detections

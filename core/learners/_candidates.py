@@ -234,3 +234,27 @@ def candidate_specs(candidates, pauc_range, random_state) -> list[dict[str, Any]
             raise invalid_field(where, str(error)) from None
         specs.append({"learner": name, "params": effective})
     return specs
+
+
+def _comparable(value: Any) -> Any:
+    """Tuples as lists (a default ``(0.0, 0.1)`` and a stored ``[0.0, 0.1]`` are the same)."""
+    if isinstance(value, tuple | list):
+        return [_comparable(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _comparable(item) for key, item in value.items()}
+    return value
+
+
+def shown_params(spec: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of candidate ``spec`` that differ from its learner's defaults: what the
+    leaderboard lists.  The same whether the model was built from its creation request (the
+    default tournament names a few parameters) or from its stored configuration, which names
+    every one (``service.engine.model.stored_params``)."""
+    cls = learner_class(spec["learner"])
+    defaults = cls().get_params()
+    given = cls(**spec["params"]).get_params()
+    return {
+        key: value
+        for key, value in given.items()
+        if key not in defaults or _comparable(value) != _comparable(defaults[key])
+    }

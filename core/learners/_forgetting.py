@@ -133,8 +133,3 @@ class _AtMost(Count):
         if found is None and fill > self.capacity:
             return f"holds {fill}; a reservoir of capacity {self.capacity} holds at most that"
         return found
-
-
-def empty_unless(half_life: float | None, array: np.ndarray) -> np.ndarray:
-    """``array`` when forgetting, else the empty array the kernels take for "off"."""
-    return array if half_life is not None else np.empty(0, dtype=array.dtype)

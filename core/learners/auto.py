@@ -22,6 +22,7 @@ from core.learners._candidates import (
     candidate_specs,
     default_candidates,
     invalid_field,
+    shown_params,
 )
 from core.learners._composed import ComposedState
 from core.learners._params import BOOLEAN, CANDIDATES, PAUC_RANGE, Interval
@@ -75,12 +76,14 @@ class Auto(ComposedState, OnlineLearner):
         The tournament (JSON-able); None is the default of the model's width
         (core.learners._candidates.default_candidates): :data:`DEFAULT_CANDIDATES`
         (``logistic`` with the base-rate offset, ``ftrl_pauc``, and ``logistic`` on the
-        tree-path embedding, ``tree_embedded``), or ``logistic`` and ``pmb`` for more than
-        1,000 features; with ``track_drift`` the fast-adapting ``logistic`` after them.
-        Candidates may not set ``scaling`` (auto's own ``scaling`` applies to all of them),
-        and a pAUC learner (``ftrl_pauc``, ``pmb`` with the pAUC loss) may not set an
-        ``alpha`` / ``beta`` that contradicts ``pauc_range`` (it gets the range).  Errors name
-        the field: ``candidates[1].learner``, ``candidates[2].params.beta``.
+        leaves of boosted trees, ``boosted_embedded``; above 250 features ``logistic`` on
+        the tree-path embedding, ``tree_embedded``, in its place), or ``logistic`` and
+        ``pmb`` for more than 1,000 features; with ``track_drift`` the fast-adapting
+        ``logistic`` after them.  Candidates may not set ``scaling`` (auto's own ``scaling``
+        applies to all of them), and a pAUC learner (``ftrl_pauc``, ``pmb`` with the pAUC
+        loss) may not set an ``alpha`` / ``beta`` that contradicts ``pauc_range`` (it gets
+        the range).  Errors name the field: ``candidates[1].learner``,
+        ``candidates[2].params.beta``.
     pauc_range : [alpha, beta], default (0.0, 0.1)
         The FPR range of the model: what the pAUC candidates optimise and what the tournament
         ranks by.
@@ -128,9 +131,9 @@ class Auto(ComposedState, OnlineLearner):
     ----------
     coef_ : ndarray of shape (n_features,)
         The served weights (the linear part of the mix, or the leader's mapped).  With a
-        candidate that is not linear in the features (``tree_embedded``, in the default
-        tournament) the served score is not ``coef_ . x`` plus a constant, and
-        :meth:`raw_weights` is None.
+        candidate that is not linear in the features (``boosted_embedded`` or
+        ``tree_embedded``, in the default tournament) the served score is not ``coef_ . x``
+        plus a constant, and :meth:`raw_weights` is None.
     state_ : dict of ndarray
         Every candidate's state under the prefix ``c{k}:`` (``c0:z``, ``c1:w_unscaled``, ...)
         and the tournament's arrays: ``n_seen``, ``window_scores`` (K, window),
@@ -349,8 +352,8 @@ class Auto(ComposedState, OnlineLearner):
     @property
     def linear_in_features(self) -> bool:  # type: ignore[override]
         """Whether the served mix is linear in the (scaled) features: every candidate is (not
-        with ``tree_embedded``, one of the default candidates).  Otherwise :meth:`raw_weights`
-        is None and ``coef_`` is only the mix's linear part."""
+        with ``boosted_embedded`` or ``tree_embedded``, the default third candidates).
+        Otherwise :meth:`raw_weights` is None and ``coef_`` is only the mix's linear part."""
         if not self.is_initialized:
             specs = self.candidate_specs()
             return all(learner_class(spec["learner"]).linear_in_features for spec in specs)
@@ -365,9 +368,13 @@ class Auto(ComposedState, OnlineLearner):
         return served_coef(self._own_state, self._candidates, width, self.temperature)
 
     def leaderboard(self) -> dict[str, Any]:
-        """Each candidate's effective learner and params, its windowed pAUC and AUC at the last
-        evaluation (None while undefined), which one leads and since which event count."""
+        """Each candidate's effective learner and params (those that differ from its learner's
+        defaults), its windowed pAUC and AUC at the last evaluation (None while undefined),
+        which one leads and since which event count."""
         self._check_initialized()
-        return leaderboard(
-            self._own_state, self.candidate_specs(), self.pauc_range, self.temperature
-        )
+        # the parameters that differ from the defaults, however the model was built
+        specs = [
+            {"learner": spec["learner"], "params": shown_params(spec)}
+            for spec in self.candidate_specs()
+        ]
+        return leaderboard(self._own_state, specs, self.pauc_range, self.temperature)

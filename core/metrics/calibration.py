@@ -1,4 +1,5 @@
-"""Probabilities from a model's scores: online Platt scaling on its labelled stream
+"""Probabilities from a model's scores: online Platt scaling on its labelled stream, shrunk
+toward the running base rate while it has seen few labels of either class
 (docs/algorithms/calibration.md).
 
 >>> import numpy as np
@@ -40,29 +41,51 @@ RIDGE = 1e-6
 SCORE_BOUND = 1e100
 STANDARD_BOUND = 1e3
 THETA_BOUND = 1e6
-#: before any label (no moments yet, u = score): p = sigmoid(score), the probability of a
-#: logistic model's margin
+#: the Platt fit starts at p = sigmoid(score) (no moments yet, u = score), the probability of a
+#: logistic model's margin; what is served before both classes are seen is the base rate
+#: (calibration.8)
 INITIAL_THETA = (1.0, 0.0)
+#: [CHOICE] kappa of (calibration.8): the strength, in events, of the prior centred on the base
+#: rate; the Platt probability gets half the weight once the effective number of labels
+#: n+ n- / (n+ + n-) reaches it (about two positives among many negatives).  Measured over
+#: 1 to 20 in bench/README.md ("Early probabilities"): stronger priors lose on balanced sets
+#: early and on every set over the whole stream
+PRIOR_STRENGTH = 2.0
+#: the largest prior strength a stored state may hold (a prior of more events than any stream
+#: would never let the calibrated probability through)
+MAX_PRIOR_STRENGTH = 1e9
 
 
 class OnlineCalibrator:
     """``P(y = +1 | score) = sigmoid(a * u + b)`` with ``u`` the score standardised by the
     running moments of the labelled scores, ``(a, b)`` learned one Newton step per labelled
-    event on its pre-update score (calibration.1)-(calibration.4).
+    event on its pre-update score (calibration.1)-(calibration.4); served shrunk toward the
+    running base rate with a weight that grows with the labels seen of both classes
+    (calibration.6)-(calibration.8).  ``prior_strength`` 0 serves the Platt probability
+    unshrunk.
 
     State: flat arrays (:meth:`get_state` / :meth:`from_state`), no pickling.
     """
 
-    _KEYS = ("parameters", "theta", "curvature", "moments", "counters")
+    _KEYS = ("parameters", "theta", "curvature", "moments", "counters", "labels")
 
-    def __init__(self, memory: float = DEFAULT_MEMORY) -> None:
+    def __init__(
+        self, memory: float = DEFAULT_MEMORY, prior_strength: float = PRIOR_STRENGTH
+    ) -> None:
         if not (np.isfinite(memory) and memory >= 1):
             raise ValueError(f"memory must be a finite number >= 1, got {memory!r}")
-        self.parameters = np.array([1.0 - 1.0 / float(memory)], dtype=np.float64)
+        if not (np.isfinite(prior_strength) and prior_strength >= 0):
+            raise ValueError(f"prior_strength must be a finite number >= 0, got {prior_strength!r}")
+        #: [decay gamma of (calibration.1), prior strength kappa of (calibration.8)]
+        self.parameters = np.array(
+            [1.0 - 1.0 / float(memory), float(prior_strength)], dtype=np.float64
+        )
         self.theta = np.array(INITIAL_THETA, dtype=np.float64)
         self.curvature = np.array([PRIOR_CURVATURE, 0.0, PRIOR_CURVATURE], dtype=np.float64)
         self.moments = np.zeros(3, dtype=np.float64)
         self.counters = np.zeros(1, dtype=np.int64)
+        #: [negatives, positives] fed (calibration.6)
+        self.labels = np.zeros(2, dtype=np.int64)
 
     def update(self, scores, labels, *, validated: bool = False) -> None:
         """Feed a batch of (pre-update score, label) pairs in order.  ``validated``: the
@@ -75,17 +98,18 @@ class OnlineCalibrator:
             signs, scores = check_labelled_scores(labels, scores)
         _kernels.platt_update(
             np.ascontiguousarray(scores, dtype=np.float64), signs, self.theta, self.curvature,
-            self.moments, self.counters, float(self.parameters[0]), RIDGE, SCORE_BOUND,
-            STANDARD_BOUND, THETA_BOUND,
+            self.moments, self.counters, self.labels, float(self.parameters[0]), RIDGE,
+            SCORE_BOUND, STANDARD_BOUND, THETA_BOUND,
         )  # fmt: skip
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
-        """The calibrated probability of each score (float64, in [0, 1])."""
+        """The calibrated probability of each score (float64, in [0, 1]): (calibration.8)."""
         scores = np.ascontiguousarray(scores, dtype=np.float64).reshape(-1)
         out = np.empty(len(scores), dtype=np.float64)
         _kernels.platt_probabilities(
-            scores, self.theta, self.moments, SCORE_BOUND, STANDARD_BOUND, out
-        )
+            scores, self.theta, self.moments, self.labels, float(self.parameters[1]),
+            SCORE_BOUND, STANDARD_BOUND, out,
+        )  # fmt: skip
         return out
 
     def get_state(self) -> dict[str, np.ndarray]:
@@ -96,11 +120,12 @@ class OnlineCalibrator:
         """Rebuild from :meth:`get_state`; :class:`~core.errors.InvalidState` names the array
         at fault (checked by value before any kernel reads it)."""
         expected = {
-            "parameters": (1, np.float64),
+            "parameters": (2, np.float64),
             "theta": (2, np.float64),
             "curvature": (3, np.float64),
             "moments": (3, np.float64),
             "counters": (1, np.int64),
+            "labels": (2, np.int64),
         }
         calibrator = cls.__new__(cls)
         for key, (size, dtype) in expected.items():
@@ -114,8 +139,13 @@ class OnlineCalibrator:
                     field=key,
                 )
             setattr(calibrator, key, np.array(value, copy=True))
-        decay = float(calibrator.parameters[0])
-        if not (np.isfinite(decay) and 0.0 <= decay < 1.0):
+        decay, prior_strength = (float(value) for value in calibrator.parameters)
+        if not (
+            np.isfinite(decay)
+            and 0.0 <= decay < 1.0
+            and np.isfinite(prior_strength)
+            and 0.0 <= prior_strength <= MAX_PRIOR_STRENGTH
+        ):
             raise InvalidState("calibrator array 'parameters' holds impossible values",
                                field="parameters")  # fmt: skip
         memory = 1.0 / (1.0 - decay)
@@ -139,6 +169,9 @@ class OnlineCalibrator:
             and abs(calibrator.moments[1]) <= SCORE_BOUND
             and 0.0 <= calibrator.moments[2] <= squares_bound,
             "counters": 0 <= calibrator.counters[0] <= MAX_COUNT,
+            # every event fed is a negative or a positive
+            "labels": bool((calibrator.labels >= 0).all())
+            and sum(int(count) for count in calibrator.labels) == int(calibrator.counters[0]),
         }
         for key, ok in checks.items():
             if not ok:

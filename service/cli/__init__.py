@@ -78,19 +78,36 @@ def command_modules() -> list[str]:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class CommandLineParser(argparse.ArgumentParser):
+    """The ``aucstream`` parser, which knows its subcommands' parsers so that an option no
+    subcommand takes is reported with that subcommand's usage: argparse leaves arguments a
+    subparser does not know to the top-level parser, whose usage lists no option of the
+    subcommand."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def parse_command_line(self, argv: Sequence[str] | None = None) -> argparse.Namespace:
+        args, unknown = self.parse_known_args(argv)
+        if unknown:
+            where = self.commands.get(getattr(args, "command", None) or "", self)
+            where.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return args
+
+
+def build_parser() -> CommandLineParser:
+    parser = CommandLineParser(
         prog="aucstream", description=DESCRIPTION, formatter_class=HelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in command_modules():
         importlib.import_module(f"{__name__}.{name}").register(commands)
+    parser.commands = dict(commands.choices)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_command_line(argv)
     return run(args.handler, args)
 
 
-__all__ = ["HelpFormatter", "add_command", "build_parser", "main"]
+__all__ = ["CommandLineParser", "HelpFormatter", "add_command", "build_parser", "main"]

@@ -1,4 +1,4 @@
-"""Files for ``aucstream replay``: CSV / TSV and Parquet (pandas, pyarrow), LIBSVM, NPZ.
+"""Files for ``aucstream replay`` and ``fit``: CSV / TSV and Parquet (pandas, pyarrow), LIBSVM, NPZ.
 
 Tables (CSV, Parquet) are read whole by pandas: quoted fields, any delimiter quoting, and
 compressed ``.csv.gz`` work as pandas reads them.  Their columns are the label
@@ -12,9 +12,12 @@ failing with one line naming what is wrong:
   server's JSON route does) or ``--drop-non-numeric`` leaves it out; booleans count as 0/1;
 * labels are 0/1, -1/+1, booleans, or yes/no, true/false in any case; ``--positive-label``
   names the positive value of any other column (every other value is negative);
-* a missing value (an empty cell, ``NA``, ``null``...) is refused naming its row and column
-  (``--missing error``), read as 0 (``--missing zero``), or drops its row (``--missing
-  drop``); a missing label or id is always refused;
+* a missing value (an empty cell, ``NA``, ``null``...; NaN in NPZ and LIBSVM) follows
+  ``--missing``, the server's ``missing_values`` policies under their names: ``refuse`` (naming
+  its row and column), ``zero`` or ``mean``.  The model is created with that policy and the
+  values are handled by the service's own code (:func:`model_features`, then the engine's
+  running means), so a file learns what the same events posted to the server would; a
+  missing label or id is always refused;
 * an infinite value is always refused.
 
 Rows are numbered from 1 after the header (as a spreadsheet shows them, less the header).
@@ -27,16 +30,34 @@ import hashlib
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
 from core.csr import CSRMatrix
 from core.validation import as_labels
 from service.cli._errors import CliError
+from service.schemas import MissingValuesName
+
+if TYPE_CHECKING:
+    from service.ingest import FeatureSpec
 
 FORMATS = ("auto", "csv", "parquet", "libsvm", "npz")
-MISSING_POLICIES = ("error", "zero", "drop")
+#: the server's missing_values policies (``POST /v1/models``), under the same names
+MISSING_POLICIES: tuple[str, ...] = get_args(MissingValuesName)
+#: [CHOICE] A sparse file (LIBSVM, CSR arrays in an NPZ) with at most this many features is
+#: replayed into a dense model, so that ``auto`` scaling standardises it (centring, which a
+#: sparse model cannot do): on real sets dense ranks better unless every feature is one-hot
+#: (``bench/replay_defaults.py``, bench/README.md "replay_defaults.py").
+#: Above it the model stays sparse (dense rows cost O(n_features) per event and per stored
+#: regret-window row).
+DENSE_MAX_FEATURES = 1000
+MISSING_HELP = (
+    "what a missing feature value does, as the server's missing_values (the new model's "
+    "policy): refuse it naming its row and column, read it as zero, or as the feature's "
+    "running mean over the events learned before it (a sparse or hashed model leaves it out, "
+    "as zero does)"
+)
 #: label columns recognised without --label-column, in this order (case-insensitive)
 LABEL_NAMES = ("y", "label", "target", "class", "is_fraud")
 _EXTENSIONS = {
@@ -66,6 +87,12 @@ class ReplayData:
     def n_events(self) -> int:
         return int(self.X.shape[0])
 
+    @property
+    def has_missing(self) -> bool:
+        """Whether a feature value is missing (NaN, left for the model's policy)."""
+        values = self.X.data if isinstance(self.X, CSRMatrix) else self.X
+        return bool(np.isnan(values).any())
+
     def event_ids(self) -> list[str]:
         """The ids to send: the id column, else ``<digest>-<row>`` -- the same for the same
         file content, so replaying it again into a server skips what it already learned."""
@@ -75,33 +102,60 @@ class ReplayData:
 
 
 def add_file_options(parser: argparse.ArgumentParser) -> None:
-    """The options of a subcommand that reads an events file (replay, fit)."""
-    parser.add_argument("--format", choices=FORMATS, default="auto", help="file format")
-    parser.add_argument("--label-column", default=None, help="CSV / Parquet label column")
-    parser.add_argument("--missing", choices=MISSING_POLICIES, default="error",
-                        help="what a missing feature value does")  # fmt: skip
-    parser.add_argument("--drop-non-numeric", action="store_true",
-                        help="leave out text columns instead of refusing the file")  # fmt: skip
-    parser.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
-    parser.add_argument("--positive-label", default=None, metavar="VALUE",
-                        help="CSV / Parquet: the label value of the positive class (every other "
-                        "value is negative), e.g. --positive-label denied")  # fmt: skip
+    """The options of a subcommand that reads an events file (replay, fit), in one group."""
+    group = parser.add_argument_group("reading the file")
+    group.add_argument("--format", choices=FORMATS, default="auto", help="file format")
+    group.add_argument("--label-column", default=None, help="CSV / Parquet label column")
+    group.add_argument("--id-column", default=None, help="CSV / Parquet event id column")
+    group.add_argument("--missing", choices=MISSING_POLICIES, default="refuse", help=MISSING_HELP)
+    group.add_argument("--drop-non-numeric", action="store_true",
+                       help="leave out text columns instead of refusing the file")  # fmt: skip
+    group.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
+    group.add_argument("--positive-label", default=None, metavar="VALUE",
+                       help="CSV / Parquet: the label value of the positive class (every other "
+                       "value is negative), e.g. --positive-label denied")  # fmt: skip
 
 
-def read_file_events(args: argparse.Namespace, id_column: str | None = None) -> ReplayData:
+def read_file_events(args: argparse.Namespace) -> ReplayData:
     """The events of ``args.file``, read with the options :func:`add_file_options` declared:
     replay and fit read a file the same way (same formats and policies)."""
     return read_events(
         args.file,
         args.format,
         label_column=args.label_column,
-        id_column=id_column,
+        id_column=args.id_column,
         missing=args.missing,
         drop_non_numeric=args.drop_non_numeric,
         zero_based=args.zero_based,
         positive_label=args.positive_label,
         hashed_width=args.hash_features if args.feature_mode == "hashed" else None,
+        feature_mode=args.feature_mode,
     )
+
+
+def default_feature_mode(sparse_file: bool, n_features: int) -> str:
+    """A new model's feature mode when ``--feature-mode`` is not given (DENSE_MAX_FEATURES)."""
+    return "sparse" if sparse_file and n_features > DENSE_MAX_FEATURES else "dense"
+
+
+def model_features(
+    X: np.ndarray | CSRMatrix, spec: FeatureSpec, rows: np.ndarray
+) -> np.ndarray | CSRMatrix:
+    """``X`` (in the model's layout) through the checks the server's ingest runs on an NPZ
+    batch for a model of ``spec``: a missing value (NaN) is refused, read as 0, or, in a dense
+    model whose policy is ``mean``, kept as NaN for the engine to fill with its running mean
+    (service/engine/missing.py); infinity and values beyond the feature bound are refused.
+    ``rows`` are the file's row numbers of ``X``, named in the error."""
+    from service.errors import ServiceError
+    from service.ingest import fields
+
+    locate = fields.Locator(None, rows.tolist())
+    try:
+        if isinstance(X, CSRMatrix):
+            return fields.sparse(X, spec, locate)
+        return fields.dense(X, spec, locate)
+    except ServiceError as error:
+        raise CliError(error.detail.replace("line ", "row ", 1)) from None
 
 
 def file_digest(path: str) -> str:
@@ -129,11 +183,12 @@ def read_events(
     *,
     label_column: str | None = None,
     id_column: str | None = None,
-    missing: str = "error",
+    missing: str = "refuse",
     drop_non_numeric: bool = False,
     zero_based: bool = False,
     positive_label: str | None = None,
     hashed_width: int | None = None,
+    feature_mode: str | None = None,
 ) -> ReplayData:
     file_format = detect_format(path) if file_format == "auto" else file_format
     digest = file_digest(path)  # also the first read: a missing file fails here, in one line
@@ -146,7 +201,13 @@ def read_events(
                           ("--feature-mode hashed", hashed_width)):  # fmt: skip
         if value is not None:
             raise CliError(f"{option} is for CSV and Parquet files, not {file_format}")
-    X, y = read_libsvm(path, zero_based) if file_format == "libsvm" else read_npz(path)
+    if file_format == "libsvm":
+        X, y = read_libsvm(path, zero_based, missing, feature_mode)
+    else:
+        X, y = read_npz(path)
+        if missing == "refuse":
+            dense_values = X.toarray() if isinstance(X, CSRMatrix) else X
+            refuse_missing(np.isnan(dense_values), [f"{j}" for j in range(X.shape[1])])
     y = checked_labels(y, "the labels", np.arange(1, len(y) + 1))
     return ReplayData(X, y, None, np.arange(1, len(y) + 1), None, digest)
 
@@ -216,22 +277,20 @@ def table_events(frame, path, digest, label_column, id_column, missing, drop_non
         feature_columns = [name for name in feature_columns if name not in text]
     if not feature_columns:
         raise CliError(f"{path} has no feature column besides the label and id")
-    keep = _missing_rows(frame, feature_columns, missing)
+    if missing == "refuse":
+        refuse_missing(frame[feature_columns].isna().to_numpy(), feature_columns)
     for name in (label_column, id_column):
         if name is not None and frame[name].isna().any():
             row = int(rows[np.flatnonzero(frame[name].isna().to_numpy())[0]])
             raise CliError(f"row {row}: no value in column {name!r} (labels and ids are needed)")
-    if keep is not None:
-        frame, rows = frame[keep], rows[keep]
-        if len(frame) == 0:
-            raise CliError(f"every row of {path} has a missing value (--missing drop)")
     y = table_labels(frame[label_column], label_column, rows, positive_label)
     ids = None if id_column is None else frame[id_column].astype(str).tolist()
     if hashed_width is not None:
         named = named_rows(frame[feature_columns])
         X = hashed_rows(named, hashed_width, rows)
         return ReplayData(X, y, ids, rows, None, digest, named_events=named)
-    X = np.ascontiguousarray(frame[feature_columns].to_numpy(dtype=np.float64, na_value=0.0))
+    # a missing cell stays NaN: model_features applies the model's policy to it
+    X = np.ascontiguousarray(frame[feature_columns].to_numpy(dtype=np.float64, na_value=np.nan))
     infinite = np.argwhere(np.isinf(X))
     if len(infinite):
         row, column = infinite[0]
@@ -320,19 +379,17 @@ def _found(column, shown: int = 8) -> str:
     return listed + (f" and {len(counts) - shown} more" if len(counts) > shown else "")
 
 
-def _missing_rows(frame, feature_columns: list[str], missing: str) -> np.ndarray | None:
-    """Rows to keep (``drop``), or None; raises for ``error`` on the first missing cell."""
-    absent = frame[feature_columns].isna().to_numpy()
-    if not absent.any() or missing == "zero":
-        return None
-    if missing == "drop":
-        return ~absent.any(axis=1)
+def refuse_missing(absent: np.ndarray, feature_columns: list[str]) -> None:
+    """``--missing refuse``: the first missing cell (``absent``: a mask of the features),
+    named by row and column (an NPZ's columns by their 0-based index)."""
+    if not absent.any():
+        return
     row, column = np.argwhere(absent)[0]
     count = int(absent.sum())
     raise CliError(
         f"row {row + 1}, column {feature_columns[column]!r}: missing value ({count} missing "
-        "cell(s) in all); pass --missing zero to read them as 0 or --missing drop to skip "
-        "their rows"
+        "cell(s) in all); pass --missing zero to read them as 0 or --missing mean to read "
+        "them as the feature's running mean"
     )
 
 
@@ -352,16 +409,25 @@ def _names(names: list[str], shown: int = 8) -> str:
 
 
 # ---------------------------------------------------------------------------- LIBSVM, NPZ
-def read_libsvm(path: str, zero_based: bool) -> tuple[CSRMatrix, np.ndarray]:
+def read_libsvm(
+    path: str, zero_based: bool, missing: str = "refuse", feature_mode: str | None = None
+) -> tuple[np.ndarray | CSRMatrix, np.ndarray]:
+    """The events of a LIBSVM file, a ``index:nan`` pair handled as the server handles it for
+    the model the file will make: refused, or left out (0); a dense model whose policy is
+    ``mean`` refuses it too (LIBSVM leaves zeros out, so a missing value cannot be told
+    from one), which needs the events parsed as the dense model's."""
     from service.ingest import FeatureSpec, libsvm_events
 
     with open(path, "rb") as handle:
         body = handle.read()
     indices = [int(token) for token in re.findall(rb"(\d+):", body)]
-    n_features = (max(indices) + (1 if zero_based else 0)) if indices else 1
-    spec = FeatureSpec(max(n_features, 1), "sparse")
-    batch = libsvm_events(body, spec, labelled=True, max_events=sys.maxsize, zero_based=zero_based)
-    assert isinstance(batch.X, CSRMatrix) and batch.y is not None
+    n_features = max((max(indices) + (1 if zero_based else 0)) if indices else 1, 1)
+    mode = feature_mode or default_feature_mode(True, n_features)
+    layout = "dense" if missing == "mean" and mode == "dense" else "sparse"
+    spec = FeatureSpec(n_features, layout, missing_values=missing)  # type: ignore[arg-type]
+    batch = libsvm_events(body, spec, labelled=True, max_events=sys.maxsize,
+                          zero_based=zero_based, max_dense_cells=sys.maxsize)  # fmt: skip
+    assert batch.y is not None
     return batch.X, batch.y
 
 

@@ -10,7 +10,12 @@ Training: online learners make ``--passes`` passes (default: the learner's ``max
 ``partial_fit`` in batches, reshuffled each pass; batch learners (``spdam``) solve to
 convergence with ``fit``; ``tree_embedded`` fits its tree on the history, then its inner
 learner (``fit_history``).  The held-out events are scored by the trained model and AUC / pAUC
-printed.  Reads CSV, LIBSVM, NPZ and Parquet.
+printed.  Reads CSV, LIBSVM, NPZ and Parquet with replay's file options.
+
+Missing values follow ``--missing`` as in the service (service/cli/_readers.py): under
+``mean`` the training events are filled in file order with the running means of the
+events before them, as learning them online would, and the held-out events with the means of
+the training events; the means are saved with the model, which goes on from them.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from core.csr import CSRMatrix
 from core.metrics import auc, pauc
 from service.cli import add_command
 from service.cli._errors import CliError
-from service.cli._readers import ReplayData, add_file_options, read_file_events
+from service.cli._readers import ReplayData, add_file_options, model_features, read_file_events
 from service.cli.replay import add_model_options, model_request
 
 #: the line of ``aucstream --help``; DESCRIPTION follows it in ``aucstream fit --help``
@@ -32,7 +37,10 @@ SUMMARY = "train a model on a history file and write (or upload) its snapshot"
 DESCRIPTION = """\
 The model is configured as POST /v1/models would (learner, params, scaling, pAUC range,
 metrics window) and trained on the file but its last --holdout fraction (history is
-time-ordered), which is then scored to print held-out AUC and pAUC.  Online learners make
+time-ordered), which is then scored to print held-out AUC and pAUC.  The file options are
+replay's (aucstream replay --help), --missing included: under mean the training events are
+filled with the running means of the events before them, in file order, and the held-out
+ones with the training events' means, which the snapshot keeps.  Online learners make
 --passes passes of partial_fit (default: the learner's max_iter), reshuffled each pass; batch
 learners (spdam) solve to convergence; tree_embedded fits its tree first.  The snapshot is
 written to --output (PUT /v1/models/{id}/snapshot loads it); --url uploads it.
@@ -84,19 +92,23 @@ def build_snapshot(args: argparse.Namespace, data: ReplayData, progress) -> tupl
     n_train = len(labels) - int(round(args.holdout * len(labels)))
     if n_train < 2 or len(np.unique(labels[:n_train])) < 2:
         raise CliError("the training part needs events of both classes")
-    train_rows, test_rows = np.arange(n_train), np.arange(n_train, len(labels))
-    how = train(learner, _rows(X, train_rows), labels[:n_train], passes=args.passes,
-                batch_size=args.batch_size, seed=args.seed, progress=progress)  # fmt: skip
-    loaded = fresh(config, learner)
+    loaded = fresh(config, learner)  # the model the snapshot holds; trains ``learner``
+    X = model_features(X, loaded.spec, data.rows)
+    X_train, X_test = _rows(X, np.arange(n_train)), _rows(X, np.arange(n_train, len(labels)))
+    if loaded.means is not None:  # missing_values "mean" in a dense model
+        X_train = loaded.means.fill_and_learn(X_train)  # type: ignore[arg-type]
+        X_test = loaded.means.fill_for_scoring(X_test)  # type: ignore[arg-type]
     trained = labels[:n_train]
+    how = train(learner, X_train, trained, passes=args.passes, batch_size=args.batch_size,
+                seed=args.seed, progress=progress)  # fmt: skip
     loaded.stats["events_learned"][0] = n_train
     loaded.stats["positives"][0] = int((trained > 0).sum())
     loaded.stats["negatives"][0] = int((trained <= 0).sum())
     arrays = {name: np.array(value) for name, value in loaded.arrays().items()}
-    report: dict[str, Any] = {"trained_on": n_train, "training": how, "held_out": len(test_rows)}
     test_labels = labels[n_train:]
-    if len(test_rows) and len(np.unique(test_labels)) == 2:
-        scores = learner.decision_function(_rows(X, test_rows))
+    report: dict[str, Any] = {"trained_on": n_train, "training": how, "held_out": len(test_labels)}
+    if len(test_labels) and len(np.unique(test_labels)) == 2:
+        scores = learner.decision_function(X_test)
         alpha, beta = args.pauc_range
         report.update(auc=auc(test_labels, scores), pauc=pauc(test_labels, scores, alpha, beta))
     return export_snapshot(config, 1, arrays), report

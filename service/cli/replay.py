@@ -15,17 +15,17 @@ import orjson
 from core.csr import CSRMatrix
 from service.cli import add_command
 from service.cli._errors import FAILED, CliError, one_line
-from service.cli._readers import ReplayData, add_file_options, read_file_events
+from service.cli._readers import (
+    DENSE_MAX_FEATURES,
+    ReplayData,
+    add_file_options,
+    default_feature_mode,
+    model_features,
+    read_file_events,
+)
 from service.cli._report import RunTally, metrics_table
 from service.schemas import DEFAULT_LEARNER
 
-#: [CHOICE] A sparse file (LIBSVM, CSR arrays in an NPZ) with at most this many features is
-#: replayed into a dense model, so that ``auto`` scaling standardises it (centring, which a
-#: sparse model cannot do): on real sets dense ranks better unless every feature is one-hot
-#: (``bench/replay_defaults.py``, bench/README.md "replay_defaults.py").
-#: Above it the model stays sparse (dense rows cost O(n_features) per event and per stored
-#: regret-window row).
-DENSE_MAX_FEATURES = 1000
 #: [CHOICE] the hashed width of --feature-mode hashed: 2**16 columns keep collisions rare for
 #: tables of a few hundred columns and categories, and the model's state a few MB
 HASH_FEATURES = 1 << 16
@@ -40,9 +40,13 @@ class, is_fraud in any case, else the last column), the other numeric columns ar
 features, named after the
 header (the model's feature_names).  Text columns are refused unless --feature-mode hashed
 (each column by name, a text value one-hot as the feature column=value, as the server's JSON
-route does) or --drop-non-numeric; missing cells are refused unless --missing zero (read as
-0) or --missing drop (skip the row).  Labels are 0/1, -1/+1, true/false or yes/no (any case);
---positive-label VALUE makes that value the positive class and every other one negative.
+route does) or --drop-non-numeric.  A missing value (an empty cell; NaN in NPZ and LIBSVM)
+follows --missing, the server's missing_values policies: refuse (the default, naming its row
+and column), zero (read as 0) or mean (the feature's running mean over the events learned
+before it; a sparse or hashed model leaves it out, as zero does; a dense model refuses a NaN
+pair in LIBSVM); the new model keeps the policy.  Labels are 0/1, -1/+1, true/false or
+yes/no (any case); --positive-label VALUE makes that value the positive class and every
+other one negative.
 
 The model is created with the options below if it does not exist (with --url: if the server
 has no model of that id).  Feature mode by default: dense for CSV, Parquet and dense NPZ;
@@ -80,7 +84,6 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="write the model's snapshot there at the end (the archive PUT "
                         "/v1/models/{id}/snapshot loads)")  # fmt: skip
     add_file_options(parser)
-    parser.add_argument("--id-column", default=None, help="CSV / Parquet event id column")
     parser.add_argument("--batch-size", type=positive_int, default=1000, help="events per batch")
     add_model_options(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -112,7 +115,7 @@ def replay(args: argparse.Namespace) -> int:
 
     tally = RunTally()
     started = time.perf_counter()
-    data = read_file_events(args, id_column=args.id_column)
+    data = read_file_events(args)
     tally.read_seconds = time.perf_counter() - started
     request = model_request(args, data)
     with tqdm(total=data.n_events, unit="ev", unit_scale=True, disable=args.quiet or None) as bar:
@@ -141,10 +144,7 @@ def model_request(args: argparse.Namespace, data: ReplayData) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise CliError("--params must be a JSON object, e.g. '{\"eta0\": 0.1}'")
     n_features = int(data.X.shape[1])  # hashed: --hash-features
-    mode = args.feature_mode
-    if mode is None:
-        sparse = isinstance(data.X, CSRMatrix) and n_features > DENSE_MAX_FEATURES
-        mode = "sparse" if sparse else "dense"
+    mode = args.feature_mode or default_feature_mode(isinstance(data.X, CSRMatrix), n_features)
     request = {
         "id": args.model,
         "learner": args.learner,
@@ -154,6 +154,7 @@ def model_request(args: argparse.Namespace, data: ReplayData) -> dict[str, Any]:
         "scaling": args.scaling,
         "pauc_range": list(args.pauc_range),
         "window": args.window,
+        "missing_values": args.missing,
     }
     if data.feature_names is not None:
         request["feature_names"] = data.feature_names
@@ -184,7 +185,7 @@ def in_layout(X: np.ndarray | CSRMatrix, start: int, stop: int, dense: bool):
 def replay_in_process(args, data: ReplayData, request, tally: RunTally, advance):
     from service import snapshot
     from service.engine import Engine
-    from service.ingest import Batch
+    from service.ingest import Batch, FeatureSpec
     from service.models import create_model
     from service.schemas import ModelCreate
     from service.stores.memory import MemoryStore
@@ -192,10 +193,12 @@ def replay_in_process(args, data: ReplayData, request, tally: RunTally, advance)
     engine = Engine(MemoryStore())
     create_model(engine, ModelCreate(**request))
     dense = request["feature_mode"] == "dense"
+    spec = FeatureSpec(request["n_features"], request["feature_mode"],
+                       missing_values=request["missing_values"])  # fmt: skip
     started = time.perf_counter()
     for start, stop in spans(data.n_events, args.batch_size):
         ids = None if data.ids is None else list(data.ids[start:stop])
-        part = in_layout(data.X, start, stop, dense)
+        part = model_features(in_layout(data.X, start, stop, dense), spec, data.rows[start:stop])
         result = engine.learn(args.model, Batch(part, data.y[start:stop], ids))  # type: ignore[arg-type]
         learned = {"learned": result.learned, "duplicates": len(result.duplicate_ids)}
         tally.add(learned, stop - start)
@@ -240,8 +243,10 @@ def refused(response, what: str) -> CliError:
     return CliError(f"{what}: HTTP {response.status_code}: {one_line(detail, 300)}", FAILED)
 
 
-def ensure_model(http, request: dict[str, Any]) -> None:
-    """Create the model unless the server has it; an existing one must take this file."""
+def ensure_model(http, request: dict[str, Any], has_missing: bool) -> None:
+    """Create the model unless the server has it; an existing one must take this file (its
+    width, and, when the file has missing values, the policy --missing asks for: the server
+    applies its model's own)."""
     model = request["id"]
     found = http.get(f"/v1/models/{model}")
     if found.status_code == 404:
@@ -257,6 +262,13 @@ def ensure_model(http, request: dict[str, Any]) -> None:
             f"model {model} on the server has {config['n_features']} features, the file "
             f"{request['n_features']}; pick another --model"
         )
+    policy = config.get("missing_values", "refuse")
+    if has_missing and policy != request["missing_values"]:
+        raise CliError(
+            f"model {model} on the server has missing_values {policy!r} and the file has "
+            f"missing values; pass --missing {policy} to send them to it, or pick another "
+            "--model"
+        )
 
 
 def replay_to_server(args, data: ReplayData, request, tally: RunTally, advance):
@@ -265,7 +277,7 @@ def replay_to_server(args, data: ReplayData, request, tally: RunTally, advance):
     headers = {"x-api-key": args.api_key} if args.api_key else {}
     base = args.url.rstrip("/")
     with httpx.Client(base_url=base, headers=headers, timeout=120) as http:
-        ensure_model(http, request)
+        ensure_model(http, request, data.has_missing)
         found = http.get(f"/v1/models/{args.model}").json()["config"]
         dense = found["feature_mode"] == "dense"
         ids = data.event_ids()

@@ -98,6 +98,7 @@ def serve(args: argparse.Namespace) -> int:
     if args.allow_volatile_redis:
         os.environ["AUCSTREAM_ALLOW_VOLATILE_REDIS"] = "1"
     os.environ["AUCSTREAM_WORKERS"] = str(args.workers)
+    allow_bound_name(args.host)
     try:
         settings = Settings()  # invalid settings fail here, before any worker starts
     except ValidationError as error:
@@ -115,6 +116,7 @@ def serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
+    from service.http_limits import MAX_HEAD_BYTES, HeadLimitedProtocol
     from service.telemetry_multiprocess import make_multiprocess_dir, reset_multiprocess_dir
 
     made_dir, owner = None, None
@@ -138,6 +140,9 @@ def serve(args: argparse.Namespace) -> int:
             workers=args.workers,
             log_level=args.log_level,
             access_log=args.access_log,
+            # 431 for a request head over 64 KiB (uvicorn's httptools protocol has no bound)
+            http=HeadLimitedProtocol,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         )
     finally:
         if made_dir is not None:
@@ -145,6 +150,18 @@ def serve(args: argparse.Namespace) -> int:
         if owner is not None:
             owner.close()
     return 0
+
+
+def allow_bound_name(host: str) -> None:
+    """``--host NAME``: requests naming ``NAME`` are served (service/hosts.py), added to
+    AUCSTREAM_ALLOWED_HOSTS for the workers; addresses and localhost are allowed anyway."""
+    from service.hosts import LOOPBACK_NAMES, host_name, is_address
+
+    name = host_name(host) or host
+    if is_address(name) or name in LOOPBACK_NAMES:
+        return
+    listed = os.environ.get("AUCSTREAM_ALLOWED_HOSTS", "")
+    os.environ["AUCSTREAM_ALLOWED_HOSTS"] = f"{listed},{name}" if listed.strip() else name
 
 
 def check_redis(settings: object) -> None:

@@ -1,23 +1,30 @@
 """The learning path of the service, shared by the HTTP routes and the queue workers.
 
 Nothing here touches HTTP: a route or a worker calls :class:`Engine` with a parsed batch.  The
-engine is a thin facade over four parts, one module each:
+engine is a thin facade over these parts, one module each:
 
 ========================= ====================================================================
 :mod:`.repository`        the per-process LRU cache of models, per-model locks, and the
                           load / commit / retry-on-stale-version cycle of every write
 :mod:`.model`             a model as held in memory (:class:`Loaded`), the prefixes naming its
-                          committed arrays, building it from them or afresh
+                          committed arrays and their format version, building it from them
+                          or afresh
+:mod:`.history`           the metrics history's rings, a part of every model
+:mod:`.missing`           the running means that fill missing values (``missing_values``)
 :mod:`.learning`          labelled batches: duplicate ids, rounds, the regret window, counters
 :mod:`.delayed`           ``/score`` keeping features for later labels, the labels, the sweep
 :mod:`.coalesce`          concurrent requests to one model merged into one call and one commit
 :mod:`.reasons`           ``/score?reasons=k``: each event's top feature contributions
 :mod:`.reporting`         metrics, ROC, throughput, regret (cached and throttled)
 ========================= ====================================================================
+
+Beside the engine, :mod:`.refit` and :mod:`.fit_process` fit boosted trees in the background
+for the app and the queue workers, which start them.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -27,13 +34,16 @@ import numpy as np
 from core.learners._base import OnlineLearner
 from service.engine.coalesce import Coalescer
 from service.engine.delayed import DelayedLabels, LabelResult
+from service.engine.history import behind, catch_up, catch_up_due
 from service.engine.learning import Learning, LearnResult
 from service.engine.model import (
     LEARNER_PREFIX,
     REGRET_PREFIX,
+    STATE_FORMAT_VERSION,
     STATS_PREFIX,
     WINDOW_PREFIX,
     Loaded,
+    OtherStateFormat,
     ServedWeights,
     fresh,
     from_arrays,
@@ -42,11 +52,19 @@ from service.engine.model import (
 )
 from service.engine.reporting import REGRET_C, REGRET_TOL, Reporting
 from service.engine.repository import MAX_CACHED_MODELS, ModelRepository
-from service.errors import CorruptState, InsufficientStorage, InvalidInput
+from service.errors import (
+    CorruptState,
+    InsufficientStorage,
+    InvalidInput,
+    ModelNotFound,
+    ServiceError,
+)
 from service.ingest import FeatureSpec
 from service.schemas import ModelConfig, ModelInfo
 from service.snapshot import probe_learner
 from service.stores.base import Store
+
+logger = logging.getLogger("aucstream")
 
 
 def full_size(loaded: Loaded) -> int:
@@ -164,6 +182,13 @@ class Engine:
         config = config.model_copy(update={"incarnation": uuid.uuid4().hex})
         try:
             loaded = from_arrays(config, config.incarnation, 1, arrays)
+        except OtherStateFormat as error:
+            raise InvalidInput(
+                f"the snapshot holds state format {error.found}, this server reads "
+                f"{STATE_FORMAT_VERSION}: import it with the version of aucstream that exported "
+                "it (a state is not converted across format versions)",
+                field=error.field,
+            ) from None
         except (ValueError, KeyError, TypeError) as error:
             raise InvalidInput(
                 f"snapshot state does not fit its manifest: {error}",
@@ -247,6 +272,38 @@ class Engine:
         with self.repository.lock(model_id):
             loaded = self.repository.load(model_id)
             return ModelInfo(config=loaded.config, version=loaded.version, counts=loaded.counts())
+
+    # ------------------------------------------------------------------ metrics history
+    def catch_up_history(self) -> int:
+        """Write the metrics-history point of each model this process committed events to
+        that its history does not show yet, once a new minute (hour) has begun since its last
+        point (:func:`service.engine.history.catch_up`), through the model's lock and a
+        versioned commit; returns the points written.  A model that cannot be written (gone,
+        corrupt, its lease lost, the store down) is skipped, logged: the next tick tries
+        again while its history is behind."""
+        written = 0
+        for model_id in self.repository.history_behind():
+            cached = self.repository.cached(model_id)
+            if cached is not None and not catch_up_due(
+                cached.history, int(cached.stats["events_learned"][0]), self.clock()
+            ):
+                continue  # still in the minute of its last point (or another process wrote it)
+            try:
+                written += self.repository.write(model_id, self._catch_up_history)
+            except ModelNotFound:
+                self.repository.history_caught_up(model_id)
+            except ServiceError as error:
+                logger.warning("history point of model %r not written: %s", model_id, error.detail)
+        return written
+
+    def _catch_up_history(self, model_id: str, loaded: Loaded) -> int:
+        if not catch_up(loaded.history, loaded, self.clock()):
+            # not yet (still the minute of the last point), or another process wrote it
+            if not behind(loaded.history, int(loaded.stats["events_learned"][0])):
+                self.repository.history_caught_up(model_id)
+            return 0
+        self.repository.commit(model_id, loaded)
+        return 1
 
     # ------------------------------------------------------------------ this process's cache
     def cached_spec(self, model_id: str) -> FeatureSpec | None:

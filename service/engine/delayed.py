@@ -26,7 +26,7 @@ import numpy as np
 from core._kernels.validation import count_nonfinite
 from core.csr import CSRMatrix
 from core.errors import StateOverflow
-from core.validation import first_out_of_range, row_of_entry, rows_out_of_range
+from core.validation import FEATURE_BOUND, first_out_of_range, row_of_entry, rows_out_of_range
 from service.codec import decode_pending, encode_pending
 from service.engine.learning import (
     Merged,
@@ -38,8 +38,8 @@ from service.engine.model import Loaded
 from service.engine.reasons import top_reasons
 from service.engine.repository import ModelRepository
 from service.errors import InsufficientStorage, InvalidInput, ModelNotFound, ServiceError
-from service.ingest import Batch
-from service.ingest.fields import Locator
+from service.ingest import Batch, FeatureSpec
+from service.ingest.fields import Locator, feature_label
 
 logger = logging.getLogger(__name__)
 
@@ -146,16 +146,27 @@ def _overflowing_id(
     return None if row is None else ids[row]
 
 
-def _check_scorable(X: np.ndarray | CSRMatrix, ids: list[str | None] | None) -> None:
-    """Refuse (422 naming the event) features beyond the feature bound: the parsers check
-    them, but a score must never be computed from such a batch, whichever way it came in."""
+def _check_scorable(
+    X: np.ndarray | CSRMatrix, ids: list[str | None] | None, spec: FeatureSpec
+) -> None:
+    """Refuse (422 naming the event and the feature) a missing value left unfilled or a value
+    beyond the feature bound: the parsers check them, but a score must never be computed from
+    such a batch, whichever way it came in."""
     position = first_out_of_range(X.data if isinstance(X, CSRMatrix) else X)
     if position is None:
         return
-    row = row_of_entry(X.indptr, position) if isinstance(X, CSRMatrix) else position // X.shape[1]
-    raise Locator(ids).error(
-        row, "features contain NaN, infinity or a value beyond the feature bound", field="x"
-    )
+    if isinstance(X, CSRMatrix):
+        row, column, value = row_of_entry(X.indptr, position), X.indices[position], X.data[position]
+    else:
+        (row, column), value = divmod(position, X.shape[1]), X.reshape(-1)[position]
+    label = feature_label(spec, int(column))
+    if np.isnan(value):
+        detail = f"feature {label} is missing: this model has no value to fill it with"
+    else:
+        detail = (
+            f"feature {label} is {float(value)!r}, beyond the feature bound of +-{FEATURE_BOUND:g}"
+        )
+    raise Locator(ids).error(row, detail, field="x")
 
 
 class DelayedLabels:
@@ -240,7 +251,7 @@ class DelayedLabels:
         X = batch.X
         if loaded.means is not None:  # missing values: the current means, unchanged
             X = loaded.means.fill_for_scoring(X)  # type: ignore[arg-type]
-        _check_scorable(X, batch.ids)
+        _check_scorable(X, batch.ids, loaded.spec)
         try:
             # the batch was validated when parsed, and fits the model (checked above)
             scores = loaded.learner.decision_function(X, check_input=False)

@@ -95,8 +95,18 @@ class FitProcess:
                 process.stdout.close()
 
 
+def set_niceness() -> None:
+    """This process at ``NICENESS`` exactly.  It inherits the niceness of the thread that
+    started it (the refitter's, already lowered to ``NICENESS``), so a relative ``os.nice``
+    would add it twice; a process started at a lower priority than that keeps its own (raising
+    the priority needs privileges)."""
+    current = os.getpriority(os.PRIO_PROCESS, 0)
+    if current < NICENESS:
+        os.setpriority(os.PRIO_PROCESS, 0, NICENESS)
+
+
 def main() -> int:
-    os.nice(NICENESS)
+    set_niceness()
     reader, writer = sys.stdin.buffer, sys.stdout.buffer
     while (job := _receive(reader)) is not None:
         params = EnsembleParams(

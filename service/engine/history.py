@@ -3,8 +3,15 @@ the model (``history:*`` arrays) so that it survives restarts and every worker s
 
 A point is written by the first commit in a new minute (or hour): the window's metrics just
 after that commit.  Between two boundaries a commit costs one comparison of its clock with the
-ring's last point; the metrics of a point are computed once per minute.  An idle model writes
-no points: its history ends at its last event.
+ring's last point; the metrics of a point are computed once per minute.
+
+The events a model learns after the point of its minute are in no point until the next one.
+So that the history catches up with a model that has gone quiet, the process that committed
+them keeps the model in a set (:meth:`service.engine.repository.ModelRepository.commit`, by
+:func:`behind`) and a timer (:meth:`service.engine.Engine.catch_up_history`, every
+``AUCSTREAM_HISTORY_CATCH_UP_SECONDS``) writes the point :func:`catch_up` asks for once a new
+minute has begun, through the same lock and versioned commit as a batch.  An idle model whose
+history shows every event writes no points.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ COLUMNS = (
     "positives",
 )
 _POINTS = "points"  # how many points each resolution has written in all (its ring's next slot)
+_EVENTS = COLUMNS.index("events_learned")
 
 
 def initial_history() -> dict[str, np.ndarray]:
@@ -62,6 +70,41 @@ def record(history: dict[str, np.ndarray], loaded: Any, now: float) -> None:
         if _starts_interval(now, seconds, ring, int(written[index])):
             ring[int(written[index]) % capacity] = point
             written[index] += 1
+
+
+def _last_events_learned(history: dict[str, np.ndarray], index: int, name: str) -> float:
+    """The events learned by the last point of resolution ``name`` (0 before any point)."""
+    written, ring = int(history[_POINTS][index]), history[name]
+    return float(ring[(written - 1) % len(ring), _EVENTS]) if written else 0.0
+
+
+def behind(history: dict[str, np.ndarray], events_learned: int) -> bool:
+    """Whether the last point of some resolution shows fewer events than the model learned."""
+    return any(
+        _last_events_learned(history, index, name) < events_learned
+        for index, name in enumerate(RESOLUTIONS)
+    )
+
+
+def catch_up_due(history: dict[str, np.ndarray], events_learned: int, now: float) -> bool:
+    """Whether ``now`` starts the next interval of a resolution whose last point shows fewer
+    events than the model learned."""
+    written = history[_POINTS]
+    return any(
+        _last_events_learned(history, index, name) < events_learned
+        and _starts_interval(now, seconds, history[name], int(written[index]))
+        for index, (name, (seconds, _)) in enumerate(RESOLUTIONS.items())
+    )
+
+
+def catch_up(history: dict[str, np.ndarray], loaded: Any, now: float) -> bool:
+    """When :func:`catch_up_due`, write the point that brings the history up to the model's
+    events (to every resolution whose interval ``now`` starts, as :func:`record` does);
+    whether a point was written."""
+    if not catch_up_due(history, int(loaded.stats["events_learned"][0]), now):
+        return False
+    record(history, loaded, now)
+    return True
 
 
 def _point(loaded: Any, now: float) -> np.ndarray:

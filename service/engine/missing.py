@@ -3,16 +3,21 @@
 Ingest leaves a missing value as NaN in the dense batch (only under this policy); the engine
 fills it, under the model's lock, in the call that learns or scores the batch.  A missing
 value of an event that is learned is the mean of that feature over the values *present* in
-the events learned before it (0 while there are none), as of the event's own position: a
-batch learned at once gives each event the mean a one-at-a-time stream would have given it,
-bit for bit (a cumulative sum down the batch's rows, which numpy adds in order), so that the
-state does not depend on how events were split into requests (a queue worker merges them).
-Scoring fills with the current mean and changes nothing.
+the events learned before it (0 while there are none), as of the event's own position.  The
+means are updated one value at a time, in order (:func:`core._kernels.missing_means
+.fill_and_learn_means`), so a batch learned at once gives each event the mean a one-at-a-time
+stream would have given it, bit for bit, and the state does not depend on how events were
+split into requests (a queue worker merges them).  Scoring fills with the current mean and
+changes nothing.
 
-The per-feature sums and counts of present values are committed with the model as
-``missing:sums`` and ``missing:counts`` (:data:`MISSING_PREFIX`), checked when loaded like
-every committed array.  They are kept apart from the learner's scaler: with a scaling other
-than ``standard`` the model has no per-feature mean of its own.
+The state is each feature's running mean and count of present values, committed with the
+model as ``missing:means`` and ``missing:counts`` (:data:`MISSING_PREFIX`) and checked when
+loaded like every committed array.  A running mean of values within the feature bound stays
+within it (clamped against an ulp of rounding), so every mean it fills passes the feature
+check and every state that learning produces passes the state check; a sum, the earlier
+layout (``missing:sums``), could round past the bound times the count, and a state holding it
+is refused.  The means are kept apart from the learner's scaler: with a scaling other than
+``standard`` the model has no per-feature mean of its own.
 """
 
 from __future__ import annotations
@@ -21,18 +26,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core._kernels.missing_means import fill_and_learn_means
 from core.errors import InvalidState
 from core.learners._state import MAX_COUNT
 from core.validation import FEATURE_BOUND
 
 MISSING_PREFIX = "missing:"
+MEANS = MISSING_PREFIX + "means"
+COUNTS = MISSING_PREFIX + "counts"
+#: the array of the earlier layout (sums instead of means), refused by name
+EARLIER_SUMS = MISSING_PREFIX + "sums"
 
 
 @dataclass
 class RunningMeans:
-    """Per-feature sums and counts of the present values of the events learned."""
+    """Per-feature running means and counts of the present values of the events learned."""
 
-    sums: np.ndarray  # float64, (n_features,)
+    means: np.ndarray  # float64, (n_features,), each within the feature bound
     counts: np.ndarray  # int64, (n_features,)
 
     @classmethod
@@ -40,52 +50,57 @@ class RunningMeans:
         return cls(np.zeros(n_features, dtype=np.float64), np.zeros(n_features, dtype=np.int64))
 
     def get_state(self) -> dict[str, np.ndarray]:
-        return {"sums": self.sums, "counts": self.counts}
+        return {"means": self.means, "counts": self.counts}
 
     @classmethod
     def from_arrays(
         cls, arrays: dict[str, np.ndarray], n_features: int, events_learned: int
     ) -> RunningMeans:
-        """From a model's committed ``missing:*`` arrays (empty when there are none: a model
-        that learned nothing); InvalidState names the array at fault.  A count is at most the
-        events learned, and a sum at most its count times the feature bound in magnitude."""
-        state = {
-            name[len(MISSING_PREFIX) :]: value
-            for name, value in arrays.items()
-            if name.startswith(MISSING_PREFIX)
-        }
-        if not state:
+        """From a model's committed ``missing:*`` arrays (none at all only for a model that
+        has learned nothing); InvalidState names the array at fault.  A count is at most the
+        events learned; a mean is finite, at most the feature bound in magnitude, and 0 where
+        its count is."""
+        state = {name: value for name, value in arrays.items() if name.startswith(MISSING_PREFIX)}
+        if not state and events_learned == 0:
             return cls.empty(n_features)
-        for name, dtype in (("sums", np.float64), ("counts", np.int64)):
-            value = state.get(name)
-            if value is None or value.shape != (n_features,) or value.dtype != dtype:
-                field = MISSING_PREFIX + name
+        if EARLIER_SUMS in state:
+            raise InvalidState(
+                f"state array {EARLIER_SUMS!r} is of an earlier layout of the running means "
+                f"(sums, which could round past the feature bound); this version keeps "
+                f"{MEANS!r}: reset the model and learn its events again",
+                field=EARLIER_SUMS,
+            )
+        unexpected = sorted(state.keys() - {MEANS, COUNTS})
+        if unexpected:
+            raise InvalidState(
+                f"state array {unexpected[0]!r} is not part of a model's running means "
+                f"({MEANS!r}, {COUNTS!r})",
+                field=unexpected[0],
+            )
+        for field, dtype in ((MEANS, np.float64), (COUNTS, np.int64)):
+            value = state.get(field)
+            if value is None:
+                raise InvalidState(f"state array {field!r} is missing", field=field)
+            if value.shape != (n_features,) or value.dtype != dtype:
                 raise InvalidState(
                     f"state array {field!r} must be {np.dtype(dtype).name} of shape "
                     f"({n_features},) (the model's n_features)",
                     field=field,
                 )
-        sums, counts = np.array(state["sums"]), np.array(state["counts"])
+        means, counts = np.array(state[MEANS]), np.array(state[COUNTS])
         limit = min(events_learned, MAX_COUNT)
         if (counts < 0).any() or (counts > limit).any():
             raise InvalidState(
-                f"state array '{MISSING_PREFIX}counts' must hold counts in [0, {limit}] (the "
-                "events learned)",
-                field=f"{MISSING_PREFIX}counts",
+                f"state array {COUNTS!r} must hold counts in [0, {limit}] (the events learned)",
+                field=COUNTS,
             )
-        if not np.isfinite(sums).all() or (np.abs(sums) > counts * FEATURE_BOUND).any():
+        if not (np.abs(means) <= FEATURE_BOUND).all() or (means[counts == 0] != 0).any():
             raise InvalidState(
-                f"state array '{MISSING_PREFIX}sums' must hold finite sums of at most "
-                f"'{MISSING_PREFIX}counts' times the feature bound ({FEATURE_BOUND:g})",
-                field=f"{MISSING_PREFIX}sums",
+                f"state array {MEANS!r} must hold means of magnitude at most the feature "
+                f"bound ({FEATURE_BOUND:g}), 0 where {COUNTS!r} is 0",
+                field=MEANS,
             )
-        return cls(sums, counts)
-
-    def means(self) -> np.ndarray:
-        """Each feature's mean of the values learned (0 where none was)."""
-        return np.divide(
-            self.sums, self.counts, out=np.zeros_like(self.sums), where=self.counts > 0
-        )
+        return cls(means, counts)
 
     def fill_for_scoring(self, X: np.ndarray) -> np.ndarray:
         """``X`` with each NaN replaced by its feature's current mean (``X`` itself when none
@@ -93,31 +108,14 @@ class RunningMeans:
         missing = np.isnan(X)
         if not missing.any():
             return X
-        return np.where(missing, self.means(), X)
+        return np.where(missing, self.means, X)
 
     def fill_and_learn(self, X: np.ndarray) -> np.ndarray:
         """``X`` with each NaN replaced by its feature's mean as of the event's position
-        (the events before it in ``X`` included), and the sums and counts moved past ``X``.
-
-        One cumulative sum down the rows, started from the sums so far, adds the values in
-        the order a one-at-a-time stream would; a missing value adds 0, so the running sum
-        and count *at* a missing value are those of the events before it."""
-        missing = np.isnan(X)
-        any_missing = bool(missing.any())
-        running_sums = np.where(missing, 0.0, X) if any_missing else X.copy()
-        running_sums[0] += self.sums
-        np.cumsum(running_sums, axis=0, out=running_sums)
-        self.sums[:] = running_sums[-1]
-        if not any_missing:
-            self.counts += X.shape[0]
-            return X
-        running_counts = (~missing).astype(np.int64)
-        running_counts[0] += self.counts
-        np.cumsum(running_counts, axis=0, out=running_counts)
-        self.counts[:] = running_counts[-1]
-        filled = X.copy()
-        seen = running_counts[missing]
-        filled[missing] = np.divide(
-            running_sums[missing], seen, out=np.zeros(len(seen)), where=seen > 0
-        )
-        return filled
+        (the events before it in ``X`` included), and the means and counts moved past ``X``.
+        ``X`` itself is never written: a batch with a missing value is filled in a copy."""
+        if np.isnan(X).any() or not (X.flags.c_contiguous and X.flags.writeable):
+            # the kernel's one compiled signature: a C-ordered, writeable float64 array
+            X = np.array(X, dtype=np.float64, order="C", copy=True)
+        fill_and_learn_means(X, self.means, self.counts, FEATURE_BOUND)
+        return X

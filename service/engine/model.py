@@ -6,8 +6,10 @@ regret window, when on), ``drift:*`` (the drift detector), ``calibration:*`` (th
 calibrator behind ``/score``'s probabilities), ``history:*`` (the metrics history,
 :mod:`service.engine.history`) and ``missing:*`` (the running means of a model whose
 ``missing_values`` is ``mean``: :mod:`service.engine.missing`); a committed state lacking
-any of them is refused, naming it.  Those names are the snapshot format and the Redis hash
-fields: a change to them is a new format version.
+any of them is refused, naming it.  Those names, with each array's dtype and number of
+dimensions, are the stored state's format, whose version every committed state carries in the
+array ``format:state_version`` (:data:`STATE_FORMAT_VERSION`, checked first on load): a change
+to any of them is a new version (docs/architecture.md §3, "Stored state format").
 """
 
 from __future__ import annotations
@@ -39,6 +41,19 @@ STATS_PREFIX = "stats:"
 REGRET_PREFIX = "regret:"
 DRIFT_PREFIX = "drift:"
 CALIBRATION_PREFIX = "calibration:"
+#: [CHOICE] the version of the stored state's format: which arrays a model commits, under which
+#: names, and each one's dtype and number of dimensions (sizes follow from the configuration).
+#: Every store (memory, SQLite, Redis) and every snapshot holds the state as these arrays, so
+#: this one number versions them all; a state of another version is refused on load
+#: (:class:`OtherStateFormat`), never read as corrupt or reinterpreted.  Bump it with any
+#: change of that layout, and regenerate the golden states
+#: (``PYTHONPATH=. python3 -m tests.state_fixtures.regenerate``).
+STATE_FORMAT_VERSION = 2
+#: the committed array holding the state's format version (one int64)
+FORMAT_ARRAY = "format:state_version"
+#: [CHOICE] the version of a state without :data:`FORMAT_ARRAY`: the states committed before
+#: it existed have the layout of version 1 (adding it changed no other array)
+UNMARKED_FORMAT_VERSION = 1
 #: [CHOICE] the hindsight comparator: svm_pauc with this C and tolerance on the regret window
 #: (``core.regret`` module docstring: the best fixed model over the ball of its own radius)
 REGRET_C = 10.0
@@ -57,6 +72,37 @@ RATE_TIME_CONSTANT = 10.0
 #: [CHOICE] detected drifts whose position is kept (a ring), for the markers of the dashboard's
 #: time charts: the detector itself keeps only the last one
 DRIFT_LOG_CAPACITY = 20
+
+
+class OtherStateFormat(InvalidState):
+    """A committed state of another format version than this code reads: refused as a whole
+    (it is not converted, not even through a snapshot).  ``found`` is its version."""
+
+    def __init__(self, found: int) -> None:
+        super().__init__(
+            f"stored state format {found}, this server reads {STATE_FORMAT_VERSION}",
+            field=FORMAT_ARRAY,
+        )
+        self.found = found
+
+
+def check_state_format(arrays: dict[str, np.ndarray]) -> None:
+    """Refuse a committed state of another format version (:class:`OtherStateFormat`), or
+    whose version array is not one integer (:class:`~core.errors.InvalidState`)."""
+    marker = arrays.get(FORMAT_ARRAY)
+    if marker is None:
+        found = UNMARKED_FORMAT_VERSION
+    else:
+        marker = np.asarray(marker)
+        if marker.dtype.kind not in "iu" or marker.shape != (1,):
+            raise InvalidState(
+                f"state array {FORMAT_ARRAY!r} has dtype {marker.dtype} and shape "
+                f"{marker.shape}; expected one integer, the state's format version",
+                field=FORMAT_ARRAY,
+            )
+        found = int(marker[0])
+    if found != STATE_FORMAT_VERSION:
+        raise OtherStateFormat(found)
 
 
 def initial_stats() -> dict[str, np.ndarray]:
@@ -128,8 +174,10 @@ class Loaded:
         )
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Every array that is committed: learner state, window state, counters."""
-        arrays = {LEARNER_PREFIX + k: v for k, v in self.learner.state_.items()}
+        """Every array that is committed: the format version, learner state, window state,
+        counters and the other parts."""
+        arrays = {FORMAT_ARRAY: np.array([STATE_FORMAT_VERSION], dtype=np.int64)}
+        arrays.update({LEARNER_PREFIX + k: v for k, v in self.learner.state_.items()})
         arrays.update({WINDOW_PREFIX + k: v for k, v in self.window.get_state().items()})
         arrays.update({STATS_PREFIX + k: v for k, v in self.stats.items()})
         if self.regret is not None:  # views: every caller copies or encodes them at once
@@ -285,12 +333,14 @@ def from_arrays(
 ) -> Loaded:
     """A model from its committed arrays (every counter of :func:`initial_stats` included).
 
-    Every array is checked by value before anything is built on it (the learner's declared
+    A state of another format version is refused first (:class:`OtherStateFormat`).  Every
+    array is checked by value before anything is built on it (the learner's declared
     invariants: :meth:`core.learners.OnlineLearner.from_state`), so a corrupt snapshot or
     store entry never reaches a kernel.  Raises :class:`~core.errors.InvalidState` whose
     ``field`` is the array's committed name (``learner:fill_neg``), or another ValueError,
     KeyError or TypeError when the arrays do not fit ``config``.
     """
+    check_state_format(arrays)
     # a 503 naming the kernels still compiling in the background, before any kernel is called
     require_kernels(config.learner, config.params, config.scaling, config.n_features)
     learner_state, window_state, stats = split_arrays(arrays)

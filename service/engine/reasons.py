@@ -40,7 +40,7 @@ def top_reasons(
     named_rows: list[Any] | None = None,
     hasher: FeatureHasher | None = None,
 ) -> list[dict[str, Any]]:
-    """Per event, the ``k`` largest contributions by absolute value (largest first), each
+    """Per event, the ``k`` largest non-zero contributions by absolute value (largest first), each
     ``{"feature": name or column index, "contribution": c}``, with ``others`` (the sum of the
     other features' contributions) and ``baseline`` (the remainder: the score of the reference
     event), so that ``sum(contributions) + others + baseline`` is the event's score.  ``X`` is a
@@ -75,9 +75,13 @@ def top_reasons(
         ):
             explained.append(
                 {
+                    # a feature that contributes nothing is no reason (a hashed model's
+                    # empty columns, a weight of 0, a value equal to the reference's): fewer
+                    # than k when fewer contribute
                     "contributions": [
                         {"feature": name, "contribution": value}
                         for name, value in zip(names, row, strict=True)
+                        if value != 0.0
                     ],
                     "others": rest,
                     "baseline": base,

@@ -22,7 +22,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from service.engine.model import Loaded, from_store
+from service.engine.history import behind as history_behind
+from service.engine.model import Loaded, OtherStateFormat, from_store
 from service.errors import Contention, CorruptState, ModelNotFound, StaleVersion
 from service.schemas import ModelConfig
 from service.stores.base import Commit, Fence, Store
@@ -82,6 +83,9 @@ class ModelRepository:
         self.on_gone: list[Callable[[str], None]] = []
         #: model id -> the writer lease every commit of it needs (a queue worker's models)
         self.fences: dict[str, Fence] = {}
+        #: models this process committed events to that their metrics history does not show
+        #: yet (the timer of :meth:`service.engine.Engine.catch_up_history` writes the point)
+        self._history_behind: set[str] = set()
 
     # ------------------------------------------------------------------ locks & cache
     def lock(self, model_id: str) -> ModelLock:
@@ -141,6 +145,7 @@ class ModelRepository:
             listener(model_id)
 
     def _gone(self, model_id: str) -> None:
+        self.history_caught_up(model_id)
         for listener in self.on_gone:
             listener(model_id)
 
@@ -166,6 +171,15 @@ class ModelRepository:
             self._forget(model_id)
             self._gone(model_id)
             raise
+        except OtherStateFormat as error:  # written by another version of aucstream
+            self.drop(model_id)
+            logger.error("model %r: stored state refused: %s", model_id, error)
+            raise CorruptState(
+                f"model {model_id!r}: {error}: reset the model (POST .../reset, which keeps its "
+                "configuration) or run the version of aucstream that wrote it (a snapshot "
+                "cannot carry a state across format versions)",
+                field=error.field,
+            ) from None
         except (ValueError, KeyError, TypeError) as error:  # undecodable or corrupt arrays
             self.drop(model_id)
             logger.error("model %r: stored state refused: %s", model_id, error)
@@ -208,7 +222,22 @@ class ModelRepository:
         version = self.store.commit(model_id, commit)
         loaded.version = version
         loaded.meta.update(commit.meta)
+        if history_behind(loaded.history, int(loaded.stats["events_learned"][0])):
+            with self._guard:
+                self._history_behind.add(model_id)
+        else:
+            self.history_caught_up(model_id)
         return version
+
+    def history_behind(self) -> list[str]:
+        """The models whose last commit here learned events their history does not show."""
+        with self._guard:
+            return sorted(self._history_behind)
+
+    def history_caught_up(self, model_id: str) -> None:
+        """``model_id``'s history shows its events (or the model is gone)."""
+        with self._guard:
+            self._history_behind.discard(model_id)
 
     def write(
         self,

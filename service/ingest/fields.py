@@ -110,6 +110,13 @@ def dense(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str = "x") -
         return X  # already what as_features returns: skip its coercions
     if spec.marks_missing and X.dtype == np.float64 and X.ndim == 2:
         return _checked_with_missing(X, spec, locate, field)
+    if (
+        not spec.fills_missing
+        and X.dtype == np.float64
+        and X.ndim == 2
+        and X.shape[1] == spec.n_features
+    ):
+        _refuse_missing(X, spec, locate, field)
     if spec.fills_missing and X.dtype == np.float64:
         X = fill_missing(X)
     try:
@@ -135,6 +142,19 @@ def _checked_with_missing(X: np.ndarray, spec: FeatureSpec, locate: Locator, fie
     return checked
 
 
+def _refuse_missing(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str) -> None:
+    """A model that refuses missing values: when the first value the feature checks would
+    refuse is NaN (a missing value: NPZ, the stream's binary frames), the 422 says it is
+    missing and names its feature, as it does for a JSON null."""
+    position = first_out_of_range(X)
+    if position is None:
+        return
+    row, column = divmod(position, X.shape[1])
+    if np.isnan(X[row, column]):
+        detail = f"feature {feature_label(spec, column)} is missing (NaN): {MISSING_REFUSED}"
+        raise locate.error(row, detail, field=field)
+
+
 def sparse(X: CSRMatrix, spec: FeatureSpec, locate: Locator, field: str = "x") -> CSRMatrix:
     """A CSR batch through ``core.validation.as_features`` (structure, index range, repeated
     indices, NaN / infinity)."""
@@ -143,9 +163,31 @@ def sparse(X: CSRMatrix, spec: FeatureSpec, locate: Locator, field: str = "x") -
     try:
         checked = as_features(X, spec.n_features, accept_sparse=True)
     except ValueError as error:
+        row = getattr(error, "row", None)
+        if row is not None and not spec.fills_missing:
+            _refuse_missing_sparse(X, row, spec, locate, field)
         raise locate.core_error(error, field) from None
     assert isinstance(checked, CSRMatrix)
     return checked
+
+
+def _refuse_missing_sparse(
+    X: CSRMatrix, row: int, spec: FeatureSpec, locate: Locator, field: str
+) -> None:
+    """As :func:`_refuse_missing` for the row of a CSR batch the checks refused: when its
+    columns are sound and its first value out of range is NaN, the 422 says that feature is
+    missing."""
+    start, stop = int(X.indptr[row]), int(X.indptr[row + 1])
+    columns, values = X.indices[start:stop], X.data[start:stop]
+    if values.dtype != np.float64 or len(np.unique(columns)) != len(columns):
+        return
+    if not ((columns >= 0) & (columns < spec.n_features)).all():
+        return
+    position = first_out_of_range(values)
+    if position is not None and np.isnan(values[position]):
+        label = feature_label(spec, int(columns[position]))
+        detail = f"feature {label} is missing (NaN): {MISSING_REFUSED}"
+        raise locate.error(row, detail, field=field)
 
 
 def fill_missing(values: np.ndarray) -> np.ndarray:
@@ -159,6 +201,14 @@ def fill_missing(values: np.ndarray) -> np.ndarray:
     filled = values.copy()  # a caller's array (NPZ, the stream's binary frames) stays as sent
     filled[missing] = 0.0
     return filled
+
+
+def feature_label(spec: FeatureSpec, column: int) -> str:
+    """How an error names the feature at ``column``: by its name on a model created with
+    ``feature_names`` (quoted), else by its 0-based number."""
+    if spec.feature_names is not None and 0 <= column < len(spec.feature_names):
+        return repr(spec.feature_names[column])
+    return str(column)
 
 
 #: what to do about a missing value a model refused

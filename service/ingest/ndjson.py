@@ -10,6 +10,7 @@ import orjson
 from service.errors import MalformedBody, PayloadTooLarge
 from service.ingest.batch import Batch, FeatureSpec
 from service.ingest.objects import events_to_batch, json_error_detail
+from service.ingest.repeated_keys import document_key_count, refuse_repeated_keys
 
 _NEWLINE = ord("\n")
 
@@ -72,6 +73,12 @@ class NDJSONReader:
         except orjson.JSONDecodeError as error:
             detail = json_error_detail(bytes(part), error.pos, str(error))
             raise MalformedBody(f"line {self._line}: {detail}", line=self._line) from None
+        try:
+            refuse_repeated_keys(part, document_key_count(event))
+        except MalformedBody as error:
+            raise MalformedBody(
+                f"line {self._line}: {error.detail}", field=error.field, line=self._line
+            ) from None
         if len(self.events) >= self.max_events:
             raise PayloadTooLarge(
                 f"more than {self.max_events} events in one request", line=self._line

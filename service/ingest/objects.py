@@ -24,6 +24,7 @@ from service.errors import InvalidInput, MalformedBody
 from service.ingest import fields, named
 from service.ingest.batch import Batch, FeatureSpec
 from service.ingest.fields import Locator
+from service.ingest.repeated_keys import document_key_count, refuse_repeated_keys
 
 
 def dense_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> np.ndarray:
@@ -60,7 +61,8 @@ def dense_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> np.nd
                 if value is None:
                     raise locate.error(
                         index,
-                        f"feature {column} is missing (null): {fields.MISSING_REFUSED}",
+                        f"feature {fields.feature_label(spec, column)} is missing (null): "
+                        f"{fields.MISSING_REFUSED}",
                         field="x",
                     )
                 if type(value) not in (int, float):
@@ -130,7 +132,12 @@ def sparse_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> CSRM
             if any(type(i) is not int for i in row_indices):
                 raise locate.error(index, "sparse indices must be integers", field="x") from None
             if None in row_values:
-                detail = f"a sparse value is missing (null): {fields.MISSING_REFUSED}"
+                column = row_indices[row_values.index(None)]
+                known = type(column) is int and 0 <= column < spec.n_features
+                what = (
+                    f"feature {fields.feature_label(spec, column)}" if known else "a sparse value"
+                )
+                detail = f"{what} is missing (null): {fields.MISSING_REFUSED}"
                 raise locate.error(index, detail, field="x") from None
             if any(type(v) not in (int, float) for v in row_values):
                 raise locate.error(index, "sparse values must be numbers", field="x") from None
@@ -271,14 +278,20 @@ _BYTE_ORDER_MARK = b"\xef\xbb\xbf"
 
 
 def parse_json(body: bytes) -> Any:
+    """The decoded JSON ``body``; MalformedBody when it is not JSON or an object in it repeats
+    a key (:mod:`service.ingest.repeated_keys`)."""
     if len(body) >= _STEPWISE_MIN_BYTES and not body.startswith(_BYTE_ORDER_MARK):
-        document = _load_stepwise(body)
-        if document is not _NOT_LOADED:
+        loaded = _load_stepwise(body)
+        if loaded is not _NOT_LOADED:
+            document, decoded_keys = loaded
+            refuse_repeated_keys(body, decoded_keys)
             return document
     try:
-        return orjson.loads(body)
+        document = orjson.loads(body)
     except orjson.JSONDecodeError as error:
         raise MalformedBody(json_error_detail(body, error.pos, str(error))) from None
+    refuse_repeated_keys(body, document_key_count(document))
+    return document
 
 
 #: what Python's ``json.dumps`` (and JavaScript's ``String(x)``) write for non-finite floats,
@@ -314,22 +327,42 @@ def _load_stepwise(body: bytes) -> Any:
             keys = list(document.keys())
             if len(set(keys)) != len(keys):
                 return _NOT_LOADED
-            return {key: _to_python(document[key]) for key in keys}
-        return _to_python(document)
+            counter = _KeyCounter(sum(1 + key.count(":") for key in keys))
+            return {key: _to_python(document[key], counter) for key in keys}, counter.total
+        counter = _KeyCounter(0)
+        return _to_python(document, counter), counter.total
     except (ValueError, RuntimeError, TypeError, KeyError):
         return _NOT_LOADED
 
 
-def _to_python(value: Any) -> Any:
+class _KeyCounter:
+    """The colons of a document made into Python objects a piece at a time, each piece counted
+    as :func:`~service.ingest.repeated_keys.document_key_count` counts (None once a piece
+    cannot be counted exactly)."""
+
+    def __init__(self, total: int | None) -> None:
+        self.total = total
+
+    def add(self, value: Any) -> Any:
+        if self.total is not None:
+            if type(value) is str:
+                self.total += value.count(":")
+            elif type(value) in (dict, list):
+                counted = document_key_count(value)
+                self.total = None if counted is None else self.total + counted
+        return value
+
+
+def _to_python(value: Any, counter: _KeyCounter) -> Any:
     if type(value) is simdjson.Array:
         return [
-            item.as_dict()
+            counter.add(item.as_dict())
             if type(item) is simdjson.Object
-            else item.as_list()
+            else counter.add(item.as_list())
             if type(item) is simdjson.Array
-            else item
+            else counter.add(item)
             for item in value
         ]
     if type(value) is simdjson.Object:
-        return value.as_dict()
-    return value
+        return counter.add(value.as_dict())
+    return counter.add(value)

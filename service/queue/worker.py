@@ -111,6 +111,8 @@ class Worker:
         self._gaps: set[str] = set()
         self._stop = threading.Event()
         self._next_discovery = 0.0
+        #: when the metrics histories of the models this worker wrote are next caught up
+        self._next_history = 0.0
         #: models whose stored state is corrupt -> when to try them again (monotonic s)
         self._corrupt: dict[str, float] = {}
 
@@ -180,6 +182,11 @@ class Worker:
             self.discover()
             self._next_discovery = now + self.settings.worker_discover_seconds
         self.renew()
+        if now >= self._next_history:
+            # the points a model's next batch would have written, for models gone quiet
+            # (service/engine/history.py); through this worker's fenced commits
+            self.engine.catch_up_history()
+            self._next_history = now + self.settings.history_catch_up_seconds
         handled = 0
         for model in [m for m, recovered in self.owned.items() if not recovered]:
             if self._corrupt.get(model, 0.0) <= now:
@@ -297,6 +304,8 @@ class Worker:
         self._gaps.discard(model)
         self.engine.repository.fences.pop(model, None)
         self.engine.repository.drop(model)
+        # no history catch-up without the lease: a model's writes are its owner's alone
+        self.engine.repository.history_caught_up(model)
         self.applier.forget(model)
         self._corrupt.pop(model, None)
 

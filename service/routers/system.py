@@ -12,7 +12,7 @@ from service import kernels
 from service.auth import require_api_key
 from service.deps import EngineDep, TelemetryDep
 from service.engine import Engine
-from service.errors import ServiceError, StoreLostData
+from service.errors import ServiceError, StoreLostData, StoreReplaced
 from service.models import servable_learners
 from service.openapi import problems
 from service.queue import StreamQueue
@@ -83,6 +83,9 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
     except StoreLostData as error:  # logged when noticed; the probe says why
         checks["store"] = "data lost"
         checks["store_detail"] = error.detail
+    except StoreReplaced as error:  # logged when noticed; the probe says why
+        checks["store"] = "unavailable"
+        checks["store_detail"] = error.detail
     except Exception as error:  # anything: a probe answers, and never with the store's address
         logger.warning("readiness: the store did not answer: %s", error)
         checks["store"] = "unavailable"
@@ -120,9 +123,8 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
     telemetry.stale_writes.set(engine.writes_retried)
     telemetry.coalesced_groups.set(engine.coalesce.groups)
     telemetry.coalesced_requests.set(engine.coalesce.requests)
-    alarms = getattr(engine.store, "watch", None)
-    if alarms is not None:
-        telemetry.store_data_lost.set(len(alarms.alarms))
+    if getattr(engine.store, "watch", None) is not None:
+        telemetry.store_data_lost.set(await run_in_threadpool(_store_alarms, engine))
     queue = request.app.state.queue
     if queue is not None:
         await run_in_threadpool(_refresh_lag, engine, queue, telemetry)
@@ -131,6 +133,15 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
     return Response(
         await run_in_threadpool(_render, engine, telemetry), media_type=CONTENT_TYPE_LATEST
     )
+
+
+def _store_alarms(engine: Engine) -> int:
+    """The store's alarms now, read from the store: another worker may have acknowledged a
+    loss since this one last checked (this process's memory of them, when the store fails)."""
+    try:
+        return len(engine.store.alarms())  # type: ignore[attr-defined]
+    except ServiceError:
+        return len(engine.store.watch.alarms)  # type: ignore[attr-defined]
 
 
 def _render(engine: Engine, telemetry: Telemetry) -> bytes:

@@ -7,7 +7,9 @@
 // labelled "drift", and widen their time axis to show drifts older than their first point (a
 // page opened after the drift).  Each records what it marked, for tests and scripts, as JSON in
 // data-drifts ([{event, time, x}], x in canvas pixels) and its time axis in data-x-range
-// ([min, max] unix s) and data-plot ([left, width] of the plotting area, canvas pixels).
+// ([min, max] unix s) and data-plot ([left, width] of the plotting area, canvas pixels).  The
+// regret and throughput charts size their y-axes to their longest tick label and record each in
+// data-axes ({scale: {labels, size, room, longest}}, CSS pixels).
 "use strict";
 
 (() => {
@@ -15,6 +17,8 @@
 
   // [CHOICE] the time axis of a single point (an idle model's only message): ten minutes
   const LONE_POINT_SPAN = 600;
+  // CSS pixels beside a y-axis' longest tick label
+  const AXIS_LABEL_MARGIN = 4;
 
   function chartSize(element) {
     return { width: Math.max(300, element.clientWidth), height: 260 };
@@ -55,9 +59,12 @@
     const observers = [];
     // (no `scale: undefined` key: uPlot would put the series on an auto-ranged scale of that name)
     // a few points (an idle model's first messages) are drawn as dots too: a line needs two,
-    // and two a second apart make a line too short to see
+    // and two a second apart make a line too short to see; so are the values of a series that
+    // has a few among many nulls (the regret and pAUC gap of a model opened after it went
+    // quiet: the server's history has none, its one message has them)
     const line = (label, stroke, dash, scale = "y") => ({ label, stroke, width: 2, dash, scale, spanGaps: true,
-                                                         points: { show: (u) => u.data[0].length <= 3 } });
+                                                         points: { show: (u) => u.data[0].length <= 3,
+                                                                   filter: (u, series, shown) => (shown ? null : fewValues(u.data[series])) } });
     const unit = () => ({ range: [0, 1] }); // a new object per chart: uPlot keeps state on it
     const drifts = { marks: [] }; // [{event, time}] to mark, shared by the time charts
     const operating = { points: [] }; // [{target, fpr, tpr}] to mark on the ROC curve
@@ -100,6 +107,7 @@
         {
           scales: { x: time() },
           hooks: driftHooks("regret-chart"),
+          axes: [{}, fittedAxis("regret-chart", { scale: "y" })],
           series: [{}, line("regret per pair", COLORS.regret), line("pAUC gap", COLORS.gap)],
         },
         [[], [], []],
@@ -110,7 +118,8 @@
         {
           scales: { x: time(), rate: {}, lag: {} },
           hooks: driftHooks("throughput-chart"),
-          axes: [{}, { scale: "rate", label: "events / s" }, { scale: "lag", side: 1, label: "lag (events)", grid: { show: false } }],
+          axes: [{}, fittedAxis("throughput-chart", { scale: "rate", label: "events / s" }),
+                 fittedAxis("throughput-chart", { scale: "lag", side: 1, label: "lag (events)", grid: { show: false } })],
           series: [{}, line("events / s", COLORS.rate, null, "rate"), line("queue lag (events)", COLORS.lag, null, "lag")],
         },
         [[], [], []],
@@ -132,6 +141,43 @@
       for (const name of ["roc", "history", "regret", "throughput"]) charts[name].destroy();
     };
     return charts;
+  }
+
+  /** The indices of ``values``' non-null entries when there are a few (at most three), else
+   * null: where a series too sparse for a line gets dots. */
+  function fewValues(values) {
+    const found = [];
+    for (let i = 0; i < values.length; i++) {
+      if (values[i] === null || values[i] === undefined) continue;
+      if (found.length === 3) return null;
+      found.push(i);
+    }
+    return found.length ? found : null;
+  }
+
+  /** A y-axis of ``options`` as wide as its longest tick label: uPlot's fixed width (50 px)
+   * cut the minus sign off labels such as "-0.075", while "-0.05" fitted.  What it drew goes to
+   * chart ``id``'s data-axes, by scale: {labels, size, room, longest} (CSS pixels; ``room``:
+   * the width left for the labels beside the ticks). */
+  function fittedAxis(id, options) {
+    return {
+      ...options,
+      size: (u, values, axisIndex, cycle) => {
+        const axis = u.axes[axisIndex];
+        if (cycle > 1) return axis._size; // uPlot settles the layout over a few cycles
+        const labels = values || [];
+        u.ctx.font = axis.font[0];
+        const widths = labels.map((label) => u.ctx.measureText(label).width / uPlot.pxRatio);
+        const longest = Math.max(0, ...widths);
+        const room = Math.ceil(longest) + AXIS_LABEL_MARGIN;
+        const size = axis.ticks.size + axis.gap + room; // a title has its own room (labelSize)
+        const element = document.getElementById(id);
+        const drawn = JSON.parse(element.dataset.axes || "{}");
+        drawn[options.scale] = { labels, size, room, longest };
+        element.dataset.axes = JSON.stringify(drawn);
+        return size;
+      },
+    };
   }
 
   /** A time chart's x range: its data's (a single time: the ``LONE_POINT_SPAN`` up to it, where

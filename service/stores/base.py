@@ -167,14 +167,10 @@ def pending_full(model_id: str, max_records: int) -> str:
     )
 
 
-def encode_layout(array: np.ndarray) -> str:
-    """``<dtype>|<shape>``, e.g. ``<f8|50`` or ``<i8|2,3``; arrays are little-endian."""
-    return layout_of(array.dtype, array.shape)
-
-
 @functools.lru_cache(maxsize=4096)
 def layout_of(dtype: np.dtype, shape: tuple[int, ...]) -> str:
-    """:func:`encode_layout` of an array of ``dtype`` and ``shape``, formatted once: a commit
+    """The layout of a stored array of ``dtype`` and ``shape``, ``<dtype>|<shape>`` (e.g.
+    ``<f8|50`` or ``<i8|2,3``; arrays are stored little-endian), formatted once: a commit
     encodes ~100 arrays of a few dozen layouts, and formatting them again and again cost
     more than copying the small arrays."""
     return f"{dtype.str}|{','.join(map(str, shape))}"

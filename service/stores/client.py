@@ -83,10 +83,6 @@ def unavailable(method: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
-def is_cluster_url(url: str) -> bool:
-    return url.partition("://")[0] in CLUSTER_SCHEMES
-
-
 def pack_commands(commands: Sequence[Sequence[bytes | str | int]]) -> bytes:
     """Redis commands in RESP, joined into one buffer for one ``sendall``.
 

@@ -71,6 +71,18 @@ class Marker:
     acknowledged: bool = False
 
 
+@dataclass(frozen=True)
+class Judgement:
+    """What one check of the markers found (:meth:`LossWatch.judge`)."""
+
+    #: the loss found, or None
+    cause: str | None
+    #: marker key -> the marker to remember once the check's write of it is in the store
+    accepted: dict[str, Marker]
+    #: an operator acknowledged a loss since: the versions seen before are forgotten
+    adopted_acknowledgement: bool = False
+
+
 class LossWatch:
     """One process's memory of a store (markers seen, model versions seen) and its alarms."""
 
@@ -126,24 +138,25 @@ class LossWatch:
                 self.versions[model_id] = (incarnation, version)
         return None
 
-    def knew(self, model_id: str) -> bool:
-        return model_id in self.versions
-
     def forget(self, model_id: str) -> None:
         self.versions.pop(model_id, None)
 
     # ------------------------------------------------------------------ checks
-    def judge(self, markers: dict[str, Marker]) -> str | None:
-        """Compare the markers just read with the ones seen; the cause of a loss, or None.
-        Remembers the markers it accepts (not the ones that show a loss, so that every later
-        check finds the loss again until it is acknowledged)."""
+    def judge(self, markers: dict[str, Marker]) -> Judgement:
+        """Compare the markers just read with the ones seen: the cause of a loss, or None, and
+        the markers to accept (not the ones that show a loss, so that every later check finds
+        the loss again until it is acknowledged).  Changes nothing this process remembers:
+        :meth:`accept` does, once the check's own write of the markers is in the store (a
+        clock remembered before its write failed would be later than the store's, a loss)."""
         self.next_check = time.monotonic() + CHECK_SECONDS
         causes = []
+        accepted = {}
+        adopted = False
         for key, marker in markers.items():
             seen = self.known.get(key)
             checked = replace(marker, clock=marker.now)
             if seen is None:
-                self.known[key] = checked
+                accepted[key] = checked
             elif marker.created:
                 causes.append(
                     f"the {self.store_name} store lost everything it held ({key} is gone: "
@@ -151,8 +164,8 @@ class LossWatch:
                 )
             elif marker.epoch != seen.epoch:
                 if marker.acknowledged and marker.clock >= seen.clock:
-                    self.known[key] = checked  # an operator acknowledged a loss meanwhile
-                    self.versions.clear()
+                    accepted[key] = checked  # an operator acknowledged a loss meanwhile
+                    adopted = True
                 else:
                     causes.append(
                         f"the {self.store_name} store was replaced or emptied (its epoch "
@@ -165,8 +178,14 @@ class LossWatch:
                     f"{seconds:.1f} s (restored from an older dump or file: {key})"
                 )
             else:
-                self.known[key] = checked
-        return "; ".join(causes) or None
+                accepted[key] = checked
+        return Judgement("; ".join(causes) or None, accepted, adopted)
+
+    def accept(self, judgement: Judgement) -> None:
+        """The markers of ``judgement`` are in the store: remember them."""
+        self.known.update(judgement.accepted)
+        if judgement.adopted_acknowledgement:
+            self.versions.clear()
 
     def raise_alarms(self, alarms: dict[str, str]) -> None:
         """The store's alarms become this process's (logged once each)."""

@@ -119,7 +119,9 @@ class RedisWatch(RedisEventMemory):
         if not self._checking.acquire(blocking=force):
             return
         try:
-            cause = self.watch.judge(self._read_markers(self._marker))
+            judgement = self.watch.judge(self._read_markers(self._marker))
+            self.watch.accept(judgement)  # the script moved the markers' clocks already
+            cause = judgement.cause
             if cause:
                 self.client.hsetnx(keys.ALARMS, STORE, cause)  # the first cause noticed stands
             alarms = self.client.hgetall(keys.ALARMS)

@@ -122,7 +122,7 @@ class SQLiteStore:
         #: for the models it uses: the base of a commit that writes only the changed chunks
         self._written: KnownStates[tuple[str, int, Encoded]] = KnownStates(max_known_models)
         #: the epoch marker's checks: a file replaced by an older copy answers 503
-        self.loss = SQLiteLossWatch(database.path, database.write)
+        self.loss = SQLiteLossWatch(database)
         self.watch = self.loss.watch
 
     @classmethod

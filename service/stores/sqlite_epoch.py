@@ -4,21 +4,40 @@ clock, in ms, of the last check), and the data directory a copy of the last one 
 accepted, ``aucstream.sqlite3.epoch``.  A database file replaced by an older copy (a backup
 restored) or by another file, while the service ran or between two runs, shows a marker that
 is missing, of another epoch or older than the copy: an alarm (table ``loss_alarms``) makes
-the store answer 503 until an operator acknowledges it."""
+the store answer 503 until an operator acknowledges it.
+
+The copy is what notices a restore between two runs (a process starting has seen nothing
+else); inside the database alone, an older file would bring its own older marker.  A process
+remembers a marker's clock, and copies it, only once the check's write of it is committed: a
+commit that fails (a full disk) leaves both where the database is.  The copy may lag behind
+the database (a full disk, two processes saving in turn), never run ahead of it; a lagging copy
+only narrows what a restart notices.  A full disk does not stop the checks: they read the
+marker as it stands (reads are served while writes answer 507)."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from service.stores.epoch import STORE, LossWatch, Marker, model_scope, new_epoch
-from service.stores.sqlite_file import PRIVATE_FILE_MODE
+from service.errors import StoreLostData
+from service.stores.epoch import (
+    ACKNOWLEDGE,
+    STORE,
+    LossWatch,
+    Marker,
+    model_scope,
+    new_epoch,
+)
+from service.stores.sqlite_file import PRIVATE_FILE_MODE, Database, is_disk_full
+
+logger = logging.getLogger("aucstream.store")
 
 TABLES = (
     "CREATE TABLE IF NOT EXISTS epoch_marker (id INTEGER PRIMARY KEY CHECK (id = 1), "
@@ -29,17 +48,22 @@ TABLES = (
 MARKER = "epoch_marker"
 
 
+def _sync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 class SQLiteLossWatch:
     """The checks of one process on one SQLite file (called by the store's methods)."""
 
-    def __init__(
-        self,
-        database_path: Path,
-        write: Callable[[], contextlib.AbstractContextManager[sqlite3.Connection]],
-    ) -> None:
+    def __init__(self, database: Database) -> None:
         self.watch = LossWatch("SQLite")
-        self.write = write  # the store's write transaction (context manager)
-        self.copy = Path(f"{database_path}.epoch")
+        self.database = database
+        self.copy = Path(f"{database.path}.epoch")
         self._checking = threading.Lock()
         try:  # what the last process accepted: a file restored since is noticed at start
             saved = json.loads(self.copy.read_text())
@@ -53,7 +77,10 @@ class SQLiteLossWatch:
         now = int(time.time() * 1000)
         row = db.execute("SELECT epoch, clock, acknowledged FROM epoch_marker").fetchone()
         if row is None or acknowledge:
-            clock = max(now, row[1] if row else 0)
+            # never before a clock this process saw (a wall clock set back): the other
+            # processes adopt an acknowledged epoch only if it is not older than what they saw
+            seen = self.watch.known.get(MARKER)
+            clock = max(now, row[1] if row else 0, seen.clock if seen else 0)
             epoch = new_epoch()
             db.execute(
                 "INSERT OR REPLACE INTO epoch_marker VALUES (1, ?, ?, ?)",
@@ -66,16 +93,29 @@ class SQLiteLossWatch:
         return Marker(epoch, clock, after, acknowledged=bool(acknowledged))
 
     def _save(self) -> None:
+        """Copy the marker accepted beside the database, durably (synced, renamed into place,
+        the rename synced); a copy that cannot be written (a full disk) is logged and left as
+        it was: it may lag behind the database, which costs nothing acknowledged."""
         marker = self.watch.known.get(MARKER)
         if marker is None:
             return
-        temporary = self.copy.with_suffix(".epoch.tmp")
-        # private as the database beside it (sqlite_file.PRIVATE_FILE_MODE), whatever the umask
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
-        with os.fdopen(descriptor, "w") as file:
-            os.fchmod(file.fileno(), PRIVATE_FILE_MODE)
-            file.write(json.dumps({"epoch": marker.epoch, "clock": marker.clock}))
-        os.replace(temporary, self.copy)
+        # one temporary file per process: two workers saving at once must not share one
+        temporary = self.copy.with_name(f"{self.copy.name}.{os.getpid()}.tmp")
+        try:
+            # private as the database beside it (PRIVATE_FILE_MODE), whatever the umask
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+            with os.fdopen(os.open(temporary, flags, PRIVATE_FILE_MODE), "w") as file:
+                os.fchmod(file.fileno(), PRIVATE_FILE_MODE)
+                file.write(json.dumps({"epoch": marker.epoch, "clock": marker.clock}))
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, self.copy)
+            _sync_directory(self.copy.parent)
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            full = " (disk full)" if error.errno == errno.ENOSPC else ""
+            logger.warning("cannot save the epoch marker's copy %s%s: %s", self.copy, full, error)
 
     def check(self, force: bool = False) -> None:
         if not (force or self.watch.due()):
@@ -83,31 +123,75 @@ class SQLiteLossWatch:
         if not self._checking.acquire(blocking=force):
             return
         try:
-            with self.write() as db:
-                cause = self.watch.judge({MARKER: self._tick(db)})
-                if cause:
-                    db.execute("INSERT OR IGNORE INTO loss_alarms VALUES (?, ?)", (STORE, cause))
-                alarms = dict(db.execute("SELECT scope, cause FROM loss_alarms"))
+            self.database.verify_file()  # also when the disk is full and nothing is written
+            try:
+                with self.database.write() as db:
+                    judgement = self.watch.judge({MARKER: self._tick(db)})
+                    if judgement.cause:
+                        db.execute(
+                            "INSERT OR IGNORE INTO loss_alarms VALUES (?, ?)",
+                            (STORE, judgement.cause),
+                        )
+                    alarms = dict(db.execute("SELECT scope, cause FROM loss_alarms"))
+            except sqlite3.Error as error:
+                if not is_disk_full(error):
+                    raise
+                alarms = self._check_without_writing()
+            else:  # committed: the marker's new clock is the store's
+                self.watch.accept(judgement)
+                if not alarms:
+                    self._save()
             self.watch.raise_alarms(alarms)
-            if not alarms:
-                self._save()
         finally:
             self._checking.release()
 
+    def _check_without_writing(self) -> dict[str, str]:
+        """The disk is full: the marker is judged as it stands (its clock not moved) and the
+        alarms read.  A loss found is raised in this process only; not accepting its marker,
+        the next check that can write finds it again and writes the alarm."""
+        with self.database.snapshot() as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+            row = None
+            if "epoch_marker" in tables:
+                row = db.execute("SELECT epoch, clock, acknowledged FROM epoch_marker").fetchone()
+            alarms: dict[str, str] = {}
+            if "loss_alarms" in tables:
+                alarms = dict(db.execute("SELECT scope, cause FROM loss_alarms"))
+        if row is None:
+            if MARKER not in self.watch.known:
+                return alarms  # a new file: its first check that can write makes the marker
+            marker = Marker("", 0, 0, created=True)
+        else:
+            epoch, clock, acknowledged = row
+            marker = Marker(epoch, clock, clock, acknowledged=bool(acknowledged))
+        judgement = self.watch.judge({MARKER: marker})
+        if judgement.cause:
+            alarms.setdefault(STORE, judgement.cause)
+        else:
+            self.watch.accept(judgement)  # the clock as stored: nothing is ahead of the file
+        return alarms
+
     def guard(self, model_id: str | None = None) -> None:
+        self.database.verify_file()
         self.check()
         self.watch.guard(model_id)
 
     def saw(self, model_id: str, incarnation: str, version: int) -> None:
         cause = self.watch.saw(model_id, incarnation, version)
         if cause is not None:
-            with self.write() as db:
-                for statement in TABLES:
-                    db.execute(statement)
-                db.execute(
-                    "INSERT OR IGNORE INTO loss_alarms VALUES (?, ?)",
-                    (model_scope(model_id), cause),
-                )
+            try:
+                with self.database.write() as db:
+                    for statement in TABLES:
+                        db.execute(statement)
+                    db.execute(
+                        "INSERT OR IGNORE INTO loss_alarms VALUES (?, ?)",
+                        (model_scope(model_id), cause),
+                    )
+            except sqlite3.Error as error:
+                if not is_disk_full(error):
+                    raise
+                # the version seen stays the higher one: a later read finds it again
+                raise StoreLostData(cause + ACKNOWLEDGE, headers={"Retry-After": "60"}) from None
             self.check(force=True)
             self.watch.guard(model_id)
 
@@ -125,7 +209,7 @@ class SQLiteLossWatch:
         self.check(force=True)
         with self._checking:
             acknowledged = dict(self.watch.alarms)
-            with self.write() as db:
+            with self.database.write() as db:
                 marker = self._tick(db, acknowledge=True)
                 db.execute("DELETE FROM loss_alarms")
             self.watch.acknowledged({MARKER: marker})

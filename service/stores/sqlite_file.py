@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from service.errors import InsufficientStorage, StoreUnavailable
+from service.errors import InsufficientStorage, StoreReplaced, StoreUnavailable
 
 logger = logging.getLogger("aucstream")
 T = TypeVar("T")
@@ -135,8 +135,30 @@ def _make_private_file(path: Path, *, create: bool = True) -> None:
         logger.warning("cannot make %s private (owned by another user)", path)
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``, None when there is none."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return status.st_dev, status.st_ino
+
+
 class StoreOpenError(RuntimeError):
     """The data directory or its database cannot be used (raised at start-up)."""
+
+
+#: SQLite's names of a write that found no space: the database or WAL file could not grow
+#: (``SQLITE_FULL``, what SQLite makes of ``ENOSPC``), or the WAL's shared-memory index could
+#: not (``SQLITE_IOERR_SHMSIZE``: SQLite writes into each new page of ``-shm`` before mapping
+#: it, and on a full file system that write is what fails)
+_DISK_FULL = ("SQLITE_FULL", "SQLITE_IOERR_SHMSIZE")
+#: the answer to a write when the disk is full (reads go on: they need no space)
+DISK_FULL = "the SQLite store's disk is full: nothing was written; retry once space is freed"
+
+
+def is_disk_full(error: sqlite3.Error) -> bool:
+    return str(getattr(error, "sqlite_errorname", "")).startswith(_DISK_FULL)
 
 
 def translated(method: Callable[..., T]) -> Callable[..., T]:
@@ -150,9 +172,16 @@ def translated(method: Callable[..., T]) -> Callable[..., T]:
         except sqlite3.Error as error:
             name = getattr(error, "sqlite_errorname", type(error).__name__)
             logger.warning("the SQLite store failed: %s (%s)", error, name)
-            if name.startswith("SQLITE_FULL"):
-                raise InsufficientStorage("the SQLite store's disk is full") from None
+            if is_disk_full(error):
+                raise InsufficientStorage(DISK_FULL) from None
             raise StoreUnavailable(f"the store (SQLite) failed ({name}); retry later") from None
+        except OSError as error:  # a file of the store's beside the database
+            logger.warning("the SQLite store failed: %s", error)
+            if error.errno == errno.ENOSPC:
+                raise InsufficientStorage(DISK_FULL) from None
+            raise StoreUnavailable(
+                f"the store (SQLite) failed ({error.strerror or error}); retry later"
+            ) from None
 
     return wrapper
 
@@ -166,6 +195,10 @@ class Database:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        #: (device, inode) of the file opened: another one at the path is not the store
+        self._identity: tuple[int, int] | None = None
+        #: why the file at the path is no longer the one opened (then every call is refused)
+        self.replaced: str | None = None
 
     @classmethod
     def open(
@@ -186,6 +219,7 @@ class Database:
         database = cls(directory / FILE_NAME, synchronous)
         try:
             _make_private_file(database.path)
+            database._identity = _identity(database.path)
             database._initialise()
         except (sqlite3.Error, OSError) as error:
             database.close()
@@ -228,6 +262,23 @@ class Database:
                         db.execute(statement)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
+    def verify_file(self) -> None:
+        """:class:`StoreReplaced` once the path names another file than the one opened (a
+        file renamed over it, or none): SQLite would go on writing into the file it has open,
+        which nobody will read again.  Reopening at the new file is not safe while connections
+        to the old one are in use: both would share the ``-wal`` and ``-shm`` files at the
+        path, and a WAL applied to another database corrupts it; a restart opens it cleanly
+        and checks its epoch marker."""
+        if self.replaced is None and _identity(self.path) != self._identity:
+            self.replaced = (
+                f"the SQLite file {str(self.path)!r} was replaced or removed while the service "
+                "ran (the path names another file than the one opened): nothing more is "
+                "written to or read from the old file; restart the service to open the new one"
+            )
+            logger.error("%s", self.replaced, extra={"fields": {"store_replaced": True}})
+        if self.replaced is not None:
+            raise StoreReplaced(self.replaced)
+
     def connection(self) -> sqlite3.Connection:
         """This thread's connection (an SQLite connection must not be used by two threads at
         the same time)."""
@@ -254,6 +305,8 @@ class Database:
         connection = self.connection()
         connection.execute("BEGIN IMMEDIATE")
         try:
+            # under the write lock, so nothing is acknowledged into a file no longer the store
+            self.verify_file()
             yield connection
             connection.execute("COMMIT")
         except BaseException:

@@ -347,14 +347,33 @@ def test_leaderboard_is_json_and_shows_effective_parameters():
     assert board["n_seen"] == 400 and board["window"] == 60 and board["evaluated_at"] == 400
     learners = [row["learner"] for row in board["candidates"]]
     assert learners == ["logistic", "ftrl_pauc", "boosted_embedded"]
+    # the parameters that differ from the learner's defaults (ftrl_pauc's alpha = 0 and
+    # scaling "none" do not)
     ftrl = board["candidates"][1]["params"]
-    assert (ftrl["alpha"], ftrl["beta"], ftrl["scaling"], ftrl["random_state"]) == (
-        0.0, 0.3, "none", 4,
-    )  # fmt: skip
-    assert ftrl["update_every"] == FTRL_PAUC_UPDATE_EVERY
+    assert ftrl == {"beta": 0.3, "random_state": 4, "update_every": FTRL_PAUC_UPDATE_EVERY}
     assert sum(row["leader"] for row in board["candidates"]) == 1
     assert all(0.0 <= row["window_pauc"] <= 1.0 for row in board["candidates"])
     assert "beta" not in board["candidates"][0]["params"]  # logistic's beta is no FPR
+
+
+def test_leaderboard_lists_the_same_parameters_when_every_one_is_explicit():
+    """A model read back from the store runs candidates whose every parameter is explicit
+    (service.engine.model.stored_params): its leaderboard lists what the model built from
+    its creation request lists, the parameters that differ from the defaults."""
+    X, y = stream(9)
+    created = make_learner("auto", pauc_range=[0.0, 0.3], random_state=4, **SMALL)
+    created.partial_fit(X, y)
+    explicit = [
+        {"learner": spec["learner"],
+         "params": learner_class(spec["learner"])(**spec["params"]).get_params()}
+        for spec in created.candidate_specs()
+    ]  # fmt: skip
+    stored = make_learner(
+        "auto", candidates=explicit, pauc_range=[0.0, 0.3], random_state=4, **SMALL
+    ).partial_fit(X, y)
+    shown = [row["params"] for row in created.leaderboard()["candidates"]]
+    assert [row["params"] for row in stored.leaderboard()["candidates"]] == shown
+    assert all(len(params) < 8 for params in shown)  # not every parameter
 
 
 def test_a_wrapped_pauc_learner_takes_the_model_s_range_too():

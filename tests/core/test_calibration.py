@@ -22,9 +22,10 @@ def platt_stream(seed, n=1200, slope=1.7, offset=-2.5, scale=1.0):
     return scores, labels, truth
 
 
-def naive_for(memory):
+def naive_for(memory, prior_strength=calibration.PRIOR_STRENGTH):
     return NaivePlatt(
         memory,
+        prior_strength=prior_strength,
         prior=calibration.PRIOR_CURVATURE,
         ridge=calibration.RIDGE,
         score_bound=calibration.SCORE_BOUND,
@@ -35,10 +36,14 @@ def naive_for(memory):
 
 @pytest.mark.parametrize("memory", [50, 2000, 1e9])
 @pytest.mark.parametrize("scale", [1e-3, 1.0, 300.0], ids=["tiny", "unit", "large"])
-def test_calibrator_agrees_with_the_naive_reference(memory, scale):
+@pytest.mark.parametrize("prior_strength", [calibration.PRIOR_STRENGTH, 0.0, 3.5])
+def test_calibrator_agrees_with_the_naive_reference(memory, scale, prior_strength):
     scores, labels, _ = platt_stream(1, scale=scale)
-    calibrator, naive = OnlineCalibrator(memory), naive_for(memory)
-    for start, stop in ((0, 1), (1, 250), (250, 777), (777, 1200)):  # uneven batches
+    calibrator = OnlineCalibrator(memory, prior_strength)
+    naive = naive_for(memory, prior_strength)
+    # uneven batches; the first ones of one class only (no evidence yet: the base rate)
+    labels[:20] = -1
+    for start, stop in ((0, 1), (1, 20), (20, 250), (250, 777), (777, 1200)):
         probabilities = calibrator.probabilities(scores[start:stop])
         expected = [naive.probability(s) for s in scores[start:stop]]
         np.testing.assert_allclose(probabilities, expected, rtol=1e-9, atol=1e-12)
@@ -49,6 +54,54 @@ def test_calibrator_agrees_with_the_naive_reference(memory, scale):
         upper = naive.curvature[np.triu_indices(2)]
         np.testing.assert_allclose(calibrator.curvature, upper, rtol=1e-9, atol=1e-12)
     assert calibrator.counters[0] == len(scores)
+    assert calibrator.labels.tolist() == [int((labels < 0).sum()), int((labels > 0).sum())]
+
+
+def test_probabilities_start_at_the_base_rate_and_grow_into_the_platt_fit():
+    """(calibration.8): before any label every score gets 1/2; with labels of one class only,
+    the running base rate whatever the score; then the Platt probability takes over as the
+    labels of both classes accumulate."""
+    scores, labels, _ = platt_stream(11, n=5000, slope=3.0, offset=-2.0)
+    extreme = np.array([-50.0, 0.0, 50.0])
+    calibrator, unshrunk = OnlineCalibrator(), OnlineCalibrator(prior_strength=0.0)
+    np.testing.assert_array_equal(calibrator.probabilities(extreme), 0.5)
+    np.testing.assert_allclose(unshrunk.probabilities(extreme), [0.0, 0.5, 1.0], atol=1e-20)
+    negatives = np.flatnonzero(labels < 0)[:30]
+    calibrator.update(scores[negatives], labels[negatives])
+    np.testing.assert_allclose(calibrator.probabilities(extreme), 0.5 / 31, rtol=1e-12)
+    gaps = []
+    for calibrator_fed in (10, 100, 1000, 5000):
+        shrunk, plain = OnlineCalibrator(), OnlineCalibrator(prior_strength=0.0)
+        shrunk.update(scores[:calibrator_fed], labels[:calibrator_fed])
+        plain.update(scores[:calibrator_fed], labels[:calibrator_fed])
+        gaps.append(np.abs(shrunk.probabilities(extreme) - plain.probabilities(extreme)).max())
+    assert gaps == sorted(gaps, reverse=True) and gaps[-1] < 0.05 < gaps[0]
+
+
+def test_the_early_probabilities_beat_the_unshrunk_ones_on_rare_positives():
+    """The case the shrinkage is for: a rare class, outlying scores among the first events.
+    Over the first 250 events the shrunk probabilities score better than the unshrunk ones
+    and no worse than the running base rate; over the whole stream as well as the unshrunk."""
+    rng = np.random.default_rng(12)
+    n = 20_000
+    scores = rng.standard_t(2, size=n)  # heavy tails: outliers early on
+    truth = 1.0 / (1.0 + np.exp(-(1.5 * np.tanh(scores) - 3.2)))
+    y = (rng.random(n) < truth).astype(np.int64)
+    served = {}
+    for name, strength in (("shrunk", calibration.PRIOR_STRENGTH), ("unshrunk", 0.0)):
+        calibrator, served[name] = OnlineCalibrator(prior_strength=strength), np.empty(n)
+        for start in range(0, n, 10):
+            served[name][start : start + 10] = calibrator.probabilities(scores[start : start + 10])
+            calibrator.update(scores[start : start + 10], 2 * y[start : start + 10] - 1)
+    early = slice(0, 250)
+    base = np.concatenate([[0.5], (np.cumsum(y)[:-1] + 0.5) / (np.arange(1, n) + 1.0)])
+
+    def brier(p, rows=slice(None)):
+        return float(np.mean((p[rows] - y[rows]) ** 2))
+
+    assert brier(served["shrunk"], early) < brier(served["unshrunk"], early)
+    assert brier(served["shrunk"], early) <= brier(base, early) + 0.005
+    assert brier(served["shrunk"]) <= brier(served["unshrunk"]) + 5e-4
 
 
 def test_rare_positives_and_extreme_scores_agree_with_the_reference():
@@ -95,7 +148,13 @@ def test_state_round_trip_is_bit_for_bit_and_resumes_identically():
         ("theta", np.array([1e300, 0.0])),
         ("curvature", np.array([1.0, 5.0, 1.0])),  # not positive semi-definite
         ("curvature", np.array([-1.0, 0.0, 1.0])),
-        ("parameters", np.array([1.0])),  # no discount at all: decay must be < 1
+        ("parameters", np.array([1.0, 20.0])),  # no discount at all: decay must be < 1
+        ("parameters", np.array([0.999, -1.0])),  # a negative prior strength
+        ("parameters", np.array([0.999, np.inf])),
+        ("parameters", np.array([0.999])),  # the state before the prior strength
+        ("labels", np.array([0, 1], dtype=np.int64)),  # more labels than events fed
+        ("labels", np.array([-1, 1], dtype=np.int64)),
+        ("labels", np.zeros(2)),  # float, not int64
         ("counters", np.array([-1], dtype=np.int64)),
         ("counters", np.array([2**62], dtype=np.int64)),
         ("curvature", np.array([1e300, 0.0, 1.0])),
@@ -150,7 +209,9 @@ def test_bad_input_is_refused():
         calibrator.update([0.1], [1, -1])
     with pytest.raises(ValueError):
         OnlineCalibrator(0.5)
-    assert calibrator.counters[0] == 0
+    with pytest.raises(ValueError):
+        OnlineCalibrator(prior_strength=-1.0)
+    assert calibrator.counters[0] == 0 and calibrator.labels.tolist() == [0, 0]
 
 
 def test_the_validated_path_gives_the_same_state():

@@ -153,8 +153,8 @@ def test_bad_hyper_parameters_are_typed_and_named(name, params, message):
 
 
 def test_every_learner_has_a_table_of_bad_parameters():
-    """Every registered learner, a new one included, has its rows (README, "Adding a learner");
-    a table for a name the registry does not know would check nothing."""
+    """Every registered learner, a new one included, has its rows (docs/learners.md, "How to
+    add a learner"); a table for a name the registry does not know would check nothing."""
     assert sorted(BAD_PARAMETERS) == sorted(NAMES)
     assert [name for name, rows in BAD_PARAMETERS.items() if not rows] == []
 

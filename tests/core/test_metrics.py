@@ -347,12 +347,6 @@ def test_invalid_fpr_range_raises_sklearn_style(alpha, beta, message):
 # PrequentialWindow
 
 
-def _metric_or_nan(function, *args):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UndefinedMetricWarning)
-        return function(*args)
-
-
 def _assert_same_metric(actual, expected):
     if math.isnan(expected):
         assert math.isnan(actual)

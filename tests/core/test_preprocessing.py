@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 from core.csr import CSRMatrix
-from core.preprocessing import check_scaling, initial_scaler_state, scale_batch
+from core.preprocessing import initial_scaler_state, scale_batch
 from core.validation import as_features
 
 N_FEATURES = 5
@@ -88,11 +88,6 @@ def test_standard_scaling_refuses_sparse_input_before_touching_statistics():
     with pytest.raises(ValueError, match="scaling='scale'"):
         scale_batch("standard", state, as_features(sp.csr_matrix(events(4))), learn=True)
     assert state["scaler_count"][0] == 0
-
-
-def test_unknown_scaling_is_named():
-    with pytest.raises(ValueError, match="'minmax'"):
-        check_scaling("minmax")
 
 
 def test_a_constant_feature_is_not_blown_up_by_scale_mode():

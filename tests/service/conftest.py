@@ -20,6 +20,9 @@ from loadtest.local import running_uvicorn
 from service.app import create_app
 from service.queue.worker import Worker
 from service.settings import Settings
+from service.stores.memory import MemoryStore
+from service.stores.redis import RedisStore
+from service.stores.sqlite import SQLiteStore
 from tests.conftest import EMPTY_REDIS
 
 STORES = ["memory", "redis", "redis_cluster", "sqlite"]
@@ -51,6 +54,21 @@ def redis_url(request, store_kind):
     return request.getfixturevalue(fixture) if fixture else None
 
 
+@pytest.fixture
+def store(store_kind, redis_url, data_dir):
+    """A store of each kind, empty (over the private Redis of a Redis kind)."""
+    if store_kind == "memory":
+        yield MemoryStore()
+    elif store_kind == "sqlite":
+        store = SQLiteStore.open(data_dir)
+        yield store
+        store.close()
+    else:
+        store = RedisStore.from_url(redis_url)
+        yield store
+        store.close()
+
+
 @contextlib.contextmanager
 def started_apps(**defaults) -> Iterator[Callable[..., TestClient]]:
     """``build(**settings)`` -> a started TestClient (lifespan runs) with ``defaults`` under
@@ -58,8 +76,11 @@ def started_apps(**defaults) -> Iterator[Callable[..., TestClient]]:
     clients: list[TestClient] = []
 
     def build(**overrides) -> TestClient:
-        # kernels compile on first use in tests
-        settings = Settings(**{"warmup": False, **defaults, **overrides})
+        # kernels compile on first use in tests; the history's catch-up timer writes points
+        # (new versions) when a test moves the engine's clock on a minute, so it is slowed
+        # down unless a test turns it on (tests/service/test_history_catch_up.py)
+        values = {"warmup": False, "history_catch_up_seconds": 3600.0, **defaults, **overrides}
+        settings = Settings(**values)
         client = TestClient(create_app(settings))
         client.__enter__()
         clients.append(client)
@@ -113,6 +134,7 @@ def make_worker(any_redis):
             "worker_lease_ms": 2000,
             "worker_claim_min_idle_ms": 200,
             "worker_batch_entries": 4,
+            "history_catch_up_seconds": 3600.0,
             **overrides,
         }
         worker = Worker(Settings(redis_url=any_redis, worker_name=name, **values))
@@ -184,6 +206,7 @@ WORKER_ENV = {
     "AUCSTREAM_WORKER_DISCOVER_SECONDS": "0.2",
     "AUCSTREAM_WORKER_BATCH_ENTRIES": "3",
     "AUCSTREAM_LOG_FORMAT": "json",
+    "AUCSTREAM_HISTORY_CATCH_UP_SECONDS": "3600",  # as live_server's
 }
 
 
@@ -224,7 +247,9 @@ def live_server(
     leaving (loadtest.local.running_uvicorn): no warm-up, ``store`` (None: the settings' own
     choice) and ``settings``; its output discarded and its errors piped (a failed start
     reports them) unless ``options`` redirect them."""
-    env = {**os.environ, "AUCSTREAM_WARMUP": "false"}
+    # the history's catch-up timer slowed down as in started_apps: its commits would change a
+    # model's version while a test waits for the one its last batch got
+    env = {**os.environ, "AUCSTREAM_WARMUP": "false", "AUCSTREAM_HISTORY_CATCH_UP_SECONDS": "3600"}
     if store is not None:
         env["AUCSTREAM_STORE"] = store
     return running_uvicorn(

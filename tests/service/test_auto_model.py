@@ -201,3 +201,32 @@ def test_a_stored_tournament_keeps_every_candidate_parameter_when_a_default_chan
     np.testing.assert_array_equal(
         loaded.learner.prequential_step(X_next, y_next), reference.prequential_step(X_next, y_next)
     )
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite", "redis"], indirect=True)
+def test_the_leaderboard_lists_the_same_parameters_after_a_restart(make_client):
+    """Before a restart the tournament runs from the creation request (a few parameters
+    named), after it from the stored configuration (every parameter named): the leaderboard
+    (and the dashboard's table of it) lists the parameters that differ from each learner's
+    defaults both times."""
+    first = make_client()
+    response = first.post("/v1/models", json={"id": "m", "n_features": 5})
+    assert response.status_code == 201, response.text
+    X, y = make_stream(300, seed=7)
+    assert first.post("/v1/models/m/events", json=events_json(X, y)).status_code == 200
+    before = first.get("/v1/models/m/metrics").json()["leaderboard"]["candidates"]
+    first.__exit__(None, None, None)
+
+    second = make_client()  # a new process: the model is read back from the store
+    after = second.get("/v1/models/m/metrics").json()["leaderboard"]["candidates"]
+    assert [c["params"] for c in after] == [c["params"] for c in before]
+    stored = second.get("/v1/models/m").json()["config"]["params"]["candidates"]
+    for shown, candidate in zip(after, stored, strict=True):
+        defaults = learner_class(candidate["learner"])().get_params()
+        assert set(shown["params"]) < set(candidate["params"])  # not every parameter
+        for key, value in candidate["params"].items():
+            default = defaults[key]
+            if isinstance(default, tuple):  # a default (0.0, 0.1) is stored as [0.0, 0.1]
+                default = list(default)
+            same = value == default
+            assert (key in shown["params"]) == (not same), (candidate["learner"], key)

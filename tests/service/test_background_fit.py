@@ -4,13 +4,15 @@ learning with the recorded fit points gives again, and ``/score`` answering whil
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 import numpy as np
 
+from core.boosted_trees import EnsembleParams
 from core.learners.boosted_embedded import learn_with_fit_points
-from service.engine.fit_process import FitProcess
+from service.engine.fit_process import NICENESS, FitProcess
 from tests.core.test_boosted_embedded import xor_stream
 from tests.service.conftest import create_model, events_json
 
@@ -107,3 +109,27 @@ def test_queue_mode_fits_in_the_worker(make_app, make_worker):
         stop.set()
         thread.join()
     assert app.app.state.refitter.installed == 0  # the HTTP process never writes in queue mode
+
+
+def test_the_fit_process_runs_at_niceness_10_exactly():
+    """It ran at 19: the refitter's thread, lowered to 10, started it, and it added 10 more."""
+    start = os.getpriority(os.PRIO_PROCESS, 0)  # a test run under nice keeps its own
+    seen: dict[str, int] = {}
+
+    def as_the_refitter() -> None:
+        # as the refitter's thread (service/engine/refit.py), which starts the process
+        thread = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread, max(start, NICENESS))
+        fitter = FitProcess()
+        try:
+            X, y = xor_stream(200, seed=1)
+            assert fitter.fit(X, y, EnsembleParams(2, 4, 0.3, 5, 0.0, 0))  # it ran its main
+            assert fitter._process is not None
+            seen["child"] = os.getpriority(os.PRIO_PROCESS, fitter._process.pid)
+        finally:
+            fitter.close()
+
+    worker = threading.Thread(target=as_the_refitter)
+    worker.start()
+    worker.join()
+    assert seen["child"] == max(start, NICENESS)

@@ -69,7 +69,7 @@ def test_help_texts_are_clean():
                             ("--log-level", "info")):  # fmt: skip
         assert option in serve and f"(default: {default})" in " ".join(serve.split())
     replay = " ".join(aucstream("replay", "--help").stdout.split())
-    for text in ("--missing {error,zero,drop}", "--drop-non-numeric", "--id-column", "--save",
+    for text in ("--missing {refuse,zero,mean}", "--drop-non-numeric", "--id-column", "--save",
                  "dense up to 1,000 features", "(default: 1000)"):  # fmt: skip
         assert text in replay
 

@@ -255,5 +255,5 @@ def test_problem_types_are_pinned():
         "insufficient-storage": 507, "unsupported-media-type": 415, "store-unavailable": 503,
         "replicas-unconfirmed": 503, "store-lost-data": 503, "streams-full": 503,
         "warming-up": 503, "contention": 503, "corrupt-state": 500, "request-timeout": 408,
-        "client-closed-request": 499,
+        "client-closed-request": 499, "host-not-allowed": 400,
     }  # fmt: skip

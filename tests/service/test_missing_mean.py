@@ -1,8 +1,8 @@
 """``missing_values: "mean"``: a dense model reads a missing value as the feature's mean over
 the values present in the events learned before it (0 while there is none), as of the event's
 own position, so that one batch and the same events one at a time learn the same state bit
-for bit; scoring fills with the current mean and changes nothing; the sums and counts behind
-the means are committed with the model (every store, snapshots, the queue worker)."""
+for bit; scoring fills with the current mean and changes nothing; the means and the counts
+behind them are committed with the model (every store, snapshots, the queue worker)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
+from core.validation import FEATURE_BOUND
 from service.stream.protocol import encode_binary_rows
 from tests.service.conftest import (
     CLOCK_ARRAYS,
@@ -29,25 +30,27 @@ from tests.service.test_uvicorn import uvicorn_server
 #: arrays that hold wall-clock times (the rate counters): they differ between two models
 
 
-def naive_fill(X_with_nan: np.ndarray, sums=None, counts=None):
+def naive_fill(X_with_nan: np.ndarray, means=None, counts=None):
     """The reference, one event and one feature at a time in plain Python: each missing
-    value is the mean of the values present before it (0 when none is); returns the filled
-    events and the final sums and counts."""
+    value is the running mean of the values present before it (0 when none is), each present
+    value moving it by ``(value - mean) / count`` within the feature bound; returns the
+    filled events and the final means and counts."""
     n_features = X_with_nan.shape[1]
-    sums = [0.0] * n_features if sums is None else list(sums)
+    means = [0.0] * n_features if means is None else list(means)
     counts = [0] * n_features if counts is None else list(counts)
     filled = []
     for row in X_with_nan.tolist():
         out = []
         for column, value in enumerate(row):
             if value != value:  # NaN: missing
-                out.append(sums[column] / counts[column] if counts[column] else 0.0)
+                out.append(means[column])
             else:
                 out.append(value)
-                sums[column] += value
                 counts[column] += 1
+                mean = means[column] + (value - means[column]) / counts[column]
+                means[column] = min(max(mean, -FEATURE_BOUND), FEATURE_BOUND)
         filled.append(out)
-    return np.array(filled), np.array(sums), np.array(counts, dtype=np.int64)
+    return np.array(filled), np.array(means), np.array(counts, dtype=np.int64)
 
 
 def _snapshot_arrays(client, model_id: str) -> dict[str, np.ndarray]:
@@ -71,7 +74,7 @@ def _holes_as_nan(n_events: int, seed: int = 3):
 
 def test_mean_policy_learns_what_a_naive_per_event_fill_gives(client):
     body, with_nan, y = _holes_as_nan(120)
-    filled, sums, counts = naive_fill(with_nan)
+    filled, means, counts = naive_fill(with_nan)
     create_model(client, "mean", missing_values="mean", **LINEAR)
     create_model(client, "filled", **LINEAR)
     learned = client.post("/v1/models/mean/events", json=body)
@@ -80,9 +83,9 @@ def test_mean_policy_learns_what_a_naive_per_event_fill_gives(client):
     probe = make_stream(20, seed=9)[0]
     assert _scores(client, "mean", probe) == _scores(client, "filled", probe)
     arrays = _snapshot_arrays(client, "mean")
-    assert arrays["missing:sums"].tobytes() == sums.tobytes()
+    assert arrays["missing:means"].tobytes() == means.tobytes()
     assert arrays["missing:counts"].tobytes() == counts.tobytes()
-    assert "missing:sums" not in _snapshot_arrays(client, "filled")  # only under mean
+    assert "missing:means" not in _snapshot_arrays(client, "filled")  # only under mean
 
 
 def test_one_batch_equals_the_same_events_one_at_a_time_and_in_uneven_requests(client):
@@ -112,7 +115,7 @@ def test_scoring_fills_with_the_current_mean_and_changes_nothing(client):
     body, with_nan, y = _holes_as_nan(60)
     create_model(client, "mean", missing_values="mean", **LINEAR)
     client.post("/v1/models/mean/events", json=body)
-    _, sums, counts = naive_fill(with_nan)
+    _, means, _ = naive_fill(with_nan)
     before = client.get("/v1/models/mean").json()["version"]
     snapshot = _snapshot_arrays(client, "mean")
     probe = make_stream(4, seed=11)[0]
@@ -122,7 +125,7 @@ def test_scoring_fills_with_the_current_mean_and_changes_nothing(client):
     assert scored.status_code == 200, scored.text
     explicit = probe.copy()
     for row in range(4):
-        explicit[row, row] = sums[row] / counts[row]
+        explicit[row, row] = means[row]
     assert scored.json()["scores"] == _scores(client, "mean", explicit)
     assert client.get("/v1/models/mean").json()["version"] == before
     after = _snapshot_arrays(client, "mean")
@@ -137,7 +140,7 @@ def test_the_means_round_trip_through_a_snapshot_and_corrupt_ones_are_refused(cl
     assert put_snapshot(client, "copy", exported, replace=False).status_code == 201
     manifest, arrays = read_snapshot(exported)
     copied = _snapshot_arrays(client, "copy")
-    for name in ("missing:sums", "missing:counts"):
+    for name in ("missing:means", "missing:counts"):
         assert copied[name].tobytes() == arrays[name].tobytes()
     more, _, _ = _holes_as_nan(30, seed=8)
     for event in more["events"]:
@@ -147,16 +150,74 @@ def test_the_means_round_trip_through_a_snapshot_and_corrupt_ones_are_refused(cl
     probe = make_stream(10, seed=2)[0]
     assert _scores(client, "mean", probe) == _scores(client, "copy", probe)
 
+    counts = arrays["missing:counts"]
     corrupt = {
-        "missing:counts": arrays["missing:counts"] + 10**6,  # more than the events learned
-        "missing:sums": np.full(5, np.nan),
+        "missing:counts": counts + 10**6,  # more than the events learned
+        "missing:means": np.full(5, np.nan),
     }
-    for name, value in corrupt.items():
+    beyond = np.where(np.arange(5) == 1, 2 * FEATURE_BOUND, arrays["missing:means"])
+    no_count = np.where(np.arange(5) == 2, 0, counts)  # a mean of no value is 0
+    cases = [*corrupt.items(), ("missing:means", beyond)]
+    for name, value in cases:
         bad = write_snapshot(manifest, {**arrays, name: value})
         response = put_snapshot(client, "bad", bad, replace=False)
         assert response.status_code == 422, response.text
         assert response.json()["field"] == name
+    response = put_snapshot(client, "bad", write_snapshot(manifest, {**arrays,
+                            "missing:counts": no_count}), replace=False)  # fmt: skip
+    assert response.status_code == 422 and response.json()["field"] == "missing:means"
     assert client.get("/v1/models/bad").status_code == 404
+
+
+def test_a_state_of_the_earlier_layout_of_sums_is_refused_naming_it(client):
+    """The earlier layout kept sums (``missing:sums``), which could round past the feature
+    bound times the count; such a state is refused, not read as fresh means."""
+    body, with_nan, _ = _holes_as_nan(40)
+    create_model(client, "mean", missing_values="mean", **LINEAR)
+    client.post("/v1/models/mean/events", json=body)
+    manifest, arrays = read_snapshot(client.get("/v1/models/mean/snapshot").content)
+    _, means, counts = naive_fill(with_nan)
+    earlier = {name: value for name, value in arrays.items() if name != "missing:means"}
+    earlier["missing:sums"] = means * counts
+    response = put_snapshot(client, "old", write_snapshot(manifest, earlier), replace=False)
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["field"] == "missing:sums"
+    assert "earlier layout" in problem["detail"] and "missing:means" in problem["detail"]
+    without = {name: value for name, value in arrays.items() if name != "missing:means"}
+    response = put_snapshot(client, "old", write_snapshot(manifest, without), replace=False)
+    assert response.status_code == 422 and response.json()["field"] == "missing:means"
+    assert client.get("/v1/models/old").status_code == 404
+
+
+def test_a_mean_of_values_at_the_bound_stays_within_it_and_the_model_goes_on(client):
+    """200 events whose first feature is the bound itself, then one where it is missing: a
+    sum divided by the count rounded past the bound (the score and the learn were refused,
+    then every load of the model failed); a running mean stays at the bound, the null is
+    filled with it, and the model answers everything, its snapshot included, on every
+    store."""
+    create_model(client, "edge", n_features=2, missing_values="mean", **LINEAR)
+    create_model(client, "given", n_features=2, **LINEAR)
+    at_bound = [{"x": [FEATURE_BOUND, float(i % 3)], "y": i % 2} for i in range(200)]
+    for model_id in ("edge", "given"):
+        assert (
+            client.post(f"/v1/models/{model_id}/events", json={"events": at_bound}).status_code
+            == 200
+        )
+    scored = client.post("/v1/models/edge/score", json={"events": [{"x": [None, 1.0]}]})
+    assert scored.status_code == 200, scored.text
+    assert scored.json()["scores"] == _scores(client, "given", np.array([[FEATURE_BOUND, 1.0]]))
+    learned = client.post("/v1/models/edge/events", json={"events": [{"x": [None, 1.0], "y": 1}]})
+    assert learned.status_code == 200, learned.text
+    for path in ("", "/metrics", "/snapshot"):
+        assert client.get(f"/v1/models/edge{path}").status_code == 200, path
+    arrays = _snapshot_arrays(client, "edge")
+    assert arrays["missing:means"][0] == FEATURE_BOUND
+    assert arrays["missing:counts"].tolist() == [200, 201]
+    exported = client.get("/v1/models/edge/snapshot").content
+    assert put_snapshot(client, "edge-copy", exported, replace=False).status_code == 201
+    probe = make_stream(5, n_features=2, seed=1)[0]
+    assert _scores(client, "edge-copy", probe) == _scores(client, "edge", probe)
 
 
 def test_mean_on_a_sparse_model_leaves_the_feature_out_and_libsvm_is_refused(client):
@@ -242,8 +303,8 @@ def test_stream_learn_and_score_messages_fill_with_the_mean(server):
             assert reply.get("learned") == 30, reply
             asked = {"seq": 2, "op": "score", "events": [{"x": [None, 1, 2, 3, 4]}]}
             [scored] = exchange(ws, orjson.dumps(asked).decode())
-        _, sums, counts = naive_fill(with_nan)
-        with_the_mean = {"events": [{"x": [sums[0] / counts[0], 1, 2, 3, 4]}]}
+        _, means, _ = naive_fill(with_nan)
+        with_the_mean = {"events": [{"x": [means[0], 1, 2, 3, 4]}]}
         explicit = http.post("/v1/models/mean/score", json=with_the_mean)
         assert scored["scores"] == explicit.json()["scores"], scored
         # binary frames carry NaN: one message per event, learned as one batch by the session
@@ -272,7 +333,8 @@ def test_an_absent_name_of_a_named_dense_model_is_filled_with_the_mean(client):
     ]
     learned = client.post("/v1/models/named/events", json={"events": events})
     assert learned.status_code == 200 and learned.json()["learned"] == 4, learned.text
-    filled = [[12.5, 2, 3], [4.0, 2.0, 22], [7.0, 2.0, 9], [(12.5 + 4.0 + 7.0) / 3, 4, 1]]
+    filled = naive_fill(np.array([[12.5, 2, 3], [4.0, np.nan, 22], [7.0, np.nan, 9],
+                                  [np.nan, 4, 1]]))[0]  # fmt: skip
     client.post("/v1/models/filled/events", json=events_json(np.array(filled), [1, 0, 1, 0]))
     probe = np.array([[1.0, 2.0, 3.0], [5.0, 0.5, 12.0]])
     assert _scores(client, "named", probe) == _scores(client, "filled", probe)

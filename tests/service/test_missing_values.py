@@ -47,6 +47,44 @@ def test_missing_values_are_refused_by_default_naming_event_and_feature(client):
     assert client.get("/v1/models/m").json()["counts"]["events_learned"] == 0
 
 
+def test_a_refused_missing_value_is_named_by_its_feature_name_in_every_form(client):
+    """A model with feature names names the missing feature by its name, whether the event
+    gives ``x`` by name or as a list, and a NaN of NPZ (or of a CSR body) is reported as a
+    missing value too, not as "NaN or infinity"."""
+    names = ["amount", "n_items", "hour"]
+    create_model(client, "named", n_features=3, feature_names=names, **LINEAR)
+    create_model(client, "sparse", n_features=3, feature_names=names, feature_mode="sparse",
+                 **LINEAR)  # fmt: skip
+    create_model(client, "plain", n_features=3, **LINEAR)
+    good = {"x": [1.0, 2.0, 3.0], "y": 1}
+    npz = {"content-type": "application/x-npz"}
+    with_nan = npz_bytes(X=np.array([[1.0, 2.0, 3.0], [4.0, np.nan, 6.0]]), y=np.array([1, 0]))
+    sparse_nan = npz_bytes(indptr=np.array([0, 2]), indices=np.array([0, 2]),
+                           data=np.array([1.0, np.nan]), y=np.array([1]))  # fmt: skip
+    named_null = {"json": {"events": [good, {"x": {"amount": 1, "n_items": None, "hour": 3}}]}}
+    listed_null = {"json": {"events": [good, {"x": [1, None, 3], "y": 0}]}}
+    sparse_null = {"json": {"events": [{"x": {"indices": [0, 2], "values": [1.0, None]}}]}}
+    sparse_named_null = {"json": {"events": [{"x": {"hour": None}, "y": 1}]}}
+    cases = [
+        ("named", named_null, "event 1: feature 'n_items' is missing (null)"),
+        ("named", listed_null, "event 1: feature 'n_items' is missing (null)"),
+        ("named", {"content": with_nan, "headers": npz}, "event 1: feature 'n_items' is missing"),
+        ("plain", {"content": with_nan, "headers": npz}, "event 1: feature 1 is missing (NaN)"),
+        ("sparse", sparse_null, "event 0: feature 'hour' is missing (null)"),
+        ("sparse", sparse_named_null, "event 0: feature 'hour' is missing (null)"),
+        ("sparse", {"content": sparse_nan, "headers": npz}, "event 0: feature 'hour' is missing"),
+    ]
+    for model_id, request, start in cases:
+        for path in ("events", "score"):
+            response = client.post(f"/v1/models/{model_id}/{path}", **request)
+            assert response.status_code == 422, (model_id, path, response.text)
+            detail = response.json()["detail"]
+            assert detail.startswith(start), (model_id, path, detail)
+            assert "missing_values 'refuse'" in detail, detail
+    for model_id in ("named", "sparse", "plain"):
+        assert client.get(f"/v1/models/{model_id}").json()["counts"]["events_learned"] == 0
+
+
 @pytest.mark.parametrize("n_events", [3, 200], ids=["small-body", "fast-path-size"])
 def test_zero_policy_learns_a_missing_value_as_0_over_json_and_ndjson(client, n_events):
     """Bit for bit what a model given the zeros learns, whatever the body's path."""

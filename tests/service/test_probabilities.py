@@ -69,6 +69,44 @@ def test_probabilities_are_the_calibrators_of_the_prequential_scores(client):
     state = calibration_arrays(client)
     np.testing.assert_allclose(state["theta"], calibrator.theta, rtol=1e-12, atol=1e-12)
     assert state["counters"][0] == 2300
+    fed = np.concatenate([y[:2000], y[2100:]])
+    assert state["labels"].tolist() == [int((fed == 0).sum()), int(fed.sum())]
+
+
+def test_a_new_model_answers_the_base_rate_until_it_has_seen_both_classes(client):
+    """(calibration.8) through the API: before any label every event gets 1/2, whatever its
+    score; with negatives only, their running base rate; with labels of both classes the
+    committed calibrator's Platt probability, shrunk toward the base rate by a weight that
+    grows with them."""
+    create_model(client, n_features=N_FEATURES)
+    X, y = stream(3000, seed=4)
+    X[:5] *= 40.0  # outlying features: margins far from 0
+
+    def served(rows):
+        body = events_json(X[rows])
+        response = client.post("/v1/models/m/score?probabilities=true&keep=false", json=body)
+        assert response.status_code == 200, response.text
+        return np.array(response.json()["scores"]), np.array(response.json()["probabilities"])
+
+    np.testing.assert_array_equal(served(slice(0, 5))[1], 0.5)
+    negatives = np.flatnonzero(y == 0)[:40]
+    assert client.post("/v1/models/m/events", json=events_json(X[negatives], y[negatives]))
+    np.testing.assert_allclose(served(slice(0, 5))[1], 0.5 / 41, rtol=1e-12)
+    weights = []
+    for start, stop in ((100, 400), (400, 3000)):
+        body = events_json(X[start:stop], y[start:stop])
+        assert client.post("/v1/models/m/events", json=body).status_code == 200
+        scores, probabilities = served(slice(0, 5))
+        committed = calibration_arrays(client)
+        n_negative, n_positive = committed["labels"].tolist()
+        base_rate = (n_positive + 0.5) / (n_negative + n_positive + 1.0)
+        evidence = n_positive * n_negative / (n_positive + n_negative)
+        weights.append(evidence / (evidence + committed["parameters"][1]))
+        committed["parameters"] = np.array([committed["parameters"][0], 0.0])
+        platt = OnlineCalibrator.from_state(committed).probabilities(scores)
+        expected = weights[-1] * platt + (1.0 - weights[-1]) * base_rate
+        np.testing.assert_allclose(probabilities, expected, rtol=1e-12, atol=1e-15)
+    assert 0.0 < weights[0] < weights[1] < 1.0
 
 
 def test_calibrator_state_round_trips_bit_for_bit_through_a_snapshot(client):
@@ -80,7 +118,7 @@ def test_calibrator_state_round_trips_bit_for_bit_through_a_snapshot(client):
     exported = client.get("/v1/models/m/snapshot").content
     _, arrays = read_snapshot(exported)
     stored = calibration_arrays(client)
-    assert set(stored) == {"parameters", "theta", "curvature", "moments", "counters"}
+    assert set(stored) == {"parameters", "theta", "curvature", "moments", "counters", "labels"}
     for key, value in stored.items():
         assert arrays[CALIBRATION_PREFIX + key].tobytes() == value.tobytes(), key
     assert put_snapshot(client, "copy", exported, replace=False).status_code == 201
@@ -115,6 +153,8 @@ def test_a_state_without_its_calibrator_is_refused_naming_it(client):
         ("theta", np.array([np.nan, 0.0])),
         ("curvature", np.array([1.0, 5.0, 1.0])),
         ("moments", np.array([1.0, 0.0, -2.0])),
+        ("labels", np.array([5, 5], dtype=np.int64)),  # not the 300 events fed
+        ("parameters", np.array([0.999, -3.0])),
     ],
 )
 def test_a_corrupt_calibrator_in_a_snapshot_is_a_422_naming_it(client, key, value):

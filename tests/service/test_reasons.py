@@ -130,6 +130,29 @@ def test_a_hashed_model_names_its_columns_by_the_events_names(memory_client):
     assert ndjson_reasons(client, "hashed", 3, asked) == body["reasons"]
 
 
+def test_only_columns_that_contribute_are_reasons(memory_client):
+    """A hashed model padded an event's reasons with columns none of its names fell in, each
+    contributing 0 (their index as the feature); now fewer than k when fewer contribute."""
+    client = memory_client
+    create_model(
+        client, "sparse-reasons", n_features=64, feature_mode="hashed", learner="spam",
+        scaling="none",
+    )  # fmt: skip
+    events = [{"x": {"amount": 2.0, "new": True}, "y": 1}, {"x": {"age": 3.0}, "y": 0}] * 20
+    assert (
+        client.post("/v1/models/sparse-reasons/events", json={"events": events}).status_code == 200
+    )
+    asked = [{"x": {"amount": 1.5, "new": True}}, {"x": {"age": 1.0}}, {"x": {}}]
+    body = client.post("/v1/models/sparse-reasons/score?reasons=5", json={"events": asked}).json()
+    named = [[item["feature"] for item in reasons["contributions"]] for reasons in body["reasons"]]
+    assert sorted(named[0]) == ["amount", "new"] and named[1] == ["age"] and named[2] == []
+    for score, reasons in zip(body["scores"], body["reasons"], strict=True):
+        assert all(item["contribution"] != 0.0 for item in reasons["contributions"])
+        total = sum(item["contribution"] for item in reasons["contributions"])
+        assert total + reasons["others"] + reasons["baseline"] == pytest.approx(score, abs=1e-9)
+    assert ndjson_reasons(client, "sparse-reasons", 5, asked) == body["reasons"]
+
+
 @pytest.mark.parametrize("k", ["-1", "21", "two", "1.5", ""])
 def test_a_bad_k_is_a_422_naming_the_query(memory_client, k):
     client = memory_client

@@ -8,9 +8,7 @@ import pytest
 from service.errors import ModelChanged, ModelExists, ModelNotFound, StaleVersion
 from service.stores import keys
 from service.stores.base import Commit
-from service.stores.memory import MemoryStore
 from service.stores.redis import RedisStore
-from service.stores.sqlite import SQLiteStore
 
 
 def test_key_names_are_exact():
@@ -28,20 +26,6 @@ def test_key_names_are_exact():
     for impossible in ("a}b", "{a}", ""):  # no created model has such an id: not found
         with pytest.raises(ModelNotFound):
             keys.state(impossible)
-
-
-@pytest.fixture
-def store(store_kind, redis_url, data_dir):
-    if store_kind == "memory":
-        yield MemoryStore()
-    elif store_kind == "sqlite":
-        store = SQLiteStore.open(data_dir)
-        yield store
-        store.close()
-    else:
-        store = RedisStore.from_url(redis_url)
-        yield store
-        store.close()
 
 
 ARRAYS = {

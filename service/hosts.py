@@ -1,0 +1,181 @@
+"""Which ``Host`` a request may name: the defence against DNS rebinding.
+
+A page of ``http://evil.example:8000`` whose name the attacker then resolves to ``127.0.0.1``
+(or to any address the victim's browser reaches) is, for the browser, still the page's own
+origin: it may send any request to the server and read every answer, and its WebSocket
+handshake carries ``Origin: http://evil.example:8000`` with ``Host: evil.example:8000``, which
+match.  What gives it away is the name: the request's ``Host`` is the attacker's name, never one
+this server answers to.  So every HTTP request and WebSocket handshake must name one of
+
+* ``localhost`` (the loopback addresses are IP literals, below);
+* an IP address (``127.0.0.1``, ``[::1]``, ``10.0.0.5``): a name can be rebound, an address
+  cannot, and a browser sends an address as ``Host`` only to that very address.  This is why a
+  server bound to ``0.0.0.0`` answers requests made to any of its addresses, and one behind a
+  port mapping (a container reached through the host's address) the address the client used;
+* the address the connection was accepted on, as the ASGI server reports it (``scope["server"]``:
+  an address under uvicorn; the base URL's host for in-process clients such as Starlette's
+  ``TestClient``);
+* one of ``AUCSTREAM_ALLOWED_HOSTS``: exact names, ``*.example.com`` for the names under
+  ``example.com``, ``*`` for any (no check).  ``aucstream serve --host NAME`` adds ``NAME``.
+
+The port is not compared: a rebinding page has the server's port already.  A request without
+``Host`` passes (browsers always send one, and HTTP/1.0 clients may not).
+
+Anything else is a 400 problem+json (``host-not-allowed``) before any route runs, or, for a
+WebSocket handshake, a close with 1008 (policy violation) naming the host.  The check is one
+scan of the headers for ``Host`` and a set lookup of its raw value: the values accepted once
+are remembered (a bounded set).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+from service.errors import ServiceError
+
+#: names that always reach this machine's loopback
+LOOPBACK_NAMES = frozenset({"localhost"})
+
+#: most distinct accepted ``Host`` values remembered (``*.example.com`` admits any number)
+REMEMBERED_HOSTS = 256
+
+#: a host name: letters, digits, ``-``, ``_`` and dots (``_`` appears in container names)
+_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?$")
+
+
+class HostNotAllowed(ServiceError, status=400, title="Host not allowed"):
+    """The request's ``Host`` is not a name this server answers to (:mod:`service.hosts`)."""
+
+
+def host_name(header: str) -> str | None:
+    """The host of a ``Host`` value, lower case, without its port, brackets or trailing dot;
+    None when it is not ``host[:port]``."""
+    value = header.strip().lower()
+    if value.startswith("["):  # [IPv6]:port
+        address, bracket, rest = value[1:].partition("]")
+        if not bracket or (rest and not (rest[0] == ":" and rest[1:].isdigit())):
+            return None
+        return address
+    name, colon, port = value.rpartition(":")
+    if not colon:
+        name = value
+    elif not port.isdigit() or ":" in name:
+        return None
+    name = name.rstrip(".")
+    return name or None
+
+
+def is_address(name: str) -> bool:
+    """Whether ``name`` is an IPv4 or IPv6 address (not a name a resolver answers for)."""
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def allowed_host_entry(entry: str) -> str:
+    """An ``AUCSTREAM_ALLOWED_HOSTS`` entry in the form :class:`HostPolicy` compares (lower
+    case, an IPv6 address without brackets); ValueError naming a malformed one."""
+    normalized = entry.strip().lower().rstrip(".")
+    if normalized == "*":
+        return normalized
+    bare = normalized[1:-1] if normalized.startswith("[") and normalized.endswith("]") else None
+    if bare is not None and is_address(bare):
+        return bare
+    if is_address(normalized):
+        return normalized
+    name = normalized[2:] if normalized.startswith("*.") else normalized
+    if not _NAME.match(name):
+        raise ValueError(
+            f"AUCSTREAM_ALLOWED_HOSTS: {entry!r} is not a host name (a name such as "
+            "api.example.com, *.example.com for every name under it, an IP address, or * for "
+            "any; no scheme, port or path)"
+        )
+    return normalized
+
+
+class HostPolicy:
+    """The hosts a request may name (module docstring); ``allowed``: the normalized entries
+    of ``AUCSTREAM_ALLOWED_HOSTS``."""
+
+    def __init__(self, allowed: list[str]) -> None:
+        self.any = "*" in allowed
+        self.names = LOOPBACK_NAMES | {entry for entry in allowed if not entry.startswith("*.")}
+        #: ``.example.com`` for ``*.example.com``
+        self.suffixes = tuple(entry[1:] for entry in allowed if entry.startswith("*."))
+
+    def allows(self, name: str) -> bool:
+        """Whether a request naming the host ``name`` (:func:`host_name`) may be served on
+        any connection (the connection's own address is :class:`HostGuard`'s to compare)."""
+        return (
+            self.any
+            or name in self.names
+            or (bool(self.suffixes) and name.endswith(self.suffixes))
+            or is_address(name)
+        )
+
+
+def refusal_detail(host: str) -> str:
+    shown = host if len(host) <= 100 else host[:100] + "..."
+    return (
+        f"Host {shown!r} is not a name this server answers to: localhost, an IP address, or "
+        "one of AUCSTREAM_ALLOWED_HOSTS (a page whose name was rebound to this server's "
+        "address names itself)"
+    )
+
+
+class HostGuard:
+    """Pure ASGI middleware: HTTP requests and WebSocket handshakes whose ``Host`` the
+    ``policy`` refuses get a 400 problem+json, or a 1008 close, and reach no route;
+    ``on_refusal(error)`` is called with each refusal (to count it)."""
+
+    def __init__(self, app: Any, policy: HostPolicy, on_refusal: Any) -> None:
+        self.app = app
+        self.policy = policy
+        self.on_refusal = on_refusal
+        #: raw ``Host`` values already accepted: the usual request costs a set lookup
+        self.accepted: set[bytes] = set()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        kind = scope["type"]
+        if (kind == "http" or kind == "websocket") and not self.policy.any:
+            for header, value in scope["headers"]:
+                if header == b"host":
+                    if value not in self.accepted and not self._admits(value, scope):
+                        await self._refuse(value, scope, receive, send)
+                        return
+                    break
+        await self.app(scope, receive, send)
+
+    def _admits(self, value: bytes, scope: dict) -> bool:
+        name = host_name(value.decode("latin-1"))
+        if name is None:
+            return False
+        server = scope.get("server")
+        server_host = server[0].lower() if server and isinstance(server[0], str) else None
+        if not self.policy.allows(name):
+            return name == server_host  # not remembered: it holds for this connection only
+        if len(self.accepted) < REMEMBERED_HOSTS:
+            self.accepted.add(value)
+        return True
+
+    async def _refuse(self, value: bytes, scope: dict, receive: Any, send: Any) -> None:
+        error = HostNotAllowed(refusal_detail(value.decode("latin-1")))
+        self.on_refusal(error)
+        if scope["type"] == "websocket":
+            # as the stream's other refusals (service.stream.endpoint): accepted, then closed
+            # with the reason, which a browser's close event shows
+            await receive()  # websocket.connect
+            await send({"type": "websocket.accept"})
+            reason = error.detail.encode()[:123].decode(errors="ignore")
+            await send({"type": "websocket.close", "code": 1008, "reason": reason})
+            return
+        response = JSONResponse(
+            error.problem(), status_code=error.status, media_type="application/problem+json"
+        )
+        await response(scope, receive, send)

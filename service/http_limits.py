@@ -1,0 +1,124 @@
+"""uvicorn's HTTP protocol with a bound on a request's head: 431 past ``MAX_HEAD_BYTES``.
+
+uvicorn's httptools protocol has no limit on the request line and headers: httptools keeps
+appending to a header until its end arrives, so one 100 MB header held the worker for 50 s and
+120 MB of memory, and a 16 MB one was answered.  (uvicorn's ``h11_max_incomplete_event_size``
+bounds the h11 protocol only, which answers an oversized head with a plain 400.)
+
+:class:`HeadLimitedProtocol` counts the bytes received while a request's head is incomplete,
+and measures a head once its headers are parsed; past the bound it answers 431
+(problem+json) and closes the connection, without running the request: what is held is the
+bound plus one read of the socket.  ``aucstream serve`` runs uvicorn with it
+(``http=HeadLimitedProtocol``).  Heads within the bound cost one comparison (a head is
+measured only when the reads that carried it could hold more than the bound).
+
+A head that starts in a read which also ended the previous request (pipelining) is not cut
+off while incomplete until a later read, so it may grow by one read more before its 431.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import httptools
+import orjson
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+logger = logging.getLogger("aucstream.request")
+
+#: most bytes of a request line and its headers together (nginx: 4 x 8 KiB by default)
+MAX_HEAD_BYTES = 64 * 1024
+
+
+def _head_too_large_response() -> bytes:
+    body = orjson.dumps(
+        {
+            "type": "https://aucstream.dev/problems/request-head-too-large",
+            "title": "Request header fields too large",
+            "status": 431,
+            "detail": f"the request line and headers exceed {MAX_HEAD_BYTES} bytes",
+        }
+    )
+    head = (
+        "HTTP/1.1 431 Request Header Fields Too Large\r\n"
+        "content-type: application/problem+json\r\n"
+        f"content-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+HEAD_TOO_LARGE = _head_too_large_response()
+
+
+class HeadTooLarge(Exception):
+    """Raised by a parser callback to stop parsing a request whose head is over the bound."""
+
+
+class HeadLimitedProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, refusing a request head over ``MAX_HEAD_BYTES``."""
+
+    #: a request has begun whose headers have not all arrived
+    head_pending = False
+    #: bytes of that request received in earlier reads
+    head_bytes = 0
+    #: bytes of the read being parsed
+    read_bytes = 0
+    #: a request ended within the read being parsed
+    ended_in_read = False
+
+    def data_received(self, data: bytes) -> None:
+        # uvicorn's, with the head's bound; a request over it is answered here, not by
+        # uvicorn's generic 400 for a request it cannot parse
+        self._unset_keepalive_if_required()
+        self.ended_in_read = False
+        self.read_bytes = len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as error:
+            if isinstance(error.__context__, HeadTooLarge):
+                self.refuse_head()
+                return
+            logger.warning("Invalid HTTP request received.")
+            self.send_400_response("Invalid HTTP request received.")
+            return
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+            return
+        if self.head_pending and not self.ended_in_read:
+            # the whole read belongs to a head still incomplete: refused as soon as it is
+            # over the bound, without waiting for its end
+            self.head_bytes += len(data)
+            if self.head_bytes > MAX_HEAD_BYTES:
+                self.refuse_head()
+
+    def refuse_head(self) -> None:
+        self.head_pending = False
+        client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
+        logger.warning("%s sent a request head over %d bytes: 431", client, MAX_HEAD_BYTES)
+        self.transport.write(HEAD_TOO_LARGE)
+        self.transport.close()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.head_pending = True
+        self.head_bytes = 0
+
+    def on_headers_complete(self) -> None:
+        self.head_pending = False
+        # measured only when this read and the earlier ones could hold that much
+        if self.head_bytes + self.read_bytes > MAX_HEAD_BYTES and self.head_size() > MAX_HEAD_BYTES:
+            raise HeadTooLarge
+        super().on_headers_complete()
+
+    def head_size(self) -> int:
+        """Bytes of the request's head as parsed: its line and every header line."""
+        line = len(self.parser.get_method()) + len(self.url) + len(" HTTP/1.1\r\n") + 1
+        return line + sum(len(name) + len(value) + 4 for name, value in self.headers) + 2
+
+    def on_message_complete(self) -> None:
+        self.ended_in_read = True
+        super().on_message_complete()

@@ -22,7 +22,7 @@ def test_compile_kernels_runs_every_learner_the_metrics_and_regret_without_noise
         # that no solver rightly warns that w = 0 minimises its surrogate
         warnings.simplefilter("error")
         timings = compile_kernels(lambda name, seconds: reported.append(name))
-    assert set(timings) == set(available_learners()) | {"default", "metrics", "regret", "tree"}
+    assert set(timings) == set(available_learners()) | {*READY_GROUPS, DEFAULT_REST, TREE}
     assert reported == list(timings) == kernel_groups()  # one call per group, as it finishes
     assert kernel_groups()[: len(READY_GROUPS) + 2] == [*READY_GROUPS, DEFAULT_REST, TREE]
     assert all(seconds >= 0 for seconds in timings.values())

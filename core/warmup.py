@@ -6,14 +6,17 @@ milliseconds.  The Docker build runs :func:`compile_kernels` so containers start
 
 The kernels come in groups (:func:`kernel_groups`), in the order the service runs them: first
 :data:`READY_GROUPS` -- the default path, i.e. what a model created over HTTP with no
-parameters runs (``auto``'s default tournaments at the scalings ``"scaling": "auto"`` resolves
-to), the metrics and the regret window (whose hindsight solve took 25-43 s on the first
-``/metrics`` when it was left out) -- after which the service is ready; then the tree
+parameters but its width runs (``auto``'s default tournament on dense events under the
+``standard`` scaling ``"scaling": "auto"`` resolves to for them), the metrics and the regret
+window (whose hindsight solve took 25-43 s on the first ``/metrics`` when it was left out) --
+after which the service is ready; then the rest of the default path (the tournament of models
+wider than ``WIDE_FEATURES``, and the ``scale`` scaling of sparse and hashed models), the tree
 embedding (a grown tree's kernels, and the import of scikit-learn's trees and
 imbalanced-learn's SMOTE that the first tree fit of a process pays), then every learner in its
 dense and sparse forms under every scaling.  :class:`KernelReadiness` records which groups a
-process has run, for the service to refuse only the requests whose kernels are not ready yet
-(:func:`groups_for` names them).
+process has run and how long they took, for the service to refuse only the requests whose
+kernels are not ready yet (:func:`groups_for` names them) and to tell how far the warm-up is
+(:meth:`KernelReadiness.progress`).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from core.learners.boosted_embedded import BoostedEmbedded, background_fits
 from core.learners.tree_embedded import TreeEmbedded
 from core.metrics.calibration import OnlineCalibrator
 from core.metrics.drift import DriftDetector
-from core.regret import RegretWindow, learner_inputs
+from core.regret import RegretWindow
 from core.tree_embedding import fit_tree
 from core.validation import FEATURE_BOUND
 
@@ -49,6 +52,8 @@ from core.validation import FEATURE_BOUND
 DEFAULT_PATH = "default"
 #: the groups after which the service answers: the default path, the metrics, the regret window
 READY_GROUPS = (DEFAULT_PATH, "metrics", "regret")
+#: the rest of the default path, first after ready: the wide tournament, the ``scale`` scaling
+DEFAULT_REST = "default_wide_sparse"
 #: the group of a grown tree embedding (its kernels, and its libraries' import)
 TREE = "tree"
 #: the learners the default path runs: ``auto``, its default candidates (narrow and wide
@@ -56,6 +61,8 @@ TREE = "tree"
 DEFAULT_PATH_LEARNERS = frozenset(
     {"auto", "logistic", "ftrl_pauc", "boosted_embedded", "tree_embedded", "pmb"}
 )
+#: the learners of the default path only the wide tournament runs (:data:`DEFAULT_REST`)
+WIDE_PATH_LEARNERS = frozenset({"pmb"})
 #: the scalings ``"scaling": "auto"`` resolves to (dense; sparse and hashed models)
 DEFAULT_SCALINGS = frozenset({"standard", "scale"})
 
@@ -119,17 +126,34 @@ def _compile_learner(name: str, X: np.ndarray, sparse: CSRMatrix, y: np.ndarray)
 
 
 def _compile_default_path(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
-    """``auto`` as a model created over HTTP with no parameters runs it (drift tracking on,
-    the scaling ``"auto"`` resolves to): the default tournament of a model of this width and
-    that of models wider than ``WIDE_FEATURES``, each on dense and on CSR events."""
+    """``auto`` as a model created over HTTP with no parameters but its width runs it (drift
+    tracking on, dense events, the ``standard`` scaling ``"auto"`` resolves to for them): the
+    default tournament of a model no wider than ``WIDE_FEATURES``.  Two thirds of what the
+    whole default path used to compile before ready."""
+    _exercise_auto([(None, "standard", X)], y)
+
+
+def _compile_default_rest(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
+    """The rest of the default path: the tournament of models wider than ``WIDE_FEATURES``,
+    and the ``scale`` scaling of sparse and hashed models (on CSR and dense events)."""
     wide = list(default_candidates(WIDE_FEATURES + 1, track_drift=True))
+    _exercise_auto(
+        [(None, "scale", sparse), (None, "scale", X), (wide, "standard", X),
+         (wide, "scale", sparse), (wide, "scale", X)],
+        y,
+    )  # fmt: skip
+
+
+def _exercise_auto(
+    runs: list[tuple[list | None, str, np.ndarray | CSRMatrix]], y: np.ndarray
+) -> None:
+    """``auto`` with drift tracking, for each ``(candidates, scaling, events)`` of ``runs``."""
     # the boosted candidate's fits (scikit-learn's import) belong to the tree group
     with background_fits():
-        for candidates in (None, wide):
-            for scaling, batch in (("standard", X), ("scale", sparse), ("scale", X)):
-                learner = make_learner("auto", candidates=candidates, track_drift=True,
-                                       scaling=scaling)  # fmt: skip
-                _exercise(learner, batch, y, AUTO_ROUNDS)
+        for candidates, scaling, batch in runs:
+            learner = make_learner("auto", candidates=candidates, track_drift=True,
+                                   scaling=scaling)  # fmt: skip
+            _exercise(learner, batch, y, AUTO_ROUNDS)
 
 
 def _compile_metrics(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
@@ -154,21 +178,21 @@ def _compile_metrics(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
 
 
 def _compile_regret(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
-    """The service's regret window: two rounds (dense and CSR inputs as a learner sees them)
-    and the report with its hindsight solve, as ``GET /v1/models/{id}/metrics`` computes it."""
-    learner = make_learner("spam", scaling="unit_norm")
+    """The service's regret window: two rounds recorded as the service records them (the
+    weights served before the round, the rows its kernel learned) and the report with its
+    hindsight solve, as ``GET /v1/models/{id}/metrics`` computes it.  The window's kernels see
+    dense rows whatever the learner (CSR rows are densified first), so the rounds come from
+    the default path's learner, whose kernels are loaded by now: another learner would compile
+    its own kernels before ready (``spam``'s took a third of this group)."""
+    learner = make_learner("auto", track_drift=True, scaling="standard")
+    learner.initialize(X.shape[1])
     window = RegretWindow(64, X.shape[1])
     half = len(y) // 2
-    rounds = ((X[:half], y[:half]), (sparse.take_rows(np.arange(half, len(y))), y[half:]))
-    for batch, labels in rounds:
-        weights = (
-            np.array(learner.coef_, dtype=np.float64, copy=True)
-            if learner.is_initialized
-            else np.zeros(X.shape[1])
-        )
-        inputs = learner_inputs(learner, batch)
-        scores = learner.prequential_step(batch, labels)
-        window.update(inputs, labels, scores, weights)
+    for batch, labels in ((X[:half], y[:half]), (X[half:], y[half:])):
+        weights = np.array(learner.coef_, dtype=np.float64)
+        with learner.recording_inputs() as inputs:
+            scores = learner.prequential_step(batch, labels)
+        window.update(np.array(inputs[0]), labels, scores, weights)
     window.summary(0.0, 0.1)
     window.summary(0.02, 0.5)
 
@@ -205,6 +229,7 @@ def _fit_tree() -> None:
 
 _SPECIAL_GROUPS: dict[str, Callable[[np.ndarray, CSRMatrix, np.ndarray], None]] = {
     DEFAULT_PATH: _compile_default_path,
+    DEFAULT_REST: _compile_default_rest,
     "metrics": _compile_metrics,
     "regret": _compile_regret,
     TREE: _compile_tree,
@@ -212,12 +237,13 @@ _SPECIAL_GROUPS: dict[str, Callable[[np.ndarray, CSRMatrix, np.ndarray], None]] 
 
 
 def kernel_groups() -> list[str]:
-    """Every group, in the order the service runs them: :data:`READY_GROUPS`, the tree, the
-    learners of the default path (each under every scaling), then the other learners."""
+    """Every group, in the order the service runs them: :data:`READY_GROUPS`, the rest of the
+    default path, the tree, the learners of the default path (each under every scaling), then
+    the other learners."""
     learners = available_learners()
     first = [name for name in learners if name in DEFAULT_PATH_LEARNERS]
     rest = [name for name in learners if name not in DEFAULT_PATH_LEARNERS]
-    return [*READY_GROUPS, TREE, *first, *rest]
+    return [*READY_GROUPS, DEFAULT_REST, TREE, *first, *rest]
 
 
 def compile_group(name: str) -> float:
@@ -264,24 +290,49 @@ def _learners_in(learner: str, params: Mapping[str, Any]) -> set[str]:
     return names
 
 
-def groups_for(learner: str, params: Mapping[str, Any], scaling: str) -> list[str]:
-    """The groups a model of ``learner`` with ``params`` and ``scaling`` needs: the default
-    path for an ``auto`` model whose learners are those of the default tournaments at a
-    default scaling, else each learner's own group (every scaling, the parameter variants);
-    the metrics and the regret window are ready before any model is served.  A tree candidate
-    grows its tree only after 2,000 events: the tree group is not waited for (it runs first
-    after the start)."""
+def groups_for(
+    learner: str, params: Mapping[str, Any], scaling: str, n_features: int | None = None
+) -> list[str]:
+    """The groups a model of ``learner`` with ``params``, ``scaling`` and ``n_features``
+    needs: for an ``auto`` model whose learners are those of the default tournaments at a
+    default scaling, the default path, and its rest unless the model is a dense one
+    (``standard``) no wider than ``WIDE_FEATURES``; else each learner's own group (every
+    scaling, the parameter variants).  The metrics and the regret window are ready before any
+    model is served.  A tree candidate grows its tree only after 2,000 events: the tree group
+    is not waited for (it runs early after the start)."""
     names = _learners_in(learner, params)
     if learner == "auto" and scaling in DEFAULT_SCALINGS and names <= DEFAULT_PATH_LEARNERS:
-        return [DEFAULT_PATH]
+        narrow = n_features is not None and n_features <= WIDE_FEATURES
+        narrow = narrow and not names & WIDE_PATH_LEARNERS
+        return [DEFAULT_PATH] if scaling == "standard" and narrow else [DEFAULT_PATH, DEFAULT_REST]
     return sorted(names)
+
+
+#: [CHOICE] CPU seconds each group took to compile with an empty cache on one core of the
+#: 2-core development machine (loadtest/README.md, "Start-up"): what the warm-up's estimate of
+#: the time left is scaled from.  Only their ratios matter; a group not listed counts
+#: :data:`TYPICAL_GROUP_SECONDS`.
+GROUP_CPU_SECONDS: dict[str, float] = {
+    DEFAULT_PATH: 35.0, "metrics": 2.0, "regret": 14.0, DEFAULT_REST: 17.0, TREE: 5.0,
+    "auto": 0.7, "boosted_embedded": 0.1, "ftrl_pauc": 0.3, "logistic": 0.1, "pmb": 0.1,
+    "tree_embedded": 7.0, "oam": 11.5, "opauc": 67.0, "poise": 0.1, "solam": 7.0, "spam": 8.0,
+    "spdam": 7.5, "svm_pauc": 0.1,
+}  # fmt: skip
+#: the CPU seconds of a group :data:`GROUP_CPU_SECONDS` does not list
+TYPICAL_GROUP_SECONDS = 5.0
+
+
+def group_cost(name: str) -> float:
+    """The relative cost of compiling group ``name`` (:data:`GROUP_CPU_SECONDS`)."""
+    return GROUP_CPU_SECONDS.get(name, TYPICAL_GROUP_SECONDS)
 
 
 class KernelReadiness:
     """Which groups of kernels a process still has to compile or load while its warm-up runs
     them one by one (:meth:`plan`, :meth:`next_group`, :meth:`finished`); a process that plans
     none has every group ready.  :meth:`missing` tells a request whether the groups it needs
-    are ready, and moves those that are not to the front of the queue.  Thread-safe."""
+    are ready, and moves those that are not to the front of the queue; :meth:`progress` tells
+    how far the warm-up is.  Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -290,17 +341,24 @@ class KernelReadiness:
         #: the group being compiled, None when none is
         self.compiling: str | None = None
         self.total = 0
+        self._started = time.monotonic()
+        self._group_started = self._started
+        #: seconds each group of the plan took, by name, as they finish
+        self.seconds: dict[str, float] = {}
 
     def plan(self, groups: Iterable[str]) -> None:
         """Groups to run, in order (those already run by this process are left out)."""
         with self._lock:
             self._queue = [name for name in groups if name not in self._done]
             self.total = len(self._queue)
+            self._started = time.monotonic()
+            self.seconds = {}
 
     def next_group(self) -> str | None:
         """The next group to run (now :attr:`compiling`); None when all are done."""
         with self._lock:
             self.compiling = self._queue.pop(0) if self._queue else None
+            self._group_started = time.monotonic()
             return self.compiling
 
     def finished(self, name: str) -> None:
@@ -308,6 +366,7 @@ class KernelReadiness:
         with self._lock:
             self._done.add(name)
             if self.compiling == name:
+                self.seconds[name] = time.monotonic() - self._group_started
                 self.compiling = None
 
     @property
@@ -326,6 +385,42 @@ class KernelReadiness:
             queued = [name for name in missing if name in self._queue]
             self._queue = queued + [name for name in self._queue if name not in queued]
             return missing
+
+    def progress(self, ready_groups: Iterable[str] = READY_GROUPS) -> dict[str, Any]:
+        """How far the warm-up is: groups done of the total, the group compiling, the seconds
+        so far, and estimates of the seconds left until ``ready_groups`` have run (0 once they
+        have) and until every group has.  An estimate is the typical cost of the groups still
+        to run (:data:`GROUP_CPU_SECONDS`) scaled by how long the groups done took against
+        their typical cost -- a warm cache or a fast machine shortens it, a busy one
+        lengthens it, as does a group running past its share -- and before any group is done,
+        by the typical costs as they are."""
+        with self._lock:
+            now = time.monotonic()
+            pending = ([self.compiling] if self.compiling else []) + self._queue
+            typical_done = sum(group_cost(name) for name in self.seconds)
+            seconds_done = sum(self.seconds.values())
+            scale = seconds_done / typical_done if typical_done > 0 else 1.0
+            in_progress = now - self._group_started if self.compiling else 0.0
+            if self.compiling:  # a group taking longer than its share: slower than thought
+                scale = max(
+                    scale,
+                    (seconds_done + in_progress) / (typical_done + group_cost(self.compiling)),
+                )
+            lefts = []
+            for name in pending:
+                left = group_cost(name) * scale
+                lefts.append(max(left - in_progress, 0.0) if name == self.compiling else left)
+            wanted = set(ready_groups)
+            last_wanted = max((i for i, name in enumerate(pending) if name in wanted), default=-1)
+            elapsed = now - self._started if self.total else 0.0
+            return {
+                "groups_done": self.total - len(pending),
+                "groups_total": self.total,
+                "compiling": self.compiling,
+                "elapsed_seconds": round(elapsed, 1),
+                "seconds_to_ready": round(sum(lefts[: last_wanted + 1]), 1),
+                "seconds_to_all": round(sum(lefts), 1),
+            }
 
 
 #: the kernel groups of this process (numba's compiled kernels are per process)

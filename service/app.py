@@ -14,7 +14,7 @@ import re
 import signal
 import threading
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TextIO
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -23,18 +23,19 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware import Middleware
 
-from service import fastlane
+from core.warmup import kernel_groups
+from service import fastlane, kernels
 from service import openapi as openapi_document
 from service.auth import require_api_key
 from service.body_guard import BodyGuard
 from service.deps import Services
 from service.engine import Engine
 from service.engine.refit import Refitter
-from service.errors import MalformedBody, ServiceError, StoreUnavailable, WarmingUp
+from service.errors import MalformedBody, ServiceError, StoreUnavailable
 from service.fastlane import LaneApp
 from service.hosts import HostGuard, HostPolicy
 from service.ingest.objects import json_error_detail
-from service.kernels import warm_up
+from service.kernels import progress_bar_stream, warm_up, warming_up
 from service.queue import StreamQueue
 from service.routers import dashboard, events, metrics, models, system
 from service.settings import Settings
@@ -152,7 +153,10 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         app.state.services = Services(app.state.engine, settings, telemetry, app.state.queue)
         app.state.warm = threading.Event()
         if settings.warmup:
-            threading.Thread(target=_warm, args=(app.state.warm,), daemon=True).start()
+            # planned before the thread starts: a /readyz meanwhile already counts the groups
+            kernels.readiness.plan(kernel_groups())
+            bar_stream = progress_bar_stream(settings.log_format, settings.workers)
+            threading.Thread(target=_warm, args=(app.state.warm, bar_stream), daemon=True).start()
         else:
             app.state.warm.set()
         # boosted ensembles are fitted by a thread of their own, off the request path (in
@@ -345,7 +349,8 @@ class HeadAsGet:
 
 class WarmGate:
     """Until the kernels of the default path, the metrics and the regret window are ready,
-    ``/v1`` requests get 503 ``warming-up`` (with Retry-After) instead of compiling kernels
+    ``/v1`` requests get 503 ``warming-up`` (with the warm-up's progress, and Retry-After its
+    estimate of the time left: :func:`service.kernels.warming_up`) instead of compiling kernels
     inside the request -- on the event loop for small bodies, which held ``/healthz`` for 23 s.
     Probes and ``/metrics`` pass.  Once ready, one attribute read per request; a model whose
     learner's kernels are still compiling in the background is refused where it is loaded
@@ -360,22 +365,17 @@ class WarmGate:
         if not self.open and scope["type"] == "http" and scope["path"].startswith("/v1/"):
             warm = getattr(self.owner.state, "warm", None)
             if warm is not None and not warm.is_set():
-                error = WarmingUp(
-                    "the kernels of the default path are still being compiled or loaded; "
-                    "retry when /readyz is 200",
-                    headers={"Retry-After": "5"},
-                )
-                await problem_response(error)(scope, receive, send)
+                await problem_response(warming_up())(scope, receive, send)
                 return
             self.open = warm is not None
         await self.app(scope, receive, send)
 
 
-def _warm(ready: threading.Event) -> None:
+def _warm(ready: threading.Event, bar_stream: TextIO | None) -> None:
     """The warm-up thread: ``ready`` is set once the default path's kernels are, and in any
     case when the warm-up ends."""
     try:
-        warm_up(ready)
+        warm_up(ready, bar_stream)
     except Exception:  # pragma: no cover - warm-up is an optimisation
         logger.exception("kernel warm-up failed")
     finally:

@@ -147,7 +147,16 @@ class StoreReplaced(StoreUnavailable, status=503, title="The store's file was re
 
 
 class WarmingUp(ServiceError, status=503, title="Warming up"):
-    """The process is still compiling / loading its kernels (``/readyz`` says so too)."""
+    """The process is still compiling / loading its kernels (``/readyz`` says so too);
+    ``warmup`` is how far it is (:meth:`core.warmup.KernelReadiness.progress`), a member of
+    the problem."""
+
+    def __init__(self, detail: str, *, warmup: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(detail, **kwargs)
+        self.warmup = warmup
+
+    def problem(self) -> dict[str, Any]:
+        return {**super().problem(), "warmup": self.warmup}
 
 
 class Contention(ServiceError, status=503, title="Too much write contention"):

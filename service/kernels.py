@@ -22,13 +22,18 @@ import functools
 import gc
 import hashlib
 import logging
+import math
 import os
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+
+from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 import core
 from core._kernels._config import drop_stale_cache
@@ -36,9 +41,6 @@ from core.warmup import READY_GROUPS, compile_group, groups_for, kernel_groups, 
 from service.errors import WarmingUp
 
 logger = logging.getLogger("aucstream")
-
-#: seconds a client is told to wait for a group that is not ready yet
-RETRY_AFTER_SECONDS = 5
 
 
 def cache_location() -> str:
@@ -111,24 +113,58 @@ def _freeze_long_lived_objects() -> None:
     gc.freeze()
 
 
-def warm_up(ready: threading.Event | None = None) -> None:
+def progress_bar_stream(log_format: str, workers: int) -> TextIO | None:
+    """Where the warm-up draws its progress bar: stderr when it is a terminal, the log is text
+    and one process writes to it (the bars of several workers would overwrite each other);
+    None (no bar) otherwise, e.g. under a supervisor or in a container's log."""
+    if log_format == "json" or workers > 1 or not sys.stderr.isatty():
+        return None
+    return sys.stderr
+
+
+def _progress_text(progress: dict[str, Any], ready: bool) -> str:
+    """ "3 of 17 groups, 58 s so far; ready in ~12 s, every group in ~240 s"."""
+    to_all = f"every group in ~{progress['seconds_to_all']:.0f} s"
+    return (
+        f"{progress['groups_done']} of {progress['groups_total']} groups, "
+        f"{progress['elapsed_seconds']:.0f} s so far; "
+        + (to_all if ready else f"ready in ~{progress['seconds_to_ready']:.0f} s, {to_all}")
+    )
+
+
+def warm_up(ready: threading.Event | None = None, bar_stream: TextIO | None = None) -> None:
     """Run every kernel group (:func:`core.warmup.kernel_groups`) in this process, logging
-    which group is compiling, each one's time and the count done, and set ``ready`` once
-    :data:`~core.warmup.READY_GROUPS` have run."""
+    which group is compiling, each one's time and the progress (groups done, seconds so far,
+    estimates of the seconds left), drawing a progress bar on ``bar_stream`` if given, and
+    set ``ready`` once :data:`~core.warmup.READY_GROUPS` have run."""
     drop_stale_cache()  # before the first kernel call reads numba's cache index
     readiness.plan(kernel_groups())
     cpu = os.environ.get("NUMBA_CPU_NAME") or "host"
     logger.info(
-        "compiling or loading the numba kernels: %d groups, %s first (cache: %s, cpu: %s)",
+        "compiling or loading the numba kernels: %d groups, %s first (cache: %s, cpu: %s); "
+        "ready in ~%.0f s if they all compile",
         readiness.total, ", ".join(READY_GROUPS), cache_location(), cpu,
+        readiness.progress()["seconds_to_ready"],
     )  # fmt: skip
+    bar = tqdm(total=readiness.total, desc="numba kernels", unit="group", file=bar_stream,
+               disable=bar_stream is None, dynamic_ncols=True)  # fmt: skip
+    console = [logging.getLogger(), logger]  # their lines are written above the bar
+    with (
+        bar,
+        logging_redirect_tqdm(console) if bar_stream is not None else contextlib.nullcontext(),
+    ):
+        _run_groups(ready, bar)
+    _freeze_long_lived_objects()
+
+
+def _run_groups(ready: threading.Event | None, bar: tqdm) -> None:
     started = time.perf_counter()
     while (group := readiness.next_group()) is not None:
         logger.info(
             "compiling or loading the kernels of %s (group %d of %d)",
             group, readiness.done + 1, readiness.total,
         )  # fmt: skip
-        group_started = time.perf_counter()
+        bar.set_postfix_str(group)
         try:
             with group_lock(group):
                 compile_group(group)
@@ -136,19 +172,25 @@ def warm_up(ready: threading.Event | None = None) -> None:
             logger.exception("the warm-up of the kernels of %s failed", group)
         finally:
             readiness.finished(group)
-        seconds = time.perf_counter() - group_started
+        seconds = readiness.seconds.get(group, 0.0)
+        progress = readiness.progress()
+        is_ready = ready is None or ready.is_set() or not readiness.missing(READY_GROUPS)
         logger.info(
-            "kernels of %s ready in %.2f s (%d of %d groups)",
-            group, seconds, readiness.done, readiness.total,
+            "kernels of %s ready in %.2f s (%s)",
+            group, seconds, _progress_text(progress, is_ready),
             extra={"fields": {"kernels": group, "seconds": round(seconds, 3),
-                              "done": readiness.done, "total": readiness.total}},
+                              "done": progress["groups_done"], "total": progress["groups_total"],
+                              "elapsed_seconds": progress["elapsed_seconds"],
+                              "seconds_to_ready": progress["seconds_to_ready"],
+                              "seconds_to_all": progress["seconds_to_all"]}},
         )  # fmt: skip
-        if ready is not None and not ready.is_set() and not readiness.missing(READY_GROUPS):
+        bar.update(1)
+        if ready is not None and not ready.is_set() and is_ready:
             elapsed = time.perf_counter() - started
             logger.info(
                 "ready after %.1f s: the kernels of the default path, the metrics and the "
-                "regret window; the other %d groups follow in the background",
-                elapsed, readiness.total - readiness.done,
+                "regret window; the other %d groups follow in the background (~%.0f s)",
+                elapsed, readiness.total - readiness.done, progress["seconds_to_all"],
                 extra={"fields": {"kernels": "ready", "seconds": round(elapsed, 3)}},
             )  # fmt: skip
             _freeze_long_lived_objects()
@@ -158,17 +200,44 @@ def warm_up(ready: threading.Event | None = None) -> None:
     logger.info(
         "all kernels ready in %.1f s", total, extra={"fields": {"kernels": "all", "seconds": total}}
     )
-    _freeze_long_lived_objects()
 
 
-def require_kernels(learner: str, params: Mapping[str, Any], scaling: str) -> None:
-    """Raise a 503 ``warming-up`` naming the kernel groups a model of ``learner`` needs and
-    this process has not compiled or loaded yet (they are compiled next)."""
-    missing = readiness.missing(groups_for(learner, params, scaling))
+#: bounds of the ``Retry-After`` of a ``warming-up`` problem: the estimate of the time left,
+#: but an answer at least this often, since an estimate can be long and wrong
+RETRY_AFTER_BOUNDS = (1, 30)
+
+
+def retry_after(seconds: float) -> str:
+    """``Retry-After`` for an estimate of ``seconds`` left (within :data:`RETRY_AFTER_BOUNDS`)."""
+    low, high = RETRY_AFTER_BOUNDS
+    return str(min(max(math.ceil(seconds), low), high))
+
+
+def warming_up() -> WarmingUp:
+    """The 503 ``warming-up`` of a ``/v1`` request before the service is ready: how far the
+    warm-up is, and ``Retry-After`` the estimate of the time left."""
+    progress = readiness.progress()
+    return WarmingUp(
+        f"the kernels of the default path are still being compiled or loaded "
+        f"({_progress_text(progress, ready=False)}); retry when /readyz is 200",
+        warmup=progress,
+        headers={"Retry-After": retry_after(progress["seconds_to_ready"])},
+    )
+
+
+def require_kernels(
+    learner: str, params: Mapping[str, Any], scaling: str, n_features: int | None = None
+) -> None:
+    """Raise a 503 ``warming-up`` naming the kernel groups a model of ``learner`` (of
+    ``n_features``) needs and this process has not compiled or loaded yet (they are compiled
+    next), with ``Retry-After`` the estimate of the time they take."""
+    missing = readiness.missing(groups_for(learner, params, scaling, n_features))
     if missing:
         groups = ", ".join(repr(name) for name in missing)
+        wait = retry_after(readiness.progress(missing)["seconds_to_ready"])
         raise WarmingUp(
             f"the kernels of {groups} (learner {learner!r}) are still being compiled or loaded "
-            f"in the background; retry in {RETRY_AFTER_SECONDS} s",
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            f"in the background; retry in {wait} s",
+            warmup=readiness.progress(),
+            headers={"Retry-After": wait},
         )

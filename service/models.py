@@ -65,7 +65,7 @@ def build_learner(request: ModelCreate) -> OnlineLearner:
             f"learner {request.learner!r} needs dense features; use feature_mode 'dense'",
             field="feature_mode",
         )
-    require_kernels(request.learner, params, scaling)
+    require_kernels(request.learner, params, scaling, request.n_features)
     return learner
 
 

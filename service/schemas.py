@@ -446,3 +446,9 @@ class Problem(BaseModel):
     line: int | None = None
     event: int | None = None
     event_id: str | None = None
+    warmup: dict[str, Any] | None = Field(
+        None,
+        description="503 warming-up: how far the compilation of the kernels is, as in "
+        "/readyz (groups_done, groups_total, compiling, elapsed_seconds, seconds_to_ready, "
+        "seconds_to_all)",
+    )

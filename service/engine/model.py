@@ -342,7 +342,7 @@ def from_arrays(
     """
     check_state_format(arrays)
     # a 503 naming the kernels still compiling in the background, before any kernel is called
-    require_kernels(config.learner, config.params, config.scaling)
+    require_kernels(config.learner, config.params, config.scaling, config.n_features)
     learner_state, window_state, stats = split_arrays(arrays)
     _check_window_parameters(config, window_state)
     try:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from service import kernels
 from service.auth import require_api_key
 from service.deps import EngineDep, TelemetryDep
 from service.engine import Engine
@@ -40,8 +41,23 @@ _READINESS = {
                 "kernels": {"enum": ["ok", "compiling"]},
             },
         },
+        "warmup": {
+            "type": "object",
+            "description": "how far the compilation of the kernels is: groups done of the "
+            "total, the group compiling (null when none is), the seconds so far, and "
+            "estimates of the seconds left until ready (0 once ready) and until every group "
+            "is compiled",
+            "properties": {
+                "groups_done": {"type": "integer"},
+                "groups_total": {"type": "integer"},
+                "compiling": {"type": ["string", "null"]},
+                "elapsed_seconds": {"type": "number"},
+                "seconds_to_ready": {"type": "number"},
+                "seconds_to_all": {"type": "number"},
+            },
+        },
     },
-    "required": ["status", "checks"],
+    "required": ["status", "checks", "warmup"],
 }
 
 
@@ -57,7 +73,9 @@ _READINESS = {
     },
 )
 async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
-    """Ready when the store answers and the learning kernels are compiled (warm-up done)."""
+    """Ready when the store answers and the kernels of the default path, the metrics and the
+    regret window are compiled or loaded; ``warmup`` says how far the compilation is, with
+    estimates of the seconds left (``/v1`` answers 503 ``warming-up`` until ready)."""
     checks: dict[str, str] = {}
     try:
         await run_in_threadpool(engine.store.ping)
@@ -74,8 +92,11 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
     warm = request.app.state.warm.is_set()
     checks["kernels"] = "ok" if warm else "compiling"
     ready = all(value == "ok" for name, value in checks.items() if not name.endswith("_detail"))
+    warmup = kernels.readiness.progress()
+    if warm:  # also when the warm-up is off, or ended early
+        warmup["seconds_to_ready"] = 0.0
     return JSONResponse(
-        {"status": "ready" if ready else "not ready", "checks": checks},
+        {"status": "ready" if ready else "not ready", "checks": checks, "warmup": warmup},
         status_code=200 if ready else 503,
     )
 

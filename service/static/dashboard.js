@@ -15,7 +15,9 @@
 // ("loading", "need-key", "no-models", "live", "reconnecting", "error") and, on each chart's
 // container, data-points (points drawn), data-version (model version drawn) and data-draws;
 // the time charts also data-drifts, data-x-range and data-plot (drift marks: charts.js), and
-// the AUC chart data-server-points (points read from the server's history).
+// the AUC chart data-server-points (points read from the server's history).  While the server
+// compiles its kernels, the #warmup banner shows, with data-done, data-total and
+// data-seconds-left from /readyz.
 "use strict";
 
 (() => {
@@ -106,6 +108,7 @@
       return false;
     }
     const warming = error instanceof ApiError && error.problem.type?.endsWith("/warming-up");
+    if (warming) watchWarmup(); // a restarted server: show its progress
     notice(warming ? "The server is still compiling its kernels; retrying." : error.message);
     setState(warming ? "loading" : "reconnecting", warming ? "warming up" : "reconnecting");
     return true;
@@ -590,6 +593,51 @@
   const when = (seconds) =>
     new Date(seconds * 1000).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
 
+  // ------------------------------------------------------------------ warm-up banner
+  // A first start compiles the service's kernels for a minute or more; until then every /v1
+  // request is refused (warming-up). The banner says how far the compilation is, from the
+  // public /readyz (groups done, seconds so far, the server's estimate of the seconds left),
+  // polled until the kernels are ready; then the page loads its data at once.
+  const WARMUP_POLL_MS = 2000;
+  let watchingWarmup = false;
+
+  async function watchWarmup() {
+    if (watchingWarmup) return; // one poll loop at a time
+    watchingWarmup = true;
+    const banner = $("warmup");
+    let shown = false;
+    for (;;) {
+      let body = null;
+      try {
+        body = await (await fetch("/readyz", { cache: "no-store" })).json();
+      } catch (_) {
+        body = null; // the server is down or restarting: the API's own errors say so
+      }
+      if (body?.checks?.kernels !== "compiling" || !body.warmup) break;
+      showWarmup(body.warmup);
+      shown = true;
+      await sleep(WARMUP_POLL_MS);
+    }
+    banner.hidden = true;
+    watchingWarmup = false;
+    if (shown) start(); // ready now: load the models without waiting for the next refresh
+  }
+
+  function showWarmup(progress) {
+    const banner = $("warmup");
+    banner.dataset.done = String(progress.groups_done);
+    banner.dataset.total = String(progress.groups_total);
+    banner.dataset.secondsLeft = String(progress.seconds_to_ready);
+    $("warmup-text").textContent =
+      `Warming up: compiling the kernels of the default path (${progress.groups_done} of ` +
+      `${progress.groups_total} groups, ${Math.round(progress.elapsed_seconds)} s so far); ` +
+      `ready in about ${Math.max(1, Math.round(progress.seconds_to_ready))} s.`;
+    const bar = $("warmup-bar");
+    bar.max = Math.max(1, progress.elapsed_seconds + progress.seconds_to_ready);
+    bar.value = progress.elapsed_seconds;
+    banner.hidden = false;
+  }
+
   // ------------------------------------------------------------------ start
   let modelTimer = null;
 
@@ -619,5 +667,6 @@
     }
   });
   setupKeyDialog();
+  watchWarmup();
   start();
 })();

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 
@@ -28,6 +29,7 @@ from loadtest.browser import (
     png_stats,
     resource_urls,
 )
+from loadtest.local import free_port
 from tests.service.conftest import events_json, live_server, make_stream
 from tests.service.test_drift import N_FEATURES as DRIFT_FEATURES
 from tests.service.test_drift import flipping_stream
@@ -404,3 +406,62 @@ def test_api_docs_render_offline_from_local_assets(browser, path, rendered):
         assert any(u.endswith("/openapi.json") for u in loaded)
         assert any("/static/vendor/" in u for u in loaded)
         assert console_errors(browser) == []
+
+
+@contextlib.contextmanager
+def uvicorn_in_this_process(app) -> Iterator[str]:
+    """The app under a real uvicorn on a thread of the test process, so that the test holds
+    its warm-up at chosen groups (:class:`tests.service.test_cold_start.Pauses`)."""
+    import threading
+
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, "uvicorn to start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def test_a_banner_shows_the_warm_up_progress_until_the_models_load(browser, monkeypatch):
+    """While the service compiles the kernels of its default path, every /v1 request is
+    refused: the page says so in a banner, with the progress /readyz reports (groups done of
+    the total, seconds so far, the estimate of the rest), then loads the models once ready."""
+    import core.warmup
+    from service.app import create_app
+    from service.settings import Settings
+    from tests.service.test_cold_start import Pauses
+
+    pauses = Pauses(monkeypatch, "regret", core.warmup.TREE)
+    total = len(core.warmup.kernel_groups())
+    app = create_app(Settings(warmup=True, store="memory"))
+    with uvicorn_in_this_process(app) as url:
+        assert pauses.reached["regret"].wait(300), "the warm-up never reached the regret kernels"
+        browser.get(url + "/")
+        banner = browser.find_element("id", "warmup")
+        wait_for(banner.is_displayed, "the warm-up banner")
+        data = browser.execute_script("return {...arguments[0].dataset}", banner)
+        assert data["done"] == "2" and data["total"] == str(total), data
+        assert float(data["secondsLeft"]) >= 0, data
+        text = browser.find_element("id", "warmup-text").text
+        assert re.fullmatch(
+            rf"Warming up: compiling the kernels of the default path \(2 of {total} groups, "
+            r"\d+ s so far\); ready in about \d+ s\.",
+            text,
+        ), text
+        progress = browser.find_element("id", "warmup-bar")
+        assert progress.get_attribute("value") is not None
+        assert page_state(browser)["state"] == "loading"  # the API answered warming-up
+        assert browser.find_element("id", "status").text == "warming up"
+
+        pauses.release["regret"].set()  # ready: the banner goes, the (empty) model list loads
+        wait_for(lambda: not banner.is_displayed(), "the banner to go")
+        wait_for(lambda: page_state(browser)["state"] == "no-models", "the model list")
+        # the refused requests (503) are the only errors the page logged
+        assert all("503" in entry for entry in console_errors(browser))
+    pauses.release[core.warmup.TREE].set()

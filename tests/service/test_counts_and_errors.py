@@ -253,7 +253,8 @@ def test_problem_types_are_pinned():
         "model-not-found": 404, "model-exists": 409, "model-changed": 409,
         "payload-too-large": 413, "queue-full": 429, "too-many-streams": 429,
         "insufficient-storage": 507, "unsupported-media-type": 415, "store-unavailable": 503,
-        "replicas-unconfirmed": 503, "store-lost-data": 503, "streams-full": 503,
+        "replicas-unconfirmed": 503, "store-lost-data": 503, "store-replaced": 503,
+        "streams-full": 503,
         "warming-up": 503, "contention": 503, "corrupt-state": 500, "request-timeout": 408,
         "client-closed-request": 499, "host-not-allowed": 400,
     }  # fmt: skip

@@ -369,6 +369,14 @@ class KernelReadiness:
                 self.seconds[name] = time.monotonic() - self._group_started
                 self.compiling = None
 
+    def abandon(self) -> None:
+        """The warm-up ended before its plan did (it failed): the groups left are no longer
+        waited for, and their kernels compile on first use."""
+        with self._lock:
+            self._done.update(self._queue)
+            self._queue = []
+            self.compiling = None
+
     @property
     def done(self) -> int:
         """How many of the planned groups have run."""

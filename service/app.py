@@ -379,6 +379,7 @@ def _warm(ready: threading.Event, bar_stream: TextIO | None) -> None:
     except Exception:  # pragma: no cover - warm-up is an optimisation
         logger.exception("kernel warm-up failed")
     finally:
+        kernels.readiness.abandon()  # nothing once the warm-up has run its plan
         ready.set()
 
 

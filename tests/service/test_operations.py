@@ -214,7 +214,7 @@ def test_health_readiness_and_prometheus(make_client, monkeypatch):
 
     compiled = threading.Event()
     # the real warm-up compiles every kernel (minutes on a cold numba cache): stand in for it
-    monkeypatch.setattr(service.app, "warm_up", lambda ready: compiled.wait(30))
+    monkeypatch.setattr(service.app, "warm_up", lambda ready, bar_stream: compiled.wait(30))
     client = make_client(warmup=True)
     assert client.get("/healthz").json() == {"status": "ok"}
     not_ready = client.get("/readyz")

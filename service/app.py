@@ -57,9 +57,7 @@ def make_store(settings: Settings) -> Store:
     if settings.store == "sqlite":
         from service.stores.sqlite import SQLiteStore
 
-        store = SQLiteStore.open(
-            settings.data_dir, settings.sqlite_synchronous, settings.max_cached_models
-        )
+        store = SQLiteStore.open(settings.data_dir, settings.sqlite_synchronous)
         logger.info("store: SQLite at %s (synchronous=%s)", store.path, store.synchronous)
         return store
     from service.stores.memory import MemoryStore
@@ -143,6 +141,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             max_model_bytes=settings.max_model_bytes,
             max_pending_records=settings.max_pending_records,
             max_remembered_ids=settings.max_remembered_ids,
+            checkpoint_events=settings.checkpoint_events,
+            checkpoint_seconds=settings.checkpoint_seconds,
         )
         # Prometheus labels only for models this process holds, dropped when one is deleted
         # or evicted from the cache
@@ -177,7 +177,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await asyncio.to_thread(refitter.stop)
-            app.state.engine.coalesce.close()
+            app.state.engine.close()
             if store is None:
                 app.state.store.close()
 

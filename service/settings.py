@@ -109,6 +109,13 @@ class Settings(BaseSettings):
     #: models kept in memory per process (least recently used evicted, then read back from
     #: the store when used again)
     max_cached_models: int = Field(default=1024, ge=1)
+    #: a model's state is written (checkpointed) in the background once it has taken this many
+    #: events since its last checkpoint, or ``checkpoint_seconds`` after its first change not
+    #: checkpointed; between checkpoints its writes are log entries (docs/operations.md:
+    #: recovery replays at most that much of a model's log, against the background CPU of
+    #: writing its state more often)
+    checkpoint_events: int = Field(default=10_000, ge=1)
+    checkpoint_seconds: float = Field(default=60.0, gt=0)
 
     #: API keys that may read and write; when any key is set every /v1 route requires one
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)

@@ -34,8 +34,9 @@ import numpy as np
 from core.learners._base import OnlineLearner
 from service.engine.coalesce import Coalescer
 from service.engine.delayed import DelayedLabels, LabelResult
-from service.engine.history import behind, catch_up, catch_up_due
-from service.engine.learning import Learning, LearnResult
+from service.engine.entries import Entry
+from service.engine.history import behind, catch_up_due
+from service.engine.learning import Learning, LearnResult, apply
 from service.engine.model import (
     LEARNER_PREFIX,
     REGRET_PREFIX,
@@ -51,7 +52,12 @@ from service.engine.model import (
     split_arrays,
 )
 from service.engine.reporting import REGRET_C, REGRET_TOL, Reporting
-from service.engine.repository import MAX_CACHED_MODELS, ModelRepository
+from service.engine.repository import (
+    CHECKPOINT_EVENTS,
+    CHECKPOINT_SECONDS,
+    MAX_CACHED_MODELS,
+    ModelRepository,
+)
 from service.errors import (
     CorruptState,
     InsufficientStorage,
@@ -101,6 +107,8 @@ class Engine:
         max_model_bytes: int | None = None,
         max_pending_records: int | None = None,
         max_remembered_ids: int | None = None,
+        checkpoint_events: int = CHECKPOINT_EVENTS,
+        checkpoint_seconds: float = CHECKPOINT_SECONDS,
     ) -> None:
         #: bounds on what the service keeps (None: unbounded); see service.settings
         self.max_models = max_models
@@ -112,6 +120,8 @@ class Engine:
             max_models=max_cached_models,
             event_id_ttl_seconds=event_id_ttl_seconds,
             max_remembered_ids=max_remembered_ids,
+            checkpoint_events=checkpoint_events,
+            checkpoint_seconds=checkpoint_seconds,
         )
         self.learning = Learning(self.repository)
         self.delayed = DelayedLabels(
@@ -134,6 +144,12 @@ class Engine:
         self.history = self.reporting.history
         self.model = self.repository.read
         self.delete_model = self.repository.delete
+
+    def close(self) -> None:
+        """Shutdown: the coalescer's drains end, and every model whose state is ahead of its
+        checkpoint is checkpointed (a restart then replays nothing)."""
+        self.coalesce.close()
+        self.repository.close()
 
     # ------------------------------------------------------------------ shared settings
     @property
@@ -297,12 +313,15 @@ class Engine:
         return written
 
     def _catch_up_history(self, model_id: str, loaded: Loaded) -> int:
-        if not catch_up(loaded.history, loaded, self.clock()):
+        now = self.clock()
+        if not catch_up_due(loaded.history, int(loaded.stats["events_learned"][0]), now):
             # not yet (still the minute of the last point), or another process wrote it
             if not behind(loaded.history, int(loaded.stats["events_learned"][0])):
                 self.repository.history_caught_up(model_id)
             return 0
-        self.repository.commit(model_id, loaded)
+        entry = Entry(now, history=True)
+        apply(loaded, entry)
+        self.repository.commit(model_id, loaded, entry)
         return 1
 
     # ------------------------------------------------------------------ this process's cache

@@ -28,14 +28,11 @@ from core.csr import CSRMatrix
 from core.errors import StateOverflow
 from core.validation import FEATURE_BOUND, first_out_of_range, row_of_entry, rows_out_of_range
 from service.codec import decode_pending, encode_pending
-from service.engine.learning import (
-    Merged,
-    check_batch_fits,
-    first_overflowing_event,
-    learn_events,
-)
+from service.engine.entries import Entry
+from service.engine.learning import Merged, apply, check_batch_fits
 from service.engine.model import Loaded
 from service.engine.reasons import top_reasons
+from service.engine.refusals import first_overflowing_event
 from service.engine.repository import ModelRepository
 from service.errors import InsufficientStorage, InvalidInput, ModelNotFound, ServiceError
 from service.ingest import Batch, FeatureSpec
@@ -128,6 +125,10 @@ class _Unlearnable(Exception):
     def __init__(self, event_id: str) -> None:
         super().__init__(event_id)
         self.event_id = event_id
+
+
+def _nonzero(counts: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    return tuple((name, count) for name, count in counts if count)
 
 
 def _unusable(X, scores: np.ndarray, keeps_missing: bool = False) -> np.ndarray:
@@ -364,16 +365,18 @@ class DelayedLabels:
                 chosen = [chosen[k] for k in keep]
                 X = X.take_rows(keep) if isinstance(X, CSRMatrix) else X[keep]
                 scores = scores[keep]
+        counts = (("duplicates", duplicates), ("labels_expired", len(dropped)))
         if not chosen:
             version = loaded.version
             # nothing but duplicates (a client's retry) changes nothing: no commit (as
             # service.engine.learning does for events; Merged.counted_duplicates)
             if merged.checkpoint or dropped:
-                loaded.stats["duplicates"][0] += duplicates
-                loaded.stats["labels_expired"][0] += len(dropped)
+                entry = Entry(now, counts=_nonzero(counts))
+                apply(loaded, entry)
                 version = self.repository.commit(
                     model_id,
                     loaded,
+                    entry,
                     remove_pending=dropped,
                     expired_ids=dropped,
                     meta=merged.checkpoint,
@@ -383,19 +386,25 @@ class DelayedLabels:
         positions = np.asarray(chosen, dtype=np.int64)
         y = labels[positions]
         bounds = merged.bounds(positions, len(y))
+        entry = Entry(
+            now,
+            X,
+            y,
+            scores,
+            rounds=tuple(stop - start for start, stop in bounds) if len(bounds) > 1 else (),
+            counts=_nonzero((*counts, ("labels_joined", len(chosen)))),
+        )
         try:
-            _, drifts = learn_events(loaded, X, y, recorded=scores, bounds=bounds, now=now)
+            _, drifts = apply(loaded, entry)
         except StateOverflow:
             event_id = _overflowing_id(self.repository, model_id, X, y, chosen_ids)
             if event_id is None:
                 raise
             raise _Unlearnable(event_id) from None
-        loaded.stats["duplicates"][0] += duplicates
-        loaded.stats["labels_joined"][0] += len(chosen)
-        loaded.stats["labels_expired"][0] += len(dropped)
         version = self.repository.commit(
             model_id,
             loaded,
+            entry,
             learned_ids=chosen_ids,
             remove_pending=chosen_ids + dropped,
             expired_ids=dropped,
@@ -447,19 +456,24 @@ class DelayedLabels:
                 learned = [learned[k] for k in keep]
                 X = X.take_rows(keep) if isinstance(X, CSRMatrix) else X[keep]
                 scores = scores[keep]
+        counts = _nonzero(
+            (("labels_defaulted", len(learned)), ("labels_expired", len(ready) - len(learned)))
+        )
         if learned:
             y = np.full(len(learned), 1 if default == 1 else -1, dtype=np.int64)
-            try:
-                learn_events(loaded, X, y, recorded=scores, bounds=[(0, len(y))], now=now)
-            except StateOverflow:
-                event_id = _overflowing_id(self.repository, model_id, X, y, learned)
-                if event_id is None:
-                    raise
-                raise _Unlearnable(event_id) from None
-            loaded.stats["labels_defaulted"][0] += len(learned)
-        loaded.stats["labels_expired"][0] += len(ready) - len(learned)
+            entry = Entry(now, X, y, scores, counts=counts)
+        else:
+            entry = Entry(now, counts=counts)
+        try:
+            apply(loaded, entry)
+        except StateOverflow:
+            assert entry.y is not None
+            event_id = _overflowing_id(self.repository, model_id, X, entry.y, learned)
+            if event_id is None:
+                raise
+            raise _Unlearnable(event_id) from None
         self.repository.commit(
-            model_id, loaded, learned_ids=learned, remove_pending=ready, expired_ids=ready
+            model_id, loaded, entry, learned_ids=learned, remove_pending=ready, expired_ids=ready
         )
         return len(ready)
 

@@ -24,20 +24,26 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from core._kernels.validation import count_nonfinite
 from core.csr import CSRMatrix
-from core.errors import InvalidFeatures, StateOverflow
+from core.errors import InvalidFeatures
 from core.metrics.calibration import OnlineCalibrator
 from core.validation import row_range
+from service.engine.entries import Entry, ReplayFailed
+from service.engine.history import catch_up
 from service.engine.history import record as record_history
-from service.engine.model import RATE_TIME_CONSTANT, Loaded, from_store, log_drifts
-from service.engine.repository import ModelRepository
+from service.engine.model import RATE_TIME_CONSTANT, Loaded, log_drifts
+from service.engine.refusals import refusal
 from service.errors import InvalidInput, ModelChanged
 from service.ingest import Batch, concatenate
 from service.ingest.fields import Locator
+
+if TYPE_CHECKING:
+    from service.engine.repository import ModelRepository
 
 
 @dataclass
@@ -200,46 +206,6 @@ def _learn_call(
     return scores
 
 
-def first_overflowing_event(
-    repository: ModelRepository, model_id: str, X: np.ndarray | CSRMatrix, y: np.ndarray
-) -> int | None:
-    """The first of the events ``(X, y)`` whose learning overflows the model's state
-    (:class:`~core.errors.StateOverflow`), learned one at a time from the committed state:
-    the error path of a batch refused as a whole, which names the event at fault."""
-    loaded = from_store(repository.store.load(model_id))
-    learner, means = loaded.learner, loaded.means
-    for row in range(X.shape[0]):
-        rows = row_range(X, row, row + 1)
-        if means is not None:
-            rows = means.fill_and_learn(rows)  # type: ignore[arg-type]
-        try:
-            learner.partial_fit(rows, y[row : row + 1])
-        except StateOverflow:
-            return row
-    return None
-
-
-def refusal(
-    repository: ModelRepository,
-    model_id: str,
-    error: ValueError,
-    X: np.ndarray | CSRMatrix,
-    y: np.ndarray,
-    locate: Locator,
-    positions: np.ndarray | None = None,
-) -> InvalidInput:
-    """The 422 of a learner error on the events ``(X, y)``, naming the event at fault when
-    there is one (found by :func:`first_overflowing_event` for an overflow of the whole
-    batch); ``positions`` maps the rows of ``X`` to the request's events (None: the same)."""
-    row = getattr(error, "row", None)
-    if isinstance(error, StateOverflow) and row is None:
-        row = first_overflowing_event(repository, model_id, X, y)
-    if row is None:
-        return InvalidInput(str(error))
-    index = int(row if positions is None else positions[row])
-    return locate.error(index, str(error))
-
-
 def learn_events(
     loaded: Loaded,
     X: np.ndarray | CSRMatrix,
@@ -256,6 +222,19 @@ def learn_events(
     restarts the learner (after the batch: the batch was learned by the model that scored it).
     A model whose ``missing_values`` is ``mean`` first fills each missing value (NaN) with the
     running mean as of the event's position (:mod:`service.engine.missing`)."""
+    scores = learn_rows(loaded, X, y, recorded, bounds)
+    return scores, after_learning(loaded, scores, y, now)
+
+
+def learn_rows(
+    loaded: Loaded,
+    X: np.ndarray | CSRMatrix,
+    y: np.ndarray,
+    recorded: np.ndarray | None,
+    bounds: list[tuple[int, int]],
+) -> np.ndarray:
+    """The learner's part of :func:`learn_events`: the missing-value means, one learner call
+    per round, the regret window.  Returns the scores the metrics use."""
     if loaded.means is not None:
         X = loaded.means.fill_and_learn(X)  # type: ignore[arg-type]
     if one_call_is_exact(loaded):
@@ -272,7 +251,13 @@ def learn_events(
                 error.row += start
             raise
     rounds.record(loaded)
-    scores = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def after_learning(loaded: Loaded, scores: np.ndarray, y: np.ndarray, now: float) -> int:
+    """The rest of :func:`learn_events` once the learner learned ``y`` with ``scores``: the
+    metrics window, the drift detector, the calibrator, the counters, the history; returns
+    the drifts detected."""
     loaded.window.update(scores, y)
     detected_at = loaded.drift.update(scores, y)
     loaded.calibrator.update(scores, y, validated=True)  # checked by the window's update
@@ -284,7 +269,7 @@ def learn_events(
         loaded.calibrator = OnlineCalibrator()
     _count(loaded, y, now)
     record_history(loaded.history, loaded, now)
-    return scores, drifts
+    return drifts
 
 
 def _count(loaded: Loaded, labels: np.ndarray, now: float) -> None:
@@ -300,6 +285,79 @@ def _count(loaded: Loaded, labels: np.ndarray, now: float) -> None:
     elapsed = max(now - times[1], 0.0) if times[1] else 0.0
     rate[0] = rate[0] * math.exp(-elapsed / RATE_TIME_CONSTANT) + n_events
     times[1] = now
+
+
+# ---------------------------------------------------------------------------- log entries
+def apply(loaded: Loaded, entry: Entry) -> tuple[np.ndarray | None, int]:
+    """Make ``entry``'s change on ``loaded``; returns the scores the metrics took (None when
+    nothing was learned) and the drifts detected."""
+    scores, drifts = None, 0
+    if entry.n_events:
+        assert entry.X is not None and entry.y is not None
+        scores = learn_rows(loaded, entry.X, entry.y, entry.recorded, entry.bounds())
+        drifts = after_learning(loaded, scores, entry.y, entry.now)
+    _finish(loaded, entry)
+    return scores, drifts
+
+
+def _finish(loaded: Loaded, entry: Entry) -> None:
+    for name, count in entry.counts:
+        loaded.stats[name][0] += count
+    if entry.history:
+        catch_up(loaded.history, loaded, entry.now)
+
+
+def _mergeable(loaded: Loaded, entry: Entry) -> bool:
+    """Whether ``entry``'s learner call may be merged with its neighbours' (its rows learned
+    in one call with theirs gives the same learner state and scores)."""
+    return (
+        entry.n_events > 0
+        and entry.recorded is None
+        # one that does not fit is applied alone, so its failure names it
+        and entry.X is not None
+        and entry.X.shape[1] == loaded.config.n_features
+        and one_call_is_exact(loaded)
+        and loaded.config.on_drift != "reset"  # a restart falls between two entries
+    )
+
+
+def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
+    """Apply logged ``(version, entry)`` pairs in order; consecutive plain learn entries share
+    one learner call (exact: :func:`_mergeable`), the metrics and counters still take each
+    entry at its own ``now``.  Raises :class:`ReplayFailed` naming the entry at fault."""
+    position = 0
+    while position < len(entries):
+        version, entry = entries[position]
+        stop = position + 1
+        if _mergeable(loaded, entry):
+            kind = isinstance(entry.X, CSRMatrix)
+            while (
+                stop < len(entries)
+                and _mergeable(loaded, entries[stop][1])
+                and isinstance(entries[stop][1].X, CSRMatrix) == kind
+            ):
+                stop += 1
+        try:
+            if stop == position + 1:
+                apply(loaded, entry)
+            else:
+                _apply_merged(loaded, [e for _, e in entries[position:stop]])
+        except Exception as error:
+            raise ReplayFailed(version, error) from error
+        position = stop
+        loaded.version = entries[stop - 1][0]
+
+
+def _apply_merged(loaded: Loaded, group: list[Entry]) -> None:
+    merged = concatenate([Batch(e.X, e.y, None) for e in group])  # type: ignore[arg-type]
+    assert merged.y is not None
+    scores = learn_rows(loaded, merged.X, merged.y, None, [(0, len(merged.y))])
+    start = 0
+    for entry in group:
+        stop = start + entry.n_events
+        after_learning(loaded, scores[start:stop], entry.y, entry.now)  # type: ignore[arg-type]
+        _finish(loaded, entry)
+        start = stop
 
 
 def check_batch_fits(loaded: Loaded, batch: Batch) -> None:
@@ -376,34 +434,37 @@ class Learning:
         keep = None if skip is None or not skip.any() else np.flatnonzero(~skip)
         todo = batch if keep is None else batch.take(keep)
         duplicate_ids = [] if skip is None else [str(batch.ids[i]) for i in np.flatnonzero(skip)]  # type: ignore[index]
-        now = self.repository.clock()
         scores = None
         drifts = 0
-        if len(todo):
-            assert todo.y is not None
-            # one learner call per request: each is a regret round, and a learner that
-            # learns a batch otherwise than event by event (spdam) sees the same calls as
-            # when the requests come one after another
-            bounds = merged.bounds(None if skip is None else ~skip, len(todo))
-            try:
-                scores, drifts = learn_events(
-                    loaded, todo.X, todo.y, recorded=None, bounds=bounds, now=now
-                )
-            except ValueError as error:
-                raise refusal(
-                    self.repository, model_id, error, todo.X, todo.y, Locator(batch.ids), keep
-                ) from None
         version = loaded.version
         # A batch of nothing but duplicates (a client's retry) changes nothing: no commit, the
         # version stays, and the model's duplicate counter with it (the response and
         # Prometheus' aucstream_events_duplicate_total still count them).  A queue worker's
         # checkpoint is the exception: its position must advance.
         if len(todo) or merged.checkpoint:
-            if skip is not None:
-                loaded.stats["duplicates"][0] += merged.counted_duplicates(skip)
+            duplicates = 0 if skip is None else merged.counted_duplicates(skip)
+            # one learner call per request: each is a regret round, and a learner that
+            # learns a batch otherwise than event by event (spdam) sees the same calls as
+            # when the requests come one after another
+            bounds = merged.bounds(None if skip is None else ~skip, len(todo))
+            entry = Entry(
+                self.repository.clock(),
+                todo.X if len(todo) else None,
+                todo.y if len(todo) else None,
+                rounds=tuple(stop - start for start, stop in bounds) if len(bounds) > 1 else (),
+                counts=(("duplicates", duplicates),) if duplicates else (),
+            )
+            try:
+                scores, drifts = apply(loaded, entry)
+            except ValueError as error:
+                assert todo.y is not None
+                raise refusal(
+                    self.repository, model_id, error, todo.X, todo.y, Locator(batch.ids), keep
+                ) from None
             version = self.repository.commit(
                 model_id,
                 loaded,
+                entry,
                 learned_ids=[] if todo.ids is None else [i for i in todo.ids if i is not None],
                 meta=merged.checkpoint,
             )

@@ -3,10 +3,16 @@ the load / commit / retry cycle every write goes through.
 
 The cache holds at most ``max_models`` models (the least recently used is evicted), mutated in
 place by the write that holds the model's lock (no copy per request) and dropped on any failure
-so it is rebuilt from the last committed state.  A per-model lock serialises requests inside a
-process; the store's version check serialises processes: a stale version (another process wrote
-first) drops the cache and :meth:`ModelRepository.write` runs the step again on a fresh load,
-so no update is ever lost or applied twice.
+so it is rebuilt from the store.  A per-model lock serialises requests inside a process; the
+store's version check serialises processes: a stale version (another process wrote first)
+drops the cache and :meth:`ModelRepository.write` runs the step again on a fresh load, so no
+update is ever lost or applied twice.
+
+On a store that logs (``Store.logs``), a write commits a log entry
+(:mod:`service.engine.entries`) instead of the model's state, and :mod:`.checkpoints` writes
+the state in the background; a load is the last checkpoint plus the entries after it,
+replayed, and a cached model behind the store's version (another process wrote) catches up
+by replaying the entries it has not applied.
 
 Locks are weakly held: a model's lock lives while its model is cached or a thread holds or
 waits for it, so requests for ids that do not exist leave nothing behind.
@@ -22,9 +28,18 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from service.engine.checkpoints import Checkpoints
+from service.engine.entries import Entry, ReplayFailed
 from service.engine.history import behind as history_behind
+from service.engine.learning import replay
 from service.engine.model import Loaded, OtherStateFormat, from_store
-from service.errors import Contention, CorruptState, ModelNotFound, StaleVersion
+from service.errors import (
+    Contention,
+    CorruptState,
+    ModelNotFound,
+    StaleVersion,
+    StoreUnavailable,
+)
 from service.schemas import ModelConfig
 from service.stores.base import Commit, Fence, Store
 
@@ -33,6 +48,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 #: default bound of the per-process model cache
 MAX_CACHED_MODELS = 1024
+#: defaults of AUCSTREAM_CHECKPOINT_EVENTS and _SECONDS (service.settings)
+CHECKPOINT_EVENTS = 10_000
+CHECKPOINT_SECONDS = 60.0
 
 
 class ModelLock:
@@ -63,6 +81,8 @@ class ModelRepository:
         max_models: int = MAX_CACHED_MODELS,
         event_id_ttl_seconds: float = 86_400.0,
         max_remembered_ids: int | None = None,
+        checkpoint_events: int = CHECKPOINT_EVENTS,
+        checkpoint_seconds: float = CHECKPOINT_SECONDS,
     ) -> None:
         self.store = store
         #: how long the ids a commit learns (or expires) are remembered
@@ -73,6 +93,8 @@ class ModelRepository:
         self.max_write_retries = max_write_retries
         self.max_models = max_models
         self.writes_retried = 0
+        #: cached models brought up to the store's version by replaying its entries
+        self.caught_up = 0
         #: model id -> (its lock, kept alive while cached; the model)
         self._cache: OrderedDict[str, tuple[ModelLock, Loaded]] = OrderedDict()
         self._locks: weakref.WeakValueDictionary[str, ModelLock] = weakref.WeakValueDictionary()
@@ -86,6 +108,10 @@ class ModelRepository:
         #: models this process committed events to that their metrics history does not show
         #: yet (the timer of :meth:`service.engine.Engine.catch_up_history` writes the point)
         self._history_behind: set[str] = set()
+        #: the models whose state is ahead of their checkpoint (stores that log)
+        self.checkpoints = Checkpoints(
+            self, every_events=checkpoint_events, every_seconds=checkpoint_seconds
+        )
 
     # ------------------------------------------------------------------ locks & cache
     def lock(self, model_id: str) -> ModelLock:
@@ -119,8 +145,9 @@ class ModelRepository:
             self._cache.move_to_end(model_id)
             evicted = []
             while len(self._cache) > self.max_models:
-                evicted.append(self._cache.popitem(last=False)[0])
-        for other in evicted:
+                evicted.append(self._cache.popitem(last=False))
+        for other, (_, left) in evicted:
+            self.checkpoints.evicted(other, left)
             self._forget(other)
 
     def _touch(self, model_id: str) -> None:
@@ -161,11 +188,18 @@ class ModelRepository:
                 None if cached is None else cached.incarnation,
             )
             if cached is not None and stored.arrays is None:
+                if stored.entries:  # another process wrote: catch up
+                    self._replay(model_id, cached, stored.entries)
+                    cached.meta = stored.meta
+                    self.caught_up += 1
                 self._touch(model_id)
                 return cached
             # every array is checked by value here, before any kernel sees it
             # (service.engine.model.from_arrays)
             loaded = from_store(stored)
+            loaded.version = stored.saved or stored.version
+            if stored.entries:
+                self._replay(model_id, loaded, stored.entries)
         except ModelNotFound:
             self.drop(model_id)
             self._forget(model_id)
@@ -191,6 +225,30 @@ class ModelRepository:
         self._keep(model_id, loaded)
         return loaded
 
+    def _replay(self, model_id: str, loaded: Loaded, entries: list[tuple[int, Entry]]) -> None:
+        """``entries`` applied to ``loaded``; one that does not apply stops the model (503
+        naming it) until it is reset: it is never skipped."""
+        try:
+            replay(loaded, entries)
+        except ReplayFailed as error:
+            self.drop(model_id)
+            logger.error("model %r: %s", model_id, error, exc_info=error.__cause__)
+            raise StoreUnavailable(
+                f"model {model_id!r}: its log entry {error.version} does not apply "
+                f"({error.__cause__!r}); the model is stopped at the entry before it: export "
+                "what it serves or reset it (POST .../reset)"
+            ) from None
+
+    def rebuilt(self, model_id: str) -> Loaded:
+        """The model as the store holds it (its checkpoint and log), built afresh, not
+        cached: what a write's error path learns again from."""
+        stored = self.store.load(model_id)
+        loaded = from_store(stored)
+        loaded.version = stored.saved or stored.version
+        if stored.entries:
+            self._replay(model_id, loaded, stored.entries)
+        return loaded
+
     def stored_config(self, model_id: str) -> ModelConfig:
         """The model's configuration as stored, without building the model (a model whose
         state is corrupt can still be reset)."""
@@ -203,16 +261,22 @@ class ModelRepository:
         with self.lock(model_id):
             return self.load(model_id)
 
-    def commit(self, model_id: str, loaded: Loaded, **fields: Any) -> int:
-        """Commit ``loaded``'s arrays with ``fields`` (see :class:`Commit`; learned and expired
-        ids are remembered for ``event_id_ttl_seconds``, at most ``max_remembered_ids`` of each
-        kind) at its version; raises
-        :class:`StaleVersion` when another writer went first."""
-        now = self.clock()
+    def commit(
+        self, model_id: str, loaded: Loaded, entry: Entry | None = None, **fields: Any
+    ) -> int:
+        """Commit the change ``entry`` made on ``loaded`` (the store appends it to its log, or
+        writes ``loaded``'s arrays when it does not log; None: a change that is not an entry,
+        whose arrays are written now) with ``fields`` (see :class:`Commit`; learned and
+        expired ids are remembered for ``event_id_ttl_seconds``, at most
+        ``max_remembered_ids`` of each kind) at its version; raises :class:`StaleVersion`
+        when another writer went first."""
+        now = self.clock() if entry is None else entry.now
+        logged = entry is not None and self.store.logs
         commit = Commit(
             expected_version=loaded.version,
             incarnation=loaded.incarnation,
-            arrays=loaded.arrays(),
+            arrays=None if logged else loaded.arrays(),
+            entry=entry if logged else None,
             now=now,
             id_expiry=now + self.event_id_ttl_seconds,
             fence=self.fences.get(model_id),
@@ -222,6 +286,11 @@ class ModelRepository:
         version = self.store.commit(model_id, commit)
         loaded.version = version
         loaded.meta.update(commit.meta)
+        if logged:
+            assert entry is not None
+            self.checkpoints.changed(model_id, entry.n_events)
+        else:
+            self.checkpoints.saved(model_id)
         if history_behind(loaded.history, int(loaded.stats["events_learned"][0])):
             with self._guard:
                 self._history_behind.add(model_id)
@@ -256,7 +325,10 @@ class ModelRepository:
         """
         with self.lock(model_id):
             for attempt in range(self.max_write_retries):
-                cached = self.cached(model_id) if attempt == 0 else None
+                # a store that logs answers a current cache from its version, and a cache
+                # behind it catches up by replay: cheaper than a stale write's rebuild
+                trusted = attempt == 0 and not self.store.logs
+                cached = self.cached(model_id) if trusted else None
                 loaded = cached if cached is not None else self.load(model_id)
                 try:
                     return step(model_id, loaded, *args, **kwargs)
@@ -285,12 +357,18 @@ class ModelRepository:
                 replaces=replaces,
             )
             loaded.version = version
+            self.checkpoints.saved(model_id)
             self._keep(model_id, loaded)
             return version
+
+    def close(self) -> None:
+        """Checkpoint every model behind its log (shutdown)."""
+        self.checkpoints.close()
 
     def delete(self, model_id: str) -> None:
         with self.lock(model_id):
             self.store.delete_model(model_id)
+            self.checkpoints.saved(model_id)
             self.drop(model_id)
         self._forget(model_id)
         self._gone(model_id)

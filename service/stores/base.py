@@ -4,12 +4,16 @@ Three implementations: :mod:`service.stores.sqlite` (embedded, on disk, shared b
 of one machine; the default), :mod:`service.stores.memory` (one process, lost at exit) and
 :mod:`service.stores.redis` (shared by processes and machines).  All give the same guarantees:
 
-* A model's state is a flat ``dict[str, np.ndarray]`` written as a whole by :meth:`Store.commit`
-  together with a new version number, atomically, and only if the caller's expected version is
-  still current (optimistic concurrency): otherwise :class:`~service.errors.StaleVersion` is
-  raised and the caller reloads and retries.  The same commit records the event ids it learned,
-  removes pending labels it consumed and writes checkpoint fields (``meta``), so that "state
-  learned these events" and "these ids are known" can never disagree.
+* Every change of a model is one :meth:`Store.commit` with a new version number, atomic, and
+  only if the caller's expected version is still current (optimistic concurrency): otherwise
+  :class:`~service.errors.StaleVersion` is raised and the caller reloads and retries.  A commit
+  carries either the model's whole state (a flat ``dict[str, np.ndarray]``) or, on a store
+  that ``logs`` (SQLite, memory), a log entry (:mod:`service.engine.entries`) appended at the
+  new version: the entry is the durable record, and the state is written later, off the
+  request path, by :meth:`Store.checkpoint`; :meth:`Store.load` returns the last checkpoint
+  and the entries after it.  The same commit records the event ids it learned, removes
+  pending labels it consumed and writes checkpoint fields (``meta``), so that "state learned
+  these events" and "these ids are known" can never disagree.
 * ``incarnation`` changes whenever a model id is re-created, reset or imported, so a process
   cache keyed by ``(incarnation, version)`` never mistakes a new model for an old one.
 """
@@ -37,6 +41,11 @@ class StoredState:
     config: dict[str, Any] | None = None
     arrays: dict[str, np.ndarray] | None = None
     meta: dict[str, str] = field(default_factory=dict)
+    #: the version ``arrays`` are the state of (the checkpoint; ``version`` without a log)
+    saved: int = 0
+    #: the logged ``(version, entry)`` pairs after ``arrays`` (or, without arrays, after the
+    #: caller's known version: its cached copy catches up by replaying them), oldest first
+    entries: list[tuple[int, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -56,7 +65,8 @@ class Commit:
 
     expected_version: int
     incarnation: str
-    arrays: dict[str, np.ndarray]
+    #: the model's whole state, or None when the commit is a log ``entry``
+    arrays: dict[str, np.ndarray] | None
     #: event ids learned by this write, remembered until ``id_expiry`` (unix seconds)
     learned_ids: Sequence[str] = ()
     id_expiry: float = 0.0
@@ -73,6 +83,9 @@ class Commit:
     #: most ids the model remembers as learned (and as expired): beyond it the oldest are
     #: forgotten before their expiry (0: no bound); see ``AUCSTREAM_MAX_REMEMBERED_IDS``
     max_remembered_ids: int = 0
+    #: the change as a log entry (:class:`service.engine.entries.Entry`), appended at the new
+    #: version instead of writing ``arrays`` (stores that ``log`` only)
+    entry: Any = None
 
 
 class Store(Protocol):
@@ -84,6 +97,9 @@ class Store(Protocol):
     name: str
     #: whether calls may wait on I/O (then the HTTP layer runs them in the thread pool)
     blocking: bool
+    #: whether a commit may be a log entry (``Commit.entry``) and :meth:`checkpoint` writes
+    #: the state; False: every commit carries the whole state (Redis)
+    logs: bool
 
     def ping(self) -> None:
         """Raise :class:`~service.errors.StoreUnavailable` if the store does not answer."""
@@ -127,7 +143,17 @@ class Store(Protocol):
     def commit(self, model_id: str, commit: Commit) -> int:
         """Apply ``commit`` atomically and return the new version; raises
         :class:`~service.errors.StaleVersion` when the expected version or incarnation is not
-        current, :class:`~service.errors.ModelNotFound` when the model is gone."""
+        current, :class:`~service.errors.ModelNotFound` when the model is gone.  A commit
+        with ``arrays`` is also a checkpoint: the entries before it are dropped."""
+        ...
+
+    def checkpoint(
+        self, model_id: str, incarnation: str, version: int, arrays: dict[str, np.ndarray]
+    ) -> bool:
+        """Store ``arrays`` as the state of ``model_id`` at ``version`` (its entries up to
+        ``version`` applied) and drop those entries; nothing when the model is gone, of
+        another incarnation, or already checkpointed at ``version`` or later.  Whether it
+        was written."""
         ...
 
     def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:

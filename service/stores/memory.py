@@ -1,19 +1,19 @@
 """The in-memory store: everything in this process's memory, lost at exit (``--store memory``:
 tests and throwaway runs; the default is :mod:`service.stores.sqlite`).
 
-It keeps its own copies of the arrays, so a process cache that is mutated in place and then
-dropped after a failed write can always be rebuilt from the last committed state; they are kept
-encoded as the other stores write them (:func:`service.stores.fields.encode_fields`: raw bytes,
-all-zero chunks left out), so a model whose buffers are still mostly empty costs only what
-they hold.  It is not
-shared between processes: with several uvicorn workers use the SQLite or the Redis store.
+It keeps its own copy of each model so that a process cache that is mutated in place and then
+dropped after a failed write can always be rebuilt: a checkpoint (copies of the arrays at some
+version) and the log entries committed since, kept as the Python objects they are
+(:mod:`service.engine.entries`: nothing is encoded on the request path); the engine writes a
+checkpoint in the background (:mod:`service.engine.checkpoints`) and a load replays the
+entries after it.  It is not shared between processes: with several uvicorn workers use the
+SQLite or the Redis store.
 """
 
 from __future__ import annotations
 
 import copy
 import heapq
-import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -30,7 +30,6 @@ from service.errors import (
     StaleVersion,
 )
 from service.stores.base import Commit, StoredState, pending_full
-from service.stores.fields import decode_fields, encode_fields
 
 
 @dataclass
@@ -38,9 +37,11 @@ class _Model:
     config: dict[str, Any]
     incarnation: str
     version: int
-    #: the state as the other stores write it: fields of bytes, and a layout per array
-    fields: dict[str, bytes]
-    layouts: dict[str, str]
+    #: the checkpoint: copies of the state's arrays at version ``saved``
+    arrays: dict[str, np.ndarray]
+    saved: int
+    #: the entries committed after ``saved``: (version, entry), oldest first
+    entries: list[tuple[int, Any]] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=dict)
     #: ids remembered -> expiry, oldest first (the order in which a bound forgets them)
     seen: OrderedDict[str, float] = field(default_factory=OrderedDict)
@@ -52,28 +53,15 @@ class _Model:
     next_forget: float = 0.0
 
 
-def _encoded(arrays: dict[str, np.ndarray]) -> tuple[dict[str, bytes], dict[str, str]]:
-    """:func:`encode_fields`, with the names and layouts interned: every model of a kind
-    repeats them, and one copy of each serves them all."""
-    fields, layouts = encode_fields(arrays)
-    return (
-        {sys.intern(name): data for name, data in fields.items()},
-        {sys.intern(name): sys.intern(layout) for name, layout in layouts.items()},
-    )
-
-
-def _field_names(name: str, layout: str) -> list[str]:
-    """The fields an array of ``layout`` may occupy."""
-    parts = layout.split("|")
-    if len(parts) == 3:
-        return [f"{name}@{index}" for index in range(int(parts[2]))]
-    return [name]
+def _copied(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {name: np.array(value, copy=True) for name, value in arrays.items()}
 
 
 class MemoryStore:
     name = "memory"
     #: never waits on I/O: the HTTP layer calls it on the event loop (see service.offload)
     blocking = False
+    logs = True
 
     def __init__(self) -> None:
         self._models: dict[str, _Model] = {}
@@ -110,8 +98,9 @@ class MemoryStore:
                 copy.deepcopy(config),
                 incarnation,
                 1,
-                *_encoded(arrays),
-                {"incarnation": incarnation},
+                _copied(arrays),
+                1,
+                meta={"incarnation": incarnation},
             )
             return 1
 
@@ -127,28 +116,35 @@ class MemoryStore:
     def load(self, model_id, known_version=None, known_incarnation=None) -> StoredState:
         with self._lock:
             model = self._get(model_id)
-            if model.version == known_version and model.incarnation == known_incarnation:
-                return StoredState(model.version, model.incarnation)
+            if model.incarnation == known_incarnation and known_version is not None:
+                if model.version == known_version:
+                    return StoredState(model.version, model.incarnation)
+                if model.saved <= known_version < model.version:  # the cache catches up
+                    tail = [pair for pair in model.entries if pair[0] > known_version]
+                    return StoredState(
+                        model.version, model.incarnation, meta=dict(model.meta), entries=tail
+                    )
             return StoredState(
                 model.version,
                 model.incarnation,
                 copy.deepcopy(model.config),
-                decode_fields(model.fields, model.layouts),
+                _copied(model.arrays),
                 dict(model.meta),
+                saved=model.saved,
+                entries=list(model.entries),
             )
 
     def commit(self, model_id: str, commit: Commit) -> int:
-        fields, layouts = _encoded(commit.arrays)  # copied outside the lock
+        # copied outside the lock
+        arrays = None if commit.arrays is None else _copied(commit.arrays)
         with self._lock:
             model = self._get(model_id)
             if model.version != commit.expected_version or model.incarnation != commit.incarnation:
                 raise StaleVersion(model_id)
-            for name in layouts:  # the arrays written replace theirs whole
-                if name in model.layouts:
-                    for field_name in _field_names(name, model.layouts[name]):
-                        model.fields.pop(field_name, None)
-            model.fields.update(fields)
-            model.layouts.update(layouts)
+            if arrays is not None:  # the whole state: a checkpoint at the new version
+                model.arrays, model.saved, model.entries = arrays, model.version + 1, []
+            else:
+                model.entries.append((model.version + 1, commit.entry))
             model.meta.update(commit.meta)
             for memory, ids in ((model.seen, commit.learned_ids),
                                 (model.expired, commit.expired_ids)):  # fmt: skip
@@ -162,6 +158,20 @@ class MemoryStore:
                 self._forget(model.expired, commit.now)
             model.version += 1
             return model.version
+
+    def checkpoint(self, model_id, incarnation, version, arrays) -> bool:
+        copied = _copied(arrays)
+        with self._lock:
+            model = self._models.get(model_id)
+            if (
+                model is None
+                or model.incarnation != incarnation
+                or not model.saved < version <= model.version
+            ):
+                return False
+            model.arrays, model.saved = copied, version
+            model.entries = [pair for pair in model.entries if pair[0] > version]
+            return True
 
     @staticmethod
     def _remember(

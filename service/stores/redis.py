@@ -85,6 +85,9 @@ class RedisStore(RedisModels):
     name = "redis"
     #: network round trips: the HTTP layer calls it from the thread pool
     blocking = True
+    #: every commit writes the changed chunks of the state (no log yet: the model's stream,
+    #: with AOF and WAIT, is the planned one)
+    logs = False
 
     def __init__(
         self,
@@ -182,6 +185,9 @@ class RedisStore(RedisModels):
         self._remember(model_id, _Written(incarnation, int(version), Encoded.of(arrays)))
         return StoredState(int(version), incarnation, orjson.loads(config_json), arrays, meta)
 
+    def checkpoint(self, model_id, incarnation, version, arrays) -> bool:
+        return False  # every commit wrote the state: there is nothing to catch up
+
     @unavailable
     def commit(self, model_id: str, commit: Commit) -> int:
         """Write ``commit`` atomically: an optimistic transaction on the version key.
@@ -212,6 +218,8 @@ class RedisStore(RedisModels):
         expected version (it loaded or wrote it): the version check guarantees that nobody
         wrote in between, or the commit is refused.
         """
+        if commit.arrays is None:
+            raise ValueError("the Redis store writes states, not log entries (logs = False)")
         base = self._written.take(model_id)
         known = None
         if (

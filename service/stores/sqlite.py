@@ -11,9 +11,12 @@ database's write lock from before its first read, so the version check of
 processes.  A commit whose expected version or incarnation is not current raises
 :class:`~service.errors.StaleVersion` and writes nothing -- as the Redis store's ``WATCH`` /
 ``EXEC`` -- so the engine reloads and retries; a process whose cache is current learns it from
-the version alone.  :meth:`SQLiteStore.load` reads one snapshot.  As in Redis, a commit writes
-only the 1 KiB chunks that changed since the version it builds on, when this process knows
-them (it loaded or wrote that version of a model it caches: :mod:`service.stores.fields`).
+the version alone, and one whose cache is behind reads the log entries it has not applied.
+:meth:`SQLiteStore.load` reads one snapshot.
+
+A request's commit is a log entry (one row of ``log``, :mod:`service.engine.entries`) with
+the ids and pending records it changes, not the model's state: the state is written by
+:meth:`SQLiteStore.checkpoint`, off the request path, which drops the entries it covers.
 
 Durability: ``synchronous=FULL`` (the default, ``AUCSTREAM_SQLITE_SYNCHRONOUS``) syncs the
 WAL to the disk before a commit returns, so an acknowledged write survives ``kill -9``, an OS
@@ -32,6 +35,7 @@ from typing import Literal
 import numpy as np
 import orjson
 
+from service.engine.entries import decode, encode
 from service.errors import (
     InsufficientStorage,
     ModelChanged,
@@ -40,13 +44,7 @@ from service.errors import (
     StaleVersion,
 )
 from service.stores.base import Commit, StoredState, pending_full
-from service.stores.fields import (
-    DEFAULT_KNOWN_MODELS,
-    Encoded,
-    KnownStates,
-    decode_fields,
-    encode_changes,
-)
+from service.stores.fields import decode_fields, encode_fields
 from service.stores.sqlite_epoch import SQLiteLossWatch
 from service.stores.sqlite_file import (
     MODEL_TABLES,
@@ -116,25 +114,22 @@ class SQLiteStore:
     #: disk I/O (a commit waits for fsync): the HTTP layer calls it from the thread pool
     blocking = True
 
-    def __init__(self, database: Database, max_known_models: int = DEFAULT_KNOWN_MODELS) -> None:
+    #: a commit may be a log entry (service.stores.base)
+    logs = True
+
+    def __init__(self, database: Database) -> None:
         self.database = database
-        #: model id -> (incarnation, version, fields, layouts) this process knows are stored,
-        #: for the models it uses: the base of a commit that writes only the changed chunks
-        self._written: KnownStates[tuple[str, int, Encoded]] = KnownStates(max_known_models)
         #: the epoch marker's checks: a file replaced by an older copy answers 503
         self.loss = SQLiteLossWatch(database)
         self.watch = self.loss.watch
 
     @classmethod
     def open(
-        cls,
-        data_dir: str | Path,
-        synchronous: Literal["full", "normal"] = "full",
-        max_known_models: int = DEFAULT_KNOWN_MODELS,
+        cls, data_dir: str | Path, synchronous: Literal["full", "normal"] = "full"
     ) -> SQLiteStore:
         """The store in ``data_dir`` (created if needed); :class:`StoreOpenError` naming the
         path and the reason when it cannot be used."""
-        return cls(Database.open(data_dir, synchronous), max_known_models)
+        return cls(Database.open(data_dir, synchronous))
 
     @property
     def path(self) -> Path:
@@ -163,16 +158,8 @@ class SQLiteStore:
     def close(self) -> None:
         self.database.close()
 
-    def _remember(self, model_id: str, written: tuple[str, int, Encoded]) -> None:
-        """What this process now knows is stored for ``model_id`` (a delta commit's base)."""
-        self._written.remember(model_id, written)
-
-    def _unknown(self, model_id: str) -> None:
-        """This process no longer knows what is stored: the next commit rewrites it whole."""
-        self._written.forget(model_id)
-
     def forget_cached(self, model_id: str) -> None:
-        self._unknown(model_id)
+        return None  # nothing is kept beside the stored rows
 
     # ------------------------------------------------------------------ models
     @translated
@@ -180,8 +167,7 @@ class SQLiteStore:
         self, model_id, config, arrays, incarnation, *, replace=False, replaces=None
     ) -> int:
         self.loss.guard()
-        changes, encoded = encode_changes(arrays, None)
-        self._unknown(model_id)
+        fields, layouts = encode_fields(arrays)
         with self.database.write() as db:
             row = db.execute("SELECT incarnation FROM models WHERE id = ?", (model_id,)).fetchone()
             if row is not None and not replace:
@@ -194,12 +180,12 @@ class SQLiteStore:
             if row is not None:
                 self._delete_rows(db, model_id)
             db.execute(
-                "INSERT INTO models (id, config, version, incarnation) VALUES (?, ?, 1, ?)",
+                "INSERT INTO models (id, config, version, incarnation, saved) "
+                "VALUES (?, ?, 1, ?, 1)",
                 (model_id, orjson.dumps(config).decode(), incarnation),
             )
             db.execute("INSERT INTO meta VALUES (?, 'incarnation', ?)", (model_id, incarnation))
-            self._write_fields(db, model_id, changes.fields, changes.layouts)
-        self._remember(model_id, (incarnation, 1, encoded))
+            self._write_fields(db, model_id, fields, layouts)
         self.watch.saw(model_id, incarnation, 1)
         return 1
 
@@ -213,6 +199,9 @@ class SQLiteStore:
     def _write_fields(
         db: sqlite3.Connection, model_id: str, fields: dict[str, bytes], layouts: dict[str, str]
     ) -> None:
+        """The state rows of ``model_id``, replacing the ones stored."""
+        db.execute("DELETE FROM state WHERE model_id = ?", (model_id,))
+        db.execute("DELETE FROM layouts WHERE model_id = ?", (model_id,))
         db.executemany(
             "INSERT OR REPLACE INTO state VALUES (?, ?, ?)",
             [(model_id, name, data) for name, data in fields.items()],
@@ -233,7 +222,6 @@ class SQLiteStore:
     def delete_model(self, model_id: str) -> None:
         self.loss.guard(model_id)
         self.watch.forget(model_id)
-        self._unknown(model_id)
         with self.database.write() as db:
             deleted = self._delete_rows(db, model_id)
         if not deleted:
@@ -241,15 +229,30 @@ class SQLiteStore:
 
     @translated
     def load(self, model_id, known_version=None, known_incarnation=None) -> StoredState:
-        """The model's state from one read snapshot; only its version and incarnation when
-        they are the caller's (its cached copy is current)."""
+        """The model's checkpoint and the log entries after it, from one read snapshot; only
+        its version and incarnation when they are the caller's (its cached copy is current);
+        only the entries after the caller's version when its copy is behind."""
         self.loss.guard(model_id)
+        tail = None
         with self.database.snapshot() as db:
             row = db.execute(
-                "SELECT version, incarnation FROM models WHERE id = ?", (model_id,)
+                "SELECT version, incarnation, saved FROM models WHERE id = ?", (model_id,)
             ).fetchone()
-            current = row is not None and tuple(row) == (known_version, known_incarnation)
+            current = row is not None and tuple(row[:2]) == (known_version, known_incarnation)
+            behind = (
+                row is not None
+                and not current
+                and row[1] == known_incarnation
+                and known_version is not None
+                and row[2] <= known_version < row[0]
+            )
             if row is not None and not current:
+                meta = dict(
+                    db.execute("SELECT name, value FROM meta WHERE model_id = ?", (model_id,))
+                )
+            if behind:
+                tail = self._entries(db, model_id, known_version)
+            elif row is not None and not current:
                 config = db.execute(
                     "SELECT config FROM models WHERE id = ?", (model_id,)
                 ).fetchone()
@@ -259,60 +262,59 @@ class SQLiteStore:
                 layouts = dict(
                     db.execute("SELECT name, layout FROM layouts WHERE model_id = ?", (model_id,))
                 )
-                meta = dict(
-                    db.execute("SELECT name, value FROM meta WHERE model_id = ?", (model_id,))
-                )
+                entries = self._entries(db, model_id, row[2])
         # the checks of lost data write (an alarm): after the read snapshot
         if row is None:
             self.loss.missing(model_id)
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
-        version, incarnation = row
+        version, incarnation, saved = row
         self.loss.saw(model_id, incarnation, version)
         if current:
             return StoredState(version, incarnation)
+        if tail is not None:
+            return StoredState(version, incarnation, meta=meta, entries=tail)
         arrays = decode_fields(raw, layouts)
-        self._remember(model_id, (incarnation, version, Encoded.of(arrays)))
-        return StoredState(version, incarnation, orjson.loads(config[0]), arrays, meta)
+        return StoredState(
+            version, incarnation, orjson.loads(config[0]), arrays, meta, saved, entries
+        )
+
+    @staticmethod
+    def _entries(db: sqlite3.Connection, model_id: str, after: int) -> list:
+        rows = db.execute(
+            "SELECT version, entry FROM log WHERE model_id = ? AND version > ? ORDER BY version",
+            (model_id, after),
+        )
+        return [(version, decode(entry)) for version, entry in rows]
 
     @translated
     def commit(self, model_id: str, commit: Commit) -> int:
         """Write ``commit`` in one ``BEGIN IMMEDIATE`` transaction: check the version and
         incarnation (:class:`ModelNotFound`, :class:`StaleVersion`: nothing is written), then
-        the changed state chunks, the ids (forgetting those past their expiry), the consumed
-        pending records, the checkpoint fields and the new version."""
+        the log entry (or the whole state, a checkpoint at the new version), the ids
+        (forgetting those past their expiry), the consumed pending records, the checkpoint
+        fields and the new version."""
         if commit.fence is not None:
             raise ValueError("writer leases (queue mode) exist on the Redis store only")
         self.loss.guard(model_id)
-        base = self._written.take(model_id)
-        known = None
-        if base is not None and base[:2] == (commit.incarnation, commit.expected_version):
-            known = base[2]
-        changes, encoded = encode_changes(commit.arrays, known)
+        version = commit.expected_version + 1
+        if commit.arrays is not None:
+            fields, layouts = encode_fields(commit.arrays)
+        else:
+            entry = encode(commit.entry)
         with self.database.write() as db:
             row = db.execute(
                 "SELECT version, incarnation FROM models WHERE id = ?", (model_id,)
             ).fetchone()
             if row is None:
-                self._unknown(model_id)
                 raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
             if tuple(row) != (commit.expected_version, commit.incarnation):
-                self._unknown(model_id)
                 raise StaleVersion(model_id)
-            if known is not None:
-                if changes.dropped_fields:
-                    db.executemany(
-                        "DELETE FROM state WHERE model_id = ? AND field = ?",
-                        [(model_id, f) for f in changes.dropped_fields],
-                    )
-                if changes.dropped_layouts:
-                    db.executemany(
-                        "DELETE FROM layouts WHERE model_id = ? AND name = ?",
-                        [(model_id, n) for n in changes.dropped_layouts],
-                    )
-            else:  # this process does not know what is stored: rewrite the state whole
-                db.execute("DELETE FROM state WHERE model_id = ?", (model_id,))
-                db.execute("DELETE FROM layouts WHERE model_id = ?", (model_id,))
-            self._write_fields(db, model_id, changes.fields, changes.layouts)
+            if commit.arrays is not None:
+                self._write_fields(db, model_id, fields, layouts)
+                db.execute("DELETE FROM log WHERE model_id = ?", (model_id,))
+                db.execute("UPDATE models SET saved = ? WHERE id = ?", (version, model_id))
+            else:
+                db.execute("INSERT INTO log VALUES (?, ?, ?)", (model_id, version, entry))
             for kind, ids in ((_SEEN, commit.learned_ids), (_EXPIRED, commit.expired_ids)):
                 if ids:
                     _remember_ids(db, model_id, kind, ids, commit)
@@ -322,18 +324,34 @@ class SQLiteStore:
                     "DELETE FROM pending WHERE model_id = ? AND event_id = ?",
                     [(model_id, event_id) for event_id in commit.remove_pending],
                 ).rowcount
-            db.executemany(
-                "INSERT OR REPLACE INTO meta VALUES (?, ?, ?)",
-                [(model_id, name, value) for name, value in commit.meta.items()],
-            )
+            if commit.meta:
+                db.executemany(
+                    "INSERT OR REPLACE INTO meta VALUES (?, ?, ?)",
+                    [(model_id, name, value) for name, value in commit.meta.items()],
+                )
             db.execute(
-                "UPDATE models SET version = version + 1, pending = pending - ? WHERE id = ?",
-                (consumed, model_id),
+                "UPDATE models SET version = ?, pending = pending - ? WHERE id = ?",
+                (version, consumed, model_id),
             )
-        version = commit.expected_version + 1
-        self._remember(model_id, (commit.incarnation, version, encoded))
         self.watch.saw(model_id, commit.incarnation, version)
         return version
+
+    @translated
+    def checkpoint(self, model_id, incarnation, version, arrays) -> bool:
+        """The state rows of ``model_id`` at ``version``, and its log entries up to it
+        dropped (see ``Store.checkpoint``)."""
+        self.loss.guard(model_id)
+        fields, layouts = encode_fields(arrays)  # outside the write lock
+        with self.database.write() as db:
+            row = db.execute(
+                "SELECT version, incarnation, saved FROM models WHERE id = ?", (model_id,)
+            ).fetchone()
+            if row is None or row[1] != incarnation or not row[2] < version <= row[0]:
+                return False
+            self._write_fields(db, model_id, fields, layouts)
+            db.execute("DELETE FROM log WHERE model_id = ? AND version <= ?", (model_id, version))
+            db.execute("UPDATE models SET saved = ? WHERE id = ?", (version, model_id))
+        return True
 
     # ------------------------------------------------------------------ ids and pending labels
     def _alive(self, model_id: str, kind: int, ids: Sequence[str], now: float) -> np.ndarray:

@@ -12,10 +12,13 @@ Tables mirror the Redis keys of :mod:`service.stores.keys`, each row keyed by th
 =========== ===========================================================================
 table       rows
 =========== ===========================================================================
-models      id, JSON config, version, incarnation, number of pending records
+models      id, JSON config, version, incarnation, number of pending records, and
+            ``saved``: the version the state rows are the checkpoint of
+log         the log entries committed after the checkpoint, one per version
+            (:mod:`service.engine.entries`)
 meta        ``incarnation`` and checkpoint fields written with the state
-state       state fields: raw little-endian bytes, arrays over 1 KiB split into 1 KiB
-            chunks ``<name>@<i>`` exactly as in Redis, all-zero chunks left out
+state       the checkpoint's fields: raw little-endian bytes, arrays over 1 KiB split into
+            1 KiB chunks ``<name>@<i>`` exactly as in Redis, all-zero chunks left out
             (:func:`service.stores.fields.encode_fields`)
 layouts     ``<dtype>|<shape>[|<n chunks>]`` of each state array
 ids         learned (kind 0) and expired (kind 1) event ids with their expiry (unix s)
@@ -44,9 +47,9 @@ T = TypeVar("T")
 #: the database file inside the data directory
 FILE_NAME = "aucstream.sqlite3"
 #: ``PRAGMA user_version`` of the layout below and of the state's chunk size
-#: (:data:`service.stores.fields.CHUNK_BYTES`; 1: 16 KiB chunks); a file with another one is
-#: refused
-SCHEMA_VERSION = 2
+#: (:data:`service.stores.fields.CHUNK_BYTES`; 1: 16 KiB chunks; 2: no log, upgraded in place
+#: by adding it); a file with another one is refused
+SCHEMA_VERSION = 3
 #: the page size of a new file: a commit writes every page it changes to the WAL, and one
 #: event changes one state chunk in each of ~20 arrays, so a page of about a chunk
 #: (:data:`service.stores.fields.CHUNK_BYTES`) halves what a one-event commit syncs against
@@ -63,7 +66,11 @@ WAL_SIZE_LIMIT = 64 * 2**20
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS models (
     id TEXT PRIMARY KEY, config TEXT NOT NULL, version INTEGER NOT NULL,
-    incarnation TEXT NOT NULL, pending INTEGER NOT NULL DEFAULT 0);
+    incarnation TEXT NOT NULL, pending INTEGER NOT NULL DEFAULT 0,
+    saved INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS log (
+    model_id TEXT NOT NULL, version INTEGER NOT NULL, entry BLOB NOT NULL,
+    PRIMARY KEY (model_id, version)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (
     model_id TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL,
     PRIMARY KEY (model_id, name));
@@ -86,7 +93,16 @@ CREATE TABLE IF NOT EXISTS pending (
 CREATE INDEX IF NOT EXISTS pending_by_deadline ON pending (model_id, deadline);
 """
 #: the tables whose rows belong to one model (besides its row of ``models``)
-MODEL_TABLES = ("meta", "state", "layouts", "ids", "id_counts", "pending")
+MODEL_TABLES = ("log", "meta", "state", "layouts", "ids", "id_counts", "pending")
+#: schema 2 to 3: the log, and the version each state is the checkpoint of (every state of a
+#: schema 2 file is its model's current version)
+UPGRADE_2 = """
+ALTER TABLE models ADD COLUMN saved INTEGER NOT NULL DEFAULT 0;
+UPDATE models SET saved = version;
+CREATE TABLE log (
+    model_id TEXT NOT NULL, version INTEGER NOT NULL, entry BLOB NOT NULL,
+    PRIMARY KEY (model_id, version)) WITHOUT ROWID
+"""
 
 
 #: the files SQLite keeps beside the database (the WAL, its shared-memory index, a journal)
@@ -250,6 +266,11 @@ class Database:
                     f"written by a newer aucstream (schema {version}; this one reads "
                     f"{SCHEMA_VERSION})"
                 )
+            if version == 2:
+                for statement in UPGRADE_2.split(";"):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                version = SCHEMA_VERSION
             if 0 < version < SCHEMA_VERSION:
                 raise sqlite3.DatabaseError(
                     f"written by an older aucstream (schema {version}, states stored in "

@@ -321,35 +321,48 @@ def test_a_busy_database_is_a_503_not_a_hang(tmp_path, monkeypatch):
         assert http.post("/v1/models/fraud/events", json=events_json(X, y)).status_code == 200
 
 
-def test_a_commit_writes_only_the_chunks_that_changed(tmp_path):
-    """Arrays over 16 KiB are stored in chunks; a commit on top of a version this process knows
-    rewrites only the chunks whose bytes changed (a chunk forged behind its back survives),
-    while a process that does not know the stored version rewrites the state whole."""
+def test_a_commit_is_a_log_row_and_a_checkpoint_writes_the_state(tmp_path):
+    """A request's commit appends its entry (one row of ``log``) and leaves the state rows
+    alone; a checkpoint writes the state at its version and drops the entries it covers; a
+    commit of the whole state rewrites it (arrays that are gone leave no chunk behind)."""
+    from service.engine.entries import Entry, encode
     from service.stores.fields import CHUNK_BYTES
 
     per_chunk = CHUNK_BYTES // 8
     scores = np.arange(3 * per_chunk, dtype=np.float64)  # three chunks
     store = SQLiteStore.open(tmp_path)
     store.create_model("m", {}, {"window:scores": scores, "learner:w": np.ones(2)}, "inc")
-    forged = np.full(per_chunk, -1.0)
-    with contextlib.closing(sqlite3.connect(store.path)) as db, db:
-        db.execute("UPDATE state SET data = ? WHERE field = 'window:scores@2'", (forged.tobytes(),))
+    entry = Entry(5.0, np.ones((2, 3)), np.array([1, -1]), counts=(("duplicates", 1),))
+    assert store.commit("m", Commit(1, "inc", None, entry=entry, learned_ids=["a"])) == 2
+    with contextlib.closing(sqlite3.connect(store.path)) as db:
+        assert db.execute("SELECT version, entry FROM log").fetchall() == [(2, encode(entry))]
+    loaded = SQLiteStore.open(tmp_path).load("m")
+    assert (loaded.version, loaded.saved) == (2, 1)
+    np.testing.assert_array_equal(loaded.arrays["window:scores"], scores)
+    [(version, read)] = loaded.entries
+    assert version == 2 and encode(read) == encode(entry)
+    assert store.load("m", 1, "inc").entries[0][0] == 2  # a cache at 1 catches up
+    assert store.load("m", 0, "inc").arrays is not None  # before the checkpoint: whole
+
     changed = scores.copy()
     changed[0] = 42.0
     arrays = {"window:scores": changed, "learner:w": np.ones(2)}
-    assert store.commit("m", Commit(1, "inc", arrays)) == 2
-    stored = SQLiteStore.open(tmp_path).load("m").arrays
-    np.testing.assert_array_equal(stored["window:scores"][:per_chunk], changed[:per_chunk])
-    np.testing.assert_array_equal(stored["window:scores"][2 * per_chunk :], forged)
+    assert not store.checkpoint("m", "other", 2, arrays)  # another incarnation
+    assert not store.checkpoint("m", "inc", 3, arrays)  # beyond the head
+    assert store.checkpoint("m", "inc", 2, arrays)
+    assert not store.checkpoint("m", "inc", 2, arrays)  # already there
+    loaded = SQLiteStore.open(tmp_path).load("m")
+    assert (loaded.version, loaded.saved, loaded.entries) == (2, 2, [])
+    np.testing.assert_array_equal(loaded.arrays["window:scores"], changed)
 
-    other = SQLiteStore.open(tmp_path)  # never loaded the model: writes every chunk
-    assert other.commit("m", Commit(2, "inc", arrays)) == 3
-    np.testing.assert_array_equal(other.load("m").arrays["window:scores"], changed)
     shrunk = {"window:scores": np.zeros(4), "learner:w": np.ones(2)}
-    assert other.commit("m", Commit(3, "inc", shrunk)) == 4  # the extra chunks are dropped
+    assert store.commit("m", Commit(2, "inc", None, entry=entry)) == 3
+    assert store.commit("m", Commit(3, "inc", shrunk)) == 4  # the whole state: log dropped
     with contextlib.closing(sqlite3.connect(store.path)) as db:
         fields = sorted(row[0] for row in db.execute("SELECT field FROM state"))
+        assert db.execute("SELECT COUNT(*) FROM log").fetchone() == (0,)
     assert fields == ["learner:w", "window:scores"]
+    assert SQLiteStore.open(tmp_path).load("m").saved == 4
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002])

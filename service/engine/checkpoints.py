@@ -1,0 +1,150 @@
+"""Checkpoints: the models' states written off the request path.
+
+On a store that logs (``Store.logs``: SQLite, memory), a write appends a log entry and leaves
+the model's state in its live objects; this module writes the state (``Store.checkpoint``)
+once a model has taken ``every_events`` events or ``every_seconds`` have passed since its first
+change not checkpointed, when it leaves the cache, and at shutdown.  A checkpoint copies the
+arrays under the model's lock and encodes and writes them outside it, from one thread; the
+store then drops the entries it covers.  Only the models changed since their last checkpoint
+are looked at (nothing scans every model), and a checkpoint is never needed for correctness:
+the log is the durable record, and a model whose checkpoint failed is rebuilt from the last
+one and a longer tail.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from service.errors import ServiceError
+
+if TYPE_CHECKING:
+    from service.engine.model import Loaded
+    from service.engine.repository import ModelRepository
+
+logger = logging.getLogger("aucstream")
+
+
+class Checkpoints:
+    """The models of a repository whose state is ahead of their checkpoint.  Thread-safe."""
+
+    def __init__(
+        self,
+        repository: ModelRepository,
+        *,
+        every_events: int,
+        every_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.repository = repository
+        self.every_events = every_events
+        self.every_seconds = every_seconds
+        self.clock = clock
+        #: model id -> [changes since its checkpoint (events, at least 1 a change), since when]
+        self._behind: dict[str, list[float]] = {}
+        #: models that left the cache with changes not checkpointed: written from the
+        #: object they left as
+        self._evicted: dict[str, Loaded] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.written = 0
+
+    def changed(self, model_id: str, events: int) -> None:
+        """``model_id`` took a change of ``events`` events (0: a change without events)."""
+        with self._lock:
+            behind = self._behind.get(model_id)
+            if behind is None:
+                behind = self._behind[model_id] = [0.0, self.clock()]
+            behind[0] += max(events, 1)
+            due = behind[0] >= self.every_events
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(
+                    target=self._run, name="aucstream-checkpoints", daemon=True
+                )
+                self._thread.start()
+        if due:
+            self._wake.set()
+
+    def saved(self, model_id: str) -> None:
+        """``model_id``'s state was written whole (or the model is gone)."""
+        with self._lock:
+            self._behind.pop(model_id, None)
+            self._evicted.pop(model_id, None)
+
+    def evicted(self, model_id: str, loaded: Loaded) -> None:
+        """``model_id`` left the cache as ``loaded``: checkpoint it soon if it is behind."""
+        with self._lock:
+            if model_id in self._behind:
+                self._evicted[model_id] = loaded
+        self._wake.set()
+
+    def pending(self) -> list[str]:
+        with self._lock:
+            return sorted(self._behind)
+
+    def _due(self) -> tuple[list[str], float]:
+        """The models due now, and how long until the next one is."""
+        now = self.clock()
+        due, wait = [], self.every_seconds
+        with self._lock:
+            for model_id, (events, since) in self._behind.items():
+                left = since + self.every_seconds - now
+                if events >= self.every_events or left <= 0 or model_id in self._evicted:
+                    due.append(model_id)
+                else:
+                    wait = min(wait, left)
+        return due, wait
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            due, wait = self._due()
+            for model_id in due:
+                self.write(model_id)
+            if not due:
+                self._wake.wait(wait)
+                self._wake.clear()
+
+    def write(self, model_id: str) -> bool:
+        """Checkpoint ``model_id`` now, from the cached model (or the one it was evicted as);
+        whether a checkpoint was written.  Failures are logged: the model stays behind."""
+        repository = self.repository
+        with self._lock:
+            loaded = self._evicted.pop(model_id, None)
+            behind = self._behind.pop(model_id, None)
+        if behind is None:
+            return False
+        try:
+            with repository.lock(model_id):
+                if loaded is None:
+                    loaded = repository.cached(model_id)
+                if loaded is None:  # dropped: what it held is rebuilt from the log
+                    return False
+                # copies under the lock: the model goes on learning meanwhile
+                arrays = {name: value.copy() for name, value in loaded.arrays().items()}
+                incarnation, version = loaded.incarnation, loaded.version
+            written = repository.store.checkpoint(model_id, incarnation, version, arrays)
+        except (ServiceError, OSError) as error:
+            logger.warning("checkpoint of model %r not written: %s", model_id, error)
+            with self._lock:  # tried again at the next period
+                self._behind.setdefault(model_id, [behind[0], self.clock()])
+            return False
+        self.written += int(written)
+        return written
+
+    def flush(self) -> int:
+        """Checkpoint every model behind (shutdown); returns how many were written."""
+        return sum(self.write(model_id) for model_id in self.pending())
+
+    def close(self) -> None:
+        """Stop the thread, then :meth:`flush`."""
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join()
+        self.flush()

@@ -1,0 +1,133 @@
+"""Log entries: the durable record of one change of one model, and the one function that
+applies it, live and on replay.
+
+A write of the request path (events learned, labels joined, the label sweep, a metrics-history
+point) is described by an :class:`Entry` -- self-contained and deterministic: the events the
+learner learns *after* duplicate removal, the rounds they were learned in, the scores recorded
+at scoring time (labels), the counters added, and the ``now`` it was applied at, so a replay
+never reads a clock.  :func:`service.engine.learning.apply` makes the change on a model's live
+objects; the store appends the entry (``Commit.entry``) instead of writing the model's state,
+and :func:`service.engine.learning.replay` brings a checkpoint (the model's state at some
+version) up to the store's head through the same ``apply``.  Learners are deterministic, so
+checkpoint + entries *is* the model, bit for bit.
+
+:func:`encode` / :func:`decode` are the entry's bytes in a store that writes bytes (SQLite):
+a JSON header (orjson) and raw little-endian arrays, pickle-free like :mod:`service.codec`.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+
+from core.csr import CSRMatrix
+
+#: the entry format's version, first in every encoded entry (a new layout is a new number)
+ENTRY_FORMAT = 1
+_HEAD = struct.Struct("<BI")
+
+
+@dataclass(frozen=True, eq=False)
+class Entry:
+    """One change of one model (module docstring)."""
+
+    #: unix time the change was applied at
+    now: float
+    #: the events learned (after duplicate removal), None when the change learns nothing
+    X: np.ndarray | CSRMatrix | None = None
+    y: np.ndarray | None = None
+    #: the scores given at scoring time (delayed labels, the sweep), None: prequential
+    recorded: np.ndarray | None = None
+    #: sizes of the rounds the events were learned in (one learner call each when that
+    #: matters: :func:`service.engine.learning.one_call_is_exact`); empty: one round
+    rounds: tuple[int, ...] = ()
+    #: counters added after learning (``duplicates``, ``labels_joined`` ...)
+    counts: tuple[tuple[str, int], ...] = ()
+    #: a metrics-history point written at ``now`` (:func:`service.engine.history.catch_up`)
+    history: bool = False
+
+    @property
+    def n_events(self) -> int:
+        return 0 if self.y is None else len(self.y)
+
+    def bounds(self) -> list[tuple[int, int]]:
+        sizes = self.rounds or (self.n_events,)
+        edges = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+        return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+class ReplayFailed(Exception):
+    """A logged entry that does not apply (a bug: it applied when it was logged)."""
+
+    def __init__(self, version: int, error: BaseException) -> None:
+        super().__init__(f"log entry {version} does not apply: {error!r}")
+        self.version = version
+
+
+# ---------------------------------------------------------------------------- bytes
+def _array(array: np.ndarray) -> np.ndarray:
+    array = np.ascontiguousarray(array)
+    return array.astype(array.dtype.newbyteorder("<")) if array.dtype.byteorder == ">" else array
+
+
+def encode(entry: Entry) -> bytes:
+    """The entry as bytes: format, header length, JSON header, the arrays' raw bytes."""
+    arrays: list[tuple[str, np.ndarray]] = []
+    sparse = isinstance(entry.X, CSRMatrix)
+    if isinstance(entry.X, CSRMatrix):
+        arrays += [("indptr", entry.X.indptr), ("indices", entry.X.indices), ("data", entry.X.data)]
+    elif entry.X is not None:
+        arrays.append(("X", entry.X))
+    if entry.y is not None:
+        arrays.append(("y", entry.y))
+    if entry.recorded is not None:
+        arrays.append(("recorded", entry.recorded))
+    parts = [_array(array) for _, array in arrays]
+    header = orjson.dumps(
+        {
+            "now": entry.now,
+            "rounds": list(entry.rounds),
+            "counts": [list(pair) for pair in entry.counts],
+            "history": entry.history,
+            "n_features": int(entry.X.shape[1]) if entry.X is not None else 0,
+            "sparse": sparse,
+            "arrays": [
+                [name, part.dtype.str, list(part.shape)]
+                for (name, _), part in zip(arrays, parts, strict=True)
+            ],
+        }
+    )
+    return b"".join([_HEAD.pack(ENTRY_FORMAT, len(header)), header, *map(bytes, parts)])
+
+
+def decode(raw: bytes) -> Entry:
+    """:func:`encode`'s inverse (ValueError on bytes it did not write)."""
+    version, length = _HEAD.unpack_from(raw)
+    if version != ENTRY_FORMAT:
+        raise ValueError(f"log entry of format {version}, this server reads {ENTRY_FORMAT}")
+    header = orjson.loads(raw[_HEAD.size : _HEAD.size + length])
+    offset = _HEAD.size + length
+    arrays: dict[str, np.ndarray] = {}
+    for name, dtype_text, shape in header["arrays"]:
+        dtype = np.dtype(dtype_text)
+        if dtype.kind not in "iuf":
+            raise ValueError(f"log entry array {name!r} of dtype {dtype_text!r}")
+        count = int(np.prod(shape)) if shape else 1
+        size = count * dtype.itemsize
+        arrays[name] = np.frombuffer(raw, dtype, count, offset).reshape(shape).copy()
+        offset += size
+    X: np.ndarray | CSRMatrix | None = arrays.get("X")
+    if header["sparse"]:
+        X = CSRMatrix(arrays["indptr"], arrays["indices"], arrays["data"], header["n_features"])
+    return Entry(
+        now=float(header["now"]),
+        X=X,
+        y=arrays.get("y"),
+        recorded=arrays.get("recorded"),
+        rounds=tuple(int(size) for size in header["rounds"]),
+        counts=tuple((str(name), int(count)) for name, count in header["counts"]),
+        history=bool(header["history"]),
+    )

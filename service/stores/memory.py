@@ -2,8 +2,10 @@
 tests and throwaway runs; the default is :mod:`service.stores.sqlite`).
 
 It keeps its own copy of each model so that a process cache that is mutated in place and then
-dropped after a failed write can always be rebuilt: a checkpoint (copies of the arrays at some
-version) and the log entries committed since, kept as the Python objects they are
+dropped after a failed write can always be rebuilt: a checkpoint (the state at some version,
+encoded as the other stores write it, :func:`service.stores.fields.encode_fields`: raw bytes,
+all-zero chunks left out, so a model whose buffers are still mostly empty costs only what they
+hold) and the log entries committed since, kept as the Python objects they are
 (:mod:`service.engine.entries`: nothing is encoded on the request path); the engine writes a
 checkpoint in the background (:mod:`service.engine.checkpoints`) and a load replays the
 entries after it.  It is not shared between processes: with several uvicorn workers use the
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -30,6 +33,7 @@ from service.errors import (
     StaleVersion,
 )
 from service.stores.base import Commit, StoredState, pending_full
+from service.stores.fields import decode_fields, encode_fields
 
 
 @dataclass
@@ -37,8 +41,8 @@ class _Model:
     config: dict[str, Any]
     incarnation: str
     version: int
-    #: the checkpoint: copies of the state's arrays at version ``saved``
-    arrays: dict[str, np.ndarray]
+    #: the checkpoint: the state's fields and layouts at version ``saved``
+    fields: tuple[dict[str, bytes], dict[str, str]]
     saved: int
     #: the entries committed after ``saved``: (version, entry), oldest first
     entries: list[tuple[int, Any]] = field(default_factory=list)
@@ -53,8 +57,14 @@ class _Model:
     next_forget: float = 0.0
 
 
-def _copied(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {name: np.array(value, copy=True) for name, value in arrays.items()}
+def _encoded(arrays: dict[str, np.ndarray]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """:func:`encode_fields`, with the names and layouts interned: every model of a kind
+    repeats them, and one copy of each serves them all."""
+    fields, layouts = encode_fields(arrays)
+    return (
+        {sys.intern(name): data for name, data in fields.items()},
+        {sys.intern(name): sys.intern(layout) for name, layout in layouts.items()},
+    )
 
 
 class MemoryStore:
@@ -98,7 +108,7 @@ class MemoryStore:
                 copy.deepcopy(config),
                 incarnation,
                 1,
-                _copied(arrays),
+                _encoded(arrays),
                 1,
                 meta={"incarnation": incarnation},
             )
@@ -128,7 +138,7 @@ class MemoryStore:
                 model.version,
                 model.incarnation,
                 copy.deepcopy(model.config),
-                _copied(model.arrays),
+                decode_fields(*model.fields),
                 dict(model.meta),
                 saved=model.saved,
                 entries=list(model.entries),
@@ -136,13 +146,13 @@ class MemoryStore:
 
     def commit(self, model_id: str, commit: Commit) -> int:
         # copied outside the lock
-        arrays = None if commit.arrays is None else _copied(commit.arrays)
+        fields = None if commit.arrays is None else _encoded(commit.arrays)
         with self._lock:
             model = self._get(model_id)
             if model.version != commit.expected_version or model.incarnation != commit.incarnation:
                 raise StaleVersion(model_id)
-            if arrays is not None:  # the whole state: a checkpoint at the new version
-                model.arrays, model.saved, model.entries = arrays, model.version + 1, []
+            if fields is not None:  # the whole state: a checkpoint at the new version
+                model.fields, model.saved, model.entries = fields, model.version + 1, []
             else:
                 model.entries.append((model.version + 1, commit.entry))
             model.meta.update(commit.meta)
@@ -160,7 +170,7 @@ class MemoryStore:
             return model.version
 
     def checkpoint(self, model_id, incarnation, version, arrays) -> bool:
-        copied = _copied(arrays)
+        fields = _encoded(arrays)  # outside the lock
         with self._lock:
             model = self._models.get(model_id)
             if (
@@ -169,7 +179,7 @@ class MemoryStore:
                 or not model.saved < version <= model.version
             ):
                 return False
-            model.arrays, model.saved = copied, version
+            model.fields, model.saved = fields, version
             model.entries = [pair for pair in model.entries if pair[0] > version]
             return True
 

@@ -301,7 +301,8 @@ class SQLiteStore:
             fields, layouts = encode_fields(commit.arrays)
         else:
             entry = encode(commit.entry)
-        with self.database.write() as db:
+
+        def write(db: sqlite3.Connection) -> None:
             row = db.execute(
                 "SELECT version, incarnation FROM models WHERE id = ?", (model_id,)
             ).fetchone()
@@ -333,6 +334,12 @@ class SQLiteStore:
                 "UPDATE models SET version = ?, pending = pending - ? WHERE id = ?",
                 (version, consumed, model_id),
             )
+
+        if commit.arrays is None:  # an entry: committed with the other threads' (one fsync)
+            self.database.grouped(write)
+        else:
+            with self.database.write() as db:
+                write(db)
         self.watch.saw(model_id, commit.incarnation, version)
         return version
 
@@ -394,7 +401,8 @@ class SQLiteStore:
     def put_pending(self, model_id, records, deadline, max_records=None) -> None:
         if not records:
             return
-        with self.database.write() as db:
+
+        def write(db: sqlite3.Connection) -> None:
             row = db.execute("SELECT pending FROM models WHERE id = ?", (model_id,)).fetchone()
             if row is None:
                 raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
@@ -406,6 +414,8 @@ class SQLiteStore:
                 [(model_id, event_id, record, deadline) for event_id, record in records.items()],
             )
             db.execute("UPDATE models SET pending = pending + ? WHERE id = ?", (added, model_id))
+
+        self.database.grouped(write)  # with the other threads' writes (one fsync)
 
     @translated
     def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:

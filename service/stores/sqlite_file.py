@@ -6,6 +6,8 @@ two kinds of transaction :mod:`service.stores.sqlite` runs.
   threads and processes.  Another writer waits up to ``BUSY_TIMEOUT_SECONDS``.
 * :meth:`Database.snapshot`: several reads of one consistent state; in WAL mode readers never
   wait for the writer, nor the writer for them.
+* :meth:`Database.grouped`: a small write that waits for the writes of other threads queued
+  meanwhile, all committed by one transaction and one fsync (group commit, below).
 
 Tables mirror the Redis keys of :mod:`service.stores.keys`, each row keyed by the model id:
 
@@ -202,6 +204,20 @@ def translated(method: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+class _Queued:
+    """A write waiting in :meth:`Database.grouped`: run by the thread leading the group."""
+
+    __slots__ = ("write", "result", "error", "done", "lead")
+
+    def __init__(self, write: Callable[[sqlite3.Connection], Any]) -> None:
+        self.write = write
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        #: woken to lead the next group rather than with its result
+        self.lead = False
+
+
 class Database:
     """One SQLite file in WAL mode, used by any number of threads and processes."""
 
@@ -215,6 +231,13 @@ class Database:
         self._identity: tuple[int, int] | None = None
         #: why the file at the path is no longer the one opened (then every call is refused)
         self.replaced: str | None = None
+        #: writes queued for the next group, and whether a thread is leading one
+        self._queued: list[_Queued] = []
+        self._leading = False
+        self._group_lock = threading.Lock()
+        #: transactions :meth:`grouped` committed, and the writes they held
+        self.groups = 0
+        self.grouped_writes = 0
 
     @classmethod
     def open(
@@ -334,6 +357,67 @@ class Database:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise
+
+    def grouped(self, write: Callable[[sqlite3.Connection], T]) -> T:
+        """``write(db)`` inside a write transaction shared with the writes other threads queue
+        meanwhile (group commit: one ``BEGIN IMMEDIATE``, one fsync for them all); returns
+        its result or raises its error.  Each write runs inside a savepoint, so one that
+        raises is undone alone; a failure of the transaction itself fails them all.
+
+        The first thread to arrive leads: it commits what is queued, then hands the lead to
+        the first thread queued meanwhile, if any.  A write alone pays no hand-off."""
+        queued = _Queued(write)
+        with self._group_lock:
+            self._queued.append(queued)
+            leading = not self._leading
+            self._leading = True
+        if not leading:
+            queued.done.wait()
+            if not queued.lead:
+                return self._outcome(queued)
+        with self._group_lock:
+            group, self._queued = self._queued, []
+        try:
+            self._commit_group(group)
+        finally:
+            with self._group_lock:
+                if self._queued:
+                    self._queued[0].lead = True
+                    self._queued[0].done.set()
+                else:
+                    self._leading = False
+            for other in group:
+                if other is not queued:
+                    other.done.set()
+        return self._outcome(queued)
+
+    @staticmethod
+    def _outcome(queued: _Queued) -> Any:
+        if queued.error is not None:
+            raise queued.error
+        return queued.result
+
+    def _commit_group(self, group: list[_Queued]) -> None:
+        self.groups += 1
+        self.grouped_writes += len(group)
+        try:
+            with self.write() as db:
+                if len(group) == 1:  # no savepoint: an error rolls the transaction back
+                    group[0].result = group[0].write(db)
+                    return
+                for queued in group:
+                    db.execute("SAVEPOINT one")
+                    try:
+                        queued.result = queued.write(db)
+                    except Exception as error:  # noqa: BLE001 - handed to its own thread
+                        db.execute("ROLLBACK TO one")
+                        queued.error = error
+                    db.execute("RELEASE one")
+        except BaseException as error:
+            for queued in group:
+                if queued.error is None:
+                    queued.error = error
+                    queued.result = None
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:

@@ -174,3 +174,48 @@ def test_entries_round_trip_through_bytes():
         )
     with pytest.raises(ValueError, match="format"):
         decode(b"\x07" + encode(entry)[1:])
+
+
+def test_concurrent_appends_share_a_transaction_and_a_stale_one_fails_alone(tmp_path):
+    """SQLite's group commit: writes queued while another process holds the write lock are
+    committed by one transaction; the stale one among them is refused, the others written."""
+    import contextlib
+    import sqlite3
+    import threading
+    import time
+
+    from service.errors import StaleVersion
+    from service.stores.base import Commit
+
+    store = SQLiteStore.open(tmp_path)
+    for name in "abcd":
+        store.create_model(name, {}, {"w": np.ones(2)}, "inc")
+    entry = Entry(1.0, np.ones((1, 2)), np.array([1]))
+    outcomes: dict[str, object] = {}
+
+    def append(name: str, expected: int) -> None:
+        try:
+            outcomes[name] = store.commit(name, Commit(expected, "inc", None, entry=entry))
+        except StaleVersion as error:
+            outcomes[name] = error
+
+    with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # another process writes: the first append waits
+        leader = threading.Thread(target=append, args=("a", 1))
+        leader.start()
+        time.sleep(0.2)
+        followers = [
+            threading.Thread(target=append, args=(name, expected))
+            for name, expected in (("b", 1), ("c", 5), ("d", 1))
+        ]
+        for thread in followers:
+            thread.start()
+        time.sleep(0.2)
+        other.execute("COMMIT")
+    for thread in [leader, *followers]:
+        thread.join(10)
+    assert outcomes["a"] == outcomes["b"] == outcomes["d"] == 2
+    assert isinstance(outcomes["c"], StaleVersion)
+    assert (store.database.groups, store.database.grouped_writes) == (2, 4)
+    assert [store.load(name).version for name in "abcd"] == [2, 2, 1, 2]
+    assert [len(store.load(name).entries) for name in "abcd"] == [1, 1, 0, 1]

@@ -76,6 +76,12 @@ class Checkpoints:
             self._behind.pop(model_id, None)
             self._evicted.pop(model_id, None)
 
+    def forget_evicted(self, model_id: str) -> None:
+        """A write of ``model_id`` failed (under its lock): an object it left the cache as may
+        hold the failed change, so it is not checkpointed."""
+        with self._lock:
+            self._evicted.pop(model_id, None)
+
     def evicted(self, model_id: str, loaded: Loaded) -> None:
         """``model_id`` left the cache as ``loaded``: checkpoint it soon if it is behind."""
         with self._lock:
@@ -113,13 +119,16 @@ class Checkpoints:
         """Checkpoint ``model_id`` now, from the cached model (or the one it was evicted as);
         whether a checkpoint was written.  Failures are logged: the model stays behind."""
         repository = self.repository
-        with self._lock:
-            loaded = self._evicted.pop(model_id, None)
-            behind = self._behind.pop(model_id, None)
-        if behind is None:
-            return False
+        behind = None
         try:
             with repository.lock(model_id):
+                # taken under the model's lock: a write that failed meanwhile (its model
+                # holds what is not durable) forgot the evicted object first
+                with self._lock:
+                    loaded = self._evicted.pop(model_id, None)
+                    behind = self._behind.pop(model_id, None)
+                if behind is None:
+                    return False
                 if loaded is None:
                     loaded = repository.cached(model_id)
                 if loaded is None:  # dropped: what it held is rebuilt from the log
@@ -130,8 +139,9 @@ class Checkpoints:
             written = repository.store.checkpoint(model_id, incarnation, version, arrays)
         except (ServiceError, OSError) as error:
             logger.warning("checkpoint of model %r not written: %s", model_id, error)
-            with self._lock:  # tried again at the next period
-                self._behind.setdefault(model_id, [behind[0], self.clock()])
+            if behind is not None:
+                with self._lock:  # tried again at the next period
+                    self._behind.setdefault(model_id, [behind[0], self.clock()])
             return False
         self.written += int(written)
         return written

@@ -159,6 +159,7 @@ class ModelRepository:
     def drop(self, model_id: str) -> None:
         """Forget the cached state (it may hold uncommitted changes); reload on next use."""
         self._cache.pop(model_id, None)
+        self.checkpoints.forget_evicted(model_id)
         self.store.forget_cached(model_id)
 
     def clear(self) -> None:

@@ -219,3 +219,39 @@ def test_concurrent_appends_share_a_transaction_and_a_stale_one_fails_alone(tmp_
     assert (store.database.groups, store.database.grouped_writes) == (2, 4)
     assert [store.load(name).version for name in "abcd"] == [2, 2, 1, 2]
     assert [len(store.load(name).entries) for name in "abcd"] == [1, 1, 0, 1]
+
+
+def _wait_for(condition, seconds: float = 10.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_checkpoints_follow_events_eviction_and_shutdown(logging_store):
+    """Written in the background after ``checkpoint_events`` events, when a model leaves the
+    cache, and for every model behind at shutdown; each truncates the model's log."""
+    clock = Clock()
+    engine = Engine(
+        logging_store, clock=clock, checkpoint_events=5, checkpoint_seconds=1e9, max_cached_models=1
+    )
+    for name in ("a", "b"):
+        create_model(engine, ModelCreate(id=name, n_features=3, regret_window=0))
+    X, y = make_stream(12, n_features=3, seed=2)
+    for k in range(6):  # one event each: the fifth makes the checkpoint due
+        engine.learn("b", Batch(X[k : k + 1], y[k : k + 1], None))
+    assert _wait_for(lambda: logging_store.load("b").saved >= 6)
+    engine.learn("a", Batch(X[:2], y[:2], None))  # b leaves the cache, one entry behind
+    assert _wait_for(lambda: logging_store.load("b").entries == [])
+    assert logging_store.load("b").saved == 7
+    assert len(logging_store.load("a").entries) == 1
+    engine.close()  # shutdown: a is checkpointed
+    stored = logging_store.load("a")
+    assert (stored.saved, stored.entries) == (2, [])
+    rebuilt = _engine(logging_store, clock)
+    for name in ("a", "b"):
+        assert rebuilt.info(name).counts == engine.info(name).counts

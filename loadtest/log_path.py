@@ -1,0 +1,149 @@
+"""The acknowledged event's cost on the log path (issue 36): server CPU per one-event request
+from 1, 8 and 64 clients, spread round-robin over many models, and a kept ``/score``, for two
+checkouts alternated in one run, with the Vowpal Wabbit daemon (one example per round trip) in
+the same run.
+
+    python -m loadtest.log_path --peer before=/work/main --peer after=.
+
+Each checkout is served by one uvicorn process on the default SQLite store
+(``synchronous=full``, a fresh directory) with default models of ``--features`` features
+(``auto``), warmed by a second of traffic; phases (closed loops, keep-alive connections):
+
+``events@C``   one labelled event with a fresh id per ``POST /events`` from C clients
+``one@16``     the same, 16 clients, one model (the reference of the next phase)
+``spread@16``  the same, 16 clients, round-robin over ``--models`` models
+``score@1``    one event with an id (kept for a label) per ``POST /score``, one client
+``healthz@1``  ``GET /healthz`` (the HTTP floor), one client
+
+VW: ``vw --daemon`` through pylibvw (loadtest/vw_peer.py), one example line per round trip on
+one connection.  Server CPU is user + system of the server's process tree (``/proc``), so the
+clients' CPU is never counted.  Prints one line per peer, phase and round, the medians, and the
+load average at start and end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from loadtest.local import create_model
+from loadtest.one_event import MODEL, Peer, _closed_loop, _event_request
+from loadtest.vw_peer import tree_cpu_seconds, vw_daemon
+
+
+async def _vw_round_trips(port: int, seconds: float, line: bytes) -> int:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    answered = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        writer.write(line)
+        await reader.readline()
+        answered += 1
+    writer.close()
+    return answered
+
+
+def _events(peer: Peer, x: list[float], models: list[str]):
+    host = f"127.0.0.1:{peer.port}"
+    paths = [f"/v1/models/{model}/events" for model in models]
+
+    def make(client: int, n: int) -> bytes:
+        peer.sent += 1
+        event = {"id": f"e{peer.sent}", "x": x, "y": 1 if peer.sent % 7 == 0 else -1}
+        return _event_request(host, paths[peer.sent % len(paths)], event)
+
+    return make
+
+
+def _score(peer: Peer, x: list[float]):
+    host, path = f"127.0.0.1:{peer.port}", f"/v1/models/{MODEL}/score"
+
+    def make(client: int, n: int) -> bytes:
+        peer.sent += 1
+        return _event_request(host, path, {"id": f"s{peer.sent}", "x": x})
+
+    return make
+
+
+def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:
+    """CPU ms per answered request of each phase."""
+    x = np.round(np.random.default_rng(0).normal(size=peer.features), 4).tolist()
+    spread = [f"r{k}" for k in range(args.models)]
+    healthz = f"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:{peer.port}\r\n\r\n".encode()
+    phases = {f"events@{c}": (c, _events(peer, x, [MODEL])) for c in args.clients}
+    phases["one@16"] = (16, _events(peer, x, [MODEL]))
+    phases["spread@16"] = (16, _events(peer, x, spread))
+    phases["score@1"] = (1, _score(peer, x))
+    phases["healthz@1"] = (1, lambda client, n: healthz)
+    figures = {}
+    for phase, (clients, make) in phases.items():
+        cpu = tree_cpu_seconds(peer.process.pid)
+        ok, bad = asyncio.run(_closed_loop(peer.url, clients, args.seconds, make))
+        cpu = tree_cpu_seconds(peer.process.pid) - cpu
+        figures[phase] = cpu / max(ok, 1) * 1e3
+        figures[phase + " per s"] = ok / args.seconds
+        if bad:
+            print(f"  {peer.name} {phase}: {bad} answers not 2xx")
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--peer", action="append", default=[], help="NAME=CHECKOUT (repeat)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 64])
+    parser.add_argument("--models", type=int, default=200)
+    parser.add_argument("--features", type=int, default=20)
+    args = parser.parse_args()
+    peers = [
+        Peer(name, Path(path), args.features)
+        for name, _, path in (spec.partition("=") for spec in args.peer or [f"this={Path.cwd()}"])
+    ]
+    print("load average at start:", open("/proc/loadavg").read().strip(), flush=True)
+    results: dict[tuple[str, str], list[float]] = {}
+    vw_line = (
+        "1 |f " + " ".join(f"{k}:{v:.4f}" for k, v in enumerate(np.ones(args.features))) + "\n"
+    ).encode()
+    try:
+        for peer in peers:
+            peer.ready()
+            with httpx.Client(base_url=peer.url, timeout=60) as http:
+                for k in range(args.models):
+                    create_model(http, {"id": f"r{k}", "n_features": args.features})
+            asyncio.run(_closed_loop(peer.url, 8, 1.0, _events(peer, [0.0] * args.features,
+                                                               [MODEL])))  # fmt: skip
+        with vw_daemon() as (vw_port, vw_pid):
+            for round_number in range(args.rounds):
+                order = peers if round_number % 2 == 0 else peers[::-1]
+                cpu = tree_cpu_seconds(vw_pid)
+                answered = asyncio.run(_vw_round_trips(vw_port, args.seconds, vw_line))
+                vw = (tree_cpu_seconds(vw_pid) - cpu) / answered * 1e3
+                print(f"      VW lines@1: cpu {vw:.3f} ms ({answered / args.seconds:,.0f}/s)")
+                results.setdefault(("VW", "lines@1"), []).append(vw)
+                for peer in order:
+                    for phase, value in measure(peer, args).items():
+                        if not phase.endswith("per s"):
+                            print(f"{peer.name:>8} {phase:>10}: cpu {value:.3f} ms", flush=True)
+                        results.setdefault((peer.name, phase), []).append(value)
+    finally:
+        for peer in peers:
+            peer.close()
+    print("load average at end:", open("/proc/loadavg").read().strip())
+    print("\n| peer | phase | server CPU per request (median) | requests/s |\n|---|---|---|---|")
+    for (name, phase), values in results.items():
+        if phase.endswith("per s"):
+            continue
+        rate = results.get((name, phase + " per s"))
+        rate_text = f"{statistics.median(rate):,.0f}" if rate else ""
+        print(f"| {name} | {phase} | {statistics.median(values):.3f} ms | {rate_text} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Recovery from the log: how much CPU a process needs to rebuild a model whose log holds
+``--events`` one-event entries after its checkpoint (what a restart after ``kill -9`` finds when
+no checkpoint was written since), on the SQLite store.
+
+    python -m loadtest.recovery --events 100000
+
+The entries are appended to the store as a server appends them (one ``Commit`` with an entry
+per event, ``synchronous=normal`` to build the log quickly: the log's content is the same),
+then a fresh process loads the model: checkpoint + replay (consecutive learn entries share one
+learner call when the model's regret window is off; with it on, each entry is its own regret
+round and its own learner call).  Prints the replay's CPU seconds (user + system of that
+process, JIT compile excluded: the kernels are compiled first on a model of their own) and
+the wall time.  As in the server, the boosted trees' due fits are left to the background
+fitter (installed later by a state commit), not run by the replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from core.learners.boosted_embedded import background_fits
+from core.validation import as_labels
+from service.engine import Engine
+from service.engine.entries import Entry
+from service.ingest import Batch
+from service.models import create_model
+from service.schemas import ModelCreate
+from service.stores.base import Commit
+from service.stores.sqlite import SQLiteStore
+
+
+def build(data_dir: str, events: int, features: int, regret_window: int | None) -> None:
+    store = SQLiteStore.open(data_dir, synchronous="normal")
+    engine = Engine(store, checkpoint_events=10**9, checkpoint_seconds=1e9)
+    create_model(engine, ModelCreate(id="m", n_features=features, regret_window=regret_window))
+    stored = store.load("m")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(events, features))
+    y = as_labels(rng.random(events) < 0.3)
+    version, now = stored.version, 1.8e9
+    for k in range(events):
+        now += 0.001
+        entry = Entry(now, X[k : k + 1], y[k : k + 1])
+        version = store.commit("m", Commit(version, stored.incarnation, None, entry=entry))
+    store.close()
+
+
+def recover(data_dir: str, features: int) -> None:
+    warm = Engine(SQLiteStore.open(tempfile.mkdtemp()))
+    create_model(warm, ModelCreate(id="w", n_features=features))
+    rng = np.random.default_rng(1)
+    warm.learn("w", Batch(rng.normal(size=(64, features)), as_labels(rng.random(64) < 0.3), None))
+    store = SQLiteStore.open(data_dir)
+    before, wall = os.times(), time.perf_counter()
+    with background_fits():  # as in the server: due fits are left to its background fitter
+        info = Engine(store).info("m")
+    after, wall = os.times(), time.perf_counter() - wall
+    cpu = (after.user - before.user) + (after.system - before.system)
+    print(f"replayed {info.counts.events_learned:,} events: cpu {cpu:.2f} s, wall {wall:.2f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--features", type=int, default=20)
+    parser.add_argument(
+        "--regret-window",
+        type=int,
+        default=None,
+        help="the model's regret window (default: the model's default; 0: off, so that the "
+        "replay merges consecutive entries into one learner call)",
+    )
+    parser.add_argument("--recover", metavar="DIR", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.recover:
+        recover(args.recover, args.features)
+        return
+    data_dir = tempfile.mkdtemp(prefix="aucstream-recovery-")
+    started = time.perf_counter()
+    build(data_dir, args.events, args.features, args.regret_window)
+    print(f"log of {args.events:,} entries built in {time.perf_counter() - started:.0f} s")
+    print("load average:", os.getloadavg())
+    command = [sys.executable, "-m", "loadtest.recovery", "--recover", data_dir]
+    subprocess.run([*command, "--features", str(args.features)], check=True)
+    print("load average:", os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()

@@ -7,7 +7,8 @@ the same run.
 
 Each checkout is served by one uvicorn process on the default SQLite store
 (``synchronous=full``, a fresh directory) with default models of ``--features`` features
-(``auto``), warmed by a second of traffic; phases (closed loops, keep-alive connections):
+(``auto``), the measured one warmed by ``--warm-events`` events (8,000) and a second of
+traffic; phases (closed loops, keep-alive connections):
 
 ``events@C``   one labelled event with a fresh id per ``POST /events`` from C clients
 ``one@16``     the same, 16 clients, one model (the reference of the next phase)
@@ -71,6 +72,22 @@ def _score(peer: Peer, x: list[float]):
     return make
 
 
+def _warm(peer: Peer, args: argparse.Namespace) -> None:
+    """``--warm-events`` events to the model in batches (past the boosted trees' early fits,
+    which come each time the events double), then a second of one-event traffic."""
+    rng = np.random.default_rng(2)
+    with httpx.Client(base_url=peer.url, timeout=120) as http:
+        for start in range(0, args.warm_events, 500):
+            X = np.round(rng.normal(size=(500, args.features)), 4)
+            y = np.where(rng.random(500) < 0.15, 1, -1)
+            events = [
+                {"id": f"w{start + k}", "x": X[k].tolist(), "y": int(y[k])} for k in range(500)
+            ]
+            response = http.post(f"/v1/models/{MODEL}/events", json={"events": events})
+            response.raise_for_status()
+    asyncio.run(_closed_loop(peer.url, 8, 1.0, _events(peer, [0.0] * args.features, [MODEL])))
+
+
 def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:
     """CPU ms per answered request of each phase."""
     x = np.round(np.random.default_rng(0).normal(size=peer.features), 4).tolist()
@@ -101,6 +118,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--models", type=int, default=200)
     parser.add_argument("--features", type=int, default=20)
+    parser.add_argument("--warm-events", type=int, default=8000)
     args = parser.parse_args()
     peers = [
         Peer(name, Path(path), args.features)
@@ -117,8 +135,7 @@ def main() -> None:
             with httpx.Client(base_url=peer.url, timeout=60) as http:
                 for k in range(args.models):
                     create_model(http, {"id": f"r{k}", "n_features": args.features})
-            asyncio.run(_closed_loop(peer.url, 8, 1.0, _events(peer, [0.0] * args.features,
-                                                               [MODEL])))  # fmt: skip
+            _warm(peer, args)
         with vw_daemon() as (vw_port, vw_pid):
             for round_number in range(args.rounds):
                 order = peers if round_number % 2 == 0 else peers[::-1]

@@ -6,12 +6,16 @@ engine is a thin facade over these parts, one module each:
 ========================= ====================================================================
 :mod:`.repository`        the per-process LRU cache of models, per-model locks, and the
                           load / commit / retry-on-stale-version cycle of every write
+:mod:`.entries`           log entries: the durable record of a write (stores that log)
+:mod:`.checkpoints`       the models' states written in the background, behind their logs
 :mod:`.model`             a model as held in memory (:class:`Loaded`), the prefixes naming its
                           committed arrays and their format version, building it from them
                           or afresh
 :mod:`.history`           the metrics history's rings, a part of every model
 :mod:`.missing`           the running means that fill missing values (``missing_values``)
-:mod:`.learning`          labelled batches: duplicate ids, rounds, the regret window, counters
+:mod:`.learning`          labelled batches: duplicate ids, rounds, the regret window, counters;
+                          ``apply`` and ``replay`` of log entries
+:mod:`.refusals`          the error path of a refused learner call (the event at fault)
 :mod:`.delayed`           ``/score`` keeping features for later labels, the labels, the sweep
 :mod:`.coalesce`          concurrent requests to one model merged into one call and one commit
 :mod:`.reasons`           ``/score?reasons=k``: each event's top feature contributions

@@ -16,6 +16,9 @@ traffic; phases (closed loops, keep-alive connections):
 ``score@1``    one event with an id (kept for a label) per ``POST /score``, one client
 ``healthz@1``  ``GET /healthz`` (the HTTP floor), one client
 
+``--workers N`` serves each checkout with N uvicorn workers on one SQLite file (contention:
+the workers' appends to one hot model, and to many); ``--phases`` runs only the ones named.
+
 VW: ``vw --daemon`` through pylibvw (loadtest/vw_peer.py), one example line per round trip on
 one connection.  Server CPU is user + system of the server's process tree (``/proc``), so the
 clients' CPU is never counted.  Prints one line per peer, phase and round, the medians, and the
@@ -26,14 +29,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
 import httpx
 import numpy as np
 
-from loadtest.local import create_model
+from loadtest.local import create_model, free_port, start_uvicorn, wait_ready
 from loadtest.one_event import MODEL, Peer, _closed_loop, _event_request
 from loadtest.vw_peer import tree_cpu_seconds, vw_daemon
 
@@ -72,6 +77,35 @@ def _score(peer: Peer, x: list[float]):
     return make
 
 
+class WorkersPeer(Peer):
+    """A checkout served by ``workers`` uvicorn worker processes on one SQLite file."""
+
+    def __init__(self, name: str, path: Path, features: int, workers: int) -> None:
+        self.name, self.path, self.features = name, path.resolve(), features
+        self.data = tempfile.mkdtemp(prefix=f"aucstream-log-{name}-")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        environment = {
+            **os.environ,
+            "PYTHONPATH": str(self.path),
+            "AUCSTREAM_STORE": "sqlite",
+            "AUCSTREAM_DATA_DIR": self.data,
+            "AUCSTREAM_LOG_LEVEL": "warning",
+            "AUCSTREAM_WORKERS": str(workers),
+        }
+        self.process = start_uvicorn(
+            self.port, environment, workers, access_log=False, cwd=self.path
+        )
+        self.sent = 0
+        self.workers = workers
+
+    def ready(self) -> None:
+        # several answers: each worker's, as far as the kernel spreads the connections
+        wait_ready(self.url, self.process, timeout=600, answers=4 * self.workers)
+        with httpx.Client(base_url=self.url, timeout=60) as http:
+            create_model(http, {"id": MODEL, "n_features": self.features})
+
+
 def _warm(peer: Peer, args: argparse.Namespace) -> None:
     """``--warm-events`` events to the model in batches (past the boosted trees' early fits,
     which come each time the events double), then a second of one-event traffic."""
@@ -100,6 +134,8 @@ def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:
     phases["healthz@1"] = (1, lambda client, n: healthz)
     figures = {}
     for phase, (clients, make) in phases.items():
+        if args.phases and phase not in args.phases:
+            continue
         cpu = tree_cpu_seconds(peer.process.pid)
         ok, bad = asyncio.run(_closed_loop(peer.url, clients, args.seconds, make))
         cpu = tree_cpu_seconds(peer.process.pid) - cpu
@@ -119,9 +155,13 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=200)
     parser.add_argument("--features", type=int, default=20)
     parser.add_argument("--warm-events", type=int, default=8000)
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn workers on one file")
+    parser.add_argument("--phases", nargs="+", default=None, help="only these phases")
     args = parser.parse_args()
     peers = [
         Peer(name, Path(path), args.features)
+        if args.workers == 1
+        else WorkersPeer(name, Path(path), args.features, args.workers)
         for name, _, path in (spec.partition("=") for spec in args.peer or [f"this={Path.cwd()}"])
     ]
     print("load average at start:", open("/proc/loadavg").read().strip(), flush=True)

@@ -255,3 +255,18 @@ def test_checkpoints_follow_events_eviction_and_shutdown(logging_store):
     rebuilt = _engine(logging_store, clock)
     for name in ("a", "b"):
         assert rebuilt.info(name).counts == engine.info(name).counts
+
+
+def test_the_checkpoint_settings_are_checked_and_reach_the_engine():
+    from pydantic import ValidationError
+
+    from service.settings import Settings
+    from tests.service.conftest import started_apps
+
+    for bad in ({"checkpoint_events": 0}, {"checkpoint_seconds": 0}):
+        with pytest.raises(ValidationError):
+            Settings(**bad)
+    with started_apps(store="memory") as build:
+        client = build(checkpoint_events=7, checkpoint_seconds=3.5)
+        checkpoints = client.app.state.engine.repository.checkpoints
+        assert (checkpoints.every_events, checkpoints.every_seconds) == (7, 3.5)

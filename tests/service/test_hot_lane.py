@@ -1,6 +1,6 @@
-"""The short lane of ``POST .../events`` and ``POST .../score`` (``service.fastlane``): the
-same answers, problems, metrics and 500s as through FastAPI's stack; every other request still
-goes through FastAPI."""
+"""The lane of ``POST .../events``, ``POST .../score`` and ``GET /healthz``
+(``service.fastlane``): the same answers, problems, metrics and 500s as through FastAPI's stack;
+every other request still goes through FastAPI."""
 
 from __future__ import annotations
 
@@ -30,17 +30,21 @@ def sample(text: str, name: str, **labels: str) -> float | None:
     return None
 
 
-def test_lane_takes_posts_to_the_per_event_routes_only(memory_client):
+def test_lane_takes_the_marked_routes_only(memory_client):
     client = memory_client
     create_model(client, n_features=2)
-    lane = client.app.lane_routes  # type: ignore[attr-defined]
+    app = client.app
 
     def takes(method: str, path: str, root_path: str = "") -> bool:
-        return lane.takes({"type": "http", "method": method, "path": path, "root_path": root_path})
+        scope = {"type": "http", "method": method, "path": path, "root_path": root_path}
+        return app.lane_route(scope) is not None  # type: ignore[attr-defined]
 
     assert takes("POST", "/v1/models/m/score") and takes("POST", "/v1/models/m/events")
     assert takes("POST", "/api/v1/models/m/score", root_path="/api")
+    assert takes("GET", "/healthz")
     for method, path in (
+        ("GET", "/readyz"),
+        ("POST", "/healthz"),
         ("GET", "/v1/models/m/score"),
         ("POST", "/v1/models/m/labels"),
         ("POST", "/v1/models/m/score/"),

@@ -1,7 +1,8 @@
 """The FastAPI application: ``create_app()`` (uvicorn: ``service.app:create_app --factory``).
 
-Clients (the store) are created in the lifespan, not at import; domain errors become
-``application/problem+json`` responses in one place.
+Clients (the store) are created in the lifespan, not at import.  The app is a
+:class:`service.fastlane.ServiceApp`: one ASGI layer per request, and the one place where
+errors become ``application/problem+json`` responses.
 """
 
 from __future__ import annotations
@@ -15,11 +16,8 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
-from fastapi import Depends, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, Response
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.warmup import kernel_groups
 from service import kernels
@@ -29,10 +27,9 @@ from service.body_guard import BodyDeadlines
 from service.deps import Services
 from service.engine import Engine
 from service.engine.refit import Refitter
-from service.errors import MalformedBody, ServiceError, StoreUnavailable
-from service.fastlane import PROBLEM, ServiceApp, allowed_methods, problem_response, route_path
+from service.errors import StoreUnavailable
+from service.fastlane import ServiceApp
 from service.hosts import HostCheck, HostPolicy
-from service.ingest.objects import json_error_detail
 from service.kernels import progress_bar_stream, warm_up
 from service.queue import StreamQueue
 from service.routers import dashboard, events, metrics, models, system
@@ -79,15 +76,6 @@ def make_queue(store: Store, settings: Settings) -> StreamQueue | None:
         retry_after_seconds=settings.queue_retry_after_seconds,
         replica_wait=lambda: store.wait,
     )
-
-
-async def malformed_json(request: Request, error: dict[str, Any]) -> MalformedBody:
-    """FastAPI's ``json_invalid`` error as the 400 the hand-parsed routes give."""
-    location = error.get("loc", ())
-    position = location[-1] if location and isinstance(location[-1], int) else -1
-    reason = (error.get("ctx") or {}).get("error") or error.get("msg", "JSON decode error")
-    body = await request.body()  # already read (and kept) by FastAPI
-    return MalformedBody(json_error_detail(body, position, f"{reason} at character {position}"))
 
 
 def create_app(settings: Settings | None = None, *, store: Store | None = None) -> FastAPI:
@@ -169,63 +157,10 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.include_router(system.router)
     dashboard.install(app)
 
-    def on_error(error: ServiceError) -> Response:
-        """Every problem's one rendering (the lane's, FastAPI's handler, the Host check)."""
-        telemetry.rejected.labels(error.slug).inc()
-        return problem_response(error)
-
-    @app.exception_handler(ServiceError)
-    async def service_error(request: Request, error: ServiceError) -> Response:
-        return on_error(error)
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, error: RequestValidationError) -> Response:
-        first: dict[str, Any] = error.errors()[0] if error.errors() else {}
-        if first.get("type") == "json_invalid":  # as /events answers it: 400, not a field
-            return await service_error(request, await malformed_json(request, first))
-        location = [str(part) for part in first.get("loc", ()) if part != "body"]
-        message = first.get("msg", "invalid request")
-        field = ".".join(location) or None
-        detail = f"{field}: {message}" if field else message
-        telemetry.rejected.labels("invalid-input").inc()
-        return JSONResponse(
-            {
-                "type": "https://aucstream.dev/problems/invalid-input",
-                "title": "Invalid input",
-                "status": 422,
-                "detail": detail,
-                "field": field,
-            },
-            status_code=422,
-            media_type=PROBLEM,
-        )
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, error: StarletteHTTPException) -> Response:
-        headers = getattr(error, "headers", None)
-        if error.status_code == 405:
-            methods = allowed_methods(app.router.routes, route_path(request.scope))
-            if methods is not None:
-                if request.method == "OPTIONS":
-                    return Response(status_code=204, headers={"Allow": ", ".join(methods)})
-                headers = {**(headers or {}), "Allow": ", ".join(methods)}
-        return JSONResponse(
-            {
-                "type": "about:blank",
-                "title": str(error.detail),
-                "status": error.status_code,
-                "detail": f"{request.method} {request.url.path}: {error.detail}",
-            },
-            status_code=error.status_code,
-            media_type=PROBLEM,
-            headers=headers,
-        )
-
     app.install(
         telemetry,
         HostCheck(HostPolicy(settings.allowed_hosts)),
         BodyDeadlines(settings.body_read_timeout_seconds),
-        on_error,
     )
 
     def openapi() -> dict[str, Any]:

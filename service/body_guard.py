@@ -59,23 +59,6 @@ class ClientClosedRequest(  # type: ignore[misc]
         self.status_code = self.status
 
 
-class _BodyRead:
-    """A request body being read: its deadline, and the task reading it."""
-
-    __slots__ = ("deadline", "expired", "task", "waiting")
-
-    def __init__(self, deadline: float, task: asyncio.Task | None) -> None:
-        self.deadline = deadline
-        self.task = task
-        self.waiting = False  # the task is awaiting a body chunk
-        self.expired = False  # the deadline passed before the body was complete
-
-    def expire(self) -> None:
-        self.expired = True
-        if self.waiting and self.task is not None:  # else the next read raises
-            self.task.cancel()
-
-
 class BodyDeadlines:
     """The deadlines of the request bodies being read, for :class:`service.fastlane.ServiceApp`.
 
@@ -89,7 +72,7 @@ class BodyDeadlines:
     def __init__(self, timeout_seconds: float) -> None:
         self.timeout_seconds = timeout_seconds
         self._period = min(1.0, timeout_seconds / 4)
-        self._reads: set[_BodyRead] = set()
+        self._reads: set[GuardedReceive] = set()
         self._watchdog: asyncio.Task | None = None
 
     def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -106,7 +89,7 @@ class BodyDeadlines:
                 continue
             idle = 0.0
             now = loop.time()
-            for read in [read for read in self._reads if read.deadline <= now]:
+            for read in [read for read in self._reads if (read.deadline or 0.0) <= now]:
                 self._reads.discard(read)
                 read.expire()
 
@@ -117,19 +100,36 @@ class BodyDeadlines:
 
 
 class GuardedReceive:
-    """One request's ``receive`` (see :class:`BodyDeadlines`)."""
+    """One request's ``receive`` (see :class:`BodyDeadlines`), and its body's deadline."""
 
-    __slots__ = ("body_complete", "deadlines", "read", "receive", "received", "scope")
+    __slots__ = (
+        "body_complete",
+        "deadline",
+        "deadlines",
+        "expired",
+        "receive",
+        "received",
+        "scope",
+        "task",
+        "waiting",
+    )
 
     def __init__(self, deadlines: BodyDeadlines, scope: Scope, receive: Any) -> None:
         self.deadlines, self.scope, self.receive = deadlines, scope, receive
-        self.read: _BodyRead | None = None
+        self.deadline: float | None = None  # set by the first read
+        self.task: asyncio.Task | None = None
+        self.waiting = False  # the task is awaiting a body chunk
+        self.expired = False  # the deadline passed before the body was complete
         self.body_complete = False
         self.received = 0
 
+    def expire(self) -> None:
+        self.expired = True
+        if self.waiting and self.task is not None:  # else the next read raises
+            self.task.cancel()
+
     def release(self) -> None:
-        if self.read is not None:
-            self.deadlines._reads.discard(self.read)
+        self.deadlines._reads.discard(self)
 
     def _timed_out(self) -> RequestTimeout:
         timeout, scope = self.deadlines.timeout_seconds, self.scope
@@ -147,34 +147,33 @@ class GuardedReceive:
 
     async def __call__(self) -> dict:
         if self.body_complete:
-            return await self.receive()
-        deadlines, read = self.deadlines, self.read
-        if read is None:
+            return await self.receive()  # type: ignore[no-any-return]
+        deadlines = self.deadlines
+        if self.deadline is None:
             loop = asyncio.get_running_loop()
-            read = self.read = _BodyRead(
-                loop.time() + deadlines.timeout_seconds, asyncio.current_task()
-            )
-            deadlines._reads.add(read)
+            self.deadline = loop.time() + deadlines.timeout_seconds
+            self.task = asyncio.current_task()
+            deadlines._reads.add(self)
             deadlines._watch(loop)
-        elif read.expired:
+        elif self.expired:
             raise self._timed_out()
-        read.waiting = True
+        self.waiting = True
         try:
             message = await self.receive()
         except asyncio.CancelledError:
-            if not read.expired or read.task is None or read.task.uncancel() > 0:
+            if not self.expired or self.task is None or self.task.uncancel() > 0:
                 raise  # not (only) the deadline's cancellation
             raise self._timed_out() from None
         finally:
-            read.waiting = False
+            self.waiting = False
         kind = message["type"]
         if kind == "http.request":
             self.received += len(message.get("body", b""))
             if not message.get("more_body", False):
                 self.body_complete = True
-                deadlines._reads.discard(read)
+                deadlines._reads.discard(self)
         elif kind == "http.disconnect":
-            deadlines._reads.discard(read)
+            deadlines._reads.discard(self)
             logger.info(
                 "%s %s: client disconnected after %d bytes of the request body",
                 self.scope.get("method", ""),
@@ -184,4 +183,4 @@ class GuardedReceive:
             raise ClientClosedRequest(
                 f"the client disconnected after {self.received} bytes of the request body"
             )
-        return message
+        return message  # type: ignore[no-any-return]

@@ -34,16 +34,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import RouteContext, iter_route_contexts
+from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from service.auth import check_api_key, require_api_key
 from service.body_guard import BodyDeadlines
 from service.deps import Services, get_engine, get_services, get_settings, get_telemetry
-from service.errors import InvalidInput, ServiceError
+from service.errors import InvalidInput, MalformedBody, ServiceError
 from service.hosts import HostCheck, close_handshake, header
+from service.ingest.objects import json_error_detail
 from service.kernels import warming_up
 from service.telemetry import Telemetry
 from service.telemetry_logs import record_request
@@ -217,24 +220,61 @@ class ServiceApp(FastAPI):
     telemetry: Telemetry
     hosts: HostCheck
     bodies: BodyDeadlines
-    on_error: Callable[[ServiceError], Response]
     lane_routes: list[LaneRoute]
     #: the warm-up is over: no more checks
     warm_open = False
 
-    def install(
-        self,
-        telemetry: Telemetry,
-        hosts: HostCheck,
-        bodies: BodyDeadlines,
-        on_error: Callable[[ServiceError], Response],
-    ) -> None:
-        self.telemetry, self.hosts, self.bodies, self.on_error = telemetry, hosts, bodies, on_error
+    def install(self, telemetry: Telemetry, hosts: HostCheck, bodies: BodyDeadlines) -> None:
+        self.telemetry, self.hosts, self.bodies = telemetry, hosts, bodies
+        self.add_exception_handler(ServiceError, self._service_error)  # type: ignore[arg-type]
+        self.add_exception_handler(RequestValidationError, self._invalid)  # type: ignore[arg-type]
+        self.add_exception_handler(HTTPException, self._http_error)  # type: ignore[arg-type]
         self.lane_routes = [
             LaneRoute(route)
             for route in iter_route_contexts(self.router.routes)
             if getattr(route.endpoint, "__lane__", False)
         ]
+
+    def on_error(self, error: ServiceError) -> Response:
+        """Every problem's one rendering (the lane's, FastAPI's handlers', the Host check's),
+        counted by its type."""
+        self.telemetry.rejected.labels(error.slug).inc()
+        return problem_response(error)
+
+    async def _service_error(self, request: Request, error: ServiceError) -> Response:
+        return self.on_error(error)
+
+    async def _invalid(self, request: Request, error: RequestValidationError) -> Response:
+        """FastAPI's parameter and body validation, as the problem the lane's readers give."""
+        first: dict[str, Any] = error.errors()[0] if error.errors() else {}
+        if first.get("type") == "json_invalid":  # as /events answers it: 400, not a field
+            location = first.get("loc", ())
+            position = location[-1] if location and isinstance(location[-1], int) else -1
+            reason = (first.get("ctx") or {}).get("error") or first.get("msg", "JSON error")
+            body = await request.body()  # already read (and kept) by FastAPI
+            detail = json_error_detail(body, position, f"{reason} at character {position}")
+            return self.on_error(MalformedBody(detail))
+        field = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or None
+        message = first.get("msg", "invalid request")
+        return self.on_error(InvalidInput(f"{field}: {message}" if field else message, field=field))
+
+    async def _http_error(self, request: Request, error: HTTPException) -> Response:
+        """Starlette's 404 / 405 as problems; ``Allow`` names every method of the path (a 405),
+        and OPTIONS is answered with it."""
+        headers = error.headers
+        if error.status_code == 405:
+            methods = allowed_methods(self.router.routes, route_path(request.scope))
+            if methods is not None:
+                if request.method == "OPTIONS":
+                    return Response(status_code=204, headers={"Allow": ", ".join(methods)})
+                headers = {**(headers or {}), "Allow": ", ".join(methods)}
+        body = {
+            "type": "about:blank",
+            "title": str(error.detail),
+            "status": error.status_code,
+            "detail": f"{request.method} {request.url.path}: {error.detail}",
+        }
+        return JSONResponse(body, error.status_code, headers, media_type=PROBLEM)
 
     def lane_route(self, scope: Scope) -> LaneRoute | None:
         """The lane's route of a request, ``scope`` given what routing would set."""

@@ -60,6 +60,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--store", choices=["memory", "sqlite"], default="memory")
     parser.add_argument("--features", type=int, default=20)
+    # a learner of constant cost: the default auto's first thousands of events cost ms each
+    parser.add_argument("--learner", default="spam")
     args = parser.parse_args()
     settings = Settings(store=args.store, warmup=False, data_dir=tempfile.mkdtemp())
     app = create_app(settings)
@@ -75,14 +77,17 @@ def main() -> None:
             if route == "healthz":
                 status = await _call(app, "GET", "/healthz", b"")
             else:
-                event = {"id": f"e{serial}", "x": x, **({"y": 1} if route == "events" else {})}
+                label = {"y": 1 if serial % 7 == 0 else -1} if route == "events" else {}
+                event = {"id": f"e{serial}", "x": x, **label}
                 body = orjson.dumps({"events": [event]})
                 status = await _call(app, "POST", f"/v1/models/m/{route}", body)
             assert status == 200, status
         return (time.process_time() - started) / n * 1e3
 
     with TestClient(app) as client:
-        created = client.post("/v1/models", json={"id": "m", "n_features": args.features})
+        created = client.post(
+            "/v1/models", json={"id": "m", "n_features": args.features, "learner": args.learner}
+        )
         assert created.status_code == 201, created.text
         figures: dict[tuple[str, str], list[float]] = {}
         for round_ in range(args.rounds + 1):  # the first round warms up
@@ -93,7 +98,7 @@ def main() -> None:
                     if round_:
                         figures.setdefault((route, name), []).append(cpu)
         app.lane_routes = lane
-    print(f"store {args.store}, {args.features} features, CPU ms per request:")
+    print(f"store {args.store}, {args.learner}, {args.features} features, CPU ms per request:")
     for (route, name), values in figures.items():
         spread = f"{min(values):.4f}-{max(values):.4f}"
         print(f"  {route:8} {name:8} {statistics.median(values):.4f} ({spread})")

@@ -1,8 +1,8 @@
 """What the lane (``service.fastlane``) saves per request, in-process: the same app answering
-``GET /healthz`` and one-event ``/score`` and ``/events`` through the lane, and through
-FastAPI's routing and parameter resolution (the lane emptied: the routes are declared once,
-on FastAPI routers, so both serve the same declaration behind the same ASGI layer),
-alternated.
+``GET /healthz``, one-event ``/score`` and ``/events`` and one-label ``/labels`` through the
+lane, and through FastAPI's routing and parameter resolution (the lane emptied: the routes are
+declared once, on FastAPI routers, so both serve the same declaration behind the same ASGI
+layer), alternated.
 
     python -m loadtest.fast_lane [--requests 4000] [--rounds 5] [--store memory]
 
@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.settings import Settings
 
-ROUTES = ("healthz", "score", "events")
+ROUTES = ("healthz", "score", "events", "labels")
 
 
 async def _call(app, method: str, path: str, body: bytes) -> int:
@@ -76,6 +76,9 @@ def main() -> None:
             serial += 1
             if route == "healthz":
                 status = await _call(app, "GET", "/healthz", b"")
+            elif route == "labels":  # a label for an id never scored: answered "unknown"
+                body = orjson.dumps([{"id": f"l{serial}", "y": 1}])
+                status = await _call(app, "POST", "/v1/models/m/labels", body)
             else:
                 label = {"y": 1 if serial % 7 == 0 else -1} if route == "events" else {}
                 event = {"id": f"e{serial}", "x": x, **label}

@@ -17,12 +17,12 @@ one ``send`` wrapper does what used to be seven middlewares:
 
 Routes are declared once, on FastAPI routers: the OpenAPI document, the 405 of other methods
 (:func:`allowed_methods`) and the router read that declaration.  The routes marked
-:func:`lane` (``POST /events``, ``/score``, ``GET /healthz``: the requests that come one event
-at a time, and the probes) are served here directly: their parameters are read from the same
-declaration (:class:`LaneRoute`: path, ``bool`` and ``int`` query parameters, the request,
-the API key and the app's services), so that a parameter declared is a parameter served; a
-route the lane cannot read fails at start-up.  Everything else goes through FastAPI's router,
-whose exception handlers render problems with the same function as the lane
+:func:`lane` (``POST /events``, ``/score``, ``/labels``, ``GET /healthz``: the requests that
+come one event at a time, and the probes) are served here directly: their parameters are read
+from the same declaration (:class:`LaneRoute`: path, ``bool`` and ``int`` query parameters,
+the request, the API key and the app's services), so that a parameter declared is a parameter
+served; a route the lane cannot read fails at start-up.  Everything else goes through FastAPI's
+router, whose exception handlers render problems with the same function as the lane
 (``on_error``).  Measured figures are in ``loadtest/README.md``.
 """
 
@@ -250,7 +250,7 @@ class ServiceApp(FastAPI):
         if first.get("type") == "json_invalid":  # as /events answers it: 400, not a field
             location = first.get("loc", ())
             position = location[-1] if location and isinstance(location[-1], int) else -1
-            reason = (first.get("ctx") or {}).get("error") or first.get("msg", "JSON error")
+            reason = (first.get("ctx") or {}).get("error") or first.get("msg", "JSON decode error")
             body = await request.body()  # already read (and kept) by FastAPI
             detail = json_error_detail(body, position, f"{reason} at character {position}")
             return self.on_error(MalformedBody(detail))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Query, Request
@@ -22,7 +22,6 @@ from service.queue import Appended
 from service.queue.enqueue import enqueue
 from service.schemas import (
     LabelsResponse,
-    LabelStatus,
     LearnResponse,
     LearnResponseBody,
     QueuedResponse,
@@ -183,9 +182,10 @@ async def score(
     return json_response(body)
 
 
-def json_response(body: LearnResponseBody | ScoreResponseBody) -> Response:
-    """The 200 of ``/events`` or ``/score``: ``body`` (the fields of ``LearnResponse`` or
-    ``ScoreResponse``, which document it) written by orjson, the same bytes as pydantic's
+def json_response(body: dict[str, Any]) -> Response:
+    """The 200 of ``/events``, ``/score`` or ``/labels``: ``body`` (the fields of
+    ``LearnResponse``, ``ScoreResponse`` or ``LabelsResponse``, which document it) written by
+    orjson, the same bytes as pydantic's
     ``model_dump_json`` (a test compares them) without validating values the engine made."""
     return Response(orjson.dumps(body), media_type="application/json")
 
@@ -196,11 +196,8 @@ def json_response(body: LearnResponseBody | ScoreResponseBody) -> Response:
     openapi_extra=LABELS_BODY,
     responses={**_QUEUED_DOC, **problems(*_BODY_PROBLEMS)},  # type: ignore[dict-item]
 )
-async def post_labels(
-    model_id: str,
-    request: Request,
-    services: ServicesDep,
-) -> LabelsResponse | JSONResponse:
+@lane
+async def post_labels(model_id: str, request: Request, services: ServicesDep) -> Response:
     """Delayed labels ``[{"id": ..., "y": ...}]`` joined to events scored with an id.
 
     Each id is reported ``learned``, ``duplicate`` (already learned), ``expired`` (its label
@@ -238,9 +235,10 @@ async def post_labels(
         telemetry.labels.labels(model_id, status).inc(count)
     if telemetry.log_requests:
         request.state.log_fields = {"received": len(ids), "learned": result.learned}
-    return LabelsResponse(
-        model=model_id,
-        version=result.version,
-        learned=result.learned,
-        results=[LabelStatus(id=i, status=s) for i, s in result.statuses],  # type: ignore[arg-type]
-    )
+    answer: dict[str, Any] = {
+        "model": model_id,
+        "version": result.version,
+        "learned": result.learned,
+        "results": [{"id": i, "status": s} for i, s in result.statuses],
+    }
+    return json_response(answer)

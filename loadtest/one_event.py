@@ -1,7 +1,7 @@
 """One event per request, as fraud pipelines send them: server CPU per event against the HTTP
 floor, two checkouts alternated in one run.
 
-    python -m loadtest.one_event --peer before=/work/main --peer after=.
+    python -m loadtest.one_event --peer before=/work/main --peer after=. [--bare]
 
 Each peer is served by one uvicorn process (``--server-path``: the checkout it imports, the
 embedded SQLite store with ``synchronous=full`` in a fresh directory, a model created with
@@ -12,6 +12,9 @@ no parameters but its width: learner ``auto``), and measured in turns (``--round
 ``events``   one labelled event with a fresh id per ``POST /events``, same clients, closed loop
 ``score``    one event with an id (kept for a label) per ``POST /score`` at ``--rate``
              requests/s, open loop: latency from the *scheduled* send time
+
+``--bare`` adds a peer ``bare``: a bare ASGI app (``loadtest/bare.py``) under the same uvicorn,
+measured on the ``healthz`` phase only (the server's own floor).  ``--phases`` picks phases.
 
 Server CPU is read from ``/proc/<pid>/stat`` of the server process before and after each
 phase (its user + system time), so the generator's CPU is never counted.  Prints one line per
@@ -25,6 +28,8 @@ import asyncio
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -110,8 +115,10 @@ async def _open_loop(
 class Peer:
     """One checkout served by its own uvicorn process."""
 
-    def __init__(self, name: str, path: Path, features: int, store: str = "sqlite") -> None:
-        self.name, self.path, self.features = name, path.resolve(), features
+    def __init__(
+        self, name: str, path: Path, features: int, store: str = "sqlite", *, bare: bool = False
+    ) -> None:
+        self.name, self.path, self.features, self.bare = name, path.resolve(), features, bare
         self.data = tempfile.mkdtemp(prefix=f"aucstream-one-{name}-")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -122,11 +129,19 @@ class Peer:
             "AUCSTREAM_DATA_DIR": self.data,
             "AUCSTREAM_LOG_LEVEL": "warning",
         }
-        self.process = start_uvicorn(self.port, environment, access_log=False, cwd=self.path)
+        if bare:
+            command = [sys.executable, "-m", "uvicorn", "loadtest.bare:app", "--host",
+                       "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
+                       "--no-access-log"]  # fmt: skip
+            self.process = subprocess.Popen(command, env=environment, cwd=self.path)
+        else:
+            self.process = start_uvicorn(self.port, environment, access_log=False, cwd=self.path)
         self.sent = 0
 
     def ready(self) -> None:
         wait_ready(self.url, self.process, timeout=600)
+        if self.bare:
+            return
         with httpx.Client(base_url=self.url, timeout=60) as http:
             create_model(http, {"id": MODEL, "n_features": self.features})
 
@@ -176,6 +191,8 @@ async def measure(peer: Peer, args: argparse.Namespace) -> dict[str, dict[str, f
     }
     figures: dict[str, dict[str, float]] = {}
     for phase, run in phases.items():
+        if phase not in args.phases or (peer.bare and phase != "healthz"):
+            continue
         cpu, wall = peer.cpu(), time.monotonic()
         outcome = await run()
         cpu, wall = peer.cpu() - cpu, time.monotonic() - wall
@@ -214,18 +231,24 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1000.0, help="/score requests per second")
     parser.add_argument("--features", type=int, default=20)
     parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
+    parser.add_argument("--bare", action="store_true", help="add a bare ASGI app's floor")
+    parser.add_argument("--phases", default="healthz,events,score", type=lambda v: v.split(","))
     args = parser.parse_args()
     specs = args.peer or [f"this={Path.cwd()}"]
     peers = []
     for spec in specs:
         name, _, path = spec.partition("=")
         peers.append(Peer(name, Path(path), args.features, args.store))
+    if args.bare:
+        peers.append(Peer("bare", Path.cwd(), args.features, args.store, bare=True))
     print("load average at start:", open("/proc/loadavg").read().strip())
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     try:
         for peer in peers:
             peer.ready()
         for peer in peers:  # a short warm-up: caches, the first commits
+            if peer.bare:
+                continue
             asyncio.run(
                 _closed_loop(peer.url, 8, 1.0, _events_maker(peer, [0.0] * args.features, "h"))
             )

@@ -1,7 +1,8 @@
 """The FastAPI application: ``create_app()`` (uvicorn: ``service.app:create_app --factory``).
 
-Clients (the store) are created in the lifespan, not at import; domain errors become
-``application/problem+json`` responses in one place.
+Clients (the store) are created in the lifespan, not at import.  The app is a
+:class:`service.fastlane.ServiceApp`: one ASGI layer per request, and the one place where
+errors become ``application/problem+json`` responses.
 """
 
 from __future__ import annotations
@@ -10,42 +11,35 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import signal
 import threading
 from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
-from fastapi import Depends, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, Response
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware import Middleware
 
 from core.warmup import kernel_groups
-from service import fastlane, kernels
+from service import kernels
 from service import openapi as openapi_document
 from service.auth import require_api_key
-from service.body_guard import BodyGuard
+from service.body_guard import BodyDeadlines
 from service.deps import Services
 from service.engine import Engine
 from service.engine.refit import Refitter
-from service.errors import MalformedBody, ServiceError, StoreUnavailable
-from service.fastlane import LaneApp
-from service.hosts import HostGuard, HostPolicy
-from service.ingest.objects import json_error_detail
-from service.kernels import progress_bar_stream, warm_up, warming_up
+from service.errors import StoreUnavailable
+from service.fastlane import ServiceApp
+from service.hosts import HostCheck, HostPolicy
+from service.kernels import progress_bar_stream, warm_up
 from service.queue import StreamQueue
 from service.routers import dashboard, events, metrics, models, system
 from service.settings import Settings
 from service.stores.base import Store
 from service.stream import endpoint as stream_endpoint
 from service.telemetry import Telemetry
-from service.telemetry_logs import TimingMiddleware, configure_logging
+from service.telemetry_logs import configure_logging
 
 logger = logging.getLogger("aucstream")
-PROBLEM = "application/problem+json"
 
 
 def make_store(settings: Settings) -> Store:
@@ -79,44 +73,6 @@ def make_queue(store: Store, settings: Settings) -> StreamQueue | None:
         entry_events=settings.queue_entry_events,
         retry_after_seconds=settings.queue_retry_after_seconds,
         replica_wait=lambda: store.wait,
-    )
-
-
-#: the order methods are listed in ``Allow``
-_METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
-
-
-def allowed_methods(app: FastAPI, path: str) -> list[str] | None:
-    """The methods served at ``path``, read from the OpenAPI document (which declares every
-    route, the plain ``/events`` and ``/score`` ones included), with HEAD beside GET and
-    OPTIONS; None for a path the document does not have."""
-    templates = getattr(app.state, "path_patterns", None)
-    if templates is None:
-        templates = app.state.path_patterns = [
-            (re.compile("^" + re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template)) + "$"), methods)
-            for template, methods in app.openapi()["paths"].items()
-        ]
-    for pattern, methods in templates:
-        if pattern.match(path):
-            served = {method.upper() for method in methods} | {"OPTIONS"}
-            if "GET" in served:
-                served.add("HEAD")
-            return sorted(served, key=_METHOD_ORDER.index)
-    return None
-
-
-async def malformed_json(request: Request, error: dict[str, Any]) -> MalformedBody:
-    """FastAPI's ``json_invalid`` error as the 400 the hand-parsed routes give."""
-    location = error.get("loc", ())
-    position = location[-1] if location and isinstance(location[-1], int) else -1
-    reason = (error.get("ctx") or {}).get("error") or error.get("msg", "JSON decode error")
-    body = await request.body()  # already read (and kept) by FastAPI
-    return MalformedBody(json_error_detail(body, position, f"{reason} at character {position}"))
-
-
-def problem_response(error: ServiceError) -> JSONResponse:
-    return JSONResponse(
-        error.problem(), status_code=error.status, media_type=PROBLEM, headers=error.headers
     )
 
 
@@ -181,7 +137,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             if store is None:
                 app.state.store.close()
 
-    app = LaneApp(
+    app = ServiceApp(
         title="aucstream",
         version="0.1.0",
         summary="Online AUC / partial-AUC learning with live, exact metrics.",
@@ -193,7 +149,6 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.state.settings = settings
     app.state.telemetry = telemetry
     secured = [Depends(require_api_key)]
-    app.router.routes.extend(events.hot_routes)  # check the API key themselves
     app.router.routes.append(stream_endpoint.route)  # checks the key on connect
     app.include_router(models.router, dependencies=secured)
     app.include_router(events.router, dependencies=secured)
@@ -202,84 +157,20 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.include_router(system.router)
     dashboard.install(app)
 
-    @app.exception_handler(ServiceError)
-    async def service_error(request: Request, error: ServiceError) -> JSONResponse:
-        telemetry.rejected.labels(error.slug).inc()
-        return problem_response(error)
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, error: RequestValidationError) -> Response:
-        first: dict[str, Any] = error.errors()[0] if error.errors() else {}
-        if first.get("type") == "json_invalid":  # as /events answers it: 400, not a field
-            return await service_error(request, await malformed_json(request, first))
-        location = [str(part) for part in first.get("loc", ()) if part != "body"]
-        message = first.get("msg", "invalid request")
-        field = ".".join(location) or None
-        detail = f"{field}: {message}" if field else message
-        telemetry.rejected.labels("invalid-input").inc()
-        return JSONResponse(
-            {
-                "type": "https://aucstream.dev/problems/invalid-input",
-                "title": "Invalid input",
-                "status": 422,
-                "detail": detail,
-                "field": field,
-            },
-            status_code=422,
-            media_type=PROBLEM,
-        )
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, error: StarletteHTTPException) -> Response:
-        headers = getattr(error, "headers", None)
-        if error.status_code == 405:
-            # Starlette names the methods of the first route matching the path only
-            methods = allowed_methods(app, request.url.path)
-            if methods is not None:
-                if request.method == "OPTIONS":
-                    return Response(status_code=204, headers={"Allow": ", ".join(methods)})
-                headers = {**(headers or {}), "Allow": ", ".join(methods)}
-        return JSONResponse(
-            {
-                "type": "about:blank",
-                "title": str(error.detail),
-                "status": error.status_code,
-                "detail": f"{request.method} {request.url.path}: {error.detail}",
-            },
-            status_code=error.status_code,
-            media_type=PROBLEM,
-            headers=headers,
-        )
-
-    # every request passes these, innermost first: FastAPI's stack and the lane's
-    # (service.fastlane: POST /events and /score) alike
-    middlewares = [
-        Middleware(HeadAsGet),
-        Middleware(NoStore),
-        Middleware(WarmGate, owner=app),
-        # inside the timing middleware, so that the 408 / 499 it records are what is counted
-        Middleware(BodyGuard, timeout_seconds=settings.body_read_timeout_seconds),
-        # before anything reads the body; inside the timing middleware, so that its 400s
-        # are counted and logged
-        Middleware(
-            HostGuard,
-            policy=HostPolicy(settings.allowed_hosts),
-            on_refusal=lambda error: telemetry.rejected.labels(error.slug).inc(),
-        ),
-        Middleware(TimingMiddleware, telemetry=telemetry),
-    ]
-    fastlane.install(app, events.hot_routes, middlewares, service_error)
+    app.install(
+        telemetry,
+        HostCheck(HostPolicy(settings.allowed_hosts)),
+        BodyDeadlines(settings.body_read_timeout_seconds),
+    )
 
     def openapi() -> dict[str, Any]:
-        """FastAPI's document, plus ``/events`` and ``/score`` as declared on
-        ``events.documented`` (the app serves them through plain routes), completed by
-        :func:`service.openapi.complete`."""
+        """FastAPI's document of the routes, completed by :func:`service.openapi.complete`."""
         if app.openapi_schema is None:
             document = get_openapi(
                 title=app.title,
                 version=app.version,
                 summary=app.summary,
-                routes=[*app.routes, *events.documented.routes],
+                routes=app.routes,
             )
             app.openapi_schema = openapi_document.complete(
                 document, auth_enabled=settings.auth_enabled
@@ -288,87 +179,6 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
-
-
-class NoStore:
-    """``Cache-Control: no-store`` on every ``/v1`` response that sets none itself: they carry
-    model state, metrics and scores, which neither a shared cache nor the browser's may keep
-    (a read through a proxy with another user's key, a page left on a shared machine)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
-            await self.app(scope, receive, send)
-            return
-
-        async def send_no_store(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                headers = message.get("headers") or []
-                if not any(name.lower() == b"cache-control" for name, _ in headers):
-                    message["headers"] = [*headers, (b"cache-control", b"no-store")]
-            await send(message)
-
-        await self.app(scope, receive, send_no_store)
-
-
-class HeadAsGet:
-    """HEAD on every route that serves GET: the GET is served and its body dropped (RFC 9110
-    9.3.2: the same header fields, no content).  FastAPI's routes take only the methods they
-    declare, so HEAD was a 405 whose ``Allow`` listed HEAD.  A stream (server-sent metrics)
-    ends after its headers."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "HEAD":
-            await self.app(scope, receive, send)
-            return
-        # a copy: the server reads the request's own scope to know that it answers a HEAD
-        as_get = {**scope, "method": "GET"}
-        ended = False
-
-        async def send_headers_only(message: dict) -> None:
-            nonlocal ended
-            if message["type"] != "http.response.body":
-                await send(message)
-            elif not ended:
-                ended = True
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-        try:
-            await self.app(as_get, receive, send_headers_only)
-        finally:
-            # what routing found, for the request metrics (labelled with the route's path)
-            for key in ("route", "path_params"):
-                if key in as_get:
-                    scope[key] = as_get[key]
-
-
-class WarmGate:
-    """Until the kernels of the default path, the metrics and the regret window are ready,
-    ``/v1`` requests get 503 ``warming-up`` (with the warm-up's progress, and Retry-After its
-    estimate of the time left: :func:`service.kernels.warming_up`) instead of compiling kernels
-    inside the request -- on the event loop for small bodies, which held ``/healthz`` for 23 s.
-    Probes and ``/metrics`` pass.  Once ready, one attribute read per request; a model whose
-    learner's kernels are still compiling in the background is refused where it is loaded
-    (:func:`service.kernels.require_kernels`)."""
-
-    def __init__(self, app: Any, owner: FastAPI) -> None:
-        self.app = app
-        self.owner = owner
-        self.open = False
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if not self.open and scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            warm = getattr(self.owner.state, "warm", None)
-            if warm is not None and not warm.is_set():
-                await problem_response(warming_up())(scope, receive, send)
-                return
-            self.open = warm is not None
-        await self.app(scope, receive, send)
 
 
 def _warm(ready: threading.Event, bar_stream: TextIO | None) -> None:

@@ -5,8 +5,8 @@ or drips a byte a second, would hold the request (and the memory it read) for ev
 client that disconnects mid-body made Starlette raise ``ClientDisconnect`` in the route, which
 uvicorn logged with a traceback and the request metrics counted as a 500.
 
-:class:`BodyGuard` is a pure ASGI middleware that wraps ``receive`` while a request body is
-being read:
+:class:`BodyDeadlines` wraps ``receive`` while a request body is being read (the app's one
+ASGI layer, :class:`service.fastlane.ServiceApp`, asks it for each request with a body):
 
 - the whole body must arrive within ``timeout_seconds`` of the app's first read of it; past
   that, the read raises :class:`RequestTimeout` (408 problem+json, ``Connection: close``: the
@@ -32,6 +32,7 @@ import logging
 from typing import Any
 
 from starlette.exceptions import HTTPException
+from starlette.types import Scope
 
 from service.errors import ServiceError
 
@@ -58,34 +59,8 @@ class ClientClosedRequest(  # type: ignore[misc]
         self.status_code = self.status
 
 
-def _has_body(headers: Any) -> bool:
-    for name, value in headers:
-        if name == b"content-length":
-            return value.strip() not in (b"0", b"")
-        if name == b"transfer-encoding":
-            return True
-    return False
-
-
-class _BodyRead:
-    """A request body being read: its deadline, and the task reading it."""
-
-    __slots__ = ("deadline", "expired", "task", "waiting")
-
-    def __init__(self, deadline: float, task: asyncio.Task | None) -> None:
-        self.deadline = deadline
-        self.task = task
-        self.waiting = False  # the task is awaiting a body chunk
-        self.expired = False  # the deadline passed before the body was complete
-
-    def expire(self) -> None:
-        self.expired = True
-        if self.waiting and self.task is not None:  # else the next read raises
-            self.task.cancel()
-
-
-class BodyGuard:
-    """See the module docstring.
+class BodyDeadlines:
+    """The deadlines of the request bodies being read, for :class:`service.fastlane.ServiceApp`.
 
     Deadlines are kept by one watchdog task per event loop, which wakes every
     ``min(1 s, timeout / 4)`` while bodies are being read (and stops after a minute without
@@ -94,11 +69,10 @@ class BodyGuard:
     added to a one-event ``/score``; this costs ~1 us.
     """
 
-    def __init__(self, app: Any, timeout_seconds: float) -> None:
-        self.app = app
+    def __init__(self, timeout_seconds: float) -> None:
         self.timeout_seconds = timeout_seconds
         self._period = min(1.0, timeout_seconds / 4)
-        self._reads: set[_BodyRead] = set()
+        self._reads: set[GuardedReceive] = set()
         self._watchdog: asyncio.Task | None = None
 
     def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -115,74 +89,98 @@ class BodyGuard:
                 continue
             idle = 0.0
             now = loop.time()
-            for read in [read for read in self._reads if read.deadline <= now]:
+            for read in [read for read in self._reads if (read.deadline or 0.0) <= now]:
                 self._reads.discard(read)
                 read.expire()
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not _has_body(scope.get("headers", ())):
-            await self.app(scope, receive, send)
-            return
-        timeout = self.timeout_seconds
-        reads = self._reads
-        read: _BodyRead | None = None
-        body_complete = False
-        received = 0
+    def guard(self, scope: Scope, receive: Any) -> GuardedReceive:
+        """``receive`` of a request with a body, under its deadline; call ``release()`` once
+        the request is answered (the app may answer without reading the whole body)."""
+        return GuardedReceive(self, scope, receive)
 
-        def timed_out() -> RequestTimeout:
-            logger.info(
-                "%s %s: request body timed out after %g s (%d bytes received)",
-                scope.get("method", ""),
-                scope.get("path", ""),
-                timeout,
-                received,
-            )
-            return RequestTimeout(
-                f"the request body did not arrive within {timeout:g} s ({received} bytes "
-                "received); send it faster or in smaller requests"
-            )
 
-        async def guarded_receive() -> dict:
-            nonlocal read, body_complete, received
-            if body_complete:
-                return await receive()
-            if read is None:
-                loop = asyncio.get_running_loop()
-                read = _BodyRead(loop.time() + timeout, asyncio.current_task())
-                reads.add(read)
-                self._watch(loop)
-            elif read.expired:
-                raise timed_out()
-            read.waiting = True
-            try:
-                message = await receive()
-            except asyncio.CancelledError:
-                if not read.expired or read.task is None or read.task.uncancel() > 0:
-                    raise  # not (only) the deadline's cancellation
-                raise timed_out() from None
-            finally:
-                read.waiting = False
-            kind = message["type"]
-            if kind == "http.request":
-                received += len(message.get("body", b""))
-                if not message.get("more_body", False):
-                    body_complete = True
-                    reads.discard(read)
-            elif kind == "http.disconnect":
-                reads.discard(read)
-                logger.info(
-                    "%s %s: client disconnected after %d bytes of the request body",
-                    scope.get("method", ""),
-                    scope.get("path", ""),
-                    received,
-                )
-                raise ClientClosedRequest(
-                    f"the client disconnected after {received} bytes of the request body"
-                )
-            return message
+class GuardedReceive:
+    """One request's ``receive`` (see :class:`BodyDeadlines`), and its body's deadline."""
 
+    __slots__ = (
+        "body_complete",
+        "deadline",
+        "deadlines",
+        "expired",
+        "receive",
+        "received",
+        "scope",
+        "task",
+        "waiting",
+    )
+
+    def __init__(self, deadlines: BodyDeadlines, scope: Scope, receive: Any) -> None:
+        self.deadlines, self.scope, self.receive = deadlines, scope, receive
+        self.deadline: float | None = None  # set by the first read
+        self.task: asyncio.Task | None = None
+        self.waiting = False  # the task is awaiting a body chunk
+        self.expired = False  # the deadline passed before the body was complete
+        self.body_complete = False
+        self.received = 0
+
+    def expire(self) -> None:
+        self.expired = True
+        if self.waiting and self.task is not None:  # else the next read raises
+            self.task.cancel()
+
+    def release(self) -> None:
+        self.deadlines._reads.discard(self)
+
+    def _timed_out(self) -> RequestTimeout:
+        timeout, scope = self.deadlines.timeout_seconds, self.scope
+        logger.info(
+            "%s %s: request body timed out after %g s (%d bytes received)",
+            scope.get("method", ""),
+            scope.get("path", ""),
+            timeout,
+            self.received,
+        )
+        return RequestTimeout(
+            f"the request body did not arrive within {timeout:g} s ({self.received} bytes "
+            "received); send it faster or in smaller requests"
+        )
+
+    async def __call__(self) -> dict:
+        if self.body_complete:
+            return await self.receive()  # type: ignore[no-any-return]
+        deadlines = self.deadlines
+        if self.deadline is None:
+            loop = asyncio.get_running_loop()
+            self.deadline = loop.time() + deadlines.timeout_seconds
+            self.task = asyncio.current_task()
+            deadlines._reads.add(self)
+            deadlines._watch(loop)
+        elif self.expired:
+            raise self._timed_out()
+        self.waiting = True
         try:
-            await self.app(scope, guarded_receive, send)
+            message = await self.receive()
+        except asyncio.CancelledError:
+            if not self.expired or self.task is None or self.task.uncancel() > 0:
+                raise  # not (only) the deadline's cancellation
+            raise self._timed_out() from None
         finally:
-            if read is not None:
-                reads.discard(read)  # the app answered without reading the whole body
+            self.waiting = False
+        kind = message["type"]
+        if kind == "http.request":
+            self.received += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                self.body_complete = True
+                deadlines._reads.discard(self)
+        elif kind == "http.disconnect":
+            deadlines._reads.discard(self)
+            logger.info(
+                "%s %s: client disconnected after %d bytes of the request body",
+                self.scope.get("method", ""),
+                self.scope.get("path", ""),
+                self.received,
+            )
+            raise ClientClosedRequest(
+                f"the client disconnected after {self.received} bytes of the request body"
+            )
+        return message  # type: ignore[no-any-return]

@@ -1,46 +1,78 @@
-"""The short lane of the per-event routes: ``POST /v1/models/{model_id}/events`` and
-``.../score`` served without FastAPI's per-request machinery.
+"""The one ASGI layer of every request (:class:`ServiceApp`), and the lane: the routes it serves
+without FastAPI's per-request machinery.
 
-These are the requests a fraud pipeline sends one event at a time, so what every request pays
-besides the event counts.  FastAPI resolving the declared parameters and dependencies and
-validating the response model, and the stack around the router (the native OpenTelemetry
-check, FastAPI's body-limit and exception-telemetry middlewares, the exception middleware, the
-AsyncExitStack, routing over every route) are skipped; what every request must pass is kept:
-the app's own middlewares (request metrics, body guard, warm-up gate, ``no-store``) and
-Starlette's 500 page outermost, as in FastAPI's stack.  Measured figures are in
-``loadtest/README.md``.
+Each HTTP request passes :meth:`ServiceApp.__call__` once, which in one scan of the headers and
+one ``send`` wrapper does what used to be seven middlewares:
 
-* :class:`HotRoute` -- a plain Starlette route, which the app's router also holds (for the
-  405 of other methods) and which records itself as ``scope["route"]`` as FastAPI's routes do
-  (the request metrics are labelled with its path template);
-* :func:`served` -- the endpoint called with its arguments read by hand: the API key, the
-  model id and the boolean query flags (:func:`query_flag`, parsed as FastAPI parses ``bool``);
-  the endpoint stays declared on a FastAPI router that only the OpenAPI document reads;
-* :class:`HotLane` -- which requests take the lane, and their endpoint's call, a
-  :class:`~service.errors.ServiceError` rendered by the app's handler;
-* :class:`LaneApp` -- the FastAPI app whose ``__call__`` sends the lane's requests down it
-  (:func:`install` builds its stack); anything else goes through FastAPI.
+* the ``Host`` check (:class:`service.hosts.HostCheck`: 400 ``host-not-allowed``, a WebSocket
+  handshake closed with 1008);
+* HEAD served as GET on every route that serves GET, its body dropped (RFC 9110 9.3.2);
+* the warm-up gate: ``/v1`` requests get 503 ``warming-up`` until the default path's kernels
+  are compiled (:func:`service.kernels.warming_up`; probes and ``/metrics`` pass);
+* the body deadline and the client leaving mid-body (:mod:`service.body_guard`: 408, 499);
+* ``Cache-Control: no-store`` on ``/v1`` answers that set none (they carry model state,
+  metrics and scores, which no cache may keep), and ``X-Request-ID`` with JSON logs;
+* the request metrics and log line (:func:`service.telemetry_logs.record_request`);
+* an unexpected exception: Starlette's plain 500 page, then re-raised for the server's log.
 
-Only public Starlette interfaces are used.
+Routes are declared once, on FastAPI routers: the OpenAPI document, the 405 of other methods
+(:func:`allowed_methods`) and the router read that declaration.  The routes marked
+:func:`lane` (``POST /events``, ``/score``, ``/labels``, ``GET /healthz``: the requests that
+come one event at a time, and the probes) are served here directly: their parameters are read
+from the same declaration (:class:`LaneRoute`: path, ``bool`` and ``int`` query parameters,
+the request, the API key and the app's services), so that a parameter declared is a parameter
+served; a route the lane cannot read fails at start-up.  Everything else goes through FastAPI's
+router, whose exception handlers render problems with the same function as the lane
+(``on_error``).  Measured figures are in ``loadtest/README.md``.
 """
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
-from starlette.middleware import Middleware
-from starlette.middleware.errors import ServerErrorMiddleware
-from starlette.routing import Match, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import RouteContext, iter_route_contexts
+from starlette.exceptions import HTTPException
+from starlette.responses import PlainTextResponse
+from starlette.types import Message, Receive, Scope, Send
 
-from service.auth import check_api_key
-from service.deps import Services
-from service.errors import InvalidInput, ServiceError
+from service.auth import check_api_key, require_api_key
+from service.body_guard import BodyDeadlines
+from service.deps import Services, get_engine, get_services, get_settings, get_telemetry
+from service.errors import InvalidInput, MalformedBody, ServiceError
+from service.hosts import HostCheck, close_handshake, header
+from service.ingest.objects import json_error_detail
+from service.kernels import warming_up
+from service.telemetry import Telemetry
+from service.telemetry_logs import record_request
 
 _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 _FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: the order methods are listed in ``Allow``
+_METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+_NO_STORE = (b"cache-control", b"no-store")
+
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Response]])
+
+
+def lane(endpoint: F) -> F:
+    """Mark a route's endpoint as served by the lane (it returns a ``Response``)."""
+    endpoint.__lane__ = True  # type: ignore[attr-defined]
+    return endpoint
+
+
+class SettingBound:
+    """``Annotated`` metadata of an ``int`` query parameter: its most is a setting's value."""
+
+    def __init__(self, setting: str) -> None:
+        self.setting = setting
 
 
 def query_flag(request: Request, name: str, default: bool) -> bool:
@@ -62,56 +94,96 @@ def query_flag(request: Request, name: str, default: bool) -> bool:
     )
 
 
-def query_count(request: Request, name: str, most: int) -> int:
-    """A count query parameter from 0 (the default, when absent) to ``most``; anything else
-    is a 422 naming ``query.<name>``."""
+def query_count(request: Request, name: str, default: int, least: int, most: int) -> int:
+    """A whole-number query parameter from ``least`` to ``most``; anything else is a 422
+    naming ``query.<name>``."""
     if not request.scope.get("query_string"):
-        return 0
+        return default
     value = request.query_params.get(name)
     if value is None:
-        return 0
-    count = int(value) if value.isascii() and value.isdigit() and len(value) <= 9 else -1
-    if not 0 <= count <= most:
+        return default
+    count = int(value) if value.isascii() and value.isdigit() and len(value) <= 9 else least - 1
+    if not least <= count <= most:
         raise InvalidInput(
-            f"query.{name}: must be a whole number from 0 to {most}, got {value[:40]!r}",
+            f"query.{name}: must be a whole number from {least} to {most}, got {value[:40]!r}",
             field=f"query.{name}",
         )
     return count
 
 
-class HotRoute(Route):
-    """A plain Starlette route for a per-event path, recording itself as ``scope["route"]``."""
-
-    def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        match, child_scope = super().matches(scope)
-        if match is not Match.NONE:
-            child_scope["route"] = self
-        return match, child_scope
+Reader = Callable[[Request, Services], Any]
 
 
-def served(
-    route: Callable[..., Awaitable[Response]],
-    flag: str,
-    default: bool,
-    options: tuple[str, ...] = (),
-) -> Callable[[Request], Awaitable[Response]]:
-    """``route`` served without FastAPI's dependency machinery: the API key, the model id,
-    the route's boolean query ``flag`` (its 4th parameter) plus ``zero_based``, and its other
-    boolean ``options`` (false by default) by name."""
+def _query_reader(field: Any) -> Reader:
+    name, info = field.alias, field.field_info
+    default, kind = info.default, info.annotation
+    if kind is bool:
+        return lambda request, services: query_flag(request, name, default)
+    if kind is int:
+        least = next((m.ge for m in info.metadata if hasattr(m, "ge")), 0)
+        most = next((m.le for m in info.metadata if hasattr(m, "le")), 10**9 - 1)
+        bound = next((m.setting for m in info.metadata if isinstance(m, SettingBound)), None)
+        if bound is not None:
+            return lambda request, services: query_count(
+                request, name, default, least, getattr(services.settings, bound)
+            )
+        return lambda request, services: query_count(request, name, default, least, most)
+    raise TypeError(f"the lane reads bool and int query parameters, not {name}: {kind}")
 
-    async def serve(request: Request) -> Response:
-        services: Services = request.app.state.services
-        check_api_key(request, services.settings, writes=True)  # a POST
-        return await route(
-            request.path_params["model_id"],
-            request,
-            services,
-            query_flag(request, flag, default),
-            query_flag(request, "zero_based", False),
-            **{option: query_flag(request, option, False) for option in options},
-        )
 
-    return serve
+_SERVICES: dict[Any, Reader] = {
+    get_services: lambda request, services: services,
+    get_engine: lambda request, services: services.engine,
+    get_settings: lambda request, services: services.settings,
+    get_telemetry: lambda request, services: services.telemetry,
+}
+
+
+class LaneRoute:
+    """A route the lane serves, its arguments read from its FastAPI declaration."""
+
+    def __init__(self, route: RouteContext) -> None:
+        if route.endpoint is None:
+            raise TypeError(f"{route.path}: no endpoint")
+        self.endpoint: Callable[..., Awaitable[Response]] = route.endpoint
+        self.route, self.path_regex = route, route.path_regex
+        self.methods = frozenset(route.methods or ())
+        dependant = route.dependant
+        if dependant.header_params or dependant.cookie_params or dependant.body_params:
+            raise TypeError(f"{route.path}: the lane reads no headers, cookies or body models")
+        self.readers: list[tuple[str, Reader]] = []
+        for field in dependant.path_params:
+            if field.field_info.annotation is not str:
+                raise TypeError(f"{route.path}: path parameters are strings on the lane")
+            self.readers.append((field.name, _path_reader(field.alias)))
+        self.readers.extend((field.name, _query_reader(field)) for field in dependant.query_params)
+        if dependant.request_param_name:
+            self.readers.append((dependant.request_param_name, lambda request, services: request))
+        #: None: no key; else whether the route writes (a read-only key is refused)
+        self.key_writes: bool | None = None
+        for dependency in dependant.dependencies:
+            if dependency.call is require_api_key:
+                self.key_writes = not self.methods <= _READ_METHODS
+            elif dependency.call in _SERVICES and dependency.name:
+                self.readers.append((dependency.name, _SERVICES[dependency.call]))
+            else:
+                raise TypeError(f"{route.path}: the lane cannot resolve {dependency.call}")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, app: ServiceApp) -> None:
+        request = Request(scope, receive)
+        services: Services = app.state.services
+        try:
+            if self.key_writes is not None:
+                check_api_key(request, services.settings, writes=self.key_writes)
+            arguments = {name: read(request, services) for name, read in self.readers}
+            response = await self.endpoint(**arguments)
+        except ServiceError as error:
+            response = app.on_error(error)
+        await response(scope, receive, send)
+
+
+def _path_reader(name: str) -> Reader:
+    return lambda request, services: request.scope["path_params"][name]
 
 
 def route_path(scope: Scope) -> str:
@@ -125,82 +197,205 @@ def route_path(scope: Scope) -> str:
     return path[len(root_path) :] if path[len(root_path)] == "/" else path
 
 
-class HotLane:
-    """The end of the lane: the requests it :meth:`takes` (a ``POST`` matching one of
-    ``routes``) are served by the route's endpoint, a :class:`ServiceError` by ``on_error``
-    (the app's handler, as the exception middleware would)."""
+def allowed_methods(routes: Sequence[Any], path: str) -> list[str] | None:
+    """The methods the routes serve at ``path``, with HEAD beside GET and OPTIONS; None for a
+    path no route has (Starlette names the methods of the first route matching only)."""
+    served: set[str] = set()
+    for route in iter_route_contexts(routes):
+        methods, pattern = getattr(route, "methods", None), getattr(route, "path_regex", None)
+        if methods and pattern is not None and pattern.match(path):
+            served |= methods
+    if not served:
+        return None
+    served.add("OPTIONS")
+    if "GET" in served:
+        served.add("HEAD")
+    return sorted(served, key=_METHOD_ORDER.index)
 
-    def __init__(
-        self,
-        routes: Sequence[HotRoute],
-        on_error: Callable[[Request, ServiceError], Awaitable[Response]],
-    ) -> None:
-        #: the last path segment of each route (``score``) -> the route
-        self.routes = {route.path.rsplit("/", 1)[1]: route for route in routes}
-        self.on_error = on_error
 
-    def takes(self, scope: Scope) -> bool:
-        """Whether the request is the lane's; if so, ``scope`` gets what routing would have
-        set (``endpoint``, ``path_params``, ``route``: the same values, without trying the
-        app's other routes)."""
-        if scope["method"] != "POST":
+class ServiceApp(FastAPI):
+    """The FastAPI app behind the one ASGI layer (module docstring); :meth:`install` sets it
+    up once the routes are included."""
+
+    telemetry: Telemetry
+    hosts: HostCheck
+    bodies: BodyDeadlines
+    lane_routes: list[LaneRoute]
+    #: the warm-up is over: no more checks
+    warm_open = False
+
+    def install(self, telemetry: Telemetry, hosts: HostCheck, bodies: BodyDeadlines) -> None:
+        self.telemetry, self.hosts, self.bodies = telemetry, hosts, bodies
+        self.add_exception_handler(ServiceError, self._service_error)  # type: ignore[arg-type]
+        self.add_exception_handler(RequestValidationError, self._invalid)  # type: ignore[arg-type]
+        self.add_exception_handler(HTTPException, self._http_error)  # type: ignore[arg-type]
+        self.lane_routes = [
+            LaneRoute(route)
+            for route in iter_route_contexts(self.router.routes)
+            if getattr(route.endpoint, "__lane__", False)
+        ]
+
+    def on_error(self, error: ServiceError) -> Response:
+        """Every problem's one rendering (the lane's, FastAPI's handlers', the Host check's),
+        counted by its type."""
+        self.telemetry.rejected.labels(error.slug).inc()
+        return problem_response(error)
+
+    async def _service_error(self, request: Request, error: ServiceError) -> Response:
+        return self.on_error(error)
+
+    async def _invalid(self, request: Request, error: RequestValidationError) -> Response:
+        """FastAPI's parameter and body validation, as the problem the lane's readers give."""
+        first: dict[str, Any] = error.errors()[0] if error.errors() else {}
+        if first.get("type") == "json_invalid":  # as /events answers it: 400, not a field
+            location = first.get("loc", ())
+            position = location[-1] if location and isinstance(location[-1], int) else -1
+            reason = (first.get("ctx") or {}).get("error") or first.get("msg", "JSON decode error")
+            body = await request.body()  # already read (and kept) by FastAPI
+            detail = json_error_detail(body, position, f"{reason} at character {position}")
+            return self.on_error(MalformedBody(detail))
+        field = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or None
+        message = first.get("msg", "invalid request")
+        return self.on_error(InvalidInput(f"{field}: {message}" if field else message, field=field))
+
+    async def _http_error(self, request: Request, error: HTTPException) -> Response:
+        """Starlette's 404 / 405 as problems; ``Allow`` names every method of the path (a 405),
+        and OPTIONS is answered with it."""
+        headers = error.headers
+        if error.status_code == 405:
+            methods = allowed_methods(self.router.routes, route_path(request.scope))
+            if methods is not None:
+                if request.method == "OPTIONS":
+                    return Response(status_code=204, headers={"Allow": ", ".join(methods)})
+                headers = {**(headers or {}), "Allow": ", ".join(methods)}
+        body = {
+            "type": "about:blank",
+            "title": str(error.detail),
+            "status": error.status_code,
+            "detail": f"{request.method} {request.url.path}: {error.detail}",
+        }
+        return JSONResponse(body, error.status_code, headers, media_type=PROBLEM)
+
+    def lane_route(self, scope: Scope) -> LaneRoute | None:
+        """The lane's route of a request, ``scope`` given what routing would set."""
+        method = scope["method"]
+        for candidate in self.lane_routes:
+            if method in candidate.methods:
+                match = candidate.path_regex.match(route_path(scope))
+                if match is not None:
+                    scope["endpoint"] = candidate.endpoint
+                    # plain string parameters: no convertor to apply
+                    scope["path_params"] = {**scope.get("path_params", {}), **match.groupdict()}
+                    scope["route"] = candidate.route
+                    return candidate
+        return None
+
+    def warming(self, path: str) -> bool:
+        if self.warm_open or not path.startswith("/v1/"):
             return False
-        path = route_path(scope)
-        route = self.routes.get(path[path.rfind("/") + 1 :])
-        if route is None:
-            return False
-        match = route.path_regex.match(path)
-        if match is None:
-            return False
-        scope["endpoint"] = route.endpoint
-        # ``{model_id}`` is a plain string: no convertor to apply
-        scope["path_params"] = {**scope.get("path_params", {}), **match.groupdict()}
-        scope["route"] = route
-        return True
+        warm = getattr(self.state, "warm", None)
+        if warm is not None and not warm.is_set():
+            return True
+        self.warm_open = warm is not None
+        return False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
+        kind = scope["type"]
+        if kind != "http":
+            if kind == "websocket" and (named := header(scope, b"host")) is not None:
+                if (refusal := self.hosts.refusal(named, scope)) is not None:
+                    self.telemetry.rejected.labels(refusal.slug).inc()
+                    await close_handshake(refusal, receive, send)
+                    return
+            await super().__call__(scope, receive, send)
+            return
+        started = time.perf_counter()
+        if self.root_path:  # as FastAPI does first
+            scope["root_path"] = self.root_path
+        log = self.telemetry.log_requests
+        host: bytes | None = None
+        has_body = False
+        request_id = ""
+        for name, value in scope["headers"]:
+            if name == b"host":
+                host = value
+            elif name == b"content-length":
+                has_body = value.strip() not in (b"0", b"")
+            elif name == b"transfer-encoding":
+                has_body = True
+            elif name == b"x-request-id" and log:
+                request_id = value.decode("latin-1")[:128]
+        if log:
+            request_id = request_id or uuid.uuid4().hex
+            scope.setdefault("state", {})
+        method = scope["method"]
+        head = method == "HEAD"
+        # a copy: the server reads the request's own scope to know that it answers a HEAD
+        inner = {**scope, "method": "GET"} if head else scope
+        no_store = scope["path"].startswith("/v1/")
+        status = 500
+        started_response = ended = False
+
+        async def reply(message: Message) -> None:
+            nonlocal status, started_response, ended
+            if message["type"] == "http.response.start":
+                status, started_response = message["status"], True
+                if no_store or log:
+                    headers = list(message.get("headers") or ())
+                    if no_store and not any(
+                        name.lower() == b"cache-control" for name, _ in headers
+                    ):
+                        headers.append(_NO_STORE)
+                    if log:
+                        headers.append((b"x-request-id", request_id.encode("latin-1")))
+                    message["headers"] = headers
+            elif head and message["type"] == "http.response.body":
+                if ended:
+                    return
+                ended = True
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        guarded = self.bodies.guard(scope, receive) if has_body else None
         try:
-            response = await scope["endpoint"](request)
-        except ServiceError as error:
-            response = await self.on_error(request, error)
-        await response(scope, receive, send)
+            refusal = None if host is None else self.hosts.refusal(host, scope)
+            if refusal is not None:
+                await self.on_error(refusal)(inner, receive, reply)
+            elif self.warming(scope["path"]):
+                await problem_response(warming_up())(inner, receive, reply)
+            elif (route := self.lane_route(inner)) is not None:
+                await route(inner, guarded or receive, reply, self)
+            else:
+                await super().__call__(inner, guarded or receive, reply)
+        except Exception:
+            if not started_response:  # as Starlette's ServerErrorMiddleware
+                await PlainTextResponse("Internal Server Error", status_code=500)(
+                    inner, receive, reply
+                )
+            raise
+        finally:
+            if guarded is not None:
+                guarded.release()
+            record_request(self.telemetry, inner, method, status, started, request_id)
 
 
-class LaneApp(FastAPI):
-    """A FastAPI app with the short lane in front (set up by :func:`install`)."""
-
-    #: the lane's ASGI stack and the routes it takes
-    lane: ASGIApp | None = None
-    lane_routes: HotLane | None = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        lane, routes = self.lane, self.lane_routes
-        if lane is not None and routes is not None and scope["type"] == "http":
-            if self.root_path:  # as FastAPI does first
-                scope["root_path"] = self.root_path
-            if routes.takes(scope):
-                scope["app"] = self
-                await lane(scope, receive, send)
-                return
-        await super().__call__(scope, receive, send)
+PROBLEM = "application/problem+json"
 
 
-def install(
-    app: LaneApp,
-    routes: Sequence[HotRoute],
-    middlewares: Sequence[Middleware],
-    on_error: Callable[[Request, ServiceError], Awaitable[Response]],
-) -> None:
-    """The lane of ``routes`` (which the app's router holds too, before its other routes, for
-    the 405 of other methods), with ``middlewares`` (innermost first) added to both the app
-    and the lane, which ends with Starlette's 500 page as FastAPI's stack does."""
-    app.lane_routes = HotLane(routes, on_error)
-    lane: ASGIApp = app.lane_routes
-    for cls, args, kwargs in middlewares:
-        app.add_middleware(cls, *args, **kwargs)
-        lane = cls(lane, *args, **kwargs)
-    app.lane = ServerErrorMiddleware(lane, debug=app.debug)
+def problem_response(error: ServiceError) -> Response:
+    """The one rendering of a problem (RFC 9457)."""
+    return JSONResponse(
+        error.problem(), status_code=error.status, media_type=PROBLEM, headers=error.headers
+    )
 
 
-__all__ = ["HotLane", "HotRoute", "LaneApp", "install", "query_count", "query_flag", "served"]
+__all__ = [
+    "LaneRoute",
+    "ServiceApp",
+    "SettingBound",
+    "allowed_methods",
+    "lane",
+    "problem_response",
+    "query_count",
+    "query_flag",
+]

@@ -33,7 +33,7 @@ import ipaddress
 import re
 from typing import Any
 
-from starlette.responses import JSONResponse
+from starlette.types import Scope
 
 from service.errors import ServiceError
 
@@ -111,7 +111,7 @@ class HostPolicy:
 
     def allows(self, name: str) -> bool:
         """Whether a request naming the host ``name`` (:func:`host_name`) may be served on
-        any connection (the connection's own address is :class:`HostGuard`'s to compare)."""
+        any connection (the connection's own address is :class:`HostCheck`'s to compare)."""
         return (
             self.any
             or name in self.names
@@ -129,30 +129,23 @@ def refusal_detail(host: str) -> str:
     )
 
 
-class HostGuard:
-    """Pure ASGI middleware: HTTP requests and WebSocket handshakes whose ``Host`` the
-    ``policy`` refuses get a 400 problem+json, or a 1008 close, and reach no route;
-    ``on_refusal(error)`` is called with each refusal (to count it)."""
+class HostCheck:
+    """The check of each HTTP request and WebSocket handshake (:class:`~service.fastlane.
+    ServiceApp` calls it): one whose ``Host`` the ``policy`` refuses gets a 400 problem+json,
+    or a 1008 close, and reaches no route."""
 
-    def __init__(self, app: Any, policy: HostPolicy, on_refusal: Any) -> None:
-        self.app = app
+    def __init__(self, policy: HostPolicy) -> None:
         self.policy = policy
-        self.on_refusal = on_refusal
         #: raw ``Host`` values already accepted: the usual request costs a set lookup
         self.accepted: set[bytes] = set()
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        kind = scope["type"]
-        if (kind == "http" or kind == "websocket") and not self.policy.any:
-            for header, value in scope["headers"]:
-                if header == b"host":
-                    if value not in self.accepted and not self._admits(value, scope):
-                        await self._refuse(value, scope, receive, send)
-                        return
-                    break
-        await self.app(scope, receive, send)
+    def refusal(self, value: bytes, scope: Scope) -> HostNotAllowed | None:
+        """None when the raw ``Host`` ``value`` may be served on this connection."""
+        if self.policy.any or value in self.accepted or self._admits(value, scope):
+            return None
+        return HostNotAllowed(refusal_detail(value.decode("latin-1")))
 
-    def _admits(self, value: bytes, scope: dict) -> bool:
+    def _admits(self, value: bytes, scope: Scope) -> bool:
         name = host_name(value.decode("latin-1"))
         if name is None:
             return False
@@ -164,18 +157,18 @@ class HostGuard:
             self.accepted.add(value)
         return True
 
-    async def _refuse(self, value: bytes, scope: dict, receive: Any, send: Any) -> None:
-        error = HostNotAllowed(refusal_detail(value.decode("latin-1")))
-        self.on_refusal(error)
-        if scope["type"] == "websocket":
-            # as the stream's other refusals (service.stream.endpoint): accepted, then closed
-            # with the reason, which a browser's close event shows
-            await receive()  # websocket.connect
-            await send({"type": "websocket.accept"})
-            reason = error.detail.encode()[:123].decode(errors="ignore")
-            await send({"type": "websocket.close", "code": 1008, "reason": reason})
-            return
-        response = JSONResponse(
-            error.problem(), status_code=error.status, media_type="application/problem+json"
-        )
-        await response(scope, receive, send)
+
+def header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value  # type: ignore[no-any-return]
+    return None
+
+
+async def close_handshake(error: HostNotAllowed, receive: Any, send: Any) -> None:
+    """As the stream's other refusals (service.stream.endpoint): accepted, then closed with the
+    reason, which a browser's close event shows."""
+    await receive()  # websocket.connect
+    await send({"type": "websocket.accept"})
+    reason = error.detail.encode()[:123].decode(errors="ignore")
+    await send({"type": "websocket.close", "code": 1008, "reason": reason})

@@ -12,7 +12,7 @@ duplicates, entries, batch durations, lag) on its own port (``AUCSTREAM_WORKER_M
 
 Series by model are bounded and the window, operating-point and lag gauges are by model:
 :mod:`service.telemetry_series`.  The request counters and latencies are updated, and the
-request log lines written, by :class:`~service.telemetry_logs.TimingMiddleware`.
+request log lines written, by :func:`~service.telemetry_logs.record_request`.
 """
 
 from __future__ import annotations

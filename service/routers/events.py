@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
+from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Query, Request
@@ -13,7 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from service.body import read_batch, read_body
 from service.deps import Services, ServicesDep
 from service.errors import InvalidInput, UnsupportedMediaType
-from service.fastlane import HotRoute, query_count, served
+from service.fastlane import SettingBound, lane
 from service.ingest import JSON, FeatureSpec, media_type, parse_label_items
 from service.offload import in_thread_if, large_batch, large_body, model_spec, run_engine
 from service.openapi import LABELS_BODY, events_body, problems
@@ -21,7 +22,6 @@ from service.queue import Appended
 from service.queue.enqueue import enqueue
 from service.schemas import (
     LabelsResponse,
-    LabelStatus,
     LearnResponse,
     LearnResponseBody,
     QueuedResponse,
@@ -29,16 +29,19 @@ from service.schemas import (
     ScoreResponseBody,
 )
 
-#: ``?reasons=k`` as the OpenAPI document describes it
-REASONS_DOC = (
-    "return each event's k largest feature contributions (0: none; at most "
-    "AUCSTREAM_MAX_REASONS, 20 by default)"
-)
+#: ``?reasons=k``: 0 to ``AUCSTREAM_MAX_REASONS``
+Reasons = Annotated[
+    int,
+    Query(
+        ge=0,
+        description="return each event's k largest feature contributions (0: none; at most "
+        "AUCSTREAM_MAX_REASONS, 20 by default)",
+    ),
+    SettingBound("max_reasons"),
+]
 
+#: ``/events`` and ``/score`` are served by the lane (:mod:`service.fastlane`)
 router = APIRouter(prefix="/v1/models", tags=["events"])
-#: ``/events`` and ``/score`` as FastAPI declares them: read by the OpenAPI document only; the
-#: app serves them through :data:`hot_routes` (see :mod:`service.fastlane`)
-documented = APIRouter(prefix="/v1/models", tags=["events"])
 
 #: statuses every body-reading route can answer (besides those of every /v1 route)
 _BODY_PROBLEMS = (400, 408, 413, 415, 422)
@@ -67,12 +70,13 @@ async def _enqueue(
     return JSONResponse(body.model_dump(), status_code=202)
 
 
-@documented.post(
+@router.post(
     "/{model_id}/events",
     response_model=LearnResponse,
     openapi_extra=events_body(labelled=True),
     responses={**_QUEUED_DOC, **problems(*_BODY_PROBLEMS, 409)},  # type: ignore[dict-item]
 )
+@lane
 async def post_events(
     model_id: str,
     request: Request,
@@ -137,12 +141,13 @@ async def post_events(
     return json_response(body)
 
 
-@documented.post(
+@router.post(
     "/{model_id}/score",
     response_model=ScoreResponse,
     openapi_extra=events_body(labelled=False),
     responses=problems(*_BODY_PROBLEMS, 507),  # type: ignore[arg-type]
 )
+@lane
 async def score(
     model_id: str,
     request: Request,
@@ -150,7 +155,7 @@ async def score(
     keep: bool = True,
     zero_based: bool = False,
     probabilities: bool = False,
-    reasons: int = Query(default=0, ge=0, description=REASONS_DOC),
+    reasons: Reasons = 0,
 ) -> Response:
     """Score events with the current model.  Events with an ``id`` have their features and
     score kept (TTL) so that a label posted later to ``/labels`` is learned and measured with
@@ -159,12 +164,10 @@ async def score(
     stream: docs/algorithms/calibration.md); ``?reasons=k`` each event's k largest feature
     contributions (docs/algorithms/reasons.md)."""
     engine, settings, telemetry = services.engine, services.settings, services.telemetry
-    # read from the query: the hot lane calls this route with its flags only
-    asked = query_count(request, "reasons", settings.max_reasons)
     spec = await model_spec(engine, model_id)
     batch, large = await read_batch(request, spec, settings, labelled=False, zero_based=zero_based)
     scored = await engine.coalesce.score(
-        model_id, batch, keep=keep, probabilities=probabilities, reasons=asked, large=large
+        model_id, batch, keep=keep, probabilities=probabilities, reasons=reasons, large=large
     )
     values, calibrated = scored.scores, scored.probabilities
     telemetry.child(telemetry.scored, model_id).inc(len(values))
@@ -179,26 +182,12 @@ async def score(
     return json_response(body)
 
 
-def json_response(body: LearnResponseBody | ScoreResponseBody) -> Response:
-    """The 200 of ``/events`` or ``/score``: ``body`` (the fields of ``LearnResponse`` or
-    ``ScoreResponse``, which document it) written by orjson, the same bytes as pydantic's
+def json_response(body: dict[str, Any]) -> Response:
+    """The 200 of ``/events``, ``/score`` or ``/labels``: ``body`` (the fields of
+    ``LearnResponse``, ``ScoreResponse`` or ``LabelsResponse``, which document it) written by
+    orjson, the same bytes as pydantic's
     ``model_dump_json`` (a test compares them) without validating values the engine made."""
     return Response(orjson.dumps(body), media_type="application/json")
-
-
-#: the served ``/events`` and ``/score``: ``POST`` through the short lane
-#: (:mod:`service.fastlane`); the app's router has them too, before every other route, for the
-#: 405 of other methods
-hot_routes = [
-    HotRoute(
-        "/v1/models/{model_id}/events", served(post_events, "scores", False), methods=["POST"]
-    ),
-    HotRoute(
-        "/v1/models/{model_id}/score",
-        served(score, "keep", True, ("probabilities",)),
-        methods=["POST"],
-    ),
-]
 
 
 @router.post(
@@ -207,11 +196,8 @@ hot_routes = [
     openapi_extra=LABELS_BODY,
     responses={**_QUEUED_DOC, **problems(*_BODY_PROBLEMS)},  # type: ignore[dict-item]
 )
-async def post_labels(
-    model_id: str,
-    request: Request,
-    services: ServicesDep,
-) -> LabelsResponse | JSONResponse:
+@lane
+async def post_labels(model_id: str, request: Request, services: ServicesDep) -> Response:
     """Delayed labels ``[{"id": ..., "y": ...}]`` joined to events scored with an id.
 
     Each id is reported ``learned``, ``duplicate`` (already learned), ``expired`` (its label
@@ -249,9 +235,10 @@ async def post_labels(
         telemetry.labels.labels(model_id, status).inc(count)
     if telemetry.log_requests:
         request.state.log_fields = {"received": len(ids), "learned": result.learned}
-    return LabelsResponse(
-        model=model_id,
-        version=result.version,
-        learned=result.learned,
-        results=[LabelStatus(id=i, status=s) for i, s in result.statuses],  # type: ignore[arg-type]
-    )
+    answer: dict[str, Any] = {
+        "model": model_id,
+        "version": result.version,
+        "learned": result.learned,
+        "results": [{"id": i, "status": s} for i, s in result.statuses],
+    }
+    return json_response(answer)

@@ -13,6 +13,7 @@ from service.auth import require_api_key
 from service.deps import EngineDep, TelemetryDep
 from service.engine import Engine
 from service.errors import ServiceError, StoreLostData, StoreReplaced
+from service.fastlane import lane
 from service.models import servable_learners
 from service.openapi import problems
 from service.queue import StreamQueue
@@ -24,10 +25,14 @@ router = APIRouter(tags=["system"])
 v1_router = APIRouter(prefix="/v1", tags=["models"])
 
 
-@router.get("/healthz")
-async def healthz() -> dict[str, str]:
+_OK = b'{"status":"ok"}'
+
+
+@router.get("/healthz", response_model=dict[str, str])
+@lane
+async def healthz() -> Response:
     """The process is up (liveness)."""
-    return {"status": "ok"}
+    return Response(_OK, media_type="application/json")
 
 
 _READINESS = {

@@ -1,6 +1,6 @@
-"""The short lane of ``POST .../events`` and ``POST .../score`` (``service.fastlane``): the
-same answers, problems, metrics and 500s as through FastAPI's stack; every other request still
-goes through FastAPI."""
+"""The lane of ``POST .../events``, ``POST .../score`` and ``GET /healthz``
+(``service.fastlane``): the same answers, problems, metrics and 500s as through FastAPI's stack;
+every other request still goes through FastAPI."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.schemas import LearnResponse, ScoreResponse
+from service.schemas import LabelsResponse, LearnResponse, ScoreResponse
 from service.settings import Settings
 from tests.service.conftest import create_model, started_apps
 
@@ -30,19 +30,22 @@ def sample(text: str, name: str, **labels: str) -> float | None:
     return None
 
 
-def test_lane_takes_posts_to_the_per_event_routes_only(memory_client):
+def test_lane_takes_the_marked_routes_only(memory_client):
     client = memory_client
     create_model(client, n_features=2)
-    lane = client.app.lane_routes  # type: ignore[attr-defined]
+    app = client.app
 
     def takes(method: str, path: str, root_path: str = "") -> bool:
-        return lane.takes({"type": "http", "method": method, "path": path, "root_path": root_path})
+        scope = {"type": "http", "method": method, "path": path, "root_path": root_path}
+        return app.lane_route(scope) is not None  # type: ignore[attr-defined]
 
     assert takes("POST", "/v1/models/m/score") and takes("POST", "/v1/models/m/events")
     assert takes("POST", "/api/v1/models/m/score", root_path="/api")
+    assert takes("GET", "/healthz") and takes("POST", "/v1/models/m/labels")
     for method, path in (
+        ("GET", "/readyz"),
+        ("POST", "/healthz"),
         ("GET", "/v1/models/m/score"),
-        ("POST", "/v1/models/m/labels"),
         ("POST", "/v1/models/m/score/"),
         ("POST", "/v1/models/a/b/score"),
         ("POST", "/v1/models//score"),
@@ -53,8 +56,7 @@ def test_lane_takes_posts_to_the_per_event_routes_only(memory_client):
     assert client.get("/v1/models/m/score").status_code == 405
     assert client.get("/v1/models/m/score").headers["allow"] == "POST, OPTIONS"
     assert client.post("/v1/models/a/b/score", json={}).status_code == 404
-    labels = client.post("/v1/models/m/labels", json=[{"id": "a", "y": 1}])
-    assert labels.status_code == 200 and labels.json()["results"][0]["status"] == "unknown"
+    assert client.get("/v1/models/m/weights").status_code == 200
 
 
 def test_lane_bodies_are_what_the_response_models_write(memory_client):
@@ -80,6 +82,10 @@ def test_lane_bodies_are_what_the_response_models_write(memory_client):
                 json={"events": [event, {"x": [1, 2, 3]}]},
             ),
             ScoreResponse,
+        ),
+        (
+            client.post("/v1/models/m/labels", json=[{"id": "a", "y": 1}, {"id": "c", "y": 0}]),
+            LabelsResponse,
         ),
     ):
         assert response.status_code == 200, response.text
@@ -140,3 +146,34 @@ def test_request_metrics_of_a_deleted_then_recreated_model(memory_client):
         assert sample(text, "aucstream_http_requests_total", route=route, model="m") == 3.0
         assert client.delete("/v1/models/m").status_code == 204
         assert 'model="m"' not in client.get("/metrics").text
+
+
+def test_every_documented_query_parameter_of_the_lane_is_read(memory_client):
+    """The lane reads the routes' one declaration: each query parameter the OpenAPI document
+    lists for a lane route is parsed (a bad value is its own 422), none keeps its default
+    silently."""
+    client = memory_client
+    create_model(client, n_features=2)
+    paths = client.get("/openapi.json").json()["paths"]
+    checked = set()
+    for route in client.app.lane_routes:  # type: ignore[attr-defined]
+        path = route.route.path
+        for method in route.methods:
+            operation = paths[path][method.lower()]
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] != "query":
+                    continue
+                name = parameter["name"]
+                url = path.replace("{model_id}", "m") + f"?{name}=not-a-value"
+                response = client.request(method, url, json={"events": [{"x": [1, 2], "y": 1}]})
+                assert response.status_code == 422, (path, name, response.text)
+                assert response.json()["field"] == f"query.{name}", (path, name)
+                checked.add((path, name))
+    assert {name for _, name in checked} == {
+        "scores",
+        "zero_based",
+        "keep",
+        "probabilities",
+        "reasons",
+    }
+    assert client.get("/v1/models/m").json()["counts"]["events_learned"] == 0

@@ -14,7 +14,7 @@ import numpy as np
 import redis
 
 from service import codec
-from service.engine.coalesce import ThreadCombiner, each_alone
+from service.groups import ThreadCombiner, each_alone
 from service.errors import InvalidInput, ModelChanged, ModelNotFound, QueueFull, StoreUnavailable
 from service.ingest import Batch
 from service.stores import keys
@@ -150,13 +150,13 @@ class StreamQueue:
     def append_shared(self, model_id: str, incarnation: str, request: Entries) -> Appended:
         """Append one request's entries together with those other threads are appending to
         the model at the same moment (one script call, one round trip, for all of them:
-        :class:`~service.engine.coalesce.ThreadCombiner`); a group refused as a whole is
+        :class:`~service.groups.ThreadCombiner`); a group refused as a whole is
         appended request by request, so only the request at fault is refused."""
         return self._shared(model_id, (incarnation, request))
 
     def _append_requests(
         self, model_id: str, payloads: list[tuple[str, Entries]]
-    ) -> list[Appended | BaseException]:
+    ) -> list[Appended | Exception]:
         def merged(group: list[tuple[str, Entries]]) -> list[Appended]:
             if len({incarnation for incarnation, _ in group}) > 1:
                 raise ValueError("parsed for different incarnations: appended one by one")

@@ -8,10 +8,10 @@ its connection (a score after a learn is scored by the model that learned it).
 
 Atomicity: each message is atomic, as a REST request is (all its events or none).  A run is
 validated whole, and when anything in it is refused, message by message: a bad message is
-answered with its own problem and its neighbours are applied.  An engine call that fails on
-the data (a model that diverges on it) is redone message by message, so only the messages at
-fault fail; a call that fails for another reason (the model deleted, the store unavailable,
-the queue full) fails every message of the run, and none of them is applied.
+answered with its own problem and its neighbours are applied.  An engine call refused with a
+client error (a model that diverges on the data: :mod:`service.groups`) is redone message by
+message, so only the messages at fault fail; any other error (the model deleted, the store
+unavailable, the queue full) is the answer of every message of the run not yet applied.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from service.deps import Services
 from service.engine.delayed import LabelResult, Scored
 from service.engine.learning import LearnResult
 from service.errors import InvalidInput, ServiceError
+from service.groups import each_alone_async
 from service.ingest import Batch, FeatureSpec, concatenate, label_items
 from service.ingest import fields as checks
 from service.ingest.fields import Locator
@@ -249,22 +250,32 @@ class Session:
         data: Any,
         call: Callable[[list[Item], Any], Awaitable[None]],
     ) -> None:
-        """``call`` on the whole run; redone message by message when the data is refused."""
-        try:
+        """``call`` on the whole run; refused with a client error, message by message, and a
+        server error is the answer of every message not applied (:mod:`service.groups`)."""
+        messages: list[Message] = []  # expanded only when the run is split
+
+        async def whole(_: list[int]) -> list[None]:
             await call(run, data)
-            return
-        except InvalidInput as error:
-            if len(run) == 1 and type(run[0]) is Message:
-                self.fail(run, error)
-                return
-        messages = expanded(run)
-        bounds = offsets(messages)
-        for index, message in enumerate(messages):
+            return [None] * len(payloads)
+
+        async def alone(index: int) -> None:
+            if len(payloads) == 1:
+                return await call(run, data)
+            if not messages:
+                messages.extend(expanded(run))
+            bounds = offsets(messages)
             part = slice_of(data, bounds[index], bounds[index + 1])
-            try:
-                await call([message], part)
-            except InvalidInput as error:
-                self.fail([message], error)
+            return await call([messages[index]], part)
+
+        payloads = list(range(count_messages(run)))
+        outcomes = await each_alone_async(whole, alone, payloads)
+        failed = [(index, error) for index, error in enumerate(outcomes) if error is not None]
+        if failed:
+            every = messages or expanded(run)
+            for index, error in failed:
+                if not isinstance(error, ServiceError):
+                    raise error
+                self.fail([every[index]], error)
 
     async def call_engine(self, method: str, run: list[Item], *args: Any, **options: Any) -> Any:
         """The session's one way into the engine: ``engine.coalesce.<method>(model, *args,

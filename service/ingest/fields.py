@@ -151,8 +151,7 @@ def _refuse_missing(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: st
         return
     row, column = divmod(position, X.shape[1])
     if np.isnan(X[row, column]):
-        detail = f"feature {feature_label(spec, column)} is missing (NaN): {MISSING_REFUSED}"
-        raise locate.error(row, detail, field=field)
+        raise missing_refused(locate, row, feature_label(spec, column), "NaN", field)
 
 
 def sparse(X: CSRMatrix, spec: FeatureSpec, locate: Locator, field: str = "x") -> CSRMatrix:
@@ -186,8 +185,7 @@ def _refuse_missing_sparse(
     position = first_out_of_range(values)
     if position is not None and np.isnan(values[position]):
         label = feature_label(spec, int(columns[position]))
-        detail = f"feature {label} is missing (NaN): {MISSING_REFUSED}"
-        raise locate.error(row, detail, field=field)
+        raise missing_refused(locate, row, label, "NaN", field)
 
 
 def fill_missing(values: np.ndarray) -> np.ndarray:
@@ -219,19 +217,56 @@ MISSING_REFUSED = (
 )
 
 
-# ---------------------------------------------------------------------------- labels & ids
-_LABEL_VALUES = {0, 1, -1}
+# ---------------------------------------------------------------------------- the rules
+# Each rule an event must keep is stated here once, with the one message that refuses it, and
+# called by every path: the content types, the stream's frames (JSON and binary), delayed
+# labels and the OpenAPI document.  The feature bound and the label set's conversion are
+# core.validation's (FEATURE_BOUND, first_out_of_range, as_labels), whose errors name the row.
+
+#: the longest event id, in characters
+MAX_ID_CHARACTERS = 256
+ID_REFUSED = f"event id must be 1 to {MAX_ID_CHARACTERS} characters"
+#: the label values an event may carry (besides true / false)
+LABEL_VALUES = frozenset({0, 1, -1})
 _LABELS_ACCEPTED = "accepted labels: 0/1, -1/+1 or true/false"
 
 
+def id_fits(value: str) -> bool:
+    """Whether the string ``value`` is a valid event id (by its length)."""
+    return 0 < len(value) <= MAX_ID_CHARACTERS
+
+
+def is_label(value: Any) -> bool:
+    """Whether a decoded value is a label (0/1, -1/+1, true/false)."""
+    return type(value) is bool or (type(value) in (int, float) and value in LABEL_VALUES)
+
+
+def label_refused(locate: Locator, index: int, value: Any, note: str = "") -> InvalidInput:
+    """The 422 of event ``index``'s label ``value`` (None: missing)."""
+    shown = "missing" if value is None else repr(value)
+    return locate.error(index, f"label 'y' is {shown}; {_LABELS_ACCEPTED}{note}", field="y")
+
+
+def width_refused(n_features: int, got: int) -> str:
+    """What refuses a dense event of ``got`` features (the wording of core's own check)."""
+    return f"expected {n_features} features per event, got {got}"
+
+
+def missing_refused(
+    locate: Locator, index: int, feature: str, shown: str, field: str = "x"
+) -> InvalidInput:
+    """The 422 of a missing value (``shown`` as sent: null, NaN) in a model that refuses them;
+    ``feature`` as :func:`feature_label` names it (LIBSVM: as the file numbers it)."""
+    detail = f"feature {feature} is missing ({shown}): {MISSING_REFUSED}"
+    return locate.error(index, detail, field=field)
+
+
+# ---------------------------------------------------------------------------- labels & ids
 def labels_from_values(values: Sequence[Any], locate: Locator) -> np.ndarray:
     """Decoded JSON / text labels -> int64 in {-1, +1}; the first bad value names its event."""
     for index, value in enumerate(values):
-        if type(value) is bool:
-            continue
-        if type(value) not in (int, float) or value not in _LABEL_VALUES:
-            shown = "missing" if value is None else repr(value)
-            raise locate.error(index, f"label 'y' is {shown}; {_LABELS_ACCEPTED}", field="y")
+        if not is_label(value):
+            raise label_refused(locate, index, value)
     return _as_labels(np.asarray(values, dtype=np.float64))
 
 
@@ -239,14 +274,8 @@ def check_unused_labels(values: Sequence[Any], locate: Locator) -> None:
     """``/score``: an event may carry its label ``y`` (or null), which is not used; anything
     else there is refused as ``/events`` would refuse it."""
     for index, value in enumerate(values):
-        if value is None or type(value) is bool:
-            continue
-        if type(value) not in (int, float) or value not in _LABEL_VALUES:
-            raise locate.error(
-                index,
-                f"label 'y' is {value!r}; {_LABELS_ACCEPTED} (or null: /score does not use it)",
-                field="y",
-            )
+        if value is not None and not is_label(value):
+            raise label_refused(locate, index, value, " (or null: /score does not use it)")
 
 
 def labels_from_array(labels: np.ndarray, n_events: int, locate: Locator) -> np.ndarray:
@@ -260,14 +289,10 @@ def labels_from_array(labels: np.ndarray, n_events: int, locate: Locator) -> np.
     except ValueError as error:
         refused = error
     if np.issubdtype(labels.dtype, np.number):
-        valid = (labels == 1) | (labels == 0) | (labels == -1)
+        valid = np.isin(labels, list(LABEL_VALUES))
         if not valid.all():
             index = int(np.flatnonzero(~valid)[0])
-            raise locate.error(
-                index,
-                f"label {labels[index].item()!r} is not accepted; {_LABELS_ACCEPTED}",
-                field="y",
-            )
+            raise label_refused(locate, index, labels[index].item())
     raise InvalidInput(str(refused), field="y")
 
 
@@ -285,17 +310,17 @@ ID_MIN, ID_MAX = -(2**63), 2**64 - 1
 
 
 def parse_ids(values: Sequence[Any], locate: Locator) -> list[str | None] | None:
-    """Event ids (strings of 1 to 256 characters or integers, None for none) or None when no
-    event has one.  An integer id is its decimal string, whether the JSON wrote it 162 or
-    162.0."""
+    """Event ids (strings of 1 to :data:`MAX_ID_CHARACTERS` characters or integers, None for
+    none) or None when no event has one.  An integer id is its decimal string, whether the
+    JSON wrote it 162 or 162.0."""
     if all(value is None for value in values):
         return None
     ids: list[str | None] = []
     for index, value in enumerate(values):
         kind = type(value)
         if kind is str:
-            if not value or len(value) > 256:
-                raise locate.error(index, "event id must be 1 to 256 characters", field="id")
+            if not id_fits(value):
+                raise locate.error(index, ID_REFUSED, field="id")
             ids.append(value)
         elif kind is int:
             ids.append(str(value))

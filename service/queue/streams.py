@@ -14,8 +14,8 @@ import numpy as np
 import redis
 
 from service import codec
-from service.groups import ThreadCombiner, each_alone
 from service.errors import InvalidInput, ModelChanged, ModelNotFound, QueueFull, StoreUnavailable
+from service.groups import ThreadCombiner, each_alone
 from service.ingest import Batch
 from service.stores import keys
 from service.stores.client import ReplicaWait, is_cluster, round_trip, run_script, unavailable

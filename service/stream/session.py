@@ -468,11 +468,13 @@ def binary_batch(run: list[Item], spec: FeatureSpec, *, labelled: bool) -> Batch
             "send JSON messages",
             field="x",
         )
+    first = 0
     for message in run:
         assert message.X is not None
         if message.X.shape[1] != spec.n_features:
-            detail = f"expected {spec.n_features} features, got {message.X.shape[1]}"
-            raise InvalidInput(detail, field="x", event=0)
+            detail = checks.width_refused(spec.n_features, message.X.shape[1])
+            raise Locator(None).error(first, detail, field="x")
+        first += message.n_events
     raw_ids: list[str | None] = []
     if any(message.ids is not None for message in run):
         for message in run:

@@ -12,10 +12,11 @@ and the queue worker (:mod:`service.queue.apply`: a run of stream entries).  The
   with one may be redone request by request, so that only the request at fault fails.
   Anything else -- the model gone (404), the store unavailable, a lost lease, a bug -- is the
   group's: it may have been written, and it would be every request's answer anyway.
-* **One split-and-retry rule** (:func:`each_alone`, :func:`each_alone_async` for callers on
-  the event loop).  The group is applied whole; refused with a client error, each request
-  alone, in order; a server error stops there and is the answer of every request not yet
-  applied (none is re-applied, and the queue keeps its order).
+* **One split-and-retry rule** (:func:`each_alone`).  The group is applied whole; refused
+  with a client error, each request alone, in order; a server error stops there and is the
+  answer of every request not yet applied (none is re-applied, and the queue keeps its
+  order).  The stream hands the messages of a refused run back to the coalescer as requests
+  of their own, so they are split by the coalescer's call of this rule.
 
 Two merge mechanisms form the groups, because their callers wait in two ways: the
 coalescer's drain task groups requests awaiting futures on the app's event loop, and
@@ -28,7 +29,7 @@ hop back to a thread for every append; both hand the group to the same rule here
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from service.errors import ModelNotFound, ServiceError
@@ -45,76 +46,29 @@ def refused_alone(error: BaseException) -> bool:
     return isinstance(error, ValueError)
 
 
-class _Outcomes(Generic[R]):
-    """The outcomes of a group's requests as :func:`each_alone` collects them."""
-
-    def __init__(self, n_requests: int) -> None:
-        self.n_requests = n_requests
-        self.items: list[R | Exception] = []
-
-    def whole(self, outcome: list[R] | Exception) -> bool:
-        """The group applied whole: True when that answers every request."""
-        if isinstance(outcome, Exception):
-            if refused_alone(outcome):
-                return False
-            outcome = [outcome] * self.n_requests  # type: ignore[list-item]
-        self.items = list(outcome)
-        return True
-
-    def one(self, outcome: R | Exception) -> bool:
-        """A request applied alone: False when a server error stops the rest."""
-        self.items.append(outcome)
-        return not (isinstance(outcome, Exception) and not refused_alone(outcome))
-
-    def finished(self) -> list[R | Exception]:
-        """Every request's outcome: the rest after a server error get that error."""
-        stopped = self.items[-1] if self.items else None
-        self.items.extend([stopped] * (self.n_requests - len(self.items)))  # type: ignore[list-item]
-        return self.items
-
-
-def _called(function: Callable[..., Any], *args: Any) -> Any:
-    try:
-        return function(*args)
-    except Exception as error:  # noqa: BLE001 - the outcome of the call
-        return error
-
-
-async def _awaited(function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-    try:
-        return await function(*args)
-    except Exception as error:  # noqa: BLE001 - the outcome of the call
-        return error
-
-
 def each_alone(
     merged: Callable[[list[P]], list[R]], single: Callable[[P], R], payloads: list[P]
 ) -> list[R | Exception]:
     """Each payload's result or error: ``merged(payloads)`` (one result per payload), or,
-    refused with a client error, ``single(payload)`` for each in order until a server error
-    (module docstring).  A group of one is applied alone."""
-    outcomes: _Outcomes[R] = _Outcomes(len(payloads))
-    if len(payloads) > 1 and outcomes.whole(_called(merged, payloads)):
-        return outcomes.items
+    refused with a client error, ``single(payload)`` for each in order until a server error,
+    which is then the outcome of the payloads not applied (module docstring).  A group of
+    one is applied alone."""
+    if len(payloads) > 1:
+        try:
+            return list(merged(payloads))
+        except Exception as error:  # noqa: BLE001 - the group's answer, or its error path
+            if not refused_alone(error):
+                return [error] * len(payloads)
+    outcomes: list[R | Exception] = []
     for payload in payloads:
-        if not outcomes.one(_called(single, payload)):
-            break
-    return outcomes.finished()
-
-
-async def each_alone_async(
-    merged: Callable[[list[P]], Awaitable[list[R]]],
-    single: Callable[[P], Awaitable[R]],
-    payloads: list[P],
-) -> list[R | Exception]:
-    """:func:`each_alone` for calls awaited on the event loop."""
-    outcomes: _Outcomes[R] = _Outcomes(len(payloads))
-    if len(payloads) > 1 and outcomes.whole(await _awaited(merged, payloads)):
-        return outcomes.items
-    for payload in payloads:
-        if not outcomes.one(await _awaited(single, payload)):
-            break
-    return outcomes.finished()
+        try:
+            outcomes.append(single(payload))
+        except Exception as error:  # noqa: BLE001 - the payload's own answer
+            outcomes.append(error)
+            if not refused_alone(error):
+                outcomes.extend([error] * (len(payloads) - len(outcomes)))
+                break
+    return outcomes
 
 
 # ---------------------------------------------------------------------------- from threads

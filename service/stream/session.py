@@ -11,11 +11,12 @@ validated whole, and when anything in it is refused, message by message: a bad m
 answered with its own problem and its neighbours are applied.  An engine call refused with a
 client error (a model that diverges on the data: :mod:`service.groups`) is redone message by
 message, so only the messages at fault fail; any other error (the model deleted, the store
-unavailable, the queue full) is the answer of every message of the run not yet applied.
+unavailable) is the answer of every message of the run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -29,7 +30,7 @@ from service.deps import Services
 from service.engine.delayed import LabelResult, Scored
 from service.engine.learning import LearnResult
 from service.errors import InvalidInput, ServiceError
-from service.groups import each_alone_async
+from service.groups import refused_alone
 from service.ingest import Batch, FeatureSpec, concatenate, label_items
 from service.ingest import fields as checks
 from service.ingest.fields import Locator
@@ -250,32 +251,31 @@ class Session:
         data: Any,
         call: Callable[[list[Item], Any], Awaitable[None]],
     ) -> None:
-        """``call`` on the whole run; refused with a client error, message by message, and a
-        server error is the answer of every message not applied (:mod:`service.groups`)."""
-        messages: list[Message] = []  # expanded only when the run is split
-
-        async def whole(_: list[int]) -> list[None]:
+        """``call`` on the whole run.  Refused with a client error (:mod:`service.groups`),
+        each message is handed to the engine as a request of its own, at once: the coalescer
+        merges and splits them by the rule of concurrent requests, so only the messages at
+        fault fail.  Any other error is every message's answer (:meth:`handle`)."""
+        try:
             await call(run, data)
-            return [None] * len(payloads)
-
-        async def alone(index: int) -> None:
-            if len(payloads) == 1:
-                return await call(run, data)
-            if not messages:
-                messages.extend(expanded(run))
-            bounds = offsets(messages)
-            part = slice_of(data, bounds[index], bounds[index + 1])
-            return await call([messages[index]], part)
-
-        payloads = list(range(count_messages(run)))
-        outcomes = await each_alone_async(whole, alone, payloads)
-        failed = [(index, error) for index, error in enumerate(outcomes) if error is not None]
-        if failed:
-            every = messages or expanded(run)
-            for index, error in failed:
-                if not isinstance(error, ServiceError):
-                    raise error
-                self.fail([every[index]], error)
+            return
+        except ServiceError as error:
+            if not refused_alone(error):
+                raise
+            if len(run) == 1 and type(run[0]) is Message:
+                self.fail(run, error)
+                return
+        messages = expanded(run)
+        bounds = offsets(messages)
+        outcomes = await asyncio.gather(
+            *(call([message], slice_of(data, bounds[k], bounds[k + 1]))
+              for k, message in enumerate(messages)),
+            return_exceptions=True,
+        )  # fmt: skip
+        for message, outcome in zip(messages, outcomes, strict=True):
+            if isinstance(outcome, ServiceError):
+                self.fail([message], outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
 
     async def call_engine(self, method: str, run: list[Item], *args: Any, **options: Any) -> Any:
         """The session's one way into the engine: ``engine.coalesce.<method>(model, *args,

@@ -24,7 +24,7 @@ from service.errors import (
     QueueFull,
     StoreUnavailable,
 )
-from service.groups import each_alone, each_alone_async, refused_alone
+from service.groups import each_alone, refused_alone
 from service.ingest import Batch
 from service.models import create_model
 from service.schemas import ModelCreate
@@ -176,26 +176,9 @@ def test_what_a_client_error_is(error, alone):
 
 
 def rule_calls(payloads, fault):
-    """each_alone and each_alone_async over ``payloads``: (outcomes, what was applied) of
-    each; ``fault(p)`` is the error a payload raises, or None."""
-    sync_applied: list[int] = []
-    async_applied: list[int] = []
-    merged, single = applier(fault, sync_applied)
-    merged_async, single_async = applier(fault, async_applied)
-
-    async def awaited(run):
-        return run()
-
-    outcomes_async = asyncio.run(each_alone_async(
-        lambda group: awaited(lambda: merged_async(group)),
-        lambda p: awaited(lambda: single_async(p)),
-        payloads,
-    ))  # fmt: skip
-    return [(each_alone(merged, single, payloads), sync_applied), (outcomes_async, async_applied)]
-
-
-def applier(fault, applied):
-    """``(merged, single)`` applying payloads into ``applied``, all or nothing."""
+    """(outcomes, what was applied) of each_alone over ``payloads``; ``fault(p)`` is the
+    error a payload raises, or None."""
+    applied: list[int] = []
 
     def merged(group):
         errors = [fault(p) for p in group if fault(p) is not None]
@@ -204,20 +187,18 @@ def applier(fault, applied):
         applied.extend(group)
         return [p * 10 for p in group]
 
-    return merged, lambda p: merged([p])[0]
+    return each_alone(merged, lambda p: merged([p])[0], payloads), applied
 
 
 def test_one_by_one_stops_at_a_server_error_and_keeps_order():
     down = StoreUnavailable("down")
     faults = {2: InvalidInput("bad"), 4: down}
-    for outcomes, applied in rule_calls([0, 1, 2, 3, 4, 5, 6], faults.get):
-        assert outcomes[:2] == [0, 10] and isinstance(outcomes[2], InvalidInput)
-        assert outcomes[3] == 30 and outcomes[4:] == [down] * 3
-        assert applied == [0, 1, 3]  # nothing after the server error
+    outcomes, applied = rule_calls([0, 1, 2, 3, 4, 5, 6], faults.get)
+    assert outcomes[:2] == [0, 10] and isinstance(outcomes[2], InvalidInput)
+    assert outcomes[3] == 30 and outcomes[4:] == [down] * 3
+    assert applied == [0, 1, 3]  # nothing after the server error
 
 
 def test_a_group_of_one_is_applied_alone_and_a_good_group_whole():
-    for outcomes, applied in rule_calls([7], lambda p: None):
-        assert outcomes == [70] and applied == [7]
-    for outcomes, applied in rule_calls([1, 2, 3], lambda p: None):
-        assert outcomes == [10, 20, 30] and applied == [1, 2, 3]
+    assert rule_calls([7], lambda p: None) == ([70], [7])
+    assert rule_calls([1, 2, 3], lambda p: None) == ([10, 20, 30], [1, 2, 3])

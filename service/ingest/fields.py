@@ -267,7 +267,7 @@ def labels_from_values(values: Sequence[Any], locate: Locator) -> np.ndarray:
     for index, value in enumerate(values):
         if not is_label(value):
             raise label_refused(locate, index, value)
-    return _as_labels(np.asarray(values, dtype=np.float64))
+    return labels_from_array(np.asarray(values, dtype=np.float64), len(values), locate)
 
 
 def check_unused_labels(values: Sequence[Any], locate: Locator) -> None:
@@ -287,22 +287,10 @@ def labels_from_array(labels: np.ndarray, n_events: int, locate: Locator) -> np.
     try:
         return as_labels(labels)
     except ValueError as error:
-        refused = error
-    if np.issubdtype(labels.dtype, np.number):
-        valid = np.isin(labels, list(LABEL_VALUES))
-        if not valid.all():
-            index = int(np.flatnonzero(~valid)[0])
-            raise label_refused(locate, index, labels[index].item())
-    raise InvalidInput(str(refused), field="y")
-
-
-def _as_labels(labels: np.ndarray) -> np.ndarray:
-    """Values already checked one by one; ``core.validation.as_labels`` refuses a batch that
-    mixes 0 and -1 and converts."""
-    try:
-        return as_labels(labels)
-    except ValueError as error:
-        raise InvalidInput(str(error), field="y") from None
+        row = getattr(error, "row", None)
+        if row is None:  # a batch mixing 0 and -1
+            raise InvalidInput(str(error), field="y") from None
+        raise label_refused(locate, row, labels[row].item()) from None
 
 
 #: the integers a JSON decoder reads as integers (the document's bounds of an integer id)

@@ -112,13 +112,20 @@ class EntryApplier:
         """Learn ``todo`` a run of one kind at a time (:func:`service.groups.each_alone`: a
         run refused with a client error is learned entry by entry, a bad entry rejected);
         returns the last id applied.  A server error is raised: nothing after it is applied."""
-        position = _Position(int(checkpoint.get(APPLIED_ENTRIES, 0)),
-                             int(checkpoint.get(APPLIED_EVENTS, 0)))  # fmt: skip
+        done = {name: checkpoint.get(name, "0") for name in (APPLIED_ENTRIES, APPLIED_EVENTS)}
+        done[LAST_ID] = ""
+
+        def past(piece: list[Entry]) -> dict[str, str]:  # the checkpoint committed with piece
+            return {
+                LAST_ID: piece[-1].id,
+                APPLIED_ENTRIES: str(int(done[APPLIED_ENTRIES]) + len(piece)),
+                APPLIED_EVENTS: str(int(done[APPLIED_EVENTS]) + sum(e.n_events for e in piece)),
+            }
 
         def learned(piece: list[Entry]) -> list[None]:
-            fields = position.past(piece)
+            fields = past(piece)
             self._learn_piece(model, piece[0].kind, piece, fields, totals)
-            position.advance(fields)
+            done.update(fields)
             return [None] * len(piece)
 
         def learned_or_rejected(entry: Entry) -> None:
@@ -127,16 +134,15 @@ class EntryApplier:
             except Exception as error:
                 if not refused_alone(error):
                     raise  # not the entry's fault: it must not be rejected
-                fields = position.past([entry])
-                self._reject(model, entry, fields, error)
+                self._reject(model, entry, past([entry]), error)
                 totals["rejected"] += 1
-                position.advance(fields)
+                done.update(past([entry]))
 
         for _, run in itertools.groupby(todo, key=lambda entry: entry.kind):
             for outcome in each_alone(learned, learned_or_rejected, list(run)):
                 if isinstance(outcome, Exception):
                     raise outcome
-        return position.last
+        return done[LAST_ID] or None
 
     def _learn_piece(
         self,
@@ -221,28 +227,6 @@ class EntryApplier:
             totals["learned"],
             extra={"fields": fields},
         )
-
-
-class _Position:
-    """The checkpoint as a model's runs are applied: entries and events applied, last id."""
-
-    def __init__(self, entries: int, events: int) -> None:
-        self.entries = entries
-        self.events = events
-        self.last: str | None = None
-
-    def past(self, piece: list[Entry]) -> dict[str, str]:
-        """The checkpoint fields committed with ``piece``."""
-        return {
-            LAST_ID: piece[-1].id,
-            APPLIED_ENTRIES: str(self.entries + len(piece)),
-            APPLIED_EVENTS: str(self.events + sum(entry.n_events for entry in piece)),
-        }
-
-    def advance(self, fields: dict[str, str]) -> None:
-        self.entries = int(fields[APPLIED_ENTRIES])
-        self.events = int(fields[APPLIED_EVENTS])
-        self.last = fields[LAST_ID]
 
 
 def _decoded(decode: Callable[[dict[bytes, bytes]], T], entry: Entry) -> T:

@@ -326,3 +326,12 @@ def parse_ids(values: Sequence[Any], locate: Locator) -> list[str | None] | None
                 field="id",
             )
     return ids
+
+
+def label_ids(values: Sequence[Any], locate: Locator) -> list[str]:
+    """The ids of delayed labels (:func:`parse_ids`), every label naming its event."""
+    ids = parse_ids(values, locate)
+    if ids is None or None in ids:
+        index = 0 if ids is None else ids.index(None)
+        raise locate.error(index, "a label needs the event 'id' it belongs to", field="id")
+    return ids  # type: ignore[return-value]

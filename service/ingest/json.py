@@ -233,9 +233,5 @@ def label_items(items: Any, max_events: int) -> tuple[list[str], np.ndarray]:
     raw_ids, locate = located_objects(
         items, _LABEL_KEYS, lambda _: 'a label must be an object {"id": ..., "y": ...}'
     )
-    ids = fields.parse_ids(raw_ids, locate)
-    if ids is None or any(event_id is None for event_id in ids):
-        index = 0 if ids is None else ids.index(None)
-        raise locate.error(index, "a label needs the event 'id' it belongs to", field="id")
-    labels = fields.labels_from_values([item.get("y") for item in items], locate)
-    return [str(event_id) for event_id in ids], labels
+    ids = fields.label_ids(raw_ids, locate)
+    return ids, fields.labels_from_values([item.get("y") for item in items], locate)

@@ -218,12 +218,11 @@ class Session:
         max_events = self.services.settings.max_batch_events
         if not run[0].binary:
             return label_items([item for m in run for item in m.events], max_events)  # type: ignore[union-attr]
-        ids = [i for message in run for i in message.ids or ()]
-        locate = Locator(ids)
-        if None in ids:
-            raise locate.error(ids.index(None), "a label needs the event 'id'", field="id")
+        raw_ids = [i for message in run for i in message.ids or ()]
+        locate = Locator(raw_ids)
+        ids = checks.label_ids(raw_ids, locate)
         y = np.concatenate([message.y for message in run])  # type: ignore[misc]
-        return [str(i) for i in ids], checks.labels_from_array(y, len(ids), locate)
+        return ids, checks.labels_from_array(y, len(ids), locate)
 
     # ------------------------------------------------------------------ engine calls
     async def apply(self, run: list[Item]) -> None:

@@ -33,7 +33,8 @@ FAULTS = {
     "label": (([0.5, 0.5, 0.5], 2, "a"), LABEL),
     "width": (([0.5, 0.5], 1, "a"), fields.width_refused(N_FEATURES, 2)),
 }
-PATHS = ["json", "ndjson", "libsvm", "npz", "stream-json", "stream-binary", "labels"]
+PATHS = ["json", "ndjson", "libsvm", "npz", "stream-json", "stream-binary", "labels",
+         "stream-json-labels", "stream-binary-labels"]  # fmt: skip
 LOCATION = re.compile(r"^(event|line) (\d+)(?: \(id '[^']*'\))?: ")
 
 
@@ -91,6 +92,12 @@ def refusal(client, path: str, events) -> dict:
             if path == "stream-json":
                 message = {"seq": 0, "op": "learn", "events": [as_json(e) for e in events]}
                 socket.send_text(orjson.dumps(message).decode())
+            elif path == "stream-json-labels":
+                labels = [{"id": event_id, "y": y} for _, y, event_id in events]
+                socket.send_text(orjson.dumps({"seq": 0, "op": "label", "labels": labels}).decode())
+            elif path == "stream-binary-labels":
+                y, ids = np.array([y for _, y, _ in events]), [i for _, _, i in events]
+                socket.send_bytes(encode_binary("label", 0, None, y, ids))
             else:
                 X, y, ids = as_arrays(events)
                 socket.send_bytes(encode_binary("learn", 0, X, y, ids))
@@ -110,7 +117,7 @@ def expected_detail(fault: str, path: str) -> str:
 def cases():
     for fault in FAULTS:
         for path in PATHS:
-            if path == "labels" and fault not in ("long id", "label"):
+            if path.endswith("labels") and fault not in ("long id", "label"):
                 continue  # a label carries no features
             if fault == "width" and path == "libsvm":
                 continue  # LIBSVM rows have no width: an index beyond is its own fault

@@ -129,14 +129,6 @@ class StreamQueue:
         self._turn = 0
 
     # ------------------------------------------------------------------ API side
-    def append_events(self, model_id: str, incarnation: str, batch: Batch) -> Appended:
-        return self.append_group(model_id, incarnation, [self.event_entries(batch)])[0]
-
-    def append_labels(
-        self, model_id: str, incarnation: str, ids: Sequence[str], labels: np.ndarray
-    ) -> Appended:
-        return self.append_group(model_id, incarnation, [self.label_entries(ids, labels)])[0]
-
     def event_entries(self, batch: Batch) -> Entries:
         """A labelled batch as stream entries, and its number of events."""
         if batch.y is None:

@@ -394,8 +394,9 @@ class Session:
         ids, y = labels
         if services.queue is not None:
             queue = services.queue
+            entries = queue.label_entries(ids, y)
             appended = await enqueue(
-                services, model_id, None, lambda inc: queue.append_labels(model_id, inc, ids, y)
+                services, model_id, None, lambda inc: queue.append_shared(model_id, inc, entries)
             )
             self.queued(run, appended)
             return
@@ -436,8 +437,9 @@ class Session:
             run, batch = [run[i] for i in kept], batch.take(rows)
         queue, model_id = self.services.queue, self.model_id
         assert queue is not None
+        entries = queue.event_entries(batch)
         appended = await enqueue(
-            self.services, model_id, spec, lambda inc: queue.append_events(model_id, inc, batch)
+            self.services, model_id, spec, lambda inc: queue.append_shared(model_id, inc, entries)
         )
         self.queued(run, appended)
 

@@ -108,15 +108,10 @@ def dense(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str = "x") -
         and first_out_of_range(X) is None
     ):
         return X  # already what as_features returns: skip its coercions
+    if X.dtype == np.float64 and X.ndim == 2 and X.shape[1] == spec.n_features:
+        _refuse_non_finite(X, spec, locate, field)
     if spec.marks_missing and X.dtype == np.float64 and X.ndim == 2:
         return _checked_with_missing(X, spec, locate, field)
-    if (
-        not spec.fills_missing
-        and X.dtype == np.float64
-        and X.ndim == 2
-        and X.shape[1] == spec.n_features
-    ):
-        _refuse_missing(X, spec, locate, field)
     if spec.fills_missing and X.dtype == np.float64:
         X = fill_missing(X)
     try:
@@ -142,16 +137,23 @@ def _checked_with_missing(X: np.ndarray, spec: FeatureSpec, locate: Locator, fie
     return checked
 
 
-def _refuse_missing(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str) -> None:
-    """A model that refuses missing values: when the first value the feature checks would
-    refuse is NaN (a missing value: NPZ, the stream's binary frames), the 422 says it is
-    missing and names its feature, as it does for a JSON null."""
+def _refuse_non_finite(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str) -> None:
+    """A missing value (NaN: NPZ, the stream's binary frames) in a model that refuses them, or
+    an infinity, refused naming its feature, as a JSON null or a LIBSVM pair is."""
     position = first_out_of_range(X)
-    if position is None:
-        return
-    row, column = divmod(position, X.shape[1])
-    if np.isnan(X[row, column]):
-        raise missing_refused(locate, row, feature_label(spec, column), "NaN", field)
+    if position is not None and spec.fills_missing:
+        infinite = np.isinf(X.reshape(-1))
+        position = int(np.argmax(infinite)) if infinite.any() else None
+    if position is not None:
+        row, column = divmod(position, X.shape[1])
+        _refuse_value(float(X[row, column]), row, feature_label(spec, column), locate, field)
+
+
+def _refuse_value(value: float, row: int, feature: str, locate: Locator, field: str) -> None:
+    if np.isnan(value):
+        raise missing_refused(locate, row, feature, "NaN", field)
+    if np.isinf(value):
+        raise not_finite(locate, row, feature, value, field)
 
 
 def sparse(X: CSRMatrix, spec: FeatureSpec, locate: Locator, field: str = "x") -> CSRMatrix:
@@ -163,7 +165,7 @@ def sparse(X: CSRMatrix, spec: FeatureSpec, locate: Locator, field: str = "x") -
         checked = as_features(X, spec.n_features, accept_sparse=True)
     except ValueError as error:
         row = getattr(error, "row", None)
-        if row is not None and not spec.fills_missing:
+        if row is not None:
             _refuse_missing_sparse(X, row, spec, locate, field)
         raise locate.core_error(error, field) from None
     assert isinstance(checked, CSRMatrix)
@@ -173,9 +175,8 @@ def sparse(X: CSRMatrix, spec: FeatureSpec, locate: Locator, field: str = "x") -
 def _refuse_missing_sparse(
     X: CSRMatrix, row: int, spec: FeatureSpec, locate: Locator, field: str
 ) -> None:
-    """As :func:`_refuse_missing` for the row of a CSR batch the checks refused: when its
-    columns are sound and its first value out of range is NaN, the 422 says that feature is
-    missing."""
+    """As :func:`_refuse_non_finite` for the row of a CSR batch the checks refused (NaN here
+    is refused: a filling model's were filled), when its columns are sound."""
     start, stop = int(X.indptr[row]), int(X.indptr[row + 1])
     columns, values = X.indices[start:stop], X.data[start:stop]
     if values.dtype != np.float64 or len(np.unique(columns)) != len(columns):
@@ -183,9 +184,9 @@ def _refuse_missing_sparse(
     if not ((columns >= 0) & (columns < spec.n_features)).all():
         return
     position = first_out_of_range(values)
-    if position is not None and np.isnan(values[position]):
+    if position is not None:
         label = feature_label(spec, int(columns[position]))
-        raise missing_refused(locate, row, label, "NaN", field)
+        _refuse_value(float(values[position]), row, label, locate, field)
 
 
 def fill_missing(values: np.ndarray) -> np.ndarray:
@@ -250,6 +251,14 @@ def label_refused(locate: Locator, index: int, value: Any, note: str = "") -> In
 def width_refused(n_features: int, got: int) -> str:
     """What refuses a dense event of ``got`` features (the wording of core's own check)."""
     return f"expected {n_features} features per event, got {got}"
+
+
+def not_finite(
+    locate: Locator, index: int, feature: str, value: float, field: str = "x"
+) -> InvalidInput:
+    """The 422 of an infinite feature value (JSON cannot write one)."""
+    detail = f"feature {feature} is {value}; values must be finite numbers"
+    return locate.error(index, detail, field=field)
 
 
 def missing_refused(

@@ -220,11 +220,11 @@ def _refuse_non_finite(locate: Locator, index: int, token: str, mean: bool = Fal
     except ValueError:
         return
     if not math.isfinite(number) and key.isascii() and key.isdigit():
-        if math.isnan(number) and not mean:
+        if not math.isnan(number):
+            raise fields.not_finite(locate, index, key, number)
+        if not mean:
             raise fields.missing_refused(locate, index, key, "NaN")
-        detail = f"feature {key} is {value}; values must be finite numbers"
-        if math.isnan(number):
-            detail += f" ({_NO_MEAN_IN_LIBSVM})"
+        detail = f"feature {key} is {value}; values must be finite numbers ({_NO_MEAN_IN_LIBSVM})"
         raise locate.error(index, detail, field="x")
 
 
@@ -246,9 +246,5 @@ def _check_pairs(
     if not finite.all():
         position = int(np.flatnonzero(~finite)[0])
         row = int(np.searchsorted(indptr, position, side="right")) - 1
-        raise locate.error(
-            row,
-            f"feature {int(indices[position]) + base} is {float(values[position])}; values must "
-            "be finite numbers",
-            field="x",
-        )
+        feature = str(int(indices[position]) + base)
+        raise fields.not_finite(locate, row, feature, float(values[position]))

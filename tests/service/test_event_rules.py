@@ -1,8 +1,9 @@
 """Each event rule is stated once (service.ingest.fields, core.validation) and refuses the same
 fault with the same message from every path: the four content types, the stream's JSON and
-binary frames, and delayed labels.  Only the location differs (``line`` for the line-based
-types), and the missing value's spelling as sent (null in JSON, NaN in numbers); LIBSVM is
-read with ``?zero_based=true``, so that it numbers the features as the others do."""
+binary frames, and delayed labels (an infinity only where it can be written).  Only the
+location differs (``line`` for the line-based types), and the missing value's spelling as sent
+(null in JSON, NaN in numbers); LIBSVM is read with ``?zero_based=true``, so that it numbers
+the features as the others do."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ FAULTS = {
     "long id": (([0.5, 0.5, 0.5], 1, LONG_ID), fields.ID_REFUSED),
     "beyond the bound": (([0.5, 1e200, 0.5], 1, "a"), BOUND),
     "missing value": (([0.5, None, 0.5], 1, "a"), "feature 1 is missing ({shown}): "),
+    "infinity": (
+        ([0.5, float("inf"), 0.5], 1, "a"),
+        "feature 1 is inf; values must be finite numbers",
+    ),
     "label": (([0.5, 0.5, 0.5], 2, "a"), LABEL),
     "width": (([0.5, 0.5], 1, "a"), fields.width_refused(N_FEATURES, 2)),
 }
@@ -121,6 +126,8 @@ def cases():
                 continue  # a label carries no features
             if fault == "width" and path == "libsvm":
                 continue  # LIBSVM rows have no width: an index beyond is its own fault
+            if fault == "infinity" and path not in ("libsvm", "npz", "stream-binary"):
+                continue  # JSON has no way to write one
             yield fault, path
 
 

@@ -18,6 +18,7 @@ from core.csr import CSRMatrix
 from service.engine import Engine
 from service.errors import (
     Contention,
+    InsufficientStorage,
     InvalidInput,
     ModelChanged,
     ModelNotFound,
@@ -166,6 +167,7 @@ def test_a_server_error_is_every_request_answer_and_never_reapplied(path, learne
         (ValueError("core refused it"), True),
         (ModelNotFound("gone"), False),  # the group's: every request's answer
         (StoreUnavailable("down"), False),
+        (InsufficientStorage("disk full"), False),  # a queue entry was once skipped for it
         (Contention("busy"), False),
         (RuntimeError("a bug"), False),
         (KeyError("field"), False),

@@ -64,9 +64,13 @@ def _problem_response(status: int) -> dict[str, Any]:
 #: JSON integers the decoder reads as integers (a larger one is a float, refused as an id)
 _ID_INTEGER = {"type": "integer", "minimum": fields.ID_MIN, "maximum": fields.ID_MAX}
 _ID = {
-    "description": "event id (1 to 256 characters, or a 64-bit integer): an event whose id "
-    "was learned is skipped as a duplicate; /score keeps its features for a later label",
-    "anyOf": [{"type": "string", "minLength": 1, "maxLength": 256}, _ID_INTEGER],
+    "description": f"event id (1 to {fields.MAX_ID_CHARACTERS} characters, or a 64-bit "
+    "integer): an event whose id was learned is skipped as a duplicate; /score keeps its "
+    "features for a later label",
+    "anyOf": [
+        {"type": "string", "minLength": 1, "maxLength": fields.MAX_ID_CHARACTERS},
+        _ID_INTEGER,
+    ],
 }
 _LABEL = {
     "description": "label: 1 / 0, +1 / -1 or true / false (one batch uses 0 or -1, not both)",

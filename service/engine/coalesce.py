@@ -18,7 +18,7 @@ one drain task per model applies what is queued, group after group.
   model re-created with another layout) committed nothing: the group is then applied request
   by request, so the bad request fails alone and its neighbours are applied.  A server error
   (the store down, replicas not confirming) is every request's answer: it may have been
-  written, so it is never re-applied.
+  written, so it is never re-applied (the rule of :mod:`service.groups`).
 * **Durability.**  A request is answered when the commit holding it returned: the store's
   commit is durable when it returns (SQLite ``synchronous=FULL``, Redis ``MULTI/EXEC``, its
   AOF policy and ``WAIT`` as configured), so a group commit acknowledges no request early.
@@ -30,18 +30,17 @@ request at a time: the restart happens after a request's batch, so merging would
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from service.engine.delayed import LabelResult, Scored, ScoreRequest
 from service.engine.learning import LearnResult
-from service.errors import ServiceError
+from service.groups import each_alone
 from service.ingest import Batch
 
 if TYPE_CHECKING:
@@ -54,8 +53,6 @@ MAX_GROUP_EVENTS = 4096
 MAX_THREADS = 32
 
 EVENTS, SCORE, LABELS = "events", "score", "labels"
-P = TypeVar("P")
-R = TypeVar("R")
 
 
 @dataclass(eq=False)
@@ -68,14 +65,6 @@ class _Request:
     #: whether the request's work is large (parsed in the thread pool): applied in a thread
     large: bool
     future: asyncio.Future
-
-
-def _client_error(error: BaseException) -> bool:
-    """Whether ``error`` refused a merged call before anything was written (then its requests
-    are applied one by one)."""
-    if isinstance(error, ServiceError):
-        return error.status < 500
-    return isinstance(error, ValueError)
 
 
 class Coalescer:
@@ -274,93 +263,3 @@ _MERGED: dict[str, Callable[..., list[Any]]] = {
     SCORE: _score_merged,
     LABELS: _labels_merged,
 }
-
-
-# ---------------------------------------------------------------------------- from threads
-class _Waiter(Generic[P]):
-    __slots__ = ("payload", "done", "outcome")
-
-    def __init__(self, payload: P) -> None:
-        self.payload = payload
-        self.done = threading.Event()
-        self.outcome: Any = None
-
-
-_LEAD = object()  # the outcome that makes a waiter the next group's leader
-
-
-class ThreadCombiner(Generic[P, R]):
-    """The same merging for callers on threads (queue mode's appends run in the thread pool):
-    a caller finding its key idle applies what is queued for it as one group
-    (``apply(key, payloads)`` -> one result or exception per payload), and hands the next
-    group to the first caller that queued meanwhile; the others wait for their own result.
-    A caller never applies more than one group, so none waits behind others' work."""
-
-    def __init__(self, apply: Callable[[str, list[P]], list[R | BaseException]]) -> None:
-        self._apply = apply
-        self._lock = threading.Lock()
-        self._queues: dict[str, list[_Waiter[P]]] = {}
-        #: groups applied and calls they held
-        self.groups = 0
-        self.calls = 0
-
-    def __call__(self, key: str, payload: P) -> R:
-        me: _Waiter[P] = _Waiter(payload)
-        with self._lock:
-            queue = self._queues.get(key)
-            lead = queue is None
-            if lead:
-                queue = self._queues[key] = []
-            assert queue is not None
-            queue.append(me)
-        if not lead:
-            me.done.wait()
-            if me.outcome is not _LEAD:
-                return self._result(me)
-        with self._lock:
-            group = self._queues[key]
-            self._queues[key] = []
-            self.groups += 1
-            self.calls += len(group)
-        try:
-            outcomes = self._apply(key, [waiter.payload for waiter in group])
-        except BaseException as error:  # noqa: BLE001 - every waiter gets it
-            outcomes = [error] * len(group)
-        for waiter, outcome in zip(group, outcomes, strict=True):
-            waiter.outcome = outcome
-            if waiter is not me:
-                waiter.done.set()
-        with self._lock:
-            rest = self._queues[key]
-            if rest:
-                rest[0].outcome = _LEAD
-                rest[0].done.set()
-            else:
-                del self._queues[key]
-        return self._result(me)
-
-    @staticmethod
-    def _result(waiter: _Waiter) -> Any:
-        if isinstance(waiter.outcome, BaseException):
-            raise waiter.outcome
-        return waiter.outcome
-
-
-def each_alone(
-    merged: Callable[[list[P]], list[R]], single: Callable[[P], R], payloads: list[P]
-) -> list[R | BaseException]:
-    """``merged(payloads)``; refused with a client error (nothing was applied), each payload
-    alone, so that only the faulty one fails.  A server error is every payload's outcome."""
-    if len(payloads) > 1:
-        try:
-            return list(merged(payloads))
-        except Exception as error:  # noqa: BLE001 - the group's answer, or its error path
-            if not _client_error(error):
-                return [error] * len(payloads)
-    outcomes: list[R | BaseException] = []
-    for payload in payloads:
-        try:
-            outcomes.append(single(payload))
-        except Exception as error:  # noqa: BLE001 - the payload's own answer
-            outcomes.append(error)
-    return outcomes

@@ -26,7 +26,7 @@ import numpy as np
 from core._kernels.validation import count_nonfinite
 from core.csr import CSRMatrix
 from core.errors import StateOverflow
-from core.validation import FEATURE_BOUND, first_out_of_range, row_of_entry, rows_out_of_range
+from core.validation import check_rows, first_out_of_range, row_of_entry, rows_out_of_range
 from service.codec import decode_pending, encode_pending
 from service.engine.entries import Entry
 from service.engine.learning import Merged, apply, check_batch_fits
@@ -160,13 +160,13 @@ def _check_scorable(
         row, column, value = row_of_entry(X.indptr, position), X.indices[position], X.data[position]
     else:
         (row, column), value = divmod(position, X.shape[1]), X.reshape(-1)[position]
+    if not np.isnan(value):  # beyond the feature bound: core's check says so, at its row
+        try:
+            check_rows(X)
+        except ValueError as error:
+            raise Locator(ids).core_error(error, "x") from None
     label = feature_label(spec, int(column))
-    if np.isnan(value):
-        detail = f"feature {label} is missing: this model has no value to fill it with"
-    else:
-        detail = (
-            f"feature {label} is {float(value)!r}, beyond the feature bound of +-{FEATURE_BOUND:g}"
-        )
+    detail = f"feature {label} is missing: this model has no value to fill it with"
     raise Locator(ids).error(row, detail, field="x")
 
 

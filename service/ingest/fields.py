@@ -108,15 +108,10 @@ def dense(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str = "x") -
         and first_out_of_range(X) is None
     ):
         return X  # already what as_features returns: skip its coercions
+    if X.dtype == np.float64 and X.ndim == 2 and X.shape[1] == spec.n_features:
+        _refuse_non_finite(X, spec, locate, field)
     if spec.marks_missing and X.dtype == np.float64 and X.ndim == 2:
         return _checked_with_missing(X, spec, locate, field)
-    if (
-        not spec.fills_missing
-        and X.dtype == np.float64
-        and X.ndim == 2
-        and X.shape[1] == spec.n_features
-    ):
-        _refuse_missing(X, spec, locate, field)
     if spec.fills_missing and X.dtype == np.float64:
         X = fill_missing(X)
     try:
@@ -142,17 +137,23 @@ def _checked_with_missing(X: np.ndarray, spec: FeatureSpec, locate: Locator, fie
     return checked
 
 
-def _refuse_missing(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str) -> None:
-    """A model that refuses missing values: when the first value the feature checks would
-    refuse is NaN (a missing value: NPZ, the stream's binary frames), the 422 says it is
-    missing and names its feature, as it does for a JSON null."""
+def _refuse_non_finite(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str) -> None:
+    """A missing value (NaN: NPZ, the stream's binary frames) in a model that refuses them, or
+    an infinity, refused naming its feature, as a JSON null or a LIBSVM pair is."""
     position = first_out_of_range(X)
-    if position is None:
-        return
-    row, column = divmod(position, X.shape[1])
-    if np.isnan(X[row, column]):
-        detail = f"feature {feature_label(spec, column)} is missing (NaN): {MISSING_REFUSED}"
-        raise locate.error(row, detail, field=field)
+    if position is not None and spec.fills_missing:
+        infinite = np.isinf(X.reshape(-1))
+        position = int(np.argmax(infinite)) if infinite.any() else None
+    if position is not None:
+        row, column = divmod(position, X.shape[1])
+        _refuse_value(float(X[row, column]), row, feature_label(spec, column), locate, field)
+
+
+def _refuse_value(value: float, row: int, feature: str, locate: Locator, field: str) -> None:
+    if np.isnan(value):
+        raise missing_refused(locate, row, feature, "NaN", field)
+    if np.isinf(value):
+        raise not_finite(locate, row, feature, value, field)
 
 
 def sparse(X: CSRMatrix, spec: FeatureSpec, locate: Locator, field: str = "x") -> CSRMatrix:
@@ -164,7 +165,7 @@ def sparse(X: CSRMatrix, spec: FeatureSpec, locate: Locator, field: str = "x") -
         checked = as_features(X, spec.n_features, accept_sparse=True)
     except ValueError as error:
         row = getattr(error, "row", None)
-        if row is not None and not spec.fills_missing:
+        if row is not None:
             _refuse_missing_sparse(X, row, spec, locate, field)
         raise locate.core_error(error, field) from None
     assert isinstance(checked, CSRMatrix)
@@ -174,9 +175,8 @@ def sparse(X: CSRMatrix, spec: FeatureSpec, locate: Locator, field: str = "x") -
 def _refuse_missing_sparse(
     X: CSRMatrix, row: int, spec: FeatureSpec, locate: Locator, field: str
 ) -> None:
-    """As :func:`_refuse_missing` for the row of a CSR batch the checks refused: when its
-    columns are sound and its first value out of range is NaN, the 422 says that feature is
-    missing."""
+    """As :func:`_refuse_non_finite` for the row of a CSR batch the checks refused (NaN here
+    is refused: a filling model's were filled), when its columns are sound."""
     start, stop = int(X.indptr[row]), int(X.indptr[row + 1])
     columns, values = X.indices[start:stop], X.data[start:stop]
     if values.dtype != np.float64 or len(np.unique(columns)) != len(columns):
@@ -184,10 +184,9 @@ def _refuse_missing_sparse(
     if not ((columns >= 0) & (columns < spec.n_features)).all():
         return
     position = first_out_of_range(values)
-    if position is not None and np.isnan(values[position]):
+    if position is not None:
         label = feature_label(spec, int(columns[position]))
-        detail = f"feature {label} is missing (NaN): {MISSING_REFUSED}"
-        raise locate.error(row, detail, field=field)
+        _refuse_value(float(values[position]), row, label, locate, field)
 
 
 def fill_missing(values: np.ndarray) -> np.ndarray:
@@ -219,34 +218,73 @@ MISSING_REFUSED = (
 )
 
 
-# ---------------------------------------------------------------------------- labels & ids
-_LABEL_VALUES = {0, 1, -1}
+# ---------------------------------------------------------------------------- the rules
+# Each rule an event must keep is stated here once, with the one message that refuses it, and
+# called by every path: the content types, the stream's frames (JSON and binary), delayed
+# labels and the OpenAPI document.  The feature bound and the label set's conversion are
+# core.validation's (FEATURE_BOUND, first_out_of_range, as_labels), whose errors name the row.
+
+#: the longest event id, in characters
+MAX_ID_CHARACTERS = 256
+ID_REFUSED = f"event id must be 1 to {MAX_ID_CHARACTERS} characters"
+#: the label values an event may carry (besides true / false)
+LABEL_VALUES = frozenset({0, 1, -1})
 _LABELS_ACCEPTED = "accepted labels: 0/1, -1/+1 or true/false"
 
 
+def id_fits(value: str) -> bool:
+    """Whether the string ``value`` is a valid event id (by its length)."""
+    return 0 < len(value) <= MAX_ID_CHARACTERS
+
+
+def is_label(value: Any) -> bool:
+    """Whether a decoded value is a label (0/1, -1/+1, true/false)."""
+    return type(value) is bool or (type(value) in (int, float) and value in LABEL_VALUES)
+
+
+def label_refused(locate: Locator, index: int, value: Any, note: str = "") -> InvalidInput:
+    """The 422 of event ``index``'s label ``value`` (None: missing)."""
+    shown = "missing" if value is None else repr(value)
+    return locate.error(index, f"label 'y' is {shown}; {_LABELS_ACCEPTED}{note}", field="y")
+
+
+def width_refused(n_features: int, got: int) -> str:
+    """What refuses a dense event of ``got`` features (the wording of core's own check)."""
+    return f"expected {n_features} features per event, got {got}"
+
+
+def not_finite(
+    locate: Locator, index: int, feature: str, value: float, field: str = "x"
+) -> InvalidInput:
+    """The 422 of an infinite feature value (JSON cannot write one)."""
+    detail = f"feature {feature} is {value}; values must be finite numbers"
+    return locate.error(index, detail, field=field)
+
+
+def missing_refused(
+    locate: Locator, index: int, feature: str, shown: str, field: str = "x"
+) -> InvalidInput:
+    """The 422 of a missing value (``shown`` as sent: null, NaN) in a model that refuses them;
+    ``feature`` as :func:`feature_label` names it (LIBSVM: as the file numbers it)."""
+    detail = f"feature {feature} is missing ({shown}): {MISSING_REFUSED}"
+    return locate.error(index, detail, field=field)
+
+
+# ---------------------------------------------------------------------------- labels & ids
 def labels_from_values(values: Sequence[Any], locate: Locator) -> np.ndarray:
     """Decoded JSON / text labels -> int64 in {-1, +1}; the first bad value names its event."""
     for index, value in enumerate(values):
-        if type(value) is bool:
-            continue
-        if type(value) not in (int, float) or value not in _LABEL_VALUES:
-            shown = "missing" if value is None else repr(value)
-            raise locate.error(index, f"label 'y' is {shown}; {_LABELS_ACCEPTED}", field="y")
-    return _as_labels(np.asarray(values, dtype=np.float64))
+        if not is_label(value):
+            raise label_refused(locate, index, value)
+    return labels_from_array(np.asarray(values, dtype=np.float64), len(values), locate)
 
 
 def check_unused_labels(values: Sequence[Any], locate: Locator) -> None:
     """``/score``: an event may carry its label ``y`` (or null), which is not used; anything
     else there is refused as ``/events`` would refuse it."""
     for index, value in enumerate(values):
-        if value is None or type(value) is bool:
-            continue
-        if type(value) not in (int, float) or value not in _LABEL_VALUES:
-            raise locate.error(
-                index,
-                f"label 'y' is {value!r}; {_LABELS_ACCEPTED} (or null: /score does not use it)",
-                field="y",
-            )
+        if value is not None and not is_label(value):
+            raise label_refused(locate, index, value, " (or null: /score does not use it)")
 
 
 def labels_from_array(labels: np.ndarray, n_events: int, locate: Locator) -> np.ndarray:
@@ -258,26 +296,10 @@ def labels_from_array(labels: np.ndarray, n_events: int, locate: Locator) -> np.
     try:
         return as_labels(labels)
     except ValueError as error:
-        refused = error
-    if np.issubdtype(labels.dtype, np.number):
-        valid = (labels == 1) | (labels == 0) | (labels == -1)
-        if not valid.all():
-            index = int(np.flatnonzero(~valid)[0])
-            raise locate.error(
-                index,
-                f"label {labels[index].item()!r} is not accepted; {_LABELS_ACCEPTED}",
-                field="y",
-            )
-    raise InvalidInput(str(refused), field="y")
-
-
-def _as_labels(labels: np.ndarray) -> np.ndarray:
-    """Values already checked one by one; ``core.validation.as_labels`` refuses a batch that
-    mixes 0 and -1 and converts."""
-    try:
-        return as_labels(labels)
-    except ValueError as error:
-        raise InvalidInput(str(error), field="y") from None
+        row = getattr(error, "row", None)
+        if row is None:  # a batch mixing 0 and -1
+            raise InvalidInput(str(error), field="y") from None
+        raise label_refused(locate, row, labels[row].item()) from None
 
 
 #: the integers a JSON decoder reads as integers (the document's bounds of an integer id)
@@ -285,17 +307,17 @@ ID_MIN, ID_MAX = -(2**63), 2**64 - 1
 
 
 def parse_ids(values: Sequence[Any], locate: Locator) -> list[str | None] | None:
-    """Event ids (strings of 1 to 256 characters or integers, None for none) or None when no
-    event has one.  An integer id is its decimal string, whether the JSON wrote it 162 or
-    162.0."""
+    """Event ids (strings of 1 to :data:`MAX_ID_CHARACTERS` characters or integers, None for
+    none) or None when no event has one.  An integer id is its decimal string, whether the
+    JSON wrote it 162 or 162.0."""
     if all(value is None for value in values):
         return None
     ids: list[str | None] = []
     for index, value in enumerate(values):
         kind = type(value)
         if kind is str:
-            if not value or len(value) > 256:
-                raise locate.error(index, "event id must be 1 to 256 characters", field="id")
+            if not id_fits(value):
+                raise locate.error(index, ID_REFUSED, field="id")
             ids.append(value)
         elif kind is int:
             ids.append(str(value))
@@ -313,3 +335,12 @@ def parse_ids(values: Sequence[Any], locate: Locator) -> list[str | None] | None
                 field="id",
             )
     return ids
+
+
+def label_ids(values: Sequence[Any], locate: Locator) -> list[str]:
+    """The ids of delayed labels (:func:`parse_ids`), every label naming its event."""
+    ids = parse_ids(values, locate)
+    if ids is None or None in ids:
+        index = 0 if ids is None else ids.index(None)
+        raise locate.error(index, "a label needs the event 'id' it belongs to", field="id")
+    return ids  # type: ignore[return-value]

@@ -194,13 +194,12 @@ def _one_dense_event(event: Any, spec: FeatureSpec, labelled: bool) -> Batch | N
     if event_id is not None:
         if type(event_id) is int:
             event_id = str(event_id)
-        elif type(event_id) is not str or not 0 < len(event_id) <= 256:
+        elif type(event_id) is not str or not fields.id_fits(event_id):
             return None
     y = None
     label = event.get("y")
-    if (labelled or label is not None) and type(label) is not bool:
-        if type(label) not in (int, float) or label not in (0, 1, -1):
-            return None  # /score does not use a label, but refuses one that is not a label
+    if (labelled or label is not None) and not fields.is_label(label):
+        return None  # /score does not use a label, but refuses one that is not a label
     if labelled:
         y = np.array([1 if label == 1 else -1], dtype=np.int64)
     try:
@@ -234,9 +233,5 @@ def label_items(items: Any, max_events: int) -> tuple[list[str], np.ndarray]:
     raw_ids, locate = located_objects(
         items, _LABEL_KEYS, lambda _: 'a label must be an object {"id": ..., "y": ...}'
     )
-    ids = fields.parse_ids(raw_ids, locate)
-    if ids is None or any(event_id is None for event_id in ids):
-        index = 0 if ids is None else ids.index(None)
-        raise locate.error(index, "a label needs the event 'id' it belongs to", field="id")
-    labels = fields.labels_from_values([item.get("y") for item in items], locate)
-    return [str(event_id) for event_id in ids], labels
+    ids = fields.label_ids(raw_ids, locate)
+    return ids, fields.labels_from_values([item.get("y") for item in items], locate)

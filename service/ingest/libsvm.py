@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import numpy as np
 
@@ -147,12 +148,22 @@ def _labels(heads: list[str | None], locate: Locator, labelled: bool) -> np.ndar
         if head is None:
             continue
         if _LABEL.fullmatch(head) is None:
-            optional = "" if labelled else ", or no label (the line starts with <index>:<value>)"
-            raise locate.error(
-                index, f"label {head!r} is not one of 0/1 or -1/+1{optional}", field="y"
-            )
+            optional = "" if labelled else " (or no label: the line starts with <index>:<value>)"
+            raise fields.label_refused(locate, index, _as_written(head), optional)
         values.append(int(float(head)))
     return fields.labels_from_values(values, locate) if labelled else None
+
+
+def _as_written(token: str) -> Any:
+    """A label token as the value a JSON event would carry (the error names it so): the
+    number of a decimal token (an integer for ``2`` or ``2.0``), else the text."""
+    if _DECIMAL.fullmatch(token) is None:
+        return token
+    number = float(token)
+    return int(number) if number.is_integer() else number
+
+
+_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def _well_formed_pairs(text: str) -> bool:
@@ -209,16 +220,12 @@ def _refuse_non_finite(locate: Locator, index: int, token: str, mean: bool = Fal
     except ValueError:
         return
     if not math.isfinite(number) and key.isascii() and key.isdigit():
-        raise locate.error(
-            index,
-            f"feature {key} is {value}; values must be finite numbers"
-            + (
-                f" ({_NO_MEAN_IN_LIBSVM if mean else fields.MISSING_REFUSED})"
-                if math.isnan(number)
-                else ""
-            ),
-            field="x",
-        )
+        if not math.isnan(number):
+            raise fields.not_finite(locate, index, key, number)
+        if not mean:
+            raise fields.missing_refused(locate, index, key, "NaN")
+        detail = f"feature {key} is {value}; values must be finite numbers ({_NO_MEAN_IN_LIBSVM})"
+        raise locate.error(index, detail, field="x")
 
 
 def _check_pairs(
@@ -239,9 +246,5 @@ def _check_pairs(
     if not finite.all():
         position = int(np.flatnonzero(~finite)[0])
         row = int(np.searchsorted(indptr, position, side="right")) - 1
-        raise locate.error(
-            row,
-            f"feature {int(indices[position]) + base} is {float(values[position])}; values must "
-            "be finite numbers",
-            field="x",
-        )
+        feature = str(int(indices[position]) + base)
+        raise fields.not_finite(locate, row, feature, float(values[position]))

@@ -54,17 +54,12 @@ def dense_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> np.nd
                     field="x",
                 )
             if len(row) != spec.n_features:
-                raise locate.error(
-                    index, f"expected {spec.n_features} features, got {len(row)}", field="x"
-                )
+                detail = fields.width_refused(spec.n_features, len(row))
+                raise locate.error(index, detail, field="x")
             for column, value in enumerate(row):
                 if value is None:
-                    raise locate.error(
-                        index,
-                        f"feature {fields.feature_label(spec, column)} is missing (null): "
-                        f"{fields.MISSING_REFUSED}",
-                        field="x",
-                    )
+                    label = fields.feature_label(spec, column)
+                    raise fields.missing_refused(locate, index, label, "null")
                 if type(value) not in (int, float):
                     raise locate.error(
                         index, f"feature values must be numbers, got {value!r}", field="x"
@@ -134,11 +129,8 @@ def sparse_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> CSRM
             if None in row_values:
                 column = row_indices[row_values.index(None)]
                 known = type(column) is int and 0 <= column < spec.n_features
-                what = (
-                    f"feature {fields.feature_label(spec, column)}" if known else "a sparse value"
-                )
-                detail = f"{what} is missing (null): {fields.MISSING_REFUSED}"
-                raise locate.error(index, detail, field="x") from None
+                label = fields.feature_label(spec, column) if known else repr(column)
+                raise fields.missing_refused(locate, index, label, "null") from None
             if any(type(v) not in (int, float) for v in row_values):
                 raise locate.error(index, "sparse values must be numbers", field="x") from None
         raise InvalidInput("sparse features could not be read", field="x") from None
@@ -169,11 +161,7 @@ def hashed_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> CSRM
                 elif value is None and spec.fills_missing:
                     continue  # an absent feature is 0 in a hashed model
                 elif value is None:
-                    raise locate.error(
-                        index,
-                        f"feature {name!r} is missing (null): {fields.MISSING_REFUSED}",
-                        field="x",
-                    )
+                    raise fields.missing_refused(locate, index, repr(name), "null")
                 else:
                     raise locate.error(
                         index,

@@ -3,9 +3,10 @@ per model.
 
 With ``AUCSTREAM_MODE=queue`` the HTTP routes ``POST .../events`` and ``POST .../labels`` parse
 and validate a batch exactly as in sync mode (bad input gets the same 4xx and nothing is
-appended), then :meth:`StreamQueue.append_events` / :meth:`StreamQueue.append_labels` add it to
-``aucs:{m}:stream`` and the request returns 202 with the stream ids.  ``aucstream worker``
-(:mod:`service.queue.worker`) learns the entries with the same :class:`~service.engine.Engine`.
+appended), then :meth:`StreamQueue.append_shared` adds it to ``aucs:{m}:stream`` (with the
+appends of other requests of the same moment) and the request returns 202 with the stream
+ids.  ``aucstream worker`` (:mod:`service.queue.worker`) learns the entries with the same
+:class:`~service.engine.Engine`.
 
 Stream entries hold the parsed batch (pickle-free, so a worker never parses a body again) in
 the format of :mod:`service.codec`.  A batch of more than ``AUCSTREAM_QUEUE_ENTRY_EVENTS`` events

@@ -7,30 +7,27 @@ another consumer, e.g. a worker that stalled) is neither learned nor acknowledge
 :class:`OutOfOrder` sends the worker back to recovery.  So every entry at or before the
 checkpoint was applied, and entries at or before it are skipped: acknowledged, not learned.
 A run of consecutive entries of one kind is learned in one engine call (each entry its own
-round) and committed with the checkpoint past it.  When the engine rejects a run, it is split
-to find the bad entry, which is skipped with a checkpoint-only commit (the client already had
-its 202: one bad batch must not stop the queue).
+round) and committed with the checkpoint past it.  When the engine refuses a run with a client
+error (:mod:`service.groups`), its entries are learned one by one and the bad one is skipped
+with a checkpoint-only commit (the client already had its 202: one bad batch must not stop
+the queue); a server error stops the run, and the worker starts over from the checkpoint.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
 from service.codec import decode_events, decode_labels
 from service.engine import Engine
-from service.errors import (
-    Contention,
-    CorruptState,
-    LeaseLost,
-    ModelNotFound,
-    ServiceError,
-    StoreUnavailable,
-)
+from service.errors import Contention
+from service.groups import each_alone, refused_alone
 from service.ingest import concatenate
 from service.queue.streams import (
     APPLIED_ENTRIES,
@@ -43,6 +40,7 @@ from service.queue.streams import (
 from service.telemetry import Telemetry
 
 logger = logging.getLogger("aucstream.worker")
+T = TypeVar("T")
 
 #: attempts to apply one read when other writers keep committing first
 MAX_APPLY_ATTEMPTS = 50
@@ -111,38 +109,40 @@ class EntryApplier:
         checkpoint: dict[str, str],
         totals: dict[str, int],
     ) -> str | None:
-        applied_entries = int(checkpoint.get(APPLIED_ENTRIES, 0))
-        applied_events = int(checkpoint.get(APPLIED_EVENTS, 0))
-        last: str | None = None
-        position = 0
-        while position < len(todo):
-            kind = todo[position].kind
-            run = [todo[position]]
-            while position + len(run) < len(todo) and todo[position + len(run)].kind == kind:
-                run.append(todo[position + len(run)])
-            position += len(run)
-            pieces = [run]
-            while pieces:
-                piece = pieces.pop(0)
-                fields = {
-                    LAST_ID: piece[-1].id,
-                    APPLIED_ENTRIES: str(applied_entries + len(piece)),
-                    APPLIED_EVENTS: str(applied_events + sum(e.n_events for e in piece)),
-                }
-                try:
-                    self._learn_piece(model, kind, piece, fields, totals)
-                except (Contention, ModelNotFound, StoreUnavailable, CorruptState, LeaseLost):
+        """Learn ``todo`` a run of one kind at a time (:func:`service.groups.each_alone`: a
+        run refused with a client error is learned entry by entry, a bad entry rejected);
+        returns the last id applied.  A server error is raised: nothing after it is applied."""
+        done = {name: checkpoint.get(name, "0") for name in (APPLIED_ENTRIES, APPLIED_EVENTS)}
+        done[LAST_ID] = ""
+
+        def past(piece: list[Entry]) -> dict[str, str]:  # the checkpoint committed with piece
+            return {
+                LAST_ID: piece[-1].id,
+                APPLIED_ENTRIES: str(int(done[APPLIED_ENTRIES]) + len(piece)),
+                APPLIED_EVENTS: str(int(done[APPLIED_EVENTS]) + sum(e.n_events for e in piece)),
+            }
+
+        def learned(piece: list[Entry]) -> list[None]:
+            fields = past(piece)
+            self._learn_piece(model, piece[0].kind, piece, fields, totals)
+            done.update(fields)
+            return [None] * len(piece)
+
+        def learned_or_rejected(entry: Entry) -> None:
+            try:
+                learned([entry])
+            except Exception as error:
+                if not refused_alone(error):
                     raise  # not the entry's fault: it must not be rejected
-                except (ServiceError, ValueError, KeyError) as error:
-                    if len(piece) > 1:  # find the bad entry: nothing of this piece committed
-                        pieces = [[entry] for entry in piece] + pieces
-                        continue
-                    self._reject(model, piece[0], fields, error)
-                    totals["rejected"] += 1
-                applied_entries = int(fields[APPLIED_ENTRIES])
-                applied_events = int(fields[APPLIED_EVENTS])
-                last = fields[LAST_ID]
-        return last
+                self._reject(model, entry, past([entry]), error)
+                totals["rejected"] += 1
+                done.update(past([entry]))
+
+        for _, run in itertools.groupby(todo, key=lambda entry: entry.kind):
+            for outcome in each_alone(learned, learned_or_rejected, list(run)):
+                if isinstance(outcome, Exception):
+                    raise outcome
+        return done[LAST_ID] or None
 
     def _learn_piece(
         self,
@@ -153,7 +153,7 @@ class EntryApplier:
         totals: dict[str, int],
     ) -> None:
         if kind == "events":
-            parts = [decode_events(entry.data) for entry in piece]
+            parts = [_decoded(decode_events, entry) for entry in piece]
             batch = concatenate(parts)
             # each entry is its own regret round, as its request is in sync mode
             rounds = [len(part) for part in parts]
@@ -162,7 +162,7 @@ class EntryApplier:
             totals["duplicates"] += len(result.duplicate_ids)
             totals["drifts"] = totals.get("drifts", 0) + result.drifts
         elif kind == "labels":
-            decoded = [decode_labels(entry.data) for entry in piece]
+            decoded = [_decoded(decode_labels, entry) for entry in piece]
             ids = [event_id for entry_ids, _ in decoded for event_id in entry_ids]
             labels = np.concatenate([entry_labels for _, entry_labels in decoded])
             outcome = self.engine.labels(
@@ -227,3 +227,12 @@ class EntryApplier:
             totals["learned"],
             extra={"fields": fields},
         )
+
+
+def _decoded(decode: Callable[[dict[bytes, bytes]], T], entry: Entry) -> T:
+    """An entry's fields decoded; a field missing (a corrupt entry) is a ValueError, as
+    every other fault of its bytes (:mod:`service.codec`)."""
+    try:
+        return decode(entry.data)
+    except KeyError as error:
+        raise ValueError(f"entry {entry.id} lacks the field {error}") from None

@@ -14,8 +14,8 @@ import numpy as np
 import redis
 
 from service import codec
-from service.engine.coalesce import ThreadCombiner, each_alone
 from service.errors import InvalidInput, ModelChanged, ModelNotFound, QueueFull, StoreUnavailable
+from service.groups import ThreadCombiner, each_alone
 from service.ingest import Batch
 from service.stores import keys
 from service.stores.client import ReplicaWait, is_cluster, round_trip, run_script, unavailable
@@ -129,14 +129,6 @@ class StreamQueue:
         self._turn = 0
 
     # ------------------------------------------------------------------ API side
-    def append_events(self, model_id: str, incarnation: str, batch: Batch) -> Appended:
-        return self.append_group(model_id, incarnation, [self.event_entries(batch)])[0]
-
-    def append_labels(
-        self, model_id: str, incarnation: str, ids: Sequence[str], labels: np.ndarray
-    ) -> Appended:
-        return self.append_group(model_id, incarnation, [self.label_entries(ids, labels)])[0]
-
     def event_entries(self, batch: Batch) -> Entries:
         """A labelled batch as stream entries, and its number of events."""
         if batch.y is None:
@@ -150,13 +142,13 @@ class StreamQueue:
     def append_shared(self, model_id: str, incarnation: str, request: Entries) -> Appended:
         """Append one request's entries together with those other threads are appending to
         the model at the same moment (one script call, one round trip, for all of them:
-        :class:`~service.engine.coalesce.ThreadCombiner`); a group refused as a whole is
+        :class:`~service.groups.ThreadCombiner`); a group refused as a whole is
         appended request by request, so only the request at fault is refused."""
         return self._shared(model_id, (incarnation, request))
 
     def _append_requests(
         self, model_id: str, payloads: list[tuple[str, Entries]]
-    ) -> list[Appended | BaseException]:
+    ) -> list[Appended | Exception]:
         def merged(group: list[tuple[str, Entries]]) -> list[Appended]:
             if len({incarnation for incarnation, _ in group}) > 1:
                 raise ValueError("parsed for different incarnations: appended one by one")

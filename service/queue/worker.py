@@ -18,21 +18,16 @@ Settings come from the environment (``AUCSTREAM_REDIS_URL``, ``AUCSTREAM_WORKER_
    together with the checkpoint — the last applied stream id and the entries and events
    applied — atomically; then ``XACK`` and trims the applied entries.
 
-Exactly once: entries are applied only in stream order from the checkpointed id, and entries
-at or before it are skipped (acknowledged, not learned), so an entry delivered twice (a
-restart, a claim, a worker that lost its lease while working) is learned once.  Every commit
-is fenced by the writer lease (:mod:`service.queue.lease`): a worker that stalled while
-another took its model over cannot commit, and one whose lease lapsed and that takes it back
-recovers the model (state, checkpoint and pending entries read again) before reading on.  The
-engine's version check makes a second writer's commit fail; the worker then reloads the
-checkpoint and filters again.  Event ids are deduplicated as in sync
-mode.  The learners are deterministic and learn a sequence in parts exactly as at once, so a
-worker killed at any point and restarted ends in the state of an uninterrupted run, bit for bit
-(except the wall-clock counters ``stats:times`` / ``stats:rate`` / ``stats:drift_times``).
-
-An entry the engine rejects (e.g. the model diverges on it, or it was appended for a layout
-the model no longer has) is skipped with a checkpoint-only commit, counted as ``rejected`` and
-logged: the client already had its 202, and one bad batch must not stop the model's queue.
+Exactly once: entries are applied in stream order from the checkpointed id, and a bad entry
+is skipped (:mod:`service.queue.apply`), so an entry delivered twice (a restart, a claim, a
+worker that lost its lease while working) is learned once.  Every commit is fenced by the
+writer lease (:mod:`service.queue.lease`): a worker that stalled while another took its model
+over cannot commit, and one whose lease lapsed and that takes it back recovers the model
+(state, checkpoint and pending entries read again) before reading on; a second writer's
+commit fails the engine's version check, and the worker reloads the checkpoint.  The learners
+are deterministic, so a worker killed at any point and restarted ends in the state of an
+uninterrupted run, bit for bit (except the wall-clock counters ``stats:times`` /
+``stats:rate`` / ``stats:drift_times``).
 
 SIGTERM / SIGINT: the current read is learned, committed and acknowledged, the leases are
 released (another worker takes over at once), and the process exits 0.

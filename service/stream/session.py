@@ -8,14 +8,15 @@ its connection (a score after a learn is scored by the model that learned it).
 
 Atomicity: each message is atomic, as a REST request is (all its events or none).  A run is
 validated whole, and when anything in it is refused, message by message: a bad message is
-answered with its own problem and its neighbours are applied.  An engine call that fails on
-the data (a model that diverges on it) is redone message by message, so only the messages at
-fault fail; a call that fails for another reason (the model deleted, the store unavailable,
-the queue full) fails every message of the run, and none of them is applied.
+answered with its own problem and its neighbours are applied.  An engine call refused with a
+client error (a model that diverges on the data: :mod:`service.groups`) is redone message by
+message, so only the messages at fault fail; any other error (the model deleted, the store
+unavailable) is the answer of every message of the run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -29,6 +30,7 @@ from service.deps import Services
 from service.engine.delayed import LabelResult, Scored
 from service.engine.learning import LearnResult
 from service.errors import InvalidInput, ServiceError
+from service.groups import refused_alone
 from service.ingest import Batch, FeatureSpec, concatenate, label_items
 from service.ingest import fields as checks
 from service.ingest.fields import Locator
@@ -216,12 +218,11 @@ class Session:
         max_events = self.services.settings.max_batch_events
         if not run[0].binary:
             return label_items([item for m in run for item in m.events], max_events)  # type: ignore[union-attr]
-        ids = [i for message in run for i in message.ids or ()]
-        locate = Locator(ids)
-        if None in ids:
-            raise locate.error(ids.index(None), "a label needs the event 'id'", field="id")
+        raw_ids = [i for message in run for i in message.ids or ()]
+        locate = Locator(raw_ids)
+        ids = checks.label_ids(raw_ids, locate)
         y = np.concatenate([message.y for message in run])  # type: ignore[misc]
-        return [str(i) for i in ids], checks.labels_from_array(y, len(ids), locate)
+        return ids, checks.labels_from_array(y, len(ids), locate)
 
     # ------------------------------------------------------------------ engine calls
     async def apply(self, run: list[Item]) -> None:
@@ -249,22 +250,31 @@ class Session:
         data: Any,
         call: Callable[[list[Item], Any], Awaitable[None]],
     ) -> None:
-        """``call`` on the whole run; redone message by message when the data is refused."""
+        """``call`` on the whole run.  Refused with a client error (:mod:`service.groups`),
+        each message is handed to the engine as a request of its own, at once: the coalescer
+        merges and splits them by the rule of concurrent requests, so only the messages at
+        fault fail.  Any other error is every message's answer (:meth:`handle`)."""
         try:
             await call(run, data)
             return
-        except InvalidInput as error:
+        except ServiceError as error:
+            if not refused_alone(error):
+                raise
             if len(run) == 1 and type(run[0]) is Message:
                 self.fail(run, error)
                 return
         messages = expanded(run)
         bounds = offsets(messages)
-        for index, message in enumerate(messages):
-            part = slice_of(data, bounds[index], bounds[index + 1])
-            try:
-                await call([message], part)
-            except InvalidInput as error:
-                self.fail([message], error)
+        outcomes = await asyncio.gather(
+            *(call([message], slice_of(data, bounds[k], bounds[k + 1]))
+              for k, message in enumerate(messages)),
+            return_exceptions=True,
+        )  # fmt: skip
+        for message, outcome in zip(messages, outcomes, strict=True):
+            if isinstance(outcome, ServiceError):
+                self.fail([message], outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
 
     async def call_engine(self, method: str, run: list[Item], *args: Any, **options: Any) -> Any:
         """The session's one way into the engine: ``engine.coalesce.<method>(model, *args,
@@ -384,8 +394,9 @@ class Session:
         ids, y = labels
         if services.queue is not None:
             queue = services.queue
+            entries = queue.label_entries(ids, y)
             appended = await enqueue(
-                services, model_id, None, lambda inc: queue.append_labels(model_id, inc, ids, y)
+                services, model_id, None, lambda inc: queue.append_shared(model_id, inc, entries)
             )
             self.queued(run, appended)
             return
@@ -426,8 +437,9 @@ class Session:
             run, batch = [run[i] for i in kept], batch.take(rows)
         queue, model_id = self.services.queue, self.model_id
         assert queue is not None
+        entries = queue.event_entries(batch)
         appended = await enqueue(
-            self.services, model_id, spec, lambda inc: queue.append_events(model_id, inc, batch)
+            self.services, model_id, spec, lambda inc: queue.append_shared(model_id, inc, entries)
         )
         self.queued(run, appended)
 
@@ -457,11 +469,13 @@ def binary_batch(run: list[Item], spec: FeatureSpec, *, labelled: bool) -> Batch
             "send JSON messages",
             field="x",
         )
+    first = 0
     for message in run:
         assert message.X is not None
         if message.X.shape[1] != spec.n_features:
-            detail = f"expected {spec.n_features} features, got {message.X.shape[1]}"
-            raise InvalidInput(detail, field="x", event=0)
+            detail = checks.width_refused(spec.n_features, message.X.shape[1])
+            raise Locator(None).error(first, detail, field="x")
+        first += message.n_events
     raw_ids: list[str | None] = []
     if any(message.ids is not None for message in run):
         for message in run:

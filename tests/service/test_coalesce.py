@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from service.engine import Engine
-from service.engine.coalesce import ThreadCombiner, each_alone
 from service.errors import InvalidInput, ModelChanged, QueueFull, ServiceError
+from service.groups import ThreadCombiner, each_alone
 from service.ingest import Batch
 from service.models import create_model
 from service.schemas import ModelCreate

@@ -122,7 +122,7 @@ def test_libsvm_errors_number_lines_and_features_as_the_file_does(make_client):
         (b"1 1:1 3:1\n\n0 4:1.0\n", "", 3, "feature index 4 is outside [1, 3]"),
         (b"1 0:1\n", "", 1, "feature index 0 is outside [1, 3]"),
         (b"0 1:1\n1 2:1 3:1 2:5\n", "", 2, "feature index 2 is repeated"),
-        (b"1 1:1 2:nan\n", "", 1, "feature 2 is nan"),
+        (b"1 1:1 2:nan\n", "", 1, "feature 2 is missing (NaN)"),
         (b"1 3:1\n", "?zero_based=true", 1, "feature index 3 is outside [0, 2]"),
         (b"1 0:1 0:2\n", "?zero_based=true", 1, "feature index 0 is repeated"),
     ):

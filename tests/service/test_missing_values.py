@@ -212,4 +212,4 @@ def test_zero_policy_reads_a_nan_libsvm_value_as_an_absent_pair(client):
     probe = np.array([[1.0, 2.0, 3.0]])
     assert _scores(client, "holes", probe) == _scores(client, "zeros", probe)
     refused = client.post("/v1/models/refuses/events", content=body, headers=headers)
-    assert refused.status_code == 422 and "feature 2 is nan" in refused.json()["detail"]
+    assert refused.status_code == 422 and "feature 2 is missing (NaN)" in refused.json()["detail"]

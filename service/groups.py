@@ -1,0 +1,141 @@
+"""Requests applied as a group: what a client error is, and the one split-and-retry rule.
+
+Three paths apply several requests as one call and must answer each request as if it had
+been applied alone: the coalescer (:mod:`service.engine.coalesce`: concurrent requests to
+one model), the stream (:mod:`service.stream.session`: a run of messages of one connection)
+and the queue worker (:mod:`service.queue.apply`: a run of stream entries).  They share:
+
+* **One classification** (:func:`refused_alone`).  A *client error* is a refusal of the
+  request's own content, made before anything was written: a 4xx
+  :class:`~service.errors.ServiceError` other than 404 (a bad event, a layout the model no
+  longer has) or a ``ValueError`` (``core``'s checks, a corrupt queue entry).  A group refused
+  with one may be redone request by request, so that only the request at fault fails.
+  Anything else -- the model gone (404), the store unavailable, a lost lease, a bug -- is the
+  group's: it may have been written, and it would be every request's answer anyway.
+* **One split-and-retry rule** (:func:`each_alone`).  The group is applied whole; refused
+  with a client error, each request alone, in order; a server error stops there and is the
+  answer of every request not yet applied (none is re-applied, and the queue keeps its
+  order).  The stream hands the messages of a refused run back to the coalescer as requests
+  of their own, so they are split by the coalescer's call of this rule.
+
+Two merge mechanisms form the groups, because their callers wait in two ways: the
+coalescer's drain task groups requests awaiting futures on the app's event loop, and
+:class:`ThreadCombiner` groups callers already on threads (queue mode's appends, made in the
+thread pool so that a Redis round trip never stalls the loop), where a caller blocks on an
+event and the first one in applies the group.  Moving those appends onto the loop would add a
+hop back to a thread for every append; both hand the group to the same rule here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from service.errors import ModelNotFound, ServiceError
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+
+def refused_alone(error: BaseException) -> bool:
+    """Whether ``error`` is a client error: it refused one request's content before anything
+    was written, so the group it refused may be redone request by request."""
+    if isinstance(error, ServiceError):
+        return error.status < 500 and not isinstance(error, ModelNotFound)
+    return isinstance(error, ValueError)
+
+
+def each_alone(
+    merged: Callable[[list[P]], list[R]], single: Callable[[P], R], payloads: list[P]
+) -> list[R | Exception]:
+    """Each payload's result or error: ``merged(payloads)`` (one result per payload), or,
+    refused with a client error, ``single(payload)`` for each in order until a server error,
+    which is then the outcome of the payloads not applied (module docstring).  A group of
+    one is applied alone."""
+    if len(payloads) > 1:
+        try:
+            return list(merged(payloads))
+        except Exception as error:  # noqa: BLE001 - the group's answer, or its error path
+            if not refused_alone(error):
+                return [error] * len(payloads)
+    outcomes: list[R | Exception] = []
+    for payload in payloads:
+        try:
+            outcomes.append(single(payload))
+        except Exception as error:  # noqa: BLE001 - the payload's own answer
+            outcomes.append(error)
+            if not refused_alone(error):
+                outcomes.extend([error] * (len(payloads) - len(outcomes)))
+                break
+    return outcomes
+
+
+# ---------------------------------------------------------------------------- from threads
+class _Waiter(Generic[P]):
+    __slots__ = ("payload", "done", "outcome")
+
+    def __init__(self, payload: P) -> None:
+        self.payload = payload
+        self.done = threading.Event()
+        self.outcome: Any = None
+
+
+_LEAD = object()  # the outcome that makes a waiter the next group's leader
+
+
+class ThreadCombiner(Generic[P, R]):
+    """Merging for callers on threads: a caller finding its key idle applies what is queued
+    for it as one group (``apply(key, payloads)`` -> one result or exception per payload),
+    and hands the next group to the first caller that queued meanwhile; the others wait for
+    their own result.  A caller never applies more than one group, so none waits behind
+    others' work."""
+
+    def __init__(self, apply: Callable[[str, list[P]], list[R | Exception]]) -> None:
+        self._apply = apply
+        self._lock = threading.Lock()
+        self._queues: dict[str, list[_Waiter[P]]] = {}
+        #: groups applied and calls they held
+        self.groups = 0
+        self.calls = 0
+
+    def __call__(self, key: str, payload: P) -> R:
+        me: _Waiter[P] = _Waiter(payload)
+        with self._lock:
+            queue = self._queues.get(key)
+            lead = queue is None
+            if lead:
+                queue = self._queues[key] = []
+            assert queue is not None
+            queue.append(me)
+        if not lead:
+            me.done.wait()
+            if me.outcome is not _LEAD:
+                return self._result(me)
+        with self._lock:
+            group = self._queues[key]
+            self._queues[key] = []
+            self.groups += 1
+            self.calls += len(group)
+        try:
+            outcomes: list[Any] = self._apply(key, [waiter.payload for waiter in group])
+        except BaseException as error:  # noqa: BLE001 - every waiter gets it
+            outcomes = [error] * len(group)
+        for waiter, outcome in zip(group, outcomes, strict=True):
+            waiter.outcome = outcome
+            if waiter is not me:
+                waiter.done.set()
+        with self._lock:
+            rest = self._queues[key]
+            if rest:
+                rest[0].outcome = _LEAD
+                rest[0].done.set()
+            else:
+                del self._queues[key]
+        return self._result(me)
+
+    @staticmethod
+    def _result(waiter: _Waiter) -> Any:
+        if isinstance(waiter.outcome, BaseException):
+            raise waiter.outcome
+        return waiter.outcome

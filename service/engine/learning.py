@@ -206,26 +206,6 @@ def _learn_call(
     return scores
 
 
-def learn_events(
-    loaded: Loaded,
-    X: np.ndarray | CSRMatrix,
-    y: np.ndarray,
-    *,
-    recorded: np.ndarray | None,
-    bounds: list[tuple[int, int]],
-    now: float,
-) -> tuple[np.ndarray, int]:
-    """Learn ``(X, y)`` in order, one learner call per ``(start, stop)`` round, then add the
-    events to the metrics window, the drift detector and the counters.  Returns the scores the
-    metrics use (the prequential ones, or ``recorded``: delayed labels, the scores given at
-    scoring time) and the number of drifts detected; with ``on_drift="reset"`` a detection
-    restarts the learner (after the batch: the batch was learned by the model that scored it).
-    A model whose ``missing_values`` is ``mean`` first fills each missing value (NaN) with the
-    running mean as of the event's position (:mod:`service.engine.missing`)."""
-    scores = learn_rows(loaded, X, y, recorded, bounds)
-    return scores, after_learning(loaded, scores, y, now)
-
-
 def learn_rows(
     loaded: Loaded,
     X: np.ndarray | CSRMatrix,
@@ -233,8 +213,11 @@ def learn_rows(
     recorded: np.ndarray | None,
     bounds: list[tuple[int, int]],
 ) -> np.ndarray:
-    """The learner's part of :func:`learn_events`: the missing-value means, one learner call
-    per round, the regret window.  Returns the scores the metrics use."""
+    """Learn ``(X, y)`` in order, one learner call per ``(start, stop)`` round (the regret
+    window records them); returns the scores the metrics use (the prequential ones, or
+    ``recorded``: delayed labels, the scores given at scoring time).  A model whose
+    ``missing_values`` is ``mean`` first fills each missing value (NaN) with the running mean
+    as of the event's position (:mod:`service.engine.missing`)."""
     if loaded.means is not None:
         X = loaded.means.fill_and_learn(X)  # type: ignore[arg-type]
     if one_call_is_exact(loaded):
@@ -255,7 +238,7 @@ def learn_rows(
 
 
 def after_learning(loaded: Loaded, scores: np.ndarray, y: np.ndarray, now: float) -> int:
-    """The rest of :func:`learn_events` once the learner learned ``y`` with ``scores``: the
+    """What follows :func:`learn_rows` once the learner learned ``y`` with ``scores``: the
     metrics window, the drift detector, the calibrator, the counters, the history; returns
     the drifts detected."""
     loaded.window.update(scores, y)

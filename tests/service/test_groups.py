@@ -50,23 +50,23 @@ def learner_calls(monkeypatch):
     """The engine's learning step, made to refuse the marked event (a client error) or, with
     ``calls.down = True``, to fail as the store would (a server error); ``calls`` lists the
     events each call was given."""
-    original = service.engine.learning.learn_events
+    original = service.engine.learning.learn_rows
 
     class Calls(list):
         down = False
 
     calls = Calls()
 
-    def injected(loaded, X, y, **options):
+    def injected(loaded, X, y, *args):
         calls.append(X.shape[0])
         if calls.down:
             raise StoreUnavailable("the store went away")
         values = X.data if isinstance(X, CSRMatrix) else X[:, 0]
         if (values == MARK).any():
             raise ValueError("this event is refused")
-        return original(loaded, X, y, **options)
+        return original(loaded, X, y, *args)
 
-    monkeypatch.setattr(service.engine.learning, "learn_events", injected)
+    monkeypatch.setattr(service.engine.learning, "learn_rows", injected)
     return calls
 
 

@@ -687,7 +687,7 @@ def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_ca
             served.append(model.prequential_step(X[batch], y[batch]))
             inputs.append((sink[-1], batch))
     assert [spec["learner"] for spec in model.candidate_specs()][2] == "boosted_embedded"
-    assert model._candidates[2].fit_points_ == (2000, 2000)
+    assert model._candidates[2].fit_points_ == (2000, 2256)  # fit_delay 256
     reference = standalone_scores(model, inputs, y)
     expected, weights = naive_mix(reference, y[:2300], (0.0, 0.1), 800, 400, 0.05, first=50,
                                   min_positives=10, min_negatives=10)  # fmt: skip

@@ -74,7 +74,7 @@ def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
         assert row["weight"] == want["weight"]
     assert board["candidates"][3]["params"]["half_life"] == 2000
     fits = client.app.state.store.load("m").arrays["learner:c2:fits"][0]
-    assert fits == reference._candidates[2].fits_ == 6  # from 250, 500, 1,000, ..., 8,000
+    assert fits == reference._candidates[2].fits_ == 6  # due at 250, 506, 1,012, ..., 8,096
     for row, want in zip(board["candidates"], expected["candidates"], strict=True):
         assert row["window_pauc"] == pytest.approx(want["window_pauc"], abs=0)
         assert row["window_auc"] == pytest.approx(want["window_auc"], abs=0)

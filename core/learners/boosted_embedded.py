@@ -290,6 +290,16 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         )
         return counted & both
 
+    def _until_counted(self) -> float:
+        """Events until the schedule's count is reached (0 or less: reached; inf: never),
+        the labels aside: :meth:`_due`'s first condition, in plain integers."""
+        own = self._own_state
+        if not own["ready"][0]:
+            return self.first_fit - int(own["buffer_fill"][0])
+        if self.refit_every is None:
+            return float("inf")
+        return self._interval() - int(own["since_fit"][0])
+
     def _interval(self) -> int:
         """Events from the last fit's ``fit_from`` to the next fit: as many as the last fit
         learned from (the stream's events double between fits, so a short stream's trees see
@@ -419,12 +429,14 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
             self._hand_over()
         start, n_events = 0, len(y)
         while True:
-            if not own["pending"][0] and self._due(_NONE)[0]:
+            if not own["pending"][0] and self._until_counted() <= 0 and self._due(_NONE)[0]:
                 self._fall_due()
             if start >= n_events:
                 break
             if own["pending"][0]:
                 stop = min(n_events, start + self.fit_delay - int(own["pending_fill"][0]))
+            elif self._until_counted() > n_events - start:  # most calls: no label look
+                stop = n_events
             else:
                 due = np.flatnonzero(self._due(y[start:])[1:])
                 stop = start + int(due[0]) + 1 if len(due) else n_events

@@ -72,6 +72,7 @@ class FitHandle:
         self.seconds: float | None = None
         self._lock = threading.Lock()
         self._done = threading.Event()
+        self._waiters: list[threading.Event] = []
 
     def begin(self) -> bool:
         """The fitter's: False when the learner took the job back first."""
@@ -86,40 +87,42 @@ class FitHandle:
         started = time.perf_counter()
         try:
             ensemble = self.job.run()
-            self.result = (ensemble, self.prepare(ensemble, self.job))
-            self.seconds = time.perf_counter() - started
-            self.state = "done"
+            prepared = self.prepare(ensemble, self.job)
         except Exception:
-            self.state = "failed"
+            self.fail()
             raise
-        finally:
-            self._done.set()
+        self.finish(ensemble, prepared, time.perf_counter() - started)
 
-    def finish(
-        self, ensemble: dict[str, np.ndarray], prepared: Any, seconds: float
-    ) -> None:  # the fitter's, when it fits elsewhere than :meth:`run` (another process)
-        self.result, self.seconds, self.state = (ensemble, prepared), seconds, "done"
-        self._done.set()
+    def finish(self, ensemble: dict[str, np.ndarray], prepared: Any, seconds: float) -> None:
+        """The fitter's: the result is ready."""
+        self.result, self.seconds = (ensemble, prepared), seconds
+        self._settle("done")
 
     def fail(self) -> None:
-        self.state = "failed"
-        self._done.set()
+        self._settle("failed")
 
-    def cancel(self) -> None:
-        """Nobody needs the result any more: a fitter that has not begun skips the job."""
+    def _settle(self, state: str) -> None:
+        with self._lock:
+            self.state = state
+            self._done.set()
+            for waiter in self._waiters:
+                waiter.set()
+
+    def cancel(self) -> bool:
+        """Take the job back if the fitter has not begun it (True): it skips it then."""
         with self._lock:
             if self.state == "queued":
                 self.state = "taken"
+                return True
+            return False
 
-    def take(self) -> tuple[dict[str, np.ndarray], Any] | None:
-        """The learner's: the result, waiting for it while the fitter runs; None when the
-        fitter had not begun (the job is taken back) or failed: the caller fits."""
+    def notify(self, event: threading.Event) -> None:
+        """Set ``event`` when the fitter is done with the job (at once if it is)."""
         with self._lock:
-            if self.state == "queued":
-                self.state = "taken"
-                return None
-        self._done.wait()
-        return self.result if self.state == "done" else None
+            if self._done.is_set():
+                event.set()
+            else:
+                self._waiters.append(event)
 
     @property
     def ready(self) -> bool:
@@ -166,36 +169,66 @@ class FitStats:
 FIT_STATS = FitStats()
 
 
-def obtain(
-    record: FitRecord, job: FitJob, compute: Callable[[], tuple[dict[str, np.ndarray], Any]]
-) -> tuple[dict[str, np.ndarray], Any]:
+Result = tuple[dict[str, np.ndarray], Any]
+
+
+def obtain(record: FitRecord, job: FitJob, compute: Callable[[], Result]) -> Result:
     """The pending fit's ensemble and prepared inner learner at its install point: the
-    fitter's (``record.handle``, waiting while it runs) when it holds this very job, else
-    ``compute()`` here.  A wait is an install the fitter had not finished in time for (a job
-    taken back and computed here included); ``record`` and :data:`FIT_STATS` count them."""
+    fitter's (``record.handle``) when it holds this very job and is done; else ``compute()``
+    here, and when the fitter is still running the job, whichever of the two ends first (the
+    fit is deterministic: both give the same).  A wait is an install point the fitter had not
+    finished by; ``record`` and :data:`FIT_STATS` count them."""
     handle, record.handle = record.handle, None
     started = time.perf_counter()
-    result, late = None, False
+    late = False
     if handle is not None and handle.job.same(job):
         late = not handle.ready
-        result = handle.take()
-    elif handle is not None:
-        handle.cancel()
-    in_call = result is None
-    if result is None:
-        begun = time.perf_counter()
-        result = compute()
-        seconds = time.perf_counter() - begun
-        record.in_call += 1
+        result, in_call = _race(handle, compute) if late else (handle.result, False)
     else:
-        seconds = (handle.seconds or 0.0) if handle is not None else 0.0
+        if handle is not None:
+            handle.cancel()
+        result, in_call = None, True
+    if result is None:  # no fitter, another job, or the fitter failed
+        result, in_call = compute(), True
+    seconds = time.perf_counter() - started if in_call or handle is None else handle.seconds or 0.0
     waited = time.perf_counter() - started if late else None
     if waited is not None:
         record.waits += 1
         record.wait_seconds += waited
+    record.in_call += int(in_call)
     record.last_seconds = seconds
     FIT_STATS.add(waited=waited, in_call=in_call, seconds=seconds)
     return result
+
+
+def _race(handle: FitHandle, compute: Callable[[], Result]) -> tuple[Result | None, bool]:
+    """``(result, computed here)``: the job taken back when the fitter has not begun it;
+    while it runs, the same fit computed in a thread of this process's priority, the first of
+    the two taken (a niced fitter on a saturated machine would hold the install point for as
+    long as the machine stays busy; the loser's work is lost)."""
+    if handle.cancel():
+        return compute(), True
+    first, own_done = threading.Event(), threading.Event()
+    handle.notify(first)
+    own: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            own["result"] = compute()
+        except Exception as error:  # raised in the learner's call below
+            own["error"] = error
+        finally:
+            own_done.set()
+            first.set()
+
+    threading.Thread(target=run, name="aucstream-fit-race", daemon=True).start()
+    first.wait()
+    if handle.state == "done":
+        return handle.result, False
+    own_done.wait()
+    if "error" in own:
+        raise own["error"]
+    return own["result"], True
 
 
 Submit = Callable[[FitJob, Prepare], FitHandle]

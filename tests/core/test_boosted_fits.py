@@ -108,9 +108,9 @@ def test_the_state_does_not_depend_on_the_batches_nor_on_a_checkpoint_while_pend
 class ThreadFitter:
     """A background fitter in a thread: handles in a queue, fitted in order."""
 
-    def __init__(self, hold: threading.Event | None = None):
+    def __init__(self, hold: threading.Event | None = None, begun: bool = False):
         self.jobs: queue.Queue = queue.Queue()
-        self.hold = hold
+        self.hold, self.begun = hold, begun
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -121,9 +121,10 @@ class ThreadFitter:
 
     def run(self):
         while (handle := self.jobs.get()) is not None:
+            began = handle.begin() if self.begun else None
             if self.hold is not None:
                 self.hold.wait()
-            if handle.begin():
+            if began or (began is None and handle.begin()):
                 handle.run()
 
     def close(self):
@@ -166,6 +167,23 @@ def test_an_install_point_waits_for_a_running_fit_and_takes_back_a_queued_one():
             # the fitter has not begun when the install point comes: the call fits itself
             learner.partial_fit(X[130:157], y[130:157])
             assert handle.state == "taken" and learner.fits_ == 1
+            assert (learner.fit_record.waits, learner.fit_record.in_call) == (1, 1)
+    finally:
+        hold.set()
+        fitter.close()
+    library = make_learner("boosted_embedded", **DELAYED).partial_fit(X[:157], y[:157])
+    same_state(library.get_state(), learner.get_state())
+
+
+def test_an_install_point_computes_a_fit_the_fitter_holds_and_takes_the_first_result():
+    X, y = xor_stream(400, seed=1)
+    hold = threading.Event()
+    fitter = ThreadFitter(hold, begun=True)  # begins each job, then is starved
+    learner = make_learner("boosted_embedded", **DELAYED)
+    try:
+        with background_fits(fitter.submit):
+            learner.partial_fit(X[:157], y[:157])
+            assert learner.fits_ == 1 and learner.fit_points_ == (120, 157)
             assert (learner.fit_record.waits, learner.fit_record.in_call) == (1, 1)
     finally:
         hold.set()

@@ -43,10 +43,13 @@ def library_state(loaded, X, y):
 def test_the_service_learns_what_the_library_learns_bit_for_bit(client):
     X, y = xor_stream(900, d=5)
     create_model(client, learner="boosted_embedded", params=PARAMS)
-    for start, size in zip(range(0, 900, 30), [1, 7, 29, 20, 3] * 6, strict=True):
+    post(client, X, y, 0, 160)  # due at 150: handed to the fitter
+    # its result taken at the install point (190); later ones may be raced on a busy machine
+    wait_for(lambda: client.get("/v1/models/m").json()["fits"][0]["fitter"] == "done")
+    for start, size in zip(range(160, 880, 30), [1, 7, 29, 20, 3] * 5, strict=False):
         post(client, X, y, start, start + size)  # requests of 1 to 29 events
         post(client, X, y, start + size, start + 30)
-        time.sleep(0.01)  # the fitter's work lands between requests or is waited for
+    post(client, X, y, 880, 900)
     repository = client.app.state.engine.repository
     cached = repository.read("m").learner
     assert cached.fits_ == 4 and cached.fit_points_ == (700, 740)  # 150 + 40, 300, 500, 700
@@ -60,7 +63,9 @@ def test_the_service_learns_what_the_library_learns_bit_for_bit(client):
         np.testing.assert_array_equal(state[key], expected[key], err_msg=key)
 
 
-def test_a_fit_held_in_the_fitter_is_waited_for_at_its_install_point(client, monkeypatch):
+def test_an_install_point_does_not_wait_for_a_starved_fitter(client, monkeypatch):
+    """The fitter holds the job (a niced process on a busy machine): the request at the
+    install point computes the same fit at its own priority and goes on."""
     X, y = xor_stream(400, seed=1, d=5)
     started, release = threading.Event(), threading.Event()
     fit = FitProcess.fit
@@ -80,15 +85,15 @@ def test_a_fit_held_in_the_fitter_is_waited_for_at_its_install_point(client, mon
     status = client.get("/v1/models/m").json()["fits"][0]
     assert status["due"] and (status["due_from"], status["install_at"]) == (150, 190)
     assert status["fitter"] == "running" and status["fits"] == 0
-    timer = threading.Timer(0.3, release.set)
-    timer.start()
-    post(client, X, y, 189, 200)  # reaches 190: waits for the fit
-    timer.join()
+    try:
+        post(client, X, y, 189, 200)  # reaches 190: computes the fit itself, the fitter held
+    finally:
+        release.set()
     status = client.get("/v1/models/m").json()["fits"][0]
     assert status["fits"] == 1 and not status["due"] and status["fitter"] is None
     assert (status["last_fit_from"], status["last_fit_at"]) == (150, 190)
-    assert status["waits"] == 1 and status["wait_seconds"] >= 0.1
-    assert status["fits_in_call"] == 0 and status["last_fit_seconds"] >= 0.1
+    assert status["waits"] == 1 and status["wait_seconds"] > 0
+    assert status["fits_in_call"] == 1 and status["last_fit_seconds"] > 0
     metrics = client.get("/v1/models/m/metrics").json()
     assert metrics["fits"] == [status]
     exposition = client.get("/metrics").text

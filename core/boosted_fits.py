@@ -5,8 +5,9 @@ A fit taken from the buffer as of event ``N`` is installed after event ``N + fit
 whoever computes it.  In a library the learner computes it itself when it gets there.  While a
 fitter is registered (:class:`background_fits`, as :mod:`service.engine.refit` does), the learner
 call that makes the fit due hands the job to it at once (:class:`FitHandle`) and the call that
-reaches ``N + fit_delay`` takes the result, waiting for it when it is not ready; a job the
-fitter has not begun by then is taken back and computed by that call.  The result is the same
+reaches ``N + fit_delay`` takes the result if it is ready, and otherwise computes the fit
+itself (:func:`obtain`: a job the fitter has not begun is taken back; one it is running is
+raced, the first result taken).  The result is the same
 either way (the fit is deterministic), so only the time it costs depends on who fits.
 """
 

@@ -30,11 +30,11 @@ class FitStatus(BaseModel):
         "relearning), wherever it ran"
     )
     waits: int = Field(
-        description="install points in this process that waited for the fitter (it had not "
-        "finished by N + fit_delay)"
+        description="install points in this process the fitter had not finished by (the "
+        "request then computed the fit, or took the fitter's result if it came first)"
     )
     wait_seconds: float = Field(description="the seconds those install points waited")
     fits_in_call: int = Field(
-        description="fits computed by the learner call at the install point in this process "
-        "(no fitter result: a model loaded with a fit due, a job taken back, no fitter)"
+        description="fits computed by the request at the install point in this process (the "
+        "fitter not done in time, or no result handed in: a model loaded with a fit due)"
     )

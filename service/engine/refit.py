@@ -9,8 +9,9 @@ once (:class:`core.boosted_fits.background_fits`: the call queues a
 child process at a lower priority (:mod:`service.engine.fit_process`: no competition for the
 interpreter lock, the CPU left to the requests first), then has a fresh inner learner relearn
 the job's buffer embedded by the new trees (in the thread, itself at that priority).  The
-learner call that reaches ``N + fit_delay`` takes the result, waiting for it if the fit is still
-running, or computing it itself if the refitter has not begun it.  Nothing looks at the models
+learner call that reaches ``N + fit_delay`` takes the result if it is ready, and otherwise
+computes the fit itself at its own priority (the first of the two results when the refitter is
+running the job: :func:`core.boosted_fits.obtain`).  Nothing looks at the models
 in between: an idle server does no work.
 """
 

@@ -27,10 +27,9 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from core.boosted_fits import FitHandle, background_fits  # noqa: E402
 from core.learners import make_learner  # noqa: E402
 from core.learners._candidates import DEFAULT_CANDIDATES, TREE_CANDIDATE  # noqa: E402
-from core.learners.boosted_embedded import background_fits  # noqa: E402
-from service.engine.refit import due_parts  # noqa: E402
 
 MODELS = {
     "auto (the default before: logistic, ftrl_pauc, tree_embedded)": {
@@ -42,23 +41,24 @@ MODELS = {
 
 def learn(params, X, y, batch, deferred):
     """Thread CPU of learning (less the background fitter's part when ``deferred``: the fit
-    and the inner learner's relearning of the job's buffer; taking the job and installing it
-    stay on the path) and of scoring."""
+    and the inner learner's relearning of the job's buffer, done here when the fit is handed
+    over; taking the job and installing it stay on the path) and of scoring."""
     model = make_learner("auto", **params)
-    off_path = 0.0
+    off_path = [0.0]
+
+    def submit(job, prepare):  # a fitter that finishes each job as soon as it is handed over
+        handle = FitHandle(job, prepare)
+        begun = time.thread_time()
+        handle.begin()
+        handle.run()
+        off_path[0] += time.thread_time() - begun
+        return handle
+
     start = time.thread_time()
-    with background_fits() if deferred else contextlib.nullcontext():
+    with background_fits(submit) if deferred else contextlib.nullcontext():
         for first in range(0, len(y), batch):
             model.prequential_step(X[first : first + batch], y[first : first + batch])
-            for _, part in due_parts(model) if deferred else ():
-                job = part.fit_job()
-                begun = time.thread_time()
-                ensemble = job.run()
-                prepared = part.prepare(ensemble, job)
-                off_path += time.thread_time() - begun
-                part.install(ensemble, job, prepared)
-                model._refresh_view()
-    learned = time.thread_time() - start - off_path
+    learned = time.thread_time() - start - off_path[0]
     start = time.thread_time()
     for first in range(0, len(y), batch):
         model.decision_function(X[first : first + batch])

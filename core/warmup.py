@@ -40,7 +40,7 @@ from core.learners._candidates import (
     WIDE_FEATURES,
     default_candidates,
 )
-from core.learners.boosted_embedded import BoostedEmbedded, background_fits
+from core.learners.boosted_embedded import BoostedEmbedded
 from core.learners.tree_embedded import TreeEmbedded
 from core.metrics.calibration import OnlineCalibrator
 from core.metrics.drift import DriftDetector
@@ -147,13 +147,24 @@ def _compile_default_rest(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> No
 def _exercise_auto(
     runs: list[tuple[list | None, str, np.ndarray | CSRMatrix]], y: np.ndarray
 ) -> None:
-    """``auto`` with drift tracking, for each ``(candidates, scaling, events)`` of ``runs``."""
-    # the boosted candidate's fits (scikit-learn's import) belong to the tree group
-    with background_fits():
-        for candidates, scaling, batch in runs:
-            learner = make_learner("auto", candidates=candidates, track_drift=True,
-                                   scaling=scaling)  # fmt: skip
-            _exercise(learner, batch, y, AUTO_ROUNDS)
+    """``auto`` with drift tracking, for each ``(candidates, scaling, events)`` of ``runs``
+    (None: the default tournament of the events' width)."""
+    for candidates, scaling, batch in runs:
+        chosen = candidates or list(default_candidates(batch.shape[1], track_drift=True))
+        learner = make_learner("auto", candidates=_without_fits(chosen), track_drift=True,
+                               scaling=scaling)  # fmt: skip
+        _exercise(learner, batch, y, AUTO_ROUNDS)
+
+
+def _without_fits(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``candidates`` with the boosted one's first fit past the warm-up's events: the fits
+    (scikit-learn's import) belong to the tree group, the kernels are the same."""
+    return [
+        {**spec, "params": {**spec["params"], "first_fit": 8000}}
+        if spec["learner"] == BoostedEmbedded.name
+        else spec
+        for spec in candidates
+    ]
 
 
 def _compile_metrics(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
@@ -207,15 +218,14 @@ def _compile_tree(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:
     tree_params = dict(SINGLE_FIT_TREE_CANDIDATE["params"])
     tree_params.update(n_fit_events=len(y), refit_events=2 * len(y), min_samples_leaf=2)
     boosted_params = dict(BOOSTED_CANDIDATE["params"])
+    # fit_delay 0: the fit lands where it falls due, inside these few events
     boosted_params.update(first_fit=len(y), buffer_size=len(y), n_trees=2, max_leaves=3,
-                          min_samples_leaf=2)  # fmt: skip
+                          min_samples_leaf=2, fit_delay=0)  # fmt: skip
     for batch in (X, sparse):
         learner = make_learner("tree_embedded", scaling="none", **tree_params)
         _exercise(learner, batch, y, 2)
         boosted = BoostedEmbedded(scaling="none", **boosted_params)
-        _exercise(boosted, batch, y, 1)
-        boosted.refit()  # with the service's background fits on, learning leaves it due
-        _exercise(boosted, batch, y, 1)
+        _exercise(boosted, batch, y, 2)
 
 
 def _fit_tree() -> None:

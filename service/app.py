@@ -117,7 +117,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             app.state.warm.set()
         # boosted ensembles are fitted by a thread of their own, off the request path (in
         # queue mode by the writer, the queue worker)
-        refitter = app.state.refitter = Refitter(app.state.engine.repository)
+        refitter = app.state.refitter = Refitter()
         if app.state.queue is None:
             refitter.start()
         sweeper = asyncio.create_task(_sweep_forever(app.state.engine, settings))

@@ -97,6 +97,30 @@ class Telemetry(ModelSeries):
             # its value is current, another worker's may predate an acknowledgement
             multiprocess_mode="mostrecent",
         )
+        # boosted trees' fits (service/engine/refit.py, docs/operations.md "Background fits")
+        self.fits = Gauge(
+            "aucstream_boosted_fits",
+            "Fits of boosted ensembles by stage, summed over the processes: submitted (handed "
+            "to the background fitter when due), fitted (by it), installed (at their install "
+            "points), in_call (computed by the learner call at the install point), waits "
+            "(install points that waited for the fitter).",
+            ["stage"],
+            registry=self.registry,
+            multiprocess_mode="sum",
+        )
+        self.fit_wait_seconds = Gauge(
+            "aucstream_boosted_fit_wait_seconds",
+            "Seconds install points waited for the background fitter, summed over the processes.",
+            registry=self.registry,
+            multiprocess_mode="sum",
+        )
+        self.fits_pending = Gauge(
+            "aucstream_boosted_fits_pending",
+            "Jobs the background fitters hold now: queued or running.",
+            ["state"],
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
         self.rejected = self._counter(
             "aucstream_requests_rejected_total",
             "Requests rejected with a problem response, by problem type.",
@@ -152,6 +176,14 @@ class Telemetry(ModelSeries):
         counter.series_label = self.series_label
         counter.model_position = labels.index("model")
         return counter
+
+    def set_fits(self, stats: dict[str, float]) -> None:
+        """The fit gauges from a refitter's :meth:`~service.engine.refit.Refitter.stats`."""
+        for stage in ("submitted", "fitted", "installed", "in_call", "waits"):
+            self.fits.labels(stage).set(stats[stage])
+        self.fit_wait_seconds.set(stats["wait_seconds"])
+        for state in ("queued", "running"):
+            self.fits_pending.labels(state).set(stats[state])
 
     @property
     def multiprocess(self) -> bool:

@@ -2,28 +2,26 @@
 after He et al., ADKDD 2014): the trees are fitted now and then on a bounded buffer of recent
 labelled events, the linear learner learns every event; the ensemble's arrays are state.
 
-A fit is due by a schedule (``first_fit`` buffered events, then every ``refit_every`` events,
-and again ``first_fit`` events after :meth:`BoostedEmbedded.restart_tree`).  In a library the
-fit runs where it falls due, inside ``partial_fit``; in the service a background thread
-(:mod:`service.engine.refit`) runs it off the request path with :meth:`~BoostedEmbedded.fit_job`
-and :meth:`~BoostedEmbedded.install`, which the library can call the same way.  Both give the
-same state for the same *fit points*: the event count whose buffer a fit learned from, and the
-event count at which it was installed.
+A fit is due by a schedule (``first_fit`` buffered events, then as the events double, at most
+every ``refit_every`` events, and again ``first_fit`` events after
+:meth:`BoostedEmbedded.restart_tree`).  A fit taken from the buffer as of event ``N`` is
+installed after event ``N + fit_delay`` exactly (its *fit points*), in a library as in the
+service: meanwhile the events are learned with the old ensemble and held aside in the state
+(the buffer stays as of ``N``), so the state and the events after it determine every fit.  Who
+computes it (the learner when it gets there, or a background fitter it was handed to when it
+fell due: :mod:`core.boosted_fits`) changes only the time it costs.
 """
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass
-
 import numpy as np
 
 from core._kernels import boosted_embedding as kernels
+from core.boosted_fits import FitJob, HandsOverFits, background_fits
 from core.boosted_trees import (
     ENSEMBLE_KEYS,
     EnsembleParams,
     empty_ensemble,
-    fit_ensemble,
     node_capacity,
 )
 from core.csr import CSRMatrix
@@ -37,52 +35,19 @@ from core.learners._state import Count, Finite, OneOf, with_prefix
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.validation import row_range
 
-__all__ = ["BoostedEmbedded", "FitJob", "background_fits", "learn_with_fit_points"]
+__all__ = ["BoostedEmbedded", "FitJob", "background_fits"]
 
 #: events embedded and scored at a time by ``decision_function``
 SCORE_CHUNK = 4096
 _COUNTERS = ("buffer_next", "buffer_fill", "events", "since_fit", "fits", "generation",
-             "fit_from", "fit_at", "ready")  # fmt: skip
+             "fit_from", "fit_at", "ready", "pending", "pending_fill")  # fmt: skip
 
-_background = [0]
 _NONE = np.empty(0, dtype=np.int64)
 _NONE_F = np.empty(0)
-_background_lock = threading.Lock()
-
-
-class background_fits:  # noqa: N801 - used as a context manager, like a function
-    """While one is entered in this process, due fits are left to a background fitter
-    (:mod:`service.engine.refit`) instead of running inside ``partial_fit``."""
-
-    def __enter__(self) -> background_fits:
-        with _background_lock:
-            _background[0] += 1
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        with _background_lock:
-            _background[0] -= 1
-
-
-@dataclass(frozen=True)
-class FitJob:
-    """A due fit, taken from a learner (:meth:`BoostedEmbedded.fit_job`): copies of its buffer
-    at event count ``fit_from`` and what :meth:`BoostedEmbedded.install` checks it against."""
-
-    X: np.ndarray
-    y: np.ndarray
-    params: EnsembleParams
-    generation: int
-    fits: int
-    fit_from: int
-
-    def run(self) -> dict[str, np.ndarray]:
-        """The fitted ensemble's arrays (the slow part; needs no lock)."""
-        return fit_ensemble(self.X, self.y, self.params)
 
 
 @register
-class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
+class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     """A linear learner on ``[x, m(x), e(x)]``: the features, the margin of a boosted ensemble
     and one indicator per tree of the leaf ``x`` reaches (He et al. 2014), so a linear scorer
     learning online ranks with the trees' non-linearity.
@@ -92,8 +57,8 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
     are fitted on it (scikit-learn's ``HistGradientBoostingClassifier``, log loss), and the
     inner learner starts afresh on the buffer embedded by them (one pass in order); then each
     time the events have doubled, at most every ``refit_every`` events (None: never again),
-    the same on the buffer of the time.  Until the
-    first fit the inner learner sees ``[x, 0]``.
+    the same on the buffer of the time.  A fit from the buffer as of event ``N`` is installed
+    after event ``N + fit_delay``.  Until the first fit the inner learner sees ``[x, 0]``.
 
     Parameters
     ----------
@@ -110,6 +75,11 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
         The most events between fits, counted from the event whose buffer the last fit
         learned: the next fit comes when the events have doubled since it, or after this
         many, whichever is first (250, 500, 1,000, 2,000, 4,000, 8,000, 12,000, ...).
+    fit_delay : int, default 256
+        Events between the one whose buffer a fit learns and the one after which it is
+        installed (its fit points ``(N, N + fit_delay)``): the time a background fitter has,
+        in a service, before learning waits for it.  The events between are held in the state
+        (``fit_delay`` rows) and join the buffer when the fit is installed.
     append_features, append_margin : bool, default True
         Give the inner learner ``x`` and the margin ``m(x)`` beside the leaves.
     """
@@ -129,6 +99,7 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
     buffer_size: int = 8000
     first_fit: int = 250
     refit_every: int | None = 4000
+    fit_delay: int = 256
     append_features: bool = True
     append_margin: bool = True
     max_iter = 5
@@ -146,6 +117,7 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
         "buffer_size": [Interval(int, 16, 200_000)],
         "first_fit": [Interval(int, 4, None)],
         "refit_every": [None, Interval(int, 1, None)],
+        "fit_delay": [Interval(int, 0, 200_000)],
         "append_features": [BOOLEAN],
         "append_margin": [BOOLEAN],
     }
@@ -174,11 +146,15 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
     # ------------------------------------------------------------------ state
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         check_buffer_size("boosted_embedded (buffer_size)", self.buffer_size, n_features)
+        check_buffer_size("boosted_embedded (fit_delay)", self.fit_delay, n_features)
         inner = self._build_inner().initialize(self._inner_width(n_features))
         state: dict[str, np.ndarray] = {INNER_PREFIX + k: v for k, v in inner.state_.items()}
         state.update(empty_ensemble(self.n_trees, self.max_leaves))
         state["buffer_X"] = np.zeros((self.buffer_size, n_features))
         state["buffer_y"] = np.zeros(self.buffer_size, dtype=np.int64)
+        # the events learned while a fit is pending, held out of the buffer until it is in
+        state["pending_X"] = np.zeros((self.fit_delay, n_features))
+        state["pending_y"] = np.zeros(self.fit_delay, dtype=np.int64)
         state.update({key: np.zeros(1, dtype=np.int64) for key in _COUNTERS})
         return state
 
@@ -203,6 +179,10 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
                 "buffer_next": Count(0, self.buffer_size - 1),
                 "buffer_fill": Count(0, self.buffer_size),
                 "ready": OneOf((0, 1)),
+                "pending_X": Finite(),
+                "pending_y": OneOf((-1, 0, 1)),
+                "pending": OneOf((0, 1)),
+                "pending_fill": Count(0, max(self.fit_delay - 1, 0)),
             }
         )
         for key in ("events", "since_fit", "fits", "generation", "fit_from", "fit_at"):
@@ -285,20 +265,21 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
         own["since_fit"][0] += n
 
     def _due(self, upcoming: np.ndarray) -> np.ndarray:
-        """Whether a fit is due after ``k`` of the ``upcoming`` labels, for ``k = 0 .. n``:
+        """Whether a fit falls due after ``k`` of the ``upcoming`` labels, for ``k = 0 .. n``:
         the schedule's count reached, and the buffer then holds two events of each class."""
         own = self._own_state
         ready, fill = int(own["ready"][0]), int(own["buffer_fill"][0])
+        steps = np.arange(len(upcoming) + 1)
         if ready and self.refit_every is None:
             return np.zeros(len(upcoming) + 1, dtype=bool)
-        # the labels only: a background fitter asks this often, under the model's lock
-        buffered = own["buffer_y"][self._order()]
-        labels = np.concatenate((buffered, np.asarray(upcoming, dtype=np.int64)))
-        steps = np.arange(len(upcoming) + 1)
         if ready:
             counted = int(own["since_fit"][0]) + steps >= self._interval()
         else:
             counted = fill + steps >= self.first_fit
+        if not counted[-1]:  # most calls: the count is not reached, the labels need no look
+            return counted
+        buffered = own["buffer_y"][self._order()]
+        labels = np.concatenate((buffered, np.asarray(upcoming, dtype=np.int64)))
         # each class's count in the buffer after k more events: the last buffer_size labels
         ends = fill + steps
         starts = np.maximum(ends - self.buffer_size, 0)
@@ -309,6 +290,16 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
         )
         return counted & both
 
+    def _until_counted(self) -> float:
+        """Events until the schedule's count is reached (0 or less: reached; inf: never),
+        the labels aside: :meth:`_due`'s first condition, in plain integers."""
+        own = self._own_state
+        if not own["ready"][0]:
+            return self.first_fit - int(own["buffer_fill"][0])
+        if self.refit_every is None:
+            return float("inf")
+        return self._interval() - int(own["since_fit"][0])
+
     def _interval(self) -> int:
         """Events from the last fit's ``fit_from`` to the next fit: as many as the last fit
         learned from (the stream's events double between fits, so a short stream's trees see
@@ -317,13 +308,14 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
         return min(int(self.refit_every or 0), learned_from)
 
     def fit_due(self) -> bool:
-        """Whether the schedule asks for a fit now."""
+        """Whether a fit is pending: due, taken from the buffer, not installed yet."""
         self._check_initialized()
-        return bool(self._due(np.empty(0, dtype=np.int64))[0])
+        return bool(self._own_state["pending"][0])
 
     # ------------------------------------------------------------------ fitting
     def fit_job(self) -> FitJob:
-        """A fit of the buffer as it is now (copies: learning may go on while it runs)."""
+        """A fit of the buffer as it is now (copies: learning may go on while it runs); while
+        a fit is pending, the buffer as of the event it fell due at."""
         self._check_initialized()
         X, y = self._buffered()
         own = self._own_state
@@ -340,78 +332,123 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
             inner._learn(self._embed(job.X[start:stop], ensemble), job.y[start:stop], _NONE_F)
         return inner
 
+    def _fall_due(self) -> None:
+        """The fit falls due now: the buffer stays as it is until the fit is installed, the
+        next ``fit_delay`` events are held aside; a background fitter gets the job at once."""
+        own = self._own_state
+        own["pending"][0], own["pending_fill"][0] = 1, 0
+        if self.fit_delay == 0:
+            self._install_pending()
+        else:
+            self._hand_over()
+
     def install(
         self,
         ensemble: dict[str, np.ndarray],
         job: FitJob,
         prepared: OnlineLearner | None = None,
     ) -> bool:
-        """Swap in the ensemble ``job`` fitted, unless the learner restarted or another fit was
-        installed since the job was taken (False: nothing changed).  The inner learner is
-        replaced by one that learned the job's buffer embedded by it (``prepared``, or
-        :meth:`prepare` now), then the events learned since the job was taken (those the
-        buffer still holds), so a fit installed later than taken loses none of them."""
+        """Install the pending fit's ``ensemble`` (False, nothing changed, when ``job`` is not
+        the pending fit's).  The inner learner is replaced by one that learned the job's buffer
+        embedded by it (``prepared``, or :meth:`prepare` now), then learns the events held
+        since (embedded by it too), which then join the buffer."""
         self._check_initialized()
         own = self._own_state
-        if (int(own["generation"][0]), int(own["fits"][0])) != (job.generation, job.fits) or int(
-            own["events"][0]
-        ) < job.fit_from:
+        key = (int(own["generation"][0]), int(own["fits"][0]), int(own["events"][0]))
+        if not own["pending"][0] or key != (job.generation, job.fits, job.fit_from):
             return False
         inner = prepared if prepared is not None else self.prepare(ensemble, job)
-        for key, value in ensemble.items():
-            own[key][...] = value
+        for name, value in ensemble.items():
+            own[name][...] = value
+        self._inner = inner
+        held = int(own["pending_fill"][0]) if self.fit_delay else 0
+        held_X, held_y = own["pending_X"][:held].copy(), own["pending_y"][:held].copy()
+        own["pending"][0], own["pending_fill"][0] = 0, 0
+        if held:
+            self._inner._learn(self.transform(held_X), held_y, _NONE_F)
+            self._remember(held_X, held_y)
         events = int(own["events"][0])
         own["fits"][0] += 1
         own["ready"][0] = 1
         own["fit_from"][0], own["fit_at"][0] = job.fit_from, events
         own["since_fit"][0] = events - job.fit_from
-        self._inner = inner
-        since = min(events - job.fit_from, int(own["buffer_fill"][0]))
-        if since:
-            rows = (int(own["buffer_next"][0]) + np.arange(-since, 0)) % self.buffer_size
-            self._inner._learn(self.transform(own["buffer_X"][rows]), own["buffer_y"][rows],
-                               _NONE_F)  # fmt: skip
         self._refresh_view()
         return True
 
+    def _hold(self, X, y) -> None:
+        """Keep events learned while a fit is pending (at most ``fit_delay`` of them)."""
+        own = self._own_state
+        held = int(own["pending_fill"][0])
+        rows = X.toarray() if isinstance(X, CSRMatrix) else np.asarray(X)
+        own["pending_X"][held : held + len(y)] = rows
+        own["pending_y"][held : held + len(y)] = y
+        own["pending_fill"][0] = held + len(y)
+
     def refit(self) -> bool:
-        """Fit now, synchronously, on the buffer (False when it lacks two events of a class)."""
+        """Fit now, synchronously, on the buffer and the events held for a pending fit (False
+        when they lack two events of a class): the fit points ``(now, now)``."""
         self._check_initialized()
-        labels = self._own_state["buffer_y"][self._order()]
+        own = self._own_state
+        if own["pending"][0]:
+            held = int(own["pending_fill"][0])
+            self._remember(own["pending_X"][:held].copy(), own["pending_y"][:held].copy())
+            own["pending"][0], own["pending_fill"][0] = 0, 0
+            self._drop_handle()
+        labels = own["buffer_y"][self._order()]
         if min(int((labels > 0).sum()), int((labels <= 0).sum())) < 2:
             return False
+        own["pending"][0] = 1
         job = self.fit_job()
         return self.install(job.run(), job)
 
     def restart_tree(self) -> None:
         """Fit again on the events from now on (``auto`` with ``track_drift`` calls it after a
-        change in the stream): the buffer empties, the next fit is due ``first_fit`` events from
-        now, a pending background fit is dropped, and the current ensemble embeds until then."""
+        change in the stream): the buffer empties, a pending fit is dropped with the events
+        held for it, the next fit is due ``first_fit`` events from now, and the current
+        ensemble embeds until then."""
         self._check_initialized()
         own = self._own_state
-        for key in ("buffer_fill", "buffer_next", "since_fit", "ready"):
+        own["events"][0] += own["pending_fill"][0]  # learned, and dropped with the buffer
+        for key in ("buffer_fill", "buffer_next", "since_fit", "ready", "pending",
+                    "pending_fill"):  # fmt: skip
             own[key][0] = 0
         own["generation"][0] += 1
+        self._drop_handle()
+
+    @property
+    def events_seen_(self) -> int:
+        """Labelled events learned (those held for a pending fit included)."""
+        self._check_initialized()
+        own = self._own_state
+        return int(own["events"][0]) + int(own["pending_fill"][0])
 
     # ------------------------------------------------------------------ learning, scoring
     def _learn(self, X, y, scores) -> None:
-        deferred = _background[0] > 0
-        start = 0
-        if not deferred and self._due(np.empty(0, dtype=np.int64))[0]:
-            self.refit()
-        while start < len(y):
-            due = (
-                np.flatnonzero(self._due(y[start:])[1:])
-                if not deferred
-                else np.empty(0, dtype=np.int64)
-            )
-            stop = start + int(due[0]) + 1 if len(due) else len(y)
+        own = self._own_state
+        if own["pending"][0]:
+            self._hand_over()
+        start, n_events = 0, len(y)
+        while True:
+            if not own["pending"][0] and self._until_counted() <= 0 and self._due(_NONE)[0]:
+                self._fall_due()
+            if start >= n_events:
+                break
+            if own["pending"][0]:
+                stop = min(n_events, start + self.fit_delay - int(own["pending_fill"][0]))
+            elif self._until_counted() > n_events - start:  # most calls: no label look
+                stop = n_events
+            else:
+                due = np.flatnonzero(self._due(y[start:])[1:])
+                stop = start + int(due[0]) + 1 if len(due) else n_events
             part = row_range(X, start, stop)
             self._inner._learn(self.transform(part), y[start:stop],
                                scores[start:stop] if len(scores) else scores)  # fmt: skip
-            self._remember(part, y[start:stop])
-            if len(due):
-                self.refit()
+            if own["pending"][0]:
+                self._hold(part, y[start:stop])
+                if int(own["pending_fill"][0]) == self.fit_delay:
+                    self._install_pending()
+            else:
+                self._remember(part, y[start:stop])
             start = stop
         self._refresh_view()
 
@@ -457,24 +494,3 @@ class BoostedEmbedded(WrapsInner, ComposedState, OnlineLearner):
         self._check_initialized()
         own = self._own_state
         return int(own["fit_from"][0]), int(own["fit_at"][0])
-
-
-def learn_with_fit_points(learner: BoostedEmbedded, X, y, points) -> BoostedEmbedded:
-    """Learn ``(X, y)`` (rows indexable, a dense array) in order with the fits at the given
-    ``(fit_from, fit_at)`` event counts of the learner (a background fitter's record) instead of
-    the schedule's: the state the service reached with those fits."""
-    with background_fits():
-        done = int(learner.state_["events"][0]) if learner.is_initialized else 0
-        offset = done
-        for fit_from, fit_at in points:
-            for stop in (fit_from, fit_at):
-                if stop > done:
-                    learner.partial_fit(X[done - offset : stop - offset],
-                                        y[done - offset : stop - offset])  # fmt: skip
-                    done = stop
-                if stop == fit_from:
-                    job = learner.fit_job()
-            learner.install(job.run(), job)
-        if done - offset < len(y):
-            learner.partial_fit(X[done - offset :], y[done - offset :])
-    return learner

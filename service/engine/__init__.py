@@ -55,6 +55,7 @@ from service.engine.model import (
     initial_stats,
     split_arrays,
 )
+from service.engine.refit import fit_status
 from service.engine.reporting import REGRET_C, REGRET_TOL, Reporting
 from service.engine.repository import (
     CHECKPOINT_EVENTS,
@@ -291,7 +292,8 @@ class Engine:
     def info(self, model_id: str) -> ModelInfo:
         with self.repository.lock(model_id):
             loaded = self.repository.load(model_id)
-            return ModelInfo(config=loaded.config, version=loaded.version, counts=loaded.counts())
+            return ModelInfo(config=loaded.config, version=loaded.version,
+                             counts=loaded.counts(), fits=fit_status(loaded.learner))  # fmt: skip
 
     # ------------------------------------------------------------------ metrics history
     def catch_up_history(self) -> int:

@@ -1,16 +1,18 @@
 """Background fits: the boosted ensembles of ``boosted_embedded`` (on its own or as one of
-``auto``'s candidates) are fitted by a thread of the process, never inside a request.
+``auto``'s candidates) are fitted by a thread of the process, off the request path.
 
-While a :class:`Refitter` runs, learners leave their due fits to it
-(:class:`core.learners.boosted_embedded.background_fits`).  Each sweep looks at the models
-cached in this process; for a learner whose fit is due it takes the job (copies of its buffer)
-under the model's lock, fits it in a child process of lower priority
-(:mod:`service.engine.fit_process`: no competition for the interpreter lock, the CPU left to the
-requests first), so scoring and learning go on with the old ensemble, then swaps the new one
-in through the repository's write (under the lock, committed with the expected version).  The
-job is installed only into the very learner it was taken from, still cached: after a reload, a
-reset on drift or a write by another process it is dropped, and the next sweep fits again if a
-fit is still due.
+A fit taken from a learner's buffer as of event ``N`` is installed after event
+``N + fit_delay`` (docs/algorithms/boosted_embedded.md, "Fit points"), whoever computes it.
+While a :class:`Refitter` runs, the learner call that makes a fit due hands the job to it at
+once (:class:`core.boosted_fits.background_fits`: the call queues a
+:class:`~core.boosted_fits.FitHandle`); the refitter's thread fits the queued jobs in order in a
+child process at a lower priority (:mod:`service.engine.fit_process`: no competition for the
+interpreter lock, the CPU left to the requests first), then has a fresh inner learner relearn
+the job's buffer embedded by the new trees (in the thread, itself at that priority).  The
+learner call that reaches ``N + fit_delay`` takes the result if it is ready, and otherwise
+computes the fit itself at its own priority (the first of the two results when the refitter is
+running the job: :func:`core.boosted_fits.obtain`).  Nothing looks at the models
+in between: an idle server does no work.
 """
 
 from __future__ import annotations
@@ -18,164 +20,153 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import queue
 import threading
-from collections import deque
+import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from core.learners._base import OnlineLearner
+from core.boosted_fits import FIT_STATS, FitHandle, FitJob, Prepare, background_fits
 from core.learners._composed import ComposedState
-from core.learners.boosted_embedded import BoostedEmbedded, FitJob, background_fits
+from core.learners.boosted_embedded import BoostedEmbedded
 from service.engine.fit_process import NICENESS, FitProcess
-from service.engine.model import Loaded
-from service.engine.repository import ModelRepository
-from service.errors import ServiceError
+from service.fit_schema import FitStatus
 
-__all__ = ["Refitter", "due_parts"]
+__all__ = ["Refitter", "boosted_parts", "fit_status"]
 
 logger = logging.getLogger("aucstream.refit")
 
-#: seconds between sweeps of the cached models
-SWEEP_INTERVAL = 0.05
 
-Path = tuple[str, ...]
-
-
-def _parts(learner: object, path: Path = ()) -> Iterator[tuple[Path, BoostedEmbedded]]:
+def boosted_parts(learner: object, path: str = "") -> Iterator[tuple[str, BoostedEmbedded]]:
+    """The boosted parts of ``learner`` (itself included), with the prefixes of the composites
+    down to them (``learner:c2:`` for ``auto``'s third candidate; ``""`` for the learner)."""
     if isinstance(learner, BoostedEmbedded):
         yield path, learner
     elif isinstance(learner, ComposedState):
         for prefix, part in learner._parts():
-            yield from _parts(part, (*path, prefix))
+            yield from boosted_parts(part, path + prefix)
 
 
-def due_parts(learner: object) -> list[tuple[Path, BoostedEmbedded]]:
-    """The boosted parts of ``learner`` (itself included) whose fit is due, with their paths
-    (the prefixes of the composites down to them)."""
-    return [(path, part) for path, part in _parts(learner) if part.fit_due()]
-
-
-def _chain(learner: object, path: Path) -> list[object]:
-    """``learner`` and the parts along ``path`` down to the one it names."""
-    chain = [learner]
-    for prefix in path:
-        parts = dict(chain[-1]._parts()) if isinstance(chain[-1], ComposedState) else {}
-        if prefix not in parts:
-            return []
-        chain.append(parts[prefix])
-    return chain
+def fit_status(learner: object) -> list[FitStatus] | None:
+    """The fit status of each boosted part of ``learner`` (None without any): from its state,
+    the fits installed and the one pending; from this process, the fitter's progress on it,
+    the last fit's seconds and the install points that waited for the fitter."""
+    found = []
+    for path, part in boosted_parts(learner):
+        own, record = part._own_state, part.fit_record
+        pending = bool(own["pending"][0])
+        handle = record.handle
+        since = int(own["events"][0])  # the buffer's count: N while a fit is due
+        fitted = bool(own["fits"][0])
+        found.append(
+            FitStatus(
+                part=path,
+                fits=int(own["fits"][0]),
+                events=part.events_seen_,
+                fit_delay=int(part.fit_delay),
+                due=pending,
+                due_from=since if pending else None,
+                install_at=since + int(part.fit_delay) if pending else None,
+                fitter=handle.state if pending and handle is not None else None,
+                last_fit_from=int(own["fit_from"][0]) if fitted else None,
+                last_fit_at=int(own["fit_at"][0]) if fitted else None,
+                last_fit_seconds=record.last_seconds,
+                waits=record.waits,
+                wait_seconds=record.wait_seconds,
+                fits_in_call=record.in_call,
+            )
+        )
+    return found or None
 
 
 class Refitter:
-    """A thread fitting the due ensembles of the cached models (:meth:`sweep`), started and
-    stopped with the service (or the queue worker)."""
+    """A thread fitting the jobs handed to it (:meth:`submit`) in order, started and stopped
+    with the service (or the queue worker)."""
 
-    def __init__(
-        self,
-        repository: ModelRepository,
-        *,
-        interval: float = SWEEP_INTERVAL,
-        fit: Callable[[FitJob], dict[str, np.ndarray]] | None = None,
-    ) -> None:
-        self.repository = repository
-        self.interval = interval
+    def __init__(self, *, fit: Callable[[FitJob], dict[str, np.ndarray]] | None = None) -> None:
         #: how a job is fitted: by default in a child process (service/engine/fit_process.py)
         self._process = FitProcess() if fit is None else None
         self._fit = fit or self._fit_in_process
-        #: ensembles installed, and jobs dropped (their learner changed while they ran)
-        self.installed = 0
-        self.dropped = 0
-        #: the last fits installed: (model id, the part's path, fit_from, fit_at)
-        self.fit_log: deque[tuple[str, Path, int, int]] = deque(maxlen=1000)
-        self._stop = threading.Event()
+        self._jobs: queue.SimpleQueue[FitHandle | None] = queue.SimpleQueue()
+        #: jobs handed over, fitted here, skipped (taken back first), failed
+        self.submitted = 0
+        self.fitted = 0
+        self.skipped = 0
+        self.failed = 0
+        self.running = 0
+        self._count = threading.Lock()  # learner calls of several threads submit
         self._thread: threading.Thread | None = None
-        self._deferring: background_fits | None = None
+        self._handing: background_fits | None = None
 
     def start(self) -> None:
-        self._deferring = background_fits().__enter__()
         self._thread = threading.Thread(target=self._run, name="aucstream-refit", daemon=True)
         self._thread.start()
+        self._handing = background_fits(self.submit).__enter__()
+
+    def submit(self, job: FitJob, prepare: Prepare) -> FitHandle:
+        """Queue a job (called by the learner call that makes it due)."""
+        handle = FitHandle(job, prepare)
+        with self._count:
+            self.submitted += 1
+        self._jobs.put(handle)
+        return handle
+
+    @property
+    def queued(self) -> int:
+        return self._jobs.qsize()
 
     def _fit_in_process(self, job: FitJob) -> dict[str, np.ndarray]:
         assert self._process is not None
         return self._process.fit(job.X, job.y, job.params)
 
     def stop(self) -> None:
-        """Finish the fit under way (an uninstalled job is simply dropped), then return."""
-        self._stop.set()
+        """Hand no more jobs over, finish the fit under way, then return; the jobs still
+        queued are left to their learners, which fit them at their install points."""
+        if self._handing is not None:
+            self._handing.__exit__()
+            self._handing = None
+        self._jobs.put(None)
         if self._thread is not None:
             self._thread.join()
+            self._thread = None
         if self._process is not None:
             self._process.close()
-        if self._deferring is not None:
-            self._deferring.__exit__()
-            self._deferring = None
 
     def _run(self) -> None:
         # this thread's share of the CPU after the requests' (Linux schedules threads
-        # apart): the relearning of a fit's buffer runs here, the fit in the child process
+        # apart): the relearning of a fit's buffer runs here, the fit in the child process,
+        # which starts from this thread and so at the same niceness
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICENESS)
-        while not self._stop.wait(self.interval):
+        while (handle := self._jobs.get()) is not None:
+            if not handle.begin():  # its learner took it back (or no longer needs it)
+                self.skipped += 1
+                continue
+            self.running = 1
+            started = time.perf_counter()
             try:
-                self.sweep()
-            except Exception:  # a sweep must not kill the thread: the next one tries again
+                ensemble = self._fit(handle.job)
+                prepared = handle.prepare(ensemble, handle.job)
+            except Exception:  # the learner fits it itself at its install point
+                handle.fail()
+                self.failed += 1
                 logger.exception("background fit failed")
+            else:
+                handle.finish(ensemble, prepared, time.perf_counter() - started)
+                self.fitted += 1
+            finally:
+                self.running = 0
 
-    def sweep(self) -> int:
-        """Fit and install every due ensemble of the cached models once; the number
-        installed."""
-        installed = 0
-        for model_id in self.repository.cached_ids():
-            for loaded, path, part, job in self._take(model_id):
-                if self._stop.is_set():
-                    return installed
-                ensemble = self._fit(job)
-                # the inner learner relearns the job's buffer here too, without the lock
-                prepared = part.prepare(ensemble, job)
-                installed += self._install(model_id, (loaded, path, part), job, ensemble, prepared)
-        return installed
-
-    def _take(self, model_id: str) -> list[tuple[Loaded, Path, BoostedEmbedded, FitJob]]:
-        with self.repository.lock(model_id):
-            loaded = self.repository.cached(model_id)
-            if loaded is None:
-                return []
-            return [
-                (loaded, path, part, part.fit_job()) for path, part in due_parts(loaded.learner)
-            ]
-
-    def _install(
-        self,
-        model_id: str,
-        taken: tuple[Loaded, Path, BoostedEmbedded],
-        job: FitJob,
-        ensemble: dict[str, np.ndarray],
-        prepared: OnlineLearner,
-    ) -> bool:
-        origin, path, part = taken
-
-        def step(model_id: str, loaded: Loaded) -> bool:
-            # the very learner the job came from, still cached (not reloaded, reset, replaced)
-            chain = _chain(loaded.learner, path)
-            if loaded is not origin or not chain or chain[-1] is not part:
-                return False
-            if not part.install(ensemble, job, prepared):
-                return False
-            self.fit_log.append((model_id, path, *part.fit_points_))
-            for composite in reversed(chain[:-1]):  # the views over the new inner arrays
-                assert isinstance(composite, ComposedState)
-                composite._refresh_view()
-            self.repository.commit(model_id, loaded)
-            return True
-
-        try:
-            done = self.repository.write(model_id, step)
-        except ServiceError:  # deleted, or the store unavailable: the next sweep sees
-            done = False
-        if done:
-            self.installed += 1
-        else:
-            self.dropped += 1
-        return done
+    def stats(self) -> dict[str, float]:
+        """This process's fit counters (Prometheus, ``GET /metrics``)."""
+        return {
+            "submitted": self.submitted,
+            "fitted": self.fitted,
+            "queued": self.queued,
+            "running": self.running,
+            "installed": FIT_STATS.installed,
+            "waits": FIT_STATS.waits,
+            "wait_seconds": FIT_STATS.wait_seconds,
+            "in_call": FIT_STATS.in_call,
+        }

@@ -22,6 +22,7 @@ import numpy as np
 from core.regret import RegretWindow
 from service.engine.history import RESOLUTIONS, points
 from service.engine.model import RATE_TIME_CONSTANT, Loaded, recent_drifts
+from service.engine.refit import fit_status
 from service.engine.repository import ModelLock, ModelRepository
 from service.schemas import REGRET_DEFAULT_MAX_FEATURES, ModelConfig
 
@@ -125,6 +126,7 @@ class Reporting:
             }
             regret, regret_reason, snapshot = self._cached_regret(model_id, loaded)
             linear = bool(loaded.learner.linear_in_features)
+            fits = fit_status(loaded.learner)
         if snapshot is not None:  # solved outside the model lock: learning goes on meanwhile
             regret, regret_reason = self._solve_regret(
                 model_id, key, snapshot, loaded.config, linear
@@ -141,6 +143,7 @@ class Reporting:
             "regret_reason": regret_reason,
             "drift": drift,
             **({"leaderboard": board} if board is not None else {}),
+            **({"fits": [fit.model_dump() for fit in fits]} if fits is not None else {}),
         }
 
     def _summary(self, model_id: str, loaded: Loaded) -> dict[str, Any]:

@@ -125,7 +125,7 @@ class Worker:
         backoff = 0.1
         logger.info("worker %s started", self.name, extra={"fields": {"worker": self.name}})
         # the boosted ensembles of the models this worker writes are fitted beside it
-        refitter = Refitter(self.engine.repository)
+        refitter = Refitter()
         refitter.start()
         try:
             while not self.stopping and not (until is not None and until()):

@@ -128,6 +128,7 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
     telemetry.stale_writes.set(engine.writes_retried)
     telemetry.coalesced_groups.set(engine.coalesce.groups)
     telemetry.coalesced_requests.set(engine.coalesce.requests)
+    telemetry.set_fits(request.app.state.refitter.stats())
     if getattr(engine.store, "watch", None) is not None:
         telemetry.store_data_lost.set(await run_in_threadpool(_store_alarms, engine))
     queue = request.app.state.queue

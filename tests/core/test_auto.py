@@ -673,8 +673,8 @@ def test_the_third_candidate_is_boosted_up_to_its_width_limit_then_a_tree():
 
 
 def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_candidates():
-    """The default's third candidate (logistic on boosted trees' leaves) fits its trees at the
-    250th, 500th, 1,000th and 2,000th events inside auto as it does alone: auto's served scores
+    """The default's third candidate (logistic on boosted trees' leaves) fits its trees from the
+    250th, 506th, 1,012th and 2,024th events inside auto as it does alone: auto's served scores
     are the naive mix of the three candidates run on their own, batch sizes do not matter, and
     a state saved after the fits continues bit for bit."""
     X, y = stream(21, n=2600, n_features=4, positive_rate=0.1)
@@ -687,7 +687,9 @@ def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_ca
             served.append(model.prequential_step(X[batch], y[batch]))
             inputs.append((sink[-1], batch))
     assert [spec["learner"] for spec in model.candidate_specs()][2] == "boosted_embedded"
-    assert model._candidates[2].fit_points_ == (2000, 2000)
+    # due at 250, 506 (the first installed: 256 more events), 1,012, 2,024; each installed
+    # fit_delay = 256 events later
+    assert model._candidates[2].fit_points_ == (2024, 2280)
     reference = standalone_scores(model, inputs, y)
     expected, weights = naive_mix(reference, y[:2300], (0.0, 0.1), 800, 400, 0.05, first=50,
                                   min_positives=10, min_negatives=10)  # fmt: skip

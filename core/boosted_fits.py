@@ -1,0 +1,307 @@
+"""Fits of ``boosted_embedded``'s ensembles handed to a background fitter
+(docs/algorithms/boosted_embedded.md, "Fit points").
+
+A fit taken from the buffer as of event ``N`` is installed after event ``N + fit_delay``,
+whoever computes it.  In a library the learner computes it itself when it gets there.  While a
+fitter is registered (:class:`background_fits`, as :mod:`service.engine.refit` does), the learner
+call that makes the fit due hands the job to it at once (:class:`FitHandle`) and the call that
+reaches ``N + fit_delay`` takes the result if it is ready, and otherwise computes the fit
+itself (:func:`obtain`: a job the fitter has not begun is taken back; one it is running is
+raced, the first result taken).  The result is the same
+either way (the fit is deterministic), so only the time it costs depends on who fits.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from core.boosted_trees import EnsembleParams, fit_ensemble
+
+__all__ = ["FIT_STATS", "FitHandle", "FitJob", "FitRecord", "HandsOverFits", "background_fits",
+           "obtain", "submitter"]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FitJob:
+    """A due fit: copies of the learner's buffer as of event count ``fit_from`` and what the
+    install checks it against (the learner's restarts and fits so far)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    params: EnsembleParams
+    generation: int
+    fits: int
+    fit_from: int
+
+    def run(self) -> dict[str, np.ndarray]:
+        """The fitted ensemble's arrays (the slow part; needs no lock)."""
+        return fit_ensemble(self.X, self.y, self.params)
+
+    def same(self, other: FitJob) -> bool:
+        """The same fit: the same counts and the same buffer (a learner whose state was put
+        back may reach the same counts with other events)."""
+        return (
+            (self.generation, self.fits, self.fit_from, self.params)
+            == (other.generation, other.fits, other.fit_from, other.params)
+            and np.array_equal(self.y, other.y)
+            and np.array_equal(self.X, other.X)
+        )
+
+
+Prepare = Callable[[dict[str, np.ndarray], FitJob], Any]
+
+
+class FitHandle:
+    """A job handed to a background fitter, and its result once fitted: the ensemble's arrays
+    and the inner learner that relearned the job's buffer embedded by them (``prepare``).
+
+    States: ``queued`` -> ``running`` -> ``done`` (or ``failed``); ``queued`` -> ``taken`` when
+    the learner needs the result before the fitter began it."""
+
+    def __init__(self, job: FitJob, prepare: Prepare) -> None:
+        self.job = job
+        self.prepare = prepare
+        self.state = "queued"
+        self.result: tuple[dict[str, np.ndarray], Any] | None = None
+        #: seconds the fitter took (fit and relearning), once done
+        self.seconds: float | None = None
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._waiters: list[threading.Event] = []
+
+    def begin(self) -> bool:
+        """The fitter's: False when the learner took the job back first."""
+        with self._lock:
+            if self.state != "queued":
+                return False
+            self.state = "running"
+            return True
+
+    def run(self) -> None:
+        """The fitter's: fit, relearn, and hand the result over (once :meth:`begin` said so)."""
+        started = time.perf_counter()
+        try:
+            ensemble = self.job.run()
+            prepared = self.prepare(ensemble, self.job)
+        except Exception:
+            self.fail()
+            raise
+        self.finish(ensemble, prepared, time.perf_counter() - started)
+
+    def finish(self, ensemble: dict[str, np.ndarray], prepared: Any, seconds: float) -> None:
+        """The fitter's: the result is ready."""
+        self.result, self.seconds = (ensemble, prepared), seconds
+        self._settle("done")
+
+    def fail(self) -> None:
+        self._settle("failed")
+
+    def _settle(self, state: str) -> None:
+        with self._lock:
+            self.state = state
+            self._done.set()
+            for waiter in self._waiters:
+                waiter.set()
+
+    def cancel(self) -> bool:
+        """Take the job back if the fitter has not begun it (True): it skips it then."""
+        with self._lock:
+            if self.state == "queued":
+                self.state = "taken"
+                return True
+            return False
+
+    def notify(self, event: threading.Event) -> None:
+        """Set ``event`` when the fitter is done with the job (at once if it is)."""
+        with self._lock:
+            if self._done.is_set():
+                event.set()
+            else:
+                self._waiters.append(event)
+
+    @property
+    def ready(self) -> bool:
+        return self._done.is_set()
+
+
+@dataclass
+class FitRecord:
+    """What one learner object saw of its fits since it was built or loaded in this process
+    (not state: timings differ from run to run, the state must not)."""
+
+    #: installs that waited for the fitter, and the seconds they waited
+    waits: int = 0
+    wait_seconds: float = 0.0
+    #: fits the learner computed in its own call (no result handed in, or taken back)
+    in_call: int = 0
+    #: seconds the last installed fit took to compute (wherever it ran)
+    last_seconds: float | None = None
+    #: the handle of the pending fit, when a fitter has it
+    handle: FitHandle | None = field(default=None, repr=False)
+
+
+@dataclass
+class FitStats:
+    """Process-wide counts of the same, for Prometheus (updated under a lock)."""
+
+    installed: int = 0
+    waits: int = 0
+    wait_seconds: float = 0.0
+    in_call: int = 0
+    fit_seconds: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, *, waited: float | None, in_call: bool, seconds: float) -> None:
+        with self._lock:
+            self.installed += 1
+            self.in_call += int(in_call)
+            self.fit_seconds += seconds
+            if waited is not None:
+                self.waits += 1
+                self.wait_seconds += waited
+
+
+FIT_STATS = FitStats()
+
+
+Result = tuple[dict[str, np.ndarray], Any]
+
+
+def obtain(record: FitRecord, job: FitJob, compute: Callable[[], Result]) -> Result:
+    """The pending fit's ensemble and prepared inner learner at its install point: the
+    fitter's (``record.handle``) when it holds this very job and is done; else ``compute()``
+    here, and when the fitter is still running the job, whichever of the two ends first (the
+    fit is deterministic: both give the same).  A wait is an install point the fitter had not
+    finished by; ``record`` and :data:`FIT_STATS` count them."""
+    handle, record.handle = record.handle, None
+    started = time.perf_counter()
+    late = False
+    if handle is not None and handle.job.same(job):
+        late = not handle.ready
+        result, in_call = _race(handle, compute) if late else (handle.result, False)
+    else:
+        if handle is not None:
+            handle.cancel()
+        result, in_call = None, True
+    if result is None:  # no fitter, another job, or the fitter failed
+        result, in_call = compute(), True
+    seconds = time.perf_counter() - started if in_call or handle is None else handle.seconds or 0.0
+    waited = time.perf_counter() - started if late else None
+    if waited is not None:
+        record.waits += 1
+        record.wait_seconds += waited
+    record.in_call += int(in_call)
+    record.last_seconds = seconds
+    FIT_STATS.add(waited=waited, in_call=in_call, seconds=seconds)
+    return result
+
+
+def _race(handle: FitHandle, compute: Callable[[], Result]) -> tuple[Result | None, bool]:
+    """``(result, computed here)``: the job taken back when the fitter has not begun it;
+    while it runs, the same fit computed in a thread of this process's priority, the first of
+    the two taken (a niced fitter on a saturated machine would hold the install point for as
+    long as the machine stays busy; the loser's work is lost)."""
+    if handle.cancel():
+        return compute(), True
+    first, own_done = threading.Event(), threading.Event()
+    handle.notify(first)
+    own: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            own["result"] = compute()
+        except Exception as error:  # raised in the learner's call below
+            own["error"] = error
+        finally:
+            own_done.set()
+            first.set()
+
+    threading.Thread(target=run, name="aucstream-fit-race", daemon=True).start()
+    first.wait()
+    if handle.state == "done":
+        return handle.result, False
+    own_done.wait()
+    if "error" in own:
+        raise own["error"]
+    return own["result"], True
+
+
+Submit = Callable[[FitJob, Prepare], FitHandle]
+_submitters: list[Submit] = []
+_submitters_lock = threading.Lock()
+
+
+class background_fits:  # noqa: N801 - used as a context manager, like a function
+    """While entered, due fits of this process are handed to ``submit`` (which queues the
+    handle it returns for a fitter) as soon as they fall due."""
+
+    def __init__(self, submit: Submit) -> None:
+        self.submit = submit
+
+    def __enter__(self) -> background_fits:
+        with _submitters_lock:
+            _submitters.append(self.submit)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        with _submitters_lock:
+            _submitters.remove(self.submit)
+
+
+def submitter() -> Submit | None:
+    """The fitter due fits go to (the last entered), or None: the learner fits itself."""
+    return _submitters[-1] if _submitters else None
+
+
+class HandsOverFits:
+    """The part of ``boosted_embedded`` that hands its pending fit to a background fitter and
+    takes the result at the install point (:func:`obtain`); the learner gives ``fit_job``,
+    ``prepare`` and ``install``."""
+
+    if TYPE_CHECKING:  # the learner's (annotations would be taken for hyper-parameters)
+
+        def fit_job(self) -> FitJob: ...
+        def prepare(self, ensemble: dict[str, np.ndarray], job: FitJob) -> Any: ...
+        def install(self, ensemble: dict[str, np.ndarray], job: FitJob, prepared: Any) -> bool: ...
+
+    @property
+    def fit_record(self) -> FitRecord:
+        """What this object saw of its fits in this process (waits, fits computed in its own
+        calls, the last one's seconds): not state."""
+        record = self.__dict__.get("_fit_record")
+        if record is None:
+            record = self.__dict__["_fit_record"] = FitRecord()
+        return record
+
+    def _hand_over(self) -> None:
+        """Hand the pending fit to the background fitter when one runs and does not hold it
+        (it fell due in this object, or the state was loaded with the fit pending)."""
+        submit = submitter()
+        record = self.fit_record
+        if submit is None or (record.handle is not None and record.handle.state != "taken"):
+            return
+        record.handle = submit(self.fit_job(), self.prepare)
+
+    def _install_pending(self) -> None:
+        """Install the pending fit: the fitter's result when it holds the same job, else
+        computed here (a library, a state loaded with the fit pending, a job taken back)."""
+        job = self.fit_job()
+
+        def compute() -> tuple[dict[str, np.ndarray], Any]:
+            ensemble = job.run()
+            return ensemble, self.prepare(ensemble, job)
+
+        ensemble, prepared = obtain(self.fit_record, job, compute)
+        self.install(ensemble, job, prepared)
+
+    def _drop_handle(self) -> None:
+        record = self.fit_record
+        if record.handle is not None:
+            record.handle.cancel()
+            record.handle = None

@@ -1,0 +1,192 @@
+"""The fit points of ``boosted_embedded`` (docs/algorithms/boosted_embedded.md, "Fit points"):
+a fit from the buffer as of event ``N`` installed after event ``N + fit_delay``, against a plain
+loop that does just that; the same state whatever the batches, across a checkpoint taken while
+a fit is pending, and when a background fitter computes the fits (core/boosted_fits.py)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import deque
+
+import numpy as np
+import pytest
+
+from core.boosted_fits import FitHandle, background_fits
+from core.boosted_trees import fit_ensemble
+from core.learners import make_learner
+from core.learners.boosted_embedded import BoostedEmbedded
+from tests.core.naive.boosted_embedding import embed_row
+from tests.core.test_boosted_embedded import SMALL, same_state, xor_stream
+
+DELAYED = {**SMALL, "fit_delay": 37, "scaling": "none"}
+
+
+def naive_fit_points(X, y, params):
+    """Event by event: a deque of the last ``buffer_size`` events; a fit falls due (not while
+    one is pending) when the deque holds ``first_fit`` events, or when the events since the
+    last fit's ``N`` reach ``min(refit_every, max(N, first_fit))``, and two of each class are
+    in the deque; its buffer is copied then, and ``fit_delay`` events later a fresh inner
+    learner learns the copy and the events since, embedded by the new trees.  Returns the
+    pre-update scores and the fit points."""
+    learner = BoostedEmbedded(**params)
+    inner = learner._build_inner().initialize(X.shape[1] + 1 + params["n_trees"] * 5)
+    ensemble = {"ens_trees": np.zeros(1, dtype=np.int64)}
+    buffer: deque = deque(maxlen=params["buffer_size"])
+    last_from, ready, pending, points, scores = 0, False, None, [], []
+
+    def embed(rows):
+        return np.array([embed_row(ensemble, x, params["n_trees"], 5) for x in rows])
+
+    def install_if_due(events):
+        nonlocal ensemble, inner, last_from, ready, pending
+        if pending is None or events - pending[0] != params["fit_delay"]:
+            return
+        fit_from, copied = pending
+        ensemble = fit_ensemble(X[copied], y[copied], learner._ensemble_params())
+        inner = learner._build_inner().initialize(inner.n_features_in_)
+        inner.partial_fit(embed(X[copied]), y[copied])
+        if events > fit_from:
+            inner.partial_fit(embed(X[fit_from:events]), y[fit_from:events])
+        points.append((fit_from, events))
+        last_from, ready, pending = fit_from, True, None
+
+    for i in range(len(y)):
+        z = embed(X[i : i + 1])
+        scores.append(inner.decision_function(z)[0])
+        inner.partial_fit(z, y[i : i + 1])
+        buffer.append(i)
+        events = i + 1
+        install_if_due(events)
+        labels = y[list(buffer)]
+        counted = (
+            events - last_from >= min(params["refit_every"], max(last_from, params["first_fit"]))
+            if ready
+            else len(buffer) >= params["first_fit"]
+        )
+        if pending is None and counted and min((labels > 0).sum(), (labels <= 0).sum()) >= 2:
+            pending = (events, list(buffer))
+            install_if_due(events)  # at once when fit_delay is 0
+    return np.array(scores), points
+
+
+@pytest.mark.parametrize("delay", [0, 37, 260])
+def test_fits_land_at_n_plus_fit_delay_as_the_naive_loop(delay):
+    X, y = xor_stream(1000, seed=5)
+    params = {**DELAYED, "fit_delay": delay}
+    expected, points = naive_fit_points(X, y, params)
+    assert len(points) >= 3 and all(at == start + delay for start, at in points)
+    learner = make_learner("boosted_embedded", **params)
+    served, seen = [], []
+    for start in range(0, 1000, 61):  # batches that span the fit points
+        served.append(learner.prequential_step(X[start : start + 61], y[start : start + 61]))
+        if learner.fits_ and learner.fit_points_ not in seen:
+            seen.append(learner.fit_points_)
+    np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-9, atol=1e-12)
+    assert learner.fits_ == len(points) and learner.fit_points_ == points[-1]
+    assert set(seen) <= set(points)
+
+
+def test_the_state_does_not_depend_on_the_batches_nor_on_a_checkpoint_while_pending():
+    X, y = xor_stream(900, seed=2)
+    whole = make_learner("boosted_embedded", **DELAYED).partial_fit(X, y)
+    one_by_one = make_learner("boosted_embedded", **DELAYED)
+    for i in range(900):
+        one_by_one.partial_fit(X[i : i + 1], y[i : i + 1])
+    same_state(whole.get_state(), one_by_one.get_state())
+    # a checkpoint between N and N + fit_delay: the state holds the buffer as of N and the
+    # events since, so the restored learner installs the same fit (computing it itself)
+    first = make_learner("boosted_embedded", **DELAYED).partial_fit(X[:140], y[:140])
+    assert first.fit_due() and first.fits_ == 0
+    restored = BoostedEmbedded.from_state(first.get_params(), first.get_state())
+    assert restored.fit_due() and restored.events_seen_ == 140
+    restored.partial_fit(X[140:], y[140:])
+    same_state(whole.get_state(), restored.get_state())
+    assert restored.fit_record.in_call == restored.fits_ - first.fits_  # no fitter: all here
+
+
+class ThreadFitter:
+    """A background fitter in a thread: handles in a queue, fitted in order."""
+
+    def __init__(self, hold: threading.Event | None = None, begun: bool = False):
+        self.jobs: queue.Queue = queue.Queue()
+        self.hold, self.begun = hold, begun
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def submit(self, job, prepare):
+        handle = FitHandle(job, prepare)
+        self.jobs.put(handle)
+        return handle
+
+    def run(self):
+        while (handle := self.jobs.get()) is not None:
+            began = handle.begin() if self.begun else None
+            if self.hold is not None:
+                self.hold.wait()
+            if began or (began is None and handle.begin()):
+                handle.run()
+
+    def close(self):
+        self.jobs.put(None)
+        self.thread.join()
+
+
+@pytest.mark.parametrize("learner", ["boosted_embedded", "auto"])
+def test_a_background_fitter_gives_the_librarys_state_bit_for_bit(learner):
+    X, y = xor_stream(1500, seed=7)
+    params = DELAYED if learner == "boosted_embedded" else {
+        "candidates": [{"learner": "logistic", "params": {}},
+                       {"learner": "boosted_embedded", "params": DELAYED}],
+        "scaling": "none", "track_drift": True,
+    }  # fmt: skip
+    library = make_learner(learner, **params).partial_fit(X, y)
+    fitter = ThreadFitter()
+    served = make_learner(learner, **params)
+    try:
+        with background_fits(fitter.submit):
+            for start in range(0, 1500, 13):
+                served.partial_fit(X[start : start + 13], y[start : start + 13])
+    finally:
+        fitter.close()
+    same_state(library.get_state(), served.get_state())
+    part = served if learner == "boosted_embedded" else served._candidates[1]
+    assert part.fits_ >= 3 and part.fit_record.in_call < part.fits_
+
+
+def test_an_install_point_waits_for_a_running_fit_and_takes_back_a_queued_one():
+    X, y = xor_stream(400, seed=1)
+    hold = threading.Event()
+    fitter = ThreadFitter(hold)
+    learner = make_learner("boosted_embedded", **DELAYED)
+    try:
+        with background_fits(fitter.submit):
+            learner.partial_fit(X[:130], y[:130])
+            handle = learner.fit_record.handle
+            assert handle is not None and handle.state == "queued"
+            # the fitter has not begun when the install point comes: the call fits itself
+            learner.partial_fit(X[130:157], y[130:157])
+            assert handle.state == "taken" and learner.fits_ == 1
+            assert (learner.fit_record.waits, learner.fit_record.in_call) == (1, 1)
+    finally:
+        hold.set()
+        fitter.close()
+    library = make_learner("boosted_embedded", **DELAYED).partial_fit(X[:157], y[:157])
+    same_state(library.get_state(), learner.get_state())
+
+
+def test_an_install_point_computes_a_fit_the_fitter_holds_and_takes_the_first_result():
+    X, y = xor_stream(400, seed=1)
+    hold = threading.Event()
+    fitter = ThreadFitter(hold, begun=True)  # begins each job, then is starved
+    learner = make_learner("boosted_embedded", **DELAYED)
+    try:
+        with background_fits(fitter.submit):
+            learner.partial_fit(X[:157], y[:157])
+            assert learner.fits_ == 1 and learner.fit_points_ == (120, 157)
+            assert (learner.fit_record.waits, learner.fit_record.in_call) == (1, 1)
+    finally:
+        hold.set()
+        fitter.close()
+    library = make_learner("boosted_embedded", **DELAYED).partial_fit(X[:157], y[:157])
+    same_state(library.get_state(), learner.get_state())

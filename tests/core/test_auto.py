@@ -490,12 +490,15 @@ def _learn(model, X, y, sizes):
 def test_track_drift_adds_the_fast_candidate_and_promotes_it_after_a_change():
     X, y, change = _flipping()
     model = make_learner("auto", track_drift=True)
-    names = [(spec["learner"], spec["params"].get("half_life")) for spec in model.candidate_specs()]
+    names = [
+        (spec["learner"], (spec["params"].get("params") or {}).get("half_life"))
+        for spec in model.candidate_specs()
+    ]
     assert names == [
         ("logistic", None),
         ("ftrl_pauc", None),
         ("boosted_embedded", None),
-        ("logistic", 2000),
+        ("boosted_embedded", 200),
     ]
     scores = _learn(model, X, y, [500] * (len(y) // 500))
     own = model.state_
@@ -533,9 +536,9 @@ def test_the_library_default_is_the_http_model_s():
     assert model.track_drift is True and model.scaling == "standard"
     assert "drift_since" in model.state_ and "scaler_mean" in model.state_
     assert [spec["learner"] for spec in model.candidate_specs()] == [
-        "logistic", "ftrl_pauc", "boosted_embedded", "logistic",
+        "logistic", "ftrl_pauc", "boosted_embedded", "boosted_embedded",
     ]  # fmt: skip
-    assert model.candidate_specs()[3]["params"]["half_life"] == 2000
+    assert model.candidate_specs()[3]["params"]["params"]["half_life"] == 200
     plain = make_learner("auto", track_drift=False).initialize(4)
     assert not any(key.startswith("drift") for key in plain.state_)
     assert len(plain.candidate_specs()) == 3

@@ -29,13 +29,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.boosted_fits import FitHandle, background_fits  # noqa: E402
 from core.learners import make_learner  # noqa: E402
-from core.learners._candidates import DEFAULT_CANDIDATES, TREE_CANDIDATE  # noqa: E402
+from core.learners._candidates import (  # noqa: E402
+    DEFAULT_CANDIDATES,
+    FAST_CANDIDATES,
+    TREE_CANDIDATE,
+)
 
 MODELS = {
     "auto (the default before: logistic, ftrl_pauc, tree_embedded)": {
         "candidates": [*DEFAULT_CANDIDATES[:2], TREE_CANDIDATE]
     },
-    "auto (default: logistic, ftrl_pauc, boosted_embedded)": {},
+    "auto (the default before: the fast candidate logistic)": {
+        "candidates": [*DEFAULT_CANDIDATES, *FAST_CANDIDATES]
+    },
+    "auto (default: logistic, ftrl_pauc, boosted, fast boosted)": {},
 }
 
 

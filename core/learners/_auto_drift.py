@@ -8,8 +8,8 @@ on the window's events since the detection only, every :data:`FAST_EVERY` events
 better challenger takes over at once (no patience): the window's events from before the change
 no longer vote for the old concept's leader; the candidates that grow a tree grow it again.
 The default tournament gains the fast-adapting candidate with it
-(core.learners._candidates.FAST_CANDIDATES): the precise learners keep leading a stable
-stream, after a change the fast one recovers first.
+(core.learners._candidates.FAST_CANDIDATES, and FAST_TREE_CANDIDATE up to 250 features): the
+precise learners keep leading a stable stream, after a change the fast ones recover first.
 """
 
 from __future__ import annotations

@@ -79,11 +79,12 @@ class Auto(ComposedState, OnlineLearner):
         leaves of boosted trees, ``boosted_embedded``; above 250 features ``logistic`` on
         the tree-path embedding, ``tree_embedded``, in its place), or ``logistic`` and
         ``pmb`` for more than 1,000 features; with ``track_drift`` the fast-adapting
-        ``logistic`` after them.  Candidates may not set ``scaling`` (auto's own ``scaling``
-        applies to all of them), and a pAUC learner (``ftrl_pauc``, ``pmb`` with the pAUC
-        loss) may not set an ``alpha`` / ``beta`` that contradicts ``pauc_range`` (it gets
-        the range).  Errors name the field: ``candidates[1].learner``,
-        ``candidates[2].params.beta``.
+        ``logistic`` after them and, up to 250 features, the boosted candidate with a
+        200-event memory (:data:`~core.learners._candidates.FAST_TREE_CANDIDATE`).
+        Candidates may not set ``scaling`` (auto's own ``scaling`` applies to all of them),
+        and a pAUC learner (``ftrl_pauc``, ``pmb`` with the pAUC loss) may not set an
+        ``alpha`` / ``beta`` that contradicts ``pauc_range`` (it gets the range).  Errors
+        name the field: ``candidates[1].learner``, ``candidates[2].params.beta``.
     pauc_range : [alpha, beta], default (0.0, 0.1)
         The FPR range of the model: what the pAUC candidates optimise and what the tournament
         ranks by.
@@ -162,7 +163,7 @@ class Auto(ComposedState, OnlineLearner):
     >>> scores = model.prequential_step(X, y)
     >>> board = model.leaderboard()
     >>> [row["learner"] for row in board["candidates"]]
-    ['logistic', 'ftrl_pauc', 'boosted_embedded', 'logistic']
+    ['logistic', 'ftrl_pauc', 'boosted_embedded', 'logistic', 'boosted_embedded']
     >>> board["candidates"][board["leader"]]["learner"] == type(model.leader_).name
     True
     >>> round(float(sum(row["weight"] for row in board["candidates"])), 12)  # the mix's shares

@@ -29,11 +29,13 @@ def test_a_model_without_a_learner_runs_auto_with_the_models_range(client):
     assert (candidates["ftrl_pauc"]["alpha"], candidates["ftrl_pauc"]["beta"]) == (0.0, 0.05)
     assert candidates["logistic"].get("beta", 1.0) == 1.0
     # the solver logistic resolves from the model's width is stored explicit (the first
-    # candidate's: the fast-adapting one, last, forgets, which only FTRL does); the tree
-    # candidate's logistic, inside it, names FTRL itself
+    # candidate's: the fast-adapting one forgets, which only FTRL does); the boosted
+    # candidates' logistic, inside them, names FTRL itself
     solvers = [c["params"].get("solver") for c in config["params"]["candidates"]]
-    assert solvers == ["laplace", None, None, "ftrl"]
-    boosted = candidates["boosted_embedded"]
+    assert solvers == ["laplace", None, None, "ftrl", None]
+    boosted = config["params"]["candidates"][2]["params"]
+    fast = config["params"]["candidates"][4]["params"]
+    assert fast["params"]["half_life"] == 200 and fast["buffer_size"] == 4000
     assert boosted["learner"] == "logistic" and boosted["params"]["solver"] == "ftrl"
     assert boosted["params"]["base_rate_offset"] is True and boosted["first_fit"] == 250
     assert (boosted["n_trees"], boosted["max_leaves"], boosted["buffer_size"]) == (50, 15, 8000)
@@ -68,7 +70,7 @@ def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
     assert board["leader"] == expected["leader"]
     assert board["leader_since"] == expected["leader_since"]
     assert [row["learner"] for row in board["candidates"]] == [
-        "logistic", "ftrl_pauc", "boosted_embedded", "logistic",
+        "logistic", "ftrl_pauc", "boosted_embedded", "logistic", "boosted_embedded",
     ]  # fmt: skip
     for row, want in zip(board["candidates"], expected["candidates"], strict=True):
         assert row["weight"] == want["weight"]
@@ -116,7 +118,7 @@ def test_track_drift_is_on_for_new_models_and_can_be_turned_off(client):
     config = _create(client)["config"]
     assert config["params"]["track_drift"] is True
     assert [c["learner"] for c in config["params"]["candidates"]] == [
-        "logistic", "ftrl_pauc", "boosted_embedded", "logistic",
+        "logistic", "ftrl_pauc", "boosted_embedded", "logistic", "boosted_embedded",
     ]  # fmt: skip
     client.delete("/v1/models/m")
     config = _create(client, params={"track_drift": False})["config"]

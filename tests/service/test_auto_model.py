@@ -8,7 +8,6 @@ import pytest
 
 from core.learners import learner_class, make_learner
 from core.learners._declared import _keyword_init, declared_parameters
-from service.engine.model import from_store
 from tests.service.conftest import events_json, make_stream
 
 
@@ -75,7 +74,7 @@ def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
     for row, want in zip(board["candidates"], expected["candidates"], strict=True):
         assert row["weight"] == want["weight"]
     assert board["candidates"][3]["params"]["half_life"] == 2000
-    fits = client.app.state.store.load("m").arrays["learner:c2:fits"][0]
+    fits = client.app.state.engine.repository.rebuilt("m").arrays()["learner:c2:fits"][0]
     assert fits == reference._candidates[2].fits_ == 6  # due at 250, 506, 1,012, ..., 8,096
     for row, want in zip(board["candidates"], expected["candidates"], strict=True):
         assert row["window_pauc"] == pytest.approx(want["window_pauc"], abs=0)
@@ -192,7 +191,7 @@ def test_a_stored_tournament_keeps_every_candidate_parameter_when_a_default_chan
     parameters["C"] = parameters["C"].replace(default=1.0)
     monkeypatch.setattr(oam, "__init__", _keyword_init(oam, parameters))
     assert make_learner("oam").C == 1.0  # the "new release"
-    loaded = from_store(client.app.state.store.load("m"))
+    loaded = client.app.state.engine.repository.rebuilt("m")  # checkpoint + log
     assert loaded.learner._candidates[0].C == 1e-4
     reference = make_learner("auto", scaling="none", candidates=stored)
     reference.initialize(5)

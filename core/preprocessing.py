@@ -1,18 +1,32 @@
 """Online feature scaling, usable by every learner (the ``scaling`` hyper-parameter).
 
-========== =========================================================== ===============
+========== =========================================================== ================
 scaling    what each event becomes                                      state arrays
-========== =========================================================== ===============
+========== =========================================================== ================
 none       unchanged                                                    —
 unit_norm  x / ||x||_2 (a zero row stays zero); the thesis normalises   —
            every sample this way
 standard   (x - mean) / std, running mean/variance (Welford) that       scaler_count,
            include the event itself; dense input only (centring would   scaler_mean,
            destroy sparsity)                                            scaler_m2
-scale      x / std, running variance counting implicit zeros; keeps     scaler_count,
-           sparsity, so it is the choice for sparse and hashed input    scaler_sum,
-                                                                        scaler_sum_sq
-========== =========================================================== ===============
+scale      x / s, s the spread of the feature's non-zero values so     scaler_nonzero,
+           far, at least SCALE_FLOOR times their root mean square;      scaler_sum,
+           keeps sparsity, so it is the choice for sparse and hashed    scaler_sum_sq
+           input
+========== =========================================================== ================
+
+[CHOICE] ``scale`` measures a feature over the events where it is present, not over every
+event: the standard deviation of a 0/1 column at rate ``p`` is ``sqrt(p (1 - p))``, so a
+category seen once in ``n`` events became ``sqrt(n)`` (30 at the 1,000th event) and shrank as
+it recurred: a rare category's weight took steps tens of times larger than a common one's, on a
+scale that moved with its count, and hashed categorical data ranked well below batch logistic
+regression on the same columns (bench/README.md, "Categorical and hashed features").  A
+category's non-zero values do not vary (1, or -1 when hashed), so it is divided by
+``SCALE_FLOOR`` times its size: a category is 4 (or -4) whatever its frequency, as the standard
+deviation made a category present in 7 % of the events.  A number's non-zero values do vary,
+and it is divided by their standard deviation, as before, while that is at least a quarter of
+their root mean square (a mean up to ~3.9 standard deviations away from 0); a number further
+from 0 is divided by the floor instead, so that a nearly constant feature is not blown up.
 
 [CHOICE] The statistics are updated with an event *before* it is scaled, so the first event
 of a stream becomes the zero vector under ``standard``.  This is an unsupervised transform (no
@@ -29,6 +43,11 @@ from core._kernels import scaling as kernels
 from core.csr import CSRMatrix
 
 SCALINGS = ("none", "unit_norm", "standard", "scale")
+#: [CHOICE] ``scale`` divides by at least this share of a feature's root mean square (module
+#: docstring): a category (constant non-zero values) becomes +-4, and a number keeps its
+#: standard deviation as divisor while its mean is within ~3.9 standard deviations of 0 (on
+#: hashed categorical sets, 0.1 and 0.5 measured beside it: bench/README.md)
+SCALE_FLOOR = 0.25
 
 
 def initial_scaler_state(scaling: str, n_features: int) -> dict[str, np.ndarray]:
@@ -40,7 +59,7 @@ def initial_scaler_state(scaling: str, n_features: int) -> dict[str, np.ndarray]
         }
     if scaling == "scale":
         return {
-            "scaler_count": np.zeros(1, dtype=np.int64),
+            "scaler_nonzero": np.zeros(n_features, dtype=np.int64),
             "scaler_sum": np.zeros(n_features),
             "scaler_sum_sq": np.zeros(n_features),
         }
@@ -69,8 +88,8 @@ def scale_batch(scaling: str, state: dict[str, np.ndarray], X, *, learn: bool):
         return X
     if scaling == "unit_norm":
         return _unit_norm(X)
-    count = state["scaler_count"]
     if scaling == "standard":
+        count = state["scaler_count"]
         if isinstance(X, CSRMatrix):
             raise ValueError(
                 "scaling='standard' centres features and so cannot keep them sparse; "
@@ -80,15 +99,15 @@ def scale_batch(scaling: str, state: dict[str, np.ndarray], X, *, learn: bool):
         step = kernels.standard_learn_dense if learn else kernels.standard_transform_dense
         step(X, out, count, state["scaler_mean"], state["scaler_m2"])
         return out
-    total, total_sq = state["scaler_sum"], state["scaler_sum_sq"]
+    sums = (state["scaler_nonzero"], state["scaler_sum"], state["scaler_sum_sq"])
     if isinstance(X, CSRMatrix):
         out_data = np.empty_like(X.data)
         step = kernels.scale_learn_csr if learn else kernels.scale_transform_csr
-        step(X.indptr, X.indices, X.data, out_data, count, total, total_sq)
+        step(X.indptr, X.indices, X.data, out_data, *sums, SCALE_FLOOR)
         return CSRMatrix(X.indptr, X.indices, out_data, X.n_features)
     out = np.empty_like(X)
     step = kernels.scale_learn_dense if learn else kernels.scale_transform_dense
-    step(X, out, count, total, total_sq)
+    step(X, out, *sums, SCALE_FLOOR)
     return out
 
 
@@ -107,8 +126,8 @@ def scaler_affine(scaling: str, state: dict[str, np.ndarray]) -> tuple[np.ndarra
     feature by feature, from the current statistics (as ``scale_batch(..., learn=False)``).
 
     Mirrors the transform kernels of ``core/_kernels/scaling.py``: ``standard`` divides by
-    ``sqrt(m2 / n)`` (by 1 while it is 0), ``scale`` by ``_scale_of`` (1 before any event and
-    below its relative variance floor of 1e-10); ``tests/core/test_preprocessing.py`` checks
+    ``sqrt(m2 / n)`` (by 1 while it is 0), ``scale`` by ``_scale_of`` (the spread of the
+    non-zero values, floored, 1 before any); ``tests/core/test_raw_weights.py`` checks
     that the two agree bit for bit.  Raises ValueError for a per-event scaling (``unit_norm``).
     """
     if scaling in NOT_FOLDABLE:
@@ -116,18 +135,20 @@ def scaler_affine(scaling: str, state: dict[str, np.ndarray]) -> tuple[np.ndarra
     n_features = int(state["n_features"][0])
     if scaling == "none":
         return np.ones(n_features), np.zeros(n_features)
-    count = int(state["scaler_count"][0])
     if scaling == "standard":
+        count = int(state["scaler_count"][0])
         mean = state["scaler_mean"]
         std = np.sqrt(state["scaler_m2"] / count) if count > 0 else np.zeros(n_features)
         return np.where(std > 0.0, std, 1.0), mean.copy()
-    if count == 0:
-        return np.ones(n_features), np.zeros(n_features)
-    mean = state["scaler_sum"] / count
-    mean_square = state["scaler_sum_sq"] / count
-    variance = mean_square - mean * mean
-    divisors = np.where(variance <= 1e-10 * mean_square, 1.0, np.sqrt(np.maximum(variance, 0.0)))
-    return divisors, np.zeros(n_features)
+    nonzero = state["scaler_nonzero"]
+    present = nonzero > 0
+    mean = np.divide(state["scaler_sum"], nonzero, out=np.zeros(n_features), where=present)
+    mean_square = np.divide(
+        state["scaler_sum_sq"], nonzero, out=np.zeros(n_features), where=present
+    )
+    spread = np.sqrt(np.maximum(mean_square - mean * mean, 0.0))
+    scale = np.maximum(spread, SCALE_FLOOR * np.sqrt(mean_square))
+    return np.where(scale > 0.0, scale, 1.0), np.zeros(n_features)
 
 
 def fold_scaling(

@@ -36,58 +36,57 @@ def standard_transform_dense(X, out, count, mean, m2):
 
 
 @kernel
-def _scale_of(j, n, total, total_sq):
-    if n == 0:
+def _scale_of(j, nonzero, total, total_sq, floor):
+    """The spread of feature j's non-zero values so far, at least ``floor`` times their root
+    mean square (1 before any value)."""
+    if nonzero[j] == 0:
         return 1.0
-    mean = total[j] / n
-    mean_square = total_sq[j] / n
-    variance = mean_square - mean * mean
-    # E[x^2] - E[x]^2 cancels catastrophically for a (nearly) constant feature: rounding
-    # leaves ~1e-17 instead of 0, and dividing by its square root would blow the feature up.
-    # Below a relative 1e-10 of E[x^2] the spread is indistinguishable from rounding noise.
-    if variance <= 1e-10 * mean_square:
-        return 1.0
-    return np.sqrt(variance)
+    mean = total[j] / nonzero[j]
+    mean_square = total_sq[j] / nonzero[j]
+    spread = np.sqrt(max(mean_square - mean * mean, 0.0))
+    scale = max(spread, floor * np.sqrt(mean_square))
+    # squares of values below ~1e-154 underflow to 0: such a feature is left as it is
+    return scale if scale > 0.0 else 1.0
 
 
 @kernel
-def scale_learn_dense(X, out, count, total, total_sq):
+def scale_learn_dense(X, out, nonzero, total, total_sq, floor):
     n_samples, n_features = X.shape
     for i in range(n_samples):
-        count[0] += 1
         for j in range(n_features):
-            total[j] += X[i, j]
-            total_sq[j] += X[i, j] * X[i, j]
+            if X[i, j] != 0.0:
+                nonzero[j] += 1
+                total[j] += X[i, j]
+                total_sq[j] += X[i, j] * X[i, j]
         for j in range(n_features):
-            out[i, j] = X[i, j] / _scale_of(j, count[0], total, total_sq)
+            out[i, j] = X[i, j] / _scale_of(j, nonzero, total, total_sq, floor)
 
 
 @kernel
-def scale_transform_dense(X, out, count, total, total_sq):
+def scale_transform_dense(X, out, nonzero, total, total_sq, floor):
     n_samples, n_features = X.shape
     for j in range(n_features):
-        scale = _scale_of(j, count[0], total, total_sq)
+        scale = _scale_of(j, nonzero, total, total_sq, floor)
         for i in range(n_samples):
             out[i, j] = X[i, j] / scale
 
 
 @kernel
-def scale_learn_csr(indptr, indices, data, out_data, count, total, total_sq):
-    """Scale-only (no centring, so sparsity is kept); O(nnz) per event.
-
-    Statistics count the implicit zeros: the mean of feature j is total[j] / count.
-    """
+def scale_learn_csr(indptr, indices, data, out_data, nonzero, total, total_sq, floor):
+    """Scale-only (no centring, so sparsity is kept); O(nnz) per event.  A stored 0 counts as
+    absent."""
     for i in range(len(indptr) - 1):
-        count[0] += 1
         for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
-            total[j] += data[k]
-            total_sq[j] += data[k] * data[k]
+            if data[k] != 0.0:
+                j = indices[k]
+                nonzero[j] += 1
+                total[j] += data[k]
+                total_sq[j] += data[k] * data[k]
         for k in range(indptr[i], indptr[i + 1]):
-            out_data[k] = data[k] / _scale_of(indices[k], count[0], total, total_sq)
+            out_data[k] = data[k] / _scale_of(indices[k], nonzero, total, total_sq, floor)
 
 
 @kernel
-def scale_transform_csr(indptr, indices, data, out_data, count, total, total_sq):
+def scale_transform_csr(indptr, indices, data, out_data, nonzero, total, total_sq, floor):
     for k in range(len(data)):
-        out_data[k] = data[k] / _scale_of(indices[k], count[0], total, total_sq)
+        out_data[k] = data[k] / _scale_of(indices[k], nonzero, total, total_sq, floor)

@@ -24,6 +24,7 @@ _SCALER_INVARIANTS: dict[str, StateInvariant] = {
     "scaler_count": Count(),
     "scaler_mean": Finite(),
     "scaler_m2": Finite(0.0),
+    "scaler_nonzero": Count(),
     "scaler_sum": Finite(),
     "scaler_sum_sq": Finite(0.0),
 }

@@ -1,8 +1,9 @@
 """Online scaling (core/preprocessing.py) against a naive per-event numpy reference.
 
 The reference keeps every event seen so far and recomputes the statistics from scratch with
-``np.mean`` / ``np.std`` (population), including the event being scaled (the documented
-[CHOICE]); scoring-time transforms use the statistics without the new events.
+``np.mean`` / ``np.std`` (population; for ``scale`` over each feature's non-zero values,
+floored at a quarter of their root mean square), including the event being scaled (the
+documented [CHOICE]); scoring-time transforms use the statistics without the new events.
 """
 
 from __future__ import annotations
@@ -35,11 +36,16 @@ def naive(scaling, seen, x):
         norm = np.linalg.norm(x)
         return x / norm if norm > 0 else x.copy()
     stack = np.array(seen)
-    std = stack.std(axis=0)
     if scaling == "standard":
+        std = stack.std(axis=0)
         centred = x - stack.mean(axis=0)
         return np.where(std > 1e-12, centred / np.where(std > 1e-12, std, 1.0), centred)
-    return x / np.where(std > 1e-12, std, 1.0)
+    divisors = np.ones(stack.shape[1])
+    for j in range(stack.shape[1]):
+        present = stack[:, j][stack[:, j] != 0.0]
+        if present.size:
+            divisors[j] = max(present.std(), 0.25 * np.sqrt(np.mean(present**2)))
+    return x / divisors
 
 
 # "standard" centres features, so it is dense only (its refusal of CSR is tested below)
@@ -90,8 +96,32 @@ def test_standard_scaling_refuses_sparse_input_before_touching_statistics():
     assert state["scaler_count"][0] == 0
 
 
-def test_a_constant_feature_is_not_blown_up_by_scale_mode():
-    # E[x^2] - E[x]^2 leaves ~1e-17 of rounding for a constant non-zero feature
+def test_scale_mode_scales_a_category_alike_whatever_its_frequency():
+    """A one-hot or hashed category (values 1 or -1) is divided by a quarter of the size of its
+    values whatever its frequency: a category first seen at the 1,000th event is 4 (the standard
+    deviation over every event would make it sqrt(1000)), and a common one 4 too; a number
+    present in one event in four is divided by the spread of its values."""
+    n = 1000
+    X = np.zeros((n, 3))
+    X[:, 0] = np.where(np.arange(n) % 2 == 0, 1.0, 0.0)  # a common category
+    X[n - 1, 1] = -1.0  # hashed with a negative sign, seen once, last
+    X[::4, 2] = np.where(np.arange(n // 4) % 2 == 0, 100.0, 300.0)  # a number, 1 event in 4
+    state = initial_scaler_state("scale", 3)
+    out = np.vstack(
+        [scale_batch("scale", state, X[rows], learn=True) for rows in (slice(0, 7), slice(7, n))]
+    )
+    np.testing.assert_array_equal(out[:, :2], 4.0 * X[:, :2])
+    assert out[n - 4, 2] == 300.0 / 100.0  # the values' spread is 100 once both were seen
+    assert state["scaler_nonzero"].tolist() == [500, 1, 250]
+
+
+def test_a_tiny_or_constant_feature_is_not_blown_up_by_scale_mode():
+    """A constant feature becomes 4 (a quarter of its size: the floor, not the rounding left
+    of its spread); values whose squares underflow to 0 are left as they are rather than
+    divided by 0."""
     X = np.full((1000, 1), 0.1)
     out = scale_batch("scale", initial_scaler_state("scale", 1), X, learn=True)
-    np.testing.assert_array_equal(out, X)
+    np.testing.assert_allclose(out, np.full_like(X, 4.0), rtol=1e-12)
+    tiny = np.full((3, 1), 1e-170)
+    out = scale_batch("scale", initial_scaler_state("scale", 1), tiny, learn=True)
+    np.testing.assert_array_equal(out, tiny)

@@ -110,7 +110,8 @@ def test_unit_norm_has_no_raw_weights():
 @pytest.mark.parametrize("n_seen", [0, 1, 40])
 def test_scaler_affine_is_the_transform_kernel_bit_for_bit(scaling, n_seen):
     X, _ = raw_stream(3, False)
-    X[:, 2] = 1e8 + 1e-9 * np.arange(len(X))  # variance below the relative floor of "scale"
+    X[:, 2] = 1e8 + 1e-9 * np.arange(len(X))  # a spread of 1e-17 of the values ("standard")
+    X[::3, 3] = 0.0  # "scale" divides by the size of the non-zero values only
     state = {"n_features": np.array([X.shape[1]])}
     state.update(initial_scaler_state(scaling, X.shape[1]))
     if n_seen:

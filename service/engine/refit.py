@@ -99,7 +99,7 @@ class Refitter:
 
     def _fit_in_process(self, job: FitJob) -> dict[str, np.ndarray]:
         assert self._process is not None
-        return self._process.fit(job.X, job.y, job.params)
+        return self._process.fit(job.X, job.y, job.params, job.sample_weight)
 
     def stop(self) -> None:
         """Finish the fit under way (an uninstalled job is simply dropped), then return."""

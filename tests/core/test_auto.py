@@ -662,7 +662,8 @@ def test_the_third_candidate_is_boosted_up_to_its_width_limit_then_a_tree():
     once = make_learner("auto").initialize(TREE_REFIT_FEATURES + 1)
     assert boosted.candidate_specs()[2]["learner"] == "boosted_embedded"
     assert once.candidate_specs()[2]["learner"] == "tree_embedded"
-    assert boosted.state_["c2:buffer_X"].shape == (8000, TREE_REFIT_FEATURES)
+    assert boosted.candidate_specs()[2]["params"]["buffer_size"] == 8000
+    assert boosted.state_["c2:buffer_X"].shape == (0, TREE_REFIT_FEATURES)  # grows as it fills
     assert once.state_["c2:buffer_X"].shape == (2000, TREE_REFIT_FEATURES + 1)
     assert once.candidate_specs()[2]["params"].get("refit_events") is None
     assert once.candidate_specs()[2]["params"]["relearn"] is True

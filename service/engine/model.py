@@ -42,13 +42,14 @@ REGRET_PREFIX = "regret:"
 DRIFT_PREFIX = "drift:"
 CALIBRATION_PREFIX = "calibration:"
 #: [CHOICE] the version of the stored state's format: which arrays a model commits, under which
-#: names, and each one's dtype and number of dimensions (sizes follow from the configuration).
+#: names, and each one's dtype and number of dimensions (sizes follow from the configuration,
+#: and for the arrays that grow as they fill, core.learners._growing, from what they hold).
 #: Every store (memory, SQLite, Redis) and every snapshot holds the state as these arrays, so
 #: this one number versions them all; a state of another version is refused on load
 #: (:class:`OtherStateFormat`), never read as corrupt or reinterpreted.  Bump it with any
 #: change of that layout, and regenerate the golden states
 #: (``PYTHONPATH=. python3 -m tests.state_fixtures.regenerate``).
-STATE_FORMAT_VERSION = 2
+STATE_FORMAT_VERSION = 3
 #: the committed array holding the state's format version (one int64)
 FORMAT_ARRAY = "format:state_version"
 #: [CHOICE] the version of a state without :data:`FORMAT_ARRAY`: the states committed before

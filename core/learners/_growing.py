@@ -3,7 +3,8 @@ it holds and doubled as it fills, up to the capacity its hyper-parameters declar
 that has seen a few hundred events does not hold thousands of empty rows (in the cache and in
 every stored state).
 
-A learner names these arrays in ``_growing_arrays`` (name -> (axis, capacity));
+They grow by :func:`core._arrays.grown` (doubling, so the copies cost O(1) per slot
+amortised).  A learner names these arrays in ``_growing_arrays`` (name -> (axis, capacity));
 :meth:`~core.learners._stateful.StateContract.from_state` accepts any length within
 ``[0, capacity]`` along that axis (checked before the array is copied), and the learner's own
 checks relate the length to its fill.
@@ -11,30 +12,7 @@ checks relate the length to its fill.
 
 from __future__ import annotations
 
-import numpy as np
-
-__all__ = ["FIRST_ROWS", "grow"]
-
-#: the rows a growing array gets when it first grows (fewer when its capacity is smaller)
-FIRST_ROWS = 16
-
-
-def grow(array: np.ndarray, needed: int, capacity: int, axis: int = 0) -> np.ndarray:
-    """``array`` itself when it has ``needed`` slots along ``axis``; otherwise a copy with its
-    length doubled (at least ``needed`` and :data:`FIRST_ROWS`, at most ``capacity``), the new
-    slots zero.  Doubling keeps the copies' cost amortised O(1) per slot."""
-    length = array.shape[axis]
-    needed = min(needed, capacity)
-    if needed <= length:
-        return array
-    new_length = min(capacity, max(needed, 2 * length, FIRST_ROWS))
-    shape = list(array.shape)
-    shape[axis] = new_length
-    grown = np.zeros(shape, dtype=array.dtype)
-    index = [slice(None)] * array.ndim
-    index[axis] = slice(0, length)
-    grown[tuple(index)] = array
-    return grown
+__all__ = ["growing_shape_problem"]
 
 
 def growing_shape_problem(

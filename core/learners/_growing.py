@@ -12,20 +12,29 @@ checks relate the length to its fill.
 
 from __future__ import annotations
 
+import numpy as np
+
 __all__ = ["growing_shape_problem"]
 
 
 def growing_shape_problem(
-    key: str, shape: tuple[int, ...], expected: tuple[int, ...], axis: int, capacity: int
+    key: str, value: np.ndarray, expected: np.ndarray, axis: int, capacity: int
 ) -> str | None:
-    """What is wrong with a stored growing array's shape (None: it fits): every dimension but
-    ``axis`` as the layout's, and at most ``capacity`` along ``axis``."""
-    others = [i for i in range(len(expected)) if i != axis]
-    if len(shape) != len(expected) or any(shape[i] != expected[i] for i in others):
-        return f"state array {key!r} has shape {shape}; expected {expected} up to axis {axis}"
-    if not 0 <= shape[axis] <= capacity:
+    """What is wrong with a stored growing array (None: it fits): the layout's dtype and
+    every dimension but ``axis``, and at most ``capacity`` along ``axis``."""
+    shape, want = value.shape, expected.shape
+    others = [i for i in range(len(want)) if i != axis]
+    if (
+        value.dtype != expected.dtype
+        or len(shape) != len(want)
+        or any(shape[i] != want[i] for i in others)
+        or not 0 <= shape[axis] <= capacity
+    ):
+        wanted = list(want)
+        wanted[axis] = f"0..{capacity}"
         return (
-            f"state array {key!r} has {shape[axis]} slots along axis {axis}; expected at most "
-            f"its capacity {capacity}"
+            f"state array {key!r} has dtype {value.dtype} and shape {shape}; expected "
+            f"{expected.dtype} and ({', '.join(map(str, wanted))}) (it grows as it fills, up "
+            f"to {capacity} along axis {axis})"
         )
     return None

@@ -165,8 +165,8 @@ class StateContract(ABC):
         growing = learner._growing_arrays()
         for key, expected in template.items():
             value = np.asarray(state[key])
-            if key in growing and value.dtype == expected.dtype:
-                problem = growing_shape_problem(key, value.shape, expected.shape, *growing[key])
+            if key in growing:
+                problem = growing_shape_problem(key, value, expected, *growing[key])
                 if problem is not None:
                     raise InvalidState(problem, field=key)
             elif value.dtype != expected.dtype or value.shape != expected.shape:

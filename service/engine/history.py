@@ -180,7 +180,7 @@ def history_state(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
                 f"state array {field!r} is missing or not {template.dtype}", field=field
             )
         problem = (
-            growing_shape_problem(field, value.shape, template.shape, 0, capacity)
+            growing_shape_problem(field, value, template, 0, capacity)
             if capacity is not None
             else None
             if value.shape == template.shape

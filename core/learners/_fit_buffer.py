@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from core._arrays import grown
 from core._kernels import boosted_embedding as kernels
 from core._kernels.random import seed_state
 from core.csr import CSRMatrix
 from core.errors import InvalidState
+from core.learners._growing import grow
 from core.learners._state import RNG_STATE, Count, Finite, OneOf, StateInvariant
 
 __all__ = ["BUFFER_ARRAYS", "buffer_invariants", "buffer_state", "check_buffer", "remember"]
@@ -103,7 +103,7 @@ def remember(
     index = kept_index[skipped:n_kept]
     if len(index):
         for key in BUFFER_ARRAYS:
-            own[key] = grown(own[key], fill + n_kept, capacity)
+            own[key] = grow(own[key], fill + n_kept, capacity)
         rows = X.take_rows(index).toarray() if isinstance(X, CSRMatrix) else np.asarray(X)[index]
         positions = (start + np.arange(skipped, n_kept)) % capacity
         own["buffer_X"][positions] = rows

@@ -3,8 +3,10 @@ it holds and doubled as it fills, up to the capacity its hyper-parameters declar
 that has seen a few hundred events does not hold thousands of empty rows (in the cache and in
 every stored state).
 
-They grow by :func:`core._arrays.grown` (doubling, so the copies cost O(1) per slot
-amortised).  A learner names these arrays in ``_growing_arrays`` (name -> (axis, capacity));
+They grow by :func:`grow` (doubling, so the copies cost O(1) per slot amortised) to lengths
+that depend on the slots needed alone (16, 32, 64, ... up to the capacity), so a batch learned
+at once leaves the same state, bit for bit, as its events learned one at a time.  A learner
+names these arrays in ``_growing_arrays`` (name -> (axis, capacity));
 :meth:`~core.learners._stateful.StateContract.from_state` accepts any length within
 ``[0, capacity]`` along that axis (checked before the array is copied), and the learner's own
 checks relate the length to its fill.
@@ -14,7 +16,22 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["growing_shape_problem"]
+from core._arrays import grown
+
+__all__ = ["FIRST_LENGTH", "grow", "growing_shape_problem"]
+
+#: the length a growing array takes when it first grows (less when its capacity is less)
+FIRST_LENGTH = 16
+
+
+def grow(array: np.ndarray, needed: int, capacity: int, axis: int = 0) -> np.ndarray:
+    """``array`` with at least ``min(needed, capacity)`` slots along ``axis``: itself when it
+    has them, else grown to the least of :data:`FIRST_LENGTH` times a power of two that holds
+    them, at most ``capacity`` (a function of ``needed``, not of the batches that led there)."""
+    length = FIRST_LENGTH
+    while length < needed:
+        length *= 2
+    return grown(array, min(length, capacity), capacity, axis)
 
 
 def growing_shape_problem(

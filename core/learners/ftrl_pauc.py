@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from core._arrays import grown
 from core._kernels import ftrl_pauc as kernels
 from core._kernels.random import seed_state
 from core.errors import InvalidParameter, InvalidState
@@ -21,6 +20,7 @@ from core.learners._forgetting import (
     row_reservoir,
     row_reservoir_invariants,
 )
+from core.learners._growing import grow
 from core.learners._params import FPR_HIGH, FPR_LOW, Interval
 from core.learners._state import RNG_STATE, Count, Grown
 from core.learners.pmb import check_buffer_size, event_arrays
@@ -239,9 +239,10 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
             "n_solver_steps": counter(),
             "n_updates": counter(),
             "since_update": counter(),
-            # no rows yet: the reservoirs grow as they fill (_learn)
-            **row_reservoir("positive", 0, n_features),
-            **row_reservoir("negative", 0, n_features),
+            # no rows yet: the reservoirs grow as they fill (_learn); a biased reservoir
+            # (half_life) may insert below its fill at any time, so it is allocated whole
+            **row_reservoir("positive", self._initial_rows(self.positive_capacity), n_features),
+            **row_reservoir("negative", self._initial_rows(self.negative_capacity), n_features),
             "negative_admitted": counter(),
             # [q, scale] of the tracked (1 - admission beta) quantile of negative scores
             "admission_quantile": np.zeros(2),
@@ -281,7 +282,12 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
                 field="admission_quantile",
             )
 
+    def _initial_rows(self, capacity: int) -> int:
+        return 0 if self.half_life is None else int(capacity)
+
     def _growing_arrays(self) -> dict[str, tuple[int, int]]:
+        if self.half_life is not None:
+            return {}
         return {
             "positive_X": (0, int(self.positive_capacity)),
             "negative_X": (0, int(self.negative_capacity)),
@@ -291,13 +297,14 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
         state = self.state_
         # the reservoirs grow as they fill: the slots this batch's offers can reach (a slot is
         # at most the fill)
-        positives = int(np.count_nonzero(y > 0))
+        positives = int(np.count_nonzero(y > 0)) if self.half_life is None else 0
         for prefix, offers, capacity in (
             ("positive", positives, self.positive_capacity),
             ("negative", len(y) - positives, self.negative_capacity),
         ):
-            needed = int(state[f"{prefix}_fill"][0]) + offers
-            state[f"{prefix}_X"] = grown(state[f"{prefix}_X"], needed, int(capacity))
+            if self.half_life is None:
+                needed = int(state[f"{prefix}_fill"][0]) + offers
+                state[f"{prefix}_X"] = grow(state[f"{prefix}_X"], needed, int(capacity))
         kernels.ftrl_learn(
             *event_arrays(X), y, scores,
             state["w"], state["n_solver_steps"], state["n_updates"], state["since_update"],

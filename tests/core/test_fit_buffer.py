@@ -75,10 +75,10 @@ def test_the_buffer_grows_as_it_fills_and_is_checked_on_load():
     model = BoostedEmbedded(**{**SMALL, "buffer_size": 8000}).initialize(4)
     assert model.state_["buffer_X"].shape == (0, 4)
     model.partial_fit(X[:5], y[:5])
-    assert model.state_["buffer_X"].shape == (5, 4)  # what it holds, then doubling
+    assert model.state_["buffer_X"].shape == (16, 4)  # 16, 32, ... rows as it fills
     model.partial_fit(X[5:], y[5:])
-    assert model.state_["buffer_X"].shape == (300, 4)
-    assert model.state_["buffer_w"].shape == model.state_["buffer_y"].shape == (300,)
+    assert model.state_["buffer_X"].shape == (512, 4)
+    assert model.state_["buffer_w"].shape == model.state_["buffer_y"].shape == (512,)
     params, state = model.get_params(), model.get_state()
     twin = BoostedEmbedded.from_state(params, state)
     np.testing.assert_array_equal(twin.decision_function(X), model.decision_function(X))

@@ -1,4 +1,5 @@
-"""Small array helpers shared by the prequential and regret windows."""
+"""Small array helpers shared by the prequential and regret windows and the learners' growing
+buffers."""
 
 from __future__ import annotations
 
@@ -14,18 +15,24 @@ def positive_int(name: str, value) -> int:
     return int(value)
 
 
-def grown(array: np.ndarray, needed: int, capacity: int) -> np.ndarray:
-    """``array`` with room for ``needed`` rows, grown geometrically up to ``capacity`` rows.
+def grown(array: np.ndarray, needed: int, capacity: int, axis: int = 0) -> np.ndarray:
+    """``array`` with room for ``needed`` slots along ``axis``, grown geometrically up to
+    ``capacity`` (the array itself when it has them, or has ``capacity`` already).
 
     Buffers start small and grow like a list, so a window of capacity 100,000 that has seen ten
-    events holds ten slots, in memory and in its stored state.
+    events holds ten slots, in memory and in its stored state (core/learners/_growing.py: the
+    learners' buffers, reservoirs and windows that do the same).
 
     >>> grown(np.arange(3), 4, 10).tolist()
     [0, 1, 2, 0, 0, 0]
+    >>> grown(np.ones((2, 3)), 5, 4, axis=1).shape
+    (2, 4)
     """
-    if needed <= array.shape[0]:
+    length = array.shape[axis]
+    if min(needed, capacity) <= length:
         return array
-    size = min(capacity, max(needed, 2 * array.shape[0]))
-    larger = np.zeros((size, *array.shape[1:]), dtype=array.dtype)
-    larger[: array.shape[0]] = array
+    shape = list(array.shape)
+    shape[axis] = min(capacity, max(needed, 2 * length))
+    larger = np.zeros(shape, dtype=array.dtype)
+    larger[(slice(None),) * axis + (slice(0, length),)] = array
     return larger

@@ -29,8 +29,9 @@ __all__ = ["FIT_STATS", "FitHandle", "FitJob", "FitRecord", "HandsOverFits", "ba
 
 @dataclass(frozen=True)
 class FitJob:
-    """A due fit: copies of the learner's buffer as of event count ``fit_from`` and what the
-    install checks it against (the learner's restarts and fits so far)."""
+    """A due fit: copies of the learner's buffer (rows, labels and the weights of its sampled
+    negatives) as of event count ``fit_from`` and what the install checks it against (the
+    learner's restarts and fits so far)."""
 
     X: np.ndarray
     y: np.ndarray
@@ -38,10 +39,11 @@ class FitJob:
     generation: int
     fits: int
     fit_from: int
+    sample_weight: np.ndarray | None = None
 
     def run(self) -> dict[str, np.ndarray]:
         """The fitted ensemble's arrays (the slow part; needs no lock)."""
-        return fit_ensemble(self.X, self.y, self.params)
+        return fit_ensemble(self.X, self.y, self.params, self.sample_weight)
 
     def same(self, other: FitJob) -> bool:
         """The same fit: the same counts and the same buffer (a learner whose state was put
@@ -51,6 +53,10 @@ class FitJob:
             == (other.generation, other.fits, other.fit_from, other.params)
             and np.array_equal(self.y, other.y)
             and np.array_equal(self.X, other.X)
+            and np.array_equal(
+                np.ones(0) if self.sample_weight is None else self.sample_weight,
+                np.ones(0) if other.sample_weight is None else other.sample_weight,
+            )
         )
 
 

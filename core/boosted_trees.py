@@ -15,7 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ENSEMBLE_KEYS", "EnsembleParams", "empty_ensemble", "fit_ensemble", "node_capacity"]
+__all__ = [
+    "ENSEMBLE_KEYS",
+    "EnsembleParams",
+    "empty_ensemble",
+    "fit_ensemble",
+    "node_capacity",
+    "weighted_bins",
+]
 
 ENSEMBLE_KEYS = ("ens_left", "ens_right", "ens_feature", "ens_threshold", "ens_leaf",
                  "ens_value", "ens_baseline", "ens_trees")  # fmt: skip
@@ -54,9 +61,49 @@ def empty_ensemble(n_trees: int, max_leaves: int) -> dict[str, np.ndarray]:
     }
 
 
-def fit_ensemble(X: np.ndarray, y: np.ndarray, params: EnsembleParams) -> dict[str, np.ndarray]:
+def weighted_bins(
+    X: np.ndarray, sample_weight: np.ndarray, max_bins: int = 255
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Each feature's bin codes (as floats) and upper edges: a value's code is the number of
+    edges below it (so ``value <= edges[c]`` iff ``code <= c``).  At most ``max_bins`` bins: a
+    feature with that few distinct values gets one per value (edges at the midpoints, as
+    scikit-learn's binning), else edges at the values where the weighted cumulative
+    distribution crosses ``k / max_bins`` (one sort and one cumulative sum per feature)."""
+    codes = np.empty_like(X)
+    edges = []
+    levels = np.arange(1, max_bins) / max_bins
+    for j in range(X.shape[1]):
+        column = X[:, j]
+        order = np.argsort(column, kind="stable")
+        values = column[order]
+        distinct = np.unique(values)
+        if len(distinct) <= max_bins:
+            upper = (distinct[:-1] + distinct[1:]) / 2.0
+        else:
+            cumulative = np.cumsum(sample_weight[order])
+            at = np.searchsorted(cumulative, levels * cumulative[-1], side="left")
+            upper = np.unique(values[np.minimum(at, len(values) - 1)])
+        edges.append(upper)
+        codes[:, j] = np.searchsorted(upper, column, side="left")
+    return codes, edges
+
+
+def fit_ensemble(
+    X: np.ndarray,
+    y: np.ndarray,
+    params: EnsembleParams,
+    sample_weight: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
     """Fit ``params.n_trees`` boosted trees on ``(X, y)`` (labels in {-1, 0, 1}: positive is
-    1) and return their arrays (:func:`empty_ensemble`'s keys).  Needs both classes."""
+    1), each event weighing ``sample_weight`` (None: 1; a buffer's down-sampled negatives
+    weigh the inverse of their sampling rate, so the fitted margin is that of the stream's
+    class balance: He et al. 2014, "negative down-sampling"), and return their arrays
+    (:func:`empty_ensemble`'s keys).  Needs both classes.
+
+    With weights other than 1 the features are binned here (:func:`weighted_bins`) and the
+    booster learns the bin codes, its thresholds then mapped back to the features' values:
+    scikit-learn's own weighted binning takes one weighted percentile at a time, 254 per
+    feature (12 s for 8,000 rows of 10 features, against 0.1 s unweighted)."""
     from sklearn.ensemble import HistGradientBoostingClassifier
     from threadpoolctl import threadpool_limits
 
@@ -73,8 +120,13 @@ def fit_ensemble(X: np.ndarray, y: np.ndarray, params: EnsembleParams) -> dict[s
         random_state=params.random_state,
     )
     # one thread: the fit runs beside the request threads, and its sums then have one order
+    features = np.asarray(X, dtype=np.float64)
+    edges = weights = None
+    if sample_weight is not None and (np.asarray(sample_weight) != 1.0).any():
+        weights = np.asarray(sample_weight, dtype=np.float64)
+        features, edges = weighted_bins(features, weights)
     with threadpool_limits(limits=1, user_api="openmp"):
-        model.fit(np.asarray(X, dtype=np.float64), labels)
+        model.fit(features, labels, sample_weight=weights)
     state = empty_ensemble(params.n_trees, params.max_leaves)
     for t, (predictor,) in enumerate(model._predictors):
         nodes = predictor.nodes
@@ -83,7 +135,13 @@ def fit_ensemble(X: np.ndarray, y: np.ndarray, params: EnsembleParams) -> dict[s
         state["ens_left"][t, :count] = np.where(leaves, -1, nodes["left"].astype(np.int64))
         state["ens_right"][t, :count] = np.where(leaves, -1, nodes["right"].astype(np.int64))
         state["ens_feature"][t, :count] = np.where(leaves, 0, nodes["feature_idx"])
-        state["ens_threshold"][t, :count] = np.where(leaves, 0.0, nodes["num_threshold"])
+        thresholds = np.where(leaves, 0.0, nodes["num_threshold"])
+        if edges is not None:
+            # code <= c + 1/2 (a midpoint between present codes) is value <= edges[c]
+            for node in np.flatnonzero(~leaves):
+                feature = int(nodes["feature_idx"][node])
+                thresholds[node] = edges[feature][int(np.floor(thresholds[node]))]
+        state["ens_threshold"][t, :count] = thresholds
         index = np.full(count, 0, dtype=np.int64)
         index[leaves] = np.arange(int(leaves.sum()))
         state["ens_leaf"][t, :count] = index

@@ -7,6 +7,7 @@ from collections import namedtuple
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels.random import random_unit
 from core._kernels.tree_embedding import embedded_rows
 
 #: A fitted ensemble as arrays of shape ``(n_trees, n_nodes)``, the root of each tree at node 0:
@@ -97,3 +98,27 @@ def margin(X, indptr, indices, data, ens, n_trees, n_features):
             for p in range(indptr[i], indptr[i + 1]):
                 dense[indices[p]] = 0.0
     return out
+
+
+@kernel
+def keep_events(labels, rng_state, seen, fill, capacity, negatives_per_positive, kept, weights):
+    """Which events of a batch the fit buffer keeps (boosted_embedded.3): every positive; every
+    negative while the buffer is not full; once it is, a negative with probability
+    ``r = min(1, negatives_per_positive * P / N)`` (``P``, ``N``: the positives and negatives
+    seen so far, this one included), one draw per such negative, kept with weight ``1 / r``.
+    ``seen`` = ``[P, N]`` is updated in place; ``kept`` / ``weights`` get the kept events'
+    indices and weights; returns how many were kept."""
+    n_kept = 0
+    for i in range(labels.shape[0]):
+        rate = 1.0
+        if labels[i] > 0:
+            seen[0] += 1
+        else:
+            seen[1] += 1
+            if fill + n_kept >= capacity:
+                rate = min(1.0, negatives_per_positive * seen[0] / seen[1])
+        if rate >= 1.0 or random_unit(rng_state) < rate:
+            kept[n_kept] = i
+            weights[n_kept] = 1.0 / rate
+            n_kept += 1
+    return n_kept

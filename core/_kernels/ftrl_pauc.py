@@ -261,13 +261,14 @@ def add_scaled_rows(X, n_rows, coef, scale, auc_coef, auc_scale, grad, grad_auc)
 @kernel
 def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, neg_admitted,
                  alpha, beta, lam, eta0, min_norm, inner_steps, grad, auc_weight,
-                 half_life, n_events):  # fmt: skip
+                 half_life, n_events, capacity):  # fmt: skip
     """Warm-started subgradient steps (``inner_steps`` once the reservoirs are full,
     ``inner_steps * capacity / fill`` up to ``10 * inner_steps`` before) on
     ``F(w) = R_tight(alpha,beta)(w; B+, B-) + mu R(0,1)(w; B+, B-) + lam/2 ||w||^2`` over the
     reservoirs, ``mu = auc_weight`` (the second term: the same normalised hinge over every
     reservoir negative, i.e. the pairwise AUC hinge; skipped when ``mu = 0``):
-    docs/algorithms/ftrl_pauc.md (ftrl_pauc.7).
+    docs/algorithms/ftrl_pauc.md (ftrl_pauc.7).  ``capacity``: the two reservoirs' declared
+    capacities together (their arrays grow as they fill, so their rows are not it).
 
     The admitted negatives are a fraction ``rho = admitted / seen`` of all negatives, so the top
     ``beta`` of the prefix is the top ``beta / rho`` of the reservoir: ``j_beta =
@@ -297,7 +298,6 @@ def solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen, 
         return False
     # [CHOICE] constant work per update: while the reservoirs are filling, a step is cheaper
     # and the objective changes faster, so take proportionally more steps (at most 10x)
-    capacity = pos_X.shape[0] + neg_X.shape[0]
     n_steps = min(10 * inner_steps, max(inner_steps, inner_steps * capacity // (n_pos + n_neg)))
     effective = n_neg * (neg_seen[0] / neg_admitted[0])
     j_alpha = np.int64(np.floor(alpha * effective + 1e-9))
@@ -397,7 +397,8 @@ def score_dense_events(X, start, stop, w, out):
 def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates, since_update,
                pos_X, pos_fill, pos_seen, neg_X, neg_fill, neg_seen, neg_admitted, quantile,
                rng_state, alpha, beta, lam, eta0, min_norm, update_every, first_update_every,
-               inner_steps, admission_level, auc_weight, half_life):  # fmt: skip
+               inner_steps, admission_level, auc_weight, half_life, pos_capacity,
+               neg_capacity):  # fmt: skip
     """Learn the events in order (dense ``X`` or CSR ``indptr/indices/data``; pre-update scores
     into ``scores`` if non-empty).
 
@@ -410,6 +411,10 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
     ``half_life`` > 0 (docs/algorithms/ftrl_pauc.md (ftrl_pauc.8)-(ftrl_pauc.9)): both
     reservoirs are biased towards the last ``half_life`` events and the solver's step stops
     shrinking after the solver steps of one half-life.
+
+    ``pos_capacity`` / ``neg_capacity``: the reservoirs' declared capacities; their arrays
+    grow as they fill (core.learners._growing) and hold at least the slots this batch can
+    write (a slot is at most the fill).
     """
     n_samples = y.shape[0]
     want_scores = scores.shape[0] > 0
@@ -417,8 +422,6 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
     grad = np.empty(w.shape[0])
     event_scores = np.empty(n_samples)
     scored_until = 0
-    pos_capacity = pos_X.shape[0]
-    neg_capacity = neg_X.shape[0]
     interval = doubling_interval(first_update_every, update_every, n_updates[0])
     for i in range(n_samples):
         if i >= scored_until:
@@ -469,6 +472,7 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
             since_update[0] = 0
             if solver_steps(w, n_solver_steps, pos_X, pos_fill, neg_X, neg_fill, neg_seen,
                             neg_admitted, alpha, beta, lam, eta0, min_norm, inner_steps,
-                            grad, auc_weight, half_life, pos_seen[0] + neg_seen[0]):  # fmt: skip
+                            grad, auc_weight, half_life, pos_seen[0] + neg_seen[0],
+                            pos_capacity + neg_capacity):  # fmt: skip
                 n_updates[0] += 1
                 interval = doubling_interval(first_update_every, update_every, n_updates[0])

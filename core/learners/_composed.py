@@ -57,6 +57,18 @@ class ComposedState:
         self._own_state = own
         self._refresh_view()
 
+    def _own_growing_arrays(self) -> dict[str, tuple[int, int]]:
+        """The composite's own growing arrays (:mod:`core.learners._growing`); none by
+        default."""
+        return {}
+
+    def _growing_arrays(self) -> dict[str, tuple[int, int]]:
+        """Its own growing arrays and its parts', under their prefixes."""
+        growing = dict(self._own_growing_arrays())
+        for prefix, learner in self._parts():
+            growing.update({prefix + k: v for k, v in learner._growing_arrays().items()})
+        return growing
+
     def _refresh_view(self) -> None:
         view = dict(self._own_state)
         for prefix, learner in self._parts():

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import numpy as np
 
 from core.errors import InvalidState
+from core.learners._growing import growing_shape_problem
 from core.learners._state import Count, Finite, StateInvariant, validate_state
 from core.preprocessing import initial_scaler_state
 
@@ -63,6 +64,11 @@ class StateContract(ABC):
         """Invariants relating several arrays beyond the declarations (none by default)."""
         return None
 
+    def _growing_arrays(self) -> dict[str, tuple[int, int]]:
+        """The state arrays that grow as they fill (:mod:`core.learners._growing`), of an
+        initialised learner: name -> (axis, capacity); none by default."""
+        return {}
+
     # ------------------------------------------------------------------ state
     @property
     def is_initialized(self) -> bool:
@@ -113,7 +119,8 @@ class StateContract(ABC):
         """Rebuild a learner from ``get_params()`` and ``get_state()``; continues bit for bit.
 
         The arrays are checked against the state layout the parameters imply (same keys,
-        dtypes and shapes), then by value (:meth:`validate_state`: fills within capacity,
+        dtypes and shapes; a growing array's length within its capacity), then by value
+        (:meth:`validate_state`: fills within capacity,
         counts consistent, finite floats), so no kernel ever sees a truncated, foreign or
         corrupt state; :class:`~core.errors.InvalidState` (a ValueError) names the array at
         fault.  ``n_features``, when given, is the width the state must have (a model's
@@ -156,9 +163,14 @@ class StateContract(ABC):
                 field=(missing or extra)[0],
             )
         restored = {}
+        growing = learner._growing_arrays()
         for key, expected in template.items():
             value = np.asarray(state[key])
-            if value.dtype != expected.dtype or value.shape != expected.shape:
+            if key in growing:
+                problem = growing_shape_problem(key, value, expected, *growing[key])
+                if problem is not None:
+                    raise InvalidState(problem, field=key)
+            elif value.dtype != expected.dtype or value.shape != expected.shape:
                 raise InvalidState(
                     f"state array {key!r} has dtype {value.dtype} and shape {value.shape}; "
                     f"expected {expected.dtype} and {expected.shape}",

@@ -17,6 +17,7 @@ import numpy as np
 
 from core._kernels import auto as kernels
 from core.errors import InvalidState
+from core.learners._growing import grow
 from core.learners._mix_fallback import fall_back_to_best
 from core.learners._state import (
     VALUE_BOUND,
@@ -145,17 +146,18 @@ def served_coef(
     return total
 
 
-def tournament_state(n_candidates: int, window: int) -> dict[str, np.ndarray]:
-    """The tournament's arrays for ``n_candidates`` candidates compared over the last
-    ``window`` events, before any event; the mix's weights start equal."""
+def tournament_state(n_candidates: int) -> dict[str, np.ndarray]:
+    """The tournament's arrays for ``n_candidates`` candidates, before any event: the window's
+    ring buffers empty (they grow as it fills: :func:`grow_window`); the mix's weights start
+    equal."""
 
     def counter(value=0):
         return np.array([value], dtype=np.int64)
 
     return {
         "n_seen": counter(),
-        "window_scores": np.zeros((n_candidates, window)),
-        "window_labels": np.zeros(window, dtype=np.int64),
+        "window_scores": np.zeros((n_candidates, 0)),
+        "window_labels": np.zeros(0, dtype=np.int64),
         "leader": counter(),
         "leader_since": counter(),
         # served score = served_scale * (leader's score) + served_offset
@@ -193,8 +195,31 @@ def tournament_invariants(n_candidates: int) -> dict[str, StateInvariant]:
     }
 
 
-def check_tournament_state(state: dict[str, np.ndarray]) -> None:
-    """What the per-array declarations cannot say: the mix's weights sum to 1."""
+def grow_window(own: dict[str, np.ndarray], window: int, needed: int) -> None:
+    """Give the window's ring buffers ``needed`` slots (at most ``window``) before events are
+    recorded in them: they grow as they fill (core.learners._growing), and stay a ring of
+    ``window`` slots once full, so until then the events up to ``n_seen`` are in slot order."""
+    own["window_scores"] = grow(own["window_scores"], needed, window, axis=1)
+    own["window_labels"] = grow(own["window_labels"], needed, window)
+
+
+def window_growing_arrays(window: int) -> dict[str, tuple[int, int]]:
+    """The window's growing arrays: name -> (axis, capacity)."""
+    return {"window_scores": (1, window), "window_labels": (0, window)}
+
+
+def check_tournament_state(state: dict[str, np.ndarray], window: int) -> None:
+    """What the per-array declarations cannot say: the window's buffers have one length,
+    which holds the events seen up to ``window`` and, until it is ``window``, all of them
+    (:func:`grow_window`); the mix's weights sum to 1."""
+    length, seen = state["window_labels"].shape[0], int(state["n_seen"][0])
+    if state["window_scores"].shape[1] != length or (length < window and seen > length):
+        raise InvalidState(
+            f"state arrays 'window_scores' / 'window_labels' hold {state['window_scores'].shape[1]}"
+            f" / {length} slots after {seen} events; expected one length, all of the events "
+            f"until it is the window's {window}",
+            field="window_labels",
+        )
     total = float(np.sum(state["served_weights"]))
     if not abs(total - 1.0) <= 1e-9:
         raise InvalidState(

@@ -30,6 +30,7 @@ from core.learners._state import Count, StateInvariant, with_prefix
 from core.learners._tournament import (
     check_tournament_state,
     evaluate,
+    grow_window,
     leaderboard,
     next_evaluation,
     serve_and_record,
@@ -38,6 +39,7 @@ from core.learners._tournament import (
     served_decision,
     tournament_invariants,
     tournament_state,
+    window_growing_arrays,
 )
 from core.validation import row_range
 
@@ -137,8 +139,8 @@ class Auto(ComposedState, OnlineLearner):
         plus a constant, and :meth:`raw_weights` is None.
     state_ : dict of ndarray
         Every candidate's state under the prefix ``c{k}:`` (``c0:z``, ``c1:w_unscaled``, ...)
-        and the tournament's arrays: ``n_seen``, ``window_scores`` (K, window),
-        ``window_labels``, ``leader``, ``leader_since``, ``challenger``,
+        and the tournament's arrays: ``n_seen``, ``window_scores`` (K, up to ``window``: it
+        grows as it fills), ``window_labels``, ``leader``, ``leader_since``, ``challenger``,
         ``challenger_streak``, ``served_scale``, ``served_offset``, ``window_pauc`` /
         ``window_auc`` (K,: at the last evaluation, NaN before), ``evaluated_at``, the mix's
         ``served_weights``, ``score_mean`` and ``score_m2`` (K,: each candidate's share and
@@ -263,10 +265,13 @@ class Auto(ComposedState, OnlineLearner):
                 raise invalid_field(f"candidates[{k}]", str(error)) from None
             for key, value in candidate.state_.items():
                 state[_PREFIX.format(k) + key] = value
-        state.update(tournament_state(len(candidates), self.window))
+        state.update(tournament_state(len(candidates)))
         if self.track_drift:
             state.update(DriftTracking.state())
         return state
+
+    def _own_growing_arrays(self) -> dict[str, tuple[int, int]]:
+        return window_growing_arrays(int(self.window))
 
     def _state_invariants(self, n_features: int) -> dict:
         """Each candidate's own declarations under its prefix, then the tournament's arrays."""
@@ -290,7 +295,7 @@ class Auto(ComposedState, OnlineLearner):
                 key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)
             }
             candidate._check_state(own)
-        check_tournament_state(state)
+        check_tournament_state(state, int(self.window))
         if self.track_drift:
             DriftTracking.check_state(state)
 
@@ -319,6 +324,7 @@ class Auto(ComposedState, OnlineLearner):
             for k, candidate in enumerate(candidates):
                 candidate._learn(part, labels, segment_scores[k])
             served = served_all[start:stop]
+            grow_window(own, int(self.window), seen + stop - start)
             serve_and_record(own, segment_scores, labels, self.temperature, served)
             since = 0 if drift is None else drift.watch(own, served, labels, candidates)
             end = seen + stop - start

@@ -29,6 +29,13 @@ from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._composed import ComposedState
+from core.learners._fit_buffer import (
+    BUFFER_ARRAYS,
+    buffer_invariants,
+    buffer_state,
+    check_buffer,
+    remember,
+)
 from core.learners._inner import INNER_PREFIX, WrapsInner
 from core.learners._params import BOOLEAN, PAUC_RANGE, Interval, Structured
 from core.learners._state import Count, Finite, OneOf, with_prefix
@@ -39,8 +46,8 @@ __all__ = ["BoostedEmbedded", "FitJob", "background_fits"]
 
 #: events embedded and scored at a time by ``decision_function``
 SCORE_CHUNK = 4096
-_COUNTERS = ("buffer_next", "buffer_fill", "events", "since_fit", "fits", "generation",
-             "fit_from", "fit_at", "ready", "pending", "pending_fill")  # fmt: skip
+_COUNTERS = ("events", "since_fit", "fits", "generation", "fit_from", "fit_at", "ready",
+             "pending", "pending_fill")  # fmt: skip
 
 _NONE = np.empty(0, dtype=np.int64)
 _NONE_F = np.empty(0)
@@ -52,7 +59,12 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     and one indicator per tree of the leaf ``x`` reaches (He et al. 2014), so a linear scorer
     learning online ranks with the trees' non-linearity.
 
-    Labelled events go to a ring buffer of the last ``buffer_size``.  Once it holds
+    Labelled events go to a ring buffer of at most ``buffer_size`` rows, which keeps every
+    positive and, once full, a sample of the negatives (docs/algorithms/boosted_embedded.md
+    (boosted_embedded.3)): a negative is kept with probability ``min(1,
+    negatives_per_positive * P / N)`` (``P``, ``N``: the positives and negatives seen) and
+    weighs the inverse of that in the fits, so a stream of rare positives is fitted on many
+    more of them than its last ``buffer_size`` events hold.  Once it holds
     ``first_fit`` events (two of each class), ``n_trees`` trees of at most ``max_leaves`` leaves
     are fitted on it (scikit-learn's ``HistGradientBoostingClassifier``, log loss), and the
     inner learner starts afresh on the buffer embedded by them (one pass in order); then each
@@ -68,7 +80,13 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     n_trees, max_leaves, learning_rate, min_samples_leaf, l2_regularization
         The ensemble's size and the boosting's parameters.
     buffer_size : int, default 8000
-        Recent labelled events kept (dense rows, part of the state) for the fits.
+        The most rows the fit buffer holds (dense rows, part of the state); its arrays grow
+        as it fills (doubling), so a short stream's model holds only what it has seen.
+    negatives_per_positive : float, default 10
+        Once the buffer is full, the negatives it keeps per positive seen (a rate, not a
+        quota: ``min(1, negatives_per_positive * P / N)``); a stream with more positives
+        than ``1 / (1 + negatives_per_positive)`` keeps every event, as a ring of the last
+        ``buffer_size``.
     first_fit : int, default 250
         Buffered events before the first fit (and the first after a restart).
     refit_every : int or None, default 4000
@@ -97,6 +115,7 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     min_samples_leaf: int = 20
     l2_regularization: float = 0.0
     buffer_size: int = 8000
+    negatives_per_positive: float = 10.0
     first_fit: int = 250
     refit_every: int | None = 4000
     fit_delay: int = 256
@@ -115,6 +134,7 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         "min_samples_leaf": [Interval(int, 1, None)],
         "l2_regularization": [Interval(float, 0, None)],
         "buffer_size": [Interval(int, 16, 200_000)],
+        "negatives_per_positive": [Interval(float, 0, 1e6, closed="right")],
         "first_fit": [Interval(int, 4, None)],
         "refit_every": [None, Interval(int, 1, None)],
         "fit_delay": [Interval(int, 0, 200_000)],
@@ -150,13 +170,15 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         inner = self._build_inner().initialize(self._inner_width(n_features))
         state: dict[str, np.ndarray] = {INNER_PREFIX + k: v for k, v in inner.state_.items()}
         state.update(empty_ensemble(self.n_trees, self.max_leaves))
-        state["buffer_X"] = np.zeros((self.buffer_size, n_features))
-        state["buffer_y"] = np.zeros(self.buffer_size, dtype=np.int64)
+        state.update(buffer_state(n_features, self.random_state))
         # the events learned while a fit is pending, held out of the buffer until it is in
         state["pending_X"] = np.zeros((self.fit_delay, n_features))
         state["pending_y"] = np.zeros(self.fit_delay, dtype=np.int64)
         state.update({key: np.zeros(1, dtype=np.int64) for key in _COUNTERS})
         return state
+
+    def _own_growing_arrays(self) -> dict[str, tuple[int, int]]:
+        return {key: (0, int(self.buffer_size)) for key in BUFFER_ARRAYS}
 
     def _state_invariants(self, n_features: int) -> dict:
         width = self._inner_width(n_features)
@@ -174,10 +196,7 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
                 "ens_value": Finite(),
                 "ens_baseline": Finite(),
                 "ens_trees": Count(0, self.n_trees),
-                "buffer_X": Finite(),
-                "buffer_y": OneOf((-1, 0, 1)),
-                "buffer_next": Count(0, self.buffer_size - 1),
-                "buffer_fill": Count(0, self.buffer_size),
+                **buffer_invariants(self.buffer_size),
                 "ready": OneOf((0, 1)),
                 "pending_X": Finite(),
                 "pending_y": OneOf((-1, 0, 1)),
@@ -191,6 +210,7 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
         self._check_inner_state(state)
+        check_buffer(state, self.buffer_size)
         # every child after its parent (routing ends), both children or none, within the trees
         left, right = state["ens_left"], state["ens_right"]
         nodes = np.arange(left.shape[1])[None, :]
@@ -246,23 +266,17 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
             return np.arange(fill)
         return np.roll(np.arange(self.buffer_size), -start)
 
-    def _buffered(self) -> tuple[np.ndarray, np.ndarray]:
-        """The buffer's rows and labels, oldest first (copies)."""
+    def _buffered(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The buffer's rows, labels and weights, oldest first (copies)."""
         order = self._order()
-        return self._own_state["buffer_X"][order], self._own_state["buffer_y"][order]
+        own = self._own_state
+        return own["buffer_X"][order], own["buffer_y"][order], own["buffer_w"][order]
 
     def _remember(self, X, y) -> None:
         own = self._own_state
-        n = len(y)
-        rows = X.toarray() if isinstance(X, CSRMatrix) else np.asarray(X)
-        kept = min(n, self.buffer_size)
-        positions = (int(own["buffer_next"][0]) + np.arange(n - kept, n)) % self.buffer_size
-        own["buffer_X"][positions] = rows[n - kept :]
-        own["buffer_y"][positions] = y[n - kept :]
-        own["buffer_next"][0] = (int(own["buffer_next"][0]) + n) % self.buffer_size
-        own["buffer_fill"][0] = min(int(own["buffer_fill"][0]) + n, self.buffer_size)
-        own["events"][0] += n
-        own["since_fit"][0] += n
+        remember(own, X, y, self.buffer_size, float(self.negatives_per_positive))
+        own["events"][0] += len(y)
+        own["since_fit"][0] += len(y)
 
     def _due(self, upcoming: np.ndarray) -> np.ndarray:
         """Whether a fit falls due after ``k`` of the ``upcoming`` labels, for ``k = 0 .. n``:
@@ -317,10 +331,10 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         """A fit of the buffer as it is now (copies: learning may go on while it runs); while
         a fit is pending, the buffer as of the event it fell due at."""
         self._check_initialized()
-        X, y = self._buffered()
+        X, y, weights = self._buffered()
         own = self._own_state
         return FitJob(X, y, self._ensemble_params(), int(own["generation"][0]),
-                      int(own["fits"][0]), int(own["events"][0]))  # fmt: skip
+                      int(own["fits"][0]), int(own["events"][0]), weights)  # fmt: skip
 
     def prepare(self, ensemble: dict[str, np.ndarray], job: FitJob) -> OnlineLearner:
         """A fresh inner learner that learned the job's buffer embedded by ``ensemble``, one
@@ -412,6 +426,7 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         for key in ("buffer_fill", "buffer_next", "since_fit", "ready", "pending",
                     "pending_fill"):  # fmt: skip
             own[key][0] = 0
+        own["buffer_seen"][:] = 0
         own["generation"][0] += 1
         self._drop_handle()
 

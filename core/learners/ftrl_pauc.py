@@ -20,6 +20,7 @@ from core.learners._forgetting import (
     row_reservoir,
     row_reservoir_invariants,
 )
+from core.learners._growing import grow
 from core.learners._params import FPR_HIGH, FPR_LOW, Interval
 from core.learners._state import RNG_STATE, Count, Grown
 from core.learners.pmb import check_buffer_size, event_arrays
@@ -238,8 +239,10 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
             "n_solver_steps": counter(),
             "n_updates": counter(),
             "since_update": counter(),
-            **row_reservoir("positive", self.positive_capacity, n_features),
-            **row_reservoir("negative", self.negative_capacity, n_features),
+            # no rows yet: the reservoirs grow as they fill (_learn); a biased reservoir
+            # (half_life) may insert below its fill at any time, so it is allocated whole
+            **row_reservoir("positive", self._initial_rows(self.positive_capacity), n_features),
+            **row_reservoir("negative", self._initial_rows(self.negative_capacity), n_features),
             "negative_admitted": counter(),
             # [q, scale] of the tracked (1 - admission beta) quantile of negative scores
             "admission_quantile": np.zeros(2),
@@ -265,6 +268,13 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
         }
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        for prefix in ("positive", "negative"):
+            fill, rows = int(state[f"{prefix}_fill"][0]), state[f"{prefix}_X"].shape[0]
+            if fill > rows:
+                raise InvalidState(
+                    f"state array '{prefix}_fill' holds {fill}; '{prefix}_X' has {rows} rows",
+                    field=f"{prefix}_fill",
+                )
         scale = float(state["admission_quantile"][1])
         if scale < 0.0:  # a running mean of |score - q|
             raise InvalidState(
@@ -272,8 +282,29 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
                 field="admission_quantile",
             )
 
+    def _initial_rows(self, capacity: int) -> int:
+        return 0 if self.half_life is None else int(capacity)
+
+    def _growing_arrays(self) -> dict[str, tuple[int, int]]:
+        if self.half_life is not None:
+            return {}
+        return {
+            "positive_X": (0, int(self.positive_capacity)),
+            "negative_X": (0, int(self.negative_capacity)),
+        }
+
     def _learn(self, X, y, scores) -> None:
         state = self.state_
+        # the reservoirs grow as they fill: the slots this batch's offers can reach (a slot is
+        # at most the fill)
+        positives = int(np.count_nonzero(y > 0)) if self.half_life is None else 0
+        for prefix, offers, capacity in (
+            ("positive", positives, self.positive_capacity),
+            ("negative", len(y) - positives, self.negative_capacity),
+        ):
+            if self.half_life is None:
+                needed = int(state[f"{prefix}_fill"][0]) + offers
+                state[f"{prefix}_X"] = grow(state[f"{prefix}_X"], needed, int(capacity))
         kernels.ftrl_learn(
             *event_arrays(X), y, scores,
             state["w"], state["n_solver_steps"], state["n_updates"], state["since_update"],
@@ -284,6 +315,7 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
             float(self.min_norm), int(self.update_every),
             int(min(self.first_update_every, self.update_every)), int(self.inner_steps),
             self._admission_level(), float(self.auc_weight), half_life_arg(self.half_life),
+            int(self.positive_capacity), int(self.negative_capacity),
         )  # fmt: skip
 
     def _admission_level(self) -> float:

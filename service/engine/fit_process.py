@@ -62,9 +62,17 @@ class FitProcess:
             )
         return self._process
 
-    def fit(self, X: np.ndarray, y: np.ndarray, params: EnsembleParams) -> dict[str, np.ndarray]:
+    def fit(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        params: EnsembleParams,
+        sample_weight: np.ndarray | None = None,
+    ) -> dict[str, np.ndarray]:
         """The ensemble's arrays, as :func:`core.boosted_trees.fit_ensemble` gives them."""
         job = {"X": X, "y": y}
+        if sample_weight is not None:
+            job["sample_weight"] = sample_weight
         job.update({name: np.array([getattr(params, name)]) for name in _PARAMS})
         with self._lock:
             process = self._start()
@@ -117,7 +125,7 @@ def main() -> int:
             random_state=int(job["random_state"][0]),
         )  # fmt: skip
         try:
-            _send(writer, fit_ensemble(job["X"], job["y"], params))
+            _send(writer, fit_ensemble(job["X"], job["y"], params, job.get("sample_weight")))
         except ValueError as error:
             _send(writer, {"error": np.frombuffer(str(error).encode(), dtype=np.uint8)})
     return 0

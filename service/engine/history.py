@@ -1,5 +1,7 @@
-"""The model's metrics history: fixed-size rings of points, one per resolution, committed with
+"""The model's metrics history: bounded rings of points, one per resolution, committed with
 the model (``history:*`` arrays) so that it survives restarts and every worker sees the same.
+A ring grows as it fills (doubling, core.learners._growing), up to its points kept: a new
+model holds no empty day of minutes.
 
 A point is written by the first commit in a new minute (or hour): the window's metrics just
 after that commit.  Between two boundaries a commit costs one comparison of its clock with the
@@ -23,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import InvalidState
+from core.learners._growing import grow, growing_shape_problem
 
 HISTORY_PREFIX = "history:"
 #: resolution -> (seconds per point, points kept): a day of minutes, 31 days of hours
@@ -42,9 +45,9 @@ _EVENTS = COLUMNS.index("events_learned")
 
 
 def initial_history() -> dict[str, np.ndarray]:
+    """No points yet: the rings grow as they fill (:func:`record`)."""
     history: dict[str, np.ndarray] = {
-        name: np.zeros((capacity, len(COLUMNS)), dtype=np.float64)
-        for name, (_, capacity) in RESOLUTIONS.items()
+        name: np.zeros((0, len(COLUMNS)), dtype=np.float64) for name in RESOLUTIONS
     }
     history[_POINTS] = np.zeros(len(RESOLUTIONS), dtype=np.int64)
     return history
@@ -66,8 +69,10 @@ def record(history: dict[str, np.ndarray], loaded: Any, now: float) -> None:
         return  # the common case: still in the minute of the last point
     point = _point(loaded, now)
     for index, (name, (seconds, capacity)) in enumerate(RESOLUTIONS.items()):
-        ring = history[name]
-        if _starts_interval(now, seconds, ring, int(written[index])):
+        if _starts_interval(now, seconds, history[name], int(written[index])):
+            # until full, a ring holds its points from slot 0 on (so len(ring) reads as its
+            # capacity wherever a slot is computed)
+            ring = history[name] = grow(history[name], int(written[index]) + 1, capacity)
             ring[int(written[index]) % capacity] = point
             written[index] += 1
 
@@ -168,12 +173,20 @@ def history_state(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     for name, template in history.items():
         value = stored.pop(name, None)
         field = HISTORY_PREFIX + name
-        if value is None or value.shape != template.shape or value.dtype != template.dtype:
+        capacity = RESOLUTIONS[name][1] if name in RESOLUTIONS else None
+        if value is None or value.dtype != template.dtype:
             raise InvalidState(
-                f"state array {field!r} is missing or not {template.dtype} of shape "
-                f"{template.shape}",
-                field=field,
+                f"state array {field!r} is missing or not {template.dtype}", field=field
             )
+        problem = (
+            growing_shape_problem(field, value, template, 0, capacity)
+            if capacity is not None
+            else None
+            if value.shape == template.shape
+            else f"state array {field!r} has shape {value.shape}; expected {template.shape}"
+        )
+        if problem is not None:
+            raise InvalidState(problem, field=field)
         history[name] = np.array(value)
     if stored:
         field = HISTORY_PREFIX + sorted(stored)[0]
@@ -190,8 +203,14 @@ def _check_values(history: dict[str, np.ndarray]) -> None:
             "non-negative counts",
             field=HISTORY_PREFIX + _POINTS,
         )
-    for name in RESOLUTIONS:
+    for index, (name, (_, capacity)) in enumerate(RESOLUTIONS.items()):
         ring = history[name]
+        if len(ring) < capacity and int(written[index]) > len(ring):
+            raise InvalidState(
+                f"state array '{HISTORY_PREFIX}{name}' has {len(ring)} rows after "
+                f"{int(written[index])} points; expected every point until it holds {capacity}",
+                field=HISTORY_PREFIX + name,
+            )
         times, metrics, counts = ring[:, 0], ring[:, 1:5], ring[:, 5:]
         metrics_ok = np.isnan(metrics) | ((metrics >= 0.0) & (metrics <= 1.0))
         if (

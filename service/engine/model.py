@@ -42,7 +42,8 @@ REGRET_PREFIX = "regret:"
 DRIFT_PREFIX = "drift:"
 CALIBRATION_PREFIX = "calibration:"
 #: [CHOICE] the version of the stored state's format: which arrays a model commits, under which
-#: names, and each one's dtype and number of dimensions (sizes follow from the configuration).
+#: names, and each one's dtype and number of dimensions (sizes follow from the configuration,
+#: and for the arrays that grow as they fill, core.learners._growing, from what they hold).
 #: Every store (memory, SQLite, Redis) and every snapshot holds the state as these arrays, so
 #: this one number versions them all; a state of another version is refused on load
 #: (:class:`OtherStateFormat`), never read as corrupt or reinterpreted.  Bump it with any

@@ -118,7 +118,7 @@ class Refitter:
 
     def _fit_in_process(self, job: FitJob) -> dict[str, np.ndarray]:
         assert self._process is not None
-        return self._process.fit(job.X, job.y, job.params)
+        return self._process.fit(job.X, job.y, job.params, job.sample_weight)
 
     def stop(self) -> None:
         """Hand no more jobs over, finish the fit under way, then return; the jobs still

@@ -668,16 +668,17 @@ def test_the_default_tournament_follows_the_model_s_width():
 
 
 def test_the_third_candidate_is_boosted_up_to_its_width_limit_then_a_tree():
-    """Up to TREE_REFIT_FEATURES the third candidate is the boosted one, its buffer 8,000
-    events; wider, the tree embedding fitted once on 2,000 (the buffer stays within what the
-    first fit takes at 1,000 features), relearning at its fit, depth 8."""
+    """Up to TREE_REFIT_FEATURES the third candidate is the boosted one, its buffer empty
+    until events come (it grows as it fills, up to 8,000 rows); wider, the tree embedding
+    fitted once on 2,000 (the buffer stays within what the first fit takes at 1,000
+    features), relearning at its fit, depth 8."""
     from core.learners._candidates import TREE_REFIT_FEATURES
 
     boosted = make_learner("auto").initialize(TREE_REFIT_FEATURES)
     once = make_learner("auto").initialize(TREE_REFIT_FEATURES + 1)
     assert boosted.candidate_specs()[2]["learner"] == "boosted_embedded"
     assert once.candidate_specs()[2]["learner"] == "tree_embedded"
-    assert boosted.state_["c2:buffer_X"].shape == (8000, TREE_REFIT_FEATURES)
+    assert boosted.state_["c2:buffer_X"].shape == (0, TREE_REFIT_FEATURES)  # grows as it fills
     assert once.state_["c2:buffer_X"].shape == (2000, TREE_REFIT_FEATURES + 1)
     assert once.candidate_specs()[2]["params"].get("refit_events") is None
     assert once.candidate_specs()[2]["params"]["relearn"] is True

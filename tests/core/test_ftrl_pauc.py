@@ -124,6 +124,7 @@ def test_solver_steps_compute_what_the_general_kernels_compute_bit_for_bit(
         assert solver_steps(
             w, steps, pos_X, np.array([n_pos]), neg_X, np.array([n_neg]), np.array([seen]),
             np.array([admitted]), *args, np.empty(d), auc_weight, half_life, n_events,
+            len(pos_X) + len(neg_X),
         )  # fmt: skip
         ref_steps = _solver_steps_by_general_kernels(
             w_ref, 17, pos_X, n_pos, neg_X, n_neg, seen, admitted, *args, auc_weight,

@@ -162,7 +162,9 @@ def test_a_snapshot_carries_the_history_and_a_corrupt_one_is_refused(client):
             np.where(np.arange(minute.size).reshape(minute.shape) == 1, 2.0, minute),
         ),
         ("history:minute", np.full_like(minute, np.inf)),
-        ("history:hour", np.zeros((3, 7))),
+        ("history:hour", np.zeros((745, 7))),  # a ring grows up to its 744 points
+        ("history:hour", np.zeros((0, 7))),  # and holds every point until then
+        ("history:hour", np.zeros((3, 6))),
         ("history:points", np.array([-1, 0], dtype=np.int64)),
     ]:
         response = put_snapshot(client, "m", write_snapshot(manifest, {**arrays, key: bad}))

@@ -1,0 +1,114 @@
+"""The fit buffer of ``boosted_embedded`` (docs/algorithms/boosted_embedded.md
+(boosted_embedded.3)): dense rows of labelled events for the trees' fits, a ring of at most
+``capacity`` rows that keeps every positive and, once full, a weighted sample of the
+negatives (He et al. 2014's negative down-sampling), its arrays grown as it fills.
+
+Its state (in the learner's): ``buffer_X`` / ``buffer_y`` / ``buffer_w`` (rows, labels,
+weights; :data:`BUFFER_ARRAYS`, which grow), ``buffer_fill`` (rows held), ``buffer_next`` (the
+ring's next slot), ``buffer_written`` (rows ever written), ``buffer_seen`` (positives and
+negatives seen, the sampling rate's counts) and ``buffer_rng`` (SplitMix64 state of the
+draws).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core._kernels import boosted_embedding as kernels
+from core._kernels.random import seed_state
+from core.csr import CSRMatrix
+from core.errors import InvalidState
+from core.learners._growing import grow
+from core.learners._state import RNG_STATE, Count, Finite, OneOf, StateInvariant
+
+__all__ = ["BUFFER_ARRAYS", "buffer_invariants", "buffer_state", "check_buffer", "remember"]
+
+#: the arrays that grow as the buffer fills (core.learners._growing), rows first
+BUFFER_ARRAYS = ("buffer_X", "buffer_y", "buffer_w")
+
+
+def buffer_state(n_features: int, random_state: int | None) -> dict[str, np.ndarray]:
+    """An empty buffer: no rows yet (they grow as it fills)."""
+
+    def counter() -> np.ndarray:
+        return np.zeros(1, dtype=np.int64)
+
+    return {
+        "buffer_X": np.zeros((0, n_features)),
+        "buffer_y": np.zeros(0, dtype=np.int64),
+        "buffer_w": np.zeros(0),
+        "buffer_next": counter(),
+        "buffer_fill": counter(),
+        "buffer_written": counter(),
+        "buffer_seen": np.zeros(2, dtype=np.int64),
+        "buffer_rng": seed_state(random_state),
+    }
+
+
+def buffer_invariants(capacity: int) -> dict[str, StateInvariant]:
+    return {
+        "buffer_X": Finite(),
+        "buffer_y": OneOf((-1, 0, 1)),  # 0: a slot not written yet
+        "buffer_w": Finite(0.0),  # >= 1 where written: check_buffer
+        "buffer_next": Count(0, capacity - 1),
+        "buffer_fill": Count(0, capacity),
+        "buffer_written": Count(0),
+        "buffer_seen": Count(0),
+        "buffer_rng": RNG_STATE,
+    }
+
+
+def check_buffer(state: dict[str, np.ndarray], capacity: int) -> None:
+    """The buffer's arrays have one length, which holds its fill; until it is full it was
+    written from slot 0 on (its next slot is its fill); its written rows weigh at least 1."""
+    rows = state["buffer_X"].shape[0]
+    fill, start = int(state["buffer_fill"][0]), int(state["buffer_next"][0])
+    for key in BUFFER_ARRAYS[1:]:
+        if state[key].shape[0] != rows:
+            raise InvalidState(
+                f"state array {key!r} has {state[key].shape[0]} rows; 'buffer_X' has {rows}",
+                field=key,
+            )
+    if fill > rows or (fill < capacity and start != fill):
+        raise InvalidState(
+            f"state array 'buffer_fill' holds {fill} (next slot {start}) in a buffer of {rows} "
+            "rows; expected at most its rows, and its next slot until it is full",
+            field="buffer_fill",
+        )
+    if (state["buffer_w"][:fill] < 1.0).any():
+        raise InvalidState(
+            "state array 'buffer_w' holds a weight below 1 in a written slot (a kept event "
+            "weighs the inverse of its sampling rate)",
+            field="buffer_w",
+        )
+
+
+def remember(
+    own: dict[str, np.ndarray], X, y, capacity: int, negatives_per_positive: float
+) -> None:
+    """Write the events of ``(X, y)`` that the buffer keeps (boosted_embedded.3; one kernel
+    call draws them), growing its arrays first when they lack the slots (doubling, up to
+    ``capacity``).  ``own`` is updated in place (its grown arrays replaced)."""
+    n = len(y)
+    fill, start = int(own["buffer_fill"][0]), int(own["buffer_next"][0])
+    labels = np.ascontiguousarray(y, dtype=np.int64)
+    kept_index = np.empty(n, dtype=np.int64)
+    weights = np.empty(n)
+    n_kept = kernels.keep_events(
+        labels, own["buffer_rng"], own["buffer_seen"], fill, capacity,
+        float(negatives_per_positive), kept_index, weights,
+    )  # fmt: skip
+    # only the last `capacity` kept rows can stay
+    skipped = max(n_kept - capacity, 0)
+    index = kept_index[skipped:n_kept]
+    if len(index):
+        for key in BUFFER_ARRAYS:
+            own[key] = grow(own[key], fill + n_kept, capacity)
+        rows = X.take_rows(index).toarray() if isinstance(X, CSRMatrix) else np.asarray(X)[index]
+        positions = (start + np.arange(skipped, n_kept)) % capacity
+        own["buffer_X"][positions] = rows
+        own["buffer_y"][positions] = labels[index]
+        own["buffer_w"][positions] = weights[skipped:n_kept]
+    own["buffer_next"][0] = (start + n_kept) % capacity
+    own["buffer_fill"][0] = min(fill + n_kept, capacity)
+    own["buffer_written"][0] += n_kept

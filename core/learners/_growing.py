@@ -1,0 +1,57 @@
+"""State arrays that grow as they fill: a buffer, a reservoir or a window is allocated for what
+it holds and doubled as it fills, up to the capacity its hyper-parameters declare, so a model
+that has seen a few hundred events does not hold thousands of empty rows (in the cache and in
+every stored state).
+
+They grow by :func:`grow` (doubling, so the copies cost O(1) per slot amortised) to lengths
+that depend on the slots needed alone (16, 32, 64, ... up to the capacity), so a batch learned
+at once leaves the same state, bit for bit, as its events learned one at a time.  A learner
+names these arrays in ``_growing_arrays`` (name -> (axis, capacity));
+:meth:`~core.learners._stateful.StateContract.from_state` accepts any length within
+``[0, capacity]`` along that axis (checked before the array is copied), and the learner's own
+checks relate the length to its fill.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core._arrays import grown
+
+__all__ = ["FIRST_LENGTH", "grow", "growing_shape_problem"]
+
+#: the length a growing array takes when it first grows (less when its capacity is less)
+FIRST_LENGTH = 16
+
+
+def grow(array: np.ndarray, needed: int, capacity: int, axis: int = 0) -> np.ndarray:
+    """``array`` with at least ``min(needed, capacity)`` slots along ``axis``: itself when it
+    has them, else grown to the least of :data:`FIRST_LENGTH` times a power of two that holds
+    them, at most ``capacity`` (a function of ``needed``, not of the batches that led there)."""
+    length = FIRST_LENGTH
+    while length < needed:
+        length *= 2
+    return grown(array, min(length, capacity), capacity, axis)
+
+
+def growing_shape_problem(
+    key: str, value: np.ndarray, expected: np.ndarray, axis: int, capacity: int
+) -> str | None:
+    """What is wrong with a stored growing array (None: it fits): the layout's dtype and
+    every dimension but ``axis``, and at most ``capacity`` along ``axis``."""
+    shape, want = value.shape, expected.shape
+    others = [i for i in range(len(want)) if i != axis]
+    if (
+        value.dtype != expected.dtype
+        or len(shape) != len(want)
+        or any(shape[i] != want[i] for i in others)
+        or not 0 <= shape[axis] <= capacity
+    ):
+        wanted = list(want)
+        wanted[axis] = f"0..{capacity}"
+        return (
+            f"state array {key!r} has dtype {value.dtype} and shape {shape}; expected "
+            f"{expected.dtype} and ({', '.join(map(str, wanted))}) (it grows as it fills, up "
+            f"to {capacity} along axis {axis})"
+        )
+    return None

@@ -25,10 +25,10 @@ import time
 
 import numpy as np
 
-from core.learners.boosted_embedded import background_fits
 from core.validation import as_labels
 from service.engine import Engine
 from service.engine.entries import Entry
+from service.engine.refit import Refitter
 from service.ingest import Batch
 from service.models import create_model
 from service.schemas import ModelCreate
@@ -59,8 +59,12 @@ def recover(data_dir: str, features: int) -> None:
     warm.learn("w", Batch(rng.normal(size=(64, features)), as_labels(rng.random(64) < 0.3), None))
     store = SQLiteStore.open(data_dir)
     before, wall = os.times(), time.perf_counter()
-    with background_fits():  # as in the server: due fits are left to its background fitter
+    refitter = Refitter()  # as in the server: due fits are handed to its background fitter
+    refitter.start()
+    try:
         info = Engine(store).info("m")
+    finally:
+        refitter.stop()
     after, wall = os.times(), time.perf_counter() - wall
     cpu = (after.user - before.user) + (after.system - before.system)
     print(f"replayed {info.counts.events_learned:,} events: cpu {cpu:.2f} s, wall {wall:.2f} s")

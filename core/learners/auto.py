@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import InvalidParameter
+from core.errors import InvalidParameter, InvalidState
 from core.learners import learner_class, register
 from core.learners._auto_drift import DriftTracking
 from core.learners._base import OnlineLearner
@@ -294,7 +294,12 @@ class Auto(ComposedState, OnlineLearner):
             own = {
                 key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)
             }
-            candidate._check_state(own)
+            try:
+                candidate._check_state(own)
+            except InvalidState as error:  # named as the model stores the array
+                if error.field is not None:
+                    error.field = prefix + error.field
+                raise
         check_tournament_state(state, int(self.window))
         if self.track_drift:
             DriftTracking.check_state(state)

@@ -196,6 +196,12 @@ def create_model(client: TestClient, model_id: str = "m", n_features: int = 5, *
     return response.json()
 
 
+def stored_arrays(client: TestClient, model_id: str = "m") -> dict[str, np.ndarray]:
+    """The model's state as the store holds it: its checkpoint and the log entries after it,
+    rebuilt afresh (not the process's cached model)."""
+    return client.app.state.engine.repository.rebuilt(model_id).arrays()
+
+
 #: settings of the worker processes the queue fault and stall tests start (short leases,
 #: small reads, no warm-up: the kernels are already cached)
 WORKER_ENV = {

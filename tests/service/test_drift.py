@@ -20,7 +20,7 @@ from service.engine.model import (
     log_drifts,
     recent_drifts,
 )
-from tests.service.conftest import create_model, events_json
+from tests.service.conftest import create_model, events_json, stored_arrays
 from tests.service.test_hostile import put_snapshot, read_snapshot, write_snapshot
 
 N_FEATURES = 6
@@ -97,7 +97,7 @@ def test_detector_state_is_committed_with_the_model_and_streamed(client):
     create_model(client, n_features=N_FEATURES, learner="logistic")
     X, y = flipping_stream(seed=1)
     post_stream(client, X[:4500], y[:4500], 500)
-    arrays = client.app.state.store.load("m").arrays
+    arrays = stored_arrays(client, "m")
     stored = {k[len(DRIFT_PREFIX) :]: v for k, v in arrays.items() if k.startswith(DRIFT_PREFIX)}
     detector = DriftDetector.from_state(stored)
     assert detector.detections >= 1 and detector.counters[0] == 4500

@@ -185,9 +185,12 @@ def corrupt_stored_state(client, store_kind: str, rclient, model_id: str, key: s
 
         model = client.app.state.store._models[model_id]  # noqa: SLF001 - the test's forgery
         fields, layouts = encode_fields({key: np.asarray(value)})
-        model.fields.update(fields)
-        model.layouts.update(layouts)
+        # a forged checkpoint at a new version, the log folded into it
+        model.fields[0].update(fields)
+        model.fields[1].update(layouts)
         model.version += 1
+        model.saved = model.version
+        model.entries.clear()
         return
     array = np.asarray(value)
     if store_kind == "sqlite":

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from core.learners import available_learners, learner_class, make_learner
-from tests.service.conftest import create_model, events_json, make_stream
+from tests.service.conftest import create_model, events_json, make_stream, stored_arrays
 
 # online learners and window solvers (spdam): those a model may run
 ONLINE = [
@@ -35,7 +35,7 @@ def test_learner_served_bit_for_bit(client, name):
     )
     got = np.array(first.json()["scores"] + second.json()["scores"])
     np.testing.assert_array_equal(got, expected)
-    stored = client.app.state.store.load(name).arrays
+    stored = stored_arrays(client, name)
     for key, value in reference.get_state().items():
         np.testing.assert_array_equal(stored[f"learner:{key}"], value, err_msg=key)
         assert stored[f"learner:{key}"].dtype == value.dtype
@@ -82,7 +82,7 @@ def test_low_rank_opauc_on_sparse_events_is_served_bit_for_bit(client):
         expected += list(reference.prequential_step(csr_matrix(X[start:stop]),
                                                     y[start:stop]))  # fmt: skip
     np.testing.assert_array_equal(got, expected)
-    stored = client.app.state.store.load("low").arrays
+    stored = stored_arrays(client, "low")
     for key, value in reference.get_state().items():
         np.testing.assert_array_equal(stored[f"learner:{key}"], value, err_msg=key)
         assert stored[f"learner:{key}"].dtype == value.dtype

@@ -12,7 +12,7 @@ import pytest
 from core.learners import make_learner
 from core.metrics.calibration import OnlineCalibrator
 from service.engine.model import CALIBRATION_PREFIX
-from tests.service.conftest import create_model, events_json
+from tests.service.conftest import create_model, events_json, stored_arrays
 from tests.service.test_hostile import put_snapshot, read_snapshot, write_snapshot
 
 N_FEATURES = 4
@@ -29,7 +29,7 @@ def stream(n, seed=0):
 
 
 def calibration_arrays(client, model_id="m"):
-    arrays = client.app.state.store.load(model_id).arrays
+    arrays = stored_arrays(client, model_id)
     return {
         name[len(CALIBRATION_PREFIX) :]: value
         for name, value in arrays.items()

@@ -10,7 +10,7 @@ from core.learners import make_learner
 from core.regret import RegretWindow, learner_inputs
 from service.engine import REGRET_C, REGRET_PREFIX, REGRET_TOL
 from service.schemas import ModelCreate
-from tests.service.conftest import create_model, events_json, make_stream
+from tests.service.conftest import create_model, events_json, make_stream, stored_arrays
 
 KEYS = {
     "regret",
@@ -26,7 +26,7 @@ KEYS = {
 
 
 def _regret_arrays(client, model="m"):
-    arrays = client.app.state.store.load(model).arrays
+    arrays = stored_arrays(client, model)
     return {name: value for name, value in arrays.items() if name.startswith(REGRET_PREFIX)}
 
 

@@ -20,38 +20,11 @@ import time
 import orjson
 from fastapi.testclient import TestClient
 
+from loadtest.breakdown import asgi_call
 from service.app import create_app
 from service.settings import Settings
 
 ROUTES = ("healthz", "score", "events", "labels")
-
-
-async def _call(app, method: str, path: str, body: bytes) -> int:
-    headers = [(b"host", b"127.0.0.1:8000")]
-    if body:
-        headers += [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    scope = {
-        "type": "http", "method": method, "path": path, "raw_path": path.encode(),
-        "query_string": b"", "http_version": "1.1", "scheme": "http", "root_path": "",
-        "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 1), "headers": headers,
-    }  # fmt: skip
-    status = 0
-    delivered = False
-
-    async def receive():
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return {"type": "http.disconnect"}
-
-    async def send(message):
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-
-    await app(scope, receive, send)
-    return status
 
 
 def main() -> None:
@@ -75,15 +48,15 @@ def main() -> None:
         for _ in range(n):
             serial += 1
             if route == "healthz":
-                status = await _call(app, "GET", "/healthz", b"")
+                status = await asgi_call(app, "GET", "/healthz", b"")
             elif route == "labels":  # a label for an id never scored: answered "unknown"
                 body = orjson.dumps([{"id": f"l{serial}", "y": 1}])
-                status = await _call(app, "POST", "/v1/models/m/labels", body)
+                status = await asgi_call(app, "POST", "/v1/models/m/labels", body)
             else:
                 label = {"y": 1 if serial % 7 == 0 else -1} if route == "events" else {}
                 event = {"id": f"e{serial}", "x": x, **label}
                 body = orjson.dumps({"events": [event]})
-                status = await _call(app, "POST", f"/v1/models/m/{route}", body)
+                status = await asgi_call(app, "POST", f"/v1/models/m/{route}", body)
             assert status == 200, status
         return (time.process_time() - started) / n * 1e3
 

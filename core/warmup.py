@@ -160,11 +160,16 @@ def _without_fits(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``candidates`` with the boosted one's first fit past the warm-up's events: the fits
     (scikit-learn's import) belong to the tree group, the kernels are the same."""
     return [
-        {**spec, "params": {**spec["params"], "first_fit": 8000}}
+        {**spec, "params": {**spec["params"], "first_fit": _buffer_size(spec)}}
         if spec["learner"] == BoostedEmbedded.name
         else spec
         for spec in candidates
     ]
+
+
+def _buffer_size(spec: dict[str, Any]) -> int:
+    """A boosted candidate's buffer size: its first fit's largest count."""
+    return int(spec["params"].get("buffer_size", BoostedEmbedded().buffer_size))
 
 
 def _compile_metrics(X: np.ndarray, sparse: CSRMatrix, y: np.ndarray) -> None:

@@ -112,7 +112,8 @@ def test_an_empty_default_model_stores_a_fraction_of_its_buffers(store_kind, cli
     response = client.post("/v1/models", json={"id": "m", "n_features": 10})
     assert response.status_code == 201, response.text
     live = sum(a.nbytes for a in client.app.state.engine.repository.read("m").arrays().values())
-    assert live > 16 * EMPTY_MODEL_STORED_BYTES  # the learners' buffers, at full capacity
+    # the learners' buffers grow as they fill (an empty model no longer holds ~1.3 MB)
+    assert live < 4 * EMPTY_MODEL_STORED_BYTES
     assert _stored_state_bytes(client, store_kind, "m") < EMPTY_MODEL_STORED_BYTES
     X, y = make_stream(30, n_features=10)
     response = client.post("/v1/models/m/events", json=events_json(X, y))

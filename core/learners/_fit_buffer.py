@@ -21,7 +21,8 @@ from core.errors import InvalidState
 from core.learners._growing import grow
 from core.learners._state import RNG_STATE, Count, Finite, OneOf, StateInvariant
 
-__all__ = ["BUFFER_ARRAYS", "buffer_invariants", "buffer_state", "check_buffer", "remember"]
+__all__ = ["BUFFER_ARRAYS", "buffer_invariants", "buffer_state", "buffered", "check_buffer",
+           "oldest_first", "remember"]  # fmt: skip
 
 #: the arrays that grow as the buffer fills (core.learners._growing), rows first
 BUFFER_ARRAYS = ("buffer_X", "buffer_y", "buffer_w")
@@ -81,6 +82,22 @@ def check_buffer(state: dict[str, np.ndarray], capacity: int) -> None:
             "weighs the inverse of its sampling rate)",
             field="buffer_w",
         )
+
+
+def oldest_first(own: dict[str, np.ndarray], capacity: int) -> np.ndarray:
+    """The buffer's slots, oldest event first."""
+    fill, start = int(own["buffer_fill"][0]), int(own["buffer_next"][0])
+    if fill < capacity:
+        return np.arange(fill)
+    return np.roll(np.arange(capacity), -start)
+
+
+def buffered(
+    own: dict[str, np.ndarray], capacity: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The buffer's rows, labels and weights, oldest first (copies)."""
+    order = oldest_first(own, capacity)
+    return own["buffer_X"][order], own["buffer_y"][order], own["buffer_w"][order]
 
 
 def remember(

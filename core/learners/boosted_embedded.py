@@ -33,7 +33,9 @@ from core.learners._fit_buffer import (
     BUFFER_ARRAYS,
     buffer_invariants,
     buffer_state,
+    buffered,
     check_buffer,
+    oldest_first,
     remember,
 )
 from core.learners._inner import INNER_PREFIX, WrapsInner
@@ -258,20 +260,6 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
                               int(self._own_state["ens_trees"][0]), features.shape[1])  # fmt: skip
 
     # ------------------------------------------------------------------ the buffer
-    def _order(self) -> np.ndarray:
-        """The buffer's slots, oldest event first."""
-        own = self._own_state
-        fill, start = int(own["buffer_fill"][0]), int(own["buffer_next"][0])
-        if fill < self.buffer_size:
-            return np.arange(fill)
-        return np.roll(np.arange(self.buffer_size), -start)
-
-    def _buffered(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The buffer's rows, labels and weights, oldest first (copies)."""
-        order = self._order()
-        own = self._own_state
-        return own["buffer_X"][order], own["buffer_y"][order], own["buffer_w"][order]
-
     def _remember(self, X, y) -> None:
         own = self._own_state
         remember(own, X, y, self.buffer_size, float(self.negatives_per_positive))
@@ -292,8 +280,8 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
             counted = fill + steps >= self.first_fit
         if not counted[-1]:  # most calls: the count is not reached, the labels need no look
             return counted
-        buffered = own["buffer_y"][self._order()]
-        labels = np.concatenate((buffered, np.asarray(upcoming, dtype=np.int64)))
+        held = own["buffer_y"][oldest_first(own, self.buffer_size)]
+        labels = np.concatenate((held, np.asarray(upcoming, dtype=np.int64)))
         # each class's count in the buffer after k more events: the last buffer_size labels
         ends = fill + steps
         starts = np.maximum(ends - self.buffer_size, 0)
@@ -331,7 +319,7 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         """A fit of the buffer as it is now (copies: learning may go on while it runs); while
         a fit is pending, the buffer as of the event it fell due at."""
         self._check_initialized()
-        X, y, weights = self._buffered()
+        X, y, weights = buffered(self._own_state, self.buffer_size)
         own = self._own_state
         return FitJob(X, y, self._ensemble_params(), int(own["generation"][0]),
                       int(own["fits"][0]), int(own["events"][0]), weights)  # fmt: skip
@@ -408,7 +396,7 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
             self._remember(own["pending_X"][:held].copy(), own["pending_y"][:held].copy())
             own["pending"][0], own["pending_fill"][0] = 0, 0
             self._drop_handle()
-        labels = own["buffer_y"][self._order()]
+        labels = own["buffer_y"][oldest_first(own, self.buffer_size)]
         if min(int((labels > 0).sum()), int((labels <= 0).sum())) < 2:
             return False
         own["pending"][0] = 1

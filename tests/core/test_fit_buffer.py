@@ -13,6 +13,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from core.boosted_trees import EnsembleParams, fit_ensemble, weighted_bins
 from core.errors import InvalidState
 from core.learners import learner_class, make_learner
+from core.learners._fit_buffer import buffered as buffer_contents
 from core.learners.boosted_embedded import BoostedEmbedded
 from core.validation import as_features
 from tests.core.naive.boosted_embedding import margin_row
@@ -31,7 +32,7 @@ def rare_stream(n, rate=0.03, seed=0, d=4):
 
 
 def buffered(model):
-    return model._buffered()
+    return buffer_contents(model._own_state, model.buffer_size)
 
 
 @pytest.mark.parametrize("batch", [1, 37, 5000])

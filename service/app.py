@@ -1,8 +1,5 @@
-"""The FastAPI application: ``create_app()`` (uvicorn: ``service.app:create_app --factory``).
-
-Clients (the store) are created in the lifespan, not at import.  The app is a
-:class:`service.fastlane.ServiceApp`: one ASGI layer per request, and the one place where
-errors become ``application/problem+json`` responses.
+"""The FastAPI application: ``create_app()`` (uvicorn: ``service.app:create_app --factory``);
+clients (the store) are created in the lifespan, not at import.
 """
 
 from __future__ import annotations
@@ -40,6 +37,13 @@ from service.telemetry import Telemetry
 from service.telemetry_logs import configure_logging
 
 logger = logging.getLogger("aucstream")
+
+#: the settings the engine takes, as keywords of the same names
+ENGINE_SETTINGS = {
+    "event_id_ttl_seconds", "label_ttl_seconds", "max_cached_models", "max_write_retries",
+    "max_models", "max_model_bytes", "max_pending_records", "max_remembered_ids",
+    "checkpoint_events", "checkpoint_seconds",
+}  # fmt: skip
 
 
 def make_store(settings: Settings) -> Store:
@@ -87,19 +91,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.store = store or make_store(settings)
-        app.state.engine = Engine(
-            app.state.store,
-            event_id_ttl_seconds=settings.event_id_ttl_seconds,
-            label_ttl_seconds=settings.label_ttl_seconds,
-            max_cached_models=settings.max_cached_models,
-            max_write_retries=settings.max_write_retries,
-            max_models=settings.max_models,
-            max_model_bytes=settings.max_model_bytes,
-            max_pending_records=settings.max_pending_records,
-            max_remembered_ids=settings.max_remembered_ids,
-            checkpoint_events=settings.checkpoint_events,
-            checkpoint_seconds=settings.checkpoint_seconds,
-        )
+        app.state.engine = Engine(app.state.store, **settings.model_dump(include=ENGINE_SETTINGS))
         # Prometheus labels only for models this process holds, dropped when one is deleted
         # or evicted from the cache
         repository = app.state.engine.repository

@@ -52,9 +52,8 @@ async def read_body(
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit} bytes")
-    # ``receive`` itself rather than ``Request.stream()``: an async generator costs ~1-2 us
-    # per request (the event loop's hooks keep every one in a WeakSet), half of parsing a
-    # one-event body; the messages are read as ``stream()`` reads them
+    # ``receive`` itself rather than ``Request.stream()``: an async generator costs as much as
+    # parsing a one-event body (the event loop's hooks keep every one in a WeakSet)
     receive = request.receive
     chunks = []
     size = 0
@@ -112,16 +111,9 @@ async def read_batch(
     labelled: bool,
     zero_based: bool = False,
 ) -> tuple[Batch, bool]:
-    """Parse the body into a validated batch; NDJSON is decoded line by line as it streams.
-
-    Returns the batch and whether the body was large: then it was parsed in the thread pool
-    (a 9 MB body of hashed JSON costs seconds to parse: on the event loop it would hold every
-    other request, ``/healthz`` included, that long), and the caller learns or scores it there
-    too.  Smaller bodies are parsed inline, as a thread hop costs more than it saves there
-    (for a 1,000-event dense JSON body, about a third of the request's CPU): the rule is
-    :mod:`service.offload`'s, and a batch of more events than it allows inline is learned or
-    scored in the thread pool too, however it was parsed.
-    """
+    """Parse the body into a validated batch (NDJSON line by line as it streams), and say
+    whether the work is large by :mod:`service.offload`'s rule: then the body was parsed in the
+    thread pool, and the caller learns or scores the batch there too."""
     content_type = request.headers.get("content-type")
     kind = media_type(content_type)
     limit = inline_limit(settings, kind, spec)

@@ -1,28 +1,9 @@
-"""Request bodies that never finish: a read deadline (408) and clients that leave mid-body (499).
+"""Request bodies that never finish: a read deadline (408) and clients that leave mid-body (499)
+(docs/architecture.md, "Bounds": uvicorn has no timeout on reading a body).
 
-uvicorn has no timeout on reading a request body: a client that sends half a body and stalls,
-or drips a byte a second, would hold the request (and the memory it read) for ever.  And a
-client that disconnects mid-body made Starlette raise ``ClientDisconnect`` in the route, which
-uvicorn logged with a traceback and the request metrics counted as a 500.
-
-:class:`BodyDeadlines` wraps ``receive`` while a request body is being read (the app's one
-ASGI layer, :class:`service.fastlane.ServiceApp`, asks it for each request with a body):
-
-- the whole body must arrive within ``timeout_seconds`` of the app's first read of it; past
-  that, the read raises :class:`RequestTimeout` (408 problem+json, ``Connection: close``: the
-  rest of the body is never read);
-- a disconnect before the end of the body is logged as one line and the read raises
-  :class:`ClientClosedRequest`: status 499 (nginx's "client closed request") in the request
-  metrics; the answer goes to no one (uvicorn discards sends to a closed connection).
-
-Both are ``ServiceError`` (rendered by the app's handler, like every problem) *and* Starlette
+Both errors are ``ServiceError`` (rendered like every problem) *and* Starlette
 ``HTTPException``, because FastAPI turns any other exception raised while it reads a declared
-body into a 400.  Requests without a body (no ``Content-Length`` > 0, no ``Transfer-Encoding``)
-pass through untouched.  With one, the cost is a wrapper per ``receive`` and the request's
-entry in a set a watchdog task scans (~4 us in all, measured in-process on a one-event
-``/score``; an ``asyncio.timeout`` around each read cost ~20 us).  After the body is
-complete, ``receive`` is passed through with no deadline (a streaming response waits on it for
-the disconnect).
+body into a 400.  Only requests with a body are guarded, until the body is complete.
 """
 
 from __future__ import annotations
@@ -60,14 +41,10 @@ class ClientClosedRequest(  # type: ignore[misc]
 
 
 class BodyDeadlines:
-    """The deadlines of the request bodies being read, for :class:`service.fastlane.ServiceApp`.
-
-    Deadlines are kept by one watchdog task per event loop, which wakes every
-    ``min(1 s, timeout / 4)`` while bodies are being read (and stops after a minute without
-    any): a 408 comes between ``timeout`` and ``timeout`` + that period after the first read.
-    A timer per request (``loop.call_at``, then cancelled) cost ~5 us of the ~9 us the guard
-    added to a one-event ``/score``; this costs ~1 us.
-    """
+    """The deadlines of the request bodies being read, for :class:`service.fastlane.ServiceApp`:
+    one watchdog task per event loop wakes every ``min(1 s, timeout / 4)`` while bodies are
+    being read (a timer per request cost several times more: loadtest/README.md), so a 408
+    comes between ``timeout`` and ``timeout`` + that period after the first read."""
 
     def __init__(self, timeout_seconds: float) -> None:
         self.timeout_seconds = timeout_seconds

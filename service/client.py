@@ -22,10 +22,11 @@ applied, so resend it with the same event ids (learning is idempotent by id).
 from __future__ import annotations
 
 import asyncio
+import functools
 import urllib.parse
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 import orjson
@@ -35,6 +36,8 @@ from websockets.exceptions import ConnectionClosed
 from service.stream.protocol import encode_binary, encode_binary_rows
 
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class StreamError(Exception):
@@ -358,6 +361,18 @@ def _checked(totals: Totals, raise_errors: bool) -> Totals:
     return totals
 
 
+def _blocking(
+    method: Callable[Concatenate[AsyncStreamClient, P], Awaitable[R]],
+) -> Callable[Concatenate[StreamClient, P], R]:
+    """``method`` of :class:`AsyncStreamClient`, run to completion on the client's loop."""
+
+    @functools.wraps(method)
+    def run(self: StreamClient, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._runner.run(method(self._client, *args, **kwargs))  # type: ignore[arg-type]
+
+    return run
+
+
 class StreamClient:
     """:class:`AsyncStreamClient`'s methods, blocking (on a private event loop; inside a
     running event loop use the async client)."""
@@ -382,28 +397,13 @@ class StreamClient:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def learn(self, X: Any, y: Any, ids: Any = None, *, scores: bool = False) -> dict:
-        return self._runner.run(self._client.learn(X, y, ids, scores=scores))
-
-    def score(self, X: Any, ids: Any = None, *, keep: bool = True) -> np.ndarray:
-        return self._runner.run(self._client.score(X, ids, keep=keep))
-
-    def score_probabilities(
-        self, X: Any, ids: Any = None, *, keep: bool = True
-    ) -> tuple[np.ndarray, np.ndarray]:
-        return self._runner.run(self._client.score_probabilities(X, ids, keep=keep))
-
-    def label(self, ids: Any, y: Any) -> list[tuple[str, str]]:
-        return self._runner.run(self._client.label(ids, y))
-
-    def learn_batches(self, batches: Iterable[tuple], *, raise_errors: bool = True) -> Totals:
-        return self._runner.run(self._client.learn_batches(batches, raise_errors=raise_errors))
-
-    def learn_events(self, X: Any, y: Any, ids: Any = None, *, raise_errors: bool = True) -> Totals:
-        return self._runner.run(self._client.learn_events(X, y, ids, raise_errors=raise_errors))
-
-    def score_events(self, X: Any, ids: Any = None, *, keep: bool = True) -> np.ndarray:
-        return self._runner.run(self._client.score_events(X, ids, keep=keep))
+    learn = _blocking(AsyncStreamClient.learn)
+    score = _blocking(AsyncStreamClient.score)
+    score_probabilities = _blocking(AsyncStreamClient.score_probabilities)
+    label = _blocking(AsyncStreamClient.label)
+    learn_batches = _blocking(AsyncStreamClient.learn_batches)
+    learn_events = _blocking(AsyncStreamClient.learn_events)
+    score_events = _blocking(AsyncStreamClient.score_events)
 
 
 __all__ = ["AsyncStreamClient", "StreamClient", "StreamClosed", "StreamError", "Totals"]

@@ -1,29 +1,13 @@
-"""Requests applied as a group: what a client error is, and the one split-and-retry rule.
+"""Requests applied as a group: what a client error is (:func:`refused_alone`), and the one
+split-and-retry rule (:func:`each_alone`) of the three paths that apply several requests as one
+call -- the coalescer, the stream and the queue worker (docs/architecture.md, "The coalescer and
+group commit").
 
-Three paths apply several requests as one call and must answer each request as if it had
-been applied alone: the coalescer (:mod:`service.engine.coalesce`: concurrent requests to
-one model), the stream (:mod:`service.stream.session`: a run of messages of one connection)
-and the queue worker (:mod:`service.queue.apply`: a run of stream entries).  They share:
-
-* **One classification** (:func:`refused_alone`).  A *client error* is a refusal of the
-  request's own content, made before anything was written: a 4xx
-  :class:`~service.errors.ServiceError` other than 404 (a bad event, a layout the model no
-  longer has) or a ``ValueError`` (``core``'s checks, a corrupt queue entry).  A group refused
-  with one may be redone request by request, so that only the request at fault fails.
-  Anything else -- the model gone (404), the store unavailable, a lost lease, a bug -- is the
-  group's: it may have been written, and it would be every request's answer anyway.
-* **One split-and-retry rule** (:func:`each_alone`).  The group is applied whole; refused
-  with a client error, each request alone, in order; a server error stops there and is the
-  answer of every request not yet applied (none is re-applied, and the queue keeps its
-  order).  The stream hands the messages of a refused run back to the coalescer as requests
-  of their own, so they are split by the coalescer's call of this rule.
-
-Two merge mechanisms form the groups, because their callers wait in two ways: the
-coalescer's drain task groups requests awaiting futures on the app's event loop, and
-:class:`ThreadCombiner` groups callers already on threads (queue mode's appends, made in the
-thread pool so that a Redis round trip never stalls the loop), where a caller blocks on an
-event and the first one in applies the group.  Moving those appends onto the loop would add a
-hop back to a thread for every append; both hand the group to the same rule here.
+Two merge mechanisms form the groups, because their callers wait in two ways: the coalescer's
+drain task groups requests awaiting futures on the app's event loop, and :class:`ThreadCombiner`
+groups callers already on threads (queue mode's appends, in the thread pool so that a Redis
+round trip never stalls the loop), which block on an event; moving those onto the loop would
+add a hop back to a thread for every append.  Both hand the group to the same rule.
 """
 
 from __future__ import annotations

@@ -1,30 +1,8 @@
-"""Which ``Host`` a request may name: the defence against DNS rebinding.
-
-A page of ``http://evil.example:8000`` whose name the attacker then resolves to ``127.0.0.1``
-(or to any address the victim's browser reaches) is, for the browser, still the page's own
-origin: it may send any request to the server and read every answer, and its WebSocket
-handshake carries ``Origin: http://evil.example:8000`` with ``Host: evil.example:8000``, which
-match.  What gives it away is the name: the request's ``Host`` is the attacker's name, never one
-this server answers to.  So every HTTP request and WebSocket handshake must name one of
-
-* ``localhost`` (the loopback addresses are IP literals, below);
-* an IP address (``127.0.0.1``, ``[::1]``, ``10.0.0.5``): a name can be rebound, an address
-  cannot, and a browser sends an address as ``Host`` only to that very address.  This is why a
-  server bound to ``0.0.0.0`` answers requests made to any of its addresses, and one behind a
-  port mapping (a container reached through the host's address) the address the client used;
-* the address the connection was accepted on, as the ASGI server reports it (``scope["server"]``:
-  an address under uvicorn; the base URL's host for in-process clients such as Starlette's
-  ``TestClient``);
-* one of ``AUCSTREAM_ALLOWED_HOSTS``: exact names, ``*.example.com`` for the names under
-  ``example.com``, ``*`` for any (no check).  ``aucstream serve --host NAME`` adds ``NAME``.
-
-The port is not compared: a rebinding page has the server's port already.  A request without
-``Host`` passes (browsers always send one, and HTTP/1.0 clients may not).
-
-Anything else is a 400 problem+json (``host-not-allowed``) before any route runs, or, for a
-WebSocket handshake, a close with 1008 (policy violation) naming the host.  The check is one
-scan of the headers for ``Host`` and a set lookup of its raw value: the values accepted once
-are remembered (a bounded set).
+"""Which ``Host`` a request may name: the defence against DNS rebinding (docs/architecture.md,
+"Host names and request heads").  A request must name ``localhost``, an IP address, the address
+its connection was accepted on, or one of ``AUCSTREAM_ALLOWED_HOSTS``; anything else is a 400
+``host-not-allowed`` (a WebSocket handshake: a 1008 close).  Accepted raw values are remembered,
+so the usual request costs one scan of its headers and a set lookup.
 """
 
 from __future__ import annotations

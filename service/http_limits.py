@@ -1,19 +1,8 @@
-"""uvicorn's HTTP protocol with a bound on a request's head: 431 past ``MAX_HEAD_BYTES``.
-
-uvicorn's httptools protocol has no limit on the request line and headers: httptools keeps
-appending to a header until its end arrives, so one 100 MB header held the worker for 50 s and
-120 MB of memory, and a 16 MB one was answered.  (uvicorn's ``h11_max_incomplete_event_size``
-bounds the h11 protocol only, which answers an oversized head with a plain 400.)
-
-:class:`HeadLimitedProtocol` counts the bytes received while a request's head is incomplete,
-and measures a head once its headers are parsed; past the bound it answers 431
-(problem+json) and closes the connection, without running the request: what is held is the
-bound plus one read of the socket.  ``aucstream serve`` runs uvicorn with it
-(``http=HeadLimitedProtocol``).  Heads within the bound cost one comparison (a head is
-measured only when the reads that carried it could hold more than the bound).
-
-A head that starts in a read which also ended the previous request (pipelining) is not cut
-off while incomplete until a later read, so it may grow by one read more before its 431.
+"""uvicorn's httptools protocol with a bound on a request's head: 431 past ``MAX_HEAD_BYTES``
+(docs/architecture.md, "Host names and request heads": httptools bounds neither the request line
+nor the headers).  ``aucstream serve`` runs uvicorn with ``http=HeadLimitedProtocol``.  A head
+that starts in a read which also ended the previous request (pipelining) may grow by one read
+more before its 431.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""The numba kernels of a service process: the warm-up that compiles (empty cache: minutes) or
-loads (warm cache: seconds) them, group by group, the default path first
-(:mod:`core.warmup`), and the refusal of the requests whose kernels are not ready yet.
-
-The service is ready once :data:`core.warmup.READY_GROUPS` have run; the other groups follow
-in the background.  A model whose learner's group has not run yet answers a 503
-``warming-up`` problem naming the group, with ``Retry-After``, and its group is compiled next
-(:meth:`core.warmup.KernelReadiness.missing`): its kernels are never compiled inside a
-request, which for a small body runs on the event loop and would hold every other request.
-
-The worker processes of one server (``aucstream serve --workers N``) share numba's cache on
-disk; a group not yet run into that cache runs under a file lock (:func:`group_lock`), so that
-one process compiles it while the others wait and then load it from the cache instead of
-compiling it N times over; a group already there is loaded by every process at once.
+"""The numba kernels of a service process (docs/operations.md, "Compiling the kernels"): the
+warm-up that compiles or loads them group by group, the default path first (:mod:`core.warmup`),
+and the 503 ``warming-up`` of the requests whose kernels are not ready yet -- a kernel is never
+compiled inside a request, which may run on the event loop and would hold every other request.
+The workers of one server share numba's cache; :func:`group_lock` has one of them compile a group.
 """
 
 from __future__ import annotations
@@ -66,12 +57,10 @@ def cache_stamp() -> str:
 
 @contextlib.contextmanager
 def group_lock(group: str) -> Iterator[None]:
-    """Around the run of ``group``: a file per group and numba cache (in the system's
-    temporary directory, since the cache may be read-only) that holds :func:`cache_stamp`
-    once the group has run into this cache.  Until then the group runs under a lock on that
-    file, so that of the processes sharing a cache one compiles it while the others wait and
-    then load it; after, every process loads it at once, unlocked.  Without a usable file the
-    group runs unlocked."""
+    """Around the run of ``group``: unlocked once the group has run into this cache (a file
+    per group and cache, in the temporary directory as the cache may be read-only, holds
+    :func:`cache_stamp` then); until then under a lock on that file, so that one of the
+    processes sharing the cache compiles it while the others wait, then load it."""
     digest = hashlib.sha256(cache_location().encode()).hexdigest()[:16]
     path = os.path.join(tempfile.gettempdir(), f"aucstream-kernels-{digest}-{group}.lock")
     try:
@@ -105,11 +94,9 @@ def _yield_the_processor() -> None:
 
 
 def _freeze_long_lived_objects() -> None:
-    """What exists now (modules, the compiled kernels and numba's and LLVM's objects behind
-    them: millions of objects) lives as long as the process.  Moved out of the collector's
-    generations, it is no longer walked by every full collection: requests that allocate many
-    objects (a large JSON body or stream frame) trigger those, and each walk holds the GIL, and
-    so every other request and connection, for up to a second."""
+    """Move what exists now (modules, the kernels and numba's and LLVM's millions of objects
+    behind them, all as old as the process) out of the collector's generations: a full
+    collection, which large requests trigger, then no longer walks them holding the GIL."""
     gc.freeze()
 
 

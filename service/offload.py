@@ -1,20 +1,9 @@
-"""Where work runs: on the event loop, or in the thread pool.  The rule, stated once here and
-applied by every path that takes events (REST bodies, stream frames, the stream's batches, and
-the engine calls they make):
-
-* **Bytes, before parsing.**  A body or stream frame larger than its inline limit
-  (:func:`large_body`: ``AUCSTREAM_OFFLOAD_BODY_BYTES`` times what parsing its media type costs
-  per byte) is parsed in the thread pool, and the batch it carries is learned or scored there.
-* **Events, after parsing.**  A batch of more than :data:`INLINE_EVENTS` events
-  (:func:`large_batch`) is learned or scored in the thread pool; on the stream, where each
-  message counts :data:`MESSAGE_EVENTS` events more, its messages are validated and their
-  replies written there too.
-
-Smaller work runs inline: a thread-pool hop costs more CPU and latency than it saves there
-(loadtest/README.md), and the work is CPU-bound either way, so a thread would add latency
-without adding parallelism.  Work in the thread pool is a plain function call: every engine
-call is still made, and awaited, on the app's event loop (the per-model coalescers belong to
-it, :mod:`service.engine.coalesce`), which hands the call itself to a thread.
+"""Where work runs: on the event loop, or in the thread pool -- the one statement of the rule
+(docs/architecture.md, "The event loop"), applied by every path that takes events.  Bodies and
+frames are judged by bytes before parsing (:func:`large_body`), batches by events after
+(:func:`large_batch`); smaller work runs inline, where a thread hop costs more than it saves.
+Every engine call is still made, and awaited, on the app's event loop, which hands the call
+itself to a thread (:func:`run_engine`).
 """
 
 from __future__ import annotations

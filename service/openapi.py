@@ -1,17 +1,9 @@
-"""The OpenAPI document: what FastAPI generates, completed where it cannot know.
-
-- The ``/events`` and ``/score`` bodies (parsed by hand in :mod:`service.ingest`) are
-  declared here for each content type, with examples: :func:`events_body`.
-- ``/labels`` and ``PUT /snapshot`` bodies, also parsed by hand: :data:`LABELS_BODY`,
-  :data:`SNAPSHOT_BODY`.
-- Every error is ``application/problem+json`` with the ``Problem`` schema: routes list the
-  statuses they can answer with :func:`problems`; :func:`complete` adds those every ``/v1``
-  route can answer (401 / 403 with API keys, 404 for a model path, 503) and replaces FastAPI's
-  ``HTTPValidationError`` (the app's 422 is a problem too).
-- ``params`` of ``POST /v1/models`` per learner: one ``ModelCreate`` variant per learner name,
-  its ``params`` schema generated from the learner's declared constraints
-  (``core.learners._params.parameters_schema``), never copied by hand.
-- ``securitySchemes`` for the API keys (``service.auth.require_api_key``).
+"""The OpenAPI document: what FastAPI generates, completed where it cannot know -- the bodies
+parsed by hand (:func:`events_body` for ``/events`` and ``/score`` in each content type,
+:data:`LABELS_BODY`, :func:`snapshot_body`), every error as an ``application/problem+json``
+``Problem`` (:func:`problems`, and :func:`complete` for the statuses every ``/v1`` route can
+answer), ``POST /v1/models`` as one variant per learner with its ``params`` schema generated from
+the learner's declared constraints, and the API keys' ``securitySchemes``.
 """
 
 from __future__ import annotations
@@ -149,19 +141,11 @@ def _items(item: str, *, labelled: bool) -> dict[str, Any]:
     return {**items, **_ONE_CONVENTION} if labelled else items
 
 
-def _batch(event: str) -> dict[str, Any]:
-    items = _items(event, labelled=event == "Event")
-    return {
-        "anyOf": [
-            {
-                "type": "object",
-                "properties": {"events": items},
-                "required": ["events"],
-                "additionalProperties": False,
-            },
-            items,
-        ]
-    }
+def _batch(key: str, item: str) -> dict[str, Any]:
+    """``{key: [item, ...]}`` or the bare list."""
+    items = _items(item, labelled=item != "ScoreEvent")
+    wrapped = {"type": "object", "properties": {key: items}, "required": [key]}
+    return {"anyOf": [{**wrapped, "additionalProperties": False}, items]}
 
 
 #: a LIBSVM body, as ``service.ingest.libsvm`` reads it: lines ``<label> <index>:<value> ...
@@ -197,19 +181,18 @@ def events_body(*, labelled: bool) -> dict[str, Any]:
     label, comment = ("1 ", "") if labelled else ("", " (a label, if any, is not used)")
     first, second = ("tx-1", "tx-2") if labelled else ("tx-3", "tx-4")  # /labels: tx-3, tx-4
     labels = ({"y": 1}, {"y": 0}) if labelled else ({}, {})
+    events = [
+        {"id": first, "x": [0.5, 120.0, 1.0], **labels[0]},
+        {"id": second, "x": [0.1, 15.5, 0.0], **labels[1]},
+    ]
     return {
         "requestBody": {
             "required": True,
             "description": "the events, in order; the whole batch is validated first",
             "content": {
                 "application/json": {
-                    "schema": _batch(event),
-                    "example": {
-                        "events": [
-                            {"id": first, "x": [0.5, 120.0, 1.0], **labels[0]},
-                            {"id": second, "x": [0.1, 15.5, 0.0], **labels[1]},
-                        ]
-                    },
+                    "schema": _batch("events", event),
+                    "example": {"events": events},
                 },
                 "application/x-ndjson": {
                     "schema": {
@@ -217,13 +200,7 @@ def events_body(*, labelled: bool) -> dict[str, Any]:
                         "description": "one event object per line (this schema is of the "
                         "lines' objects, in order)",
                     },
-                    "example": "".join(
-                        json.dumps({"id": i, "x": x, **y}) + "\n"
-                        for i, x, y in (
-                            (first, [0.5, 120.0, 1.0], labels[0]),
-                            (second, [0.1, 15.5, 0.0], labels[1]),
-                        )
-                    ),
+                    "example": "".join(json.dumps(line) + "\n" for line in events),
                 },
                 "text/x-libsvm": {
                     "schema": {
@@ -249,17 +226,7 @@ LABELS_BODY = {
         "description": "delayed labels of events scored with an id",
         "content": {
             "application/json": {
-                "schema": {
-                    "anyOf": [
-                        {
-                            "type": "object",
-                            "properties": {"labels": _items("LabelItem", labelled=True)},
-                            "required": ["labels"],
-                            "additionalProperties": False,
-                        },
-                        _items("LabelItem", labelled=True),
-                    ]
-                },
+                "schema": _batch("labels", "LabelItem"),
                 "example": {"labels": [{"id": "tx-3", "y": 1}, {"id": "tx-4", "y": 0}]},
             }
         },

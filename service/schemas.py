@@ -29,30 +29,19 @@ FeatureModeName = Literal["dense", "sparse", "hashed"]
 ScalingName = Literal["auto", "none", "unit_norm", "standard", "scale"]
 MissingValuesName = Literal["refuse", "zero", "mean"]
 
-#: [CHOICE] Models created over HTTP scale by default: fraud teams post raw features (amounts
-#: in the thousands next to 0/1 flags), and every learner here takes gradient steps whose size
-#: assumes features of unit scale.  ``auto`` resolves at creation to ``standard`` (running
-#: mean/variance) for dense models and to ``scale`` (running variance, keeps sparsity) for
-#: sparse and hashed ones; pass ``"none"`` for features that are already scaled.
+#: [CHOICE] Models created over HTTP scale by default (docs/api.md, "Decisions"): ``auto``
+#: resolves at creation to ``standard`` for dense models and ``scale`` for sparse and hashed ones.
 DEFAULT_SCALING: ScalingName = "auto"
 
 #: [CHOICE] Users do not tune: a model created over HTTP without a learner runs ``auto``
-#: (``core/learners/auto.py``), candidates learning side by side, the one with the best recent
-#: prequential pAUC over the model's range served.  It costs its candidates' learning work
-#: (about 1/3 of a single ``spam`` model's events/s with the default two); name a learner to
-#: get exactly that one.
+#: (candidates side by side, the best recent prequential pAUC served), at its candidates' cost;
+#: name a learner to get exactly that one.
 DEFAULT_LEARNER = "auto"
 
 
-#: [CHOICE] Regret tracking (``core.regret.RegretWindow``) keeps the window's features densified,
-#: so it is on by default only where that is cheap: ``REGRET_WINDOW_DEFAULT`` events for models
-#: with at most ``REGRET_DEFAULT_MAX_FEATURES`` features (any feature mode; sparse and hashed rows
-#: are densified), off (0) above.  Explicitly, any ``regret_window`` up to ``REGRET_WINDOW_MAX``
-#: with ``regret_window * n_features <= REGRET_MAX_CELLS`` (2 MB of features); a hashed model with
-#: 2**20 columns cannot have one.  The caps bound the cost of a report, ``O(rounds * window *
-#: (n_features + 1))`` for the penalties plus one ``svm_pauc`` solve on the window (seconds at
-#: the worst cap: docs/algorithms/regret.md); the engine also throttles re-solving
-#: (``Engine.regret_throttle``), so a solve takes at most ~1/10 of a core per model.
+#: [CHOICE] The regret window keeps its events' features densified, so it is on by default only
+#: where that is cheap (docs/api.md, "Decisions"); the caps bound a report's cost, ``O(rounds *
+#: window * (n_features + 1))`` plus one ``svm_pauc`` solve (docs/algorithms/regret.md).
 REGRET_WINDOW_DEFAULT = 1_000
 REGRET_DEFAULT_MAX_FEATURES = 250
 REGRET_WINDOW_MAX = 5_000

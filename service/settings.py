@@ -1,15 +1,7 @@
-"""Service settings: one pydantic-settings class, environment prefix ``AUCSTREAM_``.
+"""Service settings: one pydantic-settings class, environment prefix ``AUCSTREAM_``; invalid
+values fail at start-up (``Settings()`` raises), never on the first request.
 
-Invalid values fail at start-up (``Settings()`` raises), never on the first request.
-
->>> Settings(store="memory").store
-'memory'
-
-Stores: ``sqlite`` (the default: one file in ``data_dir``, kept across restarts and shared by
-the uvicorn workers of one machine), ``redis`` (selected by ``redis_url``: shared by machines,
-needed for queue mode) and ``memory`` (one process, forgotten at exit: tests, throwaway runs).
-
->>> Settings(store=None, redis_url=None, data_dir="aucstream-data").store
+>>> Settings(store=None, redis_url=None, data_dir="aucstream-data").store  # the default store
 'sqlite'
 """
 
@@ -53,8 +45,7 @@ class Settings(BaseSettings):
     #: how long a write waits for its replicas before it is refused as unconfirmed (503)
     redis_wait_timeout_ms: int = Field(default=2_000, ge=1, le=60_000)
     #: the SQLite store's directory (created if missing; the database is
-    #: ``<data_dir>/aucstream.sqlite3``).  Relative to the working directory, like
-    #: MLflow's ``./mlruns``: the data sits where the server was started, in plain sight
+    #: ``<data_dir>/aucstream.sqlite3``), relative to the working directory (as ``./mlruns``)
     data_dir: Path = Path("aucstream-data")
     #: SQLite durability: ``full`` syncs every commit to the disk before it is acknowledged
     #: (survives a power cut); ``normal`` only at WAL checkpoints (survives ``kill -9`` of the
@@ -90,10 +81,8 @@ class Settings(BaseSettings):
     #: (a request that would keep more: 507)
     max_pending_records: int = Field(default=1_000_000, ge=1)
     #: most event ids one model remembers for idempotent ingest (and, apart, ids of labels
-    #: that expired); beyond it the oldest are forgotten before event_id_ttl_seconds, so
-    #: the window of deduplication is the TTL or the last this many ids, whichever is shorter.
-    #: ~140 bytes an id in Redis (a 36-character UUID; ~180 in the memory store): ~140 MB a
-    #: model at the bound, which a stream of up to 11 ids/s never reaches in 24 h
+    #: that expired); beyond it the oldest are forgotten before event_id_ttl_seconds
+    #: (docs/architecture.md, "Bounds": the deduplication window, the bytes an id takes)
     max_remembered_ids: int = Field(default=1_000_000, ge=1)
     #: how long an event id is remembered for idempotent ingest (seconds)
     event_id_ttl_seconds: float = Field(default=86_400.0, gt=0)
@@ -111,9 +100,7 @@ class Settings(BaseSettings):
     max_cached_models: int = Field(default=1024, ge=1)
     #: a model's state is written (checkpointed) in the background once it has taken this many
     #: events since its last checkpoint, or ``checkpoint_seconds`` after its first change not
-    #: checkpointed; between checkpoints its writes are log entries (docs/operations.md:
-    #: recovery replays at most that much of a model's log, against the background CPU of
-    #: writing its state more often)
+    #: checkpointed (docs/operations.md, "Checkpoints and recovery")
     checkpoint_events: int = Field(default=10_000, ge=1)
     checkpoint_seconds: float = Field(default=60.0, gt=0)
 
@@ -145,10 +132,8 @@ class Settings(BaseSettings):
     #: a request body must arrive within this many seconds of its first read, else 408 (a
     #: client that stalls or drips its body does not hold the request for ever)
     body_read_timeout_seconds: float = Field(default=60.0, gt=0)
-    #: bodies (and stream frames) larger than this are parsed, and their batch learned or
-    #: scored, in the thread pool instead of on the event loop (JSON / NDJSON of dense models:
-    #: 16 times this, NPZ: 64 times, compressed NPZ: always); smaller ones inline, where a
-    #: thread hop would cost more CPU than it saves (the rule: ``service.offload``)
+    #: bodies (and stream frames) larger than this (times the factor of their media type) are
+    #: parsed, and their batch learned or scored, in the thread pool (``service.offload``)
     offload_body_bytes: int = Field(default=256 * 1024, ge=0)
 
     # -- the WebSocket stream (``/v1/models/{id}/stream``, docs/stream.md)

@@ -1,18 +1,10 @@
 """Prometheus metrics of one process (``GET /metrics``), on a registry owned by the app.
 
-With several uvicorn workers (``aucstream serve --workers N``, N > 1) the metrics are
-prometheus_client's multiprocess ones: ``aucstream serve`` points ``PROMETHEUS_MULTIPROC_DIR`` at
-an emptied directory (:mod:`service.telemetry_multiprocess`) before the workers start, every
-worker writes its values there, and any worker's ``/metrics`` renders the sum over all of them
-(gauges: the most recent value; the retried-writes gauge: the sum) -- one view, whichever worker
-the scraper reaches.  Series of deleted models are left out of that view (a worker cannot delete
-another's values).  The per-model learning counters that must be exact are in the model's state
-(``GET /v1/models/{id}/metrics``).  A queue worker serves the same metric names (events learned,
-duplicates, entries, batch durations, lag) on its own port (``AUCSTREAM_WORKER_METRICS_PORT``).
-
-Series by model are bounded and the window, operating-point and lag gauges are by model:
-:mod:`service.telemetry_series`.  The request counters and latencies are updated, and the
-request log lines written, by :func:`~service.telemetry_logs.record_request`.
+With several uvicorn workers the metrics are prometheus_client's multiprocess ones
+(:mod:`service.telemetry_multiprocess`; docs/architecture.md, "Settings, CLI, observability"):
+any worker's ``/metrics`` renders the sum over all of them, without the series of deleted
+models.  Series by model are bounded (:mod:`service.telemetry_series`); the request metrics and
+log lines are :func:`~service.telemetry_logs.record_request`'s.
 """
 
 from __future__ import annotations
@@ -23,7 +15,6 @@ from collections.abc import Iterator
 from prometheus_client import (
     CollectorRegistry,
     Counter,
-    Gauge,
     Histogram,
     generate_latest,
     multiprocess,
@@ -65,68 +56,55 @@ class Telemetry(ModelSeries):
             "Drifts detected on the model's prequential pairwise loss (Page-Hinkley).",
         )
         self.scored = self._counter("aucstream_events_scored_total", "Events scored.")
-        self.stale_writes = Gauge(
+        summed = "summed over the processes"
+        self.stale_writes = self._gauge(
             "aucstream_stale_writes_retried",
-            "Writes rejected for a stale version and retried (contention), summed over the "
-            "processes.",
-            registry=self.registry,
-            multiprocess_mode="sum",
+            f"Writes rejected for a stale version and retried (contention), {summed}.",
         )
-        self.coalesced_groups = Gauge(
+        self.coalesced_groups = self._gauge(
             "aucstream_coalesced_groups",
             "Groups of concurrent requests to one model applied as one engine call and one "
-            "commit, summed over the processes (requests per group: "
-            "aucstream_coalesced_requests / aucstream_coalesced_groups).",
-            registry=self.registry,
-            multiprocess_mode="sum",
+            f"commit, {summed} (requests per group: aucstream_coalesced_requests / "
+            "aucstream_coalesced_groups).",
         )
-        self.coalesced_requests = Gauge(
+        self.coalesced_requests = self._gauge(
             "aucstream_coalesced_requests",
             "Requests (/events, /score, /labels and stream runs) applied in those groups, "
-            "summed over the processes.",
-            registry=self.registry,
-            multiprocess_mode="sum",
+            f"{summed}.",
         )
-        self.store_data_lost = Gauge(
+        # set from the store by the worker answering the scrape, just before it renders: its
+        # value is current, another worker's may predate an acknowledgement
+        self.store_data_lost = self._gauge(
             "aucstream_store_data_lost",
             "Losses of data noticed in the store and not yet acknowledged (1 for the whole "
             "store, 1 per model that went back in time); the store or model answers 503 "
             "meanwhile.",
-            registry=self.registry,
-            # set from the store by the worker answering the scrape, just before it renders:
-            # its value is current, another worker's may predate an acknowledgement
-            multiprocess_mode="mostrecent",
+            mode="mostrecent",
         )
         # boosted trees' fits (service/engine/refit.py, docs/operations.md "Background fits")
-        self.fits = Gauge(
+        self.fits = self._gauge(
             "aucstream_boosted_fits",
-            "Fits of boosted ensembles by stage, summed over the processes: submitted (handed "
-            "to the background fitter when due), fitted (by it), installed (at their install "
-            "points), in_call (computed by the learner call at the install point), waits "
-            "(install points that waited for the fitter).",
-            ["stage"],
-            registry=self.registry,
-            multiprocess_mode="sum",
+            f"Fits of boosted ensembles by stage, {summed}: submitted (handed to the background "
+            "fitter when due), fitted (by it), installed (at their install points), in_call "
+            "(computed by the learner call at the install point), waits (install points that "
+            "waited for the fitter).",
+            ("stage",),
         )
-        self.fit_wait_seconds = Gauge(
+        self.fit_wait_seconds = self._gauge(
             "aucstream_boosted_fit_wait_seconds",
-            "Seconds install points waited for the background fitter, summed over the processes.",
-            registry=self.registry,
-            multiprocess_mode="sum",
+            f"Seconds install points waited for the background fitter, {summed}.",
         )
-        self.fits_pending = Gauge(
+        self.fits_pending = self._gauge(
             "aucstream_boosted_fits_pending",
             "Jobs the background fitters hold now: queued or running.",
-            ["state"],
-            registry=self.registry,
-            multiprocess_mode="livesum",
+            ("state",),
+            mode="livesum",
         )
         self.rejected = self._counter(
             "aucstream_requests_rejected_total",
             "Requests rejected with a problem response, by problem type.",
             ("problem",),
         )
-
         self.labels = self._counter(
             "aucstream_labels_total",
             "Delayed labels by outcome: learned, duplicate, expired, unknown.",
@@ -154,11 +132,8 @@ class Telemetry(ModelSeries):
             "Stream messages answered, by operation and status (the HTTP status of the reply).",
             ("op", "status"),
         )
-        self.stream_connections = Gauge(
-            "aucstream_stream_connections",
-            "Open stream connections.",
-            registry=self.registry,
-            multiprocess_mode="livesum",
+        self.stream_connections = self._gauge(
+            "aucstream_stream_connections", "Open stream connections.", mode="livesum"
         )
         self._per_model += (
             self.requests, self.events_learned, self.duplicates, self.drifts, self.scored,

@@ -1,15 +1,10 @@
 """The Prometheus series by model, bounded: only the ``AUCSTREAM_PROMETHEUS_MODEL_SERIES``
 most recently active models of a process have their own (ranked again at each scrape); the
-counters of every other model add up under ``model=""``, and it has no window or lag gauges.  A
-model's series go when it is deleted or leaves the process's cache.
-
-Per model, ``aucstream_model_window_auc`` and ``aucstream_model_window_pauc`` are the window's
-AUC and pAUC (NaN while undefined), ``..._average_precision`` its average precision, and by
-target ``..._tpr_at_fpr{fpr}``, ``..._threshold_at_fpr{fpr}``,
-``..._precision_at_alert_rate{alert_rate}``, ``..._threshold_at_alert_rate{alert_rate}`` and
-``..._precision_at_k{k}`` its operating points (at most 8 targets of each kind per model), as
-last computed by a metrics request: no extra computation is made for them.  The queue's lag
-gauges (``aucstream_queue_lag_*``) are read from Redis when scraped.
+counters of every other model add up under ``model=""``, which has no window or lag gauges.  A
+model's series go when it is deleted or leaves the process's cache.  The window gauges
+(``aucstream_model_window_*``: :data:`_WINDOW_GAUGES`, :data:`_OPERATING_GAUGES`) are as last
+computed by a metrics request, at no extra cost; the queue's lag gauges are read from Redis when
+scraped.
 """
 
 from __future__ import annotations
@@ -97,24 +92,19 @@ class ModelSeries:
         # first in the registry: the series are re-ranked before any metric is collected
         self.registry.register(_SeriesRanking(self))
         #: 1 while a model has series of its own in this process (multiprocess: in any)
-        self.has_series = Gauge(
+        self.has_series = self._gauge(
             "aucstream_model_has_series",
             "1 while the model has series of its own (one of the most recently active).",
-            ["model"],
-            registry=self.registry,
-            multiprocess_mode="max",
+            ("model",),
+            mode="max",
         )
         #: per model, ``aucstream_model_window_auc`` and ``..._pauc`` (by window key)
         self.window = self._model_gauges("aucstream_model_window_", _WINDOW_GAUGES)
         #: per model and target, ``aucstream_model_window_tpr_at_fpr{fpr="0.01"}`` and the
         #: other operating points (by _OPERATING_GAUGES key)
         self.operating = {
-            suffix: Gauge(
-                "aucstream_model_window_" + suffix,
-                text,
-                ["model", label],
-                registry=self.registry,
-                multiprocess_mode="mostrecent",
+            suffix: self._gauge(
+                "aucstream_model_window_" + suffix, text, ("model", label), "mostrecent"
             )
             for suffix, (_, _, _, label, text) in _OPERATING_GAUGES.items()
         }
@@ -131,17 +121,17 @@ class ModelSeries:
         #: held to add a child and to remove label sets, so that none is kept once removed
         self._children_lock = threading.Lock()
 
+    def _gauge(
+        self, name: str, documentation: str, labels: tuple[str, ...] = (), mode: str = "sum"
+    ) -> Gauge:
+        """A gauge on this process's registry; ``mode``: how the values of several worker
+        processes combine."""
+        return Gauge(name, documentation, labels, registry=self.registry, multiprocess_mode=mode)
+
     def _model_gauges(self, prefix: str, documentation: dict[str, str]) -> dict[str, Gauge]:
-        """``{key: the gauge <prefix><key>}``, a gauge per model for each key of
-        ``documentation``; with several worker processes, the most recent value."""
+        """``{key: the gauge <prefix><key>}`` by model, for each key of ``documentation``."""
         return {
-            key: Gauge(
-                prefix + key,
-                text,
-                ["model"],
-                registry=self.registry,
-                multiprocess_mode="mostrecent",
-            )
+            key: self._gauge(prefix + key, text, ("model",), "mostrecent")
             for key, text in documentation.items()
         }
 

@@ -5,6 +5,7 @@ a fit is pending, and when a background fitter computes the fits (core/boosted_f
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections import deque
@@ -132,6 +133,25 @@ class ThreadFitter:
         self.thread.join()
 
 
+@contextlib.contextmanager
+def fitting(hold: threading.Event | None = None, begun: bool = False):
+    """Fits by a :class:`ThreadFitter` within the block (``hold`` released on the way out)."""
+    fitter = ThreadFitter(hold, begun)
+    try:
+        with background_fits(fitter.submit):
+            yield fitter
+    finally:
+        if hold is not None:
+            hold.set()
+        fitter.close()
+
+
+def same_as_library(learner, X, y):
+    """``learner``'s state is the one the library learns on ``X, y`` without a fitter."""
+    library = make_learner("boosted_embedded", **DELAYED).partial_fit(X, y)
+    same_state(library.get_state(), learner.get_state())
+
+
 @pytest.mark.parametrize("learner", ["boosted_embedded", "auto"])
 def test_a_background_fitter_gives_the_librarys_state_bit_for_bit(learner):
     X, y = xor_stream(1500, seed=7)
@@ -141,14 +161,10 @@ def test_a_background_fitter_gives_the_librarys_state_bit_for_bit(learner):
         "scaling": "none", "track_drift": True,
     }  # fmt: skip
     library = make_learner(learner, **params).partial_fit(X, y)
-    fitter = ThreadFitter()
     served = make_learner(learner, **params)
-    try:
-        with background_fits(fitter.submit):
-            for start in range(0, 1500, 13):
-                served.partial_fit(X[start : start + 13], y[start : start + 13])
-    finally:
-        fitter.close()
+    with fitting():
+        for start in range(0, 1500, 13):
+            served.partial_fit(X[start : start + 13], y[start : start + 13])
     same_state(library.get_state(), served.get_state())
     part = served if learner == "boosted_embedded" else served._candidates[1]
     assert part.fits_ >= 3 and part.fit_record.in_call < part.fits_
@@ -156,37 +172,23 @@ def test_a_background_fitter_gives_the_librarys_state_bit_for_bit(learner):
 
 def test_an_install_point_waits_for_a_running_fit_and_takes_back_a_queued_one():
     X, y = xor_stream(400, seed=1)
-    hold = threading.Event()
-    fitter = ThreadFitter(hold)
     learner = make_learner("boosted_embedded", **DELAYED)
-    try:
-        with background_fits(fitter.submit):
-            learner.partial_fit(X[:130], y[:130])
-            handle = learner.fit_record.handle
-            assert handle is not None and handle.state == "queued"
-            # the fitter has not begun when the install point comes: the call fits itself
-            learner.partial_fit(X[130:157], y[130:157])
-            assert handle.state == "taken" and learner.fits_ == 1
-            assert (learner.fit_record.waits, learner.fit_record.in_call) == (1, 1)
-    finally:
-        hold.set()
-        fitter.close()
-    library = make_learner("boosted_embedded", **DELAYED).partial_fit(X[:157], y[:157])
-    same_state(library.get_state(), learner.get_state())
+    with fitting(threading.Event()):
+        learner.partial_fit(X[:130], y[:130])
+        handle = learner.fit_record.handle
+        assert handle is not None and handle.state == "queued"
+        # the fitter has not begun when the install point comes: the call fits itself
+        learner.partial_fit(X[130:157], y[130:157])
+        assert handle.state == "taken" and learner.fits_ == 1
+        assert (learner.fit_record.waits, learner.fit_record.in_call) == (1, 1)
+    same_as_library(learner, X[:157], y[:157])
 
 
 def test_an_install_point_computes_a_fit_the_fitter_holds_and_takes_the_first_result():
     X, y = xor_stream(400, seed=1)
-    hold = threading.Event()
-    fitter = ThreadFitter(hold, begun=True)  # begins each job, then is starved
     learner = make_learner("boosted_embedded", **DELAYED)
-    try:
-        with background_fits(fitter.submit):
-            learner.partial_fit(X[:157], y[:157])
-            assert learner.fits_ == 1 and learner.fit_points_ == (120, 157)
-            assert (learner.fit_record.waits, learner.fit_record.in_call) == (1, 1)
-    finally:
-        hold.set()
-        fitter.close()
-    library = make_learner("boosted_embedded", **DELAYED).partial_fit(X[:157], y[:157])
-    same_state(library.get_state(), learner.get_state())
+    with fitting(threading.Event(), begun=True):  # begins each job, then is starved
+        learner.partial_fit(X[:157], y[:157])
+        assert learner.fits_ == 1 and learner.fit_points_ == (120, 157)
+        assert (learner.fit_record.waits, learner.fit_record.in_call) == (1, 1)
+    same_as_library(learner, X[:157], y[:157])

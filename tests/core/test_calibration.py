@@ -23,14 +23,10 @@ def platt_stream(seed, n=1200, slope=1.7, offset=-2.5, scale=1.0):
 
 
 def naive_for(memory, prior_strength=calibration.PRIOR_STRENGTH):
+    # the kernel module's constants, each under its own name in lower case
+    bounds = {name: getattr(calibration, name.upper()) for name in NaivePlatt.BOUNDS}
     return NaivePlatt(
-        memory,
-        prior_strength=prior_strength,
-        prior=calibration.PRIOR_CURVATURE,
-        ridge=calibration.RIDGE,
-        score_bound=calibration.SCORE_BOUND,
-        standard_bound=calibration.STANDARD_BOUND,
-        theta_bound=calibration.THETA_BOUND,
+        memory, prior_strength=prior_strength, prior=calibration.PRIOR_CURVATURE, **bounds
     )
 
 

@@ -11,6 +11,9 @@ import numpy as np
 
 
 class NaivePlatt:
+    #: the clipping bounds and the ridge, as the kernel names them
+    BOUNDS = ("ridge", "score_bound", "standard_bound", "theta_bound")
+
     def __init__(
         self, memory, *, prior, ridge, score_bound, standard_bound, theta_bound, prior_strength
     ):

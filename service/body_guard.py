@@ -79,17 +79,8 @@ class BodyDeadlines:
 class GuardedReceive:
     """One request's ``receive`` (see :class:`BodyDeadlines`), and its body's deadline."""
 
-    __slots__ = (
-        "body_complete",
-        "deadline",
-        "deadlines",
-        "expired",
-        "receive",
-        "received",
-        "scope",
-        "task",
-        "waiting",
-    )
+    __slots__ = ("body_complete", "deadline", "deadlines", "expired", "receive", "received",
+                 "scope", "task", "waiting")  # fmt: skip
 
     def __init__(self, deadlines: BodyDeadlines, scope: Scope, receive: Any) -> None:
         self.deadlines, self.scope, self.receive = deadlines, scope, receive

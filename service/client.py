@@ -1,22 +1,6 @@
-"""A Python client of the model stream (``/v1/models/{id}/stream``, docs/stream.md).
-
-``AsyncStreamClient`` (asyncio) and ``StreamClient`` (the same methods, blocking)::
-
-    from service.client import StreamClient
-
-    with StreamClient("http://127.0.0.1:8000", "fraud", api_key="...") as stream:
-        stream.learn(X, y, ids=ids)              # one message: atomic, answered
-        scores = stream.score(X_new, ids=new_ids)
-        stream.label(new_ids, y_new)             # delayed labels of scored events
-        totals = stream.learn_batches(batches)   # pipelined: one message per (X, y[, ids])
-        totals = stream.learn_events(X, y)       # pipelined: one message per event
-
-Pipelined calls keep at most ``window`` messages unanswered and put up to ``frame_messages``
-messages in one frame.  A refused message is a :class:`StreamError` carrying its problem
-(after the whole call, with the totals of what went through); a connection the server closes
-(a bad API key: 1008, an unknown model: 4404) is :class:`StreamClosed`.  There is no
-reconnection: a message left unanswered by a closed connection may or may not have been
-applied, so resend it with the same event ids (learning is idempotent by id).
+"""A Python client of the model stream (``/v1/models/{id}/stream``): :class:`AsyncStreamClient`
+(asyncio) and :class:`StreamClient` (the same methods, blocking); usage, refusals and why there
+is no reconnection in docs/stream.md, "The Python client".
 """
 
 from __future__ import annotations
@@ -24,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import urllib.parse
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -362,13 +346,13 @@ def _checked(totals: Totals, raise_errors: bool) -> Totals:
 
 
 def _blocking(
-    method: Callable[Concatenate[AsyncStreamClient, P], Awaitable[R]],
+    method: Callable[Concatenate[AsyncStreamClient, P], Coroutine[Any, Any, R]],
 ) -> Callable[Concatenate[StreamClient, P], R]:
     """``method`` of :class:`AsyncStreamClient`, run to completion on the client's loop."""
 
     @functools.wraps(method)
     def run(self: StreamClient, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self._runner.run(method(self._client, *args, **kwargs))  # type: ignore[arg-type]
+        return self._runner.run(method(self._client, *args, **kwargs))
 
     return run
 

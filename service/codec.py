@@ -198,15 +198,3 @@ def decode_labels(fields: dict[bytes, bytes]) -> tuple[list[str], np.ndarray]:
     if ids is None or any(event_id is None for event_id in ids):
         raise ValueError("a labels entry needs an id per label")
     return [str(event_id) for event_id in ids], _field(fields, "y", "<i8", n_events)
-
-
-__all__ = [
-    "decode_events",
-    "decode_labels",
-    "decode_pending",
-    "encode_events",
-    "encode_labels",
-    "encode_pending",
-    "le_bytes",
-    "read_array",
-]

@@ -1,9 +1,6 @@
-"""Domain errors of the service, each mapped to one HTTP status by ``service.app``.
-
-Every error carries what a client needs to fix its request: a ``detail`` sentence and, where
-there is one, the offending ``field`` (a JSON path such as ``params.eta0``), ``line`` (1-based,
-for NDJSON and LIBSVM bodies) or ``event`` (0-based index of the event in the batch, and its id
-when it has one).  They are rendered as ``application/problem+json`` (RFC 9457).
+"""Domain errors of the service, each with one HTTP status, rendered as
+``application/problem+json`` naming what a client needs to fix its request (docs/architecture.md,
+"Errors").
 """
 
 from __future__ import annotations

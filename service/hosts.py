@@ -98,15 +98,6 @@ class HostPolicy:
         )
 
 
-def refusal_detail(host: str) -> str:
-    shown = host if len(host) <= 100 else host[:100] + "..."
-    return (
-        f"Host {shown!r} is not a name this server answers to: localhost, an IP address, or "
-        "one of AUCSTREAM_ALLOWED_HOSTS (a page whose name was rebound to this server's "
-        "address names itself)"
-    )
-
-
 class HostCheck:
     """The check of each HTTP request and WebSocket handshake (:class:`~service.fastlane.
     ServiceApp` calls it): one whose ``Host`` the ``policy`` refuses gets a 400 problem+json,
@@ -121,7 +112,13 @@ class HostCheck:
         """None when the raw ``Host`` ``value`` may be served on this connection."""
         if self.policy.any or value in self.accepted or self._admits(value, scope):
             return None
-        return HostNotAllowed(refusal_detail(value.decode("latin-1")))
+        host = value.decode("latin-1")
+        shown = host if len(host) <= 100 else host[:100] + "..."
+        return HostNotAllowed(
+            f"Host {shown!r} is not a name this server answers to: localhost, an IP address, or "
+            "one of AUCSTREAM_ALLOWED_HOSTS (a page whose name was rebound to this server's "
+            "address names itself)"
+        )
 
     def _admits(self, value: bytes, scope: Scope) -> bool:
         name = host_name(value.decode("latin-1"))

@@ -1,10 +1,8 @@
 """The typed response of ``GET /v1/models/{model_id}/metrics`` (and of each message of its
-server-sent stream), for the OpenAPI document and for clients.
-
-The route builds the dictionary itself (``service.engine.reporting``, cached per model
-version) and sends it as it is; these models describe it.  ``tests/service/test_openapi.py``
-validates real responses against them, so a key added to the report without its field here
-fails a test.  Undefined metrics are ``null`` with a ``reason``, never NaN.
+server-sent stream): the route sends the dictionary ``service.engine.reporting`` builds, and
+``tests/service/test_openapi.py`` validates real responses against these models, so a key added
+to the report without its field here fails a test.  Undefined metrics are ``null`` with a
+``reason``, never NaN.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ from pydantic import BaseModel, Field
 from service.engine.model import DRIFT_LOG_CAPACITY
 from service.fit_schema import FitStatus
 from service.schemas import Counts
-from service.schemas import RocResponse as RocCurve
 
 
 class OperatingPoint(BaseModel):
@@ -223,10 +220,16 @@ class MetricsResponse(BaseModel):
     )
 
 
-class RocResponse(RocCurve):
+class RocResponse(BaseModel):
     """``GET /v1/models/{model_id}/metrics/roc``: the window's ROC curve and, marked on it,
     its operating points."""
 
+    model: str
+    version: int
+    n_events: int
+    fpr: list[float | None]
+    tpr: list[float | None]
+    thresholds: list[float | None]
     average_precision: float | None = Field(description="of the window, as in /metrics")
     operating_points: OperatingPoints = Field(
         description="the window's, as in /metrics: each point at a target FPR or alert rate is "

@@ -84,10 +84,6 @@ FeatureNames = Annotated[
 ]
 
 
-def default_regret_window(n_features: int) -> int:
-    return REGRET_WINDOW_DEFAULT if n_features <= REGRET_DEFAULT_MAX_FEATURES else 0
-
-
 def resolve_scaling(scaling: str, feature_mode: str) -> str:
     if scaling != "auto":
         return scaling
@@ -261,7 +257,7 @@ class ModelCreate(BaseModel):
         if n_features is None:  # n_features itself is invalid and reported
             return value
         if value is None:
-            return default_regret_window(n_features)
+            return REGRET_WINDOW_DEFAULT if n_features <= REGRET_DEFAULT_MAX_FEATURES else 0
         if value * n_features > REGRET_MAX_CELLS:
             raise ValueError(
                 f"regret_window * n_features must be <= {REGRET_MAX_CELLS:,} (the regret window "
@@ -417,15 +413,6 @@ class WeightsResponse(BaseModel):
     )
     raw_intercept: float | None = Field(description="constant term of the raw-space score")
     raw_note: str = Field(description="how to use the raw weights, or why there are none")
-
-
-class RocResponse(BaseModel):
-    model: str
-    version: int
-    n_events: int
-    fpr: list[float | None]
-    tpr: list[float | None]
-    thresholds: list[float | None]
 
 
 class Problem(BaseModel):

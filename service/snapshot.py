@@ -78,14 +78,9 @@ def import_snapshot(
     max_manifest_bytes: int = MAX_MANIFEST_BYTES,
 ) -> tuple[ModelConfig, dict[str, np.ndarray]]:
     """Read and check a snapshot; raises MalformedBody / InvalidInput naming the problem.
-
-    Nothing is inflated or allocated before the size guards of
-    :mod:`service.ingest.archive` pass: at most :data:`MAX_MEMBERS` members, each stored or
-    deflated (415 otherwise), together at most ``max_inflated_bytes`` once inflated and
-    ``manifest.json`` at most ``max_manifest_bytes`` (413 otherwise), and each array's
-    ``.npy`` header claiming exactly the bytes its member holds (422 naming the array); the
-    members are then read by the archive module's bounded reader, which stops any member at
-    the size it declares."""
+    Nothing is inflated or allocated before :mod:`service.ingest.archive`'s size guards pass
+    (members, inflated bytes, the manifest's bytes, each ``.npy`` header against its member),
+    and members are read by its bounded reader."""
     if member_count(body, what="the snapshot") > MAX_MEMBERS:
         raise PayloadTooLarge(
             f"the snapshot declares more than {MAX_MEMBERS} members", field="manifest.arrays"
@@ -150,22 +145,13 @@ def import_snapshot(
 PROBE_EVENTS = 8
 
 
-def probe_events(n_features: int) -> tuple[np.ndarray, np.ndarray]:
-    """The probe batch of a model of ``n_features`` (deterministic)."""
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((PROBE_EVENTS, n_features))
-    X[0] = 0.0
-    X[1] = 1.0
-    X[2] = -1.0
-    y = np.where(np.arange(PROBE_EVENTS) % 2 == 0, 1, -1).astype(np.int64)
-    return X, y
-
-
 def probe_learner(learner: Any) -> None:
     """Accept an imported learner state only if it scores the probe batch finitely and, on a
     copy, learns it without overflow into a state that still passes its invariants; raises
     InvalidInput naming the probe otherwise.  The learner itself is not changed."""
-    X, y = probe_events(learner.n_features_in_)
+    X = np.random.default_rng(0).standard_normal((PROBE_EVENTS, learner.n_features_in_))
+    X[0], X[1], X[2] = 0.0, 1.0, -1.0
+    y = np.where(np.arange(PROBE_EVENTS) % 2 == 0, 1, -1).astype(np.int64)
     try:
         scores = learner.decision_function(X)
         if not np.isfinite(scores).all():

@@ -14,11 +14,13 @@ import itertools
 import math
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
+#: how the values of several worker processes combine (prometheus_client's ``multiprocess_mode``)
+Mode = Literal["max", "sum", "livesum", "mostrecent"]
 #: the window gauges, by the keys of a metrics summary's window (``set_window_metrics``)
 _WINDOW_GAUGES = {
     "auc": "AUC over the model's metrics window, as last computed (NaN while undefined).",
@@ -122,7 +124,7 @@ class ModelSeries:
         self._children_lock = threading.Lock()
 
     def _gauge(
-        self, name: str, documentation: str, labels: tuple[str, ...] = (), mode: str = "sum"
+        self, name: str, documentation: str, labels: tuple[str, ...] = (), mode: Mode = "sum"
     ) -> Gauge:
         """A gauge on this process's registry; ``mode``: how the values of several worker
         processes combine."""

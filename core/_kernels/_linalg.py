@@ -16,10 +16,7 @@ from core._kernels._config import kernel
 def dot_dense4(a, b):
     """``a · b`` with four accumulators (OAM, AdaOAM) (fixed order, so deterministic)."""
     n = a.shape[0]
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
+    s0 = s1 = s2 = s3 = 0.0
     i = 0
     while i + 4 <= n:
         s0 += a[i] * b[i]
@@ -35,8 +32,20 @@ def dot_dense4(a, b):
 
 @kernel
 def dot_and_squared_norm(w, x):
-    """``(w · x, ||x||²)``, each in :func:`dot_dense`'s order (two accumulators)."""
-    return dot_dense(w, x), dot_dense(x, x)
+    """``(w · x, ||x||²)`` in one pass (two accumulators each)."""
+    d = x.shape[0]
+    s0 = s1 = q0 = q1 = 0.0
+    i = 0
+    while i + 2 <= d:
+        s0 += w[i] * x[i]
+        s1 += w[i + 1] * x[i + 1]
+        q0 += x[i] * x[i]
+        q1 += x[i + 1] * x[i + 1]
+        i += 2
+    if i < d:
+        s0 += w[i] * x[i]
+        q0 += x[i] * x[i]
+    return s0 + s1, q0 + q1
 
 
 @kernel

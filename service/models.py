@@ -110,17 +110,16 @@ def weights_document(served: ServedWeights) -> dict[str, Any]:
     if served.raw is None:
         note = NOT_FOLDABLE.get(config.scaling) or (
             (
-                "learner 'auto' mixes a candidate that is not linear in the features "
-                "(tree_embedded, a tree path embedding, is one of the default "
-                "candidates): the served score has no weights in the raw feature space; "
-                "coef is the linear part of the mix on the scaled features. For a linear "
-                "score, create the model with a linear learner or with params.candidates "
-                "that are all linear"
+                "learner 'auto' mixes a candidate that is not linear in the features (its "
+                "default third candidate is boosted_embedded, or tree_embedded above 250 "
+                "features): the served score has no weights in the raw feature space; coef is "
+                "the linear part of the mix on the scaled features. For a linear score, create "
+                "the model with a linear learner or with params.candidates that are all linear"
             )
             if config.learner == "auto"
             else (
-                f"learner {config.learner!r} is not linear in the features (a tree path "
-                "embedding): it has no weights in the raw feature space; coef applies to "
+                f"learner {config.learner!r} is not linear in the features (it learns on a "
+                "tree embedding): it has no weights in the raw feature space; coef applies to "
                 "its embedded inputs"
             )
         )

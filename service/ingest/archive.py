@@ -20,12 +20,14 @@ the limit above bounds), so a member that lies about its size costs at most that
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import struct
 import zipfile
 import zlib
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 from isal.isal_zlib import crc32
@@ -184,12 +186,20 @@ def _member_data(body: bytes, member: zipfile.ZipInfo, field: str) -> memoryview
 def read_member(
     body: bytes, member: zipfile.ZipInfo, *, field: str, prefix: int | None = None
 ) -> bytes:
+    """:func:`member_content` as bytes."""
+    return bytes(member_content(body, member, field=field, prefix=prefix))
+
+
+def member_content(
+    body: bytes, member: zipfile.ZipInfo, *, field: str, prefix: int | None = None
+) -> bytes | memoryview:
     """A member's bytes (only the first ``prefix`` bytes when given), read straight from
     ``body``: a stored member sliced, a deflated one inflated in steps of at most
     :data:`_INFLATE_STEP` bytes.  Reading stops at the size the member declares
     (``member.file_size``, bounded by :func:`check_members`): a member that would produce more
     is refused there (400 naming ``field``), as is one that produces less or whose CRC-32
-    differs.  Only methods :func:`check_members` accepted are read."""
+    differs.  Only methods :func:`check_members` accepted are read; a stored member is a view
+    of ``body``."""
     data = _member_data(body, member, field)
     declared = member.file_size
     wanted = declared if prefix is None else min(prefix, declared)
@@ -199,7 +209,7 @@ def read_member(
                 f"{field!r} is stored in {len(data):,} bytes but declares {declared:,}",
                 field=field,
             )
-        content = bytes(data[:wanted])
+        content: bytes | memoryview = data[:wanted]
     elif member.compress_type == zipfile.ZIP_DEFLATED:
         content = _inflate(data, wanted, field=field, whole=prefix is None)
     else:  # check_members refuses these before anything is read
@@ -243,19 +253,13 @@ def _inflate(data: memoryview, wanted: int, *, field: str, whole: bool) -> bytes
     return b"".join(parts)
 
 
-class NpyLayout:
-    """What a ``.npy`` header declares: ``shape``, ``fortran_order``, ``dtype`` and the size of
-    the preamble before the data (``offset``)."""
+class NpyLayout(NamedTuple):
+    """What a ``.npy`` header declares, and the size of the preamble before the data."""
 
-    __slots__ = ("dtype", "fortran_order", "offset", "shape")
-
-    def __init__(self, shape, fortran_order, dtype, offset) -> None:
-        self.shape, self.fortran_order, self.dtype, self.offset = (
-            shape,
-            fortran_order,
-            dtype,
-            offset,
-        )
+    shape: tuple[int, ...]
+    fortran_order: bool
+    dtype: np.dtype
+    offset: int
 
     @property
     def nbytes(self) -> int:
@@ -263,36 +267,48 @@ class NpyLayout:
         return math.prod(self.shape) * self.dtype.itemsize
 
 
+def _header(prefix: bytes | memoryview) -> NpyLayout:
+    """The layout of the ``.npy`` preamble at the start of ``prefix``, parsed once per distinct
+    header (numpy's parser uses ``ast.literal_eval``, slow next to reading a small batch)."""
+    length_bytes = 2 if prefix[6:7] == b"\x01" else 4  # format 1.0, else 2.0 / 3.0
+    end = 8 + length_bytes + int.from_bytes(prefix[8 : 8 + length_bytes], "little")
+    return _parsed_header(bytes(prefix[:end]))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_header(header: bytes) -> NpyLayout:
+    fmt = np.lib.format
+    stream = io.BytesIO(header)
+    if fmt.read_magic(stream) == (1, 0):
+        shape, fortran_order, dtype = fmt.read_array_header_1_0(stream)
+    else:
+        shape, fortran_order, dtype = fmt.read_array_header_2_0(stream)
+    return NpyLayout(tuple(shape), fortran_order, dtype, stream.tell())
+
+
 def npy_layout(body: bytes, member: zipfile.ZipInfo, *, field: str) -> NpyLayout:
     """Read a member's ``.npy`` header (inflating only its first bytes) and check that its
     shape and dtype claim exactly the bytes the member declares (422 naming ``field``
     otherwise); object dtypes, which would need unpickling, are refused."""
-    fmt = np.lib.format
-    stream = io.BytesIO(
-        read_member(body, member, field=field, prefix=_NPY_PREAMBLE + _NPY_MAX_HEADER)
-    )
     try:
-        version = fmt.read_magic(stream)
-        if version == (1, 0):
-            shape, fortran_order, dtype = fmt.read_array_header_1_0(stream)
-        else:
-            shape, fortran_order, dtype = fmt.read_array_header_2_0(stream)
+        layout = _header(
+            member_content(body, member, field=field, prefix=_NPY_PREAMBLE + _NPY_MAX_HEADER)
+        )
     except (ValueError, OSError, EOFError, SyntaxError, TypeError) as error:
         raise InvalidInput(
             f"{field!r} is not a readable .npy array: {error}", field=field
         ) from None
-    if dtype.hasobject:
+    if layout.dtype.hasobject:
         raise InvalidInput(
-            f"{field!r} holds Python objects (dtype {dtype}), which are never unpickled",
+            f"{field!r} holds Python objects (dtype {layout.dtype}), which are never unpickled",
             field=field,
         )
-    layout = NpyLayout(tuple(shape), fortran_order, dtype, stream.tell())
     if any(size < 0 for size in layout.shape):
         raise InvalidInput(f"{field!r} has a negative dimension {layout.shape}", field=field)
     held = member.file_size - layout.offset
     if layout.nbytes != held:
         raise InvalidInput(
-            f"{field!r}: its header claims shape {layout.shape} of {dtype} "
+            f"{field!r}: its header claims shape {layout.shape} of {layout.dtype} "
             f"({layout.nbytes:,} bytes) but the member holds {held:,} bytes",
             field=field,
         )
@@ -300,9 +316,10 @@ def npy_layout(body: bytes, member: zipfile.ZipInfo, *, field: str) -> NpyLayout
 
 
 def npy_array(body: bytes, member: zipfile.ZipInfo, layout: NpyLayout, *, field: str):
-    """The member's array (a writable, C-contiguous copy), its layout checked by
-    :func:`npy_layout` and its bytes read by :func:`read_member`."""
-    raw = read_member(body, member, field=field)
+    """The member's array (a writable, C-contiguous copy: the only copy of a stored member's
+    bytes), its layout checked by :func:`npy_layout` and its bytes read by
+    :func:`member_content`."""
+    raw = member_content(body, member, field=field)
     flat = np.frombuffer(
         raw, dtype=layout.dtype, count=math.prod(layout.shape), offset=layout.offset
     )

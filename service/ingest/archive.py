@@ -34,20 +34,6 @@ from isal.isal_zlib import crc32
 
 from service.errors import InvalidInput, MalformedBody, PayloadTooLarge, UnsupportedMediaType
 
-__all__ = [
-    "ACCEPTED_METHODS",
-    "LOCAL_HEADER",
-    "NpyLayout",
-    "UnreadableDirectory",
-    "central_directory",
-    "check_members",
-    "check_method",
-    "member_count",
-    "npy_array",
-    "npy_layout",
-    "read_member",
-]
-
 #: the end-of-central-directory record: signature, disk numbers, entries on this disk, entries
 #: in total, size and offset of the central directory, comment length
 _END_RECORD = struct.Struct("<4s4H2LH")

@@ -107,12 +107,7 @@ def _dense_member(
         raise InvalidInput(f"'X' must be 2-d, got shape {dense.shape}", field="X")
     fields.check_size(dense.shape[0], max_events)
     dense = fields.dense(dense, spec, locate, field="X")
-    if spec.feature_mode == "dense":
-        return dense
-    rows, columns = np.nonzero(dense)
-    indptr = np.zeros(dense.shape[0] + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=dense.shape[0]), out=indptr[1:])
-    return CSRMatrix(indptr, columns.astype(np.int64), dense[rows, columns], spec.n_features)
+    return dense if spec.feature_mode == "dense" else CSRMatrix.from_dense(dense)
 
 
 def _csr_members(

@@ -100,21 +100,18 @@ def add_file_options(parser: argparse.ArgumentParser) -> None:
                        "value is negative), e.g. --positive-label denied")  # fmt: skip
 
 
+#: the options of :func:`add_file_options` that :func:`read_events` takes under their names
+_FILE_OPTIONS = (
+    "label_column id_column missing drop_non_numeric zero_based positive_label feature_mode"
+).split()
+
+
 def read_file_events(args: argparse.Namespace) -> ReplayData:
     """The events of ``args.file``, read with the options :func:`add_file_options` declared:
     replay and fit read a file the same way (same formats and policies)."""
-    return read_events(
-        args.file,
-        args.format,
-        label_column=args.label_column,
-        id_column=args.id_column,
-        missing=args.missing,
-        drop_non_numeric=args.drop_non_numeric,
-        zero_based=args.zero_based,
-        positive_label=args.positive_label,
-        hashed_width=args.hash_features if args.feature_mode == "hashed" else None,
-        feature_mode=args.feature_mode,
-    )
+    hashed_width = args.hash_features if args.feature_mode == "hashed" else None
+    options = {name: getattr(args, name) for name in _FILE_OPTIONS}
+    return read_events(args.file, args.format, hashed_width=hashed_width, **options)
 
 
 def default_feature_mode(sparse_file: bool, n_features: int) -> str:

@@ -1,21 +1,12 @@
-"""Guards for zip uploads (NPZ bodies, snapshots), applied before anything is inflated or
-allocated, and the bounded reader of their members.
+"""Guards for zip uploads (NPZ bodies, snapshots), applied from bytes that are cheap to read
+before anything is inflated or allocated, and the bounded reader of their members.
 
 A 2 MB deflated member can expand to 2 GB, a 300-byte bzip2 member to 500 MB, and a 100-byte
-``.npy`` header can claim a shape of ``(2**40,)``; numpy and zipfile believe all three.  So, in
-this order, from bytes that are cheap to read:
-
-1. the end-of-central-directory record: the number of members (a central directory of a
-   million entries would cost hundreds of MB of ``ZipInfo`` objects);
-2. the central directory: each member's compression method (stored or deflate only: the
-   other codecs zipfile knows inflate a whole chunk of input in one unbounded call) and its
-   *uncompressed* size, summed against the limit;
-3. each ``.npy`` header (read by inflating only its first bytes): the bytes its shape and dtype
-   claim, computed without overflow, must be exactly what the member declares.
-
-Members are then read by :func:`read_member`, which never trusts the declared size: it
-inflates in bounded steps and stops as soon as a member produces more than it declared (which
-the limit above bounds), so a member that lies about its size costs at most that size.
+``.npy`` header can claim a shape of ``(2**40,)``; numpy and zipfile believe all three.  So the
+end record's member count, each member's method (stored or deflate: the other codecs inflate a
+whole chunk in one unbounded call) and declared size, and each ``.npy`` header against its
+member are checked first; :func:`member_content` then inflates in bounded steps and stops as
+soon as a member produces more than it declared.
 """
 
 from __future__ import annotations

@@ -50,6 +50,14 @@ class CSRMatrix:
             self.n_features,
         )
 
+    @classmethod
+    def from_dense(cls, X: np.ndarray) -> CSRMatrix:
+        """The nonzero values of the 2-d array ``X``, row by row."""
+        rows, columns = np.nonzero(X)
+        indptr = np.zeros(X.shape[0] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=X.shape[0]), out=indptr[1:])
+        return cls(indptr, columns.astype(np.int64), X[rows, columns], X.shape[1])
+
     def toarray(self) -> np.ndarray:
         """The same batch as a dense ``float64`` array."""
         dense = np.zeros(self.shape, dtype=np.float64)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 # crawl on a busy 2-core machine).  A value set by the operator wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from service.cli._errors import run  # noqa: E402
+from service.cli._errors import CliError, run, validation_message  # noqa: E402
 
 DESCRIPTION = """\
 Online AUC / partial-AUC learning service.
@@ -105,9 +105,21 @@ def build_parser() -> CommandLineParser:
     return parser
 
 
+def load_settings(variables: dict[str, object]):
+    """``Settings()`` with each of ``variables`` that is not None set first (the options of a
+    command override the environment); invalid settings are one line, before anything
+    starts."""
+    from pydantic import ValidationError
+
+    from service.settings import Settings
+
+    os.environ.update({name: str(value) for name, value in variables.items() if value is not None})
+    try:
+        return Settings()
+    except ValidationError as error:
+        raise CliError(f"invalid settings: {validation_message(error)}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_command_line(argv)
     return run(args.handler, args)
-
-
-__all__ = ["CommandLineParser", "HelpFormatter", "add_command", "build_parser", "main"]

@@ -1,26 +1,10 @@
 """Files for ``aucstream replay`` and ``fit``: CSV / TSV and Parquet (pandas, pyarrow), LIBSVM, NPZ.
 
-Tables (CSV, Parquet) are read whole by pandas: quoted fields, any delimiter quoting, and
-compressed ``.csv.gz`` work as pandas reads them.  Their columns are the label
-(``--label-column``; default the first of ``y``, ``label``, ``target``, ``class``,
-``is_fraud`` in any case, else the last column), an optional id (``--id-column``) and the
-features, in file order, whose names become the model's ``feature_names``.  Policies, each
-failing with one line naming what is wrong:
-
-* a non-numeric feature column (text such as a merchant name) is refused, naming the
-  columns, unless ``--feature-mode hashed`` one-hot encodes it (``country=FR``, as the
-  server's JSON route does) or ``--drop-non-numeric`` leaves it out; booleans count as 0/1;
-* labels are 0/1, -1/+1, booleans, or yes/no, true/false in any case; ``--positive-label``
-  names the positive value of any other column (every other value is negative);
-* a missing value (an empty cell, ``NA``, ``null``...; NaN in NPZ and LIBSVM) follows
-  ``--missing``, the server's ``missing_values`` policies under their names: ``refuse`` (naming
-  its row and column), ``zero`` or ``mean``.  The model is created with that policy and the
-  values are handled by the service's own code (:func:`model_features`, then the engine's
-  running means), so a file learns what the same events posted to the server would; a
-  missing label or id is always refused;
-* an infinite value is always refused.
-
-Rows are numbered from 1 after the header (as a spreadsheet shows them, less the header).
+The policies (label and id columns, text columns, labels, ``--missing``) are those replay's
+DESCRIPTION and docs/cli.md state; each refusal is one line naming the row (numbered from 1
+after the header) and the column.  Features go through the server's own checks
+(:func:`model_features`, :func:`hashed_rows`), so a file learns what the same events posted to
+the server would.
 """
 
 from __future__ import annotations
@@ -116,21 +100,18 @@ def add_file_options(parser: argparse.ArgumentParser) -> None:
                        "value is negative), e.g. --positive-label denied")  # fmt: skip
 
 
+#: the options of :func:`add_file_options` that :func:`read_events` takes under their names
+_FILE_OPTIONS = (
+    "label_column id_column missing drop_non_numeric zero_based positive_label feature_mode"
+).split()
+
+
 def read_file_events(args: argparse.Namespace) -> ReplayData:
     """The events of ``args.file``, read with the options :func:`add_file_options` declared:
     replay and fit read a file the same way (same formats and policies)."""
-    return read_events(
-        args.file,
-        args.format,
-        label_column=args.label_column,
-        id_column=args.id_column,
-        missing=args.missing,
-        drop_non_numeric=args.drop_non_numeric,
-        zero_based=args.zero_based,
-        positive_label=args.positive_label,
-        hashed_width=args.hash_features if args.feature_mode == "hashed" else None,
-        feature_mode=args.feature_mode,
-    )
+    hashed_width = args.hash_features if args.feature_mode == "hashed" else None
+    options = {name: getattr(args, name) for name in _FILE_OPTIONS}
+    return read_events(args.file, args.format, hashed_width=hashed_width, **options)
 
 
 def default_feature_mode(sparse_file: bool, n_features: int) -> str:

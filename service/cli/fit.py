@@ -1,22 +1,6 @@
-"""``aucstream fit FILE --model ID``: train a model on history and write a snapshot.
-
-The model is configured as ``POST /v1/models`` would (learner, params, scaling, pAUC range,
-metrics window), trained in process on the first part of the file (``--holdout``: the last
-fraction, in file order, is held out: history is time-ordered), and written as a snapshot
-(service/snapshot.py) that ``PUT /v1/models/{id}/snapshot`` loads, so the model starts from the
-history and goes on learning online.  ``--url`` uploads it.
-
-Training: online learners make ``--passes`` passes (default: the learner's ``max_iter``) of
-``partial_fit`` in batches, reshuffled each pass; batch learners (``spdam``) solve to
-convergence with ``fit``; ``tree_embedded`` fits its tree on the history, then its inner
-learner (``fit_history``).  The held-out events are scored by the trained model and AUC / pAUC
-printed.  Reads CSV, LIBSVM, NPZ and Parquet with replay's file options.
-
-Missing values follow ``--missing`` as in the service (service/cli/_readers.py): under
-``mean`` the training events are filled in file order with the running means of the
-events before them, as learning them online would, and the held-out events with the means of
-the training events; the means are saved with the model, which goes on from them.
-"""
+"""``aucstream fit FILE --model ID``: train a model on history and write (or upload) its snapshot
+(DESCRIPTION below, docs/cli.md), which ``PUT /v1/models/{id}/snapshot`` loads so that the model
+goes on learning online from the history."""
 
 from __future__ import annotations
 
@@ -56,7 +40,7 @@ def _rows(X, rows: np.ndarray):
 
 def train(learner, X, y: np.ndarray, *, passes: int | None, batch_size: int, seed: int,
           progress) -> str:  # fmt: skip
-    """Train ``learner`` on ``(X, y)`` as the module docstring says; returns how."""
+    """Train ``learner`` on ``(X, y)`` as DESCRIPTION says; returns how."""
     if hasattr(learner, "fit_history"):
         learner.fit_history(X, y)
         progress.update(len(y))

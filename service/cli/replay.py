@@ -173,11 +173,7 @@ def in_layout(X: np.ndarray | CSRMatrix, start: int, stop: int, dense: bool):
     if dense and isinstance(part, CSRMatrix):
         return part.toarray()
     if not dense and not isinstance(part, CSRMatrix):
-        nonzero_rows, columns = np.nonzero(part)
-        indptr = np.zeros(part.shape[0] + 1, dtype=np.int64)
-        np.cumsum(np.bincount(nonzero_rows, minlength=part.shape[0]), out=indptr[1:])
-        data = part[nonzero_rows, columns]
-        return CSRMatrix(indptr, columns.astype(np.int64), data, part.shape[1])
+        return CSRMatrix.from_dense(part)
     return part
 
 

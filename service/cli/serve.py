@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from service.cli import add_command
-from service.cli._errors import CliError, validation_message
+from service.cli import add_command, load_settings
+from service.cli._errors import CliError
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
@@ -83,26 +83,17 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from service.settings import Settings
-
-    if args.store:
-        os.environ["AUCSTREAM_STORE"] = args.store
-    if args.redis_url:
-        os.environ["AUCSTREAM_REDIS_URL"] = args.redis_url
-    if args.data_dir:
-        os.environ["AUCSTREAM_DATA_DIR"] = args.data_dir
-    if args.mode:
-        os.environ["AUCSTREAM_MODE"] = args.mode
-    if args.allow_volatile_redis:
-        os.environ["AUCSTREAM_ALLOW_VOLATILE_REDIS"] = "1"
-    os.environ["AUCSTREAM_WORKERS"] = str(args.workers)
     allow_bound_name(args.host)
-    try:
-        settings = Settings()  # invalid settings fail here, before any worker starts
-    except ValidationError as error:
-        raise CliError(f"invalid settings: {validation_message(error)}") from None
+    settings = load_settings(
+        {
+            "AUCSTREAM_STORE": args.store or None,
+            "AUCSTREAM_REDIS_URL": args.redis_url or None,
+            "AUCSTREAM_DATA_DIR": args.data_dir or None,
+            "AUCSTREAM_MODE": args.mode or None,
+            "AUCSTREAM_ALLOW_VOLATILE_REDIS": "1" if args.allow_volatile_redis else None,
+            "AUCSTREAM_WORKERS": args.workers,
+        }
+    )
     if settings.store == "sqlite":
         from service.stores.sqlite import SQLiteStore, StoreOpenError
 

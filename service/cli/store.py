@@ -4,10 +4,9 @@ acknowledgement by an operator (the same as ``POST /v1/store/acknowledge-loss``)
 from __future__ import annotations
 
 import argparse
-import os
 
-from service.cli import add_command
-from service.cli._errors import CliError, validation_message
+from service.cli import add_command, load_settings
+from service.cli._errors import CliError
 
 DESCRIPTION = """\
 When the service notices that the store lost data (Redis restarted without persistence or
@@ -34,23 +33,15 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def store(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
     from service.errors import ServiceError
-    from service.settings import Settings
     from service.stores.client import connect
     from service.stores.redis import RedisStore
     from service.stores.sqlite import SQLiteStore
     from service.stores.sqlite_file import StoreOpenError
 
-    if args.redis_url is not None:
-        os.environ["AUCSTREAM_REDIS_URL"] = args.redis_url
-    if args.data_dir is not None:
-        os.environ["AUCSTREAM_DATA_DIR"] = args.data_dir
-    try:
-        settings = Settings()
-    except ValidationError as error:
-        raise CliError(f"invalid settings: {validation_message(error)}") from None
+    settings = load_settings(
+        {"AUCSTREAM_REDIS_URL": args.redis_url, "AUCSTREAM_DATA_DIR": args.data_dir}
+    )
     try:
         if settings.store == "redis":
             assert settings.redis_url is not None

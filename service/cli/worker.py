@@ -4,11 +4,10 @@ a worker of this host is alive (``--check``, the container healthcheck)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from service.cli import add_command
-from service.cli._errors import FAILED, CliError, validation_message
+from service.cli import add_command, load_settings
+from service.cli._errors import FAILED, CliError
 
 DESCRIPTION = """\
 Settings come from AUCSTREAM_* environment variables (AUCSTREAM_REDIS_URL,
@@ -37,22 +36,13 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def worker(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from service.settings import Settings
-
-    for option, variable in (
-        ("redis_url", "AUCSTREAM_REDIS_URL"),
-        ("name", "AUCSTREAM_WORKER_NAME"),
-        ("metrics_port", "AUCSTREAM_WORKER_METRICS_PORT"),
-    ):
-        value = getattr(args, option)
-        if value is not None:
-            os.environ[variable] = str(value)
-    try:
-        settings = Settings()
-    except ValidationError as error:
-        raise CliError(f"invalid settings: {validation_message(error)}") from None
+    settings = load_settings(
+        {
+            "AUCSTREAM_REDIS_URL": args.redis_url,
+            "AUCSTREAM_WORKER_NAME": args.name,
+            "AUCSTREAM_WORKER_METRICS_PORT": args.metrics_port,
+        }
+    )
     if settings.redis_url is None:
         raise CliError("the worker needs AUCSTREAM_REDIS_URL (or --redis-url)")
     if args.check:

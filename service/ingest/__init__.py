@@ -1,20 +1,9 @@
-"""Request bodies -> validated batches ``(X, y, ids)``, vectorised, validated whole.
-
-One module per content type, all behind :func:`parse_events`:
-
-========================== ==================================================================
-``application/json``       :mod:`~service.ingest.json` (general path in ``objects``)
-``application/x-ndjson``   :mod:`~service.ingest.ndjson`, one event object per line
-``text/x-libsvm``          :mod:`~service.ingest.libsvm`, ``<label> <index>:<value> ...``
-``application/x-npz``      :mod:`~service.ingest.npz`, a NumPy ``.npz`` archive
-========================== ==================================================================
-
-``/score`` bodies go through the same function with ``labelled=False``; delayed labels through
-:func:`parse_label_items`.  Labels are 0/1, -1/+1 or booleans.  Parsing turns the body into
-numpy arrays with one decoder call and a few list comprehensions (no object per event); every
-check runs on the whole batch before anything is learned (:mod:`~service.ingest.fields`, which
-leaves the feature checks to ``core.validation``), and an error names the event (0-based index
-and id) or the line (1-based) at fault.
+"""Request bodies -> validated batches ``(X, y, ids)``: one module per content type
+(``json``, ``ndjson``, ``libsvm``, ``npz``; the shapes are in docs/api.md), all behind
+:func:`parse_events` (``/score`` with ``labelled=False``; delayed labels through
+:func:`parse_label_items`).  Parsing is vectorised (no object per event) and every check, stated
+once in :mod:`~service.ingest.fields`, runs on the whole batch before anything is learned; an
+error names the event (0-based index and id) or the line (1-based) at fault.
 """
 
 from __future__ import annotations

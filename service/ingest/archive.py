@@ -1,50 +1,29 @@
-"""Guards for zip uploads (NPZ bodies, snapshots), applied before anything is inflated or
-allocated, and the bounded reader of their members.
+"""Guards for zip uploads (NPZ bodies, snapshots), applied from bytes that are cheap to read
+before anything is inflated or allocated, and the bounded reader of their members.
 
 A 2 MB deflated member can expand to 2 GB, a 300-byte bzip2 member to 500 MB, and a 100-byte
-``.npy`` header can claim a shape of ``(2**40,)``; numpy and zipfile believe all three.  So, in
-this order, from bytes that are cheap to read:
-
-1. the end-of-central-directory record: the number of members (a central directory of a
-   million entries would cost hundreds of MB of ``ZipInfo`` objects);
-2. the central directory: each member's compression method (stored or deflate only: the
-   other codecs zipfile knows inflate a whole chunk of input in one unbounded call) and its
-   *uncompressed* size, summed against the limit;
-3. each ``.npy`` header (read by inflating only its first bytes): the bytes its shape and dtype
-   claim, computed without overflow, must be exactly what the member declares.
-
-Members are then read by :func:`read_member`, which never trusts the declared size: it
-inflates in bounded steps and stops as soon as a member produces more than it declared (which
-the limit above bounds), so a member that lies about its size costs at most that size.
+``.npy`` header can claim a shape of ``(2**40,)``; numpy and zipfile believe all three.  So the
+end record's member count, each member's method (stored or deflate: the other codecs inflate a
+whole chunk in one unbounded call) and declared size, and each ``.npy`` header against its
+member are checked first; :func:`member_content` then inflates in bounded steps and stops as
+soon as a member produces more than it declared.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import struct
 import zipfile
 import zlib
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 from isal.isal_zlib import crc32
 
 from service.errors import InvalidInput, MalformedBody, PayloadTooLarge, UnsupportedMediaType
-
-__all__ = [
-    "ACCEPTED_METHODS",
-    "LOCAL_HEADER",
-    "NpyLayout",
-    "UnreadableDirectory",
-    "central_directory",
-    "check_members",
-    "check_method",
-    "member_count",
-    "npy_array",
-    "npy_layout",
-    "read_member",
-]
 
 #: the end-of-central-directory record: signature, disk numbers, entries on this disk, entries
 #: in total, size and offset of the central directory, comment length
@@ -184,12 +163,20 @@ def _member_data(body: bytes, member: zipfile.ZipInfo, field: str) -> memoryview
 def read_member(
     body: bytes, member: zipfile.ZipInfo, *, field: str, prefix: int | None = None
 ) -> bytes:
+    """:func:`member_content` as bytes."""
+    return bytes(member_content(body, member, field=field, prefix=prefix))
+
+
+def member_content(
+    body: bytes, member: zipfile.ZipInfo, *, field: str, prefix: int | None = None
+) -> bytes | memoryview:
     """A member's bytes (only the first ``prefix`` bytes when given), read straight from
     ``body``: a stored member sliced, a deflated one inflated in steps of at most
     :data:`_INFLATE_STEP` bytes.  Reading stops at the size the member declares
     (``member.file_size``, bounded by :func:`check_members`): a member that would produce more
     is refused there (400 naming ``field``), as is one that produces less or whose CRC-32
-    differs.  Only methods :func:`check_members` accepted are read."""
+    differs.  Only methods :func:`check_members` accepted are read; a stored member is a view
+    of ``body``."""
     data = _member_data(body, member, field)
     declared = member.file_size
     wanted = declared if prefix is None else min(prefix, declared)
@@ -199,7 +186,7 @@ def read_member(
                 f"{field!r} is stored in {len(data):,} bytes but declares {declared:,}",
                 field=field,
             )
-        content = bytes(data[:wanted])
+        content: bytes | memoryview = data[:wanted]
     elif member.compress_type == zipfile.ZIP_DEFLATED:
         content = _inflate(data, wanted, field=field, whole=prefix is None)
     else:  # check_members refuses these before anything is read
@@ -243,19 +230,13 @@ def _inflate(data: memoryview, wanted: int, *, field: str, whole: bool) -> bytes
     return b"".join(parts)
 
 
-class NpyLayout:
-    """What a ``.npy`` header declares: ``shape``, ``fortran_order``, ``dtype`` and the size of
-    the preamble before the data (``offset``)."""
+class NpyLayout(NamedTuple):
+    """What a ``.npy`` header declares, and the size of the preamble before the data."""
 
-    __slots__ = ("dtype", "fortran_order", "offset", "shape")
-
-    def __init__(self, shape, fortran_order, dtype, offset) -> None:
-        self.shape, self.fortran_order, self.dtype, self.offset = (
-            shape,
-            fortran_order,
-            dtype,
-            offset,
-        )
+    shape: tuple[int, ...]
+    fortran_order: bool
+    dtype: np.dtype
+    offset: int
 
     @property
     def nbytes(self) -> int:
@@ -263,36 +244,48 @@ class NpyLayout:
         return math.prod(self.shape) * self.dtype.itemsize
 
 
+def _header(prefix: bytes | memoryview) -> NpyLayout:
+    """The layout of the ``.npy`` preamble at the start of ``prefix``, parsed once per distinct
+    header (numpy's parser uses ``ast.literal_eval``, slow next to reading a small batch)."""
+    length_bytes = 2 if prefix[6:7] == b"\x01" else 4  # format 1.0, else 2.0 / 3.0
+    end = 8 + length_bytes + int.from_bytes(prefix[8 : 8 + length_bytes], "little")
+    return _parsed_header(bytes(prefix[:end]))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_header(header: bytes) -> NpyLayout:
+    fmt = np.lib.format
+    stream = io.BytesIO(header)
+    if fmt.read_magic(stream) == (1, 0):
+        shape, fortran_order, dtype = fmt.read_array_header_1_0(stream)
+    else:
+        shape, fortran_order, dtype = fmt.read_array_header_2_0(stream)
+    return NpyLayout(tuple(shape), fortran_order, dtype, stream.tell())
+
+
 def npy_layout(body: bytes, member: zipfile.ZipInfo, *, field: str) -> NpyLayout:
     """Read a member's ``.npy`` header (inflating only its first bytes) and check that its
     shape and dtype claim exactly the bytes the member declares (422 naming ``field``
     otherwise); object dtypes, which would need unpickling, are refused."""
-    fmt = np.lib.format
-    stream = io.BytesIO(
-        read_member(body, member, field=field, prefix=_NPY_PREAMBLE + _NPY_MAX_HEADER)
-    )
     try:
-        version = fmt.read_magic(stream)
-        if version == (1, 0):
-            shape, fortran_order, dtype = fmt.read_array_header_1_0(stream)
-        else:
-            shape, fortran_order, dtype = fmt.read_array_header_2_0(stream)
+        layout = _header(
+            member_content(body, member, field=field, prefix=_NPY_PREAMBLE + _NPY_MAX_HEADER)
+        )
     except (ValueError, OSError, EOFError, SyntaxError, TypeError) as error:
         raise InvalidInput(
             f"{field!r} is not a readable .npy array: {error}", field=field
         ) from None
-    if dtype.hasobject:
+    if layout.dtype.hasobject:
         raise InvalidInput(
-            f"{field!r} holds Python objects (dtype {dtype}), which are never unpickled",
+            f"{field!r} holds Python objects (dtype {layout.dtype}), which are never unpickled",
             field=field,
         )
-    layout = NpyLayout(tuple(shape), fortran_order, dtype, stream.tell())
     if any(size < 0 for size in layout.shape):
         raise InvalidInput(f"{field!r} has a negative dimension {layout.shape}", field=field)
     held = member.file_size - layout.offset
     if layout.nbytes != held:
         raise InvalidInput(
-            f"{field!r}: its header claims shape {layout.shape} of {dtype} "
+            f"{field!r}: its header claims shape {layout.shape} of {layout.dtype} "
             f"({layout.nbytes:,} bytes) but the member holds {held:,} bytes",
             field=field,
         )
@@ -300,9 +293,10 @@ def npy_layout(body: bytes, member: zipfile.ZipInfo, *, field: str) -> NpyLayout
 
 
 def npy_array(body: bytes, member: zipfile.ZipInfo, layout: NpyLayout, *, field: str):
-    """The member's array (a writable, C-contiguous copy), its layout checked by
-    :func:`npy_layout` and its bytes read by :func:`read_member`."""
-    raw = read_member(body, member, field=field)
+    """The member's array (a writable, C-contiguous copy: the only copy of a stored member's
+    bytes), its layout checked by :func:`npy_layout` and its bytes read by
+    :func:`member_content`."""
+    raw = member_content(body, member, field=field)
     flat = np.frombuffer(
         raw, dtype=layout.dtype, count=math.prod(layout.shape), offset=layout.offset
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -43,14 +44,7 @@ class FeatureSpec:
         return _hasher(self.n_features)
 
 
-_HASHERS: dict[int, FeatureHasher] = {}
-
-
-def _hasher(n_features: int) -> FeatureHasher:
-    hasher = _HASHERS.get(n_features)
-    if hasher is None:
-        hasher = _HASHERS[n_features] = FeatureHasher(n_features)
-    return hasher
+_hasher = functools.cache(FeatureHasher)
 
 
 @dataclass

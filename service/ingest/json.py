@@ -175,15 +175,10 @@ _EVENT_KEYS = frozenset({"id", "x", "y"})  # as objects.EVENT_KEYS
 
 
 def _one_dense_event(event: Any, spec: FeatureSpec, labelled: bool) -> Batch | None:
-    """The batch of a body of one event of the plain shape for a dense model, or None.
-
-    The general path (``events_to_batch``) is built for batches: its checks, the locator
-    that names a bad event and the label coercion cost as much as scoring one event.  This
-    makes the same batch (the same float64 row, the label in {-1, +1}, the id as a string)
-    and, like ``_dense_json_fast``, only accepts: anything else -- a missing or bad field,
-    features by name, a non-finite value -- goes to the general path, which gives its usual
-    error.
-    """
+    """The batch of a body of one event of the plain shape for a dense model, or None: the
+    general path's batch without its per-batch costs (the locator, the label coercion), which
+    are as much as scoring one event.  Like ``_dense_json_fast`` it only accepts: anything else
+    goes to the general path, which gives its usual error."""
     if type(event) is not dict or not event.keys() <= _EVENT_KEYS:
         return None
     row = event.get("x")

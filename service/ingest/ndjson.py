@@ -18,16 +18,11 @@ _NEWLINE = ord("\n")
 class NDJSONReader:
     """Decodes an NDJSON body chunk by chunk, one event per line (blank lines skipped).
 
-    The unread bytes live in one ``bytearray``: a chunk is appended, complete lines are found
-    with ``find`` from where the last search stopped, and the consumed prefix is deleted (which
-    CPython's bytearray does in O(1), by moving its start).  So a line costs time linear in its
-    length however many chunks it spans; joining the pending tail to every chunk instead, a
-    63 MB line cost quadratic time (``loadtest/ndjson_scaling.py`` measures both).
-
-    ``decode_inline_bytes``: lines are decoded as they arrive while at most this many bytes
-    have been fed; past it, the reader only collects the bytes, and :meth:`finish` decodes the
-    rest, so a caller can run that (the bulk of a large body, or a single huge line) in the
-    thread pool instead of on the event loop.  ``None``: always decode as lines arrive.
+    The unread bytes live in one ``bytearray`` whose consumed prefix is deleted (O(1) in
+    CPython) and searched for newlines only past where the last search stopped: a line costs
+    time linear in its length however many chunks it spans (``loadtest/ndjson_scaling.py``).
+    Past ``decode_inline_bytes`` fed (None: never), lines are only collected and
+    :meth:`finish` decodes them, so a caller can run the bulk of a large body in a thread.
     """
 
     def __init__(self, max_events: int, decode_inline_bytes: int | None = None) -> None:

@@ -4,25 +4,16 @@ arrays are refused): ``X`` (2-d) or the CSR triple ``indptr``, ``indices``, ``da
 
 from __future__ import annotations
 
-import functools
 import io
-import math
 import zipfile
 
 import numpy as np
-from isal.isal_zlib import crc32
 
 from core.csr import CSRMatrix
 from core.errors import unknown_names
 from service.errors import InvalidInput, MalformedBody, UnsupportedMediaType
 from service.ingest import fields
-from service.ingest.archive import (
-    LOCAL_HEADER,
-    check_members,
-    member_count,
-    npy_array,
-    npy_layout,
-)
+from service.ingest.archive import check_members, member_count, npy_array, npy_layout
 from service.ingest.batch import Batch, FeatureSpec
 from service.ingest.fields import Locator
 from service.ingest.libsvm import HASHED_NEEDS_NAMES
@@ -31,13 +22,10 @@ NPZ_ARRAYS = ("X", "y", "ids", "indptr", "indices", "data")
 
 
 def _npz_arrays(body: bytes, max_inflated_bytes: int) -> dict[str, np.ndarray]:
-    """The arrays of any ``.npz`` body (compressed members too), read as ``np.load(...,
-    allow_pickle=False)`` would, after the guards of :mod:`service.ingest.archive`: the
-    central directory's methods (stored or deflate) and uncompressed sizes against
-    ``max_inflated_bytes`` and each ``.npy`` header against its member, before a byte is
-    inflated; members are inflated by its bounded reader.  Object arrays are refused; nothing
-    is ever unpickled."""
-    if body.startswith(_NPY_MAGIC):
+    """The arrays of any ``.npz`` body, read as ``np.load(..., allow_pickle=False)`` would,
+    after the guards of :mod:`service.ingest.archive` (methods, declared sizes, each ``.npy``
+    header against its member) and by its bounded reader; nothing is ever unpickled."""
+    if body.startswith(b"\x93NUMPY"):
         raise MalformedBody("body is a single .npy array; send an .npz archive (np.savez)")
     try:
         archive = zipfile.ZipFile(io.BytesIO(body))
@@ -48,104 +36,14 @@ def _npz_arrays(body: bytes, max_inflated_bytes: int) -> dict[str, np.ndarray]:
             archive, max_inflated_bytes=max_inflated_bytes, what="the .npz body"
         )
         # np.load's names: a member "X.npy" is the array "X"
-        named = {
-            (member.filename[:-4] if member.filename.endswith(".npy") else member.filename): member
-            for member in members
-        }
+        named = {member.filename.removesuffix(".npy"): member for member in members}
         unexpected = unknown_names(named, NPZ_ARRAYS, "unexpected array(s)")
         if unexpected is not None:
             raise InvalidInput(unexpected[1], field=unexpected[0])
-        arrays = {}
-        for name, member in named.items():
-            layout = npy_layout(body, member, field=name)
-            arrays[name] = npy_array(body, member, layout, field=name)
-    return arrays
-
-
-# Fast path for what ``np.savez`` writes (stored members, no encryption): each member is read
-# straight from the body (one copy into a fresh array) instead of through np.load, zipfile's
-# member reader (a copy) and the .npy header parser (``ast.literal_eval``, slow next to the rest;
-# parsed headers are cached, a batch of the same shape has the same header).  The CRC-32 of each
-# member is still checked, by ISA-L (the value of zlib.crc32 at a tenth of its cost per byte).
-# Anything else (compressed members, a bad CRC, unexpected names, an object dtype ...) returns
-# None and the general path answers.
-_NPY_MAGIC = b"\x93NUMPY"
-
-
-@functools.lru_cache(maxsize=256)
-def _npy_header(preamble: bytes) -> tuple[tuple[int, ...], bool, np.dtype]:
-    """(shape, fortran_order, dtype) of a .npy preamble (magic, version, header), by numpy's
-    own parser, as the general path (``service.ingest.archive.npy_layout``) reads it."""
-    fmt = np.lib.format
-    stream = io.BytesIO(preamble)
-    version = fmt.read_magic(stream)
-    if version == (1, 0):
-        return fmt.read_array_header_1_0(stream)
-    return fmt.read_array_header_2_0(stream)
-
-
-def _npz_arrays_fast(body: bytes) -> dict[str, np.ndarray] | None:
-    if not body.startswith(b"PK\x03\x04"):
-        return None
-    try:
-        with zipfile.ZipFile(io.BytesIO(body)) as archive:
-            members = archive.infolist()
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError):
-        return None
-    view = memoryview(body)
-    arrays: dict[str, np.ndarray] = {}
-    for member in members:
-        name = member.filename[:-4]
-        if (
-            not member.filename.endswith(".npy")
-            or name not in NPZ_ARRAYS
-            or name in arrays
-            or member.compress_type != zipfile.ZIP_STORED
-            or member.flag_bits & 0x1  # encrypted
-            or member.compress_size != member.file_size
-        ):
-            return None
-        start = member.header_offset
-        if start + LOCAL_HEADER.size > len(body):
-            return None
-        signature, name_length, extra_length = LOCAL_HEADER.unpack_from(body, start)
-        name_start = start + LOCAL_HEADER.size
-        data_start = name_start + name_length + extra_length
-        data_end = data_start + member.file_size
-        if (
-            signature != b"PK\x03\x04"
-            or view[name_start : name_start + name_length] != member.orig_filename.encode()
-            or data_end > len(body)
-            or crc32(view[data_start:data_end]) != member.CRC
-            or view[data_start : data_start + 6] != _NPY_MAGIC
-        ):
-            return None
-        major = body[data_start + 6]
-        if major == 1:
-            header_end = (
-                data_start + 10 + int.from_bytes(view[data_start + 8 : data_start + 10], "little")
-            )
-        elif major in (2, 3):
-            header_end = (
-                data_start + 12 + int.from_bytes(view[data_start + 8 : data_start + 12], "little")
-            )
-        else:
-            return None
-        if header_end > data_end:
-            return None
-        try:
-            shape, fortran_order, dtype = _npy_header(bytes(view[data_start:header_end]))
-        except (ValueError, OSError, EOFError):
-            return None
-        count = math.prod(shape)  # Python integers: (2**32, 2**32) must not wrap to 0
-        if dtype.hasobject or count < 0 or data_end - header_end < count * dtype.itemsize:
-            return None
-        flat = np.frombuffer(body, dtype=dtype, count=count, offset=header_end)
-        if fortran_order:
-            arrays[name] = flat.reshape(tuple(shape), order="F").copy(order="C")
-        else:
-            arrays[name] = flat.reshape(tuple(shape)).copy()  # writable, C-contiguous
-    return arrays or None
+        return {
+            name: npy_array(body, member, npy_layout(body, member, field=name), field=name)
+            for name, member in named.items()
+        }
 
 
 def npz_events(
@@ -172,12 +70,7 @@ def npz_events(
             f"accepted: {', '.join(NPZ_ARRAYS)}",
             field="body",
         )
-    arrays = _npz_arrays_fast(body)
-    if arrays is None:
-        arrays = _npz_arrays(body, max_inflated_bytes)
-    for name, array in arrays.items():
-        if array.dtype.hasobject:
-            raise InvalidInput(f"array {name!r} holds Python objects", field=name)
+    arrays = _npz_arrays(body, max_inflated_bytes)
     if "ids" in arrays and arrays["ids"].ndim != 1:
         raise InvalidInput(
             f"'ids' must be 1-d (one id per event), got shape {arrays['ids'].shape}", field="ids"
@@ -214,12 +107,7 @@ def _dense_member(
         raise InvalidInput(f"'X' must be 2-d, got shape {dense.shape}", field="X")
     fields.check_size(dense.shape[0], max_events)
     dense = fields.dense(dense, spec, locate, field="X")
-    if spec.feature_mode == "dense":
-        return dense
-    rows, columns = np.nonzero(dense)
-    indptr = np.zeros(dense.shape[0] + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=dense.shape[0]), out=indptr[1:])
-    return CSRMatrix(indptr, columns.astype(np.int64), dense[rows, columns], spec.n_features)
+    return dense if spec.feature_mode == "dense" else CSRMatrix.from_dense(dense)
 
 
 def _csr_members(

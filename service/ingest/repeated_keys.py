@@ -1,19 +1,12 @@
-"""JSON objects that repeat a key are refused (400 naming the key).
+"""JSON objects that repeat a key are refused (400 naming the key): JSON leaves a repeated key's
+meaning to the reader (RFC 8259 4), so ``{"y": 0, ..., "y": 1}`` could be learned as a positive
+while a proxy or a log showed a negative.
 
-JSON leaves a repeated key's meaning to the reader (RFC 8259 4: "the behavior of software
-that receives such an object is unpredictable"): orjson keeps the last value, simdjson's lookup
-finds the first, a proxy or a log may show either.  ``{"y": 0, ..., "y": 1}`` would be learned
-as a positive while anything that read the first ``y`` saw a negative.
-
-The decoders keep no trace of a repeated key, so the check compares counts, without a second
-decoding on the usual path: the colons of the body (every key is followed by one; the others
-are in strings) against the colons of the decoded document written back by ``orjson.dumps``
-(its keys, and the same strings).  With no repeated key the two are equal; a repeated key, its
-colon and its dropped value's, make the body's larger.  Only then, or when a colon in the body
-is written as an escape (``\\u003a``, which ``orjson.dumps`` writes as a colon), is the body
-decoded again by Python's decoder with a hook that sees every key of every object
-(:func:`repeated_key`), which names the key or clears the body.  The usual cost is two scans of
-the body and one ``orjson.dumps`` of the document, about a third of decoding it.
+The decoders keep no trace of a repeated key, so the usual check compares counts: the colons of
+the body (one after each key, the others in strings) against those of the decoded document
+written back by ``orjson.dumps``; a repeated key makes the body's larger.  Only then, or when a
+colon may be written as an escape (``\\u003a``), is the body decoded again with a hook that sees
+every key (:func:`repeated_key`).  The usual cost is about a third of decoding the body.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """The pages a person opens in a browser: the live dashboard (``/``, ``/dashboard``), Swagger UI
-(``/docs``) and ReDoc (``/redoc``), all served from files inside the package.
-
-Nothing is loaded from a CDN: the JavaScript and CSS the pages use are vendored under
-``service/static/vendor/`` (see its README.md for versions, licences and checksums), so the pages
-work on a machine with no internet access.
-
-The pages and their assets are public (they hold no data); the data comes from the ``/v1`` API,
-which asks for an API key when keys are configured.  The dashboard then asks the user for a key,
-keeps it in the tab's ``sessionStorage`` and sends it as the ``X-API-Key`` header -- the metrics
-stream included, read with ``fetch()`` rather than ``EventSource`` (which cannot send headers):
-a key in a query string would end up in access logs, proxy logs and the browser history.
+(``/docs``) and ReDoc (``/redoc``), all served from files inside the package (vendored under
+``service/static/vendor/``: no CDN, docs/dashboard.md).  The pages are public (they hold no
+data); the ``/v1`` API they read asks for the key, which the dashboard sends as a header, never
+in a query string (it would end up in access logs, proxy logs and the browser history).
 """
 
 from __future__ import annotations
@@ -36,6 +29,7 @@ STATIC_PREFIX = "/static"
 #: into the page (by a compromised asset or a rendered model id) could not send the API key it
 #: can read from sessionStorage anywhere else.  Inline styles are allowed: uPlot sizes its
 #: canvases with them.
+_SHARED_POLICY = ["base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'"]
 DASHBOARD_POLICY = "; ".join(
     [
         "default-src 'none'",
@@ -43,9 +37,7 @@ DASHBOARD_POLICY = "; ".join(
         "style-src 'self' 'unsafe-inline'",
         "img-src 'self' data:",
         "connect-src 'self'",
-        "base-uri 'none'",
-        "form-action 'none'",
-        "frame-ancestors 'none'",
+        *_SHARED_POLICY,
     ]
 )
 PAGE_HEADERS = {
@@ -67,9 +59,7 @@ DOCUMENT_POLICY = [
     "font-src 'self' data:",
     "connect-src 'self'",
     "worker-src 'self' blob:",
-    "base-uri 'none'",
-    "form-action 'none'",
-    "frame-ancestors 'none'",
+    *_SHARED_POLICY,
 ]
 _INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 

@@ -96,6 +96,16 @@ def test_bad_sparse_named(matrix, message):
         as_features(matrix)
 
 
+def test_csr_from_dense_is_scipys_csr_of_the_array():
+    X = np.array([[0.0, 1.5, 0.0], [0.0, 0.0, 0.0], [-2.0, 0.0, 3.0]])
+    csr = CSRMatrix.from_dense(X)
+    reference = sp.csr_matrix(X)
+    assert csr.indptr.tolist() == reference.indptr.tolist()
+    assert csr.indices.tolist() == reference.indices.tolist()
+    assert csr.data.tolist() == reference.data.tolist() and csr.shape == X.shape
+    assert np.array_equal(csr.toarray(), X)
+
+
 def test_check_batch_counts_labels_against_rows():
     with pytest.raises(ValueError, match="got 1 labels for 2 events"):
         check_batch(np.zeros((2, 2)), [1])

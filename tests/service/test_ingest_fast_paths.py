@@ -4,7 +4,7 @@ The JSON fast paths (simdjson for dense models; one event of a dense model) only
 on a body they do not take, the general orjson path must run and produce its own result or
 error.  Each case here is parsed twice, with the fast paths on and with them switched off,
 and the outcomes compared exactly (arrays bit for bit, ids, labels, or the error's class and
-message).
+message).  NPZ bodies have one reader: each array as ``np.load`` reads it.
 """
 
 from __future__ import annotations
@@ -278,19 +278,20 @@ def npz_outcome(body: bytes, spec=DENSE, *, labelled=True, max_events=1000):
         batch = npz_body.npz_events(body, spec, labelled=labelled, max_events=max_events)
     except ServiceError as error:
         return ("error", type(error).__name__, str(error), error.problem())
-    X = batch.X
-    features = (
-        (X.shape, X.dtype.str, X.tobytes(), X.flags.writeable)
-        if isinstance(X, np.ndarray)
-        else (X.indptr.tobytes(), X.indices.tobytes(), X.data.tobytes())
-    )
-    return ("batch", features, None if batch.y is None else batch.y.tolist(), batch.ids)
+    return ("batch", batch)
 
 
-def npz_general_outcome(monkeypatch, body: bytes, spec=DENSE, **kwargs):
-    with monkeypatch.context() as patch:
-        patch.setattr(npz_body, "_npz_arrays_fast", lambda body: None)
-        return npz_outcome(body, spec, **kwargs)
+def arrays_as_np_load_reads_them(body: bytes) -> None:
+    """The one NPZ reader (bounded, pickle-free) gives each array as ``np.load`` does, as a
+    writable C-contiguous copy."""
+    arrays = npz_body._npz_arrays(body, 2**30)
+    with np.load(io.BytesIO(body), allow_pickle=False) as reference:
+        assert sorted(arrays) == sorted(name.removesuffix(".npy") for name in reference.files)
+        for name, array in arrays.items():
+            expected = reference[name]
+            assert (array.dtype, array.shape) == (expected.dtype, expected.shape)
+            assert array.tobytes() == np.ascontiguousarray(expected).tobytes()
+            assert array.flags.c_contiguous and array.flags.writeable
 
 
 RNG = np.random.default_rng(3)
@@ -301,7 +302,7 @@ CSR = {
     "indices": np.array([0, 1, 2, 0, 1, 2]),
     "data": RNG.normal(size=6),
 }
-NPZ_TAKEN = {  # the fast path reads these itself
+NPZ_TAKEN = {  # what np.savez writes: read as np.load reads it
     "float64": npz_of({"X": X_F8, "y": Y}),
     "float32, bool labels": npz_of({"X": X_F8.astype(np.float32), "y": Y.astype(bool)}),
     "int features, -1/+1": npz_of({"X": (X_F8 * 10).astype(np.int64), "y": 2 * Y - 1}),
@@ -335,44 +336,61 @@ def renamed(body: bytes, old: bytes, new: bytes) -> bytes:
     return body.replace(old, new)
 
 
-NPZ_LEFT_TO_THE_GENERAL_PATH = {
-    "compressed": npz_of({"X": X_F8, "y": Y}, compressed=True),
-    "bad crc": corrupt(npz_of({"X": X_F8, "y": Y})),
-    "truncated": npz_of({"X": X_F8, "y": Y})[:-200],
-    "object array": npz_of({"X": X_F8, "y": np.array([1, "a", None], dtype=object)}),
-    "unexpected name": npz_of({"X": X_F8, "y": Y, "w": Y}),
-    "name without .npy": renamed(npz_of({"X": X_F8, "y": Y}), b"y.npy", b"y.np_"),
-    "single .npy": single_npy(X_F8),
-    "not an archive": b"PK\x03\x04 not really a zip",
-    "empty": b"",
+NPZ_IRREGULAR = {  # each refused with its own answer (a compressed body is read)
+    "compressed": (npz_of({"X": X_F8, "y": Y}, compressed=True), None),
+    "bad crc": (corrupt(npz_of({"X": X_F8, "y": Y})), "'X' is corrupt (bad CRC-32)"),
+    "truncated": (
+        npz_of({"X": X_F8, "y": Y})[:-200],
+        "body is not a readable .npz archive: File is not a zip file",
+    ),
+    "object array": (
+        npz_of({"X": X_F8, "y": np.array([1, "a", None], dtype=object)}),
+        "'y' holds Python objects (dtype object), which are never unpickled",
+    ),
+    "unexpected name": (
+        npz_of({"X": X_F8, "y": Y, "w": Y}),
+        "unexpected array(s) 'w'; accepted: X, y, ids, indptr, indices, data",
+    ),
+    "name without .npy": (
+        renamed(npz_of({"X": X_F8, "y": Y}), b"y.npy", b"y.np_"),
+        "unexpected array(s) 'y.np_'; accepted: X, y, ids, indptr, indices, data",
+    ),
+    "single .npy": (
+        single_npy(X_F8),
+        "body is a single .npy array; send an .npz archive (np.savez)",
+    ),
+    "not an archive": (
+        b"PK\x03\x04 not really a zip",
+        "body is not a readable .npz archive: File is not a zip file",
+    ),
+    "empty": (b"", "body is not a readable .npz archive: File is not a zip file"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(NPZ_TAKEN))
-def test_npz_fast_path_equals_the_general_path(monkeypatch, case):
+def test_npz_bodies_read_as_np_load_reads_them(case):
     body = NPZ_TAKEN[case]
-    assert npz_body._npz_arrays_fast(body) is not None
-    assert npz_outcome(body) == npz_general_outcome(monkeypatch, body)
-    sparse = FeatureSpec(n_features=3, feature_mode="sparse")
-    assert npz_outcome(body, sparse) == npz_general_outcome(monkeypatch, body, sparse)
-    assert npz_outcome(body, labelled=False) == npz_general_outcome(
-        monkeypatch, body, labelled=False
-    )
+    arrays_as_np_load_reads_them(body)
+    refused = case in ("bad label", "nan", "wrong width", "no labels", "1-d X")
+    assert (npz_outcome(body)[0] == "error") == refused
 
 
-@pytest.mark.parametrize("case", sorted(NPZ_LEFT_TO_THE_GENERAL_PATH))
-def test_npz_irregular_bodies_get_the_general_paths_answer(monkeypatch, case):
-    body = NPZ_LEFT_TO_THE_GENERAL_PATH[case]
-    assert npz_body._npz_arrays_fast(body) is None
-    assert npz_outcome(body) == npz_general_outcome(monkeypatch, body)
+@pytest.mark.parametrize("case", sorted(NPZ_IRREGULAR))
+def test_npz_irregular_bodies_get_their_answer(case):
+    body, refused = NPZ_IRREGULAR[case]
+    if refused is None:
+        arrays_as_np_load_reads_them(body)
+        assert npz_outcome(body)[0] == "batch"
+    else:
+        answer = npz_outcome(body)
+        assert answer[0] == "error" and answer[2] == refused
 
 
-def test_npz_fast_path_arrays_do_not_alias_the_body():
+def test_npz_arrays_do_not_alias_the_body():
     body = NPZ_TAKEN["float64"]
-    arrays = npz_body._npz_arrays_fast(body)
-    assert arrays is not None
+    arrays = npz_body._npz_arrays(body, 2**30)
     arrays["X"][0, 0] = 1e300  # writable, and a copy: the body is unchanged
-    assert npz_body._npz_arrays_fast(body)["X"][0, 0] == X_F8[0, 0]
+    assert npz_body._npz_arrays(body, 2**30)["X"][0, 0] == X_F8[0, 0]
 
 
 def test_small_bodies_take_the_general_path(monkeypatch):

@@ -105,6 +105,7 @@ class Deadlines:
             self.seeded = True
         total = 0
         for model_id in self.pop_due(now):
+            deadline: float | None
             try:
                 total += sweep(model_id)
                 deadline = earliest_deadline(store, model_id)

@@ -100,8 +100,8 @@ class Deadlines:
         be swept is logged and tried again in :data:`RETRY_SECONDS`; a deleted one is
         dropped."""
         if not self.seeded:
-            for model_id, deadline in stored_deadlines(store).items():
-                self.schedule(model_id, deadline)
+            for model_id, earliest in stored_deadlines(store).items():
+                self.schedule(model_id, earliest)
             self.seeded = True
         total = 0
         for model_id in self.pop_due(now):

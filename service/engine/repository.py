@@ -31,8 +31,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from service.engine.checkpoints import Checkpoints
 from service.engine.entries import Entry, ReplayFailed
 from service.engine.history import behind as history_behind
-from service.engine.learning import replay
 from service.engine.model import Loaded, OtherStateFormat, from_store
+from service.engine.replay import replay
 from service.errors import (
     Contention,
     CorruptState,

@@ -119,11 +119,15 @@ def measure(checkout: Path, args: argparse.Namespace) -> dict[str, float]:
         feed(url, args.models, args.events, args.kept)
         fed = time.monotonic() - started
         settled = settle(process.pid)
-        before, wall = tree_cpu(process.pid), time.monotonic()
-        time.sleep(args.idle)
-        used, wall = tree_cpu(process.pid) - before, time.monotonic() - wall
-        return {"feed_s": fed, "settle_s": settled, "idle_cpu_s": used,
-                "ms_per_s": 1000 * used / wall, "load": os.getloadavg()[0]}  # fmt: skip
+        windows = []
+        for _ in range(args.windows):
+            before, wall = tree_cpu(process.pid), time.monotonic()
+            time.sleep(args.idle)
+            used, wall = tree_cpu(process.pid) - before, time.monotonic() - wall
+            windows.append((used, 1000 * used / wall))
+        return {"feed_s": fed, "settle_s": settled, "idle_cpu_s": windows[0][0],
+                "ms_per_s": windows[0][1], "load": os.getloadavg()[0],
+                "later": windows[1:]}  # fmt: skip
     finally:
         stop(process)
         data_dir.cleanup()
@@ -137,6 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--store", choices=("memory", "sqlite"), default="memory")
     parser.add_argument("--kept", type=int, default=0, help="scores kept per model (ids)")
+    parser.add_argument(
+        "--windows",
+        type=int,
+        default=1,
+        help="idle windows one after another (the first "
+        "holds the checkpoints and history points the feed made due)",
+    )
     parser.add_argument("--against", type=Path, default=Path("/work/main"))
     args = parser.parse_args(argv)
     checkouts = {"this checkout": ROOT, str(args.against): args.against}
@@ -150,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         order = list(checkouts.items())
         for name, checkout in order if round_ % 2 == 0 else order[::-1]:
             row = measure(checkout, args)
+            later = "".join(f" then {cpu:.2f} s, {rate:.1f} ms/s" for cpu, rate in row["later"])
             print(f"| {round_ + 1} | {name} | {row['feed_s']:.0f} | {row['settle_s']:.0f} | "
-                  f"{row['idle_cpu_s']:.2f} | {row['ms_per_s']:.1f} | {row['load']:.2f} |",
+                  f"{row['idle_cpu_s']:.2f} | {row['ms_per_s']:.1f}{later} | {row['load']:.2f} |",
                   flush=True)  # fmt: skip
     subprocess.run(["uptime"], check=False)
     return 0

@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from core.boosted_fits import FIT_STATS
 from core.validation import as_labels
 from service.engine import Engine
 from service.engine.entries import Entry
@@ -76,7 +77,9 @@ def recover(data_dir: str, features: int) -> None:
     )
     print(
         f"replayed {info.counts.events_learned:,} events: cpu {cpu:.2f} s "
-        f"(+ {fitter:.2f} s in the fitter's process), wall {wall:.2f} s"
+        f"(+ {fitter:.2f} s in the fitter's process), wall {wall:.2f} s; "
+        f"{FIT_STATS.installed} boosted fits installed, {FIT_STATS.in_call} computed by the "
+        f"replay in {FIT_STATS.fit_seconds:.2f} s of wall time"
     )
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from core.boosted_trees import EnsembleParams, fit_ensemble
 
 __all__ = ["FIT_STATS", "FitHandle", "FitJob", "FitRecord", "HandsOverFits", "background_fits",
-           "obtain", "submitter"]  # fmt: skip
+           "fits_in_call", "obtain", "submitter"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -260,8 +260,29 @@ class background_fits:  # noqa: N801 - used as a context manager, like a functio
             _submitters.remove(self.submit)
 
 
+_fitting_here = threading.local()
+
+
+class fits_in_call:  # noqa: N801 - used as a context manager, like a function
+    """While entered, due fits of this thread are not handed to a background fitter: a replay
+    of logged events reaches each install point milliseconds after the fit fell due, so it
+    computes every fit itself (:func:`obtain`) and a fitter's copy would be lost work.  A fit
+    still pending when it exits is handed over by the learner's next call."""
+
+    def __enter__(self) -> fits_in_call:
+        self._was = getattr(_fitting_here, "on", False)
+        _fitting_here.on = True
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        _fitting_here.on = self._was
+
+
 def submitter() -> Submit | None:
-    """The fitter due fits go to (the last entered), or None: the learner fits itself."""
+    """The fitter due fits go to (the last entered), or None: the learner fits itself (also
+    inside :class:`fits_in_call`)."""
+    if getattr(_fitting_here, "on", False):
+        return None
     return _submitters[-1] if _submitters else None
 
 

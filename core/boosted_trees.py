@@ -21,6 +21,7 @@ __all__ = [
     "empty_ensemble",
     "fit_ensemble",
     "node_capacity",
+    "unfitted_ensemble",
     "weighted_bins",
 ]
 
@@ -59,6 +60,31 @@ def empty_ensemble(n_trees: int, max_leaves: int) -> dict[str, np.ndarray]:
         "ens_baseline": np.zeros(1),
         "ens_trees": np.zeros(1, dtype=np.int64),
     }
+
+
+#: the ensemble's arrays with a row per tree, empty until a fit fills them (they grow as
+#: ``core.learners._growing`` arrays: a young model holds no padded trees)
+TREE_KEYS = ("ens_left", "ens_right", "ens_feature", "ens_threshold", "ens_leaf", "ens_value")
+
+
+def unfitted_ensemble(max_leaves: int) -> dict[str, np.ndarray]:
+    """:func:`empty_ensemble` with no tree rows: the state of a learner not fitted yet."""
+    return {
+        key: value[:0].copy() if key in TREE_KEYS else value
+        for key, value in empty_ensemble(0, max_leaves).items()
+    }
+
+
+def ensemble_rows_problem(state: dict[str, np.ndarray]) -> str | None:
+    """What is wrong with the rows of a stored ensemble (None: nothing): every tree array has
+    the same rows, at least ``ens_trees`` (the kernels read the first ``ens_trees``)."""
+    rows = {state[key].shape[0] for key in TREE_KEYS}
+    if len(rows) != 1 or int(state["ens_trees"][0]) > min(rows):
+        return (
+            f"the ensemble's arrays hold {sorted(rows)} tree rows for "
+            f"{int(state['ens_trees'][0])} trees"
+        )
+    return None
 
 
 def weighted_bins(

@@ -68,7 +68,7 @@ def measure(args: argparse.Namespace) -> dict:
     elif args.store == "sqlite":
         from service.stores.sqlite import SQLiteStore
 
-        store = SQLiteStore.open(args.data_dir, "normal", args.cache)
+        store = SQLiteStore.open(args.data_dir, "normal")
     else:
         import redis
 

@@ -16,13 +16,15 @@ import numpy as np
 
 from core._kernels import boosted_embedding as kernels
 from core._kernels.random import seed_state
+from core.boosted_trees import TREE_KEYS
 from core.csr import CSRMatrix
 from core.errors import InvalidState
 from core.learners._growing import grow
 from core.learners._state import RNG_STATE, Count, Finite, OneOf, StateInvariant
 
-__all__ = ["BUFFER_ARRAYS", "buffer_invariants", "buffer_state", "buffered", "check_buffer",
-           "oldest_first", "remember"]  # fmt: skip
+__all__ = ["BUFFER_ARRAYS", "HELD", "buffer_invariants", "buffer_state", "buffered",
+           "check_buffer", "growing_arrays", "held_rows_problem", "hold", "oldest_first",
+           "remember"]  # fmt: skip
 
 #: the arrays that grow as the buffer fills (core.learners._growing), rows first
 BUFFER_ARRAYS = ("buffer_X", "buffer_y", "buffer_w")
@@ -129,3 +131,32 @@ def remember(
     own["buffer_next"][0] = (start + n_kept) % capacity
     own["buffer_fill"][0] = min(fill + n_kept, capacity)
     own["buffer_written"][0] += n_kept
+
+
+#: the rows a learner holds while a fit is pending (``pending_fill`` of them), grown as they come
+HELD = ("pending_X", "pending_y")
+
+
+def growing_arrays(buffer_size: int, n_trees: int, fit_delay: int) -> dict[str, tuple[int, int]]:
+    """A boosted learner's arrays that grow as they fill, with their axis and capacity: the
+    buffer's, the ensemble's trees (at the first fit) and the rows held for a pending fit."""
+    sizes = dict.fromkeys(BUFFER_ARRAYS, buffer_size) | dict.fromkeys(TREE_KEYS, n_trees)
+    return {key: (0, int(size)) for key, size in (sizes | dict.fromkeys(HELD, fit_delay)).items()}
+
+
+def hold(own: dict[str, np.ndarray], rows: np.ndarray, y: np.ndarray, capacity: int) -> None:
+    """Keep events learned while a fit is pending in ``own``'s held rows (grown as they come,
+    at most ``capacity``); ``own`` is updated in place."""
+    held = int(own["pending_fill"][0])
+    own.update({key: grow(own[key], held + len(y), capacity) for key in HELD})
+    own["pending_X"][held : held + len(y)] = rows
+    own["pending_y"][held : held + len(y)] = y
+    own["pending_fill"][0] = held + len(y)
+
+
+def held_rows_problem(state: dict[str, np.ndarray]) -> str | None:
+    """What is wrong with the rows held for a pending fit (None: nothing)."""
+    held = int(state["pending_fill"][0])
+    if held > min(len(state[key]) for key in HELD):
+        return f"{held} events held for a pending fit, in fewer rows"
+    return None

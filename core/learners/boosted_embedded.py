@@ -21,8 +21,9 @@ from core.boosted_fits import FitJob, HandsOverFits, background_fits
 from core.boosted_trees import (
     ENSEMBLE_KEYS,
     EnsembleParams,
-    empty_ensemble,
+    ensemble_rows_problem,
     node_capacity,
+    unfitted_ensemble,
 )
 from core.csr import CSRMatrix
 from core.errors import InvalidParameter, InvalidState
@@ -30,11 +31,13 @@ from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._composed import ComposedState
 from core.learners._fit_buffer import (
-    BUFFER_ARRAYS,
     buffer_invariants,
     buffer_state,
     buffered,
     check_buffer,
+    growing_arrays,
+    held_rows_problem,
+    hold,
     oldest_first,
     remember,
 )
@@ -99,7 +102,7 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         Events between the one whose buffer a fit learns and the one after which it is
         installed (its fit points ``(N, N + fit_delay)``): the time a background fitter has,
         in a service, before learning waits for it.  The events between are held in the state
-        (``fit_delay`` rows) and join the buffer when the fit is installed.
+        (``fit_delay`` rows at most) and join the buffer when the fit is installed.
     append_features, append_margin : bool, default True
         Give the inner learner ``x`` and the margin ``m(x)`` beside the leaves.
     """
@@ -171,16 +174,15 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         check_buffer_size("boosted_embedded (fit_delay)", self.fit_delay, n_features)
         inner = self._build_inner().initialize(self._inner_width(n_features))
         state: dict[str, np.ndarray] = {INNER_PREFIX + k: v for k, v in inner.state_.items()}
-        state.update(empty_ensemble(self.n_trees, self.max_leaves))
+        state.update(unfitted_ensemble(self.max_leaves))  # trees grow in at the first fit
         state.update(buffer_state(n_features, self.random_state))
         # the events learned while a fit is pending, held out of the buffer until it is in
-        state["pending_X"] = np.zeros((self.fit_delay, n_features))
-        state["pending_y"] = np.zeros(self.fit_delay, dtype=np.int64)
+        state["pending_X"], state["pending_y"] = np.zeros((0, n_features)), _NONE.copy()
         state.update({key: np.zeros(1, dtype=np.int64) for key in _COUNTERS})
         return state
 
     def _own_growing_arrays(self) -> dict[str, tuple[int, int]]:
-        return {key: (0, int(self.buffer_size)) for key in BUFFER_ARRAYS}
+        return growing_arrays(self.buffer_size, self.n_trees, self.fit_delay)
 
     def _state_invariants(self, n_features: int) -> dict:
         width = self._inner_width(n_features)
@@ -213,6 +215,8 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
         self._check_inner_state(state)
         check_buffer(state, self.buffer_size)
+        if problem := ensemble_rows_problem(state) or held_rows_problem(state):
+            raise InvalidState(f"inconsistent state: {problem}", field="ens_trees")
         # every child after its parent (routing ends), both children or none, within the trees
         left, right = state["ens_left"], state["ens_right"]
         nodes = np.arange(left.shape[1])[None, :]
@@ -360,8 +364,8 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         if not own["pending"][0] or key != (job.generation, job.fits, job.fit_from):
             return False
         inner = prepared if prepared is not None else self.prepare(ensemble, job)
-        for name, value in ensemble.items():
-            own[name][...] = value
+        for name, value in ensemble.items():  # the trees' rows grow in at the first fit
+            own[name] = np.array(value, dtype=own[name].dtype)
         self._inner = inner
         held = int(own["pending_fill"][0]) if self.fit_delay else 0
         held_X, held_y = own["pending_X"][:held].copy(), own["pending_y"][:held].copy()
@@ -379,12 +383,8 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
 
     def _hold(self, X, y) -> None:
         """Keep events learned while a fit is pending (at most ``fit_delay`` of them)."""
-        own = self._own_state
-        held = int(own["pending_fill"][0])
         rows = X.toarray() if isinstance(X, CSRMatrix) else np.asarray(X)
-        own["pending_X"][held : held + len(y)] = rows
-        own["pending_y"][held : held + len(y)] = y
-        own["pending_fill"][0] = held + len(y)
+        hold(self._own_state, rows, y, self.fit_delay)
 
     def refit(self) -> bool:
         """Fit now, synchronously, on the buffer and the events held for a pending fit (False

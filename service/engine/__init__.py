@@ -14,9 +14,11 @@ engine is a thin facade over these parts, one module each:
 :mod:`.history`           the metrics history's rings, a part of every model
 :mod:`.missing`           the running means that fill missing values (``missing_values``)
 :mod:`.learning`          labelled batches: duplicate ids, rounds, the regret window, counters;
-                          ``apply`` and ``replay`` of log entries
+                          ``apply`` of log entries
+:mod:`.replay`            log entries applied on a checkpoint, learner calls merged
 :mod:`.refusals`          the error path of a refused learner call (the event at fault)
 :mod:`.delayed`           ``/score`` keeping features for later labels, the labels, the sweep
+:mod:`.deadlines`         the sweep's schedule: one heap of the models' next deadlines
 :mod:`.coalesce`          concurrent requests to one model merged into one call and one commit
 :mod:`.reasons`           ``/score?reasons=k``: each event's top feature contributions
 :mod:`.reporting`         metrics, ROC, throughput, regret (cached and throttled)

@@ -16,7 +16,6 @@ batch whose features are beyond the bound or whose score is not finite (422 nami
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,17 +27,16 @@ from core.csr import CSRMatrix
 from core.errors import StateOverflow
 from core.validation import check_rows, first_out_of_range, row_of_entry, rows_out_of_range
 from service.codec import decode_pending, encode_pending
+from service.engine.deadlines import Deadlines
 from service.engine.entries import Entry
 from service.engine.learning import Merged, apply, check_batch_fits
 from service.engine.model import Loaded
 from service.engine.reasons import top_reasons
 from service.engine.refusals import first_overflowing_event
 from service.engine.repository import ModelRepository
-from service.errors import InsufficientStorage, InvalidInput, ModelNotFound, ServiceError
+from service.errors import InsufficientStorage, InvalidInput, ServiceError
 from service.ingest import Batch, FeatureSpec
 from service.ingest.fields import Locator, feature_label
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -184,6 +182,8 @@ class DelayedLabels:
         self.label_ttl_seconds = label_ttl_seconds
         #: most records kept per model waiting for labels (None: unbounded)
         self.max_pending_records = max_pending_records
+        #: when each model's next kept record falls due (what :meth:`sweep_all` visits)
+        self.deadlines = Deadlines()
 
     def score(
         self,
@@ -243,6 +243,7 @@ class DelayedLabels:
                             store.put_pending(model_id, kept, deadline, bound)
                         except InsufficientStorage as error:
                             outcomes[position] = error
+            self.deadlines.schedule(model_id, deadline)
         return outcomes
 
     def _score_one(self, loaded: Loaded, request: ScoreRequest) -> tuple[Scored, dict[str, bytes]]:
@@ -478,14 +479,6 @@ class DelayedLabels:
         return len(ready)
 
     def sweep_all(self) -> int:
-        """:meth:`sweep` every model; a model that cannot be swept (its stored state is
-        corrupt ...) is logged and skipped, so it never holds up the others."""
-        total = 0
-        for model_id in self.repository.store.list_models():
-            try:
-                total += self.sweep(model_id)
-            except ModelNotFound:
-                continue
-            except ServiceError as error:
-                logger.warning("sweep of model %r skipped: %s", model_id, error.detail)
-        return total
+        """:meth:`sweep` each model with a kept record past its deadline, and no other
+        (:mod:`service.engine.deadlines`); returns how many records were handled."""
+        return self.deadlines.sweep_due(self.repository.store, self.repository.clock(), self.sweep)

@@ -7,7 +7,7 @@ learner learns *after* duplicate removal, the rounds they were learned in, the s
 at scoring time (labels), the counters added, and the ``now`` it was applied at, so a replay
 never reads a clock.  :func:`service.engine.learning.apply` makes the change on a model's live
 objects; the store appends the entry (``Commit.entry``) instead of writing the model's state,
-and :func:`service.engine.learning.replay` brings a checkpoint (the model's state at some
+and :func:`service.engine.replay.replay` brings a checkpoint (the model's state at some
 version) up to the store's head through the same ``apply``.  Learners are deterministic, so
 checkpoint + entries *is* the model, bit for bit.
 

@@ -33,7 +33,7 @@ from core.csr import CSRMatrix
 from core.errors import InvalidFeatures
 from core.metrics.calibration import OnlineCalibrator
 from core.validation import row_range
-from service.engine.entries import Entry, ReplayFailed
+from service.engine.entries import Entry
 from service.engine.history import catch_up
 from service.engine.history import record as record_history
 from service.engine.model import RATE_TIME_CONSTANT, Loaded, log_drifts
@@ -288,59 +288,6 @@ def _finish(loaded: Loaded, entry: Entry) -> None:
         loaded.stats[name][0] += count
     if entry.history:
         catch_up(loaded.history, loaded, entry.now)
-
-
-def _mergeable(loaded: Loaded, entry: Entry) -> bool:
-    """Whether ``entry``'s learner call may be merged with its neighbours' (its rows learned
-    in one call with theirs gives the same learner state and scores)."""
-    return (
-        entry.n_events > 0
-        and entry.recorded is None
-        # one that does not fit is applied alone, so its failure names it
-        and entry.X is not None
-        and entry.X.shape[1] == loaded.config.n_features
-        and one_call_is_exact(loaded)
-        and loaded.config.on_drift != "reset"  # a restart falls between two entries
-    )
-
-
-def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
-    """Apply logged ``(version, entry)`` pairs in order; consecutive plain learn entries share
-    one learner call (exact: :func:`_mergeable`), the metrics and counters still take each
-    entry at its own ``now``.  Raises :class:`ReplayFailed` naming the entry at fault."""
-    position = 0
-    while position < len(entries):
-        version, entry = entries[position]
-        stop = position + 1
-        if _mergeable(loaded, entry):
-            kind = isinstance(entry.X, CSRMatrix)
-            while (
-                stop < len(entries)
-                and _mergeable(loaded, entries[stop][1])
-                and isinstance(entries[stop][1].X, CSRMatrix) == kind
-            ):
-                stop += 1
-        try:
-            if stop == position + 1:
-                apply(loaded, entry)
-            else:
-                _apply_merged(loaded, [e for _, e in entries[position:stop]])
-        except Exception as error:
-            raise ReplayFailed(version, error) from error
-        position = stop
-        loaded.version = entries[stop - 1][0]
-
-
-def _apply_merged(loaded: Loaded, group: list[Entry]) -> None:
-    merged = concatenate([Batch(e.X, e.y, None) for e in group])  # type: ignore[arg-type]
-    assert merged.y is not None
-    scores = learn_rows(loaded, merged.X, merged.y, None, [(0, len(merged.y))])
-    start = 0
-    for entry in group:
-        stop = start + entry.n_events
-        after_learning(loaded, scores[start:stop], entry.y, entry.now)  # type: ignore[arg-type]
-        _finish(loaded, entry)
-        start = stop
 
 
 def check_batch_fits(loaded: Loaded, batch: Batch) -> None:

@@ -28,11 +28,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from core.boosted_fits import fits_in_call
 from service.engine.checkpoints import Checkpoints
 from service.engine.entries import Entry, ReplayFailed
 from service.engine.history import behind as history_behind
-from service.engine.learning import replay
 from service.engine.model import Loaded, OtherStateFormat, from_store
+from service.engine.replay import replay
 from service.errors import (
     Contention,
     CorruptState,
@@ -230,7 +231,8 @@ class ModelRepository:
         """``entries`` applied to ``loaded``; one that does not apply stops the model (503
         naming it) until it is reset: it is never skipped."""
         try:
-            replay(loaded, entries)
+            with fits_in_call():  # the replay reaches each install point at once
+                replay(loaded, entries)
         except ReplayFailed as error:
             self.drop(model_id)
             logger.error("model %r: %s", model_id, error, exc_info=error.__cause__)

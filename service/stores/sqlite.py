@@ -431,6 +431,15 @@ class SQLiteStore:
         return {event_id: found[event_id] for event_id in ids if event_id in found}
 
     @translated
+    def pending_deadlines(self) -> dict[str, float]:
+        """Each model's earliest pending deadline (one query on the deadline index; the label
+        sweep's schedule starts from it: service/engine/deadlines.py)."""
+        rows = self.database.connection().execute(
+            "SELECT model_id, MIN(deadline) FROM pending GROUP BY model_id"
+        )
+        return {model_id: float(deadline) for model_id, deadline in rows}
+
+    @translated
     def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
         rows = self.database.connection().execute(
             "SELECT event_id FROM pending WHERE model_id = ? AND deadline <= ? "

@@ -154,3 +154,41 @@ def test_auto_tracking_drift_refits_its_boosted_candidate_on_post_change_events(
     fit_from, fit_at = candidate.fit_points_
     # the buffer it was fitted on, first_fit events from the restart, all after the change
     assert fit_at == fit_from + 256 and fit_from - boosted["first_fit"] >= n // 2
+
+
+def test_a_young_learner_holds_no_trees_and_no_held_rows_until_it_needs_them():
+    X, y = xor_stream(300)
+    params = {**SMALL, "fit_delay": 40}
+    learner = make_learner("boosted_embedded", **params).partial_fit(X[:100], y[:100])
+    state = learner.get_state()
+    for key in ("ens_left", "ens_value", "pending_X", "pending_y"):
+        assert state[key].shape[0] == 0, key
+    learner.partial_fit(X[100:130], y[100:130])  # the fit fell due at 120: 10 rows held
+    assert learner.get_state()["pending_X"].shape == (16, 6)
+    learner.partial_fit(X[130:300], y[130:300])  # installed at 160: the trees grew in
+    state = learner.get_state()
+    assert state["ens_left"].shape == (6, 9) and state["ens_trees"][0] == 6
+    # the same stream learned at once, and one event at a time, leave the same state
+    at_once = make_learner("boosted_embedded", **params).partial_fit(X, y)
+    one_by_one = make_learner("boosted_embedded", **params)
+    for k in range(300):
+        one_by_one.partial_fit(X[k : k + 1], y[k : k + 1])
+    same_state(at_once.get_state(), state)
+    same_state(one_by_one.get_state(), state)
+    young = make_learner("boosted_embedded", **params).partial_fit(X[:100], y[:100])
+    restored = BoostedEmbedded.from_state(young.get_params(), young.get_state())
+    same_state(restored.get_state(), young.get_state())
+
+
+def test_a_state_claiming_more_trees_or_held_rows_than_it_holds_is_refused():
+    X, y = xor_stream(100)
+    learner = make_learner("boosted_embedded", **{**SMALL, "fit_delay": 40})
+    learner.partial_fit(X, y)
+    state = learner.get_state()
+    state["ens_trees"][0] = 1  # no tree row: the kernels would read past the arrays
+    with pytest.raises(InvalidState, match="tree rows"):
+        BoostedEmbedded.from_state(learner.get_params(), state)
+    state = learner.get_state()
+    state["pending_fill"][0] = 3
+    with pytest.raises(InvalidState, match="held for a pending fit"):
+        BoostedEmbedded.from_state(learner.get_params(), state)

@@ -13,7 +13,7 @@ from collections import deque
 import numpy as np
 import pytest
 
-from core.boosted_fits import FitHandle, background_fits
+from core.boosted_fits import FitHandle, background_fits, fits_in_call
 from core.boosted_trees import fit_ensemble
 from core.learners import make_learner
 from core.learners.boosted_embedded import BoostedEmbedded
@@ -192,3 +192,27 @@ def test_an_install_point_computes_a_fit_the_fitter_holds_and_takes_the_first_re
         assert learner.fits_ == 1 and learner.fit_points_ == (120, 157)
         assert (learner.fit_record.waits, learner.fit_record.in_call) == (1, 1)
     same_as_library(learner, X[:157], y[:157])
+
+
+def test_inside_fits_in_call_nothing_is_handed_over_and_a_pending_fit_is_after():
+    X, y = xor_stream(700, seed=3)
+    library = make_learner("boosted_embedded", **DELAYED).partial_fit(X, y)
+    fitter = ThreadFitter()
+    submitted = []
+
+    def submit(job, prepare):
+        submitted.append(job)
+        return fitter.submit(job, prepare)
+
+    served = make_learner("boosted_embedded", **DELAYED)
+    try:
+        with background_fits(submit):
+            with fits_in_call():  # a replay: every fit computed in the call
+                served.partial_fit(X[:560], y[:560])  # fits due at 120, 240, 390 and 540
+            assert submitted == [] and served.fit_record.in_call == served.fits_ == 3
+            assert served.fit_due()  # 540's is pending at the exit (installed at 577)
+            served.partial_fit(X[560:], y[560:])  # handed over first; 690's when it falls due
+            assert len(submitted) == 2
+    finally:
+        fitter.close()
+    same_state(library.get_state(), served.get_state())

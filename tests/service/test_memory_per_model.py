@@ -121,6 +121,21 @@ def test_an_empty_default_model_stores_a_fraction_of_its_buffers(store_kind, cli
     assert client.get("/v1/models/m/metrics").json()["window"]["events"] == 30
 
 
+def test_a_default_model_after_300_events_holds_no_unfitted_trees():
+    """Before its boosted candidates' first fit is installed (event 506), a default model holds
+    no padded trees and only the rows held for the pending fit (~200 KB of arrays for 10
+    features, ~370 KB when the trees and held rows were allocated whole)."""
+    engine = Engine(MemoryStore())
+    create_engine_model(engine, ModelCreate(id="m", n_features=10))
+    X, y = make_stream(300, n_features=10)
+    engine.learn("m", Batch(X, np.where(y > 0, 1, -1), None))
+    arrays = engine.repository.read("m").arrays()
+    for name in ("learner:c2:ens_left", "learner:c4:ens_value"):
+        assert arrays[name].shape[0] == 0, name
+    assert arrays["learner:c2:pending_X"].shape[0] < 256  # 50 held of at most 256
+    assert sum(array.nbytes for array in arrays.values()) < 220_000
+
+
 def test_zero_chunks_are_left_out_and_every_array_reads_back_bit_for_bit():
     per_chunk = CHUNK_BYTES // 8
     zeros_then_values = np.zeros(3 * per_chunk + 5)

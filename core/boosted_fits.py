@@ -9,6 +9,12 @@ reaches ``N + fit_delay`` takes the result if it is ready, and otherwise compute
 itself (:func:`obtain`: a job the fitter has not begun is taken back; one it is running is
 raced, the first result taken).  The result is the same
 either way (the fit is deterministic), so only the time it costs depends on who fits.
+
+A job is handed over only when the fitter can be in time: not when the call that makes it due
+reaches the install point itself (a batch of ``fit_delay`` events or more after it), nor while
+the learner's last ``fit_delay`` events came faster than its last fit was computed (a stream
+faster than the fits: the fitter's result would come after the install point, which then
+computes the same fit again, and the fitter's whole fit is thrown away).
 """
 
 from __future__ import annotations
@@ -150,6 +156,12 @@ class FitRecord:
     last_seconds: float | None = None
     #: the handle of the pending fit, when a fitter has it
     handle: FitHandle | None = field(default=None, repr=False)
+    #: when the pending fit fell due in this object (``time.perf_counter()``; None: before it
+    #: was built or loaded)
+    due_at: float | None = None
+    #: whether the last fit's install point came after the fit's own seconds: a fitter handed
+    #: the job when it fell due would have been done in time (None: no fit seen yet)
+    in_time: bool | None = None
 
 
 @dataclass
@@ -285,25 +297,40 @@ class HandsOverFits:
             record = self.__dict__["_fit_record"] = FitRecord()
         return record
 
-    def _hand_over(self) -> None:
-        """Hand the pending fit to the background fitter when one runs and does not hold it
-        (it fell due in this object, or the state was loaded with the fit pending)."""
+    def _hand_over(self, to_install: int, in_call: int) -> None:
+        """Hand the pending fit to the background fitter when one runs, does not hold it (it
+        fell due in this object, or the state was loaded with the fit pending) and can be in
+        time (module docstring): not when this call learns ``in_call`` more events, reaching
+        the install point ``to_install`` events ahead itself, nor when the last install point
+        came before its fit could be done."""
         submit = submitter()
         record = self.fit_record
         if submit is None or (record.handle is not None and record.handle.state != "taken"):
             return
+        if in_call >= to_install or record.in_time is False:
+            return
         record.handle = submit(self.fit_job(), self.prepare)
+
+    def _mark_due(self) -> None:
+        """The pending fit fell due now, in this object."""
+        self.fit_record.due_at = time.perf_counter()
 
     def _install_pending(self) -> None:
         """Install the pending fit: the fitter's result when it holds the same job, else
-        computed here (a library, a state loaded with the fit pending, a job taken back)."""
+        computed here (a library, a state loaded with the fit pending, a job taken back, a
+        job not handed over)."""
         job = self.fit_job()
+        record = self.fit_record
+        reached = None if record.due_at is None else time.perf_counter() - record.due_at
 
         def compute() -> tuple[dict[str, np.ndarray], Any]:
             ensemble = job.run()
             return ensemble, self.prepare(ensemble, job)
 
-        ensemble, prepared = obtain(self.fit_record, job, compute)
+        ensemble, prepared = obtain(record, job, compute)
+        if reached is not None and record.last_seconds is not None:
+            record.in_time = reached >= record.last_seconds
+        record.due_at = None
         self.install(ensemble, job, prepared)
 
     def _drop_handle(self) -> None:

@@ -12,9 +12,10 @@ either way (the fit is deterministic), so only the time it costs depends on who 
 
 A job is handed over only when the fitter can be in time: not when the call that makes it due
 reaches the install point itself (a batch of ``fit_delay`` events or more after it), nor while
-the learner's last ``fit_delay`` events came faster than its last fit was computed (a stream
-faster than the fits: the fitter's result would come after the install point, which then
-computes the same fit again, and the fitter's whole fit is thrown away).
+the learner's last ``fit_delay`` events came faster than its last fit was computed (the time
+its calls spent at install points of any learner left out: a stream faster than the fits, for
+which the fitter's result would come after the install point, which then computes the same fit
+again, and the fitter's whole fit is thrown away).
 """
 
 from __future__ import annotations
@@ -156,9 +157,9 @@ class FitRecord:
     last_seconds: float | None = None
     #: the handle of the pending fit, when a fitter has it
     handle: FitHandle | None = field(default=None, repr=False)
-    #: when the pending fit fell due in this object (``time.perf_counter()``; None: before it
-    #: was built or loaded)
-    due_at: float | None = None
+    #: when the pending fit fell due in this object: ``time.perf_counter()`` and
+    #: ``FIT_STATS.install_seconds`` then (None: it fell due before the object was loaded)
+    due_at: tuple[float, float] | None = None
     #: whether the last fit's install point came after the fit's own seconds: a fitter handed
     #: the job when it fell due would have been done in time (None: no fit seen yet)
     in_time: bool | None = None
@@ -173,13 +174,16 @@ class FitStats:
     wait_seconds: float = 0.0
     in_call: int = 0
     fit_seconds: float = 0.0
+    #: seconds the learner calls spent at install points (fitting, or waiting for the fitter)
+    install_seconds: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, *, waited: float | None, in_call: bool, seconds: float) -> None:
+    def add(self, *, waited: float | None, in_call: bool, seconds: float, spent: float) -> None:
         with self._lock:
             self.installed += 1
             self.in_call += int(in_call)
             self.fit_seconds += seconds
+            self.install_seconds += spent
             if waited is not None:
                 self.waits += 1
                 self.wait_seconds += waited
@@ -216,7 +220,8 @@ def obtain(record: FitRecord, job: FitJob, compute: Callable[[], Result]) -> Res
         record.wait_seconds += waited
     record.in_call += int(in_call)
     record.last_seconds = seconds
-    FIT_STATS.add(waited=waited, in_call=in_call, seconds=seconds)
+    spent = time.perf_counter() - started
+    FIT_STATS.add(waited=waited, in_call=in_call, seconds=seconds, spent=spent)
     return result
 
 
@@ -313,7 +318,7 @@ class HandsOverFits:
 
     def _mark_due(self) -> None:
         """The pending fit fell due now, in this object."""
-        self.fit_record.due_at = time.perf_counter()
+        self.fit_record.due_at = (time.perf_counter(), FIT_STATS.install_seconds)
 
     def _install_pending(self) -> None:
         """Install the pending fit: the fitter's result when it holds the same job, else
@@ -321,7 +326,11 @@ class HandsOverFits:
         job not handed over)."""
         job = self.fit_job()
         record = self.fit_record
-        reached = None if record.due_at is None else time.perf_counter() - record.due_at
+        reached = None
+        if record.due_at is not None:  # the stream's time for fit_delay events, without the
+            # install points met meanwhile (another part's fit the same calls waited for)
+            since, installing = record.due_at
+            reached = time.perf_counter() - since - (FIT_STATS.install_seconds - installing)
 
         def compute() -> tuple[dict[str, np.ndarray], Any]:
             ensemble = job.run()

@@ -9,6 +9,13 @@ reaches ``N + fit_delay`` takes the result if it is ready, and otherwise compute
 itself (:func:`obtain`: a job the fitter has not begun is taken back; one it is running is
 raced, the first result taken).  The result is the same
 either way (the fit is deterministic), so only the time it costs depends on who fits.
+
+A job is handed over only when the fitter can be in time: not when the call that makes it due
+reaches the install point itself (a batch of ``fit_delay`` events or more after it), nor while
+the learner's last ``fit_delay`` events came faster than its last fit was computed (the time
+its calls spent at install points of any learner left out: a stream faster than the fits, for
+which the fitter's result would come after the install point, which then computes the same fit
+again, and the fitter's whole fit is thrown away).
 """
 
 from __future__ import annotations
@@ -150,6 +157,12 @@ class FitRecord:
     last_seconds: float | None = None
     #: the handle of the pending fit, when a fitter has it
     handle: FitHandle | None = field(default=None, repr=False)
+    #: when the pending fit fell due in this object: ``time.perf_counter()`` and
+    #: ``FIT_STATS.install_seconds`` then (None: it fell due before the object was loaded)
+    due_at: tuple[float, float] | None = None
+    #: whether the last fit's install point came after the fit's own seconds: a fitter handed
+    #: the job when it fell due would have been done in time (None: no fit seen yet)
+    in_time: bool | None = None
 
 
 @dataclass
@@ -161,13 +174,16 @@ class FitStats:
     wait_seconds: float = 0.0
     in_call: int = 0
     fit_seconds: float = 0.0
+    #: seconds the learner calls spent at install points (fitting, or waiting for the fitter)
+    install_seconds: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, *, waited: float | None, in_call: bool, seconds: float) -> None:
+    def add(self, *, waited: float | None, in_call: bool, seconds: float, spent: float) -> None:
         with self._lock:
             self.installed += 1
             self.in_call += int(in_call)
             self.fit_seconds += seconds
+            self.install_seconds += spent
             if waited is not None:
                 self.waits += 1
                 self.wait_seconds += waited
@@ -204,7 +220,8 @@ def obtain(record: FitRecord, job: FitJob, compute: Callable[[], Result]) -> Res
         record.wait_seconds += waited
     record.in_call += int(in_call)
     record.last_seconds = seconds
-    FIT_STATS.add(waited=waited, in_call=in_call, seconds=seconds)
+    spent = time.perf_counter() - started
+    FIT_STATS.add(waited=waited, in_call=in_call, seconds=seconds, spent=spent)
     return result
 
 
@@ -278,10 +295,15 @@ class fits_in_call:  # noqa: N801 - used as a context manager, like a function
         _fitting_here.on = self._was
 
 
+def replaying() -> bool:
+    """Whether this thread is inside :class:`fits_in_call`."""
+    return getattr(_fitting_here, "on", False)
+
+
 def submitter() -> Submit | None:
     """The fitter due fits go to (the last entered), or None: the learner fits itself (also
     inside :class:`fits_in_call`)."""
-    if getattr(_fitting_here, "on", False):
+    if replaying():
         return None
     return _submitters[-1] if _submitters else None
 
@@ -306,25 +328,45 @@ class HandsOverFits:
             record = self.__dict__["_fit_record"] = FitRecord()
         return record
 
-    def _hand_over(self) -> None:
-        """Hand the pending fit to the background fitter when one runs and does not hold it
-        (it fell due in this object, or the state was loaded with the fit pending)."""
+    def _hand_over(self, to_install: int, in_call: int) -> None:
+        """Hand the pending fit to the background fitter when one runs, does not hold it (it
+        fell due in this object, or the state was loaded with the fit pending) and can be in
+        time (module docstring): not when this call learns ``in_call`` more events, reaching
+        the install point ``to_install`` events ahead itself, nor when the last install point
+        came before its fit could be done."""
         submit = submitter()
         record = self.fit_record
         if submit is None or (record.handle is not None and record.handle.state != "taken"):
             return
+        if in_call >= to_install or record.in_time is False:
+            return
         record.handle = submit(self.fit_job(), self.prepare)
+
+    def _mark_due(self) -> None:
+        """The pending fit fell due now, in this object."""
+        self.fit_record.due_at = (time.perf_counter(), FIT_STATS.install_seconds)
 
     def _install_pending(self) -> None:
         """Install the pending fit: the fitter's result when it holds the same job, else
-        computed here (a library, a state loaded with the fit pending, a job taken back)."""
+        computed here (a library, a state loaded with the fit pending, a job taken back, a
+        job not handed over)."""
         job = self.fit_job()
+        record = self.fit_record
+        reached = None
+        if record.due_at is not None:  # the stream's time for fit_delay events, without the
+            # install points met meanwhile (another part's fit the same calls waited for)
+            since, installing = record.due_at
+            reached = time.perf_counter() - since - (FIT_STATS.install_seconds - installing)
 
         def compute() -> tuple[dict[str, np.ndarray], Any]:
             ensemble = job.run()
             return ensemble, self.prepare(ensemble, job)
 
-        ensemble, prepared = obtain(self.fit_record, job, compute)
+        ensemble, prepared = obtain(record, job, compute)
+        if reached is not None and record.last_seconds is not None and not replaying():
+            # a replay's pace is not the stream's: it says nothing of the fitter's timing
+            record.in_time = reached >= record.last_seconds
+        record.due_at = None
         self.install(ensemble, job, prepared)
 
     def _drop_handle(self) -> None:

@@ -338,15 +338,17 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
             inner._learn(self._embed(job.X[start:stop], ensemble), job.y[start:stop], _NONE_F)
         return inner
 
-    def _fall_due(self) -> None:
-        """The fit falls due now: the buffer stays as it is until the fit is installed, the
-        next ``fit_delay`` events are held aside; a background fitter gets the job at once."""
+    def _fall_due(self, in_call: int) -> None:
+        """The fit falls due now, ``in_call`` events before the end of this call: the buffer
+        stays as it is until the fit is installed, the next ``fit_delay`` events are held
+        aside; a background fitter gets the job at once (when it can be in time)."""
         own = self._own_state
         own["pending"][0], own["pending_fill"][0] = 1, 0
+        self._mark_due()
         if self.fit_delay == 0:
             self._install_pending()
         else:
-            self._hand_over()
+            self._hand_over(self.fit_delay, in_call)
 
     def install(
         self,
@@ -428,12 +430,12 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     # ------------------------------------------------------------------ learning, scoring
     def _learn(self, X, y, scores) -> None:
         own = self._own_state
-        if own["pending"][0]:
-            self._hand_over()
         start, n_events = 0, len(y)
+        if own["pending"][0]:
+            self._hand_over(self.fit_delay - int(own["pending_fill"][0]), n_events)
         while True:
             if not own["pending"][0] and self._until_counted() <= 0 and self._due(_NONE)[0]:
-                self._fall_due()
+                self._fall_due(n_events - start)
             if start >= n_events:
                 break
             if own["pending"][0]:

@@ -4,7 +4,7 @@
 A fit taken from a learner's buffer as of event ``N`` is installed after event
 ``N + fit_delay`` (docs/algorithms/boosted_embedded.md, "Fit points"), whoever computes it.
 While a :class:`Refitter` runs, the learner call that makes a fit due hands the job to it at
-once (:class:`core.boosted_fits.background_fits`: the call queues a
+once when it can be in time (:class:`core.boosted_fits.background_fits`: the call queues a
 :class:`~core.boosted_fits.FitHandle`); the refitter's thread fits the queued jobs in order in a
 child process at a lower priority (:mod:`service.engine.fit_process`: no competition for the
 interpreter lock, the CPU left to the requests first), then has a fresh inner learner relearn

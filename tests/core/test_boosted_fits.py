@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+import time
 from collections import deque
 
 import numpy as np
@@ -111,12 +112,14 @@ class ThreadFitter:
 
     def __init__(self, hold: threading.Event | None = None, begun: bool = False):
         self.jobs: queue.Queue = queue.Queue()
+        self.submitted: list[FitHandle] = []
         self.hold, self.begun = hold, begun
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
     def submit(self, job, prepare):
         handle = FitHandle(job, prepare)
+        self.submitted.append(handle)
         self.jobs.put(handle)
         return handle
 
@@ -162,12 +165,72 @@ def test_a_background_fitter_gives_the_librarys_state_bit_for_bit(learner):
     }  # fmt: skip
     library = make_learner(learner, **params).partial_fit(X, y)
     served = make_learner(learner, **params)
-    with fitting():
+    part = served if learner == "boosted_embedded" else None
+    with fitting() as fitter:
         for start in range(0, 1500, 13):
             served.partial_fit(X[start : start + 13], y[start : start + 13])
+            part = part or served._candidates[1]
+            if part.fit_record.handle is not None:  # a stream slower than its fits
+                assert finished(part.fit_record.handle)
     same_state(library.get_state(), served.get_state())
-    part = served if learner == "boosted_embedded" else served._candidates[1]
-    assert part.fits_ >= 3 and part.fit_record.in_call < part.fits_
+    assert part.fits_ >= 3 and part.fit_record.in_call == 0
+    assert len(fitter.submitted) == part.fits_ and part.fit_record.in_time
+
+
+def finished(handle: FitHandle, seconds: float = 60.0) -> bool:
+    done = threading.Event()
+    handle.notify(done)
+    return done.wait(seconds)
+
+
+def test_a_call_that_reaches_the_install_point_hands_nothing_over():
+    """A batch holding the ``fit_delay`` events after a fit falls due installs the fit itself:
+    a fitter given the job would fit it a second time for nothing."""
+    X, y = xor_stream(700, seed=3)
+    fitter = ThreadFitter()
+    learner = make_learner("boosted_embedded", **DELAYED)
+    try:
+        with background_fits(fitter.submit):
+            learner.partial_fit(X[:600], y[:600])  # due at 120, 240, 390, 540 (+37 each)
+            assert learner.fits_ == 4 and fitter.submitted == []
+            assert learner.fit_record.in_call == learner.fits_
+            learner.partial_fit(X[600:], y[600:])
+    finally:
+        fitter.close()
+    # due at 690, in the last 37 events of the call, but the call before installed its fits
+    # faster than they were computed: the stream goes faster than the fits
+    assert learner.fit_due() and fitter.submitted == [] and learner.fit_record.in_time is False
+    library = make_learner("boosted_embedded", **DELAYED).partial_fit(X, y)
+    same_state(library.get_state(), learner.get_state())
+
+
+def test_a_stream_faster_than_its_fits_stops_handing_them_over_until_it_slows_down():
+    X, y = xor_stream(1200, seed=4)
+    hold = threading.Event()
+    fitter = ThreadFitter(hold, begun=True)  # begins each job, then is starved
+    learner = make_learner("boosted_embedded", **DELAYED)
+    record = learner.fit_record
+    try:
+        with background_fits(fitter.submit):
+            learner.partial_fit(X[:130], y[:130])  # due at 120: handed over
+            assert len(fitter.submitted) == 1 and record.in_time is None
+            learner.partial_fit(X[130:157], y[130:157])  # installed before the fitter was done
+            assert learner.fits_ == 1 and record.in_time is False
+            learner.partial_fit(X[157:250], y[157:250])  # due at 240: not handed over
+            assert learner.fit_due() and len(fitter.submitted) == 1
+            time.sleep(max(0.2, 3 * (record.last_seconds or 0)))  # the stream slows down
+            learner.partial_fit(X[250:280], y[250:280])  # installed at 277, fitted here
+            assert learner.fits_ == 2 and record.in_time is True
+            assert record.in_call == 2 and len(fitter.submitted) == 1
+            hold.set()
+            learner.partial_fit(X[280:400], y[280:400])  # due at 390: handed over
+            assert len(fitter.submitted) == 2 and fitter.submitted[1].job.fit_from == 390
+    finally:
+        hold.set()
+        fitter.close()
+    learner.partial_fit(X[400:], y[400:])
+    library = make_learner("boosted_embedded", **DELAYED).partial_fit(X, y)
+    same_state(library.get_state(), learner.get_state())
 
 
 def test_an_install_point_waits_for_a_running_fit_and_takes_back_a_queued_one():
@@ -188,7 +251,8 @@ def test_an_install_point_computes_a_fit_the_fitter_holds_and_takes_the_first_re
     X, y = xor_stream(400, seed=1)
     learner = make_learner("boosted_embedded", **DELAYED)
     with fitting(threading.Event(), begun=True):  # begins each job, then is starved
-        learner.partial_fit(X[:157], y[:157])
+        learner.partial_fit(X[:130], y[:130])  # due at 120: handed over
+        learner.partial_fit(X[130:157], y[130:157])
         assert learner.fits_ == 1 and learner.fit_points_ == (120, 157)
         assert (learner.fit_record.waits, learner.fit_record.in_call) == (1, 1)
     same_as_library(learner, X[:157], y[:157])
@@ -211,8 +275,10 @@ def test_inside_fits_in_call_nothing_is_handed_over_and_a_pending_fit_is_after()
                 served.partial_fit(X[:560], y[:560])  # fits due at 120, 240, 390 and 540
             assert submitted == [] and served.fit_record.in_call == served.fits_ == 3
             assert served.fit_due()  # 540's is pending at the exit (installed at 577)
-            served.partial_fit(X[560:], y[560:])  # handed over first; 690's when it falls due
-            assert len(submitted) == 2
+            assert served.fit_record.in_time is None  # a replay's pace judges no fitter
+            served.partial_fit(X[560:570], y[560:570])  # short of 577: handed over now
+            assert len(submitted) == 1 and submitted[0].fit_from == 540
+            served.partial_fit(X[570:], y[570:])
     finally:
         fitter.close()
     same_state(library.get_state(), served.get_state())

@@ -160,15 +160,12 @@ class ModelRepository:
         """Forget the cached state (it may hold uncommitted changes); reload on next use."""
         self._cache.pop(model_id, None)
         self.checkpoints.forget_evicted(model_id)
-        self.store.forget_cached(model_id)
 
     def clear(self) -> None:
         """Drop every cached model (the next request reads each one back from the store)."""
         self._cache.clear()
 
     def _forget(self, model_id: str) -> None:
-        # what the store keeps in memory per model (a delta commit's base) leaves with it
-        self.store.forget_cached(model_id)
         for listener in self.on_forget:
             listener(model_id)
 

@@ -8,7 +8,7 @@ of one machine; the default), :mod:`service.stores.memory` (one process, lost at
   only if the caller's expected version is still current (optimistic concurrency): otherwise
   :class:`~service.errors.StaleVersion` is raised and the caller reloads and retries.  A commit
   carries either the model's whole state (a flat ``dict[str, np.ndarray]``) or, on a store
-  that ``logs`` (SQLite, memory), a log entry (:mod:`service.engine.entries`) appended at the
+  that ``logs`` (all of them), a log entry (:mod:`service.engine.entries`) appended at the
   new version: the entry is the durable record, and the state is written later, off the
   request path, by :meth:`Store.checkpoint`; :meth:`Store.load` returns the last checkpoint
   and the entries after it.  The same commit records the event ids it learned, removes
@@ -98,20 +98,13 @@ class Store(Protocol):
     #: whether calls may wait on I/O (then the HTTP layer runs them in the thread pool)
     blocking: bool
     #: whether a commit may be a log entry (``Commit.entry``) and :meth:`checkpoint` writes
-    #: the state; False: every commit carries the whole state (Redis)
+    #: the state (every store; False: every commit carries the whole state)
     logs: bool
 
     def ping(self) -> None:
         """Raise :class:`~service.errors.StoreUnavailable` if the store does not answer."""
 
     def close(self) -> None: ...
-
-    def forget_cached(self, model_id: str) -> None:
-        """This process no longer caches the model (evicted, dropped, deleted): forget what the
-        store keeps of it in memory beside the stored state, so that the store's memory
-        follows the model cache's bound.  The next commit of it may cost more; the stored
-        state is unchanged."""
-        ...
 
     def create_model(
         self,

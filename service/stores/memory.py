@@ -80,9 +80,6 @@ class MemoryStore:
     def ping(self) -> None:
         return None
 
-    def forget_cached(self, model_id: str) -> None:
-        return None  # nothing is kept beside the models themselves
-
     def close(self) -> None:
         return None
 

@@ -158,9 +158,6 @@ class SQLiteStore:
     def close(self) -> None:
         self.database.close()
 
-    def forget_cached(self, model_id: str) -> None:
-        return None  # nothing is kept beside the stored rows
-
     # ------------------------------------------------------------------ models
     @translated
     def create_model(

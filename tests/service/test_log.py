@@ -18,10 +18,12 @@ from service.ingest import Batch
 from service.models import create_model
 from service.schemas import ModelCreate
 from service.stores.memory import MemoryStore
+from service.stores.redis import RedisStore
 from service.stores.sqlite import SQLiteStore
+from tests.conftest import EMPTY_REDIS
 from tests.service.conftest import make_stream as make_raw_stream
 
-LOGGING_STORES = ["memory", "sqlite"]
+LOGGING_STORES = ["memory", "sqlite", "redis", "redis_cluster"]
 
 
 def make_stream(n_events: int, n_features: int, seed: int):
@@ -34,7 +36,10 @@ def logging_store(request, tmp_path):
     if request.param == "memory":
         yield MemoryStore()
         return
-    store = SQLiteStore.open(tmp_path / "data")
+    if request.param in EMPTY_REDIS:
+        store = RedisStore.from_url(request.getfixturevalue(EMPTY_REDIS[request.param]))
+    else:
+        store = SQLiteStore.open(tmp_path / "data")
     yield store
     store.close()
 

@@ -57,7 +57,7 @@ class Server:
 
 
 def send_until_killed(
-    url: str, seconds: float
+    url: str, seconds: float, prefix: str = ""
 ) -> tuple[list[str], list[str], list[threading.Thread]]:
     """``CLIENTS`` threads posting one event each, back to back, for ``seconds``: the lists
     they fill with the ids acknowledged (2xx) and with those whose answer never came (the
@@ -70,7 +70,7 @@ def send_until_killed(
         with httpx.Client(base_url=url, timeout=30) as http:
             n = 0
             while time.monotonic() < deadline:
-                event_id = f"c{number}-{n}"
+                event_id = f"{prefix}c{number}-{n}"
                 n += 1
                 try:
                     response = http.post(
@@ -209,7 +209,10 @@ def test_two_redis_processes_killed_during_appends_to_one_model(tmp_path, synced
         try:
             with httpx.Client(base_url=servers[0].url, timeout=60) as http:
                 create_model(http, MODEL)
-            sending = [send_until_killed(server.url, seconds=60) for server in servers]
+            sending = [
+                send_until_killed(server.url, seconds=60, prefix=f"s{number}")
+                for number, server in enumerate(servers)
+            ]
             while min(len(acknowledged) for acknowledged, _, _ in sending) < 150:
                 time.sleep(0.02)
             for server in servers:

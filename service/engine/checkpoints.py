@@ -1,6 +1,6 @@
 """Checkpoints: the models' states written off the request path.
 
-On a store that logs (``Store.logs``: every store), a write appends a log entry and leaves
+On every store, a write appends a log entry and leaves
 the model's state in its live objects; this module writes the state (``Store.checkpoint``)
 once a model has taken ``every_events`` events or ``every_seconds`` have passed since its first
 change not checkpointed, when it leaves the cache, and at shutdown.  A checkpoint copies the

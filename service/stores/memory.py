@@ -71,7 +71,6 @@ class MemoryStore:
     name = "memory"
     #: never waits on I/O: the HTTP layer calls it on the event loop (see service.offload)
     blocking = False
-    logs = True
 
     def __init__(self) -> None:
         self._models: dict[str, _Model] = {}

@@ -101,8 +101,6 @@ class RedisStore(RedisModels):
     name = "redis"
     #: network round trips: the HTTP layer calls it from the thread pool
     blocking = True
-    #: a commit is a log entry appended to the model's stream; the state is checkpointed
-    logs = True
 
     def __init__(self, client: redis.Redis, wait: ReplicaWait | None = None) -> None:
         super().__init__(client, wait)  # self.client, self.watch; ids and pending records

@@ -17,7 +17,9 @@ traffic; phases (closed loops, keep-alive connections):
 ``healthz@1``  ``GET /healthz`` (the HTTP floor), one client
 
 ``--workers N`` serves each checkout with N uvicorn workers on one SQLite file (contention:
-the workers' appends to one hot model, and to many); ``--phases`` runs only the ones named.
+the workers' appends to one hot model, and to many); ``--redis`` serves each checkout on its own
+``redis-server`` (AOF with ``appendfsync always``) and prints that server's CPU per request
+too (``<phase> redis``); ``--phases`` runs only the ones named.
 
 VW: ``vw --daemon`` through pylibvw (loadtest/vw_peer.py), one example line per round trip on
 one connection.  Server CPU is user + system of the server's process tree (``/proc``), so the
@@ -38,7 +40,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from loadtest.local import create_model, free_port, start_uvicorn, wait_ready
+from loadtest.local import PrivateRedis, create_model, free_port, start_uvicorn, wait_ready
 from loadtest.one_event import MODEL, Peer, _closed_loop, _event_request
 from loadtest.vw_peer import tree_cpu_seconds, vw_daemon
 
@@ -106,6 +108,32 @@ class WorkersPeer(Peer):
             create_model(http, {"id": MODEL, "n_features": self.features})
 
 
+class RedisPeer(Peer):
+    """A checkout served by one uvicorn process on its own redis-server (AOF, every write
+    fsync'd before Redis answers: ``appendfsync always``)."""
+
+    def __init__(self, name: str, path: Path, features: int) -> None:
+        self.redis = PrivateRedis("aof", "--appendfsync", "always")
+        self.redis.start()
+        self.name, self.path, self.features, self.bare = name, path.resolve(), features, False
+        self.data = tempfile.mkdtemp(prefix=f"aucstream-log-{name}-")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        environment = {
+            **os.environ,
+            "PYTHONPATH": str(self.path),
+            "AUCSTREAM_STORE": "redis",
+            "AUCSTREAM_REDIS_URL": self.redis.url,
+            "AUCSTREAM_LOG_LEVEL": "warning",
+        }
+        self.process = start_uvicorn(self.port, environment, access_log=False, cwd=self.path)
+        self.sent = 0
+
+    def close(self) -> None:
+        super().close()
+        self.redis.close()
+
+
 def _warm(peer: Peer, args: argparse.Namespace) -> None:
     """``--warm-events`` events to the model in batches (past the boosted trees' early fits,
     which come each time the events double), then a second of one-event traffic."""
@@ -136,10 +164,14 @@ def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:
     for phase, (clients, make) in phases.items():
         if args.phases and phase not in args.phases:
             continue
+        redis = peer.redis.process if isinstance(peer, RedisPeer) else None
+        redis_cpu = 0.0 if redis is None else tree_cpu_seconds(redis.pid)
         cpu = tree_cpu_seconds(peer.process.pid)
         ok, bad = asyncio.run(_closed_loop(peer.url, clients, args.seconds, make))
         cpu = tree_cpu_seconds(peer.process.pid) - cpu
         figures[phase] = cpu / max(ok, 1) * 1e3
+        if redis is not None:
+            figures[phase + " redis"] = (tree_cpu_seconds(redis.pid) - redis_cpu) / max(ok, 1) * 1e3
         figures[phase + " per s"] = ok / args.seconds
         if bad:
             print(f"  {peer.name} {phase}: {bad} answers not 2xx")
@@ -157,9 +189,12 @@ def main() -> None:
     parser.add_argument("--warm-events", type=int, default=8000)
     parser.add_argument("--workers", type=int, default=1, help="uvicorn workers on one file")
     parser.add_argument("--phases", nargs="+", default=None, help="only these phases")
+    parser.add_argument("--redis", action="store_true", help="each checkout on its own Redis")
     args = parser.parse_args()
     peers = [
-        Peer(name, Path(path), args.features)
+        RedisPeer(name, Path(path), args.features)
+        if args.redis
+        else Peer(name, Path(path), args.features)
         if args.workers == 1
         else WorkersPeer(name, Path(path), args.features, args.workers)
         for name, _, path in (spec.partition("=") for spec in args.peer or [f"this={Path.cwd()}"])

@@ -1,6 +1,6 @@
 """Checkpoints: the models' states written off the request path.
 
-On a store that logs (``Store.logs``: SQLite, memory), a write appends a log entry and leaves
+On every store, a write appends a log entry and leaves
 the model's state in its live objects; this module writes the state (``Store.checkpoint``)
 once a model has taken ``every_events`` events or ``every_seconds`` have passed since its first
 change not checkpointed, when it leaves the cache, and at shutdown.  A checkpoint copies the
@@ -137,11 +137,16 @@ class Checkpoints:
                 arrays = {name: value.copy() for name, value in loaded.arrays().items()}
                 incarnation, version = loaded.incarnation, loaded.version
             written = repository.store.checkpoint(model_id, incarnation, version, arrays)
-        except (ServiceError, OSError) as error:
-            logger.warning("checkpoint of model %r not written: %s", model_id, error)
+        except Exception as error:  # the thread must live on: the log is the record
+            logger.warning(
+                "checkpoint of model %r not written: %s",
+                model_id,
+                error,
+                exc_info=not isinstance(error, (ServiceError, OSError)),
+            )
             if behind is not None:
-                with self._lock:  # tried again at the next period
-                    self._behind.setdefault(model_id, [behind[0], self.clock()])
+                with self._lock:  # tried again at the next period, or after K more events
+                    self._behind.setdefault(model_id, [0.0, self.clock()])
             return False
         self.written += int(written)
         return written

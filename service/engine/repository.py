@@ -8,7 +8,7 @@ store's version check serialises processes: a stale version (another process wro
 drops the cache and :meth:`ModelRepository.write` runs the step again on a fresh load, so no
 update is ever lost or applied twice.
 
-On a store that logs (``Store.logs``), a write commits a log entry
+A write commits a log entry
 (:mod:`service.engine.entries`) instead of the model's state, and :mod:`.checkpoints` writes
 the state in the background; a load is the last checkpoint plus the entries after it,
 replayed, and a cached model behind the store's version (another process wrote) catches up
@@ -161,15 +161,12 @@ class ModelRepository:
         """Forget the cached state (it may hold uncommitted changes); reload on next use."""
         self._cache.pop(model_id, None)
         self.checkpoints.forget_evicted(model_id)
-        self.store.forget_cached(model_id)
 
     def clear(self) -> None:
         """Drop every cached model (the next request reads each one back from the store)."""
         self._cache.clear()
 
     def _forget(self, model_id: str) -> None:
-        # what the store keeps in memory per model (a delta commit's base) leaves with it
-        self.store.forget_cached(model_id)
         for listener in self.on_forget:
             listener(model_id)
 
@@ -267,19 +264,17 @@ class ModelRepository:
     def commit(
         self, model_id: str, loaded: Loaded, entry: Entry | None = None, **fields: Any
     ) -> int:
-        """Commit the change ``entry`` made on ``loaded`` (the store appends it to its log, or
-        writes ``loaded``'s arrays when it does not log; None: a change that is not an entry,
-        whose arrays are written now) with ``fields`` (see :class:`Commit`; learned and
-        expired ids are remembered for ``event_id_ttl_seconds``, at most
-        ``max_remembered_ids`` of each kind) at its version; raises :class:`StaleVersion`
-        when another writer went first."""
+        """Commit the change ``entry`` made on ``loaded`` (the store appends it to its log;
+        None: a change that is not an entry, whose arrays are written now) with ``fields``
+        (see :class:`Commit`; learned and expired ids are remembered for
+        ``event_id_ttl_seconds``, at most ``max_remembered_ids`` of each kind) at its
+        version; raises :class:`StaleVersion` when another writer went first."""
         now = self.clock() if entry is None else entry.now
-        logged = entry is not None and self.store.logs
         commit = Commit(
             expected_version=loaded.version,
             incarnation=loaded.incarnation,
-            arrays=None if logged else loaded.arrays(),
-            entry=entry if logged else None,
+            arrays=None if entry is not None else loaded.arrays(),
+            entry=entry,
             now=now,
             id_expiry=now + self.event_id_ttl_seconds,
             fence=self.fences.get(model_id),
@@ -289,8 +284,7 @@ class ModelRepository:
         version = self.store.commit(model_id, commit)
         loaded.version = version
         loaded.meta.update(commit.meta)
-        if logged:
-            assert entry is not None
+        if entry is not None:
             self.checkpoints.changed(model_id, entry.n_events)
         else:
             self.checkpoints.saved(model_id)
@@ -322,17 +316,14 @@ class ModelRepository:
         under the model's lock, run again on a fresh load while the commit finds a stale
         version.
 
-        The first attempt trusts the cache without asking the store (optimistic: the commit's
-        version check catches a stale cache), so a model with one writer pays one store round
-        trip per batch, not two.  The cache is dropped on any failure.
+        Each attempt loads first: the store answers a current cache from its version, and a
+        cache behind it catches up by replay (cheaper than the rebuild after a stale append,
+        whose change the cached model had already learned).  The cache is dropped on any
+        failure.
         """
         with self.lock(model_id):
-            for attempt in range(self.max_write_retries):
-                # a store that logs answers a current cache from its version, and a cache
-                # behind it catches up by replay: cheaper than a stale write's rebuild
-                trusted = attempt == 0 and not self.store.logs
-                cached = self.cached(model_id) if trusted else None
-                loaded = cached if cached is not None else self.load(model_id)
+            for _ in range(self.max_write_retries):
+                loaded = self.load(model_id)
                 try:
                     return step(model_id, loaded, *args, **kwargs)
                 except StaleVersion:

@@ -14,9 +14,11 @@ Settings come from the environment (``AUCSTREAM_REDIS_URL``, ``AUCSTREAM_WORKER_
    its own pending entries;
 3. **reads** new entries of its models (``XREADGROUP COUNT worker_batch_entries BLOCK
    worker_block_ms``), learns them with the same :class:`~service.engine.Engine` as sync mode
-   (consecutive entries of one kind in one engine call, one commit), and commits the state
-   together with the checkpoint — the last applied stream id and the entries and events
-   applied — atomically; then ``XACK`` and trims the applied entries.
+   (consecutive entries of one kind in one engine call, one commit), and appends the change
+   to the model's log (``aucs:{m}:log``, :mod:`service.stores.redis`) together with the
+   checkpoint — the last applied stream id and the entries and events applied — atomically;
+   then ``XACK`` and trims the applied entries.  The state itself is checkpointed in the
+   background (:mod:`service.engine.checkpoints`) and at a graceful stop.
 
 Exactly once: entries are applied in stream order from the checkpointed id, and a bad entry
 is skipped (:mod:`service.queue.apply`), so an entry delivered twice (a restart, a claim, a
@@ -90,6 +92,8 @@ class Worker:
             max_cached_models=settings.max_cached_models,
             max_remembered_ids=settings.max_remembered_ids,
             max_write_retries=1,
+            checkpoint_events=settings.checkpoint_events,
+            checkpoint_seconds=settings.checkpoint_seconds,
         )
         self.queue = StreamQueue(
             self.store.client, cluster_block_ms=settings.worker_cluster_block_ms
@@ -150,6 +154,7 @@ class Worker:
                     backoff = min(backoff * 2, 2.0)
         finally:
             refitter.stop()
+            self.engine.repository.close()  # checkpoints, while the models are cached
             self.release_all()
             logger.info("worker %s stopped", self.name, extra={"fields": {"worker": self.name}})
 

@@ -7,11 +7,11 @@ of one machine; the default), :mod:`service.stores.memory` (one process, lost at
 * Every change of a model is one :meth:`Store.commit` with a new version number, atomic, and
   only if the caller's expected version is still current (optimistic concurrency): otherwise
   :class:`~service.errors.StaleVersion` is raised and the caller reloads and retries.  A commit
-  carries either the model's whole state (a flat ``dict[str, np.ndarray]``) or, on a store
-  that ``logs`` (SQLite, memory), a log entry (:mod:`service.engine.entries`) appended at the
-  new version: the entry is the durable record, and the state is written later, off the
-  request path, by :meth:`Store.checkpoint`; :meth:`Store.load` returns the last checkpoint
-  and the entries after it.  The same commit records the event ids it learned, removes
+  carries a log entry (:mod:`service.engine.entries`) appended at the new version (or the
+  model's whole state, a flat ``dict[str, np.ndarray]``, a checkpoint at it): the entry is the
+  durable record, and the state is written later, off the request path, by
+  :meth:`Store.checkpoint`; :meth:`Store.load` returns the last checkpoint and the entries
+  after it.  The same commit records the event ids it learned, removes
   pending labels it consumed and writes checkpoint fields (``meta``), so that "state learned
   these events" and "these ids are known" can never disagree.
 * ``incarnation`` changes whenever a model id is re-created, reset or imported, so a process
@@ -84,7 +84,7 @@ class Commit:
     #: forgotten before their expiry (0: no bound); see ``AUCSTREAM_MAX_REMEMBERED_IDS``
     max_remembered_ids: int = 0
     #: the change as a log entry (:class:`service.engine.entries.Entry`), appended at the new
-    #: version instead of writing ``arrays`` (stores that ``log`` only)
+    #: version instead of writing ``arrays``
     entry: Any = None
 
 
@@ -97,21 +97,11 @@ class Store(Protocol):
     name: str
     #: whether calls may wait on I/O (then the HTTP layer runs them in the thread pool)
     blocking: bool
-    #: whether a commit may be a log entry (``Commit.entry``) and :meth:`checkpoint` writes
-    #: the state; False: every commit carries the whole state (Redis)
-    logs: bool
 
     def ping(self) -> None:
         """Raise :class:`~service.errors.StoreUnavailable` if the store does not answer."""
 
     def close(self) -> None: ...
-
-    def forget_cached(self, model_id: str) -> None:
-        """This process no longer caches the model (evicted, dropped, deleted): forget what the
-        store keeps of it in memory beside the stored state, so that the store's memory
-        follows the model cache's bound.  The next commit of it may cost more; the stored
-        state is unchanged."""
-        ...
 
     def create_model(
         self,

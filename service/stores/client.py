@@ -290,9 +290,21 @@ def run_script(
     would not wait for this write)."""
     if wait is None:
         return script(keys=keys, args=args)
+    return run_on_slot(client, script, keys, args, wait)
+
+
+def run_on_slot(
+    client: Any, script: Any, keys: list[str], args: list[Any], wait: ReplicaWait | None
+) -> Any:
+    """:func:`run_script` on a pooled connection to the master of ``keys``' slot only, with
+    ``EVALSHA`` (the text with ``EVAL`` when the server lacks it): redis-py's own call loads
+    a missing script on every master of a cluster, which fails while any of them is down,
+    and costs more per call than this round trip."""
 
     def attempt(command: list[Any]) -> Any:
         with pooled(client, keys[0]) as ask:
+            if wait is None:
+                return ask([command])[0]
             reply, confirmed = ask([command, wait.command()])
         wait.check(confirmed, reply)
         return reply

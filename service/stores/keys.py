@@ -22,12 +22,19 @@ aucs:{epoch-N}:marker   hash   the store's epoch marker (one per Redis Cluster m
 aucs:{m}:config         string the model's JSON configuration (learner, params, n_features ...)
 aucs:{m}:version        string integer state version, incremented by every committed write
 aucs:{m}:meta           hash   ``incarnation`` (changes when the model is re-created or
-                               imported), plus checkpoint fields written with the state
-aucs:{m}:state          hash   one field per state array: its raw little-endian bytes;
-                               an array over 1 KiB is split into fields ``<name>@0``,
-                               ``<name>@1``, ... so a commit rewrites only changed chunks
+                               imported), ``log:saved`` (the version the state is the
+                               checkpoint of; the version itself when absent), plus the
+                               fields written with log entries (a queue worker's position)
+aucs:{m}:state          hash   the checkpoint: one field per state array, its raw
+                               little-endian bytes; an array over 1 KiB is split into fields
+                               ``<name>@0``, ``<name>@1``, ... and its zero chunks left out
 aucs:{m}:layout         hash   one field per state array: ``<dtype>|<shape>`` e.g. ``<f8|50``,
                                plus ``|<n chunks>`` for a split array
+aucs:{m}:log            stream the model's log: one entry per change after the checkpoint,
+                               stream id ``<version>-0``, field ``e`` the encoded entry
+                               (:mod:`service.engine.entries`); trimmed by each checkpoint
+aucs:{m}:checkpoint:<t> hash   a checkpoint being written (``<t>`` a token, ``:state`` and
+                               ``:layout``), renamed over the state once checked (expires)
 aucs:{m}:seen           zset   event ids already learned, scored by their expiry (unix s)
 aucs:{m}:expired        zset   ids whose label never came before the TTL, scored by expiry
 aucs:{m}:pending        hash   event id -> features + score kept by ``/score`` for a label
@@ -112,6 +119,17 @@ def deadlines(model_id: str) -> str:
     return model_key(model_id, "deadlines")
 
 
+def log(model_id: str) -> str:
+    return model_key(model_id, "log")
+
+
+def staged(model_id: str, token: str) -> tuple[str, str]:
+    """The state and layout hashes of a checkpoint being written (renamed over the state)."""
+    return model_key(model_id, f"checkpoint:{token}:state"), model_key(
+        model_id, f"checkpoint:{token}:layout"
+    )
+
+
 def stream(model_id: str) -> str:
     return model_key(model_id, "stream")
 
@@ -147,6 +165,7 @@ def all_model_keys(model_id: str) -> list[str]:
         expired(model_id),
         pending(model_id),
         deadlines(model_id),
+        log(model_id),
         stream(model_id),
         queue(model_id),
         lease(model_id),

@@ -1,10 +1,12 @@
 """Every Lua script the service runs in Redis, each headed by what its KEYS and ARGV hold.
 
-Scripts are for small, atomic decisions (create or replace a model, keep pending records,
-append to a queue within its backlog bound, hold a writer lease); the state arrays never pass
-through Lua (see :mod:`service.stores.redis`).  Key names are :mod:`service.stores.keys`; all
-of one model's keys share the hash tag ``{<model id>}`` so every script runs unchanged on a
-Redis Cluster.  Register them with ``client.register_script(SCRIPT)``.
+Scripts are for small, atomic decisions (create or replace a model, append a log entry at the
+expected version, install a checkpoint, keep pending records, append to a queue within its
+backlog bound, hold a writer lease); the state arrays never pass through Lua (see
+:mod:`service.stores.redis`): a log entry does, it is the size of its events.  Key names are
+:mod:`service.stores.keys`; all of one model's keys share the hash tag ``{<model id>}`` so
+every script runs unchanged on a Redis Cluster.  Register them with
+``client.register_script(SCRIPT)``.
 """
 
 # ---------------------------------------------------------------------------- model store
@@ -36,6 +38,124 @@ for _, key in ipairs({KEYS[4], KEYS[5]}) do
   end
   position = position + 1 + 2 * count
 end
+return 1
+"""
+
+LOG_APPEND_SCRIPT = """
+-- KEYS[1] version  KEYS[2] meta  KEYS[3] log  KEYS[4] seen  KEYS[5] expired
+-- KEYS[6] pending  KEYS[7] deadlines  KEYS[8] lease  KEYS[9] queue
+-- a commit of the whole state (no entry) also: KEYS[10] state  KEYS[11] layout
+-- KEYS[12] the staged state  KEYS[13] the staged layout (aucs:{m}:checkpoint:<token>:...)
+-- ARGV[1] expected version  ARGV[2] incarnation  ARGV[3] the entry's bytes  ARGV[4] now
+-- ARGV[5] the ids' expiry  ARGV[6] most ids remembered of each kind (0: no bound)
+-- ARGV[7] fence: the lease holder ('' without one)  ARGV[8] fence: the lease generation
+-- then four lists, each its length first: learned ids, expired ids, consumed pending ids,
+-- meta (name, value) pairs.
+-- Only when the model is at the expected version and incarnation (and the fence holds the
+-- lease): the version incremented, the entry appended as stream id '<version>-0' (or the
+-- staged state renamed over the state, a checkpoint at the new version, and the log
+-- dropped), the ids
+-- remembered (those past their expiry forgotten, then the oldest beyond the bound), the
+-- pending records consumed, the meta fields written.  Returns {1, new version}; {-1} when
+-- there is no model; {-2, version, incarnation} when stale; {-3, holder, generation} when
+-- the fence does not hold the lease.  'log:saved' is set to the version if absent.
+local function refuse(reply)
+  if #KEYS > 9 then redis.call('DEL', KEYS[12], KEYS[13]) end
+  return reply
+end
+local version = redis.call('GET', KEYS[1])
+if not version then return refuse({-1}) end
+local incarnation = redis.call('HGET', KEYS[2], 'incarnation') or ''
+if tonumber(version) ~= tonumber(ARGV[1]) or incarnation ~= ARGV[2] then
+  return refuse({-2, version, incarnation})
+end
+if ARGV[7] ~= '' then
+  local holder = redis.call('GET', KEYS[8]) or ''
+  local generation = redis.call('HGET', KEYS[9], 'lease_generation') or '0'
+  if holder ~= ARGV[7] or generation ~= ARGV[8] then return refuse({-3, holder, generation}) end
+end
+local position = 9
+-- a list's items in slices of 500 (unpack's limit is ~8,000 values)
+local function slices(handle)
+  local count = tonumber(ARGV[position])
+  for first = position + 1, position + count, 500 do
+    handle(first, math.min(first + 499, position + count))
+  end
+  position = position + count + 1
+  return count
+end
+for _, key in ipairs({KEYS[4], KEYS[5]}) do
+  local count = slices(function(first, last)
+    local scored = {}
+    for i = first, last do
+      scored[#scored + 1] = ARGV[5]
+      scored[#scored + 1] = ARGV[i]
+    end
+    redis.call('ZADD', key, unpack(scored))
+  end)
+  if count > 0 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[4])
+    local bound = tonumber(ARGV[6])
+    if bound > 0 then redis.call('ZREMRANGEBYRANK', key, 0, -bound - 1) end
+  end
+end
+slices(function(first, last)
+  redis.call('HDEL', KEYS[6], unpack(ARGV, first, last))
+  redis.call('ZREM', KEYS[7], unpack(ARGV, first, last))
+end)
+slices(function(first, last) redis.call('HSET', KEYS[2], unpack(ARGV, first, last)) end)
+-- a model whose state was written at every version (no log yet) is checkpointed at its head
+redis.call('HSETNX', KEYS[2], 'log:saved', version)
+local new = redis.call('INCR', KEYS[1])
+if #KEYS == 9 then
+  local id = string.format('%d-0', new)
+  local added = redis.pcall('XADD', KEYS[3], id, 'e', ARGV[3])
+  if type(added) == 'table' and added.err then
+    -- the log holds entries past the version: a version key that went back (a loss an
+    -- operator acknowledged); that history is gone, the log restarts from the version
+    local kept = redis.call('XRANGE', KEYS[3], '-', '(' .. id)
+    redis.call('DEL', KEYS[3])
+    for _, item in ipairs(kept) do redis.call('XADD', KEYS[3], item[1], unpack(item[2])) end
+    redis.call('XADD', KEYS[3], id, 'e', ARGV[3])
+  end
+  return {1, new}
+end
+redis.call('DEL', KEYS[10], KEYS[11], KEYS[3])
+for i = 10, 11 do
+  if redis.call('EXISTS', KEYS[i + 2]) == 1 then
+    redis.call('RENAME', KEYS[i + 2], KEYS[i])
+    redis.call('PERSIST', KEYS[i])
+  end
+end
+redis.call('HSET', KEYS[2], 'log:saved', new)
+return {1, new}
+"""
+
+CHECKPOINT_SCRIPT = """
+-- KEYS[1] version  KEYS[2] meta  KEYS[3] state  KEYS[4] layout  KEYS[5] log
+-- KEYS[6] the staged state  KEYS[7] the staged layout (aucs:{m}:checkpoint:<token>:...)
+-- ARGV[1] incarnation  ARGV[2] the version the staged state is the state of
+-- When the model is of that incarnation and the version is after its checkpoint and not
+-- after its head: the staged hashes replace the state and layout, 'log:saved' is the
+-- version, and the log's entries up to it are trimmed.  Otherwise the staged hashes are
+-- deleted.  Returns 1 when installed, 0 when not.
+local head = tonumber(redis.call('GET', KEYS[1]) or '0')
+local saved = tonumber(redis.call('HGET', KEYS[2], 'log:saved') or head)
+local version = tonumber(ARGV[2])
+if head == 0 or redis.call('HGET', KEYS[2], 'incarnation') ~= ARGV[1]
+    or version <= saved or version > head then
+  redis.call('DEL', KEYS[6], KEYS[7])
+  return 0
+end
+redis.call('DEL', KEYS[3], KEYS[4])
+for i, target in ipairs({KEYS[3], KEYS[4]}) do
+  if redis.call('EXISTS', KEYS[5 + i]) == 1 then
+    redis.call('RENAME', KEYS[5 + i], target)
+    redis.call('PERSIST', target)
+  end
+end
+redis.call('HSET', KEYS[2], 'log:saved', version)
+redis.call('XTRIM', KEYS[5], 'MINID', string.format('%d-0', version + 1))
 return 1
 """
 

@@ -71,7 +71,6 @@ class MemoryStore:
     name = "memory"
     #: never waits on I/O: the HTTP layer calls it on the event loop (see service.offload)
     blocking = False
-    logs = True
 
     def __init__(self) -> None:
         self._models: dict[str, _Model] = {}
@@ -79,9 +78,6 @@ class MemoryStore:
 
     def ping(self) -> None:
         return None
-
-    def forget_cached(self, model_id: str) -> None:
-        return None  # nothing is kept beside the models themselves
 
     def close(self) -> None:
         return None

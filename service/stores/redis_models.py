@@ -3,24 +3,14 @@ deleting models, and the registry ``aucs:models`` kept right across Redis Cluste
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from service.errors import ModelChanged, ModelExists, ModelNotFound
 from service.stores import keys
 from service.stores.client import run_script, unavailable
-from service.stores.fields import Encoded, KnownStates, encode_changes
+from service.stores.fields import encode_fields
 from service.stores.redis_setup import _text
 from service.stores.redis_watch import RedisWatch
-
-
-@dataclass
-class _Written:
-    """What this process knows is in Redis at ``(incarnation, version)``: the base of a delta."""
-
-    incarnation: str
-    version: int
-    encoded: Encoded
 
 
 def _flat(pairs: dict[str, Any]) -> list[Any]:
@@ -37,8 +27,6 @@ class RedisModels(RedisWatch):
     #: the Lua scripts creating and deleting a model's keys
     _create: Any
     _delete: Any
-    #: what Redis holds of the models this process uses: the bases of delta commits
-    _written: KnownStates[_Written]
 
     @unavailable
     def create_model(
@@ -56,8 +44,7 @@ class RedisModels(RedisWatch):
             keys.layout(model_id),
         ]
         ordered += [key for key in model_keys if key not in ordered]
-        changes, encoded = encode_changes(arrays, None)
-        fields, layouts = changes.fields, changes.layouts
+        fields, layouts = encode_fields(arrays)
         if replaces is None:
             # registered before it is written, so that no failure leaves a model that is not
             # listed (see list_models); a reset's model is registered already
@@ -76,7 +63,6 @@ class RedisModels(RedisWatch):
             raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
         if int(result) == -3:
             raise ModelChanged(f"model {model_id!r} was re-created during the reset")
-        self._remember(model_id, _Written(incarnation, 1, encoded))
         self.watch.saw(model_id, incarnation, 1)
         if replaces is None:
             # again: a deletion of the previous model of this id may have unregistered it
@@ -105,20 +91,10 @@ class RedisModels(RedisWatch):
             exists = pipe.execute() if registered else []
         return [model_id for model_id, found in zip(registered, exists, strict=True) if found]
 
-    def _remember(self, model_id: str, written: _Written | None) -> None:
-        if written is None:
-            self._written.forget(model_id)
-        else:
-            self._written.remember(model_id, written)
-
-    def forget_cached(self, model_id: str) -> None:
-        self._written.forget(model_id)
-
     @unavailable
     def delete_model(self, model_id: str) -> None:
         self._guard(model_id)
         self.watch.forget(model_id)
-        self._remember(model_id, None)
         deleted = self._delete(keys=keys.all_model_keys(model_id))
         self.client.srem(keys.MODELS, model_id)
         if self.client.exists(keys.config(model_id)):

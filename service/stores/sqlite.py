@@ -114,9 +114,6 @@ class SQLiteStore:
     #: disk I/O (a commit waits for fsync): the HTTP layer calls it from the thread pool
     blocking = True
 
-    #: a commit may be a log entry (service.stores.base)
-    logs = True
-
     def __init__(self, database: Database) -> None:
         self.database = database
         #: the epoch marker's checks: a file replaced by an older copy answers 503
@@ -157,9 +154,6 @@ class SQLiteStore:
 
     def close(self) -> None:
         self.database.close()
-
-    def forget_cached(self, model_id: str) -> None:
-        return None  # nothing is kept beside the stored rows
 
     # ------------------------------------------------------------------ models
     @translated

@@ -1,7 +1,7 @@
 """Nothing acknowledged is lost when the server is killed (``kill -9``) while groups of
 requests are being committed: a real uvicorn process, real HTTP, concurrent one-event clients
 (so requests are merged into groups, service.engine.coalesce), on SQLite, Redis (AOF synced on
-every write) and in queue mode.
+every write; one API process, and two appending to one model) and in queue mode.
 
 After the kill and a restart: every acknowledged event is in the model (sent again, it is a
 duplicate), none is counted twice (sending every event again learns exactly those that were not
@@ -57,7 +57,7 @@ class Server:
 
 
 def send_until_killed(
-    url: str, seconds: float
+    url: str, seconds: float, prefix: str = ""
 ) -> tuple[list[str], list[str], list[threading.Thread]]:
     """``CLIENTS`` threads posting one event each, back to back, for ``seconds``: the lists
     they fill with the ids acknowledged (2xx) and with those whose answer never came (the
@@ -70,7 +70,7 @@ def send_until_killed(
         with httpx.Client(base_url=url, timeout=30) as http:
             n = 0
             while time.monotonic() < deadline:
-                event_id = f"c{number}-{n}"
+                event_id = f"{prefix}c{number}-{n}"
                 n += 1
                 try:
                     response = http.post(
@@ -195,6 +195,41 @@ def test_redis_kill_during_group_commits(tmp_path, synced_redis):
             check_nothing_lost(server.url, acknowledged, unknown, queue=False)
         finally:
             stop(server.process)
+
+
+def test_two_redis_processes_killed_during_appends_to_one_model(tmp_path, synced_redis):
+    """Two API processes on one Redis append to one model, each catching up on the other's
+    entries (a replicated state machine): both killed, Redis too; nothing acknowledged is
+    lost, nothing is in twice, and the state is that of the events learned."""
+    environment = {"AUCSTREAM_STORE": "redis", "AUCSTREAM_REDIS_URL": synced_redis.url}
+    with open(tmp_path / "server.log", "ab") as log:
+        servers = [Server(environment, log), Server(environment, log)]
+        for server in servers:
+            server.start()
+        try:
+            with httpx.Client(base_url=servers[0].url, timeout=60) as http:
+                create_model(http, MODEL)
+            sending = [
+                send_until_killed(server.url, seconds=60, prefix=f"s{number}")
+                for number, server in enumerate(servers)
+            ]
+            while min(len(acknowledged) for acknowledged, _, _ in sending) < 150:
+                time.sleep(0.02)
+            for server in servers:
+                server.kill()
+            for _, _, threads in sending:
+                for thread in threads:
+                    thread.join(timeout=60)
+            synced_redis.kill()
+            synced_redis.start()
+            servers[0].start()
+            acknowledged = [event_id for done, _, _ in sending for event_id in done]
+            unknown = [event_id for _, lost, _ in sending for event_id in lost]
+            check_nothing_lost(servers[0].url, acknowledged, unknown, queue=False)
+        finally:
+            for server in servers:
+                if server.process is not None:
+                    stop(server.process)
 
 
 def test_queue_mode_kill_during_group_commits(tmp_path, synced_redis):

@@ -1,6 +1,6 @@
-"""What a model costs in memory beside the model cache: the stores keep the fields of a delta
-commit's base only for the models the cache holds, and an empty model stores only the chunks
-that hold something."""
+"""What a model costs in memory beside the model cache: the stores keep nothing per model beside
+the stored keys (a commit is a log entry, not a delta against a base), and an empty model
+stores only the chunks that hold something."""
 
 from __future__ import annotations
 
@@ -16,45 +16,15 @@ from service.models import create_model as create_engine_model
 from service.schemas import ModelCreate
 from service.stores import keys
 from service.stores.base import Commit
-from service.stores.fields import (
-    CHUNK_BYTES,
-    KnownStates,
-    decode_fields,
-    encode_changes,
-    encode_fields,
-)
+from service.stores.fields import CHUNK_BYTES, decode_fields, encode_fields
 from service.stores.memory import MemoryStore
 from service.stores.redis import RedisStore
 from service.stores.sqlite import SQLiteStore
-from tests.service.conftest import create_model, events_json, make_stream
+from tests.service.conftest import events_json, make_stream
 
 #: an empty default model (auto, 10 features) holds 1.18 MB of arrays, nearly all of them
 #: buffers its learners fill later (zeros until then); what is stored must be far less
 EMPTY_MODEL_STORED_BYTES = 64 * 1024
-
-
-def _known(client) -> KnownStates | dict:
-    """The stored fields the app's store remembers per model (delta commits' bases)."""
-    return client.app.state.store._written
-
-
-@pytest.mark.parametrize("store_kind", ["redis", "redis_cluster"])
-def test_the_stores_remember_only_the_models_the_cache_holds(store_kind, make_client):
-    """Past ``max_cached_models`` models the store's per-model copies stay bounded by the
-    cache (they were one serialized copy of every model ever touched), and the models the
-    cache holds keep theirs (so their commits still send only the changed chunks)."""
-    client = make_client(max_cached_models=3)
-    X, y = make_stream(4, n_features=3)
-    for index in range(12):
-        create_model(client, f"m{index}", n_features=3)
-        response = client.post(f"/v1/models/m{index}/events", json=events_json(X, y))
-        assert response.status_code == 200, response.text
-    for index in range(12):  # reads load evicted models back into the cache
-        assert client.get(f"/v1/models/m{index}/metrics").status_code == 200
-    assert len(_known(client)) <= 3
-    cached = client.app.state.engine.repository.cached_ids()
-    assert cached == ["m9", "m10", "m11"]
-    assert all(_known(client).get(model_id) is not None for model_id in cached)
 
 
 def _store(store_kind: str, redis_url: str | None, data_dir):
@@ -65,11 +35,9 @@ def _store(store_kind: str, redis_url: str | None, data_dir):
     return RedisStore.from_url(redis_url)
 
 
-def test_an_evicted_model_forgets_its_base_and_learns_as_a_cached_one(
-    store_kind, redis_url, data_dir
-):
-    """The model cache's evictions reach the store (its default bound is far larger), and a
-    model committed without a base (rewritten whole) continues bit for bit."""
+def test_an_evicted_model_learns_as_a_cached_one(store_kind, redis_url, data_dir):
+    """A model evicted from the cache at every batch (rebuilt from its checkpoint and log)
+    continues bit for bit."""
     store = _store(store_kind, redis_url, data_dir)
     small = Engine(store, max_cached_models=1, clock=lambda: 1e9)
     large = Engine(MemoryStore(), max_cached_models=10, clock=lambda: 1e9)
@@ -82,8 +50,6 @@ def test_an_evicted_model_forgets_its_base_and_learns_as_a_cached_one(
                 for name in ("a", "b", "c"):  # alternate: the small cache evicts every time
                     part = slice(start, start + 20)
                     engine.learn(name, Batch(X[part], y[part], None))
-        if not store.logs:  # a store that logs keeps no base: it appends entries
-            assert len(store._written) <= 1
         for name in ("a", "b", "c"):
             assert small.info(name).counts == large.info(name).counts
             mine, reference = (e.repository.read(name).arrays() for e in (small, large))
@@ -187,19 +153,6 @@ def test_a_chunk_that_becomes_zero_is_deleted_by_a_delta_commit(store_kind, redi
         store.close()
 
 
-def test_the_known_states_are_a_bounded_lru():
-    known: KnownStates[int] = KnownStates(2)
-    known.remember("a", 1)
-    known.remember("b", 2)
-    assert known.get("a") == 1  # a is now the most recent: c evicts b
-    known.remember("c", 3)
-    assert len(known) == 2 and known.get("b") is None and known.get("a") == 1
-    known.forget("a")
-    assert known.get("a") is None and len(known) == 1
-    with pytest.raises(ValueError):
-        KnownStates(0)
-
-
 def test_redis_used_memory_of_an_empty_model_is_small(empty_redis):
     """Redis's own memory for one more empty default model (its hashes, ids, config)."""
     client = redis.Redis.from_url(empty_redis)
@@ -213,43 +166,3 @@ def test_redis_used_memory_of_an_empty_model_is_small(empty_redis):
     assert per_model < 2 * EMPTY_MODEL_STORED_BYTES
     client.close()
     store.close()
-
-
-def test_a_delta_applied_to_its_base_is_the_state_encoded_whole():
-    """encode_changes against the base a store holds: writing its fields and layouts and
-    deleting the dropped ones leaves exactly encode_fields of the new state (chunks that
-    change, become zero, arrays re-shaped between one field and chunks, arrays gone)."""
-    rng = np.random.default_rng(0)
-    per_chunk = CHUNK_BYTES // 8
-
-    def random_state() -> dict[str, np.ndarray]:
-        state = {}
-        for name in ("ring", "buffer", "small", "shifting", "sometimes"):
-            if name == "sometimes" and rng.random() < 0.5:
-                continue
-            size = {"ring": 3 * per_chunk + 7, "buffer": 2 * per_chunk, "small": 5}.get(
-                name, int(rng.choice([4, per_chunk + 1, 3 * per_chunk]))
-            )
-            values = np.zeros(size)
-            touched = rng.choice(size, size=min(size, 3), replace=False)
-            values[touched] = rng.choice([0.0, 1.5, -2.0], size=len(touched))
-            state[name] = values
-        return state
-
-    stored_fields: dict[str, bytes] = {}
-    stored_layouts: dict[str, str] = {}
-    base = None
-    for _ in range(60):
-        state = random_state()
-        changes, encoded = encode_changes(state, base)
-        if base is None:
-            stored_fields, stored_layouts = {}, {}
-        assert not set(changes.dropped_fields) & changes.fields.keys()
-        for name in changes.dropped_fields:
-            del stored_fields[name]
-        for name in changes.dropped_layouts:
-            del stored_layouts[name]
-        stored_fields.update(changes.fields)
-        stored_layouts.update(changes.layouts)
-        assert (stored_fields, stored_layouts) == encode_fields(state)
-        base = encoded if rng.random() < 0.9 else None

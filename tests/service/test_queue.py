@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import redis
 
+from service.engine.repository import ModelRepository
 from service.queue import LAST_ID
 from service.queue.worker import Worker
 from service.settings import Settings
 from service.stores import keys
-from service.stores.redis import decode_fields
+from service.stores.redis import RedisStore
 from tests.service.conftest import (
     CLOCK_ARRAYS,
     ON_REDIS_AND_CLUSTER,
@@ -29,9 +30,8 @@ from tests.service.test_bad_input import N_FEATURES as BAD_INPUT_FEATURES
 
 
 def stored_arrays(client: redis.Redis, model: str) -> dict[str, np.ndarray]:
-    raw = {k.decode(): v for k, v in client.hgetall(keys.state(model)).items()}
-    layouts = {k.decode(): v.decode() for k, v in client.hgetall(keys.layout(model)).items()}
-    return decode_fields(raw, layouts)
+    """The model as Redis holds it: its checkpoint and the log after it, replayed."""
+    return ModelRepository(RedisStore(client)).rebuilt(model).arrays()
 
 
 def assert_same_state(client: redis.Redis, model: str, reference: str) -> None:

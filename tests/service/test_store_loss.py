@@ -263,6 +263,10 @@ def test_a_model_whose_version_went_back_is_a_503_naming_both_versions():
         assert other.get("/v1/models/n").status_code == 200
         assert app.post("/v1/store/acknowledge-loss").json()["acknowledged"].keys() == {"model:m"}
         assert app.get("/v1/models/m").json()["version"] == version - 2
+        # the log's entries past the version are of the lost history: learning goes on
+        assert post_batches(app, "m", 1, start=10) == version - 1
+        _until(lambda: other.get("/v1/models/m").status_code == 200)
+        assert other.get("/v1/models/m").json()["version"] == version - 1
 
 
 def test_an_sqlite_file_restored_from_an_older_copy_is_noticed(tmp_path, capsys, serve_env):

@@ -218,12 +218,8 @@ def test_two_engines_on_one_store_never_lose_an_update(store):
         engine = first if number % 2 == 0 else second
         assert engine.learn("m", Batch(X, y, None)).learned == 10
         reference.partial_fit(X, y)
-    # every switch found a stale cache: one that logs catches up on the other's entries,
-    # one that does not is rebuilt after a stale write
-    if store.logs:
-        assert first.repository.caught_up + second.repository.caught_up >= 5
-    else:
-        assert second.writes_retried + first.writes_retried >= 5
+    # every switch found a stale cache, which caught up on the other's entries
+    assert first.repository.caught_up + second.repository.caught_up >= 5
     for engine in (first, second):
         loaded = engine.model("m")
         np.testing.assert_array_equal(loaded.learner.coef_, reference.coef_)
@@ -240,7 +236,10 @@ def test_due_pending_lists_each_id_once(store):
     assert len(store.due_pending("m", now=50.0, limit=2)) == 2
 
 
-def test_redis_big_arrays_are_chunked_and_only_changed_chunks_are_written(empty_redis, rclient):
+def test_redis_big_arrays_are_chunked_and_a_commit_appends_only_its_entry(empty_redis, rclient):
+    """A commit is one log entry (the state's hashes untouched); a checkpoint replaces the
+    state whole, trims the log behind it and leaves no staged hash; an older one is refused."""
+    from service.engine.entries import Entry
     from service.stores.fields import CHUNK_BYTES
 
     client = rclient
@@ -252,28 +251,26 @@ def test_redis_big_arrays_are_chunked_and_only_changed_chunks_are_written(empty_
     assert client.hget(keys.layout("m"), "window:scores") == f"<f8|{n_values}|3".encode()
     assert sorted(client.hkeys(state)) == [b"learner:w", b"window:scores@0", b"window:scores@1",
                                           b"window:scores@2"]  # fmt: skip
-    # Tamper with chunk 2 behind the store's back: a delta commit that changes only chunk 0
-    # must not rewrite it (this is what makes a commit cheap), while a full load sees it.
-    tampered = big["window:scores"].copy()
-    tampered[-1] = -1.0
-    client.hset(state, "window:scores@2", tampered[2 * CHUNK_BYTES // 8 :].tobytes())
-    changed = {**big, "window:scores": big["window:scores"].copy()}
-    changed["window:scores"][0] = 42.0
-    assert store.commit("m", Commit(1, "inc1", changed)) == 2
-    loaded = RedisStore.from_url(empty_redis).load("m")
-    expected = tampered.copy()
-    expected[0] = 42.0
-    np.testing.assert_array_equal(loaded.arrays["window:scores"], expected)
-    # a shrinking array drops its extra chunks; another process's store writes everything
+    before = client.hgetall(state)
+    entry = Entry(5.0, np.ones((1, 3)), np.array([1]))
+    for version in (1, 2):
+        assert store.commit("m", Commit(version, "inc1", None, entry=entry)) == version + 1
+    assert client.hgetall(state) == before
+    assert [stream_id for stream_id, _ in client.xrange(keys.log("m"))] == [b"2-0", b"3-0"]
+    stored = store.load("m")
+    assert (stored.version, stored.saved, [v for v, _ in stored.entries]) == (3, 1, [2, 3])
     small = {**big, "window:scores": np.arange(10, dtype=np.float64)}
-    assert store.commit("m", Commit(2, "inc1", small)) == 3
+    assert store.checkpoint("m", "inc1", 2, small)
     assert sorted(client.hkeys(state)) == [b"learner:w", b"window:scores"]
-    other = RedisStore.from_url(empty_redis)
-    assert other.commit("m", Commit(3, "inc1", big)) == 4  # no base: full write
-    _same(store.load("m").arrays, big)
-    for each in (store, other):
-        each.close()
-    client.close()
+    assert [stream_id for stream_id, _ in client.xrange(keys.log("m"))] == [b"3-0"]
+    assert not store.checkpoint("m", "inc1", 2, big)  # not newer than the stored one
+    assert not store.checkpoint("m", "other", 3, big)  # another incarnation's
+    assert not store.checkpoint("m", "inc1", 4, big)  # past the head
+    stored = RedisStore.from_url(empty_redis).load("m")
+    assert (stored.version, stored.saved, [v for v, _ in stored.entries]) == (3, 2, [3])
+    _same(stored.arrays, small)
+    assert not list(client.scan_iter(match="*checkpoint*"))
+    store.close()
 
 
 def test_redis_commands_are_written_with_one_sendall():
@@ -316,52 +313,43 @@ def _command_calls(client, name: str) -> int:
     return 0 if stats is None else int(stats["calls"])
 
 
-def test_redis_commit_is_a_watched_transaction_without_lua(empty_redis, rclient):
-    """State arrays go through plain HSET inside MULTI/EXEC (Lua copies of ~600 KB tripled
-    Redis's CPU); a write to the version key between the check and EXEC aborts the commit,
-    which then changes nothing and raises StaleVersion; the pooled connection keeps no WATCH."""
+def test_redis_commit_is_one_script_that_changes_nothing_when_stale(empty_redis, rclient):
+    """An append is one EVALSHA (one round trip, no MULTI): at the expected version it writes
+    the entry, the ids and the meta fields; at another, or for another incarnation, it
+    writes nothing and raises StaleVersion."""
+    from service.engine.entries import Entry
+
     client = rclient
     store = RedisStore.from_url(empty_redis)
     store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
-    before = {name: _command_calls(client, name) for name in ("evalsha", "eval", "exec")}
-    changed = {**ARRAYS, "learner:w": ARRAYS["learner:w"] + 1.0}
-    assert store.commit("m", Commit(1, "inc1", changed, learned_ids=["a"], id_expiry=1e12)) == 2
-    assert _command_calls(client, "evalsha") == before["evalsha"]
-    assert _command_calls(client, "eval") == before["eval"]
-    assert _command_calls(client, "exec") == before["exec"] + 1
-
-    # another writer commits between this commit's version check and its EXEC
-    check = store._check_version
-
-    def check_then_race(*args):
-        check(*args)
-        client.incr(keys.version("m"))
-
-    store._check_version = check_then_race  # type: ignore[method-assign]
-    snapshot = client.hgetall(keys.state("m"))
-    with pytest.raises(StaleVersion):
-        store.commit("m", Commit(2, "inc1", ARRAYS, learned_ids=["b"], id_expiry=1e12))
-    store._check_version = check  # type: ignore[method-assign]
-    assert client.hgetall(keys.state("m")) == snapshot
-    assert client.zscore(keys.seen("m"), "b") is None and client.get(keys.version("m")) == b"3"
-
-    # a stale commit (refused at the check) leaves no WATCH behind on the pooled connection:
-    # a version change after it must not abort the next, current commit
-    with pytest.raises(StaleVersion):
-        store.commit("m", Commit(2, "inc1", ARRAYS))
-    client.incr(keys.version("m"))  # version 4, after the stale commit's (released) WATCH
-    loaded = store.load("m")
-    assert loaded.version == 4
-    assert store.commit("m", Commit(4, "inc1", ARRAYS)) == 5
-    _same(store.load("m").arrays, ARRAYS)
+    entry = Entry(5.0, np.ones((1, 3)), np.array([1]))
+    before = {name: _command_calls(client, name) for name in ("evalsha", "exec")}
+    commit = Commit(
+        1, "inc1", None, learned_ids=["a"], id_expiry=1e12, meta={"k": "v"}, entry=entry
+    )
+    assert store.commit("m", commit) == 2
+    assert _command_calls(client, "evalsha") == before["evalsha"] + 1
+    assert _command_calls(client, "exec") == before["exec"]
+    snapshot = {key: client.dump(key) for key in keys.all_model_keys("m")}
+    for version, incarnation in ((1, "inc1"), (2, "inc2")):
+        stale = Commit(version, incarnation, None, learned_ids=["b"], id_expiry=1e12, entry=entry)
+        with pytest.raises(StaleVersion):
+            store.commit("m", stale)
+    assert {key: client.dump(key) for key in keys.all_model_keys("m")} == snapshot
+    stored = store.load("m")
+    assert stored.meta == {"incarnation": "inc1", "k": "v"}
+    assert [version for version, _ in stored.entries] == [2]
+    assert store.seen("m", ["a", "b"], now=0.0).tolist() == [True, False]
     store.close()
-    client.close()
 
 
-def test_redis_commit_failing_mid_transaction_drops_the_connection(empty_redis, rclient):
-    """A connection error between MULTI and EXEC: nothing is applied (Redis discards a MULTI
-    whose client disconnects) and the next commit, on a fresh connection, succeeds."""
+def test_redis_commit_failing_mid_send_drops_the_connection(empty_redis, rclient):
+    """A connection error while an append is sent: nothing is applied (Redis never got the
+    whole command) and the next commit, on a fresh connection, succeeds."""
     import redis
+
+    from service.engine.entries import Entry
+    from service.errors import StoreUnavailable
 
     client = rclient
     store = RedisStore.from_url(empty_redis)
@@ -374,9 +362,10 @@ def test_redis_commit_failing_mid_transaction_drops_the_connection(empty_redis, 
         send = connection.send_packed_command
 
         def send_then_fail(command, check_health=True):
-            if b"MULTI" in command[0][:20]:
+            packed = b"".join(command) if isinstance(command, list) else command
+            if b"EVALSHA" in packed[:40]:
                 connection.send_packed_command = send  # one failure only (pooled object)
-                send([command[0][: len(command[0]) // 2]], check_health)  # half a MULTI
+                send([packed[: len(packed) // 2]], check_health)  # half the command
                 raise redis.exceptions.ConnectionError("injected: connection reset")
             send(command, check_health)
 
@@ -384,16 +373,13 @@ def test_redis_commit_failing_mid_transaction_drops_the_connection(empty_redis, 
         return connection
 
     pool.get_connection = failing_connection  # type: ignore[method-assign]
-    changed = {**ARRAYS, "learner:w": ARRAYS["learner:w"] * 3}
-    from service.errors import StoreUnavailable
-
+    entry = Entry(5.0, np.ones((1, 3)), np.array([1]))
     with pytest.raises(StoreUnavailable):
-        store.commit("m", Commit(1, "inc1", changed))
+        store.commit("m", Commit(1, "inc1", None, entry=entry))
     pool.get_connection = real  # type: ignore[method-assign]
-    assert client.get(keys.version("m")) == b"1"
-    _same(store.load("m").arrays, ARRAYS)
-    assert store.commit("m", Commit(1, "inc1", changed)) == 2
-    _same(store.load("m").arrays, changed)
+    assert client.get(keys.version("m")) == b"1" and not client.exists(keys.log("m"))
+    assert store.commit("m", Commit(1, "inc1", None, entry=entry)) == 2
+    assert [version for version, _ in store.load("m").entries] == [2]
     store.close()
     client.close()
 
@@ -402,15 +388,22 @@ def test_redis_commit_failing_mid_transaction_drops_the_connection(empty_redis, 
 def test_redis_store_speaks_resp2_and_resp3(redis_server, protocol):
     """The store reads some replies off the connection itself (HGETALL is a flat list in
     RESP2, a map in RESP3; redis-py 8 defaults to RESP3): both give the same state."""
+    from service.engine.entries import Entry, encode
+
     store = RedisStore.from_url(f"{redis_server}?protocol={protocol}")
     assert store.client.connection_pool.connection_kwargs["protocol"] == protocol
     store.create_model(f"p{protocol}", {"id": "m"}, ARRAYS, "inc1", replace=True)
     changed = {**ARRAYS, "learner:w": ARRAYS["learner:w"] - 2.0}
     assert store.commit(f"p{protocol}", Commit(1, "inc1", changed, meta={"k": "v"})) == 2
+    entry = Entry(5.0, np.ones((1, 3)), np.array([1]))
+    assert store.commit(f"p{protocol}", Commit(2, "inc1", None, entry=entry)) == 3
     fresh = RedisStore.from_url(f"{redis_server}?protocol={protocol}")
     loaded = fresh.load(f"p{protocol}")
     _same(loaded.arrays, changed)
     assert loaded.meta == {"incarnation": "inc1", "k": "v"} and loaded.config == {"id": "m"}
-    assert fresh.load(f"p{protocol}", 2, "inc1").arrays is None  # cache current
+    assert [(version, encode(back)) for version, back in loaded.entries] == [(3, encode(entry))]
+    assert fresh.load(f"p{protocol}", 3, "inc1").arrays is None  # cache current
+    behind = fresh.load(f"p{protocol}", 2, "inc1")  # a cache behind reads only the tail
+    assert behind.arrays is None and [version for version, _ in behind.entries] == [3]
     for each in (store, fresh):
         each.close()

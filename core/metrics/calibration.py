@@ -91,7 +91,7 @@ class OnlineCalibrator:
         """Feed a batch of (pre-update score, label) pairs in order.  ``validated``: the
         caller has already checked them as :func:`~core.validation.check_labelled_scores`
         does (finite float64 scores; labels, positive when > 0) -- the service's learning
-        step, whose metrics window has just checked the same arrays."""
+        step, which checks them once for the metrics window, the drift detector and this."""
         if validated:
             signs = np.ascontiguousarray(labels, dtype=np.int64)
         else:

@@ -68,10 +68,15 @@ class DriftDetector:
         self.counters = np.array([0, 0, 0, -1], dtype=np.int64)
 
     # ------------------------------------------------------------------ learning
-    def update(self, scores, labels) -> list[int]:
+    def update(self, scores, labels, *, validated: bool = False) -> list[int]:
         """Feed a batch of (pre-update score, label) pairs in order; returns the stream index
-        (events fed before it) of each drift detected in it."""
-        signs, scores = check_labelled_scores(labels, scores)
+        (events fed before it) of each drift detected in it.  ``validated``: the caller passes
+        :func:`~core.validation.check_labelled_scores`'s output (the service's learning
+        step)."""
+        if validated:
+            signs = np.ascontiguousarray(labels, dtype=np.int64)
+        else:
+            signs, scores = check_labelled_scores(labels, scores)
         start = int(self.counters[0])
         detected_at = np.empty(len(scores), dtype=np.int64)
         found = _kernels.page_hinkley(

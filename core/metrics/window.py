@@ -119,7 +119,7 @@ class PrequentialWindow:
 
     # -- learning
 
-    def update(self, scores, labels) -> None:
+    def update(self, scores, labels, *, validated: bool = False) -> None:
         """Append a batch of (score, label) pairs, in order.
 
         Validated whole before anything changes: a rejected batch leaves the window as it was.
@@ -131,11 +131,22 @@ class PrequentialWindow:
             Finite pre-update scores.
         labels : array-like of shape (n_events,)
             {0, 1}, {-1, +1} or bool.  An empty batch is a no-op.
+        validated : bool, default False
+            The caller has checked the pair as :func:`~core.validation.check_labelled_scores`
+            does and passes its output (finite float64 scores, labels in {-1, +1}): the
+            service's learning step, which checks them once for the window, the drift
+            detector and the calibrator.
         """
-        score_array = as_scores(scores)
-        if score_array.size == 0 and np.asarray(labels).size == 0:
-            return
-        labels_pm1, score_array = check_labelled_scores(labels, score_array)
+        if validated:
+            score_array = np.ascontiguousarray(scores, dtype=np.float64)
+            labels_pm1 = np.ascontiguousarray(labels, dtype=np.int64)
+            if score_array.size == 0:
+                return
+        else:
+            score_array = as_scores(scores)
+            if score_array.size == 0 and np.asarray(labels).size == 0:
+                return
+            labels_pm1, score_array = check_labelled_scores(labels, score_array)
         capacity = int(self.capacity)
         reservoir_capacity = int(self.reservoir_capacity)
 

@@ -32,7 +32,7 @@ from core._kernels.validation import count_nonfinite
 from core.csr import CSRMatrix
 from core.errors import InvalidFeatures
 from core.metrics.calibration import OnlineCalibrator
-from core.validation import row_range
+from core.validation import check_labelled_scores, row_range
 from service.engine.entries import Entry
 from service.engine.history import catch_up
 from service.engine.history import record as record_history
@@ -241,9 +241,11 @@ def after_learning(loaded: Loaded, scores: np.ndarray, y: np.ndarray, now: float
     """What follows :func:`learn_rows` once the learner learned ``y`` with ``scores``: the
     metrics window, the drift detector, the calibrator, the counters, the history; returns
     the drifts detected."""
-    loaded.window.update(scores, y)
-    detected_at = loaded.drift.update(scores, y)
-    loaded.calibrator.update(scores, y, validated=True)  # checked by the window's update
+    # checked once here for the window, the drift detector and the calibrator
+    signs, scores = check_labelled_scores(y, scores)
+    loaded.window.update(scores, signs, validated=True)
+    detected_at = loaded.drift.update(scores, signs, validated=True)
+    loaded.calibrator.update(scores, signs, validated=True)
     drifts = len(detected_at)
     log_drifts(loaded.stats, detected_at, now)
     if drifts and loaded.config.on_drift == "reset":

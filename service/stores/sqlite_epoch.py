@@ -171,8 +171,13 @@ class SQLiteLossWatch:
             self.watch.accept(judgement)  # the clock as stored: nothing is ahead of the file
         return alarms
 
-    def guard(self, model_id: str | None = None) -> None:
-        self.database.verify_file()
+    def guard(self, model_id: str | None = None, *, verify: bool = True) -> None:
+        """Refuse a call on a replaced file or a store (model) with an alarm.  ``verify=False``
+        for a write, whose transaction verifies the file under the write lock
+        (:meth:`~service.stores.sqlite_file.Database.write`): one ``stat`` per commit, not
+        two."""
+        if verify:
+            self.database.verify_file()
         self.check()
         self.watch.guard(model_id)
 

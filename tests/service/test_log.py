@@ -348,3 +348,26 @@ def test_a_checkpoint_that_raises_leaves_the_checkpoint_thread_running():
     engine.learn("m", Batch(X[2:], y[2:], None))
     assert _wait_for(lambda: store.load("m").saved == 3)
     engine.close()
+
+
+def test_a_current_cache_costs_one_statement_and_an_append_one_file_check(tmp_path, monkeypatch):
+    """The request path's store work: a load from a cache that is current is one statement
+    (no read transaction around it); an append checks that the file is still the store once,
+    under the write lock, not again before taking it."""
+    from service.stores.base import Commit
+
+    store = SQLiteStore.open(tmp_path)
+    store.create_model("m", {}, {"w": np.ones(2)}, "inc")
+    assert store.load("m", 1, "inc").arrays is None  # the epoch check is not due again soon
+    statements: list[str] = []
+    store.database.connection().set_trace_callback(statements.append)
+    assert store.load("m", 1, "inc").arrays is None
+    assert len(statements) == 1 and statements[0].startswith("SELECT version, incarnation")
+    checks: list[int] = []
+    verify = store.database.verify_file
+    monkeypatch.setattr(store.database, "verify_file", lambda: (checks.append(1), verify())[1])
+    entry = Entry(1.0, np.ones((1, 2)), np.array([1]))
+    assert store.commit("m", Commit(1, "inc", None, entry=entry)) == 2
+    assert checks == [1]
+    stored = store.load("m", 1, "inc")  # behind by one: the entry is read back
+    assert [version for version, _ in stored.entries] == [2]

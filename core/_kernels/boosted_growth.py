@@ -1,5 +1,5 @@
 """Gradient boosting of ``boosted_embedded``'s trees on binned features
-(docs/algorithms/boosted_embedded.md (boosted_embedded.4)): log loss, each tree grown best
+(docs/algorithms/boosted_embedded.md, "The fits"): log loss, each tree grown best
 first (the leaf whose best split gains most is split next) on per-node histograms of the
 gradients and hessians, as scikit-learn's ``HistGradientBoostingClassifier`` grows them, in one
 numba call instead of a Python loop per node.

@@ -15,11 +15,18 @@ machine slows them alike; the best round of each is reported.  Times are the thr
 
 ``--models``: the older table of every candidate and tournament, in batches of ``--batch``.
 
+``--request-path``: the learning cost on a service's request path, the boosted fits handed to
+a background fitter as the service hands them (its part, the fit and the inner learner's
+relearning of the job's buffer, not counted; taking the job and installing it counted), of
+the default tournament against the one before the fast boosted candidate (docs/algorithms/
+auto.md, "The fast candidates"), in batches of ``--batch``, alternated, best of ``--repeats``.
+
 Usage::
 
     python bench/auto_cost.py [--events 200000] [--single-events 40000] [--rounds 3]
                               [--tree /work/main] [--tree .]
     python bench/auto_cost.py --models [--events 200000] [--batch 1000] [--repeats 3]
+    python bench/auto_cost.py --request-path [--events 30000] [--batch 1000] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -168,9 +175,56 @@ def models(args) -> None:
         )
 
 
+def request_path(args) -> None:
+    sys.path.insert(0, str(ROOT))
+    from core.boosted_fits import FitHandle, background_fits
+    from core.learners import make_learner
+    from core.learners._candidates import DEFAULT_CANDIDATES, FAST_CANDIDATES
+
+    X, y = stream(args.events, args.features)
+    tournaments = {
+        "before the fast boosted candidate": {"candidates": [*DEFAULT_CANDIDATES,
+                                                             *FAST_CANDIDATES]},
+        "default": {},
+    }  # fmt: skip
+
+    def learned(params: dict, events: int) -> float:
+        model = make_learner("auto", scaling="standard", **params)
+        off_path = [0.0]
+
+        def submit(job, prepare):  # a fitter that finishes each job as it is handed over
+            handle, begun = FitHandle(job, prepare), time.thread_time()
+            handle.begin()
+            handle.run()
+            off_path[0] += time.thread_time() - begun
+            return handle
+
+        start = time.thread_time()
+        with background_fits(submit):
+            for first in range(0, events, args.batch):
+                model.prequential_step(X[first : first + args.batch], y[first : first + args.batch])
+        return (time.thread_time() - start - off_path[0]) / events
+
+    for params in tournaments.values():
+        learned(params, 3000)  # compile (or load the cache)
+    best = dict.fromkeys(tournaments, np.inf)
+    for _ in range(args.repeats):
+        for label, params in tournaments.items():
+            best[label] = min(best[label], learned(params, args.events))
+    load = os.getloadavg()[0]
+    print(f"{args.events:,} events x {args.features} dense features, batches of {args.batch}, "
+          f"fits off the request path, best of {args.repeats}; load {load:.1f}")  # fmt: skip
+    before = best["before the fast boosted candidate"]
+    for label, seconds in best.items():
+        print(f"{label:36s} {1e6 * seconds:8.2f} us/event {seconds / before:6.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", action="store_true", help="the table of every model")
+    parser.add_argument("--request-path", action="store_true",
+                        help="the default against the tournament before its fast boosted one, "
+                        "fits off the request path")  # fmt: skip
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tree", action="append", help="a checkout to measure (repeatable)")
     parser.add_argument("--events", type=int, default=200_000)
@@ -184,6 +238,8 @@ def main() -> None:
         worker(args)
     elif args.models:
         models(args)
+    elif args.request_path:
+        request_path(args)
     else:
         ratios(args)
 

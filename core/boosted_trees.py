@@ -1,30 +1,30 @@
 """Fitting the boosted ensemble of ``boosted_embedded`` (docs/algorithms/boosted_embedded.md)
 into plain arrays.
 
-scikit-learn's ``HistGradientBoostingClassifier`` grows the trees (log loss, no early stopping,
-one thread: deterministic); each fitted predictor's nodes are copied into the arrays of
-:class:`core._kernels.boosted_embedding.Ensemble`, padded to ``2 * max_leaves - 1`` nodes per
-tree, so a fitted ensemble is part of a learner's pickle-free state and the embedding runs in a
-numba kernel.  scikit-learn is imported only here, inside :func:`fit_ensemble`, never on the
-scoring path.
+A numba kernel (:mod:`core._kernels.boosted_growth`) grows the trees as scikit-learn's
+``HistGradientBoostingClassifier`` does (log loss, binned features, best-first growth, no early
+stopping; deterministic) straight into the arrays of
+:class:`core._kernels.boosted_embedding.Ensemble`, ``2 * max_leaves - 1`` nodes per tree, so a
+fitted ensemble is part of a learner's pickle-free state and the embedding runs in a numba
+kernel.  scikit-learn's Python loop per node cost about ten times the kernel's time, and its
+import (1.4 s of CPU) fell on the first fit of every process (bench/README.md, "Real
+time-ordered streams").
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 __all__ = [
     "ENSEMBLE_KEYS",
     "EnsembleParams",
+    "bin_features",
     "empty_ensemble",
     "fit_ensemble",
     "node_capacity",
     "unfitted_ensemble",
-    "weighted_bins",
 ]
 
 ENSEMBLE_KEYS = ("ens_left", "ens_right", "ens_feature", "ens_threshold", "ens_leaf",
@@ -89,41 +89,45 @@ def ensemble_rows_problem(state: dict[str, np.ndarray]) -> str | None:
     return None
 
 
-def weighted_bins(
-    X: np.ndarray, sample_weight: np.ndarray, max_bins: int = 255
-) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Each feature's bin codes (as floats) and upper edges: a value's code is the number of
-    edges below it (so ``value <= edges[c]`` iff ``code <= c``).  At most ``max_bins`` bins: a
-    feature with that few distinct values gets one per value (edges at the midpoints, as
-    scikit-learn's binning), else edges at the values where the weighted cumulative
-    distribution crosses ``k / max_bins`` (one sort and one cumulative sum per feature)."""
-    codes = np.empty_like(X)
-    edges = []
+def bin_features(
+    X: np.ndarray, sample_weight: np.ndarray | None, max_bins: int = 255
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(codes, n_edges, table)``: each feature's bin codes (feature-major, uint8), its
+    number of edges and its upper edges (``table[f, :n_edges[f]]``, increasing); a value's code
+    is the number of its feature's edges below it, so ``value <= table[f, c]`` iff ``code <=
+    c``.  At most ``max_bins`` bins: a feature with that few distinct values gets one per value
+    (edges at the midpoints), else, unweighted, edges at the percentiles that scikit-learn's
+    ``HistGradientBoostingClassifier`` takes, weighted, at the values where the weighted
+    cumulative distribution crosses ``k / max_bins``."""
+    from core._kernels.boosted_growth import bin_codes
+
+    n, d = X.shape
+    ordered = np.sort(X, axis=0)
+    steps = np.diff(ordered, axis=0) > 0
+    distinct = 1 + steps.sum(axis=0)
+    weighted = sample_weight is not None and bool((sample_weight != 1.0).any())
+    table = np.zeros((d, max_bins - 1))
+    n_edges = np.zeros(d, dtype=np.int64)
+    many = np.flatnonzero(distinct > max_bins)
+    if len(many) and not weighted:
+        levels = np.linspace(0, 100, num=max_bins + 1)[1:-1]
+        quantiles = np.percentile(ordered[:, many], levels, axis=0, method="averaged_inverted_cdf")
     levels = np.arange(1, max_bins) / max_bins
-    for j in range(X.shape[1]):
-        column = X[:, j]
-        order = np.argsort(column, kind="stable")
-        values = column[order]
-        distinct = np.unique(values)
-        if len(distinct) <= max_bins:
-            upper = (distinct[:-1] + distinct[1:]) / 2.0
-        else:
+    for j in range(d):
+        if distinct[j] <= max_bins:
+            values = ordered[np.concatenate(([True], steps[:, j])), j]
+            upper = (values[:-1] + values[1:]) / 2.0
+        elif weighted:
+            assert sample_weight is not None
+            order = np.argsort(X[:, j], kind="stable")
             cumulative = np.cumsum(sample_weight[order])
             at = np.searchsorted(cumulative, levels * cumulative[-1], side="left")
-            upper = np.unique(values[np.minimum(at, len(values) - 1)])
-        edges.append(upper)
-        codes[:, j] = np.searchsorted(upper, column, side="left")
-    return codes, edges
-
-
-@functools.cache
-def _threadpools() -> Any:
-    """threadpoolctl's view of the process's thread pools, made once, after scikit-learn's
-    OpenMP runtime is loaded: ``threadpool_limits`` looks the loaded libraries up again at each
-    call (~3.5 ms, about 1 % of a fit of 8,000 rows)."""
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
+            upper = np.unique(X[order[np.minimum(at, n - 1)], j])
+        else:
+            upper = np.unique(quantiles[:, np.searchsorted(many, j)])
+        table[j, : len(upper)] = upper
+        n_edges[j] = len(upper)
+    return bin_codes(X, table, n_edges), n_edges, table
 
 
 def fit_ensemble(
@@ -138,51 +142,35 @@ def fit_ensemble(
     class balance: He et al. 2014, "negative down-sampling"), and return their arrays
     (:func:`empty_ensemble`'s keys).  Needs both classes.
 
-    With weights other than 1 the features are binned here (:func:`weighted_bins`) and the
-    booster learns the bin codes, its thresholds then mapped back to the features' values:
-    scikit-learn's own weighted binning takes one weighted percentile at a time, 254 per
-    feature (12 s for 8,000 rows of 10 features, against 0.1 s unweighted)."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
+    The features are binned (:func:`bin_features`, at most 255 bins each) and the trees
+    grown on the bin codes (:func:`core._kernels.boosted_growth.grow_ensemble`), their split
+    bins then mapped back to the features' values.  ``random_state`` plays no part: the
+    growth draws nothing."""
+    from core._kernels.boosted_growth import grow_ensemble
 
-    labels = (np.asarray(y) > 0).astype(np.int64)
+    labels = (np.asarray(y) > 0).astype(np.float64)
     if labels.min() == labels.max():
         raise ValueError("the boosted ensemble needs events of both classes to fit")
-    model = HistGradientBoostingClassifier(
-        max_iter=params.n_trees,
-        max_leaf_nodes=params.max_leaves,
-        learning_rate=params.learning_rate,
-        min_samples_leaf=params.min_samples_leaf,
-        l2_regularization=params.l2_regularization,
-        early_stopping=False,
-        random_state=params.random_state,
-    )
-    # one thread: the fit runs beside the request threads, and its sums then have one order
     features = np.asarray(X, dtype=np.float64)
-    edges = weights = None
-    if sample_weight is not None and (np.asarray(sample_weight) != 1.0).any():
-        weights = np.asarray(sample_weight, dtype=np.float64)
-        features, edges = weighted_bins(features, weights)
-    with _threadpools().limit(limits=1, user_api="openmp"):
-        model.fit(features, labels, sample_weight=weights)
+    weights = (
+        np.ones(len(labels)) if sample_weight is None
+        else np.asarray(sample_weight, dtype=np.float64)
+    )  # fmt: skip
+    codes, n_edges, table = bin_features(features, None if sample_weight is None else weights)
     state = empty_ensemble(params.n_trees, params.max_leaves)
-    for t, (predictor,) in enumerate(model._predictors):
-        nodes = predictor.nodes
-        leaves = nodes["is_leaf"].astype(bool)
-        count = len(nodes)
-        state["ens_left"][t, :count] = np.where(leaves, -1, nodes["left"].astype(np.int64))
-        state["ens_right"][t, :count] = np.where(leaves, -1, nodes["right"].astype(np.int64))
-        state["ens_feature"][t, :count] = np.where(leaves, 0, nodes["feature_idx"])
-        thresholds = np.where(leaves, 0.0, nodes["num_threshold"])
-        if edges is not None:
-            # code <= c + 1/2 (a midpoint between present codes) is value <= edges[c]
-            for node in np.flatnonzero(~leaves):
-                feature = int(nodes["feature_idx"][node])
-                thresholds[node] = edges[feature][int(np.floor(thresholds[node]))]
-        state["ens_threshold"][t, :count] = thresholds
-        index = np.full(count, 0, dtype=np.int64)
-        index[leaves] = np.arange(int(leaves.sum()))
-        state["ens_leaf"][t, :count] = index
-        state["ens_value"][t, :count] = np.where(leaves, nodes["value"], 0.0)
-    state["ens_baseline"][0] = float(np.ravel(model._baseline_prediction)[0])
-    state["ens_trees"][0] = len(model._predictors)
+    split_bin = np.zeros_like(state["ens_feature"])
+    # the weighted base rate's log-odds, as scikit-learn's ``fit_intercept_only`` gives it
+    eps = 10 * np.finfo(np.float64).eps
+    rate = float(np.clip(np.average(labels, weights=weights), eps, 1.0 - eps))
+    baseline = float(np.log(rate / (1.0 - rate)))
+    grow_ensemble(
+        codes, n_edges + 1, labels, weights, baseline, params.n_trees, params.max_leaves,
+        params.learning_rate, params.min_samples_leaf, params.l2_regularization,
+        state["ens_left"], state["ens_right"], state["ens_feature"], split_bin,
+        state["ens_leaf"], state["ens_value"],
+    )  # fmt: skip
+    internal = state["ens_left"] >= 0
+    state["ens_threshold"][internal] = table[state["ens_feature"][internal], split_bin[internal]]
+    state["ens_baseline"][0] = baseline
+    state["ens_trees"][0] = params.n_trees
     return state

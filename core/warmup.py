@@ -158,7 +158,7 @@ def _exercise_auto(
 
 def _without_fits(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``candidates`` with the boosted one's first fit past the warm-up's events: the fits
-    (scikit-learn's import) belong to the tree group, the kernels are the same."""
+    (the growth kernel's first call) belong to the tree group, the other kernels are the same."""
     return [
         {**spec, "params": {**spec["params"], "first_fit": _buffer_size(spec)}}
         if spec["learner"] == BoostedEmbedded.name

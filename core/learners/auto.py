@@ -82,7 +82,7 @@ class Auto(ComposedState, OnlineLearner):
         the tree-path embedding, ``tree_embedded``, in its place), or ``logistic`` and
         ``pmb`` for more than 1,000 features; with ``track_drift`` the fast-adapting
         ``logistic`` after them and, up to 250 features, the boosted candidate with a
-        200-event memory (:data:`~core.learners._candidates.FAST_TREE_CANDIDATE`).
+        150-event memory (:data:`~core.learners._candidates.FAST_TREE_CANDIDATE`).
         Candidates may not set ``scaling`` (auto's own ``scaling`` applies to all of them),
         and a pAUC learner (``ftrl_pauc``, ``pmb`` with the pAUC loss) may not set an
         ``alpha`` / ``beta`` that contradicts ``pauc_range`` (it gets the range).  Errors

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from core.boosted_trees import EnsembleParams, fit_ensemble, weighted_bins
+from core.boosted_trees import EnsembleParams, bin_features, fit_ensemble
 from core.errors import InvalidState
 from core.learners import learner_class, make_learner
 from core.learners._fit_buffer import buffered as buffer_contents
@@ -102,14 +102,17 @@ def test_the_buffer_grows_as_it_fills_and_is_checked_on_load():
 def test_the_fit_weighs_the_rows_as_the_buffer_says():
     """The job carries the buffer's weights; the ensemble is scikit-learn's booster fitted on
     the weighted bins with them as sample_weight, its thresholds mapped back to the features'
-    values: the margin of the raw rows is the booster's on their bin codes."""
+    values: the margin of the raw rows is the booster's on their bin codes (the kernel's growth
+    is scikit-learn's, float32 gradients and all)."""
     X, y = rare_stream(3000)
     model = BoostedEmbedded(**SMALL, negatives_per_positive=4.0).partial_fit(X, y)
     job = model.fit_job()
     rows, labels, weights = buffered(model)
     np.testing.assert_array_equal(job.sample_weight, weights)
     assert len(set(weights.tolist())) > 2
-    codes, edges = weighted_bins(rows, weights)
+    feature_major, n_edges, table = bin_features(rows, weights)
+    codes = feature_major.T.astype(float)
+    edges = [table[j, : n_edges[j]] for j in range(rows.shape[1])]
     for j in range(rows.shape[1]):
         np.testing.assert_allclose(edges[j], weighted_edges(rows[:, j], weights), rtol=0, atol=0)
         below = rows[:, j][:, None] <= edges[j][None, :]

@@ -265,7 +265,7 @@ class Auto(ComposedState, OnlineLearner):
                 raise invalid_field(f"candidates[{k}]", str(error)) from None
             for key, value in candidate.state_.items():
                 state[_PREFIX.format(k) + key] = value
-        state.update(tournament_state(len(candidates)))
+        state.update(tournament_state(candidates))
         if self.track_drift:
             state.update(DriftTracking.state())
         return state

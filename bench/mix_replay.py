@@ -78,7 +78,7 @@ def evaluation_points(n: int, model) -> list[int]:
 def serve(run: dict, start: np.ndarray, both: bool, model) -> tuple[np.ndarray, np.ndarray]:
     """Served prequential scores and held-out scores of (auto.9)-(auto.10) and the fallback,
     from ``start`` weights; the fallback when the best candidate is at least as good as the mix
-    on the window's pAUC and AUC (``both``, auto's) or ahead on (pAUC, AUC) in that order."""
+    on the window's pAUC and AUC (``both``) or ahead on (pAUC, AUC) in that order (auto's)."""
     s, y = run["scores"], run["y"]
     k, n = s.shape
     before = np.concatenate([np.zeros((k, 1)), np.cumsum(s, axis=1)], axis=1)
@@ -139,10 +139,10 @@ def _first_three(run):
 #: rule -> (the weights before the first deciding evaluation, the fallback needs both counts)
 RULES = {
     "equal start, (pAUC, AUC) fallback: auto before 2026-11-29": (_equal, False),
-    "steady start (auto.11), (pAUC, AUC) fallback": (_steady, False),
     "first three, (pAUC, AUC) fallback": (_first_three, False),
     "equal start, fallback on both": (_equal, True),
-    "steady start, fallback on both: auto": (_steady, True),
+    "steady start, fallback on both": (_steady, True),
+    "steady start (auto.11), (pAUC, AUC) fallback: auto": (_steady, False),
 }
 
 

@@ -4,8 +4,8 @@
 A softmax of the candidates' windowed pAUCs can blur a clearly better candidate with weaker
 ones: on a wide sparse set of rare positives the mix ranked below its own ``logistic`` run
 alone.  After the mix's weights are set from an evaluation, the mix those weights give is scored
-on the same window; when the best candidate there ranks it at least as well on both counts (a
-pAUC and an AUC no lower than the mix's), the best candidate is served alone (its weight 1).
+on the same window; unless it beats the best candidate there (a higher pAUC, or the same pAUC
+and a higher AUC), the best candidate is served alone (its weight 1).
 """
 
 from __future__ import annotations
@@ -26,12 +26,9 @@ def fall_back_to_best(
 ) -> None:
     """Set ``own["served_weights"]`` to the best candidate alone (highest windowed pAUC, then
     AUC, then the lowest index, from ``own["window_pauc"]`` / ``own["window_auc"]``) when the
-    mix of the current weights beats it on the window (``window_scores`` (K, W) and ``labels``
-    (W,), both classes present) on neither its pAUC nor its AUC.  [CHOICE] Both: a mix with the
-    higher AUC is kept even when its pAUC is lower, since on a short window a few positives
-    decide the pAUC (bench/README.md, "The served mix against its best candidate").  The mix's
-    window scores are each candidate's scores times ``weight / std`` (its mean, a constant, does
-    not change the ranking)."""
+    mix of the current weights does not beat it on the window (``window_scores`` (K, W) and
+    ``labels`` (W,), both classes present).  The mix's window scores are each candidate's
+    scores times ``weight / std`` (its mean, a constant, does not change the ranking)."""
     weights = own["served_weights"]
     paucs, aucs = own["window_pauc"], own["window_auc"]
     best = int(np.lexsort((np.arange(len(paucs)), -aucs, -paucs))[0])
@@ -45,6 +42,6 @@ def fall_back_to_best(
     mix_pauc, mix_auc = np.zeros(1), np.zeros(1)
     kernels.window_metrics(np.sort(mix[:, positive], axis=1), np.sort(mix[:, ~positive], axis=1),
                            alpha, beta, mix_pauc, mix_auc)  # fmt: skip
-    if mix_pauc[0] <= paucs[best] and mix_auc[0] <= aucs[best]:
+    if (mix_pauc[0], mix_auc[0]) <= (paucs[best], aucs[best]):
         weights[:] = 0.0
         weights[best] = 1.0

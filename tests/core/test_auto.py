@@ -107,8 +107,7 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
     time: each candidate's score standardised by the mean and population std of its scores
     before it (np.mean / np.std of the list so far), weighted by a softmax of the windowed
     pAUCs at the last deciding evaluation (``initial`` before, equal weights if None), shares
-    < 1e-3 dropped, the best candidate alone when that mix beats it on the window on neither
-    pAUC nor AUC."""
+    < 1e-3 dropped, the best candidate alone when that mix does not beat it on the window."""
     early = set()
     while first is not None and first < every:
         early.add(first)
@@ -148,8 +147,8 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
                   if weights[k] > 0 and spreads[k] > 0)  # fmt: skip
         aucs = [auc(window_labels, recent[k]) for k in range(n_candidates)]
         best = max(range(n_candidates), key=lambda k: (paucs[k], aucs[k], -k))
-        mix_pauc, mix_auc = pauc(window_labels, mix, *pauc_range), auc(window_labels, mix)
-        if weights[best] < 1.0 and mix_pauc <= paucs[best] and mix_auc <= aucs[best]:
+        mix_metrics = (pauc(window_labels, mix, *pauc_range), auc(window_labels, mix))
+        if weights[best] < 1.0 and mix_metrics <= (paucs[best], aucs[best]):
             weights = np.eye(n_candidates)[best]
     return np.array(served), weights
 
@@ -524,12 +523,10 @@ def test_track_drift_adds_the_fast_candidate_and_promotes_it_after_a_change():
         auc(y[-6000:], scores[-6000:])
         > auc(y[change - 6000 : change], scores[change - 6000 : change]) - 0.03
     )
-    # without tracking, the same tournament is still behind 4,000 events after the change
-    # (0.830 against 0.801; 0.772 while its fallback took the pAUC's leader alone whatever the
-    # mix's AUC)
+    # without tracking, the same tournament is still far behind 4,000 events after the change
     plain = _learn(make_learner("auto", track_drift=False), X, y, [500] * (len(y) // 500))
     window = slice(change, change + 4000)
-    assert auc(y[window], scores[window]) > auc(y[window], plain[window]) + 0.02
+    assert auc(y[window], scores[window]) > auc(y[window], plain[window]) + 0.05
 
 
 def test_track_drift_batch_equals_other_batchings_bit_for_bit():

@@ -47,24 +47,3 @@ def test_the_mix_falls_back_to_its_best_candidate_unless_it_beats_it():
         fall_back_to_best(own, window_scores, labels, 0.0, 0.1)
         expected = np.eye(3)[best] if expect_fallback else [0.5, 0.3, 0.2]
         np.testing.assert_array_equal(own["served_weights"], expected)
-
-
-def test_a_mix_with_the_higher_auc_is_kept_though_its_pauc_is_lower():
-    """The fallback needs the best candidate at least as good as the mix on both the window's
-    pAUC and AUC: a best candidate ahead on pAUC but behind on AUC leaves the mix served."""
-    from core.learners._mix_fallback import fall_back_to_best
-
-    rng = np.random.default_rng(5)
-    labels = np.where(rng.random(300) < 0.3, 1, -1)
-    window_scores = labels + rng.normal(size=(3, 300))
-    weights, m2 = [0.5, 0.3, 0.2], [100.0, 400.0, 25.0]
-    spreads = np.sqrt(np.array(m2) / 100)
-    mix = sum(w / s * row for w, s, row in zip(weights, spreads, window_scores, strict=True))
-    mix_pauc, mix_auc = _naive_pauc_auc(mix, labels > 0)
-    for best_auc, expect_fallback in ((mix_auc - 0.01, False), (mix_auc, True)):
-        own = _mix_state(weights, m2)
-        own["window_pauc"][:] = [mix_pauc + 0.01, 0.0, 0.0]
-        own["window_auc"][:] = [best_auc, 0.0, 0.0]
-        fall_back_to_best(own, window_scores, labels, 0.0, 0.1)
-        expected = np.eye(3)[0] if expect_fallback else weights
-        np.testing.assert_array_equal(own["served_weights"], expected)

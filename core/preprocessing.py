@@ -152,8 +152,7 @@ def scaler_affine(scaling: str, state: dict[str, np.ndarray]) -> tuple[np.ndarra
     ``sqrt(m2 / n)`` (by 1 while it is 0), ``scale`` by ``_affine_of`` (the spread of the
     non-zero values, floored, 1 before any; a centred number's mean and spread, scaling.6,
     which apply to its non-zero values only: an absent value stays 0);
-    ``tests/core/test_raw_weights.py`` checks that the two agree bit for bit.  Raises
-    ValueError for a per-event scaling (``unit_norm``).
+    ``tests/core/test_raw_weights.py`` checks that the two agree bit for bit.  Raises ValueError for a per-event scaling (``unit_norm``).
     """
     if scaling in NOT_FOLDABLE:
         raise ValueError(NOT_FOLDABLE[scaling])

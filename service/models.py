@@ -111,24 +111,20 @@ def weights_document(served: ServedWeights) -> dict[str, Any]:
         # a linear learner under ``scale`` has none once its scaler centres a feature
         linear = config.learner != "auto" and learner_class(config.learner).linear_in_features
         centred = config.scaling == "scale" and linear
-        note = (
-            NOT_FOLDABLE.get(config.scaling)
-            or (CENTRED_NOT_FOLDABLE if centred else None)
-            or (
-                (
-                    "learner 'auto' mixes a candidate that is not linear in the features "
-                    "(tree_embedded, a tree path embedding, is one of the default "
-                    "candidates): the served score has no weights in the raw feature space; "
-                    "coef is the linear part of the mix on the scaled features. For a linear "
-                    "score, create the model with a linear learner or with params.candidates "
-                    "that are all linear"
-                )
-                if config.learner == "auto"
-                else (
-                    f"learner {config.learner!r} is not linear in the features (a tree path "
-                    "embedding): it has no weights in the raw feature space; coef applies to "
-                    "its embedded inputs"
-                )
+        note = NOT_FOLDABLE.get(config.scaling) or (CENTRED_NOT_FOLDABLE if centred else None) or (
+            (
+                "learner 'auto' mixes a candidate that is not linear in the features "
+                "(tree_embedded, a tree path embedding, is one of the default "
+                "candidates): the served score has no weights in the raw feature space; "
+                "coef is the linear part of the mix on the scaled features. For a linear "
+                "score, create the model with a linear learner or with params.candidates "
+                "that are all linear"
+            )
+            if config.learner == "auto"
+            else (
+                f"learner {config.learner!r} is not linear in the features (a tree path "
+                "embedding): it has no weights in the raw feature space; coef applies to "
+                "its embedded inputs"
             )
         )
     else:

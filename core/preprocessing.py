@@ -9,11 +9,10 @@ unit_norm  x / ||x||_2 (a zero row stays zero); the thesis normalises   —
 standard   (x - mean) / std, running mean/variance (Welford) that       scaler_count,
            include the event itself; dense input only (centring would   scaler_mean,
            destroy sparsity)                                            scaler_m2
-scale      x / s, s the spread of the feature's non-zero values so     scaler_count,
-           far, at least SCALE_FLOOR times their root mean square; a    scaler_nonzero,
-           number present in CENTRE_SHARE of the events is centred on   scaler_sum,
-           their mean, (x - mean) / spread; an absent value stays 0,    scaler_sum_sq
-           so sparsity is kept: the choice for sparse and hashed input
+scale      x / s, s the spread of the feature's non-zero values so     scaler_nonzero,
+           far, at least SCALE_FLOOR times their root mean square;      scaler_sum,
+           keeps sparsity, so it is the choice for sparse and hashed    scaler_sum_sq
+           input
 ========== =========================================================== ================
 
 [CHOICE] ``scale`` measures a feature over the events where it is present, not over every
@@ -28,12 +27,6 @@ deviation made a category present in 7 % of the events.  A number's non-zero val
 and it is divided by their standard deviation, as before, while that is at least a quarter of
 their root mean square (a mean up to ~3.9 standard deviations away from 0); a number further
 from 0 is divided by the floor instead, so that a nearly constant feature is not blown up.
-
-[CHOICE] ``scale`` cannot centre a feature in every event (that fills in every absent value),
-so a number far from 0 with a small spread became a near-constant column of ~4.  A number
-present in at least ``CENTRE_SHARE`` of the events, whose values vary, is centred where it is
-present (docs/algorithms/scaling.md (scaling.6)): its rare absences count as its mean.  A
-category's values do not vary, so it is never centred (that would make it 0, as absent).
 
 [CHOICE] The statistics are updated with an event *before* it is scaled, so the first event
 of a stream becomes the zero vector under ``standard``.  This is an unsupervised transform (no
@@ -55,11 +48,6 @@ SCALINGS = ("none", "unit_norm", "standard", "scale")
 #: standard deviation as divisor while its mean is within ~3.9 standard deviations of 0 (on
 #: hashed categorical sets, 0.1 and 0.5 measured beside it: bench/README.md)
 SCALE_FLOOR = 0.25
-#: [CHOICE] ``scale`` centres a number present in at least this share of the events so far
-#: (module docstring, docs/algorithms/scaling.md (scaling.6)): its absence is then rare, so
-#: that an absent value stays 0, which is its mean once centred, misplaces few events, while a
-#: number far from 0 with a small spread no longer becomes a near-constant column
-CENTRE_SHARE = 0.9
 
 
 def initial_scaler_state(scaling: str, n_features: int) -> dict[str, np.ndarray]:
@@ -71,7 +59,6 @@ def initial_scaler_state(scaling: str, n_features: int) -> dict[str, np.ndarray]
         }
     if scaling == "scale":
         return {
-            "scaler_count": np.zeros(1, dtype=np.int64),
             "scaler_nonzero": np.zeros(n_features, dtype=np.int64),
             "scaler_sum": np.zeros(n_features),
             "scaler_sum_sq": np.zeros(n_features),
@@ -112,18 +99,15 @@ def scale_batch(scaling: str, state: dict[str, np.ndarray], X, *, learn: bool):
         step = kernels.standard_learn_dense if learn else kernels.standard_transform_dense
         step(X, out, count, state["scaler_mean"], state["scaler_m2"])
         return out
-    sums = (
-        state["scaler_count"], state["scaler_nonzero"], state["scaler_sum"],
-        state["scaler_sum_sq"], SCALE_FLOOR, CENTRE_SHARE,
-    )  # fmt: skip
+    sums = (state["scaler_nonzero"], state["scaler_sum"], state["scaler_sum_sq"])
     if isinstance(X, CSRMatrix):
         out_data = np.empty_like(X.data)
         step = kernels.scale_learn_csr if learn else kernels.scale_transform_csr
-        step(X.indptr, X.indices, X.data, out_data, *sums)
+        step(X.indptr, X.indices, X.data, out_data, *sums, SCALE_FLOOR)
         return CSRMatrix(X.indptr, X.indices, out_data, X.n_features)
     out = np.empty_like(X)
     step = kernels.scale_learn_dense if learn else kernels.scale_transform_dense
-    step(X, out, *sums)
+    step(X, out, *sums, SCALE_FLOOR)
     return out
 
 
@@ -135,13 +119,6 @@ NOT_FOLDABLE = {
         "event, then the internal coef and intercept"
     ),
 }
-#: why a ``scale`` model whose scaler centres a feature has no raw-space weights
-CENTRED_NOT_FOLDABLE = (
-    "scaling 'scale' centres a number present in most events on the mean of its values "
-    "(docs/algorithms/scaling.md (scaling.6)) and keeps an absent value at 0, which is that "
-    "mean: the score is not linear in the raw features; apply the scaling to an event, then "
-    "the internal coef and intercept"
-)
 
 
 def scaler_affine(scaling: str, state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -149,10 +126,9 @@ def scaler_affine(scaling: str, state: dict[str, np.ndarray]) -> tuple[np.ndarra
     feature by feature, from the current statistics (as ``scale_batch(..., learn=False)``).
 
     Mirrors the transform kernels of ``core/_kernels/scaling.py``: ``standard`` divides by
-    ``sqrt(m2 / n)`` (by 1 while it is 0), ``scale`` by ``_affine_of`` (the spread of the
-    non-zero values, floored, 1 before any; a centred number's mean and spread, scaling.6,
-    which apply to its non-zero values only: an absent value stays 0);
-    ``tests/core/test_raw_weights.py`` checks that the two agree bit for bit.  Raises ValueError for a per-event scaling (``unit_norm``).
+    ``sqrt(m2 / n)`` (by 1 while it is 0), ``scale`` by ``_scale_of`` (the spread of the
+    non-zero values, floored, 1 before any); ``tests/core/test_raw_weights.py`` checks
+    that the two agree bit for bit.  Raises ValueError for a per-event scaling (``unit_norm``).
     """
     if scaling in NOT_FOLDABLE:
         raise ValueError(NOT_FOLDABLE[scaling])
@@ -172,13 +148,7 @@ def scaler_affine(scaling: str, state: dict[str, np.ndarray]) -> tuple[np.ndarra
     )
     spread = np.sqrt(np.maximum(mean_square - mean * mean, 0.0))
     scale = np.maximum(spread, SCALE_FLOOR * np.sqrt(mean_square))
-    centred = (
-        present
-        & (nonzero >= CENTRE_SHARE * int(state["scaler_count"][0]))
-        & (spread > kernels.VARYING * np.sqrt(mean_square))
-    )
-    divisors = np.where(centred, spread, np.where(scale > 0.0, scale, 1.0))
-    return divisors, np.where(centred, mean, 0.0)
+    return np.where(scale > 0.0, scale, 1.0), np.zeros(n_features)
 
 
 def fold_scaling(
@@ -186,8 +156,7 @@ def fold_scaling(
 ) -> tuple[np.ndarray, float] | None:
     """Weights of the raw feature space: the linear score ``coef . scaled(x) + intercept``
     rewritten as ``raw_coef . x + raw_intercept``, or None when the scaling is not a fixed
-    affine map of each feature (``unit_norm``, see :data:`NOT_FOLDABLE`; ``scale`` once it
-    centres a feature, :data:`CENTRED_NOT_FOLDABLE`).
+    affine map of each feature (``unit_norm``, see :data:`NOT_FOLDABLE`).
 
     With ``scaled(x)_j = (x_j - m_j) / d_j`` (:func:`scaler_affine`)::
 
@@ -205,7 +174,5 @@ def fold_scaling(
     if scaling in NOT_FOLDABLE:
         return None
     divisors, offsets = scaler_affine(scaling, state)
-    if scaling == "scale" and np.any(offsets != 0.0):
-        return None  # CENTRED_NOT_FOLDABLE
     raw_coef = coef / divisors
     return raw_coef, float(intercept - np.dot(raw_coef, offsets))

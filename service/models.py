@@ -10,7 +10,7 @@ from typing import Any
 
 from core.learners import available_learners, learner_class, make_learner, pauc_params_for
 from core.learners._base import OnlineLearner
-from core.preprocessing import CENTRED_NOT_FOLDABLE, NOT_FOLDABLE
+from core.preprocessing import NOT_FOLDABLE
 from service.engine import Engine, ServedWeights
 from service.engine.model import stored_params
 from service.errors import InvalidInput
@@ -108,10 +108,7 @@ def weights_document(served: ServedWeights) -> dict[str, Any]:
     numpy arrays (rendered by orjson)."""
     config = served.config
     if served.raw is None:
-        # a linear learner under ``scale`` has none once its scaler centres a feature
-        linear = config.learner != "auto" and learner_class(config.learner).linear_in_features
-        centred = config.scaling == "scale" and linear
-        note = NOT_FOLDABLE.get(config.scaling) or (CENTRED_NOT_FOLDABLE if centred else None) or (
+        note = NOT_FOLDABLE.get(config.scaling) or (
             (
                 "learner 'auto' mixes a candidate that is not linear in the features "
                 "(tree_embedded, a tree path embedding, is one of the default "

@@ -79,8 +79,6 @@ def naive_scaled(learner, X):
     divisors, reference = scaler_affine(learner.scaling, learner.state_)
     for i in range(X.shape[0]):
         for j in range(X.shape[1]):
-            if learner.scaling == "scale" and X[i, j] == 0.0:
-                continue  # absent: stays 0, even for a centred feature (scaling.6)
             out[i, j] = (X[i, j] - reference[j]) / divisors[j]
     return out
 

@@ -62,12 +62,13 @@ class Auto(ComposedState, OnlineLearner):
     (``decision_function``, ``coef_``, ``prequential_step``) are the mix
     ``sum_k w_k (s_k - mean_k) / std_k``: each candidate's score standardised by the mean and
     spread of its own prequential scores so far, weighted by a softmax of the windowed pAUCs
-    at the last deciding evaluation (equal before it).  A leader is also chosen, with
+    at the last deciding evaluation (before it, equal shares of the candidates that neither
+    grow trees nor forget).  A leader is also chosen, with
     hysteresis (a challenger must lead by ``margin`` at ``patience`` evaluations in a row;
     windows with too few positives or negatives decide nothing); ``temperature=0`` serves it
     alone, its scores mapped onto the served scale at each change.  Segments end at fixed
     event counts, so batch = one event at a time holds bit for bit.  Equations, choices and
-    measurements: docs/algorithms/auto.md (auto.1)-(auto.10).
+    measurements: docs/algorithms/auto.md (auto.1)-(auto.11).
 
     The defaults are those of a model created over HTTP (``"learner": "auto"``, dense
     features): ``track_drift=True`` and ``scaling="standard"``.
@@ -265,7 +266,7 @@ class Auto(ComposedState, OnlineLearner):
                 raise invalid_field(f"candidates[{k}]", str(error)) from None
             for key, value in candidate.state_.items():
                 state[_PREFIX.format(k) + key] = value
-        state.update(tournament_state(len(candidates)))
+        state.update(tournament_state(candidates))
         if self.track_drift:
             state.update(DriftTracking.state())
         return state

@@ -102,18 +102,18 @@ def naive_tournament(
 
 
 def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, first=None,
-              min_positives=3, min_negatives=2):  # fmt: skip
-    """Served scores of the mix (docs/algorithms/auto.md (auto.9)-(auto.10)), one event at a
+              min_positives=3, min_negatives=2, initial=None):  # fmt: skip
+    """Served scores of the mix (docs/algorithms/auto.md (auto.9)-(auto.11)), one event at a
     time: each candidate's score standardised by the mean and population std of its scores
     before it (np.mean / np.std of the list so far), weighted by a softmax of the windowed
-    pAUCs at the last deciding evaluation (equal weights before), shares < 1e-3 dropped, the
-    best candidate alone when that mix does not beat it on the window."""
+    pAUCs at the last deciding evaluation (``initial`` before, equal weights if None), shares
+    < 1e-3 dropped, the best candidate alone when that mix does not beat it on the window."""
     early = set()
     while first is not None and first < every:
         early.add(first)
         first *= 2
     n_candidates, n_events = candidate_scores.shape
-    weights = np.full(n_candidates, 1.0 / n_candidates)
+    weights = np.full(n_candidates, 1.0 / n_candidates) if initial is None else initial
     served = []
     for t in range(n_events):
         total = 0.0
@@ -707,8 +707,11 @@ def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_ca
     # fit_delay = 256 events later
     assert model._candidates[2].fit_points_ == (2024, 2280)
     reference = standalone_scores(model, inputs, y)
+    # before the window decides, logistic and ftrl_pauc share the mix; the tree candidates
+    # and the forgetting one have none (auto.11)
+    initial = np.array([0.5, 0.5, 0.0, 0.0, 0.0])
     expected, weights = naive_mix(reference, y[:2300], (0.0, 0.1), 800, 400, 0.05, first=50,
-                                  min_positives=10, min_negatives=10)  # fmt: skip
+                                  min_positives=10, min_negatives=10, initial=initial)  # fmt: skip
     np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(
         [row["weight"] for row in model.leaderboard()["candidates"]], weights, rtol=1e-12

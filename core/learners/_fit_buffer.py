@@ -155,8 +155,12 @@ def hold(own: dict[str, np.ndarray], rows: np.ndarray, y: np.ndarray, capacity: 
 
 
 def held_rows_problem(state: dict[str, np.ndarray]) -> str | None:
-    """What is wrong with the rows held for a pending fit (None: nothing)."""
+    """What is wrong with the rows held for a pending fit (None: nothing): ``pending_X`` and
+    ``pending_y`` grow together, and hold at least ``pending_fill`` rows."""
     held = int(state["pending_fill"][0])
-    if held > min(len(state[key]) for key in HELD):
+    rows, labels = len(state["pending_X"]), len(state["pending_y"])
+    if rows != labels:
+        return f"{labels} held labels for {rows} held rows"
+    if held > rows:
         return f"{held} events held for a pending fit, in fewer rows"
     return None

@@ -6,10 +6,9 @@ A fit is due by a schedule (``first_fit`` buffered events, then as the events do
 every ``refit_every`` events, and again ``first_fit`` events after
 :meth:`BoostedEmbedded.restart_tree`).  A fit taken from the buffer as of event ``N`` is
 installed after event ``N + fit_delay`` exactly (its *fit points*), in a library as in the
-service: meanwhile the events are learned with the old ensemble and held aside in the state
-(the buffer stays as of ``N``), so the state and the events after it determine every fit.  Who
-computes it (the learner when it gets there, or a background fitter it was handed to when it
-fell due: :mod:`core.boosted_fits`) changes only the time it costs.
+service: meanwhile the events are learned with the old ensemble and held aside in the state, so
+the state and the events after it determine every fit.  Who computes it (the learner, or a
+background fitter: :mod:`core.boosted_fits`) changes only the time it costs.
 """
 
 from __future__ import annotations
@@ -61,8 +60,8 @@ _NONE_F = np.empty(0)
 @register
 class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     """A linear learner on ``[x, m(x), e(x)]``: the features, the margin of a boosted ensemble
-    and one indicator per tree of the leaf ``x`` reaches (He et al. 2014), so a linear scorer
-    learning online ranks with the trees' non-linearity.
+    and one indicator per tree of the leaf ``x`` reaches (He et al. 2014): a linear scorer
+    learning online that ranks with the trees' non-linearity.
 
     Labelled events go to a ring buffer of at most ``buffer_size`` rows, which keeps every
     positive and, once full, a sample of the negatives (docs/algorithms/boosted_embedded.md
@@ -71,11 +70,10 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     weighs the inverse of that in the fits, so a stream of rare positives is fitted on many
     more of them than its last ``buffer_size`` events hold.  Once it holds
     ``first_fit`` events (two of each class), ``n_trees`` trees of at most ``max_leaves`` leaves
-    are fitted on it (scikit-learn's ``HistGradientBoostingClassifier``, log loss), and the
+    are fitted on it (as scikit-learn's ``HistGradientBoostingClassifier`` fits them), and the
     inner learner starts afresh on the buffer embedded by them (one pass in order); then each
     time the events have doubled, at most every ``refit_every`` events (None: never again),
-    the same on the buffer of the time.  A fit from the buffer as of event ``N`` is installed
-    after event ``N + fit_delay``.  Until the first fit the inner learner sees ``[x, 0]``.
+    the same on the buffer of the time, installed ``fit_delay`` events later.
 
     Parameters
     ----------
@@ -88,10 +86,9 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         The most rows the fit buffer holds (dense rows, part of the state); its arrays grow
         as it fills (doubling), so a short stream's model holds only what it has seen.
     negatives_per_positive : float, default 10
-        Once the buffer is full, the negatives it keeps per positive seen (a rate, not a
-        quota: ``min(1, negatives_per_positive * P / N)``); a stream with more positives
-        than ``1 / (1 + negatives_per_positive)`` keeps every event, as a ring of the last
-        ``buffer_size``.
+        Once the buffer is full, the negatives it keeps per positive seen (a rate:
+        ``min(1, negatives_per_positive * P / N)``); a stream with more positives than
+        ``1 / (1 + negatives_per_positive)`` keeps its last ``buffer_size`` events.
     first_fit : int, default 250
         Buffered events before the first fit (and the first after a restart).
     refit_every : int or None, default 4000
@@ -215,8 +212,10 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
         self._check_inner_state(state)
         check_buffer(state, self.buffer_size)
-        if problem := ensemble_rows_problem(state) or held_rows_problem(state):
-            raise InvalidState(f"inconsistent state: {problem}", field="ens_trees")
+        for field, problem in (("ens_trees", ensemble_rows_problem(state)),
+                               ("pending_y", held_rows_problem(state))):  # fmt: skip
+            if problem:
+                raise InvalidState(f"inconsistent state: {problem}", field=field)
         # every child after its parent (routing ends), both children or none, within the trees
         left, right = state["ens_left"], state["ens_right"]
         nodes = np.arange(left.shape[1])[None, :]

@@ -31,16 +31,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
 import numpy as np
 
-from loadtest.local import PrivateRedis, create_model, free_port, start_uvicorn, wait_ready
+from loadtest.local import PrivateRedis, create_model, wait_ready
 from loadtest.one_event import MODEL, Peer, _closed_loop, _event_request
 from loadtest.vw_peer import tree_cpu_seconds, vw_daemon
 
@@ -83,22 +81,8 @@ class WorkersPeer(Peer):
     """A checkout served by ``workers`` uvicorn worker processes on one SQLite file."""
 
     def __init__(self, name: str, path: Path, features: int, workers: int) -> None:
-        self.name, self.path, self.features = name, path.resolve(), features
-        self.data = tempfile.mkdtemp(prefix=f"aucstream-log-{name}-")
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        environment = {
-            **os.environ,
-            "PYTHONPATH": str(self.path),
-            "AUCSTREAM_STORE": "sqlite",
-            "AUCSTREAM_DATA_DIR": self.data,
-            "AUCSTREAM_LOG_LEVEL": "warning",
-            "AUCSTREAM_WORKERS": str(workers),
-        }
-        self.process = start_uvicorn(
-            self.port, environment, workers, access_log=False, cwd=self.path
-        )
-        self.sent = 0
+        settings = {"AUCSTREAM_WORKERS": str(workers)}
+        super().__init__(name, path, features, settings=settings, workers=workers)
         self.workers = workers
 
     def ready(self) -> None:
@@ -115,19 +99,9 @@ class RedisPeer(Peer):
     def __init__(self, name: str, path: Path, features: int) -> None:
         self.redis = PrivateRedis("aof", "--appendfsync", "always")
         self.redis.start()
-        self.name, self.path, self.features, self.bare = name, path.resolve(), features, False
-        self.data = tempfile.mkdtemp(prefix=f"aucstream-log-{name}-")
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        environment = {
-            **os.environ,
-            "PYTHONPATH": str(self.path),
-            "AUCSTREAM_STORE": "redis",
-            "AUCSTREAM_REDIS_URL": self.redis.url,
-            "AUCSTREAM_LOG_LEVEL": "warning",
-        }
-        self.process = start_uvicorn(self.port, environment, access_log=False, cwd=self.path)
-        self.sent = 0
+        super().__init__(
+            name, path, features, "redis", settings={"AUCSTREAM_REDIS_URL": self.redis.url}
+        )
 
     def close(self) -> None:
         super().close()

@@ -116,7 +116,15 @@ class Peer:
     """One checkout served by its own uvicorn process."""
 
     def __init__(
-        self, name: str, path: Path, features: int, store: str = "sqlite", *, bare: bool = False
+        self,
+        name: str,
+        path: Path,
+        features: int,
+        store: str = "sqlite",
+        *,
+        bare: bool = False,
+        settings: dict[str, str] | None = None,
+        workers: int = 1,
     ) -> None:
         self.name, self.path, self.features, self.bare = name, path.resolve(), features, bare
         self.data = tempfile.mkdtemp(prefix=f"aucstream-one-{name}-")
@@ -128,6 +136,7 @@ class Peer:
             "AUCSTREAM_STORE": store,
             "AUCSTREAM_DATA_DIR": self.data,
             "AUCSTREAM_LOG_LEVEL": "warning",
+            **(settings or {}),
         }
         if bare:
             command = [sys.executable, "-m", "uvicorn", "loadtest.bare:app", "--host",
@@ -135,7 +144,9 @@ class Peer:
                        "--no-access-log"]  # fmt: skip
             self.process = subprocess.Popen(command, env=environment, cwd=self.path)
         else:
-            self.process = start_uvicorn(self.port, environment, access_log=False, cwd=self.path)
+            self.process = start_uvicorn(
+                self.port, environment, workers, access_log=False, cwd=self.path
+            )
         self.sent = 0
 
     def ready(self) -> None:

@@ -8,7 +8,8 @@ the same run.
 Each checkout is served by one uvicorn process on the default SQLite store
 (``synchronous=full``, a fresh directory) with default models of ``--features`` features
 (``auto``), the measured one warmed by ``--warm-events`` events (8,000) and a second of
-traffic; phases (closed loops, keep-alive connections):
+traffic, once the server's background warm-up has loaded every kernel group (so that no
+phase counts it); phases (closed loops, keep-alive connections):
 
 ``events@C``   one labelled event with a fresh id per ``POST /events`` from C clients
 ``one@16``     the same, 16 clients, one model (the reference of the next phase)
@@ -122,6 +123,22 @@ def _warm(peer: Peer, args: argparse.Namespace) -> None:
             response = http.post(f"/v1/models/{MODEL}/events", json={"events": events})
             response.raise_for_status()
     asyncio.run(_closed_loop(peer.url, 8, 1.0, _events(peer, [0.0] * args.features, [MODEL])))
+    _wait_for_all_kernels(peer)
+
+
+def _wait_for_all_kernels(peer: Peer, timeout: float = 900.0) -> None:
+    """Until the server's background warm-up has loaded every kernel group (``/readyz``'s
+    ``warmup``): the service answers once the default path is ready, and the rest of the
+    groups (tens of seconds of CPU on a busy machine) would otherwise be counted in the first
+    phases of the first round."""
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=peer.url, timeout=10) as http:
+        while time.monotonic() < deadline:
+            warmup = http.get("/readyz").json().get("warmup", {})
+            if warmup.get("groups_done") == warmup.get("groups_total"):
+                return
+            time.sleep(0.5)
+    raise RuntimeError(f"{peer.name}: the kernels' warm-up did not end in {timeout:.0f} s")
 
 
 def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:

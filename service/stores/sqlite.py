@@ -309,12 +309,16 @@ class SQLiteStore:
             entry = encode(commit.entry)
 
         def write(db: sqlite3.Connection) -> None:
-            row = db.execute(
-                "SELECT version, incarnation FROM models WHERE id = ?", (model_id,)
-            ).fetchone()
-            if row is None:
-                raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
-            if tuple(row) != (commit.expected_version, commit.incarnation):
+            # the version check is the version's update itself (one statement, not a read
+            # and a write): a stale or missing model updates no row, and raising undoes it
+            moved = db.execute(
+                "UPDATE models SET version = ? WHERE id = ? AND version = ? AND incarnation = ?",
+                (version, model_id, commit.expected_version, commit.incarnation),
+            ).rowcount
+            if not moved:
+                row = db.execute("SELECT 1 FROM models WHERE id = ?", (model_id,)).fetchone()
+                if row is None:
+                    raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
                 raise StaleVersion(model_id)
             if commit.arrays is not None:
                 self._write_fields(db, model_id, fields, layouts)
@@ -325,21 +329,19 @@ class SQLiteStore:
             for kind, ids in ((_SEEN, commit.learned_ids), (_EXPIRED, commit.expired_ids)):
                 if ids:
                     _remember_ids(db, model_id, kind, ids, commit)
-            consumed = 0
             if commit.remove_pending:
                 consumed = db.executemany(
                     "DELETE FROM pending WHERE model_id = ? AND event_id = ?",
                     [(model_id, event_id) for event_id in commit.remove_pending],
                 ).rowcount
+                db.execute(
+                    "UPDATE models SET pending = pending - ? WHERE id = ?", (consumed, model_id)
+                )
             if commit.meta:
                 db.executemany(
                     "INSERT OR REPLACE INTO meta VALUES (?, ?, ?)",
                     [(model_id, name, value) for name, value in commit.meta.items()],
                 )
-            db.execute(
-                "UPDATE models SET version = ?, pending = pending - ? WHERE id = ?",
-                (version, consumed, model_id),
-            )
 
         if commit.arrays is None:  # an entry: committed with the other threads' (one fsync)
             self.database.grouped(write)
@@ -391,35 +393,29 @@ class SQLiteStore:
     def expired(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
         return self._alive(model_id, _EXPIRED, ids, now)
 
-    @staticmethod
-    def _present(db: sqlite3.Connection, model_id: str, ids: Sequence[str]) -> int:
-        """How many of ``ids`` have a pending record."""
-        return sum(
-            db.execute(
-                "SELECT COUNT(*) FROM pending WHERE model_id = ? "
-                f"AND event_id IN ({_marks(len(part))})",  # noqa: S608 - only '?' marks
-                (model_id, *part),
-            ).fetchone()[0]
-            for part in _chunks(ids)
-        )
-
     @translated
     def put_pending(self, model_id, records, deadline, max_records=None) -> None:
         if not records:
             return
 
         def write(db: sqlite3.Connection) -> None:
-            row = db.execute("SELECT pending FROM models WHERE id = ?", (model_id,)).fetchone()
-            if row is None:
+            # the insert counts the new records itself and the count's update reads the
+            # bound back (two statements for the usual new record, not four); a missing model
+            # or a full one raises, which undoes the insert
+            rows = [(model_id, event_id, record, deadline) for event_id, record in records.items()]
+            added = db.executemany(
+                "INSERT OR IGNORE INTO pending VALUES (?, ?, ?, ?)", rows
+            ).rowcount
+            if added < len(rows):  # some were kept already: their record and deadline move on
+                db.executemany("INSERT OR REPLACE INTO pending VALUES (?, ?, ?, ?)", rows)
+            row = db.execute(
+                "UPDATE models SET pending = pending + ? WHERE id = ? RETURNING pending",
+                (added, model_id),
+            ).fetchall()
+            if not row:
                 raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
-            added = len(records) - self._present(db, model_id, list(records))
-            if max_records is not None and row[0] + added > max_records:
+            if max_records is not None and row[0][0] > max_records:
                 raise InsufficientStorage(pending_full(model_id, max_records))
-            db.executemany(
-                "INSERT OR REPLACE INTO pending VALUES (?, ?, ?, ?)",
-                [(model_id, event_id, record, deadline) for event_id, record in records.items()],
-            )
-            db.execute("UPDATE models SET pending = pending + ? WHERE id = ?", (added, model_id))
 
         self.database.grouped(write)  # with the other threads' writes (one fsync)
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.errors import ModelChanged, ModelExists, ModelNotFound, StaleVersion
+from service.engine.entries import Entry
+from service.errors import (
+    InsufficientStorage,
+    ModelChanged,
+    ModelExists,
+    ModelNotFound,
+    StaleVersion,
+)
 from service.stores import keys
 from service.stores.base import Commit
 from service.stores.redis import RedisStore
@@ -141,6 +148,58 @@ def test_pending_records(store):
     assert store.get_pending("m", ["a", "b"]) == {}
     assert store.expired("m", ["a", "c"], now=21.0).tolist() == [True, False]
     assert store.due_pending("m", now=20.0, limit=10) == []
+
+
+def test_pending_records_are_counted_once_and_bounded(store):
+    """A record kept again replaces the first (record and deadline) and counts once toward
+    ``max_records``; a write past the bound, or to a missing model, keeps nothing."""
+    store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
+    store.put_pending("m", {"a": b"1", "b": b"2"}, deadline=10.0, max_records=3)
+    store.put_pending("m", {"a": b"again", "c": b"3"}, deadline=20.0, max_records=3)
+    assert store.get_pending("m", ["a", "b", "c"]) == {
+        "a": (b"again", 20.0),
+        "b": (b"2", 10.0),
+        "c": (b"3", 20.0),
+    }
+    with pytest.raises(InsufficientStorage):
+        store.put_pending("m", {"b": b"new", "d": b"4"}, deadline=30.0, max_records=3)
+    assert store.get_pending("m", ["b", "d"]) == {"b": (b"2", 10.0)}  # nothing of it kept
+    store.put_pending("m", {"c": b"kept again"}, deadline=40.0, max_records=3)  # no new one
+    # labels consume records: room for as many new ones
+    store.commit("m", Commit(1, "inc1", ARRAYS, remove_pending=["a", "b"], now=1.0))
+    store.put_pending("m", {"d": b"4", "e": b"5"}, deadline=50.0, max_records=3)
+    with pytest.raises(InsufficientStorage):
+        store.put_pending("m", {"f": b"6"}, deadline=50.0, max_records=3)
+    assert sorted(store.get_pending("m", list("abcdef"))) == ["c", "d", "e"]
+    with pytest.raises(ModelNotFound):
+        store.put_pending("gone", {"x": b"1"}, deadline=1.0)
+    store.create_model("gone", {"id": "gone"}, ARRAYS, "inc1")
+    assert store.get_pending("gone", ["x"]) == {}
+
+
+def test_a_stale_or_missing_entry_commit_writes_nothing(store):
+    """The append's version check: an entry committed at a version that is not the model's
+    (or to no model) writes neither the entry, nor its ids, nor the version."""
+    store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
+    store.put_pending("m", {"p": b"record"}, deadline=5.0)
+    entry = Entry(1.0, np.ones((1, 2)), np.array([1]))
+    assert store.commit("m", Commit(1, "inc1", None, entry=entry, learned_ids=["a"],
+                                    id_expiry=1e12, now=1.0)) == 2  # fmt: skip
+    for version, incarnation in ((1, "inc1"), (2, "other"), (3, "inc1")):
+        refused = Commit(version, incarnation, None, entry=entry, learned_ids=["b"],
+                         remove_pending=["p"], id_expiry=1e12, now=1.0)  # fmt: skip
+        with pytest.raises(StaleVersion):
+            store.commit("m", refused)
+    with pytest.raises(ModelNotFound):
+        store.commit("x", Commit(1, "inc1", None, entry=entry, learned_ids=["c"], now=1.0))
+    stored = store.load("m")
+    assert stored.version == 2 and [version for version, _ in stored.entries] == [2]
+    assert store.seen("m", ["a", "b"], now=2.0).tolist() == [True, False]
+    assert store.get_pending("m", ["p"]) == {"p": (b"record", 5.0)}
+    # the count of records was not moved by the refused commits: the bound still holds one
+    store.put_pending("m", {"q": b"1"}, deadline=5.0, max_records=2)
+    with pytest.raises(InsufficientStorage):
+        store.put_pending("m", {"r": b"1"}, deadline=5.0, max_records=2)
 
 
 def test_remembered_ids_are_bounded_and_the_oldest_forgotten_first(store):

@@ -32,13 +32,13 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from service.engine.delayed import LabelResult, Scored, ScoreRequest
+from service.engine.handoff import Handoff
 from service.engine.learning import LearnResult
 from service.groups import each_alone
 from service.ingest import Batch
@@ -82,7 +82,7 @@ class Coalescer:
         self._tasks: set[asyncio.Task] = set()
         #: the loop of the drains (while any runs, every request must come from it)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._threads: Handoff | None = None
         #: groups applied and requests they held (the mean group size is their ratio)
         self.groups = 0
         self.requests = 0
@@ -162,9 +162,7 @@ class Coalescer:
                 self.requests += len(group)
                 try:
                     if self.engine.store.blocking or any(r.large for r in group):
-                        outcomes = await asyncio.get_running_loop().run_in_executor(
-                            self._pool(), self.apply, model_id, group
-                        )
+                        outcomes = await self._pool().run(self.apply, model_id, group)
                     else:
                         outcomes = self.apply(model_id, group)
                 except BaseException as error:  # noqa: BLE001 - every waiter gets it
@@ -188,16 +186,16 @@ class Coalescer:
             else:
                 request.future.set_result(outcome)
 
-    def _pool(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="aucstream-group")
-        return self._executor
+    def _pool(self) -> Handoff:
+        if self._threads is None:
+            self._threads = Handoff(MAX_THREADS, "aucstream-group")
+        return self._threads
 
     def close(self) -> None:
         """Stop the threads (the app's shutdown; the drains have ended with the requests)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False)
-            self._executor = None
+        if self._threads is not None:
+            self._threads.close()
+            self._threads = None
 
     # ------------------------------------------------------------------ one group
     def apply(self, model_id: str, group: Sequence[_Request]) -> list[Any]:

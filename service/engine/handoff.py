@@ -1,0 +1,95 @@
+"""Calls handed from the event loop to threads, answered on the loop: the coalescer's hop.
+
+``loop.run_in_executor`` over a :class:`~concurrent.futures.ThreadPoolExecutor` builds, per
+call, a work item, a ``concurrent.futures.Future`` (with its condition variable) and an
+asyncio future chained to it by callbacks.  A one-event request pays that hop once, and on
+this service's one-sender path it was ~10 % of the samples holding the GIL (py-spy; figures
+in loadtest/README.md).  Here a call is one tuple on a queue and its answer one
+``call_soon_threadsafe`` that settles the asyncio future directly.
+
+Threads are started as calls find none idle, up to ``max_threads``; beyond it calls wait in
+the queue (as an executor's do).  They live until :meth:`Handoff.close`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: what a thread takes off the queue: (function, arguments, the future to settle, its loop)
+_Call = tuple[Callable[..., Any], tuple[Any, ...], asyncio.Future, asyncio.AbstractEventLoop]
+
+
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.done():  # its waiter was cancelled (the client went away)
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class Handoff:
+    """A bounded set of threads that run calls from an event loop."""
+
+    def __init__(self, max_threads: int, name: str) -> None:
+        if max_threads < 1:
+            raise ValueError(f"max_threads must be at least 1, got {max_threads}")
+        self.max_threads = max_threads
+        self.name = name
+        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        #: threads waiting for a call (or about to: counted before the call is queued)
+        self._idle = 0
+        self._closed = False
+
+    async def run(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` in one of the threads; its result, or its exception raised."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self.name}: closed")
+            if self._idle:
+                self._idle -= 1
+            elif len(self._threads) < self.max_threads:
+                thread = threading.Thread(
+                    target=self._serve, name=f"{self.name}-{len(self._threads)}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+        self._calls.put((function, args, future, loop))
+        return await future
+
+    def _serve(self) -> None:
+        while True:
+            call = self._calls.get()
+            if call is None:
+                return
+            function, args, future, loop = call
+            result, error = None, None
+            try:
+                result = function(*args)
+            except BaseException as raised:  # noqa: BLE001 - answered to the waiter
+                error = raised
+            with self._lock:
+                self._idle += 1
+            try:
+                loop.call_soon_threadsafe(_settle, future, result, error)
+            except RuntimeError:  # the loop is closed: nobody waits for the answer
+                pass
+            del call, function, args, future, result, error
+
+    def close(self) -> None:
+        """Stop the threads once the calls queued before are done (does not wait)."""
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._calls.put(None)

@@ -393,12 +393,7 @@ class Session:
         services, model_id = self.services, self.model_id
         ids, y = labels
         if services.queue is not None:
-            queue = services.queue
-            entries = queue.label_entries(ids, y)
-            appended = await enqueue(
-                services, model_id, None, lambda inc: queue.append_shared(model_id, inc, entries)
-            )
-            self.queued(run, appended)
+            self.queued(run, await enqueue(services, model_id, None, labels=labels))
             return
         telemetry = services.telemetry
         result = await self.call_engine("labels", run, ids, y)
@@ -435,13 +430,7 @@ class Session:
                 return
             rows = np.concatenate([np.arange(bounds[i], bounds[i + 1]) for i in kept])
             run, batch = [run[i] for i in kept], batch.take(rows)
-        queue, model_id = self.services.queue, self.model_id
-        assert queue is not None
-        entries = queue.event_entries(batch)
-        appended = await enqueue(
-            self.services, model_id, spec, lambda inc: queue.append_shared(model_id, inc, entries)
-        )
-        self.queued(run, appended)
+        self.queued(run, await enqueue(self.services, self.model_id, spec, batch=batch))
 
     def queued(self, run: list[Item], appended: Any) -> None:
         for message in expanded(run):

@@ -126,13 +126,17 @@ def replay(args: argparse.Namespace) -> int:
     print(metrics_table(metrics))
     print(tally.summary())
     if snapshot is not None:
-        try:
-            with open(args.save, "wb") as handle:
-                handle.write(snapshot)
-        except OSError as error:
-            raise CliError(f"cannot write the snapshot: {error.strerror}: {args.save}") from None
+        write_snapshot(args.save, snapshot)
         print(f"snapshot of model {args.model} written to {args.save} ({len(snapshot):,} bytes)")
     return 0
+
+
+def write_snapshot(path: str, body: bytes) -> None:
+    try:
+        with open(path, "wb") as handle:
+            handle.write(body)
+    except OSError as error:
+        raise CliError(f"cannot write the snapshot: {error.strerror}: {path}") from None
 
 
 def model_request(args: argparse.Namespace, data: ReplayData) -> dict[str, Any]:

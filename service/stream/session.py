@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from core.validation import width_refused
 from service.body import check_id_bytes
 from service.deps import Services
 from service.engine.delayed import LabelResult, Scored
@@ -462,7 +463,7 @@ def binary_batch(run: list[Item], spec: FeatureSpec, *, labelled: bool) -> Batch
     for message in run:
         assert message.X is not None
         if message.X.shape[1] != spec.n_features:
-            detail = checks.width_refused(spec.n_features, message.X.shape[1])
+            detail = width_refused(spec.n_features, message.X.shape[1])
             raise Locator(None).error(first, detail, field="x")
         first += message.n_events
     raw_ids: list[str | None] = []

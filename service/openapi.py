@@ -16,11 +16,11 @@ from typing import Any
 from core.learners import learner_class
 from core.learners._params import parameters_schema
 from core.validation import FEATURE_BOUND
+from service.errors import PROBLEM_MEDIA_TYPE
 from service.ingest import fields, libsvm
 from service.models import servable_learners
 from service.schemas import DEFAULT_LEARNER, ModelCreate, Problem
 
-PROBLEM_MEDIA_TYPE = "application/problem+json"
 _PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 
 #: what each status means in this API (a route's own wording may be longer in its docstring)
@@ -66,7 +66,7 @@ _ID = {
 }
 _LABEL = {
     "description": "label: 1 / 0, +1 / -1 or true / false (one batch uses 0 or -1, not both)",
-    "enum": [0, 1, -1, True, False],
+    "enum": [*sorted(fields.LABEL_VALUES, key=lambda v: (abs(v), -v)), True, False],
 }
 #: a feature's value (JSON has no NaN or infinity; beyond the bound learning could overflow)
 _FEATURE_VALUE: dict[str, Any] = {

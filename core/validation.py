@@ -68,6 +68,12 @@ def _is_sparse_like(X) -> bool:
     return isinstance(X, CSRMatrix) or (hasattr(X, "tocsr") and hasattr(X, "nnz"))
 
 
+def width_refused(n_features: int, got: int) -> str:
+    """What refuses events of ``got`` features for a model of ``n_features`` (every path that
+    checks the width, the service's parsers included, says it so)."""
+    return f"expected {n_features} features per event, got {got}"
+
+
 def as_features(
     X, n_features: int | None = None, *, accept_sparse: bool = True, check_finite: bool = True
 ) -> np.ndarray | CSRMatrix:
@@ -119,7 +125,7 @@ def as_features(
     if array.shape[0] == 0:
         raise InvalidFeatures("empty batch: features have 0 rows")
     if n_features is not None and array.shape[1] != n_features:
-        raise InvalidFeatures(f"expected {n_features} features per event, got {array.shape[1]}")
+        raise InvalidFeatures(width_refused(n_features, array.shape[1]))
     array = np.ascontiguousarray(array, dtype=np.float64)
     if check_finite:
         check_finite_rows(array)
@@ -272,7 +278,7 @@ def as_csr(X, n_features: int | None = None, check_columns: bool = True) -> CSRM
     if len(data) != len(indices):
         raise InvalidFeatures("malformed sparse matrix: data and indices differ in length")
     if n_features is not None and width != n_features:
-        raise InvalidFeatures(f"expected {n_features} features per event, got {width}")
+        raise InvalidFeatures(width_refused(n_features, width))
     if check_columns:
         _check_csr_columns(indptr, indices, width)
     return CSRMatrix(indptr, indices, data, width)

@@ -30,7 +30,7 @@ from service.hosts import HostCheck, HostPolicy
 from service.kernels import progress_bar_stream, warm_up
 from service.queue import StreamQueue
 from service.routers import dashboard, events, metrics, models, system
-from service.settings import Settings
+from service.settings import LEARNING_SETTINGS, Settings
 from service.stores.base import Store
 from service.stream import endpoint as stream_endpoint
 from service.telemetry import Telemetry
@@ -38,11 +38,10 @@ from service.telemetry_logs import configure_logging
 
 logger = logging.getLogger("aucstream")
 
-#: the settings the engine takes, as keywords of the same names
-ENGINE_SETTINGS = {
-    "event_id_ttl_seconds", "label_ttl_seconds", "max_cached_models", "max_write_retries",
-    "max_models", "max_model_bytes", "max_pending_records", "max_remembered_ids",
-    "checkpoint_events", "checkpoint_seconds",
+#: the settings the engine takes, as keywords of the same names: those of every process that
+#: learns (the queue worker's too), and the bounds on what requests make and retry
+ENGINE_SETTINGS = LEARNING_SETTINGS | {
+    "max_write_retries", "max_models", "max_model_bytes", "max_pending_records",
 }  # fmt: skip
 
 

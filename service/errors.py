@@ -8,6 +8,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+#: the media type of every error answer (RFC 9457)
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
 
 class ServiceError(Exception):
     """Base class.  A subclass fixes its HTTP ``status`` and ``title`` as class keywords
@@ -88,6 +91,11 @@ class ModelChanged(ServiceError, status=409, title="Model changed during the req
 class PayloadTooLarge(ServiceError, status=413, title="Request body too large"):
     """The body, a batch, or what an archive inflates to is above its bound
     (``service.settings``)."""
+
+
+class RequestHeadTooLarge(ServiceError, status=431, title="Request header fields too large"):
+    """The request line and headers exceed their bound (answered by the HTTP protocol itself,
+    :mod:`service.http_limits`, before the app sees the request)."""
 
 
 class QueueFull(ServiceError, status=429, title="Queue full"):

@@ -44,6 +44,7 @@ from starlette.types import Message, Receive, Scope, Send
 from service.auth import check_api_key, require_api_key
 from service.body_guard import BodyDeadlines
 from service.deps import Services, get_engine, get_services, get_settings, get_telemetry
+from service.errors import PROBLEM_MEDIA_TYPE as PROBLEM
 from service.errors import InvalidInput, MalformedBody, ServiceError
 from service.hosts import HostCheck, close_handshake, header
 from service.ingest.objects import json_error_detail
@@ -377,9 +378,6 @@ class ServiceApp(FastAPI):
             if guarded is not None:
                 guarded.release()
             record_request(self.telemetry, inner, method, status, started, request_id)
-
-
-PROBLEM = "application/problem+json"
 
 
 def problem_response(error: ServiceError) -> Response:

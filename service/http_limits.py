@@ -13,6 +13,8 @@ import httptools
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from service.errors import PROBLEM_MEDIA_TYPE, RequestHeadTooLarge
+
 logger = logging.getLogger("aucstream.request")
 
 #: most bytes of a request line and its headers together (nginx: 4 x 8 KiB by default)
@@ -20,17 +22,11 @@ MAX_HEAD_BYTES = 64 * 1024
 
 
 def _head_too_large_response() -> bytes:
-    body = orjson.dumps(
-        {
-            "type": "https://aucstream.dev/problems/request-head-too-large",
-            "title": "Request header fields too large",
-            "status": 431,
-            "detail": f"the request line and headers exceed {MAX_HEAD_BYTES} bytes",
-        }
-    )
+    error = RequestHeadTooLarge(f"the request line and headers exceed {MAX_HEAD_BYTES} bytes")
+    body = orjson.dumps(error.problem())
     head = (
         "HTTP/1.1 431 Request Header Fields Too Large\r\n"
-        "content-type: application/problem+json\r\n"
+        f"content-type: {PROBLEM_MEDIA_TYPE}\r\n"
         f"content-length: {len(body)}\r\n"
         "connection: close\r\n\r\n"
     )

@@ -16,11 +16,11 @@ from typing import Any
 from core.learners import learner_class
 from core.learners._params import parameters_schema
 from core.validation import FEATURE_BOUND
+from service.errors import PROBLEM_MEDIA_TYPE
 from service.ingest import fields, libsvm
 from service.models import servable_learners
 from service.schemas import DEFAULT_LEARNER, ModelCreate, Problem
 
-PROBLEM_MEDIA_TYPE = "application/problem+json"
 _PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 
 #: what each status means in this API (a route's own wording may be longer in its docstring)
@@ -66,7 +66,7 @@ _ID = {
 }
 _LABEL = {
     "description": "label: 1 / 0, +1 / -1 or true / false (one batch uses 0 or -1, not both)",
-    "enum": [0, 1, -1, True, False],
+    "enum": [*sorted(fields.LABEL_VALUES, key=lambda v: (abs(v), -v)), True, False],
 }
 #: a feature's value (JSON has no NaN or infinity; beyond the bound learning could overflow)
 _FEATURE_VALUE: dict[str, Any] = {
@@ -151,8 +151,8 @@ def _batch(key: str, item: str) -> dict[str, Any]:
 #: a LIBSVM body, as ``service.ingest.libsvm`` reads it: lines ``<label> <index>:<value> ...
 #: [# <event id>]`` (the label optional for /score), blank and comment-only lines skipped, at
 #: least one event; the last line's newline optional; an event id (the comment of an event's
-#: line) at most 256 characters
-_COMMENT = r"(?:#\s*[^\n]{0,256}?\s*)?"
+#: line) at most ``MAX_ID_CHARACTERS`` characters
+_COMMENT = rf"(?:#\s*[^\n]{{0,{fields.MAX_ID_CHARACTERS}}}?\s*)?"
 _BLANK_LINE = rf"{libsvm.WHITESPACE}*(?:#[^\n]*)?"
 
 
@@ -264,33 +264,6 @@ SECURITY_SCHEMES = {
 }
 
 
-#: the last message of a metrics stream whose model was deleted while watched
-_DELETED_MESSAGE = {
-    "title": "deleted",
-    "type": "object",
-    "properties": {
-        "event": {"const": "deleted"},
-        "data": {
-            "type": "string",
-            "contentMediaType": PROBLEM_MEDIA_TYPE,
-            "contentSchema": _PROBLEM_REF,
-        },
-    },
-    "required": ["event", "data"],
-}
-METRICS_STREAM = "/v1/models/{model_id}/metrics/stream"
-
-
-def _declare_deleted_message(document: dict[str, Any]) -> None:
-    """The metrics stream's messages: its route declares ``event: metrics``; a stream whose
-    model is deleted ends with an ``event: deleted`` message (a problem)."""
-    operation = document.get("paths", {}).get(METRICS_STREAM, {}).get("get")
-    if operation is None:
-        return
-    content = operation["responses"]["200"]["content"]["text/event-stream"]
-    content["schema"] = {"oneOf": [content["schema"], _DELETED_MESSAGE]}
-
-
 def complete(document: dict[str, Any], *, auth_enabled: bool) -> dict[str, Any]:
     """Complete FastAPI's ``document`` in place (module docstring) and return it."""
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
@@ -322,7 +295,6 @@ def complete(document: dict[str, Any], *, auth_enabled: bool) -> dict[str, Any]:
             for status in common:
                 responses.setdefault(str(status), _problem_response(status))
     _learner_variants(document)
-    _declare_deleted_message(document)
     return document
 
 

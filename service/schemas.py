@@ -160,8 +160,9 @@ class ModelCreate(BaseModel):
         validate_default=True,
         description=(
             "events kept to report regret and the metric gap against the best fixed model in "
-            "hindsight (0 = off); default 1,000 when n_features <= 250, else 0; at most 5,000 "
-            "and regret_window * n_features <= 250,000"
+            f"hindsight (0 = off); default {REGRET_WINDOW_DEFAULT:,} when n_features <= "
+            f"{REGRET_DEFAULT_MAX_FEATURES}, else 0; at most {REGRET_WINDOW_MAX:,} and "
+            f"regret_window * n_features <= {REGRET_MAX_CELLS:,}"
         ),
     )
     default_label: Literal[0, 1] | None = Field(

@@ -17,6 +17,14 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 
 
+#: the settings of the engine of every process that learns (the server, the queue worker), as
+#: its keywords of the same names
+LEARNING_SETTINGS = {
+    "event_id_ttl_seconds", "label_ttl_seconds", "max_cached_models", "max_remembered_ids",
+    "checkpoint_events", "checkpoint_seconds",
+}  # fmt: skip
+
+
 def _split_keys(value: object) -> object:
     if isinstance(value, str):
         return [key.strip() for key in value.split(",") if key.strip()]

@@ -14,7 +14,7 @@ from core.metrics import auc, pauc
 from service.cli import add_command
 from service.cli._errors import CliError
 from service.cli._readers import ReplayData, add_file_options, model_features, read_file_events
-from service.cli.replay import add_model_options, model_request
+from service.cli.replay import add_model_options, model_request, write_snapshot
 
 #: the line of ``aucstream --help``; DESCRIPTION follows it in ``aucstream fit --help``
 SUMMARY = "train a model on a history file and write (or upload) its snapshot"
@@ -121,11 +121,7 @@ def fit(args: argparse.Namespace) -> int:
     with tqdm(total=total, unit="ev", unit_scale=True,
               disable=args.quiet or None) as progress:  # fmt: skip
         body, report = build_snapshot(args, data, progress)
-    try:
-        with open(output, "wb") as handle:
-            handle.write(body)
-    except OSError as error:
-        raise CliError(f"cannot write the snapshot: {error.strerror}: {output}") from None
+    write_snapshot(output, body)
     print(f"model {args.model} ({args.learner}): {report['training']} on "
           f"{report['trained_on']} events; snapshot {output} ({len(body):,} bytes)")  # fmt: skip
     if "auc" in report:

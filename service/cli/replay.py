@@ -7,7 +7,7 @@ import argparse
 import io
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import orjson
@@ -24,7 +24,13 @@ from service.cli._readers import (
     read_file_events,
 )
 from service.cli._report import RunTally, metrics_table
-from service.schemas import DEFAULT_LEARNER
+from service.schemas import (
+    DEFAULT_LEARNER,
+    DEFAULT_SCALING,
+    FeatureModeName,
+    ModelCreate,
+    ScalingName,
+)
 
 #: [CHOICE] the hashed width of --feature-mode hashed: 2**16 columns keep collisions rare for
 #: tables of a few hundred columns and categories, and the model's state a few MB
@@ -95,19 +101,21 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--learner", default=DEFAULT_LEARNER, help="learner of a new model")
     parser.add_argument("--params", default=None,
                         help='learner parameters as JSON, e.g. \'{"eta0": 0.1}\'')  # fmt: skip
-    parser.add_argument("--feature-mode", choices=("dense", "sparse", "hashed"), default=None,
+    parser.add_argument("--feature-mode", choices=get_args(FeatureModeName), default=None,
                         help="feature mode of a new model (default: see above); hashed (CSV / "
                         "Parquet): each column's value by name, a text value one-hot as the "
                         "feature column=value, hashed into --hash-features columns")  # fmt: skip
     parser.add_argument("--hash-features", type=positive_int, default=HASH_FEATURES,
                         help="with --feature-mode hashed: the model's n_features")  # fmt: skip
-    parser.add_argument("--scaling", default="auto",
-                        choices=("auto", "none", "unit_norm", "standard", "scale"),
+    # the defaults and choices of POST /v1/models
+    fields = ModelCreate.model_fields
+    parser.add_argument("--scaling", default=DEFAULT_SCALING, choices=get_args(ScalingName),
                         help="online scaling of a new model; auto = standard when dense, "
                         "scale when sparse")  # fmt: skip
-    parser.add_argument("--pauc-range", type=float, nargs=2, default=(0.0, 0.1),
+    parser.add_argument("--pauc-range", type=float, nargs=2, default=fields["pauc_range"].default,
                         metavar=("ALPHA", "BETA"), help="FPR range of the pAUC")  # fmt: skip
-    parser.add_argument("--window", type=int, default=10_000, help="metrics window, in events")
+    window = fields["window"]
+    parser.add_argument("--window", type=int, default=window.default, help=window.description)
 
 
 def replay(args: argparse.Namespace) -> int:
@@ -126,13 +134,17 @@ def replay(args: argparse.Namespace) -> int:
     print(metrics_table(metrics))
     print(tally.summary())
     if snapshot is not None:
-        try:
-            with open(args.save, "wb") as handle:
-                handle.write(snapshot)
-        except OSError as error:
-            raise CliError(f"cannot write the snapshot: {error.strerror}: {args.save}") from None
+        write_snapshot(args.save, snapshot)
         print(f"snapshot of model {args.model} written to {args.save} ({len(snapshot):,} bytes)")
     return 0
+
+
+def write_snapshot(path: str, body: bytes) -> None:
+    try:
+        with open(path, "wb") as handle:
+            handle.write(body)
+    except OSError as error:
+        raise CliError(f"cannot write the snapshot: {error.strerror}: {path}") from None
 
 
 def model_request(args: argparse.Namespace, data: ReplayData) -> dict[str, Any]:

@@ -55,8 +55,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "model; refused otherwise)",
     )
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="uvicorn's")
-    # [CHOICE] off by default, as gunicorn's access log: a line per request costs ~0.04 ms of
-    # CPU, a quarter of a one-event /score, and an event feed posts thousands per second; the
+    # [CHOICE] off by default, as gunicorn's access log (the help says what a line costs); the
     # request counts and latencies are in /metrics either way
     access = parser.add_mutually_exclusive_group()
     access.add_argument(

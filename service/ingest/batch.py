@@ -5,15 +5,17 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from core.csr import CSRMatrix
 from core.hashing import FeatureHasher
+from service.schemas import FeatureModeName, MissingValuesName
 
-FeatureMode = Literal["dense", "sparse", "hashed"]
-MissingValues = Literal["refuse", "zero", "mean"]
+#: as a model's configuration names them (``POST /v1/models``)
+FeatureMode = FeatureModeName
+MissingValues = MissingValuesName
 
 
 @dataclass(frozen=True)

@@ -221,8 +221,9 @@ MISSING_REFUSED = (
 # ---------------------------------------------------------------------------- the rules
 # Each rule an event must keep is stated here once, with the one message that refuses it, and
 # called by every path: the content types, the stream's frames (JSON and binary), delayed
-# labels and the OpenAPI document.  The feature bound and the label set's conversion are
-# core.validation's (FEATURE_BOUND, first_out_of_range, as_labels), whose errors name the row.
+# labels and the OpenAPI document.  The feature bound, the width and the label set's conversion
+# are core.validation's (FEATURE_BOUND, first_out_of_range, width_refused, as_labels), whose
+# errors name the row.
 
 #: the longest event id, in characters
 MAX_ID_CHARACTERS = 256
@@ -246,11 +247,6 @@ def label_refused(locate: Locator, index: int, value: Any, note: str = "") -> In
     """The 422 of event ``index``'s label ``value`` (None: missing)."""
     shown = "missing" if value is None else repr(value)
     return locate.error(index, f"label 'y' is {shown}; {_LABELS_ACCEPTED}{note}", field="y")
-
-
-def width_refused(n_features: int, got: int) -> str:
-    """What refuses a dense event of ``got`` features (the wording of core's own check)."""
-    return f"expected {n_features} features per event, got {got}"
 
 
 def not_finite(

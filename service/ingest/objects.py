@@ -20,6 +20,7 @@ import orjson
 import simdjson
 
 from core.csr import CSRMatrix
+from core.validation import width_refused
 from service.errors import InvalidInput, MalformedBody
 from service.ingest import fields, named
 from service.ingest.batch import Batch, FeatureSpec
@@ -54,7 +55,7 @@ def dense_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> np.nd
                     field="x",
                 )
             if len(row) != spec.n_features:
-                detail = fields.width_refused(spec.n_features, len(row))
+                detail = width_refused(spec.n_features, len(row))
                 raise locate.error(index, detail, field="x")
             for column, value in enumerate(row):
                 if value is None:

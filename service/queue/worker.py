@@ -54,11 +54,8 @@ from service.engine.refit import Refitter
 from service.errors import CorruptState, LeaseLost, ModelNotFound, ServiceError
 from service.queue.apply import EntryApplier, OutOfOrder
 from service.queue.lease import Leases
-from service.queue.streams import (
-    Entry,
-    StreamQueue,
-)
-from service.settings import Settings
+from service.queue.streams import Entry, StreamQueue
+from service.settings import LEARNING_SETTINGS, Settings
 from service.stores.base import Fence
 from service.stores.redis import RedisStore
 from service.telemetry import Telemetry
@@ -86,14 +83,7 @@ class Worker:
         # One stale write is enough: the worker itself reloads the checkpoint and filters the
         # entries again (the engine's own retry would re-learn entries another writer applied).
         self.engine = Engine(
-            self.store,
-            event_id_ttl_seconds=settings.event_id_ttl_seconds,
-            label_ttl_seconds=settings.label_ttl_seconds,
-            max_cached_models=settings.max_cached_models,
-            max_remembered_ids=settings.max_remembered_ids,
-            max_write_retries=1,
-            checkpoint_events=settings.checkpoint_events,
-            checkpoint_seconds=settings.checkpoint_seconds,
+            self.store, max_write_retries=1, **settings.model_dump(include=LEARNING_SETTINGS)
         )
         self.queue = StreamQueue(
             self.store.client, cluster_block_ms=settings.worker_cluster_block_ms
@@ -115,6 +105,11 @@ class Worker:
         #: models whose stored state is corrupt -> when to try them again (monotonic s)
         self._corrupt: dict[str, float] = {}
 
+    def _log(self, level: int, message: str, *args: Any, model: str | None = None) -> None:
+        """A log line with the worker's name (and the model's) as fields of a JSON line."""
+        fields = {"worker": self.name} if model is None else {"worker": self.name, "model": model}
+        logger.log(level, message, *args, extra={"fields": fields})
+
     # ------------------------------------------------------------------ lifecycle
     def stop(self, *_: Any) -> None:
         """Finish the current read (learn, commit, acknowledge), then leave :meth:`run`."""
@@ -127,7 +122,7 @@ class Worker:
     def run(self, *, until: Callable[[], bool] | None = None) -> None:
         """Loop until :meth:`stop` (or ``until()`` is true); survives Redis outages."""
         backoff = 0.1
-        logger.info("worker %s started", self.name, extra={"fields": {"worker": self.name}})
+        self._log(logging.INFO, "worker %s started", self.name)
         # the boosted ensembles of the models this worker writes are fitted beside it
         refitter = Refitter()
         refitter.start()
@@ -143,12 +138,7 @@ class Worker:
                 ) as error:
                     # Redis down or loading (503 in the API), persistent contention, a reply
                     # we did not expect: back off and start over from the checkpoints
-                    logger.warning(
-                        "%s; retrying in %.1f s",
-                        error,
-                        backoff,
-                        extra={"fields": {"worker": self.name}},
-                    )
+                    self._log(logging.WARNING, "%s; retrying in %.1f s", error, backoff)
                     self._after_failure()
                     self._stop.wait(backoff)
                     backoff = min(backoff * 2, 2.0)
@@ -156,7 +146,7 @@ class Worker:
             refitter.stop()
             self.engine.repository.close()  # checkpoints, while the models are cached
             self.release_all()
-            logger.info("worker %s stopped", self.name, extra={"fields": {"worker": self.name}})
+            self._log(logging.INFO, "worker %s stopped", self.name)
 
     def _after_failure(self) -> None:
         # Entries read before the failure may be unacknowledged: read our pending list again.
@@ -244,13 +234,8 @@ class Worker:
             model = sorted(self.owned)[-1]
             self.leases.release(model, self.name, self.generations.get(model, 0))
             self._drop(model)
-            logger.info(
-                "handing model %s over (share of %d workers: %d models)",
-                model,
-                live,
-                share,
-                extra={"fields": {"worker": self.name, "model": model}},
-            )
+            self._log(logging.INFO, "handing model %s over (share of %d workers: %d models)",
+                      model, live, share, model=model)  # fmt: skip
         free = sorted(models - set(self.owned))
         random.shuffle(free)  # workers starting together do not all try the same model first
         for model in free:
@@ -260,11 +245,7 @@ class Worker:
             if lease is not None:
                 if self.queue.ensure_group(model):
                     self._take(model, lease.generation)
-                    logger.info(
-                        "writing model %s",
-                        model,
-                        extra={"fields": {"worker": self.name, "model": model}},
-                    )
+                    self._log(logging.INFO, "writing model %s", model, model=model)
                 else:
                     self.leases.release(model, self.name, lease.generation)
 
@@ -274,20 +255,13 @@ class Worker:
                 model, self.name, self.settings.worker_lease_ms, self.generations[model]
             )
             if lease is None:
-                logger.warning(
-                    "lost the lease of model %s",
-                    model,
-                    extra={"fields": {"worker": self.name, "model": model}},
-                )
+                self._log(logging.WARNING, "lost the lease of model %s", model, model=model)
                 self._drop(model)
             elif lease.taken:
                 # the lease lapsed (this process stalled) and was free: another worker may
                 # have written the model meanwhile, so start over as a new writer
-                logger.warning(
-                    "the lease of model %s lapsed and was taken again: recovering",
-                    model,
-                    extra={"fields": {"worker": self.name, "model": model}},
-                )
+                self._log(logging.WARNING, "the lease of model %s lapsed and was taken again: "
+                          "recovering", model, model=model)  # fmt: skip
                 self._take(model, lease.generation)
 
     def _take(self, model: str, generation: int) -> None:
@@ -352,13 +326,13 @@ class Worker:
             self._drop(model)
             return 0
         except LeaseLost as error:
-            logger.warning("%s", error, extra={"fields": {"worker": self.name, "model": model}})
+            self._log(logging.WARNING, "%s", error, model=model)
             self._drop(model)
             return 0
         except OutOfOrder as error:
             # another consumer holds entries before these: claim them (once idle) and apply
             # the pending list in order
-            logger.warning("%s", error, extra={"fields": {"worker": self.name, "model": model}})
+            self._log(logging.WARNING, "%s", error, model=model)
             if model in self.owned:
                 self.owned[model] = False
                 self._gaps.add(model)

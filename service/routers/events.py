@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import orjson
@@ -13,12 +12,13 @@ from fastapi.responses import JSONResponse, Response
 
 from service.body import read_batch, read_body
 from service.deps import Services, ServicesDep
+from service.engine.delayed import LabelResult
+from service.engine.learning import LearnResult
 from service.errors import InvalidInput, UnsupportedMediaType
 from service.fastlane import SettingBound, lane
 from service.ingest import JSON, FeatureSpec, media_type, parse_label_items
 from service.offload import in_thread_if, large_batch, large_body, model_spec, run_engine
 from service.openapi import LABELS_BODY, events_body, problems
-from service.queue import Appended
 from service.queue.enqueue import enqueue
 from service.schemas import (
     LabelsResponse,
@@ -28,6 +28,7 @@ from service.schemas import (
     ScoreResponse,
     ScoreResponseBody,
 )
+from service.telemetry import Telemetry
 
 #: ``?reasons=k``: 0 to ``AUCSTREAM_MAX_REASONS``
 Reasons = Annotated[
@@ -52,14 +53,11 @@ _QUEUED_DOC = {
 
 
 async def _enqueue(
-    services: Services,
-    request: Request,
-    model_id: str,
-    spec: FeatureSpec | None,
-    append: Callable[[str], Appended],
+    services: Services, request: Request, model_id: str, spec: FeatureSpec | None, **data: Any
 ) -> JSONResponse:
-    """Queue mode: the 202 of a batch appended to the model's stream (see ``enqueue``)."""
-    appended = await enqueue(services, model_id, spec, append)
+    """Queue mode: the 202 of a batch (or labels: ``data``) appended to the model's stream
+    (see ``enqueue``)."""
+    appended = await enqueue(services, model_id, spec, **data)
     request.state.log_fields = {"queued": appended.events, "stream_ids": appended.stream_ids}
     body = QueuedResponse(
         model=model_id,
@@ -105,19 +103,9 @@ async def post_events(
     spec = await model_spec(engine, model_id)
     batch, large = await read_batch(request, spec, settings, labelled=True, zero_based=zero_based)
     if queue is not None:
-        return await _enqueue(
-            services,
-            request,
-            model_id,
-            spec,
-            lambda incarnation: queue.append_shared(
-                model_id, incarnation, queue.event_entries(batch)
-            ),
-        )
+        return await _enqueue(services, request, model_id, spec, batch=batch)
     result = await engine.coalesce.learn(model_id, batch, want_scores=scores, large=large)
-    telemetry.child(telemetry.events_learned, model_id).inc(result.learned)
-    if result.drifts:
-        telemetry.child(telemetry.drifts, model_id).inc(result.drifts)
+    _count_learned(telemetry, model_id, result)
     if result.duplicate_ids:
         telemetry.child(telemetry.duplicates, model_id).inc(len(result.duplicate_ids))
     if telemetry.log_requests:
@@ -182,6 +170,12 @@ async def score(
     return json_response(body)
 
 
+def _count_learned(telemetry: Telemetry, model_id: str, result: LearnResult | LabelResult) -> None:
+    telemetry.child(telemetry.events_learned, model_id).inc(result.learned)
+    if result.drifts:
+        telemetry.child(telemetry.drifts, model_id).inc(result.drifts)
+
+
 def json_response(body: dict[str, Any]) -> Response:
     """The 200 of ``/events``, ``/score`` or ``/labels``: ``body`` (the fields of
     ``LearnResponse``, ``ScoreResponse`` or ``LabelsResponse``, which document it) written by
@@ -216,21 +210,10 @@ async def post_labels(model_id: str, request: Request, services: ServicesDep) ->
     large = large_body(settings, len(body), JSON)
     ids, labels = await in_thread_if(large, parse_label_items, body, settings.max_batch_events)
     large = large or large_batch(len(ids))
-    queue = services.queue
-    if queue is not None:
-        return await _enqueue(
-            services,
-            request,
-            model_id,
-            None,
-            lambda incarnation: queue.append_shared(
-                model_id, incarnation, queue.label_entries(ids, labels)
-            ),
-        )
+    if services.queue is not None:
+        return await _enqueue(services, request, model_id, None, labels=(ids, labels))
     result = await engine.coalesce.labels(model_id, ids, labels, large=large)
-    telemetry.child(telemetry.events_learned, model_id).inc(result.learned)
-    if result.drifts:
-        telemetry.child(telemetry.drifts, model_id).inc(result.drifts)
+    _count_learned(telemetry, model_id, result)
     for status, count in Counter(status for _, status in result.statuses).items():
         telemetry.labels.labels(model_id, status).inc(count)
     if telemetry.log_requests:

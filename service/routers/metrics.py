@@ -21,7 +21,7 @@ from service.engine import Engine
 from service.errors import ModelNotFound, StreamsFull, TooManyStreams
 from service.metrics_schema import HistoryResponse, MetricsResponse, RocResponse
 from service.offload import run_engine
-from service.openapi import problems
+from service.openapi import PROBLEM_MEDIA_TYPE, problems
 from service.settings import Settings
 from service.telemetry import Telemetry
 
@@ -117,6 +117,19 @@ async def history(
     return Response(orjson.dumps(body), media_type="application/json")
 
 
+def _message(event: str, media_type: str, schema: str, **fields: Any) -> dict[str, Any]:
+    """A message of the metrics stream: ``event: metrics`` (its data a MetricsResponse), or
+    the last one of a stream whose model was deleted while watched, ``event: deleted`` (a
+    problem)."""
+    data = {"type": "string", "contentMediaType": media_type,
+            "contentSchema": {"$ref": f"#/components/schemas/{schema}"}}  # fmt: skip
+    return {
+        "type": "object",
+        "properties": {"event": {"const": event}, **fields, "data": data},
+        "required": ["event", "data"],
+    }
+
+
 _RETRY_AFTER = {
     "description": "seconds (AUCSTREAM_SSE_RETRY_AFTER_SECONDS for a refused stream)",
     "schema": {"type": "string", "pattern": "^[0-9]+$"},
@@ -204,19 +217,20 @@ class SlotStreamingResponse(StreamingResponse):
             "description": "`event: metrics` messages whose data is a MetricsResponse",
             "content": {
                 "text/event-stream": {
-                    "schema": {  # of each event (OpenAPI 3.1)
-                        "type": "object",
-                        "properties": {
-                            "event": {"const": "metrics"},
-                            "id": {"type": "string", "description": "the model version"},
-                            "data": {
-                                "type": "string",
-                                "contentMediaType": "application/json",
-                                "contentSchema": {"$ref": "#/components/schemas/MetricsResponse"},
+                    "schema": {  # of each message (OpenAPI 3.1)
+                        "oneOf": [
+                            _message(
+                                "metrics",
+                                "application/json",
+                                "MetricsResponse",
+                                id={"type": "string", "description": "the model version"},
+                            ),
+                            {
+                                "title": "deleted",
+                                **_message("deleted", PROBLEM_MEDIA_TYPE, "Problem"),
                             },
-                        },
-                        "required": ["event", "data"],
-                    },
+                        ]
+                    },  # fmt: skip
                     "example": 'event: metrics\nid: 7\ndata: {"model": "fraud", "version": 7}\n\n',
                 }
             },

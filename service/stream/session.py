@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from core.validation import width_refused
 from service.body import check_id_bytes
 from service.deps import Services
 from service.engine.delayed import LabelResult, Scored
@@ -393,12 +394,7 @@ class Session:
         services, model_id = self.services, self.model_id
         ids, y = labels
         if services.queue is not None:
-            queue = services.queue
-            entries = queue.label_entries(ids, y)
-            appended = await enqueue(
-                services, model_id, None, lambda inc: queue.append_shared(model_id, inc, entries)
-            )
-            self.queued(run, appended)
+            self.queued(run, await enqueue(services, model_id, None, labels=labels))
             return
         telemetry = services.telemetry
         result = await self.call_engine("labels", run, ids, y)
@@ -435,13 +431,7 @@ class Session:
                 return
             rows = np.concatenate([np.arange(bounds[i], bounds[i + 1]) for i in kept])
             run, batch = [run[i] for i in kept], batch.take(rows)
-        queue, model_id = self.services.queue, self.model_id
-        assert queue is not None
-        entries = queue.event_entries(batch)
-        appended = await enqueue(
-            self.services, model_id, spec, lambda inc: queue.append_shared(model_id, inc, entries)
-        )
-        self.queued(run, appended)
+        self.queued(run, await enqueue(self.services, self.model_id, spec, batch=batch))
 
     def queued(self, run: list[Item], appended: Any) -> None:
         for message in expanded(run):
@@ -473,7 +463,7 @@ def binary_batch(run: list[Item], spec: FeatureSpec, *, labelled: bool) -> Batch
     for message in run:
         assert message.X is not None
         if message.X.shape[1] != spec.n_features:
-            detail = checks.width_refused(spec.n_features, message.X.shape[1])
+            detail = width_refused(spec.n_features, message.X.shape[1])
             raise Locator(None).error(first, detail, field="x")
         first += message.n_events
     raw_ids: list[str | None] = []

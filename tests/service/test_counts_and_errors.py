@@ -256,5 +256,5 @@ def test_problem_types_are_pinned():
         "replicas-unconfirmed": 503, "store-lost-data": 503, "store-replaced": 503,
         "streams-full": 503,
         "warming-up": 503, "contention": 503, "corrupt-state": 500, "request-timeout": 408,
-        "client-closed-request": 499, "host-not-allowed": 400,
+        "client-closed-request": 499, "host-not-allowed": 400, "request-head-too-large": 431,
     }  # fmt: skip

@@ -14,6 +14,7 @@ import numpy as np
 import orjson
 import pytest
 
+from core.validation import width_refused
 from service.ingest import fields
 from service.stream.protocol import encode_binary
 from tests.service.conftest import started_apps
@@ -36,7 +37,7 @@ FAULTS = {
         "feature 1 is inf; values must be finite numbers",
     ),
     "label": (([0.5, 0.5, 0.5], 2, "a"), LABEL),
-    "width": (([0.5, 0.5], 1, "a"), fields.width_refused(N_FEATURES, 2)),
+    "width": (([0.5, 0.5], 1, "a"), width_refused(N_FEATURES, 2)),
 }
 PATHS = ["json", "ndjson", "libsvm", "npz", "stream-json", "stream-binary", "labels",
          "stream-json-labels", "stream-binary-labels"]  # fmt: skip

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from service.engine import Engine
 from service.engine.deadlines import RETRY_SECONDS
@@ -19,6 +20,18 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def engine(store, clock):
+    engine = Engine(store, clock=clock)
+    yield engine
+    engine.close()
 
 
 def make_models(engine: Engine, count: int) -> list[str]:
@@ -51,9 +64,7 @@ def counted_due_pending(store, monkeypatch) -> list[str]:
     return asked
 
 
-def test_an_idle_sweep_asks_about_no_model(store, monkeypatch):
-    clock = Clock()
-    engine = Engine(store, clock=clock)
+def test_an_idle_sweep_asks_about_no_model(store, engine, clock, monkeypatch):
     make_models(engine, 20)
     keep(engine, "m7", ["a", "b"])
     # the first sweep takes the schedule of the records the store keeps: one query where the
@@ -71,11 +82,9 @@ def test_an_idle_sweep_asks_about_no_model(store, monkeypatch):
     clock.now += 100  # m7 holds nothing more: it is not visited again
     assert engine.sweep_all() == 0
     assert asked == []
-    engine.close()
 
 
-def test_records_kept_before_the_process_started_are_swept(store):
-    clock = Clock()
+def test_records_kept_before_the_process_started_are_swept(store, clock):
     first = Engine(store, clock=clock)
     make_models(first, 5)
     keep(first, "m1", ["x"])
@@ -89,9 +98,7 @@ def test_records_kept_before_the_process_started_are_swept(store):
     second.close()
 
 
-def test_a_model_is_swept_again_at_its_next_deadline(store):
-    clock = Clock()
-    engine = Engine(store, clock=clock)
+def test_a_model_is_swept_again_at_its_next_deadline(engine, clock):
     make_models(engine, 2)
     keep(engine, "m0", ["early"])
     clock.now += 6
@@ -102,12 +109,9 @@ def test_a_model_is_swept_again_at_its_next_deadline(store):
     clock.now += 5
     assert engine.sweep_all() == 1
     assert engine.model("m0").stats["labels_defaulted"][0] == 2
-    engine.close()
 
 
-def test_a_failed_sweep_is_tried_again_and_a_deleted_model_dropped(store, monkeypatch):
-    clock = Clock()
-    engine = Engine(store, clock=clock)
+def test_a_failed_sweep_is_tried_again_and_a_deleted_model_dropped(engine, clock, monkeypatch):
     make_models(engine, 2)
     keep(engine, "m0", ["a"])
     keep(engine, "m1", ["b"])
@@ -127,4 +131,3 @@ def test_a_failed_sweep_is_tried_again_and_a_deleted_model_dropped(store, monkey
     clock.now += RETRY_SECONDS
     assert engine.sweep_all() == 1
     assert len(engine.delayed.deadlines) == 0
-    engine.close()

@@ -17,6 +17,8 @@ a JSON header (orjson) and raw little-endian arrays, pickle-free like :mod:`serv
 
 from __future__ import annotations
 
+import itertools
+import math
 import struct
 from dataclasses import dataclass, field
 
@@ -61,8 +63,8 @@ class Entry:
         return 0 if self.y is None else len(self.y)
 
     def bounds(self) -> list[tuple[int, int]]:
-        sizes = self.rounds or (self.n_events,)
-        edges = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+        # plain integers: a replay asks each of 100,000s of entries (NumPy's cumsum cost ~15 us)
+        edges = [0, *itertools.accumulate(self.rounds or (self.n_events,))]
         return list(zip(edges[:-1], edges[1:], strict=True))
 
 
@@ -127,9 +129,9 @@ def decode(raw: bytes) -> Entry:
     arrays: dict[str, np.ndarray] = {}
     for name, dtype_text, shape in header["arrays"]:
         dtype = np.dtype(dtype_text)
-        if dtype.kind not in "iuf":
-            raise ValueError(f"log entry array {name!r} of dtype {dtype_text!r}")
-        count = int(np.prod(shape)) if shape else 1
+        if dtype.kind not in "iuf" or not all(type(n) is int and n >= 0 for n in shape):
+            raise ValueError(f"log entry array {name!r} of dtype {dtype_text!r}, shape {shape}")
+        count = math.prod(shape)  # np.prod costs ~5 us a call: a replay decodes 100,000s
         size = count * dtype.itemsize
         arrays[name] = np.frombuffer(raw, dtype, count, offset).reshape(shape).copy()
         offset += size

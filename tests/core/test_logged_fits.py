@@ -73,7 +73,7 @@ def test_an_ensemble_out_of_range_is_named():
         ("ens_left", lambda a: np.where(a >= 0, 0, a), "children after their parents"),
         ("ens_right", lambda a: a + 50, "outside"),
         ("ens_leaf", lambda a: a - 1, "outside"),
-        ("ens_value", lambda a: a * np.inf, "not finite"),
+        ("ens_value", lambda a: np.full_like(a, np.inf), "not finite"),
         ("ens_trees", lambda a: a - 1, "outside"),
         ("ens_threshold", lambda a: a.astype(np.float32), "dtype"),
         ("ens_baseline", lambda a: a[:0], "shape"),

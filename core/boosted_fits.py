@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from core import logged_fits
 from core.boosted_trees import EnsembleParams, fit_ensemble
 
 __all__ = ["FIT_STATS", "FitHandle", "FitJob", "FitRecord", "HandsOverFits", "background_fits",
@@ -176,7 +177,14 @@ class FitStats:
     fit_seconds: float = 0.0
     #: seconds the learner calls spent at install points (fitting, or waiting for the fitter)
     install_seconds: float = 0.0
+    #: fits installed from a log entry's arrays (a replay: :mod:`core.logged_fits`)
+    from_log: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add_logged(self) -> None:
+        with self._lock:
+            self.installed += 1
+            self.from_log += 1
 
     def add(self, *, waited: float | None, in_call: bool, seconds: float, spent: float) -> None:
         with self._lock:
@@ -352,6 +360,15 @@ class HandsOverFits:
         job not handed over)."""
         job = self.fit_job()
         record = self.fit_record
+        log = logged_fits.active()
+        logged = None if log is None else log.take(self, job)
+        if logged is not None:  # a replay: the live call's fit, not fitted again
+            ensemble, inner = logged_fits.installable(self, logged, job)
+            self._drop_handle()
+            record.due_at = None
+            FIT_STATS.add_logged()
+            self.install(ensemble, job, inner)
+            return
         reached = None
         if record.due_at is not None:  # the stream's time for fit_delay events, without the
             # install points met meanwhile (another part's fit the same calls waited for)
@@ -367,6 +384,8 @@ class HandsOverFits:
             # a replay's pace is not the stream's: it says nothing of the fitter's timing
             record.in_time = reached >= record.last_seconds
         record.due_at = None
+        if log is not None:  # before the install: it goes on learning with ``prepared``
+            log.record(self, job, ensemble, prepared)
         self.install(ensemble, job, prepared)
 
     def _drop_handle(self) -> None:

@@ -23,7 +23,9 @@ __all__ = [
     "bin_features",
     "empty_ensemble",
     "fit_ensemble",
+    "fitted_ensemble_problem",
     "node_capacity",
+    "tree_problem",
     "unfitted_ensemble",
 ]
 
@@ -87,6 +89,53 @@ def ensemble_rows_problem(state: dict[str, np.ndarray]) -> str | None:
             f"{int(state['ens_trees'][0])} trees"
         )
     return None
+
+
+def tree_problem(left: np.ndarray, right: np.ndarray) -> str | None:
+    """What is wrong with the trees' routing (None: nothing): every child after its parent
+    (routing ends), both children or none, two distinct children."""
+    nodes = np.broadcast_to(np.arange(left.shape[1])[None, :], left.shape)
+    internal = left >= 0
+    if (
+        ((right >= 0) != internal).any()
+        or (left[internal] <= nodes[internal]).any()
+        or (right[internal] == left[internal]).any()
+        or (right[internal] <= nodes[internal]).any()
+    ):
+        return "'ens_left' / 'ens_right' do not describe trees with children after their parents"
+    return None
+
+
+def fitted_ensemble_problem(
+    ensemble: dict[str, np.ndarray], params: EnsembleParams, n_features: int
+) -> str | None:
+    """What is wrong with an ensemble's arrays as :func:`fit_ensemble` gives them for
+    ``params`` on ``n_features`` features (None: nothing): a fit read back from a log entry is
+    checked so before it is installed, as a stored state is (no kernel sees a node index out
+    of its tree, a feature out of the rows, a value not finite)."""
+    if set(ensemble) != set(ENSEMBLE_KEYS):
+        return f"holds the arrays {sorted(ensemble)}, expected {sorted(ENSEMBLE_KEYS)}"
+    expected = empty_ensemble(params.n_trees, params.max_leaves)
+    for key, template in expected.items():
+        value = ensemble[key]
+        if value.dtype != template.dtype or value.shape != template.shape:
+            return (
+                f"array {key!r} has dtype {value.dtype} and shape {value.shape}, expected "
+                f"{template.dtype} and {template.shape}"
+            )
+    nodes = node_capacity(params.max_leaves)
+    for key, low, high in (("ens_left", -1, nodes - 1), ("ens_right", -1, nodes - 1),
+                           ("ens_feature", 0, n_features - 1),
+                           ("ens_leaf", 0, params.max_leaves - 1),
+                           ("ens_trees", params.n_trees, params.n_trees)):  # fmt: skip
+        value = ensemble[key]
+        if len(value) and (value.min() < low or value.max() > high):
+            return f"array {key!r} holds values outside [{low}, {high}]"
+    for key in ("ens_threshold", "ens_value", "ens_baseline"):  # the stored states' bound
+        # (core.learners._state.VALUE_BOUND; not imported: core.learners imports this module)
+        if not np.isfinite(ensemble[key]).all() or (np.abs(ensemble[key]) > 1e250).any():
+            return f"array {key!r} holds values that are not finite (or beyond 1e250)"
+    return tree_problem(ensemble["ens_left"], ensemble["ens_right"])
 
 
 def bin_features(

@@ -87,7 +87,7 @@ class Telemetry(ModelSeries):
             f"Fits of boosted ensembles by stage, {summed}: submitted (handed to the background "
             "fitter when due), fitted (by it), installed (at their install points), in_call "
             "(computed by the learner call at the install point), waits (install points that "
-            "waited for the fitter).",
+            "waited for the fitter), from_log (installed by a replay from its log entry's arrays).",
             ("stage",),
         )
         self.fit_wait_seconds = self._gauge(
@@ -154,7 +154,7 @@ class Telemetry(ModelSeries):
 
     def set_fits(self, stats: dict[str, float]) -> None:
         """The fit gauges from a refitter's :meth:`~service.engine.refit.Refitter.stats`."""
-        for stage in ("submitted", "fitted", "installed", "in_call", "waits"):
+        for stage in ("submitted", "fitted", "installed", "in_call", "waits", "from_log"):
             self.fits.labels(stage).set(stats[stage])
         self.fit_wait_seconds.set(stats["wait_seconds"])
         for state in ("queued", "running"):

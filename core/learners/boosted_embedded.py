@@ -22,6 +22,7 @@ from core.boosted_trees import (
     EnsembleParams,
     ensemble_rows_problem,
     node_capacity,
+    tree_problem,
     unfitted_ensemble,
 )
 from core.csr import CSRMatrix
@@ -216,21 +217,9 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
                                ("pending_y", held_rows_problem(state))):  # fmt: skip
             if problem:
                 raise InvalidState(f"inconsistent state: {problem}", field=field)
-        # every child after its parent (routing ends), both children or none, within the trees
-        left, right = state["ens_left"], state["ens_right"]
-        nodes = np.arange(left.shape[1])[None, :]
-        internal = left >= 0
-        if (
-            ((right >= 0) != internal).any()
-            or (left[internal] <= np.broadcast_to(nodes, left.shape)[internal]).any()
-            or (right[internal] == left[internal]).any()
-            or (right[internal] <= np.broadcast_to(nodes, left.shape)[internal]).any()
-        ):
-            raise InvalidState(
-                "state arrays 'ens_left' / 'ens_right' do not describe trees with children "
-                "after their parents",
-                field="ens_left",
-            )
+        problem = tree_problem(state["ens_left"], state["ens_right"])
+        if problem:
+            raise InvalidState(f"state arrays {problem}", field="ens_left")
 
     # ------------------------------------------------------------------ embedding
     def _ensemble(self) -> kernels.Ensemble:

@@ -21,6 +21,7 @@ learns a batch as its events one at a time) the merged requests are one learner 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core import logged_fits
 from core._kernels.validation import count_nonfinite
 from core.csr import CSRMatrix
 from core.errors import InvalidFeatures
@@ -275,11 +277,17 @@ def _count(loaded: Loaded, labels: np.ndarray, now: float) -> None:
 # ---------------------------------------------------------------------------- log entries
 def apply(loaded: Loaded, entry: Entry) -> tuple[np.ndarray | None, int]:
     """Make ``entry``'s change on ``loaded``; returns the scores the metrics took (None when
-    nothing was learned) and the drifts detected."""
+    nothing was learned) and the drifts detected.  On the live path the boosted fits the
+    change installs go into ``entry.fits`` (logged with it); a replay provides them
+    (:func:`service.engine.replay.replay`, which enters the fit log itself)."""
     scores, drifts = None, 0
     if entry.n_events:
         assert entry.X is not None and entry.y is not None
-        scores = learn_rows(loaded, entry.X, entry.y, entry.recorded, entry.bounds())
+        live = logged_fits.active() is None
+        with logged_fits.fit_log(loaded.learner) if live else contextlib.nullcontext() as log:
+            scores = learn_rows(loaded, entry.X, entry.y, entry.recorded, entry.bounds())
+        if log is not None:
+            entry.fits.extend(log.recorded)
         drifts = after_learning(loaded, scores, entry.y, entry.now)
     _finish(loaded, entry)
     return scores, drifts

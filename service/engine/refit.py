@@ -169,4 +169,5 @@ class Refitter:
             "waits": FIT_STATS.waits,
             "wait_seconds": FIT_STATS.wait_seconds,
             "in_call": FIT_STATS.in_call,
+            "from_log": FIT_STATS.from_log,
         }

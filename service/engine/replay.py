@@ -10,15 +10,22 @@ slots no later round overwrites: the entries before those are merged as with the
 and the window takes their rounds' sizes, labels and scores, with rows and weights that the
 later rounds overwrite (:func:`_quiet_before`).  A replay of 100,000 one-event entries then
 makes ~1,000 calls with recording, not 100,000 (loadtest/README.md, "Recovery").
+
+The boosted fits an entry's live call installed are in the entry (:mod:`core.logged_fits`):
+the replay installs their arrays where it meets their install points instead of fitting
+again, and refuses a logged fit that does not match the fit due there, or that it never meets.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
+from core import logged_fits
 from core.csr import CSRMatrix
+from core.logged_fits import LoggedFitRefused
 from service.engine.entries import Entry, ReplayFailed
 from service.engine.learning import (
     _finish,
@@ -92,11 +99,18 @@ def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
                 and isinstance(entries[stop][1].X, CSRMatrix) == kind
             ):
                 stop += 1
+        # the fits the live calls installed, installed again from their arrays (by part and
+        # fit, wherever they fall in a merged call) instead of fitted again
+        logged = [replace(fit, version=v) for v, e in entries[position:stop] for fit in e.fits]
         try:
-            if stop == position + 1 and not (quiet and mergeable and loaded.regret is not None):
-                apply(loaded, entry)
-            else:
-                _apply_merged(loaded, [e for _, e in entries[position:stop]], quiet)
+            with logged_fits.fit_log(loaded.learner, logged) as log:
+                if stop == position + 1 and not (quiet and mergeable and loaded.regret is not None):
+                    apply(loaded, entry)
+                else:
+                    _apply_merged(loaded, [e for _, e in entries[position:stop]], quiet)
+            log.finish()
+        except LoggedFitRefused as error:  # the entry that carried the fit, in a merged call
+            raise ReplayFailed(error.version or version, error) from error
         except Exception as error:
             raise ReplayFailed(version, error) from error
         position = stop

@@ -98,6 +98,7 @@ def test_an_install_point_does_not_wait_for_a_starved_fitter(client, monkeypatch
     assert metrics["fits"] == [status]
     exposition = client.get("/metrics").text
     assert 'aucstream_boosted_fits{stage="waits"}' in exposition
+    assert 'aucstream_boosted_fits{stage="from_log"}' in exposition
     assert 'aucstream_boosted_fits_pending{state="queued"} 0.0' in exposition
 
 

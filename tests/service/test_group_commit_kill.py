@@ -29,6 +29,7 @@ from service.engine import Engine
 from service.ingest import Batch
 from service.schemas import ModelCreate
 from service.stores.memory import MemoryStore
+from service.stores.sqlite import SQLiteStore
 from tests.service.conftest import CLOCK_ARRAYS, WORKER_ENV
 
 X = [0.5, -1.25, 2.0]
@@ -112,6 +113,20 @@ def replayed_state(n_events: int) -> dict[str, np.ndarray]:
     return engine.state_arrays("m")[2]
 
 
+def snapshot_arrays(http: httpx.Client) -> dict[str, np.ndarray]:
+    """The state arrays of model ``m``'s snapshot."""
+    snapshot = http.get("/v1/models/m/snapshot")
+    assert snapshot.status_code == 200
+    with zipfile.ZipFile(io.BytesIO(snapshot.content)) as archive:
+        return {
+            name.removeprefix("arrays/").removesuffix(".npy"): np.load(
+                io.BytesIO(archive.read(name)), allow_pickle=False
+            )
+            for name in archive.namelist()
+            if name.startswith("arrays/")
+        }
+
+
 def check_nothing_lost(url: str, acknowledged: list[str], unknown: list[str], queue: bool):
     with httpx.Client(base_url=url, timeout=60) as http:
         if queue:  # the backlog is learned by the worker
@@ -124,16 +139,7 @@ def check_nothing_lost(url: str, acknowledged: list[str], unknown: list[str], qu
         learned = counts["events_learned"]
         assert len(acknowledged) <= learned <= len(acknowledged) + len(unknown)
         # the model's state is what learning that many events gives, once each
-        snapshot = http.get("/v1/models/m/snapshot")
-        assert snapshot.status_code == 200
-        with zipfile.ZipFile(io.BytesIO(snapshot.content)) as archive:
-            stored = {
-                name.removeprefix("arrays/").removesuffix(".npy"): np.load(
-                    io.BytesIO(archive.read(name)), allow_pickle=False
-                )
-                for name in archive.namelist()
-                if name.startswith("arrays/")
-            }
+        stored = snapshot_arrays(http)
         assert stored
         expected = replayed_state(learned)
         assert stored.keys() == expected.keys()
@@ -272,3 +278,73 @@ def test_queue_mode_kill_during_group_commits(tmp_path, synced_redis):
                 if process is not None and process.poll() is None:
                     process.kill()
                     process.wait()
+
+
+def test_sqlite_kill_after_logged_fits_recovers_the_fitted_model(tmp_path):
+    """Boosted fits are log entries: one client sends labelled events of both classes in order
+    to a model whose trees are fitted every few dozen events, the server is killed, and the
+    restarted one rebuilds it from the log (fits installed from their logged arrays): its
+    state is that of the library learning the events it holds, in order."""
+    from tests.service.test_log_fits import BOOSTED
+
+    model = {"id": "m", "n_features": 3, "learner": "boosted_embedded", "params": BOOSTED,
+             "regret_window": 0}  # fmt: skip
+    rng = np.random.default_rng(4)
+    rows = rng.normal(size=(20_000, 3))
+    labels = np.where(rows[:, 0] * rows[:, 1] > 0, 1, -1)
+    acknowledged: list[int] = []
+
+    def client(url: str) -> None:
+        with httpx.Client(base_url=url, timeout=30) as http:
+            for k in range(len(labels)):
+                event = {"id": f"e{k}", "x": rows[k].tolist(), "y": int(labels[k])}
+                try:
+                    response = http.post("/v1/models/m/events", json={"events": [event]})
+                except httpx.TransportError:
+                    return
+                assert response.status_code == 200, response.text
+                acknowledged.append(k)
+
+    environment = {"AUCSTREAM_STORE": "sqlite", "AUCSTREAM_DATA_DIR": str(tmp_path / "data"),
+                   # no checkpoint: the restart replays the whole log
+                   "AUCSTREAM_CHECKPOINT_EVENTS": "1000000",
+                   "AUCSTREAM_CHECKPOINT_SECONDS": "1000000"}  # fmt: skip
+    with open(tmp_path / "server.log", "ab") as log:
+        server = Server(environment, log)
+        server.start()
+        try:
+            with httpx.Client(base_url=server.url, timeout=60) as http:
+                create_model(http, model)
+            sender = threading.Thread(target=client, args=(server.url,))
+            sender.start()
+            while len(acknowledged) < 400:  # several fits installed and logged
+                assert sender.is_alive(), "the sender stopped"
+                time.sleep(0.02)
+            server.kill()
+            sender.join(timeout=60)
+            store = SQLiteStore.open(tmp_path / "data")
+            logged = [fit for _, entry in store.load("m").entries for fit in entry.fits]
+            store.close()
+            assert len(logged) >= 5  # what the restart installs instead of fitting
+            server.start()
+            with httpx.Client(base_url=server.url, timeout=60) as http:
+                deadline = time.monotonic() + 300
+                while (answer := http.get("/v1/models/m")).status_code == 503:
+                    # the learner's kernels still loading in the new process: sent again
+                    assert "warming-up" in answer.text and time.monotonic() < deadline, answer.text
+                    time.sleep(0.5)
+                info = answer.json()
+                learned = info["counts"]["events_learned"]
+                assert len(acknowledged) <= learned <= len(acknowledged) + 1
+                assert info["fits"][0]["fits"] >= 5
+                stored = snapshot_arrays(http)
+        finally:
+            stop(server.process)
+    engine = Engine(MemoryStore())
+    models.create_model(engine, ModelCreate(**model))
+    engine.learn("m", Batch(rows[:learned], labels[:learned], None))
+    expected = engine.state_arrays("m")[2]
+    assert stored.keys() == expected.keys()
+    for name, value in expected.items():
+        if name not in CLOCK_ARRAYS:
+            np.testing.assert_array_equal(stored[name], value, err_msg=name)

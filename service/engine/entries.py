@@ -28,10 +28,9 @@ import orjson
 from core.csr import CSRMatrix
 from core.logged_fits import LoggedFit
 
-#: the entry format's version, first in every encoded entry (a new layout is a new number);
-#: 2 added the fits a change installed (format 1, without them, is read too)
+#: the entry format's version, first in every encoded entry (a new layout is a new number,
+#: and an entry of another number is refused: 2 added the fits a change installed)
 ENTRY_FORMAT = 2
-_READS = (1, 2)
 _HEAD = struct.Struct("<BI")
 
 
@@ -122,8 +121,12 @@ def decode(raw: bytes) -> Entry:
     """:func:`encode`'s inverse (ValueError on bytes it did not write).  A fit's arrays are
     checked by value when a replay installs it (:func:`core.logged_fits.installable`)."""
     version, length = _HEAD.unpack_from(raw)
-    if version not in _READS:
-        raise ValueError(f"log entry of format {version}, this server reads {list(_READS)}")
+    if version != ENTRY_FORMAT:
+        raise ValueError(
+            f"log entry of format {version}, this server reads {ENTRY_FORMAT}: stop the server"
+            " cleanly with the version of aucstream that wrote it (a clean stop checkpoints"
+            " every model and truncates the log), then start this version"
+        )
     header = orjson.loads(raw[_HEAD.size : _HEAD.size + length])
     offset = _HEAD.size + length
     arrays: dict[str, np.ndarray] = {}
@@ -148,7 +151,7 @@ def decode(raw: bytes) -> Entry:
         rounds=tuple(int(size) for size in header["rounds"]),
         counts=tuple((str(name), int(count)) for name, count in header["counts"]),
         history=bool(header["history"]),
-        fits=_fits(header.get("fits", []), arrays),
+        fits=_fits(header["fits"], arrays),
     )
 
 

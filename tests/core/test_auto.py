@@ -660,7 +660,15 @@ def test_the_default_tournament_follows_the_model_s_width():
         "ftrl_pauc",
         "tree_embedded",
     ]
-    assert [spec["learner"] for spec in wide.candidate_specs()] == ["logistic", "pmb", "logistic"]
+    assert [spec["learner"] for spec in wide.candidate_specs()] == [
+        "logistic",
+        "pmb",
+        "logistic",
+        "logistic",
+    ]
+    # the third: the Laplace solver on the columns in use, 128 slots whatever the width
+    assert wide.candidate_specs()[2]["params"]["max_columns"] == 128
+    assert wide.state_["c2:covariance"].shape == (129, 129)
     assert "c1:buffer_fill" in wide.state_ and "c1:n_solver_steps" in narrow.state_
     # the width-chosen tournament round-trips through the state
     twin = learner_class("auto").from_state(wide.get_params(), wide.get_state())

@@ -153,12 +153,15 @@ def test_a_default_http_model_learns_as_the_library_default(client):
 
 def test_a_wide_model_s_default_tournament_takes_pmb(client):
     """ftrl_pauc keeps 3,000 dense reservoir rows: wider than 1,000 features the default
-    tournament takes pmb instead, and the stored config says so."""
+    tournament takes pmb instead, and the Laplace solver on the 128 columns in use; the stored
+    config says so."""
     response = client.post("/v1/models", json={"id": "wide", "n_features": 1001})
     assert response.status_code == 201, response.text
     candidates = response.json()["config"]["params"]["candidates"]
-    assert [c["learner"] for c in candidates] == ["logistic", "pmb", "logistic"]
-    assert [candidates[k]["params"]["solver"] for k in (0, 2)] == ["ftrl", "ftrl"]
+    assert [c["learner"] for c in candidates] == ["logistic", "pmb", "logistic", "logistic"]
+    solvers = [candidates[k]["params"]["solver"] for k in (0, 2, 3)]
+    assert solvers == ["ftrl", "laplace", "ftrl"]
+    assert candidates[2]["params"]["max_columns"] == 128
 
 
 @pytest.mark.parametrize(("n_features", "solver"), [(5, "laplace"), (129, "ftrl")])

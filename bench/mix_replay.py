@@ -75,10 +75,13 @@ def evaluation_points(n: int, model) -> list[int]:
             if p <= n]  # fmt: skip
 
 
-def serve(run: dict, start: np.ndarray, both: bool, model) -> tuple[np.ndarray, np.ndarray]:
+def serve(
+    run: dict, start: np.ndarray, both: bool, model, half: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Served prequential scores and held-out scores of (auto.9)-(auto.10) and the fallback,
     from ``start`` weights; the fallback when the best candidate is at least as good as the mix
-    on the window's pAUC and AUC (``both``) or ahead on (pAUC, AUC) in that order (auto's)."""
+    on the window's pAUC and AUC (``both``: auto's) or ahead on (pAUC, AUC) in that order;
+    ``half``: the window at most the later half of the events seen (auto's, (auto.3))."""
     s, y = run["scores"], run["y"]
     k, n = s.shape
     before = np.concatenate([np.zeros((k, 1)), np.cumsum(s, axis=1)], axis=1)
@@ -95,7 +98,7 @@ def serve(run: dict, start: np.ndarray, both: bool, model) -> tuple[np.ndarray, 
         z = np.divide(s[:, part] - mean[:, part], sd, out=np.zeros_like(sd), where=sd > 0)
         served[part] = weights @ z
         done = point
-        low = max(0, point - model.window)
+        low = max(0, point - model.window, point // 2 if half else 0)
         labels, window = y[low:point], s[:, low:point]
         positives = int(labels.sum())
         if point not in points or positives < model.min_positives or positives == labels.size:
@@ -136,13 +139,20 @@ def _first_three(run):
     return np.eye(run["scores"].shape[0])[:3].sum(0) / 3
 
 
-#: rule -> (the weights before the first deciding evaluation, the fallback needs both counts)
+#: rule -> (the weights before the first deciding evaluation, the fallback needs both counts,
+#: the window at most the later half of the events seen)
 RULES = {
-    "equal start, (pAUC, AUC) fallback: auto before 2026-11-29": (_equal, False),
-    "first three, (pAUC, AUC) fallback": (_first_three, False),
-    "equal start, fallback on both": (_equal, True),
-    "steady start, fallback on both": (_steady, True),
-    "steady start (auto.11), (pAUC, AUC) fallback: auto": (_steady, False),
+    "equal start, (pAUC, AUC) fallback: auto before 2026-11-29": (_equal, False, False),
+    "first three, (pAUC, AUC) fallback": (_first_three, False, False),
+    "equal start, fallback on both": (_equal, True, False),
+    "steady start (auto.11), (pAUC, AUC) fallback: auto at 81fc670": (
+        _steady,
+        False,
+        False,
+    ),
+    "steady start, fallback on both": (_steady, True, False),
+    "steady start, (pAUC, AUC) fallback, later half": (_steady, False, True),
+    "steady start, fallback on both, later half (auto.3): auto": (_steady, True, True),
 }
 
 
@@ -159,12 +169,12 @@ def main(argv=None) -> int:
     model = make_learner("auto")
     print("rule | misses prequential / held-out / either | mean served AUC preq / held-out, "
           "pAUC(0, 0.1) preq / held-out | replay")  # fmt: skip
-    for rule, (start, both) in RULES.items():
+    for rule, (start, both, half) in RULES.items():
         misses, means, replay = np.zeros(3, dtype=int), [], 0.0
         for group in runs.values():
             served_metrics, candidates = [], []
             for run in group:
-                served, held = serve(run, start(run), both, model)
+                served, held = serve(run, start(run), both, model, half)
                 if rule.endswith(": auto"):
                     replay = max(replay, float(np.max(np.abs(served - run["served"]))))
                 y, y_test = run["y"], run["y_test"]

@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_CANDIDATES",
     "FAST_CANDIDATES",
     "FAST_TREE_CANDIDATE",
+    "IN_USE_CANDIDATE",
     "MAX_CANDIDATES",
     "SINGLE_FIT_TREE_CANDIDATE",
     "TREE_CANDIDATE",
@@ -103,10 +104,23 @@ DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
 #: default tournament takes pmb (50 rows) instead, and no tree
 WIDE_FEATURES = 1000
 
+#: [CHOICE] the third candidate of models wider than :data:`WIDE_FEATURES` (hashed and sparse
+#: ones): the baseline's Laplace solver on the first 128 columns in use
+#: (docs/algorithms/logistic.md (logistic.15)), the bound and the cost of the solver's own
+#: default (``LAPLACE_DEFAULT_FEATURES``).  The width alone leaves a hashed stream of a few
+#: numbers and categories to FTRL, whose per-coordinate steps rank numbers far from 0 with a
+#: small spread poorly (hashed abalone: bench/README.md, "Categorical and hashed features");
+#: the tournament weighs it down where the stream uses many more columns than it holds.
+IN_USE_CANDIDATE: dict[str, Any] = {
+    "learner": "logistic",
+    "params": {"base_rate_offset": True, "max_columns": 128},
+}
+
 #: the default tournament of models wider than :data:`WIDE_FEATURES`
 WIDE_DEFAULT_CANDIDATES: tuple[dict[str, Any], ...] = (
     OFFSET_LOGISTIC,
     {"learner": "pmb", "params": {}},
+    IN_USE_CANDIDATE,
 )
 
 

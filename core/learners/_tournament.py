@@ -276,7 +276,8 @@ def evaluate(
     """Each candidate's exact pAUC and AUC on the window (auto.1), counted as in (auto.3), then
     the leader choice with hysteresis (auto.4)-(auto.6): the challenger takes over after
     ``patience`` consecutive evaluations ahead by more than ``margin``; windows with too few
-    positives or negatives in the FPR range decide nothing.  ``since``: only the window's
+    positives or negatives in the FPR range decide nothing.  The window's events compared are
+    at most the later half of the events seen.  ``since``: only the window's
     events from that event count on are compared (after a detected drift,
     docs/algorithms/auto.md (auto.8)).  With ``temperature`` > 0 a deciding evaluation also
     sets the served mix's weights (auto.10)."""
@@ -284,8 +285,14 @@ def evaluate(
     filled = min(seen, own["window_labels"].shape[0])
     labels = own["window_labels"][:filled]
     window_scores = own["window_scores"][:, :filled]
-    if since > seen - filled:
-        columns = np.arange(since, seen) % own["window_labels"].shape[0]
+    # [CHOICE] at most the later half of the events seen: on a stream shorter than twice the
+    # window, the window holds the candidates' whole learning curve, and its first events'
+    # scores are those of models that no longer exist (a tree candidate before its first fit,
+    # every candidate before its first positives); the weights set here serve what comes next
+    # (docs/algorithms/auto.md (auto.1))
+    first = max(since, seen // 2)
+    if first > seen - filled:
+        columns = np.arange(first, seen) % own["window_labels"].shape[0]
         labels = own["window_labels"][columns]
         window_scores = own["window_scores"][:, columns]
     own["evaluated_at"][0] = seen

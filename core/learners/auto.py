@@ -80,8 +80,9 @@ class Auto(ComposedState, OnlineLearner):
         (core.learners._candidates.default_candidates): :data:`DEFAULT_CANDIDATES`
         (``logistic`` with the base-rate offset, ``ftrl_pauc``, and ``logistic`` on the
         leaves of boosted trees, ``boosted_embedded``; above 250 features ``logistic`` on
-        the tree-path embedding, ``tree_embedded``, in its place), or ``logistic`` and
-        ``pmb`` for more than 1,000 features; with ``track_drift`` the fast-adapting
+        the tree-path embedding, ``tree_embedded``, in its place), or ``logistic``,
+        ``pmb`` and ``logistic`` on the 128 columns in use (``max_columns``) for more than
+        1,000 features; with ``track_drift`` the fast-adapting
         ``logistic`` after them and, up to 250 features, the boosted candidate with a
         150-event memory (:data:`~core.learners._candidates.FAST_TREE_CANDIDATE`).
         Candidates may not set ``scaling`` (auto's own ``scaling`` applies to all of them),

@@ -15,7 +15,7 @@ from core._kernels import logistic as kernels
 from core._kernels import logistic_laplace as laplace
 from core.csr import CSRMatrix
 from core.errors import InvalidParameter, InvalidState
-from core.learners import register
+from core.learners import _in_use, register
 from core.learners._base import OnlineLearner, kernel_scores
 from core.learners._forgetting import (
     HALF_LIFE,
@@ -112,6 +112,14 @@ class Logistic(HalfLife, OnlineLearner):
         over the first hundreds of events, and the early negatives outrank the later
         positives in every metric pooled over the stream (prequential AUC / pAUC, the
         service's live metrics).  See Notes.
+    max_columns : int or None, default None
+        The Laplace solver on the columns in use (docs/algorithms/logistic.md (logistic.15),
+        :mod:`core.learners._in_use`): its mean and covariance cover the first ``max_columns``
+        distinct columns the stream gives a non-zero value, in the order they appear, whatever
+        the width (a hashed model's 65,536 columns); a column first seen after they are all
+        taken keeps a weight of 0.  Takes the Laplace solver (``solver`` None or
+        ``"laplace"``); at most 2,048.  ``auto`` runs it on wide models, where the width alone
+        would leave a few numbers and categories to FTRL.
     half_life : float or None, default None
         Forget the stream's past (docs/algorithms/logistic.md (logistic.9)): before an
         accumulator is read, ``z_i`` and ``n_i`` are discounted by ``2 ** (-1 / half_life)``
@@ -132,7 +140,9 @@ class Logistic(HalfLife, OnlineLearner):
         FTRL: ``z``, ``n`` (per feature), ``intercept_z``, ``intercept_n`` (shape (1,)); with
         ``base_rate_offset``, ``class_counts`` (``[n_-, n_+]``); with ``half_life``,
         ``forget_clock`` and ``touched``.  Laplace: ``mean`` (D,) and ``covariance`` (D, D),
-        ``D = n_features + 1`` (the intercept last), and ``class_counts`` with the offset.
+        ``D = n_features + 1`` (the intercept last), and ``class_counts`` with the offset;
+        with ``max_columns``, ``D = max_columns + 1`` and ``columns`` (the column of each
+        slot, -1 while free).
 
     Notes
     -----
@@ -194,6 +204,7 @@ class Logistic(HalfLife, OnlineLearner):
     process_noise: float = 1e-6
     fit_intercept: bool = True
     base_rate_offset: bool = False
+    max_columns: int | None = None
     max_iter = 5
 
     _parameter_constraints = {
@@ -208,10 +219,17 @@ class Logistic(HalfLife, OnlineLearner):
         "fit_intercept": [BOOLEAN],
         "base_rate_offset": [BOOLEAN],
         "half_life": HALF_LIFE,
+        "max_columns": [Interval(int, 1, LAPLACE_MAX_FEATURES), None],
     }
 
     def _check_params(self) -> None:
-        if self.solver != "laplace":
+        if self.max_columns is not None and self.solver == "ftrl":
+            raise InvalidParameter(
+                "Expected solver None or 'laplace' with max_columns (the columns in use are "
+                "the Laplace solver's; FTRL costs O(nnz) at any width); got: solver='ftrl'",
+                param="max_columns",
+            )
+        if self.solver != "laplace" and self.max_columns is None:
             return
         for name in ("l1", "l2", "half_life"):
             if getattr(self, name) not in (0.0, None):
@@ -228,6 +246,8 @@ class Logistic(HalfLife, OnlineLearner):
         ``half_life``), FTRL otherwise."""
         if self.solver is not None:
             return self.solver
+        if self.max_columns is not None:
+            return "laplace"
         ftrl_only = self.l1 > 0.0 or self.l2 > 0.0 or self.half_life is not None
         return "ftrl" if ftrl_only or n_features > LAPLACE_DEFAULT_FEATURES else "laplace"
 
@@ -235,6 +255,14 @@ class Logistic(HalfLife, OnlineLearner):
         return {"solver": self.resolved_solver(n_features)} if self.solver is None else {}
 
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
+        if self.max_columns is not None:
+            size = int(self.max_columns) + 1
+            return {
+                "mean": np.zeros(size),
+                "covariance": np.eye(size) * float(self.prior_variance),
+                **({"class_counts": np.zeros(2)} if self.base_rate_offset else {}),
+                "columns": _in_use.free_columns(size - 1),
+            }
         if self.resolved_solver(n_features) == "laplace":
             if n_features > LAPLACE_MAX_FEATURES:
                 raise InvalidParameter(
@@ -270,6 +298,7 @@ class Logistic(HalfLife, OnlineLearner):
                 "mean": Grown(),
                 "covariance": Grown(),
                 **({"class_counts": Finite(0.0)} if self.base_rate_offset else {}),
+                **({} if self.max_columns is None else {"columns": Count(-1, "n_features")}),
             }
         # z may take any sign; n sums squared gradients (docs/algorithms/logistic.md (logistic.6))
         return {
@@ -309,6 +338,9 @@ class Logistic(HalfLife, OnlineLearner):
         prior), and ``1 + h v`` of (12)-(13) is at least 1 only then."""
         if "covariance" not in state:
             return
+        if "columns" in state:
+            width = state.get("n_features")
+            _in_use.check_columns(state["columns"], None if width is None else int(width[0]))
         covariance = state["covariance"]
         if not np.array_equal(covariance, covariance.T):
             raise InvalidState("state array 'covariance' is not symmetric", field="covariance")
@@ -343,6 +375,9 @@ class Logistic(HalfLife, OnlineLearner):
             mean, counts, _ = self._laplace_args()
             covariance, fit = self.state_["covariance"], bool(self.fit_intercept)
             hyper = self._laplace_hyper()
+            columns = self.state_.get("columns")
+            if columns is not None:
+                X = _in_use.on_slots(X, columns, take=True)
             if isinstance(X, CSRMatrix):
                 laplace.laplace_csr(
                     X.indptr, X.indices, X.data, y, scores, mean, covariance, counts, fit, hyper
@@ -357,6 +392,8 @@ class Logistic(HalfLife, OnlineLearner):
             kernels.logistic_dense(X, y, scores, *accumulators)
 
     def _decision(self, X) -> np.ndarray:
+        if "columns" in self.state_:
+            X = _in_use.on_slots(X, self.state_["columns"], take=False)
         if "covariance" in self.state_:
             return kernel_scores(
                 X, laplace.laplace_scores_dense, laplace.laplace_scores_csr, *self._laplace_args()
@@ -377,6 +414,9 @@ class Logistic(HalfLife, OnlineLearner):
         """The weights: FTRL's of (logistic.3), computed from the accumulators; the Laplace
         solver's mean (without the intercept)."""
         self._check_initialized()
+        if "columns" in self.state_:
+            width = int(self.state_["n_features"][0])
+            return _in_use.scatter(self.state_["mean"][:-1], self.state_["columns"], width)
         if "covariance" in self.state_:
             return self.state_["mean"][:-1].copy()
         z, n, _, _, clock, touched, _, hyper = self._accumulators()

@@ -201,6 +201,8 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
         # noise large against the stream's information: the cap at the prior is reached
         "laplace_noisy": {"process_noise": 0.05, "prior_variance": 0.5},
         "laplace_fixed_weights": {"process_noise": 0.0},
+        # fewer slots than the stream's 7 columns: the last columns to appear are left out
+        "laplace_columns_in_use": {"max_columns": 4, "base_rate_offset": True},
         "base_rate_offset_forgetting": {"base_rate_offset": True, "half_life": 30.0, "l2": 1.0},
     },
     "auto": {

@@ -75,15 +75,17 @@ def naive_tournament(
         ring_labels.append(labels[t])
         if (t + 1) % every and t + 1 not in early:
             continue
-        window_labels = np.array(ring_labels)
+        # at most the later half of the events seen (docs/algorithms/auto.md (auto.3))
+        compared = min(len(ring_labels), (t + 1) - (t + 1) // 2)
+        window_labels = np.array(ring_labels)[-compared:]
         n_positive = int(np.sum(window_labels == 1))
         n_negative = len(window_labels) - n_positive
         if n_positive < min_positives or (pauc_range[1] - pauc_range[0]) * n_negative < (
             min_negatives
         ):
             continue
-        paucs = [pauc(window_labels, np.array(r), *pauc_range) for r in rings]
-        aucs = [auc(window_labels, np.array(r)) for r in rings]
+        paucs = [pauc(window_labels, np.array(r)[-compared:], *pauc_range) for r in rings]
+        aucs = [auc(window_labels, np.array(r)[-compared:]) for r in rings]
         best = max(range(n_candidates), key=lambda k: (paucs[k], aucs[k], -k))
         if best != leader and paucs[best] > paucs[leader] + margin:
             streak = streak + 1 if challenger == best else 1
@@ -125,7 +127,8 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
         served.append(total)
         if (t + 1) % every and t + 1 not in early:
             continue
-        window_labels = labels[max(0, t + 1 - window) : t + 1]
+        low = max(0, t + 1 - window, (t + 1) // 2)  # at most the later half (auto.3)
+        window_labels = labels[low : t + 1]
         n_positive = int(np.sum(window_labels == 1))
         n_negative = len(window_labels) - n_positive
         if n_positive < min_positives or (pauc_range[1] - pauc_range[0]) * n_negative < (
@@ -133,22 +136,23 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
         ):
             continue
         paucs = np.array(
-            [pauc(window_labels, candidate_scores[k, max(0, t + 1 - window) : t + 1], *pauc_range)
+            [pauc(window_labels, candidate_scores[k, low : t + 1], *pauc_range)
              for k in range(n_candidates)]
         )  # fmt: skip
         shares = np.exp((paucs - paucs.max()) / temperature)
         shares /= shares.sum()
         shares[shares < 1e-3] = 0.0
         weights = shares / shares.sum()
-        # the mix falls back to the best candidate unless it beats it on the window
-        recent = candidate_scores[:, max(0, t + 1 - window) : t + 1]
+        # the mix falls back to the best candidate when it is no better on either measure
+        recent = candidate_scores[:, low : t + 1]
         spreads = [candidate_scores[k, : t + 1].std() for k in range(n_candidates)]
         mix = sum(weights[k] / spreads[k] * recent[k] for k in range(n_candidates)
                   if weights[k] > 0 and spreads[k] > 0)  # fmt: skip
         aucs = [auc(window_labels, recent[k]) for k in range(n_candidates)]
         best = max(range(n_candidates), key=lambda k: (paucs[k], aucs[k], -k))
         mix_metrics = (pauc(window_labels, mix, *pauc_range), auc(window_labels, mix))
-        if weights[best] < 1.0 and mix_metrics <= (paucs[best], aucs[best]):
+        behind = mix_metrics[0] <= paucs[best] and mix_metrics[1] <= aucs[best]
+        if weights[best] < 1.0 and behind:
             weights = np.eye(n_candidates)[best]
     return np.array(served), weights
 
@@ -523,10 +527,12 @@ def test_track_drift_adds_the_fast_candidate_and_promotes_it_after_a_change():
         auc(y[-6000:], scores[-6000:])
         > auc(y[change - 6000 : change], scores[change - 6000 : change]) - 0.03
     )
-    # without tracking, the same tournament is still far behind 4,000 events after the change
+    # without tracking, the same tournament is still behind 4,000 events after the change
+    # (0.830 against 0.801; 0.772 before the mix was kept when it beats its best candidate on
+    # either measure, which helps the untracked tournament follow the change too)
     plain = _learn(make_learner("auto", track_drift=False), X, y, [500] * (len(y) // 500))
     window = slice(change, change + 4000)
-    assert auc(y[window], scores[window]) > auc(y[window], plain[window]) + 0.05
+    assert auc(y[window], scores[window]) > auc(y[window], plain[window]) + 0.02
 
 
 def test_track_drift_batch_equals_other_batchings_bit_for_bit():
@@ -660,7 +666,15 @@ def test_the_default_tournament_follows_the_model_s_width():
         "ftrl_pauc",
         "tree_embedded",
     ]
-    assert [spec["learner"] for spec in wide.candidate_specs()] == ["logistic", "pmb", "logistic"]
+    assert [spec["learner"] for spec in wide.candidate_specs()] == [
+        "logistic",
+        "pmb",
+        "logistic",
+        "logistic",
+    ]
+    # the third: the Laplace solver on the columns in use, 128 slots whatever the width
+    assert wide.candidate_specs()[2]["params"]["max_columns"] == 128
+    assert wide.state_["c2:covariance"].shape == (129, 129)
     assert "c1:buffer_fill" in wide.state_ and "c1:n_solver_steps" in narrow.state_
     # the width-chosen tournament round-trips through the state
     twin = learner_class("auto").from_state(wide.get_params(), wide.get_state())

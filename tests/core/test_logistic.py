@@ -195,3 +195,85 @@ def test_the_laplace_solver_follows_a_change_through_its_process_noise():
         model = make_learner("logistic", solver="laplace", process_noise=noise)
         aucs[noise] = auc(y[tail], model.prequential_step(X, y)[tail])
     assert aucs[1e-6] > 0.9 and aucs[0.0] < 0.5
+
+
+# ------------------------------------------------------------------------- the columns in use
+def _wide_rows(seed: int, n: int, width: int, used: np.ndarray):
+    """A stream whose non-zero values lie on the columns ``used`` of a ``width``-wide CSR
+    matrix, and its dense copy on those columns alone (in the order of ``used``)."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < 0.25).astype(int)
+    dense = rng.normal(size=(n, used.size)) + 0.8 * y[:, None]
+    dense[rng.random(dense.shape) < 0.4] = 0.0
+    wide = sp.csr_matrix(
+        (dense[dense != 0], (np.nonzero(dense)[0], used[np.nonzero(dense)[1]])),
+        shape=(n, width),
+    )
+    return wide, dense, y
+
+
+def test_max_columns_learns_what_the_laplace_solver_learns_on_the_columns_in_use():
+    """The naive reference: the plain Laplace solver on a dense matrix of the columns in use,
+    ordered as they first appear; a column first seen once every slot is taken is left out."""
+    used = np.array([70_000, 5, 4_000, 12, 65_535])
+    wide, dense, y = _wide_rows(14, 800, 70_001, used)
+    model = make_learner("logistic", max_columns=4, base_rate_offset=True)
+    scores = model.prequential_step(wide, y)
+    slots = model.state_["columns"]
+    # first appearances, in order of events then indices (CSR rows hold sorted indices)
+    seen: list[int] = []
+    for row in range(wide.shape[0]):
+        for column in np.sort(wide.indices[wide.indptr[row] : wide.indptr[row + 1]]):
+            if column not in seen:
+                seen.append(int(column))
+    assert slots.tolist() == seen[:4] and len(seen) == 5
+    order = [int(np.flatnonzero(used == column)[0]) for column in slots]
+    reference = make_learner("logistic", solver="laplace", base_rate_offset=True)
+    assert np.array_equal(reference.prequential_step(dense[:, order], y), scores)
+    held = np.array_equal(
+        reference.decision_function(dense[:, order]), model.decision_function(wide)
+    )
+    assert held
+    coef = model.coef_
+    assert coef.shape == (70_001,) and np.count_nonzero(coef) == 4
+    np.testing.assert_array_equal(coef[slots], reference.coef_)
+    left_out = seen[4]
+    assert coef[left_out] == 0.0 and model.state_["covariance"].shape == (5, 5)
+
+
+def test_max_columns_learns_the_same_in_batches_as_one_event_at_a_time():
+    used = np.array([9, 300, 2, 1_999])
+    wide, _, y = _wide_rows(15, 300, 2_000, used)
+    whole = make_learner("logistic", max_columns=3)
+    scores = whole.prequential_step(wide, y)
+    single = make_learner("logistic", max_columns=3)
+    one_by_one = np.concatenate(
+        [single.prequential_step(wide[i : i + 1], y[i : i + 1]) for i in range(300)]
+    )
+    assert np.array_equal(scores, one_by_one)
+    for key, value in whole.state_.items():
+        assert np.array_equal(value, single.state_[key]), key
+    # a stored state round-trips, and dense rows take slots by their non-zero values
+    twin = learner_class("logistic").from_state(whole.get_params(), whole.get_state())
+    assert np.array_equal(twin.decision_function(wide), whole.decision_function(wide))
+    dense_model = make_learner("logistic", max_columns=3).partial_fit(wide.toarray(), y)
+    assert np.array_equal(dense_model.state_["mean"], whole.state_["mean"])
+
+
+def test_max_columns_refuses_ftrl_and_a_state_whose_slots_are_not_a_prefix():
+    with pytest.raises(InvalidParameter, match="max_columns"):
+        make_learner("logistic", max_columns=8, solver="ftrl").initialize(10)
+    with pytest.raises(InvalidParameter, match="half_life"):
+        make_learner("logistic", max_columns=8, half_life=100.0).initialize(10)
+    wide, _, y = _wide_rows(16, 50, 100, np.array([3, 7]))
+    model = make_learner("logistic", max_columns=4).partial_fit(wide, y)
+    params, state = model.get_params(), model.get_state()
+    gap = {**state, "columns": np.array([3, -1, 7, -1])}
+    with pytest.raises(InvalidState, match="free slot"):
+        learner_class("logistic").from_state(params, gap)
+    twice = {**state, "columns": np.array([3, 3, -1, -1])}
+    with pytest.raises(InvalidState, match="twice"):
+        learner_class("logistic").from_state(params, twice)
+    outside = {**state, "columns": np.array([3, 100, -1, -1])}
+    with pytest.raises(InvalidState, match="columns"):
+        learner_class("logistic").from_state(params, outside)

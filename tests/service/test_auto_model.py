@@ -153,12 +153,15 @@ def test_a_default_http_model_learns_as_the_library_default(client):
 
 def test_a_wide_model_s_default_tournament_takes_pmb(client):
     """ftrl_pauc keeps 3,000 dense reservoir rows: wider than 1,000 features the default
-    tournament takes pmb instead, and the stored config says so."""
+    tournament takes pmb instead, and the Laplace solver on the 128 columns in use; the stored
+    config says so."""
     response = client.post("/v1/models", json={"id": "wide", "n_features": 1001})
     assert response.status_code == 201, response.text
     candidates = response.json()["config"]["params"]["candidates"]
-    assert [c["learner"] for c in candidates] == ["logistic", "pmb", "logistic"]
-    assert [candidates[k]["params"]["solver"] for k in (0, 2)] == ["ftrl", "ftrl"]
+    assert [c["learner"] for c in candidates] == ["logistic", "pmb", "logistic", "logistic"]
+    solvers = [candidates[k]["params"]["solver"] for k in (0, 2, 3)]
+    assert solvers == ["ftrl", "laplace", "ftrl"]
+    assert candidates[2]["params"]["max_columns"] == 128
 
 
 @pytest.mark.parametrize(("n_features", "solver"), [(5, "laplace"), (129, "ftrl")])
@@ -230,3 +233,43 @@ def test_the_leaderboard_lists_the_same_parameters_after_a_restart(make_client):
                 default = list(default)
             same = value == default
             assert (key in shown["params"]) == (not same), (candidate["learner"], key)
+
+
+def test_a_hashed_auto_model_learns_its_columns_in_use_as_the_library_does(client):
+    """A hashed model of text and numbers over HTTP: its default tournament is the wide one
+    with the Laplace solver on the columns in use, it learns what the library learns on the
+    same events hashed (one request per event and then batches), and that candidate's slots
+    hold the hashed columns the events use, in the order they appeared."""
+    from core.hashing import FeatureHasher
+
+    width = 1 << 16
+    response = client.post(
+        "/v1/models", json={"id": "h", "n_features": width, "feature_mode": "hashed"}
+    )
+    assert response.status_code == 201, response.text
+    rng = np.random.default_rng(5)
+    y = (rng.random(300) < 0.3).astype(int)
+    grades = np.array(["A", "B", "C", "D"])[np.minimum(rng.integers(0, 3, 300) + y, 3)]
+    rows = [
+        {"amount": float(100 + 20 * rng.normal() + 15 * label), "grade": str(grade)}
+        for label, grade in zip(y, grades, strict=True)
+    ]
+    scores = []
+    for start, stop in [(i, i + 1) for i in range(40)] + [(40, 170), (170, 300)]:
+        events = [{"x": rows[i], "y": int(y[i])} for i in range(start, stop)]
+        answer = client.post("/v1/models/h/events?scores=true", json={"events": events})
+        assert answer.status_code == 200, answer.text
+        scores.extend(answer.json()["scores"])
+    config = client.get("/v1/models/h").json()["config"]
+    specs = [c["params"].get("max_columns") for c in config["params"]["candidates"]]
+    assert specs == [None, None, 128, None]
+
+    named = [{"amount": r["amount"], f"grade={r['grade']}": 1.0} for r in rows]
+    hashed = FeatureHasher(width).transform(named)
+    reference = make_learner("auto", scaling="scale", pauc_range=[0.0, 0.1])
+    reference.initialize(width)
+    np.testing.assert_array_equal(scores, reference.prequential_step(hashed, y))
+    slots = reference._candidates[2].state_["columns"]
+    first_seen = list(dict.fromkeys(hashed.indices.tolist()))
+    assert slots[: len(first_seen)].tolist() == first_seen and len(first_seen) == 5
+    assert np.all(slots[len(first_seen) :] == -1)

@@ -38,7 +38,10 @@ class NaiveLogistic:
         solver="ftrl",
         prior_variance=0.3,
         process_noise=0.0,
+        max_columns=None,
     ):
+        if solver is None and max_columns is not None:
+            solver = "laplace"
         if solver is None:
             ftrl_only = l1 > 0 or l2 > 0 or half_life is not None
             narrow = n_features <= LAPLACE_DEFAULT_FEATURES
@@ -56,6 +59,9 @@ class NaiveLogistic:
         self.decay = 1.0 if half_life is None else 2.0 ** (-1.0 / half_life)
         self.base_rate_offset = base_rate_offset
         self.negatives = self.positives = 0.0
+        # with max_columns: the columns given a slot, in the order they first appeared
+        # (docs/algorithms/logistic.md (logistic.15)); the others are read as 0
+        self.max_columns, self.held = max_columns, []
 
     def offset(self):
         if not self.base_rate_offset:
@@ -83,7 +89,21 @@ class NaiveLogistic:
     def intercept(self):
         return self.weight(self.n_features)
 
+    def in_use(self, x):
+        """``x`` on the held columns (all of them without ``max_columns``), taking the free
+        slots for its new non-zero columns first."""
+        if self.max_columns is None:
+            return x
+        for i in np.flatnonzero(x):
+            if int(i) not in self.held and len(self.held) < self.max_columns:
+                self.held.append(int(i))
+        mask = np.zeros(len(x))
+        mask[self.held] = 1.0
+        return x * mask
+
     def score(self, x):
+        if self.max_columns is not None:
+            x = np.asarray(x, dtype=np.float64) * np.isin(np.arange(len(x)), self.held)
         features = float(sum(self.weight(i) * x[i] for i in range(self.n_features)))
         return features + self.intercept() + self.offset()
 
@@ -124,6 +144,7 @@ class NaiveLogistic:
                 room = self.prior_variance - covariance[i, i]
                 covariance[i, i] += max(0.0, min(self.process_noise, room))
             self.precision = np.linalg.inv(covariance)
+        x = self.in_use(x)
         x = np.append(x, 1.0 if self.fit_intercept else 0.0)
         s = float(sum(self.mean[i] * x[i] for i in range(self.n_features + 1))) + self.offset()
         p = 1.0 / (1.0 + math.exp(-s))

@@ -10,7 +10,9 @@ import pytest
 
 from core._arrays import FIRST_LENGTH, grown, slots_for
 from core.boosted_trees import TREE_KEYS
+from core.errors import InvalidState
 from core.learners import learner_class, make_learner
+from core.learners._leaf_columns import inner_widths, whole_width
 
 N_FEATURES = 6
 
@@ -71,8 +73,13 @@ def stream(n_events: int, seed: int) -> tuple[np.ndarray, np.ndarray, list[int]]
 
 def buffers(growing: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
     """The growing arrays filled slot by slot (buffers, reservoirs, windows, held rows): not
-    the boosted ensembles' trees, which a fit installs whole (padded trees are no trees)."""
-    return {key: rule for key, rule in growing.items() if key.split(":")[-1] not in TREE_KEYS}
+    the boosted ensembles' trees, which a fit installs whole (padded trees are no trees), nor
+    their inner learners' columns (tested apart: the leaves' columns come at the first fit)."""
+    return {
+        key: rule
+        for key, rule in growing.items()
+        if key.split(":")[-1] not in TREE_KEYS and "inner:" not in key
+    }
 
 
 def padded(state: dict[str, np.ndarray], growing: dict[str, tuple[int, int]]) -> dict:
@@ -136,3 +143,66 @@ def test_grown_arrays_learn_as_full_capacity_ones(name):
     for key, value in grown_model.state_.items():
         if key not in buffers(growing):
             np.testing.assert_array_equal(value, full_model.state_[key], err_msg=key)
+
+
+def whole_width_inner(state: dict[str, np.ndarray], prefix: str, width: int) -> dict:
+    """``state`` with the boosted learner's (under ``prefix``) inner learner at the whole
+    width before its first fit, as the code before the leaves grew in kept it: zero columns
+    for the leaves, the intercept's ``touched`` still last."""
+    inner = prefix + "inner:"
+    small = int(state[inner + "n_features"][0])
+    full = dict(state, **{inner + "n_features": np.array([width])})
+    for key in ("z", "n"):
+        full[inner + key] = np.concatenate((state[inner + key], np.zeros(width - small)))
+    if inner + "touched" in state:
+        touched = np.zeros(width + 1, dtype=np.int64)
+        touched[:small], touched[width] = (
+            state[inner + "touched"][:small],
+            state[inner + "touched"][small],
+        )
+        full[inner + "touched"] = touched
+    return full
+
+
+@pytest.mark.parametrize("name", ["auto", "boosted_embedded"])
+def test_the_inner_learner_gains_the_leaves_at_the_first_fit(name):
+    """Before its first fit a boosted learner's inner (FTRL) learner has no column for the
+    leaves; it learns and scores as one of the whole width (a state of the code before, which
+    still loads), and the first installed fit brings the whole width."""
+    X, y, sizes = stream(1500, seed=5)
+    # FTRL named, as auto's boosted candidates name it (on its own, boosted_embedded's inner
+    # logistic would take the Laplace solver at the narrow width: it keeps the whole width)
+    params = {} if name == "auto" else {**LEARNERS[name], "params": {"solver": "ftrl"}}
+    model = make_learner(name, **params).partial_fit(X[:100], y[:100])
+    prefixes = ["c2:", "c4:"] if name == "auto" else [""]
+    state = model.get_state()
+    for prefix in prefixes:
+        boosted = model._candidates[int(prefix[1])] if prefix else model
+        small, width = inner_widths(boosted, N_FEATURES)
+        assert small == N_FEATURES + 1 < width  # x and the margin
+        assert state[prefix + "inner:z"].shape == (small,) and boosted.fits_ == 0
+        state = whole_width_inner(state, prefix, width)
+    whole = learner_class(name).from_state(model.get_params(), state)
+    start = 100
+    for size in sizes:
+        if start >= len(y):
+            break
+        part = slice(start, start + size)
+        np.testing.assert_array_equal(
+            model.prequential_step(X[part], y[part]), whole.prequential_step(X[part], y[part])
+        )
+        start += size
+    np.testing.assert_array_equal(model.decision_function(X), whole.decision_function(X))
+    for prefix in prefixes:
+        boosted = model._candidates[int(prefix[1])] if prefix else model
+        assert boosted.fits_ > 0
+        width = whole_width(boosted, N_FEATURES)
+        assert model.state_[prefix + "inner:z"].shape == (width,)
+    for key, value in model.state_.items():
+        np.testing.assert_array_equal(value, whole.state_[key], err_msg=key)
+    bad = {**model.get_state()}
+    prefix = prefixes[0]
+    bad[prefix + "inner:n_features"] = np.array([N_FEATURES + 1])  # too narrow after a fit
+    with pytest.raises(InvalidState) as caught:
+        learner_class(name).from_state(model.get_params(), bad)
+    assert caught.value.field == prefix + "inner:n_features"

@@ -6,6 +6,7 @@ the Redis store Redis's own ``used_memory`` per model.
     python -m loadtest.memory_per_model                       # 2,000 models, cache of 100
     python -m loadtest.memory_per_model --models 10000 --cache 1024
     python -m loadtest.memory_per_model --stores memory --events 0   # empty models only
+    python -m loadtest.memory_per_model --events 300 --against /work/main --rounds 2
 
 Each store is measured in a fresh Python process (so one store's garbage does not count for
 another), in-process through :class:`service.engine.Engine` as the routes call it (no HTTP:
@@ -20,9 +21,13 @@ Columns: RSS of the server process before and after (MB, from ``/proc/self/statm
 difference per model (KB), the store's own per-model memory (Redis ``used_memory``, or the
 SQLite file's size on disk, per model; KB), the seconds the creation and learning took, and
 the number of models whose stored base this process still holds (the stores' delta cache:
-at most ``--cache``).  A model the cache holds costs its live arrays (the learners' buffers are
-allocated at full capacity when a model is created); a model only the store holds costs what
-its stored fields hold (all-zero chunks are not stored).
+at most ``--cache``).  A model the cache holds costs its live arrays (which grow as they fill,
+core/learners/_growing.py) and Python objects; a model only the store holds costs what its
+stored fields hold (all-zero chunks are not stored).
+
+``--against DIR`` measures another checkout too (e.g. the code before a change), the two
+alternated over ``--rounds``: the child is this file run with ``DIR`` first on its path, so
+both checkouts are measured by the same script.
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ import numpy as np
 from loadtest.run import machine
 
 STORES = ("memory", "sqlite", "redis")
+ROOT = Path(__file__).resolve().parents[1]
+RUN_THIS_FILE = (
+    "import runpy, sys; sys.argv.pop(0); runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -74,7 +83,7 @@ def measure(args: argparse.Namespace) -> dict:
 
         from service.stores.redis import RedisStore
 
-        store = RedisStore.from_url(args.redis_url, args.cache)
+        store = RedisStore.from_url(args.redis_url)
         redis_client = redis.Redis.from_url(args.redis_url)
     engine = Engine(store, max_cached_models=args.cache)
 
@@ -116,15 +125,20 @@ def measure(args: argparse.Namespace) -> dict:
     }
 
 
-def run_child(store: str, args: argparse.Namespace, redis_url: str | None) -> dict:
+def run_child(store: str, args: argparse.Namespace, redis_url: str | None, checkout: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="aucstream-memory-") as data_dir:
+        # this file run in the checkout (not `-m`, which would import the checkout's copy; not
+        # as a script, whose directory would come first on the path)
         command = [
-            sys.executable, "-m", "loadtest.memory_per_model", "--child", "--store", store,
+            sys.executable, "-c", RUN_THIS_FILE, __file__, "--child", "--store", store,
             "--models", str(args.models), "--events", str(args.events),
             "--features", str(args.features), "--cache", str(args.cache),
             "--data-dir", data_dir, "--redis-url", redis_url or "",
         ]  # fmt: skip
-        output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        environment = dict(os.environ, PYTHONPATH=str(checkout))
+        output = subprocess.run(
+            command, check=True, capture_output=True, text=True, env=environment, cwd=checkout
+        ).stdout
     return json.loads(output.strip().splitlines()[-1])
 
 
@@ -135,6 +149,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--features", type=int, default=10)
     parser.add_argument("--cache", type=int, default=100, help="AUCSTREAM_MAX_CACHED_MODELS")
     parser.add_argument("--stores", default=",".join(STORES))
+    parser.add_argument("--against", type=Path, help="another checkout, measured alternately")
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--store", help=argparse.SUPPRESS)
     parser.add_argument("--data-dir", help=argparse.SUPPRESS)
@@ -152,23 +168,35 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.models:,} default models (auto, {args.features} features), {args.events} events "
         f"learned and {args.events} scored in each, model cache of {args.cache}\n"
     )
+    checkouts = {"this checkout": ROOT}
+    if args.against is not None:
+        checkouts[str(args.against)] = args.against.resolve()
     print(
-        f"{'store':8} {'RSS before':>11} {'RSS after':>10} {'RSS/model':>10} "
-        f"{'store/model':>12} {'seconds':>8} {'known':>6} {'cached':>7}"
+        f"{'round':5} {'checkout':24} {'store':8} {'RSS before':>11} {'RSS after':>10} "
+        f"{'RSS/model':>10} {'store/model':>12} {'seconds':>8} {'known':>6} {'cached':>7} "
+        f"{'load':>5}"
     )
-    for store in stores:
-        if store == "redis":
-            with private_redis() as (url, _pid):
-                result = run_child(store, args, url)
-        else:
-            result = run_child(store, args, None)
-        per_model = (result["rss_after"] - result["rss_before"]) / args.models
-        store_per_model = result["store_bytes"] / args.models
-        print(
-            f"{store:8} {result['rss_before'] / 1e6:9.0f}MB {result['rss_after'] / 1e6:8.0f}MB "
-            f"{per_model / 1e3:8.1f}KB {store_per_model / 1e3:10.1f}KB "
-            f"{result['seconds']:8.1f} {result['known']:6} {result['cached']:7}"
-        )
+    for round_number in range(1, args.rounds + 1):
+        order = list(checkouts.items())
+        if round_number % 2 == 0:  # the other checkout first every other round
+            order.reverse()
+        for store in stores:
+            for name, checkout in order:
+                if store == "redis":
+                    with private_redis() as (url, _pid):
+                        result = run_child(store, args, url, checkout)
+                else:
+                    result = run_child(store, args, None, checkout)
+                per_model = (result["rss_after"] - result["rss_before"]) / args.models
+                store_per_model = result["store_bytes"] / args.models
+                print(
+                    f"{round_number:5} {name[-24:]:24} {store:8} "
+                    f"{result['rss_before'] / 1e6:9.0f}MB {result['rss_after'] / 1e6:8.0f}MB "
+                    f"{per_model / 1e3:8.1f}KB {store_per_model / 1e3:10.1f}KB "
+                    f"{result['seconds']:8.1f} {result['known']:6} {result['cached']:7} "
+                    f"{os.getloadavg()[0]:5.1f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

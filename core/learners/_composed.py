@@ -11,6 +11,7 @@ reads ``state_`` several times per batch.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -47,7 +48,7 @@ class ComposedState:
         for key, value in state.items():
             for index, (prefix, _) in enumerate(parts):
                 if key.startswith(prefix):
-                    split[index][key[len(prefix) :]] = value
+                    split[index][sys.intern(key[len(prefix) :])] = value
                     break
             else:
                 own[key] = value
@@ -74,10 +75,11 @@ class ComposedState:
         for prefix, learner in self._parts():
             part = learner.state_
             # the prefixed names, kept per part while its keys are the same (a part's arrays
-            # may be swapped, its keys are not once initialised): one C-level update
+            # may be swapped, its keys are not once initialised): one C-level update; interned,
+            # as every model of a kind has the same names (one copy serves the cached models)
             names = self.__dict__.get("_view_names", {}).get(prefix)
             if names is None or names[0] is not part or len(names[1]) != len(part):
-                names = (part, [prefix + key for key in part])
+                names = (part, [sys.intern(prefix + key) for key in part])
                 self.__dict__.setdefault("_view_names", {})[prefix] = names
             view.update(zip(names[1], part.values(), strict=True))
         self.__dict__["_state_view"] = view

@@ -106,7 +106,7 @@ def remember(
     own: dict[str, np.ndarray], X, y, capacity: int, negatives_per_positive: float
 ) -> None:
     """Write the events of ``(X, y)`` that the buffer keeps (boosted_embedded.3; one kernel
-    call draws them), growing its arrays first when they lack the slots (doubling, up to
+    call draws them), growing its arrays first when they lack the slots (geometrically, up to
     ``capacity``).  ``own`` is updated in place (its grown arrays replaced)."""
     n = len(y)
     fill, start = int(own["buffer_fill"][0]), int(own["buffer_next"][0])

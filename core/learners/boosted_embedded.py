@@ -27,6 +27,7 @@ from core.boosted_trees import (
 )
 from core.csr import CSRMatrix
 from core.errors import InvalidParameter, InvalidState
+from core.learners import _leaf_columns as columns
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._composed import ComposedState
@@ -35,7 +36,6 @@ from core.learners._fit_buffer import (
     buffer_state,
     buffered,
     check_buffer,
-    growing_arrays,
     held_rows_problem,
     hold,
     oldest_first,
@@ -162,15 +162,11 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
             random_state=0 if self.random_state is None else int(self.random_state),
         )  # fmt: skip
 
-    def _inner_width(self, n_features: int) -> int:
-        own = n_features if self.append_features else 0
-        return own + int(bool(self.append_margin)) + self.n_trees * self.max_leaves
-
     # ------------------------------------------------------------------ state
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
         check_buffer_size("boosted_embedded (buffer_size)", self.buffer_size, n_features)
         check_buffer_size("boosted_embedded (fit_delay)", self.fit_delay, n_features)
-        inner = self._build_inner().initialize(self._inner_width(n_features))
+        inner = self._build_inner().initialize(columns.inner_widths(self, n_features)[0])
         state: dict[str, np.ndarray] = {INNER_PREFIX + k: v for k, v in inner.state_.items()}
         state.update(unfitted_ensemble(self.max_leaves))  # trees grow in at the first fit
         state.update(buffer_state(n_features, self.random_state))
@@ -180,11 +176,11 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         return state
 
     def _own_growing_arrays(self) -> dict[str, tuple[int, int]]:
-        return growing_arrays(self.buffer_size, self.n_trees, self.fit_delay)
+        return columns.growing_arrays(self)
 
     def _state_invariants(self, n_features: int) -> dict:
-        width = self._inner_width(n_features)
-        own: dict = {"n_features": Count(width, width)}
+        small, width = columns.inner_widths(self, n_features)
+        own: dict = {"n_features": Count(small, width)}  # which one: check_inner_width
         own.update(self._build_inner()._state_invariants(width))
         invariants = with_prefix(own, INNER_PREFIX)
         nodes = node_capacity(self.max_leaves)
@@ -211,6 +207,7 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         return invariants
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        columns.check_inner_width(self, state)
         self._check_inner_state(state)
         check_buffer(state, self.buffer_size)
         for field, problem in (("ens_trees", ensemble_rows_problem(state)),
@@ -228,10 +225,10 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     def transform(self, X) -> CSRMatrix:
         """``[x, m(x), e(x)]`` of a scaled batch as CSR (the inner learner's input); the leaf
         indicators are ``1 / sqrt(n_trees)``, so the leaves weigh as one unit-norm feature."""
-        return self._embed(X, self._own_state)
+        return self._embed(X, self._own_state, int(self._inner.state_["n_features"][0]))
 
-    def _embed(self, X, ensemble: dict[str, np.ndarray]) -> CSRMatrix:
-        """:meth:`transform` by the ensemble of ``ensemble``'s arrays (reads no state)."""
+    def _embed(self, X, ensemble: dict[str, np.ndarray], width: int) -> CSRMatrix:
+        """:meth:`transform` by ``ensemble``'s trees for an inner learner of ``width``."""
         n_features = X.shape[1]
         arrays = kernels.Ensemble(*(ensemble[key] for key in ENSEMBLE_KEYS[:-1]))
         indptr, indices, data = kernels.embed(
@@ -239,7 +236,7 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
             n_features, bool(self.append_features), bool(self.append_margin),
             1.0 / np.sqrt(self.n_trees),
         )  # fmt: skip
-        return CSRMatrix(indptr, indices, data, self._inner_width(n_features))
+        return CSRMatrix(indptr, indices, data, width)
 
     def margin(self, X) -> np.ndarray:
         """The ensemble's margin (log-odds) of a batch, as the booster's ``decision_function``
@@ -320,10 +317,10 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         """A fresh inner learner that learned the job's buffer embedded by ``ensemble``, one
         pass in order: the slow part of :meth:`install`, which reads nothing of the learner's
         state, so a background fitter runs it without the model's lock."""
-        inner = self._build_inner().initialize(self._inner_width(job.X.shape[1]))
+        inner = self._build_inner().initialize(width := columns.whole_width(self, job.X.shape[1]))
         for start in range(0, len(job.y), SCORE_CHUNK):
-            stop = min(len(job.y), start + SCORE_CHUNK)
-            inner._learn(self._embed(job.X[start:stop], ensemble), job.y[start:stop], _NONE_F)
+            part = slice(start, start + SCORE_CHUNK)
+            inner._learn(self._embed(job.X[part], ensemble, width), job.y[part], _NONE_F)
         return inner
 
     def _fall_due(self, in_call: int) -> None:

@@ -127,7 +127,10 @@ def naive_boosted(learner: BoostedEmbedded, x):
     row = embed_row(learner._own_state, x, learner.n_trees, learner.max_leaves,
                     learner.append_features, learner.append_margin)  # fmt: skip
     d = len(x) if learner.append_features else 0
-    terms = [learner._inner.coef_[j] * row[j] for j in range(len(row))]
+    coef = learner._inner.coef_
+    # before its first fit the inner learner has no column for the leaves, which are none yet
+    assert not np.any(row[len(coef) :])
+    terms = [coef[j] * row[j] for j in range(len(coef))]
     contributions = np.zeros(len(x))
     contributions[:d] = terms[:d]
     return contributions, learner._inner.intercept_ + sum(terms[d:])

@@ -77,10 +77,10 @@ def test_the_buffer_grows_as_it_fills_and_is_checked_on_load():
     model = BoostedEmbedded(**{**SMALL, "buffer_size": 8000, "fit_delay": 0}).initialize(4)
     assert model.state_["buffer_X"].shape == (0, 4)
     model.partial_fit(X[:5], y[:5])
-    assert model.state_["buffer_X"].shape == (16, 4)  # 16, 32, ... rows as it fills
+    assert model.state_["buffer_X"].shape == (16, 4)  # 16, 18, 20, ... rows as it fills
     model.partial_fit(X[5:], y[5:])
-    assert model.state_["buffer_X"].shape == (512, 4)
-    assert model.state_["buffer_w"].shape == model.state_["buffer_y"].shape == (512,)
+    assert model.state_["buffer_X"].shape == (320, 4)  # 300 rows: an eighth of 256 over
+    assert model.state_["buffer_w"].shape == model.state_["buffer_y"].shape == (320,)
     params, state = model.get_params(), model.get_state()
     twin = BoostedEmbedded.from_state(params, state)
     np.testing.assert_array_equal(twin.decision_function(X), model.decision_function(X))

@@ -1,0 +1,93 @@
+"""The inner learner of ``boosted_embedded`` before its first fit: without the leaves' columns.
+
+The inner learner reads ``[x, m(x), e(x)]``: the features, the ensemble's margin and one column
+per leaf of every tree (docs/algorithms/boosted_embedded.md).  Until the first fit is installed
+there are no trees and no leaf is ever embedded; an inner learner whose arrays are per column
+and whose unseen columns stay zero (FTRL ``logistic``) then learns and scores as at the whole
+width, so it starts with the columns of ``x`` and the margin only.  The first installed fit
+brings a new inner learner of the whole width (``BoostedEmbedded.prepare``), so the leaves'
+columns come with the leaves.  A stored state whose inner learner has the whole width before
+its first fit (written by the code before) loads, and learns the same.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from core.errors import InvalidState
+from core.learners._fit_buffer import growing_arrays as fit_buffer_arrays
+from core.learners._inner import INNER_PREFIX
+
+if TYPE_CHECKING:
+    from core.learners.boosted_embedded import BoostedEmbedded
+
+#: the inner learner's arrays of one entry per column (``touched`` has one more, the
+#: intercept's, last)
+COLUMN_ARRAYS = ("z", "n")
+
+
+def whole_width(learner: BoostedEmbedded, n_features: int) -> int:
+    """The inner learner's width with every leaf: ``x``, the margin, the leaves' columns."""
+    own = n_features if learner.append_features else 0
+    return own + int(bool(learner.append_margin)) + learner.n_trees * learner.max_leaves
+
+
+def inner_widths(learner: BoostedEmbedded, n_features: int) -> tuple[int, int]:
+    """The inner learner's width before the first installed fit and after it
+    (:func:`whole_width`): one, unless :func:`leaves_grow_in`."""
+    width = whole_width(learner, n_features)
+    small = width - learner.n_trees * learner.max_leaves
+    return (small if leaves_grow_in(learner, small) else width), width
+
+
+def leaves_grow_in(learner: BoostedEmbedded, width: int) -> bool:
+    """Whether ``learner``'s inner learner may start at ``width`` (no leaves' columns): FTRL
+    ``logistic`` at that width and at the whole one.  [CHOICE] only it: other inner learners
+    (and the Laplace solver's D x D covariance) couple the columns or choose by the width.  A
+    default model's two boosted candidates hold ~17 KB less until their first fit (10
+    features: 761 and 211 columns of z and n, and the fast one's ``touched``)."""
+    if learner.learner != "logistic":
+        return False
+    inner = learner._build_inner()
+    full = width + learner.n_trees * learner.max_leaves
+    return inner.resolved_solver(width) == inner.resolved_solver(full) == "ftrl"  # type: ignore[attr-defined]
+
+
+def growing_arrays(learner: BoostedEmbedded) -> dict[str, tuple[int, int]]:
+    """``learner``'s growing arrays (name -> (axis, capacity)): the fit buffer's, the trees'
+    and the held rows' (:func:`core.learners._fit_buffer.growing_arrays`), and the inner
+    arrays whose length follows the inner learner's width (:func:`inner_widths`), so that
+    either width loads."""
+    growing = fit_buffer_arrays(learner.buffer_size, learner.n_trees, learner.fit_delay)
+    small, width = inner_widths(learner, learner.n_features_in_)
+    if small == width:
+        return growing
+    growing.update({INNER_PREFIX + key: (0, width) for key in COLUMN_ARRAYS})
+    if learner._build_inner().half_life is not None:  # type: ignore[attr-defined]
+        growing[INNER_PREFIX + "touched"] = (0, width + 1)
+    return growing
+
+
+def check_inner_width(learner: BoostedEmbedded, state: dict[str, np.ndarray]) -> None:
+    """The inner learner has the whole width once a fit was installed (or always: a state of
+    the code before), the narrow one (:func:`inner_widths`) only before; its per-column
+    arrays have its width."""
+    small, width = inner_widths(learner, int(state["n_features"][0]))
+    inner = int(state[INNER_PREFIX + "n_features"][0])
+    if inner != width and (inner != small or state["fits"][0] > 0):
+        raise InvalidState(
+            f"state array '{INNER_PREFIX}n_features' holds {inner}; expected {width} (x, the "
+            f"margin and every leaf), or {small} before the first fit is installed",
+            field=INNER_PREFIX + "n_features",
+        )
+    for key in (*COLUMN_ARRAYS, "touched"):
+        array = state.get(INNER_PREFIX + key)
+        expected = inner + (key == "touched")
+        if array is not None and array.shape[0] != expected:
+            raise InvalidState(
+                f"state array '{INNER_PREFIX}{key}' has {array.shape[0]} entries; expected "
+                f"{expected} (the inner learner's width)",
+                field=INNER_PREFIX + key,
+            )

@@ -28,6 +28,7 @@ import numpy as np
 
 from core.boosted_trees import fitted_ensemble_problem
 from core.errors import InvalidState
+from core.learners._leaf_columns import whole_width
 
 if TYPE_CHECKING:
     from core.boosted_fits import FitJob
@@ -179,7 +180,7 @@ def installable(part: Any, fit: LoggedFit, job: FitJob) -> tuple[dict[str, np.nd
     state = {key: np.array(value) for key, value in fit.inner.items()}
     try:
         inner = type(built).from_state(
-            built.get_params(), state, n_features=part._inner_width(n_features)
+            built.get_params(), state, n_features=whole_width(part, n_features)
         )
     except (InvalidState, KeyError, TypeError) as error:
         message = f"{fit.describe()}: its inner learner: {error}"

@@ -67,7 +67,7 @@ def fit_status(learner: object) -> list[FitStatus] | None:
                 fit_delay=int(part.fit_delay),
                 due=pending,
                 due_from=since if pending else None,
-                install_at=since + int(part.fit_delay) if pending else None,
+                install_at=since + part._delay() if pending else None,  # N + L(N)
                 fitter=handle.state if pending and handle is not None else None,
                 last_fit_from=int(own["fit_from"][0]) if fitted else None,
                 last_fit_at=int(own["fit_at"][0]) if fitted else None,

@@ -1,18 +1,18 @@
 """Fits of ``boosted_embedded``'s ensembles handed to a background fitter
 (docs/algorithms/boosted_embedded.md, "Fit points").
 
-A fit taken from the buffer as of event ``N`` is installed after event ``N + fit_delay``,
+A fit taken from the buffer as of event ``N`` is installed after event ``N + L(N)``,
 whoever computes it.  In a library the learner computes it itself when it gets there.  While a
 fitter is registered (:class:`background_fits`, as :mod:`service.engine.refit` does), the learner
 call that makes the fit due hands the job to it at once (:class:`FitHandle`) and the call that
-reaches ``N + fit_delay`` takes the result if it is ready, and otherwise computes the fit
+reaches ``N + L(N)`` takes the result if it is ready, and otherwise computes the fit
 itself (:func:`obtain`: a job the fitter has not begun is taken back; one it is running is
 raced, the first result taken).  The result is the same
 either way (the fit is deterministic), so only the time it costs depends on who fits.
 
 A job is handed over only when the fitter can be in time: not when the call that makes it due
-reaches the install point itself (a batch of ``fit_delay`` events or more after it), nor while
-the learner's last ``fit_delay`` events came faster than its last fit was computed (the time
+reaches the install point itself (a batch of ``L(N)`` events or more after it), nor while
+the learner's last ``L(N)`` events came faster than its last fit was computed (the time
 its calls spent at install points of any learner left out: a stream faster than the fits, for
 which the fitter's result would come after the install point, which then computes the same fit
 again, and the fitter's whole fit is thrown away).
@@ -370,7 +370,7 @@ class HandsOverFits:
             self.install(ensemble, job, inner)
             return
         reached = None
-        if record.due_at is not None:  # the stream's time for fit_delay events, without the
+        if record.due_at is not None:  # the stream's time for L(N) events, without the
             # install points met meanwhile (another part's fit the same calls waited for)
             since, installing = record.due_at
             reached = time.perf_counter() - since - (FIT_STATS.install_seconds - installing)

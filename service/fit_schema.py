@@ -14,10 +14,13 @@ class FitStatus(BaseModel):
     )
     fits: int = Field(description="ensembles installed (state)")
     events: int = Field(description="labelled events the part learned (state)")
-    fit_delay: int = Field(description="events from a fit's buffer to its install point")
+    fit_delay: int = Field(
+        description="the most events from a fit's buffer (event N) to its install point: "
+        "L(N) = min(fit_delay, max(fit_delay // 4, N // 8))"
+    )
     due: bool = Field(description="a fit fell due and is not installed yet (state)")
     due_from: int | None = Field(description="the event count N whose buffer it learns")
-    install_at: int | None = Field(description="N + fit_delay: the install point")
+    install_at: int | None = Field(description="N + L(N): the install point")
     fitter: str | None = Field(
         description="this process's background fitter on the due fit: queued, running, done, "
         "failed, taken (taken back by the learner); null when it has none (a library-like "

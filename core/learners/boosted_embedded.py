@@ -2,13 +2,14 @@
 after He et al., ADKDD 2014): the trees are fitted now and then on a bounded buffer of recent
 labelled events, the linear learner learns every event; the ensemble's arrays are state.
 
-A fit is due by a schedule (``first_fit`` buffered events, then as the events double, at most
-every ``refit_every`` events, and again ``first_fit`` events after
+A fit is due by a schedule (``first_fit`` buffered events, then each time the events have grown
+by ``refit_growth``, at most every ``refit_every`` events, and again ``first_fit`` events after
 :meth:`BoostedEmbedded.restart_tree`).  A fit taken from the buffer as of event ``N`` is
-installed after event ``N + fit_delay`` exactly (its *fit points*), in a library as in the
-service: meanwhile the events are learned with the old ensemble and held aside in the state, so
-the state and the events after it determine every fit.  Who computes it (the learner, or a
-background fitter: :mod:`core.boosted_fits`) changes only the time it costs.
+installed after event ``N + L(N)`` exactly (its *fit points*; ``L(N)`` grows with ``N`` up to
+``fit_delay``), in a library as in the service: meanwhile the events are learned with the old
+ensemble and held aside in the state, so the state and the events after it determine every fit.
+Who computes it (the learner, or a background fitter: :mod:`core.boosted_fits`) changes only
+the time it costs.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from core.learners._fit_buffer import (
     oldest_first,
     remember,
 )
+from core.learners._fit_schedule import FitSchedule
 from core.learners._inner import INNER_PREFIX, WrapsInner
 from core.learners._params import BOOLEAN, PAUC_RANGE, Interval, Structured
 from core.learners._state import Count, Finite, OneOf, with_prefix
@@ -59,7 +61,7 @@ _NONE_F = np.empty(0)
 
 
 @register
-class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
+class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     """A linear learner on ``[x, m(x), e(x)]``: the features, the margin of a boosted ensemble
     and one indicator per tree of the leaf ``x`` reaches (He et al. 2014): a linear scorer
     learning online that ranks with the trees' non-linearity.
@@ -73,8 +75,8 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     ``first_fit`` events (two of each class), ``n_trees`` trees of at most ``max_leaves`` leaves
     are fitted on it (as scikit-learn's ``HistGradientBoostingClassifier`` fits them), and the
     inner learner starts afresh on the buffer embedded by them (one pass in order); then each
-    time the events have doubled, at most every ``refit_every`` events (None: never again),
-    the same on the buffer of the time, installed ``fit_delay`` events later.
+    time the events have grown by ``refit_growth``, at most every ``refit_every`` events (None:
+    never again), the same on the buffer of the time, installed ``L(N)`` events later.
 
     Parameters
     ----------
@@ -93,14 +95,14 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     first_fit : int, default 250
         Buffered events before the first fit (and the first after a restart).
     refit_every : int or None, default 4000
-        The most events between fits, counted from the event whose buffer the last fit
-        learned: the next fit comes when the events have doubled since it, or after this
-        many, whichever is first (250, 500, 1,000, 2,000, 4,000, 8,000, 12,000, ...).
+        The most events between fits (from the event whose buffer the last fit learned).
+    refit_growth : float, default 1.5
+        The growth of the events between fits, if sooner (2: as they double; the [CHOICE]:
+        core.learners._fit_schedule).
     fit_delay : int, default 256
-        Events between the one whose buffer a fit learns and the one after which it is
-        installed (its fit points ``(N, N + fit_delay)``): the time a background fitter has,
-        in a service, before learning waits for it.  The events between are held in the state
-        (``fit_delay`` rows at most) and join the buffer when the fit is installed.
+        A fit of the buffer as of event ``N`` is installed ``L(N) = min(fit_delay, max(fit_delay
+        // 4, N // 8))`` events later (64 at 250, 256 from 2,048): a fitter's head start, grown
+        with its rows; the events between are held in the state, then join the buffer.
     append_features, append_margin : bool, default True
         Give the inner learner ``x`` and the margin ``m(x)`` beside the leaves.
     """
@@ -121,6 +123,7 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     negatives_per_positive: float = 10.0
     first_fit: int = 250
     refit_every: int | None = 4000
+    refit_growth: float = 1.5
     fit_delay: int = 256
     append_features: bool = True
     append_margin: bool = True
@@ -140,6 +143,7 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         "negatives_per_positive": [Interval(float, 0, 1e6, closed="right")],
         "first_fit": [Interval(int, 4, None)],
         "refit_every": [None, Interval(int, 1, None)],
+        "refit_growth": [Interval(float, 1, 16, closed="right")],
         "fit_delay": [Interval(int, 0, 200_000)],
         "append_features": [BOOLEAN],
         "append_margin": [BOOLEAN],
@@ -291,13 +295,6 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
             return float("inf")
         return self._interval() - int(own["since_fit"][0])
 
-    def _interval(self) -> int:
-        """Events from the last fit's ``fit_from`` to the next fit: as many as the last fit
-        learned from (the stream's events double between fits, so a short stream's trees see
-        most of it), at most ``refit_every``."""
-        learned_from = max(int(self._own_state["fit_from"][0]), self.first_fit)
-        return min(int(self.refit_every or 0), learned_from)
-
     def fit_due(self) -> bool:
         """Whether a fit is pending: due, taken from the buffer, not installed yet."""
         self._check_initialized()
@@ -330,10 +327,10 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         own = self._own_state
         own["pending"][0], own["pending_fill"][0] = 1, 0
         self._mark_due()
-        if self.fit_delay == 0:
+        if self._delay() == 0:
             self._install_pending()
         else:
-            self._hand_over(self.fit_delay, in_call)
+            self._hand_over(self._delay(), in_call)
 
     def install(
         self,
@@ -354,7 +351,7 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
         for name, value in ensemble.items():  # the trees' rows grow in at the first fit
             own[name] = np.array(value, dtype=own[name].dtype)
         self._inner = inner
-        held = int(own["pending_fill"][0]) if self.fit_delay else 0
+        held = int(own["pending_fill"][0]) if self._delay() else 0
         held_X, held_y = own["pending_X"][:held].copy(), own["pending_y"][:held].copy()
         own["pending"][0], own["pending_fill"][0] = 0, 0
         if held:
@@ -416,15 +413,17 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
     def _learn(self, X, y, scores) -> None:
         own = self._own_state
         start, n_events = 0, len(y)
+        if own["pending"][0] and int(own["pending_fill"][0]) >= self._delay():
+            self._install_pending()  # held under a longer delay (an older state): it is due
         if own["pending"][0]:
-            self._hand_over(self.fit_delay - int(own["pending_fill"][0]), n_events)
+            self._hand_over(self._delay() - int(own["pending_fill"][0]), n_events)
         while True:
             if not own["pending"][0] and self._until_counted() <= 0 and self._due(_NONE)[0]:
                 self._fall_due(n_events - start)
             if start >= n_events:
                 break
             if own["pending"][0]:
-                stop = min(n_events, start + self.fit_delay - int(own["pending_fill"][0]))
+                stop = min(n_events, start + self._delay() - int(own["pending_fill"][0]))
             elif self._until_counted() > n_events - start:  # most calls: no label look
                 stop = n_events
             else:
@@ -435,7 +434,7 @@ class BoostedEmbedded(HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
                                scores[start:stop] if len(scores) else scores)  # fmt: skip
             if own["pending"][0]:
                 self._hold(part, y[start:stop])
-                if int(own["pending_fill"][0]) == self.fit_delay:
+                if int(own["pending_fill"][0]) == self._delay():
                     self._install_pending()
             else:
                 self._remember(part, y[start:stop])

@@ -2,14 +2,14 @@
 ``auto``'s candidates) are fitted by a thread of the process, off the request path.
 
 A fit taken from a learner's buffer as of event ``N`` is installed after event
-``N + fit_delay`` (docs/algorithms/boosted_embedded.md, "Fit points"), whoever computes it.
+``N + L(N)`` (docs/algorithms/boosted_embedded.md, "Fit points"), whoever computes it.
 While a :class:`Refitter` runs, the learner call that makes a fit due hands the job to it at
 once when it can be in time (:class:`core.boosted_fits.background_fits`: the call queues a
 :class:`~core.boosted_fits.FitHandle`); the refitter's thread fits the queued jobs in order in a
 child process at a lower priority (:mod:`service.engine.fit_process`: no competition for the
 interpreter lock, the CPU left to the requests first), then has a fresh inner learner relearn
 the job's buffer embedded by the new trees (in the thread, itself at that priority).  The
-learner call that reaches ``N + fit_delay`` takes the result if it is ready, and otherwise
+learner call that reaches ``N + L(N)`` takes the result if it is ready, and otherwise
 computes the fit itself at its own priority (the first of the two results when the refitter is
 running the job: :func:`core.boosted_fits.obtain`).  Nothing looks at the models
 in between: an idle server does no work.
@@ -67,7 +67,7 @@ def fit_status(learner: object) -> list[FitStatus] | None:
                 fit_delay=int(part.fit_delay),
                 due=pending,
                 due_from=since if pending else None,
-                install_at=since + int(part.fit_delay) if pending else None,
+                install_at=since + part._delay() if pending else None,  # N + L(N)
                 fitter=handle.state if pending and handle is not None else None,
                 last_fit_from=int(own["fit_from"][0]) if fitted else None,
                 last_fit_at=int(own["fit_at"][0]) if fitted else None,

@@ -704,9 +704,9 @@ def test_the_third_candidate_is_boosted_up_to_its_width_limit_then_a_tree():
 
 def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_candidates():
     """The default's third candidate (logistic on boosted trees' leaves) fits its trees from the
-    250th, 506th, 1,012th and 2,024th events inside auto as it does alone: auto's served scores
-    are the naive mix of the three candidates run on their own, batch sizes do not matter, and
-    a state saved after the fits continues bit for bit."""
+    250th, 375th, 563rd, 845th, 1,268th and 1,902nd events inside auto as it does alone: auto's
+    served scores are the naive mix of the three candidates run on their own, batch sizes do not
+    matter, and a state saved after the fits continues bit for bit."""
     X, y = stream(21, n=2600, n_features=4, positive_rate=0.1)
     X[:, 3] = X[:, 0] * X[:, 1]  # an interaction: something for the tree's paths to find
     params = {"random_state": 3, "window": 800, "evaluate_every": 400, "temperature": 0.05}
@@ -717,9 +717,9 @@ def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_ca
             served.append(model.prequential_step(X[batch], y[batch]))
             inputs.append((sink[-1], batch))
     assert [spec["learner"] for spec in model.candidate_specs()][2] == "boosted_embedded"
-    # due at 250, 506 (the first installed: 256 more events), 1,012, 2,024; each installed
-    # fit_delay = 256 events later
-    assert model._candidates[2].fit_points_ == (2024, 2280)
+    # due at 250 (installed L(N) = 64 events later), 375, 563, 845, 1,268, 1,902 (each half
+    # as many events again as the last learned; L = 64, 64, 70, 105, 158, 237)
+    assert model._candidates[2].fit_points_ == (1902, 2139)
     reference = standalone_scores(model, inputs, y)
     # before the window decides, logistic and ftrl_pauc share the mix; the tree candidates
     # and the forgetting one have none (auto.11)

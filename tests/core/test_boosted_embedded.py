@@ -67,7 +67,7 @@ def test_the_ensemble_scores_as_scikit_learns_booster():
 
 def test_schedule_first_fit_then_doubling_up_to_refit_every_events():
     X, y = xor_stream(700)
-    learner = make_learner("boosted_embedded", **SMALL)
+    learner = make_learner("boosted_embedded", **{**SMALL, "refit_growth": 2.0})
     learner.partial_fit(X[:119], y[:119])
     assert learner.fits_ == 0
     learner.partial_fit(X[119:121], y[119:121])
@@ -82,12 +82,50 @@ def test_schedule_first_fit_then_doubling_up_to_refit_every_events():
     assert once.fits_ == 1
 
 
+def test_schedule_grows_by_half_and_installs_l_n_events_later():
+    """The default ``refit_growth`` 1.5: fits at 120, 180, 270, 405 (each half as many events
+    again as the last learned), then every ``refit_every`` (150); a fit from ``N`` is installed
+    ``min(fit_delay, max(fit_delay // 4, N // 8))`` events later."""
+    X, y = xor_stream(700)
+    learner = make_learner("boosted_embedded", **SMALL)
+    points = []
+    for i in range(700):
+        learner.partial_fit(X[i : i + 1], y[i : i + 1])
+        if learner.fits_ > len(points):
+            points.append(learner.fit_points_)
+    assert points == [(120, 120), (180, 180), (270, 270), (405, 405), (555, 555)]
+    delayed = make_learner("boosted_embedded", **{**SMALL, "fit_delay": 80})
+    delayed.partial_fit(X[:139], y[:139])
+    assert delayed.fit_due() and delayed.fits_ == 0  # due at 120: L = max(80 // 4, 15) = 20
+    delayed.partial_fit(X[139:140], y[139:140])
+    assert delayed.fit_points_ == (120, 140)
+    # the next from 180 (60 events after the last one's N): L = max(20, 180 // 8) = 22
+    delayed.partial_fit(X[140:300], y[140:300])
+    assert delayed.fit_points_ == (180, 202)
+
+
+def test_a_state_held_past_its_install_point_installs_at_the_next_call():
+    """A state stored with more events held than ``L(N)`` (an older rule, or a larger
+    ``fit_delay``) installs its pending fit before it learns anything more: the fit points
+    ``(N, N + held)``."""
+    X, y = xor_stream(300)
+    longer = make_learner("boosted_embedded", **{**SMALL, "fit_delay": 160}).partial_fit(
+        X[:150], y[:150]
+    )  # due at 120, L = 40: 30 held
+    assert longer.fit_due() and int(longer.state_["pending_fill"][0]) == 30
+    params = {**longer.get_params(), "fit_delay": 80}  # L(120) = 20 < 30
+    shorter = BoostedEmbedded.from_state(params, longer.get_state())
+    shorter.partial_fit(X[150:151], y[150:151])
+    assert shorter.fits_ == 1 and shorter.fit_points_ == (120, 150)
+    assert shorter.events_seen_ == 151 and not shorter.fit_due()
+
+
 def test_a_fit_waits_for_two_events_of_each_class():
     X, y = xor_stream(300)
     y = np.zeros(300, dtype=np.int64)
     y[[150, 170]] = 1
-    learner = make_learner("boosted_embedded", **SMALL).partial_fit(X, y)
-    assert learner.fit_points_ == (171, 171)
+    learner = make_learner("boosted_embedded", **SMALL).partial_fit(X[:200], y[:200])
+    assert learner.fits_ == 1 and learner.fit_points_ == (171, 171)
 
 
 def test_restart_drops_a_pending_fit_and_refits_on_later_events():

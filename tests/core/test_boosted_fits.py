@@ -6,6 +6,7 @@ a fit is pending, and when a background fitter computes the fits (core/boosted_f
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import pathlib
 import queue
@@ -29,16 +30,24 @@ from core.learners.pmb import event_arrays
 from tests.core.naive.boosted_embedding import embed_row
 from tests.core.test_boosted_embedded import SMALL, same_state, xor_stream
 
-DELAYED = {**SMALL, "fit_delay": 37, "scaling": "none"}
+#: fits due at 120, 240, 390, 540, 690 (doubling, then every 150), installed L(N) = 15, 30, 37, 37,
+#: 37 events later
+DELAYED = {**SMALL, "fit_delay": 37, "scaling": "none", "refit_growth": 2.0}
+
+
+def install_delay(n: int, fit_delay: int) -> int:
+    """``L(N)``: ``min(fit_delay, max(fit_delay // 4, N // 8))`` (0 with ``fit_delay`` 0)."""
+    return 0 if fit_delay == 0 else min(fit_delay, max(fit_delay // 4, n // 8, 1))
 
 
 def naive_fit_points(X, y, params):
     """Event by event: a deque of the last ``buffer_size`` events; a fit falls due (not while
     one is pending) when the deque holds ``first_fit`` events, or when the events since the
-    last fit's ``N`` reach ``min(refit_every, max(N, first_fit))``, and two of each class are
-    in the deque; its buffer is copied then, and ``fit_delay`` events later a fresh inner
-    learner learns the copy and the events since, embedded by the new trees.  Returns the
-    pre-update scores and the fit points."""
+    last fit's ``N`` reach ``min(refit_every, ceil((refit_growth - 1) max(N, first_fit)))``,
+    and two of each class are in the deque; its buffer is copied then, and ``L(N)`` events
+    later a fresh inner learner learns the copy and the events since, embedded by the new
+    trees.  Returns the pre-update scores and the fit points."""
+    growth = params.get("refit_growth", 1.5)
     learner = BoostedEmbedded(**params)
     inner = learner._build_inner().initialize(X.shape[1] + 1 + params["n_trees"] * 5)
     ensemble = {"ens_trees": np.zeros(1, dtype=np.int64)}
@@ -50,7 +59,7 @@ def naive_fit_points(X, y, params):
 
     def install_if_due(events):
         nonlocal ensemble, inner, last_from, ready, pending
-        if pending is None or events - pending[0] != params["fit_delay"]:
+        if pending is None or events - pending[0] != install_delay(pending[0], params["fit_delay"]):
             return
         fit_from, copied = pending
         ensemble = fit_ensemble(X[copied], y[copied], learner._ensemble_params())
@@ -70,7 +79,10 @@ def naive_fit_points(X, y, params):
         install_if_due(events)
         labels = y[list(buffer)]
         counted = (
-            events - last_from >= min(params["refit_every"], max(last_from, params["first_fit"]))
+            events - last_from
+            >= min(
+                params["refit_every"], math.ceil((growth - 1) * max(last_from, params["first_fit"]))
+            )
             if ready
             else len(buffer) >= params["first_fit"]
         )
@@ -80,12 +92,13 @@ def naive_fit_points(X, y, params):
     return np.array(scores), points
 
 
-@pytest.mark.parametrize("delay", [0, 37, 260])
-def test_fits_land_at_n_plus_fit_delay_as_the_naive_loop(delay):
+@pytest.mark.parametrize("delay, growth", [(0, 1.5), (37, 1.5), (260, 1.5), (37, 2.0)])
+def test_fits_land_at_n_plus_l_n_as_the_naive_loop(delay, growth):
     X, y = xor_stream(1000, seed=5)
-    params = {**DELAYED, "fit_delay": delay}
+    params = {**DELAYED, "fit_delay": delay, "refit_growth": growth}
     expected, points = naive_fit_points(X, y, params)
-    assert len(points) >= 3 and all(at == start + delay for start, at in points)
+    assert len(points) >= 3 and all(at == start + install_delay(start, delay)
+                                    for start, at in points)  # fmt: skip
     learner = make_learner("boosted_embedded", **params)
     served, seen = [], []
     for start in range(0, 1000, 61):  # batches that span the fit points
@@ -104,13 +117,13 @@ def test_the_state_does_not_depend_on_the_batches_nor_on_a_checkpoint_while_pend
     for i in range(900):
         one_by_one.partial_fit(X[i : i + 1], y[i : i + 1])
     same_state(whole.get_state(), one_by_one.get_state())
-    # a checkpoint between N and N + fit_delay: the state holds the buffer as of N and the
+    # a checkpoint between N and N + L(N): the state holds the buffer as of N and the
     # events since, so the restored learner installs the same fit (computing it itself)
-    first = make_learner("boosted_embedded", **DELAYED).partial_fit(X[:140], y[:140])
+    first = make_learner("boosted_embedded", **DELAYED).partial_fit(X[:130], y[:130])
     assert first.fit_due() and first.fits_ == 0
     restored = BoostedEmbedded.from_state(first.get_params(), first.get_state())
-    assert restored.fit_due() and restored.events_seen_ == 140
-    restored.partial_fit(X[140:], y[140:])
+    assert restored.fit_due() and restored.events_seen_ == 130
+    restored.partial_fit(X[130:], y[130:])
     same_state(whole.get_state(), restored.get_state())
     assert restored.fit_record.in_call == restored.fits_ - first.fits_  # no fitter: all here
 
@@ -192,14 +205,14 @@ def finished(handle: FitHandle, seconds: float = 60.0) -> bool:
 
 
 def test_a_call_that_reaches_the_install_point_hands_nothing_over():
-    """A batch holding the ``fit_delay`` events after a fit falls due installs the fit itself:
+    """A batch holding the ``L(N)`` events after a fit falls due installs the fit itself:
     a fitter given the job would fit it a second time for nothing."""
     X, y = xor_stream(700, seed=3)
     fitter = ThreadFitter()
     learner = make_learner("boosted_embedded", **DELAYED)
     try:
         with background_fits(fitter.submit):
-            learner.partial_fit(X[:600], y[:600])  # due at 120, 240, 390, 540 (+37 each)
+            learner.partial_fit(X[:600], y[:600])  # due at 120, 240, 390, 540 (DELAYED)
             assert learner.fits_ == 4 and fitter.submitted == []
             assert learner.fit_record.in_call == learner.fits_
             learner.partial_fit(X[600:], y[600:])
@@ -227,7 +240,7 @@ def test_a_stream_faster_than_its_fits_stops_handing_them_over_until_it_slows_do
             learner.partial_fit(X[157:250], y[157:250])  # due at 240: not handed over
             assert learner.fit_due() and len(fitter.submitted) == 1
             time.sleep(max(0.2, 3 * (record.last_seconds or 0)))  # the stream slows down
-            learner.partial_fit(X[250:280], y[250:280])  # installed at 277, fitted here
+            learner.partial_fit(X[250:280], y[250:280])  # installed at 270, fitted here
             assert learner.fits_ == 2 and record.in_time is True
             assert record.in_call == 2 and len(fitter.submitted) == 1
             hold.set()
@@ -261,7 +274,7 @@ def test_an_install_point_computes_a_fit_the_fitter_holds_and_takes_the_first_re
     with fitting(threading.Event(), begun=True):  # begins each job, then is starved
         learner.partial_fit(X[:130], y[:130])  # due at 120: handed over
         learner.partial_fit(X[130:157], y[130:157])
-        assert learner.fits_ == 1 and learner.fit_points_ == (120, 157)
+        assert learner.fits_ == 1 and learner.fit_points_ == (120, 135)
         assert (learner.fit_record.waits, learner.fit_record.in_call) == (1, 1)
     same_as_library(learner, X[:157], y[:157])
 

@@ -47,7 +47,7 @@ def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
                                             "window": 400})  # fmt: skip
     X, y = make_stream(8400, seed=2)
     scores = []
-    # the boosted candidate's fits land at their fit points (N, N + fit_delay) whoever
+    # the boosted candidate's fits land at their fit points (N, N + L(N)) whoever
     # computes them: the background fitter or the request (a request of 2,100 events spans
     # both points); four requests: the tournament state is committed
     for start in range(0, 8400, 2100):
@@ -76,7 +76,8 @@ def test_auto_learns_as_the_core_learner_and_reports_its_leaderboard(client):
         assert row["weight"] == want["weight"]
     assert board["candidates"][3]["params"]["half_life"] == 2000
     fits = client.app.state.engine.repository.rebuilt("m").arrays()["learner:c2:fits"][0]
-    assert fits == reference._candidates[2].fits_ == 6  # due at 250, 506, 1,012, ..., 8,096
+    # due at 250, 375, 563, 845, 1,268, 1,902, 2,853, 4,280, 6,420 (installed at 6,676)
+    assert fits == reference._candidates[2].fits_ == 9
     for row, want in zip(board["candidates"], expected["candidates"], strict=True):
         assert row["window_pauc"] == pytest.approx(want["window_pauc"], abs=0)
         assert row["window_auc"] == pytest.approx(want["window_auc"], abs=0)

@@ -1,5 +1,5 @@
 """Background fits of ``boosted_embedded`` (service/engine/refit.py): handed to the fitter by the
-request that makes them due, installed by the request that reaches ``N + fit_delay`` (waiting
+request that makes them due, installed by the request that reaches ``N + L(N)`` (waiting
 if need be), so the committed state is the library's bit for bit on every store and in queue
 mode; ``/score`` answering while a fit runs; the fit status in the model, its metrics and
 Prometheus; the fit process at niceness 10."""
@@ -18,8 +18,11 @@ from service.engine.refit import Refitter
 from tests.core.test_boosted_embedded import xor_stream
 from tests.service.conftest import create_model, events_json
 
+#: fits due at 150, 300, 500, 700 (doubling, then every 200), installed L(N) = min(160, max(40,
+#: N // 8)) = 40, 40, 62, 87 events later
 PARAMS = {"first_fit": 150, "refit_every": 200, "buffer_size": 300, "n_trees": 5,
-          "max_leaves": 4, "min_samples_leaf": 5, "fit_delay": 40}  # fmt: skip
+          "max_leaves": 4, "min_samples_leaf": 5, "fit_delay": 160,
+          "refit_growth": 2.0}  # fmt: skip
 
 
 def wait_for(condition, seconds=60.0):
@@ -52,7 +55,7 @@ def test_the_service_learns_what_the_library_learns_bit_for_bit(client):
     post(client, X, y, 880, 900)
     repository = client.app.state.engine.repository
     cached = repository.read("m").learner
-    assert cached.fits_ == 4 and cached.fit_points_ == (700, 740)  # 150 + 40, 300, 500, 700
+    assert cached.fits_ == 4 and cached.fit_points_ == (700, 787)  # 150 + 40, 300, 500, 700
     assert cached.fit_record.in_call < cached.fits_  # the fitter computed some
     # the state as committed in the store (the cache dropped), against the library
     repository.drop("m")

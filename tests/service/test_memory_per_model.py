@@ -88,7 +88,7 @@ def test_an_empty_default_model_stores_a_fraction_of_its_buffers(store_kind, cli
 
 
 def test_a_default_model_after_300_events_holds_no_unfitted_trees():
-    """Before its boosted candidates' first fit is installed (event 506), a default model holds
+    """Before its boosted candidates' first fit is installed (event 314), a default model holds
     no padded trees and only the rows held for the pending fit (~200 KB of arrays for 10
     features, ~370 KB when the trees and held rows were allocated whole)."""
     engine = Engine(MemoryStore())

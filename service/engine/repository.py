@@ -20,12 +20,13 @@ waits for it, so requests for ids that do not exist leave nothing behind.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from core.boosted_fits import fits_in_call
@@ -109,6 +110,8 @@ class ModelRepository:
         #: models this process committed events to that their metrics history does not show
         #: yet (the timer of :meth:`service.engine.Engine.catch_up_history` writes the point)
         self._history_behind: set[str] = set()
+        #: ``held``: the pass (:meth:`deferred`) this thread is applying, if any
+        self._local = threading.local()
         #: the models whose state is ahead of their checkpoint (stores that log)
         self.checkpoints = Checkpoints(
             self, every_events=checkpoint_events, every_seconds=checkpoint_seconds
@@ -281,11 +284,20 @@ class ModelRepository:
             max_remembered_ids=self.max_remembered_ids or 0,
             **fields,
         )
+        held = getattr(self._local, "held", None)
+        if held is not None and entry is not None:
+            return held.defer(model_id, loaded, commit)
         version = self.store.commit(model_id, commit)
+        self._committed(model_id, loaded, commit, version)
+        return version
+
+    def _committed(self, model_id: str, loaded: Loaded, commit: Commit, version: int) -> None:
+        """What follows a commit that returned: the cached model at its version, the
+        checkpoint's and the history's bookkeeping."""
         loaded.version = version
         loaded.meta.update(commit.meta)
-        if entry is not None:
-            self.checkpoints.changed(model_id, entry.n_events)
+        if commit.entry is not None:
+            self.checkpoints.changed(model_id, commit.entry.n_events)
         else:
             self.checkpoints.saved(model_id)
         if history_behind(loaded.history, int(loaded.stats["events_learned"][0])):
@@ -293,7 +305,6 @@ class ModelRepository:
                 self._history_behind.add(model_id)
         else:
             self.history_caught_up(model_id)
-        return version
 
     def history_behind(self) -> list[str]:
         """The models whose last commit here learned events their history does not show."""
@@ -321,6 +332,9 @@ class ModelRepository:
         whose change the cached model had already learned).  The cache is dropped on any
         failure.
         """
+        held = getattr(self._local, "held", None)
+        if held is not None:
+            return held.write(model_id, step, *args, **kwargs)
         with self.lock(model_id):
             for _ in range(self.max_write_retries):
                 loaded = self.load(model_id)
@@ -335,6 +349,21 @@ class ModelRepository:
         raise Contention(
             f"model {model_id!r}: gave up after {self.max_write_retries} stale writes; retry"
         )
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[Pass]:
+        """A pass over several models in this thread: each :meth:`write` that appends a log
+        entry keeps its model's lock and defers its commit to :meth:`Pass.commit`, which
+        writes them all in one transaction (the store's ``commit_many``: one fsync for the
+        events of every model).  Leaving the block releases what is still held, the cached
+        models dropped (their changes were not committed)."""
+        held = Pass(self)
+        self._local.held = held
+        try:
+            yield held
+        finally:
+            self._local.held = None
+            held.release(drop=True)
 
     # ------------------------------------------------------------------ lifecycle
     def create(self, loaded: Loaded, *, replace: bool, replaces: str | None = None) -> int:
@@ -366,3 +395,81 @@ class ModelRepository:
             self.drop(model_id)
         self._forget(model_id)
         self._gone(model_id)
+
+
+class Pass:
+    """The writes of one pass (:meth:`ModelRepository.deferred`): for each model, its lock
+    (held), the cached model it changed and the commit of its log entry."""
+
+    def __init__(self, repository: ModelRepository) -> None:
+        self.repository = repository
+        #: model id -> (its lock, the model, its deferred commit or None: nothing to write)
+        self._held: dict[str, tuple[ModelLock, Loaded, Commit | None]] = {}
+
+    def write(self, model_id: str, step: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """``step`` on the loaded model under its lock, which stays held when the step
+        deferred a commit (:meth:`defer`); on any error the cache is dropped, the lock
+        released and the error raised (nothing of the model was written)."""
+        if model_id in self._held:
+            raise RuntimeError(f"model {model_id!r} is written twice in one pass")
+        repository = self.repository
+        lock = repository.lock(model_id)
+        lock.__enter__()
+        try:
+            loaded = repository.load(model_id)
+            self._held[model_id] = (lock, loaded, None)
+            result = step(model_id, loaded, *args, **kwargs)
+        except BaseException:
+            self._held.pop(model_id, None)
+            repository.drop(model_id)
+            lock.__exit__()
+            raise
+        if self._held[model_id][2] is None:  # nothing to write (a retry of known ids)
+            del self._held[model_id]
+            lock.__exit__()
+        return result
+
+    def defer(self, model_id: str, loaded: Loaded, commit: Commit) -> int:
+        """Keep ``commit`` for :meth:`commit`; the version it will write."""
+        lock, held, deferred = self._held[model_id]
+        if held is not loaded or deferred is not None:
+            raise RuntimeError(f"model {model_id!r}: a second commit in one pass")
+        self._held[model_id] = (lock, loaded, commit)
+        return commit.expected_version + 1
+
+    def commit(self) -> dict[str, Exception]:
+        """Write every deferred commit in one transaction and release the locks; the models
+        whose commit failed, with the error: their own (stale, gone: nothing of theirs was
+        written), or the transaction's, every model's (the store down, the disk full); their
+        caches are dropped."""
+        repository = self.repository
+        held = [(model_id, loaded, commit) for model_id, (_, loaded, commit) in self._held.items()]
+        commits = [(model_id, commit) for model_id, _, commit in held if commit is not None]
+        if not commits:
+            self.release(drop=False)
+            return {}
+        try:
+            outcomes = iter(repository.store.commit_many(commits))  # type: ignore[attr-defined]
+        except Exception as error:  # noqa: BLE001 - every model's answer
+            self.release(drop=True)
+            return {model_id: error for model_id, _ in commits}
+        failed: dict[str, Exception] = {}
+        for model_id, loaded, commit in held:
+            if commit is None:
+                continue
+            outcome = next(outcomes)
+            if isinstance(outcome, Exception):
+                repository.drop(model_id)
+                failed[model_id] = outcome
+            else:
+                repository._committed(model_id, loaded, commit, outcome)
+        self.release(drop=False)
+        return failed
+
+    def release(self, *, drop: bool) -> None:
+        """Release the locks still held (``drop``: their models' caches dropped first)."""
+        held, self._held = self._held, {}
+        for model_id, (lock, _, commit) in held.items():
+            if drop and commit is not None:
+                self.repository.drop(model_id)
+            lock.__exit__()

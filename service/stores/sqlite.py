@@ -28,7 +28,7 @@ last writes may be lost if the machine loses power.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -41,6 +41,7 @@ from service.errors import (
     ModelChanged,
     ModelExists,
     ModelNotFound,
+    ServiceError,
     StaleVersion,
 )
 from service.stores.base import Commit, StoredState, pending_full
@@ -299,6 +300,53 @@ class SQLiteStore:
         the log entry (or the whole state, a checkpoint at the new version), the ids
         (forgetting those past their expiry), the consumed pending records, the checkpoint
         fields and the new version."""
+        write = self._prepared(model_id, commit)
+        if commit.arrays is None:  # an entry: committed with the other threads' (one fsync)
+            self.database.grouped(write)
+        else:
+            with self.database.write() as db:
+                write(db)
+        version = commit.expected_version + 1
+        self.watch.saw(model_id, commit.incarnation, version)
+        return version
+
+    @translated
+    def commit_many(self, commits: Sequence[tuple[str, Commit]]) -> list[int | Exception]:
+        """The log entries of several models (``Commit.entry`` set, at most one per model) in
+        one transaction and one fsync, each in a savepoint: one that fails (stale, the model
+        gone) is undone alone and is its outcome; the others are written.  A failure of the
+        transaction itself raises (then nothing is written)."""
+        outcomes: list[int | Exception] = []
+        writes: list[Callable[[sqlite3.Connection], None] | None] = []
+        for model_id, commit in commits:
+            try:  # a model whose data was lost (an alarm) is refused alone
+                writes.append(self._prepared(model_id, commit))
+                outcomes.append(commit.expected_version + 1)
+            except ServiceError as error:
+                writes.append(None)
+                outcomes.append(error)
+
+        def write_all(db: sqlite3.Connection) -> None:
+            for k, write in enumerate(writes):
+                if write is None:
+                    continue
+                db.execute("SAVEPOINT model")
+                try:
+                    write(db)
+                except (StaleVersion, ModelNotFound) as error:
+                    db.execute("ROLLBACK TO model")
+                    outcomes[k] = error
+                db.execute("RELEASE model")
+
+        self.database.grouped(write_all)
+        for (model_id, commit), outcome in zip(commits, outcomes, strict=True):
+            if not isinstance(outcome, Exception):
+                self.watch.saw(model_id, commit.incarnation, outcome)
+        return outcomes
+
+    def _prepared(self, model_id: str, commit: Commit) -> Callable[[sqlite3.Connection], None]:
+        """``write(db)``: ``commit`` written by a write transaction (see :meth:`commit`),
+        its bytes encoded now, outside the write lock."""
         if commit.fence is not None:
             raise ValueError("writer leases (queue mode) exist on the Redis store only")
         self.loss.guard(model_id, verify=False)  # the write transaction verifies the file
@@ -341,13 +389,7 @@ class SQLiteStore:
                 (version, consumed, model_id),
             )
 
-        if commit.arrays is None:  # an entry: committed with the other threads' (one fsync)
-            self.database.grouped(write)
-        else:
-            with self.database.write() as db:
-                write(db)
-        self.watch.saw(model_id, commit.incarnation, version)
-        return version
+        return write
 
     @translated
     def checkpoint(self, model_id, incarnation, version, arrays) -> bool:

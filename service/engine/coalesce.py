@@ -233,6 +233,7 @@ class Coalescer:
         outcomes: list[list[Any] | None] = [None] * len(items)
         again: set[int] = set()
         with engine.repository.deferred() as held:
+            held.read_heads([model_id for model_id, _ in items])
             for k, (model_id, group) in enumerate(items):
                 payloads = [request.payload for request in group]
                 try:

@@ -26,7 +26,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from core.boosted_fits import fits_in_call
@@ -39,6 +39,7 @@ from service.errors import (
     Contention,
     CorruptState,
     ModelNotFound,
+    ServiceError,
     StaleVersion,
     StoreUnavailable,
 )
@@ -183,6 +184,11 @@ class ModelRepository:
         """The current model, from the cache when its (incarnation, version) is current (one
         store round trip either way).  Call under the model's lock."""
         cached = self.cached(model_id)
+        held = getattr(self._local, "held", None)
+        if cached is not None and held is not None:
+            if held.heads.get(model_id) == (cached.version, cached.incarnation):
+                self._touch(model_id)  # current: the pass read its head (Pass.read_heads)
+                return cached
         try:
             stored = self.store.load(
                 model_id,
@@ -405,6 +411,21 @@ class Pass:
         self.repository = repository
         #: model id -> (its lock, the model, its deferred commit or None: nothing to write)
         self._held: dict[str, tuple[ModelLock, Loaded, Commit | None]] = {}
+        #: model id -> (version, incarnation) in the store when the pass began
+        self.heads: dict[str, tuple[int, str]] = {}
+
+    def read_heads(self, model_ids: Sequence[str]) -> None:
+        """The heads of the models the pass will write, by one read (a store that has
+        ``heads``): a cached model at its head is then used without a read of its own.  A
+        head that moves before the commit makes that model's commit stale, as a write alone
+        whose load raced another process.  Nothing is read when it fails: each model's load
+        then answers for it."""
+        heads = getattr(self.repository.store, "heads", None)
+        if heads is not None and len(model_ids) > 1:
+            try:
+                self.heads = heads(model_ids)
+            except ServiceError:
+                self.heads = {}
 
     def write(self, model_id: str, step: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """``step`` on the loaded model under its lock, which stays held when the step

@@ -41,7 +41,6 @@ from service.errors import (
     ModelChanged,
     ModelExists,
     ModelNotFound,
-    ServiceError,
     StaleVersion,
 )
 from service.stores.base import Commit, StoredState, pending_full
@@ -53,6 +52,7 @@ from service.stores.sqlite_file import (
     StoreOpenError,
     translated,
 )
+from service.stores.sqlite_many import ManyModels
 
 __all__ = ["SQLiteStore", "StoreOpenError"]
 
@@ -111,7 +111,7 @@ def _remember_ids(db, model_id: str, kind: int, ids: Sequence[str], commit: Comm
         )
 
 
-class SQLiteStore:
+class SQLiteStore(ManyModels):
     name = "sqlite"
     #: disk I/O (a commit waits for fsync): the HTTP layer calls it from the thread pool
     blocking = True
@@ -309,40 +309,6 @@ class SQLiteStore:
         version = commit.expected_version + 1
         self.watch.saw(model_id, commit.incarnation, version)
         return version
-
-    @translated
-    def commit_many(self, commits: Sequence[tuple[str, Commit]]) -> list[int | Exception]:
-        """The log entries of several models (``Commit.entry`` set, at most one per model) in
-        one transaction and one fsync, each in a savepoint: one that fails (stale, the model
-        gone) is undone alone and is its outcome; the others are written.  A failure of the
-        transaction itself raises (then nothing is written)."""
-        outcomes: list[int | Exception] = []
-        writes: list[Callable[[sqlite3.Connection], None] | None] = []
-        for model_id, commit in commits:
-            try:  # a model whose data was lost (an alarm) is refused alone
-                writes.append(self._prepared(model_id, commit))
-                outcomes.append(commit.expected_version + 1)
-            except ServiceError as error:
-                writes.append(None)
-                outcomes.append(error)
-
-        def write_all(db: sqlite3.Connection) -> None:
-            for k, write in enumerate(writes):
-                if write is None:
-                    continue
-                db.execute("SAVEPOINT model")
-                try:
-                    write(db)
-                except (StaleVersion, ModelNotFound) as error:
-                    db.execute("ROLLBACK TO model")
-                    outcomes[k] = error
-                db.execute("RELEASE model")
-
-        self.database.grouped(write_all)
-        for (model_id, commit), outcome in zip(commits, outcomes, strict=True):
-            if not isinstance(outcome, Exception):
-                self.watch.saw(model_id, commit.incarnation, outcome)
-        return outcomes
 
     def _prepared(self, model_id: str, commit: Commit) -> Callable[[sqlite3.Connection], None]:
         """``write(db)``: ``commit`` written by a write transaction (see :meth:`commit`),

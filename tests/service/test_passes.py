@@ -128,6 +128,33 @@ def test_a_model_written_by_another_process_during_a_pass_is_applied_again(tmp_p
     assert_same_models(make_engine(tmp_path / "data", MODELS[:3]), expected, MODELS[:3])
 
 
+def test_a_pass_reads_the_heads_once_and_catches_up_a_model_behind(tmp_path):
+    """The heads of a pass's models are one query; a cached model at its head is used as it
+    is, and one another process appended to is caught up by replay, not rebuilt or retried."""
+    engine = make_engine(tmp_path / "data", MODELS[:4])
+    other = make_engine(tmp_path / "data", MODELS[:4])
+    for model_id in MODELS[:4]:
+        engine.learn(model_id, batch([f"{model_id}-first"], seed=0))
+    other.learn("m2", batch(["theirs"], seed=5))
+    statements: list[str] = []
+    engine.store.database.connection().set_trace_callback(statements.append)
+    items = [(m, [request_of(batch([f"{m}-x"], seed=9))]) for m in MODELS[:4]]
+    outcomes = engine.coalesce.apply_pass(items)
+    engine.store.database.connection().set_trace_callback(None)
+    assert [outcome[0].learned for outcome in outcomes] == [1, 1, 1, 1]
+    reads = [s for s in statements if s.startswith("SELECT version, incarnation FROM models")]
+    assert len(reads) == 4 + 1  # each model's check in the transaction, and m2's own load
+    assert sum(s.startswith("SELECT id, version, incarnation FROM models") for s in statements)
+    assert (engine.repository.caught_up, engine.repository.writes_retried) == (1, 0)
+    expected = make_engine(tmp_path / "expected", MODELS[:4])
+    for model_id in MODELS[:4]:
+        expected.learn(model_id, batch([f"{model_id}-first"], seed=0))
+    expected.learn("m2", batch(["theirs"], seed=5))
+    for model_id in MODELS[:4]:
+        expected.learn(model_id, batch([f"{model_id}-x"], seed=9))
+    assert_same_models(engine, expected, MODELS[:4])
+
+
 def test_a_failed_transaction_answers_every_request_and_keeps_nothing(tmp_path):
     engine = make_engine(tmp_path / "data", MODELS[:3])
     for model_id in MODELS[:3]:

@@ -23,6 +23,12 @@ one drain task per model applies what is queued, group after group.
   commit is durable when it returns (SQLite ``synchronous=FULL``, Redis ``MULTI/EXEC``, its
   AOF policy and ``WAIT`` as configured), so a group commit acknowledges no request early.
 
+* **Passes.**  On a store that writes several models' entries in one transaction (SQLite's
+  ``commit_many``) the groups of events of every model waiting are one pass: one thread learns
+  each group under its model's lock and one transaction (one fsync) commits them all
+  (:meth:`Coalescer.apply_pass`), so traffic spread over many models shares what requests to
+  one model share.  One pass runs at a time; what arrives meanwhile is the next.
+
 Models whose drift detector restarts the learner (``on_drift="reset"``) are learned one
 request at a time: the restart happens after a request's batch, so merging would move it.
 """

@@ -21,12 +21,14 @@ traffic; phases (closed loops, keep-alive connections):
 ``score@1``    one event with an id (kept for a label) per ``POST /score``, one client
 ``healthz@1``  ``GET /healthz`` (the HTTP floor), one client
 
-``--store memory`` serves each checkout on the memory store and ``--learner spam`` creates
-every model with that learner (the default: ``auto``).  ``--workers N`` serves each checkout
-with N uvicorn workers on one SQLite file (contention: the workers' appends to one hot model,
-and to many); ``--redis`` serves each checkout on its own
-``redis-server`` (AOF with ``appendfsync always``) and prints that server's CPU per request
-too (``<phase> redis``); ``--phases`` runs only the ones named.
+``--checkpoint-seconds S`` sets the servers' ``AUCSTREAM_CHECKPOINT_SECONDS``: with the default
+(60) the warmed spread models are all checkpointed about a minute after the warm-up, a burst of
+seconds of CPU that lands in whichever phase runs then.  ``--store memory`` serves each
+checkout on the memory store and ``--learner spam`` creates every model with that learner (the
+default: ``auto``).  ``--workers N`` serves each checkout with N uvicorn workers on one SQLite
+file (contention: the workers' appends to one hot model, and to many); ``--redis`` serves each
+checkout on its own ``redis-server`` (AOF with ``appendfsync always``) and prints that server's
+CPU per request too (``<phase> redis``); ``--phases`` runs only the ones named.
 
 VW: ``vw --daemon`` through pylibvw (loadtest/vw_peer.py), one example line per round trip on
 one connection.  Server CPU is user + system of the server's process tree (``/proc``), so the
@@ -185,6 +187,13 @@ def main() -> None:
     parser.add_argument("--models", type=int, nargs="+", default=[200])
     parser.add_argument("--spread-clients", type=int, nargs="+", default=[16])
     parser.add_argument("--spread-warm", type=int, default=50, help="events per spread model")
+    parser.add_argument(
+        "--checkpoint-seconds",
+        type=float,
+        default=None,
+        help="AUCSTREAM_CHECKPOINT_SECONDS of the servers (a long one keeps the checkpoints "
+        "of the models fed by the warm-up out of the phases)",
+    )
     parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
     parser.add_argument("--learner", default=None, help="the models' learner (default: auto)")
     parser.add_argument("--features", type=int, default=20)
@@ -193,10 +202,13 @@ def main() -> None:
     parser.add_argument("--phases", nargs="+", default=None, help="only these phases")
     parser.add_argument("--redis", action="store_true", help="each checkout on its own Redis")
     args = parser.parse_args()
+    settings = {}
+    if args.checkpoint_seconds is not None:
+        settings["AUCSTREAM_CHECKPOINT_SECONDS"] = str(args.checkpoint_seconds)
     peers = [
         RedisPeer(name, Path(path), args.features)
         if args.redis
-        else Peer(name, Path(path), args.features, args.store)
+        else Peer(name, Path(path), args.features, args.store, settings=settings)
         if args.workers == 1
         else WorkersPeer(name, Path(path), args.features, args.workers)
         for name, _, path in (spec.partition("=") for spec in args.peer or [f"this={Path.cwd()}"])

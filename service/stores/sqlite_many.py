@@ -71,7 +71,14 @@ class ManyModels:
                     outcomes[k] = error
                 db.execute("RELEASE model")
 
-        self.database.grouped(write_all)
+        alone = writes[0] if len(writes) == 1 else None
+        if alone is not None:  # one model (a pass of one): its failure undoes its own write
+            try:
+                self.database.grouped(alone)
+            except (StaleVersion, ModelNotFound) as error:
+                outcomes[0] = error
+        elif any(write is not None for write in writes):
+            self.database.grouped(write_all)
         for (model_id, commit), outcome in zip(commits, outcomes, strict=True):
             if not isinstance(outcome, Exception):
                 self.watch.saw(model_id, commit.incarnation, outcome)

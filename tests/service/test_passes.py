@@ -128,6 +128,26 @@ def test_a_model_written_by_another_process_during_a_pass_is_applied_again(tmp_p
     assert_same_models(make_engine(tmp_path / "data", MODELS[:3]), expected, MODELS[:3])
 
 
+def test_a_pass_of_one_model_made_stale_is_applied_again(tmp_path):
+    engine = make_engine(tmp_path / "data", MODELS[:1])
+    other = make_engine(tmp_path / "data", MODELS[:1])
+    engine.learn("m0", batch(["first"], seed=0))
+    commit_many = engine.store.commit_many
+
+    def racing(commits):
+        other.learn("m0", batch(["theirs"], seed=5))
+        engine.store.commit_many = commit_many  # type: ignore[method-assign]
+        return commit_many(commits)
+
+    engine.store.commit_many = racing  # type: ignore[method-assign]
+    outcomes = engine.coalesce.apply_pass([("m0", [request_of(batch(["x"], seed=9))])])
+    assert outcomes[0][0].learned == 1 and outcomes[0][0].version == 4
+    expected = make_engine(tmp_path / "expected", MODELS[:1])
+    for b in (batch(["first"], seed=0), batch(["theirs"], seed=5), batch(["x"], seed=9)):
+        expected.learn("m0", b)
+    assert_same_models(engine, expected, MODELS[:1])
+
+
 def test_a_pass_reads_the_heads_once_and_catches_up_a_model_behind(tmp_path):
     """The heads of a pass's models are one query; a cached model at its head is used as it
     is, and one another process appended to is caught up by replay, not rebuilt or retried."""

@@ -12,15 +12,24 @@ traffic, once the server's background warm-up has loaded every kernel group (so 
 phase counts it); phases (closed loops, keep-alive connections):
 
 ``events@C``   one labelled event with a fresh id per ``POST /events`` from C clients
-``one@16``     the same, 16 clients, one model (the reference of the next phase)
-``spread@16``  the same, 16 clients, round-robin over ``--models`` models
+``one@C``      the same, C clients (each of ``--spread-clients``, 16), one model: the
+               reference of the next phase
+``spread@C``   the same, round-robin over ``--models`` fresh models (200)
+``spreadM@C``  with ``--models M N ...``: round-robin over the first M of the models, for each M
+               (each model first fed ``--spread-warm`` events, 50, in one request: past the
+               costs of a model's first learner calls, which one round of 1,000 models is
+               mostly made of, and short of the boosted candidates' first fit at 250)
 ``score@1``    one event with an id (kept for a label) per ``POST /score``, one client
 ``healthz@1``  ``GET /healthz`` (the HTTP floor), one client
 
-``--workers N`` serves each checkout with N uvicorn workers on one SQLite file (contention:
-the workers' appends to one hot model, and to many); ``--redis`` serves each checkout on its own
-``redis-server`` (AOF with ``appendfsync always``) and prints that server's CPU per request
-too (``<phase> redis``); ``--phases`` runs only the ones named.
+``--checkpoint-seconds S`` sets the servers' ``AUCSTREAM_CHECKPOINT_SECONDS``: with the default
+(60) the warmed spread models are all checkpointed about a minute after the warm-up, a burst of
+seconds of CPU that lands in whichever phase runs then.  ``--store memory`` serves each
+checkout on the memory store and ``--learner spam`` creates every model with that learner (the
+default: ``auto``).  ``--workers N`` serves each checkout with N uvicorn workers on one SQLite
+file (contention: the workers' appends to one hot model, and to many); ``--redis`` serves each
+checkout on its own ``redis-server`` (AOF with ``appendfsync always``) and prints that server's
+CPU per request too (``<phase> redis``); ``--phases`` runs only the ones named.
 
 VW: ``vw --daemon`` through pylibvw (loadtest/vw_peer.py), one example line per round trip on
 one connection.  Server CPU is user + system of the server's process tree (``/proc``), so the
@@ -141,14 +150,31 @@ def _wait_for_all_kernels(peer: Peer, timeout: float = 900.0) -> None:
     raise RuntimeError(f"{peer.name}: the kernels' warm-up did not end in {timeout:.0f} s")
 
 
+def _warm_spread(peer: Peer, args: argparse.Namespace) -> None:
+    """``--spread-warm`` labelled events to each spread model, one request per model."""
+    rng = np.random.default_rng(3)
+    with httpx.Client(base_url=peer.url, timeout=120) as http:
+        for k in range(max(args.models) if args.spread_warm else 0):
+            X = np.round(rng.normal(size=(args.spread_warm, args.features)), 4)
+            y = np.where(rng.random(args.spread_warm) < 0.15, 1, -1)
+            events = [
+                {"id": f"sw{k}-{j}", "x": X[j].tolist(), "y": int(y[j])}
+                for j in range(args.spread_warm)
+            ]
+            http.post(f"/v1/models/r{k}/events", json={"events": events}).raise_for_status()
+
+
 def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:
     """CPU ms per answered request of each phase."""
     x = np.round(np.random.default_rng(0).normal(size=peer.features), 4).tolist()
-    spread = [f"r{k}" for k in range(args.models)]
     healthz = f"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:{peer.port}\r\n\r\n".encode()
     phases = {f"events@{c}": (c, _events(peer, x, [MODEL])) for c in args.clients}
-    phases["one@16"] = (16, _events(peer, x, [MODEL]))
-    phases["spread@16"] = (16, _events(peer, x, spread))
+    for clients in args.spread_clients:
+        phases[f"one@{clients}"] = (clients, _events(peer, x, [MODEL]))
+        for count in args.models:
+            name = "spread" if len(args.models) == 1 else f"spread{count}"
+            spread = [f"r{k}" for k in range(count)]
+            phases[f"{name}@{clients}"] = (clients, _events(peer, x, spread))
     phases["score@1"] = (1, _score(peer, x))
     phases["healthz@1"] = (1, lambda client, n: healthz)
     figures = {}
@@ -175,17 +201,31 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 64])
-    parser.add_argument("--models", type=int, default=200)
+    parser.add_argument("--models", type=int, nargs="+", default=[200])
+    parser.add_argument("--spread-clients", type=int, nargs="+", default=[16])
+    parser.add_argument("--spread-warm", type=int, default=50, help="events per spread model")
+    parser.add_argument(
+        "--checkpoint-seconds",
+        type=float,
+        default=None,
+        help="AUCSTREAM_CHECKPOINT_SECONDS of the servers (a long one keeps the checkpoints "
+        "of the models fed by the warm-up out of the phases)",
+    )
+    parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
+    parser.add_argument("--learner", default=None, help="the models' learner (default: auto)")
     parser.add_argument("--features", type=int, default=20)
     parser.add_argument("--warm-events", type=int, default=8000)
     parser.add_argument("--workers", type=int, default=1, help="uvicorn workers on one file")
     parser.add_argument("--phases", nargs="+", default=None, help="only these phases")
     parser.add_argument("--redis", action="store_true", help="each checkout on its own Redis")
     args = parser.parse_args()
+    settings = {}
+    if args.checkpoint_seconds is not None:
+        settings["AUCSTREAM_CHECKPOINT_SECONDS"] = str(args.checkpoint_seconds)
     peers = [
         RedisPeer(name, Path(path), args.features)
         if args.redis
-        else Peer(name, Path(path), args.features)
+        else Peer(name, Path(path), args.features, args.store, settings=settings)
         if args.workers == 1
         else WorkersPeer(name, Path(path), args.features, args.workers)
         for name, _, path in (spec.partition("=") for spec in args.peer or [f"this={Path.cwd()}"])
@@ -199,8 +239,13 @@ def main() -> None:
         for peer in peers:
             peer.ready()
             with httpx.Client(base_url=peer.url, timeout=60) as http:
-                for k in range(args.models):
-                    create_model(http, {"id": f"r{k}", "n_features": args.features})
+                learner = {"learner": args.learner} if args.learner else {}
+                if learner:  # the measured model, made with the learner
+                    http.delete(f"/v1/models/{MODEL}").raise_for_status()
+                    create_model(http, {"id": MODEL, "n_features": args.features, **learner})
+                for k in range(max(args.models)):
+                    create_model(http, {"id": f"r{k}", "n_features": args.features, **learner})
+            _warm_spread(peer, args)
             _warm(peer, args)
         with vw_daemon() as (vw_port, vw_pid):
             for round_number in range(args.rounds):

@@ -23,6 +23,12 @@ one drain task per model applies what is queued, group after group.
   commit is durable when it returns (SQLite ``synchronous=FULL``, Redis ``MULTI/EXEC``, its
   AOF policy and ``WAIT`` as configured), so a group commit acknowledges no request early.
 
+* **Passes.**  On a store that writes several models' entries in one transaction (SQLite's
+  ``commit_many``) the groups of events of every model waiting are one pass: one thread learns
+  each group under its model's lock and one transaction (one fsync) commits them all
+  (:meth:`Coalescer.apply_pass`), so traffic spread over many models shares what requests to
+  one model share.  One pass runs at a time; what arrives meanwhile is the next.
+
 Models whose drift detector restarts the learner (``on_drift="reset"``) are learned one
 request at a time: the restart happens after a request's batch, so merging would move it.
 """
@@ -40,7 +46,8 @@ import numpy as np
 from service.engine.delayed import LabelResult, Scored, ScoreRequest
 from service.engine.handoff import Handoff
 from service.engine.learning import LearnResult
-from service.groups import each_alone
+from service.errors import StaleVersion
+from service.groups import each_alone, refused_alone
 from service.ingest import Batch
 
 if TYPE_CHECKING:
@@ -86,6 +93,15 @@ class Coalescer:
         #: groups applied and requests they held (the mean group size is their ratio)
         self.groups = 0
         self.requests = 0
+        #: whether groups of events go through passes (a blocking store that commits the
+        #: entries of several models in one transaction: ``commit_many``)
+        self._passes = engine.store.blocking and hasattr(engine.store, "commit_many")
+        #: groups waiting for the next pass: (model id, group, the future of its outcomes)
+        self._waiting: list[tuple[str, list[_Request], asyncio.Future]] = []
+        self._pass_running = False
+        #: passes applied and the groups they held
+        self.passes = 0
+        self.passed_groups = 0
 
     # ------------------------------------------------------------------ the entry points
     async def learn(
@@ -161,7 +177,9 @@ class Coalescer:
                 self.groups += 1
                 self.requests += len(group)
                 try:
-                    if self.engine.store.blocking or any(r.large for r in group):
+                    if self._passes and group[0].kind == EVENTS and not group[0].large:
+                        outcomes = await self._in_pass(model_id, group)
+                    elif self.engine.store.blocking or any(r.large for r in group):
                         outcomes = await self._pool().run(self.apply, model_id, group)
                     else:
                         outcomes = self.apply(model_id, group)
@@ -175,6 +193,72 @@ class Coalescer:
             del self._queues[model_id]
             for request in queue:
                 request.future.cancel()
+
+    # ------------------------------------------------------------------ passes
+    async def _in_pass(self, model_id: str, group: list[_Request]) -> list[Any]:
+        """The group's outcomes, applied in the next pass with the groups of the other
+        models waiting then (one pass at a time: what arrives during one is the next)."""
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append((model_id, group, future))
+        if not self._pass_running:
+            self._start_pass()
+        return await future
+
+    def _start_pass(self) -> None:
+        items, self._waiting = self._waiting, []
+        self._pass_running = True
+        self.passes += 1
+        self.passed_groups += len(items)
+        groups = [(model_id, group) for model_id, group, _ in items]
+        running = asyncio.ensure_future(self._pool().run(self.apply_pass, groups))
+        self._tasks.add(running)
+        running.add_done_callback(self._tasks.discard)
+        running.add_done_callback(lambda done: self._pass_done(items, done))
+
+    def _pass_done(self, items: list, done: asyncio.Future) -> None:
+        self._pass_running = False
+        try:
+            results = done.result()
+        except BaseException as error:  # noqa: BLE001 - every waiter gets it
+            results = [[error] * len(group) for _, group, _ in items]
+        for (_, _, future), outcomes in zip(items, results, strict=True):
+            if not future.done():  # its drain was cancelled (the app stops)
+                future.set_result(outcomes)
+        if self._waiting:
+            self._start_pass()
+
+    def apply_pass(self, items: Sequence[tuple[str, Sequence[_Request]]]) -> list[list[Any]]:
+        """Each group's outcomes: every group learned on its model, the models' log entries
+        committed by one transaction (one fsync), then answered together.  A group refused
+        with a client error, or whose own commit failed (another process wrote the model
+        first: nothing of it was written), is applied again alone, as :meth:`apply` does; a
+        server error is its requests' answer, and a failure of the transaction every
+        request's (module docstring)."""
+        engine = self.engine
+        outcomes: list[list[Any] | None] = [None] * len(items)
+        again: set[int] = set()
+        with engine.repository.deferred() as held:
+            held.read_heads([model_id for model_id, _ in items])
+            for k, (model_id, group) in enumerate(items):
+                payloads = [request.payload for request in group]
+                try:
+                    if len(payloads) == 1:
+                        outcomes[k] = [_learn_one(engine, model_id, payloads[0])]
+                    else:
+                        outcomes[k] = _learn_merged(engine, model_id, payloads)
+                except Exception as error:  # noqa: BLE001 - its answer, or its error path
+                    if refused_alone(error):
+                        again.add(k)
+                    else:
+                        outcomes[k] = [error] * len(group)
+            failed = held.commit()
+        for k, (model_id, group) in enumerate(items):
+            failure = failed.get(model_id)
+            if k in again or isinstance(failure, StaleVersion):
+                outcomes[k] = self.apply(model_id, group)
+            elif failure is not None:
+                outcomes[k] = [failure] * len(group)
+        return outcomes  # type: ignore[return-value]
 
     @staticmethod
     def _settle(group: Sequence[_Request], outcomes: Sequence[Any]) -> None:

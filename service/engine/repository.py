@@ -20,12 +20,13 @@ waits for it, so requests for ids that do not exist leave nothing behind.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from core.boosted_fits import fits_in_call
@@ -33,6 +34,7 @@ from service.engine.checkpoints import Checkpoints
 from service.engine.entries import Entry, ReplayFailed
 from service.engine.history import behind as history_behind
 from service.engine.model import Loaded, OtherStateFormat, from_store
+from service.engine.passes import Pass
 from service.engine.replay import replay
 from service.errors import (
     Contention,
@@ -109,6 +111,8 @@ class ModelRepository:
         #: models this process committed events to that their metrics history does not show
         #: yet (the timer of :meth:`service.engine.Engine.catch_up_history` writes the point)
         self._history_behind: set[str] = set()
+        #: ``held``: the pass (:meth:`deferred`) this thread is applying, if any
+        self._local = threading.local()
         #: the models whose state is ahead of their checkpoint (stores that log)
         self.checkpoints = Checkpoints(
             self, every_events=checkpoint_events, every_seconds=checkpoint_seconds
@@ -180,6 +184,11 @@ class ModelRepository:
         """The current model, from the cache when its (incarnation, version) is current (one
         store round trip either way).  Call under the model's lock."""
         cached = self.cached(model_id)
+        held = getattr(self._local, "held", None)
+        if cached is not None and held is not None:
+            if held.heads.get(model_id) == (cached.version, cached.incarnation):
+                self._touch(model_id)  # current: the pass read its head (Pass.read_heads)
+                return cached
         try:
             stored = self.store.load(
                 model_id,
@@ -281,11 +290,20 @@ class ModelRepository:
             max_remembered_ids=self.max_remembered_ids or 0,
             **fields,
         )
+        held = getattr(self._local, "held", None)
+        if held is not None and entry is not None:
+            return held.defer(model_id, loaded, commit)
         version = self.store.commit(model_id, commit)
+        self.after_commit(model_id, loaded, commit, version)
+        return version
+
+    def after_commit(self, model_id: str, loaded: Loaded, commit: Commit, version: int) -> None:
+        """What follows a commit that returned: the cached model at its version, the
+        checkpoint's and the history's bookkeeping."""
         loaded.version = version
         loaded.meta.update(commit.meta)
-        if entry is not None:
-            self.checkpoints.changed(model_id, entry.n_events)
+        if commit.entry is not None:
+            self.checkpoints.changed(model_id, commit.entry.n_events)
         else:
             self.checkpoints.saved(model_id)
         if history_behind(loaded.history, int(loaded.stats["events_learned"][0])):
@@ -293,7 +311,6 @@ class ModelRepository:
                 self._history_behind.add(model_id)
         else:
             self.history_caught_up(model_id)
-        return version
 
     def history_behind(self) -> list[str]:
         """The models whose last commit here learned events their history does not show."""
@@ -321,6 +338,9 @@ class ModelRepository:
         whose change the cached model had already learned).  The cache is dropped on any
         failure.
         """
+        held = getattr(self._local, "held", None)
+        if held is not None:
+            return held.write(model_id, step, *args, **kwargs)
         with self.lock(model_id):
             for _ in range(self.max_write_retries):
                 loaded = self.load(model_id)
@@ -335,6 +355,21 @@ class ModelRepository:
         raise Contention(
             f"model {model_id!r}: gave up after {self.max_write_retries} stale writes; retry"
         )
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[Pass]:
+        """A pass over several models in this thread: each :meth:`write` that appends a log
+        entry keeps its model's lock and defers its commit to :meth:`Pass.commit`, which
+        writes them all in one transaction (the store's ``commit_many``: one fsync for the
+        events of every model).  Leaving the block releases what is still held, the cached
+        models dropped (their changes were not committed)."""
+        held = Pass(self)
+        self._local.held = held
+        try:
+            yield held
+        finally:
+            self._local.held = None
+            held.release(drop=True)
 
     # ------------------------------------------------------------------ lifecycle
     def create(self, loaded: Loaded, *, replace: bool, replaces: str | None = None) -> int:

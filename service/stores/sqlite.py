@@ -28,7 +28,7 @@ last writes may be lost if the machine loses power.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -52,6 +52,7 @@ from service.stores.sqlite_file import (
     StoreOpenError,
     translated,
 )
+from service.stores.sqlite_many import ManyModels
 
 __all__ = ["SQLiteStore", "StoreOpenError"]
 
@@ -110,7 +111,7 @@ def _remember_ids(db, model_id: str, kind: int, ids: Sequence[str], commit: Comm
         )
 
 
-class SQLiteStore:
+class SQLiteStore(ManyModels):
     name = "sqlite"
     #: disk I/O (a commit waits for fsync): the HTTP layer calls it from the thread pool
     blocking = True
@@ -299,6 +300,19 @@ class SQLiteStore:
         the log entry (or the whole state, a checkpoint at the new version), the ids
         (forgetting those past their expiry), the consumed pending records, the checkpoint
         fields and the new version."""
+        write = self._prepared(model_id, commit)
+        if commit.arrays is None:  # an entry: committed with the other threads' (one fsync)
+            self.database.grouped(write)
+        else:
+            with self.database.write() as db:
+                write(db)
+        version = commit.expected_version + 1
+        self.watch.saw(model_id, commit.incarnation, version)
+        return version
+
+    def _prepared(self, model_id: str, commit: Commit) -> Callable[[sqlite3.Connection], None]:
+        """``write(db)``: ``commit`` written by a write transaction (see :meth:`commit`),
+        its bytes encoded now, outside the write lock."""
         if commit.fence is not None:
             raise ValueError("writer leases (queue mode) exist on the Redis store only")
         self.loss.guard(model_id, verify=False)  # the write transaction verifies the file
@@ -343,13 +357,7 @@ class SQLiteStore:
                     [(model_id, name, value) for name, value in commit.meta.items()],
                 )
 
-        if commit.arrays is None:  # an entry: committed with the other threads' (one fsync)
-            self.database.grouped(write)
-        else:
-            with self.database.write() as db:
-                write(db)
-        self.watch.saw(model_id, commit.incarnation, version)
-        return version
+        return write
 
     @translated
     def checkpoint(self, model_id, incarnation, version, arrays) -> bool:

@@ -325,16 +325,16 @@ def test_a_call_from_another_event_loop_while_a_drain_runs_is_refused(tmp_path):
     """A request from a second event loop joined the queue of the first loop's drain, which
     settled its future from the wrong thread: it was never woken.  It is now refused at once;
     the drain's own requests are answered, and once it has ended another loop may take over."""
-    engine = make_engine("sqlite", tmp_path)  # a blocking store: the group runs in a thread
+    engine = make_engine("sqlite", tmp_path)  # a blocking store: the pass runs in a thread
     applying, release = threading.Event(), threading.Event()
-    apply = engine.coalesce.apply
+    apply = engine.coalesce.apply_pass
 
-    def held(model_id, group):
+    def held(items):
         applying.set()
         release.wait(timeout=60)
-        return apply(model_id, group)
+        return apply(items)
 
-    engine.coalesce.apply = held  # type: ignore[method-assign]
+    engine.coalesce.apply_pass = held  # type: ignore[method-assign]
     first: list = []
     thread = threading.Thread(target=lambda: first.extend(asyncio.run(learn_all(engine, [
         batch(["a"], 1), batch(["b"], 2)]))))  # fmt: skip
@@ -345,6 +345,6 @@ def test_a_call_from_another_event_loop_while_a_drain_runs_is_refused(tmp_path):
     release.set()
     thread.join(timeout=60)
     assert [result.learned for result in first] == [1, 1]
-    engine.coalesce.apply = apply  # type: ignore[method-assign]
+    engine.coalesce.apply_pass = apply  # type: ignore[method-assign]
     assert asyncio.run(engine.coalesce.learn("m", batch(["c"], 3))).learned == 1
     assert engine.info("m").counts.events_learned == 3

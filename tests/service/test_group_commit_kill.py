@@ -58,23 +58,26 @@ class Server:
 
 
 def send_until_killed(
-    url: str, seconds: float, prefix: str = ""
+    url: str, seconds: float, prefix: str = "", models: tuple[str, ...] = ("m",)
 ) -> tuple[list[str], list[str], list[threading.Thread]]:
-    """``CLIENTS`` threads posting one event each, back to back, for ``seconds``: the lists
-    they fill with the ids acknowledged (2xx) and with those whose answer never came (the
-    kill), and the threads."""
+    """``CLIENTS`` threads posting one event each, back to back, for ``seconds`` (client k to
+    ``models[k % len(models)]``, its ids starting with the model's): the lists they fill
+    with the ids acknowledged (2xx) and with those whose answer never came (the kill), and
+    the threads."""
     acknowledged: list[str] = []
     unknown: list[str] = []
     deadline = time.monotonic() + seconds
 
     def client(number: int) -> None:
+        model = models[number % len(models)]
         with httpx.Client(base_url=url, timeout=30) as http:
             n = 0
             while time.monotonic() < deadline:
-                event_id = f"{prefix}c{number}-{n}"
+                event_id = f"{model}:{prefix}c{number}-{n}"
                 try:
                     response = http.post(
-                        "/v1/models/m/events", json={"events": [{"id": event_id, "x": X, "y": 1}]}
+                        f"/v1/models/{model}/events",
+                        json={"events": [{"id": event_id, "x": X, "y": 1}]},
                     )
                 except httpx.TransportError:
                     unknown.append(event_id)
@@ -91,8 +94,10 @@ def send_until_killed(
     return acknowledged, unknown, threads
 
 
-def kill_while_sending(server: Server, *others: subprocess.Popen) -> tuple[list[str], list[str]]:
-    acknowledged, unknown, threads = send_until_killed(server.url, seconds=60)
+def kill_while_sending(
+    server: Server, *others: subprocess.Popen, models: tuple[str, ...] = ("m",)
+) -> tuple[list[str], list[str]]:
+    acknowledged, unknown, threads = send_until_killed(server.url, seconds=60, models=models)
     while len(acknowledged) < 300:  # groups are being committed
         assert any(thread.is_alive() for thread in threads), "every sender stopped"
         time.sleep(0.02)
@@ -113,9 +118,9 @@ def replayed_state(n_events: int) -> dict[str, np.ndarray]:
     return engine.state_arrays("m")[2]
 
 
-def snapshot_arrays(http: httpx.Client) -> dict[str, np.ndarray]:
-    """The state arrays of model ``m``'s snapshot."""
-    snapshot = http.get("/v1/models/m/snapshot")
+def snapshot_arrays(http: httpx.Client, model: str = "m") -> dict[str, np.ndarray]:
+    """The state arrays of ``model``'s snapshot."""
+    snapshot = http.get(f"/v1/models/{model}/snapshot")
     assert snapshot.status_code == 200
     with zipfile.ZipFile(io.BytesIO(snapshot.content)) as archive:
         return {
@@ -127,19 +132,25 @@ def snapshot_arrays(http: httpx.Client) -> dict[str, np.ndarray]:
         }
 
 
-def check_nothing_lost(url: str, acknowledged: list[str], unknown: list[str], queue: bool):
+def check_nothing_lost(
+    url: str, acknowledged: list[str], unknown: list[str], queue: bool, model: str = "m"
+):
+    """Every acknowledged event of ``model`` is in it once, none of the others twice, and its
+    state is that of the events learned (``acknowledged`` and ``unknown``: its ids only)."""
     with httpx.Client(base_url=url, timeout=60) as http:
         if queue:  # the backlog is learned by the worker
             deadline = time.monotonic() + 120
-            while http.get("/v1/models/m").json()["counts"]["events_learned"] < len(acknowledged):
+            while http.get(f"/v1/models/{model}").json()["counts"]["events_learned"] < len(
+                acknowledged
+            ):
                 assert time.monotonic() < deadline, "the queued events were not all learned"
                 time.sleep(0.2)
             time.sleep(1.0)  # entries of unknown outcome, if appended, are learned too
-        counts = http.get("/v1/models/m").json()["counts"]
+        counts = http.get(f"/v1/models/{model}").json()["counts"]
         learned = counts["events_learned"]
         assert len(acknowledged) <= learned <= len(acknowledged) + len(unknown)
         # the model's state is what learning that many events gives, once each
-        stored = snapshot_arrays(http)
+        stored = snapshot_arrays(http, model)
         assert stored
         expected = replayed_state(learned)
         assert stored.keys() == expected.keys()
@@ -153,13 +164,14 @@ def check_nothing_lost(url: str, acknowledged: list[str], unknown: list[str], qu
         for start in range(0, len(acknowledged), 500):
             part = acknowledged[start : start + 500]
             again = http.post(
-                "/v1/models/m/events", json={"events": [{"id": i, "x": X, "y": 1} for i in part]}
+                f"/v1/models/{model}/events",
+                json={"events": [{"id": i, "x": X, "y": 1} for i in part]},
             ).json()
             assert again["learned"] == 0 and again["duplicate_ids"] == part
         # none twice: the unknown ones learned now are exactly those that were not in
         if unknown:
             rest = http.post(
-                "/v1/models/m/events",
+                f"/v1/models/{model}/events",
                 json={"events": [{"id": i, "x": X, "y": 1} for i in unknown]},
             ).json()
             assert learned + rest["learned"] == len(acknowledged) + len(unknown)
@@ -177,6 +189,34 @@ def test_sqlite_kill_during_group_commits(tmp_path):
             acknowledged, unknown = kill_while_sending(server)
             server.start()
             check_nothing_lost(server.url, acknowledged, unknown, queue=False)
+        finally:
+            stop(server.process)
+
+
+def test_sqlite_kill_during_group_commits_across_models(tmp_path):
+    """Clients of eight models at once: their groups are applied in passes whose one
+    transaction holds the entries of several models (service.engine.coalesce); killed while
+    they commit, every model keeps each acknowledged event once."""
+    names = tuple(f"m{k}" for k in range(8))
+    with open(tmp_path / "server.log", "ab") as log:
+        server = Server(
+            {"AUCSTREAM_STORE": "sqlite", "AUCSTREAM_DATA_DIR": str(tmp_path / "data")}, log
+        )
+        server.start()
+        try:
+            with httpx.Client(base_url=server.url, timeout=60) as http:
+                for name in names:
+                    create_model(http, {**MODEL, "id": name})
+            acknowledged, unknown = kill_while_sending(server, models=names)
+            server.start()
+            for name in names:
+                check_nothing_lost(
+                    server.url,
+                    [i for i in acknowledged if i.startswith(f"{name}:")],
+                    [i for i in unknown if i.startswith(f"{name}:")],
+                    queue=False,
+                    model=name,
+                )
         finally:
             stop(server.process)
 

@@ -1,0 +1,113 @@
+"""A pass over several models (:meth:`ModelRepository.deferred
+<service.engine.repository.ModelRepository.deferred>`): each model's write learned under its
+lock, which stays held, its log entry's commit kept, and all of them committed by one
+transaction (the store's ``commit_many``: one fsync for the events of every model), then the
+locks released.  The coalescer's passes (:meth:`service.engine.coalesce.Coalescer.apply_pass`)
+are its one user."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from service.errors import ServiceError
+
+if TYPE_CHECKING:
+    from service.engine.model import Loaded
+    from service.engine.repository import ModelLock, ModelRepository
+    from service.stores.base import Commit
+
+R = TypeVar("R")
+
+
+class Pass:
+    """The writes of one pass (:meth:`ModelRepository.deferred`): for each model, its lock
+    (held), the cached model it changed and the commit of its log entry."""
+
+    def __init__(self, repository: ModelRepository) -> None:
+        self.repository = repository
+        #: model id -> (its lock, the model, its deferred commit or None: nothing to write)
+        self._held: dict[str, tuple[ModelLock, Loaded, Commit | None]] = {}
+        #: model id -> (version, incarnation) in the store when the pass began
+        self.heads: dict[str, tuple[int, str]] = {}
+
+    def read_heads(self, model_ids: Sequence[str]) -> None:
+        """The heads of the models the pass will write, by one read (a store that has
+        ``heads``): a cached model at its head is then used without a read of its own.  A
+        head that moves before the commit makes that model's commit stale, as a write alone
+        whose load raced another process.  Nothing is read when it fails: each model's load
+        then answers for it."""
+        heads = getattr(self.repository.store, "heads", None)
+        if heads is not None and len(model_ids) > 1:
+            try:
+                self.heads = heads(model_ids)
+            except ServiceError:
+                self.heads = {}
+
+    def write(self, model_id: str, step: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """``step`` on the loaded model under its lock, which stays held when the step
+        deferred a commit (:meth:`defer`); on any error the cache is dropped, the lock
+        released and the error raised (nothing of the model was written)."""
+        if model_id in self._held:
+            raise RuntimeError(f"model {model_id!r} is written twice in one pass")
+        repository = self.repository
+        lock = repository.lock(model_id)
+        lock.__enter__()
+        try:
+            loaded = repository.load(model_id)
+            self._held[model_id] = (lock, loaded, None)
+            result = step(model_id, loaded, *args, **kwargs)
+        except BaseException:
+            self._held.pop(model_id, None)
+            repository.drop(model_id)
+            lock.__exit__()
+            raise
+        if self._held[model_id][2] is None:  # nothing to write (a retry of known ids)
+            del self._held[model_id]
+            lock.__exit__()
+        return result
+
+    def defer(self, model_id: str, loaded: Loaded, commit: Commit) -> int:
+        """Keep ``commit`` for :meth:`commit`; the version it will write."""
+        lock, held, deferred = self._held[model_id]
+        if held is not loaded or deferred is not None:
+            raise RuntimeError(f"model {model_id!r}: a second commit in one pass")
+        self._held[model_id] = (lock, loaded, commit)
+        return commit.expected_version + 1
+
+    def commit(self) -> dict[str, Exception]:
+        """Write every deferred commit in one transaction and release the locks; the models
+        whose commit failed, with the error: their own (stale, gone: nothing of theirs was
+        written), or the transaction's, every model's (the store down, the disk full); their
+        caches are dropped."""
+        repository = self.repository
+        held = [(model_id, loaded, commit) for model_id, (_, loaded, commit) in self._held.items()]
+        commits = [(model_id, commit) for model_id, _, commit in held if commit is not None]
+        if not commits:
+            self.release(drop=False)
+            return {}
+        try:
+            outcomes = iter(repository.store.commit_many(commits))  # type: ignore[attr-defined]
+        except Exception as error:  # noqa: BLE001 - every model's answer
+            self.release(drop=True)
+            return {model_id: error for model_id, _ in commits}
+        failed: dict[str, Exception] = {}
+        for model_id, loaded, commit in held:
+            if commit is None:
+                continue
+            outcome = next(outcomes)
+            if isinstance(outcome, Exception):
+                repository.drop(model_id)
+                failed[model_id] = outcome
+            else:
+                repository.after_commit(model_id, loaded, commit, outcome)
+        self.release(drop=False)
+        return failed
+
+    def release(self, *, drop: bool) -> None:
+        """Release the locks still held (``drop``: their models' caches dropped first)."""
+        held, self._held = self._held, {}
+        for model_id, (lock, _, commit) in held.items():
+            if drop and commit is not None:
+                self.repository.drop(model_id)
+            lock.__exit__()

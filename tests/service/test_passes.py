@@ -1,0 +1,215 @@
+"""Passes (service.engine.coalesce, ``Coalescer.apply_pass``): the groups of events waiting for
+several models on the SQLite store learned in one thread and committed by one transaction (one
+fsync), each request answered with what it would get alone."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from service.engine import Engine
+from service.errors import ModelChanged, StoreUnavailable
+from service.ingest import Batch
+from service.models import create_model
+from service.schemas import ModelCreate
+from service.stores.sqlite import SQLiteStore
+from tests.service.conftest import CLOCK_ARRAYS
+
+N_FEATURES = 4
+MODELS = [f"m{k}" for k in range(12)]
+
+
+def make_engine(path, models=MODELS) -> Engine:
+    engine = Engine(SQLiteStore.open(path), clock=lambda: 1_000_000.0)
+    for model_id in models:
+        if model_id not in engine.store.list_models():
+            create_model(engine, ModelCreate(id=model_id, n_features=N_FEATURES))
+    return engine
+
+
+def batch(ids: list[str], seed: int, width: int = N_FEATURES) -> Batch:
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random(len(ids)) < 0.3, 1, -1).astype(np.int64)
+    return Batch(rng.normal(size=(len(ids), width)), y, ids)
+
+
+def arrays(engine: Engine, model_id: str) -> dict[str, np.ndarray]:
+    _, _, state = engine.state_arrays(model_id)
+    return {name: value for name, value in state.items() if name not in CLOCK_ARRAYS}
+
+
+def assert_same_models(one: Engine, other: Engine, models=MODELS) -> None:
+    for model_id in models:
+        left, right = arrays(one, model_id), arrays(other, model_id)
+        assert left.keys() == right.keys()
+        for name in left:
+            np.testing.assert_array_equal(left[name], right[name], err_msg=f"{model_id} {name}")
+        assert one.info(model_id).counts == other.info(model_id).counts
+
+
+async def send(engine: Engine, requests: list[tuple[str, Batch]]):
+    return await asyncio.gather(
+        *(engine.coalesce.learn(m, b, want_scores=True) for m, b in requests),
+        return_exceptions=True,
+    )
+
+
+def check_one_after_another(engine: Engine, requests, results, path) -> None:
+    """Each result is what the request gets applied alone, in order, on a second engine, and
+    both engines (and a fresh one reading the first one's file) hold the same models."""
+    sequential = make_engine(path / "sequential")
+    for (model_id, b), result in zip(requests, results, strict=True):
+        if b.X.shape[1] != N_FEATURES:
+            assert isinstance(result, ModelChanged)
+            continue
+        alone = sequential.learn(model_id, b, want_scores=True)
+        assert (result.received, result.learned) == (alone.received, alone.learned)
+        assert result.duplicate_ids == alone.duplicate_ids
+        np.testing.assert_array_equal(result.scores, alone.scores)
+    assert_same_models(engine, sequential)
+    # what was acknowledged is in the file: a fresh process reads the same models
+    assert_same_models(make_engine(engine.store.path.parent), sequential)
+
+
+def test_requests_to_many_models_share_transactions_and_equal_one_after_another(tmp_path):
+    requests = [(MODELS[k % len(MODELS)], batch([f"e{k}"], seed=k)) for k in range(240)]
+    requests.append((MODELS[3], batch(["e3", "e15", "new"], seed=7)))  # ids learned before
+    engine = make_engine(tmp_path / "a")
+    transactions = engine.store.database.groups
+    results = asyncio.run(send(engine, requests))
+    coalescer = engine.coalesce
+    # several models' groups per pass, and one transaction per pass
+    assert coalescer.passes < coalescer.passed_groups
+    assert engine.store.database.groups - transactions == coalescer.passes
+    assert results[-1].duplicate_ids == ["e3", "e15"]
+    check_one_after_another(engine, requests, results, tmp_path)
+
+
+def test_a_bad_request_in_a_pass_fails_alone(tmp_path):
+    requests = [(MODELS[k % 4], batch([f"e{k}"], seed=k)) for k in range(40)]
+    requests.insert(21, (MODELS[1], batch(["bad"], seed=1, width=N_FEATURES + 1)))
+    engine = make_engine(tmp_path / "a")
+    results = asyncio.run(send(engine, requests))
+    assert isinstance(results[21], ModelChanged)
+    assert engine.coalesce.passes < engine.coalesce.passed_groups
+    check_one_after_another(engine, requests, results, tmp_path)
+
+
+def test_a_model_written_by_another_process_during_a_pass_is_applied_again(tmp_path):
+    """The other process's append makes this model's commit stale inside the shared
+    transaction: its savepoint alone is undone, the other models' entries are written, and its
+    group is applied again on the model caught up (nothing lost, nothing twice)."""
+    engine = make_engine(tmp_path / "data", MODELS[:3])
+    other = make_engine(tmp_path / "data", MODELS[:3])
+    for model_id in MODELS[:3]:  # cached here
+        engine.learn(model_id, batch([f"{model_id}-first"], seed=0))
+    commit_many = engine.store.commit_many
+    raced = []
+
+    def racing(commits):
+        if not raced:  # the other process appends to m1 between the learning and the commit
+            raced.append(other.learn("m1", batch(["theirs"], seed=5)))
+        return commit_many(commits)
+
+    engine.store.commit_many = racing  # type: ignore[method-assign]
+    items = [(m, [request_of(batch([f"{m}-x"], seed=9))]) for m in MODELS[:3]]
+    outcomes = engine.coalesce.apply_pass(items)
+    assert [outcome[0].learned for outcome in outcomes] == [1, 1, 1]
+    assert engine.repository.writes_retried == 0  # the pass redid it, no stale retry loop
+    expected = make_engine(tmp_path / "expected", MODELS[:3])
+    for model_id in MODELS[:3]:
+        expected.learn(model_id, batch([f"{model_id}-first"], seed=0))
+    expected.learn("m1", batch(["theirs"], seed=5))
+    for model_id in MODELS[:3]:
+        expected.learn(model_id, batch([f"{model_id}-x"], seed=9))
+    assert_same_models(engine, expected, MODELS[:3])
+    assert_same_models(make_engine(tmp_path / "data", MODELS[:3]), expected, MODELS[:3])
+
+
+def test_a_pass_of_one_model_made_stale_is_applied_again(tmp_path):
+    engine = make_engine(tmp_path / "data", MODELS[:1])
+    other = make_engine(tmp_path / "data", MODELS[:1])
+    engine.learn("m0", batch(["first"], seed=0))
+    commit_many = engine.store.commit_many
+
+    def racing(commits):
+        other.learn("m0", batch(["theirs"], seed=5))
+        engine.store.commit_many = commit_many  # type: ignore[method-assign]
+        return commit_many(commits)
+
+    engine.store.commit_many = racing  # type: ignore[method-assign]
+    outcomes = engine.coalesce.apply_pass([("m0", [request_of(batch(["x"], seed=9))])])
+    assert outcomes[0][0].learned == 1 and outcomes[0][0].version == 4
+    expected = make_engine(tmp_path / "expected", MODELS[:1])
+    for b in (batch(["first"], seed=0), batch(["theirs"], seed=5), batch(["x"], seed=9)):
+        expected.learn("m0", b)
+    assert_same_models(engine, expected, MODELS[:1])
+
+
+def test_a_pass_reads_the_heads_once_and_catches_up_a_model_behind(tmp_path):
+    """The heads of a pass's models are one query; a cached model at its head is used as it
+    is, and one another process appended to is caught up by replay, not rebuilt or retried."""
+    engine = make_engine(tmp_path / "data", MODELS[:4])
+    other = make_engine(tmp_path / "data", MODELS[:4])
+    for model_id in MODELS[:4]:
+        engine.learn(model_id, batch([f"{model_id}-first"], seed=0))
+    other.learn("m2", batch(["theirs"], seed=5))
+    statements: list[str] = []
+    engine.store.database.connection().set_trace_callback(statements.append)
+    items = [(m, [request_of(batch([f"{m}-x"], seed=9))]) for m in MODELS[:4]]
+    outcomes = engine.coalesce.apply_pass(items)
+    engine.store.database.connection().set_trace_callback(None)
+    assert [outcome[0].learned for outcome in outcomes] == [1, 1, 1, 1]
+    reads = [s for s in statements if s.startswith("SELECT version, incarnation FROM models")]
+    assert len(reads) == 4 + 1  # each model's check in the transaction, and m2's own load
+    assert sum(s.startswith("SELECT id, version, incarnation FROM models") for s in statements)
+    assert (engine.repository.caught_up, engine.repository.writes_retried) == (1, 0)
+    expected = make_engine(tmp_path / "expected", MODELS[:4])
+    for model_id in MODELS[:4]:
+        expected.learn(model_id, batch([f"{model_id}-first"], seed=0))
+    expected.learn("m2", batch(["theirs"], seed=5))
+    for model_id in MODELS[:4]:
+        expected.learn(model_id, batch([f"{model_id}-x"], seed=9))
+    assert_same_models(engine, expected, MODELS[:4])
+
+
+def test_a_failed_transaction_answers_every_request_and_keeps_nothing(tmp_path):
+    engine = make_engine(tmp_path / "data", MODELS[:3])
+    for model_id in MODELS[:3]:
+        engine.learn(model_id, batch([f"{model_id}-first"], seed=0))
+    commit_many = engine.store.commit_many
+
+    def failing(commits):
+        raise StoreUnavailable("the store (SQLite) failed (SQLITE_IOERR); retry later")
+
+    engine.store.commit_many = failing  # type: ignore[method-assign]
+    items = [(m, [request_of(batch([f"{m}-x"], seed=9))]) for m in MODELS[:3]]
+    outcomes = engine.coalesce.apply_pass(items)
+    assert all(isinstance(outcome[0], StoreUnavailable) for outcome in outcomes)
+    engine.store.commit_many = commit_many  # type: ignore[method-assign]
+    # the cached models that learned the lost entries were dropped: sent again, learned once
+    again = engine.coalesce.apply_pass(items)
+    assert [outcome[0].learned for outcome in again] == [1, 1, 1]
+    expected = make_engine(tmp_path / "expected", MODELS[:3])
+    for model_id in MODELS[:3]:
+        expected.learn(model_id, batch([f"{model_id}-first"], seed=0))
+        expected.learn(model_id, batch([f"{model_id}-x"], seed=9))
+    assert_same_models(engine, expected, MODELS[:3])
+
+
+def test_a_model_is_written_once_per_pass(tmp_path):
+    engine = make_engine(tmp_path / "data", MODELS[:1])
+    with engine.repository.deferred() as held:
+        engine.learn("m0", batch(["a"], seed=0))
+        with pytest.raises(RuntimeError, match="written twice"):
+            engine.learn("m0", batch(["b"], seed=1))
+        assert held.commit() == {}
+    assert engine.info("m0").counts.events_learned == 1
+
+
+def request_of(b: Batch):
+    from service.engine.coalesce import EVENTS, _Request
+
+    return _Request(EVENTS, (b, False), len(b), False, None)  # type: ignore[arg-type]

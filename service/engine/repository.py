@@ -43,6 +43,7 @@ from core.boosted_fits import fits_in_call
 from service.engine.checkpoints import Checkpoints
 from service.engine.entries import Entry, ReplayFailed
 from service.engine.history import behind as history_behind
+from service.engine.lease_proto import Leases
 from service.engine.model import Loaded, OtherStateFormat, from_arrays, from_store
 from service.engine.replay import replay
 from service.errors import (
@@ -100,6 +101,7 @@ class ModelRepository:
         checkpoint_seconds: float = CHECKPOINT_SECONDS,
     ) -> None:
         self.store = store
+        self._leases = Leases(store)  # PROTOTYPE (measurement only)
         #: how long the ids a commit learns (or expires) are remembered
         self.event_id_ttl_seconds = event_id_ttl_seconds
         #: most ids remembered per model (the oldest are forgotten first; None: no bound)
@@ -343,7 +345,7 @@ class ModelRepository:
         to the undo point taken before the step and catches up from there (module docstring);
         otherwise, and on any other failure, the cache is dropped.
         """
-        with self.lock(model_id):
+        with self.lock(model_id), self._leases.held(model_id):
             for _ in range(self.max_write_retries):
                 loaded = self.load(model_id)
                 undo = self._undo_point(model_id, loaded)

@@ -8,7 +8,8 @@ A peer is ``NAME=CHECKOUT[:SETTING=VALUE,...]``.  For each store and each ``--wo
 peer is served by ``uvicorn --workers N`` (N processes on one SQLite file in a fresh directory,
 or on a ``redis-server`` of its own with AOF and ``appendfsync always``), with a default model
 (``auto``) of ``--features`` features warmed by ``--warm-events`` events and ``--models`` more;
-then, in turns (``--rounds``, the peers' order alternated), closed loops of ``--clients``
+the ``--models`` cached by each process (``--warm-seconds`` of the ``spread`` traffic); then,
+in turns (``--rounds``, the peers' order alternated), closed loops of ``--clients``
 keep-alive connections sending one labelled event with a fresh id per ``POST /events``:
 
 ``one``     every request to the one warmed model (every process writes it: contention)
@@ -17,14 +18,17 @@ keep-alive connections sending one labelled event with a fresh id per ``POST /ev
 Server CPU is user + system of the server's process tree (``/proc``), Redis's CPU apart (it is
 printed as ``redis``); the generator's CPU is never counted.  A request answered 503 (the
 ``contention`` problem) is counted and sent again with the same id, as a client does; p99 is
-over the 2xx answers, from send to answer.  Prints one line per peer, phase and round, a
-Markdown table of the medians, and the load average at the start and the end.
+over the 2xx answers, from send to answer; the appends found stale are read from each peer's
+``/metrics`` (``aucstream_stale_writes_retried``, summed over its processes).  Prints one line
+per peer, phase and round, a Markdown table of the medians, and the load average at the start
+and the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import statistics
 import time
 from pathlib import Path
@@ -111,16 +115,38 @@ def _warm(peer: Peer, args: argparse.Namespace) -> None:
             response.raise_for_status()
 
 
-def measure(peer: SharedPeer, args: argparse.Namespace) -> dict[str, float]:
-    x = np.round(np.random.default_rng(0).normal(size=peer.features), 4).tolist()
-    phases = {
+def _stale_writes(peer: Peer) -> float:
+    """Appends found stale so far, summed over the peer's processes (Prometheus).  A process
+    sets its figure when it answers a scrape: several scrapes, so that each one likely has."""
+    workers = getattr(peer, "workers", 1)
+    for _ in range(4 * workers):
+        text = httpx.get(f"{peer.url}/metrics", timeout=60).text
+    found = re.search(r"^aucstream_stale_writes_retried (\S+)$", text, re.M)
+    return float(found.group(1)) if found else float("nan")
+
+
+def _phases(args: argparse.Namespace) -> dict[str, list[str]]:
+    return {
         "one": [f"/v1/models/{MODEL}/events"],
         "spread": [f"/v1/models/r{k}/events" for k in range(args.models)],
     }
+
+
+def _warm_spread(peer: SharedPeer, args: argparse.Namespace) -> None:
+    """The spread's models cached by every process before it is measured: ``--warm-seconds``
+    of its traffic (each model loaded by each process it reaches)."""
+    x = [0.0] * args.features
+    asyncio.run(_closed_loop(peer, args.clients, args.warm_seconds, _phases(args)["spread"], x))
+
+
+def measure(peer: SharedPeer, args: argparse.Namespace) -> dict[str, float]:
+    x = np.round(np.random.default_rng(0).normal(size=peer.features), 4).tolist()
+    phases = _phases(args)
     figures = {}
     for phase, paths in phases.items():
         redis_pid = None if peer.redis is None else peer.redis.process.pid  # type: ignore[union-attr]
         redis_cpu = 0.0 if redis_pid is None else tree_cpu_seconds(redis_pid)
+        stale = _stale_writes(peer)
         cpu = tree_cpu_seconds(peer.process.pid)
         ok, refused, latencies = asyncio.run(
             _closed_loop(peer, args.clients, args.seconds, paths, x)
@@ -132,6 +158,7 @@ def measure(peer: SharedPeer, args: argparse.Namespace) -> dict[str, float]:
         figures[f"{phase} per s"] = ok / args.seconds
         figures[f"{phase} 503"] = refused
         figures[f"{phase} p99 ms"] = float(np.percentile(latencies, 99)) * 1e3
+        figures[f"{phase} stale per 1k"] = (_stale_writes(peer) - stale) / ok * 1e3
     return figures
 
 
@@ -146,6 +173,7 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=200)
     parser.add_argument("--features", type=int, default=20)
     parser.add_argument("--warm-events", type=int, default=3000)
+    parser.add_argument("--warm-seconds", type=float, default=10.0, help="spread warm-up")
     args = parser.parse_args()
     print("load average at start:", open("/proc/loadavg").read().strip(), flush=True)
     results: dict[tuple[str, int, str, str], list[float]] = {}
@@ -156,6 +184,7 @@ def main() -> None:
                 for peer in peers:
                     peer.ready()
                     _warm(peer, args)
+                    _warm_spread(peer, args)
                 for round_number in range(args.rounds):
                     order = peers if round_number % 2 == 0 else peers[::-1]
                     for peer in order:
@@ -169,7 +198,8 @@ def main() -> None:
     print("load average at end:", open("/proc/loadavg").read().strip())
     print(
         "\n| store | processes | peer | phase | server CPU ms/event | Redis CPU ms/event "
-        "| events/s | 503 answers | p99 ms |\n|---|---|---|---|---|---|---|---|---|"
+        "| events/s | 503 answers | p99 ms | stale appends per 1,000 events |"
+        "\n|---|---|---|---|---|---|---|---|---|---|"
     )
     names = [spec.partition("=")[0] for spec in args.peer]
     for store in args.store:
@@ -183,7 +213,8 @@ def main() -> None:
                         f"{_median(results, key, 'redis ms'):.2f} | "
                         f"{_median(results, key, 'per s'):,.0f} | "
                         f"{sum(results.get((*key[:3], f'{phase} 503'), [])):.0f} | "
-                        f"{_median(results, key, 'p99 ms'):.0f} |"
+                        f"{_median(results, key, 'p99 ms'):.0f} | "
+                        f"{_median(results, key, 'stale per 1k'):.1f} |"
                     )
 
 

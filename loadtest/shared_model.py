@@ -18,17 +18,16 @@ keep-alive connections sending one labelled event with a fresh id per ``POST /ev
 Server CPU is user + system of the server's process tree (``/proc``), Redis's CPU apart (it is
 printed as ``redis``); the generator's CPU is never counted.  A request answered 503 (the
 ``contention`` problem) is counted and sent again with the same id, as a client does; p99 is
-over the 2xx answers, from send to answer; the appends found stale are read from each peer's
-``/metrics`` (``aucstream_stale_writes_retried``, summed over its processes).  Prints one line
-per peer, phase and round, a Markdown table of the medians, and the load average at the start
-and the end.
+over the 2xx answers, from send to answer.  Prints one line per peer, phase and round, a
+Markdown table of the medians, and the load average at the start and the end.  (The stale
+appends are not counted: a process sets its Prometheus figure only when it answers a scrape,
+and the kernel, not the client, picks the worker that answers.)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import statistics
 import time
 from pathlib import Path
@@ -115,16 +114,6 @@ def _warm(peer: Peer, args: argparse.Namespace) -> None:
             response.raise_for_status()
 
 
-def _stale_writes(peer: Peer) -> float:
-    """Appends found stale so far, summed over the peer's processes (Prometheus).  A process
-    sets its figure when it answers a scrape: several scrapes, so that each one likely has."""
-    workers = getattr(peer, "workers", 1)
-    for _ in range(4 * workers):
-        text = httpx.get(f"{peer.url}/metrics", timeout=60).text
-    found = re.search(r"^aucstream_stale_writes_retried (\S+)$", text, re.M)
-    return float(found.group(1)) if found else float("nan")
-
-
 def _phases(args: argparse.Namespace) -> dict[str, list[str]]:
     return {
         "one": [f"/v1/models/{MODEL}/events"],
@@ -146,7 +135,6 @@ def measure(peer: SharedPeer, args: argparse.Namespace) -> dict[str, float]:
     for phase, paths in phases.items():
         redis_pid = None if peer.redis is None else peer.redis.process.pid  # type: ignore[union-attr]
         redis_cpu = 0.0 if redis_pid is None else tree_cpu_seconds(redis_pid)
-        stale = _stale_writes(peer)
         cpu = tree_cpu_seconds(peer.process.pid)
         ok, refused, latencies = asyncio.run(
             _closed_loop(peer, args.clients, args.seconds, paths, x)
@@ -158,7 +146,6 @@ def measure(peer: SharedPeer, args: argparse.Namespace) -> dict[str, float]:
         figures[f"{phase} per s"] = ok / args.seconds
         figures[f"{phase} 503"] = refused
         figures[f"{phase} p99 ms"] = float(np.percentile(latencies, 99)) * 1e3
-        figures[f"{phase} stale per 1k"] = (_stale_writes(peer) - stale) / ok * 1e3
     return figures
 
 
@@ -198,8 +185,7 @@ def main() -> None:
     print("load average at end:", open("/proc/loadavg").read().strip())
     print(
         "\n| store | processes | peer | phase | server CPU ms/event | Redis CPU ms/event "
-        "| events/s | 503 answers | p99 ms | stale appends per 1,000 events |"
-        "\n|---|---|---|---|---|---|---|---|---|---|"
+        "| events/s | 503 answers | p99 ms |\n|---|---|---|---|---|---|---|---|---|"
     )
     names = [spec.partition("=")[0] for spec in args.peer]
     for store in args.store:
@@ -213,8 +199,7 @@ def main() -> None:
                         f"{_median(results, key, 'redis ms'):.2f} | "
                         f"{_median(results, key, 'per s'):,.0f} | "
                         f"{sum(results.get((*key[:3], f'{phase} 503'), [])):.0f} | "
-                        f"{_median(results, key, 'p99 ms'):.0f} | "
-                        f"{_median(results, key, 'stale per 1k'):.1f} |"
+                        f"{_median(results, key, 'p99 ms'):.0f} |"
                     )
 
 

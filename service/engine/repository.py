@@ -11,13 +11,14 @@ update is ever lost or applied twice.
 Several processes writing one model are replicas of one state machine, the model's log: a
 process applies the entries it has not applied (through the replay's apply path) before it
 appends its own.  A write whose append is stale has already applied its own change, so a
-model that other processes write (*contended*: a catch-up or a stale append within
-:data:`CONTENDED_SECONDS`) keeps an undo point, its arrays as a checkpoint holds them, before
-each write: a stale append goes back to it and catches up on the entries after it, instead of
-rebuilding the model from its checkpoint and the whole log tail.  A full reload is left for a
-cache whose entries the log no longer holds (truncated behind a newer checkpoint), and for the
-first stale append of a model not yet known to be contended (docs/operations.md, "Several
-processes on one store").
+*contended* model (an append of it found stale within :data:`CONTENDED_SECONDS`) keeps an undo
+point, its arrays as a checkpoint holds them, before each write: a stale append goes back to
+it and catches up on the entries after it, instead of rebuilding the model from its checkpoint
+and the whole log tail.  A full reload is left for a cache whose entries the log no longer
+holds (truncated behind a newer checkpoint), and for the first stale append of a model not yet
+contended (docs/operations.md, "Several processes on one store").  A catch-up alone does not
+make a model contended: many models that several processes write now and then (traffic spread
+over them) would pay for an undo point on every write and rarely use one.
 
 A write commits a log entry
 (:mod:`service.engine.entries`) instead of the model's state, and :mod:`.checkpoints` writes
@@ -43,7 +44,6 @@ from core.boosted_fits import fits_in_call
 from service.engine.checkpoints import Checkpoints
 from service.engine.entries import Entry, ReplayFailed
 from service.engine.history import behind as history_behind
-from service.engine.lease_proto import Leases
 from service.engine.model import Loaded, OtherStateFormat, from_arrays, from_store
 from service.engine.replay import replay
 from service.errors import (
@@ -64,9 +64,8 @@ MAX_CACHED_MODELS = 1024
 #: defaults of AUCSTREAM_CHECKPOINT_EVENTS and _SECONDS (service.settings)
 CHECKPOINT_EVENTS = 10_000
 CHECKPOINT_SECONDS = 60.0
-#: how long a model stays contended (undo points kept) after this process last caught up on
-#: another process's entries or had an append found stale
-CONTENDED_SECONDS = 10.0
+#: how long a model stays contended (undo points kept) after an append of it was found stale
+CONTENDED_SECONDS = 60.0
 
 
 class ModelLock:
@@ -101,7 +100,6 @@ class ModelRepository:
         checkpoint_seconds: float = CHECKPOINT_SECONDS,
     ) -> None:
         self.store = store
-        self._leases = Leases(store)  # PROTOTYPE (measurement only)
         #: how long the ids a commit learns (or expires) are remembered
         self.event_id_ttl_seconds = event_id_ttl_seconds
         #: most ids remembered per model (the oldest are forgotten first; None: no bound)
@@ -214,7 +212,6 @@ class ModelRepository:
                     self._replay(model_id, cached, stored.entries)
                     cached.meta = stored.meta
                     self.caught_up += 1
-                    self._contended[model_id] = time.monotonic() + CONTENDED_SECONDS
                 self._touch(model_id)
                 return cached
             # every array is checked by value here, before any kernel sees it
@@ -345,7 +342,7 @@ class ModelRepository:
         to the undo point taken before the step and catches up from there (module docstring);
         otherwise, and on any other failure, the cache is dropped.
         """
-        with self.lock(model_id), self._leases.held(model_id):
+        with self.lock(model_id):
             for _ in range(self.max_write_retries):
                 loaded = self.load(model_id)
                 undo = self._undo_point(model_id, loaded)

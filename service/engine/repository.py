@@ -344,8 +344,12 @@ class ModelRepository:
         """
         with self.lock(model_id):
             for _ in range(self.max_write_retries):
+                # taken before the load reads the version: the copy must not widen the race
+                # between that read and the append (an older undo point catches up further)
+                undo = self._undo_point(model_id)
                 loaded = self.load(model_id)
-                undo = self._undo_point(model_id, loaded)
+                if undo is None:  # nothing was cached: of the model as loaded
+                    undo = self._undo_point(model_id)
                 try:
                     return step(model_id, loaded, *args, **kwargs)
                 except StaleVersion:
@@ -359,26 +363,32 @@ class ModelRepository:
             f"model {model_id!r}: gave up after {self.max_write_retries} stale writes; retry"
         )
 
-    def _undo_point(self, model_id: str, loaded: Loaded) -> dict[str, Any] | None:
-        """A copy of ``loaded``'s arrays when the model is contended (None otherwise: an
-        uncontended write pays nothing for it)."""
+    def _undo_point(self, model_id: str) -> tuple[int, str, dict[str, Any]] | None:
+        """The cached model's version, incarnation and a copy of its arrays when the model is
+        contended (None otherwise: an uncontended write pays nothing for it)."""
         until = self._contended.get(model_id)
-        if until is None:
+        cached = self.cached(model_id)
+        if until is None or cached is None:
             return None
         if until < time.monotonic():
             self._contended.pop(model_id, None)
             return None
-        return {name: value.copy() for name, value in loaded.arrays().items()}
+        arrays = {name: value.copy() for name, value in cached.arrays().items()}
+        return cached.version, cached.incarnation, arrays
 
-    def _undo(self, model_id: str, loaded: Loaded, undo: dict[str, Any] | None) -> None:
-        """After a stale append: the cache back at the version the step started from (its
-        next load catches up on the entries after it), or dropped without an undo point."""
-        if undo is None:
+    def _undo(
+        self, model_id: str, loaded: Loaded, undo: tuple[int, str, dict[str, Any]] | None
+    ) -> None:
+        """After a stale append: the cache back at the undo point (its next load catches up
+        on the entries after it, or reloads if a checkpoint truncated them), or dropped
+        without one (or with one of another incarnation: the model was re-created)."""
+        if undo is None or undo[1] != loaded.incarnation:
             self.writes_reloaded += 1
             self.drop(model_id)
             return
+        version, incarnation, arrays = undo
         try:
-            restored = from_arrays(loaded.config, loaded.incarnation, loaded.version, undo)
+            restored = from_arrays(loaded.config, incarnation, version, arrays)
         except Exception:  # never expected (the arrays are the model's own): rebuild instead
             logger.exception("model %r: undo point not restored; reloading", model_id)
             self.writes_reloaded += 1

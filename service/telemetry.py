@@ -61,6 +61,15 @@ class Telemetry(ModelSeries):
             "aucstream_stale_writes_retried",
             f"Writes rejected for a stale version and retried (contention), {summed}.",
         )
+        # several processes on one store (docs/operations.md, "Several processes on one store")
+        self.shared_writes = self._gauge(
+            "aucstream_shared_model_writes",
+            "What a process did when another process had written the model, by outcome, "
+            f"{summed}: caught_up (applied the entries it had not applied), undone (a stale "
+            "append went back to its undo point and caught up), reloaded (a stale append "
+            "rebuilt the model from its checkpoint and log).",
+            ("outcome",),
+        )
         self.coalesced_groups = self._gauge(
             "aucstream_coalesced_groups",
             "Groups of concurrent requests to one model applied as one engine call and one "

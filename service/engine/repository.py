@@ -5,8 +5,20 @@ The cache holds at most ``max_models`` models (the least recently used is evicte
 place by the write that holds the model's lock (no copy per request) and dropped on any failure
 so it is rebuilt from the store.  A per-model lock serialises requests inside a process; the
 store's version check serialises processes: a stale version (another process wrote first)
-drops the cache and :meth:`ModelRepository.write` runs the step again on a fresh load, so no
+makes :meth:`ModelRepository.write` run the step again on the model at the store's head, so no
 update is ever lost or applied twice.
+
+Several processes writing one model are replicas of one state machine, the model's log: a
+process applies the entries it has not applied (through the replay's apply path) before it
+appends its own.  A write whose append is stale has already applied its own change, so a
+*contended* model (an append of it found stale within :data:`CONTENDED_SECONDS`) keeps an undo
+point, its arrays as a checkpoint holds them, before each write: a stale append goes back to
+it and catches up on the entries after it, instead of rebuilding the model from its checkpoint
+and the whole log tail.  A full reload is left for a cache whose entries the log no longer
+holds (truncated behind a newer checkpoint), and for the first stale append of a model not yet
+contended (docs/operations.md, "Several processes on one store").  A catch-up alone does not
+make a model contended: many models that several processes write now and then (traffic spread
+over them) would pay for an undo point on every write and rarely use one.
 
 A write commits a log entry
 (:mod:`service.engine.entries`) instead of the model's state, and :mod:`.checkpoints` writes
@@ -33,7 +45,7 @@ from core.boosted_fits import fits_in_call
 from service.engine.checkpoints import Checkpoints
 from service.engine.entries import Entry, ReplayFailed
 from service.engine.history import behind as history_behind
-from service.engine.model import Loaded, OtherStateFormat, from_store
+from service.engine.model import Loaded, OtherStateFormat, from_arrays, from_store
 from service.engine.passes import Pass
 from service.engine.replay import replay
 from service.errors import (
@@ -54,6 +66,8 @@ MAX_CACHED_MODELS = 1024
 #: defaults of AUCSTREAM_CHECKPOINT_EVENTS and _SECONDS (service.settings)
 CHECKPOINT_EVENTS = 10_000
 CHECKPOINT_SECONDS = 60.0
+#: how long a model stays contended (undo points kept) after an append of it was found stale
+CONTENDED_SECONDS = 60.0
 
 
 class ModelLock:
@@ -98,6 +112,12 @@ class ModelRepository:
         self.writes_retried = 0
         #: cached models brought up to the store's version by replaying its entries
         self.caught_up = 0
+        #: stale appends undone to their undo point (then caught up), and those reloaded
+        #: instead (no undo point: the model was not known to be contended)
+        self.writes_undone = 0
+        self.writes_reloaded = 0
+        #: model id -> until when (time.monotonic) it is contended (module docstring)
+        self._contended: dict[str, float] = {}
         #: model id -> (its lock, kept alive while cached; the model)
         self._cache: OrderedDict[str, tuple[ModelLock, Loaded]] = OrderedDict()
         self._locks: weakref.WeakValueDictionary[str, ModelLock] = weakref.WeakValueDictionary()
@@ -171,6 +191,7 @@ class ModelRepository:
         self._cache.clear()
 
     def _forget(self, model_id: str) -> None:
+        self._contended.pop(model_id, None)
         for listener in self.on_forget:
             listener(model_id)
 
@@ -330,25 +351,31 @@ class ModelRepository:
         **kwargs: P.kwargs,
     ) -> R:
         """``step(model_id, loaded, *args, **kwargs)`` (which changes ``loaded`` and commits it)
-        under the model's lock, run again on a fresh load while the commit finds a stale
+        under the model's lock, run again at the store's head while the commit finds a stale
         version.
 
         Each attempt loads first: the store answers a current cache from its version, and a
-        cache behind it catches up by replay (cheaper than the rebuild after a stale append,
-        whose change the cached model had already learned).  The cache is dropped on any
-        failure.
+        cache behind it catches up by replay.  A stale append of a contended model goes back
+        to the undo point taken before the step and catches up from there (module docstring);
+        otherwise, and on any other failure, the cache is dropped.
         """
         held = getattr(self._local, "held", None)
         if held is not None:
             return held.write(model_id, step, *args, **kwargs)
         with self.lock(model_id):
             for _ in range(self.max_write_retries):
+                # taken before the load reads the version: the copy must not widen the race
+                # between that read and the append (an older undo point catches up further)
+                undo = self._undo_point(model_id)
                 loaded = self.load(model_id)
+                if undo is None:  # nothing was cached: of the model as loaded
+                    undo = self._undo_point(model_id)
                 try:
                     return step(model_id, loaded, *args, **kwargs)
                 except StaleVersion:
                     self.writes_retried += 1
-                    self.drop(model_id)
+                    self._contended[model_id] = time.monotonic() + CONTENDED_SECONDS
+                    self._undo(model_id, loaded, undo)
                 except BaseException:
                     self.drop(model_id)
                     raise
@@ -370,6 +397,41 @@ class ModelRepository:
         finally:
             self._local.held = None
             held.release(drop=True)
+
+    def _undo_point(self, model_id: str) -> tuple[int, str, dict[str, Any]] | None:
+        """The cached model's version, incarnation and a copy of its arrays when the model is
+        contended (None otherwise: an uncontended write pays nothing for it)."""
+        until = self._contended.get(model_id)
+        cached = self.cached(model_id)
+        if until is None or cached is None:
+            return None
+        if until < time.monotonic():
+            self._contended.pop(model_id, None)
+            return None
+        arrays = {name: value.copy() for name, value in cached.arrays().items()}
+        return cached.version, cached.incarnation, arrays
+
+    def _undo(
+        self, model_id: str, loaded: Loaded, undo: tuple[int, str, dict[str, Any]] | None
+    ) -> None:
+        """After a stale append: the cache back at the undo point (its next load catches up
+        on the entries after it, or reloads if a checkpoint truncated them), or dropped
+        without one (or with one of another incarnation: the model was re-created)."""
+        if undo is None or undo[1] != loaded.incarnation:
+            self.writes_reloaded += 1
+            self.drop(model_id)
+            return
+        version, incarnation, arrays = undo
+        try:
+            restored = from_arrays(loaded.config, incarnation, version, arrays)
+        except Exception:  # never expected (the arrays are the model's own): rebuild instead
+            logger.exception("model %r: undo point not restored; reloading", model_id)
+            self.writes_reloaded += 1
+            self.drop(model_id)
+            return
+        restored.meta = dict(loaded.meta)
+        self.writes_undone += 1
+        self._keep(model_id, restored)
 
     # ------------------------------------------------------------------ lifecycle
     def create(self, loaded: Loaded, *, replace: bool, replaces: str | None = None) -> int:

@@ -126,6 +126,13 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
     ``AUCSTREAM_PROMETHEUS_MODEL_SERIES`` most recently active models (100 by default);
     every other model is counted under ``model=""``."""
     telemetry.stale_writes.set(engine.writes_retried)
+    repository = engine.repository
+    for outcome, count in (
+        ("caught_up", repository.caught_up),
+        ("undone", repository.writes_undone),
+        ("reloaded", repository.writes_reloaded),
+    ):
+        telemetry.shared_writes.labels(outcome).set(count)
     telemetry.coalesced_groups.set(engine.coalesce.groups)
     telemetry.coalesced_requests.set(engine.coalesce.requests)
     telemetry.set_fits(request.app.state.refitter.stats())

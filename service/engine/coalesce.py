@@ -247,7 +247,7 @@ class Coalescer:
                     else:
                         outcomes[k] = _learn_merged(engine, model_id, payloads)
                 except Exception as error:  # noqa: BLE001 - its answer, or its error path
-                    if refused_alone(error):
+                    if refused_alone(error) and len(payloads) > 1:  # one request: its answer
                         again.add(k)
                     else:
                         outcomes[k] = [error] * len(group)

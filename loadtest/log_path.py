@@ -118,19 +118,22 @@ class RedisPeer(Peer):
         self.redis.close()
 
 
+def post_warm_events(http: httpx.Client, model: str, n_events: int, n_features: int) -> None:
+    """``n_events`` labelled events (15 % positives, seeded) to ``model`` in batches of 500."""
+    rng = np.random.default_rng(2)
+    for start in range(0, n_events, 500):
+        X = np.round(rng.normal(size=(500, n_features)), 4)
+        y = np.where(rng.random(500) < 0.15, 1, -1)
+        events = [{"id": f"w{start + k}", "x": X[k].tolist(), "y": int(y[k])} for k in range(500)]
+        response = http.post(f"/v1/models/{model}/events", json={"events": events})
+        response.raise_for_status()
+
+
 def _warm(peer: Peer, args: argparse.Namespace) -> None:
     """``--warm-events`` events to the model in batches (past the boosted trees' early fits,
     which come each time the events double), then a second of one-event traffic."""
-    rng = np.random.default_rng(2)
     with httpx.Client(base_url=peer.url, timeout=120) as http:
-        for start in range(0, args.warm_events, 500):
-            X = np.round(rng.normal(size=(500, args.features)), 4)
-            y = np.where(rng.random(500) < 0.15, 1, -1)
-            events = [
-                {"id": f"w{start + k}", "x": X[k].tolist(), "y": int(y[k])} for k in range(500)
-            ]
-            response = http.post(f"/v1/models/{MODEL}/events", json={"events": events})
-            response.raise_for_status()
+        post_warm_events(http, MODEL, args.warm_events, args.features)
     asyncio.run(_closed_loop(peer.url, 8, 1.0, _events(peer, [0.0] * args.features, [MODEL])))
     _wait_for_all_kernels(peer)
 

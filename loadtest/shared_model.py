@@ -37,6 +37,7 @@ import numpy as np
 
 from loadtest.client import Connection
 from loadtest.local import PrivateRedis, create_model, wait_ready
+from loadtest.log_path import post_warm_events
 from loadtest.one_event import MODEL, Peer, _event_request
 from loadtest.vw_peer import tree_cpu_seconds
 
@@ -100,18 +101,10 @@ async def _closed_loop(peer: Peer, clients: int, seconds: float, paths: list[str
 
 
 def _warm(peer: Peer, args: argparse.Namespace) -> None:
-    rng = np.random.default_rng(2)
     with httpx.Client(base_url=peer.url, timeout=300) as http:
         for body in [{"id": MODEL}, *({"id": f"r{k}"} for k in range(args.models))]:
             create_model(http, {**body, "n_features": args.features})
-        for start in range(0, args.warm_events, 500):
-            X = np.round(rng.normal(size=(500, args.features)), 4)
-            y = np.where(rng.random(500) < 0.15, 1, -1)
-            events = [
-                {"id": f"w{start + k}", "x": X[k].tolist(), "y": int(y[k])} for k in range(500)
-            ]
-            response = http.post(f"/v1/models/{MODEL}/events", json={"events": events})
-            response.raise_for_status()
+        post_warm_events(http, MODEL, args.warm_events, args.features)
 
 
 def _phases(args: argparse.Namespace) -> dict[str, list[str]]:

@@ -36,6 +36,16 @@ def _feed(engine: Engine, n_events: int, sizes=(1, 3, 7, 1, 12)) -> None:
         start, step = stop, step + 1
 
 
+def _boosted(store, clock: Clock, n_events: int) -> Engine:
+    """An engine on ``store`` with model ``m`` (``boosted_embedded``, no regret window) fed
+    ``n_events`` events."""
+    live = _engine(store, clock)
+    create_model(live, ModelCreate(id="m", n_features=4, learner="boosted_embedded",
+                                   params=BOOSTED, regret_window=0))  # fmt: skip
+    _feed(live, n_events)
+    return live
+
+
 def _logged(store) -> list:
     """``(version, fit)`` of each fit the model's log carries."""
     return [(version, fit) for version, entry in store.load("m").entries for fit in entry.fits]
@@ -94,10 +104,7 @@ def test_a_recovery_across_logged_fits_equals_the_live_model_without_fitting(
 
 def test_a_checkpoint_truncates_logged_fits_and_later_fits_are_logged(logging_store):
     clock = Clock()
-    live = _engine(logging_store, clock)
-    create_model(live, ModelCreate(id="m", n_features=4, learner="boosted_embedded",
-                                   params=BOOSTED, regret_window=0))  # fmt: skip
-    _feed(live, 200)
+    live = _boosted(logging_store, clock, 200)
     assert _logged(logging_store)
     assert live.repository.checkpoints.write("m")
     assert logging_store.load("m").entries == []
@@ -152,10 +159,7 @@ def test_a_corrupt_logged_fit_stops_the_model_with_a_503_naming_its_entry(
     from dataclasses import replace
 
     clock = Clock()
-    live = _engine(logging_store, clock)
-    create_model(live, ModelCreate(id="m", n_features=4, learner="boosted_embedded",
-                                   params=BOOSTED, regret_window=0))  # fmt: skip
-    _feed(live, 120)
+    _boosted(logging_store, clock, 120)
     if damage == "inner":
 
         def change(fit):
@@ -180,11 +184,7 @@ def test_a_corrupt_logged_fit_stops_the_model_with_a_503_naming_its_entry(
 
 
 def test_entries_carry_their_fits_through_bytes_and_refuse_stray_bytes(logging_store):
-    clock = Clock()
-    live = _engine(logging_store, clock)
-    create_model(live, ModelCreate(id="m", n_features=4, learner="boosted_embedded",
-                                   params=BOOSTED, regret_window=0))  # fmt: skip
-    _feed(live, 80)
+    _boosted(logging_store, Clock(), 80)
     [(_, fit)] = _logged(logging_store)[:1]
     entry = next(entry for _, entry in logging_store.load("m").entries if entry.fits)
     back = decode(encode(entry))

@@ -1,6 +1,7 @@
 """Boosted fits as log entries: the fits a learner call installs, recorded with their arrays
 so that a replay of the call installs the same arrays instead of fitting again
-(docs/algorithms/boosted_embedded.md, "Fit points"; issue 36: recovery = checkpoint + replay).
+(docs/algorithms/boosted_embedded.md, "Fit points"; docs/architecture.md: recovery is the last
+checkpoint and a replay of the log after it).
 
 A fit is most of what a replay of a ``boosted_embedded`` part costs (tens of milliseconds
 each, against microseconds an event), and it is a pure function of the buffer as of its fit

@@ -57,6 +57,10 @@ def test_an_evicted_model_learns_as_a_cached_one(store_kind, redis_url, data_dir
             for key in mine:
                 np.testing.assert_array_equal(mine[key], reference[key], err_msg=key)
     finally:
+        # the engines first, as the app's shutdown does: their checkpoint threads write the
+        # evicted models, and a store closed under a writing thread is a crash, not an error
+        small.close()
+        large.close()
         store.close()
 
 

@@ -118,14 +118,21 @@ def test_a_model_written_by_another_process_during_a_pass_is_applied_again(tmp_p
     outcomes = engine.coalesce.apply_pass(items)
     assert [outcome[0].learned for outcome in outcomes] == [1, 1, 1]
     assert engine.repository.writes_retried == 0  # the pass redid it, no stale retry loop
-    expected = make_engine(tmp_path / "expected", MODELS[:3])
-    for model_id in MODELS[:3]:
-        expected.learn(model_id, batch([f"{model_id}-first"], seed=0))
-    expected.learn("m1", batch(["theirs"], seed=5))
-    for model_id in MODELS[:3]:
-        expected.learn(model_id, batch([f"{model_id}-x"], seed=9))
+    expected = _first_theirs_then_x(tmp_path / "expected", MODELS[:3], "m1")
     assert_same_models(engine, expected, MODELS[:3])
     assert_same_models(make_engine(tmp_path / "data", MODELS[:3]), expected, MODELS[:3])
+
+
+def _first_theirs_then_x(path, model_ids, theirs: str):
+    """An engine at ``path`` whose models learned their first batch, ``theirs`` the other
+    process's batch, then each its pass's batch, one at a time (what a pass must equal)."""
+    expected = make_engine(path, model_ids)
+    for model_id in model_ids:
+        expected.learn(model_id, batch([f"{model_id}-first"], seed=0))
+    expected.learn(theirs, batch(["theirs"], seed=5))
+    for model_id in model_ids:
+        expected.learn(model_id, batch([f"{model_id}-x"], seed=9))
+    return expected
 
 
 def test_a_pass_of_one_model_made_stale_is_applied_again(tmp_path):
@@ -168,12 +175,7 @@ def test_a_pass_reads_the_heads_once_and_catches_up_a_model_behind(tmp_path):
     assert len(updates) == 4
     assert sum(s.startswith("SELECT id, version, incarnation FROM models") for s in statements)
     assert (engine.repository.caught_up, engine.repository.writes_retried) == (1, 0)
-    expected = make_engine(tmp_path / "expected", MODELS[:4])
-    for model_id in MODELS[:4]:
-        expected.learn(model_id, batch([f"{model_id}-first"], seed=0))
-    expected.learn("m2", batch(["theirs"], seed=5))
-    for model_id in MODELS[:4]:
-        expected.learn(model_id, batch([f"{model_id}-x"], seed=9))
+    expected = _first_theirs_then_x(tmp_path / "expected", MODELS[:4], "m2")
     assert_same_models(engine, expected, MODELS[:4])
 
 

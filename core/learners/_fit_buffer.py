@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from core._arrays import grown
 from core._kernels import boosted_embedding as kernels
 from core._kernels.random import seed_state
 from core.boosted_trees import TREE_KEYS
 from core.csr import CSRMatrix
 from core.errors import InvalidState
-from core.learners._growing import grow
 from core.learners._state import RNG_STATE, Count, Finite, OneOf, StateInvariant
 
 __all__ = ["BUFFER_ARRAYS", "HELD", "buffer_invariants", "buffer_state", "buffered",
@@ -122,7 +122,7 @@ def remember(
     index = kept_index[skipped:n_kept]
     if len(index):
         for key in BUFFER_ARRAYS:
-            own[key] = grow(own[key], fill + n_kept, capacity)
+            own[key] = grown(own[key], fill + n_kept, capacity)
         rows = X.take_rows(index).toarray() if isinstance(X, CSRMatrix) else np.asarray(X)[index]
         positions = (start + np.arange(skipped, n_kept)) % capacity
         own["buffer_X"][positions] = rows
@@ -148,7 +148,7 @@ def hold(own: dict[str, np.ndarray], rows: np.ndarray, y: np.ndarray, capacity: 
     """Keep events learned while a fit is pending in ``own``'s held rows (grown as they come,
     at most ``capacity``); ``own`` is updated in place."""
     held = int(own["pending_fill"][0])
-    own.update({key: grow(own[key], held + len(y), capacity) for key in HELD})
+    own.update({key: grown(own[key], held + len(y), capacity) for key in HELD})
     own["pending_X"][held : held + len(y)] = rows
     own["pending_y"][held : held + len(y)] = y
     own["pending_fill"][0] = held + len(y)

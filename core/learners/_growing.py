@@ -3,14 +3,14 @@ it holds and grown as it fills, up to the capacity its hyper-parameters declare,
 that has seen a few hundred events does not hold thousands of empty rows (in the cache and in
 every stored state).
 
-They grow by :func:`grow` (geometrically, so the copies cost O(1) per slot amortised) to
-lengths that depend on the slots needed alone (:func:`core._arrays.slots_for`: 16, 18, 20, ...,
-steps of an eighth of an octave, up to the capacity), so a batch learned at once leaves the same
-state, bit for bit, as its events learned one at a time.  Kernels read only the slots the
-learner's counters say are filled (its fill; a ring is indexed modulo its capacity, or its
-length, which holds every event written until it is full), so what is learned is what arrays
-of full capacity learn (tests/core/test_growing.py).  A learner names these arrays in
-``_growing_arrays`` (name -> (axis, capacity));
+They grow by :func:`core._arrays.grown` (geometrically, so the copies cost O(1) per slot
+amortised) to lengths that depend on the slots needed alone (:func:`core._arrays.slots_for`:
+16, 18, 20, ..., steps of an eighth of an octave, up to the capacity), so a batch learned at
+once leaves the same state, bit for bit, as its events learned one at a time.  Kernels read
+only the slots the learner's counters say are filled (its fill; a ring is indexed modulo its
+capacity, or its length, which holds every event written until it is full), so what is
+learned is what arrays of full capacity learn (tests/core/test_growing.py).  A learner names
+these arrays in ``_growing_arrays`` (name -> (axis, capacity));
 :meth:`~core.learners._stateful.StateContract.from_state` accepts any length within
 ``[0, capacity]`` along that axis (checked before the array is copied), and the learner's own
 checks relate the length to its fill.
@@ -20,16 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from core._arrays import FIRST_LENGTH, grown
+from core._arrays import FIRST_LENGTH
 
-__all__ = ["FIRST_LENGTH", "grow", "growing_shape_problem"]
-
-
-def grow(array: np.ndarray, needed: int, capacity: int, axis: int = 0) -> np.ndarray:
-    """``array`` with at least ``min(needed, capacity)`` slots along ``axis``: itself when it
-    has them, else grown to :func:`core._arrays.slots_for` ``needed``, at most ``capacity`` (a
-    function of ``needed``, not of the batches that led there)."""
-    return grown(array, needed, capacity, axis)
+__all__ = ["FIRST_LENGTH", "growing_shape_problem"]
 
 
 def growing_shape_problem(

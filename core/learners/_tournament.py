@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from core._arrays import grown
 from core._kernels import auto as kernels
 from core.errors import InvalidState
-from core.learners._growing import grow
 from core.learners._mix_fallback import fall_back_to_best
 from core.learners._state import (
     VALUE_BOUND,
@@ -221,8 +221,8 @@ def grow_window(own: dict[str, np.ndarray], window: int, needed: int) -> None:
     """Give the window's ring buffers ``needed`` slots (at most ``window``) before events are
     recorded in them: they grow as they fill (core.learners._growing), and stay a ring of
     ``window`` slots once full, so until then the events up to ``n_seen`` are in slot order."""
-    own["window_scores"] = grow(own["window_scores"], needed, window, axis=1)
-    own["window_labels"] = grow(own["window_labels"], needed, window)
+    own["window_scores"] = grown(own["window_scores"], needed, window, axis=1)
+    own["window_labels"] = grown(own["window_labels"], needed, window)
 
 
 def window_growing_arrays(window: int) -> dict[str, tuple[int, int]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core._arrays import grown
 from core._kernels import ftrl_pauc as kernels
 from core._kernels.random import seed_state
 from core.errors import InvalidParameter, InvalidState
@@ -20,7 +21,6 @@ from core.learners._forgetting import (
     row_reservoir,
     row_reservoir_invariants,
 )
-from core.learners._growing import grow
 from core.learners._params import FPR_HIGH, FPR_LOW, Interval
 from core.learners._state import RNG_STATE, Count, Grown
 from core.learners.pmb import check_buffer_size, event_arrays
@@ -304,7 +304,7 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
         ):
             if self.half_life is None:
                 needed = int(state[f"{prefix}_fill"][0]) + offers
-                state[f"{prefix}_X"] = grow(state[f"{prefix}_X"], needed, int(capacity))
+                state[f"{prefix}_X"] = grown(state[f"{prefix}_X"], needed, int(capacity))
         kernels.ftrl_learn(
             *event_arrays(X), y, scores,
             state["w"], state["n_solver_steps"], state["n_updates"], state["since_update"],

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from core._arrays import grown
 from core.errors import InvalidState
-from core.learners._growing import grow, growing_shape_problem
+from core.learners._growing import growing_shape_problem
 
 HISTORY_PREFIX = "history:"
 #: resolution -> (seconds per point, points kept): a day of minutes, 31 days of hours
@@ -72,7 +73,7 @@ def record(history: dict[str, np.ndarray], loaded: Any, now: float) -> None:
         if _starts_interval(now, seconds, history[name], int(written[index])):
             # until full, a ring holds its points from slot 0 on (so len(ring) reads as its
             # capacity wherever a slot is computed)
-            ring = history[name] = grow(history[name], int(written[index]) + 1, capacity)
+            ring = history[name] = grown(history[name], int(written[index]) + 1, capacity)
             ring[int(written[index]) % capacity] = point
             written[index] += 1
 

@@ -44,6 +44,14 @@ def _send(url: str, prefix: str, acknowledged: list[str], refused: list[int]) ->
                 break
 
 
+def _send_one(url: str, event_id: str, acknowledged: list[str]) -> None:
+    response = httpx.post(
+        f"{url}/v1/models/m/events", json={"events": [{"id": event_id, "x": X, "y": 1}]}, timeout=60
+    )
+    assert response.status_code == 200, response.text
+    acknowledged.append(event_id)
+
+
 def _shared_writes(url: str) -> dict[str, float]:
     text = httpx.get(f"{url}/metrics", timeout=30).text
     found = re.findall(r'^aucstream_shared_model_writes\{outcome="(\w+)"\} (\S+)$', text, re.M)
@@ -83,6 +91,11 @@ def test_two_processes_on_one_store_catch_up_and_lose_nothing(store, tmp_path, r
             total = len(servers) * THREADS_PER_PROCESS * EVENTS_PER_THREAD
             assert len(acknowledged) == len(set(acknowledged)) == total
             assert refused == []
+            # then one event to each process in turn: whatever the interleaving above (on a
+            # busy machine one process can append all its events before the other's first),
+            # each of these follows an append of the other process, which it must catch up on
+            for turn, server in enumerate(servers * 2):
+                _send_one(server.url, f"turn-{turn}", acknowledged)
             shared = [_shared_writes(server.url) for server in servers]
             # each process applied the other's entries; a stale append was undone, not
             # rebuilt (at most a process's first one, before it knew the model contended)

@@ -49,7 +49,6 @@ def make_store(settings: Settings) -> Store:
     if settings.store == "redis":
         from service.stores.redis import RedisStore
 
-        assert settings.redis_url is not None
         return RedisStore.open(settings)
     if settings.store == "sqlite":
         from service.stores.sqlite import SQLiteStore

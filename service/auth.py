@@ -12,7 +12,7 @@ from starlette.requests import HTTPConnection
 from service.errors import Forbidden, Unauthorized
 from service.settings import Settings
 
-_READ_METHODS = {"GET", "HEAD", "OPTIONS"}
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def presented_key(connection: HTTPConnection) -> str | None:
@@ -55,4 +55,4 @@ def check_api_key(connection: HTTPConnection, settings: Settings, *, writes: boo
 async def require_api_key(request: Request) -> None:
     """The dependency of every /v1 route (``async``: FastAPI runs a plain ``def`` dependency
     in the thread pool, a hop that costs more than the check)."""
-    check_api_key(request, request.app.state.settings, writes=request.method not in _READ_METHODS)
+    check_api_key(request, request.app.state.settings, writes=request.method not in READ_METHODS)

@@ -41,7 +41,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse
 from starlette.types import Message, Receive, Scope, Send
 
-from service.auth import check_api_key, require_api_key
+from service.auth import READ_METHODS, check_api_key, require_api_key
 from service.body_guard import BodyDeadlines
 from service.deps import Services, get_engine, get_services, get_settings, get_telemetry
 from service.errors import PROBLEM_MEDIA_TYPE as PROBLEM
@@ -54,7 +54,6 @@ from service.telemetry_logs import record_request
 
 _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 _FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
-_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: the order methods are listed in ``Allow``
 _METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 _NO_STORE = (b"cache-control", b"no-store")
@@ -164,7 +163,7 @@ class LaneRoute:
         self.key_writes: bool | None = None
         for dependency in dependant.dependencies:
             if dependency.call is require_api_key:
-                self.key_writes = not self.methods <= _READ_METHODS
+                self.key_writes = not self.methods <= READ_METHODS
             elif dependency.call in _SERVICES and dependency.name:
                 self.readers.append((dependency.name, _SERVICES[dependency.call]))
             else:

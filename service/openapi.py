@@ -16,6 +16,7 @@ from typing import Any
 from core.learners import learner_class
 from core.learners._params import parameters_schema
 from core.validation import FEATURE_BOUND
+from service.auth import READ_METHODS
 from service.errors import PROBLEM_MEDIA_TYPE
 from service.ingest import fields, libsvm
 from service.models import servable_learners
@@ -288,7 +289,7 @@ def complete(document: dict[str, Any], *, auth_enabled: bool) -> dict[str, Any]:
                 continue
             operation["security"] = security
             common = [401, 503]
-            if method not in ("get", "head", "options"):
+            if method.upper() not in READ_METHODS:
                 common.append(403)
             if "{model_id}" in path:
                 common.append(404)

@@ -14,10 +14,10 @@ CSR rows, and dense rows skip their zeros), and a dense row and its CSR copy lea
 thing.
 
 Kernels take arrays and scalars only, validate nothing and read no globals.  The per-feature
-loops write the catch-up (logistic.9) and the step (logistic.4)-(logistic.6) out instead of
-calling :func:`catch_up` and :func:`ftrl_step`: a call that takes arrays costs numba
-reference-count updates on each (see ``core._kernels.spam``, "Per-event code"), per non-zero
-here.
+loops take the catch-up (logistic.9) and the step (logistic.4)-(logistic.6) from the scalar
+:func:`caught_up` and :func:`stepped` instead of calling :func:`catch_up` and
+:func:`ftrl_step`: a call that takes arrays costs numba reference-count updates on each (see
+``core._kernels.spam``, "Per-event code"), per non-zero here.
 """
 
 import numpy as np
@@ -63,14 +63,20 @@ def catch_up_factor(elapsed, half_life, one_event):
 
 
 @kernel
+def caught_up(z_j, n_j, elapsed, half_life, one_event):
+    """(logistic.9): the accumulators ``(z_j, n_j)`` discounted for ``elapsed`` events (scalars
+    only, so that the learning loops may call it per non-zero)."""
+    factor = catch_up_factor(elapsed, half_life, one_event)
+    return z_j * factor, n_j * factor
+
+
+@kernel
 def catch_up(z, n, j, touched, slot, now, half_life, one_event):
     """(logistic.9) in place for coordinate ``j`` of ``z``, ``n`` (no-op when off), whose last
     catch-up is ``touched[slot]`` (a feature's slot is its column, the intercept's
     ``n_features``)."""
     if half_life > 0.0:
-        factor = catch_up_factor(now - touched[slot], half_life, one_event)
-        z[j] *= factor
-        n[j] *= factor
+        z[j], n[j] = caught_up(z[j], n[j], now - touched[slot], half_life, one_event)
         touched[slot] = now
 
 
@@ -106,14 +112,20 @@ def served_score(s, w_bias, class_counts, use_offset):
 
 
 @kernel
-def ftrl_step(z, n, j, g, w, root_n, inv_alpha):
-    """(logistic.4)-(logistic.6) for coordinate ``j`` with gradient ``g``, current weight ``w`` and
-    ``root_n = sqrt(n_j)`` (already computed for (logistic.3): a square root saved per non-zero,
-    with the same bits, since ``sqrt`` is correctly rounded)."""
-    n_new = n[j] + g * g
+def stepped(z_j, n_j, g, w, root_n, inv_alpha):
+    """(logistic.4)-(logistic.6): the accumulators ``(z_j, n_j)`` after a step with gradient
+    ``g``, current weight ``w`` and ``root_n = sqrt(n_j)`` (already computed for (logistic.3):
+    a square root saved per non-zero, with the same bits, since ``sqrt`` is correctly rounded).
+    Scalars only, so that the learning loops may call it per non-zero."""
+    n_new = n_j + g * g
     sigma = (np.sqrt(n_new) - root_n) * inv_alpha
-    z[j] += g - sigma * w
-    n[j] = n_new
+    return z_j + (g - sigma * w), n_new
+
+
+@kernel
+def ftrl_step(z, n, j, g, w, root_n, inv_alpha):
+    """:func:`stepped` in place for coordinate ``j`` of ``z``, ``n``."""
+    z[j], n[j] = stepped(z[j], n[j], g, w, root_n, inv_alpha)
 
 
 @kernel
@@ -144,10 +156,8 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_cou
         for j in range(n_features):
             value = X[i, j]
             if value != 0.0:
-                if half_life > 0.0:  # (logistic.9): catch_up, written out
-                    factor = catch_up_factor(now - touched[j], half_life, one_event)
-                    z[j] *= factor
-                    n[j] *= factor
+                if half_life > 0.0:  # (logistic.9)
+                    z[j], n[j] = caught_up(z[j], n[j], now - touched[j], half_life, one_event)
                     touched[j] = now
                 root = np.sqrt(n[j])
                 w = weight_from_root(z[j], root, inv_alpha, beta, l1, l2)
@@ -163,12 +173,8 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_cou
         residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
         for j in range(n_features):
             value = X[i, j]
-            if value != 0.0:  # (logistic.4)-(logistic.6): ftrl_step, written out
-                g = residual * value
-                n_new = n[j] + g * g
-                sigma = (np.sqrt(n_new) - roots[j]) * inv_alpha
-                z[j] += g - sigma * weights[j]
-                n[j] = n_new
+            if value != 0.0:  # (logistic.4)-(logistic.6)
+                z[j], n[j] = stepped(z[j], n[j], residual * value, weights[j], roots[j], inv_alpha)
         if fit_intercept:
             ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
         count_label(class_counts, y[i] > 0, use_offset, one_event)
@@ -202,10 +208,8 @@ def logistic_csr(
             value = data[k]
             if value != 0.0:
                 j = indices[k]
-                if half_life > 0.0:  # (logistic.9): catch_up, written out
-                    factor = catch_up_factor(now - touched[j], half_life, one_event)
-                    z[j] *= factor
-                    n[j] *= factor
+                if half_life > 0.0:  # (logistic.9)
+                    z[j], n[j] = caught_up(z[j], n[j], now - touched[j], half_life, one_event)
                     touched[j] = now
                 root = np.sqrt(n[j])
                 w = weight_from_root(z[j], root, inv_alpha, beta, l1, l2)
@@ -220,13 +224,10 @@ def logistic_csr(
         residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
         for k in range(start, end):
             value = data[k]
-            if value != 0.0:  # (logistic.4)-(logistic.6): ftrl_step, written out
+            if value != 0.0:  # (logistic.4)-(logistic.6)
                 j = indices[k]
-                g = residual * value
-                n_new = n[j] + g * g
-                sigma = (np.sqrt(n_new) - roots[k - start]) * inv_alpha
-                z[j] += g - sigma * weights[k - start]
-                n[j] = n_new
+                w = weights[k - start]
+                z[j], n[j] = stepped(z[j], n[j], residual * value, w, roots[k - start], inv_alpha)
         if fit_intercept:
             ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
         count_label(class_counts, y[i] > 0, use_offset, one_event)

@@ -22,6 +22,7 @@ from service.ingest import fields
 from service.ingest.batch import Batch, FeatureSpec
 from service.ingest.fields import Locator
 from service.ingest.objects import (
+    EVENT_KEYS,
     events_to_batch,
     located_objects,
     parse_json,
@@ -171,15 +172,12 @@ def json_events(body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: i
     return events_to_batch(events, spec, labelled=labelled, max_events=max_events)
 
 
-_EVENT_KEYS = frozenset({"id", "x", "y"})  # as objects.EVENT_KEYS
-
-
 def _one_dense_event(event: Any, spec: FeatureSpec, labelled: bool) -> Batch | None:
     """The batch of a body of one event of the plain shape for a dense model, or None: the
     general path's batch without its per-batch costs (the locator, the label coercion), which
     are as much as scoring one event.  Like ``_dense_json_fast`` it only accepts: anything else
     goes to the general path, which gives its usual error."""
-    if type(event) is not dict or not event.keys() <= _EVENT_KEYS:
+    if type(event) is not dict or not event.keys() <= EVENT_KEYS:
         return None
     row = event.get("x")
     width = spec.n_features

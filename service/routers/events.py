@@ -17,7 +17,7 @@ from service.engine.learning import LearnResult
 from service.errors import InvalidInput, UnsupportedMediaType
 from service.fastlane import SettingBound, lane
 from service.ingest import JSON, FeatureSpec, media_type, parse_label_items
-from service.offload import in_thread_if, large_batch, large_body, model_spec, run_engine
+from service.offload import in_thread_if, large_batch, large_body, model_spec
 from service.openapi import LABELS_BODY, events_body, problems
 from service.queue.enqueue import enqueue
 from service.schemas import (
@@ -202,8 +202,7 @@ async def post_labels(model_id: str, request: Request, services: ServicesDep) ->
     (``labels_joined``, ``duplicates`` ...) and the worker's log, not in the response.
     """
     engine, settings, telemetry = services.engine, services.settings, services.telemetry
-    if engine.cached_spec(model_id) is None:
-        await run_engine(engine, engine.spec, model_id)  # 404 before reading the body
+    await model_spec(engine, model_id)  # 404 before reading the body
     if media_type(request.headers.get("content-type")) != JSON:
         raise UnsupportedMediaType("labels are sent as application/json", field="content-type")
     body = await read_body(request, settings.max_body_bytes)

@@ -10,7 +10,6 @@ from service import models as model_requests
 from service import snapshot
 from service.body import read_body, require_json
 from service.deps import EngineDep, SettingsDep
-from service.engine import Engine
 from service.errors import InvalidInput, ModelExists, UnsupportedMediaType
 from service.ingest import media_type
 from service.offload import run_engine
@@ -78,18 +77,13 @@ async def weights(model_id: str, engine: EngineDep) -> Response:
 async def export_snapshot(model_id: str, engine: EngineDep) -> Response:
     """The model as a pickle-free zip of .npy arrays plus a JSON manifest (see
     ``service/snapshot.py`` for the format)."""
-
-    body = await run_in_threadpool(_export, engine, model_id)  # 10-30 s for a large model
+    # in the thread pool: 10-30 s for a large model
+    body = await run_in_threadpool(lambda: snapshot.export_snapshot(*engine.state_arrays(model_id)))
     return Response(
         body,
         media_type=snapshot.MEDIA_TYPE,
         headers={"Content-Disposition": f'attachment; filename="{model_id}.aucstream.zip"'},
     )
-
-
-def _export(engine: Engine, model_id: str) -> bytes:
-    config, version, arrays = engine.state_arrays(model_id)
-    return snapshot.export_snapshot(config, version, arrays)
 
 
 @router.put(

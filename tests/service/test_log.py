@@ -82,6 +82,13 @@ def _state(engine: Engine, model_id: str) -> dict[str, np.ndarray]:
     return engine.state_arrays(model_id)[2]
 
 
+def assert_same_state(actual: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
+    """The same arrays under the same names, bit for bit."""
+    assert actual.keys() == expected.keys()
+    for name in expected:
+        np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+
+
 @pytest.mark.parametrize("checkpoint_at", [None, 7])
 @pytest.mark.parametrize("learner", ["auto", "spdam"])
 def test_a_rebuilt_model_equals_the_one_that_never_stopped(logging_store, learner, checkpoint_at):
@@ -97,9 +104,7 @@ def test_a_rebuilt_model_equals_the_one_that_never_stopped(logging_store, learne
     assert len(stored.entries) > 20 - (checkpoint_at or 0)  # learned from the log, not a state
     rebuilt = _engine(logging_store, clock)  # another process, or this one restarted
     actual = _state(rebuilt, "m")
-    assert actual.keys() == expected.keys()
-    for name in expected:
-        np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+    assert_same_state(actual, expected)
     assert rebuilt.info("m").version == live.info("m").version
 
 
@@ -113,8 +118,7 @@ def test_a_replay_merges_learner_calls_and_stays_exact(logging_store):
         live.learn("m", Batch(X[k : k + 1], y[k : k + 1], [f"e{k}"]))
     expected = _state(live, "m")
     actual = _state(_engine(logging_store, clock), "m")
-    for name in expected:
-        np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+    assert_same_state(actual, expected)
 
 
 def test_a_cache_behind_catches_up_and_a_checkpoint_truncates_the_log(logging_store):
@@ -332,8 +336,7 @@ def test_processes_appending_at_once_lose_and_double_nothing(kind, request):
     for engine in engines:
         assert engine.info("m").version == rebuilt.info("m").version
         actual = _state(engine, "m")
-        for name in expected:
-            np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+        assert_same_state(actual, expected)
     for engine in (*engines, rebuilt):
         engine.close()
 

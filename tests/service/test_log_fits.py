@@ -18,7 +18,14 @@ from service.ingest import Batch
 from service.models import create_model
 from service.schemas import ModelCreate
 from service.stores.base import Commit
-from tests.service.test_log import Clock, _engine, _state, logging_store, make_stream
+from tests.service.test_log import (
+    Clock,
+    _engine,
+    _state,
+    assert_same_state,
+    logging_store,
+    make_stream,
+)
 
 __all__ = ["logging_store"]  # the fixture, imported for these tests
 
@@ -96,9 +103,7 @@ def test_a_recovery_across_logged_fits_equals_the_live_model_without_fitting(
     actual = _state(rebuilt, "m")
     assert counting.calls == 0  # every fit installed from the log
     assert FIT_STATS.from_log - from_log == len(logged)
-    assert actual.keys() == expected.keys()
-    for name in expected:
-        np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+    assert_same_state(actual, expected)
     assert rebuilt.info("m").version == live.info("m").version
 
 
@@ -112,8 +117,7 @@ def test_a_checkpoint_truncates_logged_fits_and_later_fits_are_logged(logging_st
     assert _logged(logging_store)  # the fits after the checkpoint
     expected = _state(live, "m")
     actual = _state(_engine(logging_store, clock), "m")
-    for name in expected:
-        np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+    assert_same_state(actual, expected)
 
 
 def _corrupt(store, change) -> int:

@@ -77,9 +77,15 @@ class ComposedState:
             # the prefixed names, kept per part while its keys are the same (a part's arrays
             # may be swapped, its keys are not once initialised): one C-level update; interned,
             # as every model of a kind has the same names (one copy serves the cached models)
+            # a part that is itself composite gives a new dict after each batch, of the same
+            # names in the same order: compared as a tuple before interning them again
             names = self.__dict__.get("_view_names", {}).get(prefix)
             if names is None or names[0] is not part or len(names[1]) != len(part):
-                names = (part, [sys.intern(prefix + key) for key in part])
+                keys = tuple(part)
+                if names is None or names[1] != keys:
+                    names = (part, keys, [sys.intern(prefix + key) for key in keys])
+                else:
+                    names = (part, keys, names[2])
                 self.__dict__.setdefault("_view_names", {})[prefix] = names
-            view.update(zip(names[1], part.values(), strict=True))
+            view.update(zip(names[2], part.values(), strict=True))
         self.__dict__["_state_view"] = view

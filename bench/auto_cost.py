@@ -27,9 +27,10 @@ real data set's events (``letter_a``: 16 features; and the same events hashed by
 copy, into a stream of ``--events`` rows (larger than the cache), the boosted fits handed to
 a background fitter as the service hands them (the fits not counted, wherever they run;
 their install counted).  The model learns the first 5,000 events in one batch, then
-``--single-events`` one at a time, timed; a second pass of as many events times each component (wrapped: the sum
-runs a little slower than the plain pass).  Each ``--tree`` runs in a fresh process in turn,
-round after round; the best round of each is reported, with the load.
+``--single-events`` one at a time, timed; a second pass of as many events times each
+component (wrapped: the sum runs a little slower than the plain pass).  Each ``--tree`` runs in
+a fresh process in turn, round after round; the best round of each is reported, with the
+load.
 
 Usage::
 
@@ -230,6 +231,7 @@ def request_path(args) -> None:
     for label, seconds in best.items():
         print(f"{label:36s} {1e6 * seconds:8.2f} us/event {seconds / before:6.2f}x")
 
+
 #: events the model learns in one batch before its one-event calls are timed
 WARM_EVENTS = 5000
 
@@ -346,8 +348,9 @@ def one_event(args) -> None:
     loads = [open("/proc/loadavg").read().split()[0]]
     for _ in range(args.rounds):
         for tree in trees:
-            command = [sys.executable, str(ROOT / "bench" / "auto_cost.py"), "--one-event-worker",
-                       "--events", str(args.events), "--single-events", str(args.single_events)]  # fmt: skip
+            command = [sys.executable, str(ROOT / "bench" / "auto_cost.py"),
+                       "--one-event-worker", "--events", str(args.events),
+                       "--single-events", str(args.single_events)]  # fmt: skip
             env = dict(os.environ, PYTHONPATH=tree)
             done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
             if done.returncode:

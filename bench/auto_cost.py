@@ -311,8 +311,8 @@ def one_event_worker(args) -> None:
 
         return wrapper
 
-    boosted_fits.FitJob.run = not_counted(boosted_fits.FitJob.run)
-    BoostedEmbedded.prepare = not_counted(BoostedEmbedded.prepare)
+    boosted_fits.FitJob.run = not_counted(boosted_fits.FitJob.run)  # type: ignore[method-assign]
+    BoostedEmbedded.prepare = not_counted(BoostedEmbedded.prepare)  # type: ignore[method-assign]
 
     def submit(job, prepare):  # a fitter that finishes each job as it is handed over
         handle = boosted_fits.FitHandle(job, prepare)

@@ -21,12 +21,25 @@ relearning of the job's buffer, not counted; taking the job and installing it co
 the default tournament against the one before the fast boosted candidate (docs/algorithms/
 auto.md, "The fast candidates"), in batches of ``--batch``, alternated, best of ``--repeats``.
 
+``--one-event``: auto's learning of one event at a time on the request path (issue 36), a
+real data set's events (``letter_a``: 16 features; and the same events hashed by name into
+2^18 columns, ``scaling="scale"`` as the service picks for hashed models) tiled, shuffled per
+copy, into a stream of ``--events`` rows (larger than the cache), the boosted fits handed to
+a background fitter as the service hands them (the fits not counted, wherever they run;
+their install counted).  The model learns the first 5,000 events in one batch, then
+``--single-events`` one at a time, timed; a second pass of as many events times each
+component (wrapped: the sum runs a little slower than the plain pass).  Each ``--tree`` runs in
+a fresh process in turn, round after round; the best round of each is reported, with the
+load.
+
 Usage::
 
     python bench/auto_cost.py [--events 200000] [--single-events 40000] [--rounds 3]
                               [--tree /work/main] [--tree .]
     python bench/auto_cost.py --models [--events 200000] [--batch 1000] [--repeats 3]
     python bench/auto_cost.py --request-path [--events 30000] [--batch 1000] [--repeats 3]
+    python bench/auto_cost.py --one-event [--events 200000] [--single-events 10000]
+                              [--rounds 3] [--tree /work/main] [--tree .]
 """
 
 from __future__ import annotations
@@ -219,13 +232,157 @@ def request_path(args) -> None:
         print(f"{label:36s} {1e6 * seconds:8.2f} us/event {seconds / before:6.2f}x")
 
 
+#: events the model learns in one batch before its one-event calls are timed
+WARM_EVENTS = 5000
+
+
+def letter_stream(events: int, hashed: bool):
+    """``letter_a``'s events tiled into ``events`` rows, each copy shuffled (a fixed seed);
+    ``hashed``: each event's features by name (``f0`` ..) hashed into 2^18 columns (CSR)."""
+    from bench import datasets  # the checkout's own (on sys.path first)
+
+    X, y, _ = datasets.load("letter_a")
+    rng = np.random.default_rng(0)
+    order = np.concatenate([rng.permutation(len(y)) for _ in range(-(-events // len(y)))])
+    X, y = np.ascontiguousarray(X[order[:events]], dtype=np.float64), y[order[:events]]
+    if hashed:
+        from core.hashing import FeatureHasher
+
+        names = [f"f{j}" for j in range(X.shape[1])]
+        X = FeatureHasher(2**18).transform(dict(zip(names, row, strict=True)) for row in X)
+    return X, np.asarray(y, dtype=np.int64)
+
+
+def component_timers(model, spent: dict[str, float], off_path: list[float]) -> None:
+    """Wrap the parts of ``model``'s one-event learning (names both checkouts have) so that
+    each adds its thread time to ``spent``, the fits' (``off_path``) taken off; a nested
+    part's time is also its caller's."""
+    import core.learners.auto as auto_module
+
+    def timed(name, function):
+        def wrapper(*args, **kwargs):
+            begun, fits = time.thread_time(), off_path[0]
+            try:
+                return function(*args, **kwargs)
+            finally:
+                elapsed = time.thread_time() - begun - (off_path[0] - fits)
+                spent[name] = spent.get(name, 0.0) + elapsed
+
+        return wrapper
+
+    for name in ("serve_and_record", "evaluate", "grow_window", "next_evaluation"):
+        setattr(auto_module, name, timed(name, getattr(auto_module, name)))
+    model._learn = timed("auto._learn", model._learn)
+    model._refresh_view = timed("auto._refresh_view", model._refresh_view)
+    model._check_grown_state = timed("grown-state check", model._check_grown_state)
+    drift = model._drift()
+    if drift is not None:
+        drift.watch = timed("drift watch", drift.watch)
+    for k, candidate in enumerate(model._candidates):
+        label = f"c{k} {candidate.name}"
+        candidate._learn = timed(label, candidate._learn)
+        if hasattr(candidate, "transform"):
+            candidate.transform = timed(f"{label}: embedding", candidate.transform)
+            candidate._remember = timed(f"{label}: fit buffer", candidate._remember)
+            candidate._refresh_view = timed(f"{label}: view", candidate._refresh_view)
+
+
+def one_event_worker(args) -> None:
+    """One round in this process (its checkout on sys.path): CPU microseconds per one-event
+    learn of each case, then each component's, the fits' own time not counted."""
+    sys.path.insert(0, str(Path.cwd()))
+    from core import boosted_fits
+    from core.learners import make_learner
+    from core.learners.boosted_embedded import BoostedEmbedded
+    from core.validation import row_range
+
+    # a fit (the trees, and the inner learner's relearning of the job's buffer) is not
+    # counted wherever it runs: in the fitter, or in the call at an install point that the
+    # fitter was not deemed in time for (a stream this fast outruns the fits)
+    off_path = [0.0]
+
+    def not_counted(function):
+        def wrapper(*args, **kwargs):
+            begun = time.thread_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                off_path[0] += time.thread_time() - begun
+
+        return wrapper
+
+    boosted_fits.FitJob.run = not_counted(boosted_fits.FitJob.run)  # type: ignore[method-assign]
+    BoostedEmbedded.prepare = not_counted(BoostedEmbedded.prepare)  # type: ignore[method-assign]
+
+    def submit(job, prepare):  # a fitter that finishes each job as it is handed over
+        handle = boosted_fits.FitHandle(job, prepare)
+        handle.begin()
+        handle.run()
+        return handle
+
+    out = {}
+    for case, hashed, scaling in (("dense 16", False, "standard"), ("hashed 2^18", True, "scale")):
+        X, y = letter_stream(args.events, hashed)
+        with boosted_fits.background_fits(submit):
+            model = make_learner("auto", scaling=scaling)
+            model.prequential_step(row_range(X, 0, WARM_EVENTS), y[:WARM_EVENTS])
+            stop = WARM_EVENTS + args.single_events
+            off_path[0], start = 0.0, time.thread_time()
+            for i in range(WARM_EVENTS, stop):
+                model.prequential_step(row_range(X, i, i + 1), y[i : i + 1])
+            out[case] = {"total": (time.thread_time() - start - off_path[0]) / args.single_events}
+            spent: dict[str, float] = {}
+            component_timers(model, spent, off_path)
+            off_path[0], start = 0.0, time.thread_time()
+            for i in range(stop, stop + args.single_events):
+                model.prequential_step(row_range(X, i, i + 1), y[i : i + 1])
+            spent["prequential_step"] = time.thread_time() - start - off_path[0]
+            spent["(the fits, not counted)"] = off_path[0]
+            out[case].update({key: value / args.single_events for key, value in spent.items()})
+    print(json.dumps(out))
+
+
+def one_event(args) -> None:
+    trees = [str(Path(tree).resolve()) for tree in (args.tree or [str(ROOT)])]
+    best: dict[str, dict] = {tree: {} for tree in trees}
+    loads = [open("/proc/loadavg").read().split()[0]]
+    for _ in range(args.rounds):
+        for tree in trees:
+            command = [sys.executable, str(ROOT / "bench" / "auto_cost.py"),
+                       "--one-event-worker", "--events", str(args.events),
+                       "--single-events", str(args.single_events)]  # fmt: skip
+            env = dict(os.environ, PYTHONPATH=tree)
+            done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(done.stderr)
+            for case, times in json.loads(done.stdout.strip().splitlines()[-1]).items():
+                if times["total"] < best[tree].get(case, {"total": np.inf})["total"]:
+                    best[tree][case] = times
+        loads.append(open("/proc/loadavg").read().split()[0])
+    print(f"letter_a tiled to {args.events:,} events; {WARM_EVENTS:,} learned in one batch, then "
+          f"{args.single_events:,} one at a time; best of {args.rounds} alternated rounds; load "
+          f"average (1 min) {', '.join(loads)}")  # fmt: skip
+    first = trees[0]
+    for case in best[first]:
+        print(f"\n{case}: CPU us per one-event learn (components: the wrapped pass)")
+        parts = sorted({key for tree in trees for key in best[tree][case]} - {"total"})
+        print(f"{'':36s}" + "".join(f"{Path(tree).name:>12s}" for tree in trees) + "  ratio")
+        for key in ["total", *parts]:
+            values = [best[tree][case].get(key, np.nan) * 1e6 for tree in trees]
+            ratio = values[-1] / values[0] if values[0] else np.nan
+            print(f"{key:36s}" + "".join(f"{v:12.1f}" for v in values) + f"  {ratio:5.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", action="store_true", help="the table of every model")
     parser.add_argument("--request-path", action="store_true",
                         help="the default against the tournament before its fast boosted one, "
                         "fits off the request path")  # fmt: skip
+    parser.add_argument("--one-event", action="store_true",
+                        help="one-event learning on the request path, per component")  # fmt: skip
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--one-event-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tree", action="append", help="a checkout to measure (repeatable)")
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--single-events", type=int, default=40_000)
@@ -236,6 +393,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         worker(args)
+    elif args.one_event_worker:
+        one_event_worker(args)
+    elif args.one_event:
+        one_event(args)
     elif args.models:
         models(args)
     elif args.request_path:

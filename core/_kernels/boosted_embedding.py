@@ -80,6 +80,18 @@ def embed(X, indptr, indices, data, ens, n_trees, max_leaves, n_features, append
 
 
 @kernel
+def embed_arrays(X, indptr, indices, data, left, right, feature, threshold, leaf, value,
+                 baseline, n_trees, max_leaves, n_features, append_features, append_margin,
+                 leaf_value):  # fmt: skip
+    """:func:`embed` of the ensemble given as its arrays (:data:`Ensemble`'s fields, in order):
+    a namedtuple argument is typed in Python at every call, several microseconds that a
+    one-event batch pays at each event."""
+    ens = Ensemble(left, right, feature, threshold, leaf, value, baseline)
+    return embed(X, indptr, indices, data, ens, n_trees, max_leaves, n_features,
+                 append_features, append_margin, leaf_value)  # fmt: skip
+
+
+@kernel
 def margin(X, indptr, indices, data, ens, n_trees, n_features):
     """The ensemble's margin (its log-odds) of each event: ``baseline + sum_t value[t, leaf]``."""
     sparse = indptr.shape[0] > 0

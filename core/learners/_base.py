@@ -341,8 +341,8 @@ class OnlineLearner(DeclaredParameters, StateContract, GrownStateChecks):
         """Scale (online) and learn a validated batch."""
         if self.scaling == "standard" and isinstance(features, CSRMatrix):
             # raise before any statistics move: a rejected batch changes nothing
-            scale_batch(self.scaling, self.state_, features, learn=False)
-        features = scale_batch(self.scaling, self.state_, features, learn=True)
+            scale_batch(self.scaling, self._scaler_arrays, features, learn=False)
+        features = scale_batch(self.scaling, self._scaler_arrays, features, learn=True)
         if self._inputs_sink is not None:
             self._inputs_sink.append(features)
         self._learn(features, labels, scores)
@@ -405,7 +405,7 @@ class OnlineLearner(DeclaredParameters, StateContract, GrownStateChecks):
         takes sparse input), every value finite."""
         self._check_initialized()
         features = self._coerce(X)[0] if check_input else X
-        features = scale_batch(self.scaling, self.state_, features, learn=False)
+        features = scale_batch(self.scaling, self._scaler_arrays, features, learn=False)
         return self._decision(features)
 
 

@@ -3,18 +3,27 @@ learner): one flat dict, the contract's ``state_``, over the parts' own ``state_
 
 The parts keep their own ``state_`` (their kernels and caches work on them); the composite's
 ``state_`` is a view: each part's arrays under its prefix, plus the composite's own arrays,
-the same array objects, so in-place updates show through.  The view is rebuilt after every
-batch (:meth:`ComposedState._refresh_view`: a part may swap an array for a view of a packed
-buffer while it learns, as ``spam`` does) instead of at every access, since the base class
-reads ``state_`` several times per batch.
+the same array objects, so in-place updates show through.  After every batch the view is
+checked when it is next read (:meth:`ComposedState._refresh_view`: a part may swap an array
+for a view of a packed buffer while it learns, as ``spam`` does), and built again only when an
+array was swapped; a one-event batch (the service's request path) reads it once, for the
+check of its grown arrays: the base class reads the width and the scaler's arrays from the
+composite's own, and a composite part's view is not built at all, its parent showing its
+arrays directly.
 """
 
 from __future__ import annotations
 
+import operator
 import sys
-from typing import Any
+from itertools import chain
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+
+def _same_objects(these: tuple, those: tuple) -> bool:
+    return len(these) == len(those) and all(map(operator.is_, these, those))
 
 
 class ComposedState:
@@ -23,6 +32,10 @@ class ComposedState:
     (the current pairs); ``_own_state`` holds its own arrays."""
 
     _own_state: dict[str, np.ndarray]
+
+    if TYPE_CHECKING:  # the learner's (StateContract)
+
+        def _check_initialized(self) -> None: ...
 
     def _new_parts(self) -> list[tuple[str, Any]]:
         raise NotImplementedError
@@ -38,6 +51,8 @@ class ComposedState:
         view = self.__dict__.get("_state_view")
         if view is None:
             raise AttributeError("state_")
+        if self.__dict__.get("_view_stale"):
+            view = self._build_view()
         return view
 
     @state_.setter
@@ -58,6 +73,20 @@ class ComposedState:
         self._own_state = own
         self._refresh_view()
 
+    # read at every batch: from the own arrays, without building a stale view
+    @property
+    def is_initialized(self) -> bool:
+        return self.__dict__.get("_state_view") is not None
+
+    @property
+    def n_features_in_(self) -> int:
+        self._check_initialized()
+        return int(self._own_state["n_features"][0])
+
+    @property
+    def _scaler_arrays(self) -> dict[str, np.ndarray]:
+        return self._own_state
+
     def _own_growing_arrays(self) -> dict[str, tuple[int, int]]:
         """The composite's own growing arrays (:mod:`core.learners._growing`); none by
         default."""
@@ -71,15 +100,48 @@ class ComposedState:
         return growing
 
     def _refresh_view(self) -> None:
-        view = dict(self._own_state)
+        """The parts' arrays may have been swapped: the view is built again when it is next
+        read (a composite part's, learned at every event, is not read by its parent's view,
+        which shows its arrays directly: :meth:`_view_sources`)."""
+        if "_state_view" in self.__dict__:
+            self.__dict__["_view_stale"] = True
+        else:
+            self._build_view()
+
+    def _view_sources(self) -> list[tuple[str, dict[str, np.ndarray]]]:
+        """``(prefix, arrays)`` of every dict the view shows, in its order: the composite's own
+        arrays, then each part's (a composite part's own sources, under its prefix)."""
+        sources: list[tuple[str, dict[str, np.ndarray]]] = [("", self._own_state)]
         for prefix, learner in self._parts():
-            part = learner.state_
-            # the prefixed names, kept per part while its keys are the same (a part's arrays
-            # may be swapped, its keys are not once initialised): one C-level update; interned,
-            # as every model of a kind has the same names (one copy serves the cached models)
-            names = self.__dict__.get("_view_names", {}).get(prefix)
+            if isinstance(learner, ComposedState) and "_state_view" in learner.__dict__:
+                sources.extend((prefix + inner, part) for inner, part in learner._view_sources())
+            else:
+                sources.append((prefix, learner.state_))
+        return sources
+
+    def _build_view(self) -> dict[str, np.ndarray]:
+        sources = self._view_sources()
+        # most batches swap no array: the view built last, from the same dicts of the same
+        # arrays, is kept
+        shown = (
+            tuple([part for _, part in sources]),
+            tuple(chain.from_iterable([part.values() for _, part in sources])),
+        )
+        built, view = self.__dict__.get("_view_built"), self.__dict__.get("_state_view")
+        if view is not None and built is not None and all(map(_same_objects, built, shown)):
+            self.__dict__["_view_stale"] = False
+            return view
+        self.__dict__["_view_built"] = shown
+        view = dict(sources[0][1])
+        cache = self.__dict__.setdefault("_view_names", {})
+        for prefix, part in sources[1:]:
+            # the prefixed names, kept per source while its keys are the same (its arrays may be
+            # swapped, its keys are not once initialised): one C-level update; interned, as
+            # every model of a kind has the same names (one copy serves the cached models)
+            names = cache.get(prefix)
             if names is None or names[0] is not part or len(names[1]) != len(part):
-                names = (part, [sys.intern(prefix + key) for key in part])
-                self.__dict__.setdefault("_view_names", {})[prefix] = names
+                names = cache[prefix] = (part, [sys.intern(prefix + key) for key in part])
             view.update(zip(names[1], part.values(), strict=True))
         self.__dict__["_state_view"] = view
+        self.__dict__["_view_stale"] = False
+        return view

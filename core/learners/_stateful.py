@@ -79,6 +79,11 @@ class StateContract(ABC):
         self._check_initialized()
         return int(self.state_["n_features"][0])
 
+    @property
+    def _scaler_arrays(self) -> dict[str, np.ndarray]:
+        """The dict that holds the scaler's arrays: ``state_`` (a composite's own arrays)."""
+        return self.state_
+
     def initialize(self, n_features: int) -> Self:
         """Start from scratch for ``n_features`` features (a model that has seen nothing)."""
         self.validate_params()
@@ -187,7 +192,7 @@ class StateContract(ABC):
                 f"this {type(self).__name__} overflowed on its last batch, which it could not "
                 "undo; give it a state again (from_state) or restart it (initialize)"
             )
-        if not hasattr(self, "state_"):
+        if not self.is_initialized:
             raise NotFittedError(
                 f"this {type(self).__name__} has learned nothing yet; "
                 "call partial_fit, fit or initialize first"

@@ -14,6 +14,8 @@ the time it costs.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from core._kernels import boosted_embedding as kernels
@@ -234,11 +236,10 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
     def _embed(self, X, ensemble: dict[str, np.ndarray], width: int) -> CSRMatrix:
         """:meth:`transform` by ``ensemble``'s trees for an inner learner of ``width``."""
         n_features = X.shape[1]
-        arrays = kernels.Ensemble(*(ensemble[key] for key in ENSEMBLE_KEYS[:-1]))
-        indptr, indices, data = kernels.embed(
-            *event_arrays(X), arrays, int(ensemble["ens_trees"][0]), int(self.max_leaves),
-            n_features, bool(self.append_features), bool(self.append_margin),
-            1.0 / np.sqrt(self.n_trees),
+        indptr, indices, data = kernels.embed_arrays(
+            *event_arrays(X), *map(ensemble.__getitem__, ENSEMBLE_KEYS[:-1]),
+            int(ensemble["ens_trees"][0]), int(self.max_leaves), n_features,
+            bool(self.append_features), bool(self.append_margin), 1.0 / math.sqrt(self.n_trees),
         )  # fmt: skip
         return CSRMatrix(indptr, indices, data, width)
 

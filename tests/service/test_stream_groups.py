@@ -1,0 +1,138 @@
+"""Pipelined one-event messages on the defaults (SQLite, ``auto``): the messages that have
+arrived are learned as one engine call and committed as one log entry, answered in order, a bad
+message refused alone, and the model is what learning the good messages one after another
+gives (service/stream/session.py).  The kill -9 case is tests/service/test_stream_kill.py."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+
+from service.stream.protocol import encode_binary
+from tests.service.conftest import CLOCK_ARRAYS, live_server, make_stream
+from tests.service.test_group_commit_kill import snapshot_arrays
+from tests.service.test_stream import socket
+
+N_FEATURES = 5
+#: the defaults but the regret window: a run of messages is one regret round, the reference's
+#: one-event requests one each (the state compared is the learner's, windows and counters)
+MODEL = {"n_features": N_FEATURES, "regret_window": 0}
+N = 120
+NAN_AT, WIDE_AT = 40, 80
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    data = tmp_path_factory.mktemp("stream-groups")
+    # the frames sent in one burst are one batch: the handler waits up to a second for more
+    settings = {"AUCSTREAM_DATA_DIR": str(data), "AUCSTREAM_WS_BATCH_WAIT_MS": "1000"}
+    with live_server(settings, store="sqlite") as (url, _):
+        yield url
+
+
+def frames(X: np.ndarray, y: np.ndarray, ids: list[str]) -> list[bytes]:
+    """One binary frame per event, one message each; event NAN_AT has a NaN feature and event
+    WIDE_AT one feature too many (each refused with a 422 of its own)."""
+    out = []
+    for i in range(len(y)):
+        x = X[i : i + 1]
+        if i == NAN_AT:
+            x = x.copy()
+            x[0, 2] = np.nan
+        elif i == WIDE_AT:
+            x = np.hstack([x, [[1.0]]])
+        out.append(encode_binary("learn", i, x, y[i : i + 1], ids[i : i + 1]))
+    return out
+
+
+def exchange_all(url: str, model_id: str, sent: list[bytes]) -> list[dict]:
+    """Every frame sent at once, then every reply read."""
+    with socket(url, model_id) as ws:
+        for frame in sent:
+            ws.send(frame)
+        replies: list[dict] = []
+        while len(replies) < len(sent):
+            replies.extend(orjson.loads(ws.recv(timeout=120)))
+    return replies
+
+
+def version(http: httpx.Client, model_id: str) -> int:
+    return http.get(f"/v1/models/{model_id}").json()["version"]
+
+
+def test_pipelined_messages_are_one_group_answered_in_order_with_bad_ones_alone(server):
+    X, y = make_stream(N, seed=21)
+    ids = [f"g{i:03d}" for i in range(N)]
+    good = [i for i in range(N) if i not in (NAN_AT, WIDE_AT)]
+    with httpx.Client(base_url=server, timeout=120) as http:
+        for name in ("grouped", "reference"):
+            assert http.post("/v1/models", json={"id": name, **MODEL}).status_code == 201
+        before = version(http, "grouped")
+        replies = exchange_all(server, "grouped", frames(X, y, ids))
+
+        assert [reply["seq"] for reply in replies] == list(range(N))
+        for at, field in ((NAN_AT, "x"), (WIDE_AT, "x")):
+            assert replies[at]["status"] == 422, replies[at]
+            assert replies[at]["problem"]["field"] == field
+        answered = [replies[i] for i in good]
+        assert {(r["status"], r["learned"], r["duplicates"]) for r in answered} == {(200, 1, 0)}
+        versions = [r["version"] for r in answered]
+        assert versions == sorted(versions)
+        # one commit per batch of messages, not one per message (a busy machine may split
+        # the burst over a few batches)
+        assert len(set(versions)) <= 4
+        assert version(http, "grouped") - before == len(set(versions))
+
+        # the reference: the good events posted one request at a time, in order
+        for i in good:
+            body = {"events": [{"id": ids[i], "x": X[i].tolist(), "y": int(y[i])}]}
+            assert http.post("/v1/models/reference/events", json=body).status_code == 200
+        grouped, reference = snapshot_arrays(http, "grouped"), snapshot_arrays(http, "reference")
+        assert grouped.keys() == reference.keys()
+        for name, value in reference.items():
+            if name not in CLOCK_ARRAYS:
+                np.testing.assert_array_equal(grouped[name], value, err_msg=name)
+        assert http.get("/v1/models/grouped").json()["counts"]["events_learned"] == len(good)
+
+        # sent again: every good message is a duplicate, the bad ones refused again, no change
+        again = exchange_all(server, "grouped", frames(X, y, ids))
+        assert [r["status"] for r in again] == [422 if i in (NAN_AT, WIDE_AT) else 200
+                                                for i in range(N)]  # fmt: skip
+        assert {(again[i]["learned"], again[i]["duplicates"]) for i in good} == {(0, 1)}
+        unchanged = snapshot_arrays(http, "grouped")
+        for name, value in grouped.items():
+            if name not in CLOCK_ARRAYS:
+                np.testing.assert_array_equal(unchanged[name], value, err_msg=name)
+
+
+def test_pipelined_runs_of_other_kinds_keep_their_order(server):
+    """Learn, score, learn messages pipelined: each run sees the model after the runs before
+    it (the scores are those of the model after the first learns), answered in order."""
+    X, y = make_stream(60, seed=22)
+    with httpx.Client(base_url=server, timeout=120) as http:
+        for name in ("mixed", "mixed-reference"):
+            assert http.post("/v1/models", json={"id": name, **MODEL}).status_code == 201
+        sent = [encode_binary("learn", i, X[i : i + 1], y[i : i + 1]) for i in range(30)]
+        sent += [encode_binary("score", 100 + i, X[i : i + 1], keep=False) for i in range(10)]
+        sent += [encode_binary("learn", 200 + i, X[i : i + 1], y[i : i + 1])
+                 for i in range(30, 60)]  # fmt: skip
+        replies = exchange_all(server, "mixed", sent)
+        seqs = [*range(30), *range(100, 110), *range(230, 260)]
+        assert [r["seq"] for r in replies] == seqs
+        assert {r["status"] for r in replies} == {200}
+
+        for i in range(30):
+            body = {"events": [{"x": X[i].tolist(), "y": int(y[i])}]}
+            assert http.post("/v1/models/mixed-reference/events", json=body).status_code == 200
+        body = {"events": [{"x": X[i].tolist()} for i in range(10)]}
+        scored = http.post("/v1/models/mixed-reference/score?keep=false", json=body).json()
+        assert [r["scores"][0] for r in replies[30:40]] == scored["scores"]
+        for i in range(30, 60):
+            body = {"events": [{"x": X[i].tolist(), "y": int(y[i])}]}
+            assert http.post("/v1/models/mixed-reference/events", json=body).status_code == 200
+        mixed, reference = snapshot_arrays(http, "mixed"), snapshot_arrays(http, "mixed-reference")
+        for name, value in reference.items():
+            if name not in CLOCK_ARRAYS:
+                np.testing.assert_array_equal(mixed[name], value, err_msg=name)

@@ -109,26 +109,32 @@ def test_pipelined_messages_are_one_group_answered_in_order_with_bad_ones_alone(
 
 def test_pipelined_runs_of_other_kinds_keep_their_order(server):
     """Learn, score, learn messages pipelined: each run sees the model after the runs before
-    it (the scores are those of the model after the first learns), answered in order."""
+    it (the scores are those of the model after the first learns), answered in order; a score
+    message with a NaN is refused alone."""
     X, y = make_stream(60, seed=22)
     with httpx.Client(base_url=server, timeout=120) as http:
         for name in ("mixed", "mixed-reference"):
             assert http.post("/v1/models", json={"id": name, **MODEL}).status_code == 201
         sent = [encode_binary("learn", i, X[i : i + 1], y[i : i + 1]) for i in range(30)]
-        sent += [encode_binary("score", 100 + i, X[i : i + 1], keep=False) for i in range(10)]
+        unscorable = X[5:6].copy()
+        unscorable[0, 0] = np.nan
+        sent += [encode_binary("score", 100 + i, unscorable if i == 5 else X[i : i + 1], keep=False)
+                 for i in range(10)]  # fmt: skip
         sent += [encode_binary("learn", 200 + i, X[i : i + 1], y[i : i + 1])
                  for i in range(30, 60)]  # fmt: skip
         replies = exchange_all(server, "mixed", sent)
         seqs = [*range(30), *range(100, 110), *range(230, 260)]
         assert [r["seq"] for r in replies] == seqs
-        assert {r["status"] for r in replies} == {200}
+        assert replies[35]["status"] == 422 and replies[35]["problem"]["field"] == "x"
+        assert {r["status"] for k, r in enumerate(replies) if k != 35} == {200}
 
         for i in range(30):
             body = {"events": [{"x": X[i].tolist(), "y": int(y[i])}]}
             assert http.post("/v1/models/mixed-reference/events", json=body).status_code == 200
-        body = {"events": [{"x": X[i].tolist()} for i in range(10)]}
+        scorable = [i for i in range(10) if i != 5]
+        body = {"events": [{"x": X[i].tolist()} for i in scorable]}
         scored = http.post("/v1/models/mixed-reference/score?keep=false", json=body).json()
-        assert [r["scores"][0] for r in replies[30:40]] == scored["scores"]
+        assert [replies[30 + i]["scores"][0] for i in scorable] == scored["scores"]
         for i in range(30, 60):
             body = {"events": [{"x": X[i].tolist(), "y": int(y[i])}]}
             assert http.post("/v1/models/mixed-reference/events", json=body).status_code == 200
@@ -136,3 +142,38 @@ def test_pipelined_runs_of_other_kinds_keep_their_order(server):
         for name, value in reference.items():
             if name not in CLOCK_ARRAYS:
                 np.testing.assert_array_equal(mixed[name], value, err_msg=name)
+
+
+@pytest.mark.parametrize("op", ["learn", "score"])
+def test_a_json_frame_with_one_bad_message_answers_every_message(server, op):
+    """JSON messages of one frame are one run; one of them unreadable as features is refused
+    alone and the others are learned or scored as the reference does."""
+    X, y = make_stream(12, seed=23)
+    model_id, reference = f"json-{op}", f"json-{op}-reference"
+    messages = [{"seq": i, "op": op, "x": X[i].tolist(), "keep": False} for i in range(12)]
+    if op == "learn":
+        for i, message in enumerate(messages):
+            message["y"] = int(y[i])
+    messages[4]["x"] = [None] * N_FEATURES
+    good = [i for i in range(12) if i != 4]
+    with httpx.Client(base_url=server, timeout=120) as http:
+        for name in (model_id, reference):
+            assert http.post("/v1/models", json={"id": name, **MODEL}).status_code == 201
+        with socket(server, model_id) as ws:
+            ws.send(orjson.dumps(messages).decode())
+            replies = orjson.loads(ws.recv(timeout=120))
+        assert [r["seq"] for r in replies] == list(range(12))
+        assert replies[4]["status"] == 422 and replies[4]["problem"]["field"].startswith("x")
+        assert {replies[i]["status"] for i in good} == {200}
+        if op == "learn":
+            for i in good:
+                body = {"events": [{"x": X[i].tolist(), "y": int(y[i])}]}
+                assert http.post(f"/v1/models/{reference}/events", json=body).status_code == 200
+            streamed, posted = snapshot_arrays(http, model_id), snapshot_arrays(http, reference)
+            for name, value in posted.items():
+                if name not in CLOCK_ARRAYS:
+                    np.testing.assert_array_equal(streamed[name], value, err_msg=name)
+        else:
+            body = {"events": [{"x": X[i].tolist()} for i in good]}
+            scored = http.post(f"/v1/models/{reference}/score?keep=false", json=body).json()
+            assert [replies[i]["scores"][0] for i in good] == scored["scores"]

@@ -177,3 +177,72 @@ def test_a_json_frame_with_one_bad_message_answers_every_message(server, op):
             body = {"events": [{"x": X[i].tolist()} for i in good]}
             scored = http.post(f"/v1/models/{reference}/score?keep=false", json=body).json()
             assert [replies[i]["scores"][0] for i in good] == scored["scores"]
+
+
+#: what can be wrong with a message of each op (each refused with a 4xx)
+FAULTS = {"learn": ["nan", "wide", "label", "id"], "score": ["nan", "wide", "id"],
+          "label": ["label", "id"]}  # fmt: skip
+
+
+def random_messages(rng: np.random.Generator) -> tuple[list[bytes | str], list[str | None]]:
+    """A seeded mix of learn, score and label messages, about one in five refused (a NaN, a
+    row too wide, a label out of range, an id too long), as one-event binary frames or JSON
+    frames of several messages: ``(frames, what is wrong with each message)``."""
+    n = int(rng.integers(2, 30))
+    binary = bool(rng.random() < 0.6)
+    op, faults, encoded, objects = "learn", [], [], []
+    for k in range(n):
+        if rng.random() < 0.2:
+            op = str(rng.choice(["learn", "score", "label"]))
+        x, y = rng.normal(size=(1, N_FEATURES)), np.array([rng.integers(0, 2)], dtype=np.int8)
+        ids = [f"r{k}"] if op == "label" or rng.random() < 0.5 else None
+        fault = None
+        if rng.random() < 0.2:  # refused: the fault is in a field the op reads
+            fault = str(rng.choice(FAULTS[op]))
+        if fault == "nan":
+            x[0, 1] = np.nan
+        elif fault == "wide":
+            x = np.hstack([x, [[1.0]]])
+        elif fault == "label":
+            y = np.array([3], dtype=np.int8)
+        elif fault == "id":
+            ids = ["x" * 300]
+        faults.append(fault)
+        X = None if op == "label" else x
+        encoded.append(encode_binary(op, k, X, None if op == "score" else y, ids))
+        message: dict = {"seq": k, "op": op}
+        if X is not None:
+            message["x"] = [None if np.isnan(v) else float(v) for v in X[0]]
+        if op != "score":
+            message["y"] = int(y[0])
+        if ids is not None:
+            message["id"] = ids[0]
+        objects.append(message)
+    if binary:
+        return list(encoded), faults
+    cuts = sorted({0, *rng.integers(1, n, size=2).tolist(), n})
+    frames = [orjson.dumps(objects[a:b]).decode() for a, b in zip(cuts, cuts[1:], strict=False)]
+    return frames, faults
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_every_refused_message_is_answered_alone_among_random_runs(server, seed):
+    """Whatever mix of runs and refusals arrives, every message is answered in order: the
+    refused ones with a 4xx of their own, the others 200 (the connection stays open)."""
+    frames_sent, faults = random_messages(np.random.default_rng(seed))
+    with httpx.Client(base_url=server, timeout=120) as http:
+        model_id = f"random-{seed}"
+        assert http.post("/v1/models", json={"id": model_id, **MODEL}).status_code == 201
+    with socket(server, model_id) as ws:
+        for frame in frames_sent:
+            ws.send(frame)
+        replies: list[dict] = []
+        while len(replies) < len(faults):
+            replies.extend(orjson.loads(ws.recv(timeout=120)))
+        ws.send(encode_binary("score", 999, np.zeros((1, N_FEATURES)), keep=False))
+        assert orjson.loads(ws.recv(timeout=120))[0]["status"] == 200  # still open
+    assert [reply["seq"] for reply in replies] == list(range(len(faults)))
+    for fault, reply in zip(faults, replies, strict=True):
+        assert (reply["status"] == 200) == (fault is None), (fault, reply)
+        if fault is not None:
+            assert 400 <= reply["status"] < 500

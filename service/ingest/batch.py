@@ -99,7 +99,9 @@ def concatenate(batches: Sequence[Batch]) -> Batch:
         )
     else:
         X = np.concatenate([b.X for b in batches])  # type: ignore[misc]
-    y = None if batches[0].y is None else np.concatenate([b.y for b in batches])  # type: ignore[misc]
+    y: np.ndarray | None = None  # events to score
+    if any(b.y is not None for b in batches):
+        y = np.concatenate([b.y for b in batches])  # type: ignore[misc]
     ids: list[str | None] | None = None
     if any(b.ids is not None for b in batches):
         ids = []

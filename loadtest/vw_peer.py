@@ -6,6 +6,7 @@ Not a test: prints markdown tables.  Usage::
     python -m loadtest.vw_peer                          # 200,000 events, 5 s a run, 2 rounds
     python -m loadtest.vw_peer --events 50000 --seconds 3 --rounds 1     # a quick look
     python -m loadtest.vw_peer --server-path /other/checkout   # serve another checkout's code
+    python -m loadtest.vw_peer --peer before=/other/checkout --peer after=.   # both, alternated
 
 The peers, each a real subprocess on loopback:
 
@@ -21,6 +22,13 @@ The peers, each a real subprocess on loopback:
 The stream: ``--events`` distinct events (200,000 by default: 80 MB of features, larger than the
 caches), labels ~10 % positive with a signal; each run goes on where the previous one of its
 peer stopped, cycling through the stream.  A run lasts ``--seconds`` (or until ``--events``).
+
+Each server is measured once its warm-up has ended (``/readyz`` says every kernel group is
+compiled or loaded, not only the default path's): the warm-up goes on in the background after
+the server is ready, and its CPU would otherwise be counted in the first scenarios.  With
+several ``--peer NAME=DIR``, each checkout serves its own pair of servers and every scenario
+runs VW first, then each peer's servers, the peers' order turned by one each round, so that
+they share the machine's load alike; the ratios are to VW's run of the same scenario and round.
 
 Scenarios (aucstream; VW's figure for the learning ones is its line stream of the same round):
 
@@ -215,9 +223,22 @@ def socket_to(port: int):
     return connection
 
 
+def wait_warm(url: str, timeout: float = 900.0) -> None:
+    """Until the server's warm-up has run every kernel group (``/readyz``'s ``warmup``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        warmup = httpx.get(f"{url}/readyz", timeout=10).json().get("warmup") or {}
+        if warmup.get("groups_done", 0) >= warmup.get("groups_total", 0):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url}: the warm-up did not end in {timeout:.0f} s: {warmup}")
+        time.sleep(0.5)
+
+
 @contextlib.contextmanager
 def aucstream(store: str, server_path: str | None) -> Iterator[tuple[str, int]]:
-    """``aucstream serve`` on ``store`` (sqlite: a temporary data directory): ``(url, pid)``."""
+    """``aucstream serve`` on ``store`` (sqlite: a temporary data directory), once its warm-up
+    has ended: ``(url, pid)``."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="aucstream-vw-peer-") as data_dir:
         env = {**os.environ}
@@ -232,6 +253,7 @@ def aucstream(store: str, server_path: str | None) -> Iterator[tuple[str, int]]:
         url = f"http://127.0.0.1:{port}"
         try:
             wait_ready(url, process, timeout=600)
+            wait_warm(url)
             yield url, process.pid
         finally:
             _stop_group(process)
@@ -484,8 +506,14 @@ def measured(pid: int, work: Coroutine[None, None, tuple[int, list[float], int]]
 class Peers:
     vw_port: int
     vw_pid: int
-    servers: dict[str, tuple[str, int]]  # "default" / "memory" -> (url, pid)
+    #: peer name -> "default" / "memory" -> (url, pid)
+    servers: dict[str, dict[str, tuple[str, int]]]
     models: dict[str, str]
+    #: the peers' names in the order they run this round
+    order: list[str] = field(default_factory=list)
+
+    def label(self, name: str, config: str) -> str:
+        return f"{'aucstream' if len(self.servers) == 1 else name} {config}"
 
 
 #: the most requests (frames, bodies, lines) a run is given, per second it lasts: well over
@@ -518,18 +546,20 @@ def run_scenario(name: str, peers: Peers, stream: Stream, args: argparse.Namespa
             ),
         )
 
-    def http(config: str) -> tuple[str, int, int]:
-        url, pid = peers.servers[config]
-        return url, pid, int(url.rsplit(":", 1)[1])
+    def each(configs: tuple[str, ...]) -> Iterator[tuple[str, str, str, int, int]]:
+        """``(label, config, url, pid, port)`` of each peer's server of each of ``configs``."""
+        for config in configs:
+            for peer in peers.order:
+                url, pid = peers.servers[peer][config]
+                yield peers.label(peer, config), config, url, pid, int(url.rsplit(":", 1)[1])
 
     if name.startswith("1"):
         results.append(("VW lines", vw_lines()))
-        for config in ("default", "memory"):
-            url, pid, port = http(config)
+        for label, config, _url, pid, port in each(("default", "memory")):
             requests = for_model(take("events"), peers.models[config])
             results.append(
                 (
-                    f"aucstream {config}",
+                    label,
                     measured(pid, closed_loop(port, requests, CONNECTIONS, 1, "http", seconds)),
                 )
             )
@@ -542,25 +572,20 @@ def run_scenario(name: str, peers: Peers, stream: Stream, args: argparse.Namespa
                 measured(peers.vw_pid, fixed_rate(peers.vw_port, lines, args.rate, 1, "lines")),
             )
         )
-        for config in ("default", "memory"):
-            url, pid, port = http(config)
+        for label, config, _url, pid, port in each(("default", "memory")):
             requests = for_model(stream.take("score", n), peers.models[config])
             results.append(
-                (
-                    f"aucstream {config}",
-                    measured(pid, fixed_rate(port, requests, args.rate, 16, "http")),
-                )
+                (label, measured(pid, fixed_rate(port, requests, args.rate, 16, "http")))
             )
     elif name.startswith(("3", "4")):
         binary = name.startswith("3")
         results.append(("VW lines", vw_lines()))
-        for config in ("default", "memory") if binary else ("memory",):
-            url, pid, _ = http(config)
+        for label, config, url, pid, _ in each(("default", "memory") if binary else ("memory",)):
             frames = take("ws-binary" if binary else "ws-json", args.frame_messages)
             model = peers.models[config]
             results.append(
                 (
-                    f"aucstream {config}",
+                    label,
                     measured(
                         pid,
                         websocket_loop(url, model, frames, binary, args.frame_messages, seconds),
@@ -569,23 +594,19 @@ def run_scenario(name: str, peers: Peers, stream: Stream, args: argparse.Namespa
             )
     elif name.startswith("5"):
         results.append(("VW lines", vw_lines()))
-        for config in ("memory", "default"):
-            url, pid, port = http(config)
+        for label, config, _url, pid, port in each(("memory", "default")):
             bodies = for_model(take("npz"), peers.models[config])
             run = measured(pid, closed_loop(port, bodies, 4, 1, "http", seconds))
             run.events *= 1000  # a request is 1,000 events
-            results.append((f"aucstream {config}", run))
+            results.append((label, run))
     elif name.startswith("6"):
         results.append(("VW lines", vw_lines()))
-        url, pid, port = http("memory")
         request = b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
-        requests = [request] * int(CEILINGS["healthz"] * seconds)
-        results.append(
-            (
-                "aucstream memory",
-                measured(pid, closed_loop(port, requests, CONNECTIONS, 1, "http", seconds)),
+        for label, _, _url, pid, port in each(("memory",)):
+            requests = [request] * int(CEILINGS["healthz"] * seconds)
+            results.append(
+                (label, measured(pid, closed_loop(port, requests, CONNECTIONS, 1, "http", seconds)))
             )
-        )
     return results
 
 
@@ -651,7 +672,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scenarios", nargs="+", default=[s[0] for s in SCENARIOS],
                         choices=[s[0] for s in SCENARIOS])  # fmt: skip
     parser.add_argument("--server-path", default=None, help="serve this checkout's code")
+    parser.add_argument("--peer", action="append", default=[],
+                        help="NAME=CHECKOUT, a peer (repeat: alternated)")  # fmt: skip
     args = parser.parse_args(argv)
+    checkouts = [(name, path or None) for name, _, path in (p.partition("=") for p in args.peer)]
+    if not checkouts:
+        checkouts = [("aucstream", args.server_path)]
     # SIGTERM ends the run as Ctrl-C does: the servers started here are stopped on the way out
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     scenarios = [s for s in SCENARIOS if s[0] in args.scenarios]
@@ -667,19 +693,26 @@ def main(argv: list[str] | None = None) -> None:
     with contextlib.ExitStack() as stack:
         vw_port, vw_pid = stack.enter_context(vw_daemon())
         servers = {
-            config: stack.enter_context(aucstream(store, args.server_path))
-            for config, store in (("default", "sqlite"), ("memory", "memory"))
+            name: {
+                config: stack.enter_context(aucstream(store, path))
+                for config, store in (("default", "sqlite"), ("memory", "memory"))
+            }
+            for name, path in checkouts
         }
         models = {"default": "plain", "memory": "fast"}
         bodies = {
             "default": {"id": "plain", "n_features": N_FEATURES},
             "memory": {"id": "fast", "n_features": N_FEATURES, "learner": "spam"},
         }
-        for config, (url, _) in servers.items():
-            with httpx.Client(base_url=url, timeout=60) as http:
-                create_model(http, bodies[config])
+        for pair in servers.values():
+            for config, (url, _) in pair.items():
+                with httpx.Client(base_url=url, timeout=60) as http:
+                    create_model(http, bodies[config])
         peers = Peers(vw_port, vw_pid, servers, models)
+        names = list(servers)
         for round_ in range(1, args.rounds + 1):
+            turn = (round_ - 1) % len(names)
+            peers.order = names[turn:] + names[:turn]
             for scenario in scenarios:
                 results = run_scenario(scenario, peers, stream, args)
                 vw = results[0][1]

@@ -144,27 +144,31 @@ class Session:
 
     def written(self, items: list[Item]) -> str:
         """The replies as one JSON list: a block answered whole, or a plain message (see
-        :func:`~service.stream.replies.plain`), is its ready text; the other replies are
-        serialised together, a stretch between two ready texts at a time."""
+        :func:`~service.stream.replies.plain`), is its ready text -- so is each plain message
+        of a block answered message by message (one of its messages was refused); the other
+        replies are serialised together, a stretch between two ready texts at a time."""
         pieces: list[str] = []
         stretch: list[Reply] = []
         answered: Counter[tuple[str, int]] = Counter()
         for item in items:
             if type(item) is Block and item.reply is not None:
-                ready: Reply | str = item.reply
-                answered[item.op, 200] += item.n_messages
-            elif type(item) is Message and type(ready := self.replies[id(item)]) is str:
-                answered[item.op, 200] += 1
+                # (op, reply, messages it answers)
+                texts: Sequence[tuple[str, Reply | str, int]] = (
+                    (item.op, item.reply, item.n_messages),
+                )
             else:
-                for message in item.expand() if isinstance(item, Block) else (item,):
-                    reply = self.replies[id(message)]
+                each = item.expand() if isinstance(item, Block) else (item,)
+                texts = [(message.op, self.replies[id(message)], 1) for message in each]
+            for op, reply, n in texts:
+                if type(reply) is not str:
                     stretch.append(reply)  # type: ignore[arg-type]
-                    answered[message.op, reply["status"]] += 1  # type: ignore[index]
-                continue
-            if stretch:
-                pieces.append(orjson.dumps(stretch)[1:-1].decode())
-                stretch = []
-            pieces.append(ready)  # type: ignore[arg-type]
+                    answered[op, reply["status"]] += 1  # type: ignore[index]
+                    continue
+                answered[op, 200] += n
+                if stretch:
+                    pieces.append(orjson.dumps(stretch)[1:-1].decode())
+                    stretch = []
+                pieces.append(reply)
         if stretch:
             pieces.append(orjson.dumps(stretch)[1:-1].decode())
         for (op, status), n in answered.items():

@@ -1,0 +1,88 @@
+"""Nothing a stream acknowledged is lost when the server is killed (``kill -9``) while it
+learns pipelined one-event messages: a real uvicorn process on SQLite, connections each
+keeping a window of binary messages unanswered, so the messages that have arrived are learned
+and committed as groups (service/stream/session.py) merged across the connections
+(service/engine/coalesce.py).  After a restart, the checks of
+tests/service/test_group_commit_kill.py: every acknowledged event is in once, none of the
+others twice, and the state equals a replay of the events learned."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import numpy as np
+import orjson
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from loadtest.local import create_model, stop
+from service.stream.protocol import encode_binary
+from tests.service.test_group_commit_kill import MODEL, Server, X, check_nothing_lost
+
+CONNECTIONS = 4
+#: messages each connection keeps unanswered
+WINDOW = 256
+
+
+class Sender:
+    """One connection sending one-event learn messages (ids ``m:w<k>-<n>``) until the server
+    goes away: the ids acknowledged (a 200 reply) and those whose reply never came."""
+
+    def __init__(self, url: str, number: int, seconds: float = 60.0) -> None:
+        self.address = url.replace("http://", "ws://") + "/v1/models/m/stream"
+        self.number = number
+        self.deadline = time.monotonic() + seconds
+        self.acknowledged: list[str] = []
+        self.unknown: list[str] = []
+        self.errors: list[str] = []
+        self.thread = threading.Thread(target=self.run)
+
+    def run(self) -> None:
+        x, y = np.array([X]), np.array([1], dtype=np.int8)
+        sent: list[str] = []
+        try:
+            with connect(self.address, compression=None, max_size=None, open_timeout=30) as ws:
+                while time.monotonic() < self.deadline:
+                    event_id = f"m:w{self.number}-{len(sent)}"
+                    ws.send(encode_binary("learn", len(sent), x, y, [event_id]))
+                    sent.append(event_id)
+                    while len(sent) - len(self.acknowledged) >= WINDOW:
+                        for reply in orjson.loads(ws.recv(timeout=60)):
+                            if reply["seq"] != len(self.acknowledged) or reply["status"] != 200:
+                                self.errors.append(str(reply))
+                                return
+                            self.acknowledged.append(sent[reply["seq"]])
+        except (ConnectionClosed, OSError):
+            pass
+        self.unknown = sent[len(self.acknowledged) :]
+
+
+def test_sqlite_kill_while_the_stream_learns_groups(tmp_path):
+    with open(tmp_path / "server.log", "ab") as log:
+        server = Server(
+            {"AUCSTREAM_STORE": "sqlite", "AUCSTREAM_DATA_DIR": str(tmp_path / "data")}, log
+        )
+        server.start()
+        try:
+            with httpx.Client(base_url=server.url, timeout=60) as http:
+                create_model(http, MODEL)
+            senders = [Sender(server.url, k) for k in range(CONNECTIONS)]
+            for sender in senders:
+                sender.thread.start()
+            while sum(len(s.acknowledged) for s in senders) < 2000:  # groups are committed
+                assert any(s.thread.is_alive() for s in senders), [s.errors for s in senders]
+                time.sleep(0.02)
+            server.kill()
+            for sender in senders:
+                sender.thread.join(timeout=120)
+                assert not sender.thread.is_alive()
+                assert sender.errors == []
+            acknowledged = [i for s in senders for i in s.acknowledged]
+            unknown = [i for s in senders for i in s.unknown]
+            assert unknown  # killed with messages in flight
+            server.start()
+            check_nothing_lost(server.url, acknowledged, unknown, queue=False)
+        finally:
+            stop(server.process)

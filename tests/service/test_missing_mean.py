@@ -291,7 +291,7 @@ def server():
 def test_stream_learn_and_score_messages_fill_with_the_mean(server):
     body, with_nan, y = _holes_as_nan(30)
     filled, _, _ = naive_fill(with_nan)
-    with httpx.Client(base_url=server) as http:
+    with httpx.Client(base_url=server, timeout=60) as http:
         for model_id, policy in (("mean", "mean"), ("filled", "refuse")):
             model = {"id": model_id, "n_features": 5, "missing_values": policy, **LINEAR}
             assert http.post("/v1/models", json=model).status_code == 201

@@ -178,7 +178,7 @@ def server():
 
 def test_stream_json_messages_follow_the_policy(server):
     body, zeros, y, _ = _with_holes(20)
-    with httpx.Client(base_url=server) as http:
+    with httpx.Client(base_url=server, timeout=60) as http:
         for model_id, policy in (("holes", "zero"), ("refuses", "refuse"), ("zeros", "zero")):
             model = {"id": model_id, "n_features": 5, "missing_values": policy, **LINEAR}
             created = http.post("/v1/models", json=model)

@@ -201,7 +201,7 @@ def test_the_stream_answers_the_probabilities_rest_does(server, binary):
 
     model_id = f"p-{'b' if binary else 'j'}"
     X, y = stream(900, seed=4)
-    with httpx.Client(base_url=server) as http:
+    with httpx.Client(base_url=server, timeout=60) as http:
         body = {"id": model_id, "n_features": N_FEATURES, "learner": "spam"}
         assert http.post("/v1/models", json=body).status_code == 201
         assert http.post(f"/v1/models/{model_id}/events", json=events_json(X[:800], y[:800]))

@@ -56,7 +56,7 @@ def test_stream_learns_and_scores_as_rest_does(server, binary):
     X, y = make_stream(400, seed=4)
     ids = [f"e{i}" for i in range(400)]
     suffix = "b" if binary else "j"
-    with httpx.Client(base_url=server) as http:
+    with httpx.Client(base_url=server, timeout=60) as http:
         create(http, f"rest-{suffix}")
         create(http, f"ws-{suffix}")
         for start in range(0, 400, 100):
@@ -77,7 +77,7 @@ def test_stream_learns_and_scores_as_rest_does(server, binary):
 
 def test_delayed_labels_and_a_refused_message_over_the_stream(server):
     X, y = make_stream(200, seed=5)
-    with httpx.Client(base_url=server) as http:
+    with httpx.Client(base_url=server, timeout=60) as http:
         create(http, "late")
         stream = StreamClient(server, "late").connect()
         stream.learn(X[:150], y[:150])
@@ -114,7 +114,7 @@ def learn_message(seq: int, x: list[float], y: int = 1) -> dict:
 def test_a_page_of_another_origin_cannot_open_the_stream(server, origin):
     """A page of another site (or a file:// page: origin null) connected and learned events."""
     model_id = f"origin-{abs(hash(origin))}"
-    with httpx.Client(base_url=server) as http:
+    with httpx.Client(base_url=server, timeout=60) as http:
         create(http, model_id)
         with socket(server, model_id, origin=origin) as ws:
             with pytest.raises(ConnectionClosed) as closed:
@@ -126,7 +126,7 @@ def test_a_page_of_another_origin_cannot_open_the_stream(server, origin):
 
 
 def test_own_origin_allowed_origins_and_clients_without_origin_stream(server):
-    with httpx.Client(base_url=server) as http:
+    with httpx.Client(base_url=server, timeout=60) as http:
         create(http, "origins-ok")
         own = server  # the page was served by this server: http://127.0.0.1:<port>
         for seq, options in enumerate(({"origin": own}, {"origin": ALLOWED_ORIGIN}, {})):
@@ -137,7 +137,7 @@ def test_own_origin_allowed_origins_and_clients_without_origin_stream(server):
 
 
 def test_an_empty_text_frame_is_answered_with_a_problem(server):
-    with httpx.Client(base_url=server) as http:
+    with httpx.Client(base_url=server, timeout=60) as http:
         create(http, "empty")
         with socket(server, "empty") as ws:
             for frame in ("[]", b""):
@@ -150,7 +150,7 @@ def test_an_empty_text_frame_is_answered_with_a_problem(server):
 
 def test_binary_id_lengths_must_add_up_to_the_declared_id_bytes(server):
     """A declared id length of 60,000 with 1 byte present was learned as the id "a"."""
-    with httpx.Client(base_url=server) as http:
+    with httpx.Client(base_url=server, timeout=60) as http:
         create(http, "ids")
         X = np.ones((1, 5))
         good = encode_binary("learn", 1, X, np.ones(1), ["a"])
@@ -172,7 +172,7 @@ def test_frames_over_the_frame_limits_are_refused_whole_naming_the_limit(server)
     with a 3 MiB reply; a frame is now at most AUCSTREAM_WS_MAX_FRAME_MESSAGES (4,096)
     messages, AUCSTREAM_WS_MAX_FRAME_EVENTS (20,000) events and AUCSTREAM_WS_MAX_FRAME_BYTES
     (8 MiB), each refused with one problem reply."""
-    with httpx.Client(base_url=server) as http:
+    with httpx.Client(base_url=server, timeout=60) as http:
         create(http, "caps")
         messages = [learn_message(seq, [0.25] * 5, seq % 2) for seq in range(4097)]
         X = np.zeros((12_000, 5))
@@ -220,7 +220,7 @@ def test_one_message_per_frame_answers_as_json_messages_do_and_a_bad_one_changes
     malformed frame among them is answered with its problem while its neighbours apply."""
     X, y = make_stream(60, seed=9)
     ids = [f"k{i:03d}" for i in range(60)]
-    with httpx.Client(base_url=server) as http:
+    with httpx.Client(base_url=server, timeout=60) as http:
         for name in ("blk", "blk-json", "blk-rest"):
             create(http, name)
         frames = [encode_binary("learn", i, X[i : i + 1], y[i : i + 1], ids[i : i + 1])
@@ -303,7 +303,7 @@ def test_replies_written_as_text_equal_the_serialised_ones(server):
                    "keep": False} for i in range(3)]  # fmt: skip
         return learn + score + unkept
 
-    with httpx.Client(base_url=server) as http:
+    with httpx.Client(base_url=server, timeout=60) as http:
         answers = []
         for name, seq in (("text-int", int), ("text-str", lambda i: f"s{i}")):
             create(http, name)

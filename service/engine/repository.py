@@ -366,12 +366,12 @@ class ModelRepository:
             return held.write(model_id, step, *args, **kwargs)
         with self.lock(model_id):
             for _ in range(self.max_write_retries):
-                # taken before the load reads the version: the copy must not widen the race
-                # between that read and the append (an older undo point catches up further)
-                undo = self.undo_point(model_id)
                 loaded = self.load(model_id)
-                if undo is None:  # nothing was cached: of the model as loaded
-                    undo = self.undo_point(model_id)
+                # taken once the model caught up: a stale append goes back to the version the
+                # load read and catches up only on what was appended since (taken before the
+                # catch-up, every retry would replay the same entries again, and a process
+                # far behind a busy writer could lose every race)
+                undo = self.undo_point(model_id)
                 try:
                     return step(model_id, loaded, *args, **kwargs)
                 except StaleVersion:

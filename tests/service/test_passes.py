@@ -199,6 +199,53 @@ def test_a_model_made_stale_in_a_pass_goes_back_to_its_undo_point_when_contended
     assert_same_models(make_engine(tmp_path / "data", models), expected, models)
 
 
+def test_a_stale_write_of_a_contended_model_replays_only_what_came_after_its_load(tmp_path):
+    """The undo point is taken once the write caught up: a stale append goes back to the
+    version its load read, so the retry replays the other process's entries appended since,
+    not the ones it had caught up on again (a process far behind a busy writer would lose
+    every race)."""
+    engine = make_engine(tmp_path / "data", MODELS[:1])
+    other = make_engine(tmp_path / "data", MODELS[:1])
+    engine.learn("m0", batch(["first"], seed=0))
+    commit = engine.store.commit
+    theirs = iter([batch([f"theirs-{k}"], seed=20 + k) for k in range(8)])
+    sent = []
+
+    def racing(model_id, change):  # the other process appends before this commit
+        if len(sent) in (0, 6):
+            sent.append(next(theirs))
+            other.learn("m0", sent[-1])
+        return commit(model_id, change)
+
+    engine.store.commit = racing  # type: ignore[method-assign]
+    engine.learn("m0", batch(["mine-1"], seed=1))  # stale: rebuilt, contended from now on
+    for _ in range(5):
+        sent.append(next(theirs))
+        other.learn("m0", sent[-1])
+    replayed: list[int] = []
+    replay = engine.repository._replay
+
+    def counting(model_id, loaded, entries):
+        replayed.append(len(entries))
+        return replay(model_id, loaded, entries)
+
+    engine.repository._replay = counting  # type: ignore[method-assign]
+    engine.learn("m0", batch(["mine-2"], seed=2))  # catches up on 5, then stale: 1 more
+    repository = engine.repository
+    assert (repository.writes_retried, repository.writes_reloaded) == (2, 1)
+    assert repository.writes_undone == 1
+    assert replayed == [5, 1]
+    expected = make_engine(tmp_path / "expected", MODELS[:1])
+    expected.learn("m0", batch(["first"], seed=0))
+    expected.learn("m0", sent[0])
+    expected.learn("m0", batch(["mine-1"], seed=1))
+    for b in sent[1:]:
+        expected.learn("m0", b)
+    expected.learn("m0", batch(["mine-2"], seed=2))
+    assert_same_models(engine, expected, MODELS[:1])
+    assert_same_models(make_engine(tmp_path / "data", MODELS[:1]), expected, MODELS[:1])
+
+
 def test_a_pass_reads_the_heads_once_and_catches_up_a_model_behind(tmp_path):
     """The heads of a pass's models are one query; a cached model at its head is used as it
     is, and one another process appended to is caught up by replay, not rebuilt or retried."""

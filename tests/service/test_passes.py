@@ -246,6 +246,47 @@ def test_a_stale_write_of_a_contended_model_replays_only_what_came_after_its_loa
     assert_same_models(make_engine(tmp_path / "data", MODELS[:1]), expected, MODELS[:1])
 
 
+def test_a_model_another_process_writes_as_often_is_contended_before_a_stale_append(
+    tmp_path, monkeypatch
+):
+    """HOT_CATCH_UPS catch-ups within HOT_SECONDS make the model contended, so its first
+    stale append goes back to its undo point instead of rebuilding the model from the
+    checkpoint and the whole log tail; fewer leave it uncontended (no copy per write)."""
+    from service.engine.repository import HOT_CATCH_UPS
+
+    monkeypatch.setattr("service.engine.repository.HOT_SECONDS", 3600.0)  # a busy machine
+    engine = make_engine(tmp_path / "data", MODELS[:1])
+    other = make_engine(tmp_path / "data", MODELS[:1])
+    sequence = [batch(["first"], seed=0)]
+    engine.learn("m0", sequence[0])
+    for k in range(HOT_CATCH_UPS):
+        sequence.append(batch([f"theirs-{k}"], seed=30 + k))
+        other.learn("m0", sequence[-1])
+        sequence.append(batch([f"mine-{k}"], seed=50 + k))
+        engine.learn("m0", sequence[-1])  # caught up on the other's entry first
+        contended = engine.repository.undo_point("m0") is not None
+        assert contended == (k + 1 >= HOT_CATCH_UPS), k
+    assert engine.repository.caught_up == HOT_CATCH_UPS
+    commit = engine.store.commit
+
+    def racing(model_id, change):
+        engine.store.commit = commit  # type: ignore[method-assign]
+        sequence.append(batch(["theirs-last"], seed=90))
+        other.learn("m0", sequence[-1])
+        return commit(model_id, change)
+
+    engine.store.commit = racing  # type: ignore[method-assign]
+    engine.learn("m0", batch(["mine-last"], seed=91))
+    sequence.append(batch(["mine-last"], seed=91))
+    repository = engine.repository
+    assert (repository.writes_retried, repository.writes_undone) == (1, 1)
+    assert repository.writes_reloaded == 0
+    expected = make_engine(tmp_path / "expected", MODELS[:1])
+    for b in sequence:
+        expected.learn("m0", b)
+    assert_same_models(engine, expected, MODELS[:1])
+
+
 def test_a_pass_reads_the_heads_once_and_catches_up_a_model_behind(tmp_path):
     """The heads of a pass's models are one query; a cached model at its head is used as it
     is, and one another process appended to is caught up by replay, not rebuilt or retried."""

@@ -56,8 +56,10 @@ class Pass:
         lock = repository.lock(model_id)
         lock.__enter__()
         try:
-            loaded = repository.load(model_id)
             undo = repository.undo_point(model_id)  # as ModelRepository.write takes it
+            loaded = repository.load(model_id)
+            if undo is None:  # nothing was cached: of the model as loaded
+                undo = repository.undo_point(model_id)
             self._held[model_id] = (lock, loaded, None, undo)
             result = step(model_id, loaded, *args, **kwargs)
         except BaseException:

@@ -11,15 +11,14 @@ update is ever lost or applied twice.
 Several processes writing one model are replicas of one state machine, the model's log: a
 process applies the entries it has not applied (through the replay's apply path) before it
 appends its own.  A write whose append is stale has already applied its own change, so a
-*contended* model (an append of it found stale within :data:`CONTENDED_SECONDS`, or caught up
-:data:`HOT_CATCH_UPS` times within :data:`HOT_SECONDS`) keeps an undo point, its arrays as a
-checkpoint holds them, once each write caught up: a stale append goes back to it and catches
-up on the entries after it, instead of rebuilding the model from its checkpoint and the whole
-log tail.  A full reload is left for a cache whose entries the log no longer holds (truncated
-behind a newer checkpoint), and for the first stale append of a model not yet contended
-(docs/operations.md, "Several processes on one store").  A catch-up now and then does not make
-a model contended: many models that several processes write now and then (traffic spread over
-them) would pay for an undo point on every write and rarely use one.
+*contended* model (an append of it found stale within :data:`CONTENDED_SECONDS`) keeps an undo
+point, its arrays as a checkpoint holds them, before each write: a stale append goes back to
+it and catches up on the entries after it, instead of rebuilding the model from its checkpoint
+and the whole log tail.  A full reload is left for a cache whose entries the log no longer
+holds (truncated behind a newer checkpoint), and for the first stale append of a model not yet
+contended (docs/operations.md, "Several processes on one store").  A catch-up alone does not
+make a model contended: many models that several processes write now and then (traffic spread
+over them) would pay for an undo point on every write and rarely use one.
 
 A write commits a log entry
 (:mod:`service.engine.entries`) instead of the model's state, and :mod:`.checkpoints` writes
@@ -69,11 +68,6 @@ CHECKPOINT_EVENTS = 10_000
 CHECKPOINT_SECONDS = 60.0
 #: how long a model stays contended (undo points kept) after an append of it was found stale
 CONTENDED_SECONDS = 60.0
-#: catch-ups of one model within HOT_SECONDS that make it contended before any stale append
-#: (another process writes it as often as this one: its first stale append would otherwise
-#: rebuild it from the checkpoint and the whole log tail)
-HOT_CATCH_UPS = 8
-HOT_SECONDS = 1.0
 #: a contended model's undo point: its version, incarnation and a copy of its arrays
 UndoPoint = tuple[int, str, dict[str, Any]]
 
@@ -126,8 +120,6 @@ class ModelRepository:
         self.writes_reloaded = 0
         #: model id -> until when (time.monotonic) it is contended (module docstring)
         self._contended: dict[str, float] = {}
-        #: model id -> (when its window of catch-ups began, catch-ups in it)
-        self._catch_ups: dict[str, tuple[float, int]] = {}
         #: model id -> (its lock, kept alive while cached; the model)
         self._cache: OrderedDict[str, tuple[ModelLock, Loaded]] = OrderedDict()
         self._locks: weakref.WeakValueDictionary[str, ModelLock] = weakref.WeakValueDictionary()
@@ -202,7 +194,6 @@ class ModelRepository:
 
     def _forget(self, model_id: str) -> None:
         self._contended.pop(model_id, None)
-        self._catch_ups.pop(model_id, None)
         for listener in self.on_forget:
             listener(model_id)
 
@@ -232,7 +223,6 @@ class ModelRepository:
                     self._replay(model_id, cached, stored.entries)
                     cached.meta = stored.meta
                     self.caught_up += 1
-                    self._caught_up(model_id)
                 self._touch(model_id)
                 return cached
             # every array is checked by value here, before any kernel sees it
@@ -265,19 +255,6 @@ class ModelRepository:
             ) from None
         self._keep(model_id, loaded)
         return loaded
-
-    def _caught_up(self, model_id: str) -> None:
-        """Count a catch-up: ``HOT_CATCH_UPS`` within ``HOT_SECONDS`` make the model
-        contended, as a stale append does (module docstring)."""
-        now = time.monotonic()
-        start, count = self._catch_ups.get(model_id, (now, 0))
-        if now - start > HOT_SECONDS:
-            start, count = now, 0
-        if count + 1 >= HOT_CATCH_UPS:
-            self._contended[model_id] = now + CONTENDED_SECONDS
-            self._catch_ups.pop(model_id, None)
-        else:
-            self._catch_ups[model_id] = (start, count + 1)
 
     def _replay(self, model_id: str, loaded: Loaded, entries: list[tuple[int, Entry]]) -> None:
         """``entries`` applied to ``loaded``; one that does not apply stops the model (503
@@ -389,12 +366,12 @@ class ModelRepository:
             return held.write(model_id, step, *args, **kwargs)
         with self.lock(model_id):
             for _ in range(self.max_write_retries):
-                loaded = self.load(model_id)
-                # taken once the model caught up: a stale append goes back to the version the
-                # load read and catches up only on what was appended since (taken before the
-                # catch-up, every retry would replay the same entries again, and a process
-                # far behind a busy writer could lose every race)
+                # taken before the load reads the version: the copy must not widen the race
+                # between that read and the append (an older undo point catches up further)
                 undo = self.undo_point(model_id)
+                loaded = self.load(model_id)
+                if undo is None:  # nothing was cached: of the model as loaded
+                    undo = self.undo_point(model_id)
                 try:
                     return step(model_id, loaded, *args, **kwargs)
                 except StaleVersion:

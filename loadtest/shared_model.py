@@ -37,7 +37,7 @@ import numpy as np
 
 from loadtest.client import Connection
 from loadtest.local import PrivateRedis, create_model, wait_ready
-from loadtest.log_path import post_warm_events
+from loadtest.log_path import _wait_for_all_kernels, post_warm_events
 from loadtest.one_event import MODEL, Peer, _event_request
 from loadtest.vw_peer import tree_cpu_seconds
 
@@ -60,6 +60,10 @@ class SharedPeer(Peer):
 
     def ready(self) -> None:
         wait_ready(self.url, self.process, timeout=900, answers=4 * self.workers)
+        # each worker's background warm-up (kernel groups, tens of seconds of CPU) out of the
+        # phases: a fresh connection per check reaches the workers in turn
+        for _ in range(4 * self.workers):
+            _wait_for_all_kernels(self)
 
     def close(self) -> None:
         super().close()

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from service.errors import ServiceError
+from service.errors import ServiceError, StaleVersion
 
 if TYPE_CHECKING:
     from service.engine.model import Loaded
-    from service.engine.repository import ModelLock, ModelRepository
+    from service.engine.repository import ModelLock, ModelRepository, UndoPoint
     from service.stores.base import Commit
 
 R = TypeVar("R")
@@ -22,12 +22,14 @@ R = TypeVar("R")
 
 class Pass:
     """The writes of one pass (:meth:`ModelRepository.deferred`): for each model, its lock
-    (held), the cached model it changed and the commit of its log entry."""
+    (held), the cached model it changed, the commit of its log entry and, for a contended
+    model, the undo point a stale commit goes back to (as a write alone does)."""
 
     def __init__(self, repository: ModelRepository) -> None:
         self.repository = repository
-        #: model id -> (its lock, the model, its deferred commit or None: nothing to write)
-        self._held: dict[str, tuple[ModelLock, Loaded, Commit | None]] = {}
+        #: model id -> (its lock, the model, its deferred commit or None: nothing to write,
+        #: its undo point or None)
+        self._held: dict[str, tuple[ModelLock, Loaded, Commit | None, UndoPoint | None]] = {}
         #: model id -> (version, incarnation) in the store when the pass began
         self.heads: dict[str, tuple[int, str]] = {}
 
@@ -54,8 +56,11 @@ class Pass:
         lock = repository.lock(model_id)
         lock.__enter__()
         try:
+            undo = repository.undo_point(model_id)  # as ModelRepository.write takes it
             loaded = repository.load(model_id)
-            self._held[model_id] = (lock, loaded, None)
+            if undo is None:  # nothing was cached: of the model as loaded
+                undo = repository.undo_point(model_id)
+            self._held[model_id] = (lock, loaded, None, undo)
             result = step(model_id, loaded, *args, **kwargs)
         except BaseException:
             self._held.pop(model_id, None)
@@ -69,20 +74,24 @@ class Pass:
 
     def defer(self, model_id: str, loaded: Loaded, commit: Commit) -> int:
         """Keep ``commit`` for :meth:`commit`; the version it will write."""
-        lock, held, deferred = self._held[model_id]
+        lock, held, deferred, undo = self._held[model_id]
         if held is not loaded or deferred is not None:
             raise RuntimeError(f"model {model_id!r}: a second commit in one pass")
-        self._held[model_id] = (lock, loaded, commit)
+        self._held[model_id] = (lock, loaded, commit, undo)
         return commit.expected_version + 1
 
     def commit(self) -> dict[str, Exception]:
         """Write every deferred commit in one transaction and release the locks; the models
         whose commit failed, with the error: their own (stale, gone: nothing of theirs was
-        written), or the transaction's, every model's (the store down, the disk full); their
-        caches are dropped."""
+        written), or the transaction's, every model's (the store down, the disk full).  A
+        stale model is marked contended and its cache goes back to its undo point (dropped
+        without one: :meth:`ModelRepository.stale`); the others' caches are dropped."""
         repository = self.repository
-        held = [(model_id, loaded, commit) for model_id, (_, loaded, commit) in self._held.items()]
-        commits = [(model_id, commit) for model_id, _, commit in held if commit is not None]
+        held = [
+            (model_id, loaded, commit, undo)
+            for model_id, (_, loaded, commit, undo) in self._held.items()
+        ]
+        commits = [(model_id, commit) for model_id, _, commit, _ in held if commit is not None]
         if not commits:
             self.release(drop=False)
             return {}
@@ -92,11 +101,14 @@ class Pass:
             self.release(drop=True)
             return {model_id: error for model_id, _ in commits}
         failed: dict[str, Exception] = {}
-        for model_id, loaded, commit in held:
+        for model_id, loaded, commit, undo in held:
             if commit is None:
                 continue
             outcome = next(outcomes)
-            if isinstance(outcome, Exception):
+            if isinstance(outcome, StaleVersion):
+                repository.stale(model_id, loaded, undo)
+                failed[model_id] = outcome
+            elif isinstance(outcome, Exception):
                 repository.drop(model_id)
                 failed[model_id] = outcome
             else:
@@ -107,7 +119,7 @@ class Pass:
     def release(self, *, drop: bool) -> None:
         """Release the locks still held (``drop``: their models' caches dropped first)."""
         held, self._held = self._held, {}
-        for model_id, (lock, _, commit) in held.items():
+        for model_id, (lock, _, commit, _) in held.items():
             if drop and commit is not None:
                 self.repository.drop(model_id)
             lock.__exit__()

@@ -68,6 +68,8 @@ CHECKPOINT_EVENTS = 10_000
 CHECKPOINT_SECONDS = 60.0
 #: how long a model stays contended (undo points kept) after an append of it was found stale
 CONTENDED_SECONDS = 60.0
+#: a contended model's undo point: its version, incarnation and a copy of its arrays
+UndoPoint = tuple[int, str, dict[str, Any]]
 
 
 class ModelLock:
@@ -366,16 +368,14 @@ class ModelRepository:
             for _ in range(self.max_write_retries):
                 # taken before the load reads the version: the copy must not widen the race
                 # between that read and the append (an older undo point catches up further)
-                undo = self._undo_point(model_id)
+                undo = self.undo_point(model_id)
                 loaded = self.load(model_id)
                 if undo is None:  # nothing was cached: of the model as loaded
-                    undo = self._undo_point(model_id)
+                    undo = self.undo_point(model_id)
                 try:
                     return step(model_id, loaded, *args, **kwargs)
                 except StaleVersion:
-                    self.writes_retried += 1
-                    self._contended[model_id] = time.monotonic() + CONTENDED_SECONDS
-                    self._undo(model_id, loaded, undo)
+                    self.stale(model_id, loaded, undo)
                 except BaseException:
                     self.drop(model_id)
                     raise
@@ -398,7 +398,15 @@ class ModelRepository:
             self._local.held = None
             held.release(drop=True)
 
-    def _undo_point(self, model_id: str) -> tuple[int, str, dict[str, Any]] | None:
+    def stale(self, model_id: str, loaded: Loaded, undo: UndoPoint | None) -> None:
+        """After an append of ``loaded`` found stale (alone or in a pass): the model is
+        contended from now on, and its cache goes back to ``undo`` (or is dropped without
+        one), so that the write applied again catches up first."""
+        self.writes_retried += 1
+        self._contended[model_id] = time.monotonic() + CONTENDED_SECONDS
+        self._undo(model_id, loaded, undo)
+
+    def undo_point(self, model_id: str) -> UndoPoint | None:
         """The cached model's version, incarnation and a copy of its arrays when the model is
         contended (None otherwise: an uncontended write pays nothing for it)."""
         until = self._contended.get(model_id)
@@ -411,9 +419,7 @@ class ModelRepository:
         arrays = {name: value.copy() for name, value in cached.arrays().items()}
         return cached.version, cached.incarnation, arrays
 
-    def _undo(
-        self, model_id: str, loaded: Loaded, undo: tuple[int, str, dict[str, Any]] | None
-    ) -> None:
+    def _undo(self, model_id: str, loaded: Loaded, undo: UndoPoint | None) -> None:
         """After a stale append: the cache back at the undo point (its next load catches up
         on the entries after it, or reloads if a checkpoint truncated them), or dropped
         without one (or with one of another incarnation: the model was re-created)."""

@@ -64,6 +64,11 @@ WAL_AUTOCHECKPOINT_PAGES = 4 * 2**20 // PAGE_SIZE
 BUSY_TIMEOUT_SECONDS = 10.0
 #: the WAL file is truncated back to this size after a checkpoint
 WAL_SIZE_LIMIT = 64 * 2**20
+#: how long :meth:`Database.close` waits for the calls in flight (a write waits at most
+#: ``BUSY_TIMEOUT_SECONDS`` for the lock, then syncs)
+CLOSE_TIMEOUT_SECONDS = 2 * BUSY_TIMEOUT_SECONDS
+#: the answer to a call made once the store is closed
+CLOSED = "the SQLite store is closed (the service is stopping); retry later"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS models (
@@ -180,13 +185,17 @@ def is_disk_full(error: sqlite3.Error) -> bool:
 
 
 def translated(method: Callable[..., T]) -> Callable[..., T]:
-    """SQLite failures at request time -> 503 (busy past the timeout, I/O) or 507 (disk full);
-    the details go to the log."""
+    """A call of the store's (a method of an object with a ``database``), made while the
+    database is open (:meth:`Database.close` waits for it; a call after raises
+    :class:`StoreUnavailable`); SQLite failures at request time -> 503 (busy past the
+    timeout, I/O) or 507 (disk full), the details going to the log."""
 
     @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
+    def wrapper(store: Any, *args: Any, **kwargs: Any) -> T:
+        database = store.database
+        database.enter()
         try:
-            return method(*args, **kwargs)
+            return method(store, *args, **kwargs)
         except sqlite3.Error as error:
             name = getattr(error, "sqlite_errorname", type(error).__name__)
             logger.warning("the SQLite store failed: %s (%s)", error, name)
@@ -200,6 +209,8 @@ def translated(method: Callable[..., T]) -> Callable[..., T]:
             raise StoreUnavailable(
                 f"the store (SQLite) failed ({error.strerror or error}); retry later"
             ) from None
+        finally:
+            database.leave()
 
     return wrapper
 
@@ -238,6 +249,11 @@ class Database:
         #: transactions :meth:`grouped` committed, and the writes they held
         self.groups = 0
         self.grouped_writes = 0
+        #: calls in flight (:meth:`enter`), and whether :meth:`close` was called: closing a
+        #: connection while another thread runs a statement on it crashes the process
+        self._users = 0
+        self._closed = False
+        self._use = threading.Condition(threading.Lock())
 
     @classmethod
     def open(
@@ -323,11 +339,27 @@ class Database:
         if self.replaced is not None:
             raise StoreReplaced(self.replaced)
 
+    def enter(self) -> None:
+        """A call begins: :meth:`close` waits until it has left (:meth:`leave`);
+        :class:`StoreUnavailable` once the database is closed."""
+        with self._use:
+            if self._closed:
+                raise StoreUnavailable(CLOSED)
+            self._users += 1
+
+    def leave(self) -> None:
+        with self._use:
+            self._users -= 1
+            if self._closed and not self._users:
+                self._use.notify_all()
+
     def connection(self) -> sqlite3.Connection:
         """This thread's connection (an SQLite connection must not be used by two threads at
-        the same time)."""
+        the same time); :class:`StoreUnavailable` once the database is closed."""
         connection = getattr(self._local, "connection", None)
         if connection is None:
+            if self._closed:
+                raise StoreUnavailable(CLOSED)
             connection = sqlite3.connect(
                 self.path,
                 timeout=BUSY_TIMEOUT_SECONDS,
@@ -346,17 +378,22 @@ class Database:
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, all or nothing; the write lock is taken at ``BEGIN
         IMMEDIATE``, before the first read, so what it checks cannot change before it commits."""
-        connection = self.connection()
-        connection.execute("BEGIN IMMEDIATE")
+        self.enter()
         try:
-            # under the write lock, so nothing is acknowledged into a file no longer the store
-            self.verify_file()
-            yield connection
-            connection.execute("COMMIT")
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
+            connection = self.connection()
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                # under the write lock, so nothing is acknowledged into a file no longer the
+                # store
+                self.verify_file()
+                yield connection
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+        finally:
+            self.leave()
 
     def grouped(self, write: Callable[[sqlite3.Connection], T]) -> T:
         """``write(db)`` inside a write transaction shared with the writes other threads queue
@@ -422,14 +459,27 @@ class Database:
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
         """Several reads of one consistent state (a WAL read transaction)."""
-        connection = self.connection()
-        connection.execute("BEGIN")
+        self.enter()
         try:
-            yield connection
+            connection = self.connection()
+            connection.execute("BEGIN")
+            try:
+                yield connection
+            finally:
+                connection.execute("COMMIT")
         finally:
-            connection.execute("COMMIT")
+            self.leave()
 
     def close(self) -> None:
+        """Refuse new calls, wait for those in flight, then close every thread's connection.
+        A call still running after ``CLOSE_TIMEOUT_SECONDS`` (stuck in the file system) keeps
+        the connections open: closing one under a running statement crashes the process."""
+        with self._use:
+            self._closed = True
+            idle = self._use.wait_for(lambda: not self._users, CLOSE_TIMEOUT_SECONDS)
+        if not idle:
+            logger.error("the SQLite store was closed with calls still running: left open")
+            return
         with self._lock:
             connections, self._connections = self._connections, []
         for connection in connections:

@@ -117,7 +117,12 @@ def test_a_model_written_by_another_process_during_a_pass_is_applied_again(tmp_p
     items = [(m, [request_of(batch([f"{m}-x"], seed=9))]) for m in MODELS[:3]]
     outcomes = engine.coalesce.apply_pass(items)
     assert [outcome[0].learned for outcome in outcomes] == [1, 1, 1]
-    assert engine.repository.writes_retried == 0  # the pass redid it, no stale retry loop
+    # the pass redid it once: the stale commit rebuilt m1 (not contended yet) and made it
+    # contended, as a write alone's does, with no stale retry loop
+    repository = engine.repository
+    assert (repository.writes_retried, repository.writes_reloaded) == (1, 1)
+    assert repository.undo_point("m1") is not None
+    assert repository.undo_point("m0") is None
     expected = _first_theirs_then_x(tmp_path / "expected", MODELS[:3], "m1")
     assert_same_models(engine, expected, MODELS[:3])
     assert_same_models(make_engine(tmp_path / "data", MODELS[:3]), expected, MODELS[:3])
@@ -153,6 +158,45 @@ def test_a_pass_of_one_model_made_stale_is_applied_again(tmp_path):
     for b in (batch(["first"], seed=0), batch(["theirs"], seed=5), batch(["x"], seed=9)):
         expected.learn("m0", b)
     assert_same_models(engine, expected, MODELS[:1])
+
+
+def test_a_model_made_stale_in_a_pass_goes_back_to_its_undo_point_when_contended(tmp_path):
+    """The rule of a write alone: a model's first stale commit in a pass rebuilds it and makes
+    it contended, so the next pass takes an undo point before learning it, and a second stale
+    commit goes back there and catches up on the other process's entries (no rebuild)."""
+    models = MODELS[:3]
+    engine = make_engine(tmp_path / "data", models)
+    other = make_engine(tmp_path / "data", models)
+    for model_id in models:
+        engine.learn(model_id, batch([f"{model_id}-first"], seed=0))
+    commit_many = engine.store.commit_many
+    theirs = [batch(["theirs-1"], seed=5), batch(["theirs-2"], seed=6)]
+    appends = iter(theirs)
+
+    def racing(commits):  # the other process appends to m1 in each pass's commit
+        other.learn("m1", next(appends))
+        return commit_many(commits)
+
+    engine.store.commit_many = racing  # type: ignore[method-assign]
+    repository = engine.repository
+    counts = []
+    for k in range(2):
+        items = [(m, [request_of(batch([f"{m}-x{k}"], seed=9 + k))]) for m in models]
+        outcomes = engine.coalesce.apply_pass(items)
+        assert [outcome[0].learned for outcome in outcomes] == [1, 1, 1]
+        counts.append(
+            (repository.writes_retried, repository.writes_reloaded, repository.writes_undone)
+        )
+    assert counts == [(1, 1, 0), (2, 1, 1)]
+    expected = make_engine(tmp_path / "expected", models)
+    for model_id in models:
+        expected.learn(model_id, batch([f"{model_id}-first"], seed=0))
+    for k in range(2):
+        expected.learn("m1", theirs[k])
+        for model_id in models:
+            expected.learn(model_id, batch([f"{model_id}-x{k}"], seed=9 + k))
+    assert_same_models(engine, expected, models)
+    assert_same_models(make_engine(tmp_path / "data", models), expected, models)
 
 
 def test_a_pass_reads_the_heads_once_and_catches_up_a_model_behind(tmp_path):

@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +27,7 @@ from fastapi.testclient import TestClient
 from loadtest.local import free_port, stop, wait_ready
 from service import cli
 from service.app import create_app
-from service.errors import StaleVersion
+from service.errors import StaleVersion, StoreUnavailable
 from service.settings import Settings
 from service.stores.base import Commit
 from service.stores.sqlite import SQLiteStore, StoreOpenError
@@ -201,6 +202,71 @@ def test_a_stale_commit_of_another_process_writes_nothing(tmp_path):
     assert second.get_pending("m", ["p"]) == {"p": (b"record", 5.0)}
     for store in (first, second):
         store.close()
+
+
+def test_closing_the_store_while_threads_write_waits_for_them_then_refuses(tmp_path):
+    """close() while other threads append entries, keep records and read: the calls in flight
+    finish (closing a connection under a running statement crashed the process), every later
+    call is a clear 503, and what was acknowledged is exactly what the file holds."""
+    from service.engine.entries import Entry
+
+    store = SQLiteStore.open(tmp_path)
+    for model_id in ("a0", "a1", "k"):
+        store.create_model(model_id, {}, {"w": np.zeros(3)}, "inc")
+    entry = Entry(5.0, np.ones((1, 3)), np.array([1]))
+    acknowledged: dict[str, int] = {}
+    refusals: dict[str, str] = {}
+    started = threading.Barrier(4)
+
+    def append(model_id: str) -> None:
+        started.wait()
+        done = 0
+        try:
+            while True:
+                commit = Commit(1 + done, "inc", None, entry=entry, learned_ids=[f"e{done}"],
+                                id_expiry=1e12, now=1.0)  # fmt: skip
+                store.commit(model_id, commit)
+                done += 1
+                store.seen(model_id, [f"e{done - 1}"], now=2.0)
+        except StoreUnavailable as error:
+            acknowledged[model_id], refusals[model_id] = done, str(error)
+
+    def keep(model_id: str) -> None:
+        started.wait()
+        done = 0
+        try:
+            while True:
+                store.put_pending(model_id, {f"p{done}": b"record"}, deadline=5.0)
+                done += 1
+                store.get_pending(model_id, [f"p{done - 1}"])
+        except StoreUnavailable as error:
+            acknowledged[model_id], refusals[model_id] = done, str(error)
+
+    threads = [threading.Thread(target=append, args=(m,)) for m in ("a0", "a1")]
+    threads.append(threading.Thread(target=keep, args=("k",)))
+    for thread in threads:
+        thread.start()
+    started.wait()
+    time.sleep(0.3)
+    store.close()
+    for thread in threads:
+        thread.join(60)
+        assert not thread.is_alive()
+    assert sorted(refusals) == ["a0", "a1", "k"]
+    assert all("store is closed" in refusal for refusal in refusals.values())
+    assert all(acknowledged.values())  # the threads were writing when it closed
+    for call in (lambda: store.load("a0"), lambda: store.seen("a0", ["e0"], now=2.0),
+                 lambda: store.database.connection()):  # fmt: skip
+        with pytest.raises(StoreUnavailable, match="store is closed"):
+            call()
+    store.close()  # again: nothing to do
+    reopened = SQLiteStore.open(tmp_path)
+    for model_id in ("a0", "a1"):
+        loaded = reopened.load(model_id)
+        assert loaded.version == 1 + acknowledged[model_id] == 1 + len(loaded.entries)
+    kept = [f"p{n}" for n in range(acknowledged["k"] + 1)]
+    assert list(reopened.get_pending("k", kept)) == kept[:-1]
+    reopened.close()
 
 
 def test_commits_are_synced_write_ahead_logged(tmp_path):

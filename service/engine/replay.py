@@ -11,6 +11,12 @@ and the window takes their rounds' sizes, labels and scores, with rows and weigh
 later rounds overwrite (:func:`_quiet_before`).  A replay of 100,000 one-event entries then
 makes ~1,000 calls with recording, not 100,000 (loadtest/README.md, "Recovery").
 
+The metrics window, drift detector, calibrator and counters of a run of such entries are fed
+once for all of its events up to each entry at which the history writes a point (one a
+minute), not once per entry: each takes its events one by one in order whatever the batches,
+and each entry's ``now`` still counts for the throughput and the drifts it raised
+(:func:`_after_run`).
+
 The boosted fits an entry's live call installed are in the entry (:mod:`core.logged_fits`):
 the replay installs their arrays where it meets their install points instead of fitting
 again, and refuses a logged fit that does not match the fit due there, or that it never meets.
@@ -26,12 +32,16 @@ import numpy as np
 from core import logged_fits
 from core.csr import CSRMatrix
 from core.logged_fits import LoggedFitRefused
+from core.validation import check_labelled_scores
 from service.engine.entries import Entry, ReplayFailed
+from service.engine.history import first_point
+from service.engine.history import record as record_history
 from service.engine.learning import (
+    Rounds,
     _finish,
     _learn_call,
-    after_learning,
     apply,
+    feed_metrics,
     learn_rows,
     one_call_is_exact,
 )
@@ -39,21 +49,27 @@ from service.engine.model import Loaded
 from service.ingest import Batch, concatenate
 
 
-def _mergeable(loaded: Loaded, entry: Entry, quiet: bool) -> bool:
-    """Whether ``entry``'s learner call may be merged with its neighbours' (its rows learned
-    in one call with theirs gives the same learner state and scores); ``quiet``: the regret
-    window keeps nothing of its rounds but their sizes (:func:`_quiet_before`)."""
-    exact = one_call_is_exact(loaded) or (
-        quiet and not getattr(type(loaded.learner), "streams_on_window", False)
-    )
+def _plain(loaded: Loaded, entry: Entry) -> bool:
+    """Whether ``entry`` learns events and nothing else that reads the model between its
+    neighbours' (scores of its own, rows of the model's width, no restart on a drift): the
+    metrics take a run of such entries at once, and their learner calls may be merged
+    (:func:`_one_call`)."""
     return (
         entry.n_events > 0
         and entry.recorded is None
         # one that does not fit is applied alone, so its failure names it
         and entry.X is not None
         and entry.X.shape[1] == loaded.config.n_features
-        and exact
         and loaded.config.on_drift != "reset"  # a restart falls between two entries
+    )
+
+
+def _one_call(loaded: Loaded, quiet: bool) -> bool:
+    """Whether plain entries' rows learned in one learner call give the same learner state
+    and scores as one call per round; ``quiet``: the regret window keeps nothing of their
+    rounds but their sizes (:func:`_quiet_before`)."""
+    return one_call_is_exact(loaded) or (
+        quiet and not getattr(type(loaded.learner), "streams_on_window", False)
     )
 
 
@@ -78,11 +94,12 @@ def _quiet_before(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> int:
 
 
 def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
-    """Apply logged ``(version, entry)`` pairs in order; consecutive plain learn entries share
-    one learner call (exact: :func:`_mergeable`), the metrics and counters still take each
-    entry at its own ``now``.  With the regret window on, the entries whose rounds later ones
-    push out of it are merged too (:func:`_quiet_before`).  Raises :class:`ReplayFailed`
-    naming the entry at fault."""
+    """Apply logged ``(version, entry)`` pairs in order; a run of consecutive plain learn
+    entries (:func:`_plain`) shares one learner call where that is exact (:func:`_one_call`;
+    with the regret window on, the entries whose rounds later ones push out of it:
+    :func:`_quiet_before`), else one call per round, and its metrics are fed at once between
+    two history points (:func:`_after_run`), still each entry at its own ``now``.  Raises
+    :class:`ReplayFailed` naming the entry at fault (in a merged call, the run's first)."""
     quiet_before = _quiet_before(loaded, entries)
     position = 0
     while position < len(entries):
@@ -90,12 +107,12 @@ def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
         stop = position + 1
         quiet = position < quiet_before
         end = quiet_before if quiet else len(entries)
-        mergeable = _mergeable(loaded, entry, quiet)
-        if mergeable:
+        plain = _plain(loaded, entry)
+        if plain:
             kind = isinstance(entry.X, CSRMatrix)
             while (
                 stop < end
-                and _mergeable(loaded, entries[stop][1], quiet)
+                and _plain(loaded, entries[stop][1])
                 and isinstance(entries[stop][1].X, CSRMatrix) == kind
             ):
                 stop += 1
@@ -104,11 +121,13 @@ def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
         logged = [replace(fit, version=v) for v, e in entries[position:stop] for fit in e.fits]
         try:
             with logged_fits.fit_log(loaded.learner, logged) as log:
-                if stop == position + 1 and not (quiet and mergeable and loaded.regret is not None):
-                    apply(loaded, entry)
+                if plain:
+                    _apply_run(loaded, entries[position:stop], quiet)
                 else:
-                    _apply_merged(loaded, [e for _, e in entries[position:stop]], quiet)
+                    apply(loaded, entry)
             log.finish()
+        except ReplayFailed:
+            raise
         except LoggedFitRefused as error:  # the entry that carried the fit, in a merged call
             raise ReplayFailed(error.version or version, error) from error
         except Exception as error:
@@ -117,27 +136,72 @@ def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
         loaded.version = entries[stop - 1][0]
 
 
-def _apply_merged(loaded: Loaded, group: list[Entry], quiet: bool) -> None:
-    merged = concatenate([Batch(e.X, e.y, None) for e in group])  # type: ignore[arg-type]
-    assert merged.y is not None
-    if quiet and loaded.regret is not None:
-        X = merged.X if loaded.means is None else loaded.means.fill_and_learn(merged.X)  # type: ignore[arg-type]
-        scores = _learn_call(loaded, X, merged.y, None)
-        # each entry's rounds, of rows and weights that later rounds overwrite
-        sizes = [stop - start for entry in group for start, stop in entry.bounds()]
-        width = loaded.regret.n_features
-        loaded.regret.update_rounds(
-            np.broadcast_to(0.0, (len(merged.y), width)),
-            merged.y,
-            scores,
-            np.broadcast_to(0.0, (len(sizes), width)),
-            sizes,
-        )
+def _apply_run(loaded: Loaded, run: Sequence[tuple[int, Entry]], quiet: bool) -> None:
+    """A run of plain entries: their learner calls (one, or one per round), then their
+    metrics and counters."""
+    group = [entry for _, entry in run]
+    if _one_call(loaded, quiet):
+        merged = concatenate([Batch(e.X, e.y, None) for e in group])  # type: ignore[arg-type]
+        assert merged.y is not None
+        if quiet and loaded.regret is not None:
+            scores = _learn_quiet(loaded, group, merged.X, merged.y)
+        else:
+            scores = learn_rows(loaded, merged.X, merged.y, None, [(0, len(merged.y))])
+        labels = merged.y
     else:
-        scores = learn_rows(loaded, merged.X, merged.y, None, [(0, len(merged.y))])
-    start = 0
-    for entry in group:
-        stop = start + entry.n_events
-        after_learning(loaded, scores[start:stop], entry.y, entry.now)  # type: ignore[arg-type]
-        _finish(loaded, entry)
-        start = stop
+        rounds = Rounds()
+        parts = []
+        for version, entry in run:
+            assert entry.X is not None and entry.y is not None
+            try:
+                parts.append(learn_rows(loaded, entry.X, entry.y, None, entry.bounds(), rounds))
+            except Exception as error:
+                raise ReplayFailed(version, error) from error
+        rounds.record(loaded)
+        scores = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        labels = group[0].y if len(group) == 1 else np.concatenate([e.y for e in group])  # type: ignore[misc]
+    assert labels is not None
+    _after_run(loaded, group, scores, labels)
+
+
+def _learn_quiet(
+    loaded: Loaded, group: list[Entry], X: np.ndarray | CSRMatrix, y: np.ndarray
+) -> np.ndarray:
+    """One learner call over entries whose rounds the regret window keeps only the sizes,
+    labels and scores of: their rows and weights go into ring slots later rounds overwrite."""
+    assert loaded.regret is not None
+    X = X if loaded.means is None else loaded.means.fill_and_learn(X)  # type: ignore[arg-type]
+    scores = _learn_call(loaded, X, y, None)
+    sizes = [stop - start for entry in group for start, stop in entry.bounds()]
+    width = loaded.regret.n_features
+    loaded.regret.update_rounds(
+        np.broadcast_to(0.0, (len(y), width)),
+        y,
+        scores,
+        np.broadcast_to(0.0, (len(sizes), width)),
+        sizes,
+    )
+    return scores
+
+
+def _after_run(loaded: Loaded, group: list[Entry], scores: np.ndarray, labels: np.ndarray) -> None:
+    """:func:`~service.engine.learning.after_learning` and the counts of each entry of
+    ``group`` in turn: the window, drift detector, calibrator and counters fed once for the
+    entries up to each one at which the history writes a point (the point then sees them as
+    after that entry, as live), the entries' ``now`` kept for the throughput and drifts."""
+    signs, scores = check_labelled_scores(labels, scores)
+    times = [entry.now for entry in group]
+    first = start = 0
+    while first < len(group):
+        last = min(first_point(loaded.history, times, first), len(group) - 1)
+        stop = start + sum(entry.n_events for entry in group[first : last + 1])
+        sizes = [entry.n_events for entry in group[first : last + 1]]
+        feed_metrics(
+            loaded, scores[start:stop], signs[start:stop], labels[start:stop],
+            times[first : last + 1], sizes,
+        )  # fmt: skip
+        for entry in group[first:last]:
+            _finish(loaded, entry)
+        record_history(loaded.history, loaded, times[last])
+        _finish(loaded, group[last])
+        first, start = last + 1, stop

@@ -57,6 +57,7 @@ def _plain(loaded: Loaded, entry: Entry) -> bool:
     return (
         entry.n_events > 0
         and entry.recorded is None
+        and not entry.history  # a history point of its own, read at its place
         # one that does not fit is applied alone, so its failure names it
         and entry.X is not None
         and entry.X.shape[1] == loaded.config.n_features
@@ -84,7 +85,10 @@ def _quiet_before(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> int:
     events = rounds = 0
     for index in range(len(entries) - 1, -1, -1):
         entry = entries[index][1]
-        if entry.n_events:
+        if entry.y is not None and not entry.rounds:  # most entries: one round
+            events += len(entry.y)
+            rounds += int(len(entry.y) > 0)
+        elif entry.n_events:
             for start, stop in entry.bounds():
                 events += stop - start
                 rounds += int(stop > start)
@@ -118,7 +122,9 @@ def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
                 stop += 1
         # the fits the live calls installed, installed again from their arrays (by part and
         # fit, wherever they fall in a merged call) instead of fitted again
-        logged = [replace(fit, version=v) for v, e in entries[position:stop] for fit in e.fits]
+        logged = [
+            replace(fit, version=v) for v, e in entries[position:stop] if e.fits for fit in e.fits
+        ]
         try:
             with logged_fits.fit_log(loaded.learner, logged) as log:
                 if plain:
@@ -141,13 +147,11 @@ def _apply_run(loaded: Loaded, run: Sequence[tuple[int, Entry]], quiet: bool) ->
     metrics and counters."""
     group = [entry for _, entry in run]
     if _one_call(loaded, quiet):
-        merged = concatenate([Batch(e.X, e.y, None) for e in group])  # type: ignore[arg-type]
-        assert merged.y is not None
+        X, labels = _stacked(group)
         if quiet and loaded.regret is not None:
-            scores = _learn_quiet(loaded, group, merged.X, merged.y)
+            scores = _learn_quiet(loaded, group, X, labels)
         else:
-            scores = learn_rows(loaded, merged.X, merged.y, None, [(0, len(merged.y))])
-        labels = merged.y
+            scores = learn_rows(loaded, X, labels, None, [(0, len(labels))])
     else:
         rounds = Rounds()
         parts = []
@@ -159,9 +163,17 @@ def _apply_run(loaded: Loaded, run: Sequence[tuple[int, Entry]], quiet: bool) ->
                 raise ReplayFailed(version, error) from error
         rounds.record(loaded)
         scores = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        labels = group[0].y if len(group) == 1 else np.concatenate([e.y for e in group])  # type: ignore[misc]
-    assert labels is not None
+        labels = np.concatenate([e.y for e in group if e.y is not None])
     _after_run(loaded, group, scores, labels)
+
+
+def _stacked(group: list[Entry]) -> tuple[np.ndarray | CSRMatrix, np.ndarray]:
+    """The rows and labels of ``group``'s entries, one after another."""
+    if len(group) > 1 and isinstance(group[0].X, np.ndarray):  # no Batch per entry
+        return np.concatenate([e.X for e in group]), np.concatenate([e.y for e in group])  # type: ignore[misc]
+    merged = concatenate([Batch(e.X, e.y, None) for e in group])  # type: ignore[arg-type]
+    assert merged.y is not None
+    return merged.X, merged.y
 
 
 def _learn_quiet(
@@ -191,17 +203,18 @@ def _after_run(loaded: Loaded, group: list[Entry], scores: np.ndarray, labels: n
     after that entry, as live), the entries' ``now`` kept for the throughput and drifts."""
     signs, scores = check_labelled_scores(labels, scores)
     times = [entry.now for entry in group]
+    sizes = [len(entry.y) for entry in group]  # type: ignore[arg-type]
     first = start = 0
     while first < len(group):
         last = min(first_point(loaded.history, times, first), len(group) - 1)
-        stop = start + sum(entry.n_events for entry in group[first : last + 1])
-        sizes = [entry.n_events for entry in group[first : last + 1]]
+        stop = start + sum(sizes[first : last + 1])
         feed_metrics(
             loaded, scores[start:stop], signs[start:stop], labels[start:stop],
-            times[first : last + 1], sizes,
+            times[first : last + 1], sizes[first : last + 1],
         )  # fmt: skip
         for entry in group[first:last]:
-            _finish(loaded, entry)
+            if entry.counts:
+                _finish(loaded, entry)
         record_history(loaded.history, loaded, times[last])
         _finish(loaded, group[last])
         first, start = last + 1, stop

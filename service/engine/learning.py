@@ -153,7 +153,7 @@ class Rounds:
                 self.rows[0] if len(self.rows) == 1 else np.concatenate(self.rows),
                 self.labels[0] if len(self.labels) == 1 else np.concatenate(self.labels),
                 self.scores[0] if len(self.scores) == 1 else np.concatenate(self.scores),
-                np.stack(self.served),
+                self.served[0] if len(self.served) == 1 else np.stack(self.served),
                 [len(labels) for labels in self.labels],
             )
 

@@ -159,6 +159,8 @@ def _apply_run(loaded: Loaded, run: Sequence[tuple[int, Entry]], quiet: bool) ->
             assert entry.X is not None and entry.y is not None
             try:
                 parts.append(learn_rows(loaded, entry.X, entry.y, None, entry.bounds(), rounds))
+            except LoggedFitRefused:
+                raise  # it names the entry that carried the fit
             except Exception as error:
                 raise ReplayFailed(version, error) from error
         rounds.record(loaded)

@@ -59,7 +59,7 @@ def _traffic(engine: Engine, clock: SteppedClock, sparse: bool) -> None:
         [False, False],
     )
     kept = [f"s{k}" for k in range(6)]
-    engine.score("m", Batch(_events(X[190:196], sparse), None, kept))
+    engine.score("m", Batch(_events(X[190:196], sparse), None, list[str | None](kept)))
     engine.labels("m", kept, y[190:196])
     for k in range(196, 580):
         engine.learn("m", Batch(_events(X[k : k + 1], sparse), y[k : k + 1], None))

@@ -51,12 +51,11 @@ from service.ingest import Batch, concatenate
 
 def _plain(loaded: Loaded, entry: Entry) -> bool:
     """Whether ``entry`` learns events and nothing else that reads the model between its
-    neighbours' (scores of its own, rows of the model's width, no restart on a drift): the
-    metrics take a run of such entries at once, and their learner calls may be merged
-    (:func:`_one_call`)."""
+    neighbours' (rows of the model's width, no restart on a drift): the metrics take a run of
+    such entries at once, and their learner calls may be merged (:func:`_one_call`); a run's
+    entries all have recorded scores (labels) or none."""
     return (
         entry.n_events > 0
-        and entry.recorded is None
         and not entry.history  # a history point of its own, read at its place
         # one that does not fit is applied alone, so its failure names it
         and entry.X is not None
@@ -113,11 +112,12 @@ def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
         end = quiet_before if quiet else len(entries)
         plain = _plain(loaded, entry)
         if plain:
-            kind = isinstance(entry.X, CSRMatrix)
+            kind = (isinstance(entry.X, CSRMatrix), entry.recorded is None)
             while (
                 stop < end
                 and _plain(loaded, entries[stop][1])
-                and isinstance(entries[stop][1].X, CSRMatrix) == kind
+                and (isinstance(entries[stop][1].X, CSRMatrix), entries[stop][1].recorded is None)
+                == kind
             ):
                 stop += 1
         # the fits the live calls installed, installed again from their arrays (by part and
@@ -146,19 +146,24 @@ def _apply_run(loaded: Loaded, run: Sequence[tuple[int, Entry]], quiet: bool) ->
     """A run of plain entries: their learner calls (one, or one per round), then their
     metrics and counters."""
     group = [entry for _, entry in run]
+    recorded = None
+    if group[0].recorded is not None:  # labels: the scores given at scoring time
+        recorded = np.concatenate([e.recorded for e in group if e.recorded is not None])
     if _one_call(loaded, quiet):
         X, labels = _stacked(group)
         if quiet and loaded.regret is not None:
-            scores = _learn_quiet(loaded, group, X, labels)
+            scores = _learn_quiet(loaded, group, X, labels, recorded)
         else:
-            scores = learn_rows(loaded, X, labels, None, [(0, len(labels))])
+            scores = learn_rows(loaded, X, labels, recorded, [(0, len(labels))])
     else:
         rounds = Rounds()
         parts = []
         for version, entry in run:
             assert entry.X is not None and entry.y is not None
             try:
-                parts.append(learn_rows(loaded, entry.X, entry.y, None, entry.bounds(), rounds))
+                parts.append(
+                    learn_rows(loaded, entry.X, entry.y, entry.recorded, entry.bounds(), rounds)
+                )
             except LoggedFitRefused:
                 raise  # it names the entry that carried the fit
             except Exception as error:
@@ -179,13 +184,17 @@ def _stacked(group: list[Entry]) -> tuple[np.ndarray | CSRMatrix, np.ndarray]:
 
 
 def _learn_quiet(
-    loaded: Loaded, group: list[Entry], X: np.ndarray | CSRMatrix, y: np.ndarray
+    loaded: Loaded,
+    group: list[Entry],
+    X: np.ndarray | CSRMatrix,
+    y: np.ndarray,
+    recorded: np.ndarray | None,
 ) -> np.ndarray:
     """One learner call over entries whose rounds the regret window keeps only the sizes,
     labels and scores of: their rows and weights go into ring slots later rounds overwrite."""
     assert loaded.regret is not None
     X = X if loaded.means is None else loaded.means.fill_and_learn(X)  # type: ignore[arg-type]
-    scores = _learn_call(loaded, X, y, None)
+    scores = _learn_call(loaded, X, y, recorded)
     sizes = [stop - start for entry in group for start, stop in entry.bounds()]
     width = loaded.regret.n_features
     loaded.regret.update_rounds(

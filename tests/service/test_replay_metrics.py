@@ -41,9 +41,9 @@ def _events(X, sparse: bool):
 def _traffic(engine: Engine, clock: SteppedClock, sparse: bool) -> None:
     """One-class entries first, then one-event entries and batches whose labels turn over
     half-way (the drift detector fires inside runs of entries), ties, a duplicate, kept
-    scores and their labels (an entry of recorded scores, which ends a run)."""
+    scores and their labels (entries of recorded scores: runs of their own)."""
     rng = np.random.default_rng(11)
-    X = rng.normal(size=(600, 4))
+    X = rng.normal(size=(680, 4))
     margin = X @ np.array([2.0, -1.0, 1.0, 0.5]) - 1.0
     margin[200:] = -margin[200:]  # the ranking turns over: a drift
     y = np.where(margin > 0, 1, -1)
@@ -64,6 +64,12 @@ def _traffic(engine: Engine, clock: SteppedClock, sparse: bool) -> None:
     for k in range(196, 580):
         engine.learn("m", Batch(_events(X[k : k + 1], sparse), y[k : k + 1], None))
     engine.learn("m", Batch(_events(X[580:600], sparse), y[580:600], None))
+    later = [f"t{k}" for k in range(600, 660)]
+    engine.score("m", Batch(_events(X[600:660], sparse), None, list[str | None](later)))
+    for k in range(600, 660):  # labels one at a time: a run of entries of recorded scores
+        engine.labels("m", [later[k - 600]], y[k : k + 1])
+    for k in range(660, 680):
+        engine.learn("m", Batch(_events(X[k : k + 1], sparse), y[k : k + 1], None))
 
 
 #: what the answering process did and how long it took, not the model: a replay installs the

@@ -2,8 +2,9 @@
 store's head through the same calls as live, bit for bit, with as few learner calls as stay
 exact.
 
-Consecutive plain learn entries share one learner call when that gives what one call per
-entry gives (:func:`~service.engine.learning.one_call_is_exact`).  With the regret window on,
+Consecutive plain learn entries (labels' entries of recorded scores in runs of their own)
+share one learner call when that gives what one call per entry gives
+(:func:`~service.engine.learning.one_call_is_exact`).  With the regret window on,
 each round needs its own call (the window records the weights served before it and the rows
 the learner saw), but only for the rounds the window still holds at the end, or whose ring
 slots no later round overwrites: the entries before those are merged as with the window off,

@@ -181,10 +181,14 @@ class PrequentialWindow:
         # Before the first wrap the cursor equals the size, so growing never moves a pair.
         self._window_scores = grown(self._window_scores, needed, capacity)
         self._window_labels = grown(self._window_labels, needed, capacity)
+        # the slots from first_slot on, modulo the capacity: at most two runs, written by
+        # slices (an index array costs more than the copy for the one event of a request)
         first_slot = (self._cursor + n_events - n_kept) % capacity
-        slots = (first_slot + np.arange(n_kept)) % capacity
-        self._window_scores[slots] = score_array[n_events - n_kept :]
-        self._window_labels[slots] = labels_pm1[n_events - n_kept :]
+        head = min(n_kept, capacity - first_slot)
+        for ring, values in ((self._window_scores, score_array), (self._window_labels, labels_pm1)):
+            kept = values[n_events - n_kept :]
+            ring[first_slot : first_slot + head] = kept[:head]
+            ring[: n_kept - head] = kept[head:]
         self._cursor = (self._cursor + n_events) % capacity
         self._size = needed
         self._invalidate()

@@ -132,12 +132,12 @@ def decode(raw: bytes) -> Entry:
     arrays: dict[str, np.ndarray] = {}
     for name, dtype_text, shape in header["arrays"]:
         dtype = np.dtype(dtype_text)
-        if dtype.kind not in "iuf" or not all(type(n) is int and n >= 0 for n in shape):
+        if dtype.kind not in "iuf" or not _is_shape(shape):
             raise ValueError(f"log entry array {name!r} of dtype {dtype_text!r}, shape {shape}")
         count = math.prod(shape)  # np.prod costs ~5 us a call: a replay decodes 100,000s
-        size = count * dtype.itemsize
-        arrays[name] = np.frombuffer(raw, dtype, count, offset).reshape(shape).copy()
-        offset += size
+        array = np.frombuffer(raw, dtype, count, offset).copy()
+        arrays[name] = array if len(shape) == 1 else array.reshape(shape)
+        offset += count * dtype.itemsize
     if offset != len(raw):
         raise ValueError(f"log entry of {len(raw)} bytes holds {offset} bytes of arrays")
     X: np.ndarray | CSRMatrix | None = arrays.get("X")
@@ -148,11 +148,22 @@ def decode(raw: bytes) -> Entry:
         X=X,
         y=arrays.get("y"),
         recorded=arrays.get("recorded"),
-        rounds=tuple(int(size) for size in header["rounds"]),
-        counts=tuple((str(name), int(count)) for name, count in header["counts"]),
+        # most entries have neither: no generator made for nothing (a replay decodes 100,000s)
+        rounds=tuple(map(int, header["rounds"])) if header["rounds"] else (),
+        counts=tuple((str(name), int(count)) for name, count in header["counts"])
+        if header["counts"]
+        else (),
         history=bool(header["history"]),
-        fits=_fits(header["fits"], arrays),
+        fits=_fits(header["fits"], arrays) if header["fits"] else [],
     )
+
+
+def _is_shape(shape: list) -> bool:
+    """Whether a header's ``shape`` is a list of non-negative integers."""
+    for n in shape:
+        if type(n) is not int or n < 0:
+            return False
+    return True
 
 
 def _fits(described: list, arrays: dict[str, np.ndarray]) -> list[LoggedFit]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -76,6 +77,21 @@ def record(history: dict[str, np.ndarray], loaded: Any, now: float) -> None:
             ring = history[name] = grown(history[name], int(written[index]) + 1, capacity)
             ring[int(written[index]) % capacity] = point
             written[index] += 1
+
+
+def first_point(history: dict[str, np.ndarray], times: Sequence[float], start: int) -> int:
+    """The index of the first of ``times`` from ``start`` on at which :func:`record` writes a
+    point (its minute is later than the last point's), or ``len(times)`` when none does:
+    a replay feeds the metrics the events before it at once."""
+    written = int(history[_POINTS][0])
+    if not written:
+        return start if start < len(times) else len(times)
+    ring = history["minute"]
+    minute = float(ring[(written - 1) % len(ring), 0]) // 60.0
+    for index in range(start, len(times)):
+        if times[index] // 60.0 > minute:
+            return index
+    return len(times)
 
 
 def _last_events_learned(history: dict[str, np.ndarray], index: int, name: str) -> float:

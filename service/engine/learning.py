@@ -21,7 +21,9 @@ learns a batch as its events one at a time) the merged requests are one learner 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -151,7 +153,7 @@ class Rounds:
                 self.rows[0] if len(self.rows) == 1 else np.concatenate(self.rows),
                 self.labels[0] if len(self.labels) == 1 else np.concatenate(self.labels),
                 self.scores[0] if len(self.scores) == 1 else np.concatenate(self.scores),
-                np.stack(self.served),
+                self.served[0] if len(self.served) == 1 else np.stack(self.served),
                 [len(labels) for labels in self.labels],
             )
 
@@ -214,28 +216,31 @@ def learn_rows(
     y: np.ndarray,
     recorded: np.ndarray | None,
     bounds: list[tuple[int, int]],
+    rounds: Rounds | None = None,
 ) -> np.ndarray:
     """Learn ``(X, y)`` in order, one learner call per ``(start, stop)`` round (the regret
-    window records them); returns the scores the metrics use (the prequential ones, or
-    ``recorded``: delayed labels, the scores given at scoring time).  A model whose
-    ``missing_values`` is ``mean`` first fills each missing value (NaN) with the running mean
-    as of the event's position (:mod:`service.engine.missing`)."""
+    window records them, or ``rounds`` gathers them for the caller to record); returns the
+    scores the metrics use (the prequential ones, or ``recorded``: delayed labels, the scores
+    given at scoring time).  A model whose ``missing_values`` is ``mean`` first fills each
+    missing value (NaN) with the running mean as of the event's position
+    (:mod:`service.engine.missing`)."""
     if loaded.means is not None:
         X = loaded.means.fill_and_learn(X)  # type: ignore[arg-type]
     if one_call_is_exact(loaded):
         bounds = [(0, X.shape[0])]
     parts = []
-    rounds = Rounds()
+    gathered = Rounds() if rounds is None else rounds
     for start, stop in bounds:
         rows = X if (start, stop) == (0, X.shape[0]) else row_range(X, start, stop)
         part = None if recorded is None else recorded[start:stop]
         try:
-            parts.append(learn_round(loaded, rows, y[start:stop], part, rounds))
+            parts.append(learn_round(loaded, rows, y[start:stop], part, gathered))
         except InvalidFeatures as error:
             if error.row is not None:  # the event at fault, counted in the whole batch
                 error.row += start
             raise
-    rounds.record(loaded)
+    if rounds is None:
+        gathered.record(loaded)
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
@@ -245,33 +250,60 @@ def after_learning(loaded: Loaded, scores: np.ndarray, y: np.ndarray, now: float
     the drifts detected."""
     # checked once here for the window, the drift detector and the calibrator
     signs, scores = check_labelled_scores(y, scores)
-    loaded.window.update(scores, signs, validated=True)
-    detected_at = loaded.drift.update(scores, signs, validated=True)
-    loaded.calibrator.update(scores, signs, validated=True)
-    drifts = len(detected_at)
-    log_drifts(loaded.stats, detected_at, now)
+    drifts = feed_metrics(loaded, scores, signs, y, [now], [len(y)])
     if drifts and loaded.config.on_drift == "reset":
         loaded.learner.initialize(loaded.config.n_features)
         # the probabilities map the restarted learner's scores, not the old one's
         loaded.calibrator = OnlineCalibrator()
-    _count(loaded, y, now)
     record_history(loaded.history, loaded, now)
     return drifts
 
 
-def _count(loaded: Loaded, labels: np.ndarray, now: float) -> None:
-    stats = loaded.stats
+def feed_metrics(
+    loaded: Loaded,
+    scores: np.ndarray,
+    signs: np.ndarray,
+    y: np.ndarray,
+    times: Sequence[float],
+    sizes: Sequence[int],
+) -> int:
+    """The metrics window, the drift detector, the calibrator and the counters fed the
+    events of consecutive changes at once (``sizes`` events each, applied at ``times``;
+    ``signs`` and ``scores`` as :func:`~core.validation.check_labelled_scores` gives them):
+    each of these takes its events one by one in order whatever the batches, so this is
+    what :func:`after_learning` of each change in turn gives when no history point falls
+    between them and no drift restarts the learner.  Returns the drifts detected."""
+    start = int(loaded.drift.counters[0])
+    loaded.window.update(scores, signs, validated=True)
+    detected_at = loaded.drift.update(scores, signs, validated=True)
+    loaded.calibrator.update(scores, signs, validated=True)
+    if detected_at:  # each drift logged at the time of the change whose event raised it
+        ends = list(itertools.accumulate(sizes))
+        for event in detected_at:
+            change = bisect.bisect_right(ends, event - start)
+            log_drifts(loaded.stats, [event], times[change])
+    _count(loaded.stats, y, times, sizes)
+    return len(detected_at)
+
+
+def _count(
+    stats: dict[str, np.ndarray], labels: np.ndarray, times: Sequence[float], sizes: Sequence[int]
+) -> None:
+    """The counters and the throughput after changes of ``sizes`` events at ``times``."""
     n_events = len(labels)
     n_positive = int(np.count_nonzero(labels > 0))
     stats["events_learned"][0] += n_events
     stats["positives"][0] += n_positive
     stats["negatives"][0] += n_events - n_positive
-    times, rate = stats["times"], stats["rate"]
-    if times[0] == 0.0:
-        times[0] = now
-    elapsed = max(now - times[1], 0.0) if times[1] else 0.0
-    rate[0] = rate[0] * math.exp(-elapsed / RATE_TIME_CONSTANT) + n_events
-    times[1] = now
+    # the decayed count in Python floats: the same IEEE operations as on the arrays' scalars
+    first, last, rate = float(stats["times"][0]), float(stats["times"][1]), float(stats["rate"][0])
+    for now, size in zip(times, sizes, strict=True):
+        if first == 0.0:
+            first = now
+        elapsed = max(now - last, 0.0) if last else 0.0
+        rate = rate * math.exp(-elapsed / RATE_TIME_CONSTANT) + size
+        last = now
+    stats["times"][0], stats["times"][1], stats["rate"][0] = first, last, rate
 
 
 # ---------------------------------------------------------------------------- log entries

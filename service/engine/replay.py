@@ -2,14 +2,21 @@
 store's head through the same calls as live, bit for bit, with as few learner calls as stay
 exact.
 
-Consecutive plain learn entries share one learner call when that gives what one call per
-entry gives (:func:`~service.engine.learning.one_call_is_exact`).  With the regret window on,
+Consecutive plain learn entries (labels' entries of recorded scores in runs of their own)
+share one learner call when that gives what one call per entry gives
+(:func:`~service.engine.learning.one_call_is_exact`).  With the regret window on,
 each round needs its own call (the window records the weights served before it and the rows
 the learner saw), but only for the rounds the window still holds at the end, or whose ring
 slots no later round overwrites: the entries before those are merged as with the window off,
 and the window takes their rounds' sizes, labels and scores, with rows and weights that the
 later rounds overwrite (:func:`_quiet_before`).  A replay of 100,000 one-event entries then
 makes ~1,000 calls with recording, not 100,000 (loadtest/README.md, "Recovery").
+
+The metrics window, drift detector, calibrator and counters of a run of such entries are fed
+once for all of its events up to each entry at which the history writes a point (one a
+minute), not once per entry: each takes its events one by one in order whatever the batches,
+and each entry's ``now`` still counts for the throughput and the drifts it raised
+(:func:`_after_run`).
 
 The boosted fits an entry's live call installed are in the entry (:mod:`core.logged_fits`):
 the replay installs their arrays where it meets their install points instead of fitting
@@ -26,12 +33,16 @@ import numpy as np
 from core import logged_fits
 from core.csr import CSRMatrix
 from core.logged_fits import LoggedFitRefused
+from core.validation import check_labelled_scores
 from service.engine.entries import Entry, ReplayFailed
+from service.engine.history import first_point
+from service.engine.history import record as record_history
 from service.engine.learning import (
+    Rounds,
     _finish,
     _learn_call,
-    after_learning,
     apply,
+    feed_metrics,
     learn_rows,
     one_call_is_exact,
 )
@@ -39,21 +50,27 @@ from service.engine.model import Loaded
 from service.ingest import Batch, concatenate
 
 
-def _mergeable(loaded: Loaded, entry: Entry, quiet: bool) -> bool:
-    """Whether ``entry``'s learner call may be merged with its neighbours' (its rows learned
-    in one call with theirs gives the same learner state and scores); ``quiet``: the regret
-    window keeps nothing of its rounds but their sizes (:func:`_quiet_before`)."""
-    exact = one_call_is_exact(loaded) or (
-        quiet and not getattr(type(loaded.learner), "streams_on_window", False)
-    )
+def _plain(loaded: Loaded, entry: Entry) -> bool:
+    """Whether ``entry`` learns events and nothing else that reads the model between its
+    neighbours' (rows of the model's width, no restart on a drift): the metrics take a run of
+    such entries at once, and their learner calls may be merged (:func:`_one_call`); a run's
+    entries all have recorded scores (labels) or none."""
     return (
         entry.n_events > 0
-        and entry.recorded is None
+        and not entry.history  # a history point of its own, read at its place
         # one that does not fit is applied alone, so its failure names it
         and entry.X is not None
         and entry.X.shape[1] == loaded.config.n_features
-        and exact
         and loaded.config.on_drift != "reset"  # a restart falls between two entries
+    )
+
+
+def _one_call(loaded: Loaded, quiet: bool) -> bool:
+    """Whether plain entries' rows learned in one learner call give the same learner state
+    and scores as one call per round; ``quiet``: the regret window keeps nothing of their
+    rounds but their sizes (:func:`_quiet_before`)."""
+    return one_call_is_exact(loaded) or (
+        quiet and not getattr(type(loaded.learner), "streams_on_window", False)
     )
 
 
@@ -68,7 +85,10 @@ def _quiet_before(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> int:
     events = rounds = 0
     for index in range(len(entries) - 1, -1, -1):
         entry = entries[index][1]
-        if entry.n_events:
+        if entry.y is not None and not entry.rounds:  # most entries: one round
+            events += len(entry.y)
+            rounds += int(len(entry.y) > 0)
+        elif entry.n_events:
             for start, stop in entry.bounds():
                 events += stop - start
                 rounds += int(stop > start)
@@ -78,11 +98,12 @@ def _quiet_before(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> int:
 
 
 def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
-    """Apply logged ``(version, entry)`` pairs in order; consecutive plain learn entries share
-    one learner call (exact: :func:`_mergeable`), the metrics and counters still take each
-    entry at its own ``now``.  With the regret window on, the entries whose rounds later ones
-    push out of it are merged too (:func:`_quiet_before`).  Raises :class:`ReplayFailed`
-    naming the entry at fault."""
+    """Apply logged ``(version, entry)`` pairs in order; a run of consecutive plain learn
+    entries (:func:`_plain`) shares one learner call where that is exact (:func:`_one_call`;
+    with the regret window on, the entries whose rounds later ones push out of it:
+    :func:`_quiet_before`), else one call per round, and its metrics are fed at once between
+    two history points (:func:`_after_run`), still each entry at its own ``now``.  Raises
+    :class:`ReplayFailed` naming the entry at fault (in a merged call, the run's first)."""
     quiet_before = _quiet_before(loaded, entries)
     position = 0
     while position < len(entries):
@@ -90,25 +111,30 @@ def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
         stop = position + 1
         quiet = position < quiet_before
         end = quiet_before if quiet else len(entries)
-        mergeable = _mergeable(loaded, entry, quiet)
-        if mergeable:
-            kind = isinstance(entry.X, CSRMatrix)
+        plain = _plain(loaded, entry)
+        if plain:
+            kind = (isinstance(entry.X, CSRMatrix), entry.recorded is None)
             while (
                 stop < end
-                and _mergeable(loaded, entries[stop][1], quiet)
-                and isinstance(entries[stop][1].X, CSRMatrix) == kind
+                and _plain(loaded, entries[stop][1])
+                and (isinstance(entries[stop][1].X, CSRMatrix), entries[stop][1].recorded is None)
+                == kind
             ):
                 stop += 1
         # the fits the live calls installed, installed again from their arrays (by part and
         # fit, wherever they fall in a merged call) instead of fitted again
-        logged = [replace(fit, version=v) for v, e in entries[position:stop] for fit in e.fits]
+        logged = [
+            replace(fit, version=v) for v, e in entries[position:stop] if e.fits for fit in e.fits
+        ]
         try:
             with logged_fits.fit_log(loaded.learner, logged) as log:
-                if stop == position + 1 and not (quiet and mergeable and loaded.regret is not None):
-                    apply(loaded, entry)
+                if plain:
+                    _apply_run(loaded, entries[position:stop], quiet)
                 else:
-                    _apply_merged(loaded, [e for _, e in entries[position:stop]], quiet)
+                    apply(loaded, entry)
             log.finish()
+        except ReplayFailed:
+            raise
         except LoggedFitRefused as error:  # the entry that carried the fit, in a merged call
             raise ReplayFailed(error.version or version, error) from error
         except Exception as error:
@@ -117,27 +143,90 @@ def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
         loaded.version = entries[stop - 1][0]
 
 
-def _apply_merged(loaded: Loaded, group: list[Entry], quiet: bool) -> None:
+def _apply_run(loaded: Loaded, run: Sequence[tuple[int, Entry]], quiet: bool) -> None:
+    """A run of plain entries: their learner calls (one, or one per round), then their
+    metrics and counters."""
+    group = [entry for _, entry in run]
+    recorded = None
+    if group[0].recorded is not None:  # labels: the scores given at scoring time
+        recorded = np.concatenate([e.recorded for e in group if e.recorded is not None])
+    if _one_call(loaded, quiet):
+        X, labels = _stacked(group)
+        if quiet and loaded.regret is not None:
+            scores = _learn_quiet(loaded, group, X, labels, recorded)
+        else:
+            scores = learn_rows(loaded, X, labels, recorded, [(0, len(labels))])
+    else:
+        rounds = Rounds()
+        parts = []
+        for version, entry in run:
+            assert entry.X is not None and entry.y is not None
+            try:
+                parts.append(
+                    learn_rows(loaded, entry.X, entry.y, entry.recorded, entry.bounds(), rounds)
+                )
+            except LoggedFitRefused:
+                raise  # it names the entry that carried the fit
+            except Exception as error:
+                raise ReplayFailed(version, error) from error
+        rounds.record(loaded)
+        scores = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        labels = np.concatenate([e.y for e in group if e.y is not None])
+    _after_run(loaded, group, scores, labels)
+
+
+def _stacked(group: list[Entry]) -> tuple[np.ndarray | CSRMatrix, np.ndarray]:
+    """The rows and labels of ``group``'s entries, one after another."""
+    if len(group) > 1 and isinstance(group[0].X, np.ndarray):  # no Batch per entry
+        return np.concatenate([e.X for e in group]), np.concatenate([e.y for e in group])  # type: ignore[misc]
     merged = concatenate([Batch(e.X, e.y, None) for e in group])  # type: ignore[arg-type]
     assert merged.y is not None
-    if quiet and loaded.regret is not None:
-        X = merged.X if loaded.means is None else loaded.means.fill_and_learn(merged.X)  # type: ignore[arg-type]
-        scores = _learn_call(loaded, X, merged.y, None)
-        # each entry's rounds, of rows and weights that later rounds overwrite
-        sizes = [stop - start for entry in group for start, stop in entry.bounds()]
-        width = loaded.regret.n_features
-        loaded.regret.update_rounds(
-            np.broadcast_to(0.0, (len(merged.y), width)),
-            merged.y,
-            scores,
-            np.broadcast_to(0.0, (len(sizes), width)),
-            sizes,
-        )
-    else:
-        scores = learn_rows(loaded, merged.X, merged.y, None, [(0, len(merged.y))])
-    start = 0
-    for entry in group:
-        stop = start + entry.n_events
-        after_learning(loaded, scores[start:stop], entry.y, entry.now)  # type: ignore[arg-type]
-        _finish(loaded, entry)
-        start = stop
+    return merged.X, merged.y
+
+
+def _learn_quiet(
+    loaded: Loaded,
+    group: list[Entry],
+    X: np.ndarray | CSRMatrix,
+    y: np.ndarray,
+    recorded: np.ndarray | None,
+) -> np.ndarray:
+    """One learner call over entries whose rounds the regret window keeps only the sizes,
+    labels and scores of: their rows and weights go into ring slots later rounds overwrite."""
+    assert loaded.regret is not None
+    X = X if loaded.means is None else loaded.means.fill_and_learn(X)  # type: ignore[arg-type]
+    scores = _learn_call(loaded, X, y, recorded)
+    sizes = [stop - start for entry in group for start, stop in entry.bounds()]
+    width = loaded.regret.n_features
+    loaded.regret.update_rounds(
+        np.broadcast_to(0.0, (len(y), width)),
+        y,
+        scores,
+        np.broadcast_to(0.0, (len(sizes), width)),
+        sizes,
+    )
+    return scores
+
+
+def _after_run(loaded: Loaded, group: list[Entry], scores: np.ndarray, labels: np.ndarray) -> None:
+    """:func:`~service.engine.learning.after_learning` and the counts of each entry of
+    ``group`` in turn: the window, drift detector, calibrator and counters fed once for the
+    entries up to each one at which the history writes a point (the point then sees them as
+    after that entry, as live), the entries' ``now`` kept for the throughput and drifts."""
+    signs, scores = check_labelled_scores(labels, scores)
+    times = [entry.now for entry in group]
+    sizes = [len(entry.y) for entry in group]  # type: ignore[arg-type]
+    first = start = 0
+    while first < len(group):
+        last = min(first_point(loaded.history, times, first), len(group) - 1)
+        stop = start + sum(sizes[first : last + 1])
+        feed_metrics(
+            loaded, scores[start:stop], signs[start:stop], labels[start:stop],
+            times[first : last + 1], sizes[first : last + 1],
+        )  # fmt: skip
+        for entry in group[first:last]:
+            if entry.counts:
+                _finish(loaded, entry)
+        record_history(loaded.history, loaded, times[last])
+        _finish(loaded, group[last])
+        first, start = last + 1, stop

@@ -64,7 +64,8 @@ def test_only_the_rounds_the_window_keeps_are_replayed_one_by_one(logging_store,
 
     monkeypatch.setattr(RegretWindow, "update_rounds", update_rounds)
     _state(_engine(logging_store, clock), "m")
-    # the 8 one-event entries at the end each on its own; before them, at once, the rounds
-    # up to the labels (60 one-event entries, a merged entry of 2 rounds, a batch), the labels
-    # (recorded scores: an entry of its own) and the 32 one-event entries after them
-    assert calls == [63, 1, 32, 1, 1, 1, 1, 1, 1, 1, 1]
+    # before the last 8 one-event entries, at once, the rounds up to the labels (60 one-event
+    # entries, a merged entry of 2 rounds, a batch), the labels (recorded scores: an entry of
+    # its own) and the 32 one-event entries after them; then the last 8, each its own learner
+    # call and round with its rows and served weights, recorded together
+    assert calls == [63, 1, 32, 8]

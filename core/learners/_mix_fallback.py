@@ -1,5 +1,5 @@
-"""``auto``'s served mix never below its best candidate on the evaluation window
-(docs/algorithms/auto.md, "The mix falls back to its best candidate").
+"""``auto``'s served mix falls back to its best candidate when clearly behind it on the
+evaluation window (docs/algorithms/auto.md (auto.12)).
 
 A softmax of the candidates' windowed pAUCs can blur a clearly better candidate with weaker
 ones: on a wide sparse set of rare positives the mix ranked below its own ``logistic`` run
@@ -21,7 +21,7 @@ __all__ = ["UNCERTAINTY", "auc_difference_se", "fall_back_to_best"]
 #: more than this many standard errors of the paired difference (:func:`auc_difference_se`):
 #: on a short stream's window of a few dozen positives a lead of a pair or two is noise, and the
 #: mix, which hedges between the candidates, served the rest of such streams better
-#: (bench/README.md, "The served mix against its best candidate")
+#: (bench/README.md, "The mix's fallback within the window's noise")
 UNCERTAINTY = 0.5
 
 

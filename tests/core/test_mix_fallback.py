@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tests.core.naive.metrics import naive_auc_difference_se
+
 
 def _mix_state(weights, m2, n_seen=100):
     return {"served_weights": np.array(weights), "score_m2": np.array(m2),
@@ -49,32 +51,6 @@ def test_the_mix_falls_back_to_its_best_candidate_unless_it_beats_it():
         np.testing.assert_array_equal(own["served_weights"], expected)
 
 
-def _naive_auc_difference_se(labels, first, second):
-    """DeLong's standard error of AUC(first) - AUC(second), pair by pair in Python loops."""
-    positives = [i for i in range(len(labels)) if labels[i] > 0]
-    negatives = [j for j in range(len(labels)) if labels[j] <= 0]
-
-    def kernel(scores, i, j):
-        return 1.0 if scores[i] > scores[j] else 0.5 if scores[i] == scores[j] else 0.0
-
-    def placements(scores):
-        of_positives = [sum(kernel(scores, i, j) for j in negatives) / len(negatives)
-                        for i in positives]  # fmt: skip
-        of_negatives = [sum(kernel(scores, i, j) for i in positives) / len(positives)
-                        for j in negatives]  # fmt: skip
-        return of_positives, of_negatives
-
-    (a10, a01), (b10, b01) = placements(first), placements(second)
-
-    def variance(values):
-        mean = sum(values) / len(values)
-        return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-
-    d10 = [a - b for a, b in zip(a10, b10, strict=True)]
-    d01 = [a - b for a, b in zip(a01, b01, strict=True)]
-    return (variance(d10) / len(d10) + variance(d01) / len(d01)) ** 0.5, a10, b10
-
-
 def test_auc_difference_se_matches_a_naive_delong_with_ties():
     """The standard error of the paired AUC difference equals DeLong's pair-by-pair
     computation, on scores with many ties; the placements' means are scikit-learn's AUCs."""
@@ -89,7 +65,7 @@ def test_auc_difference_se_matches_a_naive_delong_with_ties():
         labels[:2], labels[2:4] = 1, -1  # two of each class at least
         first = np.round(labels * 0.7 + rng.normal(size=n), 1)  # ties within and across classes
         second = np.round(first + rng.normal(size=n), 0) if seed % 2 else rng.integers(0, 3, n)
-        expected, a10, b10 = _naive_auc_difference_se(labels, first, second)
+        expected, a10, b10 = naive_auc_difference_se(labels, first, second)
         got = auc_difference_se(labels, first, second)
         assert got > 0.0
         np.testing.assert_allclose(got, expected, rtol=1e-12)
@@ -133,7 +109,7 @@ def test_the_mix_is_kept_unless_its_best_candidate_leads_beyond_the_noise():
             w / np.sqrt(v / 100) * s for w, v, s in zip(weights, m2, window_scores, strict=True)
         )
         mix_pauc, mix_auc = _naive_pauc_auc(mix, labels > 0)
-        se, _, _ = _naive_auc_difference_se(labels, window_scores[best], mix)
+        se, _, _ = naive_auc_difference_se(labels, window_scores[best], mix)
         replaced = (
             mix_pauc <= own["window_pauc"][best]
             and mix_auc <= own["window_auc"][best] - UNCERTAINTY * se

@@ -36,6 +36,7 @@ import mix_misses  # noqa: E402
 
 import core.learners.auto as auto_module  # noqa: E402
 from core.learners import make_learner  # noqa: E402
+from core.learners._mix_fallback import UNCERTAINTY, auc_difference_se  # noqa: E402
 from core.learners._tournament import MIN_WEIGHT, initial_weights  # noqa: E402
 from core.metrics import auc, pauc  # noqa: E402
 from core.preprocessing import scale_batch  # noqa: E402
@@ -76,12 +77,14 @@ def evaluation_points(n: int, model) -> list[int]:
 
 
 def serve(
-    run: dict, start: np.ndarray, both: bool, model, half: bool = False
+    run: dict, start: np.ndarray, both: bool, model, half: bool = False, uncertainty: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Served prequential scores and held-out scores of (auto.9)-(auto.10) and the fallback,
     from ``start`` weights; the fallback when the best candidate is at least as good as the mix
     on the window's pAUC and AUC (``both``: auto's) or ahead on (pAUC, AUC) in that order;
-    ``half``: the window at most the later half of the events seen (auto's, (auto.3))."""
+    ``half``: the window at most the later half of the events seen (auto's, (auto.3));
+    ``uncertainty``: with ``both``, the best must lead the mix's AUC by that many standard
+    errors of the difference (auto's :data:`UNCERTAINTY`, (auto.12))."""
     s, y = run["scores"], run["y"]
     k, n = s.shape
     before = np.concatenate([np.zeros((k, 1)), np.cumsum(s, axis=1)], axis=1)
@@ -116,7 +119,10 @@ def serve(
         mix = factors @ window
         mixed = (pauc(labels, mix, 0.0, 0.1), auc(labels, mix))
         if both:
-            behind = mixed[0] <= paucs[best] and mixed[1] <= aucs[best]
+            margin = 0.0
+            if uncertainty:
+                margin = uncertainty * auc_difference_se(labels, window[best], mix)
+            behind = mixed[0] <= paucs[best] and mixed[1] <= aucs[best] - margin
         else:
             behind = mixed <= (paucs[best], aucs[best])
         if weights[best] != 1.0 and behind:
@@ -140,7 +146,7 @@ def _first_three(run):
 
 
 #: rule -> (the weights before the first deciding evaluation, the fallback needs both counts,
-#: the window at most the later half of the events seen)
+#: the window at most the later half of the events seen[, the fallback's uncertainty])
 RULES = {
     "equal start, (pAUC, AUC) fallback: auto before 2026-11-29": (_equal, False, False),
     "first three, (pAUC, AUC) fallback": (_first_three, False, False),
@@ -152,7 +158,13 @@ RULES = {
     ),
     "steady start, fallback on both": (_steady, True, False),
     "steady start, (pAUC, AUC) fallback, later half": (_steady, False, True),
-    "steady start, fallback on both, later half (auto.3): auto": (_steady, True, True),
+    "steady start, fallback on both, later half (auto.3)": (_steady, True, True),
+    "later half, fallback on both beyond the noise (auto.12): auto": (
+        _steady,
+        True,
+        True,
+        UNCERTAINTY,
+    ),
 }
 
 
@@ -169,12 +181,12 @@ def main(argv=None) -> int:
     model = make_learner("auto")
     print("rule | misses prequential / held-out / either | mean served AUC preq / held-out, "
           "pAUC(0, 0.1) preq / held-out | replay")  # fmt: skip
-    for rule, (start, both, half) in RULES.items():
+    for rule, (start, both, half, *uncertainty) in RULES.items():
         misses, means, replay = np.zeros(3, dtype=int), [], 0.0
         for group in runs.values():
             served_metrics, candidates = [], []
             for run in group:
-                served, held = serve(run, start(run), both, model, half)
+                served, held = serve(run, start(run), both, model, half, *uncertainty)
                 if rule.endswith(": auto"):
                     replay = max(replay, float(np.max(np.abs(served - run["served"]))))
                 y, y_test = run["y"], run["y_test"]

@@ -25,6 +25,7 @@ from core.learners._candidates import (
 from core.metrics import auc, pauc
 from core.preprocessing import scale_batch
 from tests.core.cases import states_equal
+from tests.core.naive.metrics import naive_auc_difference_se
 
 #: candidate 0 is deliberately bad: an L1 threshold no |z| reaches keeps every weight at 0,
 #: so it scores by its intercept alone (no ranking); candidates 1 and 2 learn properly
@@ -109,7 +110,8 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
     time: each candidate's score standardised by the mean and population std of its scores
     before it (np.mean / np.std of the list so far), weighted by a softmax of the windowed
     pAUCs at the last deciding evaluation (``initial`` before, equal weights if None), shares
-    < 1e-3 dropped, the best candidate alone when that mix does not beat it on the window."""
+    < 1e-3 dropped, the best candidate alone when that mix is clearly behind it on the
+    window (auto.12)."""
     early = set()
     while first is not None and first < every:
         early.add(first)
@@ -143,7 +145,7 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
         shares /= shares.sum()
         shares[shares < 1e-3] = 0.0
         weights = shares / shares.sum()
-        # the mix falls back to the best candidate when it is no better on either measure
+        # the mix falls back to the best candidate when it is no better on the pAUC ...
         recent = candidate_scores[:, low : t + 1]
         spreads = [candidate_scores[k, : t + 1].std() for k in range(n_candidates)]
         mix = sum(weights[k] / spreads[k] * recent[k] for k in range(n_candidates)
@@ -151,7 +153,9 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
         aucs = [auc(window_labels, recent[k]) for k in range(n_candidates)]
         best = max(range(n_candidates), key=lambda k: (paucs[k], aucs[k], -k))
         mix_metrics = (pauc(window_labels, mix, *pauc_range), auc(window_labels, mix))
-        behind = mix_metrics[0] <= paucs[best] and mix_metrics[1] <= aucs[best]
+        # ... and behind on the AUC by more than half a standard error (auto.12)
+        se, _, _ = naive_auc_difference_se(window_labels, recent[best], mix)
+        behind = mix_metrics[0] <= paucs[best] and mix_metrics[1] <= aucs[best] - 0.5 * se
         if weights[best] < 1.0 and behind:
             weights = np.eye(n_candidates)[best]
     return np.array(served), weights

@@ -125,3 +125,31 @@ def naive_pauc_kar_top_negatives(labels, scores, beta) -> Fraction:
             if positive >= negative:
                 count += 1
     return Fraction(count, len(positives) * n_top)
+
+
+def naive_auc_difference_se(labels, first, second):
+    """DeLong's standard error of AUC(first) - AUC(second) on the same events, pair by pair in
+    Python loops (``labels`` > 0 a positive; a tie counts one half), with the placements of the
+    positives under ``first`` and ``second``, whose means are the two AUCs."""
+    positives = [i for i in range(len(labels)) if labels[i] > 0]
+    negatives = [j for j in range(len(labels)) if labels[j] <= 0]
+
+    def kernel(scores, i, j):
+        return 1.0 if scores[i] > scores[j] else 0.5 if scores[i] == scores[j] else 0.0
+
+    def placements(scores):
+        of_positives = [sum(kernel(scores, i, j) for j in negatives) / len(negatives)
+                        for i in positives]  # fmt: skip
+        of_negatives = [sum(kernel(scores, i, j) for i in positives) / len(positives)
+                        for j in negatives]  # fmt: skip
+        return of_positives, of_negatives
+
+    (a10, a01), (b10, b01) = placements(first), placements(second)
+
+    def variance(values):
+        mean = sum(values) / len(values)
+        return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+    d10 = [a - b for a, b in zip(a10, b10, strict=True)]
+    d01 = [a - b for a, b in zip(a01, b01, strict=True)]
+    return (variance(d10) / len(d10) + variance(d01) / len(d01)) ** 0.5, a10, b10

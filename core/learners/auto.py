@@ -71,7 +71,8 @@ class Auto(ComposedState, OnlineLearner):
     served scores.
 
     Every labelled batch is learned by every candidate, segment by segment (one kernel call
-    per candidate per segment, on rows auto scaled once; a segment ends where an evaluation,
+    per candidate per segment, on rows auto scaled once, or as posted for a candidate that
+    scales its own, ``boosted_embedded``; a segment ends where an evaluation,
     or with ``track_drift`` a multiple of the fast period, is due).  Each candidate's
     prequential scores of the last ``window`` events are kept in a ring buffer; every
     ``evaluate_every`` events (and on a doubling schedule before) auto computes each

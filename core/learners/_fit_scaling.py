@@ -19,7 +19,7 @@ from core.learners._state import Finite, StateInvariant
 from core.learners._stateful import scaler_invariants
 from core.preprocessing import scale_batch, scaler_affine
 
-__all__ = ["check", "initial", "invariants", "joined_rows", "keep", "scaled"]
+__all__ = ["check", "initial", "invariants", "joined_rows", "keep", "of_job", "scaled"]
 
 #: the scalings that are a fixed affine map of each feature (the others: ``none``, the
 #: identity; ``unit_norm``, each row by its own norm)
@@ -56,9 +56,15 @@ def keep(scaling: str, own: dict[str, np.ndarray], state: dict[str, np.ndarray])
         own["fit_divisors"][:], own["fit_offsets"][:] = scaler_affine(scaling, state)
 
 
+def of_job(own: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Copies of the pending fit's map, for its job (:func:`scaled` reads them there)."""
+    return {key: own[key].copy() for key in ("fit_divisors", "fit_offsets")}
+
+
 def scaled(scaling: str, own: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
     """Dense rows as posted (the buffer's, the held ones) scaled as of the pending fit's event
-    (each row by its norm under ``unit_norm``)."""
+    (each row by its norm under ``unit_norm``): ``own`` is the learner's state or its job's
+    ``x_scaling``."""
     if scaling == "unit_norm":
         return scale_batch(scaling, own, rows, learn=False)
     return (rows - own["fit_offsets"]) / own["fit_divisors"]

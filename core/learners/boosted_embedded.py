@@ -313,17 +313,17 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         own = self._own_state
         return FitJob(X, y, self._ensemble_params(), int(own["generation"][0]),
                       int(own["fits"][0]), int(own["events"][0]), weights,
-                      fit_scaling.scaled(self.scaling, own, X))  # fmt: skip
+                      fit_scaling.of_job(own))  # fmt: skip
 
     def prepare(self, ensemble: dict[str, np.ndarray], job: FitJob) -> OnlineLearner:
         """A fresh inner learner that learned the job's buffer embedded by ``ensemble``, one
         pass in order: the slow part of :meth:`install`, which reads nothing of the learner's
         state, so a background fitter runs it without the model's lock."""
         inner = self._build_inner().initialize(width := columns.whole_width(self, job.X.shape[1]))
-        rows = job.X if job.scaled_X is None else job.scaled_X
         for start in range(0, len(job.y), SCORE_CHUNK):
             part = slice(start, start + SCORE_CHUNK)
-            embedded = self._embed(job.X[part], rows[part], ensemble, width)
+            scaled = fit_scaling.scaled(self.scaling, job.x_scaling, job.X[part])
+            embedded = self._embed(job.X[part], scaled, ensemble, width)
             inner._learn(embedded, job.y[part], _NONE_F)
         return inner
 

@@ -39,7 +39,9 @@ __all__ = ["FIT_STATS", "FitHandle", "FitJob", "FitRecord", "HandsOverFits", "ba
 class FitJob:
     """A due fit: copies of the learner's buffer (rows, labels and the weights of its sampled
     negatives) as of event count ``fit_from`` and what the install checks it against (the
-    learner's restarts and fits so far)."""
+    learner's restarts and fits so far).  The trees are fitted on ``X`` (rows as posted); the
+    inner learner relearns them scaled by ``x_scaling`` (the learner's ``fit_divisors`` and
+    ``fit_offsets`` as of ``fit_from``: core.learners._fit_scaling), chunk by chunk."""
 
     X: np.ndarray
     y: np.ndarray
@@ -48,6 +50,7 @@ class FitJob:
     fits: int
     fit_from: int
     sample_weight: np.ndarray | None = None
+    x_scaling: dict[str, np.ndarray] = field(default_factory=dict)
 
     def run(self) -> dict[str, np.ndarray]:
         """The fitted ensemble's arrays (the slow part; needs no lock)."""
@@ -61,6 +64,8 @@ class FitJob:
             == (other.generation, other.fits, other.fit_from, other.params)
             and np.array_equal(self.y, other.y)
             and np.array_equal(self.X, other.X)
+            and self.x_scaling.keys() == other.x_scaling.keys()
+            and all(np.array_equal(v, other.x_scaling[k]) for k, v in self.x_scaling.items())
             and np.array_equal(
                 np.ones(0) if self.sample_weight is None else self.sample_weight,
                 np.ones(0) if other.sample_weight is None else other.sample_weight,

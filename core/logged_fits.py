@@ -75,7 +75,7 @@ def buffer_digest(job: FitJob) -> str:
     """A digest of the rows, labels and weights a fit learns: a logged fit is installed only on
     the buffer it was fitted on."""
     digest = hashlib.blake2b(digest_size=16)
-    for array in (job.X, job.y, job.sample_weight):
+    for array in (job.X, job.y, job.sample_weight, *job.x_scaling.values()):
         if array is not None:
             digest.update(repr((array.dtype.str, array.shape)).encode())
             digest.update(np.ascontiguousarray(array).data)

@@ -32,12 +32,16 @@ def _leaf(ens, t, X, i, dense, sparse):
 
 
 @kernel
-def embed(X, indptr, indices, data, ens, n_trees, max_leaves, n_features, append_features,
-          append_margin, leaf_value):  # fmt: skip
-    """``(indptr, indices, data)`` of the embedded batch: columns ``[0, d)`` hold ``x`` (when
-    ``append_features``; ``e = d``, else ``e = 0``), column ``e`` the margin (when
+def embed(X, indptr, indices, data, scaled_X, scaled_data, ens, n_trees, max_leaves, n_features,
+          append_features, append_margin, leaf_value):  # fmt: skip
+    """``(indptr, indices, data)`` of the embedded batch: columns ``[0, d)`` hold ``x`` scaled
+    (when ``append_features``; ``e = d``, else ``e = 0``), column ``e`` the margin (when
     ``append_margin``; ``f = e + 1``, else ``f = e``), column ``f + t * max_leaves + l`` holds
-    ``leaf_value`` when the event reaches leaf ``l`` of tree ``t`` (the first ``n_trees``)."""
+    ``leaf_value`` when the event reaches leaf ``l`` of tree ``t`` (the first ``n_trees``).
+
+    The trees route the rows as given (``X``, or the CSR ``indptr, indices, data``); the
+    columns of ``x`` are their scaled values, ``scaled_X`` (dense) or ``scaled_data`` (CSR, the
+    same non-zeros)."""
     sparse = indptr.shape[0] > 0
     first = n_features if append_features else 0
     leaves_at = first + 1 if append_margin else first
@@ -52,12 +56,12 @@ def embed(X, indptr, indices, data, ens, n_trees, max_leaves, n_features, append
                 dense[indices[p]] = data[p]
                 if append_features:
                     out_indices[k] = indices[p]
-                    out_data[k] = data[p]
+                    out_data[k] = scaled_data[p]
                     k += 1
         elif append_features:
             for j in range(n_features):
                 out_indices[k] = j
-                out_data[k] = X[i, j]
+                out_data[k] = scaled_X[i, j]
                 k += 1
         margin_slot = k
         if append_margin:
@@ -80,15 +84,15 @@ def embed(X, indptr, indices, data, ens, n_trees, max_leaves, n_features, append
 
 
 @kernel
-def embed_arrays(X, indptr, indices, data, left, right, feature, threshold, leaf, value,
-                 baseline, n_trees, max_leaves, n_features, append_features, append_margin,
-                 leaf_value):  # fmt: skip
+def embed_arrays(X, indptr, indices, data, scaled_X, scaled_data, left, right, feature,
+                 threshold, leaf, value, baseline, n_trees, max_leaves, n_features,
+                 append_features, append_margin, leaf_value):  # fmt: skip
     """:func:`embed` of the ensemble given as its arrays (:data:`Ensemble`'s fields, in order):
     a namedtuple argument is typed in Python at every call, several microseconds that a
     one-event batch pays at each event."""
     ens = Ensemble(left, right, feature, threshold, leaf, value, baseline)
-    return embed(X, indptr, indices, data, ens, n_trees, max_leaves, n_features,
-                 append_features, append_margin, leaf_value)  # fmt: skip
+    return embed(X, indptr, indices, data, scaled_X, scaled_data, ens, n_trees, max_leaves,
+                 n_features, append_features, append_margin, leaf_value)  # fmt: skip
 
 
 @kernel

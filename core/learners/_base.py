@@ -148,6 +148,11 @@ class OnlineLearner(DeclaredParameters, StateContract, GrownStateChecks):
     #: True for a batch solver whose ``partial_fit`` learns each batch on a bounded window of
     #: recent events at a bounded cost (``spdam``): the service runs it as a model's learner
     streams_on_window: ClassVar[bool] = False
+    #: True for a learner given its rows unscaled (``_learn``, ``_decision``, ``_contributions``)
+    #: that applies its ``scaling`` itself where it wants it: ``boosted_embedded``, whose trees
+    #: split the rows as posted, and ``auto``, which hands them on to such candidates; it
+    #: records its scaled rows itself (:meth:`recording_inputs`)
+    scales_itself: ClassVar[bool] = False
     #: True for the pAUC learners, whose ``alpha`` / ``beta`` are the FPR range they optimise
     #: (a model's ``pauc_range`` sets them: :func:`core.learners.pauc_params_for`); other
     #: learners may use those names for something else (``logistic``: FTRL-Proximal's steps)
@@ -231,7 +236,8 @@ class OnlineLearner(DeclaredParameters, StateContract, GrownStateChecks):
         ``check_input`` as for :meth:`decision_function`."""
         self._check_initialized()
         features = self._coerce(X)[0] if check_input else X
-        features = scale_batch(self.scaling, self.state_, features, learn=False)
+        if not self.scales_itself:
+            features = scale_batch(self.scaling, self.state_, features, learn=False)
         return self._contributions(features)
 
     def _contributions(self, X) -> tuple[np.ndarray, np.ndarray]:
@@ -342,9 +348,10 @@ class OnlineLearner(DeclaredParameters, StateContract, GrownStateChecks):
         if self.scaling == "standard" and isinstance(features, CSRMatrix):
             # raise before any statistics move: a rejected batch changes nothing
             scale_batch(self.scaling, self._scaler_arrays, features, learn=False)
-        features = scale_batch(self.scaling, self._scaler_arrays, features, learn=True)
-        if self._inputs_sink is not None:
-            self._inputs_sink.append(features)
+        if not self.scales_itself:
+            features = scale_batch(self.scaling, self._scaler_arrays, features, learn=True)
+            if self._inputs_sink is not None:
+                self._inputs_sink.append(features)
         self._learn(features, labels, scores)
 
     @contextmanager
@@ -405,7 +412,8 @@ class OnlineLearner(DeclaredParameters, StateContract, GrownStateChecks):
         takes sparse input), every value finite."""
         self._check_initialized()
         features = self._coerce(X)[0] if check_input else X
-        features = scale_batch(self.scaling, self._scaler_arrays, features, learn=False)
+        if not self.scales_itself:
+            features = scale_batch(self.scaling, self._scaler_arrays, features, learn=False)
         return self._decision(features)
 
 

@@ -12,13 +12,18 @@ its first fit (written by the code before) loads, and learns the same.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core._kernels import boosted_embedding as kernels
+from core.boosted_trees import ENSEMBLE_KEYS
+from core.csr import CSRMatrix
 from core.errors import InvalidState
 from core.learners._fit_buffer import growing_arrays as fit_buffer_arrays
 from core.learners._inner import INNER_PREFIX
+from core.learners.pmb import event_arrays
 
 if TYPE_CHECKING:
     from core.learners.boosted_embedded import BoostedEmbedded
@@ -91,3 +96,22 @@ def check_inner_width(learner: BoostedEmbedded, state: dict[str, np.ndarray]) ->
                 f"{expected} (the inner learner's width)",
                 field=INNER_PREFIX + key,
             )
+
+
+_NO_ROWS, _NO_DATA = np.empty((0, 0)), np.empty(0)
+
+
+def embed(learner: BoostedEmbedded, X, scaled, ensemble: dict[str, np.ndarray], width: int):
+    """``[x, m(x), e(x)]`` of the rows ``X`` (dense or CSR, as posted: the trees route them)
+    whose ``x`` columns are ``scaled`` (the same rows scaled), by ``ensemble``'s trees, as the
+    CSR input of an inner learner of ``width`` columns."""
+    scaled_rows, scaled_data = (
+        (_NO_ROWS, scaled.data) if isinstance(scaled, CSRMatrix) else (scaled, _NO_DATA)
+    )
+    indptr, indices, data = kernels.embed_arrays(
+        *event_arrays(X), scaled_rows, scaled_data,
+        *map(ensemble.__getitem__, ENSEMBLE_KEYS[:-1]), int(ensemble["ens_trees"][0]),
+        int(learner.max_leaves), X.shape[1], bool(learner.append_features),
+        bool(learner.append_margin), 1.0 / math.sqrt(learner.n_trees),
+    )  # fmt: skip
+    return CSRMatrix(indptr, indices, data, width)

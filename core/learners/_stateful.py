@@ -31,6 +31,12 @@ _SCALER_INVARIANTS: dict[str, StateInvariant] = {
 }
 
 
+def scaler_invariants(scaling: str) -> dict[str, StateInvariant]:
+    """The declarations of the scaler arrays of ``scaling`` (a part of a composed learner that
+    scales its own rows declares them under its prefix)."""
+    return {key: _SCALER_INVARIANTS[key] for key in initial_scaler_state(scaling, 1)}
+
+
 class NotFittedError(ValueError, AttributeError):
     """Raised when scoring with a learner that has no state yet (as scikit-learn does)."""
 

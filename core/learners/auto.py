@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from core.csr import CSRMatrix
 from core.errors import InvalidParameter, InvalidState
 from core.learners import learner_class, register
 from core.learners._auto_drift import DriftTracking
@@ -27,6 +28,7 @@ from core.learners._candidates import (
 from core.learners._composed import ComposedState
 from core.learners._params import BOOLEAN, CANDIDATES, PAUC_RANGE, Interval
 from core.learners._state import Count, StateInvariant, with_prefix
+from core.learners._stateful import scaler_invariants
 from core.learners._tournament import (
     check_tournament_state,
     evaluate,
@@ -41,11 +43,26 @@ from core.learners._tournament import (
     tournament_state,
     window_growing_arrays,
 )
+from core.preprocessing import scale_batch, scaler_affine
 from core.validation import row_range
 
 __all__ = ["DEFAULT_CANDIDATES", "Auto"]
 
 _PREFIX = "c{}:"
+
+
+class _GivenUnscaled:
+    """A candidate that scales its own rows (``scales_itself``), as the served mix scores it:
+    with the unscaled ``rows`` of the scaled batch the mix passes."""
+
+    def __init__(self, candidate: OnlineLearner, rows) -> None:
+        self.candidate, self.rows = candidate, rows
+
+    def _decision(self, X) -> np.ndarray:
+        return self.candidate._decision(self.rows)
+
+    def _contributions(self, X) -> tuple[np.ndarray, np.ndarray]:
+        return self.candidate._contributions(self.rows)
 
 
 @register
@@ -54,7 +71,8 @@ class Auto(ComposedState, OnlineLearner):
     served scores.
 
     Every labelled batch is learned by every candidate, segment by segment (one kernel call
-    per candidate per segment, on rows auto scaled once; a segment ends where an evaluation,
+    per candidate per segment, on rows auto scaled once, or as posted for a candidate that
+    scales its own, ``boosted_embedded``; a segment ends where an evaluation,
     or with ``track_drift`` a multiple of the fast period, is due).  Each candidate's
     prequential scores of the last ``window`` events are kept in a ring buffer; every
     ``evaluate_every`` events (and on a doubling schedule before) auto computes each
@@ -175,6 +193,9 @@ class Auto(ComposedState, OnlineLearner):
     """
 
     name = "auto"
+    #: auto scales the rows once for the candidates, and hands the candidates that scale
+    #: their own (``boosted_embedded``: its trees split the rows as posted) the rows unscaled
+    scales_itself = True
 
     candidates: list | None = None
     pauc_range: tuple | list = (0.0, 0.1)
@@ -233,7 +254,14 @@ class Auto(ComposedState, OnlineLearner):
         return self.candidates
 
     def _build_candidates(self) -> list[OnlineLearner]:
-        return [learner_class(spec["learner"])(**spec["params"]) for spec in self.candidate_specs()]
+        """The candidates of :meth:`candidate_specs`; those that scale their own rows with
+        auto's scaling (the others are given the rows auto scaled)."""
+        candidates = []
+        for spec in self.candidate_specs():
+            cls = learner_class(spec["learner"])
+            own = {"scaling": self.scaling} if cls.scales_itself else {}
+            candidates.append(cls(**(spec["params"] | own)))
+        return candidates
 
     # ------------------------------------------------------------------ state
     # ``state_`` is the flat view of core.learners._composed: the candidates' arrays under
@@ -283,6 +311,7 @@ class Auto(ComposedState, OnlineLearner):
         for k, candidate in enumerate(candidates):
             own: dict[str, StateInvariant] = {"n_features": Count(n_features, n_features)}
             own.update(candidate._state_invariants(n_features))
+            own.update(scaler_invariants(candidate.scaling))
             invariants.update(with_prefix(own, _PREFIX.format(k)))
         invariants.update(tournament_invariants(len(candidates)))
         if self.track_drift:
@@ -308,8 +337,15 @@ class Auto(ComposedState, OnlineLearner):
 
     # ------------------------------------------------------------------ learning
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
+        """Learn the unscaled batch: scaled once for the candidates that do not scale their
+        own rows."""
         own = self._own_state
         candidates = self._candidates
+        raw = X
+        X = scale_batch(self.scaling, self.state_, raw, learn=True)
+        if self._inputs_sink is not None:
+            self._inputs_sink.append(X)
+        unscaled = [candidate.scales_itself for candidate in candidates]
         drift = self._drift()
         every, first = int(self.evaluate_every), int(self.first_evaluation)
         n_events = y.shape[0]
@@ -326,10 +362,11 @@ class Auto(ComposedState, OnlineLearner):
             stop = min(n_events, start + due - seen)
             whole = start == 0 and stop == n_events
             part = X if whole else row_range(X, start, stop)
+            raw_part = raw if whole or not any(unscaled) else row_range(raw, start, stop)
             labels = y if whole else y[start:stop]
             segment_scores = candidate_scores[:, start:stop]
             for k, candidate in enumerate(candidates):
-                candidate._learn(part, labels, segment_scores[k])
+                candidate._learn(raw_part if unscaled[k] else part, labels, segment_scores[k])
             served = served_all[start:stop]
             grow_window(own, int(self.window), seen + stop - start)
             serve_and_record(own, segment_scores, labels, self.temperature, served)
@@ -356,11 +393,37 @@ class Auto(ComposedState, OnlineLearner):
         self._check_initialized()
         return self._candidates[int(self._own_state["leader"][0])]
 
+    def _served_candidates(self, rows) -> list:
+        """The candidates as the served mix scores a batch whose unscaled rows are ``rows``."""
+        return [
+            _GivenUnscaled(candidate, rows) if candidate.scales_itself else candidate
+            for candidate in self._candidates
+        ]
+
     def _decision(self, X) -> np.ndarray:
-        return served_decision(self._own_state, self._candidates, X, self.temperature)
+        scaled = scale_batch(self.scaling, self.state_, X, learn=False)
+        candidates = self._served_candidates(X)
+        return served_decision(self._own_state, candidates, scaled, self.temperature)
 
     def _contributions(self, X) -> tuple[np.ndarray, np.ndarray]:
-        return served_contributions(self._own_state, self._candidates, X, self.temperature)
+        scaled = scale_batch(self.scaling, self.state_, X, learn=False)
+        candidates = self._served_candidates(X)
+        return served_contributions(self._own_state, candidates, scaled, self.temperature)
+
+    @property
+    def intercept_(self) -> float:
+        """The served score of an event that is all zeros after scaling (as every learner's);
+        the candidates that scale their own rows score the unscaled row that scaling takes to
+        zeros (the running means under ``standard``)."""
+        self._check_initialized()
+        width = self.n_features_in_
+        origin = np.zeros((1, width))
+        if self.scaling in ("standard", "scale"):
+            origin[0] = scaler_affine(self.scaling, self.state_)[1]
+        empty = np.zeros(0, dtype=np.int64)
+        zero = CSRMatrix(np.zeros(2, dtype=np.int64), empty, np.zeros(0), width)
+        candidates = self._served_candidates(origin)
+        return float(served_decision(self._own_state, candidates, zero, self.temperature)[0])
 
     # a property over the base class's class attribute: auto's answer depends on its candidates
     @property

@@ -2,6 +2,8 @@
 after He et al., ADKDD 2014): the trees are fitted now and then on a bounded buffer of recent
 labelled events, the linear learner learns every event; the ensemble's arrays are state.
 
+The trees split the rows as posted; only the inner learner's ``x`` is scaled (_fit_scaling).
+
 A fit is due by a schedule (``first_fit`` buffered events, then each time the events have grown
 by ``refit_growth``, at most every ``refit_every`` events, and again ``first_fit`` events after
 :meth:`BoostedEmbedded.restart_tree`).  A fit taken from the buffer as of event ``N`` is
@@ -13,8 +15,6 @@ the time it costs.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from core.boosted_trees import (
 )
 from core.csr import CSRMatrix
 from core.errors import InvalidParameter, InvalidState
+from core.learners import _fit_scaling as fit_scaling
 from core.learners import _leaf_columns as columns
 from core.learners import register
 from core.learners._base import OnlineLearner
@@ -49,6 +50,7 @@ from core.learners._inner import INNER_PREFIX, WrapsInner
 from core.learners._params import BOOLEAN, PAUC_RANGE, Interval, Structured
 from core.learners._state import Count, Finite, OneOf, with_prefix
 from core.learners.pmb import check_buffer_size, event_arrays
+from core.preprocessing import scale_batch
 from core.validation import row_range
 
 __all__ = ["BoostedEmbedded", "FitJob", "background_fits"]
@@ -85,6 +87,8 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
     learner, params, pauc_range
         The inner learner, its hyper-parameters (its ``scaling`` is "none": this wrapper
         scales ``x``) and the model's FPR range for an inner pAUC learner.
+    scaling
+        Of the inner learner's ``x`` only: the trees split the rows as posted (auto's scaling).
     n_trees, max_leaves, learning_rate, min_samples_leaf, l2_regularization
         The ensemble's size and the boosting's parameters.
     buffer_size : int, default 8000
@@ -112,6 +116,8 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
     name = "boosted_embedded"
     #: the leaves are not linear in x: no raw-space weights (``raw_weights()`` is None)
     linear_in_features = False
+    #: the trees split the unscaled rows; ``scaling`` applies to the inner learner's ``x``
+    scales_itself = True
 
     learner: str = "logistic"
     params: dict | None = None
@@ -178,6 +184,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         state.update(buffer_state(n_features, self.random_state))
         # the events learned while a fit is pending, held out of the buffer until it is in
         state["pending_X"], state["pending_y"] = np.zeros((0, n_features)), _NONE.copy()
+        state.update(fit_scaling.initial(n_features))  # x's scaling as of the pending fit
         state.update({key: np.zeros(1, dtype=np.int64) for key in _COUNTERS})
         return state
 
@@ -206,6 +213,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
                 "pending_y": OneOf((-1, 0, 1)),
                 "pending": OneOf((0, 1)),
                 "pending_fill": Count(0, max(self.fit_delay - 1, 0)),
+                **fit_scaling.invariants(self.scaling),
             }
         )
         for key in ("events", "since_fit", "fits", "generation", "fit_from", "fit_at"):
@@ -223,33 +231,28 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         problem = tree_problem(state["ens_left"], state["ens_right"])
         if problem:
             raise InvalidState(f"state arrays {problem}", field="ens_left")
+        fit_scaling.check(state)
 
     # ------------------------------------------------------------------ embedding
     def _ensemble(self) -> kernels.Ensemble:
         return kernels.Ensemble(*(self._own_state[key] for key in ENSEMBLE_KEYS[:-1]))
 
     def transform(self, X) -> CSRMatrix:
-        """``[x, m(x), e(x)]`` of a scaled batch as CSR (the inner learner's input); the leaf
-        indicators are ``1 / sqrt(n_trees)``, so the leaves weigh as one unit-norm feature."""
-        return self._embed(X, self._own_state, int(self._inner.state_["n_features"][0]))
+        """``[x, m(x), e(x)]`` of a batch as posted, as CSR (the inner learner's input; ``x``
+        scaled): leaf indicators of ``1 / sqrt(n_trees)`` weigh as one unit-norm feature."""
+        return self._embed(X, scale_batch(self.scaling, self._scaler_arrays, X, learn=False))
 
-    def _embed(self, X, ensemble: dict[str, np.ndarray], width: int) -> CSRMatrix:
-        """:meth:`transform` by ``ensemble``'s trees for an inner learner of ``width``."""
-        n_features = X.shape[1]
-        indptr, indices, data = kernels.embed_arrays(
-            *event_arrays(X), *map(ensemble.__getitem__, ENSEMBLE_KEYS[:-1]),
-            int(ensemble["ens_trees"][0]), int(self.max_leaves), n_features,
-            bool(self.append_features), bool(self.append_margin), 1.0 / math.sqrt(self.n_trees),
-        )  # fmt: skip
-        return CSRMatrix(indptr, indices, data, width)
+    def _embed(self, X, scaled, ensemble=None, width: int | None = None) -> CSRMatrix:
+        """:meth:`transform` of rows ``X`` whose ``x`` is ``scaled``, by ``ensemble``'s trees
+        for an inner learner of ``width`` (by default the installed ones, the current width)."""
+        ensemble = self._own_state if ensemble is None else ensemble
+        width = int(self._inner.state_["n_features"][0]) if width is None else width
+        return columns.embed(self, X, scaled, ensemble, width)
 
     def margin(self, X) -> np.ndarray:
         """The ensemble's margin (log-odds) of a batch, as the booster's ``decision_function``
-        would give on the scaled features (the baseline alone before the first fit)."""
+        would give on the unscaled features (the baseline alone before the first fit)."""
         features = self._coerce(X)[0]
-        from core.preprocessing import scale_batch
-
-        features = scale_batch(self.scaling, self.state_, features, learn=False)
         return kernels.margin(*event_arrays(features), self._ensemble(),
                               int(self._own_state["ens_trees"][0]), features.shape[1])  # fmt: skip
 
@@ -309,7 +312,8 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         X, y, weights = buffered(self._own_state, self.buffer_size)
         own = self._own_state
         return FitJob(X, y, self._ensemble_params(), int(own["generation"][0]),
-                      int(own["fits"][0]), int(own["events"][0]), weights)  # fmt: skip
+                      int(own["fits"][0]), int(own["events"][0]), weights,
+                      fit_scaling.of_job(own))  # fmt: skip
 
     def prepare(self, ensemble: dict[str, np.ndarray], job: FitJob) -> OnlineLearner:
         """A fresh inner learner that learned the job's buffer embedded by ``ensemble``, one
@@ -318,7 +322,9 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         inner = self._build_inner().initialize(width := columns.whole_width(self, job.X.shape[1]))
         for start in range(0, len(job.y), SCORE_CHUNK):
             part = slice(start, start + SCORE_CHUNK)
-            inner._learn(self._embed(job.X[part], ensemble, width), job.y[part], _NONE_F)
+            scaled = fit_scaling.scaled(self.scaling, job.x_scaling, job.X[part])
+            embedded = self._embed(job.X[part], scaled, ensemble, width)
+            inner._learn(embedded, job.y[part], _NONE_F)
         return inner
 
     def _fall_due(self, in_call: int) -> None:
@@ -327,6 +333,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         aside; a background fitter gets the job at once (when it can be in time)."""
         own = self._own_state
         own["pending"][0], own["pending_fill"][0] = 1, 0
+        fit_scaling.keep(self.scaling, self._own_state, self.state_)
         self._mark_due()
         if self._delay() == 0:
             self._install_pending()
@@ -356,7 +363,8 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         held_X, held_y = own["pending_X"][:held].copy(), own["pending_y"][:held].copy()
         own["pending"][0], own["pending_fill"][0] = 0, 0
         if held:
-            self._inner._learn(self.transform(held_X), held_y, _NONE_F)
+            scaled = fit_scaling.scaled(self.scaling, own, held_X)
+            self._inner._learn(self._embed(held_X, scaled), held_y, _NONE_F)
             self._remember(held_X, held_y)
         events = int(own["events"][0])
         own["fits"][0] += 1
@@ -385,6 +393,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         if min(int((labels > 0).sum()), int((labels <= 0).sum())) < 2:
             return False
         own["pending"][0] = 1
+        fit_scaling.keep(self.scaling, self._own_state, self.state_)
         job = self.fit_job()
         return self.install(job.run(), job)
 
@@ -412,8 +421,9 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
 
     # ------------------------------------------------------------------ learning, scoring
     def _learn(self, X, y, scores) -> None:
+        """Learn the batch as posted, scaled segment by segment (a fit due keeps its scaling)."""
         own = self._own_state
-        start, n_events = 0, len(y)
+        start, n_events, recorded = 0, len(y), []
         if own["pending"][0] and int(own["pending_fill"][0]) >= self._delay():
             self._install_pending()  # held under a longer delay (an older state): it is due
         if own["pending"][0]:
@@ -431,7 +441,9 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
                 due = np.flatnonzero(self._due(y[start:])[1:])
                 stop = start + int(due[0]) + 1 if len(due) else n_events
             part = row_range(X, start, stop)
-            self._inner._learn(self.transform(part), y[start:stop],
+            scaled = scale_batch(self.scaling, self._scaler_arrays, part, learn=True)
+            recorded.append(scaled)  # for recording_inputs
+            self._inner._learn(self._embed(part, scaled), y[start:stop],
                                scores[start:stop] if len(scores) else scores)  # fmt: skip
             if own["pending"][0]:
                 self._hold(part, y[start:stop])
@@ -440,6 +452,8 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
             else:
                 self._remember(part, y[start:stop])
             start = stop
+        if self._inputs_sink is not None:
+            self._inputs_sink.append(fit_scaling.joined_rows(recorded, X))
         self._refresh_view()
 
     def _decision(self, X) -> np.ndarray:

@@ -161,12 +161,19 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
     return np.array(served), weights
 
 
-def standalone_scores(model, inputs, y):
-    """Each effective candidate run on its own over the rows auto's candidates saw."""
+def standalone_scores(model, inputs, y, raw=None):
+    """Each effective candidate run on its own over the rows auto's candidates saw: the rows
+    auto scaled, or for a candidate that scales its own rows (``boosted_embedded``) the
+    unscaled rows ``raw`` with auto's scaling."""
     out = []
     for spec in model.candidate_specs():
-        learner = make_learner(spec["learner"], **spec["params"])
-        out.append(np.concatenate([learner.prequential_step(X, y[s]) for X, s in inputs]))
+        if learner_class(spec["learner"]).scales_itself:
+            learner = make_learner(spec["learner"], **(spec["params"] | {"scaling": model.scaling}))
+            rows = [(raw[s], s) for _, s in inputs]
+        else:
+            learner = make_learner(spec["learner"], **spec["params"])
+            rows = inputs
+        out.append(np.concatenate([learner.prequential_step(X, y[s]) for X, s in rows]))
     return np.array(out)
 
 
@@ -724,7 +731,7 @@ def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_ca
     # due at 250 (installed L(N) = 64 events later), 375, 563, 845, 1,268, 1,902 (each half
     # as many events again as the last learned; L = 64, 64, 70, 105, 158, 237)
     assert model._candidates[2].fit_points_ == (1902, 2139)
-    reference = standalone_scores(model, inputs, y)
+    reference = standalone_scores(model, inputs, y, X)
     # before the window decides, logistic and ftrl_pauc share the mix; the tree candidates
     # and the forgetting one have none (auto.11)
     initial = np.array([0.5, 0.5, 0.0, 0.0, 0.0])

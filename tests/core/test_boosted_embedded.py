@@ -230,3 +230,86 @@ def test_a_state_claiming_more_trees_or_held_rows_than_it_holds_is_refused():
     state["pending_fill"][0] = 3
     with pytest.raises(InvalidState, match="held for a pending fit"):
         BoostedEmbedded.from_state(learner.get_params(), state)
+
+
+def posted_stream(n, seed):
+    """``xor_stream`` on scales and offsets far from unit (the rows as a user posts them)."""
+    X, y = xor_stream(n, seed=seed)
+    return X * np.array([1000.0, 0.01, 50.0, 1.0, 3.0, 7.0]) + [5e4, -3.0, 0.0, 10.0, 0.0, 1.0], y
+
+
+def test_the_trees_split_the_rows_as_posted_and_the_inner_learner_reads_x_scaled():
+    """With ``scaling="standard"`` the buffer holds the rows as posted, the trees are
+    scikit-learn's booster fitted on them, and the embedding routes the raw row while its ``x``
+    columns are standardised by the running mean and deviation of every event seen; the
+    relearning after a fit reads the buffer standardised as of the fit's event."""
+    X, y = posted_stream(400, seed=5)
+    learner = make_learner("boosted_embedded", scaling="standard", **SMALL)
+    for batch in (slice(0, 1), slice(1, 119), slice(119, 121), slice(121, 300), slice(300, 400)):
+        learner.partial_fit(X[batch], y[batch])
+    job = learner.fit_job()
+    posted = {tuple(row) for row in X}
+    assert job.X.shape[0] == 200 and all(tuple(row) in posted for row in job.X)
+    booster = HistGradientBoostingClassifier(
+        max_iter=6, max_leaf_nodes=5, min_samples_leaf=5, early_stopping=False, random_state=0
+    ).fit(job.X, job.y > 0, sample_weight=job.sample_weight)
+    assert learner.refit()  # on the buffer the job copied, the scaling as of event 400
+    np.testing.assert_allclose(learner.margin(X), booster.decision_function(X), rtol=0,
+                               atol=1e-12)  # fmt: skip
+    mean, std = X.mean(axis=0), X.std(axis=0)
+    own = learner._own_state
+    np.testing.assert_allclose(own["fit_offsets"], mean, rtol=1e-12)
+    np.testing.assert_allclose(own["fit_divisors"], std, rtol=1e-12)
+    embedded = learner.transform(X[:40]).toarray()
+    for i in range(40):
+        expected = embed_row(own, X[i], learner.n_trees, learner.max_leaves,
+                             scaled=(X[i] - mean) / std)  # fmt: skip
+        np.testing.assert_allclose(embedded[i], expected, rtol=1e-9, atol=1e-12)
+    # the inner learner relearned the job's rows embedded, x standardised as of the fit
+    rows = [embed_row(own, x, learner.n_trees, learner.max_leaves, scaled=(x - mean) / std)
+            for x in job.X]  # fmt: skip
+    reference = learner._build_inner().partial_fit(sp.csr_matrix(np.array(rows)), job.y)
+    probe = sp.csr_matrix(embedded)
+    expected = reference.decision_function(probe)
+    np.testing.assert_allclose(learner._inner.decision_function(probe), expected, rtol=1e-9,
+                               atol=1e-12)  # fmt: skip
+
+
+def test_sparse_rows_route_and_scale_as_the_same_dense_rows():
+    X, y = posted_stream(400, seed=6)
+    X[np.abs(X) < 2.0] = 0.0  # zeros, so the CSR rows are sparse
+    dense = make_learner("boosted_embedded", scaling="scale", **SMALL)
+    sparse = make_learner("boosted_embedded", scaling="scale", **SMALL)
+    for batch in (slice(0, 150), slice(150, 151), slice(151, 400)):
+        dense.partial_fit(X[batch], y[batch])
+        sparse.partial_fit(sp.csr_matrix(X[batch]), y[batch])
+    assert dense.fits_ >= 2
+    same_state(dense.get_state(), sparse.get_state())
+    np.testing.assert_array_equal(
+        dense.decision_function(X[:50]), sparse.decision_function(sp.csr_matrix(X[:50]))
+    )
+
+
+def test_auto_hands_its_boosted_candidates_the_rows_as_posted():
+    """``auto`` scales the rows once for its linear candidates; the boosted ones get them as
+    posted, with auto's scaling (their scaler follows the same events as auto's)."""
+    X, y = posted_stream(300, seed=7)
+    auto = make_learner("auto").partial_fit(X[:120], y[:120]).partial_fit(X[120:], y[120:])
+    boosted = [c for c in auto._candidates if c.name == "boosted_embedded"]
+    assert len(boosted) == 2
+    for candidate in boosted:
+        own = candidate.state_
+        assert candidate.fit_due() and int(own["buffer_fill"][0]) == 250  # due at 250
+        np.testing.assert_array_equal(own["buffer_X"][:250], X[:250])
+        np.testing.assert_array_equal(own["pending_X"][:50], X[250:])
+        for key in ("scaler_count", "scaler_mean", "scaler_m2"):
+            np.testing.assert_array_equal(own[key], auto.state_[key])
+
+
+def test_a_fit_scaling_that_divides_by_zero_is_refused():
+    X, y = xor_stream(200)
+    learner = make_learner("boosted_embedded", scaling="standard", **SMALL).partial_fit(X, y)
+    state = learner.get_state()
+    state["fit_divisors"][2] = 0.0
+    with pytest.raises(InvalidState, match="fit_divisors"):
+        BoostedEmbedded.from_state(learner.get_params(), state)

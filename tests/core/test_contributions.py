@@ -122,10 +122,11 @@ def naive_tree(learner: TreeEmbedded, x):
     return contributions, remainder
 
 
-def naive_boosted(learner: BoostedEmbedded, x):
-    """``x``'s own inner weights per feature; the margin's and the leaves' to the remainder."""
-    row = embed_row(learner._own_state, x, learner.n_trees, learner.max_leaves,
-                    learner.append_features, learner.append_margin)  # fmt: skip
+def naive_boosted(learner: BoostedEmbedded, x, raw):
+    """``x``'s own inner weights per feature; the margin's and the leaves' to the remainder
+    (the trees route the row as posted, ``raw``)."""
+    row = embed_row(learner._own_state, raw, learner.n_trees, learner.max_leaves,
+                    learner.append_features, learner.append_margin, scaled=x)  # fmt: skip
     d = len(x) if learner.append_features else 0
     coef = learner._inner.coef_
     # before its first fit the inner learner has no column for the leaves, which are none yet
@@ -136,9 +137,9 @@ def naive_boosted(learner: BoostedEmbedded, x):
     return contributions, learner._inner.intercept_ + sum(terms[d:])
 
 
-def naive_candidate(candidate, x):
+def naive_candidate(candidate, x, raw):
     if isinstance(candidate, BoostedEmbedded):
-        return naive_boosted(candidate, x)
+        return naive_boosted(candidate, x, raw)
     if isinstance(candidate, TreeEmbedded):
         return naive_tree(candidate, x)
     return naive_linear(candidate, x)
@@ -151,16 +152,16 @@ def naive(learner, X):
     for i in range(X.shape[0]):
         if learner.name == "auto" and learner.temperature == 0.0:
             own = learner._own_state
-            c, r = naive_candidate(learner.leader_, scaled[i])
+            c, r = naive_candidate(learner.leader_, scaled[i], X[i])
             out[i] = own["served_scale"][0] * c
             remainders[i] = own["served_scale"][0] * r + own["served_offset"][0]
         elif learner.name == "auto":
             for candidate, factor, mean in mix_terms(learner._own_state, learner._candidates):
-                c, r = naive_candidate(candidate, scaled[i])
+                c, r = naive_candidate(candidate, scaled[i], X[i])
                 out[i] += factor * c
                 remainders[i] += factor * (r - mean)
         else:
-            out[i], remainders[i] = naive_candidate(learner, scaled[i])
+            out[i], remainders[i] = naive_candidate(learner, scaled[i], X[i])
     return out, remainders
 
 

@@ -25,13 +25,15 @@ def margin_row(state, x):
     return total
 
 
-def embed_row(state, x, n_trees, max_leaves, append_features=True, append_margin=True):
+def embed_row(state, x, n_trees, max_leaves, append_features=True, append_margin=True,
+              scaled=None):  # fmt: skip
     """``[x, m(x), e(x)]`` (boosted_embedded.2) as a dense row: the leaf of tree ``t`` sets column
-    ``f + t * max_leaves + leaf`` to ``1 / sqrt(n_trees)``."""
+    ``f + t * max_leaves + leaf`` to ``1 / sqrt(n_trees)``; the trees route ``x``, the first
+    columns hold ``scaled`` (``x`` when None)."""
     d = len(x) if append_features else 0
     first = d + (1 if append_margin else 0)
     row = np.zeros(first + n_trees * max_leaves)
-    row[:d] = x[:d]
+    row[:d] = (x if scaled is None else scaled)[:d]
     fitted = int(state["ens_trees"][0])
     if append_margin and fitted:
         row[d] = margin_row(state, x)

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -242,24 +243,37 @@ def workers(tmp_path):
         process.wait(timeout=10)
 
 
+@contextlib.contextmanager
 def live_server(
     settings: dict[str, str] | None = None,
     workers: int = 1,
     *,
     store: str | None = "memory",
     **options: Any,
-) -> contextlib.AbstractContextManager[tuple[str, subprocess.Popen]]:
+) -> Iterator[tuple[str, subprocess.Popen]]:
     """A real uvicorn serving this checkout, as ``(url, process)`` once ready, stopped on
     leaving (loadtest.local.running_uvicorn): no warm-up, ``store`` (None: the settings' own
-    choice) and ``settings``; its output discarded and its errors piped (a failed start
-    reports them) unless ``options`` redirect them."""
+    choice) and ``settings``; its output discarded and its errors kept in a file (a failed
+    start reports them; a pipe nobody reads would stop the server once full) unless
+    ``options`` redirect them."""
     # the history's catch-up timer slowed down as in started_apps: its commits would change a
     # model's version while a test waits for the one its last batch got
     env = {**os.environ, "AUCSTREAM_WARMUP": "false", "AUCSTREAM_HISTORY_CATCH_UP_SECONDS": "3600"}
     if store is not None:
         env["AUCSTREAM_STORE"] = store
-    return running_uvicorn(
-        {**env, **(settings or {})},
-        workers,
-        **{"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, **options},
-    )
+    with tempfile.TemporaryFile() as errors:
+        started = False
+        try:
+            with running_uvicorn(
+                {**env, **(settings or {})},
+                workers,
+                **{"stdout": subprocess.DEVNULL, "stderr": errors, **options},
+            ) as served:
+                started = True
+                yield served
+        except RuntimeError as error:
+            if started:
+                raise
+            errors.seek(0)
+            output = errors.read()[-8000:].decode(errors="replace")
+            raise RuntimeError(f"{error}; the server's errors:\n{output}") from error

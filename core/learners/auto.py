@@ -342,7 +342,7 @@ class Auto(ComposedState, OnlineLearner):
         own = self._own_state
         candidates = self._candidates
         raw = X
-        X = scale_batch(self.scaling, self.state_, raw, learn=True)
+        X = scale_batch(self.scaling, self._scaler_arrays, raw, learn=True)
         if self._inputs_sink is not None:
             self._inputs_sink.append(X)
         unscaled = [candidate.scales_itself for candidate in candidates]
@@ -401,12 +401,12 @@ class Auto(ComposedState, OnlineLearner):
         ]
 
     def _decision(self, X) -> np.ndarray:
-        scaled = scale_batch(self.scaling, self.state_, X, learn=False)
+        scaled = scale_batch(self.scaling, self._scaler_arrays, X, learn=False)
         candidates = self._served_candidates(X)
         return served_decision(self._own_state, candidates, scaled, self.temperature)
 
     def _contributions(self, X) -> tuple[np.ndarray, np.ndarray]:
-        scaled = scale_batch(self.scaling, self.state_, X, learn=False)
+        scaled = scale_batch(self.scaling, self._scaler_arrays, X, learn=False)
         candidates = self._served_candidates(X)
         return served_contributions(self._own_state, candidates, scaled, self.temperature)
 

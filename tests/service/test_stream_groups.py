@@ -47,14 +47,19 @@ def frames(X: np.ndarray, y: np.ndarray, ids: list[str]) -> list[bytes]:
     return out
 
 
-def exchange_all(url: str, model_id: str, sent: list[bytes]) -> list[dict]:
-    """Every frame sent at once, then every reply read."""
+def exchange_all(
+    url: str, model_id: str, sent: list[bytes], messages: int | None = None
+) -> list[dict]:
+    """Every frame sent at once, then the replies of its ``messages`` messages read (one a
+    frame by default), then one score, answered 200: the connection is still open."""
     with socket(url, model_id) as ws:
         for frame in sent:
             ws.send(frame)
         replies: list[dict] = []
-        while len(replies) < len(sent):
+        while len(replies) < (len(sent) if messages is None else messages):
             replies.extend(orjson.loads(ws.recv(timeout=120)))
+        ws.send(encode_binary("score", 999, np.zeros((1, N_FEATURES)), keep=False))
+        assert orjson.loads(ws.recv(timeout=120))[0]["status"] == 200
     return replies
 
 
@@ -233,14 +238,7 @@ def test_every_refused_message_is_answered_alone_among_random_runs(server, seed)
     with httpx.Client(base_url=server, timeout=120) as http:
         model_id = f"random-{seed}"
         assert http.post("/v1/models", json={"id": model_id, **MODEL}).status_code == 201
-    with socket(server, model_id) as ws:
-        for frame in frames_sent:
-            ws.send(frame)
-        replies: list[dict] = []
-        while len(replies) < len(faults):
-            replies.extend(orjson.loads(ws.recv(timeout=120)))
-        ws.send(encode_binary("score", 999, np.zeros((1, N_FEATURES)), keep=False))
-        assert orjson.loads(ws.recv(timeout=120))[0]["status"] == 200  # still open
+    replies = exchange_all(server, model_id, frames_sent, len(faults))
     assert [reply["seq"] for reply in replies] == list(range(len(faults)))
     for fault, reply in zip(faults, replies, strict=True):
         assert (reply["status"] == 200) == (fault is None), (fault, reply)

@@ -11,6 +11,7 @@ group, which the clients cannot see."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import subprocess
@@ -18,6 +19,7 @@ import sys
 import threading
 import time
 import zipfile
+from collections.abc import Iterator
 
 import httpx
 import numpy as np
@@ -183,6 +185,23 @@ def test_sqlite_kill_during_group_commits(tmp_path, n_models):
     once.  With eight models' clients at once their groups are applied in passes whose one
     transaction holds the entries of several models (service.engine.coalesce)."""
     names = ("m",) if n_models == 1 else tuple(f"m{k}" for k in range(n_models))
+    with sqlite_server(tmp_path, names) as server:
+        acknowledged, unknown = kill_while_sending(server, models=names)
+        server.start()
+        for name in names:
+            check_nothing_lost(
+                server.url,
+                [i for i in acknowledged if i.startswith(f"{name}:")],
+                [i for i in unknown if i.startswith(f"{name}:")],
+                queue=False,
+                model=name,
+            )
+
+
+@contextlib.contextmanager
+def sqlite_server(tmp_path, names: tuple[str, ...] = ("m",)) -> Iterator[Server]:
+    """A started server on an SQLite file in ``tmp_path`` with the models ``names`` (of
+    ``MODEL``), its output in ``server.log``; stopped on leaving, whatever happened."""
     with open(tmp_path / "server.log", "ab") as log:
         server = Server(
             {"AUCSTREAM_STORE": "sqlite", "AUCSTREAM_DATA_DIR": str(tmp_path / "data")}, log
@@ -192,16 +211,7 @@ def test_sqlite_kill_during_group_commits(tmp_path, n_models):
             with httpx.Client(base_url=server.url, timeout=60) as http:
                 for name in names:
                     create_model(http, {**MODEL, "id": name})
-            acknowledged, unknown = kill_while_sending(server, models=names)
-            server.start()
-            for name in names:
-                check_nothing_lost(
-                    server.url,
-                    [i for i in acknowledged if i.startswith(f"{name}:")],
-                    [i for i in unknown if i.startswith(f"{name}:")],
-                    queue=False,
-                    model=name,
-                )
+            yield server
         finally:
             stop(server.process)
 

@@ -11,15 +11,13 @@ from __future__ import annotations
 import threading
 import time
 
-import httpx
 import numpy as np
 import orjson
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from loadtest.local import create_model, stop
 from service.stream.protocol import encode_binary
-from tests.service.test_group_commit_kill import MODEL, Server, X, check_nothing_lost
+from tests.service.test_group_commit_kill import X, check_nothing_lost, sqlite_server
 
 CONNECTIONS = 4
 #: messages each connection keeps unanswered
@@ -60,29 +58,20 @@ class Sender:
 
 
 def test_sqlite_kill_while_the_stream_learns_groups(tmp_path):
-    with open(tmp_path / "server.log", "ab") as log:
-        server = Server(
-            {"AUCSTREAM_STORE": "sqlite", "AUCSTREAM_DATA_DIR": str(tmp_path / "data")}, log
-        )
+    with sqlite_server(tmp_path) as server:
+        senders = [Sender(server.url, k) for k in range(CONNECTIONS)]
+        for sender in senders:
+            sender.thread.start()
+        while sum(len(s.acknowledged) for s in senders) < 2000:  # groups are committed
+            assert any(s.thread.is_alive() for s in senders), [s.errors for s in senders]
+            time.sleep(0.02)
+        server.kill()
+        for sender in senders:
+            sender.thread.join(timeout=120)
+            assert not sender.thread.is_alive()
+            assert sender.errors == []
+        acknowledged = [i for s in senders for i in s.acknowledged]
+        unknown = [i for s in senders for i in s.unknown]
+        assert unknown  # killed with messages in flight
         server.start()
-        try:
-            with httpx.Client(base_url=server.url, timeout=60) as http:
-                create_model(http, MODEL)
-            senders = [Sender(server.url, k) for k in range(CONNECTIONS)]
-            for sender in senders:
-                sender.thread.start()
-            while sum(len(s.acknowledged) for s in senders) < 2000:  # groups are committed
-                assert any(s.thread.is_alive() for s in senders), [s.errors for s in senders]
-                time.sleep(0.02)
-            server.kill()
-            for sender in senders:
-                sender.thread.join(timeout=120)
-                assert not sender.thread.is_alive()
-                assert sender.errors == []
-            acknowledged = [i for s in senders for i in s.acknowledged]
-            unknown = [i for s in senders for i in s.unknown]
-            assert unknown  # killed with messages in flight
-            server.start()
-            check_nothing_lost(server.url, acknowledged, unknown, queue=False)
-        finally:
-            stop(server.process)
+        check_nothing_lost(server.url, acknowledged, unknown, queue=False)

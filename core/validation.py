@@ -104,6 +104,17 @@ def as_features(
         Naming what was wrong: empty batch, wrong number of dimensions or features,
         NaN or infinite values (with the first offending row), bad sparse structure.
     """
+    if (
+        type(X) is np.ndarray
+        and X.dtype == np.float64
+        and X.ndim == 2
+        and X.shape[0]
+        and (n_features is None or X.shape[1] == n_features)
+        and X.flags.c_contiguous
+    ):  # the common case (the service's parsed batches): nothing to coerce, nothing refused
+        if check_finite:
+            check_finite_rows(X)
+        return X
     if _is_sparse_like(X):
         if not accept_sparse:
             raise InvalidFeatures(
@@ -188,13 +199,22 @@ def _real_array(values, what: str, error: type[ValueError]) -> np.ndarray:
         array = np.asarray(values)
     except (TypeError, ValueError) as problem:
         raise error(f"{what} could not be read as a numeric array: {problem}") from None
-    if array.dtype == object or not (
-        np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
-    ):
+    kind = array.dtype.kind
+    if kind not in _REAL_KINDS:
+        if kind == "c":
+            raise error(f"{what} must be real numbers, got complex values")
         raise error(f"{what} must be numeric, got dtype {array.dtype}")
-    if np.issubdtype(array.dtype, np.complexfloating):
-        raise error(f"{what} must be real numbers, got complex values")
     return array
+
+
+#: dtype kinds (``dtype.kind``), tested instead of np.issubdtype (~3.5 us a call on a
+#: one-event request): np.number's, np.integer's (timedelta64 is a signed integer to numpy),
+#: and the real values a feature or score may hold (numbers but complex, and bool)
+_NUMBER_KINDS = frozenset("iufcm")
+_INTEGER_KINDS = frozenset("ium")
+_REAL_KINDS = (_NUMBER_KINDS - {"c"}) | {"b"}
+
+_FLOAT64 = np.dtype(np.float64)
 
 
 def first_nonfinite(values: np.ndarray) -> int | None:
@@ -314,7 +334,8 @@ def as_labels(y, n_samples: int | None = None) -> np.ndarray:
             return converted
     if labels.dtype == np.bool_:
         return np.where(labels, 1, -1).astype(np.int64)
-    if labels.dtype == object or not np.issubdtype(labels.dtype, np.number):
+    kind = labels.dtype.kind
+    if kind not in _NUMBER_KINDS:
         values = labels.tolist()
         row = next(
             (i for i, v in enumerate(values) if v not in (0, 1, -1) or isinstance(v, str)), None
@@ -325,7 +346,7 @@ def as_labels(y, n_samples: int | None = None) -> np.ndarray:
             row=row,
             field="labels",
         )
-    if np.issubdtype(labels.dtype, np.integer) and labels.size:
+    if kind in _INTEGER_KINDS and labels.size:
         # integers: the range says it all in two vectorised reductions (most batches)
         low, high = int(labels.min()), int(labels.max())
         if -1 <= low and high <= 1 and not (low == -1 and (labels == 0).any()):
@@ -358,7 +379,10 @@ def check_batch(
 
 def as_scores(scores) -> np.ndarray:
     """Coerce scores to a finite 1-d float64 array (a column or row vector is flattened)."""
-    array = _real_array(scores, "scores", ValueError)
+    if type(scores) is np.ndarray and scores.dtype is _FLOAT64 and scores.ndim == 1:
+        array = scores  # the common case (a learner's scores): nothing to read or convert
+    else:
+        array = _real_array(scores, "scores", ValueError)
     if array.ndim == 2 and 1 in array.shape:
         array = array.reshape(-1)
     if array.ndim != 1:

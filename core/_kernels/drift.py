@@ -3,6 +3,8 @@
 Kernels take arrays and scalars only, validate nothing and read no globals.
 """
 
+import math
+
 from core._kernels._config import kernel
 
 
@@ -31,18 +33,26 @@ def page_hinkley(scores, labels, recent, recent_fill, recent_next, statistics, c
     its minimum M] since the last reset; ``counters`` = [events fed, losses since the reset,
     detections, last detection's event index (-1: none)].
 
-    Per event: its loss (drift.1) against the other class's ring (none while that is empty);
+    Per event: its loss (drift.1) against the other class's ring (none while that holds fewer
+    than ``min(K, ceil(1 / delta))`` scores);
     (drift.2) the running mean, ``U += loss - mean - delta``, ``M = min(M, U)``; (drift.3) a
     detection when ``U - M > threshold`` after at least ``min_losses`` losses, which resets
     the mean, U, M and the rings.  Then the score joins its class's ring.
     """
     capacity = recent.shape[1]
+    # a loss counts only against this many scores of the other class (docs/algorithms/drift.md,
+    # "A rare class"): then one score of it moves the loss of every later event by at most
+    # delta, the walk's tolerance, so no single event (a rare class's one positive, whose score
+    # every event for hundreds after it is compared with) can by itself make the walk rise
+    needed = capacity
+    if delta > 0.0 and 1.0 / delta < capacity:
+        needed = max(1, int(math.ceil(1.0 / delta)))
     found = 0
     for i in range(scores.shape[0]):
         score = scores[i]
         own = 1 if labels[i] > 0 else 0
         other = 1 - own
-        if recent_fill[other] > 0:
+        if recent_fill[other] >= needed:
             loss = pairwise_loss(score, own == 1, recent[other], recent_fill[other])
             counters[1] += 1
             n = counters[1]

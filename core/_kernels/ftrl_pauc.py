@@ -5,6 +5,7 @@ docs/algorithms/ftrl_pauc.md (ftrl_pauc.2)-(ftrl_pauc.7)); see
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels._linalg import four
 from core._kernels.forgetting import class_reservoir_slot, filled_after, recent_steps
 from core._kernels.pauc_buffers import decision as decision  # the learner scores with it
 from core._kernels.pauc_buffers import doubling_interval, event_copy
@@ -72,10 +73,7 @@ def score_columns(columns, w, out):
         out[i] = 0.0
     j = 0
     while j + 4 <= d:
-        w0 = w[j]
-        w1 = w[j + 1]
-        w2 = w[j + 2]
-        w3 = w[j + 3]
+        w0, w1, w2, w3 = four(w, j)
         for i in range(n):
             out[i] = (
                 ((out[i] + columns[j, i] * w0) + columns[j + 1, i] * w1) + columns[j + 2, i] * w2

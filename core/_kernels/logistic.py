@@ -15,9 +15,9 @@ thing.
 
 Kernels take arrays and scalars only, validate nothing and read no globals.  The per-feature
 loops take the catch-up (logistic.9) and the step (logistic.4)-(logistic.6) from the scalar
-:func:`caught_up` and :func:`stepped` instead of calling :func:`catch_up` and
-:func:`ftrl_step`: a call that takes arrays costs numba reference-count updates on each (see
-``core._kernels.spam``, "Per-event code"), per non-zero here.
+:func:`caught_up` and :func:`stepped`, and the per-row part from :func:`row_scored` and
+:func:`row_learned` on scalars: a call that takes arrays costs numba reference-count updates
+on each (see ``core._kernels.spam``, "Per-event code"), per non-zero or per row here.
 """
 
 import numpy as np
@@ -47,14 +47,6 @@ def ftrl_weight(z, n, inv_alpha, beta, l1, l2):
 
 
 @kernel
-def intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept):
-    """The intercept: (logistic.3) without penalty for the constant feature (0 when not fitted)."""
-    if fit_intercept:
-        return ftrl_weight(bias_z[0], bias_n[0], inv_alpha, beta, 0.0, 0.0)
-    return 0.0
-
-
-@kernel
 def catch_up_factor(elapsed, half_life, one_event):
     """(logistic.9)'s discount of an accumulator ``elapsed`` events behind.  ``one_event`` is
     ``decay_over(1, half_life)``, computed once per call: a coordinate of a dense stream is
@@ -71,43 +63,60 @@ def caught_up(z_j, n_j, elapsed, half_life, one_event):
 
 
 @kernel
-def catch_up(z, n, j, touched, slot, now, half_life, one_event):
-    """(logistic.9) in place for coordinate ``j`` of ``z``, ``n`` (no-op when off), whose last
-    catch-up is ``touched[slot]`` (a feature's slot is its column, the intercept's
-    ``n_features``)."""
-    if half_life > 0.0:
-        z[j], n[j] = caught_up(z[j], n[j], now - touched[slot], half_life, one_event)
-        touched[slot] = now
+def class_totals(class_counts, use_offset):
+    """``(n_-, n_+)`` of (logistic.10) as scalars (``(0.0, 0.0)`` when the offset is off: the
+    array is empty then), for the per-row code (see :func:`row_scored`)."""
+    if use_offset:
+        return class_counts[0], class_counts[1]
+    return 0.0, 0.0
+
+
+@kernel
+def log_odds(counts):
+    """(logistic.10): ``log((n_+ + 1/2) / (n_- + 1/2))`` (the Krichevsky-Trofimov estimate of the
+    log-odds; 0 before any event) of ``counts = (n_-, n_+)``."""
+    return np.log((counts[1] + 0.5) / (counts[0] + 0.5))
 
 
 @kernel
 def base_rate(class_counts, use_offset):
-    """(logistic.10): ``log((n_+ + 1/2) / (n_- + 1/2))`` (the Krichevsky-Trofimov estimate of the
-    log-odds; 0 before any event), or 0.0 when the offset is off."""
+    """:func:`log_odds` of the counts' array, or 0.0 when the offset is off."""
     if not use_offset:
         return 0.0
-    return np.log((class_counts[1] + 0.5) / (class_counts[0] + 0.5))
+    return log_odds(class_totals(class_counts, use_offset))
+
+
+@kernel
+def labels_counted(counts, positive, use_offset, one_event):
+    """(logistic.10)'s counts ``(n_-, n_+)`` after an event: its class gains 1, then both are
+    discounted by one event (``one_event`` is 1.0 without ``half_life``, an exact no-op), the
+    order of (logistic.9)."""
+    if not use_offset:
+        return counts
+    negatives, positives = counts
+    if positive:
+        positives += 1.0
+    else:
+        negatives += 1.0
+    return negatives * one_event, positives * one_event
 
 
 @kernel
 def count_label(class_counts, positive, use_offset, one_event):
-    """(logistic.10)'s counts after an event: its class gains 1, then both are discounted by
-    one event (``one_event`` is 1.0 without ``half_life``, an exact no-op), the order of
-    (logistic.9)."""
+    """:func:`labels_counted` in place."""
     if use_offset:
-        class_counts[1 if positive else 0] += 1.0
-        class_counts[0] *= one_event
-        class_counts[1] *= one_event
+        counts = class_totals(class_counts, use_offset)
+        class_counts[0], class_counts[1] = labels_counted(counts, positive, use_offset, one_event)
 
 
 @kernel
-def served_score(s, w_bias, class_counts, use_offset):
-    """(logistic.8) with (logistic.10) from the features' part ``s``: the same additions, in
-    the same order, in the learning and the scoring kernels (a prequential score equals
-    ``decision_function`` bit for bit)."""
+def served_score(s, w_bias, counts, use_offset):
+    """(logistic.8) with (logistic.10) from the features' part ``s`` and the counts ``(n_-,
+    n_+)``: the same additions, in the same order, in the learning and the scoring kernels (a
+    prequential score equals ``decision_function`` bit for bit)."""
     s += w_bias
     if use_offset:
-        s += base_rate(class_counts, use_offset)
+        s += log_odds(counts)
     return s
 
 
@@ -122,10 +131,56 @@ def stepped(z_j, n_j, g, w, root_n, inv_alpha):
     return z_j + (g - sigma * w), n_new
 
 
+# The per-row part the dense and CSR kernels share, on scalars: the intercept's accumulators
+# and the class counts are read into scalars once per call and written back at its end, so
+# that no per-row call passes an array (one that does costs their reference counts, 1.09-1.26x:
+# bench/README.md, "logistic's step and catch-up as scalar helpers").
 @kernel
-def ftrl_step(z, n, j, g, w, root_n, inv_alpha):
-    """:func:`stepped` in place for coordinate ``j`` of ``z``, ``n``."""
-    z[j], n[j] = stepped(z[j], n[j], g, w, root_n, inv_alpha)
+def row_state(bias_z, bias_n, touched, class_counts, hyper):
+    """``(bias, counts)``: the intercept's ``(z, n, last catch-up)`` (the catch-up's slot is
+    the last of ``touched``, read when ``half_life`` is on) and :func:`class_totals`."""
+    half_life, use_offset = hyper[5], hyper[6]
+    last = touched[touched.shape[0] - 1] if half_life > 0.0 else 0
+    return (bias_z[0], bias_n[0], last), class_totals(class_counts, use_offset)
+
+
+@kernel
+def store_row_state(bias, counts, now, bias_z, bias_n, clock, touched, class_counts, hyper):
+    """Write back what :func:`row_state` read, and the clock at event ``now``."""
+    half_life, use_offset = hyper[5], hyper[6]
+    bias_z[0], bias_n[0], last = bias
+    if half_life > 0.0:
+        touched[touched.shape[0] - 1] = last
+        clock[0] = now
+    if use_offset:
+        class_counts[0], class_counts[1] = counts
+
+
+@kernel
+def row_scored(s, positive, bias, counts, now, inv_alpha, one_event, hyper):
+    """A row's score (logistic.8) from its features' part ``s``, the intercept caught up to
+    event ``now`` (logistic.9) first, and its log-loss residual ``p - y01`` (logistic.2: the
+    gradient is the residual times the feature): ``(score, residual, w_bias, bias)``."""
+    _, beta, _, _, fit_intercept, half_life, use_offset = hyper
+    bias_z, bias_n, last = bias
+    if half_life > 0.0:
+        bias_z, bias_n = caught_up(bias_z, bias_n, now - last, half_life, one_event)
+        last = now
+    w_bias = ftrl_weight(bias_z, bias_n, inv_alpha, beta, 0.0, 0.0) if fit_intercept else 0.0
+    score = served_score(s, w_bias, counts, use_offset)
+    residual = sigmoid(score) - (1.0 if positive else 0.0)
+    return score, residual, w_bias, (bias_z, bias_n, last)
+
+
+@kernel
+def row_learned(residual, w_bias, positive, bias, counts, inv_alpha, one_event, hyper):
+    """After a row's features stepped: the intercept's step (logistic.4)-(logistic.6) and the
+    class counts (logistic.10), ``(bias, counts)``."""
+    fit_intercept, use_offset = hyper[4], hyper[6]
+    bias_z, bias_n, last = bias
+    if fit_intercept:
+        bias_z, bias_n = stepped(bias_z, bias_n, residual, w_bias, np.sqrt(bias_n), inv_alpha)
+    return (bias_z, bias_n, last), labels_counted(counts, positive, use_offset, one_event)
 
 
 @kernel
@@ -141,7 +196,7 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_cou
     Written out apart from :func:`logistic_csr` because it measures faster: one loop for both
     layouts learned dense rows 11-15 % slower (bench/README.md, "One loop for dense and CSR
     rows")."""
-    alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
+    alpha, beta, l1, l2, _, half_life, _ = hyper
     inv_alpha = 1.0 / alpha
     now = clock[0] if half_life > 0.0 else 0
     one_event = decay_over(1, half_life)
@@ -149,6 +204,7 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_cou
     n_features = X.shape[1]
     weights = np.zeros(n_features)
     roots = np.zeros(n_features)
+    bias, counts = row_state(bias_z, bias_n, touched, class_counts, hyper)
     for i in range(X.shape[0]):
         # (logistic.3) for the non-zeros only, kept (with sqrt(n_j)) for the step
         # (logistic.4)-(logistic.6); the score (logistic.8) in order
@@ -164,23 +220,20 @@ def logistic_dense(X, y, scores, z, n, bias_z, bias_n, clock, touched, class_cou
                 weights[j] = w
                 roots[j] = root
                 s += w * value
-        catch_up(bias_z, bias_n, 0, touched, n_features, now, half_life, one_event)
-        w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
-        s = served_score(s, w_bias, class_counts, use_offset)
+        s, residual, w_bias, bias = row_scored(
+            s, y[i] > 0, bias, counts, now, inv_alpha, one_event, hyper
+        )
         if want_scores:
             scores[i] = s
-        # (logistic.2): the log-loss gradient is (p - y01) times the feature
-        residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
         for j in range(n_features):
             value = X[i, j]
             if value != 0.0:  # (logistic.4)-(logistic.6)
                 z[j], n[j] = stepped(z[j], n[j], residual * value, weights[j], roots[j], inv_alpha)
-        if fit_intercept:
-            ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
-        count_label(class_counts, y[i] > 0, use_offset, one_event)
+        bias, counts = row_learned(
+            residual, w_bias, y[i] > 0, bias, counts, inv_alpha, one_event, hyper
+        )
         now += 1
-    if half_life > 0.0:
-        clock[0] = now
+    store_row_state(bias, counts, now, bias_z, bias_n, clock, touched, class_counts, hyper)
 
 
 @kernel
@@ -189,17 +242,17 @@ def logistic_csr(
 ):
     """As :func:`logistic_dense` for CSR rows: O(nnz) per event (lazy weights: (logistic.3) is
     evaluated only for the row's columns)."""
-    alpha, beta, l1, l2, fit_intercept, half_life, use_offset = hyper
+    alpha, beta, l1, l2, _, half_life, _ = hyper
     inv_alpha = 1.0 / alpha
     now = clock[0] if half_life > 0.0 else 0
     one_event = decay_over(1, half_life)
-    n_features = z.shape[0]
     want_scores = scores.shape[0] > 0
     longest = 0
     for i in range(indptr.shape[0] - 1):
         longest = max(longest, indptr[i + 1] - indptr[i])
     weights = np.zeros(longest)
     roots = np.zeros(longest)
+    bias, counts = row_state(bias_z, bias_n, touched, class_counts, hyper)
     for i in range(indptr.shape[0] - 1):
         start = indptr[i]
         end = indptr[i + 1]
@@ -216,24 +269,22 @@ def logistic_csr(
                 weights[k - start] = w
                 roots[k - start] = root
                 s += w * value
-        catch_up(bias_z, bias_n, 0, touched, n_features, now, half_life, one_event)
-        w_bias = intercept(bias_z, bias_n, inv_alpha, beta, fit_intercept)
-        s = served_score(s, w_bias, class_counts, use_offset)
+        s, residual, w_bias, bias = row_scored(
+            s, y[i] > 0, bias, counts, now, inv_alpha, one_event, hyper
+        )
         if want_scores:
             scores[i] = s
-        residual = sigmoid(s) - (1.0 if y[i] > 0 else 0.0)
         for k in range(start, end):
             value = data[k]
             if value != 0.0:  # (logistic.4)-(logistic.6)
                 j = indices[k]
                 w = weights[k - start]
                 z[j], n[j] = stepped(z[j], n[j], residual * value, w, roots[k - start], inv_alpha)
-        if fit_intercept:
-            ftrl_step(bias_z, bias_n, 0, residual, w_bias, np.sqrt(bias_n[0]), inv_alpha)
-        count_label(class_counts, y[i] > 0, use_offset, one_event)
+        bias, counts = row_learned(
+            residual, w_bias, y[i] > 0, bias, counts, inv_alpha, one_event, hyper
+        )
         now += 1
-    if half_life > 0.0:
-        clock[0] = now
+    store_row_state(bias, counts, now, bias_z, bias_n, clock, touched, class_counts, hyper)
 
 
 @kernel
@@ -261,6 +312,7 @@ def decision_dense(X, z, n, bias_z, bias_n, clock, touched, class_counts, hyper,
     prequential score equals ``decision_function`` before the event bit for bit.  The weights
     (:func:`all_weights`) are computed once per call: a dense row reads them all anyway."""
     use_offset = hyper[6]
+    counts = class_totals(class_counts, use_offset)
     n_features = X.shape[1]
     weights = np.empty(n_features)
     all_weights(z, n, clock, touched, hyper, weights)
@@ -271,7 +323,7 @@ def decision_dense(X, z, n, bias_z, bias_n, clock, touched, class_counts, hyper,
             value = X[i, j]
             if value != 0.0:
                 s += weights[j] * value
-        out[i] = served_score(s, w_bias, class_counts, use_offset)
+        out[i] = served_score(s, w_bias, counts, use_offset)
 
 
 @kernel
@@ -287,6 +339,7 @@ def decision_csr(
     inv_alpha = 1.0 / alpha
     now = clock[0] if half_life > 0.0 else 0
     w_bias = served_intercept(bias_z, bias_n, clock, touched, hyper)
+    counts = class_totals(class_counts, use_offset)
     n_rows = indptr.shape[0] - 1
     if n_rows > 0 and indptr[n_rows] > z.shape[0]:
         weights = np.empty(z.shape[0])
@@ -297,7 +350,7 @@ def decision_csr(
                 value = data[k]
                 if value != 0.0:
                     s += weights[indices[k]] * value
-            out[i] = served_score(s, w_bias, class_counts, use_offset)
+            out[i] = served_score(s, w_bias, counts, use_offset)
         return
     for i in range(n_rows):
         s = 0.0
@@ -308,7 +361,7 @@ def decision_csr(
                 elapsed = now - touched[j] if half_life > 0.0 else 0
                 w = served_weight(z[j], n[j], elapsed, half_life, inv_alpha, beta, l1, l2)
                 s += w * value
-        out[i] = served_score(s, w_bias, class_counts, use_offset)
+        out[i] = served_score(s, w_bias, counts, use_offset)
 
 
 @kernel

@@ -13,8 +13,18 @@ from core._kernels._config import inlined_kernel, kernel
 from core._kernels.covariance import shrink_combination
 from core._kernels.opauc import step_size
 
-#: Scratch arrays of :func:`factored_event`, allocated once per batch.
+#: Scratch arrays of :func:`factored_event`, allocated once per batch (:func:`factored_work`).
 FactoredWork = namedtuple("FactoredWork", ["products", "used", "block", "gw", "p", "new_rows"])
+
+
+@kernel
+def factored_work(n_slots, size, d):
+    """The scratch of :func:`factored_event` for a basis of ``n_slots`` slots and class
+    sketches of ``size`` rows of ``d`` features (``products`` zeroed again per event)."""
+    used = np.empty(n_slots, dtype=np.int64)
+    block = np.empty(n_slots, dtype=np.int64)
+    return FactoredWork(np.zeros(n_slots), used, block, np.zeros(n_slots), np.zeros(size),
+                        np.empty((size + 2, d)))  # fmt: skip
 
 
 # ---------------------------------------------------------------------- factored sketches (CSR)

@@ -13,7 +13,7 @@ from core._kernels._config import kernel
 from core._kernels._linalg import blas_dot
 from core._kernels.covariance import shrink_combination
 from core._kernels.opauc import step_size
-from core._kernels.opauc_factored import FactoredWork, factored_event, materialise
+from core._kernels.opauc_factored import factored_event, factored_work, materialise
 
 #: The learned arrays of plain OPAUC with sketches (``coef`` / ``basis_gram``: the basis ``R``).
 SketchState = namedtuple("SketchState", [
@@ -372,15 +372,9 @@ def opauc_sketch_learn(batch, y, scores, state, options):
     counts = (count_pos, count_neg)
     want_scores = scores.shape[0] > 0
     if sparse:
-        n_slots = coef.shape[0]
         x = np.zeros(d)
-        products = np.zeros(n_slots)
-        used = np.empty(n_slots, dtype=np.int64)
-        block = np.empty(n_slots, dtype=np.int64)
-        gw = np.zeros(n_slots)
-        p = np.zeros(size)
-        new_rows = np.empty((size + 2, d))
-        work = FactoredWork(products, used, block, gw, p, new_rows)
+        work = factored_work(coef.shape[0], size, d)
+        products = work.products
         for t in range(indptr.shape[0] - 1):
             start = indptr[t]
             stop = indptr[t + 1]

@@ -54,7 +54,8 @@ from core._kernels.forgetting import (
 )
 from core._kernels.validation import ROW_SQUARED_NORM_BOUND
 
-#: The learned arrays of the L2 kernels: ``w = w_scale * table[0]``, the iterate sum
+#: The learned arrays of every SPAM kernel (the L2 ones and
+#: :func:`core._kernels.spam_net.spam_elastic_net`): ``w = w_scale * table[0]``, the iterate sum
 #: ``table[1] + avg_coef * table[0]``, the class sums ``table[2]`` (negatives) and ``table[3]``
 #: and ``w`` times each, the counters.
 SpamTableState = namedtuple("SpamTableState", [
@@ -141,12 +142,18 @@ def renormalise(factor, sums, class_weight, avg_offset, avg_coef, avg_weight, w_
 
 
 @kernel
+def counted(positive, n_pos, n_neg):
+    """The class counts ``(n_pos, n_neg)`` once an event of class ``positive`` joined them.
+    Scalars in and out, so that the per-event paths call it (see "Per-event code")."""
+    if positive:
+        return n_pos + 1, n_neg
+    return n_pos, n_neg + 1
+
+
+@kernel
 def count_event(positive, c, n_pos, n_neg, class_weight, half_life):
     """The event joins its class's count (and weight, with ``c``, when forgetting)."""
-    if positive:
-        n_pos[0] += 1
-    else:
-        n_neg[0] += 1
+    n_pos[0], n_neg[0] = counted(positive, n_pos[0], n_neg[0])
     if half_life > 0.0:
         class_weight[1 if positive else 0] += c
 
@@ -326,13 +333,10 @@ def spam_l2_dense(X, y, scores, state, options, forget, check_rows):
         else:
             for j in range(n_features):
                 table[own, j] += c * X[i, j]
-        # count_event, written out (faster: bench/README.md, "One loop for dense and CSR
-        # rows"): as a call, its two branches select n_pos or n_neg, and a selected array's
-        # references are not pruned (see above); inlined, it passes its arrays all the same
-        if positive:
-            n_pos[0] += 1
-        else:
-            n_neg[0] += 1
+        # count_event, written out but for its scalar part (faster: bench/README.md, "One
+        # loop for dense and CSR rows"): a call that passes the arrays costs their references
+        # (see above), inlined or not
+        n_pos[0], n_neg[0] = counted(positive, n_pos[0], n_neg[0])
         if half_life > 0.0:
             class_weight[1 if positive else 0] += c
         factor = advance(clock, epoch, half_life)

@@ -1,15 +1,13 @@
 """SPAM-NET kernel: SPAM with the elastic-net penalty (docs/algorithms/spam.md (spam.6)), Natole
 thesis ch. 4, Alg. 20 with the prox of §4.3.
 
-Apart from the L2 kernels of :mod:`core._kernels.spam` because it keeps another state: the
-soft-threshold moves every coordinate, so the weights are explicit (``w_scale`` is 1 and
-``avg_coef`` 0 throughout) and an event costs O(n_features) for dense and CSR rows alike.  It
-shares the L2 kernels' step size, gradient and counts (their helpers are called here).
+Apart from the L2 kernels of :mod:`core._kernels.spam` because it keeps the weights explicit:
+the soft-threshold moves every coordinate, so ``w_scale`` is 1 and ``avg_coef`` 0 throughout
+and an event costs O(n_features) for dense and CSR rows alike.  It takes the L2 kernels' state
+bundle and shares their step size, gradient and counts (their helpers are called here).
 
 Kernels take arrays and scalars only, validate nothing and read no globals.
 """
-
-from collections import namedtuple
 
 import numpy as np
 
@@ -28,13 +26,6 @@ from core._kernels.spam import (
     spam_eta,
     spam_gradient_coef,
 )
-
-#: The learned arrays of SPAM: ``w = w_scale * w_unscaled``, the iterate sum ``avg_offset +
-#: avg_coef * w_unscaled``, the class sums and ``w_unscaled`` times each, the counters.
-SpamState = namedtuple("SpamState", [
-    "w_unscaled", "w_scale", "avg_offset", "avg_coef", "sum_pos", "sum_neg", "w_dot_sum_pos",
-    "w_dot_sum_neg", "n_seen", "n_pos", "n_neg", "n_steps", "sq_norm_sum",
-])  # fmt: skip
 
 
 @kernel
@@ -60,11 +51,13 @@ def spam_elastic_net(batch, y, scores, state, options, forget):
     """SPAM-NET, dense rows (``dense``) or CSR rows: O(n_features) per event either way, since
     the soft-threshold moves every coordinate and w . m+- depends on all of them non-linearly
     (so neither lazy thresholding nor incremental dot products apply).  The weights are kept
-    explicit: ``w_scale`` is 1 and ``avg_coef`` 0 throughout."""
+    explicit: ``w_scale`` is 1 and ``avg_coef`` 0 throughout.  ``state`` is the L2 kernels'
+    :data:`~core._kernels.spam.SpamTableState`, its table's rows taken once per call."""
     X, indptr, indices, data, sparse = batch
     dense = not sparse
-    (w_unscaled, w_scale, avg_offset, avg_coef, sum_pos, sum_neg, w_dot_sum_pos, w_dot_sum_neg,
+    (table, w_scale, avg_coef, w_dot_sum_pos, w_dot_sum_neg,
      n_seen, n_pos, n_neg, n_steps, sq_norm_sum) = state  # fmt: skip
+    w_unscaled, avg_offset, sum_neg, sum_pos = table[0], table[1], table[2], table[3]
     eta0, l2, l1, inverse, average, n_warmup, half_life = options
     clock, epoch, class_weight, avg_weight = forget
     if w_scale[0] != 1.0:

@@ -14,19 +14,38 @@ precise learners keep leading a stable stream, after a change the fast ones reco
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from core._kernels.drift import page_hinkley
+from core.learners._mix_fallback import placements
 from core.learners._state import Count, Finite, StateInvariant
 from core.metrics.drift import DriftDetector
 
-__all__ = ["DRIFT", "FAST_EVERY", "DriftTracking"]
+__all__ = [
+    "CONFIRMATION",
+    "DRIFT",
+    "FAST_EVERY",
+    "DriftTracking",
+    "auc_and_variance",
+    "confirmed",
+    "rescore_rings",
+    "served_window",
+]
 
 #: [CHOICE] after a detection the candidates are compared every this many events (at most
 #: ``evaluate_every``) until a leader chosen after it: 500 recovered within 0.01 of River's
 #: constant-step logistic regression on bench/drift.py's abrupt scenario, 2,000 lost 0.04 in
 #: the 10,000 events after the change
 FAST_EVERY = 500
+
+#: [CHOICE] a detection is confirmed when the served AUC since it is below the AUC on the
+#: window's events before it by more than this many standard errors of the difference: one
+#: error (a one-sided 16 % chance for a stationary stream's false alarm to stand) keeps the
+#: restart of every detection whose served ranking did fall (bench/README.md, "Drift alarms on
+#: rare positives (branch h-T)")
+CONFIRMATION = 1.0
 
 #: the prefix of the detector's arrays among auto's own
 DRIFT = "drift:"
@@ -49,7 +68,9 @@ class DriftTracking:
     def state() -> dict[str, np.ndarray]:
         """A fresh detector's arrays (``drift:*``) and ``drift_since``: the event count of the
         last detection not yet followed by a change of leader's evaluation (0: none)."""
-        state = {DRIFT + key: value for key, value in DriftDetector().get_state().items()}
+        # interned: one copy of each name for every model (core.learners._composed)
+        detector = DriftDetector().get_state()
+        state = {sys.intern(DRIFT + key): value for key, value in detector.items()}
         state["drift_since"] = np.zeros(1, dtype=np.int64)
         return state
 
@@ -86,15 +107,25 @@ class DriftTracking:
         return detector
 
     def watch(
-        self, own: dict[str, np.ndarray], served: np.ndarray, labels: np.ndarray, candidates
+        self,
+        own: dict[str, np.ndarray],
+        served: np.ndarray,
+        labels: np.ndarray,
+        candidates,
+        *,
+        min_positives: int = 1,
+        temperature: float = 0.0,
     ) -> int:
         """Feed a segment of served scores to the detector (a detection sets
-        ``drift_since``); at the first multiple of the fast period after a detection, the
-        candidates that grow trees on the stream (``boosted_embedded``, ``tree_embedded``:
-        their ``restart_tree``) grow them again on the events from then on (a tree split for
-        the old concept cannot rank the new one, however its inner learner adapts).  Returns
-        the event count from which the next evaluation compares: the last detection while the
-        leader was chosen before it, 0 (the whole window) otherwise."""
+        ``drift_since``); at the first multiple of the fast period after a detection whose
+        events since it hold ``min_positives`` positives, the detection is confirmed or
+        dismissed (:func:`confirmed`): confirmed, the candidates that grow trees on the stream
+        (``boosted_embedded``, ``tree_embedded``: their ``restart_tree``) grow them again on
+        the events from then on (a tree split for the old concept cannot rank the new one,
+        however its inner learner adapts); dismissed, ``drift_since`` returns to 0 and the
+        trees keep their buffers.  Returns the event count from which the next evaluation
+        compares: the last detection while the leader was chosen before it, 0 (the whole
+        window) otherwise."""
         # DriftDetector.update without its checks: the served scores are finite float64 and
         # the labels the learner's validated +-1 int64 (a per-event saving on one-event
         # batches); the same kernel on the same arrays, so the same detections
@@ -108,13 +139,110 @@ class DriftTracking:
         )  # fmt: skip
         if found:
             own["drift_since"][0] = start + int(detected_at[found - 1])
-        detected = int(own["drift_since"][0])
-        if detected and int(own["n_seen"][0]) == self.boundary(detected):
-            for candidate in candidates:
-                restart = getattr(candidate, "restart_tree", None)
-                if restart is not None:
-                    restart()
+        detected, seen = int(own["drift_since"][0]), int(own["n_seen"][0])
+        if detected and seen % self.period == 0 and seen > detected:
+            # [CHOICE] a restart empties the trees' buffers, on a rare class the positives of
+            # tens of thousands of events: it waits for the positives an evaluation may decide
+            # on, and a detection the served ranking does not confirm on them changes nothing
+            # (bench/README.md, "Drift alarms on rare positives (branch h-T)")
+            verdict = confirmed(own, detected, self.period, min_positives, temperature)
+            if verdict is False:
+                own["drift_since"][0] = detected = 0
+            elif verdict:
+                for candidate in candidates:
+                    restart = getattr(candidate, "restart_tree", None)
+                    if restart is not None:
+                        restart()
         return detected if detected > int(own["leader_since"][0]) else 0
+
+
+def served_window(own: dict[str, np.ndarray], temperature: float) -> tuple[np.ndarray, np.ndarray]:
+    """The window's events, oldest first: their served scores as the current served function
+    scores them (auto.9)-(auto.10), with the statistics of every event learned (the mix), or
+    the leader's mapped (``temperature=0``); and their labels."""
+    seen, capacity = int(own["n_seen"][0]), own["window_labels"].shape[0]
+    filled = min(seen, capacity)
+    columns = np.arange(seen - filled, seen) % capacity
+    scores, labels = own["window_scores"][:, columns], own["window_labels"][columns]
+    if temperature == 0.0:
+        leader = int(own["leader"][0])
+        return own["served_scale"][0] * scores[leader] + own["served_offset"][0], labels
+    weights = own["served_weights"]
+    spreads = np.sqrt(own["score_m2"] / seen) if seen > 1 else np.zeros(len(weights))
+    factors = np.divide(weights, spreads, out=np.zeros(len(weights)), where=spreads > 0.0)
+    return factors @ (scores - own["score_mean"][:, None]), labels
+
+
+def confirmed(
+    own: dict[str, np.ndarray], detected: int, period: int, min_positives: int, temperature: float
+) -> bool | None:
+    """At a multiple of the fast period after the detection at event count ``detected``:
+    None while the events since it hold fewer than ``min_positives`` positives or they were
+    reached at an earlier multiple (nothing to do); True when they are reached at the first
+    multiple after it (as without confirmation); otherwise whether the served ranking
+    (:func:`served_window`) is worse since the detection than on the window's events before
+    it: its AUC lower by more than :data:`CONFIRMATION` standard errors of the difference of
+    the two independent AUCs (DeLong's variances); True when either part lacks two events of
+    either class (no estimate: the detection stands).  When the window no longer holds the
+    events since the detection: None if its events before this multiple hold
+    ``min_positives`` positives (decided before), False otherwise (it cannot be confirmed)."""
+    seen = int(own["n_seen"][0])
+    served, labels = served_window(own, temperature)
+    since = labels.shape[0] - (seen - detected)
+    if since < 0:  # decided at an earlier multiple if the window shows it, else never can be
+        earlier = labels[: max(0, labels.shape[0] - period)] > 0
+        return None if earlier.sum() >= min_positives else False
+    positive = labels[since:] > 0
+    before_boundary = max(0, seen - period - detected)
+    if positive.sum() < min_positives or positive[:before_boundary].sum() >= min_positives:
+        return None
+    if seen == (detected // period + 1) * period:
+        # the positives came within the first period: a restart loses no more than that
+        # period's, and the events before the detection still hold the change's first ones
+        return True
+    before, after = (
+        auc_and_variance(labels[:since], served[:since]),
+        auc_and_variance(labels[since:], served[since:]),
+    )
+    if before is None or after is None:
+        return True
+    return bool(before[0] - after[0] > CONFIRMATION * np.sqrt(before[1] + after[1]))
+
+
+def auc_and_variance(labels: np.ndarray, scores: np.ndarray) -> tuple[float, float] | None:
+    """The AUC of ``scores`` and DeLong's variance of it (the placements' variances over the
+    positives and over the negatives); None with fewer than two events of either class."""
+    positive = labels > 0
+    if min(np.count_nonzero(positive), np.count_nonzero(~positive)) < 2:
+        return None
+    of_positives, of_negatives = placements(labels, scores)
+    variance = (
+        np.var(of_positives, ddof=1) / of_positives.size
+        + np.var(of_negatives, ddof=1) / of_negatives.size
+    )
+    return float(np.mean(of_positives)), float(variance)
+
+
+def rescore_rings(own: dict[str, np.ndarray], temperature: float) -> None:
+    """After an evaluation changed what is served (the mix's weights, or the leader with
+    ``temperature=0``): the detector's rings (``drift:recent``) take the served scores of the
+    window's latest events of each class (up to its capacity, oldest first) as the new served
+    function scores them (auto.9)-(auto.10), with the statistics of every event learned.
+
+    [CHOICE] The pairwise loss (drift.1) compares an event with the other class's recent served
+    scores: after the served function changed, scores of the old one rank the new one's on a
+    different scale, and on a rare class their ring (tens of thousands of events old) made the
+    loss of every later event rise on a stationary stream (bench/README.md, "Drift alarms on
+    rare positives (branch h-T)").  The walk's statistics are kept."""
+    if DRIFT + "recent" not in own:
+        return
+    served, labels = served_window(own, temperature)
+    recent = own[DRIFT + "recent"]
+    for row, of_class in enumerate((labels <= 0, labels > 0)):
+        latest = served[of_class][-recent.shape[1] :]
+        recent[row, : latest.shape[0]] = latest
+        own[DRIFT + "recent_fill"][row] = latest.shape[0]
+        own[DRIFT + "recent_next"][row] = latest.shape[0] % recent.shape[1]
 
 
 def _detector_arrays(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

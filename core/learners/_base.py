@@ -61,7 +61,7 @@ pair of dense / CSR scoring kernels.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, Self
 
@@ -77,6 +77,12 @@ from core.learners._params import (
     Constraint,
     Interval,
     Options,
+)
+from core.learners._rounds import (
+    LearnedRounds,
+    check_stops,
+    learn_rounds_at_once,
+    learn_rounds_one_by_one,
 )
 from core.learners._stateful import StateContract
 from core.preprocessing import SCALINGS, fold_scaling, scale_batch
@@ -198,6 +204,12 @@ class OnlineLearner(DeclaredParameters, StateContract, GrownStateChecks):
     def coef_(self) -> np.ndarray:
         """The served weight vector."""
 
+    def leading_coef(self, count: int) -> np.ndarray:
+        """``coef_[:count]``: the weights of the first ``count`` columns (an embedding's inner
+        learner serves those of ``x``; a learner whose weights are coordinate-wise computes
+        only them)."""
+        return self.coef_[:count]
+
     @property
     def intercept_(self) -> float:
         """The constant term of the served linear score: the score of an event that is all
@@ -295,8 +307,14 @@ class OnlineLearner(DeclaredParameters, StateContract, GrownStateChecks):
         try:
             yield
         except BaseException:
+            state = self.state_
+            if any(state[key].shape != value.shape for key, value in saved.items()):
+                # an array grew as it filled (core.learners._growing): the state is put back
+                # whole (a composite's parts take theirs back too)
+                self.state_ = saved
+                raise
             for key, value in saved.items():
-                np.copyto(self.state_[key], value)  # in place: kernels' cached views stay valid
+                np.copyto(state[key], value)  # in place: kernels' cached views stay valid
             raise
 
     def _kernel_may_check(self, features) -> bool:
@@ -381,6 +399,24 @@ class OnlineLearner(DeclaredParameters, StateContract, GrownStateChecks):
         so these scores are an honest out-of-sample record of the online learner.
         """
         return self._learn_batch(X, y, want_scores=True)
+
+    def learn_rounds(
+        self, X, y, stops: Sequence[int], *, want_scores: bool = True
+    ) -> LearnedRounds:
+        """Learn the batch as consecutive rounds ending at ``stops`` (the last one the batch's
+        length; a round may be empty) and give what the regret window takes of each: exactly
+        what one ``prequential_step`` (``partial_fit`` without ``want_scores``) per round,
+        each recorded (:meth:`recording_inputs`) with ``coef_`` taken before it, gives — the
+        same state bit for bit, scores, served weights and rows (:mod:`core.learners._rounds`).
+        One call for a learner that learns a batch as its events one at a time; one call per
+        round for the others.  A refused row (:class:`~core.errors.InvalidFeatures`) is
+        counted in the whole batch; the rounds before it may have been learned."""
+        self._check_initialized()
+        ends = check_stops(stops, len(y))
+        if self.online and not self.streams_on_window:
+            return learn_rounds_at_once(self, X, y, ends, want_scores)
+        features, labels = self._coerce(X, y, check_finite=False)
+        return learn_rounds_one_by_one(self, features, labels, ends, want_scores)
 
     def fit(self, X, y) -> Self:
         """Learn from scratch: ``max_iter`` passes over ``X``, reshuffled each pass when

@@ -15,6 +15,7 @@ __all__ = [
     "BOOSTED_CANDIDATE",
     "DEFAULT_CANDIDATES",
     "FAST_CANDIDATES",
+    "GivenUnscaled",
     "FAST_TREE_CANDIDATE",
     "IN_USE_CANDIDATE",
     "MAX_CANDIDATES",
@@ -38,22 +39,27 @@ FTRL_PAUC_UPDATE_EVERY = 5000
 #: (logistic.10)): the first candidate of every default tournament
 OFFSET_LOGISTIC: dict[str, Any] = {"learner": "logistic", "params": {"base_rate_offset": True}}
 
+#: the inner learner of the tree candidates: the baseline with FTRL named, not left to the
+#: width: an embedding (``d + 511`` columns for a tree of depth 8) is wider than the Laplace
+#: solver's 128, and a stored state reads as it was learned
+TREES_INNER_LEARNER: dict[str, Any] = {
+    "learner": "logistic",
+    "params": {**OFFSET_LOGISTIC["params"], "solver": "ftrl"},
+}
+
 #: [CHOICE] the default tournament's third candidate: ``logistic`` (base-rate offset, FTRL) on
 #: POISE's tree-path embedding (docs/algorithms/poise.md (poise.8)-(poise.10)).  Alone it gains
 #: little over ``logistic``; in the mix it adds what a linear score cannot rank
-#: (bench/README.md, "A tree candidate in auto's default tournament").  FTRL is named, not left
-#: to the width: the embedding (``d + 511`` columns at depth 8) is wider than the Laplace
-#: solver's 128, and a stored state reads as it was learned.  Its fits: at the 2,000th event,
-#: the inner learner relearning those events embedded (as if the tree had been there from the
-#: start), and again on the first 8,000 events, where a tree grown on four times the events
-#: splits better ("The tree candidate's refit").  Depth 8 (tree_embedded's own default is 6):
-#: trees grown on 2,000-8,000 events have the events for it, leaves keeping their 20 ("The tree
-#: candidate's depth").
+#: (bench/README.md, "A tree candidate in auto's default tournament").  Its fits: at the
+#: 2,000th event, the inner learner relearning those events embedded (as if the tree had been
+#: there from the start), and again on the first 8,000 events, where a tree grown on four times
+#: the events splits better ("The tree candidate's refit").  Depth 8 (tree_embedded's own
+#: default is 6): trees grown on 2,000-8,000 events have the events for it, leaves keeping their
+#: 20 ("The tree candidate's depth").
 TREE_CANDIDATE: dict[str, Any] = {
     "learner": "tree_embedded",
     "params": {
-        "learner": "logistic",
-        "params": {"base_rate_offset": True, "solver": "ftrl"},
+        **TREES_INNER_LEARNER,
         "refit_events": 8000,
         "relearn": True,
         "max_depth": 8,
@@ -68,9 +74,17 @@ TREE_CANDIDATE: dict[str, Any] = {
 #: 0.1) from 0.894 / 0.605 to 0.901 / 0.630 on the real-data suite and from 0.919 / 0.715 to
 #: 0.921 / 0.725 on the hold-out sets (raw, five seeds; bench/README.md, "Boosted trees'
 #: leaves"); the tree candidate's fit inside a request (0.6 s at 8,000 x 50) is gone.
+#: Learning rate 0.2: 50 trees at 0.1 stop half-way (a total step of 5 where batch HGB's 100
+#: trees at 0.1 take 10), and the non-linear sets where auto served these trees and ranked
+#: below batch HGB were under-fitted; twice the step reaches HGB's total with the same 50 trees,
+#: so the same routing and leaves on the request path (bench/README.md, "The hold-out against
+#: HGB (branch h-Q)").
 BOOSTED_CANDIDATE: dict[str, Any] = {
     "learner": "boosted_embedded",
-    "params": {"learner": "logistic", "params": {"base_rate_offset": True, "solver": "ftrl"}},
+    "params": {
+        **TREES_INNER_LEARNER,
+        "learning_rate": 0.2,
+    },
 }
 
 #: [CHOICE] above this width the tree candidate fits its tree once (still relearning): its
@@ -299,3 +313,17 @@ def shown_params(spec: dict[str, Any]) -> dict[str, Any]:
         for key, value in given.items()
         if key not in defaults or _comparable(value) != _comparable(defaults[key])
     }
+
+
+class GivenUnscaled:
+    """A candidate that scales its own rows (``scales_itself``), as auto's served mix scores it:
+    with the unscaled ``rows`` of the scaled batch the mix passes."""
+
+    def __init__(self, candidate: Any, rows: Any) -> None:
+        self.candidate, self.rows = candidate, rows
+
+    def _decision(self, X: Any) -> Any:
+        return self.candidate._decision(self.rows)
+
+    def _contributions(self, X: Any) -> Any:
+        return self.candidate._contributions(self.rows)

@@ -14,10 +14,11 @@ arrays directly.
 
 from __future__ import annotations
 
+import functools
 import operator
 import sys
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -32,10 +33,6 @@ class ComposedState:
     (the current pairs); ``_own_state`` holds its own arrays."""
 
     _own_state: dict[str, np.ndarray]
-
-    if TYPE_CHECKING:  # the learner's (StateContract)
-
-        def _check_initialized(self) -> None: ...
 
     def _new_parts(self) -> list[tuple[str, Any]]:
         raise NotImplementedError
@@ -66,7 +63,7 @@ class ComposedState:
                     split[index][sys.intern(key[len(prefix) :])] = value
                     break
             else:
-                own[key] = value
+                own[sys.intern(key)] = value
         for (_, learner), part_state in zip(parts, split, strict=True):
             learner.state_ = part_state
         self._set_parts(parts)
@@ -79,13 +76,62 @@ class ComposedState:
         return self.__dict__.get("_state_view") is not None
 
     @property
-    def n_features_in_(self) -> int:
-        self._check_initialized()
-        return int(self._own_state["n_features"][0])
-
-    @property
     def _scaler_arrays(self) -> dict[str, np.ndarray]:
         return self._own_state
+
+    def _width_array(self) -> np.ndarray:
+        return self._own_state["n_features"]
+
+    def _current_arrays(self, keys: tuple[str, ...]) -> tuple[np.ndarray, ...]:
+        """The arrays of ``keys`` read from the view's sources, without building the view (the
+        check of the grown arrays after every batch: the view is built when it is read).  Which
+        source holds each key is kept while the sources are the same dicts; the later source
+        wins a name, as in the view."""
+        sources = self._view_sources()
+        dicts = tuple([part for _, part in sources])
+        cached = self.__dict__.get("_key_sources")
+        if cached is None or cached[0] is not keys or not _same_objects(cached[1], dicts):
+            where: dict[str, tuple[int, str]] = {}
+            for index, (prefix, part) in enumerate(sources):
+                for key in part:
+                    where[prefix + key] = (index, key)
+            cached = self.__dict__["_key_sources"] = (keys, dicts, [where[key] for key in keys])
+        return tuple([dicts[index][key] for index, key in cached[2]])
+
+    def _settling_parts(self) -> tuple[tuple[str, Any], ...]:
+        """The parts that may name unchanged grown arrays (:mod:`core.learners._grown`), kept
+        while the parts are the same learners: most composites have none, and their check
+        then asks nothing more of them."""
+        parts = self._parts()
+        learners = tuple([learner for _, learner in parts])
+        cached = self.__dict__.get("_settling")
+        if cached is None or not _same_objects(cached[0], learners):
+            settling = tuple([(p, part) for p, part in parts if part._settles_grown_arrays()])
+            cached = self.__dict__["_settling"] = (learners, settling)
+        return cached[1]
+
+    def _settles_grown_arrays(self) -> bool:
+        """Whether a part may name unchanged grown arrays: it depends on the parts' kinds,
+        which the parameters fix, so it is kept per state layout (a wrong False would only
+        read every array; the parts themselves are looked up by :meth:`_settling_parts`)."""
+        width = self._width_array()
+        cached = self.__dict__.get("_settles")
+        if cached is None or cached[0] is not width:
+            settles = any([part._settles_grown_arrays() for _, part in self._parts()])
+            cached = self.__dict__["_settles"] = (width, settles)
+        return cached[1]
+
+    def _unchanged_grown_keys(self) -> frozenset[str]:
+        """The parts' unchanged grown arrays, under their prefixes (the composite's own are
+        read every time)."""
+        unchanged: list[str] = []
+        for prefix, learner in self._settling_parts():
+            unchanged.extend([prefix + key for key in learner._unchanged_grown_keys()])
+        return frozenset(unchanged)
+
+    def _grown_state_checked(self) -> None:
+        for _, learner in self._settling_parts():
+            learner._grown_state_checked()
 
     def _own_growing_arrays(self) -> dict[str, tuple[int, int]]:
         """The composite's own growing arrays (:mod:`core.learners._growing`); none by
@@ -113,8 +159,11 @@ class ComposedState:
         arrays, then each part's (a composite part's own sources, under its prefix)."""
         sources: list[tuple[str, dict[str, np.ndarray]]] = [("", self._own_state)]
         for prefix, learner in self._parts():
-            if isinstance(learner, ComposedState) and "_state_view" in learner.__dict__:
-                sources.extend((prefix + inner, part) for inner, part in learner._view_sources())
+            # the instance's dict first: an isinstance check through the learners' ABCMeta
+            # costs ~0.4 us a part, and this runs after every batch
+            if "_state_view" in learner.__dict__ and isinstance(learner, ComposedState):
+                for inner, part in learner._view_sources():
+                    sources.append((_joined(prefix, inner), part))
             else:
                 sources.append((prefix, learner.state_))
         return sources
@@ -122,26 +171,37 @@ class ComposedState:
     def _build_view(self) -> dict[str, np.ndarray]:
         sources = self._view_sources()
         # most batches swap no array: the view built last, from the same dicts of the same
-        # arrays, is kept
-        shown = (
-            tuple([part for _, part in sources]),
-            tuple(chain.from_iterable([part.values() for _, part in sources])),
-        )
-        built, view = self.__dict__.get("_view_built"), self.__dict__.get("_state_view")
-        if view is not None and built is not None and all(map(_same_objects, built, shown)):
+        # arrays, is kept.  It holds those arrays in their sources' order (no two sources share
+        # a name), so it is compared with them itself: no second list of them per model
+        dicts = tuple([part for _, part in sources])
+        shown = chain.from_iterable([part.values() for part in dicts])
+        view = self.__dict__.get("_state_view")
+        if (
+            view is not None
+            and _same_objects(self.__dict__.get("_view_dicts", ()), dicts)
+            and len(view) == sum(map(len, dicts))
+            and all(map(operator.is_, view.values(), shown))
+        ):
             self.__dict__["_view_stale"] = False
             return view
-        self.__dict__["_view_built"] = shown
+        self.__dict__["_view_dicts"] = dicts
         view = dict(sources[0][1])
-        cache = self.__dict__.setdefault("_view_names", {})
         for prefix, part in sources[1:]:
-            # the prefixed names, kept per source while its keys are the same (its arrays may be
-            # swapped, its keys are not once initialised): one C-level update; interned, as
-            # every model of a kind has the same names (one copy serves the cached models)
-            names = cache.get(prefix)
-            if names is None or names[0] is not part or len(names[1]) != len(part):
-                names = cache[prefix] = (part, [sys.intern(prefix + key) for key in part])
-            view.update(zip(names[1], part.values(), strict=True))
+            view.update(zip(_prefixed(prefix, tuple(part)), part.values(), strict=True))
         self.__dict__["_state_view"] = view
         self.__dict__["_view_stale"] = False
         return view
+
+
+@functools.lru_cache(maxsize=256)
+def _joined(prefix: str, inner: str) -> str:
+    """A nested part's prefix under its parent's (interned: the same few pairs every call)."""
+    return sys.intern(prefix + inner)
+
+
+@functools.lru_cache(maxsize=4096)
+def _prefixed(prefix: str, keys: tuple[str, ...]) -> tuple[str, ...]:
+    """A part's names under its prefix, interned: every model of a kind has the same names, so
+    one tuple of them serves every cached model (a list of them per model and part cost ~2.4
+    KB a default ``auto`` model)."""
+    return tuple([sys.intern(prefix + key) for key in keys])

@@ -20,11 +20,12 @@ from core._kernels.random import seed_state
 from core.boosted_trees import TREE_KEYS
 from core.csr import CSRMatrix
 from core.errors import InvalidState
+from core.learners._row_pool import RowLink, detach, pooled_rows
 from core.learners._state import RNG_STATE, Count, Finite, OneOf, StateInvariant
 
 __all__ = ["BUFFER_ARRAYS", "HELD", "buffer_invariants", "buffer_state", "buffered",
-           "check_buffer", "growing_arrays", "held_rows_problem", "hold", "oldest_first",
-           "remember"]  # fmt: skip
+           "check_buffer", "growing_arrays", "held_rows", "held_rows_problem", "hold",
+           "oldest_first", "remember"]  # fmt: skip
 
 #: the arrays that grow as the buffer fills (core.learners._growing), rows first
 BUFFER_ARRAYS = ("buffer_X", "buffer_y", "buffer_w")
@@ -95,19 +96,29 @@ def oldest_first(own: dict[str, np.ndarray], capacity: int) -> np.ndarray:
 
 
 def buffered(
-    own: dict[str, np.ndarray], capacity: int
+    own: dict[str, np.ndarray], capacity: int, link: RowLink | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The buffer's rows, labels and weights, oldest first (copies)."""
+    """The buffer's rows, labels and weights, oldest first (copies; the rows from ``link``'s
+    pool while the buffer's rows are the pool's)."""
     order = oldest_first(own, capacity)
+    if pooled_rows(link):  # a pooled buffer has not wrapped: oldest first is its order
+        return link.rows(0, len(order)), own["buffer_y"][order], own["buffer_w"][order]
     return own["buffer_X"][order], own["buffer_y"][order], own["buffer_w"][order]
 
 
 def remember(
-    own: dict[str, np.ndarray], X, y, capacity: int, negatives_per_positive: float
+    own: dict[str, np.ndarray],
+    X,
+    y,
+    capacity: int,
+    negatives_per_positive: float,
+    link: RowLink | None = None,
 ) -> None:
     """Write the events of ``(X, y)`` that the buffer keeps (boosted_embedded.3; one kernel
     call draws them), growing its arrays first when they lack the slots (geometrically, up to
-    ``capacity``).  ``own`` is updated in place (its grown arrays replaced)."""
+    ``capacity``).  ``own`` is updated in place (its grown arrays replaced).  While its rows
+    are ``link``'s pool's, only the labels and weights are written (the pool has the rows)
+    until the buffer would wrap or sample: then it takes its rows from the pool first."""
     n = len(y)
     fill, start = int(own["buffer_fill"][0]), int(own["buffer_next"][0])
     labels = np.ascontiguousarray(y, dtype=np.int64)
@@ -117,15 +128,21 @@ def remember(
         labels, own["buffer_rng"], own["buffer_seen"], fill, capacity,
         float(negatives_per_positive), kept_index, weights,
     )  # fmt: skip
+    if pooled_rows(link) and (n_kept < n or fill + n > capacity):
+        detach(link, own, capacity)
+    pooled = pooled_rows(link)
     # only the last `capacity` kept rows can stay
     skipped = max(n_kept - capacity, 0)
     index = kept_index[skipped:n_kept]
     if len(index):
-        for key in BUFFER_ARRAYS:
+        for key in BUFFER_ARRAYS[1:] if pooled else BUFFER_ARRAYS:
             own[key] = grown(own[key], fill + n_kept, capacity)
-        rows = X.take_rows(index).toarray() if isinstance(X, CSRMatrix) else np.asarray(X)[index]
         positions = (start + np.arange(skipped, n_kept)) % capacity
-        own["buffer_X"][positions] = rows
+        if not pooled:
+            rows = (
+                X.take_rows(index).toarray() if isinstance(X, CSRMatrix) else np.asarray(X)[index]
+            )
+            own["buffer_X"][positions] = rows
         own["buffer_y"][positions] = labels[index]
         own["buffer_w"][positions] = weights[skipped:n_kept]
     own["buffer_next"][0] = (start + n_kept) % capacity
@@ -144,14 +161,24 @@ def growing_arrays(buffer_size: int, n_trees: int, fit_delay: int) -> dict[str, 
     return {key: (0, int(size)) for key, size in (sizes | dict.fromkeys(HELD, fit_delay)).items()}
 
 
-def hold(own: dict[str, np.ndarray], rows: np.ndarray, y: np.ndarray, capacity: int) -> None:
+def hold(own: dict[str, np.ndarray], X, y: np.ndarray, capacity: int, pooled: bool) -> None:
     """Keep events learned while a fit is pending in ``own``'s held rows (grown as they come,
-    at most ``capacity``); ``own`` is updated in place."""
+    at most ``capacity``; their labels alone when the pool has the rows); ``own`` is updated
+    in place."""
     held = int(own["pending_fill"][0])
-    own.update({key: grown(own[key], held + len(y), capacity) for key in HELD})
-    own["pending_X"][held : held + len(y)] = rows
+    own.update({key: grown(own[key], held + len(y), capacity) for key in HELD[pooled:]})
+    if not pooled:
+        rows = X.toarray() if isinstance(X, CSRMatrix) else np.asarray(X)
+        own["pending_X"][held : held + len(y)] = rows
     own["pending_y"][held : held + len(y)] = y
     own["pending_fill"][0] = held + len(y)
+
+
+def held_rows(own: dict[str, np.ndarray], link: RowLink | None) -> tuple[np.ndarray, np.ndarray]:
+    """The rows and labels held for the pending fit (copies)."""
+    fill, held = int(own["buffer_fill"][0]), int(own["pending_fill"][0])
+    rows = link.rows(fill, fill + held) if pooled_rows(link) else own["pending_X"][:held].copy()
+    return rows, own["pending_y"][:held].copy()
 
 
 def held_rows_problem(state: dict[str, np.ndarray]) -> str | None:

@@ -2,13 +2,16 @@
 (docs/algorithms/boosted_embedded.md, "The fits" and "Fit points"): the interval between fits
 and the delay ``L(N)`` from a fit's buffer (event ``N``) to its install point.
 
-[CHOICE] ``refit_growth`` 1.5 and ``L(N) = min(fit_delay, max(fit_delay // 4, N // 8))``: with
+[CHOICE] ``refit_growth`` 1.5 and ``L(N) = min(fit_delay, max(fit_delay // 8, N // 16))``: with
 the events doubling between fits and a fixed delay of 256, the trees of a stream of a few
 hundred to a few thousand events had learned from a third or less of it at times (a stream of
 630 training events ended with trees of its first 250; one of 331 ended with none), and the held-out
-ranking is that of those trees (bench/README.md, "Fits that land on short streams").  A fit's
-cost, and so the head start its fitter needs, grows with its rows; the fits cost more only up
-to ``buffer_size`` events (more of them), and a long stream's are as before.
+ranking is that of those trees (bench/README.md, "Fits that land on short streams").  The
+delay is the part of a stream's end that no fit reaches (with ``N // 8``, the fit from 563
+events of that stream of 630 would land after its end; bench/README.md, "Short streams: the
+install delay halved"), and a fit of a few hundred rows takes a fitter milliseconds.
+A fit's cost, and so the head start its fitter needs, grows with its rows; a long stream's
+delay is as before (``fit_delay`` from ``16 * fit_delay`` events on).
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import math
 __all__ = ["FitSchedule"]
 
 #: a fit of the buffer as of event ``N`` is installed at most ``N // DELAY_SHARE`` events later
-#: (and at least ``fit_delay // 4``)
-DELAY_SHARE = 8
+#: (and at least ``fit_delay // DELAY_FLOOR``)
+DELAY_SHARE = 16
+DELAY_FLOOR = 8
 
 
 class FitSchedule:
@@ -45,4 +49,4 @@ class FitSchedule:
         if not self.fit_delay:
             return 0
         share = int(self._own_state["events"][0]) // DELAY_SHARE
-        return min(int(self.fit_delay), max(self.fit_delay // 4, share, 1))
+        return min(int(self.fit_delay), max(self.fit_delay // DELAY_FLOOR, share, 1))

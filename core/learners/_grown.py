@@ -6,6 +6,12 @@ iterates: they diverge on large features with a large step); a learner declares 
 reads those declarations once per state layout and checks the arrays with one kernel call
 after every batch (:class:`~core.learners._base.OnlineLearner` raises
 :class:`~core.errors.StateOverflow` on the batch that would pass a bound).
+
+A learner may name the grown arrays it knows unchanged since the check last passed
+(:meth:`GrownStateChecks._unchanged_grown_keys`): their values were in bounds then and still
+are, so they are not read again.  ``pmb`` changes its weights only at the end of an epoch: a
+hashed model's 2^18-wide weights were read after every event, and are now read after the
+events that take a step (bench/README.md, "pmb's hashed event").
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ class GrownStateChecks:
     def _grown_state(self) -> tuple[tuple[str, ...], np.ndarray]:
         """:meth:`grown_state_keys` and their bounds, read from the declarations once per
         state layout (a new ``n_features`` array: ``initialize``, ``from_state``)."""
-        width = self.state_["n_features"]
+        width = self._width_array()
         cached = self.__dict__.get("_grown")
         if cached is None or cached[0] is not width:
             invariants = self._state_invariants(int(width[0]))
@@ -59,14 +65,53 @@ class GrownStateChecks:
             cached = self.__dict__["_grown"] = (width, keys, bounds)
         return cached[1], cached[2]
 
+    def _width_array(self) -> np.ndarray:
+        """The ``n_features`` array: a new one is a new state layout."""
+        return self.state_["n_features"]
+
+    def _current_arrays(self, keys: tuple[str, ...]) -> tuple[np.ndarray, ...]:
+        """The state arrays of ``keys`` as they are now (a composite reads them from its parts
+        without building its view: core.learners._composed)."""
+        state = self.state_
+        return tuple(map(state.__getitem__, keys))
+
+    #: whether the learner may name grown arrays unchanged since their last check
+    #: (:meth:`_unchanged_grown_keys`); the check asks the others nothing
+    settles_grown_arrays = False
+
+    def _settles_grown_arrays(self) -> bool:
+        return self.settles_grown_arrays
+
+    def _unchanged_grown_keys(self) -> frozenset[str]:
+        """The :meth:`grown_state_keys` whose arrays this learner knows unchanged (the same
+        objects, not written) since :meth:`_grown_state_checked` was last called: none by
+        default."""
+        return frozenset()
+
+    def _grown_state_checked(self) -> None:
+        """The check of every grown array passed (the learner may note which arrays it read)."""
+
     def grown_state_in_bounds(self) -> bool:
         """Whether every :meth:`grown_state_keys` array is finite and within its bound: one
-        kernel call over them all."""
+        kernel call over them all (the :meth:`_unchanged_grown_keys` passed as empty arrays)."""
         keys, bounds = self._grown_state()
-        state = self.state_
-        arrays = tuple(map(state.__getitem__, keys))
+        arrays = self._current_arrays(keys)
         if not arrays:
             return True
+        settles = self._settles_grown_arrays()
+        if not self._kernel_in_bounds(keys, arrays, bounds, settles):
+            return False
+        if settles:
+            self._grown_state_checked()
+        return True
+
+    def _kernel_in_bounds(
+        self,
+        keys: tuple[str, ...],
+        arrays: tuple[np.ndarray, ...],
+        bounds: np.ndarray,
+        settles: bool,
+    ) -> bool:
         # kernels update the state in place, so the same arrays come back batch after batch:
         # their 1-d views for the kernel are kept for them (a 2-d array's flat view is checked
         # to be still its own; a strided array is copied at each call)
@@ -81,10 +126,17 @@ class GrownStateChecks:
             views = tuple(i for i, array in enumerate(arrays) if flat[i] is not array)
             cached = self.__dict__["_grown_flat"] = (arrays, flat, views)
         kept = cached[1]
-        if all(_is_view_of(kept[i], arrays[i]) for i in cached[2]):
-            return count_out_of_range_in(kept, bounds) == 0
-        flattened = tuple(np.ascontiguousarray(array).reshape(-1) for array in arrays)
-        return count_out_of_range_in(flattened, bounds) == 0
+        if not all(_is_view_of(kept[i], arrays[i]) for i in cached[2]):
+            kept = tuple(np.ascontiguousarray(array).reshape(-1) for array in arrays)
+        unchanged = self._unchanged_grown_keys() if settles else None
+        if unchanged:
+            # an empty array of the same type: the kernel's tuple type, and so its compiled
+            # version, stays the same
+            kept = tuple(
+                value[:0] if key in unchanged else value
+                for key, value in zip(keys, kept, strict=True)
+            )
+        return count_out_of_range_in(kept, bounds) == 0
 
     def _check_grown_state(self, *, restored: bool) -> None:
         """Raise :class:`~core.errors.StateOverflow` when the batch just learned grew a state

@@ -12,9 +12,17 @@ import numpy as np
 from core.errors import InvalidParameter
 from core.learners import learner_class, make_learner
 from core.learners._base import OnlineLearner
+from core.learners._params import PAUC_RANGE, Constraint, Structured
 from core.validation import check_fpr_pair
 
 INNER_PREFIX = "inner:"
+
+#: the declared constraints of ``learner``, ``params`` and ``pauc_range``
+INNER_CONSTRAINTS: dict[str, list[Constraint]] = {
+    "learner": [Structured("the name of a registered learner")],
+    "params": [None, Structured("a dict of the inner learner's hyper-parameters")],
+    "pauc_range": [None, PAUC_RANGE],
+}
 
 
 class WrapsInner:

@@ -1,12 +1,16 @@
 """``auto``'s served mix falls back to its best candidate when clearly behind it on the
-evaluation window (docs/algorithms/auto.md (auto.12)).
+evaluation window (docs/algorithms/auto.md (auto.12)), and sheds the candidates clearly behind
+the best (auto.13).
 
 A softmax of the candidates' windowed pAUCs can blur a clearly better candidate with weaker
 ones: on a wide sparse set of rare positives the mix ranked below its own ``logistic`` run
 alone.  After the mix's weights are set from an evaluation, the mix those weights give is scored
 on the same window; when the best candidate is no worse there on the pAUC and ahead on the AUC
 by more than :data:`UNCERTAINTY` standard errors of the two AUCs' difference, it is served
-alone (its weight 1).
+alone (its weight 1).  Before that, a candidate whose windowed AUC is behind the best
+candidate's by more than :data:`DROP_UNCERTAINTY` standard errors of their difference loses its
+share (:func:`drop_clearly_behind`): the softmax weighs by the pAUC, which on a window of few
+positives can tie candidates whose rankings are far apart.
 """
 
 from __future__ import annotations
@@ -15,7 +19,18 @@ import numpy as np
 
 from core._kernels import auto as kernels
 
-__all__ = ["UNCERTAINTY", "auc_difference_se", "fall_back_to_best"]
+__all__ = [
+    "DROP_UNCERTAINTY",
+    "UNCERTAINTY",
+    "auc_difference_se",
+    "behind_without_each_positive",
+    "best_candidate",
+    "placements",
+    "drop_clearly_behind",
+    "fall_back_to_best",
+    "shed_undecided",
+    "window_metrics",
+]
 
 #: [CHOICE] the best candidate replaces the mix only when its windowed AUC leads the mix's by
 #: more than this many standard errors of the paired difference (:func:`auc_difference_se`):
@@ -24,8 +39,15 @@ __all__ = ["UNCERTAINTY", "auc_difference_se", "fall_back_to_best"]
 #: (bench/README.md, "The mix's fallback within the window's noise")
 UNCERTAINTY = 0.5
 
+#: [CHOICE] a candidate loses its share of the mix when its windowed AUC is behind the best
+#: candidate's by more than this many standard errors of their paired difference
+#: (:func:`drop_clearly_behind`): the pAUC softmax gave a hashed stream's FTRL ``logistic``, at
+#: a windowed AUC of 0.39-0.72, a third of the mix (bench/README.md, "The mix against its best
+#: candidate (branch h-P)")
+DROP_UNCERTAINTY = 3.0
 
-def _placements(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+
+def placements(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """DeLong's placements: each positive's share of the negatives scored below it, each
     negative's share of the positives scored above it (a tie counts one half)."""
     positive = labels > 0
@@ -48,8 +70,13 @@ def auc_difference_se(labels: np.ndarray, first: np.ndarray, second: np.ndarray)
     two events of either class (no estimate: the mix is kept)."""
     if np.count_nonzero(labels > 0) < 2 or np.count_nonzero(labels <= 0) < 2:
         return float("inf")
-    first_positives, first_negatives = _placements(labels, first)
-    second_positives, second_negatives = _placements(labels, second)
+    return _placements_difference_se(placements(labels, first), placements(labels, second))
+
+
+def _placements_difference_se(first, second) -> float:
+    """:func:`auc_difference_se` from the two score vectors' :func:`placements`."""
+    first_positives, first_negatives = first
+    second_positives, second_negatives = second
     over_positives = first_positives - second_positives
     over_negatives = first_negatives - second_negatives
     variance = (
@@ -57,6 +84,94 @@ def auc_difference_se(labels: np.ndarray, first: np.ndarray, second: np.ndarray)
         + np.var(over_negatives, ddof=1) / over_negatives.size
     )
     return float(np.sqrt(variance))
+
+
+def best_candidate(paucs: np.ndarray, aucs: np.ndarray) -> int:
+    """The window's best candidate: the highest pAUC, then AUC, then the lowest index."""
+    return int(np.lexsort((np.arange(len(paucs)), -aucs, -paucs))[0])
+
+
+def drop_clearly_behind(
+    weights: np.ndarray,
+    paucs: np.ndarray,
+    aucs: np.ndarray,
+    window_scores: np.ndarray,
+    labels: np.ndarray,
+    *,
+    without_each_positive: bool = False,
+) -> None:
+    """(auto.13): zero the share in ``weights`` of every candidate whose windowed AUC
+    (``aucs``) is below that of the best candidate with a share (:func:`best_candidate` among
+    them) by more than :data:`DROP_UNCERTAINTY` standard errors of the two's difference on the
+    window (``window_scores`` (K, W), ``labels`` (W,)), then renormalise; the best keeps its
+    share.  ``without_each_positive``: the gap must also exceed that with any one positive of
+    the window left out (:func:`behind_without_each_positive`)."""
+    held = np.flatnonzero(weights > 0.0)
+    best = int(held[best_candidate(paucs[held], aucs[held])])
+    enough = np.count_nonzero(labels > 0) >= 2 and np.count_nonzero(labels <= 0) >= 2
+    best_placements = None  # the best's, sorted once for every candidate behind it
+    for other in held:
+        gap = aucs[best] - aucs[other]
+        if gap > 0.0:
+            se = float("inf")  # no estimate with fewer than two events of a class
+            if enough:
+                if best_placements is None:
+                    best_placements = placements(labels, window_scores[best])
+                other_placements = placements(labels, window_scores[other])
+                se = _placements_difference_se(best_placements, other_placements)
+            if gap > DROP_UNCERTAINTY * se and (
+                not without_each_positive
+                or behind_without_each_positive(labels, window_scores[best], window_scores[other])
+            ):
+                weights[other] = 0.0
+    weights /= np.sum(weights)
+
+
+def behind_without_each_positive(labels: np.ndarray, best: np.ndarray, other: np.ndarray) -> bool:
+    """Whether ``other``'s AUC stays behind ``best``'s by more than :data:`DROP_UNCERTAINTY`
+    standard errors of their difference (:func:`auc_difference_se`) on the events with any one
+    positive left out, each in turn: a drop that one positive makes is not taken."""
+    for left_out in np.flatnonzero(labels > 0):
+        kept = np.arange(labels.shape[0]) != left_out
+        rest = labels[kept]
+        best_positives, _ = placements(rest, best[kept])
+        other_positives, _ = placements(rest, other[kept])
+        gap = float(np.mean(best_positives) - np.mean(other_positives))
+        if not gap > DROP_UNCERTAINTY * auc_difference_se(rest, best[kept], other[kept]):
+            return False
+    return True
+
+
+def window_metrics(
+    window_scores: np.ndarray, labels: np.ndarray, alpha: float, beta: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's exact pAUC over ``[alpha, beta]`` and AUC on the window (both classes
+    present), as (auto.1)-(auto.2) compute them."""
+    positive = labels > 0
+    paucs, aucs = np.zeros(window_scores.shape[0]), np.zeros(window_scores.shape[0])
+    kernels.window_metrics(np.sort(window_scores[:, positive], axis=1),
+                           np.sort(window_scores[:, ~positive], axis=1),
+                           alpha, beta, paucs, aucs)  # fmt: skip
+    return paucs, aucs
+
+
+def shed_undecided(
+    weights: np.ndarray, window_scores: np.ndarray, labels: np.ndarray, alpha: float, beta: float
+) -> None:
+    """An evaluation whose window has too few positives to set the weights (the guard after
+    (auto.3)) still takes from the current mix the candidates clearly behind its best
+    (:func:`drop_clearly_behind`) on ``window_scores`` / ``labels``: the compared events
+    extended back until they hold the guard's positives (or the whole window); nothing with
+    fewer than two events of either class."""
+    positives = int(np.count_nonzero(labels > 0))
+    if positives < 2 or labels.shape[0] - positives < 2:
+        return
+    paucs, aucs = window_metrics(window_scores, labels, alpha, beta)
+    # [CHOICE] on the few positives of an undecided window DeLong's variance rests on a handful
+    # of placements, and one positive ranked apart made a 3-SE gap: a rare stream's mix went to
+    # one candidate whose pAUC there was 0 (bench/README.md, "Drift alarms on rare positives
+    # (branch h-T)"); a drop must hold without each positive
+    drop_clearly_behind(weights, paucs, aucs, window_scores, labels, without_each_positive=True)
 
 
 def fall_back_to_best(
@@ -75,17 +190,14 @@ def fall_back_to_best(
     ranking)."""
     weights = own["served_weights"]
     paucs, aucs = own["window_pauc"], own["window_auc"]
-    best = int(np.lexsort((np.arange(len(paucs)), -aucs, -paucs))[0])
+    best = best_candidate(paucs, aucs)
     if weights[best] == 1.0:
         return
     count = int(own["n_seen"][0])
     spreads = np.sqrt(own["score_m2"] / count) if count > 1 else np.zeros(len(weights))
     factors = np.divide(weights, spreads, out=np.zeros(len(weights)), where=spreads > 0.0)
     mix = (factors @ window_scores)[None, :]
-    positive = labels > 0
-    mix_pauc, mix_auc = np.zeros(1), np.zeros(1)
-    kernels.window_metrics(np.sort(mix[:, positive], axis=1), np.sort(mix[:, ~positive], axis=1),
-                           alpha, beta, mix_pauc, mix_auc)  # fmt: skip
+    mix_pauc, mix_auc = window_metrics(mix, labels, alpha, beta)
     # [CHOICE] the best candidate alone replaces the mix only when it is at least as good on
     # the pAUC and ahead on the AUC beyond the window's noise: on the few positives of a short
     # stream's window, pAUC(0, 0.1) rests on the top tenth of the negatives, and comparing

@@ -83,11 +83,12 @@ class StateContract(ABC):
     @property
     def n_features_in_(self) -> int:
         self._check_initialized()
-        return int(self.state_["n_features"][0])
+        return int(self._scaler_arrays["n_features"][0])
 
     @property
     def _scaler_arrays(self) -> dict[str, np.ndarray]:
-        """The dict that holds the scaler's arrays: ``state_`` (a composite's own arrays)."""
+        """The dict that holds the width and the scaler's arrays: ``state_`` (a composite's
+        own arrays, not the view over its parts')."""
         return self.state_
 
     def initialize(self, n_features: int) -> Self:

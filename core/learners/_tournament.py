@@ -18,7 +18,14 @@ import numpy as np
 from core._arrays import grown
 from core._kernels import auto as kernels
 from core.errors import InvalidState
-from core.learners._mix_fallback import fall_back_to_best
+from core.learners._auto_drift import rescore_rings
+from core.learners._mix_fallback import (
+    best_candidate,
+    drop_clearly_behind,
+    fall_back_to_best,
+    shed_undecided,
+    window_metrics,
+)
 from core.learners._state import (
     VALUE_BOUND,
     Count,
@@ -34,6 +41,7 @@ from core.validation import check_fpr_pair
 __all__ = [
     "MIN_WEIGHT",
     "check_tournament_state",
+    "coef_of_mix",
     "evaluate",
     "initial_weights",
     "leaderboard",
@@ -87,14 +95,24 @@ def mix_terms(own: dict[str, np.ndarray], candidates: list[Any]) -> list[tuple[A
     """``(candidate, weight / std, mean)`` of every candidate in the served mix (auto.9), with
     the statistics of all events learned; a candidate with no weight or no spread yet adds
     nothing (and is not scored)."""
+    return [(candidates[k], factor, mean) for k, factor, mean in _mix_factors(own)]
+
+
+def _mix_factors(own: dict[str, np.ndarray]) -> list[tuple[int, float, float]]:
+    """:func:`mix_terms` by the candidates' indices."""
     count = int(own["n_seen"][0])
-    terms = []
-    for k, candidate in enumerate(candidates):
-        weight = float(own["served_weights"][k])
-        spread = float(np.sqrt(own["score_m2"][k] / count)) if count > 1 else 0.0
-        if weight > 0.0 and spread > 0.0:
-            terms.append((candidate, weight / spread, float(own["score_mean"][k])))
-    return terms
+    if count <= 1:
+        return []
+    # one array operation for all the candidates, read back as Python floats: per-element
+    # numpy scalars cost ~1 us each, and this runs for every served score and coef_
+    weights = own["served_weights"].tolist()
+    spreads = np.sqrt(own["score_m2"] / count).tolist()
+    means = own["score_mean"].tolist()
+    return [
+        (k, weight / spread, mean)
+        for k, (weight, spread, mean) in enumerate(zip(weights, spreads, means, strict=True))
+        if weight > 0.0 and spread > 0.0
+    ]
 
 
 def serve_and_record(
@@ -162,8 +180,21 @@ def served_coef(
     if temperature == 0.0:
         return own["served_scale"][0] * candidates[int(own["leader"][0])].coef_
     total = np.zeros(n_features)
-    for candidate, factor, _ in mix_terms(own, candidates):
-        total += factor * candidate.coef_
+    for k, factor, _ in _mix_factors(own):
+        total += factor * candidates[k].coef_
+    return total
+
+
+def coef_of_mix(
+    own: dict[str, np.ndarray], coefs: list, n_features: int, temperature: float
+) -> np.ndarray:
+    """:func:`served_coef` of the candidates' weights ``coefs`` (taken where the mix's
+    statistics in ``own`` are; only those the mix reads need be there)."""
+    if temperature == 0.0:
+        return own["served_scale"][0] * coefs[int(own["leader"][0])]
+    total = np.zeros(n_features)
+    for k, factor, _ in _mix_factors(own):
+        total += factor * coefs[k]
     return total
 
 
@@ -262,7 +293,17 @@ def next_evaluation(seen: int, evaluate_every: int, first_evaluation: int) -> in
     return due
 
 
-def evaluate(
+def evaluate(own: dict[str, np.ndarray], pauc_range, **options) -> None:
+    """:func:`decide`, then, when it changed what is served (the mix's weights, or the leader
+    with ``temperature=0``), the drift detector's rings rescored
+    (core.learners._auto_drift.rescore_rings)."""
+    weights, leader = own["served_weights"].copy(), int(own["leader"][0])
+    decide(own, pauc_range, **options)
+    if not np.array_equal(weights, own["served_weights"]) or leader != int(own["leader"][0]):
+        rescore_rings(own, float(options.get("temperature", 0.0)))
+
+
+def decide(
     own: dict[str, np.ndarray],
     pauc_range,
     *,
@@ -280,7 +321,8 @@ def evaluate(
     at most the later half of the events seen.  ``since``: only the window's
     events from that event count on are compared (after a detected drift,
     docs/algorithms/auto.md (auto.8)).  With ``temperature`` > 0 a deciding evaluation also
-    sets the served mix's weights (auto.10)."""
+    sets the served mix's weights (auto.10), (auto.12)-(auto.13); one that decides nothing
+    still sheds the candidates clearly behind (auto.13)."""
     seen = int(own["n_seen"][0])
     filled = min(seen, own["window_labels"].shape[0])
     labels = own["window_labels"][:filled]
@@ -298,25 +340,34 @@ def evaluate(
     own["evaluated_at"][0] = seen
     compared = labels.shape[0]
     n_positive = int(np.count_nonzero(labels > 0))
+    alpha, beta = check_fpr_pair(pauc_range)
+    undecided = (
+        n_positive < min_positives or (beta - alpha) * (compared - n_positive) < min_negatives
+    )
+    # [CHOICE] after a detection, too few positives since it to decide keeps the mix: the
+    # events before it are no longer compared, and those since hold too few positives to shed
+    # on (bench/README.md, "Drift alarms on rare positives (branch h-T)")
+    if temperature > 0.0 and undecided and not since:
+        # [CHOICE] a short stream of rare positives may never pass the guard, and its mix would
+        # keep its first weights to the end: the candidates clearly behind (beyond the noise
+        # DeLong's error measures) leave it on the later half extended back to the guard's
+        # positives (bench/README.md, "The mix against its best candidate (branch h-P)")
+        extended = _extended(own, max(since, seen - filled), first, min_positives - n_positive)
+        shed_undecided(own["served_weights"], own["window_scores"][:, extended],
+                       own["window_labels"][extended], alpha, beta)  # fmt: skip
     if n_positive == 0 or n_positive == compared:
         own["window_pauc"][:] = np.nan
         own["window_auc"][:] = np.nan
         return
-    alpha, beta = check_fpr_pair(pauc_range)
-    positive = labels > 0
-    kernels.window_metrics(
-        np.sort(window_scores[:, positive], axis=1),
-        np.sort(window_scores[:, ~positive], axis=1),
-        alpha, beta, own["window_pauc"], own["window_auc"],
-    )  # fmt: skip
-    if n_positive < min_positives or (beta - alpha) * (compared - n_positive) < min_negatives:
+    own["window_pauc"][:], own["window_auc"][:] = window_metrics(window_scores, labels, alpha, beta)
+    if undecided:
         return
     paucs, aucs = own["window_pauc"], own["window_auc"]
     if temperature > 0.0:
         mix_weights(paucs, temperature, own["served_weights"])
+        drop_clearly_behind(own["served_weights"], paucs, aucs, window_scores, labels)
         fall_back_to_best(own, window_scores, labels, alpha, beta)
-    # highest pAUC, then AUC, then the lowest index (lexsort: last key is the primary)
-    best = int(np.lexsort((np.arange(len(paucs)), -aucs, -paucs))[0])
+    best = best_candidate(paucs, aucs)
     leader = int(own["leader"][0])
     if best != leader and paucs[best] > paucs[leader] + margin:
         if int(own["challenger"][0]) == best:
@@ -333,6 +384,21 @@ def evaluate(
     else:
         own["challenger"][0] = -1
         own["challenger_streak"][0] = 0
+
+
+def _extended(own: dict[str, np.ndarray], earliest: int, first: int, needed: int) -> np.ndarray:
+    """The ring buffer's columns of the events from ``first`` to ``n_seen``, extended back (not
+    before ``earliest``) until they hold ``needed`` more positives, or from ``earliest``."""
+    seen, capacity = int(own["n_seen"][0]), own["window_labels"].shape[0]
+    first = max(first, earliest)
+    before = np.flatnonzero(own["window_labels"][np.arange(earliest, first) % capacity] > 0)
+    if needed <= 0:
+        start = first
+    elif needed <= before.size:
+        start = earliest + int(before[-needed])
+    else:
+        start = earliest
+    return np.arange(start, seen) % capacity
 
 
 def match_scale(own: dict[str, np.ndarray], old: int, new: int, filled: int) -> None:

@@ -17,9 +17,12 @@ from core.csr import CSRMatrix
 from core.errors import InvalidParameter, InvalidState
 from core.learners import learner_class, register
 from core.learners._auto_drift import DriftTracking
+from core.learners._auto_learning import learn_segments, served_at_rounds
 from core.learners._base import OnlineLearner
 from core.learners._candidates import (
     DEFAULT_CANDIDATES,
+    MAX_CANDIDATES,
+    GivenUnscaled,
     candidate_specs,
     default_candidates,
     invalid_field,
@@ -27,15 +30,22 @@ from core.learners._candidates import (
 )
 from core.learners._composed import ComposedState
 from core.learners._params import BOOLEAN, CANDIDATES, PAUC_RANGE, Interval
+from core.learners._row_pool import (
+    ROWS,
+    RowLink,
+    check_pool,
+    keeps_rows,
+    pool_capacity,
+    pool_invariants,
+    pool_state,
+    rows_kept,
+    unpooled,
+)
 from core.learners._state import Count, StateInvariant, with_prefix
 from core.learners._stateful import scaler_invariants
 from core.learners._tournament import (
     check_tournament_state,
-    evaluate,
-    grow_window,
     leaderboard,
-    next_evaluation,
-    serve_and_record,
     served_coef,
     served_contributions,
     served_decision,
@@ -44,25 +54,12 @@ from core.learners._tournament import (
     window_growing_arrays,
 )
 from core.preprocessing import scale_batch, scaler_affine
-from core.validation import row_range
 
 __all__ = ["DEFAULT_CANDIDATES", "Auto"]
 
 _PREFIX = "c{}:"
-
-
-class _GivenUnscaled:
-    """A candidate that scales its own rows (``scales_itself``), as the served mix scores it:
-    with the unscaled ``rows`` of the scaled batch the mix passes."""
-
-    def __init__(self, candidate: OnlineLearner, rows) -> None:
-        self.candidate, self.rows = candidate, rows
-
-    def _decision(self, X) -> np.ndarray:
-        return self.candidate._decision(self.rows)
-
-    def _contributions(self, X) -> tuple[np.ndarray, np.ndarray]:
-        return self.candidate._contributions(self.rows)
+#: the candidates' prefixes, formatted once (read after every batch)
+_PREFIXES = tuple(_PREFIX.format(k) for k in range(MAX_CANDIDATES))
 
 
 @register
@@ -81,12 +78,12 @@ class Auto(ComposedState, OnlineLearner):
     ``sum_k w_k (s_k - mean_k) / std_k``: each candidate's score standardised by the mean and
     spread of its own prequential scores so far, weighted by a softmax of the windowed pAUCs
     at the last deciding evaluation (before it, equal shares of the candidates that neither
-    grow trees nor forget).  A leader is also chosen, with
-    hysteresis (a challenger must lead by ``margin`` at ``patience`` evaluations in a row;
-    windows with too few positives or negatives decide nothing); ``temperature=0`` serves it
-    alone, its scores mapped onto the served scale at each change.  Segments end at fixed
-    event counts, so batch = one event at a time holds bit for bit.  Equations, choices and
-    measurements: docs/algorithms/auto.md (auto.1)-(auto.11).
+    grow trees nor forget; a boosted candidate joins at its first fit).  A leader is also
+    chosen, with hysteresis (a challenger must lead by ``margin`` at ``patience`` evaluations
+    in a row; windows with too few positives or negatives decide nothing); ``temperature=0``
+    serves it alone, its scores mapped onto the served scale at each change.  Segments end at
+    fixed event counts, so batch = one event at a time holds bit for bit.  Equations, choices
+    and measurements: docs/algorithms/auto.md (auto.1)-(auto.14).
 
     The defaults are those of a model created over HTTP (``"learner": "auto"``, dense
     features): ``track_drift=True`` and ``scaling="standard"``.
@@ -196,6 +193,8 @@ class Auto(ComposedState, OnlineLearner):
     #: auto scales the rows once for the candidates, and hands the candidates that scale
     #: their own (``boosted_embedded``: its trees split the rows as posted) the rows unscaled
     scales_itself = True
+    #: the rows of the segment being learned, for the pooled candidates (core.learners._row_pool)
+    _rows_segment: np.ndarray | None = None
 
     candidates: list | None = None
     pauc_range: tuple | list = (0.0, 0.1)
@@ -271,9 +270,12 @@ class Auto(ComposedState, OnlineLearner):
 
     def _set_parts(self, parts: list[tuple[str, OnlineLearner]]) -> None:
         self._candidates = [candidate for _, candidate in parts]
+        for k, candidate in enumerate(self._candidates):
+            if keeps_rows(candidate):  # its rows are the pool's while it is pooled
+                candidate._rows_link = RowLink(self, k)  # type: ignore[attr-defined]
 
     def _parts(self) -> list[tuple[str, OnlineLearner]]:
-        return [(_PREFIX.format(k), c) for k, c in enumerate(self._candidates)]
+        return list(zip(_PREFIXES, self._candidates, strict=False))  # at most MAX_CANDIDATES
 
     def _drift(self) -> DriftTracking | None:
         """The drift wrapper with ``track_drift`` (kept: it holds the detector's view)."""
@@ -298,10 +300,15 @@ class Auto(ComposedState, OnlineLearner):
         state.update(tournament_state(candidates))
         if self.track_drift:
             state.update(DriftTracking.state())
+        if pool_capacity(candidates):  # one copy of the rows its tree candidates keep
+            state.update(pool_state(n_features, [keeps_rows(c) for c in candidates]))
         return state
 
     def _own_growing_arrays(self) -> dict[str, tuple[int, int]]:
-        return window_growing_arrays(int(self.window))
+        growing = window_growing_arrays(int(self.window))
+        if capacity := pool_capacity(self._candidates):
+            growing[ROWS] = (0, capacity)
+        return growing
 
     def _state_invariants(self, n_features: int) -> dict:
         """Each candidate's own declarations under its prefix, then the tournament's arrays."""
@@ -316,15 +323,21 @@ class Auto(ComposedState, OnlineLearner):
         invariants.update(tournament_invariants(len(candidates)))
         if self.track_drift:
             invariants.update(DriftTracking.invariants())
+        if capacity := pool_capacity(candidates):
+            invariants.update(pool_invariants(capacity))
         return invariants
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
-        """Each candidate's own cross-array checks, on its unprefixed arrays."""
-        for k, candidate in enumerate(self._build_candidates()):
+        """The pool's, then each candidate's own cross-array checks, on its unprefixed arrays
+        (a pooled candidate's with its rows from the pool)."""
+        candidates = self._build_candidates()
+        marks = [-1] * len(candidates)
+        if pool_capacity(candidates):
+            check_pool(state, rows_kept(candidates, _PREFIX))
+            marks = state["rows_pooled"].tolist()
+        for k, candidate in enumerate(candidates):
             prefix = _PREFIX.format(k)
-            own = {
-                key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)
-            }
+            own = unpooled(state, prefix, marks[k])
             try:
                 candidate._check_state(own)
             except InvalidState as error:  # named as the model stores the array
@@ -338,53 +351,13 @@ class Auto(ComposedState, OnlineLearner):
     # ------------------------------------------------------------------ learning
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
         """Learn the unscaled batch: scaled once for the candidates that do not scale their
-        own rows."""
-        own = self._own_state
-        candidates = self._candidates
-        raw = X
-        X = scale_batch(self.scaling, self._scaler_arrays, raw, learn=True)
-        if self._inputs_sink is not None:
-            self._inputs_sink.append(X)
-        unscaled = [candidate.scales_itself for candidate in candidates]
-        drift = self._drift()
-        every, first = int(self.evaluate_every), int(self.first_evaluation)
-        n_events = y.shape[0]
-        want_scores = scores.shape[0] > 0
-        candidate_scores = np.empty((len(candidates), n_events))
-        served_all = scores if want_scores else np.empty(n_events)
-        start = 0
-        while start < n_events:
-            seen = int(own["n_seen"][0])
-            # a segment ends with the next event after which an evaluation (or, with drift
-            # tracking, a fast period) is due: event counts, so batching does not matter
-            regular = next_evaluation(seen, every, first)
-            due = regular if drift is None else min(regular, drift.boundary(seen))
-            stop = min(n_events, start + due - seen)
-            whole = start == 0 and stop == n_events
-            part = X if whole else row_range(X, start, stop)
-            raw_part = raw if whole or not any(unscaled) else row_range(raw, start, stop)
-            labels = y if whole else y[start:stop]
-            segment_scores = candidate_scores[:, start:stop]
-            for k, candidate in enumerate(candidates):
-                candidate._learn(raw_part if unscaled[k] else part, labels, segment_scores[k])
-            served = served_all[start:stop]
-            grow_window(own, int(self.window), seen + stop - start)
-            serve_and_record(own, segment_scores, labels, self.temperature, served)
-            since = 0 if drift is None else drift.watch(own, served, labels, candidates)
-            end = seen + stop - start
-            if end == regular or (since and end == due):
-                evaluate(
-                    own,
-                    self.pauc_range,
-                    min_positives=self.min_positives,
-                    min_negatives=self.min_negatives,
-                    margin=self.margin,
-                    patience=1 if since else self.patience,
-                    since=since,
-                    temperature=self.temperature,
-                )
-            start = stop
-        self._refresh_view()
+        own rows (core.learners._auto_learning)."""
+        learn_segments(self, X, y, scores)
+
+    def _learn_rounds(self, X, y: np.ndarray, scores: np.ndarray, stops) -> list[np.ndarray]:
+        """Learn the unscaled batch and give ``coef_`` at the start of each round ending at
+        ``stops`` (:meth:`learn_rounds`: one call, not one per round)."""
+        return served_at_rounds(self, X, y, scores, stops)
 
     # ------------------------------------------------------------------ serving
     @property
@@ -396,7 +369,7 @@ class Auto(ComposedState, OnlineLearner):
     def _served_candidates(self, rows) -> list:
         """The candidates as the served mix scores a batch whose unscaled rows are ``rows``."""
         return [
-            _GivenUnscaled(candidate, rows) if candidate.scales_itself else candidate
+            GivenUnscaled(candidate, rows) if candidate.scales_itself else candidate
             for candidate in self._candidates
         ]
 
@@ -441,7 +414,9 @@ class Auto(ComposedState, OnlineLearner):
         """The served weights (:func:`served_coef`): the mix's linear part, or the leader's
         mapped with ``temperature=0``."""
         self._check_initialized()
-        width = int(self.state_["n_features"][0])
+        # the width from auto's own arrays: reading ``state_`` would build the view at every
+        # event of the service's regret window
+        width = int(self._own_state["n_features"][0])
         return served_coef(self._own_state, self._candidates, width, self.temperature)
 
     def leaderboard(self) -> dict[str, Any]:

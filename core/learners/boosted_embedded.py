@@ -34,20 +34,22 @@ from core.learners import _fit_scaling as fit_scaling
 from core.learners import _leaf_columns as columns
 from core.learners import register
 from core.learners._base import OnlineLearner
+from core.learners._boosted_learning import learn
 from core.learners._composed import ComposedState
 from core.learners._fit_buffer import (
     buffer_invariants,
     buffer_state,
     buffered,
     check_buffer,
+    held_rows,
     held_rows_problem,
-    hold,
     oldest_first,
     remember,
 )
 from core.learners._fit_schedule import FitSchedule
-from core.learners._inner import INNER_PREFIX, WrapsInner
-from core.learners._params import BOOLEAN, PAUC_RANGE, Interval, Structured
+from core.learners._inner import INNER_CONSTRAINTS, INNER_PREFIX, WrapsInner
+from core.learners._params import BOOLEAN, Interval
+from core.learners._row_pool import RowLink, restart_rows
 from core.learners._state import Count, Finite, OneOf, with_prefix
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.preprocessing import scale_batch
@@ -90,7 +92,8 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
     scaling
         Of the inner learner's ``x`` only: the trees split the rows as posted (auto's scaling).
     n_trees, max_leaves, learning_rate, min_samples_leaf, l2_regularization
-        The ensemble's size and the boosting's parameters.
+        The ensemble's size and the boosting's parameters; ``l2_regularization`` [CHOICE] 1
+        (scikit-learn's 0): docs/algorithms/boosted_embedded.md, "The fits".
     buffer_size : int, default 8000
         The most rows the fit buffer holds (dense rows, part of the state); its arrays grow
         as it fills (doubling), so a short stream's model holds only what it has seen.
@@ -107,7 +110,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         core.learners._fit_schedule).
     fit_delay : int, default 256
         A fit of the buffer as of event ``N`` is installed ``L(N) = min(fit_delay, max(fit_delay
-        // 4, N // 8))`` events later (64 at 250, 256 from 2,048): a fitter's head start, grown
+        // 8, N // 16))`` events later (32 at 250, 256 from 4,096): a fitter's head start, grown
         with its rows; the events between are held in the state, then join the buffer.
     append_features, append_margin : bool, default True
         Give the inner learner ``x`` and the margin ``m(x)`` beside the leaves.
@@ -118,6 +121,8 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
     linear_in_features = False
     #: the trees split the unscaled rows; ``scaling`` applies to the inner learner's ``x``
     scales_itself = True
+    pools_rows = True  # its rows may be its composite's pool's (core.learners._row_pool)
+    _rows_link: RowLink | None = None
 
     learner: str = "logistic"
     params: dict | None = None
@@ -126,7 +131,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
     max_leaves: int = 15
     learning_rate: float = 0.1
     min_samples_leaf: int = 20
-    l2_regularization: float = 0.0
+    l2_regularization: float = 1.0
     buffer_size: int = 8000
     negatives_per_positive: float = 10.0
     first_fit: int = 250
@@ -139,9 +144,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,
-        "learner": [Structured("the name of a registered learner")],
-        "params": [None, Structured("a dict of the inner learner's hyper-parameters")],
-        "pauc_range": [None, PAUC_RANGE],
+        **INNER_CONSTRAINTS,
         "n_trees": [Interval(int, 1, 500)],
         "max_leaves": [Interval(int, 2, 255)],
         "learning_rate": [Interval(float, 0, 1, closed="right")],
@@ -259,7 +262,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
     # ------------------------------------------------------------------ the buffer
     def _remember(self, X, y) -> None:
         own = self._own_state
-        remember(own, X, y, self.buffer_size, float(self.negatives_per_positive))
+        remember(own, X, y, self.buffer_size, float(self.negatives_per_positive), self._rows_link)
         own["events"][0] += len(y)
         own["since_fit"][0] += len(y)
 
@@ -309,7 +312,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         """A fit of the buffer as it is now (copies: learning may go on while it runs); while
         a fit is pending, the buffer as of the event it fell due at."""
         self._check_initialized()
-        X, y, weights = buffered(self._own_state, self.buffer_size)
+        X, y, weights = buffered(self._own_state, self.buffer_size, self._rows_link)
         own = self._own_state
         return FitJob(X, y, self._ensemble_params(), int(own["generation"][0]),
                       int(own["fits"][0]), int(own["events"][0]), weights,
@@ -359,9 +362,9 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         for name, value in ensemble.items():  # the trees' rows grow in at the first fit
             own[name] = np.array(value, dtype=own[name].dtype)
         self._inner = inner
-        held = int(own["pending_fill"][0]) if self._delay() else 0
-        held_X, held_y = own["pending_X"][:held].copy(), own["pending_y"][:held].copy()
-        own["pending"][0], own["pending_fill"][0] = 0, 0
+        own["pending_fill"][0] *= self._delay() > 0
+        held_X, held_y = held_rows(own, self._rows_link)
+        held, own["pending"][0], own["pending_fill"][0] = len(held_y), 0, 0
         if held:
             scaled = fit_scaling.scaled(self.scaling, own, held_X)
             self._inner._learn(self._embed(held_X, scaled), held_y, _NONE_F)
@@ -374,20 +377,15 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         self._refresh_view()
         return True
 
-    def _hold(self, X, y) -> None:
-        """Keep events learned while a fit is pending (at most ``fit_delay`` of them)."""
-        rows = X.toarray() if isinstance(X, CSRMatrix) else np.asarray(X)
-        hold(self._own_state, rows, y, self.fit_delay)
-
     def refit(self) -> bool:
         """Fit now, synchronously, on the buffer and the events held for a pending fit (False
         when they lack two events of a class): the fit points ``(now, now)``."""
         self._check_initialized()
         own = self._own_state
         if own["pending"][0]:
-            held = int(own["pending_fill"][0])
-            self._remember(own["pending_X"][:held].copy(), own["pending_y"][:held].copy())
+            held_X, held_y = held_rows(own, self._rows_link)
             own["pending"][0], own["pending_fill"][0] = 0, 0
+            self._remember(held_X, held_y)
             self._drop_handle()
         labels = own["buffer_y"][oldest_first(own, self.buffer_size)]
         if min(int((labels > 0).sum()), int((labels <= 0).sum())) < 2:
@@ -404,6 +402,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         ensemble embeds until then."""
         self._check_initialized()
         own = self._own_state
+        restart_rows(self._rows_link, own)  # a pooled buffer starts at the next event
         own["events"][0] += own["pending_fill"][0]  # learned, and dropped with the buffer
         for key in ("buffer_fill", "buffer_next", "since_fit", "ready", "pending",
                     "pending_fill"):  # fmt: skip
@@ -421,40 +420,14 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
 
     # ------------------------------------------------------------------ learning, scoring
     def _learn(self, X, y, scores) -> None:
-        """Learn the batch as posted, scaled segment by segment (a fit due keeps its scaling)."""
-        own = self._own_state
-        start, n_events, recorded = 0, len(y), []
-        if own["pending"][0] and int(own["pending_fill"][0]) >= self._delay():
-            self._install_pending()  # held under a longer delay (an older state): it is due
-        if own["pending"][0]:
-            self._hand_over(self._delay() - int(own["pending_fill"][0]), n_events)
-        while True:
-            if not own["pending"][0] and self._until_counted() <= 0 and self._due(_NONE)[0]:
-                self._fall_due(n_events - start)
-            if start >= n_events:
-                break
-            if own["pending"][0]:
-                stop = min(n_events, start + self._delay() - int(own["pending_fill"][0]))
-            elif self._until_counted() > n_events - start:  # most calls: no label look
-                stop = n_events
-            else:
-                due = np.flatnonzero(self._due(y[start:])[1:])
-                stop = start + int(due[0]) + 1 if len(due) else n_events
-            part = row_range(X, start, stop)
-            scaled = scale_batch(self.scaling, self._scaler_arrays, part, learn=True)
-            recorded.append(scaled)  # for recording_inputs
-            self._inner._learn(self._embed(part, scaled), y[start:stop],
-                               scores[start:stop] if len(scores) else scores)  # fmt: skip
-            if own["pending"][0]:
-                self._hold(part, y[start:stop])
-                if int(own["pending_fill"][0]) == self._delay():
-                    self._install_pending()
-            else:
-                self._remember(part, y[start:stop])
-            start = stop
-        if self._inputs_sink is not None:
-            self._inputs_sink.append(fit_scaling.joined_rows(recorded, X))
-        self._refresh_view()
+        """Learn the batch as posted, scaled segment by segment (a fit due keeps its scaling:
+        core.learners._boosted_learning)."""
+        learn(self, X, y, scores)
+
+    def _learn_cut(self, X, y, scores, cuts, want_coef: bool) -> list:
+        """:meth:`_learn`, the inner learner's call cut at ``cuts`` (increasing positions),
+        and ``coef_`` before each (None without ``want_coef``): ``auto``'s rounds."""
+        return learn(self, X, y, scores, cuts, want_coef)
 
     def _decision(self, X) -> np.ndarray:
         n_events = X.shape[0]
@@ -479,7 +452,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         self._check_initialized()
         if not self.append_features:
             return np.zeros(self.n_features_in_)
-        return self._inner.coef_[: self.n_features_in_]
+        return self._inner.leading_coef(self.n_features_in_)
 
     @property
     def intercept_(self) -> float:

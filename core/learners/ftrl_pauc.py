@@ -297,14 +297,15 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
         state = self.state_
         # the reservoirs grow as they fill: the slots this batch's offers can reach (a slot is
         # at most the fill)
-        positives = int(np.count_nonzero(y > 0)) if self.half_life is None else 0
-        for prefix, offers, capacity in (
-            ("positive", positives, self.positive_capacity),
-            ("negative", len(y) - positives, self.negative_capacity),
-        ):
-            if self.half_life is None:
-                needed = int(state[f"{prefix}_fill"][0]) + offers
-                state[f"{prefix}_X"] = grown(state[f"{prefix}_X"], needed, int(capacity))
+        if self.half_life is None:
+            positives = int(np.count_nonzero(y > 0))
+            for rows, fill, offers, capacity in (
+                ("positive_X", "positive_fill", positives, self.positive_capacity),
+                ("negative_X", "negative_fill", len(y) - positives, self.negative_capacity),
+            ):
+                needed, reservoir = int(state[fill][0]) + offers, state[rows]
+                if min(needed, int(capacity)) > reservoir.shape[0]:  # grown's own test, inline
+                    state[rows] = grown(reservoir, needed, int(capacity))
         kernels.ftrl_learn(
             *event_arrays(X), y, scores,
             state["w"], state["n_solver_steps"], state["n_updates"], state["since_update"],

@@ -424,6 +424,17 @@ class Logistic(HalfLife, OnlineLearner):
         kernels.all_weights(z, n, clock, touched, hyper, out)
         return out
 
+    def leading_coef(self, count: int) -> np.ndarray:
+        """FTRL's weights (logistic.3) of the first ``count`` coordinates only: each weight is
+        its own coordinate's, so they are ``coef_[:count]`` bit for bit."""
+        self._check_initialized()
+        if "covariance" in self.state_:
+            return self.coef_[:count]
+        z, n, _, _, clock, touched, _, hyper = self._accumulators()
+        out = np.empty(count)
+        kernels.all_weights(z[:count], n[:count], clock, touched[:count], hyper, out)
+        return out
+
     @property
     def intercept_(self) -> float:
         self._check_initialized()

@@ -14,15 +14,16 @@ from core.csr import CSRMatrix
 from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
-from core.learners._forgetting import (
-    HALF_LIFE,
-    HalfLife,
-    half_life_arg,
-    row_reservoir,
-    row_reservoir_invariants,
-)
+from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
 from core.learners._params import FPR_HIGH, FPR_LOW, Interval, Options
-from core.learners._state import RNG_STATE, Count, Finite, Grown, OneOf
+from core.learners._row_store import (
+    check_store,
+    grow_stores,
+    growing_store,
+    store_invariants,
+    store_state,
+)
+from core.learners._state import RNG_STATE, Count, Grown, OneOf
 from core.preprocessing import scale_batch
 from core.validation import check_batch, check_fpr_range
 
@@ -32,7 +33,14 @@ LOSSES = {"pauc": 0, "prec_at_k": 1, "prbep": 2}
 _NO_INDEX = np.empty(0, dtype=np.int64)
 _NO_DATA = np.empty(0, dtype=np.float64)
 
-#: [CHOICE] buffers are dense rows; refuse layouts whose buffers would exceed 2**27 floats (1 GiB)
+#: the grown arrays, which change only when a step is taken
+_WEIGHTS = frozenset(("w", "w_avg"))
+
+#: the row stores (core.learners._row_store) in the order of the kernel's ``room``
+_STORES = ("buffer", "positive")
+
+#: [CHOICE] dense buffers (spdam's, svm_pauc's, poise's, boosted_embedded's): refuse layouts
+#: whose buffers would exceed 2**27 floats (1 GiB)
 MAX_BUFFER_FLOATS = 2**27
 
 
@@ -140,13 +148,16 @@ class PMB(HalfLife, OnlineLearner):
     pAUC(0, 0.1) 0.34 on ``bench/quality.py``'s ``rare_1pct``, like logistic regression, where
     the converged ``svm_pauc`` gets 0.07), but more passes drift towards it.
 
-    Cost: O(d) per event to buffer it (plus O(d) for its prequential score), and per epoch O(s d + s
-    log s) for the exact surrogate and subgradient (sort + prefix sums, docs/algorithms/pmb.md
-    (pmb.1)), i.e. O(d + log s) amortised per event.  Memory: the buffers are dense ``buffer_size x
-    n_features`` arrays (two of them for 2PMB); sparse input is read row by row into them, and a
-    layout needing more than 2**27 buffered floats (1 GiB) is refused with a ValueError (a
-    2**20-feature hashed space takes 400 MiB in the default 50-row buffer and does not fit 500-row
-    buffers).
+    Cost: O(d) per dense event to score and buffer it, O(its non-zeros) per sparse event
+    (sorted into its row); per epoch O(s nnz + s log s) for the exact surrogate and
+    subgradient (sort + prefix sums, docs/algorithms/pmb.md (pmb.1)) over the rows' entries,
+    then O(d) for the step, the projection and the average, i.e. O(nnz + d / s + log s)
+    amortised per event (2PMB's reservoir: O(nnz + its entries after the replaced row) per
+    accepted positive).  Memory: the buffer and the positive reservoir keep each row's
+    non-zeros only (CSR arrays, core.learners._row_store, grown as they fill): a hashed
+    model's state is its two weight vectors and ~16 bytes per buffered non-zero, not
+    ``buffer_size x n_features`` floats (104 MiB for 50 rows of 2**18); a dense row takes
+    16 bytes per non-zero value, twice a dense array's 8.
 
     Examples
     --------
@@ -163,6 +174,7 @@ class PMB(HalfLife, OnlineLearner):
 
     name = "pmb"
     optimises_pauc = True
+    settles_grown_arrays = True
 
     loss: str = "pauc"
     passes: int = 1
@@ -194,19 +206,21 @@ class PMB(HalfLife, OnlineLearner):
     def _check_params(self) -> None:
         check_fpr_range(self.alpha, self.beta)
 
+    def _positive_rows(self) -> int:
+        return self.buffer_size if self.passes == 2 else 0
+
     def _initial_state(self, n_features: int) -> dict[str, np.ndarray]:
-        size = self.buffer_size
-        positive_capacity = size if self.passes == 2 else 0
-        check_buffer_size("pmb", size + positive_capacity, n_features)
         return {
             "w": np.zeros(n_features),
             "w_avg": np.zeros(n_features),
             "n_steps": np.zeros(1, dtype=np.int64),
             "averaged_events": np.zeros(1, dtype=np.int64),
-            "buffer_X": np.zeros((size, n_features)),
-            "buffer_y": np.zeros(size, dtype=np.int64),
+            **store_state("buffer", self.buffer_size),
+            "buffer_y": np.zeros(self.buffer_size, dtype=np.int64),
             "buffer_fill": np.zeros(1, dtype=np.int64),
-            **row_reservoir("positive", positive_capacity, n_features),
+            **store_state("positive", self._positive_rows()),
+            "positive_fill": np.zeros(1, dtype=np.int64),
+            "positive_seen": np.zeros(1, dtype=np.int64),
             "rng_state": seed_state(self.random_state),
         }
 
@@ -217,17 +231,27 @@ class PMB(HalfLife, OnlineLearner):
             "n_steps": Count(),
             # each step adds its epoch's length (>= 1 event) to the average's weight
             "averaged_events": Count(low="n_steps"),
-            "buffer_X": Finite(),
+            # the rows' offsets, columns and values (_check_state relates them)
+            **store_invariants("buffer", n_features),
             "buffer_y": OneOf((-1, 0, 1)),  # 0: a slot never filled
             # below the current epoch's length (_check_state), itself at most the capacity
             "buffer_fill": Count(0, self.buffer_size - 1),
-            **row_reservoir_invariants(
-                "positive", self.buffer_size if self.passes == 2 else 0, self.half_life
-            ),
+            **store_invariants("positive", n_features),
+            "positive_fill": reservoir_fill(self.half_life, self._positive_rows(), "positive_seen"),
+            "positive_seen": Count(),
             "rng_state": RNG_STATE,
         }
 
+    def _growing_arrays(self) -> dict[str, tuple[int, int]]:
+        width = self.n_features_in_
+        return {
+            **growing_store("buffer", self.buffer_size, width),
+            **growing_store("positive", self._positive_rows(), width),
+        }
+
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        check_store(state, "buffer", int(state["buffer_fill"][0]))
+        check_store(state, "positive", int(state["positive_fill"][0]))
         # the buffer is flushed as soon as it holds an epoch: its fill is always below that
         length = doubling_interval(
             self.first_buffer_size, self.buffer_size, int(state["n_steps"][0])
@@ -240,19 +264,47 @@ class PMB(HalfLife, OnlineLearner):
                 field="buffer_fill",
             )
 
+    def _unchanged_grown_keys(self) -> frozenset[str]:
+        """The weights, when no step was taken since they were last checked
+        (core.learners._grown): they change only at the end of an epoch."""
+        checked = self.__dict__.get("_checked_weights")
+        state = self.state_
+        if checked is not None and checked[0] is state["w"] and checked[1] is state["w_avg"]:
+            return _WEIGHTS
+        return frozenset()
+
+    def _grown_state_checked(self) -> None:
+        self.__dict__["_checked_weights"] = (self.state_["w"], self.state_["w_avg"])
+
     def _run(self, X, y, scores, *, offer_positives: bool, take_steps: bool) -> None:
         state = self.state_
-        kernels.pmb_learn(
-            *event_arrays(X), y, scores,
-            state["w"], state["w_avg"], state["n_steps"], state["averaged_events"],
-            state["buffer_X"], state["buffer_y"], state["buffer_fill"],
-            state["positive_X"], state["positive_fill"], state["positive_seen"],
-            state["rng_state"],
-            int(self.passes), LOSSES[self.loss], float(self.alpha), float(self.beta),
-            float(self.k), float(self.eta), float(self.radius),
-            int(min(self.first_buffer_size, self.buffer_size)), offer_positives, take_steps,
-            float(self.auc_weight), half_life_arg(self.half_life),
-        )  # fmt: skip
+        steps = int(state["n_steps"][0])
+        try:
+            self._run_kernel(X, y, scores, offer_positives, take_steps)
+        finally:
+            if int(state["n_steps"][0]) != steps:
+                self.__dict__.pop("_checked_weights", None)
+
+    def _run_kernel(self, X, y, scores, offer_positives: bool, take_steps: bool) -> None:
+        state = self.state_
+        room = np.zeros(len(_STORES), dtype=np.int64)
+        arrays = event_arrays(X)
+        learned = 0
+        while learned < len(y):
+            learned = kernels.pmb_learn(
+                learned, *arrays, y, scores,
+                state["w"], state["w_avg"], state["n_steps"], state["averaged_events"],
+                state["buffer_indptr"], state["buffer_indices"], state["buffer_values"],
+                state["buffer_y"], state["buffer_fill"],
+                state["positive_indptr"], state["positive_indices"], state["positive_values"],
+                state["positive_fill"], state["positive_seen"], state["rng_state"], room,
+                int(self.passes), LOSSES[self.loss], float(self.alpha), float(self.beta),
+                float(self.k), float(self.eta), float(self.radius),
+                int(min(self.first_buffer_size, self.buffer_size)), offer_positives,
+                take_steps, float(self.auc_weight), half_life_arg(self.half_life),
+            )  # fmt: skip
+            # a store had no room for the event it stopped at: grown, learned again from it
+            grow_stores(state, _STORES, room, int(state["n_features"][0]))
 
     def _learn(self, X, y, scores) -> None:
         self._run(X, y, scores, offer_positives=True, take_steps=True)

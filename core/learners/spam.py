@@ -329,23 +329,17 @@ class SPAM(ScaledIterateLearner):
             bool(self.average), int(self.n_warmup), half_life_arg(self.half_life),
         )  # fmt: skip
         forget = kernels.SpamForget(*forget_arrays(s))
-        if self.penalty == "elastic_net":
-            common = (
-                table[0], s["w_scale"], table[1], avg_coef, table[3], table[2],
-                s["w_dot_class_sum_pos"], s["w_dot_class_sum_neg"], *counters,
-            )  # fmt: skip
-            if isinstance(X, CSRMatrix):
-                batch = EventBatch(_NO_ROWS, X.indptr, X.indices, X.data, True)
-            else:
-                batch = EventBatch(X, _EMPTY_INT, _EMPTY_INT, _EMPTY, False)
-            spam_net.spam_elastic_net(
-                batch, y, scores, spam_net.SpamState(*common), options, forget
-            )
-            return len(y)
         table_state = kernels.SpamTableState(
             table, s["w_scale"], avg_coef, s["w_dot_class_sum_pos"], s["w_dot_class_sum_neg"],
             *counters,
         )  # fmt: skip
+        if self.penalty == "elastic_net":
+            if isinstance(X, CSRMatrix):
+                batch = EventBatch(_NO_ROWS, X.indptr, X.indices, X.data, True)
+            else:
+                batch = EventBatch(X, _EMPTY_INT, _EMPTY_INT, _EMPTY, False)
+            spam_net.spam_elastic_net(batch, y, scores, table_state, options, forget)
+            return len(y)
         if isinstance(X, CSRMatrix):
             return kernels.spam_l2_csr(
                 X.indptr, X.indices, X.data, y, scores, table_state, options, forget, check_rows

@@ -13,8 +13,8 @@ from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._composed import ComposedState
-from core.learners._inner import INNER_PREFIX, WrapsInner
-from core.learners._params import BOOLEAN, PAUC_RANGE, Interval, Options, Structured
+from core.learners._inner import INNER_CONSTRAINTS, INNER_PREFIX, WrapsInner
+from core.learners._params import BOOLEAN, Interval, Options
 from core.learners._state import Count, Finite, Grown, OneOf, with_prefix
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.preprocessing import scale_batch
@@ -109,9 +109,7 @@ class TreeEmbedded(WrapsInner, ComposedState, OnlineLearner):
 
     _parameter_constraints = {
         **OnlineLearner._parameter_constraints,
-        "learner": [Structured("the name of a registered learner")],
-        "params": [None, Structured("a dict of the inner learner's hyper-parameters")],
-        "pauc_range": [None, PAUC_RANGE],
+        **INNER_CONSTRAINTS,
         "max_depth": [Interval(int, 1, 12)],
         "embedding": [Options(EMBEDDINGS)],
         "append_score": [BOOLEAN],

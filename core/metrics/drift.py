@@ -85,6 +85,8 @@ class DriftDetector:
             float(self.parameters[0]), float(self.parameters[1]), int(self.limits[1]),
             detected_at,
         )  # fmt: skip
+        if not found:  # most batches
+            return []
         return [start + int(i) for i in detected_at[:found]]
 
     # ------------------------------------------------------------------ reporting

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from core._arrays import grown, positive_int
+from core._arrays import grown, positive_int, write_to_rings
 from core._kernels import metrics as _kernels
 from core._kernels.random import seed_state
 from core.metrics.operating import (
@@ -115,7 +115,6 @@ class PrequentialWindow:
         self._positive_reservoir = np.zeros(0, dtype=np.float64)
         self._negative_reservoir = np.zeros(0, dtype=np.float64)
         self._rng_state = seed_state(random_state)
-        self._invalidate()
 
     # -- learning
 
@@ -150,7 +149,11 @@ class PrequentialWindow:
         capacity = int(self.capacity)
         reservoir_capacity = int(self.reservoir_capacity)
 
-        n_batch_positive = int(np.count_nonzero(labels_pm1 > 0))
+        n_events = score_array.size
+        if n_events == 1:  # one event: a scalar test (numpy's costs ~1 us on one value)
+            n_batch_positive = 1 if labels_pm1[0] > 0 else 0
+        else:
+            n_batch_positive = int(np.count_nonzero(labels_pm1 > 0))
         counts = self._counts_since_start
         self._positive_reservoir = grown(
             self._positive_reservoir,
@@ -159,7 +162,7 @@ class PrequentialWindow:
         )
         self._negative_reservoir = grown(
             self._negative_reservoir,
-            min(reservoir_capacity, int(counts[2]) + score_array.size - n_batch_positive),
+            min(reservoir_capacity, int(counts[2]) + n_events - n_batch_positive),
             reservoir_capacity,
         )
         _kernels.reservoir_update(
@@ -175,7 +178,6 @@ class PrequentialWindow:
         # Only the last `capacity` pairs of the batch can survive.  They go to the slots they
         # would occupy had the batch arrived one event at a time, so the state does not depend
         # on how a stream was cut into batches.
-        n_events = score_array.size
         n_kept = min(n_events, capacity)
         needed = min(capacity, self._size + n_events)
         # Before the first wrap the cursor equals the size, so growing never moves a pair.
@@ -184,20 +186,10 @@ class PrequentialWindow:
         # the slots from first_slot on, modulo the capacity: at most two runs, written by
         # slices (an index array costs more than the copy for the one event of a request)
         first_slot = (self._cursor + n_events - n_kept) % capacity
-        head = min(n_kept, capacity - first_slot)
-        for ring, values in ((self._window_scores, score_array), (self._window_labels, labels_pm1)):
-            kept = values[n_events - n_kept :]
-            ring[first_slot : first_slot + head] = kept[:head]
-            ring[: n_kept - head] = kept[head:]
+        rings = ((self._window_scores, score_array), (self._window_labels, labels_pm1))
+        write_to_rings(rings, first_slot, n_kept, capacity)
         self._cursor = (self._cursor + n_events) % capacity
         self._size = needed
-        self._invalidate()
-
-    def _invalidate(self) -> None:
-        # Sorted class scores are cached between updates: summary() needs AUC and pAUC of the
-        # same content and should sort once.
-        self._window_sorted: tuple[np.ndarray, np.ndarray] | None = None
-        self._reservoir_sorted: tuple[np.ndarray, np.ndarray] | None = None
 
     # -- content
 
@@ -223,23 +215,21 @@ class PrequentialWindow:
         """True while both reservoirs hold every score seen, so since-start metrics are exact."""
         return bool(self._counts_since_start[1:].max() <= int(self.reservoir_capacity))
 
+    # The sorted class scores are sorted anew by each metric call, not kept between calls: a
+    # cached model would hold a second copy of its window and reservoirs until its next update
+    # (240 KB once full at the service's default window and reservoirs of 10,000); summary()
+    # sorts each once for all its metrics.
     def _sorted_window(self) -> tuple[np.ndarray, np.ndarray]:
-        if self._window_sorted is None:
-            self._window_sorted = _split_sorted(
-                self._window_labels[: self._size], self._window_scores[: self._size]
-            )
-        return self._window_sorted
+        return _split_sorted(self._window_labels[: self._size], self._window_scores[: self._size])
 
     def _sorted_reservoirs(self) -> tuple[np.ndarray, np.ndarray]:
-        if self._reservoir_sorted is None:
-            reservoir_capacity = int(self.reservoir_capacity)
-            n_positive = min(reservoir_capacity, int(self._counts_since_start[1]))
-            n_negative = min(reservoir_capacity, int(self._counts_since_start[2]))
-            self._reservoir_sorted = (
-                np.sort(self._positive_reservoir[:n_positive]),
-                np.sort(self._negative_reservoir[:n_negative]),
-            )
-        return self._reservoir_sorted
+        reservoir_capacity = int(self.reservoir_capacity)
+        n_positive = min(reservoir_capacity, int(self._counts_since_start[1]))
+        n_negative = min(reservoir_capacity, int(self._counts_since_start[2]))
+        return (
+            np.sort(self._positive_reservoir[:n_positive]),
+            np.sort(self._negative_reservoir[:n_negative]),
+        )
 
     # -- metrics (over the sorted classes, by _measure below)
 

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from core._arrays import grown, positive_int
+from core._arrays import grown, positive_int, write_to_rings
 from core._kernels.validation import count_nonfinite
 from core.csr import CSRMatrix
 from core.preprocessing import scale_batch
@@ -39,7 +39,10 @@ def learner_inputs(learner, X) -> np.ndarray:
 def _finite(array: np.ndarray) -> bool:
     """Whether every value of the float64 ``array`` is finite: one kernel pass when it is
     C-contiguous and writeable, the layout the kernel is compiled for (numpy's
-    ``isfinite(...).all()`` costs more than the pass on a round of one event), else numpy's."""
+    ``isfinite(...).all()`` costs more than the pass on a round of one event), else numpy's;
+    a single value (one event's score) by ``math.isfinite``, cheaper than either call."""
+    if array.size == 1:
+        return math.isfinite(array.flat[0])
     if array.flags.c_contiguous and array.flags.writeable:
         return count_nonfinite(array.reshape(-1)) == 0
     return bool(np.isfinite(array).all())
@@ -188,15 +191,8 @@ class RegretWindow:
         # the kept events take ring slots (new_total - kept .. new_total - 1) % capacity: at most
         # two runs, written by slices (fancy indexing cost twice as much for 1,000 x 50 rows)
         start = (new_total - kept) % capacity
-        head = min(kept, capacity - start)
-        for ring, values in (
-            (self._features, features),
-            (self._labels, labels),
-            (self._scores, scores),
-        ):
-            tail = values[n_events - kept :]
-            ring[start : start + head] = tail[:head]
-            ring[: kept - head] = tail[head:]
+        rings = ((self._features, features), (self._labels, labels), (self._scores, scores))
+        write_to_rings(rings, start, kept, capacity)
 
     def _append_rounds(self, served: np.ndarray, round_sizes: list[int]) -> None:
         capacity = self.capacity

@@ -105,13 +105,47 @@ def naive_tournament(
 
 
 def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, first=None,
-              min_positives=3, min_negatives=2, initial=None):  # fmt: skip
+              min_positives=3, min_negatives=2, initial=None, admissions=None):  # fmt: skip
     """Served scores of the mix (docs/algorithms/auto.md (auto.9)-(auto.11)), one event at a
     time: each candidate's score standardised by the mean and population std of its scores
     before it (np.mean / np.std of the list so far), weighted by a softmax of the windowed
     pAUCs at the last deciding evaluation (``initial`` before, equal weights if None), shares
-    < 1e-3 dropped, the best candidate alone when that mix is clearly behind it on the
-    window (auto.12)."""
+    < 1e-3 dropped, then the candidates clearly behind the best with a share (auto.13), the
+    best candidate alone when that mix is clearly behind it on the window (auto.12); an
+    evaluation that decides nothing drops the candidates clearly behind on the window
+    extended back to ``min_positives`` positives (auto.13).  ``admissions``: event count ->
+    the candidates whose first fit was installed at it, each of them given, when it holds no
+    share, the mean share of those that hold one (auto.14), before an evaluation due there."""
+
+    def clearly_behind(window_labels, recent, best, k):
+        se, _, _ = naive_auc_difference_se(window_labels, recent[best], recent[k])
+        gap = auc(window_labels, recent[best]) - auc(window_labels, recent[k])
+        return gap > 0 and gap > 3.0 * se
+
+    def drop_behind(weights, lo, hi):
+        """(auto.13) on the events ``lo`` .. ``hi - 1``, pair by pair against the best, the
+        gap also without each positive in turn (an undecided evaluation's few positives)."""
+        window_labels, recent = labels[lo:hi], candidate_scores[:, lo:hi]
+        paucs = [pauc(window_labels, row, *pauc_range) for row in recent]
+        aucs = [auc(window_labels, row) for row in recent]
+        held = [k for k in range(n_candidates) if weights[k] > 0]
+        best = max(held, key=lambda k: (paucs[k], aucs[k], -k))
+        weights = np.array(weights, dtype=float)
+        for k in held:
+            if aucs[best] - aucs[k] > 0 and clearly_behind(window_labels, recent, best, k):
+                rest = [
+                    [i for i in range(hi - lo) if i != out]
+                    for out in range(hi - lo)
+                    if window_labels[out] == 1
+                ]
+                if all(
+                    np.sum(window_labels[kept] == 1) >= 2
+                    and clearly_behind(window_labels[kept], recent[:, kept], best, k)
+                    for kept in rest
+                ):
+                    weights[k] = 0.0
+        return weights / weights.sum()
+
     early = set()
     while first is not None and first < every:
         early.add(first)
@@ -127,6 +161,11 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
             if weights[k] > 0 and spread > 0:
                 total += weights[k] * (candidate_scores[k, t] - past.mean()) / spread
         served.append(total)
+        for k in (admissions or {}).get(t + 1, []):
+            if weights[k] == 0:
+                weights = np.array(weights, dtype=float)
+                weights[k] = 1.0 / np.count_nonzero(weights)
+                weights = weights / weights.sum()
         if (t + 1) % every and t + 1 not in early:
             continue
         low = max(0, t + 1 - window, (t + 1) // 2)  # at most the later half (auto.3)
@@ -136,6 +175,14 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
         if n_positive < min_positives or (pauc_range[1] - pauc_range[0]) * n_negative < (
             min_negatives
         ):
+            earliest = max(0, t + 1 - window)
+            found = n_positive
+            while found < min_positives and low > earliest:
+                low -= 1
+                found += int(labels[low] == 1)
+            found_negatives = t + 1 - low - int(np.sum(labels[low : t + 1] == 1))
+            if min(int(np.sum(labels[low : t + 1] == 1)), found_negatives) >= 2:
+                weights = drop_behind(weights, low, t + 1)
             continue
         paucs = np.array(
             [pauc(window_labels, candidate_scores[k, low : t + 1], *pauc_range)
@@ -144,7 +191,7 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
         shares = np.exp((paucs - paucs.max()) / temperature)
         shares /= shares.sum()
         shares[shares < 1e-3] = 0.0
-        weights = shares / shares.sum()
+        weights = drop_behind(shares / shares.sum(), low, t + 1)
         # the mix falls back to the best candidate when it is no better on the pAUC ...
         recent = candidate_scores[:, low : t + 1]
         spreads = [candidate_scores[k, : t + 1].std() for k in range(n_candidates)]
@@ -175,6 +222,18 @@ def standalone_scores(model, inputs, y, raw=None):
             rows = inputs
         out.append(np.concatenate([learner.prequential_step(X, y[s]) for X, s in rows]))
     return np.array(out)
+
+
+def first_install(model, k, X, y):
+    """The event count after which candidate ``k`` of ``model``, learning alone one event at a
+    time, has installed its first fit (None: never)."""
+    spec = model.candidate_specs()[k]
+    alone = make_learner(spec["learner"], **(spec["params"] | {"scaling": model.scaling}))
+    for t in range(len(y)):
+        alone.prequential_step(X[t : t + 1], y[t : t + 1])
+        if alone.fits_:
+            return t + 1
+    return None
 
 
 @pytest.mark.parametrize(
@@ -475,8 +534,10 @@ def test_bad_tracking_parameters_are_named(params, message):
 
 
 def test_a_candidate_that_cannot_hold_the_features_is_named():
-    with pytest.raises(InvalidParameter, match=r"candidates\[1\].*pmb keeps") as raised:
-        candidates = [{"learner": "logistic"}, {"learner": "pmb", "params": {"buffer_size": 500}}]
+    # ftrl_pauc's reservoirs are dense rows (pmb's sparse buffer, whose memory follows the
+    # events' non-zeros, holds any width)
+    with pytest.raises(InvalidParameter, match=r"candidates\[1\].*ftrl_pauc keeps") as raised:
+        candidates = [{"learner": "logistic"}, {"learner": "ftrl_pauc"}]
         make_learner("auto", candidates=candidates).initialize(2**20)
     assert raised.value.param == "candidates[1]"
 
@@ -636,6 +697,36 @@ def test_the_mix_agrees_with_the_naive_reference(scaling):
     np.testing.assert_allclose(model.coef_, expected_coef, rtol=1e-9, atol=1e-12)
 
 
+def test_evaluations_that_decide_nothing_shed_candidates_clearly_behind_as_the_naive_mix():
+    """(auto.13) on windows with fewer positives than the guard asks: the evaluations at 20,
+    40, ... events compare the later half extended back to 40 positives (or the whole window),
+    and the useless first candidate (a constant score) leaves the equal start's mix there, pair
+    by pair as the naive reference says, before any evaluation decides."""
+    X, y = stream(16, n=400)
+    params = dict(MIX, min_positives=40)
+    model = make_learner("auto", candidates=BAD_FIRST, **params)
+    served, inputs = [], []
+    with model.recording_inputs() as sink:
+        for batch in (slice(0, 90), slice(90, 230), slice(230, None)):
+            served.append(model.prequential_step(X[batch], y[batch]))
+            inputs.append((sink[-1], batch))
+    undecided = make_learner("auto", candidates=BAD_FIRST, **params)
+    undecided.prequential_step(X[:100], y[:100])
+    reference = standalone_scores(model, inputs, y)
+    expected, weights = naive_mix(reference, y, (0.0, 0.1), MIX["window"], MIX["evaluate_every"],
+                                  MIX["temperature"], min_positives=40)  # fmt: skip
+    np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose([row["weight"] for row in model.leaderboard()["candidates"]],
+                               weights, rtol=1e-12)  # fmt: skip
+    # after 100 events the later half holds ~12 positives: nothing decided, and the constant
+    # candidate, whose AUC is 0.5, is out of the mix while the other two keep equal shares
+    early_weights = [row["weight"] for row in undecided.leaderboard()["candidates"]]
+    np.testing.assert_allclose(early_weights, [0.0, 0.5, 0.5], rtol=1e-12)
+    _, naive_early = naive_mix(reference[:, :100], y[:100], (0.0, 0.1), MIX["window"],
+                               MIX["evaluate_every"], 0.05, min_positives=40)  # fmt: skip
+    np.testing.assert_allclose(naive_early, early_weights, rtol=1e-12)
+
+
 def test_the_mix_holds_bit_for_bit_across_batchings_and_a_round_trip():
     X, y = stream(12, n=500)
     one = make_learner("auto", candidates=BAD_FIRST, **MIX)
@@ -728,15 +819,18 @@ def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_ca
             served.append(model.prequential_step(X[batch], y[batch]))
             inputs.append((sink[-1], batch))
     assert [spec["learner"] for spec in model.candidate_specs()][2] == "boosted_embedded"
-    # due at 250 (installed L(N) = 64 events later), 375, 563, 845, 1,268, 1,902 (each half
-    # as many events again as the last learned; L = 64, 64, 70, 105, 158, 237)
-    assert model._candidates[2].fit_points_ == (1902, 2139)
+    # due at 250 (installed L(N) = 32 events later), 375, 563, 845, 1,268, 1,902 (each half
+    # as many events again as the last learned; L = 32, 32, 35, 52, 79, 118)
+    assert model._candidates[2].fit_points_ == (1902, 2020)
     reference = standalone_scores(model, inputs, y, X)
     # before the window decides, logistic and ftrl_pauc share the mix; the tree candidates
     # and the forgetting one have none (auto.11)
+    # and the boosted candidate joins the mix at its first fit if it holds no share (auto.14)
     initial = np.array([0.5, 0.5, 0.0, 0.0, 0.0])
+    admissions = {first_install(model, 2, X, y): [2]}
     expected, weights = naive_mix(reference, y[:2300], (0.0, 0.1), 800, 400, 0.05, first=50,
-                                  min_positives=10, min_negatives=10, initial=initial)  # fmt: skip
+                                  min_positives=10, min_negatives=10, initial=initial,
+                                  admissions=admissions)  # fmt: skip
     np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(
         [row["weight"] for row in model.leaderboard()["candidates"]], weights, rtol=1e-12

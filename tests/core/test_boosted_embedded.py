@@ -12,6 +12,8 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 
 from core.errors import InvalidState
 from core.learners import make_learner
+from core.learners._candidates import BOOSTED_CANDIDATE
+from core.learners._fit_buffer import held_rows
 from core.learners.boosted_embedded import BoostedEmbedded
 from core.validation import as_features
 from tests.core.naive.boosted_embedding import embed_row, margin_row
@@ -50,13 +52,19 @@ def test_kernel_embeds_as_the_naive_router(sparse, append_features, append_margi
         np.testing.assert_array_equal(embedded[i], expected)
 
 
-def test_the_ensemble_scores_as_scikit_learns_booster():
+@pytest.mark.parametrize(
+    "learning_rate", [0.1, BOOSTED_CANDIDATE["params"]["learning_rate"]], ids=["own", "auto's"]
+)
+def test_the_ensemble_scores_as_scikit_learns_booster(learning_rate):
     X, y = xor_stream(600, seed=3)
-    learner = make_learner("boosted_embedded", scaling="none", **SMALL).partial_fit(X, y)
+    learner = make_learner(
+        "boosted_embedded", scaling="none", learning_rate=learning_rate, **SMALL
+    ).partial_fit(X, y)
     job = learner.fit_job()
     booster = HistGradientBoostingClassifier(
-        max_iter=6, max_leaf_nodes=5, min_samples_leaf=5, early_stopping=False, random_state=0
-    ).fit(job.X, job.y > 0)
+        max_iter=6, max_leaf_nodes=5, min_samples_leaf=5, learning_rate=learning_rate,
+        l2_regularization=learner.l2_regularization, early_stopping=False, random_state=0,
+    ).fit(job.X, job.y > 0)  # fmt: skip
     assert learner.refit()  # on the buffer the job copied
     np.testing.assert_allclose(learner.margin(X), booster.decision_function(X), rtol=0,
                                atol=1e-12)  # fmt: skip
@@ -85,7 +93,7 @@ def test_schedule_first_fit_then_doubling_up_to_refit_every_events():
 def test_schedule_grows_by_half_and_installs_l_n_events_later():
     """The default ``refit_growth`` 1.5: fits at 120, 180, 270, 405 (each half as many events
     again as the last learned), then every ``refit_every`` (150); a fit from ``N`` is installed
-    ``min(fit_delay, max(fit_delay // 4, N // 8))`` events later."""
+    ``min(fit_delay, max(fit_delay // 8, N // 16))`` events later."""
     X, y = xor_stream(700)
     learner = make_learner("boosted_embedded", **SMALL)
     points = []
@@ -95,13 +103,13 @@ def test_schedule_grows_by_half_and_installs_l_n_events_later():
             points.append(learner.fit_points_)
     assert points == [(120, 120), (180, 180), (270, 270), (405, 405), (555, 555)]
     delayed = make_learner("boosted_embedded", **{**SMALL, "fit_delay": 80})
-    delayed.partial_fit(X[:139], y[:139])
-    assert delayed.fit_due() and delayed.fits_ == 0  # due at 120: L = max(80 // 4, 15) = 20
-    delayed.partial_fit(X[139:140], y[139:140])
-    assert delayed.fit_points_ == (120, 140)
-    # the next from 180 (60 events after the last one's N): L = max(20, 180 // 8) = 22
-    delayed.partial_fit(X[140:300], y[140:300])
-    assert delayed.fit_points_ == (180, 202)
+    delayed.partial_fit(X[:129], y[:129])
+    assert delayed.fit_due() and delayed.fits_ == 0  # due at 120: L = max(80 // 8, 7) = 10
+    delayed.partial_fit(X[129:130], y[129:130])
+    assert delayed.fit_points_ == (120, 130)
+    # the next from 180 (60 events after the last one's N): L = max(10, 180 // 16) = 11
+    delayed.partial_fit(X[130:280], y[130:280])  # the next, from 270, lands at 286
+    assert delayed.fit_points_ == (180, 191)
 
 
 def test_a_state_held_past_its_install_point_installs_at_the_next_call():
@@ -109,11 +117,11 @@ def test_a_state_held_past_its_install_point_installs_at_the_next_call():
     ``fit_delay``) installs its pending fit before it learns anything more: the fit points
     ``(N, N + held)``."""
     X, y = xor_stream(300)
-    longer = make_learner("boosted_embedded", **{**SMALL, "fit_delay": 160}).partial_fit(
+    longer = make_learner("boosted_embedded", **{**SMALL, "fit_delay": 320}).partial_fit(
         X[:150], y[:150]
     )  # due at 120, L = 40: 30 held
     assert longer.fit_due() and int(longer.state_["pending_fill"][0]) == 30
-    params = {**longer.get_params(), "fit_delay": 80}  # L(120) = 20 < 30
+    params = {**longer.get_params(), "fit_delay": 80}  # L(120) = 10 < 30
     shorter = BoostedEmbedded.from_state(params, longer.get_state())
     shorter.partial_fit(X[150:151], y[150:151])
     assert shorter.fits_ == 1 and shorter.fit_points_ == (120, 150)
@@ -131,18 +139,18 @@ def test_a_fit_waits_for_two_events_of_each_class():
 def test_restart_drops_a_pending_fit_and_refits_on_later_events():
     X, y = xor_stream(600)
     learner = make_learner("boosted_embedded", **{**SMALL, "fit_delay": 20})
-    learner.partial_fit(X[:130], y[:130])
-    assert learner.fit_due() and learner.events_seen_ == 130
+    learner.partial_fit(X[:125], y[:125])  # due at 120, L = max(20 // 8, 7) = 7
+    assert learner.fit_due() and learner.events_seen_ == 125
     learner.restart_tree()
     assert not learner.fit_due() and learner.fits_ == 0
-    learner.partial_fit(X[130:249], y[130:249])
+    learner.partial_fit(X[125:244], y[125:244])
     assert not learner.fit_due()
-    learner.partial_fit(X[249:250], y[249:250])
+    learner.partial_fit(X[244:245], y[244:245])
     assert learner.fit_due()
-    learner.partial_fit(X[250:270], y[250:270])
-    assert learner.fits_ == 1 and learner.fit_points_ == (250, 270)
-    # the fit learned the events after the restart only, then the 20 held ones joined
-    assert learner.fit_job().X.shape[0] == 140
+    learner.partial_fit(X[245:260], y[245:260])  # L = min(20, 245 // 16) = 15
+    assert learner.fits_ == 1 and learner.fit_points_ == (245, 260)
+    # the fit learned the events after the restart only, then the 15 held ones joined
+    assert learner.fit_job().X.shape[0] == 135
 
 
 def test_round_trip_and_a_corrupt_tree_is_refused():
@@ -251,8 +259,11 @@ def test_the_trees_split_the_rows_as_posted_and_the_inner_learner_reads_x_scaled
     posted = {tuple(row) for row in X}
     assert job.X.shape[0] == 200 and all(tuple(row) in posted for row in job.X)
     booster = HistGradientBoostingClassifier(
-        max_iter=6, max_leaf_nodes=5, min_samples_leaf=5, early_stopping=False, random_state=0
-    ).fit(job.X, job.y > 0, sample_weight=job.sample_weight)
+        max_iter=6, max_leaf_nodes=5, min_samples_leaf=5,
+        l2_regularization=learner.l2_regularization, early_stopping=False, random_state=0,
+    ).fit(job.X, job.y > 0)  # fmt: skip
+    # a buffer not full yet: every row weighs 1
+    assert (job.sample_weight == 1.0).all()
     assert learner.refit()  # on the buffer the job copied, the scaling as of event 400
     np.testing.assert_allclose(learner.margin(X), booster.decision_function(X), rtol=0,
                                atol=1e-12)  # fmt: skip
@@ -292,16 +303,19 @@ def test_sparse_rows_route_and_scale_as_the_same_dense_rows():
 
 def test_auto_hands_its_boosted_candidates_the_rows_as_posted():
     """``auto`` scales the rows once for its linear candidates; the boosted ones get them as
-    posted, with auto's scaling (their scaler follows the same events as auto's)."""
-    X, y = posted_stream(300, seed=7)
+    posted, with auto's scaling (their scaler follows the same events as auto's), from one
+    copy of them in auto's pool (core.learners._row_pool)."""
+    X, y = posted_stream(280, seed=7)  # the fits due at 250 are installed at 282
     auto = make_learner("auto").partial_fit(X[:120], y[:120]).partial_fit(X[120:], y[120:])
     boosted = [c for c in auto._candidates if c.name == "boosted_embedded"]
     assert len(boosted) == 2
+    np.testing.assert_array_equal(auto.state_["rows_X"][:280], X)
     for candidate in boosted:
         own = candidate.state_
         assert candidate.fit_due() and int(own["buffer_fill"][0]) == 250  # due at 250
-        np.testing.assert_array_equal(own["buffer_X"][:250], X[:250])
-        np.testing.assert_array_equal(own["pending_X"][:50], X[250:])
+        assert own["buffer_X"].shape == own["pending_X"].shape == (0, 6)  # the pool has them
+        np.testing.assert_array_equal(candidate.fit_job().X, X[:250])
+        np.testing.assert_array_equal(held_rows(own, candidate._rows_link)[0], X[250:])
         for key in ("scaler_count", "scaler_mean", "scaler_m2"):
             np.testing.assert_array_equal(own[key], auto.state_[key])
 

@@ -30,14 +30,18 @@ from core.learners.pmb import event_arrays
 from tests.core.naive.boosted_embedding import embed_row
 from tests.core.test_boosted_embedded import SMALL, same_state, xor_stream
 
-#: fits due at 120, 240, 390, 540, 690 (doubling, then every 150), installed L(N) = 15, 30, 37, 37,
-#: 37 events later
-DELAYED = {**SMALL, "fit_delay": 37, "scaling": "none", "refit_growth": 2.0}
+#: fits due at 120, 240, 390, 540, 690 (doubling, then every 150), installed L(N) = 15, 15, 24, 33,
+#: 43 events later
+DELAYED = {**SMALL, "fit_delay": 120, "scaling": "none", "refit_growth": 2.0}
+#: the same with fits ~50x slower than learning ``L(N)`` events (6 small trees take about as
+#: long as those events, so a busy machine's preemption decided which came first): the tests
+#: that judge the stream's pace against the fits' take it
+SLOW_FITS = {**DELAYED, "n_trees": 60}
 
 
 def install_delay(n: int, fit_delay: int) -> int:
-    """``L(N)``: ``min(fit_delay, max(fit_delay // 4, N // 8))`` (0 with ``fit_delay`` 0)."""
-    return 0 if fit_delay == 0 else min(fit_delay, max(fit_delay // 4, n // 8, 1))
+    """``L(N)``: ``min(fit_delay, max(fit_delay // 8, N // 16))`` (0 with ``fit_delay`` 0)."""
+    return 0 if fit_delay == 0 else min(fit_delay, max(fit_delay // 8, n // 16, 1))
 
 
 def naive_fit_points(X, y, params):
@@ -195,7 +199,8 @@ def test_a_background_fitter_gives_the_librarys_state_bit_for_bit(learner):
                 assert finished(part.fit_record.handle)
     same_state(library.get_state(), served.get_state())
     assert part.fits_ >= 3 and part.fit_record.in_call == 0
-    assert len(fitter.submitted) == part.fits_ and part.fit_record.in_time
+    # every fit handed over, the last one's install point maybe past the stream's end
+    assert len(fitter.submitted) == part.fits_ + part.fit_due() and part.fit_record.in_time
 
 
 def finished(handle: FitHandle, seconds: float = 60.0) -> bool:
@@ -209,7 +214,7 @@ def test_a_call_that_reaches_the_install_point_hands_nothing_over():
     a fitter given the job would fit it a second time for nothing."""
     X, y = xor_stream(700, seed=3)
     fitter = ThreadFitter()
-    learner = make_learner("boosted_embedded", **DELAYED)
+    learner = make_learner("boosted_embedded", **SLOW_FITS)
     try:
         with background_fits(fitter.submit):
             learner.partial_fit(X[:600], y[:600])  # due at 120, 240, 390, 540 (DELAYED)
@@ -218,10 +223,10 @@ def test_a_call_that_reaches_the_install_point_hands_nothing_over():
             learner.partial_fit(X[600:], y[600:])
     finally:
         fitter.close()
-    # due at 690, in the last 37 events of the call, but the call before installed its fits
+    # due at 690, in the last 43 events of the call, but the call before installed its fits
     # faster than they were computed: the stream goes faster than the fits
     assert learner.fit_due() and fitter.submitted == [] and learner.fit_record.in_time is False
-    library = make_learner("boosted_embedded", **DELAYED).partial_fit(X, y)
+    library = make_learner("boosted_embedded", **SLOW_FITS).partial_fit(X, y)
     same_state(library.get_state(), learner.get_state())
 
 
@@ -229,7 +234,7 @@ def test_a_stream_faster_than_its_fits_stops_handing_them_over_until_it_slows_do
     X, y = xor_stream(1200, seed=4)
     hold = threading.Event()
     fitter = ThreadFitter(hold, begun=True)  # begins each job, then is starved
-    learner = make_learner("boosted_embedded", **DELAYED)
+    learner = make_learner("boosted_embedded", **SLOW_FITS)
     record = learner.fit_record
     try:
         with background_fits(fitter.submit):
@@ -240,7 +245,7 @@ def test_a_stream_faster_than_its_fits_stops_handing_them_over_until_it_slows_do
             learner.partial_fit(X[157:250], y[157:250])  # due at 240: not handed over
             assert learner.fit_due() and len(fitter.submitted) == 1
             time.sleep(max(0.2, 3 * (record.last_seconds or 0)))  # the stream slows down
-            learner.partial_fit(X[250:280], y[250:280])  # installed at 270, fitted here
+            learner.partial_fit(X[250:280], y[250:280])  # installed at 255, fitted here
             assert learner.fits_ == 2 and record.in_time is True
             assert record.in_call == 2 and len(fitter.submitted) == 1
             hold.set()
@@ -250,7 +255,7 @@ def test_a_stream_faster_than_its_fits_stops_handing_them_over_until_it_slows_do
         hold.set()
         fitter.close()
     learner.partial_fit(X[400:], y[400:])
-    library = make_learner("boosted_embedded", **DELAYED).partial_fit(X, y)
+    library = make_learner("boosted_embedded", **SLOW_FITS).partial_fit(X, y)
     same_state(library.get_state(), learner.get_state())
 
 

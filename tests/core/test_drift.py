@@ -27,6 +27,7 @@ PARAMS = [
     dict(capacity=8, delta=0.05, threshold=5.0, min_losses=20),
     dict(capacity=30, delta=0.01, threshold=12.0, min_losses=50),
     dict(capacity=3, delta=0.1, threshold=3.0, min_losses=5),
+    dict(capacity=40, delta=0.1, threshold=5.0, min_losses=20),  # 10 of the other class
 ]
 
 
@@ -57,8 +58,42 @@ def test_one_class_batches_feed_only_the_rings():
     detector = DriftDetector(capacity=4)
     assert detector.update([0.1, 0.2, 0.3], [0, 0, 0]) == []
     assert detector.counters[1] == 0 and detector.recent_fill.tolist() == [3, 0]
-    detector.update([0.5], [1])  # its loss: no negative above it
+    detector.update([0.5], [1])  # three negatives: below the ring's 4 (1 / delta = 20 > 4)
+    assert detector.counters[1] == 0 and detector.recent_fill.tolist() == [3, 1]
+    detector.update([0.4, 0.6], [0, 1])  # the 4th negative, then a loss: no negative above it
     assert detector.counters[1] == 1 and detector.statistics[0] == 0.0
+
+
+def test_a_loss_counts_against_one_over_delta_scores_of_the_other_class():
+    """With a ring larger than ``1 / delta``, losses start once the other class's ring holds
+    ``ceil(1 / delta)`` scores (one of them then moves a loss by at most delta), as in the
+    naive reference."""
+    detector = DriftDetector(capacity=40, delta=0.25)  # 4 scores of the other class
+    detector.update([0.1, 0.2, 0.3], [0, 0, 0])
+    detector.update([0.5, 0.6], [1, 1])
+    assert detector.counters[1] == 0
+    detector.update([0.05, 0.7], [0, 1])
+    assert detector.counters[1] == 1  # the positive at 0.7 against 4 negatives
+    reference = NaivePageHinkley(capacity=40, delta=0.25)
+    reference.update([0.1, 0.2, 0.3, 0.5, 0.6, 0.05, 0.7], [0, 0, 0, 1, 1, 0, 1])
+    assert reference.losses == [0.0]
+
+
+def test_one_rare_positive_after_a_reset_does_not_make_a_detection():
+    """A stationary stream of rare positives: every negative is compared with the few
+    positives of its ring for hundreds of events, so a lone positive ranked low made the loss
+    of every later negative rise (a detection with a ring of two positives); counted only
+    against ``1 / delta`` positives, the same events detect nothing, and the naive reference
+    agrees."""
+    rng = np.random.default_rng(0)
+    scores = np.concatenate(([3.0], rng.normal(size=600), [-1.0], rng.normal(size=600)))
+    labels = np.zeros(scores.shape[0], dtype=np.int64)
+    labels[0] = labels[601] = 1
+    assert DriftDetector().update(scores, labels) == []
+    assert NaivePageHinkley().update(scores, labels).detections == []
+    # the rule off (a ring of one score: every loss counts, as before it): the lone positive
+    # at -1 is a detection
+    assert DriftDetector(capacity=1, delta=0.05).update(scores, labels) != []
 
 
 def test_state_round_trip_continues_bit_for_bit():

@@ -83,10 +83,16 @@ def buffers(growing: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
 
 
 def padded(state: dict[str, np.ndarray], growing: dict[str, tuple[int, int]]) -> dict:
-    """``state`` with every growing buffer at its declared capacity (zeros after its slots)."""
+    """``state`` with every growing buffer at its declared capacity (zeros after its slots);
+    not the rows of a candidate that auto's pool holds (it keeps none of its own:
+    core.learners._row_pool), the pool's rows at theirs."""
     full = dict(state)
+    marks = state.get("rows_pooled", np.zeros(0, dtype=np.int64))
+    pooled = {
+        f"c{k}:{key}" for k in np.flatnonzero(marks >= 0) for key in ("buffer_X", "pending_X")
+    }
     for key, (axis, capacity) in buffers(growing).items():
-        if key not in state:
+        if key not in state or key in pooled:
             continue
         array = state[key]
         shape = list(array.shape)
@@ -102,6 +108,8 @@ LEARNERS = {
     "auto": {},
     "boosted_embedded": {"first_fit": 120, "refit_every": 300, "buffer_size": 2000},
     "ftrl_pauc": {"positive_capacity": 500, "negative_capacity": 300, "update_every": 50},
+    # its buffer's and positive reservoir's entries (core.learners._row_store)
+    "pmb": {"passes": 2, "buffer_size": 40, "random_state": 0},
 }
 
 
@@ -206,3 +214,26 @@ def test_the_inner_learner_gains_the_leaves_at_the_first_fit(name):
     with pytest.raises(InvalidState) as caught:
         learner_class(name).from_state(model.get_params(), bad)
     assert caught.value.field == prefix + "inner:n_features"
+
+
+@pytest.mark.parametrize("name", ["ftrl_pauc", "pmb", "auto"])
+def test_a_refused_batch_leaves_the_arrays_it_grew_as_they_were(name):
+    """A large dense batch is checked and learned in blocks (core.learners._base.BLOCK_BYTES):
+    a NaN in a late block, after earlier blocks grew arrays, puts the saved state back whole,
+    shapes and values."""
+    from core.errors import InvalidFeatures
+
+    rng = np.random.default_rng(4)
+    y = (rng.random(120_000) < 0.3).astype(np.int64)
+    X = rng.normal(size=(120_000, 12)) + y[:, None]
+    model = make_learner(name).partial_fit(X[:20], y[:20])
+    saved = model.get_state()
+    X[-1, 3] = np.nan
+    with pytest.raises(InvalidFeatures, match="NaN"):
+        model.partial_fit(X, y)
+    assert model.state_.keys() == saved.keys()
+    for key, value in saved.items():
+        np.testing.assert_array_equal(model.state_[key], value, err_msg=key)
+    probe = X[:50]
+    fresh = learner_class(name).from_state(model.get_params(), saved)
+    np.testing.assert_array_equal(model.decision_function(probe), fresh.decision_function(probe))

@@ -277,3 +277,17 @@ def test_max_columns_refuses_ftrl_and_a_state_whose_slots_are_not_a_prefix():
     outside = {**state, "columns": np.array([3, 100, -1, -1])}
     with pytest.raises(InvalidState, match="columns"):
         learner_class("logistic").from_state(params, outside)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"half_life": 150}, {"solver": "laplace"}, {"base_rate_offset": True, "l1": 0.1}],
+)
+def test_leading_coef_is_the_first_weights_bit_for_bit(params):
+    X, y = stream(3, n=200)
+    model = make_learner("logistic", solver=params.pop("solver", "ftrl"), **params).fit(X, y)
+    full = model.coef_
+    for count in (0, 1, N_FEATURES - 1, N_FEATURES):
+        head = model.leading_coef(count)
+        assert head.dtype == np.float64 and head.shape == (count,)
+        np.testing.assert_array_equal(head, full[:count], strict=True)

@@ -444,6 +444,31 @@ def test_window_batch_longer_than_capacity_keeps_its_last_pairs():
     assert window.counts_since_start == {"events": 7, "positives": 3, "negatives": 4}
 
 
+def _held_bytes(window: PrequentialWindow) -> int:
+    """The bytes of the arrays the window holds, alone or in tuples."""
+    held = [v if isinstance(v, tuple) else (v,) for v in vars(window).values()]
+    return sum(value.nbytes for group in held for value in group if isinstance(value, np.ndarray))
+
+
+def test_window_keeps_no_sorted_copy_between_metric_calls():
+    # a cached model's window holds its rings and reservoirs only: the sorted class scores a
+    # summary needs are sorted by each call (issue 36), and an update between two calls shows
+    rng = np.random.default_rng(5)
+    window = PrequentialWindow(50, reservoir_capacity=30, random_state=2)
+    scores, labels = np.round(rng.normal(size=120), 1), rng.integers(0, 2, size=120)
+    window.update(scores[:80], labels[:80])
+    held = _held_bytes(window)
+    first = window.summary(0.0, 0.3)
+    assert _held_bytes(window) == held
+    assert window.summary(0.0, 0.3) == first
+    window_scores, window_labels = scores[30:80], labels[30:80]
+    assert math.isclose(window.auc(), float(naive_auc(window_labels, window_scores)))
+    assert first["window"]["auc"] == window.auc()
+    window.update(scores[80:], labels[80:])
+    assert math.isclose(window.auc(), float(naive_auc(labels[70:], scores[70:])))
+    assert window.summary(0.0, 0.3)["window"]["auc"] == window.auc()
+
+
 def test_summary_of_one_class_window_reports_none_and_reason_without_warning():
     window = PrequentialWindow(2)
     window.update([0.1, 0.9, 0.4], [0, 1, 1])  # the window keeps the two positives

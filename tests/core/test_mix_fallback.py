@@ -124,3 +124,97 @@ def test_the_mix_is_kept_unless_its_best_candidate_leads_beyond_the_noise():
         expected = np.eye(3)[best] if replaced else weights
         np.testing.assert_array_equal(own["served_weights"], expected)
     assert min(outcomes.values()) > 0, outcomes
+
+
+def test_candidates_clearly_behind_the_best_lose_their_share_pair_by_pair():
+    """A candidate keeps its share of the mix unless its windowed AUC is below the best
+    candidate's (highest pAUC, then AUC) by more than ``DROP_UNCERTAINTY`` standard errors of
+    their paired difference, each pair's error computed naively (DeLong pair by pair) and the
+    metrics by scikit-learn; the kept shares are renormalised.  Over seeded windows candidates
+    are both kept within the noise and dropped, and the best always keeps its share."""
+    from sklearn.metrics import roc_auc_score
+
+    from core.learners._mix_fallback import DROP_UNCERTAINTY, drop_clearly_behind
+
+    outcomes = {"kept behind": 0, "dropped": 0}
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        labels = np.where(rng.random(150) < 0.15, 1, -1)
+        labels[:2], labels[2:4] = 1, -1
+        quality = (1.0, 0.5, 0.2, 0.0)  # falling signal; the last ranks nothing
+        window_scores = np.vstack([q * labels + rng.normal(size=150) for q in quality])
+        weights = np.array([0.3, 0.3, 0.25, 0.15])
+        own = _mix_state(weights.copy(), [1.0, 1.0, 1.0, 1.0])
+        for k, scores in enumerate(window_scores):
+            own["window_pauc"][k], own["window_auc"][k] = _naive_pauc_auc(scores, labels > 0)
+            np.testing.assert_allclose(own["window_auc"][k], roc_auc_score(labels > 0, scores))
+        best = int(np.lexsort((np.arange(4), -own["window_auc"], -own["window_pauc"]))[0])
+        expected = weights.copy()
+        for k in range(4):
+            gap = own["window_auc"][best] - own["window_auc"][k]
+            if k == best or gap <= 0.0:
+                continue
+            se, _, _ = naive_auc_difference_se(labels, window_scores[best], window_scores[k])
+            if gap > DROP_UNCERTAINTY * se:
+                expected[k] = 0.0
+                outcomes["dropped"] += 1
+            else:
+                outcomes["kept behind"] += 1
+        expected /= expected.sum()
+        drop_clearly_behind(
+            own["served_weights"], own["window_pauc"], own["window_auc"], window_scores, labels
+        )
+        np.testing.assert_allclose(own["served_weights"], expected, rtol=1e-12)
+        assert own["served_weights"][best] > 0.0
+    assert min(outcomes.values()) > 0, outcomes
+
+
+def test_the_best_with_a_share_is_the_reference_and_one_event_of_a_class_drops_none():
+    """Only candidates with a share are compared, against the best of them (a candidate
+    without a share stays without one, however good), and with one positive the difference's
+    error is infinite: nothing is dropped on the evidence of one event."""
+    from core.learners._mix_fallback import drop_clearly_behind, shed_undecided
+
+    rng = np.random.default_rng(7)
+    labels = np.where(np.arange(200) % 5 == 0, 1, -1)
+    window_scores = np.vstack([labels + 0.3 * rng.normal(size=200), rng.normal(size=200),
+                               3 * labels + 0.1 * rng.normal(size=200)])  # fmt: skip
+    paucs, aucs = np.array([0.9, 0.1, 1.0]), np.array([0.99, 0.5, 1.0])
+    weights = np.array([0.5, 0.5, 0.0])
+    drop_clearly_behind(weights, paucs, aucs, window_scores, labels)
+    np.testing.assert_array_equal(weights, [1.0, 0.0, 0.0])  # 0 the reference, not 2
+    weights = np.array([0.5, 0.5, 0.0])
+    shed_undecided(weights, window_scores, labels, 0.0, 0.1)  # its own metrics: the same
+    np.testing.assert_array_equal(weights, [1.0, 0.0, 0.0])
+    one = np.array([1, -1, -1, -1, -1, -1])
+    weights = np.array([0.5, 0.5, 0.0])
+    shed_undecided(weights, window_scores[:, :6], one, 0.0, 0.1)
+    np.testing.assert_array_equal(weights, [0.5, 0.5, 0.0])
+
+
+def test_extended_columns_reach_back_to_the_guards_positives_as_a_naive_scan_does():
+    """auto's undecided evaluations compare the later half extended back until it holds the
+    guard's positives (core.learners._tournament._extended): the same events as a naive scan
+    backwards over the events in time order, in a ring buffer that wrapped and one that did
+    not."""
+    from core.learners._tournament import _extended
+
+    rng = np.random.default_rng(3)
+    for capacity, seen in ((50, 40), (50, 137), (64, 64), (30, 300)):
+        events = np.where(rng.random(seen) < 0.1, 1, -1)
+        ring = np.zeros(capacity, dtype=np.int64)
+        for count, label in enumerate(events):
+            ring[count % capacity] = label
+        own = {"n_seen": np.array([seen]), "window_labels": ring}
+        earliest = max(0, seen - capacity)
+        for first in (earliest, seen // 2, seen - 3):
+            for needed in (-1, 0, 1, 3, 50):
+                start = max(first, earliest)
+                found = 0
+                while found < needed and start > earliest:
+                    start -= 1
+                    found += int(events[start] > 0)
+                if found < needed:
+                    start = earliest
+                columns = _extended(own, earliest, first, needed)
+                np.testing.assert_array_equal(ring[columns], events[start:seen])

@@ -7,6 +7,7 @@ from core.errors import InvalidParameter
 from core.validation import (
     as_features,
     as_labels,
+    as_scores,
     check_batch,
     check_fpr_pair,
     first_nonfinite,
@@ -51,6 +52,22 @@ def test_features_coerced_once_to_contiguous_float64():
     assert out.dtype == np.float64 and out.flags.c_contiguous
     np.testing.assert_array_equal(out, X)
     assert as_features([[1, 2], [3, 4]]).dtype == np.float64
+
+
+def test_contiguous_float64_batch_is_returned_as_is_and_still_checked():
+    X = np.arange(8, dtype=np.float64).reshape(2, 4)
+    assert as_features(X, 4) is X and as_features(X) is X
+    assert as_features(X, 4, check_finite=False) is X
+    # a Fortran-ordered, a 1-d or another width's batch goes the general way
+    fortran = np.asfortranarray(X)
+    out = as_features(fortran, 4)
+    assert out is not fortran and out.flags.c_contiguous
+    np.testing.assert_array_equal(out, X)
+    assert as_features(X[0], 4).shape == (1, 4)
+    X[1, 2] = np.inf
+    with pytest.raises(ValueError, match="first at row 1"):
+        as_features(X, 4)
+    assert as_features(X, 4, check_finite=False) is X  # its rows checked by the caller
 
 
 @pytest.mark.parametrize(
@@ -250,3 +267,36 @@ def test_fpr_pair_takes_lists_tuples_and_arrays():
         alpha, beta = check_fpr_pair(pair)
         assert (alpha, beta) == (float(pair[0]), float(pair[1]))
         assert type(alpha) is float and type(beta) is float
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [np.bool_, np.int8, np.uint16, np.int64, np.float16, np.float32, np.longdouble,
+     np.complex64, np.complex128, "m8[s]", "M8[s]", "U3", "S3", object],
+)  # fmt: skip
+def test_scores_and_features_dtypes_accepted_and_refused_as_numpy_classes_them(dtype):
+    """The dtype tests by kind accept exactly numpy's numbers (timedelta64 among them, a
+    signed integer to numpy) and bool, and refuse complex numbers apart."""
+    values = np.ones((1, 2)).astype(dtype)
+    if np.issubdtype(values.dtype, np.complexfloating):
+        with pytest.raises(ValueError, match="must be real numbers, got complex values"):
+            as_features(values)
+        with pytest.raises(ValueError, match="scores must be real numbers"):
+            as_scores(values[0])
+    elif np.issubdtype(values.dtype, np.number) or values.dtype == np.bool_:
+        np.testing.assert_array_equal(as_features(values), np.ones((1, 2)))
+        np.testing.assert_array_equal(as_scores(values[0]), np.ones(2))
+    else:
+        with pytest.raises(ValueError, match="must be numeric, got dtype"):
+            as_features(values)
+        with pytest.raises(ValueError, match="scores must be numeric"):
+            as_scores(values[0])
+
+
+def test_scores_already_float64_come_back_as_given():
+    scores = np.array([0.5, -1.0])
+    assert as_scores(scores) is scores
+    strided = np.arange(4.0)[::2]
+    assert as_scores(strided).flags.c_contiguous and as_scores(strided).tolist() == [0.0, 2.0]
+    with pytest.raises(ValueError, match="first at position 1"):
+        as_scores(np.array([0.0, np.nan]))

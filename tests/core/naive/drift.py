@@ -4,6 +4,8 @@ loop over them, the statistics as Python floats."""
 
 from __future__ import annotations
 
+import math
+
 
 class NaivePageHinkley:
     def __init__(self, capacity=64, delta=0.05, threshold=50.0, min_losses=100):
@@ -18,7 +20,12 @@ class NaivePageHinkley:
         for score, label in zip(scores, labels, strict=True):
             label = 1 if label > 0 else -1
             other = self.recent[-label]
-            if other:
+            # a loss only against enough of the other class that one of its scores moves it by
+            # at most delta (or a full ring)
+            needed = self.capacity
+            if self.delta > 0 and 1 / self.delta < self.capacity:
+                needed = math.ceil(1 / self.delta)
+            if len(other) >= needed:
                 # (drift.1): the share of the other class ranked on the wrong side, ties half
                 wrong = sum(
                     0.5 if s == score else float(s > score if label == 1 else s < score)

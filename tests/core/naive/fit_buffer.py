@@ -1,7 +1,8 @@
 """The fit buffer of ``boosted_embedded`` (docs/algorithms/boosted_embedded.md
 (boosted_embedded.3)) as a plain loop: a ``deque(maxlen=capacity)`` of ``(row, label,
 weight)`` that keeps every positive and, once full, each negative with probability
-``min(1, ratio * P / N)`` (one SplitMix64 draw per such negative), weighing its inverse."""
+``min(1, ratio * P / N)`` (one SplitMix64 draw per such negative), weighing its inverse; and
+the fit's correction of the margin for that sampling (boosted_embedded.5)."""
 
 from __future__ import annotations
 
@@ -41,21 +42,16 @@ class FitBuffer:
         )
 
 
-def weighted_edges(column: np.ndarray, weights: np.ndarray, max_bins: int = 255) -> np.ndarray:
-    """The upper edges of a feature's bins, one value at a time: the midpoints of its distinct
-    values when it has at most ``max_bins``, else, for k = 1 .. max_bins - 1, the first value
-    (in sorted order) whose cumulative weight reaches ``k / max_bins`` of the total."""
-    pairs = sorted(zip(column.tolist(), weights.tolist(), strict=True), key=lambda p: p[0])
-    distinct = sorted(set(column.tolist()))
-    if len(distinct) <= max_bins:
-        return np.array([(a + b) / 2.0 for a, b in zip(distinct, distinct[1:], strict=False)])
-    total = sum(w for _, w in pairs)
-    edges = set()
-    for k in range(1, max_bins):
-        running = 0.0
-        for value, weight in pairs:
-            running += weight
-            if running >= k / max_bins * total:
-                edges.add(value)
-                break
-    return np.array(sorted(edges))
+def sampling_shift(labels, weights, p=0.3):
+    """He et al.'s correction of a probability ``p`` learned on negatives kept at rate ``r``,
+    ``q = p / (p + (1 - p) / r)``, as the change of the log-odds it makes (the same for every
+    ``p``), ``r`` the negatives' mean rate: kept negatives over the negatives they stand for,
+    summed in a loop over the rows."""
+    kept = stood_for = 0.0
+    for label, weight in zip(labels.tolist(), weights.tolist(), strict=True):
+        if label <= 0:
+            kept += 1.0
+            stood_for += weight
+    rate = kept / stood_for
+    corrected = p / (p + (1.0 - p) / rate)
+    return float(np.log(corrected / (1.0 - corrected)) - np.log(p / (1.0 - p)))

@@ -1,0 +1,228 @@
+"""``auto``'s pool of rows as posted, shared by its candidates that keep rows for their fits
+(``boosted_embedded``): each of them keeps the same events in its fit buffer, in the order they
+came, until that buffer is full, and holds the events after it while a fit is pending, so one
+copy of those rows serves them all.
+
+Its state (auto's own arrays): ``rows_X`` (the rows of events ``rows_from .. rows_from +
+rows_fill``, grown as they come, :data:`ROWS`), ``rows_from`` / ``rows_fill``, and
+``rows_pooled``: per candidate, the event its buffer's slot 0 holds while its rows are the
+pool's (-1: it keeps its own, or keeps none).  A pooled candidate's ``buffer_X`` and
+``pending_X`` hold no rows: its buffer is the pool's rows from that event on (``buffer_fill``
+of them), its held rows the ``pending_fill`` after them; it has learned every event the pool
+holds.  It leaves the pool for good (its rows copied into its own arrays: :func:`detach`)
+before its buffer would wrap or sample, the only changes that keep events out of order; its
+``restart_tree`` starts its buffer at the next event.  After each segment the pool drops the
+rows no pooled candidate holds any more and takes the length its rows need
+(:func:`core._arrays.slots_for`), so the state is a function of the events, not of their
+batching.
+"""
+
+from __future__ import annotations
+
+from typing import TypeGuard
+
+import numpy as np
+
+from core._arrays import grown, slots_for
+from core.csr import CSRMatrix
+from core.errors import InvalidState
+from core.learners._state import Count, Finite, StateInvariant
+
+__all__ = ["ROWS", "RowLink", "check_pool", "dense", "detach", "keeps_rows", "pool_capacity",
+           "pool_invariants", "pool_state", "pooled_rows", "restart_rows", "rows_kept", "settle",
+           "unpooled"]  # fmt: skip
+
+#: the pool's arrays that grow as it fills
+ROWS = "rows_X"
+
+
+def pool_state(n_features: int, pooled: list[bool]) -> dict[str, np.ndarray]:
+    """An empty pool that every candidate marked in ``pooled`` shares from event 0."""
+    return {
+        ROWS: np.zeros((0, n_features)),
+        "rows_from": np.zeros(1, dtype=np.int64),
+        "rows_fill": np.zeros(1, dtype=np.int64),
+        "rows_pooled": np.array([0 if kept else -1 for kept in pooled], dtype=np.int64),
+    }
+
+
+def pool_capacity(candidates: list) -> int:
+    """The most rows the pool holds: a pooled candidate's buffer and the events held after it."""
+    spans = [int(c.buffer_size) + int(c.fit_delay) for c in candidates if keeps_rows(c)]
+    return max(spans, default=0)
+
+
+def keeps_rows(candidate) -> bool:
+    """Whether a candidate keeps rows as posted for its fits (the pool serves it)."""
+    return getattr(candidate, "pools_rows", False)
+
+
+def rows_kept(candidates: list, prefix: str) -> list[tuple[str, int, int] | None]:
+    """What :func:`check_pool` knows of each candidate (``prefix``: their prefixes' format)."""
+    return [
+        (prefix.format(k), int(c.buffer_size), int(c.fit_delay)) if keeps_rows(c) else None
+        for k, c in enumerate(candidates)
+    ]
+
+
+def pool_invariants(capacity: int) -> dict[str, StateInvariant]:
+    return {
+        ROWS: Finite(),
+        "rows_from": Count(0),
+        "rows_fill": Count(0, capacity),
+        "rows_pooled": Count(-1),
+    }
+
+
+class RowLink:
+    """A candidate's link to its composite's pool (its slot ``index`` in ``rows_pooled``).
+    While a segment is learned its rows are the composite's ``_rows_segment`` (dense), the
+    events after the pool's: they join the pool when the segment is learned (:func:`settle`)."""
+
+    __slots__ = ("index", "owner")
+
+    def __init__(self, owner, index: int) -> None:
+        self.owner, self.index = owner, index
+
+    def first(self) -> int:
+        """The event the candidate's buffer starts at (-1: it keeps its own rows)."""
+        return int(self.owner._own_state["rows_pooled"][self.index])
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """Its rows ``start .. stop`` (counted from its buffer's slot 0), a copy."""
+        own = self.owner._own_state
+        base, end = int(own["rows_from"][0]), int(own["rows_from"][0] + own["rows_fill"][0])
+        first = int(own["rows_pooled"][self.index])
+        low, high = first + start, first + stop
+        pooled = own[ROWS][low - base : max(min(high, end) - base, low - base)]
+        if high <= end:
+            return pooled.copy()
+        segment = self.owner.__dict__["_rows_segment"][max(low, end) - end : high - end]
+        return np.concatenate((pooled, segment))
+
+    def restart(self, held: int, fill: int) -> None:
+        """Its buffer starts again at the event after those it has (``fill`` + ``held``)."""
+        self.owner._own_state["rows_pooled"][self.index] += fill + held
+
+    def leave(self) -> None:
+        self.owner._own_state["rows_pooled"][self.index] = -1
+
+
+def pooled_rows(link: RowLink | None) -> TypeGuard[RowLink]:
+    """Whether a learner's rows are its composite's pool's."""
+    return link is not None and link.first() >= 0
+
+
+def restart_rows(link: RowLink | None, own: dict[str, np.ndarray]) -> None:
+    """A pooled buffer (``own``: its learner's arrays) starts again at the next event."""
+    if pooled_rows(link):
+        link.restart(int(own["pending_fill"][0]), int(own["buffer_fill"][0]))
+
+
+def detach(link: RowLink, own: dict[str, np.ndarray], capacity: int) -> None:
+    """The candidate keeps its own rows from now on: its buffer's and its held rows copied from
+    the pool into its ``buffer_X`` / ``pending_X`` (the lengths they grow to holding them)."""
+    fill, held = int(own["buffer_fill"][0]), int(own["pending_fill"][0])
+    rows, width = link.rows(0, fill + held), link.owner._own_state[ROWS].shape[1]
+    # the lengths of the labels beside them (grown as they filled)
+    own["buffer_X"] = np.zeros((len(own["buffer_y"]), width))
+    own["buffer_X"][:fill] = rows[:fill]
+    own["pending_X"] = np.zeros((len(own["pending_y"]), width))
+    own["pending_X"][:held] = rows[fill:]
+    link.leave()
+
+
+def dense(X) -> np.ndarray:
+    return X.toarray() if isinstance(X, CSRMatrix) else np.asarray(X)
+
+
+def settle(own: dict[str, np.ndarray], segment: np.ndarray, capacity: int) -> None:
+    """After a segment is learned: the pool holds the events from the earliest pooled
+    candidate's start to the segment's end (``segment``: its rows), in the length they need
+    (grown in place as they come; taken anew when rows are dropped); nothing when no candidate
+    is pooled any more."""
+    marks = own["rows_pooled"]
+    start, fill = int(own["rows_from"][0]), int(own["rows_fill"][0])
+    end = start + fill
+    if not (marks >= 0).any():
+        if fill or own["rows_from"][0] or len(own[ROWS]):
+            own[ROWS] = own[ROWS][:0].copy()
+            own["rows_from"][0] = own["rows_fill"][0] = 0
+        return
+    first = int(marks[marks >= 0].min())
+    new = segment[max(first - end, 0) :]
+    if first == start:
+        own[ROWS] = grown(own[ROWS], fill + len(new), capacity)
+        own[ROWS][fill : fill + len(new)] = new
+        own["rows_fill"][0] = fill + len(new)
+        return
+    old = own[ROWS][min(first - start, fill) : fill]
+    total = len(old) + len(new)
+    rows = np.zeros((min(capacity, slots_for(total)) if total else 0, own[ROWS].shape[1]))
+    rows[: len(old)] = old
+    rows[len(old) : total] = new
+    own[ROWS] = rows
+    own["rows_from"][0], own["rows_fill"][0] = first, total
+
+
+def check_pool(state: dict[str, np.ndarray], pooled: list[tuple[str, int, int] | None]) -> None:
+    """The pool's arrays agree: its rows hold its fill, its first event is the earliest pooled
+    candidate's start, each pooled candidate (``pooled[k]``: its prefix, buffer size and fit
+    delay; None for a candidate that keeps no rows) has learned its last event, keeps no rows
+    of its own, and its labels and weights have a length they grow to (the rows' lengths,
+    which a pooled candidate does not have, are what relate them otherwise)."""
+    marks, start = state["rows_pooled"], int(state["rows_from"][0])
+    fill = int(state["rows_fill"][0])
+
+    def refuse(message: str, field: str = "rows_pooled") -> None:
+        raise InvalidState(f"inconsistent state: {message}", field=field)
+
+    if len(marks) != len(pooled):
+        refuse(f"'rows_pooled' has {len(marks)} entries for {len(pooled)} candidates")
+    if fill > state[ROWS].shape[0]:
+        refuse(f"'rows_fill' holds {fill} rows in a pool of {state[ROWS].shape[0]}", "rows_fill")
+    if not (marks >= 0).any() and (start or fill):
+        refuse("the pool holds rows and no candidate is pooled", "rows_fill")
+    if (marks >= 0).any() and int(marks[marks >= 0].min()) != start:
+        refuse(f"the pool starts at event {start}, no pooled candidate there", "rows_from")
+    for mark, kept in zip(marks.tolist(), pooled, strict=True):
+        if mark >= 0 and kept is None:
+            refuse("a candidate that keeps no rows is marked as pooled")
+        if mark < 0 or kept is None:
+            continue
+        prefix, buffer_size, fit_delay = kept
+        held = int(state[f"{prefix}buffer_fill"][0]) + int(state[f"{prefix}pending_fill"][0])
+        if mark + held != start + fill:
+            refuse(
+                f"{prefix[:-1]}'s buffer starts at event {mark} and holds {held} events; the "
+                f"pool holds events {start} to {start + fill}"
+            )
+        for key in ("buffer_X", "pending_X"):
+            if state[prefix + key].shape[0]:
+                refuse(f"{prefix[:-1]} keeps rows of its own while pooled", prefix + key)
+        for key, capacity in (("buffer_y", buffer_size), ("buffer_w", buffer_size),
+                              ("pending_y", fit_delay)):  # fmt: skip
+            length = len(state[prefix + key])
+            if length and length != min(capacity, slots_for(length)):
+                refuse(f"state array {prefix + key!r} has {length} rows, not a length it grows "
+                       "to", prefix + key)  # fmt: skip
+
+
+def unpooled(state: dict[str, np.ndarray], prefix: str, mark: int) -> dict[str, np.ndarray]:
+    """A pooled candidate's arrays (unprefixed) with its rows as it would keep them itself:
+    for its own checks."""
+    own = {key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)}
+    if mark < 0:
+        return own
+    offset = mark - int(state["rows_from"][0])
+    # check_pool found the candidate's events in the pool; its own checks relate its fills to
+    # the lengths of its labels (a fill beyond them is refused there)
+    fill, held = int(own["buffer_fill"][0]), int(own["pending_fill"][0])
+    width = state[ROWS].shape[1]
+    for key, labels, first, count in (("buffer_X", "buffer_y", 0, fill),
+                                      ("pending_X", "pending_y", fill, held)):  # fmt: skip
+        rows = np.zeros((len(own[labels]), width))
+        copied = min(count, len(rows))
+        rows[:copied] = state[ROWS][offset + first : offset + first + copied]
+        own[key] = rows
+    return own

@@ -1,0 +1,91 @@
+"""``auto``'s served mix takes in a boosted candidate at its first fit (docs/algorithms/auto.md
+(auto.14)).
+
+Until its first fit a candidate that grows boosted trees (``boosted_embedded``) ranks as its
+inner learner alone, so the start of the mix leaves it out (auto.11), and the window compares
+its trees only from an evaluation after that fit.  A short stream may have none: a stream of a
+few hundred events with a few dozen positives has its last evaluation before the first fit is
+installed, or its windows hold too few positives to decide, and the mix served its start's
+candidates to the end although the trees, once fitted, ranked better (bench/README.md, "The
+trees join the mix at their first fit (branch h-Q)").  At the install of its first fit such a
+candidate that does not forget (the fast one is made for drifting streams) and holds no share
+gets one: the mean share of the candidates that hold one, the weights renormalised.  The
+evaluations then judge it as any other: a deciding one sets every weight, an undecided one
+sheds it when clearly behind (auto.13).
+
+The install comes at a fixed event count (a function of the labels seen,
+docs/algorithms/boosted_embedded.md, "Fit points"), and auto's segments end there and where the
+fit falls due (:func:`events_to_first_fit_point`), so the share starts with the event after the
+install however the events were batched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from core.learners._auto_drift import rescore_rings
+
+__all__ = ["admit_fitted", "awaiting_first_fit", "events_to_first_fit_point", "until_first_fit"]
+
+
+def _forgets(candidate: Any) -> bool:
+    """Whether the candidate's learner discounts the past (its own ``half_life``, or its inner
+    learner's)."""
+    inner = getattr(candidate, "params", None)
+    own = getattr(candidate, "half_life", None)
+    return own is not None or (isinstance(inner, dict) and inner.get("half_life") is not None)
+
+
+def awaiting_first_fit(candidates: list[Any], weights: np.ndarray, temperature: float) -> list[int]:
+    """The candidates that would join the served mix (``temperature`` > 0) at their first fit:
+    boosted candidates (``fit_points_``) that do not forget, hold no share and have installed
+    no fit yet."""
+    if temperature == 0.0:
+        return []
+    return [
+        k
+        for k, candidate in enumerate(candidates)
+        if hasattr(candidate, "fit_points_")
+        and not _forgets(candidate)
+        and weights[k] == 0.0
+        and candidate.fits_ == 0
+    ]
+
+
+def events_to_first_fit_point(candidate: Any, upcoming: np.ndarray) -> int | None:
+    """Events of the ``upcoming`` labels after which ``candidate``'s first fit falls due or is
+    installed (its next fit point), None when neither comes among them: a segment that ends
+    there has the fit due, or installed, at its last event."""
+    if candidate.fit_due():
+        left = candidate._delay() - int(candidate._own_state["pending_fill"][0])
+        return max(left, 1) if left <= upcoming.shape[0] else None
+    if candidate._until_counted() > upcoming.shape[0]:
+        return None
+    due = np.flatnonzero(candidate._due(upcoming)[1:])
+    return int(due[0]) + 1 if due.size else None
+
+
+def until_first_fit(candidates: list[Any], awaiting: list[int], upcoming: np.ndarray) -> int:
+    """Events of the ``upcoming`` labels until the first fit point of an ``awaiting``
+    candidate (:func:`events_to_first_fit_point`), all of them when none comes."""
+    ends = [events_to_first_fit_point(candidates[k], upcoming) for k in awaiting]
+    return min([end for end in ends if end is not None], default=upcoming.shape[0])
+
+
+def admit_fitted(
+    own: dict[str, np.ndarray], candidates: list[Any], awaiting: list[int], temperature: float
+) -> None:
+    """Give each of the ``awaiting`` candidates that has now installed a fit the mean share of
+    the candidates holding one in ``own["served_weights"]`` (``1 / count``), renormalised;
+    when any joined, the drift detector's rings take the new served function's scores
+    (core.learners._auto_drift.rescore_rings), as after an evaluation that changed it."""
+    weights = own["served_weights"]
+    fitted = [k for k in awaiting if candidates[k].fits_ > 0]
+    if not fitted:
+        return
+    share = 1.0 / np.count_nonzero(weights > 0.0)
+    weights[fitted] = share
+    weights /= np.sum(weights)
+    rescore_rings(own, temperature)

@@ -1,29 +1,19 @@
 """The one ASGI layer of every request (:class:`ServiceApp`), and the lane: the routes it serves
 without FastAPI's per-request machinery.
 
-Each HTTP request passes :meth:`ServiceApp.__call__` once, which in one scan of the headers and
-one ``send`` wrapper does what used to be seven middlewares:
+:meth:`ServiceApp.__call__` makes one scan of the headers and wraps ``send`` once to do what
+seven middlewares did: the ``Host`` check (:mod:`service.hosts`), HEAD served as GET
+(RFC 9110 9.3.2), the warm-up gate (503 ``warming-up`` on ``/v1`` until the default kernels are
+compiled), the body deadline (:mod:`service.body_guard`), ``Cache-Control: no-store`` on ``/v1``
+answers (they carry model state no cache may keep), ``X-Request-ID``, the request metrics and
+log line, and Starlette's plain 500 page for an unexpected exception.
 
-* the ``Host`` check (:class:`service.hosts.HostCheck`: 400 ``host-not-allowed``, a WebSocket
-  handshake closed with 1008);
-* HEAD served as GET on every route that serves GET, its body dropped (RFC 9110 9.3.2);
-* the warm-up gate: ``/v1`` requests get 503 ``warming-up`` until the default path's kernels
-  are compiled (:func:`service.kernels.warming_up`; probes and ``/metrics`` pass);
-* the body deadline and the client leaving mid-body (:mod:`service.body_guard`: 408, 499);
-* ``Cache-Control: no-store`` on ``/v1`` answers that set none (they carry model state,
-  metrics and scores, which no cache may keep), and ``X-Request-ID`` with JSON logs;
-* the request metrics and log line (:func:`service.telemetry_logs.record_request`);
-* an unexpected exception: Starlette's plain 500 page, then re-raised for the server's log.
-
-Routes are declared once, on FastAPI routers: the OpenAPI document, the 405 of other methods
-(:func:`allowed_methods`) and the router read that declaration.  The routes marked
-:func:`lane` (``POST /events``, ``/score``, ``/labels``, ``GET /healthz``: the requests that
-come one event at a time, and the probes) are served here directly: their parameters are read
-from the same declaration (:class:`LaneRoute`: path, ``bool`` and ``int`` query parameters,
-the request, the API key and the app's services), so that a parameter declared is a parameter
-served; a route the lane cannot read fails at start-up.  Everything else goes through FastAPI's
-router, whose exception handlers render problems with the same function as the lane
-(``on_error``).  Measured figures are in ``loadtest/README.md``.
+Routes are declared once, on FastAPI routers, which the OpenAPI document, the 405 logic
+(:func:`allowed_methods`) and the router all read.  The routes marked :func:`lane` (the
+one-event requests and ``/healthz``) are served here directly, their parameters read from that
+declaration (:class:`LaneRoute`), so a parameter declared is a parameter served and a route the
+lane cannot read fails at start-up.  The rest goes through FastAPI's router; every problem is
+rendered by :meth:`ServiceApp.on_error`.  Figures: ``loadtest/README.md``.
 """
 
 from __future__ import annotations
@@ -75,13 +65,16 @@ class SettingBound:
         self.setting = setting
 
 
+def _query_value(request: Request, name: str) -> str | None:
+    if not request.scope.get("query_string"):  # none at all: no need to parse it
+        return None
+    return request.query_params.get(name)
+
+
 def query_flag(request: Request, name: str, default: bool) -> bool:
     """A boolean query parameter, read as FastAPI reads ``name: bool = default`` (the same
     spellings, any case); anything else is a 422 naming ``query.<name>``."""
-    if not request.scope.get("query_string"):  # none at all: no need to parse it
-        return default
-    value = request.query_params.get(name)
-    if value is None:
+    if (value := _query_value(request, name)) is None:
         return default
     lowered = value.lower()
     if lowered in _TRUE:
@@ -97,10 +90,7 @@ def query_flag(request: Request, name: str, default: bool) -> bool:
 def query_count(request: Request, name: str, default: int, least: int, most: int) -> int:
     """A whole-number query parameter from ``least`` to ``most``; anything else is a 422
     naming ``query.<name>``."""
-    if not request.scope.get("query_string"):
-        return default
-    value = request.query_params.get(name)
-    if value is None:
+    if (value := _query_value(request, name)) is None:
         return default
     count = int(value) if value.isascii() and value.isdigit() and len(value) <= 9 else least - 1
     if not least <= count <= most:

@@ -16,7 +16,7 @@ class FitStatus(BaseModel):
     events: int = Field(description="labelled events the part learned (state)")
     fit_delay: int = Field(
         description="the most events from a fit's buffer (event N) to its install point: "
-        "L(N) = min(fit_delay, max(fit_delay // 4, N // 8))"
+        "L(N) = min(fit_delay, max(fit_delay // 8, N // 16))"
     )
     due: bool = Field(description="a fit fell due and is not installed yet (state)")
     due_from: int | None = Field(description="the event count N whose buffer it learns")

@@ -67,7 +67,9 @@ class Telemetry(ModelSeries):
             "What a process did when another process had written the model, by outcome, "
             f"{summed}: caught_up (applied the entries it had not applied), undone (a stale "
             "append went back to its undo point and caught up), reloaded (a stale append "
-            "rebuilt the model from its checkpoint and log).",
+            "rebuilt the model from its checkpoint and log), reread (a cached model read "
+            "whole: another process's checkpoint truncated the entries it lacked, or the "
+            "model was re-created).",
             ("outcome",),
         )
         self.coalesced_groups = self._gauge(

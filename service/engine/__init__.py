@@ -31,9 +31,10 @@ for the app and the queue workers, which start them.
 from __future__ import annotations
 
 import logging
-import time
+import math
 import uuid
 from collections.abc import Callable
+from typing import Unpack
 
 import numpy as np
 
@@ -59,12 +60,7 @@ from service.engine.model import (
 )
 from service.engine.refit import fit_status
 from service.engine.reporting import REGRET_C, REGRET_TOL, Reporting
-from service.engine.repository import (
-    CHECKPOINT_EVENTS,
-    CHECKPOINT_SECONDS,
-    MAX_CACHED_MODELS,
-    ModelRepository,
-)
+from service.engine.repository import ModelRepository, RepositoryOptions
 from service.errors import (
     CorruptState,
     InsufficientStorage,
@@ -82,54 +78,51 @@ logger = logging.getLogger("aucstream")
 
 def full_size(loaded: Loaded) -> int:
     """Bytes of a model's committed state once its windows are full: the learner's arrays
-    (fixed size) plus the metrics window (a score and a label per event, two score
-    reservoirs), the regret window (features, round weights, label, score and round end
-    per event) at their configured capacities, and the metrics history's rings (fixed size)."""
+    (those that grow as they fill at their capacities: a sparse buffer of dense events holds
+    every cell), the metrics window (a score and a label per event, two score reservoirs),
+    the regret window (features, round weights, label, score and round end per event) at
+    their configured capacities, and the metrics history's rings (fixed size)."""
     config = loaded.config
-    learner = sum(array.nbytes for array in loaded.learner.state_.values())
+    growing = loaded.learner._growing_arrays()
+    learner = sum(
+        at_capacity(array, *growing[name]) if name in growing else array.nbytes
+        for name, array in loaded.learner.state_.items()
+    )
     window = config.window * 16 + 2 * config.reservoir * 8
     regret = int(config.regret_window or 0) * (2 * config.n_features + 3) * 8
     history = sum(array.nbytes for array in loaded.history.values())
     return learner + window + regret + history
 
 
+def at_capacity(array: np.ndarray, axis: int, capacity: int) -> int:
+    """Bytes of a growing array (core.learners._growing) once ``capacity`` long on ``axis``."""
+    cells = math.prod(length for dimension, length in enumerate(array.shape) if dimension != axis)
+    return array.itemsize * cells * capacity
+
+
 class Engine:
     """Sync learning, scoring and delayed labels over a :class:`~service.stores.base.Store`.
 
     Thread-safe.  ``clock`` is injectable (and assignable) so tests can expire ids without
-    sleeping; ``regret_throttle``: see :mod:`service.engine.reporting`.
+    sleeping; ``regret_throttle``: see :mod:`service.engine.reporting`; ``repository``: the
+    model cache's options (:class:`~service.engine.repository.RepositoryOptions`).
     """
 
     def __init__(
         self,
         store: Store,
         *,
-        event_id_ttl_seconds: float = 86_400.0,
         label_ttl_seconds: float = 86_400.0,
-        max_write_retries: int = 50,
-        clock: Callable[[], float] = time.time,
         regret_throttle: float = 10.0,
-        max_cached_models: int = MAX_CACHED_MODELS,
         max_models: int | None = None,
         max_model_bytes: int | None = None,
         max_pending_records: int | None = None,
-        max_remembered_ids: int | None = None,
-        checkpoint_events: int = CHECKPOINT_EVENTS,
-        checkpoint_seconds: float = CHECKPOINT_SECONDS,
+        **repository: Unpack[RepositoryOptions],
     ) -> None:
         #: bounds on what the service keeps (None: unbounded); see service.settings
         self.max_models = max_models
         self.max_model_bytes = max_model_bytes
-        self.repository = ModelRepository(
-            store,
-            clock=clock,
-            max_write_retries=max_write_retries,
-            max_models=max_cached_models,
-            event_id_ttl_seconds=event_id_ttl_seconds,
-            max_remembered_ids=max_remembered_ids,
-            checkpoint_events=checkpoint_events,
-            checkpoint_seconds=checkpoint_seconds,
-        )
+        self.repository = ModelRepository(store, **repository)
         self.learning = Learning(self.repository)
         self.delayed = DelayedLabels(
             self.repository,

@@ -155,11 +155,15 @@ class Checkpoints:
         """Checkpoint every model behind (shutdown); returns how many were written."""
         return sum(self.write(model_id) for model_id in self.pending())
 
-    def close(self) -> None:
-        """Stop the thread, then :meth:`flush`."""
+    def stop(self) -> None:
+        """Stop the thread (what it has not written stays in the log: a restart replays it)."""
         self._stop.set()
         self._wake.set()
         thread = self._thread
         if thread is not None:
             thread.join()
+
+    def close(self) -> None:
+        """:meth:`stop`, then :meth:`flush`."""
+        self.stop()
         self.flush()

@@ -20,7 +20,7 @@ one drain task per model applies what is queued, group after group.
   (the store down, replicas not confirming) is every request's answer: it may have been
   written, so it is never re-applied (the rule of :mod:`service.groups`).
 * **Durability.**  A request is answered when the commit holding it returned: the store's
-  commit is durable when it returns (SQLite ``synchronous=FULL``, Redis ``MULTI/EXEC``, its
+  commit is durable when it returns (SQLite ``synchronous=FULL``, Redis its append script, its
   AOF policy and ``WAIT`` as configured), so a group commit acknowledges no request early.
 
 * **Passes.**  On a store that writes several models' entries in one transaction (SQLite's
@@ -39,11 +39,11 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 
-from service.engine.delayed import LabelResult, Scored, ScoreRequest
+from service.engine.delayed import LabelResult, Scored, ScoreOptions, ScoreRequest
 from service.engine.handoff import Handoff
 from service.engine.learning import LearnResult
 from service.errors import StaleVersion
@@ -86,7 +86,8 @@ class Coalescer:
         self.engine = engine
         self.max_group_events = max_group_events
         self._queues: dict[str, deque[_Request]] = {}
-        self._tasks: set[asyncio.Task] = set()
+        #: the drains, and the pass running (a thread's future: no task awaits it)
+        self._tasks: set[asyncio.Future] = set()
         #: the loop of the drains (while any runs, every request must come from it)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: Handoff | None = None
@@ -111,17 +112,10 @@ class Coalescer:
         return await self._submit(model_id, EVENTS, (batch, want_scores), len(batch), large)
 
     async def score(
-        self,
-        model_id: str,
-        batch: Batch,
-        *,
-        keep: bool = True,
-        probabilities: bool = False,
-        reasons: int = 0,
-        large: bool = False,
+        self, model_id: str, batch: Batch, *, large: bool = False, **options: Unpack[ScoreOptions]
     ) -> Scored:
         """``Engine.score(...)``, merged with its neighbours (one write of the kept records)."""
-        request = ScoreRequest(batch, keep, probabilities, reasons)
+        request = ScoreRequest(batch, **options)
         return await self._submit(model_id, SCORE, request, len(batch), large)
 
     async def labels(
@@ -180,7 +174,7 @@ class Coalescer:
                     if self._passes and group[0].kind == EVENTS and not group[0].large:
                         outcomes = await self._in_pass(model_id, group)
                     elif self.engine.store.blocking or any(r.large for r in group):
-                        outcomes = await self._pool().run(self.apply, model_id, group)
+                        outcomes = await self._pool().submit(self.apply, model_id, group)
                     else:
                         outcomes = self.apply(model_id, group)
                 except BaseException as error:  # noqa: BLE001 - every waiter gets it
@@ -210,7 +204,11 @@ class Coalescer:
         self.passes += 1
         self.passed_groups += len(items)
         groups = [(model_id, group) for model_id, group, _ in items]
-        running = asyncio.ensure_future(self._pool().run(self.apply_pass, groups))
+        try:
+            running = self._pool().submit(self.apply_pass, groups)
+        except RuntimeError as error:  # the threads are closed: every waiter's answer
+            running = asyncio.get_running_loop().create_future()
+            running.set_exception(error)
         self._tasks.add(running)
         running.add_done_callback(self._tasks.discard)
         running.add_done_callback(lambda done: self._pass_done(items, done))
@@ -238,7 +236,17 @@ class Coalescer:
         outcomes: list[list[Any] | None] = [None] * len(items)
         again: set[int] = set()
         with engine.repository.deferred() as held:
-            held.read_heads([model_id for model_id, _ in items])
+            held.read_heads(
+                {
+                    model_id: [
+                        event_id
+                        for request in group
+                        for event_id in request.payload[0].ids or ()
+                        if event_id is not None
+                    ]
+                    for model_id, group in items
+                }
+            )
             for k, (model_id, group) in enumerate(items):
                 payloads = [request.payload for request in group]
                 try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -50,6 +50,15 @@ class Scored:
     kept: int
     probabilities: np.ndarray | None = None
     reasons: list[dict[str, Any]] | None = None
+
+
+class ScoreOptions(TypedDict, total=False):
+    """What a ``/score`` request asks for besides its events, as the keywords of
+    :meth:`DelayedLabels.score` and ``Coalescer.score`` (their defaults: :class:`ScoreRequest`)."""
+
+    keep: bool
+    probabilities: bool
+    reasons: int
 
 
 @dataclass(frozen=True)
@@ -185,15 +194,7 @@ class DelayedLabels:
         #: when each model's next kept record falls due (what :meth:`sweep_all` visits)
         self.deadlines = Deadlines()
 
-    def score(
-        self,
-        model_id: str,
-        batch: Batch,
-        *,
-        keep: bool = True,
-        probabilities: bool = False,
-        reasons: int = 0,
-    ) -> Scored:
+    def score(self, model_id: str, batch: Batch, **options: Unpack[ScoreOptions]) -> Scored:
         """Scores of the served model; with ids (and ``keep``) the features and scores are kept
         so that a later label is learned and measured with the score given now.  ``reasons``
         > 0: each event's top contributions too (:func:`~service.engine.reasons.top_reasons`),
@@ -202,7 +203,7 @@ class DelayedLabels:
         With ``probabilities``, the calibrated probability of each score by the same version's
         calibrator.
         """
-        outcome = self.score_group(model_id, [ScoreRequest(batch, keep, probabilities, reasons)])
+        outcome = self.score_group(model_id, [ScoreRequest(batch, **options)])
         if isinstance(outcome[0], BaseException):
             raise outcome[0]
         return outcome[0]

@@ -117,6 +117,39 @@ def encode(entry: Entry) -> bytes:
     return b"".join([_HEAD.pack(ENTRY_FORMAT, len(header)), header, *map(bytes, parts)])
 
 
+#: what follows ``"now"`` in the JSON headers of entries that carry no fit -> their layout: a
+#: replay decodes 100,000s of entries of a few layouts, and parsing and checking each header
+#: cost more than reading its arrays
+_LAYOUTS: dict[bytes, _Layout] = {}
+_MAX_LAYOUTS = 256
+_NOW = b'{"now":'
+
+
+@dataclass(frozen=True, eq=False)
+class _Layout:
+    """An entry's header without its ``now``, parsed and checked: its arrays' name, dtype,
+    element count, shape and offset after the header (whose length varies with ``now``'s
+    digits), their bytes, and the header's other fields."""
+
+    arrays: tuple[tuple[str, np.dtype, int, tuple[int, ...] | None, int], ...]
+    size: int
+    header: dict
+
+
+def _layout(header: dict) -> _Layout:
+    """``header``'s arrays checked and placed one after another (ValueError if not)."""
+    arrays = []
+    offset = 0
+    for name, dtype_text, shape in header["arrays"]:
+        dtype = np.dtype(dtype_text)
+        if dtype.kind not in "iuf" or not _is_shape(shape):
+            raise ValueError(f"log entry array {name!r} of dtype {dtype_text!r}, shape {shape}")
+        count = math.prod(shape)  # np.prod costs ~5 us a call
+        arrays.append((name, dtype, count, None if len(shape) == 1 else tuple(shape), offset))
+        offset += count * dtype.itemsize
+    return _Layout(tuple(arrays), offset, header)
+
+
 def decode(raw: bytes) -> Entry:
     """:func:`encode`'s inverse (ValueError on bytes it did not write).  A fit's arrays are
     checked by value when a replay installs it (:func:`core.logged_fits.installable`)."""
@@ -127,24 +160,34 @@ def decode(raw: bytes) -> Entry:
             " cleanly with the version of aucstream that wrote it (a clean stop checkpoints"
             " every model and truncates the log), then start this version"
         )
-    header = orjson.loads(raw[_HEAD.size : _HEAD.size + length])
-    offset = _HEAD.size + length
+    start = _HEAD.size + length
+    text = raw[_HEAD.size : start]
+    comma = text.find(b",", len(_NOW)) if text.startswith(_NOW) else -1
+    layout = _LAYOUTS.get(text[comma:]) if comma > 0 else None
+    if layout is None:
+        header = orjson.loads(text)
+        layout = _layout(header)
+        if comma > 0 and not header["fits"]:  # an entry with fits is one of its kind
+            if len(_LAYOUTS) >= _MAX_LAYOUTS:
+                _LAYOUTS.clear()
+            _LAYOUTS[text[comma:]] = layout
+        now = header["now"]
+    else:
+        now = orjson.loads(text[len(_NOW) : comma])
+    if start + layout.size != len(raw):
+        raise ValueError(
+            f"log entry of {len(raw)} bytes holds {start + layout.size} bytes of arrays"
+        )
     arrays: dict[str, np.ndarray] = {}
-    for name, dtype_text, shape in header["arrays"]:
-        dtype = np.dtype(dtype_text)
-        if dtype.kind not in "iuf" or not _is_shape(shape):
-            raise ValueError(f"log entry array {name!r} of dtype {dtype_text!r}, shape {shape}")
-        count = math.prod(shape)  # np.prod costs ~5 us a call: a replay decodes 100,000s
-        array = np.frombuffer(raw, dtype, count, offset).copy()
-        arrays[name] = array if len(shape) == 1 else array.reshape(shape)
-        offset += count * dtype.itemsize
-    if offset != len(raw):
-        raise ValueError(f"log entry of {len(raw)} bytes holds {offset} bytes of arrays")
+    for name, dtype, count, shape, offset in layout.arrays:
+        array = np.frombuffer(raw, dtype, count, start + offset).copy()
+        arrays[name] = array if shape is None else array.reshape(shape)
+    header = layout.header
     X: np.ndarray | CSRMatrix | None = arrays.get("X")
     if header["sparse"]:
         X = CSRMatrix(arrays["indptr"], arrays["indices"], arrays["data"], header["n_features"])
     return Entry(
-        now=float(header["now"]),
+        now=float(now),
         X=X,
         y=arrays.get("y"),
         recorded=arrays.get("recorded"),

@@ -4,7 +4,8 @@ A fit in a thread of the service would compete with the requests for the interpr
 booster's tree growing runs partly in Python) and for the CPU; in a child process, at a lower
 scheduling priority, it takes neither.  Jobs and results cross a pipe as NumPy ``.npz``
 archives read with ``allow_pickle=False``, each prefixed by its length (8 bytes, little
-endian); nothing is pickled.  Run as ``python -m service.engine.fit_process``.
+endian); nothing is pickled.  The child runs :func:`main` (started with ``-c``: ``-m`` would
+import this module twice, once with its package and once as ``__main__``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ _PARAMS = ("n_trees", "max_leaves", "learning_rate", "min_samples_leaf", "l2_reg
            "random_state")  # fmt: skip
 #: the child's niceness: requests first, fits with the CPU left over
 NICENESS = 10
+_CHILD = "from service.engine.fit_process import main; raise SystemExit(main())"
 
 
 def _send(stream: IO[bytes], arrays: dict[str, Any]) -> None:
@@ -56,7 +58,7 @@ class FitProcess:
     def _start(self) -> subprocess.Popen:
         if self._process is None or self._process.poll() is not None:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "service.engine.fit_process"],
+                [sys.executable, "-c", _CHILD],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )
@@ -125,11 +127,13 @@ def main() -> int:
             random_state=int(job["random_state"][0]),
         )  # fmt: skip
         try:
-            _send(writer, fit_ensemble(job["X"], job["y"], params, job.get("sample_weight")))
-        except ValueError as error:
-            _send(writer, {"error": np.frombuffer(str(error).encode(), dtype=np.uint8)})
+            try:
+                result = fit_ensemble(job["X"], job["y"], params, job.get("sample_weight"))
+            except ValueError as error:
+                result = {"error": np.frombuffer(str(error).encode(), dtype=np.uint8)}
+            _send(writer, result)
+        except BrokenPipeError:  # the service is gone (stopped or killed): so is the answer
+            # what is left in the buffer would fail again when the interpreter flushes it
+            os.dup2(os.open(os.devnull, os.O_WRONLY), writer.fileno())
+            return 0
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -50,8 +50,14 @@ class Handoff:
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` in one of the threads; its result, or its exception raised."""
+        return await self.submit(function, *args)
+
+    def submit(self, function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``function(*args)`` queued for one of the threads; the future of the running loop
+        that its answer settles.  A caller that only attaches callbacks (the coalescer's
+        passes) needs no task of its own to await it."""
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[T] = loop.create_future()
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"{self.name}: closed")
@@ -64,7 +70,7 @@ class Handoff:
                 self._threads.append(thread)
                 thread.start()
         self._calls.put((function, args, future, loop))
-        return await future
+        return future
 
     def _serve(self) -> None:
         while True:

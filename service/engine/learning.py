@@ -5,18 +5,20 @@ One batch goes through :meth:`Learning.learn` (the model's repository retries it
 version, see :mod:`service.engine.repository`):
 
 1. drop events whose id was already learned, or repeated in the batch (idempotent ingest);
-2. **one learner call** per round (``prequential_step``): each event's pre-update score while
-   the batch is learned in order;
+2. **one learner call** (``prequential_step``, or ``learn_rounds`` over the rounds when the
+   regret window is on): each event's pre-update score while the batch is learned in order;
 3. append the ``(score, label)`` pairs to the metrics window and update the counters;
 4. **commit** the learner state, window and counters with the learned ids and any checkpoint
    fields.
 
 A *round* is what one request carried: a queue worker or the coalescer
 (:mod:`service.engine.coalesce`) merges several requests into one call (``rounds`` gives their
-sizes); each is learned by its own learner call and is its own regret round, exactly as when
-the requests come one after another, and the metrics window, counters and commit are shared.
-When that changes nothing (:func:`one_call_is_exact`: no regret window, and a learner that
-learns a batch as its events one at a time) the merged requests are one learner call.
+sizes); each is its own regret round, exactly as when the requests come one after another,
+and the metrics window, counters and commit are shared.  The merged requests are one learner
+call: a plain one when that changes nothing (:func:`one_call_is_exact`: no regret window, and
+a learner that learns a batch as its events one at a time), else ``learn_rounds``, which gives
+each round's served weights and rows bit for bit as one call per round would (and makes one
+call per round inside for ``spdam``, whose batch is its window).
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ from core import logged_fits
 from core._kernels.validation import count_nonfinite
 from core.csr import CSRMatrix
 from core.errors import InvalidFeatures
+from core.learners._rounds import LearnedRounds
 from core.metrics.calibration import OnlineCalibrator
-from core.validation import check_labelled_scores, row_range
+from core.validation import check_labelled_scores
 from service.engine.entries import Entry
 from service.engine.history import catch_up
 from service.engine.history import record as record_history
@@ -68,10 +71,9 @@ class LearnResult:
         (:mod:`service.engine.coalesce`), with ``ids`` its events' ids and ``drifts`` the
         drifts credited to it."""
         skipped = None if self.skipped is None else self.skipped[start:stop]
-        duplicate_ids = (
-            [] if skipped is None or ids is None else [str(ids[k]) for k in np.flatnonzero(skipped)]
-        )
-        learned = stop - start - (0 if skipped is None else int(skipped.sum()))
+        positions = () if skipped is None else np.flatnonzero(skipped).tolist()
+        duplicate_ids = [] if ids is None else [str(ids[k]) for k in positions]
+        learned = stop - start - len(positions)
         scores = None if self.scores is None else self.scores[start:stop]
         return LearnResult(
             self.version, stop - start, learned, duplicate_ids, scores, drifts, skipped
@@ -136,26 +138,42 @@ class Merged:
 
 # ---------------------------------------------------------------------------- one model
 class Rounds:
-    """What the regret window takes of the rounds of one call, gathered while they are learned
-    and appended at once (:meth:`core.regret.RegretWindow.update_rounds`: the same window as
-    one update per round, for one validation and one ring write)."""
+    """What the regret window takes of the rounds of one or more learner calls, gathered while
+    they are learned and appended at once (:meth:`core.regret.RegretWindow.update_rounds`: the
+    same window as one update per round, for one validation and one ring write)."""
 
     def __init__(self) -> None:
         self.rows: list[np.ndarray] = []
         self.labels: list[np.ndarray] = []
         self.scores: list[np.ndarray] = []
         self.served: list[np.ndarray] = []
+        self.sizes: list[int] = []
+
+    def add(self, learned: LearnedRounds, y: np.ndarray, scores: np.ndarray, sizes) -> None:
+        """The rounds of one learner call (:meth:`~core.learners.OnlineLearner.learn_rounds`)
+        of ``sizes`` events each, ``scores`` those the metrics take."""
+        # copies: the learner's own arrays may be reused by its next call
+        for rows in learned.rows:
+            self.rows.append(rows.toarray() if isinstance(rows, CSRMatrix) else np.array(rows))
+        self.labels.append(y)
+        self.scores.append(scores)
+        self.served.append(learned.served)
+        self.sizes.extend(sizes)
 
     def record(self, loaded: Loaded) -> None:
         """Into the regret window (when on)."""
-        if loaded.regret is not None and self.rows:
+        if loaded.regret is not None and self.sizes:
             loaded.regret.update_rounds(
-                self.rows[0] if len(self.rows) == 1 else np.concatenate(self.rows),
-                self.labels[0] if len(self.labels) == 1 else np.concatenate(self.labels),
-                self.scores[0] if len(self.scores) == 1 else np.concatenate(self.scores),
-                self.served[0] if len(self.served) == 1 else np.stack(self.served),
-                [len(labels) for labels in self.labels],
+                _joined(self.rows),
+                _joined(self.labels),
+                _joined(self.scores),
+                _joined(self.served),
+                self.sizes,
             )
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def learn_round(
@@ -164,31 +182,31 @@ def learn_round(
     y: np.ndarray,
     recorded: np.ndarray | None,
     rounds: Rounds,
+    bounds: list[tuple[int, int]] | None = None,
 ) -> np.ndarray:
-    """Learn one round with one learner call and record it for the regret window (when on):
-    the rows as the learner saw them (the kernel's own scaled batch, densified: the same bits
-    as ``core.regret.learner_inputs`` before the call, without scaling twice) and the weights
-    served before the call, into ``rounds`` (:meth:`Rounds.record` puts them in the window).
-    Returns the prequential scores, or ``recorded``."""
-    learner = loaded.learner
-    if loaded.regret is None:
+    """Learn the rounds ``bounds`` of ``(X, y)`` (``(start, stop)`` each, in order; None: one
+    round) with one learner call (:meth:`~core.learners.OnlineLearner.learn_rounds`: the same
+    as one call per round, bit for bit) and record them for the regret window (when on): the
+    rows as the learner saw them (the kernels' own scaled batches, densified: the same bits as
+    ``core.regret.learner_inputs`` before each round, without scaling twice) and the weights
+    served at the start of each round, into ``rounds`` (:meth:`Rounds.record` puts them in the
+    window).  Returns the prequential scores, or ``recorded``."""
+    if loaded.regret is None and bounds is None:
         return _learn_call(loaded, X, y, recorded)
-    served = np.array(learner.coef_, dtype=np.float64)  # type: ignore[attr-defined]
-    with learner.recording_inputs() as inputs:
-        scores = _learn_call(loaded, X, y, recorded)
-    # a copy: the learner's own arrays may be reused by its next call
-    rows = inputs[0].toarray() if isinstance(inputs[0], CSRMatrix) else np.array(inputs[0])
-    rounds.rows.append(rows)
-    rounds.labels.append(y)
-    rounds.scores.append(scores)
-    rounds.served.append(served)
+    sizes = [X.shape[0]] if bounds is None else [stop - start for start, stop in bounds]
+    stops = list(itertools.accumulate(sizes))
+    learned = loaded.learner.learn_rounds(X, y, stops, want_scores=recorded is None)
+    scores = learned.scores if recorded is None else recorded
+    _check_scores(scores, recorded)
+    rounds.add(learned, y, scores, sizes)
     return scores
 
 
 def one_call_is_exact(loaded: Loaded) -> bool:
-    """Whether one learner call on several rounds gives what one call per round gives: the
-    regret window is off (it records each round's served weights and rows) and the learner
-    learns a batch as its events one at a time (``spdam`` does not: a batch is its window)."""
+    """Whether one plain learner call on several rounds gives what one call per round gives:
+    the regret window is off (it takes each round's served weights and rows:
+    :func:`learn_round` asks the learner for them) and the learner learns a batch as its
+    events one at a time (``spdam`` does not: a batch is its window)."""
     return loaded.regret is None and not getattr(type(loaded.learner), "streams_on_window", False)
 
 
@@ -199,7 +217,14 @@ def _learn_call(
         loaded.learner.partial_fit(X, y)
         return recorded
     scores = loaded.learner.prequential_step(X, y)
-    if count_nonfinite(scores):  # nothing is committed: the cache is dropped
+    _check_scores(scores, recorded)
+    return scores
+
+
+def _check_scores(scores: np.ndarray, recorded: np.ndarray | None) -> None:
+    """Refuse prequential scores that are not finite (nothing is committed: the cache is
+    dropped); ``recorded`` scores were given at scoring time."""
+    if recorded is None and count_nonfinite(scores):
         row = int(np.flatnonzero(~np.isfinite(scores))[0])
         raise InvalidFeatures(
             "the model's score of this event is not finite (its weights diverged on "
@@ -207,7 +232,6 @@ def _learn_call(
             "parameter) or lower the step size",
             row=row,
         )
-    return scores
 
 
 def learn_rows(
@@ -218,7 +242,7 @@ def learn_rows(
     bounds: list[tuple[int, int]],
     rounds: Rounds | None = None,
 ) -> np.ndarray:
-    """Learn ``(X, y)`` in order, one learner call per ``(start, stop)`` round (the regret
+    """Learn ``(X, y)`` in order, its ``(start, stop)`` rounds in one learner call (the regret
     window records them, or ``rounds`` gathers them for the caller to record); returns the
     scores the metrics use (the prequential ones, or ``recorded``: delayed labels, the scores
     given at scoring time).  A model whose ``missing_values`` is ``mean`` first fills each
@@ -226,22 +250,12 @@ def learn_rows(
     (:mod:`service.engine.missing`)."""
     if loaded.means is not None:
         X = loaded.means.fill_and_learn(X)  # type: ignore[arg-type]
-    if one_call_is_exact(loaded):
-        bounds = [(0, X.shape[0])]
-    parts = []
+    several = len(bounds) > 1 and not one_call_is_exact(loaded)
     gathered = Rounds() if rounds is None else rounds
-    for start, stop in bounds:
-        rows = X if (start, stop) == (0, X.shape[0]) else row_range(X, start, stop)
-        part = None if recorded is None else recorded[start:stop]
-        try:
-            parts.append(learn_round(loaded, rows, y[start:stop], part, gathered))
-        except InvalidFeatures as error:
-            if error.row is not None:  # the event at fault, counted in the whole batch
-                error.row += start
-            raise
+    scores = learn_round(loaded, X, y, recorded, gathered, bounds if several else None)
     if rounds is None:
         gathered.record(loaded)
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return scores
 
 
 def after_learning(loaded: Loaded, scores: np.ndarray, y: np.ndarray, now: float) -> int:
@@ -403,9 +417,13 @@ class Learning:
         """One attempt of :meth:`learn` on the loaded model (run again on a stale version)."""
         check_batch_fits(loaded, batch)
         skip = self.duplicates(model_id, batch.ids)
-        keep = None if skip is None or not skip.any() else np.flatnonzero(~skip)
+        # the usual batch of new ids skips nothing: then no mask indexes the rounds or counts
+        skipped = skip if skip is not None and skip.any() else None
+        keep = None if skipped is None else np.flatnonzero(~skipped)
         todo = batch if keep is None else batch.take(keep)
-        duplicate_ids = [] if skip is None else [str(batch.ids[i]) for i in np.flatnonzero(skip)]  # type: ignore[index]
+        duplicate_ids = (
+            [] if skipped is None else [str(batch.ids[i]) for i in np.flatnonzero(skipped)]  # type: ignore[index]
+        )
         scores = None
         drifts = 0
         version = loaded.version
@@ -414,11 +432,11 @@ class Learning:
         # Prometheus' aucstream_events_duplicate_total still count them).  A queue worker's
         # checkpoint is the exception: its position must advance.
         if len(todo) or merged.checkpoint:
-            duplicates = 0 if skip is None else merged.counted_duplicates(skip)
-            # one learner call per request: each is a regret round, and a learner that
-            # learns a batch otherwise than event by event (spdam) sees the same calls as
-            # when the requests come one after another
-            bounds = merged.bounds(None if skip is None else ~skip, len(todo))
+            duplicates = 0 if skipped is None else merged.counted_duplicates(skipped)
+            # each request is a regret round, and a learner that learns a batch otherwise
+            # than event by event (spdam) sees the same calls as when the requests come one
+            # after another (learn_rows)
+            bounds = merged.bounds(None if skipped is None else ~skipped, len(todo))
             entry = Entry(
                 self.repository.clock(),
                 todo.X if len(todo) else None,
@@ -452,7 +470,7 @@ class Learning:
         if ids is None:
             return None
         present = [i for i in ids if i is not None]
-        seen = self.repository.store.seen(model_id, present, self.repository.clock())
+        seen = self.repository.seen(model_id, present, self.repository.clock())
         known = dict(zip(present, seen, strict=True))
         mask = np.zeros(len(ids), dtype=bool)
         first: set[str] = set()

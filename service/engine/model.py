@@ -49,7 +49,7 @@ CALIBRATION_PREFIX = "calibration:"
 #: (:class:`OtherStateFormat`), never read as corrupt or reinterpreted.  Bump it with any
 #: change of that layout, and regenerate the golden states
 #: (``PYTHONPATH=. python3 -m tests.state_fixtures.regenerate``).
-STATE_FORMAT_VERSION = 4
+STATE_FORMAT_VERSION = 7
 #: the committed array holding the state's format version (one int64)
 FORMAT_ARRAY = "format:state_version"
 #: [CHOICE] the version of a state without :data:`FORMAT_ARRAY`: the states committed before
@@ -139,6 +139,33 @@ def recent_drifts(stats: dict[str, np.ndarray]) -> list[dict[str, float | int]]:
     return [{"event": int(events[i]), "time": float(times[i])} for i in slots]
 
 
+#: one copy of each distinct learner ``params`` among the models this process holds (every
+#: default ``auto`` model has the same ~4 KB of its candidates' parameters); read only: the
+#: learner is built from a copy of them, and a configuration is changed by a new one
+_SHARED_PARAMS: dict[str, dict[str, Any]] = {}
+#: distinct ``params`` kept before the table starts again (a model keeps the copy it has)
+SHARED_PARAMS_LIMIT = 256
+#: the set of names pydantic keeps per configuration (2.3 KB) when every field was given, as in
+#: every stored one: one set for them all (pydantic only ever adds a field's name to it)
+_EVERY_FIELD = set(ModelConfig.model_fields)
+
+
+def share_constants(config: ModelConfig) -> None:
+    """Point ``config.params`` at the copy already held for an equal value (the repr of JSON
+    values tells their types apart: ``1``, ``1.0`` and ``True`` are not shared), and its set of
+    given fields at the one set of every field."""
+    key = repr(config.params)
+    shared = _SHARED_PARAMS.get(key)
+    if shared is None:
+        if len(_SHARED_PARAMS) >= SHARED_PARAMS_LIMIT:
+            _SHARED_PARAMS.clear()
+        _SHARED_PARAMS[key] = config.params
+    elif shared is not config.params and shared == config.params:
+        config.__dict__["params"] = shared
+    if config.__pydantic_fields_set__ == _EVERY_FIELD:
+        object.__setattr__(config, "__pydantic_fields_set__", _EVERY_FIELD)
+
+
 @dataclass
 class Loaded:
     """A model as cached in this process."""
@@ -161,6 +188,9 @@ class Loaded:
     calibrator: OnlineCalibrator = field(default_factory=OnlineCalibrator)
     #: the metrics history's rings (:mod:`service.engine.history`)
     history: dict[str, np.ndarray] = field(default_factory=initial_history)
+
+    def __post_init__(self) -> None:
+        share_constants(self.config)
 
     @functools.cached_property
     def spec(self) -> FeatureSpec:

@@ -7,8 +7,10 @@ are its one user."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
 
 from service.errors import ServiceError, StaleVersion
 
@@ -32,19 +34,37 @@ class Pass:
         self._held: dict[str, tuple[ModelLock, Loaded, Commit | None, UndoPoint | None]] = {}
         #: model id -> (version, incarnation) in the store when the pass began
         self.heads: dict[str, tuple[int, str]] = {}
+        #: model id -> (the event ids asked, those of them it had learned), read after the
+        #: heads; dropped for a model not written at the head read
+        self._seen: dict[str, tuple[set[str], set[str]]] = {}
 
-    def read_heads(self, model_ids: Sequence[str]) -> None:
-        """The heads of the models the pass will write, by one read (a store that has
-        ``heads``): a cached model at its head is then used without a read of its own.  A
-        head that moves before the commit makes that model's commit stale, as a write alone
-        whose load raced another process.  Nothing is read when it fails: each model's load
-        then answers for it."""
-        heads = getattr(self.repository.store, "heads", None)
-        if heads is not None and len(model_ids) > 1:
-            try:
-                self.heads = heads(model_ids)
-            except ServiceError:
-                self.heads = {}
+    def read_heads(self, ids_of: Mapping[str, Sequence[str]]) -> None:
+        """The heads of the models the pass will write (the keys of ``ids_of``), and which of
+        the event ids ``ids_of`` gives each one it has learned, by one read each (a store
+        that has ``heads`` and ``seen_many``): a cached model at its head is then used, and
+        its duplicates found, without a read of its own.  The ids are read after the heads,
+        so a commit between the two makes that model's commit stale (it is then applied
+        again alone, reading its own), as does a head that moves before the commit.  Nothing
+        is read when it fails: each model's own reads then answer for it."""
+        store = self.repository.store
+        heads = getattr(store, "heads", None)
+        if heads is None or len(ids_of) < 2:
+            return
+        try:
+            self.heads = heads(list(ids_of))
+            seen = store.seen_many(ids_of, self.repository.clock())  # type: ignore[attr-defined]
+        except ServiceError:
+            self.heads, seen = {}, {}
+        self._seen = {model_id: (set(ids_of[model_id]), found) for model_id, found in seen.items()}
+
+    def seen(self, model_id: str, ids: Sequence[str]) -> np.ndarray | None:
+        """Which of ``ids`` the model had learned, as :meth:`read_heads` read them; None when
+        they were not all read or the model is not written at its head read."""
+        asked_and_found = self._seen.get(model_id)
+        if asked_and_found is None or not asked_and_found[0].issuperset(ids):
+            return None
+        found = asked_and_found[1]
+        return np.array([event_id in found for event_id in ids], dtype=bool)
 
     def write(self, model_id: str, step: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """``step`` on the loaded model under its lock, which stays held when the step
@@ -58,6 +78,9 @@ class Pass:
         try:
             undo = repository.undo_point(model_id)  # as ModelRepository.write takes it
             loaded = repository.load(model_id)
+            if self.heads.get(model_id) != (loaded.version, loaded.incarnation):
+                # loaded past its head read: the ids read then may miss what came after
+                self._seen.pop(model_id, None)
             if undo is None:  # nothing was cached: of the model as loaded
                 undo = repository.undo_point(model_id)
             self._held[model_id] = (lock, loaded, None, undo)

@@ -3,14 +3,16 @@ store's head through the same calls as live, bit for bit, with as few learner ca
 exact.
 
 Consecutive plain learn entries (labels' entries of recorded scores in runs of their own)
-share one learner call when that gives what one call per entry gives
-(:func:`~service.engine.learning.one_call_is_exact`).  With the regret window on,
-each round needs its own call (the window records the weights served before it and the rows
-the learner saw), but only for the rounds the window still holds at the end, or whose ring
-slots no later round overwrites: the entries before those are merged as with the window off,
-and the window takes their rounds' sizes, labels and scores, with rows and weights that the
-later rounds overwrite (:func:`_quiet_before`).  A replay of 100,000 one-event entries then
-makes ~1,000 calls with recording, not 100,000 (loadtest/README.md, "Recovery").
+share one plain learner call when that gives what one call per entry gives
+(:func:`~service.engine.learning.one_call_is_exact`).  Otherwise (the regret window on, or
+``spdam``, whose batch is its window) they share one ``learn_rounds`` call cut at each of
+their rounds, which gives what one call per round gives, bit for bit, and so what the live
+path's calls gave (one per coalesced group, cut at its requests).  With the regret window on,
+only the rounds the window still holds at the end, or whose ring slots no later round
+overwrites, need their served weights and rows: the entries before those are merged as with
+the window off, and the window takes their rounds' sizes, labels and scores, with rows and
+weights that the later rounds overwrite (:func:`_quiet_before`).  A replay of 100,000
+one-event entries then makes two learner calls (loadtest/README.md, "Recovery").
 
 The metrics window, drift detector, calibrator and counters of a run of such entries are fed
 once for all of its events up to each entry at which the history writes a point (one a
@@ -38,7 +40,6 @@ from service.engine.entries import Entry, ReplayFailed
 from service.engine.history import first_point
 from service.engine.history import record as record_history
 from service.engine.learning import (
-    Rounds,
     _finish,
     _learn_call,
     apply,
@@ -99,9 +100,10 @@ def _quiet_before(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> int:
 
 def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
     """Apply logged ``(version, entry)`` pairs in order; a run of consecutive plain learn
-    entries (:func:`_plain`) shares one learner call where that is exact (:func:`_one_call`;
-    with the regret window on, the entries whose rounds later ones push out of it:
-    :func:`_quiet_before`), else one call per round, and its metrics are fed at once between
+    entries (:func:`_plain`) shares one plain learner call where that is exact
+    (:func:`_one_call`; with the regret window on, the entries whose rounds later ones push
+    out of it: :func:`_quiet_before`), else one ``learn_rounds`` call cut at each of its
+    rounds, and its metrics are fed at once between
     two history points (:func:`_after_run`), still each entry at its own ``now``.  Raises
     :class:`ReplayFailed` naming the entry at fault (in a merged call, the run's first)."""
     quiet_before = _quiet_before(loaded, entries)
@@ -144,35 +146,45 @@ def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
 
 
 def _apply_run(loaded: Loaded, run: Sequence[tuple[int, Entry]], quiet: bool) -> None:
-    """A run of plain entries: their learner calls (one, or one per round), then their
+    """A run of plain entries: one learner call (plain, or cut at their rounds), then their
     metrics and counters."""
     group = [entry for _, entry in run]
     recorded = None
     if group[0].recorded is not None:  # labels: the scores given at scoring time
         recorded = np.concatenate([e.recorded for e in group if e.recorded is not None])
+    X, labels = _stacked(group)
     if _one_call(loaded, quiet):
-        X, labels = _stacked(group)
         if quiet and loaded.regret is not None:
             scores = _learn_quiet(loaded, group, X, labels, recorded)
         else:
             scores = learn_rows(loaded, X, labels, recorded, [(0, len(labels))])
     else:
-        rounds = Rounds()
-        parts = []
-        for version, entry in run:
-            assert entry.X is not None and entry.y is not None
-            try:
-                parts.append(
-                    learn_rows(loaded, entry.X, entry.y, entry.recorded, entry.bounds(), rounds)
-                )
-            except LoggedFitRefused:
-                raise  # it names the entry that carried the fit
-            except Exception as error:
-                raise ReplayFailed(version, error) from error
-        rounds.record(loaded)
-        scores = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        labels = np.concatenate([e.y for e in group if e.y is not None])
+        # one learn_rounds call cut at every round of every entry: what one call per round
+        # gives, bit for bit (core/learners/_rounds.py), so what the live calls gave
+        bounds = []
+        offset = 0
+        for entry in group:
+            bounds += [(offset + start, offset + stop) for start, stop in entry.bounds()]
+            offset += entry.n_events
+        try:
+            scores = learn_rows(loaded, X, labels, recorded, bounds)
+        except LoggedFitRefused:
+            raise  # it names the entry that carried the fit
+        except Exception as error:
+            raise ReplayFailed(_at_fault(run, error), error) from error
     _after_run(loaded, group, scores, labels)
+
+
+def _at_fault(run: Sequence[tuple[int, Entry]], error: Exception) -> int:
+    """The version of the entry of ``run`` whose event a merged learner call refused (the
+    row an :class:`~core.errors.InvalidFeatures` names), else the run's first."""
+    row = getattr(error, "row", None)
+    if isinstance(row, int):
+        for version, entry in run:
+            if row < entry.n_events:
+                return version
+            row -= entry.n_events
+    return run[0][0]
 
 
 def _stacked(group: list[Entry]) -> tuple[np.ndarray | CSRMatrix, np.ndarray]:

@@ -1,24 +1,21 @@
 """Where models live in this process: a bounded LRU cache over the store, per-model locks, and
 the load / commit / retry cycle every write goes through.
 
-The cache holds at most ``max_models`` models (the least recently used is evicted), mutated in
-place by the write that holds the model's lock (no copy per request) and dropped on any failure
-so it is rebuilt from the store.  A per-model lock serialises requests inside a process; the
-store's version check serialises processes: a stale version (another process wrote first)
-makes :meth:`ModelRepository.write` run the step again on the model at the store's head, so no
-update is ever lost or applied twice.
+The cache holds at most ``max_cached_models`` models (the least recently used is evicted),
+mutated in place by the write that holds the model's lock (no copy per request) and dropped on
+any failure so it is rebuilt from the store.  A per-model lock serialises requests inside a
+process; the store's version check serialises processes: a stale version (another process
+wrote first) makes :meth:`ModelRepository.write` run the step again on the model at the
+store's head, so no update is ever lost or applied twice.
 
 Several processes writing one model are replicas of one state machine, the model's log: a
 process applies the entries it has not applied (through the replay's apply path) before it
 appends its own.  A write whose append is stale has already applied its own change, so a
-*contended* model (an append of it found stale within :data:`CONTENDED_SECONDS`) keeps an undo
-point, its arrays as a checkpoint holds them, before each write: a stale append goes back to
-it and catches up on the entries after it, instead of rebuilding the model from its checkpoint
-and the whole log tail.  A full reload is left for a cache whose entries the log no longer
-holds (truncated behind a newer checkpoint), and for the first stale append of a model not yet
-contended (docs/operations.md, "Several processes on one store").  A catch-up alone does not
-make a model contended: many models that several processes write now and then (traffic spread
-over them) would pay for an undo point on every write and rarely use one.
+stale append goes back to an undo point (a copy of the cache's arrays: :mod:`.undo`, which
+says when one is taken) and catches up on the entries after it, instead of rebuilding the model
+from its checkpoint and the whole log tail.  A full reload is left for a cache whose entries the
+log no longer holds (truncated behind a newer checkpoint), and for a stale append that finds no
+undo point (docs/operations.md, "Several processes on one store").
 
 A write commits a log entry
 (:mod:`service.engine.entries`) instead of the model's state, and :mod:`.checkpoints` writes
@@ -38,8 +35,10 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar
+
+import numpy as np
 
 from core.boosted_fits import fits_in_call
 from service.engine.checkpoints import Checkpoints
@@ -48,6 +47,7 @@ from service.engine.history import behind as history_behind
 from service.engine.model import Loaded, OtherStateFormat, from_arrays, from_store
 from service.engine.passes import Pass
 from service.engine.replay import replay
+from service.engine.undo import UndoPoint, UndoPoints
 from service.errors import (
     Contention,
     CorruptState,
@@ -66,10 +66,6 @@ MAX_CACHED_MODELS = 1024
 #: defaults of AUCSTREAM_CHECKPOINT_EVENTS and _SECONDS (service.settings)
 CHECKPOINT_EVENTS = 10_000
 CHECKPOINT_SECONDS = 60.0
-#: how long a model stays contended (undo points kept) after an append of it was found stale
-CONTENDED_SECONDS = 60.0
-#: a contended model's undo point: its version, incarnation and a copy of its arrays
-UndoPoint = tuple[int, str, dict[str, Any]]
 
 
 class ModelLock:
@@ -88,6 +84,20 @@ class ModelLock:
         self._lock.release()
 
 
+class RepositoryOptions(TypedDict, total=False):
+    """The keyword options of :class:`ModelRepository` (and so of
+    :class:`service.engine.Engine`, which passes them on): their defaults are the
+    repository's."""
+
+    clock: Callable[[], float]
+    max_write_retries: int
+    max_cached_models: int
+    event_id_ttl_seconds: float
+    max_remembered_ids: int | None
+    checkpoint_events: int
+    checkpoint_seconds: float
+
+
 class ModelRepository:
     """The models of one store as cached by this process.  Thread-safe."""
 
@@ -97,7 +107,7 @@ class ModelRepository:
         *,
         clock: Callable[[], float] = time.time,
         max_write_retries: int = 50,
-        max_models: int = MAX_CACHED_MODELS,
+        max_cached_models: int = MAX_CACHED_MODELS,
         event_id_ttl_seconds: float = 86_400.0,
         max_remembered_ids: int | None = None,
         checkpoint_events: int = CHECKPOINT_EVENTS,
@@ -110,7 +120,7 @@ class ModelRepository:
         self.max_remembered_ids = max_remembered_ids
         self.clock = clock
         self.max_write_retries = max_write_retries
-        self.max_models = max_models
+        self.max_cached_models = max_cached_models
         self.writes_retried = 0
         #: cached models brought up to the store's version by replaying its entries
         self.caught_up = 0
@@ -118,8 +128,11 @@ class ModelRepository:
         #: instead (no undo point: the model was not known to be contended)
         self.writes_undone = 0
         self.writes_reloaded = 0
-        #: model id -> until when (time.monotonic) it is contended (module docstring)
-        self._contended: dict[str, float] = {}
+        #: cached models read whole because another process's checkpoint truncated the entries
+        #: they needed, or re-created the model
+        self.reread = 0
+        #: the cached models' undo points (module docstring)
+        self._undo_points = UndoPoints()
         #: model id -> (its lock, kept alive while cached; the model)
         self._cache: OrderedDict[str, tuple[ModelLock, Loaded]] = OrderedDict()
         self._locks: weakref.WeakValueDictionary[str, ModelLock] = weakref.WeakValueDictionary()
@@ -171,7 +184,7 @@ class ModelRepository:
             self._cache[model_id] = (lock, loaded)
             self._cache.move_to_end(model_id)
             evicted = []
-            while len(self._cache) > self.max_models:
+            while len(self._cache) > self.max_cached_models:
                 evicted.append(self._cache.popitem(last=False))
         for other, (_, left) in evicted:
             self.checkpoints.evicted(other, left)
@@ -186,6 +199,7 @@ class ModelRepository:
     def drop(self, model_id: str) -> None:
         """Forget the cached state (it may hold uncommitted changes); reload on next use."""
         self._cache.pop(model_id, None)
+        self._undo_points.dropped(model_id)
         self.checkpoints.forget_evicted(model_id)
 
     def clear(self) -> None:
@@ -193,7 +207,7 @@ class ModelRepository:
         self._cache.clear()
 
     def _forget(self, model_id: str) -> None:
-        self._contended.pop(model_id, None)
+        self._undo_points.forget(model_id)
         for listener in self.on_forget:
             listener(model_id)
 
@@ -223,14 +237,23 @@ class ModelRepository:
                     self._replay(model_id, cached, stored.entries)
                     cached.meta = stored.meta
                     self.caught_up += 1
-                self._touch(model_id)
-                return cached
+                    if self._undo_points.caught_up(model_id):  # now shared: see .undo
+                        self._undo_points.stand(model_id, cached)
+                if cached.version == stored.version:
+                    self._touch(model_id)
+                    return cached
+                # the log stops short of the head (a damaged or forged store): a write would
+                # find its append stale, go back and catch up to the same place for ever
+                self.drop(model_id)
+                stored = self.store.load(model_id)
             # every array is checked by value here, before any kernel sees it
             # (service.engine.model.from_arrays)
             loaded = from_store(stored)
             loaded.version = stored.saved or stored.version
             if stored.entries:
                 self._replay(model_id, loaded, stored.entries)
+            if cached is not None:
+                self.reread += 1
         except ModelNotFound:
             self.drop(model_id)
             self._forget(model_id)
@@ -254,6 +277,9 @@ class ModelRepository:
                 field=getattr(error, "field", None),
             ) from None
         self._keep(model_id, loaded)
+        # a standing undo point, so that even the first stale append of the model goes back
+        # to it rather than rebuild (this copy is the one taken after the version read)
+        self._undo_points.stand(model_id, loaded)
         return loaded
 
     def _replay(self, model_id: str, loaded: Loaded, entries: list[tuple[int, Entry]]) -> None:
@@ -403,21 +429,13 @@ class ModelRepository:
         contended from now on, and its cache goes back to ``undo`` (or is dropped without
         one), so that the write applied again catches up first."""
         self.writes_retried += 1
-        self._contended[model_id] = time.monotonic() + CONTENDED_SECONDS
+        self._undo_points.stale(model_id)
         self._undo(model_id, loaded, undo)
 
     def undo_point(self, model_id: str) -> UndoPoint | None:
-        """The cached model's version, incarnation and a copy of its arrays when the model is
-        contended (None otherwise: an uncontended write pays nothing for it)."""
-        until = self._contended.get(model_id)
-        cached = self.cached(model_id)
-        if until is None or cached is None:
-            return None
-        if until < time.monotonic():
-            self._contended.pop(model_id, None)
-            return None
-        arrays = {name: value.copy() for name, value in cached.arrays().items()}
-        return cached.version, cached.incarnation, arrays
+        """The cached model's version, incarnation and a copy of its arrays, when it keeps one
+        (:mod:`.undo`: a contended model before each write, a standing point otherwise)."""
+        return self._undo_points.point(model_id, self.cached(model_id))
 
     def _undo(self, model_id: str, loaded: Loaded, undo: UndoPoint | None) -> None:
         """After a stale append: the cache back at the undo point (its next load catches up
@@ -428,6 +446,7 @@ class ModelRepository:
             self.drop(model_id)
             return
         version, incarnation, arrays = undo
+        self._undo_points.used(model_id, undo)
         try:
             restored = from_arrays(loaded.config, incarnation, version, arrays)
         except Exception:  # never expected (the arrays are the model's own): rebuild instead
@@ -456,11 +475,18 @@ class ModelRepository:
             loaded.version = version
             self.checkpoints.saved(model_id)
             self._keep(model_id, loaded)
+            self._undo_points.stand(model_id, loaded)  # as a model loaded whole
             return version
 
     def close(self) -> None:
         """Checkpoint every model behind its log (shutdown)."""
         self.checkpoints.close()
+
+    def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
+        """``Store.seen``, as read with the heads of the pass this thread applies if any."""
+        held = getattr(self._local, "held", None)
+        known = None if held is None else held.seen(model_id, ids)
+        return self.store.seen(model_id, ids, now) if known is None else known
 
     def delete(self, model_id: str) -> None:
         with self.lock(model_id):

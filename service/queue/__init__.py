@@ -1,29 +1,12 @@
 """Queue mode (docs/architecture.md §4 Modes): validated batches appended to a Redis Stream
-per model.
+per model (:meth:`StreamQueue.append_shared`, 202 with the stream ids), learned by
+``aucstream worker`` (:mod:`service.queue.worker`) with the same engine.
 
-With ``AUCSTREAM_MODE=queue`` the HTTP routes ``POST .../events`` and ``POST .../labels`` parse
-and validate a batch exactly as in sync mode (bad input gets the same 4xx and nothing is
-appended), then :meth:`StreamQueue.append_shared` adds it to ``aucs:{m}:stream`` (with the
-appends of other requests of the same moment) and the request returns 202 with the stream
-ids.  ``aucstream worker`` (:mod:`service.queue.worker`) learns the entries with the same
-:class:`~service.engine.Engine`.
-
-Stream entries hold the parsed batch (pickle-free, so a worker never parses a body again) in
-the format of :mod:`service.codec`.  A batch of more than ``AUCSTREAM_QUEUE_ENTRY_EVENTS`` events
-is split into several entries, appended all or nothing.
-
-Backlog: ``aucs:{m}:queue`` counts the entries and events appended; a worker's checkpoint (the
-meta fields ``queue:last_id``, ``queue:entries``, ``queue:events``, committed with the state)
-counts those applied.  Their difference is the backlog: an append that would take it over
-``AUCSTREAM_QUEUE_MAX_BACKLOG_EVENTS`` is refused (429 with ``Retry-After``), checked and
-appended in one Lua script.  Applied entries are trimmed from the stream by the worker.
-
-Writer lease (:mod:`service.queue.lease`): a model has one writer at a time, and every commit
-of a worker is fenced by its lease (name and lease generation checked inside the commit
-transaction), so a worker that stalled while another took its model over cannot write.
-Entries are applied only in stream order from the checkpointed id, and entries at or before it
-are skipped, so an entry is learned exactly once.  Workers: :mod:`service.queue.worker`
-(``aucstream worker``).
+Entries hold the parsed batch in :mod:`service.codec`'s format (a worker never parses a body
+again); a batch over ``AUCSTREAM_QUEUE_ENTRY_EVENTS`` is split into entries appended all or
+nothing.  The backlog is what ``aucs:{m}:queue`` counts appended less what the worker's
+checkpoint counts applied; an append over ``AUCSTREAM_QUEUE_MAX_BACKLOG_EVENTS`` is refused (429
+with ``Retry-After``), checked and appended in one Lua script.
 """
 
 from __future__ import annotations

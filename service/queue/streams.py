@@ -7,7 +7,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import numpy as np
@@ -92,31 +92,25 @@ class Appended:
     backlog_events: int
 
 
+@dataclass(eq=False, repr=False)
 class StreamQueue:
     """The Redis side of queue mode, for the API (append, lag) and for workers (read, ack,
     claim, lease).  Methods are synchronous; connection failures raise
     :class:`~service.errors.StoreUnavailable` (503)."""
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        *,
-        max_backlog_events: int = 1_000_000,
-        entry_events: int = 10_000,
-        retry_after_seconds: int = 1,
-        group: str = keys.WORKER_GROUP,
-        cluster_block_ms: int = CLUSTER_BLOCK_MS,
-        replica_wait: Callable[[], ReplicaWait | None] = lambda: None,
-    ) -> None:
-        self.client = client
-        #: how an append waits for replicas before it is acknowledged (None: it does not);
-        #: the store's setting, read per append (the store decides it at Redis's first answer)
-        self.replica_wait = replica_wait
-        self.max_backlog_events = max_backlog_events
-        self.entry_events = entry_events
-        self.retry_after_seconds = retry_after_seconds
-        self.group = group
-        self.cluster_block_ms = cluster_block_ms
+    client: redis.Redis
+    _: KW_ONLY
+    max_backlog_events: int = 1_000_000
+    entry_events: int = 10_000
+    retry_after_seconds: int = 1
+    group: str = keys.WORKER_GROUP
+    cluster_block_ms: int = CLUSTER_BLOCK_MS
+    #: how an append waits for replicas before it is acknowledged (None: it does not);
+    #: the store's setting, read per append (the store decides it at Redis's first answer)
+    replica_wait: Callable[[], ReplicaWait | None] = lambda: None
+
+    def __post_init__(self) -> None:
+        client = self.client
         self._append = client.register_script(APPEND_SCRIPT)
         self._ensure_group = client.register_script(ENSURE_GROUP_SCRIPT)
         #: the appends threads make to one model at the same moment, as one script call

@@ -1,38 +1,23 @@
 """``aucstream worker``: learns the queued batches of queue mode (docs/architecture.md §4
-Modes, §5).
+Modes, §5 Scale-out, which say why each step is safe).
 
-Settings come from the environment (``AUCSTREAM_REDIS_URL``, ``AUCSTREAM_WORKER_*``; see
-:mod:`service.settings`).  Each worker process:
+Each worker process, with the settings of the environment (``AUCSTREAM_WORKER_*``):
 
-1. **discovers** the models (``aucs:models``, every ``worker_discover_seconds``) and takes the
-   writer lease (``aucs:{m}:lease``, renewed every loop) of models nobody holds, up to its
-   share ``ceil(models / live workers)``: a model has one writer at a time, and the models
-   spread over the workers; when a worker dies its leases expire and the others take over;
-2. **recovers** a model it just took: claims the entries other consumers of the group left
-   pending and idle for ``worker_claim_min_idle_ms`` (``XAUTOCLAIM``; while a live consumer
-   still holds some, it waits, so entries are always applied in stream order), then applies
-   its own pending entries;
-3. **reads** new entries of its models (``XREADGROUP COUNT worker_batch_entries BLOCK
-   worker_block_ms``), learns them with the same :class:`~service.engine.Engine` as sync mode
-   (consecutive entries of one kind in one engine call, one commit), and appends the change
-   to the model's log (``aucs:{m}:log``, :mod:`service.stores.redis`) together with the
-   checkpoint — the last applied stream id and the entries and events applied — atomically;
-   then ``XACK`` and trims the applied entries.  The state itself is checkpointed in the
-   background (:mod:`service.engine.checkpoints`) and at a graceful stop.
+1. **discovers** the models (``aucs:models``) and takes the writer lease (``aucs:{m}:lease``) of
+   models nobody holds, up to its share ``ceil(models / live workers)``;
+2. **recovers** a model it just took: claims the entries others left pending and idle
+   (``XAUTOCLAIM``; it waits while a live consumer still holds some, so entries are applied in
+   stream order), then applies its own pending entries;
+3. **reads** new entries (``XREADGROUP``), learns them with the same
+   :class:`~service.engine.Engine` as sync mode (a run of one kind in one engine call) and
+   commits the change with the checkpoint (the last applied stream id, entries and events
+   applied), fenced by the lease (:mod:`service.queue.lease`); then ``XACK`` and trims.
 
-Exactly once: entries are applied in stream order from the checkpointed id, and a bad entry
-is skipped (:mod:`service.queue.apply`), so an entry delivered twice (a restart, a claim, a
-worker that lost its lease while working) is learned once.  Every commit is fenced by the
-writer lease (:mod:`service.queue.lease`): a worker that stalled while another took its model
-over cannot commit, and one whose lease lapsed and that takes it back recovers the model
-(state, checkpoint and pending entries read again) before reading on; a second writer's
-commit fails the engine's version check, and the worker reloads the checkpoint.  The learners
-are deterministic, so a worker killed at any point and restarted ends in the state of an
-uninterrupted run, bit for bit (except the wall-clock counters ``stats:times`` /
-``stats:rate`` / ``stats:drift_times``).
-
-SIGTERM / SIGINT: the current read is learned, committed and acknowledged, the leases are
-released (another worker takes over at once), and the process exits 0.
+An entry delivered twice is learned once (applied in stream order from the checkpoint; a bad
+entry is skipped by :mod:`service.queue.apply`), and the learners are deterministic: a worker
+killed at any point and restarted ends in the state of an uninterrupted run, bit for bit
+(except the wall-clock counters).  SIGTERM / SIGINT: the current read is learned, committed
+and acknowledged, the leases released, and the process exits 0.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from service.engine.delayed import LabelResult
 from service.engine.learning import LearnResult
 from service.errors import InvalidInput, UnsupportedMediaType
 from service.fastlane import SettingBound, lane
-from service.ingest import JSON, FeatureSpec, media_type, parse_label_items
+from service.ingest import JSON, Batch, FeatureSpec, media_type, parse_label_items
 from service.offload import in_thread_if, large_batch, large_body, model_spec
 from service.openapi import LABELS_BODY, events_body, problems
 from service.queue.enqueue import enqueue
@@ -50,6 +50,18 @@ _QUEUED_DOC = {
     202: {"model": QueuedResponse, "description": "queue mode: appended, learned later"},
     **problems(429),
 }
+
+
+async def _read_events(
+    services: Services, model_id: str, request: Request, labelled: bool, zero_based: bool
+) -> tuple[FeatureSpec, Batch, bool]:
+    """The model's layout (404 before the body is read), the body's validated batch, and
+    whether the work is large (:func:`~service.body.read_batch`)."""
+    spec = await model_spec(services.engine, model_id)
+    batch, large = await read_batch(
+        request, spec, services.settings, labelled=labelled, zero_based=zero_based
+    )
+    return spec, batch, large
 
 
 async def _enqueue(
@@ -92,19 +104,17 @@ async def post_events(
     with the stream ids (a worker learns it; duplicates are counted in the model's metrics);
     429 with ``Retry-After`` when the model's backlog is full.
     """
-    engine, settings, telemetry = services.engine, services.settings, services.telemetry
-    queue = services.queue
-    if queue is not None and scores:
+    if services.queue is not None and scores:
         raise InvalidInput(
             "pre-update scores need sync mode: in queue mode events are learned later by a "
             "worker (read them back with GET .../metrics)",
             field="scores",
         )
-    spec = await model_spec(engine, model_id)
-    batch, large = await read_batch(request, spec, settings, labelled=True, zero_based=zero_based)
-    if queue is not None:
+    spec, batch, large = await _read_events(services, model_id, request, True, zero_based)
+    if services.queue is not None:
         return await _enqueue(services, request, model_id, spec, batch=batch)
-    result = await engine.coalesce.learn(model_id, batch, want_scores=scores, large=large)
+    telemetry = services.telemetry
+    result = await services.engine.coalesce.learn(model_id, batch, want_scores=scores, large=large)
     _count_learned(telemetry, model_id, result)
     if result.duplicate_ids:
         telemetry.child(telemetry.duplicates, model_id).inc(len(result.duplicate_ids))
@@ -151,14 +161,12 @@ async def score(
     score's calibrated probability (the model's online Platt scaling, learned on its labelled
     stream: docs/algorithms/calibration.md); ``?reasons=k`` each event's k largest feature
     contributions (docs/algorithms/reasons.md)."""
-    engine, settings, telemetry = services.engine, services.settings, services.telemetry
-    spec = await model_spec(engine, model_id)
-    batch, large = await read_batch(request, spec, settings, labelled=False, zero_based=zero_based)
-    scored = await engine.coalesce.score(
+    _, batch, large = await _read_events(services, model_id, request, False, zero_based)
+    scored = await services.engine.coalesce.score(
         model_id, batch, keep=keep, probabilities=probabilities, reasons=reasons, large=large
     )
     values, calibrated = scored.scores, scored.probabilities
-    telemetry.child(telemetry.scored, model_id).inc(len(values))
+    services.telemetry.child(services.telemetry.scored, model_id).inc(len(values))
     body: ScoreResponseBody = {
         "model": model_id,
         "version": scored.version,

@@ -131,6 +131,7 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
         ("caught_up", repository.caught_up),
         ("undone", repository.writes_undone),
         ("reloaded", repository.writes_reloaded),
+        ("reread", repository.reread),
     ):
         telemetry.shared_writes.labels(outcome).set(count)
     telemetry.coalesced_groups.set(engine.coalesce.groups)

@@ -21,11 +21,18 @@ of one machine; the default), :mod:`service.stores.memory` (one process, lost at
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
+
+from service.errors import ModelChanged, ModelExists, ModelNotFound, ServiceError
+
+T = TypeVar("T")
+#: ids (or model ids) per query or command over many of them: a bounded reply each, well
+#: under SQLite's limit of bound parameters
+CHUNK = 500
 
 
 @dataclass
@@ -173,6 +180,42 @@ class Store(Protocol):
     def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
         """Up to ``limit`` pending ids whose deadline has passed."""
         ...
+
+
+def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[list[T]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+def no_model(model_id: str) -> ModelNotFound:
+    return ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+
+
+def creation_refused(
+    model_id: str, stored: str | None, replace: bool, replaces: str | None
+) -> ServiceError | None:
+    """Why :meth:`Store.create_model` refuses, given the incarnation ``stored`` under
+    ``model_id`` (None: no model), or None (the Redis store's script answers the same codes:
+    :data:`CREATION_REFUSALS`)."""
+    if stored is not None and not replace:
+        return CREATION_REFUSALS[-1](model_id)
+    if replaces is not None and stored != replaces:  # a reset: only the incarnation it read
+        return CREATION_REFUSALS[-2 if stored is None else -3](model_id)
+    return None
+
+
+#: the refusals of :func:`creation_refused` by the code of the Redis store's script
+CREATION_REFUSALS = {
+    -1: lambda model_id: ModelExists(f"a model with id {model_id!r} already exists", field="id"),
+    -2: no_model,
+    -3: lambda model_id: ModelChanged(f"model {model_id!r} was re-created during the reset"),
+}
+
+
+def checkpoint_applies(stored: tuple[int, str, int] | None, incarnation: str, version: int) -> bool:
+    """Whether :meth:`Store.checkpoint` at ``version`` of ``incarnation`` writes, given the
+    model's stored ``(version, incarnation, saved)`` (None: no model)."""
+    return stored is not None and stored[1] == incarnation and stored[2] < version <= stored[0]
 
 
 def pending_full(model_id: str, max_records: int) -> str:

@@ -1,5 +1,5 @@
 """Connecting to Redis: the client (timeouts, the one-write connection), RESP packing, a
-pooled connection for a plain round trip or a ``WATCH`` / ``MULTI`` transaction, and the
+pooled connection for a plain round trip, a ``MULTI`` / ``EXEC`` read or a script, and the
 mapping of a lost connection or an unavailable cluster to
 :class:`~service.errors.StoreUnavailable` (503).
 
@@ -203,8 +203,8 @@ def pooled(client: Any, key: str) -> Iterator[Callable[[list[list[Any]]], list[A
     """A pooled connection to the server holding ``key``, as ``ask(commands) -> replies`` (the
     commands sent at once, their replies read), without a redis-py pipeline object (~30 µs
     less per ``/score``).  The commands must name keys of ``key``'s slot only.  The
-    connection is closed on any error but the store's own refusals, so that no ``WATCH`` or
-    ``MULTI`` state or unread reply outlives the block."""
+    connection is closed on any error but the store's own refusals, so that no ``MULTI``
+    state or unread reply outlives the block."""
     pool = _pool(client, key)
     connection = pool.get_connection()
 
@@ -254,6 +254,12 @@ def round_trip(client: Any, key: str, commands: list[list[Any]]) -> list[Any]:
             return ask(commands)
 
     return _following_the_cluster(client, attempt)
+
+
+def atomic_read(client: Any, key: str, commands: list[list[Any]]) -> list[Any]:
+    """``commands`` (reads of ``key``'s slot) as one transaction (``MULTI`` ... ``EXEC``) in
+    one round trip: their replies, read at one moment."""
+    return round_trip(client, key, [["MULTI"], *commands, ["EXEC"]])[-1]
 
 
 @dataclass(frozen=True)
@@ -317,44 +323,3 @@ def run_on_slot(
         return _following_the_cluster(
             client, lambda: attempt(["EVAL", script.script, len(keys), *keys, *args])
         )
-
-
-def transaction(
-    client: Any,
-    key: str,
-    reads: list[list[Any]],
-    check: Callable[[list[Any]], None],
-    writes: list[list[Any]],
-    wait: ReplicaWait | None = None,
-) -> list[Any] | None:
-    """``reads`` (starting with ``WATCH``) in one round trip, ``check(replies)``, then
-    ``writes`` (``MULTI`` ... ``EXEC``) in another, all on keys of ``key``'s slot; returns
-    ``EXEC``'s reply (``None`` when a watched key changed).  With ``wait``, ``WAIT`` follows
-    ``EXEC`` in the same round trip, and too few confirmations raise
-    :class:`~service.errors.ReplicasUnconfirmed`."""
-    if wait is not None:
-        writes = [*writes, wait.command()]
-
-    def attempt() -> list[Any]:
-        with pooled(client, key) as ask:
-            replies = ask(reads)  # an error reply (MOVED ...) is raised by ask
-            try:
-                check(replies)
-            except BaseException:
-                ask([["UNWATCH"]])
-                raise
-            # a redirection of a command inside MULTI is raised here too, and EXEC aborts:
-            # nothing was written, the attempt may be repeated
-            return ask(writes)
-
-    answers = _following_the_cluster(client, attempt)
-    if wait is not None:
-        confirmed = answers.pop()
-        if answers[-1] is not None:  # a transaction that wrote nothing needs no replica
-            wait.check(confirmed)
-    result = answers[-1]
-    if isinstance(result, list):
-        for answer in result:
-            if isinstance(answer, Exception):  # a command failed inside EXEC
-                raise answer
-    return result

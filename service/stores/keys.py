@@ -57,6 +57,8 @@ written by the same atomic commit as the state it describes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from service.errors import ModelNotFound
 
 PREFIX = "aucs"
@@ -83,44 +85,48 @@ def model_key(model_id: str, part: str) -> str:
     return f"{PREFIX}:{{{_check(model_id)}}}:{part}"
 
 
-def config(model_id: str) -> str:
-    return model_key(model_id, "config")
+#: the keys every model owns (the table above), one function each, ``aucs:{<model_id>}:<part>``
+PARTS = (
+    "config",
+    "version",
+    "meta",
+    "state",
+    "layout",
+    "seen",
+    "expired",
+    "pending",
+    "deadlines",
+    "log",
+    "stream",
+    "queue",
+    "lease",
+)
 
 
-def version(model_id: str) -> str:
-    return model_key(model_id, "version")
+def _part_key(part: str) -> Callable[[str], str]:
+    def key(model_id: str) -> str:
+        return model_key(model_id, part)
+
+    key.__name__ = key.__qualname__ = part
+    key.__doc__ = f"``aucs:{{<model_id>}}:{part}``."
+    return key
 
 
-def meta(model_id: str) -> str:
-    return model_key(model_id, "meta")
-
-
-def state(model_id: str) -> str:
-    return model_key(model_id, "state")
-
-
-def layout(model_id: str) -> str:
-    return model_key(model_id, "layout")
-
-
-def seen(model_id: str) -> str:
-    return model_key(model_id, "seen")
-
-
-def expired(model_id: str) -> str:
-    return model_key(model_id, "expired")
-
-
-def pending(model_id: str) -> str:
-    return model_key(model_id, "pending")
-
-
-def deadlines(model_id: str) -> str:
-    return model_key(model_id, "deadlines")
-
-
-def log(model_id: str) -> str:
-    return model_key(model_id, "log")
+(
+    config,
+    version,
+    meta,
+    state,
+    layout,
+    seen,
+    expired,
+    pending,
+    deadlines,
+    log,
+    stream,
+    queue,
+    lease,
+) = map(_part_key, PARTS)
 
 
 def staged(model_id: str, token: str) -> tuple[str, str]:
@@ -128,18 +134,6 @@ def staged(model_id: str, token: str) -> tuple[str, str]:
     return model_key(model_id, f"checkpoint:{token}:state"), model_key(
         model_id, f"checkpoint:{token}:layout"
     )
-
-
-def stream(model_id: str) -> str:
-    return model_key(model_id, "stream")
-
-
-def queue(model_id: str) -> str:
-    return model_key(model_id, "queue")
-
-
-def lease(model_id: str) -> str:
-    return model_key(model_id, "lease")
 
 
 def marker(number: int) -> str:
@@ -155,18 +149,4 @@ def append_reply(model_id: str, token: str) -> str:
 def all_model_keys(model_id: str) -> list[str]:
     """Every key one model owns (for deletion; the append replies expire by themselves, and a
     re-created model's appends are told apart by its incarnation)."""
-    return [
-        config(model_id),
-        version(model_id),
-        meta(model_id),
-        state(model_id),
-        layout(model_id),
-        seen(model_id),
-        expired(model_id),
-        pending(model_id),
-        deadlines(model_id),
-        log(model_id),
-        stream(model_id),
-        queue(model_id),
-        lease(model_id),
-    ]
+    return [model_key(model_id, part) for part in PARTS]

@@ -25,14 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from service.errors import (
-    InsufficientStorage,
-    ModelChanged,
-    ModelExists,
-    ModelNotFound,
-    StaleVersion,
+from service.errors import InsufficientStorage, StaleVersion
+from service.stores.base import (
+    Commit,
+    StoredState,
+    checkpoint_applies,
+    creation_refused,
+    no_model,
+    pending_full,
 )
-from service.stores.base import Commit, StoredState, pending_full
 from service.stores.fields import decode_fields, encode_fields
 
 
@@ -86,20 +87,17 @@ class MemoryStore:
         try:
             return self._models[model_id]
         except KeyError:
-            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id") from None
+            raise no_model(model_id) from None
 
     def create_model(
         self, model_id, config, arrays, incarnation, *, replace=False, replaces=None
     ) -> int:
         with self._lock:
-            if model_id in self._models and not replace:
-                raise ModelExists(f"a model with id {model_id!r} already exists", field="id")
-            if replaces is not None:  # a reset: only the incarnation it read
-                current = self._models.get(model_id)
-                if current is None:
-                    raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
-                if current.incarnation != replaces:
-                    raise ModelChanged(f"model {model_id!r} was re-created during the reset")
+            stored = self._models.get(model_id)
+            incarnation_stored = None if stored is None else stored.incarnation
+            refused = creation_refused(model_id, incarnation_stored, replace, replaces)
+            if refused is not None:
+                raise refused
             self._models[model_id] = _Model(
                 copy.deepcopy(config),
                 incarnation,
@@ -169,11 +167,8 @@ class MemoryStore:
         fields = _encoded(arrays)  # outside the lock
         with self._lock:
             model = self._models.get(model_id)
-            if (
-                model is None
-                or model.incarnation != incarnation
-                or not model.saved < version <= model.version
-            ):
+            stored = None if model is None else (model.version, model.incarnation, model.saved)
+            if model is None or not checkpoint_applies(stored, incarnation, version):
                 return False
             model.fields, model.saved = fields, version
             model.entries = [pair for pair in model.entries if pair[0] > version]
@@ -197,13 +192,14 @@ class MemoryStore:
             del memory[key]
 
     def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
-        with self._lock:
-            memory = self._get(model_id).seen
-            return np.array([memory.get(i, 0.0) > now for i in ids], dtype=bool)
+        return self._alive(model_id, "seen", ids, now)
 
     def expired(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
+        return self._alive(model_id, "expired", ids, now)
+
+    def _alive(self, model_id: str, kind: str, ids: Sequence[str], now: float) -> np.ndarray:
         with self._lock:
-            memory = self._get(model_id).expired
+            memory = getattr(self._get(model_id), kind)
             return np.array([memory.get(i, 0.0) > now for i in ids], dtype=bool)
 
     def put_pending(self, model_id, records, deadline, max_records=None) -> None:

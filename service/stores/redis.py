@@ -63,7 +63,14 @@ from service.engine.entries import Entry, decode, encode
 from service.errors import LeaseLost, StaleVersion, StoreUnavailable
 from service.stores import keys
 from service.stores.base import Commit, StoredState
-from service.stores.client import ReplicaWait, connect, round_trip, run_on_slot, unavailable
+from service.stores.client import (
+    ReplicaWait,
+    atomic_read,
+    connect,
+    round_trip,
+    run_on_slot,
+    unavailable,
+)
 from service.stores.fields import decode_fields, encode_fields
 from service.stores.lua import (
     ACKNOWLEDGE_SCRIPT,
@@ -151,21 +158,18 @@ class RedisStore(RedisModels):
             known = self._known(model_id, known_version, known_incarnation)
             if known is not None:
                 return known
-        replies = round_trip(
+        version, config_json, raw_state, raw_layouts, raw_meta, raw_log = atomic_read(
             self.client,
             version_key,
             [
-                ["MULTI"],
                 ["GET", version_key],
                 ["GET", keys.config(model_id)],
                 ["HGETALL", keys.state(model_id)],
                 ["HGETALL", keys.layout(model_id)],
                 ["HGETALL", meta_key],
                 ["XRANGE", keys.log(model_id), "-", "+"],
-                ["EXEC"],
             ],
         )
-        version, config_json, raw_state, raw_layouts, raw_meta, raw_log = replies[-1]
         if version is None or config_json is None:
             raise self._missing(model_id)
         layouts = {name: _text(value) for name, value in _pairs(raw_layouts).items()}
@@ -188,18 +192,15 @@ class RedisStore(RedisModels):
         either way); None when the cache cannot catch up (the model re-created, or
         checkpointed past ``known``): the caller reads it whole."""
         version_key = keys.version(model_id)
-        replies = round_trip(
+        version, raw_meta, raw_log = atomic_read(
             self.client,
             version_key,
             [
-                ["MULTI"],
                 ["GET", version_key],
                 ["HGETALL", keys.meta(model_id)],
                 ["XRANGE", keys.log(model_id), f"{known + 1}-0", "+"],
-                ["EXEC"],
             ],
         )
-        version, raw_meta, raw_log = replies[-1]
         if version is None:
             raise self._missing(model_id)
         version = int(version)

@@ -11,15 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from service.errors import InsufficientStorage, ModelNotFound
+from service.errors import InsufficientStorage
 from service.stores import keys
-from service.stores.base import pending_full
-from service.stores.client import ReplicaWait, round_trip, run_script, unavailable
+from service.stores.base import chunks, no_model, pending_full
+from service.stores.client import ReplicaWait, atomic_read, run_script, unavailable
 from service.stores.epoch import LossWatch
 from service.stores.lua import PENDING_SCRIPT
-
-#: ids asked about per ZMSCORE (a bounded reply per command)
-_CHUNK = 500
 
 
 class RedisEventMemory:
@@ -37,14 +34,11 @@ class RedisEventMemory:
         self.watch.guard(model_id)
 
     def _alive(self, key: str, ids: Sequence[str], now: float) -> np.ndarray:
-        mask = np.zeros(len(ids), dtype=bool)
-        for start in range(0, len(ids), _CHUNK):
-            part = list(ids[start : start + _CHUNK])
-            scores = self.client.zmscore(key, part)
-            mask[start : start + len(part)] = [
-                score is not None and score > now for score in scores
-            ]
-        return mask
+        return np.array(
+            [score is not None and score > now
+             for part in chunks(ids) for score in self.client.zmscore(key, part)],
+            dtype=bool,
+        )  # fmt: skip
 
     @unavailable
     def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
@@ -79,7 +73,7 @@ class RedisEventMemory:
             self.wait,
         )
         if int(kept) == -2:
-            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+            raise no_model(model_id)
         if int(kept) == -3:
             assert max_records is not None
             raise InsufficientStorage(pending_full(model_id, max_records))
@@ -90,13 +84,11 @@ class RedisEventMemory:
         if not ids:
             return {}
         pending = keys.pending(model_id)
-        replies = round_trip(
+        records, deadlines = atomic_read(
             self.client,
             pending,
-            [["MULTI"], ["HMGET", pending, *ids], ["ZMSCORE", keys.deadlines(model_id), *ids],
-             ["EXEC"]],
-        )  # fmt: skip
-        records, deadlines = replies[-1]
+            [["HMGET", pending, *ids], ["ZMSCORE", keys.deadlines(model_id), *ids]],
+        )
         return {
             event_id: (record, float(deadline))
             for event_id, record, deadline in zip(ids, records, deadlines, strict=True)

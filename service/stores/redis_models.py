@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.errors import ModelChanged, ModelExists, ModelNotFound
 from service.stores import keys
+from service.stores.base import CREATION_REFUSALS, no_model
 from service.stores.client import run_script, unavailable
 from service.stores.fields import encode_fields
 from service.stores.redis_setup import _text
@@ -57,12 +57,8 @@ class RedisModels(RedisWatch):
             + [len(fields), *_flat(fields), len(layouts), *_flat(layouts)],
             self.wait,
         )
-        if int(result) == -1:
-            raise ModelExists(f"a model with id {model_id!r} already exists", field="id")
-        if int(result) == -2:
-            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
-        if int(result) == -3:
-            raise ModelChanged(f"model {model_id!r} was re-created during the reset")
+        if int(result) < 0:  # the codes of service.stores.base.creation_refused
+            raise CREATION_REFUSALS[int(result)](model_id)
         self.watch.saw(model_id, incarnation, 1)
         if replaces is None:
             # again: a deletion of the previous model of this id may have unregistered it
@@ -101,4 +97,4 @@ class RedisModels(RedisWatch):
             # created again between the script and SREM: it stays listed
             self.client.sadd(keys.MODELS, model_id)
         if not int(deleted):
-            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+            raise no_model(model_id)

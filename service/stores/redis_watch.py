@@ -19,6 +19,7 @@ import redis.exceptions
 
 from service.errors import ModelNotFound, ReplicasUnconfirmed, StoreLostData, StoreUnavailable
 from service.stores import keys
+from service.stores.base import no_model
 from service.stores.client import CLUSTER_UNAVAILABLE, is_cluster, run_script, unavailable
 from service.stores.epoch import STORE, Marker, model_scope, new_epoch
 from service.stores.redis_events import RedisEventMemory
@@ -156,7 +157,7 @@ class RedisWatch(RedisEventMemory):
         self._check_epoch(force=True)
         self.watch.guard(model_id)
         self.watch.forget(model_id)
-        return ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+        return no_model(model_id)
 
     def _saw(self, model_id: str, incarnation: str, version: int, record: bool = True) -> None:
         """Record a version read or written; a rollback raises the model's alarm (and checks

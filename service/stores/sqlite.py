@@ -9,8 +9,8 @@ Atomicity and concurrency: every write is one ``BEGIN IMMEDIATE`` transaction, w
 database's write lock from before its first read, so the version check of
 :meth:`SQLiteStore.commit` and the writes it guards are one atomic step across threads and
 processes.  A commit whose expected version or incarnation is not current raises
-:class:`~service.errors.StaleVersion` and writes nothing -- as the Redis store's ``WATCH`` /
-``EXEC`` -- so the engine reloads and retries; a process whose cache is current learns it from
+:class:`~service.errors.StaleVersion` and writes nothing -- as the Redis store's append
+script -- so the engine reloads and retries; a process whose cache is current learns it from
 the version alone, and one whose cache is behind reads the log entries it has not applied.
 :meth:`SQLiteStore.load` reads one snapshot.
 
@@ -28,7 +28,7 @@ last writes may be lost if the machine loses power.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -36,49 +36,43 @@ import numpy as np
 import orjson
 
 from service.engine.entries import decode, encode
-from service.errors import (
-    InsufficientStorage,
-    ModelChanged,
-    ModelExists,
-    ModelNotFound,
-    StaleVersion,
+from service.errors import InsufficientStorage, StaleVersion
+from service.stores.base import (
+    Commit,
+    StoredState,
+    checkpoint_applies,
+    chunks,
+    creation_refused,
+    no_model,
+    pending_full,
 )
-from service.stores.base import Commit, StoredState, pending_full
 from service.stores.fields import decode_fields, encode_fields
 from service.stores.sqlite_epoch import SQLiteLossWatch
 from service.stores.sqlite_file import (
-    MODEL_TABLES,
     Database,
     StoreOpenError,
     translated,
 )
-from service.stores.sqlite_many import ManyModels
+from service.stores.sqlite_many import ManyModels, marks
+from service.stores.sqlite_schema import MODEL_TABLES
 
 __all__ = ["SQLiteStore", "StoreOpenError"]
 
-#: ids per ``IN (...)`` query (well under SQLite's limit of bound parameters)
-_CHUNK = 500
 #: the ``kind`` of a row of the ids table
 _SEEN, _EXPIRED = 0, 1
-
-
-def _chunks(ids: Sequence[str]) -> Iterator[list[str]]:
-    for start in range(0, len(ids), _CHUNK):
-        yield list(ids[start : start + _CHUNK])
-
-
-def _marks(count: int) -> str:
-    return ",".join("?" * count)
+#: the column of ``models`` counting the rows of ``ids`` of each kind
+_COUNTS = {_SEEN: "seen_ids", _EXPIRED: "expired_ids"}
 
 
 def _remember_ids(db, model_id: str, kind: int, ids: Sequence[str], commit: Commit) -> None:
     """Remember ``ids`` until the commit's expiry, forget those past theirs and, beyond
     ``max_remembered_ids``, the oldest (lowest expiry, then id: Redis's sorted-set order).
 
-    The number remembered is kept in ``id_counts`` so that the bound costs O(ids of the
-    commit), not a count of every remembered id per commit.  Three statements in the common
-    case (ids not remembered yet): the insert counts the new ids itself, and the count is
-    moved and read back by one upsert."""
+    The number remembered is kept in the model's row (``seen_ids``, ``expired_ids``) so that
+    the bound costs O(ids of the commit), not a count of every remembered id per commit, and
+    the count dirties no page the commit's version update does not.  Three statements in the
+    common case (ids not remembered yet): the insert counts the new ids itself, and the count
+    is moved and read back by one update."""
     unique = list(dict.fromkeys(ids))
     added = db.executemany(
         "INSERT OR IGNORE INTO ids VALUES (?, ?, ?, ?)",
@@ -93,10 +87,11 @@ def _remember_ids(db, model_id: str, kind: int, ids: Sequence[str], commit: Comm
         "DELETE FROM ids WHERE model_id = ? AND kind = ? AND expiry <= ?",
         (model_id, kind, commit.now),
     ).rowcount
+    column = _COUNTS[kind]
     count = db.execute(
-        "INSERT INTO id_counts VALUES (?1, ?2, max(?3, 0)) ON CONFLICT (model_id, kind) "
-        "DO UPDATE SET n = max(n + ?3, 0) RETURNING n",
-        (model_id, kind, added - forgotten),
+        f"UPDATE models SET {column} = max({column} + ?, 0) WHERE id = ? "  # noqa: S608
+        f"RETURNING {column}",
+        (added - forgotten, model_id),
     ).fetchall()[0][0]
     bound = commit.max_remembered_ids
     if bound and count > bound:
@@ -106,9 +101,7 @@ def _remember_ids(db, model_id: str, kind: int, ids: Sequence[str], commit: Comm
             "ORDER BY expiry, event_id LIMIT ?)",
             (model_id, kind, model_id, kind, count - bound),
         )
-        db.execute(
-            "UPDATE id_counts SET n = ? WHERE model_id = ? AND kind = ?", (bound, model_id, kind)
-        )
+        db.execute(f"UPDATE models SET {column} = ? WHERE id = ?", (bound, model_id))  # noqa: S608
 
 
 class SQLiteStore(ManyModels):
@@ -166,13 +159,9 @@ class SQLiteStore(ManyModels):
         fields, layouts = encode_fields(arrays)
         with self.database.write() as db:
             row = db.execute("SELECT incarnation FROM models WHERE id = ?", (model_id,)).fetchone()
-            if row is not None and not replace:
-                raise ModelExists(f"a model with id {model_id!r} already exists", field="id")
-            if replaces is not None:  # a reset: only the incarnation it read
-                if row is None:
-                    raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
-                if row[0] != replaces:
-                    raise ModelChanged(f"model {model_id!r} was re-created during the reset")
+            refused = creation_refused(model_id, None if row is None else row[0], replace, replaces)
+            if refused is not None:
+                raise refused
             if row is not None:
                 self._delete_rows(db, model_id)
             db.execute(
@@ -193,9 +182,17 @@ class SQLiteStore(ManyModels):
 
     @staticmethod
     def _write_fields(
-        db: sqlite3.Connection, model_id: str, fields: dict[str, bytes], layouts: dict[str, str]
+        db: sqlite3.Connection,
+        model_id: str,
+        fields: dict[str, bytes],
+        layouts: dict[str, str],
+        saved: int | None = None,
     ) -> None:
-        """The state rows of ``model_id``, replacing the ones stored."""
+        """The state rows of ``model_id``, replacing the ones stored; with ``saved``, as the
+        checkpoint at that version (the log entries up to it dropped)."""
+        if saved is not None:
+            db.execute("DELETE FROM log WHERE model_id = ? AND version <= ?", (model_id, saved))
+            db.execute("UPDATE models SET saved = ? WHERE id = ?", (saved, model_id))
         db.execute("DELETE FROM state WHERE model_id = ?", (model_id,))
         db.execute("DELETE FROM layouts WHERE model_id = ?", (model_id,))
         db.executemany(
@@ -221,7 +218,7 @@ class SQLiteStore(ManyModels):
         with self.database.write() as db:
             deleted = self._delete_rows(db, model_id)
         if not deleted:
-            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+            raise no_model(model_id)
 
     @translated
     def load(self, model_id, known_version=None, known_incarnation=None) -> StoredState:
@@ -273,7 +270,7 @@ class SQLiteStore(ManyModels):
         # the checks of lost data write (an alarm): after the read snapshot
         if row is None:
             self.loss.missing(model_id)
-            raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+            raise no_model(model_id)
         version, incarnation, saved = row
         self.loss.saw(model_id, incarnation, version)
         if current:
@@ -324,7 +321,8 @@ class SQLiteStore(ManyModels):
 
         def write(db: sqlite3.Connection) -> None:
             # the version check is the version's update itself (one statement, not a read
-            # and a write): a stale or missing model updates no row, and raising undoes it
+            # and a write), and comes first: a stale or missing model updates no row and
+            # raises before anything is written (commit_many needs no savepoint per model)
             moved = db.execute(
                 "UPDATE models SET version = ? WHERE id = ? AND version = ? AND incarnation = ?",
                 (version, model_id, commit.expected_version, commit.incarnation),
@@ -332,12 +330,10 @@ class SQLiteStore(ManyModels):
             if not moved:
                 row = db.execute("SELECT 1 FROM models WHERE id = ?", (model_id,)).fetchone()
                 if row is None:
-                    raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+                    raise no_model(model_id)
                 raise StaleVersion(model_id)
             if commit.arrays is not None:
-                self._write_fields(db, model_id, fields, layouts)
-                db.execute("DELETE FROM log WHERE model_id = ?", (model_id,))
-                db.execute("UPDATE models SET saved = ? WHERE id = ?", (version, model_id))
+                self._write_fields(db, model_id, fields, layouts, saved=version)
             else:
                 db.execute("INSERT INTO log VALUES (?, ?, ?)", (model_id, version, entry))
             for kind, ids in ((_SEEN, commit.learned_ids), (_EXPIRED, commit.expired_ids)):
@@ -369,25 +365,23 @@ class SQLiteStore(ManyModels):
             row = db.execute(
                 "SELECT version, incarnation, saved FROM models WHERE id = ?", (model_id,)
             ).fetchone()
-            if row is None or row[1] != incarnation or not row[2] < version <= row[0]:
+            if not checkpoint_applies(row, incarnation, version):
                 return False
-            self._write_fields(db, model_id, fields, layouts)
-            db.execute("DELETE FROM log WHERE model_id = ? AND version <= ?", (model_id, version))
-            db.execute("UPDATE models SET saved = ? WHERE id = ?", (version, model_id))
+            self._write_fields(db, model_id, fields, layouts, saved=version)
         return True
 
     # ------------------------------------------------------------------ ids and pending labels
     def _alive(self, model_id: str, kind: int, ids: Sequence[str], now: float) -> np.ndarray:
         db = self.database.connection()
         alive: set[str] = set()
-        for part in _chunks(ids):
+        for part in chunks(ids):
             # '+expiry': a lookup by key per id; without the '+', SQLite may pick the expiry
             # index and scan every remembered id of the model (24 ms at 40,000 ids)
             alive.update(
                 row[0]
                 for row in db.execute(
                     "SELECT event_id FROM ids WHERE model_id = ? AND kind = ? AND +expiry > ? "
-                    f"AND event_id IN ({_marks(len(part))})",  # noqa: S608 - only '?' marks
+                    f"AND event_id IN ({marks(len(part))})",  # noqa: S608 - only '?' marks
                     (model_id, kind, now, *part),
                 )
             )
@@ -421,7 +415,7 @@ class SQLiteStore(ManyModels):
                 (added, model_id),
             ).fetchall()
             if not row:
-                raise ModelNotFound(f"no model with id {model_id!r}", field="model_id")
+                raise no_model(model_id)
             if max_records is not None and row[0][0] > max_records:
                 raise InsufficientStorage(pending_full(model_id, max_records))
 
@@ -431,10 +425,10 @@ class SQLiteStore(ManyModels):
     def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:
         db = self.database.connection()
         found: dict[str, tuple[bytes, float]] = {}
-        for part in _chunks(ids):
+        for part in chunks(ids):
             for event_id, record, deadline in db.execute(
                 "SELECT event_id, record, deadline FROM pending WHERE model_id = ? "
-                f"AND event_id IN ({_marks(len(part))})",  # noqa: S608 - only '?' marks
+                f"AND event_id IN ({marks(len(part))})",  # noqa: S608 - only '?' marks
                 (model_id, *part),
             ):
                 found[event_id] = (bytes(record), float(deadline))

@@ -14,10 +14,13 @@ Tables mirror the Redis keys of :mod:`service.stores.keys`, each row keyed by th
 =========== ===========================================================================
 table       rows
 =========== ===========================================================================
-models      id, JSON config, version, incarnation, number of pending records, and
-            ``saved``: the version the state rows are the checkpoint of
+models      id, JSON config, version, incarnation, number of pending records,
+            ``saved``: the version the state rows are the checkpoint of, and the number of
+            rows of ``ids`` of each kind (``seen_ids``, ``expired_ids``)
 log         the log entries committed after the checkpoint, one per version
-            (:mod:`service.engine.entries`)
+            (:mod:`service.engine.entries`), in a rowid table: an entry of a few hundred
+            bytes stays on its leaf page, where a ``WITHOUT ROWID`` row over ~230 bytes (of
+            a 1 KiB page) spills into an overflow page of its own
 meta        ``incarnation`` and checkpoint fields written with the state
 state       the checkpoint's fields: raw little-endian bytes, arrays over 1 KiB split into
             1 KiB chunks ``<name>@<i>`` exactly as in Redis, all-zero chunks left out
@@ -42,20 +45,22 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from service.errors import InsufficientStorage, StoreReplaced, StoreUnavailable
+from service.stores.sqlite_schema import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    UPGRADE_2,
+    UPGRADE_3,
+)
 
 logger = logging.getLogger("aucstream")
 T = TypeVar("T")
 
 #: the database file inside the data directory
 FILE_NAME = "aucstream.sqlite3"
-#: ``PRAGMA user_version`` of the layout below and of the state's chunk size
-#: (:data:`service.stores.fields.CHUNK_BYTES`; 1: 16 KiB chunks; 2: no log, upgraded in place
-#: by adding it); a file with another one is refused
-SCHEMA_VERSION = 3
-#: the page size of a new file: a commit writes every page it changes to the WAL, and one
-#: event changes one state chunk in each of ~20 arrays, so a page of about a chunk
-#: (:data:`service.stores.fields.CHUNK_BYTES`) halves what a one-event commit syncs against
-#: SQLite's default 4 KiB (figures in docs/architecture.md, "What a commit writes")
+#: the page size of a new file: a commit writes every page it changes to the WAL (a
+#: one-event append changes ~7.5: the model's row, the log's and the ids' leaves and index),
+#: and 4 KiB pages, though fewer, cost more CPU per commit (loadtest/README.md, "One sender
+#: on SQLite"); a page is also about a state chunk (:data:`service.stores.fields.CHUNK_BYTES`)
 PAGE_SIZE = 1024
 #: pages of WAL after which a commit checkpoints it: SQLite's default of 1,000 pages was 4 MiB
 #: of 4 KiB pages, kept at 4 MiB (a checkpoint syncs the database file: not four times as often)
@@ -69,48 +74,6 @@ WAL_SIZE_LIMIT = 64 * 2**20
 CLOSE_TIMEOUT_SECONDS = 2 * BUSY_TIMEOUT_SECONDS
 #: the answer to a call made once the store is closed
 CLOSED = "the SQLite store is closed (the service is stopping); retry later"
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS models (
-    id TEXT PRIMARY KEY, config TEXT NOT NULL, version INTEGER NOT NULL,
-    incarnation TEXT NOT NULL, pending INTEGER NOT NULL DEFAULT 0,
-    saved INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS log (
-    model_id TEXT NOT NULL, version INTEGER NOT NULL, entry BLOB NOT NULL,
-    PRIMARY KEY (model_id, version)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS meta (
-    model_id TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL,
-    PRIMARY KEY (model_id, name));
-CREATE TABLE IF NOT EXISTS state (
-    model_id TEXT NOT NULL, field TEXT NOT NULL, data BLOB NOT NULL,
-    PRIMARY KEY (model_id, field));
-CREATE TABLE IF NOT EXISTS layouts (
-    model_id TEXT NOT NULL, name TEXT NOT NULL, layout TEXT NOT NULL,
-    PRIMARY KEY (model_id, name));
-CREATE TABLE IF NOT EXISTS ids (
-    model_id TEXT NOT NULL, kind INTEGER NOT NULL, event_id TEXT NOT NULL,
-    expiry REAL NOT NULL, PRIMARY KEY (model_id, kind, event_id)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS ids_by_expiry ON ids (model_id, kind, expiry);
-CREATE TABLE IF NOT EXISTS id_counts (
-    model_id TEXT NOT NULL, kind INTEGER NOT NULL, n INTEGER NOT NULL,
-    PRIMARY KEY (model_id, kind));
-CREATE TABLE IF NOT EXISTS pending (
-    model_id TEXT NOT NULL, event_id TEXT NOT NULL, record BLOB NOT NULL,
-    deadline REAL NOT NULL, PRIMARY KEY (model_id, event_id));
-CREATE INDEX IF NOT EXISTS pending_by_deadline ON pending (model_id, deadline);
-"""
-#: the tables whose rows belong to one model (besides its row of ``models``)
-MODEL_TABLES = ("log", "meta", "state", "layouts", "ids", "id_counts", "pending")
-#: schema 2 to 3: the log, and the version each state is the checkpoint of (every state of a
-#: schema 2 file is its model's current version)
-UPGRADE_2 = """
-ALTER TABLE models ADD COLUMN saved INTEGER NOT NULL DEFAULT 0;
-UPDATE models SET saved = version;
-CREATE TABLE log (
-    model_id TEXT NOT NULL, version INTEGER NOT NULL, entry BLOB NOT NULL,
-    PRIMARY KEY (model_id, version)) WITHOUT ROWID
-"""
-
 
 #: the files SQLite keeps beside the database (the WAL, its shared-memory index, a journal)
 _SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -305,11 +268,12 @@ class Database:
                     f"written by a newer aucstream (schema {version}; this one reads "
                     f"{SCHEMA_VERSION})"
                 )
-            if version == 2:
-                for statement in UPGRADE_2.split(";"):
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                version = SCHEMA_VERSION
+            for old, upgrade in ((2, UPGRADE_2), (3, UPGRADE_3)):
+                if version == old:
+                    for statement in upgrade.split(";"):
+                        db.execute(statement)
+                    version = old + 1
+                    db.execute(f"PRAGMA user_version = {version}")
             if 0 < version < SCHEMA_VERSION:
                 raise sqlite3.DatabaseError(
                     f"written by an older aucstream (schema {version}, states stored in "

@@ -4,19 +4,22 @@ and their log entries written by one transaction (one fsync for the events of ev
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from service.errors import ModelNotFound, ServiceError, StaleVersion
-from service.stores.base import Commit
+from service.stores.base import CHUNK, Commit, chunks
 from service.stores.sqlite_file import translated
 
 if TYPE_CHECKING:
     from service.stores.sqlite import SQLiteStore
 
-#: model ids per ``IN (...)`` query (well under SQLite's limit of bound parameters)
-_CHUNK = 500
+
+def marks(count: int, mark: str = "?") -> str:
+    """``count`` parameter marks (or row values of them) for ``IN (...)``/``VALUES``."""
+    return ",".join([mark] * count)
 
 
 class ManyModels:
@@ -30,11 +33,9 @@ class ManyModels:
         self.loss.guard()
         heads: dict[str, tuple[int, str]] = {}
         db = self.database.connection()
-        for start in range(0, len(model_ids), _CHUNK):
-            part = list(model_ids[start : start + _CHUNK])
-            marks = ",".join("?" * len(part))
+        for part in chunks(model_ids):
             for model_id, version, incarnation in db.execute(
-                f"SELECT id, version, incarnation FROM models WHERE id IN ({marks})",  # noqa: S608
+                f"SELECT id, version, incarnation FROM models WHERE id IN ({marks(len(part))})",  # noqa: S608
                 part,
             ):
                 self.loss.saw(model_id, incarnation, version)
@@ -42,13 +43,35 @@ class ManyModels:
         return heads
 
     @translated
+    def seen_many(
+        self: SQLiteStore, ids_of: Mapping[str, Sequence[str]], now: float
+    ) -> dict[str, set[str]]:
+        """Of each model's ``ids_of[model_id]``, those learned and still remembered (as
+        ``seen`` answers them), read by one query per 250 ids instead of one per model."""
+        found: dict[str, set[str]] = {model_id: set() for model_id in ids_of}
+        pairs = [(model_id, event_id) for model_id, ids in ids_of.items() for event_id in ids]
+        db = self.database.connection()
+        for part in chunks(pairs, CHUNK // 2):
+            # the asked pairs joined to the ids' key: one lookup by key per pair
+            asked = marks(len(part), "(?,?)")
+            rows = db.execute(
+                f"SELECT ids.model_id, ids.event_id FROM (VALUES {asked}) AS asked "  # noqa: S608
+                "JOIN ids ON ids.model_id = asked.column1 AND ids.kind = 0 "  # 0: learned ids
+                "AND ids.event_id = asked.column2 WHERE +ids.expiry > ?",
+                [*itertools.chain.from_iterable(part), now],
+            )
+            for model_id, event_id in rows:
+                found[model_id].add(event_id)
+        return found
+
+    @translated
     def commit_many(
         self: SQLiteStore, commits: Sequence[tuple[str, Commit]]
     ) -> list[int | Exception]:
         """The log entries of several models (``Commit.entry`` set, at most one per model) in
-        one transaction and one fsync, each in a savepoint: one that fails (stale, the model
-        gone, its data lost) is undone alone and is its outcome, the others are written; a
-        failure of the transaction itself raises (then nothing is written)."""
+        one transaction and one fsync: one that fails (stale, the model gone, its data lost)
+        wrote nothing and is its outcome, the others are written; a failure of the
+        transaction itself raises (then nothing is written)."""
         outcomes: list[int | Exception] = []
         writes: list[Callable[[sqlite3.Connection], None] | None] = []
         for model_id, commit in commits:
@@ -60,16 +83,16 @@ class ManyModels:
                 outcomes.append(error)
 
         def write_all(db: sqlite3.Connection) -> None:
+            # no savepoint per model: a write checks its version by its first statement and
+            # raises these before it has written anything (SQLiteStore._prepared), and any
+            # other failure is the transaction's
             for k, write in enumerate(writes):
                 if write is None:
                     continue
-                db.execute("SAVEPOINT model")
                 try:
                     write(db)
                 except (StaleVersion, ModelNotFound) as error:
-                    db.execute("ROLLBACK TO model")
                     outcomes[k] = error
-                db.execute("RELEASE model")
 
         alone = writes[0] if len(writes) == 1 else None
         if alone is not None:  # one model (a pass of one): its failure undoes its own write

@@ -22,6 +22,7 @@ from service.stream.protocol import (
     FrameLimits,
     Message,
     message_size,
+    misplaced_option,
 )
 
 
@@ -88,7 +89,8 @@ def frame_layout(frame: bytes, limits: FrameLimits) -> tuple[int, int] | None:
     op = OP_CODES.get(code)
     if magic != MAGIC or op is None or not 1 <= n <= limits.message_events:
         return None
-    if (flags & FLAG_SCORES and op != "learn") or (flags & FLAG_PROBABILITIES and op != "score"):
+    scores, probabilities = flags & FLAG_SCORES, flags & FLAG_PROBABILITIES
+    if misplaced_option(op, scores=scores, probabilities=probabilities) is not None:
         return None
     count, rest = divmod(len(frame), message_size(op, n, d, id_bytes, flags))
     if rest or count > limits.frame_messages or count * n > limits.frame_events:

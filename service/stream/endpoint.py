@@ -1,28 +1,18 @@
-"""``/v1/models/{model_id}/stream``: the WebSocket route (docs/stream.md).
+"""``/v1/models/{model_id}/stream``: the WebSocket route (docs/stream.md, "Guarantees").
 
-On connect: the API key (the REST routes' keys; the stream writes, so a read-write key), the
-warm-up, and the model; a refusal is a close frame (1008 policy violation for the key, 1013
-try again later while warming up, 4404 for an unknown model) with the reason.
-
-Then two loops share the connection.  The **reader** takes frames off the socket into a
-queue bounded in bytes (``AUCSTREAM_WS_MAX_QUEUED_BYTES``): when it is full the reader stops
-reading, the socket's buffers fill and the client's writes block (backpressure; what is held
-is the queue, at most one frame more, and the server's WebSocket buffers).  The **handler**
-takes every frame already queued, up to ``AUCSTREAM_WS_MAX_BATCH_MESSAGES`` messages or
-``AUCSTREAM_WS_MAX_FRAME_EVENTS`` events (optionally waiting ``AUCSTREAM_WS_BATCH_WAIT_MS`` for
-more), decodes them, applies them (:mod:`service.stream.session`: one engine call per run) and
-sends their replies, in order, as one text frame (a JSON list).  While the engine works, frames
-accumulate: the busier the model, the larger the next batch.  A frame over the frame limits
-(:class:`~service.stream.protocol.FrameLimits`, ``AUCSTREAM_WS_MAX_FRAME_BYTES``) is one
-problem reply.  Everything runs on the app's event loop, which makes every engine call (the
-per-model coalescers are the loop's); what :mod:`service.offload` says is too large for the
-loop is done in the thread pool meanwhile: a large frame is decoded there, and a large run's
-messages validated and its replies written (:mod:`service.stream.session`).
-
-A browser page may open the stream only from the server's own origin or one of
+On connect: the API key (a read-write one: the stream writes), the warm-up and the model; a
+refusal is a close frame with the reason (1008 for the key, 1013 while warming up, 4404 for an
+unknown model).  A browser page may connect only from the server's own origin or one of
 ``AUCSTREAM_WS_ALLOWED_ORIGINS`` (:func:`origin_allowed`).
 
-When the client goes away, the batch being applied is completed (each engine call is atomic)
+Then two loops share the connection.  The **reader** queues frames, bounded in bytes
+(``AUCSTREAM_WS_MAX_QUEUED_BYTES``): when full it stops reading and the client's writes block
+(backpressure).  The **handler** takes every frame queued, up to the batch limits, decodes
+them, applies them (:mod:`service.stream.session`: one engine call per run) and sends their
+replies, in order, as one text frame; while the engine works frames accumulate, so the busier
+the model the larger the next batch.  Engine calls are made on the app's event loop (the
+coalescers are the loop's); what :mod:`service.offload` calls large is decoded, validated and
+answered in the thread pool.  When the client goes away, the batch being applied is completed
 and what was queued behind it is dropped unanswered.
 """
 

@@ -169,21 +169,31 @@ def json_message(item: Any, max_events: int, max_reasons: int = 20) -> Message:
     for name, value in (("keep", keep), ("scores", scores), ("probabilities", probabilities)):
         if type(value) is not bool:
             return failed(seq, InvalidInput(f"'{name}' must be true or false", field=name))
-    if scores and op != "learn":
-        return failed(seq, InvalidInput("'scores' is an option of learn", field="scores"))
-    if probabilities and op != "score":
-        detail = "'probabilities' is an option of score"
-        return failed(seq, InvalidInput(detail, field="probabilities"))
     reasons = item.get("reasons", 0)
     if type(reasons) is not int or not 0 <= reasons <= max_reasons:
         detail = f"'reasons' must be a whole number from 0 to {max_reasons}"
         return failed(seq, InvalidInput(detail, field="reasons"))
-    if reasons and op != "score":
-        return failed(seq, InvalidInput("'reasons' is an option of score", field="reasons"))
+    if scores or probabilities or reasons:  # (the common case sets none: no call)
+        misplaced = misplaced_option(
+            op, scores=scores, probabilities=probabilities, reasons=reasons
+        )
+        if misplaced is not None:
+            return failed(seq, misplaced)
     return Message(
         seq, op, len(events), events=events, keep=keep, scores=scores,
         probabilities=probabilities, reasons=reasons,
     )  # fmt: skip
+
+
+_OPTION_OF = {"scores": "learn", "probabilities": "score", "reasons": "score"}
+
+
+def misplaced_option(op: str, **options: Any) -> InvalidInput | None:
+    """The first of ``options`` set on a message whose op does not take it (a 422)."""
+    for name, value in options.items():
+        if value and op != _OPTION_OF[name]:
+            return InvalidInput(f"'{name}' is an option of {_OPTION_OF[name]}", field=name)
+    return None
 
 
 def too_many(n_events: int, max_events: int, field: str) -> PayloadTooLarge:
@@ -280,11 +290,10 @@ def _binary_message(
                 return message
             position += length
         message.ids = ids
-    if message.scores and op != "learn":
-        message.error = InvalidInput("'scores' is an option of learn", field="scores")
-    if message.probabilities and op != "score":
-        detail = "'probabilities' is an option of score"
-        message.error = InvalidInput(detail, field="probabilities")
+    if message.scores or message.probabilities:
+        message.error = misplaced_option(
+            op, scores=message.scores, probabilities=message.probabilities
+        )
     return message
 
 

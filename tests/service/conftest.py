@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 
 from loadtest.local import running_uvicorn
 from service.app import create_app
+from service.engine import Engine
 from service.queue.worker import Worker
 from service.settings import Settings
 from service.stores.memory import MemoryStore
@@ -41,6 +42,25 @@ CLOCK_ARRAYS = {
     "history:hour",
     "history:points",
 }
+
+
+@pytest.fixture(autouse=True)
+def _checkpoint_threads_stopped(monkeypatch) -> Iterator[None]:
+    """The background checkpoint threads of the engines a test made stop when it ends (without
+    the shutdown's flush, which a test that killed its store would wait on): one left running
+    wakes in a later test, finds the shared private Redis emptied for that test, takes it for
+    a lost store and writes an alarm there, and that test's server answers 503."""
+    made: list[Engine] = []
+    init = Engine.__init__
+
+    def tracked(self, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(Engine, "__init__", tracked)
+    yield
+    for engine in made:
+        engine.repository.checkpoints.stop()
 
 
 @pytest.fixture(params=STORES)

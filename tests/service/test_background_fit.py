@@ -18,10 +18,10 @@ from service.engine.refit import Refitter
 from tests.core.test_boosted_embedded import xor_stream
 from tests.service.conftest import create_model, events_json
 
-#: fits due at 150, 300, 500, 700 (doubling, then every 200), installed L(N) = min(160, max(40,
-#: N // 8)) = 40, 40, 62, 87 events later
+#: fits due at 150, 300, 500, 700 (doubling, then every 200), installed L(N) = min(320, max(40,
+#: N // 16)) = 40, 40, 40, 43 events later
 PARAMS = {"first_fit": 150, "refit_every": 200, "buffer_size": 300, "n_trees": 5,
-          "max_leaves": 4, "min_samples_leaf": 5, "fit_delay": 160,
+          "max_leaves": 4, "min_samples_leaf": 5, "fit_delay": 320,
           "refit_growth": 2.0}  # fmt: skip
 
 
@@ -55,7 +55,7 @@ def test_the_service_learns_what_the_library_learns_bit_for_bit(client):
     post(client, X, y, 880, 900)
     repository = client.app.state.engine.repository
     cached = repository.read("m").learner
-    assert cached.fits_ == 4 and cached.fit_points_ == (700, 787)  # 150 + 40, 300, 500, 700
+    assert cached.fits_ == 4 and cached.fit_points_ == (700, 743)  # 150 + 40, 300, 500, 700
     assert cached.fit_record.in_call < cached.fits_  # the fitter computed some
     # the state as committed in the store (the cache dropped), against the library
     repository.drop("m")
@@ -158,3 +158,28 @@ def test_the_fit_process_runs_at_niceness_10_exactly():
         assert os.getpriority(os.PRIO_PROCESS, child.pid) == max(start, NICENESS)
     finally:
         refitter.stop()
+
+
+def test_the_fit_process_ends_quietly_when_the_service_is_gone():
+    """A service killed during a fit leaves its child to finish the fit and find nobody to
+    answer: it ends with status 0 and writes nothing to stderr (no traceback in the log)."""
+    import subprocess
+    import sys
+
+    from service.engine.fit_process import _CHILD, _send
+
+    X, y = xor_stream(2_000, seed=2, d=5)
+    job = {"X": X, "y": y.astype(np.int64)}
+    job.update({name: np.array([value]) for name, value in (
+        ("n_trees", 5), ("max_leaves", 4), ("learning_rate", 0.1), ("min_samples_leaf", 5),
+        ("l2_regularization", 0.0), ("random_state", 0))})  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+    _send(child.stdin, job)
+    child.stdout.close()  # the service's end of the pipe, gone before the answer
+    child.stdin.close()
+    assert child.wait(timeout=120) == 0
+    assert child.stderr.read() == b""

@@ -240,14 +240,16 @@ def test_a_batch_that_makes_the_model_diverge_is_rejected_whole(client, monkeypa
     client.post("/v1/models/m/events", json=events_json(X, y))
     before = _snapshot(client)
     cls = learner_class("spam")
-    original = cls.prequential_step
+    original = cls._learn
 
-    def diverging(self, X, y):  # injected failure: learns, then reports an infinite score
-        scores = original(self, X, y)
-        scores[-1] = np.inf
-        return scores
+    # injected failure at the kernel call, which every learning path makes (prequential_step,
+    # and learn_rounds with the regret window on): learns, then reports an infinite score
+    def diverging(self, X, y, scores):
+        original(self, X, y, scores)
+        if len(scores):
+            scores[-1] = np.inf
 
-    monkeypatch.setattr(cls, "prequential_step", diverging)
+    monkeypatch.setattr(cls, "_learn", diverging)
     response = client.post("/v1/models/m/events", json=events_json(X[:4], y[:4]))
     assert response.status_code == 422, response.text
     assert "not finite" in response.json()["detail"]

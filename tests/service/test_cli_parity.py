@@ -51,7 +51,10 @@ def test_missing_policies_are_the_servers_and_learn_what_the_server_learns(tmp_p
     missing values agree to the bit."""
     path = tmp_path / "transactions.csv"
     _table().to_csv(path, index=False)
-    with uvicorn_server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
+    with (
+        uvicorn_server(AUCSTREAM_STORE="memory") as url,
+        httpx.Client(base_url=url, timeout=60) as http,
+    ):
         for policy in ("mean", "zero"):
             saved = tmp_path / f"{policy}.zip"
             common = ("--id-column", "tx", "--missing", policy, *MODEL_OPTIONS, "--quiet")
@@ -96,7 +99,10 @@ def test_refuse_names_the_row_and_column_and_a_server_model_keeps_its_policy(tmp
     np.savez(npz, X=X, y=y)
     assert cli.main(["replay", str(npz), "--model", "m", "--quiet"]) == 2
     failed(capsys, 2, "row 5, column '1': missing value (1 missing cell(s)")
-    with uvicorn_server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
+    with (
+        uvicorn_server(AUCSTREAM_STORE="memory") as url,
+        httpx.Client(base_url=url, timeout=60) as http,
+    ):
         assert http.post("/v1/models", json={"id": "strict", "n_features": 3}).status_code == 201
         assert cli.main(["replay", str(path), "--model", "strict", "--id-column", "tx",
                          "--missing", "mean", "--url", url, "--quiet"]) == 2  # fmt: skip
@@ -126,7 +132,10 @@ def test_fit_takes_the_id_column_and_mean_keeps_the_training_means(tmp_path, cap
     printed = capsys.readouterr().out
     assert "on 225 events" in printed and "held out 75 events: AUC" in printed
     means = frame.loc[:224, NAMES].mean()  # of the values present in the training part
-    with uvicorn_server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
+    with (
+        uvicorn_server(AUCSTREAM_STORE="memory") as url,
+        httpx.Client(base_url=url, timeout=60) as http,
+    ):
         loaded = http.put("/v1/models/m/snapshot", content=output.read_bytes(),
                           headers={"content-type": "application/zip"})  # fmt: skip
         assert loaded.status_code == 201, loaded.text

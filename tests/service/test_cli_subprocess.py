@@ -106,7 +106,10 @@ def test_replay_in_process_as_a_command(tmp_path, csv_file):
 def test_replay_into_a_server_is_idempotent(tmp_path, csv_file):
     plain = tmp_path / "plain.csv"  # no id column: ids from the file's content hash and row
     pd.read_csv(csv_file).drop(columns=["tx"]).to_csv(plain, index=False)
-    with uvicorn_server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
+    with (
+        uvicorn_server(AUCSTREAM_STORE="memory") as url,
+        httpx.Client(base_url=url, timeout=60) as http,
+    ):
         command = ("replay", str(plain), "--model", "fraud", "--url", url, "--quiet",
                    "--batch-size", "128")  # fmt: skip
         first = aucstream(*command)

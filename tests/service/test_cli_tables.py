@@ -41,7 +41,10 @@ def test_hashed_replay_in_process_and_to_a_server_learn_the_same_model(tmp_path,
                "--scaling", "none")  # fmt: skip
     assert _run("replay", str(path), "--model", "m", *options, "--save", str(saved)) == 0
     assert "400 events learned since its creation" in capsys.readouterr().out
-    with uvicorn_server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
+    with (
+        uvicorn_server(AUCSTREAM_STORE="memory") as url,
+        httpx.Client(base_url=url, timeout=60) as http,
+    ):
         assert _run("replay", str(path), "--model", "sent", "--url", url, *options) == 0
         config = http.get("/v1/models/sent").json()["config"]
         assert (config["feature_mode"], config["n_features"]) == ("hashed", 1 << 16)

@@ -348,3 +348,16 @@ def test_a_call_from_another_event_loop_while_a_drain_runs_is_refused(tmp_path):
     engine.coalesce.apply_pass = apply  # type: ignore[method-assign]
     assert asyncio.run(engine.coalesce.learn("m", batch(["c"], 3))).learned == 1
     assert engine.info("m").counts.events_learned == 3
+
+
+def test_a_pass_its_threads_refuse_is_every_waiting_request_answer(tmp_path):
+    """A pass handed to threads that were closed meanwhile (the app stopping) answers each of
+    its requests with the refusal, and a later pass runs on fresh threads."""
+    engine = make_engine("sqlite", tmp_path)
+    engine.coalesce._pool().close()  # noqa: SLF001 - the threads closed under the coalescer
+    outcomes = asyncio.run(learn_all(engine, [batch(["a"], 1), batch(["b"], 2)]))
+    assert [type(outcome) for outcome in outcomes] == [RuntimeError, RuntimeError]
+    assert all("closed" in str(outcome) for outcome in outcomes)
+    assert engine.info("m").counts.events_learned == 0
+    engine.coalesce.close()
+    assert asyncio.run(engine.coalesce.learn("m", batch(["a"], 1))).learned == 1

@@ -212,7 +212,10 @@ def test_extreme_events_over_the_stream_are_refused_by_event(binary):
     """The stream (JSON and binary frames, which no JSON parser checks) reaches the same
     checks: events and scores of extreme features are refused naming the event, nothing is
     kept or learned, and the model goes on."""
-    with uvicorn_server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
+    with (
+        uvicorn_server(AUCSTREAM_STORE="memory") as url,
+        httpx.Client(base_url=url, timeout=60) as http,
+    ):
         assert http.post("/v1/models", json={"id": "w", "n_features": 3}).status_code == 201
         X, y = make_stream(60, n_features=3, seed=6)
         with StreamClient(url, "w", binary=binary) as stream:

@@ -117,7 +117,7 @@ def test_upload_to_a_running_server(tmp_path, capsys):
     with uvicorn_server(AUCSTREAM_STORE="memory") as url:
         code, output = _fit(tmp_path, X, y, "--learner", "spam", "--url", url)
         assert code == 0 and f"uploaded to {url}" in capsys.readouterr().out
-        with httpx.Client(base_url=url) as http:
+        with httpx.Client(base_url=url, timeout=60) as http:
             info = http.get("/v1/models/m").json()
             assert info["counts"]["events_learned"] == 1200
             assert http.get("/v1/models/m/snapshot").status_code == 200

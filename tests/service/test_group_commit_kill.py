@@ -59,57 +59,105 @@ class Server:
         self.process.wait()
 
 
-def send_until_killed(
-    url: str, seconds: float, prefix: str = "", models: tuple[str, ...] = ("m",)
-) -> tuple[list[str], list[str], list[threading.Thread]]:
+class Senders:
     """``CLIENTS`` threads posting one event each, back to back, for ``seconds`` (client k to
-    ``models[k % len(models)]``, its ids starting with the model's): the lists they fill
-    with the ids acknowledged (2xx) and with those whose answer never came (the kill), and
-    the threads."""
-    acknowledged: list[str] = []
-    unknown: list[str] = []
-    deadline = time.monotonic() + seconds
+    ``models[k % len(models)]``, its ids starting with the model's): the ids acknowledged (2xx),
+    those whose answer never came (the kill), and why each client stopped (for the message
+    of a test that finds them all stopped before it killed anything)."""
 
-    def client(number: int) -> None:
-        model = models[number % len(models)]
-        with httpx.Client(base_url=url, timeout=30) as http:
+    def __init__(
+        self, url: str, seconds: float, prefix: str = "", models: tuple[str, ...] = ("m",)
+    ) -> None:
+        self.url = url
+        self.acknowledged: list[str] = []
+        self.unknown: list[str] = []
+        self.ended: list[str] = []
+        self.failures: list[str] = []
+        #: answers refusing a write for contention (sent again)
+        self.contended = 0
+        self.started = time.monotonic()
+        self.deadline = self.started + seconds
+        self.threads = [
+            threading.Thread(target=self._client, args=(k, models[k % len(models)], prefix))
+            for k in range(CLIENTS)
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _client(self, number: int, model: str, prefix: str) -> None:
+        with httpx.Client(base_url=self.url, timeout=30) as http:
             n = 0
-            while time.monotonic() < deadline:
+            while time.monotonic() < self.deadline:
                 event_id = f"{model}:{prefix}c{number}-{n}"
                 try:
                     response = http.post(
                         f"/v1/models/{model}/events",
                         json={"events": [{"id": event_id, "x": X, "y": 1}]},
                     )
-                except httpx.TransportError:
-                    unknown.append(event_id)
+                except httpx.TransportError as error:
+                    self.unknown.append(event_id)
+                    self._end(f"client {number}: {error!r} at {event_id}")
                     return
                 if response.status_code == 503 and "contention" in response.json()["type"]:
+                    self.contended += 1
                     continue  # refused before anything was written: sent again, same id
-                assert response.status_code in (200, 202), response.text
-                acknowledged.append(event_id)
+                if response.status_code not in (200, 202):
+                    self.failures.append(f"{event_id}: {response.status_code} {response.text}")
+                    self._end(f"client {number}: answered {response.status_code}")
+                    return
+                self.acknowledged.append(event_id)
                 n += 1
+        self._end(f"client {number}: its {self.deadline - self.started:.0f} s were over")
 
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(CLIENTS)]
-    for thread in threads:
-        thread.start()
-    return acknowledged, unknown, threads
+    def _end(self, why: str) -> None:
+        self.ended.append(f"{why} ({time.monotonic() - self.started:.1f} s in)")
+
+    def alive(self) -> bool:
+        return any(thread.is_alive() for thread in self.threads)
+
+    def join(self) -> None:
+        """Waits for the clients (after the kill); AssertionError if any was answered
+        anything but an acknowledgement or a refusal for contention."""
+        for thread in self.threads:
+            thread.join(timeout=60)
+        assert not self.failures, "\n".join(self.failures)
+
+    def wait_for(self, acknowledged: int, *servers: Server) -> None:
+        """Until ``acknowledged`` events are (see :meth:`check`)."""
+        while len(self.acknowledged) < acknowledged:
+            self.check(*servers)
+            time.sleep(0.02)
+
+    def check(self, *servers: Server) -> None:
+        """AssertionError if every client stopped, saying why each stopped, how many writes
+        were refused for contention and whether the servers are still running."""
+        if not self.alive():
+            processes = [s.process.poll() if s.process else None for s in servers]
+            logs = {s.log.name for s in servers}
+            raise AssertionError(
+                f"every client of {self.url} stopped after {len(self.acknowledged)} "
+                f"acknowledged events and {self.contended} refusals for contention "
+                f"(exit codes of the servers, None if running: "
+                f"{processes}):\n"
+                + "\n".join(self.ended)
+                + "".join(
+                    f"\nthe end of {name}:\n{open(name, errors='replace').read()[-4000:]}"
+                    for name in logs
+                )
+            )
 
 
 def kill_while_sending(
     server: Server, *others: subprocess.Popen, models: tuple[str, ...] = ("m",)
 ) -> tuple[list[str], list[str]]:
-    acknowledged, unknown, threads = send_until_killed(server.url, seconds=60, models=models)
-    while len(acknowledged) < 300:  # groups are being committed
-        assert any(thread.is_alive() for thread in threads), "every sender stopped"
-        time.sleep(0.02)
+    senders = Senders(server.url, seconds=60, models=models)
+    senders.wait_for(300, server)  # groups are being committed
     server.kill()
     for process in others:
         process.kill()
         process.wait()
-    for thread in threads:
-        thread.join(timeout=60)
-    return list(acknowledged), list(unknown)
+    senders.join()
+    return list(senders.acknowledged), list(senders.unknown)
 
 
 def replayed_state(n_events: int) -> dict[str, np.ndarray]:
@@ -241,40 +289,53 @@ def test_redis_kill_during_group_commits(tmp_path, synced_redis):
             stop(server.process)
 
 
+@contextlib.contextmanager
+def two_servers(environment: dict[str, str], tmp_path) -> Iterator[list[Server]]:
+    """Two API processes on one store (``environment``), their output in ``server.log``;
+    those still running are stopped on leaving, whatever happened."""
+    with open(tmp_path / "server.log", "ab") as log:
+        servers = [Server(environment, log), Server(environment, log)]
+        try:
+            for server in servers:
+                server.start()
+            yield servers
+        finally:
+            for server in servers:
+                if server.process is not None:
+                    stop(server.process)
+
+
 def test_two_redis_processes_killed_during_appends_to_one_model(tmp_path, synced_redis):
     """Two API processes on one Redis append to one model, each catching up on the other's
     entries (a replicated state machine): both killed, Redis too; nothing acknowledged is
     lost, nothing is in twice, and the state is that of the events learned."""
     environment = {"AUCSTREAM_STORE": "redis", "AUCSTREAM_REDIS_URL": synced_redis.url}
-    with open(tmp_path / "server.log", "ab") as log:
-        servers = [Server(environment, log), Server(environment, log)]
+    with two_servers(environment, tmp_path) as servers:
+        with httpx.Client(base_url=servers[0].url, timeout=60) as http:
+            create_model(http, MODEL)
+        sending = [
+            Senders(server.url, seconds=60, prefix=f"s{number}")
+            for number, server in enumerate(servers)
+        ]
+        # each process appends (and so catches up on the other's entries), 300 in all: the
+        # two do not share the model evenly (the one catching up loses more races: 53 of
+        # several hundred in one run), which this test does not judge
+        for senders in sending:
+            senders.wait_for(20, *servers)
+        while sum(len(senders.acknowledged) for senders in sending) < 300:
+            for senders in sending:
+                senders.check(*servers)
+            time.sleep(0.02)
         for server in servers:
-            server.start()
-        try:
-            with httpx.Client(base_url=servers[0].url, timeout=60) as http:
-                create_model(http, MODEL)
-            sending = [
-                send_until_killed(server.url, seconds=60, prefix=f"s{number}")
-                for number, server in enumerate(servers)
-            ]
-            while min(len(acknowledged) for acknowledged, _, _ in sending) < 150:
-                assert all(any(t.is_alive() for t in threads) for _, _, threads in sending)
-                time.sleep(0.02)
-            for server in servers:
-                server.kill()
-            for _, _, threads in sending:
-                for thread in threads:
-                    thread.join(timeout=60)
-            synced_redis.kill()
-            synced_redis.start()
-            servers[0].start()
-            acknowledged = [event_id for done, _, _ in sending for event_id in done]
-            unknown = [event_id for _, lost, _ in sending for event_id in lost]
-            check_nothing_lost(servers[0].url, acknowledged, unknown, queue=False)
-        finally:
-            for server in servers:
-                if server.process is not None:
-                    stop(server.process)
+            server.kill()
+        for senders in sending:
+            senders.join()
+        synced_redis.kill()
+        synced_redis.start()
+        servers[0].start()
+        acknowledged = [event_id for senders in sending for event_id in senders.acknowledged]
+        unknown = [event_id for senders in sending for event_id in senders.unknown]
+        check_nothing_lost(servers[0].url, acknowledged, unknown, queue=False)
 
 
 def test_queue_mode_kill_during_group_commits(tmp_path, synced_redis):

@@ -95,3 +95,41 @@ def test_a_closed_handoff_refuses_calls():
         asyncio.run(main())
     with pytest.raises(ValueError, match="at least 1"):
         Handoff(0, "none")
+
+
+def test_submit_settles_its_future_on_the_loop_for_callbacks_without_a_task():
+    handoff = Handoff(2, "submit")
+
+    def triple(value: int) -> int:
+        return 3 * value
+
+    def fail() -> None:
+        raise KeyError("bad")
+
+    async def main():
+        loop_thread = threading.current_thread()
+        seen: list[tuple[int | str, bool]] = []
+        settled = asyncio.Event()
+
+        def done(future: asyncio.Future) -> None:
+            error = future.exception()
+            value = repr(error) if error is not None else future.result()
+            seen.append((value, threading.current_thread() is loop_thread))
+            if len(seen) == 2:
+                settled.set()
+
+        for future in (handoff.submit(triple, 7), handoff.submit(fail)):
+            future.add_done_callback(done)
+        await asyncio.wait_for(settled.wait(), 30)
+        return seen
+
+    seen = asyncio.run(main())
+    # each answer settled its future on the loop's thread, the error as the exception
+    assert sorted(seen, key=repr) == [("KeyError('bad')", True), (21, True)]
+    handoff.close()
+
+    async def closed():
+        handoff.submit(triple, 1)
+
+    with pytest.raises(RuntimeError, match="closed"):  # at once, not through the future
+        asyncio.run(closed())

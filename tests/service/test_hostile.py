@@ -607,6 +607,20 @@ def test_model_memory_is_capped(make_client):
     assert "once its windows are full" in response.json()["detail"]
 
 
+def test_buffers_that_grow_as_they_fill_count_at_their_capacity(make_client):
+    """pmb keeps its buffered rows sparse and grows them as they fill: empty at creation, but
+    dense events fill every cell.  2PMB over 2**18 hashed features may come to hold ~418 MiB,
+    over the default limit (it was counted at its empty size); 1PMB's ~214 MiB fits."""
+    client = make_client()  # the default AUCSTREAM_MAX_MODEL_BYTES (256 MiB)
+    hashed = {"n_features": 2**18, "feature_mode": "hashed", "learner": "pmb"}
+    response = client.post("/v1/models", json={"id": "two", **hashed, "params": {"passes": 2}})
+    assert response.status_code == 507, response.text
+    assert "once its windows are full" in response.json()["detail"]
+    assert client.get("/v1/models/two").status_code == 404
+    response = client.post("/v1/models", json={"id": "one", **hashed, "params": {"passes": 1}})
+    assert response.status_code == 201, response.text
+
+
 def test_remembered_ids_per_request_are_capped(make_client):
     """100,000 ids of 256 characters in one request were remembered for 24 h (+31 MB)."""
     client = make_client(max_event_id_bytes=64 * 1024)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from fastapi.responses import Response
 from fastapi.testclient import TestClient
 
 from service.app import create_app
@@ -177,3 +178,48 @@ def test_every_documented_query_parameter_of_the_lane_is_read(memory_client):
         "reasons",
     }
     assert client.get("/v1/models/m").json()["counts"]["events_learned"] == 0
+
+
+def test_every_documented_parameter_of_the_event_routes_reaches_the_handler(memory_client):
+    """``POST .../events`` and ``.../score`` are declared once: each parameter their OpenAPI
+    operation lists, sent with a value other than its default, is the value the handler gets
+    (a parameter the document lists and the server dropped would arrive as its default)."""
+    client = memory_client
+    create_model(client, n_features=2)
+    paths = client.app.openapi()["paths"]  # type: ignore[attr-defined]
+    received: list[dict] = []
+
+    async def recorder(**arguments):
+        received.append(arguments)
+        return Response(b"{}", media_type="application/json")
+
+    routes = {
+        route.route.path: route
+        for route in client.app.lane_routes  # type: ignore[attr-defined]
+        if route.route.path.endswith(("/events", "/score"))
+    }
+    assert set(routes) == {"/v1/models/{model_id}/events", "/v1/models/{model_id}/score"}
+    documented = {}
+    for path, route in routes.items():
+        route.endpoint = recorder
+        parameters = paths[path]["post"]["parameters"]
+        assert {p["name"] for p in parameters if p["in"] == "path"} == {"model_id"}
+        for parameter in parameters:
+            if parameter["in"] != "query":
+                continue
+            name, schema = parameter["name"], parameter["schema"]
+            sent: bool | int = (
+                not schema["default"]
+                if schema["type"] == "boolean"
+                else min(schema["default"] + 1, schema.get("maximum", 10**9))
+            )
+            url = path.replace("{model_id}", "m") + f"?{name}={str(sent).lower()}"
+            received.clear()
+            assert client.post(url, content=b"").status_code == 200, (path, name)
+            assert received[0]["model_id"] == "m"
+            assert received[0][name] == sent and received[0][name] != schema["default"], name
+            documented.setdefault(path, set()).add(name)
+    assert documented == {
+        "/v1/models/{model_id}/events": {"scores", "zero_based"},
+        "/v1/models/{model_id}/score": {"keep", "zero_based", "probabilities", "reasons"},
+    }

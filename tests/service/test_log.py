@@ -138,6 +138,13 @@ def test_a_cache_behind_catches_up_and_a_checkpoint_truncates_the_log(logging_st
     assert (stored.saved, stored.entries) == (7, [])
     for name, value in _state(first, "m").items():
         np.testing.assert_array_equal(stored.arrays[name], value, err_msg=name)
+    # the checkpoint truncated the entry the first engine's cache lacked: reading the model
+    # above read it whole, and says so
+    assert (first.repository.reread, second.repository.reread) == (1, 0)
+    first.learn("m", Batch(X[:5], y[:5], None))
+    second.learn("m", Batch(X[5:10], y[5:10], None))
+    assert (first.repository.reread, second.repository.reread) == (1, 0)
+    assert_same_state(_state(first, "m"), _state(second, "m"))
 
 
 def test_a_log_entry_that_does_not_apply_stops_the_model_naming_it(logging_store):
@@ -183,6 +190,26 @@ def test_entries_round_trip_through_bytes():
         )
     with pytest.raises(ValueError, match="format"):
         decode(b"\x07" + encode(entry)[1:])
+
+
+def test_entries_of_one_layout_decode_whatever_their_time_and_refuse_stray_bytes():
+    """A replay decodes entries of one layout (header after ``now``) from a cache of it: the
+    header's length moves with ``now``'s digits, and every entry's bytes are still checked."""
+    rng = np.random.default_rng(3)
+    entries = [
+        Entry(now, rng.normal(size=(1, 4)), np.array([1 if k % 2 else -1]))
+        for k, now in enumerate([1.0, 1.8e9 + 0.123456789, 5e-324, 12.5, 1.8e9, 1e300])
+    ]
+    for entry in entries * 2:  # the second time from the cached layout
+        raw = encode(entry)
+        back = decode(raw)
+        assert back.now == entry.now and encode(back) == raw
+        np.testing.assert_array_equal(back.X, entry.X)
+        np.testing.assert_array_equal(back.y, entry.y)
+        with pytest.raises(ValueError, match="bytes"):
+            decode(raw + b"\x00")
+        with pytest.raises(ValueError, match="bytes"):
+            decode(raw[:-1])
 
 
 def test_concurrent_appends_share_a_transaction_and_a_stale_one_fails_alone(tmp_path):

@@ -13,7 +13,7 @@ import redis
 from service.engine import Engine
 from service.ingest import Batch
 from service.models import create_model as create_engine_model
-from service.schemas import ModelCreate
+from service.schemas import ModelConfig, ModelCreate
 from service.stores import keys
 from service.stores.base import Commit
 from service.stores.fields import CHUNK_BYTES, decode_fields, encode_fields
@@ -91,18 +91,20 @@ def test_an_empty_default_model_stores_a_fraction_of_its_buffers(store_kind, cli
     assert client.get("/v1/models/m/metrics").json()["window"]["events"] == 30
 
 
-def test_a_default_model_after_300_events_holds_no_unfitted_trees():
-    """Before its boosted candidates' first fit is installed (event 314), a default model holds
-    no padded trees and only the rows held for the pending fit (~200 KB of arrays for 10
-    features, ~370 KB when the trees and held rows were allocated whole)."""
+def test_a_default_model_holds_no_unfitted_trees():
+    """Before its boosted candidates' first fit is installed (due at event 250, installed at
+    282), a default model holds no padded trees and only the rows held for the pending fit
+    (~200 KB of arrays for 10 features, ~370 KB when the trees and held rows were allocated
+    whole)."""
     engine = Engine(MemoryStore())
     create_engine_model(engine, ModelCreate(id="m", n_features=10))
-    X, y = make_stream(300, n_features=10)
+    X, y = make_stream(270, n_features=10)
     engine.learn("m", Batch(X, np.where(y > 0, 1, -1), None))
     arrays = engine.repository.read("m").arrays()
+    assert arrays["learner:c2:pending"][0] == 1  # the fit from event 250 not installed yet
     for name in ("learner:c2:ens_left", "learner:c4:ens_value"):
         assert arrays[name].shape[0] == 0, name
-    assert arrays["learner:c2:pending_X"].shape[0] < 256  # 50 held of at most 256
+    assert arrays["learner:c2:pending_X"].shape[0] < 256  # 20 held of at most 256
     assert sum(array.nbytes for array in arrays.values()) < 220_000
 
 
@@ -170,3 +172,39 @@ def test_redis_used_memory_of_an_empty_model_is_small(empty_redis):
     assert per_model < 2 * EMPTY_MODEL_STORED_BYTES
     client.close()
     store.close()
+
+
+def test_models_of_equal_params_hold_one_copy_of_them():
+    """The cached models whose learner parameters are equal hold one dict of them (a default
+    auto model's candidates' parameters: ~4 KB each), loaded or created, and learning leaves it
+    as created; their configurations' sets of given fields are one set."""
+    from service.engine.model import share_constants
+
+    engine = Engine(MemoryStore(), max_cached_models=2, clock=lambda: 1e9)
+    X, y = make_stream(40, n_features=4)
+    try:
+        for name in ("a", "b", "c"):
+            create_engine_model(engine, ModelCreate(id=name, n_features=4, learner="auto"))
+            engine.learn(name, Batch(X, y, None))
+        create_engine_model(engine, ModelCreate(id="d", n_features=4, learner="spam"))
+        created = engine.info("c").config.model_dump()["params"]
+        loaded = [engine.repository.read(name).config for name in ("a", "b", "c", "d")]
+        assert loaded[0].params is loaded[1].params is loaded[2].params  # "a" was reloaded
+        assert loaded[0].params == created
+        assert loaded[3].params is not loaded[0].params
+        fields = [config.model_fields_set for config in loaded]
+        assert all(given is fields[0] for given in fields)
+        assert fields[0] == set(ModelConfig.model_fields)
+        renamed = loaded[0].model_copy(update={"id": "e"})
+        renamed.id = "f"
+        assert renamed.model_fields_set is not fields[0]
+        assert fields[0] == set(ModelConfig.model_fields)
+    finally:
+        engine.close()
+    one, float_one, true = (
+        ModelCreate(id=str(k), n_features=2, learner="spam", params={"eta": value})
+        for k, value in enumerate((1, 1.0, True))
+    )
+    for config in (one, float_one, true):
+        share_constants(config)  # type: ignore[arg-type]
+    assert one.params is not float_one.params and float_one.params is not true.params

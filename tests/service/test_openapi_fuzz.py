@@ -95,7 +95,7 @@ _FUZZ_MAX_FEATURES = 64
 
 
 def _app(**settings_values):
-    values = {"warmup": False, "max_model_bytes": 2**21, **settings_values}
+    values = {"warmup": False, "max_model_bytes": 2**23, **settings_values}
     store = MemoryStore() if values.get("store", "memory") == "memory" else None
     return create_app(Settings(**values), store=store)
 

@@ -99,12 +99,9 @@ def test_a_bad_request_in_a_pass_fails_alone(tmp_path):
 
 def test_a_model_written_by_another_process_during_a_pass_is_applied_again(tmp_path):
     """The other process's append makes this model's commit stale inside the shared
-    transaction: its savepoint alone is undone, the other models' entries are written, and its
-    group is applied again on the model caught up (nothing lost, nothing twice)."""
-    engine = make_engine(tmp_path / "data", MODELS[:3])
-    other = make_engine(tmp_path / "data", MODELS[:3])
-    for model_id in MODELS[:3]:  # cached here
-        engine.learn(model_id, batch([f"{model_id}-first"], seed=0))
+    transaction: it writes nothing, the other models' entries are written, and its group is
+    applied again on the model caught up (nothing lost, nothing twice)."""
+    engine, other = two_processes(tmp_path)
     commit_many = engine.store.commit_many
     raced = []
 
@@ -117,15 +114,29 @@ def test_a_model_written_by_another_process_during_a_pass_is_applied_again(tmp_p
     items = [(m, [request_of(batch([f"{m}-x"], seed=9))]) for m in MODELS[:3]]
     outcomes = engine.coalesce.apply_pass(items)
     assert [outcome[0].learned for outcome in outcomes] == [1, 1, 1]
-    # the pass redid it once: the stale commit rebuilt m1 (not contended yet) and made it
-    # contended, as a write alone's does, with no stale retry loop
+    # the pass redid it once: the stale commit took m1 back to the standing undo point its
+    # creation here left (no rebuild) and made it contended, as a write alone's does, with
+    # no stale retry loop
     repository = engine.repository
-    assert (repository.writes_retried, repository.writes_reloaded) == (1, 1)
-    assert repository.undo_point("m1") is not None
-    assert repository.undo_point("m0") is None
+    assert (repository.writes_retried, repository.writes_reloaded) == (1, 0)
+    assert repository.writes_undone == 1
+    contended = repository.undo_point("m1")
+    assert contended is not None and contended is not repository.undo_point("m1")  # copies
+    standing = repository.undo_point("m0")
+    assert standing is not None and standing is repository.undo_point("m0")  # kept
     expected = _first_theirs_then_x(tmp_path / "expected", MODELS[:3], "m1")
     assert_same_models(engine, expected, MODELS[:3])
     assert_same_models(make_engine(tmp_path / "data", MODELS[:3]), expected, MODELS[:3])
+
+
+def two_processes(tmp_path):
+    """Two engines on one SQLite file (two processes) with ``MODELS[:3]``, each model's first
+    batch learned by the first, which caches them."""
+    engine = make_engine(tmp_path / "data", MODELS[:3])
+    other = make_engine(tmp_path / "data", MODELS[:3])
+    for model_id in MODELS[:3]:
+        engine.learn(model_id, batch([f"{model_id}-first"], seed=0))
+    return engine, other
 
 
 def _first_theirs_then_x(path, model_ids, theirs: str):
@@ -161,14 +172,12 @@ def test_a_pass_of_one_model_made_stale_is_applied_again(tmp_path):
 
 
 def test_a_model_made_stale_in_a_pass_goes_back_to_its_undo_point_when_contended(tmp_path):
-    """The rule of a write alone: a model's first stale commit in a pass rebuilds it and makes
-    it contended, so the next pass takes an undo point before learning it, and a second stale
-    commit goes back there and catches up on the other process's entries (no rebuild)."""
+    """The rule of a write alone: a model's first stale commit in a pass goes back to the
+    standing undo point its creation left and makes it contended, so the next pass takes an
+    undo point before learning it, and a second stale commit goes back there; each catches up
+    on the other process's entries (no rebuild)."""
     models = MODELS[:3]
-    engine = make_engine(tmp_path / "data", models)
-    other = make_engine(tmp_path / "data", models)
-    for model_id in models:
-        engine.learn(model_id, batch([f"{model_id}-first"], seed=0))
+    engine, other = two_processes(tmp_path)
     commit_many = engine.store.commit_many
     theirs = [batch(["theirs-1"], seed=5), batch(["theirs-2"], seed=6)]
     appends = iter(theirs)
@@ -187,7 +196,7 @@ def test_a_model_made_stale_in_a_pass_goes_back_to_its_undo_point_when_contended
         counts.append(
             (repository.writes_retried, repository.writes_reloaded, repository.writes_undone)
         )
-    assert counts == [(1, 1, 0), (2, 1, 1)]
+    assert counts == [(1, 0, 1), (2, 0, 2)]
     expected = make_engine(tmp_path / "expected", models)
     for model_id in models:
         expected.learn(model_id, batch([f"{model_id}-first"], seed=0))
@@ -221,6 +230,59 @@ def test_a_pass_reads_the_heads_once_and_catches_up_a_model_behind(tmp_path):
     assert (engine.repository.caught_up, engine.repository.writes_retried) == (1, 0)
     expected = _first_theirs_then_x(tmp_path / "expected", MODELS[:4], "m2")
     assert_same_models(engine, expected, MODELS[:4])
+
+
+def test_a_pass_finds_its_models_duplicates_by_one_read(tmp_path):
+    """The learned ids of a pass's models are read with their heads, one query for all: no
+    model reads its own, and each request gets the duplicates it would get alone."""
+    models = MODELS[:4]
+    engine = make_engine(tmp_path / "data", models)
+    for model_id in models:
+        engine.learn(model_id, batch([f"{model_id}-first"], seed=0))
+    statements: list[str] = []
+    engine.store.database.connection().set_trace_callback(statements.append)
+    items = [(m, [request_of(batch([f"{m}-first", f"{m}-x"], seed=9))]) for m in models]
+    outcomes = engine.coalesce.apply_pass(items)
+    engine.store.database.connection().set_trace_callback(None)
+    assert [(o[0].learned, o[0].duplicate_ids) for o in outcomes] == [
+        (1, [f"{m}-first"]) for m in models
+    ]
+    assert sum(s.startswith("SELECT ids.model_id, ids.event_id") for s in statements) == 1
+    assert not [s for s in statements if s.startswith("SELECT event_id FROM ids")]
+    expected = make_engine(tmp_path / "expected", models)
+    for model_id in models:
+        expected.learn(model_id, batch([f"{model_id}-first"], seed=0))
+        expected.learn(model_id, batch([f"{model_id}-first", f"{model_id}-x"], seed=9))
+    assert_same_models(engine, expected, models)
+
+
+def test_an_id_another_process_learns_after_the_pass_read_the_ids_is_not_learned_twice(tmp_path):
+    """The ids read with the heads miss what another process commits after: that model's
+    commit is then stale, and its group applied again finds the id learned."""
+    models = MODELS[:3]
+    engine, other = two_processes(tmp_path)
+    seen_many = engine.store.seen_many
+
+    def racing(ids_of, now):
+        found = seen_many(ids_of, now)
+        engine.store.seen_many = seen_many  # type: ignore[method-assign]
+        other.learn("m1", batch(["shared"], seed=5))
+        return found
+
+    engine.store.seen_many = racing  # type: ignore[method-assign]
+    items = [(m, [request_of(batch(["shared"], seed=5))]) for m in models]
+    outcomes = engine.coalesce.apply_pass(items)
+    assert [(o[0].learned, o[0].duplicate_ids) for o in outcomes] == [
+        (1, []),
+        (0, ["shared"]),
+        (1, []),
+    ]
+    assert engine.repository.writes_retried == 1
+    expected = make_engine(tmp_path / "expected", models)
+    for model_id in models:
+        expected.learn(model_id, batch([f"{model_id}-first"], seed=0))
+        expected.learn(model_id, batch(["shared"], seed=5))
+    assert_same_models(engine, expected, models)
 
 
 def test_a_failed_transaction_answers_every_request_and_keeps_nothing(tmp_path):

@@ -258,7 +258,9 @@ def test_crash_after_commit_before_ack_is_not_learned_twice(make_app, make_worke
     for body in posts(X, y, 20, ids=False):  # no ids: only the checkpoint prevents doubles
         assert queued.post("/v1/models/q/events", json=body).status_code == 202
         sync.post("/v1/models/ref/events", json=body)
-    first = make_worker("dies", worker_lease_ms=200, worker_block_ms=20)
+    # The lease outlasts a step on a loaded machine (200 ms did not on CI: the lease lapsed
+    # between the two steps, so the second step committed nothing and never reached XACK).
+    first = make_worker("dies", worker_lease_ms=1500, worker_block_ms=20)
     first.step()  # takes the lease, recovers (nothing pending), applies 4 entries
     assert int(rclient.hget(keys.meta("q"), "queue:entries")) == 4
 
@@ -270,7 +272,7 @@ def test_crash_after_commit_before_ack_is_not_learned_twice(make_app, make_worke
         first.step()
     assert int(rclient.hget(keys.meta("q"), "queue:entries")) == 8  # committed...
     assert rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"] == 4  # ...not acked
-    time.sleep(0.3)  # lease and claim idle time of the dead worker pass
+    time.sleep(1.6)  # lease and claim idle time of the dead worker pass
     second = make_worker("survivor")
     drain(second, rclient, ["q"])
     assert second.telemetry.entries.labels("q", "redelivered")._value.get() == 4

@@ -219,7 +219,7 @@ def test_redis_restart_during_ingest_loses_no_acknowledged_event(workers):
     X, y = make_stream(n_clients * n_posts * batch, seed=23)
     with durable_redis() as (url, processes, start_redis):
         with uvicorn_server(1, AUCSTREAM_REDIS_URL=url, AUCSTREAM_MODE="queue") as api:
-            with httpx.Client(base_url=api) as http:
+            with httpx.Client(base_url=api, timeout=60) as http:
                 created = http.post(
                     "/v1/models",
                     json={"id": "m", "n_features": 5, "scaling": "none", "learner": "spam"},
@@ -285,7 +285,7 @@ def test_redis_restart_during_ingest_loses_no_acknowledged_event(workers):
                 appended = lambda: int(store.hget(keys.queue("m"), "events") or 0)  # noqa: E731
                 applied = lambda: int(store.hget(keys.meta("m"), "queue:events") or 0)  # noqa: E731
                 wait_for(lambda: applied() == appended(), 60, "the worker did not catch up", 0.05)
-                with httpx.Client(base_url=api) as http:
+                with httpx.Client(base_url=api, timeout=60) as http:
                     metrics = http.get("/v1/models/m/metrics").json()
                 counts = metrics["counts"]
                 assert metrics["queue"]["events"] == 0

@@ -32,7 +32,7 @@ def test_the_readme_example_runs_against_a_server():
         result = subprocess.run(["bash", "-c", runnable], capture_output=True, text=True,
                                 timeout=120)  # fmt: skip
         assert result.returncode == 0, result.stderr
-        with httpx.Client(base_url=url) as http:
+        with httpx.Client(base_url=url, timeout=60) as http:
             counts = http.get("/v1/models/fraud").json()["counts"]
             metrics = http.get("/v1/models/fraud/metrics").json()
     assert counts["events_learned"] == 3  # t1, t2, and t3 once its label came

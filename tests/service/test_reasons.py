@@ -167,7 +167,10 @@ def test_a_bad_k_is_a_422_naming_the_query(memory_client, k):
 
 
 def test_the_streams_json_score_replies_carry_the_same_reasons():
-    with uvicorn_server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
+    with (
+        uvicorn_server(AUCSTREAM_STORE="memory") as url,
+        httpx.Client(base_url=url, timeout=60) as http,
+    ):
         X = learned(http, "streamed", learner="auto", feature_names=NAMES)
         rest = http.post("/v1/models/streamed/score?reasons=2", json=events_json(X)).json()
         events = events_json(X)["events"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from core.learners._base import OnlineLearner
 from core.regret import RegretWindow
 from service.ingest import Batch
 from service.models import create_model
@@ -50,22 +51,32 @@ def test_a_replay_with_the_regret_window_equals_the_model_that_never_stopped(
         np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
 
 
-def test_only_the_rounds_the_window_keeps_are_replayed_one_by_one(logging_store, monkeypatch):
+def test_only_the_window_s_rounds_are_recorded_and_they_share_one_learner_call(
+    logging_store, monkeypatch
+):
     clock = Clock()
     live = _engine(logging_store, clock)
     create_model(live, ModelCreate(id="m", n_features=4, learner="spam", regret_window=8))
     _traffic(live, 4)
     calls = []
+    learner_calls = []
     original = RegretWindow.update_rounds
+    original_learn_rounds = OnlineLearner.learn_rounds
 
     def update_rounds(self, X, y, scores, weights, sizes):
         calls.append(len(sizes))
         return original(self, X, y, scores, weights, sizes)
 
+    def learn_rounds(self, X, y, stops, **kwargs):
+        learner_calls.append(len(stops))
+        return original_learn_rounds(self, X, y, stops, **kwargs)
+
     monkeypatch.setattr(RegretWindow, "update_rounds", update_rounds)
+    monkeypatch.setattr(OnlineLearner, "learn_rounds", learn_rounds)
     _state(_engine(logging_store, clock), "m")
     # before the last 8 one-event entries, at once, the rounds up to the labels (60 one-event
     # entries, a merged entry of 2 rounds, a batch), the labels (recorded scores: an entry of
-    # its own) and the 32 one-event entries after them; then the last 8, each its own learner
-    # call and round with its rows and served weights, recorded together
+    # its own) and the 32 one-event entries after them; then the last 8, one learner call cut
+    # at each of their rounds, each with its rows and served weights, recorded together
     assert calls == [63, 1, 32, 8]
+    assert learner_calls == [8]

@@ -274,7 +274,8 @@ def test_a_database_file_renamed_over_is_noticed_and_nothing_is_written_into_the
 
 # ---------------------------------------------------------------------- the gauge
 def store_loss_gauge(url: str) -> float:
-    for line in httpx.get(f"{url}/metrics").text.splitlines():  # a new connection: any worker
+    metrics = httpx.get(f"{url}/metrics", timeout=60)  # a new connection: any worker
+    for line in metrics.text.splitlines():
         if line.startswith("aucstream_store_data_lost "):
             return float(line.split()[1])
     raise AssertionError("no aucstream_store_data_lost in /metrics")
@@ -297,7 +298,7 @@ def served_with_a_loss(data_dir: Path, workers: int) -> Iterator[str]:
         while lost < 4 * workers:
             assert process.poll() is None and time.monotonic() < deadline
             with contextlib.suppress(httpx.TransportError):
-                ready = httpx.get(f"{url}/readyz").json()
+                ready = httpx.get(f"{url}/readyz", timeout=60).json()
                 lost += ready["checks"]["store"] == "data lost"
             time.sleep(0.1)
         yield url
@@ -308,11 +309,12 @@ def served_with_a_loss(data_dir: Path, workers: int) -> Iterator[str]:
 def test_the_store_loss_gauge_is_0_on_every_scrape_after_an_acknowledgement(tmp_path):
     data_dir = tmp_path / "data"
     with served(data_dir) as (url, _):
-        assert httpx.post(f"{url}/v1/models", json=MODEL).status_code == 201
+        assert httpx.post(f"{url}/v1/models", json=MODEL, timeout=60).status_code == 201
     with sqlite3.connect(data_dir / FILE_NAME) as db:  # as if restored from a minute-old copy
         db.execute("UPDATE epoch_marker SET clock = clock - 60000")
     with served_with_a_loss(data_dir, workers=2) as url:
         assert [store_loss_gauge(url) for _ in range(12)] == [1.0] * 12
-        acknowledged = httpx.post(f"{url}/v1/store/acknowledge-loss").json()["acknowledged"]
+        answer = httpx.post(f"{url}/v1/store/acknowledge-loss", timeout=60)
+        acknowledged = answer.json()["acknowledged"]
         assert "went back in time" in acknowledged["store"]
         assert [store_loss_gauge(url) for _ in range(12)] == [0.0] * 12

@@ -111,11 +111,13 @@ def test_two_workers_on_one_file_learn_exactly_what_one_memory_process_learns(tm
     ]
     headers = {"content-type": "application/json"}
     with served(tmp_path / "data", workers=2) as (url, _):
-        assert httpx.post(f"{url}/v1/models", json=MODEL).status_code == 201
+        assert httpx.post(f"{url}/v1/models", json=MODEL, timeout=60).status_code == 201
         for body in bodies:
-            response = httpx.post(f"{url}/v1/models/fraud/events", content=body, headers=headers)
+            response = httpx.post(
+                f"{url}/v1/models/fraud/events", content=body, headers=headers, timeout=60
+            )
             assert response.json()["learned"] == 50
-        with httpx.Client(base_url=url) as http:
+        with httpx.Client(base_url=url, timeout=60) as http:
             shared = _state(http)
 
     with TestClient(create_app(Settings(store="memory", warmup=False))) as http:
@@ -467,4 +469,93 @@ def test_files_an_earlier_version_left_readable_are_made_private(tmp_path):
     for path in (database, wal):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755
+    store.close()
+
+
+def test_a_schema_3_file_is_upgraded_in_place_with_its_log_and_id_counts(tmp_path):
+    """Schema 3 kept the log in a ``WITHOUT ROWID`` table and the ids' counts in
+    ``id_counts``; opening such a file moves both (schema 4) and loses nothing: the same
+    entries, the same counts, and the bound of remembered ids goes on from them."""
+    from service.engine.entries import Entry, encode
+    from service.stores.sqlite_schema import SCHEMA_VERSION
+
+    store = SQLiteStore.open(tmp_path)
+    store.create_model("m", {}, {"learner:w": np.ones(2)}, "inc")
+    entries = [Entry(5.0 + k, np.full((1, 3), k), np.array([1])) for k in range(3)]
+    for k, entry in enumerate(entries):
+        ids = [f"a{k}", f"b{k}"]
+        commit = Commit(1 + k, "inc", None, entry=entry, learned_ids=ids, id_expiry=1e12,
+                        expired_ids=ids[:1], now=1.0)  # fmt: skip
+        assert store.commit("m", commit) == 2 + k
+    store.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / FILE_NAME, isolation_level=None)) as db:
+        # the file as schema 3 wrote it
+        db.executescript("""
+            BEGIN;
+            CREATE TABLE id_counts (
+                model_id TEXT NOT NULL, kind INTEGER NOT NULL, n INTEGER NOT NULL,
+                PRIMARY KEY (model_id, kind));
+            INSERT INTO id_counts SELECT id, 0, seen_ids FROM models;
+            INSERT INTO id_counts SELECT id, 1, expired_ids FROM models;
+            ALTER TABLE models DROP COLUMN seen_ids;
+            ALTER TABLE models DROP COLUMN expired_ids;
+            CREATE TABLE log_4 AS SELECT * FROM log;
+            DROP TABLE log;
+            CREATE TABLE log (
+                model_id TEXT NOT NULL, version INTEGER NOT NULL, entry BLOB NOT NULL,
+                PRIMARY KEY (model_id, version)) WITHOUT ROWID;
+            INSERT INTO log SELECT * FROM log_4;
+            DROP TABLE log_4;
+            PRAGMA user_version = 3;
+            COMMIT;
+        """)
+        assert db.execute("SELECT n FROM id_counts ORDER BY kind").fetchall() == [(6,), (3,)]
+
+    store = SQLiteStore.open(tmp_path)
+    loaded = store.load("m")
+    assert [version for version, _ in loaded.entries] == [2, 3, 4]
+    assert [encode(read) for _, read in loaded.entries] == [encode(entry) for entry in entries]
+    with contextlib.closing(sqlite3.connect(store.path)) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (4,)
+        tables = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+        assert db.execute("SELECT seen_ids, expired_ids FROM models").fetchone() == (6, 3)
+    assert "id_counts" not in tables and "WITHOUT ROWID" not in tables["log"]
+    assert store.seen("m", ["a0", "b2", "c"], 2.0).tolist() == [True, True, False]
+    # the bound counts from the moved count: 6 remembered + 1 new > 5 forgets the 2 oldest
+    entry = Entry(9.0, np.zeros((1, 3)), np.array([1]))
+    commit = Commit(4, "inc", None, entry=entry, learned_ids=["c"], id_expiry=2e12, now=1.0,
+                    max_remembered_ids=5)  # fmt: skip
+    assert store.commit("m", commit) == 5
+    assert store.seen("m", ["a0", "a1", "b0", "c"], 2.0).sum() == 2
+    with contextlib.closing(sqlite3.connect(store.path)) as db:
+        assert db.execute("SELECT seen_ids FROM models").fetchone() == (5,)
+        assert db.execute("SELECT COUNT(*) FROM ids WHERE kind = 0").fetchone() == (5,)
+    store.close()
+
+
+def test_a_one_event_append_writes_few_pages(tmp_path):
+    """What a one-event commit syncs is the pages it changes (WAL frames): the model's row,
+    the log's leaf and its key, the id's leaf and its expiry index -- under 8 pages on
+    average (schema 3: 9.4, an overflow page per entry and a row of ``id_counts``)."""
+    from service.engine.entries import Entry
+
+    store = SQLiteStore.open(tmp_path)
+    store.create_model("m", {}, {"learner:w": np.ones(2)}, "inc")
+    db = store.database.connection()  # this thread's: the commits below run on it
+    db.execute("PRAGMA wal_autocheckpoint=0")
+    rng = np.random.default_rng(0)
+
+    def append(k: int) -> None:
+        entry = Entry(1e9 + k, rng.normal(size=(1, 20)), np.array([1]))
+        commit = Commit(1 + k, "inc", None, entry=entry, learned_ids=[f"e{k}"],
+                        id_expiry=2e9 + k, now=1e9 + k)  # fmt: skip
+        assert store.commit("m", commit) == 2 + k
+
+    for k in range(500):  # past the tables' first pages
+        append(k)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    for k in range(500, 1500):
+        append(k)
+    frames = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+    assert 2 * 1000 < frames < 8 * 1000
     store.close()

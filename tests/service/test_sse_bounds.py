@@ -30,7 +30,7 @@ def server(**env: str) -> Iterator[str]:
 
 def create(url: str, headers: dict[str, str] | None = None) -> None:
     body = {"id": "m", "learner": "spam", "n_features": 5}
-    assert httpx.post(url + "/v1/models", json=body, headers=headers).status_code == 201
+    assert httpx.post(url + "/v1/models", json=body, headers=headers, timeout=60).status_code == 201
 
 
 def key(value: str) -> dict[str, str]:

@@ -97,7 +97,7 @@ def test_delayed_labels_and_a_refused_message_over_the_stream(server):
 def test_the_stream_needs_a_key_when_keys_are_set():
     with uvicorn_server(AUCSTREAM_STORE="memory", AUCSTREAM_API_KEYS="secret") as url:
         headers = {"X-API-Key": "secret"}
-        with httpx.Client(base_url=url, headers=headers) as http:
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
             assert http.post("/v1/models", json={"id": "k", **MODEL}).status_code == 201
         with pytest.raises(StreamClosed) as closed, StreamClient(url, "k") as stream:
             stream.score(np.zeros((1, 5)), keep=False)
@@ -269,7 +269,7 @@ def test_one_message_per_frame_in_queue_mode_is_queued_a_block_at_a_time():
         private_redis() as (redis_url, _),
         uvicorn_server(AUCSTREAM_STORE="redis", AUCSTREAM_MODE="queue",
                        AUCSTREAM_REDIS_URL=redis_url) as url,
-        httpx.Client(base_url=url) as http,
+        httpx.Client(base_url=url, timeout=60) as http,
     ):  # fmt: skip
         create(http, "queued")
         frames = [encode_binary("learn", i, X[i : i + 1], y[i : i + 1]) for i in range(40)]

@@ -11,6 +11,7 @@ from collections import deque
 from types import SimpleNamespace
 
 import numpy as np
+import orjson
 import pytest
 
 from service.stream.blocks import Block
@@ -20,6 +21,7 @@ from service.stream.protocol import (
     FrameLimits,
     Message,
     decode_binary,
+    decode_text,
     encode_binary,
     encode_binary_rows,
 )
@@ -231,3 +233,29 @@ def test_a_plain_json_message_reads_as_the_full_checks_read_it(item):
         assert (fast.error.status, fast.error.detail) == (full.error.status, full.error.detail)
     if fast.events is not None:
         assert [list(event) for event in fast.events] == [list(event) for event in full.events]
+
+
+@pytest.mark.parametrize("op", ["learn", "score", "label"])
+@pytest.mark.parametrize("scores", [False, True])
+@pytest.mark.parametrize("probabilities", [False, True])
+def test_a_misplaced_option_is_the_same_refusal_in_json_and_binary(op, scores, probabilities):
+    """``scores`` is learn's option, ``probabilities`` score's: the first one set on another
+    op is refused, by the JSON, the binary and the block decoder alike."""
+    expected = None  # the naive rule, option by option in the message's order
+    for name, given, owner in (
+        ("scores", scores, "learn"),
+        ("probabilities", probabilities, "score"),
+    ):
+        if given and op != owner and expected is None:
+            expected = (name, f"'{name}' is an option of {owner}")
+    X = None if op == "label" else np.ones((1, 2))
+    y = None if op == "score" else np.ones(1)
+    frame = encode_binary(op, 3, X, y, ["a"], scores=scores, probabilities=probabilities)
+    [binary] = decode_binary(frame, LIMITS)
+    [by_connection] = flat(taken([frame]))  # the block decoder's way in
+    item = {"seq": 3, "op": op, "scores": scores, "probabilities": probabilities}
+    item.update({"labels": [{"id": "a", "y": 1}]} if op == "label" else {"x": [1, 1], "y": 1})
+    [text] = decode_text(orjson.dumps(item), LIMITS)
+    for message in (binary, by_connection, text):
+        got = None if message.error is None else (message.error.field, message.error.detail)
+        assert got == expected, (message.binary, got)

@@ -29,7 +29,10 @@ def uvicorn_server(workers: int = 1, **env: str) -> Iterator[str]:
 
 
 def test_end_to_end_through_uvicorn_memory_store(tmp_path, capsys):
-    with uvicorn_server(AUCSTREAM_STORE="memory") as url, httpx.Client(base_url=url) as http:
+    with (
+        uvicorn_server(AUCSTREAM_STORE="memory") as url,
+        httpx.Client(base_url=url, timeout=60) as http,
+    ):
         assert http.post("/v1/models", json={"id": "fraud", "n_features": 5}).status_code == 201
         X, y = make_stream(500)
         ndjson = b"\n".join(orjson.dumps(e) for e in events_json(X[:250], y[:250])["events"])
@@ -97,7 +100,7 @@ def test_two_workers_one_store_eight_clients_lose_nothing(request, tmp_path, sha
         batches.append(orjson.dumps(events_json(X[rows], y[rows], ids)))
 
     with uvicorn_server(2, **env) as url:
-        with httpx.Client(base_url=url) as http:
+        with httpx.Client(base_url=url, timeout=60) as http:
             created = http.post(
                 "/v1/models",
                 json={"id": "shared", "n_features": 5, "scaling": "none", "learner": "spam"},
@@ -126,7 +129,7 @@ def test_two_workers_one_store_eight_clients_lose_nothing(request, tmp_path, sha
         post_all(first)
         second: list = []
         post_all(second)  # the same events again: every one is a duplicate
-        with httpx.Client(base_url=url) as http:
+        with httpx.Client(base_url=url, timeout=60) as http:
             metrics = http.get("/v1/models/shared/metrics").json()
             version = http.get("/v1/models/shared").json()["version"]
 

@@ -1,0 +1,124 @@
+"""Undo points: a copy of a cached model's arrays at a version, which a stale append goes back
+to before catching up on the entries after it (:meth:`service.engine.repository.ModelRepository
+.stale`), instead of rebuilding the model from its checkpoint and the whole log tail.
+
+A write applies its change to the cached model before its append is checked against the
+store's head, so an append found stale (another process appended first) leaves the cache
+ahead of the log by a change that is not in it.  Going back to an undo point costs a
+``from_arrays`` (~6 ms for a default model) and a catch-up on the entries after it; a rebuild
+costs a store read and a replay of the log tail since the checkpoint (~0.2 ms an entry,
+thousands of entries).  Taking a point costs a copy of the arrays (~0.25 ms for a default
+model of 20 features) and holds that much memory, so points are kept where a stale append is
+likely:
+
+* a *contended* model (an append of it found stale within :data:`CONTENDED_SECONDS`) takes a
+  fresh point before each write: stale appends come in bursts;
+* a model loaded whole from the store, or created, in this process, a model whose cache
+  catches up on another process's entries for the first time in :data:`CONTENDED_SECONDS`,
+  and a model whose contention ended keep a *standing* point (at most
+  :data:`STANDING_POINTS` models, the latest): the first stale append of a model meets it
+  there.  A standing point more than :data:`STANDING_AGE` versions behind the cache is taken
+  again while another process writes the model (a catch-up within
+  :data:`CONTENDED_SECONDS`), else dropped (this process writes it alone).  Later catch-ups
+  take no point: many models that several processes write now and then (traffic spread over
+  them) would pay for a copy on every write and rarely use one.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+from service.engine.model import Loaded
+
+#: how long a model stays contended (a point taken before each write) after a stale append
+CONTENDED_SECONDS = 60.0
+#: most standing points kept in a process (of the models loaded or created last)
+STANDING_POINTS = 16
+#: versions a standing point may lag its model's cache before it is taken again or dropped
+STANDING_AGE = 32
+#: a model's undo point: its version, incarnation and a copy of its arrays
+UndoPoint = tuple[int, str, dict[str, Any]]
+
+
+def copy_of(loaded: Loaded) -> UndoPoint:
+    """``loaded``'s undo point (its arrays copied: the cache changes them in place)."""
+    arrays = {name: value.copy() for name, value in loaded.arrays().items()}
+    return loaded.version, loaded.incarnation, arrays
+
+
+class UndoPoints:
+    """The undo points of one process's cached models (module docstring).  Called under the
+    model's lock, for that model (a point is evicted by others: every removal tolerates it)."""
+
+    def __init__(self) -> None:
+        #: model id -> until when (time.monotonic) it is contended
+        self._contended: dict[str, float] = {}
+        #: model id -> its standing point, least recently taken first
+        self._standing: OrderedDict[str, UndoPoint] = OrderedDict()
+        #: model id -> when (time.monotonic) its cache last caught up on another's entries
+        self._shared: dict[str, float] = {}
+        self._guard = threading.Lock()
+
+    def point(self, model_id: str, cached: Loaded | None) -> UndoPoint | None:
+        """The undo point a write of ``cached`` goes back to if its append is stale."""
+        if cached is None:
+            return None
+        until = self._contended.get(model_id)
+        now = time.monotonic()
+        if until is not None:
+            if until >= now:
+                return copy_of(cached)
+            self._contended.pop(model_id, None)
+            return self.stand(model_id, cached)  # contention over: the first stale append again
+        point = self._standing.get(model_id)
+        if point is None or point[1] != cached.incarnation:
+            self._standing.pop(model_id, None)
+            return None
+        if cached.version - point[0] <= STANDING_AGE:
+            return point
+        if self._shared.get(model_id, -math.inf) >= now - CONTENDED_SECONDS:
+            return self.stand(model_id, cached)
+        self._standing.pop(model_id, None)
+        return None
+
+    def stand(self, model_id: str, loaded: Loaded) -> UndoPoint:
+        """A standing point of ``loaded`` (loaded whole, created, or no longer contended)."""
+        point = copy_of(loaded)
+        with self._guard:  # other models' threads take and evict points too
+            self._standing[model_id] = point
+            self._standing.move_to_end(model_id)
+            while len(self._standing) > STANDING_POINTS:
+                self._standing.popitem(last=False)
+        return point
+
+    def caught_up(self, model_id: str) -> bool:
+        """``model_id``'s cache applied another process's entries; True when no other process
+        had written it within :data:`CONTENDED_SECONDS` (the caller then takes a standing
+        point: a stale append may come; later catch-ups only keep that point fresh)."""
+        now = time.monotonic()
+        first = self._shared.get(model_id, -math.inf) < now - CONTENDED_SECONDS
+        self._shared[model_id] = now
+        return first
+
+    def stale(self, model_id: str) -> None:
+        """An append of ``model_id`` was found stale: contended from now on."""
+        self._contended[model_id] = time.monotonic() + CONTENDED_SECONDS
+
+    def used(self, model_id: str, point: UndoPoint) -> None:
+        """``point`` was restored: the model's cache owns its arrays now."""
+        if self._standing.get(model_id) is point:
+            self._standing.pop(model_id, None)
+
+    def forget(self, model_id: str) -> None:
+        """``model_id`` left this process's cache (its points are of no use)."""
+        self._contended.pop(model_id, None)
+        self._standing.pop(model_id, None)
+        self._shared.pop(model_id, None)
+
+    def dropped(self, model_id: str) -> None:
+        """``model_id``'s cache was dropped: its next load is whole and takes a point."""
+        self._standing.pop(model_id, None)

@@ -1,0 +1,81 @@
+"""Undo points (service/engine/undo.py): where a stale append of a model that several processes
+write goes back to instead of rebuilding the model from its checkpoint and log tail, and when
+they are kept, taken again or dropped."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.engine import undo
+from tests.service.test_passes import assert_same_models, batch, make_engine
+
+
+def _racing_once(engine, other, theirs):
+    """``engine``'s next append finds the model stale: ``other`` appends ``theirs`` first."""
+    commit = engine.store.commit
+
+    def racing(model_id, pending):
+        engine.store.commit = commit
+        other.learn(model_id, theirs)
+        return commit(model_id, pending)
+
+    engine.store.commit = racing
+
+
+@pytest.mark.parametrize("writes_before", [0, 3])
+def test_the_first_stale_append_of_a_model_loaded_whole_goes_back_to_its_load(
+    tmp_path, writes_before
+):
+    """A process that loaded the model from the store (another one created it) meets its
+    first stale append with the undo point of that load: no rebuild, nothing lost."""
+    creator = make_engine(tmp_path / "data", ["m"])
+    creator.learn("m", batch(["first"], seed=0))
+    engine = make_engine(tmp_path / "data", ["m"])
+    mine = [batch([f"mine-{k}"], seed=10 + k) for k in range(writes_before)]
+    for each in mine:
+        engine.learn("m", each)
+    theirs = batch(["theirs"], seed=5)
+    _racing_once(engine, creator, theirs)
+    result = engine.learn("m", batch(["x"], seed=9))
+    assert result.learned == 1
+    repository = engine.repository
+    assert (repository.writes_retried, repository.writes_undone, repository.writes_reloaded) == (
+        1,
+        1,
+        0,
+    )
+    expected = make_engine(tmp_path / "expected", ["m"])
+    for each in [batch(["first"], seed=0), *mine, theirs, batch(["x"], seed=9)]:
+        expected.learn("m", each)
+    assert_same_models(engine, expected, ["m"])
+    assert_same_models(make_engine(tmp_path / "data", ["m"]), expected, ["m"])
+
+
+def test_a_standing_point_is_taken_again_when_shared_and_dropped_when_alone(tmp_path, monkeypatch):
+    monkeypatch.setattr(undo, "STANDING_AGE", 2)
+    engine = make_engine(tmp_path / "data", ["m"])
+    other = make_engine(tmp_path / "data", ["m"])
+    repository = engine.repository
+    created = repository.undo_point("m")
+    assert created is not None and created[0] == 1
+    for k in range(3):  # alone: the point lags 3 versions, and no one else wrote
+        engine.learn("m", batch([f"a{k}"], seed=k))
+    assert repository.undo_point("m") is None
+    assert repository.undo_point("m") is None  # dropped, not taken again
+    other.learn("m", batch(["theirs"], seed=7))
+    engine.learn("m", batch(["b"], seed=8))  # its first catch-up: shared now, a point taken
+    assert repository.caught_up == 1 and repository.undo_point("m")[0] == 5
+    for k in range(3):  # another process writes it: the lagging point is taken again
+        other.learn("m", batch([f"t{k}"], seed=20 + k))
+        engine.learn("m", batch([f"c{k}"], seed=30 + k))
+    assert repository.caught_up == 4
+    point = repository.undo_point("m")
+    assert point is not None and point[0] == engine.info("m").version == 12
+
+
+def test_standing_points_are_kept_for_the_latest_models_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(undo, "STANDING_POINTS", 3)
+    models = [f"m{k}" for k in range(5)]
+    engine = make_engine(tmp_path / "data", models)
+    kept = [model_id for model_id in models if engine.repository.undo_point(model_id)]
+    assert kept == models[-3:]

@@ -257,7 +257,14 @@ def component_timers(model, spent: dict[str, float], off_path: list[float]) -> N
     """Wrap the parts of ``model``'s one-event learning (names both checkouts have) so that
     each adds its thread time to ``spent``, the fits' (``off_path``) taken off; a nested
     part's time is also its caller's."""
+    import importlib
+
     import core.learners.auto as auto_module
+
+    try:  # where auto's segment loop finds them (auto.py itself before it moved)
+        auto_module = importlib.import_module("core.learners._auto_learning")
+    except ImportError:
+        pass
 
     def timed(name, function):
         def wrapper(*args, **kwargs):

@@ -36,7 +36,7 @@ import mix_misses  # noqa: E402
 
 import core.learners.auto as auto_module  # noqa: E402
 from core.learners import make_learner  # noqa: E402
-from core.learners._mix_fallback import UNCERTAINTY, auc_difference_se  # noqa: E402
+from core.learners._mix_fallback import DROP_UNCERTAINTY, UNCERTAINTY, auc_difference_se  # noqa: E402
 from core.learners._tournament import MIN_WEIGHT, initial_weights  # noqa: E402
 from core.metrics import auc, pauc  # noqa: E402
 from core.preprocessing import scale_batch  # noqa: E402
@@ -50,20 +50,32 @@ def record(name: str, seed: int, cache: Path) -> dict:
         train, test = mix_misses.split(y, seed)
         model = make_learner("auto", scaling="standard", random_state=seed)
         segments, original = [], auto_module.serve_and_record
+        admit, joined = auto_module.admit_fitted, {}
 
         def recording(own, scores, labels, temperature, served):
             segments.append(np.array(scores))
             original(own, scores, labels, temperature, served)
 
-        auto_module.serve_and_record = recording
+        def admitting(own, candidates, awaiting, temperature):
+            before = own["served_weights"] > 0.0
+            admit(own, candidates, awaiting, temperature)
+            for k in np.flatnonzero((own["served_weights"] > 0.0) & ~before):
+                joined[int(k)] = int(own["n_seen"][0])  # the install's event count (auto.14)
+
+        auto_module.serve_and_record, auto_module.admit_fitted = recording, admitting
         try:
             served, held = mix_misses.one_pass(model, X[train], y[train], X[test])
         finally:
-            auto_module.serve_and_record = original
-        rows = scale_batch(model.scaling, model.state_, model._coerce(X[test])[0], learn=False)
+            auto_module.serve_and_record, auto_module.admit_fitted = original, admit
+        unscaled = model._coerce(X[test])[0]
+        rows = scale_batch(model.scaling, model.state_, unscaled, learn=False)
+        # a candidate that scales its own rows (the boosted ones) scores them as posted
+        test_scores = [c._decision(unscaled if c.scales_itself else rows)
+                       for c in model._candidates]  # fmt: skip
         np.savez(path, scores=np.hstack(segments), y=y[train], y_test=y[test], served=served,
-                 test_scores=np.vstack([c._decision(rows) for c in model._candidates]),
-                 steady=initial_weights(model._candidates) > 0)  # fmt: skip
+                 test_scores=np.vstack(test_scores), held=held,
+                 steady=initial_weights(model._candidates) > 0,
+                 joined=np.array([joined.get(k, 0) for k in range(len(test_scores))]))  # fmt: skip
     return dict(np.load(path))
 
 
@@ -77,14 +89,31 @@ def evaluation_points(n: int, model) -> list[int]:
 
 
 def serve(
-    run: dict, start: np.ndarray, both: bool, model, half: bool = False, uncertainty: float = 0.0
+    run: dict,
+    start: np.ndarray,
+    both: bool,
+    model,
+    half: bool = False,
+    uncertainty: float = 0.0,
+    drop: float = 0.0,
+    extend: bool = False,
+    undecided: float = 0.0,
+    admit: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Served prequential scores and held-out scores of (auto.9)-(auto.10) and the fallback,
     from ``start`` weights; the fallback when the best candidate is at least as good as the mix
     on the window's pAUC and AUC (``both``: auto's) or ahead on (pAUC, AUC) in that order;
     ``half``: the window at most the later half of the events seen (auto's, (auto.3));
     ``uncertainty``: with ``both``, the best must lead the mix's AUC by that many standard
-    errors of the difference (auto's :data:`UNCERTAINTY`, (auto.12))."""
+    errors of the difference (auto's :data:`UNCERTAINTY`, (auto.12)); ``drop``: after the
+    softmax, candidates behind the best's windowed AUC by more than that many standard errors of
+    their difference lose their share (auto's :data:`DROP_UNCERTAINTY`, (auto.13));
+    ``extend``: a deciding window extended back to the guard's positives; ``undecided``: an
+    evaluation that fails the guard sheds, at that many standard errors, the candidates behind
+    the best with a share, on the later half extended back to the guard's positives (auto's,
+    (auto.13)); ``admit``: a boosted candidate without a share gets the mean share of those
+    with one after the event its first fit is installed (auto's, (auto.14); the event counts
+    at which auto's own run took it in, recorded as ``joined``, 0: none)."""
     s, y = run["scores"], run["y"]
     k, n = s.shape
     before = np.concatenate([np.zeros((k, 1)), np.cumsum(s, axis=1)], axis=1)
@@ -95,16 +124,54 @@ def serve(
     spread[:, :2] = 0.0
     weights, served, done = start, np.empty(n), 0
     points = evaluation_points(n, model)
-    for point in points + ([] if n in points else [n]):
+    joins = run["joined"] if admit and "joined" in run else np.zeros(k, dtype=np.int64)
+    for point in sorted(set(points) | {n} | set(joins[joins > 0].tolist())):
         part = slice(done, point)
         sd = spread[:, part]
         z = np.divide(s[:, part] - mean[:, part], sd, out=np.zeros_like(sd), where=sd > 0)
         served[part] = weights @ z
         done = point
+        for joining in np.flatnonzero(joins == point):
+            if weights[joining] == 0.0:
+                weights = weights.copy()
+                weights[joining] = 1.0 / np.count_nonzero(weights)
+                weights = weights / weights.sum()
         low = max(0, point - model.window, point // 2 if half else 0)
+        if extend and int(y[low:point].sum()) < model.min_positives:
+            # the later half extended back until it holds the guard's positives
+            earliest = max(0, point - model.window)
+            before_positives = np.flatnonzero(y[earliest:low])
+            need = model.min_positives - int(y[low:point].sum())
+            low = earliest + (before_positives[-need] if before_positives.size >= need else 0)
         labels, window = y[low:point], s[:, low:point]
         positives = int(labels.sum())
-        if point not in points or positives < model.min_positives or positives == labels.size:
+        if point not in points:
+            continue
+        if undecided and (
+            positives < model.min_positives or 0.1 * (labels.size - positives) < model.min_negatives
+        ):
+            earliest = max(0, point - model.window)
+            before_positives = np.flatnonzero(y[earliest:low])
+            need = model.min_positives - positives
+            if need > 0:
+                low = earliest + (before_positives[-need] if before_positives.size >= need else 0)
+            labels, window = y[low:point], s[:, low:point]
+            positives = int(labels.sum())
+            if 2 <= positives <= labels.size - 2:
+                aucs = np.array([auc(labels, row) for row in window])
+                paucs = np.array([pauc(labels, row, 0.0, 0.1) for row in window])
+                held = np.flatnonzero(weights)
+                best = held[np.lexsort((held, -aucs[held], -paucs[held]))[0]]
+                weights = weights.copy()
+                for other in held:
+                    gap = aucs[best] - aucs[other]
+                    if gap > 0 and gap > undecided * auc_difference_se(
+                        labels, window[best], window[other]
+                    ):
+                        weights[other] = 0.0
+                weights = weights / weights.sum()
+            continue
+        if positives < model.min_positives or positives == labels.size:
             continue
         if 0.1 * (labels.size - positives) < model.min_negatives:
             continue
@@ -115,6 +182,12 @@ def serve(
         shares[shares < MIN_WEIGHT] = 0.0
         weights = shares / shares.sum()
         best = int(np.lexsort((np.arange(k), -aucs, -paucs))[0])
+        if drop:
+            for other in np.flatnonzero(weights):
+                gap = aucs[best] - aucs[other]
+                if gap > 0 and gap > drop * auc_difference_se(labels, window[best], window[other]):
+                    weights[other] = 0.0
+            weights = weights / weights.sum()
         factors = np.divide(weights, spread[:, point], out=np.zeros(k), where=spread[:, point] > 0)
         mix = factors @ window
         mixed = (pauc(labels, mix, 0.0, 0.1), auc(labels, mix))
@@ -146,7 +219,8 @@ def _first_three(run):
 
 
 #: rule -> (the weights before the first deciding evaluation, the fallback needs both counts,
-#: the window at most the later half of the events seen[, the fallback's uncertainty])
+#: the window at most the later half of the events seen[, the fallback's uncertainty, ``drop``,
+#: ``extend``, ``undecided``: :func:`serve`])
 RULES = {
     "equal start, (pAUC, AUC) fallback: auto before 2026-11-29": (_equal, False, False),
     "first three, (pAUC, AUC) fallback": (_first_three, False, False),
@@ -159,11 +233,49 @@ RULES = {
     "steady start, fallback on both": (_steady, True, False),
     "steady start, (pAUC, AUC) fallback, later half": (_steady, False, True),
     "steady start, fallback on both, later half (auto.3)": (_steady, True, True),
-    "later half, fallback on both beyond the noise (auto.12): auto": (
+    "later half, fallback on both beyond the noise (auto.12): auto before h-P": (
         _steady,
         True,
         True,
         UNCERTAINTY,
+    ),
+    "and candidates 2 SE behind the best dropped": (_steady, True, True, UNCERTAINTY, 2.0),
+    "and candidates 3 SE behind the best dropped": (_steady, True, True, UNCERTAINTY, 3.0),
+    "and the window extended to the guard's positives, 3 SE": (
+        _steady,
+        True,
+        True,
+        UNCERTAINTY,
+        3.0,
+        True,
+    ),
+    "and 2 SE behind dropped, undecided evaluations too": (
+        _steady,
+        True,
+        True,
+        UNCERTAINTY,
+        2.0,
+        False,
+        2.0,
+    ),
+    "and 3 SE behind dropped, undecided evaluations too (auto.13): auto before auto.14": (
+        _steady,
+        True,
+        True,
+        UNCERTAINTY,
+        DROP_UNCERTAINTY,
+        False,
+        DROP_UNCERTAINTY,
+    ),
+    "and a boosted candidate joins at its first fit (auto.14): auto": (
+        _steady,
+        True,
+        True,
+        UNCERTAINTY,
+        DROP_UNCERTAINTY,
+        False,
+        DROP_UNCERTAINTY,
+        True,
     ),
 }
 
@@ -173,6 +285,9 @@ def main(argv=None) -> int:
     parser.add_argument("--sets", default="suite", help="suite, holdout or comma-separated names")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--cache", default=os.path.join(os.getcwd(), "mix-replay-cache"))
+    parser.add_argument(
+        "--rules", default="", help="only the rules naming one of these, |-separated"
+    )
     args = parser.parse_args(argv)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
@@ -182,6 +297,8 @@ def main(argv=None) -> int:
     print("rule | misses prequential / held-out / either | mean served AUC preq / held-out, "
           "pAUC(0, 0.1) preq / held-out | replay")  # fmt: skip
     for rule, (start, both, half, *uncertainty) in RULES.items():
+        if args.rules and not any(part in rule for part in args.rules.split("|")):
+            continue
         misses, means, replay = np.zeros(3, dtype=int), [], 0.0
         for group in runs.values():
             served_metrics, candidates = [], []
@@ -189,6 +306,8 @@ def main(argv=None) -> int:
                 served, held = serve(run, start(run), both, model, half, *uncertainty)
                 if rule.endswith(": auto"):
                     replay = max(replay, float(np.max(np.abs(served - run["served"]))))
+                    if "held" in run:  # recorded since h-P
+                        replay = max(replay, float(np.max(np.abs(held - run["held"]))))
                 y, y_test = run["y"], run["y_test"]
                 served_metrics.append(
                     [auc(y, served), auc(y_test, held)]

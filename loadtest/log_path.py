@@ -20,7 +20,7 @@ phase counts it); phases (closed loops, keep-alive connections):
                costs of a model's first learner calls, which one round of 1,000 models is
                mostly made of, and short of the boosted candidates' first fit at 250)
 ``score@1``    one event with an id (kept for a label) per ``POST /score``, one client
-``healthz@1``  ``GET /healthz`` (the HTTP floor), one client
+``healthz@C``  ``GET /healthz`` (the HTTP floor) from C clients
 
 ``--checkpoint-seconds S`` sets the servers' ``AUCSTREAM_CHECKPOINT_SECONDS``: with the default
 (60) the warmed spread models are all checkpointed about a minute after the warm-up, a burst of
@@ -179,7 +179,8 @@ def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:
             spread = [f"r{k}" for k in range(count)]
             phases[f"{name}@{clients}"] = (clients, _events(peer, x, spread))
     phases["score@1"] = (1, _score(peer, x))
-    phases["healthz@1"] = (1, lambda client, n: healthz)
+    for clients in args.clients:  # the HTTP floor, keep-alive
+        phases[f"healthz@{clients}"] = (clients, lambda client, n: healthz)
     figures = {}
     for phase, (clients, make) in phases.items():
         if args.phases and phase not in args.phases:

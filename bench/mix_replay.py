@@ -99,6 +99,7 @@ def serve(
     extend: bool = False,
     undecided: float = 0.0,
     admit: bool = False,
+    strongest: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Served prequential scores and held-out scores of (auto.9)-(auto.10) and the fallback,
     from ``start`` weights; the fallback when the best candidate is at least as good as the mix
@@ -113,7 +114,10 @@ def serve(
     the best with a share, on the later half extended back to the guard's positives (auto's,
     (auto.13)); ``admit``: a boosted candidate without a share gets the mean share of those
     with one after the event its first fit is installed (auto's, (auto.14); the event counts
-    at which auto's own run took it in, recorded as ``joined``, 0: none)."""
+    at which auto's own run took it in, recorded as ``joined``, 0: none); ``strongest``: the
+    fallback goes to the candidate whose windowed AUC leads the mix's by the most standard
+    errors of their difference, if more than ``uncertainty`` and not behind its pAUC (a rule
+    replayed, not auto's)."""
     s, y = run["scores"], run["y"]
     k, n = s.shape
     before = np.concatenate([np.zeros((k, 1)), np.cumsum(s, axis=1)], axis=1)
@@ -191,7 +195,15 @@ def serve(
         factors = np.divide(weights, spread[:, point], out=np.zeros(k), where=spread[:, point] > 0)
         mix = factors @ window
         mixed = (pauc(labels, mix, 0.0, 0.1), auc(labels, mix))
-        if both:
+        if strongest:
+            leads = np.full(k, -np.inf)
+            for c in range(k):
+                se = auc_difference_se(labels, window[c], mix)
+                if paucs[c] >= mixed[0] and 0.0 < se < np.inf:
+                    leads[c] = (aucs[c] - mixed[1]) / se
+            best = int(np.argmax(leads))
+            behind = bool(leads[best] > uncertainty)
+        elif both:
             margin = 0.0
             if uncertainty:
                 margin = uncertainty * auc_difference_se(labels, window[best], mix)
@@ -275,6 +287,17 @@ RULES = {
         DROP_UNCERTAINTY,
         False,
         DROP_UNCERTAINTY,
+        True,
+    ),
+    "and the fallback to the candidate leading the mix by the most errors, beyond 1": (
+        _steady,
+        True,
+        True,
+        1.0,
+        DROP_UNCERTAINTY,
+        False,
+        DROP_UNCERTAINTY,
+        True,
         True,
     ),
 }

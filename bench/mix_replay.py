@@ -12,9 +12,13 @@ HTTP model, batches of 256).  ``auto`` learns each (set, seed) once; its candida
 taken from inside it (so they are what it mixed, a drift restart included) and cached as
 ``.npz``.  Each rule then serves them again from the equations of docs/algorithms/auto.md,
 (auto.2), (auto.3), (auto.9)-(auto.11) and the fallback, with the weights before the first
-deciding evaluation and the fallback as the rule says; the last is auto's own, and its column
-``replay`` is the largest difference from auto's served scores (rounding; a set whose drift
-detector fired is replayed without the detector's faster comparisons, and shows it there).
+deciding evaluation and the fallback as the rule says; the one named ``...: auto`` is auto's
+own, and its column ``replay`` is the largest difference from auto's served scores (rounding;
+a set whose drift detector fired is replayed without the detector's faster comparisons, and
+shows it there).  Besides the misses each line counts those beyond the noise (the gap past
+0.005 larger than :data:`NOISE_ERRORS` standard errors of the seeds' mean paired difference)
+and the prequential misses that the best candidate served alone through (auto.9) has too
+(bench/README.md, "E: the served mix against its best candidate, beyond the noise").
 """
 
 from __future__ import annotations

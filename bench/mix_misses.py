@@ -63,6 +63,7 @@ def run_set(name: str, seed: int) -> dict:
     import datasets
 
     from core.learners import make_learner
+    from core.learners._mix_fallback import auc_difference_se
     from core.metrics import auc
 
     warnings.filterwarnings("ignore")
@@ -75,12 +76,16 @@ def run_set(name: str, seed: int) -> dict:
     seconds = time.process_time() - started
     served = [auc(y_train, preq), auc(y_test, held)]
     row = {"set": name, "seed": seed, "n": len(y), "served": served}
-    candidates = []
+    candidates, errors = [], []
     for spec in auto.candidate_specs():
         params = {**spec["params"], "scaling": "standard", "random_state": seed}
-        preq, held = one_pass(make_learner(spec["learner"], **params), X_train, y_train, X_test)
-        candidates.append([auc(y_train, preq), auc(y_test, held)])
+        alone = one_pass(make_learner(spec["learner"], **params), X_train, y_train, X_test)
+        candidates.append([auc(y_train, alone[0]), auc(y_test, alone[1])])
+        # the standard error of (candidate - served) on this seed's events (DeLong's, paired)
+        errors.append([auc_difference_se(y_train, alone[0], preq),
+                       auc_difference_se(y_test, alone[1], held)])  # fmt: skip
     row["candidates"] = candidates
+    row["errors"] = errors
     row["names"] = [spec["learner"] for spec in auto.candidate_specs()]
     row["auto_cpu"] = seconds
     return row
@@ -104,8 +109,16 @@ def set_names(which: str) -> list[str]:
     return which.split(",")
 
 
+#: a miss counts as beyond the noise when its gap exceeds ``MARGIN`` by this many standard
+#: errors of the seeds' mean paired difference besides
+NOISE_ERRORS = 2.0
+
+
 def report(tree: str, rows: list[dict]) -> tuple[int, int, int]:
-    """Print the per-set table of one tree; return (preq misses, held-out misses, either)."""
+    """Print the per-set table of one tree; return (preq misses, held-out misses, either).
+    A miss flagged in lower case (``p``, ``h``) is also beyond the noise: its gap exceeds
+    ``MARGIN`` by more than :data:`NOISE_ERRORS` standard errors of the mean over the seeds of
+    the paired difference from that best candidate."""
     by_set: dict[str, list[dict]] = {}
     for row in rows:
         by_set.setdefault(row["set"], []).append(row)
@@ -114,6 +127,7 @@ def report(tree: str, rows: list[dict]) -> tuple[int, int, int]:
     header = ["set", "n", "served", *[f"{k}:{n}" for k, n in enumerate(names)], "miss"]
     print(" | ".join(header))
     preq_misses = held_misses = either = 0
+    beyond_noise = np.zeros(2, dtype=int)
     for name, group in by_set.items():
         served = np.mean([r["served"] for r in group], axis=0)
         candidates = np.mean([r["candidates"] for r in group], axis=0)
@@ -124,11 +138,18 @@ def report(tree: str, rows: list[dict]) -> tuple[int, int, int]:
         either += int(miss.any())
         cells = [f"{p:.3f}/{h:.3f}" for p, h in candidates]
         flag = ("P" if miss[0] else "") + ("H" if miss[1] else "")
+        if "errors" in group[0]:
+            chosen = np.argmax(candidates, axis=0)
+            squares = np.sum([np.square(np.array(r["errors"])[chosen, [0, 1]]) for r in group], 0)
+            beyond = best - served - MARGIN > NOISE_ERRORS * np.sqrt(squares) / len(group)
+            beyond_noise += beyond
+            flag += ("p" if beyond[0] else "") + ("h" if beyond[1] else "")
         served_cell = f"{served[0]:.3f}/{served[1]:.3f}"
         print(" | ".join([name, str(group[0]["n"]), served_cell, *cells, flag or "-"]))
     cpu = sum(r["auto_cpu"] for r in rows)
     print(f"misses: prequential {preq_misses}, held-out {held_misses}, either {either} "
-          f"of {len(by_set)} sets; auto's CPU {cpu:.1f} s")  # fmt: skip
+          f"of {len(by_set)} sets, beyond the noise {beyond_noise[0]} / {beyond_noise[1]}; "
+          f"auto's CPU {cpu:.1f} s")  # fmt: skip
     return preq_misses, held_misses, either
 
 

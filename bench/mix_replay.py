@@ -12,9 +12,13 @@ HTTP model, batches of 256).  ``auto`` learns each (set, seed) once; its candida
 taken from inside it (so they are what it mixed, a drift restart included) and cached as
 ``.npz``.  Each rule then serves them again from the equations of docs/algorithms/auto.md,
 (auto.2), (auto.3), (auto.9)-(auto.11) and the fallback, with the weights before the first
-deciding evaluation and the fallback as the rule says; the last is auto's own, and its column
-``replay`` is the largest difference from auto's served scores (rounding; a set whose drift
-detector fired is replayed without the detector's faster comparisons, and shows it there).
+deciding evaluation and the fallback as the rule says; the one named ``...: auto`` is auto's
+own, and its column ``replay`` is the largest difference from auto's served scores (rounding;
+a set whose drift detector fired is replayed without the detector's faster comparisons, and
+shows it there).  Besides the misses each line counts those beyond the noise (the gap past
+0.005 larger than :data:`NOISE_ERRORS` standard errors of the seeds' mean paired difference)
+and the prequential misses that the best candidate served alone through (auto.9) has too
+(bench/README.md, "E: the served mix against its best candidate, beyond the noise").
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ sys.path.insert(0, str(HERE.parent))
 import datasets  # noqa: E402
 import mix_misses  # noqa: E402
 
-import core.learners.auto as auto_module  # noqa: E402
+import core.learners._auto_learning as auto_module  # noqa: E402
 from core.learners import make_learner  # noqa: E402
 from core.learners._mix_fallback import DROP_UNCERTAINTY, UNCERTAINTY, auc_difference_se  # noqa: E402
 from core.learners._tournament import MIN_WEIGHT, initial_weights  # noqa: E402
@@ -99,6 +103,7 @@ def serve(
     extend: bool = False,
     undecided: float = 0.0,
     admit: bool = False,
+    strongest: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Served prequential scores and held-out scores of (auto.9)-(auto.10) and the fallback,
     from ``start`` weights; the fallback when the best candidate is at least as good as the mix
@@ -113,7 +118,10 @@ def serve(
     the best with a share, on the later half extended back to the guard's positives (auto's,
     (auto.13)); ``admit``: a boosted candidate without a share gets the mean share of those
     with one after the event its first fit is installed (auto's, (auto.14); the event counts
-    at which auto's own run took it in, recorded as ``joined``, 0: none)."""
+    at which auto's own run took it in, recorded as ``joined``, 0: none); ``strongest``: the
+    fallback goes to the candidate whose windowed AUC leads the mix's by the most standard
+    errors of their difference, if more than ``uncertainty`` and not behind its pAUC (a rule
+    replayed, not auto's)."""
     s, y = run["scores"], run["y"]
     k, n = s.shape
     before = np.concatenate([np.zeros((k, 1)), np.cumsum(s, axis=1)], axis=1)
@@ -191,7 +199,15 @@ def serve(
         factors = np.divide(weights, spread[:, point], out=np.zeros(k), where=spread[:, point] > 0)
         mix = factors @ window
         mixed = (pauc(labels, mix, 0.0, 0.1), auc(labels, mix))
-        if both:
+        if strongest:
+            leads = np.full(k, -np.inf)
+            for c in range(k):
+                se = auc_difference_se(labels, window[c], mix)
+                if paucs[c] >= mixed[0] and 0.0 < se < np.inf:
+                    leads[c] = (aucs[c] - mixed[1]) / se
+            best = int(np.argmax(leads))
+            behind = bool(leads[best] > uncertainty)
+        elif both:
             margin = 0.0
             if uncertainty:
                 margin = uncertainty * auc_difference_se(labels, window[best], mix)
@@ -277,7 +293,66 @@ RULES = {
         DROP_UNCERTAINTY,
         True,
     ),
+    "and the fallback to the candidate leading the mix by the most errors, beyond 1": (
+        _steady,
+        True,
+        True,
+        1.0,
+        DROP_UNCERTAINTY,
+        False,
+        DROP_UNCERTAINTY,
+        True,
+        True,
+    ),
 }
+
+
+#: a miss counts as beyond the noise when its gap exceeds the margin by this many standard
+#: errors of the seeds' mean paired difference (DeLong's, each seed's events)
+NOISE_ERRORS = 2.0
+
+
+def through_standardisation(scores: np.ndarray) -> np.ndarray:
+    """One candidate's prequential scores served alone through (auto.9): each minus the mean
+    of those before it, over their population spread (0 while fewer than two)."""
+    n = scores.shape[0]
+    sums = np.concatenate([[0.0], np.cumsum(scores)])[:n]
+    squares = np.concatenate([[0.0], np.cumsum(scores * scores)])[:n]
+    count = np.maximum(np.arange(n), 1)
+    mean = sums / count
+    spread = np.sqrt(np.maximum(squares / count - mean * mean, 0.0))
+    spread[:2] = 0.0
+    return np.divide(scores - mean, spread, out=np.zeros(n), where=spread > 0)
+
+
+def judge(group: list[dict], served: list[np.ndarray], held: list[np.ndarray]) -> dict:
+    """One set's served scores (per seed) against its candidates': the mean served AUC and
+    pAUC(0, 0.1) (prequential, held out), the best candidate per measure (highest mean AUC),
+    the misses (more than ``MARGIN`` below it), those beyond the noise (by more than
+    :data:`NOISE_ERRORS` standard errors of the mean paired difference besides) and the
+    prequential miss the best candidate served alone through (auto.9) has too (the served
+    scale's, which no choice of weights removes)."""
+    columns = (("y", "scores", served), ("y_test", "test_scores", held))
+    metrics = [[auc(run["y"], preq), auc(run["y_test"], test), pauc(run["y"], preq, 0.0, 0.1),
+                pauc(run["y_test"], test, 0.0, 0.1)]
+               for run, preq, test in zip(group, served, held, strict=True)]  # fmt: skip
+    means = np.mean(metrics, axis=0)
+    best, miss, beyond = [], [], []
+    for column, (labels, scores, mine) in enumerate(columns):
+        candidates = np.mean([[auc(run[labels], row) for row in run[scores]] for run in group], 0)
+        k = int(np.argmax(candidates))
+        errors = [auc_difference_se(run[labels], run[scores][k], ours)
+                  for run, ours in zip(group, mine, strict=True)]  # fmt: skip
+        se = float(np.sqrt(np.sum(np.square(errors)))) / len(group)
+        gap = candidates[k] - means[column]
+        best.append((k, candidates[k]))
+        miss.append(gap > mix_misses.MARGIN)
+        beyond.append(gap - mix_misses.MARGIN > NOISE_ERRORS * se)
+    alone = np.mean([auc(run["y"], through_standardisation(run["scores"][best[0][0]]))
+                     for run in group])  # fmt: skip
+    scale = miss[0] and alone < best[0][1] - mix_misses.MARGIN
+    return {"means": means, "best": best, "miss": miss, "beyond": beyond, "scale": scale,
+            "alone": alone}  # fmt: skip
 
 
 def main(argv=None) -> int:
@@ -288,39 +363,47 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--rules", default="", help="only the rules naming one of these, |-separated"
     )
+    parser.add_argument("--per-set", action="store_true", help="a line per set and rule")
     args = parser.parse_args(argv)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     names = mix_misses.set_names(args.sets)
     runs = {name: [record(name, seed, cache) for seed in range(args.seeds)] for name in names}
     model = make_learner("auto")
-    print("rule | misses prequential / held-out / either | mean served AUC preq / held-out, "
-          "pAUC(0, 0.1) preq / held-out | replay")  # fmt: skip
+    print("rule | misses prequential / held-out / either | beyond the noise prequential / "
+          "held-out | prequential misses the best alone through (auto.9) has | mean served "
+          "AUC preq / held-out, pAUC(0, 0.1) preq / held-out | replay")  # fmt: skip
     for rule, (start, both, half, *uncertainty) in RULES.items():
         if args.rules and not any(part in rule for part in args.rules.split("|")):
             continue
-        misses, means, replay = np.zeros(3, dtype=int), [], 0.0
-        for group in runs.values():
-            served_metrics, candidates = [], []
+        misses, beyond, scale, means, replay = np.zeros(3, dtype=int), np.zeros(2, int), 0, [], 0.0
+        for name, group in runs.items():
+            served, held = [], []
             for run in group:
-                served, held = serve(run, start(run), both, model, half, *uncertainty)
+                preq, test = serve(run, start(run), both, model, half, *uncertainty)
+                served.append(preq)
+                held.append(test)
                 if rule.endswith(": auto"):
-                    replay = max(replay, float(np.max(np.abs(served - run["served"]))))
+                    replay = max(replay, float(np.max(np.abs(preq - run["served"]))))
                     if "held" in run:  # recorded since h-P
-                        replay = max(replay, float(np.max(np.abs(held - run["held"]))))
-                y, y_test = run["y"], run["y_test"]
-                served_metrics.append(
-                    [auc(y, served), auc(y_test, held)]
-                    + [pauc(y, served, 0.0, 0.1), pauc(y_test, held, 0.0, 0.1)]
-                )
-                pairs = zip(run["scores"], run["test_scores"], strict=True)
-                candidates.append([[auc(y, row), auc(y_test, test)] for row, test in pairs])
-            served_mean = np.mean(served_metrics, axis=0)
-            miss = served_mean[:2] < np.mean(candidates, axis=0).max(axis=0) - mix_misses.MARGIN
-            misses += [int(miss[0]), int(miss[1]), int(miss.any())]
-            means.append(served_mean)
+                        replay = max(replay, float(np.max(np.abs(test - run["held"]))))
+            verdict = judge(group, served, held)
+            miss = verdict["miss"]
+            misses += [int(miss[0]), int(miss[1]), int(miss[0] or miss[1])]
+            beyond += np.array(verdict["beyond"], dtype=int)
+            scale += int(verdict["scale"])
+            means.append(verdict["means"])
+            if args.per_set:
+                (k, preq_best), (j, held_best) = verdict["best"]
+                flags = "".join(flag for flag, on in zip(
+                    ("P", "H", "p", "h", "s"), [*miss, *verdict["beyond"], verdict["scale"]],
+                    strict=True) if on)  # fmt: skip
+                print(f"  {name}: served {verdict['means'][0]:.4f} / {verdict['means'][1]:.4f}, "
+                      f"best {k}: {preq_best:.4f}, {j}: {held_best:.4f}, {k} alone through "
+                      f"(auto.9) {verdict['alone']:.4f} {flags or '-'}")  # fmt: skip
         figures = " / ".join(f"{v:.4f}" for v in np.mean(means, axis=0))
-        print(f"{rule} | {' / '.join(map(str, misses))} of {len(runs)} | {figures} | "
+        print(f"{rule} | {' / '.join(map(str, misses))} of {len(runs)} | "
+              f"{' / '.join(map(str, beyond))} | {scale} | {figures} | "
               + (f"{replay:.1e}" if rule.endswith(": auto") else "-"))  # fmt: skip
     return 0
 

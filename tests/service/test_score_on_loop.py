@@ -141,3 +141,26 @@ def test_a_score_when_the_lost_data_check_is_due_goes_to_a_thread(tmp_path):
     assert not engine.store.loss.watch.due()  # the thread's load ran it
     np.testing.assert_array_equal(result.scores, engine.score("m", b, keep=False).scores)
     engine.close()
+
+
+def test_scores_queued_behind_a_learn_see_it_and_are_scored_on_the_loop(tmp_path):
+    """Scores that arrive while the model's events are being learned wait for them (the
+    coalescer's order) and are then scored by the drain on the loop, as one group."""
+    engine = learned_engine(tmp_path / "data")
+    threads = scoring_threads(engine)
+    scored = [events(30 + k, 2, labelled=False) for k in range(3)]
+
+    async def run():
+        learning = engine.coalesce.learn("m", events(9, 50, [f"n{k}" for k in range(50)]))
+        return await asyncio.gather(
+            learning, *(engine.coalesce.score("m", b, keep=False) for b in scored)
+        )
+
+    learned, *results = asyncio.run(run())
+    assert learned.learned == 50
+    assert threads == [threading.get_ident()]  # one group, on the loop
+    for b, result in zip(scored, results, strict=True):
+        alone = engine.score("m", b, keep=False)
+        assert result.version == alone.version == learned.version
+        np.testing.assert_array_equal(result.scores, alone.scores)
+    engine.close()

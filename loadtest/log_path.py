@@ -20,6 +20,7 @@ phase counts it); phases (closed loops, keep-alive connections):
                costs of a model's first learner calls, which one round of 1,000 models is
                mostly made of, and short of the boosted candidates' first fit at 250)
 ``score@1``    one event with an id (kept for a label) per ``POST /score``, one client
+``unkept@1``   one event without an id (nothing kept, nothing written) per ``POST /score``
 ``healthz@C``  ``GET /healthz`` (the HTTP floor) from C clients
 
 ``--checkpoint-seconds S`` sets the servers' ``AUCSTREAM_CHECKPOINT_SECONDS``: with the default
@@ -77,12 +78,13 @@ def _events(peer: Peer, x: list[float], models: list[str]):
     return make
 
 
-def _score(peer: Peer, x: list[float]):
+def _score(peer: Peer, x: list[float], kept: bool = True):
     host, path = f"127.0.0.1:{peer.port}", f"/v1/models/{MODEL}/score"
 
     def make(client: int, n: int) -> bytes:
         peer.sent += 1
-        return _event_request(host, path, {"id": f"s{peer.sent}", "x": x})
+        event = {"id": f"s{peer.sent}", "x": x} if kept else {"x": x}
+        return _event_request(host, path, event)
 
     return make
 
@@ -179,6 +181,7 @@ def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:
             spread = [f"r{k}" for k in range(count)]
             phases[f"{name}@{clients}"] = (clients, _events(peer, x, spread))
     phases["score@1"] = (1, _score(peer, x))
+    phases["unkept@1"] = (1, _score(peer, x, kept=False))
     for clients in args.clients:  # the HTTP floor, keep-alive
         phases[f"healthz@{clients}"] = (clients, lambda client, n: healthz)
     figures = {}

@@ -116,6 +116,14 @@ class Coalescer:
     ) -> Scored:
         """``Engine.score(...)``, merged with its neighbours (one write of the kept records)."""
         request = ScoreRequest(batch, **options)
+        if model_id not in self._queues:  # nothing queued before it: scored now if it can be
+            now = self._score_now(model_id, [request], large)
+            if now is not None:
+                self.groups += 1
+                self.requests += 1
+                if isinstance(now[0], BaseException):
+                    raise now[0]
+                return now[0]
         return await self._submit(model_id, SCORE, request, len(batch), large)
 
     async def labels(
@@ -173,6 +181,12 @@ class Coalescer:
                 try:
                     if self._passes and group[0].kind == EVENTS and not group[0].large:
                         outcomes = await self._in_pass(model_id, group)
+                    elif group[0].kind == SCORE and (
+                        now := self._score_now(
+                            model_id, [r.payload for r in group], any(r.large for r in group)
+                        )
+                    ):
+                        outcomes = now
                     elif self.engine.store.blocking or any(r.large for r in group):
                         outcomes = await self._pool().submit(self.apply, model_id, group)
                     else:
@@ -187,6 +201,32 @@ class Coalescer:
             del self._queues[model_id]
             for request in queue:
                 request.future.cancel()
+
+    def _score_now(
+        self, model_id: str, requests: list[ScoreRequest], large: bool
+    ) -> list[Any] | None:
+        """The outcomes of a group of scores that keeps nothing, applied on the event loop
+        when that needs no wait and no store call but one read of the model's head (a small
+        read, where the hop to a thread and back would cost more than the scoring): the
+        model cached and current, its lock free (``ModelRepository.current``).  None otherwise
+        (the group then goes to a thread as any other), and always for a group that keeps
+        records (their write waits for a sync) or a store that cannot read a head so."""
+        if large or not self.engine.store.blocking or any(_keeps(r) for r in requests):
+            return None
+        repository = self.engine.repository
+        if repository.cached(model_id) is None:
+            return None
+        lock = repository.lock(model_id)
+        if not lock.acquire_now():  # a thread holds it (a write, a checkpoint): no waiting
+            return None
+        try:
+            loaded = repository.current(model_id)
+            if loaded is None:
+                return None
+            outcomes, _ = self.engine.delayed.score_loaded(loaded, requests)
+        finally:
+            lock.__exit__()
+        return outcomes
 
     # ------------------------------------------------------------------ passes
     async def _in_pass(self, model_id: str, group: list[_Request]) -> list[Any]:
@@ -314,6 +354,11 @@ def _learn_merged(
     return engine.learning.learn_group(
         model_id, [batch for batch, _ in payloads], [wants for _, wants in payloads]
     )
+
+
+def _keeps(request: ScoreRequest) -> bool:
+    ids = request.batch.ids
+    return request.keep and ids is not None and any(i is not None for i in ids)
 
 
 def _score_one(engine: Engine, model_id: str, payload: ScoreRequest) -> Scored:

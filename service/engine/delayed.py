@@ -217,21 +217,11 @@ class DelayedLabels:
         (the others are served).  An error of the model as a whole (not found, the store
         down) is raised."""
         repository = self.repository
-        outcomes: list[Scored | ServiceError] = []
-        records: list[dict[str, bytes]] = []
         with repository.lock(model_id):
             loaded = repository.load(model_id)
-            ttl = loaded.config.label_ttl_seconds or self.label_ttl_seconds
-            for request in requests:
-                try:
-                    scored, kept = self._score_one(loaded, request)
-                except ServiceError as error:
-                    outcomes.append(error)
-                    records.append({})
-                    continue
-                outcomes.append(scored)
-                records.append(kept)
+            outcomes, records = self.score_loaded(loaded, requests)
         if any(records):
+            ttl = loaded.config.label_ttl_seconds or self.label_ttl_seconds
             deadline = repository.clock() + ttl
             store, bound = repository.store, self.max_pending_records
             try:
@@ -246,6 +236,24 @@ class DelayedLabels:
                             outcomes[position] = error
             self.deadlines.schedule(model_id, deadline)
         return outcomes
+
+    def score_loaded(
+        self, loaded: Loaded, requests: Sequence[ScoreRequest]
+    ) -> tuple[list[Scored | ServiceError], list[dict[str, bytes]]]:
+        """Each request's scores or the error refusing it alone, and the records it keeps
+        (for ``store.put_pending``), scored by ``loaded`` (held under the model's lock)."""
+        outcomes: list[Scored | ServiceError] = []
+        records: list[dict[str, bytes]] = []
+        for request in requests:
+            try:
+                scored, kept = self._score_one(loaded, request)
+            except ServiceError as error:
+                outcomes.append(error)
+                records.append({})
+                continue
+            outcomes.append(scored)
+            records.append(kept)
+        return outcomes, records
 
     def _score_one(self, loaded: Loaded, request: ScoreRequest) -> tuple[Scored, dict[str, bytes]]:
         """One request's scores (and what it asked besides), and the records it keeps."""

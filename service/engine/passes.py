@@ -15,8 +15,9 @@ import numpy as np
 from service.errors import ServiceError, StaleVersion
 
 if TYPE_CHECKING:
+    from service.engine.locks import ModelLock
     from service.engine.model import Loaded
-    from service.engine.repository import ModelLock, ModelRepository, UndoPoint
+    from service.engine.repository import ModelRepository, UndoPoint
     from service.stores.base import Commit
 
 R = TypeVar("R")

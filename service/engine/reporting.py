@@ -21,9 +21,10 @@ import numpy as np
 
 from core.regret import RegretWindow
 from service.engine.history import RESOLUTIONS, points
+from service.engine.locks import ModelLock
 from service.engine.model import RATE_TIME_CONSTANT, Loaded, recent_drifts
 from service.engine.refit import fit_status
-from service.engine.repository import ModelLock, ModelRepository
+from service.engine.repository import ModelRepository
 from service.schemas import REGRET_DEFAULT_MAX_FEATURES, ModelConfig
 
 #: [CHOICE] the hindsight comparator: svm_pauc with this C and tolerance on the regret window

@@ -44,17 +44,12 @@ from core.boosted_fits import fits_in_call
 from service.engine.checkpoints import Checkpoints
 from service.engine.entries import Entry, ReplayFailed
 from service.engine.history import behind as history_behind
+from service.engine.locks import ModelLock
 from service.engine.model import Loaded, OtherStateFormat, from_arrays, from_store
 from service.engine.passes import Pass
 from service.engine.replay import replay
 from service.engine.undo import UndoPoint, UndoPoints
-from service.errors import (
-    Contention,
-    CorruptState,
-    ModelNotFound,
-    StaleVersion,
-    StoreUnavailable,
-)
+from service.errors import Contention, CorruptState, ModelNotFound, StaleVersion, StoreUnavailable
 from service.schemas import ModelConfig
 from service.stores.base import Commit, Fence, Store
 
@@ -66,22 +61,6 @@ MAX_CACHED_MODELS = 1024
 #: defaults of AUCSTREAM_CHECKPOINT_EVENTS and _SECONDS (service.settings)
 CHECKPOINT_EVENTS = 10_000
 CHECKPOINT_SECONDS = 60.0
-
-
-class ModelLock:
-    """A model's lock (a plain ``threading.Lock`` cannot be weakly referenced)."""
-
-    __slots__ = ("_lock", "__weakref__")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> ModelLock:
-        self._lock.acquire()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._lock.release()
 
 
 class RepositoryOptions(TypedDict, total=False):
@@ -177,6 +156,20 @@ class ModelRepository:
         """The cached model, or None (never blocks, never asks the store)."""
         entry = self._cache.get(model_id)
         return None if entry is None else entry[1]
+
+    def current(self, model_id: str) -> Loaded | None:
+        """The cached model when the store's head is its version (one read of the head, no
+        other store call: the store's ``head_now``), else None: the caller then goes the way
+        of :meth:`load`, which reads, catches up or reloads.  Only on a store that reads heads
+        so (SQLite); call under the model's lock."""
+        cached = self.cached(model_id)
+        head_now = getattr(self.store, "head_now", None)
+        if cached is None or head_now is None:
+            return None
+        if head_now(model_id) != (cached.version, cached.incarnation):
+            return None
+        self._touch(model_id)
+        return cached
 
     def _keep(self, model_id: str, loaded: Loaded) -> None:
         with self._guard:

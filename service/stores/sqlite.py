@@ -388,6 +388,27 @@ class SQLiteStore(ManyModels):
         return np.array([event_id in alive for event_id in ids], dtype=bool)
 
     @translated
+    def head_now(self, model_id: str) -> tuple[int, str] | None:
+        """``(version, incarnation)`` of the model, read only when the read is all there is
+        to do (the event loop's read, which must not write, sync or wait for a lock): None
+        while the lost-data check is due (it writes the epoch marker and syncs its copy) or
+        would raise an alarm, and when the model does not exist; the caller then goes the
+        way of :meth:`load` in a thread."""
+        watch = self.loss.watch
+        if watch.due():
+            return None
+        self.database.verify_file()
+        watch.guard(model_id)
+        row = (
+            self.database.connection()
+            .execute("SELECT version, incarnation FROM models WHERE id = ?", (model_id,))
+            .fetchone()
+        )
+        if row is None or watch.saw(model_id, row[1], row[0], record=False) is not None:
+            return None
+        return row[0], row[1]
+
+    @translated
     def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
         return self._alive(model_id, _SEEN, ids, now)
 

@@ -13,9 +13,11 @@ another), in-process through :class:`service.engine.Engine` as the routes call i
 what is measured is the model cache and the store).  The process first creates, trains and
 scores one model, so that the numba kernels are compiled and the imports done, and records its
 RSS; then it creates ``--models`` default models (``auto``, ``--features`` features), and in
-each learns ``--events`` labelled events with ids and scores ``--events`` more (kept for a
-label, as ``/score`` with ids does), with a model cache of ``--cache`` models
-(``AUCSTREAM_MAX_CACHED_MODELS``).  The Redis store runs against a private ``redis-server``.
+each learns ``--events`` labelled events with ids (in requests of ``--batch`` events: one
+request by default; ``--batch 1`` as the one-event traffic of loadtest.log_path) and scores
+``--events`` more (kept for a label, as ``/score`` with ids does), with a model cache of
+``--cache`` models (``AUCSTREAM_MAX_CACHED_MODELS``).  The Redis store runs against a
+private ``redis-server``.
 
 Columns: RSS of the server process before and after (MB, from ``/proc/self/statm``), the
 difference per model (KB), the store's own per-model memory (Redis ``used_memory``, or the
@@ -92,7 +94,10 @@ def measure(args: argparse.Namespace) -> dict:
         if args.events:
             n = args.events
             ids = [f"{model_id}-{i}" for i in range(2 * n)]
-            engine.learn(model_id, Batch(X[:n], y[:n], ids[:n]))
+            step = args.batch or n
+            for start in range(0, n, step):
+                stop = min(start + step, n)
+                engine.learn(model_id, Batch(X[start:stop], y[start:stop], ids[start:stop]))
             engine.score(model_id, Batch(X[n:], None, ids[n:]))
 
     one_model("warm-up")
@@ -133,6 +138,7 @@ def run_child(store: str, args: argparse.Namespace, redis_url: str | None, check
             sys.executable, "-c", RUN_THIS_FILE, __file__, "--child", "--store", store,
             "--models", str(args.models), "--events", str(args.events),
             "--features", str(args.features), "--cache", str(args.cache),
+            "--batch", str(args.batch),
             "--data-dir", data_dir, "--redis-url", redis_url or "",
         ]  # fmt: skip
         environment = dict(os.environ, PYTHONPATH=str(checkout))
@@ -147,6 +153,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", type=int, default=2000)
     parser.add_argument("--events", type=int, default=5, help="learned and scored per model")
     parser.add_argument("--features", type=int, default=10)
+    parser.add_argument(
+        "--batch", type=int, default=0, help="events per learning request (0: all in one)"
+    )
     parser.add_argument("--cache", type=int, default=100, help="AUCSTREAM_MAX_CACHED_MODELS")
     parser.add_argument("--stores", default=",".join(STORES))
     parser.add_argument("--against", type=Path, help="another checkout, measured alternately")
@@ -166,7 +175,8 @@ def main(argv: list[str] | None = None) -> None:
     print(machine())
     print(
         f"{args.models:,} default models (auto, {args.features} features), {args.events} events "
-        f"learned and {args.events} scored in each, model cache of {args.cache}\n"
+        f"learned ({args.batch or args.events} a request) and {args.events} scored in each, "
+        f"model cache of {args.cache}\n"
     )
     checkouts = {"this checkout": ROOT}
     if args.against is not None:

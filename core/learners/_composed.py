@@ -4,12 +4,12 @@ learner): one flat dict, the contract's ``state_``, over the parts' own ``state_
 The parts keep their own ``state_`` (their kernels and caches work on them); the composite's
 ``state_`` is a view: each part's arrays under its prefix, plus the composite's own arrays,
 the same array objects, so in-place updates show through.  After every batch the view is
-checked when it is next read (:meth:`ComposedState._refresh_view`: a part may swap an array
-for a view of a packed buffer while it learns, as ``spam`` does), and built again only when an
-array was swapped; a one-event batch (the service's request path) reads it once, for the
-check of its grown arrays: the base class reads the width and the scaler's arrays from the
-composite's own, and a composite part's view is not built at all, its parent showing its
-arrays directly.
+dropped and built again when it is next read (:meth:`ComposedState._refresh_view`: a part may
+have swapped an array for a grown copy, an install's new trees or a view of a packed buffer,
+and a stale view would keep the old ones alive).  The service's request path does not read it:
+the base class reads the width and the scaler's arrays from the composite's own, the check of
+the grown arrays reads them from the parts (:meth:`ComposedState._current_arrays`), and a
+composite part's view is not built at all, its parent showing its arrays directly.
 """
 
 from __future__ import annotations
@@ -17,10 +17,14 @@ from __future__ import annotations
 import functools
 import operator
 import sys
-from itertools import chain
 from typing import Any
 
 import numpy as np
+
+#: the view of a composite whose parts' arrays may have been swapped since it was built
+#: (:meth:`ComposedState._refresh_view`): not None (the learner is initialised), and never
+#: shown (:attr:`ComposedState.state_` builds the view again first) nor changed
+_DROPPED: dict[str, np.ndarray] = {}
 
 
 def _same_objects(these: tuple, those: tuple) -> bool:
@@ -148,8 +152,13 @@ class ComposedState:
     def _refresh_view(self) -> None:
         """The parts' arrays may have been swapped: the view is built again when it is next
         read (a composite part's, learned at every event, is not read by its parent's view,
-        which shows its arrays directly: :meth:`_view_sources`)."""
+        which shows its arrays directly: :meth:`_view_sources`).  Until then it is
+        :data:`_DROPPED`, which holds no array: a stale view kept the arrays a part swapped
+        out (an install's replaced trees, a grown buffer's smaller copy) alive until it was
+        next read, which the service does at a checkpoint (a part's, only at its next fit):
+        up to a quarter of a cached default model's memory (loadtest/README.md, "F")."""
         if "_state_view" in self.__dict__:
+            self.__dict__["_state_view"] = _DROPPED
             self.__dict__["_view_stale"] = True
         else:
             self._build_view()
@@ -170,21 +179,6 @@ class ComposedState:
 
     def _build_view(self) -> dict[str, np.ndarray]:
         sources = self._view_sources()
-        # most batches swap no array: the view built last, from the same dicts of the same
-        # arrays, is kept.  It holds those arrays in their sources' order (no two sources share
-        # a name), so it is compared with them itself: no second list of them per model
-        dicts = tuple([part for _, part in sources])
-        shown = chain.from_iterable([part.values() for part in dicts])
-        view = self.__dict__.get("_state_view")
-        if (
-            view is not None
-            and _same_objects(self.__dict__.get("_view_dicts", ()), dicts)
-            and len(view) == sum(map(len, dicts))
-            and all(map(operator.is_, view.values(), shown))
-        ):
-            self.__dict__["_view_stale"] = False
-            return view
-        self.__dict__["_view_dicts"] = dicts
         view = dict(sources[0][1])
         for prefix, part in sources[1:]:
             view.update(zip(_prefixed(prefix, tuple(part)), part.values(), strict=True))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from core.learners import _fit_scaling as fit_scaling
+from core.learners._boosted_fused import learn_fused
 from core.learners._fit_buffer import hold
 from core.learners._row_pool import pooled_rows
 from core.preprocessing import scale_batch
@@ -68,13 +69,22 @@ def learn(
         else:
             due = np.flatnonzero(learner._due(y[start:])[1:])
             stop = start + int(due[0]) + 1 if len(due) else n_events
-        part = row_range(X, start, stop)
+        part, labels = row_range(X, start, stop), y[start:stop]
+        segment_scores = scores[start:stop] if len(scores) else scores
+        inside = [cut - start for cut in cuts if start <= cut < stop and cut > 0] if cuts else ()
+        if not inside:  # the common case in one kernel call, else step by step
+            scaled = learn_fused(learner, part, labels, segment_scores)
+            if scaled is not None:
+                recorded.append(scaled)
+                if own["pending"][0] and int(own["pending_fill"][0]) == learner._delay():
+                    learner._install_pending()
+                start = stop
+                continue
         scaled = scale_batch(learner.scaling, learner._scaler_arrays, part, learn=True)
         recorded.append(scaled)  # for recording_inputs
-        embedded, labels = learner._embed(part, scaled), y[start:stop]
-        inside = [cut - start for cut in cuts if start <= cut < stop and cut > 0] if cuts else ()
+        embedded = learner._embed(part, scaled)
         if not inside:
-            learner._inner._learn(embedded, labels, scores[start:stop] if len(scores) else scores)
+            learner._inner._learn(embedded, labels, segment_scores)
         else:
             _learn_pieces(learner, embedded, labels, scores, start, inside, (cuts, n_events), coefs,
                           want_coef)  # fmt: skip

@@ -24,7 +24,7 @@ from core.learners.logistic import Logistic
 if TYPE_CHECKING:
     from core.learners.boosted_embedded import BoostedEmbedded
 
-__all__ = ["learn_fused"]
+__all__ = ["fusable", "learn_fused"]
 
 _NONE_F = np.empty(0)
 
@@ -33,46 +33,89 @@ def _contiguous(array: np.ndarray, dtype: type) -> bool:
     return array.dtype == dtype and array.flags.c_contiguous
 
 
-def learn_fused(
-    learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray
-) -> np.ndarray | None:
-    """Learn the segment ``(X, y)`` (``scores``: where its inner pre-update scores go, or
-    empty) in one kernel call and return its scaled rows; None, nothing changed, when the
-    segment is not the common case (module docstring)."""
+def fusable(learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray) -> bool:
+    """Whether the segment ``(X, y)`` (``scores``: where its inner pre-update scores go, or
+    empty) is the common case (module docstring); then so is every piece of it."""
     if learner.scaling != "standard" or type(X) is not np.ndarray or X.ndim != 2:
-        return None
+        return False
     if not (_contiguous(X, np.float64) and _contiguous(y, np.int64)):
-        return None
+        return False
     if len(scores) and not _contiguous(scores, np.float64):
-        return None
+        return False
     inner = learner._inner
     if type(inner) is not Logistic or "covariance" in inner.state_:
-        return None
+        return False
     own = learner._own_state
     n_events = len(y)
     pooled = pooled_rows(learner._rows_link)
+    if own["pending"][0]:
+        rows, labels = own["pending_X"], own["pending_y"]
+        needed = min(int(own["pending_fill"][0]) + n_events, int(learner.fit_delay))
+    else:
+        rows, labels = own["buffer_X"], own["buffer_y"]
+        fill, capacity = int(own["buffer_fill"][0]), int(learner.buffer_size)
+        if pooled and fill + n_events > capacity:  # it would leave the pool here
+            return False
+        needed = min(fill + n_events, capacity)
+    # else the arrays grow first: the general path
+    return len(labels) >= needed and (pooled or len(rows) >= needed)
+
+
+def learn_fused(
+    learner: BoostedEmbedded, X, y, scores, start: int, inside, batch, coefs: list,
+    want_coef: bool, recorded: list,
+) -> bool:  # fmt: skip
+    """Learn the segment ``(X, y)`` from event ``start`` of the batch (``scores``: the batch's
+    inner pre-update scores, or empty) when it is :func:`fusable` (False otherwise: nothing
+    changed), one kernel call per piece between the positions ``inside`` it, appending
+    ``coef_`` to ``coefs`` before each and offering the pending fit there, as
+    ``_boosted_learning._learn_pieces`` does after one scaling and embedding of the segment:
+    each step takes the events one after the other, so the pieces leave the same state; the
+    events held for a pending fit are counted as of the segment's start at the cuts, as there
+    (they join after the segment).  ``batch``: the batch's cuts and length; ``recorded``
+    takes the scaled rows."""
+    from core.learners._boosted_learning import _to_next_cut
+
+    if not fusable(learner, X, y, scores[start : start + len(y)] if len(scores) else scores):
+        return False
+    own = learner._own_state
+    held = int(own["pending_fill"][0])
+    length, position = len(y), 0
+    for cut in (*inside, length):
+        if cut > position:
+            part = scores[start + position : start + cut] if len(scores) else scores
+            recorded.append(_learn(learner, X[position:cut], y[position:cut], part))
+            position = cut
+        if cut < length:
+            coefs.append(learner.coef_ if want_coef else None)
+            if own["pending"][0]:  # a call per piece would offer the pending fit here
+                cuts, n_events = batch
+                learner._hand_over(learner._delay() - held, _to_next_cut(cuts, start + cut,
+                                                                          n_events))  # fmt: skip
+    return True
+
+
+def _learn(learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    own = learner._own_state
+    inner = learner._inner
+    n_events = len(y)
     holding = bool(own["pending"][0])
     if holding:
         fill, capacity = own["pending_fill"], int(learner.fit_delay)
         rows, labels, weights = own["pending_X"], own["pending_y"], _NONE_F
-        needed = min(int(fill[0]) + n_events, capacity)
     else:
         fill, capacity = own["buffer_fill"], int(learner.buffer_size)
         rows, labels, weights = own["buffer_X"], own["buffer_y"], own["buffer_w"]
-        needed = min(int(fill[0]) + n_events, capacity)
-        if pooled and int(fill[0]) + n_events > capacity:  # it would leave the pool here
-            return None
-    if len(labels) < needed or (not pooled and len(rows) < needed):
-        return None  # the arrays grow first: the general path
     scaler = learner._scaler_arrays
     scaled = np.empty_like(X)
     kernels.learn_segment(
         X, y, scores, scaled, scaler["scaler_count"], scaler["scaler_mean"], scaler["scaler_m2"],
         *map(own.__getitem__, ENSEMBLE_KEYS[:-1]), int(own["ens_trees"][0]),
         int(learner.max_leaves), bool(learner.append_features), bool(learner.append_margin),
-        1.0 / math.sqrt(learner.n_trees), *inner._accumulators(), holding, pooled,
-        own["buffer_rng"], own["buffer_seen"], fill, own["buffer_next"], own["buffer_written"],
-        capacity, float(learner.negatives_per_positive), rows, labels, weights,
+        1.0 / math.sqrt(learner.n_trees), *inner._accumulators(), holding,
+        pooled_rows(learner._rows_link), own["buffer_rng"], own["buffer_seen"], fill,
+        own["buffer_next"], own["buffer_written"], capacity,
+        float(learner.negatives_per_positive), rows, labels, weights,
     )  # fmt: skip
     if not holding:  # as _remember counts them
         own["events"][0] += n_events

@@ -52,9 +52,14 @@ def learn(
     if own["pending"][0]:
         to_install = learner._delay() - int(own["pending_fill"][0])
         learner._hand_over(to_install, _to_next_cut(cuts, 0, n_events))
+    counted = None  # the schedule's count after a fused segment that remembered its events
     while True:
         # the schedule's count, read once per segment unless a fit falls due (it moves)
-        until = None if own["pending"][0] else learner._until_counted()
+        if own["pending"][0]:
+            until = None
+        else:
+            until = learner._until_counted() if counted is None else counted
+        counted = None
         if until is not None and until <= 0 and learner._due(_NONE)[0]:
             # at a cut, a call per piece saw it fall due at the end of the call before
             in_call = 0 if cuts and start in cuts else _to_next_cut(cuts, start, n_events)
@@ -72,14 +77,15 @@ def learn(
         part, labels = row_range(X, start, stop), y[start:stop]
         segment_scores = scores[start:stop] if len(scores) else scores
         inside = [cut - start for cut in cuts if start <= cut < stop and cut > 0] if cuts else ()
-        if not inside:  # the common case in one kernel call, else step by step
-            scaled = learn_fused(learner, part, labels, segment_scores)
-            if scaled is not None:
-                recorded.append(scaled)
-                if own["pending"][0] and int(own["pending_fill"][0]) == learner._delay():
-                    learner._install_pending()
-                start = stop
-                continue
+        if learn_fused(learner, part, labels, scores, start, inside, (cuts, n_events), coefs,
+                       want_coef, recorded):  # fmt: skip
+            # the common case, one kernel call per piece (core.learners._boosted_fused)
+            if own["pending"][0] and int(own["pending_fill"][0]) == learner._delay():
+                learner._install_pending()
+            elif until is not None:  # remembered: each event brought the count one nearer
+                counted = until - (stop - start)
+            start = stop
+            continue
         scaled = scale_batch(learner.scaling, learner._scaler_arrays, part, learn=True)
         recorded.append(scaled)  # for recording_inputs
         embedded = learner._embed(part, scaled)

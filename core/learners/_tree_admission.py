@@ -44,13 +44,13 @@ def awaiting_first_fit(candidates: list[Any], weights: np.ndarray, temperature: 
     no fit yet."""
     if temperature == 0.0:
         return []
-    # the share first: read at every event, and a candidate with one awaits nothing
-    # (``hasattr`` of ``fit_points_`` reads the property)
+    # read at every event: the share first (a candidate with one awaits nothing), and
+    # ``fit_points_`` looked up on the class (``hasattr`` on the candidate runs the property)
     return [
         k
         for k, (candidate, weight) in enumerate(zip(candidates, weights.tolist(), strict=False))
         if weight == 0.0
-        and hasattr(candidate, "fit_points_")
+        and hasattr(type(candidate), "fit_points_")
         and not _forgets(candidate)
         and candidate.fits_ == 0
     ]

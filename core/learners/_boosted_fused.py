@@ -97,7 +97,7 @@ def learn_fused(
 
 def _learn(learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray) -> np.ndarray:
     own = learner._own_state
-    inner = learner._inner
+    inner: Logistic = learner._inner  # type: ignore[assignment]  # fusable checked it
     n_events = len(y)
     holding = bool(own["pending"][0])
     if holding:

@@ -43,7 +43,8 @@ def learn(
     learner's ``coef_`` before the event at each cut is returned (None without
     ``want_coef``), as one call per piece with ``coef_`` taken before each gives it."""
     own = learner._own_state
-    start, n_events, recorded = 0, len(y), []
+    start, n_events = 0, len(y)
+    recorded: list = []
     coefs: list[np.ndarray | None] = []
     if cuts and cuts[0] == 0:  # before the call, as a caller per piece takes it
         coefs.append(learner.coef_ if want_coef else None)

@@ -116,8 +116,8 @@ class ComposedState:
             composite = "_state_view" in learner.__dict__ and isinstance(learner, ComposedState)
             for key in learner.state_:
                 where[prefix + key] = None if composite else (learner, key)
-        owners = [where.get(key) for key in keys]
-        return None if any(owner is None for owner in owners) else owners  # type: ignore[misc]
+        owners = [owner for key in keys if (owner := where.get(key)) is not None]
+        return owners if len(owners) == len(keys) else None
 
     def _settling_parts(self) -> tuple[tuple[str, Any], ...]:
         """The parts that may name unchanged grown arrays (:mod:`core.learners._grown`), kept

@@ -24,9 +24,15 @@ from core.learners.logistic import Logistic
 if TYPE_CHECKING:
     from core.learners.boosted_embedded import BoostedEmbedded
 
-__all__ = ["fusable", "learn_fused"]
+__all__ = ["MOST_CUTS", "fusable", "learn_fused"]
 
 _NONE_F = np.empty(0)
+
+#: [CHOICE] a segment cut more times than this goes the step-by-step way: a piece's kernel call
+#: costs ~6 us (its dispatch and arguments), where the step-by-step path scales, embeds and keeps
+#: the segment once (~15 us) and then pays ~1.5 us an inner call, so fused pieces win up to ~3
+#: of them and lose beyond (bench/learn_rounds.py, 32 one-event rounds: 52 -> 55 us/event fused)
+MOST_CUTS = 3
 
 
 def _contiguous(array: np.ndarray, dtype: type) -> bool:
@@ -66,17 +72,18 @@ def learn_fused(
     want_coef: bool, recorded: list,
 ) -> bool:  # fmt: skip
     """Learn the segment ``(X, y)`` from event ``start`` of the batch (``scores``: the batch's
-    inner pre-update scores, or empty) when it is :func:`fusable` (False otherwise: nothing
-    changed), one kernel call per piece between the positions ``inside`` it, appending
-    ``coef_`` to ``coefs`` before each and offering the pending fit there, as
-    ``_boosted_learning._learn_pieces`` does after one scaling and embedding of the segment:
-    each step takes the events one after the other, so the pieces leave the same state; the
-    events held for a pending fit are counted as of the segment's start at the cuts, as there
-    (they join after the segment).  ``batch``: the batch's cuts and length; ``recorded``
-    takes the scaled rows."""
+    inner pre-update scores, or empty) when it is :func:`fusable` and cut fewer than
+    :data:`MOST_CUTS` times (False otherwise: nothing changed), one kernel call per piece
+    between the positions ``inside`` it, appending ``coef_`` to ``coefs`` before each and
+    offering the pending fit there, as ``_boosted_learning._learn_pieces`` does after one
+    scaling and embedding of the segment: each step takes the events one after the other, so
+    the pieces leave the same state; the events held for a pending fit are counted as of the
+    segment's start at the cuts, as there (they join after the segment).  ``batch``: the
+    batch's cuts and length; ``recorded`` takes the scaled rows."""
     from core.learners._boosted_learning import _to_next_cut
 
-    if not fusable(learner, X, y, scores[start : start + len(y)] if len(scores) else scores):
+    segment_scores = scores[start : start + len(y)] if len(scores) else scores
+    if len(inside) >= MOST_CUTS or not fusable(learner, X, y, segment_scores):
         return False
     own = learner._own_state
     held = int(own["pending_fill"][0])

@@ -7,7 +7,9 @@ from collections import namedtuple
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels.logistic import logistic_csr
 from core._kernels.random import random_unit
+from core._kernels.scaling import standard_learn_dense
 from core._kernels.tree_embedding import embedded_rows
 
 #: A fitted ensemble as arrays of shape ``(n_trees, n_nodes)``, the root of each tree at node 0:
@@ -138,3 +140,53 @@ def keep_events(labels, rng_state, seen, fill, capacity, negatives_per_positive,
             weights[n_kept] = 1.0 / rate
             n_kept += 1
     return n_kept
+
+
+@kernel
+def learn_segment(X, y, scores, scaled, count, mean, m2, left, right, feature, threshold, leaf,
+                  value, baseline, n_trees, max_leaves, append_features, append_margin,
+                  leaf_value, z, n, bias_z, bias_n, clock, touched, class_counts, hyper,
+                  holding, pooled, rng_state, seen, fill, ring_next, written, capacity,
+                  negatives_per_positive, rows, labels, weights):  # fmt: skip
+    """One segment of ``boosted_embedded``'s learning in one call (the Python path's steps, in
+    its order, through the same kernels, so the same bits): ``X`` scaled under ``standard``
+    into ``scaled`` (the statistics updated), embedded by the ensemble (its arrays), learned by
+    the inner FTRL logistic learner (its accumulators and ``hyper``; its pre-update scores into
+    ``scores`` when that is not empty), then kept: held for a pending fit (``holding``: ``rows``
+    / ``labels`` are ``pending_X`` / ``pending_y``, ``fill`` is ``pending_fill``), or remembered
+    by the fit buffer (``rows`` / ``labels`` / ``weights``: ``buffer_X`` / ``buffer_y`` /
+    ``buffer_w``, :func:`keep_events`' draws).  ``pooled``: the rows are the composite's pool's,
+    only labels and weights are written.  The caller checked that the arrays have the slots (no
+    growth) and that a pooled buffer neither wraps nor samples here (no detach)."""
+    standard_learn_dense(X, scaled, count, mean, m2)
+    ens = Ensemble(left, right, feature, threshold, leaf, value, baseline)
+    no_index, no_data = np.empty(0, dtype=np.int64), np.empty(0)
+    indptr, indices, data = embed(X, no_index, no_index, no_data, scaled, no_data, ens, n_trees,
+                                  max_leaves, X.shape[1], append_features, append_margin,
+                                  leaf_value)  # fmt: skip
+    logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, clock, touched,
+                 class_counts, hyper)  # fmt: skip
+    n_events = y.shape[0]
+    first = fill[0]
+    if holding:
+        for i in range(n_events):
+            if not pooled:
+                rows[first + i, :] = X[i, :]
+            labels[first + i] = y[i]
+        fill[0] = first + n_events
+        return
+    kept = np.empty(n_events, dtype=np.int64)
+    kept_weights = np.empty(n_events)
+    start = ring_next[0]
+    n_kept = keep_events(y, rng_state, seen, first, capacity, negatives_per_positive, kept,
+                         kept_weights)  # fmt: skip
+    # only the last `capacity` kept rows can stay
+    for q in range(max(n_kept - capacity, 0), n_kept):
+        slot = (start + q) % capacity
+        if not pooled:
+            rows[slot, :] = X[kept[q], :]
+        labels[slot] = y[kept[q]]
+        weights[slot] = kept_weights[q]
+    ring_next[0] = (start + n_kept) % capacity
+    fill[0] = min(first + n_kept, capacity)
+    written[0] += n_kept

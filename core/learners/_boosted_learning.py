@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from core.learners import _fit_scaling as fit_scaling
+from core.learners._boosted_fused import learn_fused
 from core.learners._fit_buffer import hold
 from core.learners._row_pool import pooled_rows
 from core.preprocessing import scale_batch
@@ -42,7 +43,8 @@ def learn(
     learner's ``coef_`` before the event at each cut is returned (None without
     ``want_coef``), as one call per piece with ``coef_`` taken before each gives it."""
     own = learner._own_state
-    start, n_events, recorded = 0, len(y), []
+    start, n_events = 0, len(y)
+    recorded: list = []
     coefs: list[np.ndarray | None] = []
     if cuts and cuts[0] == 0:  # before the call, as a caller per piece takes it
         coefs.append(learner.coef_ if want_coef else None)
@@ -51,9 +53,14 @@ def learn(
     if own["pending"][0]:
         to_install = learner._delay() - int(own["pending_fill"][0])
         learner._hand_over(to_install, _to_next_cut(cuts, 0, n_events))
+    counted = None  # the schedule's count after a fused segment that remembered its events
     while True:
         # the schedule's count, read once per segment unless a fit falls due (it moves)
-        until = None if own["pending"][0] else learner._until_counted()
+        if own["pending"][0]:
+            until = None
+        else:
+            until = learner._until_counted() if counted is None else counted
+        counted = None
         if until is not None and until <= 0 and learner._due(_NONE)[0]:
             # at a cut, a call per piece saw it fall due at the end of the call before
             in_call = 0 if cuts and start in cuts else _to_next_cut(cuts, start, n_events)
@@ -68,13 +75,23 @@ def learn(
         else:
             due = np.flatnonzero(learner._due(y[start:])[1:])
             stop = start + int(due[0]) + 1 if len(due) else n_events
-        part = row_range(X, start, stop)
+        part, labels = row_range(X, start, stop), y[start:stop]
+        segment_scores = scores[start:stop] if len(scores) else scores
+        inside = [cut - start for cut in cuts if start <= cut < stop and cut > 0] if cuts else ()
+        if learn_fused(learner, part, labels, scores, start, inside, (cuts, n_events), coefs,
+                       want_coef, recorded):  # fmt: skip
+            # the common case, one kernel call per piece (core.learners._boosted_fused)
+            if own["pending"][0] and int(own["pending_fill"][0]) == learner._delay():
+                learner._install_pending()
+            elif until is not None:  # remembered: each event brought the count one nearer
+                counted = until - (stop - start)
+            start = stop
+            continue
         scaled = scale_batch(learner.scaling, learner._scaler_arrays, part, learn=True)
         recorded.append(scaled)  # for recording_inputs
-        embedded, labels = learner._embed(part, scaled), y[start:stop]
-        inside = [cut - start for cut in cuts if start <= cut < stop and cut > 0] if cuts else ()
+        embedded = learner._embed(part, scaled)
         if not inside:
-            learner._inner._learn(embedded, labels, scores[start:stop] if len(scores) else scores)
+            learner._inner._learn(embedded, labels, segment_scores)
         else:
             _learn_pieces(learner, embedded, labels, scores, start, inside, (cuts, n_events), coefs,
                           want_coef)  # fmt: skip

@@ -91,6 +91,15 @@ class ComposedState:
         check of the grown arrays after every batch: the view is built when it is read).  Which
         source holds each key is kept while the sources are the same dicts; the later source
         wins a name, as in the view."""
+        # most calls: the keys live in the composite's own arrays and its plain parts' (not
+        # composites themselves), read from there without walking every source (~3 us a call)
+        learners = tuple([learner for _, learner in self._parts()])
+        plan = self.__dict__.get("_key_plan")
+        if plan is None or plan[0] is not keys or not _same_objects(plan[1], learners):
+            plan = self.__dict__["_key_plan"] = (keys, learners, self._key_owners(keys))
+        if plan[2] is not None:
+            own = self._own_state
+            return tuple([own[key] if part is None else part.state_[key] for part, key in plan[2]])
         sources = self._view_sources()
         dicts = tuple([part for _, part in sources])
         cached = self.__dict__.get("_key_sources")
@@ -101,6 +110,18 @@ class ComposedState:
                     where[prefix + key] = (index, key)
             cached = self.__dict__["_key_sources"] = (keys, dicts, [where[key] for key in keys])
         return tuple([dicts[index][key] for index, key in cached[2]])
+
+    def _key_owners(self, keys: tuple[str, ...]) -> list[tuple[Any, str]] | None:
+        """Where each of ``keys`` lives, as :meth:`_current_arrays` reads it: ``(None, key)``
+        in the composite's own arrays, ``(part, key)`` in a plain part's ``state_``; None when
+        one lives in a composite part (read through :meth:`_view_sources` then)."""
+        where: dict[str, tuple[Any, str] | None] = {key: (None, key) for key in self._own_state}
+        for prefix, learner in self._parts():
+            composite = "_state_view" in learner.__dict__ and isinstance(learner, ComposedState)
+            for key in learner.state_:
+                where[prefix + key] = None if composite else (learner, key)
+        owners = [owner for key in keys if (owner := where.get(key)) is not None]
+        return owners if len(owners) == len(keys) else None
 
     def _settling_parts(self) -> tuple[tuple[str, Any], ...]:
         """The parts that may name unchanged grown arrays (:mod:`core.learners._grown`), kept

@@ -44,12 +44,14 @@ def awaiting_first_fit(candidates: list[Any], weights: np.ndarray, temperature: 
     no fit yet."""
     if temperature == 0.0:
         return []
+    # read at every event: the share first (a candidate with one awaits nothing), and
+    # ``fit_points_`` looked up on the class (``hasattr`` on the candidate runs the property)
     return [
         k
-        for k, candidate in enumerate(candidates)
-        if hasattr(candidate, "fit_points_")
+        for k, (candidate, weight) in enumerate(zip(candidates, weights.tolist(), strict=False))
+        if weight == 0.0
+        and hasattr(type(candidate), "fit_points_")
         and not _forgets(candidate)
-        and weights[k] == 0.0
         and candidate.fits_ == 0
     ]
 

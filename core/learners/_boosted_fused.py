@@ -1,0 +1,130 @@
+"""``boosted_embedded``'s segment in one kernel call (issue 36's request path, issue 39's Elec2
+cost): scaling, embedding, the inner learner's step and the fit buffer's keep
+(:func:`core._kernels.boosted_embedding.learn_segment`), the same kernels in the same order as
+the general path of :mod:`core.learners._boosted_learning`, so the same state and scores bit for
+bit, for ~5 us of dispatch where the general path spends ~30 us of Python per one-event call.
+
+It takes the common case only: dense C-ordered rows under the ``standard`` scaling, an inner
+FTRL ``logistic`` (not the Laplace solver) and arrays that need neither growth nor the pool's
+detach for this segment; anything else returns None and goes the general way.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from core._kernels import boosted_embedding as kernels
+from core.boosted_trees import ENSEMBLE_KEYS
+from core.learners._row_pool import pooled_rows
+from core.learners.logistic import Logistic
+
+if TYPE_CHECKING:
+    from core.learners.boosted_embedded import BoostedEmbedded
+
+__all__ = ["MOST_CUTS", "fusable", "learn_fused"]
+
+_NONE_F = np.empty(0)
+
+#: [CHOICE] a segment cut more times than this goes the step-by-step way: a piece's kernel call
+#: costs ~6 us (its dispatch and arguments), where the step-by-step path scales, embeds and keeps
+#: the segment once (~15 us) and then pays ~1.5 us an inner call, so fused pieces win up to ~3
+#: of them and lose beyond (bench/learn_rounds.py, 32 one-event rounds: 52 -> 55 us/event fused)
+MOST_CUTS = 3
+
+
+def _contiguous(array: np.ndarray, dtype: type) -> bool:
+    return array.dtype == dtype and array.flags.c_contiguous
+
+
+def fusable(learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray) -> bool:
+    """Whether the segment ``(X, y)`` (``scores``: where its inner pre-update scores go, or
+    empty) is the common case (module docstring); then so is every piece of it."""
+    if learner.scaling != "standard" or type(X) is not np.ndarray or X.ndim != 2:
+        return False
+    if not (_contiguous(X, np.float64) and _contiguous(y, np.int64)):
+        return False
+    if len(scores) and not _contiguous(scores, np.float64):
+        return False
+    inner = learner._inner
+    if type(inner) is not Logistic or "covariance" in inner.state_:
+        return False
+    own = learner._own_state
+    n_events = len(y)
+    pooled = pooled_rows(learner._rows_link)
+    if own["pending"][0]:
+        rows, labels = own["pending_X"], own["pending_y"]
+        needed = min(int(own["pending_fill"][0]) + n_events, int(learner.fit_delay))
+    else:
+        rows, labels = own["buffer_X"], own["buffer_y"]
+        fill, capacity = int(own["buffer_fill"][0]), int(learner.buffer_size)
+        if pooled and fill + n_events > capacity:  # it would leave the pool here
+            return False
+        needed = min(fill + n_events, capacity)
+    # else the arrays grow first: the general path
+    return len(labels) >= needed and (pooled or len(rows) >= needed)
+
+
+def learn_fused(
+    learner: BoostedEmbedded, X, y, scores, start: int, inside, batch, coefs: list,
+    want_coef: bool, recorded: list,
+) -> bool:  # fmt: skip
+    """Learn the segment ``(X, y)`` from event ``start`` of the batch (``scores``: the batch's
+    inner pre-update scores, or empty) when it is :func:`fusable` and cut fewer than
+    :data:`MOST_CUTS` times (False otherwise: nothing changed), one kernel call per piece
+    between the positions ``inside`` it, appending ``coef_`` to ``coefs`` before each and
+    offering the pending fit there, as ``_boosted_learning._learn_pieces`` does after one
+    scaling and embedding of the segment: each step takes the events one after the other, so
+    the pieces leave the same state; the events held for a pending fit are counted as of the
+    segment's start at the cuts, as there (they join after the segment).  ``batch``: the
+    batch's cuts and length; ``recorded`` takes the scaled rows."""
+    from core.learners._boosted_learning import _to_next_cut
+
+    segment_scores = scores[start : start + len(y)] if len(scores) else scores
+    if len(inside) >= MOST_CUTS or not fusable(learner, X, y, segment_scores):
+        return False
+    own = learner._own_state
+    held = int(own["pending_fill"][0])
+    length, position = len(y), 0
+    for cut in (*inside, length):
+        if cut > position:
+            part = scores[start + position : start + cut] if len(scores) else scores
+            recorded.append(_learn(learner, X[position:cut], y[position:cut], part))
+            position = cut
+        if cut < length:
+            coefs.append(learner.coef_ if want_coef else None)
+            if own["pending"][0]:  # a call per piece would offer the pending fit here
+                cuts, n_events = batch
+                learner._hand_over(learner._delay() - held, _to_next_cut(cuts, start + cut,
+                                                                          n_events))  # fmt: skip
+    return True
+
+
+def _learn(learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    own = learner._own_state
+    inner: Logistic = learner._inner  # type: ignore[assignment]  # fusable checked it
+    n_events = len(y)
+    holding = bool(own["pending"][0])
+    if holding:
+        fill, capacity = own["pending_fill"], int(learner.fit_delay)
+        rows, labels, weights = own["pending_X"], own["pending_y"], _NONE_F
+    else:
+        fill, capacity = own["buffer_fill"], int(learner.buffer_size)
+        rows, labels, weights = own["buffer_X"], own["buffer_y"], own["buffer_w"]
+    scaler = learner._scaler_arrays
+    scaled = np.empty_like(X)
+    kernels.learn_segment(
+        X, y, scores, scaled, scaler["scaler_count"], scaler["scaler_mean"], scaler["scaler_m2"],
+        *map(own.__getitem__, ENSEMBLE_KEYS[:-1]), int(own["ens_trees"][0]),
+        int(learner.max_leaves), bool(learner.append_features), bool(learner.append_margin),
+        1.0 / math.sqrt(learner.n_trees), *inner._accumulators(), holding,
+        pooled_rows(learner._rows_link), own["buffer_rng"], own["buffer_seen"], fill,
+        own["buffer_next"], own["buffer_written"], capacity,
+        float(learner.negatives_per_positive), rows, labels, weights,
+    )  # fmt: skip
+    if not holding:  # as _remember counts them
+        own["events"][0] += n_events
+        own["since_fit"][0] += n_events
+    return scaled

@@ -1,0 +1,111 @@
+"""``boosted_embedded``'s segment in one kernel call (core.learners._boosted_fused) learns what
+the general path learns, bit for bit: the state and the pre-update scores, alone (its own rows,
+a buffer that wraps and samples, fits held and installed) and inside ``auto`` (the pool's rows),
+one event at a time, in batches and in ``learn_rounds`` (a call per piece, the served weights
+between); and it takes the common case, leaving the rest."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.learners import _boosted_learning, make_learner
+from core.learners._boosted_fused import MOST_CUTS, fusable, learn_fused
+
+SMALL = {"first_fit": 60, "refit_every": 90, "buffer_size": 120, "n_trees": 5, "max_leaves": 4,
+         "min_samples_leaf": 5, "fit_delay": 24, "negatives_per_positive": 2.0,
+         "scaling": "standard", "random_state": 3,
+         "params": {"solver": "ftrl", "base_rate_offset": True}}  # fmt: skip
+
+
+def stream(n: int, seed: int = 0, d: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (X[:, 0] * X[:, 1] + 0.5 * rng.normal(size=n) > 1.0).astype(np.int64)  # ~15 % positive
+    return X, y
+
+
+def learned(name, params, X, y, sizes, fused: bool, monkeypatch, rounds: int = 0) -> tuple:
+    """The state and scores of ``name`` learning the stream in batches of ``sizes`` (in turn;
+    with ``rounds``, ``learn_rounds`` of that many one-event rounds and a long one), with the
+    fused path on or off, the served weights of the rounds, and which segments it took."""
+    taken = []
+
+    def counted(*args):
+        taken.append(fused and learn_fused(*args))
+        return taken[-1]
+
+    monkeypatch.setattr(_boosted_learning, "learn_fused", counted)
+    model = make_learner(name, **params)
+    scores, served, start, turn = [], [], 0, 0
+    while start < len(y):
+        stop = min(len(y), start + sizes[turn % len(sizes)])
+        if rounds and start:  # a first call initialises the model
+            stops = [*range(1, rounds + 1), stop - start]
+            result = model.learn_rounds(X[start:stop], y[start:stop], stops)
+            scores.append(result.scores)
+            served.append(result.served)
+        else:
+            scores.append(model.prequential_step(X[start:stop], y[start:stop]))
+        start, turn = stop, turn + 1
+    monkeypatch.undo()
+    return model.get_state(), np.concatenate(scores), taken, served
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "n_events"),
+    [("boosted_embedded", SMALL, 700), ("auto", {"random_state": 0}, 2600)],
+    ids=["alone", "in auto"],
+)
+@pytest.mark.parametrize("sizes", [(1,), (1, 7, 30, 2)], ids=["one event", "batches"])
+def test_the_fused_segment_learns_as_the_general_path(name, params, n_events, sizes, monkeypatch):
+    X, y = stream(n_events)
+    state, scores, taken, _ = learned(name, params, X, y, sizes, True, monkeypatch)
+    general_state, general_scores, _, _ = learned(name, params, X, y, sizes, False, monkeypatch)
+    # both paths ran: the common case fused, growth (and the pool's detach) the general way
+    assert sum(taken) > len(taken) // 2 and not all(taken)
+    np.testing.assert_array_equal(scores, general_scores)
+    assert state.keys() == general_state.keys()
+    for key, value in general_state.items():
+        np.testing.assert_array_equal(state[key], value, err_msg=key)
+    if name == "boosted_embedded":
+        assert state["fits"][0] >= 5 and state["buffer_written"][0] > SMALL["buffer_size"]
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "n_events"),
+    [("boosted_embedded", SMALL, 900), ("auto", {"random_state": 0}, 2600)],
+    ids=["alone", "in auto"],
+)
+@pytest.mark.parametrize("rounds", [2, 5], ids=["fused pieces", "more cuts than fused"])
+def test_learn_rounds_in_fused_pieces_learn_as_the_general_path(name, params, n_events, rounds,
+                                                                monkeypatch):  # fmt: skip
+    X, y = stream(n_events, seed=1)
+    sizes = (40,)
+    state, scores, taken, served = learned(name, params, X, y, sizes, True, monkeypatch, rounds)
+    general = learned(name, params, X, y, sizes, False, monkeypatch, rounds)
+    if rounds < MOST_CUTS:
+        assert sum(taken) > len(taken) // 2 and not all(taken)
+    np.testing.assert_array_equal(scores, general[1])
+    np.testing.assert_array_equal(np.concatenate(served), np.concatenate(general[3]))
+    for key, value in general[0].items():
+        np.testing.assert_array_equal(state[key], value, err_msg=key)
+
+
+def test_the_fused_segment_leaves_what_it_does_not_take():
+    """Another scaling, rows that are not C-ordered float64, the Laplace solver inside: None,
+    and nothing learned."""
+    X, y = stream(200)
+    for params, rows in (({**SMALL, "scaling": "scale"}, X[:1]),
+                         (SMALL, np.asfortranarray(X[:3])),
+                         (SMALL, X[:2].astype(np.float32)),
+                         ({**SMALL, "params": {"solver": "laplace"}}, X[:1])):  # fmt: skip
+        model = make_learner("boosted_embedded", **params).partial_fit(X[:100], y[:100])
+        before = model.get_state()
+        labels = np.where(y[: len(rows)] > 0, 1, -1).astype(np.int64)
+        assert not fusable(model, rows, labels, np.empty(0))
+        assert not learn_fused(model, rows, labels, np.empty(0), 0, (), ((), len(labels)), [],
+                               False, [])  # fmt: skip
+        after = model.get_state()
+        for key, value in before.items():
+            np.testing.assert_array_equal(after[key], value, err_msg=key)

@@ -181,11 +181,13 @@ class PrivateCluster:
 
 
 @contextlib.contextmanager
-def private_redis_cluster(masters: int = 3) -> Iterator[tuple[str, dict[int, int]]]:
+def private_redis_cluster(
+    masters: int = 3, node_timeout_ms: int = 5000
+) -> Iterator[tuple[str, dict[int, int]]]:
     """A :class:`PrivateCluster` of ``masters`` masters without replicas for the ``with``
     block; yields ``(url, {port: pid})``, the url a ``redis+cluster://`` one naming the first
     node (see service/settings.py).  RuntimeError when it does not start."""
-    cluster = PrivateCluster(masters)
+    cluster = PrivateCluster(masters, node_timeout_ms=node_timeout_ms)
     try:
         cluster.start()
         pids = {port: node.process.pid for port, node in cluster.nodes.items() if node.process}

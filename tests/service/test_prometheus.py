@@ -79,7 +79,7 @@ def test_metrics_aggregate_the_counters_of_every_uvicorn_worker(empty_redis, tmp
     with (tmp_path / "serve.log").open("wb") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_ready(url, process, timeout=120, answers=6, interval=0.1)
+        wait_ready(url, process, timeout=300, answers=6, interval=0.1)
         assert not (directory / "counter_999999.db").exists()
         sent = 0
         lock = threading.Lock()

@@ -50,7 +50,7 @@ def served(data_dir: Path, workers: int = 1) -> Iterator[tuple[str, subprocess.P
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, process, timeout=120, answers=3 * workers, interval=0.1)
+        wait_ready(url, process, timeout=300, answers=3 * workers, interval=0.1)
         yield url, process
     finally:
         stop(process)

@@ -46,7 +46,7 @@ def refused(http: httpx.Client, path: str, headers: dict[str, str] | None = None
         return response
 
 
-def wait_until_open(http: httpx.Client, headers: dict[str, str], timeout: float = 15.0) -> None:
+def wait_until_open(http: httpx.Client, headers: dict[str, str], timeout: float = 120.0) -> None:
     """Until a stream opens for ``headers`` (a closed one frees its slot when the server next
     checks it); the stream opened is closed again."""
     deadline = time.monotonic() + timeout

@@ -22,7 +22,7 @@ import pytest
 from sklearn.ensemble import HistGradientBoostingClassifier
 
 from core._kernels import boosted_embedding as kernels
-from core.boosted_fits import FitHandle, background_fits, fits_in_call
+from core.boosted_fits import FitHandle, FitJob, background_fits, fits_in_call
 from core.boosted_trees import ENSEMBLE_KEYS, fit_ensemble
 from core.learners import make_learner
 from core.learners.boosted_embedded import BoostedEmbedded
@@ -230,7 +230,17 @@ def test_a_call_that_reaches_the_install_point_hands_nothing_over():
     same_state(library.get_state(), learner.get_state())
 
 
-def test_a_stream_faster_than_its_fits_stops_handing_them_over_until_it_slows_down():
+def test_a_stream_faster_than_its_fits_stops_handing_them_over_until_it_slows_down(monkeypatch):
+    # Every fit takes 0.3 s more than its trees, so that the stream is faster than its fits on
+    # a loaded machine too: there a 0.03 s fit was slower than the stream's 37 events between
+    # its falling due and its install point, and the first install was judged in time
+    real_run = FitJob.run
+
+    def slow_run(job: FitJob) -> dict[str, np.ndarray]:
+        time.sleep(0.3)
+        return real_run(job)
+
+    monkeypatch.setattr(FitJob, "run", slow_run)
     X, y = xor_stream(1200, seed=4)
     hold = threading.Event()
     fitter = ThreadFitter(hold, begun=True)  # begins each job, then is starved
@@ -245,8 +255,8 @@ def test_a_stream_faster_than_its_fits_stops_handing_them_over_until_it_slows_do
             learner.partial_fit(X[157:250], y[157:250])  # due at 240: not handed over
             assert learner.fit_due() and len(fitter.submitted) == 1
             # the stream slows down: past this fit's time, which is measured in the call
-            # below (10 times the last one's, not 3: a loaded machine's fits vary that much)
-            time.sleep(max(0.5, 10 * (record.last_seconds or 0)))
+            # below (0.3 s and its trees: 4 times the last one's leaves a loaded machine room)
+            time.sleep(max(1.5, 4 * (record.last_seconds or 0)))
             learner.partial_fit(X[250:280], y[250:280])  # installed at 255, fitted here
             assert learner.fits_ == 2 and record.in_time is True
             assert record.in_call == 2 and len(fitter.submitted) == 1

@@ -209,9 +209,24 @@ def finished(handle: FitHandle, seconds: float = 60.0) -> bool:
     return done.wait(seconds)
 
 
-def test_a_call_that_reaches_the_install_point_hands_nothing_over():
+def pad_fits(monkeypatch) -> None:
+    """Every fit takes 0.3 s more than its trees, so that a stream meant to be faster than
+    its fits is on a loaded machine too: there a 0.03 s fit was slower than the stream's 37
+    events between its falling due and its install point, and an install meant to be late was
+    judged in time.  Results are unchanged."""
+    real_run = FitJob.run
+
+    def slow_run(job: FitJob) -> dict[str, np.ndarray]:
+        time.sleep(0.3)
+        return real_run(job)
+
+    monkeypatch.setattr(FitJob, "run", slow_run)
+
+
+def test_a_call_that_reaches_the_install_point_hands_nothing_over(monkeypatch):
     """A batch holding the ``L(N)`` events after a fit falls due installs the fit itself:
     a fitter given the job would fit it a second time for nothing."""
+    pad_fits(monkeypatch)
     X, y = xor_stream(700, seed=3)
     fitter = ThreadFitter()
     learner = make_learner("boosted_embedded", **SLOW_FITS)
@@ -231,16 +246,7 @@ def test_a_call_that_reaches_the_install_point_hands_nothing_over():
 
 
 def test_a_stream_faster_than_its_fits_stops_handing_them_over_until_it_slows_down(monkeypatch):
-    # Every fit takes 0.3 s more than its trees, so that the stream is faster than its fits on
-    # a loaded machine too: there a 0.03 s fit was slower than the stream's 37 events between
-    # its falling due and its install point, and the first install was judged in time
-    real_run = FitJob.run
-
-    def slow_run(job: FitJob) -> dict[str, np.ndarray]:
-        time.sleep(0.3)
-        return real_run(job)
-
-    monkeypatch.setattr(FitJob, "run", slow_run)
+    pad_fits(monkeypatch)
     X, y = xor_stream(1200, seed=4)
     hold = threading.Event()
     fitter = ThreadFitter(hold, begun=True)  # begins each job, then is starved

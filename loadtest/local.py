@@ -136,16 +136,16 @@ class PrivateCluster:
         subprocess.run(
             ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.nodes),
              "--cluster-replicas", str(self.replicas), "--cluster-yes"],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=30,
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120,
         )  # fmt: skip
         self.wait_ok()
 
     def info(self, port: int, *what: str) -> str:
         return subprocess.run(
-            ["redis-cli", "-p", str(port), *what], capture_output=True, text=True, timeout=10
+            ["redis-cli", "-p", str(port), *what], capture_output=True, text=True, timeout=60
         ).stdout
 
-    def wait_ok(self, timeout: float = 30.0) -> None:
+    def wait_ok(self, timeout: float = 120.0) -> None:
         """Until every live node says ``cluster_state:ok`` and every master has its replicas
         connected and in sync."""
         deadline = time.monotonic() + timeout
@@ -181,11 +181,13 @@ class PrivateCluster:
 
 
 @contextlib.contextmanager
-def private_redis_cluster(masters: int = 3) -> Iterator[tuple[str, dict[int, int]]]:
+def private_redis_cluster(
+    masters: int = 3, node_timeout_ms: int = 5000
+) -> Iterator[tuple[str, dict[int, int]]]:
     """A :class:`PrivateCluster` of ``masters`` masters without replicas for the ``with``
     block; yields ``(url, {port: pid})``, the url a ``redis+cluster://`` one naming the first
     node (see service/settings.py).  RuntimeError when it does not start."""
-    cluster = PrivateCluster(masters)
+    cluster = PrivateCluster(masters, node_timeout_ms=node_timeout_ms)
     try:
         cluster.start()
         pids = {port: node.process.pid for port, node in cluster.nodes.items() if node.process}
@@ -208,7 +210,8 @@ def _free_cluster_port() -> int:
 
 
 def _wait_port(port: int, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 10
+    # generous: these are hang detectors, and a loaded machine starts processes slowly
+    deadline = time.monotonic() + 60
     while True:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
@@ -252,7 +255,9 @@ def wait_ready(
         if time.monotonic() > deadline:
             raise RuntimeError(f"{url} not ready after {timeout:.0f} s")
         try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+            # a server that is up but slow to answer (a loaded machine) is waited for, not
+            # polled again every 2 s forever
+            if httpx.get(f"{url}/readyz", timeout=30).status_code == 200:
                 ready += 1
                 if ready == answers:
                     return
@@ -266,7 +271,7 @@ def running_uvicorn(
     env: dict[str, str],
     workers: int = 1,
     *,
-    timeout: float = 90.0,
+    timeout: float = 300.0,
     answers: int = 1,
     interval: float = 0.2,
     access_log: bool = True,

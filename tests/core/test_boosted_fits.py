@@ -22,7 +22,7 @@ import pytest
 from sklearn.ensemble import HistGradientBoostingClassifier
 
 from core._kernels import boosted_embedding as kernels
-from core.boosted_fits import FitHandle, background_fits, fits_in_call
+from core.boosted_fits import FitHandle, FitJob, background_fits, fits_in_call
 from core.boosted_trees import ENSEMBLE_KEYS, fit_ensemble
 from core.learners import make_learner
 from core.learners.boosted_embedded import BoostedEmbedded
@@ -209,9 +209,24 @@ def finished(handle: FitHandle, seconds: float = 60.0) -> bool:
     return done.wait(seconds)
 
 
-def test_a_call_that_reaches_the_install_point_hands_nothing_over():
+def pad_fits(monkeypatch) -> None:
+    """Every fit takes 0.3 s more than its trees, so that a stream meant to be faster than
+    its fits is on a loaded machine too: there a 0.03 s fit was slower than the stream's 37
+    events between its falling due and its install point, and an install meant to be late was
+    judged in time.  Results are unchanged."""
+    real_run = FitJob.run
+
+    def slow_run(job: FitJob) -> dict[str, np.ndarray]:
+        time.sleep(0.3)
+        return real_run(job)
+
+    monkeypatch.setattr(FitJob, "run", slow_run)
+
+
+def test_a_call_that_reaches_the_install_point_hands_nothing_over(monkeypatch):
     """A batch holding the ``L(N)`` events after a fit falls due installs the fit itself:
     a fitter given the job would fit it a second time for nothing."""
+    pad_fits(monkeypatch)
     X, y = xor_stream(700, seed=3)
     fitter = ThreadFitter()
     learner = make_learner("boosted_embedded", **SLOW_FITS)
@@ -230,7 +245,8 @@ def test_a_call_that_reaches_the_install_point_hands_nothing_over():
     same_state(library.get_state(), learner.get_state())
 
 
-def test_a_stream_faster_than_its_fits_stops_handing_them_over_until_it_slows_down():
+def test_a_stream_faster_than_its_fits_stops_handing_them_over_until_it_slows_down(monkeypatch):
+    pad_fits(monkeypatch)
     X, y = xor_stream(1200, seed=4)
     hold = threading.Event()
     fitter = ThreadFitter(hold, begun=True)  # begins each job, then is starved
@@ -244,7 +260,9 @@ def test_a_stream_faster_than_its_fits_stops_handing_them_over_until_it_slows_do
             assert learner.fits_ == 1 and record.in_time is False
             learner.partial_fit(X[157:250], y[157:250])  # due at 240: not handed over
             assert learner.fit_due() and len(fitter.submitted) == 1
-            time.sleep(max(0.2, 3 * (record.last_seconds or 0)))  # the stream slows down
+            # the stream slows down: past this fit's time, which is measured in the call
+            # below (0.3 s and its trees: 4 times the last one's leaves a loaded machine room)
+            time.sleep(max(1.5, 4 * (record.last_seconds or 0)))
             learner.partial_fit(X[250:280], y[250:280])  # installed at 255, fitted here
             assert learner.fits_ == 2 and record.in_time is True
             assert record.in_call == 2 and len(fitter.submitted) == 1

@@ -74,9 +74,10 @@ def test_ready_with_the_default_path_while_the_other_kernels_compile(
     # (the kernels load from the cache, or are in this process already: estimates near 0;
     # test_warmup.py tests the estimate itself)
     assert 0 <= progress["seconds_to_ready"] <= progress["seconds_to_all"], progress
-    # a health check held behind the warm-up would wait for the release (60 s); the bound only
-    # has to tell that apart from a busy machine's first request (1.1 s seen in CI)
-    assert max(latencies) < 10.0, latencies
+    # a health check held behind the warm-up would wait for the release (60 s, given after
+    # these checks); the bound only has to tell that apart from a busy machine's request (1.1 s
+    # seen in CI; half the hold leaves a loaded machine room)
+    assert max(latencies) < 30.0, latencies
     # meanwhile the API refuses work instead of compiling kernels inside requests
     refused = client.post("/v1/models", json={"id": "m", "learner": "spam", "n_features": 5})
     assert refused.status_code == 503, refused.text
@@ -160,10 +161,12 @@ def test_ready_with_the_default_path_while_the_other_kernels_compile(
     # the warm-up (loadtest/README.md, "Cold start")
     create_model(client, n_features=5)
     assert client.post("/v1/models/m/events", json={"events": events}).status_code == 200
-    started = time.perf_counter()
+    # judged by this process's CPU time, which a loaded machine does not lengthen (its wall
+    # time it does): compiling the regret kernels costs seconds of CPU, the report milliseconds
+    started = time.process_time()
     report = client.get("/v1/models/m/metrics").json()
     assert report["regret"] is not None, report
-    assert time.perf_counter() - started < 5.0
+    assert time.process_time() - started < 5.0
 
 
 def test_the_groups_a_model_needs():

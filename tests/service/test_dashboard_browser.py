@@ -81,7 +81,9 @@ def browser(chromium):
     chromium.get("about:blank")
 
 
-def wait_for(condition: Callable[[], object], what: str, timeout: float = 60.0) -> object:
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 180.0) -> object:
+    """``condition()``'s first true value, polled; 180 s is a hang detector (60 s was a clock a
+    loaded machine's Chromium, drawing slowly, could miss)."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()

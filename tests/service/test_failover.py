@@ -23,7 +23,7 @@ def primary_and_replica():
         primary.start()
         replica.start()
         redis.Redis(port=replica.port).replicaof("127.0.0.1", primary.port)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120
         while redis.Redis(port=replica.port).info("replication")["master_link_status"] != "up":
             assert time.monotonic() < deadline, "the replica did not sync"
             time.sleep(0.05)
@@ -41,8 +41,11 @@ def batch(number: int) -> dict:
 def test_an_event_the_replica_lacks_is_never_acknowledged_so_promotion_loses_none():
     with primary_and_replica() as (primary, replica):
         acknowledged = 0
-        with started_apps(redis_url=primary.url, redis_wait_timeout_ms=300) as build:
-            app = build()
+        with started_apps(redis_url=primary.url) as build:
+            # A write waits a minute for the replica it must reach (300 ms was a clock a loaded
+            # machine's replica could miss), and 300 ms for the one that cannot: a detached
+            # replica never confirms, however long the wait
+            app, impatient = build(redis_wait_timeout_ms=60_000), build(redis_wait_timeout_ms=300)
             create_model(app, "m", n_features=3)
             for number in range(3):
                 assert app.post("/v1/models/m/events", json=batch(number)).status_code == 200
@@ -51,7 +54,7 @@ def test_an_event_the_replica_lacks_is_never_acknowledged_so_promotion_loses_non
             # in production: a network partition, or a replica far behind)
             redis.Redis(port=replica.port).replicaof("NO", "ONE")
             for number in range(3, 6):
-                response = app.post("/v1/models/m/events", json=batch(number))
+                response = impatient.post("/v1/models/m/events", json=batch(number))
                 assert response.status_code == 503, response.text
                 assert response.json()["type"].endswith("/replicas-unconfirmed")
         primary.kill()  # the primary dies with writes its replica never got

@@ -122,7 +122,7 @@ def queue_path(request) -> tuple[list[int], int]:
         rejected.append((entry.id, error.status)) or reject(model, entry, fields, error)
     )
     ids = [entry_id.decode() for entry_id, _ in rclient.xrange(keys.stream("m"))]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     stopped = None
     while worker.queue.lag("m")["entries"] and stopped is None:
         assert time.monotonic() < deadline

@@ -58,7 +58,7 @@ def test_threads_are_bounded_and_calls_beyond_the_bound_wait_their_turn():
     assert len(handoff._threads) == 2  # noqa: SLF001
     handoff.close()
     for thread in handoff._threads:  # noqa: SLF001
-        thread.join(timeout=5)
+        thread.join(timeout=60)
         assert not thread.is_alive()
 
 

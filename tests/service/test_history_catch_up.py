@@ -28,7 +28,7 @@ def _points(client, resolution="minute") -> list[tuple[float, int]]:
     return [(p["time"], p["events_learned"]) for p in response.json()["points"]]
 
 
-def _wait_for(condition, timeout=20.0) -> None:
+def _wait_for(condition, timeout=120.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out"

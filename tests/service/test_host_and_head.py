@@ -160,7 +160,7 @@ def served() -> Iterator[tuple[str, int]]:
                "--port", str(port), "--store", "memory", "--log-level", "warning"]  # fmt: skip
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        wait_ready(f"http://127.0.0.1:{port}", process, timeout=90)
+        wait_ready(f"http://127.0.0.1:{port}", process, timeout=300)
         yield f"http://127.0.0.1:{port}", port
     finally:
         stop(process)

@@ -218,7 +218,6 @@ def test_concurrent_appends_share_a_transaction_and_a_stale_one_fails_alone(tmp_
     import contextlib
     import sqlite3
     import threading
-    import time
 
     from service.errors import StaleVersion
     from service.stores.base import Commit
@@ -235,21 +234,26 @@ def test_concurrent_appends_share_a_transaction_and_a_stale_one_fails_alone(tmp_
         except StaleVersion as error:
             outcomes[name] = error
 
+    database = store.database
     with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as other:
         other.execute("BEGIN IMMEDIATE")  # another process writes: the first append waits
         leader = threading.Thread(target=append, args=("a", 1))
         leader.start()
-        time.sleep(0.2)
+        # The order is waited for, not slept on (0.2 s sleeps let a loaded machine start a
+        # follower first): a leads its group of one, blocked on the lock ...
+        assert _wait_for(lambda: database.groups == 1, 120)
         followers = [
             threading.Thread(target=append, args=(name, expected))
             for name, expected in (("b", 1), ("c", 5), ("d", 1))
         ]
         for thread in followers:
             thread.start()
-        time.sleep(0.2)
+        # ... and the three others queue behind it for the next group
+        assert _wait_for(lambda: len(database._queued) == 3, 120)
         other.execute("COMMIT")
     for thread in [leader, *followers]:
-        thread.join(10)
+        thread.join(120)
+        assert not thread.is_alive()
     assert outcomes["a"] == outcomes["b"] == outcomes["d"] == 2
     assert isinstance(outcomes["c"], StaleVersion)
     assert (store.database.groups, store.database.grouped_writes) == (2, 4)
@@ -257,7 +261,7 @@ def test_concurrent_appends_share_a_transaction_and_a_stale_one_fails_alone(tmp_
     assert [len(store.load(name).entries) for name in "abcd"] == [1, 1, 0, 1]
 
 
-def _wait_for(condition, seconds: float = 10.0) -> bool:
+def _wait_for(condition, seconds: float = 60.0) -> bool:
     import time
 
     deadline = time.monotonic() + seconds

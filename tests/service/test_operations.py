@@ -311,7 +311,7 @@ def test_a_killed_multi_worker_server_leaves_no_worker_nor_metrics_directory_beh
 
     port = free_port()
     killed = _serve_with_workers(tmp_path, port)
-    wait_ready(f"http://127.0.0.1:{port}", killed, timeout=120, answers=4, interval=0.1)
+    wait_ready(f"http://127.0.0.1:{port}", killed, timeout=300, answers=4, interval=0.1)
     children = Path("/proc") / str(killed.pid) / "task" / str(killed.pid) / "children"
     workers = [int(pid) for pid in children.read_text().split()]
     (first,) = metrics_dirs()
@@ -332,14 +332,14 @@ def test_a_killed_multi_worker_server_leaves_no_worker_nor_metrics_directory_beh
     port = free_port()
     running = _serve_with_workers(tmp_path, port)
     try:
-        wait_ready(f"http://127.0.0.1:{port}", running, timeout=120, answers=4, interval=0.1)
+        wait_ready(f"http://127.0.0.1:{port}", running, timeout=300, answers=4, interval=0.1)
         (second,) = metrics_dirs()
         assert second != first
         # a server starting beside a running one leaves the running one's directory alone
         port = free_port()
         beside = _serve_with_workers(tmp_path, port)
         try:
-            wait_ready(f"http://127.0.0.1:{port}", beside, timeout=120, answers=4, interval=0.1)
+            wait_ready(f"http://127.0.0.1:{port}", beside, timeout=300, answers=4, interval=0.1)
             assert second in metrics_dirs() and len(metrics_dirs()) == 2
         finally:
             stop(beside)

@@ -79,7 +79,7 @@ def test_metrics_aggregate_the_counters_of_every_uvicorn_worker(empty_redis, tmp
     with (tmp_path / "serve.log").open("wb") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_ready(url, process, timeout=120, answers=6, interval=0.1)
+        wait_ready(url, process, timeout=300, answers=6, interval=0.1)
         assert not (directory / "counter_999999.db").exists()
         sent = 0
         lock = threading.Lock()
@@ -88,11 +88,11 @@ def test_metrics_aggregate_the_counters_of_every_uvicorn_worker(empty_redis, tmp
             nonlocal sent
             for _ in range(10):
                 # a new connection each time, so either worker may take it
-                assert httpx.get(f"{url}/healthz", timeout=10).status_code == 200
+                assert httpx.get(f"{url}/healthz", timeout=60).status_code == 200
                 with lock:
                     sent += 1
 
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # a hang detector, not a clock a loaded machine meets
         while sum(1 for count in _healthz_counts(directory).values() if count > 0) < 2:
             assert time.monotonic() < deadline, _healthz_counts(directory)
             threads = [threading.Thread(target=hammer) for _ in range(4)]

@@ -44,7 +44,7 @@ def assert_same_state(client: redis.Redis, model: str, reference: str) -> None:
             assert ours[name].tobytes() == theirs[name].tobytes(), name
 
 
-def drain(worker: Worker, client: redis.Redis, models: list[str], timeout: float = 30) -> None:
+def drain(worker: Worker, client: redis.Redis, models: list[str], timeout: float = 120) -> None:
     """Step the worker until every model's backlog is learned."""
     deadline = time.monotonic() + timeout
     while True:
@@ -258,9 +258,10 @@ def test_crash_after_commit_before_ack_is_not_learned_twice(make_app, make_worke
     for body in posts(X, y, 20, ids=False):  # no ids: only the checkpoint prevents doubles
         assert queued.post("/v1/models/q/events", json=body).status_code == 202
         sync.post("/v1/models/ref/events", json=body)
-    # The lease outlasts a step on a loaded machine (200 ms did not on CI: the lease lapsed
-    # between the two steps, so the second step committed nothing and never reached XACK).
-    first = make_worker("dies", worker_lease_ms=1500, worker_block_ms=20)
+    # A minute's lease, lapsed by deleting its key below: the lease must outlast both steps on
+    # a loaded machine (200 ms did not on CI: the lease lapsed between the two steps, so the
+    # second step committed nothing and never reached XACK; 1.5 s is a clock too).
+    first = make_worker("dies", worker_lease_ms=60_000, worker_block_ms=20)
     first.step()  # takes the lease, recovers (nothing pending), applies 4 entries
     assert int(rclient.hget(keys.meta("q"), "queue:entries")) == 4
 
@@ -272,7 +273,10 @@ def test_crash_after_commit_before_ack_is_not_learned_twice(make_app, make_worke
         first.step()
     assert int(rclient.hget(keys.meta("q"), "queue:entries")) == 8  # committed...
     assert rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"] == 4  # ...not acked
-    time.sleep(1.6)  # lease and claim idle time of the dead worker pass
+    rclient.delete(keys.lease("q"))  # the dead worker's lease lapses (what its TTL does)
+    # its entries are claimed once idle for the survivor's worker_claim_min_idle_ms (200 ms):
+    # a sleep that only load can lengthen
+    time.sleep(0.3)
     second = make_worker("survivor")
     drain(second, rclient, ["q"])
     assert second.telemetry.entries.labels("q", "redelivered")._value.get() == 4

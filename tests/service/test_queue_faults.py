@@ -60,10 +60,11 @@ def wait_for(condition, timeout: float, message: str, interval: float = 0.002):
 
 def wait_drained(client: redis.Redis, model: str, n_entries: int) -> None:
     """Until the workers applied ``n_entries`` entries of ``model`` and acknowledged them all."""
-    wait_for(lambda: applied_entries(client, model) == n_entries, 60, "did not finish", 0.02)
+    # (generous: hang detectors, waited out only when something is wrong)
+    wait_for(lambda: applied_entries(client, model) == n_entries, 300, "did not finish", 0.02)
     wait_for(
         lambda: client.xpending(keys.stream(model), keys.WORKER_GROUP)["pending"] == 0,
-        10,
+        120,
         "entries left unacknowledged",
         0.02,
     )
@@ -103,7 +104,7 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
 
             for retry in range(5):  # the signal may land just after an XACK: kill again then
                 worker = workers(any_redis, f"doomed-{attempt}-{retry}")
-                wait_for(mid_batch, 60, "no progress", 0.0005)
+                wait_for(mid_batch, 300, "no progress", 0.0005)
                 worker.send_signal(signal.SIGKILL)
                 worker.wait(timeout=10)
                 pending = rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"]
@@ -119,10 +120,10 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
         polite = workers(any_redis, "polite")
         # it holds the lease only once it runs, its SIGTERM handler installed (on a loaded
         # machine the doomed workers may already have passed the 70 % mark before it started)
-        wait_for(lambda: rclient.get(keys.lease("q")) == b"polite", 60, "polite never ran")
-        wait_for(lambda: applied_entries(rclient, "q") >= int(0.7 * n_entries), 60, "stuck")
+        wait_for(lambda: rclient.get(keys.lease("q")) == b"polite", 300, "polite never ran")
+        wait_for(lambda: applied_entries(rclient, "q") >= int(0.7 * n_entries), 300, "stuck")
         polite.send_signal(signal.SIGTERM)
-        assert polite.wait(timeout=15) == 0
+        assert polite.wait(timeout=120) == 0
         assert rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"] == 0
         assert not rclient.exists(keys.lease("q"))
         graceful_at = applied_entries(rclient, "q")
@@ -131,7 +132,7 @@ def test_sigkill_mid_batch_and_restart_ends_in_the_uninterrupted_state(
         last = workers(any_redis, "survivor")
         wait_drained(rclient, "q", n_entries)
         last.send_signal(signal.SIGTERM)
-        assert last.wait(timeout=15) == 0  # graceful: finishes, releases its lease
+        assert last.wait(timeout=120) == 0  # graceful: finishes, releases its lease
         assert not rclient.exists(keys.lease("q"))
 
         assert queued.get("/v1/models/q").json()["counts"]["events_learned"] == len(X)
@@ -162,7 +163,7 @@ def test_two_workers_on_one_model_lose_and_repeat_nothing(any_redis, rclient, wo
             sync.post("/v1/models/ref/events", content=body, headers=headers)
             if number == n_posts // 2:
                 # the writer dies mid-stream; the other one takes over after its lease
-                wait_for(lambda: rclient.get(keys.lease("q")) is not None, 30, "no writer")
+                wait_for(lambda: rclient.get(keys.lease("q")) is not None, 120, "no writer")
                 holder = rclient.get(keys.lease("q")).decode()
                 killed = first if holder == "alpha" else second
                 killed.send_signal(signal.SIGKILL)
@@ -170,7 +171,7 @@ def test_two_workers_on_one_model_lose_and_repeat_nothing(any_redis, rclient, wo
         survivor = second if killed is first else first
         wait_drained(rclient, "q", n_posts)
         survivor.send_signal(signal.SIGTERM)
-        assert survivor.wait(timeout=15) == 0
+        assert survivor.wait(timeout=120) == 0
         counts = queued.get("/v1/models/q").json()["counts"]
         assert counts["events_learned"] == len(X) and counts["duplicates"] == 0
         assert rclient.zcard(keys.seen("q")) == len(X)
@@ -232,9 +233,9 @@ def test_redis_restart_during_ingest_loses_no_acknowledged_event(workers):
             progress = threading.Event()
 
             def post(http: httpx.Client, body: bytes, ids: list[str]) -> None:
-                deadline = time.monotonic() + 60
+                deadline = time.monotonic() + 300
                 while True:  # a client retries on connection errors, timeouts, 503 and 429
-                    assert time.monotonic() < deadline, "could not post for 60 s"
+                    assert time.monotonic() < deadline, "could not post for 300 s"
                     with lock:
                         attempts["sent"] += 1
                     try:
@@ -271,7 +272,7 @@ def test_redis_restart_during_ingest_loses_no_acknowledged_event(workers):
             threads = [threading.Thread(target=client, args=(i,)) for i in range(n_clients)]
             for thread in threads:
                 thread.start()
-            assert progress.wait(60)
+            assert progress.wait(300)
             processes[-1].send_signal(signal.SIGKILL)  # Redis dies mid-ingest ...
             processes[-1].wait(timeout=10)
             time.sleep(0.5)
@@ -284,7 +285,7 @@ def test_redis_restart_during_ingest_loses_no_acknowledged_event(workers):
             try:
                 appended = lambda: int(store.hget(keys.queue("m"), "events") or 0)  # noqa: E731
                 applied = lambda: int(store.hget(keys.meta("m"), "queue:events") or 0)  # noqa: E731
-                wait_for(lambda: applied() == appended(), 60, "the worker did not catch up", 0.05)
+                wait_for(lambda: applied() == appended(), 300, "the worker did not catch up", 0.05)
                 with httpx.Client(base_url=api, timeout=60) as http:
                     metrics = http.get("/v1/models/m/metrics").json()
                 counts = metrics["counts"]

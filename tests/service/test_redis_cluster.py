@@ -129,7 +129,10 @@ def test_a_master_down_is_503_problem_json_and_the_other_masters_keep_working():
     the cluster marks it failed, models on the other masters keep learning; requests for the
     model on the dead master, and for every model once the cluster is down, answer 503
     problem+json (never 500, never with an address)."""
-    with private_redis_cluster() as (url, pids):
+    # The cluster marks the dead master failed after its node timeout: 15 s, so that the
+    # requests below come before it on a loaded machine too (5 s was asserted as 4 s of the
+    # test's clock); that they did is judged by the cluster's state after them, not by a clock
+    with private_redis_cluster(node_timeout_ms=15_000) as (url, pids):
         client = connect(url)
         masters = masters_of(client, SPREAD)
         client.close()
@@ -139,12 +142,13 @@ def test_a_master_down_is_503_problem_json_and_the_other_masters_keep_working():
             for model in SPREAD:
                 create_model(api, model)
             dead = masters["m"]
+            survivor = redis.Redis(port=masters["c"], decode_responses=True)
             os.kill(pids[dead], signal.SIGKILL)
-            started = time.monotonic()
             for model in ("ref", "c"):
                 response = api.post(f"/v1/models/{model}/events", json=events_json(X, y))
                 assert response.status_code == 200, response.text
-            assert time.monotonic() - started < 4  # the cluster is still up (node timeout 5 s)
+            # answered before the cluster marked the master failed: by a cluster still up
+            assert survivor.cluster("info")["cluster_state"] == "ok"
 
             def refused(method: str, path: str, body=None) -> None:
                 response = api.request(method, path, json=body)
@@ -156,8 +160,7 @@ def test_a_master_down_is_503_problem_json_and_the_other_masters_keep_working():
             refused("POST", "/v1/models/m/events", events_json(X, y))
             refused("POST", "/v1/models/m/score", events_json(X[:2]))
             refused("GET", "/v1/models/m/metrics")
-            survivor = redis.Redis(port=masters["c"], decode_responses=True)
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 120
             while survivor.cluster("info")["cluster_state"] != "fail":
                 assert time.monotonic() < deadline
                 time.sleep(0.2)

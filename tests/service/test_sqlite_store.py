@@ -50,7 +50,7 @@ def served(data_dir: Path, workers: int = 1) -> Iterator[tuple[str, subprocess.P
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, process, timeout=120, answers=3 * workers, interval=0.1)
+        wait_ready(url, process, timeout=300, answers=3 * workers, interval=0.1)
         yield url, process
     finally:
         stop(process)
@@ -217,6 +217,7 @@ def test_closing_the_store_while_threads_write_waits_for_them_then_refuses(tmp_p
         store.create_model(model_id, {}, {"w": np.zeros(3)}, "inc")
     entry = Entry(5.0, np.ones((1, 3)), np.array([1]))
     acknowledged: dict[str, int] = {}
+    progress: dict[str, int] = {}  # calls done so far, by thread
     refusals: dict[str, str] = {}
     started = threading.Barrier(4)
 
@@ -229,6 +230,7 @@ def test_closing_the_store_while_threads_write_waits_for_them_then_refuses(tmp_p
                                 id_expiry=1e12, now=1.0)  # fmt: skip
                 store.commit(model_id, commit)
                 done += 1
+                progress[model_id] = done
                 store.seen(model_id, [f"e{done - 1}"], now=2.0)
         except StoreUnavailable as error:
             acknowledged[model_id], refusals[model_id] = done, str(error)
@@ -240,6 +242,7 @@ def test_closing_the_store_while_threads_write_waits_for_them_then_refuses(tmp_p
             while True:
                 store.put_pending(model_id, {f"p{done}": b"record"}, deadline=5.0)
                 done += 1
+                progress[model_id] = done
                 store.get_pending(model_id, [f"p{done - 1}"])
         except StoreUnavailable as error:
             acknowledged[model_id], refusals[model_id] = done, str(error)
@@ -249,7 +252,12 @@ def test_closing_the_store_while_threads_write_waits_for_them_then_refuses(tmp_p
     for thread in threads:
         thread.start()
     started.wait()
-    time.sleep(0.3)
+    # every thread has written, and goes on, when the store closes (waited for: 0.3 s of sleep
+    # could pass on a loaded machine before a thread's first write)
+    deadline = time.monotonic() + 120
+    while len(progress) < 3 or min(progress.values()) < 2:
+        assert time.monotonic() < deadline, progress
+        time.sleep(0.01)
     store.close()
     for thread in threads:
         thread.join(60)

@@ -27,10 +27,7 @@ one drain task per model applies what is queued, group after group.
   ``commit_many``) the groups of events of every model waiting are one pass: one thread learns
   each group under its model's lock and one transaction (one fsync) commits them all
   (:meth:`Coalescer.apply_pass`), so traffic spread over many models shares what requests to
-  one model share.  One pass runs at a time; what arrives meanwhile is the next.  A request
-  of events to a model with nothing queued nor in a pass (one sender's) goes straight to the
-  next pass, without a drain task; what arrives for that model before it is answered starts
-  a drain that waits for it.
+  one model share.  One pass runs at a time; what arrives meanwhile is the next.
 
 Models whose drift detector restarts the learner (``on_drift="reset"``) are learned one
 request at a time: the restart happens after a request's batch, so merging would move it.
@@ -100,16 +97,8 @@ class Coalescer:
         #: whether groups of events go through passes (a blocking store that commits the
         #: entries of several models in one transaction: ``commit_many``)
         self._passes = engine.store.blocking and hasattr(engine.store, "commit_many")
-        #: groups waiting for the next pass: (model id, group, the future of its outcomes, or
-        #: None for a request that went straight to it: its outcomes settle it)
-        self._waiting: list[tuple[str, list[_Request], asyncio.Future | None]] = []
-        #: models with a request that went straight to a pass, not answered yet (the model's
-        #: drain, if one starts meanwhile, waits for it: requests are applied in order)
-        self._straight: dict[str, asyncio.Future] = {}
-        #: of those, the groups not in a pass yet (the requests of one loop step join them)
-        self._forming: dict[str, list[_Request]] = {}
-        #: whether a start of the next pass is scheduled (at the end of this loop step)
-        self._start_scheduled = False
+        #: groups waiting for the next pass: (model id, group, the future of its outcomes)
+        self._waiting: list[tuple[str, list[_Request], asyncio.Future]] = []
         self._pass_running = False
         #: passes applied and the groups they held
         self.passes = 0
@@ -146,8 +135,6 @@ class Coalescer:
             self._loop = loop
         request = _Request(kind, payload, size, large, loop.create_future())
         queue = self._queues.get(model_id)
-        if queue is None and self._straight_to_pass(model_id, request):
-            return await request.future
         if queue is None:  # the model is idle: this request starts its drain
             queue = self._queues[model_id] = deque()
             task = loop.create_task(self._drain(model_id, queue))
@@ -171,40 +158,6 @@ class Coalescer:
             group.append(queue.popleft())
         return group
 
-    def _straight_to_pass(self, model_id: str, request: _Request) -> bool:
-        """Whether ``request`` went straight to the next pass, with no drain task: events to a
-        model with nothing queued nor in a pass (one sender's requests: a drain each was a
-        task and two of its steps per request).  The pass starts at the end of the loop's
-        step (the requests answered together come back together: one group, as a drain
-        would make it)."""
-        if not self._passes or request.kind != EVENTS or request.large:
-            return False
-        group = self._forming.get(model_id)
-        if group is not None:  # a group of this model waits for the next pass: join it
-            total = sum(queued.size for queued in group) + request.size
-            if total > self.max_group_events or not self._mergeable(model_id):
-                return False  # its drain waits for the group
-            group.append(request)
-            self.requests += 1
-            return True
-        if model_id in self._straight:  # in a pass: a drain waits for it
-            return False
-        loop = asyncio.get_running_loop()
-        self._straight[model_id] = loop.create_future()  # not the request's: a client leaves
-        self._forming[model_id] = group = [request]
-        self.groups += 1
-        self.requests += 1
-        self._waiting.append((model_id, group, None))
-        if not self._pass_running and not self._start_scheduled:
-            self._start_scheduled = True
-            loop.call_soon(self._start_scheduled_pass)
-        return True
-
-    def _start_scheduled_pass(self) -> None:
-        self._start_scheduled = False
-        if self._waiting and not self._pass_running:
-            self._start_pass()
-
     def _mergeable(self, model_id: str) -> bool:
         cached = self.engine.repository.cached(model_id)
         return cached is None or cached.config.on_drift != "reset"
@@ -214,10 +167,6 @@ class Coalescer:
         its queue is removed in the same step as the last check, with no await between)."""
         try:
             while queue:
-                straight = self._straight.get(model_id)
-                if straight is not None:  # a request before these is in a pass: after it
-                    await asyncio.wait([straight])
-                    continue
                 group = self._next_group(model_id, queue)
                 self.groups += 1
                 self.requests += len(group)
@@ -251,7 +200,6 @@ class Coalescer:
 
     def _start_pass(self) -> None:
         items, self._waiting = self._waiting, []
-        self._forming.clear()  # their groups are in this pass
         self._pass_running = True
         self.passes += 1
         self.passed_groups += len(items)
@@ -271,11 +219,8 @@ class Coalescer:
             results = done.result()
         except BaseException as error:  # noqa: BLE001 - every waiter gets it
             results = [[error] * len(group) for _, group, _ in items]
-        for (model_id, group, future), outcomes in zip(items, results, strict=True):
-            if future is None:  # a request straight to the pass: settled here
-                self._settle(group, outcomes)
-                self._straight.pop(model_id).set_result(None)
-            elif not future.done():  # its drain was cancelled (the app stops)
+        for (_, _, future), outcomes in zip(items, results, strict=True):
+            if not future.done():  # its drain was cancelled (the app stops)
                 future.set_result(outcomes)
         if self._waiting:
             self._start_pass()

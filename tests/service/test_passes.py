@@ -345,36 +345,3 @@ def request_of(b: Batch):
     from service.engine.coalesce import EVENTS, _Request
 
     return _Request(EVENTS, (b, False), len(b), False, None)  # type: ignore[arg-type]
-
-
-def test_requests_behind_one_gone_straight_to_a_pass_are_applied_after_it(tmp_path):
-    """A one-sender request goes straight to a pass (no drain); what arrives for its model
-    before it is answered (events, a score) waits for it and is applied after it, in order,
-    as if one after another."""
-    engine = make_engine(tmp_path / "data", MODELS[:1])
-    engine.learn("m0", batch(["m0-first"], seed=0))
-    first, second, scored = batch(["a"], seed=1), batch(["a", "b"], seed=2), batch(["s"], seed=3)
-
-    async def together():
-        sent = asyncio.ensure_future(engine.coalesce.learn("m0", first, want_scores=True))
-        while not engine.coalesce.passes:  # its pass started, with no drain of its model
-            assert not engine.coalesce._queues
-            await asyncio.sleep(0)
-        behind = await asyncio.gather(
-            engine.coalesce.learn("m0", second, want_scores=True),
-            engine.coalesce.score("m0", scored, keep=False),
-        )
-        return (await sent, *behind)
-
-    learned_first, learned_second, score = asyncio.run(together())
-    assert (learned_first.learned, learned_first.duplicate_ids) == (1, [])
-    assert (learned_second.learned, learned_second.duplicate_ids) == (1, ["a"])
-    assert engine.coalesce.passes == 2  # the straight one, then the drain's behind it
-    expected = make_engine(tmp_path / "expected", MODELS[:1])
-    expected.learn("m0", batch(["m0-first"], seed=0))
-    for b, result in ((first, learned_first), (second, learned_second)):
-        np.testing.assert_array_equal(
-            expected.learn("m0", b, want_scores=True).scores, result.scores
-        )
-    np.testing.assert_array_equal(expected.score("m0", scored, keep=False).scores, score.scores)
-    assert_same_models(engine, expected, MODELS[:1])

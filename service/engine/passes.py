@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
 R = TypeVar("R")
 
+#: most event ids a one-model pass reads with its head (``head_and_seen``); more are read
+#: by the model's own calls
+MOST_IDS_READ_WITH_HEAD = 256
+
 
 class Pass:
     """The writes of one pass (:meth:`ModelRepository.deferred`): for each model, its lock
@@ -48,8 +52,11 @@ class Pass:
         again alone, reading its own), as does a head that moves before the commit.  Nothing
         is read when it fails: each model's own reads then answer for it."""
         store = self.repository.store
+        if len(ids_of) == 1:
+            self._read_head(ids_of)
+            return
         heads = getattr(store, "heads", None)
-        if heads is None or len(ids_of) < 2:
+        if heads is None:
             return
         try:
             self.heads = heads(list(ids_of))
@@ -57,6 +64,21 @@ class Pass:
         except ServiceError:
             self.heads, seen = {}, {}
         self._seen = {model_id: (set(ids_of[model_id]), found) for model_id, found in seen.items()}
+
+    def _read_head(self, ids_of: Mapping[str, Sequence[str]]) -> None:
+        """:meth:`read_heads` of one model, by one statement (a store that has
+        ``head_and_seen``, and ids it reads at once)."""
+        store = self.repository.store
+        read = getattr(store, "head_and_seen", None)
+        ((model_id, ids),) = ids_of.items()
+        if read is None or len(ids) > MOST_IDS_READ_WITH_HEAD:
+            return
+        try:
+            head, found = read(model_id, ids, self.repository.clock())
+        except ServiceError:  # the model's own reads answer for it
+            return
+        self.heads = {} if head is None else {model_id: head}
+        self._seen = {model_id: (set(ids), found)}
 
     def seen(self, model_id: str, ids: Sequence[str]) -> np.ndarray | None:
         """Which of ``ids`` the model had learned, as :meth:`read_heads` read them; None when

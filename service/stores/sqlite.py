@@ -64,20 +64,24 @@ _SEEN, _EXPIRED = 0, 1
 _COUNTS = {_SEEN: "seen_ids", _EXPIRED: "expired_ids"}
 
 
-def _remember_ids(db, model_id: str, kind: int, ids: Sequence[str], commit: Commit) -> None:
-    """Remember ``ids`` until the commit's expiry, forget those past theirs and, beyond
-    ``max_remembered_ids``, the oldest (lowest expiry, then id: Redis's sorted-set order).
+def _remember_ids(
+    db, model_id: str, kind: int, unique: Sequence[str], commit: Commit, counted: int | None
+) -> None:
+    """Remember ``unique`` (ids without repeats) until the commit's expiry, forget those past
+    theirs and, beyond ``max_remembered_ids``, the oldest (lowest expiry, then id: Redis's
+    sorted-set order).
 
     The number remembered is kept in the model's row (``seen_ids``, ``expired_ids``) so that
     the bound costs O(ids of the commit), not a count of every remembered id per commit, and
-    the count dirties no page the commit's version update does not.  Three statements in the
-    common case (ids not remembered yet): the insert counts the new ids itself, and the count
-    is moved and read back by one update."""
-    unique = list(dict.fromkeys(ids))
-    added = db.executemany(
-        "INSERT OR IGNORE INTO ids VALUES (?, ?, ?, ?)",
-        [(model_id, kind, event_id, commit.id_expiry) for event_id in unique],
-    ).rowcount
+    the count dirties no page the commit's version update does not.  ``counted``: the count
+    after the version's update added ``len(unique)`` to it (the learned ids' usual case: all
+    new, three statements: the version, the ids, the expired ones), else None (the count is
+    moved here).  The stored count is ``max(count + added - forgotten, 0)`` either way."""
+    rows = [(model_id, kind, event_id, commit.id_expiry) for event_id in unique]
+    if len(rows) == 1:  # one event per request: a statement, not executemany's machinery
+        added = db.execute("INSERT OR IGNORE INTO ids VALUES (?, ?, ?, ?)", rows[0]).rowcount
+    else:
+        added = db.executemany("INSERT OR IGNORE INTO ids VALUES (?, ?, ?, ?)", rows).rowcount
     if added < len(unique):  # some were remembered already: their expiry moves on
         db.executemany(
             "UPDATE ids SET expiry = ? WHERE model_id = ? AND kind = ? AND event_id = ?",
@@ -88,11 +92,15 @@ def _remember_ids(db, model_id: str, kind: int, ids: Sequence[str], commit: Comm
         (model_id, kind, commit.now),
     ).rowcount
     column = _COUNTS[kind]
-    count = db.execute(
-        f"UPDATE models SET {column} = max({column} + ?, 0) WHERE id = ? "  # noqa: S608
-        f"RETURNING {column}",
-        (added - forgotten, model_id),
-    ).fetchall()[0][0]
+    # the update already made (if any) counted every id as added: what is left to move
+    moved = added - forgotten - (len(unique) if counted is not None else 0)
+    count = counted
+    if count is None or moved:
+        count = db.execute(
+            f"UPDATE models SET {column} = max({column} + ?, 0) WHERE id = ? "  # noqa: S608
+            f"RETURNING {column}",
+            (moved, model_id),
+        ).fetchall()[0][0]
     bound = commit.max_remembered_ids
     if bound and count > bound:
         db.execute(
@@ -318,16 +326,20 @@ class SQLiteStore(ManyModels):
             fields, layouts = encode_fields(commit.arrays)
         else:
             entry = encode(commit.entry)
+        learned = list(dict.fromkeys(commit.learned_ids)) if commit.learned_ids else []
 
         def write(db: sqlite3.Connection) -> None:
             # the version check is the version's update itself (one statement, not a read
             # and a write), and comes first: a stale or missing model updates no row and
             # raises before anything is written (commit_many needs no savepoint per model)
-            moved = db.execute(
-                "UPDATE models SET version = ? WHERE id = ? AND version = ? AND incarnation = ?",
-                (version, model_id, commit.expected_version, commit.incarnation),
-            ).rowcount
-            if not moved:
+            # the learned ids are counted as all new (the usual case) by the same update;
+            # _remember_ids moves the count by what it finds otherwise
+            counted = db.execute(
+                "UPDATE models SET version = ?, seen_ids = seen_ids + ? "
+                "WHERE id = ? AND version = ? AND incarnation = ? RETURNING seen_ids",
+                (version, len(learned), model_id, commit.expected_version, commit.incarnation),
+            ).fetchall()
+            if not counted:
                 row = db.execute("SELECT 1 FROM models WHERE id = ?", (model_id,)).fetchone()
                 if row is None:
                     raise no_model(model_id)
@@ -336,9 +348,11 @@ class SQLiteStore(ManyModels):
                 self._write_fields(db, model_id, fields, layouts, saved=version)
             else:
                 db.execute("INSERT INTO log VALUES (?, ?, ?)", (model_id, version, entry))
-            for kind, ids in ((_SEEN, commit.learned_ids), (_EXPIRED, commit.expired_ids)):
-                if ids:
-                    _remember_ids(db, model_id, kind, ids, commit)
+            if learned:
+                _remember_ids(db, model_id, _SEEN, learned, commit, counted[0][0])
+            if commit.expired_ids:
+                expired = list(dict.fromkeys(commit.expired_ids))
+                _remember_ids(db, model_id, _EXPIRED, expired, commit, None)
             if commit.remove_pending:
                 consumed = db.executemany(
                     "DELETE FROM pending WHERE model_id = ? AND event_id = ?",

@@ -187,7 +187,8 @@ class _Queued:
         self.write = write
         self.result: Any = None
         self.error: BaseException | None = None
-        self.done = threading.Event()
+        #: set for a write that waits for a leader (one that leads never waits: no event)
+        self.done: threading.Event | None = None
         #: woken to lead the next group rather than with its result
         self.lead = False
 
@@ -369,10 +370,13 @@ class Database:
         the first thread queued meanwhile, if any.  A write alone pays no hand-off."""
         queued = _Queued(write)
         with self._group_lock:
-            self._queued.append(queued)
             leading = not self._leading
+            if not leading:
+                queued.done = threading.Event()
+            self._queued.append(queued)
             self._leading = True
         if not leading:
+            assert queued.done is not None
             queued.done.wait()
             if not queued.lead:
                 return self._outcome(queued)
@@ -382,13 +386,13 @@ class Database:
             self._commit_group(group)
         finally:
             with self._group_lock:
-                if self._queued:
+                if self._queued:  # written after this one led: each has its event
                     self._queued[0].lead = True
-                    self._queued[0].done.set()
+                    self._queued[0].done.set()  # type: ignore[union-attr]
                 else:
                     self._leading = False
             for other in group:
-                if other is not queued:
+                if other.done is not None:  # all but this one (and a leader handed to)
                     other.done.set()
         return self._outcome(queued)
 

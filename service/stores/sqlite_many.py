@@ -43,6 +43,33 @@ class ManyModels:
         return heads
 
     @translated
+    def head_and_seen(
+        self: SQLiteStore, model_id: str, ids: Sequence[str], now: float
+    ) -> tuple[tuple[int, str] | None, set[str]]:
+        """One model's ``heads`` and ``seen_many`` by one statement (a pass of one model: the
+        usual one from one sender), for at most ``CHUNK - 2`` ids: the head (None: no such
+        model) and those of ``ids`` learned and still remembered."""
+        if len(ids) > CHUNK - 2:
+            raise ValueError(f"at most {CHUNK - 2} ids, got {len(ids)}")
+        self.loss.guard(model_id)
+        head: tuple[int, str] | None = None
+        found: set[str] = set()
+        # the head's row first (kind 0), then the learned ids (1): one read snapshot
+        rows = self.database.connection().execute(
+            "SELECT 0, version, incarnation FROM models WHERE id = ? UNION ALL "
+            "SELECT 1, event_id, NULL FROM ids WHERE model_id = ? AND kind = 0 "  # noqa: S608
+            f"AND +expiry > ? AND event_id IN ({marks(len(ids))})",
+            (model_id, model_id, now, *ids),
+        )
+        for kind, value, incarnation in rows:
+            if kind == 0:
+                self.loss.saw(model_id, incarnation, value)
+                head = (value, incarnation)
+            else:
+                found.add(value)
+        return head, found
+
+    @translated
     def seen_many(
         self: SQLiteStore, ids_of: Mapping[str, Sequence[str]], now: float
     ) -> dict[str, set[str]]:

@@ -256,6 +256,28 @@ def test_a_pass_finds_its_models_duplicates_by_one_read(tmp_path):
     assert_same_models(engine, expected, models)
 
 
+def test_a_pass_of_one_model_reads_its_head_and_duplicates_by_one_statement(tmp_path):
+    """A pass of one model (one sender's request) reads its head and which of its ids it
+    learned by one statement, not a read each; a model another process appended to is caught
+    up by replay, and the request gets the duplicates it would get alone."""
+    engine, other = two_processes(tmp_path)
+    other.learn("m0", batch(["theirs"], seed=5))
+    statements: list[str] = []
+    engine.store.database.connection().set_trace_callback(statements.append)
+    request = batch(["m0-first", "theirs", "m0-x"], seed=9)
+    outcomes = engine.coalesce.apply_pass([("m0", [request_of(request)])])
+    engine.store.database.connection().set_trace_callback(None)
+    assert (outcomes[0][0].learned, outcomes[0][0].duplicate_ids) == (1, ["m0-first", "theirs"])
+    assert sum(s.startswith("SELECT 0, version, incarnation FROM models") for s in statements) == 1
+    assert not [s for s in statements if s.startswith("SELECT event_id FROM ids")]
+    assert (engine.repository.caught_up, engine.repository.writes_retried) == (1, 0)
+    expected = make_engine(tmp_path / "expected", MODELS[:1])
+    for b in (batch(["m0-first"], seed=0), batch(["theirs"], seed=5), request):
+        expected.learn("m0", b)
+    assert_same_models(engine, expected, MODELS[:1])
+    assert_same_models(make_engine(tmp_path / "data", MODELS[:1]), expected, MODELS[:1])
+
+
 def test_an_id_another_process_learns_after_the_pass_read_the_ids_is_not_learned_twice(tmp_path):
     """The ids read with the heads miss what another process commits after: that model's
     commit is then stale, and its group applied again finds the id learned."""

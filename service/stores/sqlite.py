@@ -45,6 +45,7 @@ from service.stores.base import (
     creation_refused,
     no_model,
     pending_full,
+    writer_token,
 )
 from service.stores.fields import decode_fields, encode_fields
 from service.stores.sqlite_epoch import SQLiteLossWatch
@@ -55,6 +56,7 @@ from service.stores.sqlite_file import (
 )
 from service.stores.sqlite_many import ManyModels, marks
 from service.stores.sqlite_schema import MODEL_TABLES
+from service.stores.sqlite_turns import Turns
 
 __all__ = ["SQLiteStore", "StoreOpenError"]
 
@@ -104,7 +106,7 @@ def _remember_ids(db, model_id: str, kind: int, ids: Sequence[str], commit: Comm
         db.execute(f"UPDATE models SET {column} = ? WHERE id = ?", (bound, model_id))  # noqa: S608
 
 
-class SQLiteStore(ManyModels):
+class SQLiteStore(ManyModels, Turns):
     name = "sqlite"
     #: disk I/O (a commit waits for fsync): the HTTP layer calls it from the thread pool
     blocking = True
@@ -114,6 +116,8 @@ class SQLiteStore(ManyModels):
         #: the epoch marker's checks: a file replaced by an older copy answers 503
         self.loss = SQLiteLossWatch(database)
         self.watch = self.loss.watch
+        #: this process among the writers of the file (its write turns: .sqlite_turns)
+        self.writer = writer_token()
 
     @classmethod
     def open(
@@ -322,7 +326,9 @@ class SQLiteStore(ManyModels):
         def write(db: sqlite3.Connection) -> None:
             # the version check is the version's update itself (one statement, not a read
             # and a write), and comes first: a stale or missing model updates no row and
-            # raises before anything is written (commit_many needs no savepoint per model)
+            # raises before anything is written (commit_many needs no savepoint per model);
+            # so does another process's write turn
+            mine = self.check_turn(db, model_id)
             moved = db.execute(
                 "UPDATE models SET version = ? WHERE id = ? AND version = ? AND incarnation = ?",
                 (version, model_id, commit.expected_version, commit.incarnation),
@@ -332,6 +338,8 @@ class SQLiteStore(ManyModels):
                 if row is None:
                     raise no_model(model_id)
                 raise StaleVersion(model_id)
+            if mine:
+                db.execute("DELETE FROM turns WHERE model_id = ?", (model_id,))
             if commit.arrays is not None:
                 self._write_fields(db, model_id, fields, layouts, saved=version)
             else:

@@ -48,6 +48,7 @@ from service.errors import InsufficientStorage, StoreReplaced, StoreUnavailable
 from service.stores.sqlite_schema import (
     SCHEMA,
     SCHEMA_VERSION,
+    TURNS,
     UPGRADE_2,
     UPGRADE_3,
 )
@@ -285,6 +286,7 @@ class Database:
                     if statement.strip():
                         db.execute(statement)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.execute(TURNS)
 
     def verify_file(self) -> None:
         """:class:`StoreReplaced` once the path names another file than the one opened (a

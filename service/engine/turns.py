@@ -1,0 +1,100 @@
+"""Write turns: the processes writing one hot model take turns instead of one starving.
+
+Several processes appending to one model (``--workers N`` on one SQLite file, several API
+processes on one Redis) are replicas of its log (:mod:`.repository`): each reads the model's
+version, applies its change and appends it only if the version is still the one it read.
+Without more, that race is not fair: the process that has just appended is at the head and
+applies its next group at once, while the one whose append was stale must first go back to its
+undo point and catch up on the other's entries, so its next attempt takes longer, finds the
+version moved again, and so on: one process got 53 acknowledgements in 60 s while the other
+took the rest (loadtest/README.md, "A: two writers of one hot model").
+
+So a stale append takes the model's *write turn* (:meth:`Store.take_turn`: a key with a TTL on
+Redis, a row with a time on SQLite): until that process's next append of the model ends it, or
+it lapses after :data:`TURN_SECONDS`, the appends of the other processes are refused
+(:class:`~service.errors.TurnTaken`, written nothing, in the same atomic step as the version
+check) and they wait for the turn to end (:meth:`Turns.wait`: jittered exponential pauses,
+asking the store), then catch up and append.  A process that finds the turn held by another
+waits the same way.  A turn is never needed for correctness -- the version check alone keeps
+every acknowledged event exactly once -- so a process killed holding one only delays the
+others by :data:`TURN_SECONDS` at most, and a model written by one process never meets one
+(the turn is taken only after a stale append).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+#: how long a turn lasts at most (its holder's append ends it first): long enough for the
+#: holder to go back to its undo point, catch up and learn its group on a loaded machine
+TURN_SECONDS = 2.0
+#: the first pause of a process waiting for another's turn, and the longest
+FIRST_PAUSE = 0.002
+LONGEST_PAUSE = 0.05
+
+
+class Turns:
+    """The write turns of one repository's models (module docstring)."""
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        seconds: float = TURN_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.seconds = seconds
+        self._sleep = sleep
+        self._monotonic = monotonic
+        #: turns taken after a stale append, and waits for another process's turn
+        self.taken = 0
+        self.waited = 0
+        #: the models whose turn this process holds (its next append ends it)
+        self.held: set[str] = set()
+        #: the models whose append in a pass was refused by another's turn: the write that
+        #: applies them again waits for it first (:meth:`before_write`)
+        self.refused: set[str] = set()
+
+    def after_stale(self, model_id: str, refused_by_turn: bool) -> bool:
+        """After an append of ``model_id`` found stale (``refused_by_turn``: refused because
+        another process holds its turn): whether this process holds the turn now.  When another
+        does, returns once it has ended (or lapsed)."""
+        if not refused_by_turn and self.store.take_turn(model_id, self.seconds):
+            self.taken += 1
+            self.held.add(model_id)
+            return True
+        self.wait(model_id)
+        return False
+
+    def before_write(self, model_id: str) -> None:
+        """A write of ``model_id`` begins: it first waits for the turn that refused the
+        model's append in a pass, if one did."""
+        if model_id in self.refused:
+            self.refused.discard(model_id)
+            self.wait(model_id)
+
+    def appended(self, model_id: str) -> None:
+        """An append of ``model_id`` returned: it ended this process's turn, if held."""
+        self.held.discard(model_id)
+
+    def wait(self, model_id: str) -> None:
+        """Until no other process holds ``model_id``'s turn, at most :attr:`seconds` (a turn
+        taken again meanwhile is waited for by the next refused append)."""
+        self.waited += 1
+        pause = FIRST_PAUSE
+        deadline = self._monotonic() + self.seconds
+        while self.store.turn_taken(model_id) and self._monotonic() < deadline:
+            self._sleep(pause * random.uniform(0.5, 1.5))  # noqa: S311 - jitter, not a secret
+            pause = min(2 * pause, LONGEST_PAUSE)
+
+    def release(self, model_id: str) -> None:
+        """A write of ``model_id`` ended: a turn it took and did not end by an append (it
+        failed, or appended nothing) is given back."""
+        if model_id in self.held:
+            self.held.discard(model_id)
+            self.store.release_turn(model_id)

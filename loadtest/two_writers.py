@@ -14,9 +14,9 @@ loop, for ``--seconds``.
 
 Printed per process: events acknowledged, 503 answers (``contention``: the request wrote
 nothing, and is sent again with the same id, as a client does), server CPU (user + system of
-the process tree, from ``/proc``) per acknowledged event, and per round the fairness ratio,
-the fewer acknowledgements of the two processes over the more (1: an even share).  Redis's
-own CPU is apart.  A Markdown table of the medians, and the load average at the start and the
+the process tree, from ``/proc``) per acknowledged event (and of both processes per event
+acknowledged by either), and per round the fairness ratio, the fewer acknowledgements of the
+two processes over the more (1: an even share).  Redis's own CPU is apart.  A Markdown table of the medians, and the load average at the start and the
 end of each round.
 """
 
@@ -187,8 +187,8 @@ def main() -> None:
     print("load average at end:", open("/proc/loadavg").read().strip())
     print(
         "\n| store | peer | acks p0 / p1 (rounds) | 503 p0 / p1 | fairness min/max, median "
-        "(rounds) | server CPU ms/ack p0 / p1 | Redis CPU ms/ack | acks/s |"
-        "\n|---|---|---|---|---|---|---|---|"
+        "(rounds) | server CPU ms/ack p0 / p1 | both | Redis CPU ms/ack | acks/s |"
+        "\n|---|---|---|---|---|---|---|---|---|"
     )
     for store in args.store:
         for spec in args.peer:
@@ -205,6 +205,7 @@ def main() -> None:
                 f"| {store} | {name} | {acks} | {sum(of('p0 503')):.0f} / "
                 f"{sum(of('p1 503')):.0f} | **{_median(of('fairness')):.2f}** ({fair}) | "
                 f"{_median(of('p0 cpu ms')):.2f} / {_median(of('p1 cpu ms')):.2f} | "
+                f"{_median(of('cpu ms')):.2f} | "
                 f"{_median(of('redis ms')):.2f} | {_median(of('per s')):,.0f} |"
             )
 

@@ -28,6 +28,8 @@ state       the checkpoint's fields: raw little-endian bytes, arrays over 1 KiB 
 layouts     ``<dtype>|<shape>[|<n chunks>]`` of each state array
 ids         learned (kind 0) and expired (kind 1) event ids with their expiry (unix s)
 pending     records ``/score`` keeps for a label, with their deadline
+turns       the process holding a model's write turn, until when (unix s): transient
+            (:mod:`service.stores.sqlite_turns`), created at every open
 =========== ===========================================================================
 """
 

@@ -16,8 +16,8 @@ Printed per process: events acknowledged, 503 answers (``contention``: the reque
 nothing, and is sent again with the same id, as a client does), server CPU (user + system of
 the process tree, from ``/proc``) per acknowledged event (and of both processes per event
 acknowledged by either), and per round the fairness ratio, the fewer acknowledgements of the
-two processes over the more (1: an even share).  Redis's own CPU is apart.  A Markdown table of the medians, and the load average at the start and the
-end of each round.
+two processes over the more (1: an even share).  Redis's own CPU is apart.  A Markdown table
+of the medians, and the load average at the start and the end of each round.
 """
 
 from __future__ import annotations

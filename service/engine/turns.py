@@ -14,11 +14,13 @@ Redis, a row with a time on SQLite): until that process's next append of the mod
 it lapses after :data:`TURN_SECONDS`, the appends of the other processes are refused
 (:class:`~service.errors.TurnTaken`, written nothing, in the same atomic step as the version
 check) and they wait for the turn to end (:meth:`Turns.wait`: jittered exponential pauses,
-asking the store), then catch up and append.  A process that finds the turn held by another
-waits the same way.  A turn is never needed for correctness -- the version check alone keeps
-every acknowledged event exactly once -- so a process killed holding one only delays the
-others by :data:`TURN_SECONDS` at most, and a model written by one process never meets one
-(the turn is taken only after a stale append).
+asking the store), then take the next turn, catch up and append.  While a model is contended
+its writes ask for the turn before they learn, so the processes alternate without learning
+changes that a turn would refuse (each refused change costs a return to the undo point).  A
+turn is never needed for correctness -- the version check alone keeps every acknowledged event
+exactly once -- so a process killed holding one only delays the others by :data:`TURN_SECONDS`
+at most, and a model written by one process never meets one (the turn is taken only after a
+stale append).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from typing import Any
 #: how long a turn lasts at most (its holder's append ends it first): long enough for the
 #: holder to go back to its undo point, catch up and learn its group on a loaded machine
 TURN_SECONDS = 2.0
+#: how long after a turn taken or waited for a process's writes of the model ask for the turn
+#: before they learn (:meth:`Turns.before_write`): one round trip per write while contended
+ALTERNATING_SECONDS = 1.0
 #: the first pause of a process waiting for another's turn, and the longest: short, since the
 #: holder runs free for as long as the waiter oversleeps the turn's end (with 50 ms, the
 #: fairness ratio of loadtest/two_writers.py was 0.34-0.89 on a machine at load 20-26)
@@ -61,24 +66,43 @@ class Turns:
         #: the models whose append in a pass was refused by another's turn: the write that
         #: applies them again waits for it first (:meth:`before_write`)
         self.refused: set[str] = set()
+        #: model id -> until when (monotonic) its writes ask for the turn before learning
+        self._alternating: dict[str, float] = {}
 
     def after_stale(self, model_id: str, refused_by_turn: bool) -> bool:
         """After an append of ``model_id`` found stale (``refused_by_turn``: refused because
-        another process holds its turn): whether this process holds the turn now.  When another
-        does, returns once it has ended (or lapsed)."""
-        if not refused_by_turn and self.store.take_turn(model_id, self.seconds):
-            self.taken += 1
-            self.held.add(model_id)
+        another process holds its turn): whether this process holds the turn now, taken at
+        once or, when another process held it, once that turn ended (so that the processes
+        alternate while they contend)."""
+        self._alternating[model_id] = self._monotonic() + ALTERNATING_SECONDS
+        if not refused_by_turn and self._take(model_id):
             return True
         self.wait(model_id)
-        return False
+        return self._take(model_id)
 
     def before_write(self, model_id: str) -> None:
-        """A write of ``model_id`` begins: it first waits for the turn that refused the
-        model's append in a pass, if one did."""
-        if model_id in self.refused:
-            self.refused.discard(model_id)
+        """A write of ``model_id`` begins.  While the model is contended (a turn taken or
+        waited for in the last :data:`ALTERNATING_SECONDS`, or a pass's append refused by a
+        turn), it asks whether another process holds the turn before it learns: if one does,
+        it waits for that turn's end and takes the next, rather than learn, be refused and go
+        back to its undo point."""
+        refused = model_id in self.refused
+        self.refused.discard(model_id)
+        until = self._alternating.get(model_id)
+        if not refused and (until is None or until < self._monotonic()):
+            self._alternating.pop(model_id, None)
+            return
+        if self.store.turn_taken(model_id):
+            self._alternating[model_id] = self._monotonic() + ALTERNATING_SECONDS
             self.wait(model_id)
+            self._take(model_id)
+
+    def _take(self, model_id: str) -> bool:
+        if not self.store.take_turn(model_id, self.seconds):
+            return False
+        self.taken += 1
+        self.held.add(model_id)
+        return True
 
     def appended(self, model_id: str) -> None:
         """An append of ``model_id`` returned: it ended this process's turn, if held."""

@@ -105,14 +105,16 @@ def test_a_process_waits_with_growing_pauses_until_the_turn_is_over():
     pauses: list[float] = []
     store = _Store(held=7)
     turns = Turns(store, sleep=pauses.append, monotonic=lambda: 0.0)
-    assert not turns.after_stale("m", refused_by_turn=True)  # refused: it waits, takes none
-    assert store.calls == ["taken?"] * 8 and len(pauses) == 7
+    # refused: it waits for the other's turn to end, then takes the next
+    assert turns.after_stale("m", refused_by_turn=True)
+    assert store.calls == ["taken?"] * 8 + ["take"] and len(pauses) == 7
     for k, pause in enumerate(pauses):  # doubling up to the longest, each jittered +-50 %
         planned = min(FIRST_PAUSE * 2**k, LONGEST_PAUSE)
         assert 0.5 * planned <= pause <= 1.5 * planned
-    assert turns.held == set() and turns.waited == 1
-    turns.release("m")  # held none: gives nothing back
-    assert store.calls[-1] == "taken?"
+    assert turns.held == {"m"} and turns.waited == 1
+    turns.appended("m")
+    turns.release("m")  # its append ended it: nothing to give back
+    assert store.calls[-1] == "take"
 
 
 def test_a_stale_process_takes_the_turn_and_gives_it_back_unless_its_append_ended_it():
@@ -127,6 +129,27 @@ def test_a_stale_process_takes_the_turn_and_gives_it_back_unless_its_append_ende
     assert store.calls == ["take", "take", "release"] and turns.held == set()
     busy = Turns(_Store(held=1, free=False), sleep=lambda _: None, monotonic=lambda: 0.0)
     assert not busy.after_stale("m", refused_by_turn=False) and busy.waited == 1
+
+
+def test_while_contended_a_write_asks_for_the_turn_before_it_learns():
+    now = [0.0]
+    store = _Store(held=0)
+    turns = Turns(store, sleep=lambda _: None, monotonic=lambda: now[0])
+    turns.before_write("m")  # never contended: asks nothing
+    assert store.calls == []
+    assert turns.after_stale("m", refused_by_turn=False)
+    turns.appended("m")
+    store.held = 2  # another process holds the turn (two asks)
+    turns.before_write("m")  # contended: waits for its end, then takes the next
+    assert store.calls == ["take", "taken?", "taken?", "taken?", "take"]
+    assert turns.held == {"m"} and turns.waited == 1
+    turns.appended("m")
+    now[0] = 1.5  # past ALTERNATING_SECONDS without a turn: asks nothing again
+    turns.before_write("m")
+    assert len(store.calls) == 5
+    turns.refused.add("m")  # a pass's append refused by a turn: asks, the turn is over
+    turns.before_write("m")
+    assert store.calls[5:] == ["taken?"] and turns.refused == set()
 
 
 def test_the_process_whose_append_was_stale_appends_next(tmp_path):

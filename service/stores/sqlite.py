@@ -28,6 +28,7 @@ last writes may be lost if the machine loses power.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
@@ -36,7 +37,7 @@ import numpy as np
 import orjson
 
 from service.engine.entries import decode, encode
-from service.errors import InsufficientStorage, StaleVersion
+from service.errors import InsufficientStorage
 from service.stores.base import (
     Commit,
     StoredState,
@@ -56,7 +57,7 @@ from service.stores.sqlite_file import (
 )
 from service.stores.sqlite_many import ManyModels, marks
 from service.stores.sqlite_schema import MODEL_TABLES
-from service.stores.sqlite_turns import Turns
+from service.stores.sqlite_turns import NOT_TURNED, Turns
 
 __all__ = ["SQLiteStore", "StoreOpenError"]
 
@@ -116,8 +117,10 @@ class SQLiteStore(ManyModels, Turns):
         #: the epoch marker's checks: a file replaced by an older copy answers 503
         self.loss = SQLiteLossWatch(database)
         self.watch = self.loss.watch
-        #: this process among the writers of the file (its write turns: .sqlite_turns)
+        #: this process among the writers of the file, and the models whose write turn it
+        #: took (.sqlite_turns)
         self.writer = writer_token()
+        self._holding: set[str] = set()
 
     @classmethod
     def open(
@@ -327,19 +330,16 @@ class SQLiteStore(ManyModels, Turns):
             # the version check is the version's update itself (one statement, not a read
             # and a write), and comes first: a stale or missing model updates no row and
             # raises before anything is written (commit_many needs no savepoint per model);
-            # so does another process's write turn
-            mine = self.check_turn(db, model_id)
+            # so does another process's write turn (checked by the same statement)
             moved = db.execute(
-                "UPDATE models SET version = ? WHERE id = ? AND version = ? AND incarnation = ?",
-                (version, model_id, commit.expected_version, commit.incarnation),
-            ).rowcount
+                "UPDATE models SET version = ? WHERE id = ? AND version = ? AND incarnation = ? "
+                + NOT_TURNED,
+                (version, model_id, commit.expected_version, commit.incarnation,
+                 model_id, self.writer, time.time()),
+            ).rowcount  # fmt: skip
             if not moved:
-                row = db.execute("SELECT 1 FROM models WHERE id = ?", (model_id,)).fetchone()
-                if row is None:
-                    raise no_model(model_id)
-                raise StaleVersion(model_id)
-            if mine:
-                db.execute("DELETE FROM turns WHERE model_id = ?", (model_id,))
+                self.refusal(db, model_id, commit)
+            self.turn_appended(db, model_id)
             if commit.arrays is not None:
                 self._write_fields(db, model_id, fields, layouts, saved=version)
             else:

@@ -314,8 +314,9 @@ def shared_writes(url: str) -> dict[str, float]:
 
 
 #: events acknowledged by the two processes together, counted from each one's 20th, of which
-#: each must have at least a fifth (an even share is a half: loadtest/README.md, "A: two
-#: writers of one hot model", measured 0.6-0.9 min/max; before the write turns, 0.001)
+#: each must have at least a tenth: with write turns each got 19-51 % of them (min/max
+#: 0.24-0.95) in loadtest/two_writers.py at load averages of 15-32 on 2 cores, 40-60 % in
+#: this test; without, the one catching up starved (0.1-3 % in the rounds where it did)
 SHARED_ACKS = 500
 
 
@@ -347,7 +348,7 @@ def test_two_processes_killed_during_appends_to_one_model(tmp_path, request, sto
                 senders.check(*servers)
             time.sleep(0.02)
             shares = [len(s.acknowledged) - n for s, n in zip(sending, first, strict=True)]
-        assert min(shares) >= sum(shares) / 5, (
+        assert min(shares) >= sum(shares) / 10, (
             f"acknowledged by each process: {shares} (refused for contention: "
             f"{[senders.contended for senders in sending]}; their shared writes: "
             f"{[shared_writes(server.url) for server in servers]})"

@@ -178,6 +178,11 @@ class StaleVersion(Exception):
     """A store write whose expected version is no longer current (retried by the engine)."""
 
 
+class TurnTaken(StaleVersion):
+    """A store write refused, writing nothing, because another process holds the model's
+    write turn (:mod:`service.engine.turns`): retried by the engine once the turn is over."""
+
+
 class LeaseLost(Exception):
     """A queue worker's commit refused because the model's writer lease is no longer the one
     the worker took (it stalled and another worker took the model over): nothing was written,

@@ -69,7 +69,8 @@ class Telemetry(ModelSeries):
             "append went back to its undo point and caught up), reloaded (a stale append "
             "rebuilt the model from its checkpoint and log), reread (a cached model read "
             "whole: another process's checkpoint truncated the entries it lacked, or the "
-            "model was re-created).",
+            "model was re-created), turn_taken (a stale append took the model's write turn), "
+            "turn_waited (a write waited for another process's turn).",
             ("outcome",),
         )
         self.coalesced_groups = self._gauge(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from service.errors import ServiceError, StaleVersion
+from service.errors import ServiceError, StaleVersion, TurnTaken
 
 if TYPE_CHECKING:
     from service.engine.locks import ModelLock
@@ -153,6 +153,8 @@ class Pass:
             outcome = next(outcomes)
             if isinstance(outcome, StaleVersion):
                 repository.stale(model_id, loaded, undo)
+                if isinstance(outcome, TurnTaken):  # its write again waits for the turn
+                    repository.turns.refused.add(model_id)
                 failed[model_id] = outcome
             elif isinstance(outcome, Exception):
                 repository.drop(model_id)

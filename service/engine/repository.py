@@ -15,13 +15,10 @@ stale append goes back to an undo point (a copy of the cache's arrays: :mod:`.un
 says when one is taken) and catches up on the entries after it, instead of rebuilding the model
 from its checkpoint and the whole log tail.  A full reload is left for a cache whose entries the
 log no longer holds (truncated behind a newer checkpoint), and for a stale append that finds no
-undo point (docs/operations.md, "Several processes on one store").
-
-A write commits a log entry
-(:mod:`service.engine.entries`) instead of the model's state, and :mod:`.checkpoints` writes
-the state in the background; a load is the last checkpoint plus the entries after it,
-replayed, and a cached model behind the store's version (another process wrote) catches up
-by replaying the entries it has not applied.
+undo point (docs/operations.md, "Several processes on one store").  A stale append also takes
+the model's write turn, so that the process catching up is not starved by the one at the head
+(:mod:`.turns`).  A write commits a log entry (:mod:`service.engine.entries`); :mod:`.checkpoints`
+writes the state in the background; a load is the last checkpoint and the entries after it.
 
 Locks are weakly held: a model's lock lives while its model is cached or a thread holds or
 waits for it, so requests for ids that do not exist leave nothing behind.
@@ -48,8 +45,16 @@ from service.engine.locks import ModelLock
 from service.engine.model import Loaded, OtherStateFormat, from_arrays, from_store
 from service.engine.passes import Pass
 from service.engine.replay import replay
+from service.engine.turns import Turns
 from service.engine.undo import UndoPoint, UndoPoints
-from service.errors import Contention, CorruptState, ModelNotFound, StaleVersion, StoreUnavailable
+from service.errors import (
+    Contention,
+    CorruptState,
+    ModelNotFound,
+    StaleVersion,
+    StoreUnavailable,
+    TurnTaken,
+)
 from service.schemas import ModelConfig
 from service.stores.base import Commit, Fence, Store
 
@@ -104,14 +109,13 @@ class ModelRepository:
         #: cached models brought up to the store's version by replaying its entries
         self.caught_up = 0
         #: stale appends undone to their undo point (then caught up), and those reloaded
-        #: instead (no undo point: the model was not known to be contended)
         self.writes_undone = 0
         self.writes_reloaded = 0
         #: cached models read whole because another process's checkpoint truncated the entries
         #: they needed, or re-created the model
         self.reread = 0
-        #: the cached models' undo points (module docstring)
-        self._undo_points = UndoPoints()
+        self._undo_points = UndoPoints()  # the undo points and write turns: module docstring
+        self.turns = Turns(store)
         #: model id -> (its lock, kept alive while cached; the model)
         self._cache: OrderedDict[str, tuple[ModelLock, Loaded]] = OrderedDict()
         self._locks: weakref.WeakValueDictionary[str, ModelLock] = weakref.WeakValueDictionary()
@@ -344,6 +348,7 @@ class ModelRepository:
         checkpoint's and the history's bookkeeping."""
         loaded.version = version
         loaded.meta.update(commit.meta)
+        self.turns.appended(model_id)
         if commit.entry is not None:
             self.checkpoints.changed(model_id, commit.entry.n_events)
         else:
@@ -375,29 +380,33 @@ class ModelRepository:
         under the model's lock, run again at the store's head while the commit finds a stale
         version.
 
-        Each attempt loads first: the store answers a current cache from its version, and a
-        cache behind it catches up by replay.  A stale append of a contended model goes back
-        to the undo point taken before the step and catches up from there (module docstring);
-        otherwise, and on any other failure, the cache is dropped.
-        """
+        Each attempt loads first (a cache behind the store's version catches up by replay).
+        A stale append goes back to the undo point taken before the step and catches up from
+        there, after taking the model's turn or waiting for another's (module docstring); on
+        any other failure the cache is dropped."""
         held = getattr(self._local, "held", None)
         if held is not None:
             return held.write(model_id, step, *args, **kwargs)
         with self.lock(model_id):
-            for _ in range(self.max_write_retries):
-                # taken before the load reads the version: the copy must not widen the race
-                # between that read and the append (an older undo point catches up further)
-                undo = self.undo_point(model_id)
-                loaded = self.load(model_id)
-                if undo is None:  # nothing was cached: of the model as loaded
+            self.turns.before_write(model_id)
+            try:
+                for _ in range(self.max_write_retries):
+                    # taken before the load reads the version: the copy must not widen the
+                    # race between that read and the append (an older point catches up further)
                     undo = self.undo_point(model_id)
-                try:
-                    return step(model_id, loaded, *args, **kwargs)
-                except StaleVersion:
-                    self.stale(model_id, loaded, undo)
-                except BaseException:
-                    self.drop(model_id)
-                    raise
+                    loaded = self.load(model_id)
+                    if undo is None:  # nothing was cached: of the model as loaded
+                        undo = self.undo_point(model_id)
+                    try:
+                        return step(model_id, loaded, *args, **kwargs)
+                    except StaleVersion as error:
+                        self.stale(model_id, loaded, undo)
+                        self.turns.after_stale(model_id, isinstance(error, TurnTaken))
+                    except BaseException:
+                        self.drop(model_id)
+                        raise
+            finally:
+                self.turns.release(model_id)
         raise Contention(
             f"model {model_id!r}: gave up after {self.max_write_retries} stale writes; retry"
         )

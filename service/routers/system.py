@@ -132,6 +132,8 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
         ("undone", repository.writes_undone),
         ("reloaded", repository.writes_reloaded),
         ("reread", repository.reread),
+        ("turn_taken", repository.turns.taken),
+        ("turn_waited", repository.turns.waited),
     ):
         telemetry.shared_writes.labels(outcome).set(count)
     telemetry.coalesced_groups.set(engine.coalesce.groups)

@@ -21,6 +21,9 @@ of one machine; the default), :mod:`service.stores.memory` (one process, lost at
 from __future__ import annotations
 
 import functools
+import os
+import secrets
+import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -153,6 +156,21 @@ class Store(Protocol):
         was written."""
         ...
 
+    def take_turn(self, model_id: str, seconds: float) -> bool:
+        """Whether this process holds ``model_id``'s write turn for ``seconds`` now (taken, or
+        its own renewed): until its next append of the model (which ends it) or ``seconds``,
+        the appends of other processes are refused with :class:`~service.errors.TurnTaken`,
+        writing nothing.  False when another process holds it (:mod:`service.engine.turns`)."""
+        ...
+
+    def turn_taken(self, model_id: str) -> bool:
+        """Whether another process holds ``model_id``'s write turn."""
+        ...
+
+    def release_turn(self, model_id: str) -> None:
+        """This process's turn of ``model_id``, if it holds it, ended without an append."""
+        ...
+
     def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
         """Boolean mask: which ``ids`` were learned and are still remembered."""
         ...
@@ -180,6 +198,12 @@ class Store(Protocol):
     def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
         """Up to ``limit`` pending ids whose deadline has passed."""
         ...
+
+
+def writer_token() -> str:
+    """This process among the writers of a shared store: host, process id and a random part
+    (a process id is reused after a restart, or by a fork)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
 
 
 def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[list[T]]:

@@ -45,6 +45,8 @@ aucs:{m}:queue          hash   queue mode: ``entries`` / ``events`` appended sin
                                ``lease_generation``: incremented at each taking of the lease
 aucs:{m}:lease          string queue mode: name of the worker that writes this model (TTL);
                                with ``lease_generation`` the token its commits are fenced by
+aucs:{m}:turn           string the process whose append of the model was stale holds its write
+                               turn (TTL): the others' appends wait until its append ends it
 aucs:{m}:append:<t>     string queue mode: the reply to the append of token ``<t>`` (backlog
                                and stream ids), kept a minute so that the append, sent again
                                after its reply was lost, answers instead of appending twice
@@ -100,6 +102,7 @@ PARTS = (
     "stream",
     "queue",
     "lease",
+    "turn",
 )
 
 
@@ -126,6 +129,7 @@ def _part_key(part: str) -> Callable[[str], str]:
     stream,
     queue,
     lease,
+    turn,
 ) = map(_part_key, PARTS)
 
 

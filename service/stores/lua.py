@@ -43,12 +43,13 @@ return 1
 
 LOG_APPEND_SCRIPT = """
 -- KEYS[1] version  KEYS[2] meta  KEYS[3] log  KEYS[4] seen  KEYS[5] expired
--- KEYS[6] pending  KEYS[7] deadlines  KEYS[8] lease  KEYS[9] queue
--- a commit of the whole state (no entry) also: KEYS[10] state  KEYS[11] layout
--- KEYS[12] the staged state  KEYS[13] the staged layout (aucs:{m}:checkpoint:<token>:...)
+-- KEYS[6] pending  KEYS[7] deadlines  KEYS[8] lease  KEYS[9] queue  KEYS[10] turn
+-- a commit of the whole state (no entry) also: KEYS[11] state  KEYS[12] layout
+-- KEYS[13] the staged state  KEYS[14] the staged layout (aucs:{m}:checkpoint:<token>:...)
 -- ARGV[1] expected version  ARGV[2] incarnation  ARGV[3] the entry's bytes  ARGV[4] now
 -- ARGV[5] the ids' expiry  ARGV[6] most ids remembered of each kind (0: no bound)
 -- ARGV[7] fence: the lease holder ('' without one)  ARGV[8] fence: the lease generation
+-- ARGV[9] the writing process (its write turn: service.engine.turns)
 -- then four lists, each its length first: learned ids, expired ids, consumed pending ids,
 -- meta (name, value) pairs.
 -- Only when the model is at the expected version and incarnation (and the fence holds the
@@ -58,9 +59,11 @@ LOG_APPEND_SCRIPT = """
 -- remembered (those past their expiry forgotten, then the oldest beyond the bound), the
 -- pending records consumed, the meta fields written.  Returns {1, new version}; {-1} when
 -- there is no model; {-2, version, incarnation} when stale; {-3, holder, generation} when
--- the fence does not hold the lease.  'log:saved' is set to the version if absent.
+-- the fence does not hold the lease; {-4, holder} when another process holds the model's
+-- write turn (the caller's own turn ends with its append).  'log:saved' is set to the
+-- version if absent.
 local function refuse(reply)
-  if #KEYS > 9 then redis.call('DEL', KEYS[12], KEYS[13]) end
+  if #KEYS > 10 then redis.call('DEL', KEYS[13], KEYS[14]) end
   return reply
 end
 local version = redis.call('GET', KEYS[1])
@@ -74,7 +77,10 @@ if ARGV[7] ~= '' then
   local generation = redis.call('HGET', KEYS[9], 'lease_generation') or '0'
   if holder ~= ARGV[7] or generation ~= ARGV[8] then return refuse({-3, holder, generation}) end
 end
-local position = 9
+local turn = redis.call('GET', KEYS[10])
+if turn and turn ~= ARGV[9] then return refuse({-4, turn}) end
+if turn then redis.call('DEL', KEYS[10]) end
+local position = 10
 -- a list's items in slices of 500 (unpack's limit is ~8,000 values)
 local function slices(handle)
   local count = tonumber(ARGV[position])
@@ -107,7 +113,7 @@ slices(function(first, last) redis.call('HSET', KEYS[2], unpack(ARGV, first, las
 -- a model whose state was written at every version (no log yet) is checkpointed at its head
 redis.call('HSETNX', KEYS[2], 'log:saved', version)
 local new = redis.call('INCR', KEYS[1])
-if #KEYS == 9 then
+if #KEYS == 10 then
   local id = string.format('%d-0', new)
   local added = redis.pcall('XADD', KEYS[3], id, 'e', ARGV[3])
   if type(added) == 'table' and added.err then
@@ -120,8 +126,8 @@ if #KEYS == 9 then
   end
   return {1, new}
 end
-redis.call('DEL', KEYS[10], KEYS[11], KEYS[3])
-for i = 10, 11 do
+redis.call('DEL', KEYS[11], KEYS[12], KEYS[3])
+for i = 11, 12 do
   if redis.call('EXISTS', KEYS[i + 2]) == 1 then
     redis.call('RENAME', KEYS[i + 2], KEYS[i])
     redis.call('PERSIST', KEYS[i])
@@ -317,4 +323,21 @@ if redis.call('GET', KEYS[1]) == ARGV[1]
   return 1
 end
 return 0
+"""
+
+TURN_SCRIPT = """
+-- KEYS[1] aucs:{m}:turn   ARGV[1] the process   ARGV[2] how long (milliseconds)
+-- A process whose append was stale takes the model's write turn (service.engine.turns): the
+-- other processes' appends are refused until its own append ends it, or it lapses.  Returns
+-- 1 when the caller holds the turn (taken, or its own renewed), 0 when another process does.
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+TURN_RELEASE_SCRIPT = """
+-- KEYS[1] aucs:{m}:turn   ARGV[1] the process: its turn ended without an append
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
 """

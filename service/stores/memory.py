@@ -163,6 +163,16 @@ class MemoryStore:
             model.version += 1
             return model.version
 
+    # one process: no other writer to take turns with (service.engine.turns)
+    def take_turn(self, model_id: str, seconds: float) -> bool:
+        return True
+
+    def turn_taken(self, model_id: str) -> bool:
+        return False
+
+    def release_turn(self, model_id: str) -> None:
+        pass
+
     def checkpoint(self, model_id, incarnation, version, arrays) -> bool:
         fields = _encoded(arrays)  # outside the lock
         with self._lock:

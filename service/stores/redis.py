@@ -60,9 +60,9 @@ import redis.connection
 import redis.exceptions
 
 from service.engine.entries import Entry, decode, encode
-from service.errors import LeaseLost, StaleVersion, StoreUnavailable
+from service.errors import LeaseLost, StaleVersion, StoreUnavailable, TurnTaken
 from service.stores import keys
-from service.stores.base import Commit, StoredState
+from service.stores.base import Commit, StoredState, writer_token
 from service.stores.client import (
     ReplicaWait,
     atomic_read,
@@ -79,6 +79,8 @@ from service.stores.lua import (
     DELETE_SCRIPT,
     LOG_APPEND_SCRIPT,
     MARKER_SCRIPT,
+    TURN_RELEASE_SCRIPT,
+    TURN_SCRIPT,
 )
 from service.stores.redis_models import RedisModels, _flat
 from service.stores.redis_setup import _text
@@ -117,6 +119,10 @@ class RedisStore(RedisModels):
         self._acknowledge = client.register_script(ACKNOWLEDGE_SCRIPT)
         self._append = client.register_script(LOG_APPEND_SCRIPT)
         self._install = client.register_script(CHECKPOINT_SCRIPT)
+        self._turn = client.register_script(TURN_SCRIPT)
+        self._turn_release = client.register_script(TURN_RELEASE_SCRIPT)
+        #: this process among the writers of the store (its write turns: service.engine.turns)
+        self.writer = writer_token()
         self._checking = threading.Lock()
         #: the settings whose checks (:meth:`open`) wait for Redis's first answer
         self._settings: Any = None
@@ -269,6 +275,7 @@ class RedisStore(RedisModels):
             commit.max_remembered_ids,
             "" if fence is None else fence.holder,
             0 if fence is None else fence.generation,
+            self.writer,
         ]
         for items in (commit.learned_ids, commit.expired_ids, commit.remove_pending):
             args += [len(items), *items]
@@ -283,6 +290,7 @@ class RedisStore(RedisModels):
             keys.deadlines(model_id),
             keys.lease(model_id),
             keys.queue(model_id),
+            keys.turn(model_id),
         ]
         if commit.entry is None:  # the whole state, staged first: see LOG_APPEND_SCRIPT
             assert commit.arrays is not None
@@ -299,6 +307,8 @@ class RedisStore(RedisModels):
                 # raises if it went back
                 self._saw(model_id, commit.incarnation, int(reply[1]), self.wait is None)
             raise StaleVersion(model_id)
+        if status == -4:
+            raise TurnTaken(model_id)
         if status == -3:
             assert fence is not None
             raise LeaseLost(
@@ -309,3 +319,24 @@ class RedisStore(RedisModels):
         version = int(reply[1])
         self.watch.saw(model_id, commit.incarnation, version)
         return version
+
+    # ------------------------------------------------------------------ write turns
+    @unavailable
+    def take_turn(self, model_id: str, seconds: float) -> bool:
+        """Whether this process holds ``model_id``'s write turn for ``seconds`` now (taken, or
+        its own renewed); False when another process holds it (:mod:`service.engine.turns`)."""
+        key = keys.turn(model_id)
+        milliseconds = max(1, int(seconds * 1000))
+        return bool(run_on_slot(self.client, self._turn, [key], [self.writer, milliseconds], None))
+
+    @unavailable
+    def turn_taken(self, model_id: str) -> bool:
+        """Whether another process holds ``model_id``'s write turn."""
+        (holder,) = round_trip(self.client, keys.turn(model_id), [["GET", keys.turn(model_id)]])
+        return holder is not None and _text(holder) != self.writer
+
+    @unavailable
+    def release_turn(self, model_id: str) -> None:
+        """This process's turn of ``model_id`` ended without an append (its write failed)."""
+        key = keys.turn(model_id)
+        run_on_slot(self.client, self._turn_release, [key], [self.writer], None)

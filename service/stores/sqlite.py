@@ -28,6 +28,7 @@ last writes may be lost if the machine loses power.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
@@ -36,7 +37,7 @@ import numpy as np
 import orjson
 
 from service.engine.entries import decode, encode
-from service.errors import InsufficientStorage, StaleVersion
+from service.errors import InsufficientStorage
 from service.stores.base import (
     Commit,
     StoredState,
@@ -45,6 +46,7 @@ from service.stores.base import (
     creation_refused,
     no_model,
     pending_full,
+    writer_token,
 )
 from service.stores.fields import decode_fields, encode_fields
 from service.stores.sqlite_epoch import SQLiteLossWatch
@@ -55,6 +57,7 @@ from service.stores.sqlite_file import (
 )
 from service.stores.sqlite_many import ManyModels, marks
 from service.stores.sqlite_schema import MODEL_TABLES
+from service.stores.sqlite_turns import NOT_TURNED, Turns
 
 __all__ = ["SQLiteStore", "StoreOpenError"]
 
@@ -112,7 +115,7 @@ def _remember_ids(
         db.execute(f"UPDATE models SET {column} = ? WHERE id = ?", (bound, model_id))  # noqa: S608
 
 
-class SQLiteStore(ManyModels):
+class SQLiteStore(ManyModels, Turns):
     name = "sqlite"
     #: disk I/O (a commit waits for fsync): the HTTP layer calls it from the thread pool
     blocking = True
@@ -122,6 +125,10 @@ class SQLiteStore(ManyModels):
         #: the epoch marker's checks: a file replaced by an older copy answers 503
         self.loss = SQLiteLossWatch(database)
         self.watch = self.loss.watch
+        #: this process among the writers of the file, and the models whose write turn it
+        #: took (.sqlite_turns)
+        self.writer = writer_token()
+        self._holding: set[str] = set()
 
     @classmethod
     def open(
@@ -331,19 +338,20 @@ class SQLiteStore(ManyModels):
         def write(db: sqlite3.Connection) -> None:
             # the version check is the version's update itself (one statement, not a read
             # and a write), and comes first: a stale or missing model updates no row and
-            # raises before anything is written (commit_many needs no savepoint per model)
-            # the learned ids are counted as all new (the usual case) by the same update;
+            # raises before anything is written (commit_many needs no savepoint per model);
+            # so does another process's write turn (checked by the same statement).  The
+            # learned ids are counted as all new (the usual case) by the same update;
             # _remember_ids moves the count by what it finds otherwise
             counted = db.execute(
                 "UPDATE models SET version = ?, seen_ids = seen_ids + ? "
-                "WHERE id = ? AND version = ? AND incarnation = ? RETURNING seen_ids",
-                (version, len(learned), model_id, commit.expected_version, commit.incarnation),
-            ).fetchall()
+                "WHERE id = ? AND version = ? AND incarnation = ? "
+                + NOT_TURNED + " RETURNING seen_ids",
+                (version, len(learned), model_id, commit.expected_version, commit.incarnation,
+                 model_id, self.writer, time.time()),
+            ).fetchall()  # fmt: skip
             if not counted:
-                row = db.execute("SELECT 1 FROM models WHERE id = ?", (model_id,)).fetchone()
-                if row is None:
-                    raise no_model(model_id)
-                raise StaleVersion(model_id)
+                self.refusal(db, model_id, commit)
+            self.turn_appended(db, model_id)
             if commit.arrays is not None:
                 self._write_fields(db, model_id, fields, layouts, saved=version)
             else:

@@ -28,6 +28,8 @@ state       the checkpoint's fields: raw little-endian bytes, arrays over 1 KiB 
 layouts     ``<dtype>|<shape>[|<n chunks>]`` of each state array
 ids         learned (kind 0) and expired (kind 1) event ids with their expiry (unix s)
 pending     records ``/score`` keeps for a label, with their deadline
+turns       the process holding a model's write turn, until when (unix s): transient
+            (:mod:`service.stores.sqlite_turns`), created at every open
 =========== ===========================================================================
 """
 
@@ -48,6 +50,7 @@ from service.errors import InsufficientStorage, StoreReplaced, StoreUnavailable
 from service.stores.sqlite_schema import (
     SCHEMA,
     SCHEMA_VERSION,
+    TURNS,
     UPGRADE_2,
     UPGRADE_3,
 )
@@ -286,6 +289,7 @@ class Database:
                     if statement.strip():
                         db.execute(statement)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.execute(TURNS)
 
     def verify_file(self) -> None:
         """:class:`StoreReplaced` once the path names another file than the one opened (a

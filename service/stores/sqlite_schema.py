@@ -66,3 +66,9 @@ ALTER TABLE log RENAME TO log_3;
 INSERT INTO log SELECT model_id, version, entry FROM log_3 ORDER BY model_id, version;
 DROP TABLE log_3
 """
+#: the processes' write turns (:mod:`service.stores.sqlite_turns`): created at every open, so
+#: that a file of schema 4 written before it has it (transient rows: no new schema version)
+TURNS = (
+    "CREATE TABLE IF NOT EXISTS turns (model_id TEXT PRIMARY KEY, holder TEXT NOT NULL, "
+    "until REAL NOT NULL)"
+)

@@ -9,7 +9,6 @@ and the processes caught up on each other's entries rather than reloading."""
 
 from __future__ import annotations
 
-import re
 import threading
 
 import httpx
@@ -20,6 +19,7 @@ from tests.service.test_group_commit_kill import (
     MODEL,
     X,
     check_nothing_lost,
+    shared_writes,
     synced_redis,  # noqa: F401  (a fixture, asked for by name)
     two_servers,
 )
@@ -50,12 +50,6 @@ def _send_one(url: str, event_id: str, acknowledged: list[str]) -> None:
     )
     assert response.status_code == 200, response.text
     acknowledged.append(event_id)
-
-
-def _shared_writes(url: str) -> dict[str, float]:
-    text = httpx.get(f"{url}/metrics", timeout=30).text
-    found = re.findall(r'^aucstream_shared_model_writes\{outcome="(\w+)"\} (\S+)$', text, re.M)
-    return {outcome: float(value) for outcome, value in found}
 
 
 @pytest.mark.parametrize("store", ["sqlite", "redis"])
@@ -94,7 +88,7 @@ def test_two_processes_on_one_store_catch_up_and_lose_nothing(store, tmp_path, r
         # cache: a few turns, so that checkpoints every 120 events cannot cover them all)
         for turn, server in enumerate(servers * 4):
             _send_one(server.url, f"turn-{turn}", acknowledged)
-        shared = [_shared_writes(server.url) for server in servers]
+        shared = [shared_writes(server.url) for server in servers]
         # each process applied the other's entries; a stale append was undone, not
         # rebuilt (at most a process's first one, before it knew the model contended)
         assert all(each["caught_up"] > 0 for each in shared), shared

@@ -1,24 +1,73 @@
-"""Stream replies written as JSON text, without building a reply object per message: for the
-plain messages (one event, an integer seq) and the blocks of binary messages answered whole
-(:mod:`service.stream.session` decides which)."""
+"""The stream's replies, every one written as JSON text by one builder (:func:`texts`,
+:func:`write`): a reply is ``{"seq":<seq>`` then its fields in order.  A field is named with
+its value already written as JSON, either once for all the messages answered together (a
+shared text) or one per message (``None``: the message's reply has no such field).  Fields
+shared by every message cost nothing per message: a block answered whole is its seqs joined
+(:func:`write`); the others are cut per message (the scores of a scored block).  Without a
+reply object per message the common replies cost a join, and every reply -- a block's, a
+message's, a refusal's -- is the same text as ``orjson.dumps`` of the reply object
+(loadtest/stream_wire.py checks it against the code that built those objects)."""
 
 from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import orjson
 
 from service.stream.blocks import Block
-from service.stream.protocol import Message
+
+#: a field of a reply: its name and its JSON text, shared by all or one per message
+Field = tuple[str, "str | Sequence[str | None]"]
 
 
-def joined(seqs: np.ndarray, rest: str) -> str:
-    """Replies that differ only by their seq, ``{"seq":<seq>`` + ``rest`` each, comma-joined."""
-    return '{"seq":' + (rest + ',{"seq":').join(map(str, seqs.tolist())) + rest
+def seq_text(seq: Any) -> str:
+    """A seq as JSON (an integer as ``str`` writes it, which is what orjson writes)."""
+    return str(seq) if type(seq) is int else orjson.dumps(seq).decode()
 
 
-def plain(item: Message | Block) -> bool:
-    """A message of one event whose seq is an integer: its reply is written as text."""
-    return type(item) is Message and item.n_events == 1 and type(item.seq) is int
+def json_text(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _segments(fields: Sequence[Field]) -> list[str | Sequence[str]]:
+    """The fields as the pieces between the seq and the closing brace: consecutive shared
+    fields as one text, a per-message field as its list of texts."""
+    segments: list[str | Sequence[str]] = [""]
+    for name, value in fields:
+        if type(value) is str:
+            text = f',"{name}":{value}'
+            last = segments[-1]
+            if type(last) is str:
+                segments[-1] = last + text
+            else:
+                segments.append(text)
+        else:
+            segments.append(["" if v is None else f',"{name}":{v}' for v in value])
+    return segments
+
+
+def texts(seqs: Sequence[Any], fields: Sequence[Field]) -> list[str]:
+    """The reply of each message of ``seqs``, one text each."""
+    heads = ['{"seq":' + seq_text(seq) for seq in seqs]
+    columns = [
+        itertools.repeat(segment) if type(segment) is str else segment
+        for segment in _segments(fields)
+    ]
+    return ["".join(parts) + "}" for parts in zip(heads, *columns, strict=False)]
+
+
+def write(seqs: np.ndarray | Sequence[Any], fields: Sequence[Field]) -> str:
+    """The replies of ``seqs``, comma-joined."""
+    values = seqs.tolist() if isinstance(seqs, np.ndarray) else seqs
+    segments = _segments(fields)
+    shared = segments[0]
+    if len(segments) > 1 or type(shared) is not str:
+        return ",".join(texts(values, fields))
+    rest = shared + "}"
+    return '{"seq":' + (rest + ',{"seq":').join(map(seq_text, values)) + rest
 
 
 def score_texts(values: np.ndarray) -> list[str]:
@@ -26,6 +75,11 @@ def score_texts(values: np.ndarray) -> list[str]:
     if len(values) == 0:
         return []
     return orjson.dumps(values.tolist())[1:-1].decode().split(",")
+
+
+def listed(values: Sequence[str]) -> str:
+    """Values already written as JSON -> the JSON list of them."""
+    return "[" + ",".join(values) + "]"
 
 
 def kept_by_each(block: Block, ids: list[str | None] | None, start: int) -> int | None:
@@ -36,18 +90,3 @@ def kept_by_each(block: Block, ids: list[str | None] | None, start: int) -> int 
     if block.n == 1 and None not in ids[start : start + block.n_events]:
         return 1
     return None
-
-
-def scored_block(block: Block, values: np.ndarray, version: int, kept: int) -> str:
-    """The score replies of a block: the scores written once, then cut per message."""
-    if len(values) == 0:
-        return ""
-    scores = score_texts(values)
-    if block.n > 1:
-        n = block.n
-        scores = [",".join(scores[i : i + n]) for i in range(0, len(scores), n)]
-    tail = f'],"kept":{kept}}}'
-    head = f',"status":200,"version":{version},"scores":['
-    seqs = block.seqs.tolist()
-    pairs = zip(seqs, scores, strict=True)
-    return ",".join(f'{{"seq":{seq}{head}{mine}{tail}' for seq, mine in pairs)

@@ -3,10 +3,11 @@
 Each checkout runs :func:`drive` in a process of its own (its ``PYTHONPATH``): an app on the
 memory store, models created over REST, then batches of random frames (binary and JSON, one
 event or many per message, ids or none, duplicates, every option, and refusals: malformed
-frames, wrong widths, bad labels, misplaced options, a sparse model sent binary rows) pushed
-into a connection's queue and handled as the endpoint does (``Connection.take`` then
-``Session.handle``), so each batch is the same on both sides whatever the timing.  The text
-frames each side would send are compared as bytes::
+frames, frames over each frame limit, wrong widths, bad labels, misplaced options, a sparse
+model sent binary rows) pushed into a connection's queue and handled as the endpoint does
+(``Connection.take`` then ``Session.handle``), so each batch is the same on both sides
+whatever the timing.  The text frames each side would send are compared as bytes.  Queue
+mode (202 replies) is not driven: it needs Redis.  Usage::
 
     python3 -m loadtest.stream_wire --peer before=/work/wt/B --peer after=/work/wt/G
 """
@@ -36,7 +37,7 @@ def _frames(rng: np.random.Generator, batch: int) -> list[str | bytes]:
     seq = batch * 10_000
     for _ in range(int(rng.integers(1, 8))):
         seq += 100
-        kind = int(rng.integers(0, 12))
+        kind = int(rng.integers(0, 13))
         n = int(rng.integers(1, 30))
         X = np.round(rng.normal(size=(n, 4)), 3)
         y = rng.integers(0, 2, n)
@@ -102,8 +103,15 @@ def _frames(rng: np.random.Generator, batch: int) -> list[str | bytes]:
             frames.append(frame[:cut] if rng.random() < 0.5 else b"\x00" + frame[1:])
         elif kind == 10:  # binary of the wrong width
             frames.append(encode_binary("learn", seq, np.ones((n, 3)), y))
-        else:  # binary learn with scores and repeated ids
+        elif kind == 11:  # binary learn with scores and repeated ids
             frames.append(encode_binary("learn", seq, X, y, ids, scores=True))
+        else:  # over a frame limit (bytes, messages, events: see drive's settings)
+            oversized: list[str | bytes] = [
+                encode_binary("score", seq, np.ones((1200, 4))),
+                encode_binary_rows("score", seq, np.ones((70, 4)), None),
+                json.dumps({"seq": seq, "op": "score", "events": [{"x": [1, 2, 3, 4]}] * 600}),
+            ]
+            frames.append(oversized[int(rng.integers(0, 3))])
     return frames
 
 
@@ -116,7 +124,10 @@ def drive(seed: int, batches: int) -> str:
     from service.stream.endpoint import Connection
     from service.stream.session import Session
 
-    settings = Settings(warmup=False, store="memory", history_catch_up_seconds=3600.0)
+    settings = Settings(
+        warmup=False, store="memory", history_catch_up_seconds=3600.0,
+        ws_max_frame_bytes=30_000, ws_max_frame_messages=64, ws_max_frame_events=500,
+    )  # fmt: skip
     rng = np.random.default_rng(seed)
     out: list[str] = []
     with TestClient(create_app(settings)) as client:

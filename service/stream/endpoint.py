@@ -28,11 +28,17 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from service.auth import check_api_key
 from service.deps import Services
-from service.errors import Forbidden, PayloadTooLarge, ServiceError, Unauthorized
+from service.errors import Forbidden, ServiceError, Unauthorized
 from service.ingest import JSON
 from service.offload import in_thread_if, large_body, run_engine
 from service.stream.blocks import decode_uniform, frame_layout, same_layout
-from service.stream.protocol import FrameLimits, Message, decode_binary, decode_text, failed
+from service.stream.protocol import (
+    FrameLimits,
+    Message,
+    decode_binary,
+    decode_text,
+    frame_too_large,
+)
 from service.stream.session import Item, Session, count_messages, sum_events
 
 logger = logging.getLogger("aucstream.stream")
@@ -226,11 +232,7 @@ class Connection:
 
     def decode(self, frame: str | bytes) -> list[Message]:
         if len(frame) > self.max_frame_bytes:
-            return [failed(None, PayloadTooLarge(
-                f"frame of {len(frame):,} bytes exceeds the limit of {self.max_frame_bytes:,} "
-                "bytes per frame (AUCSTREAM_WS_MAX_FRAME_BYTES): send it in several frames",
-                field="frame",
-            ))]  # fmt: skip
+            return [frame_too_large(len(frame), self.max_frame_bytes, "bytes")]
         if isinstance(frame, bytes):
             return decode_binary(frame, self.limits)
         return decode_text(frame, self.limits)

@@ -1,12 +1,8 @@
-"""The stream's replies, every one written as JSON text by one builder (:func:`texts`,
-:func:`write`): a reply is ``{"seq":<seq>`` then its fields in order.  A field is named with
-its value already written as JSON, either once for all the messages answered together (a
-shared text) or one per message (``None``: the message's reply has no such field).  Fields
-shared by every message cost nothing per message: a block answered whole is its seqs joined
-(:func:`write`); the others are cut per message (the scores of a scored block).  Without a
-reply object per message the common replies cost a join, and every reply -- a block's, a
-message's, a refusal's -- is the same text as ``orjson.dumps`` of the reply object
-(loadtest/stream_wire.py checks it against the code that built those objects)."""
+"""Every stream reply is written as JSON text by one builder (:func:`texts`, :func:`write`):
+``{"seq":<seq>`` then its fields, each named with its value written as JSON once for all the
+messages answered together (a shared text) or once per message (``None``: absent from that
+reply).  So a block answered whole is its seqs joined, and no reply object is built; the text
+is what ``orjson.dumps`` writes of the reply object (loadtest/stream_wire.py diffs it)."""
 
 from __future__ import annotations
 

@@ -117,8 +117,6 @@ class Session:
         self.model_id = model_id
         #: id(message), or id(block) when a block is answered whole -> (status, reply text)
         self.replies: dict[int, tuple[int, str]] = {}
-        #: (op, status) -> messages answered, flushed to the metrics once per batch
-        self.answered: Counter[tuple[str, int]] = Counter()
 
     async def handle(self, messages: list[Item]) -> str:
         """The replies to ``messages``, in their order, as the text of a JSON list."""
@@ -327,7 +325,7 @@ class Session:
         ])  # fmt: skip
 
     def one_by_one(
-        self, run: list[Item], whole: Callable[[Item, int, int], bool]
+        self, run: list[Item], whole: Callable[[Item, int, int], bool] | None = None
     ) -> tuple[list[Message], list[int]]:
         """The messages of the items of ``run`` not answered ``whole`` (called with the item
         and its events' bounds), and the first event of each."""
@@ -336,7 +334,7 @@ class Session:
         bounds = offsets(run)
         for index, item in enumerate(run):
             first = bounds[index]
-            if whole(item, first, bounds[index + 1]):
+            if whole is not None and whole(item, first, bounds[index + 1]):
                 continue
             for message in expanded([item]):
                 messages.append(message)
@@ -406,11 +404,10 @@ class Session:
 
     def label_replies(self, run: list[Item], result: LabelResult) -> None:
         """The replies of a run of labels joined."""
-        messages = expanded(run)
-        bounds = offsets(messages)
+        messages, firsts = self.one_by_one(run)
         learned, results = [], []
-        for index in range(len(messages)):
-            mine = result.statuses[bounds[index] : bounds[index + 1]]
+        for message, first in zip(messages, firsts, strict=True):
+            mine = result.statuses[first : first + message.n_events]
             learned.append(str(sum(status == "learned" for _, status in mine)))
             results.append(json_text([{"id": i, "status": status} for i, status in mine]))
         fields: list[Field] = [("version", str(result.version)), ("learned", learned)]

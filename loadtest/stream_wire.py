@@ -61,10 +61,12 @@ def _frames(rng: np.random.Generator, batch: int) -> list[str | bytes]:
         elif kind == 2:  # labels, binary
             label_ids = [i or "none" for i in ids]
             frames.append(encode_binary("label", seq, None, y, label_ids))
-        elif kind == 3:  # JSON inline messages, one event each
+        elif kind == 3:  # JSON inline messages, one event each (score: keep or not)
+            op = "learn" if rng.random() < 0.5 else "score"
+            options = {"y": int(y[0])} if op == "learn" else {"keep": False} if keep else {}
             frames.append(json.dumps([
-                {"seq": seq + i if rng.random() < 0.8 else f"s{seq + i}", "op": "learn",
-                 "x": X[i].tolist(), "y": int(y[i]), **({"id": ids[i]} if ids[i] else {})}
+                {"seq": seq + i if rng.random() < 0.8 else f"s{seq + i}", "op": op,
+                 "x": X[i].tolist(), **options, **({"id": ids[i]} if ids[i] else {})}
                 for i in range(n)
             ]))  # fmt: skip
         elif kind == 4:  # JSON score messages, options

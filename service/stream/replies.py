@@ -6,7 +6,6 @@ is what ``orjson.dumps`` writes of the reply object (loadtest/stream_wire.py dif
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,42 +27,46 @@ def json_text(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _segments(fields: Sequence[Field]) -> list[str | Sequence[str]]:
-    """The fields as the pieces between the seq and the closing brace: consecutive shared
-    fields as one text, a per-message field as its list of texts."""
-    segments: list[str | Sequence[str]] = [""]
+def _pieces(seqs: np.ndarray | Sequence[Any], fields: Sequence[Field], end: str) -> list[str]:
+    """The pieces of the replies of ``seqs`` in order, ``period`` (one plus two per column) a reply:
+    its head, then each per-message text followed by the shared text up to the next one (the
+    last closing the reply, then ``end``).  Laid out by slice assignment and joined by the
+    caller, in C: no per-message Python code but the per-message fields' own texts."""
+    if isinstance(seqs, np.ndarray):  # integers: written as one list, then cut
+        columns = [orjson.dumps(seqs.tolist())[1:-1].decode().split(",")]
+    else:
+        columns = [[str(seq) if type(seq) is int else seq_text(seq) for seq in seqs]]
+    segments = [""]
     for name, value in fields:
         if type(value) is str:
-            text = f',"{name}":{value}'
-            last = segments[-1]
-            if type(last) is str:
-                segments[-1] = last + text
-            else:
-                segments.append(text)
+            segments[-1] += f',"{name}":{value}'
+            continue
+        if None in value:
+            value = ["" if v is None else f',"{name}":{v}' for v in value]
         else:
-            segments.append(["" if v is None else f',"{name}":{v}' for v in value])
-    return segments
+            segments[-1] += f',"{name}":'
+        columns.append(value)  # type: ignore[arg-type]
+        segments.append("")
+    segments[-1] += "}" + end
+    n, period = len(columns[0]), 1 + 2 * len(columns)
+    pieces = [""] * (n * period)
+    pieces[0::period] = ['{"seq":'] * n
+    for k, (column, segment) in enumerate(zip(columns, segments, strict=True)):
+        pieces[1 + 2 * k :: period] = column
+        pieces[2 + 2 * k :: period] = [segment] * n
+    return pieces
 
 
 def texts(seqs: Sequence[Any], fields: Sequence[Field]) -> list[str]:
     """The reply of each message of ``seqs``, one text each."""
-    heads = ['{"seq":' + seq_text(seq) for seq in seqs]
-    columns = [
-        itertools.repeat(segment) if type(segment) is str else segment
-        for segment in _segments(fields)
-    ]
-    return ["".join(parts) + "}" for parts in zip(heads, *columns, strict=False)]
+    pieces = _pieces(seqs, fields, "")
+    period = len(pieces) // len(seqs) if seqs else 1
+    return list(map("".join, zip(*[iter(pieces)] * period, strict=True)))
 
 
 def write(seqs: np.ndarray | Sequence[Any], fields: Sequence[Field]) -> str:
     """The replies of ``seqs``, comma-joined."""
-    values = seqs.tolist() if isinstance(seqs, np.ndarray) else seqs
-    segments = _segments(fields)
-    shared = segments[0]
-    if len(segments) > 1 or type(shared) is not str:
-        return ",".join(texts(values, fields))
-    rest = shared + "}"
-    return '{"seq":' + (rest + ',{"seq":').join(map(seq_text, values)) + rest
+    return "".join(_pieces(seqs, fields, ","))[:-1]
 
 
 def score_texts(values: np.ndarray) -> list[str]:
@@ -71,6 +74,14 @@ def score_texts(values: np.ndarray) -> list[str]:
     if len(values) == 0:
         return []
     return orjson.dumps(values.tolist())[1:-1].decode().split(",")
+
+
+def score_lists(values: np.ndarray, n: int) -> list[str]:
+    """``values`` as JSON lists of ``n`` each (``null`` for NaN), written in one call."""
+    text = orjson.dumps(values.reshape(-1, n).tolist())[1:-1].decode()
+    if n == 1:
+        return text.split(",")
+    return [part + "]" for part in (text + ",").split("],")[:-1]]
 
 
 def listed(values: Sequence[str]) -> str:

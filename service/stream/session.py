@@ -44,6 +44,7 @@ from service.stream.replies import (
     json_text,
     kept_by_each,
     listed,
+    score_lists,
     score_texts,
     texts,
     write,
@@ -160,8 +161,9 @@ class Session:
         for item in items:
             entry = replies.get(id(item))
             if entry is not None:
-                answered[item.op, entry[0]] += count_messages((item,))
-                pieces.append(entry[1])
+                status, text = entry
+                answered[item.op, status] += 1 if type(item) is Message else item.n_messages  # type: ignore[union-attr]
+                pieces.append(text)
                 continue
             for message in item.expand():  # type: ignore[union-attr]
                 status, text = replies[id(message)]
@@ -310,6 +312,10 @@ class Session:
         messages, firsts = self.one_by_one(run, whole)
         if not messages:
             return
+        if not any(message.scores for message in messages) and not np.isnan(values).any():
+            learned = [str(message.n_events) for message in messages]  # the common case
+            self.answer(messages, 200, [version, ("learned", learned), ("duplicates", "0")])
+            return
         every, ids = values.tolist(), batch.ids or []
         learned, duplicates, duplicate_ids, scores = [], [], [], []
         for message, first in zip(messages, firsts, strict=True):
@@ -357,7 +363,6 @@ class Session:
         """The replies of a scored run: each score written once, then cut per message."""
         version = ("version", str(scored.version))
         explained, calibrated, ids = scored.reasons, scored.probabilities, batch.ids
-        values = score_texts(scored.scores)
 
         def whole(item: Item, start: int, stop: int) -> bool:
             if type(item) is not Block or item.probabilities or explained is not None:
@@ -365,29 +370,39 @@ class Session:
             kept = kept_by_each(item, ids, start)
             if kept is None:
                 return False
-            n = item.n
-            each = [listed(values[i : i + n]) for i in range(start, stop, n)]
+            each = score_lists(scored.scores[start:stop], item.n)
             self.answer_block(item, [version, ("scores", each), ("kept", str(kept))])
             return True
 
         messages, firsts = self.one_by_one(run, whole)
         if not messages:
             return
-        scores, kept = [], []
-        probabilities: list[str | None] = []
-        reasons: list[str | None] = []
-        for message, first in zip(messages, firsts, strict=True):
-            end = first + message.n_events
-            scores.append(listed(values[first:end]))
-            mine = ids[first:end] if message.keep and ids is not None else ()
-            kept.append(str(len({i for i in mine if i})))
-            asked = message.probabilities and calibrated is not None
-            probabilities.append(json_text(calibrated[first:end].tolist()) if asked else None)  # type: ignore[index]
-            reasons.append(None if explained is None else json_text(explained[first:end]))
-        self.answer(messages, 200, [
-            version, ("scores", scores), ("kept", kept), ("probabilities", probabilities),
-            ("reasons", reasons),
-        ])  # fmt: skip
+        values = score_texts(scored.scores)
+        pairs = list(zip(messages, firsts, strict=True))
+        fields: list[Field] = [version, ("scores", [
+            f"[{values[first]}]" if m.n_events == 1 else listed(values[first : first + m.n_events])
+            for m, first in pairs
+        ])]  # fmt: skip
+        if ids is None:
+            fields.append(("kept", "0"))
+        else:
+            fields.append(("kept", [
+                "0" if not m.keep
+                else ("1" if ids[first] else "0") if m.n_events == 1
+                else str(len({i for i in ids[first : first + m.n_events] if i}))
+                for m, first in pairs
+            ]))  # fmt: skip
+        if calibrated is not None and any(m.probabilities for m in messages):
+            fields.append(("probabilities", [
+                json_text(calibrated[first : first + m.n_events].tolist())
+                if m.probabilities else None
+                for m, first in pairs
+            ]))  # fmt: skip
+        if explained is not None:
+            fields.append(("reasons", [
+                json_text(explained[first : first + m.n_events]) for m, first in pairs
+            ]))  # fmt: skip
+        self.answer(messages, 200, fields)
 
     async def apply_labels(self, run: list[Item], labels: Labels) -> None:
         services, model_id = self.services, self.model_id

@@ -190,8 +190,11 @@ def main(argv: list[str] | None = None) -> int:
               f" {'identical' if same else 'DIFFERENT'} (sha256 {digest})")  # fmt: skip
         if not same:
             for line_a, line_b in zip(lines[a], lines[b], strict=False):
-                if line_a != line_b:
-                    print(f"  {a}: {line_a[:400]}\n  {b}: {line_b[:400]}")
+                if line_a != line_b:  # from a little before the first byte that differs
+                    pairs = enumerate(zip(line_a, line_b, strict=False))
+                    at = next((i for i, (x, y) in pairs if x != y), min(map(len, (line_a, line_b))))
+                    at = max(0, at - 200)
+                    print(f"  {a}: ...{line_a[at : at + 400]}\n  {b}: ...{line_b[at : at + 400]}")
                     break
     return 1 if differ else 0
 

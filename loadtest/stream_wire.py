@@ -7,9 +7,11 @@ frames, frames over each frame limit, wrong widths, bad labels, misplaced option
 model sent binary rows) pushed into a connection's queue and handled as the endpoint does
 (``Connection.take`` then ``Session.handle``), so each batch is the same on both sides
 whatever the timing.  The text frames each side would send are compared as bytes.  Queue
-mode (202 replies) is not driven: it needs Redis.  Usage::
+mode (202 replies) is not driven: it needs Redis.  ``--cost`` times the reply builders of each
+checkout instead (:func:`cost`), the checkouts alternated.  Usage::
 
     python3 -m loadtest.stream_wire --peer before=/work/wt/B --peer after=/work/wt/G
+    python3 -m loadtest.stream_wire --peer before=/work/wt/B --peer after=/work/wt/G --cost
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import deque
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -152,10 +156,54 @@ def drive(seed: int, batches: int) -> str:
     return "\n".join(out) + "\n"
 
 
+def cost(n: int = 2000) -> str:
+    """CPU microseconds per message of a run's replies (the session's reply method, then the
+    batch's text), on this checkout: JSON messages of one event (learn, score without ids)
+    and one block of one-event binary messages (learn, score with ids kept); the mean of the
+    best third of 30 tries."""
+    from service.ingest import Batch
+    from service.stream.blocks import Block
+    from service.stream.protocol import Message
+    from service.stream.session import Session
+
+    counter = SimpleNamespace(labels=lambda *_: counter, inc=lambda *_: None)
+    services = SimpleNamespace(
+        telemetry=SimpleNamespace(stream_messages=counter, rejected=counter),
+        settings=SimpleNamespace(max_batch_events=100_000),
+    )
+    rng = np.random.default_rng(0)
+    X, values, ids = rng.normal(size=(n, 4)), rng.normal(size=n), [f"e{i}" for i in range(n)]
+    learned = SimpleNamespace(scores=values, version=7)
+    scored = SimpleNamespace(scores=values, version=7, reasons=None, probabilities=None)
+    cases = {
+        "JSON learn": ("learn_replies", learned, False),
+        "JSON score": ("score_replies", scored, False),
+        "block learn": ("learn_replies", learned, True),
+        "block score": ("score_replies", scored, True),
+    }
+    figures = []
+    for name, (method, result, block) in cases.items():
+        tries = []
+        for _ in range(30):
+            run: list[Any] = (
+                [Block("x", np.arange(n, dtype=np.int64), 1, X, None, ids, True)] if block
+                else [Message(i, "x", 1, events=[{}]) for i in range(n)]
+            )  # fmt: skip
+            session = Session(services, "m")  # type: ignore[arg-type]
+            session.replies = {}
+            start = time.process_time()
+            getattr(session, method)(run, Batch(X, None, ids if block else None), result)
+            session.written(run)
+            tries.append(time.process_time() - start)
+        figures.append(f"{name} {1e6 * sum(sorted(tries)[:10]) / 10 / n:.3f}")
+    return ", ".join(figures)
+
+
 def _run(checkout: str, seed: int, batches: int) -> str:
     # this file is run by path, the service imported from the checkout
     env = {**os.environ, "PYTHONPATH": checkout}
-    command = [sys.executable, os.path.abspath(__file__), "--drive", str(seed), str(batches)]
+    mode = ["--cost"] if seed < 0 else ["--drive", str(seed), str(batches)]
+    command = [sys.executable, os.path.abspath(__file__), *mode]
     done = subprocess.run(command, env=env, cwd=checkout, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{checkout} failed:\n{done.stderr[-4000:]}")
@@ -168,14 +216,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drive", type=int, nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--batches", type=int, default=60)
+    parser.add_argument("--cost", action="store_true", help="time the reply builders instead")
+    parser.add_argument("--rounds", type=int, default=3, help="--cost: rounds, peers alternated")
     args = parser.parse_args(argv)
     if args.drive:
         print(drive(*args.drive), end="")
         return 0
     peers = dict(peer.split("=", 1) for peer in args.peer)
+    if args.cost and not peers:  # one checkout's figures (what the peers' runs call)
+        print(cost())
+        return 0
     if len(peers) != 2:
         parser.error("name two checkouts: --peer before=... --peer after=...")
     (a, path_a), (b, path_b) = peers.items()
+    if args.cost:
+        for round_ in range(args.rounds):
+            for name, path in ((a, path_a), (b, path_b))[:: 1 if round_ % 2 == 0 else -1]:
+                print(f"round {round_ + 1} {name}: {_run(path, -1, 0).strip()}", flush=True)
+        return 0
     differ = 0
     for seed in args.seeds:
         texts: dict[str, Any] = {}

@@ -66,7 +66,10 @@ def texts(seqs: Sequence[Any], fields: Sequence[Field]) -> list[str]:
 
 def write(seqs: np.ndarray | Sequence[Any], fields: Sequence[Field]) -> str:
     """The replies of ``seqs``, comma-joined."""
-    return "".join(_pieces(seqs, fields, ","))[:-1]
+    pieces = _pieces(seqs, fields, ",")
+    if pieces:
+        pieces[-1] = pieces[-1][:-1]  # the last reply is not followed by a comma
+    return "".join(pieces)
 
 
 def score_texts(values: np.ndarray) -> list[str]:

@@ -166,13 +166,15 @@ def cost(n: int = 2000) -> str:
     from service.stream.protocol import Message
     from service.stream.session import Session
 
-    counter = SimpleNamespace(labels=lambda *_: counter, inc=lambda *_: None)
+    counter = SimpleNamespace(inc=lambda *_: None)
+    counter.labels = lambda *_: counter
     services = SimpleNamespace(
         telemetry=SimpleNamespace(stream_messages=counter, rejected=counter),
         settings=SimpleNamespace(max_batch_events=100_000),
     )
     rng = np.random.default_rng(0)
-    X, values, ids = rng.normal(size=(n, 4)), rng.normal(size=n), [f"e{i}" for i in range(n)]
+    X, values = rng.normal(size=(n, 4)), rng.normal(size=n)
+    ids: list[str | None] = [f"e{i}" for i in range(n)]
     learned = SimpleNamespace(scores=values, version=7)
     scored = SimpleNamespace(scores=values, version=7, reasons=None, probabilities=None)
     cases = {

@@ -71,12 +71,13 @@ async def _refusal(websocket: WebSocket, services: Services, model_id: str):
     if origin is not None and not origin_allowed(
         origin, websocket.headers.get("host"), services.settings.ws_allowed_origins
     ):
-        reason = f"origin {origin} is not allowed (AUCSTREAM_WS_ALLOWED_ORIGINS)"
-        return POLICY_VIOLATION, reason.encode()[:123].decode(errors="ignore")
+        return POLICY_VIOLATION, _reason(
+            f"origin {origin} is not allowed (AUCSTREAM_WS_ALLOWED_ORIGINS)"
+        )
     try:
         check_api_key(websocket, services.settings, writes=True)
     except (Unauthorized, Forbidden) as error:
-        return POLICY_VIOLATION, _reason(error)
+        return POLICY_VIOLATION, _reason(error.detail)
     warm = getattr(websocket.app.state, "warm", None)
     if warm is not None and not warm.is_set():
         return TRY_AGAIN_LATER, "warming up: the kernels are still being compiled or loaded"
@@ -86,7 +87,7 @@ async def _refusal(websocket: WebSocket, services: Services, model_id: str):
             await run_engine(engine, engine.spec, model_id)
     except ServiceError as error:
         code = MODEL_NOT_FOUND if error.status == 404 else INTERNAL_ERROR
-        return code, _reason(error)
+        return code, _reason(error.detail)
     return None
 
 
@@ -120,9 +121,9 @@ def origin_allowed(origin: str, host: str | None, allowed: list[str]) -> bool:
     return _host_and_port(netloc, scheme) == _host_and_port(host, scheme)
 
 
-def _reason(error: ServiceError) -> str:
+def _reason(text: str) -> str:
     """A close reason fits in 123 bytes."""
-    return error.detail.encode()[:123].decode(errors="ignore")
+    return text.encode()[:123].decode(errors="ignore")
 
 
 class Connection:

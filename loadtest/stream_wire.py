@@ -107,6 +107,13 @@ def _frames(rng: np.random.Generator, batch: int) -> list[str | bytes]:
             frame = encode_binary_rows("learn", seq, X, y, None)
             cut = int(rng.integers(1, len(frame)))
             frames.append(frame[:cut] if rng.random() < 0.5 else b"\x00" + frame[1:])
+        elif kind == 10 and rng.random() < 0.5:  # binary messages of three events: blocks
+            op = "learn" if rng.random() < 0.5 else "score"
+            frames += [
+                encode_binary(op, seq + i, X[i : i + 3], y[i : i + 3] if op == "learn" else None,
+                              keep=keep)
+                for i in range(n)
+            ]  # fmt: skip
         elif kind == 10:  # binary of the wrong width
             frames.append(encode_binary("learn", seq, np.ones((n, 3)), y))
         elif kind == 11:  # binary learn with scores and repeated ids

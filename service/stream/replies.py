@@ -79,14 +79,6 @@ def score_texts(values: np.ndarray) -> list[str]:
     return orjson.dumps(values.tolist())[1:-1].decode().split(",")
 
 
-def score_lists(values: np.ndarray, n: int) -> list[str]:
-    """``values`` as JSON lists of ``n`` each (``null`` for NaN), written in one call."""
-    text = orjson.dumps(values.reshape(-1, n).tolist())[1:-1].decode()
-    if n == 1:
-        return text.split(",")
-    return [part + "]" for part in (text + ",").split("],")[:-1]]
-
-
 def listed(values: Sequence[str]) -> str:
     """Values already written as JSON -> the JSON list of them."""
     return "[" + ",".join(values) + "]"

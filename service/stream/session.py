@@ -44,7 +44,6 @@ from service.stream.replies import (
     json_text,
     kept_by_each,
     listed,
-    score_lists,
     score_texts,
     texts,
     write,
@@ -370,7 +369,10 @@ class Session:
             kept = kept_by_each(item, ids, start)
             if kept is None:
                 return False
-            each = score_lists(scored.scores[start:stop], item.n)
+            n, mine = item.n, score_texts(scored.scores[start:stop])
+            each = [f"[{v}]" for v in mine] if n == 1 else [
+                listed(mine[i : i + n]) for i in range(0, len(mine), n)
+            ]  # fmt: skip
             self.answer_block(item, [version, ("scores", each), ("kept", str(kept))])
             return True
 

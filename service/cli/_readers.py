@@ -13,7 +13,9 @@ import argparse
 import hashlib
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
@@ -353,11 +355,10 @@ def table_labels(column, name: str, rows: np.ndarray, positive_label: str | None
         ) from None
 
 
-def _found(column, shown: int = 8) -> str:
+def _found(column) -> str:
     """The distinct values of a column, most frequent first, with their counts."""
     counts = column.value_counts(dropna=False)
-    listed = ", ".join(f"{value!r} ({count:,})" for value, count in counts.iloc[:shown].items())
-    return listed + (f" and {len(counts) - shown} more" if len(counts) > shown else "")
+    return _first((f"{value!r} ({count:,})" for value, count in counts.items()), len(counts))
 
 
 def refuse_missing(absent: np.ndarray, feature_columns: list[str]) -> None:
@@ -384,9 +385,13 @@ def checked_labels(values: np.ndarray, what: str, rows: np.ndarray) -> np.ndarra
         raise CliError(f"{what}: {error}{where}") from None
 
 
-def _names(names: list[str], shown: int = 8) -> str:
-    quoted = ", ".join(repr(name) for name in names[:shown])
-    return quoted + (f" and {len(names) - shown} more" if len(names) > shown else "")
+def _names(names: list[str]) -> str:
+    return _first(map(repr, names), len(names))
+
+
+def _first(items: Iterable[str], total: int, shown: int = 8) -> str:
+    """The first ``shown`` of ``total`` items, then how many more there are."""
+    return ", ".join(islice(items, shown)) + (f" and {total - shown} more" if total > shown else "")
 
 
 # ---------------------------------------------------------------------------- LIBSVM, NPZ

@@ -45,8 +45,6 @@ class Block:
     probabilities: bool = False
     reasons: int = 0
     error: None = None
-    #: the replies of all its messages, comma-separated JSON, when answered together
-    reply: str | None = None
     _messages: list[Message] | None = None
 
     binary = True

@@ -28,11 +28,17 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from service.auth import check_api_key
 from service.deps import Services
-from service.errors import Forbidden, PayloadTooLarge, ServiceError, Unauthorized
+from service.errors import Forbidden, ServiceError, Unauthorized
 from service.ingest import JSON
 from service.offload import in_thread_if, large_body, run_engine
 from service.stream.blocks import decode_uniform, frame_layout, same_layout
-from service.stream.protocol import FrameLimits, Message, decode_binary, decode_text, failed
+from service.stream.protocol import (
+    FrameLimits,
+    Message,
+    decode_binary,
+    decode_text,
+    frame_too_large,
+)
 from service.stream.session import Item, Session, count_messages, sum_events
 
 logger = logging.getLogger("aucstream.stream")
@@ -65,12 +71,13 @@ async def _refusal(websocket: WebSocket, services: Services, model_id: str):
     if origin is not None and not origin_allowed(
         origin, websocket.headers.get("host"), services.settings.ws_allowed_origins
     ):
-        reason = f"origin {origin} is not allowed (AUCSTREAM_WS_ALLOWED_ORIGINS)"
-        return POLICY_VIOLATION, reason.encode()[:123].decode(errors="ignore")
+        return POLICY_VIOLATION, _reason(
+            f"origin {origin} is not allowed (AUCSTREAM_WS_ALLOWED_ORIGINS)"
+        )
     try:
         check_api_key(websocket, services.settings, writes=True)
     except (Unauthorized, Forbidden) as error:
-        return POLICY_VIOLATION, _reason(error)
+        return POLICY_VIOLATION, _reason(error.detail)
     warm = getattr(websocket.app.state, "warm", None)
     if warm is not None and not warm.is_set():
         return TRY_AGAIN_LATER, "warming up: the kernels are still being compiled or loaded"
@@ -80,7 +87,7 @@ async def _refusal(websocket: WebSocket, services: Services, model_id: str):
             await run_engine(engine, engine.spec, model_id)
     except ServiceError as error:
         code = MODEL_NOT_FOUND if error.status == 404 else INTERNAL_ERROR
-        return code, _reason(error)
+        return code, _reason(error.detail)
     return None
 
 
@@ -114,9 +121,9 @@ def origin_allowed(origin: str, host: str | None, allowed: list[str]) -> bool:
     return _host_and_port(netloc, scheme) == _host_and_port(host, scheme)
 
 
-def _reason(error: ServiceError) -> str:
+def _reason(text: str) -> str:
     """A close reason fits in 123 bytes."""
-    return error.detail.encode()[:123].decode(errors="ignore")
+    return text.encode()[:123].decode(errors="ignore")
 
 
 class Connection:
@@ -226,11 +233,7 @@ class Connection:
 
     def decode(self, frame: str | bytes) -> list[Message]:
         if len(frame) > self.max_frame_bytes:
-            return [failed(None, PayloadTooLarge(
-                f"frame of {len(frame):,} bytes exceeds the limit of {self.max_frame_bytes:,} "
-                "bytes per frame (AUCSTREAM_WS_MAX_FRAME_BYTES): send it in several frames",
-                field="frame",
-            ))]  # fmt: skip
+            return [frame_too_large(len(frame), self.max_frame_bytes, "bytes")]
         if isinstance(frame, bytes):
             return decode_binary(frame, self.limits)
         return decode_text(frame, self.limits)

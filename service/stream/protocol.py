@@ -85,19 +85,20 @@ class FrameLimits:
 
     def refuse(self, n_messages: int, n_events: int) -> Message | None:
         if n_messages > self.frame_messages:
-            return failed(None, PayloadTooLarge(
-                f"frame of {n_messages:,} messages exceeds the limit of {self.frame_messages:,} "
-                "messages per frame (AUCSTREAM_WS_MAX_FRAME_MESSAGES): send them in several "
-                "frames",
-                field="frame",
-            ))  # fmt: skip
+            return frame_too_large(n_messages, self.frame_messages, "messages", "them")
         if n_events > self.frame_events:
-            return failed(None, PayloadTooLarge(
-                f"frame of {n_events:,} events exceeds the limit of {self.frame_events:,} "
-                "events per frame (AUCSTREAM_WS_MAX_FRAME_EVENTS): send them in several frames",
-                field="frame",
-            ))  # fmt: skip
+            return frame_too_large(n_events, self.frame_events, "events", "them")
         return None
+
+
+def frame_too_large(size: int, limit: int, unit: str, it: str = "it") -> Message:
+    """The one reply of a frame over a frame limit (``unit``: bytes, messages or events, each
+    bounded by ``AUCSTREAM_WS_MAX_FRAME_<UNIT>``)."""
+    return failed(None, PayloadTooLarge(
+        f"frame of {size:,} {unit} exceeds the limit of {limit:,} {unit} per frame "
+        f"(AUCSTREAM_WS_MAX_FRAME_{unit.upper()}): send {it} in several frames",
+        field="frame",
+    ))  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- JSON

@@ -1,24 +1,75 @@
-"""Stream replies written as JSON text, without building a reply object per message: for the
-plain messages (one event, an integer seq) and the blocks of binary messages answered whole
-(:mod:`service.stream.session` decides which)."""
+"""Every stream reply is written as JSON text by one builder (:func:`texts`, :func:`write`):
+``{"seq":<seq>`` then its fields, each named with its value written as JSON once for all the
+messages answered together (a shared text) or once per message (``None``: absent from that
+reply).  So a block answered whole is its seqs joined, and no reply object is built; the text
+is what ``orjson.dumps`` writes of the reply object (loadtest/stream_wire.py diffs it)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import orjson
 
 from service.stream.blocks import Block
-from service.stream.protocol import Message
+
+#: a field of a reply: its name and its JSON text, shared by all or one per message
+Field = tuple[str, "str | Sequence[str | None]"]
 
 
-def joined(seqs: np.ndarray, rest: str) -> str:
-    """Replies that differ only by their seq, ``{"seq":<seq>`` + ``rest`` each, comma-joined."""
-    return '{"seq":' + (rest + ',{"seq":').join(map(str, seqs.tolist())) + rest
+def seq_text(seq: Any) -> str:
+    """A seq as JSON (an integer as ``str`` writes it, which is what orjson writes)."""
+    return str(seq) if type(seq) is int else orjson.dumps(seq).decode()
 
 
-def plain(item: Message | Block) -> bool:
-    """A message of one event whose seq is an integer: its reply is written as text."""
-    return type(item) is Message and item.n_events == 1 and type(item.seq) is int
+def json_text(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _pieces(seqs: np.ndarray | Sequence[Any], fields: Sequence[Field], end: str) -> list[str]:
+    """The pieces of the replies of ``seqs`` in order, ``period`` (one plus two per column) a reply:
+    its head, then each per-message text followed by the shared text up to the next one (the
+    last closing the reply, then ``end``).  Laid out by slice assignment and joined by the
+    caller, in C: no per-message Python code but the per-message fields' own texts."""
+    if isinstance(seqs, np.ndarray):  # integers: written as one list, then cut
+        columns = [orjson.dumps(seqs.tolist())[1:-1].decode().split(",")]
+    else:
+        columns = [[str(seq) if type(seq) is int else seq_text(seq) for seq in seqs]]
+    segments = [""]
+    for name, value in fields:
+        if type(value) is str:
+            segments[-1] += f',"{name}":{value}'
+            continue
+        if None in value:
+            value = ["" if v is None else f',"{name}":{v}' for v in value]
+        else:
+            segments[-1] += f',"{name}":'
+        columns.append(value)  # type: ignore[arg-type]
+        segments.append("")
+    segments[-1] += "}" + end
+    n, period = len(columns[0]), 1 + 2 * len(columns)
+    pieces = [""] * (n * period)
+    pieces[0::period] = ['{"seq":'] * n
+    for k, (column, segment) in enumerate(zip(columns, segments, strict=True)):
+        pieces[1 + 2 * k :: period] = column
+        pieces[2 + 2 * k :: period] = [segment] * n
+    return pieces
+
+
+def texts(seqs: Sequence[Any], fields: Sequence[Field]) -> list[str]:
+    """The reply of each message of ``seqs``, one text each."""
+    pieces = _pieces(seqs, fields, "")
+    period = len(pieces) // len(seqs) if seqs else 1
+    return list(map("".join, zip(*[iter(pieces)] * period, strict=True)))
+
+
+def write(seqs: np.ndarray | Sequence[Any], fields: Sequence[Field]) -> str:
+    """The replies of ``seqs``, comma-joined."""
+    pieces = _pieces(seqs, fields, ",")
+    if pieces:
+        pieces[-1] = pieces[-1][:-1]  # the last reply is not followed by a comma
+    return "".join(pieces)
 
 
 def score_texts(values: np.ndarray) -> list[str]:
@@ -26,6 +77,11 @@ def score_texts(values: np.ndarray) -> list[str]:
     if len(values) == 0:
         return []
     return orjson.dumps(values.tolist())[1:-1].decode().split(",")
+
+
+def listed(values: Sequence[str]) -> str:
+    """Values already written as JSON -> the JSON list of them."""
+    return "[" + ",".join(values) + "]"
 
 
 def kept_by_each(block: Block, ids: list[str | None] | None, start: int) -> int | None:
@@ -36,18 +92,3 @@ def kept_by_each(block: Block, ids: list[str | None] | None, start: int) -> int 
     if block.n == 1 and None not in ids[start : start + block.n_events]:
         return 1
     return None
-
-
-def scored_block(block: Block, values: np.ndarray, version: int, kept: int) -> str:
-    """The score replies of a block: the scores written once, then cut per message."""
-    if len(values) == 0:
-        return ""
-    scores = score_texts(values)
-    if block.n > 1:
-        n = block.n
-        scores = [",".join(scores[i : i + n]) for i in range(0, len(scores), n)]
-    tail = f'],"kept":{kept}}}'
-    head = f',"status":200,"version":{version},"scores":['
-    seqs = block.seqs.tolist()
-    pairs = zip(seqs, scores, strict=True)
-    return ",".join(f'{{"seq":{seq}{head}{mine}{tail}' for seq, mine in pairs)

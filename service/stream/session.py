@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-import orjson
 
 from core.validation import width_refused
 from service.body import check_id_bytes
@@ -40,9 +39,16 @@ from service.offload import in_thread_if, large_batch, model_spec
 from service.queue.enqueue import enqueue
 from service.stream.blocks import Block
 from service.stream.protocol import Message
-from service.stream.replies import joined, kept_by_each, plain, score_texts, scored_block
+from service.stream.replies import (
+    Field,
+    json_text,
+    kept_by_each,
+    listed,
+    score_texts,
+    texts,
+    write,
+)
 
-Reply = dict[str, Any]
 #: what a batch holds: single messages, and blocks of binary messages of one layout
 Item = Message | Block
 Labels = tuple[list[str], np.ndarray]
@@ -99,10 +105,6 @@ def offsets(messages: Sequence[Item]) -> list[int]:
     return bounds
 
 
-def problem_reply(seq: Any, error: ServiceError) -> Reply:
-    return {"seq": seq, "status": error.status, "problem": error.problem()}
-
-
 class Session:
     """The stream of one model on one connection: ``await handle(messages)`` -> replies.
 
@@ -113,10 +115,8 @@ class Session:
     def __init__(self, services: Services, model_id: str) -> None:
         self.services = services
         self.model_id = model_id
-        #: id(message) -> its reply, or the reply's JSON text when it is written ready
-        self.replies: dict[int, Reply | str] = {}
-        #: (op, status) -> messages answered, flushed to the metrics once per batch
-        self.answered: Counter[tuple[str, int]] = Counter()
+        #: id(message), or id(block) when a block is answered whole -> (status, reply text)
+        self.replies: dict[int, tuple[int, str]] = {}
 
     async def handle(self, messages: list[Item]) -> str:
         """The replies to ``messages``, in their order, as the text of a JSON list."""
@@ -130,7 +130,7 @@ class Session:
                 await self.apply(run)
             except ServiceError as error:  # the model (gone), the store, the queue: all of it
                 unanswered = [
-                    m for m in expanded([i for i in run if getattr(i, "reply", None) is None])
+                    m for m in expanded([i for i in run if id(i) not in self.replies])
                     if id(m) not in self.replies
                 ]  # fmt: skip
                 self.fail(unanswered, error)
@@ -139,38 +139,35 @@ class Session:
     def fail(self, items: Sequence[Item], error: ServiceError) -> None:
         messages = expanded(items)
         self.services.telemetry.rejected.labels(error.slug).inc(len(messages))
-        for message in messages:
-            self.replies[id(message)] = problem_reply(message.seq, error)
+        self.answer(messages, error.status, [("problem", json_text(error.problem()))])
+
+    def answer(self, messages: list[Message], status: int, fields: list[Field]) -> None:
+        """Each message's reply (:func:`~service.stream.replies.texts`)."""
+        written = texts([message.seq for message in messages], [("status", str(status)), *fields])
+        for message, text in zip(messages, written, strict=True):
+            self.replies[id(message)] = (status, text)
+
+    def answer_block(self, block: Block, fields: list[Field]) -> None:
+        """The replies of a block answered whole (status 200), one text."""
+        self.replies[id(block)] = (200, write(block.seqs, [("status", "200"), *fields]))
 
     def written(self, items: list[Item]) -> str:
-        """The replies as one JSON list: a block answered whole, or a plain message (see
-        :func:`~service.stream.replies.plain`), is its ready text -- so is each plain message
-        of a block answered message by message (one of its messages was refused); the other
-        replies are serialised together, a stretch between two ready texts at a time."""
+        """The replies as one JSON list: a block answered whole is one text, the messages of
+        any other block are answered one by one."""
         pieces: list[str] = []
-        stretch: list[Reply] = []
         answered: Counter[tuple[str, int]] = Counter()
+        replies = self.replies
         for item in items:
-            if type(item) is Block and item.reply is not None:
-                # (op, reply, messages it answers)
-                texts: Sequence[tuple[str, Reply | str, int]] = (
-                    (item.op, item.reply, item.n_messages),
-                )
-            else:
-                each = item.expand() if isinstance(item, Block) else (item,)
-                texts = [(message.op, self.replies[id(message)], 1) for message in each]
-            for op, reply, n in texts:
-                if type(reply) is not str:
-                    stretch.append(reply)  # type: ignore[arg-type]
-                    answered[op, reply["status"]] += 1  # type: ignore[index]
-                    continue
-                answered[op, 200] += n
-                if stretch:
-                    pieces.append(orjson.dumps(stretch)[1:-1].decode())
-                    stretch = []
-                pieces.append(reply)
-        if stretch:
-            pieces.append(orjson.dumps(stretch)[1:-1].decode())
+            entry = replies.get(id(item))
+            if entry is not None:
+                status, text = entry
+                answered[item.op, status] += 1 if type(item) is Message else item.n_messages  # type: ignore[union-attr]
+                pieces.append(text)
+                continue
+            for message in item.expand():  # type: ignore[union-attr]
+                status, text = replies[id(message)]
+                answered[message.op, status] += 1
+                pieces.append(text)
         for (op, status), n in answered.items():
             self.services.telemetry.stream_messages.labels(op, str(status)).inc(n)
         return "[" + ",".join(pieces) + "]"
@@ -299,42 +296,56 @@ class Session:
         await in_thread_if(large(run), self.learn_replies, run, batch, result)
 
     def learn_replies(self, run: list[Item], batch: Batch, result: LearnResult) -> None:
-        """The replies of a learned run."""
+        """The replies of a learned run: a block without scores asked or duplicates answered
+        whole, any other message on its own."""
         assert result.scores is not None
         values: np.ndarray = result.scores
-        every = values.tolist()
+        version = ("version", str(result.version))
+
+        def whole(item: Item, start: int, stop: int) -> bool:
+            if type(item) is not Block or item.scores or np.isnan(values[start:stop]).any():
+                return False
+            self.answer_block(item, [version, ("learned", str(item.n)), ("duplicates", "0")])
+            return True
+
+        messages, firsts = self.one_by_one(run, whole)
+        if not messages:
+            return
+        if not any(message.scores for message in messages) and not np.isnan(values).any():
+            learned = [str(message.n_events) for message in messages]  # the common case
+            self.answer(messages, 200, [version, ("learned", learned), ("duplicates", "0")])
+            return
+        every, ids = values.tolist(), batch.ids or []
+        learned, duplicates, duplicate_ids, scores = [], [], [], []
+        for message, first in zip(messages, firsts, strict=True):
+            mine = every[first : first + message.n_events]
+            skipped = [p for p, value in enumerate(mine) if math.isnan(value)]
+            learned.append(str(len(mine) - len(skipped)))
+            duplicates.append(str(len(skipped)))
+            duplicate_ids.append(json_text([ids[first + p] for p in skipped]) if skipped else None)
+            scores.append(json_text(mine) if message.scores else None)  # NaN is written null
+        self.answer(messages, 200, [
+            version, ("learned", learned), ("duplicates", duplicates),
+            ("duplicate_ids", duplicate_ids), ("scores", scores),
+        ])  # fmt: skip
+
+    def one_by_one(
+        self, run: list[Item], whole: Callable[[Item, int, int], bool] | None = None
+    ) -> tuple[list[Message], list[int]]:
+        """The messages of the items of ``run`` not answered ``whole`` (called with the item
+        and its events' bounds), and the first event of each."""
+        messages: list[Message] = []
+        firsts: list[int] = []
         bounds = offsets(run)
-        learned_one = f',"status":200,"version":{result.version},"learned":1,"duplicates":0}}'
         for index, item in enumerate(run):
-            start, stop = bounds[index], bounds[index + 1]
-            if type(item) is Block and not item.scores and not np.isnan(values[start:stop]).any():
-                item.reply = joined(
-                    item.seqs, f',"status":200,"version":{result.version},"learned":{item.n},'
-                    '"duplicates":0}',
-                )  # fmt: skip
+            first = bounds[index]
+            if whole is not None and whole(item, first, bounds[index + 1]):
                 continue
-            if plain(item) and not item.scores and not math.isnan(every[start]):  # type: ignore[union-attr]
-                self.replies[id(item)] = f'{{"seq":{item.seq}{learned_one}'  # type: ignore[union-attr]
-                continue
-            scores = every[start:stop]
-            first = start
             for message in expanded([item]):
-                mine = scores[first - start : first - start + message.n_events]
-                skipped = [p for p, value in enumerate(mine) if math.isnan(value)]
-                reply: Reply = {
-                    "seq": message.seq,
-                    "status": 200,
-                    "version": result.version,
-                    "learned": len(mine) - len(skipped),
-                    "duplicates": len(skipped),
-                }
-                if skipped:
-                    ids = batch.ids or []
-                    reply["duplicate_ids"] = [ids[first + p] for p in skipped]
-                if message.scores:
-                    reply["scores"] = [None if math.isnan(value) else value for value in mine]
-                self.replies[id(message)] = reply
+                messages.append(message)
+                firsts.append(first)
                 first += message.n_events
+        return messages, firsts
 
     async def apply_scores(self, run: list[Item], batch: Batch) -> None:
         # one engine call for the run: probabilities for all of it when a message asks; a run
@@ -348,51 +359,52 @@ class Session:
         await in_thread_if(large(run), self.score_replies, run, batch, scored)
 
     def score_replies(self, run: list[Item], batch: Batch, scored: Scored) -> None:
-        """The replies of a scored run."""
-        version, values, explained = scored.version, scored.scores, scored.reasons
-        calibrated = scored.probabilities
-        bounds = offsets(run)
-        scores: list[float] | None = None
-        probabilities: list[float] | None = None
-        texts: list[str] | None = None  # each score as JSON, for the plain messages
-        for index, item in enumerate(run):
-            start, stop = bounds[index], bounds[index + 1]
-            if type(item) is Block and not item.probabilities and explained is None:
-                kept = kept_by_each(item, batch.ids, start)
-                if kept is not None:
-                    item.reply = scored_block(item, values[start:stop], version, kept)
-                    continue
-            if plain(item) and not item.probabilities and explained is None:  # type: ignore[union-attr]
-                if texts is None:
-                    texts = score_texts(values)
-                kept = int(item.keep and batch.ids is not None and bool(batch.ids[start]))
-                self.replies[id(item)] = (
-                    f'{{"seq":{item.seq},"status":200,"version":{version},'  # type: ignore[union-attr]
-                    f'"scores":[{texts[start]}],"kept":{kept}}}'
-                )
-                continue
-            if scores is None:
-                scores = values.tolist()
-                probabilities = None if calibrated is None else calibrated.tolist()
-            first = start
-            for message in expanded([item]):
-                end = first + message.n_events
-                kept = 0
-                if message.keep and batch.ids is not None:
-                    kept = len({i for i in batch.ids[first:end] if i})
-                reply = {
-                    "seq": message.seq,
-                    "status": 200,
-                    "version": version,
-                    "scores": scores[first:end],
-                    "kept": kept,
-                }
-                if message.probabilities and probabilities is not None:
-                    reply["probabilities"] = probabilities[first:end]
-                if explained is not None:
-                    reply["reasons"] = explained[first:end]
-                self.replies[id(message)] = reply
-                first = end
+        """The replies of a scored run: each score written once, then cut per message."""
+        version = ("version", str(scored.version))
+        explained, calibrated, ids = scored.reasons, scored.probabilities, batch.ids
+
+        def whole(item: Item, start: int, stop: int) -> bool:
+            if type(item) is not Block or item.probabilities or explained is not None:
+                return False
+            kept = kept_by_each(item, ids, start)
+            if kept is None:
+                return False
+            n, mine = item.n, score_texts(scored.scores[start:stop])
+            each = [f"[{v}]" for v in mine] if n == 1 else [
+                listed(mine[i : i + n]) for i in range(0, len(mine), n)
+            ]  # fmt: skip
+            self.answer_block(item, [version, ("scores", each), ("kept", str(kept))])
+            return True
+
+        messages, firsts = self.one_by_one(run, whole)
+        if not messages:
+            return
+        values = score_texts(scored.scores)
+        pairs = list(zip(messages, firsts, strict=True))
+        fields: list[Field] = [version, ("scores", [
+            f"[{values[first]}]" if m.n_events == 1 else listed(values[first : first + m.n_events])
+            for m, first in pairs
+        ])]  # fmt: skip
+        if ids is None:
+            fields.append(("kept", "0"))
+        else:
+            fields.append(("kept", [
+                "0" if not m.keep
+                else ("1" if ids[first] else "0") if m.n_events == 1
+                else str(len({i for i in ids[first : first + m.n_events] if i}))
+                for m, first in pairs
+            ]))  # fmt: skip
+        if calibrated is not None and any(m.probabilities for m in messages):
+            fields.append(("probabilities", [
+                json_text(calibrated[first : first + m.n_events].tolist())
+                if m.probabilities else None
+                for m, first in pairs
+            ]))  # fmt: skip
+        if explained is not None:
+            fields.append(("reasons", [
+                json_text(explained[first : first + m.n_events]) for m, first in pairs
+            ]))  # fmt: skip
+        self.answer(messages, 200, fields)
 
     async def apply_labels(self, run: list[Item], labels: Labels) -> None:
         services, model_id = self.services, self.model_id
@@ -409,17 +421,14 @@ class Session:
 
     def label_replies(self, run: list[Item], result: LabelResult) -> None:
         """The replies of a run of labels joined."""
-        messages = expanded(run)
-        bounds = offsets(messages)
-        for index, message in enumerate(messages):
-            mine = result.statuses[bounds[index] : bounds[index + 1]]
-            self.replies[id(message)] = {
-                "seq": message.seq,
-                "status": 200,
-                "version": result.version,
-                "learned": sum(status == "learned" for _, status in mine),
-                "results": [{"id": i, "status": status} for i, status in mine],
-            }
+        messages, firsts = self.one_by_one(run)
+        learned, results = [], []
+        for message, first in zip(messages, firsts, strict=True):
+            mine = result.statuses[first : first + message.n_events]
+            learned.append(str(sum(status == "learned" for _, status in mine)))
+            results.append(json_text([{"id": i, "status": status} for i, status in mine]))
+        fields: list[Field] = [("version", str(result.version)), ("learned", learned)]
+        self.answer(messages, 200, [*fields, ("results", results)])
 
     async def enqueue_events(self, run: list[Item], batch: Batch, spec: FeatureSpec) -> None:
         """Queue mode: the run is appended to the model's stream as one batch (202 each)."""
@@ -438,14 +447,12 @@ class Session:
         self.queued(run, await enqueue(self.services, self.model_id, spec, batch=batch))
 
     def queued(self, run: list[Item], appended: Any) -> None:
-        for message in expanded(run):
-            self.replies[id(message)] = {
-                "seq": message.seq,
-                "status": 202,
-                "queued": message.n_events,
-                "stream_ids": appended.stream_ids,
-                "backlog_events": appended.backlog_events,
-            }
+        messages = expanded(run)
+        self.answer(messages, 202, [
+            ("queued", [str(message.n_events) for message in messages]),
+            ("stream_ids", json_text(appended.stream_ids)),
+            ("backlog_events", json_text(appended.backlog_events)),
+        ])  # fmt: skip
 
 
 def slice_of(data: Batch | Labels, start: int, stop: int) -> Batch | Labels:

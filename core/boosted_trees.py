@@ -52,15 +52,27 @@ def node_capacity(max_leaves: int) -> int:
     return 2 * max_leaves - 1
 
 
+#: [CHOICE] the dtype of the trees' node indices (``ens_left``, ``ens_right``, ``ens_leaf``):
+#: ``max_leaves`` is at most 255 (boosted_embedded's constraint), so a node index is below 509
+#: and fits int16; a quarter of int64's bytes in every cached model (loadtest/README.md, "R:").
+NODE_DTYPE = np.dtype(np.int16)
+#: [CHOICE] the dtype of ``ens_feature``: a feature index is below the model's n_features,
+#: whose dense rows (fit buffer: at least 16 of them) keep it far below 2**31; one dtype for
+#: every width, so the kernels compile one specialisation.
+FEATURE_DTYPE = np.dtype(np.int32)
+
+
 def empty_ensemble(n_trees: int, max_leaves: int) -> dict[str, np.ndarray]:
     """The arrays of an ensemble not fitted yet (``ens_trees`` = 0: embeds no leaf)."""
+    if node_capacity(max_leaves) > np.iinfo(NODE_DTYPE).max:
+        raise ValueError(f"max_leaves {max_leaves} has node indices beyond {NODE_DTYPE}")
     shape = (n_trees, node_capacity(max_leaves))
     return {
-        "ens_left": np.full(shape, -1, dtype=np.int64),
-        "ens_right": np.full(shape, -1, dtype=np.int64),
-        "ens_feature": np.zeros(shape, dtype=np.int64),
+        "ens_left": np.full(shape, -1, dtype=NODE_DTYPE),
+        "ens_right": np.full(shape, -1, dtype=NODE_DTYPE),
+        "ens_feature": np.zeros(shape, dtype=FEATURE_DTYPE),
         "ens_threshold": np.zeros(shape),
-        "ens_leaf": np.zeros(shape, dtype=np.int64),
+        "ens_leaf": np.zeros(shape, dtype=NODE_DTYPE),
         "ens_value": np.zeros(shape),
         "ens_baseline": np.zeros(1),
         "ens_trees": np.zeros(1, dtype=np.int64),

@@ -106,7 +106,8 @@ class StateContract(ABC):
         return self
 
     def get_state(self) -> dict[str, np.ndarray]:
-        """A copy of the learned state: flat dict of C-contiguous float64/int64/uint64 arrays."""
+        """A copy of the learned state: flat dict of C-contiguous float64/int64/uint64 arrays
+        (int16 / int32 for the boosted trees' node and feature indices)."""
         self._check_initialized()
         return {key: value.copy() for key, value in self.state_.items()}
 

@@ -170,6 +170,27 @@ def test_round_trip_and_a_corrupt_tree_is_refused():
         BoostedEmbedded.from_state(learner.get_params(), state)
 
 
+def test_tree_indices_are_held_narrow_and_a_wider_or_out_of_range_array_is_refused():
+    """Node indices are int16 and feature indices int32 (their declared bounds fit them); a
+    state holding them as int64 (format 7's layout) or holding a value beyond the tree is
+    refused naming the array, before the learner is rebuilt."""
+    X, y = xor_stream(300)
+    learner = make_learner("boosted_embedded", **SMALL).partial_fit(X, y)
+    state = learner.get_state()
+    assert {
+        key: state[key].dtype for key in ("ens_left", "ens_right", "ens_leaf")
+    } == dict.fromkeys(("ens_left", "ens_right", "ens_leaf"), np.dtype(np.int16))
+    assert state["ens_feature"].dtype == np.int32 and state["ens_trees"][0] == SMALL["n_trees"]
+    for key in ("ens_left", "ens_feature"):
+        wide = {**state, key: state[key].astype(np.int64)}
+        with pytest.raises(InvalidState, match=f"{key}.*int64.*expected int"):
+            BoostedEmbedded.from_state(learner.get_params(), wide)
+    beyond = learner.get_state()
+    beyond["ens_right"][0, 0] = 9_999  # fits int16, outside the tree's 2 * max_leaves - 1 nodes
+    with pytest.raises(InvalidState, match="ens_right"):
+        BoostedEmbedded.from_state(learner.get_params(), beyond)
+
+
 def test_learns_a_non_linear_ranking_a_linear_learner_cannot():
     X, y = xor_stream(6000, seed=9)
     boosted = make_learner("boosted_embedded", first_fit=1000, refit_every=2000)

@@ -50,8 +50,9 @@ def bad_values(array: np.ndarray, invariant=None) -> list:
         return [np.inf, -0.5, 1.5]
     if array.dtype.kind == "f":
         return [np.nan, np.inf, -np.inf]
-    if array.dtype.kind == "i":
-        return [-2, 2**62, np.iinfo(np.int64).min]
+    if array.dtype.kind == "i":  # the narrow tree indices (int16 / int32): their dtype's ends
+        limits = np.iinfo(array.dtype)
+        return [-2, 2**62 if limits.bits == 64 else limits.max, limits.min]
     return []  # uint64: the RNG state, for which every value is valid (refused: wrong dtype)
 
 

@@ -88,7 +88,9 @@ from core.learners._stateful import StateContract
 from core.preprocessing import SCALINGS, fold_scaling, scale_batch
 from core.validation import as_features, check_batch, check_finite_rows, check_rows
 
-STATE_DTYPES = (np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.uint64))
+#: the dtypes a learner's state arrays may have (int16 and int32: the boosted trees' node and
+#: feature indices, held at the narrowest width their declared bounds allow)
+STATE_DTYPES = tuple(np.dtype(t) for t in (np.float64, np.int64, np.uint64, np.int32, np.int16))
 NO_SCORES = np.empty(0, dtype=np.float64)
 
 #: A dense batch of more than ``4 * BLOCK_BYTES`` is checked for NaN / infinity and learned in

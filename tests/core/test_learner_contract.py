@@ -28,6 +28,7 @@ from core.learners import (
     learner_modules,
     make_learner,
 )
+from core.learners._base import STATE_DTYPES
 from core.learners._params import validate_parameters
 from core.validation import as_features
 from tests.core.cases import (
@@ -204,10 +205,9 @@ def test_unknown_learner_is_named():
 def test_state_is_flat_contiguous_arrays_of_allowed_dtypes(name, config):
     X, y = stream(0)
     learner = make_learner(name, **config).partial_fit(X, y)
-    allowed = {np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.uint64)}
     for key, value in learner.get_state().items():
         assert isinstance(value, np.ndarray) and value.flags.c_contiguous, key
-        assert value.dtype in allowed, (key, value.dtype)
+        assert value.dtype in STATE_DTYPES, (key, value.dtype)
     assert learner.n_features_in_ == N_FEATURES
     assert learner.coef_.shape == (N_FEATURES,)
 

@@ -69,6 +69,7 @@ def learn_segments(auto: Auto, X, y: np.ndarray, scores: np.ndarray, starts=()) 
     pooled = ROWS in own and max(own["rows_pooled"].tolist()) >= 0  # K ints: no array op
     pooling = pool_capacity(candidates) if pooled else 0
     drift = auto._drift()
+    joiners = auto._first_fit_joiners()
     every, first = int(auto.evaluate_every), int(auto.first_evaluation)
     temperature = auto.temperature
     n_events = y.shape[0]
@@ -85,7 +86,7 @@ def learn_segments(auto: Auto, X, y: np.ndarray, scores: np.ndarray, starts=()) 
         due = regular if drift is None else min(regular, drift.boundary(seen))
         stop = min(n_events, start + due - seen)
         # a boosted candidate joins the mix at its first fit: ends there too (auto.14)
-        if awaiting := awaiting_first_fit(candidates, own["served_weights"], temperature):
+        if awaiting := awaiting_first_fit(candidates, own["served_weights"], temperature, joiners):
             stop = start + until_first_fit(candidates, awaiting, y[start:stop])
         whole = start == 0 and stop == n_events
         part = X if whole else row_range(X, start, stop)

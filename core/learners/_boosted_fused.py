@@ -12,6 +12,7 @@ detach for this segment; anything else returns None and goes the general way.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,9 +25,11 @@ from core.learners.logistic import Logistic
 if TYPE_CHECKING:
     from core.learners.boosted_embedded import BoostedEmbedded
 
-__all__ = ["MOST_CUTS", "fusable", "learn_fused"]
+__all__ = ["MOST_CUTS", "fusable", "learn_fused", "to_next_cut"]
 
 _NONE_F = np.empty(0)
+#: the ensemble's arrays the kernel takes (its tree count goes as an int)
+_ENSEMBLE_ARRAYS = ENSEMBLE_KEYS[:-1]
 
 #: [CHOICE] a segment cut more times than this goes the step-by-step way: a piece's kernel call
 #: costs ~6 us (its dispatch and arguments), where the step-by-step path scales, embeds and keeps
@@ -35,25 +38,39 @@ _NONE_F = np.empty(0)
 MOST_CUTS = 3
 
 
-def _contiguous(array: np.ndarray, dtype: type) -> bool:
-    return array.dtype == dtype and array.flags.c_contiguous
+def to_next_cut(cuts: Sequence[int], position: int, n_events: int) -> int:
+    """Events from ``position`` to the next cut after it (or the batch's end)."""
+    return min([cut for cut in cuts if cut > position], default=n_events) - position
+
+
+_FLOAT64, _INT64 = np.dtype(np.float64), np.dtype(np.int64)
+
+
+def _contiguous(array: np.ndarray, dtype: np.dtype) -> bool:
+    # ``is`` first: the dtypes of the usual arrays are numpy's one instance (~0.2 us less a
+    # test than ``==``, which decides the others)
+    return (array.dtype is dtype or array.dtype == dtype) and array.flags.c_contiguous
 
 
 def fusable(learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray) -> bool:
     """Whether the segment ``(X, y)`` (``scores``: where its inner pre-update scores go, or
     empty) is the common case (module docstring); then so is every piece of it."""
+    return _fusable(learner, X, y, scores, pooled_rows(learner._rows_link))
+
+
+def _fusable(learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray, pooled: bool) -> bool:
+    """:func:`fusable`, whether the learner's rows are its composite's pool's given."""
     if learner.scaling != "standard" or type(X) is not np.ndarray or X.ndim != 2:
         return False
-    if not (_contiguous(X, np.float64) and _contiguous(y, np.int64)):
+    if not (_contiguous(X, _FLOAT64) and _contiguous(y, _INT64)):
         return False
-    if len(scores) and not _contiguous(scores, np.float64):
+    if len(scores) and not _contiguous(scores, _FLOAT64):
         return False
     inner = learner._inner
     if type(inner) is not Logistic or "covariance" in inner.state_:
         return False
     own = learner._own_state
     n_events = len(y)
-    pooled = pooled_rows(learner._rows_link)
     if own["pending"][0]:
         rows, labels = own["pending_X"], own["pending_y"]
         needed = min(int(own["pending_fill"][0]) + n_events, int(learner.fit_delay))
@@ -80,29 +97,35 @@ def learn_fused(
     the pieces leave the same state; the events held for a pending fit are counted as of the
     segment's start at the cuts, as there (they join after the segment).  ``batch``: the
     batch's cuts and length; ``recorded`` takes the scaled rows."""
-    from core.learners._boosted_learning import _to_next_cut
-
     segment_scores = scores[start : start + len(y)] if len(scores) else scores
-    if len(inside) >= MOST_CUTS or not fusable(learner, X, y, segment_scores):
+    if len(inside) >= MOST_CUTS:
         return False
+    pooled = pooled_rows(learner._rows_link)  # the pieces do not change it
+    if not _fusable(learner, X, y, segment_scores, pooled):
+        return False
+    if not inside:  # most calls: the segment in one piece
+        recorded.append(_learn(learner, X, y, segment_scores, pooled))
+        return True
     own = learner._own_state
     held = int(own["pending_fill"][0])
     length, position = len(y), 0
     for cut in (*inside, length):
         if cut > position:
             part = scores[start + position : start + cut] if len(scores) else scores
-            recorded.append(_learn(learner, X[position:cut], y[position:cut], part))
+            recorded.append(_learn(learner, X[position:cut], y[position:cut], part, pooled))
             position = cut
         if cut < length:
             coefs.append(learner.coef_ if want_coef else None)
             if own["pending"][0]:  # a call per piece would offer the pending fit here
                 cuts, n_events = batch
-                learner._hand_over(learner._delay() - held, _to_next_cut(cuts, start + cut,
-                                                                          n_events))  # fmt: skip
+                learner._hand_over(learner._delay() - held, to_next_cut(cuts, start + cut,
+                                                                         n_events))  # fmt: skip
     return True
 
 
-def _learn(learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray) -> np.ndarray:
+def _learn(
+    learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray, pooled: bool
+) -> np.ndarray:
     own = learner._own_state
     inner: Logistic = learner._inner  # type: ignore[assignment]  # fusable checked it
     n_events = len(y)
@@ -117,10 +140,10 @@ def _learn(learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray) -> np
     scaled = np.empty_like(X)
     kernels.learn_segment(
         X, y, scores, scaled, scaler["scaler_count"], scaler["scaler_mean"], scaler["scaler_m2"],
-        *map(own.__getitem__, ENSEMBLE_KEYS[:-1]), int(own["ens_trees"][0]),
+        *[own[key] for key in _ENSEMBLE_ARRAYS], int(own["ens_trees"][0]),
         int(learner.max_leaves), bool(learner.append_features), bool(learner.append_margin),
         1.0 / math.sqrt(learner.n_trees), *inner._accumulators(), holding,
-        pooled_rows(learner._rows_link), own["buffer_rng"], own["buffer_seen"], fill,
+        pooled, own["buffer_rng"], own["buffer_seen"], fill,
         own["buffer_next"], own["buffer_written"], capacity,
         float(learner.negatives_per_positive), rows, labels, weights,
     )  # fmt: skip

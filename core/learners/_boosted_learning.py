@@ -19,6 +19,7 @@ import numpy as np
 
 from core.learners import _fit_scaling as fit_scaling
 from core.learners._boosted_fused import learn_fused
+from core.learners._boosted_fused import to_next_cut as _to_next_cut
 from core.learners._fit_buffer import hold
 from core.learners._row_pool import pooled_rows
 from core.preprocessing import scale_batch
@@ -28,11 +29,6 @@ if TYPE_CHECKING:
     from core.learners.boosted_embedded import BoostedEmbedded
 
 _NONE = np.empty(0, dtype=np.int64)
-
-
-def _to_next_cut(cuts: Sequence[int], position: int, n_events: int) -> int:
-    """Events from ``position`` to the next cut after it (or the batch's end)."""
-    return min([cut for cut in cuts if cut > position], default=n_events) - position
 
 
 def learn(

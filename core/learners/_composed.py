@@ -47,6 +47,11 @@ class ComposedState:
     def _parts(self) -> list[tuple[str, Any]]:
         raise NotImplementedError
 
+    def _part_learners(self) -> tuple:
+        """The learners of :meth:`_parts`, in their order (what the caches below are kept
+        for; a composite that holds them in a list gives them without the pairs)."""
+        return tuple([learner for _, learner in self._parts()])
+
     @property
     def state_(self) -> dict[str, np.ndarray]:
         view = self.__dict__.get("_state_view")
@@ -93,7 +98,7 @@ class ComposedState:
         wins a name, as in the view."""
         # most calls: the keys live in the composite's own arrays and its plain parts' (not
         # composites themselves), read from there without walking every source (~3 us a call)
-        learners = tuple([learner for _, learner in self._parts()])
+        learners = self._part_learners()
         plan = self.__dict__.get("_key_plan")
         if plan is None or plan[0] is not keys or not _same_objects(plan[1], learners):
             plan = self.__dict__["_key_plan"] = (keys, learners, self._key_owners(keys))
@@ -127,10 +132,10 @@ class ComposedState:
         """The parts that may name unchanged grown arrays (:mod:`core.learners._grown`), kept
         while the parts are the same learners: most composites have none, and their check
         then asks nothing more of them."""
-        parts = self._parts()
-        learners = tuple([learner for _, learner in parts])
+        learners = self._part_learners()
         cached = self.__dict__.get("_settling")
         if cached is None or not _same_objects(cached[0], learners):
+            parts = self._parts()
             settling = tuple([(p, part) for p, part in parts if part._settles_grown_arrays()])
             cached = self.__dict__["_settling"] = (learners, settling)
         return cached[1]

@@ -21,13 +21,15 @@ install however the events were batched.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from core.learners._auto_drift import rescore_rings
 
-__all__ = ["admit_fitted", "awaiting_first_fit", "events_to_first_fit_point", "until_first_fit"]
+__all__ = ["admit_fitted", "awaiting_first_fit", "events_to_first_fit_point",
+           "joins_at_first_fit", "until_first_fit"]  # fmt: skip
 
 
 def _forgets(candidate: Any) -> bool:
@@ -38,22 +40,28 @@ def _forgets(candidate: Any) -> bool:
     return own is not None or (isinstance(inner, dict) and inner.get("half_life") is not None)
 
 
-def awaiting_first_fit(candidates: list[Any], weights: np.ndarray, temperature: float) -> list[int]:
+def joins_at_first_fit(candidate: Any) -> bool:
+    """Whether the candidate grows boosted trees (``fit_points_``) and does not forget: what
+    its learner and parameters say, so a composite may keep the answer for its candidates."""
+    # ``fit_points_`` looked up on the class (``hasattr`` on the candidate runs the property)
+    return hasattr(type(candidate), "fit_points_") and not _forgets(candidate)
+
+
+def awaiting_first_fit(
+    candidates: list[Any],
+    weights: np.ndarray,
+    temperature: float,
+    joiners: Sequence[int] | None = None,
+) -> list[int]:
     """The candidates that would join the served mix (``temperature`` > 0) at their first fit:
-    boosted candidates (``fit_points_``) that do not forget, hold no share and have installed
-    no fit yet."""
+    boosted candidates that do not forget (:func:`joins_at_first_fit`; ``joiners``: their
+    indices, when the caller keeps them), hold no share and have installed no fit yet."""
     if temperature == 0.0:
         return []
-    # read at every event: the share first (a candidate with one awaits nothing), and
-    # ``fit_points_`` looked up on the class (``hasattr`` on the candidate runs the property)
-    return [
-        k
-        for k, (candidate, weight) in enumerate(zip(candidates, weights.tolist(), strict=False))
-        if weight == 0.0
-        and hasattr(type(candidate), "fit_points_")
-        and not _forgets(candidate)
-        and candidate.fits_ == 0
-    ]
+    if joiners is None:
+        joiners = [k for k, candidate in enumerate(candidates) if joins_at_first_fit(candidate)]
+    # read at every event: the share first (a candidate with one awaits nothing)
+    return [k for k in joiners if weights[k] == 0.0 and candidates[k].fits_ == 0]
 
 
 def events_to_first_fit_point(candidate: Any, upcoming: np.ndarray) -> int | None:

@@ -53,6 +53,7 @@ from core.learners._tournament import (
     tournament_state,
     window_growing_arrays,
 )
+from core.learners._tree_admission import joins_at_first_fit
 from core.preprocessing import scale_batch, scaler_affine
 
 __all__ = ["DEFAULT_CANDIDATES", "Auto"]
@@ -276,6 +277,19 @@ class Auto(ComposedState, OnlineLearner):
 
     def _parts(self) -> list[tuple[str, OnlineLearner]]:
         return list(zip(_PREFIXES, self._candidates, strict=False))  # at most MAX_CANDIDATES
+
+    def _part_learners(self) -> tuple:
+        return tuple(self._candidates[:MAX_CANDIDATES])  # as _parts, without its pairs
+
+    def _first_fit_joiners(self) -> tuple[int, ...]:
+        """The candidates that join the served mix at their first fit
+        (core.learners._tree_admission), kept while the candidates are the same list: their
+        learners and parameters decide it, and the answer is read at every segment."""
+        kept = self.__dict__.get("_joiners")
+        if kept is None or kept[0] is not self._candidates:
+            joiners = tuple(k for k, c in enumerate(self._candidates) if joins_at_first_fit(c))
+            kept = self.__dict__["_joiners"] = (self._candidates, joiners)
+        return kept[1]
 
     def _drift(self) -> DriftTracking | None:
         """The drift wrapper with ``track_drift`` (kept: it holds the detector's view)."""

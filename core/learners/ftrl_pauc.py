@@ -296,8 +296,9 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
     def _learn(self, X, y, scores) -> None:
         state = self.state_
         # the reservoirs grow as they fill: the slots this batch's offers can reach (a slot is
-        # at most the fill)
-        if self.half_life is None:
+        # at most the fill); reservoirs at their capacity are left unread (~2 us of numpy an
+        # event once both are full, most of a stream)
+        if self.half_life is None and not self._reservoirs_full(state):
             positives = int(np.count_nonzero(y > 0))
             for rows, fill, offers, capacity in (
                 ("positive_X", "positive_fill", positives, self.positive_capacity),
@@ -318,6 +319,13 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
             self._admission_level(), float(self.auc_weight), half_life_arg(self.half_life),
             int(self.positive_capacity), int(self.negative_capacity),
         )  # fmt: skip
+
+    def _reservoirs_full(self, state: dict[str, np.ndarray]) -> bool:
+        """Whether both reservoirs have all their slots (none grows any more)."""
+        return (
+            state["positive_X"].shape[0] >= self.positive_capacity
+            and state["negative_X"].shape[0] >= self.negative_capacity
+        )
 
     def _admission_level(self) -> float:
         """The fraction of negatives the quantile tracker admits (1: all, no tracking)."""

@@ -92,7 +92,7 @@ def learn_segments(auto: Auto, X, y: np.ndarray, scores: np.ndarray, starts=()) 
         part = X if whole else row_range(X, start, stop)
         raw_part = raw if whole or not any(unscaled) else row_range(raw, start, stop)
         labels = y if whole else y[start:stop]
-        segment_scores = candidate_scores[:, start:stop]
+        segment_scores = candidate_scores if whole else candidate_scores[:, start:stop]
         if pooling:  # the pooled candidates' rows of this segment (core.learners._row_pool)
             auto._rows_segment = segment = dense(raw_part)
         cuts = [at - start for at in starts if start <= at < stop] if starts else []
@@ -106,7 +106,7 @@ def learn_segments(auto: Auto, X, y: np.ndarray, scores: np.ndarray, starts=()) 
                 coefs.append(learn_cut(candidate, rows, labels, segment_scores[k], cuts, wanted[k]))
             else:
                 candidate._learn(rows, labels, segment_scores[k])
-        served = served_all[start:stop]
+        served = served_all if whole else served_all[start:stop]
         grow_window(own, int(auto.window), seen + stop - start)
         if cuts:
             served_at.update(_serve_to_cuts(own, segment_scores, labels, temperature, served,

@@ -52,13 +52,20 @@ def placements(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.n
     negative's share of the positives scored above it (a tie counts one half)."""
     positive = labels > 0
     positives, negatives = scores[positive], scores[~positive]
-    below = np.sort(negatives)
-    above = np.sort(positives)
-    of_positives = (
-        np.searchsorted(below, positives, "left") + np.searchsorted(below, positives, "right")
+    # each class looked up in the other in its sorted order, the counts then put back in the
+    # events' order (tied scores get the same counts, so any sort order gives the same
+    # placements): numpy's binary search starts where the last key's ended when the keys
+    # increase, ~2x faster on a window of 5,000 than looking them up in the events' order
+    positive_order = np.argsort(positives)
+    negative_order = np.argsort(negatives)
+    above, below = positives[positive_order], negatives[negative_order]
+    of_positives = np.empty(positives.size)
+    of_positives[positive_order] = (
+        np.searchsorted(below, above, "left") + np.searchsorted(below, above, "right")
     ) / (2.0 * negatives.size)
-    of_negatives = 1.0 - (
-        np.searchsorted(above, negatives, "left") + np.searchsorted(above, negatives, "right")
+    of_negatives = np.empty(negatives.size)
+    of_negatives[negative_order] = 1.0 - (
+        np.searchsorted(above, below, "left") + np.searchsorted(above, below, "right")
     ) / (2.0 * positives.size)
     return of_positives, of_negatives
 

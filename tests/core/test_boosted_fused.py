@@ -109,3 +109,36 @@ def test_the_fused_segment_leaves_what_it_does_not_take():
         after = model.get_state()
         for key, value in before.items():
             np.testing.assert_array_equal(after[key], value, err_msg=key)
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "n_events"),
+    [("boosted_embedded", SMALL, 700), ("auto", {"random_state": 0}, 2600)],
+    ids=["alone", "in auto"],
+)
+def test_the_usual_call_at_once_learns_as_the_segment_loop(name, params, n_events, monkeypatch):
+    """A call that no fit point cuts, with no fit pending, goes to the fused kernel call
+    without the segment loop (``_learned_at_once``): one event at a time, it leaves the state
+    and scores the loop's fused segments leave, and takes most of the calls."""
+    X, y = stream(n_events, seed=2)
+    at_once = _boosted_learning._learned_at_once
+    taken: list[bool] = []
+
+    def counted(*args):
+        taken.append(at_once(*args))
+        return taken[-1]
+
+    def run(shortcut) -> tuple:
+        monkeypatch.setattr(_boosted_learning, "_learned_at_once", shortcut)
+        model = make_learner(name, **params)
+        scores = [model.prequential_step(X[i : i + 1], y[i : i + 1]) for i in range(len(y))]
+        monkeypatch.undo()
+        return model.get_state(), np.concatenate(scores)
+
+    state, scores = run(counted)
+    loop_state, loop_scores = run(lambda *args: False)
+    assert sum(taken) > len(taken) // 2 and not all(taken)
+    np.testing.assert_array_equal(scores, loop_scores)
+    assert state.keys() == loop_state.keys()
+    for key, value in loop_state.items():
+        np.testing.assert_array_equal(state[key], value, err_msg=key)

@@ -218,3 +218,24 @@ def test_extended_columns_reach_back_to_the_guards_positives_as_a_naive_scan_doe
                     start = earliest
                 columns = _extended(own, earliest, first, needed)
                 np.testing.assert_array_equal(ring[columns], events[start:seen])
+
+
+def test_placements_equal_a_pair_by_pair_count_with_ties():
+    """DeLong's placements, each class looked up in the other in sorted order and put back in
+    the events' order, are bit for bit the pair-by-pair counts (a tie counting one half) in the
+    events' order, on scores with many ties."""
+    from core.learners._mix_fallback import placements
+
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        n = 50 + 30 * seed
+        labels = np.where(rng.random(n) < 0.3, 1, -1)
+        labels[:2], labels[2:4] = 1, -1
+        scores = np.round(labels * 0.5 + rng.normal(size=n), seed % 2)  # ties within and across
+        positives, negatives = scores[labels > 0], scores[labels <= 0]
+        # twice the pairs ranked right plus the ties, over twice the pairs: exact in float64
+        below = [2 * np.sum(negatives < p) + np.sum(negatives == p) for p in positives]
+        above = [2 * np.sum(positives < q) + np.sum(positives == q) for q in negatives]
+        of_positives, of_negatives = placements(labels, scores)
+        assert of_positives.tolist() == (np.array(below) / (2.0 * negatives.size)).tolist()
+        assert of_negatives.tolist() == (1.0 - np.array(above) / (2.0 * positives.size)).tolist()

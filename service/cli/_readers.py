@@ -345,14 +345,10 @@ def table_labels(column, name: str, rows: np.ndarray, positive_label: str | None
             "--positive-label VALUE"
         )
     try:
-        return as_labels(column.to_numpy())
-    except ValueError as error:
-        row = getattr(error, "row", None)
-        where = f" (row {rows[row]})" if row is not None else ""
-        raise CliError(
-            f"label column {name!r}: {error}{where}; values found: {_found(column)}; name the "
-            "positive class with --positive-label VALUE"
-        ) from None
+        return checked_labels(column.to_numpy(), f"label column {name!r}", rows)
+    except CliError as error:
+        raise CliError(f"{error.message}; values found: {_found(column)}; name the positive "
+                       "class with --positive-label VALUE") from None  # fmt: skip
 
 
 def _found(column) -> str:

@@ -13,9 +13,7 @@ import argparse
 import hashlib
 import re
 import sys
-from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import islice
 from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
@@ -23,6 +21,7 @@ import numpy as np
 from core.csr import CSRMatrix
 from core.validation import as_labels
 from service.cli._errors import CliError
+from service.ingest.fields import first_of
 from service.schemas import MissingValuesName
 
 if TYPE_CHECKING:
@@ -354,7 +353,7 @@ def table_labels(column, name: str, rows: np.ndarray, positive_label: str | None
 def _found(column) -> str:
     """The distinct values of a column, most frequent first, with their counts."""
     counts = column.value_counts(dropna=False)
-    return _first((f"{value!r} ({count:,})" for value, count in counts.items()), len(counts))
+    return first_of((f"{value!r} ({count:,})" for value, count in counts.items()), len(counts), 8)
 
 
 def refuse_missing(absent: np.ndarray, feature_columns: list[str]) -> None:
@@ -382,12 +381,7 @@ def checked_labels(values: np.ndarray, what: str, rows: np.ndarray) -> np.ndarra
 
 
 def _names(names: list[str]) -> str:
-    return _first(map(repr, names), len(names))
-
-
-def _first(items: Iterable[str], total: int, shown: int = 8) -> str:
-    """The first ``shown`` of ``total`` items, then how many more there are."""
-    return ", ".join(islice(items, shown)) + (f" and {total - shown} more" if total > shown else "")
+    return first_of(map(repr, names), len(names), 8)
 
 
 # ---------------------------------------------------------------------------- LIBSVM, NPZ

@@ -29,6 +29,7 @@ Decoding raises ValueError on bytes that do not fit their declared counts (a cor
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Sequence
 
@@ -89,14 +90,12 @@ def decode_pending(
         return np.array(rows, dtype=np.float64).reshape(-1, n_features), scores
     counts = [nnz for _, nnz in heads]
     pairs = list(zip(records, counts, strict=True))
-    indptr = np.zeros(len(records) + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
     indices = [np.frombuffer(record, "<i8", nnz, size) for record, nnz in pairs]
     values = [np.frombuffer(record, "<f8", nnz, size + 8 * nnz) for record, nnz in pairs]
     X = CSRMatrix(
-        indptr,
-        np.concatenate([np.zeros(0, np.int64), *indices]),
-        np.concatenate([np.zeros(0), *values]),
+        np.array([0, *itertools.accumulate(counts)], dtype=np.int64),
+        np.concatenate(indices or [np.zeros(0, np.int64)]),
+        np.concatenate(values or [np.zeros(0)]),
         n_features,
     )
     return X, scores

@@ -13,19 +13,20 @@ import argparse
 import hashlib
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, get_args
+from typing import Any, get_args
 
 import numpy as np
 
 from core.csr import CSRMatrix
 from core.validation import as_labels
 from service.cli._errors import CliError
-from service.ingest.fields import first_of
+from service.errors import ServiceError
+from service.ingest import fields
+from service.ingest.batch import FeatureSpec
+from service.ingest.objects import hashed_features
 from service.schemas import MissingValuesName
-
-if TYPE_CHECKING:
-    from service.ingest import FeatureSpec
 
 FORMATS = ("auto", "csv", "parquet", "libsvm", "npz")
 #: the server's missing_values policies (``POST /v1/models``), under the same names
@@ -128,14 +129,14 @@ def model_features(
     model whose policy is ``mean``, kept as NaN for the engine to fill with its running mean
     (service/engine/missing.py); infinity and values beyond the feature bound are refused.
     ``rows`` are the file's row numbers of ``X``, named in the error."""
-    from service.errors import ServiceError
-    from service.ingest import fields
+    return _checked_rows(rows, fields.sparse if isinstance(X, CSRMatrix) else fields.dense, X, spec)
 
-    locate = fields.Locator(None, rows.tolist())
+
+def _checked_rows(rows: np.ndarray, check: Callable[..., Any], *args: Any) -> Any:
+    """``check(*args, locator)``, one of the server's checks, on the file's ``rows``; its
+    refusal as one line naming the row."""
     try:
-        if isinstance(X, CSRMatrix):
-            return fields.sparse(X, spec, locate)
-        return fields.dense(X, spec, locate)
+        return check(*args, fields.Locator(None, rows.tolist()))
     except ServiceError as error:
         raise CliError(error.detail.replace("line ", "row ", 1)) from None
 
@@ -300,15 +301,7 @@ def named_rows(features) -> list[dict[str, Any]]:
 def hashed_rows(named: list[dict[str, Any]], width: int, rows: np.ndarray) -> CSRMatrix:
     """The events hashed as the server hashes a JSON event (``service.ingest``): the same
     features whether a file is learned in this process or sent to a server."""
-    from service.errors import ServiceError
-    from service.ingest import FeatureSpec
-    from service.ingest.fields import Locator
-    from service.ingest.objects import hashed_features
-
-    try:
-        return hashed_features(named, FeatureSpec(width, "hashed"), Locator(None, rows.tolist()))
-    except ServiceError as error:
-        raise CliError(error.detail.replace("line ", "row ", 1)) from None
+    return _checked_rows(rows, hashed_features, named, FeatureSpec(width, "hashed"))
 
 
 #: label words read without --positive-label (any case): (positive, negative)
@@ -353,7 +346,9 @@ def table_labels(column, name: str, rows: np.ndarray, positive_label: str | None
 def _found(column) -> str:
     """The distinct values of a column, most frequent first, with their counts."""
     counts = column.value_counts(dropna=False)
-    return first_of((f"{value!r} ({count:,})" for value, count in counts.items()), len(counts), 8)
+    return fields.first_of(
+        (f"{value!r} ({count:,})" for value, count in counts.items()), len(counts), 8
+    )
 
 
 def refuse_missing(absent: np.ndarray, feature_columns: list[str]) -> None:
@@ -381,7 +376,7 @@ def checked_labels(values: np.ndarray, what: str, rows: np.ndarray) -> np.ndarra
 
 
 def _names(names: list[str]) -> str:
-    return first_of(map(repr, names), len(names), 8)
+    return fields.first_of(map(repr, names), len(names), 8)
 
 
 # ---------------------------------------------------------------------------- LIBSVM, NPZ
@@ -392,7 +387,7 @@ def read_libsvm(
     the model the file will make: refused, or left out (0); a dense model whose policy is
     ``mean`` refuses it too (LIBSVM leaves zeros out, so a missing value cannot be told
     from one), which needs the events parsed as the dense model's."""
-    from service.ingest import FeatureSpec, libsvm_events
+    from service.ingest import libsvm_events
 
     with open(path, "rb") as handle:
         body = handle.read()

@@ -227,37 +227,28 @@ class AsyncStreamClient:
             ]
         return orjson.dumps(message, option=_NUMPY)
 
-    def _per_event(
+    async def _per_event(
         self, op: str, X: np.ndarray, y: np.ndarray | None, ids: Any, keep: bool = True
     ) -> AsyncIterator[tuple[int, bytes]]:
-        """Frames of one message per event (a binary frame is laid out by numpy at once)."""
+        """Frames of one message per event (a binary frame is laid out by numpy at once; a JSON
+        message is its event inline)."""
         step = self.frame_messages
-
-        async def frames() -> AsyncIterator[tuple[int, bytes]]:
-            for start in range(0, len(X), step):
-                stop = min(start + step, len(X))
-                part_y = None if y is None else y[start:stop]
-                if self.binary:
-                    part_ids = None if ids is None else ids[start:stop]
-                    seq = self._next_seq(stop - start)
-                    frame = encode_binary_rows(op, seq, X[start:stop], part_y, part_ids, keep=keep)
-                    yield stop - start, frame
-                    continue
-                messages = [
-                    self._single(op, X[row], None if y is None else y[row],
-                                 None if ids is None else ids[row], keep)
-                    for row in range(start, stop)
-                ]  # fmt: skip
-                yield stop - start, orjson.dumps(messages, option=_NUMPY)
-
-        return frames()
-
-    def _single(
-        self, op: str, row: np.ndarray, label: Any, event_id: Any, keep: bool
-    ) -> dict[str, Any]:
-        """One JSON message of one event, inline."""
         options = {} if keep else {"keep": False}
-        return {"seq": self._next_seq(), "op": op, **options, **_event(row, label, event_id)}
+        for start in range(0, len(X), step):
+            stop = min(start + step, len(X))
+            part_y = None if y is None else y[start:stop]
+            if self.binary:
+                part_ids = None if ids is None else ids[start:stop]
+                seq = self._next_seq(stop - start)
+                yield stop - start, encode_binary_rows(op, seq, X[start:stop], part_y, part_ids,
+                                                       keep=keep)  # fmt: skip
+                continue
+            messages = [
+                {"seq": self._next_seq(), "op": op, **options,
+                 **_event(X[row], None if y is None else y[row], None if ids is None else ids[row])}
+                for row in range(start, stop)
+            ]  # fmt: skip
+            yield stop - start, orjson.dumps(messages, option=_NUMPY)
 
     async def _grouped(
         self, messages: AsyncIterator[tuple[int, bytes]]
@@ -284,19 +275,21 @@ class AsyncStreamClient:
 
     async def _one(self, message: bytes) -> dict:
         replies: list[dict] = []
-        await self._pipeline(_single_frame(message), replies.append)
+        await self._pipeline([(1, message)], replies.append)
         reply = replies[0]
         if "problem" in reply:
             raise StreamError([(reply.get("seq"), reply["problem"])])
         return reply
 
-    async def _pipeline(self, frames: AsyncIterator[tuple[int, bytes]], on_reply: Any) -> None:
+    async def _pipeline(
+        self, frames: Iterable[tuple[int, bytes]] | AsyncIterable[tuple[int, bytes]], on_reply: Any
+    ) -> None:
         """Send ``frames`` keeping at most ``window`` messages unanswered; every reply in order
         to ``on_reply``."""
         socket = self.socket
         unanswered = 0
         try:
-            async for count, frame in frames:
+            async for count, frame in _aiter(frames):
                 await socket.send(frame, text=not self.binary)
                 unanswered += count
                 while unanswered > self.window:
@@ -324,10 +317,6 @@ def _event(row: np.ndarray, label: Any, event_id: Any) -> dict[str, Any]:
     if event_id is not None:
         event["id"] = str(event_id)
     return event
-
-
-async def _single_frame(message: bytes) -> AsyncIterator[tuple[int, bytes]]:
-    yield 1, message
 
 
 async def _aiter(items: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:

@@ -29,6 +29,7 @@ Decoding raises ValueError on bytes that do not fit their declared counts (a cor
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Sequence
 
@@ -81,32 +82,23 @@ def decode_pending(
     records: Sequence[bytes], n_features: int, dense: bool
 ) -> tuple[np.ndarray | CSRMatrix, np.ndarray]:
     """Records -> (features in the model's layout, recorded scores)."""
-    scores = np.empty(len(records))
-    dense_rows = []
-    indptr = [0]
-    indices: list[np.ndarray] = []
-    values: list[np.ndarray] = []
     size = _RECORD_HEADER.size
-    for position, record in enumerate(records):
-        score, nnz = _RECORD_HEADER.unpack_from(record)
-        scores[position] = score
-        if nnz < 0:
-            dense_rows.append(np.frombuffer(record, dtype="<f8", offset=size))
-        else:
-            indices.append(np.frombuffer(record, dtype="<i8", count=nnz, offset=size))
-            values.append(np.frombuffer(record, dtype="<f8", count=nnz, offset=size + 8 * nnz))
-            indptr.append(indptr[-1] + nnz)
+    heads = [_RECORD_HEADER.unpack_from(record) for record in records]
+    scores = np.array([score for score, _ in heads], dtype=np.float64)
     if dense:
-        return np.array(dense_rows, dtype=np.float64).reshape(-1, n_features), scores
-    return (
-        CSRMatrix(
-            np.asarray(indptr, dtype=np.int64),
-            np.concatenate(indices).astype(np.int64) if indices else np.zeros(0, np.int64),
-            np.concatenate(values).astype(np.float64) if values else np.zeros(0),
-            n_features,
-        ),
-        scores,
+        rows = [np.frombuffer(record, dtype="<f8", offset=size) for record in records]
+        return np.array(rows, dtype=np.float64).reshape(-1, n_features), scores
+    counts = [nnz for _, nnz in heads]
+    pairs = list(zip(records, counts, strict=True))
+    indices = [np.frombuffer(record, "<i8", nnz, size) for record, nnz in pairs]
+    values = [np.frombuffer(record, "<f8", nnz, size + 8 * nnz) for record, nnz in pairs]
+    X = CSRMatrix(
+        np.array([0, *itertools.accumulate(counts)], dtype=np.int64),
+        np.concatenate(indices or [np.zeros(0, np.int64)]),
+        np.concatenate(values or [np.zeros(0)]),
+        n_features,
     )
+    return X, scores
 
 
 # ---------------------------------------------------------------------------- stream entries

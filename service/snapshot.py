@@ -32,7 +32,13 @@ import numpy as np
 import orjson
 
 from service.errors import InvalidInput, MalformedBody, PayloadTooLarge
-from service.ingest.archive import check_members, member_count, npy_array, npy_layout, read_member
+from service.ingest.archive import (
+    check_members,
+    member_content,
+    member_count,
+    npy_array,
+    npy_layout,
+)
 from service.ingest.fields import MAX_INFLATED_BYTES
 from service.schemas import ModelConfig
 
@@ -107,7 +113,7 @@ def import_snapshot(
                 field="manifest.json",
             )
         try:
-            manifest = orjson.loads(read_member(body, manifest_member, field="manifest.json"))
+            manifest = orjson.loads(member_content(body, manifest_member, field="manifest.json"))
         except orjson.JSONDecodeError as error:
             raise MalformedBody(f"manifest.json is not JSON: {error}") from None
         if not isinstance(manifest, dict):

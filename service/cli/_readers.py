@@ -13,20 +13,20 @@ import argparse
 import hashlib
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import islice
-from typing import TYPE_CHECKING, Any, get_args
+from typing import Any, get_args
 
 import numpy as np
 
 from core.csr import CSRMatrix
 from core.validation import as_labels
 from service.cli._errors import CliError
+from service.errors import ServiceError
+from service.ingest import fields
+from service.ingest.batch import FeatureSpec
+from service.ingest.objects import hashed_features
 from service.schemas import MissingValuesName
-
-if TYPE_CHECKING:
-    from service.ingest import FeatureSpec
 
 FORMATS = ("auto", "csv", "parquet", "libsvm", "npz")
 #: the server's missing_values policies (``POST /v1/models``), under the same names
@@ -129,14 +129,14 @@ def model_features(
     model whose policy is ``mean``, kept as NaN for the engine to fill with its running mean
     (service/engine/missing.py); infinity and values beyond the feature bound are refused.
     ``rows`` are the file's row numbers of ``X``, named in the error."""
-    from service.errors import ServiceError
-    from service.ingest import fields
+    return _checked_rows(rows, fields.sparse if isinstance(X, CSRMatrix) else fields.dense, X, spec)
 
-    locate = fields.Locator(None, rows.tolist())
+
+def _checked_rows(rows: np.ndarray, check: Callable[..., Any], *args: Any) -> Any:
+    """``check(*args, locator)``, one of the server's checks, on the file's ``rows``; its
+    refusal as one line naming the row."""
     try:
-        if isinstance(X, CSRMatrix):
-            return fields.sparse(X, spec, locate)
-        return fields.dense(X, spec, locate)
+        return check(*args, fields.Locator(None, rows.tolist()))
     except ServiceError as error:
         raise CliError(error.detail.replace("line ", "row ", 1)) from None
 
@@ -301,15 +301,7 @@ def named_rows(features) -> list[dict[str, Any]]:
 def hashed_rows(named: list[dict[str, Any]], width: int, rows: np.ndarray) -> CSRMatrix:
     """The events hashed as the server hashes a JSON event (``service.ingest``): the same
     features whether a file is learned in this process or sent to a server."""
-    from service.errors import ServiceError
-    from service.ingest import FeatureSpec
-    from service.ingest.fields import Locator
-    from service.ingest.objects import hashed_features
-
-    try:
-        return hashed_features(named, FeatureSpec(width, "hashed"), Locator(None, rows.tolist()))
-    except ServiceError as error:
-        raise CliError(error.detail.replace("line ", "row ", 1)) from None
+    return _checked_rows(rows, hashed_features, named, FeatureSpec(width, "hashed"))
 
 
 #: label words read without --positive-label (any case): (positive, negative)
@@ -345,20 +337,18 @@ def table_labels(column, name: str, rows: np.ndarray, positive_label: str | None
             "--positive-label VALUE"
         )
     try:
-        return as_labels(column.to_numpy())
-    except ValueError as error:
-        row = getattr(error, "row", None)
-        where = f" (row {rows[row]})" if row is not None else ""
-        raise CliError(
-            f"label column {name!r}: {error}{where}; values found: {_found(column)}; name the "
-            "positive class with --positive-label VALUE"
-        ) from None
+        return checked_labels(column.to_numpy(), f"label column {name!r}", rows)
+    except CliError as error:
+        raise CliError(f"{error.message}; values found: {_found(column)}; name the positive "
+                       "class with --positive-label VALUE") from None  # fmt: skip
 
 
 def _found(column) -> str:
     """The distinct values of a column, most frequent first, with their counts."""
     counts = column.value_counts(dropna=False)
-    return _first((f"{value!r} ({count:,})" for value, count in counts.items()), len(counts))
+    return fields.first_of(
+        (f"{value!r} ({count:,})" for value, count in counts.items()), len(counts), 8
+    )
 
 
 def refuse_missing(absent: np.ndarray, feature_columns: list[str]) -> None:
@@ -386,12 +376,7 @@ def checked_labels(values: np.ndarray, what: str, rows: np.ndarray) -> np.ndarra
 
 
 def _names(names: list[str]) -> str:
-    return _first(map(repr, names), len(names))
-
-
-def _first(items: Iterable[str], total: int, shown: int = 8) -> str:
-    """The first ``shown`` of ``total`` items, then how many more there are."""
-    return ", ".join(islice(items, shown)) + (f" and {total - shown} more" if total > shown else "")
+    return fields.first_of(map(repr, names), len(names), 8)
 
 
 # ---------------------------------------------------------------------------- LIBSVM, NPZ
@@ -402,7 +387,7 @@ def read_libsvm(
     the model the file will make: refused, or left out (0); a dense model whose policy is
     ``mean`` refuses it too (LIBSVM leaves zeros out, so a missing value cannot be told
     from one), which needs the events parsed as the dense model's."""
-    from service.ingest import FeatureSpec, libsvm_events
+    from service.ingest import libsvm_events
 
     with open(path, "rb") as handle:
         body = handle.read()

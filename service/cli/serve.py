@@ -57,19 +57,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="uvicorn's")
     # [CHOICE] off by default, as gunicorn's access log (the help says what a line costs); the
     # request counts and latencies are in /metrics either way
-    access = parser.add_mutually_exclusive_group()
-    access.add_argument(
+    parser.add_argument(
         "--access-log",
-        dest="access_log",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=False,
         help="uvicorn's access line per request (off by default: each costs ~0.04 ms of CPU, a "
         "quarter of a one-event /score; AUCSTREAM_LOG_FORMAT=json writes its own request lines)",
-    )
-    access.add_argument(
-        "--no-access-log",
-        dest="access_log",
-        action="store_false",
-        help="no access line per request (the default)",
     )
     parser.add_argument(
         "--mode",

@@ -8,13 +8,15 @@ error names the event (0-based index and id) or the line (1-based) at fault.
 
 from __future__ import annotations
 
+from typing import Any
+
 from service.errors import UnsupportedMediaType
-from service.ingest.batch import Batch, FeatureMode, FeatureSpec, concatenate
+from service.ingest.batch import Batch, FeatureSpec, concatenate
 from service.ingest.fields import MAX_DENSE_CELLS, MAX_INFLATED_BYTES
 from service.ingest.json import json_events, label_items, parse_label_items
 from service.ingest.libsvm import libsvm_events
 from service.ingest.ndjson import NDJSONReader, ndjson_events
-from service.ingest.npz import NPZ_ARRAYS, npz_events
+from service.ingest.npz import npz_events
 
 JSON = "application/json"
 NDJSON = "application/x-ndjson"
@@ -55,25 +57,20 @@ def parse_events(
     ``max_inflated_bytes`` what an NPZ body's members inflate to (both 413 when exceeded,
     checked before the allocation)."""
     kind = media_type(content_type)
+    common: dict[str, Any] = {"labelled": labelled, "max_events": max_events}
     if kind == JSON:
-        return json_events(body, spec, labelled=labelled, max_events=max_events)
+        return json_events(body, spec, **common)
     if kind == NDJSON:
-        return ndjson_events(body, spec, labelled=labelled, max_events=max_events)
+        return ndjson_events(body, spec, **common)
     if kind == LIBSVM:
         return libsvm_events(
-            body,
-            spec,
-            labelled=labelled,
-            max_events=max_events,
-            zero_based=zero_based,
-            max_dense_cells=max_dense_cells,
+            body, spec, **common, zero_based=zero_based, max_dense_cells=max_dense_cells
         )
     if kind == NPZ:
         return npz_events(
             body,
             spec,
-            labelled=labelled,
-            max_events=max_events,
+            **common,
             max_inflated_bytes=max_inflated_bytes,
             max_dense_cells=max_dense_cells,
         )
@@ -85,14 +82,10 @@ def parse_events(
 
 
 __all__ = [
-    "EVENT_CONTENT_TYPES",
     "JSON",
-    "LIBSVM",
     "NDJSON",
     "NPZ",
-    "NPZ_ARRAYS",
     "Batch",
-    "FeatureMode",
     "FeatureSpec",
     "NDJSONReader",
     "concatenate",
@@ -100,8 +93,6 @@ __all__ = [
     "label_items",
     "libsvm_events",
     "media_type",
-    "ndjson_events",
-    "npz_events",
     "parse_events",
     "parse_label_items",
 ]

@@ -47,7 +47,7 @@ _NPY_MAX_HEADER = 10_000
 _INFLATE_STEP = 2**20
 
 #: the compression methods a member may use: what ``np.savez``, ``np.savez_compressed`` and
-#: the snapshot export write, and the two whose output :func:`read_member` bounds
+#: the snapshot export write, and the two whose output :func:`member_content` bounds
 ACCEPTED_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
 #: names of the other methods of the zip specification (APPNOTE 4.4.5), for the refusal
 _METHOD_NAMES = {
@@ -158,13 +158,6 @@ def _member_data(body: bytes, member: zipfile.ZipInfo, field: str) -> memoryview
             field=field,
         )
     return memoryview(body)[data_start:data_end]
-
-
-def read_member(
-    body: bytes, member: zipfile.ZipInfo, *, field: str, prefix: int | None = None
-) -> bytes:
-    """:func:`member_content` as bytes."""
-    return bytes(member_content(body, member, field=field, prefix=prefix))
 
 
 def member_content(

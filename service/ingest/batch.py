@@ -13,24 +13,20 @@ from core.csr import CSRMatrix
 from core.hashing import FeatureHasher
 from service.schemas import FeatureModeName, MissingValuesName
 
-#: as a model's configuration names them (``POST /v1/models``)
-FeatureMode = FeatureModeName
-MissingValues = MissingValuesName
-
 
 @dataclass(frozen=True)
 class FeatureSpec:
     """What a model expects of its events."""
 
     n_features: int
-    feature_mode: FeatureMode
+    feature_mode: FeatureModeName
     accept_sparse: bool = True
     #: the model's feature names (dense and sparse models created with them): events may
     #: then give ``x`` as ``{"name": value}`` (:mod:`service.ingest.named`)
     feature_names: tuple[str, ...] | None = None
     #: what a missing value (JSON null, NaN) does: ``refuse`` it, read it as ``zero``, or as
     #: the feature's running ``mean`` (filled by the engine: :mod:`service.engine.missing`)
-    missing_values: MissingValues = "refuse"
+    missing_values: MissingValuesName = "refuse"
 
     @property
     def fills_missing(self) -> bool:

@@ -8,7 +8,8 @@ its line, never by reading the message text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,11 @@ from service.ingest.batch import FeatureSpec
 
 #: the longest event id an error message repeats (a refused id may be megabytes long)
 SHOWN_ID_CHARACTERS = 64
+
+
+def first_of(items: Iterable[str], total: int, shown: int) -> str:
+    """The first ``shown`` of ``total`` items an error lists, then how many more there are."""
+    return ", ".join(islice(items, shown)) + (f" and {total - shown} more" if total > shown else "")
 
 
 def shown_id(value: Any) -> str:

@@ -14,7 +14,7 @@ import difflib
 from typing import Any
 
 from service.ingest.batch import FeatureSpec
-from service.ingest.fields import Locator
+from service.ingest.fields import Locator, first_of
 
 #: names quoted in an error, and the characters kept of each (a client's key may be huge)
 _QUOTED_NAMES = 3
@@ -22,9 +22,8 @@ _QUOTED_CHARS = 40
 
 
 def _quote(names: list[str]) -> str:
-    shown = [repr(n if len(n) <= _QUOTED_CHARS else n[:_QUOTED_CHARS] + "...") for n in names]
-    more = len(names) - _QUOTED_NAMES
-    return ", ".join(shown[:_QUOTED_NAMES]) + (f" and {more} more" if more > 0 else "")
+    shown = (repr(n if len(n) <= _QUOTED_CHARS else n[:_QUOTED_CHARS] + "...") for n in names)
+    return first_of(shown, len(names), _QUOTED_NAMES)
 
 
 def _did_you_mean(name: str, names: tuple[str, ...]) -> str:

@@ -72,9 +72,8 @@ def dense_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> np.nd
 def _with_missing_values(rows: list[Any], width: int) -> np.ndarray | None:
     """The rows as (n, width) float64 with each null (a missing value) as NaN, which
     ``fields.dense`` then fills by the model's policy; None when anything else is wrong (the
-    caller's diagnosis names it).  Only reached when the plain read failed."""
-    if not all(type(row) is list and len(row) == width for row in rows):
-        return None
+    caller's diagnosis names it).  Only reached when the plain read of rows of the right
+    width failed."""
     values = [math.nan if value is None else value for value in itertools.chain.from_iterable(rows)]
     try:
         sum(values)  # a TypeError on anything but numbers, as above

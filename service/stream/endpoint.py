@@ -1,9 +1,7 @@
 """``/v1/models/{model_id}/stream``: the WebSocket route (docs/stream.md, "Guarantees").
 
-On connect: the API key (a read-write one: the stream writes), the warm-up and the model; a
-refusal is a close frame with the reason (1008 for the key, 1013 while warming up, 4404 for an
-unknown model).  A browser page may connect only from the server's own origin or one of
-``AUCSTREAM_WS_ALLOWED_ORIGINS`` (:func:`origin_allowed`).
+On connect: the origin (:func:`origin_allowed`), the API key, the warm-up and the model, each
+refused by a close frame with the reason (docs/stream.md, "Connecting").
 
 Then two loops share the connection.  The **reader** queues frames, bounded in bytes
 (``AUCSTREAM_WS_MAX_QUEUED_BYTES``): when full it stops reading and the client's writes block

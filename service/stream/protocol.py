@@ -1,18 +1,6 @@
-"""The stream protocol (docs/stream.md): frames in, messages out; replies back into frames.
-
-A **text frame** holds one JSON message or a JSON list of them.  A message is
-``{"seq": ..., "op": "learn" | "score" | "label", ...}`` and carries its events either inline
-(the message *is* the event: ``"x"``, ``"y"``, ``"id"``) or as a list (``"events"`` for learn and
-score, ``"labels"`` for label), in the shapes of the REST bodies.
-
-A **binary frame** holds one or more binary messages back to back, each a fixed header
-(:data:`HEADER`) followed by its arrays, little-endian, dense rows only::
-
-    magic u8 = 0xA1 | op u8 (1 learn, 2 score, 3 label) | flags u8 | reserved u8
-    n u32 (events) | d u32 (features; 0 for label) | id_bytes u32 | seq i64
-    X   n*d float64      learn, score
-    y   n int8           learn, label  (0/1 or -1/+1)
-    ids n uint16 lengths + id_bytes of UTF-8   when flag IDS (always for label; length 0: none)
+"""The stream protocol: frames in, messages out; replies back into frames.  The two forms (JSON
+text frames; binary frames of fixed-header messages, dense rows only) and their limits are
+docs/stream.md, "Messages"; :data:`HEADER` is the binary header.
 
 Decoding checks the structure only (what a message is, and that the bytes it declares are in
 the frame: refused before anything is allocated); the events are validated by the same code as

@@ -18,11 +18,6 @@ from service.stream.blocks import Block
 Field = tuple[str, "str | Sequence[str | None]"]
 
 
-def seq_text(seq: Any) -> str:
-    """A seq as JSON (an integer as ``str`` writes it, which is what orjson writes)."""
-    return str(seq) if type(seq) is int else orjson.dumps(seq).decode()
-
-
 def json_text(value: Any) -> str:
     return orjson.dumps(value).decode()
 
@@ -35,7 +30,7 @@ def _pieces(seqs: np.ndarray | Sequence[Any], fields: Sequence[Field], end: str)
     if isinstance(seqs, np.ndarray):  # integers: written as one list, then cut
         columns = [orjson.dumps(seqs.tolist())[1:-1].decode().split(",")]
     else:
-        columns = [[str(seq) if type(seq) is int else seq_text(seq) for seq in seqs]]
+        columns = [[str(seq) if type(seq) is int else json_text(seq) for seq in seqs]]
     segments = [""]
     for name, value in fields:
         if type(value) is str:

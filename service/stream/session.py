@@ -173,9 +173,6 @@ class Session:
         return "[" + ",".join(pieces) + "]"
 
     # ------------------------------------------------------------------ validation
-    async def spec(self) -> FeatureSpec:
-        return await model_spec(self.services.engine, self.model_id)
-
     def validated(self, run: list[Item], build: Callable[[list[Item]], Any]):
         """``(messages, what build made of them)``: the run whole, else message by message
         (each refused one answered with its problem)."""
@@ -235,7 +232,7 @@ class Session:
             if good:
                 await self.each(good, labels, self.apply_labels)
             return
-        spec = await self.spec()
+        spec = await model_spec(self.services.engine, self.model_id)
         good, batch = await in_thread_if(offload, self.batches, run, spec, labelled=op == "learn")
         if not good:
             return

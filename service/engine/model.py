@@ -55,10 +55,6 @@ FORMAT_ARRAY = "format:state_version"
 #: [CHOICE] the version of a state without :data:`FORMAT_ARRAY`: the states committed before
 #: it existed have the layout of version 1 (adding it changed no other array)
 UNMARKED_FORMAT_VERSION = 1
-#: [CHOICE] the hindsight comparator: svm_pauc with this C and tolerance on the regret window
-#: (``core.regret`` module docstring: the best fixed model over the ball of its own radius)
-REGRET_C = 10.0
-REGRET_TOL = 1e-3
 COUNT_NAMES = (
     "events_learned",
     "positives",

@@ -118,7 +118,6 @@ class RedisStore(RedisModels):
         self._marker = client.register_script(MARKER_SCRIPT)
         self._acknowledge = client.register_script(ACKNOWLEDGE_SCRIPT)
         self._append = client.register_script(LOG_APPEND_SCRIPT)
-        self._install = client.register_script(CHECKPOINT_SCRIPT)
         self._turn = client.register_script(TURN_SCRIPT)
         self._turn_release = client.register_script(TURN_RELEASE_SCRIPT)
         #: this process among the writers of the store (its write turns: service.engine.turns)

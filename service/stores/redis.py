@@ -36,7 +36,7 @@ from service.stores.client import (
     atomic_read,
     connect,
     round_trip,
-    run_on_slot,
+    run_script,
     unavailable,
 )
 from service.stores.fields import decode_fields, encode_fields
@@ -269,7 +269,7 @@ class RedisStore(RedisModels):
             script_keys += [keys.state(model_id), keys.layout(model_id), *staged]
             if commands:
                 round_trip(self.client, script_keys[0], commands)
-        reply = run_on_slot(self.client, self._append, script_keys, args, self.wait)
+        reply = run_script(self.client, self._append, script_keys, args, self.wait)
         status = int(reply[0])
         if status == -1:
             raise self._missing(model_id)
@@ -298,7 +298,7 @@ class RedisStore(RedisModels):
         its own renewed); False when another process holds it (:mod:`service.engine.turns`)."""
         key = keys.turn(model_id)
         milliseconds = max(1, int(seconds * 1000))
-        return bool(run_on_slot(self.client, self._turn, [key], [self.writer, milliseconds], None))
+        return bool(run_script(self.client, self._turn, [key], [self.writer, milliseconds], None))
 
     @unavailable
     def turn_taken(self, model_id: str) -> bool:
@@ -310,4 +310,4 @@ class RedisStore(RedisModels):
     def release_turn(self, model_id: str) -> None:
         """This process's turn of ``model_id`` ended without an append (its write failed)."""
         key = keys.turn(model_id)
-        run_on_slot(self.client, self._turn_release, [key], [self.writer], None)
+        run_script(self.client, self._turn_release, [key], [self.writer], None)

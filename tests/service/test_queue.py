@@ -11,7 +11,8 @@ import pytest
 import redis
 
 from service.engine.repository import ModelRepository
-from service.queue import LAST_ID, streams
+from service.queue import streams
+from service.queue.streams import LAST_ID
 from service.queue.worker import Worker
 from service.settings import Settings
 from service.stores import keys

@@ -144,14 +144,6 @@ class Engine:
         self.repository.clock = clock
 
     @property
-    def regret_throttle(self) -> float:
-        return self.reporting.throttle
-
-    @regret_throttle.setter
-    def regret_throttle(self, throttle: float) -> None:
-        self.reporting.throttle = throttle
-
-    @property
     def writes_retried(self) -> int:
         return self.repository.writes_retried
 

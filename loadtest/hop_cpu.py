@@ -32,7 +32,7 @@ async def _measure(args: argparse.Namespace) -> None:
         await loop.run_in_executor(executor, blocking)
 
     async def via_handoff() -> None:
-        await handoff.run(blocking)
+        await handoff.submit(blocking)
 
     for _ in range(100):
         await via_executor()

@@ -1,31 +1,10 @@
 """The learning path of the service, shared by the HTTP routes and the queue workers.
 
 Nothing here touches HTTP: a route or a worker calls :class:`Engine` with a parsed batch.  The
-engine is a thin facade over these parts, one module each:
-
-========================= ====================================================================
-:mod:`.repository`        the per-process LRU cache of models, per-model locks, and the
-                          load / commit / retry-on-stale-version cycle of every write
-:mod:`.entries`           log entries: the durable record of a write (stores that log)
-:mod:`.checkpoints`       the models' states written in the background, behind their logs
-:mod:`.model`             a model as held in memory (:class:`Loaded`), the prefixes naming its
-                          committed arrays and their format version, building it from them
-                          or afresh
-:mod:`.history`           the metrics history's rings, a part of every model
-:mod:`.missing`           the running means that fill missing values (``missing_values``)
-:mod:`.learning`          labelled batches: duplicate ids, rounds, the regret window, counters;
-                          ``apply`` of log entries
-:mod:`.replay`            log entries applied on a checkpoint, learner calls merged
-:mod:`.refusals`          the error path of a refused learner call (the event at fault)
-:mod:`.delayed`           ``/score`` keeping features for later labels, the labels, the sweep
-:mod:`.deadlines`         the sweep's schedule: one heap of the models' next deadlines
-:mod:`.coalesce`          concurrent requests to one model merged into one call and one commit
-:mod:`.reasons`           ``/score?reasons=k``: each event's top feature contributions
-:mod:`.reporting`         metrics, ROC, throughput, regret (cached and throttled)
-========================= ====================================================================
-
-Beside the engine, :mod:`.refit` and :mod:`.fit_process` fit boosted trees in the background
-for the app and the queue workers, which start them.
+engine is a thin facade over its parts, one module each (listed with what each does in
+docs/architecture.md §1 "Layout", and in the order a one-event ``POST /events`` meets them in
+§2); beside it, :mod:`.refit` and :mod:`.fit_process` fit boosted trees in the background for
+the app and the queue workers, which start them.
 """
 
 from __future__ import annotations
@@ -163,14 +142,6 @@ class Engine:
     @clock.setter
     def clock(self, clock: Callable[[], float]) -> None:
         self.repository.clock = clock
-
-    @property
-    def regret_throttle(self) -> float:
-        return self.reporting.throttle
-
-    @regret_throttle.setter
-    def regret_throttle(self, throttle: float) -> None:
-        self.reporting.throttle = throttle
 
     @property
     def writes_retried(self) -> int:

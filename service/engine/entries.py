@@ -27,6 +27,7 @@ import orjson
 
 from core.csr import CSRMatrix
 from core.logged_fits import LoggedFit
+from service.stores.base import to_little_endian
 
 #: the entry format's version, first in every encoded entry (a new layout is a new number,
 #: and an entry of another number is refused: 2 added the fits a change installed)
@@ -76,11 +77,6 @@ class ReplayFailed(Exception):
 
 
 # ---------------------------------------------------------------------------- bytes
-def _array(array: np.ndarray) -> np.ndarray:
-    array = np.ascontiguousarray(array)
-    return array.astype(array.dtype.newbyteorder("<")) if array.dtype.byteorder == ">" else array
-
-
 def encode(entry: Entry) -> bytes:
     """The entry as bytes: format, header length, JSON header, the arrays' raw bytes."""
     arrays: list[tuple[str, np.ndarray]] = []
@@ -96,7 +92,7 @@ def encode(entry: Entry) -> bytes:
     for index, fit in enumerate(entry.fits):
         arrays += [(f"fit{index}:ensemble:{key}", value) for key, value in fit.ensemble.items()]
         arrays += [(f"fit{index}:inner:{key}", value) for key, value in fit.inner.items()]
-    parts = [_array(array) for _, array in arrays]
+    parts = [to_little_endian(array) for _, array in arrays]
     header = orjson.dumps(
         {
             "now": entry.now,

@@ -48,14 +48,10 @@ class Handoff:
         self._idle = 0
         self._closed = False
 
-    async def run(self, function: Callable[..., T], *args: Any) -> T:
-        """``function(*args)`` in one of the threads; its result, or its exception raised."""
-        return await self.submit(function, *args)
-
     def submit(self, function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """``function(*args)`` queued for one of the threads; the future of the running loop
-        that its answer settles.  A caller that only attaches callbacks (the coalescer's
-        passes) needs no task of its own to await it."""
+        that its answer (its result, or its exception) settles.  A caller that only attaches
+        callbacks (the coalescer's passes) needs no task of its own to await it."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         with self._lock:

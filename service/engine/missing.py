@@ -14,10 +14,9 @@ The state is each feature's running mean and count of present values, committed 
 model as ``missing:means`` and ``missing:counts`` (:data:`MISSING_PREFIX`) and checked when
 loaded like every committed array.  A running mean of values within the feature bound stays
 within it (clamped against an ulp of rounding), so every mean it fills passes the feature
-check and every state that learning produces passes the state check; a sum, the earlier
-layout (``missing:sums``), could round past the bound times the count, and a state holding it
-is refused.  The means are kept apart from the learner's scaler: with a scaling other than
-``standard`` the model has no per-feature mean of its own.
+check and every state that learning produces passes the state check (a sum could round past
+the bound times the count).  The means are kept apart from the learner's scaler: with a
+scaling other than ``standard`` the model has no per-feature mean of its own.
 """
 
 from __future__ import annotations
@@ -34,8 +33,6 @@ from core.validation import FEATURE_BOUND
 MISSING_PREFIX = "missing:"
 MEANS = MISSING_PREFIX + "means"
 COUNTS = MISSING_PREFIX + "counts"
-#: the array of the earlier layout (sums instead of means), refused by name
-EARLIER_SUMS = MISSING_PREFIX + "sums"
 
 
 @dataclass
@@ -63,13 +60,6 @@ class RunningMeans:
         state = {name: value for name, value in arrays.items() if name.startswith(MISSING_PREFIX)}
         if not state and events_learned == 0:
             return cls.empty(n_features)
-        if EARLIER_SUMS in state:
-            raise InvalidState(
-                f"state array {EARLIER_SUMS!r} is of an earlier layout of the running means "
-                f"(sums, which could round past the feature bound); this version keeps "
-                f"{MEANS!r}: reset the model and learn its events again",
-                field=EARLIER_SUMS,
-            )
         unexpected = sorted(state.keys() - {MEANS, COUNTS})
         if unexpected:
             raise InvalidState(

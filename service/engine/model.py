@@ -55,10 +55,6 @@ FORMAT_ARRAY = "format:state_version"
 #: [CHOICE] the version of a state without :data:`FORMAT_ARRAY`: the states committed before
 #: it existed have the layout of version 1 (adding it changed no other array)
 UNMARKED_FORMAT_VERSION = 1
-#: [CHOICE] the hindsight comparator: svm_pauc with this C and tolerance on the regret window
-#: (``core.regret`` module docstring: the best fixed model over the ball of its own radius)
-REGRET_C = 10.0
-REGRET_TOL = 1e-3
 COUNT_NAMES = (
     "events_learned",
     "positives",
@@ -238,35 +234,21 @@ class ServedWeights:
     raw: tuple[np.ndarray, float] | None
 
 
+def _prefixed(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
+    """The ``<prefix>*`` arrays of a model, named without the prefix."""
+    return {name[len(prefix) :]: value for name, value in arrays.items() if name.startswith(prefix)}
+
+
 def split_arrays(arrays: dict[str, np.ndarray]) -> tuple[dict, dict, dict]:
-    """``(learner, window, stats)`` states; see :func:`regret_arrays` for the regret window."""
-    learner: dict[str, np.ndarray] = {}
-    window: dict[str, np.ndarray] = {}
-    stats: dict[str, np.ndarray] = {}
-    for name, value in arrays.items():
-        if name.startswith(LEARNER_PREFIX):
-            learner[name[len(LEARNER_PREFIX) :]] = value
-        elif name.startswith(WINDOW_PREFIX):
-            window[name[len(WINDOW_PREFIX) :]] = value
-        elif name.startswith(STATS_PREFIX):
-            stats[name[len(STATS_PREFIX) :]] = value
-    return learner, window, stats
-
-
-def regret_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {
-        name[len(REGRET_PREFIX) :]: value
-        for name, value in arrays.items()
-        if name.startswith(REGRET_PREFIX)
-    }
+    """``(learner, window, stats)`` states of a model's committed arrays."""
+    learner, window = _prefixed(arrays, LEARNER_PREFIX), _prefixed(arrays, WINDOW_PREFIX)
+    return learner, window, _prefixed(arrays, STATS_PREFIX)
 
 
 def _build_part(arrays: dict[str, np.ndarray], prefix: str, part: Any) -> Any:
     """``part`` (a class with ``from_state``) from the model's ``<prefix>*`` arrays;
     InvalidState names the committed array at fault (or the missing part)."""
-    state = {
-        name[len(prefix) :]: value for name, value in arrays.items() if name.startswith(prefix)
-    }
+    state = _prefixed(arrays, prefix)
     if not state:
         raise InvalidState(f"the state has no {prefix}* arrays", field=prefix)
     try:
@@ -289,30 +271,21 @@ def build_calibrator(arrays: dict[str, np.ndarray]) -> OnlineCalibrator:
 def build_regret(config: ModelConfig, arrays: dict[str, np.ndarray]) -> RegretWindow | None:
     """The model's regret window, restored from its ``regret:*`` arrays; None when
     ``regret_window`` is 0.  Raises ValueError when the arrays are missing or do not fit the
-    configuration."""
+    configuration (their ``parameters``, the window's size, are checked first)."""
     capacity = int(config.regret_window or 0)
     if capacity == 0:
         return None
-    state = regret_arrays(arrays)
-    if not state:
-        raise InvalidState(f"the state has no {REGRET_PREFIX}* arrays", field=REGRET_PREFIX)
-    stored = np.asarray(state.get("parameters", np.zeros(0)))
-    if stored.dtype.kind not in "iu" or stored.reshape(-1).tolist() != [
-        capacity,
-        config.n_features,
-    ]:
+    stored = np.asarray(arrays.get(f"{REGRET_PREFIX}parameters", np.zeros(0)))
+    expected = [capacity, config.n_features]
+    if _prefixed(arrays, REGRET_PREFIX) and (
+        stored.dtype.kind not in "iu" or stored.reshape(-1).tolist() != expected
+    ):
         raise InvalidState(
             f"state array '{REGRET_PREFIX}parameters' holds {stored.reshape(-1)[:4].tolist()}; "
-            f"expected [{capacity}, {config.n_features}] (regret_window, n_features)",
+            f"expected {expected} (regret_window, n_features)",
             field=f"{REGRET_PREFIX}parameters",
         )
-    window = RegretWindow.from_state(state)
-    if (window.capacity, window.n_features) != (capacity, config.n_features):
-        raise ValueError(
-            f"regret window of {window.capacity} events x {window.n_features} features does not "
-            f"match regret_window {capacity} and n_features {config.n_features}"
-        )
-    return window
+    return _build_part(arrays, REGRET_PREFIX, RegretWindow)
 
 
 def _check_window_parameters(config: ModelConfig, window_state: dict[str, np.ndarray]) -> None:

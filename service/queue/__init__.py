@@ -11,26 +11,6 @@ with ``Retry-After``), checked and appended in one Lua script.
 
 from __future__ import annotations
 
-from service.queue.lease import Leases
-from service.queue.streams import (
-    APPLIED_ENTRIES,
-    APPLIED_EVENTS,
-    LAST_ID,
-    Appended,
-    Entry,
-    StreamQueue,
-    next_id,
-    parse_id,
-)
+from service.queue.streams import StreamQueue
 
-__all__ = [
-    "APPLIED_ENTRIES",
-    "APPLIED_EVENTS",
-    "LAST_ID",
-    "Appended",
-    "Entry",
-    "Leases",
-    "StreamQueue",
-    "next_id",
-    "parse_id",
-]
+__all__ = ["StreamQueue"]

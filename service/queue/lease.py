@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import redis
 
 from service.stores import keys
-from service.stores.client import unavailable
+from service.stores.client import run_script, unavailable
 from service.stores.lua import HEARTBEAT_SCRIPT, LEASE_SCRIPT, RELEASE_SCRIPT
 
 
@@ -46,9 +46,12 @@ class Leases:
     def hold(self, model_id: str, worker: str, lease_ms: int, generation: int = 0) -> Lease | None:
         """Renew the lease the caller holds at ``generation`` (0: none), or take it when it is
         free; None when another worker holds it or the model does not exist."""
-        status, current = self._lease(
-            keys=[keys.lease(model_id), keys.config(model_id), keys.queue(model_id)],
-            args=[worker, lease_ms, generation],
+        status, current = run_script(
+            self.client,
+            self._lease,
+            [keys.lease(model_id), keys.config(model_id), keys.queue(model_id)],
+            [worker, lease_ms, generation],
+            None,
         )
         if not int(status):
             return None
@@ -57,7 +60,8 @@ class Leases:
     @unavailable
     def heartbeat(self, worker: str, lifetime_ms: int) -> int:
         """Mark ``worker`` alive for ``lifetime_ms``; returns how many workers are alive."""
-        return int(self._heartbeat(keys=[keys.WORKERS], args=[worker, lifetime_ms]))
+        args = [worker, lifetime_ms]
+        return int(run_script(self.client, self._heartbeat, [keys.WORKERS], args, None))
 
     @unavailable
     def leave(self, worker: str) -> None:
@@ -65,10 +69,5 @@ class Leases:
 
     @unavailable
     def release(self, model_id: str, worker: str, generation: int) -> bool:
-        return bool(
-            int(
-                self._release(
-                    keys=[keys.lease(model_id), keys.queue(model_id)], args=[worker, generation]
-                )
-            )
-        )
+        lease = [keys.lease(model_id), keys.queue(model_id)]
+        return bool(int(run_script(self.client, self._release, lease, [worker, generation], None)))

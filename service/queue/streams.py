@@ -277,13 +277,9 @@ class StreamQueue:
     # ------------------------------------------------------------------ worker side
     @unavailable
     def ensure_group(self, model_id: str) -> bool:
-        return bool(
-            int(
-                self._ensure_group(
-                    keys=[keys.config(model_id), keys.stream(model_id)], args=[self.group]
-                )
-            )
-        )
+        script_keys = [keys.config(model_id), keys.stream(model_id)]
+        exists = run_script(self.client, self._ensure_group, script_keys, [self.group], None)
+        return bool(int(exists))
 
     @unavailable
     def claim(self, model_id: str, consumer: str, min_idle_ms: int) -> int:

@@ -291,21 +291,13 @@ class ReplicaWait:
 def run_script(
     client: Any, script: Any, keys: list[str], args: list[Any], wait: ReplicaWait | None
 ) -> Any:
-    """A registered Lua ``script`` (on ``keys`` of one slot); with ``wait``, followed by
-    ``WAIT`` on the same connection in the same round trip (a ``WAIT`` on another connection
-    would not wait for this write)."""
-    if wait is None:
-        return script(keys=keys, args=args)
-    return run_on_slot(client, script, keys, args, wait)
-
-
-def run_on_slot(
-    client: Any, script: Any, keys: list[str], args: list[Any], wait: ReplicaWait | None
-) -> Any:
-    """:func:`run_script` on a pooled connection to the master of ``keys``' slot only, with
-    ``EVALSHA`` (the text with ``EVAL`` when the server lacks it): redis-py's own call loads
-    a missing script on every master of a cluster, which fails while any of them is down,
-    and costs more per call than this round trip."""
+    """A registered Lua ``script`` (``client.register_script``) on ``keys`` of one slot; with
+    ``wait``, followed by ``WAIT`` on the same connection in the same round trip (a ``WAIT``
+    on another connection would not wait for this write).  Every script of the service is
+    run by this call: on a pooled connection to the master of the keys' slot only, with
+    ``EVALSHA`` (the text with ``EVAL`` when the server lacks it), where redis-py's own call
+    loads a missing script on every master of a cluster, which fails while any of them is
+    down, and costs more per call than this round trip."""
 
     def attempt(command: list[Any]) -> Any:
         with pooled(client, keys[0]) as ask:

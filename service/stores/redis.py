@@ -1,50 +1,18 @@
 """The Redis store: state shared by every process and machine (``AUCSTREAM_REDIS_URL``).
 
-Layout (key names in :mod:`service.stores.keys`): a model's changes are entries of its log, the
-stream ``aucs:{m}:log`` (one entry per version, stream id ``<version>-0``, the encoded
-:class:`~service.engine.entries.Entry`), and its checkpoint is the state at version
-``log:saved`` (a field of ``aucs:{m}:meta``): each state array is its own field of the
-``aucs:{m}:state`` hash, holding the array's raw little-endian bytes, with ``<dtype>|<shape>``
-in the same field of ``aucs:{m}:layout`` (arrays over 1 KiB split into chunk fields, the zero
-ones left out: :mod:`service.stores.fields`), so nothing is ever pickled.
-
-* :meth:`RedisStore.commit` appends the entry with one Lua script
-  (:data:`~service.stores.lua.LOG_APPEND_SCRIPT`): only if the model is still at the version
-  and incarnation the process applied (and a queue worker's fence still holds the lease), it
-  increments the version, appends the entry and writes the ids, the consumed pending labels
-  and the meta fields, all or nothing; otherwise :class:`~service.errors.StaleVersion` (the
-  process catches up on the entries it has not applied and tries again),
-  :class:`~service.errors.ModelNotFound` or :class:`~service.errors.LeaseLost`.  Durable as
-  Redis makes it (AOF), and with ``WAIT`` for replicas when asked
-  (:class:`~service.stores.client.ReplicaWait`), before the caller answers.
-* :meth:`RedisStore.load` reads the checkpoint and the log after it in ``MULTI`` / ``EXEC``;
-  with the caller's cached ``(version, incarnation)`` it first reads only those, and a cache
-  behind reads only the entries it has not applied.
-* :meth:`RedisStore.checkpoint` (off the request path: :mod:`service.engine.checkpoints`)
-  writes the state into hashes of its own, then a script renames them over the state and
-  trims the log behind it, only if the checkpoint is newer than the stored one and of the
-  same incarnation.  The state arrays never pass through Lua: Redis copies a script's
-  arguments into Lua, which for a large state costs it several times the CPU of the same
-  commands outside Lua (loadtest/README.md has the measurements).
-* creating, deleting and keeping pending labels are Lua scripts too
-  (:mod:`service.stores.lua`, each with a KEYS / ARGV block).
-
-All of one model's keys share the hash tag ``{<model id>}``, so the scripts and transactions
-run unchanged on a Redis Cluster (a ``redis+cluster://`` URL; :mod:`service.stores.client`
-sends each to the master of the model's slot).  The registry ``aucs:models`` is in another
-slot: see :meth:`RedisStore.list_models` for how it is kept right without a cross-slot
-script.
-
-Lost data is noticed (:mod:`service.stores.epoch`): the epoch markers ``aucs:{epoch-N}:marker``
-are checked every few seconds, when a model this process knew is missing, at every listing
-and at every ``ping``; a model's version lower than one this process saw is a rollback.
-Either raises an alarm (``aucs:alarms``) that makes the store, or the model, answer
-:class:`~service.errors.StoreLostData` until :meth:`RedisStore.acknowledge_loss`.
+A model's changes are entries of its log, the stream ``aucs:{m}:log`` (one per version,
+stream id ``<version>-0``), after its checkpoint, the hashes ``aucs:{m}:state`` and
+``aucs:{m}:layout`` at version ``log:saved`` (:mod:`service.stores.keys`,
+:mod:`service.stores.fields`); docs/architecture.md ("The log and checkpoints", "Stores")
+describes the append, the loads, the checkpoints and Redis Cluster.  The state arrays never
+pass through Lua: Redis copies a script's arguments into Lua, which for a large state costs it
+several times the CPU of the same commands outside Lua (loadtest/README.md has the
+measurements), so a checkpoint writes them into staged hashes that its script renames.
 
 The class is built in layers, one module each: the ids and pending records
 (:mod:`service.stores.redis_events`), the watch for lost data
 (:mod:`service.stores.redis_watch`), the model lifecycle (:mod:`service.stores.redis_models`),
-and here the connection, loads, appends and checkpoints.
+and here the connection, loads, appends, checkpoints and write turns.
 """
 
 from __future__ import annotations
@@ -68,7 +36,7 @@ from service.stores.client import (
     atomic_read,
     connect,
     round_trip,
-    run_on_slot,
+    run_script,
     unavailable,
 )
 from service.stores.fields import decode_fields, encode_fields
@@ -118,7 +86,6 @@ class RedisStore(RedisModels):
         self._marker = client.register_script(MARKER_SCRIPT)
         self._acknowledge = client.register_script(ACKNOWLEDGE_SCRIPT)
         self._append = client.register_script(LOG_APPEND_SCRIPT)
-        self._install = client.register_script(CHECKPOINT_SCRIPT)
         self._turn = client.register_script(TURN_SCRIPT)
         self._turn_release = client.register_script(TURN_RELEASE_SCRIPT)
         #: this process among the writers of the store (its write turns: service.engine.turns)
@@ -260,9 +227,13 @@ class RedisStore(RedisModels):
 
     @unavailable
     def commit(self, model_id: str, commit: Commit) -> int:
-        """Append ``commit``'s entry at the next version (one script, one round trip, and
-        ``WAIT`` for replicas in it when asked); see the module docstring.  A commit of the
-        whole state (``arrays``, no entry) writes it staged first, then the script installs
+        """Append ``commit``'s entry at the next version with
+        :data:`~service.stores.lua.LOG_APPEND_SCRIPT` (one round trip, and ``WAIT`` for
+        replicas in it when asked): only if the model is still at the version and incarnation
+        the process applied (and a queue worker's fence holds the lease), else
+        :class:`~service.errors.StaleVersion`, :class:`~service.errors.ModelNotFound`,
+        :class:`~service.errors.LeaseLost` or :class:`~service.errors.TurnTaken`.  A commit of
+        the whole state (``arrays``, no entry) writes it staged first, then the script installs
         it as the checkpoint at the new version and drops the log."""
         self._guard(model_id)
         fence = commit.fence
@@ -298,7 +269,7 @@ class RedisStore(RedisModels):
             script_keys += [keys.state(model_id), keys.layout(model_id), *staged]
             if commands:
                 round_trip(self.client, script_keys[0], commands)
-        reply = run_on_slot(self.client, self._append, script_keys, args, self.wait)
+        reply = run_script(self.client, self._append, script_keys, args, self.wait)
         status = int(reply[0])
         if status == -1:
             raise self._missing(model_id)
@@ -327,7 +298,7 @@ class RedisStore(RedisModels):
         its own renewed); False when another process holds it (:mod:`service.engine.turns`)."""
         key = keys.turn(model_id)
         milliseconds = max(1, int(seconds * 1000))
-        return bool(run_on_slot(self.client, self._turn, [key], [self.writer, milliseconds], None))
+        return bool(run_script(self.client, self._turn, [key], [self.writer, milliseconds], None))
 
     @unavailable
     def turn_taken(self, model_id: str) -> bool:
@@ -339,4 +310,4 @@ class RedisStore(RedisModels):
     def release_turn(self, model_id: str) -> None:
         """This process's turn of ``model_id`` ended without an append (its write failed)."""
         key = keys.turn(model_id)
-        run_on_slot(self.client, self._turn_release, [key], [self.writer], None)
+        run_script(self.client, self._turn_release, [key], [self.writer], None)

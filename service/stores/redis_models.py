@@ -91,7 +91,7 @@ class RedisModels(RedisWatch):
     def delete_model(self, model_id: str) -> None:
         self._guard(model_id)
         self.watch.forget(model_id)
-        deleted = self._delete(keys=keys.all_model_keys(model_id))
+        deleted = run_script(self.client, self._delete, keys.all_model_keys(model_id), [], None)
         self.client.srem(keys.MODELS, model_id)
         if self.client.exists(keys.config(model_id)):
             # created again between the script and SREM: it stays listed

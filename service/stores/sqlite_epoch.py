@@ -39,12 +39,8 @@ from service.stores.sqlite_file import PRIVATE_FILE_MODE, Database, is_disk_full
 
 logger = logging.getLogger("aucstream.store")
 
-TABLES = (
-    "CREATE TABLE IF NOT EXISTS epoch_marker (id INTEGER PRIMARY KEY CHECK (id = 1), "
-    "epoch TEXT NOT NULL, clock INTEGER NOT NULL, acknowledged INTEGER NOT NULL DEFAULT 0)",
-    "CREATE TABLE IF NOT EXISTS loss_alarms (scope TEXT PRIMARY KEY, cause TEXT NOT NULL)",
-)
-#: the marker's name in causes and in the copy
+#: the marker's name (tables ``epoch_marker`` and ``loss_alarms``:
+#: :mod:`service.stores.sqlite_schema`) in causes and in the copy
 MARKER = "epoch_marker"
 
 
@@ -72,8 +68,6 @@ class SQLiteLossWatch:
             pass
 
     def _tick(self, db: sqlite3.Connection, acknowledge: bool = False) -> Marker:
-        for statement in TABLES:
-            db.execute(statement)
         now = int(time.time() * 1000)
         row = db.execute("SELECT epoch, clock, acknowledged FROM epoch_marker").fetchone()
         if row is None or acknowledge:
@@ -150,13 +144,8 @@ class SQLiteLossWatch:
         alarms read.  A loss found is raised in this process only; not accepting its marker,
         the next check that can write finds it again and writes the alarm."""
         with self.database.snapshot() as db:
-            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
-            row = None
-            if "epoch_marker" in tables:
-                row = db.execute("SELECT epoch, clock, acknowledged FROM epoch_marker").fetchone()
-            alarms: dict[str, str] = {}
-            if "loss_alarms" in tables:
-                alarms = dict(db.execute("SELECT scope, cause FROM loss_alarms"))
+            row = db.execute("SELECT epoch, clock, acknowledged FROM epoch_marker").fetchone()
+            alarms = dict(db.execute("SELECT scope, cause FROM loss_alarms"))
         if row is None:
             if MARKER not in self.watch.known:
                 return alarms  # a new file: its first check that can write makes the marker
@@ -186,8 +175,6 @@ class SQLiteLossWatch:
         if cause is not None:
             try:
                 with self.database.write() as db:
-                    for statement in TABLES:
-                        db.execute(statement)
                     db.execute(
                         "INSERT OR IGNORE INTO loss_alarms VALUES (?, ?)",
                         (model_scope(model_id), cause),

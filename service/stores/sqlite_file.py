@@ -29,8 +29,11 @@ layouts     ``<dtype>|<shape>[|<n chunks>]`` of each state array
 ids         learned (kind 0) and expired (kind 1) event ids with their expiry (unix s)
 pending     records ``/score`` keeps for a label, with their deadline
 turns       the process holding a model's write turn, until when (unix s): transient
-            (:mod:`service.stores.sqlite_turns`), created at every open
+            (:mod:`service.stores.sqlite_turns`)
 =========== ===========================================================================
+
+and the lost-data checks' ``epoch_marker`` and ``loss_alarms``
+(:mod:`service.stores.sqlite_epoch`).
 """
 
 from __future__ import annotations
@@ -47,13 +50,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from service.errors import InsufficientStorage, StoreReplaced, StoreUnavailable
-from service.stores.sqlite_schema import (
-    SCHEMA,
-    SCHEMA_VERSION,
-    TURNS,
-    UPGRADE_2,
-    UPGRADE_3,
-)
+from service.stores.sqlite_schema import SCHEMA, SCHEMA_VERSION
 
 logger = logging.getLogger("aucstream")
 T = TypeVar("T")
@@ -272,24 +269,16 @@ class Database:
                     f"written by a newer aucstream (schema {version}; this one reads "
                     f"{SCHEMA_VERSION})"
                 )
-            for old, upgrade in ((2, UPGRADE_2), (3, UPGRADE_3)):
-                if version == old:
-                    for statement in upgrade.split(";"):
-                        db.execute(statement)
-                    version = old + 1
-                    db.execute(f"PRAGMA user_version = {version}")
             if 0 < version < SCHEMA_VERSION:
                 raise sqlite3.DatabaseError(
-                    f"written by an older aucstream (schema {version}, states stored in "
-                    f"other chunks; this one reads {SCHEMA_VERSION}): export each model "
-                    "(GET .../snapshot) with that version and import it into an empty one"
+                    f"written by an older aucstream (schema {version}; this one reads "
+                    f"{SCHEMA_VERSION}): export each model (GET .../snapshot) with that "
+                    "version and import it into an empty one"
                 )
+            for statement in SCHEMA.split(";"):
+                db.execute(statement)
             if version == 0:
-                for statement in SCHEMA.split(";"):
-                    if statement.strip():
-                        db.execute(statement)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            db.execute(TURNS)
 
     def verify_file(self) -> None:
         """:class:`StoreReplaced` once the path names another file than the one opened (a

@@ -121,13 +121,7 @@ class ManyModels:
                 except (StaleVersion, ModelNotFound) as error:
                     outcomes[k] = error
 
-        alone = writes[0] if len(writes) == 1 else None
-        if alone is not None:  # one model (a pass of one): its failure undoes its own write
-            try:
-                self.database.grouped(alone)
-            except (StaleVersion, ModelNotFound) as error:
-                outcomes[0] = error
-        elif any(write is not None for write in writes):
+        if any(write is not None for write in writes):
             self.database.grouped(write_all)
         for (model_id, commit), outcome in zip(commits, outcomes, strict=True):
             if not isinstance(outcome, Exception):

@@ -23,12 +23,12 @@ def test_each_call_gets_its_own_result_or_error_on_the_loop():
 
     async def main():
         loop_thread = threading.current_thread().name
-        results = await asyncio.gather(*(handoff.run(double, k) for k in range(20)))
+        results = await asyncio.gather(*(handoff.submit(double, k) for k in range(20)))
         assert [value for value, _ in results] == [2 * k for k in range(20)]
         assert all(name.startswith("test-") and name != loop_thread for _, name in results)
         with pytest.raises(KeyError, match="bad"):
-            await handoff.run(fail, "bad")
-        value, _ = await handoff.run(double, 5)  # the thread that raised serves on
+            await handoff.submit(fail, "bad")
+        value, _ = await handoff.submit(double, 5)  # the thread that raised serves on
         assert value == 10
 
     asyncio.run(main())
@@ -51,7 +51,7 @@ def test_threads_are_bounded_and_calls_beyond_the_bound_wait_their_turn():
         return value
 
     async def main():
-        return await asyncio.gather(*(handoff.run(slow, k) for k in range(8)))
+        return await asyncio.gather(*(handoff.submit(slow, k) for k in range(8)))
 
     assert asyncio.run(main()) == list(range(8))
     assert most == 2
@@ -72,13 +72,13 @@ def test_a_cancelled_waiter_leaves_the_thread_serving_the_next_call():
         return "late"
 
     async def main():
-        waiter = asyncio.ensure_future(handoff.run(slow))
+        waiter = asyncio.ensure_future(handoff.submit(slow))
         while not started.is_set():
             await asyncio.sleep(0.001)
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
-        return await handoff.run(lambda: "next")
+        return await handoff.submit(lambda: "next")
 
     assert asyncio.run(main()) == "next"
     handoff.close()
@@ -89,7 +89,7 @@ def test_a_closed_handoff_refuses_calls():
     handoff.close()
 
     async def main():
-        await handoff.run(lambda: None)
+        await handoff.submit(lambda: None)
 
     with pytest.raises(RuntimeError, match="closed"):
         asyncio.run(main())

@@ -169,9 +169,10 @@ def test_the_means_round_trip_through_a_snapshot_and_corrupt_ones_are_refused(cl
     assert client.get("/v1/models/bad").status_code == 404
 
 
-def test_a_state_of_the_earlier_layout_of_sums_is_refused_naming_it(client):
-    """The earlier layout kept sums (``missing:sums``), which could round past the feature
-    bound times the count; such a state is refused, not read as fresh means."""
+def test_a_state_with_sums_for_means_is_refused_naming_it(client):
+    """Sums (``missing:sums``, of a state format before 1: refused by its version first) could
+    round past the feature bound times the count; a state holding them is refused, not read
+    as fresh means."""
     body, with_nan, _ = _holes_as_nan(40)
     create_model(client, "mean", missing_values="mean", **LINEAR)
     client.post("/v1/models/mean/events", json=body)
@@ -183,7 +184,7 @@ def test_a_state_of_the_earlier_layout_of_sums_is_refused_naming_it(client):
     assert response.status_code == 422, response.text
     problem = response.json()
     assert problem["field"] == "missing:sums"
-    assert "earlier layout" in problem["detail"] and "missing:means" in problem["detail"]
+    assert "not part of a model's running means" in problem["detail"]
     without = {name: value for name, value in arrays.items() if name != "missing:means"}
     response = put_snapshot(client, "old", write_snapshot(manifest, without), replace=False)
     assert response.status_code == 422 and response.json()["field"] == "missing:means"

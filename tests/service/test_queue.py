@@ -11,7 +11,8 @@ import pytest
 import redis
 
 from service.engine.repository import ModelRepository
-from service.queue import LAST_ID
+from service.queue import streams
+from service.queue.streams import LAST_ID
 from service.queue.worker import Worker
 from service.settings import Settings
 from service.stores import keys
@@ -380,14 +381,15 @@ def test_workers_share_the_models_and_take_over_from_a_stopped_one(
 
 
 class LostReplies:
-    """The queue's append script as Redis runs it, but whose first ``lost`` replies never reach
-    the API (the connection drops after Redis ran it: a reset, a failover, a timeout)."""
+    """The queue's scripts (the API's: its append) as Redis runs them, but whose first
+    ``lost`` replies never reach the API (the connection drops after Redis ran it: a reset, a
+    failover, a timeout)."""
 
-    def __init__(self, script, lost: int) -> None:
-        self.script, self.lost, self.runs = script, lost, 0
+    def __init__(self, lost: int) -> None:
+        self.run, self.lost, self.runs = streams.run_script, lost, 0
 
     def __call__(self, *args, **kwargs):
-        reply = self.script(*args, **kwargs)
+        reply = self.run(*args, **kwargs)
         self.runs += 1
         if self.lost:
             self.lost -= 1
@@ -397,18 +399,19 @@ class LostReplies:
 
 @pytest.mark.parametrize("ids", [True, False], ids=["with-ids", "without-ids"])
 def test_an_append_whose_reply_was_lost_is_acknowledged_once_not_refused(
-    make_app, make_worker, rclient, ids
+    make_app, make_worker, rclient, ids, monkeypatch
 ):
     client = make_app()
     create_model(client, "m")
-    queue = client.app.state.queue
-    queue._append = LostReplies(queue._append, lost=2)
+    lost = LostReplies(lost=2)
+    monkeypatch.setattr(streams, "run_script", lost)
     X, y = make_stream(50)
     (body,) = posts(X, y, 50, ids=ids)
     response = client.post("/v1/models/m/events", json=body)
     # the batch went in at the first attempt: the answer says so, and it is queued once
     assert response.status_code == 202, response.text
-    assert queue._append.runs == 3
+    assert lost.runs == 3
+    monkeypatch.undo()  # the worker's scripts answer
     (stream_id,) = response.json()["stream_ids"]
     assert [entry_id.decode() for entry_id, _ in rclient.xrange(keys.stream("m"))] == [stream_id]
     assert response.json()["backlog_events"] == 50
@@ -434,11 +437,12 @@ def test_an_append_is_not_refused_for_a_read_after_it(make_app, rclient, monkeyp
     assert rclient.xlen(keys.stream("m")) == 1
 
 
-def test_an_append_redis_never_answers_is_a_503_that_says_it_may_be_queued(make_app, rclient):
+def test_an_append_redis_never_answers_is_a_503_that_says_it_may_be_queued(
+    make_app, rclient, monkeypatch
+):
     client = make_app()
     create_model(client, "m")
-    queue = client.app.state.queue
-    queue._append = LostReplies(queue._append, lost=3)
+    monkeypatch.setattr(streams, "run_script", LostReplies(lost=3))
     X, y = make_stream(20)
     response = client.post("/v1/models/m/events", json=next(posts(X, y, 20)))
     assert response.status_code == 503, response.text

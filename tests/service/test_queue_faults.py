@@ -26,7 +26,7 @@ import pytest
 import redis
 
 from loadtest.local import free_port
-from service.queue import APPLIED_ENTRIES
+from service.queue.streams import APPLIED_ENTRIES
 from service.stores import keys
 from tests.service.conftest import (
     ON_REDIS_AND_CLUSTER,

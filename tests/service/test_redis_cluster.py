@@ -16,7 +16,7 @@ import redis
 
 from loadtest.local import private_redis_cluster
 from service.errors import StoreUnavailable
-from service.stores import keys
+from service.stores import keys, redis_models
 from service.stores.client import connect
 from service.stores.redis import RedisStore
 from tests.service.conftest import (
@@ -75,18 +75,20 @@ def test_models_on_every_master_work_in_sync_mode(empty_redis_cluster):
     client.close()
 
 
-def test_a_create_failing_after_its_registration_is_not_listed_and_can_be_retried(store):
+def test_a_create_failing_after_its_registration_is_not_listed_and_can_be_retried(
+    store, monkeypatch
+):
     """Registered first, then written: a create that fails in between leaves an id that is
     registered without a model, which is not listed, and the retry creates it."""
-    real = store._create
 
-    def lost(*args, **kwargs):
+    def lost(client, script, *args):
+        assert script is store._create
         raise redis.exceptions.ConnectionError("injected: connection lost")
 
-    store._create = lost
-    with pytest.raises(StoreUnavailable):
-        store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
-    store._create = real
+    with monkeypatch.context() as patched:
+        patched.setattr(redis_models, "run_script", lost)
+        with pytest.raises(StoreUnavailable):
+            store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
     assert store.client.sismember(keys.MODELS, "m")
     assert store.list_models() == []
     store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
@@ -95,7 +97,7 @@ def test_a_create_failing_after_its_registration_is_not_listed_and_can_be_retrie
     assert not store.client.sismember(keys.MODELS, "m")
 
 
-def test_a_model_created_while_another_deletes_its_id_stays_listed(store, request):
+def test_a_model_created_while_another_deletes_its_id_stays_listed(store, monkeypatch):
     """Both interleavings of a create with a delete of the previous model of that id."""
     other = RedisStore(store.client)
     store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
@@ -113,13 +115,14 @@ def test_a_model_created_while_another_deletes_its_id_stays_listed(store, reques
         store.client.srem = real_srem
     assert store.list_models() == ["m"] and store.load("m").incarnation == "inc2"
     # 2. the delete runs entirely between the create's registration and its script
-    real_create = other._create
+    real_run = redis_models.run_script
 
-    def create_after_a_delete(*args, **kwargs):
-        store.delete_model("m")
-        return real_create(*args, **kwargs)
+    def create_after_a_delete(client, script, *args):
+        if script is other._create:
+            store.delete_model("m")
+        return real_run(client, script, *args)
 
-    other._create = create_after_a_delete
+    monkeypatch.setattr(redis_models, "run_script", create_after_a_delete)
     other.create_model("m", {"id": "m"}, ARRAYS, "inc3", replace=True)
     assert store.list_models() == ["m"] and store.load("m").incarnation == "inc3"
 

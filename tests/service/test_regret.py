@@ -174,7 +174,7 @@ def test_undefined_regret_has_a_reason_and_the_solve_is_cached_per_version(clien
     assert metrics["regret_reason"] == "the regret window holds no positive event"
     client.post("/v1/models/m/events", json=events_json(X[~negatives], y[~negatives]))
     engine = client.app.state.engine
-    engine.regret_throttle = 0.0  # solve every new version (see the throttle test)
+    engine.reporting.throttle = 0.0  # solve every new version (see the throttle test)
     first = client.get("/v1/models/m/metrics").json()
     assert first["regret"] is not None and not engine.regret_pending("m")
     again = client.get("/v1/models/m/metrics").json()
@@ -296,7 +296,7 @@ def test_re_solving_is_throttled_and_the_served_version_is_named(client):
     X, y = make_stream(60, seed=10)
     client.post("/v1/models/m/events", json=events_json(X[:40], y[:40]))
     engine = client.app.state.engine
-    engine.regret_throttle = 1e9  # never solve again for this incarnation
+    engine.reporting.throttle = 1e9  # never solve again for this incarnation
     first = client.get("/v1/models/m/metrics").json()
     assert first["regret"]["version"] == first["version"]
     client.post("/v1/models/m/events", json=events_json(X[40:], y[40:]))
@@ -304,7 +304,7 @@ def test_re_solving_is_throttled_and_the_served_version_is_named(client):
     later = client.get("/v1/models/m/metrics").json()
     assert later["version"] > first["version"]
     assert later["regret"] == first["regret"]  # the last solution, naming its version
-    engine.regret_throttle = 0.0
+    engine.reporting.throttle = 0.0
     fresh = client.get("/v1/models/m/metrics").json()
     assert fresh["regret"]["version"] == later["version"]
     assert fresh["regret"]["n_events"] == 60

@@ -326,11 +326,12 @@ def test_an_unusable_data_directory_is_one_clear_line_at_start_up(tmp_path, caps
         db.execute("PRAGMA user_version = 99")
     assert "newer aucstream" in _serve_fails(capsys, newer)
 
-    older = tmp_path / "older"  # states in another chunk size (fields.CHUNK_BYTES)
-    SQLiteStore.open(older).close()
-    with contextlib.closing(sqlite3.connect(older / FILE_NAME)) as db:
-        db.execute("PRAGMA user_version = 1")
-    assert "older aucstream" in _serve_fails(capsys, older)
+    for schema in (1, 3):  # 1: states in another chunk size; 3: the log in other tables
+        older = tmp_path / f"older-{schema}"
+        SQLiteStore.open(older).close()
+        with contextlib.closing(sqlite3.connect(older / FILE_NAME)) as db:
+            db.execute(f"PRAGMA user_version = {schema}")
+        assert "older aucstream" in _serve_fails(capsys, older)
 
     # the app started without the CLI (uvicorn --factory) refuses to start the same way
     with pytest.raises(StoreOpenError, match="not a database"):
@@ -477,67 +478,6 @@ def test_files_an_earlier_version_left_readable_are_made_private(tmp_path):
     for path in (database, wal):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755
-    store.close()
-
-
-def test_a_schema_3_file_is_upgraded_in_place_with_its_log_and_id_counts(tmp_path):
-    """Schema 3 kept the log in a ``WITHOUT ROWID`` table and the ids' counts in
-    ``id_counts``; opening such a file moves both (schema 4) and loses nothing: the same
-    entries, the same counts, and the bound of remembered ids goes on from them."""
-    from service.engine.entries import Entry, encode
-    from service.stores.sqlite_schema import SCHEMA_VERSION
-
-    store = SQLiteStore.open(tmp_path)
-    store.create_model("m", {}, {"learner:w": np.ones(2)}, "inc")
-    entries = [Entry(5.0 + k, np.full((1, 3), k), np.array([1])) for k in range(3)]
-    for k, entry in enumerate(entries):
-        ids = [f"a{k}", f"b{k}"]
-        commit = Commit(1 + k, "inc", None, entry=entry, learned_ids=ids, id_expiry=1e12,
-                        expired_ids=ids[:1], now=1.0)  # fmt: skip
-        assert store.commit("m", commit) == 2 + k
-    store.close()
-    with contextlib.closing(sqlite3.connect(tmp_path / FILE_NAME, isolation_level=None)) as db:
-        # the file as schema 3 wrote it
-        db.executescript("""
-            BEGIN;
-            CREATE TABLE id_counts (
-                model_id TEXT NOT NULL, kind INTEGER NOT NULL, n INTEGER NOT NULL,
-                PRIMARY KEY (model_id, kind));
-            INSERT INTO id_counts SELECT id, 0, seen_ids FROM models;
-            INSERT INTO id_counts SELECT id, 1, expired_ids FROM models;
-            ALTER TABLE models DROP COLUMN seen_ids;
-            ALTER TABLE models DROP COLUMN expired_ids;
-            CREATE TABLE log_4 AS SELECT * FROM log;
-            DROP TABLE log;
-            CREATE TABLE log (
-                model_id TEXT NOT NULL, version INTEGER NOT NULL, entry BLOB NOT NULL,
-                PRIMARY KEY (model_id, version)) WITHOUT ROWID;
-            INSERT INTO log SELECT * FROM log_4;
-            DROP TABLE log_4;
-            PRAGMA user_version = 3;
-            COMMIT;
-        """)
-        assert db.execute("SELECT n FROM id_counts ORDER BY kind").fetchall() == [(6,), (3,)]
-
-    store = SQLiteStore.open(tmp_path)
-    loaded = store.load("m")
-    assert [version for version, _ in loaded.entries] == [2, 3, 4]
-    assert [encode(read) for _, read in loaded.entries] == [encode(entry) for entry in entries]
-    with contextlib.closing(sqlite3.connect(store.path)) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (4,)
-        tables = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
-        assert db.execute("SELECT seen_ids, expired_ids FROM models").fetchone() == (6, 3)
-    assert "id_counts" not in tables and "WITHOUT ROWID" not in tables["log"]
-    assert store.seen("m", ["a0", "b2", "c"], 2.0).tolist() == [True, True, False]
-    # the bound counts from the moved count: 6 remembered + 1 new > 5 forgets the 2 oldest
-    entry = Entry(9.0, np.zeros((1, 3)), np.array([1]))
-    commit = Commit(4, "inc", None, entry=entry, learned_ids=["c"], id_expiry=2e12, now=1.0,
-                    max_remembered_ids=5)  # fmt: skip
-    assert store.commit("m", commit) == 5
-    assert store.seen("m", ["a0", "a1", "b0", "c"], 2.0).sum() == 2
-    with contextlib.closing(sqlite3.connect(store.path)) as db:
-        assert db.execute("SELECT seen_ids FROM models").fetchone() == (5,)
-        assert db.execute("SELECT COUNT(*) FROM ids WHERE kind = 0").fetchone() == (5,)
     store.close()
 
 

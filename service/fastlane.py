@@ -374,15 +374,3 @@ def problem_response(error: ServiceError) -> Response:
     return JSONResponse(
         error.problem(), status_code=error.status, media_type=PROBLEM, headers=error.headers
     )
-
-
-__all__ = [
-    "LaneRoute",
-    "ServiceApp",
-    "SettingBound",
-    "allowed_methods",
-    "lane",
-    "problem_response",
-    "query_count",
-    "query_flag",
-]

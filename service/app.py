@@ -11,14 +11,12 @@ import os
 import signal
 import threading
 from collections.abc import AsyncIterator
-from typing import Any, TextIO
+from typing import TextIO
 
 from fastapi import Depends, FastAPI
-from fastapi.openapi.utils import get_openapi
 
 from core.warmup import kernel_groups
 from service import kernels
-from service import openapi as openapi_document
 from service.auth import require_api_key
 from service.body_guard import BodyDeadlines
 from service.deps import Services
@@ -152,22 +150,6 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         HostCheck(HostPolicy(settings.allowed_hosts)),
         BodyDeadlines(settings.body_read_timeout_seconds),
     )
-
-    def openapi() -> dict[str, Any]:
-        """FastAPI's document of the routes, completed by :func:`service.openapi.complete`."""
-        if app.openapi_schema is None:
-            document = get_openapi(
-                title=app.title,
-                version=app.version,
-                summary=app.summary,
-                routes=app.routes,
-            )
-            app.openapi_schema = openapi_document.complete(
-                document, auth_enabled=settings.auth_enabled
-            )
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
     return app
 
 

@@ -39,6 +39,7 @@ from service.errors import InvalidInput, MalformedBody, ServiceError
 from service.hosts import HostCheck, close_handshake, header
 from service.ingest.objects import json_error_detail
 from service.kernels import warming_up
+from service.openapi import complete
 from service.telemetry import Telemetry
 from service.telemetry_logs import record_request
 
@@ -224,6 +225,12 @@ class ServiceApp(FastAPI):
             for route in iter_route_contexts(self.router.routes)
             if getattr(route.endpoint, "__lane__", False)
         ]
+
+    def openapi(self) -> dict[str, Any]:
+        """FastAPI's document of the routes, completed by :func:`service.openapi.complete`."""
+        if self.openapi_schema is None:
+            complete(super().openapi(), auth_enabled=self.state.settings.auth_enabled)
+        return self.openapi_schema  # type: ignore[return-value]
 
     def on_error(self, error: ServiceError) -> Response:
         """Every problem's one rendering (the lane's, FastAPI's handlers', the Host check's),

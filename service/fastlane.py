@@ -27,6 +27,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import RouteContext, iter_route_contexts
+from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse
 from starlette.types import Message, Receive, Scope, Send
@@ -43,8 +44,6 @@ from service.openapi import complete
 from service.telemetry import Telemetry
 from service.telemetry_logs import record_request
 
-_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
-_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 #: the order methods are listed in ``Allow``
 _METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 _NO_STORE = (b"cache-control", b"no-store")
@@ -72,20 +71,21 @@ def _query_value(request: Request, name: str) -> str | None:
     return request.query_params.get(name)
 
 
+_FLAG = TypeAdapter(bool)  # how FastAPI reads a ``bool`` query parameter
+
+
 def query_flag(request: Request, name: str, default: bool) -> bool:
-    """A boolean query parameter, read as FastAPI reads ``name: bool = default`` (the same
-    spellings, any case); anything else is a 422 naming ``query.<name>``."""
+    """A boolean query parameter, read as FastAPI reads ``name: bool = default``; anything else
+    is a 422 naming ``query.<name>``."""
     if (value := _query_value(request, name)) is None:
         return default
-    lowered = value.lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise InvalidInput(
-        f"query.{name}: Input should be a valid boolean (true or false), got {value!r}",
-        field=f"query.{name}",
-    )
+    try:
+        return _FLAG.validate_python(value)
+    except ValidationError:
+        raise InvalidInput(
+            f"query.{name}: Input should be a valid boolean (true or false), got {value!r}",
+            field=f"query.{name}",
+        ) from None
 
 
 def query_count(request: Request, name: str, default: int, least: int, most: int) -> int:

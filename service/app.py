@@ -95,6 +95,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         repository.on_forget.append(telemetry.forget_model)
         app.state.queue = make_queue(app.state.store, settings)
         app.state.services = Services(app.state.engine, settings, telemetry, app.state.queue)
+        app.state.sse_slots = metrics.StreamSlots(settings)
         app.state.warm = threading.Event()
         if settings.warmup:
             # planned before the thread starts: a /readyz meanwhile already counts the groups

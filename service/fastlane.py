@@ -1,12 +1,12 @@
 """The one ASGI layer of every request (:class:`ServiceApp`), and the lane: the routes it serves
 without FastAPI's per-request machinery.
 
-:meth:`ServiceApp.__call__` makes one scan of the headers and wraps ``send`` once to do what
-seven middlewares did: the ``Host`` check (:mod:`service.hosts`), HEAD served as GET
-(RFC 9110 9.3.2), the warm-up gate (503 ``warming-up`` on ``/v1`` until the default kernels are
-compiled), the body deadline (:mod:`service.body_guard`), ``Cache-Control: no-store`` on ``/v1``
-answers (they carry model state no cache may keep), ``X-Request-ID``, the request metrics and
-log line, and Starlette's plain 500 page for an unexpected exception.
+:meth:`ServiceApp.__call__` makes one scan of the headers and wraps ``send`` once, for the
+``Host`` check (:mod:`service.hosts`), HEAD served as GET (RFC 9110 9.3.2), the warm-up gate
+(503 ``warming-up`` on ``/v1`` until the default kernels are compiled), the body deadline
+(:mod:`service.body_guard`), ``Cache-Control: no-store`` on ``/v1`` answers (they carry model
+state no cache may keep), ``X-Request-ID``, the request metrics and log line, and Starlette's
+plain 500 page for an unexpected exception.
 
 Routes are declared once, on FastAPI routers, which the OpenAPI document, the 405 logic
 (:func:`allowed_methods`) and the router all read.  The routes marked :func:`lane` (the

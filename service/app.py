@@ -10,15 +10,13 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import AsyncIterator
-from typing import Any, TextIO
+from collections.abc import AsyncIterator, Callable
+from typing import TextIO
 
 from fastapi import Depends, FastAPI
-from fastapi.openapi.utils import get_openapi
 
 from core.warmup import kernel_groups
 from service import kernels
-from service import openapi as openapi_document
 from service.auth import require_api_key
 from service.body_guard import BodyDeadlines
 from service.deps import Services
@@ -97,6 +95,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         repository.on_forget.append(telemetry.forget_model)
         app.state.queue = make_queue(app.state.store, settings)
         app.state.services = Services(app.state.engine, settings, telemetry, app.state.queue)
+        app.state.sse_slots = metrics.StreamSlots(settings)
         app.state.warm = threading.Event()
         if settings.warmup:
             # planned before the thread starts: a /readyz meanwhile already counts the groups
@@ -110,9 +109,16 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         refitter = app.state.refitter = Refitter()
         if app.state.queue is None:
             refitter.start()
-        sweeper = asyncio.create_task(_sweep_forever(app.state.engine, settings))
-        history = asyncio.create_task(_catch_up_history_forever(app.state.engine, settings))
-        tasks = [sweeper, history]
+        engine = app.state.engine
+        tasks = [
+            asyncio.create_task(_every(seconds, work, what))
+            for seconds, work, what in (
+                # default labels applied, expired pending labels forgotten
+                (settings.sweep_interval_seconds, engine.sweep_all, "sweep of expired labels"),
+                # metrics-history points of models gone quiet since their last one
+                (settings.history_catch_up_seconds, engine.catch_up_history, "history catch-up"),
+            )
+        ]
         if settings.workers > 1:
             tasks.append(asyncio.create_task(_stop_when_orphaned(os.getppid())))
         try:
@@ -152,22 +158,6 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         HostCheck(HostPolicy(settings.allowed_hosts)),
         BodyDeadlines(settings.body_read_timeout_seconds),
     )
-
-    def openapi() -> dict[str, Any]:
-        """FastAPI's document of the routes, completed by :func:`service.openapi.complete`."""
-        if app.openapi_schema is None:
-            document = get_openapi(
-                title=app.title,
-                version=app.version,
-                summary=app.summary,
-                routes=app.routes,
-            )
-            app.openapi_schema = openapi_document.complete(
-                document, auth_enabled=settings.auth_enabled
-            )
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
     return app
 
 
@@ -197,24 +187,14 @@ async def _stop_when_orphaned(server_pid: int) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-async def _sweep_forever(engine: Engine, settings: Settings) -> None:
-    """Apply default labels / forget expired pending labels, every few seconds."""
+async def _every(seconds: float, work: Callable[[], object], what: str) -> None:
+    """``work`` in the thread pool every ``seconds``; a failure is logged and the next round
+    runs all the same."""
     while True:
-        await asyncio.sleep(settings.sweep_interval_seconds)
+        await asyncio.sleep(seconds)
         try:
-            await asyncio.to_thread(engine.sweep_all)
+            await asyncio.to_thread(work)
         except StoreUnavailable as error:  # an outage, already logged by the store: no trace
-            logger.warning("sweep of expired labels skipped: %s", error.detail)
+            logger.warning("%s skipped: %s", what, error.detail)
         except Exception:
-            logger.exception("sweep of expired labels failed")
-
-
-async def _catch_up_history_forever(engine: Engine, settings: Settings) -> None:
-    """Write the metrics-history points of models gone quiet since their last point
-    (:meth:`Engine.catch_up_history`), every few seconds."""
-    while True:
-        await asyncio.sleep(settings.history_catch_up_seconds)
-        try:
-            await asyncio.to_thread(engine.catch_up_history)
-        except Exception:  # each model's failure is logged inside: this is a bug
-            logger.exception("metrics history catch-up failed")
+            logger.exception("%s failed", what)

@@ -1,12 +1,12 @@
 """The one ASGI layer of every request (:class:`ServiceApp`), and the lane: the routes it serves
 without FastAPI's per-request machinery.
 
-:meth:`ServiceApp.__call__` makes one scan of the headers and wraps ``send`` once to do what
-seven middlewares did: the ``Host`` check (:mod:`service.hosts`), HEAD served as GET
-(RFC 9110 9.3.2), the warm-up gate (503 ``warming-up`` on ``/v1`` until the default kernels are
-compiled), the body deadline (:mod:`service.body_guard`), ``Cache-Control: no-store`` on ``/v1``
-answers (they carry model state no cache may keep), ``X-Request-ID``, the request metrics and
-log line, and Starlette's plain 500 page for an unexpected exception.
+:meth:`ServiceApp.__call__` makes one scan of the headers and wraps ``send`` once, for the
+``Host`` check (:mod:`service.hosts`), HEAD served as GET (RFC 9110 9.3.2), the warm-up gate
+(503 ``warming-up`` on ``/v1`` until the default kernels are compiled), the body deadline
+(:mod:`service.body_guard`), ``Cache-Control: no-store`` on ``/v1`` answers (they carry model
+state no cache may keep), ``X-Request-ID``, the request metrics and log line, and Starlette's
+plain 500 page for an unexpected exception.
 
 Routes are declared once, on FastAPI routers, which the OpenAPI document, the 405 logic
 (:func:`allowed_methods`) and the router all read.  The routes marked :func:`lane` (the
@@ -27,6 +27,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import RouteContext, iter_route_contexts
+from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse
 from starlette.types import Message, Receive, Scope, Send
@@ -39,11 +40,10 @@ from service.errors import InvalidInput, MalformedBody, ServiceError
 from service.hosts import HostCheck, close_handshake, header
 from service.ingest.objects import json_error_detail
 from service.kernels import warming_up
+from service.openapi import complete
 from service.telemetry import Telemetry
 from service.telemetry_logs import record_request
 
-_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
-_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 #: the order methods are listed in ``Allow``
 _METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 _NO_STORE = (b"cache-control", b"no-store")
@@ -71,20 +71,21 @@ def _query_value(request: Request, name: str) -> str | None:
     return request.query_params.get(name)
 
 
+_FLAG = TypeAdapter(bool)  # how FastAPI reads a ``bool`` query parameter
+
+
 def query_flag(request: Request, name: str, default: bool) -> bool:
-    """A boolean query parameter, read as FastAPI reads ``name: bool = default`` (the same
-    spellings, any case); anything else is a 422 naming ``query.<name>``."""
+    """A boolean query parameter, read as FastAPI reads ``name: bool = default``; anything else
+    is a 422 naming ``query.<name>``."""
     if (value := _query_value(request, name)) is None:
         return default
-    lowered = value.lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise InvalidInput(
-        f"query.{name}: Input should be a valid boolean (true or false), got {value!r}",
-        field=f"query.{name}",
-    )
+    try:
+        return _FLAG.validate_python(value)
+    except ValidationError:
+        raise InvalidInput(
+            f"query.{name}: Input should be a valid boolean (true or false), got {value!r}",
+            field=f"query.{name}",
+        ) from None
 
 
 def query_count(request: Request, name: str, default: int, least: int, most: int) -> int:
@@ -224,6 +225,12 @@ class ServiceApp(FastAPI):
             for route in iter_route_contexts(self.router.routes)
             if getattr(route.endpoint, "__lane__", False)
         ]
+
+    def openapi(self) -> dict[str, Any]:
+        """FastAPI's document of the routes, completed by :func:`service.openapi.complete`."""
+        if self.openapi_schema is None:
+            complete(super().openapi(), auth_enabled=self.state.settings.auth_enabled)
+        return self.openapi_schema  # type: ignore[return-value]
 
     def on_error(self, error: ServiceError) -> Response:
         """Every problem's one rendering (the lane's, FastAPI's handlers', the Host check's),
@@ -374,15 +381,3 @@ def problem_response(error: ServiceError) -> Response:
     return JSONResponse(
         error.problem(), status_code=error.status, media_type=PROBLEM, headers=error.headers
     )
-
-
-__all__ = [
-    "LaneRoute",
-    "ServiceApp",
-    "SettingBound",
-    "allowed_methods",
-    "lane",
-    "problem_response",
-    "query_count",
-    "query_flag",
-]

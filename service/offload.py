@@ -31,14 +31,12 @@ DENSE_TEXT_FACTOR = 16
 NPZ_FACTOR = 64
 
 #: the most events a batch may hold and still be learned or scored on the event loop (and, on
-#: the stream, validated and answered there): the REST bodies of 1,000 events the load tests
-#: send stay inline, where a thread hop would add ~8% to their CPU; beyond, the work (7 ms to
-#: learn 1,000 events on the README's model, 16 ms for as many one-event stream messages)
-#: dwarfs a hop (loadtest/README.md, "The offload rule")
+#: the stream, validated and answered there): below it a thread hop costs more than it saves,
+#: beyond it the work dwarfs a hop (loadtest/README.md, "The offload rule", has the figures)
 INLINE_EVENTS = 1_000
-#: what a stream message costs beside learning its events, counted in events: made into a
-#: Python object, validated, answered with a reply of its own (~9 us, against 2.5-5.5 us to
-#: learn an event): one-event messages leave the loop past 250 a batch
+#: what a stream message costs beside learning its events, counted in events (it is made into
+#: a Python object, validated and answered with a reply of its own): one-event messages leave
+#: the loop past 250 a batch
 MESSAGE_EVENTS = 3
 
 

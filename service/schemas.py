@@ -372,14 +372,6 @@ class ScoreResponse(BaseModel):
     )
 
 
-#: The 200 of ``/events`` and ``/score`` as the route writes it with orjson
-#: (``service.routers.events.json_response``): the fields of :class:`LearnResponse` and
-#: :class:`ScoreResponse`, which document it and whose ``model_dump_json`` writes the same bytes
-#: (tests/service/test_hot_lane.py compares them); not a second declaration of those fields.
-LearnResponseBody = dict[str, Any]
-ScoreResponseBody = dict[str, Any]
-
-
 class LabelStatus(BaseModel):
     id: str
     status: Literal["learned", "duplicate", "unknown", "expired"]

@@ -25,12 +25,6 @@ LEARNING_SETTINGS = {
 }  # fmt: skip
 
 
-def _split_keys(value: object) -> object:
-    if isinstance(value, str):
-        return [key.strip() for key in value.split(",") if key.strip()]
-    return value
-
-
 class Settings(BaseSettings):
     """Every knob of the service; set by ``AUCSTREAM_<NAME>`` environment variables."""
 
@@ -212,20 +206,21 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
-    @field_validator("api_keys", "read_only_api_keys", "ws_allowed_origins", mode="before")
+    @field_validator(
+        "api_keys", "read_only_api_keys", "ws_allowed_origins", "allowed_hosts", mode="before"
+    )
     @classmethod
     def _comma_separated(cls, value: object) -> object:
-        return _split_keys(value)
+        if isinstance(value, str):
+            return [entry.strip() for entry in value.split(",") if entry.strip()]
+        return value
 
-    @field_validator("allowed_hosts", mode="before")
+    @field_validator("allowed_hosts")
     @classmethod
-    def _host_names(cls, value: object) -> object:
+    def _host_names(cls, value: list[str]) -> list[str]:
         from service.hosts import allowed_host_entry
 
-        value = _split_keys(value)
-        if isinstance(value, list):
-            return [allowed_host_entry(str(entry)) for entry in value]
-        return value
+        return [allowed_host_entry(entry) for entry in value]
 
     @model_validator(mode="after")
     def _check_store(self) -> Settings:

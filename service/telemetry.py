@@ -199,31 +199,20 @@ class Telemetry(ModelSeries):
             for sample in metric.samples
             if sample.value > 0
         }
-        view = _ExistingModels(_Collected(collected), models & ranked)  # type: ignore[arg-type]
-        return generate_latest(view)  # type: ignore[arg-type]
-
-
-class _Collected:
-    """Metrics already collected, as a registry to collect from again."""
-
-    def __init__(self, metrics: list[Metric]) -> None:
-        self.metrics = metrics
-
-    def collect(self) -> Iterator[Metric]:
-        return iter(self.metrics)
+        return generate_latest(_ExistingModels(collected, models & ranked))  # type: ignore[arg-type]
 
 
 class _ExistingModels:
-    """A collector view without the series of deleted models: in multiprocess mode a label set
-    lives in the file of every process that wrote it, and ``remove`` in one process does not
-    reach the others' files."""
+    """Metrics already collected, without the series of deleted models, as a registry to
+    collect from again: in multiprocess mode a label set lives in the file of every process
+    that wrote it, and ``remove`` in one process does not reach the others' files."""
 
-    def __init__(self, registry: CollectorRegistry, models: set[str]) -> None:
-        self.registry = registry
+    def __init__(self, metrics: list[Metric], models: set[str]) -> None:
+        self.metrics = metrics
         self.models = models
 
     def collect(self) -> Iterator[Metric]:
-        for metric in self.registry.collect():
+        for metric in self.metrics:
             metric.samples = [
                 sample
                 for sample in metric.samples

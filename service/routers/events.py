@@ -23,10 +23,8 @@ from service.queue.enqueue import enqueue
 from service.schemas import (
     LabelsResponse,
     LearnResponse,
-    LearnResponseBody,
     QueuedResponse,
     ScoreResponse,
-    ScoreResponseBody,
 )
 from service.telemetry import Telemetry
 
@@ -125,7 +123,7 @@ async def post_events(
             "duplicates": len(result.duplicate_ids),
             "version": result.version,
         }
-    body: LearnResponseBody = {
+    body: dict[str, Any] = {
         "model": model_id,
         "version": result.version,
         "received": result.received,
@@ -167,7 +165,7 @@ async def score(
     )
     values, calibrated = scored.scores, scored.probabilities
     services.telemetry.child(services.telemetry.scored, model_id).inc(len(values))
-    body: ScoreResponseBody = {
+    body: dict[str, Any] = {
         "model": model_id,
         "version": scored.version,
         "scores": values.tolist(),
@@ -185,10 +183,10 @@ def _count_learned(telemetry: Telemetry, model_id: str, result: LearnResult | La
 
 
 def json_response(body: dict[str, Any]) -> Response:
-    """The 200 of ``/events``, ``/score`` or ``/labels``: ``body`` (the fields of
-    ``LearnResponse``, ``ScoreResponse`` or ``LabelsResponse``, which document it) written by
-    orjson, the same bytes as pydantic's
-    ``model_dump_json`` (a test compares them) without validating values the engine made."""
+    """The 200 of ``/events``, ``/score`` or ``/labels``: ``body``, the fields of the route's
+    ``response_model`` (their one declaration), written by orjson: the same bytes as pydantic's
+    ``model_dump_json`` (tests/service/test_hot_lane.py compares them) without building a model
+    of values the engine made, which costs a one-event request measurably (loadtest/README.md)."""
     return Response(orjson.dumps(body), media_type="application/json")
 
 

@@ -149,15 +149,6 @@ class StreamSlots:
         self.auth_enabled = settings.auth_enabled
         self.open: Counter[str] = Counter()
 
-    @classmethod
-    def of(cls, request: Request) -> StreamSlots:
-        """The app's slots, made at the first stream request."""
-        state = request.app.state
-        slots = getattr(state, "sse_slots", None)
-        if slots is None:
-            slots = state.sse_slots = cls(state.settings)
-        return slots
-
     def client_of(self, request: Request) -> tuple[str, str]:
         """``(what counts the client's streams, how to name it in a problem)``; a key is
         counted by its digest, so the key itself is not kept here."""
@@ -280,7 +271,7 @@ async def stream(
     at once per API key (per client address when no keys are set), else 429, and
     ``AUCSTREAM_SSE_MAX_STREAMS`` from every client together, else 503; both with
     ``Retry-After``."""
-    slots = StreamSlots.of(request)
+    slots: StreamSlots = request.app.state.sse_slots
     client = slots.acquire(request)
     try:
         first = await _metrics(engine, model_id, telemetry)  # 404 before streaming

@@ -85,11 +85,8 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
     try:
         await run_in_threadpool(engine.store.ping)
         checks["store"] = "ok"
-    except StoreLostData as error:  # logged when noticed; the probe says why
-        checks["store"] = "data lost"
-        checks["store_detail"] = error.detail
-    except StoreReplaced as error:  # logged when noticed; the probe says why
-        checks["store"] = "unavailable"
+    except (StoreLostData, StoreReplaced) as error:  # logged when noticed; the probe says why
+        checks["store"] = "data lost" if isinstance(error, StoreLostData) else "unavailable"
         checks["store_detail"] = error.detail
     except Exception as error:  # anything: a probe answers, and never with the store's address
         logger.warning("readiness: the store did not answer: %s", error)

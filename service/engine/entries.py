@@ -29,8 +29,9 @@ from core.csr import CSRMatrix
 from core.logged_fits import LoggedFit
 
 #: the entry format's version, first in every encoded entry (a new layout is a new number,
-#: and an entry of another number is refused: 2 added the fits a change installed)
-ENTRY_FORMAT = 2
+#: and an entry of another number is refused: 2 added the fits a change installed, 3 holds
+#: their trees as three arrays, as state format 9 does)
+ENTRY_FORMAT = 3
 _HEAD = struct.Struct("<BI")
 
 

@@ -3,12 +3,13 @@ into plain arrays.
 
 A numba kernel (:mod:`core._kernels.boosted_growth`) grows the trees as scikit-learn's
 ``HistGradientBoostingClassifier`` does (log loss, binned features, best-first growth, no early
-stopping; deterministic) straight into the arrays of
-:class:`core._kernels.boosted_embedding.Ensemble`, ``2 * max_leaves - 1`` nodes per tree, so a
-fitted ensemble is part of a learner's pickle-free state and the embedding runs in a numba
-kernel.  scikit-learn's Python loop per node cost about ten times the kernel's time, and its
-import (1.4 s of CPU) fell on the first fit of every process (bench/README.md, "Real
-time-ordered streams").
+stopping; deterministic) into plain arrays, ``2 * max_leaves - 1`` nodes per tree, which
+:func:`fit_ensemble` packs into the three arrays of
+:class:`core._kernels.boosted_embedding.Ensemble` (a node's left child, its feature or leaf
+index, its threshold or leaf value), so a fitted ensemble is part of a learner's pickle-free
+state and the embedding runs in a numba kernel.  scikit-learn's Python loop per node cost about
+ten times the kernel's time, and its import (1.4 s of CPU) fell on the first fit of every
+process (bench/README.md, "Real time-ordered streams").
 """
 
 from __future__ import annotations
@@ -21,17 +22,18 @@ __all__ = [
     "ENSEMBLE_KEYS",
     "EnsembleParams",
     "bin_features",
+    "children_problem",
     "empty_ensemble",
     "fit_ensemble",
     "fitted_ensemble_problem",
     "negative_sampling_shift",
     "node_capacity",
-    "tree_problem",
+    "node_index_problem",
     "unfitted_ensemble",
 ]
 
-ENSEMBLE_KEYS = ("ens_left", "ens_right", "ens_feature", "ens_threshold", "ens_leaf",
-                 "ens_value", "ens_baseline", "ens_trees")  # fmt: skip
+ENSEMBLE_KEYS = ("ens_left", "ens_feature_or_leaf", "ens_threshold_or_value", "ens_baseline",
+                 "ens_trees")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -52,13 +54,14 @@ def node_capacity(max_leaves: int) -> int:
     return 2 * max_leaves - 1
 
 
-#: [CHOICE] the dtype of the trees' node indices (``ens_left``, ``ens_right``, ``ens_leaf``):
-#: ``max_leaves`` is at most 255 (boosted_embedded's constraint), so a node index is below 509
-#: and fits int16; a quarter of int64's bytes in every cached model (loadtest/README.md, "R:").
+#: [CHOICE] the dtype of the trees' child indices (``ens_left``): ``max_leaves`` is at most 255
+#: (boosted_embedded's constraint), so a node index is below 509 and fits int16; a quarter of
+#: int64's bytes in every cached model (loadtest/README.md, "R:").
 NODE_DTYPE = np.dtype(np.int16)
-#: [CHOICE] the dtype of ``ens_feature``: a feature index is below the model's n_features,
-#: whose dense rows (fit buffer: at least 16 of them) keep it far below 2**31; one dtype for
-#: every width, so the kernels compile one specialisation.
+#: [CHOICE] the dtype of ``ens_feature_or_leaf``: a feature index is below the model's
+#: n_features, whose dense rows (fit buffer: at least 16 of them) keep it far below 2**31, and a
+#: leaf index below ``max_leaves``; one dtype for every width, so the kernels compile one
+#: specialisation.
 FEATURE_DTYPE = np.dtype(np.int32)
 
 
@@ -69,11 +72,8 @@ def empty_ensemble(n_trees: int, max_leaves: int) -> dict[str, np.ndarray]:
     shape = (n_trees, node_capacity(max_leaves))
     return {
         "ens_left": np.full(shape, -1, dtype=NODE_DTYPE),
-        "ens_right": np.full(shape, -1, dtype=NODE_DTYPE),
-        "ens_feature": np.zeros(shape, dtype=FEATURE_DTYPE),
-        "ens_threshold": np.zeros(shape),
-        "ens_leaf": np.zeros(shape, dtype=NODE_DTYPE),
-        "ens_value": np.zeros(shape),
+        "ens_feature_or_leaf": np.zeros(shape, dtype=FEATURE_DTYPE),
+        "ens_threshold_or_value": np.zeros(shape),
         "ens_baseline": np.zeros(1),
         "ens_trees": np.zeros(1, dtype=np.int64),
     }
@@ -81,7 +81,7 @@ def empty_ensemble(n_trees: int, max_leaves: int) -> dict[str, np.ndarray]:
 
 #: the ensemble's arrays with a row per tree, empty until a fit fills them (they grow as
 #: ``core.learners._growing`` arrays: a young model holds no padded trees)
-TREE_KEYS = ("ens_left", "ens_right", "ens_feature", "ens_threshold", "ens_leaf", "ens_value")
+TREE_KEYS = ("ens_left", "ens_feature_or_leaf", "ens_threshold_or_value")
 
 
 def unfitted_ensemble(max_leaves: int) -> dict[str, np.ndarray]:
@@ -104,18 +104,28 @@ def ensemble_rows_problem(state: dict[str, np.ndarray]) -> str | None:
     return None
 
 
-def tree_problem(left: np.ndarray, right: np.ndarray) -> str | None:
-    """What is wrong with the trees' routing (None: nothing): every child after its parent
-    (routing ends), both children or none, two distinct children."""
+def children_problem(left: np.ndarray) -> str | None:
+    """What is wrong with the trees' routing (None: nothing): every left child after its parent
+    and its right sibling (the next node) inside the tree, so routing ends there."""
     nodes = np.broadcast_to(np.arange(left.shape[1])[None, :], left.shape)
     internal = left >= 0
-    if (
-        ((right >= 0) != internal).any()
-        or (left[internal] <= nodes[internal]).any()
-        or (right[internal] == left[internal]).any()
-        or (right[internal] <= nodes[internal]).any()
-    ):
-        return "'ens_left' / 'ens_right' do not describe trees with children after their parents"
+    if (left[internal] <= nodes[internal]).any() or (left[internal] >= left.shape[1] - 1).any():
+        return "'ens_left' does not describe trees with children after their parents"
+    return None
+
+
+def node_index_problem(
+    left: np.ndarray, feature_or_leaf: np.ndarray, n_features: int, max_leaves: int
+) -> str | None:
+    """What is wrong with the nodes' indices (None: nothing): a split's feature below
+    ``n_features``, a leaf's index below ``max_leaves`` (the kernels index rows and leaf columns
+    by them unchecked)."""
+    ends = np.where(left >= 0, n_features, max_leaves)
+    if ((feature_or_leaf < 0) | (feature_or_leaf >= ends)).any():
+        return (
+            f"'ens_feature_or_leaf' holds a split's feature outside [0, {n_features - 1}] or a "
+            f"leaf's index outside [0, {max_leaves - 1}]"
+        )
     return None
 
 
@@ -137,18 +147,19 @@ def fitted_ensemble_problem(
                 f"{template.dtype} and {template.shape}"
             )
     nodes = node_capacity(params.max_leaves)
-    for key, low, high in (("ens_left", -1, nodes - 1), ("ens_right", -1, nodes - 1),
-                           ("ens_feature", 0, n_features - 1),
-                           ("ens_leaf", 0, params.max_leaves - 1),
+    for key, low, high in (("ens_left", -1, nodes - 2),
                            ("ens_trees", params.n_trees, params.n_trees)):  # fmt: skip
         value = ensemble[key]
         if len(value) and (value.min() < low or value.max() > high):
             return f"array {key!r} holds values outside [{low}, {high}]"
-    for key in ("ens_threshold", "ens_value", "ens_baseline"):  # the stored states' bound
+    for key in ("ens_threshold_or_value", "ens_baseline"):  # the stored states' bound
         # (core.learners._state.VALUE_BOUND; not imported: core.learners imports this module)
         if not np.isfinite(ensemble[key]).all() or (np.abs(ensemble[key]) > 1e250).any():
             return f"array {key!r} holds values that are not finite (or beyond 1e250)"
-    return tree_problem(ensemble["ens_left"], ensemble["ens_right"])
+    left = ensemble["ens_left"]
+    return children_problem(left) or node_index_problem(
+        left, ensemble["ens_feature_or_leaf"], n_features, params.max_leaves
+    )
 
 
 def bin_features(X: np.ndarray, max_bins: int = 255) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -214,7 +225,12 @@ def fit_ensemble(
     features = np.asarray(X, dtype=np.float64)
     codes, n_edges, table = bin_features(features)
     state = empty_ensemble(params.n_trees, params.max_leaves)
-    split_bin = np.zeros_like(state["ens_feature"])
+    # the growth's own layout: a slot per node for each of a split's and a leaf's fields
+    right = np.full_like(state["ens_left"], -1)
+    feature = np.zeros_like(state["ens_feature_or_leaf"])
+    split_bin = np.zeros_like(feature)
+    leaf = np.zeros_like(state["ens_left"])
+    value = np.zeros(feature.shape)
     # the sample's base rate's log-odds, as scikit-learn's ``fit_intercept_only`` gives it
     eps = 10 * np.finfo(np.float64).eps
     rate = float(np.clip(labels.mean(), eps, 1.0 - eps))
@@ -222,11 +238,14 @@ def fit_ensemble(
     grow_ensemble(
         codes, n_edges + 1, labels, np.ones(len(labels)), baseline, params.n_trees,
         params.max_leaves, params.learning_rate, params.min_samples_leaf,
-        params.l2_regularization, state["ens_left"], state["ens_right"], state["ens_feature"],
-        split_bin, state["ens_leaf"], state["ens_value"],
+        params.l2_regularization, state["ens_left"], right, feature, split_bin, leaf, value,
     )  # fmt: skip
     internal = state["ens_left"] >= 0
-    state["ens_threshold"][internal] = table[state["ens_feature"][internal], split_bin[internal]]
+    if (right[internal] != state["ens_left"][internal] + 1).any():  # what routing relies on
+        raise RuntimeError("the growth put a split's children apart")
+    state["ens_feature_or_leaf"][...] = np.where(internal, feature, leaf)
+    state["ens_threshold_or_value"][...] = value
+    state["ens_threshold_or_value"][internal] = table[feature[internal], split_bin[internal]]
     state["ens_baseline"][0] = baseline + negative_sampling_shift(labels, sample_weight)
     state["ens_trees"][0] = params.n_trees
     return state

@@ -12,13 +12,14 @@ from core._kernels.random import random_unit
 from core._kernels.scaling import standard_learn_dense
 from core._kernels.tree_embedding import embedded_rows
 
-#: A fitted ensemble as arrays of shape ``(n_trees, n_nodes)``, the root of each tree at node 0:
-#: ``left[t, v]`` / ``right[t, v]`` (-1 at leaves), ``feature[t, v]``, ``threshold[t, v]`` (go
-#: left when ``value <= threshold``), ``leaf[t, v]`` (the leaf's index within its tree, -1 at
-#: internal nodes), ``value[t, v]`` (the leaf's additive margin); ``baseline`` of shape (1,).
-Ensemble = namedtuple(
-    "Ensemble", ["left", "right", "feature", "threshold", "leaf", "value", "baseline"]
-)
+#: A fitted ensemble as arrays of shape ``(n_trees, n_nodes)``, the root of each tree at node 0.
+#: A node is either internal (a split) or a leaf, never both, so it has one slot for each:
+#: ``left[t, v]``, its left child (-1 at a leaf; the right child is always the next node,
+#: ``left + 1``: the growth creates a split's children together); ``feature_or_leaf[t, v]``,
+#: the split's feature, or the leaf's index within its tree; ``threshold_or_value[t, v]``, the
+#: split's threshold (go left when ``value <= threshold``), or the leaf's additive margin;
+#: ``baseline`` of shape (1,).
+Ensemble = namedtuple("Ensemble", ["left", "feature_or_leaf", "threshold_or_value", "baseline"])
 
 
 @kernel
@@ -27,9 +28,11 @@ def _leaf(ens, t, X, i, dense, sparse):
     row) reaches."""
     node = 0
     while ens.left[t, node] >= 0:
-        f = ens.feature[t, node]
+        f = ens.feature_or_leaf[t, node]
         value = dense[f] if sparse else X[i, f]
-        node = ens.left[t, node] if value <= ens.threshold[t, node] else ens.right[t, node]
+        left = ens.left[t, node]
+        # not `left + (value > threshold)`: a NaN goes right, as `value <= threshold` is false
+        node = left if value <= ens.threshold_or_value[t, node] else left + 1
     return node
 
 
@@ -71,8 +74,8 @@ def embed(X, indptr, indices, data, scaled_X, scaled_data, ens, n_trees, max_lea
         margin = ens.baseline[0]
         for t in range(n_trees):
             node = _leaf(ens, t, X, i, dense, sparse)
-            margin += ens.value[t, node]
-            out_indices[k] = leaves_at + t * max_leaves + ens.leaf[t, node]
+            margin += ens.threshold_or_value[t, node]
+            out_indices[k] = leaves_at + t * max_leaves + ens.feature_or_leaf[t, node]
             out_data[k] = leaf_value
             k += 1
         if append_margin:
@@ -86,13 +89,13 @@ def embed(X, indptr, indices, data, scaled_X, scaled_data, ens, n_trees, max_lea
 
 
 @kernel
-def embed_arrays(X, indptr, indices, data, scaled_X, scaled_data, left, right, feature,
-                 threshold, leaf, value, baseline, n_trees, max_leaves, n_features,
-                 append_features, append_margin, leaf_value):  # fmt: skip
+def embed_arrays(X, indptr, indices, data, scaled_X, scaled_data, left, feature_or_leaf,
+                 threshold_or_value, baseline, n_trees, max_leaves, n_features, append_features,
+                 append_margin, leaf_value):  # fmt: skip
     """:func:`embed` of the ensemble given as its arrays (:data:`Ensemble`'s fields, in order):
     a namedtuple argument is typed in Python at every call, several microseconds that a
     one-event batch pays at each event."""
-    ens = Ensemble(left, right, feature, threshold, leaf, value, baseline)
+    ens = Ensemble(left, feature_or_leaf, threshold_or_value, baseline)
     return embed(X, indptr, indices, data, scaled_X, scaled_data, ens, n_trees, max_leaves,
                  n_features, append_features, append_margin, leaf_value)  # fmt: skip
 
@@ -110,7 +113,7 @@ def margin(X, indptr, indices, data, ens, n_trees, n_features):
                 dense[indices[p]] = data[p]
         total = ens.baseline[0]
         for t in range(n_trees):
-            total += ens.value[t, _leaf(ens, t, X, i, dense, sparse)]
+            total += ens.threshold_or_value[t, _leaf(ens, t, X, i, dense, sparse)]
         out[i] = total
         if sparse:
             for p in range(indptr[i], indptr[i + 1]):
@@ -143,10 +146,10 @@ def keep_events(labels, rng_state, seen, fill, capacity, negatives_per_positive,
 
 
 @kernel
-def learn_segment(X, y, scores, scaled, count, mean, m2, left, right, feature, threshold, leaf,
-                  value, baseline, n_trees, max_leaves, append_features, append_margin,
-                  leaf_value, z, n, bias_z, bias_n, clock, touched, class_counts, hyper,
-                  holding, pooled, rng_state, seen, fill, ring_next, written, capacity,
+def learn_segment(X, y, scores, scaled, count, mean, m2, left, feature_or_leaf,
+                  threshold_or_value, baseline, n_trees, max_leaves, append_features,
+                  append_margin, leaf_value, z, n, bias_z, bias_n, clock, touched, class_counts,
+                  hyper, holding, pooled, rng_state, seen, fill, ring_next, written, capacity,
                   negatives_per_positive, rows, labels, weights):  # fmt: skip
     """One segment of ``boosted_embedded``'s learning in one call (the Python path's steps, in
     its order, through the same kernels, so the same bits): ``X`` scaled under ``standard``
@@ -159,7 +162,7 @@ def learn_segment(X, y, scores, scaled, count, mean, m2, left, right, feature, t
     only labels and weights are written.  The caller checked that the arrays have the slots (no
     growth) and that a pooled buffer neither wraps nor samples here (no detach)."""
     standard_learn_dense(X, scaled, count, mean, m2)
-    ens = Ensemble(left, right, feature, threshold, leaf, value, baseline)
+    ens = Ensemble(left, feature_or_leaf, threshold_or_value, baseline)
     no_index, no_data = np.empty(0, dtype=np.int64), np.empty(0)
     indptr, indices, data = embed(X, no_index, no_index, no_data, scaled, no_data, ens, n_trees,
                                   max_leaves, X.shape[1], append_features, append_margin,

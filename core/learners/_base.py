@@ -88,8 +88,8 @@ from core.learners._stateful import StateContract
 from core.preprocessing import SCALINGS, fold_scaling, scale_batch
 from core.validation import as_features, check_batch, check_finite_rows, check_rows
 
-#: the dtypes a learner's state arrays may have (int16 and int32: the boosted trees' node and
-#: feature indices, held at the narrowest width their declared bounds allow)
+#: the dtypes a learner's state arrays may have (int16 and int32: the boosted trees' child
+#: and feature-or-leaf indices, held at the narrowest width their declared bounds allow)
 STATE_DTYPES = tuple(np.dtype(t) for t in (np.float64, np.int64, np.uint64, np.int32, np.int16))
 NO_SCORES = np.empty(0, dtype=np.float64)
 

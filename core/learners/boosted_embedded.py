@@ -23,9 +23,10 @@ from core.boosted_fits import FitJob, HandsOverFits, background_fits
 from core.boosted_trees import (
     ENSEMBLE_KEYS,
     EnsembleParams,
+    children_problem,
     ensemble_rows_problem,
     node_capacity,
-    tree_problem,
+    node_index_problem,
     unfitted_ensemble,
 )
 from core.csr import CSRMatrix
@@ -202,12 +203,10 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         nodes = node_capacity(self.max_leaves)
         invariants.update(
             {
-                "ens_left": Count(-1, nodes - 1),
-                "ens_right": Count(-1, nodes - 1),
-                "ens_feature": Count(0, n_features - 1),
-                "ens_threshold": Finite(),
-                "ens_leaf": Count(0, self.max_leaves - 1),
-                "ens_value": Finite(),
+                "ens_left": Count(-1, nodes - 2),  # the right child is the next node
+                # a feature at a split, a leaf's index at a leaf: node_index_problem
+                "ens_feature_or_leaf": Count(0, max(n_features, self.max_leaves) - 1),
+                "ens_threshold_or_value": Finite(),
                 "ens_baseline": Finite(),
                 "ens_trees": Count(0, self.n_trees),
                 **buffer_invariants(self.buffer_size),
@@ -231,9 +230,13 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
                                ("pending_y", held_rows_problem(state))):  # fmt: skip
             if problem:
                 raise InvalidState(f"inconsistent state: {problem}", field=field)
-        problem = tree_problem(state["ens_left"], state["ens_right"])
-        if problem:
-            raise InvalidState(f"state arrays {problem}", field="ens_left")
+        left, n_features = state["ens_left"], int(state["n_features"][0])
+        indices = node_index_problem(left, state["ens_feature_or_leaf"], n_features,
+                                     self.max_leaves)  # fmt: skip
+        for field, problem in (("ens_left", children_problem(left)),
+                               ("ens_feature_or_leaf", indices)):  # fmt: skip
+            if problem:
+                raise InvalidState(f"state arrays {problem}", field=field)
         fit_scaling.check(state)
 
     # ------------------------------------------------------------------ embedding

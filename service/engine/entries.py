@@ -30,8 +30,9 @@ from core.logged_fits import LoggedFit
 from service.stores.base import to_little_endian
 
 #: the entry format's version, first in every encoded entry (a new layout is a new number,
-#: and an entry of another number is refused: 2 added the fits a change installed)
-ENTRY_FORMAT = 2
+#: and an entry of another number is refused: 2 added the fits a change installed, 3 holds
+#: their trees as three arrays, as state format 9 does)
+ENTRY_FORMAT = 3
 _HEAD = struct.Struct("<BI")
 
 

@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.ensemble import HistGradientBoostingClassifier
 
+from core.boosted_trees import ENSEMBLE_KEYS
 from core.errors import InvalidState
 from core.learners import make_learner
 from core.learners._candidates import BOOSTED_CANDIDATE
@@ -165,30 +166,41 @@ def test_round_trip_and_a_corrupt_tree_is_refused():
     with pytest.raises(InvalidState, match="ens_left"):
         BoostedEmbedded.from_state(learner.get_params(), state)
     state = learner.get_state()
-    state["ens_feature"][0, 0] = 6
-    with pytest.raises(InvalidState, match="ens_feature"):
+    state["ens_feature_or_leaf"][0, 0] = 6  # the root splits on a feature beyond the 6
+    with pytest.raises(InvalidState, match="ens_feature_or_leaf"):
+        BoostedEmbedded.from_state(learner.get_params(), state)
+    state = learner.get_state()
+    leaves = state["ens_left"][0] < 0
+    state["ens_feature_or_leaf"][0, leaves] = SMALL["max_leaves"]  # a leaf beyond the tree's
+    with pytest.raises(InvalidState, match="ens_feature_or_leaf"):
         BoostedEmbedded.from_state(learner.get_params(), state)
 
 
-def test_tree_indices_are_held_narrow_and_a_wider_or_out_of_range_array_is_refused():
-    """Node indices are int16 and feature indices int32 (their declared bounds fit them); a
-    state holding them as int64 (format 7's layout) or holding a value beyond the tree is
-    refused naming the array, before the learner is rebuilt."""
+def test_trees_are_three_narrow_arrays_and_a_wider_or_out_of_range_array_is_refused():
+    """A node is a split or a leaf: its left child (int16; the right one is the next node), its
+    feature or leaf index (int32) and its threshold or leaf value (float64); a state holding
+    them wider (or as format 8's six arrays) or pointing beyond the tree is refused naming
+    the array, before the learner is rebuilt."""
     X, y = xor_stream(300)
     learner = make_learner("boosted_embedded", **SMALL).partial_fit(X, y)
     state = learner.get_state()
-    assert {
-        key: state[key].dtype for key in ("ens_left", "ens_right", "ens_leaf")
-    } == dict.fromkeys(("ens_left", "ens_right", "ens_leaf"), np.dtype(np.int16))
-    assert state["ens_feature"].dtype == np.int32 and state["ens_trees"][0] == SMALL["n_trees"]
-    for key in ("ens_left", "ens_feature"):
+    assert [state[key].dtype for key in ENSEMBLE_KEYS] == [
+        np.dtype(np.int16), np.dtype(np.int32), np.dtype(np.float64), np.dtype(np.float64),
+        np.dtype(np.int64),
+    ]  # fmt: skip
+    assert state["ens_trees"][0] == SMALL["n_trees"]
+    for key in ("ens_left", "ens_feature_or_leaf"):
         wide = {**state, key: state[key].astype(np.int64)}
         with pytest.raises(InvalidState, match=f"{key}.*int64.*expected int"):
             BoostedEmbedded.from_state(learner.get_params(), wide)
-    beyond = learner.get_state()
-    beyond["ens_right"][0, 0] = 9_999  # fits int16, outside the tree's 2 * max_leaves - 1 nodes
+    format_8 = {**state, "ens_right": state["ens_left"] + 1}
     with pytest.raises(InvalidState, match="ens_right"):
-        BoostedEmbedded.from_state(learner.get_params(), beyond)
+        BoostedEmbedded.from_state(learner.get_params(), format_8)
+    for value in (9_999, 2 * SMALL["max_leaves"] - 2):  # beyond the nodes; no room for a right
+        beyond = learner.get_state()
+        beyond["ens_left"][0, 0] = value
+        with pytest.raises(InvalidState, match="ens_left"):
+            BoostedEmbedded.from_state(learner.get_params(), beyond)
 
 
 def test_learns_a_non_linear_ranking_a_linear_learner_cannot():
@@ -228,7 +240,7 @@ def test_a_young_learner_holds_no_trees_and_no_held_rows_until_it_needs_them():
     params = {**SMALL, "fit_delay": 40}
     learner = make_learner("boosted_embedded", **params).partial_fit(X[:100], y[:100])
     state = learner.get_state()
-    for key in ("ens_left", "ens_value", "pending_X", "pending_y"):
+    for key in ("ens_left", "ens_threshold_or_value", "pending_X", "pending_y"):
         assert state[key].shape[0] == 0, key
     learner.partial_fit(X[100:130], y[100:130])  # the fit fell due at 120: 10 rows held
     assert learner.get_state()["pending_X"].shape == (16, 6)

@@ -79,7 +79,7 @@ def test_the_arrays_a_batch_swaps_out_are_freed():
     gc.collect()
     now = naive_flat(learner)
     swapped = [key for key, ref in first.items() if now[key] is not ref()]
-    assert any(key.endswith("ens_value") for key in swapped)  # a fit installed trees
+    assert any(key.endswith("ens_threshold_or_value") for key in swapped)  # a fit installed trees
     assert any(key.endswith("buffer_y") for key in swapped)  # a buffer grew
     assert [key for key in swapped if first[key]() is not None] == []
     assert_view_is_parts(learner)

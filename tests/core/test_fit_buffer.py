@@ -130,8 +130,8 @@ def test_the_trees_grow_on_the_sample_and_the_margin_is_corrected_for_its_rate()
     np.testing.assert_allclose(ensemble["ens_baseline"][0], stream_balance, rtol=1e-12)
     # the weights move the baseline alone: the same trees as the rows fitted without them
     unweighted = fit_ensemble(rows, labels, params)
-    np.testing.assert_array_equal(unweighted["ens_value"], ensemble["ens_value"])
-    np.testing.assert_array_equal(unweighted["ens_threshold"], ensemble["ens_threshold"])
+    for key in ("ens_left", "ens_feature_or_leaf", "ens_threshold_or_value"):
+        np.testing.assert_array_equal(unweighted[key], ensemble[key])
     assert unweighted["ens_baseline"][0] + shift == pytest.approx(ensemble["ens_baseline"][0])
     assert not model.install(job.run(), job)  # no fit is pending: only a pending one installs
 

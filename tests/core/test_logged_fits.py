@@ -68,14 +68,14 @@ def test_an_ensemble_out_of_range_is_named():
                             l2_regularization=0.0, random_state=0)  # fmt: skip
     ensemble = fit_ensemble(X, y, params)
     assert fitted_ensemble_problem(ensemble, params, 4) is None
-    assert "ens_feature" in fitted_ensemble_problem(ensemble, params, 1)  # splits on x1
+    assert "ens_feature_or_leaf" in fitted_ensemble_problem(ensemble, params, 1)  # splits on x1
     for key, change, says in (
         ("ens_left", lambda a: np.where(a >= 0, 0, a), "children after their parents"),
-        ("ens_right", lambda a: a + 50, "outside"),
-        ("ens_leaf", lambda a: a - 1, "outside"),
-        ("ens_value", lambda a: np.full_like(a, np.inf), "not finite"),
+        ("ens_left", lambda a: a + 50, "outside"),
+        ("ens_feature_or_leaf", lambda a: a - 1, "leaf's index outside"),
+        ("ens_threshold_or_value", lambda a: np.full_like(a, np.inf), "not finite"),
         ("ens_trees", lambda a: a - 1, "outside"),
-        ("ens_threshold", lambda a: a.astype(np.float32), "dtype"),
+        ("ens_threshold_or_value", lambda a: a.astype(np.float32), "dtype"),
         ("ens_baseline", lambda a: a[:0], "shape"),
     ):
         broken = {**ensemble, key: change(ensemble[key])}

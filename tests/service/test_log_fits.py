@@ -148,10 +148,25 @@ def _initial_arrays(stored):
 @pytest.mark.parametrize(
     ("damage", "says"),
     [
-        (lambda fit: {**fit.ensemble, "ens_feature": fit.ensemble["ens_feature"] + 99}, "outside"),
-        (lambda fit: {**fit.ensemble, "ens_value": fit.ensemble["ens_value"] * np.nan}, "finite"),
+        (
+            lambda fit: {
+                **fit.ensemble,
+                "ens_feature_or_leaf": fit.ensemble["ens_feature_or_leaf"] + 99,
+            },
+            "outside",
+        ),
+        (
+            lambda fit: {
+                **fit.ensemble,
+                "ens_threshold_or_value": fit.ensemble["ens_threshold_or_value"] * np.nan,
+            },
+            "finite",
+        ),
         (lambda fit: {**fit.ensemble, "ens_left": fit.ensemble["ens_left"][:1]}, "shape"),
-        (lambda fit: {k: v for k, v in fit.ensemble.items() if k != "ens_leaf"}, "arrays"),
+        (
+            lambda fit: {k: v for k, v in fit.ensemble.items() if k != "ens_feature_or_leaf"},
+            "arrays",
+        ),
         ("inner", "inner learner"),
         ("digest", "another buffer"),
         ("part", "not due where"),

@@ -102,7 +102,7 @@ def test_a_default_model_holds_no_unfitted_trees():
     engine.learn("m", Batch(X, np.where(y > 0, 1, -1), None))
     arrays = engine.repository.read("m").arrays()
     assert arrays["learner:c2:pending"][0] == 1  # the fit from event 250 not installed yet
-    for name in ("learner:c2:ens_left", "learner:c4:ens_value"):
+    for name in ("learner:c2:ens_left", "learner:c4:ens_threshold_or_value"):
         assert arrays[name].shape[0] == 0, name
     assert arrays["learner:c2:pending_X"].shape[0] < 256  # 20 held of at most 256
     assert sum(array.nbytes for array in arrays.values()) < 220_000

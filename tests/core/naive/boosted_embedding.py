@@ -8,12 +8,13 @@ import numpy as np
 
 
 def leaf_node(state, t, x):
-    """The node of tree ``t`` that ``x`` reaches, walked from the root."""
+    """The node of tree ``t`` that ``x`` reaches, walked from the root (a split's right child
+    is the node after its left one)."""
     node = 0
     while state["ens_left"][t, node] >= 0:
-        feature = state["ens_feature"][t, node]
-        go_left = x[feature] <= state["ens_threshold"][t, node]
-        node = state["ens_left"][t, node] if go_left else state["ens_right"][t, node]
+        feature = state["ens_feature_or_leaf"][t, node]
+        go_left = x[feature] <= state["ens_threshold_or_value"][t, node]
+        node = state["ens_left"][t, node] + (0 if go_left else 1)
     return int(node)
 
 
@@ -21,7 +22,7 @@ def margin_row(state, x):
     """``baseline + sum_t value[t, leaf_t(x)]`` (boosted_embedded.1)."""
     total = float(state["ens_baseline"][0])
     for t in range(int(state["ens_trees"][0])):
-        total += float(state["ens_value"][t, leaf_node(state, t, x)])
+        total += float(state["ens_threshold_or_value"][t, leaf_node(state, t, x)])
     return total
 
 
@@ -38,6 +39,6 @@ def embed_row(state, x, n_trees, max_leaves, append_features=True, append_margin
     if append_margin and fitted:
         row[d] = margin_row(state, x)
     for t in range(fitted):
-        leaf = int(state["ens_leaf"][t, leaf_node(state, t, x)])
+        leaf = int(state["ens_feature_or_leaf"][t, leaf_node(state, t, x)])
         row[first + t * max_leaves + leaf] = 1.0 / np.sqrt(n_trees)
     return row

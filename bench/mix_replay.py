@@ -19,6 +19,8 @@ shows it there).  Besides the misses each line counts those beyond the noise (th
 0.005 larger than :data:`NOISE_ERRORS` standard errors of the seeds' mean paired difference)
 and the prequential misses that the best candidate served alone through (auto.9) has too
 (bench/README.md, "E: the served mix against its best candidate, beyond the noise").
+``--rules "served scale"`` replays auto's weights on the other served scales of
+``mix_scales.py`` (bench/README.md, "Q2: the served scale of auto's mix").
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ sys.path.insert(0, str(HERE.parent))
 
 import datasets  # noqa: E402
 import mix_misses  # noqa: E402
+import mix_scales  # noqa: E402
 
 import core.learners._auto_learning as auto_module  # noqa: E402
 from core.learners import make_learner  # noqa: E402
 from core.learners._mix_fallback import DROP_UNCERTAINTY, UNCERTAINTY, auc_difference_se  # noqa: E402
+from core.learners._served_scale import SHRINK_EVENTS  # noqa: E402
 from core.learners._tournament import MIN_WEIGHT, initial_weights  # noqa: E402
 from core.metrics import auc, pauc  # noqa: E402
 from core.preprocessing import scale_batch  # noqa: E402
@@ -104,6 +108,7 @@ def serve(
     undecided: float = 0.0,
     admit: bool = False,
     strongest: bool = False,
+    scale=mix_scales.running,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Served prequential scores and held-out scores of (auto.9)-(auto.10) and the fallback,
     from ``start`` weights; the fallback when the best candidate is at least as good as the mix
@@ -121,23 +126,18 @@ def serve(
     at which auto's own run took it in, recorded as ``joined``, 0: none); ``strongest``: the
     fallback goes to the candidate whose windowed AUC leads the mix's by the most standard
     errors of their difference, if more than ``uncertainty`` and not behind its pAUC (a rule
-    replayed, not auto's)."""
+    replayed, not auto's); ``scale``: how each candidate's score is put on the mix's scale
+    (a builder of :mod:`mix_scales`; auto's is the running standardisation of (auto.9))."""
     s, y = run["scores"], run["y"]
     k, n = s.shape
-    before = np.concatenate([np.zeros((k, 1)), np.cumsum(s, axis=1)], axis=1)
-    squares = np.concatenate([np.zeros((k, 1)), np.cumsum(s * s, axis=1)], axis=1)
-    count = np.maximum(np.arange(n + 1), 1)
-    mean = before / count
-    spread = np.sqrt(np.maximum(squares / count - mean * mean, 0.0))
-    spread[:, :2] = 0.0
     weights, served, done = start, np.empty(n), 0
     points = evaluation_points(n, model)
+    scaled = scale(s, points, y)
+    terms = scaled.served()
     joins = run["joined"] if admit and "joined" in run else np.zeros(k, dtype=np.int64)
     for point in sorted(set(points) | {n} | set(joins[joins > 0].tolist())):
         part = slice(done, point)
-        sd = spread[:, part]
-        z = np.divide(s[:, part] - mean[:, part], sd, out=np.zeros_like(sd), where=sd > 0)
-        served[part] = weights @ z
+        served[part] = weights @ terms[:, part]
         done = point
         for joining in np.flatnonzero(joins == point):
             if weights[joining] == 0.0:
@@ -196,8 +196,7 @@ def serve(
                 if gap > 0 and gap > drop * auc_difference_se(labels, window[best], window[other]):
                     weights[other] = 0.0
             weights = weights / weights.sum()
-        factors = np.divide(weights, spread[:, point], out=np.zeros(k), where=spread[:, point] > 0)
-        mix = factors @ window
+        mix = scaled.mix(weights, point, window)
         mixed = (pauc(labels, mix, 0.0, 0.1), auc(labels, mix))
         if strongest:
             leads = np.full(k, -np.inf)
@@ -216,10 +215,7 @@ def serve(
             behind = mixed <= (paucs[best], aucs[best])
         if weights[best] != 1.0 and behind:
             weights = np.eye(k)[best]
-    final_sd = s.std(axis=1)[:, None]
-    terms = np.divide(run["test_scores"] - s.mean(axis=1)[:, None], final_sd,
-                      out=np.zeros_like(run["test_scores"]), where=final_sd > 0)  # fmt: skip
-    return served, weights @ terms
+    return served, weights @ scaled.at(n, run["test_scores"])
 
 
 def _equal(run):
@@ -283,7 +279,7 @@ RULES = {
         False,
         DROP_UNCERTAINTY,
     ),
-    "and a boosted candidate joins at its first fit (auto.14): auto": (
+    "and a boosted candidate joins at its first fit (auto.14): auto before Q2": (
         _steady,
         True,
         True,
@@ -305,6 +301,18 @@ RULES = {
         True,
     ),
 }
+
+#: auto's weights ((auto.10)-(auto.14)) on each served scale of :mod:`mix_scales` but (auto.9)'s
+AUTO_RULE = (_steady, True, True, UNCERTAINTY, DROP_UNCERTAINTY, False, DROP_UNCERTAINTY, True)
+RULES.update(
+    {f"auto's weights, served scale: {name}": (*AUTO_RULE, False, builder)
+     for name, builder in list(mix_scales.SCALES.items())[1:]}
+)  # fmt: skip
+RULES["and the mix shrunk by n / (n + 50) (auto.9): auto"] = (
+    *AUTO_RULE,
+    False,
+    mix_scales.shrunk(mix_scales.running, SHRINK_EVENTS),
+)
 
 
 #: a miss counts as beyond the noise when its gap exceeds the margin by this many standard
@@ -355,6 +363,29 @@ def judge(group: list[dict], served: list[np.ndarray], held: list[np.ndarray]) -
             "alone": alone}  # fmt: skip
 
 
+def scales_alone(runs: dict[str, list[dict]]) -> int:
+    """Per served scale of :mod:`mix_scales`: the sets where the best candidate (the highest
+    mean prequential AUC of its own scores) served alone through that scale from the first
+    event loses more than ``MARGIN`` of pooled prequential AUC against its own scores, and the
+    mean and largest loss over the sets (no weights, no evaluations: the scale's own cost)."""
+    best = {}
+    for name, group in runs.items():
+        own = np.mean([[auc(run["y"], row) for row in run["scores"]] for run in group], axis=0)
+        best[name] = (int(np.argmax(own)), float(np.max(own)))
+    print("served scale | sets losing more than 0.005 | mean loss | largest loss")
+    for scale, builder in mix_scales.SCALES.items():
+        losses = []
+        for name, group in runs.items():
+            k, own = best[name]
+            through = [auc(run["y"], builder(run["scores"], evaluation_points(
+                run["y"].shape[0], make_learner("auto")), run["y"]).served()[k])
+                for run in group]  # fmt: skip
+            losses.append(own - float(np.mean(through)))
+        print(f"{scale} | {int(np.sum(np.array(losses) > mix_misses.MARGIN))} of {len(runs)} | "
+              f"{np.mean(losses):.4f} | {np.max(losses):.4f}")  # fmt: skip
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", default="suite", help="suite, holdout or comma-separated names")
@@ -364,11 +395,18 @@ def main(argv=None) -> int:
         "--rules", default="", help="only the rules naming one of these, |-separated"
     )
     parser.add_argument("--per-set", action="store_true", help="a line per set and rule")
+    parser.add_argument(
+        "--scales-alone",
+        action="store_true",
+        help="instead of the rules: the best candidate served alone through each served scale",
+    )
     args = parser.parse_args(argv)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     names = mix_misses.set_names(args.sets)
     runs = {name: [record(name, seed, cache) for seed in range(args.seeds)] for name in names}
+    if args.scales_alone:
+        return scales_alone(runs)
     model = make_learner("auto")
     print("rule | misses prequential / held-out / either | beyond the noise prequential / "
           "held-out | prequential misses the best alone through (auto.9) has | mean served "

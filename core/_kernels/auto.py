@@ -35,17 +35,17 @@ def window_metrics(positive_sorted, negative_sorted, alpha, beta, paucs, aucs):
 
 @kernel
 def serve_and_record(
-    candidate_scores, labels, weights, score_mean, score_m2, seen, window_scores, window_labels,
-    served,
+    candidate_scores, labels, weights, score_mean, score_m2, seen, shrink_events, window_scores,
+    window_labels, served,
 ):  # fmt: skip
     """The served score of each event of a segment, docs/algorithms/auto.md (auto.9)-(auto.10):
-    ``sum_k weights[k] * z_k`` with ``z_k = (s_k - mean_k) / std_k`` standardised by the
-    mean and (population) standard deviation of candidate k's prequential scores *before* the
-    event (0 while fewer than two events or a zero spread), then those statistics take the
-    event's scores (Welford's update: ``score_mean`` and ``score_m2`` are updated in place;
-    ``seen`` is the events learned before the segment), and the window's ring buffers take the
-    event (slot ``(seen + i) % window``).  One event after the other, so the result does not
-    depend on how the events were batched."""
+    ``n / (n + shrink_events) * sum_k weights[k] * z_k`` after ``n`` events, with
+    ``z_k = (s_k - mean_k) / std_k`` standardised by the mean and (population) standard
+    deviation of candidate k's prequential scores *before* the event (0 while fewer than two
+    events or a zero spread), then those statistics take the event's scores (Welford's update:
+    ``score_mean`` and ``score_m2`` are updated in place; ``seen`` is the events learned before
+    the segment), and the window's ring buffers take the event (slot ``(seen + i) % window``).
+    One event after the other, so the result does not depend on how the events were batched."""
     n_candidates, n_events = candidate_scores.shape
     window = window_labels.shape[0]
     for i in range(n_events):
@@ -65,4 +65,4 @@ def serve_and_record(
             score_m2[k] += delta * (score - mean)
             window_scores[k, slot] = score
         window_labels[slot] = labels[i]
-        served[i] = total
+        served[i] = total * (count / (count + shrink_events))

@@ -20,6 +20,7 @@ import numpy as np
 
 from core._kernels.drift import page_hinkley
 from core.learners._mix_fallback import placements
+from core.learners._served_scale import mix_factors
 from core.learners._state import Count, Finite, StateInvariant
 from core.metrics.drift import DriftDetector
 
@@ -167,10 +168,7 @@ def served_window(own: dict[str, np.ndarray], temperature: float) -> tuple[np.nd
     if temperature == 0.0:
         leader = int(own["leader"][0])
         return own["served_scale"][0] * scores[leader] + own["served_offset"][0], labels
-    weights = own["served_weights"]
-    spreads = np.sqrt(own["score_m2"] / seen) if seen > 1 else np.zeros(len(weights))
-    factors = np.divide(weights, spreads, out=np.zeros(len(weights)), where=spreads > 0.0)
-    return factors @ (scores - own["score_mean"][:, None]), labels
+    return mix_factors(own) @ (scores - own["score_mean"][:, None]), labels
 
 
 def confirmed(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from core._kernels import auto as kernels
+from core.learners._served_scale import mix_factors
 
 __all__ = [
     "DROP_UNCERTAINTY",
@@ -193,17 +194,14 @@ def fall_back_to_best(
     mix of the current weights is no better on the window's pAUC and behind on its AUC by more
     than :data:`UNCERTAINTY` standard errors of the difference (``window_scores`` (K, W) and
     ``labels`` (W,), both classes present).  The mix's window scores are each
-    candidate's scores times ``weight / std`` (its mean, a constant, does not change the
-    ranking)."""
+    candidate's scores times its factor in the served mix (its mean, a constant, does not
+    change the ranking)."""
     weights = own["served_weights"]
     paucs, aucs = own["window_pauc"], own["window_auc"]
     best = best_candidate(paucs, aucs)
     if weights[best] == 1.0:
         return
-    count = int(own["n_seen"][0])
-    spreads = np.sqrt(own["score_m2"] / count) if count > 1 else np.zeros(len(weights))
-    factors = np.divide(weights, spreads, out=np.zeros(len(weights)), where=spreads > 0.0)
-    mix = (factors @ window_scores)[None, :]
+    mix = (mix_factors(own) @ window_scores)[None, :]
     mix_pauc, mix_auc = window_metrics(mix, labels, alpha, beta)
     # [CHOICE] the best candidate alone replaces the mix only when it is at least as good on
     # the pAUC and ahead on the AUC beyond the window's noise: on the few positives of a short

@@ -26,6 +26,7 @@ from core.learners._mix_fallback import (
     shed_undecided,
     window_metrics,
 )
+from core.learners._served_scale import SHRINK_EVENTS, shrink
 from core.learners._state import (
     VALUE_BOUND,
     Count,
@@ -92,9 +93,9 @@ def initial_weights(candidates: list[Any]) -> np.ndarray:
 
 
 def mix_terms(own: dict[str, np.ndarray], candidates: list[Any]) -> list[tuple[Any, float, float]]:
-    """``(candidate, weight / std, mean)`` of every candidate in the served mix (auto.9), with
-    the statistics of all events learned; a candidate with no weight or no spread yet adds
-    nothing (and is not scored)."""
+    """``(candidate, weight / std * shrink, mean)`` of every candidate in the served mix
+    (auto.9), with the statistics of all events learned; a candidate with no weight or no
+    spread yet adds nothing (and is not scored)."""
     return [(candidates[k], factor, mean) for k, factor, mean in _mix_factors(own)]
 
 
@@ -108,8 +109,9 @@ def _mix_factors(own: dict[str, np.ndarray]) -> list[tuple[int, float, float]]:
     weights = own["served_weights"].tolist()
     spreads = np.sqrt(own["score_m2"] / count).tolist()
     means = own["score_mean"].tolist()
+    factor = shrink(count)
     return [
-        (k, weight / spread, mean)
+        (k, weight / spread * factor, mean)
         for k, (weight, spread, mean) in enumerate(zip(weights, spreads, means, strict=True))
         if weight > 0.0 and spread > 0.0
     ]
@@ -130,7 +132,7 @@ def serve_and_record(
     seen = int(own["n_seen"][0])
     kernels.serve_and_record(
         candidate_scores, labels, own["served_weights"], own["score_mean"], own["score_m2"],
-        seen, own["window_scores"], own["window_labels"], served,
+        seen, SHRINK_EVENTS, own["window_scores"], own["window_labels"], served,
     )  # fmt: skip
     if temperature == 0.0:
         leader_scores = candidate_scores[int(own["leader"][0])]
@@ -155,7 +157,7 @@ def served_contributions(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:meth:`~core.learners._base.OnlineLearner.contributions` of the served score of new rows
     (already scaled), term by term as :func:`served_decision`: each candidate's contributions
-    and remainder times ``weight / std`` (its mean taken off the remainder), or the leader's
+    and remainder times its factor (its mean taken off the remainder), or the leader's
     mapped (docs/algorithms/reasons.md (reasons.5))."""
     if temperature == 0.0:
         scale = own["served_scale"][0]
@@ -174,9 +176,9 @@ def served_contributions(
 def served_coef(
     own: dict[str, np.ndarray], candidates: list[Any], n_features: int, temperature: float
 ) -> np.ndarray:
-    """The served weights: the mix's sum of each candidate's weights times ``weight / std``
-    (the served scores also subtract the means and add the intercepts, scaled alike), or the
-    leader's times ``served_scale``."""
+    """The served weights: the mix's sum of each candidate's weights times its factor
+    (``weight / std * shrink``, (auto.9); the served scores also subtract the means and add
+    the intercepts, scaled alike), or the leader's times ``served_scale``."""
     if temperature == 0.0:
         return own["served_scale"][0] * candidates[int(own["leader"][0])].coef_
     total = np.zeros(n_features)

@@ -22,6 +22,7 @@ from core.learners._candidates import (
     FTRL_PAUC_UPDATE_EVERY,
     WIDE_FEATURES,
 )
+from core.learners._served_scale import SHRINK_EVENTS
 from core.metrics import auc, pauc
 from core.preprocessing import scale_batch
 from tests.core.cases import states_equal
@@ -108,7 +109,8 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
               min_positives=3, min_negatives=2, initial=None, admissions=None):  # fmt: skip
     """Served scores of the mix (docs/algorithms/auto.md (auto.9)-(auto.11)), one event at a
     time: each candidate's score standardised by the mean and population std of its scores
-    before it (np.mean / np.std of the list so far), weighted by a softmax of the windowed
+    before it (np.mean / np.std of the list so far), the sum after ``t`` events times
+    ``t / (t + SHRINK_EVENTS)``, weighted by a softmax of the windowed
     pAUCs at the last deciding evaluation (``initial`` before, equal weights if None), shares
     < 1e-3 dropped, then the candidates clearly behind the best with a share (auto.13), the
     best candidate alone when that mix is clearly behind it on the window (auto.12); an
@@ -160,7 +162,7 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
             spread = past.std() if t > 1 else 0.0
             if weights[k] > 0 and spread > 0:
                 total += weights[k] * (candidate_scores[k, t] - past.mean()) / spread
-        served.append(total)
+        served.append(total * t / (t + SHRINK_EVENTS))
         for k in (admissions or {}).get(t + 1, []):
             if weights[k] == 0:
                 weights = np.array(weights, dtype=float)
@@ -681,9 +683,11 @@ def test_the_mix_agrees_with_the_naive_reference(scaling):
     # the bad first candidate's share fell below 1e-3 and was dropped; of the others, the mix
     # of their shares did not beat the better one on the last window, which is served alone
     assert weights[0] == 0.0 and sorted(weights[1:]) == [0.0, 1.0]
-    # scoring new rows: the same mix with the statistics of every event learned
+    # scoring new rows: the same mix with the statistics of every event learned, shrunk after
+    # all of them
     scaled = scale_batch(scaling, model.state_, X, learn=False)
-    expected_scores = sum(
+    shrink = len(y) / (len(y) + SHRINK_EVENTS)
+    expected_scores = shrink * sum(
         weights[k]
         * (model._candidates[k].decision_function(scaled) - reference[k].mean())
         / reference[k].std()
@@ -691,7 +695,7 @@ def test_the_mix_agrees_with_the_naive_reference(scaling):
     )
     np.testing.assert_allclose(model.decision_function(X), expected_scores, rtol=1e-9, atol=1e-9)
     # coef_ is the linear part of that mix (both candidates are linear)
-    expected_coef = sum(
+    expected_coef = shrink * sum(
         weights[k] / reference[k].std() * model._candidates[k].coef_ for k in (1, 2)
     )
     np.testing.assert_allclose(model.coef_, expected_coef, rtol=1e-9, atol=1e-12)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.learners import make_learner
+from core.learners._served_scale import SHRINK_EVENTS
 from core.learners._tournament import initial_weights
 
 
@@ -38,8 +39,9 @@ def test_the_default_tournament_starts_with_its_two_steady_candidates():
     for scores in alone:
         for t in range(2, len(y)):
             spread = scores[:t].std()
+            shrink = t / (t + SHRINK_EVENTS)
             if spread > 0:
-                expected[t] += 0.5 * (scores[t] - scores[:t].mean()) / spread
+                expected[t] += 0.5 * (scores[t] - scores[:t].mean()) / spread * shrink
     np.testing.assert_allclose(served, expected, rtol=1e-9, atol=1e-9)
 
 

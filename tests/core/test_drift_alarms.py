@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.learners._served_scale import SHRINK_EVENTS
 from tests.core.naive.metrics import naive_auc_difference_se
 
 
@@ -141,7 +142,7 @@ def _naive_served(own, scores, temperature):
             if own["served_weights"][k] > 0 and spread > 0:
                 weight = own["served_weights"][k] / spread
                 total += weight * (scores[k, i] - own["score_mean"][k])
-        served.append(total)
+        served.append(total * seen / (seen + SHRINK_EVENTS))
     return np.array(served)
 
 

@@ -46,7 +46,7 @@ import numpy as np
 from service.engine.delayed import LabelResult, Scored, ScoreOptions, ScoreRequest
 from service.engine.handoff import Handoff
 from service.engine.learning import LearnResult
-from service.errors import StaleVersion
+from service.errors import InsufficientStorage, StaleVersion
 from service.groups import each_alone, refused_alone
 from service.ingest import Batch
 
@@ -187,6 +187,11 @@ class Coalescer:
                         )
                     ):
                         outcomes = now
+                    elif (
+                        group[0].kind == SCORE
+                        and (kept := await self._score_kept(model_id, group)) is not None
+                    ):
+                        outcomes = kept
                     elif self.engine.store.blocking or any(r.large for r in group):
                         outcomes = await self._pool().submit(self.apply, model_id, group)
                     else:
@@ -226,6 +231,42 @@ class Coalescer:
             outcomes, _ = self.engine.delayed.score_loaded(loaded, requests)
         finally:
             lock.__exit__()
+        return outcomes
+
+    async def _score_kept(self, model_id: str, group: list[_Request]) -> list[Any] | None:
+        """The outcomes of a group of scores that keeps records, scored on the event loop by
+        the cached model when its lock is free, its records written in a thread by a write
+        that checks the model's head is still the version that scored (the store's
+        ``put_pending_at``): no read of the head before, and the scoring done where the request
+        was parsed.  None when it cannot go so (then a thread does the group, as any other),
+        and when nothing is kept after all (no write would check the head).  A head that
+        moved (another process wrote), or the bound refusing the group, wrote nothing: the
+        group is then done again in a thread the usual way."""
+        engine = self.engine
+        if (
+            not hasattr(engine.store, "put_pending_at")
+            or any(r.large for r in group)
+            or not any(_keeps(r.payload) for r in group)
+        ):
+            return None
+        repository = engine.repository
+        loaded = repository.cached(model_id)
+        lock = repository.lock(model_id)
+        if loaded is None or not lock.acquire_now():  # a thread holds it: no waiting
+            return None
+        try:
+            head = (loaded.version, loaded.incarnation)
+            outcomes, records = engine.delayed.score_loaded(loaded, [r.payload for r in group])
+        finally:
+            lock.__exit__()
+        if not any(records):
+            return None
+        repository.touch(model_id)
+        keep = engine.delayed.keep
+        try:
+            await self._pool().submit(keep, model_id, loaded, outcomes, records, head)
+        except (StaleVersion, InsufficientStorage):
+            return await self._pool().submit(self.apply, model_id, group)
         return outcomes
 
     # ------------------------------------------------------------------ passes

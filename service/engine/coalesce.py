@@ -187,11 +187,8 @@ class Coalescer:
                         )
                     ):
                         outcomes = now
-                    elif (
-                        group[0].kind == SCORE
-                        and (kept := await self._score_kept(model_id, group)) is not None
-                    ):
-                        outcomes = kept
+                    elif group[0].kind == SCORE and self._keeps_at_head(group):
+                        outcomes = await self._pool().submit(self._score_kept, model_id, group)
                     elif self.engine.store.blocking or any(r.large for r in group):
                         outcomes = await self._pool().submit(self.apply, model_id, group)
                     else:
@@ -233,40 +230,37 @@ class Coalescer:
             lock.__exit__()
         return outcomes
 
-    async def _score_kept(self, model_id: str, group: list[_Request]) -> list[Any] | None:
-        """The outcomes of a group of scores that keeps records, scored on the event loop by
-        the cached model when its lock is free, its records written in a thread by a write
-        that checks the model's head is still the version that scored (the store's
-        ``put_pending_at``): no read of the head before, and the scoring done where the request
-        was parsed.  None when it cannot go so (then a thread does the group, as any other),
-        and when nothing is kept after all (no write would check the head).  A head that
-        moved (another process wrote), or the bound refusing the group, wrote nothing: the
-        group is then done again in a thread the usual way."""
-        engine = self.engine
-        if (
-            not hasattr(engine.store, "put_pending_at")
-            or any(r.large for r in group)
-            or not any(_keeps(r.payload) for r in group)
-        ):
-            return None
-        repository = engine.repository
-        loaded = repository.cached(model_id)
-        lock = repository.lock(model_id)
-        if loaded is None or not lock.acquire_now():  # a thread holds it: no waiting
-            return None
+    def _keeps_at_head(self, group: Sequence[_Request]) -> bool:
+        """Whether a group of scores goes to :meth:`_score_kept`: it keeps records, its work is
+        small and the store writes records at a head (SQLite)."""
+        return (
+            hasattr(self.engine.store, "put_pending_at")
+            and not any(r.large for r in group)
+            and any(_keeps(r.payload) for r in group)
+        )
+
+    def _score_kept(self, model_id: str, group: Sequence[_Request]) -> list[Any]:
+        """Each request's outcome of a group of scores that keeps records, in a thread: scored
+        by the cached model under its lock without a read of the store's head, and the records
+        written by a write that checks the head is still the version that scored (the store's
+        ``put_pending_at``, in the durable group commit), so a kept score pays one statement
+        and one ``stat`` less.  Done the usual way (:meth:`apply`: the head read, a cache
+        behind caught up) when the model is not cached or nothing is kept after all, and
+        again so when the head moved (another process wrote) or the bound of pending records
+        refuses the group: that write wrote nothing."""
+        engine, repository = self.engine, self.engine.repository
+        with repository.lock(model_id):
+            loaded = repository.cached(model_id)
+            if loaded is not None:
+                head = (loaded.version, loaded.incarnation)
+                outcomes, records = engine.delayed.score_loaded(loaded, [r.payload for r in group])
+        if loaded is None or not any(records):
+            return self.apply(model_id, group)
         try:
-            head = (loaded.version, loaded.incarnation)
-            outcomes, records = engine.delayed.score_loaded(loaded, [r.payload for r in group])
-        finally:
-            lock.__exit__()
-        if not any(records):
-            return None
-        repository.touch(model_id)
-        keep = engine.delayed.keep
-        try:
-            await self._pool().submit(keep, model_id, loaded, outcomes, records, head)
+            engine.delayed.keep(model_id, loaded, outcomes, records, head)
         except (StaleVersion, InsufficientStorage):
-            return await self._pool().submit(self.apply, model_id, group)
+            return self.apply(model_id, group)
+        repository.touch(model_id)
         return outcomes
 
     # ------------------------------------------------------------------ passes

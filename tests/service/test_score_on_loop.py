@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import numpy as np
 
@@ -38,6 +39,9 @@ def learned_engine(path) -> Engine:
     engine = engine_on(path)
     create_model(engine, ModelCreate(id="m", n_features=N_FEATURES))
     engine.learn("m", events(1, 300, [f"l{k}" for k in range(300)]))
+    # the lost-data check (every 2 s) not due during the test: on a slow machine it would
+    # fall due and send a score to a thread (the test that wants it due makes it so)
+    engine.store.loss.watch.next_check = time.monotonic() + 3600
     return engine
 
 

@@ -5,7 +5,7 @@ one fsync for them all).
 :meth:`KeptRecords.put_pending_at` keeps the records of scores given by a cached model
 without a read of the model's head before: the write's own update of the model's row reads
 it, and writes nothing when it moved (the coalescer then scores again the usual way:
-:meth:`service.engine.coalesce.Coalescer.score`).  A kept ``/score`` from one sender thus pays
+:meth:`service.engine.coalesce.Coalescer._score_kept`).  A kept ``/score`` from one sender pays
 the durable commit and no read besides."""
 
 from __future__ import annotations

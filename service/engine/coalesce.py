@@ -46,7 +46,7 @@ import numpy as np
 from service.engine.delayed import LabelResult, Scored, ScoreOptions, ScoreRequest
 from service.engine.handoff import Handoff
 from service.engine.learning import LearnResult
-from service.errors import StaleVersion
+from service.errors import InsufficientStorage, StaleVersion
 from service.groups import each_alone, refused_alone
 from service.ingest import Batch
 
@@ -187,6 +187,8 @@ class Coalescer:
                         )
                     ):
                         outcomes = now
+                    elif group[0].kind == SCORE and self._keeps_at_head(group):
+                        outcomes = await self._pool().submit(self._score_kept, model_id, group)
                     elif self.engine.store.blocking or any(r.large for r in group):
                         outcomes = await self._pool().submit(self.apply, model_id, group)
                     else:
@@ -226,6 +228,39 @@ class Coalescer:
             outcomes, _ = self.engine.delayed.score_loaded(loaded, requests)
         finally:
             lock.__exit__()
+        return outcomes
+
+    def _keeps_at_head(self, group: Sequence[_Request]) -> bool:
+        """Whether a group of scores goes to :meth:`_score_kept`: it keeps records, its work is
+        small and the store writes records at a head (SQLite)."""
+        return (
+            hasattr(self.engine.store, "put_pending_at")
+            and not any(r.large for r in group)
+            and any(_keeps(r.payload) for r in group)
+        )
+
+    def _score_kept(self, model_id: str, group: Sequence[_Request]) -> list[Any]:
+        """Each request's outcome of a group of scores that keeps records, in a thread: scored
+        by the cached model under its lock without a read of the store's head, and the records
+        written by a write that checks the head is still the version that scored (the store's
+        ``put_pending_at``, in the durable group commit), so a kept score pays one statement
+        and one ``stat`` less.  Done the usual way (:meth:`apply`: the head read, a cache
+        behind caught up) when the model is not cached or nothing is kept after all, and
+        again so when the head moved (another process wrote) or the bound of pending records
+        refuses the group: that write wrote nothing."""
+        engine, repository = self.engine, self.engine.repository
+        with repository.lock(model_id):
+            loaded = repository.cached(model_id)
+            if loaded is not None:
+                head = (loaded.version, loaded.incarnation)
+                outcomes, records = engine.delayed.score_loaded(loaded, [r.payload for r in group])
+        if loaded is None or not any(records):
+            return self.apply(model_id, group)
+        try:
+            engine.delayed.keep(model_id, loaded, outcomes, records, head)
+        except (StaleVersion, InsufficientStorage):
+            return self.apply(model_id, group)
+        repository.touch(model_id)
         return outcomes
 
     # ------------------------------------------------------------------ passes

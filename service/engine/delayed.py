@@ -212,18 +212,26 @@ class DelayedLabels:
         self, model_id: str, requests: Sequence[ScoreRequest]
     ) -> list[Scored | ServiceError]:
         """Several ``/score`` requests against one load of the model, their kept records
-        written by one store call (one durable commit, which adds records and never rewrites
-        the model's state): each request's :class:`Scored`, or the error refusing it alone
-        (the others are served).  An error of the model as a whole (not found, the store
-        down) is raised."""
-        repository = self.repository
-        with repository.lock(model_id):
-            loaded = repository.load(model_id)
+        written by one store call (:meth:`keep`): each request's :class:`Scored`, or the error
+        refusing it alone.  An error of the model as a whole (not found, down) is raised."""
+        with self.repository.lock(model_id):
+            loaded = self.repository.load(model_id)
             outcomes, records = self.score_loaded(loaded, requests)
-        if any(records):
-            ttl = loaded.config.label_ttl_seconds or self.label_ttl_seconds
-            deadline = repository.clock() + ttl
-            store, bound = repository.store, self.max_pending_records
+        self.keep(model_id, loaded, outcomes, records)
+        return outcomes
+
+    def keep(self, model_id: str, loaded: Loaded, outcomes: list, records: list, head=None) -> None:
+        """Write :meth:`score_loaded`'s records by one durable store call (a request refused by
+        the bound gets its error in ``outcomes``); with ``head``, the (version, incarnation)
+        that scored, only while it is the model's (``put_pending_at``: else it raises)."""
+        if not any(records):
+            return
+        ttl = loaded.config.label_ttl_seconds or self.label_ttl_seconds
+        deadline, store = self.repository.clock() + ttl, self.repository.store
+        bound = self.max_pending_records
+        if head is not None:
+            store.put_pending_at(model_id, head, _merged(records), deadline, bound)  # type: ignore[attr-defined]
+        else:
             try:
                 store.put_pending(model_id, _merged(records), deadline, bound)
             except InsufficientStorage:
@@ -234,8 +242,7 @@ class DelayedLabels:
                             store.put_pending(model_id, kept, deadline, bound)
                         except InsufficientStorage as error:
                             outcomes[position] = error
-            self.deadlines.schedule(model_id, deadline)
-        return outcomes
+        self.deadlines.schedule(model_id, deadline)
 
     def score_loaded(
         self, loaded: Loaded, requests: Sequence[ScoreRequest]

@@ -172,7 +172,7 @@ class ModelRepository:
             return None
         if head_now(model_id) != (cached.version, cached.incarnation):
             return None
-        self._touch(model_id)
+        self.touch(model_id)
         return cached
 
     def _keep(self, model_id: str, loaded: Loaded) -> None:
@@ -187,7 +187,8 @@ class ModelRepository:
             self.checkpoints.evicted(other, left)
             self._forget(other)
 
-    def _touch(self, model_id: str) -> None:
+    def touch(self, model_id: str) -> None:
+        """Mark the cached model as used (the cache's LRU order)."""
         try:  # one atomic call: another thread may have evicted it meanwhile
             self._cache.move_to_end(model_id)
         except KeyError:
@@ -221,7 +222,7 @@ class ModelRepository:
         held = getattr(self._local, "held", None)
         if cached is not None and held is not None:
             if held.heads.get(model_id) == (cached.version, cached.incarnation):
-                self._touch(model_id)  # current: the pass read its head (Pass.read_heads)
+                self.touch(model_id)  # current: the pass read its head (Pass.read_heads)
                 return cached
         try:
             stored = self.store.load(
@@ -237,7 +238,7 @@ class ModelRepository:
                     if self._undo_points.caught_up(model_id):  # now shared: see .undo
                         self._undo_points.stand(model_id, cached)
                 if cached.version == stored.version:
-                    self._touch(model_id)
+                    self.touch(model_id)
                     return cached
                 # the log stops short of the head (a damaged or forged store): a write would
                 # find its append stale, go back and catch up to the same place for ever

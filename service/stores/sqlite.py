@@ -37,7 +37,6 @@ import numpy as np
 import orjson
 
 from service.engine.entries import decode, encode
-from service.errors import InsufficientStorage
 from service.stores.base import (
     Commit,
     StoredState,
@@ -45,7 +44,6 @@ from service.stores.base import (
     chunks,
     creation_refused,
     no_model,
-    pending_full,
     writer_token,
 )
 from service.stores.fields import decode_fields, encode_fields
@@ -56,6 +54,7 @@ from service.stores.sqlite_file import (
     translated,
 )
 from service.stores.sqlite_many import ManyModels, marks
+from service.stores.sqlite_pending import KeptRecords
 from service.stores.sqlite_schema import MODEL_TABLES
 from service.stores.sqlite_turns import NOT_TURNED, Turns
 
@@ -115,7 +114,7 @@ def _remember_ids(
         db.execute(f"UPDATE models SET {column} = ? WHERE id = ?", (bound, model_id))  # noqa: S608
 
 
-class SQLiteStore(ManyModels, Turns):
+class SQLiteStore(ManyModels, KeptRecords, Turns):
     name = "sqlite"
     #: disk I/O (a commit waits for fsync): the HTTP layer calls it from the thread pool
     blocking = True
@@ -437,32 +436,6 @@ class SQLiteStore(ManyModels, Turns):
     @translated
     def expired(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
         return self._alive(model_id, _EXPIRED, ids, now)
-
-    @translated
-    def put_pending(self, model_id, records, deadline, max_records=None) -> None:
-        if not records:
-            return
-
-        def write(db: sqlite3.Connection) -> None:
-            # the insert counts the new records itself and the count's update reads the
-            # bound back (two statements for the usual new record, not four); a missing model
-            # or a full one raises, which undoes the insert
-            rows = [(model_id, event_id, record, deadline) for event_id, record in records.items()]
-            added = db.executemany(
-                "INSERT OR IGNORE INTO pending VALUES (?, ?, ?, ?)", rows
-            ).rowcount
-            if added < len(rows):  # some were kept already: their record and deadline move on
-                db.executemany("INSERT OR REPLACE INTO pending VALUES (?, ?, ?, ?)", rows)
-            row = db.execute(
-                "UPDATE models SET pending = pending + ? WHERE id = ? RETURNING pending",
-                (added, model_id),
-            ).fetchall()
-            if not row:
-                raise no_model(model_id)
-            if max_records is not None and row[0][0] > max_records:
-                raise InsufficientStorage(pending_full(model_id, max_records))
-
-        self.database.grouped(write)  # with the other threads' writes (one fsync)
 
     @translated
     def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:

@@ -51,7 +51,9 @@ class ManyModels:
         model) and those of ``ids`` learned and still remembered."""
         if len(ids) > CHUNK - 2:
             raise ValueError(f"at most {CHUNK - 2} ids, got {len(ids)}")
-        self.loss.guard(model_id)
+        # no stat of the file here: the pass's write transaction verifies it under the write
+        # lock before anything is acknowledged (as ``seen`` reads, unverified)
+        self.loss.guard(model_id, verify=False)
         head: tuple[int, str] | None = None
         found: set[str] = set()
         # the head's row first (kind 0), then the learned ids (1): one read snapshot

@@ -27,7 +27,7 @@ from fastapi.testclient import TestClient
 from loadtest.local import free_port, stop, wait_ready
 from service import cli
 from service.app import create_app
-from service.errors import StaleVersion, StoreUnavailable
+from service.errors import InsufficientStorage, StaleVersion, StoreUnavailable
 from service.settings import Settings
 from service.stores.base import Commit
 from service.stores.sqlite import SQLiteStore, StoreOpenError
@@ -204,6 +204,29 @@ def test_a_stale_commit_of_another_process_writes_nothing(tmp_path):
     assert second.get_pending("m", ["p"]) == {"p": (b"record", 5.0)}
     for store in (first, second):
         store.close()
+
+
+def test_records_kept_at_a_head_are_written_only_while_it_is_the_models(tmp_path):
+    """``put_pending_at``: the records of scores a cached model gave, written by one
+    transaction that checks the model's (version, incarnation) is still the one that scored;
+    when another process moved it, nothing is written (nor counted), so the scores can be
+    given again by the model caught up."""
+    first, second = SQLiteStore.open(tmp_path), SQLiteStore.open(tmp_path)  # two "processes"
+    first.create_model("m", {"id": "m"}, {"w": np.zeros(3)}, "inc")
+    second.put_pending_at("m", (1, "inc"), {"a": b"at 1"}, deadline=5.0)
+    assert first.commit("m", Commit(1, "inc", {"w": np.ones(3)}, id_expiry=1e12, now=1.0)) == 2
+    for head in ((1, "inc"), (2, "other"), (3, "inc")):
+        with pytest.raises(StaleVersion):
+            second.put_pending_at("m", head, {"a": b"stale", "b": b"stale"}, deadline=9.0)
+    assert second.get_pending("m", ["a", "b"]) == {"a": (b"at 1", 5.0)}
+    second.put_pending_at("m", (2, "inc"), {"b": b"at 2"}, deadline=6.0, max_records=2)
+    with pytest.raises(InsufficientStorage):
+        second.put_pending_at("m", (2, "inc"), {"c": b"over"}, deadline=7.0, max_records=2)
+    assert second.get_pending("m", ["a", "b", "c"]) == {"a": (b"at 1", 5.0), "b": (b"at 2", 6.0)}
+    row = sqlite3.connect(tmp_path / FILE_NAME).execute("SELECT pending FROM models").fetchone()
+    assert row == (2,)  # the refused writes counted nothing
+    first.close()
+    second.close()
 
 
 def test_closing_the_store_while_threads_write_waits_for_them_then_refuses(tmp_path):

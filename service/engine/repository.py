@@ -46,7 +46,7 @@ from service.engine.model import Loaded, OtherStateFormat, from_arrays, from_sto
 from service.engine.passes import Pass
 from service.engine.replay import replay
 from service.engine.turns import Turns
-from service.engine.undo import UndoPoint, UndoPoints
+from service.engine.undo import UndoPoint, UndoPoints, load_with_point
 from service.errors import (
     Contention,
     CorruptState,
@@ -391,12 +391,7 @@ class ModelRepository:
             self.turns.before_write(model_id)
             try:
                 for _ in range(self.max_write_retries):
-                    # taken before the load reads the version: the copy must not widen the
-                    # race between that read and the append (an older point catches up further)
-                    undo = self.undo_point(model_id)
-                    loaded = self.load(model_id)
-                    if undo is None:  # nothing was cached: of the model as loaded
-                        undo = self.undo_point(model_id)
+                    loaded, undo = load_with_point(self, model_id)
                     try:
                         return step(model_id, loaded, *args, **kwargs)
                     except StaleVersion as error:

@@ -150,10 +150,9 @@ class Pass:
             if commit is None:
                 continue
             outcome = next(outcomes)
-            if isinstance(outcome, StaleVersion):
+            if isinstance(outcome, StaleVersion):  # the turn first, then the undo point
+                repository.turns.stale_in_pass(model_id, isinstance(outcome, TurnTaken))
                 repository.stale(model_id, loaded, undo)
-                if isinstance(outcome, TurnTaken):  # its write again waits for the turn
-                    repository.turns.refused.add(model_id)
                 failed[model_id] = outcome
             elif isinstance(outcome, Exception):
                 repository.drop(model_id)

@@ -381,9 +381,9 @@ class ModelRepository:
         version.
 
         Each attempt loads first (a cache behind the store's version catches up by replay).
-        A stale append goes back to the undo point taken before the step and catches up from
-        there, after taking the model's turn or waiting for another's (module docstring); on
-        any other failure the cache is dropped."""
+        A stale append takes the model's turn (or waits for another's, then takes the next),
+        goes back to the undo point taken before the step and catches up from there (module
+        docstring); on any other failure the cache is dropped."""
         held = getattr(self._local, "held", None)
         if held is not None:
             return held.write(model_id, step, *args, **kwargs)
@@ -395,8 +395,10 @@ class ModelRepository:
                     try:
                         return step(model_id, loaded, *args, **kwargs)
                     except StaleVersion as error:
-                        self.stale(model_id, loaded, undo)
-                        self.turns.after_stale(model_id, isinstance(error, TurnTaken))
+                        try:  # the turn first: the other processes wait while this one goes back
+                            self.turns.after_stale(model_id, isinstance(error, TurnTaken))
+                        finally:
+                            self.stale(model_id, loaded, undo)
                     except BaseException:
                         self.drop(model_id)
                         raise

@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from service.engine.undo import load_with_point
 from service.errors import ServiceError, StaleVersion, TurnTaken
 
 if TYPE_CHECKING:
     from service.engine.locks import ModelLock
     from service.engine.model import Loaded
-    from service.engine.repository import ModelRepository, UndoPoint
+    from service.engine.repository import ModelRepository
+    from service.engine.undo import UndoPoint
     from service.stores.base import Commit
 
 R = TypeVar("R")
@@ -99,13 +101,10 @@ class Pass:
         lock = repository.lock(model_id)
         lock.__enter__()
         try:
-            undo = repository.undo_point(model_id)  # as ModelRepository.write takes it
-            loaded = repository.load(model_id)
+            loaded, undo = load_with_point(repository, model_id)  # as a write alone
             if self.heads.get(model_id) != (loaded.version, loaded.incarnation):
                 # loaded past its head read: the ids read then may miss what came after
                 self._seen.pop(model_id, None)
-            if undo is None:  # nothing was cached: of the model as loaded
-                undo = repository.undo_point(model_id)
             self._held[model_id] = (lock, loaded, None, undo)
             result = step(model_id, loaded, *args, **kwargs)
         except BaseException:
@@ -151,10 +150,9 @@ class Pass:
             if commit is None:
                 continue
             outcome = next(outcomes)
-            if isinstance(outcome, StaleVersion):
+            if isinstance(outcome, StaleVersion):  # the turn first, then the undo point
+                repository.turns.stale_in_pass(model_id, isinstance(outcome, TurnTaken))
                 repository.stale(model_id, loaded, undo)
-                if isinstance(outcome, TurnTaken):  # its write again waits for the turn
-                    repository.turns.refused.add(model_id)
                 failed[model_id] = outcome
             elif isinstance(outcome, Exception):
                 repository.drop(model_id)

@@ -46,7 +46,7 @@ from service.engine.model import Loaded, OtherStateFormat, from_arrays, from_sto
 from service.engine.passes import Pass
 from service.engine.replay import replay
 from service.engine.turns import Turns
-from service.engine.undo import UndoPoint, UndoPoints
+from service.engine.undo import UndoPoint, UndoPoints, load_with_point
 from service.errors import (
     Contention,
     CorruptState,
@@ -382,9 +382,9 @@ class ModelRepository:
         version.
 
         Each attempt loads first (a cache behind the store's version catches up by replay).
-        A stale append goes back to the undo point taken before the step and catches up from
-        there, after taking the model's turn or waiting for another's (module docstring); on
-        any other failure the cache is dropped."""
+        A stale append takes the model's turn (or waits for another's, then takes the next),
+        goes back to the undo point taken before the step and catches up from there (module
+        docstring); on any other failure the cache is dropped."""
         held = getattr(self._local, "held", None)
         if held is not None:
             return held.write(model_id, step, *args, **kwargs)
@@ -392,17 +392,14 @@ class ModelRepository:
             self.turns.before_write(model_id)
             try:
                 for _ in range(self.max_write_retries):
-                    # taken before the load reads the version: the copy must not widen the
-                    # race between that read and the append (an older point catches up further)
-                    undo = self.undo_point(model_id)
-                    loaded = self.load(model_id)
-                    if undo is None:  # nothing was cached: of the model as loaded
-                        undo = self.undo_point(model_id)
+                    loaded, undo = load_with_point(self, model_id)
                     try:
                         return step(model_id, loaded, *args, **kwargs)
                     except StaleVersion as error:
-                        self.stale(model_id, loaded, undo)
-                        self.turns.after_stale(model_id, isinstance(error, TurnTaken))
+                        try:  # the turn first: the other processes wait while this one goes back
+                            self.turns.after_stale(model_id, isinstance(error, TurnTaken))
+                        finally:
+                            self.stale(model_id, loaded, undo)
                     except BaseException:
                         self.drop(model_id)
                         raise

@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from service.errors import ServiceError
+
 #: how long a turn lasts at most (its holder's append ends it first): long enough for the
 #: holder to go back to its undo point, catch up and learn its group on a loaded machine
 TURN_SECONDS = 2.0
@@ -63,8 +65,8 @@ class Turns:
         self.waited = 0
         #: the models whose turn this process holds (its next append ends it)
         self.held: set[str] = set()
-        #: the models whose append in a pass was refused by another's turn: the write that
-        #: applies them again waits for it first (:meth:`before_write`)
+        #: the models whose stale append in a pass did not get the turn (another process
+        #: holds it): the write that applies them again waits for it first (:meth:`before_write`)
         self.refused: set[str] = set()
         #: model id -> until when (monotonic) its writes ask for the turn before learning
         self._alternating: dict[str, float] = {}
@@ -79,6 +81,20 @@ class Turns:
             return True
         self.wait(model_id)
         return self._take(model_id)
+
+    def stale_in_pass(self, model_id: str, refused_by_turn: bool) -> None:
+        """An append of ``model_id`` in a pass was found stale (``refused_by_turn``: another
+        process holds its turn).  The turn is taken at once when it is free, before this
+        process goes back to its undo point, catches up and applies the group again alone, so
+        that the other processes' appends are refused meanwhile instead of running free;
+        otherwise that write waits for the turn first (:meth:`before_write`)."""
+        self._alternating[model_id] = self._monotonic() + ALTERNATING_SECONDS
+        try:
+            taken = not refused_by_turn and self._take(model_id)
+        except ServiceError:  # the store is failing: the write again finds out for itself
+            taken = False
+        if not taken:
+            self.refused.add(model_id)
 
     def before_write(self, model_id: str) -> None:
         """A write of ``model_id`` begins.  While the model is contended (a turn taken or

@@ -30,9 +30,12 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.engine.model import Loaded
+
+if TYPE_CHECKING:
+    from service.engine.repository import ModelRepository
 
 #: how long a model stays contended (a point taken before each write) after a stale append
 CONTENDED_SECONDS = 60.0
@@ -48,6 +51,22 @@ def copy_of(loaded: Loaded) -> UndoPoint:
     """``loaded``'s undo point (its arrays copied: the cache changes them in place)."""
     arrays = {name: value.copy() for name, value in loaded.arrays().items()}
     return loaded.version, loaded.incarnation, arrays
+
+
+def load_with_point(repository: ModelRepository, model_id: str) -> tuple[Loaded, UndoPoint | None]:
+    """The model a write changes (``repository.load``, under its lock) and the undo point its
+    append goes back to if stale.  A cached model's point is asked before the load reads the
+    version (a copy there would widen the race between that read and the append: an older
+    point catches up further); it is asked again after the load only when the load moved the
+    model (read it whole, or caught up: then it may have taken a point of the model as loaded),
+    so a cached model at its head is asked once."""
+    cached = repository.cached(model_id)
+    was = None if cached is None else (cached.version, cached.incarnation)
+    undo = None if cached is None else repository.undo_point(model_id)
+    loaded = repository.load(model_id)
+    if undo is None and (loaded.version, loaded.incarnation) != was:
+        undo = repository.undo_point(model_id)
+    return loaded, undo
 
 
 class UndoPoints:

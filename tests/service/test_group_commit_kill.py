@@ -313,20 +313,22 @@ def shared_writes(url: str) -> dict[str, float]:
     return {outcome: float(value) for outcome, value in found}
 
 
-#: events acknowledged by the two processes together, counted from each one's 20th, before the
-#: kill: the kill falls while both append.  Their shares are printed, not judged: with write
-#: turns they ranged from 5 % to 60 % for the smaller one, on a quiet machine too, so a bound
-#: would be a coin toss (loadtest/two_writers.py measures them; issue 36 keeps them open)
-SHARED_ACKS = 500
+#: events acknowledged by the two processes together, counted from each one's
+#: :data:`FIRST_ACKS`-th, before the kill: the kill falls while both append.  Each process must
+#: have a tenth of them (judged after the durability checks): a stale append takes the model's
+#: turn at once, so the other process's appends wait while the stale one goes back and catches
+#: up, instead of running free (service/engine/turns.py; loadtest/README.md, "S")
+SHARED_ACKS = 1000
+FIRST_ACKS = 50
 
 
 @pytest.mark.parametrize("store", ["redis", "sqlite"])
 def test_two_processes_killed_during_appends_to_one_model(tmp_path, request, store):
     """Two API processes on one Redis (or one SQLite file, as ``--workers 2``) append to one
     model, each catching up on the other's entries (a replicated state machine) and taking
-    turns when one's append was stale (service/engine/turns.py), each past its 20th
-    acknowledgement while the other sends; both killed, Redis too: nothing acknowledged is
-    lost, nothing is in twice, and the state is that of the events learned."""
+    turns when one's append was stale (service/engine/turns.py), so each gets a share of the
+    acknowledgements; both killed, Redis too: nothing acknowledged is lost, nothing is in
+    twice, and the state is that of the events learned."""
     if store == "redis":
         redis = request.getfixturevalue("synced_redis")
         environment = {"AUCSTREAM_STORE": "redis", "AUCSTREAM_REDIS_URL": redis.url}
@@ -340,7 +342,7 @@ def test_two_processes_killed_during_appends_to_one_model(tmp_path, request, sto
             for number, server in enumerate(servers)
         ]
         for senders in sending:  # counted from here: both are past their start
-            senders.wait_for(20, *servers)
+            senders.wait_for(FIRST_ACKS, *servers)
         first = [len(senders.acknowledged) for senders in sending]
         shares = first
         while sum(shares) < SHARED_ACKS:
@@ -348,11 +350,12 @@ def test_two_processes_killed_during_appends_to_one_model(tmp_path, request, sto
                 senders.check(*servers)
             time.sleep(0.02)
             shares = [len(s.acknowledged) - n for s, n in zip(sending, first, strict=True)]
-        print(
+        judged = (
             f"acknowledged by each process: {shares} (refused for contention: "
             f"{[senders.contended for senders in sending]}; their shared writes: "
             f"{[shared_writes(server.url) for server in servers]})"
         )
+        print(judged)
         for server in servers:
             server.kill()
         for senders in sending:
@@ -364,6 +367,7 @@ def test_two_processes_killed_during_appends_to_one_model(tmp_path, request, sto
         acknowledged = [event_id for senders in sending for event_id in senders.acknowledged]
         unknown = [event_id for senders in sending for event_id in senders.unknown]
         check_nothing_lost(servers[0].url, acknowledged, unknown, queue=False)
+    assert min(shares) >= sum(shares) / 10, judged
 
 
 def test_queue_mode_kill_during_group_commits(tmp_path, synced_redis):

@@ -196,3 +196,37 @@ def test_a_pass_refused_by_a_turn_applies_its_group_again_after_the_turn(tmp_pat
     for each in (batch(["first"], seed=0), batch(["theirs"], seed=5), batch(["x"], seed=9)):
         expected.learn("m0", each)
     assert_same_models(engine, expected, ["m0"])
+
+
+def test_a_stale_append_in_a_pass_takes_the_turn_before_it_goes_back(tmp_path):
+    """Another process appends between a pass's learning and its commit: the stale model takes
+    the turn at once, so that process's appends are refused while this one goes back to its
+    undo point and catches up; the group applied again appends once and ends the turn."""
+    engine = make_engine(tmp_path / "data", ["m0"])
+    other = make_engine(tmp_path / "data", ["m0"])
+    engine.learn("m0", batch(["first"], seed=0))
+    commit_many, stale = engine.store.commit_many, engine.repository.stale
+    turn_while_going_back = []
+
+    def racing(commits):
+        engine.store.commit_many = commit_many  # type: ignore[method-assign]
+        other.learn("m0", batch(["theirs"], seed=5))
+        return commit_many(commits)
+
+    def going_back(*args):
+        turn_while_going_back.append(other.store.turn_taken("m0"))
+        stale(*args)
+
+    engine.store.commit_many = racing  # type: ignore[method-assign]
+    engine.repository.stale = going_back  # type: ignore[method-assign]
+    outcomes = engine.coalesce.apply_pass([("m0", [request_of(batch(["x"], seed=9))])])
+    assert outcomes[0][0].learned == 1 and outcomes[0][0].version == 4
+    assert turn_while_going_back == [True]
+    turns = engine.repository.turns
+    assert (turns.taken, turns.waited, turns.held, turns.refused) == (1, 0, set(), set())
+    assert not other.store.turn_taken("m0")  # ended by the append
+    expected = make_engine(tmp_path / "expected", ["m0"])
+    for each in (batch(["first"], seed=0), batch(["theirs"], seed=5), batch(["x"], seed=9)):
+        expected.learn("m0", each)
+    for engine_now in (engine, other, make_engine(tmp_path / "data", ["m0"])):
+        assert_same_models(engine_now, expected, ["m0"])

@@ -27,6 +27,7 @@ __all__ = [
     "behind_without_each_positive",
     "best_candidate",
     "placements",
+    "SortedWindow",
     "drop_clearly_behind",
     "fall_back_to_best",
     "shed_undecided",
@@ -53,22 +54,64 @@ def placements(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.n
     negative's share of the positives scored above it (a tie counts one half)."""
     positive = labels > 0
     positives, negatives = scores[positive], scores[~positive]
+    positive_order = np.argsort(positives)
+    negative_order = np.argsort(negatives)
+    return _placements_in_order(
+        positives[positive_order], positive_order, negatives[negative_order], negative_order
+    )
+
+
+def _placements_in_order(above, positive_order, below, negative_order):
+    """:func:`placements` from each class's scores sorted (``above``: the positives', ``below``:
+    the negatives') and the orders that sort them."""
     # each class looked up in the other in its sorted order, the counts then put back in the
     # events' order (tied scores get the same counts, so any sort order gives the same
     # placements): numpy's binary search starts where the last key's ended when the keys
     # increase, ~2x faster on a window of 5,000 than looking them up in the events' order
-    positive_order = np.argsort(positives)
-    negative_order = np.argsort(negatives)
-    above, below = positives[positive_order], negatives[negative_order]
-    of_positives = np.empty(positives.size)
+    of_positives = np.empty(above.size)
     of_positives[positive_order] = (
         np.searchsorted(below, above, "left") + np.searchsorted(below, above, "right")
-    ) / (2.0 * negatives.size)
-    of_negatives = np.empty(negatives.size)
+    ) / (2.0 * below.size)
+    of_negatives = np.empty(below.size)
     of_negatives[negative_order] = 1.0 - (
         np.searchsorted(above, below, "left") + np.searchsorted(above, below, "right")
-    ) / (2.0 * positives.size)
+    ) / (2.0 * above.size)
     return of_positives, of_negatives
+
+
+class SortedWindow:
+    """An evaluation's window (``scores`` (K, W), ``labels`` (W,), > 0 a positive) with each
+    candidate's scores of each class sorted once: its exact metrics (:meth:`metrics`) read
+    them all sorted, and DeLong's placements (:meth:`placements`, kept per candidate) look
+    each class up in the other, for the best candidate and each one behind it, then the best
+    again against the mix (the same numbers as sorting at each use: only ties may be ordered
+    otherwise, and they give the same counts)."""
+
+    def __init__(self, scores: np.ndarray, labels: np.ndarray) -> None:
+        self.scores, self.labels = scores, labels
+        positive = labels > 0
+        positives, negatives = scores[:, positive], scores[:, ~positive]
+        self._positive_order = np.argsort(positives, axis=1)
+        self._negative_order = np.argsort(negatives, axis=1)
+        self._positives = np.take_along_axis(positives, self._positive_order, axis=1)
+        self._negatives = np.take_along_axis(negatives, self._negative_order, axis=1)
+        self._placements: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def metrics(self, alpha: float, beta: float) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`window_metrics` of the window (both classes present)."""
+        paucs, aucs = np.zeros(self.scores.shape[0]), np.zeros(self.scores.shape[0])
+        kernels.window_metrics(self._positives, self._negatives, alpha, beta, paucs, aucs)
+        return paucs, aucs
+
+    def placements(self, candidate: int) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`placements` of the candidate's window scores."""
+        kept = self._placements.get(candidate)
+        if kept is None:
+            kept = self._placements[candidate] = _placements_in_order(
+                self._positives[candidate], self._positive_order[candidate],
+                self._negatives[candidate], self._negative_order[candidate],
+            )  # fmt: skip
+        return kept
 
 
 def auc_difference_se(labels: np.ndarray, first: np.ndarray, second: np.ndarray) -> float:
@@ -107,26 +150,25 @@ def drop_clearly_behind(
     labels: np.ndarray,
     *,
     without_each_positive: bool = False,
+    window: SortedWindow | None = None,
 ) -> None:
     """(auto.13): zero the share in ``weights`` of every candidate whose windowed AUC
     (``aucs``) is below that of the best candidate with a share (:func:`best_candidate` among
     them) by more than :data:`DROP_UNCERTAINTY` standard errors of the two's difference on the
     window (``window_scores`` (K, W), ``labels`` (W,)), then renormalise; the best keeps its
     share.  ``without_each_positive``: the gap must also exceed that with any one positive of
-    the window left out (:func:`behind_without_each_positive`)."""
+    the window left out (:func:`behind_without_each_positive`).  ``window``: the same window
+    sorted (:class:`SortedWindow`), when the caller has it."""
+    window = SortedWindow(window_scores, labels) if window is None else window
     held = np.flatnonzero(weights > 0.0)
     best = int(held[best_candidate(paucs[held], aucs[held])])
     enough = np.count_nonzero(labels > 0) >= 2 and np.count_nonzero(labels <= 0) >= 2
-    best_placements = None  # the best's, sorted once for every candidate behind it
-    for other in held:
+    for other in held.tolist():
         gap = aucs[best] - aucs[other]
         if gap > 0.0:
             se = float("inf")  # no estimate with fewer than two events of a class
             if enough:
-                if best_placements is None:
-                    best_placements = placements(labels, window_scores[best])
-                other_placements = placements(labels, window_scores[other])
-                se = _placements_difference_se(best_placements, other_placements)
+                se = _placements_difference_se(window.placements(best), window.placements(other))
             if gap > DROP_UNCERTAINTY * se and (
                 not without_each_positive
                 or behind_without_each_positive(labels, window_scores[best], window_scores[other])
@@ -174,12 +216,14 @@ def shed_undecided(
     positives = int(np.count_nonzero(labels > 0))
     if positives < 2 or labels.shape[0] - positives < 2:
         return
-    paucs, aucs = window_metrics(window_scores, labels, alpha, beta)
+    window = SortedWindow(window_scores, labels)
+    paucs, aucs = window.metrics(alpha, beta)
     # [CHOICE] on the few positives of an undecided window DeLong's variance rests on a handful
     # of placements, and one positive ranked apart made a 3-SE gap: a rare stream's mix went to
     # one candidate whose pAUC there was 0 (bench/README.md, "Drift alarms on rare positives
     # (branch h-T)"); a drop must hold without each positive
-    drop_clearly_behind(weights, paucs, aucs, window_scores, labels, without_each_positive=True)
+    drop_clearly_behind(weights, paucs, aucs, window_scores, labels, without_each_positive=True,
+                        window=window)  # fmt: skip
 
 
 def fall_back_to_best(
@@ -188,6 +232,7 @@ def fall_back_to_best(
     labels: np.ndarray,
     alpha: float,
     beta: float,
+    window: SortedWindow | None = None,
 ) -> None:
     """Set ``own["served_weights"]`` to the best candidate alone (highest windowed pAUC, then
     AUC, then the lowest index, from ``own["window_pauc"]`` / ``own["window_auc"]``) when the
@@ -195,7 +240,8 @@ def fall_back_to_best(
     than :data:`UNCERTAINTY` standard errors of the difference (``window_scores`` (K, W) and
     ``labels`` (W,), both classes present).  The mix's window scores are each
     candidate's scores times its factor in the served mix (its mean, a constant, does not
-    change the ranking)."""
+    change the ranking).  ``window``: the same window sorted (:class:`SortedWindow`), when the
+    caller has it."""
     weights = own["served_weights"]
     paucs, aucs = own["window_pauc"], own["window_auc"]
     best = best_candidate(paucs, aucs)
@@ -210,7 +256,11 @@ def fall_back_to_best(
     # (bench/README.md, "The served mix against its best candidate")
     if mix_pauc[0] > paucs[best]:
         return
-    margin = UNCERTAINTY * auc_difference_se(labels, window_scores[best], mix[0])
+    if np.count_nonzero(labels > 0) < 2 or np.count_nonzero(labels <= 0) < 2:
+        return  # no estimate of the difference's error (auc_difference_se): the mix is kept
+    best_placements = placements(labels, window_scores[best]) if window is None else (
+        window.placements(best))  # fmt: skip
+    margin = UNCERTAINTY * _placements_difference_se(best_placements, placements(labels, mix[0]))
     if mix_auc[0] <= aucs[best] - margin:
         weights[:] = 0.0
         weights[best] = 1.0

@@ -20,6 +20,7 @@ from core._kernels import auto as kernels
 from core.errors import InvalidState
 from core.learners._auto_drift import rescore_rings
 from core.learners._mix_fallback import (
+    SortedWindow,
     best_candidate,
     drop_clearly_behind,
     fall_back_to_best,
@@ -361,14 +362,22 @@ def decide(
         own["window_pauc"][:] = np.nan
         own["window_auc"][:] = np.nan
         return
-    own["window_pauc"][:], own["window_auc"][:] = window_metrics(window_scores, labels, alpha, beta)
+    # the mix's weights compare the candidates' placements too: each candidate's window sorted
+    # once, for its metrics and its placements
+    window = SortedWindow(window_scores, labels) if temperature > 0.0 and not undecided else None
+    own["window_pauc"][:], own["window_auc"][:] = (
+        window_metrics(window_scores, labels, alpha, beta)
+        if window is None
+        else window.metrics(alpha, beta)
+    )
     if undecided:
         return
     paucs, aucs = own["window_pauc"], own["window_auc"]
-    if temperature > 0.0:
+    if window is not None:  # temperature > 0
         mix_weights(paucs, temperature, own["served_weights"])
-        drop_clearly_behind(own["served_weights"], paucs, aucs, window_scores, labels)
-        fall_back_to_best(own, window_scores, labels, alpha, beta)
+        drop_clearly_behind(own["served_weights"], paucs, aucs, window_scores, labels,
+                            window=window)  # fmt: skip
+        fall_back_to_best(own, window_scores, labels, alpha, beta, window)
     best = best_candidate(paucs, aucs)
     leader = int(own["leader"][0])
     if best != leader and paucs[best] > paucs[leader] + margin:

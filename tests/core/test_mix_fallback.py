@@ -239,3 +239,28 @@ def test_placements_equal_a_pair_by_pair_count_with_ties():
         of_positives, of_negatives = placements(labels, scores)
         assert of_positives.tolist() == (np.array(below) / (2.0 * negatives.size)).tolist()
         assert of_negatives.tolist() == (1.0 - np.array(above) / (2.0 * positives.size)).tolist()
+
+
+def test_a_window_sorted_once_gives_the_placements_and_metrics_of_sorting_at_each_use():
+    """An evaluation sorts each candidate's window once (SortedWindow): its placements and
+    metrics are bit for bit those of sorting at each use (placements, window_metrics), on
+    scores with ties (-0.0 and 0.0 among them), and its metrics those of the naive ones."""
+    from core.learners._mix_fallback import SortedWindow, placements, window_metrics
+    from tests.core.naive.metrics import naive_auc, naive_pauc
+
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        n = 60 + 40 * seed
+        labels = np.where(rng.random(n) < 0.3, 1, -1)
+        labels[:2], labels[2:4] = 1, -1
+        scores = np.round(labels * 0.4 + rng.normal(size=(3, n)), seed % 2)
+        scores[0, ::7] = -0.0
+        window = SortedWindow(scores, labels)
+        paucs, aucs = window.metrics(0.0, 0.1)
+        stepwise = window_metrics(scores, labels, 0.0, 0.1)
+        assert paucs.tolist() == stepwise[0].tolist() and aucs.tolist() == stepwise[1].tolist()
+        for k in range(3):
+            assert float(aucs[k]) == float(naive_auc(labels, scores[k]))
+            assert abs(paucs[k] - float(naive_pauc(labels, scores[k], 0.0, 0.1))) < 1e-12
+            for once, each in zip(window.placements(k), placements(labels, scores[k]), strict=True):
+                assert once.tolist() == each.tolist()

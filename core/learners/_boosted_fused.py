@@ -25,7 +25,7 @@ from core.learners.logistic import Logistic
 if TYPE_CHECKING:
     from core.learners.boosted_embedded import BoostedEmbedded
 
-__all__ = ["MOST_CUTS", "fusable", "learn_fused", "to_next_cut"]
+__all__ = ["MOST_CUTS", "fusable", "learn_fused", "learn_whole", "to_next_cut"]
 
 _NONE_F = np.empty(0)
 #: the ensemble's arrays the kernel takes (its tree count goes as an int)
@@ -121,6 +121,17 @@ def learn_fused(
                 learner._hand_over(learner._delay() - held, to_next_cut(cuts, start + cut,
                                                                          n_events))  # fmt: skip
     return True
+
+
+def learn_whole(learner: BoostedEmbedded, X, y, scores) -> np.ndarray | None:
+    """:func:`learn_fused` of a whole batch in one piece (``scores``: its inner pre-update
+    scores, or empty), the call of one event: its scaled rows, or None (nothing learned) when it
+    is not :func:`fusable`.  Without the pieces' bookkeeping: the batch is not sliced, and
+    whether its rows are pooled is read once."""
+    pooled = pooled_rows(learner._rows_link)
+    if not _fusable(learner, X, y, scores, pooled):
+        return None
+    return _learn(learner, X, y, scores, pooled)
 
 
 def _learn(

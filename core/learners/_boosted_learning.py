@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from core.learners import _fit_scaling as fit_scaling
-from core.learners._boosted_fused import learn_fused
+from core.learners._boosted_fused import learn_fused, learn_whole
 from core.learners._boosted_fused import to_next_cut as _to_next_cut
 from core.learners._fit_buffer import hold
 from core.learners._row_pool import pooled_rows
@@ -112,11 +112,11 @@ def _learned_at_once(learner: BoostedEmbedded, X, y, scores) -> bool:
     the loop's reads of the schedule (~1.5 us an event); False (nothing learned) otherwise."""
     if learner._own_state["pending"][0] or learner._until_counted() <= len(y):
         return False
-    recorded: list = []
-    if not learn_fused(learner, X, y, scores, 0, (), ((), len(y)), [], False, recorded):
+    scaled = learn_whole(learner, X, y, scores)
+    if scaled is None:
         return False
     if learner._inputs_sink is not None:
-        learner._inputs_sink.append(fit_scaling.joined_rows(recorded, X))
+        learner._inputs_sink.append(fit_scaling.joined_rows([scaled], X))
     learner._refresh_view()
     return True
 

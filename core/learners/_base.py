@@ -270,10 +270,11 @@ class OnlineLearner(DeclaredParameters, StateContract, GrownStateChecks):
         )
 
     def _learn_batch(self, X, y, want_scores: bool) -> np.ndarray:
-        if not self.is_initialized:
+        initialized = self.is_initialized  # a composite's is a property: read once
+        if not initialized:
             self.validate_params()
         features, labels = self._coerce(X, y, check_finite=False)
-        if not self.is_initialized:
+        if not initialized:
             self.initialize(features.shape[1])
         scores = np.empty(len(labels)) if want_scores else NO_SCORES
         kernel_checks = self._kernel_may_check(features)

@@ -102,8 +102,8 @@ def buffered(
     (copies; the rows from ``link``'s pool while the buffer's rows are the pool's)."""
     order = oldest_first(own, capacity)
     labels = own["buffer_y"][order].astype(np.int64)
-    if pooled_rows(link):  # a pooled buffer has not wrapped: oldest first is its order
-        return link.rows(0, len(order)), labels, own["buffer_w"][order]
+    if pooled_rows(link):  # a pooled buffer has not wrapped nor sampled: its weights are 1
+        return link.rows(0, len(order)), labels, np.ones(len(order))
     return own["buffer_X"][order], labels, own["buffer_w"][order]
 
 
@@ -118,8 +118,9 @@ def remember(
     """Write the events of ``(X, y)`` that the buffer keeps (boosted_embedded.3; one kernel
     call draws them), growing its arrays first when they lack the slots (geometrically, up to
     ``capacity``).  ``own`` is updated in place (its grown arrays replaced).  While its rows
-    are ``link``'s pool's, only the labels and weights are written (the pool has the rows)
-    until the buffer would wrap or sample: then it takes its rows from the pool first."""
+    are ``link``'s pool's, only the labels are written (the pool has the rows, and every
+    weight is 1) until the buffer would wrap or sample: then it takes its rows and weights
+    first (:func:`core.learners._row_pool.detach`)."""
     n = len(y)
     fill, start = int(own["buffer_fill"][0]), int(own["buffer_next"][0])
     labels = np.ascontiguousarray(y, dtype=np.int64)
@@ -136,7 +137,7 @@ def remember(
     skipped = max(n_kept - capacity, 0)
     index = kept_index[skipped:n_kept]
     if len(index):
-        for key in BUFFER_ARRAYS[1:] if pooled else BUFFER_ARRAYS:
+        for key in ("buffer_y",) if pooled else BUFFER_ARRAYS:
             own[key] = grown(own[key], fill + n_kept, capacity)
         positions = (start + np.arange(skipped, n_kept)) % capacity
         if not pooled:
@@ -144,8 +145,8 @@ def remember(
                 X.take_rows(index).toarray() if isinstance(X, CSRMatrix) else np.asarray(X)[index]
             )
             own["buffer_X"][positions] = rows
+            own["buffer_w"][positions] = weights[skipped:n_kept]
         own["buffer_y"][positions] = labels[index]
-        own["buffer_w"][positions] = weights[skipped:n_kept]
     own["buffer_next"][0] = (start + n_kept) % capacity
     own["buffer_fill"][0] = min(fill + n_kept, capacity)
     own["buffer_written"][0] += n_kept

@@ -15,6 +15,11 @@ def positive_int(name: str, value) -> int:
     return int(value)
 
 
+#: the dtype of the labels a state holds (-1 / +1, and 0 for a slot not written yet): one byte,
+#: not eight, since a mature model holds tens of thousands (its windows and fit buffers); the
+#: kernels that take labels are given int64 copies, except where they write a held array
+LABELS = np.int8
+
 #: the fewest slots a growing array takes when it first grows (less when its capacity is less)
 FIRST_LENGTH = 16
 

@@ -8,7 +8,8 @@ Format (``application/zip``), version 1::
                               "arrays": {"<name>": {"file": "arrays/<name>.npy",
                                                     "dtype": "<f8", "shape": [50]}, ...}}
     arrays/<name>.npy        one NumPy .npy file per state array (float64 / int64 / uint64,
-                             int16 / int32 for the boosted trees' indices)
+                             int16 / int32 for the boosted trees' indices,
+                             int8 for labels)
 
 Array names are the store's field names (``service.engine.model``): ``learner:<key>`` (the
 learner state, e.g. ``learner:w``), ``window:<key>`` (metrics window and since-start

@@ -159,8 +159,8 @@ def learn_segment(X, y, scores, scaled, count, mean, m2, left, feature_or_leaf,
     / ``labels`` are ``pending_X`` / ``pending_y``, ``fill`` is ``pending_fill``), or remembered
     by the fit buffer (``rows`` / ``labels`` / ``weights``: ``buffer_X`` / ``buffer_y`` /
     ``buffer_w``, :func:`keep_events`' draws).  ``pooled``: the rows are the composite's pool's,
-    only labels and weights are written.  The caller checked that the arrays have the slots (no
-    growth) and that a pooled buffer neither wraps nor samples here (no detach)."""
+    only labels are written (the weights are 1).  The caller checked that the arrays have the
+    slots (no growth) and that a pooled buffer neither wraps nor samples here (no detach)."""
     standard_learn_dense(X, scaled, count, mean, m2)
     ens = Ensemble(left, feature_or_leaf, threshold_or_value, baseline)
     no_index, no_data = np.empty(0, dtype=np.int64), np.empty(0)
@@ -188,8 +188,8 @@ def learn_segment(X, y, scores, scaled, count, mean, m2, left, feature_or_leaf,
         slot = (start + q) % capacity
         if not pooled:
             rows[slot, :] = X[kept[q], :]
+            weights[slot] = kept_weights[q]
         labels[slot] = y[kept[q]]
-        weights[slot] = kept_weights[q]
     ring_next[0] = (start + n_kept) % capacity
     fill[0] = min(first + n_kept, capacity)
     written[0] += n_kept

@@ -164,7 +164,8 @@ def served_window(own: dict[str, np.ndarray], temperature: float) -> tuple[np.nd
     seen, capacity = int(own["n_seen"][0]), own["window_labels"].shape[0]
     filled = min(seen, capacity)
     columns = np.arange(seen - filled, seen) % capacity
-    scores, labels = own["window_scores"][:, columns], own["window_labels"][columns]
+    scores = own["window_scores"][:, columns]
+    labels = own["window_labels"][columns].astype(np.int64)  # held as int8
     if temperature == 0.0:
         leader = int(own["leader"][0])
         return own["served_scale"][0] * scores[leader] + own["served_offset"][0], labels

@@ -89,8 +89,11 @@ from core.preprocessing import SCALINGS, fold_scaling, scale_batch
 from core.validation import as_features, check_batch, check_finite_rows, check_rows
 
 #: the dtypes a learner's state arrays may have (int16 and int32: the boosted trees' child
-#: and feature-or-leaf indices, held at the narrowest width their declared bounds allow)
-STATE_DTYPES = tuple(np.dtype(t) for t in (np.float64, np.int64, np.uint64, np.int32, np.int16))
+#: and feature-or-leaf indices, held at the narrowest width their declared bounds allow; int8:
+#: the labels it holds, core._arrays.LABELS)
+STATE_DTYPES = tuple(
+    np.dtype(t) for t in (np.float64, np.int64, np.uint64, np.int32, np.int16, np.int8)
+)
 NO_SCORES = np.empty(0, dtype=np.float64)
 
 #: A dense batch of more than ``4 * BLOCK_BYTES`` is checked for NaN / infinity and learned in

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core._arrays import grown
+from core._arrays import LABELS, grown
 from core._kernels import boosted_embedding as kernels
 from core._kernels.random import seed_state
 from core.boosted_trees import TREE_KEYS
@@ -39,7 +39,7 @@ def buffer_state(n_features: int, random_state: int | None) -> dict[str, np.ndar
 
     return {
         "buffer_X": np.zeros((0, n_features)),
-        "buffer_y": np.zeros(0, dtype=np.int64),
+        "buffer_y": np.zeros(0, dtype=LABELS),
         "buffer_w": np.zeros(0),
         "buffer_next": counter(),
         "buffer_fill": counter(),
@@ -98,12 +98,13 @@ def oldest_first(own: dict[str, np.ndarray], capacity: int) -> np.ndarray:
 def buffered(
     own: dict[str, np.ndarray], capacity: int, link: RowLink | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The buffer's rows, labels and weights, oldest first (copies; the rows from ``link``'s
-    pool while the buffer's rows are the pool's)."""
+    """The buffer's rows, labels (int64, as the fit takes them) and weights, oldest first
+    (copies; the rows from ``link``'s pool while the buffer's rows are the pool's)."""
     order = oldest_first(own, capacity)
-    if pooled_rows(link):  # a pooled buffer has not wrapped: oldest first is its order
-        return link.rows(0, len(order)), own["buffer_y"][order], own["buffer_w"][order]
-    return own["buffer_X"][order], own["buffer_y"][order], own["buffer_w"][order]
+    labels = own["buffer_y"][order].astype(np.int64)
+    if pooled_rows(link):  # a pooled buffer has not wrapped nor sampled: its weights are 1
+        return link.rows(0, len(order)), labels, np.ones(len(order))
+    return own["buffer_X"][order], labels, own["buffer_w"][order]
 
 
 def remember(
@@ -117,8 +118,9 @@ def remember(
     """Write the events of ``(X, y)`` that the buffer keeps (boosted_embedded.3; one kernel
     call draws them), growing its arrays first when they lack the slots (geometrically, up to
     ``capacity``).  ``own`` is updated in place (its grown arrays replaced).  While its rows
-    are ``link``'s pool's, only the labels and weights are written (the pool has the rows)
-    until the buffer would wrap or sample: then it takes its rows from the pool first."""
+    are ``link``'s pool's, only the labels are written (the pool has the rows, and every
+    weight is 1) until the buffer would wrap or sample: then it takes its rows and weights
+    first (:func:`core.learners._row_pool.detach`)."""
     n = len(y)
     fill, start = int(own["buffer_fill"][0]), int(own["buffer_next"][0])
     labels = np.ascontiguousarray(y, dtype=np.int64)
@@ -135,7 +137,7 @@ def remember(
     skipped = max(n_kept - capacity, 0)
     index = kept_index[skipped:n_kept]
     if len(index):
-        for key in BUFFER_ARRAYS[1:] if pooled else BUFFER_ARRAYS:
+        for key in ("buffer_y",) if pooled else BUFFER_ARRAYS:
             own[key] = grown(own[key], fill + n_kept, capacity)
         positions = (start + np.arange(skipped, n_kept)) % capacity
         if not pooled:
@@ -143,8 +145,8 @@ def remember(
                 X.take_rows(index).toarray() if isinstance(X, CSRMatrix) else np.asarray(X)[index]
             )
             own["buffer_X"][positions] = rows
+            own["buffer_w"][positions] = weights[skipped:n_kept]
         own["buffer_y"][positions] = labels[index]
-        own["buffer_w"][positions] = weights[skipped:n_kept]
     own["buffer_next"][0] = (start + n_kept) % capacity
     own["buffer_fill"][0] = min(fill + n_kept, capacity)
     own["buffer_written"][0] += n_kept
@@ -175,10 +177,10 @@ def hold(own: dict[str, np.ndarray], X, y: np.ndarray, capacity: int, pooled: bo
 
 
 def held_rows(own: dict[str, np.ndarray], link: RowLink | None) -> tuple[np.ndarray, np.ndarray]:
-    """The rows and labels held for the pending fit (copies)."""
+    """The rows and labels (int64) held for the pending fit (copies)."""
     fill, held = int(own["buffer_fill"][0]), int(own["pending_fill"][0])
     rows = link.rows(fill, fill + held) if pooled_rows(link) else own["pending_X"][:held].copy()
-    return rows, own["pending_y"][:held].copy()
+    return rows, own["pending_y"][:held].astype(np.int64)
 
 
 def held_rows_problem(state: dict[str, np.ndarray]) -> str | None:

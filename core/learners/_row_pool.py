@@ -6,12 +6,13 @@ copy of those rows serves them all.
 Its state (auto's own arrays): ``rows_X`` (the rows of events ``rows_from .. rows_from +
 rows_fill``, grown as they come, :data:`ROWS`), ``rows_from`` / ``rows_fill``, and
 ``rows_pooled``: per candidate, the event its buffer's slot 0 holds while its rows are the
-pool's (-1: it keeps its own, or keeps none).  A pooled candidate's ``buffer_X`` and
-``pending_X`` hold no rows: its buffer is the pool's rows from that event on (``buffer_fill``
-of them), its held rows the ``pending_fill`` after them; it has learned every event the pool
-holds.  It leaves the pool for good (its rows copied into its own arrays: :func:`detach`)
-before its buffer would wrap or sample, the only changes that keep events out of order; its
-``restart_tree`` starts its buffer at the next event.  After each segment the pool drops the
+pool's (-1: it keeps its own, or keeps none).  A pooled candidate's ``buffer_X``,
+``pending_X`` and ``buffer_w`` hold nothing (its weights are 1: it has not sampled): its
+buffer is the pool's rows from that event on (``buffer_fill`` of them), its held rows the
+``pending_fill`` after them; it has learned every event the pool holds.  It leaves the pool
+for good (its rows and weights copied into its own arrays: :func:`detach`) before its buffer
+would wrap or sample, the only changes that keep events out of order; its ``restart_tree``
+starts its buffer at the next event.  After each segment the pool drops the
 rows no pooled candidate holds any more and takes the length its rows need
 (:func:`core._arrays.slots_for`), so the state is a function of the events, not of their
 batching.
@@ -29,8 +30,8 @@ from core.errors import InvalidState
 from core.learners._state import Count, Finite, StateInvariant
 
 __all__ = ["ROWS", "RowLink", "check_pool", "dense", "detach", "keeps_rows", "pool_capacity",
-           "pool_invariants", "pool_state", "pooled_rows", "restart_rows", "rows_kept", "settle",
-           "unpooled"]  # fmt: skip
+           "pool_invariants", "pool_state", "pooled_rows", "pooled_weights", "restart_rows",
+           "rows_kept", "settle", "unpooled"]  # fmt: skip
 
 #: the pool's arrays that grow as it fills
 ROWS = "rows_X"
@@ -121,8 +122,10 @@ def restart_rows(link: RowLink | None, own: dict[str, np.ndarray]) -> None:
 
 def detach(link: RowLink, own: dict[str, np.ndarray], capacity: int) -> None:
     """The candidate keeps its own rows from now on: its buffer's and its held rows copied from
-    the pool into its ``buffer_X`` / ``pending_X`` (the lengths they grow to holding them)."""
+    the pool into its ``buffer_X`` / ``pending_X`` (the lengths they grow to holding them), and
+    its weights into ``buffer_w`` (:func:`pooled_weights`)."""
     fill, held = int(own["buffer_fill"][0]), int(own["pending_fill"][0])
+    own["buffer_w"] = pooled_weights(own["buffer_y"])
     rows, width = link.rows(0, fill + held), link.owner._own_state[ROWS].shape[1]
     # the lengths of the labels beside them (grown as they filled)
     own["buffer_X"] = np.zeros((len(own["buffer_y"]), width))
@@ -130,6 +133,12 @@ def detach(link: RowLink, own: dict[str, np.ndarray], capacity: int) -> None:
     own["pending_X"] = np.zeros((len(own["pending_y"]), width))
     own["pending_X"][:held] = rows[fill:]
     link.leave()
+
+
+def pooled_weights(labels: np.ndarray) -> np.ndarray:
+    """The weights a pooled buffer does not keep, of its ``labels``: 1 in every slot it wrote
+    (it never sampled), 0 in the slots never written (label 0), as the buffer grew them."""
+    return (labels != 0).astype(np.float64)
 
 
 def dense(X) -> np.ndarray:
@@ -169,8 +178,8 @@ def check_pool(state: dict[str, np.ndarray], pooled: list[tuple[str, int, int] |
     """The pool's arrays agree: its rows hold its fill, its first event is the earliest pooled
     candidate's start, each pooled candidate (``pooled[k]``: its prefix, buffer size and fit
     delay; None for a candidate that keeps no rows) has learned its last event, keeps no rows
-    of its own, and its labels and weights have a length they grow to (the rows' lengths,
-    which a pooled candidate does not have, are what relate them otherwise)."""
+    of its own nor weights (they are 1), and its labels have a length they grow to (the rows'
+    lengths, which a pooled candidate does not have, are what relate them otherwise)."""
     marks, start = state["rows_pooled"], int(state["rows_from"][0])
     fill = int(state["rows_fill"][0])
 
@@ -197,11 +206,11 @@ def check_pool(state: dict[str, np.ndarray], pooled: list[tuple[str, int, int] |
                 f"{prefix[:-1]}'s buffer starts at event {mark} and holds {held} events; the "
                 f"pool holds events {start} to {start + fill}"
             )
-        for key in ("buffer_X", "pending_X"):
+        for key in ("buffer_X", "pending_X", "buffer_w"):
             if state[prefix + key].shape[0]:
-                refuse(f"{prefix[:-1]} keeps rows of its own while pooled", prefix + key)
-        for key, capacity in (("buffer_y", buffer_size), ("buffer_w", buffer_size),
-                              ("pending_y", fit_delay)):  # fmt: skip
+                refuse(f"{prefix[:-1]} keeps rows or weights of its own while pooled",
+                       prefix + key)  # fmt: skip
+        for key, capacity in (("buffer_y", buffer_size), ("pending_y", fit_delay)):
             length = len(state[prefix + key])
             if length and length != min(capacity, slots_for(length)):
                 refuse(f"state array {prefix + key!r} has {length} rows, not a length it grows "
@@ -225,4 +234,5 @@ def unpooled(state: dict[str, np.ndarray], prefix: str, mark: int) -> dict[str, 
         copied = min(count, len(rows))
         rows[:copied] = state[ROWS][offset + first : offset + first + copied]
         own[key] = rows
+    own["buffer_w"] = pooled_weights(own["buffer_y"])
     return own

@@ -107,7 +107,7 @@ class StateContract(ABC):
 
     def get_state(self) -> dict[str, np.ndarray]:
         """A copy of the learned state: flat dict of C-contiguous float64/int64/uint64 arrays
-        (int16 / int32 for the boosted trees' node and feature indices)."""
+        (int16 / int32 for the boosted trees' node and feature indices, int8 for labels)."""
         self._check_initialized()
         return {key: value.copy() for key, value in self.state_.items()}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from core._arrays import grown
+from core._arrays import LABELS, grown
 from core._kernels import auto as kernels
 from core.errors import InvalidState
 from core.learners._auto_drift import rescore_rings
@@ -213,7 +213,7 @@ def tournament_state(candidates: list[Any]) -> dict[str, np.ndarray]:
     return {
         "n_seen": counter(),
         "window_scores": np.zeros((n_candidates, 0)),
-        "window_labels": np.zeros(0, dtype=np.int64),
+        "window_labels": np.zeros(0, dtype=LABELS),
         "leader": counter(),
         "leader_since": counter(),
         # served score = served_scale * (leader's score) + served_offset
@@ -328,7 +328,7 @@ def decide(
     still sheds the candidates clearly behind (auto.13)."""
     seen = int(own["n_seen"][0])
     filled = min(seen, own["window_labels"].shape[0])
-    labels = own["window_labels"][:filled]
+    labels = own["window_labels"][:filled].astype(np.int64)  # the metrics' dtype
     window_scores = own["window_scores"][:, :filled]
     # [CHOICE] at most the later half of the events seen: on a stream shorter than twice the
     # window, the window holds the candidates' whole learning curve, and its first events'
@@ -338,7 +338,7 @@ def decide(
     first = max(since, seen // 2)
     if first > seen - filled:
         columns = np.arange(first, seen) % own["window_labels"].shape[0]
-        labels = own["window_labels"][columns]
+        labels = own["window_labels"][columns].astype(np.int64)
         window_scores = own["window_scores"][:, columns]
     own["evaluated_at"][0] = seen
     compared = labels.shape[0]
@@ -357,7 +357,7 @@ def decide(
         # positives (bench/README.md, "The mix against its best candidate (branch h-P)")
         extended = _extended(own, max(since, seen - filled), first, min_positives - n_positive)
         shed_undecided(own["served_weights"], own["window_scores"][:, extended],
-                       own["window_labels"][extended], alpha, beta)  # fmt: skip
+                       own["window_labels"][extended].astype(np.int64), alpha, beta)  # fmt: skip
     if n_positive == 0 or n_positive == compared:
         own["window_pauc"][:] = np.nan
         own["window_auc"][:] = np.nan

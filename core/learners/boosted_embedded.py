@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core._arrays import LABELS
 from core._kernels import boosted_embedding as kernels
 from core.boosted_fits import FitJob, HandsOverFits, background_fits
 from core.boosted_trees import (
@@ -63,7 +64,6 @@ SCORE_CHUNK = 4096
 _COUNTERS = ("events", "since_fit", "fits", "generation", "fit_from", "fit_at", "ready",
              "pending", "pending_fill")  # fmt: skip
 
-_NONE = np.empty(0, dtype=np.int64)
 _NONE_F = np.empty(0)
 
 
@@ -187,7 +187,8 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         state.update(unfitted_ensemble(self.max_leaves))  # trees grow in at the first fit
         state.update(buffer_state(n_features, self.random_state))
         # the events learned while a fit is pending, held out of the buffer until it is in
-        state["pending_X"], state["pending_y"] = np.zeros((0, n_features)), _NONE.copy()
+        state["pending_X"] = np.zeros((0, n_features))
+        state["pending_y"] = np.zeros(0, dtype=LABELS)
         state.update(fit_scaling.initial(n_features))  # x's scaling as of the pending fit
         state.update({key: np.zeros(1, dtype=np.int64) for key in _COUNTERS})
         return state

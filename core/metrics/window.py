@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from core._arrays import grown, positive_int, write_to_rings
+from core._arrays import LABELS, grown, positive_int, write_to_rings
 from core._kernels import metrics as _kernels
 from core._kernels.random import seed_state
 from core.metrics.operating import (
@@ -39,7 +39,7 @@ __all__ = ["PrequentialWindow"]
 _STATE_DTYPES = {
     "window_parameters": np.int64,  # [capacity, reservoir_capacity]
     "window_scores": np.float64,  # ring buffer, filled part only, in ring (not time) order
-    "window_labels": np.int64,  # -1 / +1, aligned with window_scores
+    "window_labels": LABELS,  # -1 / +1, aligned with window_scores
     "window_cursor": np.int64,  # [next slot to write]; once full, also the oldest pair's slot
     "counts_since_start": np.int64,  # [events, positives, negatives]
     "reservoir_positive_scores": np.float64,  # filled part only
@@ -108,7 +108,7 @@ class PrequentialWindow:
         positive_int("capacity", capacity)
         positive_int("reservoir_capacity", reservoir_capacity)
         self._window_scores = np.zeros(0, dtype=np.float64)
-        self._window_labels = np.zeros(0, dtype=np.int64)
+        self._window_labels = np.zeros(0, dtype=LABELS)
         self._size = 0
         self._cursor = 0
         self._counts_since_start = np.zeros(3, dtype=np.int64)
@@ -202,7 +202,7 @@ class PrequentialWindow:
             order = np.arange(self._size)
         else:
             order = (self._cursor + np.arange(self._size)) % self._size
-        return self._window_scores[order], self._window_labels[order]
+        return self._window_scores[order], self._window_labels[order].astype(np.int64)
 
     @property
     def counts_since_start(self) -> dict[str, int]:
@@ -340,7 +340,7 @@ class PrequentialWindow:
         reservoir_capacity = int(self.reservoir_capacity)
         n_positive = min(reservoir_capacity, int(self._counts_since_start[1]))
         n_negative = min(reservoir_capacity, int(self._counts_since_start[2]))
-        state = {
+        state: dict[str, np.ndarray] = {
             "window_parameters": np.array([self.capacity, reservoir_capacity], dtype=np.int64),
             "window_scores": self._window_scores[: self._size].copy(),
             "window_labels": self._window_labels[: self._size].copy(),

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from core._arrays import grown, positive_int, write_to_rings
+from core._arrays import LABELS, grown, positive_int, write_to_rings
 from core._kernels.validation import count_nonfinite
 from core.csr import CSRMatrix
 from core.preprocessing import scale_batch
@@ -52,7 +52,7 @@ _WINDOW_STATE = {
     "parameters": (np.int64, 1),
     "counters": (np.int64, 1),
     "features": (np.float64, 2),
-    "labels": (np.int64, 1),
+    "labels": (LABELS, 1),
     "scores": (np.float64, 1),
     "round_ends": (np.int64, 1),
     "round_weights": (np.float64, 2),
@@ -131,7 +131,7 @@ class RegretWindow:
         self.n_features = positive_int("n_features", n_features)
         d = self.n_features
         self._features: np.ndarray = np.zeros((0, d))
-        self._labels: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._labels: np.ndarray = np.zeros(0, dtype=LABELS)
         self._scores: np.ndarray = np.zeros(0)
         self._round_ends: np.ndarray = np.zeros(0, dtype=np.int64)
         self._round_weights: np.ndarray = np.zeros((0, d))
@@ -241,7 +241,7 @@ class RegretWindow:
         ends = self._round_ends[rounds] - (total - size)
         return (
             self._features[events],
-            self._labels[events],
+            self._labels[events].astype(np.int64),
             self._scores[events],
             ends,
             self._round_weights[rounds],

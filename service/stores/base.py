@@ -255,8 +255,9 @@ def layout_of(dtype: np.dtype, shape: tuple[int, ...]) -> str:
     """The layout of a stored array of ``dtype`` and ``shape``, ``<dtype>|<shape>`` (e.g.
     ``<f8|50`` or ``<i8|2,3``; arrays are stored little-endian), formatted once: a commit
     encodes ~100 arrays of a few dozen layouts, and formatting them again and again cost
-    more than copying the small arrays."""
-    return f"{dtype.str}|{','.join(map(str, shape))}"
+    more than copying the small arrays.  A one-byte dtype is written without numpy's "|"
+    (byte order not applicable: int8, the labels, is ``i1``), which separates the parts."""
+    return f"{dtype.str.lstrip('|')}|{','.join(map(str, shape))}"
 
 
 def decode_array(raw: bytes, layout: str) -> np.ndarray:

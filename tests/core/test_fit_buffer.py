@@ -97,8 +97,8 @@ def test_the_buffer_grows_as_it_fills_and_is_checked_on_load():
 
     refused("buffer_X", buffer_X=np.zeros((8001, 4)))  # beyond the capacity
     refused("buffer_X", buffer_X=np.zeros((300, 5)))  # another width
-    refused("buffer_y", buffer_y=np.zeros(299, dtype=np.int64))
-    refused("buffer_fill", buffer_X=np.zeros((200, 4)), buffer_y=np.zeros(200, dtype=np.int64),
+    refused("buffer_y", buffer_y=np.zeros(299, dtype=np.int8))
+    refused("buffer_fill", buffer_X=np.zeros((200, 4)), buffer_y=np.zeros(200, dtype=np.int8),
             buffer_w=np.ones(200))  # fmt: skip
     refused("buffer_w", buffer_w=np.zeros(300))
 

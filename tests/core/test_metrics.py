@@ -554,8 +554,9 @@ def test_state_round_trips_bit_for_bit_and_continues_identically(n_events):
         "rng_state",
     }
     for array in state.values():
-        assert array.dtype in (np.float64, np.int64, np.uint64)
+        assert array.dtype in (np.float64, np.int64, np.uint64, np.int8)  # int8: the labels
         assert array.flags.c_contiguous
+    assert state["window_labels"].dtype == np.int8
     restored = PrequentialWindow.from_state(state)
     _assert_states_identical(restored.get_state(), state)
     # Same state + same events = same result, RNG included.
@@ -623,7 +624,7 @@ def test_batches_give_the_same_state_as_events_one_at_a_time():
             "window_cursor 99",
         ),
         (
-            lambda state: state.update(window_labels=np.zeros(10, dtype=np.int64)),
+            lambda state: state.update(window_labels=np.zeros(10, dtype=np.int8)),
             "window_labels must be -1 or \\+1",
         ),
     ],

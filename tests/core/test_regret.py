@@ -247,7 +247,8 @@ def test_window_state_round_trips_bit_for_bit_and_continues_identically():
         )
     state = window.get_state()
     for value in state.values():
-        assert value.flags.c_contiguous and value.dtype in (np.float64, np.int64)
+        assert value.flags.c_contiguous and value.dtype in (np.float64, np.int64, np.int8)
+    assert state["labels"].dtype == np.int8
     restored = RegretWindow.from_state(state)
     for key, value in restored.get_state().items():
         np.testing.assert_array_equal(value, state[key])

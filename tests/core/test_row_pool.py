@@ -12,6 +12,7 @@ import pytest
 from core.errors import InvalidState
 from core.learners import learner_class, make_learner
 from core.learners._fit_buffer import buffered, held_rows
+from core.learners._row_pool import pooled_rows
 from core.learners.boosted_embedded import BoostedEmbedded
 from tests.core.cases import states_equal
 
@@ -66,8 +67,13 @@ def test_the_pooled_candidates_keep_what_they_keep_alone():
             for got, want in zip(kept(candidate, candidate._rows_link), kept(twin), strict=True):
                 np.testing.assert_array_equal(got, want)
             mine, theirs = candidate.state_, twin.state_
-            for key in set(mine) - {"buffer_X", "pending_X"}:
+            for key in set(mine) - {"buffer_X", "pending_X", "buffer_w"}:
                 np.testing.assert_array_equal(mine[key], theirs[key], err_msg=key)
+            if pooled_rows(candidate._rows_link):  # no weights of its own: 1 where written
+                assert len(mine["buffer_w"]) == 0
+                np.testing.assert_array_equal(theirs["buffer_w"], theirs["buffer_y"] != 0)
+            else:
+                np.testing.assert_array_equal(mine["buffer_w"], theirs["buffer_w"])
         pooled = auto.state_["rows_pooled"]
         if start <= 4_000:  # both pooled from event 0: the pool holds every event once
             assert pooled[list(POOLED)].tolist() == [0, 0]
@@ -115,9 +121,10 @@ def saved():
         ("rows_fill", {"rows_fill": np.array([400])}),  # more rows than it holds
         ("rows_pooled", {"rows_fill": np.array([299])}),  # fewer events than the candidates
         ("rows_from", {"rows_from": np.array([7])}),  # the candidates start before it
-        ("c2:buffer_y", {"c2:buffer_y": np.zeros(257, dtype=np.int64)}),  # not a grown length
-        ("c4:pending_y", {"c4:pending_y": np.zeros(65, dtype=np.int64)}),
+        ("c2:buffer_y", {"c2:buffer_y": np.zeros(257, dtype=np.int8)}),  # not a grown length
+        ("c4:pending_y", {"c4:pending_y": np.zeros(65, dtype=np.int8)}),
         ("c2:buffer_X", {"c2:buffer_X": np.ones((256, 5))}),  # rows of its own while pooled
+        ("c4:buffer_w", {"c4:buffer_w": np.ones(320)}),  # weights of its own while pooled
         ("rows_X", {"rows_X": np.zeros((8_257, 5))}),  # beyond the capacity
         ("rows_X", {"rows_X": np.zeros((320, 4))}),  # another width
         ("rows_X", {"rows_X": np.full((320, 5), np.nan)}),

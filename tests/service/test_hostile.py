@@ -87,7 +87,9 @@ def corruptions(array: np.ndarray, invariant=None) -> list[tuple[str, np.ndarray
     flat = array.reshape(-1)
     values: list = []
     if array.dtype.kind == "i":
-        values = [2**62, -2]  # 2**40 is a valid count (a 2**40 fill: above)
+        # 2**40 is a valid count (a 2**40 fill: above); a narrow array (int8 labels) gets its
+        # largest value
+        values = [min(2**62, int(np.iinfo(array.dtype).max)), -2]
     elif isinstance(invariant, Fraction):
         values = [1.5, np.inf]
     elif array.dtype.kind == "f":

@@ -120,12 +120,17 @@ def test_zero_chunks_are_left_out_and_every_array_reads_back_bit_for_bit():
         "negative_zero": negative_zero,
         "counts": np.arange(2 * per_chunk, dtype=np.int64) % 3,
         "rng": np.array([0, 2**64 - 1], dtype=np.uint64),
+        # labels (int8): numpy spells a one-byte dtype "|i1", and "|" separates a layout's parts
+        "labels": np.array([-1, 1, 0, 1], dtype=np.int8),
+        "many_labels": np.resize(np.array([-1, 1], dtype=np.int8), 3 * CHUNK_BYTES + 1),
         "small_zeros": np.zeros(4),
         "nothing": np.zeros((0, 5)),
     }
     fields, layouts = encode_fields(arrays)
     assert not any(name.startswith("empty_buffer@") for name in fields)
     assert layouts["empty_buffer"] == f"<f8|{per_chunk},3|3"
+    assert layouts["labels"] == "i1|4"
+    assert layouts["many_labels"] == f"i1|{3 * CHUNK_BYTES + 1}|4"
     assert [name for name in fields if name.startswith("partly_filled@")] == ["partly_filled@2"]
     assert [name for name in fields if name.startswith("negative_zero@")] == ["negative_zero@1"]
     assert "small_zeros" in fields and "nothing" in fields

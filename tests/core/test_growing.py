@@ -84,13 +84,12 @@ def buffers(growing: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
 
 def padded(state: dict[str, np.ndarray], growing: dict[str, tuple[int, int]]) -> dict:
     """``state`` with every growing buffer at its declared capacity (zeros after its slots);
-    not the rows of a candidate that auto's pool holds (it keeps none of its own:
+    not the rows and weights of a candidate that auto's pool holds (it keeps none of its own:
     core.learners._row_pool), the pool's rows at theirs."""
     full = dict(state)
     marks = state.get("rows_pooled", np.zeros(0, dtype=np.int64))
-    pooled = {
-        f"c{k}:{key}" for k in np.flatnonzero(marks >= 0) for key in ("buffer_X", "pending_X")
-    }
+    own = ("buffer_X", "pending_X", "buffer_w")
+    pooled = {f"c{k}:{key}" for k in np.flatnonzero(marks >= 0) for key in own}
     for key, (axis, capacity) in buffers(growing).items():
         if key not in state or key in pooled:
             continue

@@ -11,6 +11,7 @@ from core.learners import make_learner
 from core.learners._served_scale import SHRINK_EVENTS
 from core.preprocessing import scale_batch
 from tests.core.test_auto import standalone_scores, stream
+from tests.core.test_auto_tree_admission import learn
 
 #: two steady candidates (auto.11: one half each); 45 events end before the first evaluation
 #: (50), so the weights stay the start's
@@ -41,18 +42,12 @@ def naive_served(scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
 def test_the_first_events_are_served_shrunk_as_the_naive_loop(sizes):
     X, y = stream(5, n=EVENTS)
     model = make_learner("auto", candidates=STEADY, random_state=0)
-    served, inputs, start = [], [], 0
-    with model.recording_inputs() as sink:
-        for size in sizes:
-            batch = slice(start, start + size)
-            served.append(model.prequential_step(X[batch], y[batch]))
-            inputs.append((sink[-1], batch))
-            start += size
+    served, inputs = learn(model, X, y, sizes)
     reference = standalone_scores(model, inputs, y)
     weights = np.array([0.5, 0.5])
     np.testing.assert_array_equal(model._own_state["served_weights"], weights)
     expected = naive_served(reference, weights)
-    np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(served, expected, rtol=1e-9, atol=1e-12)
 
     # new rows: the same mix with the statistics, and the factor, of every event learned
     rows = scale_batch(model.scaling, model.state_, X, learn=False)

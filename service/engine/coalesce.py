@@ -234,7 +234,7 @@ class Coalescer:
         """Whether a group of scores goes to :meth:`_score_kept`: it keeps records, its work is
         small and the store writes records at a head (SQLite)."""
         return (
-            hasattr(self.engine.store, "put_pending_at")
+            self.engine.store.keeps_at_head
             and not any(r.large for r in group)
             and any(_keeps(r.payload) for r in group)
         )

@@ -20,13 +20,25 @@ from collections.abc import Iterable, Sequence
 class InvalidFeatures(ValueError):
     """A batch's features or labels are unusable.
 
-    ``row`` is the 0-based event at fault, if one; ``field`` is ``"features"`` or ``"labels"``.
+    ``row`` is the 0-based event at fault, if one; ``field`` is ``"features"`` or ``"labels"``;
+    ``column`` and ``value`` the feature at fault and its value, when one value is (a NaN, an
+    infinity, a value beyond the feature bound), so a caller can name the feature its own way.
     """
 
-    def __init__(self, message: str, *, row: int | None = None, field: str = "features") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        row: int | None = None,
+        field: str = "features",
+        column: int | None = None,
+        value: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.row = row
         self.field = field
+        self.column = column
+        self.value = value
 
 
 class StateOverflow(InvalidFeatures):

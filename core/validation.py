@@ -149,18 +149,20 @@ def check_finite_rows(array: np.ndarray, first_row: int = 0) -> None:
     from ``first_row``)."""
     position = first_out_of_range(array)
     if position is not None:
-        row = first_row + position // array.shape[1]
-        raise _out_of_range(array.reshape(-1)[position], row)
+        row, column = divmod(position, array.shape[1])
+        raise _out_of_range(array.reshape(-1)[position], first_row + row, column)
 
 
-def _out_of_range(value: float, row: int) -> InvalidFeatures:
-    if not np.isfinite(value):
-        return InvalidFeatures(f"features contain NaN or infinity (first at row {row})", row=row)
-    return InvalidFeatures(
-        f"features contain {float(value)!r}, beyond the feature bound of +-{FEATURE_BOUND:g} "
-        f"(first at row {row}): rescale such features (e.g. take their logarithm)",
-        row=row,
-    )
+def _out_of_range(value: float, row: int, column: int) -> InvalidFeatures:
+    value = float(value)
+    if np.isfinite(value):
+        detail = (
+            f"{value!r}, beyond the feature bound of +-{FEATURE_BOUND:g} (first at row {row}): "
+            "rescale such features (e.g. take their logarithm)"
+        )
+    else:
+        detail = f"NaN or infinity (first at row {row})"
+    return InvalidFeatures(f"features contain {detail}", row=row, column=column, value=value)
 
 
 def check_rows(features: np.ndarray | CSRMatrix, first_row: int = 0) -> None:
@@ -190,7 +192,7 @@ def _check_csr_values(X: CSRMatrix, first_row: int = 0) -> None:
     position = first_out_of_range(X.data)
     if position is not None:
         row = first_row + row_of_entry(X.indptr, position)
-        raise _out_of_range(X.data[position], row)
+        raise _out_of_range(X.data[position], row, int(X.indices[position]))
 
 
 def _real_array(values, what: str, error: type[ValueError]) -> np.ndarray:

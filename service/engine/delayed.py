@@ -24,8 +24,8 @@ import numpy as np
 
 from core._kernels.validation import count_nonfinite
 from core.csr import CSRMatrix
-from core.errors import StateOverflow
-from core.validation import check_rows, first_out_of_range, row_of_entry, rows_out_of_range
+from core.errors import InvalidFeatures, StateOverflow
+from core.validation import check_rows, first_out_of_range, rows_out_of_range
 from service.codec import decode_pending, encode_pending
 from service.engine.deadlines import Deadlines
 from service.engine.entries import Entry
@@ -160,21 +160,17 @@ def _check_scorable(
     """Refuse (422 naming the event and the feature) a missing value left unfilled or a value
     beyond the feature bound: the parsers check them, but a score must never be computed from
     such a batch, whichever way it came in."""
-    position = first_out_of_range(X.data if isinstance(X, CSRMatrix) else X)
-    if position is None:
+    if first_out_of_range(X.data if isinstance(X, CSRMatrix) else X) is None:
         return
-    if isinstance(X, CSRMatrix):
-        row, column, value = row_of_entry(X.indptr, position), X.indices[position], X.data[position]
-    else:
-        (row, column), value = divmod(position, X.shape[1]), X.reshape(-1)[position]
-    if not np.isnan(value):  # beyond the feature bound: core's check says so, at its row
-        try:
-            check_rows(X)
-        except ValueError as error:
+    try:
+        check_rows(X)
+    except InvalidFeatures as error:
+        if error.value is None or not np.isnan(error.value):  # beyond the feature bound
             raise Locator(ids).core_error(error, "x") from None
-    label = feature_label(spec, int(column))
-    detail = f"feature {label} is missing: this model has no value to fill it with"
-    raise Locator(ids).error(row, detail, field="x")
+        assert error.row is not None and error.column is not None
+        label = feature_label(spec, error.column)
+        detail = f"feature {label} is missing: this model has no value to fill it with"
+        raise Locator(ids).error(error.row, detail, field="x") from None
 
 
 class DelayedLabels:

@@ -3,7 +3,8 @@
 
 Features are checked by :func:`core.validation.as_features` only: a core error carrying a
 ``row`` (:class:`core.errors.InvalidFeatures`) becomes an error naming that event, its id and
-its line, never by reading the message text.
+its line (and, for a NaN or an infinity, its ``column`` named as the model names it), never by
+reading the message text.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from core.csr import CSRMatrix
+from core.errors import InvalidFeatures
 from core.validation import as_features, as_labels, first_out_of_range
 from service.errors import InvalidInput, MalformedBody, PayloadTooLarge
 from service.ingest.batch import FeatureSpec
@@ -114,8 +116,6 @@ def dense(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str = "x") -
         and first_out_of_range(X) is None
     ):
         return X  # already what as_features returns: skip its coercions
-    if X.dtype == np.float64 and X.ndim == 2 and X.shape[1] == spec.n_features:
-        _refuse_non_finite(X, spec, locate, field)
     if spec.marks_missing and X.dtype == np.float64 and X.ndim == 2:
         return _checked_with_missing(X, spec, locate, field)
     if spec.fills_missing and X.dtype == np.float64:
@@ -123,7 +123,7 @@ def dense(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str = "x") -
     try:
         return as_features(X, spec.n_features, accept_sparse=False)  # type: ignore[return-value]
     except ValueError as error:
-        raise locate.core_error(error, field) from None
+        raise refused(error, spec, locate, field) from None
 
 
 def _checked_with_missing(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str):
@@ -137,29 +137,10 @@ def _checked_with_missing(X: np.ndarray, spec: FeatureSpec, locate: Locator, fie
     try:
         checked: np.ndarray = as_features(present, spec.n_features, accept_sparse=False)  # type: ignore[assignment]
     except ValueError as error:
-        raise locate.core_error(error, field) from None
+        raise refused(error, spec, locate, field) from None
     if any_missing:
         checked[missing] = np.nan
     return checked
-
-
-def _refuse_non_finite(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str) -> None:
-    """A missing value (NaN: NPZ, the stream's binary frames) in a model that refuses them, or
-    an infinity, refused naming its feature, as a JSON null or a LIBSVM pair is."""
-    position = first_out_of_range(X)
-    if position is not None and spec.fills_missing:
-        infinite = np.isinf(X.reshape(-1))
-        position = int(np.argmax(infinite)) if infinite.any() else None
-    if position is not None:
-        row, column = divmod(position, X.shape[1])
-        _refuse_value(float(X[row, column]), row, feature_label(spec, column), locate, field)
-
-
-def _refuse_value(value: float, row: int, feature: str, locate: Locator, field: str) -> None:
-    if np.isnan(value):
-        raise missing_refused(locate, row, feature, "NaN", field)
-    if np.isinf(value):
-        raise not_finite(locate, row, feature, value, field)
 
 
 def sparse(X: CSRMatrix, spec: FeatureSpec, locate: Locator, field: str = "x") -> CSRMatrix:
@@ -170,29 +151,23 @@ def sparse(X: CSRMatrix, spec: FeatureSpec, locate: Locator, field: str = "x") -
     try:
         checked = as_features(X, spec.n_features, accept_sparse=True)
     except ValueError as error:
-        row = getattr(error, "row", None)
-        if row is not None:
-            _refuse_missing_sparse(X, row, spec, locate, field)
-        raise locate.core_error(error, field) from None
+        raise refused(error, spec, locate, field) from None
     assert isinstance(checked, CSRMatrix)
     return checked
 
 
-def _refuse_missing_sparse(
-    X: CSRMatrix, row: int, spec: FeatureSpec, locate: Locator, field: str
-) -> None:
-    """As :func:`_refuse_non_finite` for the row of a CSR batch the checks refused (NaN here
-    is refused: a filling model's were filled), when its columns are sound."""
-    start, stop = int(X.indptr[row]), int(X.indptr[row + 1])
-    columns, values = X.indices[start:stop], X.data[start:stop]
-    if values.dtype != np.float64 or len(np.unique(columns)) != len(columns):
-        return
-    if not ((columns >= 0) & (columns < spec.n_features)).all():
-        return
-    position = first_out_of_range(values)
-    if position is not None:
-        label = feature_label(spec, int(columns[position]))
-        _refuse_value(float(values[position]), row, label, locate, field)
+def refused(error: ValueError, spec: FeatureSpec, locate: Locator, field: str) -> InvalidInput:
+    """A ``core`` error as the service's: a missing value (NaN) in a model that refuses them,
+    or an infinity, named by its feature as a JSON null or a LIBSVM pair is; anything else at
+    its row."""
+    value = error.value if isinstance(error, InvalidFeatures) else None
+    if value is None or np.isfinite(value):
+        return locate.core_error(error, field)
+    assert isinstance(error, InvalidFeatures) and error.row is not None and error.column is not None
+    feature = feature_label(spec, error.column)
+    if np.isnan(value):
+        return missing_refused(locate, error.row, feature, "NaN", field)
+    return not_finite(locate, error.row, feature, value, field)
 
 
 def fill_missing(values: np.ndarray) -> np.ndarray:

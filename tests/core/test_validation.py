@@ -3,7 +3,7 @@ import pytest
 import scipy.sparse as sp
 
 from core.csr import CSRMatrix
-from core.errors import InvalidParameter
+from core.errors import InvalidFeatures, InvalidParameter
 from core.validation import (
     as_features,
     as_labels,
@@ -184,6 +184,20 @@ def test_features_beyond_the_feature_bound_are_refused_though_finite():
         ValueError, match="beyond the feature bound of \\+-1e\\+100 \\(first at row 1\\)"
     ):
         as_features(X)
+
+
+@pytest.mark.parametrize("value", [np.nan, -np.inf, 1e200])
+@pytest.mark.parametrize("as_csr", [False, True])
+def test_a_refused_value_carries_its_row_column_and_value(value, as_csr):
+    X = np.ones((4, 5))
+    X[2, 3] = value
+    X[3, 1] = np.inf  # a later fault is not the one named
+    batch = CSRMatrix.from_dense(X) if as_csr else X
+    with pytest.raises(InvalidFeatures) as refused:
+        as_features(batch, 5, accept_sparse=True)
+    assert (refused.value.row, refused.value.column) == (2, 3)
+    assert refused.value.value is not None
+    np.testing.assert_equal(refused.value.value, value)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -19,16 +19,12 @@ import numpy as np
 
 from core.learners._base import OnlineLearner
 from service.engine.coalesce import Coalescer
-from service.engine.delayed import DelayedLabels, LabelResult
+from service.engine.delayed import DelayedLabels
 from service.engine.entries import Entry
 from service.engine.history import behind, catch_up_due
-from service.engine.learning import Learning, LearnResult, apply
+from service.engine.learning import Learning, apply
 from service.engine.model import (
-    LEARNER_PREFIX,
-    REGRET_PREFIX,
     STATE_FORMAT_VERSION,
-    STATS_PREFIX,
-    WINDOW_PREFIX,
     Loaded,
     OtherStateFormat,
     ServedWeights,
@@ -38,7 +34,7 @@ from service.engine.model import (
     split_arrays,
 )
 from service.engine.refit import fit_status
-from service.engine.reporting import REGRET_C, REGRET_TOL, Reporting
+from service.engine.reporting import Reporting
 from service.engine.repository import ModelRepository, RepositoryOptions
 from service.errors import (
     CorruptState,
@@ -315,16 +311,4 @@ class Engine:
         return cached if cached is not None else self.model(model_id).spec
 
 
-__all__ = [
-    "LEARNER_PREFIX",
-    "REGRET_C",
-    "REGRET_PREFIX",
-    "REGRET_TOL",
-    "STATS_PREFIX",
-    "WINDOW_PREFIX",
-    "Engine",
-    "LabelResult",
-    "LearnResult",
-    "Loaded",
-    "ServedWeights",
-]
+__all__ = ["Engine", "ServedWeights"]

@@ -8,7 +8,8 @@ import pytest
 
 from core.learners import make_learner
 from core.regret import RegretWindow, learner_inputs
-from service.engine import REGRET_C, REGRET_PREFIX, REGRET_TOL
+from service.engine.model import REGRET_PREFIX
+from service.engine.reporting import REGRET_C, REGRET_TOL
 from service.schemas import ModelCreate
 from tests.service.conftest import create_model, events_json, make_stream, stored_arrays
 

@@ -218,6 +218,7 @@ def commit_cost(blocks: int = 10, per_block: int = 200) -> None:
     import redis as redis_client
 
     from loadtest.local import PrivateRedis
+    from service.engine.entries import Entry
     from service.stores.base import Commit
     from service.stores.client import ReplicaWait
     from service.stores.redis import RedisStore
@@ -256,7 +257,7 @@ def commit_cost(blocks: int = 10, per_block: int = 200) -> None:
                     commit = Commit(
                         expected_version=versions[name],
                         incarnation="i",
-                        arrays={"w": rng.normal(size=50), "n": np.arange(200.0)},
+                        entry=Entry(now, rng.normal(size=(1, 50)), np.array([1])),
                         learned_ids=ids,
                         id_expiry=now + 3600,
                         now=now,

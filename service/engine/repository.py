@@ -317,28 +317,23 @@ class ModelRepository:
         with self.lock(model_id):
             return self.load(model_id)
 
-    def commit(
-        self, model_id: str, loaded: Loaded, entry: Entry | None = None, **fields: Any
-    ) -> int:
-        """Commit the change ``entry`` made on ``loaded`` (the store appends it to its log;
-        None: a change that is not an entry, whose arrays are written now) with ``fields``
-        (see :class:`Commit`; learned and expired ids are remembered for
+    def commit(self, model_id: str, loaded: Loaded, entry: Entry, **fields: Any) -> int:
+        """Commit the change ``entry`` made on ``loaded`` (the store appends it to its log)
+        with ``fields`` (see :class:`Commit`; learned and expired ids are remembered for
         ``event_id_ttl_seconds``, at most ``max_remembered_ids`` of each kind) at its
         version; raises :class:`StaleVersion` when another writer went first."""
-        now = self.clock() if entry is None else entry.now
         commit = Commit(
             expected_version=loaded.version,
             incarnation=loaded.incarnation,
-            arrays=None if entry is not None else loaded.arrays(),
             entry=entry,
-            now=now,
-            id_expiry=now + self.event_id_ttl_seconds,
+            now=entry.now,
+            id_expiry=entry.now + self.event_id_ttl_seconds,
             fence=self.fences.get(model_id),
             max_remembered_ids=self.max_remembered_ids or 0,
             **fields,
         )
         held = getattr(self._local, "held", None)
-        if held is not None and entry is not None:
+        if held is not None:
             return held.defer(model_id, loaded, commit)
         version = self.store.commit(model_id, commit)
         self.after_commit(model_id, loaded, commit, version)
@@ -350,10 +345,7 @@ class ModelRepository:
         loaded.version = version
         loaded.meta.update(commit.meta)
         self.turns.appended(model_id)
-        if commit.entry is not None:
-            self.checkpoints.changed(model_id, commit.entry.n_events)
-        else:
-            self.checkpoints.saved(model_id)
+        self.checkpoints.changed(model_id, commit.entry.n_events)
         if history_behind(loaded.history, int(loaded.stats["events_learned"][0])):
             with self._guard:
                 self._history_behind.add(model_id)

@@ -75,8 +75,9 @@ class Commit:
 
     expected_version: int
     incarnation: str
-    #: the model's whole state, or None when the commit is a log ``entry``
-    arrays: dict[str, np.ndarray] | None
+    #: the change as a log entry (:class:`service.engine.entries.Entry`), appended at the new
+    #: version (the state itself is written by :meth:`Store.checkpoint`)
+    entry: Any
     #: event ids learned by this write, remembered until ``id_expiry`` (unix seconds)
     learned_ids: Sequence[str] = ()
     id_expiry: float = 0.0
@@ -93,9 +94,6 @@ class Commit:
     #: most ids the model remembers as learned (and as expired): beyond it the oldest are
     #: forgotten before their expiry (0: no bound); see ``AUCSTREAM_MAX_REMEMBERED_IDS``
     max_remembered_ids: int = 0
-    #: the change as a log entry (:class:`service.engine.entries.Entry`), appended at the new
-    #: version instead of writing ``arrays``
-    entry: Any = None
 
 
 class Store(Protocol):
@@ -147,8 +145,7 @@ class Store(Protocol):
     def commit(self, model_id: str, commit: Commit) -> int:
         """Apply ``commit`` atomically and return the new version; raises
         :class:`~service.errors.StaleVersion` when the expected version or incarnation is not
-        current, :class:`~service.errors.ModelNotFound` when the model is gone.  A commit
-        with ``arrays`` is also a checkpoint: the entries before it are dropped."""
+        current, :class:`~service.errors.ModelNotFound` when the model is gone."""
         ...
 
     def checkpoint(

@@ -44,8 +44,6 @@ return 1
 LOG_APPEND_SCRIPT = """
 -- KEYS[1] version  KEYS[2] meta  KEYS[3] log  KEYS[4] seen  KEYS[5] expired
 -- KEYS[6] pending  KEYS[7] deadlines  KEYS[8] lease  KEYS[9] queue  KEYS[10] turn
--- a commit of the whole state (no entry) also: KEYS[11] state  KEYS[12] layout
--- KEYS[13] the staged state  KEYS[14] the staged layout (aucs:{m}:checkpoint:<token>:...)
 -- ARGV[1] expected version  ARGV[2] incarnation  ARGV[3] the entry's bytes  ARGV[4] now
 -- ARGV[5] the ids' expiry  ARGV[6] most ids remembered of each kind (0: no bound)
 -- ARGV[7] fence: the lease holder ('' without one)  ARGV[8] fence: the lease generation
@@ -53,32 +51,26 @@ LOG_APPEND_SCRIPT = """
 -- then four lists, each its length first: learned ids, expired ids, consumed pending ids,
 -- meta (name, value) pairs.
 -- Only when the model is at the expected version and incarnation (and the fence holds the
--- lease): the version incremented, the entry appended as stream id '<version>-0' (or the
--- staged state renamed over the state, a checkpoint at the new version, and the log
--- dropped), the ids
+-- lease): the version incremented, the entry appended as stream id '<version>-0', the ids
 -- remembered (those past their expiry forgotten, then the oldest beyond the bound), the
 -- pending records consumed, the meta fields written.  Returns {1, new version}; {-1} when
 -- there is no model; {-2, version, incarnation} when stale; {-3, holder, generation} when
 -- the fence does not hold the lease; {-4, holder} when another process holds the model's
 -- write turn (the caller's own turn ends with its append).  'log:saved' is set to the
 -- version if absent.
-local function refuse(reply)
-  if #KEYS > 10 then redis.call('DEL', KEYS[13], KEYS[14]) end
-  return reply
-end
 local version = redis.call('GET', KEYS[1])
-if not version then return refuse({-1}) end
+if not version then return {-1} end
 local incarnation = redis.call('HGET', KEYS[2], 'incarnation') or ''
 if tonumber(version) ~= tonumber(ARGV[1]) or incarnation ~= ARGV[2] then
-  return refuse({-2, version, incarnation})
+  return {-2, version, incarnation}
 end
 if ARGV[7] ~= '' then
   local holder = redis.call('GET', KEYS[8]) or ''
   local generation = redis.call('HGET', KEYS[9], 'lease_generation') or '0'
-  if holder ~= ARGV[7] or generation ~= ARGV[8] then return refuse({-3, holder, generation}) end
+  if holder ~= ARGV[7] or generation ~= ARGV[8] then return {-3, holder, generation} end
 end
 local turn = redis.call('GET', KEYS[10])
-if turn and turn ~= ARGV[9] then return refuse({-4, turn}) end
+if turn and turn ~= ARGV[9] then return {-4, turn} end
 if turn then redis.call('DEL', KEYS[10]) end
 local position = 10
 -- a list's items in slices of 500 (unpack's limit is ~8,000 values)
@@ -113,27 +105,16 @@ slices(function(first, last) redis.call('HSET', KEYS[2], unpack(ARGV, first, las
 -- a model whose state was written at every version (no log yet) is checkpointed at its head
 redis.call('HSETNX', KEYS[2], 'log:saved', version)
 local new = redis.call('INCR', KEYS[1])
-if #KEYS == 10 then
-  local id = string.format('%d-0', new)
-  local added = redis.pcall('XADD', KEYS[3], id, 'e', ARGV[3])
-  if type(added) == 'table' and added.err then
-    -- the log holds entries past the version: a version key that went back (a loss an
-    -- operator acknowledged); that history is gone, the log restarts from the version
-    local kept = redis.call('XRANGE', KEYS[3], '-', '(' .. id)
-    redis.call('DEL', KEYS[3])
-    for _, item in ipairs(kept) do redis.call('XADD', KEYS[3], item[1], unpack(item[2])) end
-    redis.call('XADD', KEYS[3], id, 'e', ARGV[3])
-  end
-  return {1, new}
+local id = string.format('%d-0', new)
+local added = redis.pcall('XADD', KEYS[3], id, 'e', ARGV[3])
+if type(added) == 'table' and added.err then
+  -- the log holds entries past the version: a version key that went back (a loss an
+  -- operator acknowledged); that history is gone, the log restarts from the version
+  local kept = redis.call('XRANGE', KEYS[3], '-', '(' .. id)
+  redis.call('DEL', KEYS[3])
+  for _, item in ipairs(kept) do redis.call('XADD', KEYS[3], item[1], unpack(item[2])) end
+  redis.call('XADD', KEYS[3], id, 'e', ARGV[3])
 end
-redis.call('DEL', KEYS[11], KEYS[12], KEYS[3])
-for i = 11, 12 do
-  if redis.call('EXISTS', KEYS[i + 2]) == 1 then
-    redis.call('RENAME', KEYS[i + 2], KEYS[i])
-    redis.call('PERSIST', KEYS[i])
-  end
-end
-redis.call('HSET', KEYS[2], 'log:saved', new)
 return {1, new}
 """
 

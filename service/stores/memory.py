@@ -140,16 +140,11 @@ class MemoryStore:
             )
 
     def commit(self, model_id: str, commit: Commit) -> int:
-        # copied outside the lock
-        fields = None if commit.arrays is None else _encoded(commit.arrays)
         with self._lock:
             model = self._get(model_id)
             if model.version != commit.expected_version or model.incarnation != commit.incarnation:
                 raise StaleVersion(model_id)
-            if fields is not None:  # the whole state: a checkpoint at the new version
-                model.fields, model.saved, model.entries = fields, model.version + 1, []
-            else:
-                model.entries.append((model.version + 1, commit.entry))
+            model.entries.append((model.version + 1, commit.entry))
             model.meta.update(commit.meta)
             for memory, ids in ((model.seen, commit.learned_ids),
                                 (model.expired, commit.expired_ids)):  # fmt: skip

@@ -233,15 +233,13 @@ class RedisStore(RedisModels):
         replicas in it when asked): only if the model is still at the version and incarnation
         the process applied (and a queue worker's fence holds the lease), else
         :class:`~service.errors.StaleVersion`, :class:`~service.errors.ModelNotFound`,
-        :class:`~service.errors.LeaseLost` or :class:`~service.errors.TurnTaken`.  A commit of
-        the whole state (``arrays``, no entry) writes it staged first, then the script installs
-        it as the checkpoint at the new version and drops the log."""
+        :class:`~service.errors.LeaseLost` or :class:`~service.errors.TurnTaken`."""
         self._guard(model_id)
         fence = commit.fence
         args: list[Any] = [
             commit.expected_version,
             commit.incarnation,
-            b"" if commit.entry is None else encode(commit.entry),
+            encode(commit.entry),
             repr(float(commit.now)),
             repr(float(commit.id_expiry)),
             commit.max_remembered_ids,
@@ -264,12 +262,6 @@ class RedisStore(RedisModels):
             keys.queue(model_id),
             keys.turn(model_id),
         ]
-        if commit.entry is None:  # the whole state, staged first: see LOG_APPEND_SCRIPT
-            assert commit.arrays is not None
-            staged, commands = self._staged(model_id, commit.arrays)
-            script_keys += [keys.state(model_id), keys.layout(model_id), *staged]
-            if commands:
-                round_trip(self.client, script_keys[0], commands)
         reply = run_script(self.client, self._append, script_keys, args, self.wait)
         status = int(reply[0])
         if status == -1:

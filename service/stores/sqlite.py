@@ -309,15 +309,11 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
     def commit(self, model_id: str, commit: Commit) -> int:
         """Write ``commit`` in one ``BEGIN IMMEDIATE`` transaction: check the version and
         incarnation (:class:`ModelNotFound`, :class:`StaleVersion`: nothing is written), then
-        the log entry (or the whole state, a checkpoint at the new version), the ids
+        the log entry, the ids
         (forgetting those past their expiry), the consumed pending records, the checkpoint
         fields and the new version."""
-        write = self._prepared(model_id, commit)
-        if commit.arrays is None:  # an entry: committed with the other threads' (one fsync)
-            self.database.grouped(write)
-        else:
-            with self.database.write() as db:
-                write(db)
+        # committed with the other threads' (one fsync)
+        self.database.grouped(self._prepared(model_id, commit))
         version = commit.expected_version + 1
         self.watch.saw(model_id, commit.incarnation, version)
         return version
@@ -329,10 +325,7 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
             raise ValueError("writer leases (queue mode) exist on the Redis store only")
         self.loss.guard(model_id, verify=False)  # the write transaction verifies the file
         version = commit.expected_version + 1
-        if commit.arrays is not None:
-            fields, layouts = encode_fields(commit.arrays)
-        else:
-            entry = encode(commit.entry)
+        entry = encode(commit.entry)
         learned = list(dict.fromkeys(commit.learned_ids)) if commit.learned_ids else []
 
         def write(db: sqlite3.Connection) -> None:
@@ -352,10 +345,7 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
             if not counted:
                 self.refusal(db, model_id, commit)
             self.turn_appended(db, model_id)
-            if commit.arrays is not None:
-                self._write_fields(db, model_id, fields, layouts, saved=version)
-            else:
-                db.execute("INSERT INTO log VALUES (?, ?, ?)", (model_id, version, entry))
+            db.execute("INSERT INTO log VALUES (?, ?, ?)", (model_id, version, entry))
             if learned:
                 _remember_ids(db, model_id, _SEEN, learned, commit, counted[0][0])
             if commit.expired_ids:

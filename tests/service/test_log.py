@@ -165,7 +165,7 @@ def _commit(store, entry: Entry):
 
     stored = store.load("m")
     version = stored.entries[-1][0] if stored.entries else stored.version
-    return Commit(version, stored.incarnation, None, entry=entry)
+    return Commit(version, stored.incarnation, entry=entry)
 
 
 def test_entries_round_trip_through_bytes():
@@ -230,7 +230,7 @@ def test_concurrent_appends_share_a_transaction_and_a_stale_one_fails_alone(tmp_
 
     def append(name: str, expected: int) -> None:
         try:
-            outcomes[name] = store.commit(name, Commit(expected, "inc", None, entry=entry))
+            outcomes[name] = store.commit(name, Commit(expected, "inc", entry=entry))
         except StaleVersion as error:
             outcomes[name] = error
 
@@ -417,7 +417,7 @@ def test_a_current_cache_costs_one_statement_and_an_append_one_file_check(tmp_pa
     verify = store.database.verify_file
     monkeypatch.setattr(store.database, "verify_file", lambda: (checks.append(1), verify())[1])
     entry = Entry(1.0, np.ones((1, 2)), np.array([1]))
-    assert store.commit("m", Commit(1, "inc", None, entry=entry)) == 2
+    assert store.commit("m", Commit(1, "inc", entry=entry)) == 2
     assert checks == [1]
     stored = store.load("m", 1, "inc")  # behind by one: the entry is read back
     assert [version for version, _ in stored.entries] == [2]

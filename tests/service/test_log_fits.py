@@ -135,7 +135,7 @@ def _corrupt(store, change) -> int:
         if entry_version == target:
             entry = decode(encode(entry))  # a copy: the memory store keeps the objects
             entry.fits[0] = change(entry.fits[0])
-        version = store.commit("m", Commit(version, stored.incarnation, None, entry=entry))
+        version = store.commit("m", Commit(version, stored.incarnation, entry=entry))
     return target
 
 

@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from service.engine import Engine
+from service.engine.entries import Entry
 from service.ingest import Batch
 from service.models import create_model as create_engine_model
 from service.schemas import ModelConfig, ModelCreate
@@ -154,7 +155,8 @@ def test_a_chunk_that_becomes_zero_is_deleted_by_a_delta_commit(store_kind, redi
         store.create_model("m", {"id": "m"}, {"window:scores": filled}, "inc")
         emptied = filled.copy()
         emptied[CHUNK_BYTES // 8 :] = 0.0
-        assert store.commit("m", Commit(1, "inc", {"window:scores": emptied})) == 2
+        assert store.commit("m", Commit(1, "inc", Entry(1.0))) == 2
+        assert store.checkpoint("m", "inc", 2, {"window:scores": emptied})
         fresh = _store(store_kind, redis_url, data_dir) if store_kind != "memory" else store
         np.testing.assert_array_equal(fresh.load("m").arrays["window:scores"], emptied)
         fresh.close()

@@ -205,6 +205,7 @@ def test_random_pauses_of_workers_with_short_leases_lose_nothing(empty_redis, rc
 def test_the_lease_tells_a_renewal_from_a_taking_and_fences_commits(make_app, make_worker, rclient):
     """A lapsed lease taken back is a new generation (the worker recovers); a commit under a
     lease that moved is refused inside the transaction and writes nothing."""
+    from service.engine.entries import Entry
     from service.errors import LeaseLost
     from service.stores.base import Commit, Fence
 
@@ -231,13 +232,11 @@ def test_the_lease_tells_a_renewal_from_a_taking_and_fences_commits(make_app, ma
     version = rclient.get(keys.version("m"))
     for fence in (Fence("a", 1), Fence("b", 3), Fence("b", 2)):
         with pytest.raises(LeaseLost):
-            store.commit(
-                "m", Commit(stored.version, stored.incarnation, stored.arrays, fence=fence)
-            )
+            store.commit("m", Commit(stored.version, stored.incarnation, Entry(1.0), fence=fence))
     assert rclient.get(keys.version("m")) == version  # nothing written
     assert (
         store.commit(
-            "m", Commit(stored.version, stored.incarnation, stored.arrays, fence=Fence("a", 3))
+            "m", Commit(stored.version, stored.incarnation, Entry(1.0), fence=Fence("a", 3))
         )
         == stored.version + 1
     )

@@ -27,6 +27,7 @@ from fastapi.testclient import TestClient
 from loadtest.local import free_port, stop, wait_ready
 from service import cli
 from service.app import create_app
+from service.engine.entries import Entry
 from service.errors import InsufficientStorage, StaleVersion, StoreUnavailable
 from service.settings import Settings
 from service.stores.base import Commit
@@ -134,7 +135,7 @@ def test_two_workers_on_one_file_learn_exactly_what_one_memory_process_learns(tm
 RACER = textwrap.dedent(
     """
     import sys
-    import numpy as np
+    from service.engine.entries import Entry
     from service.errors import StaleVersion
     from service.stores.base import Commit
     from service.stores.sqlite import SQLiteStore
@@ -145,8 +146,7 @@ RACER = textwrap.dedent(
     for number in range(count):
         while True:
             loaded = store.load("counter")
-            arrays = {"n": loaded.arrays["n"] + 1}
-            commit = Commit(loaded.version, loaded.incarnation, arrays,
+            commit = Commit(loaded.version, loaded.incarnation, Entry(1.0),
                             learned_ids=[f"{name}-{number}"], id_expiry=1e12, now=1.0)
             try:
                 store.commit("counter", commit)
@@ -159,9 +159,9 @@ RACER = textwrap.dedent(
 
 
 def test_processes_racing_on_one_file_never_lose_or_repeat_a_commit(tmp_path):
-    """Four processes each add 1 to a counter 40 times, reloading on a stale version: the
-    version check and the write are one transaction (BEGIN IMMEDIATE), so the counter ends at
-    160 exactly, with one version per commit and every id remembered."""
+    """Four processes each append an entry 40 times, reloading on a stale version: the
+    version check and the write are one transaction (BEGIN IMMEDIATE), so the log ends with
+    160 entries exactly, one version per commit, and every id remembered."""
     store = SQLiteStore.open(tmp_path)
     store.create_model("counter", {}, {"n": np.zeros(1, dtype=np.int64)}, "inc")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -178,7 +178,8 @@ def test_processes_racing_on_one_file_never_lose_or_repeat_a_commit(tmp_path):
         assert int(racer.communicate(timeout=300)[0]) >= 0  # it printed its stale commits
         assert racer.returncode == 0
     loaded = store.load("counter")
-    assert loaded.arrays["n"][0] == 160 and loaded.version == 161
+    assert [version for version, _ in loaded.entries] == list(range(2, 162))
+    assert loaded.version == 161
     every_id = [f"p{i}-{n}" for i in range(4) for n in range(40)]
     assert store.seen("counter", every_id, now=2.0).all()
     store.close()
@@ -189,16 +190,16 @@ def test_a_stale_commit_of_another_process_writes_nothing(tmp_path):
     arrays = {"w": np.zeros(3)}
     first.create_model("m", {"id": "m"}, arrays, "inc")
     base = second.load("m")
-    assert first.commit("m", Commit(1, "inc", {"w": np.ones(3)}, learned_ids=["a"],
+    assert first.commit("m", Commit(1, "inc", Entry(1.0), learned_ids=["a"],
                                     id_expiry=1e12, now=1.0)) == 2  # fmt: skip
     second.put_pending("m", {"p": b"record"}, deadline=5.0)
-    refused = Commit(base.version, base.incarnation, {"w": np.full(3, 7.0)}, learned_ids=["b"],
+    refused = Commit(base.version, base.incarnation, Entry(2.0), learned_ids=["b"],
                      remove_pending=["p"], meta={"k": "v"}, id_expiry=1e12, now=1.0)  # fmt: skip
     with pytest.raises(StaleVersion):
         second.commit("m", refused)
     current = second.load("m", base.version, base.incarnation)  # the cache is not current
-    assert current.version == 2 and current.arrays is not None
-    np.testing.assert_array_equal(current.arrays["w"], np.ones(3))
+    assert current.version == 2 and [version for version, _ in current.entries] == [2]
+    assert current.entries[0][1].now == 1.0
     assert "k" not in current.meta
     assert second.seen("m", ["a", "b"], now=2.0).tolist() == [True, False]
     assert second.get_pending("m", ["p"]) == {"p": (b"record", 5.0)}
@@ -214,7 +215,7 @@ def test_records_kept_at_a_head_are_written_only_while_it_is_the_models(tmp_path
     first, second = SQLiteStore.open(tmp_path), SQLiteStore.open(tmp_path)  # two "processes"
     first.create_model("m", {"id": "m"}, {"w": np.zeros(3)}, "inc")
     second.put_pending_at("m", (1, "inc"), {"a": b"at 1"}, deadline=5.0)
-    assert first.commit("m", Commit(1, "inc", {"w": np.ones(3)}, id_expiry=1e12, now=1.0)) == 2
+    assert first.commit("m", Commit(1, "inc", Entry(1.0), id_expiry=1e12, now=1.0)) == 2
     for head in ((1, "inc"), (2, "other"), (3, "inc")):
         with pytest.raises(StaleVersion):
             second.put_pending_at("m", head, {"a": b"stale", "b": b"stale"}, deadline=9.0)
@@ -233,7 +234,6 @@ def test_closing_the_store_while_threads_write_waits_for_them_then_refuses(tmp_p
     """close() while other threads append entries, keep records and read: the calls in flight
     finish (closing a connection under a running statement crashed the process), every later
     call is a clear 503, and what was acknowledged is exactly what the file holds."""
-    from service.engine.entries import Entry
 
     store = SQLiteStore.open(tmp_path)
     for model_id in ("a0", "a1", "k"):
@@ -249,7 +249,7 @@ def test_closing_the_store_while_threads_write_waits_for_them_then_refuses(tmp_p
         done = 0
         try:
             while True:
-                commit = Commit(1 + done, "inc", None, entry=entry, learned_ids=[f"e{done}"],
+                commit = Commit(1 + done, "inc", entry=entry, learned_ids=[f"e{done}"],
                                 id_expiry=1e12, now=1.0)  # fmt: skip
                 store.commit(model_id, commit)
                 done += 1
@@ -425,7 +425,7 @@ def test_a_commit_is_a_log_row_and_a_checkpoint_writes_the_state(tmp_path):
     """A request's commit appends its entry (one row of ``log``) and leaves the state rows
     alone; a checkpoint writes the state at its version and drops the entries it covers; a
     commit of the whole state rewrites it (arrays that are gone leave no chunk behind)."""
-    from service.engine.entries import Entry, encode
+    from service.engine.entries import encode
     from service.stores.fields import CHUNK_BYTES
 
     per_chunk = CHUNK_BYTES // 8
@@ -433,7 +433,7 @@ def test_a_commit_is_a_log_row_and_a_checkpoint_writes_the_state(tmp_path):
     store = SQLiteStore.open(tmp_path)
     store.create_model("m", {}, {"window:scores": scores, "learner:w": np.ones(2)}, "inc")
     entry = Entry(5.0, np.ones((2, 3)), np.array([1, -1]), counts=(("duplicates", 1),))
-    assert store.commit("m", Commit(1, "inc", None, entry=entry, learned_ids=["a"])) == 2
+    assert store.commit("m", Commit(1, "inc", entry=entry, learned_ids=["a"])) == 2
     with contextlib.closing(sqlite3.connect(store.path)) as db:
         assert db.execute("SELECT version, entry FROM log").fetchall() == [(2, encode(entry))]
     loaded = SQLiteStore.open(tmp_path).load("m")
@@ -456,13 +456,13 @@ def test_a_commit_is_a_log_row_and_a_checkpoint_writes_the_state(tmp_path):
     np.testing.assert_array_equal(loaded.arrays["window:scores"], changed)
 
     shrunk = {"window:scores": np.zeros(4), "learner:w": np.ones(2)}
-    assert store.commit("m", Commit(2, "inc", None, entry=entry)) == 3
-    assert store.commit("m", Commit(3, "inc", shrunk)) == 4  # the whole state: log dropped
+    assert store.commit("m", Commit(2, "inc", entry=entry)) == 3
+    assert store.checkpoint("m", "inc", 3, shrunk)  # the log dropped
     with contextlib.closing(sqlite3.connect(store.path)) as db:
         fields = sorted(row[0] for row in db.execute("SELECT field FROM state"))
         assert db.execute("SELECT COUNT(*) FROM log").fetchone() == (0,)
     assert fields == ["learner:w", "window:scores"]
-    assert SQLiteStore.open(tmp_path).load("m").saved == 4
+    assert SQLiteStore.open(tmp_path).load("m").saved == 3
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002])
@@ -508,7 +508,6 @@ def test_a_one_event_append_writes_few_pages(tmp_path):
     """What a one-event commit syncs is the pages it changes (WAL frames): the model's row,
     the log's leaf and its key, the id's leaf and its expiry index -- under 8 pages on
     average (schema 3: 9.4, an overflow page per entry and a row of ``id_counts``)."""
-    from service.engine.entries import Entry
 
     store = SQLiteStore.open(tmp_path)
     store.create_model("m", {}, {"learner:w": np.ones(2)}, "inc")
@@ -518,7 +517,7 @@ def test_a_one_event_append_writes_few_pages(tmp_path):
 
     def append(k: int) -> None:
         entry = Entry(1e9 + k, rng.normal(size=(1, 20)), np.array([1]))
-        commit = Commit(1 + k, "inc", None, entry=entry, learned_ids=[f"e{k}"],
+        commit = Commit(1 + k, "inc", entry=entry, learned_ids=[f"e{k}"],
                         id_expiry=2e9 + k, now=1e9 + k)  # fmt: skip
         assert store.commit("m", commit) == 2 + k
 

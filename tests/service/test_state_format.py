@@ -13,6 +13,7 @@ import pytest
 
 from core.learners import learner_class
 from service.engine import Engine
+from service.engine.entries import Entry
 from service.engine.model import (
     FORMAT_ARRAY,
     STATE_FORMAT_VERSION,
@@ -99,9 +100,8 @@ def _engine_with_model(store) -> Engine:
 def _commit_arrays(engine: Engine, arrays: dict[str, np.ndarray]) -> None:
     """Overwrite the stored state of model ``m`` (as another version of aucstream would)."""
     loaded = engine.repository.read("m")
-    engine.store.commit(
-        "m", Commit(expected_version=loaded.version, incarnation=loaded.incarnation, arrays=arrays)
-    )
+    version = engine.store.commit("m", Commit(loaded.version, loaded.incarnation, Entry(1.0)))
+    assert engine.store.checkpoint("m", loaded.incarnation, version, arrays)
 
 
 def test_every_store_holds_the_format_version(store):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.engine.entries import Entry
+from service.engine.entries import Entry, encode
 from service.errors import (
     InsufficientStorage,
     ModelChanged,
@@ -41,6 +41,8 @@ ARRAYS = {
     "learner:rng": np.array([2**63 + 5], dtype=np.uint64),
     "window:m": np.arange(6, dtype=np.float64).reshape(2, 3),
 }
+#: a change as the engine commits it: a log entry
+ENTRY = Entry(1.0, np.ones((1, 2)), np.array([1]))
 
 
 def _same(left: dict, right: dict) -> None:
@@ -61,11 +63,10 @@ def test_create_load_commit_round_trip(store):
     assert store.load("m", 1, "inc1").arrays is None
     assert store.load("m", 1, "other").arrays is not None
 
-    changed = {**ARRAYS, "learner:w": ARRAYS["learner:w"] + 1}
     commit = Commit(
         1,
         "inc1",
-        changed,
+        ENTRY,
         learned_ids=["a", "b"],
         id_expiry=200.0,
         now=100.0,
@@ -73,12 +74,13 @@ def test_create_load_commit_round_trip(store):
     )
     assert store.commit("m", commit) == 2
     with pytest.raises(StaleVersion):  # same expected version again: stale, nothing written
-        store.commit("m", Commit(1, "inc1", ARRAYS, learned_ids=["c"], id_expiry=200.0))
+        store.commit("m", Commit(1, "inc1", ENTRY, learned_ids=["c"], id_expiry=200.0))
     with pytest.raises(StaleVersion):
-        store.commit("m", Commit(2, "wrong-incarnation", ARRAYS))
+        store.commit("m", Commit(2, "wrong-incarnation", ENTRY))
     loaded = store.load("m")
     assert loaded.version == 2 and loaded.meta["checkpoint"] == "5-0"
-    _same(loaded.arrays, changed)
+    _same(loaded.arrays, ARRAYS)
+    assert [(version, encode(entry)) for version, entry in loaded.entries] == [(2, encode(ENTRY))]
     assert store.seen("m", ["a", "b", "c"], now=150.0).tolist() == [True, True, False]
     assert store.seen("m", ["a"], now=250.0).tolist() == [False]  # forgotten after the TTL
 
@@ -105,7 +107,7 @@ def test_a_reset_replaces_only_the_incarnation_it_read(store):
 
 def test_replace_delete_and_missing(store):
     store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
-    store.commit("m", Commit(1, "inc1", ARRAYS, learned_ids=["a"], id_expiry=1e12, now=1.0))
+    store.commit("m", Commit(1, "inc1", ENTRY, learned_ids=["a"], id_expiry=1e12, now=1.0))
     store.put_pending("m", {"p": b"rec"}, deadline=50.0)
     assert store.create_model("m", {"id": "m", "v": 2}, ARRAYS, "inc2", replace=True) == 1
     loaded = store.load("m")
@@ -118,7 +120,7 @@ def test_replace_delete_and_missing(store):
     for call in (
         lambda: store.load("m"),
         lambda: store.delete_model("m"),
-        lambda: store.commit("m", Commit(1, "inc2", ARRAYS)),
+        lambda: store.commit("m", Commit(1, "inc2", ENTRY)),
     ):
         with pytest.raises(ModelNotFound):
             call()
@@ -138,7 +140,7 @@ def test_pending_records(store):
         Commit(
             1,
             "inc1",
-            {},
+            ENTRY,
             remove_pending=["a", "b"],
             expired_ids=["a", "b"],
             id_expiry=99.0,
@@ -166,7 +168,7 @@ def test_pending_records_are_counted_once_and_bounded(store):
     assert store.get_pending("m", ["b", "d"]) == {"b": (b"2", 10.0)}  # nothing of it kept
     store.put_pending("m", {"c": b"kept again"}, deadline=40.0, max_records=3)  # no new one
     # labels consume records: room for as many new ones
-    store.commit("m", Commit(1, "inc1", ARRAYS, remove_pending=["a", "b"], now=1.0))
+    store.commit("m", Commit(1, "inc1", ENTRY, remove_pending=["a", "b"], now=1.0))
     store.put_pending("m", {"d": b"4", "e": b"5"}, deadline=50.0, max_records=3)
     with pytest.raises(InsufficientStorage):
         store.put_pending("m", {"f": b"6"}, deadline=50.0, max_records=3)
@@ -183,15 +185,15 @@ def test_a_stale_or_missing_entry_commit_writes_nothing(store):
     store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
     store.put_pending("m", {"p": b"record"}, deadline=5.0)
     entry = Entry(1.0, np.ones((1, 2)), np.array([1]))
-    assert store.commit("m", Commit(1, "inc1", None, entry=entry, learned_ids=["a"],
+    assert store.commit("m", Commit(1, "inc1", entry=entry, learned_ids=["a"],
                                     id_expiry=1e12, now=1.0)) == 2  # fmt: skip
     for version, incarnation in ((1, "inc1"), (2, "other"), (3, "inc1")):
-        refused = Commit(version, incarnation, None, entry=entry, learned_ids=["b"],
+        refused = Commit(version, incarnation, entry=entry, learned_ids=["b"],
                          remove_pending=["p"], id_expiry=1e12, now=1.0)  # fmt: skip
         with pytest.raises(StaleVersion):
             store.commit("m", refused)
     with pytest.raises(ModelNotFound):
-        store.commit("x", Commit(1, "inc1", None, entry=entry, learned_ids=["c"], now=1.0))
+        store.commit("x", Commit(1, "inc1", entry=entry, learned_ids=["c"], now=1.0))
     stored = store.load("m")
     assert stored.version == 2 and [version for version, _ in stored.entries] == [2]
     assert store.seen("m", ["a", "b"], now=2.0).tolist() == [True, False]
@@ -209,16 +211,14 @@ def test_remembered_ids_are_bounded_and_the_oldest_forgotten_first(store):
     version = 1
     for ids, expiry in ((["a", "b", "c"], 200.0), (["d", "e"], 300.0), (["f"], 400.0)):
         expired = [event_id.upper() for event_id in ids]
-        commit = Commit(version, "inc1", ARRAYS, learned_ids=ids, expired_ids=expired,
+        commit = Commit(version, "inc1", ENTRY, learned_ids=ids, expired_ids=expired,
                         id_expiry=expiry, now=100.0, max_remembered_ids=4)  # fmt: skip
         version = store.commit("m", commit)
     oldest_two_forgotten = [False, False, True, True, True, True]
     assert store.seen("m", list("abcdef"), now=150.0).tolist() == oldest_two_forgotten
     assert store.expired("m", list("ABCDEF"), now=150.0).tolist() == oldest_two_forgotten
     # an unbounded commit forgets nothing early
-    store.commit(
-        "m", Commit(version, "inc1", ARRAYS, learned_ids=["g"], id_expiry=500.0, now=100.0)
-    )
+    store.commit("m", Commit(version, "inc1", ENTRY, learned_ids=["g"], id_expiry=500.0, now=100.0))
     assert store.seen("m", list("cdefg"), now=150.0).all()
 
 
@@ -313,7 +313,7 @@ def test_redis_big_arrays_are_chunked_and_a_commit_appends_only_its_entry(empty_
     before = client.hgetall(state)
     entry = Entry(5.0, np.ones((1, 3)), np.array([1]))
     for version in (1, 2):
-        assert store.commit("m", Commit(version, "inc1", None, entry=entry)) == version + 1
+        assert store.commit("m", Commit(version, "inc1", entry=entry)) == version + 1
     assert client.hgetall(state) == before
     assert [stream_id for stream_id, _ in client.xrange(keys.log("m"))] == [b"2-0", b"3-0"]
     stored = store.load("m")
@@ -383,15 +383,13 @@ def test_redis_commit_is_one_script_that_changes_nothing_when_stale(empty_redis,
     store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
     entry = Entry(5.0, np.ones((1, 3)), np.array([1]))
     before = {name: _command_calls(client, name) for name in ("evalsha", "exec")}
-    commit = Commit(
-        1, "inc1", None, learned_ids=["a"], id_expiry=1e12, meta={"k": "v"}, entry=entry
-    )
+    commit = Commit(1, "inc1", entry, learned_ids=["a"], id_expiry=1e12, meta={"k": "v"})
     assert store.commit("m", commit) == 2
     assert _command_calls(client, "evalsha") == before["evalsha"] + 1
     assert _command_calls(client, "exec") == before["exec"]
     snapshot = {key: client.dump(key) for key in keys.all_model_keys("m")}
     for version, incarnation in ((1, "inc1"), (2, "inc2")):
-        stale = Commit(version, incarnation, None, learned_ids=["b"], id_expiry=1e12, entry=entry)
+        stale = Commit(version, incarnation, learned_ids=["b"], id_expiry=1e12, entry=entry)
         with pytest.raises(StaleVersion):
             store.commit("m", stale)
     assert {key: client.dump(key) for key in keys.all_model_keys("m")} == snapshot
@@ -434,10 +432,10 @@ def test_redis_commit_failing_mid_send_drops_the_connection(empty_redis, rclient
     pool.get_connection = failing_connection  # type: ignore[method-assign]
     entry = Entry(5.0, np.ones((1, 3)), np.array([1]))
     with pytest.raises(StoreUnavailable):
-        store.commit("m", Commit(1, "inc1", None, entry=entry))
+        store.commit("m", Commit(1, "inc1", entry=entry))
     pool.get_connection = real  # type: ignore[method-assign]
     assert client.get(keys.version("m")) == b"1" and not client.exists(keys.log("m"))
-    assert store.commit("m", Commit(1, "inc1", None, entry=entry)) == 2
+    assert store.commit("m", Commit(1, "inc1", entry=entry)) == 2
     assert [version for version, _ in store.load("m").entries] == [2]
     store.close()
     client.close()
@@ -453,9 +451,10 @@ def test_redis_store_speaks_resp2_and_resp3(redis_server, protocol):
     assert store.client.connection_pool.connection_kwargs["protocol"] == protocol
     store.create_model(f"p{protocol}", {"id": "m"}, ARRAYS, "inc1", replace=True)
     changed = {**ARRAYS, "learner:w": ARRAYS["learner:w"] - 2.0}
-    assert store.commit(f"p{protocol}", Commit(1, "inc1", changed, meta={"k": "v"})) == 2
+    assert store.commit(f"p{protocol}", Commit(1, "inc1", ENTRY, meta={"k": "v"})) == 2
+    assert store.checkpoint(f"p{protocol}", "inc1", 2, changed)
     entry = Entry(5.0, np.ones((1, 3)), np.array([1]))
-    assert store.commit(f"p{protocol}", Commit(2, "inc1", None, entry=entry)) == 3
+    assert store.commit(f"p{protocol}", Commit(2, "inc1", entry=entry)) == 3
     fresh = RedisStore.from_url(f"{redis_server}?protocol={protocol}")
     loaded = fresh.load(f"p{protocol}")
     _same(loaded.arrays, changed)

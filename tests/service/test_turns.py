@@ -38,7 +38,7 @@ def two_stores(request, tmp_path):
 
 def _append(store, version: int, event_id: str) -> int:
     entry = Entry(1.0, np.zeros((1, 3)), np.array([1]))
-    commit = Commit(version, "inc", None, entry=entry, learned_ids=[event_id], id_expiry=2e12)
+    commit = Commit(version, "inc", entry=entry, learned_ids=[event_id], id_expiry=2e12)
     return store.commit("m", commit)
 
 

@@ -7,12 +7,11 @@ of one machine; the default), :mod:`service.stores.memory` (one process, lost at
 * Every change of a model is one :meth:`Store.commit` with a new version number, atomic, and
   only if the caller's expected version is still current (optimistic concurrency): otherwise
   :class:`~service.errors.StaleVersion` is raised and the caller reloads and retries.  A commit
-  carries a log entry (:mod:`service.engine.entries`) appended at the new version (or the
-  model's whole state, a flat ``dict[str, np.ndarray]``, a checkpoint at it): the entry is the
-  durable record, and the state is written later, off the request path, by
-  :meth:`Store.checkpoint`; :meth:`Store.load` returns the last checkpoint and the entries
-  after it.  The same commit records the event ids it learned, removes
-  pending labels it consumed and writes checkpoint fields (``meta``), so that "state learned
+  carries a log entry (:mod:`service.engine.entries`) appended at the new version: the entry
+  is the durable record, and the state (a flat ``dict[str, np.ndarray]``) is written later,
+  off the request path, by :meth:`Store.checkpoint`; :meth:`Store.load` returns the last
+  checkpoint and the entries after it.  The same commit records the event ids it learned,
+  removes pending labels it consumed and writes checkpoint fields (``meta``), so that "state learned
   these events" and "these ids are known" can never disagree.
 * ``incarnation`` changes whenever a model id is re-created, reset or imported, so a process
   cache keyed by ``(incarnation, version)`` never mistakes a new model for an old one.

@@ -200,7 +200,12 @@ class RedisStore(RedisModels):
         process dies), then :data:`~service.stores.lua.CHECKPOINT_SCRIPT` checks the model
         and renames them over the state, or deletes them; one round trip."""
         self._guard(model_id)
-        staged, commands = self._staged(model_id, arrays)
+        staged = list(keys.staged(model_id, uuid.uuid4().hex))
+        commands: list[list[Any]] = []
+        hashes: tuple[dict[str, Any], ...] = encode_fields(arrays)
+        for key, pairs in zip(staged, hashes, strict=True):
+            if pairs:
+                commands += [["HSET", key, *_flat(pairs)], ["PEXPIRE", key, STAGED_MS]]
         script_keys = [
             keys.version(model_id),
             keys.meta(model_id),
@@ -212,19 +217,6 @@ class RedisStore(RedisModels):
         commands.append(["EVAL", CHECKPOINT_SCRIPT, len(script_keys), *script_keys,
                          incarnation, version])  # fmt: skip
         return bool(int(round_trip(self.client, script_keys[0], commands)[-1]))
-
-    @staticmethod
-    def _staged(model_id: str, arrays: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
-        """The staged hashes of a state (expiring: renamed over the state by a script that
-        checks the model first) and the commands writing them."""
-        fields, layouts = encode_fields(arrays)
-        staged = list(keys.staged(model_id, uuid.uuid4().hex))
-        commands: list[list[Any]] = []
-        hashes: list[dict[str, Any]] = [fields, layouts]
-        for key, pairs in zip(staged, hashes, strict=True):
-            if pairs:
-                commands += [["HSET", key, *_flat(pairs)], ["PEXPIRE", key, STAGED_MS]]
-        return staged, commands
 
     @unavailable
     def commit(self, model_id: str, commit: Commit) -> int:

@@ -393,8 +393,6 @@ class Learning:
         round; duplicate ids across requests are skipped as they would be one after
         another).  The drifts of the group are credited to its last request.  Raises as
         :meth:`learn` of the whole would (then nothing was committed)."""
-        if any(batch.y is None for batch in batches):
-            raise InvalidInput("events need labels 'y' to be learned", field="y")
         sizes = [len(batch) for batch in batches]
         whole = self.learn(
             model_id, concatenate(batches), want_scores=any(want_scores), rounds=sizes

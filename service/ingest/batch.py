@@ -75,7 +75,7 @@ class Batch:
 def concatenate(batches: Sequence[Batch]) -> Batch:
     """Consecutive batches of one model as one (learned in one engine call: the learners give
     the same state bit for bit whether a sequence is learned at once or in parts), labelled
-    or not (events to score)."""
+    or not (events to score: a batch without labels leaves the whole without)."""
     if len(batches) == 1:
         return batches[0]
     first = batches[0].X
@@ -96,7 +96,7 @@ def concatenate(batches: Sequence[Batch]) -> Batch:
     else:
         X = np.concatenate([b.X for b in batches])  # type: ignore[misc]
     y: np.ndarray | None = None  # events to score
-    if any(b.y is not None for b in batches):
+    if all(b.y is not None for b in batches):
         y = np.concatenate([b.y for b in batches])  # type: ignore[misc]
     ids: list[str | None] | None = None
     if any(b.ids is not None for b in batches):

@@ -377,3 +377,16 @@ def test_a_pass_its_threads_refuse_is_every_waiting_request_answer(tmp_path):
     assert engine.info("m").counts.events_learned == 0
     engine.coalesce.close()
     assert asyncio.run(engine.coalesce.learn("m", batch(["a"], 1))).learned == 1
+
+
+def test_a_group_with_an_unlabelled_batch_is_refused_whole_and_changes_nothing(tmp_path):
+    engine = make_engine("memory", tmp_path)
+    before = engine.info("m").version, learned_arrays(engine)
+    group = [batch(["a"], 1), batch(["b"], 2, labelled=False)]
+    with pytest.raises(InvalidInput, match="events need labels 'y' to be learned"):
+        engine.learning.learn_group("m", group, [False, False])
+    assert engine.info("m").version == before[0]
+    after = learned_arrays(engine)
+    assert after.keys() == before[1].keys()
+    for name in after:
+        np.testing.assert_array_equal(after[name], before[1][name], err_msg=name)

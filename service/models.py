@@ -15,7 +15,13 @@ from service.engine import Engine, ServedWeights
 from service.engine.model import stored_params
 from service.errors import InvalidInput
 from service.kernels import require_kernels
-from service.schemas import ModelConfig, ModelCreate, ModelInfo, resolve_scaling
+from service.schemas import (
+    ModelConfig,
+    ModelCreate,
+    ModelInfo,
+    default_regret_window,
+    resolve_scaling,
+)
 
 
 def _learner_field(error: Exception) -> str:
@@ -75,8 +81,11 @@ def new_model(
     """The configuration and the (initialised) learner of a new model: the request's fields,
     with every learner parameter explicit (:func:`~service.engine.model.stored_params`)."""
     learner = build_learner(request)
+    regret_window = request.regret_window
+    if regret_window is None:
+        regret_window = default_regret_window(request.n_features, learner.linear_in_features)
     config = ModelConfig(
-        **{**request.model_dump(), **stored_params(learner)},
+        **{**request.model_dump(), **stored_params(learner), "regret_window": regret_window},
         incarnation=incarnation,
         created_at=created_at,
     )

@@ -40,8 +40,14 @@ DEFAULT_LEARNER = "auto"
 
 
 #: [CHOICE] The regret window keeps its events' features densified, so it is on by default only
-#: where that is cheap (docs/api.md, "Decisions"); the caps bound a report's cost, ``O(rounds *
-#: window * (n_features + 1))`` plus one ``svm_pauc`` solve (docs/algorithms/regret.md).
+#: where that is cheap and where the regret is defined: a learner whose score is linear in its
+#: features, with at most ``REGRET_DEFAULT_MAX_FEATURES`` of them.  A learner that scores by
+#: trees (``auto``'s default tournament, ``boosted_embedded``, ``tree_embedded``) has no regret
+#: (its rounds' weights are not what scored), only the pAUC gap, and would hold the window's
+#: rows in every cached model for it (the largest part of a default model's memory): it keeps
+#: one when ``regret_window`` is given (docs/api.md, "Regret").  The caps bound a report's
+#: cost, ``O(rounds * window * (n_features + 1))`` plus one ``svm_pauc`` solve
+#: (docs/algorithms/regret.md).
 REGRET_WINDOW_DEFAULT = 1_000
 REGRET_DEFAULT_MAX_FEATURES = 250
 REGRET_WINDOW_MAX = 5_000
@@ -88,6 +94,12 @@ def resolve_scaling(scaling: str, feature_mode: str) -> str:
     if scaling != "auto":
         return scaling
     return "standard" if feature_mode == "dense" else "scale"
+
+
+def default_regret_window(n_features: int, linear_in_features: bool) -> int:
+    """The ``regret_window`` of a model created without one (see :data:`REGRET_WINDOW_DEFAULT`)."""
+    cheap = n_features <= REGRET_DEFAULT_MAX_FEATURES
+    return REGRET_WINDOW_DEFAULT if cheap and linear_in_features else 0
 
 
 class ModelCreate(BaseModel):
@@ -160,9 +172,11 @@ class ModelCreate(BaseModel):
         validate_default=True,
         description=(
             "events kept to report regret and the metric gap against the best fixed model in "
-            f"hindsight (0 = off); default {REGRET_WINDOW_DEFAULT:,} when n_features <= "
-            f"{REGRET_DEFAULT_MAX_FEATURES}, else 0; at most {REGRET_WINDOW_MAX:,} and "
-            f"regret_window * n_features <= {REGRET_MAX_CELLS:,}"
+            f"hindsight (0 = off); default {REGRET_WINDOW_DEFAULT:,} for a learner whose score "
+            f"is linear in the features with n_features <= {REGRET_DEFAULT_MAX_FEATURES}, else "
+            "0 (the default auto scores by trees too: no regret, so no window unless asked); "
+            f"at most {REGRET_WINDOW_MAX:,} and regret_window * n_features <= "
+            f"{REGRET_MAX_CELLS:,}"
         ),
     )
     default_label: Literal[0, 1] | None = Field(
@@ -257,8 +271,8 @@ class ModelCreate(BaseModel):
         n_features = info.data.get("n_features")
         if n_features is None:  # n_features itself is invalid and reported
             return value
-        if value is None:
-            return REGRET_WINDOW_DEFAULT if n_features <= REGRET_DEFAULT_MAX_FEATURES else 0
+        if value is None:  # resolved with the learner's linearity (default_regret_window)
+            return None
         if value * n_features > REGRET_MAX_CELLS:
             raise ValueError(
                 f"regret_window * n_features must be <= {REGRET_MAX_CELLS:,} (the regret window "

@@ -80,13 +80,19 @@ def throughput(loaded: Loaded, now: float) -> dict[str, float | None]:
     }
 
 
-def regret_off_reason(config: ModelConfig) -> str:
-    more = config.n_features > REGRET_DEFAULT_MAX_FEATURES
-    return (
-        "regret tracking is off for this model (regret_window = 0"
-        + (f"; the default above {REGRET_DEFAULT_MAX_FEATURES:,} features" if more else "")
-        + ")"
-    )
+def regret_off_reason(config: ModelConfig, linear: bool) -> str:
+    """Why a model keeps no regret window (``linear``: its learner scores linearly in the
+    features), naming the default that turned it off (service.schemas.REGRET_WINDOW_DEFAULT)."""
+    if config.n_features > REGRET_DEFAULT_MAX_FEATURES:
+        default = f"; the default above {REGRET_DEFAULT_MAX_FEATURES:,} features"
+    elif not linear:
+        default = (
+            "; the default for a learner whose score is not linear in its features, such as "
+            "the default auto: give regret_window to report its pAUC gap"
+        )
+    else:
+        default = ""
+    return f"regret tracking is off for this model (regret_window = 0{default})"
 
 
 class Reporting:
@@ -172,7 +178,7 @@ class Reporting:
         """``(section, reason, None)`` when known for the loaded version (or throttled), else
         ``(None, None, a copy of the regret window to solve)``.  Call under the model lock."""
         if loaded.regret is None:
-            return None, regret_off_reason(loaded.config), None
+            return None, regret_off_reason(loaded.config, loaded.learner.linear_in_features), None
         cached = self._regret.get(model_id)
         if cached is not None and cached.serves(
             (loaded.incarnation, loaded.version), self.throttle

@@ -60,7 +60,9 @@ async def learn_all(engine: Engine, batches: list[Batch], want_scores: bool = Fa
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
-@pytest.mark.parametrize("params", [{}, {"learner": "spdam", "regret_window": 0}])
+@pytest.mark.parametrize(
+    "params", [{"regret_window": 1000}, {"learner": "spdam", "regret_window": 0}]
+)
 def test_a_group_equals_its_requests_one_after_another(kind, params, tmp_path):
     batches = [batch([f"e{k}", None, f"e{k}b"][: 1 + k % 3], seed=k) for k in range(40)]
     batches.append(batch(["e3", "e39", "fresh"], seed=99))  # ids of earlier requests

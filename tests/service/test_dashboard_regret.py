@@ -47,7 +47,7 @@ def quiet_auto_snapshot() -> bytes:
     with started_apps(store="memory") as build:
         client = build()
         clock = client.app.state.engine.clock = Clock(start)
-        create_model(client, "quiet", n_features=5, learner="auto")
+        create_model(client, "quiet", n_features=5, learner="auto", regret_window=1000)
         X, y = make_stream(1000, seed=6)
         for minute in range(10):
             clock.now = start + 60 * minute

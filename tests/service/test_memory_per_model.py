@@ -109,6 +109,28 @@ def test_a_default_model_holds_no_unfitted_trees():
     assert sum(array.nbytes for array in arrays.values()) < 220_000
 
 
+def test_a_default_model_keeps_no_regret_window_unless_asked():
+    """The default auto scores by trees too, so it has no regret: it keeps no regret window
+    (rows, scores and one weight vector per request, the largest part of a default model's
+    arrays after one-event requests) unless one is given, and learns the same either way."""
+    X, y = make_stream(300, n_features=10)
+    labels = np.where(y > 0, 1, -1)
+    arrays = {}
+    for name, extra in (("default", {}), ("asked", {"regret_window": 1000})):
+        engine = Engine(MemoryStore(), clock=lambda: 1e9)
+        create_engine_model(engine, ModelCreate(id="m", n_features=10, **extra))
+        for k in range(len(labels)):
+            engine.learn("m", Batch(X[k : k + 1], labels[k : k + 1], None))
+        arrays[name] = engine.repository.read("m").arrays()
+    default, asked = arrays["default"], arrays["asked"]
+    assert not any(name.startswith("regret:") for name in default)
+    assert asked["regret:features"].shape == (300, 10)
+    for name, value in default.items():
+        np.testing.assert_array_equal(value, asked[name], err_msg=name)
+    kept = sum(value.nbytes for value in default.values())
+    assert kept < 0.75 * sum(value.nbytes for value in asked.values())
+
+
 def test_zero_chunks_are_left_out_and_every_array_reads_back_bit_for_bit():
     per_chunk = CHUNK_BYTES // 8
     zeros_then_values = np.zeros(3 * per_chunk + 5)

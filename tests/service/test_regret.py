@@ -119,6 +119,17 @@ def test_a_linear_auto_keeps_its_regret(client):
 def test_regret_window_setting_defaults_validation_and_off(client):
     created = create_model(client)
     assert created["config"]["regret_window"] == 1000
+    # a learner not linear in its features has no regret: no window unless one is asked for
+    created = create_model(client, "tree", learner="auto")
+    assert created["config"]["regret_window"] == 0
+    metrics = client.get("/v1/models/tree/metrics").json()
+    assert metrics["regret"] is None and "not linear" in metrics["regret_reason"]
+    assert not any(name.startswith(REGRET_PREFIX) for name in _regret_arrays(client, "tree"))
+    linear = {"candidates": [{"learner": "logistic"}, {"learner": "spam"}]}
+    created = create_model(client, "linear", learner="auto", params=linear)
+    assert created["config"]["regret_window"] == 1000
+    asked = create_model(client, "asked", learner="boosted_embedded", regret_window=200)
+    assert asked["config"]["regret_window"] == 200
     created = create_model(client, "wide", n_features=2000, feature_mode="sparse")
     assert created["config"]["regret_window"] == 0
     metrics = client.get("/v1/models/wide/metrics").json()
@@ -141,8 +152,8 @@ def test_regret_window_setting_defaults_validation_and_off(client):
     problem = response.json()
     assert response.status_code == 422 and problem["field"] == "regret_window"
     assert "regret_window * n_features" in problem["detail"]
-    # old stored configurations (no regret_window) resolve to the default
-    assert ModelCreate(id="old", n_features=10).regret_window == 1000
+    # a request without one leaves it to the learner's linearity (default_regret_window)
+    assert ModelCreate(id="new", n_features=10).regret_window is None
 
 
 def test_sparse_models_densify_their_regret_rows(client):

@@ -13,8 +13,9 @@ import orjson
 from tests.service.test_stream import socket
 from tests.service.test_uvicorn import uvicorn_server
 
-#: the README's model: every setting but these at its default (learner auto, regret window on)
-MODEL = {"id": "fraud", "n_features": 3, "pauc_range": [0, 0.1]}
+#: the README's model (learner auto) with the regret window it had by default when the stall
+#: was found: every setting but these at its default
+MODEL = {"id": "fraud", "n_features": 3, "pauc_range": [0, 0.1], "regret_window": 1000}
 HTTP_CLIENTS = 8
 FRAMES = 4
 MESSAGES_PER_FRAME = 300  # more than the stream used to apply on a thread's own event loop

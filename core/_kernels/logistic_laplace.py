@@ -52,6 +52,14 @@ def laplace_update(x, label, mean, covariance, u, class_counts, hyper):
             room = prior_variance - covariance[i, i]
             if room > 0.0:
                 covariance[i, i] += process_noise if process_noise < room else room
+    return laplace_step(x, label, mean, covariance, u, class_counts, use_offset)
+
+
+@kernel
+def laplace_step(x, label, mean, covariance, u, class_counts, use_offset):
+    """(logistic.11)-(logistic.13) for one event, after the random walk: the score seen before
+    the update, returned, and the Newton step of ``m`` and ``P``."""
+    size = mean.shape[0]
     s = laplace_score(mean, x, class_counts, use_offset)
     p = sigmoid(s)
     h = p * (1.0 - p)
@@ -111,6 +119,78 @@ def laplace_csr(
         for k in range(indptr[i], indptr[i + 1]):
             x[indices[k]] += data[k]  # duplicates add, as in a CSR product
         s = laplace_update(x, y[i], mean, covariance, u, class_counts, hyper)
+        for k in range(indptr[i], indptr[i + 1]):
+            x[indices[k]] = 0.0
+        if want_scores:
+            scores[i] = s
+
+
+#: ``magnitudes`` of a slot whose non-zero values have had more than one magnitude (a number)
+VARIED = -1.0
+
+
+@kernel
+def reprior_slot(slot, mean, covariance, u, old_variance, new_variance):
+    """(logistic.17): slot ``slot``'s prior ``N(0, old_variance)`` divided out of the belief and
+    ``N(0, new_variance)`` multiplied in, i.e. ``P^-1 <- P^-1 - c e e^T`` with ``c = 1 / old -
+    1 / new`` (Sherman-Morrison) and ``P^-1 m`` unchanged (the prior's mean is 0).  ``u`` is
+    scratch (D,).  ``1 - c P_kk > 0`` because ``P_kk`` is at most ``old_variance``."""
+    size = mean.shape[0]
+    c = 1.0 / old_variance - 1.0 / new_variance
+    for i in range(size):
+        u[i] = covariance[slot, i]
+    f = c / (1.0 - c * u[slot])
+    step = f * mean[slot]
+    for i in range(size):
+        for j in range(size):
+            covariance[i, j] += f * (u[i] * u[j])
+    for i in range(size):
+        mean[i] += step * u[i]
+
+
+@kernel
+def laplace_kinds_csr(
+    indptr, indices, data, y, scores, mean, covariance, class_counts, magnitudes,
+    fit_intercept, hyper,
+):  # fmt: skip
+    """As :func:`laplace_csr` with a prior per kind of slot (docs/algorithms/logistic.md
+    (logistic.16)-(logistic.17)): ``magnitudes[k]`` is the magnitude of slot ``k``'s non-zero
+    values while they have had one (0 before the first), :data:`VARIED` once they have had
+    two; such a slot (a number) has the prior variance ``number_variance``, the others (an
+    indicator: a one-hot or hashed category) and the intercept ``prior_variance``.  ``hyper``:
+    ``(prior_variance, number_variance, process_noise, use_offset)``.  A slot's kind is read
+    from the event's values before the event is learned, so the event that shows a slot is a
+    number is learned under the number's prior."""
+    prior_variance, number_variance, process_noise, use_offset = hyper
+    n_slots = mean.shape[0] - 1
+    x = np.zeros(n_slots + 1)
+    x[n_slots] = 1.0 if fit_intercept else 0.0
+    u = np.empty(n_slots + 1)
+    want_scores = scores.shape[0] > 0
+    for i in range(indptr.shape[0] - 1):
+        for k in range(indptr[i], indptr[i + 1]):
+            x[indices[k]] += data[k]  # duplicates add, as in a CSR product
+        for k in range(indptr[i], indptr[i + 1]):
+            slot = indices[k]
+            size = abs(x[slot])
+            seen = magnitudes[slot]
+            if size == 0.0 or seen == VARIED or seen == size:
+                continue
+            if seen == 0.0:
+                magnitudes[slot] = size
+                continue
+            reprior_slot(slot, mean, covariance, u, prior_variance, number_variance)
+            magnitudes[slot] = VARIED
+        # (logistic.14) with each slot's own prior as its cap
+        if process_noise > 0.0:
+            for j in range(n_slots + 1):
+                cap = prior_variance
+                if j < n_slots and magnitudes[j] == VARIED:
+                    cap = number_variance
+                room = cap - covariance[j, j]
+                if room > 0.0:
+                    covariance[j, j] += process_noise if process_noise < room else room
+        s = laplace_step(x, y[i], mean, covariance, u, class_counts, use_offset)
         for k in range(indptr[i], indptr[i + 1]):
             x[indices[k]] = 0.0
         if want_scores:

@@ -124,10 +124,14 @@ WIDE_FEATURES = 1000
 #: default (``LAPLACE_DEFAULT_FEATURES``).  The width alone leaves a hashed stream of a few
 #: numbers and categories to FTRL, whose per-coordinate steps rank numbers far from 0 with a
 #: small spread poorly (hashed abalone: bench/README.md, "Categorical and hashed features");
-#: the tournament weighs it down where the stream uses many more columns than it holds.
+#: the tournament weighs it down where the stream uses many more columns than it holds.  A
+#: slot whose values vary (a number) has the prior variance 3, an indicator (a hashed category,
+#: +-4 under ``scale``, 16 times a number's spread) keeps 0.3: one prior shrank abalone's
+#: numbers too hard or flare_f's categories too little (bench/README.md, "A prior per kind of
+#: column").
 IN_USE_CANDIDATE: dict[str, Any] = {
     "learner": "logistic",
-    "params": {"base_rate_offset": True, "max_columns": 128},
+    "params": {"base_rate_offset": True, "max_columns": 128, "number_prior_variance": 3.0},
 }
 
 #: the default tournament of models wider than :data:`WIDE_FEATURES`

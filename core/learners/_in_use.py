@@ -90,3 +90,20 @@ def check_columns(columns: np.ndarray, n_features: int | None) -> None:
             f"width ({n_features})",
             field="columns",
         )
+
+
+def check_magnitudes(magnitudes: np.ndarray, columns: np.ndarray) -> None:
+    """Each slot's magnitude (``number_prior_variance``) is 0 for a free slot, and for a taken
+    one 0, a positive magnitude or -1 (varied)."""
+    if np.any(magnitudes[taken(columns) :] != 0.0):
+        raise InvalidState(
+            "state array 'magnitudes' is not 0 at a free slot; expected 0 before a slot's "
+            "first value",
+            field="magnitudes",
+        )
+    if np.any((magnitudes < 0.0) & (magnitudes != -1.0)):
+        raise InvalidState(
+            "state array 'magnitudes' holds a negative value other than -1; expected 0, a "
+            "magnitude, or -1 for a slot whose values varied",
+            field="magnitudes",
+        )

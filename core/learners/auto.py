@@ -97,7 +97,8 @@ class Auto(ComposedState, OnlineLearner):
         (``logistic`` with the base-rate offset, ``ftrl_pauc``, and ``logistic`` on the
         leaves of boosted trees, ``boosted_embedded``; above 250 features ``logistic`` on
         the tree-path embedding, ``tree_embedded``, in its place), or ``logistic``,
-        ``pmb`` and ``logistic`` on the 128 columns in use (``max_columns``) for more than
+        ``pmb`` and ``logistic`` on the 128 columns in use (``max_columns``, numbers at
+        the prior variance 3 and categories at 0.3: ``number_prior_variance``) for more than
         1,000 features; with ``track_drift`` the fast-adapting
         ``logistic`` after them and, up to 250 features, the boosted candidate with a
         150-event memory (:data:`~core.learners._candidates.FAST_TREE_CANDIDATE`).

@@ -120,6 +120,14 @@ class Logistic(HalfLife, OnlineLearner):
         taken keeps a weight of 0.  Takes the Laplace solver (``solver`` None or
         ``"laplace"``); at most 2,048.  ``auto`` runs it on wide models, where the width alone
         would leave a few numbers and categories to FTRL.
+    number_prior_variance : float or None, default None
+        With ``max_columns``: the prior variance of a slot whose non-zero values have had more
+        than one magnitude (a number), where a slot whose values have had one (an indicator: a
+        one-hot or hashed category, +-1 raw and +-4 under ``scale``) keeps ``prior_variance``
+        (docs/algorithms/logistic.md (logistic.16)-(logistic.17)).  A slot is an indicator
+        until its values vary; then its prior is swapped in the belief.  None: every slot at
+        ``prior_variance``.  ``auto``'s wide candidate takes 3: a category is 16 times a
+        number's spread under ``scale``, so one prior cannot fit both.
     half_life : float or None, default None
         Forget the stream's past (docs/algorithms/logistic.md (logistic.9)): before an
         accumulator is read, ``z_i`` and ``n_i`` are discounted by ``2 ** (-1 / half_life)``
@@ -142,7 +150,8 @@ class Logistic(HalfLife, OnlineLearner):
         ``forget_clock`` and ``touched``.  Laplace: ``mean`` (D,) and ``covariance`` (D, D),
         ``D = n_features + 1`` (the intercept last), and ``class_counts`` with the offset;
         with ``max_columns``, ``D = max_columns + 1`` and ``columns`` (the column of each
-        slot, -1 while free).
+        slot, -1 while free); with ``number_prior_variance``, ``magnitudes`` (each slot's one
+        magnitude so far, 0 before its first non-zero value, -1 once they have varied).
 
     Notes
     -----
@@ -205,6 +214,7 @@ class Logistic(HalfLife, OnlineLearner):
     fit_intercept: bool = True
     base_rate_offset: bool = False
     max_columns: int | None = None
+    number_prior_variance: float | None = None
     max_iter = 5
 
     _parameter_constraints = {
@@ -220,9 +230,16 @@ class Logistic(HalfLife, OnlineLearner):
         "base_rate_offset": [BOOLEAN],
         "half_life": HALF_LIFE,
         "max_columns": [Interval(int, 1, LAPLACE_MAX_FEATURES), None],
+        "number_prior_variance": [Interval(float, 0, None, closed="neither"), None],
     }
 
     def _check_params(self) -> None:
+        if self.number_prior_variance is not None and self.max_columns is None:
+            raise InvalidParameter(
+                "Expected max_columns with number_prior_variance (a column's kind is kept per "
+                "slot of the columns in use); got: max_columns=None",
+                param="number_prior_variance",
+            )
         if self.max_columns is not None and self.solver == "ftrl":
             raise InvalidParameter(
                 "Expected solver None or 'laplace' with max_columns (the columns in use are "
@@ -262,6 +279,9 @@ class Logistic(HalfLife, OnlineLearner):
                 "covariance": np.eye(size) * float(self.prior_variance),
                 **({"class_counts": np.zeros(2)} if self.base_rate_offset else {}),
                 "columns": _in_use.free_columns(size - 1),
+                **(
+                    {} if self.number_prior_variance is None else {"magnitudes": np.zeros(size - 1)}
+                ),
             }
         if self.resolved_solver(n_features) == "laplace":
             if n_features > LAPLACE_MAX_FEATURES:
@@ -299,6 +319,7 @@ class Logistic(HalfLife, OnlineLearner):
                 "covariance": Grown(),
                 **({"class_counts": Finite(0.0)} if self.base_rate_offset else {}),
                 **({} if self.max_columns is None else {"columns": Count(-1, "n_features")}),
+                **({} if self.number_prior_variance is None else {"magnitudes": Finite(-1.0)}),
             }
         # z may take any sign; n sums squared gradients (docs/algorithms/logistic.md (logistic.6))
         return {
@@ -334,21 +355,29 @@ class Logistic(HalfLife, OnlineLearner):
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
         """The Laplace solver's covariance is symmetric positive semi-definite, with variances
-        at most ``prior_variance``: (12) and (14) keep it so (so every entry is bounded by the
-        prior), and ``1 + h v`` of (12)-(13) is at least 1 only then."""
+        at most each slot's prior variance: (12), (14) and (17) keep it so (so every entry is
+        bounded by the priors), and ``1 + h v`` of (12)-(13) is at least 1 only then."""
         if "covariance" not in state:
             return
         if "columns" in state:
             width = state.get("n_features")
             _in_use.check_columns(state["columns"], None if width is None else int(width[0]))
+        priors = np.full(state["mean"].shape[0], float(self.prior_variance))
+        names = np.full(priors.shape[0], "prior_variance", dtype=object)
+        if "magnitudes" in state:
+            _in_use.check_magnitudes(state["magnitudes"], state["columns"])
+            varied = np.append(state["magnitudes"] == laplace.VARIED, False)
+            priors[varied] = float(self.number_prior_variance)  # type: ignore[arg-type]
+            names[varied] = "number_prior_variance"
         covariance = state["covariance"]
         if not np.array_equal(covariance, covariance.T):
             raise InvalidState("state array 'covariance' is not symmetric", field="covariance")
-        largest = float(np.max(np.diag(covariance)))
-        if largest > float(self.prior_variance) * (1.0 + 1e-9):
+        over = np.diag(covariance) - priors * (1.0 + 1e-9)
+        if np.any(over > 0.0):
+            at = int(np.argmax(over))
             raise InvalidState(
-                f"state array 'covariance' has a variance of {largest!r}; expected at most "
-                f"prior_variance ({self.prior_variance!r})",
+                f"state array 'covariance' has a variance of {float(covariance[at, at])!r} at "
+                f"{at}; expected at most {names[at]} ({float(priors[at])!r})",
                 field="covariance",
             )
         # [CHOICE] a Cholesky factorisation of P + 1e-9 scale I (5x cheaper than eigenvalues:
@@ -378,7 +407,13 @@ class Logistic(HalfLife, OnlineLearner):
             columns = self.state_.get("columns")
             if columns is not None:
                 X = _in_use.on_slots(X, columns, take=True)
-            if isinstance(X, CSRMatrix):
+            if "magnitudes" in self.state_:
+                kinds = (hyper[0], float(self.number_prior_variance), *hyper[1:])  # type: ignore[arg-type]
+                laplace.laplace_kinds_csr(
+                    X.indptr, X.indices, X.data, y, scores, mean, covariance, counts,
+                    self.state_["magnitudes"], fit, kinds,
+                )  # fmt: skip
+            elif isinstance(X, CSRMatrix):
                 laplace.laplace_csr(
                     X.indptr, X.indices, X.data, y, scores, mean, covariance, counts, fit, hyper
                 )

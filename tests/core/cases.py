@@ -203,6 +203,8 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
         "laplace_fixed_weights": {"process_noise": 0.0},
         # fewer slots than the stream's 7 columns: the last columns to appear are left out
         "laplace_columns_in_use": {"max_columns": 4, "base_rate_offset": True},
+        # a prior per kind of slot: the stream's numbers vary, its rounded rows repeat values
+        "laplace_columns_by_kind": {"max_columns": 5, "number_prior_variance": 3.0},
         "base_rate_offset_forgetting": {"base_rate_offset": True, "half_life": 30.0, "l2": 1.0},
     },
     "auto": {
@@ -313,6 +315,8 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"process_noise": -1e-3}, "process_noise"),
         ({"solver": "laplace", "l1": 1.0}, "l1 unset with solver='laplace'"),
         ({"solver": "laplace", "half_life": 100}, "half_life unset with solver='laplace'"),
+        ({"number_prior_variance": 3.0}, "max_columns with number_prior_variance"),
+        ({"max_columns": 4, "number_prior_variance": 0.0}, "number_prior_variance"),
     ],
     "auto": [
         ({"window": 1}, "window"),

@@ -17,7 +17,7 @@ from sklearn.linear_model import LogisticRegression
 from core.errors import InvalidParameter, InvalidState
 from core.learners import learner_class, make_learner
 from core.metrics import auc
-from tests.core.cases import CONFIGURATIONS, N_FEATURES, close, stream
+from tests.core.cases import CONFIGURATIONS, N_FEATURES, close, naive_reference, stream
 from tests.core.naive.logistic import NaiveLogistic
 
 CONFIGS = CONFIGURATIONS["logistic"]
@@ -277,6 +277,119 @@ def test_max_columns_refuses_ftrl_and_a_state_whose_slots_are_not_a_prefix():
     outside = {**state, "columns": np.array([3, 100, -1, -1])}
     with pytest.raises(InvalidState, match="columns"):
         learner_class("logistic").from_state(params, outside)
+
+
+# --------------------------------------------------------------- a prior per kind of column
+def _kinds_stream(seed: int, n: int = 400):
+    """Numbers (one with a first value of +1, one that starts late, integers 1-3) beside
+    indicators of +1, -1 and 2 (a one-value column counts as an indicator whatever its
+    magnitude), 12 columns wide."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < 0.3).astype(np.int64)
+    X = np.zeros((n, 12))
+    X[:, 0] = rng.normal(size=n) + y
+    X[0, 0] = 1.0
+    X[:, 1] = np.where(rng.random(n) < 0.4, 1.0, 0.0)
+    X[:, 2] = np.where(rng.random(n) < 0.2 + 0.3 * y, -1.0, 0.0)
+    X[:, 5] = np.where(rng.random(n) < 0.5, rng.integers(1, 4, n), 0)
+    X[:, 7] = np.where(rng.random(n) < 0.1 + 0.2 * y, 2.0, 0.0)
+    X[60:, 9] = 3.0 * rng.normal(size=n - 60)
+    return X, y
+
+
+@pytest.mark.parametrize("process_noise", [0.0, 1e-6, 1e-3])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_prior_per_kind_learns_what_the_naive_information_form_learns(process_noise, sparse):
+    """The kernel swaps a number's prior in the covariance (Sherman-Morrison); the reference
+    adds the change of prior precision to the diagonal of the precision matrix and solves for
+    the mean (tests/core/naive/logistic.py), event by event, in uneven batches."""
+    X, y = _kinds_stream(21)
+    params = {"max_columns": 6, "number_prior_variance": 3.0, "base_rate_offset": True}
+    model = make_learner("logistic", process_noise=process_noise, **params)
+    reference = naive_reference(model, NaiveLogistic, 12)
+    for batch in (slice(0, 1), slice(1, 9), slice(9, 230), slice(230, None)):
+        rows = sp.csr_matrix(X[batch]) if sparse else X[batch]
+        close(model.prequential_step(rows, y[batch]), reference.learn(X[batch], y[batch]), 1e-10)
+    close(model.coef_, reference.weights(), 1e-10)
+    close(np.array([model.intercept_]), np.array([reference.intercept() + reference.offset()]))
+    # the columns take slots 0, 1, 2, 5, 7, 9 in the order they appear; 0, 5, 9 are numbers
+    slots = model.state_["columns"].tolist()
+    assert sorted(slots) == [0, 1, 2, 5, 7, 9]
+    kinds = dict(zip(slots, model.state_["magnitudes"].tolist(), strict=True))
+    assert kinds == {0: -1.0, 1: 1.0, 2: 1.0, 5: -1.0, 7: 2.0, 9: -1.0}
+    assert reference.numbers == {0, 5, 9}
+
+
+def test_a_prior_per_kind_equals_one_prior_until_a_column_varies():
+    """Indicators only: the same bits as the plain columns in use at ``prior_variance``."""
+    X, y = _kinds_stream(22)
+    X = X[:, [1, 2, 7]]
+    kinds = make_learner("logistic", max_columns=3, number_prior_variance=3.0)
+    plain = make_learner("logistic", max_columns=3)
+    assert np.array_equal(kinds.prequential_step(X, y), plain.prequential_step(X, y))
+    assert np.array_equal(kinds.state_["covariance"], plain.state_["covariance"])
+    assert kinds.state_["magnitudes"].tolist() == [1.0, 1.0, 2.0]
+
+
+def test_hashed_categories_stay_indicators_under_scale_and_numbers_take_their_prior():
+    """Under ``scale`` a category is +-4 at every event and a number's first value is +-4 too:
+    the number's second value tells it apart; its variance may then pass ``prior_variance``."""
+    from core.hashing import FeatureHasher
+
+    rng = np.random.default_rng(23)
+    y = (rng.random(300) < 0.3).astype(int)
+    rows = [
+        {"amount": float(50 + 10 * rng.normal() + 5 * label), f"grade={rng.integers(3)}": 1.0}
+        for label in y
+    ]
+    hashed = FeatureHasher(1 << 16).transform(rows)
+    model = make_learner(
+        "logistic", max_columns=8, number_prior_variance=3.0, scaling="scale", process_noise=0.1
+    ).partial_fit(hashed, y)
+    names = FeatureHasher(1 << 16).transform([{"amount": 1.0}])
+    amount = int(names.indices[0])
+    slots = model.state_["columns"].tolist()
+    magnitudes = model.state_["magnitudes"]
+    assert [magnitudes[slots.index(amount)]] == [-1.0]
+    assert (
+        sorted(m for s, m in zip(slots, magnitudes, strict=True) if 0 <= s != amount) == [4.0] * 3
+    )
+    variances = np.diag(model.state_["covariance"])
+    assert (
+        variances[slots.index(amount)] > 0.3
+        and np.max(np.delete(variances, slots.index(amount))) <= 0.3
+    )
+
+
+def test_a_prior_per_kind_needs_max_columns_and_refuses_a_state_that_breaks_it():
+    with pytest.raises(InvalidParameter, match="max_columns with number_prior_variance"):
+        make_learner("logistic", number_prior_variance=3.0).initialize(10)
+    with pytest.raises(InvalidParameter, match="number_prior_variance"):
+        make_learner("logistic", max_columns=4, number_prior_variance=-1.0).initialize(10)
+    X, y = _kinds_stream(24, n=80)
+    model = make_learner("logistic", max_columns=8, number_prior_variance=3.0).partial_fit(X, y)
+    params, state = model.get_params(), model.get_state()
+    slot = state["magnitudes"].tolist().index(-1.0)
+    for bad, match in [
+        ({"magnitudes": np.where(state["columns"] < 0, 1.0, state["magnitudes"])}, "free slot"),
+        (
+            {"magnitudes": np.where(state["magnitudes"] == -1.0, -0.5, state["magnitudes"])},
+            "other than -1",
+        ),
+    ]:
+        with pytest.raises(InvalidState, match=match):
+            learner_class("logistic").from_state(params, {**state, **bad})
+    # a number's variance may reach 3, an indicator's 0.3
+    indicator = state["magnitudes"].tolist().index(1.0)
+    for index, variance, name in [(slot, 3.5, "number_prior_variance"), (indicator, 0.5, "prior_")]:
+        covariance = state["covariance"].copy()
+        covariance[index, index] = variance
+        with pytest.raises(InvalidState, match=f"at {index}; expected at most {name}"):
+            learner_class("logistic").from_state(params, {**state, "covariance": covariance})
+    covariance = state["covariance"].copy()
+    covariance[slot, slot] = 2.9
+    twin = learner_class("logistic").from_state(params, {**state, "covariance": covariance})
+    assert twin.state_["covariance"][slot, slot] == 2.9
 
 
 @pytest.mark.parametrize(

@@ -264,6 +264,8 @@ def test_a_hashed_auto_model_learns_its_columns_in_use_as_the_library_does(clien
     config = client.get("/v1/models/h").json()["config"]
     specs = [c["params"].get("max_columns") for c in config["params"]["candidates"]]
     assert specs == [None, None, 128, None]
+    kinds = [c["params"].get("number_prior_variance") for c in config["params"]["candidates"]]
+    assert kinds == [None, None, 3.0, None]
 
     named = [{"amount": r["amount"], f"grade={r['grade']}": 1.0} for r in rows]
     hashed = FeatureHasher(width).transform(named)
@@ -274,3 +276,8 @@ def test_a_hashed_auto_model_learns_its_columns_in_use_as_the_library_does(clien
     first_seen = list(dict.fromkeys(hashed.indices.tolist()))
     assert slots[: len(first_seen)].tolist() == first_seen and len(first_seen) == 5
     assert np.all(slots[len(first_seen) :] == -1)
+    # the amount (a number) has the number's prior; the grades (+-4 under scale) are indicators
+    magnitudes = reference._candidates[2].state_["magnitudes"][:5].tolist()
+    assert sorted(magnitudes) == [-1.0, 4.0, 4.0, 4.0, 4.0]
+    amount = int(FeatureHasher(width).transform([{"amount": 1.0}]).indices[0])
+    assert magnitudes[first_seen.index(amount)] == -1.0

@@ -12,7 +12,14 @@ half_life; docs/algorithms/logistic.md (logistic.11)-(logistic.14)) the referenc
 *precision* matrix ``A`` (the inverse covariance) and inverts it after every event, where the
 kernel downdates the covariance by Sherman-Morrison: ``A += h x~ x~^T``, ``m += A^-1 x~ (y - p)``
 with ``p`` and ``h = p (1 - p)`` at the old mean; ``process_noise`` (logistic.14) is added to
-the diagonal of the inverted precision before each event."""
+the diagonal of the inverted precision before each event.
+
+With ``number_prior_variance`` (docs/algorithms/logistic.md (logistic.16)-(logistic.17)) each
+held column remembers the magnitude of its non-zero values; the first event whose value has
+another magnitude makes it a number: its prior precision ``1 / prior_variance`` on the
+diagonal of ``A`` becomes ``1 / number_prior_variance``, ``A m`` unchanged (the kernel swaps
+the prior in the covariance by Sherman-Morrison), and from then on (logistic.14) caps its
+variance there."""
 
 from __future__ import annotations
 
@@ -39,6 +46,7 @@ class NaiveLogistic:
         prior_variance=0.3,
         process_noise=0.0,
         max_columns=None,
+        number_prior_variance=None,
     ):
         if solver is None and max_columns is not None:
             solver = "laplace"
@@ -62,6 +70,8 @@ class NaiveLogistic:
         # with max_columns: the columns given a slot, in the order they first appeared
         # (docs/algorithms/logistic.md (logistic.15)); the others are read as 0
         self.max_columns, self.held = max_columns, []
+        # with number_prior_variance: each column's one magnitude so far, and the numbers
+        self.number_prior_variance, self.magnitude, self.numbers = number_prior_variance, {}, set()
 
     def offset(self):
         if not self.base_rate_offset:
@@ -137,14 +147,37 @@ class NaiveLogistic:
             self.n = [value * self.decay for value in self.n]
         return np.array(scores)
 
+    def learn_kinds(self, x):
+        """A held column whose value has another magnitude than its earlier ones becomes a
+        number: its prior precision on ``A``'s diagonal is swapped (logistic.17)."""
+        if self.number_prior_variance is None:
+            return
+        for i in np.flatnonzero(x).tolist():
+            size = abs(float(x[i]))
+            if i in self.numbers:
+                continue
+            if i not in self.magnitude:
+                self.magnitude[i] = size
+            elif self.magnitude[i] != size:
+                self.numbers.add(i)
+                # the belief's information vector A m stays: the prior's mean is 0
+                information = self.precision @ self.mean
+                swap = 1.0 / self.number_prior_variance - 1.0 / self.prior_variance
+                self.precision[i, i] += swap
+                self.mean = np.linalg.solve(self.precision, information)
+
+    def prior_of(self, i):
+        return self.number_prior_variance if i in self.numbers else self.prior_variance
+
     def learn_laplace(self, x, label):
+        x = self.in_use(x)
+        self.learn_kinds(x)
         if self.process_noise > 0.0:  # (logistic.14) on the covariance, then back
             covariance = np.linalg.inv(self.precision)
             for i in range(self.n_features + 1):
-                room = self.prior_variance - covariance[i, i]
+                room = self.prior_of(i) - covariance[i, i]
                 covariance[i, i] += max(0.0, min(self.process_noise, room))
             self.precision = np.linalg.inv(covariance)
-        x = self.in_use(x)
         x = np.append(x, 1.0 if self.fit_intercept else 0.0)
         s = float(sum(self.mean[i] * x[i] for i in range(self.n_features + 1))) + self.offset()
         p = 1.0 / (1.0 + math.exp(-s))

@@ -68,8 +68,7 @@ def test_the_growths_leaves_are_the_routers_and_embed_the_fitted_rows_as_it(min_
     params = EnsembleParams(7, 6, 0.2, min_samples_leaf, 1.0, 0)
     ensemble, row_leaves = fit_with_leaves(X, y, params)
     routed = [
-        [ensemble["ens_feature_or_leaf"][t, leaf_node(ensemble, t, x)] for t in range(7)]
-        for x in X
+        [ensemble["ens_feature_or_leaf"][t, leaf_node(ensemble, t, x)] for t in range(7)] for x in X
     ]
     np.testing.assert_array_equal(row_leaves, routed)
     learner = make_learner("boosted_embedded", scaling="none", n_trees=7, max_leaves=6)

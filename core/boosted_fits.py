@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from core import logged_fits
-from core.boosted_trees import EnsembleParams, fit_ensemble
+from core.boosted_trees import EnsembleParams, fit_with_leaves
 
 __all__ = ["FIT_STATS", "FitHandle", "FitJob", "FitRecord", "HandsOverFits", "background_fits",
            "fits_in_call", "obtain", "submitter"]  # fmt: skip
@@ -52,9 +52,10 @@ class FitJob:
     sample_weight: np.ndarray | None = None
     x_scaling: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def run(self) -> dict[str, np.ndarray]:
-        """The fitted ensemble's arrays (the slow part; needs no lock)."""
-        return fit_ensemble(self.X, self.y, self.params, self.sample_weight)
+    def run(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The fitted ensemble's arrays and the leaf each of ``X``'s rows reaches in each tree
+        (:func:`core.boosted_trees.fit_with_leaves`; the slow part; needs no lock)."""
+        return fit_with_leaves(self.X, self.y, self.params, self.sample_weight)
 
     def same(self, other: FitJob) -> bool:
         """The same fit: the same counts and the same buffer (a learner whose state was put
@@ -73,7 +74,7 @@ class FitJob:
         )
 
 
-Prepare = Callable[[dict[str, np.ndarray], FitJob], Any]
+Prepare = Callable[[dict[str, np.ndarray], FitJob, np.ndarray], Any]
 
 
 class FitHandle:
@@ -106,8 +107,8 @@ class FitHandle:
         """The fitter's: fit, relearn, and hand the result over (once :meth:`begin` said so)."""
         started = time.perf_counter()
         try:
-            ensemble = self.job.run()
-            prepared = self.prepare(ensemble, self.job)
+            ensemble, row_leaves = self.job.run()
+            prepared = self.prepare(ensemble, self.job, row_leaves)
         except Exception:
             self.fail()
             raise
@@ -329,7 +330,9 @@ class HandsOverFits:
     if TYPE_CHECKING:  # the learner's (annotations would be taken for hyper-parameters)
 
         def fit_job(self) -> FitJob: ...
-        def prepare(self, ensemble: dict[str, np.ndarray], job: FitJob) -> Any: ...
+        def prepare(
+            self, ensemble: dict[str, np.ndarray], job: FitJob, row_leaves: np.ndarray
+        ) -> Any: ...
         def install(self, ensemble: dict[str, np.ndarray], job: FitJob, prepared: Any) -> bool: ...
 
     @property
@@ -381,8 +384,8 @@ class HandsOverFits:
             reached = time.perf_counter() - since - (FIT_STATS.install_seconds - installing)
 
         def compute() -> tuple[dict[str, np.ndarray], Any]:
-            ensemble = job.run()
-            return ensemble, self.prepare(ensemble, job)
+            ensemble, row_leaves = job.run()
+            return ensemble, self.prepare(ensemble, job, row_leaves)
 
         ensemble, prepared = obtain(record, job, compute)
         if reached is not None and record.last_seconds is not None and not replaying():

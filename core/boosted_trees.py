@@ -25,6 +25,7 @@ __all__ = [
     "children_problem",
     "empty_ensemble",
     "fit_ensemble",
+    "fit_with_leaves",
     "fitted_ensemble_problem",
     "negative_sampling_shift",
     "node_capacity",
@@ -198,8 +199,21 @@ def fit_ensemble(
     params: EnsembleParams,
     sample_weight: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
+    """:func:`fit_with_leaves`' ensemble alone."""
+    return fit_with_leaves(X, y, params, sample_weight)[0]
+
+
+def fit_with_leaves(
+    X: np.ndarray,
+    y: np.ndarray,
+    params: EnsembleParams,
+    sample_weight: np.ndarray | None = None,
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Fit ``params.n_trees`` boosted trees on ``(X, y)`` (labels in {-1, 0, 1}: positive is
-    1) and return their arrays (:func:`empty_ensemble`'s keys).  Needs both classes.
+    1) and return their arrays (:func:`empty_ensemble`'s keys) and the leaf index each row
+    of ``X`` reaches in each tree (``(rows, n_trees)``, uint8: ``max_leaves`` is at most 255),
+    the routing of the fitted rows that the growth knows: relearning the buffer embedded by
+    the new trees needs no routing.  Needs both classes.
 
     ``sample_weight`` (None: 1) is a buffer's sampling weights, the inverse of the rate at
     which each row was kept (docs/algorithms/boosted_embedded.md (boosted_embedded.5)): He et
@@ -231,6 +245,7 @@ def fit_ensemble(
     split_bin = np.zeros_like(feature)
     leaf = np.zeros_like(state["ens_left"])
     value = np.zeros(feature.shape)
+    row_leaves = np.empty((len(labels), params.n_trees), dtype=np.uint8)
     # the sample's base rate's log-odds, as scikit-learn's ``fit_intercept_only`` gives it
     eps = 10 * np.finfo(np.float64).eps
     rate = float(np.clip(labels.mean(), eps, 1.0 - eps))
@@ -239,6 +254,7 @@ def fit_ensemble(
         codes, n_edges + 1, labels, np.ones(len(labels)), baseline, params.n_trees,
         params.max_leaves, params.learning_rate, params.min_samples_leaf,
         params.l2_regularization, state["ens_left"], right, feature, split_bin, leaf, value,
+        row_leaves,
     )  # fmt: skip
     internal = state["ens_left"] >= 0
     if (right[internal] != state["ens_left"][internal] + 1).any():  # what routing relies on
@@ -248,7 +264,7 @@ def fit_ensemble(
     state["ens_threshold_or_value"][internal] = table[feature[internal], split_bin[internal]]
     state["ens_baseline"][0] = baseline + negative_sampling_shift(labels, sample_weight)
     state["ens_trees"][0] = params.n_trees
-    return state
+    return state, row_leaves
 
 
 def negative_sampling_shift(labels: np.ndarray, sample_weight: np.ndarray | None) -> float:

@@ -47,12 +47,48 @@ def embed(X, indptr, indices, data, scaled_X, scaled_data, ens, n_trees, max_lea
     The trees route the rows as given (``X``, or the CSR ``indptr, indices, data``); the
     columns of ``x`` are their scaled values, ``scaled_X`` (dense) or ``scaled_data`` (CSR, the
     same non-zeros)."""
+    return _embedded(X, indptr, indices, data, scaled_X, scaled_data, ens, n_trees, max_leaves,
+                     n_features, append_features, append_margin, leaf_value,
+                     np.empty((0, 0), dtype=np.uint8))  # fmt: skip
+
+
+@kernel
+def embed_fitted_rows(scaled_X, row_leaves, left, feature_or_leaf, threshold_or_value, baseline,
+                      max_leaves, append_features, append_margin, leaf_value):  # fmt: skip
+    """:func:`embed` of the dense rows an ensemble was just fitted on (its arrays, every tree),
+    whose leaves the growth gave (``row_leaves[i, t]``: the leaf index of tree ``t`` that row
+    ``i`` reaches, :func:`core.boosted_trees.fit_with_leaves`) instead of routing them; the
+    same arrays, bit for bit (the margin sums the same leaves' values in the same order)."""
+    ens = Ensemble(left, feature_or_leaf, threshold_or_value, baseline)
+    no_index, no_data = np.empty(0, dtype=np.int64), np.empty(0)
+    return _embedded(scaled_X, no_index, no_index, no_data, scaled_X, no_data, ens, left.shape[0],
+                     max_leaves, scaled_X.shape[1], append_features, append_margin, leaf_value,
+                     row_leaves)  # fmt: skip
+
+
+@kernel
+def _embedded(X, indptr, indices, data, scaled_X, scaled_data, ens, n_trees, max_leaves,
+              n_features, append_features, append_margin, leaf_value, row_leaves):  # fmt: skip
+    """:func:`embed`, each row's leaves read from ``row_leaves`` when it has rows (dense rows
+    only) instead of routed."""
     sparse = indptr.shape[0] > 0
+    given = row_leaves.shape[0] > 0
     first = n_features if append_features else 0
     leaves_at = first + 1 if append_margin else first
     n_samples, out_indptr, out_indices, out_data = embedded_rows(
         X, indptr, n_features, append_features, 1 + n_trees
     )
+    # each leaf's node: a node is the root or a split's child (the slots past a tree's last
+    # node hold -1 too, but no split's child)
+    leaf_nodes = np.zeros((n_trees if given else 0, max_leaves), dtype=np.int64)
+    for t in range(leaf_nodes.shape[0]):
+        for v in range(ens.left.shape[1]):
+            child = np.int64(ens.left[t, v])
+            for side in range(2 if child >= 0 else 0):
+                if ens.left[t, child + side] < 0:
+                    leaf_nodes[t, ens.feature_or_leaf[t, child + side]] = child + side
+            if v == 0 and child < 0:  # a tree of one leaf
+                leaf_nodes[t, ens.feature_or_leaf[t, 0]] = 0
     dense = np.zeros(n_features)
     k = 0
     for i in range(n_samples):
@@ -73,7 +109,10 @@ def embed(X, indptr, indices, data, scaled_X, scaled_data, ens, n_trees, max_lea
             k += 1
         margin = ens.baseline[0]
         for t in range(n_trees):
-            node = _leaf(ens, t, X, i, dense, sparse)
+            if given:
+                node = leaf_nodes[t, row_leaves[i, t]]
+            else:
+                node = _leaf(ens, t, X, i, dense, sparse)
             margin += ens.threshold_or_value[t, node]
             out_indices[k] = leaves_at + t * max_leaves + ens.feature_or_leaf[t, node]
             out_data[k] = leaf_value

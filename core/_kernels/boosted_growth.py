@@ -57,22 +57,35 @@ def _gradients(y, raw, weight, gradient, hessian):
 
 
 @kernel
-def _histogram(codes, gradient, hessian, order, start, stop, ordered_g, ordered_h, hist):
-    """Per feature and bin, the sums of gradients, hessians and rows of ``order[start:stop]``
-    into ``hist`` (features x bins x 3), in the rows' order."""
-    hist[:, :, :] = 0.0
+def _histogram(codes, features, n_bins, gradient, hessian, order, start, stop, ordered_g,
+               ordered_h, hist):  # fmt: skip
+    """Per feature of ``features`` and bin, the sums of gradients, hessians and rows of
+    ``order[start:stop]`` into ``hist`` (features x bins x 3), in the rows' order; the other
+    features' entries and the bins past ``n_bins[f]`` are left as they are (no row has them)."""
     count = stop - start
     for p in range(count):
         i = order[start + p]
         ordered_g[p] = gradient[i]
         ordered_h[p] = hessian[i]
-    for f in range(codes.shape[0]):
+    for k in range(features.shape[0]):
+        f = features[k]
+        hist[f, : n_bins[f], :] = 0.0
         row = codes[f]
         for p in range(count):
             b = row[order[start + p]]
             hist[f, b, 0] += ordered_g[p]
             hist[f, b, 1] += ordered_h[p]
             hist[f, b, 2] += 1.0
+
+
+@kernel
+def _subtract(hist, other, features, n_bins):
+    """``hist -= other`` over the entries :func:`_histogram` writes for ``features``."""
+    for k in range(features.shape[0]):
+        f = features[k]
+        for b in range(n_bins[f]):
+            for j in range(3):
+                hist[f, b, j] -= other[f, b, j]
 
 
 @kernel
@@ -133,7 +146,8 @@ def _best_split(hist, n_bins, total_g, total_h, total_c, value, min_samples_leaf
 
 @kernel
 def grow_ensemble(codes, n_bins, y, weight, baseline, n_trees, max_leaves, learning_rate,
-                  min_samples_leaf, l2, left, right, feature, split_bin, leaf, value):  # fmt: skip
+                  min_samples_leaf, l2, left, right, feature, split_bin, leaf, value,
+                  row_leaves):  # fmt: skip
     """Boost ``n_trees`` trees of at most ``max_leaves`` leaves from the margin ``baseline`` on
     the bin ``codes`` (features x rows, :func:`bin_codes`; ``n_bins[f]`` bins of feature
     ``f``) of labels ``y`` in {0, 1} weighing ``weight``; fills the ensemble's node arrays
@@ -143,7 +157,12 @@ def grow_ensemble(codes, n_bins, y, weight, baseline, n_trees, max_leaves, learn
     scikit-learn's growth (``HistGradientBoostingClassifier``, no early stopping, one thread):
     float32 gradients, best first (the open leaf of the largest gain; the one opened first on
     a tie), a child's sums from its parent's histogram scan, the histogram built from the rows
-    only for the smaller child of a split and the larger one's its parent's less it."""
+    only for the smaller child of a split and the larger one's its parent's less it.
+
+    ``row_leaves[i, t]`` gets the leaf index of tree ``t`` that row ``i`` ends in: where the
+    trees route it (a finite value ``<= table[f, b]`` iff its code ``<= b``), so the fit's
+    rows need not be routed again.  A feature of one bin never splits: it gets no histogram
+    (but feature 0 at the root, whose sums are the node's)."""
     n_features, n = codes.shape
     raw = np.full(n, baseline)
     gradient = np.empty(n, dtype=np.float32)
@@ -169,15 +188,21 @@ def grow_ensemble(codes, n_bins, y, weight, baseline, n_trees, max_leaves, learn
         width = max(width, n_bins[f])
     # one histogram per open leaf: a split hands its slot to one child and takes one more
     hists = np.empty((max_leaves, n_features, width, 3))
+    # the features that may split (more than one bin); at the root feature 0 too, whose
+    # histogram gives the root's sums
+    splitting = np.flatnonzero(n_bins[:n_features] > 1)
+    at_root = splitting if n_bins[0] > 1 else np.concatenate((np.zeros(1, np.int64), splitting))
     for t in range(n_trees):
         _gradients(y, raw, weight, gradient, hessian)
         for i in range(n):
             order[i] = i
         for node in range(n_nodes):
             best_f[node] = -1
-        _histogram(codes, gradient, hessian, order, 0, n, ordered_g, ordered_h, hists[0])
+        _histogram(codes, at_root, n_bins, gradient, hessian, order, 0, n, ordered_g, ordered_h,
+                   hists[0])  # fmt: skip
         start[0], stop[0], slot[0], node_value[0] = 0, n, 0, 0.0
-        sum_g[0], sum_h[0] = _pairwise(hists[0, 0], 0), _pairwise(hists[0, 0], 1)
+        root = hists[0, 0, : n_bins[0]]
+        sum_g[0], sum_h[0] = _pairwise(root, 0), _pairwise(root, 1)
         if n >= 2 * min_samples_leaf and sum_h[0] >= MIN_HESSIAN:
             gain[0], best_f[0], best_b[0], left_g[0], left_h[0] = _best_split(
                 hists[0], n_bins, sum_g[0], sum_h[0], n, 0.0, min_samples_leaf, l2
@@ -225,9 +250,9 @@ def grow_ensemble(codes, n_bins, y, weight, baseline, n_trees, max_leaves, learn
             parent_slot = slot[node]
             slot[small], slot[large] = slots, parent_slot
             slots += 1
-            _histogram(codes, gradient, hessian, order, start[small], stop[small], ordered_g,
-                       ordered_h, hists[slot[small]])  # fmt: skip
-            hists[parent_slot] -= hists[slot[small]]
+            _histogram(codes, splitting, n_bins, gradient, hessian, order, start[small],
+                       stop[small], ordered_g, ordered_h, hists[slot[small]])  # fmt: skip
+            _subtract(hists[parent_slot], hists[slot[small]], splitting, n_bins)
             for child in (a, c):
                 rows = stop[child] - start[child]
                 if rows >= 2 * min_samples_leaf:
@@ -244,3 +269,4 @@ def grow_ensemble(codes, n_bins, y, weight, baseline, n_trees, max_leaves, learn
             index += 1
             for p in range(start[v], stop[v]):
                 raw[order[p]] += step
+                row_leaves[order[p], t] = leaf[t, v]

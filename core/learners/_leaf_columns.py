@@ -115,3 +115,15 @@ def embed(learner: BoostedEmbedded, X, scaled, ensemble: dict[str, np.ndarray], 
         bool(learner.append_margin), 1.0 / math.sqrt(learner.n_trees),
     )  # fmt: skip
     return CSRMatrix(indptr, indices, data, width)
+
+
+def embed_fitted(learner: BoostedEmbedded, scaled: np.ndarray, row_leaves: np.ndarray,
+                 ensemble: dict[str, np.ndarray], width: int) -> CSRMatrix:  # fmt: skip
+    """:func:`embed` of the dense rows ``ensemble`` was just fitted on (``scaled``: their ``x``
+    scaled) by the leaves the growth gave them (``row_leaves``), not routed again."""
+    indptr, indices, data = kernels.embed_fitted_rows(
+        scaled, row_leaves, *map(ensemble.__getitem__, ENSEMBLE_KEYS[:-1]),
+        int(learner.max_leaves), bool(learner.append_features), bool(learner.append_margin),
+        1.0 / math.sqrt(learner.n_trees),
+    )  # fmt: skip
+    return CSRMatrix(indptr, indices, data, width)

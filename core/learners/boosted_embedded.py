@@ -322,15 +322,18 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
                       int(own["fits"][0]), int(own["events"][0]), weights,
                       fit_scaling.of_job(own))  # fmt: skip
 
-    def prepare(self, ensemble: dict[str, np.ndarray], job: FitJob) -> OnlineLearner:
+    def prepare(
+        self, ensemble: dict[str, np.ndarray], job: FitJob, row_leaves: np.ndarray
+    ) -> OnlineLearner:
         """A fresh inner learner that learned the job's buffer embedded by ``ensemble``, one
-        pass in order: the slow part of :meth:`install`, which reads nothing of the learner's
-        state, so a background fitter runs it without the model's lock."""
+        pass in order (the buffer's leaves: ``row_leaves``, as the fit gave them,
+        :meth:`FitJob.run`): the slow part of :meth:`install`, which reads nothing of the
+        learner's state, so a background fitter runs it without the model's lock."""
         inner = self._build_inner().initialize(width := columns.whole_width(self, job.X.shape[1]))
         for start in range(0, len(job.y), SCORE_CHUNK):
             part = slice(start, start + SCORE_CHUNK)
             scaled = fit_scaling.scaled(self.scaling, job.x_scaling, job.X[part])
-            embedded = self._embed(job.X[part], scaled, ensemble, width)
+            embedded = columns.embed_fitted(self, scaled, row_leaves[part], ensemble, width)
             inner._learn(embedded, job.y[part], _NONE_F)
         return inner
 
@@ -351,21 +354,20 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         self,
         ensemble: dict[str, np.ndarray],
         job: FitJob,
-        prepared: OnlineLearner | None = None,
+        prepared: OnlineLearner,
     ) -> bool:
         """Install the pending fit's ``ensemble`` (False, nothing changed, when ``job`` is not
         the pending fit's).  The inner learner is replaced by one that learned the job's buffer
-        embedded by it (``prepared``, or :meth:`prepare` now), then learns the events held
+        embedded by it (``prepared``: :meth:`prepare`), then learns the events held
         since (embedded by it too), which then join the buffer."""
         self._check_initialized()
         own = self._own_state
         key = (int(own["generation"][0]), int(own["fits"][0]), int(own["events"][0]))
         if not own["pending"][0] or key != (job.generation, job.fits, job.fit_from):
             return False
-        inner = prepared if prepared is not None else self.prepare(ensemble, job)
         for name, value in ensemble.items():  # the trees' rows grow in at the first fit
             own[name] = np.array(value, dtype=own[name].dtype)
-        self._inner = inner
+        self._inner = prepared
         own["pending_fill"][0] *= self._delay() > 0
         held_X, held_y = held_rows(own, self._rows_link)
         held, own["pending"][0], own["pending_fill"][0] = len(held_y), 0, 0
@@ -397,7 +399,8 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         own["pending"][0] = 1
         fit_scaling.keep(self.scaling, self._own_state, self.state_)
         job = self.fit_job()
-        return self.install(job.run(), job)
+        ensemble, row_leaves = job.run()
+        return self.install(ensemble, job, self.prepare(ensemble, job, row_leaves))
 
     def restart_tree(self) -> None:
         """Fit again on the events from now on (``auto`` with ``track_drift`` calls it after a

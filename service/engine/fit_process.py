@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from core.boosted_trees import EnsembleParams, fit_ensemble
+from core.boosted_trees import EnsembleParams, fit_with_leaves
 
 __all__ = ["FitProcess"]
 
@@ -27,6 +27,8 @@ _PARAMS = ("n_trees", "max_leaves", "learning_rate", "min_samples_leaf", "l2_reg
            "random_state")  # fmt: skip
 #: the child's niceness: requests first, fits with the CPU left over
 NICENESS = 10
+#: the answer's array of the fitted rows' leaves, beside the ensemble's
+ROW_LEAVES = "row_leaves"
 _CHILD = "from service.engine.fit_process import main; raise SystemExit(main())"
 
 
@@ -70,8 +72,9 @@ class FitProcess:
         y: np.ndarray,
         params: EnsembleParams,
         sample_weight: np.ndarray | None = None,
-    ) -> dict[str, np.ndarray]:
-        """The ensemble's arrays, as :func:`core.boosted_trees.fit_ensemble` gives them."""
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The ensemble's arrays and the rows' leaves, as
+        :func:`core.boosted_trees.fit_with_leaves` gives them."""
         job = {"X": X, "y": y}
         if sample_weight is not None:
             job["sample_weight"] = sample_weight
@@ -89,7 +92,8 @@ class FitProcess:
                 raise RuntimeError("the fitting process ended without an answer")
         if "error" in result:
             raise ValueError(bytes(result["error"]).decode())
-        return result
+        row_leaves = result.pop(ROW_LEAVES)
+        return result, row_leaves
 
     def close(self) -> None:
         process, self._process = self._process, None
@@ -128,7 +132,10 @@ def main() -> int:
         )  # fmt: skip
         try:
             try:
-                result = fit_ensemble(job["X"], job["y"], params, job.get("sample_weight"))
+                ensemble, row_leaves = fit_with_leaves(
+                    job["X"], job["y"], params, job.get("sample_weight")
+                )
+                result = {**ensemble, ROW_LEAVES: row_leaves}
             except ValueError as error:
                 result = {"error": np.frombuffer(str(error).encode(), dtype=np.uint8)}
             _send(writer, result)

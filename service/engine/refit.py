@@ -84,7 +84,9 @@ class Refitter:
     """A thread fitting the jobs handed to it (:meth:`submit`) in order, started and stopped
     with the service (or the queue worker)."""
 
-    def __init__(self, *, fit: Callable[[FitJob], dict[str, np.ndarray]] | None = None) -> None:
+    def __init__(
+        self, *, fit: Callable[[FitJob], tuple[dict[str, np.ndarray], np.ndarray]] | None = None
+    ) -> None:
         #: how a job is fitted: by default in a child process (service/engine/fit_process.py)
         self._process = FitProcess() if fit is None else None
         self._fit = fit or self._fit_in_process
@@ -116,7 +118,7 @@ class Refitter:
     def queued(self) -> int:
         return self._jobs.qsize()
 
-    def _fit_in_process(self, job: FitJob) -> dict[str, np.ndarray]:
+    def _fit_in_process(self, job: FitJob) -> tuple[dict[str, np.ndarray], np.ndarray]:
         assert self._process is not None
         return self._process.fit(job.X, job.y, job.params, job.sample_weight)
 
@@ -146,8 +148,8 @@ class Refitter:
             self.running = 1
             started = time.perf_counter()
             try:
-                ensemble = self._fit(handle.job)
-                prepared = handle.prepare(ensemble, handle.job)
+                ensemble, row_leaves = self._fit(handle.job)
+                prepared = handle.prepare(ensemble, handle.job, row_leaves)
             except Exception:  # the learner fits it itself at its install point
                 handle.fail()
                 self.failed += 1

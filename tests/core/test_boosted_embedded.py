@@ -10,14 +10,15 @@ import pytest
 import scipy.sparse as sp
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from core.boosted_trees import ENSEMBLE_KEYS
+from core.boosted_trees import ENSEMBLE_KEYS, EnsembleParams, fit_with_leaves
 from core.errors import InvalidState
+from core.learners import _leaf_columns as columns
 from core.learners import make_learner
 from core.learners._candidates import BOOSTED_CANDIDATE
 from core.learners._fit_buffer import held_rows
 from core.learners.boosted_embedded import BoostedEmbedded
 from core.validation import as_features
-from tests.core.naive.boosted_embedding import embed_row, margin_row
+from tests.core.naive.boosted_embedding import embed_row, leaf_node, margin_row
 
 SMALL = {"first_fit": 120, "refit_every": 150, "buffer_size": 200, "n_trees": 6,
          "max_leaves": 5, "min_samples_leaf": 5, "fit_delay": 0}  # fmt: skip
@@ -51,6 +52,38 @@ def test_kernel_embeds_as_the_naive_router(sparse, append_features, append_margi
         expected = embed_row(learner._own_state, X[i], learner.n_trees, learner.max_leaves,
                              append_features, append_margin)  # fmt: skip
         np.testing.assert_array_equal(embedded[i], expected)
+
+
+@pytest.mark.parametrize("min_samples_leaf", [5, 40, 200], ids=["deep", "shallow", "one leaf"])
+def test_the_growths_leaves_are_the_routers_and_embed_the_fitted_rows_as_it(min_samples_leaf):
+    """A fit gives the leaf of every fitted row in every tree (so relearning the buffer routes
+    nothing): the naive router's, on rows with ties at the bin edges (few values), constant
+    columns (the first one among them: it gets the root's sums only) and trees that stop short
+    of ``max_leaves`` or at the root; the embedding by them is the routed one bit for bit, and
+    the margin scikit-learn's booster's."""
+    X, y = xor_stream(300, seed=4, d=5)
+    X[:, 0] = 2.5
+    X[:, 3] = -1.0
+    X[:, 4] = np.round(X[:, 4])
+    params = EnsembleParams(7, 6, 0.2, min_samples_leaf, 1.0, 0)
+    ensemble, row_leaves = fit_with_leaves(X, y, params)
+    routed = [
+        [ensemble["ens_feature_or_leaf"][t, leaf_node(ensemble, t, x)] for t in range(7)] for x in X
+    ]
+    np.testing.assert_array_equal(row_leaves, routed)
+    learner = make_learner("boosted_embedded", scaling="none", n_trees=7, max_leaves=6)
+    learner.partial_fit(X[:4], y[:4])
+    width = columns.whole_width(learner, 5)
+    by_leaves = columns.embed_fitted(learner, X, row_leaves, ensemble, width)
+    by_routing = columns.embed(learner, X, X, ensemble, width)
+    for key in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(by_leaves, key), getattr(by_routing, key))
+    booster = HistGradientBoostingClassifier(
+        max_iter=7, max_leaf_nodes=6, min_samples_leaf=min_samples_leaf, learning_rate=0.2,
+        l2_regularization=1.0, early_stopping=False, random_state=0,
+    ).fit(X, y)  # fmt: skip
+    np.testing.assert_allclose(by_leaves.toarray()[:, 5], booster.decision_function(X), rtol=0,
+                               atol=1e-12)  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -133,7 +133,10 @@ def test_the_trees_grow_on_the_sample_and_the_margin_is_corrected_for_its_rate()
     for key in ("ens_left", "ens_feature_or_leaf", "ens_threshold_or_value"):
         np.testing.assert_array_equal(unweighted[key], ensemble[key])
     assert unweighted["ens_baseline"][0] + shift == pytest.approx(ensemble["ens_baseline"][0])
-    assert not model.install(job.run(), job)  # no fit is pending: only a pending one installs
+    fitted, row_leaves = job.run()
+    prepared = model.prepare(fitted, job, row_leaves)
+    # no fit is pending: only a pending one installs
+    assert not model.install(fitted, job, prepared)
 
 
 def rare_disc(n, seed, radius2=0.02):

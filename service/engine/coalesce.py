@@ -117,8 +117,6 @@ class Coalescer:
         """``Engine.score(...)``, merged with its neighbours (one write of the kept records)."""
         request = ScoreRequest(batch, **options)
         if model_id not in self._queues:  # nothing queued before it: scored now if it can be
-            if self._keeps_at_head([request], large):
-                return await self._kept_alone(model_id, request)
             now = self._score_now(model_id, [request], large)
             if now is not None:
                 self.groups += 1
@@ -126,6 +124,8 @@ class Coalescer:
                 if isinstance(now[0], BaseException):
                     raise now[0]
                 return now[0]
+            if self._keeps_at_head([request], large):
+                return await self._kept_alone(model_id, request)
         return await self._submit(model_id, SCORE, request, len(batch), large)
 
     async def labels(

@@ -124,6 +124,8 @@ class Coalescer:
                 if isinstance(now[0], BaseException):
                     raise now[0]
                 return now[0]
+            if self._keeps_at_head([request], large):
+                return await self._kept_alone(model_id, request)
         return await self._submit(model_id, SCORE, request, len(batch), large)
 
     async def labels(
@@ -132,7 +134,8 @@ class Coalescer:
         """``Engine.labels(model_id, ids, labels)``, merged with its neighbours."""
         return await self._submit(model_id, LABELS, (ids, labels), len(ids), large)
 
-    async def _submit(self, model_id: str, kind: str, payload: Any, size: int, large: bool):
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop, which must be the drains' while any runs (class docstring)."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             if any(not task.done() for task in self._tasks):
@@ -141,15 +144,49 @@ class Coalescer:
                     "from the app's event loop (a thread hands work back to it)"
                 )
             self._loop = loop
+        return loop
+
+    async def _submit(self, model_id: str, kind: str, payload: Any, size: int, large: bool):
+        loop = self._running_loop()
         request = _Request(kind, payload, size, large, loop.create_future())
         queue = self._queues.get(model_id)
         if queue is None:  # the model is idle: this request starts its drain
             queue = self._queues[model_id] = deque()
-            task = loop.create_task(self._drain(model_id, queue))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._start_drain(model_id, queue)
         queue.append(request)
         return await request.future
+
+    def _start_drain(self, model_id: str, queue: deque[_Request]) -> None:
+        self._track(asyncio.get_running_loop().create_task(self._drain(model_id, queue)))
+
+    def _track(self, running: asyncio.Future) -> None:
+        """Count ``running`` (a drain, a pass, a kept score's thread) among the work of this
+        loop until it is done (what :meth:`_running_loop` checks)."""
+        self._tasks.add(running)
+        running.add_done_callback(self._tasks.discard)
+
+    async def _kept_alone(self, model_id: str, request: ScoreRequest) -> Scored:
+        """A score that keeps records, at an idle model: handed to a thread at once
+        (:meth:`_score_kept`), without a drain task and its future, which would cost a
+        one-event request as much as its own parse.  The model's queue is held, empty,
+        meanwhile: what arrives waits in it, and is drained after this one."""
+        self._running_loop()
+        queue: deque[_Request] = deque()
+        self._queues[model_id] = queue
+        self.groups += 1
+        self.requests += 1
+        try:
+            running = self._pool().submit(self._score_kept, model_id, [request])
+            self._track(running)
+            outcome = (await running)[0]
+        finally:  # answered, failed or cancelled: the requests queued meanwhile go on
+            if queue:
+                self._start_drain(model_id, queue)
+            else:
+                del self._queues[model_id]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
     # ------------------------------------------------------------------ the drain
     def _next_group(self, model_id: str, queue: deque[_Request]) -> list[_Request]:
@@ -187,8 +224,11 @@ class Coalescer:
                         )
                     ):
                         outcomes = now
-                    elif group[0].kind == SCORE and self._keeps_at_head(group):
-                        outcomes = await self._pool().submit(self._score_kept, model_id, group)
+                    elif group[0].kind == SCORE and self._keeps_at_head(
+                        [r.payload for r in group], any(r.large for r in group)
+                    ):
+                        payloads = [r.payload for r in group]
+                        outcomes = await self._pool().submit(self._score_kept, model_id, payloads)
                     elif self.engine.store.blocking or any(r.large for r in group):
                         outcomes = await self._pool().submit(self.apply, model_id, group)
                     else:
@@ -230,16 +270,12 @@ class Coalescer:
             lock.__exit__()
         return outcomes
 
-    def _keeps_at_head(self, group: Sequence[_Request]) -> bool:
+    def _keeps_at_head(self, requests: Sequence[ScoreRequest], large: bool) -> bool:
         """Whether a group of scores goes to :meth:`_score_kept`: it keeps records, its work is
         small and the store writes records at a head (SQLite)."""
-        return (
-            self.engine.store.keeps_at_head
-            and not any(r.large for r in group)
-            and any(_keeps(r.payload) for r in group)
-        )
+        return self.engine.store.keeps_at_head and not large and any(_keeps(r) for r in requests)
 
-    def _score_kept(self, model_id: str, group: Sequence[_Request]) -> list[Any]:
+    def _score_kept(self, model_id: str, requests: list[ScoreRequest]) -> list[Any]:
         """Each request's outcome of a group of scores that keeps records, in a thread: scored
         by the cached model under its lock without a read of the store's head, and the records
         written by a write that checks the head is still the version that scored (the store's
@@ -253,13 +289,13 @@ class Coalescer:
             loaded = repository.cached(model_id)
             if loaded is not None:
                 head = (loaded.version, loaded.incarnation)
-                outcomes, records = engine.delayed.score_loaded(loaded, [r.payload for r in group])
+                outcomes, records = engine.delayed.score_loaded(loaded, requests)
         if loaded is None or not any(records):
-            return self.apply(model_id, group)
+            return self._apply(SCORE, model_id, requests)
         try:
             engine.delayed.keep(model_id, loaded, outcomes, records, head)
         except (StaleVersion, InsufficientStorage):
-            return self.apply(model_id, group)
+            return self._apply(SCORE, model_id, requests)
         repository.touch(model_id)
         return outcomes
 
@@ -284,8 +320,7 @@ class Coalescer:
         except RuntimeError as error:  # the threads are closed: every waiter's answer
             running = asyncio.get_running_loop().create_future()
             running.set_exception(error)
-        self._tasks.add(running)
-        running.add_done_callback(self._tasks.discard)
+        self._track(running)
         running.add_done_callback(lambda done: self._pass_done(items, done))
 
     def _pass_done(self, items: list, done: asyncio.Future) -> None:
@@ -368,13 +403,14 @@ class Coalescer:
     def apply(self, model_id: str, group: Sequence[_Request]) -> list[Any]:
         """Each request's result or error: the group as one call, or, refused with a client
         error, request by request (module docstring)."""
-        merged = _MERGED[group[0].kind]
-        single = _SINGLE[group[0].kind]
-        engine = self.engine
+        return self._apply(group[0].kind, model_id, [request.payload for request in group])
+
+    def _apply(self, kind: str, model_id: str, payloads: list[Any]) -> list[Any]:
+        merged, single, engine = _MERGED[kind], _SINGLE[kind], self.engine
         return each_alone(
-            lambda payloads: merged(engine, model_id, payloads),
+            lambda group: merged(engine, model_id, group),
             lambda payload: single(engine, model_id, payload),
-            [request.payload for request in group],
+            payloads,
         )
 
 

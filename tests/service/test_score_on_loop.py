@@ -3,7 +3,8 @@ current and unlocked (``Coalescer._score_now``); otherwise, and whenever it keep
 it goes to a thread, where a cached model scores without a read of the store's head and its
 records are written by a write that checks the head (``Coalescer._score_kept``: scored again
 the usual way when the head moved or the bound refuses the group).  Either way the answer is
-the one the engine gives alone."""
+the one the engine gives alone, and what arrives while a kept score is written waits
+behind it."""
 
 from __future__ import annotations
 
@@ -129,9 +130,9 @@ def test_a_kept_score_of_a_cache_behind_the_store_is_scored_again_by_a_thread(tm
 
 
 def test_kept_scores_refused_by_the_bound_are_kept_or_refused_one_by_one(tmp_path):
-    """A group of two kept scores over the bound of pending records (one left): the write of
-    both at the head is refused whole, writing nothing; then the first is kept and the second
-    refused, as one after the other would be."""
+    """A group of two kept scores (queued behind events) over the bound of pending records
+    (one left): the write of both at the head is refused whole, writing nothing; then the
+    first is kept and the second refused, as one after the other would be."""
     engine = Engine(
         SQLiteStore.open(tmp_path / "data"), clock=lambda: 1_000_000.0, max_pending_records=1
     )
@@ -142,12 +143,13 @@ def test_kept_scores_refused_by_the_bound_are_kept_or_refused_one_by_one(tmp_pat
 
     async def run():
         return await asyncio.gather(
+            engine.coalesce.learn("m", events(13, 5, [f"q{k}" for k in range(5)])),
             engine.coalesce.score("m", first),
             engine.coalesce.score("m", second),
             return_exceptions=True,
         )
 
-    kept, refused = asyncio.run(run())
+    _, kept, refused = asyncio.run(run())
     assert len(threads) == 2 and threading.get_ident() not in threads  # at the head, again
     assert kept.kept == 1 and isinstance(refused, InsufficientStorage)
     assert set(engine.store.get_pending("m", ["b1", "b2"])) == {"b1"}
@@ -237,3 +239,56 @@ def test_scores_queued_behind_a_learn_see_it_and_are_scored_on_the_loop(tmp_path
         assert result.version == alone.version == learned.version
         np.testing.assert_array_equal(result.scores, alone.scores)
     engine.close()
+
+
+def test_requests_arriving_while_a_kept_score_is_written_wait_behind_it(tmp_path):
+    """A kept score at an idle model goes to its thread at once, without a drain; a label for
+    its id, a score and events that arrive meanwhile wait in the model's queue and are applied
+    after it, in order: the label finds the record kept, the later score sees the events."""
+    engine = learned_engine(tmp_path / "data")
+    reference = learned_engine(tmp_path / "reference")
+    scoring, release = threading.Event(), threading.Event()
+    score_loaded = engine.delayed.score_loaded
+
+    def held(*args, **kwargs):  # the kept score's thread, before its records are written
+        if not scoring.is_set():
+            scoring.set()
+            assert release.wait(WAIT_SECONDS)
+        return score_loaded(*args, **kwargs)
+
+    engine.delayed.score_loaded = held  # type: ignore[method-assign]
+    kept = events(40, 1, ["k"], labelled=False)
+    later_events, later_score = events(41, 20, [f"e{k}" for k in range(20)]), events(42, 2)
+
+    async def run():
+        first = asyncio.ensure_future(engine.coalesce.score("m", kept))
+        for _ in range(int(WAIT_SECONDS / 0.01)):
+            if scoring.is_set():
+                break
+            await asyncio.sleep(0.01)
+        assert scoring.is_set() and not first.done()
+        waiting = [
+            asyncio.ensure_future(engine.coalesce.labels("m", ["k"], np.array([1]))),
+            asyncio.ensure_future(engine.coalesce.learn("m", later_events)),
+            asyncio.ensure_future(engine.coalesce.score("m", later_score, keep=False)),
+        ]
+        await asyncio.sleep(0.05)
+        assert not any(request.done() for request in waiting)  # queued behind the kept score
+        release.set()
+        return await asyncio.wait_for(asyncio.gather(first, *waiting), WAIT_SECONDS)
+
+    scored, labelled, learned, rescored = asyncio.run(run())
+    assert (scored.kept, labelled.statuses, learned.learned) == (1, [("k", "learned")], 20)
+    expected = [
+        reference.score("m", kept),
+        reference.labels("m", ["k"], np.array([1])),
+        reference.learn("m", later_events),
+        reference.score("m", later_score, keep=False),
+    ]
+    np.testing.assert_array_equal(scored.scores, expected[0].scores)
+    assert [labelled.version, learned.version] == [expected[1].version, expected[2].version]
+    np.testing.assert_array_equal(rescored.scores, expected[3].scores)
+    assert rescored.version == expected[3].version
+    assert "m" not in engine.coalesce._queues  # idle again
+    engine.close()
+    reference.close()

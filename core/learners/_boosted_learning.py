@@ -107,12 +107,20 @@ def learn(
 
 
 def _learned_at_once(learner: BoostedEmbedded, X, y, scores) -> bool:
-    """The usual call (one event, or a batch that no fit point cuts, with no fit pending)
-    learned in one fused kernel call, as :func:`learn`'s loop learns it in one segment, without
-    the loop's reads of the schedule (~1.5 us an event); False (nothing learned) otherwise."""
-    if learner._own_state["pending"][0] or learner._until_counted() <= len(y):
+    """The usual call (one event, or a batch that no fit point cuts: neither a fit falling due
+    nor the pending fit's install point) learned in one fused kernel call, as :func:`learn`'s
+    loop learns it in one segment, without the loop's reads of the schedule (~1.5 us an
+    event); False (nothing learned) otherwise."""
+    n_events = len(y)
+    own = learner._own_state
+    to_install = 0
+    if own["pending"][0]:  # the events are held for the pending fit until its install point
+        to_install = learner._delay() - int(own["pending_fill"][0])
+        if not 0 < n_events < to_install:
+            return False
+    elif learner._until_counted() <= n_events:
         return False
-    scaled = learn_whole(learner, X, y, scores)
+    scaled = learn_whole(learner, X, y, scores, to_install)
     if scaled is None:
         return False
     if learner._inputs_sink is not None:

@@ -108,6 +108,10 @@ def learn_segments(auto: Auto, X, y: np.ndarray, scores: np.ndarray, starts=()) 
                 candidate._learn(rows, labels, segment_scores[k])
         served = served_all if whole else served_all[start:stop]
         grow_window(own, int(auto.window), seen + stop - start)
+        if cuts == [0]:  # a round starts with the segment: the weights served before it
+            at_start = [coef[0] for coef in coefs]
+            served_at[start] = coef_of_mix(own, at_start, int(own["n_features"][0]), temperature)
+            cuts = []  # and the segment is served as one
         if drift is not None and not cuts and temperature != 0.0:
             # the mix served: its scores, records and the detector's step in one kernel call
             since = drift.serve_record_and_watch(own, segment_scores, labels, served,

@@ -38,14 +38,16 @@ def learn(
     ``cuts`` (increasing positions in ``[0, len(y))``) cut the inner learner's call, and the
     learner's ``coef_`` before the event at each cut is returned (None without
     ``want_coef``), as one call per piece with ``coef_`` taken before each gives it."""
-    if not cuts and _learned_at_once(learner, X, y, scores):
-        return []
+    # before the call, as a caller per piece takes it
+    coefs: list[np.ndarray | None] = (
+        [learner.coef_ if want_coef else None] if cuts and cuts[0] == 0 else []
+    )
+    # no cut, or one before the first event only (a one-event round's): the call in one piece
+    if len(cuts) == len(coefs) and _learned_at_once(learner, X, y, scores):
+        return coefs
     own = learner._own_state
     start, n_events = 0, len(y)
     recorded: list = []
-    coefs: list[np.ndarray | None] = []
-    if cuts and cuts[0] == 0:  # before the call, as a caller per piece takes it
-        coefs.append(learner.coef_ if want_coef else None)
     if own["pending"][0] and int(own["pending_fill"][0]) >= learner._delay():
         learner._install_pending()  # held under a longer delay (an older state): it is due
     if own["pending"][0]:

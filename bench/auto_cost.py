@@ -285,6 +285,10 @@ def component_timers(model, spent: dict[str, float], off_path: list[float]) -> N
     drift = model._drift()
     if drift is not None:
         drift.watch = timed("drift watch", drift.watch)
+        if hasattr(drift, "serve_record_and_watch"):  # the two in one kernel call
+            drift.serve_record_and_watch = timed(
+                "serve_and_record + drift watch", drift.serve_record_and_watch
+            )
     for k, candidate in enumerate(model._candidates):
         label = f"c{k} {candidate.name}"
         candidate._learn = timed(label, candidate._learn)

@@ -6,11 +6,15 @@ floats).  Each candidate then costs two sweeps of
 
 The arithmetic is that of :func:`core.metrics.auc` and :func:`core.metrics.pauc`, operation for
 operation, so the leaderboard shows the same numbers as those functions (a test checks ``==``).
+
+And each segment's served scores and records (:func:`serve_and_record`), with the drift
+detector's step in the same call when it watches them (:func:`serve_record_and_watch`).
 """
 
 import numpy as np
 
 from core._kernels._config import kernel
+from core._kernels.drift import page_hinkley
 from core._kernels.metrics import roc_area_between
 
 
@@ -66,3 +70,23 @@ def serve_and_record(
             window_scores[k, slot] = score
         window_labels[slot] = labels[i]
         served[i] = total * (count / (count + shrink_events))
+
+
+@kernel
+def serve_record_and_watch(
+    candidate_scores, labels, weights, score_mean, score_m2, seen, shrink_events, window_scores,
+    window_labels, served, recent, recent_fill, recent_next, statistics, counters, delta,
+    threshold, min_losses, detected_at,
+):  # fmt: skip
+    """:func:`serve_and_record` of a segment, then the drift detector fed its served scores
+    (:func:`core._kernels.drift.page_hinkley`, its arrays and parameters after ``served``): the
+    two calls of a segment served as the mix in one (numba's dispatch costs ~2 us a call, and
+    ``auto`` makes them at every event).  Returns the detections, as ``page_hinkley``."""
+    serve_and_record(
+        candidate_scores, labels, weights, score_mean, score_m2, seen, shrink_events,
+        window_scores, window_labels, served,
+    )  # fmt: skip
+    return page_hinkley(
+        served, labels, recent, recent_fill, recent_next, statistics, counters, delta, threshold,
+        min_losses, detected_at,
+    )  # fmt: skip

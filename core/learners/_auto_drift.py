@@ -18,9 +18,10 @@ import sys
 
 import numpy as np
 
+from core._kernels.auto import serve_record_and_watch
 from core._kernels.drift import page_hinkley
 from core.learners._mix_fallback import placements
-from core.learners._served_scale import mix_factors
+from core.learners._served_scale import SHRINK_EVENTS, mix_factors
 from core.learners._state import Count, Finite, StateInvariant
 from core.metrics.drift import DriftDetector
 
@@ -133,11 +134,52 @@ class DriftTracking:
         detector = self.detector(own)
         start = int(detector.counters[0])
         detected_at = np.empty(labels.shape[0], dtype=np.int64)
-        found = page_hinkley(
-            served, labels, detector.recent, detector.recent_fill, detector.recent_next,
-            detector.statistics, detector.counters, float(detector.parameters[0]),
-            float(detector.parameters[1]), int(detector.limits[1]), detected_at,
+        found = page_hinkley(served, labels, *self._detector_arguments(detector), detected_at)
+        return self._after_feed(own, start, found, detected_at, candidates, min_positives,
+                                temperature)  # fmt: skip
+
+    def serve_record_and_watch(
+        self,
+        own: dict[str, np.ndarray],
+        candidate_scores: np.ndarray,
+        labels: np.ndarray,
+        served: np.ndarray,
+        candidates,
+        *,
+        min_positives: int,
+        temperature: float,
+    ) -> int:
+        """:func:`~core.learners._tournament.serve_and_record` of a segment served as the mix
+        (``temperature`` > 0), then :meth:`watch` of its served scores, the two kernels in one
+        call (:func:`core._kernels.auto.serve_record_and_watch`): the same arrays in the same
+        order, so the same state."""
+        detector = self.detector(own)
+        start = int(detector.counters[0])
+        seen = int(own["n_seen"][0])
+        detected_at = np.empty(labels.shape[0], dtype=np.int64)
+        found = serve_record_and_watch(
+            candidate_scores, labels, own["served_weights"], own["score_mean"], own["score_m2"],
+            seen, SHRINK_EVENTS, own["window_scores"], own["window_labels"], served,
+            *self._detector_arguments(detector), detected_at,
         )  # fmt: skip
+        own["n_seen"][0] = seen + labels.shape[0]
+        return self._after_feed(own, start, found, detected_at, candidates, min_positives,
+                                temperature)  # fmt: skip
+
+    @staticmethod
+    def _detector_arguments(detector: DriftDetector) -> tuple:
+        """The detector's arrays and parameters as :func:`page_hinkley` takes them after the
+        scores and labels, before ``detected_at``."""
+        return (
+            detector.recent, detector.recent_fill, detector.recent_next, detector.statistics,
+            detector.counters, float(detector.parameters[0]), float(detector.parameters[1]),
+            int(detector.limits[1]),
+        )  # fmt: skip
+
+    def _after_feed(self, own, start, found, detected_at, candidates, min_positives,
+                    temperature) -> int:  # fmt: skip
+        """:meth:`watch` after the detector took the segment (``found`` detections at
+        ``detected_at``, its event count ``start`` before it)."""
         if found:
             own["drift_since"][0] = start + int(detected_at[found - 1])
         detected, seen = int(own["drift_since"][0]), int(own["n_seen"][0])

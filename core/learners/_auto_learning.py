@@ -108,13 +108,22 @@ def learn_segments(auto: Auto, X, y: np.ndarray, scores: np.ndarray, starts=()) 
                 candidate._learn(rows, labels, segment_scores[k])
         served = served_all if whole else served_all[start:stop]
         grow_window(own, int(auto.window), seen + stop - start)
-        if cuts:
-            served_at.update(_serve_to_cuts(own, segment_scores, labels, temperature, served,
-                                            cuts, coefs, start))  # fmt: skip
+        if cuts == [0]:  # a round starts with the segment: the weights served before it
+            at_start = [coef[0] for coef in coefs]
+            served_at[start] = coef_of_mix(own, at_start, int(own["n_features"][0]), temperature)
+            cuts = []  # and the segment is served as one
+        if drift is not None and not cuts and temperature != 0.0:
+            # the mix served: its scores, records and the detector's step in one kernel call
+            since = drift.serve_record_and_watch(own, segment_scores, labels, served,
+                candidates, min_positives=auto.min_positives, temperature=temperature)  # fmt: skip
         else:
-            serve_and_record(own, segment_scores, labels, temperature, served)
-        since = 0 if drift is None else drift.watch(own, served, labels, candidates,
-            min_positives=auto.min_positives, temperature=temperature)  # fmt: skip
+            if cuts:
+                served_at.update(_serve_to_cuts(own, segment_scores, labels, temperature,
+                                                served, cuts, coefs, start))  # fmt: skip
+            else:
+                serve_and_record(own, segment_scores, labels, temperature, served)
+            since = 0 if drift is None else drift.watch(own, served, labels, candidates,
+                min_positives=auto.min_positives, temperature=temperature)  # fmt: skip
         admit_fitted(own, candidates, awaiting, temperature)
         end = seen + stop - start
         if end == regular or (since and end == due):

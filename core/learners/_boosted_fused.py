@@ -12,6 +12,7 @@ detach for this segment; anything else returns None and goes the general way.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -28,8 +29,17 @@ if TYPE_CHECKING:
 __all__ = ["MOST_CUTS", "fusable", "learn_fused", "learn_whole", "to_next_cut"]
 
 _NONE_F = np.empty(0)
-#: the ensemble's arrays the kernel takes (its tree count goes as an int)
-_ENSEMBLE_ARRAYS = ENSEMBLE_KEYS[:-1]
+# the kernel's arrays read in one C call each (a list of lookups costs ~1 us more a call)
+#: the scaler's running statistics
+_SCALER = operator.itemgetter("scaler_count", "scaler_mean", "scaler_m2")
+#: the ensemble's arrays (its tree count goes as an int)
+_ENSEMBLE = operator.itemgetter(*ENSEMBLE_KEYS[:-1])
+#: the draws of the fit buffer's keep, then its ring's position and count
+_DRAWS = operator.itemgetter("buffer_rng", "buffer_seen")
+_RING = operator.itemgetter("buffer_next", "buffer_written")
+#: where the events go: held for a pending fit, or kept by the fit buffer
+_HELD = operator.itemgetter("pending_fill", "pending_X", "pending_y")
+_KEPT = operator.itemgetter("buffer_fill", "buffer_X", "buffer_y", "buffer_w")
 
 #: [CHOICE] a segment cut more times than this goes the step-by-step way: a piece's kernel call
 #: costs ~6 us (its dispatch and arguments), where the step-by-step path scales, embeds and keeps
@@ -123,14 +133,18 @@ def learn_fused(
     return True
 
 
-def learn_whole(learner: BoostedEmbedded, X, y, scores) -> np.ndarray | None:
+def learn_whole(learner: BoostedEmbedded, X, y, scores, to_install: int = 0) -> np.ndarray | None:
     """:func:`learn_fused` of a whole batch in one piece (``scores``: its inner pre-update
     scores, or empty), the call of one event: its scaled rows, or None (nothing learned) when it
     is not :func:`fusable`.  Without the pieces' bookkeeping: the batch is not sliced, and
-    whether its rows are pooled is read once."""
+    whether its rows are pooled is read once.  ``to_install``: while a fit is pending, the
+    events to its install point (after this batch's), the fit offered to the background fitter
+    first, as the segment loop offers it at each call."""
     pooled = pooled_rows(learner._rows_link)
     if not _fusable(learner, X, y, scores, pooled):
         return None
+    if to_install:
+        learner._hand_over(to_install, len(y))
     return _learn(learner, X, y, scores, pooled)
 
 
@@ -142,20 +156,17 @@ def _learn(
     n_events = len(y)
     holding = bool(own["pending"][0])
     if holding:
-        fill, capacity = own["pending_fill"], int(learner.fit_delay)
-        rows, labels, weights = own["pending_X"], own["pending_y"], _NONE_F
+        fill, rows, labels = _HELD(own)
+        capacity, weights = int(learner.fit_delay), _NONE_F
     else:
-        fill, capacity = own["buffer_fill"], int(learner.buffer_size)
-        rows, labels, weights = own["buffer_X"], own["buffer_y"], own["buffer_w"]
-    scaler = learner._scaler_arrays
+        fill, rows, labels, weights = _KEPT(own)
+        capacity = int(learner.buffer_size)
     scaled = np.empty_like(X)
     kernels.learn_segment(
-        X, y, scores, scaled, scaler["scaler_count"], scaler["scaler_mean"], scaler["scaler_m2"],
-        *[own[key] for key in _ENSEMBLE_ARRAYS], int(own["ens_trees"][0]),
-        int(learner.max_leaves), bool(learner.append_features), bool(learner.append_margin),
-        1.0 / math.sqrt(learner.n_trees), *inner._accumulators(), holding,
-        pooled, own["buffer_rng"], own["buffer_seen"], fill,
-        own["buffer_next"], own["buffer_written"], capacity,
+        X, y, scores, scaled, *_SCALER(learner._scaler_arrays), *_ENSEMBLE(own),
+        int(own["ens_trees"][0]), int(learner.max_leaves), bool(learner.append_features),
+        bool(learner.append_margin), 1.0 / math.sqrt(learner.n_trees), *inner._accumulators(),
+        holding, pooled, *_DRAWS(own), fill, *_RING(own), capacity,
         float(learner.negatives_per_positive), rows, labels, weights,
     )  # fmt: skip
     if not holding:  # as _remember counts them

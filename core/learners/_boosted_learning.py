@@ -38,14 +38,16 @@ def learn(
     ``cuts`` (increasing positions in ``[0, len(y))``) cut the inner learner's call, and the
     learner's ``coef_`` before the event at each cut is returned (None without
     ``want_coef``), as one call per piece with ``coef_`` taken before each gives it."""
-    if not cuts and _learned_at_once(learner, X, y, scores):
-        return []
+    # before the call, as a caller per piece takes it
+    coefs: list[np.ndarray | None] = (
+        [learner.coef_ if want_coef else None] if cuts and cuts[0] == 0 else []
+    )
+    # no cut, or one before the first event only (a one-event round's): the call in one piece
+    if len(cuts) == len(coefs) and _learned_at_once(learner, X, y, scores):
+        return coefs
     own = learner._own_state
     start, n_events = 0, len(y)
     recorded: list = []
-    coefs: list[np.ndarray | None] = []
-    if cuts and cuts[0] == 0:  # before the call, as a caller per piece takes it
-        coefs.append(learner.coef_ if want_coef else None)
     if own["pending"][0] and int(own["pending_fill"][0]) >= learner._delay():
         learner._install_pending()  # held under a longer delay (an older state): it is due
     if own["pending"][0]:
@@ -107,12 +109,20 @@ def learn(
 
 
 def _learned_at_once(learner: BoostedEmbedded, X, y, scores) -> bool:
-    """The usual call (one event, or a batch that no fit point cuts, with no fit pending)
-    learned in one fused kernel call, as :func:`learn`'s loop learns it in one segment, without
-    the loop's reads of the schedule (~1.5 us an event); False (nothing learned) otherwise."""
-    if learner._own_state["pending"][0] or learner._until_counted() <= len(y):
+    """The usual call (one event, or a batch that no fit point cuts: neither a fit falling due
+    nor the pending fit's install point) learned in one fused kernel call, as :func:`learn`'s
+    loop learns it in one segment, without the loop's reads of the schedule (~1.5 us an
+    event); False (nothing learned) otherwise."""
+    n_events = len(y)
+    own = learner._own_state
+    to_install = 0
+    if own["pending"][0]:  # the events are held for the pending fit until its install point
+        to_install = learner._delay() - int(own["pending_fill"][0])
+        if not 0 < n_events < to_install:
+            return False
+    elif learner._until_counted() <= n_events:
         return False
-    scaled = learn_whole(learner, X, y, scores)
+    scaled = learn_whole(learner, X, y, scores, to_install)
     if scaled is None:
         return False
     if learner._inputs_sink is not None:

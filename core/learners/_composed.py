@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import operator
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,14 @@ _DROPPED: dict[str, np.ndarray] = {}
 
 def _same_objects(these: tuple, those: tuple) -> bool:
     return len(these) == len(those) and all(map(operator.is_, these, those))
+
+
+def _taker(keys: list[str]) -> Callable[[dict], tuple]:
+    """The tuple of a dict's values of ``keys``, in one C call for two keys or more."""
+    if len(keys) > 1:
+        return operator.itemgetter(*keys)
+    key = keys[0]
+    return lambda arrays: (arrays[key],)
 
 
 class ComposedState:
@@ -104,7 +113,10 @@ class ComposedState:
             plan = self.__dict__["_key_plan"] = (keys, learners, self._key_owners(keys))
         if plan[2] is not None:
             own = self._own_state
-            return tuple([own[key] if part is None else part.state_[key] for part, key in plan[2]])
+            arrays: tuple[np.ndarray, ...] = ()
+            for part, take in plan[2]:
+                arrays += take(own if part is None else part.state_)
+            return arrays
         sources = self._view_sources()
         dicts = tuple([part for _, part in sources])
         cached = self.__dict__.get("_key_sources")
@@ -116,17 +128,27 @@ class ComposedState:
             cached = self.__dict__["_key_sources"] = (keys, dicts, [where[key] for key in keys])
         return tuple([dicts[index][key] for index, key in cached[2]])
 
-    def _key_owners(self, keys: tuple[str, ...]) -> list[tuple[Any, str]] | None:
-        """Where each of ``keys`` lives, as :meth:`_current_arrays` reads it: ``(None, key)``
-        in the composite's own arrays, ``(part, key)`` in a plain part's ``state_``; None when
-        one lives in a composite part (read through :meth:`_view_sources` then)."""
+    def _key_owners(self, keys: tuple[str, ...]) -> list[tuple[Any, Callable]] | None:
+        """Where ``keys`` live, as :meth:`_current_arrays` reads them: runs of consecutive keys
+        of one owner, each ``(owner, take)``: ``take`` gives the tuple of the run's arrays from
+        the composite's own arrays (owner None) or from a plain part's ``state_`` (one C call
+        a run); None when one lives in a composite part (read through :meth:`_view_sources`
+        then)."""
         where: dict[str, tuple[Any, str] | None] = {key: (None, key) for key in self._own_state}
         for prefix, learner in self._parts():
             composite = "_state_view" in learner.__dict__ and isinstance(learner, ComposedState)
             for key in learner.state_:
                 where[prefix + key] = None if composite else (learner, key)
         owners = [owner for key in keys if (owner := where.get(key)) is not None]
-        return owners if len(owners) == len(keys) else None
+        if len(owners) != len(keys):
+            return None
+        runs: list[tuple[Any, list[str]]] = []
+        for owner, key in owners:
+            if runs and runs[-1][0] is owner:
+                runs[-1][1].append(key)
+            else:
+                runs.append((owner, [key]))
+        return [(owner, _taker(run_keys)) for owner, run_keys in runs]
 
     def _settling_parts(self) -> tuple[tuple[str, Any], ...]:
         """The parts that may name unchanged grown arrays (:mod:`core.learners._grown`), kept

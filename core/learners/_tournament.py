@@ -255,6 +255,9 @@ def grow_window(own: dict[str, np.ndarray], window: int, needed: int) -> None:
     """Give the window's ring buffers ``needed`` slots (at most ``window``) before events are
     recorded in them: they grow as they fill (core.learners._growing), and stay a ring of
     ``window`` slots once full, so until then the events up to ``n_seen`` are in slot order."""
+    labels = own["window_labels"]
+    if labels.shape[0] >= min(needed, window):  # most events: full, or room left
+        return
     own["window_scores"] = grown(own["window_scores"], needed, window, axis=1)
     own["window_labels"] = grown(own["window_labels"], needed, window)
 
@@ -288,6 +291,8 @@ def next_evaluation(seen: int, evaluate_every: int, first_evaluation: int) -> in
     multiples of ``evaluate_every`` and, before the first of them, ``first_evaluation``, twice
     that, four times that, ... (a function of the count alone, so batch = one at a time)."""
     due = (seen // evaluate_every + 1) * evaluate_every
+    if seen >= evaluate_every:  # every early count is behind: most events
+        return due
     early = first_evaluation
     while early < evaluate_every:
         if early > seen:

@@ -7,6 +7,7 @@ posterior updated one event at a time.  Equations: :mod:`core._kernels.logistic`
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,8 @@ __all__ = ["Logistic"]
 _NO_CLOCK = np.empty(0, dtype=np.int64)
 #: the empty class counts the kernels take for "no base-rate offset" (never read then)
 _NO_COUNTS = np.empty(0)
+#: the FTRL accumulators of the weights and the intercept, read in one C call
+_FTRL_ARRAYS = operator.itemgetter("z", "n", "intercept_z", "intercept_n")
 
 #: [CHOICE] ``solver=None`` takes the Laplace solver up to this many features: its O(D^2)
 #: per event is then at most about 8 us (bench/README.md, "logistic's Laplace solver"), and
@@ -348,10 +351,7 @@ class Logistic(HalfLife, OnlineLearner):
         clock = s.get("forget_clock", _NO_CLOCK)
         touched = s.get("touched", _NO_CLOCK)
         counts = s.get("class_counts", _NO_COUNTS)
-        return (
-            s["z"], s["n"], s["intercept_z"], s["intercept_n"], clock, touched, counts,
-            self._hyper(),
-        )  # fmt: skip
+        return (*_FTRL_ARRAYS(s), clock, touched, counts, self._hyper())
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
         """The Laplace solver's covariance is symmetric positive semi-definite, with variances

@@ -154,3 +154,52 @@ def test_defaults_detect_a_flip_learned_by_a_real_learner_and_stay_quiet_before_
         found += detector.update(learner.prequential_step(X[rows], labels[rows]), labels[rows])
     assert found and all(change <= index < change + 5000 for index in found[:1])
     assert not [index for index in found if index < change]
+
+
+def test_auto_serves_records_and_watches_a_segment_in_one_call_as_in_two():
+    """``DriftTracking.serve_record_and_watch`` (one kernel call) leaves auto's arrays as
+    ``serve_and_record`` then ``watch`` leave them, and gives the same served scores and the
+    same comparison start, over segments of a flipping stream whose scores the detector finds
+    a drift in (detections, and one confirmed: the trees restart)."""
+    from core.learners._tournament import grow_window, serve_and_record
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(400, 3))
+    y = (X[:, 0] + 0.5 * rng.normal(size=400) > 1.0).astype(np.int64)
+    model = make_learner("auto", evaluate_every=200, window=400, random_state=0)
+    model.partial_fit(X, y)
+    state = model.get_state()
+    fused, apart = (make_learner("auto", evaluate_every=200, window=400, random_state=0)
+                    for _ in range(2))  # fmt: skip
+    fused.state_ = {key: value.copy() for key, value in state.items()}
+    apart.state_ = {key: value.copy() for key, value in state.items()}
+    scores, labels = flipping_stream(1, n=1200, change=300)
+    labels = np.where(labels > 0, 1, -1).astype(np.int64)
+    candidate_scores = np.vstack([scores + k * rng.normal(size=1200) for k in range(5)])
+    detections = []
+    for start in range(0, 1200, 100):  # the period's multiples end the segments, as in auto
+        piece = slice(start, start + 100)
+        outcomes = []
+        for model_ in (fused, apart):
+            own, tracking = model_._own_state, model_._drift()
+            grow_window(own, 400, int(own["n_seen"][0]) + 100)
+            served = np.empty(100)
+            segment = np.ascontiguousarray(candidate_scores[:, piece])
+            if model_ is fused:
+                since = tracking.serve_record_and_watch(own, segment, labels[piece], served,
+                    model_._candidates, min_positives=10, temperature=0.1)  # fmt: skip
+            else:
+                serve_and_record(own, segment, labels[piece], 0.1, served)
+                since = tracking.watch(own, served, labels[piece], model_._candidates,
+                                       min_positives=10, temperature=0.1)  # fmt: skip
+            outcomes.append((since, served))
+        assert outcomes[0][0] == outcomes[1][0]
+        np.testing.assert_array_equal(outcomes[0][1], outcomes[1][1])
+        detections.append(int(fused._own_state["drift:counters"][2]))
+    assert detections[-1] > detections[0]  # the flip was detected
+    restarts = fused.state_["c2:generation"][0]
+    assert restarts > state["c2:generation"][0]  # confirmed: the trees grow again
+    after, expected = fused.get_state(), apart.get_state()
+    assert after.keys() == expected.keys()
+    for key, value in expected.items():
+        np.testing.assert_array_equal(after[key], value, err_msg=key)

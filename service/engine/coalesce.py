@@ -27,7 +27,11 @@ one drain task per model applies what is queued, group after group.
   ``commit_many``) the groups of events of every model waiting are one pass: one thread learns
   each group under its model's lock and one transaction (one fsync) commits them all
   (:meth:`Coalescer.apply_pass`), so traffic spread over many models shares what requests to
-  one model share.  One pass runs at a time; what arrives meanwhile is the next.
+  one model share.  One pass runs at a time; what arrives meanwhile is the next.  A model
+  whose queue holds only such groups has no drain task: the passes take its groups from its
+  queue themselves (a one-event request to an idle model, the usual request of traffic spread
+  over many models, so costs no task of its own), and hand the queue to a drain task when
+  another kind of request comes first in it.
 
 Models whose drift detector restarts the learner (``on_drift="reset"``) are learned one
 request at a time: the restart happens after a request's batch, so merging would move it.
@@ -99,6 +103,9 @@ class Coalescer:
         self._passes = engine.store.blocking and hasattr(engine.store, "commit_many")
         #: groups waiting for the next pass: (model id, group, the future of its outcomes)
         self._waiting: list[tuple[str, list[_Request], asyncio.Future]] = []
+        #: models whose queue the passes drain (no drain task), waiting for the next pass:
+        #: its first request is a group of events a pass takes (:meth:`_pass_drains`)
+        self._pass_drained: dict[str, None] = {}
         self._pass_running = False
         #: passes applied and the groups they held
         self.passes = 0
@@ -143,13 +150,26 @@ class Coalescer:
             self._loop = loop
         request = _Request(kind, payload, size, large, loop.create_future())
         queue = self._queues.get(model_id)
-        if queue is None:  # the model is idle: this request starts its drain
-            queue = self._queues[model_id] = deque()
-            task = loop.create_task(self._drain(model_id, queue))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        queue.append(request)
+        if queue is None:  # the model is idle: this request starts its drain, or a pass's
+            queue = self._queues[model_id] = deque([request])
+            if self._pass_drains(request):
+                self._pass_drained[model_id] = None
+                if not self._pass_running:
+                    self._start_pass()
+            else:
+                self._start_drain(model_id, queue)
+        else:
+            queue.append(request)
         return await request.future
+
+    def _pass_drains(self, first: _Request) -> bool:
+        """Whether a queue whose first request is ``first`` is drained by the passes."""
+        return self._passes and first.kind == EVENTS and not first.large
+
+    def _start_drain(self, model_id: str, queue: deque[_Request]) -> None:
+        task = asyncio.get_running_loop().create_task(self._drain(model_id, queue))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     # ------------------------------------------------------------------ the drain
     def _next_group(self, model_id: str, queue: deque[_Request]) -> list[_Request]:
@@ -274,7 +294,14 @@ class Coalescer:
         return await future
 
     def _start_pass(self) -> None:
-        items, self._waiting = self._waiting, []
+        items: list[tuple[str, list[_Request], asyncio.Future | None]]
+        items, self._waiting = self._waiting, []  # type: ignore[assignment]
+        for model_id in self._pass_drained:  # their groups, taken here (None: no drain's)
+            group = self._next_group(model_id, self._queues[model_id])
+            self.groups += 1
+            self.requests += len(group)
+            items.append((model_id, group, None))
+        self._pass_drained = {}
         self._pass_running = True
         self.passes += 1
         self.passed_groups += len(items)
@@ -294,11 +321,26 @@ class Coalescer:
             results = done.result()
         except BaseException as error:  # noqa: BLE001 - every waiter gets it
             results = [[error] * len(group) for _, group, _ in items]
-        for (_, _, future), outcomes in zip(items, results, strict=True):
-            if not future.done():  # its drain was cancelled (the app stops)
+        for (model_id, group, future), outcomes in zip(items, results, strict=True):
+            if future is None:  # a queue the passes drain: answered here
+                self._settle(group, outcomes)
+                self._after_pass(model_id)
+            elif not future.done():  # its drain was cancelled (the app stops)
                 future.set_result(outcomes)
-        if self._waiting:
+        if self._waiting or self._pass_drained:
             self._start_pass()
+
+    def _after_pass(self, model_id: str) -> None:
+        """A queue the passes drain, once its group was answered: the model is idle when it
+        is empty (its queue removed), else its next group waits for the next pass, or, when
+        its first request is of another kind, a drain task takes the queue over."""
+        queue = self._queues[model_id]
+        if not queue:
+            del self._queues[model_id]
+        elif self._pass_drains(queue[0]):
+            self._pass_drained[model_id] = None
+        else:
+            self._start_drain(model_id, queue)
 
     def apply_pass(self, items: Sequence[tuple[str, Sequence[_Request]]]) -> list[list[Any]]:
         """Each group's outcomes: every group learned on its model, the models' log entries

@@ -106,6 +106,8 @@ class Coalescer:
         #: models whose queue the passes drain (no drain task), waiting for the next pass:
         #: its first request is a group of events a pass takes (:meth:`_pass_drains`)
         self._pass_drained: dict[str, None] = {}
+        #: a pass is to start at the loop's next turn (:meth:`_pass_now`)
+        self._pass_soon = False
         self._pass_running = False
         #: passes applied and the groups they held
         self.passes = 0
@@ -154,8 +156,11 @@ class Coalescer:
             queue = self._queues[model_id] = deque([request])
             if self._pass_drains(request):
                 self._pass_drained[model_id] = None
-                if not self._pass_running:
-                    self._start_pass()
+                if not self._pass_running and not self._pass_soon:
+                    # once the requests of this turn of the loop are queued (the clients
+                    # answered together send again together): one pass, not one and the rest
+                    self._pass_soon = True
+                    loop.call_soon(self._pass_now)
             else:
                 self._start_drain(model_id, queue)
         else:
@@ -165,6 +170,11 @@ class Coalescer:
     def _pass_drains(self, first: _Request) -> bool:
         """Whether a queue whose first request is ``first`` is drained by the passes."""
         return self._passes and first.kind == EVENTS and not first.large
+
+    def _pass_now(self) -> None:
+        self._pass_soon = False
+        if not self._pass_running and (self._waiting or self._pass_drained):
+            self._start_pass()
 
     def _start_drain(self, model_id: str, queue: deque[_Request]) -> None:
         task = asyncio.get_running_loop().create_task(self._drain(model_id, queue))

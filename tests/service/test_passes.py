@@ -406,3 +406,13 @@ def test_requests_of_every_kind_queued_behind_passes_keep_their_order(tmp_path):
         sequential.labels(model_id, [f"kept{k}"], np.array([1]))
         sequential.learn(model_id, batch([f"c{k}"], seed=400 + k))
     assert_same_models(engine, sequential, MODELS[:4])
+
+
+def test_requests_to_idle_models_sent_together_share_one_pass(tmp_path):
+    """Requests queued in one turn of the event loop to idle models are one pass (the first
+    does not start a pass of its own with the others in the next)."""
+    engine = make_engine(tmp_path / "a")
+    requests = [(model_id, batch([f"e{k}"], seed=k)) for k, model_id in enumerate(MODELS)]
+    results = asyncio.run(send(engine, requests))
+    assert (engine.coalesce.passes, engine.coalesce.passed_groups) == (1, len(MODELS))
+    check_one_after_another(engine, requests, results, tmp_path)

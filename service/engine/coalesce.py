@@ -7,8 +7,9 @@ of the per-event operations (``/events``, ``/score``, ``/labels``, and the strea
 same calls): each request is appended to its model's queue and awaits its own result, while
 one drain task per model applies what is queued, group after group.
 
-* **No timer.**  A request arriving at an idle model starts the drain at once and is applied
-  alone; what arrives while a group is being applied forms the next group (natural batching).
+* **No timer.**  A request arriving at an idle model starts the drain at once (a pass: at
+  the loop's next turn) and is applied alone, or with what arrived in the same turn; what
+  arrives while a group is being applied forms the next group (natural batching).
 * **Order.**  Groups are consecutive requests of one kind (events, scores, labels), applied
   in arrival order; inside a group each request is its own round, so a group learned at once
   gives the same state, bit for bit, as its requests one after another (the learners learn a
@@ -31,7 +32,9 @@ one drain task per model applies what is queued, group after group.
   whose queue holds only such groups has no drain task: the passes take its groups from its
   queue themselves (a one-event request to an idle model, the usual request of traffic spread
   over many models, so costs no task of its own), and hand the queue to a drain task when
-  another kind of request comes first in it.
+  another kind of request comes first in it.  A pass for idle models starts at the event
+  loop's next turn, so the requests queued in one turn (clients answered together send again
+  together) are one pass.
 
 Models whose drift detector restarts the learner (``on_drift="reset"``) are learned one
 request at a time: the restart happens after a request's batch, so merging would move it.

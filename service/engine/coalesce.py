@@ -7,8 +7,9 @@ of the per-event operations (``/events``, ``/score``, ``/labels``, and the strea
 same calls): each request is appended to its model's queue and awaits its own result, while
 one drain task per model applies what is queued, group after group.
 
-* **No timer.**  A request arriving at an idle model starts the drain at once and is applied
-  alone; what arrives while a group is being applied forms the next group (natural batching).
+* **No timer.**  A request arriving at an idle model starts the drain at once (a pass: at
+  the loop's next turn) and is applied alone, or with what arrived in the same turn; what
+  arrives while a group is being applied forms the next group (natural batching).
 * **Order.**  Groups are consecutive requests of one kind (events, scores, labels), applied
   in arrival order; inside a group each request is its own round, so a group learned at once
   gives the same state, bit for bit, as its requests one after another (the learners learn a
@@ -27,7 +28,13 @@ one drain task per model applies what is queued, group after group.
   ``commit_many``) the groups of events of every model waiting are one pass: one thread learns
   each group under its model's lock and one transaction (one fsync) commits them all
   (:meth:`Coalescer.apply_pass`), so traffic spread over many models shares what requests to
-  one model share.  One pass runs at a time; what arrives meanwhile is the next.
+  one model share.  One pass runs at a time; what arrives meanwhile is the next.  A model
+  whose queue holds only such groups has no drain task: the passes take its groups from its
+  queue themselves (a one-event request to an idle model, the usual request of traffic spread
+  over many models, so costs no task of its own), and hand the queue to a drain task when
+  another kind of request comes first in it.  A pass for idle models starts at the event
+  loop's next turn, so the requests queued in one turn (clients answered together send again
+  together) are one pass.
 
 Models whose drift detector restarts the learner (``on_drift="reset"``) are learned one
 request at a time: the restart happens after a request's batch, so merging would move it.
@@ -46,8 +53,9 @@ import numpy as np
 from service.engine.delayed import LabelResult, Scored, ScoreOptions, ScoreRequest
 from service.engine.handoff import Handoff
 from service.engine.learning import LearnResult
+from service.engine.passes import learn_merged, learn_one, learn_pass
 from service.errors import InsufficientStorage, StaleVersion
-from service.groups import each_alone, refused_alone
+from service.groups import each_alone
 from service.ingest import Batch
 
 if TYPE_CHECKING:
@@ -99,6 +107,11 @@ class Coalescer:
         self._passes = engine.store.blocking and hasattr(engine.store, "commit_many")
         #: groups waiting for the next pass: (model id, group, the future of its outcomes)
         self._waiting: list[tuple[str, list[_Request], asyncio.Future]] = []
+        #: models whose queue the passes drain (no drain task), waiting for the next pass:
+        #: its first request is a group of events a pass takes (:meth:`_pass_drains`)
+        self._pass_drained: dict[str, None] = {}
+        #: a pass is to start at the loop's next turn (:meth:`_pass_now`)
+        self._pass_soon = False
         self._pass_running = False
         #: passes applied and the groups they held
         self.passes = 0
@@ -150,11 +163,29 @@ class Coalescer:
         loop = self._running_loop()
         request = _Request(kind, payload, size, large, loop.create_future())
         queue = self._queues.get(model_id)
-        if queue is None:  # the model is idle: this request starts its drain
-            queue = self._queues[model_id] = deque()
-            self._start_drain(model_id, queue)
-        queue.append(request)
+        if queue is None:  # the model is idle: this request starts its drain, or a pass's
+            queue = self._queues[model_id] = deque([request])
+            if self._pass_drains(request):
+                self._pass_drained[model_id] = None
+                if not self._pass_running and not self._pass_soon:
+                    # once the requests of this turn of the loop are queued (the clients
+                    # answered together send again together): one pass, not one and the rest
+                    self._pass_soon = True
+                    loop.call_soon(self._pass_now)
+            else:
+                self._start_drain(model_id, queue)
+        else:
+            queue.append(request)
         return await request.future
+
+    def _pass_drains(self, first: _Request) -> bool:
+        """Whether a queue whose first request is ``first`` is drained by the passes."""
+        return self._passes and first.kind == EVENTS and not first.large
+
+    def _pass_now(self) -> None:
+        self._pass_soon = False
+        if not self._pass_running and (self._waiting or self._pass_drained):
+            self._start_pass()
 
     def _start_drain(self, model_id: str, queue: deque[_Request]) -> None:
         self._track(asyncio.get_running_loop().create_task(self._drain(model_id, queue)))
@@ -310,7 +341,14 @@ class Coalescer:
         return await future
 
     def _start_pass(self) -> None:
-        items, self._waiting = self._waiting, []
+        items: list[tuple[str, list[_Request], asyncio.Future | None]]
+        items, self._waiting = self._waiting, []  # type: ignore[assignment]
+        for model_id in self._pass_drained:  # their groups, taken here (None: no drain's)
+            group = self._next_group(model_id, self._queues[model_id])
+            self.groups += 1
+            self.requests += len(group)
+            items.append((model_id, group, None))
+        self._pass_drained = {}
         self._pass_running = True
         self.passes += 1
         self.passed_groups += len(items)
@@ -329,54 +367,32 @@ class Coalescer:
             results = done.result()
         except BaseException as error:  # noqa: BLE001 - every waiter gets it
             results = [[error] * len(group) for _, group, _ in items]
-        for (_, _, future), outcomes in zip(items, results, strict=True):
-            if not future.done():  # its drain was cancelled (the app stops)
+        for (model_id, group, future), outcomes in zip(items, results, strict=True):
+            if future is None:  # a queue the passes drain: answered here
+                self._settle(group, outcomes)
+                self._after_pass(model_id)
+            elif not future.done():  # its drain was cancelled (the app stops)
                 future.set_result(outcomes)
-        if self._waiting:
+        if self._waiting or self._pass_drained:
             self._start_pass()
 
+    def _after_pass(self, model_id: str) -> None:
+        """A queue the passes drain, once its group was answered: the model is idle when it
+        is empty (its queue removed), else its next group waits for the next pass, or, when
+        its first request is of another kind, a drain task takes the queue over."""
+        queue = self._queues[model_id]
+        if not queue:
+            del self._queues[model_id]
+        elif self._pass_drains(queue[0]):
+            self._pass_drained[model_id] = None
+        else:
+            self._start_drain(model_id, queue)
+
     def apply_pass(self, items: Sequence[tuple[str, Sequence[_Request]]]) -> list[list[Any]]:
-        """Each group's outcomes: every group learned on its model, the models' log entries
-        committed by one transaction (one fsync), then answered together.  A group refused
-        with a client error, or whose own commit failed (another process wrote the model
-        first: nothing of it was written), is applied again alone, as :meth:`apply` does; a
-        server error is its requests' answer, and a failure of the transaction every
-        request's (module docstring)."""
-        engine = self.engine
-        outcomes: list[list[Any] | None] = [None] * len(items)
-        again: set[int] = set()
-        with engine.repository.deferred() as held:
-            held.read_heads(
-                {
-                    model_id: [
-                        event_id
-                        for request in group
-                        for event_id in request.payload[0].ids or ()
-                        if event_id is not None
-                    ]
-                    for model_id, group in items
-                }
-            )
-            for k, (model_id, group) in enumerate(items):
-                payloads = [request.payload for request in group]
-                try:
-                    if len(payloads) == 1:
-                        outcomes[k] = [_learn_one(engine, model_id, payloads[0])]
-                    else:
-                        outcomes[k] = _learn_merged(engine, model_id, payloads)
-                except Exception as error:  # noqa: BLE001 - its answer, or its error path
-                    if refused_alone(error) and len(payloads) > 1:  # one request: its answer
-                        again.add(k)
-                    else:
-                        outcomes[k] = [error] * len(group)
-            failed = held.commit()
-        for k, (model_id, group) in enumerate(items):
-            failure = failed.get(model_id)
-            if k in again or isinstance(failure, StaleVersion):
-                outcomes[k] = self.apply(model_id, group)
-            elif failure is not None:
-                outcomes[k] = [failure] * len(group)
-        return outcomes  # type: ignore[return-value]
+        """Each group's outcomes, the groups learned in one pass (:func:`learn_pass`); a group
+        to apply again alone goes through :meth:`apply`."""
+        payloads = [(model_id, [r.payload for r in group]) for model_id, group in items]
+        return learn_pass(self.engine, payloads, lambda m, p: self._apply(EVENTS, m, p))
 
     @staticmethod
     def _settle(group: Sequence[_Request], outcomes: Sequence[Any]) -> None:
@@ -414,19 +430,6 @@ class Coalescer:
         )
 
 
-def _learn_one(engine: Engine, model_id: str, payload: tuple[Batch, bool]) -> LearnResult:
-    batch, want_scores = payload
-    return engine.learn(model_id, batch, want_scores=want_scores)
-
-
-def _learn_merged(
-    engine: Engine, model_id: str, payloads: list[tuple[Batch, bool]]
-) -> list[LearnResult]:
-    return engine.learning.learn_group(
-        model_id, [batch for batch, _ in payloads], [wants for _, wants in payloads]
-    )
-
-
 def _keeps(request: ScoreRequest) -> bool:
     ids = request.batch.ids
     return request.keep and ids is not None and any(i is not None for i in ids)
@@ -460,12 +463,12 @@ def _labels_merged(
 
 
 _SINGLE: dict[str, Callable[..., Any]] = {
-    EVENTS: _learn_one,
+    EVENTS: learn_one,
     SCORE: _score_one,
     LABELS: _labels_one,
 }
 _MERGED: dict[str, Callable[..., list[Any]]] = {
-    EVENTS: _learn_merged,
+    EVENTS: learn_merged,
     SCORE: _score_merged,
     LABELS: _labels_merged,
 }

@@ -3,7 +3,7 @@
 lock, which stays held, its log entry's commit kept, and all of them committed by one
 transaction (the store's ``commit_many``: one fsync for the events of every model), then the
 locks released.  The coalescer's passes (:meth:`service.engine.coalesce.Coalescer.apply_pass`)
-are its one user."""
+are its one user, through :func:`learn_pass`."""
 
 from __future__ import annotations
 
@@ -14,12 +14,16 @@ import numpy as np
 
 from service.engine.undo import load_with_point
 from service.errors import ServiceError, StaleVersion, TurnTaken
+from service.groups import refused_alone
 
 if TYPE_CHECKING:
+    from service.engine import Engine
+    from service.engine.learning import LearnResult
     from service.engine.locks import ModelLock
     from service.engine.model import Loaded
     from service.engine.repository import ModelRepository
     from service.engine.undo import UndoPoint
+    from service.ingest import Batch
     from service.stores.base import Commit
 
 R = TypeVar("R")
@@ -169,3 +173,64 @@ class Pass:
             if drop and commit is not None:
                 self.repository.drop(model_id)
             lock.__exit__()
+
+
+#: a request to learn: its batch and whether its scores are wanted
+Learn = tuple["Batch", bool]
+
+
+def learn_pass(
+    engine: Engine,
+    items: Sequence[tuple[str, list[Learn]]],
+    alone: Callable[[str, list[Learn]], list[Any]],
+) -> list[list[Any]]:
+    """Each group's outcomes: every group learned on its model, the models' log entries
+    committed by one transaction (one fsync), then answered together.  A group refused with
+    a client error, or whose own commit failed (another process wrote the model first:
+    nothing of it was written), is applied again by ``alone``, request by request where it
+    must be; a server error is its requests' answer, and a failure of the transaction every
+    request's (the rule of :mod:`service.groups`)."""
+    outcomes: list[list[Any] | None] = [None] * len(items)
+    again: set[int] = set()
+    with engine.repository.deferred() as held:
+        held.read_heads(
+            {
+                model_id: [
+                    event_id
+                    for batch, _ in group
+                    for event_id in batch.ids or ()
+                    if event_id is not None
+                ]
+                for model_id, group in items
+            }
+        )
+        for k, (model_id, group) in enumerate(items):
+            try:
+                if len(group) == 1:
+                    outcomes[k] = [learn_one(engine, model_id, group[0])]
+                else:
+                    outcomes[k] = learn_merged(engine, model_id, group)
+            except Exception as error:  # noqa: BLE001 - its answer, or its error path
+                if refused_alone(error) and len(group) > 1:  # one request: its answer
+                    again.add(k)
+                else:
+                    outcomes[k] = [error] * len(group)
+        failed = held.commit()
+    for k, (model_id, group) in enumerate(items):
+        failure = failed.get(model_id)
+        if k in again or isinstance(failure, StaleVersion):
+            outcomes[k] = alone(model_id, group)
+        elif failure is not None:
+            outcomes[k] = [failure] * len(group)
+    return outcomes  # type: ignore[return-value]
+
+
+def learn_one(engine: Engine, model_id: str, payload: Learn) -> LearnResult:
+    batch, want_scores = payload
+    return engine.learn(model_id, batch, want_scores=want_scores)
+
+
+def learn_merged(engine: Engine, model_id: str, payloads: list[Learn]) -> list[LearnResult]:
+    return engine.learning.learn_group(
+        model_id, [batch for batch, _ in payloads], [wants for _, wants in payloads]
+    )

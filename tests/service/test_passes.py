@@ -345,3 +345,74 @@ def request_of(b: Batch):
     from service.engine.coalesce import EVENTS, _Request
 
     return _Request(EVENTS, (b, False), len(b), False, None)  # type: ignore[arg-type]
+
+
+def test_requests_of_every_kind_queued_behind_passes_keep_their_order(tmp_path):
+    """The passes drain a queue of events themselves (no drain task for traffic spread over
+    many models); a score or labels request queued behind a model's events is answered after
+    them and before the events queued behind it, as one after another."""
+    from service.engine.coalesce import Coalescer
+
+    drains = 0
+    drain = Coalescer._drain
+
+    async def counted(self, model_id, queue):
+        nonlocal drains
+        drains += 1
+        await drain(self, model_id, queue)
+
+    engine = make_engine(tmp_path / "a", MODELS[:4])
+    engine.coalesce._drain = counted.__get__(engine.coalesce)  # type: ignore[method-assign]
+    spread = [(MODELS[k % 4], batch([f"s{k}"], seed=k)) for k in range(40)]
+    asyncio.run(send(engine, spread))
+    assert drains == 0  # only events: the passes drained every queue
+    assert engine.coalesce.passes < engine.coalesce.passed_groups
+
+    # per model: events, a score, a kept score, events; then labels of the kept one, events
+    probe = Batch(np.random.default_rng(99).normal(size=(1, N_FEATURES)), None, None)
+
+    async def mixed():
+        coalescer = engine.coalesce
+        calls = []
+        for k, model_id in enumerate(MODELS[:4]):
+            calls += [
+                coalescer.learn(model_id, batch([f"a{k}"], seed=100 + k)),
+                coalescer.score(model_id, probe, keep=False),
+                coalescer.score(model_id, batch([f"kept{k}"], seed=200 + k), keep=True),
+                coalescer.learn(model_id, batch([f"b{k}"], seed=300 + k)),
+            ]
+        first = await asyncio.gather(*calls)
+        second = await asyncio.gather(
+            *(coalescer.labels(m, [f"kept{k}"], np.array([1])) for k, m in enumerate(MODELS[:4])),
+            *(coalescer.learn(m, batch([f"c{k}"], seed=400 + k)) for k, m in enumerate(MODELS[:4])),
+        )
+        return first, second
+
+    first, second = asyncio.run(mixed())
+    assert drains > 0  # a queue whose first request was a score went to a drain task
+    sequential = make_engine(tmp_path / "sequential", MODELS[:4])
+    for model_id, b in spread:
+        sequential.learn(model_id, b)
+    for k, model_id in enumerate(MODELS[:4]):
+        sequential.learn(model_id, batch([f"a{k}"], seed=100 + k))
+        scored = sequential.score(model_id, probe, keep=False)
+        np.testing.assert_array_equal(first[4 * k + 1].scores, scored.scores)
+        kept = sequential.score(model_id, batch([f"kept{k}"], seed=200 + k), keep=True)
+        np.testing.assert_array_equal(first[4 * k + 2].scores, kept.scores)
+        assert first[4 * k + 2].kept == 1
+        sequential.learn(model_id, batch([f"b{k}"], seed=300 + k))
+    for k, model_id in enumerate(MODELS[:4]):
+        assert second[k].learned == 1  # the kept score's label, learned
+        sequential.labels(model_id, [f"kept{k}"], np.array([1]))
+        sequential.learn(model_id, batch([f"c{k}"], seed=400 + k))
+    assert_same_models(engine, sequential, MODELS[:4])
+
+
+def test_requests_to_idle_models_sent_together_share_one_pass(tmp_path):
+    """Requests queued in one turn of the event loop to idle models are one pass (the first
+    does not start a pass of its own with the others in the next)."""
+    engine = make_engine(tmp_path / "a")
+    requests = [(model_id, batch([f"e{k}"], seed=k)) for k, model_id in enumerate(MODELS)]
+    results = asyncio.run(send(engine, requests))
+    assert (engine.coalesce.passes, engine.coalesce.passed_groups) == (1, len(MODELS))
+    check_one_after_another(engine, requests, results, tmp_path)

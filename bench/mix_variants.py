@@ -8,12 +8,14 @@ Usage::
     python bench/mix_variants.py --sets holdout --seeds 5 --cache C
     python bench/mix_variants.py --sets suite --seeds 3 --cache C --per-set
 
-:func:`serve` is auto's rule ((auto.2), (auto.3), (auto.9)-(auto.14), as ``mix_replay.py``'s
-"...: auto" replays it, which it equals: the line ``auto`` prints the largest difference) with
-one option per rule tried: the evaluation schedule while nothing decided, the softmax's
+:func:`serve` is auto's rule before this branch ((auto.2), (auto.3), (auto.9)-(auto.14), as
+``mix_replay.py``'s "...: auto before M" replays it, which it equals: the lines ``auto before
+M`` and ``auto`` print the largest difference from ``mix_replay.py``'s) with one option per rule
+tried: the evaluation schedule while nothing decided, the softmax's
 temperature on few positives, its pAUCs taken partly on the whole window, the weights averaged
 with the previous ones, the fallback's uncertainty and the fallback checked on the whole window
-too (where the compared events are the window's later half).
+too (where the compared events are the window's later half), for every best candidate or a
+steady one only (auto's now).
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ def serve(
     each candidate's pAUC on the whole window and the rest on the compared events;
     ``smooth``: the new weights averaged with the previous ones, that share to the previous;
     ``uncertainty``: (auto.12)'s ``u``; ``whole_fallback``: where the compared events are the
-    later half, the fallback needs (auto.12)'s test to hold on the whole window too."""
+    later half, the fallback needs (auto.12)'s test to hold on the whole window too (with
+    ``"steady"``, only for a steady best candidate: auto's)."""
     s, y = run["scores"], run["y"]
     k, n = s.shape
     first, every, width = model.first_evaluation, model.evaluate_every, model.window
@@ -157,7 +160,12 @@ def serve(
         best = int(np.lexsort((np.arange(k), -aucs, -paucs))[0])
         weights = _shed(weights, labels, window, DROP_UNCERTAINTY)
         behind = _mix_behind(scaled, weights, point, labels, window, best, uncertainty)
-        if behind and whole_fallback and earliest < low:
+        if (
+            behind
+            and whole_fallback
+            and earliest < low
+            and (whole_fallback != "steady" or run["steady"][best])
+        ):
             behind = _mix_behind(scaled, weights, point, y[earliest:point], s[:, earliest:point],
                                  best, uncertainty)  # fmt: skip
         if weights[best] != 1.0 and behind:
@@ -171,7 +179,7 @@ def _sqrt_temperature(positives: int) -> float:
 
 #: rule -> :func:`serve`'s options
 VARIANTS = {
-    "auto": {},
+    "auto before M": {},
     "evaluations every 50 events until one decides": {"undecided_every": 50},
     "T x sqrt(30 / n_+) below 30 positives": {"temperature_for": _sqrt_temperature},
     "softmax of the pAUCs, a quarter on the whole window": {"whole_pauc": 0.25},
@@ -180,6 +188,7 @@ VARIANTS = {
     "fallback u = 0.25": {"uncertainty": 0.25},
     "fallback u = 1": {"uncertainty": 1.0},
     "fallback on the whole window too": {"whole_fallback": True},
+    "auto": {"whole_fallback": "steady"},
 }
 
 
@@ -197,7 +206,12 @@ def main(argv=None) -> int:
     runs = {name: [mix_replay.record(name, seed, Path(args.cache)) for seed in range(args.seeds)]
             for name in names}  # fmt: skip
     model = make_learner("auto")
-    replayed = mix_replay.RULES["and the mix shrunk by n / (n + 50) (auto.9): auto"]
+    replayed = {
+        "auto before M": mix_replay.RULES[
+            "and the mix shrunk by n / (n + 50) (auto.9): auto before M"
+        ],
+        "auto": mix_replay.RULES["and a steady best confirmed on the whole window (auto.12): auto"],
+    }
     print("rule | misses prequential / held-out / either | beyond the noise prequential / "
           "held-out | mean served AUC preq / held-out, pAUC(0, 0.1) preq / held-out")  # fmt: skip
     for rule, options in VARIANTS.items():
@@ -206,8 +220,8 @@ def main(argv=None) -> int:
         misses, beyond, means, missed, difference = np.zeros(3, int), np.zeros(2, int), [], [], 0.0
         for name, group in runs.items():
             served, held = zip(*[serve(run, model, **options) for run in group], strict=True)
-            if rule == "auto":  # the same as mix_replay.py's auto
-                start, both, half, *rest = replayed
+            if rule in replayed:  # the same as mix_replay.py's
+                start, both, half, *rest = replayed[rule]
                 for run, mine in zip(group, served, strict=True):
                     theirs = mix_replay.serve(run, start(run), both, model, half, *rest)[0]
                     difference = max(difference, float(np.max(np.abs(mine - theirs))))
@@ -220,8 +234,8 @@ def main(argv=None) -> int:
                 missed.append(name + ("P" if miss[0] else "") + ("H" if miss[1] else ""))
         figures = " ".join(f"{v:.4f}" for v in np.mean(means, axis=0))
         print(f"{rule} | {' / '.join(map(str, misses))} | {' / '.join(map(str, beyond))} | "
-              f"{figures}" + (f" | mix_replay.py's auto within {difference:.1e}"
-                              if rule == "auto" else ""))  # fmt: skip
+              f"{figures}" + (f" | mix_replay.py's within {difference:.1e}"
+                              if rule in replayed else ""))  # fmt: skip
         if args.per_set:
             print("    " + " ".join(missed))
     return 0

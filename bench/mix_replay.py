@@ -109,6 +109,7 @@ def serve(
     admit: bool = False,
     strongest: bool = False,
     scale=mix_scales.running,
+    whole: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Served prequential scores and held-out scores of (auto.9)-(auto.10) and the fallback,
     from ``start`` weights; the fallback when the best candidate is at least as good as the mix
@@ -127,7 +128,9 @@ def serve(
     fallback goes to the candidate whose windowed AUC leads the mix's by the most standard
     errors of their difference, if more than ``uncertainty`` and not behind its pAUC (a rule
     replayed, not auto's); ``scale``: how each candidate's score is put on the mix's scale
-    (a builder of :mod:`mix_scales`; auto's is the running standardisation of (auto.9))."""
+    (a builder of :mod:`mix_scales`; auto's is the running standardisation of (auto.9));
+    ``whole``: with ``both``, where the window is its later half, a steady best (``steady``,
+    as (auto.11)) replaces the mix only if the test holds on the whole window too (auto's)."""
     s, y = run["scores"], run["y"]
     k, n = s.shape
     weights, served, done = start, np.empty(n), 0
@@ -211,6 +214,13 @@ def serve(
             if uncertainty:
                 margin = uncertainty * auc_difference_se(labels, window[best], mix)
             behind = mixed[0] <= paucs[best] and mixed[1] <= aucs[best] - margin
+            earliest = max(0, point - model.window)
+            if whole and behind and low > earliest and run["steady"][best]:
+                every, all_scores = y[earliest:point], s[:, earliest:point]
+                mix_all = scaled.mix(weights, point, all_scores)
+                margin = uncertainty * auc_difference_se(every, all_scores[best], mix_all)
+                behind = pauc(every, mix_all, 0.0, 0.1) <= pauc(every, all_scores[best], 0.0, 0.1)
+                behind = behind and auc(every, mix_all) <= auc(every, all_scores[best]) - margin
         else:
             behind = mixed <= (paucs[best], aucs[best])
         if weights[best] != 1.0 and behind:
@@ -308,10 +318,16 @@ RULES.update(
     {f"auto's weights, served scale: {name}": (*AUTO_RULE, False, builder)
      for name, builder in list(mix_scales.SCALES.items())[1:]}
 )  # fmt: skip
-RULES["and the mix shrunk by n / (n + 50) (auto.9): auto"] = (
+RULES["and the mix shrunk by n / (n + 50) (auto.9): auto before M"] = (
     *AUTO_RULE,
     False,
     mix_scales.shrunk(mix_scales.running, SHRINK_EVENTS),
+)
+RULES["and a steady best confirmed on the whole window (auto.12): auto"] = (
+    *AUTO_RULE,
+    False,
+    mix_scales.shrunk(mix_scales.running, SHRINK_EVENTS),
+    True,
 )
 
 

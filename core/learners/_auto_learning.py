@@ -26,6 +26,7 @@ from core.learners._tournament import (
     grow_window,
     next_evaluation,
     serve_and_record,
+    steady_candidates,
 )
 from core.learners._tree_admission import admit_fitted, awaiting_first_fit, until_first_fit
 from core.preprocessing import scale_batch
@@ -136,6 +137,7 @@ def learn_segments(auto: Auto, X, y: np.ndarray, scores: np.ndarray, starts=()) 
                 patience=1 if since else auto.patience,
                 since=since,
                 temperature=temperature,
+                steady=steady_candidates(candidates),
             )
         if pooling:
             settle(own, segment, pooling)

@@ -15,6 +15,8 @@ positives can tie candidates whose rankings are far apart.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from core._kernels import auto as kernels
@@ -233,12 +235,17 @@ def fall_back_to_best(
     alpha: float,
     beta: float,
     window: SortedWindow | None = None,
+    whole_window: tuple[np.ndarray, np.ndarray] | None = None,
+    steady: Sequence[bool] | None = None,
 ) -> None:
     """Set ``own["served_weights"]`` to the best candidate alone (highest windowed pAUC, then
     AUC, then the lowest index, from ``own["window_pauc"]`` / ``own["window_auc"]``) when the
     mix of the current weights is no better on the window's pAUC and behind on its AUC by more
     than :data:`UNCERTAINTY` standard errors of the difference (``window_scores`` (K, W) and
-    ``labels`` (W,), both classes present).  The mix's window scores are each
+    ``labels`` (W,), both classes present).  Given ``whole_window`` (the scores and labels of
+    every event of the window, where ``window_scores`` holds its later half), a best candidate
+    that is steady (``steady[k]``, every one when None: it neither grows trees nor forgets)
+    must be ahead of the mix there too, by the same test.  The mix's window scores are each
     candidate's scores times its factor in the served mix (its mean, a constant, does not
     change the ranking).  ``window``: the same window sorted (:class:`SortedWindow`), when the
     caller has it."""
@@ -247,20 +254,55 @@ def fall_back_to_best(
     best = best_candidate(paucs, aucs)
     if weights[best] == 1.0:
         return
-    mix = (mix_factors(own) @ window_scores)[None, :]
+    factors = mix_factors(own)
+    best_placements = None if window is None else window.placements(best)
+    if not _mix_behind(factors, best, window_scores, labels, alpha, beta, paucs[best], aucs[best],
+                       best_placements):  # fmt: skip
+        return
+    # [CHOICE] on a stream shorter than twice the window the weights are set on its later half,
+    # a few dozen positives on a short stream: a steady candidate replaces the mix only if all
+    # of the window's events, twice the evidence, say so too.  Not a tree candidate (before its
+    # first fit it ranked as its inner learner) nor a forgetting one (made to follow the recent
+    # events): the whole window would hold them back for scores of what they no longer are
+    # (bench/README.md, "M: the served mix's misses, set by set")
+    if whole_window is not None and (steady is None or steady[best]):
+        scores, whole_labels = whole_window
+        best_pauc, best_auc = window_metrics(scores[best : best + 1], whole_labels, alpha, beta)
+        if not _mix_behind(factors, best, scores, whole_labels, alpha, beta, best_pauc[0],
+                           best_auc[0]):  # fmt: skip
+            return
+    weights[:] = 0.0
+    weights[best] = 1.0
+
+
+def _mix_behind(
+    factors: np.ndarray,
+    best: int,
+    window_scores: np.ndarray,
+    labels: np.ndarray,
+    alpha: float,
+    beta: float,
+    best_pauc: float,
+    best_auc: float,
+    best_placements: tuple[np.ndarray, np.ndarray] | None = None,
+) -> bool:
+    """Whether the mix of ``factors`` (:func:`~core.learners._served_scale.mix_factors`) is no
+    better than candidate ``best`` (its metrics ``best_pauc`` / ``best_auc`` on the window) on
+    the window's pAUC and behind on its AUC by more than :data:`UNCERTAINTY` standard errors
+    of the difference; never without two events of each class (no estimate of the error).
+    ``best_placements``: the best candidate's placements, when the caller has them."""
+    mix = (factors @ window_scores)[None, :]
     mix_pauc, mix_auc = window_metrics(mix, labels, alpha, beta)
     # [CHOICE] the best candidate alone replaces the mix only when it is at least as good on
     # the pAUC and ahead on the AUC beyond the window's noise: on the few positives of a short
     # stream's window, pAUC(0, 0.1) rests on the top tenth of the negatives, and comparing
     # (pAUC, AUC) in that order let a pAUC tie or a one-pair lead there overrule the AUC
     # (bench/README.md, "The served mix against its best candidate")
-    if mix_pauc[0] > paucs[best]:
-        return
+    if mix_pauc[0] > best_pauc:
+        return False
     if np.count_nonzero(labels > 0) < 2 or np.count_nonzero(labels <= 0) < 2:
-        return  # no estimate of the difference's error (auc_difference_se): the mix is kept
-    best_placements = placements(labels, window_scores[best]) if window is None else (
-        window.placements(best))  # fmt: skip
+        return False  # no estimate of the difference's error (auc_difference_se)
+    if best_placements is None:
+        best_placements = placements(labels, window_scores[best])
     margin = UNCERTAINTY * _placements_difference_se(best_placements, placements(labels, mix[0]))
-    if mix_auc[0] <= aucs[best] - margin:
-        weights[:] = 0.0
-        weights[best] = 1.0
+    return bool(mix_auc[0] <= best_auc - margin)

@@ -11,6 +11,7 @@ around them (core.learners._auto_drift).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,7 @@ __all__ = [
     "mix_terms",
     "next_evaluation",
     "serve_and_record",
+    "steady_candidates",
     "served_coef",
     "served_contributions",
     "served_decision",
@@ -81,16 +83,20 @@ def initial_weights(candidates: list[Any]) -> np.ndarray:
     candidate does.  On the real-data suite and the hold-out sets this left fewer sets with the
     served AUC below the best candidate's and raised the prequential AUC and pAUC (bench/README.md,
     "The served mix against its best candidate")."""
-    steady = np.array(
-        [
-            getattr(candidate, "restart_tree", None) is None
-            and getattr(candidate, "half_life", None) is None
-            for candidate in candidates
-        ]
-    )
+    steady = np.array(steady_candidates(candidates))
     if not steady.any():
         steady[:] = True
     return steady / np.count_nonzero(steady)
+
+
+def steady_candidates(candidates: list[Any]) -> list[bool]:
+    """Whether each candidate is steady: it neither grows trees (``restart_tree``) nor forgets
+    (``half_life``), so its scores over the whole window are those of one learner."""
+    return [
+        getattr(candidate, "restart_tree", None) is None
+        and getattr(candidate, "half_life", None) is None
+        for candidate in candidates
+    ]
 
 
 def mix_terms(own: dict[str, np.ndarray], candidates: list[Any]) -> list[tuple[Any, float, float]]:
@@ -321,6 +327,7 @@ def decide(
     patience: int,
     since: int = 0,
     temperature: float = 0.0,
+    steady: Sequence[bool] | None = None,
 ) -> None:
     """Each candidate's exact pAUC and AUC on the window (auto.1), counted as in (auto.3), then
     the leader choice with hysteresis (auto.4)-(auto.6): the challenger takes over after
@@ -330,7 +337,8 @@ def decide(
     events from that event count on are compared (after a detected drift,
     docs/algorithms/auto.md (auto.8)).  With ``temperature`` > 0 a deciding evaluation also
     sets the served mix's weights (auto.10), (auto.12)-(auto.13); one that decides nothing
-    still sheds the candidates clearly behind (auto.13)."""
+    still sheds the candidates clearly behind (auto.13); ``steady``: which candidates the
+    fallback checks on the whole window too (:func:`steady_candidates`, all when None)."""
     seen = int(own["n_seen"][0])
     filled = min(seen, own["window_labels"].shape[0])
     labels = own["window_labels"][:filled].astype(np.int64)  # the metrics' dtype
@@ -382,7 +390,8 @@ def decide(
         mix_weights(paucs, temperature, own["served_weights"])
         drop_clearly_behind(own["served_weights"], paucs, aucs, window_scores, labels,
                             window=window)  # fmt: skip
-        fall_back_to_best(own, window_scores, labels, alpha, beta, window)
+        fall_back_to_best(own, window_scores, labels, alpha, beta, window,
+                          _whole_window(own, max(since, seen - filled), first), steady)  # fmt: skip
     best = best_candidate(paucs, aucs)
     leader = int(own["leader"][0])
     if best != leader and paucs[best] > paucs[leader] + margin:
@@ -400,6 +409,15 @@ def decide(
     else:
         own["challenger"][0] = -1
         own["challenger_streak"][0] = 0
+
+
+def _whole_window(own: dict[str, np.ndarray], earliest: int, first: int):
+    """The scores and labels of the window's events from ``earliest`` to ``n_seen``, when the
+    events compared start later (at ``first``: the later half); None when they are those."""
+    if first <= earliest:
+        return None
+    columns = np.arange(earliest, int(own["n_seen"][0])) % own["window_labels"].shape[0]
+    return own["window_scores"][:, columns], own["window_labels"][columns].astype(np.int64)
 
 
 def _extended(own: dict[str, np.ndarray], earliest: int, first: int, needed: int) -> np.ndarray:

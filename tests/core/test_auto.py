@@ -106,7 +106,8 @@ def naive_tournament(
 
 
 def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, first=None,
-              min_positives=3, min_negatives=2, initial=None, admissions=None):  # fmt: skip
+              min_positives=3, min_negatives=2, initial=None, admissions=None,
+              steady=None):  # fmt: skip
     """Served scores of the mix (docs/algorithms/auto.md (auto.9)-(auto.11)), one event at a
     time: each candidate's score standardised by the mean and population std of its scores
     before it (np.mean / np.std of the list so far), the sum after ``t`` events times
@@ -117,7 +118,9 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
     evaluation that decides nothing drops the candidates clearly behind on the window
     extended back to ``min_positives`` positives (auto.13).  ``admissions``: event count ->
     the candidates whose first fit was installed at it, each of them given, when it holds no
-    share, the mean share of those that hold one (auto.14), before an evaluation due there."""
+    share, the mean share of those that hold one (auto.14), before an evaluation due there.
+    Where the window compared is its later half, a best candidate that is ``steady`` (all when
+    None) replaces the mix only if it is behind it on the whole window too (auto.12)."""
 
     def clearly_behind(window_labels, recent, best, k):
         se, _, _ = naive_auc_difference_se(window_labels, recent[best], recent[k])
@@ -205,6 +208,18 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
         # ... and behind on the AUC by more than half a standard error (auto.12)
         se, _, _ = naive_auc_difference_se(window_labels, recent[best], mix)
         behind = mix_metrics[0] <= paucs[best] and mix_metrics[1] <= aucs[best] - 0.5 * se
+        # ... and, for a steady best where the later half was compared, on the whole window
+        whole = max(0, t + 1 - window)
+        if behind and low > whole and (steady is None or steady[best]):
+            every_label, every_score = labels[whole : t + 1], candidate_scores[:, whole : t + 1]
+            whole_mix = sum(weights[k] / spreads[k] * every_score[k] for k in range(n_candidates)
+                            if weights[k] > 0 and spreads[k] > 0)  # fmt: skip
+            se, _, _ = naive_auc_difference_se(every_label, every_score[best], whole_mix)
+            behind = (
+                pauc(every_label, whole_mix, *pauc_range)
+                <= pauc(every_label, every_score[best], *pauc_range)
+                and auc(every_label, whole_mix) <= auc(every_label, every_score[best]) - 0.5 * se
+            )
         if weights[best] < 1.0 and behind:
             weights = np.eye(n_candidates)[best]
     return np.array(served), weights
@@ -834,7 +849,7 @@ def test_the_default_tournament_fits_its_tree_and_serves_the_naive_mix_of_its_ca
     admissions = {first_install(model, 2, X, y): [2]}
     expected, weights = naive_mix(reference, y[:2300], (0.0, 0.1), 800, 400, 0.05, first=50,
                                   min_positives=10, min_negatives=10, initial=initial,
-                                  admissions=admissions)  # fmt: skip
+                                  admissions=admissions, steady=initial > 0)  # fmt: skip
     np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(
         [row["weight"] for row in model.leaderboard()["candidates"]], weights, rtol=1e-12

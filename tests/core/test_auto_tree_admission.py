@@ -49,7 +49,8 @@ def test_the_boosted_candidate_joins_the_undecided_mix_at_its_first_fit_as_the_n
     expected, weights = naive_mix(reference, y, (0.0, 0.1), 5000, 1000, 0.1, first=50,
                                   min_positives=10, min_negatives=10,
                                   initial=np.array([0.5, 0.5, 0.0, 0.0, 0.0]),
-                                  admissions={installed: [2]})  # fmt: skip
+                                  admissions={installed: [2]},
+                                  steady=[True, True, False, False, False])  # fmt: skip
     np.testing.assert_allclose(served, expected, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(weights, np.array([1, 1, 1, 0, 0]) / 3, rtol=1e-12)
     board = model.leaderboard()

@@ -264,3 +264,70 @@ def test_a_window_sorted_once_gives_the_placements_and_metrics_of_sorting_at_eac
             assert abs(paucs[k] - float(naive_pauc(labels, scores[k], 0.0, 0.1))) < 1e-12
             for once, each in zip(window.placements(k), placements(labels, scores[k]), strict=True):
                 assert once.tolist() == each.tolist()
+
+
+def test_a_steady_best_replaces_the_mix_only_if_the_whole_window_agrees_with_its_later_half():
+    """Where the weights are set on the window's later half, a steady best candidate replaces
+    the mix only if the mix is behind it on all of the window's events too, by the same test
+    (naive metrics of the naive mix, naive DeLong, on each); a best that is not steady (trees,
+    forgetting) on the later half alone.  Over seeded windows whose earlier events favour
+    another candidate, the later half's verdict is both confirmed and overruled."""
+    from core.learners._mix_fallback import UNCERTAINTY, fall_back_to_best
+
+    def behind(mix, best_scores, labels):
+        mix_pauc, mix_auc = _naive_pauc_auc(mix, labels > 0)
+        best_pauc, best_auc = _naive_pauc_auc(best_scores, labels > 0)
+        se, _, _ = naive_auc_difference_se(labels, best_scores, mix)
+        return mix_pauc <= best_pauc and mix_auc <= best_auc - UNCERTAINTY * se
+
+    outcomes = {"kept by the later half": 0, "kept by the whole window": 0, "replaced": 0}
+    weights, m2 = [0.5, 0.3, 0.2], [100.0, 144.0, 81.0]
+    factors = np.array(weights) / np.sqrt(np.array(m2) / 100)
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        labels = np.where(rng.random(240) < 0.2, 1, -1)
+        labels[:2], labels[2:4], labels[120:122], labels[122:124] = 1, -1, 1, -1
+        # the earlier half favours candidate 1, the later half candidate 0, by seeded amounts
+        early, late = rng.uniform(0.2, 1.2, size=2)
+        first = np.r_[np.full(120, 0.3), np.full(120, late)]
+        second = np.r_[np.full(120, early), np.full(120, 0.3)]
+        whole_scores = np.vstack([first, second, np.full(240, 0.1)]) * labels
+        whole_scores += rng.normal(size=(3, 240))
+        later, later_labels = whole_scores[:, 120:], labels[120:]
+        own = _mix_state(weights, m2)
+        for k, scores in enumerate(later):
+            own["window_pauc"][k], own["window_auc"][k] = _naive_pauc_auc(scores, later_labels > 0)
+        best = int(np.lexsort((np.arange(3), -own["window_auc"], -own["window_pauc"]))[0])
+        on_later = behind(factors @ later, later[best], later_labels)
+        on_whole = behind(factors @ whole_scores, whole_scores[best], labels)
+        if not on_later:
+            outcomes["kept by the later half"] += 1
+        elif not on_whole:
+            outcomes["kept by the whole window"] += 1
+        else:
+            outcomes["replaced"] += 1
+        for steady in ([True] * 3, [False] * 3):
+            own["served_weights"] = np.array(weights)
+            fall_back_to_best(own, later, later_labels, 0.0, 0.1,
+                              whole_window=(whole_scores, labels), steady=steady)  # fmt: skip
+            replaced = on_later and (on_whole or not steady[best])
+            expected = np.eye(3)[best] if replaced else weights
+            np.testing.assert_array_equal(own["served_weights"], expected)
+    assert min(outcomes.values()) > 0, outcomes
+
+
+def test_steady_candidates_neither_grow_trees_nor_forget():
+    """The fallback's whole-window check and the mix's start take the same candidates:
+    ``logistic`` and ``ftrl_pauc`` of the default tournament, not the boosted ones nor the
+    forgetting ``logistic``."""
+    from core.learners import make_learner
+    from core.learners._tournament import initial_weights, steady_candidates
+
+    candidates = [
+        make_learner("logistic"),
+        make_learner("ftrl_pauc"),
+        make_learner("boosted_embedded"),
+        make_learner("logistic", half_life=2000),
+    ]
+    assert steady_candidates(candidates) == [True, True, False, False]
+    np.testing.assert_array_equal(initial_weights(candidates), [0.5, 0.5, 0.0, 0.0])

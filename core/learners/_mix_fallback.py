@@ -92,7 +92,7 @@ class SortedWindow:
     def __init__(self, scores: np.ndarray, labels: np.ndarray) -> None:
         self.scores, self.labels = scores, labels
         positive = labels > 0
-        positives, negatives = scores[:, positive], scores[:, ~positive]
+        positives, negatives = _by_class(scores, positive)
         self._positive_order = np.argsort(positives, axis=1)
         self._negative_order = np.argsort(negatives, axis=1)
         self._positives = np.take_along_axis(positives, self._positive_order, axis=1)
@@ -199,12 +199,18 @@ def window_metrics(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each row's exact pAUC over ``[alpha, beta]`` and AUC on the window (both classes
     present), as (auto.1)-(auto.2) compute them."""
-    positive = labels > 0
+    positives, negatives = _by_class(window_scores, labels > 0)
     paucs, aucs = np.zeros(window_scores.shape[0]), np.zeros(window_scores.shape[0])
-    kernels.window_metrics(np.sort(window_scores[:, positive], axis=1),
-                           np.sort(window_scores[:, ~positive], axis=1),
+    kernels.window_metrics(np.sort(positives, axis=1), np.sort(negatives, axis=1),
                            alpha, beta, paucs, aucs)  # fmt: skip
     return paucs, aucs
+
+
+def _by_class(scores: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The window's scores of each class, C-ordered: a boolean mask of columns gives an
+    F-ordered copy, but a C-ordered one when it keeps one column, and each layout is a numba
+    compilation of its own (the warm-up would miss the rarer one, compiled in a request)."""
+    return np.ascontiguousarray(scores[:, positive]), np.ascontiguousarray(scores[:, ~positive])
 
 
 def shed_undecided(

@@ -205,4 +205,7 @@ def test_redis_kill_during_kept_scores(tmp_path, synced_redis):  # noqa: F811 - 
         )
         check_nothing_lost(server.url, acknowledged, unknown, queue=False)
         store = RedisStore.from_url(synced_redis.url)
-        check_kept(server.url, store, answered, unanswered)
+        try:
+            check_kept(server.url, store, answered, unanswered)
+        finally:
+            store.close()

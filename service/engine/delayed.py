@@ -16,6 +16,7 @@ batch whose features are beyond the bound or whose score is not finite (422 nami
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
@@ -34,7 +35,7 @@ from service.engine.model import Loaded
 from service.engine.reasons import top_reasons
 from service.engine.refusals import first_overflowing_event
 from service.engine.repository import ModelRepository
-from service.errors import InsufficientStorage, InvalidInput, ServiceError
+from service.errors import InsufficientStorage, InvalidInput, ServiceError, StaleVersion
 from service.ingest import Batch, FeatureSpec
 from service.ingest.fields import Locator, feature_label
 
@@ -210,32 +211,35 @@ class DelayedLabels:
         """Several ``/score`` requests against one load of the model, their kept records
         written by one store call (:meth:`keep`): each request's :class:`Scored`, or the error
         refusing it alone.  An error of the model as a whole (not found, down) is raised."""
-        with self.repository.lock(model_id):
-            loaded = self.repository.load(model_id)
-            outcomes, records = self.score_loaded(loaded, requests)
-        self.keep(model_id, loaded, outcomes, records)
-        return outcomes
+        while True:  # scored again when the model was replaced (a reset) before the write
+            with self.repository.lock(model_id):
+                loaded = self.repository.load(model_id)
+                outcomes, records = self.score_loaded(loaded, requests)
+            with contextlib.suppress(StaleVersion):
+                self.keep(model_id, loaded, outcomes, records)
+                return outcomes
 
     def keep(self, model_id: str, loaded: Loaded, outcomes: list, records: list, head=None) -> None:
         """Write :meth:`score_loaded`'s records by one durable store call (a request refused by
         the bound gets its error in ``outcomes``); with ``head``, the (version, incarnation)
-        that scored, only while it is the model's (``put_pending_at``: else it raises)."""
+        that scored, only while it is the model's (``put_pending_at``: else it raises); else
+        only while the model is ``loaded``'s incarnation (else :class:`StaleVersion`)."""
         if not any(records):
             return
         ttl = loaded.config.label_ttl_seconds or self.label_ttl_seconds
         deadline, store = self.repository.clock() + ttl, self.repository.store
-        bound = self.max_pending_records
+        bound, incarnation = self.max_pending_records, loaded.incarnation
         if head is not None:
             store.put_pending_at(model_id, head, _merged(records), deadline, bound)  # type: ignore[attr-defined]
         else:
             try:
-                store.put_pending(model_id, _merged(records), deadline, bound)
+                store.put_pending(model_id, _merged(records), deadline, bound, incarnation)
             except InsufficientStorage:
                 # the bound refuses the group: then each request as if alone, in order
                 for position, kept in enumerate(records):
                     if kept:
                         try:
-                            store.put_pending(model_id, kept, deadline, bound)
+                            store.put_pending(model_id, kept, deadline, bound, incarnation)
                         except InsufficientStorage as error:
                             outcomes[position] = error
         self.deadlines.schedule(model_id, deadline)

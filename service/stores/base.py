@@ -185,10 +185,13 @@ class Store(Protocol):
         records: dict[str, bytes],
         deadline: float,
         max_records: int | None = None,
+        incarnation: str | None = None,
     ) -> None:
         """Keep ``records`` (features + score of scored events) until ``deadline``; raises
         :class:`~service.errors.InsufficientStorage` (keeping none of them) when the model
-        would then keep more than ``max_records``."""
+        would then keep more than ``max_records``, and with ``incarnation`` (that of the model
+        that gave the scores) :class:`~service.errors.StaleVersion`, keeping none of them,
+        when the model is another one now (reset or re-created since it scored)."""
         ...
 
     def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:

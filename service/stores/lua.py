@@ -148,24 +148,27 @@ return 1
 
 PENDING_SCRIPT = """
 -- KEYS[1] aucs:{m}:config   KEYS[2] aucs:{m}:pending   KEYS[3] aucs:{m}:deadlines
+-- KEYS[4] aucs:{m}:meta
 -- ARGV[1] deadline (unix s)   ARGV[2] most records kept (0: no bound)
--- then (event id, record) pairs
--- Keeps scored events' records until the deadline.  Returns the number kept, -2 (no model)
--- or -3 (the model would keep more than ARGV[2] records; nothing is kept).
+-- ARGV[3] the incarnation that scored ('' for any), then (event id, record) pairs
+-- Keeps scored events' records until the deadline.  Returns the number kept, -2 (no model),
+-- -3 (the model would keep more than ARGV[2] records) or -4 (the model is another
+-- incarnation now); nothing is kept but for the number.
 if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
+if ARGV[3] ~= '' and redis.call('HGET', KEYS[4], 'incarnation') ~= ARGV[3] then return -4 end
 local bound = tonumber(ARGV[2])
 if bound > 0 then
   local kept = redis.call('HLEN', KEYS[2])
-  for i = 3, #ARGV, 2 do
+  for i = 4, #ARGV, 2 do
     if redis.call('HEXISTS', KEYS[2], ARGV[i]) == 0 then kept = kept + 1 end
   end
   if kept > bound then return -3 end
 end
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
   redis.call('ZADD', KEYS[3], ARGV[1], ARGV[i])
 end
-return (#ARGV - 2) / 2
+return (#ARGV - 3) / 2
 """
 
 DELETE_SCRIPT = """

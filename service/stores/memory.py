@@ -208,9 +208,11 @@ class MemoryStore:
             memory = getattr(self._get(model_id), kind)
             return np.array([memory.get(i, 0.0) > now for i in ids], dtype=bool)
 
-    def put_pending(self, model_id, records, deadline, max_records=None) -> None:
+    def put_pending(self, model_id, records, deadline, max_records=None, incarnation=None):
         with self._lock:
             model = self._get(model_id)
+            if incarnation is not None and model.incarnation != incarnation:
+                raise StaleVersion(f"model {model_id!r} was replaced since its scores were given")
             if max_records is not None:
                 kept = len(model.pending) + sum(1 for i in records if i not in model.pending)
                 if kept > max_records:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from service.errors import InsufficientStorage
+from service.errors import InsufficientStorage, StaleVersion
 from service.stores import keys
 from service.stores.base import chunks, no_model, pending_full
 from service.stores.client import ReplicaWait, atomic_read, run_script, unavailable
@@ -58,17 +58,22 @@ class RedisEventMemory:
         return self._alive(key(model_id), ids, now)
 
     @unavailable
-    def put_pending(self, model_id, records, deadline, max_records=None) -> None:
+    def put_pending(self, model_id, records, deadline, max_records=None, incarnation=None) -> None:
         self._guard(model_id)
         if not records:
             return
-        args: list[Any] = [repr(float(deadline)), max_records or 0]
+        args: list[Any] = [repr(float(deadline)), max_records or 0, incarnation or ""]
         for event_id, record in records.items():
             args.extend((event_id, record))
         kept = run_script(
             self.client,
             self._pending,
-            [keys.config(model_id), keys.pending(model_id), keys.deadlines(model_id)],
+            [
+                keys.config(model_id),
+                keys.pending(model_id),
+                keys.deadlines(model_id),
+                keys.meta(model_id),
+            ],
             args,
             self.wait,
         )
@@ -77,6 +82,8 @@ class RedisEventMemory:
         if int(kept) == -3:
             assert max_records is not None
             raise InsufficientStorage(pending_full(model_id, max_records))
+        if int(kept) == -4:
+            raise StaleVersion(f"model {model_id!r} was replaced since its scores were given")
 
     @unavailable
     def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:

@@ -26,9 +26,12 @@ class KeptRecords:
     """:class:`~service.stores.sqlite.SQLiteStore`'s writes of kept records."""
 
     @translated
-    def put_pending(self: SQLiteStore, model_id, records, deadline, max_records=None) -> None:
+    def put_pending(
+        self: SQLiteStore, model_id, records, deadline, max_records=None, incarnation=None
+    ) -> None:
         if records:
-            self.database.grouped(_pending_write(model_id, records, deadline, max_records))
+            write = _pending_write(model_id, records, deadline, max_records, None, incarnation)
+            self.database.grouped(write)
 
     @translated
     def put_pending_at(
@@ -53,11 +56,12 @@ def _pending_write(
     deadline: float,
     max_records: int | None,
     head: tuple[int, str] | None = None,
+    incarnation: str | None = None,
 ) -> Callable[[sqlite3.Connection], None]:
     """``write(db)`` of the records, for :meth:`~service.stores.sqlite_file.Database.grouped`:
     the insert counts the new records itself and the count's update reads the bound (and the
-    head) back, two statements for the usual new record; a missing model, a full one or a
-    head that moved raises, which undoes the insert."""
+    head) back, two statements for the usual new record; a missing model, a full one, a
+    head that moved or another incarnation raises, which undoes the insert."""
     rows = [(model_id, event_id, record, deadline) for event_id, record in records.items()]
 
     def write(db: sqlite3.Connection) -> None:
@@ -77,6 +81,8 @@ def _pending_write(
             raise no_model(model_id)
         if head is not None and tuple(row[0][1:]) != head:
             raise StaleVersion(f"model {model_id!r} moved on since its scores were given")
+        if incarnation is not None and row[0][2] != incarnation:
+            raise StaleVersion(f"model {model_id!r} was replaced since its scores were given")
         if max_records is not None and row[0][0] > max_records:
             raise InsufficientStorage(pending_full(model_id, max_records))
 

@@ -136,9 +136,8 @@ class PrequentialWindow:
             service's learning step, which checks them once for the window, the drift
             detector and the calibrator.
         """
-        if validated:
-            score_array = np.ascontiguousarray(scores, dtype=np.float64)
-            labels_pm1 = np.ascontiguousarray(labels, dtype=np.int64)
+        if validated:  # check_labelled_scores's arrays: contiguous float64 and int64
+            score_array, labels_pm1 = scores, labels
             if score_array.size == 0:
                 return
         else:

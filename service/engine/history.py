@@ -102,10 +102,11 @@ def _last_events_learned(history: dict[str, np.ndarray], index: int, name: str) 
 
 def behind(history: dict[str, np.ndarray], events_learned: int) -> bool:
     """Whether the last point of some resolution shows fewer events than the model learned."""
-    return any(
-        _last_events_learned(history, index, name) < events_learned
-        for index, name in enumerate(RESOLUTIONS)
-    )
+    # a loop, not any() over a generator: every commit asks, and the first answers yes
+    for index, name in enumerate(RESOLUTIONS):
+        if _last_events_learned(history, index, name) < events_learned:
+            return True
+    return False
 
 
 def catch_up_due(history: dict[str, np.ndarray], events_learned: int, now: float) -> bool:

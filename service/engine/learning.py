@@ -63,7 +63,7 @@ class LearnResult:
     scores: np.ndarray | None
     #: drifts the detector reported on this batch (docs/algorithms/drift.md)
     drifts: int = 0
-    #: which received events were skipped as duplicates (None: the batch had no ids)
+    #: which received events were skipped as duplicates (None: none was)
     skipped: np.ndarray | None = None
 
     def part(self, start: int, stop: int, ids: list[str | None] | None, drifts: int) -> LearnResult:
@@ -113,6 +113,8 @@ class Merged:
         cls, rounds: Sequence[int] | None, n_received: int, checkpoint: dict[str, str] | None
     ) -> Merged:
         """From the sizes of the requests merged (``rounds``) and the checkpoint, if any."""
+        if rounds is None and not checkpoint:
+            return ONE_REQUEST  # the usual call: no instance built for it
         return cls(round_ids_of(rounds, n_received), checkpoint or {})
 
     def counted_duplicates(self, duplicate: np.ndarray) -> int:
@@ -134,6 +136,10 @@ class Merged:
         if round_ids is not None and kept is not None:
             round_ids = round_ids[kept]
         return round_bounds(round_ids, n_kept)
+
+
+#: one request without a checkpoint (its dict is read, never written)
+ONE_REQUEST = Merged(None, {})
 
 
 # ---------------------------------------------------------------------------- one model
@@ -305,7 +311,10 @@ def _count(
 ) -> None:
     """The counters and the throughput after changes of ``sizes`` events at ``times``."""
     n_events = len(labels)
-    n_positive = int(np.count_nonzero(labels > 0))
+    if n_events == 1:  # a request's one event: a scalar test (numpy's costs microseconds)
+        n_positive = 1 if labels[0] > 0 else 0
+    else:
+        n_positive = int(np.count_nonzero(labels > 0))
     stats["events_learned"][0] += n_events
     stats["positives"][0] += n_positive
     stats["negatives"][0] += n_events - n_positive
@@ -414,9 +423,8 @@ class Learning:
     ) -> LearnResult:
         """One attempt of :meth:`learn` on the loaded model (run again on a stale version)."""
         check_batch_fits(loaded, batch)
-        skip = self.duplicates(model_id, batch.ids)
         # the usual batch of new ids skips nothing: then no mask indexes the rounds or counts
-        skipped = skip if skip is not None and skip.any() else None
+        skipped = self.duplicates(model_id, batch.ids)
         keep = None if skipped is None else np.flatnonzero(~skipped)
         todo = batch if keep is None else batch.take(keep)
         duplicate_ids = (
@@ -460,22 +468,30 @@ class Learning:
         if want_scores:
             all_scores = np.full(len(batch), np.nan)
             if scores is not None:
-                all_scores[np.flatnonzero(~skip) if skip is not None else slice(None)] = scores
-        return LearnResult(version, len(batch), len(todo), duplicate_ids, all_scores, drifts, skip)
+                learned = slice(None) if skipped is None else np.flatnonzero(~skipped)
+                all_scores[learned] = scores
+        return LearnResult(
+            version, len(batch), len(todo), duplicate_ids, all_scores, drifts, skipped
+        )
 
     def duplicates(self, model_id: str, ids: list[str | None] | None) -> np.ndarray | None:
-        """Mask of events to skip: ids already learned, or repeated inside the batch."""
+        """Mask of events to skip: ids already learned, or repeated inside the batch; None
+        when there is none to skip (no ids, or only new ones)."""
         if ids is None:
             return None
         present = [i for i in ids if i is not None]
         seen = self.repository.seen(model_id, present, self.repository.clock())
         known = dict(zip(present, seen, strict=True))
-        mask = np.zeros(len(ids), dtype=bool)
+        positions = []
         first: set[str] = set()
         for position, event_id in enumerate(ids):
             if event_id is None:
                 continue
             if known[event_id] or event_id in first:
-                mask[position] = True
+                positions.append(position)
             first.add(event_id)
+        if not positions:
+            return None
+        mask = np.zeros(len(ids), dtype=bool)
+        mask[positions] = True
         return mask

@@ -1,0 +1,184 @@
+"""What the engine costs around the learner for one event: one-event batches (fresh ids)
+learned through ``Engine.learn`` on the defaults (SQLite store, learner ``auto``, 20
+features, a warmed model), thread CPU per call, checkouts alternated in one run; and the
+digest of what a stream learned, to show two checkouts learn the same bits.
+
+    python -m loadtest.engine_one_event --peer before=/work/wt/B --peer after=. --rounds 4
+    python -m loadtest.engine_one_event --peer before=/work/wt/B --peer after=. --digest
+    python -m loadtest.engine_one_event --peer base=CHECKOUT --peer after=. --via pass
+
+Each peer runs in a child process importing its checkout (``PYTHONPATH``).  A round warms a
+fresh model with ``--warm`` events, then learns ``--events`` one at a time (``--via``: see
+:func:`_learner`); CPU is the calling
+thread's user + system time (``RUSAGE_THREAD``: the fsync's kernel time is in it, the
+checkpoint thread's work is not).  ``--digest`` prints the sha256 of the served scores, of
+the committed state's arrays and of the metrics document after a stream of ``--events``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+N_FEATURES = 20
+
+
+def _thread_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_THREAD)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _stream(n_events: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n_events, N_FEATURES))
+    y = np.where(X[:, 0] + 0.5 * X[:, 1] + rng.normal(size=n_events) > 1.6, 1, -1)
+    return X, y
+
+
+def _engine(directory: str):
+    from service.engine import Engine
+    from service.models import create_model
+    from service.schemas import ModelCreate
+    from service.stores.sqlite import SQLiteStore
+
+    now = [1.7e9]
+
+    def clock() -> float:
+        now[0] += 0.001
+        return now[0]
+
+    engine = Engine(SQLiteStore.open(directory), clock=clock)
+    create_model(engine, ModelCreate(id="m", n_features=N_FEATURES))
+    return engine
+
+
+def _learner(engine, via: str):
+    """``learn(batch)`` as ``via`` says: ``engine`` (``Engine.learn``, a write alone) or
+    ``pass`` (a pass of one group, as the service's coalescer applies an idle model's
+    request on SQLite: the head and ids read for the pass, then the write)."""
+    if via == "engine":
+        return lambda batch: engine.learn("m", batch)
+    from service.engine.passes import learn_pass
+
+    def alone(model_id, group):
+        return [engine.learn(model_id, batch) for batch, _ in group]
+
+    def learn(batch):
+        (outcome,) = learn_pass(engine, [("m", [(batch, False)])], alone)[0]
+        if isinstance(outcome, Exception):
+            raise outcome
+
+    return learn
+
+
+def measure(warm: int, events: int, via: str) -> None:
+    """Child: microseconds of thread CPU per one-event learning call after ``warm``."""
+    from service.ingest import Batch
+
+    X, y = _stream(warm + events, seed=1)
+    with tempfile.TemporaryDirectory() as directory:
+        engine = _engine(directory)
+        learn = _learner(engine, via)
+        for i in range(warm):
+            learn(Batch(X[i : i + 1], y[i : i + 1], [f"w{i}"]))
+        cpu, wall = _thread_cpu(), time.perf_counter()
+        for i in range(warm, warm + events):
+            learn(Batch(X[i : i + 1], y[i : i + 1], [f"e{i}"]))
+        cpu = (_thread_cpu() - cpu) / events * 1e6
+        wall = (time.perf_counter() - wall) / events * 1e6
+        engine.close()
+    print(f"{cpu:.1f} {wall:.1f}")
+
+
+def digest(events: int) -> None:
+    """Child: sha256 of the served scores, the state's arrays and the metrics document of a
+    stream of one-event batches (a few larger ones too, with duplicate ids), with a fixed
+    clock."""
+    from service.ingest import Batch
+
+    X, y = _stream(events, seed=2)
+    scores, state, metrics = hashlib.sha256(), hashlib.sha256(), hashlib.sha256()
+    with tempfile.TemporaryDirectory() as directory:
+        engine = _engine(directory)
+        i = 0
+        while i < events:
+            size = 1 if i % 97 else 7
+            ids = [f"e{k}" for k in range(i, i + size)]
+            if size > 1 and i:  # an id learned before and one repeated: both skipped
+                ids[0], ids[2] = f"e{i - 1}", ids[1]
+            batch = Batch(X[i : i + size], y[i : i + size], ids)
+            result = engine.learn("m", batch, want_scores=True)
+            scores.update(np.ascontiguousarray(result.scores).tobytes())
+            scores.update(repr(result.duplicate_ids).encode())
+            i += size
+        _, version, arrays = engine.state_arrays("m")
+        for name in sorted(arrays):
+            state.update(name.encode())
+            state.update(np.ascontiguousarray(arrays[name]).tobytes())
+        document = engine.metrics("m")
+        document.pop("fits", None)  # the fits' wall seconds
+        metrics.update(repr(sorted(document.items())).encode())
+        engine.close()
+    print(f"scores {scores.hexdigest()[:16]} state {state.hexdigest()[:16]} "
+          f"metrics {metrics.hexdigest()[:16]} version {version}")  # fmt: skip
+
+
+def _child(path: str, args: list[str]) -> str:
+    environment = {**os.environ, "PYTHONPATH": path}
+    command = [sys.executable, os.path.abspath(__file__), *args]
+    done = subprocess.run(command, cwd=path, env=environment, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(done.stderr)
+    return done.stdout.strip().splitlines()[-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--peer", action="append", default=[], help="name=checkout")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--warm", type=int, default=600)
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--via", choices=["engine", "pass"], default="engine")
+    parser.add_argument("--digest", action="store_true")
+    parser.add_argument("--child", choices=["measure", "digest"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child == "measure":
+        return measure(args.warm, args.events, args.via)
+    if args.child == "digest":
+        return digest(args.events)
+    peers = dict(peer.split("=", 1) for peer in args.peer)
+    print("load average at start:", open("/proc/loadavg").read().strip())
+    if args.digest:
+        for name, path in peers.items():
+            print(f"{name:<8} {_child(path, ['--child', 'digest', '--events', str(args.events)])}")
+        return
+    cpu: dict[str, list[float]] = {name: [] for name in peers}
+    for round_number in range(args.rounds):
+        for name, path in peers.items():
+            line = _child(
+                path,
+                ["--child", "measure", "--via", args.via, "--warm", str(args.warm)]
+                + ["--events", str(args.events)],
+            )
+            cpu_us, wall_us = (float(value) for value in line.split())
+            cpu[name].append(cpu_us)
+            print(f"round {round_number}  {name:<8} CPU {cpu_us:7.1f} us  wall {wall_us:7.1f} us")
+    for name, values in cpu.items():
+        print(f"{name:<8} median CPU {statistics.median(values):7.1f} us per event")
+    if len(peers) == 2:
+        first, second = (statistics.median(values) for values in cpu.values())
+        print(f"ratio {second / first:.3f}")
+    print("load average at end:", open("/proc/loadavg").read().strip())
+
+
+if __name__ == "__main__":
+    main()

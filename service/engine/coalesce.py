@@ -370,18 +370,19 @@ class Coalescer:
         results = _result(done, lambda error: [[error] * len(group) for _, group, _ in items])
         for (model_id, group, future), outcomes in zip(items, results, strict=True):
             if outcomes is None:  # applied alone in a thread: the next pass does not wait
-                answer = partial(self._answer, model_id, group, future)
+                answer = partial(self._answered_alone, model_id, group, future)
                 self._in_thread(answer, self.apply, model_id, group)
             else:
                 self._answer(model_id, group, future, outcomes)
         if self._waiting or self._pass_drained:
             self._start_pass()
 
+    def _answered_alone(self, model_id: str, group: list, future: Any, done: Any) -> None:
+        self._answer(model_id, group, future, _result(done, lambda error: [error] * len(group)))
+        self._pass_now()  # its model's next group may wait for a pass, and none runs
+
     def _answer(self, model_id: str, group: list, future: Any, outcomes: Any) -> None:
-        """A group of a pass answered: its requests when the passes drain its queue (none
-        before: the model is in no pass until then), else its drain, which awaits ``future``."""
-        if isinstance(outcomes, asyncio.Future):  # of a group applied alone
-            outcomes = _result(outcomes, lambda error: [error] * len(group))
+        """A group of a pass answered: its requests (no ``future``), else its drain's future."""
         if future is None:
             self._settle(group, outcomes)
             self._after_pass(model_id)

@@ -259,16 +259,20 @@ def test_a_pass_leaves_out_a_model_in_another_process_turn_and_answers_the_other
         first = asyncio.ensure_future(engine.coalesce.learn("m0", mine[0]))
         second = asyncio.ensure_future(engine.coalesce.learn("m1", mine[1]))
         assert (await asyncio.wait_for(second, 60)).learned == 1  # m0 still waits
-        assert not first.done()
+        behind = batch([f"z{k}"], seed=40 + k)
+        third = asyncio.ensure_future(engine.coalesce.learn("m0", behind))  # queued behind
+        await asyncio.sleep(0)
+        assert not first.done() and not third.done()
         theirs = batch([f"theirs{k}"], seed=30 + k)
         other.learn("m0", theirs)  # its append ends its turn
         assert (await asyncio.wait_for(first, 60)).learned == 1
-        for model_id, each in (("m0", theirs), ("m0", mine[0]), ("m1", mine[1])):
+        assert (await asyncio.wait_for(third, 60)).learned == 1
+        for model_id, each in (("m0", theirs), ("m0", mine[0]), ("m1", mine[1]), ("m0", behind)):
             expected.learn(model_id, each)
 
     asyncio.run(round_of(0))  # learned in the pass, refused at its commit: applied alone
     assert engine.repository.writes_retried == 1
     asyncio.run(round_of(1))  # contended: left out before learning
-    assert engine.repository.writes_retried == 1 and engine.coalesce.passes == 2
+    assert engine.repository.writes_retried == 1 and engine.coalesce.passes == 4
     for engine_now in (engine, other, make_engine(tmp_path / "data", ["m0", "m1"])):
         assert_same_models(engine_now, expected, ["m0", "m1"])

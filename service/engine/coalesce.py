@@ -34,7 +34,8 @@ one drain task per model applies what is queued, group after group.
   over many models, so costs no task of its own), and hand the queue to a drain task when
   another kind of request comes first in it.  A pass for idle models starts at the event
   loop's next turn, so the requests queued in one turn (clients answered together send again
-  together) are one pass.
+  together) are one pass.  A group a pass leaves to apply alone (another process holds its
+  model's turn, its commit was stale) is applied in a thread: the next pass does not wait.
 
 Models whose drift detector restarts the learner (``on_drift="reset"``) are learned one
 request at a time: the restart happens after a request's batch, so merging would move it.
@@ -46,6 +47,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
@@ -100,8 +102,7 @@ class Coalescer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: Handoff | None = None
         #: groups applied and requests they held (the mean group size is their ratio)
-        self.groups = 0
-        self.requests = 0
+        self.groups = self.requests = 0
         #: whether groups of events go through passes (a blocking store that commits the
         #: entries of several models in one transaction: ``commit_many``)
         self._passes = engine.store.blocking and hasattr(engine.store, "commit_many")
@@ -114,8 +115,7 @@ class Coalescer:
         self._pass_soon = False
         self._pass_running = False
         #: passes applied and the groups they held
-        self.passes = 0
-        self.passed_groups = 0
+        self.passes = self.passed_groups = 0
 
     # ------------------------------------------------------------------ the entry points
     async def learn(
@@ -353,28 +353,41 @@ class Coalescer:
         self.passes += 1
         self.passed_groups += len(items)
         groups = [(model_id, group) for model_id, group, _ in items]
+        self._in_thread(partial(self._pass_done, items), self.learn_in_pass, groups)
+
+    def _in_thread(self, then: Callable[[asyncio.Future], None], function: Callable, *args) -> None:
+        """``function(*args)`` in a thread (this loop's work); ``then(its future)`` once done."""
         try:
-            running = self._pool().submit(self.apply_pass, groups)
+            running = self._pool().submit(function, *args)
         except RuntimeError as error:  # the threads are closed: every waiter's answer
             running = asyncio.get_running_loop().create_future()
             running.set_exception(error)
         self._track(running)
-        running.add_done_callback(lambda done: self._pass_done(items, done))
+        running.add_done_callback(then)
 
     def _pass_done(self, items: list, done: asyncio.Future) -> None:
         self._pass_running = False
-        try:
-            results = done.result()
-        except BaseException as error:  # noqa: BLE001 - every waiter gets it
-            results = [[error] * len(group) for _, group, _ in items]
+        results = _result(done, lambda error: [[error] * len(group) for _, group, _ in items])
         for (model_id, group, future), outcomes in zip(items, results, strict=True):
-            if future is None:  # a queue the passes drain: answered here
-                self._settle(group, outcomes)
-                self._after_pass(model_id)
-            elif not future.done():  # its drain was cancelled (the app stops)
-                future.set_result(outcomes)
+            if outcomes is None:  # applied alone in a thread: the next pass does not wait
+                answer = partial(self._answered_alone, model_id, group, future)
+                self._in_thread(answer, self.apply, model_id, group)
+            else:
+                self._answer(model_id, group, future, outcomes)
         if self._waiting or self._pass_drained:
             self._start_pass()
+
+    def _answered_alone(self, model_id: str, group: list, future: Any, done: Any) -> None:
+        self._answer(model_id, group, future, _result(done, lambda error: [error] * len(group)))
+        self._pass_now()  # its model's next group may wait for a pass, and none runs
+
+    def _answer(self, model_id: str, group: list, future: Any, outcomes: Any) -> None:
+        """A group of a pass answered: its requests (no ``future``), else its drain's future."""
+        if future is None:
+            self._settle(group, outcomes)
+            self._after_pass(model_id)
+        elif not future.done():  # else its drain was cancelled (the app stops)
+            future.set_result(outcomes)
 
     def _after_pass(self, model_id: str) -> None:
         """A queue the passes drain, once its group was answered: the model is idle when it
@@ -389,10 +402,16 @@ class Coalescer:
             self._start_drain(model_id, queue)
 
     def apply_pass(self, items: Sequence[tuple[str, Sequence[_Request]]]) -> list[list[Any]]:
-        """Each group's outcomes, the groups learned in one pass (:func:`learn_pass`); a group
-        to apply again alone goes through :meth:`apply`."""
+        """Each group's outcomes: the groups learned in one pass (:meth:`learn_in_pass`), then
+        those it left to apply alone, one after another (:meth:`apply`)."""
+        passed = zip(items, self.learn_in_pass(items), strict=True)
+        return [self.apply(*item) if done is None else done for item, done in passed]
+
+    def learn_in_pass(self, items: Sequence[tuple[str, Sequence[_Request]]]) -> list:
+        """Each group's outcomes, the groups learned in one pass (:func:`learn_pass`); None
+        for a group to apply alone (:meth:`apply`) after it."""
         payloads = [(model_id, [r.payload for r in group]) for model_id, group in items]
-        return learn_pass(self.engine, payloads, lambda m, p: self._apply(EVENTS, m, p))
+        return learn_pass(self.engine, payloads)
 
     @staticmethod
     def _settle(group: Sequence[_Request], outcomes: Sequence[Any]) -> None:
@@ -428,6 +447,13 @@ class Coalescer:
             lambda payload: single(engine, model_id, payload),
             payloads,
         )
+
+
+def _result(done: asyncio.Future, of_error: Callable[[BaseException], Any]) -> Any:
+    try:
+        return done.result()
+    except BaseException as error:  # noqa: BLE001 - every waiter gets it
+        return of_error(error)
 
 
 def _keeps(request: ScoreRequest) -> bool:

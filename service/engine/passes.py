@@ -179,32 +179,36 @@ class Pass:
 Learn = tuple["Batch", bool]
 
 
-def learn_pass(
-    engine: Engine,
-    items: Sequence[tuple[str, list[Learn]]],
-    alone: Callable[[str, list[Learn]], list[Any]],
-) -> list[list[Any]]:
+def learn_pass(engine: Engine, items: Sequence[tuple[str, list[Learn]]]) -> list[list[Any] | None]:
     """Each group's outcomes: every group learned on its model, the models' log entries
-    committed by one transaction (one fsync), then answered together.  A group refused with
-    a client error, or whose own commit failed (another process wrote the model first:
-    nothing of it was written), is applied again by ``alone``, request by request where it
-    must be; a server error is its requests' answer, and a failure of the transaction every
-    request's (the rule of :mod:`service.groups`)."""
+    committed by one transaction (one fsync), then answered together; None for a group to
+    apply alone after the pass, so that it holds back no other model's group: its model's
+    turn is held by another process (left out before learning: its commit would be refused,
+    :meth:`Turns.held_elsewhere <service.engine.turns.Turns.held_elsewhere>`), it was refused
+    as a whole with a client error (then applied request by request), or its own commit
+    failed as stale (another process wrote the model first: nothing of it was written).  A
+    server error is its requests' answer, and a failure of the transaction every request's
+    (the rule of :mod:`service.groups`)."""
     outcomes: list[list[Any] | None] = [None] * len(items)
+    turns = engine.repository.turns
+    learned = [k for k, (model_id, _) in enumerate(items) if not turns.held_elsewhere(model_id)]
+    if not learned:
+        return outcomes
     again: set[int] = set()
     with engine.repository.deferred() as held:
         held.read_heads(
             {
-                model_id: [
+                items[k][0]: [
                     event_id
-                    for batch, _ in group
+                    for batch, _ in items[k][1]
                     for event_id in batch.ids or ()
                     if event_id is not None
                 ]
-                for model_id, group in items
+                for k in learned
             }
         )
-        for k, (model_id, group) in enumerate(items):
+        for k in learned:
+            model_id, group = items[k]
             try:
                 if len(group) == 1:
                     outcomes[k] = [learn_one(engine, model_id, group[0])]
@@ -216,13 +220,14 @@ def learn_pass(
                 else:
                     outcomes[k] = [error] * len(group)
         failed = held.commit()
-    for k, (model_id, group) in enumerate(items):
+    for k in learned:
+        model_id, group = items[k]
         failure = failed.get(model_id)
         if k in again or isinstance(failure, StaleVersion):
-            outcomes[k] = alone(model_id, group)
+            outcomes[k] = None
         elif failure is not None:
             outcomes[k] = [failure] * len(group)
-    return outcomes  # type: ignore[return-value]
+    return outcomes
 
 
 def learn_one(engine: Engine, model_id: str, payload: Learn) -> LearnResult:

@@ -16,7 +16,9 @@ it lapses after :data:`TURN_SECONDS`, the appends of the other processes are ref
 check) and they wait for the turn to end (:meth:`Turns.wait`: jittered exponential pauses,
 asking the store), then take the next turn, catch up and append.  While a model is contended
 its writes ask for the turn before they learn, so the processes alternate without learning
-changes that a turn would refuse (each refused change costs a return to the undo point).  A
+changes that a turn would refuse (each refused change costs a return to the undo point); a
+pass leaves such a model out (:meth:`Turns.held_elsewhere`) and applies it alone once the turn
+allows, so that the pass's other models are not held behind it.  A
 turn is never needed for correctness -- the version check alone keeps every acknowledged event
 exactly once -- so a process killed holding one only delays the others by :data:`TURN_SECONDS`
 at most, and a model written by one process never meets one (the turn is taken only after a
@@ -95,6 +97,23 @@ class Turns:
             taken = False
         if not taken:
             self.refused.add(model_id)
+
+    def held_elsewhere(self, model_id: str) -> bool:
+        """Whether a pass leaves ``model_id`` out: it is contended (as :meth:`before_write`
+        reads it) and another process holds its turn now, so that its learning would be
+        refused at the commit and its group would hold the pass's other models back.  Its
+        write alone then waits for the turn first (:meth:`before_write`).  A model never
+        contended asks the store nothing."""
+        until = self._alternating.get(model_id)
+        if model_id not in self.refused and (until is None or until < self._monotonic()):
+            return False
+        try:
+            taken = self.store.turn_taken(model_id)
+        except ServiceError:  # the store is failing: the pass finds out for itself
+            return False
+        if taken:
+            self.refused.add(model_id)
+        return taken
 
     def before_write(self, model_id: str) -> None:
         """A write of ``model_id`` begins.  While the model is contended (a turn taken or

@@ -345,14 +345,14 @@ def test_a_call_from_another_event_loop_while_a_drain_runs_is_refused(tmp_path):
     the drain's own requests are answered, and once it has ended another loop may take over."""
     engine = make_engine("sqlite", tmp_path)  # a blocking store: the pass runs in a thread
     applying, release = threading.Event(), threading.Event()
-    apply = engine.coalesce.apply_pass
+    apply = engine.coalesce.learn_in_pass
 
     def held(items):
         applying.set()
         release.wait(timeout=60)
         return apply(items)
 
-    engine.coalesce.apply_pass = held  # type: ignore[method-assign]
+    engine.coalesce.learn_in_pass = held  # type: ignore[method-assign]
     first: list = []
     thread = threading.Thread(target=lambda: first.extend(asyncio.run(learn_all(engine, [
         batch(["a"], 1), batch(["b"], 2)]))))  # fmt: skip
@@ -363,7 +363,7 @@ def test_a_call_from_another_event_loop_while_a_drain_runs_is_refused(tmp_path):
     release.set()
     thread.join(timeout=60)
     assert [result.learned for result in first] == [1, 1]
-    engine.coalesce.apply_pass = apply  # type: ignore[method-assign]
+    engine.coalesce.learn_in_pass = apply  # type: ignore[method-assign]
     assert asyncio.run(engine.coalesce.learn("m", batch(["c"], 3))).learned == 1
     assert engine.info("m").counts.events_learned == 3
 

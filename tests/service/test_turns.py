@@ -5,6 +5,7 @@ it, and they wait for that instead of winning the race again -- on both shared s
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import numpy as np
@@ -230,3 +231,48 @@ def test_a_stale_append_in_a_pass_takes_the_turn_before_it_goes_back(tmp_path):
         expected.learn("m0", each)
     for engine_now in (engine, other, make_engine(tmp_path / "data", ["m0"])):
         assert_same_models(engine_now, expected, ["m0"])
+
+
+def test_a_pass_asks_for_the_turn_of_contended_models_only():
+    store = _Store(held=0)
+    turns = Turns(store, sleep=lambda _: None, monotonic=lambda: 0.0)
+    assert not turns.held_elsewhere("m") and store.calls == []  # never contended: no ask
+    turns.stale_in_pass("m", refused_by_turn=True)  # contended, refused: it asks
+    store.held = 1
+    assert turns.held_elsewhere("m") and turns.refused == {"m"}
+    assert not turns.held_elsewhere("m")  # the turn is over: the pass learns it
+    assert store.calls == ["taken?", "taken?"]
+
+
+def test_a_pass_leaves_out_a_model_in_another_process_turn_and_answers_the_others(tmp_path):
+    """A model whose turn another process holds does not hold back the other models of its
+    pass: they are answered while it waits, then it is applied alone after that turn, once,
+    in order; while contended, a pass leaves it out before learning it (no stale append)."""
+    engine = make_engine(tmp_path / "data", ["m0", "m1"])
+    other = make_engine(tmp_path / "data", ["m0"])
+    engine.repository.turns._monotonic = lambda: 0.0  # contended for as long as it runs
+    expected = make_engine(tmp_path / "expected", ["m0", "m1"])
+
+    async def round_of(k: int) -> None:
+        assert other.store.take_turn("m0", 600.0)
+        mine = [batch([f"x{k}"], seed=10 + k), batch([f"y{k}"], seed=20 + k)]
+        first = asyncio.ensure_future(engine.coalesce.learn("m0", mine[0]))
+        second = asyncio.ensure_future(engine.coalesce.learn("m1", mine[1]))
+        assert (await asyncio.wait_for(second, 60)).learned == 1  # m0 still waits
+        behind = batch([f"z{k}"], seed=40 + k)
+        third = asyncio.ensure_future(engine.coalesce.learn("m0", behind))  # queued behind
+        await asyncio.sleep(0)
+        assert not first.done() and not third.done()
+        theirs = batch([f"theirs{k}"], seed=30 + k)
+        other.learn("m0", theirs)  # its append ends its turn
+        assert (await asyncio.wait_for(first, 60)).learned == 1
+        assert (await asyncio.wait_for(third, 60)).learned == 1
+        for model_id, each in (("m0", theirs), ("m0", mine[0]), ("m1", mine[1]), ("m0", behind)):
+            expected.learn(model_id, each)
+
+    asyncio.run(round_of(0))  # learned in the pass, refused at its commit: applied alone
+    assert engine.repository.writes_retried == 1
+    asyncio.run(round_of(1))  # contended: left out before learning
+    assert engine.repository.writes_retried == 1 and engine.coalesce.passes == 4
+    for engine_now in (engine, other, make_engine(tmp_path / "data", ["m0", "m1"])):
+        assert_same_models(engine_now, expected, ["m0", "m1"])

@@ -180,9 +180,11 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
             if row is not None:
                 self._delete_rows(db, model_id)
             db.execute(
-                "INSERT INTO models (id, config, version, incarnation, saved) "
-                "VALUES (?, ?, 1, ?, 1)",
-                (model_id, orjson.dumps(config).decode(), incarnation),
+                "INSERT INTO models (id, version, incarnation, saved) VALUES (?, 1, ?, 1)",
+                (model_id, incarnation),
+            )
+            db.execute(
+                "INSERT INTO configs VALUES (?, ?)", (model_id, orjson.dumps(config).decode())
             )
             db.execute("INSERT INTO meta VALUES (?, 'incarnation', ?)", (model_id, incarnation))
             self._write_fields(db, model_id, fields, layouts)
@@ -273,7 +275,7 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
                 tail = self._entries(db, model_id, known_version)
             elif row is not None and not current:
                 config = db.execute(
-                    "SELECT config FROM models WHERE id = ?", (model_id,)
+                    "SELECT config FROM configs WHERE model_id = ?", (model_id,)
                 ).fetchone()
                 raw = dict(
                     db.execute("SELECT field, data FROM state WHERE model_id = ?", (model_id,))

@@ -14,9 +14,13 @@ Tables mirror the Redis keys of :mod:`service.stores.keys`, each row keyed by th
 =========== ===========================================================================
 table       rows
 =========== ===========================================================================
-models      id, JSON config, version, incarnation, number of pending records,
-            ``saved``: the version the state rows are the checkpoint of, and the number of
-            rows of ``ids`` of each kind (``seen_ids``, ``expired_ids``)
+models      the heads: id, version, incarnation, number of pending records, ``saved``:
+            the version the state rows are the checkpoint of, and the number of rows of
+            ``ids`` of each kind (``seen_ids``, ``expired_ids``); narrow rows in a
+            ``WITHOUT ROWID`` table, so that the models of one pass share the pages their
+            commits dirty (one row of ~70 bytes a model, not a page of its own)
+configs     the model's JSON config, written at its creation only: kept out of ``models``,
+            whose row every commit rewrites
 log         the log entries committed after the checkpoint, one per version
             (:mod:`service.engine.entries`), in a rowid table: an entry of a few hundred
             bytes stays on its leaf page, where a ``WITHOUT ROWID`` row over ~230 bytes (of
@@ -58,7 +62,7 @@ T = TypeVar("T")
 #: the database file inside the data directory
 FILE_NAME = "aucstream.sqlite3"
 #: the page size of a new file: a commit writes every page it changes to the WAL (a
-#: one-event append changes ~7.5: the model's row, the log's and the ids' leaves and index),
+#: one-event append changes ~7.5: the heads' leaf, the log's and the ids' leaves and index),
 #: and 4 KiB pages, though fewer, cost more CPU per commit (loadtest/README.md, "One sender
 #: on SQLite"); a page is also about a state chunk (:data:`service.stores.fields.CHUNK_BYTES`)
 PAGE_SIZE = 1024

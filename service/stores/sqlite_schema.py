@@ -4,7 +4,7 @@
 #: ``PRAGMA user_version`` of the layout below and of the state's chunk size
 #: (:data:`service.stores.fields.CHUNK_BYTES`); a file of another one is refused (the product
 #: is unreleased: an older file is exported model by model, never upgraded in place)
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def _model_table(name: str, columns: str, key: str, *, without_rowid: bool = False) -> str:
@@ -25,10 +25,11 @@ _IDS = ("ids", "kind INTEGER, event_id TEXT, expiry REAL", "kind, event_id")
 #: processes' write turns, the lost-data checks' epoch marker and alarms)
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS models (
-    id TEXT PRIMARY KEY, config TEXT NOT NULL, version INTEGER NOT NULL,
+    id TEXT PRIMARY KEY, version INTEGER NOT NULL,
     incarnation TEXT NOT NULL, pending INTEGER NOT NULL DEFAULT 0,
     saved INTEGER NOT NULL DEFAULT 0, seen_ids INTEGER NOT NULL DEFAULT 0,
-    expired_ids INTEGER NOT NULL DEFAULT 0);
+    expired_ids INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS configs (model_id TEXT PRIMARY KEY, config TEXT NOT NULL);
 {_model_table("log", "version INTEGER, entry BLOB", "version")};
 {_model_table("meta", "name TEXT, value TEXT", "name")};
 {_model_table("state", "field TEXT, data BLOB", "field")};
@@ -45,4 +46,4 @@ CREATE TABLE IF NOT EXISTS epoch_marker (
 CREATE TABLE IF NOT EXISTS loss_alarms (scope TEXT PRIMARY KEY, cause TEXT NOT NULL)
 """
 #: the tables whose rows belong to one model (besides its row of ``models``)
-MODEL_TABLES = ("log", "meta", "state", "layouts", "ids", "pending")
+MODEL_TABLES = ("configs", "log", "meta", "state", "layouts", "ids", "pending")

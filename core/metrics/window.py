@@ -13,6 +13,7 @@ import numpy as np
 from core._arrays import LABELS, grown, positive_int, write_to_rings
 from core._kernels import metrics as _kernels
 from core._kernels.random import seed_state
+from core.metrics._window_state import state_arrays, state_problems
 from core.metrics.operating import (
     DEFAULT_TARGET_ALERT_RATES,
     DEFAULT_TARGET_FPRS,
@@ -34,18 +35,6 @@ from core.metrics.ranking import (
 from core.validation import as_scores, check_fpr_range, check_labelled_scores
 
 __all__ = ["PrequentialWindow"]
-
-
-_STATE_DTYPES = {
-    "window_parameters": np.int64,  # [capacity, reservoir_capacity]
-    "window_scores": np.float64,  # ring buffer, filled part only, in ring (not time) order
-    "window_labels": LABELS,  # -1 / +1, aligned with window_scores
-    "window_cursor": np.int64,  # [next slot to write]; once full, also the oldest pair's slot
-    "counts_since_start": np.int64,  # [events, positives, negatives]
-    "reservoir_positive_scores": np.float64,  # filled part only
-    "reservoir_negative_scores": np.float64,
-    "rng_state": np.uint64,  # SplitMix64 state of the reservoir sampling
-}
 
 
 def _metric_or_none(value: float) -> float | None:
@@ -154,6 +143,20 @@ class PrequentialWindow:
         else:
             n_batch_positive = int(np.count_nonzero(labels_pm1 > 0))
         counts = self._counts_since_start
+        n_batch_negative = n_events - n_batch_positive
+        if self._reservoirs_in_window():
+            # The k-th score of a class goes to slot k - 1 without a draw while k is within the
+            # reservoir's capacity, so the reservoirs are the window's scores of each class, in
+            # order, until the window lets an event go or a class outgrows its reservoir.
+            if (
+                int(counts[0]) + n_events <= capacity
+                and int(counts[1]) + n_batch_positive <= reservoir_capacity
+                and int(counts[2]) + n_batch_negative <= reservoir_capacity
+            ):
+                counts += (n_events, n_batch_positive, n_batch_negative)
+                self._append_to_window(score_array, labels_pm1)
+                return
+            self._positive_reservoir, self._negative_reservoir = self._reservoir_scores()
         self._positive_reservoir = grown(
             self._positive_reservoir,
             min(reservoir_capacity, int(counts[1]) + n_batch_positive),
@@ -161,7 +164,7 @@ class PrequentialWindow:
         )
         self._negative_reservoir = grown(
             self._negative_reservoir,
-            min(reservoir_capacity, int(counts[2]) + n_events - n_batch_positive),
+            min(reservoir_capacity, int(counts[2]) + n_batch_negative),
             reservoir_capacity,
         )
         _kernels.reservoir_update(
@@ -173,7 +176,11 @@ class PrequentialWindow:
             counts,
             self._rng_state,
         )
+        self._append_to_window(score_array, labels_pm1)
 
+    def _append_to_window(self, score_array: np.ndarray, labels_pm1: np.ndarray) -> None:
+        capacity = int(self.capacity)
+        n_events = score_array.size
         # Only the last `capacity` pairs of the batch can survive.  They go to the slots they
         # would occupy had the batch arrived one event at a time, so the state does not depend
         # on how a stream was cut into batches.
@@ -222,13 +229,27 @@ class PrequentialWindow:
         return _split_sorted(self._window_labels[: self._size], self._window_scores[: self._size])
 
     def _sorted_reservoirs(self) -> tuple[np.ndarray, np.ndarray]:
+        positives, negatives = self._reservoir_scores()
+        return np.sort(positives), np.sort(negatives)
+
+    def _reservoirs_in_window(self) -> bool:
+        """Whether the window holds every event since the start and each reservoir every score
+        of its class: the reservoirs are then the window's and are not kept twice."""
+        counts = self._counts_since_start
+        return int(counts[0]) == self._size and int(counts[1:].max()) <= int(
+            self.reservoir_capacity
+        )
+
+    def _reservoir_scores(self) -> tuple[np.ndarray, np.ndarray]:
+        """The filled part of each reservoir (positives, negatives), in slot order."""
+        if self._reservoirs_in_window():
+            scores = self._window_scores[: self._size]
+            positive = self._window_labels[: self._size] > 0
+            return scores[positive], scores[~positive]
         reservoir_capacity = int(self.reservoir_capacity)
         n_positive = min(reservoir_capacity, int(self._counts_since_start[1]))
         n_negative = min(reservoir_capacity, int(self._counts_since_start[2]))
-        return (
-            np.sort(self._positive_reservoir[:n_positive]),
-            np.sort(self._negative_reservoir[:n_negative]),
-        )
+        return self._positive_reservoir[:n_positive], self._negative_reservoir[:n_negative]
 
     # -- metrics (over the sorted classes, by _measure below)
 
@@ -337,16 +358,15 @@ class PrequentialWindow:
         ``reservoir_positive_scores``, ``reservoir_negative_scores``, ``rng_state``.
         """
         reservoir_capacity = int(self.reservoir_capacity)
-        n_positive = min(reservoir_capacity, int(self._counts_since_start[1]))
-        n_negative = min(reservoir_capacity, int(self._counts_since_start[2]))
+        positives, negatives = self._reservoir_scores()
         state: dict[str, np.ndarray] = {
             "window_parameters": np.array([self.capacity, reservoir_capacity], dtype=np.int64),
             "window_scores": self._window_scores[: self._size].copy(),
             "window_labels": self._window_labels[: self._size].copy(),
             "window_cursor": np.array([self._cursor], dtype=np.int64),
             "counts_since_start": self._counts_since_start.copy(),
-            "reservoir_positive_scores": self._positive_reservoir[:n_positive].copy(),
-            "reservoir_negative_scores": self._negative_reservoir[:n_negative].copy(),
+            "reservoir_positive_scores": positives.copy(),
+            "reservoir_negative_scores": negatives.copy(),
             "rng_state": self._rng_state.copy(),
         }
         return state
@@ -361,12 +381,12 @@ class PrequentialWindow:
             A key is missing, has another dtype or shape, or the arrays disagree with each
             other (naming the key).
         """
-        arrays = _state_arrays(state)
+        arrays = state_arrays(state)
         capacity, reservoir_capacity = (int(value) for value in arrays["window_parameters"])
         window = cls(capacity, reservoir_capacity)
         size = arrays["window_scores"].size
         cursor = int(arrays["window_cursor"][0])
-        problems = _state_problems(arrays)
+        problems = state_problems(arrays)
         if problems:
             raise ValueError("inconsistent window state: " + "; ".join(problems))
         window._window_scores = arrays["window_scores"]
@@ -374,9 +394,22 @@ class PrequentialWindow:
         window._size = size
         window._cursor = cursor
         window._counts_since_start = arrays["counts_since_start"]
-        window._positive_reservoir = arrays["reservoir_positive_scores"]
-        window._negative_reservoir = arrays["reservoir_negative_scores"]
         window._rng_state = arrays["rng_state"]
+        if not window._reservoirs_in_window():
+            window._positive_reservoir = arrays["reservoir_positive_scores"]
+            window._negative_reservoir = arrays["reservoir_negative_scores"]
+        elif not all(
+            np.array_equal(stored, derived)
+            for stored, derived in zip(
+                (arrays["reservoir_positive_scores"], arrays["reservoir_negative_scores"]),
+                window._reservoir_scores(),
+                strict=True,
+            )
+        ):
+            raise ValueError(
+                "inconsistent window state: the reservoirs must hold the window's scores of "
+                "their class while the window holds every event"
+            )
         return window
 
 
@@ -422,60 +455,3 @@ def _section(
         "operating_points": points,
         "reason": reason,
     }
-
-
-def _state_arrays(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Copies of the window state's arrays, each checked for its dtype and shape."""
-    arrays: dict[str, np.ndarray] = {}
-    for key, dtype in _STATE_DTYPES.items():
-        if key not in state:
-            raise ValueError(f"window state lacks the array {key!r}")
-        array = np.asarray(state[key])
-        if array.dtype != dtype or array.ndim != 1:
-            raise ValueError(
-                f"window state array {key!r} must be 1-d {np.dtype(dtype).name}, "
-                f"got {array.ndim}-d {array.dtype.name}"
-            )
-        arrays[key] = np.array(array, dtype=dtype, order="C", copy=True)
-    for key, length in (
-        ("window_parameters", 2),
-        ("window_cursor", 1),
-        ("counts_since_start", 3),
-        ("rng_state", 1),
-    ):
-        if arrays[key].size != length:
-            raise ValueError(
-                f"window state array {key!r} must hold {length} values, got {arrays[key].size}"
-            )
-    return arrays
-
-
-def _state_problems(arrays: dict[str, np.ndarray]) -> list[str]:
-    """What is inconsistent between the window state's arrays (empty when nothing)."""
-    capacity, reservoir_capacity = (int(value) for value in arrays["window_parameters"])
-    size = arrays["window_scores"].size
-    cursor = int(arrays["window_cursor"][0])
-    events, positives, negatives = (int(count) for count in arrays["counts_since_start"])
-    problems = []
-    if arrays["window_labels"].size != size:
-        problems.append("window_labels and window_scores differ in length")
-    if size > capacity:
-        problems.append(f"window_scores holds {size} pairs, more than capacity {capacity}")
-    if not (0 <= cursor < capacity) or (size < capacity and cursor != size):
-        problems.append(f"window_cursor {cursor} is inconsistent with {size} pairs")
-    if not np.isin(arrays["window_labels"], (-1, 1)).all():
-        problems.append("window_labels must be -1 or +1")
-    if min(events, positives, negatives) < 0 or events != positives + negatives:
-        problems.append("counts_since_start must be [events, positives, negatives] >= 0")
-    if size > events:
-        problems.append("the window holds more pairs than events seen since the start")
-    for key, count in (
-        ("reservoir_positive_scores", positives),
-        ("reservoir_negative_scores", negatives),
-    ):
-        if arrays[key].size != min(reservoir_capacity, count):
-            problems.append(f"{key} must hold min(reservoir_capacity, count) scores")
-    for key in ("window_scores", "reservoir_positive_scores", "reservoir_negative_scores"):
-        if not np.isfinite(arrays[key]).all():
-            problems.append(f"{key} holds NaN or infinity")
-    return problems

@@ -43,6 +43,7 @@ import mix_scales  # noqa: E402
 
 import core.learners._auto_learning as auto_module  # noqa: E402
 from core.learners import make_learner  # noqa: E402
+from core.learners._auto_drift import DriftTracking  # noqa: E402
 from core.learners._mix_fallback import DROP_UNCERTAINTY, UNCERTAINTY, auc_difference_se  # noqa: E402
 from core.learners._served_scale import SHRINK_EVENTS  # noqa: E402
 from core.learners._tournament import MIN_WEIGHT, initial_weights  # noqa: E402
@@ -60,9 +61,15 @@ def record(name: str, seed: int, cache: Path) -> dict:
         segments, original = [], auto_module.serve_and_record
         admit, joined = auto_module.admit_fitted, {}
 
+        watched = DriftTracking.serve_record_and_watch
+
         def recording(own, scores, labels, temperature, served):
             segments.append(np.array(scores))
             original(own, scores, labels, temperature, served)
+
+        def recording_watched(drift, own, scores, *args, **kwargs):  # the same, with drift on
+            segments.append(np.array(scores))
+            return watched(drift, own, scores, *args, **kwargs)
 
         def admitting(own, candidates, awaiting, temperature):
             before = own["served_weights"] > 0.0
@@ -71,10 +78,12 @@ def record(name: str, seed: int, cache: Path) -> dict:
                 joined[int(k)] = int(own["n_seen"][0])  # the install's event count (auto.14)
 
         auto_module.serve_and_record, auto_module.admit_fitted = recording, admitting
+        DriftTracking.serve_record_and_watch = recording_watched  # type: ignore[method-assign]
         try:
             served, held = mix_misses.one_pass(model, X[train], y[train], X[test])
         finally:
             auto_module.serve_and_record, auto_module.admit_fitted = original, admit
+            DriftTracking.serve_record_and_watch = watched  # type: ignore[method-assign]
         unscaled = model._coerce(X[test])[0]
         rows = scale_batch(model.scaling, model.state_, unscaled, learn=False)
         # a candidate that scales its own rows (the boosted ones) scores them as posted
@@ -169,18 +178,7 @@ def serve(
             labels, window = y[low:point], s[:, low:point]
             positives = int(labels.sum())
             if 2 <= positives <= labels.size - 2:
-                aucs = np.array([auc(labels, row) for row in window])
-                paucs = np.array([pauc(labels, row, 0.0, 0.1) for row in window])
-                held = np.flatnonzero(weights)
-                best = held[np.lexsort((held, -aucs[held], -paucs[held]))[0]]
-                weights = weights.copy()
-                for other in held:
-                    gap = aucs[best] - aucs[other]
-                    if gap > 0 and gap > undecided * auc_difference_se(
-                        labels, window[best], window[other]
-                    ):
-                        weights[other] = 0.0
-                weights = weights / weights.sum()
+                weights = shed(weights, labels, window, undecided)
             continue
         if positives < model.min_positives or positives == labels.size:
             continue
@@ -402,15 +400,36 @@ def scales_alone(runs: dict[str, list[dict]]) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def shed(weights, labels, window, errors):
+    """(auto.13) on ``window``: the candidates with a share behind the best of them by more
+    than ``errors`` standard errors of the AUC difference lose it."""
+    aucs = np.array([auc(labels, row) for row in window])
+    paucs = np.array([pauc(labels, row, 0.0, 0.1) for row in window])
+    held = np.flatnonzero(weights)
+    best = held[np.lexsort((held, -aucs[held], -paucs[held]))[0]]
+    weights = weights.copy()
+    for other in held:
+        gap = aucs[best] - aucs[other]
+        if gap > 0 and gap > errors * auc_difference_se(labels, window[best], window[other]):
+            weights[other] = 0.0
+    return weights / weights.sum()
+
+
+def replay_arguments(description: str, per_set: str) -> argparse.ArgumentParser:
+    """The options of a replay of recorded runs (this script's, and bench/mix_variants.py's)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--sets", default="suite", help="suite, holdout or comma-separated names")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--cache", default=os.path.join(os.getcwd(), "mix-replay-cache"))
     parser.add_argument(
         "--rules", default="", help="only the rules naming one of these, |-separated"
     )
-    parser.add_argument("--per-set", action="store_true", help="a line per set and rule")
+    parser.add_argument("--per-set", action="store_true", help=per_set)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = replay_arguments(__doc__.split("\n\n")[0], "a line per set and rule")
     parser.add_argument(
         "--scales-alone",
         action="store_true",

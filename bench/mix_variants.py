@@ -20,8 +20,6 @@ steady one only (auto's now).
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -42,21 +40,6 @@ from core.learners._tournament import MIN_WEIGHT  # noqa: E402
 from core.metrics import auc, pauc  # noqa: E402
 
 SCALE = mix_scales.shrunk(mix_scales.running, SHRINK_EVENTS)
-
-
-def _shed(weights, labels, window, errors):
-    """(auto.13) on ``window``: the candidates with a share behind the best of them by more
-    than ``errors`` standard errors of the AUC difference lose it."""
-    aucs = np.array([auc(labels, row) for row in window])
-    paucs = np.array([pauc(labels, row, 0.0, 0.1) for row in window])
-    held = np.flatnonzero(weights)
-    best = held[np.lexsort((held, -aucs[held], -paucs[held]))[0]]
-    weights = weights.copy()
-    for other in held:
-        gap = aucs[best] - aucs[other]
-        if gap > 0 and gap > errors * auc_difference_se(labels, window[best], window[other]):
-            weights[other] = 0.0
-    return weights / weights.sum()
 
 
 def _mix_behind(scaled, weights, point, labels, window, best, uncertainty):
@@ -135,7 +118,7 @@ def serve(
                 low = earliest + (before[-need] if before.size >= need else 0)
             labels = y[low:point]
             if 2 <= int(labels.sum()) <= labels.size - 2:
-                weights = _shed(weights, labels, s[:, low:point], DROP_UNCERTAINTY)
+                weights = mix_replay.shed(weights, labels, s[:, low:point], DROP_UNCERTAINTY)
             continue
         if positives == labels.size:
             continue
@@ -158,7 +141,7 @@ def serve(
             shares[shares < MIN_WEIGHT] = 0.0
         weights = shares / shares.sum()
         best = int(np.lexsort((np.arange(k), -aucs, -paucs))[0])
-        weights = _shed(weights, labels, window, DROP_UNCERTAINTY)
+        weights = mix_replay.shed(weights, labels, window, DROP_UNCERTAINTY)
         behind = _mix_behind(scaled, weights, point, labels, window, best, uncertainty)
         if (
             behind
@@ -193,14 +176,7 @@ VARIANTS = {
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sets", default="suite", help="suite, holdout or comma-separated names")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--cache", default=os.path.join(os.getcwd(), "mix-replay-cache"))
-    parser.add_argument(
-        "--rules", default="", help="only the rules naming one of these, |-separated"
-    )
-    parser.add_argument("--per-set", action="store_true", help="the sets missed, per rule")
+    parser = mix_replay.replay_arguments(__doc__.split("\n\n")[0], "the sets missed, per rule")
     args = parser.parse_args(argv)
     names = mix_misses.set_names(args.sets)
     runs = {name: [mix_replay.record(name, seed, Path(args.cache)) for seed in range(args.seeds)]

@@ -248,21 +248,28 @@ def test_sqlite_kill_during_group_commits(tmp_path, n_models):
 
 
 @contextlib.contextmanager
-def sqlite_server(tmp_path, names: tuple[str, ...] = ("m",)) -> Iterator[Server]:
-    """A started server on an SQLite file in ``tmp_path`` with the models ``names`` (of
-    ``MODEL``), its output in ``server.log``; stopped on leaving, whatever happened."""
+def started_server(
+    tmp_path, environment: dict[str, str], models: tuple[dict, ...] = (MODEL,)
+) -> Iterator[Server]:
+    """A started server on the store of ``environment`` with the ``models`` created, its
+    output in ``server.log``; stopped on leaving, whatever happened."""
     with open(tmp_path / "server.log", "ab") as log:
-        server = Server(
-            {"AUCSTREAM_STORE": "sqlite", "AUCSTREAM_DATA_DIR": str(tmp_path / "data")}, log
-        )
+        server = Server(environment, log)
         server.start()
         try:
             with httpx.Client(base_url=server.url, timeout=60) as http:
-                for name in names:
-                    create_model(http, {**MODEL, "id": name})
+                for model in models:
+                    create_model(http, model)
             yield server
         finally:
             stop(server.process)
+
+
+def sqlite_server(tmp_path, names: tuple[str, ...] = ("m",)):
+    """:func:`started_server` on an SQLite file in ``tmp_path`` with the models ``names`` (of
+    ``MODEL``)."""
+    environment = {"AUCSTREAM_STORE": "sqlite", "AUCSTREAM_DATA_DIR": str(tmp_path / "data")}
+    return started_server(tmp_path, environment, tuple({**MODEL, "id": n} for n in names))
 
 
 @pytest.fixture
@@ -275,19 +282,13 @@ def synced_redis():
 
 
 def test_redis_kill_during_group_commits(tmp_path, synced_redis):
-    with open(tmp_path / "server.log", "ab") as log:
-        server = Server({"AUCSTREAM_STORE": "redis", "AUCSTREAM_REDIS_URL": synced_redis.url}, log)
+    environment = {"AUCSTREAM_STORE": "redis", "AUCSTREAM_REDIS_URL": synced_redis.url}
+    with started_server(tmp_path, environment) as server:
+        acknowledged, unknown = kill_while_sending(server)
+        synced_redis.kill()  # Redis too: what it acknowledged is in its AOF
+        synced_redis.start()
         server.start()
-        try:
-            with httpx.Client(base_url=server.url, timeout=60) as http:
-                create_model(http, MODEL)
-            acknowledged, unknown = kill_while_sending(server)
-            synced_redis.kill()  # Redis too: what it acknowledged is in its AOF
-            synced_redis.start()
-            server.start()
-            check_nothing_lost(server.url, acknowledged, unknown, queue=False)
-        finally:
-            stop(server.process)
+        check_nothing_lost(server.url, acknowledged, unknown, queue=False)
 
 
 @contextlib.contextmanager
@@ -437,37 +438,30 @@ def test_sqlite_kill_after_logged_fits_recovers_the_fitted_model(tmp_path):
                    # no checkpoint: the restart replays the whole log
                    "AUCSTREAM_CHECKPOINT_EVENTS": "1000000",
                    "AUCSTREAM_CHECKPOINT_SECONDS": "1000000"}  # fmt: skip
-    with open(tmp_path / "server.log", "ab") as log:
-        server = Server(environment, log)
+    with started_server(tmp_path, environment, (model,)) as server:
+        sender = threading.Thread(target=client, args=(server.url,))
+        sender.start()
+        while len(acknowledged) < 400:  # several fits installed and logged
+            assert sender.is_alive(), "the sender stopped"
+            time.sleep(0.02)
+        server.kill()
+        sender.join(timeout=60)
+        store = SQLiteStore.open(tmp_path / "data")
+        logged = [fit for _, entry in store.load("m").entries for fit in entry.fits]
+        store.close()
+        assert len(logged) >= 5  # what the restart installs instead of fitting
         server.start()
-        try:
-            with httpx.Client(base_url=server.url, timeout=60) as http:
-                create_model(http, model)
-            sender = threading.Thread(target=client, args=(server.url,))
-            sender.start()
-            while len(acknowledged) < 400:  # several fits installed and logged
-                assert sender.is_alive(), "the sender stopped"
-                time.sleep(0.02)
-            server.kill()
-            sender.join(timeout=60)
-            store = SQLiteStore.open(tmp_path / "data")
-            logged = [fit for _, entry in store.load("m").entries for fit in entry.fits]
-            store.close()
-            assert len(logged) >= 5  # what the restart installs instead of fitting
-            server.start()
-            with httpx.Client(base_url=server.url, timeout=60) as http:
-                deadline = time.monotonic() + 300
-                while (answer := http.get("/v1/models/m")).status_code == 503:
-                    # the learner's kernels still loading in the new process: sent again
-                    assert "warming-up" in answer.text and time.monotonic() < deadline, answer.text
-                    time.sleep(0.5)
-                info = answer.json()
-                learned = info["counts"]["events_learned"]
-                assert len(acknowledged) <= learned <= len(acknowledged) + 1
-                assert info["fits"][0]["fits"] >= 5
-                stored = snapshot_arrays(http)
-        finally:
-            stop(server.process)
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            deadline = time.monotonic() + 300
+            while (answer := http.get("/v1/models/m")).status_code == 503:
+                # the learner's kernels still loading in the new process: sent again
+                assert "warming-up" in answer.text and time.monotonic() < deadline, answer.text
+                time.sleep(0.5)
+            info = answer.json()
+            learned = info["counts"]["events_learned"]
+            assert len(acknowledged) <= learned <= len(acknowledged) + 1
+            assert info["fits"][0]["fits"] >= 5
+            stored = snapshot_arrays(http)
     engine = Engine(MemoryStore())
     models.create_model(engine, ModelCreate(**model))
     engine.learn("m", Batch(rows[:learned], labels[:learned], None))

@@ -12,16 +12,13 @@ tests/service/test_group_commit_kill.py requires."""
 
 from __future__ import annotations
 
-import contextlib
 import random
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 import numpy as np
 
-from loadtest.local import create_model, stop
 from service.codec import decode_pending
 from service.stores.redis import RedisStore
 from service.stores.sqlite import SQLiteStore
@@ -30,6 +27,7 @@ from tests.service.test_group_commit_kill import (
     Senders,
     Server,
     check_nothing_lost,
+    started_server,
     synced_redis,  # noqa: F401 - the fixture
 )
 
@@ -171,23 +169,10 @@ def kept_count(store) -> int:
     return int(store.client.hlen(keys.pending("m")))
 
 
-@contextlib.contextmanager
-def running(environment: dict[str, str], tmp_path) -> Iterator[Server]:
-    with open(tmp_path / "server.log", "ab") as log:
-        server = Server(environment, log)
-        server.start()
-        try:
-            with httpx.Client(base_url=server.url, timeout=60) as http:
-                create_model(http, MODEL)
-            yield server
-        finally:
-            stop(server.process)
-
-
 def test_sqlite_kill_during_kept_scores(tmp_path):
     data = tmp_path / "data"
     environment = {"AUCSTREAM_STORE": "sqlite", "AUCSTREAM_DATA_DIR": str(data)}
-    with running(environment, tmp_path) as server:
+    with started_server(tmp_path, environment) as server:
         answered, unanswered, acknowledged, unknown = kill_rounds(server)
         check_nothing_lost(server.url, acknowledged, unknown, queue=False)
         store = SQLiteStore.open(data)
@@ -199,7 +184,7 @@ def test_sqlite_kill_during_kept_scores(tmp_path):
 
 def test_redis_kill_during_kept_scores(tmp_path, synced_redis):  # noqa: F811 - the fixture
     environment = {"AUCSTREAM_STORE": "redis", "AUCSTREAM_REDIS_URL": synced_redis.url}
-    with running(environment, tmp_path) as server:
+    with started_server(tmp_path, environment) as server:
         answered, unanswered, acknowledged, unknown = kill_rounds(
             server, after_kill=lambda: (synced_redis.kill(), synced_redis.start())
         )

@@ -1,12 +1,10 @@
-"""Binary frames of one layout decoded together (docs/stream.md): a client sending one event per
-message writes every message with the same header but for its seq, so a run of its frames is
-read as one array of records -- a :class:`Block` -- instead of message by message.  Anything
-:func:`decode_uniform` does not take is decoded by :func:`~service.stream.protocol.decode_binary`,
-the reference, which names what is wrong."""
+"""Binary frames of one layout decoded together (docs/stream.md), as one array of records -- a
+:class:`Block` -- instead of message by message; anything else is decoded by
+:func:`~service.stream.protocol.decode_binary`, the reference, which names what is wrong."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -59,22 +57,22 @@ class Block:
 
     def expand(self) -> list[Message]:
         if self._messages is None:
-            n, ids = self.n, self.ids
+            options: dict[str, Any] = {
+                "keep": self.keep,
+                "scores": self.scores,
+                "probabilities": self.probabilities,
+            }
             self._messages = [
-                Message(
-                    seq,
-                    self.op,
-                    n,
-                    keep=self.keep,
-                    scores=self.scores,
-                    probabilities=self.probabilities,
-                    X=None if self.X is None else self.X[i * n : i * n + n],
-                    y=None if self.y is None else self.y[i * n : i * n + n],
-                    ids=None if ids is None else ids[i * n : i * n + n],
-                )  # fmt: skip
+                Message(seq, self.op, self.n, **self.rows(i, i + 1), **options)
                 for i, seq in enumerate(self.seqs.tolist())
             ]
         return self._messages
+
+    def rows(self, first: int, stop: int) -> dict[str, Any]:
+        """``X``, ``y`` and ``ids`` of messages ``first`` to ``stop`` (views)."""
+        cut = slice(first * self.n, stop * self.n)
+        arrays = {"X": self.X, "y": self.y, "ids": self.ids}
+        return {name: None if rows is None else rows[cut] for name, rows in arrays.items()}
 
 
 def frame_layout(frame: bytes, limits: FrameLimits) -> tuple[int, int] | None:
@@ -133,21 +131,18 @@ def decode_uniform(frames: list[bytes], max_events: int) -> list[Block] | None:
         ids = _ids(rows["id_bytes"].tobytes() if id_bytes else b"", lengths.reshape(-1))
         if ids is None:
             return None
-    X = None if op == "label" else np.ascontiguousarray(rows["X"]).reshape(-1, d)
-    y = None if op == "score" else np.ascontiguousarray(rows["y"]).reshape(-1)
-    seqs = rows["seq"].copy()
-    keep, scores = not flags & FLAG_NO_KEEP, bool(flags & FLAG_SCORES)
-    probabilities = bool(flags & FLAG_PROBABILITIES)
+    whole = Block(
+        op, rows["seq"].copy(), n,
+        None if op == "label" else np.ascontiguousarray(rows["X"]).reshape(-1, d),
+        None if op == "score" else np.ascontiguousarray(rows["y"]).reshape(-1),
+        ids, keep=not flags & FLAG_NO_KEEP, scores=bool(flags & FLAG_SCORES),
+        probabilities=bool(flags & FLAG_PROBABILITIES),
+    )  # fmt: skip
     step = max(1, max_events // n)  # messages per block: a block is one engine call at most
-    blocks = []
-    for start in range(0, len(seqs), step):
-        rows_of = slice(start * n, (start + step) * n)
-        blocks.append(Block(
-            op, seqs[start : start + step], n,
-            None if X is None else X[rows_of], None if y is None else y[rows_of],
-            None if ids is None else ids[rows_of], keep, scores, probabilities,
-        ))  # fmt: skip
-    return blocks
+    return [
+        replace(whole, seqs=whole.seqs[first : first + step], **whole.rows(first, first + step))
+        for first in range(0, len(whole.seqs), step)
+    ]
 
 
 def _ids(joined: bytes, lengths: np.ndarray) -> list[str | None] | None:

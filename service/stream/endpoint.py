@@ -1,17 +1,8 @@
-"""``/v1/models/{model_id}/stream``: the WebSocket route (docs/stream.md, "Guarantees").
-
-On connect: the origin (:func:`origin_allowed`), the API key, the warm-up and the model, each
-refused by a close frame with the reason (docs/stream.md, "Connecting").
-
-Then two loops share the connection.  The **reader** queues frames, bounded in bytes
-(``AUCSTREAM_WS_MAX_QUEUED_BYTES``): when full it stops reading and the client's writes block
-(backpressure).  The **handler** takes every frame queued, up to the batch limits, decodes
-them, applies them (:mod:`service.stream.session`: one engine call per run) and sends their
-replies, in order, as one text frame; while the engine works frames accumulate, so the busier
-the model the larger the next batch.  Engine calls are made on the app's event loop (the
-coalescers are the loop's); what :mod:`service.offload` calls large is decoded, validated and
-answered in the thread pool.  When the client goes away, the batch being applied is completed
-and what was queued behind it is dropped unanswered.
+"""``/v1/models/{model_id}/stream``, the WebSocket route (docs/stream.md).  On connect the
+origin, the API key, the warm-up and the model are checked, each refused by a close frame with
+its reason.  Then a **reader** queues frames, bounded in bytes (backpressure: it stops reading),
+and a **handler** takes what is queued, up to the batch limits, applies it
+(:class:`~service.stream.session.Session`) and sends the replies as one text frame.
 """
 
 from __future__ import annotations
@@ -102,14 +93,9 @@ def _host_and_port(netloc: str, scheme: str) -> tuple[str, int | None]:
 
 
 def origin_allowed(origin: str, host: str | None, allowed: list[str]) -> bool:
-    """Whether a browser page of ``origin`` may open the stream: the server's own origin (the
-    page's host and port are the ``Host`` the connection was made to), or one of ``allowed``
-    (exact origins, ``null`` for file:// and sandboxed pages, ``*`` for any).
-
-    Browsers send ``Origin`` with every WebSocket handshake and let any page connect to any
-    server; without this check a page of another site, opened by someone who can reach the
-    server, could learn, score and label through it (cookies play no part: the check is about
-    where the request comes from, not who sends it)."""
+    """Whether a browser page of ``origin`` may open the stream (docs/stream.md, "Connecting"):
+    the server's own origin (scheme, host and port of the ``Host`` connected to), or one of
+    ``allowed`` (exact origins, ``null`` for file:// and sandboxed pages, ``*`` for any)."""
     normalized = origin.strip().rstrip("/").lower()
     if "*" in allowed or normalized in {entry.rstrip("/").lower() for entry in allowed}:
         return True
@@ -182,11 +168,9 @@ class Connection:
             self.arrived.set()
 
     async def take(self) -> list[Item]:
-        """Decode queued frames until ``max_messages`` messages or the frame limit's events
-        (whole frames).  Consecutive binary frames of one layout are decoded together, as one
-        array (:func:`~service.stream.protocol.decode_uniform`); a frame larger than
-        ``AUCSTREAM_OFFLOAD_BODY_BYTES`` is decoded in the thread pool, as a REST body of that
-        size is parsed there (:func:`~service.offload.large_body`)."""
+        """Decode queued frames (whole) until ``max_messages`` messages or the frame limit's
+        events: consecutive binary frames of one layout together, as blocks; a large frame
+        (:func:`~service.offload.large_body`) in the thread pool."""
         items: list[Item] = []
         uniform: list[bytes] = []  # binary frames of one layout, not decoded yet
         layout = (0, 0)  # (messages, events) of each frame in uniform
@@ -218,8 +202,7 @@ class Connection:
         return items
 
     def flush(self, frames: list[bytes], items: list[Item]) -> None:
-        """Frames of one layout -> their blocks, or their messages one frame at a time when
-        the block decoder refuses them (it then changes nothing)."""
+        """Frames of one layout -> their blocks, else (refused as blocks) their messages."""
         if not frames:
             return
         blocks = decode_uniform(frames, self.limits.message_events)

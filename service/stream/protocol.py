@@ -1,10 +1,6 @@
-"""The stream protocol: frames in, messages out; replies back into frames.  The two forms (JSON
-text frames; binary frames of fixed-header messages, dense rows only) and their limits are
-docs/stream.md, "Messages"; :data:`HEADER` is the binary header.
-
-Decoding checks the structure only (what a message is, and that the bytes it declares are in
-the frame: refused before anything is allocated); the events are validated by the same code as
-the REST bodies when a batch is built (:mod:`service.stream.session`).
+"""The stream protocol (docs/stream.md, "Messages"): frames -> messages, and the binary encoder.
+Decoding checks the structure only (the bytes a message declares are in the frame before
+anything is allocated); the events are validated as REST bodies are, by the session.
 """
 
 from __future__ import annotations
@@ -48,9 +44,14 @@ class Message:
     reasons: int = 0
     error: ServiceError | None = None
 
+    n_messages = 1  # as a Block's (service.stream.blocks): a batch holds both
+
     @property
     def binary(self) -> bool:
         return self.events is None
+
+    def expand(self) -> list[Message]:
+        return [self]
 
 
 def failed(seq: Any, error: ServiceError) -> Message:
@@ -59,11 +60,9 @@ def failed(seq: Any, error: ServiceError) -> Message:
 
 @dataclass(frozen=True, slots=True)
 class FrameLimits:
-    """What one frame may carry: events per message (``AUCSTREAM_MAX_BATCH_EVENTS``, as a REST
-    body), messages per frame and events per frame (``AUCSTREAM_WS_MAX_FRAME_MESSAGES``,
-    ``AUCSTREAM_WS_MAX_FRAME_EVENTS``).  A frame over a frame limit is refused whole, with one
-    reply, before its messages are built: a frame is what the server decodes and answers in
-    one go, so these bound the work and the reply one frame can cause."""
+    """What one frame may carry: events per message (``AUCSTREAM_MAX_BATCH_EVENTS``), messages
+    and events per frame (``AUCSTREAM_WS_MAX_FRAME_*``); a frame over a frame limit is refused
+    whole, with one reply, before its messages are built."""
 
     message_events: int
     frame_messages: int
@@ -207,9 +206,8 @@ def message_size(op: str, n_events: int, n_features: int, id_bytes: int, flags: 
 
 def decode_binary(frame: bytes, limits: FrameLimits) -> list[Message]:
     """A binary frame -> its messages.  A header that cannot be read, or that declares more
-    bytes than the frame holds, ends the frame with one error (the rest cannot be located).
-    A frame over a frame limit is one error, found from the headers as they are read (no
-    more than the limit's worth of messages is decoded)."""
+    bytes than the frame holds, ends the frame with one error (the rest cannot be located);
+    a frame over a frame limit is one error, found as the headers are read."""
     messages: list[Message] = []
     offset, end = 0, len(frame)
     if not frame:

@@ -1,26 +1,19 @@
-"""What one stream connection does with the messages that have arrived: one engine call per run.
-
-Messages are applied in the order they arrived.  Consecutive messages of one kind (learn;
-score with the same ``keep``; label -- and the same encoding) form a **run**, learned or scored
-by one engine call, so a connection sending one event per message is learned in batches; runs
-are applied one after the other, so a message sees the model after every earlier message of
-its connection (a score after a learn is scored by the model that learned it).
-
-Atomicity: each message is atomic, as a REST request is (all its events or none).  A run is
-validated whole, and when anything in it is refused, message by message: a bad message is
-answered with its own problem and its neighbours are applied.  An engine call refused with a
-client error (a model that diverges on the data: :mod:`service.groups`) is redone message by
-message, so only the messages at fault fail; any other error (the model deleted, the store
-unavailable) is the answer of every message of the run.
+"""What one stream connection does with the messages that have arrived (docs/stream.md,
+"Guarantees").  Consecutive messages of one kind (learn; score with the same ``keep`` and
+``reasons``; label -- and the same encoding) form a **run**, applied by one engine call, runs in
+arrival order.  A run is validated whole, else message by message (a refused message answered
+with its own problem); an engine call refused with a client error (:mod:`service.groups`) is
+redone message by message; any other error is every message's answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -52,6 +45,7 @@ from service.stream.replies import (
 #: what a batch holds: single messages, and blocks of binary messages of one layout
 Item = Message | Block
 Labels = tuple[list[str], np.ndarray]
+T = TypeVar("T")
 
 
 def runs(messages: list[Item], max_events: int) -> Iterator[list[Item]]:
@@ -76,17 +70,11 @@ def runs(messages: list[Item], max_events: int) -> Iterator[list[Item]]:
 
 def expanded(items: Sequence[Item]) -> list[Message]:
     """The messages of ``items``, blocks made into their messages."""
-    messages: list[Message] = []
-    for item in items:
-        if type(item) is Block:
-            messages.extend(item.expand())
-        else:
-            messages.append(item)  # type: ignore[arg-type]
-    return messages
+    return [message for item in items for message in item.expand()]
 
 
 def count_messages(items: Sequence[Item]) -> int:
-    return sum(item.n_messages if isinstance(item, Block) else 1 for item in items)
+    return sum(item.n_messages for item in items)
 
 
 def sum_events(messages: Sequence[Item]) -> int:
@@ -99,18 +87,12 @@ def large(items: Sequence[Item]) -> bool:
 
 
 def offsets(messages: Sequence[Item]) -> list[int]:
-    bounds = [0]
-    for message in messages:
-        bounds.append(bounds[-1] + message.n_events)
-    return bounds
+    return list(itertools.accumulate((message.n_events for message in messages), initial=0))
 
 
 class Session:
-    """The stream of one model on one connection: ``await handle(messages)`` -> replies.
-
-    Used on the app's event loop, where every engine call is made and awaited (through the
-    coalescer, which is the loop's); the validation and the replies of a run larger than
-    :mod:`service.offload` allows inline are made in the thread pool meanwhile."""
+    """The stream of one model on one connection: ``await handle(messages)`` -> replies, on
+    the app's event loop (a large run validated and answered in the thread pool)."""
 
     def __init__(self, services: Services, model_id: str) -> None:
         self.services = services
@@ -158,24 +140,20 @@ class Session:
         answered: Counter[tuple[str, int]] = Counter()
         replies = self.replies
         for item in items:
-            entry = replies.get(id(item))
-            if entry is not None:
-                status, text = entry
-                answered[item.op, status] += 1 if type(item) is Message else item.n_messages  # type: ignore[union-attr]
-                pieces.append(text)
-                continue
-            for message in item.expand():  # type: ignore[union-attr]
-                status, text = replies[id(message)]
-                answered[message.op, status] += 1
+            for part in (item,) if id(item) in replies else item.expand():
+                status, text = replies[id(part)]
+                answered[part.op, status] += part.n_messages
                 pieces.append(text)
         for (op, status), n in answered.items():
             self.services.telemetry.stream_messages.labels(op, str(status)).inc(n)
         return "[" + ",".join(pieces) + "]"
 
     # ------------------------------------------------------------------ validation
-    def validated(self, run: list[Item], build: Callable[[list[Item]], Any]):
+    def validated(
+        self, run: list[Item], build: Callable[[list[Item]], T], join: Callable[[list[T]], T]
+    ):
         """``(messages, what build made of them)``: the run whole, else message by message
-        (each refused one answered with its problem)."""
+        (each refused one answered with its problem, the others' parts joined)."""
         try:
             return run, build(run)
         except ServiceError as error:
@@ -183,14 +161,14 @@ class Session:
                 self.fail(run, error)
                 return [], None
         good: list[Item] = []
-        parts = []
+        parts: list[T] = []
         for message in expanded(run):
             try:
                 parts.append(build([message]))
                 good.append(message)
             except ServiceError as error:
                 self.fail([message], error)
-        return good, parts
+        return good, join(parts) if parts else None
 
     def batch(self, run: list[Item], spec: FeatureSpec, *, labelled: bool) -> Batch:
         settings = self.services.settings
@@ -202,16 +180,6 @@ class Session:
                 events, spec, labelled=labelled, max_events=settings.max_batch_events
             )
         return check_id_bytes(batch, settings.max_event_id_bytes)
-
-    def batches(self, run: list[Item], spec: FeatureSpec, *, labelled: bool):
-        good, made = self.validated(run, lambda part: self.batch(part, spec, labelled=labelled))
-        return good, concatenate(made) if type(made) is list and made else made
-
-    def labels(self, run: list[Item]) -> tuple[list[Item], Labels | None]:
-        good, made = self.validated(run, self.label_parts)
-        if type(made) is list and made:
-            made = ([i for ids, _ in made for i in ids], np.concatenate([y for _, y in made]))
-        return good, made
 
     def label_parts(self, run: list[Item]) -> Labels:
         max_events = self.services.settings.max_batch_events
@@ -228,12 +196,18 @@ class Session:
         op = run[0].op
         offload = large(run)
         if op == "label":
-            good, labels = await in_thread_if(offload, self.labels, run)
+            good, labels = await in_thread_if(
+                offload, self.validated, run, self.label_parts, joined_labels
+            )
             if good:
                 await self.each(good, labels, self.apply_labels)
             return
         spec = await model_spec(self.services.engine, self.model_id)
-        good, batch = await in_thread_if(offload, self.batches, run, spec, labelled=op == "learn")
+        labelled = op == "learn"
+        good, batch = await in_thread_if(
+            offload, self.validated, run,
+            lambda part: self.batch(part, spec, labelled=labelled), concatenate,
+        )  # fmt: skip
         if not good:
             return
         if op == "score":
@@ -249,10 +223,9 @@ class Session:
         data: Any,
         call: Callable[[list[Item], Any], Awaitable[None]],
     ) -> None:
-        """``call`` on the whole run.  Refused with a client error (:mod:`service.groups`),
-        each message is handed to the engine as a request of its own, at once: the coalescer
-        merges and splits them by the rule of concurrent requests, so only the messages at
-        fault fail.  Any other error is every message's answer (:meth:`handle`)."""
+        """``call`` on the whole run; refused with a client error, on each message as a
+        request of its own, all at once: the coalescer splits them by its rule, so only the
+        messages at fault fail."""
         try:
             await call(run, data)
             return
@@ -276,11 +249,8 @@ class Session:
                 raise outcome
 
     async def call_engine(self, method: str, run: list[Item], *args: Any, **options: Any) -> Any:
-        """The session's one way into the engine: ``engine.coalesce.<method>(model, *args,
-        **options)`` (learn, score, labels), merged with the concurrent requests to the same
-        model from every connection and over HTTP (one engine call and one commit per group:
-        service/engine/coalesce.py) for ``run``; a large run (:func:`large`) is applied in a
-        thread."""
+        """``engine.coalesce.<method>`` (learn, score, labels) for ``run``: merged with the
+        concurrent requests to the model from every connection and over HTTP."""
         coalesce = self.services.engine.coalesce
         return await getattr(coalesce, method)(self.model_id, *args, large=large(run), **options)
 
@@ -338,7 +308,7 @@ class Session:
             first = bounds[index]
             if whole is not None and whole(item, first, bounds[index + 1]):
                 continue
-            for message in expanded([item]):
+            for message in item.expand():
                 messages.append(message)
                 firsts.append(first)
                 first += message.n_events
@@ -450,6 +420,10 @@ class Session:
             ("stream_ids", json_text(appended.stream_ids)),
             ("backlog_events", json_text(appended.backlog_events)),
         ])  # fmt: skip
+
+
+def joined_labels(parts: list[Labels]) -> Labels:
+    return [i for ids, _ in parts for i in ids], np.concatenate([y for _, y in parts])
 
 
 def slice_of(data: Batch | Labels, start: int, stop: int) -> Batch | Labels:

@@ -1,16 +1,10 @@
-"""Applying stream entries to a model: exactly once, in stream order, one engine call per run
-of entries of one kind.
-
-Entries are applied only in stream order from the checkpoint (``queue:last_id``, committed
-with the state): an entry that another stream entry not yet applied precedes (delivered to
-another consumer, e.g. a worker that stalled) is neither learned nor acknowledged, and
-:class:`OutOfOrder` sends the worker back to recovery.  So every entry at or before the
-checkpoint was applied, and entries at or before it are skipped: acknowledged, not learned.
-A run of consecutive entries of one kind is learned in one engine call (each entry its own
-round) and committed with the checkpoint past it.  When the engine refuses a run with a client
-error (:mod:`service.groups`), its entries are learned one by one and the bad one is skipped
-with a checkpoint-only commit (the client already had its 202: one bad batch must not stop
-the queue); a server error stops the run, and the worker starts over from the checkpoint.
+"""Applying stream entries to a model: exactly once, in stream order from the checkpoint
+(``queue:last_id``, committed with the state; docs/architecture.md §4 Modes).  An entry that a
+stream entry not yet applied precedes (held by another consumer) is neither learned nor
+acknowledged (:class:`OutOfOrder`); entries at or before the checkpoint are acknowledged, not
+learned.  A run of entries of one kind is one engine call (each entry its own round), committed
+with the checkpoint past it; a run refused with a client error is learned entry by entry and a
+bad entry skipped by a checkpoint-only commit (its client already had its 202).
 """
 
 from __future__ import annotations
@@ -68,13 +62,11 @@ class EntryApplier:
         self._lag_read.pop(model, None)
 
     def apply(self, model: str, entries: list[Entry]) -> int:
-        """Learn the entries after the checkpoint in stream order, commit each run with the
-        checkpoint, acknowledge the entries at or before the new checkpoint and trim them.
-        Returns how many entries were read; raises :class:`ModelNotFound` when the model is
-        gone, :class:`~service.errors.LeaseLost` when another worker took it over (nothing
-        acknowledged), :class:`OutOfOrder` when an entry not yet applied precedes some."""
+        """Learn the entries after the checkpoint, acknowledge and trim those it then covers;
+        returns how many were read.  Raises ModelNotFound, LeaseLost (nothing acknowledged)
+        or :class:`OutOfOrder`."""
         started = time.perf_counter()
-        totals = {"learned": 0, "duplicates": 0, "applied": 0, "redelivered": 0, "rejected": 0}
+        totals = Counter(learned=0, duplicates=0, applied=0, redelivered=0, rejected=0)
         last_applied: str | None = None
         for attempt in range(MAX_APPLY_ATTEMPTS):
             checkpoint = self.engine.checkpoint(model)
@@ -107,10 +99,9 @@ class EntryApplier:
         model: str,
         todo: list[Entry],
         checkpoint: dict[str, str],
-        totals: dict[str, int],
+        totals: Counter[str],
     ) -> str | None:
-        """Learn ``todo`` a run of one kind at a time (:func:`service.groups.each_alone`: a
-        run refused with a client error is learned entry by entry, a bad entry rejected);
+        """Learn ``todo`` a run of one kind at a time (:func:`service.groups.each_alone`);
         returns the last id applied.  A server error is raised: nothing after it is applied."""
         done = {name: checkpoint.get(name, "0") for name in (APPLIED_ENTRIES, APPLIED_EVENTS)}
         done[LAST_ID] = ""
@@ -124,7 +115,7 @@ class EntryApplier:
 
         def learned(piece: list[Entry]) -> list[None]:
             fields = past(piece)
-            self._learn_piece(model, piece[0].kind, piece, fields, totals)
+            self._learn_piece(model, piece, fields, totals)
             done.update(fields)
             return [None] * len(piece)
 
@@ -145,13 +136,9 @@ class EntryApplier:
         return done[LAST_ID] or None
 
     def _learn_piece(
-        self,
-        model: str,
-        kind: str,
-        piece: list[Entry],
-        fields: dict[str, str],
-        totals: dict[str, int],
+        self, model: str, piece: list[Entry], fields: dict[str, str], totals: Counter[str]
     ) -> None:
+        kind = piece[0].kind
         if kind == "events":
             parts = [_decoded(decode_events, entry) for entry in piece]
             batch = concatenate(parts)
@@ -160,7 +147,7 @@ class EntryApplier:
             result = self.engine.learn(model, batch, checkpoint=fields, rounds=rounds)
             totals["learned"] += result.learned
             totals["duplicates"] += len(result.duplicate_ids)
-            totals["drifts"] = totals.get("drifts", 0) + result.drifts
+            totals["drifts"] += result.drifts
         elif kind == "labels":
             decoded = [_decoded(decode_labels, entry) for entry in piece]
             ids = [event_id for entry_ids, _ in decoded for event_id in entry_ids]
@@ -169,13 +156,13 @@ class EntryApplier:
                 model, ids, labels, checkpoint=fields, rounds=[len(i) for i, _ in decoded]
             )
             totals["learned"] += outcome.learned
-            totals["drifts"] = totals.get("drifts", 0) + outcome.drifts
+            totals["drifts"] += outcome.drifts
             statuses = Counter(status for _, status in outcome.statuses)
             totals["duplicates"] += statuses["duplicate"]
             for status, count in statuses.items():
                 self.telemetry.labels.labels(model, status).inc(count)
                 if status != "learned":
-                    totals[f"labels_{status}"] = totals.get(f"labels_{status}", 0) + count
+                    totals[f"labels_{status}"] += count
         else:
             raise ValueError(f"unknown entry kind {kind!r}")
         totals["applied"] += len(piece)
@@ -193,12 +180,12 @@ class EntryApplier:
         self.engine.labels(model, [], np.zeros(0, dtype=np.int64), checkpoint=fields)
 
     def _account(
-        self, model: str, entries: list[Entry], totals: dict[str, int], elapsed: float
+        self, model: str, entries: list[Entry], totals: Counter[str], elapsed: float
     ) -> None:
         telemetry = self.telemetry
         telemetry.events_learned.labels(model).inc(totals["learned"])
         telemetry.duplicates.labels(model).inc(totals["duplicates"])
-        if totals.get("drifts"):
+        if totals["drifts"]:
             telemetry.drifts.labels(model).inc(totals["drifts"])
         for outcome in ("applied", "redelivered", "rejected"):
             if totals[outcome]:

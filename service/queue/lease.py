@@ -1,16 +1,9 @@
-"""A model's writer lease: one worker writes a model at a time.
-
-A worker holds ``aucs:{m}:lease`` (its name, with a TTL it renews) and announces itself in
-``aucs:workers`` (a heartbeat), so that each takes at most its fair share of the models (models
-/ live workers, rounded up).
-
-Each taking of a lease increments the model's lease generation (``lease_generation`` in
-``aucs:{m}:queue``).  The worker's name and that generation are its fencing token
-(:class:`~service.stores.base.Fence`): every commit it makes checks inside the commit
-transaction that the lease is still its own, so a worker that stalled (GC, frozen container)
-while another took the model over can never commit again.  :meth:`Leases.hold` tells a renewal
-of the caller's own lease from a new taking: a worker whose lease lapsed and that takes it back
-(someone else may have written meanwhile) recovers the model as if it were new to it.
+"""A model's writer lease: one worker writes a model at a time (docs/architecture.md §5).  A
+worker holds ``aucs:{m}:lease`` (its name, with a TTL it renews) and a heartbeat in
+``aucs:workers``, and takes at most its share of the models.  Each taking increments the
+model's lease generation: the worker's name and that generation fence its commits
+(:class:`~service.stores.base.Fence`), so a worker that stalled while another took the model
+over can never commit again.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""Redis Streams of queue mode: appending validated batches (API side), reading, claiming and
-acknowledging entries (worker side), and the backlog / lag of a model's stream."""
+"""Redis Streams of queue mode: appending validated batches (API side: a batch over
+``AUCSTREAM_QUEUE_ENTRY_EVENTS`` is split into entries appended all or nothing, refused with 429
+over ``AUCSTREAM_QUEUE_MAX_BACKLOG_EVENTS``), reading, claiming and acknowledging entries (worker
+side), and the backlog / lag of a model's stream."""
 
 from __future__ import annotations
 
@@ -24,19 +26,16 @@ from service.stores.lua import APPEND_SCRIPT, ENSURE_GROUP_SCRIPT
 #: a request as stream entries (each ``(events, fields)``) and its number of events
 Entries = tuple[list[tuple[int, dict[str, bytes]]], int]
 
-#: on a Redis Cluster, the longest a worker's read blocks on one slot's streams while the
-#: others are not read (milliseconds; ``AUCSTREAM_WORKER_CLUSTER_BLOCK_MS``, see
-#: :meth:`StreamQueue.read`)
+#: on a Redis Cluster, how long a read blocks on one slot's streams (ms, :meth:`StreamQueue.read`)
 CLUSTER_BLOCK_MS = 100
 
 logger = logging.getLogger("aucstream.queue")
 
-#: how many times an append is sent when Redis does not answer it, and the pause before the
-#: second attempt (the third waits twice as long ...): a connection reset or a failover
+#: how many times an append is sent when Redis does not answer it (a connection reset, a
+#: failover), the pause before the second attempt (the third waits twice as long), and how long
+#: Redis keeps an append's reply for a resend (ms: more than 3 socket timeouts)
 APPEND_ATTEMPTS = 3
 APPEND_BACKOFF_SECONDS = 0.2
-#: how long Redis keeps an append's reply for a resend of it (milliseconds): the attempts of
-#: one request take at most about 3 socket timeouts
 APPEND_REPLY_MS = 60_000
 
 #: checkpoint fields (in ``aucs:{m}:meta``) written by a worker with the state
@@ -60,9 +59,8 @@ def next_id(stream_id: str) -> str:
 
 @dataclass
 class Entry:
-    """One stream entry as a worker sees it.  ``fields`` is None for an entry that was
-    trimmed while still pending (it was applied: only ids at or before a checkpoint are
-    trimmed)."""
+    """One stream entry as a worker sees it; ``fields`` None: trimmed while still pending
+    (so applied: only entries at or before a checkpoint are trimmed)."""
 
     id: str
     fields: dict[bytes, bytes] | None
@@ -134,10 +132,9 @@ class StreamQueue:
         return codec.encode_labels(ids, labels, self.entry_events), len(ids)
 
     def append_shared(self, model_id: str, incarnation: str, request: Entries) -> Appended:
-        """Append one request's entries together with those other threads are appending to
-        the model at the same moment (one script call, one round trip, for all of them:
-        :class:`~service.groups.ThreadCombiner`); a group refused as a whole is
-        appended request by request, so only the request at fault is refused."""
+        """Append one request's entries with those other threads append to the model at the
+        same moment, in one script call (:class:`~service.groups.ThreadCombiner`); a group
+        refused as a whole is appended request by request (:func:`~service.groups.each_alone`)."""
         return self._shared(model_id, (incarnation, request))
 
     def _append_requests(
@@ -156,10 +153,9 @@ class StreamQueue:
     def append_group(
         self, model_id: str, incarnation: str, requests: Sequence[Entries]
     ) -> list[Appended]:
-        """The entries of several requests appended by one script (one round trip), in
-        order, all or nothing: each request's :class:`Appended` (its own stream ids; the
-        backlog as of its last entry).  Refused as a whole (backlog full, model re-created),
-        it raises and nothing was appended."""
+        """The entries of several requests appended by one script, in order, all or nothing
+        (refused: raises, nothing appended): each request's :class:`Appended` (its own stream
+        ids; the backlog as of its last entry)."""
         entries = [entry for request_entries, _ in requests for entry in request_entries]
         total = sum(n_events for _, n_events in requests)
         whole = self._append_entries(model_id, incarnation, entries, total)
@@ -182,11 +178,9 @@ class StreamQueue:
         entries: list[tuple[int, dict[str, bytes]]],
         n_events: int,
     ) -> Appended:
-        """Append the entries, all or nothing, with one script; it is sent again, up to
-        :data:`APPEND_ATTEMPTS` times, when Redis does not answer: the batch's token makes a
-        script that did run (its reply lost) answer with its first reply instead of appending
-        twice, so an acknowledged batch is queued once and a 503 never hides an append that
-        went in but the last attempt's."""
+        """Append the entries, all or nothing, with one script, sent again (up to
+        :data:`APPEND_ATTEMPTS` times) when Redis does not answer: the batch's token makes a
+        script that did run answer with its first reply instead of appending twice."""
         token = uuid.uuid4().hex
         args: list[Any] = [
             incarnation,
@@ -298,43 +292,29 @@ class StreamQueue:
         return claimed
 
     @unavailable
-    def forget_consumers(self, model_id: str, consumer: str, min_idle_ms: int) -> int:
-        """Delete the group's consumers other than ``consumer`` that hold no pending entry and
-        were idle for ``min_idle_ms`` (dead workers' names pile up otherwise: a restarted
-        worker has a new one).  Returns how many."""
-        stream = keys.stream(model_id)
-        forgotten = 0
+    def pending_of_others(self, model_id: str, consumer: str, min_idle_ms: int) -> int:
+        """The entries pending with the group's consumers other than ``consumer``; those that
+        hold none and were idle for ``min_idle_ms`` are deleted on the way (a restarted worker
+        has a new name: dead workers' names would pile up)."""
+        stream, pending = keys.stream(model_id), 0
         for item in self.client.xinfo_consumers(stream, self.group):
             name = item["name"].decode() if isinstance(item["name"], bytes) else item["name"]
-            if name != consumer and not int(item["pending"]) and int(item["idle"]) >= min_idle_ms:
+            if name == consumer:
+                continue
+            pending += int(item["pending"])
+            if not int(item["pending"]) and int(item["idle"]) >= min_idle_ms:
                 self.client.xgroup_delconsumer(stream, self.group, name)
-                forgotten += 1
-        return forgotten
-
-    @unavailable
-    def pending_of_others(self, model_id: str, consumer: str) -> int:
-        summary = self.client.xpending(keys.stream(model_id), self.group)
-        total = 0
-        for item in summary.get("consumers") or []:
-            name = item["name"].decode() if isinstance(item["name"], bytes) else item["name"]
-            if name != consumer:
-                total += int(item["pending"])
-        return total
+        return pending
 
     @unavailable
     def read(
         self, positions: dict[str, str], consumer: str, count: int, block_ms: int | None
     ) -> dict[str, list[Entry]]:
-        """XREADGROUP over the models' streams: ``">"`` for new entries, ``"0"`` for this
-        consumer's own pending ones.  Returns ``{model: entries in stream order}``.
-
-        One command reads every stream on one Redis server.  On a Redis Cluster a command
-        may only name keys of one slot: the streams are grouped by slot, every group read
-        without blocking in one pipeline (one round trip per master), and only when none
-        had anything does one group's read block, for at most ``cluster_block_ms``, so a
-        new entry of any model waits at most about that long when the worker is idle.  The
-        group that blocks is the one that last had entries (its model is the likeliest to
-        get more), else each group in turn."""
+        """XREADGROUP over the models' streams (``">"``: new entries, ``"0"``: this consumer's
+        pending ones) -> ``{model: entries in stream order}``.  On a Redis Cluster (one slot a
+        command) the groups of one slot are read without blocking in one pipeline, and only
+        when none had anything does one group's read block, for at most ``cluster_block_ms``:
+        the group that last had entries, else each in turn (docs/architecture.md, "Stores")."""
         streams: dict[Any, Any] = {
             keys.stream(model): position for model, position in positions.items()
         }

@@ -1,23 +1,10 @@
-"""``aucstream worker``: learns the queued batches of queue mode (docs/architecture.md §4
-Modes, §5 Scale-out, which say why each step is safe).
-
-Each worker process, with the settings of the environment (``AUCSTREAM_WORKER_*``):
-
-1. **discovers** the models (``aucs:models``) and takes the writer lease (``aucs:{m}:lease``) of
-   models nobody holds, up to its share ``ceil(models / live workers)``;
-2. **recovers** a model it just took: claims the entries others left pending and idle
-   (``XAUTOCLAIM``; it waits while a live consumer still holds some, so entries are applied in
-   stream order), then applies its own pending entries;
-3. **reads** new entries (``XREADGROUP``), learns them with the same
-   :class:`~service.engine.Engine` as sync mode (a run of one kind in one engine call) and
-   commits the change with the checkpoint (the last applied stream id, entries and events
-   applied), fenced by the lease (:mod:`service.queue.lease`); then ``XACK`` and trims.
-
-An entry delivered twice is learned once (applied in stream order from the checkpoint; a bad
-entry is skipped by :mod:`service.queue.apply`), and the learners are deterministic: a worker
-killed at any point and restarted ends in the state of an uninterrupted run, bit for bit
-(except the wall-clock counters).  SIGTERM / SIGINT: the current read is learned, committed
-and acknowledged, the leases released, and the process exits 0.
+"""``aucstream worker``: learns the queued batches of queue mode with the same engine as sync
+mode (docs/architecture.md §4 Modes, §5 Scale-out, which say why each step is safe).  Each
+worker **discovers** the models and takes the writer lease (:mod:`service.queue.lease`) of its
+share of them, **recovers** a model it takes (claims what others left pending and idle, applies
+its own pending entries), then **reads** new entries and applies them
+(:mod:`service.queue.apply`), each commit fenced by the lease.  SIGTERM / SIGINT: the current
+read is learned, committed and acknowledged, the leases released, and the process exits 0.
 """
 
 from __future__ import annotations
@@ -278,9 +265,9 @@ class Worker:
         """Claim what dead consumers left pending, then apply our own pending entries; the
         model is read with ``">"`` only once nobody else holds pending entries of it."""
         try:
-            self.queue.claim(model, self.name, self.settings.worker_claim_min_idle_ms)
-            self.queue.forget_consumers(model, self.name, self.settings.worker_claim_min_idle_ms)
-            if self.queue.pending_of_others(model, self.name):
+            min_idle_ms = self.settings.worker_claim_min_idle_ms
+            self.queue.claim(model, self.name, min_idle_ms)
+            if self.queue.pending_of_others(model, self.name, min_idle_ms):
                 return 0  # a consumer still holds entries: wait until they are idle enough
             handled = 0
             while not self.stopping:

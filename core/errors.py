@@ -15,9 +15,22 @@ and every existing test) keep working.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 
-class InvalidFeatures(ValueError):
+@dataclass(eq=False, repr=False)
+class _Located(ValueError):
+    """The errors below: a message, then keyword-only attributes (what is at fault), each
+    declared once with its default."""
+
+    message: str
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)  # str(error) is the message
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class InvalidFeatures(_Located):
     """A batch's features or labels are unusable.
 
     ``row`` is the 0-based event at fault, if one; ``field`` is ``"features"`` or ``"labels"``;
@@ -25,22 +38,13 @@ class InvalidFeatures(ValueError):
     infinity, a value beyond the feature bound), so a caller can name the feature its own way.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        row: int | None = None,
-        field: str = "features",
-        column: int | None = None,
-        value: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.row = row
-        self.field = field
-        self.column = column
-        self.value = value
+    row: int | None = None
+    field: str = "features"
+    column: int | None = None
+    value: float | None = None
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class StateOverflow(InvalidFeatures):
     """Learning a batch would have grown a state array beyond its bound
     (``core.learners._state.STATE_BOUND``): the events' values are legal, but the model cannot
@@ -51,28 +55,24 @@ class StateOverflow(InvalidFeatures):
     (``from_state``) or restarted (``initialize``).
     """
 
-    def __init__(self, message: str, *, row: int | None = None, restored: bool = True) -> None:
-        super().__init__(message, row=row)
-        self.restored = restored
+    restored: bool = True
 
 
-class InvalidParameter(ValueError):
+@dataclass(eq=False, repr=False, kw_only=True)
+class InvalidParameter(_Located):
     """A hyper-parameter is unknown or out of range; ``param`` is its name."""
 
-    def __init__(self, message: str, *, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
+    param: str | None = None
 
 
-class InvalidState(ValueError):
+@dataclass(eq=False, repr=False, kw_only=True)
+class InvalidState(_Located):
     """A learner state (a snapshot, a stored model) breaks an invariant of its learner: a fill
     beyond its buffer, a negative count, a NaN weight, an array of the wrong size.  ``field``
     is the state array's name (``"fill_neg"``), or None when the state as a whole is unusable.
     """
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
+    field: str | None = None
 
 
 def unknown_names(

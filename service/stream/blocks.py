@@ -11,7 +11,6 @@ import numpy as np
 
 from service.stream.protocol import (
     FLAG_IDS,
-    FLAG_NO_KEEP,
     FLAG_PROBABILITIES,
     FLAG_SCORES,
     HEADER,
@@ -21,6 +20,7 @@ from service.stream.protocol import (
     Message,
     message_size,
     misplaced_option,
+    options_of,
 )
 
 
@@ -135,8 +135,7 @@ def decode_uniform(frames: list[bytes], max_events: int) -> list[Block] | None:
         op, rows["seq"].copy(), n,
         None if op == "label" else np.ascontiguousarray(rows["X"]).reshape(-1, d),
         None if op == "score" else np.ascontiguousarray(rows["y"]).reshape(-1),
-        ids, keep=not flags & FLAG_NO_KEEP, scores=bool(flags & FLAG_SCORES),
-        probabilities=bool(flags & FLAG_PROBABILITIES),
+        ids, **options_of(flags),
     )  # fmt: skip
     step = max(1, max_events // n)  # messages per block: a block is one engine call at most
     return [

@@ -24,6 +24,23 @@ CODE_OF = {op: code for code, op in OP_CODES.items()}
 FLAG_IDS, FLAG_NO_KEEP, FLAG_SCORES, FLAG_PROBABILITIES = 1, 2, 4, 8
 
 
+def flags_of(ids: Any, keep: bool, scores: bool = False, probabilities: bool = False) -> int:
+    """A binary header's flags (:func:`options_of` reads them back)."""
+    return (
+        (FLAG_IDS if ids is not None else 0) | (0 if keep else FLAG_NO_KEEP)
+        | (FLAG_SCORES if scores else 0) | (FLAG_PROBABILITIES if probabilities else 0)
+    )  # fmt: skip
+
+
+def options_of(flags: int) -> dict[str, Any]:
+    """A binary message's options (``keep``, ``scores``, ``probabilities``) from its flags."""
+    return {
+        "keep": not flags & FLAG_NO_KEEP,
+        "scores": bool(flags & FLAG_SCORES),
+        "probabilities": bool(flags & FLAG_PROBABILITIES),
+    }
+
+
 @dataclass(slots=True)
 class Message:
     """One decoded message: its events as JSON objects (``events``) or as arrays (binary:
@@ -249,8 +266,7 @@ def decode_binary(frame: bytes, limits: FrameLimits) -> list[Message]:
 def _binary_message(
     frame: bytes, position: int, op: str, flags: int, n: int, d: int, id_bytes: int, seq: int
 ) -> Message:
-    message = Message(seq, op, n, keep=not flags & FLAG_NO_KEEP, scores=bool(flags & FLAG_SCORES),
-                      probabilities=bool(flags & FLAG_PROBABILITIES))  # fmt: skip
+    message = Message(seq, op, n, **options_of(flags))
     if op != "label":
         message.X = np.frombuffer(frame, "<f8", n * d, position).reshape(n, d)
         position += 8 * n * d
@@ -298,9 +314,7 @@ def encode_binary(
     """One binary message (the client's encoder; :func:`decode_binary` reads it back)."""
     n = len(ids) if X is None and ids is not None else len(X) if X is not None else len(y)  # type: ignore[arg-type]
     d = 0 if X is None else int(X.shape[1])
-    flags = (FLAG_IDS if ids is not None else 0) | (0 if keep else FLAG_NO_KEEP)
-    flags |= FLAG_SCORES if scores else 0
-    flags |= FLAG_PROBABILITIES if probabilities else 0
+    flags = flags_of(ids, keep, scores, probabilities)
     parts = [b""]
     if X is not None:
         parts.append(np.ascontiguousarray(X, dtype="<f8").tobytes())
@@ -336,7 +350,7 @@ def encode_binary_rows(
     if ids is not None:
         fields.append(("length", "<u2", ()))
     rows = np.zeros(n_rows, dtype=np.dtype(fields))
-    flags = (FLAG_IDS if ids is not None else 0) | (0 if keep else FLAG_NO_KEEP)
+    flags = flags_of(ids, keep)
     rows["head"] = bytes([MAGIC, CODE_OF[op], flags, 0])
     rows["n"], rows["d"] = 1, d
     rows["seq"] = np.arange(first_seq, first_seq + n_rows)

@@ -312,9 +312,10 @@ class StreamQueue:
     ) -> dict[str, list[Entry]]:
         """XREADGROUP over the models' streams (``">"``: new entries, ``"0"``: this consumer's
         pending ones) -> ``{model: entries in stream order}``.  On a Redis Cluster (one slot a
-        command) the groups of one slot are read without blocking in one pipeline, and only
-        when none had anything does one group's read block, for at most ``cluster_block_ms``:
-        the group that last had entries, else each in turn (docs/architecture.md, "Stores")."""
+        command) the streams are grouped by slot, every group read without blocking in one
+        pipeline, and only when none had anything does one group's read block, for at most
+        ``cluster_block_ms``: the one that last had entries, else each in turn
+        (docs/architecture.md, "Stores")."""
         streams: dict[Any, Any] = {
             keys.stream(model): position for model, position in positions.items()
         }

@@ -111,7 +111,9 @@ class Worker:
                     # Redis down or loading (503 in the API), persistent contention, a reply
                     # we did not expect: back off and start over from the checkpoints
                     self._log(logging.WARNING, "%s; retrying in %.1f s", error, backoff)
-                    self._after_failure()
+                    # entries read before the failure may be unacknowledged: read our pending
+                    # lists again
+                    self.owned.update(dict.fromkeys(self.owned, False))
                     self._stop.wait(backoff)
                     backoff = min(backoff * 2, 2.0)
         finally:
@@ -119,11 +121,6 @@ class Worker:
             self.engine.repository.close()  # checkpoints, while the models are cached
             self.release_all()
             self._log(logging.INFO, "worker %s stopped", self.name)
-
-    def _after_failure(self) -> None:
-        # Entries read before the failure may be unacknowledged: read our pending list again.
-        for model in self.owned:
-            self.owned[model] = False
 
     def release_all(self) -> None:
         """Give every lease back and leave the list of live workers (graceful stop)."""

@@ -220,25 +220,24 @@ class Connection:
         return decode_text(frame, self.limits)
 
     async def next_batch(self) -> list[Item] | None:
-        """The messages to apply next (None once the client has left)."""
-        while True:
-            if self.closed:
-                return None
-            if self.frames:
-                break
+        """The messages to apply next, waiting up to ``wait`` for more (None once the client
+        has left)."""
+        while not self.closed and not self.frames:
             self.arrived.clear()
             await self.arrived.wait()
+        if self.closed:
+            return None
         messages = await self.take()
-        if self.wait and count_messages(messages) < self.max_messages:
-            deadline = asyncio.get_running_loop().time() + self.wait
-            while count_messages(messages) < self.max_messages and not self.closed:
-                remaining = deadline - asyncio.get_running_loop().time()
-                if remaining <= 0:
-                    break
-                self.arrived.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.arrived.wait(), remaining)
-                messages.extend(await self.take())
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + self.wait
+        while count_messages(messages) < self.max_messages and not self.closed:
+            remaining = deadline - clock()
+            if remaining <= 0:
+                break
+            self.arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.arrived.wait(), remaining)
+            messages.extend(await self.take())
         return messages
 
     async def handle(self) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from core.learners._row_pool import ROWS, dense, pool_capacity, settle
+from core.learners._row_pool import ROWS, dense, settle
 from core.learners._tournament import (
     coef_of_mix,
     evaluate,
@@ -65,12 +65,12 @@ def learn_segments(auto: Auto, X, y: np.ndarray, scores: np.ndarray, starts=()) 
     X = scale_batch(auto.scaling, auto._scaler_arrays, raw, learn=True)
     if auto._inputs_sink is not None:
         auto._inputs_sink.append(X)
-    unscaled = [candidate.scales_itself for candidate in candidates]
+    roles = auto._candidate_roles()
+    unscaled, joiners = roles.unscaled, roles.joiners
     # the pool's capacity while a candidate is pooled (once none is, none is again)
     pooled = ROWS in own and max(own["rows_pooled"].tolist()) >= 0  # K ints: no array op
-    pooling = pool_capacity(candidates) if pooled else 0
+    pooling = roles.pool_capacity if pooled else 0
     drift = auto._drift()
-    joiners = auto._first_fit_joiners()
     every, first = int(auto.evaluate_every), int(auto.first_evaluation)
     temperature = auto.temperature
     n_events = y.shape[0]

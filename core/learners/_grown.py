@@ -26,13 +26,6 @@ from core.errors import StateOverflow
 from core.learners._state import STATE_BOUND, Grown, StateInvariant
 
 
-def _is_view_of(view: np.ndarray | None, array: np.ndarray) -> bool:
-    """Whether ``view`` still shows ``array``'s memory (numpy gives a view of a view the base
-    of the first, the array that owns the memory)."""
-    owner = array if array.base is None else array.base
-    return view is not None and view.base is owner
-
-
 class GrownStateChecks:
     """Mixin of :class:`~core.learners._base.OnlineLearner`: the checks of its
     :class:`~core.learners._state.Grown` state arrays."""
@@ -113,8 +106,9 @@ class GrownStateChecks:
         settles: bool,
     ) -> bool:
         # kernels update the state in place, so the same arrays come back batch after batch:
-        # their 1-d views for the kernel are kept for them (a 2-d array's flat view is checked
-        # to be still its own; a strided array is copied at each call)
+        # their 1-d views for the kernel are kept for them (a view of an array shows its memory
+        # for as long as the array lives, so it is made once; a strided array, which has no
+        # flat view, is copied at each call)
         cached = self.__dict__.get("_grown_flat")
         if cached is None or not all(map(operator.is_, arrays, cached[0])):
             flat = tuple(
@@ -123,10 +117,10 @@ class GrownStateChecks:
                 else None
                 for array in arrays
             )
-            views = tuple(i for i, array in enumerate(arrays) if flat[i] is not array)
-            cached = self.__dict__["_grown_flat"] = (arrays, flat, views)
+            strided = any(view is None for view in flat)
+            cached = self.__dict__["_grown_flat"] = (arrays, flat, strided)
         kept = cached[1]
-        if not all(_is_view_of(kept[i], arrays[i]) for i in cached[2]):
+        if cached[2]:
             kept = tuple(np.ascontiguousarray(array).reshape(-1) for array in arrays)
         unchanged = self._unchanged_grown_keys() if settles else None
         if unchanged:

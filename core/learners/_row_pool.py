@@ -150,15 +150,17 @@ def settle(own: dict[str, np.ndarray], segment: np.ndarray, capacity: int) -> No
     candidate's start to the segment's end (``segment``: its rows), in the length they need
     (grown in place as they come; taken anew when rows are dropped); nothing when no candidate
     is pooled any more."""
-    marks = own["rows_pooled"]
+    # the K marks as ints (one C call): this runs after every segment, and numpy's masks on
+    # a few slots cost ~2 us
+    starts = [mark for mark in own["rows_pooled"].tolist() if mark >= 0]
     start, fill = int(own["rows_from"][0]), int(own["rows_fill"][0])
     end = start + fill
-    if not (marks >= 0).any():
-        if fill or own["rows_from"][0] or len(own[ROWS]):
+    if not starts:
+        if fill or start or len(own[ROWS]):
             own[ROWS] = own[ROWS][:0].copy()
             own["rows_from"][0] = own["rows_fill"][0] = 0
         return
-    first = int(marks[marks >= 0].min())
+    first = min(starts)
     new = segment[max(first - end, 0) :]
     if first == start:
         own[ROWS] = grown(own[ROWS], fill + len(new), capacity)

@@ -60,8 +60,11 @@ def awaiting_first_fit(
         return []
     if joiners is None:
         joiners = [k for k, candidate in enumerate(candidates) if joins_at_first_fit(candidate)]
-    # read at every event: the share first (a candidate with one awaits nothing)
-    return [k for k in joiners if weights[k] == 0.0 and candidates[k].fits_ == 0]
+    # read at every event: the shares in one C call first (a candidate with one awaits
+    # nothing), then the fit count from the state (``fits_`` re-checks the initialisation, ~0.5
+    # us: a candidate the evaluations shed is asked at every event)
+    shares = weights.tolist()
+    return [k for k in joiners if shares[k] == 0.0 and not candidates[k]._own_state["fits"][0]]
 
 
 def events_to_first_fit_point(candidate: Any, upcoming: np.ndarray) -> int | None:

@@ -63,6 +63,20 @@ _PREFIX = "c{}:"
 _PREFIXES = tuple(_PREFIX.format(k) for k in range(MAX_CANDIDATES))
 
 
+class CandidateRoles:
+    """What a list of candidates' learners and parameters decide about their roles in a
+    segment (:func:`~core.learners._auto_learning.learn_segments`)."""
+
+    def __init__(self, candidates: list[OnlineLearner]) -> None:
+        self.candidates = candidates
+        #: whether each scales its own rows (given them as posted)
+        self.unscaled = tuple(candidate.scales_itself for candidate in candidates)
+        #: those that join the served mix at their first fit (core.learners._tree_admission)
+        self.joiners = tuple(k for k, c in enumerate(candidates) if joins_at_first_fit(c))
+        #: the row pool's capacity while a candidate is pooled (core.learners._row_pool)
+        self.pool_capacity = pool_capacity(candidates)
+
+
 @register
 class Auto(ComposedState, OnlineLearner):
     """A tournament of candidate learners on the stream; the recent best weigh most in the
@@ -282,15 +296,13 @@ class Auto(ComposedState, OnlineLearner):
     def _part_learners(self) -> tuple:
         return tuple(self._candidates[:MAX_CANDIDATES])  # as _parts, without its pairs
 
-    def _first_fit_joiners(self) -> tuple[int, ...]:
-        """The candidates that join the served mix at their first fit
-        (core.learners._tree_admission), kept while the candidates are the same list: their
-        learners and parameters decide it, and the answer is read at every segment."""
-        kept = self.__dict__.get("_joiners")
-        if kept is None or kept[0] is not self._candidates:
-            joiners = tuple(k for k, c in enumerate(self._candidates) if joins_at_first_fit(c))
-            kept = self.__dict__["_joiners"] = (self._candidates, joiners)
-        return kept[1]
+    def _candidate_roles(self) -> CandidateRoles:
+        """What the candidates' learners and parameters decide, read at every segment: kept
+        while the candidates are the same list (~2 us of Python a one-event call)."""
+        kept = self.__dict__.get("_roles")
+        if kept is None or kept.candidates is not self._candidates:
+            kept = self.__dict__["_roles"] = CandidateRoles(self._candidates)
+        return kept
 
     def _drift(self) -> DriftTracking | None:
         """The drift wrapper with ``track_drift`` (kept: it holds the detector's view)."""

@@ -30,6 +30,8 @@ __all__ = [
     "negative_sampling_shift",
     "node_capacity",
     "node_index_problem",
+    "nodes_in_use",
+    "trimmed_trees",
     "unfitted_ensemble",
 ]
 
@@ -81,8 +83,30 @@ def empty_ensemble(n_trees: int, max_leaves: int) -> dict[str, np.ndarray]:
 
 
 #: the ensemble's arrays with a row per tree, empty until a fit fills them (they grow as
-#: ``core.learners._growing`` arrays: a young model holds no padded trees)
+#: ``core.learners._growing`` arrays: a young model holds no padded trees), and as many
+#: columns as its largest tree has nodes (:func:`trimmed_trees`)
 TREE_KEYS = ("ens_left", "ens_feature_or_leaf", "ens_threshold_or_value")
+
+
+def nodes_in_use(left: np.ndarray) -> int:
+    """The nodes of the ensemble's largest tree (``left``: its trees' left children): a tree's
+    nodes are its root and each split's two children, the right one next to the left, so they
+    end after its last split's right child."""
+    if not left.size:
+        return 0
+    return max(int(left.max()) + 2, 1)
+
+
+def trimmed_trees(ensemble: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``ensemble`` with its trees' arrays cut to the nodes of its largest tree (C-contiguous
+    copies): a fit allocates ``2 * max_leaves - 1`` nodes a tree, and trees fitted on a young
+    model's few rows use about two thirds of them (loadtest/README.md, "RS").  The kernels
+    route a row from the root through the children and read no node past a tree's last."""
+    width = nodes_in_use(ensemble["ens_left"])
+    return {
+        key: np.ascontiguousarray(value[:, :width]) if key in TREE_KEYS else value
+        for key, value in ensemble.items()
+    }
 
 
 def unfitted_ensemble(max_leaves: int) -> dict[str, np.ndarray]:
@@ -95,13 +119,17 @@ def unfitted_ensemble(max_leaves: int) -> dict[str, np.ndarray]:
 
 def ensemble_rows_problem(state: dict[str, np.ndarray]) -> str | None:
     """What is wrong with the rows of a stored ensemble (None: nothing): every tree array has
-    the same rows, at least ``ens_trees`` (the kernels read the first ``ens_trees``)."""
+    the same rows, at least ``ens_trees`` (the kernels read the first ``ens_trees``), and the
+    same nodes (the kernels read a node of each where ``ens_left`` has one)."""
     rows = {state[key].shape[0] for key in TREE_KEYS}
     if len(rows) != 1 or int(state["ens_trees"][0]) > min(rows):
         return (
             f"the ensemble's arrays hold {sorted(rows)} tree rows for "
             f"{int(state['ens_trees'][0])} trees"
         )
+    nodes = {state[key].shape[1] for key in TREE_KEYS}
+    if len(nodes) != 1:
+        return f"the ensemble's arrays hold {sorted(nodes)} nodes a tree"
     return None
 
 

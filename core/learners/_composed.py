@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from core.learners._growing import Growth
+
 #: the view of a composite whose parts' arrays may have been swapped since it was built
 #: (:meth:`ComposedState._refresh_view`): not None (the learner is initialised), and never
 #: shown (:attr:`ComposedState.state_` builds the view again first) nor changed
@@ -185,12 +187,12 @@ class ComposedState:
         for _, learner in self._settling_parts():
             learner._grown_state_checked()
 
-    def _own_growing_arrays(self) -> dict[str, tuple[int, int]]:
+    def _own_growing_arrays(self) -> dict[str, Growth]:
         """The composite's own growing arrays (:mod:`core.learners._growing`); none by
         default."""
         return {}
 
-    def _growing_arrays(self) -> dict[str, tuple[int, int]]:
+    def _growing_arrays(self) -> dict[str, Growth]:
         """Its own growing arrays and its parts', under their prefixes."""
         growing = dict(self._own_growing_arrays())
         for prefix, learner in self._parts():

@@ -17,9 +17,10 @@ import numpy as np
 from core._arrays import LABELS, grown
 from core._kernels import boosted_embedding as kernels
 from core._kernels.random import seed_state
-from core.boosted_trees import TREE_KEYS
+from core.boosted_trees import TREE_KEYS, node_capacity
 from core.csr import CSRMatrix
 from core.errors import InvalidState
+from core.learners._growing import Growth
 from core.learners._row_pool import RowLink, detach, pooled_rows
 from core.learners._state import RNG_STATE, Count, Finite, OneOf, StateInvariant
 
@@ -156,11 +157,16 @@ def remember(
 HELD = ("pending_X", "pending_y")
 
 
-def growing_arrays(buffer_size: int, n_trees: int, fit_delay: int) -> dict[str, tuple[int, int]]:
+def growing_arrays(
+    buffer_size: int, n_trees: int, max_leaves: int, fit_delay: int
+) -> dict[str, Growth]:
     """A boosted learner's arrays that grow as they fill, with their axis and capacity: the
-    buffer's, the ensemble's trees (at the first fit) and the rows held for a pending fit."""
-    sizes = dict.fromkeys(BUFFER_ARRAYS, buffer_size) | dict.fromkeys(TREE_KEYS, n_trees)
-    return {key: (0, int(size)) for key, size in (sizes | dict.fromkeys(HELD, fit_delay)).items()}
+    buffer's, the rows held for a pending fit, and the ensemble's trees (their rows at the
+    first fit, their nodes as many as the largest tree has: core.boosted_trees.trimmed_trees)."""
+    sizes = dict.fromkeys(BUFFER_ARRAYS, buffer_size) | dict.fromkeys(HELD, fit_delay)
+    growing: dict[str, Growth] = {key: (0, int(size)) for key, size in sizes.items()}
+    trees = ((0, 1), (int(n_trees), node_capacity(max_leaves)))
+    return growing | dict.fromkeys(TREE_KEYS, trees)
 
 
 def hold(own: dict[str, np.ndarray], X, y: np.ndarray, capacity: int, pooled: bool) -> None:

@@ -22,6 +22,7 @@ from core.boosted_trees import ENSEMBLE_KEYS
 from core.csr import CSRMatrix
 from core.errors import InvalidState
 from core.learners._fit_buffer import growing_arrays as fit_buffer_arrays
+from core.learners._growing import Growth
 from core.learners._inner import INNER_PREFIX
 from core.learners.pmb import event_arrays
 
@@ -60,12 +61,14 @@ def leaves_grow_in(learner: BoostedEmbedded, width: int) -> bool:
     return inner.resolved_solver(width) == inner.resolved_solver(full) == "ftrl"  # type: ignore[attr-defined]
 
 
-def growing_arrays(learner: BoostedEmbedded) -> dict[str, tuple[int, int]]:
+def growing_arrays(learner: BoostedEmbedded) -> dict[str, Growth]:
     """``learner``'s growing arrays (name -> (axis, capacity)): the fit buffer's, the trees'
     and the held rows' (:func:`core.learners._fit_buffer.growing_arrays`), and the inner
     arrays whose length follows the inner learner's width (:func:`inner_widths`), so that
     either width loads."""
-    growing = fit_buffer_arrays(learner.buffer_size, learner.n_trees, learner.fit_delay)
+    growing = fit_buffer_arrays(
+        learner.buffer_size, learner.n_trees, learner.max_leaves, learner.fit_delay
+    )
     small, width = inner_widths(learner, learner.n_features_in_)
     if small == width:
         return growing

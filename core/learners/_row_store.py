@@ -22,6 +22,7 @@ import numpy as np
 
 from core._arrays import grown
 from core.errors import InvalidState
+from core.learners._growing import Growth
 from core.learners._state import Count, Finite, Index, StateInvariant
 
 __all__ = [
@@ -61,7 +62,7 @@ def store_invariants(prefix: str, n_features: int) -> dict[str, StateInvariant]:
     }
 
 
-def growing_store(prefix: str, rows: int, n_features: int) -> dict[str, tuple[int, int]]:
+def growing_store(prefix: str, rows: int, n_features: int) -> dict[str, Growth]:
     """The store's growing arrays for ``_growing_arrays`` (name -> (axis, capacity))."""
     capacity = store_capacity(rows, n_features)
     return {f"{prefix}_{name}": (0, capacity) for name in ENTRY_ARRAYS}

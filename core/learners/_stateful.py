@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import numpy as np
 
 from core.errors import InvalidState
-from core.learners._growing import growing_shape_problem
+from core.learners._growing import Growth, growing_shape_problem
 from core.learners._state import Count, Finite, StateInvariant, validate_state
 from core.preprocessing import initial_scaler_state
 
@@ -70,9 +70,10 @@ class StateContract(ABC):
         """Invariants relating several arrays beyond the declarations (none by default)."""
         return None
 
-    def _growing_arrays(self) -> dict[str, tuple[int, int]]:
+    def _growing_arrays(self) -> dict[str, Growth]:
         """The state arrays that grow as they fill (:mod:`core.learners._growing`), of an
-        initialised learner: name -> (axis, capacity); none by default."""
+        initialised learner: name -> (axis, capacity) (:data:`~core.learners._growing.Growth`);
+        none by default."""
         return {}
 
     # ------------------------------------------------------------------ state

@@ -20,6 +20,7 @@ from core._arrays import LABELS, grown
 from core._kernels import auto as kernels
 from core.errors import InvalidState
 from core.learners._auto_drift import rescore_rings
+from core.learners._growing import Growth
 from core.learners._mix_fallback import (
     SortedWindow,
     best_candidate,
@@ -268,7 +269,7 @@ def grow_window(own: dict[str, np.ndarray], window: int, needed: int) -> None:
     own["window_labels"] = grown(own["window_labels"], needed, window)
 
 
-def window_growing_arrays(window: int) -> dict[str, tuple[int, int]]:
+def window_growing_arrays(window: int) -> dict[str, Growth]:
     """The window's growing arrays: name -> (axis, capacity)."""
     return {"window_scores": (1, window), "window_labels": (0, window)}
 

@@ -29,6 +29,7 @@ from core.learners._candidates import (
     shown_params,
 )
 from core.learners._composed import ComposedState
+from core.learners._growing import Growth
 from core.learners._params import BOOLEAN, CANDIDATES, PAUC_RANGE, Interval
 from core.learners._row_pool import (
     ROWS,
@@ -331,7 +332,7 @@ class Auto(ComposedState, OnlineLearner):
             state.update(pool_state(n_features, [keeps_rows(c) for c in candidates]))
         return state
 
-    def _own_growing_arrays(self) -> dict[str, tuple[int, int]]:
+    def _own_growing_arrays(self) -> dict[str, Growth]:
         growing = window_growing_arrays(int(self.window))
         if capacity := pool_capacity(self._candidates):
             growing[ROWS] = (0, capacity)

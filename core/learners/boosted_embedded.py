@@ -28,6 +28,7 @@ from core.boosted_trees import (
     ensemble_rows_problem,
     node_capacity,
     node_index_problem,
+    trimmed_trees,
     unfitted_ensemble,
 )
 from core.csr import CSRMatrix
@@ -49,6 +50,7 @@ from core.learners._fit_buffer import (
     remember,
 )
 from core.learners._fit_schedule import FitSchedule
+from core.learners._growing import Growth
 from core.learners._inner import INNER_CONSTRAINTS, INNER_PREFIX, WrapsInner
 from core.learners._params import BOOLEAN, Interval
 from core.learners._row_pool import RowLink, restart_rows
@@ -193,7 +195,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         state.update({key: np.zeros(1, dtype=np.int64) for key in _COUNTERS})
         return state
 
-    def _own_growing_arrays(self) -> dict[str, tuple[int, int]]:
+    def _own_growing_arrays(self) -> dict[str, Growth]:
         return columns.growing_arrays(self)
 
     def _state_invariants(self, n_features: int) -> dict:
@@ -365,7 +367,8 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         key = (int(own["generation"][0]), int(own["fits"][0]), int(own["events"][0]))
         if not own["pending"][0] or key != (job.generation, job.fits, job.fit_from):
             return False
-        for name, value in ensemble.items():  # the trees' rows grow in at the first fit
+        # the trees' rows grow in at the first fit, with the nodes the largest tree has
+        for name, value in trimmed_trees(ensemble).items():
             own[name] = np.array(value, dtype=own[name].dtype)
         self._inner = prepared
         own["pending_fill"][0] *= self._delay() > 0

@@ -23,6 +23,7 @@ from core.learners._forgetting import (
     row_reservoir,
     row_reservoir_invariants,
 )
+from core.learners._growing import Growth
 from core.learners._params import FPR_HIGH, FPR_LOW, Interval
 from core.learners._state import RNG_STATE, Count, Grown
 from core.learners.pmb import check_buffer_size, event_arrays
@@ -295,7 +296,7 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
     def _initial_rows(self, capacity: int) -> int:
         return 0 if self.half_life is None else int(capacity)
 
-    def _growing_arrays(self) -> dict[str, tuple[int, int]]:
+    def _growing_arrays(self) -> dict[str, Growth]:
         if self.half_life is not None:
             return {}
         return {

@@ -15,6 +15,7 @@ from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
+from core.learners._growing import Growth
 from core.learners._params import FPR_HIGH, FPR_LOW, Interval, Options
 from core.learners._row_store import (
     check_store,
@@ -242,7 +243,7 @@ class PMB(HalfLife, OnlineLearner):
             "rng_state": RNG_STATE,
         }
 
-    def _growing_arrays(self) -> dict[str, tuple[int, int]]:
+    def _growing_arrays(self) -> dict[str, Growth]:
         width = self.n_features_in_
         return {
             **growing_store("buffer", self.buffer_size, width),

@@ -18,6 +18,7 @@ from typing import Unpack
 import numpy as np
 
 from core.learners._base import OnlineLearner
+from core.learners._growing import Growth, growth_bounds
 from service.engine.coalesce import Coalescer
 from service.engine.delayed import DelayedLabels
 from service.engine.entries import Entry
@@ -60,7 +61,7 @@ def full_size(loaded: Loaded) -> int:
     config = loaded.config
     growing = loaded.learner._growing_arrays()
     learner = sum(
-        at_capacity(array, *growing[name]) if name in growing else array.nbytes
+        at_capacity(array, growing[name]) if name in growing else array.nbytes
         for name, array in loaded.learner.state_.items()
     )
     window = config.window * 16 + 2 * config.reservoir * 8
@@ -69,10 +70,12 @@ def full_size(loaded: Loaded) -> int:
     return learner + window + regret + history
 
 
-def at_capacity(array: np.ndarray, axis: int, capacity: int) -> int:
-    """Bytes of a growing array (core.learners._growing) once ``capacity`` long on ``axis``."""
-    cells = math.prod(length for dimension, length in enumerate(array.shape) if dimension != axis)
-    return array.itemsize * cells * capacity
+def at_capacity(array: np.ndarray, growth: Growth) -> int:
+    """Bytes of a growing array (core.learners._growing) once at its capacity on each axis it
+    grows on."""
+    bounds = growth_bounds(*growth)
+    cells = math.prod(bounds.get(axis, length) for axis, length in enumerate(array.shape))
+    return array.itemsize * cells
 
 
 class Engine:

@@ -49,7 +49,7 @@ CALIBRATION_PREFIX = "calibration:"
 #: (:class:`OtherStateFormat`), never read as corrupt or reinterpreted.  Bump it with any
 #: change of that layout, and regenerate the golden states
 #: (``PYTHONPATH=. python3 -m tests.state_fixtures.regenerate``).
-STATE_FORMAT_VERSION = 10
+STATE_FORMAT_VERSION = 11
 #: the committed array holding the state's format version (one int64)
 FORMAT_ARRAY = "format:state_version"
 #: [CHOICE] the version of a state without :data:`FORMAT_ARRAY`: the states committed before

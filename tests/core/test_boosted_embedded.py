@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from core.boosted_trees import ENSEMBLE_KEYS, EnsembleParams, fit_with_leaves
+from core.boosted_trees import ENSEMBLE_KEYS, EnsembleParams, fit_with_leaves, node_capacity
 from core.errors import InvalidState
 from core.learners import _leaf_columns as columns
 from core.learners import make_learner
@@ -234,6 +234,51 @@ def test_trees_are_three_narrow_arrays_and_a_wider_or_out_of_range_array_is_refu
         beyond["ens_left"][0, 0] = value
         with pytest.raises(InvalidState, match="ens_left"):
             BoostedEmbedded.from_state(learner.get_params(), beyond)
+
+
+def padded_trees(state: dict, max_leaves: int) -> dict:
+    """``state`` with its trees at ``2 * max_leaves - 1`` nodes each, as the code before the
+    trees were trimmed kept them (no left child, feature 0 and value 0 past a tree's nodes)."""
+    nodes = node_capacity(max_leaves)
+    padded = dict(state)
+    for key, fill in (("ens_left", -1), ("ens_feature_or_leaf", 0), ("ens_threshold_or_value", 0)):
+        trees = state[key]
+        padded[key] = np.full((trees.shape[0], nodes), fill, dtype=trees.dtype)
+        padded[key][:, : trees.shape[1]] = trees
+    return padded
+
+
+def test_trees_hold_the_nodes_of_the_largest_tree_and_learn_as_padded_ones():
+    """An installed fit keeps the nodes its largest tree has, not ``2 * max_leaves - 1`` a
+    tree: a young model's trees (few rows, so fewer leaves) take less memory, and learn and
+    score bit for bit as the same trees padded to the whole width, which still load; tree
+    arrays of different widths, or wider than the whole width, are refused."""
+    X, y = xor_stream(900, seed=4)
+    params = {**SMALL, "max_leaves": 12, "min_samples_leaf": 20}
+    learner = make_learner("boosted_embedded", **params).partial_fit(X[:300], y[:300])
+    state = learner.get_state()
+    left = state["ens_left"]
+    internal = (left >= 0).sum(axis=1)  # a tree of k splits has 2k + 1 nodes
+    assert left.shape == (params["n_trees"], 2 * int(internal.max()) + 1)
+    assert left.shape[1] < node_capacity(params["max_leaves"])
+    assert {state[key].shape for key in ("ens_feature_or_leaf", "ens_threshold_or_value")} == {
+        left.shape
+    }
+    padded = BoostedEmbedded.from_state(learner.get_params(), padded_trees(state, 12))
+    probe = xor_stream(50, seed=5)[0]
+    np.testing.assert_array_equal(learner.decision_function(probe), padded.decision_function(probe))
+    for start in range(300, 900, 100):  # across refits, each trimmed to its own trees
+        part = slice(start, start + 100)
+        np.testing.assert_array_equal(
+            learner.prequential_step(X[part], y[part]), padded.prequential_step(X[part], y[part])
+        )
+    assert learner.fits_ >= 3
+    ragged = {**state, "ens_threshold_or_value": state["ens_threshold_or_value"][:, :-1].copy()}
+    with pytest.raises(InvalidState, match="nodes a tree"):
+        BoostedEmbedded.from_state(learner.get_params(), ragged)
+    wider = padded_trees(state, 13)  # 25 nodes a tree for trees of at most 12 leaves (23)
+    with pytest.raises(InvalidState, match=r"'ens_left' has .* up to 23 along axis 1"):
+        BoostedEmbedded.from_state(learner.get_params(), wider)
 
 
 def test_learns_a_non_linear_ranking_a_linear_learner_cannot():

@@ -232,8 +232,8 @@ def table_events(frame, args: argparse.Namespace, digest: str) -> ReplayData:
     ids = None if id_column is None else frame[id_column].astype(str).tolist()
     if hashed:
         named = named_rows(frame[feature_columns])
-        X = hashed_rows(named, args.hash_features, rows)
-        return ReplayData(X, y, ids, rows, None, digest, named_events=named)
+        hashed_X = hashed_rows(named, args.hash_features, rows)
+        return ReplayData(hashed_X, y, ids, rows, None, digest, named_events=named)
     # a missing cell stays NaN: model_features applies the model's policy to it
     X = np.ascontiguousarray(frame[feature_columns].to_numpy(dtype=np.float64, na_value=np.nan))
     infinite = np.argwhere(np.isinf(X))

@@ -28,6 +28,7 @@ _PAIRS = re.compile(rf"{WHITESPACE}*(?:{PAIR}(?:{WHITESPACE}+{PAIR})*)?{WHITESPA
 #: up to this many characters a regular expression checks the pairs faster than numpy's passes
 _REGEX_MAX_CHARS = 2048
 _LABEL = re.compile(LABEL)
+_NUMBER = re.compile(NUMBER)
 #: each ASCII character's part in a pair (``_well_formed_pairs``)
 _OTHER, _SPACE, _DIGIT, _NUMBER_SIGN, _COLON = range(5)
 _CHARACTER_KIND = np.full(256, _OTHER, dtype=np.uint8)
@@ -151,13 +152,10 @@ def _labels(heads: list[str | None], locate: Locator, labelled: bool) -> np.ndar
 
 def _as_written(token: str) -> Any:
     """A label token as a JSON event would carry it (``2.0`` as 2), for the error to name."""
-    if _DECIMAL.fullmatch(token) is None:
+    if _NUMBER.fullmatch(token) is None:
         return token
     number = float(token)
     return int(number) if number.is_integer() else number
-
-
-_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def _well_formed_pairs(text: str) -> bool:

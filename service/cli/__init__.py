@@ -1,10 +1,6 @@
-"""The ``aucstream`` command line: one module per subcommand.
-
-A subcommand is a module of this package whose name does not start with an underscore and
-that defines ``register(commands)``: it adds its parser to ``commands`` (the argparse
-sub-parsers, built with :func:`add_command`) and sets ``handler`` to a function of the parsed
-arguments returning the exit status.  Nothing else needs editing: :func:`build_parser` finds
-the modules.  Every failure is one line on stderr and a non-zero exit (``_errors``).
+"""The ``aucstream`` command line.  Each module of this package not named ``_*`` is a subcommand:
+its ``register(commands)`` adds its parser (:func:`add_command`) and sets ``handler``, a function
+of the parsed arguments returning the exit status; :func:`build_parser` finds the modules.
 """
 
 from __future__ import annotations
@@ -15,10 +11,8 @@ import os
 import pkgutil
 from collections.abc import Sequence
 
-# One BLAS thread per process, set before numpy loads OpenBLAS (it reads this once): the
-# service runs many small kernel calls concurrently (uvicorn workers, queue workers), and
-# OpenBLAS threads on top of them only fight over the cores (opauc's rank-k sketch slowed to a
-# crawl on a busy 2-core machine).  A value set by the operator wins.
+# One BLAS thread per process, set before numpy loads OpenBLAS: the service's many concurrent
+# small kernel calls and OpenBLAS threads only fight over the cores.  The operator's value wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from service.cli._errors import CliError, run, validation_message  # noqa: E402
@@ -39,8 +33,7 @@ file or option, 130 interrupted."""
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Descriptions and epilogs as written; each option's default after its help, unless it
-    has none worth showing (None, False, or the help already says it)."""
+    """Descriptions as written; each option's default after its help when worth showing."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -79,10 +72,8 @@ def command_modules() -> list[str]:
 
 
 class CommandLineParser(argparse.ArgumentParser):
-    """The ``aucstream`` parser, which knows its subcommands' parsers so that an option no
-    subcommand takes is reported with that subcommand's usage: argparse leaves arguments a
-    subparser does not know to the top-level parser, whose usage lists no option of the
-    subcommand."""
+    """The ``aucstream`` parser, which reports an unknown option with its subcommand's usage
+    (argparse leaves it to the top-level parser, whose usage lists none of its options)."""
 
     commands: dict[str, argparse.ArgumentParser]
 
@@ -106,9 +97,8 @@ def build_parser() -> CommandLineParser:
 
 
 def load_settings(variables: dict[str, object]):
-    """``Settings()`` with each of ``variables`` that is not None set first (the options of a
-    command override the environment); invalid settings are one line, before anything
-    starts."""
+    """``Settings()`` with each of ``variables`` not None set first (a command's options override
+    the environment); invalid settings are one line, before anything starts."""
     from pydantic import ValidationError
 
     from service.settings import Settings

@@ -1,10 +1,5 @@
-"""How every command fails: one line on stderr (``aucstream: ...``) and a non-zero exit status,
-never a traceback.
-
-Exit statuses: 0 success; 1 the work failed on the way (a server refused a batch, was down
-or timed out, a health check failed); 2 the command or its input is wrong (a missing file, a
-bad column, invalid settings or parameters; argparse's own usage errors are 2 as well); 130
-interrupted (Ctrl-C).  ``AUCSTREAM_DEBUG=1`` shows the traceback of an unexpected error.
+"""How every command fails: one line on stderr (``aucstream: ...``) and an exit status, never a
+traceback (``AUCSTREAM_DEBUG=1`` shows that of an unexpected error).
 """
 
 from __future__ import annotations
@@ -14,7 +9,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+#: the command or its input is wrong (a missing file, a bad column, invalid settings), as
+#: argparse's own usage errors
 USAGE = 2
+#: the work failed on the way (a server refused, was down or timed out; a health check)
 FAILED = 1
 INTERRUPTED = 130
 
@@ -43,12 +41,9 @@ def explain(error: BaseException) -> tuple[str, int]:
 
     if isinstance(error, CliError):
         return error.message, error.status
-    if isinstance(error, ServiceError):
-        where = f" ({error.field})" if error.field else ""
-        return f"{error.detail}{where}", USAGE
     if isinstance(error, ValidationError):
         return validation_message(error), USAGE
-    if isinstance(error, ValueError):  # core's InvalidParameter / InvalidFeatures
+    if isinstance(error, ServiceError | ValueError):  # ValueError: core's typed errors
         field = getattr(error, "param", None) or getattr(error, "field", None)
         return f"{error}" + (f" ({field})" if field else ""), USAGE
     if isinstance(error, httpx.TimeoutException):

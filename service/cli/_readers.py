@@ -1,10 +1,6 @@
-"""Files for ``aucstream replay`` and ``fit``: CSV / TSV and Parquet (pandas, pyarrow), LIBSVM, NPZ.
-
-The policies (label and id columns, text columns, labels, ``--missing``) are those replay's
-DESCRIPTION and docs/cli.md state; each refusal is one line naming the row (numbered from 1
-after the header) and the column.  Features go through the server's own checks
-(:func:`model_features`, :func:`hashed_rows`), so a file learns what the same events posted to
-the server would.
+"""Files for ``aucstream replay`` and ``fit`` (CSV / TSV, Parquet, LIBSVM, NPZ) under the policies
+docs/cli.md states, each refusal one line naming the row (from 1 after the header) and column.
+Features go through the server's own checks, so a file learns what its events posted would.
 """
 
 from __future__ import annotations
@@ -31,12 +27,9 @@ from service.schemas import MissingValuesName
 FORMATS = ("auto", "csv", "parquet", "libsvm", "npz")
 #: the server's missing_values policies (``POST /v1/models``), under the same names
 MISSING_POLICIES: tuple[str, ...] = get_args(MissingValuesName)
-#: [CHOICE] A sparse file (LIBSVM, CSR arrays in an NPZ) with at most this many features is
-#: replayed into a dense model, so that ``auto`` scaling standardises it (centring, which a
-#: sparse model cannot do): on real sets dense ranks better unless every feature is one-hot
-#: (``bench/replay_defaults.py``, bench/README.md "replay_defaults.py").
-#: Above it the model stays sparse (dense rows cost O(n_features) per event and per stored
-#: regret-window row).
+#: [CHOICE] A sparse file with at most this many features makes a dense model, which ``auto``
+#: scaling can centre (better ranking unless every feature is one-hot: bench/README.md
+#: "replay_defaults.py"); above, dense rows cost too much per event.
 DENSE_MAX_FEATURES = 1000
 MISSING_HELP = (
     "what a missing feature value does, as the server's missing_values (the new model's "
@@ -56,8 +49,8 @@ _EXTENSIONS = {
 
 @dataclass
 class ReplayData:
-    """A file's events: features, labels in {-1, +1}, ids (from ``--id-column``, else None)
-    and row numbers (1-based, of the rows kept), feature names (tables only)."""
+    """A file's events: features, labels in {-1, +1}, ``--id-column`` ids, 1-based row
+    numbers, feature names (tables only) and the digest of the file's bytes."""
 
     X: np.ndarray | CSRMatrix
     y: np.ndarray
@@ -65,8 +58,7 @@ class ReplayData:
     rows: np.ndarray
     feature_names: list[str] | None
     digest: str
-    #: ``--feature-mode hashed``: each event's ``{"column": value}`` (text values kept, missing
-    #: ones left out), what a server is sent; ``X`` is the same events hashed
+    #: ``--feature-mode hashed``: each event's ``{"column": value}`` as a server is sent it
     named_events: list[dict[str, Any]] | None = None
 
     @property
@@ -80,8 +72,8 @@ class ReplayData:
         return bool(np.isnan(values).any())
 
     def event_ids(self) -> list[str]:
-        """The ids to send: the id column, else ``<digest>-<row>`` -- the same for the same
-        file content, so replaying it again into a server skips what it already learned."""
+        """The id column, else ``<digest>-<row>``: replaying the same file again into a server
+        skips what it learned."""
         if self.ids is not None:
             return self.ids
         return [f"{self.digest}-{row}" for row in self.rows.tolist()]
@@ -91,29 +83,39 @@ def add_file_options(parser: argparse.ArgumentParser) -> None:
     """The options of a subcommand that reads an events file (replay, fit), in one group."""
     group = parser.add_argument_group("reading the file")
     group.add_argument("--format", choices=FORMATS, default="auto", help="file format")
-    group.add_argument("--label-column", default=None, help="CSV / Parquet label column")
-    group.add_argument("--id-column", default=None, help="CSV / Parquet event id column")
+    group.add_argument("--label-column", help="CSV / Parquet label column")
+    group.add_argument("--id-column", help="CSV / Parquet event id column")
     group.add_argument("--missing", choices=MISSING_POLICIES, default="refuse", help=MISSING_HELP)
     group.add_argument("--drop-non-numeric", action="store_true",
                        help="leave out text columns instead of refusing the file")  # fmt: skip
     group.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
-    group.add_argument("--positive-label", default=None, metavar="VALUE",
+    group.add_argument("--positive-label", metavar="VALUE",
                        help="CSV / Parquet: the label value of the positive class (every other "
                        "value is negative), e.g. --positive-label denied")  # fmt: skip
 
 
-#: the options of :func:`add_file_options` that :func:`read_events` takes under their names
-_FILE_OPTIONS = (
-    "label_column id_column missing drop_non_numeric zero_based positive_label feature_mode"
-).split()
-
-
 def read_file_events(args: argparse.Namespace) -> ReplayData:
-    """The events of ``args.file``, read with the options :func:`add_file_options` declared:
-    replay and fit read a file the same way (same formats and policies)."""
-    hashed_width = args.hash_features if args.feature_mode == "hashed" else None
-    options = {name: getattr(args, name) for name in _FILE_OPTIONS}
-    return read_events(args.file, args.format, hashed_width=hashed_width, **options)
+    """The events of ``args.file`` read with the options of :func:`add_file_options` (and the
+    feature mode of a new model)."""
+    file_format = detect_format(args.file) if args.format == "auto" else args.format
+    digest = file_digest(args.file)  # also the first read: a missing file fails here, in one line
+    if file_format in ("csv", "parquet"):
+        return table_events(read_frame(args.file, file_format, args.id_column), args, digest)
+    hashed = "hashed" if args.feature_mode == "hashed" else None
+    for option, value in (("--id-column", args.id_column), ("--label-column", args.label_column),
+                          ("--positive-label", args.positive_label),
+                          ("--feature-mode hashed", hashed)):  # fmt: skip
+        if value is not None:
+            raise CliError(f"{option} is for CSV and Parquet files, not {file_format}")
+    if file_format == "libsvm":
+        X, y = read_libsvm(args.file, args.zero_based, args.missing, args.feature_mode)
+    else:
+        X, y = read_npz(args.file)
+        if args.missing == "refuse":
+            dense_values = X.toarray() if isinstance(X, CSRMatrix) else X
+            refuse_missing(np.isnan(dense_values), [f"{j}" for j in range(X.shape[1])])
+    rows = np.arange(1, len(y) + 1)
+    return ReplayData(X, checked_labels(y, "the labels", rows), None, rows, None, digest)
 
 
 def default_feature_mode(sparse_file: bool, n_features: int) -> str:
@@ -124,17 +126,13 @@ def default_feature_mode(sparse_file: bool, n_features: int) -> str:
 def model_features(
     X: np.ndarray | CSRMatrix, spec: FeatureSpec, rows: np.ndarray
 ) -> np.ndarray | CSRMatrix:
-    """``X`` (in the model's layout) through the checks the server's ingest runs on an NPZ
-    batch for a model of ``spec``: a missing value (NaN) is refused, read as 0, or, in a dense
-    model whose policy is ``mean``, kept as NaN for the engine to fill with its running mean
-    (service/engine/missing.py); infinity and values beyond the feature bound are refused.
-    ``rows`` are the file's row numbers of ``X``, named in the error."""
+    """``X`` (in the model's layout) through the server's checks of an NPZ batch for ``spec``
+    (missing values by its policy, infinities, the feature bound), naming the file's ``rows``."""
     return _checked_rows(rows, fields.sparse if isinstance(X, CSRMatrix) else fields.dense, X, spec)
 
 
 def _checked_rows(rows: np.ndarray, check: Callable[..., Any], *args: Any) -> Any:
-    """``check(*args, locator)``, one of the server's checks, on the file's ``rows``; its
-    refusal as one line naming the row."""
+    """``check(*args, locator)``, one of the server's checks, its refusal naming the row."""
     try:
         return check(*args, fields.Locator(None, rows.tolist()))
     except ServiceError as error:
@@ -160,42 +158,6 @@ def detect_format(path: str) -> str:
     )
 
 
-def read_events(
-    path: str,
-    file_format: str = "auto",
-    *,
-    label_column: str | None = None,
-    id_column: str | None = None,
-    missing: str = "refuse",
-    drop_non_numeric: bool = False,
-    zero_based: bool = False,
-    positive_label: str | None = None,
-    hashed_width: int | None = None,
-    feature_mode: str | None = None,
-) -> ReplayData:
-    file_format = detect_format(path) if file_format == "auto" else file_format
-    digest = file_digest(path)  # also the first read: a missing file fails here, in one line
-    if file_format in ("csv", "parquet"):
-        frame = read_frame(path, file_format, id_column)
-        return table_events(frame, path, digest, label_column, id_column, missing,
-                            drop_non_numeric, positive_label, hashed_width)  # fmt: skip
-    for option, value in (("--id-column", id_column), ("--label-column", label_column),
-                          ("--positive-label", positive_label),
-                          ("--feature-mode hashed", hashed_width)):  # fmt: skip
-        if value is not None:
-            raise CliError(f"{option} is for CSV and Parquet files, not {file_format}")
-    if file_format == "libsvm":
-        X, y = read_libsvm(path, zero_based, missing, feature_mode)
-    else:
-        X, y = read_npz(path)
-        if missing == "refuse":
-            dense_values = X.toarray() if isinstance(X, CSRMatrix) else X
-            refuse_missing(np.isnan(dense_values), [f"{j}" for j in range(X.shape[1])])
-    y = checked_labels(y, "the labels", np.arange(1, len(y) + 1))
-    return ReplayData(X, y, None, np.arange(1, len(y) + 1), None, digest)
-
-
-# ---------------------------------------------------------------------------- tables
 def read_frame(path: str, file_format: str, id_column: str | None):
     import pandas as pd
 
@@ -205,8 +167,7 @@ def read_frame(path: str, file_format: str, id_column: str | None):
         else:
             separator = "\t" if re.search(r"\.tsv(\.\w+)?$", path.lower()) else ","
             id_types = {id_column: str} if id_column is not None else None
-            # correctly rounded floats: pandas 2's default parser can be 1 ulp off, so ask it for
-            # round_trip; pandas 3 rounds correctly by default and deprecates the option
+            # correctly rounded floats: pandas 2's default parser can be 1 ulp off
             precision = {"float_precision": "round_trip"} if pd.__version__ < "3" else {}
             frame = pd.read_csv(
                 path, sep=separator, dtype=id_types, skipinitialspace=True, **precision
@@ -225,10 +186,11 @@ def read_frame(path: str, file_format: str, id_column: str | None):
     return frame
 
 
-def table_events(frame, path, digest, label_column, id_column, missing, drop_non_numeric,
-                 positive_label=None, hashed_width=None):  # fmt: skip
+def table_events(frame, args: argparse.Namespace, digest: str) -> ReplayData:
     import pandas as pd
 
+    path, label_column, id_column = args.file, args.label_column, args.id_column
+    hashed = args.feature_mode == "hashed"
     columns = list(frame.columns)
     if label_column is None:
         lowered = {name.lower(): name for name in reversed(columns)}  # the first of equals
@@ -247,9 +209,9 @@ def table_events(frame, path, digest, label_column, id_column, missing, drop_non
             pd.api.types.is_numeric_dtype(frame[name]) or pd.api.types.is_bool_dtype(frame[name])
         )
     ]
-    if text and hashed_width is not None:
+    if text and hashed:
         text = []  # a hashed model takes text: "country": "FR" is the feature country=FR
-    if text and not drop_non_numeric:
+    if text and not args.drop_non_numeric:
         raise CliError(
             f"non-numeric column(s) {_names(text)} in {path}: features must be numbers; pass "
             "--feature-mode hashed to one-hot encode them (column=value), --drop-non-numeric "
@@ -260,18 +222,18 @@ def table_events(frame, path, digest, label_column, id_column, missing, drop_non
         feature_columns = [name for name in feature_columns if name not in text]
     if not feature_columns:
         raise CliError(f"{path} has no feature column besides the label and id")
-    if missing == "refuse":
+    if args.missing == "refuse":
         refuse_missing(frame[feature_columns].isna().to_numpy(), feature_columns)
     for name in (label_column, id_column):
         if name is not None and frame[name].isna().any():
             row = int(rows[np.flatnonzero(frame[name].isna().to_numpy())[0]])
             raise CliError(f"row {row}: no value in column {name!r} (labels and ids are needed)")
-    y = table_labels(frame[label_column], label_column, rows, positive_label)
+    y = table_labels(frame[label_column], label_column, rows, args.positive_label)
     ids = None if id_column is None else frame[id_column].astype(str).tolist()
-    if hashed_width is not None:
+    if hashed:
         named = named_rows(frame[feature_columns])
-        X = hashed_rows(named, hashed_width, rows)
-        return ReplayData(X, y, ids, rows, None, digest, named_events=named)
+        hashed_X = hashed_rows(named, args.hash_features, rows)
+        return ReplayData(hashed_X, y, ids, rows, None, digest, named_events=named)
     # a missing cell stays NaN: model_features applies the model's policy to it
     X = np.ascontiguousarray(frame[feature_columns].to_numpy(dtype=np.float64, na_value=np.nan))
     infinite = np.argwhere(np.isinf(X))
@@ -282,8 +244,7 @@ def table_events(frame, path, digest, label_column, id_column, missing, drop_non
 
 
 def named_rows(features) -> list[dict[str, Any]]:
-    """Each row as ``{"column": value}`` (Python numbers, booleans and strings, as a JSON
-    event carries them), its missing cells left out: absent is 0 in a hashed model."""
+    """Each row as a JSON event's ``{"column": value}``, missing cells left out (0 when hashed)."""
     import pandas as pd
 
     records = features.astype(object).where(features.notna(), None).to_dict("records")
@@ -299,8 +260,7 @@ def named_rows(features) -> list[dict[str, Any]]:
 
 
 def hashed_rows(named: list[dict[str, Any]], width: int, rows: np.ndarray) -> CSRMatrix:
-    """The events hashed as the server hashes a JSON event (``service.ingest``): the same
-    features whether a file is learned in this process or sent to a server."""
+    """The events hashed as the server hashes a JSON event."""
     return _checked_rows(rows, hashed_features, named, FeatureSpec(width, "hashed"))
 
 
@@ -309,9 +269,8 @@ LABEL_WORDS = (("yes", "no"), ("true", "false"))
 
 
 def table_labels(column, name: str, rows: np.ndarray, positive_label: str | None) -> np.ndarray:
-    """A table's label column in {-1, +1}: ``--positive-label`` against every other value,
-    else 0/1, -1/+1, booleans, or the words yes/no, true/false in any case; otherwise one line
-    naming the column and the values found."""
+    """A table's label column in {-1, +1}: ``--positive-label`` against every other value, else
+    0/1, -1/+1, booleans, yes/no or true/false; otherwise one line naming the values found."""
     import pandas as pd
 
     if positive_label is not None:
@@ -352,8 +311,7 @@ def _found(column) -> str:
 
 
 def refuse_missing(absent: np.ndarray, feature_columns: list[str]) -> None:
-    """``--missing refuse``: the first missing cell (``absent``: a mask of the features),
-    named by row and column (an NPZ's columns by their 0-based index)."""
+    """``--missing refuse``: the first missing cell of the mask ``absent``, by row and column."""
     if not absent.any():
         return
     row, column = np.argwhere(absent)[0]
@@ -379,14 +337,11 @@ def _names(names: list[str]) -> str:
     return fields.first_of(map(repr, names), len(names), 8)
 
 
-# ---------------------------------------------------------------------------- LIBSVM, NPZ
 def read_libsvm(
     path: str, zero_based: bool, missing: str = "refuse", feature_mode: str | None = None
 ) -> tuple[np.ndarray | CSRMatrix, np.ndarray]:
-    """The events of a LIBSVM file, a ``index:nan`` pair handled as the server handles it for
-    the model the file will make: refused, or left out (0); a dense model whose policy is
-    ``mean`` refuses it too (LIBSVM leaves zeros out, so a missing value cannot be told
-    from one), which needs the events parsed as the dense model's."""
+    """The events of a LIBSVM file, parsed as the server parses them for the model the file
+    makes (an ``index:nan`` pair refused, left out, or refused by a dense ``mean`` model)."""
     from service.ingest import libsvm_events
 
     with open(path, "rb") as handle:

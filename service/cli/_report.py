@@ -8,9 +8,8 @@ from typing import Any
 
 @dataclass
 class RunTally:
-    """What THIS run did (not the model's totals): events sent, learned, skipped as already
-    learned (their ids were known), queued (a queue-mode server), and the seconds spent
-    reading the file and sending / learning its events."""
+    """What this run did (not the model's totals): events sent, learned, skipped as already
+    learned, queued (a queue-mode server), and the seconds spent reading and learning."""
 
     sent: int = 0
     learned: int = 0

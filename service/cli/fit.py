@@ -1,6 +1,5 @@
-"""``aucstream fit FILE --model ID``: train a model on history and write (or upload) its snapshot
-(DESCRIPTION below, docs/cli.md), which ``PUT /v1/models/{id}/snapshot`` loads so that the model
-goes on learning online from the history."""
+"""``aucstream fit FILE --model ID``: train a model on history and write (or upload) its snapshot,
+which the service loads to go on learning online (DESCRIPTION below, docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -11,10 +10,11 @@ import numpy as np
 
 from core.csr import CSRMatrix
 from core.metrics import auc, pauc
+from core.validation import row_range
 from service.cli import add_command
 from service.cli._errors import CliError
 from service.cli._readers import ReplayData, add_file_options, model_features, read_file_events
-from service.cli.replay import add_model_options, model_request, write_snapshot
+from service.cli.replay import add_model_options, model_request, refused, server, write_snapshot
 
 #: the line of ``aucstream --help``; DESCRIPTION follows it in ``aucstream fit --help``
 SUMMARY = "train a model on a history file and write (or upload) its snapshot"
@@ -78,7 +78,7 @@ def build_snapshot(args: argparse.Namespace, data: ReplayData, progress) -> tupl
         raise CliError("the training part needs events of both classes")
     loaded = fresh(config, learner)  # the model the snapshot holds; trains ``learner``
     X = model_features(X, loaded.spec, data.rows)
-    X_train, X_test = _rows(X, np.arange(n_train)), _rows(X, np.arange(n_train, len(labels)))
+    X_train, X_test = row_range(X, 0, n_train), row_range(X, n_train, len(labels))
     if loaded.means is not None:  # missing_values "mean" in a dense model
         X_train = loaded.means.fill_and_learn(X_train)  # type: ignore[arg-type]
         X_test = loaded.means.fill_for_scoring(X_test)  # type: ignore[arg-type]
@@ -99,16 +99,12 @@ def build_snapshot(args: argparse.Namespace, data: ReplayData, progress) -> tupl
 
 
 def upload(args: argparse.Namespace, body: bytes) -> None:
-    import httpx
-
-    headers = {"content-type": "application/zip"}
-    if args.api_key:
-        headers["x-api-key"] = args.api_key
-    url = f"{args.url.rstrip('/')}/v1/models/{args.model}/snapshot"
-    response = httpx.put(url, content=body, headers=headers,
-                         params={"replace": str(args.replace).lower()}, timeout=300)  # fmt: skip
+    with server(args, timeout=300) as http:
+        response = http.put(f"/v1/models/{args.model}/snapshot", content=body,
+                            headers={"content-type": "application/zip"},
+                            params={"replace": str(args.replace).lower()})  # fmt: skip
     if response.status_code != 201:
-        raise CliError(f"the server refused the snapshot: {response.text}")
+        raise refused(response, "the server refused the snapshot")
 
 
 def fit(args: argparse.Namespace) -> int:
@@ -142,13 +138,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", required=True, help="model id")
     add_file_options(parser)
     add_model_options(parser)
-    parser.add_argument("--passes", type=int, default=None, help="online learners: passes")
+    parser.add_argument("--passes", type=int, help="online learners: passes")
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--holdout", type=float, default=0.2, help="last fraction held out")
     parser.add_argument("--seed", type=int, default=0, help="shuffles of the passes")
-    parser.add_argument("--output", default=None, help="default: <model>.aucstream.zip")
-    parser.add_argument("--url", default=None, help="upload to this server (PUT .../snapshot)")
+    parser.add_argument("--output", help="default: <model>.aucstream.zip")
+    parser.add_argument("--url", help="upload to this server (PUT .../snapshot)")
     parser.add_argument("--replace", action="store_true", help="with --url: overwrite the model")
-    parser.add_argument("--api-key", default=None)
+    parser.add_argument("--api-key")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(handler=fit)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 import io
 import time
-from collections.abc import Iterator
 from typing import Any, get_args
 
 import numpy as np
 import orjson
 
 from core.csr import CSRMatrix
+from core.validation import row_range
 from service.cli import add_command
 from service.cli._errors import FAILED, CliError, one_line
 from service.cli._readers import (
@@ -82,11 +82,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("file", help="the events")
     parser.add_argument("--model", required=True, help="model id (created if it does not exist)")
     parser.add_argument(
-        "--url", default=None, help="a running server, e.g. http://127.0.0.1:8000 (default: "
-        "learn in this process)"
-    )  # fmt: skip
-    parser.add_argument("--api-key", default=None, help="sent as X-API-Key to --url")
-    parser.add_argument("--save", default=None, metavar="PATH",
+        "--url",
+        help="a running server, e.g. http://127.0.0.1:8000 (default: learn in this process)",
+    )
+    parser.add_argument("--api-key", help="sent as X-API-Key to --url")
+    parser.add_argument("--save", metavar="PATH",
                         help="write the model's snapshot there at the end (the archive PUT "
                         "/v1/models/{id}/snapshot loads)")  # fmt: skip
     add_file_options(parser)
@@ -99,9 +99,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """The options of a new model, read by :func:`model_request` (replay, fit)."""
     parser.add_argument("--learner", default=DEFAULT_LEARNER, help="learner of a new model")
-    parser.add_argument("--params", default=None,
-                        help='learner parameters as JSON, e.g. \'{"eta0": 0.1}\'')  # fmt: skip
-    parser.add_argument("--feature-mode", choices=get_args(FeatureModeName), default=None,
+    parser.add_argument("--params", help="learner parameters as JSON, e.g. '{\"eta0\": 0.1}'")
+    parser.add_argument("--feature-mode", choices=get_args(FeatureModeName),
                         help="feature mode of a new model (default: see above); hashed (CSV / "
                         "Parquet): each column's value by name, a text value one-hot as the "
                         "feature column=value, hashed into --hash-features columns")  # fmt: skip
@@ -126,11 +125,9 @@ def replay(args: argparse.Namespace) -> int:
     data = read_file_events(args)
     tally.read_seconds = time.perf_counter() - started
     request = model_request(args, data)
+    replay_to = replay_to_server if args.url else replay_in_process
     with tqdm(total=data.n_events, unit="ev", unit_scale=True, disable=args.quiet or None) as bar:
-        if args.url:
-            metrics, snapshot = replay_to_server(args, data, request, tally, bar.update)
-        else:
-            metrics, snapshot = replay_in_process(args, data, request, tally, bar.update)
+        metrics, snapshot = replay_to(args, data, request, tally, bar.update)
     print(metrics_table(metrics))
     print(tally.summary())
     if snapshot is not None:
@@ -173,20 +170,24 @@ def model_request(args: argparse.Namespace, data: ReplayData) -> dict[str, Any]:
     return request
 
 
-def spans(n_events: int, size: int) -> Iterator[tuple[int, int]]:
-    for start in range(0, n_events, size):
-        yield start, min(start + size, n_events)
-
-
 def in_layout(X: np.ndarray | CSRMatrix, start: int, stop: int, dense: bool):
     """Rows ``start:stop`` of ``X`` as the model takes them (dense rows or CSR)."""
-    rows = np.arange(start, stop)
-    part = X.take_rows(rows) if isinstance(X, CSRMatrix) else X[start:stop]
+    part = row_range(X, start, stop)
     if dense and isinstance(part, CSRMatrix):
         return part.toarray()
     if not dense and not isinstance(part, CSRMatrix):
         return CSRMatrix.from_dense(part)
     return part
+
+
+def learn_in_batches(args, data: ReplayData, tally: RunTally, advance, learn) -> None:
+    """``learn(start, stop)`` on each batch of ``--batch-size`` events, its answer counted."""
+    started = time.perf_counter()
+    for start in range(0, data.n_events, args.batch_size):
+        stop = min(start + args.batch_size, data.n_events)
+        tally.add(learn(start, stop), stop - start)
+        advance(stop - start)
+    tally.learn_seconds = time.perf_counter() - started
 
 
 # ---------------------------------------------------------------------------- in-process
@@ -203,15 +204,14 @@ def replay_in_process(args, data: ReplayData, request, tally: RunTally, advance)
     dense = request["feature_mode"] == "dense"
     spec = FeatureSpec(request["n_features"], request["feature_mode"],
                        missing_values=request["missing_values"])  # fmt: skip
-    started = time.perf_counter()
-    for start, stop in spans(data.n_events, args.batch_size):
+
+    def learn(start: int, stop: int) -> dict[str, int]:
         ids = None if data.ids is None else list(data.ids[start:stop])
         part = model_features(in_layout(data.X, start, stop, dense), spec, data.rows[start:stop])
         result = engine.learn(args.model, Batch(part, data.y[start:stop], ids))  # type: ignore[arg-type]
-        learned = {"learned": result.learned, "duplicates": len(result.duplicate_ids)}
-        tally.add(learned, stop - start)
-        advance(stop - start)
-    tally.learn_seconds = time.perf_counter() - started
+        return {"learned": result.learned, "duplicates": len(result.duplicate_ids)}
+
+    learn_in_batches(args, data, tally, advance, learn)
     archive = None
     if args.save:
         archive = snapshot.export_snapshot(*engine.state_arrays(args.model))
@@ -251,17 +251,17 @@ def refused(response, what: str) -> CliError:
     return CliError(f"{what}: HTTP {response.status_code}: {one_line(detail, 300)}", FAILED)
 
 
-def ensure_model(http, request: dict[str, Any], has_missing: bool) -> None:
-    """Create the model unless the server has it; an existing one must take this file (its
-    width, and, when the file has missing values, the policy --missing asks for: the server
-    applies its model's own)."""
+def ensure_model(http, request: dict[str, Any], has_missing: bool) -> dict[str, Any]:
+    """The server's configuration of the model, created unless it has it; it must take this
+    file (its width, and the policy --missing asks for if the file has missing values: the
+    server applies its model's own)."""
     model = request["id"]
     found = http.get(f"/v1/models/{model}")
     if found.status_code == 404:
         created = http.post("/v1/models", json=request)
         if created.status_code not in (201, 409):  # 409: created meanwhile by another client
             raise refused(created, f"could not create model {model}")
-        return
+        found = http.get(f"/v1/models/{model}")
     if found.status_code != 200:
         raise refused(found, f"could not read model {model}")
     config = found.json()["config"]
@@ -277,20 +277,23 @@ def ensure_model(http, request: dict[str, Any], has_missing: bool) -> None:
             f"missing values; pass --missing {policy} to send them to it, or pick another "
             "--model"
         )
+    return config
 
 
-def replay_to_server(args, data: ReplayData, request, tally: RunTally, advance):
+def server(args: argparse.Namespace, timeout: float):
+    """An HTTP client of ``--url`` that sends ``--api-key``."""
     import httpx
 
     headers = {"x-api-key": args.api_key} if args.api_key else {}
-    base = args.url.rstrip("/")
-    with httpx.Client(base_url=base, headers=headers, timeout=120) as http:
-        ensure_model(http, request, data.has_missing)
-        found = http.get(f"/v1/models/{args.model}").json()["config"]
-        dense = found["feature_mode"] == "dense"
+    return httpx.Client(base_url=args.url.rstrip("/"), headers=headers, timeout=timeout)
+
+
+def replay_to_server(args, data: ReplayData, request, tally: RunTally, advance):
+    with server(args, timeout=120) as http:
+        dense = ensure_model(http, request, data.has_missing)["feature_mode"] == "dense"
         ids = data.event_ids()
-        started = time.perf_counter()
-        for start, stop in spans(data.n_events, args.batch_size):
+
+        def learn(start: int, stop: int) -> dict[str, Any]:
             if data.named_events is not None:  # a hashed model hashes the events itself
                 content = json_body(data, start, stop, ids)
                 kind = "application/json"
@@ -308,9 +311,9 @@ def replay_to_server(args, data: ReplayData, request, tally: RunTally, advance):
                     f"the server refused the batch of rows {first}-{int(data.rows[stop - 1])} "
                     f"(rows before {first} were sent; a re-run skips them)",
                 )
-            tally.add(response.json(), stop - start)
-            advance(stop - start)
-        tally.learn_seconds = time.perf_counter() - started
+            return response.json()
+
+        learn_in_batches(args, data, tally, advance, learn)
         metrics = http.get(f"/v1/models/{args.model}/metrics")
         if metrics.status_code != 200:
             raise refused(metrics, "could not read the metrics")

@@ -27,27 +27,19 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = add_command(commands, "serve", "run the HTTP API (uvicorn)", DESCRIPTION)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="uvicorn worker processes (more than 1 needs the sqlite or the redis store)",
-    )
+    workers = "uvicorn worker processes (more than 1 needs the sqlite or the redis store)"
+    parser.add_argument("--workers", type=int, default=1, help=workers)
     parser.add_argument(
         "--store",
         choices=("sqlite", "memory", "redis"),
-        default=None,
         help="where models live (default: AUCSTREAM_STORE, else redis when a Redis URL is "
         "set, else sqlite: kept on disk across restarts)",
     )
     parser.add_argument(
         "--data-dir",
-        default=None,
         help="the SQLite store's directory (default: AUCSTREAM_DATA_DIR, else ./aucstream-data)",
     )
-    parser.add_argument(
-        "--redis-url", default=None, help="Redis to use, e.g. redis://127.0.0.1:6379/0"
-    )
+    parser.add_argument("--redis-url", help="Redis to use, e.g. redis://127.0.0.1:6379/0")
     parser.add_argument(
         "--allow-volatile-redis",
         action="store_true",
@@ -55,8 +47,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "model; refused otherwise)",
     )
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="uvicorn's")
-    # [CHOICE] off by default, as gunicorn's access log (the help says what a line costs); the
-    # request counts and latencies are in /metrics either way
+    # [CHOICE] off by default, as gunicorn's access log; /metrics counts requests either way
     parser.add_argument(
         "--access-log",
         action=argparse.BooleanOptionalAction,
@@ -67,7 +58,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--mode",
         choices=("sync", "queue"),
-        default=None,
         help="sync learns in the request; queue appends to Redis Streams for the queue "
         "workers, aucstream worker (default: AUCSTREAM_MODE, else sync)",
     )
@@ -104,9 +94,8 @@ def serve(args: argparse.Namespace) -> int:
 
     made_dir, owner = None, None
     if args.workers > 1:
-        # one Prometheus view across the workers: each writes its values under this directory
-        # (read by prometheus_client when the workers import it, so set before they start),
-        # emptied first since a previous run's files would be summed in
+        # one Prometheus view across the workers, who write their values under this directory
+        # (set before they start); emptied first, or a previous run's files would be summed in
         directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
         if not directory:
             # a new one, locked while this server runs; those of killed servers are removed
@@ -136,8 +125,8 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def allow_bound_name(host: str) -> None:
-    """``--host NAME``: requests naming ``NAME`` are served (service/hosts.py), added to
-    AUCSTREAM_ALLOWED_HOSTS for the workers; addresses and localhost are allowed anyway."""
+    """``--host NAME``: requests naming ``NAME`` are served (added to AUCSTREAM_ALLOWED_HOSTS for
+    the workers); addresses and localhost are allowed anyway."""
     from service.hosts import LOOPBACK_NAMES, host_name, is_address
 
     name = host_name(host) or host
@@ -148,8 +137,7 @@ def allow_bound_name(host: str) -> None:
 
 
 def check_redis(settings: object) -> None:
-    """Before any worker starts: a reachable Redis (a seed of a cluster) that keeps its data,
-    else one line."""
+    """Before any worker starts: a reachable Redis that keeps its data, else one line."""
     from service.errors import ServiceError
     from service.stores.redis import RedisStore
     from service.stores.redis_setup import VolatileRedis

@@ -25,10 +25,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         commands, "store", "show or acknowledge losses of data in the store", DESCRIPTION
     )
     parser.add_argument("action", choices=("alarms", "acknowledge-loss"))
-    parser.add_argument("--redis-url", default=None, help="default: AUCSTREAM_REDIS_URL")
-    parser.add_argument(
-        "--data-dir", default=None, help="the SQLite store's (default: AUCSTREAM_DATA_DIR)"
-    )
+    parser.add_argument("--redis-url", help="default: AUCSTREAM_REDIS_URL")
+    parser.add_argument("--data-dir", help="the SQLite store's (default: AUCSTREAM_DATA_DIR)")
     parser.set_defaults(handler=store)
 
 

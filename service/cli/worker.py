@@ -22,11 +22,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = add_command(
         commands, "worker", "learn queued batches (queue mode) from Redis", DESCRIPTION
     )
-    parser.add_argument("--redis-url", default=None, help="default: AUCSTREAM_REDIS_URL")
-    parser.add_argument("--name", default=None, help="consumer name (default: <hostname>-<pid>)")
-    parser.add_argument(
-        "--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port"
-    )
+    parser.add_argument("--redis-url", help="default: AUCSTREAM_REDIS_URL")
+    parser.add_argument("--name", help="consumer name (default: <hostname>-<pid>)")
+    parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     parser.add_argument(
         "--check",
         action="store_true",
@@ -59,18 +57,16 @@ def _text(value: bytes | str) -> str:
 
 
 def _pairs(reply: list) -> list[tuple[bytes, bytes]]:
-    """A ``ZRANGE ... WITHSCORES`` reply read off the connection: a flat list (RESP2) or a
-    list of pairs (RESP3)."""
+    """A ``ZRANGE ... WITHSCORES`` reply: a flat list (RESP2) or a list of pairs (RESP3)."""
     if reply and isinstance(reply[0], list):
         return [(member, score) for member, score in reply]
     return [(reply[i], reply[i + 1]) for i in range(0, len(reply), 2)]
 
 
 def check_worker(redis_url: str, name: str | None) -> int:
-    """0 when a worker of this host (``<hostname>-<pid>``, the default name; ``name`` when one
-    is set) has a live heartbeat in ``aucs:workers`` -- the heartbeat the worker renews on
-    every loop, so a hung or crashed worker turns unhealthy within its lease -- else 1 (and
-    why on stderr)."""
+    """0 when a worker of this host (``<hostname>-<pid>``, or ``name``) has a live heartbeat in
+    ``aucs:workers``, renewed on every loop (a hung worker turns unhealthy within its lease),
+    else 1 and why on stderr."""
     import socket
 
     import redis
@@ -90,8 +86,7 @@ def check_worker(redis_url: str, name: str | None) -> int:
     client = None
     try:
         client = connect(redis_url)
-        # the clock of the server holding aucs:workers (a cluster's master of that slot), as
-        # the heartbeat script uses
+        # the clock of the server holding aucs:workers, as the heartbeat script's
         (seconds, microseconds), members = round_trip(
             client, keys.WORKERS, [["TIME"], ["ZRANGE", keys.WORKERS, 0, -1, "WITHSCORES"]]
         )

@@ -1,9 +1,6 @@
-"""Request bodies -> validated batches ``(X, y, ids)``: one module per content type
-(``json``, ``ndjson``, ``libsvm``, ``npz``; the shapes are in docs/api.md), all behind
-:func:`parse_events` (``/score`` with ``labelled=False``; delayed labels through
-:func:`parse_label_items`).  Parsing is vectorised (no object per event) and every check, stated
-once in :mod:`~service.ingest.fields`, runs on the whole batch before anything is learned; an
-error names the event (0-based index and id) or the line (1-based) at fault.
+"""Request bodies -> validated batches ``(X, y, ids)``: one module per content type (shapes in
+docs/api.md) behind :func:`parse_events`, delayed labels through :func:`parse_label_items`.
+Every check (:mod:`~service.ingest.fields`) runs on the whole batch before anything is learned.
 """
 
 from __future__ import annotations
@@ -34,8 +31,7 @@ _ALIASES = {
 
 
 def media_type(content_type: str | None) -> str:
-    """The bare media type of a Content-Type header (``application/json; charset=utf-8`` ->
-    ``application/json``), with common aliases resolved."""
+    """The bare media type of a Content-Type header, aliases resolved."""
     bare = (content_type or "").split(";", 1)[0].strip().lower()
     return _ALIASES.get(bare, bare)
 
@@ -51,11 +47,8 @@ def parse_events(
     max_dense_cells: int = MAX_DENSE_CELLS,
     max_inflated_bytes: int = MAX_INFLATED_BYTES,
 ) -> Batch:
-    """Parse a whole (already read) body of any supported content type.
-
-    ``max_dense_cells`` bounds the dense copy of sparse input to a dense model,
-    ``max_inflated_bytes`` what an NPZ body's members inflate to (both 413 when exceeded,
-    checked before the allocation)."""
+    """A whole (already read) body of any accepted content type; ``max_dense_cells`` bounds the
+    dense copy of sparse input, ``max_inflated_bytes`` an NPZ body inflated (413 beyond)."""
     kind = media_type(content_type)
     common: dict[str, Any] = {"labelled": labelled, "max_events": max_events}
     if kind == JSON:
@@ -67,13 +60,8 @@ def parse_events(
             body, spec, **common, zero_based=zero_based, max_dense_cells=max_dense_cells
         )
     if kind == NPZ:
-        return npz_events(
-            body,
-            spec,
-            **common,
-            max_inflated_bytes=max_inflated_bytes,
-            max_dense_cells=max_dense_cells,
-        )
+        common["max_inflated_bytes"] = max_inflated_bytes
+        return npz_events(body, spec, **common, max_dense_cells=max_dense_cells)
     raise UnsupportedMediaType(
         f"content type {content_type or '(none)'!r} is not accepted; send one of "
         f"{', '.join(EVENT_CONTENT_TYPES)}",

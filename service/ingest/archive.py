@@ -1,12 +1,11 @@
-"""Guards for zip uploads (NPZ bodies, snapshots), applied from bytes that are cheap to read
-before anything is inflated or allocated, and the bounded reader of their members.
+"""Guards for zip uploads (NPZ bodies, snapshots), checked on cheap bytes before anything is
+inflated or allocated, and the bounded reader of their members.
 
-A 2 MB deflated member can expand to 2 GB, a 300-byte bzip2 member to 500 MB, and a 100-byte
-``.npy`` header can claim a shape of ``(2**40,)``; numpy and zipfile believe all three.  So the
-end record's member count, each member's method (stored or deflate: the other codecs inflate a
-whole chunk in one unbounded call) and declared size, and each ``.npy`` header against its
-member are checked first; :func:`member_content` then inflates in bounded steps and stops as
-soon as a member produces more than it declared.
+A small deflated or bzip2 member can expand a thousandfold and a ``.npy`` header can claim any
+shape; numpy and zipfile believe both.  So the member count, each member's method (stored or
+deflate: other codecs inflate a whole chunk in one unbounded call) and declared size, and each
+``.npy`` header against its member are checked first; :func:`member_content` then inflates in
+bounded steps, stopping where a member produces more than it declared.
 """
 
 from __future__ import annotations
@@ -25,19 +24,19 @@ from isal.isal_zlib import crc32
 
 from service.errors import InvalidInput, MalformedBody, PayloadTooLarge, UnsupportedMediaType
 
-#: the end-of-central-directory record: signature, disk numbers, entries on this disk, entries
-#: in total, size and offset of the central directory, comment length
+#: the end-of-central-directory record: signature, disk numbers, entries on this disk and in
+#: total, size and offset of the central directory, comment length
 _END_RECORD = struct.Struct("<4s4H2LH")
 _END_SIGNATURE = b"PK\x05\x06"
 #: an end record sits in the last 22 bytes, plus a comment of at most 65,535 bytes
 _END_SEARCH = _END_RECORD.size + 65_535
-#: a central directory entry: signature, flags, compression method, lengths of the name, of
-#: the extra field and of the comment (the name follows the entry's 46 fixed bytes)
+#: a central directory entry: signature, flags, method, lengths of the name, extra field and
+#: comment (the name follows the entry's 46 fixed bytes)
 _DIRECTORY_ENTRY = struct.Struct("<4s4xHH16xHHH")
 _DIRECTORY_ENTRY_SIZE = 46
 _DIRECTORY_SIGNATURE = b"PK\x01\x02"
-#: a local file header: signature, 22 bytes we take from the central directory, the lengths of
-#: the name and of the extra field (the member's data follows them)
+#: a local file header: signature, 22 bytes the directory repeats, lengths of the name and of
+#: the extra field (the member's data follows them)
 LOCAL_HEADER = struct.Struct("<4s22xHH")
 _LOCAL_SIGNATURE = b"PK\x03\x04"
 #: .npy preamble: magic (6), version (2), header length (2 or 4); numpy's own header limit
@@ -46,8 +45,7 @@ _NPY_MAX_HEADER = 10_000
 #: most bytes one inflate step produces: what a member costs beyond its own bytes
 _INFLATE_STEP = 2**20
 
-#: the compression methods a member may use: what ``np.savez``, ``np.savez_compressed`` and
-#: the snapshot export write, and the two whose output :func:`member_content` bounds
+#: what ``np.savez(_compressed)`` and the snapshot export write; :func:`member_content` bounds both
 ACCEPTED_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
 #: names of the other methods of the zip specification (APPNOTE 4.4.5), for the refusal
 _METHOD_NAMES = {
@@ -63,8 +61,7 @@ class UnreadableDirectory(ValueError):
 
 
 def _end_record(body: bytes) -> tuple[int, int, int] | None:
-    """``(position, members in total, offset of the central directory)`` from the
-    end-of-central-directory record, or None when there is none."""
+    """``(position, members in total, offset of the central directory)``, or None."""
     position = body.rfind(_END_SIGNATURE, max(0, len(body) - _END_SEARCH))
     if position < 0 or position + _END_RECORD.size > len(body):
         return None
@@ -73,8 +70,8 @@ def _end_record(body: bytes) -> tuple[int, int, int] | None:
 
 
 def member_count(body: bytes, *, what: str) -> int:
-    """The number of members the end-of-central-directory record declares (before zipfile
-    builds one object per entry).  A body without a record is not a zip archive."""
+    """The number of members the end record declares (before zipfile builds an object per
+    entry); a body without one is not a zip archive."""
     end = _end_record(body)
     if end is None:
         raise MalformedBody(f"{what} is not a zip archive (no end-of-central-directory record)")
@@ -83,10 +80,8 @@ def member_count(body: bytes, *, what: str) -> int:
 
 def central_directory(body: bytes, *, most: int) -> Iterator[tuple[str, int, int]]:
     """``(name, compression method, flags)`` of each member, read from the central directory
-    record by record as they are needed, without zipfile's objects (cheap enough for the event
-    loop).  Raises :class:`UnreadableDirectory` where the records cannot be read
-    (no end record, a record cut short or without its signature) or when they declare more
-    than ``most`` members."""
+    as needed without zipfile's objects (cheap enough for the event loop);
+    :class:`UnreadableDirectory` where a record cannot be read or beyond ``most`` members."""
     end = _end_record(body)
     if end is None:
         raise UnreadableDirectory("no end-of-central-directory record")
@@ -124,9 +119,8 @@ def check_method(name: str, method: int, flags: int, *, what: str) -> None:
 def check_members(
     archive: zipfile.ZipFile, *, max_inflated_bytes: int, what: str
 ) -> list[zipfile.ZipInfo]:
-    """The members, after checking from the central directory alone that each is stored or
-    deflated (415 otherwise) and that together they declare at most ``max_inflated_bytes``
-    (413 otherwise)."""
+    """The members, each stored or deflated (415 otherwise), together declaring at most
+    ``max_inflated_bytes`` (413 otherwise): the central directory alone is read."""
     members = archive.infolist()
     for member in members:
         check_method(member.filename, member.compress_type, member.flag_bits, what=what)
@@ -163,13 +157,10 @@ def _member_data(body: bytes, member: zipfile.ZipInfo, field: str) -> memoryview
 def member_content(
     body: bytes, member: zipfile.ZipInfo, *, field: str, prefix: int | None = None
 ) -> bytes | memoryview:
-    """A member's bytes (only the first ``prefix`` bytes when given), read straight from
-    ``body``: a stored member sliced, a deflated one inflated in steps of at most
-    :data:`_INFLATE_STEP` bytes.  Reading stops at the size the member declares
-    (``member.file_size``, bounded by :func:`check_members`): a member that would produce more
-    is refused there (400 naming ``field``), as is one that produces less or whose CRC-32
-    differs.  Only methods :func:`check_members` accepted are read; a stored member is a view
-    of ``body``."""
+    """A member of :func:`check_members` (its first ``prefix`` bytes when given) read from
+    ``body``: a stored member as a view, a deflated one inflated in bounded steps up to the
+    size it declares; one that would produce more or less, or whose CRC-32 differs, is a 400
+    naming ``field``."""
     data = _member_data(body, member, field)
     declared = member.file_size
     wanted = declared if prefix is None else min(prefix, declared)
@@ -180,11 +171,8 @@ def member_content(
                 field=field,
             )
         content: bytes | memoryview = data[:wanted]
-    elif member.compress_type == zipfile.ZIP_DEFLATED:
+    else:  # deflated: check_members refused every other method
         content = _inflate(data, wanted, field=field, whole=prefix is None)
-    else:  # check_members refuses these before anything is read
-        check_method(member.filename, member.compress_type, member.flag_bits, what="the archive")
-        raise AssertionError("unreachable")
     if prefix is None:
         if len(content) != declared:
             raise MalformedBody(
@@ -238,8 +226,8 @@ class NpyLayout(NamedTuple):
 
 
 def _header(prefix: bytes | memoryview) -> NpyLayout:
-    """The layout of the ``.npy`` preamble at the start of ``prefix``, parsed once per distinct
-    header (numpy's parser uses ``ast.literal_eval``, slow next to reading a small batch)."""
+    """The layout of the ``.npy`` preamble starting ``prefix``, parsed once per distinct header
+    (numpy's parser runs ``ast.literal_eval``, slow next to reading a small batch)."""
     length_bytes = 2 if prefix[6:7] == b"\x01" else 4  # format 1.0, else 2.0 / 3.0
     end = 8 + length_bytes + int.from_bytes(prefix[8 : 8 + length_bytes], "little")
     return _parsed_header(bytes(prefix[:end]))
@@ -257,9 +245,8 @@ def _parsed_header(header: bytes) -> NpyLayout:
 
 
 def npy_layout(body: bytes, member: zipfile.ZipInfo, *, field: str) -> NpyLayout:
-    """Read a member's ``.npy`` header (inflating only its first bytes) and check that its
-    shape and dtype claim exactly the bytes the member declares (422 naming ``field``
-    otherwise); object dtypes, which would need unpickling, are refused."""
+    """A member's ``.npy`` header (only its first bytes inflated), whose shape and dtype must
+    claim exactly the bytes the member declares, and no objects (never unpickled): 422."""
     try:
         layout = _header(
             member_content(body, member, field=field, prefix=_NPY_PREAMBLE + _NPY_MAX_HEADER)
@@ -286,9 +273,7 @@ def npy_layout(body: bytes, member: zipfile.ZipInfo, *, field: str) -> NpyLayout
 
 
 def npy_array(body: bytes, member: zipfile.ZipInfo, layout: NpyLayout, *, field: str):
-    """The member's array (a writable, C-contiguous copy: the only copy of a stored member's
-    bytes), its layout checked by :func:`npy_layout` and its bytes read by
-    :func:`member_content`."""
+    """The member's array of a checked ``layout``, as a writable C-contiguous copy."""
     raw = member_content(body, member, field=field)
     flat = np.frombuffer(
         raw, dtype=layout.dtype, count=math.prod(layout.shape), offset=layout.offset

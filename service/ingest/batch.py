@@ -21,11 +21,9 @@ class FeatureSpec:
     n_features: int
     feature_mode: FeatureModeName
     accept_sparse: bool = True
-    #: the model's feature names (dense and sparse models created with them): events may
-    #: then give ``x`` as ``{"name": value}`` (:mod:`service.ingest.named`)
+    #: a dense or sparse model's feature names: ``x`` may be ``{"name": value}`` (ingest.named)
     feature_names: tuple[str, ...] | None = None
-    #: what a missing value (JSON null, NaN) does: ``refuse`` it, read it as ``zero``, or as
-    #: the feature's running ``mean`` (filled by the engine: :mod:`service.engine.missing`)
+    #: a missing value (JSON null, NaN): ``refuse``, ``zero``, or the running ``mean`` (engine)
     missing_values: MissingValuesName = "refuse"
 
     @property
@@ -34,8 +32,8 @@ class FeatureSpec:
 
     @property
     def marks_missing(self) -> bool:
-        """Whether a missing value stays NaN in the parsed batch, for the engine to fill with
-        the running mean (dense models only: in a sparse or hashed one it is left out, 0)."""
+        """Whether a missing value stays NaN for the engine's running mean (dense models: in a
+        sparse or hashed one it is left out, 0)."""
         return self.missing_values == "mean" and self.feature_mode == "dense"
 
     def hasher(self) -> FeatureHasher:
@@ -47,17 +45,13 @@ _hasher = functools.cache(FeatureHasher)
 
 @dataclass
 class Batch:
-    """A validated batch: features (dense float64 or CSR), labels in {-1, +1} or None, ids.
-
-    ``ids`` is None when no event has an id; otherwise one entry per event (None for an event
-    without id, which is then never deduplicated).
-    """
+    """A validated batch: features (dense float64 or CSR), labels in {-1, +1} or None, ids
+    (None when no event has one, else one per event: None is never deduplicated)."""
 
     X: np.ndarray | CSRMatrix
     y: np.ndarray | None
     ids: list[str | None] | None
-    #: a hashed model's JSON events: each event's ``x`` object as sent (not copied), so that
-    #: reason codes can name a hash column by the names that fell in it
+    #: a hashed model's JSON events' ``x`` as sent, for reason codes to name a hash column
     named_rows: list[Any] | None = None
 
     def __len__(self) -> int:
@@ -73,9 +67,8 @@ class Batch:
 
 
 def concatenate(batches: Sequence[Batch]) -> Batch:
-    """Consecutive batches of one model as one (learned in one engine call: the learners give
-    the same state bit for bit whether a sequence is learned at once or in parts), labelled
-    or not (events to score: a batch without labels leaves the whole without)."""
+    """Consecutive batches of one model as one, for one engine call (the learners give the
+    same state whether a sequence is learned at once or in parts); unlabelled if one is."""
     if len(batches) == 1:
         return batches[0]
     first = batches[0].X

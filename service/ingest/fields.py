@@ -1,10 +1,7 @@
-"""Checks every content type shares: batch size, labels, event ids, and the feature checks of
-``core.validation`` with their errors mapped to the event (and line) at fault.
-
-Features are checked by :func:`core.validation.as_features` only: a core error carrying a
-``row`` (:class:`core.errors.InvalidFeatures`) becomes an error naming that event, its id and
-its line (and, for a NaN or an infinity, its ``column`` named as the model names it), never by
-reading the message text.
+"""Each event rule, stated once with the message that refuses it, and called by every path (the
+content types, the stream's frames, delayed labels, the OpenAPI document): batch size, labels,
+ids, missing values, and ``core.validation``'s feature checks (bound, width, label set), whose
+errors carry the ``row`` (and ``column``) that the :class:`Locator` names as the client sent it.
 """
 
 from __future__ import annotations
@@ -31,8 +28,7 @@ def first_of(items: Iterable[str], total: int, shown: int) -> str:
 
 
 def shown_id(value: Any) -> str:
-    """An event id as an error shows it: cut to ``SHOWN_ID_CHARACTERS`` characters, saying
-    how long it was."""
+    """An event id as an error shows it: cut to ``SHOWN_ID_CHARACTERS``, saying how long."""
     text = str(value) if type(value) is not str else value
     if len(text) <= SHOWN_ID_CHARACTERS:
         return text
@@ -40,7 +36,7 @@ def shown_id(value: Any) -> str:
 
 
 class Locator:
-    """Turns an event index into the error fields a client can act on."""
+    """Turns an event index into the error fields a client can act on (its id, its line)."""
 
     def __init__(self, ids: Sequence[Any] | None = None, lines: Sequence[int] | None = None):
         self.ids = ids
@@ -70,16 +66,14 @@ class Locator:
         return InvalidInput(str(error), field=field)
 
 
-#: defaults of the service's AUCSTREAM_MAX_DENSE_CELLS and AUCSTREAM_MAX_INFLATED_BYTES
-#: (service.settings), for callers that pass none
+#: defaults of AUCSTREAM_MAX_DENSE_CELLS and AUCSTREAM_MAX_INFLATED_BYTES (service.settings)
 MAX_DENSE_CELLS = 2**24
 MAX_INFLATED_BYTES = 256 * 2**20
 
 
 def check_dense_cells(n_events: int, spec: FeatureSpec, max_cells: int) -> None:
-    """Sparse input (LIBSVM, CSR arrays) to a dense model is densified: refuse (413) a batch
-    whose dense copy would hold more than ``max_cells`` values *before* allocating it (a
-    200 KB LIBSVM body of label-only lines to a 2,000-feature model is 1.6 GB dense)."""
+    """413 before densifying sparse input (LIBSVM, CSR arrays) for a dense model beyond
+    ``max_cells`` values (a small LIBSVM body of empty lines can be gigabytes dense)."""
     if spec.feature_mode != "dense":
         return
     cells = n_events * spec.n_features
@@ -103,10 +97,8 @@ def check_size(n_events: int, max_events: int, what: str = "events") -> None:
         )
 
 
-# ---------------------------------------------------------------------------- features
 def dense(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str = "x") -> np.ndarray:
-    """A dense batch through ``core.validation.as_features`` (width, NaN / infinity, values
-    beyond the feature bound)."""
+    """A dense batch through ``core.validation.as_features`` (width, finite, feature bound)."""
     if (
         X.dtype == np.float64
         and X.ndim == 2
@@ -127,12 +119,10 @@ def dense(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str = "x") -
 
 
 def _checked_with_missing(X: np.ndarray, spec: FeatureSpec, locate: Locator, field: str):
-    """A dense batch of a model whose ``missing_values`` is ``mean``: every present value
-    checked as usual, each missing one (NaN) kept as NaN for the engine to fill."""
+    """``missing_values`` ``mean``: the present values checked, each NaN kept for the engine."""
     missing = np.isnan(X)
     any_missing = bool(missing.any())
-    # with a hole, the checks run on a copy (a caller's array stays as sent) that is ours
-    # to mark again
+    # with a hole, a copy is checked (the caller's array stays as sent) and marked again
     present = np.where(missing, 0.0, X) if any_missing else X
     try:
         checked: np.ndarray = as_features(present, spec.n_features, accept_sparse=False)  # type: ignore[assignment]
@@ -144,8 +134,7 @@ def _checked_with_missing(X: np.ndarray, spec: FeatureSpec, locate: Locator, fie
 
 
 def sparse(X: CSRMatrix, spec: FeatureSpec, locate: Locator, field: str = "x") -> CSRMatrix:
-    """A CSR batch through ``core.validation.as_features`` (structure, index range, repeated
-    indices, NaN / infinity)."""
+    """A CSR batch through ``core.validation.as_features`` (structure, indices, finite)."""
     if spec.fills_missing and X.data.dtype == np.float64:
         X = CSRMatrix(X.indptr, X.indices, fill_missing(X.data), X.shape[1])
     try:
@@ -157,9 +146,8 @@ def sparse(X: CSRMatrix, spec: FeatureSpec, locate: Locator, field: str = "x") -
 
 
 def refused(error: ValueError, spec: FeatureSpec, locate: Locator, field: str) -> InvalidInput:
-    """A ``core`` error as the service's: a missing value (NaN) in a model that refuses them,
-    or an infinity, named by its feature as a JSON null or a LIBSVM pair is; anything else at
-    its row."""
+    """A ``core`` error as the service's: a NaN or an infinity named by its feature (as a JSON
+    null or a LIBSVM pair is), anything else at its row."""
     value = error.value if isinstance(error, InvalidFeatures) else None
     if value is None or np.isfinite(value):
         return locate.core_error(error, field)
@@ -171,21 +159,18 @@ def refused(error: ValueError, spec: FeatureSpec, locate: Locator, field: str) -
 
 
 def fill_missing(values: np.ndarray) -> np.ndarray:
-    """``values`` with each NaN (a missing value: JSON null is read as NaN) read as 0, for a
-    model whose ``missing_values`` is ``zero`` (or ``mean`` in a sparse or hashed model, which
-    has no column to average: the value is left out); infinities are left for the checks.
-    Called only off the fast path, on a batch that failed its finite check."""
+    """``values`` with each NaN (a missing value, as JSON null is read) as 0: ``missing_values``
+    ``zero``, or ``mean`` in a sparse or hashed model (no column to average)."""
     missing = np.isnan(values)
     if not missing.any():
         return values
-    filled = values.copy()  # a caller's array (NPZ, the stream's binary frames) stays as sent
+    filled = values.copy()  # the caller's array (NPZ, binary frames) stays as sent
     filled[missing] = 0.0
     return filled
 
 
 def feature_label(spec: FeatureSpec, column: int) -> str:
-    """How an error names the feature at ``column``: by its name on a model created with
-    ``feature_names`` (quoted), else by its 0-based number."""
+    """How an error names the feature at ``column``: its quoted name, else its 0-based number."""
     if spec.feature_names is not None and 0 <= column < len(spec.feature_names):
         return repr(spec.feature_names[column])
     return str(column)
@@ -199,24 +184,12 @@ MISSING_REFUSED = (
 )
 
 
-# ---------------------------------------------------------------------------- the rules
-# Each rule an event must keep is stated here once, with the one message that refuses it, and
-# called by every path: the content types, the stream's frames (JSON and binary), delayed
-# labels and the OpenAPI document.  The feature bound, the width and the label set's conversion
-# are core.validation's (FEATURE_BOUND, first_out_of_range, width_refused, as_labels), whose
-# errors name the row.
-
 #: the longest event id, in characters
 MAX_ID_CHARACTERS = 256
 ID_REFUSED = f"event id must be 1 to {MAX_ID_CHARACTERS} characters"
 #: the label values an event may carry (besides true / false)
 LABEL_VALUES = frozenset({0, 1, -1})
 _LABELS_ACCEPTED = "accepted labels: 0/1, -1/+1 or true/false"
-
-
-def id_fits(value: str) -> bool:
-    """Whether the string ``value`` is a valid event id (by its length)."""
-    return 0 < len(value) <= MAX_ID_CHARACTERS
 
 
 def is_label(value: Any) -> bool:
@@ -241,13 +214,11 @@ def not_finite(
 def missing_refused(
     locate: Locator, index: int, feature: str, shown: str, field: str = "x"
 ) -> InvalidInput:
-    """The 422 of a missing value (``shown`` as sent: null, NaN) in a model that refuses them;
-    ``feature`` as :func:`feature_label` names it (LIBSVM: as the file numbers it)."""
+    """The 422 of a missing value (``shown`` as sent: null, NaN) in a model that refuses them."""
     detail = f"feature {feature} is missing ({shown}): {MISSING_REFUSED}"
     return locate.error(index, detail, field=field)
 
 
-# ---------------------------------------------------------------------------- labels & ids
 def labels_from_values(values: Sequence[Any], locate: Locator) -> np.ndarray:
     """Decoded JSON / text labels -> int64 in {-1, +1}; the first bad value names its event."""
     for index, value in enumerate(values):
@@ -257,16 +228,14 @@ def labels_from_values(values: Sequence[Any], locate: Locator) -> np.ndarray:
 
 
 def check_unused_labels(values: Sequence[Any], locate: Locator) -> None:
-    """``/score``: an event may carry its label ``y`` (or null), which is not used; anything
-    else there is refused as ``/events`` would refuse it."""
+    """``/score`` does not use a label ``y`` (or null) but refuses what ``/events`` would."""
     for index, value in enumerate(values):
         if value is not None and not is_label(value):
             raise label_refused(locate, index, value, " (or null: /score does not use it)")
 
 
 def labels_from_array(labels: np.ndarray, n_events: int, locate: Locator) -> np.ndarray:
-    """An array of labels (NPZ) -> int64 in {-1, +1}, checked by ``core.validation.as_labels``;
-    when it refuses them, the first bad value names its event."""
+    """An array of labels (NPZ) -> int64 in {-1, +1}; the first bad value names its event."""
     labels = labels.reshape(-1)
     if labels.shape[0] != n_events:
         raise InvalidInput(f"got {labels.shape[0]} labels for {n_events} events", field="y")
@@ -284,34 +253,35 @@ ID_MIN, ID_MAX = -(2**63), 2**64 - 1
 
 
 def parse_ids(values: Sequence[Any], locate: Locator) -> list[str | None] | None:
-    """Event ids (strings of 1 to :data:`MAX_ID_CHARACTERS` characters or integers, None for
-    none) or None when no event has one.  An integer id is its decimal string, whether the
-    JSON wrote it 162 or 162.0."""
+    """Each event's :func:`as_id`, or None when no event has one."""
     if all(value is None for value in values):
         return None
     ids: list[str | None] = []
     for index, value in enumerate(values):
-        kind = type(value)
-        if kind is str:
-            if not id_fits(value):
-                raise locate.error(index, ID_REFUSED, field="id")
-            ids.append(value)
-        elif kind is int:
-            ids.append(str(value))
-        elif kind is float and value.is_integer() and ID_MIN < value <= ID_MAX:
-            # JSON has one number type: 162.0 is the integer 162.  An integer literal beyond
-            # 64 bits is decoded as a float too, rounded to -2**63 or below, 2**64 or above:
-            # the strict bound refuses it (and only the literal -9223372036854775808.0 besides)
-            ids.append(str(int(value)))
-        elif value is None:
-            ids.append(None)
-        else:
-            raise locate.error(
-                index,
-                f"event id must be a string or an integer, got {shown_id(repr(value))}",
-                field="id",
-            )
+        try:
+            ids.append(as_id(value))
+        except ValueError as error:
+            raise locate.error(index, str(error), field="id") from None
     return ids
+
+
+def as_id(value: Any) -> str | None:
+    """An event id (None for none) as a string: an integer as its decimal string, whether JSON
+    wrote it 162 or 162.0; ValueError naming the rule it breaks."""
+    kind = type(value)
+    if kind is str:
+        if not 0 < len(value) <= MAX_ID_CHARACTERS:
+            raise ValueError(ID_REFUSED)
+        return value
+    if kind is int:
+        return str(value)
+    if kind is float and value.is_integer() and ID_MIN < value <= ID_MAX:
+        # an integer literal beyond 64 bits is decoded as a float rounded to -2**63 or
+        # below, 2**64 or above: the strict bound refuses it
+        return str(int(value))
+    if value is None:
+        return None
+    raise ValueError(f"event id must be a string or an integer, got {shown_id(repr(value))}")
 
 
 def label_ids(values: Sequence[Any], locate: Locator) -> list[str]:

@@ -1,9 +1,7 @@
-"""``application/json``: ``{"events": [{"id": "e1", "x": ..., "y": 1}, ...]}`` (a bare list of
-events is accepted too), and the ``{"labels": [{"id": ..., "y": ...}]}`` of delayed labels.
-
-A dense-model body of the plain shape takes a faster road (simdjson straight into float64, see
-``_dense_json_fast``) that gives the same batch and leaves every other body, and every error,
-to the general path (:mod:`service.ingest.objects`).
+"""``application/json``: ``{"events": [{"id": "e1", "x": ..., "y": 1}, ...]}`` (or a bare list),
+and delayed labels ``{"labels": [{"id": ..., "y": ...}]}``.  A dense model's plain events take
+faster roads to the same batch; every other body, and every error, takes the general path
+(:mod:`service.ingest.objects`).
 """
 
 from __future__ import annotations
@@ -27,17 +25,11 @@ from service.ingest.objects import (
     located_objects,
     parse_json,
     unknown_key,
-    unknown_key_detail,
 )
 
-# Fast path for the common dense shape: simdjson turns each ``x`` array straight into float64
-# bytes (``as_buffer``), so no Python float is made for a feature value: decoding and building
-# the array together cost less than orjson's decoding alone (loadtest/README.md).  Both parsers
-# round every number correctly, so the array is bit for bit the same.
-#
-# The fast path only accepts; it never rejects.  On anything but the plain shape (other keys,
-# a nested array, a non-number feature, a bad id or label, invalid JSON ...) it returns None
-# and the general path below parses the body again and produces its usual error.
+# The fast path: simdjson turns each ``x`` array straight into float64 bytes (``as_buffer``),
+# no Python float made, bit for bit what orjson gives (both round correctly).  It only
+# accepts: on anything but the plain shape it returns None and the general path says why.
 _EVENT_LAYOUTS: dict[tuple[str, ...], tuple[bool, bool]] = {
     keys: ("id" in keys, "y" in keys)
     for keys in itertools.chain.from_iterable(
@@ -45,12 +37,10 @@ _EVENT_LAYOUTS: dict[tuple[str, ...], tuple[bool, bool]] = {
     )
 }  # event keys in any order -> (has id, has y); a repeated or unknown key is not listed
 _OPEN_BRACKET = ord("[")
-#: Below ~4 KB (a handful of events) the general path is as fast (a one-event /score body is
-#: a little faster there).
+#: below ~4 KB (a handful of events) the general path is as fast
 _FAST_PATH_MIN_BYTES = 4096
-#: A parser keeps the buffers of the largest document it has parsed (about twice its size
-#: resident): one per thread is reused for bodies up to this size, a larger body gets a parser
-#: of its own that is freed after.
+#: a parser keeps the buffers of the largest document it parsed: one per thread is reused up
+#: to this size, a larger body gets one of its own
 _REUSED_PARSER_MAX_BYTES = 8 * 1024 * 1024
 _parsers = threading.local()
 _FAST_PATH_GIVES_UP = (
@@ -97,8 +87,7 @@ def _read_dense_json(
     n_events = len(events)
     if not 0 < n_events <= max_events:
         return None
-    # as_buffer flattens nested arrays ([[1], 2] reads as [1, 2]): the plain shape has exactly
-    # one "[" per event plus the events list's own (a "[" inside a string only means a retry).
+    # as_buffer flattens nested arrays: the plain shape has one "[" per event and the list's
     if np.count_nonzero(np.frombuffer(body, dtype=np.uint8) == _OPEN_BRACKET) != n_events + 1:
         return None
     width = spec.n_features
@@ -144,10 +133,9 @@ _LABEL_KEYS = frozenset({"id", "y"})
 
 def _refuse_other_keys(document: Any, accepted: frozenset[str]) -> None:
     """A top-level object has its one list and nothing else."""
-    if type(document) is dict:
-        key = unknown_key(document, accepted)
-        if key is not None:
-            raise InvalidInput(unknown_key_detail(key, accepted), field=fields.shown_id(key))
+    unknown = unknown_key(document, accepted) if type(document) is dict else None
+    if unknown is not None:
+        raise InvalidInput(unknown[1], field=unknown[0])
 
 
 def json_events(body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: int) -> Batch:
@@ -173,31 +161,20 @@ def json_events(body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: i
 
 
 def _one_dense_event(event: Any, spec: FeatureSpec, labelled: bool) -> Batch | None:
-    """The batch of a body of one event of the plain shape for a dense model, or None: the
-    general path's batch without its per-batch costs (the locator, the label coercion), which
-    are as much as scoring one event.  Like ``_dense_json_fast`` it only accepts: anything else
-    goes to the general path, which gives its usual error."""
+    """The batch of one plain event for a dense model without the general path's per-batch
+    costs (as much as scoring one event), or None; like ``_dense_json_fast`` it only accepts."""
     if type(event) is not dict or not event.keys() <= EVENT_KEYS:
         return None
     row = event.get("x")
     width = spec.n_features
     if type(row) is not list or len(row) != width:
         return None
-    event_id = event.get("id")
-    if event_id is not None:
-        if type(event_id) is int:
-            event_id = str(event_id)
-        elif type(event_id) is not str or not fields.id_fits(event_id):
-            return None
-    y = None
     label = event.get("y")
     if (labelled or label is not None) and not fields.is_label(label):
         return None  # /score does not use a label, but refuses one that is not a label
-    if labelled:
-        y = np.array([1 if label == 1 else -1], dtype=np.int64)
     try:
-        # a TypeError on anything but numbers (as in objects.dense_features); a finite sum
-        # proves every value finite (as in core.validation.first_nonfinite)
+        event_id = fields.as_id(event.get("id"))
+        # a TypeError on anything but numbers; a finite sum proves every value finite
         if not math.isfinite(sum(row)):
             return None
         X = np.fromiter(row, dtype=np.float64, count=width).reshape(1, width)
@@ -205,6 +182,7 @@ def _one_dense_event(event: Any, spec: FeatureSpec, labelled: bool) -> Batch | N
         return None
     if first_out_of_range(X) is not None:  # beyond the feature bound: the general path says so
         return None
+    y = np.array([1 if label == 1 else -1], dtype=np.int64) if labelled else None
     return Batch(X, y, None if event_id is None else [event_id])
 
 

@@ -1,6 +1,5 @@
-"""``text/x-libsvm``: ``<label> <index>:<value> ... [# <event id>]`` per line; indices are
-1-based as in LIBSVM and svmlight files (``?zero_based=true`` for 0-based).  Dense and sparse
-models only.  The tokens of all lines are converted by one numpy call."""
+"""``text/x-libsvm``: ``<label> <index>:<value> ... [# <event id>]`` per line, indices 1-based
+(``?zero_based=true``: 0-based); dense and sparse models only."""
 
 from __future__ import annotations
 
@@ -17,22 +16,20 @@ from service.ingest import fields
 from service.ingest.batch import Batch, FeatureSpec
 from service.ingest.fields import Locator
 
-#: The LIBSVM grammar, shared with the OpenAPI document (``service.openapi``), which states it as
-#: one pattern: whitespace is what ``str.split`` takes in ASCII text, a value a decimal number
-#: (``float`` also reads ``inf``, ``nan``, ``1_0`` and other scripts' digits: not LIBSVM), an
-#: index digits, a label 0 / 1 / -1 / +1 (``1.0`` and the like as ``float`` formats them).
+#: The LIBSVM grammar, which the OpenAPI document (``service.openapi``) states as one pattern:
+#: whitespace as ``str.split`` takes it in ASCII, a value a decimal number (not what ``float``
+#: also reads: ``inf``, ``1_0``), an index digits, a label 0 / 1 / -1 / +1 (or ``1.0``).
 WHITESPACE = r"[\t\x0b\x0c\r\x1c-\x1f ]"
 NUMBER = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
 PAIR = rf"[0-9]+:{NUMBER}"
 LABEL = r"(?:[-+]?1|0)(?:\.0*)?"
 _PAIR = re.compile(PAIR)
 _PAIRS = re.compile(rf"{WHITESPACE}*(?:{PAIR}(?:{WHITESPACE}+{PAIR})*)?{WHITESPACE}*")
-#: below this many characters, a regular expression checks the pairs in less time than the
-#: fixed cost of numpy's passes; above, those passes cost a fraction of the regular expression's
+#: up to this many characters a regular expression checks the pairs faster than numpy's passes
 _REGEX_MAX_CHARS = 2048
 _LABEL = re.compile(LABEL)
-#: each ASCII character's part in a pair: whitespace, digit, a number's other characters,
-#: the colon, or none (``_well_formed_pairs``)
+_NUMBER = re.compile(NUMBER)
+#: each ASCII character's part in a pair (``_well_formed_pairs``)
 _OTHER, _SPACE, _DIGIT, _NUMBER_SIGN, _COLON = range(5)
 _CHARACTER_KIND = np.full(256, _OTHER, dtype=np.uint8)
 _CHARACTER_KIND[list(b"\t\x0b\x0c\r\x1c\x1d\x1e\x1f ")] = _SPACE
@@ -54,15 +51,14 @@ def libsvm_events(
     zero_based: bool = False,
     max_dense_cells: int = fields.MAX_DENSE_CELLS,
 ) -> Batch:
-    """LIBSVM / svmlight text -> batch; tokens of all lines converted by one numpy call."""
+    """LIBSVM / svmlight text -> batch, the tokens of all lines converted by one numpy call."""
     if spec.feature_mode == "hashed":
         raise UnsupportedMediaType(HASHED_NEEDS_NAMES, field="content-type")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
         raise MalformedBody(f"LIBSVM body is not UTF-8 text: {error}") from None
-    # a dense model's running mean is not offered here: LIBSVM leaves a zero out, so a
-    # missing value cannot be told from one; such a pair is refused (_refuse_non_finite)
+    # no running mean: LIBSVM leaves zeros out, so a missing value cannot be told from one
     fills_missing = spec.fills_missing and not spec.marks_missing
     labels: list[str | None] = []
     raw_ids: list[str | None] = []
@@ -141,8 +137,8 @@ def libsvm_events(
 
 
 def _labels(heads: list[str | None], locate: Locator, labelled: bool) -> np.ndarray | None:
-    """Each line's label (None: a /score line without one) checked; the labels in {-1, +1}
-    for ``/events`` (``labelled``), None for ``/score``, whose labels are not used."""
+    """Each line's label (None: a /score line without one) checked; in {-1, +1} if ``labelled``,
+    else None (``/score`` does not use them)."""
     values: list[int] = []
     for index, head in enumerate(heads):
         if head is None:
@@ -155,22 +151,17 @@ def _labels(heads: list[str | None], locate: Locator, labelled: bool) -> np.ndar
 
 
 def _as_written(token: str) -> Any:
-    """A label token as the value a JSON event would carry (the error names it so): the
-    number of a decimal token (an integer for ``2`` or ``2.0``), else the text."""
-    if _DECIMAL.fullmatch(token) is None:
+    """A label token as a JSON event would carry it (``2.0`` as 2), for the error to name."""
+    if _NUMBER.fullmatch(token) is None:
         return token
     number = float(token)
     return int(number) if number.is_integer() else number
 
 
-_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-
-
 def _well_formed_pairs(text: str) -> bool:
     """Whether ``text`` (the lines' pairs, ASCII) is whitespace-separated ``<index>:<value>``
-    tokens only, the index digits and the value of a number's characters (that each is a
-    number, the numpy call that converts them checks), by a few numpy passes over its bytes
-    (not per pair): each token starts before its one colon and ends after it."""
+    tokens, digits then one colon then a number's characters (numpy's conversion checks the
+    numbers), by a few numpy passes over its bytes rather than per pair."""
     if len(text) <= _REGEX_MAX_CHARS:
         return _PAIRS.fullmatch(text) is not None
     kinds = _CHARACTER_KIND[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
@@ -212,8 +203,7 @@ _NO_MEAN_IN_LIBSVM = (
 
 
 def _refuse_non_finite(locate: Locator, index: int, token: str, mean: bool = False) -> None:
-    """A pair whose value ``float`` reads as infinity or NaN: the clearer 422 of the feature
-    checks rather than "malformed"."""
+    """A pair whose value reads as infinity or NaN: the feature checks' 422, not "malformed"."""
     key, _, value = token.partition(":")
     try:
         number = float(value)
@@ -236,9 +226,8 @@ def _check_pairs(
     base: int,
     locate: Locator,
 ) -> None:
-    """Repeated indices and non-finite values, reported as the file numbers features
-    (``base``: 1, or 0 with ``?zero_based=true``) with the line at fault: the checks
-    ``core.validation`` makes next, whose messages count from 0."""
+    """Repeated indices and non-finite values named as the file numbers features (from
+    ``base``), before ``core.validation``'s checks, which count from 0."""
     row, column, reason = first_bad_csr_entry(indptr, indices, n_features)
     if reason != 0:  # 2: repeated (the range was checked before)
         raise locate.error(int(row), f"feature index {int(column) + base} is repeated", field="x")

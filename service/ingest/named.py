@@ -1,11 +1,6 @@
-"""Named features: ``"x": {"amount": 120.5, "n_items": 3}`` for a dense or sparse model created
-with ``feature_names``.  Each such event is rewritten to the positional form of its model (a
-list of ``n_features`` values, or ``{"indices": [...], "values": [...]}``), which the usual
-checks of :mod:`service.ingest.objects` then validate; lists and named objects may be mixed.
-
-A dense model needs every name in every event (a missing feature is an error, not a silent
-0); a sparse model takes any subset (absent names are zeros, as absent indices are).  A name
-the model does not have is an error naming it.
+"""Named features, ``"x": {"amount": 120.5, "n_items": 3}``, of a dense or sparse model created
+with ``feature_names``, rewritten to the model's positional form for the usual checks.  A dense
+model needs every name (unless it fills missing values), a sparse one any subset.
 """
 
 from __future__ import annotations
@@ -27,7 +22,7 @@ def _quote(names: list[str]) -> str:
 
 
 def _did_you_mean(name: str, names: tuple[str, ...]) -> str:
-    """`` (did you mean 'amount'?)`` when a model's name is close to the misspelt ``name``."""
+    """`` (did you mean 'amount'?)`` when a model's name is close to ``name``."""
     if len(name) > _QUOTED_CHARS * 4:  # a huge key is no misspelling (and costly to compare)
         return ""
     close = difflib.get_close_matches(name, names, n=1)

@@ -16,14 +16,10 @@ _NEWLINE = ord("\n")
 
 
 class NDJSONReader:
-    """Decodes an NDJSON body chunk by chunk, one event per line (blank lines skipped).
-
-    The unread bytes live in one ``bytearray`` whose consumed prefix is deleted (O(1) in
-    CPython) and searched for newlines only past where the last search stopped: a line costs
-    time linear in its length however many chunks it spans (``loadtest/ndjson_scaling.py``).
-    Past ``decode_inline_bytes`` fed (None: never), lines are only collected and
-    :meth:`finish` decodes them, so a caller can run the bulk of a large body in a thread.
-    """
+    """Decodes an NDJSON body chunk by chunk as it streams in.  The unread bytes are one
+    ``bytearray``, searched for newlines only past the last search, so a line costs time linear
+    in its length however many chunks it spans.  Past ``decode_inline_bytes`` fed (None:
+    never) lines are only collected, for :meth:`finish` to decode in a thread."""
 
     def __init__(self, max_events: int, decode_inline_bytes: int | None = None) -> None:
         self.max_events = max_events

@@ -1,6 +1,5 @@
-"""``application/x-npz``: a NumPy ``.npz`` archive loaded with ``allow_pickle=False`` (object
-arrays are refused): ``X`` (2-d) or the CSR triple ``indptr``, ``indices``, ``data``; ``y``
-(labels; not needed by ``/score``); optional ``ids`` (1-d strings or integers)."""
+"""``application/x-npz``: a NumPy ``.npz`` archive of ``X`` (2-d) or the CSR triple ``indptr``,
+``indices``, ``data``; ``y`` (not needed by ``/score``); optional ``ids`` (1-d)."""
 
 from __future__ import annotations
 
@@ -22,9 +21,8 @@ NPZ_ARRAYS = ("X", "y", "ids", "indptr", "indices", "data")
 
 
 def _npz_arrays(body: bytes, max_inflated_bytes: int) -> dict[str, np.ndarray]:
-    """The arrays of any ``.npz`` body, read as ``np.load(..., allow_pickle=False)`` would,
-    after the guards of :mod:`service.ingest.archive` (methods, declared sizes, each ``.npy``
-    header against its member) and by its bounded reader; nothing is ever unpickled."""
+    """The arrays of a ``.npz`` body as ``np.load(..., allow_pickle=False)`` reads them, through
+    the guards and the bounded reader of :mod:`service.ingest.archive`."""
     if body.startswith(b"\x93NUMPY"):
         raise MalformedBody("body is a single .npy array; send an .npz archive (np.savez)")
     try:
@@ -55,9 +53,8 @@ def npz_events(
     max_inflated_bytes: int = fields.MAX_INFLATED_BYTES,
     max_dense_cells: int = fields.MAX_DENSE_CELLS,
 ) -> Batch:
-    """A ``.npz`` archive, loaded with ``allow_pickle=False``; refused (413) when its members
-    would inflate to more than ``max_inflated_bytes`` or, for a dense model, its CSR arrays to
-    more than ``max_dense_cells`` values."""
+    """A ``.npz`` body; 413 beyond ``max_inflated_bytes`` inflated or, CSR arrays for a dense
+    model, ``max_dense_cells`` values."""
     if spec.feature_mode == "hashed":
         raise UnsupportedMediaType(HASHED_NEEDS_NAMES, field="content-type")
     try:
@@ -102,7 +99,7 @@ def npz_events(
 def _dense_member(
     dense: np.ndarray, spec: FeatureSpec, locate: Locator, max_events: int
 ) -> np.ndarray | CSRMatrix:
-    """``X``, checked by ``core.validation``; as CSR for a sparse model."""
+    """``X`` checked, as CSR for a sparse model."""
     if dense.ndim != 2:
         raise InvalidInput(f"'X' must be 2-d, got shape {dense.shape}", field="X")
     fields.check_size(dense.shape[0], max_events)
@@ -117,8 +114,7 @@ def _csr_members(
     max_events: int,
     max_dense_cells: int,
 ) -> np.ndarray | CSRMatrix:
-    """``indptr``, ``indices``, ``data``, checked by ``core.validation``; dense for a dense
-    model."""
+    """``indptr``, ``indices``, ``data`` checked, dense for a dense model."""
     try:
         indptr = np.asarray(arrays["indptr"], dtype=np.int64)
         indices = np.asarray(arrays["indices"], dtype=np.int64)

@@ -1,10 +1,5 @@
-"""Decoded event objects (JSON and NDJSON bodies) -> a validated :class:`Batch`.
-
-``x`` is a list of ``n_features`` numbers (feature mode ``dense``), ``{"indices": [...],
-"values": [...]}`` (``sparse``, 0-based indices) or ``{"name": value, ...}`` (``hashed``; a
-string value ``"country": "FR"`` becomes the one-hot feature ``"country=FR"`` with value 1).
-A dense or sparse model created with ``feature_names`` also takes ``{"name": value, ...}``
-(:mod:`service.ingest.named`).
+"""JSON documents decoded, and their event objects (JSON and NDJSON bodies) made a validated
+:class:`Batch`; the shapes of ``x`` per feature mode are in docs/api.md.
 """
 
 from __future__ import annotations
@@ -29,11 +24,10 @@ from service.ingest.repeated_keys import document_key_count, refuse_repeated_key
 
 
 def dense_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> np.ndarray:
-    """A list of feature lists -> (n, n_features) float64, one numpy call on the happy path."""
+    """A list of feature lists -> (n, n_features) float64, one numpy call on the happy path
+    (a ragged or non-numeric batch falls through to the per-event diagnosis)."""
     width = spec.n_features
     X = None
-    # np.fromiter over the chained rows is faster than np.array(rows); the length check
-    # first makes a ragged batch fall through to the per-event diagnosis below.
     if all(type(row) is list and len(row) == width for row in rows):
         try:
             # a TypeError on anything but numbers: fromiter alone would parse "1.5"
@@ -70,10 +64,8 @@ def dense_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> np.nd
 
 
 def _with_missing_values(rows: list[Any], width: int) -> np.ndarray | None:
-    """The rows as (n, width) float64 with each null (a missing value) as NaN, which
-    ``fields.dense`` then fills by the model's policy; None when anything else is wrong (the
-    caller's diagnosis names it).  Only reached when the plain read of rows of the right
-    width failed."""
+    """The rows as (n, width) float64, each null (a missing value) NaN for ``fields.dense`` to
+    fill; None when anything else is wrong (the caller's diagnosis names it)."""
     values = [math.nan if value is None else value for value in itertools.chain.from_iterable(rows)]
     try:
         sum(values)  # a TypeError on anything but numbers, as above
@@ -138,10 +130,8 @@ def sparse_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> CSRM
 
 
 def hashed_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> CSRMatrix:
-    """``[{"name": value}, ...]`` -> CSR through the stable feature hasher.
-
-    A string value is one-hot encoded as the feature ``"name=value"`` with value 1.
-    """
+    """``[{"name": value}, ...]`` -> CSR through the stable feature hasher; a string value is
+    the one-hot feature ``"name=value"``."""
     prepared = []
     for index, row in enumerate(rows):
         if type(row) is not dict:
@@ -192,17 +182,14 @@ def features_from_objects(
 EVENT_KEYS = frozenset({"id", "x", "y"})
 
 
-def unknown_key(document: dict[str, Any], accepted: frozenset[str]) -> str | None:
-    """The first key of ``document`` not in ``accepted``, or None (a misspelt key silently
-    ignored would be data silently lost)."""
+def unknown_key(document: dict[str, Any], accepted: frozenset[str]) -> tuple[str, str] | None:
+    """``(field, detail)`` naming the first key of ``document`` outside ``accepted``, or None
+    (a misspelt key ignored would be data lost)."""
     if document.keys() <= accepted:
         return None
-    return next(key for key in document if key not in accepted)
-
-
-def unknown_key_detail(key: str, accepted: frozenset[str]) -> str:
+    key = fields.shown_id(next(key for key in document if key not in accepted))
     names = ", ".join(repr(name) for name in sorted(accepted))
-    return f"unknown key {fields.shown_id(key)!r}; accepted: {names}"
+    return key, f"unknown key {key!r}; accepted: {names}"
 
 
 def located_objects(
@@ -211,19 +198,17 @@ def located_objects(
     not_an_object: Callable[[Any], str],
     lines: Sequence[int] | None = None,
 ) -> tuple[list[Any], Locator]:
-    """Refuse an item of ``items`` (events, or labels) that is not an object or has a key
-    outside ``accepted``; return the items' raw ids and the :class:`Locator` that names them
-    in later errors (an error before the ids are known can name only the index or line)."""
+    """The raw ids of ``items`` (events, or labels) and the :class:`Locator` naming them, once
+    each item is an object without a key outside ``accepted``."""
     for index, item in enumerate(items):
         if type(item) is not dict:
             raise Locator(None, lines).error(index, not_an_object(item))
     raw_ids = [item.get("id") for item in items]
     locate = Locator(raw_ids, lines)
     for index, item in enumerate(items):
-        key = unknown_key(item, accepted)
-        if key is not None:
-            detail = unknown_key_detail(key, accepted)
-            raise locate.error(index, detail, field=fields.shown_id(key))
+        unknown = unknown_key(item, accepted)
+        if unknown is not None:
+            raise locate.error(index, unknown[1], field=unknown[0])
     return raw_ids, locate
 
 
@@ -256,18 +241,15 @@ def events_to_batch(
     return Batch(X, fields.labels_from_values(labels, locate), ids)
 
 
-#: From this size on, a document is decoded by simdjson and made into Python objects one item
-#: of its top-level list (or of the list under a top-level key) at a time.  orjson decodes the
-#: whole document in one call that holds the GIL throughout: even in the thread pool, that
-#: stops the event loop, ``/healthz`` included, for as long (loadtest/README.md).  Here the GIL
-#: is held for simdjson's parse and then one event at a time.
+#: From this size on, simdjson decodes a document and its top-level list (or the list under a
+#: top-level key) is made Python objects an item at a time: orjson's one call would hold the
+#: GIL, and so stop the event loop even from the thread pool, for the whole document.
 _STEPWISE_MIN_BYTES = 1 << 20
 _BYTE_ORDER_MARK = b"\xef\xbb\xbf"
 
 
 def parse_json(body: bytes) -> Any:
-    """The decoded JSON ``body``; MalformedBody when it is not JSON or an object in it repeats
-    a key (:mod:`service.ingest.repeated_keys`)."""
+    """The decoded JSON ``body``; MalformedBody when it is not JSON or repeats a key."""
     if len(body) >= _STEPWISE_MIN_BYTES and not body.startswith(_BYTE_ORDER_MARK):
         loaded = _load_stepwise(body)
         if loaded is not _NOT_LOADED:
@@ -282,14 +264,13 @@ def parse_json(body: bytes) -> Any:
     return document
 
 
-#: what Python's ``json.dumps`` (and JavaScript's ``String(x)``) write for non-finite floats,
-#: and the spellings numpy and others use; none is JSON
+#: how Python, JavaScript and numpy write non-finite floats; none is JSON
 _NON_FINITE = re.compile(rb"-?(?:nan|infinity|inf)\b", re.IGNORECASE)
 
 
 def json_error_detail(text: bytes | bytearray, position: int, reason: str) -> str:
-    """The message for JSON that does not decode, ``position`` being where the decoder
-    stopped: a specific one when a ``NaN`` / ``Infinity`` literal is there."""
+    """The message for JSON that does not decode where ``position`` is, specific to a ``NaN``
+    or ``Infinity`` literal there."""
     start = position - 1 if position > 0 and text[position - 1 : position] == b"-" else position
     literal = _NON_FINITE.match(text, start) if position >= 0 else None
     if literal is not None:
@@ -305,10 +286,9 @@ _NOT_LOADED = object()
 
 
 def _load_stepwise(body: bytes) -> Any:
-    """``orjson.loads(body)``, made in small steps (see above); ``_NOT_LOADED`` on anything
-    simdjson refuses or might read differently (orjson then decodes the body, or names the
-    error): a byte-order mark (simdjson skips it, orjson refuses it), a repeated top-level key
-    (simdjson's lookup finds the first, orjson keeps the last), an integer beyond 64 bits."""
+    """``(orjson.loads(body), its key count)`` made in small steps, or ``_NOT_LOADED`` where
+    simdjson refuses or might read otherwise (a repeated top-level key: simdjson finds the
+    first, orjson keeps the last; an integer beyond 64 bits): orjson then decodes the body."""
     try:
         document = simdjson.Parser().parse(body)  # a parser of its own: freed with the proxies
         if type(document) is simdjson.Object:
@@ -324,9 +304,8 @@ def _load_stepwise(body: bytes) -> Any:
 
 
 class _KeyCounter:
-    """The colons of a document made into Python objects a piece at a time, each piece counted
-    as :func:`~service.ingest.repeated_keys.document_key_count` counts (None once a piece
-    cannot be counted exactly)."""
+    """:func:`~service.ingest.repeated_keys.document_key_count` summed over the pieces of a
+    document (None once a piece cannot be counted exactly)."""
 
     def __init__(self, total: int | None) -> None:
         self.total = total

@@ -1,12 +1,8 @@
-"""JSON objects that repeat a key are refused (400 naming the key): JSON leaves a repeated key's
-meaning to the reader (RFC 8259 4), so ``{"y": 0, ..., "y": 1}`` could be learned as a positive
-while a proxy or a log showed a negative.
-
-The decoders keep no trace of a repeated key, so the usual check compares counts: the colons of
-the body (one after each key, the others in strings) against those of the decoded document
-written back by ``orjson.dumps``; a repeated key makes the body's larger.  Only then, or when a
-colon may be written as an escape (``\\u003a``), is the body decoded again with a hook that sees
-every key (:func:`repeated_key`).  The usual cost is about a third of decoding the body.
+"""JSON objects that repeat a key are refused (400 naming it): JSON leaves its meaning to the
+reader (RFC 8259 4), so ``{"y": 0, "y": 1}`` could be learned as a positive while a log showed
+a negative.  The decoders keep no trace of it, so the colons of the body are counted against
+those of the decoded document written back; only when they differ (or a colon may be escaped)
+is the body decoded again with a hook that sees every key.
 """
 
 from __future__ import annotations

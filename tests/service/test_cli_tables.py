@@ -76,16 +76,16 @@ def test_text_columns_are_refused_naming_the_hashed_mode(tmp_path, capsys):
      ([2, 1, 1, 2], ("--positive-label", "2"), [1, 0, 0, 1])],
 )  # fmt: skip
 def test_text_labels_and_positive_label(tmp_path, capsys, labels, options, positives):
-    from service.cli._readers import read_events
+    from service.cli._readers import read_file_events
 
     rng = np.random.default_rng(1)
     frame = pd.DataFrame({"a": rng.normal(size=100), "outcome": labels * 25})
     path = tmp_path / "t.csv"
     frame.to_csv(path, index=False)
-    positive_label = options[1] if options else None
-    data = read_events(str(path), label_column="outcome", positive_label=positive_label)
+    command = ["replay", str(path), "--model", "m", "--label-column", "outcome", *options]
+    data = read_file_events(cli.build_parser().parse_command_line(command))
     np.testing.assert_array_equal(data.y, np.where(np.array(positives * 25) == 1, 1, -1))
-    assert _run("replay", str(path), "--model", "m", "--label-column", "outcome", *options) == 0
+    assert _run(*command) == 0
     assert "100 events learned" in capsys.readouterr().out
 
 

@@ -44,7 +44,7 @@ StreamFields = dict[str, bytes]
 
 # ---------------------------------------------------------------------------- primitives
 def le_bytes(array: np.ndarray, dtype: str) -> bytes:
-    """``array`` as raw bytes of the little-endian ``dtype`` (``"<i8"``, ``"<f8"``)."""
+    """``array`` as raw bytes of ``dtype`` (``"<i8"``, ``"<f8"``)."""
     return np.ascontiguousarray(array, dtype=dtype).tobytes()
 
 

@@ -1,9 +1,6 @@
-"""Which ``Host`` a request may name: the defence against DNS rebinding (docs/architecture.md,
-"Host names and request heads").  A request must name ``localhost``, an IP address, the address
-its connection was accepted on, or one of ``AUCSTREAM_ALLOWED_HOSTS``; anything else is a 400
-``host-not-allowed`` (a WebSocket handshake: a 1008 close).  Accepted raw values are remembered,
-so the usual request costs one scan of its headers and a set lookup.
-"""
+"""Which ``Host`` a request may name, against DNS rebinding: ``localhost``, an IP address, the
+connection's own address or one of ``AUCSTREAM_ALLOWED_HOSTS``; else a 400 ``host-not-allowed``
+(a handshake: a 1008 close).  docs/architecture.md, "Host names and request heads"."""
 
 from __future__ import annotations
 
@@ -30,8 +27,7 @@ class HostNotAllowed(ServiceError, status=400, title="Host not allowed"):
 
 
 def host_name(header: str) -> str | None:
-    """The host of a ``Host`` value, lower case, without its port, brackets or trailing dot;
-    None when it is not ``host[:port]``."""
+    """The host of a ``Host`` value, lower case, bare; None when it is not ``host[:port]``."""
     value = header.strip().lower()
     if value.startswith("["):  # [IPv6]:port
         address, bracket, rest = value[1:].partition("]")
@@ -57,8 +53,7 @@ def is_address(name: str) -> bool:
 
 
 def allowed_host_entry(entry: str) -> str:
-    """An ``AUCSTREAM_ALLOWED_HOSTS`` entry in the form :class:`HostPolicy` compares (lower
-    case, an IPv6 address without brackets); ValueError naming a malformed one."""
+    """An ``AUCSTREAM_ALLOWED_HOSTS`` entry as :class:`HostPolicy` compares it (ValueError)."""
     normalized = entry.strip().lower().rstrip(".")
     if normalized == "*":
         return normalized
@@ -78,8 +73,7 @@ def allowed_host_entry(entry: str) -> str:
 
 
 class HostPolicy:
-    """The hosts a request may name (module docstring); ``allowed``: the normalized entries
-    of ``AUCSTREAM_ALLOWED_HOSTS``."""
+    """The hosts a request may name; ``allowed``: the normalized allowed-hosts entries."""
 
     def __init__(self, allowed: list[str]) -> None:
         self.any = "*" in allowed
@@ -88,8 +82,7 @@ class HostPolicy:
         self.suffixes = tuple(entry[1:] for entry in allowed if entry.startswith("*."))
 
     def allows(self, name: str) -> bool:
-        """Whether a request naming the host ``name`` (:func:`host_name`) may be served on
-        any connection (the connection's own address is :class:`HostCheck`'s to compare)."""
+        """Whether a request naming ``name`` may be served on any connection."""
         return (
             self.any
             or name in self.names
@@ -99,9 +92,7 @@ class HostPolicy:
 
 
 class HostCheck:
-    """The check of each HTTP request and WebSocket handshake (:class:`~service.fastlane.
-    ServiceApp` calls it): one whose ``Host`` the ``policy`` refuses gets a 400 problem+json,
-    or a 1008 close, and reaches no route."""
+    """The check of each HTTP request and WebSocket handshake, remembering accepted values."""
 
     def __init__(self, policy: HostPolicy) -> None:
         self.policy = policy
@@ -141,8 +132,7 @@ def header(scope: Scope, name: bytes) -> bytes | None:
 
 
 async def close_handshake(error: HostNotAllowed, receive: Any, send: Any) -> None:
-    """As the stream's other refusals (service.stream.endpoint): accepted, then closed with the
-    reason, which a browser's close event shows."""
+    """Accept, then close with the reason (a browser's close event shows it)."""
     await receive()  # websocket.connect
     await send({"type": "websocket.accept"})
     reason = error.detail.encode()[:123].decode(errors="ignore")

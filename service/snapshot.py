@@ -85,10 +85,8 @@ def import_snapshot(
     max_inflated_bytes: int = MAX_INFLATED_BYTES,
     max_manifest_bytes: int = MAX_MANIFEST_BYTES,
 ) -> tuple[ModelConfig, dict[str, np.ndarray]]:
-    """Read and check a snapshot; raises MalformedBody / InvalidInput naming the problem.
-    Nothing is inflated or allocated before :mod:`service.ingest.archive`'s size guards pass
-    (members, inflated bytes, the manifest's bytes, each ``.npy`` header against its member),
-    and members are read by its bounded reader."""
+    """Read and check a snapshot (MalformedBody / InvalidInput); nothing is inflated before
+    :mod:`service.ingest.archive`'s size guards pass."""
     if member_count(body, what="the snapshot") > MAX_MEMBERS:
         raise PayloadTooLarge(
             f"the snapshot declares more than {MAX_MEMBERS} members", field="manifest.arrays"
@@ -146,17 +144,14 @@ def import_snapshot(
     return config, arrays
 
 
-#: [CHOICE] the probe events an imported state is exercised on before it is accepted: the
-#: origin, each unit vector's sign, and a few seeded standard normal rows, of both classes.
-#: Ordinary values: a state that cannot score or learn them finitely is unusable whatever its
-#: arrays' individual bounds say (a weight and a class sum whose product overflows ...).
+#: [CHOICE] the probe events an imported state must score and learn finitely (the origin, unit
+#: vectors' signs, seeded normal rows): a state that cannot is unusable whatever its bounds.
 PROBE_EVENTS = 8
 
 
 def probe_learner(learner: Any) -> None:
-    """Accept an imported learner state only if it scores the probe batch finitely and, on a
-    copy, learns it without overflow into a state that still passes its invariants; raises
-    InvalidInput naming the probe otherwise.  The learner itself is not changed."""
+    """InvalidInput unless the learner scores the probe events finitely and, on a copy, learns
+    them into a state that passes its invariants."""
     X = np.random.default_rng(0).standard_normal((PROBE_EVENTS, learner.n_features_in_))
     X[0], X[1], X[2] = 0.0, 1.0, -1.0
     y = np.where(np.arange(PROBE_EVENTS) % 2 == 0, 1, -1).astype(np.int64)

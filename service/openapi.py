@@ -268,7 +268,9 @@ SECURITY_SCHEMES = {
 def complete(document: dict[str, Any], *, auth_enabled: bool) -> dict[str, Any]:
     """Complete FastAPI's ``document`` in place (module docstring) and return it."""
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
-    schemas["Problem"] = Problem.model_json_schema()
+    problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas.update(problem.pop("$defs"))
+    schemas["Problem"] = problem
     schemas.update(SCHEMAS)
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)

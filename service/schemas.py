@@ -422,6 +422,17 @@ class WeightsResponse(BaseModel):
     raw_note: str = Field(description="how to use the raw weights, or why there are none")
 
 
+class WarmupProgress(BaseModel):
+    """How far the compilation of the kernels is."""
+
+    groups_done: int
+    groups_total: int
+    compiling: str | None = Field(description="the group compiling (null when none is)")
+    elapsed_seconds: float = Field(description="seconds so far")
+    seconds_to_ready: float = Field(description="estimated seconds left until ready (0 once ready)")
+    seconds_to_all: float = Field(description="estimated seconds until every group is compiled")
+
+
 class Problem(BaseModel):
     """application/problem+json (RFC 9457)."""
 
@@ -433,9 +444,4 @@ class Problem(BaseModel):
     line: int | None = None
     event: int | None = None
     event_id: str | None = None
-    warmup: dict[str, Any] | None = Field(
-        None,
-        description="503 warming-up: how far the compilation of the kernels is, as in "
-        "/readyz (groups_done, groups_total, compiling, elapsed_seconds, seconds_to_ready, "
-        "seconds_to_all)",
-    )
+    warmup: WarmupProgress | None = Field(None, description="503 warming-up: as in /readyz")

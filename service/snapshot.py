@@ -1,26 +1,6 @@
-"""Snapshot export / import: a documented, pickle-free model archive.
-
-Format (``application/zip``), version 1::
-
-    manifest.json            {"format": "aucstream-snapshot", "format_version": 1,
-                              "model": <the model configuration, as GET /v1/models/{id}>,
-                              "version": <state version at export>, "exported_at": <unix s>,
-                              "arrays": {"<name>": {"file": "arrays/<name>.npy",
-                                                    "dtype": "<f8", "shape": [50]}, ...}}
-    arrays/<name>.npy        one NumPy .npy file per state array (float64 / int64 / uint64,
-                             int16 / int32 for the boosted trees' indices,
-                             int8 for labels)
-
-Array names are the store's field names (``service.engine.model``): ``learner:<key>`` (the
-learner state, e.g. ``learner:w``), ``window:<key>`` (metrics window and since-start
-reservoirs), ``stats:<key>`` (counters), the other parts of a model, and
-``format:state_version``, the version of the stored state's format those arrays follow.  This
-archive's ``format_version`` versions the container (the manifest, one ``.npy`` per array); the
-arrays' layout is versioned by that array, and a snapshot of another state format is refused on
-import (docs/architecture.md §3, "Stored state format").  Arrays are read back with
-``allow_pickle=False`` and checked against the manifest and against the learner's own state
-layout; nothing is ever unpickled.  Any zip tool and ``numpy.load`` can read a snapshot.
-"""
+"""Snapshot export / import: a pickle-free zip of one ``.npy`` per state array and a JSON
+manifest, checked against the manifest and the learner's own layout (format: docs/api.md,
+"Snapshots")."""
 
 from __future__ import annotations
 

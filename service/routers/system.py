@@ -125,16 +125,14 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
     queue = request.app.state.queue
     if queue is not None:
         await run_in_threadpool(_refresh_lag, engine, queue, telemetry)
-    # rendering is proportional to the number of labelled series (seconds with many models):
-    # off the event loop, as every scrape is
+    # rendering takes seconds with many models
     return Response(
         await run_in_threadpool(_render, engine, telemetry), media_type=CONTENT_TYPE_LATEST
     )
 
 
 def _store_alarms(engine: Engine) -> int:
-    """The store's alarms now, read from the store: another worker may have acknowledged a
-    loss since this one last checked (this process's memory of them, when the store fails)."""
+    """The store's alarms, read from it (another worker may have acknowledged one)."""
     try:
         return len(engine.store.alarms())  # type: ignore[attr-defined]
     except ServiceError:
@@ -142,8 +140,7 @@ def _store_alarms(engine: Engine) -> int:
 
 
 def _render(engine: Engine, telemetry: Telemetry) -> bytes:
-    """Multiprocess mode: every worker's values, without the series of deleted models (which
-    other workers' files still hold)."""
+    """The exposition, without (multiprocess mode) the series of deleted models."""
     models = None
     if telemetry.multiprocess:
         try:
@@ -154,7 +151,7 @@ def _render(engine: Engine, telemetry: Telemetry) -> bytes:
 
 
 def _refresh_lag(engine: Engine, queue: StreamQueue, telemetry: Telemetry) -> None:
-    """The lag of the models with series of their own (one Redis read each)."""
+    """The lag of the models with series of their own."""
     try:
         models = engine.list_models()
         telemetry.rank_series()

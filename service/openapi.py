@@ -12,6 +12,7 @@ from typing import Any
 from core.learners import learner_class
 from core.learners._params import parameters_schema
 from core.validation import FEATURE_BOUND
+from service import snapshot
 from service.auth import READ_METHODS
 from service.errors import PROBLEM_MEDIA_TYPE
 from service.ingest import fields, libsvm
@@ -228,22 +229,18 @@ LABELS_BODY = {
 }
 
 
-def snapshot_body(media_type: str) -> dict[str, Any]:
-    archive = {
-        "type": "string",
-        "format": "binary",
-        "description": "a snapshot as GET .../snapshot exports it (a zip of .npy arrays and "
-        "a JSON manifest, never unpickled)",
+_ARCHIVE = {
+    "type": "string",
+    "format": "binary",
+    "description": "a snapshot as GET .../snapshot exports it (a zip of .npy arrays and "
+    "a JSON manifest, never unpickled)",
+}
+SNAPSHOT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {kind: {"schema": _ARCHIVE} for kind in snapshot.IMPORTED_MEDIA_TYPES},
     }
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {
-                media_type: {"schema": archive},
-                "application/octet-stream": {"schema": archive},
-            },
-        }
-    }
+}
 
 
 # ---------------------------------------------------------------------- the whole document

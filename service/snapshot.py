@@ -26,6 +26,8 @@ from service.schemas import ModelConfig
 FORMAT = "aucstream-snapshot"
 FORMAT_VERSION = 1
 MEDIA_TYPE = "application/zip"
+#: the media types an import accepts
+IMPORTED_MEDIA_TYPES = (MEDIA_TYPE, "application/octet-stream")
 _ALLOWED_KINDS = "iuf"
 #: most members of a snapshot (its arrays and the manifest; a model has a few dozen arrays)
 MAX_MEMBERS = 4096

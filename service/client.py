@@ -100,12 +100,8 @@ class AsyncStreamClient:
     ) -> None:
         if window < 1 or frame_messages < 1:
             raise ValueError("window and frame_messages must be at least 1")
-        self.url = stream_url(url, model)
-        self.model = model
-        self.binary = binary
-        self.window = window
-        self.frame_messages = frame_messages
-        self.open_timeout = open_timeout
+        self.url, self.model, self.binary = stream_url(url, model), model, binary
+        self.window, self.frame_messages, self.open_timeout = window, frame_messages, open_timeout
         self.headers = {"X-API-Key": api_key} if api_key else {}
         self.seq = 0
         self._socket: ClientConnection | None = None

@@ -1,6 +1,4 @@
-"""The fit status of a model's boosted trees (``boosted_embedded``, ``auto``'s candidate) in
-``GET /v1/models/{id}`` and ``/metrics`` (docs/api.md, "Fit status";
-service/engine/refit.py ``fit_status``)."""
+"""The fit status of a model's boosted trees in ``GET /v1/models/{id}`` and ``/metrics``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The typed response of ``GET /v1/models/{model_id}/metrics`` (and of each message of its
-server-sent stream): the route sends the dictionary ``service.engine.reporting`` builds, and
-``tests/service/test_openapi.py`` validates real responses against these models, so a key added
-to the report without its field here fails a test.  Undefined metrics are ``null`` with a
-``reason``, never NaN.
-"""
+"""The typed responses of the metrics routes: they send the dictionaries ``service.engine``
+builds, which tests validate against these models.  Undefined metrics are ``null``, never NaN."""
 
 from __future__ import annotations
 

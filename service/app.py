@@ -23,7 +23,7 @@ from service.engine import Engine
 from service.engine.refit import Refitter
 from service.errors import StoreUnavailable
 from service.fastlane import ServiceApp
-from service.hosts import HostCheck, HostPolicy
+from service.hosts import HostCheck
 from service.kernels import progress_bar_stream, warm_up
 from service.queue import StreamQueue
 from service.routers import dashboard, events, metrics, models, system
@@ -148,7 +148,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
 
     app.install(
         telemetry,
-        HostCheck(HostPolicy(settings.allowed_hosts)),
+        HostCheck(settings.allowed_hosts),
         BodyDeadlines(settings.body_read_timeout_seconds),
     )
     return app

@@ -53,7 +53,7 @@ def is_address(name: str) -> bool:
 
 
 def allowed_host_entry(entry: str) -> str:
-    """An ``AUCSTREAM_ALLOWED_HOSTS`` entry as :class:`HostPolicy` compares it (ValueError)."""
+    """An ``AUCSTREAM_ALLOWED_HOSTS`` entry as :class:`HostCheck` compares it (ValueError)."""
     normalized = entry.strip().lower().rstrip(".")
     if normalized == "*":
         return normalized
@@ -72,14 +72,17 @@ def allowed_host_entry(entry: str) -> str:
     return normalized
 
 
-class HostPolicy:
-    """The hosts a request may name; ``allowed``: the normalized allowed-hosts entries."""
+class HostCheck:
+    """The check of each HTTP request and WebSocket handshake; ``allowed``: the normalized
+    allowed-hosts entries."""
 
     def __init__(self, allowed: list[str]) -> None:
         self.any = "*" in allowed
         self.names = LOOPBACK_NAMES | {entry for entry in allowed if not entry.startswith("*.")}
         #: ``.example.com`` for ``*.example.com``
         self.suffixes = tuple(entry[1:] for entry in allowed if entry.startswith("*."))
+        #: raw ``Host`` values already accepted: the usual request costs a set lookup
+        self.accepted: set[bytes] = set()
 
     def allows(self, name: str) -> bool:
         """Whether a request naming ``name`` may be served on any connection."""
@@ -90,18 +93,9 @@ class HostPolicy:
             or is_address(name)
         )
 
-
-class HostCheck:
-    """The check of each HTTP request and WebSocket handshake, remembering accepted values."""
-
-    def __init__(self, policy: HostPolicy) -> None:
-        self.policy = policy
-        #: raw ``Host`` values already accepted: the usual request costs a set lookup
-        self.accepted: set[bytes] = set()
-
     def refusal(self, value: bytes, scope: Scope) -> HostNotAllowed | None:
         """None when the raw ``Host`` ``value`` may be served on this connection."""
-        if self.policy.any or value in self.accepted or self._admits(value, scope):
+        if self.any or value in self.accepted or self._admits(value, scope):
             return None
         host = value.decode("latin-1")
         shown = host if len(host) <= 100 else host[:100] + "..."
@@ -117,7 +111,7 @@ class HostCheck:
             return False
         server = scope.get("server")
         server_host = server[0].lower() if server and isinstance(server[0], str) else None
-        if not self.policy.allows(name):
+        if not self.allows(name):
             return name == server_host  # not remembered: it holds for this connection only
         if len(self.accepted) < REMEMBERED_HOSTS:
             self.accepted.add(value)

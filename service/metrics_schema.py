@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from service.engine.model import DRIFT_LOG_CAPACITY
-from service.fit_schema import FitStatus
+from service.fit_schema import Fits
 from service.schemas import Counts
 
 
@@ -211,9 +211,7 @@ class MetricsResponse(BaseModel):
         default=None, description="present for `auto` models only"
     )
     queue: QueueLag | None = Field(default=None, description="present in queue mode only")
-    fits: list[FitStatus] | None = Field(
-        default=None, description="boosted trees' fit status; present for models with them"
-    )
+    fits: Fits = None
 
 
 class RocResponse(BaseModel):

@@ -23,7 +23,7 @@ from core.metrics.operating import (
     DEFAULT_TOP_K,
 )
 from core.validation import check_fpr_pair
-from service.fit_schema import FitStatus
+from service.fit_schema import Fits
 
 FeatureModeName = Literal["dense", "sparse", "hashed"]
 ScalingName = Literal["auto", "none", "unit_norm", "standard", "scale"]
@@ -308,9 +308,7 @@ class ModelInfo(BaseModel):
     config: ModelConfig
     version: int
     counts: Counts
-    fits: list[FitStatus] | None = Field(
-        default=None, description="boosted trees' fit status; present for models with them"
-    )
+    fits: Fits = None
 
 
 class ModelList(BaseModel):

@@ -1,6 +1,5 @@
-"""The FastAPI application: ``create_app()`` (uvicorn: ``service.app:create_app --factory``);
-clients (the store) are created in the lifespan, not at import.
-"""
+"""``create_app()`` (uvicorn: ``service.app:create_app --factory``); the store is opened in the
+lifespan, not at import."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ from service.engine import Engine
 from service.engine.refit import Refitter
 from service.errors import StoreUnavailable
 from service.fastlane import ServiceApp
-from service.hosts import HostCheck, HostPolicy
+from service.hosts import HostCheck
 from service.kernels import progress_bar_stream, warm_up
 from service.queue import StreamQueue
 from service.routers import dashboard, events, metrics, models, system
@@ -36,8 +35,7 @@ from service.telemetry_logs import configure_logging
 
 logger = logging.getLogger("aucstream")
 
-#: the settings the engine takes, as keywords of the same names: those of every process that
-#: learns (the queue worker's too), and the bounds on what requests make and retry
+#: the settings the engine takes as keywords of the same names
 ENGINE_SETTINGS = LEARNING_SETTINGS | {
     "max_write_retries", "max_models", "max_model_bytes", "max_pending_records",
 }  # fmt: skip
@@ -88,8 +86,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.store = store or make_store(settings)
         app.state.engine = Engine(app.state.store, **settings.model_dump(include=ENGINE_SETTINGS))
-        # Prometheus labels only for models this process holds, dropped when one is deleted
-        # or evicted from the cache
+        # Prometheus labels only for models this process holds
         repository = app.state.engine.repository
         telemetry.model_exists = lambda model_id: repository.cached(model_id) is not None
         repository.on_forget.append(telemetry.forget_model)
@@ -98,14 +95,12 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         app.state.sse_slots = metrics.StreamSlots(settings)
         app.state.warm = threading.Event()
         if settings.warmup:
-            # planned before the thread starts: a /readyz meanwhile already counts the groups
             kernels.readiness.plan(kernel_groups())
             bar_stream = progress_bar_stream(settings.log_format, settings.workers)
             threading.Thread(target=_warm, args=(app.state.warm, bar_stream), daemon=True).start()
         else:
             app.state.warm.set()
-        # boosted ensembles are fitted by a thread of their own, off the request path (in
-        # queue mode by the writer, the queue worker)
+        # boosted ensembles are fitted off the request path (in queue mode by the worker)
         refitter = app.state.refitter = Refitter()
         if app.state.queue is None:
             refitter.start()
@@ -113,9 +108,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         tasks = [
             asyncio.create_task(_every(seconds, work, what))
             for seconds, work, what in (
-                # default labels applied, expired pending labels forgotten
                 (settings.sweep_interval_seconds, engine.sweep_all, "sweep of expired labels"),
-                # metrics-history points of models gone quiet since their last one
                 (settings.history_catch_up_seconds, engine.catch_up_history, "history catch-up"),
             )
         ]
@@ -138,7 +131,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         version="0.1.0",
         summary="Online AUC / partial-AUC learning with live, exact metrics.",
         lifespan=lifespan,
-        # served from vendored assets by service/routers/dashboard.py (FastAPI's load a CDN)
+        # served by service/routers/dashboard.py from vendored assets (FastAPI's use a CDN)
         docs_url=None,
         redoc_url=None,
     )
@@ -155,15 +148,14 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
 
     app.install(
         telemetry,
-        HostCheck(HostPolicy(settings.allowed_hosts)),
+        HostCheck(settings.allowed_hosts),
         BodyDeadlines(settings.body_read_timeout_seconds),
     )
     return app
 
 
 def _warm(ready: threading.Event, bar_stream: TextIO | None) -> None:
-    """The warm-up thread: ``ready`` is set once the default path's kernels are, and in any
-    case when the warm-up ends."""
+    """The warm-up thread: ``ready`` is set once the default path's kernels are, or at its end."""
     try:
         warm_up(ready, bar_stream)
     except Exception:  # pragma: no cover - warm-up is an optimisation
@@ -173,14 +165,13 @@ def _warm(ready: threading.Event, bar_stream: TextIO | None) -> None:
         ready.set()
 
 
-#: how often a worker process of a multi-worker server checks that the server is still there
+#: how often a worker process checks that its server is still there
 ORPHAN_CHECK_SECONDS = 1.0
 
 
 async def _stop_when_orphaned(server_pid: int) -> None:
-    """A uvicorn worker whose server process was killed (``kill -9``: it could not stop its
-    workers) stops itself (SIGTERM: in-flight requests finish).  Left running it would keep
-    the port, so the restarted server could not listen on it, and nothing would replace it."""
+    """A uvicorn worker whose server was killed stops itself (SIGTERM: in-flight requests
+    finish), or it would keep the port from the restarted server."""
     while os.getppid() == server_pid:
         await asyncio.sleep(ORPHAN_CHECK_SECONDS)
     logger.warning("the server process %d is gone: this worker process stops", server_pid)
@@ -188,8 +179,7 @@ async def _stop_when_orphaned(server_pid: int) -> None:
 
 
 async def _every(seconds: float, work: Callable[[], object], what: str) -> None:
-    """``work`` in the thread pool every ``seconds``; a failure is logged and the next round
-    runs all the same."""
+    """``work`` in the thread pool every ``seconds``; a failure is logged, the next round runs."""
     while True:
         await asyncio.sleep(seconds)
         try:

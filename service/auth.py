@@ -1,6 +1,5 @@
-"""API keys: every ``/v1`` route and the stream need one when keys are configured
-(``AUCSTREAM_API_KEYS``; ``AUCSTREAM_READ_ONLY_API_KEYS`` may only read), sent as ``X-API-Key``
-or ``Authorization: Bearer <key>``."""
+"""API keys (``X-API-Key`` or ``Authorization: Bearer``): every ``/v1`` route and the stream
+need one when keys are configured; read-only keys may only read."""
 
 from __future__ import annotations
 
@@ -30,9 +29,7 @@ def _matches(key: str, keys: list[str]) -> bool:
 
 
 def check_api_key(connection: HTTPConnection, settings: Settings, *, writes: bool) -> None:
-    """401 without a known key, 403 for a read-only key on a route that ``writes``, when keys
-    are configured (``X-API-Key`` or ``Authorization: Bearer``); the REST routes and the
-    stream (on connect) share it."""
+    """401 without a known key, 403 for a read-only key on a route that ``writes``."""
     if not settings.auth_enabled:
         return
     key = presented_key(connection)
@@ -53,6 +50,5 @@ def check_api_key(connection: HTTPConnection, settings: Settings, *, writes: boo
 
 
 async def require_api_key(request: Request) -> None:
-    """The dependency of every /v1 route (``async``: FastAPI runs a plain ``def`` dependency
-    in the thread pool, a hop that costs more than the check)."""
+    """The dependency of every /v1 route (``async``: a plain ``def`` would run in a thread)."""
     check_api_key(request, request.app.state.settings, writes=request.method not in READ_METHODS)

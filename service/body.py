@@ -1,6 +1,5 @@
-"""Request bodies as the routes read them: the size limits, strict JSON for the routes with a
-declared JSON body, and an event batch parsed on the event loop or in the thread pool by its
-size and media type (:func:`read_batch`; the parsers are :mod:`service.ingest`)."""
+"""Request bodies as the routes read them: size limits, strict JSON, and an event batch parsed
+on the event loop or in the thread pool (:func:`read_batch`)."""
 
 from __future__ import annotations
 
@@ -31,10 +30,8 @@ from service.settings import Settings
 
 
 async def require_json(request: Request) -> None:
-    """For a route with a declared JSON body: 415 for a body declared as anything but
-    ``application/json`` (FastAPI would read it as bytes and answer 422 about the fields),
-    and 400 for a body that is not strict JSON as ``/events`` reads it (FastAPI's decoder
-    takes Python's ``NaN`` / ``Infinity``), before the fields are validated."""
+    """For a route with a declared JSON body: 415 for another media type, 400 for a body that
+    is not strict JSON (FastAPI's decoder takes ``NaN``), before the fields are validated."""
     if media_type(request.headers.get("content-type")) != JSON:
         raise UnsupportedMediaType(
             f"send the body as {JSON}, not {request.headers.get('content-type') or '(none)'}",
@@ -46,14 +43,11 @@ async def require_json(request: Request) -> None:
 async def read_body(
     request: Request, limit: int, feed: Callable[[bytes], None] | None = None
 ) -> bytes:
-    """The whole body, refusing more than ``limit`` bytes (before reading, from
-    Content-Length, and while reading, for chunked bodies).  With ``feed``, each chunk goes
-    to ``feed`` as it arrives instead (and nothing is returned)."""
+    """The whole body, 413 past ``limit`` bytes; with ``feed``, each chunk goes there instead."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit} bytes")
-    # ``receive`` itself rather than ``Request.stream()``: an async generator costs as much as
-    # parsing a one-event body (the event loop's hooks keep every one in a WeakSet)
+    # ``receive`` rather than ``Request.stream()``: an async generator costs as much as parsing
     receive = request.receive
     chunks = []
     size = 0
@@ -75,8 +69,7 @@ async def read_body(
 
 
 def check_id_bytes(batch: Batch, limit: int) -> Batch:
-    """413 when the batch's event ids, which the service remembers (for a day by default),
-    add up to more than ``limit`` characters."""
+    """413 when the batch's event ids, remembered, add up to more than ``limit`` characters."""
     if batch.ids is not None:
         total = sum(len(event_id) for event_id in batch.ids if event_id is not None)
         if total > limit:
@@ -89,10 +82,8 @@ def check_id_bytes(batch: Batch, limit: int) -> Batch:
 
 
 def npz_compressed(body: bytes) -> bool:
-    """Whether any member of a zip archive is compressed, from its central directory; True
-    too when the directory cannot be read or has more entries than an NPZ may (the parser
-    will say why).  A member neither stored nor deflated (or encrypted) is refused here, on
-    the event loop, with the parser's 415 naming it."""
+    """Whether any member of a zip archive is compressed (or the directory unreadable: the
+    parser says why); a member neither stored nor deflated is refused here (415)."""
     compressed = False
     try:
         for name, method, flags in central_directory(body, most=len(NPZ_ARRAYS)):
@@ -111,9 +102,7 @@ async def read_batch(
     labelled: bool,
     zero_based: bool = False,
 ) -> tuple[Batch, bool]:
-    """Parse the body into a validated batch (NDJSON line by line as it streams), and say
-    whether the work is large by :mod:`service.offload`'s rule: then the body was parsed in the
-    thread pool, and the caller learns or scores the batch there too."""
+    """The body's validated batch, and whether the work is large (:mod:`service.offload`)."""
     content_type = request.headers.get("content-type")
     kind = media_type(content_type)
     limit = inline_limit(settings, kind, spec)

@@ -1,10 +1,6 @@
-"""Request bodies that never finish: a read deadline (408) and clients that leave mid-body (499)
-(docs/architecture.md, "Bounds": uvicorn has no timeout on reading a body).
-
-Both errors are ``ServiceError`` (rendered like every problem) *and* Starlette
-``HTTPException``, because FastAPI turns any other exception raised while it reads a declared
-body into a 400.  Only requests with a body are guarded, until the body is complete.
-"""
+"""Request bodies that never finish: a read deadline (408; uvicorn has none) and clients that
+leave mid-body (499).  Both errors are Starlette ``HTTPException`` too, or FastAPI would turn
+them into a 400 while it reads a declared body."""
 
 from __future__ import annotations
 
@@ -41,10 +37,8 @@ class ClientClosedRequest(  # type: ignore[misc]
 
 
 class BodyDeadlines:
-    """The deadlines of the request bodies being read, for :class:`service.fastlane.ServiceApp`:
-    one watchdog task per event loop wakes every ``min(1 s, timeout / 4)`` while bodies are
-    being read (a timer per request cost several times more: loadtest/README.md), so a 408
-    comes between ``timeout`` and ``timeout`` + that period after the first read."""
+    """The deadlines of the bodies being read: one watchdog task per event loop wakes every
+    ``min(1 s, timeout / 4)`` while bodies are read (cheaper than a timer per request)."""
 
     def __init__(self, timeout_seconds: float) -> None:
         self.timeout_seconds = timeout_seconds
@@ -71,13 +65,12 @@ class BodyDeadlines:
                 read.expire()
 
     def guard(self, scope: Scope, receive: Any) -> GuardedReceive:
-        """``receive`` of a request with a body, under its deadline; call ``release()`` once
-        the request is answered (the app may answer without reading the whole body)."""
+        """``receive`` under its deadline; ``release()`` it once the request is answered."""
         return GuardedReceive(self, scope, receive)
 
 
 class GuardedReceive:
-    """One request's ``receive`` (see :class:`BodyDeadlines`), and its body's deadline."""
+    """One request's ``receive`` and its body's deadline."""
 
     __slots__ = ("body_complete", "deadline", "deadlines", "expired", "receive", "received",
                  "scope", "task", "waiting")  # fmt: skip
@@ -103,11 +96,8 @@ class GuardedReceive:
         timeout, scope = self.deadlines.timeout_seconds, self.scope
         logger.info(
             "%s %s: request body timed out after %g s (%d bytes received)",
-            scope.get("method", ""),
-            scope.get("path", ""),
-            timeout,
-            self.received,
-        )
+            scope.get("method", ""), scope.get("path", ""), timeout, self.received,
+        )  # fmt: skip
         return RequestTimeout(
             f"the request body did not arrive within {timeout:g} s ({self.received} bytes "
             "received); send it faster or in smaller requests"
@@ -144,10 +134,8 @@ class GuardedReceive:
             deadlines._reads.discard(self)
             logger.info(
                 "%s %s: client disconnected after %d bytes of the request body",
-                self.scope.get("method", ""),
-                self.scope.get("path", ""),
-                self.received,
-            )
+                self.scope.get("method", ""), self.scope.get("path", ""), self.received,
+            )  # fmt: skip
             raise ClientClosedRequest(
                 f"the client disconnected after {self.received} bytes of the request body"
             )

@@ -25,8 +25,7 @@ R = TypeVar("R")
 
 
 class StreamError(Exception):
-    """Messages the server refused: ``problems`` is ``[(seq, problem+json dict)]``;
-    ``totals`` what the call did besides, for a pipelined call."""
+    """Messages the server refused, ``[(seq, problem)]``; ``totals``: what a pipelined call did."""
 
     def __init__(self, problems: list[tuple[Any, dict]], totals: Totals | None = None) -> None:
         seq, first = problems[0]
@@ -45,14 +44,12 @@ class StreamClosed(ConnectionError):
 
     def __init__(self, code: int | None, reason: str) -> None:
         super().__init__(f"the server closed the stream: {code} {reason}".rstrip())
-        self.code = code
-        self.reason = reason
+        self.code, self.reason = code, reason
 
 
 @dataclass
 class Totals:
-    """What a pipelined call did: messages answered, events sent, learned, skipped as
-    duplicates, queued (queue mode), the last model version seen, and the refusals."""
+    """What a pipelined call did: messages answered, events sent, learned ..., the refusals."""
 
     messages: int = 0
     events: int = 0
@@ -88,10 +85,7 @@ def _rows(X: Any) -> np.ndarray:
 
 
 class AsyncStreamClient:
-    """The stream of model ``model`` on the server at ``url`` (see the module docstring).
-
-    ``binary=True`` sends the binary form (dense models; the same state bit for bit as JSON).
-    """
+    """The stream of ``model`` at ``url``; ``binary=True``: the binary form (dense models)."""
 
     def __init__(
         self,
@@ -106,12 +100,8 @@ class AsyncStreamClient:
     ) -> None:
         if window < 1 or frame_messages < 1:
             raise ValueError("window and frame_messages must be at least 1")
-        self.url = stream_url(url, model)
-        self.model = model
-        self.binary = binary
-        self.window = window
-        self.frame_messages = frame_messages
-        self.open_timeout = open_timeout
+        self.url, self.model, self.binary = stream_url(url, model), model, binary
+        self.window, self.frame_messages, self.open_timeout = window, frame_messages, open_timeout
         self.headers = {"X-API-Key": api_key} if api_key else {}
         self.seq = 0
         self._socket: ClientConnection | None = None
@@ -140,8 +130,7 @@ class AsyncStreamClient:
 
     # ------------------------------------------------------------------ one message
     async def learn(self, X: Any, y: Any, ids: Any = None, *, scores: bool = False) -> dict:
-        """Learn ``(X, y)`` as one message (all or nothing); the reply (``learned``,
-        ``duplicates``, ``version``, and ``scores`` when asked)."""
+        """Learn ``(X, y)`` as one message (all or nothing); returns the reply."""
         return await self._one(self._message("learn", _rows(X), y, ids, scores=scores))
 
     async def score(self, X: Any, ids: Any = None, *, keep: bool = True) -> np.ndarray:
@@ -152,8 +141,7 @@ class AsyncStreamClient:
     async def score_probabilities(
         self, X: Any, ids: Any = None, *, keep: bool = True
     ) -> tuple[np.ndarray, np.ndarray]:
-        """``(scores, probabilities)`` of ``X``: :meth:`score` and each score's calibrated
-        probability (docs/algorithms/calibration.md)."""
+        """``(scores, calibrated probabilities)`` of ``X``."""
         message = self._message("score", _rows(X), None, ids, keep=keep, probabilities=True)
         reply = await self._one(message)
         return (
@@ -230,8 +218,7 @@ class AsyncStreamClient:
     async def _per_event(
         self, op: str, X: np.ndarray, y: np.ndarray | None, ids: Any, keep: bool = True
     ) -> AsyncIterator[tuple[int, bytes]]:
-        """Frames of one message per event (a binary frame is laid out by numpy at once; a JSON
-        message is its event inline)."""
+        """Frames of one message per event."""
         step = self.frame_messages
         options = {} if keep else {"keep": False}
         for start in range(0, len(X), step):
@@ -284,8 +271,7 @@ class AsyncStreamClient:
     async def _pipeline(
         self, frames: Iterable[tuple[int, bytes]] | AsyncIterable[tuple[int, bytes]], on_reply: Any
     ) -> None:
-        """Send ``frames`` keeping at most ``window`` messages unanswered; every reply in order
-        to ``on_reply``."""
+        """Send ``frames``, at most ``window`` messages unanswered; replies to ``on_reply``."""
         socket = self.socket
         unanswered = 0
         try:
@@ -347,8 +333,7 @@ def _blocking(
 
 
 class StreamClient:
-    """:class:`AsyncStreamClient`'s methods, blocking (on a private event loop; inside a
-    running event loop use the async client)."""
+    """:class:`AsyncStreamClient`'s methods, blocking (on a private event loop)."""
 
     def __init__(self, url: str, model: str, **options: Any) -> None:
         self._runner = asyncio.Runner()

@@ -1,31 +1,6 @@
-"""The binary formats of event batches kept in Redis: one module for both, pickle-free.
-
-Two formats, both persisted (bytes written by an older process must stay readable, so neither
-layout may change); both are built from the same little-endian array primitives
-(:func:`le_bytes`, :func:`read_array`):
-
-**Pending records** (delayed labels: ``aucs:{m}:pending``, one hash field per scored event):
-``<score: f8><nnz: i8>`` then, for a dense row (``nnz == -1``), the ``n_features`` values as
-``f8``; for a sparse row, ``nnz`` indices as ``i8`` then ``nnz`` values as ``f8``.  Scores and
-features are the ones the model saw at ``/score``, unscaled.
-
-**Stream entries** (queue mode: ``aucs:{m}:stream``, one entry per at most
-``AUCSTREAM_QUEUE_ENTRY_EVENTS`` events).  Fields of one entry:
-
-========== ==========================================================================
-``kind``   ``events`` (labelled events) or ``labels`` (delayed labels for scored ids)
-``n``      number of events in the entry (decimal)
-``y``      labels in {-1, +1}: raw little-endian int64 bytes
-``ids``    JSON list, one string or ``null`` per event; absent when no event has an id
-``d``      ``events`` only: n_features (decimal)
-``X``      ``events``, dense models: raw little-endian float64 bytes, row-major ``n x d``
-``indptr`` ``events``, sparse / hashed models (CSR, already hashed): int64 bytes,
-``indices`` with ``indices`` (int64) and ``data`` (float64)
-``data``
-========== ==========================================================================
-
-Decoding raises ValueError on bytes that do not fit their declared counts (a corrupt entry).
-"""
+"""The binary formats of event batches kept in Redis, pending records and stream entries:
+persisted, so neither layout may change (docs/architecture.md, "Stores": the layouts).  Decoding
+raises ValueError on bytes that do not fit their declared counts (a corrupt entry)."""
 
 from __future__ import annotations
 
@@ -44,7 +19,7 @@ StreamFields = dict[str, bytes]
 
 # ---------------------------------------------------------------------------- primitives
 def le_bytes(array: np.ndarray, dtype: str) -> bytes:
-    """``array`` as raw bytes of the little-endian ``dtype`` (``"<i8"``, ``"<f8"``)."""
+    """``array`` as raw bytes of ``dtype`` (``"<i8"``, ``"<f8"``)."""
     return np.ascontiguousarray(array, dtype=dtype).tobytes()
 
 

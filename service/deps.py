@@ -1,5 +1,4 @@
-"""The typed FastAPI dependencies (``EngineDep``, ``SettingsDep``, ``TelemetryDep``, and
-``ServicesDep`` for the hot routes), resolved from the app's state."""
+"""The typed FastAPI dependencies, resolved from the app's state."""
 
 from __future__ import annotations
 
@@ -30,13 +29,12 @@ async def get_telemetry(request: Request) -> Telemetry:
 
 @dataclass(frozen=True)
 class Services:
-    """What the hot routes need, resolved as one dependency (each FastAPI dependency has a cost
-    per request, which shows on the ingest and score routes)."""
+    """What the hot routes need, as one dependency (each one has a cost per request)."""
 
     engine: Engine
     settings: Settings
     telemetry: Telemetry
-    #: queue mode: where validated batches are appended (None in sync mode)
+    #: queue mode: where validated batches are appended
     queue: StreamQueue | None = None
 
 

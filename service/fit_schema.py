@@ -1,8 +1,8 @@
-"""The fit status of a model's boosted trees (``boosted_embedded``, ``auto``'s candidate) in
-``GET /v1/models/{id}`` and ``/metrics`` (docs/api.md, "Fit status";
-service/engine/refit.py ``fit_status``)."""
+"""The fit status of a model's boosted trees in ``GET /v1/models/{id}`` and ``/metrics``."""
 
 from __future__ import annotations
+
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
@@ -41,3 +41,10 @@ class FitStatus(BaseModel):
         description="fits computed by the request at the install point in this process (the "
         "fitter not done in time, or no result handed in: a model loaded with a fit due)"
     )
+
+
+#: the ``fits`` member of a model's info and metrics
+Fits = Annotated[
+    list[FitStatus] | None,
+    Field(description="boosted trees' fit status; present for models with them"),
+]

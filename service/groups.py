@@ -1,14 +1,7 @@
-"""Requests applied as a group: what a client error is (:func:`refused_alone`), and the one
-split-and-retry rule (:func:`each_alone`) of the three paths that apply several requests as one
-call -- the coalescer, the stream and the queue worker (docs/architecture.md, "The coalescer and
-group commit").
-
-Two merge mechanisms form the groups, because their callers wait in two ways: the coalescer's
-drain task groups requests awaiting futures on the app's event loop, and :class:`ThreadCombiner`
-groups callers already on threads (queue mode's appends, in the thread pool so that a Redis
-round trip never stalls the loop), which block on an event; moving those onto the loop would
-add a hop back to a thread for every append.  Both hand the group to the same rule.
-"""
+"""Requests applied as a group: what a client error is, and the one split-and-retry rule of the
+coalescer, the stream and the queue worker (docs/architecture.md, "The coalescer and group
+commit").  :class:`ThreadCombiner` groups callers already on threads (queue mode's appends),
+the coalescer those awaiting on the event loop: a second mechanism rather than a hop per call."""
 
 from __future__ import annotations
 
@@ -33,10 +26,8 @@ def refused_alone(error: BaseException) -> bool:
 def each_alone(
     merged: Callable[[list[P]], list[R]], single: Callable[[P], R], payloads: list[P]
 ) -> list[R | Exception]:
-    """Each payload's result or error: ``merged(payloads)`` (one result per payload), or,
-    refused with a client error, ``single(payload)`` for each in order until a server error,
-    which is then the outcome of the payloads not applied (module docstring).  A group of
-    one is applied alone."""
+    """Each payload's result or error: ``merged(payloads)``, or, refused with a client error,
+    ``single(payload)`` for each in order until a server error, the outcome of the rest."""
     if len(payloads) > 1:
         try:
             return list(merged(payloads))
@@ -69,11 +60,9 @@ _LEAD = object()  # the outcome that makes a waiter the next group's leader
 
 
 class ThreadCombiner(Generic[P, R]):
-    """Merging for callers on threads: a caller finding its key idle applies what is queued
-    for it as one group (``apply(key, payloads)`` -> one result or exception per payload),
-    and hands the next group to the first caller that queued meanwhile; the others wait for
-    their own result.  A caller never applies more than one group, so none waits behind
-    others' work."""
+    """A caller finding its key idle applies what is queued for it as one group (``apply(key,
+    payloads)`` -> one outcome each) and hands the next group to the first caller queued
+    meanwhile; a caller applies one group at most."""
 
     def __init__(self, apply: Callable[[str, list[P]], list[R | Exception]]) -> None:
         self._apply = apply

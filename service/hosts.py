@@ -1,9 +1,6 @@
-"""Which ``Host`` a request may name: the defence against DNS rebinding (docs/architecture.md,
-"Host names and request heads").  A request must name ``localhost``, an IP address, the address
-its connection was accepted on, or one of ``AUCSTREAM_ALLOWED_HOSTS``; anything else is a 400
-``host-not-allowed`` (a WebSocket handshake: a 1008 close).  Accepted raw values are remembered,
-so the usual request costs one scan of its headers and a set lookup.
-"""
+"""Which ``Host`` a request may name, against DNS rebinding: ``localhost``, an IP address, the
+connection's own address or one of ``AUCSTREAM_ALLOWED_HOSTS``; else a 400 ``host-not-allowed``
+(a handshake: a 1008 close).  docs/architecture.md, "Host names and request heads"."""
 
 from __future__ import annotations
 
@@ -30,8 +27,7 @@ class HostNotAllowed(ServiceError, status=400, title="Host not allowed"):
 
 
 def host_name(header: str) -> str | None:
-    """The host of a ``Host`` value, lower case, without its port, brackets or trailing dot;
-    None when it is not ``host[:port]``."""
+    """The host of a ``Host`` value, lower case, bare; None when it is not ``host[:port]``."""
     value = header.strip().lower()
     if value.startswith("["):  # [IPv6]:port
         address, bracket, rest = value[1:].partition("]")
@@ -57,8 +53,7 @@ def is_address(name: str) -> bool:
 
 
 def allowed_host_entry(entry: str) -> str:
-    """An ``AUCSTREAM_ALLOWED_HOSTS`` entry in the form :class:`HostPolicy` compares (lower
-    case, an IPv6 address without brackets); ValueError naming a malformed one."""
+    """An ``AUCSTREAM_ALLOWED_HOSTS`` entry as :class:`HostCheck` compares it (ValueError)."""
     normalized = entry.strip().lower().rstrip(".")
     if normalized == "*":
         return normalized
@@ -77,19 +72,20 @@ def allowed_host_entry(entry: str) -> str:
     return normalized
 
 
-class HostPolicy:
-    """The hosts a request may name (module docstring); ``allowed``: the normalized entries
-    of ``AUCSTREAM_ALLOWED_HOSTS``."""
+class HostCheck:
+    """The check of each HTTP request and WebSocket handshake; ``allowed``: the normalized
+    allowed-hosts entries."""
 
     def __init__(self, allowed: list[str]) -> None:
         self.any = "*" in allowed
         self.names = LOOPBACK_NAMES | {entry for entry in allowed if not entry.startswith("*.")}
         #: ``.example.com`` for ``*.example.com``
         self.suffixes = tuple(entry[1:] for entry in allowed if entry.startswith("*."))
+        #: raw ``Host`` values already accepted: the usual request costs a set lookup
+        self.accepted: set[bytes] = set()
 
     def allows(self, name: str) -> bool:
-        """Whether a request naming the host ``name`` (:func:`host_name`) may be served on
-        any connection (the connection's own address is :class:`HostCheck`'s to compare)."""
+        """Whether a request naming ``name`` may be served on any connection."""
         return (
             self.any
             or name in self.names
@@ -97,20 +93,9 @@ class HostPolicy:
             or is_address(name)
         )
 
-
-class HostCheck:
-    """The check of each HTTP request and WebSocket handshake (:class:`~service.fastlane.
-    ServiceApp` calls it): one whose ``Host`` the ``policy`` refuses gets a 400 problem+json,
-    or a 1008 close, and reaches no route."""
-
-    def __init__(self, policy: HostPolicy) -> None:
-        self.policy = policy
-        #: raw ``Host`` values already accepted: the usual request costs a set lookup
-        self.accepted: set[bytes] = set()
-
     def refusal(self, value: bytes, scope: Scope) -> HostNotAllowed | None:
         """None when the raw ``Host`` ``value`` may be served on this connection."""
-        if self.policy.any or value in self.accepted or self._admits(value, scope):
+        if self.any or value in self.accepted or self._admits(value, scope):
             return None
         host = value.decode("latin-1")
         shown = host if len(host) <= 100 else host[:100] + "..."
@@ -126,7 +111,7 @@ class HostCheck:
             return False
         server = scope.get("server")
         server_host = server[0].lower() if server and isinstance(server[0], str) else None
-        if not self.policy.allows(name):
+        if not self.allows(name):
             return name == server_host  # not remembered: it holds for this connection only
         if len(self.accepted) < REMEMBERED_HOSTS:
             self.accepted.add(value)
@@ -141,8 +126,7 @@ def header(scope: Scope, name: bytes) -> bytes | None:
 
 
 async def close_handshake(error: HostNotAllowed, receive: Any, send: Any) -> None:
-    """As the stream's other refusals (service.stream.endpoint): accepted, then closed with the
-    reason, which a browser's close event shows."""
+    """Accept, then close with the reason (a browser's close event shows it)."""
     await receive()  # websocket.connect
     await send({"type": "websocket.accept"})
     reason = error.detail.encode()[:123].decode(errors="ignore")

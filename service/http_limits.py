@@ -1,9 +1,5 @@
-"""uvicorn's httptools protocol with a bound on a request's head: 431 past ``MAX_HEAD_BYTES``
-(docs/architecture.md, "Host names and request heads": httptools bounds neither the request line
-nor the headers).  ``aucstream serve`` runs uvicorn with ``http=HeadLimitedProtocol``.  A head
-that starts in a read which also ended the previous request (pipelining) may grow by one read
-more before its 431.
-"""
+"""uvicorn's httptools protocol with a bound on a request's head (httptools has none): 431 past
+``MAX_HEAD_BYTES``, give or take one read of a pipelined request (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -43,18 +39,13 @@ class HeadTooLarge(Exception):
 class HeadLimitedProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, refusing a request head over ``MAX_HEAD_BYTES``."""
 
-    #: a request has begun whose headers have not all arrived
-    head_pending = False
-    #: bytes of that request received in earlier reads
-    head_bytes = 0
-    #: bytes of the read being parsed
-    read_bytes = 0
-    #: a request ended within the read being parsed
-    ended_in_read = False
+    head_pending = False  # a request has begun whose headers have not all arrived
+    head_bytes = 0  # bytes of that request received in earlier reads
+    read_bytes = 0  # bytes of the read being parsed
+    ended_in_read = False  # a request ended within the read being parsed
 
     def data_received(self, data: bytes) -> None:
-        # uvicorn's, with the head's bound; a request over it is answered here, not by
-        # uvicorn's generic 400 for a request it cannot parse
+        # uvicorn's, with the head's bound (answered here, not by uvicorn's generic 400)
         self._unset_keepalive_if_required()
         self.ended_in_read = False
         self.read_bytes = len(data)
@@ -74,8 +65,7 @@ class HeadLimitedProtocol(HttpToolsProtocol):
                 self._unsupported_upgrade_warning()
             return
         if self.head_pending and not self.ended_in_read:
-            # the whole read belongs to a head still incomplete: refused as soon as it is
-            # over the bound, without waiting for its end
+            # the whole read belongs to an incomplete head: refused once over the bound
             self.head_bytes += len(data)
             if self.head_bytes > MAX_HEAD_BYTES:
                 self.refuse_head()

@@ -1,9 +1,6 @@
-"""The numba kernels of a service process (docs/operations.md, "Compiling the kernels"): the
-warm-up that compiles or loads them group by group, the default path first (:mod:`core.warmup`),
-and the 503 ``warming-up`` of the requests whose kernels are not ready yet -- a kernel is never
-compiled inside a request, which may run on the event loop and would hold every other request.
-The workers of one server share numba's cache; :func:`group_lock` has one of them compile a group.
-"""
+"""The numba kernels of a service process: the warm-up, group by group, the default path first,
+and the 503 ``warming-up`` of requests whose kernels are not ready (a request never compiles:
+it would hold the event loop).  docs/operations.md, "Compiling the kernels"."""
 
 from __future__ import annotations
 
@@ -43,8 +40,7 @@ def cache_location() -> str:
 
 @functools.cache
 def cache_stamp() -> str:
-    """Changes whenever what numba's cache is keyed on may have: the kernels' sources, numba,
-    the cache's place and the target CPU."""
+    """Changes whenever numba's cache key may have: sources, numba, cache place, CPU."""
     import numba
 
     digest = hashlib.sha256(
@@ -57,10 +53,9 @@ def cache_stamp() -> str:
 
 @contextlib.contextmanager
 def group_lock(group: str) -> Iterator[None]:
-    """Around the run of ``group``: unlocked once the group has run into this cache (a file
-    per group and cache, in the temporary directory as the cache may be read-only, holds
-    :func:`cache_stamp` then); until then under a lock on that file, so that one of the
-    processes sharing the cache compiles it while the others wait, then load it."""
+    """Around the run of ``group``: until it has run into this cache (its lock file holds
+    :func:`cache_stamp`), under a file lock, so that one of the processes sharing the cache
+    compiles it while the others wait, then load it."""
     digest = hashlib.sha256(cache_location().encode()).hexdigest()[:16]
     path = os.path.join(tempfile.gettempdir(), f"aucstream-kernels-{digest}-{group}.lock")
     try:
@@ -81,29 +76,14 @@ def group_lock(group: str) -> Iterator[None]:
         handle.flush()
 
 
-#: the niceness the warm-up thread takes once the service is ready (Linux: per thread)
+#: the niceness the warm-up thread takes once the service is ready (Linux: per thread), so
+#: that the rest of the warm-up gives way to the requests and the other workers' start
 BACKGROUND_NICENESS = 10
-
-
-def _yield_the_processor() -> None:
-    """Lower this thread's CPU priority: once ready, the rest of the warm-up gives way to the
-    requests and to the start of the server's other worker processes, which it would slow
-    down (numba releases the GIL in LLVM's compiler, where most of its time goes)."""
-    with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICENESS)
-
-
-def _freeze_long_lived_objects() -> None:
-    """Move what exists now (modules, the kernels and numba's and LLVM's millions of objects
-    behind them, all as old as the process) out of the collector's generations: a full
-    collection, which large requests trigger, then no longer walks them holding the GIL."""
-    gc.freeze()
 
 
 def progress_bar_stream(log_format: str, workers: int) -> TextIO | None:
     """Where the warm-up draws its progress bar: stderr when it is a terminal, the log is text
-    and one process writes to it (the bars of several workers would overwrite each other);
-    None (no bar) otherwise, e.g. under a supervisor or in a container's log."""
+    and one process writes to it; else None (no bar)."""
     if log_format == "json" or workers > 1 or not sys.stderr.isatty():
         return None
     return sys.stderr
@@ -120,10 +100,8 @@ def _progress_text(progress: dict[str, Any], ready: bool) -> str:
 
 
 def warm_up(ready: threading.Event | None = None, bar_stream: TextIO | None = None) -> None:
-    """Run every kernel group (:func:`core.warmup.kernel_groups`) in this process, logging
-    which group is compiling, each one's time and the progress (groups done, seconds so far,
-    estimates of the seconds left), drawing a progress bar on ``bar_stream`` if given, and
-    set ``ready`` once :data:`~core.warmup.READY_GROUPS` have run."""
+    """Run every kernel group in this process, logging the progress (and drawing it on
+    ``bar_stream``); set ``ready`` once :data:`~core.warmup.READY_GROUPS` have run."""
     drop_stale_cache()  # before the first kernel call reads numba's cache index
     readiness.plan(kernel_groups())
     cpu = os.environ.get("NUMBA_CPU_NAME") or "host"
@@ -141,7 +119,7 @@ def warm_up(ready: threading.Event | None = None, bar_stream: TextIO | None = No
         logging_redirect_tqdm(console) if bar_stream is not None else contextlib.nullcontext(),
     ):
         _run_groups(ready, bar)
-    _freeze_long_lived_objects()
+    gc.freeze()  # the collector no longer walks numba's millions of objects
 
 
 def _run_groups(ready: threading.Event | None, bar: tqdm) -> None:
@@ -180,29 +158,27 @@ def _run_groups(ready: threading.Event | None, bar: tqdm) -> None:
                 elapsed, readiness.total - readiness.done, progress["seconds_to_all"],
                 extra={"fields": {"kernels": "ready", "seconds": round(elapsed, 3)}},
             )  # fmt: skip
-            _freeze_long_lived_objects()
+            gc.freeze()
             ready.set()
-            _yield_the_processor()
+            with contextlib.suppress(OSError, AttributeError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICENESS)
     total = time.perf_counter() - started
     logger.info(
         "all kernels ready in %.1f s", total, extra={"fields": {"kernels": "all", "seconds": total}}
     )
 
 
-#: bounds of the ``Retry-After`` of a ``warming-up`` problem: the estimate of the time left,
-#: but an answer at least this often, since an estimate can be long and wrong
+#: bounds of the ``Retry-After`` of a ``warming-up`` problem (an estimate can be long and wrong)
 RETRY_AFTER_BOUNDS = (1, 30)
 
 
 def retry_after(seconds: float) -> str:
-    """``Retry-After`` for an estimate of ``seconds`` left (within :data:`RETRY_AFTER_BOUNDS`)."""
     low, high = RETRY_AFTER_BOUNDS
     return str(min(max(math.ceil(seconds), low), high))
 
 
 def warming_up() -> WarmingUp:
-    """The 503 ``warming-up`` of a ``/v1`` request before the service is ready: how far the
-    warm-up is, and ``Retry-After`` the estimate of the time left."""
+    """The 503 ``warming-up`` of a ``/v1`` request before the service is ready."""
     progress = readiness.progress()
     return WarmingUp(
         f"the kernels of the default path are still being compiled or loaded "
@@ -215,9 +191,8 @@ def warming_up() -> WarmingUp:
 def require_kernels(
     learner: str, params: Mapping[str, Any], scaling: str, n_features: int | None = None
 ) -> None:
-    """Raise a 503 ``warming-up`` naming the kernel groups a model of ``learner`` (of
-    ``n_features``) needs and this process has not compiled or loaded yet (they are compiled
-    next), with ``Retry-After`` the estimate of the time they take."""
+    """503 ``warming-up`` naming the kernel groups a model of ``learner`` needs that this
+    process has not compiled yet."""
     missing = readiness.missing(groups_for(learner, params, scaling, n_features))
     if missing:
         groups = ", ".join(repr(name) for name in missing)

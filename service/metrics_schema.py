@@ -1,9 +1,5 @@
-"""The typed response of ``GET /v1/models/{model_id}/metrics`` (and of each message of its
-server-sent stream): the route sends the dictionary ``service.engine.reporting`` builds, and
-``tests/service/test_openapi.py`` validates real responses against these models, so a key added
-to the report without its field here fails a test.  Undefined metrics are ``null`` with a
-``reason``, never NaN.
-"""
+"""The typed responses of the metrics routes: they send the dictionaries ``service.engine``
+builds, which tests validate against these models.  Undefined metrics are ``null``, never NaN."""
 
 from __future__ import annotations
 
@@ -12,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from service.engine.model import DRIFT_LOG_CAPACITY
-from service.fit_schema import FitStatus
+from service.fit_schema import Fits
 from service.schemas import Counts
 
 
@@ -215,9 +211,7 @@ class MetricsResponse(BaseModel):
         default=None, description="present for `auto` models only"
     )
     queue: QueueLag | None = Field(default=None, description="present in queue mode only")
-    fits: list[FitStatus] | None = Field(
-        default=None, description="boosted trees' fit status; present for models with them"
-    )
+    fits: Fits = None
 
 
 class RocResponse(BaseModel):

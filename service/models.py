@@ -1,7 +1,5 @@
-"""Model requests as the engine takes them (the engine touches no HTTP): the learner and the
-configuration a creation request (:class:`~service.schemas.ModelCreate`) asks for, validated
-with errors naming the request's fields; a reset as a creation over the model's own
-configuration; and the document of ``GET /v1/models/{id}/weights``."""
+"""Model requests as the engine takes them: a creation's learner and configuration, validated
+with errors naming the request's fields; a reset; the ``/weights`` document."""
 
 from __future__ import annotations
 
@@ -25,9 +23,7 @@ from service.schemas import (
 
 
 def _learner_field(error: Exception) -> str:
-    """The request field a learner error is about: ``core`` raises
-    :class:`core.errors.InvalidParameter` with the parameter's name when it knows it (the
-    model's own ``pauc_range`` is a top-level field, not a learner parameter)."""
+    """The request field a learner error (:class:`core.errors.InvalidParameter`) is about."""
     param = getattr(error, "param", None)
     if param is None:
         return "params"
@@ -78,8 +74,7 @@ def build_learner(request: ModelCreate) -> OnlineLearner:
 def new_model(
     request: ModelCreate, *, incarnation: str, created_at: float
 ) -> tuple[ModelConfig, OnlineLearner]:
-    """The configuration and the (initialised) learner of a new model: the request's fields,
-    with every learner parameter explicit (:func:`~service.engine.model.stored_params`)."""
+    """The configuration (every learner parameter explicit) and learner of a new model."""
     learner = build_learner(request)
     regret_window = request.regret_window
     if regret_window is None:
@@ -95,26 +90,21 @@ def new_model(
 def create_model(
     engine: Engine, request: ModelCreate, *, replace: bool = False, replaces: str | None = None
 ) -> ModelInfo:
-    """Create the model ``request`` asks for (``replace``: over an existing one of its id;
-    ``replaces``: only over that incarnation, see :func:`reset_model`)."""
+    """Create the model (``replace``: over one of its id; ``replaces``: that incarnation)."""
     config, learner = new_model(request, incarnation=uuid.uuid4().hex, created_at=engine.clock())
     return engine.create_model(config, learner, replace=replace, replaces=replaces)
 
 
 def reset_model(engine: Engine, model_id: str) -> ModelInfo:
-    """Forget everything learned (state, window, counters, ids); keep the configuration.
-
-    Replaces only the incarnation read here (checked by the store, atomically): a model
-    deleted meanwhile stays deleted (404), one re-created meanwhile is left alone (409).
-    A model whose stored state cannot be loaded (corrupt) can still start afresh."""
+    """Forget everything learned, keep the configuration; only over the incarnation read here
+    (deleted meanwhile: 404; re-created: 409).  A corrupt model can start afresh too."""
     config = engine.current_config(model_id)
     request = ModelCreate(**config.model_dump(include=set(ModelCreate.model_fields)))
     return create_model(engine, request, replace=True, replaces=config.incarnation)
 
 
 def weights_document(served: ServedWeights) -> dict[str, Any]:
-    """The ``GET /v1/models/{id}/weights`` body (``service.schemas.WeightsResponse``), with
-    numpy arrays (rendered by orjson)."""
+    """The ``/weights`` body (``WeightsResponse``), with numpy arrays for orjson."""
     config = served.config
     if served.raw is None:
         note = NOT_FOLDABLE.get(config.scaling) or (

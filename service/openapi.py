@@ -1,10 +1,6 @@
-"""The OpenAPI document: what FastAPI generates, completed where it cannot know -- the bodies
-parsed by hand (:func:`events_body` for ``/events`` and ``/score`` in each content type,
-:data:`LABELS_BODY`, :func:`snapshot_body`), every error as an ``application/problem+json``
-``Problem`` (:func:`problems`, and :func:`complete` for the statuses every ``/v1`` route can
-answer), ``POST /v1/models`` as one variant per learner with its ``params`` schema generated from
-the learner's declared constraints, and the API keys' ``securitySchemes``.
-"""
+"""The OpenAPI document: FastAPI's, completed where it cannot know: the bodies parsed by hand,
+every error as a ``Problem``, ``POST /v1/models`` as one variant per learner (``params`` from its
+declared constraints), and the API keys' ``securitySchemes``."""
 
 from __future__ import annotations
 
@@ -16,6 +12,7 @@ from typing import Any
 from core.learners import learner_class
 from core.learners._params import parameters_schema
 from core.validation import FEATURE_BOUND
+from service import snapshot
 from service.auth import READ_METHODS
 from service.errors import PROBLEM_MEDIA_TYPE
 from service.ingest import fields, libsvm
@@ -24,7 +21,7 @@ from service.schemas import DEFAULT_LEARNER, ModelCreate, Problem
 
 _PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 
-#: what each status means in this API (a route's own wording may be longer in its docstring)
+#: what each status means in this API
 _STATUS_DESCRIPTIONS = {
     400: "Malformed body (invalid JSON, a broken LIBSVM line, a corrupt archive)",
     401: "An API key is required (X-API-Key or Authorization: Bearer) or is unknown",
@@ -149,10 +146,8 @@ def _batch(key: str, item: str) -> dict[str, Any]:
     return {"anyOf": [{**wrapped, "additionalProperties": False}, items]}
 
 
-#: a LIBSVM body, as ``service.ingest.libsvm`` reads it: lines ``<label> <index>:<value> ...
-#: [# <event id>]`` (the label optional for /score), blank and comment-only lines skipped, at
-#: least one event; the last line's newline optional; an event id (the comment of an event's
-#: line) at most ``MAX_ID_CHARACTERS`` characters
+#: a LIBSVM body as ``service.ingest.libsvm`` reads it: ``<label> <index>:<value> ... [# <id>]``
+#: lines (the label optional for /score), blank and comment lines skipped, one event at least
 _COMMENT = rf"(?:#\s*[^\n]{{0,{fields.MAX_ID_CHARACTERS}}}?\s*)?"
 _BLANK_LINE = rf"{libsvm.WHITESPACE}*(?:#[^\n]*)?"
 
@@ -175,9 +170,8 @@ _NPZ = {
 
 
 def events_body(*, labelled: bool) -> dict[str, Any]:
-    """``openapi_extra`` of ``/events`` (``labelled``) and ``/score``: the body in each of
-    the four content types of :data:`service.ingest.EVENT_CONTENT_TYPES`, with examples for
-    a dense model of 3 features."""
+    """``openapi_extra`` of ``/events`` (``labelled``) and ``/score``: the body in each content
+    type, with examples for a dense model of 3 features."""
     event = "Event" if labelled else "ScoreEvent"
     label, comment = ("1 ", "") if labelled else ("", " (a label, if any, is not used)")
     first, second = ("tx-1", "tx-2") if labelled else ("tx-3", "tx-4")  # /labels: tx-3, tx-4
@@ -235,22 +229,18 @@ LABELS_BODY = {
 }
 
 
-def snapshot_body(media_type: str) -> dict[str, Any]:
-    archive = {
-        "type": "string",
-        "format": "binary",
-        "description": "a snapshot as GET .../snapshot exports it (a zip of .npy arrays and "
-        "a JSON manifest, never unpickled)",
+_ARCHIVE = {
+    "type": "string",
+    "format": "binary",
+    "description": "a snapshot as GET .../snapshot exports it (a zip of .npy arrays and "
+    "a JSON manifest, never unpickled)",
+}
+SNAPSHOT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {kind: {"schema": _ARCHIVE} for kind in snapshot.IMPORTED_MEDIA_TYPES},
     }
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {
-                media_type: {"schema": archive},
-                "application/octet-stream": {"schema": archive},
-            },
-        }
-    }
+}
 
 
 # ---------------------------------------------------------------------- the whole document
@@ -268,7 +258,9 @@ SECURITY_SCHEMES = {
 def complete(document: dict[str, Any], *, auth_enabled: bool) -> dict[str, Any]:
     """Complete FastAPI's ``document`` in place (module docstring) and return it."""
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
-    schemas["Problem"] = Problem.model_json_schema()
+    problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas.update(problem.pop("$defs"))
+    schemas["Problem"] = problem
     schemas.update(SCHEMAS)
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
@@ -300,9 +292,8 @@ def complete(document: dict[str, Any], *, auth_enabled: bool) -> dict[str, Any]:
 
 
 def learner_params_schemas() -> dict[str, dict[str, Any]]:
-    """``{learner name: JSON Schema of its params}`` for every learner a model may run (those
-    ``GET /v1/learners`` lists), generated from its declared constraints (``scaling`` is a
-    model field, not a parameter)."""
+    """``{learner: JSON Schema of its params}`` for every servable learner, from its declared
+    constraints (``scaling`` is a model field, not a parameter)."""
     result = {}
     for name in servable_learners():
         cls = learner_class(name)
@@ -325,8 +316,7 @@ def learner_params_schemas() -> dict[str, dict[str, Any]]:
 
 
 def _learner_variants(document: dict[str, Any]) -> None:
-    """``POST /v1/models`` takes ``ModelCreate`` as one variant per learner: ``learner`` is
-    that name (optional for the default ``auto``) and ``params`` its parameters' schema."""
+    """``POST /v1/models`` takes one ``ModelCreate`` variant per learner."""
     schemas = document["components"]["schemas"]
     base = schemas.get("ModelCreate")
     operation = document.get("paths", {}).get("/v1/models", {}).get("post")

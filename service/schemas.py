@@ -23,56 +23,41 @@ from core.metrics.operating import (
     DEFAULT_TOP_K,
 )
 from core.validation import check_fpr_pair
-from service.fit_schema import FitStatus
+from service.fit_schema import Fits
 
 FeatureModeName = Literal["dense", "sparse", "hashed"]
 ScalingName = Literal["auto", "none", "unit_norm", "standard", "scale"]
 MissingValuesName = Literal["refuse", "zero", "mean"]
 
-#: [CHOICE] Models created over HTTP scale by default (docs/api.md, "Decisions"): ``auto``
-#: resolves at creation to ``standard`` for dense models and ``scale`` for sparse and hashed ones.
+#: [CHOICE] Models created over HTTP scale by default (docs/api.md, "Decisions").
 DEFAULT_SCALING: ScalingName = "auto"
 
-#: [CHOICE] Users do not tune: a model created over HTTP without a learner runs ``auto``
-#: (candidates side by side, the best recent prequential pAUC served), at its candidates' cost;
-#: name a learner to get exactly that one.
+#: [CHOICE] Users do not tune: a model created without a learner runs ``auto``.
 DEFAULT_LEARNER = "auto"
 
 
-#: [CHOICE] The regret window keeps its events' features densified, so it is on by default only
-#: where that is cheap and where the regret is defined: a learner whose score is linear in its
-#: features, with at most ``REGRET_DEFAULT_MAX_FEATURES`` of them.  A learner that scores by
-#: trees (``auto``'s default tournament, ``boosted_embedded``, ``tree_embedded``) has no regret
-#: (its rounds' weights are not what scored), only the pAUC gap, and would hold the window's
-#: rows in every cached model for it (the largest part of a default model's memory): it keeps
-#: one when ``regret_window`` is given (docs/api.md, "Regret").  The caps bound a report's
-#: cost, ``O(rounds * window * (n_features + 1))`` plus one ``svm_pauc`` solve
-#: (docs/algorithms/regret.md).
+#: [CHOICE] The regret window keeps its events' features densified: on by default only where
+#: that is cheap and the regret defined (a score linear in few features; docs/api.md, "Regret").
+#: The caps bound a report's cost (docs/algorithms/regret.md).
 REGRET_WINDOW_DEFAULT = 1_000
 REGRET_DEFAULT_MAX_FEATURES = 250
 REGRET_WINDOW_MAX = 5_000
 REGRET_MAX_CELLS = 250_000
 
 
-#: bounds of ``feature_names``: characters per name, and bytes of the whole list as JSON (the
-#: names travel in the model's configuration: every store read and every snapshot manifest,
-#: itself bounded by ``AUCSTREAM_MAX_MANIFEST_BYTES``, default 1 MiB)
+#: bounds of ``feature_names`` (they travel in every store read and snapshot manifest)
 FEATURE_NAME_MAX_CHARS = 128
-#: operating points a model reports per kind (target FPRs, target alert rates, k): each is a
-#: binary search in the sorted window, cheap, but every one is a row in /metrics and a
-#: Prometheus series per model
+#: operating points a model reports per kind: each is a row in /metrics and a Prometheus series
 OPERATING_TARGETS_MAX = 8
 #: a rate strictly between 0 and 1 (0 would flag nothing, 1 everything)
 OpenRate = Annotated[StrictFloat, Field(gt=0.0, lt=1.0)]
 FEATURE_NAMES_MAX_BYTES = 512 * 1024
-#: characters a feature name may not hold: the C0 and C1 controls and DEL (Unicode's Cc).  A
-#: name is shown in /score's reasons, the weights, the dashboard and the CLI's tables, where a
-#: newline, a terminal escape or a NUL would break or forge the output
+#: characters a feature name may not hold (Unicode's Cc): they would break or forge the outputs
+#: that show names
 CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-#: the document states the checks of ``ModelCreate._check_feature_names`` that JSON Schema can
-#: (not the count, which is ``n_features``, nor the bytes in all)
+#: the checks of ``ModelCreate._check_feature_names`` that JSON Schema can state
 FeatureNames = Annotated[
     tuple[str, ...],
     Field(
@@ -214,7 +199,7 @@ class ModelCreate(BaseModel):
     @field_validator("default_label", mode="before")
     @classmethod
     def _label_is_a_number(cls, value: Any) -> Any:
-        # numbers as declared (JSON Schema: 0 or 1): not false / true, which pydantic would take
+        # numbers as declared, not false / true, which pydantic would take
         if type(value) is bool:
             raise ValueError("default_label must be 0, 1 or null, not a boolean")
         return value
@@ -228,7 +213,6 @@ class ModelCreate(BaseModel):
     @field_validator("target_fprs", "target_alert_rates", "top_k")
     @classmethod
     def _increasing(cls, value: tuple[Any, ...]) -> tuple[Any, ...]:
-        # reported in increasing order, each once (the dashboard's table reads them so)
         return tuple(sorted(set(value)))
 
     @field_validator("feature_names")
@@ -324,9 +308,7 @@ class ModelInfo(BaseModel):
     config: ModelConfig
     version: int
     counts: Counts
-    fits: list[FitStatus] | None = Field(
-        default=None, description="boosted trees' fit status; present for models with them"
-    )
+    fits: Fits = None
 
 
 class ModelList(BaseModel):
@@ -422,6 +404,17 @@ class WeightsResponse(BaseModel):
     raw_note: str = Field(description="how to use the raw weights, or why there are none")
 
 
+class WarmupProgress(BaseModel):
+    """How far the compilation of the kernels is."""
+
+    groups_done: int
+    groups_total: int
+    compiling: str | None = Field(description="the group compiling (null when none is)")
+    elapsed_seconds: float = Field(description="seconds so far")
+    seconds_to_ready: float = Field(description="estimated seconds left until ready (0 once ready)")
+    seconds_to_all: float = Field(description="estimated seconds until every group is compiled")
+
+
 class Problem(BaseModel):
     """application/problem+json (RFC 9457)."""
 
@@ -433,9 +426,4 @@ class Problem(BaseModel):
     line: int | None = None
     event: int | None = None
     event_id: str | None = None
-    warmup: dict[str, Any] | None = Field(
-        None,
-        description="503 warming-up: how far the compilation of the kernels is, as in "
-        "/readyz (groups_done, groups_total, compiling, elapsed_seconds, seconds_to_ready, "
-        "seconds_to_all)",
-    )
+    warmup: WarmupProgress | None = Field(None, description="503 warming-up: as in /readyz")

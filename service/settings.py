@@ -1,5 +1,4 @@
-"""Service settings: one pydantic-settings class, environment prefix ``AUCSTREAM_``; invalid
-values fail at start-up (``Settings()`` raises), never on the first request.
+"""Service settings, ``AUCSTREAM_<NAME>`` environment variables, checked at start-up.
 
 >>> Settings(store=None, redis_url=None, data_dir="aucstream-data").store  # the default store
 'sqlite'
@@ -17,8 +16,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 
 
-#: the settings of the engine of every process that learns (the server, the queue worker), as
-#: its keywords of the same names
+#: the engine's keywords of every process that learns (the server, the queue worker)
 LEARNING_SETTINGS = {
     "event_id_ttl_seconds", "label_ttl_seconds", "max_cached_models", "max_remembered_ids",
     "checkpoint_events", "checkpoint_seconds",
@@ -30,14 +28,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="AUCSTREAM_", extra="forbid")
 
-    #: ``sqlite`` (embedded, on disk, shared by the processes of one machine), ``redis`` or
-    #: ``memory`` (one process, lost at exit); when unset: ``redis`` if ``redis_url`` is set,
-    #: else ``sqlite``
+    #: ``sqlite`` (on disk, one machine), ``redis`` or ``memory`` (one process, lost at exit);
+    #: unset: ``redis`` if ``redis_url`` is set, else ``sqlite``
     store: Literal["sqlite", "memory", "redis"] | None = None
     #: ``redis://host:port/db``, ``rediss://`` (TLS), ``unix:///path``; a Redis Cluster:
-    #: ``redis+cluster://host:port`` (or ``rediss+cluster://``) naming any of its nodes, or
-    #: several seeds ``redis+cluster://h1:p1,h2:p2`` (the first reachable one is used); the
-    #: others are discovered (every key of one model is in one slot: see service.stores.keys)
+    #: ``redis+cluster://h1:p1[,h2:p2...]`` (or ``rediss+cluster://``), seeds of its nodes
     redis_url: str | None = None
     #: accept a Redis that keeps nothing across a restart (no AOF, no RDB): refused otherwise
     allow_volatile_redis: bool = False
@@ -46,45 +41,36 @@ class Settings(BaseSettings):
     redis_wait_replicas: int | None = Field(default=None, ge=0, le=16)
     #: how long a write waits for its replicas before it is refused as unconfirmed (503)
     redis_wait_timeout_ms: int = Field(default=2_000, ge=1, le=60_000)
-    #: the SQLite store's directory (created if missing; the database is
-    #: ``<data_dir>/aucstream.sqlite3``), relative to the working directory (as ``./mlruns``)
+    #: the SQLite store's directory (created if missing), holding ``aucstream.sqlite3``
     data_dir: Path = Path("aucstream-data")
-    #: SQLite durability: ``full`` syncs every commit to the disk before it is acknowledged
-    #: (survives a power cut); ``normal`` only at WAL checkpoints (survives ``kill -9`` of the
-    #: server, not a power cut or OS crash; commits cost less)
+    #: SQLite durability: ``full`` syncs every commit (survives a power cut); ``normal`` only
+    #: at WAL checkpoints (survives ``kill -9``, not a power cut; commits cost less)
     sqlite_synchronous: Literal["full", "normal"] = "full"
-    #: uvicorn worker processes (``aucstream serve``); more than one needs the SQLite store
-    #: (one machine) or the Redis store
+    #: uvicorn worker processes (``aucstream serve``); more than one needs SQLite or Redis
     workers: int = Field(default=1, ge=1, le=64)
 
     #: largest accepted request body, in bytes
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     #: largest accepted batch, in events
     max_batch_events: int = Field(default=100_000, ge=1)
-    #: most bytes the members of a zip upload (an NPZ body, a snapshot) may inflate to,
-    #: read from the zip's central directory before anything is inflated (else 413)
+    #: most bytes the members of a zip upload (NPZ, snapshot) may inflate to (else 413)
     max_inflated_bytes: int = Field(default=256 * 2**20, ge=1024)
     #: most bytes of a snapshot's manifest.json (else 413)
     max_manifest_bytes: int = Field(default=2**20, ge=1024)
-    #: sparse input (LIBSVM, NPZ CSR) to a dense model is densified: most values
-    #: (events x n_features) one request may densify to (else 413); 2**24 = 128 MiB
+    #: most values (events x n_features) sparse input to a dense model may densify to (413)
     max_dense_cells: int = Field(default=2**24, ge=1024)
     #: most reason codes (top feature contributions) ``/score?reasons=k`` returns per event
     max_reasons: int = Field(default=20, ge=1, le=1000)
     #: most models the store may hold (creating or importing another: 507)
     max_models: int = Field(default=10_000, ge=1)
-    #: most bytes of one model's committed state (learner, windows, counters) when it is
-    #: created or imported (else 507); n_features = 2**24 would otherwise be ~770 MB a model
+    #: most bytes of one model's state when it is created or imported (else 507)
     max_model_bytes: int = Field(default=256 * 2**20, ge=2**20)
-    #: most characters of event ids one request may ask to remember (ids are kept for
-    #: event_id_ttl_seconds; else 413)
+    #: most characters of event ids one request may ask to remember (else 413)
     max_event_id_bytes: int = Field(default=4 * 2**20, ge=1024)
-    #: most records (features + score) ``/score`` keeps per model waiting for their labels
-    #: (a request that would keep more: 507)
+    #: most records ``/score`` keeps per model waiting for their labels (else 507)
     max_pending_records: int = Field(default=1_000_000, ge=1)
-    #: most event ids one model remembers for idempotent ingest (and, apart, ids of labels
-    #: that expired); beyond it the oldest are forgotten before event_id_ttl_seconds
-    #: (docs/architecture.md, "Bounds": the deduplication window, the bytes an id takes)
+    #: most event ids one model remembers for idempotent ingest (and, apart, expired labels'
+    #: ids); beyond it the oldest are forgotten early (docs/architecture.md, "Bounds")
     max_remembered_ids: int = Field(default=1_000_000, ge=1)
     #: how long an event id is remembered for idempotent ingest (seconds)
     event_id_ttl_seconds: float = Field(default=86_400.0, gt=0)
@@ -92,17 +78,14 @@ class Settings(BaseSettings):
     label_ttl_seconds: float = Field(default=86_400.0, gt=0)
     #: how often expired pending labels are swept (default label applied) (seconds)
     sweep_interval_seconds: float = Field(default=5.0, gt=0)
-    #: how often the metrics history is brought up to models that learned events since their
-    #: last point (a point per minute at most: service/engine/history.py) (seconds)
+    #: how often the metrics history catches up with models that learned since (seconds)
     history_catch_up_seconds: float = Field(default=10.0, gt=0)
     #: stale-write retries before a request gives up with 503
     max_write_retries: int = Field(default=50, ge=1)
-    #: models kept in memory per process (least recently used evicted, then read back from
-    #: the store when used again)
+    #: models kept in memory per process (least recently used evicted)
     max_cached_models: int = Field(default=1024, ge=1)
-    #: a model's state is written (checkpointed) in the background once it has taken this many
-    #: events since its last checkpoint, or ``checkpoint_seconds`` after its first change not
-    #: checkpointed (docs/operations.md, "Checkpoints and recovery")
+    #: a model's state is checkpointed in the background after this many events, or
+    #: ``checkpoint_seconds`` after its first change since (docs/operations.md)
     checkpoint_events: int = Field(default=10_000, ge=1)
     checkpoint_seconds: float = Field(default=60.0, gt=0)
 
@@ -111,60 +94,46 @@ class Settings(BaseSettings):
     #: API keys that may only read (GET)
     read_only_api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
-    #: compile every learner's kernels at start-up (``/readyz`` waits for it); tests and
-    #: single-learner deployments may turn it off and compile on first use
+    #: compile every learner's kernels at start-up (off: compiled on first use)
     warmup: bool = True
 
-    #: server-sent metrics: seconds between two checks of the model version (at least 0.1:
-    #: each check reads the model's metrics)
+    #: server-sent metrics: seconds between two checks of the model version
     stream_interval_seconds: float = Field(default=1.0, ge=0.1)
-    #: server-sent metrics: the shortest interval a client may ask for; a smaller ``interval``
-    #: is raised to it (each check of each stream reads the model's metrics)
+    #: server-sent metrics: the shortest interval a client may ask for (a smaller is raised)
     sse_min_interval_seconds: float = Field(default=0.5, ge=0.1, le=60)
-    #: server-sent metrics: most streams one client holds open at once in this process (an
-    #: API key, or a client address when no keys are set); one more: 429 with Retry-After
+    #: server-sent metrics: most streams one client (key or address) holds open (else 429)
     sse_max_streams_per_client: int = Field(default=16, ge=1)
-    #: server-sent metrics: most streams this process holds open at once, every client
-    #: together; one more: 503 with Retry-After
+    #: server-sent metrics: most streams this process holds open (else 503)
     sse_max_streams: int = Field(default=256, ge=1)
     #: server-sent metrics: the Retry-After of those 429 / 503 (seconds)
     sse_retry_after_seconds: int = Field(default=5, ge=1)
 
     # -- request bodies and the event loop
-    #: a request body must arrive within this many seconds of its first read, else 408 (a
-    #: client that stalls or drips its body does not hold the request for ever)
+    #: a request body must arrive within this many seconds of its first read, else 408
     body_read_timeout_seconds: float = Field(default=60.0, gt=0)
-    #: bodies (and stream frames) larger than this (times the factor of their media type) are
-    #: parsed, and their batch learned or scored, in the thread pool (``service.offload``)
+    #: bodies and frames larger than this (times their media type's factor) are handled in
+    #: the thread pool (``service.offload``)
     offload_body_bytes: int = Field(default=256 * 1024, ge=0)
 
     # -- the WebSocket stream (``/v1/models/{id}/stream``, docs/stream.md)
     #: most messages one engine call groups (a drain of what has arrived stops there)
     ws_max_batch_messages: int = Field(default=4096, ge=1)
-    #: bytes of received frames waiting to be handled, per connection; above it the server
-    #: stops reading the socket (TCP backpressure on the client) until the queue drains
+    #: bytes of received frames waiting per connection; above it the socket is not read
     ws_max_queued_bytes: int = Field(default=4 * 2**20, ge=1024)
-    #: after a first message, wait up to this long for more before calling the engine (0: take
-    #: only what has already arrived; batches then grow by themselves while the engine is busy)
+    #: after a first message, wait up to this long for more (0: only what has arrived)
     ws_batch_wait_ms: float = Field(default=0.0, ge=0, le=1000)
-    #: most messages one frame may hold; a frame with more is refused whole (one 413 reply):
-    #: a frame is decoded and answered in one go, so this bounds that work and the reply
+    #: most messages one frame may hold (else the frame is refused whole: one 413 reply)
     ws_max_frame_messages: int = Field(default=4096, ge=1)
-    #: most events one frame may carry, all its messages together (else one 413 reply); also
-    #: where a batch (the frames applied together) stops taking frames.  Frames, unlike one
-    #: REST body, arrive back to back: this bounds what each step holds the interpreter for
+    #: most events one frame may carry (else one 413 reply); also where a batch of frames
+    #: stops taking more
     ws_max_frame_events: int = Field(default=20_000, ge=1)
-    #: most bytes of one frame (else one 413 reply, the frame unread): decoding a text frame
-    #: is one call that holds the interpreter, and its Python objects take many times its bytes
+    #: most bytes of one frame (else one 413 reply, the frame unread)
     ws_max_frame_bytes: int = Field(default=8 * 2**20, ge=1024)
-    #: browser pages (``Origin`` header) allowed to open the stream besides the server's own
-    #: origin, comma-separated (``https://app.example.com``; ``null`` for file:// pages, ``*``
-    #: for any); clients that send no ``Origin`` (not browsers) are not concerned
+    #: browser origins allowed to open the stream besides the server's own, comma-separated
+    #: (``https://app.example.com``; ``null`` for file:// pages, ``*`` for any)
     ws_allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    #: host names requests may name in ``Host`` besides localhost and IP addresses (the
-    #: defence against DNS rebinding, service/hosts.py), comma-separated: ``api.example.com``,
-    #: ``*.example.com`` for every name under example.com, ``*`` for any (no check).  Set it
-    #: to the names clients use: a proxy's public name, a container's service name
+    #: ``Host`` names allowed besides localhost and IP addresses (service/hosts.py),
+    #: comma-separated: ``api.example.com``, ``*.example.com``, ``*`` for any
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     #: ``sync``: a request learns before it returns; ``queue``: it appends the validated batch
@@ -181,10 +150,8 @@ class Settings(BaseSettings):
     worker_batch_entries: int = Field(default=100, ge=1, le=10_000)
     #: worker: how long one read waits for new entries (XREADGROUP BLOCK, milliseconds)
     worker_block_ms: int = Field(default=1000, ge=1, le=5_000)  # < the 10 s socket timeout
-    #: worker on a Redis Cluster with models on several slots (one read cannot span slots):
-    #: the longest one read blocks on one slot's streams, i.e. how long a new entry of a model
-    #: on another slot may wait when the worker is idle (milliseconds; at most worker_block_ms
-    #: is used).  Longer: fewer round trips; shorter: less latency
+    #: worker on a Redis Cluster: the longest one read blocks on one slot's streams, i.e.
+    #: how long another slot's new entry may wait (milliseconds; at most worker_block_ms)
     worker_cluster_block_ms: int = Field(default=100, ge=1, le=5_000)
     #: worker: pending entries of another consumer idle this long are claimed (XAUTOCLAIM)
     worker_claim_min_idle_ms: int = Field(default=10_000, ge=1)
@@ -197,12 +164,11 @@ class Settings(BaseSettings):
     #: worker: port of its Prometheus endpoint (``/metrics``); none when unset
     worker_metrics_port: int | None = Field(default=None, ge=1, le=65535)
 
-    #: Prometheus (``GET /metrics``): most models with series of their own per process, the
-    #: most recently active ones; every other model is counted under ``model=""`` (0: only
-    #: those aggregate series)
+    #: Prometheus: most (recently active) models with series of their own per process; the
+    #: others are counted under ``model=""``
     prometheus_model_series: int = Field(default=100, ge=0, le=100_000)
 
-    #: ``text`` (human) or ``json`` (one JSON object per line, with one line per request)
+    #: ``text`` or ``json`` (one JSON object per line, one line per request)
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 

@@ -1,26 +1,6 @@
-"""Snapshot export / import: a documented, pickle-free model archive.
-
-Format (``application/zip``), version 1::
-
-    manifest.json            {"format": "aucstream-snapshot", "format_version": 1,
-                              "model": <the model configuration, as GET /v1/models/{id}>,
-                              "version": <state version at export>, "exported_at": <unix s>,
-                              "arrays": {"<name>": {"file": "arrays/<name>.npy",
-                                                    "dtype": "<f8", "shape": [50]}, ...}}
-    arrays/<name>.npy        one NumPy .npy file per state array (float64 / int64 / uint64,
-                             int16 / int32 for the boosted trees' indices,
-                             int8 for labels)
-
-Array names are the store's field names (``service.engine.model``): ``learner:<key>`` (the
-learner state, e.g. ``learner:w``), ``window:<key>`` (metrics window and since-start
-reservoirs), ``stats:<key>`` (counters), the other parts of a model, and
-``format:state_version``, the version of the stored state's format those arrays follow.  This
-archive's ``format_version`` versions the container (the manifest, one ``.npy`` per array); the
-arrays' layout is versioned by that array, and a snapshot of another state format is refused on
-import (docs/architecture.md §3, "Stored state format").  Arrays are read back with
-``allow_pickle=False`` and checked against the manifest and against the learner's own state
-layout; nothing is ever unpickled.  Any zip tool and ``numpy.load`` can read a snapshot.
-"""
+"""Snapshot export / import: a pickle-free zip of one ``.npy`` per state array and a JSON
+manifest, checked against the manifest and the learner's own layout (format: docs/api.md,
+"Snapshots")."""
 
 from __future__ import annotations
 
@@ -46,6 +26,8 @@ from service.schemas import ModelConfig
 FORMAT = "aucstream-snapshot"
 FORMAT_VERSION = 1
 MEDIA_TYPE = "application/zip"
+#: the media types an import accepts
+IMPORTED_MEDIA_TYPES = (MEDIA_TYPE, "application/octet-stream")
 _ALLOWED_KINDS = "iuf"
 #: most members of a snapshot (its arrays and the manifest; a model has a few dozen arrays)
 MAX_MEMBERS = 4096
@@ -85,10 +67,8 @@ def import_snapshot(
     max_inflated_bytes: int = MAX_INFLATED_BYTES,
     max_manifest_bytes: int = MAX_MANIFEST_BYTES,
 ) -> tuple[ModelConfig, dict[str, np.ndarray]]:
-    """Read and check a snapshot; raises MalformedBody / InvalidInput naming the problem.
-    Nothing is inflated or allocated before :mod:`service.ingest.archive`'s size guards pass
-    (members, inflated bytes, the manifest's bytes, each ``.npy`` header against its member),
-    and members are read by its bounded reader."""
+    """Read and check a snapshot (MalformedBody / InvalidInput); nothing is inflated before
+    :mod:`service.ingest.archive`'s size guards pass."""
     if member_count(body, what="the snapshot") > MAX_MEMBERS:
         raise PayloadTooLarge(
             f"the snapshot declares more than {MAX_MEMBERS} members", field="manifest.arrays"
@@ -146,17 +126,14 @@ def import_snapshot(
     return config, arrays
 
 
-#: [CHOICE] the probe events an imported state is exercised on before it is accepted: the
-#: origin, each unit vector's sign, and a few seeded standard normal rows, of both classes.
-#: Ordinary values: a state that cannot score or learn them finitely is unusable whatever its
-#: arrays' individual bounds say (a weight and a class sum whose product overflows ...).
+#: [CHOICE] the probe events an imported state must score and learn finitely (the origin, unit
+#: vectors' signs, seeded normal rows): a state that cannot is unusable whatever its bounds.
 PROBE_EVENTS = 8
 
 
 def probe_learner(learner: Any) -> None:
-    """Accept an imported learner state only if it scores the probe batch finitely and, on a
-    copy, learns it without overflow into a state that still passes its invariants; raises
-    InvalidInput naming the probe otherwise.  The learner itself is not changed."""
+    """InvalidInput unless the learner scores the probe events finitely and, on a copy, learns
+    them into a state that passes its invariants."""
     X = np.random.default_rng(0).standard_normal((PROBE_EVENTS, learner.n_features_in_))
     X[0], X[1], X[2] = 0.0, 1.0, -1.0
     y = np.where(np.arange(PROBE_EVENTS) % 2 == 0, 1, -1).astype(np.int64)

@@ -1,11 +1,5 @@
-"""Prometheus metrics of one process (``GET /metrics``), on a registry owned by the app.
-
-With several uvicorn workers the metrics are prometheus_client's multiprocess ones
-(:mod:`service.telemetry_multiprocess`; docs/architecture.md, "Settings, CLI, observability"):
-any worker's ``/metrics`` renders the sum over all of them, without the series of deleted
-models.  Series by model are bounded (:mod:`service.telemetry_series`); the request metrics and
-log lines are :func:`~service.telemetry_logs.record_request`'s.
-"""
+"""Prometheus metrics of one process (``GET /metrics``); with several workers, prometheus_client's
+multiprocess ones, rendered summed over the workers without the series of deleted models."""
 
 from __future__ import annotations
 
@@ -61,7 +55,6 @@ class Telemetry(ModelSeries):
             "aucstream_stale_writes_retried",
             f"Writes rejected for a stale version and retried (contention), {summed}.",
         )
-        # several processes on one store (docs/operations.md, "Several processes on one store")
         self.shared_writes = self._gauge(
             "aucstream_shared_model_writes",
             "What a process did when another process had written the model, by outcome, "
@@ -84,8 +77,7 @@ class Telemetry(ModelSeries):
             "Requests (/events, /score, /labels and stream runs) applied in those groups, "
             f"{summed}.",
         )
-        # set from the store by the worker answering the scrape, just before it renders: its
-        # value is current, another worker's may predate an acknowledgement
+        # set by the worker answering the scrape: another worker's may predate an acknowledgement
         self.store_data_lost = self._gauge(
             "aucstream_store_data_lost",
             "Losses of data noticed in the store and not yet acknowledged (1 for the whole "
@@ -93,7 +85,6 @@ class Telemetry(ModelSeries):
             "meanwhile.",
             mode="mostrecent",
         )
-        # boosted trees' fits (service/engine/refit.py, docs/operations.md "Background fits")
         self.fits = self._gauge(
             "aucstream_boosted_fits",
             f"Fits of boosted ensembles by stage, {summed}: submitted (handed to the background "
@@ -122,7 +113,6 @@ class Telemetry(ModelSeries):
             "Delayed labels by outcome: learned, duplicate, expired, unknown.",
             ("model", "status"),
         )
-        # queue mode (API: events queued; worker: entries applied, batch durations; both: lag)
         self.events_queued = self._counter(
             "aucstream_events_queued_total", "Events appended to the model's stream (queue mode)."
         )
@@ -138,7 +128,6 @@ class Telemetry(ModelSeries):
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
             registry=self.registry,
         )
-        # the WebSocket stream (docs/stream.md)
         self.stream_messages = self._counter(
             "aucstream_stream_messages_total",
             "Stream messages answered, by operation and status (the HTTP status of the reply).",
@@ -155,8 +144,7 @@ class Telemetry(ModelSeries):
     def _counter(
         self, name: str, documentation: str, labels: tuple[str, ...] = ("model",)
     ) -> Counter:
-        """A counter on this process's registry, by model unless other ``labels`` are given
-        (by model: a :class:`ModelCounter`)."""
+        """A counter on this process's registry, by model (bounded) unless other ``labels``."""
         if "model" not in labels:
             return Counter(name, documentation, labels, registry=self.registry)
         counter = ModelCounter(name, documentation, labels, registry=self.registry)
@@ -174,14 +162,12 @@ class Telemetry(ModelSeries):
 
     @property
     def multiprocess(self) -> bool:
-        """Whether values go to ``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client decides when it
-        is imported, so the variable must be set before: ``aucstream serve`` does)."""
+        """Whether values go to ``PROMETHEUS_MULTIPROC_DIR`` (set before the import)."""
         return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 
     def render(self, models: set[str] | None = None) -> bytes:
-        """The exposition text: this process's registry, or in multiprocess mode every
-        process's values aggregated, keeping only the series of ``models`` (the existing ones)
-        among those labelled by model when ``models`` is given."""
+        """The exposition text: this process's registry, or every process's values, with only
+        the series of ``models`` (when given) among those labelled by model."""
         if not self.multiprocess:
             return generate_latest(self.registry)
         self.rank_series()
@@ -189,8 +175,7 @@ class Telemetry(ModelSeries):
         multiprocess.MultiProcessCollector(registry)
         if models is None:
             return generate_latest(registry)
-        # a model that left a process's series keeps its values in that process's file: the
-        # view keeps the models that some process still gives series of their own
+        # a process's file keeps the values of a model it dropped: keep models some process has
         collected = list(registry.collect())
         ranked = {
             sample.labels["model"]
@@ -203,13 +188,11 @@ class Telemetry(ModelSeries):
 
 
 class _ExistingModels:
-    """Metrics already collected, without the series of deleted models, as a registry to
-    collect from again: in multiprocess mode a label set lives in the file of every process
-    that wrote it, and ``remove`` in one process does not reach the others' files."""
+    """Metrics collected, without the series of other ``models``, as a registry (``remove`` in
+    one process does not reach the others' files)."""
 
     def __init__(self, metrics: list[Metric], models: set[str]) -> None:
-        self.metrics = metrics
-        self.models = models
+        self.metrics, self.models = metrics, models
 
     def collect(self) -> Iterator[Metric]:
         for metric in self.metrics:

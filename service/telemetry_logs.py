@@ -1,11 +1,6 @@
-"""The structured logs: ``AUCSTREAM_LOG_FORMAT=json`` writes one JSON object per line
-(``time``, ``level``, ``logger``, ``message`` and the record's fields), and
-:func:`record_request` counts and times every HTTP request (the Prometheus request metrics
-of :class:`~service.telemetry.Telemetry`) and, with JSON logs, writes one line per request with
-its ``request_id`` (the ``X-Request-ID`` header, or a new one, echoed in the response),
-``method``, ``route``, ``model``, ``status``, ``duration_ms`` and the route's counts (events
-received, learned, queued ...).  A worker logs one line per applied batch.
-"""
+"""The logs: ``AUCSTREAM_LOG_FORMAT=json`` writes one JSON object per line, and
+:func:`record_request` counts and times every HTTP request and, with JSON logs, writes its line
+(``request_id``, ``method``, ``route``, ``model``, ``status``, ``duration_ms``, the counts)."""
 
 from __future__ import annotations
 
@@ -42,15 +37,13 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(log_format: str, level: str) -> None:
-    """``json``: every logger (uvicorn's included) writes JSON lines to stderr, and uvicorn's
-    own access log is replaced by the request lines of :func:`record_request`.  ``text``
-    leaves the logging configuration as it is, except for the level of ``aucstream``."""
+    """``json``: every logger writes JSON lines to stderr, uvicorn's access log replaced by
+    :func:`record_request`'s; ``text``: only the level of ``aucstream`` is set."""
     logging.getLogger("aucstream").setLevel(level.upper())
     if log_format != "json":
         service_logger = logging.getLogger("aucstream")
         if not service_logger.handlers and not logging.getLogger().hasHandlers():
-            # uvicorn configures only its own loggers: without a handler the start-up lines
-            # (which kernels are compiling, for how long) would be dropped below WARNING
+            # uvicorn configures only its own: the start-up lines would be dropped
             handler = logging.StreamHandler(sys.stderr)
             handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
             service_logger.addHandler(handler)
@@ -72,8 +65,7 @@ def configure_logging(log_format: str, level: str) -> None:
 def record_request(
     telemetry: Telemetry, scope: Scope, method: str, status: int, started: float, request_id: str
 ) -> None:
-    """Count and time one answered HTTP request (``scope``: as routing left it, with its
-    ``route`` and ``path_params``) and, with JSON logs, write its line."""
+    """Count and time one answered HTTP request (``scope`` as routed) and log its line."""
     route = scope.get("route")
     template = getattr(route, "path", None) or "unmatched"
     requested = (scope.get("path_params") or {}).get("model_id", "")

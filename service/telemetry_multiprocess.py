@@ -1,6 +1,5 @@
-"""The directories of prometheus_client's multiprocess metrics (``aucstream serve --workers
-N``): one per server, made empty before its workers start, and removed once its server is gone
--- even after ``kill -9``, told by a lock the server holds for as long as it runs."""
+"""The directories of prometheus_client's multiprocess metrics (``aucstream serve --workers N``):
+one per server, removed once its server is gone, told by a lock it holds while it runs."""
 
 from __future__ import annotations
 
@@ -12,16 +11,13 @@ from typing import Any
 MULTIPROCESS_DIR_PREFIX = "aucstream-prometheus-"
 #: the file in such a directory its server holds a lock on for as long as it runs
 _OWNER_LOCK = "owner.lock"
-#: a directory without an owner lock (being made, or its server gone without one) is left alone
-#: until it is this old (seconds)
+#: a directory without an owner lock (being made) is left alone until this old (seconds)
 _UNOWNED_GRACE_SECONDS = 600
 
 
 def make_multiprocess_dir(parent: str | None = None) -> tuple[str, Any]:
-    """A new directory for the multiprocess metrics of this server, in ``parent`` (the system's
-    temporary directory), and the open lock file its server holds until it exits -- even
-    ``kill -9`` releases it, which tells :func:`remove_stale_multiprocess_dirs` that the
-    directory's owner is gone.  Stale directories are removed first."""
+    """A new metrics directory in ``parent`` (stale ones removed first), and the open lock file
+    its server holds until it exits (even ``kill -9`` releases it)."""
     import fcntl
     import tempfile
 
@@ -34,8 +30,7 @@ def make_multiprocess_dir(parent: str | None = None) -> tuple[str, Any]:
 
 
 def remove_stale_multiprocess_dirs(parent: str) -> list[str]:
-    """Remove the metrics directories of servers that are gone (killed before they could
-    remove their own): those of this user whose owner lock nobody holds.  Returns them."""
+    """Remove (and return) this user's metrics directories whose owner lock nobody holds."""
     import fcntl
     import shutil
 
@@ -67,8 +62,7 @@ def remove_stale_multiprocess_dirs(parent: str) -> list[str]:
 
 
 def reset_multiprocess_dir(path: str) -> None:
-    """Empty ``PROMETHEUS_MULTIPROC_DIR`` of a previous run's values (prometheus_client
-    requires it before the processes start: old files would be summed in)."""
+    """Empty ``PROMETHEUS_MULTIPROC_DIR`` of a previous run's values (they would be summed)."""
     os.makedirs(path, exist_ok=True)
     for name in os.listdir(path):
         if name.endswith(".db"):

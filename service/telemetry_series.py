@@ -1,11 +1,6 @@
-"""The Prometheus series by model, bounded: only the ``AUCSTREAM_PROMETHEUS_MODEL_SERIES``
-most recently active models of a process have their own (ranked again at each scrape); the
-counters of every other model add up under ``model=""``, which has no window or lag gauges.  A
-model's series go when it is deleted or leaves the process's cache.  The window gauges
-(``aucstream_model_window_*``: :data:`_WINDOW_GAUGES`, :data:`_OPERATING_GAUGES`) are as last
-computed by a metrics request, at no extra cost; the queue's lag gauges are read from Redis when
-scraped.
-"""
+"""The Prometheus series by model, bounded: the ``AUCSTREAM_PROMETHEUS_MODEL_SERIES`` most
+recently active models of a process have their own (ranked at each scrape), every other model
+counts under ``model=""``.  Window gauges are as last computed by a metrics request."""
 
 from __future__ import annotations
 
@@ -55,9 +50,8 @@ _LAG_GAUGES = {
 
 
 class ModelCounter(Counter):
-    """A counter labelled by model whose ``labels()`` names a model only while it has series
-    of its own (:meth:`Telemetry.series_label`), and counts every other model under
-    ``model=""``: callers label by model as with any counter, and the series stay bounded."""
+    """A counter by model whose ``labels()`` counts a model without series of its own under
+    ``model=""`` (:meth:`ModelSeries.series_label`)."""
 
     series_label: Callable[[str], str]
     #: the index of the ``model`` label
@@ -73,44 +67,34 @@ class ModelCounter(Counter):
 
 
 class ModelSeries:
-    """Which models have series of their own, and the gauges by model (window metrics,
-    operating points, queue lag): the base of :class:`~service.telemetry.Telemetry`, which adds
-    the counters labelled by model to :attr:`_per_model`."""
+    """Which models have series of their own, and the gauges by model: the base of
+    :class:`~service.telemetry.Telemetry`."""
 
     def __init__(self, model_series: int) -> None:
-        #: most models with series of their own (``AUCSTREAM_PROMETHEUS_MODEL_SERIES``): see
-        #: :meth:`series_label`
         self.model_series = model_series
-        #: model -> when it was last active (a tick of ``_ticks``), for every model this
-        #: process holds; the ``model_series`` most recent ones get series of their own
+        #: model -> when it was last active (a tick of ``_ticks``)
         self._active: dict[str, int] = {}
         self._ticks = itertools.count()
         #: the models with series of their own
         self._with_series: set[str] = set()
-        #: per model with series, the operating-point targets its gauges are labelled with (by
-        #: gauge suffix), to remove those of targets it no longer has
+        #: per model, the operating-point targets its gauges have (by suffix), to remove old ones
         self._operating_targets: dict[str, dict[str, set[str]]] = {}
         self.registry = CollectorRegistry()
         # first in the registry: the series are re-ranked before any metric is collected
         self.registry.register(_SeriesRanking(self))
-        #: 1 while a model has series of its own in this process (multiprocess: in any)
         self.has_series = self._gauge(
             "aucstream_model_has_series",
             "1 while the model has series of its own (one of the most recently active).",
             ("model",),
             mode="max",
         )
-        #: per model, ``aucstream_model_window_auc`` and ``..._pauc`` (by window key)
         self.window = self._model_gauges("aucstream_model_window_", _WINDOW_GAUGES)
-        #: per model and target, ``aucstream_model_window_tpr_at_fpr{fpr="0.01"}`` and the
-        #: other operating points (by _OPERATING_GAUGES key)
         self.operating = {
             suffix: self._gauge(
                 "aucstream_model_window_" + suffix, text, ("model", label), "mostrecent"
             )
             for suffix, (_, _, _, label, text) in _OPERATING_GAUGES.items()
         }
-        #: per model, ``aucstream_queue_lag_events``, ``..._entries``, ``..._seconds`` (by lag key)
         self.lag = self._model_gauges("aucstream_queue_lag_", _LAG_GAUGES)
         #: the metrics labelled by model (label sets dropped when the model is deleted)
         self._per_model: tuple[Any, ...] = (
@@ -126,8 +110,7 @@ class ModelSeries:
     def _gauge(
         self, name: str, documentation: str, labels: tuple[str, ...] = (), mode: Mode = "sum"
     ) -> Gauge:
-        """A gauge on this process's registry; ``mode``: how the values of several worker
-        processes combine."""
+        """A gauge; ``mode``: how the values of several worker processes combine."""
         return Gauge(name, documentation, labels, registry=self.registry, multiprocess_mode=mode)
 
     def _model_gauges(self, prefix: str, documentation: dict[str, str]) -> dict[str, Gauge]:
@@ -138,10 +121,8 @@ class ModelSeries:
         }
 
     def child(self, metric: Any, *labels: str) -> Any:
-        """``metric.labels(*labels)``, kept: prometheus_client's lookup takes a lock and checks
-        the values each time, three times per one-event ``/score``, where it shows.  The same
-        child objects (prometheus_client keeps one per label set), forgotten whenever label
-        sets are removed (:meth:`forget_model`, :meth:`forget_models`)."""
+        """``metric.labels(*labels)``, cached (prometheus_client's lookup takes a lock, which
+        shows on a one-event ``/score``); forgotten whenever label sets are removed."""
         key = (metric, labels)
         child = self._children.get(key)
         if child is None:
@@ -150,11 +131,9 @@ class ModelSeries:
         return child
 
     def series_label(self, model_id: str) -> str:
-        """The ``model`` label of an update for ``model_id``, which is active now: its id
-        while it has series of its own, else ``""`` (the series of every other model).  The
-        ``model_series`` most recently active models have their own: a model gets them at once
-        while fewer have them, else when the series are ranked again (at each scrape,
-        :meth:`rank_series`).  Bounds the exposition whatever the number of models."""
+        """The ``model`` label of an update for ``model_id``, active now: its id while it has
+        series of its own (at once while fewer than ``model_series`` have, else from the next
+        :meth:`rank_series`), else ``""``."""
         if not model_id:
             return ""
         self._active[model_id] = next(self._ticks)
@@ -167,9 +146,7 @@ class ModelSeries:
         return ""
 
     def rank_series(self) -> None:
-        """Give series of their own to the ``model_series`` most recently active models, and
-        drop those of the models that leave them (their later updates count under
-        ``model=""``)."""
+        """Give series of their own to the ``model_series`` most recently active models."""
         with self._children_lock:
             active = list(self._active.items())
             recent = heapq.nlargest(self.model_series, active, key=lambda item: item[1])
@@ -182,9 +159,7 @@ class ModelSeries:
             self._with_series = ranked
 
     def set_window_metrics(self, model: str, window: dict[str, Any]) -> None:
-        """The model's window AUC / pAUC / average precision and operating points from a
-        metrics summary already computed (only for a model with series of its own: an AUC of
-        every other model together means nothing)."""
+        """The window gauges from a metrics summary, for a model with series of its own."""
         label = self.series_label(model)
         if not label:
             return
@@ -222,17 +197,14 @@ class ModelSeries:
         return list(self._with_series)
 
     def model_label(self, model_id: str, status: int) -> str:
-        """The ``model`` label of a request: the model's id only for a model this process
-        holds, with series of its own (:meth:`series_label`), and never for an
-        unauthenticated request, so requests for unknown ids (404) or without a key (401/403)
-        cannot create label sets."""
+        """The ``model`` label of a request: never a model this process does not hold, nor
+        from an unauthenticated request (they could create label sets)."""
         if not model_id or status in (401, 403) or not self.model_exists(model_id):
             return ""
         return self.series_label(model_id)
 
     def forget_model(self, model_id: str) -> None:
-        """Drop every label set of a model this process no longer holds (deleted, or evicted
-        from its cache: it is no longer active here)."""
+        """Drop every label set of a model this process no longer holds."""
         self._active.pop(model_id, None)
         if model_id not in self._with_series:
             return
@@ -241,8 +213,7 @@ class ModelSeries:
             self._remove_series({model_id})
 
     def _remove_series(self, models: set[str]) -> None:
-        """Remove the label sets of ``models`` (call holding ``_children_lock``); the cached
-        children are forgotten, as any of them may be one of those."""
+        """Remove the label sets of ``models`` (holding ``_children_lock``)."""
         self._children.clear()
         if not models:
             return
@@ -266,9 +237,7 @@ class ModelSeries:
 
 
 class _SeriesRanking:
-    """Ranks the models' series (:meth:`ModelSeries.rank_series`) when the registry is
-    collected, before the metrics (the first collector), and reports how many models have
-    their own."""
+    """The registry's first collector: ranks the series, and counts the models that have one."""
 
     def __init__(self, telemetry: ModelSeries) -> None:
         self.telemetry = telemetry

@@ -1,9 +1,6 @@
-"""The pages a person opens in a browser: the live dashboard (``/``, ``/dashboard``), Swagger UI
-(``/docs``) and ReDoc (``/redoc``), all served from files inside the package (vendored under
-``service/static/vendor/``: no CDN, docs/dashboard.md).  The pages are public (they hold no
-data); the ``/v1`` API they read asks for the key, which the dashboard sends as a header, never
-in a query string (it would end up in access logs, proxy logs and the browser history).
-"""
+"""The pages a browser opens: the live dashboard (``/``, ``/dashboard``), Swagger UI (``/docs``)
+and ReDoc (``/redoc``), served from the package's files (no CDN: docs/dashboard.md).  They hold
+no data; the ``/v1`` API they read asks for the key, sent as a header, never in a query string."""
 
 from __future__ import annotations
 
@@ -25,21 +22,16 @@ from service.deps import SettingsDep
 STATIC_DIRECTORY = Path(__file__).resolve().parent.parent / "static"
 STATIC_PREFIX = "/static"
 
-#: The dashboard runs only its own scripts and talks only to this origin; a script injected
-#: into the page (by a compromised asset or a rendered model id) could not send the API key it
-#: can read from sessionStorage anywhere else.  Inline styles are allowed: uPlot sizes its
-#: canvases with them.
-_SHARED_POLICY = ["base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'"]
-DASHBOARD_POLICY = "; ".join(
-    [
-        "default-src 'none'",
-        "script-src 'self'",
-        "style-src 'self' 'unsafe-inline'",
-        "img-src 'self' data:",
-        "connect-src 'self'",
-        *_SHARED_POLICY,
-    ]
+#: The pages run only this origin's scripts and talk only to it, so an injected script could
+#: not send the API key anywhere else; inline styles are allowed (uPlot and ReDoc use them).
+#: Swagger UI and ReDoc also run their page's inline start-up script, by its hash, load fonts
+#: from data: URLs, and ReDoc builds its search worker from a blob.
+_POLICY = (
+    "default-src 'none'; script-src 'self'{hashes}; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; {fonts}connect-src 'self'; {workers}"
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
+DASHBOARD_POLICY = _POLICY.format(hashes="", fonts="", workers="")
 PAGE_HEADERS = {
     "Content-Security-Policy": DASHBOARD_POLICY,
     "X-Content-Type-Options": "nosniff",
@@ -47,30 +39,18 @@ PAGE_HEADERS = {
     "Cache-Control": "no-cache",
 }
 
-#: Swagger UI and ReDoc pages: scripts only from this origin plus the page's own inline start-up
-#: script, allowed by its hash (so no other inline script runs); inline styles, which ReDoc's
-#: styled components and both pages' own markup need; requests only to this origin (the
-#: OpenAPI document, and Swagger UI's "Try it out"); ReDoc builds its search worker from a blob.
-DOCUMENT_POLICY = [
-    "default-src 'none'",
-    "script-src 'self'{hashes}",
-    "style-src 'self' 'unsafe-inline'",
-    "img-src 'self' data:",
-    "font-src 'self' data:",
-    "connect-src 'self'",
-    "worker-src 'self' blob:",
-    *_SHARED_POLICY,
-]
 _INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 
 
 def document_policy(html: str) -> str:
-    """:data:`DOCUMENT_POLICY` allowing exactly the inline scripts of ``html``."""
+    """The policy of a documentation page, allowing exactly the inline scripts of ``html``."""
     hashes = "".join(
         " 'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
         for script in _INLINE_SCRIPT.findall(html)
     )
-    return "; ".join(DOCUMENT_POLICY).format(hashes=hashes)
+    return _POLICY.format(
+        hashes=hashes, fonts="font-src 'self' data:; ", workers="worker-src 'self' blob:; "
+    )
 
 
 router = APIRouter()
@@ -86,8 +66,7 @@ async def dashboard() -> FileResponse:
 
 
 class DashboardConfig(BaseModel):
-    """What the dashboard needs to know before its first ``/v1`` request (public: a 401 from
-    any ``/v1`` route says as much)."""
+    """What the dashboard needs to know before its first ``/v1`` request (public)."""
 
     auth_required: bool = Field(
         description="whether /v1 routes need an API key (X-API-Key or Authorization: Bearer)"
@@ -120,8 +99,7 @@ def _asset(path: str) -> str:
 
 
 def _document_page(render: Callable[..., HTMLResponse], name: str, **assets: Any) -> Any:
-    """An endpoint serving FastAPI's page ``render`` for the app's OpenAPI document, with
-    local ``assets``."""
+    """An endpoint serving FastAPI's page ``render`` of the document, with local ``assets``."""
 
     async def page(request: Request) -> HTMLResponse:
         app: FastAPI = request.app
@@ -156,7 +134,6 @@ for path, endpoint in (("/docs", swagger_ui), ("/redoc", redoc)):
 
 
 def install(app: FastAPI) -> None:
-    """Add the pages and mount the static files (the app is built with ``docs_url=None`` and
-    ``redoc_url=None``, so these replace FastAPI's CDN-backed pages)."""
+    """Add the pages (in place of FastAPI's CDN-backed ones) and mount the static files."""
     app.include_router(router)
     app.mount(STATIC_PREFIX, StaticFiles(directory=STATIC_DIRECTORY), name="static")

@@ -29,9 +29,8 @@ router = APIRouter(prefix="/v1/models", tags=["metrics"])
 
 
 async def _metrics(engine: Engine, model_id: str, telemetry: Telemetry) -> dict[str, Any]:
-    """``engine.metrics`` off the event loop when it may solve the regret (milliseconds to a
-    fraction of a second, once per model version), inline otherwise (see ``run_engine``).
-    The window's AUC / pAUC just computed go to the model's Prometheus gauges."""
+    """``engine.metrics`` (in the thread pool when it may solve the regret), also set as the
+    model's Prometheus gauges."""
     if engine.regret_pending(model_id):
         summary = await run_in_threadpool(engine.metrics, model_id)
     else:
@@ -42,25 +41,12 @@ async def _metrics(engine: Engine, model_id: str, telemetry: Telemetry) -> dict[
 
 @router.get("/{model_id}/metrics", response_model=MetricsResponse)
 async def metrics(model_id: str, services: ServicesDep) -> Response:
-    """Prequential metrics from the pre-update scores: over the window of the last
-    ``window`` labelled events and since the start (exact while the per-class reservoirs hold
-    every score), AUC and pAUC over the model's FPR range (undefined ones are null with a
-    ``reason``), average precision and the operating points at the model's ``target_fprs``,
-    ``target_alert_rates`` and ``top_k`` (threshold, recall, precision, alert rate; precision
-    and recall at k), class counts, events learned, duplicates, delayed-label counts,
-    throughput.
-
-    ``regret`` (null with ``regret_reason`` when off or undefined): on the last
-    ``regret_window`` events, the online learner's prequential pAUC-surrogate loss minus that
-    of the best fixed model in hindsight (``svm_pauc`` on the same events), normalised per
-    pair (``regret``) and per event (``regret_per_event``), and the metric gap
-    ``pauc_gap = hindsight_pauc - prequential_pauc``; solved once per model version.  A model
-    that does not score linearly in its features (``tree_embedded``, or the default ``auto``,
-    one of whose candidates it is) has a null ``online_loss`` and ``regret``, and an
-    ``online_loss_note`` saying why; its ``pauc_gap`` stands.
-
-    Queue mode adds ``queue``: the learning lag (``entries`` and ``events`` appended and not
-    yet learned, ``seconds`` = age of the oldest of them, ``last_applied_id``)."""
+    """Prequential metrics of the pre-update scores, over the window of the last ``window``
+    labelled events and since the start: AUC, pAUC over the model's FPR range, average
+    precision, operating points, counts, throughput, drift; ``regret``: on the last
+    ``regret_window`` events, the online pAUC-surrogate loss against the best fixed model in
+    hindsight (``svm_pauc`` on the same events, solved once per version); in queue mode
+    ``queue``, the learning lag.  Undefined metrics are null with a ``reason``."""
     engine = services.engine
     lag = None
     if services.queue is not None:
@@ -70,7 +56,6 @@ async def metrics(model_id: str, services: ServicesDep) -> Response:
     summary = await _metrics(engine, model_id, services.telemetry)
     if lag is not None:
         summary["queue"] = lag
-    # sent as built, as the stream sends it (MetricsResponse documents it)
     return Response(orjson.dumps(summary), media_type="application/json")
 
 
@@ -118,9 +103,7 @@ async def history(
 
 
 def _message(event: str, media_type: str, schema: str, **fields: Any) -> dict[str, Any]:
-    """A message of the metrics stream: ``event: metrics`` (its data a MetricsResponse), or
-    the last one of a stream whose model was deleted while watched, ``event: deleted`` (a
-    problem)."""
+    """The schema of a message of the metrics stream."""
     data = {"type": "string", "contentMediaType": media_type,
             "contentSchema": {"$ref": f"#/components/schemas/{schema}"}}  # fmt: skip
     return {
@@ -137,10 +120,8 @@ _RETRY_AFTER = {
 
 
 class StreamSlots:
-    """The server-sent streams this process holds open, per client and in total: each one
-    reads a model's metrics at every check, so an unbounded number of them would take the
-    event loop from every other request.  A client is the API key it presented (the routes
-    check it first), or its address when no keys are set.  Only the event loop touches it."""
+    """The server-sent streams this process holds open, per client (API key, or address
+    without keys) and in total: each reads a model's metrics at every check."""
 
     def __init__(self, settings: Settings) -> None:
         self.per_client = settings.sse_max_streams_per_client
@@ -150,8 +131,7 @@ class StreamSlots:
         self.open: Counter[str] = Counter()
 
     def client_of(self, request: Request) -> tuple[str, str]:
-        """``(what counts the client's streams, how to name it in a problem)``; a key is
-        counted by its digest, so the key itself is not kept here."""
+        """``(the client's counting key, its name in a problem)``; a key by its digest."""
         if self.auth_enabled:
             key = presented_key(request) or ""
             return "key:" + hashlib.sha256(key.encode()).hexdigest(), "this API key"
@@ -159,8 +139,7 @@ class StreamSlots:
         return "address:" + address, f"the client address {address}"
 
     def acquire(self, request: Request) -> str:
-        """Take a slot for the request's client (429 past the client's cap, 503 past the
-        process's); returns the client to :meth:`release` it."""
+        """Take a slot for the request's client (429, 503); returns the client to release."""
         client, named = self.client_of(request)
         if self.open[client] >= self.per_client:
             raise TooManyStreams(
@@ -186,8 +165,7 @@ class StreamSlots:
 
 
 class SlotStreamingResponse(StreamingResponse):
-    """A stream that gives its slot back however it ends (the client left, the model was
-    deleted, an error) -- even when its body was never iterated."""
+    """A stream that gives its slot back however it ends, even never iterated."""
 
     def __init__(self, *args: Any, release: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -266,11 +244,7 @@ async def stream(
     """Server-sent events: a ``metrics`` message now and each time the model's version
     changes (checked every ``interval`` seconds); a comment line keeps idle connections open.
     If the model is deleted, a last ``deleted`` message (a problem object) ends the stream.
-
-    Streams are bounded per process: at most ``AUCSTREAM_SSE_MAX_STREAMS_PER_CLIENT`` open
-    at once per API key (per client address when no keys are set), else 429, and
-    ``AUCSTREAM_SSE_MAX_STREAMS`` from every client together, else 503; both with
-    ``Retry-After``."""
+    Streams are bounded per client and per process (429, 503)."""
     slots: StreamSlots = request.app.state.sse_slots
     client = slots.acquire(request)
     try:

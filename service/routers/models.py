@@ -13,7 +13,7 @@ from service.deps import EngineDep, SettingsDep
 from service.errors import InvalidInput, ModelExists, UnsupportedMediaType
 from service.ingest import media_type
 from service.offload import run_engine
-from service.openapi import problems, snapshot_body
+from service.openapi import SNAPSHOT_BODY, problems
 from service.schemas import ModelCreate, ModelInfo, ModelList, WeightsResponse
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -90,7 +90,7 @@ async def export_snapshot(model_id: str, engine: EngineDep) -> Response:
     "/{model_id}/snapshot",
     response_model=ModelInfo,
     status_code=status.HTTP_201_CREATED,
-    openapi_extra=snapshot_body(snapshot.MEDIA_TYPE),
+    openapi_extra=SNAPSHOT_BODY,
     responses=problems(400, 408, 409, 413, 415, 422, 507),  # type: ignore[arg-type]
 )
 async def import_snapshot(
@@ -101,10 +101,7 @@ async def import_snapshot(
     replace: bool = False,
 ) -> ModelInfo:
     """Create model ``model_id`` from a snapshot (``replace=true`` overwrites an existing one)."""
-    if media_type(request.headers.get("content-type")) not in (
-        snapshot.MEDIA_TYPE,
-        "application/octet-stream",
-    ):
+    if media_type(request.headers.get("content-type")) not in snapshot.IMPORTED_MEDIA_TYPES:
         raise UnsupportedMediaType(
             f"a snapshot is sent as {snapshot.MEDIA_TYPE}", field="content-type"
         )

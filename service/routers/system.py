@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from typing import Literal
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from service import kernels
@@ -17,6 +19,7 @@ from service.fastlane import lane
 from service.models import servable_learners
 from service.openapi import problems
 from service.queue import StreamQueue
+from service.schemas import WarmupProgress
 from service.telemetry import CONTENT_TYPE_LATEST, Telemetry
 
 logger = logging.getLogger("aucstream")
@@ -35,45 +38,26 @@ async def healthz() -> Response:
     return Response(_OK, media_type="application/json")
 
 
-_READINESS = {
-    "type": "object",
-    "properties": {
-        "status": {"enum": ["ready", "not ready"]},
-        "checks": {
-            "type": "object",
-            "properties": {
-                "store": {"enum": ["ok", "unavailable", "data lost"]},
-                "kernels": {"enum": ["ok", "compiling"]},
-            },
-        },
-        "warmup": {
-            "type": "object",
-            "description": "how far the compilation of the kernels is: groups done of the "
-            "total, the group compiling (null when none is), the seconds so far, and "
-            "estimates of the seconds left until ready (0 once ready) and until every group "
-            "is compiled",
-            "properties": {
-                "groups_done": {"type": "integer"},
-                "groups_total": {"type": "integer"},
-                "compiling": {"type": ["string", "null"]},
-                "elapsed_seconds": {"type": "number"},
-                "seconds_to_ready": {"type": "number"},
-                "seconds_to_all": {"type": "number"},
-            },
-        },
-    },
-    "required": ["status", "checks", "warmup"],
-}
+class ReadinessChecks(BaseModel):
+    store: Literal["ok", "unavailable", "data lost"]
+    store_detail: str | None = Field(None, description="why the store is not served")
+    kernels: Literal["ok", "compiling"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not ready"]
+    checks: ReadinessChecks
+    warmup: WarmupProgress
 
 
 @router.get(
     "/readyz",
     responses={
-        200: {"description": "ready", "content": {"application/json": {"schema": _READINESS}}},
+        200: {"description": "ready", "model": Readiness},
         503: {
             "description": "not ready: the store does not answer or lost data (until "
             "acknowledged), or the kernels are compiling",
-            "content": {"application/json": {"schema": _READINESS}},
+            "model": Readiness,
         },
     },
 )
@@ -141,16 +125,14 @@ async def prometheus(request: Request, telemetry: TelemetryDep, engine: EngineDe
     queue = request.app.state.queue
     if queue is not None:
         await run_in_threadpool(_refresh_lag, engine, queue, telemetry)
-    # rendering is proportional to the number of labelled series (seconds with many models):
-    # off the event loop, as every scrape is
+    # rendering takes seconds with many models
     return Response(
         await run_in_threadpool(_render, engine, telemetry), media_type=CONTENT_TYPE_LATEST
     )
 
 
 def _store_alarms(engine: Engine) -> int:
-    """The store's alarms now, read from the store: another worker may have acknowledged a
-    loss since this one last checked (this process's memory of them, when the store fails)."""
+    """The store's alarms, read from it (another worker may have acknowledged one)."""
     try:
         return len(engine.store.alarms())  # type: ignore[attr-defined]
     except ServiceError:
@@ -158,8 +140,7 @@ def _store_alarms(engine: Engine) -> int:
 
 
 def _render(engine: Engine, telemetry: Telemetry) -> bytes:
-    """Multiprocess mode: every worker's values, without the series of deleted models (which
-    other workers' files still hold)."""
+    """The exposition, without (multiprocess mode) the series of deleted models."""
     models = None
     if telemetry.multiprocess:
         try:
@@ -170,7 +151,7 @@ def _render(engine: Engine, telemetry: Telemetry) -> bytes:
 
 
 def _refresh_lag(engine: Engine, queue: StreamQueue, telemetry: Telemetry) -> None:
-    """The lag of the models with series of their own (one Redis read each)."""
+    """The lag of the models with series of their own."""
     try:
         models = engine.list_models()
         telemetry.rank_series()
@@ -190,17 +171,11 @@ async def learners() -> dict[str, list[str]]:
     return {"learners": servable_learners()}
 
 
-_ACKNOWLEDGED = {
-    "type": "object",
-    "properties": {"acknowledged": {"type": "object", "additionalProperties": {"type": "string"}}},
-    "required": ["acknowledged"],
-}
+class Acknowledged(BaseModel):
+    acknowledged: dict[str, str] = Field(description="the alarms cleared, by name")
 
 
-@v1_router.post(
-    "/store/acknowledge-loss",
-    responses={200: {"content": {"application/json": {"schema": _ACKNOWLEDGED}}}},
-)
+@v1_router.post("/store/acknowledge-loss", responses={200: {"model": Acknowledged}})
 async def acknowledge_loss(engine: EngineDep) -> JSONResponse:
     """An operator knows that the store lost data (a Redis restarted empty or from an old
     dump) and has dealt with it: the alarms (``store``, ``model:<id>``) are cleared, every

@@ -88,22 +88,8 @@ def model_key(model_id: str, part: str) -> str:
 
 
 #: the keys every model owns (the table above), one function each, ``aucs:{<model_id>}:<part>``
-PARTS = (
-    "config",
-    "version",
-    "meta",
-    "state",
-    "layout",
-    "seen",
-    "expired",
-    "pending",
-    "deadlines",
-    "log",
-    "stream",
-    "queue",
-    "lease",
-    "turn",
-)
+PARTS = ("config", "version", "meta", "state", "layout", "seen", "expired", "pending",
+         "deadlines", "log", "stream", "queue", "lease", "turn")  # fmt: skip
 
 
 def _part_key(part: str) -> Callable[[str], str]:
@@ -115,29 +101,14 @@ def _part_key(part: str) -> Callable[[str], str]:
     return key
 
 
-(
-    config,
-    version,
-    meta,
-    state,
-    layout,
-    seen,
-    expired,
-    pending,
-    deadlines,
-    log,
-    stream,
-    queue,
-    lease,
-    turn,
-) = map(_part_key, PARTS)
+(config, version, meta, state, layout, seen, expired, pending,
+ deadlines, log, stream, queue, lease, turn) = map(_part_key, PARTS)  # fmt: skip
 
 
 def staged(model_id: str, token: str) -> tuple[str, str]:
     """The state and layout hashes of a checkpoint being written (renamed over the state)."""
-    return model_key(model_id, f"checkpoint:{token}:state"), model_key(
-        model_id, f"checkpoint:{token}:layout"
-    )
+    staging = f"checkpoint:{token}"
+    return model_key(model_id, f"{staging}:state"), model_key(model_id, f"{staging}:layout")
 
 
 def marker(number: int) -> str:

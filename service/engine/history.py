@@ -1,19 +1,12 @@
 """The model's metrics history: bounded rings of points, one per resolution, committed with
 the model (``history:*`` arrays) so that it survives restarts and every worker sees the same.
-A ring grows as it fills (doubling, core.learners._growing), up to its points kept: a new
-model holds no empty day of minutes.
+A ring grows as it fills (core.learners._growing) up to its points kept.
 
 A point is written by the first commit in a new minute (or hour): the window's metrics just
-after that commit.  Between two boundaries a commit costs one comparison of its clock with the
-ring's last point; the metrics of a point are computed once per minute.
-
-The events a model learns after the point of its minute are in no point until the next one.
-So that the history catches up with a model that has gone quiet, the process that committed
-them keeps the model in a set (:meth:`service.engine.repository.ModelRepository.commit`, by
-:func:`behind`) and a timer (:meth:`service.engine.Engine.catch_up_history`, every
-``AUCSTREAM_HISTORY_CATCH_UP_SECONDS``) writes the point :func:`catch_up` asks for once a new
-minute has begun, through the same lock and versioned commit as a batch.  An idle model whose
-history shows every event writes no points.
+after it; between two boundaries a commit costs one comparison.  So that the history catches up
+with a model gone quiet, the process that committed its last events keeps it in a set (by
+:func:`behind`) and a timer (:meth:`service.engine.Engine.catch_up_history`) writes the point
+:func:`catch_up` asks for once a new minute has begun.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """The Redis store: state shared by every process and machine (``AUCSTREAM_REDIS_URL``).
 
-A model's changes are entries of its log, the stream ``aucs:{m}:log`` (one per version,
-stream id ``<version>-0``), after its checkpoint, the hashes ``aucs:{m}:state`` and
-``aucs:{m}:layout`` at version ``log:saved`` (:mod:`service.stores.keys`,
-:mod:`service.stores.fields`); docs/architecture.md ("The log and checkpoints", "Stores")
-describes the append, the loads, the checkpoints and Redis Cluster.  The state arrays never
-pass through Lua: Redis copies a script's arguments into Lua, which for a large state costs it
-several times the CPU of the same commands outside Lua (loadtest/README.md has the
-measurements), so a checkpoint writes them into staged hashes that its script renames.
-
-The class is built in layers, one module each: the ids and pending records
-(:mod:`service.stores.redis_events`), the watch for lost data
-(:mod:`service.stores.redis_watch`), the model lifecycle (:mod:`service.stores.redis_models`),
-and here the connection, loads, appends, checkpoints and write turns.
+A model's log is the stream ``aucs:{m}:log`` (stream id ``<version>-0``) after its checkpoint,
+the hashes ``aucs:{m}:state`` and ``aucs:{m}:layout`` at version ``log:saved``
+(:mod:`service.stores.keys`; docs/architecture.md, "Stores").  The state arrays never pass
+through Lua (Redis copies a script's arguments, costing it several times the CPU): a checkpoint
+writes them into staged hashes that its script renames.  Layers, one module each: ids and
+pending records (:mod:`.redis_events`), the loss watch (:mod:`.redis_watch`), the model
+lifecycle (:mod:`.redis_models`), and here the connection, loads, appends, checkpoints, turns.
 """
 
 from __future__ import annotations
@@ -101,12 +95,8 @@ class RedisStore(RedisModels):
 
     @classmethod
     def open(cls, settings: Any) -> RedisStore:
-        """The store of ``settings`` (``redis_url``), checked: the Redis keeps its data
-        (:class:`~service.stores.redis_setup.VolatileRedis` unless volatile is allowed),
-        writes wait for replicas as configured, and the epoch markers are read (written at
-        first use).  A Redis that does not answer yet is checked at its first answer (the
-        service answers 503 meanwhile); a cluster none of whose seeds answers is
-        :class:`StoreUnavailable` at once (its slots cannot be discovered)."""
+        """The store of ``settings`` (``redis_url``), checked (persistence, replicas, epoch
+        markers: :meth:`_set_up`) now, or at Redis's first answer (503 meanwhile)."""
         store = cls(connect(settings.redis_url))
         store._settings = settings
         try:
@@ -121,11 +111,8 @@ class RedisStore(RedisModels):
     @unavailable
     def load(self, model_id, known_version=None, known_incarnation=None) -> StoredState:
         """The model's checkpoint and its log after it, read atomically (``MULTI`` ...
-        ``EXEC``).  With a cached ``(version, incarnation)``, only the version, the meta
-        fields and the entries after the cached version are read (one small round trip,
-        whether the cache is current or behind: :meth:`_known`).
-        Plain reads, not a Lua script: a script's reply of a large ``HGETALL`` cost Redis
-        0.84 ms of CPU for 640 KB against 0.14 ms without Lua."""
+        ``EXEC``; plain reads: a script's large reply costs Redis several times the CPU), or
+        for a cached ``(version, incarnation)`` only what it lacks (:meth:`_known`)."""
         self._guard(model_id)
         version_key, meta_key = keys.version(model_id), keys.meta(model_id)
         if known_version is not None:
@@ -160,11 +147,9 @@ class RedisStore(RedisModels):
         return StoredState(int(version), incarnation, config, arrays, meta, saved, entries)
 
     def _known(self, model_id: str, known: int, incarnation: str) -> StoredState | None:
-        """A cache at version ``known`` of ``incarnation``: the model's version, its meta
-        fields and the log entries after ``known``, by one atomic read (a current cache reads
-        an empty range, a cache behind the entries it has not applied: one round trip
-        either way); None when the cache cannot catch up (the model re-created, or
-        checkpointed past ``known``): the caller reads it whole."""
+        """A cache at version ``known`` of ``incarnation``: the model's version, meta fields
+        and the log entries after ``known``, by one atomic read; None when the cache cannot
+        catch up (re-created, or checkpointed past ``known``): the caller reads it whole."""
         version_key = keys.version(model_id)
         version, raw_meta, raw_log = atomic_read(
             self.client,
@@ -195,10 +180,8 @@ class RedisStore(RedisModels):
 
     @unavailable
     def checkpoint(self, model_id, incarnation, version, arrays) -> bool:
-        """Install ``arrays`` as the state at ``version`` and trim the log up to it (see
-        ``Store.checkpoint``): the state is written into staged hashes (they expire if this
-        process dies), then :data:`~service.stores.lua.CHECKPOINT_SCRIPT` checks the model
-        and renames them over the state, or deletes them; one round trip."""
+        """``Store.checkpoint`` in one round trip: the state written into staged hashes (they
+        expire if this process dies), which ``CHECKPOINT_SCRIPT`` renames over it or deletes."""
         self._guard(model_id)
         staged = list(keys.staged(model_id, uuid.uuid4().hex))
         commands: list[list[Any]] = []
@@ -220,12 +203,8 @@ class RedisStore(RedisModels):
 
     @unavailable
     def commit(self, model_id: str, commit: Commit) -> int:
-        """Append ``commit``'s entry at the next version with
-        :data:`~service.stores.lua.LOG_APPEND_SCRIPT` (one round trip, and ``WAIT`` for
-        replicas in it when asked): only if the model is still at the version and incarnation
-        the process applied (and a queue worker's fence holds the lease), else
-        :class:`~service.errors.StaleVersion`, :class:`~service.errors.ModelNotFound`,
-        :class:`~service.errors.LeaseLost` or :class:`~service.errors.TurnTaken`."""
+        """``Store.commit`` by ``LOG_APPEND_SCRIPT`` in one round trip (with ``WAIT`` when
+        asked); a queue worker's fence is checked there too."""
         self._guard(model_id)
         fence = commit.fence
         args: list[Any] = [
@@ -279,20 +258,16 @@ class RedisStore(RedisModels):
     # ------------------------------------------------------------------ write turns
     @unavailable
     def take_turn(self, model_id: str, seconds: float) -> bool:
-        """Whether this process holds ``model_id``'s write turn for ``seconds`` now (taken, or
-        its own renewed); False when another process holds it (:mod:`service.engine.turns`)."""
         key = keys.turn(model_id)
         milliseconds = max(1, int(seconds * 1000))
         return bool(run_script(self.client, self._turn, [key], [self.writer, milliseconds], None))
 
     @unavailable
     def turn_taken(self, model_id: str) -> bool:
-        """Whether another process holds ``model_id``'s write turn."""
         (holder,) = round_trip(self.client, keys.turn(model_id), [["GET", keys.turn(model_id)]])
         return holder is not None and _text(holder) != self.writer
 
     @unavailable
     def release_turn(self, model_id: str) -> None:
-        """This process's turn of ``model_id`` ended without an append (its write failed)."""
         key = keys.turn(model_id)
         run_script(self.client, self._turn_release, [key], [self.writer], None)

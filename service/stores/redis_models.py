@@ -68,16 +68,9 @@ class RedisModels(RedisWatch):
 
     @unavailable
     def list_models(self) -> list[str]:
-        """The registered ids whose model exists.
-
-        ``aucs:models`` and a model's keys live in different slots of a Redis Cluster, so no
-        script may write both: a model is registered before it is written and again after
-        (:meth:`create_model`), unregistered after it is deleted and registered again if it
-        was re-created meanwhile (:meth:`delete_model`).  A failure in between leaves at worst
-        an id registered without a model, which is not listed (its config key is checked,
-        one pipeline, one round trip per master) and costs one set member until the id is
-        created or deleted.  The epoch markers are checked first: an emptied store lists no
-        models, which is a loss, not an answer."""
+        """The registered ids whose model exists (*registered before written, listed only if it
+        exists*: docs/architecture.md, "Redis Cluster"), after a check of the epoch markers (an
+        emptied store lists no models: a loss, not an answer)."""
         self._check_epoch(force=True)
         self.watch.guard()
         registered = sorted(_text(member) for member in self.client.smembers(keys.MODELS))

@@ -62,6 +62,11 @@ def _pairs(reply: list[bytes] | dict[bytes, bytes]) -> dict[str, bytes]:
     return {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
 
 
+def _texts(reply: list[bytes] | dict[bytes, bytes]) -> dict[str, str]:
+    """An ``HGETALL`` reply of text values (layouts, meta fields)."""
+    return {name: _text(value) for name, value in _pairs(reply).items()}
+
+
 def _entries(reply: list[Any]) -> list[tuple[int, Entry]]:
     """An ``XRANGE`` reply of the log -> ``(version, entry)`` pairs, oldest first."""
     return [(int(_text(stream_id).partition("-")[0]), decode(_pairs(fields)["e"]))
@@ -76,13 +81,10 @@ class RedisStore(RedisModels):
 
     def __init__(self, client: redis.Redis, wait: ReplicaWait | None = None) -> None:
         super().__init__(client, wait)  # self.client, self.watch; ids and pending records
-        self._create = client.register_script(CREATE_SCRIPT)
-        self._delete = client.register_script(DELETE_SCRIPT)
-        self._marker = client.register_script(MARKER_SCRIPT)
-        self._acknowledge = client.register_script(ACKNOWLEDGE_SCRIPT)
-        self._append = client.register_script(LOG_APPEND_SCRIPT)
-        self._turn = client.register_script(TURN_SCRIPT)
-        self._turn_release = client.register_script(TURN_RELEASE_SCRIPT)
+        (self._create, self._delete, self._marker, self._acknowledge, self._append, self._turn,
+         self._turn_release) = map(client.register_script, (
+            CREATE_SCRIPT, DELETE_SCRIPT, MARKER_SCRIPT, ACKNOWLEDGE_SCRIPT, LOG_APPEND_SCRIPT,
+            TURN_SCRIPT, TURN_RELEASE_SCRIPT))  # fmt: skip
         #: this process among the writers of the store (its write turns: service.engine.turns)
         self.writer = writer_token()
         self._checking = threading.Lock()
@@ -133,9 +135,8 @@ class RedisStore(RedisModels):
         )
         if version is None or config_json is None:
             raise self._missing(model_id)
-        layouts = {name: _text(value) for name, value in _pairs(raw_layouts).items()}
-        meta = {name: _text(value) for name, value in _pairs(raw_meta).items()}
-        arrays = decode_fields(_pairs(raw_state), layouts)
+        meta = _texts(raw_meta)
+        arrays = decode_fields(_pairs(raw_state), _texts(raw_layouts))
         saved = int(meta.pop(SAVED, version))
         # entries past the version: a version key that went back (a loss, see epoch)
         entries = [pair for pair in _entries(raw_log) if saved < pair[0] <= int(version)]
@@ -162,8 +163,7 @@ class RedisStore(RedisModels):
         )
         if version is None:
             raise self._missing(model_id)
-        version = int(version)
-        meta = {name: _text(value) for name, value in _pairs(raw_meta).items()}
+        version, meta = int(version), _texts(raw_meta)
         if meta.get("incarnation") != incarnation:
             return None
         if version == known:

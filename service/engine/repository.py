@@ -133,11 +133,6 @@ class ModelRepository:
         """The models cached in this process, least recently used first."""
         return list(self._cache)
 
-    def live_locks(self) -> int:
-        """How many model locks exist (cached models, and models a thread holds or awaits)."""
-        with self._guard:
-            return len(self._locks)
-
     def cached(self, model_id: str) -> Loaded | None:
         """The cached model, or None (never blocks, never asks the store)."""
         entry = self._cache.get(model_id)

@@ -92,6 +92,11 @@ def pack_commands(commands: Sequence[Sequence[bytes | str | int]]) -> bytes:
     return b"".join(out)
 
 
+def flat_pairs(pairs: dict[str, Any]) -> list[Any]:
+    """``{name: value}`` as the arguments ``name, value, ...`` of a command or script."""
+    return [item for pair in pairs.items() for item in pair]
+
+
 class _OneWriteConnection(redis.connection.Connection):
     """A TCP connection that writes a packed command with one ``sendall`` (redis-py sends each
     argument over 6,000 bytes with its own: a system call and a wake-up of Redis each)."""

@@ -55,6 +55,11 @@ def _part_key(part: str) -> Callable[[str], str]:
  deadlines, log, stream, queue, lease, turn) = map(_part_key, PARTS)  # fmt: skip
 
 
+def of(model_id: str, *parts: str) -> list[str]:
+    """The keys ``parts`` of one model, in order (a script's KEYS)."""
+    return [model_key(model_id, part) for part in parts]
+
+
 def staged(model_id: str, token: str) -> tuple[str, str]:
     """The state and layout hashes of a checkpoint being written (renamed over the state)."""
     staging = f"checkpoint:{token}"

@@ -29,6 +29,7 @@ from service.stores.client import (
     ReplicaWait,
     atomic_read,
     connect,
+    flat_pairs,
     round_trip,
     run_script,
     unavailable,
@@ -44,7 +45,7 @@ from service.stores.lua import (
     TURN_RELEASE_SCRIPT,
     TURN_SCRIPT,
 )
-from service.stores.redis_models import RedisModels, _flat
+from service.stores.redis_models import RedisModels
 from service.stores.redis_setup import _text
 
 logger = logging.getLogger("aucstream.store")
@@ -188,15 +189,8 @@ class RedisStore(RedisModels):
         hashes: tuple[dict[str, Any], ...] = encode_fields(arrays)
         for key, pairs in zip(staged, hashes, strict=True):
             if pairs:
-                commands += [["HSET", key, *_flat(pairs)], ["PEXPIRE", key, STAGED_MS]]
-        script_keys = [
-            keys.version(model_id),
-            keys.meta(model_id),
-            keys.state(model_id),
-            keys.layout(model_id),
-            keys.log(model_id),
-            *staged,
-        ]
+                commands += [["HSET", key, *flat_pairs(pairs)], ["PEXPIRE", key, STAGED_MS]]
+        script_keys = [*keys.of(model_id, "version", "meta", "state", "layout", "log"), *staged]
         commands.append(["EVAL", CHECKPOINT_SCRIPT, len(script_keys), *script_keys,
                          incarnation, version])  # fmt: skip
         return bool(int(round_trip(self.client, script_keys[0], commands)[-1]))
@@ -220,19 +214,9 @@ class RedisStore(RedisModels):
         ]
         for items in (commit.learned_ids, commit.expired_ids, commit.remove_pending):
             args += [len(items), *items]
-        args += [2 * len(commit.meta), *_flat(commit.meta)]
-        script_keys = [
-            keys.version(model_id),
-            keys.meta(model_id),
-            keys.log(model_id),
-            keys.seen(model_id),
-            keys.expired(model_id),
-            keys.pending(model_id),
-            keys.deadlines(model_id),
-            keys.lease(model_id),
-            keys.queue(model_id),
-            keys.turn(model_id),
-        ]
+        args += [2 * len(commit.meta), *flat_pairs(commit.meta)]
+        script_keys = keys.of(model_id, "version", "meta", "log", "seen", "expired", "pending",
+                              "deadlines", "lease", "queue", "turn")  # fmt: skip
         reply = run_script(self.client, self._append, script_keys, args, self.wait)
         status = int(reply[0])
         if status == -1:

@@ -203,13 +203,9 @@ class DelayedLabels:
 
     def score(self, model_id: str, batch: Batch, **options: Unpack[ScoreOptions]) -> Scored:
         """Scores of the served model; with ids (and ``keep``) the features and scores are kept
-        so that a later label is learned and measured with the score given now.  ``reasons``
-        > 0: each event's top contributions too (:func:`~service.engine.reasons.top_reasons`),
-        from the same model as the scores.
-
-        With ``probabilities``, the calibrated probability of each score by the same version's
-        calibrator.
-        """
+        so that a later label is learned and measured with the score given now; with
+        ``reasons`` and ``probabilities``, the same version's top contributions and calibrated
+        probabilities."""
         outcome = self.score_group(model_id, [ScoreRequest(batch, **options)])
         if isinstance(outcome[0], BaseException):
             raise outcome[0]

@@ -44,11 +44,8 @@ def copy_of(loaded: Loaded) -> UndoPoint:
 
 def load_with_point(repository: ModelRepository, model_id: str) -> tuple[Loaded, UndoPoint | None]:
     """The model a write changes (``repository.load``, under its lock) and the undo point its
-    append goes back to if stale.  A cached model's point is asked before the load reads the
-    version (a copy there would widen the race between that read and the append: an older
-    point catches up further); it is asked again after the load only when the load moved the
-    model (read it whole, or caught up: then it may have taken a point of the model as loaded),
-    so a cached model at its head is asked once."""
+    append goes back to if stale: asked before the load reads the version (a copy after it
+    would widen the race with the append), and again only when the load moved the model."""
     cached = repository.cached(model_id)
     was = None if cached is None else (cached.version, cached.incarnation)
     undo = None if cached is None else repository.undo_point(model_id)

@@ -170,12 +170,22 @@ def _at_fault(run: Sequence[tuple[int, Entry]], error: Exception) -> int:
 
 
 def _stacked(group: list[Entry]) -> tuple[np.ndarray | CSRMatrix, np.ndarray]:
-    """The rows and labels of ``group``'s entries, one after another."""
-    if len(group) > 1 and isinstance(group[0].X, np.ndarray):  # no Batch per entry
-        return np.concatenate([e.X for e in group]), np.concatenate([e.y for e in group])  # type: ignore[misc]
-    merged = concatenate([Batch(e.X, e.y, None) for e in group])  # type: ignore[arg-type]
-    assert merged.y is not None
-    return merged.X, merged.y
+    """The rows and labels of ``group``'s entries, one after another.  Entries whose negatives
+    are 0 (labels sent as {0, 1}) beside entries whose negatives are -1 (the sweep's default
+    label) have their labels as +-1, which every learner and counter reads them as: one
+    call refuses a mix of 0 and -1."""
+    if len(group) == 1:
+        return group[0].X, group[0].y  # type: ignore[return-value]
+    X: np.ndarray | CSRMatrix
+    if isinstance(group[0].X, np.ndarray):  # no Batch per entry
+        X, y = np.concatenate([e.X for e in group]), np.concatenate([e.y for e in group])  # type: ignore[misc]
+    else:
+        merged = concatenate([Batch(e.X, e.y, None) for e in group])  # type: ignore[arg-type]
+        assert merged.y is not None
+        X, y = merged.X, merged.y
+    if (y == 0).any() and (y == -1).any():
+        y = np.where(y > 0, 1, -1).astype(y.dtype)
+    return X, y
 
 
 def _learn_quiet(

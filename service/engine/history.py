@@ -26,15 +26,8 @@ HISTORY_PREFIX = "history:"
 #: resolution -> (seconds per point, points kept): a day of minutes, 31 days of hours
 RESOLUTIONS: dict[str, tuple[float, int]] = {"minute": (60.0, 1440), "hour": (3600.0, 744)}
 #: the columns of a point; metrics undefined at the time (a class missing) are NaN
-COLUMNS = (
-    "time",
-    "auc",
-    "pauc",
-    "average_precision",
-    "recall_at_target_fpr",
-    "events_learned",
-    "positives",
-)
+COLUMNS = ("time", "auc", "pauc", "average_precision", "recall_at_target_fpr", "events_learned",
+           "positives")  # fmt: skip
 _POINTS = "points"  # how many points each resolution has written in all (its ring's next slot)
 _EVENTS = COLUMNS.index("events_learned")
 

@@ -45,15 +45,8 @@ FORMAT_ARRAY = "format:state_version"
 #: [CHOICE] the version of a state without :data:`FORMAT_ARRAY`: the states committed before
 #: it existed have the layout of version 1 (adding it changed no other array)
 UNMARKED_FORMAT_VERSION = 1
-COUNT_NAMES = (
-    "events_learned",
-    "positives",
-    "negatives",
-    "duplicates",
-    "labels_joined",
-    "labels_defaulted",
-    "labels_expired",
-)
+COUNT_NAMES = ("events_learned", "positives", "negatives", "duplicates", "labels_joined",
+               "labels_defaulted", "labels_expired")  # fmt: skip
 #: time constant of the exponentially weighted throughput, seconds
 RATE_TIME_CONSTANT = 10.0
 #: [CHOICE] detected drifts whose position is kept (a ring), for the markers of the dashboard's

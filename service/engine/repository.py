@@ -227,22 +227,22 @@ class ModelRepository:
             self._forget(model_id)
             self._gone(model_id)
             raise
-        except OtherStateFormat as error:  # written by another version of aucstream
-            self.drop(model_id)
-            logger.error("model %r: stored state refused: %s", model_id, error)
-            raise CorruptState(
-                f"model {model_id!r}: {error}: reset the model (POST .../reset, which keeps its "
-                "configuration) or run the version of aucstream that wrote it (a snapshot "
-                "cannot carry a state across format versions)",
-                field=error.field,
-            ) from None
         except (ValueError, KeyError, TypeError) as error:  # undecodable or corrupt arrays
             self.drop(model_id)
             logger.error("model %r: stored state refused: %s", model_id, error)
+            if isinstance(error, OtherStateFormat):  # written by another version of aucstream
+                detail = (
+                    f"{error}: reset the model (POST .../reset, which keeps its configuration) "
+                    "or run the version of aucstream that wrote it (a snapshot cannot carry a "
+                    "state across format versions)"
+                )
+            else:
+                detail = (
+                    f"its stored state cannot be loaded ({error}); reset it (POST .../reset), "
+                    "delete it, or import a snapshot with replace=true"
+                )
             raise CorruptState(
-                f"model {model_id!r}: its stored state cannot be loaded ({error}); reset it "
-                "(POST .../reset), delete it, or import a snapshot with replace=true",
-                field=getattr(error, "field", None),
+                f"model {model_id!r}: {detail}", field=getattr(error, "field", None)
             ) from None
         self._keep(model_id, loaded)
         # a standing undo point, so that even the first stale append of the model goes back

@@ -122,11 +122,8 @@ def cluster_seeds(url: str) -> tuple[str, list[tuple[str, int]]]:
         if not host or not port.isdigit():
             raise ValueError(f"a Redis Cluster seed must be host:port, got {seed!r}")
         seeds.append((host.strip("[]"), int(port)))
-    first = (
-        f"{seeds[0][0]}:{seeds[0][1]}"
-        if ":" not in seeds[0][0]
-        else f"[{seeds[0][0]}]:{seeds[0][1]}"
-    )
+    first_host, first_port = seeds[0]
+    first = f"[{first_host}]:{first_port}" if ":" in first_host else f"{first_host}:{first_port}"
     plain = f"{CLUSTER_SCHEMES.get(scheme, scheme)}://{credentials}{at}{first}{question}{query}{slash}{tail}"
     return plain, seeds
 

@@ -43,6 +43,12 @@ ACKNOWLEDGE = (
 )
 
 
+def _refuse(causes: list[str]) -> None:
+    """:class:`StoreLostData` naming ``causes``, if any."""
+    if causes:
+        raise StoreLostData("; ".join(causes) + ACKNOWLEDGE, headers={"Retry-After": "60"})
+
+
 def new_epoch() -> str:
     return secrets.token_hex(8)
 
@@ -96,15 +102,11 @@ class LossWatch:
         causes = [self.alarms.get(STORE)]
         if model_id is not None:
             causes.append(self.alarms.get(model_scope(model_id)))
-        named = "; ".join(cause for cause in causes if cause)
-        if named:
-            raise StoreLostData(named + ACKNOWLEDGE, headers={"Retry-After": "60"})
+        _refuse([cause for cause in causes if cause])
 
     def guard_any(self) -> None:
         """Raise :class:`StoreLostData` naming every alarm (the store's or any model's)."""
-        if self.alarms:
-            causes = "; ".join(self.alarms.values())
-            raise StoreLostData(causes + ACKNOWLEDGE, headers={"Retry-After": "60"})
+        _refuse(list(self.alarms.values()))
 
     def due(self) -> bool:
         return time.monotonic() >= self.next_check

@@ -36,15 +36,9 @@ def _text(value: Any) -> str:
 def persistence(server: Any) -> dict[str, str | None]:
     """``appendonly``, ``appendfsync`` and ``save`` of one server (None where unknown)."""
     try:
-        config = {
-            _text(name): _text(value)
-            for name, value in server.config_get("appendonly", "appendfsync", "save").items()
-        }
-        return {
-            "appendonly": config.get("appendonly"),
-            "appendfsync": config.get("appendfsync"),
-            "save": config.get("save"),
-        }
+        names = ("appendonly", "appendfsync", "save")
+        config = {_text(name): _text(value) for name, value in server.config_get(*names).items()}
+        return {name: config.get(name) for name in names}
     except redis.exceptions.ResponseError:  # CONFIG renamed, disabled or not permitted
         info = server.info("persistence")
         return {

@@ -41,23 +41,26 @@ def initial_history() -> dict[str, np.ndarray]:
     return history
 
 
-def _starts_interval(now: float, seconds: float, ring: np.ndarray, written: int) -> bool:
-    """Whether ``now`` is in a later interval of ``seconds`` than the ring's last point."""
-    if not written:
-        return True
-    return now // seconds > float(ring[(written - 1) % len(ring), 0]) // seconds
+def _last(history: dict[str, np.ndarray], index: int, name: str) -> np.ndarray | None:
+    """The last point of resolution ``name`` (the ``index``-th), None before any."""
+    written, ring = int(history[_POINTS][index]), history[name]
+    return ring[(written - 1) % len(ring)] if written else None
+
+
+def _starts_interval(now: float, seconds: float, last: np.ndarray | None) -> bool:
+    """Whether ``now`` is in a later interval of ``seconds`` than the ``last`` point."""
+    return last is None or now // seconds > float(last[0]) // seconds
 
 
 def record(history: dict[str, np.ndarray], loaded: Any, now: float) -> None:
     """Add a point to each resolution whose interval ``now`` starts (``loaded``: the model,
     whose window and counters were just updated)."""
-    minute_ring = history["minute"]
-    written = history[_POINTS]
-    if not _starts_interval(now, 60.0, minute_ring, int(written[0])):
+    if not _starts_interval(now, 60.0, _last(history, 0, "minute")):
         return  # the common case: still in the minute of the last point
     point = _point(loaded, now)
+    written = history[_POINTS]
     for index, (name, (seconds, capacity)) in enumerate(RESOLUTIONS.items()):
-        if _starts_interval(now, seconds, history[name], int(written[index])):
+        if _starts_interval(now, seconds, _last(history, index, name)):
             # until full, a ring holds its points from slot 0 on (so len(ring) reads as its
             # capacity wherever a slot is computed)
             ring = history[name] = grown(history[name], int(written[index]) + 1, capacity)
@@ -69,11 +72,10 @@ def first_point(history: dict[str, np.ndarray], times: Sequence[float], start: i
     """The index of the first of ``times`` from ``start`` on at which :func:`record` writes a
     point (its minute is later than the last point's), or ``len(times)`` when none does:
     a replay feeds the metrics the events before it at once."""
-    written = int(history[_POINTS][0])
-    if not written:
-        return start if start < len(times) else len(times)
-    ring = history["minute"]
-    minute = float(ring[(written - 1) % len(ring), 0]) // 60.0
+    last = _last(history, 0, "minute")
+    if last is None:
+        return min(start, len(times))
+    minute = float(last[0]) // 60.0
     for index in range(start, len(times)):
         if times[index] // 60.0 > minute:
             return index
@@ -82,8 +84,8 @@ def first_point(history: dict[str, np.ndarray], times: Sequence[float], start: i
 
 def _last_events_learned(history: dict[str, np.ndarray], index: int, name: str) -> float:
     """The events learned by the last point of resolution ``name`` (0 before any point)."""
-    written, ring = int(history[_POINTS][index]), history[name]
-    return float(ring[(written - 1) % len(ring), _EVENTS]) if written else 0.0
+    last = _last(history, index, name)
+    return 0.0 if last is None else float(last[_EVENTS])
 
 
 def behind(history: dict[str, np.ndarray], events_learned: int) -> bool:
@@ -98,10 +100,9 @@ def behind(history: dict[str, np.ndarray], events_learned: int) -> bool:
 def catch_up_due(history: dict[str, np.ndarray], events_learned: int, now: float) -> bool:
     """Whether ``now`` starts the next interval of a resolution whose last point shows fewer
     events than the model learned."""
-    written = history[_POINTS]
     return any(
         _last_events_learned(history, index, name) < events_learned
-        and _starts_interval(now, seconds, history[name], int(written[index]))
+        and _starts_interval(now, seconds, _last(history, index, name))
         for index, (name, (seconds, _)) in enumerate(RESOLUTIONS.items())
     )
 

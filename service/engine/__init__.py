@@ -1,10 +1,6 @@
-"""The learning path of the service, shared by the HTTP routes and the queue workers.
-
-Nothing here touches HTTP: a route or a worker calls :class:`Engine` with a parsed batch.  The
-engine is a thin facade over its parts, one module each (listed with what each does in
-docs/architecture.md §1 "Layout", and in the order a one-event ``POST /events`` meets them in
-§2); beside it, :mod:`.refit` and :mod:`.fit_process` fit boosted trees in the background for
-the app and the queue workers, which start them.
+"""The learning path of the service, shared by the HTTP routes and the queue workers: a thin
+facade (:class:`Engine`) over its parts, one module each (docs/architecture.md, "Layout").
+Nothing here touches HTTP.
 """
 
 from __future__ import annotations
@@ -37,6 +33,7 @@ from service.engine.model import (
 from service.engine.refit import fit_status
 from service.engine.reporting import Reporting
 from service.engine.repository import ModelRepository, RepositoryOptions
+from service.engine.undo import copy_of
 from service.errors import (
     CorruptState,
     InsufficientStorage,
@@ -53,11 +50,9 @@ logger = logging.getLogger("aucstream")
 
 
 def full_size(loaded: Loaded) -> int:
-    """Bytes of a model's committed state once its windows are full: the learner's arrays
-    (those that grow as they fill at their capacities: a sparse buffer of dense events holds
-    every cell), the metrics window (a score and a label per event, two score reservoirs),
-    the regret window (features, round weights, label, score and round end per event) at
-    their configured capacities, and the metrics history's rings (fixed size)."""
+    """Bytes of a model's committed state once its windows and growing arrays are full: the
+    metrics window holds a score and a label per event and two score reservoirs, the regret
+    window features, round weights, label, score and round end per event."""
     config = loaded.config
     growing = loaded.learner._growing_arrays()
     learner = sum(
@@ -156,9 +151,7 @@ class Engine:
         replaces: str | None = None,
     ) -> ModelInfo:
         """Store a new model of ``config`` whose initialised ``learner`` has learned nothing
-        (``replace``: over an existing model of its id; ``replaces``: only over that
-        incarnation, checked by the store atomically).  ``service.models`` builds both from a
-        creation request."""
+        (``replace``, ``replaces``: see ``Store.create_model``)."""
         return self._create(fresh(config, learner), replace=replace, replaces=replaces)
 
     def restore_model(
@@ -189,9 +182,8 @@ class Engine:
         return self._create(loaded, replace=replace)
 
     def _check_bounds(self, loaded: Loaded, *, replace: bool) -> None:
-        """507 before a model is stored beyond ``max_models`` or ``max_model_bytes``.  (The
-        count is read from the store without a lock: processes creating models at the same
-        moment may pass it together, by at most one model each.)"""
+        """507 before a model is stored beyond ``max_models`` (read without a lock: concurrent
+        creations may pass it by one each) or ``max_model_bytes``."""
         model_id = loaded.config.id
         if self.max_model_bytes is not None:
             size = full_size(loaded)
@@ -251,8 +243,8 @@ class Engine:
         """``(config, version, copies of every committed array)`` (snapshot export)."""
         with self.repository.lock(model_id):
             loaded = self.repository.load(model_id)
-            arrays = {name: value.copy() for name, value in loaded.arrays().items()}
-            return loaded.config, loaded.version, arrays
+            version, _, arrays = copy_of(loaded)
+            return loaded.config, version, arrays
 
     def info(self, model_id: str) -> ModelInfo:
         with self.repository.lock(model_id):
@@ -262,12 +254,9 @@ class Engine:
 
     # ------------------------------------------------------------------ metrics history
     def catch_up_history(self) -> int:
-        """Write the metrics-history point of each model this process committed events to
-        that its history does not show yet, once a new minute (hour) has begun since its last
-        point (:func:`service.engine.history.catch_up`), through the model's lock and a
-        versioned commit; returns the points written.  A model that cannot be written (gone,
-        corrupt, its lease lost, the store down) is skipped, logged: the next tick tries
-        again while its history is behind."""
+        """Write the history point each model behind asks for (:mod:`service.engine.history`)
+        by a versioned commit; returns how many.  A model that cannot be written is logged and
+        tried again at the next tick."""
         written = 0
         for model_id in self.repository.history_behind():
             cached = self.repository.cached(model_id)

@@ -1,14 +1,8 @@
-"""Checkpoints: the models' states written off the request path.
-
-On every store, a write appends a log entry and leaves
-the model's state in its live objects; this module writes the state (``Store.checkpoint``)
-once a model has taken ``every_events`` events or ``every_seconds`` have passed since its first
-change not checkpointed, when it leaves the cache, and at shutdown.  A checkpoint copies the
-arrays under the model's lock and encodes and writes them outside it, from one thread; the
-store then drops the entries it covers.  Only the models changed since their last checkpoint
-are looked at (nothing scans every model), and a checkpoint is never needed for correctness:
-the log is the durable record, and a model whose checkpoint failed is rebuilt from the last
-one and a longer tail.
+"""Checkpoints: the models' states written off the request path (``Store.checkpoint``), once
+a model has taken ``every_events`` events or ``every_seconds`` have passed since its first
+change not checkpointed, when it leaves the cache, and at shutdown: copied under the model's
+lock, encoded and written outside it, from one thread.  Never needed for correctness: the log
+is the durable record, and a failed checkpoint only leaves a longer tail to replay.
 """
 
 from __future__ import annotations
@@ -19,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from service.engine.undo import copy_of
 from service.errors import ServiceError
 
 if TYPE_CHECKING:
@@ -134,8 +129,7 @@ class Checkpoints:
                 if loaded is None:  # dropped: what it held is rebuilt from the log
                     return False
                 # copies under the lock: the model goes on learning meanwhile
-                arrays = {name: value.copy() for name, value in loaded.arrays().items()}
-                incarnation, version = loaded.incarnation, loaded.version
+                version, incarnation, arrays = copy_of(loaded)
             written = repository.store.checkpoint(model_id, incarnation, version, arrays)
         except Exception as error:  # the thread must live on: the log is the record
             logger.warning(

@@ -1,18 +1,11 @@
 """When each model's next kept score falls due: one min-heap for the process, so the label
-sweep visits the models with something due and nothing else (an idle server with any number
-of models does no per-model work).
+sweep visits the models with something due and nothing else.
 
-A model is scheduled at the earliest deadline of the records this process kept for it
-(:meth:`Deadlines.schedule`, by ``/score``), and once when the process first sweeps at the
-earliest deadline of each model the store holds records for (kept before a restart, or by
-another process of the server: :func:`stored_deadlines`).  After a model is swept it is
-scheduled again at the earliest deadline its store still holds, if any.  A heap slot whose
-model was swept, deleted or re-scheduled earlier since is skipped when it comes up (a lazy
-delete: no search of the heap).
-
-Records another process keeps after this one started are that process's to sweep (each
-process of a server sweeps what it kept; a restarted process seeds again from the store), and
-any process sweeps a model before it joins labels to it (:meth:`DelayedLabels.labels`).
+A model is scheduled at the earliest deadline of the records this process kept for it (by
+``/score``), and at the first sweep at the earliest deadline the store holds for it (kept before
+a restart: :func:`stored_deadlines`); after a sweep, again at the store's earliest, if any.
+Stale heap slots are skipped when they come up.  Records another process keeps later are that
+process's to sweep, and any process sweeps a model before it joins labels to it.
 """
 
 from __future__ import annotations

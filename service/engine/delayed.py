@@ -4,22 +4,17 @@ sweep handles events whose label never came.
 
 Per label id the outcome is ``learned``; ``duplicate`` (already learned, or repeated in the
 request); ``expired`` (its features were dropped after the TTL, or it is past its deadline);
-``unknown`` (never scored with this id, or forgotten).
-
-A kept record that cannot be learned -- a score that is not finite or features beyond the
-feature bound (damaged in the store), or an event whose learning
-would overflow the model's state -- is dropped alone, as if its features had expired: its label
-is ``expired``, the other labels of the request are learned, and the sweep forgets it instead of
-learning it with the default label.  ``/score`` itself never keeps such a record: it refuses a
-batch whose features are beyond the bound or whose score is not finite (422 naming the event).
+``unknown`` (never scored with this id, or forgotten).  A kept record that cannot be learned
+(a score not finite or features beyond the bound: damaged in the store; or an event that would
+overflow the model's state) is dropped alone, as if expired; ``/score`` never keeps one.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict, Unpack
+from typing import Any, TypedDict, TypeVar, Unpack
 
 import numpy as np
 
@@ -38,6 +33,8 @@ from service.engine.repository import ModelRepository
 from service.errors import InsufficientStorage, InvalidInput, ServiceError, StaleVersion
 from service.ingest import Batch, FeatureSpec
 from service.ingest.fields import Locator, feature_label
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -139,20 +136,33 @@ def _nonzero(counts: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]
     return tuple((name, count) for name, count in counts if count)
 
 
-def _unusable(X, scores: np.ndarray, keeps_missing: bool = False) -> np.ndarray:
-    """Mask of decoded records that cannot be learned: a score that is not finite, or
-    features beyond the feature bound (module docstring); with ``keeps_missing`` (a model
-    filling missing values with running means) a NaN is a missing value, not a fault."""
-    if keeps_missing:
-        X = np.where(np.isnan(X), 0.0, X)
-    return ~np.isfinite(scores) | rows_out_of_range(X)
+def _learnable(loaded: Loaded, records: list[bytes], ids: list[str], unlearnable: set[str]):
+    """The decoded ``records`` of ``ids`` and the mask of those that can be learned: not
+    ``unlearnable``, a finite score, features within the bound (a NaN is a missing value when
+    the model fills them with running means, filled when learned)."""
+    X, scores = _decode(loaded, records)
+    checked = np.where(np.isnan(X), 0.0, X) if loaded.means is not None else X
+    bad = ~np.isfinite(scores) | rows_out_of_range(checked) | np.isin(ids, list(unlearnable))
+    if not bad.any():
+        return X, scores, bad
+    keep = np.flatnonzero(~bad)
+    return (X.take_rows(keep) if isinstance(X, CSRMatrix) else X[keep]), scores[keep], bad
 
 
-def _overflowing_id(
-    repository: ModelRepository, model_id: str, X, y: np.ndarray, ids: list[str]
-) -> str | None:
-    row = first_overflowing_event(repository, model_id, X, y)
-    return None if row is None else ids[row]
+def _apply_naming_overflow(
+    repository: ModelRepository, model_id: str, loaded: Loaded, entry: Entry, ids: list[str]
+) -> int:
+    """``apply(loaded, entry)`` and its drifts; a state overflow raises :class:`_Unlearnable`
+    naming the event of ``ids`` at fault (the caller retries without it)."""
+    try:
+        return apply(loaded, entry)[1]
+    except StateOverflow:
+        if entry.X is None or entry.y is None:
+            raise
+        row = first_overflowing_event(repository, model_id, entry.X, entry.y)
+        if row is None:
+            raise
+        raise _Unlearnable(ids[row]) from None
 
 
 def _check_scorable(
@@ -193,13 +203,9 @@ class DelayedLabels:
 
     def score(self, model_id: str, batch: Batch, **options: Unpack[ScoreOptions]) -> Scored:
         """Scores of the served model; with ids (and ``keep``) the features and scores are kept
-        so that a later label is learned and measured with the score given now.  ``reasons``
-        > 0: each event's top contributions too (:func:`~service.engine.reasons.top_reasons`),
-        from the same model as the scores.
-
-        With ``probabilities``, the calibrated probability of each score by the same version's
-        calibrator.
-        """
+        so that a later label is learned and measured with the score given now; with
+        ``reasons`` and ``probabilities``, the same version's top contributions and calibrated
+        probabilities."""
         outcome = self.score_group(model_id, [ScoreRequest(batch, **options)])
         if isinstance(outcome[0], BaseException):
             raise outcome[0]
@@ -318,12 +324,15 @@ class DelayedLabels:
         :meth:`service.engine.learning.Learning.learn`."""
         merged = Merged.of(rounds, len(ids), checkpoint)
         self.sweep(model_id)
+        return self._write_learnable(model_id, self._labels_once, ids, labels, merged)
+
+    def _write_learnable(self, model_id: str, step: Callable[..., R], *args: Any) -> R:
+        """``repository.write(model_id, step, *args, unlearnable)``, again without each record
+        found unlearnable (at most once more per record: module docstring)."""
         unlearnable: set[str] = set()
-        while True:  # at most once more per unlearnable record (module docstring)
+        while True:
             try:
-                return self.repository.write(
-                    model_id, self._labels_once, ids, labels, merged, unlearnable
-                )
+                return self.repository.write(model_id, step, *args, unlearnable)
             except _Unlearnable as error:
                 unlearnable.add(error.event_id)
 
@@ -369,19 +378,14 @@ class DelayedLabels:
         )
         dropped: list[str] = []
         if chosen:
-            X, scores = _decode(loaded, [records[ids[p]][0] for p in chosen])
-            # a kept missing value (NaN) is filled when learned, with the mean as of then
-            bad = _unusable(X, scores, loaded.means is not None) | np.isin(
-                [ids[p] for p in chosen], list(unlearnable)
+            candidates = [ids[p] for p in chosen]
+            X, scores, bad = _learnable(
+                loaded, [records[i][0] for i in candidates], candidates, unlearnable
             )
-            if bad.any():
-                dropped = [ids[chosen[k]] for k in np.flatnonzero(bad)]
-                for k in np.flatnonzero(bad):
-                    statuses[chosen[k]] = (ids[chosen[k]], "expired")
-                keep = np.flatnonzero(~bad)
-                chosen = [chosen[k] for k in keep]
-                X = X.take_rows(keep) if isinstance(X, CSRMatrix) else X[keep]
-                scores = scores[keep]
+            dropped = [ids[chosen[k]] for k in np.flatnonzero(bad)]
+            for k in np.flatnonzero(bad):
+                statuses[chosen[k]] = (ids[chosen[k]], "expired")
+            chosen = [chosen[k] for k in np.flatnonzero(~bad)]
         counts = (("duplicates", duplicates), ("labels_expired", len(dropped)))
         if not chosen:
             version = loaded.version
@@ -411,13 +415,7 @@ class DelayedLabels:
             rounds=tuple(stop - start for start, stop in bounds) if len(bounds) > 1 else (),
             counts=_nonzero((*counts, ("labels_joined", len(chosen)))),
         )
-        try:
-            _, drifts = apply(loaded, entry)
-        except StateOverflow:
-            event_id = _overflowing_id(self.repository, model_id, X, y, chosen_ids)
-            if event_id is None:
-                raise
-            raise _Unlearnable(event_id) from None
+        drifts = _apply_naming_overflow(self.repository, model_id, loaded, entry, chosen_ids)
         version = self.repository.commit(
             model_id,
             loaded,
@@ -430,23 +428,15 @@ class DelayedLabels:
         return LabelResult(version, len(chosen), statuses, drifts)
 
     def sweep(self, model_id: str, limit: int = 10_000) -> int:
-        """Handle scored events whose label never came before their deadline: learn them with
-        the model's ``default_label`` (with the score recorded at scoring time), or forget
-        them; either way their ids are remembered as ``expired``.  Returns how many.
-
-        Counted once each: ``labels_defaulted`` when the default label was learned,
-        ``labels_expired`` when the event was forgotten (no default label, or its id had
-        already been learned)."""
+        """Handle scored events whose label never came before their deadline: learned with the
+        model's ``default_label`` and its recorded score (``labels_defaulted``), or forgotten
+        (``labels_expired``: no default label, or already learned); either way their ids are
+        remembered as ``expired``.  Returns how many."""
         store = self.repository.store
         due = list(dict.fromkeys(store.due_pending(model_id, self.repository.clock(), limit)))
         if not due:
             return 0
-        unlearnable: set[str] = set()
-        while True:  # at most once more per unlearnable record (module docstring)
-            try:
-                return self.repository.write(model_id, self._sweep_once, due, unlearnable)
-            except _Unlearnable as error:
-                unlearnable.add(error.event_id)
+        return self._write_learnable(model_id, self._sweep_once, due)
 
     def _sweep_once(
         self, model_id: str, loaded: Loaded, due: list[str], unlearnable: set[str]
@@ -464,15 +454,10 @@ class DelayedLabels:
             seen = store.seen(model_id, ready, now)
             learned = [i for i, known in zip(ready, seen, strict=True) if not known]
         if learned:
-            X, scores = _decode(loaded, [records[i][0] for i in learned])
-            bad = _unusable(X, scores, loaded.means is not None) | np.isin(
-                learned, list(unlearnable)
+            X, scores, bad = _learnable(
+                loaded, [records[i][0] for i in learned], learned, unlearnable
             )
-            if bad.any():
-                keep = np.flatnonzero(~bad)
-                learned = [learned[k] for k in keep]
-                X = X.take_rows(keep) if isinstance(X, CSRMatrix) else X[keep]
-                scores = scores[keep]
+            learned = [learned[k] for k in np.flatnonzero(~bad)]
         counts = _nonzero(
             (("labels_defaulted", len(learned)), ("labels_expired", len(ready) - len(learned)))
         )
@@ -481,14 +466,7 @@ class DelayedLabels:
             entry = Entry(now, X, y, scores, counts=counts)
         else:
             entry = Entry(now, counts=counts)
-        try:
-            apply(loaded, entry)
-        except StateOverflow:
-            assert entry.y is not None
-            event_id = _overflowing_id(self.repository, model_id, X, entry.y, learned)
-            if event_id is None:
-                raise
-            raise _Unlearnable(event_id) from None
+        _apply_naming_overflow(self.repository, model_id, loaded, entry, learned)
         self.repository.commit(
             model_id, loaded, entry, learned_ids=learned, remove_pending=ready, expired_ids=ready
         )

@@ -1,18 +1,11 @@
-"""Log entries: the durable record of one change of one model, and the one function that
-applies it, live and on replay.
+"""Log entries: the durable record of one change of one model.
 
-A write of the request path (events learned, labels joined, the label sweep, a metrics-history
-point) is described by an :class:`Entry` -- self-contained and deterministic: the events the
-learner learns *after* duplicate removal, the rounds they were learned in, the scores recorded
-at scoring time (labels), the counters added, and the ``now`` it was applied at, so a replay
-never reads a clock.  :func:`service.engine.learning.apply` makes the change on a model's live
-objects; the store appends the entry (``Commit.entry``) instead of writing the model's state,
-and :func:`service.engine.replay.replay` brings a checkpoint (the model's state at some
-version) up to the store's head through the same ``apply``.  Learners are deterministic, so
-checkpoint + entries *is* the model, bit for bit.
-
-:func:`encode` / :func:`decode` are the entry's bytes in a store that writes bytes (SQLite):
-a JSON header (orjson) and raw little-endian arrays, pickle-free like :mod:`service.codec`.
+An :class:`Entry` is self-contained and deterministic (the events learned after duplicate
+removal, their rounds, the recorded scores, the counters, the fits installed and the ``now`` it
+was applied at, so a replay never reads a clock): :func:`service.engine.learning.apply` makes
+the change live and on replay, and as learners are deterministic, checkpoint + entries *is*
+the model, bit for bit.  :func:`encode` / :func:`decode` are its bytes (a JSON header and raw
+little-endian arrays, pickle-free).
 """
 
 from __future__ import annotations

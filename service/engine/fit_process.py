@@ -1,11 +1,7 @@
-"""The process that fits boosted ensembles for :mod:`service.engine.refit`.
-
-A fit in a thread of the service would compete with the requests for the interpreter lock (the
-booster's tree growing runs partly in Python) and for the CPU; in a child process, at a lower
-scheduling priority, it takes neither.  Jobs and results cross a pipe as NumPy ``.npz``
-archives read with ``allow_pickle=False``, each prefixed by its length (8 bytes, little
-endian); nothing is pickled.  The child runs :func:`main` (started with ``-c``: ``-m`` would
-import this module twice, once with its package and once as ``__main__``).
+"""The process that fits boosted ensembles for :mod:`service.engine.refit`: a child at a lower
+priority, so a fit competes with the requests for neither the interpreter lock nor the CPU.
+Jobs and results cross a pipe as length-prefixed ``.npz`` archives (``allow_pickle=False``).
+The child runs :func:`main`, started with ``-c`` (``-m`` would import this module twice).
 """
 
 from __future__ import annotations

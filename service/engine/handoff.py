@@ -1,13 +1,10 @@
 """Calls handed from the event loop to threads, answered on the loop: the coalescer's hop.
 
-``loop.run_in_executor`` over a :class:`~concurrent.futures.ThreadPoolExecutor` builds, per
-call, a work item, a ``concurrent.futures.Future`` (with its condition variable) and an
-asyncio future chained to it by callbacks, and a one-event request pays that hop whole.  Here
-a call is one tuple on a queue and its answer one ``call_soon_threadsafe`` that settles the
-asyncio future directly (what it saves: loadtest/README.md, ``loadtest.hop_cpu``).
-
-Threads are started as calls find none idle, up to ``max_threads``; beyond it calls wait in
-the queue (as an executor's do).  They live until :meth:`Handoff.close`.
+A call is one tuple on a queue and its answer one ``call_soon_threadsafe`` that settles the
+asyncio future directly, cheaper than ``run_in_executor``'s work item, concurrent future and
+chained asyncio future (loadtest/README.md, ``loadtest.hop_cpu``).  Threads start as calls
+find none idle, up to ``max_threads`` (beyond it calls wait), and live until
+:meth:`Handoff.close`.
 """
 
 from __future__ import annotations

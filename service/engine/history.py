@@ -1,19 +1,12 @@
 """The model's metrics history: bounded rings of points, one per resolution, committed with
 the model (``history:*`` arrays) so that it survives restarts and every worker sees the same.
-A ring grows as it fills (doubling, core.learners._growing), up to its points kept: a new
-model holds no empty day of minutes.
+A ring grows as it fills (core.learners._growing) up to its points kept.
 
 A point is written by the first commit in a new minute (or hour): the window's metrics just
-after that commit.  Between two boundaries a commit costs one comparison of its clock with the
-ring's last point; the metrics of a point are computed once per minute.
-
-The events a model learns after the point of its minute are in no point until the next one.
-So that the history catches up with a model that has gone quiet, the process that committed
-them keeps the model in a set (:meth:`service.engine.repository.ModelRepository.commit`, by
-:func:`behind`) and a timer (:meth:`service.engine.Engine.catch_up_history`, every
-``AUCSTREAM_HISTORY_CATCH_UP_SECONDS``) writes the point :func:`catch_up` asks for once a new
-minute has begun, through the same lock and versioned commit as a batch.  An idle model whose
-history shows every event writes no points.
+after it; between two boundaries a commit costs one comparison.  So that the history catches up
+with a model gone quiet, the process that committed its last events keeps it in a set (by
+:func:`behind`) and a timer (:meth:`service.engine.Engine.catch_up_history`) writes the point
+:func:`catch_up` asks for once a new minute has begun.
 """
 
 from __future__ import annotations
@@ -33,15 +26,8 @@ HISTORY_PREFIX = "history:"
 #: resolution -> (seconds per point, points kept): a day of minutes, 31 days of hours
 RESOLUTIONS: dict[str, tuple[float, int]] = {"minute": (60.0, 1440), "hour": (3600.0, 744)}
 #: the columns of a point; metrics undefined at the time (a class missing) are NaN
-COLUMNS = (
-    "time",
-    "auc",
-    "pauc",
-    "average_precision",
-    "recall_at_target_fpr",
-    "events_learned",
-    "positives",
-)
+COLUMNS = ("time", "auc", "pauc", "average_precision", "recall_at_target_fpr", "events_learned",
+           "positives")  # fmt: skip
 _POINTS = "points"  # how many points each resolution has written in all (its ring's next slot)
 _EVENTS = COLUMNS.index("events_learned")
 
@@ -55,23 +41,26 @@ def initial_history() -> dict[str, np.ndarray]:
     return history
 
 
-def _starts_interval(now: float, seconds: float, ring: np.ndarray, written: int) -> bool:
-    """Whether ``now`` is in a later interval of ``seconds`` than the ring's last point."""
-    if not written:
-        return True
-    return now // seconds > float(ring[(written - 1) % len(ring), 0]) // seconds
+def _last(history: dict[str, np.ndarray], index: int, name: str) -> np.ndarray | None:
+    """The last point of resolution ``name`` (the ``index``-th), None before any."""
+    written, ring = int(history[_POINTS][index]), history[name]
+    return ring[(written - 1) % len(ring)] if written else None
+
+
+def _starts_interval(now: float, seconds: float, last: np.ndarray | None) -> bool:
+    """Whether ``now`` is in a later interval of ``seconds`` than the ``last`` point."""
+    return last is None or now // seconds > float(last[0]) // seconds
 
 
 def record(history: dict[str, np.ndarray], loaded: Any, now: float) -> None:
     """Add a point to each resolution whose interval ``now`` starts (``loaded``: the model,
     whose window and counters were just updated)."""
-    minute_ring = history["minute"]
-    written = history[_POINTS]
-    if not _starts_interval(now, 60.0, minute_ring, int(written[0])):
+    if not _starts_interval(now, 60.0, _last(history, 0, "minute")):
         return  # the common case: still in the minute of the last point
     point = _point(loaded, now)
+    written = history[_POINTS]
     for index, (name, (seconds, capacity)) in enumerate(RESOLUTIONS.items()):
-        if _starts_interval(now, seconds, history[name], int(written[index])):
+        if _starts_interval(now, seconds, _last(history, index, name)):
             # until full, a ring holds its points from slot 0 on (so len(ring) reads as its
             # capacity wherever a slot is computed)
             ring = history[name] = grown(history[name], int(written[index]) + 1, capacity)
@@ -83,11 +72,10 @@ def first_point(history: dict[str, np.ndarray], times: Sequence[float], start: i
     """The index of the first of ``times`` from ``start`` on at which :func:`record` writes a
     point (its minute is later than the last point's), or ``len(times)`` when none does:
     a replay feeds the metrics the events before it at once."""
-    written = int(history[_POINTS][0])
-    if not written:
-        return start if start < len(times) else len(times)
-    ring = history["minute"]
-    minute = float(ring[(written - 1) % len(ring), 0]) // 60.0
+    last = _last(history, 0, "minute")
+    if last is None:
+        return min(start, len(times))
+    minute = float(last[0]) // 60.0
     for index in range(start, len(times)):
         if times[index] // 60.0 > minute:
             return index
@@ -96,8 +84,8 @@ def first_point(history: dict[str, np.ndarray], times: Sequence[float], start: i
 
 def _last_events_learned(history: dict[str, np.ndarray], index: int, name: str) -> float:
     """The events learned by the last point of resolution ``name`` (0 before any point)."""
-    written, ring = int(history[_POINTS][index]), history[name]
-    return float(ring[(written - 1) % len(ring), _EVENTS]) if written else 0.0
+    last = _last(history, index, name)
+    return 0.0 if last is None else float(last[_EVENTS])
 
 
 def behind(history: dict[str, np.ndarray], events_learned: int) -> bool:
@@ -112,10 +100,9 @@ def behind(history: dict[str, np.ndarray], events_learned: int) -> bool:
 def catch_up_due(history: dict[str, np.ndarray], events_learned: int, now: float) -> bool:
     """Whether ``now`` starts the next interval of a resolution whose last point shows fewer
     events than the model learned."""
-    written = history[_POINTS]
     return any(
         _last_events_learned(history, index, name) < events_learned
-        and _starts_interval(now, seconds, history[name], int(written[index]))
+        and _starts_interval(now, seconds, _last(history, index, name))
         for index, (name, (seconds, _)) in enumerate(RESOLUTIONS.items())
     )
 

@@ -1,22 +1,13 @@
-"""The running means behind a dense model's ``missing_values: "mean"`` policy.
+"""The running means behind a dense model's ``missing_values: "mean"`` policy
+(docs/architecture.md, "Missing values").
 
-Ingest leaves a missing value as NaN in the dense batch (only under this policy); the engine
-fills it, under the model's lock, in the call that learns or scores the batch.  A missing
-value of an event that is learned is the mean of that feature over the values *present* in
-the events learned before it (0 while there are none), as of the event's own position.  The
-means are updated one value at a time, in order (:func:`core._kernels.missing_means
-.fill_and_learn_means`), so a batch learned at once gives each event the mean a one-at-a-time
-stream would have given it, bit for bit, and the state does not depend on how events were
-split into requests (a queue worker merges them).  Scoring fills with the current mean and
-changes nothing.
-
-The state is each feature's running mean and count of present values, committed with the
-model as ``missing:means`` and ``missing:counts`` (:data:`MISSING_PREFIX`) and checked when
-loaded like every committed array.  A running mean of values within the feature bound stays
-within it (clamped against an ulp of rounding), so every mean it fills passes the feature
-check and every state that learning produces passes the state check (a sum could round past
-the bound times the count).  The means are kept apart from the learner's scaler: with a
-scaling other than ``standard`` the model has no per-feature mean of its own.
+A missing value (NaN from ingest) of an event learned is filled, under the model's lock, with
+the mean of the values present in the events learned before it, updated one value at a time in
+order (:func:`core._kernels.missing_means.fill_and_learn_means`), so the state does not depend
+on how events were split into requests; scoring fills with the current mean and changes
+nothing.  The means and counts are committed as ``missing:*``; a mean of values within the
+feature bound stays within it (clamped against an ulp), so every state learning makes passes
+the state check.
 """
 
 from __future__ import annotations

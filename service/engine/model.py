@@ -1,15 +1,9 @@
 """A model as this process holds it (:class:`Loaded`), and how it is built and stored.
 
-The committed arrays of a model are named by prefix: ``learner:*`` (the learner's state),
-``window:*`` (the metrics window), ``stats:*`` (counters and throughput), ``regret:*`` (the
-regret window, when on), ``drift:*`` (the drift detector), ``calibration:*`` (the
-calibrator behind ``/score``'s probabilities), ``history:*`` (the metrics history,
-:mod:`service.engine.history`) and ``missing:*`` (the running means of a model whose
-``missing_values`` is ``mean``: :mod:`service.engine.missing`); a committed state lacking
-any of them is refused, naming it.  Those names, with each array's dtype and number of
-dimensions, are the stored state's format, whose version every committed state carries in the
-array ``format:state_version`` (:data:`STATE_FORMAT_VERSION`, checked first on load): a change
-to any of them is a new version (docs/architecture.md §3, "Stored state format").
+The committed arrays of a model are named by part (``learner:*``, ``window:*``, ``stats:*``,
+``regret:*``, ``drift:*``, ``calibration:*``, ``history:*``, ``missing:*``); with each array's
+dtype and number of dimensions they are the stored state's format, versioned by
+:data:`STATE_FORMAT_VERSION` (docs/architecture.md, "Stored state format").
 """
 
 from __future__ import annotations
@@ -41,13 +35,9 @@ STATS_PREFIX = "stats:"
 REGRET_PREFIX = "regret:"
 DRIFT_PREFIX = "drift:"
 CALIBRATION_PREFIX = "calibration:"
-#: [CHOICE] the version of the stored state's format: which arrays a model commits, under which
-#: names, and each one's dtype and number of dimensions (sizes follow from the configuration,
-#: and for the arrays that grow as they fill, core.learners._growing, from what they hold).
-#: Every store (memory, SQLite, Redis) and every snapshot holds the state as these arrays, so
-#: this one number versions them all; a state of another version is refused on load
-#: (:class:`OtherStateFormat`), never read as corrupt or reinterpreted.  Bump it with any
-#: change of that layout, and regenerate the golden states
+#: [CHOICE] the version of the stored state's format (every store and snapshot): a state of
+#: another version is refused on load (:class:`OtherStateFormat`), never reinterpreted.  Bump
+#: it with any change of the layout, and regenerate the golden states
 #: (``PYTHONPATH=. python3 -m tests.state_fixtures.regenerate``).
 STATE_FORMAT_VERSION = 11
 #: the committed array holding the state's format version (one int64)
@@ -55,15 +45,8 @@ FORMAT_ARRAY = "format:state_version"
 #: [CHOICE] the version of a state without :data:`FORMAT_ARRAY`: the states committed before
 #: it existed have the layout of version 1 (adding it changed no other array)
 UNMARKED_FORMAT_VERSION = 1
-COUNT_NAMES = (
-    "events_learned",
-    "positives",
-    "negatives",
-    "duplicates",
-    "labels_joined",
-    "labels_defaulted",
-    "labels_expired",
-)
+COUNT_NAMES = ("events_learned", "positives", "negatives", "duplicates", "labels_joined",
+               "labels_defaulted", "labels_expired")  # fmt: skip
 #: time constant of the exponentially weighted throughput, seconds
 RATE_TIME_CONSTANT = 10.0
 #: [CHOICE] detected drifts whose position is kept (a ring), for the markers of the dashboard's
@@ -201,21 +184,21 @@ class Loaded:
         )
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Every array that is committed: the format version, learner state, window state,
-        counters and the other parts."""
+        """Every array that is committed: the format version, then each part's, prefixed."""
         arrays = {FORMAT_ARRAY: np.array([STATE_FORMAT_VERSION], dtype=np.int64)}
-        arrays.update({LEARNER_PREFIX + k: v for k, v in self.learner.state_.items()})
-        arrays.update({WINDOW_PREFIX + k: v for k, v in self.window.get_state().items()})
-        arrays.update({STATS_PREFIX + k: v for k, v in self.stats.items()})
-        if self.regret is not None:  # views: every caller copies or encodes them at once
-            arrays.update(
-                {REGRET_PREFIX + k: v for k, v in self.regret.get_state(copy=False).items()}
-            )
-        arrays.update({DRIFT_PREFIX + k: v for k, v in self.drift.get_state().items()})
-        if self.means is not None:
-            arrays.update({MISSING_PREFIX + k: v for k, v in self.means.get_state().items()})
-        arrays.update({CALIBRATION_PREFIX + k: v for k, v in self.calibrator.get_state().items()})
-        arrays.update({HISTORY_PREFIX + k: v for k, v in self.history.items()})
+        parts = [
+            (LEARNER_PREFIX, self.learner.state_),
+            (WINDOW_PREFIX, self.window.get_state()),
+            (STATS_PREFIX, self.stats),
+            # views: every caller copies or encodes them at once
+            (REGRET_PREFIX, {} if self.regret is None else self.regret.get_state(copy=False)),
+            (DRIFT_PREFIX, self.drift.get_state()),
+            (MISSING_PREFIX, {} if self.means is None else self.means.get_state()),
+            (CALIBRATION_PREFIX, self.calibrator.get_state()),
+            (HISTORY_PREFIX, self.history),
+        ]
+        for prefix, state in parts:
+            arrays.update({prefix + name: value for name, value in state.items()})
         return arrays
 
     def counts(self) -> Counts:
@@ -245,6 +228,11 @@ def split_arrays(arrays: dict[str, np.ndarray]) -> tuple[dict, dict, dict]:
     return learner, window, _prefixed(arrays, STATS_PREFIX)
 
 
+def _named(error: InvalidState, prefix: str) -> InvalidState:
+    """``error`` of a part's state, naming the committed array (``learner:fill_neg``)."""
+    return InvalidState(str(error), field=None if error.field is None else prefix + error.field)
+
+
 def _build_part(arrays: dict[str, np.ndarray], prefix: str, part: Any) -> Any:
     """``part`` (a class with ``from_state``) from the model's ``<prefix>*`` arrays;
     InvalidState names the committed array at fault (or the missing part)."""
@@ -254,8 +242,19 @@ def _build_part(arrays: dict[str, np.ndarray], prefix: str, part: Any) -> Any:
     try:
         return part.from_state(state)
     except InvalidState as error:
-        field = None if error.field is None else prefix + error.field
-        raise InvalidState(str(error), field=field) from None
+        raise _named(error, prefix) from None
+
+
+def _check_parameters(stored: Any, name: str, expected: list[int], what: str) -> None:
+    """A part's stored size (the array ``name``) must be the configured ``expected``
+    (checked before the part is rebuilt from it)."""
+    stored = np.asarray(stored if stored is not None else np.zeros(0))
+    if stored.dtype.kind not in "iu" or stored.reshape(-1).tolist() != expected:
+        raise InvalidState(
+            f"state array {name!r} holds {stored.reshape(-1)[:4].tolist()}; expected "
+            f"{expected} ({what})",
+            field=name,
+        )
 
 
 def build_drift(arrays: dict[str, np.ndarray]) -> DriftDetector:
@@ -275,31 +274,11 @@ def build_regret(config: ModelConfig, arrays: dict[str, np.ndarray]) -> RegretWi
     capacity = int(config.regret_window or 0)
     if capacity == 0:
         return None
-    stored = np.asarray(arrays.get(f"{REGRET_PREFIX}parameters", np.zeros(0)))
-    expected = [capacity, config.n_features]
-    if _prefixed(arrays, REGRET_PREFIX) and (
-        stored.dtype.kind not in "iu" or stored.reshape(-1).tolist() != expected
-    ):
-        raise InvalidState(
-            f"state array '{REGRET_PREFIX}parameters' holds {stored.reshape(-1)[:4].tolist()}; "
-            f"expected {expected} (regret_window, n_features)",
-            field=f"{REGRET_PREFIX}parameters",
-        )
+    name = f"{REGRET_PREFIX}parameters"
+    if _prefixed(arrays, REGRET_PREFIX):
+        expected = [capacity, config.n_features]
+        _check_parameters(arrays.get(name), name, expected, "regret_window, n_features")
     return _build_part(arrays, REGRET_PREFIX, RegretWindow)
-
-
-def _check_window_parameters(config: ModelConfig, window_state: dict[str, np.ndarray]) -> None:
-    """The metrics window's stored size must be the configured one (checked before the
-    window is rebuilt from it)."""
-    stored = np.asarray(window_state.get("window_parameters", np.zeros(0)))
-    expected = [config.window, config.reservoir]
-    if stored.dtype.kind not in "iu" or stored.reshape(-1).tolist() != expected:
-        raise InvalidState(
-            f"state array '{WINDOW_PREFIX}window_parameters' holds "
-            f"{stored.reshape(-1)[:4].tolist()}; expected {expected} (the model's window "
-            "and reservoir)",
-            field=f"{WINDOW_PREFIX}window_parameters",
-        )
 
 
 def _check_counter(name: str, value: np.ndarray, template: np.ndarray | None) -> None:
@@ -335,20 +314,20 @@ def _check_class_counts(stats: dict[str, np.ndarray]) -> None:
 def from_arrays(
     config: ModelConfig, incarnation: str, version: int, arrays: dict[str, np.ndarray]
 ) -> Loaded:
-    """A model from its committed arrays (every counter of :func:`initial_stats` included).
-
-    A state of another format version is refused first (:class:`OtherStateFormat`).  Every
-    array is checked by value before anything is built on it (the learner's declared
-    invariants: :meth:`core.learners.OnlineLearner.from_state`), so a corrupt snapshot or
-    store entry never reaches a kernel.  Raises :class:`~core.errors.InvalidState` whose
-    ``field`` is the array's committed name (``learner:fill_neg``), or another ValueError,
-    KeyError or TypeError when the arrays do not fit ``config``.
-    """
+    """A model from its committed arrays, each checked by value before anything is built on
+    it, so a corrupt snapshot or store entry never reaches a kernel: a state of another format
+    is :class:`OtherStateFormat`, a bad array :class:`~core.errors.InvalidState` naming it,
+    arrays that do not fit ``config`` another ValueError, KeyError or TypeError."""
     check_state_format(arrays)
     # a 503 naming the kernels still compiling in the background, before any kernel is called
     require_kernels(config.learner, config.params, config.scaling, config.n_features)
     learner_state, window_state, stats = split_arrays(arrays)
-    _check_window_parameters(config, window_state)
+    _check_parameters(
+        window_state.get("window_parameters"),
+        f"{WINDOW_PREFIX}window_parameters",
+        [config.window, config.reservoir],
+        "the model's window and reservoir",
+    )
     try:
         learner = learner_class(config.learner).from_state(
             {**config.params, "scaling": config.scaling},
@@ -356,8 +335,7 @@ def from_arrays(
             n_features=config.n_features,
         )
     except InvalidState as error:
-        field = None if error.field is None else LEARNER_PREFIX + error.field
-        raise InvalidState(str(error), field=field) from None
+        raise _named(error, LEARNER_PREFIX) from None
     window = PrequentialWindow.from_state(window_state)
     full_stats = initial_stats()
     for name, value in stats.items():

@@ -1,18 +1,11 @@
-"""Background fits: the boosted ensembles of ``boosted_embedded`` (on its own or as one of
-``auto``'s candidates) are fitted by a thread of the process, off the request path.
+"""Background fits: the boosted ensembles of ``boosted_embedded`` (alone or in ``auto``) fitted
+by a thread of the process, off the request path (docs/architecture.md, "Background fits").
 
-A fit taken from a learner's buffer as of event ``N`` is installed after event
-``N + L(N)`` (docs/algorithms/boosted_embedded.md, "Fit points"), whoever computes it.
-While a :class:`Refitter` runs, the learner call that makes a fit due hands the job to it at
-once when it can be in time (:class:`core.boosted_fits.background_fits`: the call queues a
-:class:`~core.boosted_fits.FitHandle`); the refitter's thread fits the queued jobs in order in a
-child process at a lower priority (:mod:`service.engine.fit_process`: no competition for the
-interpreter lock, the CPU left to the requests first), then has a fresh inner learner relearn
-the job's buffer embedded by the new trees (in the thread, itself at that priority).  The
-learner call that reaches ``N + L(N)`` takes the result if it is ready, and otherwise
-computes the fit itself at its own priority (the first of the two results when the refitter is
-running the job: :func:`core.boosted_fits.obtain`).  Nothing looks at the models
-in between: an idle server does no work.
+A fit taken as of event ``N`` is installed after event ``N + L(N)``, whoever computes it: the
+learner call that makes a fit due queues it for the :class:`Refitter`, whose thread fits it in
+a child process at a lower priority (:mod:`service.engine.fit_process`); the call that reaches
+``N + L(N)`` takes the result if ready, else computes it itself
+(:func:`core.boosted_fits.obtain`).  An idle server does no work.
 """
 
 from __future__ import annotations

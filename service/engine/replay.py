@@ -2,27 +2,14 @@
 store's head through the same calls as live, bit for bit, with as few learner calls as stay
 exact.
 
-Consecutive plain learn entries (labels' entries of recorded scores in runs of their own)
-share one plain learner call when that gives what one call per entry gives
-(:func:`~service.engine.learning.one_call_is_exact`).  Otherwise (the regret window on, or
-``spdam``, whose batch is its window) they share one ``learn_rounds`` call cut at each of
-their rounds, which gives what one call per round gives, bit for bit, and so what the live
-path's calls gave (one per coalesced group, cut at its requests).  With the regret window on,
-only the rounds the window still holds at the end, or whose ring slots no later round
-overwrites, need their served weights and rows: the entries before those are merged as with
-the window off, and the window takes their rounds' sizes, labels and scores, with rows and
-weights that the later rounds overwrite (:func:`_quiet_before`).  A replay of 100,000
-one-event entries then makes two learner calls (loadtest/README.md, "Recovery").
-
-The metrics window, drift detector, calibrator and counters of a run of such entries are fed
-once for all of its events up to each entry at which the history writes a point (one a
-minute), not once per entry: each takes its events one by one in order whatever the batches,
-and each entry's ``now`` still counts for the throughput and the drifts it raised
-(:func:`_after_run`).
-
-The boosted fits an entry's live call installed are in the entry (:mod:`core.logged_fits`):
-the replay installs their arrays where it meets their install points instead of fitting
-again, and refuses a logged fit that does not match the fit due there, or that it never meets.
+A run of consecutive plain learn entries (:func:`_plain`) shares one plain learner call when
+that gives what one call per entry gives (:func:`_one_call`), else one ``learn_rounds`` call cut
+at each of their rounds (what one call per round gives, so what the live calls gave).  With the
+regret window on, the entries whose rounds later ones push out of it need no served weights or
+rows (:func:`_quiet_before`).  The metrics, drift detector, calibrator and counters of a run are
+fed at once up to each history point, each entry at its own ``now`` (:func:`_after_run`).  The
+boosted fits an entry's live call installed are installed again from the entry
+(:mod:`core.logged_fits`), a mismatch refused.
 """
 
 from __future__ import annotations
@@ -99,13 +86,8 @@ def _quiet_before(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> int:
 
 
 def replay(loaded: Loaded, entries: Sequence[tuple[int, Entry]]) -> None:
-    """Apply logged ``(version, entry)`` pairs in order; a run of consecutive plain learn
-    entries (:func:`_plain`) shares one plain learner call where that is exact
-    (:func:`_one_call`; with the regret window on, the entries whose rounds later ones push
-    out of it: :func:`_quiet_before`), else one ``learn_rounds`` call cut at each of its
-    rounds, and its metrics are fed at once between
-    two history points (:func:`_after_run`), still each entry at its own ``now``.  Raises
-    :class:`ReplayFailed` naming the entry at fault (in a merged call, the run's first)."""
+    """Apply logged ``(version, entry)`` pairs in order, runs of plain entries merged (module
+    docstring).  Raises :class:`ReplayFailed` naming the entry at fault."""
     quiet_before = _quiet_before(loaded, entries)
     position = 0
     while position < len(entries):
@@ -188,12 +170,22 @@ def _at_fault(run: Sequence[tuple[int, Entry]], error: Exception) -> int:
 
 
 def _stacked(group: list[Entry]) -> tuple[np.ndarray | CSRMatrix, np.ndarray]:
-    """The rows and labels of ``group``'s entries, one after another."""
-    if len(group) > 1 and isinstance(group[0].X, np.ndarray):  # no Batch per entry
-        return np.concatenate([e.X for e in group]), np.concatenate([e.y for e in group])  # type: ignore[misc]
-    merged = concatenate([Batch(e.X, e.y, None) for e in group])  # type: ignore[arg-type]
-    assert merged.y is not None
-    return merged.X, merged.y
+    """The rows and labels of ``group``'s entries, one after another.  Entries whose negatives
+    are 0 (labels sent as {0, 1}) beside entries whose negatives are -1 (the sweep's default
+    label) have their labels as +-1, which every learner and counter reads them as: one
+    call refuses a mix of 0 and -1."""
+    if len(group) == 1:
+        return group[0].X, group[0].y  # type: ignore[return-value]
+    X: np.ndarray | CSRMatrix
+    if isinstance(group[0].X, np.ndarray):  # no Batch per entry
+        X, y = np.concatenate([e.X for e in group]), np.concatenate([e.y for e in group])  # type: ignore[misc]
+    else:
+        merged = concatenate([Batch(e.X, e.y, None) for e in group])  # type: ignore[arg-type]
+        assert merged.y is not None
+        X, y = merged.X, merged.y
+    if (y == 0).any() and (y == -1).any():
+        y = np.where(y > 0, 1, -1).astype(y.dtype)
+    return X, y
 
 
 def _learn_quiet(

@@ -1,11 +1,10 @@
 """What a model reports: windowed and since-start AUC / pAUC and operating points, counts,
 throughput, the ROC and the regret against the best fixed model in hindsight.
 
-Metrics are cached per ``(incarnation, version)``: a server-sent stream polling them costs
-nothing while the model does not change.  The regret is a solve (``svm_pauc`` on the regret
-window): it runs outside the model lock, once per version, and at most every
-``throttle`` x its last solve time per model (<= 1/throttle of a core per model); in between,
-metrics serve the last solution, whose ``version`` says which model version it describes.
+Metrics are cached per ``(incarnation, version)``.  The regret is a solve (``svm_pauc`` on the
+regret window), run outside the model lock, once per version and at most every ``throttle`` x
+its last solve time per model; in between, metrics serve the last solution, whose ``version``
+says which model version it describes.
 """
 
 from __future__ import annotations

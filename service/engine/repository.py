@@ -1,27 +1,12 @@
 """Where models live in this process: a bounded LRU cache over the store, per-model locks, and
 the load / commit / retry cycle every write goes through.
 
-The cache holds at most ``max_cached_models`` models (the least recently used is evicted),
-mutated in place by the write that holds the model's lock (no copy per request) and dropped on
-any failure so it is rebuilt from the store.  A per-model lock serialises requests inside a
-process; the store's version check serialises processes: a stale version (another process
-wrote first) makes :meth:`ModelRepository.write` run the step again on the model at the
-store's head, so no update is ever lost or applied twice.
-
-Several processes writing one model are replicas of one state machine, the model's log: a
-process applies the entries it has not applied (through the replay's apply path) before it
-appends its own.  A write whose append is stale has already applied its own change, so a
-stale append goes back to an undo point (a copy of the cache's arrays: :mod:`.undo`, which
-says when one is taken) and catches up on the entries after it, instead of rebuilding the model
-from its checkpoint and the whole log tail.  A full reload is left for a cache whose entries the
-log no longer holds (truncated behind a newer checkpoint), and for a stale append that finds no
-undo point (docs/operations.md, "Several processes on one store").  A stale append also takes
-the model's write turn, so that the process catching up is not starved by the one at the head
-(:mod:`.turns`).  A write commits a log entry (:mod:`service.engine.entries`); :mod:`.checkpoints`
-writes the state in the background; a load is the last checkpoint and the entries after it.
-
-Locks are weakly held: a model's lock lives while its model is cached or a thread holds or
-waits for it, so requests for ids that do not exist leave nothing behind.
+The cache is mutated in place by the write holding the model's lock and dropped on any failure.
+The store's version check serialises processes: a stale append (another process wrote first)
+goes back to an undo point (:mod:`.undo`), takes the model's write turn (:mod:`.turns`), catches
+up on the log and runs the step again, so no update is lost or applied twice
+(docs/architecture.md, "The log and checkpoints").  Locks are weakly held: requests for ids that
+do not exist leave nothing behind.
 """
 
 from __future__ import annotations
@@ -56,7 +41,7 @@ from service.errors import (
     TurnTaken,
 )
 from service.schemas import ModelConfig
-from service.stores.base import Commit, Fence, Store
+from service.stores.base import Commit, Fence, Store, StoredState
 
 logger = logging.getLogger("aucstream")
 P = ParamSpec("P")
@@ -69,9 +54,7 @@ CHECKPOINT_SECONDS = 60.0
 
 
 class RepositoryOptions(TypedDict, total=False):
-    """The keyword options of :class:`ModelRepository` (and so of
-    :class:`service.engine.Engine`, which passes them on): their defaults are the
-    repository's."""
+    """The keyword options of :class:`ModelRepository` (and of :class:`service.engine.Engine`)."""
 
     clock: Callable[[], float]
     max_write_retries: int
@@ -126,8 +109,7 @@ class ModelRepository:
         self.on_gone: list[Callable[[str], None]] = []
         #: model id -> the writer lease every commit of it needs (a queue worker's models)
         self.fences: dict[str, Fence] = {}
-        #: models this process committed events to that their metrics history does not show
-        #: yet (the timer of :meth:`service.engine.Engine.catch_up_history` writes the point)
+        #: models whose commits here learned events their metrics history does not show yet
         self._history_behind: set[str] = set()
         #: ``held``: the pass (:meth:`deferred`) this thread is applying, if any
         self._local = threading.local()
@@ -151,21 +133,14 @@ class ModelRepository:
         """The models cached in this process, least recently used first."""
         return list(self._cache)
 
-    def live_locks(self) -> int:
-        """How many model locks exist (cached models, and models a thread holds or awaits)."""
-        with self._guard:
-            return len(self._locks)
-
     def cached(self, model_id: str) -> Loaded | None:
         """The cached model, or None (never blocks, never asks the store)."""
         entry = self._cache.get(model_id)
         return None if entry is None else entry[1]
 
     def current(self, model_id: str) -> Loaded | None:
-        """The cached model when the store's head is its version (one read of the head, no
-        other store call: the store's ``head_now``), else None: the caller then goes the way
-        of :meth:`load`, which reads, catches up or reloads.  Only on a store that reads heads
-        so (SQLite); call under the model's lock."""
+        """The cached model when the store's head is its version (the store's ``head_now``:
+        SQLite), else None (the caller then calls :meth:`load`).  Call under the model's lock."""
         cached = self.cached(model_id)
         head_now = getattr(self.store, "head_now", None)
         if cached is None or head_now is None:
@@ -244,12 +219,7 @@ class ModelRepository:
                 # find its append stale, go back and catch up to the same place for ever
                 self.drop(model_id)
                 stored = self.store.load(model_id)
-            # every array is checked by value here, before any kernel sees it
-            # (service.engine.model.from_arrays)
-            loaded = from_store(stored)
-            loaded.version = stored.saved or stored.version
-            if stored.entries:
-                self._replay(model_id, loaded, stored.entries)
+            loaded = self._built(model_id, stored)
             if cached is not None:
                 self.reread += 1
         except ModelNotFound:
@@ -257,22 +227,22 @@ class ModelRepository:
             self._forget(model_id)
             self._gone(model_id)
             raise
-        except OtherStateFormat as error:  # written by another version of aucstream
-            self.drop(model_id)
-            logger.error("model %r: stored state refused: %s", model_id, error)
-            raise CorruptState(
-                f"model {model_id!r}: {error}: reset the model (POST .../reset, which keeps its "
-                "configuration) or run the version of aucstream that wrote it (a snapshot "
-                "cannot carry a state across format versions)",
-                field=error.field,
-            ) from None
         except (ValueError, KeyError, TypeError) as error:  # undecodable or corrupt arrays
             self.drop(model_id)
             logger.error("model %r: stored state refused: %s", model_id, error)
+            if isinstance(error, OtherStateFormat):  # written by another version of aucstream
+                detail = (
+                    f"{error}: reset the model (POST .../reset, which keeps its configuration) "
+                    "or run the version of aucstream that wrote it (a snapshot cannot carry a "
+                    "state across format versions)"
+                )
+            else:
+                detail = (
+                    f"its stored state cannot be loaded ({error}); reset it (POST .../reset), "
+                    "delete it, or import a snapshot with replace=true"
+                )
             raise CorruptState(
-                f"model {model_id!r}: its stored state cannot be loaded ({error}); reset it "
-                "(POST .../reset), delete it, or import a snapshot with replace=true",
-                field=getattr(error, "field", None),
+                f"model {model_id!r}: {detail}", field=getattr(error, "field", None)
             ) from None
         self._keep(model_id, loaded)
         # a standing undo point, so that even the first stale append of the model goes back
@@ -295,15 +265,19 @@ class ModelRepository:
                 "what it serves or reset it (POST .../reset)"
             ) from None
 
-    def rebuilt(self, model_id: str) -> Loaded:
-        """The model as the store holds it (its checkpoint and log), built afresh, not
-        cached: what a write's error path learns again from."""
-        stored = self.store.load(model_id)
+    def _built(self, model_id: str, stored: StoredState) -> Loaded:
+        """The model of a whole read (its arrays checked by value before any kernel sees
+        them: :func:`~service.engine.model.from_arrays`), its log tail replayed."""
         loaded = from_store(stored)
         loaded.version = stored.saved or stored.version
         if stored.entries:
             self._replay(model_id, loaded, stored.entries)
         return loaded
+
+    def rebuilt(self, model_id: str) -> Loaded:
+        """The model as the store holds it, built afresh, not cached: what a write's error
+        path learns again from."""
+        return self._built(model_id, self.store.load(model_id))
 
     def stored_config(self, model_id: str) -> ModelConfig:
         """The model's configuration as stored, without building the model (a model whose
@@ -318,10 +292,8 @@ class ModelRepository:
             return self.load(model_id)
 
     def commit(self, model_id: str, loaded: Loaded, entry: Entry, **fields: Any) -> int:
-        """Commit the change ``entry`` made on ``loaded`` (the store appends it to its log)
-        with ``fields`` (see :class:`Commit`; learned and expired ids are remembered for
-        ``event_id_ttl_seconds``, at most ``max_remembered_ids`` of each kind) at its
-        version; raises :class:`StaleVersion` when another writer went first."""
+        """Commit the change ``entry`` made on ``loaded`` with ``fields`` (see :class:`Commit`)
+        at its version; :class:`StaleVersion` when another writer went first."""
         commit = Commit(
             expected_version=loaded.version,
             incarnation=loaded.incarnation,
@@ -370,12 +342,7 @@ class ModelRepository:
         **kwargs: P.kwargs,
     ) -> R:
         """``step(model_id, loaded, *args, **kwargs)`` (which changes ``loaded`` and commits it)
-        under the model's lock, run again at the store's head while the commit finds a stale
-        version.
-
-        Each attempt loads first (a cache behind the store's version catches up by replay).
-        A stale append takes the model's turn (or waits for another's, then takes the next),
-        goes back to the undo point taken before the step and catches up from there (module
+        under the model's lock, run again at the store's head while its append is stale (module
         docstring); on any other failure the cache is dropped."""
         held = getattr(self._local, "held", None)
         if held is not None:
@@ -403,11 +370,9 @@ class ModelRepository:
 
     @contextlib.contextmanager
     def deferred(self) -> Iterator[Pass]:
-        """A pass over several models in this thread: each :meth:`write` that appends a log
-        entry keeps its model's lock and defers its commit to :meth:`Pass.commit`, which
-        writes them all in one transaction (the store's ``commit_many``: one fsync for the
-        events of every model).  Leaving the block releases what is still held, the cached
-        models dropped (their changes were not committed)."""
+        """A pass over several models in this thread: each :meth:`write` keeps its model's lock
+        and defers its commit to :meth:`Pass.commit` (one transaction for all); leaving the
+        block releases what is still held, the uncommitted models dropped."""
         held = Pass(self)
         self._local.held = held
         try:
@@ -417,9 +382,8 @@ class ModelRepository:
             held.release(drop=True)
 
     def stale(self, model_id: str, loaded: Loaded, undo: UndoPoint | None) -> None:
-        """After an append of ``loaded`` found stale (alone or in a pass): the model is
-        contended from now on, and its cache goes back to ``undo`` (or is dropped without
-        one), so that the write applied again catches up first."""
+        """After a stale append of ``loaded`` (alone or in a pass): the model is contended from
+        now on, and its cache goes back to ``undo`` (or is dropped without one)."""
         self.writes_retried += 1
         self._undo_points.stale(model_id)
         self._undo(model_id, loaded, undo)
@@ -430,9 +394,8 @@ class ModelRepository:
         return self._undo_points.point(model_id, self.cached(model_id))
 
     def _undo(self, model_id: str, loaded: Loaded, undo: UndoPoint | None) -> None:
-        """After a stale append: the cache back at the undo point (its next load catches up
-        on the entries after it, or reloads if a checkpoint truncated them), or dropped
-        without one (or with one of another incarnation: the model was re-created)."""
+        """The cache back at the undo point, or dropped without one (or with one of another
+        incarnation: the model was re-created)."""
         if undo is None or undo[1] != loaded.incarnation:
             self.writes_reloaded += 1
             self.drop(model_id)

@@ -1,28 +1,10 @@
 """Write turns: the processes writing one hot model take turns instead of one starving.
 
-Several processes appending to one model (``--workers N`` on one SQLite file, several API
-processes on one Redis) are replicas of its log (:mod:`.repository`): each reads the model's
-version, applies its change and appends it only if the version is still the one it read.
-Without more, that race is not fair: the process that has just appended is at the head and
-applies its next group at once, while the one whose append was stale must first go back to its
-undo point and catch up on the other's entries, so its next attempt takes longer, finds the
-version moved again, and so on: one process got 53 acknowledgements in 60 s while the other
-took the rest (loadtest/README.md, "A: two writers of one hot model").
-
-So a stale append takes the model's *write turn* (:meth:`Store.take_turn`: a key with a TTL on
-Redis, a row with a time on SQLite): until that process's next append of the model ends it, or
-it lapses after :data:`TURN_SECONDS`, the appends of the other processes are refused
-(:class:`~service.errors.TurnTaken`, written nothing, in the same atomic step as the version
-check) and they wait for the turn to end (:meth:`Turns.wait`: jittered exponential pauses,
-asking the store), then take the next turn, catch up and append.  While a model is contended
-its writes ask for the turn before they learn, so the processes alternate without learning
-changes that a turn would refuse (each refused change costs a return to the undo point); a
-pass leaves such a model out (:meth:`Turns.held_elsewhere`) and applies it alone once the turn
-allows, so that the pass's other models are not held behind it.  A
-turn is never needed for correctness -- the version check alone keeps every acknowledged event
-exactly once -- so a process killed holding one only delays the others by :data:`TURN_SECONDS`
-at most, and a model written by one process never meets one (the turn is taken only after a
-stale append).
+A stale append takes the model's turn (:meth:`Store.take_turn`): until that process's next
+append ends it, or it lapses after :data:`TURN_SECONDS`, the other processes' appends are
+refused (:class:`~service.errors.TurnTaken`, nothing written) and wait for it.  Turns only
+bring fairness, never correctness (the version check keeps every event exactly once);
+docs/architecture.md ("The log and checkpoints") has the race they fix and its figures.
 """
 
 from __future__ import annotations
@@ -41,8 +23,7 @@ TURN_SECONDS = 2.0
 #: before they learn (:meth:`Turns.before_write`): one round trip per write while contended
 ALTERNATING_SECONDS = 1.0
 #: the first pause of a process waiting for another's turn, and the longest: short, since the
-#: holder runs free for as long as the waiter oversleeps the turn's end (with 50 ms, the
-#: fairness ratio of loadtest/two_writers.py was 0.34-0.89 on a machine at load 20-26)
+#: holder runs free for as long as the waiter oversleeps the turn's end
 FIRST_PAUSE = 0.001
 LONGEST_PAUSE = 0.01
 
@@ -74,10 +55,8 @@ class Turns:
         self._alternating: dict[str, float] = {}
 
     def after_stale(self, model_id: str, refused_by_turn: bool) -> bool:
-        """After an append of ``model_id`` found stale (``refused_by_turn``: refused because
-        another process holds its turn): whether this process holds the turn now, taken at
-        once or, when another process held it, once that turn ended (so that the processes
-        alternate while they contend)."""
+        """After a stale append of ``model_id`` (``refused_by_turn``: by another's turn):
+        whether this process holds the turn now, taken at once or after the other's ends."""
         self._alternating[model_id] = self._monotonic() + ALTERNATING_SECONDS
         if not refused_by_turn and self._take(model_id):
             return True
@@ -85,11 +64,9 @@ class Turns:
         return self._take(model_id)
 
     def stale_in_pass(self, model_id: str, refused_by_turn: bool) -> None:
-        """An append of ``model_id`` in a pass was found stale (``refused_by_turn``: another
-        process holds its turn).  The turn is taken at once when it is free, before this
-        process goes back to its undo point, catches up and applies the group again alone, so
-        that the other processes' appends are refused meanwhile instead of running free;
-        otherwise that write waits for the turn first (:meth:`before_write`)."""
+        """A stale append of ``model_id`` in a pass: the turn taken at once when free (the
+        others wait while this process catches up), else its write waits first
+        (:meth:`before_write`)."""
         self._alternating[model_id] = self._monotonic() + ALTERNATING_SECONDS
         try:
             taken = not refused_by_turn and self._take(model_id)
@@ -99,11 +76,8 @@ class Turns:
             self.refused.add(model_id)
 
     def held_elsewhere(self, model_id: str) -> bool:
-        """Whether a pass leaves ``model_id`` out: it is contended (as :meth:`before_write`
-        reads it) and another process holds its turn now, so that its learning would be
-        refused at the commit and its group would hold the pass's other models back.  Its
-        write alone then waits for the turn first (:meth:`before_write`).  A model never
-        contended asks the store nothing."""
+        """Whether a pass leaves ``model_id`` out: contended and another process holds its
+        turn (its learning would be refused); a model never contended asks the store nothing."""
         until = self._alternating.get(model_id)
         if model_id not in self.refused and (until is None or until < self._monotonic()):
             return False
@@ -116,11 +90,9 @@ class Turns:
         return taken
 
     def before_write(self, model_id: str) -> None:
-        """A write of ``model_id`` begins.  While the model is contended (a turn taken or
-        waited for in the last :data:`ALTERNATING_SECONDS`, or a pass's append refused by a
-        turn), it asks whether another process holds the turn before it learns: if one does,
-        it waits for that turn's end and takes the next, rather than learn, be refused and go
-        back to its undo point."""
+        """A write of ``model_id`` begins: while contended (a turn within
+        :data:`ALTERNATING_SECONDS`, or refused in a pass) it waits for another's turn and
+        takes the next before learning, rather than learn and be refused."""
         refused = model_id in self.refused
         self.refused.discard(model_id)
         until = self._alternating.get(model_id)

@@ -1,27 +1,16 @@
 """Undo points: a copy of a cached model's arrays at a version, which a stale append goes back
-to before catching up on the entries after it (:meth:`service.engine.repository.ModelRepository
-.stale`), instead of rebuilding the model from its checkpoint and the whole log tail.
+to before catching up on the entries after it, instead of rebuilding the model from its
+checkpoint and log tail (a write applies its change before its append is checked, so a stale
+append leaves the cache ahead of the log).  A point costs a copy of the arrays, so points are
+kept where a stale append is likely:
 
-A write applies its change to the cached model before its append is checked against the
-store's head, so an append found stale (another process appended first) leaves the cache
-ahead of the log by a change that is not in it.  Going back to an undo point costs a
-``from_arrays`` (~6 ms for a default model) and a catch-up on the entries after it; a rebuild
-costs a store read and a replay of the log tail since the checkpoint (~0.2 ms an entry,
-thousands of entries).  Taking a point costs a copy of the arrays (~0.25 ms for a default
-model of 20 features) and holds that much memory, so points are kept where a stale append is
-likely:
-
-* a *contended* model (an append of it found stale within :data:`CONTENDED_SECONDS`) takes a
-  fresh point before each write: stale appends come in bursts;
-* a model loaded whole from the store, or created, in this process, a model whose cache
-  catches up on another process's entries for the first time in :data:`CONTENDED_SECONDS`,
-  and a model whose contention ended keep a *standing* point (at most
-  :data:`STANDING_POINTS` models, the latest): the first stale append of a model meets it
-  there.  A standing point more than :data:`STANDING_AGE` versions behind the cache is taken
-  again while another process writes the model (a catch-up within
-  :data:`CONTENDED_SECONDS`), else dropped (this process writes it alone).  Later catch-ups
-  take no point: many models that several processes write now and then (traffic spread over
-  them) would pay for a copy on every write and rarely use one.
+* a *contended* model (an append found stale within :data:`CONTENDED_SECONDS`) takes a fresh
+  point before each write: stale appends come in bursts;
+* a model loaded whole or created here, first caught up on another process's entries, or whose
+  contention ended keeps a *standing* point (the latest :data:`STANDING_POINTS` models), taken
+  again :data:`STANDING_AGE` versions behind while another process writes it, else dropped.
+  Later catch-ups take none: models written now and then by several processes would pay a
+  copy per write and rarely use it.
 """
 
 from __future__ import annotations
@@ -55,11 +44,8 @@ def copy_of(loaded: Loaded) -> UndoPoint:
 
 def load_with_point(repository: ModelRepository, model_id: str) -> tuple[Loaded, UndoPoint | None]:
     """The model a write changes (``repository.load``, under its lock) and the undo point its
-    append goes back to if stale.  A cached model's point is asked before the load reads the
-    version (a copy there would widen the race between that read and the append: an older
-    point catches up further); it is asked again after the load only when the load moved the
-    model (read it whole, or caught up: then it may have taken a point of the model as loaded),
-    so a cached model at its head is asked once."""
+    append goes back to if stale: asked before the load reads the version (a copy after it
+    would widen the race with the append), and again only when the load moved the model."""
     cached = repository.cached(model_id)
     was = None if cached is None else (cached.version, cached.incarnation)
     undo = None if cached is None else repository.undo_point(model_id)

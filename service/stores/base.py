@@ -1,20 +1,13 @@
 """The store protocol: where model configurations, versioned state and event-id memory live.
 
-Three implementations: :mod:`service.stores.sqlite` (embedded, on disk, shared by the processes
-of one machine; the default), :mod:`service.stores.memory` (one process, lost at exit) and
-:mod:`service.stores.redis` (shared by processes and machines).  All give the same guarantees:
-
-* Every change of a model is one :meth:`Store.commit` with a new version number, atomic, and
-  only if the caller's expected version is still current (optimistic concurrency): otherwise
-  :class:`~service.errors.StaleVersion` is raised and the caller reloads and retries.  A commit
-  carries a log entry (:mod:`service.engine.entries`) appended at the new version: the entry
-  is the durable record, and the state (a flat ``dict[str, np.ndarray]``) is written later,
-  off the request path, by :meth:`Store.checkpoint`; :meth:`Store.load` returns the last
-  checkpoint and the entries after it.  The same commit records the event ids it learned,
-  removes pending labels it consumed and writes checkpoint fields (``meta``), so that "state learned
-  these events" and "these ids are known" can never disagree.
-* ``incarnation`` changes whenever a model id is re-created, reset or imported, so a process
-  cache keyed by ``(incarnation, version)`` never mistakes a new model for an old one.
+Three implementations, one contract: :mod:`service.stores.sqlite` (the default),
+:mod:`service.stores.memory` and :mod:`service.stores.redis`.  Every change of a model is one
+atomic :meth:`Store.commit` at the caller's expected version (else
+:class:`~service.errors.StaleVersion`) carrying a log entry, the event ids it learned and the
+pending labels it consumed; the state is written later by :meth:`Store.checkpoint`, and
+:meth:`Store.load` returns the last checkpoint and the entries after it.  ``incarnation``
+changes whenever a model id is re-created, reset or imported, so a cache keyed by
+``(incarnation, version)`` never mistakes a new model for an old one.
 """
 
 from __future__ import annotations
@@ -59,10 +52,9 @@ class StoredState:
 
 @dataclass(frozen=True)
 class Fence:
-    """A queue worker's writer lease (:mod:`service.queue.lease`): its name and the lease
-    generation it took.  A commit carrying a fence is written only if the model's lease is
-    still held by ``holder`` at ``generation``, checked inside the commit transaction
-    (:class:`~service.errors.LeaseLost` otherwise).  Leases exist on the Redis store only."""
+    """A queue worker's writer lease (:mod:`service.queue.lease`, Redis only): a commit
+    carrying one is written only while ``holder`` holds the lease at ``generation``
+    (:class:`~service.errors.LeaseLost` otherwise)."""
 
     holder: str
     generation: int
@@ -96,10 +88,8 @@ class Commit:
 
 
 class Store(Protocol):
-    """Protocol of every store.  All methods are synchronous and thread-safe.
-
-    The parameter types of the long signatures (``load``, ``put_pending``) are declared here
-    once; the implementations repeat only the parameter names."""
+    """Protocol of every store.  All methods are synchronous and thread-safe; the parameter
+    types of the long signatures are declared here once, the implementations name them only."""
 
     name: str
     #: whether calls may wait on I/O (then the HTTP layer runs them in the thread pool)
@@ -124,13 +114,8 @@ class Store(Protocol):
         replace: bool = False,
         replaces: str | None = None,
     ) -> int:
-        """Create a model (version 1).  ``replace=True`` wipes an existing one first (reset,
-        import); otherwise an existing id raises :class:`~service.errors.ModelExists`.
-
-        ``replaces`` (a reset): replace only the model of this incarnation, atomically with
-        the check; :class:`~service.errors.ModelNotFound` if there is none (deleted
-        meanwhile: a reset never brings it back), :class:`~service.errors.ModelChanged` if
-        it was re-created since."""
+        """Create a model (version 1); refused as :func:`creation_refused` says
+        (``replace``: wipe an existing one; ``replaces``: a reset, only of that incarnation)."""
         ...
 
     def list_models(self) -> list[str]: ...
@@ -158,9 +143,7 @@ class Store(Protocol):
 
     def take_turn(self, model_id: str, seconds: float) -> bool:
         """Whether this process holds ``model_id``'s write turn for ``seconds`` now (taken, or
-        its own renewed): until its next append of the model (which ends it) or ``seconds``,
-        the appends of other processes are refused with :class:`~service.errors.TurnTaken`,
-        writing nothing.  False when another process holds it (:mod:`service.engine.turns`)."""
+        its own renewed), refusing the others' appends (:mod:`service.engine.turns`)."""
         ...
 
     def turn_taken(self, model_id: str) -> bool:
@@ -187,11 +170,9 @@ class Store(Protocol):
         max_records: int | None = None,
         incarnation: str | None = None,
     ) -> None:
-        """Keep ``records`` (features + score of scored events) until ``deadline``; raises
-        :class:`~service.errors.InsufficientStorage` (keeping none of them) when the model
-        would then keep more than ``max_records``, and with ``incarnation`` (that of the model
-        that gave the scores) :class:`~service.errors.StaleVersion`, keeping none of them,
-        when the model is another one now (reset or re-created since it scored)."""
+        """Keep ``records`` (features + score of scored events) until ``deadline``, or none of
+        them: :class:`~service.errors.InsufficientStorage` beyond ``max_records``,
+        :class:`~service.errors.StaleVersion` when the model is no longer ``incarnation``."""
         ...
 
     def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:
@@ -222,8 +203,9 @@ def creation_refused(
     model_id: str, stored: str | None, replace: bool, replaces: str | None
 ) -> ServiceError | None:
     """Why :meth:`Store.create_model` refuses, given the incarnation ``stored`` under
-    ``model_id`` (None: no model), or None (the Redis store's script answers the same codes:
-    :data:`CREATION_REFUSALS`)."""
+    ``model_id`` (None: no model): it exists and not ``replace``, or a reset (``replaces``)
+    finds none (never brought back) or another incarnation.  The Redis store's script
+    answers the same codes (:data:`CREATION_REFUSALS`)."""
     if stored is not None and not replace:
         return CREATION_REFUSALS[-1](model_id)
     if replaces is not None and stored != replaces:  # a reset: only the incarnation it read
@@ -255,11 +237,9 @@ def pending_full(model_id: str, max_records: int) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def layout_of(dtype: np.dtype, shape: tuple[int, ...]) -> str:
-    """The layout of a stored array of ``dtype`` and ``shape``, ``<dtype>|<shape>`` (e.g.
-    ``<f8|50`` or ``<i8|2,3``; arrays are stored little-endian), formatted once: a commit
-    encodes ~100 arrays of a few dozen layouts, and formatting them again and again cost
-    more than copying the small arrays.  A one-byte dtype is written without numpy's "|"
-    (byte order not applicable: int8, the labels, is ``i1``), which separates the parts."""
+    """``<dtype>|<shape>`` (``<f8|50``, ``<i8|2,3``; little-endian), cached: a state
+    holds ~100 arrays of a few dozen layouts.  A one-byte dtype loses numpy's "|" (``i1``),
+    which separates the parts."""
     return f"{dtype.str.lstrip('|')}|{','.join(map(str, shape))}"
 
 

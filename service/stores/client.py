@@ -3,19 +3,10 @@ pooled connection for a plain round trip, a ``MULTI`` / ``EXEC`` read or a scrip
 mapping of a lost connection or an unavailable cluster to
 :class:`~service.errors.StoreUnavailable` (503).
 
-A ``redis+cluster://`` (or ``rediss+cluster://``) URL names one or several seed nodes of a
-Redis Cluster (``redis+cluster://h1:p1,h2:p2``; the first that answers is used to discover the
-others): :func:`connect` then returns a :class:`redis.cluster.RedisCluster`, which routes each
-command by its key's slot. Every command and script of the service names keys of one slot only
-(one model's keys share the hash tag ``{<model id>}``; see :mod:`service.stores.keys`), and the
-raw round trips and transactions here run on a connection to the master of the slot of the key
-they are given.
-
-Acknowledged writes can wait for replicas (:class:`ReplicaWait`): the commit's transaction or
-the script that appends events is followed, on the same connection and in the same round trip,
-by ``WAIT <replicas> <timeout>``; fewer confirmations than asked is
-:class:`~service.errors.ReplicasUnconfirmed` (503), so a write a failover could lose is never
-acknowledged.
+A ``redis+cluster://h1:p1,h2:p2`` URL names seed nodes of a Redis Cluster; every command of the
+service names keys of one slot (:mod:`service.stores.keys`) and runs on that slot's master.
+With :class:`ReplicaWait`, an acknowledged write is followed in the same round trip by
+``WAIT``, and too few confirmations is :class:`~service.errors.ReplicasUnconfirmed` (503).
 """
 
 from __future__ import annotations
@@ -84,10 +75,8 @@ def unavailable(method: Callable[..., T]) -> Callable[..., T]:
 
 
 def pack_commands(commands: Sequence[Sequence[bytes | str | int]]) -> bytes:
-    """Redis commands in RESP, joined into one buffer for one ``sendall``.
-
-    redis-py's ``pack_command`` runs its encoder per argument (~0.45 µs each, ~70 µs for a
-    1,000-event commit's ~150 arguments); this does the same framing with bytes formatting."""
+    """Redis commands in RESP, joined into one buffer for one ``sendall`` (cheaper than
+    redis-py's ``pack_command``, which runs its encoder per argument)."""
     out: list[bytes] = []
     append = out.append
     for command in commands:
@@ -103,11 +92,14 @@ def pack_commands(commands: Sequence[Sequence[bytes | str | int]]) -> bytes:
     return b"".join(out)
 
 
+def flat_pairs(pairs: dict[str, Any]) -> list[Any]:
+    """``{name: value}`` as the arguments ``name, value, ...`` of a command or script."""
+    return [item for pair in pairs.items() for item in pair]
+
+
 class _OneWriteConnection(redis.connection.Connection):
-    """A TCP connection that writes a packed command with one ``sendall``: redis-py sends every
-    argument over 6,000 bytes with its own ``sendall``, i.e. ~80 system calls (and as many
-    wake-ups of Redis) for a commit of 1,000 events with the regret window's 16 KiB chunks;
-    joining them first costs one memory copy of the command."""
+    """A TCP connection that writes a packed command with one ``sendall`` (redis-py sends each
+    argument over 6,000 bytes with its own: a system call and a wake-up of Redis each)."""
 
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         if isinstance(command, list) and len(command) > 1:
@@ -130,20 +122,16 @@ def cluster_seeds(url: str) -> tuple[str, list[tuple[str, int]]]:
         if not host or not port.isdigit():
             raise ValueError(f"a Redis Cluster seed must be host:port, got {seed!r}")
         seeds.append((host.strip("[]"), int(port)))
-    first = (
-        f"{seeds[0][0]}:{seeds[0][1]}"
-        if ":" not in seeds[0][0]
-        else f"[{seeds[0][0]}]:{seeds[0][1]}"
-    )
+    first_host, first_port = seeds[0]
+    first = f"[{first_host}]:{first_port}" if ":" in first_host else f"{first_host}:{first_port}"
     plain = f"{CLUSTER_SCHEMES.get(scheme, scheme)}://{credentials}{at}{first}{question}{query}{slash}{tail}"
     return plain, seeds
 
 
 def connect(url: str) -> Any:
-    """A client for ``url`` (bytes replies): a :class:`redis.Redis`, or a
-    :class:`redis.cluster.RedisCluster` for a ``redis+cluster://`` URL, which may name several
-    seed nodes: the cluster is discovered from the first that answers, and
-    :class:`~service.errors.StoreUnavailable` names the seeds when none does."""
+    """A client for ``url`` (bytes replies): a :class:`redis.Redis`, or for a
+    ``redis+cluster://`` URL a :class:`redis.cluster.RedisCluster` discovered from the first
+    seed that answers (:class:`~service.errors.StoreUnavailable` naming them when none does)."""
     scheme, _, rest = url.partition("://")
     cluster = scheme in CLUSTER_SCHEMES
     seeds: list[tuple[str, int]] = []
@@ -200,11 +188,9 @@ def _refresh_slots(client: Any) -> None:
 
 @contextlib.contextmanager
 def pooled(client: Any, key: str) -> Iterator[Callable[[list[list[Any]]], list[Any]]]:
-    """A pooled connection to the server holding ``key``, as ``ask(commands) -> replies`` (the
-    commands sent at once, their replies read), without a redis-py pipeline object (~30 µs
-    less per ``/score``).  The commands must name keys of ``key``'s slot only.  The
-    connection is closed on any error but the store's own refusals, so that no ``MULTI``
-    state or unread reply outlives the block."""
+    """A pooled connection to the server holding ``key``, as ``ask(commands) -> replies``
+    (sent at once, no redis-py pipeline object), for keys of ``key``'s slot only; closed on
+    any error but the store's own refusals, so no ``MULTI`` or unread reply outlives it."""
     pool = _pool(client, key)
     connection = pool.get_connection()
 
@@ -291,13 +277,10 @@ class ReplicaWait:
 def run_script(
     client: Any, script: Any, keys: list[str], args: list[Any], wait: ReplicaWait | None
 ) -> Any:
-    """A registered Lua ``script`` (``client.register_script``) on ``keys`` of one slot; with
-    ``wait``, followed by ``WAIT`` on the same connection in the same round trip (a ``WAIT``
-    on another connection would not wait for this write).  Every script of the service is
-    run by this call: on a pooled connection to the master of the keys' slot only, with
-    ``EVALSHA`` (the text with ``EVAL`` when the server lacks it), where redis-py's own call
-    loads a missing script on every master of a cluster, which fails while any of them is
-    down, and costs more per call than this round trip."""
+    """A registered Lua ``script`` on ``keys`` of one slot, by ``EVALSHA`` (``EVAL`` when the
+    server lacks it) on the slot's master only (redis-py's own call loads a missing script on
+    every master, failing while any is down); with ``wait``, followed by ``WAIT`` on the same
+    connection in the same round trip (another connection's would not wait for this write)."""
 
     def attempt(command: list[Any]) -> Any:
         with pooled(client, keys[0]) as ask:

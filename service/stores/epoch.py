@@ -1,23 +1,14 @@
 """Noticing a store that lost data: its contents vanished or went back in time while this
-process knew a later state (a Redis restarted without persistence, or from an older dump).
+process knew a later state (docs/architecture.md, "Lost data").
 
-Two kinds of evidence, both cheap:
+* **Epoch markers**: a random *epoch* id and the store's *clock* (ms, only moved forward),
+  checked every :data:`CHECK_SECONDS`; a marker gone, of another epoch or with an older clock
+  than this process saw means a loss (a Redis Cluster has one per master).
+* **Version regressions**: a model's version lower than this process saw for the same
+  incarnation is a rollback of that model.
 
-* **Epoch markers.**  At first use the store gets a marker: a random *epoch* id and a *clock*
-  (the store's own time in milliseconds of the last check, only ever moved forward).  Every
-  process checks the markers at most every :data:`CHECK_SECONDS` (and at once when a model it
-  knew is missing), advancing the clock.  A marker that is gone, whose epoch changed, or whose
-  clock is older than the one this process saw means the store lost what was written since.
-  A Redis Cluster has one marker per master (each master can lose its data alone).
-* **Version regressions.**  A model's version only grows while its incarnation stays the same
-  (re-creation, reset and import change the incarnation).  A load or a commit that finds a
-  lower version than this process saw for the same incarnation is a rollback of that model.
-
-A detection is written into the store as an *alarm* (so that every process and every new one
-sees it) and logged; until an operator acknowledges it (``POST /v1/store/acknowledge-loss``,
-or ``aucstream store acknowledge-loss``), the whole store (or the model) answers 503
-:class:`~service.errors.StoreLostData` naming the cause and ``/readyz`` fails.  The
-acknowledgement starts a new epoch that every process adopts.
+A detection becomes an *alarm* in the store: 503 :class:`~service.errors.StoreLostData` for
+the store (or the model) until an operator acknowledges it, which starts a new epoch.
 """
 
 from __future__ import annotations
@@ -50,6 +41,12 @@ ACKNOWLEDGE = (
     "; find out what was lost (restore a backup, re-send the events since), then acknowledge: "
     "POST /v1/store/acknowledge-loss (or aucstream store acknowledge-loss)"
 )
+
+
+def _refuse(causes: list[str]) -> None:
+    """:class:`StoreLostData` naming ``causes``, if any."""
+    if causes:
+        raise StoreLostData("; ".join(causes) + ACKNOWLEDGE, headers={"Retry-After": "60"})
 
 
 def new_epoch() -> str:
@@ -105,15 +102,11 @@ class LossWatch:
         causes = [self.alarms.get(STORE)]
         if model_id is not None:
             causes.append(self.alarms.get(model_scope(model_id)))
-        named = "; ".join(cause for cause in causes if cause)
-        if named:
-            raise StoreLostData(named + ACKNOWLEDGE, headers={"Retry-After": "60"})
+        _refuse([cause for cause in causes if cause])
 
     def guard_any(self) -> None:
         """Raise :class:`StoreLostData` naming every alarm (the store's or any model's)."""
-        if self.alarms:
-            causes = "; ".join(self.alarms.values())
-            raise StoreLostData(causes + ACKNOWLEDGE, headers={"Retry-After": "60"})
+        _refuse(list(self.alarms.values()))
 
     def due(self) -> bool:
         return time.monotonic() >= self.next_check
@@ -144,10 +137,9 @@ class LossWatch:
     # ------------------------------------------------------------------ checks
     def judge(self, markers: dict[str, Marker]) -> Judgement:
         """Compare the markers just read with the ones seen: the cause of a loss, or None, and
-        the markers to accept (not the ones that show a loss, so that every later check finds
-        the loss again until it is acknowledged).  Changes nothing this process remembers:
-        :meth:`accept` does, once the check's own write of the markers is in the store (a
-        clock remembered before its write failed would be later than the store's, a loss)."""
+        the markers to accept (not those showing a loss, found again until acknowledged).
+        Remembers nothing: :meth:`accept` does once the check's write is in the store (a clock
+        remembered before its write failed would be later than the store's: a loss)."""
         self.next_check = time.monotonic() + CHECK_SECONDS
         causes = []
         accepted = {}

@@ -1,12 +1,8 @@
 """Every Lua script the service runs in Redis, each headed by what its KEYS and ARGV hold.
 
-Scripts are for small, atomic decisions (create or replace a model, append a log entry at the
-expected version, install a checkpoint, keep pending records, append to a queue within its
-backlog bound, hold a writer lease); the state arrays never pass through Lua (see
-:mod:`service.stores.redis`): a log entry does, it is the size of its events.  Key names are
-:mod:`service.stores.keys`; all of one model's keys share the hash tag ``{<model id>}`` so
-every script runs unchanged on a Redis Cluster.  Register them with
-``client.register_script(SCRIPT)``.
+Scripts are for small, atomic decisions; the state arrays never pass through Lua (see
+:mod:`service.stores.redis`), a log entry does.  All of one model's keys share the hash tag
+``{<model id>}`` (:mod:`service.stores.keys`), so every script runs unchanged on a Redis Cluster.
 """
 
 # ---------------------------------------------------------------------------- model store

@@ -1,15 +1,10 @@
 """The in-memory store: everything in this process's memory, lost at exit (``--store memory``:
-tests and throwaway runs; the default is :mod:`service.stores.sqlite`).
+tests and throwaway runs; one process only).
 
-It keeps its own copy of each model so that a process cache that is mutated in place and then
-dropped after a failed write can always be rebuilt: a checkpoint (the state at some version,
-encoded as the other stores write it, :func:`service.stores.fields.encode_fields`: raw bytes,
-all-zero chunks left out, so a model whose buffers are still mostly empty costs only what they
-hold) and the log entries committed since, kept as the Python objects they are
-(:mod:`service.engine.entries`: nothing is encoded on the request path); the engine writes a
-checkpoint in the background (:mod:`service.engine.checkpoints`) and a load replays the
-entries after it.  It is not shared between processes: with several uvicorn workers use the
-SQLite or the Redis store.
+Each model is a checkpoint encoded as the other stores write it (:mod:`.fields`: all-zero
+chunks left out) and the entries committed since, kept as the objects they are (nothing is
+encoded on the request path), so a cache mutated and dropped after a failed write is always
+rebuilt.
 """
 
 from __future__ import annotations

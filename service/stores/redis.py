@@ -1,18 +1,12 @@
 """The Redis store: state shared by every process and machine (``AUCSTREAM_REDIS_URL``).
 
-A model's changes are entries of its log, the stream ``aucs:{m}:log`` (one per version,
-stream id ``<version>-0``), after its checkpoint, the hashes ``aucs:{m}:state`` and
-``aucs:{m}:layout`` at version ``log:saved`` (:mod:`service.stores.keys`,
-:mod:`service.stores.fields`); docs/architecture.md ("The log and checkpoints", "Stores")
-describes the append, the loads, the checkpoints and Redis Cluster.  The state arrays never
-pass through Lua: Redis copies a script's arguments into Lua, which for a large state costs it
-several times the CPU of the same commands outside Lua (loadtest/README.md has the
-measurements), so a checkpoint writes them into staged hashes that its script renames.
-
-The class is built in layers, one module each: the ids and pending records
-(:mod:`service.stores.redis_events`), the watch for lost data
-(:mod:`service.stores.redis_watch`), the model lifecycle (:mod:`service.stores.redis_models`),
-and here the connection, loads, appends, checkpoints and write turns.
+A model's log is the stream ``aucs:{m}:log`` (stream id ``<version>-0``) after its checkpoint,
+the hashes ``aucs:{m}:state`` and ``aucs:{m}:layout`` at version ``log:saved``
+(:mod:`service.stores.keys`; docs/architecture.md, "Stores").  The state arrays never pass
+through Lua (Redis copies a script's arguments, costing it several times the CPU): a checkpoint
+writes them into staged hashes that its script renames.  Layers, one module each: ids and
+pending records (:mod:`.redis_events`), the loss watch (:mod:`.redis_watch`), the model
+lifecycle (:mod:`.redis_models`), and here the connection, loads, appends, checkpoints, turns.
 """
 
 from __future__ import annotations
@@ -35,6 +29,7 @@ from service.stores.client import (
     ReplicaWait,
     atomic_read,
     connect,
+    flat_pairs,
     round_trip,
     run_script,
     unavailable,
@@ -50,7 +45,7 @@ from service.stores.lua import (
     TURN_RELEASE_SCRIPT,
     TURN_SCRIPT,
 )
-from service.stores.redis_models import RedisModels, _flat
+from service.stores.redis_models import RedisModels
 from service.stores.redis_setup import _text
 
 logger = logging.getLogger("aucstream.store")
@@ -68,6 +63,11 @@ def _pairs(reply: list[bytes] | dict[bytes, bytes]) -> dict[str, bytes]:
     return {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
 
 
+def _texts(reply: list[bytes] | dict[bytes, bytes]) -> dict[str, str]:
+    """An ``HGETALL`` reply of text values (layouts, meta fields)."""
+    return {name: _text(value) for name, value in _pairs(reply).items()}
+
+
 def _entries(reply: list[Any]) -> list[tuple[int, Entry]]:
     """An ``XRANGE`` reply of the log -> ``(version, entry)`` pairs, oldest first."""
     return [(int(_text(stream_id).partition("-")[0]), decode(_pairs(fields)["e"]))
@@ -82,13 +82,10 @@ class RedisStore(RedisModels):
 
     def __init__(self, client: redis.Redis, wait: ReplicaWait | None = None) -> None:
         super().__init__(client, wait)  # self.client, self.watch; ids and pending records
-        self._create = client.register_script(CREATE_SCRIPT)
-        self._delete = client.register_script(DELETE_SCRIPT)
-        self._marker = client.register_script(MARKER_SCRIPT)
-        self._acknowledge = client.register_script(ACKNOWLEDGE_SCRIPT)
-        self._append = client.register_script(LOG_APPEND_SCRIPT)
-        self._turn = client.register_script(TURN_SCRIPT)
-        self._turn_release = client.register_script(TURN_RELEASE_SCRIPT)
+        (self._create, self._delete, self._marker, self._acknowledge, self._append, self._turn,
+         self._turn_release) = map(client.register_script, (
+            CREATE_SCRIPT, DELETE_SCRIPT, MARKER_SCRIPT, ACKNOWLEDGE_SCRIPT, LOG_APPEND_SCRIPT,
+            TURN_SCRIPT, TURN_RELEASE_SCRIPT))  # fmt: skip
         #: this process among the writers of the store (its write turns: service.engine.turns)
         self.writer = writer_token()
         self._checking = threading.Lock()
@@ -101,12 +98,8 @@ class RedisStore(RedisModels):
 
     @classmethod
     def open(cls, settings: Any) -> RedisStore:
-        """The store of ``settings`` (``redis_url``), checked: the Redis keeps its data
-        (:class:`~service.stores.redis_setup.VolatileRedis` unless volatile is allowed),
-        writes wait for replicas as configured, and the epoch markers are read (written at
-        first use).  A Redis that does not answer yet is checked at its first answer (the
-        service answers 503 meanwhile); a cluster none of whose seeds answers is
-        :class:`StoreUnavailable` at once (its slots cannot be discovered)."""
+        """The store of ``settings`` (``redis_url``), checked (persistence, replicas, epoch
+        markers: :meth:`_set_up`) now, or at Redis's first answer (503 meanwhile)."""
         store = cls(connect(settings.redis_url))
         store._settings = settings
         try:
@@ -121,11 +114,8 @@ class RedisStore(RedisModels):
     @unavailable
     def load(self, model_id, known_version=None, known_incarnation=None) -> StoredState:
         """The model's checkpoint and its log after it, read atomically (``MULTI`` ...
-        ``EXEC``).  With a cached ``(version, incarnation)``, only the version, the meta
-        fields and the entries after the cached version are read (one small round trip,
-        whether the cache is current or behind: :meth:`_known`).
-        Plain reads, not a Lua script: a script's reply of a large ``HGETALL`` cost Redis
-        0.84 ms of CPU for 640 KB against 0.14 ms without Lua."""
+        ``EXEC``; plain reads: a script's large reply costs Redis several times the CPU), or
+        for a cached ``(version, incarnation)`` only what it lacks (:meth:`_known`)."""
         self._guard(model_id)
         version_key, meta_key = keys.version(model_id), keys.meta(model_id)
         if known_version is not None:
@@ -146,9 +136,8 @@ class RedisStore(RedisModels):
         )
         if version is None or config_json is None:
             raise self._missing(model_id)
-        layouts = {name: _text(value) for name, value in _pairs(raw_layouts).items()}
-        meta = {name: _text(value) for name, value in _pairs(raw_meta).items()}
-        arrays = decode_fields(_pairs(raw_state), layouts)
+        meta = _texts(raw_meta)
+        arrays = decode_fields(_pairs(raw_state), _texts(raw_layouts))
         saved = int(meta.pop(SAVED, version))
         # entries past the version: a version key that went back (a loss, see epoch)
         entries = [pair for pair in _entries(raw_log) if saved < pair[0] <= int(version)]
@@ -160,11 +149,9 @@ class RedisStore(RedisModels):
         return StoredState(int(version), incarnation, config, arrays, meta, saved, entries)
 
     def _known(self, model_id: str, known: int, incarnation: str) -> StoredState | None:
-        """A cache at version ``known`` of ``incarnation``: the model's version, its meta
-        fields and the log entries after ``known``, by one atomic read (a current cache reads
-        an empty range, a cache behind the entries it has not applied: one round trip
-        either way); None when the cache cannot catch up (the model re-created, or
-        checkpointed past ``known``): the caller reads it whole."""
+        """A cache at version ``known`` of ``incarnation``: the model's version, meta fields
+        and the log entries after ``known``, by one atomic read; None when the cache cannot
+        catch up (re-created, or checkpointed past ``known``): the caller reads it whole."""
         version_key = keys.version(model_id)
         version, raw_meta, raw_log = atomic_read(
             self.client,
@@ -177,8 +164,7 @@ class RedisStore(RedisModels):
         )
         if version is None:
             raise self._missing(model_id)
-        version = int(version)
-        meta = {name: _text(value) for name, value in _pairs(raw_meta).items()}
+        version, meta = int(version), _texts(raw_meta)
         if meta.get("incarnation") != incarnation:
             return None
         if version == known:
@@ -195,37 +181,24 @@ class RedisStore(RedisModels):
 
     @unavailable
     def checkpoint(self, model_id, incarnation, version, arrays) -> bool:
-        """Install ``arrays`` as the state at ``version`` and trim the log up to it (see
-        ``Store.checkpoint``): the state is written into staged hashes (they expire if this
-        process dies), then :data:`~service.stores.lua.CHECKPOINT_SCRIPT` checks the model
-        and renames them over the state, or deletes them; one round trip."""
+        """``Store.checkpoint`` in one round trip: the state written into staged hashes (they
+        expire if this process dies), which ``CHECKPOINT_SCRIPT`` renames over it or deletes."""
         self._guard(model_id)
         staged = list(keys.staged(model_id, uuid.uuid4().hex))
         commands: list[list[Any]] = []
         hashes: tuple[dict[str, Any], ...] = encode_fields(arrays)
         for key, pairs in zip(staged, hashes, strict=True):
             if pairs:
-                commands += [["HSET", key, *_flat(pairs)], ["PEXPIRE", key, STAGED_MS]]
-        script_keys = [
-            keys.version(model_id),
-            keys.meta(model_id),
-            keys.state(model_id),
-            keys.layout(model_id),
-            keys.log(model_id),
-            *staged,
-        ]
+                commands += [["HSET", key, *flat_pairs(pairs)], ["PEXPIRE", key, STAGED_MS]]
+        script_keys = [*keys.of(model_id, "version", "meta", "state", "layout", "log"), *staged]
         commands.append(["EVAL", CHECKPOINT_SCRIPT, len(script_keys), *script_keys,
                          incarnation, version])  # fmt: skip
         return bool(int(round_trip(self.client, script_keys[0], commands)[-1]))
 
     @unavailable
     def commit(self, model_id: str, commit: Commit) -> int:
-        """Append ``commit``'s entry at the next version with
-        :data:`~service.stores.lua.LOG_APPEND_SCRIPT` (one round trip, and ``WAIT`` for
-        replicas in it when asked): only if the model is still at the version and incarnation
-        the process applied (and a queue worker's fence holds the lease), else
-        :class:`~service.errors.StaleVersion`, :class:`~service.errors.ModelNotFound`,
-        :class:`~service.errors.LeaseLost` or :class:`~service.errors.TurnTaken`."""
+        """``Store.commit`` by ``LOG_APPEND_SCRIPT`` in one round trip (with ``WAIT`` when
+        asked); a queue worker's fence is checked there too."""
         self._guard(model_id)
         fence = commit.fence
         args: list[Any] = [
@@ -241,19 +214,9 @@ class RedisStore(RedisModels):
         ]
         for items in (commit.learned_ids, commit.expired_ids, commit.remove_pending):
             args += [len(items), *items]
-        args += [2 * len(commit.meta), *_flat(commit.meta)]
-        script_keys = [
-            keys.version(model_id),
-            keys.meta(model_id),
-            keys.log(model_id),
-            keys.seen(model_id),
-            keys.expired(model_id),
-            keys.pending(model_id),
-            keys.deadlines(model_id),
-            keys.lease(model_id),
-            keys.queue(model_id),
-            keys.turn(model_id),
-        ]
+        args += [2 * len(commit.meta), *flat_pairs(commit.meta)]
+        script_keys = keys.of(model_id, "version", "meta", "log", "seen", "expired", "pending",
+                              "deadlines", "lease", "queue", "turn")  # fmt: skip
         reply = run_script(self.client, self._append, script_keys, args, self.wait)
         status = int(reply[0])
         if status == -1:
@@ -279,20 +242,16 @@ class RedisStore(RedisModels):
     # ------------------------------------------------------------------ write turns
     @unavailable
     def take_turn(self, model_id: str, seconds: float) -> bool:
-        """Whether this process holds ``model_id``'s write turn for ``seconds`` now (taken, or
-        its own renewed); False when another process holds it (:mod:`service.engine.turns`)."""
         key = keys.turn(model_id)
         milliseconds = max(1, int(seconds * 1000))
         return bool(run_script(self.client, self._turn, [key], [self.writer, milliseconds], None))
 
     @unavailable
     def turn_taken(self, model_id: str) -> bool:
-        """Whether another process holds ``model_id``'s write turn."""
         (holder,) = round_trip(self.client, keys.turn(model_id), [["GET", keys.turn(model_id)]])
         return holder is not None and _text(holder) != self.writer
 
     @unavailable
     def release_turn(self, model_id: str) -> None:
-        """This process's turn of ``model_id`` ended without an append (its write failed)."""
         key = keys.turn(model_id)
         run_script(self.client, self._turn_release, [key], [self.writer], None)

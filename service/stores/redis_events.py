@@ -14,7 +14,7 @@ import numpy as np
 from service.errors import InsufficientStorage, StaleVersion
 from service.stores import keys
 from service.stores.base import chunks, no_model, pending_full
-from service.stores.client import ReplicaWait, atomic_read, run_script, unavailable
+from service.stores.client import ReplicaWait, atomic_read, flat_pairs, run_script, unavailable
 from service.stores.epoch import LossWatch
 from service.stores.lua import PENDING_SCRIPT
 
@@ -33,13 +33,6 @@ class RedisEventMemory:
         """503 when the store or the model lost data (:class:`RedisStore` checks the markers)."""
         self.watch.guard(model_id)
 
-    def _alive(self, key: str, ids: Sequence[str], now: float) -> np.ndarray:
-        return np.array(
-            [score is not None and score > now
-             for part in chunks(ids) for score in self.client.zmscore(key, part)],
-            dtype=bool,
-        )  # fmt: skip
-
     @unavailable
     def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
         return self._remembered(keys.seen, model_id, ids, now)
@@ -53,30 +46,20 @@ class RedisEventMemory:
     ) -> np.ndarray:
         """Which ``ids`` the model's set ``key`` (learned or expired) holds past ``now``."""
         self._guard(model_id)
-        if not ids:
-            return np.zeros(0, dtype=bool)
-        return self._alive(key(model_id), ids, now)
+        return np.array(
+            [score is not None and score > now
+             for part in chunks(ids) for score in self.client.zmscore(key(model_id), part)],
+            dtype=bool,
+        )  # fmt: skip
 
     @unavailable
     def put_pending(self, model_id, records, deadline, max_records=None, incarnation=None) -> None:
         self._guard(model_id)
         if not records:
             return
-        args: list[Any] = [repr(float(deadline)), max_records or 0, incarnation or ""]
-        for event_id, record in records.items():
-            args.extend((event_id, record))
-        kept = run_script(
-            self.client,
-            self._pending,
-            [
-                keys.config(model_id),
-                keys.pending(model_id),
-                keys.deadlines(model_id),
-                keys.meta(model_id),
-            ],
-            args,
-            self.wait,
-        )
+        args = [repr(float(deadline)), max_records or 0, incarnation or "", *flat_pairs(records)]
+        script_keys = keys.of(model_id, "config", "pending", "deadlines", "meta")
+        kept = run_script(self.client, self._pending, script_keys, args, self.wait)
         if int(kept) == -2:
             raise no_model(model_id)
         if int(kept) == -3:

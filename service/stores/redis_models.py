@@ -7,17 +7,10 @@ from typing import Any
 
 from service.stores import keys
 from service.stores.base import CREATION_REFUSALS, no_model
-from service.stores.client import run_script, unavailable
+from service.stores.client import flat_pairs, run_script, unavailable
 from service.stores.fields import encode_fields
 from service.stores.redis_setup import _text
 from service.stores.redis_watch import RedisWatch
-
-
-def _flat(pairs: dict[str, Any]) -> list[Any]:
-    flat: list[Any] = []
-    for key, value in pairs.items():
-        flat.extend((key, value))
-    return flat
 
 
 class RedisModels(RedisWatch):
@@ -36,13 +29,7 @@ class RedisModels(RedisWatch):
 
         self._guard()
         model_keys = keys.all_model_keys(model_id)
-        ordered = [
-            keys.config(model_id),
-            keys.version(model_id),
-            keys.meta(model_id),
-            keys.state(model_id),
-            keys.layout(model_id),
-        ]
+        ordered = keys.of(model_id, "config", "version", "meta", "state", "layout")
         ordered += [key for key in model_keys if key not in ordered]
         fields, layouts = encode_fields(arrays)
         if replaces is None:
@@ -54,7 +41,7 @@ class RedisModels(RedisWatch):
             self._create,
             ordered,
             [replaces or ("1" if replace else "0"), orjson.dumps(config), incarnation]
-            + [len(fields), *_flat(fields), len(layouts), *_flat(layouts)],
+            + [len(fields), *flat_pairs(fields), len(layouts), *flat_pairs(layouts)],
             self.wait,
         )
         if int(result) < 0:  # the codes of service.stores.base.creation_refused
@@ -68,16 +55,9 @@ class RedisModels(RedisWatch):
 
     @unavailable
     def list_models(self) -> list[str]:
-        """The registered ids whose model exists.
-
-        ``aucs:models`` and a model's keys live in different slots of a Redis Cluster, so no
-        script may write both: a model is registered before it is written and again after
-        (:meth:`create_model`), unregistered after it is deleted and registered again if it
-        was re-created meanwhile (:meth:`delete_model`).  A failure in between leaves at worst
-        an id registered without a model, which is not listed (its config key is checked,
-        one pipeline, one round trip per master) and costs one set member until the id is
-        created or deleted.  The epoch markers are checked first: an emptied store lists no
-        models, which is a loss, not an answer."""
+        """The registered ids whose model exists (*registered before written, listed only if it
+        exists*: docs/architecture.md, "Redis Cluster"), after a check of the epoch markers (an
+        emptied store lists no models: a loss, not an answer)."""
         self._check_epoch(force=True)
         self.watch.guard()
         registered = sorted(_text(member) for member in self.client.smembers(keys.MODELS))

@@ -1,13 +1,7 @@
-"""What the service checks of a Redis before it uses it: that it keeps its data (persistence),
-and whether acknowledged writes should wait for replicas.
-
-Persistence is read from every master (``CONFIG GET appendonly appendfsync save``; where
-``CONFIG`` is renamed or forbidden, ``INFO persistence`` tells whether AOF is on).  A Redis
-without AOF and without RDB snapshots forgets everything when it restarts: refused unless
-``AUCSTREAM_ALLOW_VOLATILE_REDIS`` (``--allow-volatile-redis``) says the user accepts it.  AOF
-with ``appendfsync no``, or RDB snapshots alone, lose the last seconds (or minutes) of writes
-at a crash: allowed, with a warning.  Either way a loss is noticed afterwards
-(:mod:`service.stores.epoch`).
+"""What the service checks of a Redis before it uses it: that it keeps its data (AOF or RDB,
+read by ``CONFIG GET``, else ``INFO persistence``; none is refused unless
+``AUCSTREAM_ALLOW_VOLATILE_REDIS``, a setting that loses the last writes at a crash warned
+about), and whether acknowledged writes should wait for replicas.
 """
 
 from __future__ import annotations
@@ -42,15 +36,9 @@ def _text(value: Any) -> str:
 def persistence(server: Any) -> dict[str, str | None]:
     """``appendonly``, ``appendfsync`` and ``save`` of one server (None where unknown)."""
     try:
-        config = {
-            _text(name): _text(value)
-            for name, value in server.config_get("appendonly", "appendfsync", "save").items()
-        }
-        return {
-            "appendonly": config.get("appendonly"),
-            "appendfsync": config.get("appendfsync"),
-            "save": config.get("save"),
-        }
+        names = ("appendonly", "appendfsync", "save")
+        config = {_text(name): _text(value) for name, value in server.config_get(*names).items()}
+        return {name: config.get(name) for name in names}
     except redis.exceptions.ResponseError:  # CONFIG renamed, disabled or not permitted
         info = server.info("persistence")
         return {

@@ -1,12 +1,7 @@
-"""The Redis store's watch for lost data, and its checks at Redis's first answer.
-
-The epoch markers ``aucs:{epoch-N}:marker`` (:mod:`service.stores.epoch`) are checked every
-few seconds, when a model this process knew is missing, at every listing and at every
-``ping``; a model's version lower than one this process saw is a rollback.  Either raises an
-alarm (``aucs:alarms``) that makes the store, or the model, answer
-:class:`~service.errors.StoreLostData` until :meth:`RedisWatch.acknowledge_loss`.  The checks
-of :meth:`RedisStore.open <service.stores.redis.RedisStore.open>` (persistence, replicas:
-:mod:`service.stores.redis_setup`) run here when a Redis that did not answer at start does.
+"""The Redis store's watch for lost data (:mod:`service.stores.epoch`: markers
+``aucs:{epoch-N}:marker``, alarms ``aucs:alarms``), and the start-up checks of
+:meth:`RedisStore.open <service.stores.redis.RedisStore.open>` (:mod:`.redis_setup`), run here
+when a Redis that did not answer at start does.
 """
 
 from __future__ import annotations

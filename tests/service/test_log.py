@@ -58,9 +58,14 @@ def _engine(store, clock: Clock) -> Engine:
     return Engine(store, clock=clock, checkpoint_events=10**9, checkpoint_seconds=1e9)
 
 
-def _traffic(engine: Engine, clock: Clock, model_id: str, *, checkpoint_at: int | None) -> None:
-    """Events (with duplicates), kept scores and labels, a sweep, history points."""
+def _traffic(
+    engine: Engine, clock: Clock, model_id: str, *, checkpoint_at: int | None, zero_one=False
+) -> None:
+    """Events (with duplicates), kept scores and labels (``zero_one``: sent as {0, 1}), a
+    sweep, history points."""
     X, y = make_stream(240, n_features=5, seed=3)
+    if zero_one:
+        y = (y > 0).astype(np.int64)
     for step, start in enumerate(range(0, 200, 10)):
         ids = [f"e{k}" for k in range(start, start + 10)]
         if step % 3 == 1:
@@ -106,6 +111,17 @@ def test_a_rebuilt_model_equals_the_one_that_never_stopped(logging_store, learne
     actual = _state(rebuilt, "m")
     assert_same_state(actual, expected)
     assert rebuilt.info("m").version == live.info("m").version
+
+
+def test_labels_sent_as_zero_one_replay_beside_the_default_label(logging_store):
+    """A {0, 1} labels entry and the sweep's default-label entry (-1) merged into one replayed
+    learner call give the live model, bit for bit (not a refused mix of 0 and -1)."""
+    clock = Clock()
+    live = _engine(logging_store, clock)
+    create_model(live, ModelCreate(id="m", n_features=5, default_label=0, regret_window=0))
+    _traffic(live, clock, "m", checkpoint_at=None, zero_one=True)
+    expected = _state(live, "m")
+    assert_same_state(_state(_engine(logging_store, clock), "m"), expected)
 
 
 def test_a_replay_merges_learner_calls_and_stays_exact(logging_store):

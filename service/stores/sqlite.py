@@ -55,7 +55,7 @@ from service.stores.sqlite_file import (
 )
 from service.stores.sqlite_many import ManyModels, marks
 from service.stores.sqlite_pending import KeptRecords
-from service.stores.sqlite_schema import MODEL_TABLES
+from service.stores.sqlite_schema import CHAIN, MODEL_TABLES
 from service.stores.sqlite_turns import NOT_TURNED, Turns
 
 __all__ = ["SQLiteStore", "StoreOpenError"]
@@ -112,6 +112,17 @@ def _remember_ids(
             (model_id, kind, model_id, kind, count - bound),
         )
         db.execute(f"UPDATE models SET {column} = ? WHERE id = ?", (bound, model_id))  # noqa: S608
+
+
+def _drop_entries(db: sqlite3.Connection, model_id: str, up_to: int | None) -> None:
+    """Delete the model's log entries up to version ``up_to`` (None: all of them)."""
+    if up_to is None:
+        db.execute(CHAIN + "DELETE FROM log WHERE seq IN (SELECT seq FROM chain)", (model_id, 0))
+    else:
+        db.execute(
+            CHAIN + "DELETE FROM log WHERE seq IN (SELECT seq FROM chain WHERE version <= ?3)",
+            (model_id, 0, up_to),
+        )
 
 
 class SQLiteStore(ManyModels, KeptRecords, Turns):
@@ -193,6 +204,7 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
 
     @staticmethod
     def _delete_rows(db: sqlite3.Connection, model_id: str) -> int:
+        _drop_entries(db, model_id, up_to=None)
         for table in MODEL_TABLES:
             db.execute(f"DELETE FROM {table} WHERE model_id = ?", (model_id,))  # noqa: S608
         return db.execute("DELETE FROM models WHERE id = ?", (model_id,)).rowcount
@@ -208,7 +220,7 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
         """The state rows of ``model_id``, replacing the ones stored; with ``saved``, as the
         checkpoint at that version (the log entries up to it dropped)."""
         if saved is not None:
-            db.execute("DELETE FROM log WHERE model_id = ? AND version <= ?", (model_id, saved))
+            _drop_entries(db, model_id, up_to=saved)
             db.execute("UPDATE models SET saved = ? WHERE id = ?", (saved, model_id))
         db.execute("DELETE FROM state WHERE model_id = ?", (model_id,))
         db.execute("DELETE FROM layouts WHERE model_id = ?", (model_id,))
@@ -302,7 +314,8 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
     @staticmethod
     def _entries(db: sqlite3.Connection, model_id: str, after: int) -> list:
         rows = db.execute(
-            "SELECT version, entry FROM log WHERE model_id = ? AND version > ? ORDER BY version",
+            CHAIN + "SELECT log.version, log.entry FROM chain JOIN log ON log.seq = chain.seq "
+            "ORDER BY log.version",
             (model_id, after),
         )
         return [(version, decode(entry)) for version, entry in rows]
@@ -331,23 +344,27 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
         learned = list(dict.fromkeys(commit.learned_ids)) if commit.learned_ids else []
 
         def write(db: sqlite3.Connection) -> None:
-            # the version check is the version's update itself (one statement, not a read
-            # and a write), and comes first: a stale or missing model updates no row and
-            # raises before anything is written (commit_many needs no savepoint per model);
-            # so does another process's write turn (checked by the same statement).  The
-            # learned ids are counted as all new (the usual case) by the same update;
+            # the version check is the entry's append itself (one statement, not a read and
+            # a write), and comes first: a stale or missing model appends no row and raises
+            # before anything is written (commit_many needs no savepoint per model); so does
+            # another process's write turn (checked by the same statement)
+            appended = db.execute(
+                "INSERT INTO log (model_id, version, previous, entry) "
+                "SELECT id, ?, last_entry, ? FROM models "
+                "WHERE id = ? AND version = ? AND incarnation = ? " + NOT_TURNED,
+                (version, entry, model_id, commit.expected_version, commit.incarnation,
+                 model_id, self.writer, time.time()),
+            )  # fmt: skip
+            if not appended.rowcount:
+                self.refusal(db, model_id, commit)
+            # the learned ids are counted as all new (the usual case) by the head's update;
             # _remember_ids moves the count by what it finds otherwise
             counted = db.execute(
-                "UPDATE models SET version = ?, seen_ids = seen_ids + ? "
-                "WHERE id = ? AND version = ? AND incarnation = ? "
-                + NOT_TURNED + " RETURNING seen_ids",
-                (version, len(learned), model_id, commit.expected_version, commit.incarnation,
-                 model_id, self.writer, time.time()),
-            ).fetchall()  # fmt: skip
-            if not counted:
-                self.refusal(db, model_id, commit)
+                "UPDATE models SET version = ?, last_entry = ?, seen_ids = seen_ids + ? "
+                "WHERE id = ? RETURNING seen_ids",
+                (version, appended.lastrowid, len(learned), model_id),
+            ).fetchall()
             self.turn_appended(db, model_id)
-            db.execute("INSERT INTO log VALUES (?, ?, ?)", (model_id, version, entry))
             if learned:
                 _remember_ids(db, model_id, _SEEN, learned, commit, counted[0][0])
             if commit.expired_ids:

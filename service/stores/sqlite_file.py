@@ -18,13 +18,18 @@ models      the heads: id, version, incarnation, number of pending records, ``sa
             the version the state rows are the checkpoint of, and the number of rows of
             ``ids`` of each kind (``seen_ids``, ``expired_ids``); narrow rows in a
             ``WITHOUT ROWID`` table, so that the models of one pass share the pages their
-            commits dirty (one row of ~70 bytes a model, not a page of its own)
+            commits dirty (one row of ~70 bytes a model, not a page of its own); and
+            ``last_entry``, the ``seq`` of the model's last entry of ``log``
 configs     the model's JSON config, written at its creation only: kept out of ``models``,
             whose row every commit rewrites
 log         the log entries committed after the checkpoint, one per version
-            (:mod:`service.engine.entries`), in a rowid table: an entry of a few hundred
-            bytes stays on its leaf page, where a ``WITHOUT ROWID`` row over ~230 bytes (of
-            a 1 KiB page) spills into an overflow page of its own
+            (:mod:`service.engine.entries`), in a rowid table (``seq``): an entry of a few
+            hundred bytes stays on its leaf page, where a ``WITHOUT ROWID`` row over ~230
+            bytes (of a 1 KiB page) spills into an overflow page of its own.  No index by
+            model: each entry names the model's one before (``previous``), and a model's
+            entries are walked back from its head (:data:`~.sqlite_schema.CHAIN`), so the
+            models of one pass append to the log's one last page, not each to a leaf of
+            its own
 meta        ``incarnation`` and checkpoint fields written with the state
 state       the checkpoint's fields: raw little-endian bytes, arrays over 1 KiB split into
             1 KiB chunks ``<name>@<i>`` exactly as in Redis, all-zero chunks left out

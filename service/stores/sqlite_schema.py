@@ -4,7 +4,7 @@
 #: ``PRAGMA user_version`` of the layout below and of the state's chunk size
 #: (:data:`service.stores.fields.CHUNK_BYTES`); a file of another one is refused (the product
 #: is unreleased: an older file is exported model by model, never upgraded in place)
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def _model_table(name: str, columns: str, key: str, *, without_rowid: bool = False) -> str:
@@ -28,9 +28,12 @@ CREATE TABLE IF NOT EXISTS models (
     id TEXT PRIMARY KEY, version INTEGER NOT NULL,
     incarnation TEXT NOT NULL, pending INTEGER NOT NULL DEFAULT 0,
     saved INTEGER NOT NULL DEFAULT 0, seen_ids INTEGER NOT NULL DEFAULT 0,
-    expired_ids INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+    expired_ids INTEGER NOT NULL DEFAULT 0,
+    last_entry INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS configs (model_id TEXT PRIMARY KEY, config TEXT NOT NULL);
-{_model_table("log", "version INTEGER, entry BLOB", "version")};
+CREATE TABLE IF NOT EXISTS log (
+    seq INTEGER PRIMARY KEY, model_id TEXT NOT NULL, version INTEGER NOT NULL,
+    previous INTEGER NOT NULL, entry BLOB NOT NULL);
 {_model_table("meta", "name TEXT, value TEXT", "name")};
 {_model_table("state", "field TEXT, data BLOB", "field")};
 {_model_table("layouts", "name TEXT, layout TEXT", "name")};
@@ -45,5 +48,20 @@ CREATE TABLE IF NOT EXISTS epoch_marker (
     acknowledged INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS loss_alarms (scope TEXT PRIMARY KEY, cause TEXT NOT NULL)
 """
-#: the tables whose rows belong to one model (besides its row of ``models``)
-MODEL_TABLES = ("configs", "log", "meta", "state", "layouts", "ids", "pending")
+#: the tables whose rows belong to one model, found by its id (besides its row of ``models``
+#: and its entries of ``log``, found by their chain: :data:`CHAIN`)
+MODEL_TABLES = ("configs", "meta", "state", "layouts", "ids", "pending")
+
+#: a model's entries of ``log`` after a version, newest first, as ``chain(seq, version)``
+#: (parameters: ?1 the model id, ?2 the version): walked from the head's ``last_entry`` back
+#: by each entry's ``previous``, one lookup by ``seq`` a step.  ``log`` has no index by model
+#: (whose leaf would be one more page each model of a pass dirties), so a step checks that it
+#: found the model's entry of the version before: a checkpoint drops the entries it covers,
+#: and SQLite may give a dropped ``seq`` (the highest) to the next entry of any model
+CHAIN = """WITH RECURSIVE chain(seq, version, previous) AS (
+    SELECT log.seq, log.version, log.previous FROM models JOIN log ON log.seq = models.last_entry
+    WHERE models.id = ?1 AND log.model_id = ?1 AND log.version > ?2
+    UNION ALL
+    SELECT log.seq, log.version, log.previous FROM chain JOIN log ON log.seq = chain.previous
+    WHERE log.model_id = ?1 AND log.version = chain.version - 1 AND log.version > ?2)
+"""

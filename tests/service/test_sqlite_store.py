@@ -349,8 +349,9 @@ def test_an_unusable_data_directory_is_one_clear_line_at_start_up(tmp_path, caps
         db.execute("PRAGMA user_version = 99")
     assert "newer aucstream" in _serve_fails(capsys, newer)
 
-    # 1: states in another chunk size; 3: the log in other tables; 4: the config in the heads
-    for schema in (1, 3, 4):
+    # 1: states in another chunk size; 3: the log in other tables; 4: the config in the heads;
+    # 5: the log keyed by model
+    for schema in (1, 3, 4, 5):
         older = tmp_path / f"older-{schema}"
         SQLiteStore.open(older).close()
         with contextlib.closing(sqlite3.connect(older / FILE_NAME)) as db:

@@ -69,13 +69,12 @@ def _learner(engine, via: str):
         return lambda batch: engine.learn("m", batch)
     from service.engine.passes import learn_pass
 
-    def alone(model_id, group):
-        return [engine.learn(model_id, batch) for batch, _ in group]
-
     def learn(batch):
-        (outcome,) = learn_pass(engine, [("m", [(batch, False)])], alone)[0]
-        if isinstance(outcome, Exception):
-            raise outcome
+        outcomes = learn_pass(engine, [("m", [(batch, False)])])[0]
+        if outcomes is None:  # left to apply alone (as the coalescer then does)
+            outcomes = [engine.learn("m", batch)]
+        if isinstance(outcomes[0], Exception):
+            raise outcomes[0]
 
     return learn
 

@@ -229,7 +229,7 @@ def test_a_large_stream_run_is_validated_and_answered_in_the_thread_pool_on_one_
     monkeypatch.setattr(Connection, "handle", on_loop("handler", Connection.handle))
     monkeypatch.setattr(Session, "handle", on_loop("session", Session.handle))
     monkeypatch.setattr(Coalescer, "_submit", on_loop("engine call", Coalescer._submit))
-    monkeypatch.setattr(Session, "batches", where("validate", Session.batches))
+    monkeypatch.setattr(Session, "validated", where("validate", Session.validated))
     monkeypatch.setattr(Session, "learn_replies", where("replies", Session.learn_replies))
     X, y = make_stream(n_messages)
     messages = [

@@ -62,7 +62,9 @@ class Locator:
         """A ``core`` ValueError as the service's error, at its row when it names one."""
         row = getattr(error, "row", None)
         if row is not None:
-            return self.error(row, str(error), field=field)
+            # the location names the event (its line in a file); core's own "(first at row
+            # N)" counts from 0 within the batch and would contradict a line number
+            return self.error(row, str(error).replace(f" (first at row {row})", ""), field=field)
         return InvalidInput(str(error), field=field)
 
 

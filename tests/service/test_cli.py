@@ -200,6 +200,8 @@ def test_a_small_libsvm_file_becomes_a_dense_standardised_model(tmp_path, capsys
      ("a,b,y\n1,2,0\n3,4,1\n", ("--label-column", "label"), ("no column 'label'", "'a', 'b'")),
      ("a,b,y\n1,2,0\n3,4,2\n", (), ("label column 'y'", "row 2")),
      ("a,b,y\n1,2,0\n3,inf,1\n", (), ("row 2, column 'b': infinite value",)),
+     ("a,b,y\n1,2,0\n3,1e300,1\n", (), ("row 2: features contain 1e+300, beyond the feature "
+                                      "bound of +-1e+100: rescale",)),
      ('a,b,y\n1,"2,0\n', (), ("cannot read",)),
      ("a,b,y\n1,2,0\n3,4,1\n", ("--params", "{eta0: 1}"), ("--params is not valid JSON",)),
      ("a,b,y\n1,2,0\n3,4,1\n", ("--params", '{"eta0": -1}'), ("eta0",)),

@@ -23,8 +23,8 @@ N_FEATURES = 3
 GOOD = ([0.1, 0.2, 0.3], 1, "g")
 LONG_ID = "x" * 300
 BOUND = (
-    "features contain 1e+200, beyond the feature bound of +-1e+100 (first at row 1): rescale "
-    "such features (e.g. take their logarithm)"
+    "features contain 1e+200, beyond the feature bound of +-1e+100: rescale such features (e.g. "
+    "take their logarithm)"
 )
 LABEL = "label 'y' is 2; accepted labels: 0/1, -1/+1 or true/false"
 #: fault -> (the bad event (x, y, id), the detail that refuses it)

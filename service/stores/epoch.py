@@ -18,6 +18,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from service.errors import StoreLostData
 
@@ -115,15 +116,32 @@ class LossWatch:
         """A check could not run: the next one in :data:`CHECK_SECONDS`."""
         self.next_check = time.monotonic() + CHECK_SECONDS
 
-    def saw(self, model_id: str, incarnation: str, version: int, record: bool = True) -> str | None:
+    def seen(self, model_id: str) -> tuple[str, int] | None:
+        """``(incarnation, highest version)`` seen of ``model_id`` so far: taken before a read
+        begins, the ``before`` of the :meth:`saw` that checks what it found."""
+        with self.lock:
+            return self.versions.get(model_id)
+
+    def saw(
+        self,
+        model_id: str,
+        incarnation: str,
+        version: int,
+        record: bool = True,
+        before: tuple[str, int] | None | Literal["now"] = "now",
+    ) -> str | None:
         """Check a model's version against the highest seen (the cause when it went back for
-        the same incarnation) and, if ``record``, remember it."""
+        the same incarnation) and, if ``record``, remember it.  ``before``: what was seen when
+        the read that found ``version`` began (:meth:`seen`), the version to check against:
+        another thread may have written or read a later version meanwhile, which its read
+        could not show and is no loss."""
         with self.lock:
             previous = self.versions.get(model_id)
-            if previous is not None and previous[0] == incarnation and version < previous[1]:
+            judged = previous if before == "now" else before
+            if judged is not None and judged[0] == incarnation and version < judged[1]:
                 return (
                     f"model {model_id!r} went back in time in the {self.store_name} store: "
-                    f"version {version}, while this service saw version {previous[1]}"
+                    f"version {version}, while this service saw version {judged[1]}"
                 )
             if record and (
                 previous is None or previous != (incarnation, max(version, previous[1]))

@@ -255,6 +255,7 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
         its version and incarnation when they are the caller's (its cached copy is current);
         only the entries after the caller's version when its copy is behind."""
         self.loss.guard(model_id)
+        before = self.watch.seen(model_id)  # what the reads below are checked against
         if known_version is not None:
             # the common case, a cached copy that is current: one statement (its own read
             # snapshot), not a read transaction of three
@@ -264,7 +265,7 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
                 .fetchone()
             )
             if row is not None and tuple(row) == (known_version, known_incarnation):
-                self.loss.saw(model_id, known_incarnation, known_version)
+                self.loss.saw(model_id, known_incarnation, known_version, before)
                 return StoredState(known_version, known_incarnation)
         tail = None
         with self.database.snapshot() as db:
@@ -301,7 +302,7 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
             self.loss.missing(model_id)
             raise no_model(model_id)
         version, incarnation, saved = row
-        self.loss.saw(model_id, incarnation, version)
+        self.loss.saw(model_id, incarnation, version, before)
         if current:
             return StoredState(version, incarnation)
         if tail is not None:
@@ -430,12 +431,13 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
             return None
         self.database.verify_file()
         watch.guard(model_id)
+        before = watch.seen(model_id)
         row = (
             self.database.connection()
             .execute("SELECT version, incarnation FROM models WHERE id = ?", (model_id,))
             .fetchone()
         )
-        if row is None or watch.saw(model_id, row[1], row[0], record=False) is not None:
+        if row is None or watch.saw(model_id, row[1], row[0], record=False, before=before):
             return None
         return row[0], row[1]
 

@@ -170,8 +170,12 @@ class SQLiteLossWatch:
         self.check()
         self.watch.guard(model_id)
 
-    def saw(self, model_id: str, incarnation: str, version: int) -> None:
-        cause = self.watch.saw(model_id, incarnation, version)
+    def saw(
+        self, model_id: str, incarnation: str, version: int, before: tuple[str, int] | None
+    ) -> None:
+        """A read found ``version``: checked against ``before``, what this process had seen
+        when the read began (``watch.seen``), and remembered; a loss writes its alarm."""
+        cause = self.watch.saw(model_id, incarnation, version, before=before)
         if cause is not None:
             try:
                 with self.database.write() as db:

@@ -33,12 +33,14 @@ class ManyModels:
         self.loss.guard()
         heads: dict[str, tuple[int, str]] = {}
         db = self.database.connection()
+        seen = self.watch.seen
         for part in chunks(model_ids):
+            before = {model_id: seen(model_id) for model_id in part}
             for model_id, version, incarnation in db.execute(
                 f"SELECT id, version, incarnation FROM models WHERE id IN ({marks(len(part))})",  # noqa: S608
                 part,
             ):
-                self.loss.saw(model_id, incarnation, version)
+                self.loss.saw(model_id, incarnation, version, before[model_id])
                 heads[model_id] = (version, incarnation)
         return heads
 
@@ -56,6 +58,7 @@ class ManyModels:
         self.loss.guard(model_id, verify=False)
         head: tuple[int, str] | None = None
         found: set[str] = set()
+        before = self.watch.seen(model_id)
         # the head's row first (kind 0), then the learned ids (1): one read snapshot
         rows = self.database.connection().execute(
             "SELECT 0, version, incarnation FROM models WHERE id = ? UNION ALL "
@@ -65,7 +68,7 @@ class ManyModels:
         )
         for kind, value, incarnation in rows:
             if kind == 0:
-                self.loss.saw(model_id, incarnation, value)
+                self.loss.saw(model_id, incarnation, value, before)
                 head = (value, incarnation)
             else:
                 found.add(value)

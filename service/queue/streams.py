@@ -16,7 +16,7 @@ import numpy as np
 import redis
 
 from service import codec
-from service.errors import InvalidInput, ModelChanged, ModelNotFound, QueueFull, StoreUnavailable
+from service.errors import ModelChanged, ModelNotFound, QueueFull, StoreUnavailable
 from service.groups import ThreadCombiner, each_alone
 from service.ingest import Batch
 from service.settings import Settings
@@ -114,9 +114,7 @@ class StreamQueue:
 
     # ------------------------------------------------------------------ API side
     def event_entries(self, batch: Batch) -> Entries:
-        """A labelled batch as stream entries, and its number of events."""
-        if batch.y is None:
-            raise InvalidInput("events need labels 'y' to be learned", field="y")
+        """A batch parsed labelled (as every learn is) as stream entries, and its size."""
         return codec.encode_events(batch, self.entry_events), len(batch)
 
     def label_entries(self, ids: Sequence[str], labels: np.ndarray) -> Entries:

@@ -9,6 +9,7 @@ read is learned, committed and acknowledged, the leases released, and the proces
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -124,12 +125,10 @@ class Worker:
 
     def release_all(self) -> None:
         """Give every lease back and leave the list of live workers (graceful stop)."""
-        try:
+        with contextlib.suppress(ServiceError):
             for model in list(self.owned):
                 self.leases.release(model, self.name, self.fences[model].generation)
             self.leases.leave(self.name)
-        except ServiceError:
-            pass
         for model in list(self.owned):
             self._drop(model)
 

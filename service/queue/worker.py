@@ -88,10 +88,6 @@ class Worker:
         """Finish the current read (learn, commit, acknowledge), then leave :meth:`run`."""
         self._stop.set()
 
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
     def run(self, *, until: Callable[[], bool] | None = None) -> None:
         """Loop until :meth:`stop` (or ``until()`` is true); survives Redis outages."""
         backoff = 0.1
@@ -100,7 +96,7 @@ class Worker:
         refitter = Refitter()
         refitter.start()
         try:
-            while not self.stopping and not (until is not None and until()):
+            while not self._stop.is_set() and not (until is not None and until()):
                 try:
                     self.step()
                     backoff = 0.1
@@ -264,7 +260,7 @@ class Worker:
             if self.queue.pending_of_others(model, self.name, min_idle_ms):
                 return 0  # a consumer still holds entries: wait until they are idle enough
             handled = 0
-            while not self.stopping:
+            while not self._stop.is_set():
                 entries = self.queue.read(
                     {model: "0"}, self.name, self.settings.worker_batch_entries, None
                 ).get(model)
@@ -277,7 +273,7 @@ class Worker:
         except redis.exceptions.ResponseError as error:
             self._check_groups(error, [model])
             return 0
-        if model in self.owned and not self.stopping:
+        if model in self.owned and not self._stop.is_set():
             self.owned[model] = True
         return handled
 

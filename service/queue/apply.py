@@ -1,10 +1,7 @@
-"""Applying stream entries to a model: exactly once, in stream order from the checkpoint
-(``queue:last_id``, committed with the state; docs/architecture.md §4 Modes).  An entry that a
-stream entry not yet applied precedes (held by another consumer) is neither learned nor
-acknowledged (:class:`OutOfOrder`); entries at or before the checkpoint are acknowledged, not
-learned.  A run of entries of one kind is one engine call (each entry its own round), committed
-with the checkpoint past it; a run refused with a client error is learned entry by entry and a
-bad entry skipped by a checkpoint-only commit (its client already had its 202).
+"""Applying stream entries to a model exactly once, in stream order from the checkpoint
+committed with the state (docs/architecture.md §4 Modes): a run of entries of one kind is one
+engine call, each entry its own round; an entry that one not yet applied precedes (held by
+another consumer) waits (:class:`OutOfOrder`).
 """
 
 from __future__ import annotations
@@ -67,7 +64,6 @@ class EntryApplier:
         or :class:`OutOfOrder`."""
         started = time.perf_counter()
         totals = Counter(learned=0, duplicates=0, applied=0, redelivered=0, rejected=0)
-        last_applied: str | None = None
         for attempt in range(MAX_APPLY_ATTEMPTS):
             checkpoint = self.engine.checkpoint(model)
             last_applied = checkpoint.get(LAST_ID)
@@ -88,8 +84,7 @@ class EntryApplier:
         # only what the checkpoint covers was applied (entries after a gap wait in our list)
         applied_to = parse_id(last_applied or "0-0")
         self.queue.ack(model, [e.id for e in entries if parse_id(e.id) <= applied_to], last_applied)
-        elapsed = time.perf_counter() - started
-        self._account(model, entries, totals, elapsed)
+        self._account(model, entries, totals, time.perf_counter() - started)
         if waiting is not None:
             raise OutOfOrder(f"model {model!r}: entries not yet applied precede {waiting}")
         return len(entries)
@@ -219,7 +214,8 @@ class EntryApplier:
 def _decoded(decode: Callable[[dict[bytes, bytes]], T], entry: Entry) -> T:
     """An entry's fields decoded; a field missing (a corrupt entry) is a ValueError, as
     every other fault of its bytes (:mod:`service.codec`)."""
+    assert entry.fields is not None  # trimmed entries were applied: never decoded
     try:
-        return decode(entry.data)
+        return decode(entry.fields)
     except KeyError as error:
         raise ValueError(f"entry {entry.id} lacks the field {error}") from None

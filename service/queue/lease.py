@@ -1,9 +1,5 @@
-"""A model's writer lease: one worker writes a model at a time (docs/architecture.md §5).  A
-worker holds ``aucs:{m}:lease`` (its name, with a TTL it renews) and a heartbeat in
-``aucs:workers``, and takes at most its share of the models.  Each taking increments the
-model's lease generation: the worker's name and that generation fence its commits
-(:class:`~service.stores.base.Fence`), so a worker that stalled while another took the model
-over can never commit again.
+"""A model's writer lease, so that one worker writes a model at a time, and the workers'
+heartbeats (docs/architecture.md §5 says how the lease generation fences a stalled worker).
 """
 
 from __future__ import annotations

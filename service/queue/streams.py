@@ -16,18 +16,16 @@ import numpy as np
 import redis
 
 from service import codec
-from service.errors import InvalidInput, ModelChanged, ModelNotFound, QueueFull, StoreUnavailable
+from service.errors import ModelChanged, ModelNotFound, QueueFull, StoreUnavailable
 from service.groups import ThreadCombiner, each_alone
 from service.ingest import Batch
+from service.settings import Settings
 from service.stores import keys
 from service.stores.client import ReplicaWait, is_cluster, round_trip, run_script, unavailable
 from service.stores.lua import APPEND_SCRIPT, ENSURE_GROUP_SCRIPT
 
 #: a request as stream entries (each ``(events, fields)``) and its number of events
 Entries = tuple[list[tuple[int, dict[str, bytes]]], int]
-
-#: on a Redis Cluster, how long a read blocks on one slot's streams (ms, :meth:`StreamQueue.read`)
-CLUSTER_BLOCK_MS = 100
 
 logger = logging.getLogger("aucstream.queue")
 
@@ -66,12 +64,6 @@ class Entry:
     fields: dict[bytes, bytes] | None
 
     @property
-    def data(self) -> dict[bytes, bytes]:
-        """The fields of an entry still in the stream (see :mod:`service.codec`)."""
-        assert self.fields is not None
-        return self.fields
-
-    @property
     def kind(self) -> str:
         assert self.fields is not None
         return self.fields.get(b"kind", b"").decode()
@@ -98,11 +90,11 @@ class StreamQueue:
 
     client: redis.Redis
     _: KW_ONLY
-    max_backlog_events: int = 1_000_000
-    entry_events: int = 10_000
-    retry_after_seconds: int = 1
-    group: str = keys.WORKER_GROUP
-    cluster_block_ms: int = CLUSTER_BLOCK_MS
+    # the settings' defaults: the library and the service share one set
+    max_backlog_events: int = Settings.model_fields["queue_max_backlog_events"].default
+    entry_events: int = Settings.model_fields["queue_entry_events"].default
+    retry_after_seconds: int = Settings.model_fields["queue_retry_after_seconds"].default
+    cluster_block_ms: int = Settings.model_fields["worker_cluster_block_ms"].default
     #: how an append waits for replicas before it is acknowledged (None: it does not);
     #: the store's setting, read per append (the store decides it at Redis's first answer)
     replica_wait: Callable[[], ReplicaWait | None] = lambda: None
@@ -122,9 +114,7 @@ class StreamQueue:
 
     # ------------------------------------------------------------------ API side
     def event_entries(self, batch: Batch) -> Entries:
-        """A labelled batch as stream entries, and its number of events."""
-        if batch.y is None:
-            raise InvalidInput("events need labels 'y' to be learned", field="y")
+        """A batch parsed labelled (as every learn is) as stream entries, and its size."""
         return codec.encode_events(batch, self.entry_events), len(batch)
 
     def label_entries(self, ids: Sequence[str], labels: np.ndarray) -> Entries:
@@ -185,7 +175,7 @@ class StreamQueue:
         args: list[Any] = [
             incarnation,
             self.max_backlog_events,
-            self.group,
+            keys.WORKER_GROUP,
             n_events,
             len(entries),
             APPEND_REPLY_MS,
@@ -272,24 +262,21 @@ class StreamQueue:
     @unavailable
     def ensure_group(self, model_id: str) -> bool:
         script_keys = [keys.config(model_id), keys.stream(model_id)]
-        exists = run_script(self.client, self._ensure_group, script_keys, [self.group], None)
+        exists = run_script(self.client, self._ensure_group, script_keys, [keys.WORKER_GROUP], None)
         return bool(int(exists))
 
     @unavailable
-    def claim(self, model_id: str, consumer: str, min_idle_ms: int) -> int:
-        """Claim every pending entry idle for at least ``min_idle_ms`` (XAUTOCLAIM); returns
-        how many were claimed (entries trimmed meanwhile are dropped from the pending list
-        by Redis)."""
-        start, claimed = "0-0", 0
+    def claim(self, model_id: str, consumer: str, min_idle_ms: int) -> None:
+        """Claim every pending entry idle for at least ``min_idle_ms`` (XAUTOCLAIM; entries
+        trimmed meanwhile are dropped from the pending list by Redis)."""
+        start = "0-0"
         for _ in range(10_000):
             reply = self.client.xautoclaim(
-                keys.stream(model_id), self.group, consumer, min_idle_ms, start, count=1000
+                keys.stream(model_id), keys.WORKER_GROUP, consumer, min_idle_ms, start, count=1000
             )
             start = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
-            claimed += len(reply[1])
             if start == "0-0":
                 break
-        return claimed
 
     @unavailable
     def pending_of_others(self, model_id: str, consumer: str, min_idle_ms: int) -> int:
@@ -297,13 +284,13 @@ class StreamQueue:
         hold none and were idle for ``min_idle_ms`` are deleted on the way (a restarted worker
         has a new name: dead workers' names would pile up)."""
         stream, pending = keys.stream(model_id), 0
-        for item in self.client.xinfo_consumers(stream, self.group):
+        for item in self.client.xinfo_consumers(stream, keys.WORKER_GROUP):
             name = item["name"].decode() if isinstance(item["name"], bytes) else item["name"]
             if name == consumer:
                 continue
             pending += int(item["pending"])
             if not int(item["pending"]) and int(item["idle"]) >= min_idle_ms:
-                self.client.xgroup_delconsumer(stream, self.group, name)
+                self.client.xgroup_delconsumer(stream, keys.WORKER_GROUP, name)
         return pending
 
     @unavailable
@@ -322,7 +309,7 @@ class StreamQueue:
         by_key = {keys.stream(model): model for model in positions}
         if not is_cluster(self.client):
             reply = self.client.xreadgroup(
-                self.group, consumer, streams, count=count, block=block_ms
+                keys.WORKER_GROUP, consumer, streams, count=count, block=block_ms
             )
             return self._entries(reply, by_key)
         groups: dict[int, dict[Any, Any]] = {}
@@ -332,14 +319,13 @@ class StreamQueue:
         if len(slots) > 1:
             with self.client.pipeline(transaction=False) as pipe:
                 for slot in slots:
-                    pipe.xreadgroup(self.group, consumer, groups[slot], count=count)
+                    pipe.xreadgroup(keys.WORKER_GROUP, consumer, groups[slot], count=count)
                 replies = pipe.execute()
             read: dict[str, list[Entry]] = {}
             for reply in replies:
                 read.update(self._entries(reply, by_key))
             if read or block_ms is None:
-                self._remember_busy(read)
-                return read
+                return self._remember_busy(read)
             block_ms = min(block_ms, self.cluster_block_ms)
         if self._busy_slot in groups:
             slot = self._busy_slot
@@ -347,15 +333,14 @@ class StreamQueue:
             self._turn = (self._turn + 1) % len(slots)
             slot = slots[self._turn]
         reply = self.client.xreadgroup(
-            self.group, consumer, groups[slot], count=count, block=block_ms
+            keys.WORKER_GROUP, consumer, groups[slot], count=count, block=block_ms
         )
-        read = self._entries(reply, by_key)
-        self._remember_busy(read)
-        return read
+        return self._remember_busy(self._entries(reply, by_key))
 
-    def _remember_busy(self, read: dict[str, list[Entry]]) -> None:
+    def _remember_busy(self, read: dict[str, list[Entry]]) -> dict[str, list[Entry]]:
         if read and is_cluster(self.client):
             self._busy_slot = self.client.keyslot(keys.stream(next(iter(read))))
+        return read
 
     @staticmethod
     def _entries(reply: Any, by_key: dict[str, str]) -> dict[str, list[Entry]]:
@@ -390,7 +375,7 @@ class StreamQueue:
         """XACK the entries; trim the stream of every entry at or before the checkpoint."""
         with self.client.pipeline(transaction=False) as pipe:
             if stream_ids:
-                pipe.xack(keys.stream(model_id), self.group, *stream_ids)
+                pipe.xack(keys.stream(model_id), keys.WORKER_GROUP, *stream_ids)
             if applied_up_to is not None:
                 pipe.xtrim(keys.stream(model_id), minid=next_id(applied_up_to), approximate=False)
             pipe.execute()

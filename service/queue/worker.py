@@ -9,6 +9,7 @@ read is learned, committed and acknowledged, the leases released, and the proces
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -64,10 +65,10 @@ class Worker:
         self.telemetry = telemetry or Telemetry()
         self.name = settings.worker_name or f"{socket.gethostname()}-{os.getpid()}"
         self.applier = EntryApplier(self.engine, self.queue, self.telemetry, self.name)
-        #: models this worker writes -> whether their pending entries were recovered
+        #: models this worker writes -> whether their pending entries were recovered (the
+        #: lease generation it took is its fence's: ``engine.repository.fences``)
         self.owned: dict[str, bool] = {}
-        #: models this worker writes -> the lease generation it took (its fencing token)
-        self.generations: dict[str, int] = {}
+        self.fences = self.engine.repository.fences
         #: models whose last apply stopped before entries not yet applied (held elsewhere)
         self._gaps: set[str] = set()
         self._stop = threading.Event()
@@ -87,10 +88,6 @@ class Worker:
         """Finish the current read (learn, commit, acknowledge), then leave :meth:`run`."""
         self._stop.set()
 
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
     def run(self, *, until: Callable[[], bool] | None = None) -> None:
         """Loop until :meth:`stop` (or ``until()`` is true); survives Redis outages."""
         backoff = 0.1
@@ -99,7 +96,7 @@ class Worker:
         refitter = Refitter()
         refitter.start()
         try:
-            while not self.stopping and not (until is not None and until()):
+            while not self._stop.is_set() and not (until is not None and until()):
                 try:
                     self.step()
                     backoff = 0.1
@@ -124,12 +121,10 @@ class Worker:
 
     def release_all(self) -> None:
         """Give every lease back and leave the list of live workers (graceful stop)."""
-        try:
+        with contextlib.suppress(ServiceError):
             for model in list(self.owned):
-                self.leases.release(model, self.name, self.generations.get(model, 0))
+                self.leases.release(model, self.name, self.fences[model].generation)
             self.leases.leave(self.name)
-        except ServiceError:
-            pass
         for model in list(self.owned):
             self._drop(model)
 
@@ -163,11 +158,7 @@ class Worker:
                 self.settings.worker_block_ms,
             )
         except redis.exceptions.ResponseError as error:
-            if "NOGROUP" not in str(error):
-                raise
-            # a model was deleted or re-created since we took it: check them all again
-            for model in list(self.owned):
-                self._check_group(model)
+            self._check_groups(error, list(self.owned))  # which model's is unknown: all
             return handled
         for model, entries in read.items():
             handled += self._guarded(model, self.apply, model, entries)
@@ -201,7 +192,7 @@ class Worker:
         share = -(-len(models) // max(live, 1))
         if len(self.owned) > share:
             model = sorted(self.owned)[-1]
-            self.leases.release(model, self.name, self.generations.get(model, 0))
+            self.leases.release(model, self.name, self.fences[model].generation)
             self._drop(model)
             self._log(logging.INFO, "handing model %s over (share of %d workers: %d models)",
                       model, live, share, model=model)  # fmt: skip
@@ -220,9 +211,8 @@ class Worker:
 
     def renew(self) -> None:
         for model in list(self.owned):
-            lease = self.leases.hold(
-                model, self.name, self.settings.worker_lease_ms, self.generations[model]
-            )
+            generation = self.fences[model].generation
+            lease = self.leases.hold(model, self.name, self.settings.worker_lease_ms, generation)
             if lease is None:
                 self._log(logging.WARNING, "lost the lease of model %s", model, model=model)
                 self._drop(model)
@@ -237,26 +227,29 @@ class Worker:
         """Write ``model`` under lease ``generation``: commits fenced by it, the state reloaded
         and the pending entries recovered before new ones are read."""
         self.owned[model] = False
-        self.generations[model] = generation
-        self.engine.repository.fences[model] = Fence(self.name, generation)
+        self.fences[model] = Fence(self.name, generation)
         self.engine.repository.drop(model)
 
     def _drop(self, model: str) -> None:
         self.owned.pop(model, None)
-        self.generations.pop(model, None)
         self._gaps.discard(model)
-        self.engine.repository.fences.pop(model, None)
+        self.fences.pop(model, None)
         self.engine.repository.drop(model)
         # no history catch-up without the lease: a model's writes are its owner's alone
         self.engine.repository.history_caught_up(model)
         self.applier.forget(model)
         self._corrupt.pop(model, None)
 
-    def _check_group(self, model: str) -> None:
-        if self.queue.ensure_group(model):
-            self.owned[model] = False
-        else:
-            self._drop(model)
+    def _check_groups(self, error: redis.exceptions.ResponseError, models: list[str]) -> None:
+        """After ``error``: a NOGROUP (a model deleted or re-created since it was taken) has
+        ``models`` recovered again or dropped, any other error is raised."""
+        if "NOGROUP" not in str(error):
+            raise error
+        for model in models:
+            if self.queue.ensure_group(model):
+                self.owned[model] = False
+            else:
+                self._drop(model)
 
     def recover(self, model: str) -> int:
         """Claim what dead consumers left pending, then apply our own pending entries; the
@@ -267,7 +260,7 @@ class Worker:
             if self.queue.pending_of_others(model, self.name, min_idle_ms):
                 return 0  # a consumer still holds entries: wait until they are idle enough
             handled = 0
-            while not self.stopping:
+            while not self._stop.is_set():
                 entries = self.queue.read(
                     {model: "0"}, self.name, self.settings.worker_batch_entries, None
                 ).get(model)
@@ -278,11 +271,9 @@ class Worker:
                     self._gaps.discard(model)  # wait until the entries before are claimable
                     return handled
         except redis.exceptions.ResponseError as error:
-            if "NOGROUP" not in str(error):
-                raise
-            self._check_group(model)
+            self._check_groups(error, [model])
             return 0
-        if model in self.owned and not self.stopping:
+        if model in self.owned and not self._stop.is_set():
             self.owned[model] = True
         return handled
 

@@ -15,12 +15,12 @@ import numpy as np
 from service.errors import InvalidInput, MalformedBody, PayloadTooLarge, ServiceError
 from service.ingest.objects import parse_json
 
-OPS = ("learn", "score", "label")
 #: magic, op, flags, reserved, n events, d features, bytes of the ids' UTF-8, seq
 HEADER = struct.Struct("<BBBBIIIq")
 MAGIC = 0xA1
 OP_CODES = {1: "learn", 2: "score", 3: "label"}
 CODE_OF = {op: code for code, op in OP_CODES.items()}
+OPS = tuple(CODE_OF)
 FLAG_IDS, FLAG_NO_KEEP, FLAG_SCORES, FLAG_PROBABILITIES = 1, 2, 4, 8
 
 
@@ -85,7 +85,7 @@ class FrameLimits:
     frame_messages: int
     frame_events: int
     #: most reason codes a score message may ask per event (``AUCSTREAM_MAX_REASONS``)
-    message_reasons: int = 20
+    message_reasons: int
 
     def refuse(self, n_messages: int, n_events: int) -> Message | None:
         if n_messages > self.frame_messages:
@@ -144,7 +144,7 @@ MESSAGE_KEYS = frozenset({"seq", "op", "keep", "scores", "probabilities", "reaso
 _PLAIN_INLINE = frozenset({"seq", "op", "x", "y", "id"})
 
 
-def json_message(item: Any, max_events: int, max_reasons: int = 20) -> Message:
+def json_message(item: Any, max_events: int, max_reasons: int) -> Message:
     if type(item) is dict and item.keys() <= _PLAIN_INLINE:
         seq, op = item.get("seq"), item.get("op")
         if (seq is None or type(seq) in (int, str)) and op in OPS:

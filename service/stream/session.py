@@ -106,8 +106,7 @@ class Session:
         for message in messages:
             if message.error is not None:
                 self.fail([message], message.error)
-        settings = self.services.settings
-        for run in runs(messages, settings.max_batch_events):
+        for run in runs(messages, self.services.settings.max_batch_events):
             try:
                 await self.apply(run)
             except ServiceError as error:  # the model (gone), the store, the queue: all of it
@@ -203,10 +202,9 @@ class Session:
                 await self.each(good, labels, self.apply_labels)
             return
         spec = await model_spec(self.services.engine, self.model_id)
-        labelled = op == "learn"
         good, batch = await in_thread_if(
             offload, self.validated, run,
-            lambda part: self.batch(part, spec, labelled=labelled), concatenate,
+            lambda part: self.batch(part, spec, labelled=op == "learn"), concatenate,
         )  # fmt: skip
         if not good:
             return
@@ -375,12 +373,11 @@ class Session:
 
     async def apply_labels(self, run: list[Item], labels: Labels) -> None:
         services, model_id = self.services, self.model_id
-        ids, y = labels
         if services.queue is not None:
             self.queued(run, await enqueue(services, model_id, None, labels=labels))
             return
         telemetry = services.telemetry
-        result = await self.call_engine("labels", run, ids, y)
+        result = await self.call_engine("labels", run, *labels)
         telemetry.events_learned.labels(model_id).inc(result.learned)
         for status, n in Counter(status for _, status in result.statuses).items():
             telemetry.labels.labels(model_id, status).inc(n)

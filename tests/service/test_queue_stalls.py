@@ -254,10 +254,10 @@ def test_a_worker_whose_lease_lapsed_recovers_before_reading_on(make_app, make_w
     worker.step()
     worker.step()
     assert worker.owned == {"m": True}
-    generation = worker.generations["m"]
+    generation = worker.fences["m"].generation
     rclient.delete(keys.lease("m"))  # the worker "stalls" past its lease
     worker.renew()
-    assert worker.owned == {"m": False} and worker.generations == {"m": generation + 1}
+    assert worker.owned == {"m": False} and set(worker.fences) == {"m"}
     assert worker.engine.repository.fences["m"].generation == generation + 1
     client.post("/v1/models/m/events", json=events_json(X[20:], y[20:]))
     for _ in range(20):

@@ -26,7 +26,9 @@ from service.stream.protocol import (
     encode_binary_rows,
 )
 
-LIMITS = FrameLimits(message_events=100_000, frame_messages=4096, frame_events=20_000)
+LIMITS = FrameLimits(
+    message_events=100_000, frame_messages=4096, frame_events=20_000, message_reasons=20
+)
 
 
 def connection(frames: list[bytes], **settings) -> Connection:
@@ -170,7 +172,7 @@ def test_frame_limits_are_found_as_the_reference_finds_them():
     frames = [encode_binary_rows("learn", 1, X, y)] * 3
     limits = {"ws_max_frame_messages": 5, "ws_max_frame_events": 7}
     items = taken(frames, **limits)
-    tight = FrameLimits(100_000, 5, 7)
+    tight = FrameLimits(100_000, 5, 7, 20)
     want = [m for frame in frames for m in decode_binary(frame, tight)]
     same(flat(items), want)
     assert all(m.error is not None and m.error.status == 413 for m in flat(items))
@@ -219,10 +221,10 @@ def test_a_plain_json_message_reads_as_the_full_checks_read_it(item):
     other message goes through them: the same message either way."""
     from service.stream import protocol
 
-    fast = protocol.json_message(item, 100)
+    fast = protocol.json_message(item, 100, 20)
     plain, protocol._PLAIN_INLINE = protocol._PLAIN_INLINE, frozenset()
     try:
-        full = protocol.json_message(item, 100)
+        full = protocol.json_message(item, 100, 20)
     finally:
         protocol._PLAIN_INLINE = plain
     assert (fast.seq, fast.op, fast.n_events, fast.events, fast.keep, fast.reasons) == (

@@ -18,7 +18,7 @@ symmetric (IEEE products commute; ``(f * u_i) * u_j`` would not).  ``1 + h v >= 
 
 import numpy as np
 
-from core._kernels._config import kernel
+from core._kernels._config import inlined_kernel, kernel
 from core._kernels.calibration import sigmoid
 from core._kernels.logistic import base_rate, count_label
 
@@ -39,19 +39,26 @@ def laplace_score(mean, row, class_counts, use_offset):
     return s
 
 
+@inlined_kernel  # scalars only, per slot: nothing to call
+def drifted(variance, cap, process_noise):
+    """(logistic.14) for one slot: its variance after the random walk, ``process_noise`` more
+    but at most ``cap`` (its prior's variance; one already above it stays)."""
+    room = cap - variance
+    if room > 0.0:
+        return variance + (process_noise if process_noise < room else room)
+    return variance
+
+
 @kernel
 def laplace_update(x, label, mean, covariance, u, class_counts, hyper):
     """(logistic.11)-(logistic.14) for one event, ``x`` the extended row (D,); ``u`` is scratch
     (D,); ``hyper``: ``(prior_variance, process_noise, use_offset)``.  Returns the score
     (logistic.11) seen before the update."""
     prior_variance, process_noise, use_offset = hyper
-    size = mean.shape[0]
     # (logistic.14): the weights drift, each variance gains q up to the prior's
     if process_noise > 0.0:
-        for i in range(size):
-            room = prior_variance - covariance[i, i]
-            if room > 0.0:
-                covariance[i, i] += process_noise if process_noise < room else room
+        for i in range(mean.shape[0]):
+            covariance[i, i] = drifted(covariance[i, i], prior_variance, process_noise)
     return laplace_step(x, label, mean, covariance, u, class_counts, use_offset)
 
 
@@ -88,13 +95,35 @@ def laplace_step(x, label, mean, covariance, u, class_counts, use_offset):
 
 
 @kernel
+def extended_scratch(n_slots, fit_intercept):
+    """``(x, u)``: the extended row ``x~ = (x, 1)`` (``(x, 0)`` without ``fit_intercept``, so
+    the intercept never moves) with its ``n_slots`` features zero, and the scratch ``u`` (D,)."""
+    x = np.zeros(n_slots + 1)
+    x[n_slots] = 1.0 if fit_intercept else 0.0
+    return x, np.empty(n_slots + 1)
+
+
+@inlined_kernel  # per row: a call would cost more than a short row's loop
+def scatter_row(x, indices, data, start, end):
+    """The CSR row ``start:end`` added into the zero features of ``x``: duplicate columns add,
+    in the order stored, as in a CSR product (the update and the scores expand rows alike)."""
+    for k in range(start, end):
+        x[indices[k]] += data[k]
+
+
+@inlined_kernel
+def clear_row(x, indices, start, end):
+    """The features of ``x`` that :func:`scatter_row` set back to zero: the next row's start."""
+    for k in range(start, end):
+        x[indices[k]] = 0.0
+
+
+@kernel
 def laplace_dense(X, y, scores, mean, covariance, class_counts, fit_intercept, hyper):
     """Learn the dense rows ``X`` in order; row i's pre-update score goes to ``scores[i]`` when
     ``scores`` has one slot per row (an empty ``scores`` skips that)."""
     n_features = X.shape[1]
-    x = np.zeros(n_features + 1)
-    x[n_features] = 1.0 if fit_intercept else 0.0
-    u = np.empty(n_features + 1)
+    x, u = extended_scratch(n_features, fit_intercept)
     want_scores = scores.shape[0] > 0
     for i in range(X.shape[0]):
         for j in range(n_features):
@@ -110,17 +139,12 @@ def laplace_csr(
 ):
     """As :func:`laplace_dense` for CSR rows (each row expanded into a dense scratch row: the
     update is O(D^2) either way)."""
-    n_features = mean.shape[0] - 1
-    x = np.zeros(n_features + 1)
-    x[n_features] = 1.0 if fit_intercept else 0.0
-    u = np.empty(n_features + 1)
+    x, u = extended_scratch(mean.shape[0] - 1, fit_intercept)
     want_scores = scores.shape[0] > 0
     for i in range(indptr.shape[0] - 1):
-        for k in range(indptr[i], indptr[i + 1]):
-            x[indices[k]] += data[k]  # duplicates add, as in a CSR product
+        scatter_row(x, indices, data, indptr[i], indptr[i + 1])
         s = laplace_update(x, y[i], mean, covariance, u, class_counts, hyper)
-        for k in range(indptr[i], indptr[i + 1]):
-            x[indices[k]] = 0.0
+        clear_row(x, indices, indptr[i], indptr[i + 1])
         if want_scores:
             scores[i] = s
 
@@ -163,13 +187,10 @@ def laplace_kinds_csr(
     number is learned under the number's prior."""
     prior_variance, number_variance, process_noise, use_offset = hyper
     n_slots = mean.shape[0] - 1
-    x = np.zeros(n_slots + 1)
-    x[n_slots] = 1.0 if fit_intercept else 0.0
-    u = np.empty(n_slots + 1)
+    x, u = extended_scratch(n_slots, fit_intercept)
     want_scores = scores.shape[0] > 0
     for i in range(indptr.shape[0] - 1):
-        for k in range(indptr[i], indptr[i + 1]):
-            x[indices[k]] += data[k]  # duplicates add, as in a CSR product
+        scatter_row(x, indices, data, indptr[i], indptr[i + 1])
         for k in range(indptr[i], indptr[i + 1]):
             slot = indices[k]
             size = abs(x[slot])
@@ -187,12 +208,9 @@ def laplace_kinds_csr(
                 cap = prior_variance
                 if j < n_slots and magnitudes[j] == VARIED:
                     cap = number_variance
-                room = cap - covariance[j, j]
-                if room > 0.0:
-                    covariance[j, j] += process_noise if process_noise < room else room
+                covariance[j, j] = drifted(covariance[j, j], cap, process_noise)
         s = laplace_step(x, y[i], mean, covariance, u, class_counts, use_offset)
-        for k in range(indptr[i], indptr[i + 1]):
-            x[indices[k]] = 0.0
+        clear_row(x, indices, indptr[i], indptr[i + 1])
         if want_scores:
             scores[i] = s
 
@@ -210,8 +228,6 @@ def laplace_scores_csr(indptr, indices, data, mean, class_counts, use_offset, ou
     (duplicate columns add in the same order)."""
     x = np.zeros(mean.shape[0] - 1)
     for i in range(indptr.shape[0] - 1):
-        for k in range(indptr[i], indptr[i + 1]):
-            x[indices[k]] += data[k]
+        scatter_row(x, indices, data, indptr[i], indptr[i + 1])
         out[i] = laplace_score(mean, x, class_counts, use_offset)
-        for k in range(indptr[i], indptr[i + 1]):
-            x[indices[k]] = 0.0
+        clear_row(x, indices, indptr[i], indptr[i + 1])

@@ -248,15 +248,14 @@ def named_rows(features) -> list[dict[str, Any]]:
     import pandas as pd
 
     records = features.astype(object).where(features.notna(), None).to_dict("records")
-    named = []
-    for record in records:
-        row = {}
-        for name, value in record.items():
-            if value is None or value is pd.NA:
-                continue
-            row[name] = value.item() if isinstance(value, np.generic) else value
-        named.append(row)
-    return named
+    return [
+        {
+            name: value.item() if isinstance(value, np.generic) else value
+            for name, value in record.items()
+            if value is not None and value is not pd.NA
+        }
+        for record in records
+    ]
 
 
 def hashed_rows(named: list[dict[str, Any]], width: int, rows: np.ndarray) -> CSRMatrix:

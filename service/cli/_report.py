@@ -63,13 +63,11 @@ def metrics_table(metrics: dict[str, Any]) -> str:
         ("pAUC (McClish)", window["pauc_standardized"], since["pauc_standardized"]),
     ]
     widths = [max(len(_cell(row[i])) for row in rows) for i in range(3)]
-    lines = []
-    for number, row in enumerate(rows):
-        lines.append(
-            "  ".join(_cell(cell).ljust(width) for cell, width in zip(row, widths, strict=True))
-        )
-        if number == 0:
-            lines.append("  ".join("-" * width for width in widths))
+    lines = [
+        "  ".join(_cell(cell).ljust(width) for cell, width in zip(row, widths, strict=True))
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * width for width in widths))  # under the header
     counts = metrics["counts"]
     lines.append("")
     lines.append(

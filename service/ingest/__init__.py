@@ -50,6 +50,11 @@ def parse_events(
     """A whole (already read) body of any accepted content type; ``max_dense_cells`` bounds the
     dense copy of sparse input, ``max_inflated_bytes`` an NPZ body inflated (413 beyond)."""
     kind = media_type(content_type)
+    if kind in (LIBSVM, NPZ) and spec.feature_mode == "hashed":
+        raise UnsupportedMediaType(
+            "a hashed model takes named features: send application/json or application/x-ndjson",
+            field="content-type",
+        )
     common: dict[str, Any] = {"labelled": labelled, "max_events": max_events}
     if kind == JSON:
         return json_events(body, spec, **common)

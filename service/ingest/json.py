@@ -56,12 +56,11 @@ def _dense_json_fast(
     body: bytes, spec: FeatureSpec, *, labelled: bool, max_events: int
 ) -> Batch | None:
     """The batch of a dense-model JSON body of the plain shape, or None (see above)."""
-    parser: simdjson.Parser | None = None
-    if len(body) <= _REUSED_PARSER_MAX_BYTES:
-        parser = getattr(_parsers, "parser", None)
+    reused = len(body) <= _REUSED_PARSER_MAX_BYTES
+    parser = getattr(_parsers, "parser", None) if reused else None
     if parser is None:
         parser = simdjson.Parser()
-        if len(body) <= _REUSED_PARSER_MAX_BYTES:
+        if reused:
             _parsers.parser = parser
     try:
         return _read_dense_json(parser, body, spec, labelled=labelled, max_events=max_events)

@@ -11,7 +11,7 @@ import numpy as np
 
 from core._kernels.validation import first_bad_csr_entry
 from core.csr import CSRMatrix
-from service.errors import MalformedBody, UnsupportedMediaType
+from service.errors import MalformedBody
 from service.ingest import fields
 from service.ingest.batch import Batch, FeatureSpec
 from service.ingest.fields import Locator
@@ -37,10 +37,6 @@ _CHARACTER_KIND[list(b"0123456789")] = _DIGIT
 _CHARACTER_KIND[list(b"eE.+-")] = _NUMBER_SIGN
 _CHARACTER_KIND[ord(":")] = _COLON
 
-HASHED_NEEDS_NAMES = (
-    "a hashed model takes named features: send application/json or application/x-ndjson"
-)
-
 
 def libsvm_events(
     body: bytes,
@@ -52,8 +48,6 @@ def libsvm_events(
     max_dense_cells: int = fields.MAX_DENSE_CELLS,
 ) -> Batch:
     """LIBSVM / svmlight text -> batch, the tokens of all lines converted by one numpy call."""
-    if spec.feature_mode == "hashed":
-        raise UnsupportedMediaType(HASHED_NEEDS_NAMES, field="content-type")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -74,10 +74,7 @@ def positional_rows(rows: list[Any], spec: FeatureSpec, locate: Locator) -> list
                 field="x",
             )
         if dense:
-            if len(row) != len(names) and spec.fills_missing:
-                out.append([row.get(name) for name in names])  # absent: None, a missing value
-                continue
-            if len(row) != len(names):
+            if len(row) != len(names) and not spec.fills_missing:
                 missing = [name for name in names if name not in row]
                 raise locate.error(
                     index,
@@ -85,7 +82,7 @@ def positional_rows(rows: list[Any], spec: FeatureSpec, locate: Locator) -> list
                     f"{len(names)} named features in every event",
                     field="x",
                 )
-            out.append([row[name] for name in names])
+            out.append([row.get(name) for name in names])  # absent: None, a missing value
         else:
             columns = sorted((position[name], value) for name, value in row.items())
             out.append({"indices": [c for c, _ in columns], "values": [v for _, v in columns]})

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from service.errors import MalformedBody, PayloadTooLarge
 from service.ingest.batch import Batch, FeatureSpec
-from service.ingest.objects import events_to_batch, json_error_detail
-from service.ingest.repeated_keys import document_key_count, refuse_repeated_keys
+from service.ingest.objects import events_to_batch, parse_json
 
 _NEWLINE = ord("\n")
 
@@ -60,12 +57,7 @@ class NDJSONReader:
         if not part.strip():
             return
         try:
-            event = orjson.loads(part)
-        except orjson.JSONDecodeError as error:
-            detail = json_error_detail(bytes(part), error.pos, str(error))
-            raise MalformedBody(f"line {self._line}: {detail}", line=self._line) from None
-        try:
-            refuse_repeated_keys(part, document_key_count(event))
+            event = parse_json(bytes(part))
         except MalformedBody as error:
             raise MalformedBody(
                 f"line {self._line}: {error.detail}", field=error.field, line=self._line

@@ -10,12 +10,11 @@ import numpy as np
 
 from core.csr import CSRMatrix
 from core.errors import unknown_names
-from service.errors import InvalidInput, MalformedBody, UnsupportedMediaType
+from service.errors import InvalidInput, MalformedBody
 from service.ingest import fields
 from service.ingest.archive import check_members, member_count, npy_array, npy_layout
 from service.ingest.batch import Batch, FeatureSpec
 from service.ingest.fields import Locator
-from service.ingest.libsvm import HASHED_NEEDS_NAMES
 
 NPZ_ARRAYS = ("X", "y", "ids", "indptr", "indices", "data")
 
@@ -55,8 +54,6 @@ def npz_events(
 ) -> Batch:
     """A ``.npz`` body; 413 beyond ``max_inflated_bytes`` inflated or, CSR arrays for a dense
     model, ``max_dense_cells`` values."""
-    if spec.feature_mode == "hashed":
-        raise UnsupportedMediaType(HASHED_NEEDS_NAMES, field="content-type")
     try:
         n_members = member_count(body, what="the .npz body")
     except MalformedBody:

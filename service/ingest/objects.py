@@ -36,7 +36,6 @@ def dense_features(rows: list[Any], spec: FeatureSpec, locate: Locator) -> np.nd
                 itertools.chain.from_iterable(rows), dtype=np.float64, count=len(rows) * width
             ).reshape(len(rows), width)
         except (TypeError, ValueError):
-            X = None
             if spec.fills_missing:
                 X = _with_missing_values(rows, width)
     if X is None:

@@ -116,13 +116,6 @@ async def post_events(
     _count_learned(telemetry, model_id, result)
     if result.duplicate_ids:
         telemetry.child(telemetry.duplicates, model_id).inc(len(result.duplicate_ids))
-    if telemetry.log_requests:
-        request.state.log_fields = {
-            "received": result.received,
-            "learned": result.learned,
-            "duplicates": len(result.duplicate_ids),
-            "version": result.version,
-        }
     body: dict[str, Any] = {
         "model": model_id,
         "version": result.version,
@@ -134,6 +127,9 @@ async def post_events(
         if result.scores is None
         else [None if math.isnan(value) else value for value in result.scores.tolist()],
     }
+    if telemetry.log_requests:
+        logged = ("received", "learned", "duplicates", "version")
+        request.state.log_fields = {name: body[name] for name in logged}
     return json_response(body)
 
 

@@ -263,13 +263,8 @@ async def stream(
             if current["version"] != last_version:
                 last_version = current["version"]
                 sent += 1
-                yield (
-                    b"event: metrics\nid: "
-                    + str(last_version).encode()
-                    + b"\ndata: "
-                    + orjson.dumps(current)
-                    + b"\n\n"
-                )
+                data = orjson.dumps(current)
+                yield b"event: metrics\nid: %d\ndata: %s\n\n" % (last_version, data)
                 idle = 0.0
                 if max_events is not None and sent >= max_events:
                     return

@@ -23,7 +23,7 @@ from starlette.responses import PlainTextResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from service.auth import READ_METHODS, check_api_key, require_api_key
-from service.body_guard import BodyDeadlines
+from service.body_guard import BodyDeadlines, GuardedReceive
 from service.deps import Services, get_engine, get_services, get_settings, get_telemetry
 from service.errors import PROBLEM_MEDIA_TYPE as PROBLEM
 from service.errors import InvalidInput, MalformedBody, ServiceError
@@ -332,7 +332,7 @@ class ServiceApp(FastAPI):
                 message = {"type": "http.response.body", "body": b"", "more_body": False}
             await send(message)
 
-        guarded = self.bodies.guard(scope, receive) if has_body else None
+        guarded = GuardedReceive(self.bodies, scope, receive) if has_body else None
         try:
             refusal = None if host is None else self.hosts.refusal(host, scope)
             if refusal is not None:

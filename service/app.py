@@ -139,10 +139,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.state.telemetry = telemetry
     secured = [Depends(require_api_key)]
     app.router.routes.append(stream_endpoint.route)  # checks the key on connect
-    app.include_router(models.router, dependencies=secured)
-    app.include_router(events.router, dependencies=secured)
-    app.include_router(metrics.router, dependencies=secured)
-    app.include_router(system.v1_router, dependencies=secured)
+    for router in (models.router, events.router, metrics.router, system.v1_router):
+        app.include_router(router, dependencies=secured)
     app.include_router(system.router)
     dashboard.install(app)
 

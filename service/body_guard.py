@@ -64,13 +64,9 @@ class BodyDeadlines:
                 self._reads.discard(read)
                 read.expire()
 
-    def guard(self, scope: Scope, receive: Any) -> GuardedReceive:
-        """``receive`` under its deadline; ``release()`` it once the request is answered."""
-        return GuardedReceive(self, scope, receive)
-
 
 class GuardedReceive:
-    """One request's ``receive`` and its body's deadline."""
+    """One request's ``receive`` under its body's deadline; ``release()`` it once answered."""
 
     __slots__ = ("body_complete", "deadline", "deadlines", "expired", "receive", "received",
                  "scope", "task", "waiting")  # fmt: skip
@@ -129,9 +125,9 @@ class GuardedReceive:
             self.received += len(message.get("body", b""))
             if not message.get("more_body", False):
                 self.body_complete = True
-                deadlines._reads.discard(self)
+                self.release()
         elif kind == "http.disconnect":
-            deadlines._reads.discard(self)
+            self.release()
             logger.info(
                 "%s %s: client disconnected after %d bytes of the request body",
                 self.scope.get("method", ""), self.scope.get("path", ""), self.received,

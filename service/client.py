@@ -209,10 +209,7 @@ class AsyncStreamClient:
         if op == "label":
             message["labels"] = [{"id": i, "y": int(v)} for i, v in zip(ids or (), y, strict=True)]
         else:
-            message["events"] = [
-                _event(X[row], None if y is None else y[row], None if ids is None else ids[row])
-                for row in range(len(X))
-            ]
+            message["events"] = [_event(X, y, ids, row) for row in range(len(X))]
         return orjson.dumps(message, option=_NUMPY)
 
     async def _per_event(
@@ -231,10 +228,9 @@ class AsyncStreamClient:
                                                        keep=keep)  # fmt: skip
                 continue
             messages = [
-                {"seq": self._next_seq(), "op": op, **options,
-                 **_event(X[row], None if y is None else y[row], None if ids is None else ids[row])}
+                {"seq": self._next_seq(), "op": op, **options, **_event(X, y, ids, row)}
                 for row in range(start, stop)
-            ]  # fmt: skip
+            ]
             yield stop - start, orjson.dumps(messages, option=_NUMPY)
 
     async def _grouped(
@@ -296,12 +292,13 @@ class AsyncStreamClient:
         return len(replies)
 
 
-def _event(row: np.ndarray, label: Any, event_id: Any) -> dict[str, Any]:
-    event: dict[str, Any] = {"x": row}
-    if label is not None:
-        event["y"] = int(label)
-    if event_id is not None:
-        event["id"] = str(event_id)
+def _event(X: np.ndarray, y: Any, ids: Any, row: int) -> dict[str, Any]:
+    """Row ``row`` of ``X`` as an event object, with its label and id unless None."""
+    event: dict[str, Any] = {"x": X[row]}
+    if y is not None and y[row] is not None:
+        event["y"] = int(y[row])
+    if ids is not None and ids[row] is not None:
+        event["id"] = str(ids[row])
     return event
 
 

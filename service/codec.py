@@ -23,14 +23,6 @@ def le_bytes(array: np.ndarray, dtype: str) -> bytes:
     return np.ascontiguousarray(array, dtype=dtype).tobytes()
 
 
-def read_array(raw: bytes, dtype: str, count: int | None = None, *, name: str = "array"):
-    """A writable copy of ``raw`` read as ``dtype``; ValueError if it does not hold ``count``."""
-    array = np.frombuffer(raw, dtype=dtype).copy()
-    if count is not None and len(array) != count:
-        raise ValueError(f"field {name!r} holds {len(array)} values, expected {count}")
-    return array
-
-
 # ---------------------------------------------------------------------------- pending records
 _RECORD_HEADER = struct.Struct("<dq")  # pre-update score, nnz (-1 for a dense row)
 
@@ -129,7 +121,11 @@ def encode_labels(
 
 
 def _field(fields: dict[bytes, bytes], name: str, dtype: str, count: int) -> np.ndarray:
-    return read_array(fields[name.encode()], dtype, count, name=name)
+    """A writable copy of field ``name`` read as ``dtype``; ValueError unless it holds ``count``."""
+    array = np.frombuffer(fields[name.encode()], dtype=dtype).copy()
+    if len(array) != count:
+        raise ValueError(f"field {name!r} holds {len(array)} values, expected {count}")
+    return array
 
 
 def _ids(fields: dict[bytes, bytes], n_events: int) -> list[str | None] | None:

@@ -1,19 +1,8 @@
-"""The one ASGI layer of every request (:class:`ServiceApp`), and the lane: the routes it serves
-without FastAPI's per-request machinery.
-
-:meth:`ServiceApp.__call__` makes one scan of the headers and wraps ``send`` once, for the
-``Host`` check (:mod:`service.hosts`), HEAD served as GET (RFC 9110 9.3.2), the warm-up gate
-(503 ``warming-up`` on ``/v1`` until the default kernels are compiled), the body deadline
-(:mod:`service.body_guard`), ``Cache-Control: no-store`` on ``/v1`` answers (they carry model
-state no cache may keep), ``X-Request-ID``, the request metrics and log line, and Starlette's
-plain 500 page for an unexpected exception.
-
-Routes are declared once, on FastAPI routers, which the OpenAPI document, the 405 logic
-(:func:`allowed_methods`) and the router all read.  The routes marked :func:`lane` (the
-one-event requests and ``/healthz``) are served here directly, their parameters read from that
-declaration (:class:`LaneRoute`), so a parameter declared is a parameter served and a route the
-lane cannot read fails at start-up.  The rest goes through FastAPI's router; every problem is
-rendered by :meth:`ServiceApp.on_error`.  Figures: ``loadtest/README.md``.
+"""The one ASGI layer of every request (:class:`ServiceApp`: the ``Host`` check, HEAD as GET,
+the warm-up gate, the body deadline, ``no-store`` on ``/v1``, ``X-Request-ID``, the request
+metrics and a plain 500), and the lane: the routes marked :func:`lane`, served without FastAPI's
+per-request machinery from their one declaration (docs/architecture.md, "Routes are declared
+once"; figures: ``loadtest/README.md``).
 """
 
 from __future__ import annotations
@@ -28,12 +17,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import RouteContext, iter_route_contexts
 from pydantic import TypeAdapter, ValidationError
+from starlette._utils import get_route_path  # the path Starlette's router matches
 from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from service.auth import READ_METHODS, check_api_key, require_api_key
-from service.body_guard import BodyDeadlines
+from service.body_guard import BodyDeadlines, GuardedReceive
 from service.deps import Services, get_engine, get_services, get_settings, get_telemetry
 from service.errors import PROBLEM_MEDIA_TYPE as PROBLEM
 from service.errors import InvalidInput, MalformedBody, ServiceError
@@ -177,17 +167,6 @@ def _path_reader(name: str) -> Reader:
     return lambda request, services: request.scope["path_params"][name]
 
 
-def route_path(scope: Scope) -> str:
-    """The path the app routes: ``path`` without the ``root_path`` it is mounted at."""
-    path: str = scope["path"]
-    root_path: str = scope.get("root_path", "")
-    if not root_path or not path.startswith(root_path):
-        return path
-    if path == root_path:
-        return ""
-    return path[len(root_path) :] if path[len(root_path)] == "/" else path
-
-
 def allowed_methods(routes: Sequence[Any], path: str) -> list[str] | None:
     """The methods the routes serve at ``path``, with HEAD beside GET and OPTIONS; None for a
     path no route has (Starlette names the methods of the first route matching only)."""
@@ -260,7 +239,7 @@ class ServiceApp(FastAPI):
         and OPTIONS is answered with it."""
         headers = error.headers
         if error.status_code == 405:
-            methods = allowed_methods(self.router.routes, route_path(request.scope))
+            methods = allowed_methods(self.router.routes, get_route_path(request.scope))
             if methods is not None:
                 if request.method == "OPTIONS":
                     return Response(status_code=204, headers={"Allow": ", ".join(methods)})
@@ -278,7 +257,7 @@ class ServiceApp(FastAPI):
         method = scope["method"]
         for candidate in self.lane_routes:
             if method in candidate.methods:
-                match = candidate.path_regex.match(route_path(scope))
+                match = candidate.path_regex.match(get_route_path(scope))
                 if match is not None:
                     scope["endpoint"] = candidate.endpoint
                     # plain string parameters: no convertor to apply
@@ -353,7 +332,7 @@ class ServiceApp(FastAPI):
                 message = {"type": "http.response.body", "body": b"", "more_body": False}
             await send(message)
 
-        guarded = self.bodies.guard(scope, receive) if has_body else None
+        guarded = GuardedReceive(self.bodies, scope, receive) if has_body else None
         try:
             refusal = None if host is None else self.hosts.refusal(host, scope)
             if refusal is not None:

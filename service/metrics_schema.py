@@ -8,8 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from service.engine.model import DRIFT_LOG_CAPACITY
-from service.fit_schema import Fits
-from service.schemas import Counts
+from service.schemas import Counts, Fits
 
 
 class OperatingPoint(BaseModel):

@@ -20,7 +20,6 @@ from service.ingest.archive import (
     npy_array,
     npy_layout,
 )
-from service.ingest.fields import MAX_INFLATED_BYTES
 from service.schemas import ModelConfig
 
 FORMAT = "aucstream-snapshot"
@@ -31,8 +30,6 @@ IMPORTED_MEDIA_TYPES = (MEDIA_TYPE, "application/octet-stream")
 _ALLOWED_KINDS = "iuf"
 #: most members of a snapshot (its arrays and the manifest; a model has a few dozen arrays)
 MAX_MEMBERS = 4096
-#: default of AUCSTREAM_MAX_MANIFEST_BYTES
-MAX_MANIFEST_BYTES = 2**20
 
 
 def export_snapshot(config: ModelConfig, version: int, arrays: dict[str, np.ndarray]) -> bytes:
@@ -62,10 +59,7 @@ def export_snapshot(config: ModelConfig, version: int, arrays: dict[str, np.ndar
 
 
 def import_snapshot(
-    body: bytes,
-    *,
-    max_inflated_bytes: int = MAX_INFLATED_BYTES,
-    max_manifest_bytes: int = MAX_MANIFEST_BYTES,
+    body: bytes, *, max_inflated_bytes: int, max_manifest_bytes: int
 ) -> tuple[ModelConfig, dict[str, np.ndarray]]:
     """Read and check a snapshot (MalformedBody / InvalidInput); nothing is inflated before
     :mod:`service.ingest.archive`'s size guards pass."""

@@ -24,7 +24,7 @@ from core.boosted_fits import FIT_STATS, FitHandle, FitJob, Prepare, background_
 from core.learners._composed import ComposedState
 from core.learners.boosted_embedded import BoostedEmbedded
 from service.engine.fit_process import NICENESS, FitProcess
-from service.fit_schema import FitStatus
+from service.schemas import FitStatus
 
 __all__ = ["Refitter", "boosted_parts", "fit_status"]
 

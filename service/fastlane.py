@@ -17,7 +17,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import RouteContext, iter_route_contexts
 from pydantic import TypeAdapter, ValidationError
-from starlette._utils import get_route_path  # the path Starlette's router matches
 from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse
 from starlette.types import Message, Receive, Scope, Send
@@ -167,6 +166,18 @@ def _path_reader(name: str) -> Reader:
     return lambda request, services: request.scope["path_params"][name]
 
 
+def route_path(scope: Scope) -> str:
+    """The path the app routes: ``path`` without the ``root_path`` it is mounted at (as
+    Starlette's router reads it; its own helper is private)."""
+    path: str = scope["path"]
+    root_path: str = scope.get("root_path", "")
+    if not root_path or not path.startswith(root_path):
+        return path
+    if path == root_path:
+        return ""
+    return path[len(root_path) :] if path[len(root_path)] == "/" else path
+
+
 def allowed_methods(routes: Sequence[Any], path: str) -> list[str] | None:
     """The methods the routes serve at ``path``, with HEAD beside GET and OPTIONS; None for a
     path no route has (Starlette names the methods of the first route matching only)."""
@@ -239,7 +250,7 @@ class ServiceApp(FastAPI):
         and OPTIONS is answered with it."""
         headers = error.headers
         if error.status_code == 405:
-            methods = allowed_methods(self.router.routes, get_route_path(request.scope))
+            methods = allowed_methods(self.router.routes, route_path(request.scope))
             if methods is not None:
                 if request.method == "OPTIONS":
                     return Response(status_code=204, headers={"Allow": ", ".join(methods)})
@@ -257,7 +268,7 @@ class ServiceApp(FastAPI):
         method = scope["method"]
         for candidate in self.lane_routes:
             if method in candidate.methods:
-                match = candidate.path_regex.match(get_route_path(scope))
+                match = candidate.path_regex.match(route_path(scope))
                 if match is not None:
                     scope["endpoint"] = candidate.endpoint
                     # plain string parameters: no convertor to apply

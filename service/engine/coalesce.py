@@ -1,44 +1,14 @@
 """Requests to one model merged into one engine call and one durable commit.
 
-Fraud pipelines send one event per request.  Applied one by one, every request pays a whole
-engine round of its own (a lock, a load check, the learner call, the metrics, a store commit
-and its fsync); merged, a group of requests pays one.  :class:`Coalescer` is the entry point
-of the per-event operations (``/events``, ``/score``, ``/labels``, and the stream through the
-same calls): each request is appended to its model's queue and awaits its own result, while
-one drain task per model applies what is queued, group after group.
-
-* **No timer.**  A request arriving at an idle model starts the drain at once (a pass: at
-  the loop's next turn) and is applied alone, or with what arrived in the same turn; what
-  arrives while a group is being applied forms the next group (natural batching).
-* **Order.**  Groups are consecutive requests of one kind (events, scores, labels), applied
-  in arrival order; inside a group each request is its own round, so a group learned at once
-  gives the same state, bit for bit, as its requests one after another (the learners learn a
-  batch as event by event; the regret window counts a request as a round).
-* **Results.**  Each request gets exactly its own result (counts, duplicate ids, scores,
-  statuses) or its own error.  A merged call refused with a client error (4xx: a bad event, a
-  model re-created with another layout) committed nothing: the group is then applied request
-  by request, so the bad request fails alone and its neighbours are applied.  A server error
-  (the store down, replicas not confirming) is every request's answer: it may have been
-  written, so it is never re-applied (the rule of :mod:`service.groups`).
-* **Durability.**  A request is answered when the commit holding it returned: the store's
-  commit is durable when it returns (SQLite ``synchronous=FULL``, Redis its append script, its
-  AOF policy and ``WAIT`` as configured), so a group commit acknowledges no request early.
-
-* **Passes.**  On a store that writes several models' entries in one transaction (SQLite's
-  ``commit_many``) the groups of events of every model waiting are one pass: one thread learns
-  each group under its model's lock and one transaction (one fsync) commits them all
-  (:meth:`Coalescer.apply_pass`), so traffic spread over many models shares what requests to
-  one model share.  One pass runs at a time; what arrives meanwhile is the next.  A model
-  whose queue holds only such groups has no drain task: the passes take its groups from its
-  queue themselves (a one-event request to an idle model, the usual request of traffic spread
-  over many models, so costs no task of its own), and hand the queue to a drain task when
-  another kind of request comes first in it.  A pass for idle models starts at the event
-  loop's next turn, so the requests queued in one turn (clients answered together send again
-  together) are one pass.  A group a pass leaves to apply alone (another process holds its
-  model's turn, its commit was stale) is applied in a thread: the next pass does not wait.
-
-Models whose drift detector restarts the learner (``on_drift="reset"``) are learned one
-request at a time: the restart happens after a request's batch, so merging would move it.
+:class:`Coalescer` is the entry point of the per-event operations (``/events``, ``/score``,
+``/labels``, and the stream through the same calls): each request is appended to its model's
+queue and awaits its own result, while one drain task per model (or, for groups of events on
+a store with ``commit_many``, one pass over every model waiting) applies what is queued,
+group after group.  A group gives the same state, bit for bit, as its requests one after
+another; a client error splits it request by request, a server error answers every request
+(:mod:`service.groups`); a request is answered once the commit holding it returned.  Models
+with ``on_drift="reset"`` are learned one request at a time.  The rules and their reasons:
+docs/architecture.md, "The coalescer and group commit".
 """
 
 from __future__ import annotations

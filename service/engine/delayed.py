@@ -406,13 +406,12 @@ class DelayedLabels:
         chosen_ids = [ids[p] for p in chosen]
         positions = np.asarray(chosen, dtype=np.int64)
         y = labels[positions]
-        bounds = merged.bounds(positions, len(y))
         entry = Entry(
             now,
             X,
             y,
             scores,
-            rounds=tuple(stop - start for start, stop in bounds) if len(bounds) > 1 else (),
+            rounds=merged.rounds(positions, len(y)),
             counts=_nonzero((*counts, ("labels_joined", len(chosen)))),
         )
         drifts = _apply_naming_overflow(self.repository, model_id, loaded, entry, chosen_ids)

@@ -1,24 +1,13 @@
-"""Learning a labelled batch: duplicate ids skipped, one learner call per round, the regret
-window fed, the metrics window and counters updated, everything committed at once.
-
-One batch goes through :meth:`Learning.learn` (the model's repository retries it on a stale
-version, see :mod:`service.engine.repository`):
-
-1. drop events whose id was already learned, or repeated in the batch (idempotent ingest);
-2. **one learner call** (``prequential_step``, or ``learn_rounds`` over the rounds when the
-   regret window is on): each event's pre-update score while the batch is learned in order;
-3. append the ``(score, label)`` pairs to the metrics window and update the counters;
-4. **commit** the learner state, window and counters with the learned ids and any checkpoint
-   fields.
+"""Learning a labelled batch: duplicate ids skipped, one learner call for the batch's
+rounds, the regret window, metrics window and counters fed, one log entry committed.
 
 A *round* is what one request carried: a queue worker or the coalescer
 (:mod:`service.engine.coalesce`) merges several requests into one call (``rounds`` gives their
-sizes); each is its own regret round, exactly as when the requests come one after another,
-and the metrics window, counters and commit are shared.  The merged requests are one learner
-call: a plain one when that changes nothing (:func:`one_call_is_exact`: no regret window, and
-a learner that learns a batch as its events one at a time), else ``learn_rounds``, which gives
-each round's served weights and rows bit for bit as one call per round would (and makes one
-call per round inside for ``spdam``, whose batch is its window).
+sizes), each its own regret round exactly as when the requests come one after another.  The
+merged call is a plain one when that changes nothing (:func:`one_call_is_exact`), else
+``learn_rounds``, which gives each round's served weights and rows bit for bit as one call per
+round would.  The log, its entries and their replay: docs/architecture.md, "The log and
+checkpoints".
 """
 
 from __future__ import annotations
@@ -81,14 +70,6 @@ class LearnResult:
 
 
 # ---------------------------------------------------------------------------- rounds
-def round_bounds(round_ids: np.ndarray | None, n_events: int) -> list[tuple[int, int]]:
-    """``(start, stop)`` of the runs of equal ``round_ids`` (one run when None)."""
-    if round_ids is None or n_events == 0:
-        return [(0, n_events)]
-    edges = [0, *(np.flatnonzero(np.diff(round_ids)) + 1).tolist(), n_events]
-    return list(zip(edges[:-1], edges[1:], strict=True))
-
-
 def round_ids_of(rounds: Sequence[int] | None, n_received: int) -> np.ndarray | None:
     """Round number of each received event, from the sizes of the requests (queue entries)
     a worker merged into one call; None when the call is one round."""
@@ -129,13 +110,15 @@ class Merged:
         sizes = np.bincount(self.round_ids, minlength=n_rounds)
         return int(per_round[per_round < sizes].sum())
 
-    def bounds(self, kept: np.ndarray | None, n_kept: int) -> list[tuple[int, int]]:
-        """:func:`round_bounds` of the events kept: ``kept`` selects them among those received
-        (a mask or their positions; None: all of them)."""
-        round_ids = self.round_ids
-        if round_ids is not None and kept is not None:
-            round_ids = round_ids[kept]
-        return round_bounds(round_ids, n_kept)
+    def rounds(self, kept: np.ndarray | None, n_kept: int) -> tuple[int, ...]:
+        """The sizes of the rounds of the events kept (an :attr:`Entry.rounds`; empty: one
+        round): ``kept`` selects them among those received (a mask or their positions; None:
+        all of them)."""
+        if self.round_ids is None or n_kept == 0:
+            return ()
+        round_ids = self.round_ids if kept is None else self.round_ids[kept]
+        sizes = np.diff([0, *(np.flatnonzero(np.diff(round_ids)) + 1).tolist(), n_kept])
+        return tuple(sizes.tolist()) if len(sizes) > 1 else ()
 
 
 #: one request without a checkpoint (its dict is read, never written)
@@ -442,12 +425,11 @@ class Learning:
             # each request is a regret round, and a learner that learns a batch otherwise
             # than event by event (spdam) sees the same calls as when the requests come one
             # after another (learn_rows)
-            bounds = merged.bounds(None if skipped is None else ~skipped, len(todo))
             entry = Entry(
                 self.repository.clock(),
                 todo.X if len(todo) else None,
                 todo.y if len(todo) else None,
-                rounds=tuple(stop - start for start, stop in bounds) if len(bounds) > 1 else (),
+                rounds=merged.rounds(None if skipped is None else ~skipped, len(todo)),
                 counts=(("duplicates", duplicates),) if duplicates else (),
             )
             try:

@@ -1,8 +1,6 @@
-"""Checkpoints: the models' states written off the request path (``Store.checkpoint``), once
-a model has taken ``every_events`` events or ``every_seconds`` have passed since its first
-change not checkpointed, when it leaves the cache, and at shutdown: copied under the model's
-lock, encoded and written outside it, from one thread.  Never needed for correctness: the log
-is the durable record, and a failed checkpoint only leaves a longer tail to replay.
+"""Checkpoints: the models' states written off the request path (``Store.checkpoint``) by one
+thread, never needed for correctness: the log is the durable record, and a failed checkpoint
+only leaves a longer tail to replay (docs/architecture.md, "The log and checkpoints").
 """
 
 from __future__ import annotations

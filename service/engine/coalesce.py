@@ -216,21 +216,18 @@ class Coalescer:
                 group = self._next_group(model_id, queue)
                 self.groups += 1
                 self.requests += len(group)
+                payloads = [r.payload for r in group]
+                large = any(r.large for r in group)
                 try:
-                    if self._passes and group[0].kind == EVENTS and not group[0].large:
+                    if self._pass_drains(group[0]):
                         outcomes = await self._in_pass(model_id, group)
                     elif group[0].kind == SCORE and (
-                        now := self._score_now(
-                            model_id, [r.payload for r in group], any(r.large for r in group)
-                        )
+                        now := self._score_now(model_id, payloads, large)
                     ):
                         outcomes = now
-                    elif group[0].kind == SCORE and self._keeps_at_head(
-                        [r.payload for r in group], any(r.large for r in group)
-                    ):
-                        payloads = [r.payload for r in group]
+                    elif group[0].kind == SCORE and self._keeps_at_head(payloads, large):
                         outcomes = await self._pool().submit(self._score_kept, model_id, payloads)
-                    elif self.engine.store.blocking or any(r.large for r in group):
+                    elif self.engine.store.blocking or large:
                         outcomes = await self._pool().submit(self.apply, model_id, group)
                     else:
                         outcomes = self.apply(model_id, group)

@@ -258,13 +258,12 @@ class DelayedLabels:
         outcomes: list[Scored | ServiceError] = []
         records: list[dict[str, bytes]] = []
         for request in requests:
+            outcome: Scored | ServiceError
             try:
-                scored, kept = self._score_one(loaded, request)
+                outcome, kept = self._score_one(loaded, request)
             except ServiceError as error:
-                outcomes.append(error)
-                records.append({})
-                continue
-            outcomes.append(scored)
+                outcome, kept = error, {}
+            outcomes.append(outcome)
             records.append(kept)
         return outcomes, records
 
@@ -347,12 +346,12 @@ class DelayedLabels:
         whole = self.labels(model_id, ids, labels, rounds=[len(i) for i, _ in requests])
         results = []
         start = 0
-        for k, (request_ids, _) in enumerate(requests):
+        for request_ids, _ in requests:
             statuses = whole.statuses[start : start + len(request_ids)]
             learned = sum(1 for _, status in statuses if status == "learned")
-            drifts = whole.drifts if k == len(requests) - 1 else 0
-            results.append(LabelResult(whole.version, learned, statuses, drifts))
+            results.append(LabelResult(whole.version, learned, statuses))
             start += len(request_ids)
+        results[-1].drifts = whole.drifts
         return results
 
     def _labels_once(

@@ -55,18 +55,16 @@ class LearnResult:
     #: which received events were skipped as duplicates (None: none was)
     skipped: np.ndarray | None = None
 
-    def part(self, start: int, stop: int, ids: list[str | None] | None, drifts: int) -> LearnResult:
+    def part(self, start: int, stop: int, ids: list[str | None] | None, wants: bool) -> LearnResult:
         """The result of the request whose events were ``[start, stop)`` of a merged call
-        (:mod:`service.engine.coalesce`), with ``ids`` its events' ids and ``drifts`` the
-        drifts credited to it."""
+        (:mod:`service.engine.coalesce`), with ``ids`` its events' ids, its scores if it
+        ``wants`` them, and no drift (the caller credits them)."""
         skipped = None if self.skipped is None else self.skipped[start:stop]
         positions = () if skipped is None else np.flatnonzero(skipped).tolist()
         duplicate_ids = [] if ids is None else [str(ids[k]) for k in positions]
         learned = stop - start - len(positions)
-        scores = None if self.scores is None else self.scores[start:stop]
-        return LearnResult(
-            self.version, stop - start, learned, duplicate_ids, scores, drifts, skipped
-        )
+        scores = None if self.scores is None or not wants else self.scores[start:stop]
+        return LearnResult(self.version, stop - start, learned, duplicate_ids, scores, 0, skipped)
 
 
 # ---------------------------------------------------------------------------- rounds
@@ -389,16 +387,12 @@ class Learning:
         whole = self.learn(
             model_id, concatenate(batches), want_scores=any(want_scores), rounds=sizes
         )
-        results = []
-        start = 0
-        for k, (batch, wants) in enumerate(zip(batches, want_scores, strict=True)):
-            stop = start + len(batch)
-            drifts = whole.drifts if k == len(batches) - 1 else 0
-            result = whole.part(start, stop, batch.ids, drifts)
-            if not wants:
-                result.scores = None
-            results.append(result)
-            start = stop
+        stops = itertools.accumulate(sizes)
+        results = [
+            whole.part(stop - len(batch), stop, batch.ids, wants)
+            for batch, wants, stop in zip(batches, want_scores, stops, strict=True)
+        ]
+        results[-1].drifts = whole.drifts
         return results
 
     def _learn_once(

@@ -385,34 +385,24 @@ class DelayedLabels:
             for k in np.flatnonzero(bad):
                 statuses[chosen[k]] = (ids[chosen[k]], "expired")
             chosen = [chosen[k] for k in np.flatnonzero(~bad)]
-        counts = (("duplicates", duplicates), ("labels_expired", len(dropped)))
-        if not chosen:
-            version = loaded.version
+        if not (chosen or merged.checkpoint or dropped):
             # nothing but duplicates (a client's retry) changes nothing: no commit (as
             # service.engine.learning does for events; Merged.counted_duplicates)
-            if merged.checkpoint or dropped:
-                entry = Entry(now, counts=_nonzero(counts))
-                apply(loaded, entry)
-                version = self.repository.commit(
-                    model_id,
-                    loaded,
-                    entry,
-                    remove_pending=dropped,
-                    expired_ids=dropped,
-                    meta=merged.checkpoint,
-                )
-            return LabelResult(version, 0, statuses)
-        chosen_ids = [ids[p] for p in chosen]
-        positions = np.asarray(chosen, dtype=np.int64)
-        y = labels[positions]
-        entry = Entry(
-            now,
-            X,
-            y,
-            scores,
-            rounds=merged.rounds(positions, len(y)),
-            counts=_nonzero((*counts, ("labels_joined", len(chosen)))),
+            return LabelResult(loaded.version, 0, statuses)
+        counts = _nonzero(
+            (
+                ("duplicates", duplicates),
+                ("labels_expired", len(dropped)),
+                ("labels_joined", len(chosen)),
+            )
         )
+        chosen_ids = [ids[p] for p in chosen]
+        if chosen:
+            positions = np.asarray(chosen, dtype=np.int64)
+            y = labels[positions]
+            entry = Entry(now, X, y, scores, merged.rounds(positions, len(y)), counts)
+        else:
+            entry = Entry(now, counts=counts)
         drifts = _apply_naming_overflow(self.repository, model_id, loaded, entry, chosen_ids)
         version = self.repository.commit(
             model_id,

@@ -119,9 +119,7 @@ class LossWatch:
                     f"model {model_id!r} went back in time in the {self.store_name} store: "
                     f"version {version}, while this service saw version {previous[1]}"
                 )
-            if record and (
-                previous is None or previous != (incarnation, max(version, previous[1]))
-            ):
+            if record:  # the highest: a lower version of this incarnation returned above
                 self.versions[model_id] = (incarnation, version)
         return None
 

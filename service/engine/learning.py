@@ -26,7 +26,6 @@ from core import logged_fits
 from core._kernels.validation import count_nonfinite
 from core.csr import CSRMatrix
 from core.errors import InvalidFeatures
-from core.learners._rounds import LearnedRounds
 from core.metrics.calibration import OnlineCalibrator
 from core.validation import check_labelled_scores
 from service.engine.entries import Entry
@@ -124,75 +123,14 @@ ONE_REQUEST = Merged(None, {})
 
 
 # ---------------------------------------------------------------------------- one model
-class Rounds:
-    """What the regret window takes of the rounds of one or more learner calls, gathered while
-    they are learned and appended at once (:meth:`core.regret.RegretWindow.update_rounds`: the
-    same window as one update per round, for one validation and one ring write)."""
-
-    def __init__(self) -> None:
-        self.rows: list[np.ndarray] = []
-        self.labels: list[np.ndarray] = []
-        self.scores: list[np.ndarray] = []
-        self.served: list[np.ndarray] = []
-        self.sizes: list[int] = []
-
-    def add(self, learned: LearnedRounds, y: np.ndarray, scores: np.ndarray, sizes) -> None:
-        """The rounds of one learner call (:meth:`~core.learners.OnlineLearner.learn_rounds`)
-        of ``sizes`` events each, ``scores`` those the metrics take."""
-        # copies: the learner's own arrays may be reused by its next call
-        for rows in learned.rows:
-            self.rows.append(rows.toarray() if isinstance(rows, CSRMatrix) else np.array(rows))
-        self.labels.append(y)
-        self.scores.append(scores)
-        self.served.append(learned.served)
-        self.sizes.extend(sizes)
-
-    def record(self, loaded: Loaded) -> None:
-        """Into the regret window (when on)."""
-        if loaded.regret is not None and self.sizes:
-            loaded.regret.update_rounds(
-                _joined(self.rows),
-                _joined(self.labels),
-                _joined(self.scores),
-                _joined(self.served),
-                self.sizes,
-            )
-
-
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:
     return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
-
-
-def learn_round(
-    loaded: Loaded,
-    X: np.ndarray | CSRMatrix,
-    y: np.ndarray,
-    recorded: np.ndarray | None,
-    rounds: Rounds,
-    bounds: list[tuple[int, int]] | None = None,
-) -> np.ndarray:
-    """Learn the rounds ``bounds`` of ``(X, y)`` (``(start, stop)`` each, in order; None: one
-    round) with one learner call (:meth:`~core.learners.OnlineLearner.learn_rounds`: the same
-    as one call per round, bit for bit) and record them for the regret window (when on): the
-    rows as the learner saw them (the kernels' own scaled batches, densified: the same bits as
-    ``core.regret.learner_inputs`` before each round, without scaling twice) and the weights
-    served at the start of each round, into ``rounds`` (:meth:`Rounds.record` puts them in the
-    window).  Returns the prequential scores, or ``recorded``."""
-    if loaded.regret is None and bounds is None:
-        return _learn_call(loaded, X, y, recorded)
-    sizes = [X.shape[0]] if bounds is None else [stop - start for start, stop in bounds]
-    stops = list(itertools.accumulate(sizes))
-    learned = loaded.learner.learn_rounds(X, y, stops, want_scores=recorded is None)
-    scores = learned.scores if recorded is None else recorded
-    _check_scores(scores, recorded)
-    rounds.add(learned, y, scores, sizes)
-    return scores
 
 
 def one_call_is_exact(loaded: Loaded) -> bool:
     """Whether one plain learner call on several rounds gives what one call per round gives:
     the regret window is off (it takes each round's served weights and rows:
-    :func:`learn_round` asks the learner for them) and the learner learns a batch as its
+    :func:`learn_rows` asks the learner for them) and the learner learns a batch as its
     events one at a time (``spdam`` does not: a batch is its window)."""
     return loaded.regret is None and not getattr(type(loaded.learner), "streams_on_window", False)
 
@@ -227,21 +165,30 @@ def learn_rows(
     y: np.ndarray,
     recorded: np.ndarray | None,
     bounds: list[tuple[int, int]],
-    rounds: Rounds | None = None,
 ) -> np.ndarray:
-    """Learn ``(X, y)`` in order, its ``(start, stop)`` rounds in one learner call (the regret
-    window records them, or ``rounds`` gathers them for the caller to record); returns the
-    scores the metrics use (the prequential ones, or ``recorded``: delayed labels, the scores
-    given at scoring time).  A model whose ``missing_values`` is ``mean`` first fills each
-    missing value (NaN) with the running mean as of the event's position
-    (:mod:`service.engine.missing`)."""
+    """Learn ``(X, y)`` in order, its ``(start, stop)`` rounds in one learner call (a plain one
+    when :func:`one_call_is_exact`, else :meth:`~core.learners.OnlineLearner.learn_rounds`: the
+    same as one call per round, bit for bit), and put them in the regret window (when on): the
+    rows as the learner saw them (the kernels' own scaled batches, densified: the same bits as
+    ``core.regret.learner_inputs`` before each round, without scaling twice) and the weights
+    served at the start of each round.  Returns the scores the metrics use (the prequential
+    ones, or ``recorded``: the scores given at scoring time).  A model whose
+    ``missing_values`` is ``mean`` first fills each missing value (NaN) with the running mean
+    as of the event's position (:mod:`service.engine.missing`)."""
     if loaded.means is not None:
         X = loaded.means.fill_and_learn(X)  # type: ignore[arg-type]
     several = len(bounds) > 1 and not one_call_is_exact(loaded)
-    gathered = Rounds() if rounds is None else rounds
-    scores = learn_round(loaded, X, y, recorded, gathered, bounds if several else None)
-    if rounds is None:
-        gathered.record(loaded)
+    if loaded.regret is None and not several:
+        return _learn_call(loaded, X, y, recorded)
+    sizes = [stop - start for start, stop in bounds] if several else [X.shape[0]]
+    stops = list(itertools.accumulate(sizes))
+    learned = loaded.learner.learn_rounds(X, y, stops, want_scores=recorded is None)
+    scores = learned.scores if recorded is None else recorded
+    _check_scores(scores, recorded)
+    if loaded.regret is not None:
+        # copies: the learner's own arrays may be reused by its next call
+        rows = [r.toarray() if isinstance(r, CSRMatrix) else np.array(r) for r in learned.rows]
+        loaded.regret.update_rounds(_joined(rows), y, scores, learned.served, sizes)
     return scores
 
 

@@ -77,8 +77,8 @@ class Engine:
     """Sync learning, scoring and delayed labels over a :class:`~service.stores.base.Store`.
 
     Thread-safe.  ``clock`` is injectable (and assignable) so tests can expire ids without
-    sleeping; ``regret_throttle``: see :mod:`service.engine.reporting`; ``repository``: the
-    model cache's options (:class:`~service.engine.repository.RepositoryOptions`).
+    sleeping; ``repository``: the model cache's options
+    (:class:`~service.engine.repository.RepositoryOptions`).
     """
 
     def __init__(
@@ -86,7 +86,6 @@ class Engine:
         store: Store,
         *,
         label_ttl_seconds: float = 86_400.0,
-        regret_throttle: float = 10.0,
         max_models: int | None = None,
         max_model_bytes: int | None = None,
         max_pending_records: int | None = None,
@@ -102,7 +101,7 @@ class Engine:
             label_ttl_seconds=label_ttl_seconds,
             max_pending_records=max_pending_records,
         )
-        self.reporting = Reporting(self.repository, throttle=regret_throttle)
+        self.reporting = Reporting(self.repository)
         #: the per-event operations, merged per model across concurrent requests (async)
         self.coalesce = Coalescer(self)
         # the operations, as the routes and workers call them

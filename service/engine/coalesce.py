@@ -62,9 +62,8 @@ class Coalescer:
     store that never blocks (memory) and small work, else in a thread of the coalescer's own
     pool, one hop per group."""
 
-    def __init__(self, engine: Engine, *, max_group_events: int = MAX_GROUP_EVENTS) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.max_group_events = max_group_events
         self._queues: dict[str, deque[_Request]] = {}
         #: the drains, and the pass running (a thread's future: no task awaits it)
         self._tasks: set[asyncio.Future] = set()
@@ -198,7 +197,7 @@ class Coalescer:
             return group
         total = first.size
         while queue and queue[0].kind == first.kind:
-            if total + queue[0].size > self.max_group_events:
+            if total + queue[0].size > MAX_GROUP_EVENTS:
                 break
             total += queue[0].size
             group.append(queue.popleft())

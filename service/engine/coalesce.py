@@ -274,13 +274,10 @@ class Coalescer:
 
     def _score_kept(self, model_id: str, requests: list[ScoreRequest]) -> list[Any]:
         """Each request's outcome of a group of scores that keeps records, in a thread: scored
-        by the cached model under its lock without a read of the store's head, and the records
-        written by a write that checks the head is still the version that scored (the store's
-        ``put_pending_at``, in the durable group commit), so a kept score pays one statement
-        and one ``stat`` less.  Done the usual way (:meth:`apply`: the head read, a cache
-        behind caught up) when the model is not cached or nothing is kept after all, and
-        again so when the head moved (another process wrote) or the bound of pending records
-        refuses the group: that write wrote nothing."""
+        by the cached model without a read of the store's head, the records written only while
+        the head is the version that scored (``put_pending_at``).  Done the usual way
+        (:meth:`apply`) when the model is not cached, nothing is kept after all, the head
+        moved or the bound of pending records refuses the group (that write wrote nothing)."""
         engine, repository = self.engine, self.engine.repository
         with repository.lock(model_id):
             loaded = repository.cached(model_id)

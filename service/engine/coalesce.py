@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 import numpy as np
 
 from service.engine.delayed import LabelResult, Scored, ScoreOptions, ScoreRequest
-from service.engine.handoff import Handoff
+from service.engine.handoff import Handoff, settle
 from service.engine.learning import LearnResult
 from service.engine.passes import learn_merged, learn_one, learn_pass
 from service.errors import InsufficientStorage, StaleVersion
@@ -379,12 +379,8 @@ class Coalescer:
     @staticmethod
     def _settle(group: Sequence[_Request], outcomes: Sequence[Any]) -> None:
         for request, outcome in zip(group, outcomes, strict=True):
-            if request.future.done():  # its client went away
-                continue
-            if isinstance(outcome, BaseException):
-                request.future.set_exception(outcome)
-            else:
-                request.future.set_result(outcome)
+            error = outcome if isinstance(outcome, BaseException) else None
+            settle(request.future, outcome, error)
 
     def _pool(self) -> Handoff:
         if self._threads is None:

@@ -27,7 +27,6 @@ from service.engine.model import (
     ServedWeights,
     fresh,
     from_arrays,
-    initial_stats,
     split_arrays,
 )
 from service.engine.refit import fit_status
@@ -77,8 +76,8 @@ class Engine:
     """Sync learning, scoring and delayed labels over a :class:`~service.stores.base.Store`.
 
     Thread-safe.  ``clock`` is injectable (and assignable) so tests can expire ids without
-    sleeping; ``regret_throttle``: see :mod:`service.engine.reporting`; ``repository``: the
-    model cache's options (:class:`~service.engine.repository.RepositoryOptions`).
+    sleeping; ``repository``: the model cache's options
+    (:class:`~service.engine.repository.RepositoryOptions`).
     """
 
     def __init__(
@@ -86,7 +85,6 @@ class Engine:
         store: Store,
         *,
         label_ttl_seconds: float = 86_400.0,
-        regret_throttle: float = 10.0,
         max_models: int | None = None,
         max_model_bytes: int | None = None,
         max_pending_records: int | None = None,
@@ -102,7 +100,7 @@ class Engine:
             label_ttl_seconds=label_ttl_seconds,
             max_pending_records=max_pending_records,
         )
-        self.reporting = Reporting(self.repository, throttle=regret_throttle)
+        self.reporting = Reporting(self.repository)
         #: the per-event operations, merged per model across concurrent requests (async)
         self.coalesce = Coalescer(self)
         # the operations, as the routes and workers call them
@@ -173,11 +171,10 @@ class Engine:
                 f"snapshot state does not fit its manifest: {error}",
                 field=getattr(error, "field", None),
             ) from None
-        template = initial_stats()
+        # the counters copied (from_arrays checked them): the model must not share the
+        # snapshot's arrays
         for name, value in split_arrays(arrays)[2].items():
-            if name not in template or template[name].shape != value.shape:
-                raise InvalidInput(f"snapshot has an unexpected counter {name!r}")
-            loaded.stats[name] = np.array(value, dtype=template[name].dtype)
+            loaded.stats[name] = np.array(value)
         probe_learner(loaded.learner)
         return self._create(loaded, replace=replace)
 

@@ -1,8 +1,6 @@
-"""Checkpoints: the models' states written off the request path (``Store.checkpoint``), once
-a model has taken ``every_events`` events or ``every_seconds`` have passed since its first
-change not checkpointed, when it leaves the cache, and at shutdown: copied under the model's
-lock, encoded and written outside it, from one thread.  Never needed for correctness: the log
-is the durable record, and a failed checkpoint only leaves a longer tail to replay.
+"""Checkpoints: the models' states written off the request path (``Store.checkpoint``) by one
+thread, never needed for correctness: the log is the durable record, and a failed checkpoint
+only leaves a longer tail to replay (docs/architecture.md, "The log and checkpoints").
 """
 
 from __future__ import annotations
@@ -10,7 +8,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from service.engine.undo import copy_of
@@ -27,17 +24,11 @@ class Checkpoints:
     """The models of a repository whose state is ahead of their checkpoint.  Thread-safe."""
 
     def __init__(
-        self,
-        repository: ModelRepository,
-        *,
-        every_events: int,
-        every_seconds: float,
-        clock: Callable[[], float] = time.monotonic,
+        self, repository: ModelRepository, *, every_events: int, every_seconds: float
     ) -> None:
         self.repository = repository
         self.every_events = every_events
         self.every_seconds = every_seconds
-        self.clock = clock
         #: model id -> [changes since its checkpoint (events, at least 1 a change), since when]
         self._behind: dict[str, list[float]] = {}
         #: models that left the cache with changes not checkpointed: written from the
@@ -54,7 +45,7 @@ class Checkpoints:
         with self._lock:
             behind = self._behind.get(model_id)
             if behind is None:
-                behind = self._behind[model_id] = [0.0, self.clock()]
+                behind = self._behind[model_id] = [0.0, time.monotonic()]
             behind[0] += max(events, 1)
             due = behind[0] >= self.every_events
             if self._thread is None and not self._stop.is_set():
@@ -90,7 +81,7 @@ class Checkpoints:
 
     def _due(self) -> tuple[list[str], float]:
         """The models due now, and how long until the next one is."""
-        now = self.clock()
+        now = time.monotonic()
         due, wait = [], self.every_seconds
         with self._lock:
             for model_id, (events, since) in self._behind.items():
@@ -140,7 +131,7 @@ class Checkpoints:
             )
             if behind is not None:
                 with self._lock:  # tried again at the next period, or after K more events
-                    self._behind.setdefault(model_id, [0.0, self.clock()])
+                    self._behind.setdefault(model_id, [0.0, time.monotonic()])
             return False
         self.written += int(written)
         return written

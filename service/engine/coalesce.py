@@ -1,44 +1,14 @@
 """Requests to one model merged into one engine call and one durable commit.
 
-Fraud pipelines send one event per request.  Applied one by one, every request pays a whole
-engine round of its own (a lock, a load check, the learner call, the metrics, a store commit
-and its fsync); merged, a group of requests pays one.  :class:`Coalescer` is the entry point
-of the per-event operations (``/events``, ``/score``, ``/labels``, and the stream through the
-same calls): each request is appended to its model's queue and awaits its own result, while
-one drain task per model applies what is queued, group after group.
-
-* **No timer.**  A request arriving at an idle model starts the drain at once (a pass: at
-  the loop's next turn) and is applied alone, or with what arrived in the same turn; what
-  arrives while a group is being applied forms the next group (natural batching).
-* **Order.**  Groups are consecutive requests of one kind (events, scores, labels), applied
-  in arrival order; inside a group each request is its own round, so a group learned at once
-  gives the same state, bit for bit, as its requests one after another (the learners learn a
-  batch as event by event; the regret window counts a request as a round).
-* **Results.**  Each request gets exactly its own result (counts, duplicate ids, scores,
-  statuses) or its own error.  A merged call refused with a client error (4xx: a bad event, a
-  model re-created with another layout) committed nothing: the group is then applied request
-  by request, so the bad request fails alone and its neighbours are applied.  A server error
-  (the store down, replicas not confirming) is every request's answer: it may have been
-  written, so it is never re-applied (the rule of :mod:`service.groups`).
-* **Durability.**  A request is answered when the commit holding it returned: the store's
-  commit is durable when it returns (SQLite ``synchronous=FULL``, Redis its append script, its
-  AOF policy and ``WAIT`` as configured), so a group commit acknowledges no request early.
-
-* **Passes.**  On a store that writes several models' entries in one transaction (SQLite's
-  ``commit_many``) the groups of events of every model waiting are one pass: one thread learns
-  each group under its model's lock and one transaction (one fsync) commits them all
-  (:meth:`Coalescer.apply_pass`), so traffic spread over many models shares what requests to
-  one model share.  One pass runs at a time; what arrives meanwhile is the next.  A model
-  whose queue holds only such groups has no drain task: the passes take its groups from its
-  queue themselves (a one-event request to an idle model, the usual request of traffic spread
-  over many models, so costs no task of its own), and hand the queue to a drain task when
-  another kind of request comes first in it.  A pass for idle models starts at the event
-  loop's next turn, so the requests queued in one turn (clients answered together send again
-  together) are one pass.  A group a pass leaves to apply alone (another process holds its
-  model's turn, its commit was stale) is applied in a thread: the next pass does not wait.
-
-Models whose drift detector restarts the learner (``on_drift="reset"``) are learned one
-request at a time: the restart happens after a request's batch, so merging would move it.
+:class:`Coalescer` is the entry point of the per-event operations (``/events``, ``/score``,
+``/labels``, and the stream through the same calls): each request is appended to its model's
+queue and awaits its own result, while one drain task per model (or, for groups of events on
+a store with ``commit_many``, one pass over every model waiting) applies what is queued,
+group after group.  A group gives the same state, bit for bit, as its requests one after
+another; a client error splits it request by request, a server error answers every request
+(:mod:`service.groups`); a request is answered once the commit holding it returned.  Models
+with ``on_drift="reset"`` are learned one request at a time.  The rules and their reasons:
+docs/architecture.md, "The coalescer and group commit".
 """
 
 from __future__ import annotations
@@ -53,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 import numpy as np
 
 from service.engine.delayed import LabelResult, Scored, ScoreOptions, ScoreRequest
-from service.engine.handoff import Handoff
+from service.engine.handoff import Handoff, settle
 from service.engine.learning import LearnResult
 from service.engine.passes import learn_merged, learn_one, learn_pass
 from service.errors import InsufficientStorage, StaleVersion
@@ -92,9 +62,8 @@ class Coalescer:
     store that never blocks (memory) and small work, else in a thread of the coalescer's own
     pool, one hop per group."""
 
-    def __init__(self, engine: Engine, *, max_group_events: int = MAX_GROUP_EVENTS) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.max_group_events = max_group_events
         self._queues: dict[str, deque[_Request]] = {}
         #: the drains, and the pass running (a thread's future: no task awaits it)
         self._tasks: set[asyncio.Future] = set()
@@ -228,7 +197,7 @@ class Coalescer:
             return group
         total = first.size
         while queue and queue[0].kind == first.kind:
-            if total + queue[0].size > self.max_group_events:
+            if total + queue[0].size > MAX_GROUP_EVENTS:
                 break
             total += queue[0].size
             group.append(queue.popleft())
@@ -246,21 +215,18 @@ class Coalescer:
                 group = self._next_group(model_id, queue)
                 self.groups += 1
                 self.requests += len(group)
+                payloads = [r.payload for r in group]
+                large = any(r.large for r in group)
                 try:
-                    if self._passes and group[0].kind == EVENTS and not group[0].large:
+                    if self._pass_drains(group[0]):
                         outcomes = await self._in_pass(model_id, group)
                     elif group[0].kind == SCORE and (
-                        now := self._score_now(
-                            model_id, [r.payload for r in group], any(r.large for r in group)
-                        )
+                        now := self._score_now(model_id, payloads, large)
                     ):
                         outcomes = now
-                    elif group[0].kind == SCORE and self._keeps_at_head(
-                        [r.payload for r in group], any(r.large for r in group)
-                    ):
-                        payloads = [r.payload for r in group]
+                    elif group[0].kind == SCORE and self._keeps_at_head(payloads, large):
                         outcomes = await self._pool().submit(self._score_kept, model_id, payloads)
-                    elif self.engine.store.blocking or any(r.large for r in group):
+                    elif self.engine.store.blocking or large:
                         outcomes = await self._pool().submit(self.apply, model_id, group)
                     else:
                         outcomes = self.apply(model_id, group)
@@ -308,13 +274,10 @@ class Coalescer:
 
     def _score_kept(self, model_id: str, requests: list[ScoreRequest]) -> list[Any]:
         """Each request's outcome of a group of scores that keeps records, in a thread: scored
-        by the cached model under its lock without a read of the store's head, and the records
-        written by a write that checks the head is still the version that scored (the store's
-        ``put_pending_at``, in the durable group commit), so a kept score pays one statement
-        and one ``stat`` less.  Done the usual way (:meth:`apply`: the head read, a cache
-        behind caught up) when the model is not cached or nothing is kept after all, and
-        again so when the head moved (another process wrote) or the bound of pending records
-        refuses the group: that write wrote nothing."""
+        by the cached model without a read of the store's head, the records written only while
+        the head is the version that scored (``put_pending_at``).  Done the usual way
+        (:meth:`apply`) when the model is not cached, nothing is kept after all, the head
+        moved or the bound of pending records refuses the group (that write wrote nothing)."""
         engine, repository = self.engine, self.engine.repository
         with repository.lock(model_id):
             loaded = repository.cached(model_id)
@@ -416,12 +379,8 @@ class Coalescer:
     @staticmethod
     def _settle(group: Sequence[_Request], outcomes: Sequence[Any]) -> None:
         for request, outcome in zip(group, outcomes, strict=True):
-            if request.future.done():  # its client went away
-                continue
-            if isinstance(outcome, BaseException):
-                request.future.set_exception(outcome)
-            else:
-                request.future.set_result(outcome)
+            error = outcome if isinstance(outcome, BaseException) else None
+            settle(request.future, outcome, error)
 
     def _pool(self) -> Handoff:
         if self._threads is None:

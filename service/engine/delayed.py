@@ -258,13 +258,12 @@ class DelayedLabels:
         outcomes: list[Scored | ServiceError] = []
         records: list[dict[str, bytes]] = []
         for request in requests:
+            outcome: Scored | ServiceError
             try:
-                scored, kept = self._score_one(loaded, request)
+                outcome, kept = self._score_one(loaded, request)
             except ServiceError as error:
-                outcomes.append(error)
-                records.append({})
-                continue
-            outcomes.append(scored)
+                outcome, kept = error, {}
+            outcomes.append(outcome)
             records.append(kept)
         return outcomes, records
 
@@ -347,12 +346,12 @@ class DelayedLabels:
         whole = self.labels(model_id, ids, labels, rounds=[len(i) for i, _ in requests])
         results = []
         start = 0
-        for k, (request_ids, _) in enumerate(requests):
+        for request_ids, _ in requests:
             statuses = whole.statuses[start : start + len(request_ids)]
             learned = sum(1 for _, status in statuses if status == "learned")
-            drifts = whole.drifts if k == len(requests) - 1 else 0
-            results.append(LabelResult(whole.version, learned, statuses, drifts))
+            results.append(LabelResult(whole.version, learned, statuses))
             start += len(request_ids)
+        results[-1].drifts = whole.drifts
         return results
 
     def _labels_once(
@@ -386,35 +385,24 @@ class DelayedLabels:
             for k in np.flatnonzero(bad):
                 statuses[chosen[k]] = (ids[chosen[k]], "expired")
             chosen = [chosen[k] for k in np.flatnonzero(~bad)]
-        counts = (("duplicates", duplicates), ("labels_expired", len(dropped)))
-        if not chosen:
-            version = loaded.version
+        if not (chosen or merged.checkpoint or dropped):
             # nothing but duplicates (a client's retry) changes nothing: no commit (as
             # service.engine.learning does for events; Merged.counted_duplicates)
-            if merged.checkpoint or dropped:
-                entry = Entry(now, counts=_nonzero(counts))
-                apply(loaded, entry)
-                version = self.repository.commit(
-                    model_id,
-                    loaded,
-                    entry,
-                    remove_pending=dropped,
-                    expired_ids=dropped,
-                    meta=merged.checkpoint,
-                )
-            return LabelResult(version, 0, statuses)
-        chosen_ids = [ids[p] for p in chosen]
-        positions = np.asarray(chosen, dtype=np.int64)
-        y = labels[positions]
-        bounds = merged.bounds(positions, len(y))
-        entry = Entry(
-            now,
-            X,
-            y,
-            scores,
-            rounds=tuple(stop - start for start, stop in bounds) if len(bounds) > 1 else (),
-            counts=_nonzero((*counts, ("labels_joined", len(chosen)))),
+            return LabelResult(loaded.version, 0, statuses)
+        counts = _nonzero(
+            (
+                ("duplicates", duplicates),
+                ("labels_expired", len(dropped)),
+                ("labels_joined", len(chosen)),
+            )
         )
+        chosen_ids = [ids[p] for p in chosen]
+        if chosen:
+            positions = np.asarray(chosen, dtype=np.int64)
+            y = labels[positions]
+            entry = Entry(now, X, y, scores, merged.rounds(positions, len(y)), counts)
+        else:
+            entry = Entry(now, counts=counts)
         drifts = _apply_naming_overflow(self.repository, model_id, loaded, entry, chosen_ids)
         version = self.repository.commit(
             model_id,

@@ -21,7 +21,7 @@ T = TypeVar("T")
 _Call = tuple[Callable[..., Any], tuple[Any, ...], asyncio.Future, asyncio.AbstractEventLoop]
 
 
-def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+def settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
     if future.done():  # its waiter was cancelled (the client went away)
         return
     if error is not None:
@@ -79,7 +79,7 @@ class Handoff:
             with self._lock:
                 self._idle += 1
             try:
-                loop.call_soon_threadsafe(_settle, future, result, error)
+                loop.call_soon_threadsafe(settle, future, result, error)
             except RuntimeError:  # the loop is closed: nobody waits for the answer
                 pass
             del call, function, args, future, result, error

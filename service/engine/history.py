@@ -1,12 +1,8 @@
 """The model's metrics history: bounded rings of points, one per resolution, committed with
-the model (``history:*`` arrays) so that it survives restarts and every worker sees the same.
-A ring grows as it fills (core.learners._growing) up to its points kept.
-
-A point is written by the first commit in a new minute (or hour): the window's metrics just
-after it; between two boundaries a commit costs one comparison.  So that the history catches up
-with a model gone quiet, the process that committed its last events keeps it in a set (by
-:func:`behind`) and a timer (:meth:`service.engine.Engine.catch_up_history`) writes the point
-:func:`catch_up` asks for once a new minute has begun.
+the model (``history:*`` arrays) and grown as they fill.  A point is written by the first
+commit in a new minute (or hour); a model gone quiet gets the point of its last events from a
+timer (:func:`behind`, :func:`catch_up`, :meth:`service.engine.Engine.catch_up_history`).
+The API and its timing: docs/architecture.md, ``GET .../metrics/history``.
 """
 
 from __future__ import annotations

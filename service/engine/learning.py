@@ -1,24 +1,13 @@
-"""Learning a labelled batch: duplicate ids skipped, one learner call per round, the regret
-window fed, the metrics window and counters updated, everything committed at once.
-
-One batch goes through :meth:`Learning.learn` (the model's repository retries it on a stale
-version, see :mod:`service.engine.repository`):
-
-1. drop events whose id was already learned, or repeated in the batch (idempotent ingest);
-2. **one learner call** (``prequential_step``, or ``learn_rounds`` over the rounds when the
-   regret window is on): each event's pre-update score while the batch is learned in order;
-3. append the ``(score, label)`` pairs to the metrics window and update the counters;
-4. **commit** the learner state, window and counters with the learned ids and any checkpoint
-   fields.
+"""Learning a labelled batch: duplicate ids skipped, one learner call for the batch's
+rounds, the regret window, metrics window and counters fed, one log entry committed.
 
 A *round* is what one request carried: a queue worker or the coalescer
 (:mod:`service.engine.coalesce`) merges several requests into one call (``rounds`` gives their
-sizes); each is its own regret round, exactly as when the requests come one after another,
-and the metrics window, counters and commit are shared.  The merged requests are one learner
-call: a plain one when that changes nothing (:func:`one_call_is_exact`: no regret window, and
-a learner that learns a batch as its events one at a time), else ``learn_rounds``, which gives
-each round's served weights and rows bit for bit as one call per round would (and makes one
-call per round inside for ``spdam``, whose batch is its window).
+sizes), each its own regret round exactly as when the requests come one after another.  The
+merged call is a plain one when that changes nothing (:func:`one_call_is_exact`), else
+``learn_rounds``, which gives each round's served weights and rows bit for bit as one call per
+round would.  The log, its entries and their replay: docs/architecture.md, "The log and
+checkpoints".
 """
 
 from __future__ import annotations
@@ -37,7 +26,6 @@ from core import logged_fits
 from core._kernels.validation import count_nonfinite
 from core.csr import CSRMatrix
 from core.errors import InvalidFeatures
-from core.learners._rounds import LearnedRounds
 from core.metrics.calibration import OnlineCalibrator
 from core.validation import check_labelled_scores
 from service.engine.entries import Entry
@@ -66,29 +54,19 @@ class LearnResult:
     #: which received events were skipped as duplicates (None: none was)
     skipped: np.ndarray | None = None
 
-    def part(self, start: int, stop: int, ids: list[str | None] | None, drifts: int) -> LearnResult:
+    def part(self, start: int, stop: int, ids: list[str | None] | None, wants: bool) -> LearnResult:
         """The result of the request whose events were ``[start, stop)`` of a merged call
-        (:mod:`service.engine.coalesce`), with ``ids`` its events' ids and ``drifts`` the
-        drifts credited to it."""
+        (:mod:`service.engine.coalesce`), with ``ids`` its events' ids, its scores if it
+        ``wants`` them, and no drift (the caller credits them)."""
         skipped = None if self.skipped is None else self.skipped[start:stop]
         positions = () if skipped is None else np.flatnonzero(skipped).tolist()
         duplicate_ids = [] if ids is None else [str(ids[k]) for k in positions]
         learned = stop - start - len(positions)
-        scores = None if self.scores is None else self.scores[start:stop]
-        return LearnResult(
-            self.version, stop - start, learned, duplicate_ids, scores, drifts, skipped
-        )
+        scores = None if self.scores is None or not wants else self.scores[start:stop]
+        return LearnResult(self.version, stop - start, learned, duplicate_ids, scores, 0, skipped)
 
 
 # ---------------------------------------------------------------------------- rounds
-def round_bounds(round_ids: np.ndarray | None, n_events: int) -> list[tuple[int, int]]:
-    """``(start, stop)`` of the runs of equal ``round_ids`` (one run when None)."""
-    if round_ids is None or n_events == 0:
-        return [(0, n_events)]
-    edges = [0, *(np.flatnonzero(np.diff(round_ids)) + 1).tolist(), n_events]
-    return list(zip(edges[:-1], edges[1:], strict=True))
-
-
 def round_ids_of(rounds: Sequence[int] | None, n_received: int) -> np.ndarray | None:
     """Round number of each received event, from the sizes of the requests (queue entries)
     a worker merged into one call; None when the call is one round."""
@@ -129,13 +107,15 @@ class Merged:
         sizes = np.bincount(self.round_ids, minlength=n_rounds)
         return int(per_round[per_round < sizes].sum())
 
-    def bounds(self, kept: np.ndarray | None, n_kept: int) -> list[tuple[int, int]]:
-        """:func:`round_bounds` of the events kept: ``kept`` selects them among those received
-        (a mask or their positions; None: all of them)."""
-        round_ids = self.round_ids
-        if round_ids is not None and kept is not None:
-            round_ids = round_ids[kept]
-        return round_bounds(round_ids, n_kept)
+    def rounds(self, kept: np.ndarray | None, n_kept: int) -> tuple[int, ...]:
+        """The sizes of the rounds of the events kept (an :attr:`Entry.rounds`; empty: one
+        round): ``kept`` selects them among those received (a mask or their positions; None:
+        all of them)."""
+        if self.round_ids is None or n_kept == 0:
+            return ()
+        round_ids = self.round_ids if kept is None else self.round_ids[kept]
+        sizes = np.diff([0, *(np.flatnonzero(np.diff(round_ids)) + 1).tolist(), n_kept])
+        return tuple(sizes.tolist()) if len(sizes) > 1 else ()
 
 
 #: one request without a checkpoint (its dict is read, never written)
@@ -143,75 +123,14 @@ ONE_REQUEST = Merged(None, {})
 
 
 # ---------------------------------------------------------------------------- one model
-class Rounds:
-    """What the regret window takes of the rounds of one or more learner calls, gathered while
-    they are learned and appended at once (:meth:`core.regret.RegretWindow.update_rounds`: the
-    same window as one update per round, for one validation and one ring write)."""
-
-    def __init__(self) -> None:
-        self.rows: list[np.ndarray] = []
-        self.labels: list[np.ndarray] = []
-        self.scores: list[np.ndarray] = []
-        self.served: list[np.ndarray] = []
-        self.sizes: list[int] = []
-
-    def add(self, learned: LearnedRounds, y: np.ndarray, scores: np.ndarray, sizes) -> None:
-        """The rounds of one learner call (:meth:`~core.learners.OnlineLearner.learn_rounds`)
-        of ``sizes`` events each, ``scores`` those the metrics take."""
-        # copies: the learner's own arrays may be reused by its next call
-        for rows in learned.rows:
-            self.rows.append(rows.toarray() if isinstance(rows, CSRMatrix) else np.array(rows))
-        self.labels.append(y)
-        self.scores.append(scores)
-        self.served.append(learned.served)
-        self.sizes.extend(sizes)
-
-    def record(self, loaded: Loaded) -> None:
-        """Into the regret window (when on)."""
-        if loaded.regret is not None and self.sizes:
-            loaded.regret.update_rounds(
-                _joined(self.rows),
-                _joined(self.labels),
-                _joined(self.scores),
-                _joined(self.served),
-                self.sizes,
-            )
-
-
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:
     return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
-
-
-def learn_round(
-    loaded: Loaded,
-    X: np.ndarray | CSRMatrix,
-    y: np.ndarray,
-    recorded: np.ndarray | None,
-    rounds: Rounds,
-    bounds: list[tuple[int, int]] | None = None,
-) -> np.ndarray:
-    """Learn the rounds ``bounds`` of ``(X, y)`` (``(start, stop)`` each, in order; None: one
-    round) with one learner call (:meth:`~core.learners.OnlineLearner.learn_rounds`: the same
-    as one call per round, bit for bit) and record them for the regret window (when on): the
-    rows as the learner saw them (the kernels' own scaled batches, densified: the same bits as
-    ``core.regret.learner_inputs`` before each round, without scaling twice) and the weights
-    served at the start of each round, into ``rounds`` (:meth:`Rounds.record` puts them in the
-    window).  Returns the prequential scores, or ``recorded``."""
-    if loaded.regret is None and bounds is None:
-        return _learn_call(loaded, X, y, recorded)
-    sizes = [X.shape[0]] if bounds is None else [stop - start for start, stop in bounds]
-    stops = list(itertools.accumulate(sizes))
-    learned = loaded.learner.learn_rounds(X, y, stops, want_scores=recorded is None)
-    scores = learned.scores if recorded is None else recorded
-    _check_scores(scores, recorded)
-    rounds.add(learned, y, scores, sizes)
-    return scores
 
 
 def one_call_is_exact(loaded: Loaded) -> bool:
     """Whether one plain learner call on several rounds gives what one call per round gives:
     the regret window is off (it takes each round's served weights and rows:
-    :func:`learn_round` asks the learner for them) and the learner learns a batch as its
+    :func:`learn_rows` asks the learner for them) and the learner learns a batch as its
     events one at a time (``spdam`` does not: a batch is its window)."""
     return loaded.regret is None and not getattr(type(loaded.learner), "streams_on_window", False)
 
@@ -246,21 +165,30 @@ def learn_rows(
     y: np.ndarray,
     recorded: np.ndarray | None,
     bounds: list[tuple[int, int]],
-    rounds: Rounds | None = None,
 ) -> np.ndarray:
-    """Learn ``(X, y)`` in order, its ``(start, stop)`` rounds in one learner call (the regret
-    window records them, or ``rounds`` gathers them for the caller to record); returns the
-    scores the metrics use (the prequential ones, or ``recorded``: delayed labels, the scores
-    given at scoring time).  A model whose ``missing_values`` is ``mean`` first fills each
-    missing value (NaN) with the running mean as of the event's position
-    (:mod:`service.engine.missing`)."""
+    """Learn ``(X, y)`` in order, its ``(start, stop)`` rounds in one learner call (a plain one
+    when :func:`one_call_is_exact`, else :meth:`~core.learners.OnlineLearner.learn_rounds`: the
+    same as one call per round, bit for bit), and put them in the regret window (when on): the
+    rows as the learner saw them (the kernels' own scaled batches, densified: the same bits as
+    ``core.regret.learner_inputs`` before each round, without scaling twice) and the weights
+    served at the start of each round.  Returns the scores the metrics use (the prequential
+    ones, or ``recorded``: the scores given at scoring time).  A model whose
+    ``missing_values`` is ``mean`` first fills each missing value (NaN) with the running mean
+    as of the event's position (:mod:`service.engine.missing`)."""
     if loaded.means is not None:
         X = loaded.means.fill_and_learn(X)  # type: ignore[arg-type]
     several = len(bounds) > 1 and not one_call_is_exact(loaded)
-    gathered = Rounds() if rounds is None else rounds
-    scores = learn_round(loaded, X, y, recorded, gathered, bounds if several else None)
-    if rounds is None:
-        gathered.record(loaded)
+    if loaded.regret is None and not several:
+        return _learn_call(loaded, X, y, recorded)
+    sizes = [stop - start for start, stop in bounds] if several else [X.shape[0]]
+    stops = list(itertools.accumulate(sizes))
+    learned = loaded.learner.learn_rounds(X, y, stops, want_scores=recorded is None)
+    scores = learned.scores if recorded is None else recorded
+    _check_scores(scores, recorded)
+    if loaded.regret is not None:
+        # copies: the learner's own arrays may be reused by its next call
+        rows = [r.toarray() if isinstance(r, CSRMatrix) else np.array(r) for r in learned.rows]
+        loaded.regret.update_rounds(_joined(rows), y, scores, learned.served, sizes)
     return scores
 
 
@@ -406,16 +334,12 @@ class Learning:
         whole = self.learn(
             model_id, concatenate(batches), want_scores=any(want_scores), rounds=sizes
         )
-        results = []
-        start = 0
-        for k, (batch, wants) in enumerate(zip(batches, want_scores, strict=True)):
-            stop = start + len(batch)
-            drifts = whole.drifts if k == len(batches) - 1 else 0
-            result = whole.part(start, stop, batch.ids, drifts)
-            if not wants:
-                result.scores = None
-            results.append(result)
-            start = stop
+        stops = itertools.accumulate(sizes)
+        results = [
+            whole.part(stop - len(batch), stop, batch.ids, wants)
+            for batch, wants, stop in zip(batches, want_scores, stops, strict=True)
+        ]
+        results[-1].drifts = whole.drifts
         return results
 
     def _learn_once(
@@ -442,12 +366,11 @@ class Learning:
             # each request is a regret round, and a learner that learns a batch otherwise
             # than event by event (spdam) sees the same calls as when the requests come one
             # after another (learn_rows)
-            bounds = merged.bounds(None if skipped is None else ~skipped, len(todo))
             entry = Entry(
                 self.repository.clock(),
                 todo.X if len(todo) else None,
                 todo.y if len(todo) else None,
-                rounds=tuple(stop - start for start, stop in bounds) if len(bounds) > 1 else (),
+                rounds=merged.rounds(None if skipped is None else ~skipped, len(todo)),
                 counts=(("duplicates", duplicates),) if duplicates else (),
             )
             try:

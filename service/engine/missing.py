@@ -1,13 +1,7 @@
 """The running means behind a dense model's ``missing_values: "mean"`` policy
-(docs/architecture.md, "Missing values").
-
-A missing value (NaN from ingest) of an event learned is filled, under the model's lock, with
-the mean of the values present in the events learned before it, updated one value at a time in
-order (:func:`core._kernels.missing_means.fill_and_learn_means`), so the state does not depend
-on how events were split into requests; scoring fills with the current mean and changes
-nothing.  The means and counts are committed as ``missing:*``; a mean of values within the
-feature bound stays within it (clamped against an ulp), so every state learning makes passes
-the state check.
+(docs/architecture.md, "Missing values"): a missing value of an event learned is filled with
+the mean of the values present before it, one value at a time in order, so the state does not
+depend on how events were split into requests; scoring fills with the current mean.
 """
 
 from __future__ import annotations

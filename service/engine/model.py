@@ -257,16 +257,6 @@ def _check_parameters(stored: Any, name: str, expected: list[int], what: str) ->
         )
 
 
-def build_drift(arrays: dict[str, np.ndarray]) -> DriftDetector:
-    """The model's drift detector from its ``drift:*`` arrays."""
-    return _build_part(arrays, DRIFT_PREFIX, DriftDetector)
-
-
-def build_calibrator(arrays: dict[str, np.ndarray]) -> OnlineCalibrator:
-    """The model's calibrator from its ``calibration:*`` arrays."""
-    return _build_part(arrays, CALIBRATION_PREFIX, OnlineCalibrator)
-
-
 def build_regret(config: ModelConfig, arrays: dict[str, np.ndarray]) -> RegretWindow | None:
     """The model's regret window, restored from its ``regret:*`` arrays; None when
     ``regret_window`` is 0.  Raises ValueError when the arrays are missing or do not fit the
@@ -354,9 +344,9 @@ def from_arrays(
         window,
         full_stats,
         regret=build_regret(config, arrays),
-        drift=build_drift(arrays),
+        drift=_build_part(arrays, DRIFT_PREFIX, DriftDetector),
         means=build_means(config, arrays, int(full_stats["events_learned"][0])),
-        calibrator=build_calibrator(arrays),
+        calibrator=_build_part(arrays, CALIBRATION_PREFIX, OnlineCalibrator),
         history=history_state(arrays),
     )
 
@@ -385,17 +375,9 @@ def fresh(config: ModelConfig, learner: OnlineLearner) -> Loaded:
     window = PrequentialWindow(config.window, config.reservoir)
     capacity = int(config.regret_window or 0)
     regret = RegretWindow(capacity, config.n_features) if capacity else None
+    stats = initial_stats()
     means = build_means(config, {}, 0)
-    return Loaded(
-        config,
-        config.incarnation,
-        1,
-        learner,
-        window,
-        initial_stats(),
-        regret=regret,
-        means=means,
-    )
+    return Loaded(config, config.incarnation, 1, learner, window, stats, regret=regret, means=means)
 
 
 def stored_params(learner: OnlineLearner) -> dict[str, Any]:

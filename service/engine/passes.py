@@ -181,14 +181,10 @@ Learn = tuple["Batch", bool]
 
 def learn_pass(engine: Engine, items: Sequence[tuple[str, list[Learn]]]) -> list[list[Any] | None]:
     """Each group's outcomes: every group learned on its model, the models' log entries
-    committed by one transaction (one fsync), then answered together; None for a group to
-    apply alone after the pass, so that it holds back no other model's group: its model's
-    turn is held by another process (left out before learning: its commit would be refused,
-    :meth:`Turns.held_elsewhere <service.engine.turns.Turns.held_elsewhere>`), it was refused
-    as a whole with a client error (then applied request by request), or its own commit
-    failed as stale (another process wrote the model first: nothing of it was written).  A
-    server error is its requests' answer, and a failure of the transaction every request's
-    (the rule of :mod:`service.groups`)."""
+    committed by one transaction (one fsync); None for a group to apply alone after the pass
+    (its model's turn held by another process, refused as a whole with a client error, or its
+    commit stale), so that it holds back no other model's group.  A server error is its
+    requests' answer, a failed transaction every request's (:mod:`service.groups`)."""
     outcomes: list[list[Any] | None] = [None] * len(items)
     turns = engine.repository.turns
     learned = [k for k, (model_id, _) in enumerate(items) if not turns.held_elsewhere(model_id)]

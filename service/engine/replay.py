@@ -1,15 +1,10 @@
 """Replay of logged entries (:mod:`service.engine.entries`): a checkpoint brought up to the
 store's head through the same calls as live, bit for bit, with as few learner calls as stay
-exact.
-
-A run of consecutive plain learn entries (:func:`_plain`) shares one plain learner call when
-that gives what one call per entry gives (:func:`_one_call`), else one ``learn_rounds`` call cut
-at each of their rounds (what one call per round gives, so what the live calls gave).  With the
-regret window on, the entries whose rounds later ones push out of it need no served weights or
-rows (:func:`_quiet_before`).  The metrics, drift detector, calibrator and counters of a run are
-fed at once up to each history point, each entry at its own ``now`` (:func:`_after_run`).  The
-boosted fits an entry's live call installed are installed again from the entry
-(:mod:`core.logged_fits`), a mismatch refused.
+exact: a run of plain entries (:func:`_plain`) shares one learner call, plain or cut at their
+rounds (:func:`_one_call`), and its metrics are fed at once up to each history point
+(:func:`_after_run`); the regret window's overwritten rounds need no rows
+(:func:`_quiet_before`); logged boosted fits are installed again, not fitted
+(docs/architecture.md, "The log and checkpoints", "Recovery").
 """
 
 from __future__ import annotations

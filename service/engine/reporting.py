@@ -31,6 +31,9 @@ from service.schemas import REGRET_DEFAULT_MAX_FEATURES, ModelConfig
 REGRET_C = 10.0
 REGRET_TOL = 1e-3
 
+#: a model's regret is solved again at most every THROTTLE x its last solve's seconds
+THROTTLE = 10.0
+
 Key = tuple[str, int]  # (incarnation, version)
 
 
@@ -97,9 +100,9 @@ def regret_off_reason(config: ModelConfig, linear: bool) -> str:
 class Reporting:
     """Metrics, regret and ROC of the models of a :class:`ModelRepository`."""
 
-    def __init__(self, repository: ModelRepository, *, throttle: float = 10.0) -> None:
+    def __init__(self, repository: ModelRepository) -> None:
         self.repository = repository
-        self.throttle = throttle
+        self.throttle = THROTTLE
         self._metrics: dict[str, tuple[Key, dict[str, Any]]] = {}
         self._regret: dict[str, SolvedRegret] = {}
         self._regret_locks: dict[str, ModelLock] = {}

@@ -1,16 +1,9 @@
 """Undo points: a copy of a cached model's arrays at a version, which a stale append goes back
 to before catching up on the entries after it, instead of rebuilding the model from its
-checkpoint and log tail (a write applies its change before its append is checked, so a stale
-append leaves the cache ahead of the log).  A point costs a copy of the arrays, so points are
-kept where a stale append is likely:
-
-* a *contended* model (an append found stale within :data:`CONTENDED_SECONDS`) takes a fresh
-  point before each write: stale appends come in bursts;
-* a model loaded whole or created here, first caught up on another process's entries, or whose
-  contention ended keeps a *standing* point (the latest :data:`STANDING_POINTS` models), taken
-  again :data:`STANDING_AGE` versions behind while another process writes it, else dropped.
-  Later catch-ups take none: models written now and then by several processes would pay a
-  copy per write and rarely use it.
+checkpoint and log tail.  A point costs a copy, so it is kept where a stale append is likely:
+before each write of a *contended* model (:data:`CONTENDED_SECONDS`), and as a *standing*
+point of the latest :data:`STANDING_POINTS` models loaded whole, created or first caught up
+on (docs/architecture.md, "The log and checkpoints").
 """
 
 from __future__ import annotations

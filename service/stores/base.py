@@ -1,13 +1,9 @@
-"""The store protocol: where model configurations, versioned state and event-id memory live.
-
-Three implementations, one contract: :mod:`service.stores.sqlite` (the default),
-:mod:`service.stores.memory` and :mod:`service.stores.redis`.  Every change of a model is one
-atomic :meth:`Store.commit` at the caller's expected version (else
-:class:`~service.errors.StaleVersion`) carrying a log entry, the event ids it learned and the
-pending labels it consumed; the state is written later by :meth:`Store.checkpoint`, and
-:meth:`Store.load` returns the last checkpoint and the entries after it.  ``incarnation``
-changes whenever a model id is re-created, reset or imported, so a cache keyed by
-``(incarnation, version)`` never mistakes a new model for an old one.
+"""The store protocol: where model configurations, versioned state and event-id memory live
+(docs/architecture.md, "Stores").  Every change of a model is one atomic :meth:`Store.commit`
+at the caller's expected version carrying a log entry; the state is written later by
+:meth:`Store.checkpoint`.  ``incarnation`` changes whenever a model id is re-created, reset or
+imported, so a cache keyed by ``(incarnation, version)`` never mistakes a new model for an old
+one.
 """
 
 from __future__ import annotations

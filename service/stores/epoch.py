@@ -1,14 +1,8 @@
 """Noticing a store that lost data: its contents vanished or went back in time while this
-process knew a later state (docs/architecture.md, "Lost data").
-
-* **Epoch markers**: a random *epoch* id and the store's *clock* (ms, only moved forward),
-  checked every :data:`CHECK_SECONDS`; a marker gone, of another epoch or with an older clock
-  than this process saw means a loss (a Redis Cluster has one per master).
-* **Version regressions**: a model's version lower than this process saw for the same
-  incarnation is a rollback of that model.
-
-A detection becomes an *alarm* in the store: 503 :class:`~service.errors.StoreLostData` for
-the store (or the model) until an operator acknowledges it, which starts a new epoch.
+process knew a later state, by *epoch markers* (a random id and the store's clock, checked
+every :data:`CHECK_SECONDS`) and by model versions lower than this process saw.  A loss is an
+*alarm* in the store, 503 :class:`~service.errors.StoreLostData` until an operator
+acknowledges it (docs/architecture.md, "Lost data").
 """
 
 from __future__ import annotations
@@ -143,9 +137,7 @@ class LossWatch:
                     f"model {model_id!r} went back in time in the {self.store_name} store: "
                     f"version {version}, while this service saw version {judged[1]}"
                 )
-            if record and (
-                previous is None or previous != (incarnation, max(version, previous[1]))
-            ):
+            if record:  # the highest: a lower version of this incarnation returned above
                 self.versions[model_id] = (incarnation, version)
         return None
 

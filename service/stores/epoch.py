@@ -137,7 +137,8 @@ class LossWatch:
                     f"model {model_id!r} went back in time in the {self.store_name} store: "
                     f"version {version}, while this service saw version {judged[1]}"
                 )
-            if record:  # the highest: a lower version of this incarnation returned above
+            # the highest: a read overtaken by another thread's may be lower than ``previous``
+            if record and (previous is None or previous[0] != incarnation or version > previous[1]):
                 self.versions[model_id] = (incarnation, version)
         return None
 

@@ -65,6 +65,7 @@ def test_a_read_overtaken_by_a_commit_of_this_process_is_no_loss(tmp_path, monke
         given = _overtaken(store, monkeypatch)
         assert READS[read](store) == (1, "inc")  # what the read found, before the commit
         assert given == [1]
+        assert store.watch.seen("m") == ("inc", 2)  # the highest seen stays the commit's
         assert store.head_now("m") == (2, "inc")  # the commit is there, and no alarm
         assert store.alarms() == {}
         monkeypatch.undo()

@@ -24,11 +24,13 @@ another checkout (e.g. main), run beside this one's.  Each (stream, learner) run
 process, in the order given (``--rounds 2`` runs the ``auto`` models again in reverse order, so
 a slow spell of the shared machine falls on both; the River peers, ten times slower, run
 once); the child measures its own CPU seconds of learning
-(``time.process_time``) and returns the scores.
+(``time.process_time``), and those of its first call (imports, numba's start, the kernels'
+loads from the cache: a cost per process), and returns the scores.
 
 Printed: per stream and learner, the window-mean prequential AUC (the mean of the AUCs of the
 consecutive ``--window``-event windows), the pooled prequential AUC, the window-mean pAUC(0,
-0.1) (divided by 0.1), CPU microseconds per event and the CPU ratio to ``river_arf``.
+0.1) (divided by 0.1), CPU microseconds per event and the CPU ratio to ``river_arf``, then the
+CPU seconds up to the end of the first call and the CPU microseconds per event after it.
 
     nice -n 10 python bench/streams.py --before /path/to/main --rounds 2
 """
@@ -96,6 +98,11 @@ def load_stream(name: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ------------------------------------------------------------------------------ the child
+#: the CPU seconds at the end of the learner's first call (its imports, numba's start and the
+#: kernels' loads from the cache fall before it: a fixed cost per process, not per event)
+FIRST_CALL: list[float] = []
+
+
 def learn_auto(X, y, batch: int, params: dict) -> np.ndarray:
     from core.learners import make_learner
 
@@ -104,6 +111,8 @@ def learn_auto(X, y, batch: int, params: dict) -> np.ndarray:
     for start in range(0, len(y), batch):
         rows = slice(start, start + batch)
         scores[rows] = model.prequential_step(X[rows], y[rows])
+        if not start:
+            FIRST_CALL.append(time.process_time())
     return scores
 
 
@@ -120,6 +129,8 @@ def learn_river(spec: str, X, y) -> np.ndarray:
         x = dict(zip(names, row, strict=True))
         scores[i] = model.predict_proba_one(x).get(1, 0.0)
         model.learn_one(x, label)
+        if not i:
+            FIRST_CALL.append(time.process_time())
     return scores
 
 
@@ -133,7 +144,8 @@ def child(args) -> None:
         scores = learn_river(args.learner, X, y)
     cpu = time.process_time() - started
     np.save(args.out, scores)
-    Path(args.out + ".json").write_text(json.dumps({"cpu": cpu}))
+    first = FIRST_CALL[0] - started
+    Path(args.out + ".json").write_text(json.dumps({"cpu": cpu, "first": first}))
 
 
 # ------------------------------------------------------------------------------ the parent
@@ -146,14 +158,15 @@ def window_mean(metric, y, scores, width: int) -> float:
     return float(np.mean(values))
 
 
-def run(spec: str, name: str, args, folder: str) -> tuple[np.ndarray, float]:
+def run(spec: str, name: str, args, folder: str) -> tuple[np.ndarray, float, float]:
     out = os.path.join(folder, f"{name}-{spec}.npy")
     code = args.before if spec == "auto@before" else str(ROOT)
     command = [sys.executable, __file__, "--child", "--set", name, "--learner", spec,
                "--batch", str(args.batch), "--params", args.params, "--out", out]  # fmt: skip
     environment = dict(os.environ, PYTHONPATH=code)
     subprocess.run(command, check=True, env=environment, cwd=code)
-    return np.load(out), json.loads(Path(out + ".json").read_text())["cpu"]
+    times = json.loads(Path(out + ".json").read_text())
+    return np.load(out), times["cpu"], times["first"]
 
 
 def main(argv=None) -> None:
@@ -192,15 +205,18 @@ def main(argv=None) -> None:
         print(f"\n## {name}: n={len(y)}, positives {y.mean():.3f}, "
               f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
         print("| learner | window-mean AUC | pooled AUC | window-mean pAUC(0, 0.1) "
-              "| CPU us/event | CPU vs ARF |\n|---|---|---|---|---|---|")  # fmt: skip
-        arf = np.mean([c for _, c in results.get("river_arf", [])] or [np.nan])
+              "| CPU us/event | CPU vs ARF | first call s | after it us/event |\n"
+              "|---|---|---|---|---|---|---|---|")  # fmt: skip
+        arf = np.mean([c for _, c, _ in results.get("river_arf", [])] or [np.nan])
         for spec in specs:
             scores = results[spec][0][0]  # every round learns the same: the first's scores
-            cpu = float(np.mean([c for _, c in results[spec]]))
+            cpu = float(np.mean([c for _, c, _ in results[spec]]))
+            first = float(np.mean([f for _, _, f in results[spec]]))
             windowed = window_mean(auc, y, scores, args.window)
             partial = window_mean(lambda a, b: pauc(a, b, 0.0, 0.1), y, scores, args.window)
             print(f"| {spec} | {windowed:.4f} | {auc(y, scores):.4f} | {partial:.4f} | "
-                  f"{1e6 * cpu / len(y):.0f} | {cpu / arf:.3f} |")  # fmt: skip
+                  f"{1e6 * cpu / len(y):.0f} | {cpu / arf:.3f} | {first:.2f} | "
+                  f"{1e6 * (cpu - first) / (len(y) - args.batch):.0f} |")  # fmt: skip
         sys.stdout.flush()
 
 

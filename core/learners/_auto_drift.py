@@ -14,6 +14,7 @@ precise learners keep leading a stable stream, after a change the fast ones reco
 
 from __future__ import annotations
 
+import operator
 import sys
 
 import numpy as np
@@ -51,6 +52,11 @@ CONFIRMATION = 1.0
 
 #: the prefix of the detector's arrays among auto's own
 DRIFT = "drift:"
+
+#: the mix's arrays that serving a segment reads and writes, in one C call
+_SERVED = operator.itemgetter(
+    "served_weights", "score_mean", "score_m2", "window_scores", "window_labels"
+)
 
 
 class DriftTracking:
@@ -161,13 +167,16 @@ class DriftTracking:
         detector = self.detector(own)
         start = int(detector.counters[0])
         seen = int(own["n_seen"][0])
-        detected_at = np.empty(labels.shape[0], dtype=np.int64)
+        n_events = labels.shape[0]
+        detected_at = np.empty(n_events, dtype=np.int64)
+        weights, means, m2, window_scores, window_labels = _SERVED(own)
         found = serve_record_and_watch(
-            candidate_scores, labels, own["served_weights"], own["score_mean"], own["score_m2"],
-            seen, SHRINK_EVENTS, own["window_scores"], own["window_labels"], served,
-            *self._arguments, detected_at,
+            candidate_scores, labels, weights, means, m2, seen, SHRINK_EVENTS, window_scores,
+            window_labels, served, *self._arguments, detected_at,
         )  # fmt: skip
-        own["n_seen"][0] = seen + labels.shape[0]
+        own["n_seen"][0] = seen + n_events
+        if not found and not own["drift_since"][0]:  # most segments: nothing to confirm
+            return 0
         return self._after_feed(own, start, found, detected_at, candidates, min_positives,
                                 temperature)  # fmt: skip
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from core.boosted_trees import fitted_ensemble_problem
 from core.errors import InvalidState
-from core.learners._leaf_columns import whole_width
+from core.learners._leaf_columns import fitted_width, leaves_problem
 
 if TYPE_CHECKING:
     from core.boosted_fits import FitJob
@@ -177,11 +177,15 @@ def installable(part: Any, fit: LoggedFit, job: FitJob) -> tuple[dict[str, np.nd
     problem = fitted_ensemble_problem(fit.ensemble, job.params, n_features)
     if problem is not None:
         raise LoggedFitRefused(f"{fit.describe()}: the ensemble {problem}", fit.version)
+    left = fit.ensemble["ens_left"]
+    problem = leaves_problem(part, n_features, left, fit.ensemble["ens_feature_or_leaf"])
+    if problem is not None:
+        raise LoggedFitRefused(f"{fit.describe()}: the ensemble {problem}", fit.version)
     built = part._build_inner()
     state = {key: np.array(value) for key, value in fit.inner.items()}
     try:
         inner = type(built).from_state(
-            built.get_params(), state, n_features=whole_width(part, n_features)
+            built.get_params(), state, n_features=fitted_width(part, n_features, left)
         )
     except (InvalidState, KeyError, TypeError) as error:
         message = f"{fit.describe()}: its inner learner: {error}"

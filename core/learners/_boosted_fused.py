@@ -20,6 +20,7 @@ import numpy as np
 
 from core._kernels import boosted_embedding as kernels
 from core.boosted_trees import ENSEMBLE_KEYS
+from core.learners import _leaf_columns as columns
 from core.learners._row_pool import pooled_rows
 from core.learners.logistic import Logistic
 
@@ -164,7 +165,8 @@ def _learn(
     scaled = np.empty_like(X)
     kernels.learn_segment(
         X, y, scores, scaled, *_SCALER(learner._scaler_arrays), *_ENSEMBLE(own),
-        int(own["ens_trees"][0]), int(learner.max_leaves), bool(learner.append_features),
+        int(own["ens_trees"][0]), columns.leaf_stride(learner, X.shape[1], len(inner.state_["z"])),
+        bool(learner.append_features),
         bool(learner.append_margin), 1.0 / math.sqrt(learner.n_trees), *inner._accumulators(),
         holding, pooled, *_DRAWS(own), fill, *_RING(own), capacity,
         float(learner.negatives_per_positive), rows, labels, weights,

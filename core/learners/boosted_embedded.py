@@ -235,7 +235,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
                 raise InvalidState(f"inconsistent state: {problem}", field=field)
         left, n_features = state["ens_left"], int(state["n_features"][0])
         indices = node_index_problem(left, state["ens_feature_or_leaf"], n_features,
-                                     self.max_leaves)  # fmt: skip
+                                     columns.leaves_per_tree(self, state))  # fmt: skip
         for field, problem in (("ens_left", children_problem(left)),
                                ("ens_feature_or_leaf", indices)):  # fmt: skip
             if problem:
@@ -331,7 +331,8 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         pass in order (the buffer's leaves: ``row_leaves``, as the fit gave them,
         :meth:`FitJob.run`): the slow part of :meth:`install`, which reads nothing of the
         learner's state, so a background fitter runs it without the model's lock."""
-        inner = self._build_inner().initialize(width := columns.whole_width(self, job.X.shape[1]))
+        width = columns.fitted_width(self, job.X.shape[1], ensemble["ens_left"])
+        inner = self._build_inner().initialize(width)
         for start in range(0, len(job.y), SCORE_CHUNK):
             part = slice(start, start + SCORE_CHUNK)
             scaled = fit_scaling.scaled(self.scaling, job.x_scaling, job.X[part])
@@ -452,6 +453,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
         one feature) go to the remainder with the intercept, so the two sum to the score."""
         n_features = X.shape[1]
         inner, remainder = self._inner._contributions(self.transform(X))
+        inner = columns.at_whole_width(self, n_features, inner)  # the same sums' bits
         if not self.append_features:
             return np.zeros((X.shape[0], n_features)), remainder + inner.sum(axis=1)
         return inner[:, :n_features].copy(), remainder + inner[:, n_features:].sum(axis=1)

@@ -48,8 +48,10 @@ def test_kernel_embeds_as_the_naive_router(sparse, append_features, append_margi
     assert learner.fits_ >= 2
     batch = as_features(sp.csr_matrix(X[:50])) if sparse else X[:50]
     embedded = learner.transform(batch).toarray()
+    stride = columns.leaves_per_tree(learner, learner.state_)  # the installed trees' leaves
+    assert stride <= learner.max_leaves
     for i in range(50):
-        expected = embed_row(learner._own_state, X[i], learner.n_trees, learner.max_leaves,
+        expected = embed_row(learner._own_state, X[i], learner.n_trees, stride,
                              append_features, append_margin)  # fmt: skip
         np.testing.assert_array_equal(embedded[i], expected)
 
@@ -383,12 +385,13 @@ def test_the_trees_split_the_rows_as_posted_and_the_inner_learner_reads_x_scaled
     np.testing.assert_allclose(own["fit_offsets"], mean, rtol=1e-12)
     np.testing.assert_allclose(own["fit_divisors"], std, rtol=1e-12)
     embedded = learner.transform(X[:40]).toarray()
+    stride = columns.leaves_per_tree(learner, learner.state_)
     for i in range(40):
-        expected = embed_row(own, X[i], learner.n_trees, learner.max_leaves,
+        expected = embed_row(own, X[i], learner.n_trees, stride,
                              scaled=(X[i] - mean) / std)  # fmt: skip
         np.testing.assert_allclose(embedded[i], expected, rtol=1e-9, atol=1e-12)
     # the inner learner relearned the job's rows embedded, x standardised as of the fit
-    rows = [embed_row(own, x, learner.n_trees, learner.max_leaves, scaled=(x - mean) / std)
+    rows = [embed_row(own, x, learner.n_trees, stride, scaled=(x - mean) / std)
             for x in job.X]  # fmt: skip
     reference = learner._build_inner().partial_fit(sp.csr_matrix(np.array(rows)), job.y)
     probe = sp.csr_matrix(embedded)

@@ -16,6 +16,7 @@ import scipy.sparse as sp
 
 from core.learners import learner_class, make_learner
 from core.learners._candidates import TREE_CANDIDATE, default_candidates
+from core.learners._leaf_columns import leaves_per_tree
 from core.learners._tournament import mix_terms
 from core.learners.boosted_embedded import BoostedEmbedded
 from core.learners.tree_embedded import TreeEmbedded
@@ -125,7 +126,9 @@ def naive_tree(learner: TreeEmbedded, x):
 def naive_boosted(learner: BoostedEmbedded, x, raw):
     """``x``'s own inner weights per feature; the margin's and the leaves' to the remainder
     (the trees route the row as posted, ``raw``)."""
-    row = embed_row(learner._own_state, raw, learner.n_trees, learner.max_leaves,
+    # each tree's leaves at the columns of the installed trees' largest (_leaf_columns)
+    stride = leaves_per_tree(learner, learner.state_)
+    row = embed_row(learner._own_state, raw, learner.n_trees, stride,
                     learner.append_features, learner.append_margin, scaled=x)  # fmt: skip
     d = len(x) if learner.append_features else 0
     coef = learner._inner.coef_

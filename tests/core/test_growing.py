@@ -12,7 +12,7 @@ from core._arrays import FIRST_LENGTH, grown, slots_for
 from core.boosted_trees import TREE_KEYS
 from core.errors import InvalidState
 from core.learners import learner_class, make_learner
-from core.learners._leaf_columns import inner_widths, whole_width
+from core.learners._leaf_columns import fitted_width, inner_widths, whole_width
 
 N_FEATURES = 6
 
@@ -203,7 +203,9 @@ def test_the_inner_learner_gains_the_leaves_at_the_first_fit(name):
     for prefix in prefixes:
         boosted = model._candidates[int(prefix[1])] if prefix else model
         assert boosted.fits_ > 0
-        width = whole_width(boosted, N_FEATURES)
+        # the leaves of the installed trees' largest (at most max_leaves a tree)
+        width = fitted_width(boosted, N_FEATURES, model.state_[prefix + "ens_left"])
+        assert small < width <= whole_width(boosted, N_FEATURES)
         assert model.state_[prefix + "inner:z"].shape == (width,)
     for key, value in model.state_.items():
         np.testing.assert_array_equal(value, whole.state_[key], err_msg=key)

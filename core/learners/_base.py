@@ -30,7 +30,9 @@ its hyper-parameters
     ``_check_params()``, raising :class:`~core.errors.InvalidParameter`.
 ``_initial_state(n_features) -> dict``
     the state of a learner that has seen nothing (without the scaler arrays and
-    ``n_features``, which this class adds).
+    ``n_features``, which this class adds, nor the generator of a learner that draws random
+    numbers as it learns: it says ``draws_random = True``, and this class adds ``rng_state``
+    and its declaration, :mod:`core.learners._random_draws`).
 ``_state_invariants(n_features) -> dict``
     what each array of ``_initial_state`` may hold once learned (:mod:`core.learners._state`:
     finite floats, counts within their capacities, reservoir fills ...), checked by
@@ -78,6 +80,7 @@ from core.learners._params import (
     Interval,
     Options,
 )
+from core.learners._random_draws import RandomDraws
 from core.learners._rounds import (
     LearnedRounds,
     check_stops,
@@ -132,7 +135,7 @@ def kernel_scores(X, dense_kernel, csr_kernel, *args) -> np.ndarray:
     return out
 
 
-class OnlineLearner(DeclaredParameters, StateContract, GrownStateChecks):
+class OnlineLearner(DeclaredParameters, StateContract, GrownStateChecks, RandomDraws):
     """Base class of every aucstream learner; see the module docstring for the contract."""
 
     #: the hyper-parameters every learner takes (last in its list; a learner may assign other

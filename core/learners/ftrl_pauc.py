@@ -12,7 +12,6 @@ import numpy as np
 
 from core._arrays import grown
 from core._kernels import ftrl_pauc as kernels
-from core._kernels.random import seed_state
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
@@ -25,7 +24,7 @@ from core.learners._forgetting import (
 )
 from core.learners._growing import Growth
 from core.learners._params import FPR_HIGH, FPR_LOW, Interval
-from core.learners._state import RNG_STATE, Count, Grown
+from core.learners._state import Count, Grown
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.validation import check_fpr_range
 
@@ -199,6 +198,7 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
 
     name = "ftrl_pauc"
     optimises_pauc = True
+    draws_random = True  # its reservoirs
 
     beta: float = 0.1
     alpha: float = 0.0
@@ -257,7 +257,6 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
             "negative_admitted": counter(),
             # [q, scale] of the tracked (1 - admission beta) quantile of negative scores
             "admission_quantile": np.zeros(2),
-            "rng_state": seed_state(self.random_state),
         }
 
     def _state_invariants(self, n_features: int) -> dict:
@@ -275,7 +274,6 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
             # admitted negatives are some of those seen (the solver divides by their number)
             "negative_admitted": Count(0, "negative_seen"),
             "admission_quantile": Grown(),
-            "rng_state": RNG_STATE,
         }
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:

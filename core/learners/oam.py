@@ -9,14 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from core._kernels import oam as kernels
-from core._kernels.random import seed_state
 from core.csr import CSRMatrix
 from core.errors import InvalidFeatures, InvalidParameter
 from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
 from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
 from core.learners._params import Interval, Options
-from core.learners._state import RNG_STATE, Count, Finite, Grown, Index
+from core.learners._state import Count, Finite, Grown, Index, StateInvariant
 
 __all__ = ["MAX_DENSE_BUFFER_ENTRIES", "OAM"]
 
@@ -133,6 +132,7 @@ class OAM(HalfLife, WeightVectorLearner):
 
     name = "oam"
     supports_sparse = True
+    draws_random = True  # its reservoirs
 
     variant: str = "seq"
     C: float = 1e-4
@@ -174,7 +174,7 @@ class OAM(HalfLife, WeightVectorLearner):
                 "an event) to keep buffered rows sparse",
                 param="max_nnz",
             )
-        state = {"w": np.zeros(n_features), "rng_state": seed_state(self.random_state)}
+        state = {"w": np.zeros(n_features)}
         for label, size in self._classes():
             state[f"count_{label}"] = np.zeros(1, dtype=np.int64)
             state[f"fill_{label}"] = np.zeros(1, dtype=np.int64)
@@ -188,7 +188,7 @@ class OAM(HalfLife, WeightVectorLearner):
         return state
 
     def _state_invariants(self, n_features: int) -> dict:
-        invariants = {"w": Grown(), "rng_state": RNG_STATE}
+        invariants: dict[str, StateInvariant] = {"w": Grown()}
         width = n_features if self.max_nnz is None else min(self.max_nnz, n_features)
         for label, size in self._classes():
             invariants[f"count_{label}"] = Count()

@@ -9,7 +9,6 @@ import numpy as np
 
 from core._kernels import pmb as kernels
 from core._kernels.pauc_buffers import doubling_interval
-from core._kernels.random import seed_state
 from core.csr import CSRMatrix
 from core.errors import InvalidState
 from core.learners import register
@@ -24,7 +23,7 @@ from core.learners._row_store import (
     store_invariants,
     store_state,
 )
-from core.learners._state import RNG_STATE, Count, Grown, OneOf
+from core.learners._state import Count, Grown, OneOf
 from core.preprocessing import scale_batch
 from core.validation import check_batch, check_fpr_range
 
@@ -175,6 +174,7 @@ class PMB(HalfLife, OnlineLearner):
 
     name = "pmb"
     optimises_pauc = True
+    draws_random = True  # 2PMB's reservoir of positives
     settles_grown_arrays = True
 
     loss: str = "pauc"
@@ -222,7 +222,6 @@ class PMB(HalfLife, OnlineLearner):
             **store_state("positive", self._positive_rows()),
             "positive_fill": np.zeros(1, dtype=np.int64),
             "positive_seen": np.zeros(1, dtype=np.int64),
-            "rng_state": seed_state(self.random_state),
         }
 
     def _state_invariants(self, n_features: int) -> dict:
@@ -240,7 +239,6 @@ class PMB(HalfLife, OnlineLearner):
             **store_invariants("positive", n_features),
             "positive_fill": reservoir_fill(self.half_life, self._positive_rows(), "positive_seen"),
             "positive_seen": Count(),
-            "rng_state": RNG_STATE,
         }
 
     def _growing_arrays(self) -> dict[str, Growth]:

@@ -9,7 +9,6 @@ import numpy as np
 
 from core._kernels import poise as kernels
 from core._kernels.pauc_buffers import decision
-from core._kernels.random import seed_state
 from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
 from core.learners._forgetting import (
@@ -20,7 +19,7 @@ from core.learners._forgetting import (
     row_reservoir_invariants,
 )
 from core.learners._params import BOOLEAN, FPR_RANGE, Interval
-from core.learners._state import RNG_STATE, Count, Grown
+from core.learners._state import Count, Grown
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.validation import check_fpr_range
 
@@ -125,6 +124,7 @@ class POISE(HalfLife, WeightVectorLearner):
 
     name = "poise"
     optimises_pauc = True
+    draws_random = True  # its reservoirs, and the positives an AUC step draws
 
     alpha: float = 0.0
     beta: float = 0.1
@@ -173,7 +173,6 @@ class POISE(HalfLife, WeightVectorLearner):
             "adversary_scores": np.zeros(size),
             "n_updates": np.zeros(1, dtype=np.int64),
             "auc_steps": np.zeros(1, dtype=np.int64),
-            "rng_state": seed_state(self.random_state),
         }
 
     def _state_invariants(self, n_features: int) -> dict:
@@ -185,7 +184,6 @@ class POISE(HalfLife, WeightVectorLearner):
             "adversary_scores": Grown(),
             "n_updates": Count(0, "adversary_seen"),  # at most one step per negative
             "auc_steps": Count(0, "n_updates"),  # those on the all-negatives term alone
-            "rng_state": RNG_STATE,
         }
 
     def _learn(self, X, y, scores) -> None:

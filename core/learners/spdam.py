@@ -12,13 +12,12 @@ import numpy as np
 
 from core._kernels import spdam as kernels
 from core._kernels._bundles import EventBatch
-from core._kernels.random import seed_state
 from core.csr import CSRMatrix
 from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner, linear_decision
 from core.learners._params import Interval, Options
-from core.learners._state import RNG_STATE, VALUE_BOUND, Count, Finite, Grown, Index, OneOf
+from core.learners._state import VALUE_BOUND, Count, Finite, Grown, Index, OneOf
 from core.learners.pmb import check_buffer_size
 from core.learners.svm_pauc import BatchSolution, SVMpAUC
 from core.preprocessing import scale_batch
@@ -136,6 +135,7 @@ class SPDAM(BatchSolution):
     name = "spdam"
     online = False
     streams_on_window = True
+    draws_random = True  # the solver's mini-batches (a partial shuffle of the window)
 
     lam: float = 1e-2
     batch_fraction: float = 0.1
@@ -168,7 +168,6 @@ class SPDAM(BatchSolution):
             "window_dual": np.zeros(self.window),
             "window_fill": np.zeros(1, dtype=np.int64),
             "window_next": np.zeros(1, dtype=np.int64),
-            "rng_state": seed_state(self.random_state),
             "n_epochs": np.zeros(1, dtype=np.int64),
             "duality_gap": np.zeros(1),
             "converged": np.zeros(1, dtype=np.int64),
@@ -182,7 +181,6 @@ class SPDAM(BatchSolution):
             "window_dual": Grown(),
             "window_fill": Count(0, self.window),
             "window_next": Index(self.window),
-            "rng_state": RNG_STATE,
             "n_epochs": Count(),
             "duality_gap": Grown(0.0, bound=VALUE_BOUND),
             "converged": OneOf((0, 1)),

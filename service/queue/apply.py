@@ -178,10 +178,8 @@ class EntryApplier:
         self, model: str, entries: list[Entry], totals: Counter[str], elapsed: float
     ) -> None:
         telemetry = self.telemetry
-        telemetry.events_learned.labels(model).inc(totals["learned"])
+        telemetry.count_learned(model, totals["learned"], totals["drifts"])
         telemetry.duplicates.labels(model).inc(totals["duplicates"])
-        if totals["drifts"]:
-            telemetry.drifts.labels(model).inc(totals["drifts"])
         for outcome in ("applied", "redelivered", "rejected"):
             if totals[outcome]:
                 telemetry.entries.labels(model, outcome).inc(totals[outcome])

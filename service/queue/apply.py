@@ -19,7 +19,7 @@ from service.codec import decode_events, decode_labels
 from service.engine import Engine
 from service.errors import Contention
 from service.groups import each_alone, refused_alone
-from service.ingest import concatenate
+from service.ingest import concatenate, joined_labels
 from service.queue.streams import (
     APPLIED_ENTRIES,
     APPLIED_EVENTS,
@@ -145,8 +145,7 @@ class EntryApplier:
             totals["drifts"] += result.drifts
         elif kind == "labels":
             decoded = [_decoded(decode_labels, entry) for entry in piece]
-            ids = [event_id for entry_ids, _ in decoded for event_id in entry_ids]
-            labels = np.concatenate([entry_labels for _, entry_labels in decoded])
+            ids, labels = joined_labels(decoded)
             outcome = self.engine.labels(
                 model, ids, labels, checkpoint=fields, rounds=[len(i) for i, _ in decoded]
             )

@@ -24,7 +24,7 @@ from service.engine.delayed import LabelResult, Scored
 from service.engine.learning import LearnResult
 from service.errors import InvalidInput, ServiceError
 from service.groups import refused_alone
-from service.ingest import Batch, FeatureSpec, concatenate, label_items
+from service.ingest import Batch, FeatureSpec, concatenate, joined_labels, label_items
 from service.ingest import fields as checks
 from service.ingest.fields import Locator
 from service.ingest.objects import events_to_batch
@@ -417,10 +417,6 @@ class Session:
             ("stream_ids", json_text(appended.stream_ids)),
             ("backlog_events", json_text(appended.backlog_events)),
         ])  # fmt: skip
-
-
-def joined_labels(parts: list[Labels]) -> Labels:
-    return [i for ids, _ in parts for i in ids], np.concatenate([y for _, y in parts])
 
 
 def slice_of(data: Batch | Labels, start: int, stop: int) -> Batch | Labels:

@@ -30,6 +30,7 @@ from service.queue.streams import (
 )
 from service.telemetry import Telemetry
 
+#: the worker's logger (service.queue.worker logs through it too)
 logger = logging.getLogger("aucstream.worker")
 T = TypeVar("T")
 

@@ -349,7 +349,7 @@ class ServiceApp(FastAPI):
             if refusal is not None:
                 await self.on_error(refusal)(inner, receive, reply)
             elif self.warming(scope["path"]):
-                await problem_response(warming_up())(inner, receive, reply)
+                await self.on_error(warming_up())(inner, receive, reply)
             elif (route := self.lane_route(inner)) is not None:
                 await route(inner, guarded or receive, reply, self)
             else:

@@ -152,6 +152,15 @@ class Telemetry(ModelSeries):
         counter.model_position = labels.index("model")
         return counter
 
+    def count_learned(self, model_id: str, learned: int, drifts: int) -> None:
+        """Events learned and drifts detected for ``model_id``: the one count of every path
+        that learns (the HTTP routes, the WebSocket stream, the queue worker).  ``labels()``,
+        not :meth:`child`: each call marks the model active, as the stream and the worker
+        need (their updates are a model's only activity there)."""
+        self.events_learned.labels(model_id).inc(learned)
+        if drifts:
+            self.drifts.labels(model_id).inc(drifts)
+
     def set_fits(self, stats: dict[str, float]) -> None:
         """The fit gauges from a refitter's :meth:`~service.engine.refit.Refitter.stats`."""
         for stage in ("submitted", "fitted", "installed", "in_call", "waits", "from_log"):

@@ -31,7 +31,7 @@ from service.engine.reasons import top_reasons
 from service.engine.refusals import first_overflowing_event
 from service.engine.repository import ModelRepository
 from service.errors import InsufficientStorage, InvalidInput, ServiceError, StaleVersion
-from service.ingest import Batch, FeatureSpec
+from service.ingest import Batch, FeatureSpec, joined_labels
 from service.ingest.fields import Locator, feature_label
 
 R = TypeVar("R")
@@ -341,8 +341,7 @@ class DelayedLabels:
         """Several ``/labels`` requests joined as one, in order, with one commit: each its own
         round, an id labelled by two of them a duplicate in the later one, as one after the
         other.  The drifts of the group are credited to its last request."""
-        ids = [event_id for request_ids, _ in requests for event_id in request_ids]
-        labels = np.concatenate([request_labels for _, request_labels in requests])
+        ids, labels = joined_labels(requests)
         whole = self.labels(model_id, ids, labels, rounds=[len(i) for i, _ in requests])
         results = []
         start = 0

@@ -10,7 +10,7 @@ from typing import Any
 from service.errors import UnsupportedMediaType
 from service.ingest.batch import Batch, FeatureSpec, concatenate
 from service.ingest.fields import MAX_DENSE_CELLS, MAX_INFLATED_BYTES
-from service.ingest.json import json_events, label_items, parse_label_items
+from service.ingest.json import joined_labels, json_events, label_items, parse_label_items
 from service.ingest.libsvm import libsvm_events
 from service.ingest.ndjson import NDJSONReader, ndjson_events
 from service.ingest.npz import npz_events
@@ -82,6 +82,7 @@ __all__ = [
     "FeatureSpec",
     "NDJSONReader",
     "concatenate",
+    "joined_labels",
     "json_events",
     "label_items",
     "libsvm_events",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -205,3 +206,13 @@ def label_items(items: Any, max_events: int) -> tuple[list[str], np.ndarray]:
     )
     ids = fields.label_ids(raw_ids, locate)
     return ids, fields.labels_from_values([item.get("y") for item in items], locate)
+
+
+def joined_labels(
+    parts: Sequence[tuple[list[str], np.ndarray]],
+) -> tuple[list[str], np.ndarray]:
+    """Several label requests ``(ids, labels)`` as one, in order, for one engine call (the
+    ``/labels`` requests of a group, a stream's run, a worker's entries), each already in
+    {-1, +1} (:func:`label_items` maps {0, 1} to it; a queued entry holds it)."""
+    ids = [event_id for part_ids, _ in parts for event_id in part_ids]
+    return ids, np.concatenate([part_labels for _, part_labels in parts])

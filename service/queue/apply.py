@@ -19,7 +19,7 @@ from service.codec import decode_events, decode_labels
 from service.engine import Engine
 from service.errors import Contention
 from service.groups import each_alone, refused_alone
-from service.ingest import concatenate
+from service.ingest import concatenate, joined_labels
 from service.queue.streams import (
     APPLIED_ENTRIES,
     APPLIED_EVENTS,
@@ -30,6 +30,7 @@ from service.queue.streams import (
 )
 from service.telemetry import Telemetry
 
+#: the worker's logger (service.queue.worker logs through it too)
 logger = logging.getLogger("aucstream.worker")
 T = TypeVar("T")
 
@@ -145,8 +146,7 @@ class EntryApplier:
             totals["drifts"] += result.drifts
         elif kind == "labels":
             decoded = [_decoded(decode_labels, entry) for entry in piece]
-            ids = [event_id for entry_ids, _ in decoded for event_id in entry_ids]
-            labels = np.concatenate([entry_labels for _, entry_labels in decoded])
+            ids, labels = joined_labels(decoded)
             outcome = self.engine.labels(
                 model, ids, labels, checkpoint=fields, rounds=[len(i) for i, _ in decoded]
             )
@@ -178,10 +178,8 @@ class EntryApplier:
         self, model: str, entries: list[Entry], totals: Counter[str], elapsed: float
     ) -> None:
         telemetry = self.telemetry
-        telemetry.events_learned.labels(model).inc(totals["learned"])
+        telemetry.count_learned(model, totals["learned"], totals["drifts"])
         telemetry.duplicates.labels(model).inc(totals["duplicates"])
-        if totals["drifts"]:
-            telemetry.drifts.labels(model).inc(totals["drifts"])
         for outcome in ("applied", "redelivered", "rejected"):
             if totals[outcome]:
                 telemetry.entries.labels(model, outcome).inc(totals[outcome])

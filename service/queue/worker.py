@@ -25,15 +25,13 @@ import redis.exceptions
 from service.engine import Engine
 from service.engine.refit import Refitter
 from service.errors import CorruptState, LeaseLost, ModelNotFound, ServiceError
-from service.queue.apply import EntryApplier, OutOfOrder
+from service.queue.apply import EntryApplier, OutOfOrder, logger
 from service.queue.lease import Leases
 from service.queue.streams import Entry, StreamQueue
 from service.settings import LEARNING_SETTINGS, Settings
 from service.stores.base import Fence
 from service.stores.redis import RedisStore
 from service.telemetry import Telemetry
-
-logger = logging.getLogger("aucstream.worker")
 
 #: seconds before a model whose stored state was refused as corrupt is tried again
 CORRUPT_RETRY_SECONDS = 5.0
@@ -62,7 +60,7 @@ class Worker:
             self.store.client, cluster_block_ms=settings.worker_cluster_block_ms
         )
         self.leases = Leases(self.store.client)
-        self.telemetry = telemetry or Telemetry()
+        self.telemetry = telemetry or Telemetry(model_series=settings.prometheus_model_series)
         self.name = settings.worker_name or f"{socket.gethostname()}-{os.getpid()}"
         self.applier = EntryApplier(self.engine, self.queue, self.telemetry, self.name)
         #: models this worker writes -> whether their pending entries were recovered (the

@@ -12,8 +12,6 @@ from fastapi.responses import JSONResponse, Response
 
 from service.body import read_batch, read_body
 from service.deps import Services, ServicesDep
-from service.engine.delayed import LabelResult
-from service.engine.learning import LearnResult
 from service.errors import InvalidInput, UnsupportedMediaType
 from service.fastlane import SettingBound, lane
 from service.ingest import JSON, Batch, FeatureSpec, media_type, parse_label_items
@@ -26,7 +24,6 @@ from service.schemas import (
     QueuedResponse,
     ScoreResponse,
 )
-from service.telemetry import Telemetry
 
 #: ``?reasons=k``: 0 to ``AUCSTREAM_MAX_REASONS``
 Reasons = Annotated[
@@ -113,7 +110,7 @@ async def post_events(
         return await _enqueue(services, request, model_id, spec, batch=batch)
     telemetry = services.telemetry
     result = await services.engine.coalesce.learn(model_id, batch, want_scores=scores, large=large)
-    _count_learned(telemetry, model_id, result)
+    telemetry.count_learned(model_id, result.learned, result.drifts)
     if result.duplicate_ids:
         telemetry.child(telemetry.duplicates, model_id).inc(len(result.duplicate_ids))
     body: dict[str, Any] = {
@@ -172,12 +169,6 @@ async def score(
     return json_response(body)
 
 
-def _count_learned(telemetry: Telemetry, model_id: str, result: LearnResult | LabelResult) -> None:
-    telemetry.child(telemetry.events_learned, model_id).inc(result.learned)
-    if result.drifts:
-        telemetry.child(telemetry.drifts, model_id).inc(result.drifts)
-
-
 def json_response(body: dict[str, Any]) -> Response:
     """The 200 of ``/events``, ``/score`` or ``/labels``: ``body``, the fields of the route's
     ``response_model`` (their one declaration), written by orjson: the same bytes as pydantic's
@@ -214,7 +205,7 @@ async def post_labels(model_id: str, request: Request, services: ServicesDep) ->
     if services.queue is not None:
         return await _enqueue(services, request, model_id, None, labels=(ids, labels))
     result = await engine.coalesce.labels(model_id, ids, labels, large=large)
-    _count_learned(telemetry, model_id, result)
+    telemetry.count_learned(model_id, result.learned, result.drifts)
     for status, count in Counter(status for _, status in result.statuses).items():
         telemetry.labels.labels(model_id, status).inc(count)
     if telemetry.log_requests:

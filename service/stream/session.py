@@ -24,7 +24,7 @@ from service.engine.delayed import LabelResult, Scored
 from service.engine.learning import LearnResult
 from service.errors import InvalidInput, ServiceError
 from service.groups import refused_alone
-from service.ingest import Batch, FeatureSpec, concatenate, label_items
+from service.ingest import Batch, FeatureSpec, concatenate, joined_labels, label_items
 from service.ingest import fields as checks
 from service.ingest.fields import Locator
 from service.ingest.objects import events_to_batch
@@ -255,7 +255,7 @@ class Session:
     async def apply_learn(self, run: list[Item], batch: Batch) -> None:
         telemetry = self.services.telemetry
         result = await self.call_engine("learn", run, batch, want_scores=True)
-        telemetry.events_learned.labels(self.model_id).inc(result.learned)
+        telemetry.count_learned(self.model_id, result.learned, result.drifts)
         if result.duplicate_ids:
             telemetry.duplicates.labels(self.model_id).inc(len(result.duplicate_ids))
         await in_thread_if(large(run), self.learn_replies, run, batch, result)
@@ -378,7 +378,7 @@ class Session:
             return
         telemetry = services.telemetry
         result = await self.call_engine("labels", run, *labels)
-        telemetry.events_learned.labels(model_id).inc(result.learned)
+        telemetry.count_learned(model_id, result.learned, result.drifts)
         for status, n in Counter(status for _, status in result.statuses).items():
             telemetry.labels.labels(model_id, status).inc(n)
         await in_thread_if(large(run), self.label_replies, run, result)
@@ -417,10 +417,6 @@ class Session:
             ("stream_ids", json_text(appended.stream_ids)),
             ("backlog_events", json_text(appended.backlog_events)),
         ])  # fmt: skip
-
-
-def joined_labels(parts: list[Labels]) -> Labels:
-    return [i for ids, _ in parts for i in ids], np.concatenate([y for _, y in parts])
 
 
 def slice_of(data: Batch | Labels, start: int, stop: int) -> Batch | Labels:

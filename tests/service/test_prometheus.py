@@ -17,7 +17,7 @@ import httpx
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from loadtest.local import free_port, stop, wait_ready
-from tests.service.conftest import create_model, events_json, make_stream
+from tests.service.conftest import create_model, events_json, make_stream, started_apps
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,3 +126,18 @@ def test_metrics_aggregate_the_counters_of_every_uvicorn_worker(empty_redis, tmp
             assert 'model="m"' not in httpx.get(f"{url}/metrics", timeout=10).text
     finally:
         stop(process)
+
+
+def test_the_warm_up_refusal_is_counted_as_every_refusal():
+    """A /v1 request refused while the kernels warm up (503 warming-up) is counted in
+    aucstream_requests_rejected_total, as every other problem is."""
+    with started_apps(store="memory") as build:
+        client = build()
+        client.app.state.warm = threading.Event()  # the warm-up still running
+        for _ in range(2):
+            refused = client.get("/v1/models")
+            assert refused.status_code == 503 and refused.json()["type"].endswith("/warming-up")
+        text = client.get("/metrics").text
+        assert 'aucstream_requests_rejected_total{problem="warming-up"} 2.0' in text, text
+        client.app.state.warm.set()
+        assert client.get("/v1/models").status_code == 200

@@ -4,7 +4,9 @@ test_queue_faults."""
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -452,3 +454,29 @@ def test_an_append_redis_never_answers_is_a_503_that_says_it_may_be_queued(
 
 def test_append_reply_key_name():
     assert keys.append_reply("fraud-1", "ab12") == "aucs:{fraud-1}:append:ab12"
+
+
+def test_the_worker_bounds_its_model_series_as_the_setting_says(make_app, make_worker, rclient):
+    """AUCSTREAM_PROMETHEUS_MODEL_SERIES reaches the worker's metrics (it had 100 series)."""
+    client = make_app()
+    for model in ("a", "b"):
+        create_model(client, model)
+        X, y = make_stream(30, seed=len(model))
+        assert client.post(f"/v1/models/{model}/events", json=events_json(X, y)).status_code == 202
+    worker = make_worker(prometheus_model_series=1)
+    drain(worker, rclient, ["a", "b"])
+    assert worker.telemetry.model_series == 1
+    text = worker.telemetry.render().decode()
+    with_series = re.findall(r'^aucstream_model_has_series\{model="(\w+)"\} 1\.0$', text, re.M)
+    assert len(with_series) == 1, text
+    learned = re.findall(r'^aucstream_events_learned_total\{model="(\w*)"\} (\S+)$', text, re.M)
+    assert {model for model, _ in learned} <= {"", *with_series}, learned
+
+
+def test_the_worker_logs_under_one_logger_name():
+    """The worker and the applier log as one ``aucstream.worker``, its name written once."""
+    from service.queue import apply, worker
+
+    assert worker.logger is apply.logger and apply.logger.name == "aucstream.worker"
+    sources = [Path(module.__file__).read_text() for module in (apply, worker)]
+    assert sum(source.count('getLogger("aucstream.worker")') for source in sources) == 1

@@ -13,6 +13,7 @@ from websockets.sync.client import connect
 from service.client import StreamClient, StreamClosed, StreamError
 from service.stream.protocol import HEADER, encode_binary
 from tests.service.conftest import events_json, make_stream
+from tests.service.test_drift import N_FEATURES, counter, flipping_stream
 from tests.service.test_uvicorn import uvicorn_server
 
 MODEL = {"n_features": 5, "learner": "spam", "scaling": "none", "regret_window": 0}
@@ -92,6 +93,23 @@ def test_delayed_labels_and_a_refused_message_over_the_stream(server):
         stream.close()
         counts = http.get("/v1/models/late/metrics").json()["counts"]
     assert counts["events_learned"] == 200 and counts["labels_joined"] == 50
+
+
+def test_drifts_learned_over_the_stream_are_counted_in_prometheus(server):
+    """The stream counts what it learns as the HTTP routes and the worker do: its drifts too
+    (issue 38: the stream never added to aucstream_drift_detected_total)."""
+    X, y = flipping_stream()
+    with httpx.Client(base_url=server, timeout=60) as http:
+        body = {"id": "drift-ws", "n_features": N_FEATURES, "learner": "logistic"}
+        assert http.post("/v1/models", json=body).status_code == 201
+        with StreamClient(server, "drift-ws") as stream:
+            for start in range(0, len(y), 250):
+                stream.learn(X[start : start + 250], y[start : start + 250])
+        detected = http.get("/v1/models/drift-ws/metrics").json()["drift"]["detected"]
+        text = http.get("/metrics").text
+    assert detected > 0
+    assert counter(text, "aucstream_drift_detected_total", "drift-ws") == detected
+    assert counter(text, "aucstream_events_learned_total", "drift-ws") == len(y)
 
 
 def test_the_stream_needs_a_key_when_keys_are_set():

@@ -66,33 +66,46 @@ def _contiguous(array: np.ndarray, dtype: np.dtype) -> bool:
 def fusable(learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray) -> bool:
     """Whether the segment ``(X, y)`` (``scores``: where its inner pre-update scores go, or
     empty) is the common case (module docstring); then so is every piece of it."""
-    return _fusable(learner, X, y, scores, pooled_rows(learner._rows_link))
+    holding = bool(learner._own_state["pending"][0])
+    return _fusable(learner, X, y, scores, pooled_rows(learner._rows_link), holding) is not None
 
 
-def _fusable(learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray, pooled: bool) -> bool:
-    """:func:`fusable`, whether the learner's rows are its composite's pool's given."""
+#: where a fused segment's events go (:func:`_fusable`): the fill count (written in place by
+#: the kernel), the rows, the labels, the weights (none while held) and the capacity
+_Where = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]
+
+
+def _fusable(
+    learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray, pooled: bool, holding: bool
+) -> _Where | None:
+    """:func:`fusable`, whether the learner's rows are its composite's pool's and whether a
+    fit is pending (its events held) given: where the events go (the arrays the check read,
+    handed to :func:`_learn` rather than looked up again), or None."""
     if learner.scaling != "standard" or type(X) is not np.ndarray or X.ndim != 2:
-        return False
+        return None
     if not (_contiguous(X, _FLOAT64) and _contiguous(y, _INT64)):
-        return False
+        return None
     if len(scores) and not _contiguous(scores, _FLOAT64):
-        return False
+        return None
     inner = learner._inner
     if type(inner) is not Logistic or "covariance" in inner.state_:
-        return False
+        return None
     own = learner._own_state
     n_events = len(y)
-    if own["pending"][0]:
-        rows, labels = own["pending_X"], own["pending_y"]
-        needed = min(int(own["pending_fill"][0]) + n_events, int(learner.fit_delay))
+    if holding:
+        fill, rows, labels = _HELD(own)
+        capacity, weights = int(learner.fit_delay), _NONE_F
+        needed = min(int(fill[0]) + n_events, capacity)
     else:
-        rows, labels = own["buffer_X"], own["buffer_y"]
-        fill, capacity = int(own["buffer_fill"][0]), int(learner.buffer_size)
-        if pooled and fill + n_events > capacity:  # it would leave the pool here
-            return False
-        needed = min(fill + n_events, capacity)
+        fill, rows, labels, weights = _KEPT(own)
+        count, capacity = int(fill[0]), int(learner.buffer_size)
+        if pooled and count + n_events > capacity:  # it would leave the pool here
+            return None
+        needed = min(count + n_events, capacity)
     # else the arrays grow first: the general path
-    return len(labels) >= needed and (pooled or len(rows) >= needed)
+    if len(labels) >= needed and (pooled or len(rows) >= needed):
+        return fill, rows, labels, weights, capacity
+    return None
 
 
 def learn_fused(
@@ -112,29 +125,35 @@ def learn_fused(
     if len(inside) >= MOST_CUTS:
         return False
     pooled = pooled_rows(learner._rows_link)  # the pieces do not change it
-    if not _fusable(learner, X, y, segment_scores, pooled):
+    own = learner._own_state
+    holding = bool(own["pending"][0])  # nor this: a fit falls due or is installed between segments
+    where = _fusable(learner, X, y, segment_scores, pooled, holding)
+    if where is None:
         return False
     if not inside:  # most calls: the segment in one piece
-        recorded.append(_learn(learner, X, y, segment_scores, pooled))
+        recorded.append(_learn(learner, X, y, segment_scores, pooled, holding, where))
         return True
-    own = learner._own_state
     held = int(own["pending_fill"][0])
     length, position = len(y), 0
     for cut in (*inside, length):
         if cut > position:
             part = scores[start + position : start + cut] if len(scores) else scores
-            recorded.append(_learn(learner, X[position:cut], y[position:cut], part, pooled))
+            # the same arrays for every piece: the kernel writes them in place
+            piece = _learn(learner, X[position:cut], y[position:cut], part, pooled, holding, where)
+            recorded.append(piece)
             position = cut
         if cut < length:
             coefs.append(learner.coef_ if want_coef else None)
-            if own["pending"][0]:  # a call per piece would offer the pending fit here
+            if holding:  # a call per piece would offer the pending fit here
                 cuts, n_events = batch
                 learner._hand_over(learner._delay() - held, to_next_cut(cuts, start + cut,
                                                                          n_events))  # fmt: skip
     return True
 
 
-def learn_whole(learner: BoostedEmbedded, X, y, scores, to_install: int = 0) -> np.ndarray | None:
+def learn_whole(
+    learner: BoostedEmbedded, X, y, scores, to_install: int, holding: bool
+) -> np.ndarray | None:
     """:func:`learn_fused` of a whole batch in one piece (``scores``: its inner pre-update
     scores, or empty), the call of one event: its scaled rows, or None (nothing learned) when it
     is not :func:`fusable`.  Without the pieces' bookkeeping: the batch is not sliced, and
@@ -142,26 +161,22 @@ def learn_whole(learner: BoostedEmbedded, X, y, scores, to_install: int = 0) -> 
     events to its install point (after this batch's), the fit offered to the background fitter
     first, as the segment loop offers it at each call."""
     pooled = pooled_rows(learner._rows_link)
-    if not _fusable(learner, X, y, scores, pooled):
+    where = _fusable(learner, X, y, scores, pooled, holding)
+    if where is None:
         return None
     if to_install:
         learner._hand_over(to_install, len(y))
-    return _learn(learner, X, y, scores, pooled)
+    return _learn(learner, X, y, scores, pooled, holding, where)
 
 
 def _learn(
-    learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray, pooled: bool
-) -> np.ndarray:
+    learner: BoostedEmbedded, X, y: np.ndarray, scores: np.ndarray, pooled: bool, holding: bool,
+    where: _Where,
+) -> np.ndarray:  # fmt: skip
     own = learner._own_state
     inner: Logistic = learner._inner  # type: ignore[assignment]  # fusable checked it
     n_events = len(y)
-    holding = bool(own["pending"][0])
-    if holding:
-        fill, rows, labels = _HELD(own)
-        capacity, weights = int(learner.fit_delay), _NONE_F
-    else:
-        fill, rows, labels, weights = _KEPT(own)
-        capacity = int(learner.buffer_size)
+    fill, rows, labels, weights, capacity = where
     scaled = np.empty_like(X)
     kernels.learn_segment(
         X, y, scores, scaled, *_SCALER(learner._scaler_arrays), *_ENSEMBLE(own),

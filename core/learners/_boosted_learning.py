@@ -116,18 +116,20 @@ def _learned_at_once(learner: BoostedEmbedded, X, y, scores) -> bool:
     n_events = len(y)
     own = learner._own_state
     to_install = 0
-    if own["pending"][0]:  # the events are held for the pending fit until its install point
+    holding = bool(own["pending"][0])  # read once: nothing below installs or lets a fit fall due
+    if holding:  # the events are held for the pending fit until its install point
         to_install = learner._delay() - int(own["pending_fill"][0])
         if not 0 < n_events < to_install:
             return False
     elif learner._until_counted() <= n_events:
         return False
-    scaled = learn_whole(learner, X, y, scores, to_install)
+    scaled = learn_whole(learner, X, y, scores, to_install, holding)
     if scaled is None:
         return False
     if learner._inputs_sink is not None:
         learner._inputs_sink.append(fit_scaling.joined_rows([scaled], X))
-    learner._refresh_view()
+    # no _refresh_view: the kernel wrote the arrays in place and nothing swapped one (a hand-over
+    # copies the buffer), so the view holds the same arrays
     return True
 
 

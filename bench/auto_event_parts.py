@@ -115,23 +115,42 @@ def captured_arguments(model, X, y) -> dict[str, tuple]:
     return captured
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--warm", type=int, default=8100)
-    parser.add_argument("--single", type=int, default=100)
-    parser.add_argument("--number", type=int, default=300)
-    args = parser.parse_args(argv)
+#: Elec2 events after which the buffers the timed kernels append to are full (ftrl_pauc's
+#: reservoirs keep every event until 1,000 positives and 2,000 negatives: ~3,500 events)
+SETTLED_AT = 8100
+
+
+def warmed_auto(warm: int, single: int):
+    """``make_learner("auto")`` warmed on Elec2's first ``warm`` events in batches of 100,
+    then ``single`` more one at a time (the one-event path's caches settled), with Elec2's
+    ``X, y`` and the slice of the next event, the one the benchmarks time."""
     from core.learners import make_learner
-    from core.preprocessing import scale_batch
 
     X, y = load_stream("elec2")
     model = make_learner("auto", random_state=0)
-    for start in range(0, args.warm, 100):
+    for start in range(0, warm, 100):
         model.prequential_step(X[start : start + 100], y[start : start + 100])
-    at = args.warm
-    for at in range(args.warm, args.warm + args.single):
+    at = warm
+    for at in range(warm, warm + single):
         model.prequential_step(X[at : at + 1], y[at : at + 1])
-    event = slice(at + 1, at + 2)
+    return model, X, y, slice(at + 1, at + 2)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--warm", type=int, default=SETTLED_AT)
+    parser.add_argument("--single", type=int, default=100)
+    parser.add_argument("--number", type=int, default=300)
+    args = parser.parse_args(argv)
+    if args.warm < SETTLED_AT:
+        # the kernels are timed by calling them again and again on one copy of their arrays:
+        # a candidate's buffer still filling would be written past its end (numba does not
+        # check bounds), where a full one only replaces its rows
+        parser.error(f"--warm must be at least {SETTLED_AT} (the candidates' buffers full)")
+    from core.preprocessing import scale_batch
+
+    model, X, y, event = warmed_auto(args.warm, args.single)
+    at = event.start - 1
     captured = captured_arguments(model, X[event], y[event])
     number = args.number
     print(f"Elec2 event {at + 2}, load {os.getloadavg()[0]:.2f}; us per call, best of 5\n")

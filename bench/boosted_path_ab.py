@@ -30,7 +30,7 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from streams import load_stream  # noqa: E402
+from auto_event_parts import warmed_auto  # noqa: E402
 
 _MODULES = ("_boosted_fused", "_boosted_learning")
 
@@ -72,17 +72,10 @@ def main(argv=None) -> None:
     parser.add_argument("--number", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args(argv)
-    from core.learners import make_learner
     from core.preprocessing import scale_batch
 
-    X, y = load_stream("elec2")
-    model = make_learner("auto", random_state=0)
-    for start in range(0, args.warm, 100):
-        model.prequential_step(X[start : start + 100], y[start : start + 100])
-    at = args.warm
-    for at in range(args.warm, args.warm + args.single):
-        model.prequential_step(X[at : at + 1], y[at : at + 1])
-    event = slice(at + 1, at + 2)
+    model, X, y, event = warmed_auto(args.warm, args.single)
+    at = event.start - 1
     rows, labels = model._coerce(X[event], y[event], check_finite=False)
     scaled = scale_batch(model.scaling, model._scaler_arrays, rows, learn=False)
     roles = model._candidate_roles()

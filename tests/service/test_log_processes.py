@@ -29,8 +29,9 @@ THREADS_PER_PROCESS = 6
 EVENTS_PER_THREAD = 40
 #: times an event refused with 503 is sent again before its thread gives up
 RETRIES = 20
-#: how long the senders may take in all (a few seconds on a quiet machine, a minute loaded)
-SEND_SECONDS = 300
+#: how long the senders may take in all (10-20 s on a quiet machine, 1-2 min loaded; the
+#: test's own timeout is 600 s)
+SEND_SECONDS = 420
 
 
 def _send(url: str, prefix: str, acknowledged: list[str], refused: list[str]) -> None:

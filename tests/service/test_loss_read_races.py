@@ -19,14 +19,10 @@ import time
 import numpy as np
 import pytest
 
-from service.engine.entries import Entry
 from service.errors import StoreLostData
 from service.stores.base import Commit
 from service.stores.sqlite import SQLiteStore
-
-
-def _entry(k: int) -> Entry:
-    return Entry(float(k), np.full((1, 2), float(k)), np.ones(1, dtype=np.int64))
+from tests.service.test_sqlite_log import _entry
 
 
 def _overtaken(store: SQLiteStore, monkeypatch) -> list[int]:

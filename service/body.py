@@ -29,14 +29,19 @@ from service.offload import inline_limit, large_batch
 from service.settings import Settings
 
 
-async def require_json(request: Request) -> None:
-    """For a route with a declared JSON body: 415 for another media type, 400 for a body that
-    is not strict JSON (FastAPI's decoder takes ``NaN``), before the fields are validated."""
+def require_json_media(request: Request) -> None:
+    """415 unless the request's body is declared as JSON."""
     if media_type(request.headers.get("content-type")) != JSON:
         raise UnsupportedMediaType(
             f"send the body as {JSON}, not {request.headers.get('content-type') or '(none)'}",
             field="content-type",
         )
+
+
+async def require_json(request: Request) -> None:
+    """For a route with a declared JSON body: 415 for another media type, 400 for a body that
+    is not strict JSON (FastAPI's decoder takes ``NaN``), before the fields are validated."""
+    require_json_media(request)
     parse_json(await request.body())  # already read by FastAPI: a small body decoded again
 
 

@@ -10,11 +10,11 @@ import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from service.body import read_batch, read_body
+from service.body import read_batch, read_body, require_json_media
 from service.deps import Services, ServicesDep
-from service.errors import InvalidInput, UnsupportedMediaType
+from service.errors import InvalidInput
 from service.fastlane import SettingBound, lane
-from service.ingest import JSON, Batch, FeatureSpec, media_type, parse_label_items
+from service.ingest import JSON, Batch, FeatureSpec, parse_label_items
 from service.offload import in_thread_if, large_batch, large_body, model_spec
 from service.openapi import LABELS_BODY, events_body, problems
 from service.queue.enqueue import enqueue
@@ -196,8 +196,7 @@ async def post_labels(model_id: str, request: Request, services: ServicesDep) ->
     """
     engine, settings, telemetry = services.engine, services.settings, services.telemetry
     await model_spec(engine, model_id)  # 404 before reading the body
-    if media_type(request.headers.get("content-type")) != JSON:
-        raise UnsupportedMediaType("labels are sent as application/json", field="content-type")
+    require_json_media(request)
     body = await read_body(request, settings.max_body_bytes)
     large = large_body(settings, len(body), JSON)
     ids, labels = await in_thread_if(large, parse_label_items, body, settings.max_batch_events)

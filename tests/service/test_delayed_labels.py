@@ -120,6 +120,9 @@ def test_labels_need_json_and_ids(client):
     create_model(client, n_features=5)
     bad = client.post("/v1/models/m/labels", content=b"1", headers={"content-type": "text/plain"})
     assert bad.status_code == 415
+    # the words of every JSON route's refusal (one rule: body.require_json_media)
+    assert bad.json()["detail"] == "send the body as application/json, not text/plain"
+    assert bad.json()["field"] == "content-type"
     missing = client.post("/v1/models/m/labels", json=[{"y": 1}])
     assert missing.status_code == 422 and missing.json()["field"] == "id"
     label = client.post("/v1/models/m/labels", json=[{"id": "a", "y": 5}])

@@ -4,7 +4,8 @@ worker **discovers** the models and takes the writer lease (:mod:`service.queue.
 share of them, **recovers** a model it takes (claims what others left pending and idle, applies
 its own pending entries), then **reads** new entries and applies them
 (:mod:`service.queue.apply`), each commit fenced by the lease.  SIGTERM / SIGINT: the current
-read is learned, committed and acknowledged, the leases released, and the process exits 0.
+read (or recovery) is learned, committed and acknowledged, the leases released, and the
+process exits 0.
 """
 
 from __future__ import annotations
@@ -251,14 +252,17 @@ class Worker:
 
     def recover(self, model: str) -> int:
         """Claim what dead consumers left pending, then apply our own pending entries; the
-        model is read with ``">"`` only once nobody else holds pending entries of it."""
+        model is read with ``">"`` only once nobody else holds pending entries of it.  A stop
+        does not cut this short: what was claimed is applied and acknowledged first, so a
+        graceful stop leaves nothing pending under this worker's name for others to wait
+        ``worker_claim_min_idle_ms`` for."""
         try:
             min_idle_ms = self.settings.worker_claim_min_idle_ms
             self.queue.claim(model, self.name, min_idle_ms)
             if self.queue.pending_of_others(model, self.name, min_idle_ms):
                 return 0  # a consumer still holds entries: wait until they are idle enough
             handled = 0
-            while not self._stop.is_set():
+            while True:
                 entries = self.queue.read(
                     {model: "0"}, self.name, self.settings.worker_batch_entries, None
                 ).get(model)

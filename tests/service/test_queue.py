@@ -251,9 +251,14 @@ def test_retried_posts_with_the_same_ids_learn_once(make_app, make_worker, rclie
 
 
 @ON_REDIS_AND_CLUSTER
-def test_crash_after_commit_before_ack_is_not_learned_twice(make_app, make_worker, rclient):
+@pytest.mark.parametrize("stopped_in_recovery", [False, True], ids=["survivor", "sigterm"])
+def test_crash_after_commit_before_ack_is_not_learned_twice(
+    make_app, make_worker, rclient, stopped_in_recovery
+):
     """The worker dies between its commit and XACK: the entries are redelivered (claimed by
-    another worker) and skipped as at or before the checkpoint."""
+    another worker) and skipped as at or before the checkpoint.  A SIGTERM that reaches the
+    survivor once it has claimed them still has them applied and acknowledged before it
+    exits: a graceful stop leaves nothing pending under its name."""
     queued, sync = make_app("queue"), make_app("sync")
     create_model(queued, "q")
     create_model(sync, "ref")
@@ -281,8 +286,21 @@ def test_crash_after_commit_before_ack_is_not_learned_twice(make_app, make_worke
     # a sleep that only load can lengthen
     time.sleep(0.3)
     second = make_worker("survivor")
+    if stopped_in_recovery:
+        claim = second.queue.claim
+
+        def claim_then_sigterm(*args, **kwargs):
+            claim(*args, **kwargs)
+            second.stop()  # what the SIGTERM handler calls
+
+        second.queue.claim = claim_then_sigterm  # type: ignore[method-assign]
+        second.run()
+        assert rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"] == 0
+        second = make_worker("survivor")
     drain(second, rclient, ["q"])
-    assert second.telemetry.entries.labels("q", "redelivered")._value.get() == 4
+    assert second.telemetry.entries.labels("q", "redelivered")._value.get() == (
+        0 if stopped_in_recovery else 4
+    )
     assert queued.get("/v1/models/q").json()["counts"]["events_learned"] == 200
     assert_same_state(rclient, "q", "ref")
     assert rclient.xpending(keys.stream("q"), keys.WORKER_GROUP)["pending"] == 0

@@ -29,6 +29,7 @@ class KeptRecords:
     def put_pending(
         self: SQLiteStore, model_id, records, deadline, max_records=None, incarnation=None
     ) -> None:
+        self.loss.guard(model_id, verify=False)  # as every write: the transaction verifies
         if records:
             write = _pending_write(model_id, records, deadline, max_records, None, incarnation)
             self.database.grouped(write)

@@ -84,5 +84,13 @@ def test_a_version_older_than_one_seen_before_the_read_is_still_a_loss(tmp_path)
         with pytest.raises(StoreLostData, match="went back in time"):
             store.head_and_seen("m", [], time.time())
         assert "model:m" in store.alarms()
+        # nor does the model take kept /score records, by either write of them
+        record, deadline = {"e": b"record"}, time.time() + 60
+        with pytest.raises(StoreLostData):
+            store.put_pending("m", record, deadline, incarnation="inc")
+        with pytest.raises(StoreLostData):
+            store.put_pending_at("m", (2, "inc"), record, deadline)
+        with store.database.snapshot() as db:
+            assert db.execute("SELECT COUNT(*) FROM pending").fetchone() == (0,)
     finally:
         store.close()

@@ -67,7 +67,6 @@ class MemoryStore:
     name = "memory"
     #: never waits on I/O: the HTTP layer calls it on the event loop (see service.offload)
     blocking = False
-    keeps_at_head = False
 
     def __init__(self) -> None:
         self._models: dict[str, _Model] = {}

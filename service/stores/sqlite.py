@@ -129,7 +129,6 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
     name = "sqlite"
     #: disk I/O (a commit waits for fsync): the HTTP layer calls it from the thread pool
     blocking = True
-    keeps_at_head = True  # KeptRecords.put_pending_at
 
     def __init__(self, database: Database) -> None:
         self.database = database

@@ -75,10 +75,6 @@ class Checkpoints:
                 self._evicted[model_id] = loaded
         self._wake.set()
 
-    def pending(self) -> list[str]:
-        with self._lock:
-            return sorted(self._behind)
-
     def _due(self) -> tuple[list[str], float]:
         """The models due now, and how long until the next one is."""
         now = time.monotonic()
@@ -136,10 +132,6 @@ class Checkpoints:
         self.written += int(written)
         return written
 
-    def flush(self) -> int:
-        """Checkpoint every model behind (shutdown); returns how many were written."""
-        return sum(self.write(model_id) for model_id in self.pending())
-
     def stop(self) -> None:
         """Stop the thread (what it has not written stays in the log: a restart replays it)."""
         self._stop.set()
@@ -149,6 +141,9 @@ class Checkpoints:
             thread.join()
 
     def close(self) -> None:
-        """:meth:`stop`, then :meth:`flush`."""
+        """:meth:`stop`, then checkpoint every model behind (shutdown)."""
         self.stop()
-        self.flush()
+        with self._lock:
+            behind = sorted(self._behind)
+        for model_id in behind:
+            self.write(model_id)

@@ -75,6 +75,9 @@ class Coalescer:
         #: whether groups of events go through passes (a blocking store that commits the
         #: entries of several models in one transaction: ``commit_many``)
         self._passes = engine.store.blocking and hasattr(engine.store, "commit_many")
+        #: whether kept records can be written only while the model is at the head that
+        #: scored them (``put_pending_at``: SQLite), with no read of the head first
+        self._store_keeps_at_head = hasattr(engine.store, "put_pending_at")
         #: groups waiting for the next pass: (model id, group, the future of its outcomes)
         self._waiting: list[tuple[str, list[_Request], asyncio.Future]] = []
         #: models whose queue the passes drain (no drain task), waiting for the next pass:
@@ -270,7 +273,7 @@ class Coalescer:
     def _keeps_at_head(self, requests: Sequence[ScoreRequest], large: bool) -> bool:
         """Whether a group of scores goes to :meth:`_score_kept`: it keeps records, its work is
         small and the store writes records at a head (SQLite)."""
-        return self.engine.store.keeps_at_head and not large and any(_keeps(r) for r in requests)
+        return self._store_keeps_at_head and not large and any(_keeps(r) for r in requests)
 
     def _score_kept(self, model_id: str, requests: list[ScoreRequest]) -> list[Any]:
         """Each request's outcome of a group of scores that keeps records, in a thread: scored

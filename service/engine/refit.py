@@ -16,9 +16,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
-
-import numpy as np
+from collections.abc import Iterator
 
 from core.boosted_fits import FIT_STATS, FitHandle, FitJob, Prepare, background_fits
 from core.learners._composed import ComposedState
@@ -77,18 +75,13 @@ class Refitter:
     """A thread fitting the jobs handed to it (:meth:`submit`) in order, started and stopped
     with the service (or the queue worker)."""
 
-    def __init__(
-        self, *, fit: Callable[[FitJob], tuple[dict[str, np.ndarray], np.ndarray]] | None = None
-    ) -> None:
-        #: how a job is fitted: by default in a child process (service/engine/fit_process.py)
-        self._process = FitProcess() if fit is None else None
-        self._fit = fit or self._fit_in_process
+    def __init__(self) -> None:
+        #: where the jobs are fitted (service/engine/fit_process.py)
+        self._process = FitProcess()
         self._jobs: queue.SimpleQueue[FitHandle | None] = queue.SimpleQueue()
-        #: jobs handed over, fitted here, skipped (taken back first), failed
+        #: jobs handed over, fitted here, being fitted
         self.submitted = 0
         self.fitted = 0
-        self.skipped = 0
-        self.failed = 0
         self.running = 0
         self._count = threading.Lock()  # learner calls of several threads submit
         self._thread: threading.Thread | None = None
@@ -111,10 +104,6 @@ class Refitter:
     def queued(self) -> int:
         return self._jobs.qsize()
 
-    def _fit_in_process(self, job: FitJob) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        assert self._process is not None
-        return self._process.fit(job.X, job.y, job.params, job.sample_weight)
-
     def stop(self) -> None:
         """Hand no more jobs over, finish the fit under way, then return; the jobs still
         queued are left to their learners, which fit them at their install points."""
@@ -125,8 +114,7 @@ class Refitter:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        if self._process is not None:
-            self._process.close()
+        self._process.close()
 
     def _run(self) -> None:
         # this thread's share of the CPU after the requests' (Linux schedules threads
@@ -136,16 +124,17 @@ class Refitter:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICENESS)
         while (handle := self._jobs.get()) is not None:
             if not handle.begin():  # its learner took it back (or no longer needs it)
-                self.skipped += 1
                 continue
             self.running = 1
             started = time.perf_counter()
             try:
-                ensemble, row_leaves = self._fit(handle.job)
-                prepared = handle.prepare(ensemble, handle.job, row_leaves)
+                job = handle.job
+                ensemble, row_leaves = self._process.fit(
+                    job.X, job.y, job.params, job.sample_weight
+                )
+                prepared = handle.prepare(ensemble, job, row_leaves)
             except Exception:  # the learner fits it itself at its install point
                 handle.fail()
-                self.failed += 1
                 logger.exception("background fit failed")
             else:
                 handle.finish(ensemble, prepared, time.perf_counter() - started)

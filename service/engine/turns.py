@@ -35,12 +35,10 @@ class Turns:
         self,
         store: Any,
         *,
-        seconds: float = TURN_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
-        self.seconds = seconds
         self._sleep = sleep
         self._monotonic = monotonic
         #: turns taken after a stale append, and waits for another process's turn
@@ -105,7 +103,7 @@ class Turns:
             self._take(model_id)
 
     def _take(self, model_id: str) -> bool:
-        if not self.store.take_turn(model_id, self.seconds):
+        if not self.store.take_turn(model_id, TURN_SECONDS):
             return False
         self.taken += 1
         self.held.add(model_id)
@@ -116,11 +114,11 @@ class Turns:
         self.held.discard(model_id)
 
     def wait(self, model_id: str) -> None:
-        """Until no other process holds ``model_id``'s turn, at most :attr:`seconds` (a turn
+        """Until no other process holds ``model_id``'s turn, at most :data:`TURN_SECONDS` (a turn
         taken again meanwhile is waited for by the next refused append)."""
         self.waited += 1
         pause = FIRST_PAUSE
-        deadline = self._monotonic() + self.seconds
+        deadline = self._monotonic() + TURN_SECONDS
         while self.store.turn_taken(model_id) and self._monotonic() < deadline:
             self._sleep(pause * random.uniform(0.5, 1.5))  # noqa: S311 - jitter, not a secret
             pause = min(2 * pause, LONGEST_PAUSE)

@@ -90,10 +90,6 @@ class Store(Protocol):
     name: str
     #: whether calls may wait on I/O (then the HTTP layer runs them in the thread pool)
     blocking: bool
-    #: whether the store offers ``put_pending_at(model_id, head, records, deadline, max_records)``
-    #: (SQLite: :class:`~service.stores.sqlite_pending.KeptRecords`): kept records written only
-    #: while the model is at ``head``, so a cached model's scores need no read of the head first
-    keeps_at_head: bool
 
     def ping(self) -> None:
         """Raise :class:`~service.errors.StoreUnavailable` if the store does not answer."""

@@ -67,7 +67,6 @@ class MemoryStore:
     name = "memory"
     #: never waits on I/O: the HTTP layer calls it on the event loop (see service.offload)
     blocking = False
-    keeps_at_head = False
 
     def __init__(self) -> None:
         self._models: dict[str, _Model] = {}
@@ -225,15 +224,6 @@ class MemoryStore:
         with self._lock:
             pending = self._get(model_id).pending
             return {i: pending[i] for i in ids if i in pending}
-
-    def pending_deadlines(self) -> dict[str, float]:
-        """Each model's earliest pending deadline (or earlier: a stale heap slot)."""
-        with self._lock:
-            return {
-                model_id: model.deadlines[0][0]
-                for model_id, model in self._models.items()
-                if model.pending and model.deadlines
-            }
 
     def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
         with self._lock:

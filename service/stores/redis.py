@@ -78,7 +78,6 @@ class RedisStore(RedisModels):
     name = "redis"
     #: network round trips: the HTTP layer calls it from the thread pool
     blocking = True
-    keeps_at_head = False
 
     def __init__(self, client: redis.Redis, wait: ReplicaWait | None = None) -> None:
         super().__init__(client, wait)  # self.client, self.watch; ids and pending records

@@ -129,7 +129,6 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
     name = "sqlite"
     #: disk I/O (a commit waits for fsync): the HTTP layer calls it from the thread pool
     blocking = True
-    keeps_at_head = True  # KeptRecords.put_pending_at
 
     def __init__(self, database: Database) -> None:
         self.database = database
@@ -211,17 +210,9 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
 
     @staticmethod
     def _write_fields(
-        db: sqlite3.Connection,
-        model_id: str,
-        fields: dict[str, bytes],
-        layouts: dict[str, str],
-        saved: int | None = None,
+        db: sqlite3.Connection, model_id: str, fields: dict[str, bytes], layouts: dict[str, str]
     ) -> None:
-        """The state rows of ``model_id``, replacing the ones stored; with ``saved``, as the
-        checkpoint at that version (the log entries up to it dropped)."""
-        if saved is not None:
-            _drop_entries(db, model_id, up_to=saved)
-            db.execute("UPDATE models SET saved = ? WHERE id = ?", (saved, model_id))
+        """The state rows of ``model_id``, replacing the ones stored."""
         db.execute("DELETE FROM state WHERE model_id = ?", (model_id,))
         db.execute("DELETE FROM layouts WHERE model_id = ?", (model_id,))
         db.executemany(
@@ -399,7 +390,9 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
             ).fetchone()
             if not checkpoint_applies(row, incarnation, version):
                 return False
-            self._write_fields(db, model_id, fields, layouts, saved=version)
+            _drop_entries(db, model_id, up_to=version)
+            db.execute("UPDATE models SET saved = ? WHERE id = ?", (version, model_id))
+            self._write_fields(db, model_id, fields, layouts)
         return True
 
     # ------------------------------------------------------------------ ids and pending labels

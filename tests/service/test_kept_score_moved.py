@@ -62,7 +62,7 @@ def test_a_kept_score_is_kept_as_answered_when_its_model_moves(
     # the answer names the version whose score it gives: the score of that version
     now = client.post("/v1/models/m/score?keep=false", json=events_json(X[40:41])).json()
     # a reset model keeps no score of the model it replaced: its write is refused and the
-    # request scored again; so is SQLite's write at a head (``keeps_at_head``) that moved
+    # request scored again; so is SQLite's write at a head (``put_pending_at``) that moved
     again = mover == "a reset" or store_kind == "sqlite"
     if again:
         assert writes == [1, 1]

@@ -68,7 +68,7 @@ def test_an_idle_sweep_asks_about_no_model(store, engine, clock, monkeypatch):
     make_models(engine, 20)
     keep(engine, "m7", ["a", "b"])
     # the first sweep takes the schedule of the records the store keeps: one query where the
-    # store lists them (SQLite, memory), else a look at each model (Redis), once
+    # store lists them (SQLite), else a look at each model (memory, Redis), once
     assert engine.sweep_all() == 0
     asked = counted_due_pending(store, monkeypatch)
     clock.now += 5

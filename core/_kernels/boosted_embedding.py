@@ -2,6 +2,7 @@
 every event becomes the CSR row ``[x, m(x), e(x)]``: its features, the ensemble's margin and one
 column per tree for the leaf it reaches, in O(nnz(x) + trees * depth)."""
 
+import math
 from collections import namedtuple
 
 import numpy as np
@@ -186,10 +187,10 @@ def keep_events(labels, rng_state, seen, fill, capacity, negatives_per_positive,
 
 @kernel
 def learn_segment(X, y, scores, scaled, count, mean, m2, left, feature_or_leaf,
-                  threshold_or_value, baseline, n_trees, max_leaves, append_features,
-                  append_margin, leaf_value, z, n, bias_z, bias_n, clock, touched, class_counts,
-                  hyper, holding, pooled, rng_state, seen, fill, ring_next, written, capacity,
-                  negatives_per_positive, rows, labels, weights):  # fmt: skip
+                  threshold_or_value, baseline, n_trees, planned_trees, append_features,
+                  append_margin, z, n, bias_z, bias_n, clock, touched, class_counts, hyper,
+                  holding, pooled, rng_state, seen, fill, ring_next, written, capacity,
+                  negatives_per_positive, rows, labels, weights, events, since_fit):  # fmt: skip
     """One segment of ``boosted_embedded``'s learning in one call (the Python path's steps, in
     its order, through the same kernels, so the same bits): ``X`` scaled under ``standard``
     into ``scaled`` (the statistics updated), embedded by the ensemble (its arrays), learned by
@@ -197,14 +198,22 @@ def learn_segment(X, y, scores, scaled, count, mean, m2, left, feature_or_leaf,
     ``scores`` when that is not empty), then kept: held for a pending fit (``holding``: ``rows``
     / ``labels`` are ``pending_X`` / ``pending_y``, ``fill`` is ``pending_fill``), or remembered
     by the fit buffer (``rows`` / ``labels`` / ``weights``: ``buffer_X`` / ``buffer_y`` /
-    ``buffer_w``, :func:`keep_events`' draws).  ``pooled``: the rows are the composite's pool's,
-    only labels are written (the weights are 1).  The caller checked that the arrays have the
-    slots (no growth) and that a pooled buffer neither wraps nor samples here (no detach)."""
+    ``buffer_w``, :func:`keep_events`' draws; the learner's counters ``events`` and
+    ``since_fit`` count them).  ``pooled``: the rows are the composite's pool's, only labels are
+    written (the weights are 1).  The caller checked that the arrays have the slots (no growth)
+    and that a pooled buffer neither wraps nor samples here (no detach).  ``n_trees``: the
+    installed trees; ``planned_trees``: the learner's ``n_trees``, which sets the leaves' columns
+    and value (derived here, not passed: ~1 us of Python a call)."""
     standard_learn_dense(X, scaled, count, mean, m2)
     ens = Ensemble(left, feature_or_leaf, threshold_or_value, baseline)
+    # each tree's share of the inner learner's width after x and the margin, as
+    # core.learners._leaf_columns.leaf_stride takes it, and a leaf's value 1 / sqrt(n_trees)
+    before = (X.shape[1] if append_features else 0) + (1 if append_margin else 0)
+    stride = max(z.shape[0] - before, 0) // planned_trees
+    leaf_value = 1.0 / math.sqrt(planned_trees)
     no_index, no_data = np.empty(0, dtype=np.int64), np.empty(0)
     indptr, indices, data = embed(X, no_index, no_index, no_data, scaled, no_data, ens, n_trees,
-                                  max_leaves, X.shape[1], append_features, append_margin,
+                                  stride, X.shape[1], append_features, append_margin,
                                   leaf_value)  # fmt: skip
     logistic_csr(indptr, indices, data, y, scores, z, n, bias_z, bias_n, clock, touched,
                  class_counts, hyper)  # fmt: skip
@@ -232,3 +241,5 @@ def learn_segment(X, y, scores, scaled, count, mean, m2, left, feature_or_leaf,
     ring_next[0] = (start + n_kept) % capacity
     fill[0] = min(first + n_kept, capacity)
     written[0] += n_kept
+    events[0] += n_events
+    since_fit[0] += n_events

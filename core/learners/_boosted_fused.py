@@ -11,7 +11,6 @@ detach for this segment; anything else returns None and goes the general way.
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -20,7 +19,6 @@ import numpy as np
 
 from core._kernels import boosted_embedding as kernels
 from core.boosted_trees import ENSEMBLE_KEYS
-from core.learners import _leaf_columns as columns
 from core.learners._row_pool import pooled_rows
 from core.learners.logistic import Logistic
 
@@ -41,6 +39,8 @@ _RING = operator.itemgetter("buffer_next", "buffer_written")
 #: where the events go: held for a pending fit, or kept by the fit buffer
 _HELD = operator.itemgetter("pending_fill", "pending_X", "pending_y")
 _KEPT = operator.itemgetter("buffer_fill", "buffer_X", "buffer_y", "buffer_w")
+#: the events learned and those since the last fit, counted by the kernel
+_COUNTED = operator.itemgetter("events", "since_fit")
 
 #: [CHOICE] a segment cut more times than this goes the step-by-step way: a piece's kernel call
 #: costs ~6 us (its dispatch and arguments), where the step-by-step path scales, embeds and keeps
@@ -175,18 +175,15 @@ def _learn(
 ) -> np.ndarray:  # fmt: skip
     own = learner._own_state
     inner: Logistic = learner._inner  # type: ignore[assignment]  # fusable checked it
-    n_events = len(y)
     fill, rows, labels, weights, capacity = where
     scaled = np.empty_like(X)
+    # the kernel derives the leaves' columns and value from n_trees and counts the events it
+    # remembers (as _remember counts them)
     kernels.learn_segment(
         X, y, scores, scaled, *_SCALER(learner._scaler_arrays), *_ENSEMBLE(own),
-        int(own["ens_trees"][0]), columns.leaf_stride(learner, X.shape[1], len(inner.state_["z"])),
-        bool(learner.append_features),
-        bool(learner.append_margin), 1.0 / math.sqrt(learner.n_trees), *inner._accumulators(),
+        int(own["ens_trees"][0]), int(learner.n_trees), bool(learner.append_features),
+        bool(learner.append_margin), *inner._accumulators(),
         holding, pooled, *_DRAWS(own), fill, *_RING(own), capacity,
-        float(learner.negatives_per_positive), rows, labels, weights,
+        float(learner.negatives_per_positive), rows, labels, weights, *_COUNTED(own),
     )  # fmt: skip
-    if not holding:  # as _remember counts them
-        own["events"][0] += n_events
-        own["since_fit"][0] += n_events
     return scaled

@@ -58,11 +58,17 @@ def learned(name, params, X, y, sizes, fused: bool, monkeypatch, rounds: int = 0
     return model.get_state(), np.concatenate(scores), taken, served
 
 
+#: the leaves' columns right after ``x`` (no margin) or after the margin (no ``x``): the
+#: kernel's stride counts the columns before them
+LEAVES_AFTER = [{**SMALL, "append_margin": False}, {**SMALL, "append_features": False}]
+
+
 @pytest.mark.parametrize(
     ("name", "params", "n_events"),
-    [("boosted_embedded", SMALL, 700), ("auto", {"random_state": 0}, 2600)],
-    ids=["alone", "in auto"],
-)
+    [("boosted_embedded", SMALL, 700), ("auto", {"random_state": 0}, 2600),
+     *[("boosted_embedded", params, 700) for params in LEAVES_AFTER]],
+    ids=["alone", "in auto", "no margin", "no x"],
+)  # fmt: skip
 @pytest.mark.parametrize("sizes", [(1,), (1, 7, 30, 2)], ids=["one event", "batches"])
 def test_the_fused_segment_learns_as_the_general_path(name, params, n_events, sizes, monkeypatch):
     X, y = stream(n_events)

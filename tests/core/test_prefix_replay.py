@@ -105,6 +105,19 @@ def test_the_pool_leaving_the_first_event_keeps_the_rows_first():
     assert reservoirs(c1) == reservoirs(alone_on_scaled(auto, X, y))
 
 
+def test_restarted_trees_move_the_pool_and_the_rows_are_kept_first():
+    """A drift's restart (each boosted candidate's buffer starts at the next event) moves the
+    pool past the first event: c1 keeps its rows then, and learns on as alone."""
+    X, y = stream(600)
+    auto = learned(make_learner("auto"), X[:300], y[:300], [1, 7, 50])
+    auto._candidates[2].restart_tree()
+    assert len(auto._candidates[C1].state_["prefix_labels"])  # c4 still starts at event 0
+    auto._candidates[4].restart_tree()
+    assert not len(auto._candidates[C1].state_["prefix_labels"])
+    learned(auto, X[300:], y[300:], [1, 7, 50])
+    assert reservoirs(auto._candidates[C1]) == reservoirs(alone_on_scaled(auto, X, y))
+
+
 def test_a_stored_replayed_state_round_trips():
     X, y = stream(600)
     whole = learned(make_learner("auto"), X, y, [1])

@@ -305,12 +305,12 @@ def unpooled(state: dict[str, np.ndarray], prefix: str, mark: int) -> dict[str, 
 def prefix_view(state: dict[str, np.ndarray], own: dict[str, np.ndarray], candidate,
                 scaling: str) -> dict[str, np.ndarray]:  # fmt: skip
     """A candidate's arrays (``own``, unprefixed) as its own checks read them: if it replays
-    its reservoirs' rows from the pool (its ``prefix_labels`` hold its events' labels), its
-    reservoirs as arrays of their fills' rows (zeros, allocated by no one; the rows its arrays
-    may hold are not read) and no labels, once the labels are found to agree with its fills
-    and the pool with its events."""
+    its reservoirs' rows from the pool (its ``prefix_labels`` hold its events' labels, 1 or 0,
+    then zeros), its reservoirs as arrays of their fills' rows (zeros, allocated by no one; the
+    rows its arrays may hold are not read) and no labels, once the labels are found to agree
+    with its fills and the pool with its events."""
     labels = own.get("prefix_labels")
-    if labels is None or not labels.any():
+    if labels is None or not len(labels):
         return own
     positives, negatives = int(own["positive_fill"][0]), int(own["negative_fill"][0])
     count = positives + negatives
@@ -326,9 +326,9 @@ def prefix_view(state: dict[str, np.ndarray], own: dict[str, np.ndarray], candid
         refuse("replayed reservoirs are not the stream's prefix", "positive_seen")
     if int(own["negative_admitted"][0]) != negatives:
         refuse("replayed reservoirs are not the stream's prefix", "negative_admitted")
-    if count > len(labels) or (labels[count:] != 0).any() or (labels[:count] == 0).any():
-        refuse(f"the labels do not hold {count} events, then nothing")
-    if int(np.count_nonzero(labels[:count] > 0)) != positives:
+    if count > len(labels) or labels[count:].any():
+        refuse(f"the labels do not hold {count} events, then zeros")
+    if int(np.count_nonzero(labels[:count])) != positives:
         refuse(f"the labels hold not the {positives} positives of 'positive_fill'")
     width = own["positive_X"].shape[1]
     view = dict(own, prefix_labels=labels[:0])

@@ -12,7 +12,6 @@ import numpy as np
 
 from core._arrays import LABELS, grown
 from core._kernels import ftrl_pauc as kernels
-from core._kernels.pauc_buffers import doubling_interval
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
@@ -261,7 +260,8 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
             # [q, scale] of the tracked (1 - admission beta) quantile of negative scores
             "admission_quantile": np.zeros(2),
             # inside auto, while the reservoirs hold the stream's prefix: its events' labels
-            # (1 / -1), whose rows are auto's pool's, replayed (core.learners._row_pool)
+            # (1: positive, 0: negative; zeros after them), whose rows are auto's pool's,
+            # replayed (core.learners._row_pool)
             "prefix_labels": np.zeros(0, dtype=LABELS),
         }
 
@@ -280,7 +280,7 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
             # admitted negatives are some of those seen (the solver divides by their number)
             "negative_admitted": Count(0, "negative_seen"),
             "admission_quantile": Grown(),
-            "prefix_labels": OneOf((-1, 0, 1)),
+            "prefix_labels": OneOf((0, 1)),
         }
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
@@ -324,9 +324,11 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
 
     def _learn(self, X, y, scores) -> None:
         state = self.state_
-        if self._replaying(state, y):
-            self._learn_replayed(X, y, scores)
-            return
+        if self.__dict__.get("_prefix_link") is not None:
+            positive = y > 0
+            if self._replaying(state, positive):
+                self._learn_replayed(X, y, scores, positive)
+                return
         # the reservoirs grow as they fill: the slots this batch's offers can reach (a slot is
         # at most the fill); reservoirs at their capacity are left unread (~2 us of numpy an
         # event once both are full, most of a stream)
@@ -358,43 +360,40 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
     # auto's scaler over the pool (core.learners._row_pool.PrefixLink) only for a batch in
     # which a solver update is due.  The same rows, so the same bits, at ~33 KB less a cached
     # model of 400 events of 10 features (loadtest/README.md, "RS: ...").
-    def _replaying(self, state: dict[str, np.ndarray], y) -> bool:
-        """Whether the batch ``y`` is learned with the rows replayed; keeps the rows first
-        (:meth:`keep_rows`) if it would fill a reservoir past its capacity."""
-        link = self.__dict__.get("_prefix_link")
-        if link is None:
-            return False
-        labels = state["prefix_labels"]
-        replayed = bool(len(labels)) and labels[0] != 0  # its events' labels, from the first
-        events = int(state["positive_fill"][0]) + int(state["negative_fill"][0])
-        if not replayed and (events or not link.anchored()):
-            return False
-        positives = int(np.count_nonzero(y > 0))
-        if (int(state["positive_fill"][0]) + positives > self.positive_capacity
-                or int(state["negative_fill"][0]) + len(y) - positives
-                > self.negative_capacity):  # fmt: skip
-            self.keep_rows()
-            return False
+    def _replaying(self, state: dict[str, np.ndarray], positive: np.ndarray) -> bool:
+        """Whether the batch (its labels ``> 0``: ``positive``) is learned with the rows
+        replayed; keeps the rows first (:meth:`keep_rows`) if it would fill a reservoir past
+        its capacity."""
+        fills = int(state["positive_fill"][0]), int(state["negative_fill"][0])
+        if not len(state["prefix_labels"]):  # it keeps its rows, or has learned no event yet
+            if fills != (0, 0) or not self.__dict__["_prefix_link"].anchored():
+                return False
+        n = len(positive)
+        if fills[0] + n > self.positive_capacity or fills[1] + n > self.negative_capacity:
+            positives = int(np.count_nonzero(positive))
+            if (fills[0] + positives > self.positive_capacity
+                    or fills[1] + n - positives > self.negative_capacity):  # fmt: skip
+                self.keep_rows()
+                return False
         return True
 
-    def _learn_replayed(self, X, y, scores) -> None:
+    def _learn_replayed(self, X, y, scores, positive: np.ndarray) -> None:
         state = self.state_
         events = int(state["positive_fill"][0]) + int(state["negative_fill"][0])
-        interval = doubling_interval(
-            int(min(self.first_update_every, self.update_every)), int(self.update_every),
-            int(state["n_updates"][0]),
-        )  # fmt: skip
-        arrays = list(_KERNEL_ARRAYS(state))
+        # pauc_buffers.doubling_interval's value (a kernel called from Python costs ~30 us)
+        first = int(min(self.first_update_every, self.update_every))
+        interval = min(int(self.update_every), first << min(int(state["n_updates"][0]), 63))
+        arrays = _KERNEL_ARRAYS(state)
         due = int(state["since_update"][0]) + len(y) >= interval
         if due:  # the solver reads the rows: rebuilt for this call, dropped after it
             rows, labels = self._prefix_rows(events), state["prefix_labels"][:events]
-            positives = int(np.count_nonzero(y > 0))
-            arrays[4] = _room_for(rows[labels > 0], positives)
-            arrays[7] = _room_for(rows[labels < 0], len(y) - positives)
-        self._kernel_learn(X, y, scores, tuple(arrays), keep_rows=due)
+            positives = int(np.count_nonzero(positive))
+            arrays = (*arrays[:4], _room_for(rows[labels == 1], positives), *arrays[5:7],
+                      _room_for(rows[labels == 0], len(y) - positives), *arrays[8:])  # fmt: skip
+        self._kernel_learn(X, y, scores, arrays, keep_rows=due)
         capacity = int(self.positive_capacity + self.negative_capacity)
         labels = grown(state["prefix_labels"], events + len(y), capacity)
-        labels[events : events + len(y)] = np.where(y > 0, 1, -1)
+        labels[events : events + len(y)] = positive
         state["prefix_labels"] = labels
 
     def _prefix_rows(self, events: int) -> np.ndarray:
@@ -405,13 +404,13 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
         events, or a reservoir to replace a row): rebuilt from the pool, the labels dropped."""
         state = self.state_
         labels = state["prefix_labels"]
-        if not len(labels) or labels[0] == 0:
+        if not len(labels):
             return
         events = int(state["positive_fill"][0]) + int(state["negative_fill"][0])
         rows, labels = self._prefix_rows(events), labels[:events]
         for prefix, chosen, capacity in (
-            ("positive", labels > 0, self.positive_capacity),
-            ("negative", labels < 0, self.negative_capacity),
+            ("positive", labels == 1, self.positive_capacity),
+            ("negative", labels == 0, self.negative_capacity),
         ):
             fill = int(state[f"{prefix}_fill"][0])
             kept = grown(state[f"{prefix}_X"][:0], fill, int(capacity))

@@ -396,7 +396,7 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
                pos_X, pos_fill, pos_seen, neg_X, neg_fill, neg_seen, neg_admitted, quantile,
                rng_state, alpha, beta, lam, eta0, min_norm, update_every, first_update_every,
                inner_steps, admission_level, auc_weight, half_life, pos_capacity,
-               neg_capacity):  # fmt: skip
+               neg_capacity, keep_rows):  # fmt: skip
     """Learn the events in order (dense ``X`` or CSR ``indptr/indices/data``; pre-update scores
     into ``scores`` if non-empty).
 
@@ -413,6 +413,11 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
     ``pos_capacity`` / ``neg_capacity``: the reservoirs' declared capacities; their arrays
     grow as they fill (core.learners._growing) and hold at least the slots this batch can
     write (a slot is at most the fill).
+
+    ``keep_rows`` False: the events are counted into the reservoirs but their rows are not
+    copied (``pos_X`` / ``neg_X`` are not read): for a batch in which no update is due, of a
+    learner whose reservoirs are its stream's prefix and whose rows are kept elsewhere
+    (:class:`core.learners.ftrl_pauc.FTRLpAUC`, inside ``auto``).
     """
     n_samples = y.shape[0]
     want_scores = scores.shape[0] > 0
@@ -448,7 +453,8 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
                 rng_state, pos_seen[0], pos_fill[0], pos_capacity, half_life, n_events
             )
             if slot >= 0:
-                event_copy(X, indptr, indices, data, i, pos_X, slot)
+                if keep_rows:
+                    event_copy(X, indptr, indices, data, i, pos_X, slot)
                 pos_fill[0] = filled_after(slot, pos_fill[0], pos_seen[0], pos_capacity, half_life)
         else:
             neg_seen[0] += 1
@@ -461,7 +467,8 @@ def ftrl_learn(X, indptr, indices, data, y, scores, w, n_solver_steps, n_updates
                     rng_state, neg_admitted[0], neg_fill[0], neg_capacity, half_life, n_events
                 )
                 if slot >= 0:
-                    event_copy(X, indptr, indices, data, i, neg_X, slot)
+                    if keep_rows:
+                        event_copy(X, indptr, indices, data, i, neg_X, slot)
                     neg_fill[0] = filled_after(
                         slot, neg_fill[0], neg_admitted[0], neg_capacity, half_life
                     )

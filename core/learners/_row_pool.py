@@ -16,6 +16,12 @@ starts its buffer at the next event.  After each segment the pool drops the
 rows no pooled candidate holds any more and takes the length its rows need
 (:func:`core._arrays.slots_for`), so the state is a function of the events, not of their
 batching.
+
+A candidate whose reservoirs are the stream's prefix as auto scaled it (``ftrl_pauc`` with
+uniform reservoirs, under auto's ``standard`` scaling) keeps no rows while the pool holds every
+event from the first (:class:`PrefixLink`): its rows are auto's scaler replayed from its
+initial state over the pool's rows, the same bits (the scaler learns event by event). It
+keeps its rows for good (:func:`release_prefix`) before the pool leaves the first event.
 """
 
 from __future__ import annotations
@@ -28,10 +34,16 @@ from core._arrays import grown, slots_for
 from core.csr import CSRMatrix
 from core.errors import InvalidState
 from core.learners._state import Count, Finite, StateInvariant
+from core.preprocessing import initial_scaler_state, scale_batch
 
-__all__ = ["ROWS", "RowLink", "check_pool", "dense", "detach", "keeps_rows", "pool_capacity",
-           "pool_invariants", "pool_state", "pooled_rows", "pooled_weights", "restart_rows",
+__all__ = ["ROWS", "PrefixLink", "RowLink", "anchored", "check_pool", "dense", "detach",
+           "keeps_rows", "pool_capacity", "pool_invariants", "pool_state", "pooled_rows",
+           "pooled_weights", "prefix_view", "release_prefix", "replays_prefix", "restart_rows",
            "rows_kept", "settle", "unpooled"]  # fmt: skip
+
+#: the one scaling whose replay a candidate's prefix is (``scale`` may come sparse, and
+#: ``none`` / ``unit_norm`` models keep no scaler to replay: they keep their rows)
+REPLAYED_SCALING = "standard"
 
 #: the pool's arrays that grow as it fills
 ROWS = "rows_X"
@@ -104,9 +116,59 @@ class RowLink:
     def restart(self, held: int, fill: int) -> None:
         """Its buffer starts again at the event after those it has (``fill`` + ``held``)."""
         self.owner._own_state["rows_pooled"][self.index] += fill + held
+        release_prefix(self.owner)
 
     def leave(self) -> None:
         self.owner._own_state["rows_pooled"][self.index] = -1
+        release_prefix(self.owner)
+
+
+def replays_prefix(candidate, scaling: str) -> bool:
+    """Whether a candidate may keep its rows as the pool's replayed (:class:`PrefixLink`)."""
+    return scaling == REPLAYED_SCALING and getattr(candidate, "replays_prefix", False)
+
+
+def anchored(own: dict[str, np.ndarray]) -> bool:
+    """Whether the pool holds every event from the stream's first (a pooled candidate's buffer
+    starts there; :func:`check_pool` and :func:`settle` keep ``rows_from`` at the earliest)."""
+    if ROWS not in own:
+        return False
+    marks = [mark for mark in own["rows_pooled"].tolist() if mark >= 0]
+    return bool(marks) and min(marks) == 0
+
+
+class PrefixLink:
+    """A candidate's link to the first events' rows as its composite scaled them (for
+    ``ftrl_pauc``'s reservoirs while they are the stream's prefix)."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner) -> None:
+        self.owner = owner
+
+    def anchored(self) -> bool:
+        return anchored(self.owner._own_state)
+
+    def scaled(self, count: int) -> np.ndarray:
+        """The rows of events ``0 .. count`` as the composite's scaling gave them: its scaler
+        replayed from its initial state (the pool's rows, then the segment's being learned)."""
+        own = self.owner._own_state
+        fill = int(own["rows_fill"][0])
+        rows = own[ROWS][: min(count, fill)]
+        if count > fill:
+            segment = self.owner.__dict__["_rows_segment"][: count - fill]
+            rows = np.concatenate((rows, segment))
+        scaler = initial_scaler_state(REPLAYED_SCALING, rows.shape[1])
+        return scale_batch(REPLAYED_SCALING, scaler, rows, learn=True)
+
+
+def release_prefix(owner) -> None:
+    """Once the pool no longer starts at the stream's first event (it drops those rows at the
+    segment's end, :func:`settle`), the candidates that replay their rows from it keep them."""
+    if anchored(owner._own_state):
+        return
+    for candidate in owner.__dict__.get("_prefix_readers", ()):
+        candidate.keep_rows()
 
 
 def pooled_rows(link: RowLink | None) -> TypeGuard[RowLink]:
@@ -238,3 +300,38 @@ def unpooled(state: dict[str, np.ndarray], prefix: str, mark: int) -> dict[str, 
         own[key] = rows
     own["buffer_w"] = pooled_weights(own["buffer_y"])
     return own
+
+
+def prefix_view(state: dict[str, np.ndarray], own: dict[str, np.ndarray], candidate,
+                scaling: str) -> dict[str, np.ndarray]:  # fmt: skip
+    """A candidate's arrays (``own``, unprefixed) as its own checks read them: if it replays
+    its reservoirs' rows from the pool (its ``prefix_labels`` hold its events' labels, 1 or 0,
+    then zeros), its reservoirs as arrays of their fills' rows (zeros, allocated by no one; the
+    rows its arrays may hold are not read) and no labels, once the labels are found to agree
+    with its fills and the pool with its events."""
+    labels = own.get("prefix_labels")
+    if labels is None or not len(labels):
+        return own
+    positives, negatives = int(own["positive_fill"][0]), int(own["negative_fill"][0])
+    count = positives + negatives
+
+    def refuse(message: str, field: str = "prefix_labels") -> None:
+        raise InvalidState(f"inconsistent state: {message}", field=field)
+
+    if not replays_prefix(candidate, scaling):
+        refuse(f"labels of replayed rows for a candidate that keeps its rows (scaling {scaling})")
+    if not anchored(state) or int(state["rows_fill"][0]) != count:
+        refuse(f"the reservoirs hold {count} events that the pool does not hold from the first")
+    if (int(own["positive_seen"][0]), int(own["negative_seen"][0])) != (positives, negatives):
+        refuse("replayed reservoirs are not the stream's prefix", "positive_seen")
+    if int(own["negative_admitted"][0]) != negatives:
+        refuse("replayed reservoirs are not the stream's prefix", "negative_admitted")
+    if count > len(labels) or labels[count:].any():
+        refuse(f"the labels do not hold {count} events, then zeros")
+    if int(np.count_nonzero(labels[:count])) != positives:
+        refuse(f"the labels hold not the {positives} positives of 'positive_fill'")
+    width = own["positive_X"].shape[1]
+    view = dict(own, prefix_labels=labels[:0])
+    view["positive_X"] = np.broadcast_to(np.zeros(width), (positives, width))
+    view["negative_X"] = np.broadcast_to(np.zeros(width), (negatives, width))
+    return view

@@ -33,12 +33,15 @@ from core.learners._growing import Growth
 from core.learners._params import BOOLEAN, CANDIDATES, PAUC_RANGE, Interval
 from core.learners._row_pool import (
     ROWS,
+    PrefixLink,
     RowLink,
     check_pool,
     keeps_rows,
     pool_capacity,
     pool_invariants,
     pool_state,
+    prefix_view,
+    replays_prefix,
     rows_kept,
     unpooled,
 )
@@ -290,6 +293,10 @@ class Auto(ComposedState, OnlineLearner):
         for k, candidate in enumerate(self._candidates):
             if keeps_rows(candidate):  # its rows are the pool's while it is pooled
                 candidate._rows_link = RowLink(self, k)  # type: ignore[attr-defined]
+        # those whose reservoirs' rows are the pool's, replayed, while it holds the first event
+        self._prefix_readers = [c for c in self._candidates if replays_prefix(c, self.scaling)]
+        for candidate in self._prefix_readers:
+            candidate._prefix_link = PrefixLink(self)  # type: ignore[attr-defined]
 
     def _parts(self) -> list[tuple[str, OnlineLearner]]:
         return list(zip(_PREFIXES, self._candidates, strict=False))  # at most MAX_CANDIDATES
@@ -365,8 +372,9 @@ class Auto(ComposedState, OnlineLearner):
             marks = state["rows_pooled"].tolist()
         for k, candidate in enumerate(candidates):
             prefix = _PREFIX.format(k)
-            own = unpooled(state, prefix, marks[k])
             try:
+                own = unpooled(state, prefix, marks[k])
+                own = prefix_view(state, own, candidate, self.scaling)
                 candidate._check_state(own)
             except InvalidState as error:  # named as the model stores the array
                 if error.field is not None:

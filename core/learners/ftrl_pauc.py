@@ -10,7 +10,7 @@ import operator
 
 import numpy as np
 
-from core._arrays import grown
+from core._arrays import LABELS, grown
 from core._kernels import ftrl_pauc as kernels
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
@@ -24,7 +24,7 @@ from core.learners._forgetting import (
 )
 from core.learners._growing import Growth
 from core.learners._params import FPR_HIGH, FPR_LOW, Interval
-from core.learners._state import Count, Grown
+from core.learners._state import Count, Grown, OneOf
 from core.learners.pmb import check_buffer_size, event_arrays
 from core.validation import check_fpr_range
 
@@ -182,7 +182,9 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
     Amortised cost per event: O(d) to score and buffer it plus
     ``inner_steps * ((P + N) d + N log N) / update_every`` for the solver.  Memory:
     ``(P + N) x n_features`` dense rows (sparse input is read row by row into them; more than
-    2**27 buffered floats is refused with a ValueError).
+    2**27 buffered floats is refused with a ValueError).  Inside ``auto``, while the
+    reservoirs are the stream's prefix and auto's pool holds it, one byte per event
+    (``prefix_labels``) instead (:meth:`keep_rows`; docs/algorithms/ftrl_pauc.md).
 
     Examples
     --------
@@ -257,6 +259,10 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
             "negative_admitted": counter(),
             # [q, scale] of the tracked (1 - admission beta) quantile of negative scores
             "admission_quantile": np.zeros(2),
+            # inside auto, while the reservoirs hold the stream's prefix: its events' labels
+            # (1: positive, 0: negative; zeros after them), whose rows are auto's pool's,
+            # replayed (core.learners._row_pool)
+            "prefix_labels": np.zeros(0, dtype=LABELS),
         }
 
     def _state_invariants(self, n_features: int) -> dict:
@@ -274,9 +280,16 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
             # admitted negatives are some of those seen (the solver divides by their number)
             "negative_admitted": Count(0, "negative_seen"),
             "admission_quantile": Grown(),
+            "prefix_labels": OneOf((0, 1)),
         }
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
+        if state["prefix_labels"].any():  # auto gives its candidate's checks its rows' view
+            raise InvalidState(
+                "state array 'prefix_labels' holds labels of rows kept elsewhere; only an auto "
+                "candidate keeps them (its pool holds the rows)",
+                field="prefix_labels",
+            )
         for prefix in ("positive", "negative"):
             fill, rows = int(state[f"{prefix}_fill"][0]), state[f"{prefix}_X"].shape[0]
             if fill > rows:
@@ -300,10 +313,22 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
         return {
             "positive_X": (0, int(self.positive_capacity)),
             "negative_X": (0, int(self.negative_capacity)),
+            "prefix_labels": (0, int(self.positive_capacity + self.negative_capacity)),
         }
+
+    @property
+    def replays_prefix(self) -> bool:
+        """Whether the reservoirs are the stream's prefix until one is full: uniform
+        reservoirs (no forgetting) offered every event (no admission)."""
+        return self.half_life is None and self.admission is None
 
     def _learn(self, X, y, scores) -> None:
         state = self.state_
+        if self.__dict__.get("_prefix_link") is not None:
+            positive = y > 0
+            if self._replaying(state, positive):
+                self._learn_replayed(X, y, scores, positive)
+                return
         # the reservoirs grow as they fill: the slots this batch's offers can reach (a slot is
         # at most the fill); reservoirs at their capacity are left unread (~2 us of numpy an
         # event once both are full, most of a stream)
@@ -316,15 +341,82 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
                 needed, reservoir = int(state[fill][0]) + offers, state[rows]
                 if min(needed, int(capacity)) > reservoir.shape[0]:  # grown's own test, inline
                     state[rows] = grown(reservoir, needed, int(capacity))
+        self._kernel_learn(X, y, scores, _KERNEL_ARRAYS(state), keep_rows=True)
+
+    def _kernel_learn(self, X, y, scores, arrays: tuple, keep_rows: bool) -> None:
         kernels.ftrl_learn(
-            *event_arrays(X), y, scores,
-            *_KERNEL_ARRAYS(state),
+            *event_arrays(X), y, scores, *arrays,
             float(self.alpha), float(self.beta), float(self.lam), float(self.eta0),
             float(self.min_norm), int(self.update_every),
             int(min(self.first_update_every, self.update_every)), int(self.inner_steps),
             self._admission_level(), float(self.auc_weight), half_life_arg(self.half_life),
-            int(self.positive_capacity), int(self.negative_capacity),
+            int(self.positive_capacity), int(self.negative_capacity), keep_rows,
         )  # fmt: skip
+
+    # ------------------------------------------------------------------ inside auto
+    # While auto's pool holds every event from the first and the reservoirs hold every event
+    # (neither full yet), the reservoirs' rows are auto's scaled rows of the events so far, in
+    # order, split by label: kept as the labels alone, and the rows rebuilt by replaying
+    # auto's scaler over the pool (core.learners._row_pool.PrefixLink) only for a batch in
+    # which a solver update is due.  The same rows, so the same bits, at ~33 KB less a cached
+    # model of 400 events of 10 features (loadtest/README.md, "RS: ...").
+    def _replaying(self, state: dict[str, np.ndarray], positive: np.ndarray) -> bool:
+        """Whether the batch (its labels ``> 0``: ``positive``) is learned with the rows
+        replayed; keeps the rows first (:meth:`keep_rows`) if it would fill a reservoir past
+        its capacity."""
+        fills = int(state["positive_fill"][0]), int(state["negative_fill"][0])
+        if not len(state["prefix_labels"]):  # it keeps its rows, or has learned no event yet
+            if fills != (0, 0) or not self.__dict__["_prefix_link"].anchored():
+                return False
+        n = len(positive)
+        if fills[0] + n > self.positive_capacity or fills[1] + n > self.negative_capacity:
+            positives = int(np.count_nonzero(positive))
+            if (fills[0] + positives > self.positive_capacity
+                    or fills[1] + n - positives > self.negative_capacity):  # fmt: skip
+                self.keep_rows()
+                return False
+        return True
+
+    def _learn_replayed(self, X, y, scores, positive: np.ndarray) -> None:
+        state = self.state_
+        events = int(state["positive_fill"][0]) + int(state["negative_fill"][0])
+        # pauc_buffers.doubling_interval's value (a kernel called from Python costs ~30 us)
+        first = int(min(self.first_update_every, self.update_every))
+        interval = min(int(self.update_every), first << min(int(state["n_updates"][0]), 63))
+        arrays = _KERNEL_ARRAYS(state)
+        due = int(state["since_update"][0]) + len(y) >= interval
+        if due:  # the solver reads the rows: rebuilt for this call, dropped after it
+            rows, labels = self._prefix_rows(events), state["prefix_labels"][:events]
+            positives = int(np.count_nonzero(positive))
+            arrays = (*arrays[:4], _room_for(rows[labels == 1], positives), *arrays[5:7],
+                      _room_for(rows[labels == 0], len(y) - positives), *arrays[8:])  # fmt: skip
+        self._kernel_learn(X, y, scores, arrays, keep_rows=due)
+        capacity = int(self.positive_capacity + self.negative_capacity)
+        labels = grown(state["prefix_labels"], events + len(y), capacity)
+        labels[events : events + len(y)] = positive
+        state["prefix_labels"] = labels
+
+    def _prefix_rows(self, events: int) -> np.ndarray:
+        return self.__dict__["_prefix_link"].scaled(events)
+
+    def keep_rows(self) -> None:
+        """Keep the reservoirs' rows from now on (auto's pool is about to drop the first
+        events, or a reservoir to replace a row): rebuilt from the pool, the labels dropped."""
+        state = self.state_
+        labels = state["prefix_labels"]
+        if not len(labels):
+            return
+        events = int(state["positive_fill"][0]) + int(state["negative_fill"][0])
+        rows, labels = self._prefix_rows(events), labels[:events]
+        for prefix, chosen, capacity in (
+            ("positive", labels == 1, self.positive_capacity),
+            ("negative", labels == 0, self.negative_capacity),
+        ):
+            fill = int(state[f"{prefix}_fill"][0])
+            kept = grown(state[f"{prefix}_X"][:0], fill, int(capacity))
+            kept[:fill] = rows[chosen]
+            state[f"{prefix}_X"] = kept
+        state["prefix_labels"] = state["prefix_labels"][:0].copy()
 
     def _reservoirs_full(self, state: dict[str, np.ndarray]) -> bool:
         """Whether both reservoirs have all their slots (none grows any more)."""
@@ -343,3 +435,10 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
         # the FTRL iterate w_t is served as is (coef_): FTRL's iterates are stable (Kar et al.
         # Lemma 10) and averaging them was no better in bench/quality.py
         return kernels.decision(*event_arrays(X), self.state_["w"])
+
+
+def _room_for(rows: np.ndarray, more: int) -> np.ndarray:
+    """``rows`` followed by ``more`` zero rows (the slots a batch's offers write)."""
+    room = np.zeros((len(rows) + more, rows.shape[1]))
+    room[: len(rows)] = rows
+    return room

@@ -143,28 +143,33 @@ class PrequentialWindow:
         else:
             n_batch_positive = int(np.count_nonzero(labels_pm1 > 0))
         counts = self._counts_since_start
+        # the counts as Python ints, read once: a numpy reduction or a scalar's arithmetic
+        # costs microseconds on the one event of a request
+        events, positives, negatives = counts.tolist()
         n_batch_negative = n_events - n_batch_positive
         if self._reservoirs_in_window():
             # The k-th score of a class goes to slot k - 1 without a draw while k is within the
             # reservoir's capacity, so the reservoirs are the window's scores of each class, in
             # order, until the window lets an event go or a class outgrows its reservoir.
             if (
-                int(counts[0]) + n_events <= capacity
-                and int(counts[1]) + n_batch_positive <= reservoir_capacity
-                and int(counts[2]) + n_batch_negative <= reservoir_capacity
+                events + n_events <= capacity
+                and positives + n_batch_positive <= reservoir_capacity
+                and negatives + n_batch_negative <= reservoir_capacity
             ):
-                counts += (n_events, n_batch_positive, n_batch_negative)
+                counts[0] = events + n_events
+                counts[1] = positives + n_batch_positive
+                counts[2] = negatives + n_batch_negative
                 self._append_to_window(score_array, labels_pm1)
                 return
             self._positive_reservoir, self._negative_reservoir = self._reservoir_scores()
         self._positive_reservoir = grown(
             self._positive_reservoir,
-            min(reservoir_capacity, int(counts[1]) + n_batch_positive),
+            min(reservoir_capacity, positives + n_batch_positive),
             reservoir_capacity,
         )
         self._negative_reservoir = grown(
             self._negative_reservoir,
-            min(reservoir_capacity, int(counts[2]) + n_batch_negative),
+            min(reservoir_capacity, negatives + n_batch_negative),
             reservoir_capacity,
         )
         _kernels.reservoir_update(
@@ -235,10 +240,8 @@ class PrequentialWindow:
     def _reservoirs_in_window(self) -> bool:
         """Whether the window holds every event since the start and each reservoir every score
         of its class: the reservoirs are then the window's and are not kept twice."""
-        counts = self._counts_since_start
-        return int(counts[0]) == self._size and int(counts[1:].max()) <= int(
-            self.reservoir_capacity
-        )
+        events, positives, negatives = self._counts_since_start.tolist()
+        return events == self._size and max(positives, negatives) <= int(self.reservoir_capacity)
 
     def _reservoir_scores(self) -> tuple[np.ndarray, np.ndarray]:
         """The filled part of each reservoir (positives, negatives), in slot order."""

@@ -259,25 +259,18 @@ def _count(
         n_positive = 1 if labels[0] > 0 else 0
     else:
         n_positive = int(np.count_nonzero(labels > 0))
-    # in Python ints and floats, read and written once each (numpy's scalar arithmetic costs
-    # microseconds a request): the same IEEE operations as on the arrays' scalars
-    for name, count in (
-        ("events_learned", n_events),
-        ("positives", n_positive),
-        ("negatives", n_events - n_positive),
-    ):
-        counter = stats[name]
-        counter[0] = counter.item(0) + count
-    first, last = stats["times"].tolist()
-    rate = stats["rate"].item(0)
+    stats["events_learned"][0] += n_events
+    stats["positives"][0] += n_positive
+    stats["negatives"][0] += n_events - n_positive
+    # the decayed count in Python floats: the same IEEE operations as on the arrays' scalars
+    first, last, rate = float(stats["times"][0]), float(stats["times"][1]), float(stats["rate"][0])
     for now, size in zip(times, sizes, strict=True):
         if first == 0.0:
             first = now
         elapsed = max(now - last, 0.0) if last else 0.0
         rate = rate * math.exp(-elapsed / RATE_TIME_CONSTANT) + size
         last = now
-    stats["times"][:] = first, last
-    stats["rate"][0] = rate
+    stats["times"][0], stats["times"][1], stats["rate"][0] = first, last, rate
 
 
 # ---------------------------------------------------------------------------- log entries
@@ -425,6 +418,10 @@ class Learning:
         when there is none to skip (no ids, or only new ones)."""
         if ids is None:
             return None
+        event_id = ids[0] if len(ids) == 1 else None
+        if event_id is not None:  # a request's one event: no dict, no loop
+            seen = self.repository.seen(model_id, [event_id], self.repository.clock())
+            return np.ones(1, dtype=bool) if seen[0] else None
         present = [i for i in ids if i is not None]
         seen = self.repository.seen(model_id, present, self.repository.clock())
         known = dict(zip(present, seen, strict=True))

@@ -186,6 +186,13 @@ class PrequentialWindow:
     def _append_to_window(self, score_array: np.ndarray, labels_pm1: np.ndarray) -> None:
         capacity = int(self.capacity)
         n_events = score_array.size
+        if n_events == 1 and self._cursor < len(self._window_scores):
+            # a request's one event into a slot the rings already have: two item writes
+            self._window_scores[self._cursor] = score_array[0]
+            self._window_labels[self._cursor] = labels_pm1[0]
+            self._cursor = (self._cursor + 1) % capacity
+            self._size = min(capacity, self._size + 1)
+            return
         # Only the last `capacity` pairs of the batch can survive.  They go to the slots they
         # would occupy had the batch arrived one event at a time, so the state does not depend
         # on how a stream was cut into batches.

@@ -143,8 +143,8 @@ class PrequentialWindow:
         else:
             n_batch_positive = int(np.count_nonzero(labels_pm1 > 0))
         counts = self._counts_since_start
-        # the counts as Python ints, read once: a numpy reduction or a scalar's arithmetic
-        # costs microseconds on the one event of a request
+        # the counts as Python ints: a numpy reduction or a scalar's arithmetic costs
+        # microseconds on the one event of a request
         events, positives, negatives = counts.tolist()
         n_batch_negative = n_events - n_batch_positive
         if self._reservoirs_in_window():

@@ -143,28 +143,33 @@ class PrequentialWindow:
         else:
             n_batch_positive = int(np.count_nonzero(labels_pm1 > 0))
         counts = self._counts_since_start
+        # the counts as Python ints: a numpy reduction or a scalar's arithmetic costs
+        # microseconds on the one event of a request
+        events, positives, negatives = counts.tolist()
         n_batch_negative = n_events - n_batch_positive
         if self._reservoirs_in_window():
             # The k-th score of a class goes to slot k - 1 without a draw while k is within the
             # reservoir's capacity, so the reservoirs are the window's scores of each class, in
             # order, until the window lets an event go or a class outgrows its reservoir.
             if (
-                int(counts[0]) + n_events <= capacity
-                and int(counts[1]) + n_batch_positive <= reservoir_capacity
-                and int(counts[2]) + n_batch_negative <= reservoir_capacity
+                events + n_events <= capacity
+                and positives + n_batch_positive <= reservoir_capacity
+                and negatives + n_batch_negative <= reservoir_capacity
             ):
-                counts += (n_events, n_batch_positive, n_batch_negative)
+                counts[0] = events + n_events
+                counts[1] = positives + n_batch_positive
+                counts[2] = negatives + n_batch_negative
                 self._append_to_window(score_array, labels_pm1)
                 return
             self._positive_reservoir, self._negative_reservoir = self._reservoir_scores()
         self._positive_reservoir = grown(
             self._positive_reservoir,
-            min(reservoir_capacity, int(counts[1]) + n_batch_positive),
+            min(reservoir_capacity, positives + n_batch_positive),
             reservoir_capacity,
         )
         self._negative_reservoir = grown(
             self._negative_reservoir,
-            min(reservoir_capacity, int(counts[2]) + n_batch_negative),
+            min(reservoir_capacity, negatives + n_batch_negative),
             reservoir_capacity,
         )
         _kernels.reservoir_update(
@@ -181,6 +186,13 @@ class PrequentialWindow:
     def _append_to_window(self, score_array: np.ndarray, labels_pm1: np.ndarray) -> None:
         capacity = int(self.capacity)
         n_events = score_array.size
+        if n_events == 1 and self._cursor < len(self._window_scores):
+            # a request's one event into a slot the rings already have: two item writes
+            self._window_scores[self._cursor] = score_array[0]
+            self._window_labels[self._cursor] = labels_pm1[0]
+            self._cursor = (self._cursor + 1) % capacity
+            self._size = min(capacity, self._size + 1)
+            return
         # Only the last `capacity` pairs of the batch can survive.  They go to the slots they
         # would occupy had the batch arrived one event at a time, so the state does not depend
         # on how a stream was cut into batches.
@@ -235,10 +247,8 @@ class PrequentialWindow:
     def _reservoirs_in_window(self) -> bool:
         """Whether the window holds every event since the start and each reservoir every score
         of its class: the reservoirs are then the window's and are not kept twice."""
-        counts = self._counts_since_start
-        return int(counts[0]) == self._size and int(counts[1:].max()) <= int(
-            self.reservoir_capacity
-        )
+        events, positives, negatives = self._counts_since_start.tolist()
+        return events == self._size and max(positives, negatives) <= int(self.reservoir_capacity)
 
     def _reservoir_scores(self) -> tuple[np.ndarray, np.ndarray]:
         """The filled part of each reservoir (positives, negatives), in slot order."""

@@ -185,11 +185,12 @@ def keep_events(labels, rng_state, seen, fill, capacity, negatives_per_positive,
 
 
 @kernel
-def learn_segment(X, y, scores, scaled, count, mean, m2, left, feature_or_leaf,
-                  threshold_or_value, baseline, n_trees, max_leaves, append_features,
-                  append_margin, leaf_value, z, n, bias_z, bias_n, clock, touched, class_counts,
-                  hyper, holding, pooled, rng_state, seen, fill, ring_next, written, capacity,
-                  negatives_per_positive, rows, labels, weights):  # fmt: skip
+def learn_segment(X, y, scores, scaled, count, mean, m2, present, magnitude, floor, left,
+                  feature_or_leaf, threshold_or_value, baseline, n_trees, max_leaves,
+                  append_features, append_margin, leaf_value, z, n, bias_z, bias_n, clock,
+                  touched, class_counts, hyper, holding, pooled, rng_state, seen, fill,
+                  ring_next, written, capacity, negatives_per_positive, rows, labels,
+                  weights):  # fmt: skip
     """One segment of ``boosted_embedded``'s learning in one call (the Python path's steps, in
     its order, through the same kernels, so the same bits): ``X`` scaled under ``standard``
     into ``scaled`` (the statistics updated), embedded by the ensemble (its arrays), learned by
@@ -200,7 +201,7 @@ def learn_segment(X, y, scores, scaled, count, mean, m2, left, feature_or_leaf,
     ``buffer_w``, :func:`keep_events`' draws).  ``pooled``: the rows are the composite's pool's,
     only labels are written (the weights are 1).  The caller checked that the arrays have the
     slots (no growth) and that a pooled buffer neither wraps nor samples here (no detach)."""
-    standard_learn_dense(X, scaled, count, mean, m2)
+    standard_learn_dense(X, scaled, count, mean, m2, present, magnitude, floor)
     ens = Ensemble(left, feature_or_leaf, threshold_or_value, baseline)
     no_index, no_data = np.empty(0, dtype=np.int64), np.empty(0)
     indptr, indices, data = embed(X, no_index, no_index, no_data, scaled, no_data, ens, n_trees,

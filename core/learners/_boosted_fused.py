@@ -23,6 +23,7 @@ from core.boosted_trees import ENSEMBLE_KEYS
 from core.learners import _leaf_columns as columns
 from core.learners._row_pool import pooled_rows
 from core.learners.logistic import Logistic
+from core.preprocessing import STANDARD_FLOOR, standard_arrays
 
 if TYPE_CHECKING:
     from core.learners.boosted_embedded import BoostedEmbedded
@@ -32,7 +33,7 @@ __all__ = ["MOST_CUTS", "fusable", "learn_fused", "learn_whole", "to_next_cut"]
 _NONE_F = np.empty(0)
 # the kernel's arrays read in one C call each (a list of lookups costs ~1 us more a call)
 #: the scaler's running statistics
-_SCALER = operator.itemgetter("scaler_count", "scaler_mean", "scaler_m2")
+
 #: the ensemble's arrays (its tree count goes as an int)
 _ENSEMBLE = operator.itemgetter(*ENSEMBLE_KEYS[:-1])
 #: the draws of the fit buffer's keep, then its ring's position and count
@@ -179,7 +180,8 @@ def _learn(
     fill, rows, labels, weights, capacity = where
     scaled = np.empty_like(X)
     kernels.learn_segment(
-        X, y, scores, scaled, *_SCALER(learner._scaler_arrays), *_ENSEMBLE(own),
+        X, y, scores, scaled, *standard_arrays(learner._scaler_arrays), STANDARD_FLOOR,
+        *_ENSEMBLE(own),
         int(own["ens_trees"][0]), columns.leaf_stride(learner, X.shape[1], len(inner.state_["z"])),
         bool(learner.append_features),
         bool(learner.append_margin), 1.0 / math.sqrt(learner.n_trees), *inner._accumulators(),

@@ -170,15 +170,12 @@ def scaler_affine(scaling: str, state: dict[str, np.ndarray]) -> tuple[np.ndarra
             return np.ones(n_features), state["scaler_mean"].copy()
         mean, m2, present = state["scaler_mean"], state["scaler_m2"], state["scaler_present"]
         std = np.sqrt(m2 / count)
+        # the kernels' test, squared: the floor's share of the non-zero values' distance wins
+        distances = m2 - (count - present) * mean * mean
         number = (state["scaler_magnitude"] < 0.0) & (present > 0)
-        spread_sq = np.divide(
-            m2 - (count - present) * mean * mean,
-            present,
-            out=np.zeros(n_features),
-            where=number,
-        )
-        floored = np.maximum(std, STANDARD_FLOOR * np.sqrt(np.maximum(spread_sq, 0.0)))
-        std = np.where(number, floored, std)
+        floored = number & (STANDARD_FLOOR * STANDARD_FLOOR * distances * count > m2 * present)
+        spread = np.sqrt(np.divide(distances, present, out=np.zeros(n_features), where=floored))
+        std = np.where(floored, STANDARD_FLOOR * spread, std)
         return np.where(std > 0.0, std, 1.0), mean.copy()
     nonzero = state["scaler_nonzero"]
     present = nonzero > 0

@@ -40,13 +40,13 @@ A feature whose variance is still 0 is divided by 1.
 the root mean square distance of its non-zero values from the mean.  A count present in a few
 per cent of the events (flare_f's flares) has a standard deviation of ~``sqrt(p)`` times that
 distance, so its rare values became ``~1/sqrt(p)`` standard deviations (``sqrt(n)`` at its
-first) and took steps that lowered its ranking below batch logistic regression; the floor keeps
-them within ~8.  A feature whose non-zero values have all had one magnitude (a 0/1 flag, a
-one-hot category, a fingerprint bit) keeps its standard deviation: on hiva's 1,617 rare bits
-the blow-up ranks better (bench/README.md, "One-hot categories under standard").  The kind is
-read from the values, so the same columns are scaled the same way by the library and the
-service.  A feature that is never 0 has that distance equal to its standard deviation and is
-scaled as without the floor.
+first) and took steps that lowered its ranking below batch logistic regression; under the
+floor a value at the typical distance is ~8 (``1 / STANDARD_FLOOR``).  A feature whose
+non-zero values have all had one magnitude (a 0/1 flag, a one-hot category, a fingerprint bit)
+keeps its standard deviation: on hiva's 1,617 rare bits the blow-up ranks better
+(bench/README.md, "One-hot categories under standard").  The kind is read from the values, so
+the same columns are scaled the same way by the library and the service.  A feature that is
+never 0 has that distance equal to its standard deviation and is scaled as without the floor.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ SCALINGS = ("none", "unit_norm", "standard", "scale")
 #: hashed categorical sets, 0.1 and 0.5 measured beside it: bench/README.md)
 SCALE_FLOOR = 0.25
 #: [CHOICE] ``standard`` divides a number by at least this share of its non-zero values' root
-#: mean square distance from the mean, so such a value is at most ~8 from the mean (module
-#: docstring; 0.25 and 0.5 measured beside it: bench/README.md, "CAT")
+#: mean square distance from the mean: a value at that distance is then ~8 (module docstring;
+#: 0.25 and 0.5 measured beside it: bench/README.md, "CAT")
 STANDARD_FLOOR = 0.125
 
 

@@ -8,7 +8,9 @@ unit_norm  x / ||x||_2 (a zero row stays zero); the thesis normalises   —
            every sample this way
 standard   (x - mean) / std, running mean/variance (Welford) that       scaler_count,
            include the event itself; dense input only (centring would   scaler_mean,
-           destroy sparsity)                                            scaler_m2
+           destroy sparsity); a number's std at least STANDARD_FLOOR    scaler_m2,
+           times the spread of its non-zero values about the mean      scaler_present,
+                                                                        scaler_magnitude
 scale      x / s, s the spread of the feature's non-zero values so     scaler_nonzero,
            far, at least SCALE_FLOOR times their root mean square;      scaler_sum,
            keeps sparsity, so it is the choice for sparse and hashed    scaler_sum_sq
@@ -33,9 +35,23 @@ of a stream becomes the zero vector under ``standard``.  This is an unsupervised
 label is used), so it does not leak the label into the prequential score.  Scoring
 (``decision_function``) uses the current statistics without updating them.
 A feature whose variance is still 0 is divided by 1.
+
+[CHOICE] ``standard`` divides a number that is mostly 0 by at least ``STANDARD_FLOOR`` times
+the root mean square distance of its non-zero values from the mean.  A count present in a few
+per cent of the events (flare_f's flares) has a standard deviation of ~``sqrt(p)`` times that
+distance, so its rare values became ``~1/sqrt(p)`` standard deviations (``sqrt(n)`` at its
+first) and took steps that lowered its ranking below batch logistic regression; under the
+floor a value at the typical distance is ~8 (``1 / STANDARD_FLOOR``).  A feature whose
+non-zero values have all had one magnitude (a 0/1 flag, a one-hot category, a fingerprint bit)
+keeps its standard deviation: on hiva's 1,617 rare bits the blow-up ranks better
+(bench/README.md, "One-hot categories under standard").  The kind is read from the values, so
+the same columns are scaled the same way by the library and the service.  A feature that is
+never 0 has that distance equal to its standard deviation and is scaled as without the floor.
 """
 
 from __future__ import annotations
+
+import operator
 
 import numpy as np
 
@@ -48,6 +64,10 @@ SCALINGS = ("none", "unit_norm", "standard", "scale")
 #: standard deviation as divisor while its mean is within ~3.9 standard deviations of 0 (on
 #: hashed categorical sets, 0.1 and 0.5 measured beside it: bench/README.md)
 SCALE_FLOOR = 0.25
+#: [CHOICE] ``standard`` divides a number by at least this share of its non-zero values' root
+#: mean square distance from the mean: a value at that distance is then ~8 (module docstring;
+#: 0.25 and 0.5 measured beside it: bench/README.md, "CAT")
+STANDARD_FLOOR = 0.125
 
 
 def initial_scaler_state(scaling: str, n_features: int) -> dict[str, np.ndarray]:
@@ -56,6 +76,8 @@ def initial_scaler_state(scaling: str, n_features: int) -> dict[str, np.ndarray]
             "scaler_count": np.zeros(1, dtype=np.int64),
             "scaler_mean": np.zeros(n_features),
             "scaler_m2": np.zeros(n_features),
+            "scaler_present": np.zeros(n_features, dtype=np.int64),
+            "scaler_magnitude": np.zeros(n_features),
         }
     if scaling == "scale":
         return {
@@ -64,6 +86,13 @@ def initial_scaler_state(scaling: str, n_features: int) -> dict[str, np.ndarray]
             "scaler_sum_sq": np.zeros(n_features),
         }
     return {}
+
+
+#: the ``standard`` scaler's arrays of a state, in the order its kernels take them (one C call:
+#: the boosted candidates' fused call reads them at every event)
+standard_arrays = operator.itemgetter(
+    "scaler_count", "scaler_mean", "scaler_m2", "scaler_present", "scaler_magnitude"
+)
 
 
 def _unit_norm(X):
@@ -89,7 +118,6 @@ def scale_batch(scaling: str, state: dict[str, np.ndarray], X, *, learn: bool):
     if scaling == "unit_norm":
         return _unit_norm(X)
     if scaling == "standard":
-        count = state["scaler_count"]
         if isinstance(X, CSRMatrix):
             raise ValueError(
                 "scaling='standard' centres features and so cannot keep them sparse; "
@@ -97,7 +125,7 @@ def scale_batch(scaling: str, state: dict[str, np.ndarray], X, *, learn: bool):
             )
         out = np.empty_like(X)
         step = kernels.standard_learn_dense if learn else kernels.standard_transform_dense
-        step(X, out, count, state["scaler_mean"], state["scaler_m2"])
+        step(X, out, *standard_arrays(state), STANDARD_FLOOR)
         return out
     sums = (state["scaler_nonzero"], state["scaler_sum"], state["scaler_sum_sq"])
     if isinstance(X, CSRMatrix):
@@ -126,7 +154,8 @@ def scaler_affine(scaling: str, state: dict[str, np.ndarray]) -> tuple[np.ndarra
     feature by feature, from the current statistics (as ``scale_batch(..., learn=False)``).
 
     Mirrors the transform kernels of ``core/_kernels/scaling.py``: ``standard`` divides by
-    ``sqrt(m2 / n)`` (by 1 while it is 0), ``scale`` by ``_scale_of`` (the spread of the
+    ``sqrt(m2 / n)``, a number's at least ``STANDARD_FLOOR`` times its non-zero values' spread
+    about the mean (by 1 while it is 0), ``scale`` by ``_scale_of`` (the spread of the
     non-zero values, floored, 1 before any); ``tests/core/test_raw_weights.py`` checks
     that the two agree bit for bit.  Raises ValueError for a per-event scaling (``unit_norm``).
     """
@@ -137,8 +166,16 @@ def scaler_affine(scaling: str, state: dict[str, np.ndarray]) -> tuple[np.ndarra
         return np.ones(n_features), np.zeros(n_features)
     if scaling == "standard":
         count = int(state["scaler_count"][0])
-        mean = state["scaler_mean"]
-        std = np.sqrt(state["scaler_m2"] / count) if count > 0 else np.zeros(n_features)
+        if count == 0:
+            return np.ones(n_features), state["scaler_mean"].copy()
+        mean, m2, present = state["scaler_mean"], state["scaler_m2"], state["scaler_present"]
+        std = np.sqrt(m2 / count)
+        # the kernels' test, squared: the floor's share of the non-zero values' distance wins
+        distances = m2 - (count - present) * mean * mean
+        number = (state["scaler_magnitude"] < 0.0) & (present > 0)
+        floored = number & (STANDARD_FLOOR * STANDARD_FLOOR * distances * count > m2 * present)
+        spread = np.sqrt(np.divide(distances, present, out=np.zeros(n_features), where=floored))
+        std = np.where(floored, STANDARD_FLOOR * spread, std)
         return np.where(std > 0.0, std, 1.0), mean.copy()
     nonzero = state["scaler_nonzero"]
     present = nonzero > 0
@@ -167,7 +204,8 @@ def fold_scaling(
     they were read from (the version a response reports).
 
     >>> state = {"n_features": np.array([1]), "scaler_count": np.array([2]),
-    ...          "scaler_mean": np.array([3.0]), "scaler_m2": np.array([8.0])}
+    ...          "scaler_mean": np.array([3.0]), "scaler_m2": np.array([8.0]),
+    ...          "scaler_present": np.array([2]), "scaler_magnitude": np.array([-1.0])}
     >>> fold_scaling("standard", state, np.array([2.0]), 1.0)
     (array([1.]), -2.0)
     """

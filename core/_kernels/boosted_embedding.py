@@ -186,11 +186,12 @@ def keep_events(labels, rng_state, seen, fill, capacity, negatives_per_positive,
 
 
 @kernel
-def learn_segment(X, y, scores, scaled, count, mean, m2, left, feature_or_leaf,
-                  threshold_or_value, baseline, n_trees, planned_trees, append_features,
-                  append_margin, z, n, bias_z, bias_n, clock, touched, class_counts, hyper,
-                  holding, pooled, rng_state, seen, fill, ring_next, written, capacity,
-                  negatives_per_positive, rows, labels, weights, events, since_fit):  # fmt: skip
+def learn_segment(X, y, scores, scaled, count, mean, m2, present, magnitude, floor, left,
+                  feature_or_leaf, threshold_or_value, baseline, n_trees, planned_trees,
+                  append_features, append_margin, z, n, bias_z, bias_n, clock, touched,
+                  class_counts, hyper, holding, pooled, rng_state, seen, fill, ring_next,
+                  written, capacity, negatives_per_positive, rows, labels, weights, events,
+                  since_fit):  # fmt: skip
     """One segment of ``boosted_embedded``'s learning in one call (the Python path's steps, in
     its order, through the same kernels, so the same bits): ``X`` scaled under ``standard``
     into ``scaled`` (the statistics updated), embedded by the ensemble (its arrays), learned by
@@ -204,7 +205,7 @@ def learn_segment(X, y, scores, scaled, count, mean, m2, left, feature_or_leaf,
     and that a pooled buffer neither wraps nor samples here (no detach).  ``n_trees``: the
     installed trees; ``planned_trees``: the learner's ``n_trees``, which sets the leaves' columns
     and value (derived here, not passed: ~1 us of Python a call)."""
-    standard_learn_dense(X, scaled, count, mean, m2)
+    standard_learn_dense(X, scaled, count, mean, m2, present, magnitude, floor)
     ens = Ensemble(left, feature_or_leaf, threshold_or_value, baseline)
     # each tree's share of the inner learner's width after x and the margin, as
     # core.learners._leaf_columns.leaf_stride takes it, and a leaf's value 1 / sqrt(n_trees)

@@ -7,10 +7,28 @@ from core._kernels._config import kernel
 
 
 @kernel
-def standard_learn_dense(X, out, count, mean, m2):
+def _standard_divisor(n, mean, m2, present, magnitude, floor):
+    """A feature's standard deviation over the ``n`` events so far; for a feature whose
+    non-zero values have had two magnitudes (a number, ``magnitude`` < 0), at least ``floor``
+    times the root mean square distance of its ``present`` non-zero values from the mean (1
+    while it is 0).  Scalars, not the arrays: a helper taking arrays costs ~40 ns a call."""
+    std = np.sqrt(m2 / n)
+    if magnitude < 0.0 and present > 0:
+        # m2 sums the squared distances of every value, the zeros' (n - c) mean^2 included;
+        # the floor is compared squared, so the common case takes no second root or division
+        distances = m2 - (n - present) * mean * mean
+        if floor * floor * distances * n > m2 * present:
+            std = floor * np.sqrt(distances / present)
+    return std if std > 0.0 else 1.0
+
+
+@kernel
+def standard_learn_dense(X, out, count, mean, m2, present, magnitude, floor):
     """Welford update with each row, then centre and scale it with the updated statistics.
 
-    A feature whose running variance is 0 is only centred (divided by 1).
+    ``present`` counts each feature's non-zero values; ``magnitude`` holds the one magnitude
+    they have had (0 before the first, negative once a second one came).  A feature whose
+    divisor is 0 is only centred (divided by 1).
     """
     n_samples, n_features = X.shape
     for i in range(n_samples):
@@ -21,18 +39,27 @@ def standard_learn_dense(X, out, count, mean, m2):
             delta = value - mean[j]
             mean[j] += delta / n
             m2[j] += delta * (value - mean[j])
-            std = np.sqrt(m2[j] / n)
-            out[i, j] = (value - mean[j]) / std if std > 0.0 else value - mean[j]
+            if value != 0.0:
+                present[j] += 1
+                size = abs(value)
+                if magnitude[j] == 0.0:
+                    magnitude[j] = size
+                elif magnitude[j] != size:
+                    magnitude[j] = -1.0
+            divisor = _standard_divisor(n, mean[j], m2[j], present[j], magnitude[j], floor)
+            out[i, j] = (value - mean[j]) / divisor
 
 
 @kernel
-def standard_transform_dense(X, out, count, mean, m2):
+def standard_transform_dense(X, out, count, mean, m2, present, magnitude, floor):
     n_samples, n_features = X.shape
     n = count[0]
     for j in range(n_features):
-        std = np.sqrt(m2[j] / n) if n > 0 else 0.0
+        divisor = 1.0
+        if n > 0:
+            divisor = _standard_divisor(n, mean[j], m2[j], present[j], magnitude[j], floor)
         for i in range(n_samples):
-            out[i, j] = (X[i, j] - mean[j]) / std if std > 0.0 else X[i, j] - mean[j]
+            out[i, j] = (X[i, j] - mean[j]) / divisor
 
 
 @kernel

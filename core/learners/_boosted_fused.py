@@ -21,6 +21,7 @@ from core._kernels import boosted_embedding as kernels
 from core.boosted_trees import ENSEMBLE_KEYS
 from core.learners._row_pool import pooled_rows
 from core.learners.logistic import Logistic
+from core.preprocessing import STANDARD_FLOOR, standard_arrays
 
 if TYPE_CHECKING:
     from core.learners.boosted_embedded import BoostedEmbedded
@@ -30,7 +31,7 @@ __all__ = ["MOST_CUTS", "fusable", "learn_fused", "learn_whole", "to_next_cut"]
 _NONE_F = np.empty(0)
 # the kernel's arrays read in one C call each (a list of lookups costs ~1 us more a call)
 #: the scaler's running statistics
-_SCALER = operator.itemgetter("scaler_count", "scaler_mean", "scaler_m2")
+
 #: the ensemble's arrays (its tree count goes as an int)
 _ENSEMBLE = operator.itemgetter(*ENSEMBLE_KEYS[:-1])
 #: the draws of the fit buffer's keep, then its ring's position and count
@@ -180,9 +181,9 @@ def _learn(
     # the kernel derives the leaves' columns and value from n_trees and counts the events it
     # remembers (as _remember counts them)
     kernels.learn_segment(
-        X, y, scores, scaled, *_SCALER(learner._scaler_arrays), *_ENSEMBLE(own),
-        int(own["ens_trees"][0]), int(learner.n_trees), bool(learner.append_features),
-        bool(learner.append_margin), *inner._accumulators(),
+        X, y, scores, scaled, *standard_arrays(learner._scaler_arrays), STANDARD_FLOOR,
+        *_ENSEMBLE(own), int(own["ens_trees"][0]), int(learner.n_trees),
+        bool(learner.append_features), bool(learner.append_margin), *inner._accumulators(),
         holding, pooled, *_DRAWS(own), fill, *_RING(own), capacity,
         float(learner.negatives_per_positive), rows, labels, weights, *_COUNTED(own),
     )  # fmt: skip

@@ -25,6 +25,9 @@ _SCALER_INVARIANTS: dict[str, StateInvariant] = {
     "scaler_count": Count(),
     "scaler_mean": Finite(),
     "scaler_m2": Finite(0.0),
+    "scaler_present": Count(0, "scaler_count"),
+    # the one magnitude of the non-zero values (> 0), 0 before the first, -1 once they varied
+    "scaler_magnitude": Finite(-1.0),
     "scaler_nonzero": Count(),
     "scaler_sum": Finite(),
     "scaler_sum_sq": Finite(0.0),

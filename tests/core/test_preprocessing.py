@@ -1,7 +1,8 @@
 """Online scaling (core/preprocessing.py) against a naive per-event numpy reference.
 
 The reference keeps every event seen so far and recomputes the statistics from scratch with
-``np.mean`` / ``np.std`` (population; for ``scale`` over each feature's non-zero values,
+``np.mean`` / ``np.std`` (population, for a number under ``standard`` floored at a share of its
+non-zero values' spread about the mean; for ``scale`` over each feature's non-zero values,
 floored at a quarter of their root mean square), including the event being scaled (the
 documented [CHOICE]); scoring-time transforms use the statistics without the new events.
 """
@@ -13,7 +14,7 @@ import pytest
 import scipy.sparse as sp
 
 from core.csr import CSRMatrix
-from core.preprocessing import initial_scaler_state, scale_batch
+from core.preprocessing import STANDARD_FLOOR, initial_scaler_state, scale_batch
 from core.validation import as_features
 
 N_FEATURES = 5
@@ -27,6 +28,7 @@ def events(seed, n=60):
     X[rng.random(X.shape) < 0.3] = 0.0  # implicit zeros for the sparse modes
     X[4] = 0.0  # a zero row
     X[:, 4] = 0.0  # a feature that stays 0: std 0, divided by 1
+    X[:, 3] = np.where(np.arange(n) % 150 == 7, 2.0 + np.arange(n) / 100, 0.0)  # a rare number
     return X
 
 
@@ -37,8 +39,13 @@ def naive(scaling, seen, x):
         return x / norm if norm > 0 else x.copy()
     stack = np.array(seen)
     if scaling == "standard":
-        std = stack.std(axis=0)
-        centred = x - stack.mean(axis=0)
+        std, mean = stack.std(axis=0), stack.mean(axis=0)
+        for j in range(stack.shape[1]):  # a number's floor: the non-zero values' spread
+            present = stack[:, j][stack[:, j] != 0.0]
+            if np.unique(np.abs(present)).size > 1:
+                spread = np.sqrt(np.mean((present - mean[j]) ** 2))
+                std[j] = max(std[j], STANDARD_FLOOR * spread)
+        centred = x - mean
         return np.where(std > 1e-12, centred / np.where(std > 1e-12, std, 1.0), centred)
     divisors = np.ones(stack.shape[1])
     for j in range(stack.shape[1]):
@@ -55,13 +62,13 @@ def naive(scaling, seen, x):
      ("scale", True)],
 )  # fmt: skip
 def test_learning_then_scoring_match_the_naive_reference(scaling, sparse):
-    X = events(1)
+    X = events(1, n=200)
     state = initial_scaler_state(scaling, N_FEATURES)
     seen, expected = [], []
     for x in X:
         seen.append(x)
         expected.append(naive(scaling, seen, x))
-    batches = (slice(0, 1), slice(1, 25), slice(25, None))  # state carried between calls
+    batches = (slice(0, 1), slice(1, 25), slice(25, 160), slice(160, None))  # state carried
     got = []
     for rows in batches:
         batch = as_features(sp.csr_matrix(X[rows])) if sparse else X[rows]

@@ -51,7 +51,7 @@ import numpy as np
 
 from loadtest.local import PrivateRedis, create_model, wait_ready
 from loadtest.one_event import MODEL, Peer, _closed_loop, _event_request
-from loadtest.vw_peer import tree_cpu_seconds, vw_daemon
+from loadtest.peer_processes import tree_cpu_seconds, vw_daemon
 
 
 async def _vw_round_trips(port: int, seconds: float, line: bytes) -> int:

@@ -39,7 +39,7 @@ from loadtest.client import Connection
 from loadtest.local import PrivateRedis, create_model, wait_ready
 from loadtest.log_path import _wait_for_all_kernels, post_warm_events
 from loadtest.one_event import MODEL, Peer, _event_request
-from loadtest.vw_peer import tree_cpu_seconds
+from loadtest.peer_processes import tree_cpu_seconds
 
 
 class SharedPeer(Peer):

@@ -33,19 +33,9 @@ import httpx
 import numpy as np
 
 from loadtest.local import create_model
-from loadtest.vw_peer import (
-    CONNECTIONS,
-    N_FEATURES,
-    Run,
-    aucstream,
-    closed_loop,
-    encode,
-    for_model,
-    make_stream,
-    measured,
-    vw_daemon,
-    websocket_loop,
-)
+from loadtest.peer_processes import aucstream, vw_daemon
+from loadtest.pipelined import Run, closed_loop, measured, websocket_loop
+from loadtest.vw_peer import CONNECTIONS, N_FEATURES, encode, for_model, make_stream
 
 CONFIGS = {
     "default": ("sqlite", {"id": "plain", "n_features": N_FEATURES}),

@@ -45,7 +45,7 @@ from loadtest.local import (
 )
 from loadtest.log_path import post_warm_events
 from loadtest.one_event import MODEL, _event_request
-from loadtest.vw_peer import tree_cpu_seconds
+from loadtest.peer_processes import tree_cpu_seconds
 
 
 class TwoWriters:

@@ -284,7 +284,8 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
         }
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
-        if state["prefix_labels"].any():  # auto gives its candidate's checks its rows' view
+        # auto gives its candidate's checks its rows' view, without the labels
+        if len(state["prefix_labels"]):
             raise InvalidState(
                 "state array 'prefix_labels' holds labels of rows kept elsewhere; only an auto "
                 "candidate keeps them (its pool holds the rows)",

@@ -163,10 +163,12 @@ def test_replayed_labels_that_disagree_are_refused(change):
     assert refused.value.field.startswith("c1:")
 
 
-def test_a_learner_alone_refuses_replayed_labels():
+@pytest.mark.parametrize("labels", [np.ones(16, dtype=np.int8), np.zeros(1, dtype=np.int8)])
+def test_a_learner_alone_refuses_replayed_labels(labels):
+    """Even negatives' labels (zeros): a learner alone keeps its rows, never labels."""
     X, y = stream(100)
     model = FTRLpAUC().partial_fit(X, y)
     state = model.get_state()
-    state["prefix_labels"] = np.ones(16, dtype=np.int8)
+    state["prefix_labels"] = labels
     with pytest.raises(InvalidState, match="prefix_labels"):
         FTRLpAUC.from_state(model.get_params(), state)

@@ -284,7 +284,8 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
         }
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
-        # auto gives its candidate's checks its rows' view, without the labels
+        # auto gives its candidate's checks its rows' view, without the labels; alone (a state
+        # given to validate_state, not from_state's fixed shape) none may be there
         if len(state["prefix_labels"]):
             raise InvalidState(
                 "state array 'prefix_labels' holds labels of rows kept elsewhere; only an auto "
@@ -311,11 +312,15 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
     def _growing_arrays(self) -> dict[str, Growth]:
         if self.half_life is not None:
             return {}
-        return {
+        growing: dict[str, Growth] = {
             "positive_X": (0, int(self.positive_capacity)),
             "negative_X": (0, int(self.negative_capacity)),
-            "prefix_labels": (0, int(self.positive_capacity + self.negative_capacity)),
         }
+        if self.__dict__.get("_prefix_link") is not None:
+            # only auto's candidate keeps labels; alone the array stays empty (its length 0 is
+            # checked as any fixed shape)
+            growing["prefix_labels"] = (0, int(self.positive_capacity + self.negative_capacity))
+        return growing
 
     @property
     def replays_prefix(self) -> bool:

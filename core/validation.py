@@ -21,6 +21,7 @@ ValueErrors.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -401,6 +402,18 @@ def as_scores(scores) -> np.ndarray:
 
 def check_labelled_scores(y_true, scores) -> tuple[np.ndarray, np.ndarray]:
     """``(labels in {-1, +1} as int64, scores as float64)``, validated together."""
+    if (
+        isinstance(y_true, np.ndarray)
+        and isinstance(scores, np.ndarray)
+        and y_true.shape == scores.shape == (1,)
+        and y_true.dtype == np.int64
+        and scores.dtype == np.float64
+        and (y_true[0] == 1 or y_true[0] == -1)
+        and math.isfinite(scores[0])
+    ):
+        # a request's one event, already a sign and a float: numpy's checks cost microseconds
+        # on one value
+        return y_true, scores
     score_array = as_scores(scores)
     labels = np.asarray(y_true)
     n_labels = labels.size if labels.ndim else 1

@@ -197,7 +197,7 @@ def after_learning(loaded: Loaded, scores: np.ndarray, y: np.ndarray, now: float
     metrics window, the drift detector, the calibrator, the counters, the history; returns
     the drifts detected."""
     # checked once here for the window, the drift detector and the calibrator
-    signs, scores = _labelled_scores(y, scores)
+    signs, scores = check_labelled_scores(y, scores)
     drifts = feed_metrics(loaded, scores, signs, y, [now], [len(y)])
     if drifts and loaded.config.on_drift == "reset":
         loaded.learner.initialize(loaded.config.n_features)
@@ -205,22 +205,6 @@ def after_learning(loaded: Loaded, scores: np.ndarray, y: np.ndarray, now: float
         loaded.calibrator = OnlineCalibrator()
     record_history(loaded.history, loaded, now)
     return drifts
-
-
-def _labelled_scores(y: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`~core.validation.check_labelled_scores` of ``(y, scores)``; a request's one
-    event, a label already -1 or +1 (int64) and a float64 score, by scalar tests: numpy's
-    checks cost microseconds on one value."""
-    if (
-        y.shape == (1,)
-        and scores.shape == (1,)
-        and y.dtype == np.int64
-        and scores.dtype == np.float64
-        and (y[0] == 1 or y[0] == -1)
-        and math.isfinite(scores[0])
-    ):
-        return y, scores
-    return check_labelled_scores(y, scores)
 
 
 def feed_metrics(

@@ -11,7 +11,7 @@ from core.learners import learner_class, make_learner
 from core.learners._served_scale import SHRINK_EVENTS
 from core.learners._tree_admission import awaiting_first_fit, events_to_first_fit_point
 from core.preprocessing import scale_batch
-from tests.core.test_auto import first_install, naive_mix, standalone_scores
+from tests.core.auto_helpers import first_install, naive_mix, standalone_scores
 from tests.core.test_learner_contract import states_equal
 
 

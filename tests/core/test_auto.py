@@ -16,12 +16,7 @@ import scipy.sparse as sp
 from core.learners import learner_class, make_learner
 from core.metrics import auc, pauc
 from core.preprocessing import scale_batch
-from tests.core.auto_helpers import (
-    BAD_FIRST,
-    SMALL,
-    standalone_scores,
-    stream,
-)
+from tests.core.auto_helpers import BAD_FIRST, SMALL, standalone_scores, stream
 from tests.core.cases import states_equal
 
 #: with evaluations after 3, 6 and 12 events too

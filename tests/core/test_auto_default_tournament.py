@@ -6,15 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from core.learners import learner_class, make_learner
-from core.learners._candidates import (
-    WIDE_FEATURES,
-)
-from tests.core.auto_helpers import (
-    first_install,
-    naive_mix,
-    standalone_scores,
-    stream,
-)
+from core.learners._candidates import WIDE_FEATURES
+from tests.core.auto_helpers import first_install, naive_mix, standalone_scores, stream
 from tests.core.cases import states_equal
 
 

@@ -7,10 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.learners import make_learner
-from core.learners._candidates import (
-    BOOSTED_CANDIDATE,
-    FAST_TREE_CANDIDATE,
-)
+from core.learners._candidates import BOOSTED_CANDIDATE, FAST_TREE_CANDIDATE
 from core.metrics import auc
 from tests.core.cases import states_equal
 

@@ -9,14 +9,7 @@ import pytest
 from core.learners import learner_class, make_learner
 from core.learners._served_scale import SHRINK_EVENTS
 from core.preprocessing import scale_batch
-from tests.core.auto_helpers import (
-    BAD_FIRST,
-    MIX,
-    SMALL,
-    naive_mix,
-    standalone_scores,
-    stream,
-)
+from tests.core.auto_helpers import BAD_FIRST, MIX, SMALL, naive_mix, standalone_scores, stream
 from tests.core.cases import states_equal
 
 

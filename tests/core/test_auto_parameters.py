@@ -10,15 +10,8 @@ from sklearn.base import clone
 
 from core.errors import InvalidParameter, InvalidState
 from core.learners import learner_class, make_learner
-from core.learners._candidates import (
-    FTRL_PAUC_UPDATE_EVERY,
-)
-from tests.core.auto_helpers import (
-    BAD_FIRST,
-    MIX,
-    SMALL,
-    stream,
-)
+from core.learners._candidates import FTRL_PAUC_UPDATE_EVERY
+from tests.core.auto_helpers import BAD_FIRST, MIX, SMALL, stream
 
 
 def test_leaderboard_is_json_and_shows_effective_parameters():

@@ -10,10 +10,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import zipfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 
@@ -31,6 +33,9 @@ STORES = ["memory", "redis", "redis_cluster", "sqlite"]
 
 #: the AUCSTREAM_STORE of each store kind that is not its own name
 STORE_SETTING = {"redis_cluster": "redis"}
+
+#: the content type of every problem response (RFC 9457)
+PROBLEM = "application/problem+json"
 
 #: wall-clock throughput counters, drift times and the metrics history (whose points are
 #: written at minute boundaries of the wall clock): the only state that differs between two runs
@@ -221,6 +226,45 @@ def stored_arrays(client: TestClient, model_id: str = "m") -> dict[str, np.ndarr
     """The model's state as the store holds it: its checkpoint and the log entries after it,
     rebuilt afresh (not the process's cached model)."""
     return client.app.state.engine.repository.rebuilt(model_id).arrays()
+
+
+def read_snapshot(body: bytes) -> tuple[dict, dict[str, np.ndarray]]:
+    """The manifest and the arrays of an exported snapshot."""
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        manifest = orjson.loads(archive.read("manifest.json"))
+        arrays = {
+            name: np.load(io.BytesIO(archive.read(entry["file"])), allow_pickle=False)
+            for name, entry in manifest["arrays"].items()
+        }
+    return manifest, arrays
+
+
+def write_snapshot(manifest: dict, arrays: dict[str, np.ndarray]) -> bytes:
+    """A snapshot whose manifest entries describe ``arrays`` as they are (so only the values,
+    not the manifest, are at fault)."""
+    manifest = {**manifest, "arrays": {}}
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, array in arrays.items():
+            payload = io.BytesIO()
+            np.save(payload, array, allow_pickle=False)
+            archive.writestr(f"arrays/{name}.npy", payload.getvalue())
+            manifest["arrays"][name] = {
+                "file": f"arrays/{name}.npy",
+                "dtype": array.dtype.str,
+                "shape": list(array.shape),
+            }
+        archive.writestr("manifest.json", orjson.dumps(manifest))
+    return buffer.getvalue()
+
+
+def put_snapshot(client, model_id: str, body: bytes, replace: bool = True):
+    return client.put(
+        f"/v1/models/{model_id}/snapshot",
+        content=body,
+        params={"replace": str(replace).lower()},
+        headers={"content-type": "application/zip"},
+    )
 
 
 #: settings of the worker processes the queue fault and stall tests start (short leases,

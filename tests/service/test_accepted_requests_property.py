@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 
 from core.validation import FEATURE_BOUND
 from service.models import servable_learners
-from tests.service.conftest import started_apps
-from tests.service.test_hostile import put_snapshot
+from tests.service.conftest import put_snapshot, started_apps
 
 N_FEATURES = 3
 POLICIES = ["refuse", "zero", "mean"]

@@ -20,8 +20,14 @@ from service.engine.model import (
     log_drifts,
     recent_drifts,
 )
-from tests.service.conftest import create_model, events_json, stored_arrays
-from tests.service.test_hostile import put_snapshot, read_snapshot, write_snapshot
+from tests.service.conftest import (
+    create_model,
+    events_json,
+    put_snapshot,
+    read_snapshot,
+    stored_arrays,
+    write_snapshot,
+)
 
 N_FEATURES = 6
 CHANGE = 3000

@@ -15,8 +15,14 @@ import pytest
 
 from service.client import StreamClient, StreamError
 from service.codec import encode_pending
-from tests.service.conftest import events_json, make_stream
-from tests.service.test_hostile import PROBLEM, put_snapshot, read_snapshot, write_snapshot
+from tests.service.conftest import (
+    PROBLEM,
+    events_json,
+    make_stream,
+    put_snapshot,
+    read_snapshot,
+    write_snapshot,
+)
 from tests.service.test_uvicorn import uvicorn_server
 
 DBL_MAX = np.finfo(np.float64).max

@@ -17,17 +17,8 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.service.conftest import live_server, make_stream
-from tests.service.test_hostile import (
-    PROBLEM,
-    deflated,
-    npy,
-    npy_header,
-    put_snapshot,
-    raw_zip,
-    read_snapshot,
-    stored,
-)
+from tests.service.conftest import PROBLEM, live_server, make_stream, put_snapshot, read_snapshot
+from tests.service.zip_helpers import deflated, npy, npy_header, raw_zip, stored
 
 MIB = 2**20
 #: the target: what a body of 1 KB may cost the server

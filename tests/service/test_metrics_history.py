@@ -138,7 +138,7 @@ def test_the_history_survives_a_restart(make_client):
 
 
 def test_a_snapshot_carries_the_history_and_a_corrupt_one_is_refused(client):
-    from tests.service.test_hostile import put_snapshot, read_snapshot, write_snapshot
+    from tests.service.conftest import put_snapshot, read_snapshot, write_snapshot
 
     _two_points(client, 60, later=60)
     history = client.get("/v1/models/m/metrics/history").json()

@@ -20,8 +20,10 @@ from tests.service.conftest import (
     events_json,
     make_stream,
     npz_bytes,
+    put_snapshot,
+    read_snapshot,
+    write_snapshot,
 )
-from tests.service.test_hostile import put_snapshot, read_snapshot, write_snapshot
 from tests.service.test_missing_values import LINEAR, _with_holes
 from tests.service.test_queue import assert_same_state, drain, posts
 from tests.service.test_stream import exchange, socket

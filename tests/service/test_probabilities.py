@@ -12,8 +12,14 @@ import pytest
 from core.learners import make_learner
 from core.metrics.calibration import OnlineCalibrator
 from service.engine.model import CALIBRATION_PREFIX
-from tests.service.conftest import create_model, events_json, stored_arrays
-from tests.service.test_hostile import put_snapshot, read_snapshot, write_snapshot
+from tests.service.conftest import (
+    create_model,
+    events_json,
+    put_snapshot,
+    read_snapshot,
+    stored_arrays,
+    write_snapshot,
+)
 
 N_FEATURES = 4
 PROBLEM = "application/problem+json"

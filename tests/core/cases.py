@@ -227,7 +227,7 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
             "window": 60,
         },
         # the fast candidate and the detector's arrays (its defaults fire on longer streams:
-        # tests/core/test_auto.py)
+        # tests/core/test_auto_drift.py)
         "track_drift": {"track_drift": True, "window": 60, "evaluate_every": 30},
     },
 }

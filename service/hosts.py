@@ -125,9 +125,13 @@ def header(scope: Scope, name: bytes) -> bytes | None:
     return None
 
 
+def close_reason(text: str) -> str:
+    """``text`` cut to the 123 bytes a WebSocket close reason holds."""
+    return text.encode()[:123].decode(errors="ignore")
+
+
 async def close_handshake(error: HostNotAllowed, receive: Any, send: Any) -> None:
     """Accept, then close with the reason (a browser's close event shows it)."""
     await receive()  # websocket.connect
     await send({"type": "websocket.accept"})
-    reason = error.detail.encode()[:123].decode(errors="ignore")
-    await send({"type": "websocket.close", "code": 1008, "reason": reason})
+    await send({"type": "websocket.close", "code": 1008, "reason": close_reason(error.detail)})

@@ -136,10 +136,6 @@ class Telemetry(ModelSeries):
         self.stream_connections = self._gauge(
             "aucstream_stream_connections", "Open stream connections.", mode="livesum"
         )
-        self._per_model += (
-            self.requests, self.events_learned, self.duplicates, self.drifts, self.scored,
-            self.labels, self.events_queued, self.entries,
-        )  # fmt: skip
 
     def _counter(
         self, name: str, documentation: str, labels: tuple[str, ...] = ("model",)
@@ -150,6 +146,7 @@ class Telemetry(ModelSeries):
         counter = ModelCounter(name, documentation, labels, registry=self.registry)
         counter.series_label = self.series_label
         counter.model_position = labels.index("model")
+        self._per_model.append(counter)
         return counter
 
     def count_learned(self, model_id: str, learned: int, drifts: int) -> None:

@@ -77,6 +77,9 @@ class ModelSeries:
         self._ticks = itertools.count()
         #: the models with series of their own
         self._with_series: set[str] = set()
+        #: the metrics labelled by model (label sets dropped when the model is deleted), each
+        #: added as it is made
+        self._per_model: list[Any] = []
         #: per model, the operating-point targets its gauges have (by suffix), to remove old ones
         self._operating_targets: dict[str, dict[str, set[str]]] = {}
         self.registry = CollectorRegistry()
@@ -96,10 +99,6 @@ class ModelSeries:
             for suffix, (_, _, _, label, text) in _OPERATING_GAUGES.items()
         }
         self.lag = self._model_gauges("aucstream_queue_lag_", _LAG_GAUGES)
-        #: the metrics labelled by model (label sets dropped when the model is deleted)
-        self._per_model: tuple[Any, ...] = (
-            *self.lag.values(), *self.window.values(), *self.operating.values(), self.has_series,
-        )  # fmt: skip
         #: whether this process holds a model (the app sets it to the engine's cache)
         self.model_exists: Callable[[str], bool] = lambda model_id: False
         #: (metric, label values) -> the metric's child: see :meth:`child`
@@ -111,7 +110,10 @@ class ModelSeries:
         self, name: str, documentation: str, labels: tuple[str, ...] = (), mode: Mode = "sum"
     ) -> Gauge:
         """A gauge; ``mode``: how the values of several worker processes combine."""
-        return Gauge(name, documentation, labels, registry=self.registry, multiprocess_mode=mode)
+        gauge = Gauge(name, documentation, labels, registry=self.registry, multiprocess_mode=mode)
+        if "model" in labels:
+            self._per_model.append(gauge)
+        return gauge
 
     def _model_gauges(self, prefix: str, documentation: dict[str, str]) -> dict[str, Gauge]:
         """``{key: the gauge <prefix><key>}`` by model, for each key of ``documentation``."""

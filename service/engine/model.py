@@ -178,7 +178,6 @@ class Loaded:
         return FeatureSpec(
             self.config.n_features,
             self.config.feature_mode,
-            accept_sparse=type(self.learner).supports_sparse,
             feature_names=self.config.feature_names,
             missing_values=self.config.missing_values,
         )

@@ -20,7 +20,6 @@ class FeatureSpec:
 
     n_features: int
     feature_mode: FeatureModeName
-    accept_sparse: bool = True
     #: a dense or sparse model's feature names: ``x`` may be ``{"name": value}`` (ingest.named)
     feature_names: tuple[str, ...] | None = None
     #: a missing value (JSON null, NaN): ``refuse``, ``zero``, or the running ``mean`` (engine)

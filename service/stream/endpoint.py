@@ -18,6 +18,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from service.auth import check_api_key
 from service.deps import Services
 from service.errors import Forbidden, ServiceError, Unauthorized
+from service.hosts import close_reason
 from service.ingest import JSON
 from service.offload import in_thread_if, large_body, run_engine
 from service.stream.blocks import decode_uniform, frame_layout, same_layout
@@ -60,13 +61,13 @@ async def _refusal(websocket: WebSocket, services: Services, model_id: str):
     if origin is not None and not origin_allowed(
         origin, websocket.headers.get("host"), services.settings.ws_allowed_origins
     ):
-        return POLICY_VIOLATION, _reason(
+        return POLICY_VIOLATION, close_reason(
             f"origin {origin} is not allowed (AUCSTREAM_WS_ALLOWED_ORIGINS)"
         )
     try:
         check_api_key(websocket, services.settings, writes=True)
     except (Unauthorized, Forbidden) as error:
-        return POLICY_VIOLATION, _reason(error.detail)
+        return POLICY_VIOLATION, close_reason(error.detail)
     warm = getattr(websocket.app.state, "warm", None)
     if warm is not None and not warm.is_set():
         return TRY_AGAIN_LATER, "warming up: the kernels are still being compiled or loaded"
@@ -76,7 +77,7 @@ async def _refusal(websocket: WebSocket, services: Services, model_id: str):
             await run_engine(engine, engine.spec, model_id)
     except ServiceError as error:
         code = MODEL_NOT_FOUND if error.status == 404 else INTERNAL_ERROR
-        return code, _reason(error.detail)
+        return code, close_reason(error.detail)
     return None
 
 
@@ -103,11 +104,6 @@ def origin_allowed(origin: str, host: str | None, allowed: list[str]) -> bool:
     if not separator or host is None or scheme not in _DEFAULT_PORTS:
         return False
     return _host_and_port(netloc, scheme) == _host_and_port(host, scheme)
-
-
-def _reason(text: str) -> str:
-    """A close reason fits in 123 bytes."""
-    return text.encode()[:123].decode(errors="ignore")
 
 
 class Connection:

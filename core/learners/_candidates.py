@@ -48,10 +48,10 @@ OFFSET_LOGISTIC: dict[str, Any] = {
 
 #: the inner learner of the tree candidates: the baseline with FTRL named, not left to the
 #: width: an embedding (``d + 511`` columns for a tree of depth 8) is wider than the Laplace
-#: solver's 128, and a stored state reads as it was learned
+#: solver's 128, and a stored state reads as it was learned (FTRL has no prior to re-estimate)
 TREES_INNER_LEARNER: dict[str, Any] = {
     "learner": "logistic",
-    "params": {**OFFSET_LOGISTIC["params"], "solver": "ftrl"},
+    "params": {"base_rate_offset": True, "solver": "ftrl"},
 }
 
 #: [CHOICE] the default tournament's third candidate: ``logistic`` (base-rate offset, FTRL) on

@@ -9,7 +9,8 @@ covariance ``P`` (D x D) are the mean and covariance of a Gaussian belief, start
 them the random walk of the weights (logistic.14) with ``process_noise`` > 0.  That is one
 Newton step per event on the log posterior (the extended Kalman filter of logistic
 regression); the page says why, and what one pass approximates.  Cost: O(D^2) per event
-(``u = P x~`` and the update), whatever the row's sparsity.
+(``u = P x~`` and the update), whatever the row's sparsity.  With an empirical-Bayes prior the
+prior's variance is re-estimated once, by its evidence (logistic.18)-(logistic.19), O(D^3).
 
 [CHOICE] ``h u_i u_j / (1 + h v)`` is formed as ``f * (u_i * u_j)`` so that ``P`` stays exactly
 symmetric (IEEE products commute; ``(f * u_i) * u_j`` would not).  ``1 + h v >= 1`` while

@@ -9,7 +9,8 @@ covariance ``P`` (D x D) are the mean and covariance of a Gaussian belief, start
 them the random walk of the weights (logistic.14) with ``process_noise`` > 0.  That is one
 Newton step per event on the log posterior (the extended Kalman filter of logistic
 regression); the page says why, and what one pass approximates.  Cost: O(D^2) per event
-(``u = P x~`` and the update), whatever the row's sparsity.
+(``u = P x~`` and the update), whatever the row's sparsity.  With an empirical-Bayes prior the
+prior's variance is re-estimated once, by its evidence (logistic.18)-(logistic.19), O(D^3).
 
 [CHOICE] ``h u_i u_j / (1 + h v)`` is formed as ``f * (u_i * u_j)`` so that ``P`` stays exactly
 symmetric (IEEE products commute; ``(f * u_i) * u_j`` would not).  ``1 + h v >= 1`` while
@@ -94,6 +95,74 @@ def laplace_step(x, label, mean, covariance, u, class_counts, use_offset):
     return s
 
 
+#: [CHOICE] (logistic.18) compares the prior variances ``prior_variance * EVIDENCE_RANGE **
+#: (k / EVIDENCE_STEPS)``, k = 0 .. EVIDENCE_STEPS: never below the prior the pass started with
+#: (its first events' steps are what it bounds), at most ten times it (learned on under a wider
+#: prior, the later one-pass steps overshoot: bench/README.md, "AB: an empirical-Bayes prior")
+EVIDENCE_RANGE = 10.0
+EVIDENCE_STEPS = 20
+
+
+@inlined_kernel  # two scalars read per event
+def rarer_count(class_counts, evidence_at):
+    """The rarer class's count, ``min(n_-, n_+)`` of (logistic.10); 0 without a re-estimate
+    (``evidence_at`` 0: the counts may be empty then)."""
+    if evidence_at <= 0:
+        return 0.0
+    return min(class_counts[0], class_counts[1])
+
+
+@kernel
+def evidence_prior(mean, covariance, prior_variance):
+    """(logistic.18)-(logistic.19): the belief ``N(m, P)`` learned under the prior ``N(0, a I)``
+    (``a = prior_variance``) re-estimated under the prior ``N(0, b I)`` whose Laplace evidence
+    is the largest of the :data:`EVIDENCE_RANGE` grid, ``b >= a``.  The data's curvature is
+    ``H = P^-1 - I / a`` (its negative part, left by the random walk (logistic.14), dropped)
+    and its linear term ``eta = P^-1 m``; in ``H``'s eigenvectors ``V`` (eigenvalues ``l``,
+    ``t = V^T eta``) the evidence, the new covariance and the new mean are sums over them.
+    Returns ``b`` (``a``: the belief is left as it is)."""
+    size = mean.shape[0]
+    precision = np.linalg.inv(covariance)
+    curvature = np.empty((size, size))
+    natural = np.zeros(size)
+    for i in range(size):
+        for j in range(size):
+            curvature[i, j] = 0.5 * (precision[i, j] + precision[j, i])
+            natural[i] += curvature[i, j] * mean[j]
+        curvature[i, i] -= 1.0 / prior_variance
+    values, vectors = np.linalg.eigh(curvature)
+    t = np.zeros(size)
+    for k in range(size):
+        values[k] = max(values[k], 0.0)
+        for i in range(size):
+            t[k] += vectors[i, k] * natural[i]
+    best, best_evidence = prior_variance, 0.0
+    for step in range(EVIDENCE_STEPS + 1):
+        b = prior_variance * EVIDENCE_RANGE ** (step / EVIDENCE_STEPS)
+        evidence = 0.0
+        for k in range(size):
+            evidence += 0.5 * (t[k] * t[k] * b / (1.0 + b * values[k]) - np.log1p(b * values[k]))
+        if step == 0 or evidence > best_evidence:
+            best, best_evidence = b, evidence
+    if best == prior_variance:
+        return best
+    # (logistic.19): P = V diag(b / (1 + b l)) V^T, formed for j >= i and mirrored (symmetric)
+    shrink = np.empty(size)
+    for k in range(size):
+        shrink[k] = best / (1.0 + best * values[k])
+    for i in range(size):
+        mean[i] = 0.0
+        for k in range(size):
+            mean[i] += vectors[i, k] * (shrink[k] * t[k])
+        for j in range(i, size):
+            total = 0.0
+            for k in range(size):
+                total += vectors[i, k] * (shrink[k] * vectors[j, k])
+            covariance[i, j] = total
+            covariance[j, i] = total
+    return best
+
+
 @kernel
 def extended_scratch(n_slots, fit_intercept):
     """``(x, u)``: the extended row ``x~ = (x, 1)`` (``(x, 0)`` without ``fit_intercept``, so
@@ -119,31 +188,40 @@ def clear_row(x, indices, start, end):
 
 
 @kernel
-def laplace_dense(X, y, scores, mean, covariance, class_counts, fit_intercept, hyper):
+def laplace_dense(X, y, scores, mean, covariance, class_counts, fit_intercept, hyper, evidence_at):
     """Learn the dense rows ``X`` in order; row i's pre-update score goes to ``scores[i]`` when
-    ``scores`` has one slot per row (an empty ``scores`` skips that)."""
+    ``scores`` has one slot per row (an empty ``scores`` skips that).  ``evidence_at`` > 0:
+    the prior's variance is re-estimated by :func:`evidence_prior` after the event at which the
+    rarer class's count reaches it (``class_counts`` are the offset's)."""
     n_features = X.shape[1]
     x, u = extended_scratch(n_features, fit_intercept)
     want_scores = scores.shape[0] > 0
     for i in range(X.shape[0]):
         for j in range(n_features):
             x[j] = X[i, j]
+        rarer = rarer_count(class_counts, evidence_at)
         s = laplace_update(x, y[i], mean, covariance, u, class_counts, hyper)
+        if rarer < evidence_at <= rarer_count(class_counts, evidence_at):
+            evidence_prior(mean, covariance, hyper[0])
         if want_scores:
             scores[i] = s
 
 
 @kernel
 def laplace_csr(
-    indptr, indices, data, y, scores, mean, covariance, class_counts, fit_intercept, hyper
-):
+    indptr, indices, data, y, scores, mean, covariance, class_counts, fit_intercept, hyper,
+    evidence_at,
+):  # fmt: skip
     """As :func:`laplace_dense` for CSR rows (each row expanded into a dense scratch row: the
     update is O(D^2) either way)."""
     x, u = extended_scratch(mean.shape[0] - 1, fit_intercept)
     want_scores = scores.shape[0] > 0
     for i in range(indptr.shape[0] - 1):
         scatter_row(x, indices, data, indptr[i], indptr[i + 1])
+        rarer = rarer_count(class_counts, evidence_at)
         s = laplace_update(x, y[i], mean, covariance, u, class_counts, hyper)
+        if rarer < evidence_at <= rarer_count(class_counts, evidence_at):
+            evidence_prior(mean, covariance, hyper[0])
         clear_row(x, indices, indptr[i], indptr[i + 1])
         if want_scores:
             scores[i] = s

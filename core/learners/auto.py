@@ -112,9 +112,10 @@ class Auto(ComposedState, OnlineLearner):
     candidates : list of {"learner": name, "params": {...}} or None
         The tournament (JSON-able); None is the default of the model's width
         (core.learners._candidates.default_candidates): :data:`DEFAULT_CANDIDATES`
-        (``logistic`` with the base-rate offset, ``ftrl_pauc``, and ``logistic`` on the
-        leaves of boosted trees, ``boosted_embedded``; above 250 features ``logistic`` on
-        the tree-path embedding, ``tree_embedded``, in its place), or ``logistic``,
+        (``logistic`` with the base-rate offset and its prior re-estimated from the evidence
+        once, ``ftrl_pauc``, and ``logistic`` on the leaves of boosted trees,
+        ``boosted_embedded``; above 250 features ``logistic`` on the tree-path embedding,
+        ``tree_embedded``, in its place), or ``logistic``,
         ``pmb`` and ``logistic`` on the 128 columns in use (``max_columns``, numbers at
         the prior variance 3 and categories at 0.3: ``number_prior_variance``) for more than
         1,000 features; with ``track_drift`` the fast-adapting

@@ -25,11 +25,8 @@ configs     the model's JSON config, written at its creation only: kept out of `
 log         the log entries committed after the checkpoint, one per version
             (:mod:`service.engine.entries`), in a rowid table (``seq``): an entry of a few
             hundred bytes stays on its leaf page, where a ``WITHOUT ROWID`` row over ~230
-            bytes (of a 1 KiB page) spills into an overflow page of its own.  No index by
-            model: each entry names the model's one before (``previous``), and a model's
-            entries are walked back from its head (:data:`~.sqlite_schema.CHAIN`), so the
-            models of one pass append to the log's one last page, not each to a leaf of
-            its own
+            bytes (of a 1 KiB page) spills into an overflow page of its own; no index by
+            model (:data:`~.sqlite_schema.CHAIN` says why and how entries are found)
 meta        ``incarnation`` and checkpoint fields written with the state
 state       the checkpoint's fields: raw little-endian bytes, arrays over 1 KiB split into
             1 KiB chunks ``<name>@<i>`` exactly as in Redis, all-zero chunks left out

@@ -404,6 +404,8 @@ class Coalescer:
 
     def _apply(self, kind: str, model_id: str, payloads: list[Any]) -> list[Any]:
         engine = self.engine
+        merged: Callable[..., list[Any]]
+        single: Callable[..., Any]
         if kind == EVENTS:
             merged, single = learn_merged, learn_one
         elif kind == SCORE:  # score_group answers each request: never refused as a whole

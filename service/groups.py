@@ -1,7 +1,8 @@
 """Requests applied as a group: what a client error is, and the one split-and-retry rule of the
 coalescer, the stream and the queue worker (docs/architecture.md, "The coalescer and group
-commit").  :class:`ThreadCombiner` groups callers already on threads (queue mode's appends),
-the coalescer those awaiting on the event loop: a second mechanism rather than a hop per call."""
+commit").  :class:`ThreadCombiner` groups callers already on threads (queue mode's appends,
+SQLite's group commit), the coalescer those awaiting on the event loop: a second mechanism
+rather than a hop per call."""
 
 from __future__ import annotations
 

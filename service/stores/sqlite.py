@@ -295,12 +295,8 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
 
     @translated
     def commit(self, model_id: str, commit: Commit) -> int:
-        """Write ``commit`` in one ``BEGIN IMMEDIATE`` transaction: check the version and
-        incarnation (:class:`ModelNotFound`, :class:`StaleVersion`: nothing is written), then
-        the log entry, the ids
-        (forgetting those past their expiry), the consumed pending records, the checkpoint
-        fields and the new version."""
-        # committed with the other threads' (one fsync)
+        """Write ``commit`` (:meth:`_prepared`) in the group commit of the threads writing
+        now (:meth:`~service.stores.sqlite_file.Database.grouped`: one fsync for them all)."""
         self.database.grouped(self._prepared(model_id, commit))
         version = commit.expected_version + 1
         self.watch.saw(model_id, commit.incarnation, version)

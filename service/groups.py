@@ -1,7 +1,8 @@
 """Requests applied as a group: what a client error is, and the one split-and-retry rule of the
 coalescer, the stream and the queue worker (docs/architecture.md, "The coalescer and group
-commit").  :class:`ThreadCombiner` groups callers already on threads (queue mode's appends),
-the coalescer those awaiting on the event loop: a second mechanism rather than a hop per call."""
+commit").  :class:`ThreadCombiner` groups callers already on threads (queue mode's appends,
+SQLite's group commit), the coalescer those awaiting on the event loop: a second mechanism
+rather than a hop per call."""
 
 from __future__ import annotations
 
@@ -50,9 +51,10 @@ def each_alone(
 class _Waiter(Generic[P]):
     __slots__ = ("payload", "done", "outcome")
 
-    def __init__(self, payload: P) -> None:
+    def __init__(self, payload: P, done: threading.Event | None) -> None:
         self.payload = payload
-        self.done = threading.Event()
+        #: set for a caller that waits (one that leads at once never does: no event)
+        self.done = done
         self.outcome: Any = None
 
 
@@ -73,15 +75,15 @@ class ThreadCombiner(Generic[P, R]):
         self.calls = 0
 
     def __call__(self, key: str, payload: P) -> R:
-        me: _Waiter[P] = _Waiter(payload)
         with self._lock:
             queue = self._queues.get(key)
             lead = queue is None
-            if lead:
-                queue = self._queues[key] = []
-            assert queue is not None
-            queue.append(me)
-        if not lead:
+            me: _Waiter[P] = _Waiter(payload, None if lead else threading.Event())
+            if queue is None:
+                self._queues[key] = [me]
+            else:
+                queue.append(me)
+        if me.done is not None:
             me.done.wait()
             if me.outcome is not _LEAD:
                 return self._result(me)
@@ -97,12 +99,12 @@ class ThreadCombiner(Generic[P, R]):
         for waiter, outcome in zip(group, outcomes, strict=True):
             waiter.outcome = outcome
             if waiter is not me:
-                waiter.done.set()
+                waiter.done.set()  # type: ignore[union-attr]
         with self._lock:
             rest = self._queues[key]
             if rest:
                 rest[0].outcome = _LEAD
-                rest[0].done.set()
+                rest[0].done.set()  # type: ignore[union-attr]
             else:
                 del self._queues[key]
         return self._result(me)

@@ -403,12 +403,17 @@ class Coalescer:
         return self._apply(group[0].kind, model_id, [request.payload for request in group])
 
     def _apply(self, kind: str, model_id: str, payloads: list[Any]) -> list[Any]:
-        merged, single, engine = _MERGED[kind], _SINGLE[kind], self.engine
-        return each_alone(
-            lambda group: merged(engine, model_id, group),
-            lambda payload: single(engine, model_id, payload),
-            payloads,
-        )
+        engine = self.engine
+        merged: Callable[..., list[Any]]
+        single: Callable[..., Any]
+        if kind == EVENTS:
+            merged, single = learn_merged, learn_one
+        elif kind == SCORE:  # score_group answers each request: never refused as a whole
+            merged, single = _score_merged, _score_one
+        else:
+            merged, single = _labels_merged, _labels_one
+        return each_alone(partial(merged, engine, model_id), partial(single, engine, model_id),
+                          payloads)  # fmt: skip
 
 
 def _result(done: asyncio.Future, of_error: Callable[[BaseException], Any]) -> Any:
@@ -434,29 +439,12 @@ def _score_one(engine: Engine, model_id: str, payload: ScoreRequest) -> Scored:
 
 
 def _score_merged(engine: Engine, model_id: str, payloads: list[ScoreRequest]) -> list[Any]:
-    # never refused as a whole for one request's fault: score_group answers each
-    return list(engine.delayed.score_group(model_id, payloads))
+    return engine.delayed.score_group(model_id, payloads)
 
 
-def _labels_one(
-    engine: Engine, model_id: str, payload: tuple[list[str], np.ndarray]
-) -> LabelResult:
+def _labels_one(engine: Engine, model_id: str, payload: tuple[list[str], np.ndarray]) -> Any:
     return engine.labels(model_id, *payload)
 
 
-def _labels_merged(
-    engine: Engine, model_id: str, payloads: list[tuple[list[str], np.ndarray]]
-) -> list[LabelResult]:
+def _labels_merged(engine: Engine, model_id: str, payloads: list[Any]) -> list[Any]:
     return engine.delayed.labels_group(model_id, payloads)
-
-
-_SINGLE: dict[str, Callable[..., Any]] = {
-    EVENTS: learn_one,
-    SCORE: _score_one,
-    LABELS: _labels_one,
-}
-_MERGED: dict[str, Callable[..., list[Any]]] = {
-    EVENTS: learn_merged,
-    SCORE: _score_merged,
-    LABELS: _labels_merged,
-}

@@ -1,11 +1,7 @@
-"""The in-memory store: everything in this process's memory, lost at exit (``--store memory``:
-tests and throwaway runs; one process only).
-
-Each model is a checkpoint encoded as the other stores write it (:mod:`.fields`: all-zero
-chunks left out) and the entries committed since, kept as the objects they are (nothing is
-encoded on the request path), so a cache mutated and dropped after a failed write is always
-rebuilt.
-"""
+"""The in-memory store (``--store memory``: tests and throwaway runs; one process, lost at exit):
+a checkpoint encoded as the other stores write it (:mod:`.fields`) and the entry objects
+committed since, so a cache dropped after a failed write is always rebuilt (docs/architecture.md,
+"Stores")."""
 
 from __future__ import annotations
 

@@ -1,28 +1,9 @@
-"""The SQLite store: state on this machine's disk, shared by every process that opens the file.
-
-The default store of ``aucstream serve``: models survive a restart and several uvicorn workers
-on one machine share them without a Redis.  One file, ``<data dir>/aucstream.sqlite3``
-(``AUCSTREAM_DATA_DIR``), in WAL mode, written with Python's own :mod:`sqlite3`; its tables,
-connections and transactions are :mod:`service.stores.sqlite_file`.
-
-Atomicity and concurrency: every write is one ``BEGIN IMMEDIATE`` transaction, which holds the
-database's write lock from before its first read, so the version check of
-:meth:`SQLiteStore.commit` and the writes it guards are one atomic step across threads and
-processes.  A commit whose expected version or incarnation is not current raises
-:class:`~service.errors.StaleVersion` and writes nothing -- as the Redis store's append
-script -- so the engine reloads and retries; a process whose cache is current learns it from
-the version alone, and one whose cache is behind reads the log entries it has not applied.
-:meth:`SQLiteStore.load` reads one snapshot.
-
-A request's commit is a log entry (one row of ``log``, :mod:`service.engine.entries`) with
-the ids and pending records it changes, not the model's state: the state is written by
+"""The SQLite store: state on this machine's disk, shared by every process that opens the file
+(the default of ``aucstream serve``).  What it guarantees (atomic versioned commits by ``BEGIN
+IMMEDIATE``, one read snapshot per load, ``synchronous`` and durability): docs/architecture.md,
+"Stores"; its file, tables and transactions: :mod:`service.stores.sqlite_file`.  A request's
+commit is a log entry (:mod:`service.engine.entries`); the state is written by
 :meth:`SQLiteStore.checkpoint`, off the request path, which drops the entries it covers.
-
-Durability: ``synchronous=FULL`` (the default, ``AUCSTREAM_SQLITE_SYNCHRONOUS``) syncs the
-WAL to the disk before a commit returns, so an acknowledged write survives ``kill -9``, an OS
-crash and a power cut.  ``normal`` syncs only at checkpoints: a write is in the WAL file (the
-OS page cache) before it is acknowledged, so it survives ``kill -9`` of the server, but the
-last writes may be lost if the machine loses power.
 """
 
 from __future__ import annotations
@@ -314,12 +295,8 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
 
     @translated
     def commit(self, model_id: str, commit: Commit) -> int:
-        """Write ``commit`` in one ``BEGIN IMMEDIATE`` transaction: check the version and
-        incarnation (:class:`ModelNotFound`, :class:`StaleVersion`: nothing is written), then
-        the log entry, the ids
-        (forgetting those past their expiry), the consumed pending records, the checkpoint
-        fields and the new version."""
-        # committed with the other threads' (one fsync)
+        """Write ``commit`` (:meth:`_prepared`) in the group commit of the threads writing
+        now (:meth:`~service.stores.sqlite_file.Database.grouped`: one fsync for them all)."""
         self.database.grouped(self._prepared(model_id, commit))
         version = commit.expected_version + 1
         self.watch.saw(model_id, commit.incarnation, version)

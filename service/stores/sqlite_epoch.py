@@ -1,18 +1,8 @@
-"""Noticing an SQLite file that lost data (:mod:`service.stores.epoch` for the Redis store's
-version of it): the file holds an epoch marker (table ``epoch_marker``: a random id and the
-clock, in ms, of the last check), and the data directory a copy of the last one a process
-accepted, ``aucstream.sqlite3.epoch``.  A database file replaced by an older copy (a backup
-restored) or by another file, while the service ran or between two runs, shows a marker that
-is missing, of another epoch or older than the copy: an alarm (table ``loss_alarms``) makes
-the store answer 503 until an operator acknowledges it.
-
-The copy is what notices a restore between two runs (a process starting has seen nothing
-else); inside the database alone, an older file would bring its own older marker.  A process
-remembers a marker's clock, and copies it, only once the check's write of it is committed: a
-commit that fails (a full disk) leaves both where the database is.  The copy may lag behind
-the database (a full disk, two processes saving in turn), never run ahead of it; a lagging copy
-only narrows what a restart notices.  A full disk does not stop the checks: they read the
-marker as it stands (reads are served while writes answer 507)."""
+"""Noticing an SQLite file that lost data (:mod:`service.stores.epoch` is the watch both stores
+share): the epoch marker in table ``epoch_marker``, a copy of the last one accepted beside the
+file (``aucstream.sqlite3.epoch``: what notices a restore between two runs) and the alarms in
+``loss_alarms``.  Why the copy may lag the file and never run ahead, and the checks on a full
+disk: docs/architecture.md, "Lost data" and "SQLite: a full disk, a replaced file"."""
 
 from __future__ import annotations
 

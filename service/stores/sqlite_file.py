@@ -25,11 +25,8 @@ configs     the model's JSON config, written at its creation only: kept out of `
 log         the log entries committed after the checkpoint, one per version
             (:mod:`service.engine.entries`), in a rowid table (``seq``): an entry of a few
             hundred bytes stays on its leaf page, where a ``WITHOUT ROWID`` row over ~230
-            bytes (of a 1 KiB page) spills into an overflow page of its own.  No index by
-            model: each entry names the model's one before (``previous``), and a model's
-            entries are walked back from its head (:data:`~.sqlite_schema.CHAIN`), so the
-            models of one pass append to the log's one last page, not each to a leaf of
-            its own
+            bytes (of a 1 KiB page) spills into an overflow page of its own; no index by
+            model (:data:`~.sqlite_schema.CHAIN` says why and how entries are found)
 meta        ``incarnation`` and checkpoint fields written with the state
 state       the checkpoint's fields: raw little-endian bytes, arrays over 1 KiB split into
             1 KiB chunks ``<name>@<i>`` exactly as in Redis, all-zero chunks left out
@@ -59,6 +56,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from service.errors import InsufficientStorage, StoreReplaced, StoreUnavailable
+from service.groups import ThreadCombiner
 from service.stores.sqlite_schema import SCHEMA, SCHEMA_VERSION
 
 logger = logging.getLogger("aucstream")
@@ -187,21 +185,6 @@ def translated(method: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
-class _Queued:
-    """A write waiting in :meth:`Database.grouped`: run by the thread leading the group."""
-
-    __slots__ = ("write", "result", "error", "done", "lead")
-
-    def __init__(self, write: Callable[[sqlite3.Connection], Any]) -> None:
-        self.write = write
-        self.result: Any = None
-        self.error: BaseException | None = None
-        #: set for a write that waits for a leader (one that leads never waits: no event)
-        self.done: threading.Event | None = None
-        #: woken to lead the next group rather than with its result
-        self.lead = False
-
-
 class Database:
     """One SQLite file in WAL mode, used by any number of threads and processes."""
 
@@ -215,13 +198,10 @@ class Database:
         self._identity: tuple[int, int] | None = None
         #: why the file at the path is no longer the one opened (then every call is refused)
         self.replaced: str | None = None
-        #: writes queued for the next group, and whether a thread is leading one
-        self._queued: list[_Queued] = []
-        self._leading = False
-        self._group_lock = threading.Lock()
-        #: transactions :meth:`grouped` committed, and the writes they held
-        self.groups = 0
-        self.grouped_writes = 0
+        #: the writes of threads that arrive while one commits: the next group (:meth:`grouped`)
+        self._group: ThreadCombiner[Callable[[sqlite3.Connection], Any], Any] = ThreadCombiner(
+            self._commit_group
+        )
         #: calls in flight (:meth:`enter`), and whether :meth:`close` was called: closing a
         #: connection while another thread runs a statement on it crashes the process
         self._users = 0
@@ -366,65 +346,38 @@ class Database:
         """``write(db)`` inside a write transaction shared with the writes other threads queue
         meanwhile (group commit: one ``BEGIN IMMEDIATE``, one fsync for them all); returns
         its result or raises its error.  Each write runs inside a savepoint, so one that
-        raises is undone alone; a failure of the transaction itself fails them all.
+        raises is undone alone; a failure of the transaction itself fails them all.  The
+        first thread to arrive leads (:class:`~service.groups.ThreadCombiner`): a write alone
+        pays no hand-off."""
+        return self._group("", write)
 
-        The first thread to arrive leads: it commits what is queued, then hands the lead to
-        the first thread queued meanwhile, if any.  A write alone pays no hand-off."""
-        queued = _Queued(write)
-        with self._group_lock:
-            leading = not self._leading
-            if not leading:
-                queued.done = threading.Event()
-            self._queued.append(queued)
-            self._leading = True
-        if not leading:
-            assert queued.done is not None
-            queued.done.wait()
-            if not queued.lead:
-                return self._outcome(queued)
-        with self._group_lock:
-            group, self._queued = self._queued, []
-        try:
-            self._commit_group(group)
-        finally:
-            with self._group_lock:
-                if self._queued:  # written after this one led: each has its event
-                    self._queued[0].lead = True
-                    self._queued[0].done.set()  # type: ignore[union-attr]
-                else:
-                    self._leading = False
-            for other in group:
-                if other.done is not None:  # all but this one (and a leader handed to)
-                    other.done.set()
-        return self._outcome(queued)
+    @property
+    def groups(self) -> int:
+        """Transactions :meth:`grouped` committed."""
+        return self._group.groups
 
-    @staticmethod
-    def _outcome(queued: _Queued) -> Any:
-        if queued.error is not None:
-            raise queued.error
-        return queued.result
+    @property
+    def grouped_writes(self) -> int:
+        """Writes those transactions held."""
+        return self._group.calls
 
-    def _commit_group(self, group: list[_Queued]) -> None:
-        self.groups += 1
-        self.grouped_writes += len(group)
+    def _commit_group(self, _: str, writes: list[Callable[[sqlite3.Connection], Any]]) -> list:
+        outcomes: list[Any] = [None] * len(writes)
         try:
             with self.write() as db:
-                if len(group) == 1:  # no savepoint: an error rolls the transaction back
-                    group[0].result = group[0].write(db)
-                    return
-                for queued in group:
+                if len(writes) == 1:  # no savepoint: an error rolls the transaction back
+                    return [writes[0](db)]
+                for k, write in enumerate(writes):
                     db.execute("SAVEPOINT one")
                     try:
-                        queued.result = queued.write(db)
+                        outcomes[k] = write(db)
                     except Exception as error:  # noqa: BLE001 - handed to its own thread
                         db.execute("ROLLBACK TO one")
-                        queued.error = error
+                        outcomes[k] = error
                     db.execute("RELEASE one")
-        except BaseException as error:
-            for queued in group:
-                if queued.error is None:
-                    queued.error = error
-                    queued.result = None
+        except BaseException as error:  # noqa: BLE001 - the writes without an error of their own
+            return [own if isinstance(own, Exception) else error for own in outcomes]
+        return outcomes
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:

@@ -265,7 +265,7 @@ def test_concurrent_appends_share_a_transaction_and_a_stale_one_fails_alone(tmp_
         for thread in followers:
             thread.start()
         # ... and the three others queue behind it for the next group
-        assert _wait_for(lambda: len(database._queued) == 3, 120)
+        assert _wait_for(lambda: len(database._group._queues.get("", ())) == 3, 120)
         other.execute("COMMIT")
     for thread in [leader, *followers]:
         thread.join(120)

@@ -28,10 +28,10 @@ from core._kernels import boosted_embedding as kernels
 from core.boosted_trees import ENSEMBLE_KEYS, node_index_problem, nodes_in_use
 from core.csr import CSRMatrix
 from core.errors import InvalidState
+from core.learners._event_rows import event_arrays
 from core.learners._fit_buffer import growing_arrays as fit_buffer_arrays
 from core.learners._growing import Growth
 from core.learners._inner import INNER_PREFIX
-from core.learners.pmb import event_arrays
 
 if TYPE_CHECKING:
     from core.learners.boosted_embedded import BoostedEmbedded

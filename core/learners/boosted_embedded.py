@@ -39,6 +39,7 @@ from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._boosted_learning import learn
 from core.learners._composed import ComposedState
+from core.learners._event_rows import check_buffer_size, event_arrays
 from core.learners._fit_buffer import (
     buffer_invariants,
     buffer_state,
@@ -55,7 +56,6 @@ from core.learners._inner import INNER_CONSTRAINTS, INNER_PREFIX, WrapsInner
 from core.learners._params import BOOLEAN, Interval
 from core.learners._row_pool import RowLink, restart_rows
 from core.learners._state import Count, Finite, OneOf, with_prefix
-from core.learners.pmb import check_buffer_size, event_arrays
 from core.preprocessing import scale_batch
 from core.validation import row_range
 

@@ -15,6 +15,7 @@ from core._kernels import ftrl_pauc as kernels
 from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
+from core.learners._event_rows import check_buffer_size, event_arrays
 from core.learners._forgetting import (
     HALF_LIFE,
     HalfLife,
@@ -25,7 +26,6 @@ from core.learners._forgetting import (
 from core.learners._growing import Growth
 from core.learners._params import FPR_HIGH, FPR_LOW, Interval
 from core.learners._state import Count, Grown, OneOf
-from core.learners.pmb import check_buffer_size, event_arrays
 from core.validation import check_fpr_range
 
 #: the state arrays :func:`core._kernels.ftrl_pauc.ftrl_learn` takes, in its order, read in one

@@ -13,6 +13,7 @@ from core.csr import CSRMatrix
 from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
+from core.learners._event_rows import event_arrays
 from core.learners._forgetting import HALF_LIFE, HalfLife, half_life_arg, reservoir_fill
 from core.learners._growing import Growth
 from core.learners._params import FPR_HIGH, FPR_LOW, Interval, Options
@@ -30,36 +31,11 @@ from core.validation import check_batch, check_fpr_range
 LOSSES = {"pauc": 0, "prec_at_k": 1, "prbep": 2}
 
 
-_NO_INDEX = np.empty(0, dtype=np.int64)
-_NO_DATA = np.empty(0, dtype=np.float64)
-
 #: the grown arrays, which change only when a step is taken
 _WEIGHTS = frozenset(("w", "w_avg"))
 
 #: the row stores (core.learners._row_store) in the order of the kernel's ``room``
 _STORES = ("buffer", "positive")
-
-#: [CHOICE] dense buffers (spdam's, svm_pauc's, poise's, boosted_embedded's): refuse layouts
-#: whose buffers would exceed 2**27 floats (1 GiB)
-MAX_BUFFER_FLOATS = 2**27
-
-
-def event_arrays(X):
-    """``(X, indptr, indices, data)`` for the kernels: a dense batch with empty CSR arrays, or a
-    CSR batch (read row by row, never densified) with an empty ``(0, n_features)`` array."""
-    if isinstance(X, CSRMatrix):
-        return np.empty((0, X.n_features)), X.indptr, X.indices, X.data
-    return X, _NO_INDEX, _NO_INDEX, _NO_DATA
-
-
-def check_buffer_size(name: str, n_rows: int, n_features: int) -> None:
-    if n_rows * n_features > MAX_BUFFER_FLOATS:
-        raise ValueError(
-            f"{name} keeps {n_rows} dense rows of {n_features} features "
-            f"({n_rows * n_features * 8 / 2**30:.1f} GiB), more than the "
-            f"{MAX_BUFFER_FLOATS * 8 / 2**30:.0f} GiB allowed; use fewer (e.g. hashed) features "
-            "or smaller buffers"
-        )
 
 
 @register

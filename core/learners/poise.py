@@ -11,6 +11,7 @@ from core._kernels import poise as kernels
 from core._kernels.pauc_buffers import decision
 from core.learners import register
 from core.learners._base import OnlineLearner, WeightVectorLearner
+from core.learners._event_rows import check_buffer_size, event_arrays
 from core.learners._forgetting import (
     HALF_LIFE,
     HalfLife,
@@ -20,7 +21,6 @@ from core.learners._forgetting import (
 )
 from core.learners._params import BOOLEAN, FPR_RANGE, Interval
 from core.learners._state import Count, Grown
-from core.learners.pmb import check_buffer_size, event_arrays
 from core.validation import check_fpr_range
 
 __all__ = ["POISE", "reservoir_size"]

@@ -16,9 +16,9 @@ from core.csr import CSRMatrix
 from core.errors import InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner, linear_decision
+from core.learners._event_rows import check_buffer_size
 from core.learners._params import Interval, Options
 from core.learners._state import VALUE_BOUND, Count, Finite, Grown, Index, OneOf
-from core.learners.pmb import check_buffer_size
 from core.learners.svm_pauc import BatchSolution, SVMpAUC
 from core.preprocessing import scale_batch
 from core.validation import check_batch

@@ -13,10 +13,10 @@ from core.errors import InvalidParameter, InvalidState
 from core.learners import register
 from core.learners._base import OnlineLearner
 from core.learners._composed import ComposedState
+from core.learners._event_rows import check_buffer_size, event_arrays
 from core.learners._inner import INNER_CONSTRAINTS, INNER_PREFIX, WrapsInner
 from core.learners._params import BOOLEAN, Interval, Options
 from core.learners._state import Count, Finite, Grown, OneOf, with_prefix
-from core.learners.pmb import check_buffer_size, event_arrays
 from core.preprocessing import scale_batch
 from core.tree_embedding import EMBEDDINGS, edge_capacity, empty_tree, fit_tree
 from core.validation import check_batch, row_range

@@ -25,8 +25,8 @@ from core._kernels import boosted_embedding as kernels
 from core.boosted_fits import FitHandle, FitJob, background_fits, fits_in_call
 from core.boosted_trees import ENSEMBLE_KEYS, fit_ensemble
 from core.learners import make_learner
+from core.learners._event_rows import event_arrays
 from core.learners.boosted_embedded import BoostedEmbedded
-from core.learners.pmb import event_arrays
 from tests.core.naive.boosted_embedding import embed_row
 from tests.core.test_boosted_embedded import SMALL, same_state, xor_stream
 

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from core._kernels.logistic_laplace import EVIDENCE_RANGE, EVIDENCE_STEPS
+from core._kernels.logistic_laplace import EVIDENCE_RANGE
 from core.errors import InvalidParameter, InvalidState
 from core.learners import learner_class, make_learner
+from tests.core.naive.logistic import evidence_prior
 
 PRIOR = 0.3
 OFFSET = {"base_rate_offset": True}
@@ -33,29 +34,6 @@ def _event_reaching(y: np.ndarray, count: int) -> int:
     return int(np.flatnonzero(rarer >= count)[0])
 
 
-def _naive_evidence_prior(mean, covariance, prior):
-    """(logistic.18)-(logistic.19) from their definitions: the Gaussian likelihood left when
-    the prior ``N(0, prior I)`` is divided out of the belief, and for each variance ``b`` of
-    the grid its log evidence up to a constant, ``-1/2 logdet(I + b H) + 1/2 eta^T (H + I /
-    b)^-1 eta``; the belief under the best ``b`` by an inverse.  ``H`` as the kernel takes it
-    (eigenvalues below 0 set to 0; without process noise there are none beyond rounding)."""
-    size = mean.shape[0]
-    precision = np.linalg.inv(covariance)
-    eta = precision @ mean
-    values, vectors = np.linalg.eigh((precision + precision.T) / 2 - np.eye(size) / prior)
-    curvature = vectors @ np.diag(np.maximum(values, 0.0)) @ vectors.T
-    grid = [prior * EVIDENCE_RANGE ** (j / EVIDENCE_STEPS) for j in range(EVIDENCE_STEPS + 1)]
-    evidence = []
-    for b in grid:
-        _, logdet = np.linalg.slogdet(np.eye(size) + b * curvature)
-        evidence.append(
-            -0.5 * logdet + 0.5 * eta @ np.linalg.solve(curvature + np.eye(size) / b, eta)
-        )
-    best = grid[int(np.argmax(evidence))]
-    posterior = np.linalg.inv(curvature + np.eye(size) / best)
-    return best, posterior @ eta, posterior
-
-
 def test_the_re_estimate_is_the_naive_evidence_maximiser_at_the_count():
     X, y = _stream(1)
     at = _event_reaching(y, 20)
@@ -69,9 +47,7 @@ def test_the_re_estimate_is_the_naive_evidence_maximiser_at_the_count():
     # the event that reaches it is learned, then the prior is re-estimated
     plain.partial_fit(X[at : at + 1], y[at : at + 1])
     empirical.partial_fit(X[at : at + 1], y[at : at + 1])
-    best, mean, covariance = _naive_evidence_prior(
-        plain.state_["mean"], plain.state_["covariance"], PRIOR
-    )
+    best, mean, covariance = evidence_prior(plain.state_["mean"], plain.state_["covariance"], PRIOR)
     assert best > 2 * PRIOR
     np.testing.assert_allclose(empirical.state_["mean"], mean, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(empirical.state_["covariance"], covariance, rtol=1e-8, atol=1e-12)

@@ -19,7 +19,12 @@ held column remembers the magnitude of its non-zero values; the first event whos
 another magnitude makes it a number: its prior precision ``1 / prior_variance`` on the
 diagonal of ``A`` becomes ``1 / number_prior_variance``, ``A m`` unchanged (the kernel swaps
 the prior in the covariance by Sherman-Morrison), and from then on (logistic.14) caps its
-variance there."""
+variance there.
+
+With ``empirical_prior_per_weight`` (docs/algorithms/logistic.md (logistic.18)-(logistic.19)),
+after the event at which the rarer class's count reaches that many events per weight of the
+belief (the features and the intercept), the prior variance is re-estimated once:
+:func:`evidence_prior` by determinants and solves."""
 
 from __future__ import annotations
 
@@ -27,8 +32,33 @@ import math
 
 import numpy as np
 
+from core._kernels.logistic_laplace import EVIDENCE_RANGE, EVIDENCE_STEPS
+
 #: the widest model ``solver=None`` gives the Laplace solver (core.learners.logistic)
 LAPLACE_DEFAULT_FEATURES = 128
+
+
+def evidence_prior(mean, covariance, prior):
+    """(logistic.18)-(logistic.19) from their definitions: the Gaussian likelihood left when
+    the prior ``N(0, prior I)`` is divided out of the belief, and for each variance ``b`` of
+    the grid its log evidence up to a constant, ``-1/2 logdet(I + b H) + 1/2 eta^T (H + I /
+    b)^-1 eta``; the belief under the best ``b`` by an inverse.  ``H`` as the kernel takes it
+    (eigenvalues below 0 set to 0; without process noise there are none beyond rounding)."""
+    size = mean.shape[0]
+    precision = np.linalg.inv(covariance)
+    eta = precision @ mean
+    values, vectors = np.linalg.eigh((precision + precision.T) / 2 - np.eye(size) / prior)
+    curvature = vectors @ np.diag(np.maximum(values, 0.0)) @ vectors.T
+    grid = [prior * EVIDENCE_RANGE ** (j / EVIDENCE_STEPS) for j in range(EVIDENCE_STEPS + 1)]
+    evidence = []
+    for b in grid:
+        _, logdet = np.linalg.slogdet(np.eye(size) + b * curvature)
+        evidence.append(
+            -0.5 * logdet + 0.5 * eta @ np.linalg.solve(curvature + np.eye(size) / b, eta)
+        )
+    best = grid[int(np.argmax(evidence))]
+    posterior = np.linalg.inv(curvature + np.eye(size) / best)
+    return best, posterior @ eta, posterior
 
 
 class NaiveLogistic:
@@ -47,6 +77,7 @@ class NaiveLogistic:
         process_noise=0.0,
         max_columns=None,
         number_prior_variance=None,
+        empirical_prior_per_weight=None,
     ):
         if solver is None and max_columns is not None:
             solver = "laplace"
@@ -72,6 +103,9 @@ class NaiveLogistic:
         self.max_columns, self.held = max_columns, []
         # with number_prior_variance: each column's one magnitude so far, and the numbers
         self.number_prior_variance, self.magnitude, self.numbers = number_prior_variance, {}, set()
+        # with empirical_prior_per_weight: the rarer class's count that re-estimates the prior
+        per_weight = empirical_prior_per_weight
+        self.evidence_at = 0.0 if per_weight is None else per_weight * (n_features + 1)
 
     def offset(self):
         if not self.base_rate_offset:
@@ -184,8 +218,15 @@ class NaiveLogistic:
         y01 = 1.0 if label in (1, True) else 0.0
         self.precision += p * (1.0 - p) * np.outer(x, x)
         self.mean += np.linalg.inv(self.precision) @ x * (y01 - p)
+        rarer = min(self.positives, self.negatives)
         if y01 == 1.0:
             self.positives += 1.0
         else:
             self.negatives += 1.0
+        if 0 < self.evidence_at and rarer < self.evidence_at <= min(self.positives, self.negatives):
+            best, mean, covariance = evidence_prior(
+                self.mean, np.linalg.inv(self.precision), self.prior_variance
+            )
+            if best > self.prior_variance:  # b* = a leaves the belief as it is
+                self.mean, self.precision = mean, np.linalg.inv(covariance)
         return s

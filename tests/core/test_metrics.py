@@ -320,3 +320,17 @@ def test_invalid_fpr_range_raises_sklearn_style(alpha, beta, message):
         pauc_narasimhan_agarwal(labels, scores, alpha, beta)
     with pytest.raises(ValueError, match=message):
         PrequentialWindow(4).pauc(alpha, beta)
+
+
+def test_metrics_do_not_mutate_their_inputs():
+    labels = np.array([1, 0, 1, 0, 0])
+    scores = np.array([0.3, 0.9, 0.1, 0.2, 0.2])
+    labels_before, scores_before = labels.copy(), scores.copy()
+    auc(labels, scores)
+    pauc(labels, scores, 0.1, 0.6, standardized=True)
+    roc_curve(labels, scores)
+    pauc_narasimhan_agarwal(labels, scores, 0.1, 0.6)
+    pauc_kar_top_negatives(labels, scores, 0.6)
+    PrequentialWindow(3).update(scores, labels)
+    np.testing.assert_array_equal(labels, labels_before)
+    np.testing.assert_array_equal(scores, scores_before)

@@ -27,10 +27,19 @@ once); the child measures its own CPU seconds of learning
 (``time.process_time``), and those of its first call (imports, numba's start, the kernels'
 loads from the cache: a cost per process), and returns the scores.
 
+``--bytecode``: the children import ``core`` from Python bytecode compiled before the timed
+runs (an untimed run of each learner on the stream's first events fills a
+``PYTHONPYCACHEPREFIX`` folder of the run), as an installed service does (``pip install``
+compiles every module; River's are installed so): without it, a shell that sets
+``PYTHONDONTWRITEBYTECODE`` over a checkout without ``__pycache__`` makes every ``auto`` child
+compile ``core``'s sources inside its timed first call.
+
 Printed: per stream and learner, the window-mean prequential AUC (the mean of the AUCs of the
 consecutive ``--window``-event windows), the pooled prequential AUC, the window-mean pAUC(0,
 0.1) (divided by 0.1), CPU microseconds per event and the CPU ratio to ``river_arf``, then the
 CPU seconds up to the end of the first call and the CPU microseconds per event after it.
+``--split`` times each of ``auto``'s calls (thread CPU) and prints, after the first call, the
+usual calls apart from the heavy ones (over 1 ms: a boosted fit, an evaluation, a restart).
 
     nice -n 10 python bench/streams.py --before /path/to/main --rounds 2
 """
@@ -101,16 +110,25 @@ def load_stream(name: str) -> tuple[np.ndarray, np.ndarray]:
 #: the CPU seconds at the end of the learner's first call (its imports, numba's start and the
 #: kernels' loads from the cache fall before it: a fixed cost per process, not per event)
 FIRST_CALL: list[float] = []
+#: ``--split``: a call above this many us of thread CPU is counted apart (a fit, an evaluation)
+HEAVY_US = 1000.0
+#: ``--bytecode``: the events of the untimed run that compiles the modules
+WARM_UP_EVENTS = 200
 
 
-def learn_auto(X, y, batch: int, params: dict) -> np.ndarray:
+def learn_auto(X, y, batch: int, params: dict, calls: np.ndarray | None = None) -> np.ndarray:
+    """``auto``'s prequential scores; ``calls``, if given, gets each call's thread CPU us."""
     from core.learners import make_learner
 
     model = make_learner("auto", random_state=0, **params)
     scores = np.empty(len(y))
-    for start in range(0, len(y), batch):
+    clock = time.thread_time_ns
+    for call, start in enumerate(range(0, len(y), batch)):
         rows = slice(start, start + batch)
+        begun = clock() if calls is not None else 0
         scores[rows] = model.prequential_step(X[rows], y[rows])
+        if calls is not None:
+            calls[call] = (clock() - begun) / 1e3
         if not start:
             FIRST_CALL.append(time.process_time())
     return scores
@@ -137,9 +155,14 @@ def learn_river(spec: str, X, y) -> np.ndarray:
 def child(args) -> None:
     """One (stream, learner): load, learn, write the scores and the CPU seconds."""
     X, y = load_stream(args.set)
+    if args.events:
+        X, y = X[: args.events], y[: args.events]
     started = time.process_time()
     if args.learner.startswith("auto"):
-        scores = learn_auto(X, y, args.batch, json.loads(args.params))
+        calls = np.empty(-(-len(y) // args.batch)) if args.split else None
+        scores = learn_auto(X, y, args.batch, json.loads(args.params), calls)
+        if calls is not None:
+            np.save(args.out + ".calls.npy", calls)
     else:
         scores = learn_river(args.learner, X, y)
     cpu = time.process_time() - started
@@ -158,15 +181,55 @@ def window_mean(metric, y, scores, width: int) -> float:
     return float(np.mean(values))
 
 
-def run(spec: str, name: str, args, folder: str) -> tuple[np.ndarray, float, float]:
+def child_environment(args, code: str, folder: str) -> dict[str, str]:
+    """The child's environment: ``code`` first on the path; with ``--bytecode``, the bytecode
+    folder of the run (:func:`warm_up` fills it)."""
+    environment = dict(os.environ, PYTHONPATH=code)
+    if args.bytecode:
+        environment.pop("PYTHONDONTWRITEBYTECODE", None)
+        environment["PYTHONPYCACHEPREFIX"] = os.path.join(folder, "bytecode")
+    return environment
+
+
+def warm_up(specs: list[str], name: str, args, folder: str) -> None:
+    """With ``--bytecode``: each learner learns the stream's first events once, untimed, so
+    that every module its timed runs import is compiled into the run's bytecode folder (with
+    ``PYTHONPYCACHEPREFIX`` set, Python reads no ``__pycache__`` beside the sources, the
+    installed packages' included)."""
+    if args.bytecode:
+        for spec in specs:
+            run(spec, name, args, folder, events=WARM_UP_EVENTS)
+
+
+def run(spec: str, name: str, args, folder: str, events: int = 0) -> tuple:
     out = os.path.join(folder, f"{name}-{spec}.npy")
     code = args.before if spec == "auto@before" else str(ROOT)
     command = [sys.executable, __file__, "--child", "--set", name, "--learner", spec,
-               "--batch", str(args.batch), "--params", args.params, "--out", out]  # fmt: skip
-    environment = dict(os.environ, PYTHONPATH=code)
-    subprocess.run(command, check=True, env=environment, cwd=code)
+               "--batch", str(args.batch), "--params", args.params, "--out", out,
+               "--events", str(events), *(["--split"] if args.split else [])]  # fmt: skip
+    subprocess.run(command, check=True, env=child_environment(args, code, folder), cwd=code)
     times = json.loads(Path(out + ".json").read_text())
-    return np.load(out), times["cpu"], times["first"]
+    calls = Path(out + ".calls.npy")
+    split = np.load(calls) if calls.is_file() else None
+    return np.load(out), times["cpu"], times["first"], split
+
+
+def print_split(name: str, n_events: int, results: dict) -> None:
+    """With ``--split``: where each ``auto`` run's calls went (thread CPU, the first call
+    aside): calls of at most :data:`HEAVY_US` (the usual event) and those above (a boosted
+    fit, an evaluation, a restart), means of the rounds."""
+    print(f"\n{name}, auto's calls after the first (thread CPU; heavy: over {HEAVY_US:.0f} us)\n"
+          "| learner | median call us | usual calls us/event | heavy calls | heavy us/event |\n"
+          "|---|---|---|---|---|")  # fmt: skip
+    for spec, runs in results.items():
+        splits = [run[3][1:] for run in runs if run[3] is not None]
+        if not splits:
+            continue
+        heavy = [calls[calls > HEAVY_US] for calls in splits]
+        usual = [calls[calls <= HEAVY_US].sum() / n_events for calls in splits]
+        print(f"| {spec} | {np.mean([np.median(c) for c in splits]):.1f} | "
+              f"{np.mean(usual):.1f} | {np.mean([len(h) for h in heavy]):.0f} | "
+              f"{np.mean([h.sum() / n_events for h in heavy]):.1f} |")  # fmt: skip
 
 
 def main(argv=None) -> None:
@@ -178,10 +241,15 @@ def main(argv=None) -> None:
     parser.add_argument("--window", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--params", default="{}", help="auto's parameters, JSON")
+    parser.add_argument("--bytecode", action="store_true",
+                        help="import core from bytecode compiled before the runs")  # fmt: skip
+    parser.add_argument("--split", action="store_true",
+                        help="time auto's calls: the usual ones, the heavy ones apart")  # fmt: skip
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--set", help=argparse.SUPPRESS)
     parser.add_argument("--learner", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--events", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         sys.path.insert(0, os.environ["PYTHONPATH"])
@@ -193,11 +261,13 @@ def main(argv=None) -> None:
     specs = [s.strip() for s in args.learners.split(",")]
     if args.before:
         specs.insert(specs.index("auto") if "auto" in specs else 0, "auto@before")
-    print(f"batch {args.batch}, windows of {args.window}, load {os.getloadavg()[0]:.2f}")
+    print(f"batch {args.batch}, windows of {args.window}, load {os.getloadavg()[0]:.2f}"
+          f"{', core from bytecode' if args.bytecode else ''}")  # fmt: skip
     for name in args.sets.split(","):
         _, y = load_stream(name)
         results: dict[str, list] = {spec: [] for spec in specs}
         with tempfile.TemporaryDirectory() as folder:
+            warm_up(specs, name, args, folder)
             for round_ in range(args.rounds):
                 for spec in specs if round_ % 2 == 0 else specs[::-1]:
                     if round_ == 0 or spec.startswith("auto"):  # the peers' CPU: one round
@@ -207,16 +277,18 @@ def main(argv=None) -> None:
         print("| learner | window-mean AUC | pooled AUC | window-mean pAUC(0, 0.1) "
               "| CPU us/event | CPU vs ARF | first call s | after it us/event |\n"
               "|---|---|---|---|---|---|---|---|")  # fmt: skip
-        arf = np.mean([c for _, c, _ in results.get("river_arf", [])] or [np.nan])
+        arf = np.mean([run[1] for run in results.get("river_arf", [])] or [np.nan])
         for spec in specs:
             scores = results[spec][0][0]  # every round learns the same: the first's scores
-            cpu = float(np.mean([c for _, c, _ in results[spec]]))
-            first = float(np.mean([f for _, _, f in results[spec]]))
+            cpu = float(np.mean([run[1] for run in results[spec]]))
+            first = float(np.mean([run[2] for run in results[spec]]))
             windowed = window_mean(auc, y, scores, args.window)
             partial = window_mean(lambda a, b: pauc(a, b, 0.0, 0.1), y, scores, args.window)
             print(f"| {spec} | {windowed:.4f} | {auc(y, scores):.4f} | {partial:.4f} | "
                   f"{1e6 * cpu / len(y):.0f} | {cpu / arf:.3f} | {first:.2f} | "
                   f"{1e6 * (cpu - first) / (len(y) - args.batch):.0f} |")  # fmt: skip
+        if args.split:
+            print_split(name, len(y), results)
         sys.stdout.flush()
 
 

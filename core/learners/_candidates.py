@@ -89,7 +89,8 @@ TREE_CANDIDATE: dict[str, Any] = {
 #: candidates rank ``x`` linearly, and on a short stream the inner learner's weights of ``x``,
 #: learned from a few dozen positives, blurred the trees' margin (wine_w_3_vs_7: the candidate
 #: alone ranked 0.844 with them, 0.885 without, its margin alone 0.887; bench/README.md, "HO:
-#: the hold-out's mean AUC at batch HGB's").
+#: the hold-out's mean AUC at batch HGB's" and "HO2: the boosted candidate without ``x``").
+#: The stored width of the candidate's inner learner changed with it: state format 14.
 BOOSTED_CANDIDATE: dict[str, Any] = {
     "learner": "boosted_embedded",
     "params": {

@@ -85,12 +85,18 @@ TREE_CANDIDATE: dict[str, Any] = {
 #: trees at 0.1 take 10), and the non-linear sets where auto served these trees and ranked
 #: below batch HGB were under-fitted; twice the step reaches HGB's total with the same 50 trees,
 #: so the same routing and leaves on the request path (bench/README.md, "The hold-out against
-#: HGB (branch h-Q)").
+#: HGB (branch h-Q)").  Without ``x`` beside the margin and the leaves: the mix's other
+#: candidates rank ``x`` linearly, and on a short stream the inner learner's weights of ``x``,
+#: learned from a few dozen positives, blurred the trees' margin (wine_w_3_vs_7: the candidate
+#: alone ranked 0.844 with them, 0.885 without, its margin alone 0.887; bench/README.md, "HO:
+#: the hold-out's mean AUC at batch HGB's" and "HO2: the boosted candidate without ``x``").
+#: The stored width of the candidate's inner learner changed with it: state format 14.
 BOOSTED_CANDIDATE: dict[str, Any] = {
     "learner": "boosted_embedded",
     "params": {
         **TREES_INNER_LEARNER,
         "learning_rate": 0.2,
+        "append_features": False,
     },
 }
 

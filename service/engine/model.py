@@ -39,7 +39,7 @@ CALIBRATION_PREFIX = "calibration:"
 #: another version is refused on load (:class:`OtherStateFormat`), never reinterpreted.  Bump
 #: it with any change of the layout, and regenerate the golden states
 #: (``PYTHONPATH=. python3 -m tests.state_fixtures.regenerate``).
-STATE_FORMAT_VERSION = 13
+STATE_FORMAT_VERSION = 14
 #: the committed array holding the state's format version (one int64)
 FORMAT_ARRAY = "format:state_version"
 #: [CHOICE] the version of a state without :data:`FORMAT_ARRAY`: the states committed before

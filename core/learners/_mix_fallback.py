@@ -153,6 +153,7 @@ def drop_clearly_behind(
     *,
     without_each_positive: bool = False,
     window: SortedWindow | None = None,
+    joined: np.ndarray | None = None,
 ) -> None:
     """(auto.13): zero the share in ``weights`` of every candidate whose windowed AUC
     (``aucs``) is below that of the best candidate with a share (:func:`best_candidate` among
@@ -160,12 +161,23 @@ def drop_clearly_behind(
     window (``window_scores`` (K, W), ``labels`` (W,)), then renormalise; the best keeps its
     share.  ``without_each_positive``: the gap must also exceed that with any one positive of
     the window left out (:func:`behind_without_each_positive`).  ``window``: the same window
-    sorted (:class:`SortedWindow`), when the caller has it."""
+    sorted (:class:`SortedWindow`), when the caller has it.  ``joined``: each candidate's first
+    column on which it is judged (docs/algorithms/auto.md (auto.15)): a pair of which one
+    joined inside the window is compared on the columns since the later join alone."""
     window = SortedWindow(window_scores, labels) if window is None else window
     held = np.flatnonzero(weights > 0.0)
     best = int(held[best_candidate(paucs[held], aucs[held])])
     enough = np.count_nonzero(labels > 0) >= 2 and np.count_nonzero(labels <= 0) >= 2
     for other in held.tolist():
+        since = 0 if joined is None else int(max(joined[best], joined[other]))
+        if since:
+            rest, first = labels[since:], window_scores[best, since:]
+            second = window_scores[other, since:]
+            if _behind(rest, first, second) and (
+                not without_each_positive or behind_without_each_positive(rest, first, second)
+            ):
+                weights[other] = 0.0
+            continue
         gap = aucs[best] - aucs[other]
         if gap > 0.0:
             se = float("inf")  # no estimate with fewer than two events of a class
@@ -194,6 +206,17 @@ def behind_without_each_positive(labels: np.ndarray, best: np.ndarray, other: np
     return True
 
 
+def _behind(labels: np.ndarray, best: np.ndarray, other: np.ndarray) -> bool:
+    """Whether ``other``'s AUC is behind ``best``'s by more than :data:`DROP_UNCERTAINTY`
+    standard errors of their difference; never without two events of each class."""
+    if np.count_nonzero(labels > 0) < 2 or np.count_nonzero(labels <= 0) < 2:
+        return False
+    best_positives, _ = placements(labels, best)
+    other_positives, _ = placements(labels, other)
+    gap = float(np.mean(best_positives) - np.mean(other_positives))
+    return gap > DROP_UNCERTAINTY * auc_difference_se(labels, best, other)
+
+
 def window_metrics(
     window_scores: np.ndarray, labels: np.ndarray, alpha: float, beta: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -214,13 +237,18 @@ def _by_class(scores: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def shed_undecided(
-    weights: np.ndarray, window_scores: np.ndarray, labels: np.ndarray, alpha: float, beta: float
+    weights: np.ndarray,
+    window_scores: np.ndarray,
+    labels: np.ndarray,
+    alpha: float,
+    beta: float,
+    joined: np.ndarray | None = None,
 ) -> None:
     """An evaluation whose window has too few positives to set the weights (the guard after
     (auto.3)) still takes from the current mix the candidates clearly behind its best
     (:func:`drop_clearly_behind`) on ``window_scores`` / ``labels``: the compared events
     extended back until they hold the guard's positives (or the whole window); nothing with
-    fewer than two events of either class."""
+    fewer than two events of either class.  ``joined``: as :func:`drop_clearly_behind`'s."""
     positives = int(np.count_nonzero(labels > 0))
     if positives < 2 or labels.shape[0] - positives < 2:
         return
@@ -231,7 +259,7 @@ def shed_undecided(
     # one candidate whose pAUC there was 0 (bench/README.md, "Drift alarms on rare positives
     # (branch h-T)"); a drop must hold without each positive
     drop_clearly_behind(weights, paucs, aucs, window_scores, labels, without_each_positive=True,
-                        window=window)  # fmt: skip
+                        window=window, joined=joined)  # fmt: skip
 
 
 def fall_back_to_best(

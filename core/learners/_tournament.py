@@ -40,6 +40,7 @@ from core.learners._state import (
     OneOf,
     StateInvariant,
 )
+from core.learners._tree_admission import joined_columns, judge_since_joined
 from core.validation import check_fpr_pair
 
 __all__ = [
@@ -234,6 +235,7 @@ def tournament_state(candidates: list[Any]) -> dict[str, np.ndarray]:
         "served_weights": initial_weights(candidates),
         "score_mean": np.zeros(n_candidates),
         "score_m2": np.zeros(n_candidates),
+        "joined_at": np.zeros(n_candidates, dtype=np.int64),  # (auto.15)
     }
 
 
@@ -255,6 +257,7 @@ def tournament_invariants(n_candidates: int) -> dict[str, StateInvariant]:
         "served_weights": Fraction(),  # summing to 1: check_tournament_state
         "score_mean": Grown(),
         "score_m2": Grown(0.0, bound=VALUE_BOUND),
+        "joined_at": Count(0, "n_seen"),
     }
 
 
@@ -334,12 +337,11 @@ def decide(
     the leader choice with hysteresis (auto.4)-(auto.6): the challenger takes over after
     ``patience`` consecutive evaluations ahead by more than ``margin``; windows with too few
     positives or negatives in the FPR range decide nothing.  The window's events compared are
-    at most the later half of the events seen.  ``since``: only the window's
-    events from that event count on are compared (after a detected drift,
-    docs/algorithms/auto.md (auto.8)).  With ``temperature`` > 0 a deciding evaluation also
-    sets the served mix's weights (auto.10), (auto.12)-(auto.13); one that decides nothing
-    still sheds the candidates clearly behind (auto.13); ``steady``: which candidates the
-    fallback checks on the whole window too (:func:`steady_candidates`, all when None)."""
+    at most the later half of the events seen.  ``since``: only the window's events from that
+    event count on are compared (after a detected drift, docs/algorithms/auto.md (auto.8)).
+    With ``temperature`` > 0 a deciding evaluation also sets the mix's weights (auto.10),
+    (auto.12)-(auto.13), (auto.15); one that decides nothing still sheds the candidates clearly
+    behind (auto.13); ``steady``: those the fallback checks on the whole window too."""
     seen = int(own["n_seen"][0])
     filled = min(seen, own["window_labels"].shape[0])
     labels = own["window_labels"][:filled].astype(np.int64)  # the metrics' dtype
@@ -371,7 +373,8 @@ def decide(
         # positives (bench/README.md, "The mix against its best candidate (branch h-P)")
         extended = _extended(own, max(since, seen - filled), first, min_positives - n_positive)
         shed_undecided(own["served_weights"], own["window_scores"][:, extended],
-                       own["window_labels"][extended].astype(np.int64), alpha, beta)  # fmt: skip
+                       own["window_labels"][extended].astype(np.int64), alpha, beta,
+                       joined_columns(own, seen - extended.shape[0]))  # fmt: skip
     if n_positive == 0 or n_positive == compared:
         own["window_pauc"][:] = np.nan
         own["window_auc"][:] = np.nan
@@ -388,9 +391,11 @@ def decide(
         return
     paucs, aucs = own["window_pauc"], own["window_auc"]
     if window is not None:  # temperature > 0
+        joined = judge_since_joined(own, paucs, aucs, window_scores, labels, alpha, beta,
+                                    seen - compared if first > seen - filled else None)  # fmt: skip
         mix_weights(paucs, temperature, own["served_weights"])
         drop_clearly_behind(own["served_weights"], paucs, aucs, window_scores, labels,
-                            window=window)  # fmt: skip
+                            window=window, joined=joined)  # fmt: skip
         fall_back_to_best(own, window_scores, labels, alpha, beta, window,
                           _whole_window(own, max(since, seen - filled), first), steady)  # fmt: skip
     best = best_candidate(paucs, aucs)

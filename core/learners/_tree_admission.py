@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from core.learners._auto_drift import rescore_rings
+from core.learners._mix_fallback import window_metrics
 
-__all__ = ["admit_fitted", "awaiting_first_fit", "events_to_first_fit_point",
-           "joins_at_first_fit", "until_first_fit"]  # fmt: skip
+__all__ = ["admit_fitted", "awaiting_first_fit", "events_to_first_fit_point", "joined_columns",
+           "joins_at_first_fit", "judge_since_joined", "until_first_fit"]  # fmt: skip
 
 
 def _forgets(candidate: Any) -> bool:
@@ -101,4 +102,38 @@ def admit_fitted(
     share = 1.0 / np.count_nonzero(weights > 0.0)
     weights[fitted] = share
     weights /= np.sum(weights)
+    own["joined_at"][fitted] = own["n_seen"][0]
     rescore_rings(own, temperature)
+
+
+def joined_columns(own: dict[str, np.ndarray], start: int | None) -> np.ndarray | None:
+    """(auto.15): each candidate's first compared column on which it is judged, the compared
+    events starting at event ``start`` (None: not in event order): a candidate that joined the
+    mix at its first fit after ``start`` from its join, the others from 0; None when none did."""
+    if start is None:
+        return None
+    columns = np.maximum(own["joined_at"] - start, 0)
+    return columns if columns.any() else None
+
+
+def judge_since_joined(
+    own: dict[str, np.ndarray],
+    paucs: np.ndarray,
+    aucs: np.ndarray,
+    window_scores: np.ndarray,
+    labels: np.ndarray,
+    alpha: float,
+    beta: float,
+    start: int | None,
+) -> np.ndarray | None:
+    """(auto.15) in a deciding evaluation: the windowed pAUC and AUC (``paucs`` / ``aucs``,
+    in place) of each candidate that joined after the compared events' ``start`` taken on its
+    events since its join, when they hold both classes; returns :func:`joined_columns`."""
+    joined = joined_columns(own, start)
+    firsts = [] if joined is None else joined.tolist()
+    for k, first in enumerate(firsts):
+        since = labels[first:]
+        if first and 0 < np.count_nonzero(since > 0) < since.shape[0]:
+            scores = np.ascontiguousarray(window_scores[k : k + 1, first:])
+            (paucs[k],), (aucs[k],) = window_metrics(scores, since, alpha, beta)
+    return joined

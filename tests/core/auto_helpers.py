@@ -48,27 +48,45 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
     the candidates whose first fit was installed at it, each of them given, when it holds no
     share, the mean share of those that hold one (auto.14), before an evaluation due there.
     Where the window compared is its later half, a best candidate that is ``steady`` (all when
-    None) replaces the mix only if it is behind it on the whole window too (auto.12)."""
+    None) replaces the mix only if it is behind it on the whole window too (auto.12).  A
+    candidate admitted after the compared events' start is judged on its events since
+    (auto.15): its pAUC and AUC there in a deciding evaluation (both classes present), and
+    (auto.13)'s test of a pair on the events since the later of the two's admissions."""
+    joined = {}
 
     def clearly_behind(window_labels, recent, best, k):
         se, _, _ = naive_auc_difference_se(window_labels, recent[best], recent[k])
         gap = auc(window_labels, recent[best]) - auc(window_labels, recent[k])
         return gap > 0 and gap > 3.0 * se
 
-    def drop_behind(weights, lo, hi):
+    def judged(lo, hi, deciding):
+        """Each candidate's pAUC and AUC on the events ``lo`` .. ``hi - 1``; in a deciding
+        evaluation, one admitted after ``lo`` on its events since (auto.15)."""
+        paucs, aucs = [], []
+        for k in range(n_candidates):
+            start = joined.get(k, 0) if deciding and joined.get(k, 0) > lo else lo
+            if len(set(labels[start:hi].tolist())) < 2:
+                start = lo
+            paucs.append(pauc(labels[start:hi], candidate_scores[k, start:hi], *pauc_range))
+            aucs.append(auc(labels[start:hi], candidate_scores[k, start:hi]))
+        return paucs, aucs
+
+    def drop_behind(weights, lo, hi, deciding=False):
         """(auto.13) on the events ``lo`` .. ``hi - 1``, pair by pair against the best, the
-        gap also without each positive in turn (an undecided evaluation's few positives)."""
-        window_labels, recent = labels[lo:hi], candidate_scores[:, lo:hi]
-        paucs = [pauc(window_labels, row, *pauc_range) for row in recent]
-        aucs = [auc(window_labels, row) for row in recent]
+        gap also without each positive in turn (an undecided evaluation's few positives); a
+        pair of which one was admitted after ``lo`` on the events since (auto.15)."""
+        paucs, aucs = judged(lo, hi, deciding)
         held = [k for k in range(n_candidates) if weights[k] > 0]
         best = max(held, key=lambda k: (paucs[k], aucs[k], -k))
         weights = np.array(weights, dtype=float)
         for k in held:
-            if aucs[best] - aucs[k] > 0 and clearly_behind(window_labels, recent, best, k):
+            since = max(lo, joined.get(best, 0), joined.get(k, 0))
+            window_labels, recent = labels[since:hi], candidate_scores[:, since:hi]
+            ahead = aucs[best] - aucs[k] > 0 if since == lo else True
+            if ahead and clearly_behind(window_labels, recent, best, k):
                 rest = [
-                    [i for i in range(hi - lo) if i != out]
-                    for out in range(hi - lo)
+                    [i for i in range(hi - since) if i != out]
+                    for out in range(hi - since)
                     if window_labels[out] == 1
                 ]
                 if all(
@@ -99,6 +117,7 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
                 weights = np.array(weights, dtype=float)
                 weights[k] = 1.0 / np.count_nonzero(weights)
                 weights = weights / weights.sum()
+                joined[k] = t + 1
         if (t + 1) % every and t + 1 not in early:
             continue
         low = max(0, t + 1 - window, (t + 1) // 2)  # at most the later half (auto.3)
@@ -117,20 +136,17 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
             if min(int(np.sum(labels[low : t + 1] == 1)), found_negatives) >= 2:
                 weights = drop_behind(weights, low, t + 1)
             continue
-        paucs = np.array(
-            [pauc(window_labels, candidate_scores[k, low : t + 1], *pauc_range)
-             for k in range(n_candidates)]
-        )  # fmt: skip
+        paucs, aucs = judged(low, t + 1, deciding=True)
+        paucs = np.array(paucs)
         shares = np.exp((paucs - paucs.max()) / temperature)
         shares /= shares.sum()
         shares[shares < 1e-3] = 0.0
-        weights = drop_behind(shares / shares.sum(), low, t + 1)
+        weights = drop_behind(shares / shares.sum(), low, t + 1, deciding=True)
         # the mix falls back to the best candidate when it is no better on the pAUC ...
         recent = candidate_scores[:, low : t + 1]
         spreads = [candidate_scores[k, : t + 1].std() for k in range(n_candidates)]
         mix = sum(weights[k] / spreads[k] * recent[k] for k in range(n_candidates)
                   if weights[k] > 0 and spreads[k] > 0)  # fmt: skip
-        aucs = [auc(window_labels, recent[k]) for k in range(n_candidates)]
         best = max(range(n_candidates), key=lambda k: (paucs[k], aucs[k], -k))
         mix_metrics = (pauc(window_labels, mix, *pauc_range), auc(window_labels, mix))
         # ... and behind on the AUC by more than half a standard error (auto.12)

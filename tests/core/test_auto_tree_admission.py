@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from core.learners import learner_class, make_learner
-from core.learners._candidates import default_candidates
 from core.learners._served_scale import SHRINK_EVENTS
 from core.learners._tree_admission import awaiting_first_fit, events_to_first_fit_point
 from core.preprocessing import scale_batch
@@ -23,16 +22,6 @@ def rare_stream(seed, n=700, n_features=4, positive_rate=0.03):
     X = rng.normal(size=(n, n_features)) + y[:, None] * np.array([1.2, -0.6, 0.0, 0.4])
     X[:, 3] = X[:, 0] * X[:, 1] + y * 1.5  # an interaction for the trees
     return X, y
-
-
-def with_features(**params):
-    """``auto`` whose boosted candidate also reads ``x`` (not the default's): before its first
-    fit it then ranks as its inner learner, so the undecided evaluation at 400 events keeps its
-    share on these streams.  The default's candidate scores a constant until then, and that
-    evaluation sheds it on the extended window (auto.13), as the naive mix does."""
-    candidates = [dict(spec, params=dict(spec["params"])) for spec in default_candidates(4, True)]
-    candidates[2]["params"]["append_features"] = True
-    return make_learner("auto", candidates=candidates, **params)
 
 
 def learn(model, X, y, sizes):
@@ -51,7 +40,7 @@ def test_the_boosted_candidate_joins_the_undecided_mix_at_its_first_fit_as_the_n
     ftrl_pauc at the event its standalone twin installs its first fit, the fast boosted one
     (it forgets) none; the served scores and new rows' scores are the naive mix's."""
     X, y = rare_stream(1)
-    model = with_features(random_state=2)
+    model = make_learner("auto", random_state=2)
     served, inputs = learn(model, X, y, [100, 150, 300, 150])
     installed = first_install(model, 2, X, y)
     assert installed is not None and 250 < installed < len(y)
@@ -104,7 +93,7 @@ def test_the_admission_holds_bit_for_bit_across_batchings(sizes):
 
 def test_a_state_saved_while_the_first_fit_is_pending_continues_bit_for_bit():
     X, y = rare_stream(4)
-    model = with_features(random_state=1)
+    model = make_learner("auto", random_state=1)
     model.prequential_step(X[:280], y[:280])
     assert model._candidates[2].fit_due() and model._own_state["served_weights"][2] == 0.0
     twin = learner_class("auto").from_state(model.get_params(), model.get_state())

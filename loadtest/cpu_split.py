@@ -1,0 +1,102 @@
+"""Where a server's CPU goes, process by process and thread by thread (``/proc``), and the
+boosted fits it installed meanwhile (``GET /metrics``): the split ``loadtest.log_path --split``
+prints per phase.
+
+A thread is named by its ``comm`` (the service names its own threads: ``refit``,
+``checkpoints``, ``group-N``; service/threadnames.py), the server's main thread ``loop`` (the
+event loop), any other thread still called as its process ``unnamed`` (the thread pool's, the
+warm-up's).  Threads of one name less a ``-N`` suffix are summed.  A thread that ended between
+two samples leaves its CPU in its process's total only: that rest is ``(ended)``.  A process
+that ended between two samples (a fit child restarted) is not counted at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+
+import httpx
+
+__all__ = ["FIT_STAGES", "fit_counters", "split_cpu", "tree_threads"]
+
+_TICK = os.sysconf("SC_CLK_TCK")
+_SUFFIX = re.compile(r"-\d+$")
+#: the ``aucstream_boosted_fits`` stages read per phase
+FIT_STAGES = ("submitted", "fitted", "installed", "in_call", "waits")
+
+
+def _stat(path: str) -> tuple[str, float]:
+    """(comm, user + system seconds) of a ``stat`` file of ``/proc``."""
+    with open(path) as handle:
+        text = handle.read()
+    head, _, tail = text.rpartition(")")
+    fields = tail.split()
+    return head.partition("(")[2], (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _process_label(pid: int, root: int) -> str:
+    if pid == root:
+        return "server"
+    with open(f"/proc/{pid}/cmdline", "rb") as handle:
+        command = handle.read().replace(b"\0", b" ").decode(errors="replace")
+    return "fit child" if "fit_process" in command else f"child {pid}"
+
+
+def tree_threads(root: int) -> dict[tuple[str, str], float]:
+    """CPU seconds of ``root``'s process tree by (process, thread name); and by (process,
+    ``"(threads)"``) the count of live threads under each name, for the printout."""
+    seconds: dict[tuple[str, str], float] = {}
+    pending = [root]
+    while pending:
+        pid = pending.pop()
+        with contextlib.suppress(OSError):  # it ended meanwhile
+            process = _process_label(pid, root)
+            process_comm, total = _stat(f"/proc/{pid}/stat")
+            live = 0.0
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError):
+                    comm, used = _stat(f"/proc/{pid}/task/{task}/stat")
+                    with open(f"/proc/{pid}/task/{task}/children") as handle:
+                        pending.extend(int(child) for child in handle.read().split())
+                    if int(task) == pid:
+                        name = "loop" if pid == root else "main"
+                    elif comm == process_comm:
+                        name = "unnamed"
+                    else:
+                        name = _SUFFIX.sub("", comm)
+                    seconds[process, name] = seconds.get((process, name), 0.0) + used
+                    count = (process, name + " (threads)")
+                    seconds[count] = seconds.get(count, 0) + 1
+                    live += used
+            seconds[process, "(ended)"] = max(total - live, 0.0)
+    return seconds
+
+
+def split_cpu(
+    before: dict[tuple[str, str], float], after: dict[tuple[str, str], float], requests: int
+) -> dict[str, float]:
+    """CPU ms per request by ``process/thread`` between two :func:`tree_threads` samples, and
+    the live threads of each name at the end (``process/thread threads``)."""
+    split: dict[str, float] = {}
+    for key, value in after.items():
+        process, name = key
+        if name.endswith(" (threads)"):
+            split[f"{process}/{name.removesuffix(' (threads)')} threads"] = value
+        else:
+            used = value - before.get(key, 0.0)
+            split[f"{process}/{name}"] = used / max(requests, 1) * 1e3
+    return split
+
+
+def fit_counters(url: str) -> dict[str, float]:
+    """The server's ``aucstream_boosted_fits`` counters by stage (``GET /metrics``)."""
+    text = httpx.get(f"{url}/metrics", timeout=60).text
+    counters = dict.fromkeys(FIT_STAGES, 0.0)
+    for line in text.splitlines():
+        if line.startswith("aucstream_boosted_fits{"):
+            labels, _, value = line.rpartition(" ")
+            stage = labels.partition('stage="')[2].partition('"')[0]
+            if stage in counters:
+                counters[stage] = float(value)
+    return counters

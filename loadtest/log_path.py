@@ -18,7 +18,9 @@ phase counts it); phases (closed loops, keep-alive connections):
 ``spreadM@C``  with ``--models M N ...``: round-robin over the first M of the models, for each M
                (each model first fed ``--spread-warm`` events, 50, in one request: past the
                costs of a model's first learner calls, which one round of 1,000 models is
-               mostly made of, and short of the boosted candidates' first fit at 250)
+               mostly made of, and short of the boosted candidates' first fit at 250; fed
+               only when a spread phase runs: their checkpoints, a minute later, would
+               otherwise land in the phases measured then)
 ``score@1``    one event with an id (kept for a label) per ``POST /score``, one client
 ``unkept@1``   one event without an id (nothing kept, nothing written) per ``POST /score``
 ``healthz@C``  ``GET /healthz`` (the HTTP floor) from C clients
@@ -50,7 +52,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from loadtest.cpu_split import FIT_STAGES, fit_counters, split_cpu, tree_threads
+from loadtest.cpu_split import COUNTERS, fit_counters, split_cpu, tree_threads
 from loadtest.local import PrivateRedis, create_model, wait_ready
 from loadtest.one_event import MODEL, Peer, _closed_loop, _event_request
 from loadtest.peer_processes import tree_cpu_seconds, vw_daemon
@@ -201,7 +203,7 @@ def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:
         if args.split:
             split = split_cpu(threads, tree_threads(peer.process.pid), ok)
             fits_after = fit_counters(peer.url)
-            split.update({f"fits {s}": fits_after[s] - fits[s] for s in FIT_STAGES})
+            split.update({f"fits {s}": fits_after[s] - fits[s] for s in COUNTERS})
             _print_split(peer.name, phase, split)
             figures.update({f"{phase} split {part}": value for part, value in split.items()})
         if redis is not None:
@@ -213,11 +215,15 @@ def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:
 
 
 def _print_split(peer: str, phase: str, split: dict[str, float]) -> None:
-    parts = sorted((p for p in split if not p.endswith(" threads") and "fits" not in p),
+    counts = (" threads", " sleeps")
+    parts = sorted((p for p in split if not p.endswith(counts) and "fits" not in p),
                    key=lambda part: -split[part])  # fmt: skip
     text = ", ".join(f"{part} {split[part]:.3f}" for part in parts if split[part] >= 0.0005)
-    fits = ", ".join(f"{stage} {split['fits ' + stage]:.0f}" for stage in FIT_STAGES)
-    print(f"{peer:>8} {phase:>10}: ms per request by process/thread: {text}; fits: {fits}")
+    sleeps = ", ".join(f"{part.removesuffix(' sleeps')} {split[part]:.2f}" for part in split
+                       if part.endswith(" sleeps") and split[part] >= 0.01)  # fmt: skip
+    fits = ", ".join(f"{stage} {split['fits ' + stage]:.0f}" for stage in COUNTERS)
+    print(f"{peer:>8} {phase:>10}: ms per request by process/thread: {text}; sleeps per "
+          f"request: {sleeps}; fits, coalesced groups and requests: {fits}")  # fmt: skip
 
 
 def main() -> None:
@@ -276,7 +282,9 @@ def main() -> None:
                     create_model(http, {"id": MODEL, "n_features": args.features, **learner})
                 for k in range(max(args.models)):
                     create_model(http, {"id": f"r{k}", "n_features": args.features, **learner})
-            _warm_spread(peer, args)
+            if any(phase.startswith("spread") for phase in args.phases or ["spread"]):
+                # else the spread models' checkpoints, a minute after, land in other phases
+                _warm_spread(peer, args)
             _warm(peer, args)
         with vw_daemon() as (vw_port, vw_pid):
             for round_number in range(args.rounds):

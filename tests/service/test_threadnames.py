@@ -41,6 +41,7 @@ def test_the_hop_and_the_refitter_threads_are_named_and_split_by_name():
     handoff = Handoff(2, "aucstream-group")
 
     def busy() -> str:
+        time.sleep(0.01)  # one sleep at least, counted as the thread's
         # this thread's CPU, not the process's: other tests' threads may run meanwhile
         deadline = time.thread_time() + 0.05
         while time.thread_time() < deadline:
@@ -67,6 +68,7 @@ def test_the_hop_and_the_refitter_threads_are_named_and_split_by_name():
         # 50 ms of the process's CPU in the hop's thread: 5 ms per "request" of ten
         assert split["server/group"] >= 4.0
         assert split["server/loop"] >= 0.0
+        assert split["server/group sleeps"] >= 0.1  # its sleep, per "request" of ten
     finally:
         refitter.stop()
         handoff.close()

@@ -6,8 +6,10 @@ A thread is named by its ``comm`` (the service names its own threads: ``refit``,
 ``checkpoints``, ``group-N``; service/threadnames.py), the server's main thread ``loop`` (the
 event loop), any other thread still called as its process ``unnamed`` (the thread pool's, the
 warm-up's).  Threads of one name less a ``-N`` suffix are summed.  A thread that ended between
-two samples leaves its CPU in its process's total only: that rest is ``(ended)``.  A process
-that ended between two samples (a fit child restarted) is not counted at all.
+two samples leaves its CPU in its process's total only: that rest is ``(ended)`` (its name's
+figure goes down by what it had used at the first sample; the process's total and its
+threads are read a few microseconds apart, so a figure may be off by a clock tick, 10 ms).
+A process that ended between two samples (a fit child restarted) is not counted at all.
 """
 
 from __future__ import annotations
@@ -106,6 +108,9 @@ def split_cpu(
         else:
             used = value - before.get(key, 0.0)
             split[f"{process}/{name}"] = used / max(requests, 1) * 1e3
+    for (process, name), value in before.items():  # every thread of the name ended since:
+        if (process, name) not in after and not name.endswith(")"):  # now in (ended)
+            split[f"{process}/{name}"] = -value / max(requests, 1) * 1e3
     return split
 
 

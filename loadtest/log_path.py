@@ -52,7 +52,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from loadtest.cpu_split import COUNTERS, fit_counters, split_cpu, tree_threads
+from loadtest.cpu_split import COUNTERS, FIT_STAGES, fit_counters, split_cpu, tree_threads
 from loadtest.local import PrivateRedis, create_model, wait_ready
 from loadtest.one_event import MODEL, Peer, _closed_loop, _event_request
 from loadtest.peer_processes import tree_cpu_seconds, vw_daemon
@@ -203,7 +203,7 @@ def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:
         if args.split:
             split = split_cpu(threads, tree_threads(peer.process.pid), ok)
             fits_after = fit_counters(peer.url)
-            split.update({f"fits {s}": fits_after[s] - fits[s] for s in COUNTERS})
+            split.update({_counted(s): fits_after[s] - fits[s] for s in COUNTERS})
             _print_split(peer.name, phase, split)
             figures.update({f"{phase} split {part}": value for part, value in split.items()})
         if redis is not None:
@@ -214,14 +214,19 @@ def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:
     return figures
 
 
+def _counted(counter: str) -> str:
+    """The split's key of one of :data:`~loadtest.cpu_split.COUNTERS`."""
+    return f"fits {counter}" if counter in FIT_STAGES else f"coalesced {counter}"
+
+
 def _print_split(peer: str, phase: str, split: dict[str, float]) -> None:
     counts = (" threads", " sleeps")
-    parts = sorted((p for p in split if not p.endswith(counts) and "fits" not in p),
+    parts = sorted((p for p in split if not p.endswith(counts) and "/" in p),
                    key=lambda part: -split[part])  # fmt: skip
     text = ", ".join(f"{part} {split[part]:.3f}" for part in parts if split[part] >= 0.0005)
     sleeps = ", ".join(f"{part.removesuffix(' sleeps')} {split[part]:.2f}" for part in split
                        if part.endswith(" sleeps") and split[part] >= 0.01)  # fmt: skip
-    fits = ", ".join(f"{stage} {split['fits ' + stage]:.0f}" for stage in COUNTERS)
+    fits = ", ".join(f"{stage} {split[_counted(stage)]:.0f}" for stage in COUNTERS)
     print(f"{peer:>8} {phase:>10}: ms per request by process/thread: {text}; sleeps per "
           f"request: {sleeps}; fits, coalesced groups and requests: {fits}")  # fmt: skip
 

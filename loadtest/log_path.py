@@ -18,7 +18,9 @@ phase counts it); phases (closed loops, keep-alive connections):
 ``spreadM@C``  with ``--models M N ...``: round-robin over the first M of the models, for each M
                (each model first fed ``--spread-warm`` events, 50, in one request: past the
                costs of a model's first learner calls, which one round of 1,000 models is
-               mostly made of, and short of the boosted candidates' first fit at 250)
+               mostly made of, and short of the boosted candidates' first fit at 250; fed
+               only when a spread phase runs: their checkpoints, a minute later, would
+               otherwise land in the phases measured then)
 ``score@1``    one event with an id (kept for a label) per ``POST /score``, one client
 ``unkept@1``   one event without an id (nothing kept, nothing written) per ``POST /score``
 ``healthz@C``  ``GET /healthz`` (the HTTP floor) from C clients
@@ -30,7 +32,8 @@ checkout on the memory store and ``--learner spam`` creates every model with tha
 default: ``auto``).  ``--workers N`` serves each checkout with N uvicorn workers on one SQLite
 file (contention: the workers' appends to one hot model, and to many); ``--redis`` serves each
 checkout on its own ``redis-server`` (AOF with ``appendfsync always``) and prints that server's
-CPU per request too (``<phase> redis``); ``--phases`` runs only the ones named.
+CPU per request too (``<phase> redis``); ``--phases`` runs only the ones named; ``--split`` prints
+each phase's CPU by process and thread and the boosted fits it saw (loadtest/cpu_split.py).
 
 VW: ``vw --daemon`` through pylibvw (loadtest/vw_peer.py), one example line per round trip on
 one connection.  Server CPU is user + system of the server's process tree (``/proc``), so the
@@ -49,6 +52,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from loadtest.cpu_split import COUNTERS, FIT_STAGES, fit_counters, split_cpu, tree_threads
 from loadtest.local import PrivateRedis, create_model, wait_ready
 from loadtest.one_event import MODEL, Peer, _closed_loop, _event_request
 from loadtest.peer_processes import tree_cpu_seconds, vw_daemon
@@ -190,16 +194,41 @@ def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:
             continue
         redis = peer.redis.process if isinstance(peer, RedisPeer) else None
         redis_cpu = 0.0 if redis is None else tree_cpu_seconds(redis.pid)
+        fits = fit_counters(peer.url) if args.split else {}  # its scrape outside the window
+        threads = tree_threads(peer.process.pid) if args.split else {}
         cpu = tree_cpu_seconds(peer.process.pid)
         ok, bad = asyncio.run(_closed_loop(peer.url, clients, args.seconds, make))
         cpu = tree_cpu_seconds(peer.process.pid) - cpu
         figures[phase] = cpu / max(ok, 1) * 1e3
+        if args.split:
+            split = split_cpu(threads, tree_threads(peer.process.pid), ok)
+            fits_after = fit_counters(peer.url)
+            split.update({_counted(s): fits_after[s] - fits[s] for s in COUNTERS})
+            _print_split(peer.name, phase, split)
+            figures.update({f"{phase} split {part}": value for part, value in split.items()})
         if redis is not None:
             figures[phase + " redis"] = (tree_cpu_seconds(redis.pid) - redis_cpu) / max(ok, 1) * 1e3
         figures[phase + " per s"] = ok / args.seconds
         if bad:
             print(f"  {peer.name} {phase}: {bad} answers not 2xx")
     return figures
+
+
+def _counted(counter: str) -> str:
+    """The split's key of one of :data:`~loadtest.cpu_split.COUNTERS`."""
+    return f"fits {counter}" if counter in FIT_STAGES else f"coalesced {counter}"
+
+
+def _print_split(peer: str, phase: str, split: dict[str, float]) -> None:
+    counts = (" threads", " sleeps")
+    parts = sorted((p for p in split if not p.endswith(counts) and "/" in p),
+                   key=lambda part: -split[part])  # fmt: skip
+    text = ", ".join(f"{part} {split[part]:.3f}" for part in parts if split[part] >= 0.0005)
+    sleeps = ", ".join(f"{part.removesuffix(' sleeps')} {split[part]:.2f}" for part in split
+                       if part.endswith(" sleeps") and split[part] >= 0.01)  # fmt: skip
+    fits = ", ".join(f"{stage} {split[_counted(stage)]:.0f}" for stage in COUNTERS)
+    print(f"{peer:>8} {phase:>10}: ms per request by process/thread: {text}; sleeps per "
+          f"request: {sleeps}; fits, coalesced groups and requests: {fits}")  # fmt: skip
 
 
 def main() -> None:
@@ -225,6 +254,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="uvicorn workers on one file")
     parser.add_argument("--phases", nargs="+", default=None, help="only these phases")
     parser.add_argument("--redis", action="store_true", help="each checkout on its own Redis")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also the CPU by process and thread, and the boosted fits, of each phase "
+        "(loadtest/cpu_split.py)",
+    )
     args = parser.parse_args()
     settings = {}
     if args.checkpoint_seconds is not None:
@@ -252,7 +287,9 @@ def main() -> None:
                     create_model(http, {"id": MODEL, "n_features": args.features, **learner})
                 for k in range(max(args.models)):
                     create_model(http, {"id": f"r{k}", "n_features": args.features, **learner})
-            _warm_spread(peer, args)
+            if any(phase.startswith("spread") for phase in args.phases or ["spread"]):
+                # else the spread models' checkpoints, a minute after, land in other phases
+                _warm_spread(peer, args)
             _warm(peer, args)
         with vw_daemon() as (vw_port, vw_pid):
             for round_number in range(args.rounds):
@@ -264,7 +301,7 @@ def main() -> None:
                 results.setdefault(("VW", "lines@1"), []).append(vw)
                 for peer in order:
                     for phase, value in measure(peer, args).items():
-                        if not phase.endswith("per s"):
+                        if not phase.endswith("per s") and " split " not in phase:
                             print(f"{peer.name:>8} {phase:>10}: cpu {value:.3f} ms", flush=True)
                         results.setdefault((peer.name, phase), []).append(value)
     finally:
@@ -273,11 +310,19 @@ def main() -> None:
     print("load average at end:", open("/proc/loadavg").read().strip())
     print("\n| peer | phase | server CPU per request (median) | requests/s |\n|---|---|---|---|")
     for (name, phase), values in results.items():
-        if phase.endswith("per s"):
+        if phase.endswith("per s") or " split " in phase:
             continue
         rate = results.get((name, phase + " per s"))
         rate_text = f"{statistics.median(rate):,.0f}" if rate else ""
         print(f"| {name} | {phase} | {statistics.median(values):.3f} ms | {rate_text} |")
+    if args.split:
+        print("\n| peer | phase | process/thread (ms per request; fits, threads: counts) "
+              "| median | rounds |\n|---|---|---|---:|---|")  # fmt: skip
+        for (name, key), values in results.items():
+            if " split " in key:
+                phase, _, part = key.partition(" split ")
+                rounds = " / ".join(f"{value:.3f}" for value in values)
+                print(f"| {name} | {phase} | {part} | {statistics.median(values):.3f} | {rounds} |")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from service.engine.undo import copy_of
 from service.errors import ServiceError
+from service.threadnames import name_this_thread
 
 if TYPE_CHECKING:
     from service.engine.model import Loaded
@@ -89,6 +90,7 @@ class Checkpoints:
         return due, wait
 
     def _run(self) -> None:
+        name_this_thread()
         while not self._stop.is_set():
             due, wait = self._due()
             for model_id in due:

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from service.threadnames import name_this_thread
+
 T = TypeVar("T")
 
 #: what a thread takes off the queue: (function, arguments, the future to settle, its loop)
@@ -66,6 +68,7 @@ class Handoff:
         return future
 
     def _serve(self) -> None:
+        name_this_thread()
         while True:
             call = self._calls.get()
             if call is None:

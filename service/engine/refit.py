@@ -23,6 +23,7 @@ from core.learners._composed import ComposedState
 from core.learners.boosted_embedded import BoostedEmbedded
 from service.engine.fit_process import NICENESS, FitProcess
 from service.schemas import FitStatus
+from service.threadnames import name_this_thread
 
 __all__ = ["Refitter", "boosted_parts", "fit_status"]
 
@@ -117,6 +118,7 @@ class Refitter:
         self._process.close()
 
     def _run(self) -> None:
+        name_this_thread()
         # this thread's share of the CPU after the requests' (Linux schedules threads
         # apart): the relearning of a fit's buffer runs here, the fit in the child process,
         # which starts from this thread and so at the same niceness

@@ -62,8 +62,9 @@ def test_the_hop_and_the_refitter_threads_are_named_and_split_by_name():
         while ("server", "refit (threads)") not in after and time.monotonic() < deadline:
             time.sleep(0.01)
             after = tree_threads(os.getpid())
-        assert after["server", "refit (threads)"] == 1
-        assert after["server", "group (threads)"] == 1
+        # at least: threads of earlier tests in this process may still be alive
+        assert after["server", "refit (threads)"] >= 1
+        assert after["server", "group (threads)"] >= 1
         split = split_cpu(before, after, 10)
         # 50 ms of the process's CPU in the hop's thread: 5 ms per "request" of ten (the
         # clock's ticks are 10 ms)

@@ -5,6 +5,7 @@ counts of matching rows (bench/README.md quotes them)."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -46,4 +47,7 @@ def australian_restoration_check() -> dict[str, int]:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     print(australian_restoration_check())

@@ -8,6 +8,7 @@ window's sort cache never answers.
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import time
@@ -98,6 +99,9 @@ def measure_full_summary(rng: np.random.Generator) -> tuple[int, float]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "

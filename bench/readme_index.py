@@ -9,6 +9,7 @@ whose pattern it matches, anchors as GitHub makes them.  Run it after appending 
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
@@ -93,5 +94,8 @@ def refresh(path: Path, topics: list[tuple[str, str]]) -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     refresh(ROOT / "loadtest" / "README.md", LOADTEST_TOPICS)
     refresh(ROOT / "bench" / "README.md", BENCH_TOPICS)

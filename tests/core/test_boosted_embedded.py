@@ -18,23 +18,9 @@ from core.learners._candidates import BOOSTED_CANDIDATE
 from core.learners._fit_buffer import held_rows
 from core.learners.boosted_embedded import BoostedEmbedded
 from core.validation import as_features
+from tests.core.boosted_helpers import SMALL_EMBEDDED, xor_stream
+from tests.core.cases import states_equal
 from tests.core.naive.boosted_embedding import embed_row, leaf_node, margin_row
-
-SMALL = {"first_fit": 120, "refit_every": 150, "buffer_size": 200, "n_trees": 6,
-         "max_leaves": 5, "min_samples_leaf": 5, "fit_delay": 0}  # fmt: skip
-
-
-def xor_stream(n, seed=0, d=6):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    y = (X[:, 0] * X[:, 1] + 0.3 * rng.normal(size=n) > 0.4).astype(np.int64)
-    return X, y
-
-
-def same_state(a, b):
-    assert a.keys() == b.keys()
-    for key in a:
-        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
 @pytest.mark.parametrize("sparse", [False, True])
@@ -43,7 +29,7 @@ def test_kernel_embeds_as_the_naive_router(sparse, append_features, append_margi
     X, y = xor_stream(400)
     X[np.abs(X) < 0.5] = 0.0  # zeros, so the CSR rows are sparse
     learner = make_learner("boosted_embedded", scaling="none", append_features=append_features,
-                           append_margin=append_margin, **SMALL)  # fmt: skip
+                           append_margin=append_margin, **SMALL_EMBEDDED)  # fmt: skip
     learner.partial_fit(X, y)
     assert learner.fits_ >= 2
     batch = as_features(sp.csr_matrix(X[:50])) if sparse else X[:50]
@@ -94,7 +80,7 @@ def test_the_growths_leaves_are_the_routers_and_embed_the_fitted_rows_as_it(min_
 def test_the_ensemble_scores_as_scikit_learns_booster(learning_rate):
     X, y = xor_stream(600, seed=3)
     learner = make_learner(
-        "boosted_embedded", scaling="none", learning_rate=learning_rate, **SMALL
+        "boosted_embedded", scaling="none", learning_rate=learning_rate, **SMALL_EMBEDDED
     ).partial_fit(X, y)
     job = learner.fit_job()
     booster = HistGradientBoostingClassifier(
@@ -111,7 +97,7 @@ def test_the_ensemble_scores_as_scikit_learns_booster(learning_rate):
 
 def test_schedule_first_fit_then_doubling_up_to_refit_every_events():
     X, y = xor_stream(700)
-    learner = make_learner("boosted_embedded", **{**SMALL, "refit_growth": 2.0})
+    learner = make_learner("boosted_embedded", **{**SMALL_EMBEDDED, "refit_growth": 2.0})
     learner.partial_fit(X[:119], y[:119])
     assert learner.fits_ == 0
     learner.partial_fit(X[119:121], y[119:121])
@@ -122,7 +108,9 @@ def test_schedule_first_fit_then_doubling_up_to_refit_every_events():
     learner.partial_fit(X[239:700], y[239:700])
     assert learner.fits_ == 5 and learner.fit_points_ == (690, 690)
     # no refit: one fit only
-    once = make_learner("boosted_embedded", **{**SMALL, "refit_every": None}).partial_fit(X, y)
+    once = make_learner("boosted_embedded", **{**SMALL_EMBEDDED, "refit_every": None}).partial_fit(
+        X, y
+    )
     assert once.fits_ == 1
 
 
@@ -131,14 +119,14 @@ def test_schedule_grows_by_half_and_installs_l_n_events_later():
     again as the last learned), then every ``refit_every`` (150); a fit from ``N`` is installed
     ``min(fit_delay, max(fit_delay // 8, N // 16))`` events later."""
     X, y = xor_stream(700)
-    learner = make_learner("boosted_embedded", **SMALL)
+    learner = make_learner("boosted_embedded", **SMALL_EMBEDDED)
     points = []
     for i in range(700):
         learner.partial_fit(X[i : i + 1], y[i : i + 1])
         if learner.fits_ > len(points):
             points.append(learner.fit_points_)
     assert points == [(120, 120), (180, 180), (270, 270), (405, 405), (555, 555)]
-    delayed = make_learner("boosted_embedded", **{**SMALL, "fit_delay": 80})
+    delayed = make_learner("boosted_embedded", **{**SMALL_EMBEDDED, "fit_delay": 80})
     delayed.partial_fit(X[:129], y[:129])
     assert delayed.fit_due() and delayed.fits_ == 0  # due at 120: L = max(80 // 8, 7) = 10
     delayed.partial_fit(X[129:130], y[129:130])
@@ -153,7 +141,7 @@ def test_a_state_held_past_its_install_point_installs_at_the_next_call():
     ``fit_delay``) installs its pending fit before it learns anything more: the fit points
     ``(N, N + held)``."""
     X, y = xor_stream(300)
-    longer = make_learner("boosted_embedded", **{**SMALL, "fit_delay": 320}).partial_fit(
+    longer = make_learner("boosted_embedded", **{**SMALL_EMBEDDED, "fit_delay": 320}).partial_fit(
         X[:150], y[:150]
     )  # due at 120, L = 40: 30 held
     assert longer.fit_due() and int(longer.state_["pending_fill"][0]) == 30
@@ -168,13 +156,13 @@ def test_a_fit_waits_for_two_events_of_each_class():
     X, y = xor_stream(300)
     y = np.zeros(300, dtype=np.int64)
     y[[150, 170]] = 1
-    learner = make_learner("boosted_embedded", **SMALL).partial_fit(X[:200], y[:200])
+    learner = make_learner("boosted_embedded", **SMALL_EMBEDDED).partial_fit(X[:200], y[:200])
     assert learner.fits_ == 1 and learner.fit_points_ == (171, 171)
 
 
 def test_restart_drops_a_pending_fit_and_refits_on_later_events():
     X, y = xor_stream(600)
-    learner = make_learner("boosted_embedded", **{**SMALL, "fit_delay": 20})
+    learner = make_learner("boosted_embedded", **{**SMALL_EMBEDDED, "fit_delay": 20})
     learner.partial_fit(X[:125], y[:125])  # due at 120, L = max(20 // 8, 7) = 7
     assert learner.fit_due() and learner.events_seen_ == 125
     learner.restart_tree()
@@ -191,11 +179,11 @@ def test_restart_drops_a_pending_fit_and_refits_on_later_events():
 
 def test_round_trip_and_a_corrupt_tree_is_refused():
     X, y = xor_stream(400)
-    learner = make_learner("boosted_embedded", **SMALL).partial_fit(X[:300], y[:300])
+    learner = make_learner("boosted_embedded", **SMALL_EMBEDDED).partial_fit(X[:300], y[:300])
     restored = BoostedEmbedded.from_state(learner.get_params(), learner.get_state())
     learner.partial_fit(X[300:], y[300:])
     restored.partial_fit(X[300:], y[300:])
-    same_state(learner.get_state(), restored.get_state())
+    states_equal(learner.get_state(), restored.get_state())
     state = learner.get_state()
     state["ens_left"][0, 0] = 0  # a child that is its own parent: routing would never end
     with pytest.raises(InvalidState, match="ens_left"):
@@ -206,7 +194,9 @@ def test_round_trip_and_a_corrupt_tree_is_refused():
         BoostedEmbedded.from_state(learner.get_params(), state)
     state = learner.get_state()
     leaves = state["ens_left"][0] < 0
-    state["ens_feature_or_leaf"][0, leaves] = SMALL["max_leaves"]  # a leaf beyond the tree's
+    state["ens_feature_or_leaf"][0, leaves] = SMALL_EMBEDDED[
+        "max_leaves"
+    ]  # a leaf beyond the tree's
     with pytest.raises(InvalidState, match="ens_feature_or_leaf"):
         BoostedEmbedded.from_state(learner.get_params(), state)
 
@@ -217,13 +207,13 @@ def test_trees_are_three_narrow_arrays_and_a_wider_or_out_of_range_array_is_refu
     them wider (or as format 8's six arrays) or pointing beyond the tree is refused naming
     the array, before the learner is rebuilt."""
     X, y = xor_stream(300)
-    learner = make_learner("boosted_embedded", **SMALL).partial_fit(X, y)
+    learner = make_learner("boosted_embedded", **SMALL_EMBEDDED).partial_fit(X, y)
     state = learner.get_state()
     assert [state[key].dtype for key in ENSEMBLE_KEYS] == [
         np.dtype(np.int16), np.dtype(np.int32), np.dtype(np.float64), np.dtype(np.float64),
         np.dtype(np.int64),
     ]  # fmt: skip
-    assert state["ens_trees"][0] == SMALL["n_trees"]
+    assert state["ens_trees"][0] == SMALL_EMBEDDED["n_trees"]
     for key in ("ens_left", "ens_feature_or_leaf"):
         wide = {**state, key: state[key].astype(np.int64)}
         with pytest.raises(InvalidState, match=f"{key}.*int64.*expected int"):
@@ -231,7 +221,10 @@ def test_trees_are_three_narrow_arrays_and_a_wider_or_out_of_range_array_is_refu
     format_8 = {**state, "ens_right": state["ens_left"] + 1}
     with pytest.raises(InvalidState, match="ens_right"):
         BoostedEmbedded.from_state(learner.get_params(), format_8)
-    for value in (9_999, 2 * SMALL["max_leaves"] - 2):  # beyond the nodes; no room for a right
+    for value in (
+        9_999,
+        2 * SMALL_EMBEDDED["max_leaves"] - 2,
+    ):  # beyond the nodes; no room for a right
         beyond = learner.get_state()
         beyond["ens_left"][0, 0] = value
         with pytest.raises(InvalidState, match="ens_left"):
@@ -256,7 +249,7 @@ def test_trees_hold_the_nodes_of_the_largest_tree_and_learn_as_padded_ones():
     score bit for bit as the same trees padded to the whole width, which still load; tree
     arrays of different widths, or wider than the whole width, are refused."""
     X, y = xor_stream(900, seed=4)
-    params = {**SMALL, "max_leaves": 12, "min_samples_leaf": 20}
+    params = {**SMALL_EMBEDDED, "max_leaves": 12, "min_samples_leaf": 20}
     learner = make_learner("boosted_embedded", **params).partial_fit(X[:300], y[:300])
     state = learner.get_state()
     left = state["ens_left"]
@@ -317,7 +310,7 @@ def test_auto_tracking_drift_refits_its_boosted_candidate_on_post_change_events(
 
 def test_a_young_learner_holds_no_trees_and_no_held_rows_until_it_needs_them():
     X, y = xor_stream(300)
-    params = {**SMALL, "fit_delay": 40}
+    params = {**SMALL_EMBEDDED, "fit_delay": 40}
     learner = make_learner("boosted_embedded", **params).partial_fit(X[:100], y[:100])
     state = learner.get_state()
     for key in ("ens_left", "ens_threshold_or_value", "pending_X", "pending_y"):
@@ -332,16 +325,16 @@ def test_a_young_learner_holds_no_trees_and_no_held_rows_until_it_needs_them():
     one_by_one = make_learner("boosted_embedded", **params)
     for k in range(300):
         one_by_one.partial_fit(X[k : k + 1], y[k : k + 1])
-    same_state(at_once.get_state(), state)
-    same_state(one_by_one.get_state(), state)
+    states_equal(at_once.get_state(), state)
+    states_equal(one_by_one.get_state(), state)
     young = make_learner("boosted_embedded", **params).partial_fit(X[:100], y[:100])
     restored = BoostedEmbedded.from_state(young.get_params(), young.get_state())
-    same_state(restored.get_state(), young.get_state())
+    states_equal(restored.get_state(), young.get_state())
 
 
 def test_a_state_claiming_more_trees_or_held_rows_than_it_holds_is_refused():
     X, y = xor_stream(100)
-    learner = make_learner("boosted_embedded", **{**SMALL, "fit_delay": 40})
+    learner = make_learner("boosted_embedded", **{**SMALL_EMBEDDED, "fit_delay": 40})
     learner.partial_fit(X, y)
     state = learner.get_state()
     state["ens_trees"][0] = 1  # no tree row: the kernels would read past the arrays
@@ -365,7 +358,7 @@ def test_the_trees_split_the_rows_as_posted_and_the_inner_learner_reads_x_scaled
     columns are standardised by the running mean and deviation of every event seen; the
     relearning after a fit reads the buffer standardised as of the fit's event."""
     X, y = posted_stream(400, seed=5)
-    learner = make_learner("boosted_embedded", scaling="standard", **SMALL)
+    learner = make_learner("boosted_embedded", scaling="standard", **SMALL_EMBEDDED)
     for batch in (slice(0, 1), slice(1, 119), slice(119, 121), slice(121, 300), slice(300, 400)):
         learner.partial_fit(X[batch], y[batch])
     job = learner.fit_job()
@@ -403,13 +396,13 @@ def test_the_trees_split_the_rows_as_posted_and_the_inner_learner_reads_x_scaled
 def test_sparse_rows_route_and_scale_as_the_same_dense_rows():
     X, y = posted_stream(400, seed=6)
     X[np.abs(X) < 2.0] = 0.0  # zeros, so the CSR rows are sparse
-    dense = make_learner("boosted_embedded", scaling="scale", **SMALL)
-    sparse = make_learner("boosted_embedded", scaling="scale", **SMALL)
+    dense = make_learner("boosted_embedded", scaling="scale", **SMALL_EMBEDDED)
+    sparse = make_learner("boosted_embedded", scaling="scale", **SMALL_EMBEDDED)
     for batch in (slice(0, 150), slice(150, 151), slice(151, 400)):
         dense.partial_fit(X[batch], y[batch])
         sparse.partial_fit(sp.csr_matrix(X[batch]), y[batch])
     assert dense.fits_ >= 2
-    same_state(dense.get_state(), sparse.get_state())
+    states_equal(dense.get_state(), sparse.get_state())
     np.testing.assert_array_equal(
         dense.decision_function(X[:50]), sparse.decision_function(sp.csr_matrix(X[:50]))
     )
@@ -436,7 +429,9 @@ def test_auto_hands_its_boosted_candidates_the_rows_as_posted():
 
 def test_a_fit_scaling_that_divides_by_zero_is_refused():
     X, y = xor_stream(200)
-    learner = make_learner("boosted_embedded", scaling="standard", **SMALL).partial_fit(X, y)
+    learner = make_learner("boosted_embedded", scaling="standard", **SMALL_EMBEDDED).partial_fit(
+        X, y
+    )
     state = learner.get_state()
     state["fit_divisors"][2] = 0.0
     with pytest.raises(InvalidState, match="fit_divisors"):

@@ -27,12 +27,13 @@ from core.boosted_trees import ENSEMBLE_KEYS, fit_ensemble
 from core.learners import make_learner
 from core.learners._event_rows import event_arrays
 from core.learners.boosted_embedded import BoostedEmbedded
+from tests.core.boosted_helpers import SMALL_EMBEDDED, xor_stream
+from tests.core.cases import states_equal
 from tests.core.naive.boosted_embedding import embed_row
-from tests.core.test_boosted_embedded import SMALL, same_state, xor_stream
 
 #: fits due at 120, 240, 390, 540, 690 (doubling, then every 150), installed L(N) = 15, 15, 24, 33,
 #: 43 events later
-DELAYED = {**SMALL, "fit_delay": 120, "scaling": "none", "refit_growth": 2.0}
+DELAYED = {**SMALL_EMBEDDED, "fit_delay": 120, "scaling": "none", "refit_growth": 2.0}
 #: the same with fits ~50x slower than learning ``L(N)`` events (6 small trees take about as
 #: long as those events, so a busy machine's preemption decided which came first): the tests
 #: that judge the stream's pace against the fits' take it
@@ -120,7 +121,7 @@ def test_the_state_does_not_depend_on_the_batches_nor_on_a_checkpoint_while_pend
     one_by_one = make_learner("boosted_embedded", **DELAYED)
     for i in range(900):
         one_by_one.partial_fit(X[i : i + 1], y[i : i + 1])
-    same_state(whole.get_state(), one_by_one.get_state())
+    states_equal(whole.get_state(), one_by_one.get_state())
     # a checkpoint between N and N + L(N): the state holds the buffer as of N and the
     # events since, so the restored learner installs the same fit (computing it itself)
     first = make_learner("boosted_embedded", **DELAYED).partial_fit(X[:130], y[:130])
@@ -128,7 +129,7 @@ def test_the_state_does_not_depend_on_the_batches_nor_on_a_checkpoint_while_pend
     restored = BoostedEmbedded.from_state(first.get_params(), first.get_state())
     assert restored.fit_due() and restored.events_seen_ == 130
     restored.partial_fit(X[130:], y[130:])
-    same_state(whole.get_state(), restored.get_state())
+    states_equal(whole.get_state(), restored.get_state())
     assert restored.fit_record.in_call == restored.fits_ - first.fits_  # no fitter: all here
 
 
@@ -177,7 +178,7 @@ def fitting(hold: threading.Event | None = None, begun: bool = False):
 def same_as_library(learner, X, y):
     """``learner``'s state is the one the library learns on ``X, y`` without a fitter."""
     library = make_learner("boosted_embedded", **DELAYED).partial_fit(X, y)
-    same_state(library.get_state(), learner.get_state())
+    states_equal(library.get_state(), learner.get_state())
 
 
 @pytest.mark.parametrize("learner", ["boosted_embedded", "auto"])
@@ -197,7 +198,7 @@ def test_a_background_fitter_gives_the_librarys_state_bit_for_bit(learner):
             part = part or served._candidates[1]
             if part.fit_record.handle is not None:  # a stream slower than its fits
                 assert finished(part.fit_record.handle)
-    same_state(library.get_state(), served.get_state())
+    states_equal(library.get_state(), served.get_state())
     assert part.fits_ >= 3 and part.fit_record.in_call == 0
     # every fit handed over, the last one's install point maybe past the stream's end
     assert len(fitter.submitted) == part.fits_ + part.fit_due() and part.fit_record.in_time
@@ -242,7 +243,7 @@ def test_a_call_that_reaches_the_install_point_hands_nothing_over(monkeypatch):
     # faster than they were computed: the stream goes faster than the fits
     assert learner.fit_due() and fitter.submitted == [] and learner.fit_record.in_time is False
     library = make_learner("boosted_embedded", **SLOW_FITS).partial_fit(X, y)
-    same_state(library.get_state(), learner.get_state())
+    states_equal(library.get_state(), learner.get_state())
 
 
 def test_a_stream_faster_than_its_fits_stops_handing_them_over_until_it_slows_down(monkeypatch):
@@ -274,7 +275,7 @@ def test_a_stream_faster_than_its_fits_stops_handing_them_over_until_it_slows_do
         fitter.close()
     learner.partial_fit(X[400:], y[400:])
     library = make_learner("boosted_embedded", **SLOW_FITS).partial_fit(X, y)
-    same_state(library.get_state(), learner.get_state())
+    states_equal(library.get_state(), learner.get_state())
 
 
 def test_an_install_point_waits_for_a_running_fit_and_takes_back_a_queued_one():
@@ -325,7 +326,7 @@ def test_inside_fits_in_call_nothing_is_handed_over_and_a_pending_fit_is_after()
             served.partial_fit(X[570:], y[570:])
     finally:
         fitter.close()
-    same_state(library.get_state(), served.get_state())
+    states_equal(library.get_state(), served.get_state())
 
 
 def test_a_fit_is_scikit_learns_booster_without_importing_scikit_learn():

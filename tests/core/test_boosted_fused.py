@@ -10,12 +10,8 @@ import numpy as np
 import pytest
 
 from core.learners import _boosted_learning, make_learner
-from core.learners._boosted_fused import MOST_CUTS, fusable, learn_fused, learn_whole
-
-SMALL = {"first_fit": 60, "refit_every": 90, "buffer_size": 120, "n_trees": 5, "max_leaves": 4,
-         "min_samples_leaf": 5, "fit_delay": 24, "negatives_per_positive": 2.0,
-         "scaling": "standard", "random_state": 3,
-         "params": {"solver": "ftrl", "base_rate_offset": True}}  # fmt: skip
+from core.learners._boosted_fused import MOST_CUTS, fusable, learn_fused
+from tests.core.boosted_helpers import SMALL_FUSED, learned_by_path
 
 
 def stream(n: int, seed: int = 0, d: int = 4) -> tuple[np.ndarray, np.ndarray]:
@@ -25,55 +21,24 @@ def stream(n: int, seed: int = 0, d: int = 4) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-def learned(name, params, X, y, sizes, fused: bool, monkeypatch, rounds: int = 0) -> tuple:
-    """The state and scores of ``name`` learning the stream in batches of ``sizes`` (in turn;
-    with ``rounds``, ``learn_rounds`` of that many one-event rounds and a long one), with the
-    fused path on or off, the served weights of the rounds, and which segments it took."""
-    taken = []
-
-    def counted(*args):
-        taken.append(fused and learn_fused(*args))
-        return taken[-1]
-
-    def counted_whole(*args):  # the one-piece call's own way to the kernel
-        scaled = learn_whole(*args) if fused else None
-        taken.append(scaled is not None)
-        return scaled
-
-    monkeypatch.setattr(_boosted_learning, "learn_fused", counted)
-    monkeypatch.setattr(_boosted_learning, "learn_whole", counted_whole)
-    model = make_learner(name, **params)
-    scores, served, start, turn = [], [], 0, 0
-    while start < len(y):
-        stop = min(len(y), start + sizes[turn % len(sizes)])
-        if rounds and start:  # a first call initialises the model
-            stops = [*range(1, rounds + 1), stop - start]
-            result = model.learn_rounds(X[start:stop], y[start:stop], stops)
-            scores.append(result.scores)
-            served.append(result.served)
-        else:
-            scores.append(model.prequential_step(X[start:stop], y[start:stop]))
-        start, turn = stop, turn + 1
-    monkeypatch.undo()
-    return model.get_state(), np.concatenate(scores), taken, served
-
-
 #: the leaves' columns right after ``x`` (no margin) or after the margin (no ``x``): the
 #: kernel's stride counts the columns before them
-LEAVES_AFTER = [{**SMALL, "append_margin": False}, {**SMALL, "append_features": False}]
+LEAVES_AFTER = [{**SMALL_FUSED, "append_margin": False}, {**SMALL_FUSED, "append_features": False}]
 
 
 @pytest.mark.parametrize(
     ("name", "params", "n_events"),
-    [("boosted_embedded", SMALL, 700), ("auto", {"random_state": 0}, 2600),
+    [("boosted_embedded", SMALL_FUSED, 700), ("auto", {"random_state": 0}, 2600),
      *[("boosted_embedded", params, 700) for params in LEAVES_AFTER]],
     ids=["alone", "in auto", "no margin", "no x"],
 )  # fmt: skip
 @pytest.mark.parametrize("sizes", [(1,), (1, 7, 30, 2)], ids=["one event", "batches"])
 def test_the_fused_segment_learns_as_the_general_path(name, params, n_events, sizes, monkeypatch):
     X, y = stream(n_events)
-    state, scores, taken, _ = learned(name, params, X, y, sizes, True, monkeypatch)
-    general_state, general_scores, _, _ = learned(name, params, X, y, sizes, False, monkeypatch)
+    state, scores, taken, _ = learned_by_path(name, params, X, y, sizes, True, monkeypatch)
+    general_state, general_scores, _, _ = learned_by_path(
+        name, params, X, y, sizes, False, monkeypatch
+    )
     # both paths ran: the common case fused, growth (and the pool's detach) the general way
     assert sum(taken) > len(taken) // 2 and not all(taken)
     np.testing.assert_array_equal(scores, general_scores)
@@ -81,12 +46,12 @@ def test_the_fused_segment_learns_as_the_general_path(name, params, n_events, si
     for key, value in general_state.items():
         np.testing.assert_array_equal(state[key], value, err_msg=key)
     if name == "boosted_embedded":
-        assert state["fits"][0] >= 5 and state["buffer_written"][0] > SMALL["buffer_size"]
+        assert state["fits"][0] >= 5 and state["buffer_written"][0] > SMALL_FUSED["buffer_size"]
 
 
 @pytest.mark.parametrize(
     ("name", "params", "n_events"),
-    [("boosted_embedded", SMALL, 900), ("auto", {"random_state": 0}, 2600)],
+    [("boosted_embedded", SMALL_FUSED, 900), ("auto", {"random_state": 0}, 2600)],
     ids=["alone", "in auto"],
 )
 @pytest.mark.parametrize("rounds", [2, 5], ids=["fused pieces", "more cuts than fused"])
@@ -94,8 +59,10 @@ def test_learn_rounds_in_fused_pieces_learn_as_the_general_path(name, params, n_
                                                                 monkeypatch):  # fmt: skip
     X, y = stream(n_events, seed=1)
     sizes = (40,)
-    state, scores, taken, served = learned(name, params, X, y, sizes, True, monkeypatch, rounds)
-    general = learned(name, params, X, y, sizes, False, monkeypatch, rounds)
+    state, scores, taken, served = learned_by_path(
+        name, params, X, y, sizes, True, monkeypatch, rounds
+    )
+    general = learned_by_path(name, params, X, y, sizes, False, monkeypatch, rounds)
     if rounds < MOST_CUTS:
         assert sum(taken) > len(taken) // 2 and not all(taken)
     np.testing.assert_array_equal(scores, general[1])
@@ -108,10 +75,10 @@ def test_the_fused_segment_leaves_what_it_does_not_take():
     """Another scaling, rows that are not C-ordered float64, the Laplace solver inside: None,
     and nothing learned."""
     X, y = stream(200)
-    for params, rows in (({**SMALL, "scaling": "scale"}, X[:1]),
-                         (SMALL, np.asfortranarray(X[:3])),
-                         (SMALL, X[:2].astype(np.float32)),
-                         ({**SMALL, "params": {"solver": "laplace"}}, X[:1])):  # fmt: skip
+    for params, rows in (({**SMALL_FUSED, "scaling": "scale"}, X[:1]),
+                         (SMALL_FUSED, np.asfortranarray(X[:3])),
+                         (SMALL_FUSED, X[:2].astype(np.float32)),
+                         ({**SMALL_FUSED, "params": {"solver": "laplace"}}, X[:1])):  # fmt: skip
         model = make_learner("boosted_embedded", **params).partial_fit(X[:100], y[:100])
         before = model.get_state()
         labels = np.where(y[: len(rows)] > 0, 1, -1).astype(np.int64)
@@ -125,7 +92,7 @@ def test_the_fused_segment_leaves_what_it_does_not_take():
 
 @pytest.mark.parametrize(
     ("name", "params", "n_events"),
-    [("boosted_embedded", SMALL, 700), ("auto", {"random_state": 0}, 2600)],
+    [("boosted_embedded", SMALL_FUSED, 700), ("auto", {"random_state": 0}, 2600)],
     ids=["alone", "in auto"],
 )
 def test_the_usual_call_at_once_learns_as_the_segment_loop(name, params, n_events, monkeypatch):

@@ -13,9 +13,10 @@ import core.boosted_fits
 from core.boosted_trees import EnsembleParams, fit_ensemble, fitted_ensemble_problem
 from core.learners import make_learner
 from core.logged_fits import LoggedFitRefused, fit_log
-from tests.core.test_boosted_embedded import SMALL, same_state, xor_stream
+from tests.core.boosted_helpers import SMALL_EMBEDDED, xor_stream
+from tests.core.cases import states_equal
 
-PARAMS = {**SMALL, "fit_delay": 7}
+PARAMS = {**SMALL_EMBEDDED, "fit_delay": 7}
 
 
 def _recorded(learner_name: str, params: dict, X, y, batch: int):
@@ -46,7 +47,7 @@ def test_installing_recorded_fits_gives_the_fitted_state_without_fitting(
         for start in range(0, n_events, 100):
             replayed.partial_fit(X[start : start + 100], y[start : start + 100])
     log.finish()
-    same_state(replayed.get_state(), fitted.get_state())
+    states_equal(replayed.get_state(), fitted.get_state())
 
 
 def test_a_fit_of_another_buffer_or_never_met_is_refused():

@@ -15,25 +15,8 @@ from core import preprocessing
 from core.errors import InvalidState
 from core.learners import learner_class, make_learner
 from core.preprocessing import initial_scaler_state, scale_batch, scaler_affine
-from tests.core.test_boosted_fused import SMALL, learned
-
-N_EVENTS = 3000
-
-
-def mixed(n: int = N_EVENTS, seed: int = 0) -> np.ndarray:
-    """A rare count (1-3 in ~0.3 % of the events), a rare 0/1 flag, a one-hot pair, a number
-    that is never 0 and one that is mostly 0 but common."""
-    rng = np.random.default_rng(seed)
-    X = np.zeros((n, 6))
-    rare = rng.random(n) < 0.003
-    X[rare, 0] = rng.integers(1, 4, size=rare.sum())
-    X[rng.random(n) < 0.005, 1] = 1.0
-    first = rng.random(n) < 0.3
-    X[first, 2], X[~first, 3] = 1.0, 1.0
-    X[:, 4] = rng.normal(5.0, 2.0, size=n)
-    common = rng.random(n) < 0.4
-    X[common, 5] = rng.normal(size=common.sum())
-    return X
+from tests.core.boosted_helpers import SMALL_FUSED, learned_by_path
+from tests.core.scaling_helpers import N_EVENTS, mixed
 
 
 def scaled(X: np.ndarray, floor: float, monkeypatch) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -84,8 +67,10 @@ def test_the_raw_map_mirrors_the_floored_transform(monkeypatch):
 def test_the_fused_segment_learns_floored_rows_as_the_general_path(sizes, monkeypatch):
     X = mixed(700, seed=3)[:, [0, 1, 4, 5]]
     y = (X[:, 2] + X[:, 0] + np.random.default_rng(3).normal(size=len(X)) > 6.0).astype(np.int64)
-    state, scores, taken, _ = learned("boosted_embedded", SMALL, X, y, sizes, True, monkeypatch)
-    general = learned("boosted_embedded", SMALL, X, y, sizes, False, monkeypatch)
+    state, scores, taken, _ = learned_by_path(
+        "boosted_embedded", SMALL_FUSED, X, y, sizes, True, monkeypatch
+    )
+    general = learned_by_path("boosted_embedded", SMALL_FUSED, X, y, sizes, False, monkeypatch)
     assert any(taken) and state["scaler_magnitude"][0] == -1.0
     np.testing.assert_array_equal(scores, general[1])
     for key, value in general[0].items():

@@ -19,7 +19,8 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from loadtest.local import running_uvicorn
+from loadtest.browser import find_chromium, headless_chromium
+from loadtest.local import PrivateRedis, running_uvicorn
 from service.app import create_app
 from service.engine import Engine
 from service.queue.worker import Worker
@@ -305,6 +306,75 @@ def workers(tmp_path):
             process.send_signal(signal.SIGCONT)
             process.kill()
         process.wait(timeout=10)
+
+
+@pytest.fixture
+def synced_redis():
+    """A private redis-server whose AOF is synced on every write."""
+    redis = PrivateRedis("aof", "--appendfsync", "always")
+    redis.start()
+    yield redis
+    redis.close()
+
+
+#: the stores that keep a log (every one), for :func:`logging_store`
+LOGGING_STORES = ["memory", "sqlite", "redis", "redis_cluster"]
+
+
+@pytest.fixture(params=LOGGING_STORES)
+def logging_store(request, tmp_path):
+    """An empty store of each kind, opened directly (no app): the log tests' engines run on it."""
+    if request.param == "memory":
+        yield MemoryStore()
+        return
+    if request.param in EMPTY_REDIS:
+        store = RedisStore.from_url(request.getfixturevalue(EMPTY_REDIS[request.param]))
+    else:
+        store = SQLiteStore.open(tmp_path / "data")
+    yield store
+    store.close()
+
+
+MISSING_BROWSER = (
+    "the dashboard tests need Debian's chromium and chromium-driver on the PATH "
+    "(apt-get install chromium chromium-driver; .ci/run installs them)"
+)
+#: set by .ci/run, which installs the browser: there a missing one fails the tests
+REQUIRE_BROWSER = os.environ.get("AUCSTREAM_REQUIRE_BROWSER") == "1"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Without Chromium the browser tests (those asking for ``chromium``) are skipped, not
+    errors (the rest of the suite still runs), except with ``AUCSTREAM_REQUIRE_BROWSER=1``.
+    A mark, not a skip in the fixture: it holds before any fixture is set up (a session's
+    Redis would be started first, and fail without its binary where the browser is missing
+    too, test_browser_requirement.py)."""
+    if REQUIRE_BROWSER or find_chromium() is not None:
+        return
+    reason = f"{MISSING_BROWSER}; AUCSTREAM_REQUIRE_BROWSER=1 makes this a failure"
+    for item in items:
+        if "chromium" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless Chromium a module (the dashboard's browser tests); without one (only
+    ``AUCSTREAM_REQUIRE_BROWSER=1`` gets here then) their tests fail."""
+    if find_chromium() is None:
+        pytest.fail(f"AUCSTREAM_REQUIRE_BROWSER=1 and no browser: {MISSING_BROWSER}")
+    with headless_chromium(width=1400, height=1400) as driver:
+        yield driver
+
+
+@pytest.fixture
+def browser(chromium):
+    """The module's browser on a blank page with an empty console; blank again afterwards, so
+    that the last page stops talking to a server that is gone."""
+    chromium.get("about:blank")
+    chromium.get_log("browser")
+    yield chromium
+    chromium.get("about:blank")
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ import numpy as np
 from core.learners import make_learner
 from service.engine.fit_process import NICENESS, FitProcess
 from service.engine.refit import Refitter
-from tests.core.test_boosted_embedded import xor_stream
+from tests.core.boosted_helpers import xor_stream
 from tests.service.conftest import create_model, events_json
 
 #: fits due at 150, 300, 500, 700 (doubling, then every 200), installed L(N) = min(320, max(40,

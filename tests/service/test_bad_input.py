@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
 
-from tests.service.conftest import create_model, events_json, make_stream, npz_bytes
-
-N_FEATURES = 5
+from tests.service.bad_input_helpers import BAD_INPUT, BAD_INPUT_FEATURES, NDJSON
+from tests.service.conftest import create_model, events_json, make_stream
 
 
 def _snapshot(client):
@@ -20,144 +17,14 @@ def _snapshot(client):
     return stored.version, stored.arrays, metrics
 
 
-def _object_npz() -> bytes:
-    buffer = io.BytesIO()
-    np.savez(buffer, X=np.array([[1, 2, 3, 4, 5]], dtype=object), y=np.array([1]))
-    return buffer.getvalue()
-
-
-def _good_rows(n=3):
-    X, y = make_stream(n, seed=9)
-    return X, y
-
-
-def _json_with(bad_event) -> dict:
-    X, y = _good_rows()
-    body = events_json(X, y, ids=["g0", "g1", "g2"])
-    body["events"].append(bad_event)
-    return body
-
-
-JSON = {"content-type": "application/json"}
-NDJSON = {"content-type": "application/x-ndjson"}
-LIBSVM = {"content-type": "text/x-libsvm"}
-NPZ = {"content-type": "application/x-npz"}
-
-
-def _sent(headers: dict, content: bytes) -> dict:
-    """The request keywords of a raw body sent with ``headers``."""
-    return {"content": content, "headers": headers}
-
-
-CASES = {
-    # name: (request kwargs, status, expected problem fields)
-    "malformed-json": (_sent(JSON, b'{"events": ['), 400, {}),
-    "json-nan-literal": (_sent(JSON, b'{"events": [{"x": [NaN, 1, 2, 3, 4], "y": 1}]}'), 400, {}),
-    "json-infinite-number": (
-        _sent(JSON, b'{"events": [{"x": [1e999, 1, 2, 3, 4], "y": 1}]}'),
-        400,
-        {},
-    ),
-    "json-not-events": ({"json": {"evnts": []}}, 422, {"field": "events"}),
-    "json-empty": ({"json": {"events": []}}, 422, {"field": "events"}),
-    "wrong-dimension": (
-        {"json": _json_with({"id": "bad", "x": [1, 2], "y": 1})},
-        422,
-        {"event": 3, "event_id": "bad", "field": "x"},
-    ),
-    "string-feature": (
-        {"json": _json_with({"x": [1, 2, "a", 4, 5], "y": 1})},
-        422,
-        {"event": 3, "field": "x"},
-    ),
-    "missing-x": ({"json": _json_with({"y": 1})}, 422, {"event": 3, "field": "x"}),
-    "bad-label": (
-        {"json": _json_with({"id": "b", "x": [1, 2, 3, 4, 5], "y": 2})},
-        422,
-        {"event": 3, "event_id": "b", "field": "y"},
-    ),
-    "missing-label": (
-        {"json": _json_with({"x": [1, 2, 3, 4, 5]})},
-        422,
-        {"event": 3, "field": "y"},
-    ),
-    "string-label": (
-        {"json": _json_with({"x": [1, 2, 3, 4, 5], "y": "1"})},
-        422,
-        {"event": 3, "field": "y"},
-    ),
-    "mixed-0-and-minus-1": (
-        {"json": {"events": [{"x": [1, 2, 3, 4, 5], "y": 0}, {"x": [1, 2, 3, 4, 5], "y": -1}]}},
-        422,
-        {"field": "y"},
-    ),
-    "bad-id": (
-        {"json": _json_with({"id": 1.5, "x": [1, 2, 3, 4, 5], "y": 1})},
-        422,
-        {"event": 3, "field": "id"},
-    ),
-    "malformed-ndjson-line": (
-        _sent(NDJSON, b'{"x": [1,2,3,4,5], "y": 1}\n\n{"x": [1,2\n'),
-        400,
-        {"line": 3},
-    ),
-    "ndjson-bad-label-line": (
-        _sent(NDJSON, b'{"x": [1,2,3,4,5], "y": 1}\n{"x": [1,2,3,4,5], "y": 7}\n'),
-        422,
-        {"line": 2, "field": "y"},
-    ),
-    "malformed-libsvm-line": (_sent(LIBSVM, b"1 1:0.5 2:1\n-1 3:x\n"), 400, {"line": 2}),
-    "libsvm-nan": (_sent(LIBSVM, b"1 1:0.5\n-1 2:nan\n"), 422, {"line": 2}),
-    "libsvm-index-out-of-range": (_sent(LIBSVM, b"1 1:0.5\n-1 9:1\n"), 422, {"line": 2}),
-    "libsvm-bad-label": (_sent(LIBSVM, b"1 1:0.5\nspam 2:1\n"), 422, {"line": 2, "field": "y"}),
-    "npz-object-array": (_sent(NPZ, _object_npz()), 422, {"field": "X"}),
-    "npz-nan": (
-        {
-            "content": npz_bytes(
-                X=np.array([[1, 2, 3, 4, 5], [1, np.nan, 3, 4, 5.0]]), y=np.array([1, 0])
-            ),
-            "headers": NPZ,
-        },
-        422,
-        {"event": 1},
-    ),
-    "npz-wrong-width": (
-        _sent(NPZ, npz_bytes(X=np.ones((2, 4)), y=np.array([1, 0]))),
-        422,
-        {"field": "X"},
-    ),
-    "npz-no-labels": (_sent(NPZ, npz_bytes(X=np.ones((2, 5)))), 422, {"field": "y"}),
-    "npz-bad-label": (
-        _sent(NPZ, npz_bytes(X=np.ones((2, 5)), y=np.array([1, 3]))),
-        422,
-        {"event": 1, "field": "y"},
-    ),
-    "npz-extra-array": (
-        {
-            "content": npz_bytes(X=np.ones((2, 5)), y=np.array([1, 0]), evil=np.ones(1)),
-            "headers": NPZ,
-        },
-        422,
-        {"field": "evil"},
-    ),
-    "npz-corrupt": (_sent(NPZ, b"PK\x03\x04 not really a zip"), 400, {}),
-    "wrong-content-type": (
-        {"content": b"x=1", "headers": {"content-type": "text/plain"}},
-        415,
-        {"field": "content-type"},
-    ),
-    "no-content-type": ({"content": b"{}", "headers": {"content-type": ""}}, 415, {}),
-}
-
-
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
 def test_bad_input_is_rejected_and_changes_nothing(client, case):
-    create_model(client, n_features=N_FEATURES)
+    create_model(client, n_features=BAD_INPUT_FEATURES)
     X, y = make_stream(200)
     assert client.post("/v1/models/m/events", json=events_json(X, y)).status_code == 200
     before = _snapshot(client)
 
-    request, status, fields = CASES[case]
+    request, status, fields = BAD_INPUT[case]
     response = client.post("/v1/models/m/events", **request)
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/problem+json"
@@ -192,7 +59,7 @@ def test_unknown_model_is_404(client):
 
 def test_too_large_body_and_batch(make_client):
     client = make_client(max_body_bytes=4096, max_batch_events=10)
-    create_model(client, n_features=N_FEATURES)
+    create_model(client, n_features=BAD_INPUT_FEATURES)
     X, y = make_stream(200)
     client.post("/v1/models/m/events", json=events_json(X[:5], y[:5]))
     before = _snapshot(client)
@@ -235,7 +102,7 @@ def test_bad_model_creation_names_the_field(client):
 def test_a_batch_that_makes_the_model_diverge_is_rejected_whole(client, monkeypatch):
     from core.learners import learner_class
 
-    create_model(client, n_features=N_FEATURES, scaling="none")
+    create_model(client, n_features=BAD_INPUT_FEATURES, scaling="none")
     X, y = make_stream(50)
     client.post("/v1/models/m/events", json=events_json(X, y))
     before = _snapshot(client)

@@ -17,6 +17,7 @@ from core.learners import make_learner
 from core.metrics import auc
 from service import cli
 from service.stores.client import connect
+from tests.service.cli_helpers import failed
 from tests.service.conftest import ON_REDIS_AND_CLUSTER, make_stream, started_apps
 
 HEADER = ["a", "b", "is_fraud", "c", "d"]
@@ -44,17 +45,6 @@ def _check_table(output: str, n_events: int) -> None:
 def _replay(path, *options: str) -> int:
     """``aucstream replay <path> --model m --quiet <options>``; returns the exit status."""
     return cli.main(["replay", str(path), "--model", "m", "--quiet", *options])
-
-
-def failed(capsys, status: int, *fragments: str) -> str:
-    """The error of a failed command: exactly one line on stderr, naming ``fragments``."""
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("aucstream: "), err
-    assert "Traceback" not in err
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
 
 
 def test_replay_csv(tmp_path, frame, capsys):

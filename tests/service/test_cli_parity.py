@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from service import cli
+from tests.service.cli_helpers import failed
 from tests.service.conftest import make_stream
-from tests.service.test_cli import failed
-from tests.service.test_uvicorn import uvicorn_server
+from tests.service.server_helpers import uvicorn_server
 
 NAMES = ["amount", "hour", "age"]
 MODEL_OPTIONS = ("--learner", "spam", "--scaling", "none", "--batch-size", "64")

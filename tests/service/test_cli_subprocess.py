@@ -19,7 +19,7 @@ import pytest
 from loadtest.local import free_port
 from service.cli import command_modules
 from tests.service.conftest import make_stream
-from tests.service.test_uvicorn import uvicorn_server
+from tests.service.server_helpers import uvicorn_server
 
 ROOT = Path(__file__).resolve().parents[2]
 

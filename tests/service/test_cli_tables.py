@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from service import cli
-from tests.service.test_cli import failed
-from tests.service.test_uvicorn import uvicorn_server
+from tests.service.cli_helpers import failed
+from tests.service.server_helpers import uvicorn_server
 
 N_EVENTS = 400
 

@@ -17,27 +17,7 @@ import core.warmup
 import service.kernels
 from core.learners._candidates import WIDE_FEATURES
 from tests.service.conftest import create_model
-
-
-class Pauses:
-    """``compile_group`` holding before the groups given, each until released, on a fresh
-    record of the groups run (another app of this process may have run them all)."""
-
-    def __init__(self, monkeypatch, *groups: str) -> None:
-        monkeypatch.setattr(service.kernels, "readiness", core.warmup.KernelReadiness())
-        self.reached = {group: threading.Event() for group in groups}
-        self.release = {group: threading.Event() for group in groups}
-        self.order: list[str] = []
-        real = service.kernels.compile_group
-
-        def paused(group: str) -> float:
-            self.order.append(group)
-            if group in self.reached:
-                self.reached[group].set()
-                self.release[group].wait(60)
-            return real(group)
-
-        monkeypatch.setattr(service.kernels, "compile_group", paused)
+from tests.service.warmup_helpers import WarmupPauses
 
 
 def wait_until_all_groups_ran(seconds: float = 300) -> None:
@@ -53,7 +33,7 @@ def wait_until_all_groups_ran(seconds: float = 300) -> None:
 def test_ready_with_the_default_path_while_the_other_kernels_compile(
     make_client, monkeypatch, caplog
 ):
-    pauses = Pauses(monkeypatch, "regret", core.warmup.TREE)
+    pauses = WarmupPauses(monkeypatch, "regret", core.warmup.TREE)
     caplog.set_level(logging.INFO, logger="aucstream")
     client = make_client(warmup=True)
     assert pauses.reached["regret"].wait(300), "the warm-up never reached the regret kernels"

@@ -10,19 +10,8 @@ import pytest
 from core.csr import CSRMatrix
 from core.hashing import FeatureHasher
 from core.learners import make_learner
+from tests.service.body_helpers import libsvm_text
 from tests.service.conftest import create_model, events_json, make_stream, npz_bytes
-
-
-def libsvm_text(X, y, ids=None, zero_based=False) -> bytes:
-    lines = []
-    for row in range(len(X)):
-        pairs = " ".join(
-            f"{column + (0 if zero_based else 1)}:{float(X[row, column])!r}"
-            for column in np.flatnonzero(X[row])
-        )
-        comment = f" # {ids[row]}" if ids is not None else ""
-        lines.append(f"{'+1' if y[row] == 1 else '-1'} {pairs}{comment}")
-    return ("\n".join(lines) + "\n").encode()
 
 
 def ndjson_text(X, y, ids=None) -> bytes:

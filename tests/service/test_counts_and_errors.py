@@ -6,8 +6,8 @@ import numpy as np
 import orjson
 import pytest
 
+from tests.service.clock_helpers import FixedClock
 from tests.service.conftest import create_model, events_json, make_stream
-from tests.service.test_delayed_labels import Clock
 
 LIBSVM = {"content-type": "text/x-libsvm"}
 NDJSON = {"content-type": "application/x-ndjson"}
@@ -53,7 +53,7 @@ def test_duplicate_labels_reach_the_duplicates_count(client):
 def test_a_timed_out_label_is_counted_once(client, default_label):
     """``labels_defaulted``: learned with the default label; ``labels_expired``: forgotten
     (no default label, or the event was learned meanwhile).  Disjoint."""
-    clock = Clock()
+    clock = FixedClock()
     engine = client.app.state.engine
     engine.clock = clock
     create_model(client, n_features=5, label_ttl_seconds=30, default_label=default_label)

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -24,85 +22,19 @@ from loadtest.browser import (
     colour_pixels,
     console_errors,
     external_resources,
-    find_chromium,
-    headless_chromium,
     png_stats,
     resource_urls,
 )
 from loadtest.local import free_port
-from tests.service.conftest import events_json, live_server, make_stream
-from tests.service.test_drift import N_FEATURES as DRIFT_FEATURES
-from tests.service.test_drift import flipping_stream
-
-MISSING_BROWSER = (
-    "the dashboard tests need Debian's chromium and chromium-driver on the PATH "
-    "(apt-get install chromium chromium-driver; .ci/run installs them)"
-)
-#: set by .ci/run, which installs the browser: there a missing one fails the tests
-REQUIRE_BROWSER = os.environ.get("AUCSTREAM_REQUIRE_BROWSER") == "1"
-if find_chromium() is None and not REQUIRE_BROWSER:
-    # skipped, not an error at collection: the rest of the suite still runs
-    pytest.skip(
-        f"{MISSING_BROWSER}; AUCSTREAM_REQUIRE_BROWSER=1 makes this a failure",
-        allow_module_level=True,
-    )
+from tests.service.conftest import events_json, make_stream
+from tests.service.dashboard_helpers import ROC_BLUE, fast_server, page_state, post_events, wait_for
+from tests.service.drift_helpers import DRIFT_FEATURES, flipping_stream
 
 READ_WRITE_KEY = "dashboard-test-read-write"
 READ_ONLY_KEY = "dashboard-test-read-only"
-ROC_BLUE = (11, 92, 213)  # dashboard.js COLORS.auc
 PAUC_SHADE = (217, 72, 15)  # the pAUC area, drawn translucent over white
 DRIFT_MARK = (214, 51, 108)  # charts.js COLORS.drift
 TIME_CHARTS = ("history-chart", "regret-chart", "throughput-chart")
-
-
-@contextlib.contextmanager
-def server(**env: str) -> Iterator[str]:
-    """The real server, its live streams at 5 a second so that the charts move quickly."""
-    fast = {"AUCSTREAM_STREAM_INTERVAL_SECONDS": "0.2", "AUCSTREAM_SSE_MIN_INTERVAL_SECONDS": "0.2"}
-    with live_server({**fast, **env}) as (url, _):
-        yield url
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    if find_chromium() is None:
-        pytest.fail(f"AUCSTREAM_REQUIRE_BROWSER=1 and no browser: {MISSING_BROWSER}")
-    with headless_chromium(width=1400, height=1400) as driver:
-        yield driver
-
-
-@pytest.fixture
-def browser(chromium):
-    """The module's browser on a blank page with an empty console; blank again afterwards, so
-    that the last page stops talking to a server that is gone."""
-    chromium.get("about:blank")
-    chromium.get_log("browser")
-    yield chromium
-    chromium.get("about:blank")
-
-
-def wait_for(condition: Callable[[], object], what: str, timeout: float = 180.0) -> object:
-    """``condition()``'s first true value, polled; 180 s is a hang detector (60 s was a clock a
-    loaded machine's Chromium, drawing slowly, could miss)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
-def page_state(driver) -> dict:
-    return driver.execute_script(
-        """
-        const data = (id) => ({...document.getElementById(id).dataset});
-        return {state: document.body.dataset.state, roc: data('roc-chart'),
-                history: data('history-chart'), regret: data('regret-chart'),
-                throughput: data('throughput-chart')};
-        """
-    )
 
 
 def drift_marks(driver, chart: str) -> dict:
@@ -160,15 +92,8 @@ def assert_marked_at(driver, chart: str, recent: list[dict]) -> list[dict]:
     return marks
 
 
-def post_events(http: httpx.Client, model: str, X, y, key: str | None = None) -> dict:
-    headers = {"X-API-Key": key} if key else {}
-    response = http.post(f"/v1/models/{model}/events", json=events_json(X, y), headers=headers)
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
 def test_dashboard_draws_the_posted_stream_live(browser, tmp_path):
-    with server() as url, httpx.Client(base_url=url, timeout=120) as http:
+    with fast_server() as url, httpx.Client(base_url=url, timeout=120) as http:
         # the default auto with a regret window (off by default for it): its pAUC gap is drawn
         model = {"id": "fraud", "n_features": 5, "regret_window": 1000}
         assert http.post("/v1/models", json=model).status_code == 201
@@ -239,7 +164,7 @@ def test_drifts_are_marked_on_the_time_charts_on_load_and_live(browser, tmp_path
     """A flip of the labels' relation mid-stream is detected before the page opens, and marked;
     a flip back is detected while it is open, and marked too."""
     X, y = flipping_stream(n=9000, seed=0, changes=(3000, 6000))
-    with server() as url, httpx.Client(base_url=url, timeout=120) as http:
+    with fast_server() as url, httpx.Client(base_url=url, timeout=120) as http:
         # FTRL: its steps shrink as 1 / sqrt(n), so it follows each flip and its served scores
         # show both (the Laplace solver's shrink as 1 / n: it may keep the first concept)
         model = {"id": "drifting", "n_features": DRIFT_FEATURES, "learner": "logistic",
@@ -283,7 +208,7 @@ def test_drifts_are_marked_on_the_time_charts_on_load_and_live(browser, tmp_path
 
 
 def test_model_list_follows_the_store_and_a_deleted_model_is_reported(browser):
-    with server() as url, httpx.Client(base_url=url, timeout=120) as http:
+    with fast_server() as url, httpx.Client(base_url=url, timeout=120) as http:
         browser.get(url + "/dashboard")
         wait_for(lambda: page_state(browser)["state"] == "no-models", "the empty state")
         assert browser.find_element("id", "models-empty").is_displayed()
@@ -321,7 +246,7 @@ def test_model_list_follows_the_store_and_a_deleted_model_is_reported(browser):
 
 def test_api_key_is_asked_kept_in_the_tab_and_sent_as_a_header(browser):
     keys = {"AUCSTREAM_API_KEYS": READ_WRITE_KEY, "AUCSTREAM_READ_ONLY_API_KEYS": READ_ONLY_KEY}
-    with server(**keys) as url, httpx.Client(base_url=url, timeout=120) as http:
+    with fast_server(**keys) as url, httpx.Client(base_url=url, timeout=120) as http:
         headers = {"X-API-Key": READ_WRITE_KEY}
         assert http.post("/v1/models", json={"id": "m", "n_features": 5}, headers=headers)
         X, y = make_stream(400)
@@ -369,7 +294,7 @@ def test_api_key_is_asked_kept_in_the_tab_and_sent_as_a_header(browser):
 def test_queue_lag_is_shown_and_drains_when_a_worker_learns(browser, empty_redis, workers):
     queue = {"AUCSTREAM_MODE": "queue", "AUCSTREAM_STORE": "redis",
              "AUCSTREAM_REDIS_URL": empty_redis}  # fmt: skip
-    with server(**queue) as url, httpx.Client(base_url=url, timeout=120) as http:
+    with fast_server(**queue) as url, httpx.Client(base_url=url, timeout=120) as http:
         assert http.post("/v1/models", json={"id": "q", "n_features": 5}).status_code == 201
         X, y = make_stream(300)
         response = http.post("/v1/models/q/events", json=events_json(X, y))
@@ -401,7 +326,7 @@ def test_queue_lag_is_shown_and_drains_when_a_worker_learns(browser, empty_redis
     ],
 )
 def test_api_docs_render_offline_from_local_assets(browser, path, rendered):
-    with server() as url:
+    with fast_server() as url:
         browser.get(url + path)
         wait_for(lambda: len(browser.find_elements("css selector", rendered)) >= 10,
                  f"{path} to render the operations")  # fmt: skip
@@ -415,7 +340,7 @@ def test_api_docs_render_offline_from_local_assets(browser, path, rendered):
 @contextlib.contextmanager
 def uvicorn_in_this_process(app) -> Iterator[str]:
     """The app under a real uvicorn on a thread of the test process, so that the test holds
-    its warm-up at chosen groups (:class:`tests.service.test_cold_start.Pauses`)."""
+    its warm-up at chosen groups (:class:`tests.service.warmup_helpers.WarmupPauses`)."""
     import threading
 
     import uvicorn
@@ -439,9 +364,9 @@ def test_a_banner_shows_the_warm_up_progress_until_the_models_load(browser, monk
     import core.warmup
     from service.app import create_app
     from service.settings import Settings
-    from tests.service.test_cold_start import Pauses
+    from tests.service.warmup_helpers import WarmupPauses
 
-    pauses = Pauses(monkeypatch, "regret", core.warmup.TREE)
+    pauses = WarmupPauses(monkeypatch, "regret", core.warmup.TREE)
     total = len(core.warmup.kernel_groups())
     app = create_app(Settings(warmup=True, store="memory"))
     with uvicorn_in_this_process(app) as url:

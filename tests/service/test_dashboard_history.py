@@ -11,21 +11,14 @@ import time
 import httpx
 
 from loadtest.browser import colour_pixels, console_errors
-from tests.service import test_dashboard_browser as dashboard_tests
-from tests.service.conftest import create_model, events_json, make_stream, started_apps
-from tests.service.test_dashboard_browser import ROC_BLUE, page_state, post_events, server, wait_for
-
-# the headless browser of the dashboard tests (a module-scoped Chromium, a blank page per test)
-chromium = dashboard_tests.chromium
-browser = dashboard_tests.browser
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.service.clock_helpers import FixedClock
+from tests.service.conftest import (
+    create_model,
+    events_json,
+    make_stream,
+    started_apps,
+)
+from tests.service.dashboard_helpers import ROC_BLUE, fast_server, page_state, post_events, wait_for
 
 
 def _snapshot_with_history(start: float, minutes: int, every: int) -> bytes:
@@ -33,7 +26,7 @@ def _snapshot_with_history(start: float, minutes: int, every: int) -> bytes:
     from ``start`` (an in-process app with a clock of its own), exported as a snapshot."""
     with started_apps(store="memory") as build:
         client = build()
-        clock = Clock(start)
+        clock = FixedClock(start)
         client.app.state.engine.clock = clock
         create_model(client, "hist", n_features=5, scaling="none")
         X, y = make_stream(40 * (minutes // every + 1), seed=5)
@@ -54,7 +47,7 @@ def test_the_time_charts_start_from_the_servers_history_and_say_when_idle(browse
     # two hours of learning, a batch every 5 minutes, that ended an hour ago
     start = time.time() - 3 * 3600
     snapshot = _snapshot_with_history(start, minutes=120, every=5)
-    with server() as url, httpx.Client(base_url=url, timeout=120) as http:
+    with fast_server() as url, httpx.Client(base_url=url, timeout=120) as http:
         response = http.put("/v1/models/hist/snapshot", content=snapshot,
                             headers={"content-type": "application/zip"})  # fmt: skip
         assert response.status_code == 201, response.text
@@ -89,7 +82,7 @@ def test_the_time_charts_start_from_the_servers_history_and_say_when_idle(browse
 
 
 def test_a_model_that_never_learned_has_a_sane_axis_and_says_so(browser):
-    with server() as url, httpx.Client(base_url=url, timeout=120) as http:
+    with fast_server() as url, httpx.Client(base_url=url, timeout=120) as http:
         model = {"id": "quiet", "n_features": 5, "learner": "spam"}
         assert http.post("/v1/models", json=model).status_code == 201
         browser.get(url + "/dashboard#/models/quiet")
@@ -108,7 +101,7 @@ def test_the_leaderboard_is_readable_at_1366_pixels(browser, tmp_path):
     size = browser.get_window_size()
     browser.set_window_size(1366, 900)
     try:
-        with server() as url, httpx.Client(base_url=url, timeout=300) as http:
+        with fast_server() as url, httpx.Client(base_url=url, timeout=300) as http:
             assert http.post("/v1/models", json={"id": "auto", "n_features": 5}).status_code == 201
             X, y = make_stream(600, seed=2)
             metrics = post_events(http, "auto", X, y)

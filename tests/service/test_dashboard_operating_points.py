@@ -9,13 +9,8 @@ import json
 import httpx
 
 from loadtest.browser import colour_pixels, console_errors
-from tests.service import test_dashboard_browser as dashboard_tests
 from tests.service.conftest import make_stream
-from tests.service.test_dashboard_browser import page_state, post_events, server, wait_for
-
-# the headless browser of the dashboard tests (a module-scoped Chromium, a blank page per test)
-chromium = dashboard_tests.chromium
-browser = dashboard_tests.browser
+from tests.service.dashboard_helpers import fast_server, page_state, post_events, wait_for
 
 OPERATING_GREEN = (8, 127, 91)  # charts.js COLORS.operating
 
@@ -28,7 +23,7 @@ def _percent(value: float) -> str:
 def test_operating_points_are_marked_on_the_roc_curve_and_tabled(browser):
     model = {"id": "fraud", "n_features": 5, "learner": "spam", "target_fprs": [0.02, 0.1, 0.3],
              "target_alert_rates": [0.05], "top_k": [25]}  # fmt: skip
-    with server() as url, httpx.Client(base_url=url, timeout=120) as http:
+    with fast_server() as url, httpx.Client(base_url=url, timeout=120) as http:
         assert http.post("/v1/models", json=model).status_code == 201
         X, y = make_stream(600, seed=8)
         post_events(http, "fraud", X, y)
@@ -89,7 +84,7 @@ def test_operating_points_are_marked_on_the_roc_curve_and_tabled(browser):
 
 
 def test_a_one_class_window_says_why_and_marks_nothing(browser):
-    with server() as url, httpx.Client(base_url=url, timeout=120) as http:
+    with fast_server() as url, httpx.Client(base_url=url, timeout=120) as http:
         assert http.post("/v1/models", json={"id": "quiet", "n_features": 5}).status_code == 201
         X, _ = make_stream(40, seed=1)
         post_events(http, "quiet", X, [0] * 40)

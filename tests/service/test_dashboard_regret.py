@@ -13,24 +13,17 @@ import time
 import httpx
 
 from loadtest.browser import colour_pixels, console_errors
-from tests.service import test_dashboard_browser as dashboard_tests
-from tests.service.conftest import create_model, events_json, make_stream, started_apps
-from tests.service.test_dashboard_browser import page_state, server, wait_for
-
-# the headless browser of the dashboard tests (a module-scoped Chromium, a blank page per test)
-chromium = dashboard_tests.chromium
-browser = dashboard_tests.browser
+from tests.service.clock_helpers import FixedClock
+from tests.service.conftest import (
+    create_model,
+    events_json,
+    make_stream,
+    started_apps,
+)
+from tests.service.dashboard_helpers import fast_server, page_state, wait_for
 
 GAP_GREEN = (43, 138, 62)  # charts.js COLORS.gap
 REGRET_PURPLE = (123, 44, 191)  # charts.js COLORS.regret
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def axes(driver, chart: str) -> dict:
@@ -46,7 +39,7 @@ def quiet_auto_snapshot() -> bytes:
     start = time.time() - 3600
     with started_apps(store="memory") as build:
         client = build()
-        clock = client.app.state.engine.clock = Clock(start)
+        clock = client.app.state.engine.clock = FixedClock(start)
         create_model(client, "quiet", n_features=5, learner="auto", regret_window=1000)
         X, y = make_stream(1000, seed=6)
         for minute in range(10):
@@ -59,7 +52,7 @@ def quiet_auto_snapshot() -> bytes:
 
 def test_a_quiet_auto_model_opened_later_draws_its_pauc_gap(browser):
     snapshot = quiet_auto_snapshot()
-    with server() as url, httpx.Client(base_url=url, timeout=300) as http:
+    with fast_server() as url, httpx.Client(base_url=url, timeout=300) as http:
         response = http.put("/v1/models/quiet/snapshot", content=snapshot,
                             headers={"content-type": "application/zip"})  # fmt: skip
         assert response.status_code == 201, response.text
@@ -97,7 +90,7 @@ def test_negative_values_keep_their_minus_signs(browser):
     """The regret chart from -0.0075 to 0.0075 (ticks such as "-0.005", as long as the
     "-0.075" that lost its sign): every label fits beside the ticks, none is cut at the
     canvas' edge (uPlot's fixed 50 px cut the longest)."""
-    with server() as url:
+    with fast_server() as url:
         browser.get(url + "/dashboard")
         wait_for(lambda: page_state(browser)["state"] == "no-models", "the empty page")
         # the page's own charts, made and fed as for a model (no model: nothing else draws)

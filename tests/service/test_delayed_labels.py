@@ -7,19 +7,12 @@ import numpy as np
 
 from core.learners import make_learner
 from core.metrics import PrequentialWindow
+from tests.service.clock_helpers import FixedClock
 from tests.service.conftest import create_model, events_json, make_stream
 
 
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_labels_join_recorded_scores(client):
-    clock = Clock()
+    clock = FixedClock()
     client.app.state.engine.clock = clock
     create_model(client, n_features=5, scaling="none", label_ttl_seconds=100)
     X, y = make_stream(40, seed=4)
@@ -86,7 +79,7 @@ def test_labels_join_recorded_scores(client):
 
 
 def test_default_label_after_the_ttl(client):
-    clock = Clock()
+    clock = FixedClock()
     engine = client.app.state.engine
     engine.clock = clock
     create_model(client, n_features=5, scaling="none", label_ttl_seconds=30, default_label=0)

@@ -22,34 +22,24 @@ from service.engine.model import (
 )
 from tests.service.conftest import (
     create_model,
-    events_json,
     put_snapshot,
     read_snapshot,
     stored_arrays,
     write_snapshot,
 )
-
-N_FEATURES = 6
-CHANGE = 3000
-
-
-def flipping_stream(n=6000, seed=0, changes=(CHANGE,)):
-    """20 % positives from a logistic model whose weights flip sign on half the features at
-    each of ``changes`` (event indices: flipped after an odd number of them)."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, N_FEATURES))
-    weights = np.array([1.5, -1.0, 1.0, 0.5, -1.5, 1.0])
-    flipped = weights * np.array([-1, 1, -1, 1, -1, 1])
-    odd = np.searchsorted(np.asarray(changes), np.arange(n), side="right") % 2 == 1
-    logits = np.where(odd, X @ flipped, X @ weights) - 1.8
-    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-logits))).astype(np.int64)
-    return X, y
+from tests.service.drift_helpers import (
+    CHANGE,
+    DRIFT_FEATURES,
+    flipping_stream,
+    post_stream,
+    prometheus_value,
+)
 
 
 def reference(X, y, batch, reset):
     """The same batches through the core learner and detector (a reset after a detecting
     batch when ``reset``)."""
-    learner = make_learner("logistic", scaling="standard").initialize(N_FEATURES)
+    learner = make_learner("logistic", scaling="standard").initialize(DRIFT_FEATURES)
     detector = DriftDetector()
     found = []
     for start in range(0, len(y), batch):
@@ -57,27 +47,13 @@ def reference(X, y, batch, reset):
         new = detector.update(learner.prequential_step(X[rows], y[rows]), y[rows])
         found += new
         if new and reset:
-            learner.initialize(N_FEATURES)
+            learner.initialize(DRIFT_FEATURES)
     return found, learner
-
-
-def post_stream(client, X, y, batch):
-    for start in range(0, len(y), batch):
-        body = events_json(X[start : start + batch], y[start : start + batch])
-        response = client.post("/v1/models/m/events", json=body)
-        assert response.status_code == 200, response.text
-
-
-def counter(text, name, model):
-    for line in text.splitlines():
-        if line.startswith(f'{name}{{model="{model}"}}'):
-            return float(line.rsplit(" ", 1)[1])
-    return None
 
 
 @pytest.mark.parametrize("on_drift", ["none", "reset"])
 def test_a_flip_is_reported_where_the_core_detector_reports_it(client, on_drift):
-    create_model(client, n_features=N_FEATURES, learner="logistic", on_drift=on_drift)
+    create_model(client, n_features=DRIFT_FEATURES, learner="logistic", on_drift=on_drift)
     X, y = flipping_stream()
     before = time.time()
     post_stream(client, X, y, 250)
@@ -96,11 +72,11 @@ def test_a_flip_is_reported_where_the_core_detector_reports_it(client, on_drift)
     coef = np.array(client.get("/v1/models/m/weights").json()["coef"])
     np.testing.assert_allclose(coef, learner.coef_, rtol=1e-10, atol=1e-12)
     text = client.get("/metrics").text
-    assert counter(text, "aucstream_drift_detected_total", "m") == len(expected)
+    assert prometheus_value(text, "aucstream_drift_detected_total", "m") == len(expected)
 
 
 def test_detector_state_is_committed_with_the_model_and_streamed(client):
-    create_model(client, n_features=N_FEATURES, learner="logistic")
+    create_model(client, n_features=DRIFT_FEATURES, learner="logistic")
     X, y = flipping_stream(seed=1)
     post_stream(client, X[:4500], y[:4500], 500)
     arrays = stored_arrays(client, "m")
@@ -115,7 +91,7 @@ def test_detector_state_is_committed_with_the_model_and_streamed(client):
 
 
 def test_no_drift_on_a_stable_stream(client):
-    create_model(client, n_features=N_FEATURES, learner="logistic")
+    create_model(client, n_features=DRIFT_FEATURES, learner="logistic")
     X, y = flipping_stream()
     post_stream(client, X[:CHANGE], y[:CHANGE], 300)
     drift = client.get("/v1/models/m/metrics").json()["drift"]
@@ -148,7 +124,7 @@ def test_the_drift_log_keeps_the_last_drifts_oldest_first():
 
 
 def test_the_drift_log_travels_in_snapshots_and_a_state_without_it_is_refused(client):
-    create_model(client, n_features=N_FEATURES, learner="logistic")
+    create_model(client, n_features=DRIFT_FEATURES, learner="logistic")
     X, y = flipping_stream(seed=2)
     post_stream(client, X, y, 500)
     drift = client.get("/v1/models/m/metrics").json()["drift"]

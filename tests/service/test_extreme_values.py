@@ -15,6 +15,7 @@ import pytest
 
 from service.client import StreamClient, StreamError
 from service.codec import encode_pending
+from tests.service.clock_helpers import FixedClock
 from tests.service.conftest import (
     PROBLEM,
     events_json,
@@ -23,18 +24,10 @@ from tests.service.conftest import (
     read_snapshot,
     write_snapshot,
 )
-from tests.service.test_uvicorn import uvicorn_server
+from tests.service.server_helpers import uvicorn_server
 
 DBL_MAX = np.finfo(np.float64).max
 STORES = pytest.mark.parametrize("store_kind", ["memory", "sqlite", "redis"], indirect=True)
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def assert_refused(response, event: int | None = None):
@@ -117,7 +110,7 @@ def test_a_kept_record_that_cannot_be_learned_is_dropped_alone(client):
     """A record kept with a non-finite score (damaged in the store):
     its label is ``expired``, the good labels of the same call are learned, and the sweep
     forgets it instead of failing on it forever."""
-    clock = Clock()
+    clock = FixedClock()
     engine = client.app.state.engine
     engine.clock = clock
     trained(client, "d", learner="spam", default_label=0, label_ttl_seconds=100)

@@ -220,7 +220,7 @@ def test_metrics_stream_interval_has_a_lower_bound(client):
 
 
 def test_a_queue_worker_forgets_the_labels_of_a_deleted_model(make_app, make_worker, rclient):
-    from tests.service.test_queue import drain
+    from tests.service.queue_helpers import drain
 
     app = make_app("queue")
     create_model(app, "gone")

@@ -240,7 +240,7 @@ def test_a_corrupt_model_stops_only_itself_in_a_queue_worker(make_app, make_work
     """Queue mode: the worker refuses the corrupt state, keeps that model's entries pending
     (never rejected as bad input), learns the other models, and learns again once the model
     is repaired by a snapshot import."""
-    from tests.service.test_queue import drain
+    from tests.service.queue_helpers import drain
 
     app = make_app("queue")
     for model_id in ("bad", "good"):

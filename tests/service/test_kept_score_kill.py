@@ -22,14 +22,7 @@ import numpy as np
 from service.codec import decode_pending
 from service.stores.redis import RedisStore
 from service.stores.sqlite import SQLiteStore
-from tests.service.test_group_commit_kill import (
-    MODEL,
-    Senders,
-    Server,
-    check_nothing_lost,
-    started_server,
-    synced_redis,  # noqa: F401 - the fixture
-)
+from tests.service.kill_helpers import MODEL, Senders, Server, check_nothing_lost, started_server
 
 SCORERS = 8
 #: kept scores acknowledged (over all scorers) before a kill falls, drawn in this range
@@ -182,7 +175,7 @@ def test_sqlite_kill_during_kept_scores(tmp_path):
             store.close()
 
 
-def test_redis_kill_during_kept_scores(tmp_path, synced_redis):  # noqa: F811 - the fixture
+def test_redis_kill_during_kept_scores(tmp_path, synced_redis):
     environment = {"AUCSTREAM_STORE": "redis", "AUCSTREAM_REDIS_URL": synced_redis.url}
     with started_server(tmp_path, environment) as server:
         answered, unanswered, acknowledged, unknown = kill_rounds(

@@ -12,19 +12,12 @@ from service.errors import StoreUnavailable
 from service.ingest import Batch
 from service.models import create_model
 from service.schemas import ModelCreate
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.service.clock_helpers import FixedClock
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FixedClock:
+    return FixedClock()
 
 
 @pytest.fixture

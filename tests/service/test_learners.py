@@ -58,7 +58,7 @@ def test_low_rank_opauc_on_sparse_events_is_served_bit_for_bit(client):
     snapshot export / import, and the served scores equal one in-process learner's."""
     from scipy.sparse import csr_matrix
 
-    from tests.service.test_content_types import libsvm_text
+    from tests.service.body_helpers import libsvm_text
 
     n_features = 40
     create_model(client, "low", n_features=n_features, feature_mode="sparse",

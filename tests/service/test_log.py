@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from core.csr import CSRMatrix
-from core.validation import as_labels
 from service.engine import Engine
 from service.engine.entries import Entry, decode, encode
 from service.errors import Contention, StoreUnavailable
@@ -21,49 +20,21 @@ from service.stores.memory import MemoryStore
 from service.stores.redis import RedisStore
 from service.stores.sqlite import SQLiteStore
 from tests.conftest import EMPTY_REDIS
-from tests.service.conftest import make_stream as make_raw_stream
-
-LOGGING_STORES = ["memory", "sqlite", "redis", "redis_cluster"]
-
-
-def make_stream(n_events: int, n_features: int, seed: int):
-    X, y = make_raw_stream(n_events, n_features, seed)
-    return X, as_labels(y)
-
-
-@pytest.fixture(params=LOGGING_STORES)
-def logging_store(request, tmp_path):
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    if request.param in EMPTY_REDIS:
-        store = RedisStore.from_url(request.getfixturevalue(EMPTY_REDIS[request.param]))
-    else:
-        store = SQLiteStore.open(tmp_path / "data")
-    yield store
-    store.close()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        self.now += 0.25
-        return self.now
-
-
-def _engine(store, clock: Clock) -> Engine:
-    # no background checkpoint: the test decides when one is written
-    return Engine(store, clock=clock, checkpoint_events=10**9, checkpoint_seconds=1e9)
+from tests.service.clock_helpers import TickingClock
+from tests.service.log_helpers import (
+    assert_same_arrays,
+    engine_without_checkpoints,
+    labelled_stream,
+    state_of,
+)
 
 
 def _traffic(
-    engine: Engine, clock: Clock, model_id: str, *, checkpoint_at: int | None, zero_one=False
+    engine: Engine, clock: TickingClock, model_id: str, *, checkpoint_at: int | None, zero_one=False
 ) -> None:
     """Events (with duplicates), kept scores and labels (``zero_one``: sent as {0, 1}), a
     sweep, history points."""
-    X, y = make_stream(240, n_features=5, seed=3)
+    X, y = labelled_stream(240, n_features=5, seed=3)
     if zero_one:
         y = (y > 0).astype(np.int64)
     for step, start in enumerate(range(0, 200, 10)):
@@ -83,66 +54,60 @@ def _traffic(
     engine.sweep(model_id)
 
 
-def _state(engine: Engine, model_id: str) -> dict[str, np.ndarray]:
-    return engine.state_arrays(model_id)[2]
-
-
-def assert_same_state(actual: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
-    """The same arrays under the same names, bit for bit."""
-    assert actual.keys() == expected.keys()
-    for name in expected:
-        np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
-
-
 @pytest.mark.parametrize("checkpoint_at", [None, 7])
 @pytest.mark.parametrize("learner", ["auto", "spdam"])
 def test_a_rebuilt_model_equals_the_one_that_never_stopped(logging_store, learner, checkpoint_at):
-    clock = Clock()
-    live = _engine(logging_store, clock)
+    clock = TickingClock()
+    live = engine_without_checkpoints(logging_store, clock)
     create_model(
         live,
         ModelCreate(id="m", n_features=5, learner=learner, default_label=0, regret_window=0),
     )
     _traffic(live, clock, "m", checkpoint_at=checkpoint_at)
-    expected = _state(live, "m")
+    expected = state_of(live, "m")
     stored = logging_store.load("m")
     assert len(stored.entries) > 20 - (checkpoint_at or 0)  # learned from the log, not a state
-    rebuilt = _engine(logging_store, clock)  # another process, or this one restarted
-    actual = _state(rebuilt, "m")
-    assert_same_state(actual, expected)
+    rebuilt = engine_without_checkpoints(
+        logging_store, clock
+    )  # another process, or this one restarted
+    actual = state_of(rebuilt, "m")
+    assert_same_arrays(actual, expected)
     assert rebuilt.info("m").version == live.info("m").version
 
 
 def test_labels_sent_as_zero_one_replay_beside_the_default_label(logging_store):
     """A {0, 1} labels entry and the sweep's default-label entry (-1) merged into one replayed
     learner call give the live model, bit for bit (not a refused mix of 0 and -1)."""
-    clock = Clock()
-    live = _engine(logging_store, clock)
+    clock = TickingClock()
+    live = engine_without_checkpoints(logging_store, clock)
     create_model(live, ModelCreate(id="m", n_features=5, default_label=0, regret_window=0))
     _traffic(live, clock, "m", checkpoint_at=None, zero_one=True)
-    expected = _state(live, "m")
-    assert_same_state(_state(_engine(logging_store, clock), "m"), expected)
+    expected = state_of(live, "m")
+    assert_same_arrays(state_of(engine_without_checkpoints(logging_store, clock), "m"), expected)
 
 
 def test_a_replay_merges_learner_calls_and_stays_exact(logging_store):
     """100 one-event entries, replayed: consecutive entries share one learner call."""
-    clock = Clock()
-    live = _engine(logging_store, clock)
+    clock = TickingClock()
+    live = engine_without_checkpoints(logging_store, clock)
     create_model(live, ModelCreate(id="m", n_features=4, regret_window=0))
-    X, y = make_stream(100, n_features=4, seed=8)
+    X, y = labelled_stream(100, n_features=4, seed=8)
     for k in range(100):
         live.learn("m", Batch(X[k : k + 1], y[k : k + 1], [f"e{k}"]))
-    expected = _state(live, "m")
-    actual = _state(_engine(logging_store, clock), "m")
-    assert_same_state(actual, expected)
+    expected = state_of(live, "m")
+    actual = state_of(engine_without_checkpoints(logging_store, clock), "m")
+    assert_same_arrays(actual, expected)
 
 
 def test_a_cache_behind_catches_up_and_a_checkpoint_truncates_the_log(logging_store):
-    clock = Clock()
-    first, second = _engine(logging_store, clock), _engine(logging_store, clock)
+    clock = TickingClock()
+    first, second = (
+        engine_without_checkpoints(logging_store, clock),
+        engine_without_checkpoints(logging_store, clock),
+    )
     create_model(first, ModelCreate(id="m", n_features=3, regret_window=0))
     second.info("m")
-    X, y = make_stream(60, n_features=3, seed=1)
+    X, y = labelled_stream(60, n_features=3, seed=1)
     for k in range(6):
         engine = first if k % 2 == 0 else second
         engine.learn("m", Batch(X[10 * k : 10 * k + 10], y[10 * k : 10 * k + 10], None))
@@ -152,7 +117,7 @@ def test_a_cache_behind_catches_up_and_a_checkpoint_truncates_the_log(logging_st
     assert second.repository.checkpoints.write("m")
     stored = logging_store.load("m")
     assert (stored.saved, stored.entries) == (7, [])
-    for name, value in _state(first, "m").items():
+    for name, value in state_of(first, "m").items():
         np.testing.assert_array_equal(stored.arrays[name], value, err_msg=name)
     # the checkpoint truncated the entry the first engine's cache lacked: reading the model
     # above read it whole, and says so
@@ -160,20 +125,20 @@ def test_a_cache_behind_catches_up_and_a_checkpoint_truncates_the_log(logging_st
     first.learn("m", Batch(X[:5], y[:5], None))
     second.learn("m", Batch(X[5:10], y[5:10], None))
     assert (first.repository.reread, second.repository.reread) == (1, 0)
-    assert_same_state(_state(first, "m"), _state(second, "m"))
+    assert_same_arrays(state_of(first, "m"), state_of(second, "m"))
 
 
 def test_a_log_entry_that_does_not_apply_stops_the_model_naming_it(logging_store):
-    clock = Clock()
-    live = _engine(logging_store, clock)
+    clock = TickingClock()
+    live = engine_without_checkpoints(logging_store, clock)
     create_model(live, ModelCreate(id="m", n_features=3, regret_window=0))
-    X, y = make_stream(10, n_features=3, seed=1)
+    X, y = labelled_stream(10, n_features=3, seed=1)
     live.learn("m", Batch(X, y, None))
     # an entry of 4 features in a model of 3 (a bug of the writer), appended behind its back
     bad = Entry(clock(), np.ones((1, 4)), np.array([1]))
     logging_store.commit("m", _commit(logging_store, bad))
     with pytest.raises(StoreUnavailable, match="log entry 3 does not apply"):
-        _engine(logging_store, clock).info("m")
+        engine_without_checkpoints(logging_store, clock).info("m")
 
 
 def _commit(store, entry: Entry):
@@ -291,13 +256,13 @@ def _wait_for(condition, seconds: float = 60.0) -> bool:
 def test_checkpoints_follow_events_eviction_and_shutdown(logging_store):
     """Written in the background after ``checkpoint_events`` events, when a model leaves the
     cache, and for every model behind at shutdown; each truncates the model's log."""
-    clock = Clock()
+    clock = TickingClock()
     engine = Engine(
         logging_store, clock=clock, checkpoint_events=5, checkpoint_seconds=1e9, max_cached_models=1
     )
     for name in ("a", "b"):
         create_model(engine, ModelCreate(id=name, n_features=3, regret_window=0))
-    X, y = make_stream(12, n_features=3, seed=2)
+    X, y = labelled_stream(12, n_features=3, seed=2)
     for k in range(6):  # one event each: the fifth makes the checkpoint due
         engine.learn("b", Batch(X[k : k + 1], y[k : k + 1], None))
     assert _wait_for(lambda: logging_store.load("b").saved >= 6)
@@ -308,7 +273,7 @@ def test_checkpoints_follow_events_eviction_and_shutdown(logging_store):
     engine.close()  # shutdown: a is checkpointed
     stored = logging_store.load("a")
     assert (stored.saved, stored.entries) == (2, [])
-    rebuilt = _engine(logging_store, clock)
+    rebuilt = engine_without_checkpoints(logging_store, clock)
     for name in ("a", "b"):
         assert rebuilt.info(name).counts == engine.info(name).counts
 
@@ -337,13 +302,13 @@ def test_processes_appending_at_once_lose_and_double_nothing(kind, request):
     import threading
 
     url = request.getfixturevalue(EMPTY_REDIS[kind])
-    clock = Clock()
+    clock = TickingClock()
     engines = [
         Engine(RedisStore.from_url(url), clock=clock, checkpoint_events=40, checkpoint_seconds=1e9)
         for _ in range(2)
     ]
     create_model(engines[0], ModelCreate(id="m", n_features=3, regret_window=0))
-    X, y = make_stream(400, n_features=3, seed=5)
+    X, y = labelled_stream(400, n_features=3, seed=5)
 
     def learn(engine: Engine, batch: Batch) -> None:
         # a write that lost every race (a 503 Contention answer) acknowledged nothing: the
@@ -379,11 +344,11 @@ def test_processes_appending_at_once_lose_and_double_nothing(kind, request):
     assert sum(engine.repository.checkpoints.written for engine in engines) > 0
     rebuilt = Engine(RedisStore.from_url(url), clock=clock)
     assert rebuilt.info("m").counts.events_learned == 400
-    expected = _state(rebuilt, "m")
+    expected = state_of(rebuilt, "m")
     for engine in engines:
         assert engine.info("m").version == rebuilt.info("m").version
-        actual = _state(engine, "m")
-        assert_same_state(actual, expected)
+        actual = state_of(engine, "m")
+        assert_same_arrays(actual, expected)
     for engine in (*engines, rebuilt):
         engine.close()
 
@@ -404,9 +369,9 @@ def test_a_checkpoint_that_raises_leaves_the_checkpoint_thread_running():
         return real(*args)
 
     store.checkpoint = failing_once  # type: ignore[method-assign]
-    engine = Engine(store, clock=Clock(), checkpoint_events=2, checkpoint_seconds=1e9)
+    engine = Engine(store, clock=TickingClock(), checkpoint_events=2, checkpoint_seconds=1e9)
     create_model(engine, ModelCreate(id="m", n_features=3, regret_window=0))
-    X, y = make_stream(4, n_features=3, seed=4)
+    X, y = labelled_stream(4, n_features=3, seed=4)
     engine.learn("m", Batch(X[:2], y[:2], None))
     assert _wait_for(lambda: len(calls) == 1)
     time.sleep(0.3)

@@ -18,24 +18,18 @@ from service.ingest import Batch
 from service.models import create_model
 from service.schemas import ModelCreate
 from service.stores.base import Commit
-from tests.service.test_log import (
-    Clock,
-    _engine,
-    _state,
-    assert_same_state,
-    logging_store,
-    make_stream,
+from tests.service.clock_helpers import TickingClock
+from tests.service.log_helpers import (
+    BOOSTED,
+    assert_same_arrays,
+    engine_without_checkpoints,
+    labelled_stream,
+    state_of,
 )
-
-__all__ = ["logging_store"]  # the fixture, imported for these tests
-
-#: small trees fitted often: a few hundred events cross several install points
-BOOSTED = {"first_fit": 40, "refit_every": 60, "buffer_size": 120, "n_trees": 4,
-           "max_leaves": 4, "min_samples_leaf": 3, "fit_delay": 9}  # fmt: skip
 
 
 def _feed(engine: Engine, n_events: int, sizes=(1, 3, 7, 1, 12)) -> None:
-    X, y = make_stream(n_events, n_features=4, seed=11)
+    X, y = labelled_stream(n_events, n_features=4, seed=11)
     start, step = 0, 0
     while start < n_events:
         stop = min(n_events, start + sizes[step % len(sizes)])
@@ -43,10 +37,10 @@ def _feed(engine: Engine, n_events: int, sizes=(1, 3, 7, 1, 12)) -> None:
         start, step = stop, step + 1
 
 
-def _boosted(store, clock: Clock, n_events: int) -> Engine:
+def _boosted(store, clock: TickingClock, n_events: int) -> Engine:
     """An engine on ``store`` with model ``m`` (``boosted_embedded``, no regret window) fed
     ``n_events`` events."""
-    live = _engine(store, clock)
+    live = engine_without_checkpoints(store, clock)
     create_model(live, ModelCreate(id="m", n_features=4, learner="boosted_embedded",
                                    params=BOOSTED, regret_window=0))  # fmt: skip
     _feed(live, n_events)
@@ -80,8 +74,8 @@ def test_a_recovery_across_logged_fits_equals_the_live_model_without_fitting(
     logging_store, monkeypatch, learner, params, regret_window
 ):
     n_events = 420 if learner == "boosted_embedded" else 700  # auto: its first fits at 250
-    clock = Clock()
-    live = _engine(logging_store, clock)
+    clock = TickingClock()
+    live = engine_without_checkpoints(logging_store, clock)
     create_model(
         live,
         ModelCreate(
@@ -89,7 +83,7 @@ def test_a_recovery_across_logged_fits_equals_the_live_model_without_fitting(
         ),
     )
     _feed(live, n_events)
-    expected = _state(live, "m")
+    expected = state_of(live, "m")
     logged = _logged(logging_store)
     # each part's fits, by its path in the learner (auto: its two boosted candidates)
     parts = {"": "learner:fits"} if learner != "auto" else {"c2:": "learner:c2:fits",
@@ -99,25 +93,27 @@ def test_a_recovery_across_logged_fits_equals_the_live_model_without_fitting(
     assert {fit.part for _, fit in logged} == set(parts)
     counting = CountingFits(monkeypatch)
     from_log = FIT_STATS.from_log
-    rebuilt = _engine(logging_store, clock)  # another process, or this one restarted
-    actual = _state(rebuilt, "m")
+    rebuilt = engine_without_checkpoints(
+        logging_store, clock
+    )  # another process, or this one restarted
+    actual = state_of(rebuilt, "m")
     assert counting.calls == 0  # every fit installed from the log
     assert FIT_STATS.from_log - from_log == len(logged)
-    assert_same_state(actual, expected)
+    assert_same_arrays(actual, expected)
     assert rebuilt.info("m").version == live.info("m").version
 
 
 def test_a_checkpoint_truncates_logged_fits_and_later_fits_are_logged(logging_store):
-    clock = Clock()
+    clock = TickingClock()
     live = _boosted(logging_store, clock, 200)
     assert _logged(logging_store)
     assert live.repository.checkpoints.write("m")
     assert logging_store.load("m").entries == []
     _feed(live, 200)
     assert _logged(logging_store)  # the fits after the checkpoint
-    expected = _state(live, "m")
-    actual = _state(_engine(logging_store, clock), "m")
-    assert_same_state(actual, expected)
+    expected = state_of(live, "m")
+    actual = state_of(engine_without_checkpoints(logging_store, clock), "m")
+    assert_same_arrays(actual, expected)
 
 
 def _corrupt(store, change) -> int:
@@ -177,7 +173,7 @@ def test_a_corrupt_logged_fit_stops_the_model_with_a_503_naming_its_entry(
 ):
     from dataclasses import replace
 
-    clock = Clock()
+    clock = TickingClock()
     _boosted(logging_store, clock, 120)
     if damage == "inner":
 
@@ -198,12 +194,12 @@ def test_a_corrupt_logged_fit_stops_the_model_with_a_503_naming_its_entry(
 
     target = _corrupt(logging_store, change)
     with pytest.raises(StoreUnavailable, match=f"log entry {target} does not apply") as raised:
-        _engine(logging_store, clock).info("m")
+        engine_without_checkpoints(logging_store, clock).info("m")
     assert says in str(raised.value)
 
 
 def test_entries_carry_their_fits_through_bytes_and_refuse_stray_bytes(logging_store):
-    _boosted(logging_store, Clock(), 80)
+    _boosted(logging_store, TickingClock(), 80)
     [(_, fit)] = _logged(logging_store)[:1]
     entry = next(entry for _, entry in logging_store.load("m").entries if entry.fits)
     back = decode(encode(entry))

@@ -16,14 +16,7 @@ import httpx
 import pytest
 
 from loadtest.local import create_model
-from tests.service.test_group_commit_kill import (
-    MODEL,
-    X,
-    check_nothing_lost,
-    shared_writes,
-    synced_redis,  # noqa: F401  (a fixture, asked for by name)
-    two_servers,
-)
+from tests.service.kill_helpers import MODEL, X, check_nothing_lost, shared_writes, two_servers
 
 THREADS_PER_PROCESS = 6
 EVENTS_PER_THREAD = 40

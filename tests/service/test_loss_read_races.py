@@ -22,7 +22,7 @@ import pytest
 from service.errors import StoreLostData
 from service.stores.base import Commit
 from service.stores.sqlite import SQLiteStore
-from tests.service.test_sqlite_log import _entry
+from tests.service.log_helpers import distinct_entry
 
 
 def _overtaken(store: SQLiteStore, monkeypatch) -> list[int]:
@@ -34,7 +34,7 @@ def _overtaken(store: SQLiteStore, monkeypatch) -> list[int]:
     def overtaken_check(model_id, incarnation, version, *args, **kwargs):
         if not given:
             given.append(version)
-            commit = Commit(version, incarnation, entry=_entry(version))
+            commit = Commit(version, incarnation, entry=distinct_entry(version))
             writer = threading.Thread(target=store.commit, args=(model_id, commit))
             writer.start()
             writer.join()
@@ -77,7 +77,7 @@ def test_a_version_older_than_one_seen_before_the_read_is_still_a_loss(tmp_path)
     try:
         store.create_model("m", {}, {"w": np.zeros(2)}, "inc")
         for version in (1, 2):
-            store.commit("m", Commit(version, "inc", entry=_entry(version)))
+            store.commit("m", Commit(version, "inc", entry=distinct_entry(version)))
         assert store.head_and_seen("m", [], time.time())[0] == (3, "inc")
         with store.database.write() as db:  # the file loses the last version
             db.execute("UPDATE models SET version = 2 WHERE id = 'm'")

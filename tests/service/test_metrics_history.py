@@ -9,19 +9,8 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from service.engine.history import RESOLUTIONS, record
+from tests.service.clock_helpers import HOUR_START, FixedClock
 from tests.service.conftest import create_model, events_json, make_stream
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-#: an hour boundary, so that the minutes and hours below are easy to follow
-START = 1_800_000_000.0 - 1_800_000_000.0 % 3600
 
 
 def _learn(client, X, y) -> np.ndarray:
@@ -31,28 +20,29 @@ def _learn(client, X, y) -> np.ndarray:
 
 
 def _two_points(client, n_events: int, later: float) -> tuple[np.ndarray, np.ndarray]:
-    """Model ``m`` learns the first half of a stream at START and the rest ``later`` seconds
+    """Model ``m`` learns the first half of a stream at HOUR_START and the rest ``later`` seconds
     after: a point for each when they are minutes apart.  Returns the stream."""
-    client.app.state.engine.clock = Clock(START)
+    client.app.state.engine.clock = FixedClock(HOUR_START)
     create_model(client, n_features=5, scaling="none")
     X, y = make_stream(n_events)
     half = n_events // 2
     _learn(client, X[:half], y[:half])
-    client.app.state.engine.clock = Clock(START + later)
+    client.app.state.engine.clock = FixedClock(HOUR_START + later)
     _learn(client, X[half:], y[half:])
     return X, y
 
 
 def test_a_point_per_minute_and_per_hour_with_the_window_metrics(client):
-    clock = Clock(START + 5)
+    clock = FixedClock(HOUR_START + 5)
     client.app.state.engine.clock = clock
     create_model(client, n_features=5, scaling="none")
     X, y = make_stream(400, seed=3)
     scores = []
     # (time of the batch, events learned by then): 4 batches in minute 0, then minutes 1 and
     # 2, then the next hour
-    plan = [(START + 5, 50), (START + 20, 100), (START + 59, 150), (START + 60, 200),
-            (START + 150, 250), (START + 3600 + 1, 300), (START + 3600 + 30, 400)]  # fmt: skip
+    plan = [(5, 50), (20, 100), (59, 150), (60, 200), (150, 250), (3600 + 1, 300),
+            (3600 + 30, 400)]  # fmt: skip
+    plan = [(HOUR_START + seconds, upto) for seconds, upto in plan]
     done = 0
     for when, upto in plan:
         clock.now = when
@@ -63,9 +53,14 @@ def test_a_point_per_minute_and_per_hour_with_the_window_metrics(client):
     minute = client.get("/v1/models/m/metrics/history").json()
     assert minute["resolution"] == "minute" and minute["interval_seconds"] == 60
     assert minute["capacity"] == RESOLUTIONS["minute"][1]
-    assert minute["last_learned_at"] == START + 3600 + 30
+    assert minute["last_learned_at"] == HOUR_START + 3600 + 30
     # the first commit of each minute writes the point: minutes 0, 1, 2 and 60
-    written = [(START + 5, 50), (START + 60, 200), (START + 150, 250), (START + 3601, 300)]
+    written = [
+        (HOUR_START + 5, 50),
+        (HOUR_START + 60, 200),
+        (HOUR_START + 150, 250),
+        (HOUR_START + 3601, 300),
+    ]
     assert [(p["time"], p["events_learned"]) for p in minute["points"]] == written
     for point, (_, n_events) in zip(minute["points"], written, strict=True):
         assert point["positives"] == int(y[:n_events].sum())
@@ -74,15 +69,15 @@ def test_a_point_per_minute_and_per_hour_with_the_window_metrics(client):
         assert 0.0 <= point["pauc"] <= 1.0 and 0.0 <= point["recall_at_target_fpr"] <= 1.0
 
     hour = client.get("/v1/models/m/metrics/history?resolution=hour").json()
-    assert [p["time"] for p in hour["points"]] == [START + 5, START + 3601]
+    assert [p["time"] for p in hour["points"]] == [HOUR_START + 5, HOUR_START + 3601]
     assert hour["points"][1] == minute["points"][3]
 
-    since = client.get(f"/v1/models/m/metrics/history?since={START + 60}").json()
-    assert [p["time"] for p in since["points"]] == [START + 150, START + 3601]
+    since = client.get(f"/v1/models/m/metrics/history?since={HOUR_START + 60}").json()
+    assert [p["time"] for p in since["points"]] == [HOUR_START + 150, HOUR_START + 3601]
 
 
 def test_undefined_metrics_are_null(client):
-    client.app.state.engine.clock = Clock(START)
+    client.app.state.engine.clock = FixedClock(HOUR_START)
     create_model(client, n_features=5, scaling="none")
     X, _ = make_stream(10)
     _learn(client, X, np.zeros(10, dtype=np.int64))
@@ -102,23 +97,23 @@ def test_bad_queries_are_refused(client):
 
 def test_the_rings_are_bounded_and_keep_the_newest(client):
     create_model(client, n_features=5, scaling="none")
-    client.app.state.engine.clock = Clock(START)
+    client.app.state.engine.clock = FixedClock(HOUR_START)
     X, y = make_stream(20)
     _learn(client, X, y)
     repository = client.app.state.engine.repository
     loaded = repository.load("m")
     minutes = RESOLUTIONS["minute"][1]
     for step in range(1, minutes + 100):
-        record(loaded.history, loaded, START + 60 * step)
+        record(loaded.history, loaded, HOUR_START + 60 * step)
     ring = loaded.history["minute"]
     assert ring.shape == (minutes, 7)  # never grows
     from service.engine.history import points
 
     kept = points(loaded.history, "minute", None)
     assert len(kept) == minutes
-    assert [p["time"] for p in kept] == [START + 60 * s for s in range(100, minutes + 100)]
+    assert [p["time"] for p in kept] == [HOUR_START + 60 * s for s in range(100, minutes + 100)]
     hours = points(loaded.history, "hour", None)
-    assert [p["time"] for p in hours] == [START + 3600 * h for h in range(0, 26)]
+    assert [p["time"] for p in hours] == [HOUR_START + 3600 * h for h in range(0, 26)]
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite", "redis"], indirect=True)
@@ -131,10 +126,10 @@ def test_the_history_survives_a_restart(make_client):
 
     second = make_client()  # a new process's cache: the model is read from the store
     assert second.get("/v1/models/m/metrics/history").json() == before
-    second.app.state.engine.clock = Clock(START + 180)
+    second.app.state.engine.clock = FixedClock(HOUR_START + 180)
     _learn(second, X[:10], y[:10])
     after = second.get("/v1/models/m/metrics/history").json()["points"]
-    assert [p["time"] for p in after] == [START, START + 120, START + 180]
+    assert [p["time"] for p in after] == [HOUR_START, HOUR_START + 120, HOUR_START + 180]
 
 
 def test_a_snapshot_carries_the_history_and_a_corrupt_one_is_refused(client):

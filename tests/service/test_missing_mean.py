@@ -13,6 +13,7 @@ import pytest
 
 from core.validation import FEATURE_BOUND
 from service.stream.protocol import encode_binary_rows
+from tests.service.body_helpers import LINEAR, with_holes
 from tests.service.conftest import (
     CLOCK_ARRAYS,
     ON_REDIS_AND_CLUSTER,
@@ -24,10 +25,8 @@ from tests.service.conftest import (
     read_snapshot,
     write_snapshot,
 )
-from tests.service.test_missing_values import LINEAR, _with_holes
-from tests.service.test_queue import assert_same_state, drain, posts
-from tests.service.test_stream import exchange, socket
-from tests.service.test_uvicorn import uvicorn_server
+from tests.service.queue_helpers import assert_same_state, drain, posts
+from tests.service.server_helpers import exchange, stream_socket, uvicorn_server
 
 #: arrays that hold wall-clock times (the rate counters): they differ between two models
 
@@ -66,7 +65,7 @@ def _scores(client, model_id: str, X) -> list[float]:
 
 
 def _holes_as_nan(n_events: int, seed: int = 3):
-    body, zeros, y, holes = _with_holes(n_events, seed=seed)
+    body, zeros, y, holes = with_holes(n_events, seed=seed)
     # the first feature is missing in the first events: its mean is 0 until one is seen
     for event in body["events"][:3]:
         event["x"][0] = None
@@ -299,7 +298,7 @@ def test_stream_learn_and_score_messages_fill_with_the_mean(server):
             model = {"id": model_id, "n_features": 5, "missing_values": policy, **LINEAR}
             assert http.post("/v1/models", json=model).status_code == 201
         http.post("/v1/models/filled/events", json=events_json(filled, y))
-        with socket(server, "mean") as ws:
+        with stream_socket(server, "mean") as ws:
             [reply] = exchange(
                 ws, orjson.dumps({"seq": 1, "op": "learn", "events": body["events"]}).decode()
             )
@@ -313,7 +312,7 @@ def test_stream_learn_and_score_messages_fill_with_the_mean(server):
         # binary frames carry NaN: one message per event, learned as one batch by the session
         create = {"id": "binary", "n_features": 5, "missing_values": "mean", **LINEAR}
         assert http.post("/v1/models", json=create).status_code == 201
-        with socket(server, "binary") as ws:
+        with stream_socket(server, "binary") as ws:
             replies = exchange(ws, encode_binary_rows("learn", 1, with_nan, y))
             assert sum(reply.get("learned", 0) for reply in replies) == 30, replies
         probe = events_json(make_stream(5, seed=4)[0])

@@ -10,23 +10,9 @@ import numpy as np
 import orjson
 import pytest
 
-from tests.service.conftest import create_model, events_json, make_stream, npz_bytes
-from tests.service.test_stream import exchange, socket
-from tests.service.test_uvicorn import uvicorn_server
-
-LINEAR = {"learner": "spam", "scaling": "none", "regret_window": 0}
-
-
-def _with_holes(n_events: int, seed: int = 3):
-    """A stream with about one value in six missing: the events as JSON (null where missing)
-    and the same events with 0 there."""
-    X, y = make_stream(n_events, seed=seed)
-    holes = np.random.default_rng(seed).random(X.shape) < 1 / 6
-    zeros = np.where(holes, 0.0, X)
-    body = events_json(zeros, y, ids=[f"e{i}" for i in range(n_events)])
-    for event, row in zip(body["events"], holes, strict=True):
-        event["x"] = [None if hole else value for value, hole in zip(event["x"], row, strict=True)]
-    return body, zeros, y, holes
+from tests.service.body_helpers import LINEAR, with_holes
+from tests.service.conftest import create_model, events_json, npz_bytes
+from tests.service.server_helpers import exchange, stream_socket, uvicorn_server
 
 
 def _scores(client, model_id: str, X) -> list[float]:
@@ -36,7 +22,7 @@ def _scores(client, model_id: str, X) -> list[float]:
 def test_missing_values_are_refused_by_default_naming_event_and_feature(client):
     create_model(client, **LINEAR)
     assert client.get("/v1/models/m").json()["config"]["missing_values"] == "refuse"
-    body, _, _, holes = _with_holes(40)
+    body, _, _, holes = with_holes(40)
     response = client.post("/v1/models/m/events", json=body)
     assert response.status_code == 422
     problem = response.json()
@@ -88,7 +74,7 @@ def test_a_refused_missing_value_is_named_by_its_feature_name_in_every_form(clie
 @pytest.mark.parametrize("n_events", [3, 200], ids=["small-body", "fast-path-size"])
 def test_zero_policy_learns_a_missing_value_as_0_over_json_and_ndjson(client, n_events):
     """Bit for bit what a model given the zeros learns, whatever the body's path."""
-    body, zeros, y, _ = _with_holes(n_events)
+    body, zeros, y, _ = with_holes(n_events)
     for model_id in ("holes", "ndjson", "zeros"):
         create_model(client, model_id, missing_values="zero", **LINEAR)
     assert client.post("/v1/models/holes/events", json=body).json()["learned"] == n_events
@@ -109,7 +95,7 @@ def test_zero_policy_learns_a_missing_value_as_0_over_json_and_ndjson(client, n_
 def test_zero_policy_reads_nan_in_npz_as_0_but_refuses_infinity(client):
     create_model(client, "holes", missing_values="zero", **LINEAR)
     create_model(client, "zeros", **LINEAR)
-    _, zeros, y, holes = _with_holes(30)
+    _, zeros, y, holes = with_holes(30)
     with_nan = np.where(holes, np.nan, zeros)
     headers = {"content-type": "application/x-npz"}
     sent = client.post(
@@ -177,7 +163,7 @@ def server():
 
 
 def test_stream_json_messages_follow_the_policy(server):
-    body, zeros, y, _ = _with_holes(20)
+    body, zeros, y, _ = with_holes(20)
     with httpx.Client(base_url=server, timeout=60) as http:
         for model_id, policy in (("holes", "zero"), ("refuses", "refuse"), ("zeros", "zero")):
             model = {"id": model_id, "n_features": 5, "missing_values": policy, **LINEAR}
@@ -185,10 +171,10 @@ def test_stream_json_messages_follow_the_policy(server):
             assert created.status_code == 201, created.text
         http.post("/v1/models/zeros/events", json=events_json(zeros, y))
         message = orjson.dumps({"seq": 1, "op": "learn", "events": body["events"]}).decode()
-        with socket(server, "holes") as ws:
+        with stream_socket(server, "holes") as ws:
             [reply] = exchange(ws, message)
             assert reply.get("learned") == 20, reply
-        with socket(server, "refuses") as ws:
+        with stream_socket(server, "refuses") as ws:
             [reply] = exchange(ws, message)
             assert (
                 reply["problem"]["status"] == 422

@@ -12,41 +12,14 @@ import pytest
 from service.engine import Engine
 from service.errors import ModelChanged, StoreUnavailable
 from service.ingest import Batch
-from service.models import create_model
-from service.schemas import ModelCreate
-from service.stores.sqlite import SQLiteStore
-from tests.service.conftest import CLOCK_ARRAYS
-
-N_FEATURES = 4
-MODELS = [f"m{k}" for k in range(12)]
-
-
-def make_engine(path, models=MODELS) -> Engine:
-    engine = Engine(SQLiteStore.open(path), clock=lambda: 1_000_000.0)
-    for model_id in models:
-        if model_id not in engine.store.list_models():
-            create_model(engine, ModelCreate(id=model_id, n_features=N_FEATURES))
-    return engine
-
-
-def batch(ids: list[str], seed: int, width: int = N_FEATURES) -> Batch:
-    rng = np.random.default_rng(seed)
-    y = np.where(rng.random(len(ids)) < 0.3, 1, -1).astype(np.int64)
-    return Batch(rng.normal(size=(len(ids), width)), y, ids)
-
-
-def arrays(engine: Engine, model_id: str) -> dict[str, np.ndarray]:
-    _, _, state = engine.state_arrays(model_id)
-    return {name: value for name, value in state.items() if name not in CLOCK_ARRAYS}
-
-
-def assert_same_models(one: Engine, other: Engine, models=MODELS) -> None:
-    for model_id in models:
-        left, right = arrays(one, model_id), arrays(other, model_id)
-        assert left.keys() == right.keys()
-        for name in left:
-            np.testing.assert_array_equal(left[name], right[name], err_msg=f"{model_id} {name}")
-        assert one.info(model_id).counts == other.info(model_id).counts
+from tests.service.passes_helpers import (
+    MODELS,
+    N_FEATURES,
+    assert_same_models,
+    batch,
+    make_engine,
+    request_of,
+)
 
 
 async def send(engine: Engine, requests: list[tuple[str, Batch]]):
@@ -339,12 +312,6 @@ def test_a_model_is_written_once_per_pass(tmp_path):
             engine.learn("m0", batch(["b"], seed=1))
         assert held.commit() == {}
     assert engine.info("m0").counts.events_learned == 1
-
-
-def request_of(b: Batch):
-    from service.engine.coalesce import EVENTS, _Request
-
-    return _Request(EVENTS, (b, False), len(b), False, None)  # type: ignore[arg-type]
 
 
 def test_requests_of_every_kind_queued_behind_passes_keep_their_order(tmp_path):

@@ -192,7 +192,7 @@ def test_a_bad_probabilities_flag_is_a_422_naming_it(client):
 
 @pytest.fixture(scope="module")
 def server():
-    from tests.service.test_uvicorn import uvicorn_server
+    from tests.service.server_helpers import uvicorn_server
 
     with uvicorn_server(AUCSTREAM_STORE="memory") as url:
         yield url
@@ -203,7 +203,7 @@ def test_the_stream_answers_the_probabilities_rest_does(server, binary):
     import httpx
 
     from service.client import StreamClient
-    from tests.service.test_stream import exchange, socket
+    from tests.service.server_helpers import exchange, stream_socket
 
     model_id = f"p-{'b' if binary else 'j'}"
     X, y = stream(900, seed=4)
@@ -230,7 +230,7 @@ def test_the_stream_answers_the_probabilities_rest_does(server, binary):
             {"seq": 4, "op": "score", "x": X[801].tolist(), "probabilities": "yes"},
         ]
     ).decode()  # a text frame
-    with socket(server, model_id) as ws:
+    with stream_socket(server, model_id) as ws:
         replies = exchange(ws, frame)
     assert len(replies) == 4, replies
     first, second, learn, bad = replies
@@ -243,8 +243,7 @@ def test_the_stream_answers_the_probabilities_rest_does(server, binary):
 def test_a_drift_reset_restarts_the_calibrator_with_the_learner(client):
     """``on_drift="reset"``: the calibrator mapped the old learner's scores, so it restarts
     too, and is fed only the events after the detecting batch."""
-    from tests.service.test_drift import N_FEATURES as DRIFT_FEATURES
-    from tests.service.test_drift import flipping_stream, post_stream
+    from tests.service.drift_helpers import DRIFT_FEATURES, flipping_stream, post_stream
 
     create_model(client, n_features=DRIFT_FEATURES, learner="logistic", on_drift="reset")
     X, y = flipping_stream()

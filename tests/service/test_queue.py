@@ -8,19 +8,15 @@ import re
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import redis
 
-from service.engine.repository import ModelRepository
 from service.queue import streams
 from service.queue.streams import LAST_ID
-from service.queue.worker import Worker
 from service.settings import Settings
 from service.stores import keys
-from service.stores.redis import RedisStore
+from tests.service.bad_input_helpers import BAD_INPUT, BAD_INPUT_FEATURES
 from tests.service.conftest import (
-    CLOCK_ARRAYS,
     ON_REDIS_AND_CLUSTER,
     create_model,
     events_json,
@@ -28,41 +24,7 @@ from tests.service.conftest import (
     masters_of,
     npz_bytes,
 )
-from tests.service.test_bad_input import CASES as BAD_INPUT
-from tests.service.test_bad_input import N_FEATURES as BAD_INPUT_FEATURES
-
-
-def stored_arrays(client: redis.Redis, model: str) -> dict[str, np.ndarray]:
-    """The model as Redis holds it: its checkpoint and the log after it, replayed."""
-    return ModelRepository(RedisStore(client)).rebuilt(model).arrays()
-
-
-def assert_same_state(client: redis.Redis, model: str, reference: str) -> None:
-    """Every stored array equal byte for byte (the wall-clock rate counters excepted)."""
-    ours, theirs = stored_arrays(client, model), stored_arrays(client, reference)
-    assert ours.keys() == theirs.keys()
-    for name in ours:
-        if name not in CLOCK_ARRAYS:
-            assert ours[name].dtype == theirs[name].dtype, name
-            assert ours[name].tobytes() == theirs[name].tobytes(), name
-
-
-def drain(worker: Worker, client: redis.Redis, models: list[str], timeout: float = 120) -> None:
-    """Step the worker until every model's backlog is learned."""
-    deadline = time.monotonic() + timeout
-    while True:
-        worker.step()
-        if all(worker.queue.lag(model)["entries"] == 0 for model in models):
-            return
-        assert time.monotonic() < deadline, [worker.queue.lag(m) for m in models]
-
-
-def posts(X, y, size: int, *, ids: bool = True):
-    for start in range(0, len(X), size):
-        rows = slice(start, start + size)
-        yield events_json(
-            X[rows], y[rows], [f"e{i}" for i in range(start, start + len(X[rows]))] if ids else None
-        )
+from tests.service.queue_helpers import assert_same_state, drain, posts
 
 
 def test_settings_queue_mode_needs_redis():

@@ -26,36 +26,20 @@ import pytest
 import redis
 
 from loadtest.local import free_port
-from service.queue.streams import APPLIED_ENTRIES
 from service.stores import keys
 from tests.service.conftest import (
     ON_REDIS_AND_CLUSTER,
-    create_model,
     events_json,
     make_stream,
-    started_apps,
 )
-from tests.service.test_queue import assert_same_state, stored_arrays
-from tests.service.test_uvicorn import uvicorn_server
-
-
-@contextlib.contextmanager
-def queue_and_sync_models(url: str, random_state: int):
-    """A queue-mode app and a sync-mode app on ``url``, started, with the model ``q`` (queued)
-    and its reference ``ref`` (learned in sync mode).  oam keeps RNG-driven reservoirs: any
-    event lost, repeated or reordered shows."""
-    with started_apps(redis_url=url) as build:
-        queued, sync = build(mode="queue"), build(mode="sync")
-        for client, model in ((queued, "q"), (sync, "ref")):
-            create_model(client, model, learner="oam", params={"random_state": random_state})
-        yield queued, sync
-
-
-def wait_for(condition, timeout: float, message: str, interval: float = 0.002):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, message
-        time.sleep(interval)
+from tests.service.queue_helpers import (
+    applied_entries,
+    assert_same_state,
+    queue_and_sync_models,
+    redis_arrays,
+    wait_for,
+)
+from tests.service.server_helpers import uvicorn_server
 
 
 def wait_drained(client: redis.Redis, model: str, n_entries: int) -> None:
@@ -68,10 +52,6 @@ def wait_drained(client: redis.Redis, model: str, n_entries: int) -> None:
         "entries left unacknowledged",
         0.02,
     )
-
-
-def applied_entries(client: redis.Redis, model: str) -> int:
-    return int(client.hget(keys.meta(model), APPLIED_ENTRIES) or 0)
 
 
 @ON_REDIS_AND_CLUSTER
@@ -299,7 +279,7 @@ def test_redis_restart_during_ingest_loses_no_acknowledged_event(workers):
                 assert appended() - len(X) >= attempts["resent"] * batch
                 assert counts["duplicates"] == 0
                 assert store.zcard(keys.seen("m")) == len(X)
-                arrays = stored_arrays(store, "m")
+                arrays = redis_arrays(store, "m")
                 assert arrays["learner:n_seen"][0] == len(X)
                 np.testing.assert_allclose(
                     arrays["learner:class_sum_pos"], X[y == 1].sum(axis=0), rtol=1e-9

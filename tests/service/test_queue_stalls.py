@@ -21,9 +21,9 @@ import redis
 
 from service.stores import keys
 from tests.service.conftest import ON_REDIS_AND_CLUSTER, create_model, events_json, make_stream
-from tests.service.test_queue import assert_same_state
-from tests.service.test_queue_faults import (
+from tests.service.queue_helpers import (
     applied_entries,
+    assert_same_state,
     queue_and_sync_models,
     wait_for,
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.service.test_uvicorn import uvicorn_server
+from tests.service.server_helpers import uvicorn_server
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

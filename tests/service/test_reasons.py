@@ -11,8 +11,7 @@ import pytest
 
 from service.schemas import ScoreResponse
 from tests.service.conftest import create_model, events_json, make_stream, started_apps
-from tests.service.test_stream import exchange, socket
-from tests.service.test_uvicorn import uvicorn_server
+from tests.service.server_helpers import exchange, stream_socket, uvicorn_server
 
 NAMES = ["amount", "age", "hour", "merchant_risk", "distance"]
 
@@ -181,7 +180,7 @@ def test_the_streams_json_score_replies_carry_the_same_reasons():
             {"seq": 4, "op": "score", "events": events[:1], "reasons": 21},
             {"seq": 5, "op": "learn", "events": [{"x": X[0].tolist(), "y": 1}], "reasons": 1},
         ]).decode()  # fmt: skip
-        with socket(url, "streamed") as ws:
+        with stream_socket(url, "streamed") as ws:
             replies = {reply["seq"]: reply for reply in exchange(ws, frame)}
         assert replies[1]["reasons"] + replies[2]["reasons"] == rest["reasons"]
         assert replies[1]["scores"] + replies[2]["scores"] == rest["scores"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tests.service.conftest import create_model, events_json, make_stream
-from tests.service.test_queue import assert_same_state, drain
+from tests.service.queue_helpers import assert_same_state, drain
 
 
 def test_queue_mode_reports_the_regret_of_sync_mode(make_app, make_worker, rclient):

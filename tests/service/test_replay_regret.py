@@ -12,15 +12,14 @@ from core.regret import RegretWindow
 from service.ingest import Batch
 from service.models import create_model
 from service.schemas import ModelCreate
-from tests.service.test_log import Clock, _engine, _state, logging_store, make_stream
-
-__all__ = ["logging_store"]  # the fixture, imported for these tests
+from tests.service.clock_helpers import TickingClock
+from tests.service.log_helpers import engine_without_checkpoints, labelled_stream, state_of
 
 
 def _traffic(engine, n_features: int) -> None:
     """One-event entries, a batch, merged requests (several rounds in one entry), kept scores
     and their labels, and one-event entries again."""
-    X, y = make_stream(140, n_features=n_features, seed=5)
+    X, y = labelled_stream(140, n_features=n_features, seed=5)
     for k in range(60):
         engine.learn("m", Batch(X[k : k + 1], y[k : k + 1], [f"e{k}"]))
     parts = [Batch(X[60:63], y[60:63], None), Batch(X[63:70], y[63:70], None)]
@@ -38,14 +37,14 @@ def _traffic(engine, n_features: int) -> None:
 def test_a_replay_with_the_regret_window_equals_the_model_that_never_stopped(
     logging_store, learner, regret_window
 ):
-    clock = Clock()
-    live = _engine(logging_store, clock)
+    clock = TickingClock()
+    live = engine_without_checkpoints(logging_store, clock)
     config = ModelCreate(id="m", n_features=4, learner=learner, regret_window=regret_window)
     create_model(live, config)
     _traffic(live, 4)
-    expected = _state(live, "m")
+    expected = state_of(live, "m")
     assert len(logging_store.load("m").entries) > 100
-    actual = _state(_engine(logging_store, clock), "m")
+    actual = state_of(engine_without_checkpoints(logging_store, clock), "m")
     assert actual.keys() == expected.keys()
     for name in expected:
         np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
@@ -54,8 +53,8 @@ def test_a_replay_with_the_regret_window_equals_the_model_that_never_stopped(
 def test_only_the_window_s_rounds_are_recorded_and_they_share_one_learner_call(
     logging_store, monkeypatch
 ):
-    clock = Clock()
-    live = _engine(logging_store, clock)
+    clock = TickingClock()
+    live = engine_without_checkpoints(logging_store, clock)
     create_model(live, ModelCreate(id="m", n_features=4, learner="spam", regret_window=8))
     _traffic(live, 4)
     calls = []
@@ -73,7 +72,7 @@ def test_only_the_window_s_rounds_are_recorded_and_they_share_one_learner_call(
 
     monkeypatch.setattr(RegretWindow, "update_rounds", update_rounds)
     monkeypatch.setattr(OnlineLearner, "learn_rounds", learn_rounds)
-    _state(_engine(logging_store, clock), "m")
+    state_of(engine_without_checkpoints(logging_store, clock), "m")
     # before the last 8 one-event entries, at once, the rounds up to the labels (60 one-event
     # entries, a merged entry of 2 rounds, a batch), the labels (recorded scores: an entry of
     # its own) and the 32 one-event entries after them; then the last 8, one learner call cut

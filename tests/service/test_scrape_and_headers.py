@@ -11,7 +11,7 @@ import re
 
 import httpx
 
-from tests.service.test_sse_bounds import server
+from tests.service.server_helpers import live_url
 
 WRITER = "scrape-writer"
 READER = "scrape-reader"
@@ -36,7 +36,7 @@ def create_and_score(http: httpx.Client, model: str) -> None:
 
 def test_metrics_need_a_key_when_keys_are_set():
     env = {"AUCSTREAM_API_KEYS": WRITER, "AUCSTREAM_READ_ONLY_API_KEYS": READER}
-    with server(**env) as url, httpx.Client(base_url=url, timeout=30) as http:
+    with live_url(**env) as url, httpx.Client(base_url=url, timeout=30) as http:
         anonymous = http.get("/metrics")
         assert anonymous.status_code == 401
         assert anonymous.headers["content-type"] == "application/problem+json"
@@ -51,7 +51,7 @@ def test_metrics_need_a_key_when_keys_are_set():
 
 def test_series_by_model_only_for_the_most_recently_active_models():
     with (
-        server(AUCSTREAM_PROMETHEUS_MODEL_SERIES="3") as url,
+        live_url(AUCSTREAM_PROMETHEUS_MODEL_SERIES="3") as url,
         httpx.Client(base_url=url, timeout=30) as http,
     ):
         models = [f"m{index}" for index in range(6)]
@@ -76,7 +76,7 @@ def test_series_by_model_only_for_the_most_recently_active_models():
 
 def test_series_go_with_a_deleted_or_evicted_model():
     with (
-        server(AUCSTREAM_MAX_CACHED_MODELS="2") as url,
+        live_url(AUCSTREAM_MAX_CACHED_MODELS="2") as url,
         httpx.Client(base_url=url, timeout=30) as http,
     ):
         for model in ("a", "b"):
@@ -92,7 +92,7 @@ def test_series_go_with_a_deleted_or_evicted_model():
 
 
 def test_v1_responses_are_not_stored_and_the_doc_pages_have_a_policy():
-    with server() as url, httpx.Client(base_url=url, timeout=30) as http:
+    with live_url() as url, httpx.Client(base_url=url, timeout=30) as http:
         for response in (
             http.get("/v1/models"),
             http.get("/v1/models/missing"),  # problems too

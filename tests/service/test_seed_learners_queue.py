@@ -11,7 +11,7 @@ import numpy as np
 
 from core.metrics import auc
 from tests.service.conftest import create_model, events_json, make_stream
-from tests.service.test_queue import assert_same_state, drain
+from tests.service.queue_helpers import assert_same_state, drain
 
 
 def _post_all(client, model, X, y, status):

@@ -28,7 +28,7 @@ from loadtest.local import free_port, stop
 from service.stores.epoch import CHECK_SECONDS
 from service.stores.sqlite_file import FILE_NAME, Database
 from tests.service.conftest import create_model, events_json, make_stream, started_apps
-from tests.service.test_sqlite_store import ROOT, served
+from tests.service.server_helpers import ROOT, served
 
 FULL = "https://aucstream.dev/problems/insufficient-storage"
 REPLACED = "https://aucstream.dev/problems/store-replaced"

@@ -11,15 +11,11 @@ import sqlite3
 import numpy as np
 import pytest
 
-from service.engine.entries import Entry, encode
+from service.engine.entries import encode
 from service.errors import ModelNotFound, StaleVersion
 from service.stores.base import Commit
 from service.stores.sqlite import SQLiteStore
-
-
-def _entry(k: int) -> Entry:
-    """An entry told apart from every other by its label count and features."""
-    return Entry(float(k), np.full((1 + k % 3, 2), float(k)), np.ones(1 + k % 3, dtype=np.int64))
+from tests.service.log_helpers import distinct_entry
 
 
 def _encoded(entries) -> list[tuple[int, bytes]]:
@@ -42,7 +38,7 @@ def test_a_models_entries_are_its_chain_through_checkpoints_reused_seqs_and_dele
     def append(model_id: str) -> None:
         nonlocal serial
         version = store.heads([model_id])[model_id][0]
-        entry = _entry(serial)
+        entry = distinct_entry(serial)
         serial += 1
         assert store.commit(model_id, Commit(version, "inc", entry=entry)) == version + 1
         written[model_id].append((version + 1, encode(entry)))
@@ -106,7 +102,7 @@ def test_a_pass_commits_every_model_and_a_refused_model_changes_nothing(tmp_path
     models = ["m0", "m1", "m2", "stale", "gone"]
     for model_id in models:
         store.create_model(model_id, {}, {"w": np.zeros(2)}, "inc")
-    first = _entry(0)
+    first = distinct_entry(0)
     remembered = {"id_expiry": 100.0, "now": 1.0}
     assert store.commit("stale", Commit(1, "inc", entry=first, learned_ids=["s0"], **remembered))
 
@@ -114,7 +110,9 @@ def test_a_pass_commits_every_model_and_a_refused_model_changes_nothing(tmp_path
     commits = [
         (
             model_id,
-            Commit(1, "inc", entry=_entry(k + 1), learned_ids=[f"{model_id}-e"], **remembered),
+            Commit(
+                1, "inc", entry=distinct_entry(k + 1), learned_ids=[f"{model_id}-e"], **remembered
+            ),
         )
         for k, model_id in enumerate(models)
     ]
@@ -124,7 +122,7 @@ def test_a_pass_commits_every_model_and_a_refused_model_changes_nothing(tmp_path
     for k, model_id in enumerate(models[:3]):
         stored = store.load(model_id)
         assert stored.version == 2
-        assert _encoded(stored.entries) == [(2, encode(_entry(k + 1)))]
+        assert _encoded(stored.entries) == [(2, encode(distinct_entry(k + 1)))]
         assert store.seen(model_id, [f"{model_id}-e"], 2.0).tolist() == [True]
     stale = store.load("stale")
     assert stale.version == 2 and _encoded(stale.entries) == [(2, encode(first))]

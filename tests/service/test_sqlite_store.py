@@ -5,7 +5,6 @@ a commit, two uvicorn workers learn exactly what one process learns, and a busy 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sqlite3
@@ -14,8 +13,6 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import numpy as np
@@ -23,7 +20,6 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from loadtest.local import free_port, stop, wait_ready
 from service.app import create_app
 from service.engine.entries import Entry
 from service.errors import InsufficientStorage, StaleVersion, StoreUnavailable
@@ -32,27 +28,9 @@ from service.stores.base import Commit
 from service.stores.sqlite import SQLiteStore
 from service.stores.sqlite_file import FILE_NAME
 from tests.service.conftest import events_json, make_stream
+from tests.service.server_helpers import ROOT, served
 
-ROOT = Path(__file__).resolve().parents[2]
 MODEL = {"id": "fraud", "n_features": 5, "learner": "spam"}
-
-
-@contextlib.contextmanager
-def served(data_dir: Path, workers: int = 1) -> Iterator[tuple[str, subprocess.Popen]]:
-    """``aucstream serve --data-dir <data_dir>`` in a subprocess (the store's default)."""
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "AUCSTREAM_WARMUP": "false"}
-    for name in ("AUCSTREAM_STORE", "AUCSTREAM_REDIS_URL", "AUCSTREAM_DATA_DIR"):
-        env.pop(name, None)  # the defaults: the SQLite store
-    command = [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--data-dir",
-               str(data_dir), "--workers", str(workers), "--log-level", "warning"]  # fmt: skip
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url, process, timeout=300, answers=3 * workers, interval=0.1)
-        yield url, process
-    finally:
-        stop(process)
 
 
 def _state(http: httpx.Client) -> dict:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 import orjson
@@ -15,17 +14,12 @@ import pytest
 from pydantic import ValidationError
 
 from service.settings import Settings
-from tests.service.conftest import events_json, live_server, make_stream
+from tests.service.conftest import events_json, make_stream
+from tests.service.server_helpers import live_url
 
 WRITER = "sse-bounds-writer"
 READERS = ("sse-bounds-reader-a", "sse-bounds-reader-b", "sse-bounds-reader-c")
 STREAM = "/v1/models/m/metrics/stream"
-
-
-@contextlib.contextmanager
-def server(**env: str) -> Iterator[str]:
-    with live_server(env) as (url, _):
-        yield url
 
 
 def create(url: str, headers: dict[str, str] | None = None) -> None:
@@ -68,7 +62,7 @@ def test_streams_are_capped_per_api_key_and_in_total():
         "AUCSTREAM_SSE_RETRY_AFTER_SECONDS": "7",
     }
     reader_a, reader_b, reader_c = (key(reader) for reader in READERS)
-    with server(**env) as url, httpx.Client(base_url=url, timeout=30) as http:
+    with live_url(**env) as url, httpx.Client(base_url=url, timeout=30) as http:
         create(url, key(WRITER))
         # refused requests take no slot: an unknown model, an unknown key
         for _ in range(3):
@@ -110,7 +104,7 @@ def test_streams_are_capped_per_api_key_and_in_total():
 def test_streams_are_capped_per_client_address_without_keys():
     env = {"AUCSTREAM_SSE_MAX_STREAMS_PER_CLIENT": "1", "AUCSTREAM_SSE_MAX_STREAMS": "10"}
     with (
-        server(**env) as url,
+        live_url(**env) as url,
         httpx.Client(base_url=url, timeout=30) as local,
         # another loopback address: another client
         httpx.Client(
@@ -133,7 +127,7 @@ def test_an_interval_below_the_minimum_is_raised_to_it():
     checks, so load only lengthens it: the bound asserted is a lower one (a count of messages
     within 3.5 s, asserted at least 3, was a clock a loaded machine could miss)."""
     env = {"AUCSTREAM_SSE_MIN_INTERVAL_SECONDS": "1"}
-    with server(**env) as url, httpx.Client(base_url=url, timeout=30) as http:
+    with live_url(**env) as url, httpx.Client(base_url=url, timeout=30) as http:
         create(url)
         X, y = make_stream(20)
         # the first batch may compile the learner's kernels: before the stream starts

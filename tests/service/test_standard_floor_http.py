@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.learners import make_learner
-from tests.core.test_standard_floor import mixed
+from tests.core.scaling_helpers import mixed
 from tests.service.conftest import events_json
 
 

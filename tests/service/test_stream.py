@@ -8,13 +8,12 @@ import numpy as np
 import orjson
 import pytest
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect
 
 from service.client import StreamClient, StreamClosed, StreamError
 from service.stream.protocol import HEADER, encode_binary
 from tests.service.conftest import events_json, make_stream
-from tests.service.test_drift import N_FEATURES, counter, flipping_stream
-from tests.service.test_uvicorn import uvicorn_server
+from tests.service.drift_helpers import DRIFT_FEATURES, flipping_stream, prometheus_value
+from tests.service.server_helpers import exchange, stream_socket, uvicorn_server
 
 MODEL = {"n_features": 5, "learner": "spam", "scaling": "none", "regret_window": 0}
 ALLOWED_ORIGIN = "https://dashboard.example"
@@ -26,18 +25,6 @@ def server():
         AUCSTREAM_STORE="memory", AUCSTREAM_WS_ALLOWED_ORIGINS=ALLOWED_ORIGIN
     ) as url:
         yield url
-
-
-def socket(url: str, model_id: str, **options):
-    """A raw WebSocket connection to the stream (the frames as a browser or an attacker would
-    send them); compression off, no frame size limit on the client side."""
-    address = url.replace("http://", "ws://") + f"/v1/models/{model_id}/stream"
-    return connect(address, compression=None, max_size=None, open_timeout=30, **options)
-
-
-def exchange(ws, frame: str | bytes) -> list[dict]:
-    ws.send(frame)
-    return orjson.loads(ws.recv(timeout=60))
 
 
 def learned(http: httpx.Client, model_id: str) -> int:
@@ -100,7 +87,7 @@ def test_drifts_learned_over_the_stream_are_counted_in_prometheus(server):
     (issue 38: the stream never added to aucstream_drift_detected_total)."""
     X, y = flipping_stream()
     with httpx.Client(base_url=server, timeout=60) as http:
-        body = {"id": "drift-ws", "n_features": N_FEATURES, "learner": "logistic"}
+        body = {"id": "drift-ws", "n_features": DRIFT_FEATURES, "learner": "logistic"}
         assert http.post("/v1/models", json=body).status_code == 201
         with StreamClient(server, "drift-ws") as stream:
             for start in range(0, len(y), 250):
@@ -108,8 +95,8 @@ def test_drifts_learned_over_the_stream_are_counted_in_prometheus(server):
         detected = http.get("/v1/models/drift-ws/metrics").json()["drift"]["detected"]
         text = http.get("/metrics").text
     assert detected > 0
-    assert counter(text, "aucstream_drift_detected_total", "drift-ws") == detected
-    assert counter(text, "aucstream_events_learned_total", "drift-ws") == len(y)
+    assert prometheus_value(text, "aucstream_drift_detected_total", "drift-ws") == detected
+    assert prometheus_value(text, "aucstream_events_learned_total", "drift-ws") == len(y)
 
 
 def test_the_stream_needs_a_key_when_keys_are_set():
@@ -134,7 +121,7 @@ def test_a_page_of_another_origin_cannot_open_the_stream(server, origin):
     model_id = f"origin-{abs(hash(origin))}"
     with httpx.Client(base_url=server, timeout=60) as http:
         create(http, model_id)
-        with socket(server, model_id, origin=origin) as ws:
+        with stream_socket(server, model_id, origin=origin) as ws:
             with pytest.raises(ConnectionClosed) as closed:
                 exchange(ws, orjson.dumps(learn_message(1, [1.0] * 5)).decode())
         assert closed.value.rcvd.code == 1008
@@ -148,7 +135,7 @@ def test_own_origin_allowed_origins_and_clients_without_origin_stream(server):
         create(http, "origins-ok")
         own = server  # the page was served by this server: http://127.0.0.1:<port>
         for seq, options in enumerate(({"origin": own}, {"origin": ALLOWED_ORIGIN}, {})):
-            with socket(server, "origins-ok", **options) as ws:
+            with stream_socket(server, "origins-ok", **options) as ws:
                 replies = exchange(ws, orjson.dumps(learn_message(seq, [0.5] * 5)).decode())
             assert replies[0]["status"] == 200 and replies[0]["learned"] == 1, (options, replies)
         assert learned(http, "origins-ok") == 3
@@ -157,7 +144,7 @@ def test_own_origin_allowed_origins_and_clients_without_origin_stream(server):
 def test_an_empty_text_frame_is_answered_with_a_problem(server):
     with httpx.Client(base_url=server, timeout=60) as http:
         create(http, "empty")
-        with socket(server, "empty") as ws:
+        with stream_socket(server, "empty") as ws:
             for frame in ("[]", b""):
                 (reply,) = exchange(ws, frame)
                 assert reply["status"] == 422 and reply["seq"] is None
@@ -175,7 +162,7 @@ def test_binary_id_lengths_must_add_up_to_the_declared_id_bytes(server):
         assert good[HEADER.size + 41 : HEADER.size + 43] == (1).to_bytes(2, "little")
         lying = bytearray(encode_binary("learn", 2, X, np.ones(1), ["a"]))
         lying[HEADER.size + 41 : HEADER.size + 43] = (60_000).to_bytes(2, "little")
-        with socket(server, "ids") as ws:
+        with stream_socket(server, "ids") as ws:
             lie, honest = exchange(
                 ws, bytes(lying) + encode_binary("learn", 3, X, np.ones(1), ["b"])
             )
@@ -202,7 +189,7 @@ def test_frames_over_the_frame_limits_are_refused_whole_naming_the_limit(server)
             (two_big, "AUCSTREAM_WS_MAX_FRAME_EVENTS"),
             (" " * (8 * 2**20) + "[]", "AUCSTREAM_WS_MAX_FRAME_BYTES"),
         ]
-        with socket(server, "caps") as ws:
+        with stream_socket(server, "caps") as ws:
             for frame, setting in cases:
                 (reply,) = exchange(ws, frame)
                 assert reply["status"] == 413 and reply["seq"] is None, reply
@@ -253,13 +240,13 @@ def test_one_message_per_frame_answers_as_json_messages_do_and_a_bad_one_changes
                     for i in [*range(60), *range(5)] if i != 30]  # fmt: skip
         score_messages = [{"seq": 100 + i, "op": "score", "x": X[i].tolist(), "id": ids[i]}
                           for i in range(10)]  # fmt: skip
-        with socket(server, "blk") as ws:
+        with stream_socket(server, "blk") as ws:
             for frame in frames + scores:
                 ws.send(frame)
             replies: list[dict] = []
             while len(replies) < len(frames) + len(scores):
                 replies.extend(orjson.loads(ws.recv(timeout=60)))
-        with socket(server, "blk-json") as ws:
+        with stream_socket(server, "blk-json") as ws:
             wanted = exchange(ws, orjson.dumps(messages).decode())
             wanted += exchange(ws, orjson.dumps(score_messages).decode())
         problem = replies.pop(30)
@@ -292,7 +279,7 @@ def test_one_message_per_frame_in_queue_mode_is_queued_a_block_at_a_time():
         create(http, "queued")
         frames = [encode_binary("learn", i, X[i : i + 1], y[i : i + 1]) for i in range(40)]
         frames[7] = encode_binary("learn", 7, X[7:8], y[7:8], scores=True)
-        with socket(url, "queued") as ws:
+        with stream_socket(url, "queued") as ws:
             for frame in frames:
                 ws.send(frame)
             replies: list[dict] = []
@@ -325,7 +312,7 @@ def test_replies_written_as_text_equal_the_serialised_ones(server):
         answers = []
         for name, seq in (("text-int", int), ("text-str", lambda i: f"s{i}")):
             create(http, name)
-            with socket(server, name) as ws:
+            with stream_socket(server, name) as ws:
                 answers.append(exchange(ws, orjson.dumps(messages(seq)).decode()))
         as_text, serialised = answers
         for reply in serialised:

@@ -12,8 +12,8 @@ import pytest
 
 from service.stream.protocol import encode_binary
 from tests.service.conftest import CLOCK_ARRAYS, live_server, make_stream
-from tests.service.test_group_commit_kill import snapshot_arrays
-from tests.service.test_stream import socket
+from tests.service.kill_helpers import snapshot_arrays
+from tests.service.server_helpers import stream_socket
 
 N_FEATURES = 5
 #: the defaults but the regret window: a run of messages is one regret round, the reference's
@@ -52,7 +52,7 @@ def exchange_all(
 ) -> list[dict]:
     """Every frame sent at once, then the replies of its ``messages`` messages read (one a
     frame by default), then one score, answered 200: the connection is still open."""
-    with socket(url, model_id) as ws:
+    with stream_socket(url, model_id) as ws:
         for frame in sent:
             ws.send(frame)
         replies: list[dict] = []
@@ -164,7 +164,7 @@ def test_a_json_frame_with_one_bad_message_answers_every_message(server, op):
     with httpx.Client(base_url=server, timeout=120) as http:
         for name in (model_id, reference):
             assert http.post("/v1/models", json={"id": name, **MODEL}).status_code == 201
-        with socket(server, model_id) as ws:
+        with stream_socket(server, model_id) as ws:
             ws.send(orjson.dumps(messages).decode())
             replies = orjson.loads(ws.recv(timeout=120))
         assert [r["seq"] for r in replies] == list(range(12))

@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from service.stream.protocol import encode_binary
-from tests.service.test_group_commit_kill import X, check_nothing_lost, sqlite_server
+from tests.service.kill_helpers import X, check_nothing_lost, sqlite_server
 
 CONNECTIONS = 4
 #: messages each connection keeps unanswered

@@ -10,8 +10,7 @@ import threading
 import httpx
 import orjson
 
-from tests.service.test_stream import socket
-from tests.service.test_uvicorn import uvicorn_server
+from tests.service.server_helpers import stream_socket, uvicorn_server
 
 #: the README's model (learner auto) with the regret window it had by default when the stall
 #: was found: every setting but these at its default
@@ -62,7 +61,7 @@ def test_stream_frames_are_answered_while_rest_clients_post_to_the_same_model(tm
             thread.start()
         streamed = 0
         try:
-            with socket(url, "fraud") as ws:
+            with stream_socket(url, "fraud") as ws:
                 for frame in range(FRAMES):
                     ws.send(orjson.dumps(learn_messages(frame)).decode())
                     replies = orjson.loads(ws.recv(timeout=FRAME_TIMEOUT_SECONDS))

@@ -18,8 +18,13 @@ from service.stores.base import Commit
 from service.stores.memory import MemoryStore
 from service.stores.redis import RedisStore
 from service.stores.sqlite import SQLiteStore
-from tests.service.test_passes import assert_same_models, batch, make_engine, request_of
-from tests.service.test_undo_points import _racing_once
+from tests.service.passes_helpers import (
+    assert_same_models,
+    batch,
+    make_engine,
+    racing_once,
+    request_of,
+)
 
 ARRAYS = {"learner:w": np.arange(4, dtype=np.float64)}
 
@@ -163,7 +168,7 @@ def test_the_process_whose_append_was_stale_appends_next(tmp_path):
     order += [batch(["x"], seed=9), batch(["x2"], seed=10), batch(["later"], seed=6)]
     engine.learn("m", order[0])
     other.learn("m", order[1])
-    _racing_once(engine, other, order[2])  # ``other`` appends first: ``engine``'s is stale
+    racing_once(engine, other, order[2])  # ``other`` appends first: ``engine``'s is stale
     assert engine.learn("m", order[3]).learned == 1
     turns = engine.repository.turns
     assert (turns.taken, turns.held, engine.repository.writes_retried) == (1, set(), 1)

@@ -7,19 +7,13 @@ from __future__ import annotations
 import pytest
 
 from service.engine import undo
-from tests.service.test_passes import assert_same_models, batch, make_engine, request_of
-
-
-def _racing_once(engine, other, theirs):
-    """``engine``'s next append finds the model stale: ``other`` appends ``theirs`` first."""
-    commit = engine.store.commit
-
-    def racing(model_id, pending):
-        engine.store.commit = commit
-        other.learn(model_id, theirs)
-        return commit(model_id, pending)
-
-    engine.store.commit = racing
+from tests.service.passes_helpers import (
+    assert_same_models,
+    batch,
+    make_engine,
+    racing_once,
+    request_of,
+)
 
 
 @pytest.mark.parametrize("writes_before", [0, 3])
@@ -35,7 +29,7 @@ def test_the_first_stale_append_of_a_model_loaded_whole_goes_back_to_its_load(
     for each in mine:
         engine.learn("m", each)
     theirs = batch(["theirs"], seed=5)
-    _racing_once(engine, creator, theirs)
+    racing_once(engine, creator, theirs)
     result = engine.learn("m", batch(["x"], seed=9))
     assert result.learned == 1
     repository = engine.repository
@@ -126,7 +120,7 @@ def test_a_write_that_catches_up_first_goes_back_to_the_point_its_load_took(tmp_
     engine, other, learned = _alone_past_its_point(tmp_path, monkeypatch)
     theirs = [batch(["theirs-0"], seed=20), batch(["theirs-1"], seed=21)]
     other.learn("m", theirs[0])
-    _racing_once(engine, other, theirs[1])
+    racing_once(engine, other, theirs[1])
     assert engine.learn("m", batch(["x"], seed=9)).learned == 1
     repository = engine.repository
     assert (repository.writes_retried, repository.writes_undone, repository.writes_reloaded) == (

@@ -3,10 +3,9 @@ Redis, or one SQLite file, with eight concurrent clients (no update lost, none a
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -17,15 +16,8 @@ import pytest
 from service import cli
 from service.stores.redis import RedisStore
 from service.stores.sqlite import SQLiteStore
-from tests.service.conftest import events_json, live_server, make_stream, npz_bytes
-
-
-@contextlib.contextmanager
-def uvicorn_server(workers: int = 1, **env: str) -> Iterator[str]:
-    """The server's URL, with the store ``env`` chooses (the settings' own default else)."""
-    # several answers, so every worker had time to start
-    with live_server(env, workers, store=None, answers=3 * workers, interval=0.1) as (url, _):
-        yield url
+from tests.service.conftest import events_json, make_stream, npz_bytes
+from tests.service.server_helpers import uvicorn_server
 
 
 def test_end_to_end_through_uvicorn_memory_store(tmp_path, capsys):

@@ -195,3 +195,25 @@ def first_install(model, k, X, y):
         if alone.fits_:
             return t + 1
     return None
+
+
+def rare_stream(seed, n=700, n_features=4, positive_rate=0.03):
+    """Few positives: no evaluation of the default schedule passes the guard of 10."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < positive_rate).astype(np.int64)
+    X = rng.normal(size=(n, n_features)) + y[:, None] * np.array([1.2, -0.6, 0.0, 0.4])
+    X[:, 3] = X[:, 0] * X[:, 1] + y * 1.5  # an interaction for the trees
+    return X, y
+
+
+def learn(model, X, y, sizes):
+    """The served scores of ``model`` learning ``X``, ``y`` in batches of ``sizes``, and each
+    call's recorded inputs with its slice."""
+    served, inputs, start = [], [], 0
+    with model.recording_inputs() as sink:
+        for size in sizes:
+            batch = slice(start, start + size)
+            served.append(model.prequential_step(X[batch], y[batch]))
+            inputs.append((sink[-1], batch))
+            start += size
+    return np.concatenate(served), inputs

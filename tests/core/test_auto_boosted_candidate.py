@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.learners import make_learner
-from tests.core.test_auto_tree_admission import rare_stream
+from tests.core.auto_helpers import rare_stream
 
 
 def test_the_default_boosted_candidate_embeds_the_margin_and_the_leaves_only():

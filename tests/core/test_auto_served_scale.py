@@ -10,8 +10,7 @@ import pytest
 from core.learners import make_learner
 from core.learners._served_scale import SHRINK_EVENTS
 from core.preprocessing import scale_batch
-from tests.core.auto_helpers import standalone_scores, stream
-from tests.core.test_auto_tree_admission import learn
+from tests.core.auto_helpers import learn, standalone_scores, stream
 
 #: two steady candidates (auto.11: one half each); 45 events end before the first evaluation
 #: (50), so the weights stay the start's

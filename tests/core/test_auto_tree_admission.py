@@ -11,28 +11,8 @@ from core.learners import learner_class, make_learner
 from core.learners._served_scale import SHRINK_EVENTS
 from core.learners._tree_admission import awaiting_first_fit, events_to_first_fit_point
 from core.preprocessing import scale_batch
-from tests.core.auto_helpers import first_install, naive_mix, standalone_scores
-from tests.core.test_learner_contract import states_equal
-
-
-def rare_stream(seed, n=700, n_features=4, positive_rate=0.03):
-    """Few positives: no evaluation of the default schedule passes the guard of 10."""
-    rng = np.random.default_rng(seed)
-    y = (rng.random(n) < positive_rate).astype(np.int64)
-    X = rng.normal(size=(n, n_features)) + y[:, None] * np.array([1.2, -0.6, 0.0, 0.4])
-    X[:, 3] = X[:, 0] * X[:, 1] + y * 1.5  # an interaction for the trees
-    return X, y
-
-
-def learn(model, X, y, sizes):
-    served, inputs, start = [], [], 0
-    with model.recording_inputs() as sink:
-        for size in sizes:
-            batch = slice(start, start + size)
-            served.append(model.prequential_step(X[batch], y[batch]))
-            inputs.append((sink[-1], batch))
-            start += size
-    return np.concatenate(served), inputs
+from tests.core.auto_helpers import first_install, learn, naive_mix, rare_stream, standalone_scores
+from tests.core.cases import states_equal
 
 
 def test_the_boosted_candidate_joins_the_undecided_mix_at_its_first_fit_as_the_naive_mix():

@@ -111,7 +111,7 @@ def test_refusals_are_clear(tmp_path, capsys):
 def test_upload_to_a_running_server(tmp_path, capsys):
     import httpx
 
-    from tests.service.test_uvicorn import uvicorn_server
+    from tests.service.server_helpers import uvicorn_server
 
     X, y = _history(seed=3)
     with uvicorn_server(AUCSTREAM_STORE="memory") as url:

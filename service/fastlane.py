@@ -150,13 +150,16 @@ class LaneRoute:
                 raise TypeError(f"{route.path}: the lane cannot resolve {dependency.call}")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, app: ServiceApp) -> None:
-        request = Request(scope, receive)
-        services: Services = app.state.services
         try:
-            if self.key_writes is not None:
-                check_api_key(request, services.settings, writes=self.key_writes)
-            arguments = {name: read(request, services) for name, read in self.readers}
-            response = await self.endpoint(**arguments)
+            if self.readers or self.key_writes is not None:
+                request = Request(scope, receive)
+                services: Services = app.state.services
+                if self.key_writes is not None:
+                    check_api_key(request, services.settings, writes=self.key_writes)
+                arguments = {name: read(request, services) for name, read in self.readers}
+                response = await self.endpoint(**arguments)
+            else:  # nothing to read (``/healthz``): no request object
+                response = await self.endpoint()
         except ServiceError as error:
             response = app.on_error(error)
         await response(scope, receive, send)
@@ -271,14 +274,14 @@ class ServiceApp(FastAPI):
                 match = candidate.path_regex.match(route_path(scope))
                 if match is not None:
                     scope["endpoint"] = candidate.endpoint
-                    # plain string parameters: no convertor to apply
-                    scope["path_params"] = {**scope.get("path_params", {}), **match.groupdict()}
+                    if parameters := match.groupdict():  # plain strings: no convertor to apply
+                        scope["path_params"] = {**scope.get("path_params", {}), **parameters}
                     scope["route"] = candidate.route
                     return candidate
         return None
 
     def warming(self, path: str) -> bool:
-        if self.warm_open or not path.startswith("/v1/"):
+        if not path.startswith("/v1/"):
             return False
         warm = getattr(self.state, "warm", None)
         if warm is not None and not warm.is_set():
@@ -348,7 +351,7 @@ class ServiceApp(FastAPI):
             refusal = None if host is None else self.hosts.refusal(host, scope)
             if refusal is not None:
                 await self.on_error(refusal)(inner, receive, reply)
-            elif self.warming(scope["path"]):
+            elif not self.warm_open and self.warming(scope["path"]):
                 await self.on_error(warming_up())(inner, receive, reply)
             elif (route := self.lane_route(inner)) is not None:
                 await route(inner, guarded or receive, reply, self)

@@ -149,6 +149,22 @@ class Telemetry(ModelSeries):
         self._per_model.append(counter)
         return counter
 
+    def count_request(
+        self, method: str, route: str, status: int, model: str, seconds: float
+    ) -> None:
+        """One answered HTTP request, counted and timed (``model``: its label, from
+        :meth:`model_label`).  Both children in one cached lookup: it is paid by every
+        request, ``/healthz`` included."""
+        key = ("request", method, route, status, model)
+        pair = self._children.get(key)
+        if pair is None:
+            counter = self.child(self.requests, method, route, str(status), model)
+            pair = (counter, self.child(self.latency, method, route))
+            with self._children_lock:
+                self._children[key] = pair
+        pair[0].inc()
+        pair[1].observe(seconds)
+
     def count_learned(self, model_id: str, learned: int, drifts: int) -> None:
         """Events learned and drifts detected for ``model_id``: the one count of every path
         that learns (the HTTP routes, the WebSocket stream, the queue worker).  ``labels()``,

@@ -127,6 +127,8 @@ class LaneRoute:
             raise TypeError(f"{route.path}: no endpoint")
         self.endpoint: Callable[..., Awaitable[Response]] = route.endpoint
         self.route, self.path_regex = route, route.path_regex
+        #: ``scope["route"]``: the route object FastAPI's router would set there
+        self.served_route = route.original_route
         self.methods = frozenset(route.methods or ())
         dependant = route.dependant
         if dependant.header_params or dependant.cookie_params or dependant.body_params:
@@ -276,7 +278,7 @@ class ServiceApp(FastAPI):
                     scope["endpoint"] = candidate.endpoint
                     if parameters := match.groupdict():  # plain strings: no convertor to apply
                         scope["path_params"] = {**scope.get("path_params", {}), **parameters}
-                    scope["route"] = candidate.route
+                    scope["route"] = candidate.served_route
                     return candidate
         return None
 

@@ -1,0 +1,98 @@
+"""What the cheaper per-request layer (``service.fastlane``, issue 38's ``/healthz`` floor) must
+keep: ``/healthz``'s one prebuilt answer is never changed by sending it, the lane sets the
+``route`` FastAPI's router sets, and every request is still counted and timed."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from service.routers import system
+from tests.service.conftest import create_model, started_apps
+
+
+def _counted(text: str, name: str, **labels: str) -> float | None:
+    for line in text.splitlines():
+        match = re.match(rf"^{name}{{(.*)}} (\S+)$", line)
+        if match and all(f'{key}="{value}"' in match.group(1) for key, value in labels.items()):
+            return float(match.group(2))
+    return None
+
+
+def test_healthz_answer_is_shared_and_never_changed_by_the_headers_added():
+    """One ``Response`` answers every ``/healthz``: the request id added to each answer (JSON
+    logs) and HEAD's empty body go on that answer's messages only."""
+    shared_headers = list(system._OK.raw_headers)
+    with started_apps(store="memory", log_format="json") as build:
+        client = build()
+        for number in range(3):
+            answer = client.get("/healthz", headers={"X-Request-ID": f"probe-{number}"})
+            assert answer.status_code == 200 and answer.content == b'{"status":"ok"}'
+            assert answer.headers.get_list("x-request-id") == [f"probe-{number}"]
+            assert "cache-control" not in answer.headers  # no-store is for /v1 only
+        head = client.head("/healthz")
+        assert head.status_code == 200 and head.content == b""
+        assert head.headers["content-length"] == "15"
+        assert len(head.headers.get_list("x-request-id")) == 1
+        assert client.get("/v1/learners").headers["cache-control"] == "no-store"
+    assert system._OK.raw_headers == shared_headers
+
+
+def _routed(client: TestClient, method: str, path: str, body: bytes = b"") -> Any:
+    """``scope["route"]`` after the app answered a request (the scope it was given)."""
+    scope: dict[str, Any] = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "scheme": "http",
+        "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 5000), "root_path": "",
+        "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode())],
+    }  # fmt: skip
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    client.portal.call(client.app, scope, receive, send)  # type: ignore[arg-type]
+    assert sent[0]["status"] == 200, sent
+    return scope["route"]
+
+
+def test_the_lane_sets_the_route_fastapi_sets():
+    """Whoever reads ``scope["route"]`` (the request metrics, the JSON log) gets the same
+    object from the lane as from FastAPI's router."""
+    with started_apps(store="memory") as build:
+        client = build()
+        create_model(client, n_features=2)
+        app = client.app
+        lane = app.lane_routes  # type: ignore[attr-defined]
+        score = b'{"events": [{"x": [1, 2]}]}'
+        requests = (("GET", "/healthz", b""), ("POST", "/v1/models/m/score", score))
+        by_lane = [_routed(client, *request) for request in requests]
+        app.lane_routes = []  # type: ignore[attr-defined]
+        try:
+            by_fastapi = [_routed(client, *request) for request in requests]
+        finally:
+            app.lane_routes = lane  # type: ignore[attr-defined]
+        for laned, routed in zip(by_lane, by_fastapi, strict=True):
+            assert laned is routed
+
+
+def test_every_healthz_is_counted_and_timed():
+    with started_apps(store="memory") as build:
+        client = build()
+        for _ in range(5):
+            assert client.get("/healthz").status_code == 200
+        assert client.head("/healthz").status_code == 200
+        text = client.get("/metrics").text
+        labels = {"route": "/healthz", "status": "200", "model": ""}
+        assert _counted(text, "aucstream_http_requests_total", method="GET", **labels) == 5.0
+        assert _counted(text, "aucstream_http_requests_total", method="HEAD", **labels) == 1.0
+        timed = _counted(
+            text, "aucstream_http_request_duration_seconds_count", method="GET", route="/healthz"
+        )
+        assert timed == 5.0

@@ -8,8 +8,10 @@ import re
 from typing import Any
 
 from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry, Histogram
 
 from service.routers import system
+from service.telemetry import _LATENCY_BOUNDS, Telemetry
 from tests.service.conftest import create_model, started_apps
 
 
@@ -96,3 +98,35 @@ def test_every_healthz_is_counted_and_timed():
             text, "aucstream_http_request_duration_seconds_count", method="GET", route="/healthz"
         )
         assert timed == 5.0
+
+
+def test_request_timing_lands_in_the_buckets_observe_would_choose():
+    """``Telemetry.count_request`` adds to the histogram's values directly: the same samples as
+    prometheus_client's ``observe``, bounds included."""
+    telemetry = Telemetry()
+    reference = Histogram("reference", "", ["method", "route"], buckets=_LATENCY_BOUNDS[:-1],
+                          registry=CollectorRegistry())  # fmt: skip
+    seconds = (0.0, 0.0004, 0.0005, 0.00051, 0.001, 0.3, 1, 5.0, 5.0001, 100.0)
+    for value in seconds:
+        telemetry.count_request("GET", "/healthz", 200, "", value)
+        reference.labels("GET", "/healthz").observe(value)
+    counted = {
+        (sample.name.removeprefix("aucstream_http_request_duration_seconds"),
+         sample.labels.get("le")): sample.value
+        for metric in telemetry.registry.collect()
+        if metric.name == "aucstream_http_request_duration_seconds"
+        for sample in metric.samples
+        if not sample.name.endswith("_created")
+    }  # fmt: skip
+    observed = {
+        (sample.name.removeprefix("reference"), sample.labels.get("le")): sample.value
+        for metric in reference.collect()
+        for sample in metric.samples
+        if not sample.name.endswith("_created")
+    }
+    assert counted == observed and counted[("_count", None)] == len(seconds)
+    requests = telemetry.registry.get_sample_value(
+        "aucstream_http_requests_total",
+        {"method": "GET", "route": "/healthz", "status": "200", "model": ""},
+    )
+    assert requests == len(seconds)

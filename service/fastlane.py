@@ -151,7 +151,8 @@ class LaneRoute:
             else:
                 raise TypeError(f"{route.path}: the lane cannot resolve {dependency.call}")
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send, app: ServiceApp) -> None:
+    async def respond(self, scope: Scope, receive: Receive, app: ServiceApp) -> Response:
+        """The route's answer to a request (a problem for a :class:`ServiceError`)."""
         try:
             if self.readers or self.key_writes is not None:
                 request = Request(scope, receive)
@@ -164,7 +165,7 @@ class LaneRoute:
                 response = await self.endpoint()
         except ServiceError as error:
             response = app.on_error(error)
-        await response(scope, receive, send)
+        return response
 
 
 def _path_reader(name: str) -> Reader:
@@ -333,14 +334,7 @@ class ServiceApp(FastAPI):
             if message["type"] == "http.response.start":
                 status, started_response = message["status"], True
                 if no_store or log:
-                    headers = list(message.get("headers") or ())
-                    if no_store and not any(
-                        name.lower() == b"cache-control" for name, _ in headers
-                    ):
-                        headers.append(_NO_STORE)
-                    if log:
-                        headers.append((b"x-request-id", request_id.encode("latin-1")))
-                    message["headers"] = headers
+                    message["headers"] = _added(message.get("headers") or (), no_store, request_id)
             elif head and message["type"] == "http.response.body":
                 if ended:
                     return
@@ -356,7 +350,21 @@ class ServiceApp(FastAPI):
             elif not self.warm_open and self.warming(scope["path"]):
                 await self.on_error(warming_up())(inner, receive, reply)
             elif (route := self.lane_route(inner)) is not None:
-                await route(inner, guarded or receive, reply, self)
+                response = await route.respond(inner, guarded or receive, self)
+                if type(response).__call__ is not Response.__call__:  # a stream: through reply
+                    await response(inner, receive, reply)
+                else:  # a whole body: its two messages sent here, not through reply
+                    status, started_response = response.status_code, True
+                    headers = response.raw_headers
+                    if no_store or log:
+                        headers = _added(headers, no_store, request_id)
+                    await send(
+                        {"type": "http.response.start", "status": status, "headers": headers}
+                    )
+                    body = b"" if head else response.body
+                    await send({"type": "http.response.body", "body": body})
+                    if response.background is not None:
+                        await response.background()
             else:
                 await super().__call__(inner, guarded or receive, reply)
         except Exception:
@@ -369,6 +377,17 @@ class ServiceApp(FastAPI):
             if guarded is not None:
                 guarded.release()
             record_request(self.telemetry, inner, method, status, started, request_id)
+
+
+def _added(headers: Sequence[tuple[bytes, bytes]], no_store: bool, request_id: str) -> list:
+    """An answer's headers with ``no-store`` (unless it has a ``Cache-Control``) and the
+    request id (when logging): a new list, the response's own is left as it is."""
+    added = list(headers)
+    if no_store and not any(name.lower() == b"cache-control" for name, _ in added):
+        added.append(_NO_STORE)
+    if request_id:
+        added.append((b"x-request-id", request_id.encode("latin-1")))
+    return added
 
 
 def problem_response(error: ServiceError) -> Response:

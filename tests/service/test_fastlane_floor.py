@@ -42,6 +42,21 @@ def test_healthz_answer_is_shared_and_never_changed_by_the_headers_added():
     assert system._OK.raw_headers == shared_headers
 
 
+def test_lane_answers_get_no_store_and_the_request_id():
+    """The lane sends a whole body's two messages itself: ``/v1`` answers, problems included,
+    carry ``no-store`` and (JSON logs) the request id, once."""
+    with started_apps(store="memory", log_format="json") as build:
+        client = build()
+        create_model(client, n_features=2)
+        for body, status in (({"events": [{"x": [1, 2]}]}, 200), ({"events": [{"x": [1]}]}, 422)):
+            answer = client.post("/v1/models/m/score", json=body, headers={"X-Request-ID": "r1"})
+            assert answer.status_code == status, answer.text
+            assert answer.headers.get_list("cache-control") == ["no-store"]
+            assert answer.headers.get_list("x-request-id") == ["r1"]
+        plain = client.post("/v1/models/m/score", json={"events": [{"x": [1, 2]}]})
+        assert len(plain.headers["x-request-id"]) == 32  # one made up: a uuid's hex
+
+
 def _routed(client: TestClient, method: str, path: str, body: bytes = b"") -> Any:
     """``scope["route"]`` after the app answered a request (the scope it was given)."""
     scope: dict[str, Any] = {

@@ -129,6 +129,8 @@ class LaneRoute:
         self.route, self.path_regex = route, route.path_regex
         #: ``scope["route"]``: the route object FastAPI's router would set there
         self.served_route = route.original_route
+        #: the path of a route without parameters (matched by a lookup, not its pattern)
+        self.fixed_path = None if route.dependant.path_params else route.path
         self.methods = frozenset(route.methods or ())
         dependant = route.dependant
         if dependant.header_params or dependant.cookie_params or dependant.body_params:
@@ -207,9 +209,32 @@ class ServiceApp(FastAPI):
     telemetry: Telemetry
     hosts: HostCheck
     bodies: BodyDeadlines
-    lane_routes: list[LaneRoute]
+    _lane_routes: list[LaneRoute]
+    #: (method, path) -> the lane's route without parameters that a request of them takes
+    _fixed_lane: dict[tuple[str, str], LaneRoute]
     #: the warm-up is over: no more checks
     warm_open = False
+
+    @property
+    def lane_routes(self) -> list[LaneRoute]:
+        """The routes the lane serves, in the order they are matched."""
+        return self._lane_routes
+
+    @lane_routes.setter
+    def lane_routes(self, routes: list[LaneRoute]) -> None:
+        self._lane_routes, self._fixed_lane = routes, {}
+        for position, route in enumerate(routes):
+            path = route.fixed_path
+            if (
+                path is None
+                or any(  # an earlier route matching the path would take it
+                    route.methods & earlier.methods and earlier.path_regex.match(path)
+                    for earlier in routes[:position]
+                )
+            ):
+                continue
+            for method in route.methods:
+                self._fixed_lane.setdefault((method, path), route)
 
     def install(self, telemetry: Telemetry, hosts: HostCheck, bodies: BodyDeadlines) -> None:
         self.telemetry, self.hosts, self.bodies = telemetry, hosts, bodies
@@ -271,10 +296,14 @@ class ServiceApp(FastAPI):
 
     def lane_route(self, scope: Scope) -> LaneRoute | None:
         """The lane's route of a request, ``scope`` given what routing would set."""
-        method = scope["method"]
-        for candidate in self.lane_routes:
+        method, path = scope["method"], route_path(scope)
+        fixed = self._fixed_lane.get((method, path))
+        if fixed is not None:
+            scope["endpoint"], scope["route"] = fixed.endpoint, fixed.served_route
+            return fixed
+        for candidate in self._lane_routes:
             if method in candidate.methods:
-                match = candidate.path_regex.match(route_path(scope))
+                match = candidate.path_regex.match(path)
                 if match is not None:
                     scope["endpoint"] = candidate.endpoint
                     if parameters := match.groupdict():  # plain strings: no convertor to apply
@@ -284,11 +313,9 @@ class ServiceApp(FastAPI):
         return None
 
     def warming(self, path: str) -> bool:
-        if not path.startswith("/v1/"):
-            return False
         warm = getattr(self.state, "warm", None)
         if warm is not None and not warm.is_set():
-            return True
+            return path.startswith("/v1/")
         self.warm_open = warm is not None
         return False
 

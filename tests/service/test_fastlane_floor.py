@@ -99,6 +99,32 @@ def test_the_lane_sets_the_route_fastapi_sets():
             assert laned is routed
 
 
+def test_a_route_without_parameters_is_found_by_its_path():
+    """``/healthz`` is matched by a lookup of its method and path (under a ``root_path`` too);
+    the lookup follows the list of lane routes when it is replaced."""
+    with started_apps(store="memory") as build:
+        app = build().app
+
+        def taken(method: str, path: str, root_path: str = "") -> str | None:
+            scope = {"type": "http", "method": method, "path": path, "root_path": root_path}
+            route = app.lane_route(scope)  # type: ignore[attr-defined]
+            return None if route is None else route.route.path
+
+        assert taken("GET", "/healthz") == "/healthz"
+        assert taken("GET", "/api/healthz", root_path="/api") == "/healthz"
+        assert taken("GET", "/v1/models/healthz/score") is None
+        for method, path in (("POST", "/healthz"), ("GET", "/healthz/"), ("GET", "/Healthz")):
+            assert taken(method, path) is None, (method, path)
+        lane = app.lane_routes  # type: ignore[attr-defined]
+        app.lane_routes = [route for route in lane if route.fixed_path is None]  # type: ignore[attr-defined]
+        try:
+            assert taken("GET", "/healthz") is None
+            assert taken("POST", "/v1/models/m/score") == "/v1/models/{model_id}/score"
+        finally:
+            app.lane_routes = lane  # type: ignore[attr-defined]
+        assert taken("GET", "/healthz") == "/healthz"
+
+
 def test_every_healthz_is_counted_and_timed():
     with started_apps(store="memory") as build:
         client = build()

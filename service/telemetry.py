@@ -23,22 +23,8 @@ from service.telemetry_series import ModelCounter, ModelSeries
 __all__ = ["CONTENT_TYPE_LATEST", "Telemetry"]
 
 #: the request latency histogram's bucket bounds, seconds (the last: prometheus_client's own)
-_LATENCY_BOUNDS = (
-    0.0005,
-    0.001,
-    0.002,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1,
-    2.5,
-    5,
-    math.inf,
-)
+_LATENCY_BOUNDS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+                   math.inf)  # fmt: skip
 
 
 class Telemetry(ModelSeries):

@@ -4,7 +4,6 @@ keep: ``/healthz``'s one prebuilt answer is never changed by sending it, the lan
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -13,14 +12,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from service.routers import system
 from service.telemetry import _LATENCY_BOUNDS, Telemetry
 from tests.service.conftest import create_model, started_apps
-
-
-def _counted(text: str, name: str, **labels: str) -> float | None:
-    for line in text.splitlines():
-        match = re.match(rf"^{name}{{(.*)}} (\S+)$", line)
-        if match and all(f'{key}="{value}"' in match.group(1) for key, value in labels.items()):
-            return float(match.group(2))
-    return None
+from tests.service.test_hot_lane import sample
 
 
 def test_healthz_answer_is_shared_and_never_changed_by_the_headers_added():
@@ -133,9 +125,9 @@ def test_every_healthz_is_counted_and_timed():
         assert client.head("/healthz").status_code == 200
         text = client.get("/metrics").text
         labels = {"route": "/healthz", "status": "200", "model": ""}
-        assert _counted(text, "aucstream_http_requests_total", method="GET", **labels) == 5.0
-        assert _counted(text, "aucstream_http_requests_total", method="HEAD", **labels) == 1.0
-        timed = _counted(
+        assert sample(text, "aucstream_http_requests_total", method="GET", **labels) == 5.0
+        assert sample(text, "aucstream_http_requests_total", method="HEAD", **labels) == 1.0
+        timed = sample(
             text, "aucstream_http_request_duration_seconds_count", method="GET", route="/healthz"
         )
         assert timed == 5.0

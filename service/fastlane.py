@@ -127,6 +127,10 @@ class LaneRoute:
             raise TypeError(f"{route.path}: no endpoint")
         self.endpoint: Callable[..., Awaitable[Response]] = route.endpoint
         self.route, self.path_regex = route, route.path_regex
+        #: ``scope["route"]``: the route object FastAPI's router would set there
+        self.served_route = route.original_route
+        #: the path of a route without parameters (matched by a lookup, not its pattern)
+        self.fixed_path = None if route.dependant.path_params else route.path
         self.methods = frozenset(route.methods or ())
         dependant = route.dependant
         if dependant.header_params or dependant.cookie_params or dependant.body_params:
@@ -149,17 +153,21 @@ class LaneRoute:
             else:
                 raise TypeError(f"{route.path}: the lane cannot resolve {dependency.call}")
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send, app: ServiceApp) -> None:
-        request = Request(scope, receive)
-        services: Services = app.state.services
+    async def respond(self, scope: Scope, receive: Receive, app: ServiceApp) -> Response:
+        """The route's answer to a request (a problem for a :class:`ServiceError`)."""
         try:
-            if self.key_writes is not None:
-                check_api_key(request, services.settings, writes=self.key_writes)
-            arguments = {name: read(request, services) for name, read in self.readers}
-            response = await self.endpoint(**arguments)
+            if self.readers or self.key_writes is not None:
+                request = Request(scope, receive)
+                services: Services = app.state.services
+                if self.key_writes is not None:
+                    check_api_key(request, services.settings, writes=self.key_writes)
+                arguments = {name: read(request, services) for name, read in self.readers}
+                response = await self.endpoint(**arguments)
+            else:  # nothing to read (``/healthz``): no request object
+                response = await self.endpoint()
         except ServiceError as error:
             response = app.on_error(error)
-        await response(scope, receive, send)
+        return response
 
 
 def _path_reader(name: str) -> Reader:
@@ -201,9 +209,32 @@ class ServiceApp(FastAPI):
     telemetry: Telemetry
     hosts: HostCheck
     bodies: BodyDeadlines
-    lane_routes: list[LaneRoute]
+    _lane_routes: list[LaneRoute]
+    #: (method, path) -> the lane's route without parameters that a request of them takes
+    _fixed_lane: dict[tuple[str, str], LaneRoute]
     #: the warm-up is over: no more checks
     warm_open = False
+
+    @property
+    def lane_routes(self) -> list[LaneRoute]:
+        """The routes the lane serves, in the order they are matched."""
+        return self._lane_routes
+
+    @lane_routes.setter
+    def lane_routes(self, routes: list[LaneRoute]) -> None:
+        self._lane_routes, self._fixed_lane = routes, {}
+        for position, route in enumerate(routes):
+            path = route.fixed_path
+            if (
+                path is None
+                or any(  # an earlier route matching the path would take it
+                    route.methods & earlier.methods and earlier.path_regex.match(path)
+                    for earlier in routes[:position]
+                )
+            ):
+                continue
+            for method in route.methods:
+                self._fixed_lane.setdefault((method, path), route)
 
     def install(self, telemetry: Telemetry, hosts: HostCheck, bodies: BodyDeadlines) -> None:
         self.telemetry, self.hosts, self.bodies = telemetry, hosts, bodies
@@ -265,24 +296,26 @@ class ServiceApp(FastAPI):
 
     def lane_route(self, scope: Scope) -> LaneRoute | None:
         """The lane's route of a request, ``scope`` given what routing would set."""
-        method = scope["method"]
-        for candidate in self.lane_routes:
+        method, path = scope["method"], route_path(scope)
+        fixed = self._fixed_lane.get((method, path))
+        if fixed is not None:
+            scope["endpoint"], scope["route"] = fixed.endpoint, fixed.served_route
+            return fixed
+        for candidate in self._lane_routes:
             if method in candidate.methods:
-                match = candidate.path_regex.match(route_path(scope))
+                match = candidate.path_regex.match(path)
                 if match is not None:
                     scope["endpoint"] = candidate.endpoint
-                    # plain string parameters: no convertor to apply
-                    scope["path_params"] = {**scope.get("path_params", {}), **match.groupdict()}
-                    scope["route"] = candidate.route
+                    if parameters := match.groupdict():  # plain strings: no convertor to apply
+                        scope["path_params"] = {**scope.get("path_params", {}), **parameters}
+                    scope["route"] = candidate.served_route
                     return candidate
         return None
 
     def warming(self, path: str) -> bool:
-        if self.warm_open or not path.startswith("/v1/"):
-            return False
         warm = getattr(self.state, "warm", None)
         if warm is not None and not warm.is_set():
-            return True
+            return path.startswith("/v1/")
         self.warm_open = warm is not None
         return False
 
@@ -328,14 +361,7 @@ class ServiceApp(FastAPI):
             if message["type"] == "http.response.start":
                 status, started_response = message["status"], True
                 if no_store or log:
-                    headers = list(message.get("headers") or ())
-                    if no_store and not any(
-                        name.lower() == b"cache-control" for name, _ in headers
-                    ):
-                        headers.append(_NO_STORE)
-                    if log:
-                        headers.append((b"x-request-id", request_id.encode("latin-1")))
-                    message["headers"] = headers
+                    message["headers"] = _added(message.get("headers") or (), no_store, request_id)
             elif head and message["type"] == "http.response.body":
                 if ended:
                     return
@@ -348,10 +374,24 @@ class ServiceApp(FastAPI):
             refusal = None if host is None else self.hosts.refusal(host, scope)
             if refusal is not None:
                 await self.on_error(refusal)(inner, receive, reply)
-            elif self.warming(scope["path"]):
+            elif not self.warm_open and self.warming(scope["path"]):
                 await self.on_error(warming_up())(inner, receive, reply)
             elif (route := self.lane_route(inner)) is not None:
-                await route(inner, guarded or receive, reply, self)
+                response = await route.respond(inner, guarded or receive, self)
+                if type(response).__call__ is not Response.__call__:  # a stream: through reply
+                    await response(inner, receive, reply)
+                else:  # a whole body: its two messages sent here, not through reply
+                    status, started_response = response.status_code, True
+                    headers = response.raw_headers
+                    if no_store or log:
+                        headers = _added(headers, no_store, request_id)
+                    await send(
+                        {"type": "http.response.start", "status": status, "headers": headers}
+                    )
+                    body = b"" if head else response.body
+                    await send({"type": "http.response.body", "body": body})
+                    if response.background is not None:
+                        await response.background()
             else:
                 await super().__call__(inner, guarded or receive, reply)
         except Exception:
@@ -364,6 +404,17 @@ class ServiceApp(FastAPI):
             if guarded is not None:
                 guarded.release()
             record_request(self.telemetry, inner, method, status, started, request_id)
+
+
+def _added(headers: Sequence[tuple[bytes, bytes]], no_store: bool, request_id: str) -> list:
+    """An answer's headers with ``no-store`` (unless it has a ``Cache-Control``) and the
+    request id (when logging): a new list, the response's own is left as it is."""
+    added = list(headers)
+    if no_store and not any(name.lower() == b"cache-control" for name, _ in added):
+        added.append(_NO_STORE)
+    if request_id:
+        added.append((b"x-request-id", request_id.encode("latin-1")))
+    return added
 
 
 def problem_response(error: ServiceError) -> Response:

@@ -3,6 +3,8 @@ multiprocess ones, rendered summed over the workers without the series of delete
 
 from __future__ import annotations
 
+import bisect
+import math
 import os
 from collections.abc import Iterator
 
@@ -19,6 +21,10 @@ from prometheus_client.metrics_core import Metric
 from service.telemetry_series import ModelCounter, ModelSeries
 
 __all__ = ["CONTENT_TYPE_LATEST", "Telemetry"]
+
+#: the request latency histogram's bucket bounds, seconds (the last: prometheus_client's own)
+_LATENCY_BOUNDS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+                   math.inf)  # fmt: skip
 
 
 class Telemetry(ModelSeries):
@@ -37,7 +43,7 @@ class Telemetry(ModelSeries):
             "aucstream_http_request_duration_seconds",
             "HTTP request latency by route template.",
             ["method", "route"],
-            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            buckets=_LATENCY_BOUNDS,
             registry=self.registry,
         )
         self.events_learned = self._counter("aucstream_events_learned_total", "Events learned.")
@@ -148,6 +154,28 @@ class Telemetry(ModelSeries):
         counter.model_position = labels.index("model")
         self._per_model.append(counter)
         return counter
+
+    def count_request(
+        self, method: str, route: str, status: int, model: str, seconds: float
+    ) -> None:
+        """One answered HTTP request, counted and timed (``model``: its label, from
+        :meth:`model_label`).  Both children in one cached lookup: it is paid by every
+        request, ``/healthz`` included."""
+        key = ("request", method, route, status, model)
+        values = self._children.get(key)
+        if values is None:
+            counter = self.child(self.requests, method, route, str(status), model)
+            latency = self.child(self.latency, method, route)
+            # the children's values themselves: ``inc`` and ``observe`` check on each call that
+            # the child is one (it is) and search the buckets in a Python loop, ~1 us of the
+            # floor (loadtest/README.md, HZ); a value's ``inc`` is what they end in
+            values = (counter._value, latency._sum, latency._buckets)  # noqa: SLF001
+            with self._children_lock:
+                self._children[key] = values
+        values[0].inc(1)
+        values[1].inc(seconds)
+        # the first bucket whose bound is at least ``seconds``, as ``observe`` finds it
+        values[2][bisect.bisect_left(_LATENCY_BOUNDS, seconds)].inc(1)
 
     def count_learned(self, model_id: str, learned: int, drifts: int) -> None:
         """Events learned and drifts detected for ``model_id``: the one count of every path

@@ -71,8 +71,7 @@ def record_request(
     requested = (scope.get("path_params") or {}).get("model_id", "")
     model = telemetry.model_label(requested, status)
     elapsed = time.perf_counter() - started
-    telemetry.child(telemetry.requests, method, template, str(status), model).inc()
-    telemetry.child(telemetry.latency, method, template).observe(elapsed)
+    telemetry.count_request(method, template, status, model, elapsed)
     if telemetry.log_requests:
         fields = {
             "request_id": request_id,

@@ -101,8 +101,9 @@ class ModelSeries:
         self.lag = self._model_gauges("aucstream_queue_lag_", _LAG_GAUGES)
         #: whether this process holds a model (the app sets it to the engine's cache)
         self.model_exists: Callable[[str], bool] = lambda model_id: False
-        #: (metric, label values) -> the metric's child: see :meth:`child`
-        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+        #: (metric, label values) -> the metric's child: see :meth:`child` (and a request's
+        #: pair of children, ``Telemetry.count_request``)
+        self._children: dict[tuple[Any, ...], Any] = {}
         #: held to add a child and to remove label sets, so that none is kept once removed
         self._children_lock = threading.Lock()
 

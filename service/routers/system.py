@@ -28,14 +28,15 @@ router = APIRouter(tags=["system"])
 v1_router = APIRouter(prefix="/v1", tags=["models"])
 
 
-_OK = b'{"status":"ok"}'
+#: the one answer of ``/healthz``, built once (Starlette's responses are not changed by sending)
+_OK = Response(b'{"status":"ok"}', media_type="application/json")
 
 
 @router.get("/healthz", response_model=dict[str, str])
 @lane
 async def healthz() -> Response:
     """The process is up (liveness)."""
-    return Response(_OK, media_type="application/json")
+    return _OK
 
 
 class ReadinessChecks(BaseModel):

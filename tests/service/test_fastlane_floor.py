@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from service.routers import system
 from service.telemetry import _LATENCY_BOUNDS, Telemetry
 from tests.service.conftest import create_model, started_apps
-from tests.service.test_hot_lane import sample
+from tests.service.exposition_helpers import sample
 
 
 def test_healthz_answer_is_shared_and_never_changed_by_the_headers_added():

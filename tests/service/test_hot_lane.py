@@ -4,8 +4,6 @@ every other request still goes through FastAPI."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from fastapi.responses import Response
 from fastapi.testclient import TestClient
@@ -14,21 +12,13 @@ from service.app import create_app
 from service.schemas import LabelsResponse, LearnResponse, ScoreResponse
 from service.settings import Settings
 from tests.service.conftest import create_model, started_apps
+from tests.service.exposition_helpers import sample
 
 
 @pytest.fixture
 def memory_client():
     with started_apps(store="memory") as build:
         yield build()
-
-
-def sample(text: str, name: str, **labels: str) -> float | None:
-    """The value of the series ``name`` whose labels include ``labels``, or None."""
-    for line in text.splitlines():
-        match = re.match(rf"^{name}{{(.*)}} (\S+)$", line)
-        if match and all(f'{key}="{value}"' in match.group(1) for key, value in labels.items()):
-            return float(match.group(2))
-    return None
 
 
 def test_lane_takes_the_marked_routes_only(memory_client):

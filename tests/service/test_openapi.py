@@ -16,7 +16,7 @@ from core.learners import available_learners, learner_class
 from service.metrics_schema import MetricsResponse
 from service.openapi import PROBLEM_MEDIA_TYPE
 from tests.service.conftest import create_model, events_json, make_stream
-from tests.service.test_operations import _sse_messages
+from tests.service.exposition_helpers import sse_messages
 
 EVENT_TYPES = {"application/json", "application/x-ndjson", "text/x-libsvm", "application/x-npz"}
 
@@ -320,7 +320,7 @@ def test_the_metrics_stream_sends_what_the_document_declares(make_client):
     schema = stream["responses"]["200"]["content"]["text/event-stream"]["schema"]
     create_model(client, n_features=5)
     with client.stream("GET", "/v1/models/m/metrics/stream?interval=0.1") as response:
-        messages = _sse_messages(response.iter_lines())
+        messages = sse_messages(response.iter_lines())
         received = [next(messages)]
         assert client.delete("/v1/models/m").status_code == 204
         received.extend(messages)

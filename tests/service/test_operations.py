@@ -13,18 +13,7 @@ import pytest
 
 from core.metrics import PrequentialWindow
 from tests.service.conftest import create_model, events_json, make_stream
-
-
-def _sse_messages(lines):
-    message = {}
-    for line in lines:
-        if line == "":
-            if message:
-                yield message
-            message = {}
-        elif not line.startswith(":"):
-            key, _, value = line.partition(": ")
-            message[key] = value
+from tests.service.exposition_helpers import sse_messages
 
 
 def test_metrics_stream_pushes_changes(client):
@@ -34,7 +23,7 @@ def test_metrics_stream_pushes_changes(client):
     with client.stream("GET", "/v1/models/m/metrics/stream?max_events=2&interval=0.1") as stream:
         assert stream.status_code == 200
         assert stream.headers["content-type"].startswith("text/event-stream")
-        messages = _sse_messages(stream.iter_lines())
+        messages = sse_messages(stream.iter_lines())
         first = next(messages)
         # the model changes only after the first message arrived
         client.post("/v1/models/m/events", json=events_json(X[30:], y[30:]))
@@ -51,7 +40,7 @@ def test_metrics_stream_pushes_changes(client):
 def test_metrics_stream_of_a_deleted_model_ends_with_a_deleted_message(client):
     create_model(client, n_features=5)
     with client.stream("GET", "/v1/models/m/metrics/stream?interval=0.1") as stream:
-        messages = _sse_messages(stream.iter_lines())
+        messages = sse_messages(stream.iter_lines())
         assert next(messages)["event"] == "metrics"
         assert client.delete("/v1/models/m").status_code == 204
         last = next(messages)

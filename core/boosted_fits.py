@@ -7,8 +7,9 @@ fitter is registered (:class:`background_fits`, as :mod:`service.engine.refit` d
 call that makes the fit due hands the job to it at once (:class:`FitHandle`) and the call that
 reaches ``N + L(N)`` takes the result if it is ready, and otherwise computes the fit
 itself (:func:`obtain`: a job the fitter has not begun is taken back; one it is running is
-raced, the first result taken).  The result is the same
-either way (the fit is deterministic), so only the time it costs depends on who fits.
+waited for up to the fit's own time in a call, then raced, the first result taken).  The
+result is the same either way (the fit is deterministic), so only the time it costs depends
+on who fits.
 
 A job is handed over only when the fitter can be in time: not when the call that makes it due
 reaches the install point itself (a batch of ``L(N)`` events or more after it), nor while

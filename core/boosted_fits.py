@@ -7,8 +7,9 @@ fitter is registered (:class:`background_fits`, as :mod:`service.engine.refit` d
 call that makes the fit due hands the job to it at once (:class:`FitHandle`) and the call that
 reaches ``N + L(N)`` takes the result if it is ready, and otherwise computes the fit
 itself (:func:`obtain`: a job the fitter has not begun is taken back; one it is running is
-raced, the first result taken).  The result is the same
-either way (the fit is deterministic), so only the time it costs depends on who fits.
+waited for up to the fit's own time in a call, then raced, the first result taken).  The
+result is the same either way (the fit is deterministic), so only the time it costs depends
+on who fits.
 
 A job is handed over only when the fitter can be in time: not when the call that makes it due
 reaches the install point itself (a batch of ``L(N)`` events or more after it), nor while
@@ -162,6 +163,9 @@ class FitRecord:
     in_call: int = 0
     #: seconds the last installed fit took to compute (wherever it ran)
     last_seconds: float | None = None
+    #: seconds the last fit computed in this object's own call took (at the requests'
+    #: priority): how long an install point waits for a running fitter before racing it
+    own_seconds: float | None = None
     #: the handle of the pending fit, when a fitter has it
     handle: FitHandle | None = field(default=None, repr=False)
     #: when the pending fit fell due in this object: ``time.perf_counter()`` and
@@ -185,12 +189,29 @@ class FitStats:
     install_seconds: float = 0.0
     #: fits installed from a log entry's arrays (a replay: :mod:`core.logged_fits`)
     from_log: int = 0
+    #: waits the fitter ended within, so that the fit was not computed a second time
+    patient: int = 0
+    #: fits computed here while the fitter ran them too (:func:`_race`), those of them whose
+    #: result the fitter's beat (computed twice), and the CPU seconds of all of them
+    raced: int = 0
+    race_lost: int = 0
+    race_cpu_seconds: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add_logged(self) -> None:
         with self._lock:
             self.installed += 1
             self.from_log += 1
+
+    def add_patient(self) -> None:
+        with self._lock:
+            self.patient += 1
+
+    def add_race(self, *, lost: bool, cpu: float) -> None:
+        with self._lock:
+            self.raced += 1
+            self.race_lost += int(lost)
+            self.race_cpu_seconds += cpu
 
     def add(self, *, waited: float | None, in_call: bool, seconds: float, spent: float) -> None:
         with self._lock:
@@ -212,22 +233,27 @@ Result = tuple[dict[str, np.ndarray], Any]
 def obtain(record: FitRecord, job: FitJob, compute: Callable[[], Result]) -> Result:
     """The pending fit's ensemble and prepared inner learner at its install point: the
     fitter's (``record.handle``) when it holds this very job and is done; else ``compute()``
-    here, and when the fitter is still running the job, whichever of the two ends first (the
+    here, and when the fitter is still running the job, its result if it ends within the
+    fit's own time here (``record.own_seconds``), else whichever of the two ends first (the
     fit is deterministic: both give the same).  A wait is an install point the fitter had not
     finished by; ``record`` and :data:`FIT_STATS` count them."""
     handle, record.handle = record.handle, None
     started = time.perf_counter()
     late = False
+    own = _Timed(compute)
     if handle is not None and handle.job.same(job):
         late = not handle.ready
-        result, in_call = _race(handle, compute) if late else (handle.result, False)
+        result, in_call = _race(handle, own, record.own_seconds) if late else (handle.result, False)
     else:
         if handle is not None:
             handle.cancel()
         result, in_call = None, True
     if result is None:  # no fitter, another job, or the fitter failed
-        result, in_call = compute(), True
-    seconds = time.perf_counter() - started if in_call or handle is None else handle.seconds or 0.0
+        result, in_call = own(), True
+    if in_call and own.seconds is not None:
+        seconds = record.own_seconds = own.seconds
+    else:
+        seconds = time.perf_counter() - started if handle is None else handle.seconds or 0.0
     waited = time.perf_counter() - started if late else None
     if waited is not None:
         record.waits += 1
@@ -239,23 +265,47 @@ def obtain(record: FitRecord, job: FitJob, compute: Callable[[], Result]) -> Res
     return result
 
 
-def _race(handle: FitHandle, compute: Callable[[], Result]) -> tuple[Result | None, bool]:
+class _Timed:
+    """``compute`` and the seconds it took, once it returned."""
+
+    def __init__(self, compute: Callable[[], Result]) -> None:
+        self.compute = compute
+        self.seconds: float | None = None
+
+    def __call__(self) -> Result:
+        started = time.perf_counter()
+        result = self.compute()
+        self.seconds = time.perf_counter() - started
+        return result
+
+
+def _race(
+    handle: FitHandle, compute: Callable[[], Result], patience: float | None
+) -> tuple[Result | None, bool]:
     """``(result, computed here)``: the job taken back when the fitter has not begun it;
-    while it runs, the same fit computed in a thread of this process's priority, the first of
+    while it runs, its result if it ends within ``patience`` seconds (the fit's own time
+    when it was last computed here: a running fit is usually nearer its end than that, and
+    computing it here too would cost a whole fit of CPU for the few milliseconds saved);
+    past that, the same fit computed in a thread of this process's priority, the first of
     the two taken (a niced fitter on a saturated machine would hold the install point for as
     long as the machine stays busy; the loser's work is lost)."""
     if handle.cancel():
         return compute(), True
     first, own_done = threading.Event(), threading.Event()
     handle.notify(first)
+    if patience and first.wait(patience) and handle.state == "done":
+        FIT_STATS.add_patient()
+        return handle.result, False
     own: dict[str, Any] = {}
 
     def run() -> None:
+        cpu = time.thread_time()
         try:
             own["result"] = compute()
         except Exception as error:  # raised in the learner's call below
             own["error"] = error
         finally:
+            FIT_STATS.add_race(lost=handle.state == "done", cpu=time.thread_time() - cpu)
             own_done.set()
             first.set()
 

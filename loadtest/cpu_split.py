@@ -24,9 +24,12 @@ __all__ = ["COUNTERS", "FIT_STAGES", "fit_counters", "split_cpu", "tree_threads"
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _SUFFIX = re.compile(r"-\d+$")
-#: the ``aucstream_boosted_fits`` stages read per phase, and the coalescer's groups (of one
-#: model: a pass each, one commit and one wake-up of a group thread) and requests
-FIT_STAGES = ("submitted", "fitted", "installed", "in_call", "waits")
+#: the ``aucstream_boosted_fits`` stages read per phase (``patient``, ``raced``, ``race_lost``
+#: and ``race_cpu_seconds``: core/boosted_fits.py's ``FitStats``, 0 while service/telemetry.py
+#: does not export them), and the coalescer's groups (of one model: a pass each, one commit
+#: and one wake-up of a group thread) and requests
+FIT_STAGES = ("submitted", "fitted", "installed", "in_call", "waits", "wait_seconds", "patient",
+              "raced", "race_lost", "race_cpu_seconds")  # fmt: skip
 COUNTERS = (*FIT_STAGES, "groups", "requests")
 
 
@@ -125,6 +128,8 @@ def fit_counters(url: str) -> dict[str, float]:
             stage = labels.partition('stage="')[2].partition('"')[0]
             if stage in counters:
                 counters[stage] = float(value)
+        elif labels == "aucstream_boosted_fit_wait_seconds":
+            counters["wait_seconds"] = float(value)
         elif labels in ("aucstream_coalesced_groups", "aucstream_coalesced_requests"):
             counters[labels.removeprefix("aucstream_coalesced_")] = float(value)
     return counters

@@ -34,6 +34,8 @@ file (contention: the workers' appends to one hot model, and to many); ``--redis
 checkout on its own ``redis-server`` (AOF with ``appendfsync always``) and prints that server's
 CPU per request too (``<phase> redis``); ``--phases`` runs only the ones named; ``--split`` prints
 each phase's CPU by process and thread and the boosted fits it saw (loadtest/cpu_split.py).
+``--rows N`` sends N distinct random rows in turn instead of one repeated ``x``: with one row
+the boosted buffer fills with it after the warm-up and its fits get cheap.
 
 VW: ``vw --daemon`` through pylibvw (loadtest/vw_peer.py), one example line per round trip on
 one connection.  Server CPU is user + system of the server's process tree (``/proc``), so the
@@ -70,13 +72,19 @@ async def _vw_round_trips(port: int, seconds: float, line: bytes) -> int:
     return answered
 
 
-def _events(peer: Peer, x: list[float], models: list[str]):
+def _events(peer: Peer, x: list[float], models: list[str], rows: list[list[float]] | None = None):
+    """One event per request; with ``rows``, the next of them in turn (the label from the
+    row: about 15 % positives), else ``x`` each time (every seventh one positive)."""
     host = f"127.0.0.1:{peer.port}"
     paths = [f"/v1/models/{model}/events" for model in models]
 
     def make(client: int, n: int) -> bytes:
         peer.sent += 1
-        event = {"id": f"e{peer.sent}", "x": x, "y": 1 if peer.sent % 7 == 0 else -1}
+        if rows:
+            row = rows[peer.sent % len(rows)]
+            event = {"id": f"e{peer.sent}", "x": row, "y": 1 if row[0] + row[1] > 1.47 else -1}
+        else:
+            event = {"id": f"e{peer.sent}", "x": x, "y": 1 if peer.sent % 7 == 0 else -1}
         return _event_request(host, paths[peer.sent % len(paths)], event)
 
     return make
@@ -176,14 +184,15 @@ def _warm_spread(peer: Peer, args: argparse.Namespace) -> None:
 def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:
     """CPU ms per answered request of each phase."""
     x = np.round(np.random.default_rng(0).normal(size=peer.features), 4).tolist()
+    rows = _rows(args.rows, peer.features)
     healthz = f"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:{peer.port}\r\n\r\n".encode()
-    phases = {f"events@{c}": (c, _events(peer, x, [MODEL])) for c in args.clients}
+    phases = {f"events@{c}": (c, _events(peer, x, [MODEL], rows)) for c in args.clients}
     for clients in args.spread_clients:
-        phases[f"one@{clients}"] = (clients, _events(peer, x, [MODEL]))
+        phases[f"one@{clients}"] = (clients, _events(peer, x, [MODEL], rows))
         for count in args.models:
             name = "spread" if len(args.models) == 1 else f"spread{count}"
             spread = [f"r{k}" for k in range(count)]
-            phases[f"{name}@{clients}"] = (clients, _events(peer, x, spread))
+            phases[f"{name}@{clients}"] = (clients, _events(peer, x, spread, rows))
     phases["score@1"] = (1, _score(peer, x))
     phases["unkept@1"] = (1, _score(peer, x, kept=False))
     for clients in args.clients:  # the HTTP floor, keep-alive
@@ -214,6 +223,13 @@ def measure(peer: Peer, args: argparse.Namespace) -> dict[str, float]:
     return figures
 
 
+def _rows(count: int, features: int) -> list[list[float]] | None:
+    """``--rows``: ``count`` distinct random rows (seeded: the same for every peer), or None."""
+    if not count:
+        return None
+    return np.round(np.random.default_rng(5).normal(size=(count, features)), 4).tolist()
+
+
 def _counted(counter: str) -> str:
     """The split's key of one of :data:`~loadtest.cpu_split.COUNTERS`."""
     return f"fits {counter}" if counter in FIT_STAGES else f"coalesced {counter}"
@@ -226,7 +242,8 @@ def _print_split(peer: str, phase: str, split: dict[str, float]) -> None:
     text = ", ".join(f"{part} {split[part]:.3f}" for part in parts if split[part] >= 0.0005)
     sleeps = ", ".join(f"{part.removesuffix(' sleeps')} {split[part]:.2f}" for part in split
                        if part.endswith(" sleeps") and split[part] >= 0.01)  # fmt: skip
-    fits = ", ".join(f"{stage} {split[_counted(stage)]:.0f}" for stage in COUNTERS)
+    fits = ", ".join(f"{stage} {split[_counted(stage)]:.{2 if stage.endswith('seconds') else 0}f}"
+                     for stage in COUNTERS)  # fmt: skip
     print(f"{peer:>8} {phase:>10}: ms per request by process/thread: {text}; sleeps per "
           f"request: {sleeps}; fits, coalesced groups and requests: {fits}")  # fmt: skip
 
@@ -252,6 +269,13 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=20)
     parser.add_argument("--warm-events", type=int, default=8000)
     parser.add_argument("--workers", type=int, default=1, help="uvicorn workers on one file")
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=0,
+        help="the event phases cycle through this many distinct random rows (seeded), so that "
+        "the boosted fits see real data (default: one row repeated, whose fits get cheap)",
+    )
     parser.add_argument("--phases", nargs="+", default=None, help="only these phases")
     parser.add_argument("--redis", action="store_true", help="each checkout on its own Redis")
     parser.add_argument(

@@ -96,12 +96,20 @@ class Telemetry(ModelSeries):
             f"Fits of boosted ensembles by stage, {summed}: submitted (handed to the background "
             "fitter when due), fitted (by it), installed (at their install points), in_call "
             "(computed by the learner call at the install point), waits (install points that "
-            "waited for the fitter), from_log (installed by a replay from its log entry's arrays).",
+            "waited for the fitter), patient (waits the fitter ended within), raced (waits "
+            "that ran out and computed the fit in the call too), race_lost (races the fitter "
+            "won: the fit computed twice), from_log (installed by a replay from its log entry's "
+            "arrays).",
             ("stage",),
         )
         self.fit_wait_seconds = self._gauge(
             "aucstream_boosted_fit_wait_seconds",
             f"Seconds install points waited for the background fitter, {summed}.",
+        )
+        self.fit_race_cpu_seconds = self._gauge(
+            "aucstream_boosted_fit_race_cpu_seconds",
+            f"CPU seconds of fits computed in a learner call while the fitter ran the same job, "
+            f"{summed}.",
         )
         self.fits_pending = self._gauge(
             "aucstream_boosted_fits_pending",
@@ -188,9 +196,12 @@ class Telemetry(ModelSeries):
 
     def set_fits(self, stats: dict[str, float]) -> None:
         """The fit gauges from a refitter's :meth:`~service.engine.refit.Refitter.stats`."""
-        for stage in ("submitted", "fitted", "installed", "in_call", "waits", "from_log"):
+        stages = ("submitted", "fitted", "installed", "in_call", "waits", "patient", "raced",
+                  "race_lost", "from_log")  # fmt: skip
+        for stage in stages:
             self.fits.labels(stage).set(stats[stage])
         self.fit_wait_seconds.set(stats["wait_seconds"])
+        self.fit_race_cpu_seconds.set(stats["race_cpu_seconds"])
         for state in ("queued", "running"):
             self.fits_pending.labels(state).set(stats[state])
 

@@ -154,6 +154,10 @@ class Refitter:
             "installed": FIT_STATS.installed,
             "waits": FIT_STATS.waits,
             "wait_seconds": FIT_STATS.wait_seconds,
+            "patient": FIT_STATS.patient,
+            "raced": FIT_STATS.raced,
+            "race_lost": FIT_STATS.race_lost,
+            "race_cpu_seconds": FIT_STATS.race_cpu_seconds,
             "in_call": FIT_STATS.in_call,
             "from_log": FIT_STATS.from_log,
         }

@@ -1,12 +1,18 @@
 """``boosted_embedded``'s small settings (trees fitted within a few hundred events), its XOR
-stream and the run of the fused segment against the general path, shared by the boosted tests
+stream, the run of the fused segment against the general path and a background fitter in a
+thread, shared by the boosted tests
 (test_boosted_embedded.py, test_boosted_fits.py, test_boosted_fused.py, test_logged_fits.py,
-test_standard_floor.py, tests/service/test_background_fit.py)."""
+test_boosted_fits_patience.py, test_standard_floor.py, tests/service/test_background_fit.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import queue
+import threading
+
 import numpy as np
 
+from core.boosted_fits import FitHandle, background_fits
 from core.learners import _boosted_learning, make_learner
 from core.learners._boosted_fused import learn_fused, learn_whole
 
@@ -61,3 +67,50 @@ def learned_by_path(name, params, X, y, sizes, fused: bool, monkeypatch, rounds:
         start, turn = stop, turn + 1
     monkeypatch.undo()
     return model.get_state(), np.concatenate(scores), taken, served
+
+
+#: fits due at 120, 240, 390, 540, 690 (doubling, then every 150), installed L(N) = 15, 15, 24, 33,
+#: 43 events later
+DELAYED = {**SMALL_EMBEDDED, "fit_delay": 120, "scaling": "none", "refit_growth": 2.0}
+
+
+class ThreadFitter:
+    """A background fitter in a thread: handles in a queue, fitted in order."""
+
+    def __init__(self, hold: threading.Event | None = None, begun: bool = False):
+        self.jobs: queue.Queue = queue.Queue()
+        self.submitted: list[FitHandle] = []
+        self.hold, self.begun = hold, begun
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def submit(self, job, prepare):
+        handle = FitHandle(job, prepare)
+        self.submitted.append(handle)
+        self.jobs.put(handle)
+        return handle
+
+    def run(self):
+        while (handle := self.jobs.get()) is not None:
+            began = handle.begin() if self.begun else None
+            if self.hold is not None:
+                self.hold.wait()
+            if began or (began is None and handle.begin()):
+                handle.run()
+
+    def close(self):
+        self.jobs.put(None)
+        self.thread.join()
+
+
+@contextlib.contextmanager
+def fitting(hold: threading.Event | None = None, begun: bool = False):
+    """Fits by a :class:`ThreadFitter` within the block (``hold`` released on the way out)."""
+    fitter = ThreadFitter(hold, begun)
+    try:
+        with background_fits(fitter.submit):
+            yield fitter
+    finally:
+        if hold is not None:
+            hold.set()
+        fitter.close()

@@ -5,11 +5,9 @@ a fit is pending, and when a background fitter computes the fits (core/boosted_f
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import pathlib
-import queue
 import subprocess
 import sys
 import tempfile
@@ -27,14 +25,11 @@ from core.boosted_trees import ENSEMBLE_KEYS, fit_ensemble
 from core.learners import make_learner
 from core.learners._event_rows import event_arrays
 from core.learners.boosted_embedded import BoostedEmbedded
-from tests.core.boosted_helpers import SMALL_EMBEDDED, xor_stream
+from tests.core.boosted_helpers import DELAYED, ThreadFitter, fitting, xor_stream
 from tests.core.cases import states_equal
 from tests.core.naive.boosted_embedding import embed_row
 
-#: fits due at 120, 240, 390, 540, 690 (doubling, then every 150), installed L(N) = 15, 15, 24, 33,
-#: 43 events later
-DELAYED = {**SMALL_EMBEDDED, "fit_delay": 120, "scaling": "none", "refit_growth": 2.0}
-#: the same with fits ~50x slower than learning ``L(N)`` events (6 small trees take about as
+#: ``DELAYED`` with fits ~50x slower than learning ``L(N)`` events (6 small trees take about as
 #: long as those events, so a busy machine's preemption decided which came first): the tests
 #: that judge the stream's pace against the fits' take it
 SLOW_FITS = {**DELAYED, "n_trees": 60}
@@ -131,48 +126,6 @@ def test_the_state_does_not_depend_on_the_batches_nor_on_a_checkpoint_while_pend
     restored.partial_fit(X[130:], y[130:])
     states_equal(whole.get_state(), restored.get_state())
     assert restored.fit_record.in_call == restored.fits_ - first.fits_  # no fitter: all here
-
-
-class ThreadFitter:
-    """A background fitter in a thread: handles in a queue, fitted in order."""
-
-    def __init__(self, hold: threading.Event | None = None, begun: bool = False):
-        self.jobs: queue.Queue = queue.Queue()
-        self.submitted: list[FitHandle] = []
-        self.hold, self.begun = hold, begun
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def submit(self, job, prepare):
-        handle = FitHandle(job, prepare)
-        self.submitted.append(handle)
-        self.jobs.put(handle)
-        return handle
-
-    def run(self):
-        while (handle := self.jobs.get()) is not None:
-            began = handle.begin() if self.begun else None
-            if self.hold is not None:
-                self.hold.wait()
-            if began or (began is None and handle.begin()):
-                handle.run()
-
-    def close(self):
-        self.jobs.put(None)
-        self.thread.join()
-
-
-@contextlib.contextmanager
-def fitting(hold: threading.Event | None = None, begun: bool = False):
-    """Fits by a :class:`ThreadFitter` within the block (``hold`` released on the way out)."""
-    fitter = ThreadFitter(hold, begun)
-    try:
-        with background_fits(fitter.submit):
-            yield fitter
-    finally:
-        if hold is not None:
-            hold.set()
-        fitter.close()
 
 
 def same_as_library(learner, X, y):

@@ -102,6 +102,9 @@ def test_an_install_point_does_not_wait_for_a_starved_fitter(client, monkeypatch
     exposition = client.get("/metrics").text
     assert 'aucstream_boosted_fits{stage="waits"}' in exposition
     assert 'aucstream_boosted_fits{stage="from_log"}' in exposition
+    for stage in ("patient", "raced", "race_lost"):  # counted over the process: not this test's
+        assert f'aucstream_boosted_fits{{stage="{stage}"}}' in exposition
+    assert "aucstream_boosted_fit_race_cpu_seconds " in exposition
     assert 'aucstream_boosted_fits_pending{state="queued"} 0.0' in exposition
 
 

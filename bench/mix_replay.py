@@ -38,6 +38,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import datasets  # noqa: E402
+import mix_joined  # noqa: E402
 import mix_misses  # noqa: E402
 import mix_scales  # noqa: E402
 
@@ -119,6 +120,7 @@ def serve(
     strongest: bool = False,
     scale=mix_scales.running,
     whole: bool = False,
+    joined: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Served prequential scores and held-out scores of (auto.9)-(auto.10) and the fallback,
     from ``start`` weights; the fallback when the best candidate is at least as good as the mix
@@ -139,7 +141,8 @@ def serve(
     replayed, not auto's); ``scale``: how each candidate's score is put on the mix's scale
     (a builder of :mod:`mix_scales`; auto's is the running standardisation of (auto.9));
     ``whole``: with ``both``, where the window is its later half, a steady best (``steady``,
-    as (auto.11)) replaces the mix only if the test holds on the whole window too (auto's)."""
+    as (auto.11)) replaces the mix only if the test holds on the whole window too (auto's);
+    ``joined``: with ``admit``, (auto.15) as :mod:`mix_joined` replays it (auto's)."""
     s, y = run["scores"], run["y"]
     k, n = s.shape
     weights, served, done = start, np.empty(n), 0
@@ -177,7 +180,10 @@ def serve(
                 low = earliest + (before_positives[-need] if before_positives.size >= need else 0)
             labels, window = y[low:point], s[:, low:point]
             positives = int(labels.sum())
-            if 2 <= positives <= labels.size - 2:
+            if 2 <= positives <= labels.size - 2 and joined:
+                firsts, metrics = mix_joined.columns(joins, low), mix_joined.metrics(labels, window)
+                weights = mix_joined.drop(weights, *metrics, labels, window, firsts, undecided, 1)
+            elif 2 <= positives <= labels.size - 2:
                 weights = shed(weights, labels, window, undecided)
             continue
         if positives < model.min_positives or positives == labels.size:
@@ -186,12 +192,16 @@ def serve(
             continue
         paucs = np.array([pauc(labels, row, 0.0, 0.1) for row in window])
         aucs = np.array([auc(labels, row) for row in window])
+        firsts = mix_joined.columns(joins, low) if joined and low > point - model.window else None
+        mix_joined.judge(paucs, aucs, labels, window, firsts)
         shares = np.exp((paucs - paucs.max()) / model.temperature)
         shares /= shares.sum()
         shares[shares < MIN_WEIGHT] = 0.0
         weights = shares / shares.sum()
         best = int(np.lexsort((np.arange(k), -aucs, -paucs))[0])
-        if drop:
+        if drop and joined:
+            weights = mix_joined.drop(weights, paucs, aucs, labels, window, firsts, drop, False)
+        elif drop:
             for other in np.flatnonzero(weights):
                 gap = aucs[best] - aucs[other]
                 if gap > 0 and gap > drop * auc_difference_se(labels, window[best], window[other]):
@@ -321,12 +331,15 @@ RULES["and the mix shrunk by n / (n + 50) (auto.9): auto before M"] = (
     False,
     mix_scales.shrunk(mix_scales.running, SHRINK_EVENTS),
 )
-RULES["and a steady best confirmed on the whole window (auto.12): auto"] = (
+RULES["and a steady best confirmed on the whole window (auto.12): auto before HO3"] = (
     *AUTO_RULE,
     False,
     mix_scales.shrunk(mix_scales.running, SHRINK_EVENTS),
     True,
 )
+RULES["and a joined candidate judged on its events since (auto.15): auto"] = (
+    *AUTO_RULE, False, mix_scales.shrunk(mix_scales.running, SHRINK_EVENTS), True, True,
+)  # fmt: skip
 
 
 #: a miss counts as beyond the noise when its gap exceeds the margin by this many standard

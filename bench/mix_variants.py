@@ -10,12 +10,13 @@ Usage::
 
 :func:`serve` is auto's rule before this branch ((auto.2), (auto.3), (auto.9)-(auto.14), as
 ``mix_replay.py``'s "...: auto before M" replays it, which it equals: the lines ``auto before
-M`` and ``auto`` print the largest difference from ``mix_replay.py``'s) with one option per rule
+M`` and ``auto before HO3`` print the largest difference from ``mix_replay.py``'s; auto's
+(auto.15) is not among these rules, ``mix_replay.py`` replays it) with one option per rule
 tried: the evaluation schedule while nothing decided, the softmax's
 temperature on few positives, its pAUCs taken partly on the whole window, the weights averaged
 with the previous ones, the fallback's uncertainty and the fallback checked on the whole window
 too (where the compared events are the window's later half), for every best candidate or a
-steady one only (auto's now), and the share a boosted candidate takes at its first fit (half
+steady one only (auto's), and the share a boosted candidate takes at its first fit (half
 or all of the mix, in place of (auto.14)'s mean share: bench/README.md, "HO: the hold-out's
 mean AUC at batch HGB's").
 """
@@ -180,7 +181,7 @@ VARIANTS = {
     "fallback u = 0.25": {"uncertainty": 0.25},
     "fallback u = 1": {"uncertainty": 1.0},
     "fallback on the whole window too": {"whole_fallback": True},
-    "auto": {"whole_fallback": "steady"},
+    "auto before HO3": {"whole_fallback": "steady"},
     "the joiner takes half": {"whole_fallback": "steady", "joined_share": 0.5},
     "the joiner takes all": {"whole_fallback": "steady", "joined_share": 1.0},
 }
@@ -197,7 +198,9 @@ def main(argv=None) -> int:
         "auto before M": mix_replay.RULES[
             "and the mix shrunk by n / (n + 50) (auto.9): auto before M"
         ],
-        "auto": mix_replay.RULES["and a steady best confirmed on the whole window (auto.12): auto"],
+        "auto before HO3": mix_replay.RULES[
+            "and a steady best confirmed on the whole window (auto.12): auto before HO3"
+        ],
     }
     print("rule | misses prequential / held-out / either | beyond the noise prequential / "
           "held-out | mean served AUC preq / held-out, pAUC(0, 0.1) preq / held-out")  # fmt: skip

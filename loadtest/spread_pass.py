@@ -11,7 +11,10 @@ the models) with one one-event request each; ``one``: ``apply_pass`` of the one 
 ``--width`` one-event requests (merged into one learner call).  CPU is the calling thread's
 (``time.thread_time``): the boosted candidates' fits run in threads of their own and are not
 counted, their installs are.  Prints each peer's per-event CPU of each phase (best of
-``--rounds``) and the ratios; the load average at the start and the end.
+``--rounds``) and the ratios; the load average at the start and the end.  ``--parts`` also
+times the parts of a pass (:data:`PARTS`: the thread CPU of each one's calls, per event, in
+the phases' best repeat), so that what a spread event pays beyond one model's event can be
+read part by part; its wrappers cost a few microseconds an event of their own.
 """
 
 from __future__ import annotations
@@ -26,6 +29,50 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+#: the parts of a pass ``--parts`` times: (label, module, attribute path); a part a checkout
+#: lacks is left out.  They nest: ``learn_pass`` holds the rest, ``Pass.commit`` holds
+#: ``commit_many`` which holds the transaction (``grouped``: its statements and its sync)
+PARTS = (
+    ("learn_pass", "service.engine.coalesce", "learn_pass"),
+    ("read_heads: heads, ids", "service.engine.passes", "Pass.read_heads"),
+    ("load_with_point", "service.engine.passes", "load_with_point"),
+    ("duplicates", "service.engine.learning", "Learning.duplicates"),
+    ("learn_rows: the learner", "service.engine.learning", "learn_rows"),
+    ("after_learning: metrics", "service.engine.learning", "after_learning"),
+    ("repository.commit (kept)", "service.engine.repository", "ModelRepository.commit"),
+    ("Pass.commit", "service.engine.passes", "Pass.commit"),
+    ("commit_many", "service.stores.sqlite", "SQLiteStore.commit_many"),
+    ("_prepared: entry encoded", "service.stores.sqlite", "SQLiteStore._prepared"),
+    ("grouped: transaction, sync", "service.stores.sqlite_file", "Database.grouped"),
+    ("after_commit", "service.engine.repository", "ModelRepository.after_commit"),
+)
+
+
+def _timed_parts(spent: dict[str, float], timing: list[bool]) -> None:
+    """Wrap each of :data:`PARTS` to add its calls' thread CPU to ``spent`` while
+    ``timing[0]``."""
+    import importlib
+
+    for label, module_name, path in PARTS:
+        owner: object = importlib.import_module(module_name)
+        *outer, name = path.split(".")
+        for attribute in outer:
+            owner = getattr(owner, attribute, None)
+        function = getattr(owner, name, None) if owner is not None else None
+        if function is None:
+            continue
+
+        def timed(*args, _function=function, _label=label, **kwargs):
+            if not timing[0]:
+                return _function(*args, **kwargs)
+            begun = time.thread_time()
+            try:
+                return _function(*args, **kwargs)
+            finally:
+                spent[_label] = spent.get(_label, 0.0) + time.thread_time() - begun
+
+        setattr(owner, name, timed)
 
 
 def _batch(rng: np.random.Generator, n_events: int, width: int, serial: list[int]):
@@ -50,6 +97,10 @@ def worker(args: argparse.Namespace) -> None:
 
     rng = np.random.default_rng(0)
     serial = [0]
+    spent: dict[str, float] = {}
+    timing = [False]
+    if args.parts:
+        _timed_parts(spent, timing)
     with tempfile.TemporaryDirectory() as directory:
         engine = Engine(
             SQLiteStore.open(Path(directory) / "models.db"),
@@ -85,6 +136,7 @@ def worker(args: argparse.Namespace) -> None:
         for _ in range(args.hot_warm // args.width):
             one_pass([("hot", args.width)])
         best = {"spread": np.inf, "one": np.inf}
+        parts: dict[str, dict[str, float]] = {"spread": {}, "one": {}}
         cursor = 0
         for _ in range(args.repeats):
             for phase in ("spread", "one"):
@@ -96,13 +148,18 @@ def worker(args: argparse.Namespace) -> None:
                         passes.append([(m, 1) for m in chosen])
                     else:
                         passes.append([("hot", args.width)])
+                spent.clear()
+                timing[0] = True
                 begun = time.thread_time()
                 for items in passes:
                     one_pass(items)
-                spent = (time.thread_time() - begun) / (args.passes * args.width)
-                best[phase] = min(best[phase], spent)
+                cpu = (time.thread_time() - begun) / (args.passes * args.width)
+                timing[0] = False
+                if cpu < best[phase]:
+                    best[phase] = cpu
+                    parts[phase] = {k: v / (args.passes * args.width) for k, v in spent.items()}
         engine.close()
-    print(json.dumps(best))
+    print(json.dumps({**best, "parts": parts}))
 
 
 def main() -> None:
@@ -116,6 +173,7 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=100, help="passes per phase and repeat")
     parser.add_argument("--repeats", type=int, default=3, help="phases per process (best)")
     parser.add_argument("--rounds", type=int, default=2, help="alternated processes per peer")
+    parser.add_argument("--parts", action="store_true", help="also the parts of a pass (PARTS)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -132,7 +190,8 @@ def main() -> None:
             command = [sys.executable, str(Path(__file__).resolve()), "--worker",
                        *(f"--{key.replace('_', '-')}={getattr(args, key)}"
                          for key in ("models", "features", "width", "warm", "hot_warm",
-                                     "passes", "repeats"))]  # fmt: skip
+                                     "passes", "repeats")),
+                       *(["--parts"] if args.parts else [])]  # fmt: skip
             env = dict(os.environ, PYTHONPATH=checkout)
             done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True)
             if done.returncode:
@@ -140,7 +199,7 @@ def main() -> None:
             figures = json.loads(done.stdout.strip().splitlines()[-1])
             results[name].append(figures)
             print(f"round {round_} {name}: " + ", ".join(
-                f"{phase} {value * 1e6:.1f} us/event" for phase, value in figures.items()
+                f"{phase} {figures[phase] * 1e6:.1f} us/event" for phase in ("spread", "one")
             ), flush=True)  # fmt: skip
         loads.append(open("/proc/loadavg").read().split()[0])
     print(f"load average (1 min) {', '.join(loads)}")
@@ -154,6 +213,23 @@ def main() -> None:
             line += (f"; against {first}: spread {best['spread'] / base['spread']:.2f}, one "
                      f"{best['one'] / base['one']:.2f}")  # fmt: skip
         print(line)
+    if args.parts:
+        _print_parts(peers, results)
+
+
+def _print_parts(peers: list, results: dict[str, list[dict]]) -> None:
+    """A table of each part's thread CPU per event, medians of the rounds (each round's
+    figures from its phase's best repeat), spread against one, per peer."""
+    print("| peer | part | spread us/event | one us/event | spread - one |")
+    print("|---|---|---:|---:|---:|")
+    for name, _ in peers:
+        labels = [label for label, _, _ in PARTS if label in results[name][0]["parts"]["spread"]]
+        for label in labels:
+            spread, one = (
+                float(np.median([r["parts"][phase].get(label, 0.0) for r in results[name]])) * 1e6
+                for phase in ("spread", "one")
+            )
+            print(f"| {name} | {label} | {spread:.1f} | {one:.1f} | {spread - one:.1f} |")
 
 
 if __name__ == "__main__":

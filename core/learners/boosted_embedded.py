@@ -131,7 +131,7 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
     params: dict | None = None
     pauc_range: list | None = None
     n_trees: int = 50
-    max_leaves: int = 15
+    max_leaves: int = 31  # scikit-learn's default: docs/algorithms/boosted_embedded.md, "The fits"
     learning_rate: float = 0.1
     min_samples_leaf: int = 20
     l2_regularization: float = 1.0

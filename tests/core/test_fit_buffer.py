@@ -170,7 +170,7 @@ def test_trees_grown_on_the_sample_rank_rare_positives_the_weighted_fit_misses()
 
 def test_the_default_l2_keeps_a_fit_on_a_few_rare_positives_from_turning_over():
     """Why ``l2_regularization`` is 1 by default: on 4,000 rows with 17 positives in a disc,
-    auto's boosting (50 trees of 15 leaves at rate 0.2) without it takes Newton steps of
+    auto's boosting (50 trees at rate 0.2) without it takes Newton steps of
     ``sum (y - p) / sum p (1 - p)`` on leaves whose positives it has already fitted (``p`` near
     1, the hessians near 0), and its later trees turn the disc's ranking over; with it the fit
     ranks the disc as the first trees did."""

@@ -407,6 +407,19 @@ def _read_full(name: str, thesis: bool) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+def split(y: np.ndarray, seed: int, test_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """Stratified train / test indices drawn with ``seed``: ``test_fraction`` of each class
+    held out; the train indices in stream (shuffled) order, the test indices sorted."""
+    rng = np.random.default_rng(seed)
+    train, test = [], []
+    for label in (0, 1):
+        members = rng.permutation(np.flatnonzero(y == label))
+        cut = int(round((1 - test_fraction) * members.size))
+        train.append(members[:cut])
+        test.append(members[cut:])
+    return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(test))
+
+
 def subsample(y: np.ndarray, max_n: int, seed: int = SUBSAMPLE_SEED) -> np.ndarray:
     """Sorted indices of a stratified subsample of at most ``max_n`` events (all if fewer):
     each class keeps its share, rounded, and at least one event."""

@@ -39,15 +39,11 @@ TEST_FRACTION = 0.3
 
 
 def split(y: np.ndarray, seed: int):
-    """``quality.split``, copied so that a child process imports no other tree's bench code."""
-    rng = np.random.default_rng(seed)
-    train, test = [], []
-    for label in (0, 1):
-        members = rng.permutation(np.flatnonzero(y == label))
-        cut = int(round((1 - TEST_FRACTION) * members.size))
-        train.append(members[:cut])
-        test.append(members[cut:])
-    return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(test))
+    """``quality.split``: datasets.py's (this tree's bench code, first on the child's path after
+    the measured tree's root)."""
+    import datasets
+
+    return datasets.split(y, seed, TEST_FRACTION)
 
 
 def one_pass(model, X_train, y_train, X_test):

@@ -130,15 +130,9 @@ def load_set(name: str, max_n: int | None):
 
 # ------------------------------------------------------------------------------ protocol
 def split(y: np.ndarray, seed: int):
-    """Stratified train / test indices; the train indices in stream (shuffled) order."""
-    rng = np.random.default_rng(seed)
-    train, test = [], []
-    for label in (0, 1):
-        members = rng.permutation(np.flatnonzero(y == label))
-        cut = int(round((1 - TEST_FRACTION) * members.size))
-        train.append(members[:cut])
-        test.append(members[cut:])
-    return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(test))
+    """Stratified train / test indices (:data:`TEST_FRACTION` held out); the train indices in
+    stream (shuffled) order."""
+    return datasets.split(y, seed, TEST_FRACTION)
 
 
 def standardise(X_train, X_test):

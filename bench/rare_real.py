@@ -113,16 +113,11 @@ def rare(y: np.ndarray, rate: float, seed: int) -> np.ndarray:
 
 
 def split(y: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """bench/quality.py's split (stratified 80/20; the training indices in shuffled order),
-    copied: importing quality puts this checkout's ``core`` first, whatever ``--code`` says."""
-    rng = np.random.default_rng(seed)
-    train, test = [], []
-    for label in (0, 1):
-        members = rng.permutation(np.flatnonzero(y == label))
-        cut = int(round(0.8 * members.size))
-        train.append(members[:cut])
-        test.append(members[cut:])
-    return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(test))
+    """bench/quality.py's split with 20 % held out (datasets.py's; importing quality would put
+    this checkout's ``core`` first, whatever ``--code`` says)."""
+    import datasets
+
+    return datasets.split(y, seed, 0.2)
 
 
 def run_auto(X_train, y_train, X_test, seed: int, trace: bool):

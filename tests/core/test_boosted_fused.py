@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.learners import _boosted_fused, _boosted_learning, make_learner
+from core.learners import _boosted_learning, make_learner
 from core.learners._boosted_fused import MOST_CUTS, fusable, learn_fused
 from tests.core.boosted_helpers import SMALL_FUSED, learned_by_path
 
@@ -121,37 +121,3 @@ def test_the_usual_call_at_once_learns_as_the_segment_loop(name, params, n_event
     assert state.keys() == loop_state.keys()
     for key, value in loop_state.items():
         np.testing.assert_array_equal(state[key], value, err_msg=key)
-
-
-def test_the_kept_call_plan_follows_a_changed_parameter_and_a_loaded_state(monkeypatch):
-    """The one-event call keeps its arguments (``CallPlan``) between events: a parameter set
-    and a state loaded mid-stream are read at the next event, as the general path reads them,
-    and the plan is made again only then (not at every event)."""
-    X, y = stream(500, seed=4)
-    made = []
-    plan_init = _boosted_fused.CallPlan.__init__
-
-    def counted_init(plan, learner):
-        made.append(learner)
-        plan_init(plan, learner)
-
-    def run(fused: bool) -> tuple:
-        if not fused:
-            monkeypatch.setattr(_boosted_learning, "learn_whole", lambda *args: None)
-        monkeypatch.setattr(_boosted_fused.CallPlan, "__init__", counted_init)
-        made.clear()
-        model = make_learner("boosted_embedded", **SMALL_FUSED)
-        scores = [model.prequential_step(X[i : i + 1], y[i : i + 1]) for i in range(250)]
-        model.set_params(negatives_per_positive=0.5)
-        scores += [model.prequential_step(X[i : i + 1], y[i : i + 1]) for i in range(250, 400)]
-        model = type(model).from_state(model.get_params(), model.get_state())
-        scores += [model.prequential_step(X[i : i + 1], y[i : i + 1]) for i in range(400, 500)]
-        monkeypatch.undo()
-        return model.get_state(), np.concatenate(scores), len(made)
-
-    state, scores, plans = run(fused=True)
-    general_state, general_scores, _ = run(fused=False)
-    np.testing.assert_array_equal(scores, general_scores)
-    for key, value in general_state.items():
-        np.testing.assert_array_equal(state[key], value, err_msg=key)
-    assert 2 < plans < 100  # made again after fits, the parameter and the load only

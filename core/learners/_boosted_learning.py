@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from core.learners import _fit_scaling as fit_scaling
-from core.learners._boosted_fused import call_plan, learn_fused, learn_whole, until_counted
+from core.learners._boosted_fused import learn_fused, learn_whole
 from core.learners._boosted_fused import to_next_cut as _to_next_cut
 from core.learners._fit_buffer import hold
 from core.learners._row_pool import pooled_rows
@@ -121,10 +121,9 @@ def _learned_at_once(learner: BoostedEmbedded, X, y, scores) -> bool:
         to_install = learner._delay() - int(own["pending_fill"][0])
         if not 0 < n_events < to_install:
             return False
-    plan = call_plan(learner)
-    if not holding and until_counted(learner, plan) <= n_events:
+    elif learner._until_counted() <= n_events:
         return False
-    scaled = learn_whole(learner, X, y, scores, to_install, holding, plan)
+    scaled = learn_whole(learner, X, y, scores, to_install, holding)
     if scaled is None:
         return False
     if learner._inputs_sink is not None:

@@ -33,7 +33,9 @@ events (``prequential_step``); ``hgb`` is scikit-learn's batch ``HistGradientBoo
 and pAUC(0, 0.1) (unstandardised: the area over FPR [0, 0.1] divided by 0.1).
 
 ``--trace``: for ``auto``, each candidate scored alone on the held-out split (AUC / pAUC), its
-served weight, and the boosted candidate's fits and fit-buffer positives / rows.
+served weight, and the boosted candidate's fits and fit-buffer positives / rows; then the drift
+detector's detections on the training stream, the last one's event, and ``drift_since`` (the
+last detection not dismissed; a restart shows as a short fit buffer).
 ``--code DIR`` imports ``core`` from another checkout, so two versions run the same data.
 """
 
@@ -131,7 +133,7 @@ def run_auto(X_train, y_train, X_test, seed: int, trace: bool):
 
 def candidate_trace(model, X_test, y_test) -> list[str]:
     """Each candidate alone on the held-out split, its served weight, and the boosted
-    candidate's fits and fit-buffer positives / rows."""
+    candidate's fits and fit-buffer positives / rows; the drift detector's detections."""
     from core.metrics import auc, pauc
     from core.preprocessing import scale_batch
 
@@ -153,6 +155,12 @@ def candidate_trace(model, X_test, y_test) -> list[str]:
             f"    c{k} {spec['learner']}: AUC {auc(y_test, scores):.4f} "
             f"pAUC {pauc(y_test, scores, 0.0, PAUC_BETA):.4f}, weight {weights[k]:.3f}"
             f"{' (leader)' if k == leader else ''}{extra}"
+        )
+    if "drift:counters" in state:  # the detector on the served scores (track_drift)
+        detections, last = (int(v) for v in state["drift:counters"][2:4])
+        lines.append(
+            f"    drift: {detections} detections (last at event {last}), "
+            f"drift_since {int(state['drift_since'][0])}"
         )
     return lines
 

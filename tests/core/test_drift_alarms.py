@@ -172,14 +172,15 @@ def test_the_rings_take_the_windows_latest_served_scores_of_each_class():
 
 def test_a_detection_is_confirmed_on_the_served_ranking_as_a_naive_delong_says():
     """``confirmed`` at the first multiple of the fast period with ``min_positives`` positives
-    since the detection: True when that is the first multiple after it; otherwise True when
-    the served AUC since it is below the AUC before it by more than ``CONFIRMATION`` errors
-    (naive DeLong variances of the two parts), False otherwise; None before or after that
-    multiple; out of the window, None when the window's events showed the positives before,
-    False when they never can."""
+    since the detection, whether or not that is the first multiple after it: True when the
+    served AUC since it is below the AUC before it (but for the fast period just before it)
+    by more than ``CONFIRMATION`` errors (naive DeLong variances of the two parts), False
+    otherwise; None before or after that multiple; out of the window, None when the window's
+    events showed the positives before, False when they never can."""
     from core.learners._auto_drift import CONFIRMATION, confirmed
 
     outcomes = {True: 0, False: 0}
+    lagged = {True: 0, False: 0}
     for seed in range(16):
         rng = np.random.default_rng(seed)
         labels = np.where(rng.random(2000) < 0.2, 1, -1)
@@ -189,7 +190,8 @@ def test_a_detection_is_confirmed_on_the_served_ranking_as_a_naive_delong_says()
         own = _own(scores, labels, [1.0], seen=12_000, capacity=2000)
         detected = 12_000 - 700
         served = _naive_served(own, scores, 0.1)
-        before = _naive_auc_and_variance(labels[:1300], served[:1300])
+        # the part before the detection leaves out the fast period (500) just before it
+        before = _naive_auc_and_variance(labels[:800], served[:800])
         since = _naive_auc_and_variance(labels[1300:], served[1300:])
         expected = before[0] - since[0] > CONFIRMATION * (before[1] + since[1]) ** 0.5
         # the positives since the detection were counted at the previous multiple: None
@@ -200,13 +202,19 @@ def test_a_detection_is_confirmed_on_the_served_ranking_as_a_naive_delong_says()
             bool(expected)
         )
         outcomes[bool(expected)] += 1
-        # the positives reached within the first multiple after the detection: a restart
-        assert confirmed(own, 12_000 - 300, 500, 10, 0.1) is True
+        # the positives reached within the first multiple after the detection: the same
+        # check (a common class's detection, with the detector's lag in the part before it)
+        before = _naive_auc_and_variance(labels[:1200], served[:1200])
+        since = _naive_auc_and_variance(labels[1700:], served[1700:])
+        expected = before[0] - since[0] > CONFIRMATION * (before[1] + since[1]) ** 0.5
+        assert confirmed(own, 12_000 - 300, 500, 10, 0.1) is bool(expected)
+        lagged[bool(expected)] += 1
         # out of the window: decided before when the window's events before this multiple
         # hold the positives, otherwise never confirmed
         assert confirmed(own, 12_000 - 2001, 500, 10, 0.1) is None
         assert confirmed(own, 12_000 - 2001, 500, 2000, 0.1) is False
     assert min(outcomes.values()) > 0, outcomes
+    assert min(lagged.values()) > 0, lagged
 
 
 def test_after_a_detection_too_few_positives_since_it_keep_the_mix():

@@ -27,7 +27,6 @@ from service.engine.model import (
     ServedWeights,
     fresh,
     from_arrays,
-    split_arrays,
 )
 from service.engine.refit import fit_status
 from service.engine.reporting import Reporting
@@ -171,10 +170,6 @@ class Engine:
                 f"snapshot state does not fit its manifest: {error}",
                 field=getattr(error, "field", None),
             ) from None
-        # the counters copied (from_arrays checked them): the model must not share the
-        # snapshot's arrays
-        for name, value in split_arrays(arrays)[2].items():
-            loaded.stats[name] = np.array(value)
         probe_learner(loaded.learner)
         return self._create(loaded, replace=replace)
 

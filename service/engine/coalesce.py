@@ -1,14 +1,8 @@
-"""Requests to one model merged into one engine call and one durable commit.
-
-:class:`Coalescer` is the entry point of the per-event operations (``/events``, ``/score``,
-``/labels``, and the stream through the same calls): each request is appended to its model's
-queue and awaits its own result, while one drain task per model (or, for groups of events on
-a store with ``commit_many``, one pass over every model waiting) applies what is queued,
-group after group.  A group gives the same state, bit for bit, as its requests one after
-another; a client error splits it request by request, a server error answers every request
-(:mod:`service.groups`); a request is answered once the commit holding it returned.  Models
-with ``on_drift="reset"`` are learned one request at a time.  The rules and their reasons:
-docs/architecture.md, "The coalescer and group commit".
+"""Requests to one model merged into one engine call and one durable commit: the entry point of
+the per-event operations (``/events``, ``/score``, ``/labels``, and the stream through the same
+calls), a drain task per busy model or, for events on a store with ``commit_many``, one pass
+over every model waiting.  A group gives the same state, bit for bit, as its requests one after
+another; the rules and their reasons: docs/architecture.md, "The coalescer and group commit".
 """
 
 from __future__ import annotations
@@ -403,17 +397,16 @@ class Coalescer:
         return self._apply(group[0].kind, model_id, [request.payload for request in group])
 
     def _apply(self, kind: str, model_id: str, payloads: list[Any]) -> list[Any]:
-        engine = self.engine
+        engine, delayed = self.engine, self.engine.delayed
         merged: Callable[..., list[Any]]
         single: Callable[..., Any]
         if kind == EVENTS:
-            merged, single = learn_merged, learn_one
+            merged, single = partial(learn_merged, engine), partial(learn_one, engine)
         elif kind == SCORE:  # score_group answers each request: never refused as a whole
-            merged, single = _score_merged, _score_one
+            merged, single = delayed.score_group, partial(_score_one, engine)
         else:
-            merged, single = _labels_merged, _labels_one
-        return each_alone(partial(merged, engine, model_id), partial(single, engine, model_id),
-                          payloads)  # fmt: skip
+            merged, single = delayed.labels_group, partial(_labels_one, engine)
+        return each_alone(partial(merged, model_id), partial(single, model_id), payloads)
 
 
 def _result(done: asyncio.Future, of_error: Callable[[BaseException], Any]) -> Any:
@@ -438,13 +431,5 @@ def _score_one(engine: Engine, model_id: str, payload: ScoreRequest) -> Scored:
     )
 
 
-def _score_merged(engine: Engine, model_id: str, payloads: list[ScoreRequest]) -> list[Any]:
-    return engine.delayed.score_group(model_id, payloads)
-
-
 def _labels_one(engine: Engine, model_id: str, payload: tuple[list[str], np.ndarray]) -> Any:
     return engine.labels(model_id, *payload)
-
-
-def _labels_merged(engine: Engine, model_id: str, payloads: list[Any]) -> list[Any]:
-    return engine.delayed.labels_group(model_id, payloads)

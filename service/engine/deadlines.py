@@ -1,11 +1,8 @@
 """When each model's next kept score falls due: one min-heap for the process, so the label
-sweep visits the models with something due and nothing else.
-
-A model is scheduled at the earliest deadline of the records this process kept for it (by
-``/score``), and at the first sweep at the earliest deadline the store holds for it (kept before
-a restart: :func:`stored_deadlines`); after a sweep, again at the store's earliest, if any.
-Stale heap slots are skipped when they come up.  Records another process keeps later are that
-process's to sweep, and any process sweeps a model before it joins labels to it.
+sweep visits the models with something due and nothing else (docs/architecture.md,
+"Idempotency and delayed labels").  Stale heap slots are skipped when they come up; records
+another process keeps later are that process's to sweep, and any process sweeps a model before
+it joins labels to it.
 """
 
 from __future__ import annotations

@@ -25,10 +25,9 @@ from core.validation import check_rows, first_out_of_range, rows_out_of_range
 from service.codec import decode_pending, encode_pending
 from service.engine.deadlines import Deadlines
 from service.engine.entries import Entry
-from service.engine.learning import Merged, apply, check_batch_fits
+from service.engine.learning import Merged, apply, check_batch_fits, first_overflowing_event
 from service.engine.model import Loaded
 from service.engine.reasons import top_reasons
-from service.engine.refusals import first_overflowing_event
 from service.engine.repository import ModelRepository
 from service.errors import InsufficientStorage, InvalidInput, ServiceError, StaleVersion
 from service.ingest import Batch, FeatureSpec, joined_labels
@@ -118,11 +117,6 @@ def label_statuses(
     return statuses
 
 
-def _decode(loaded: Loaded, records: list[bytes]):
-    config = loaded.config
-    return decode_pending(records, config.n_features, config.feature_mode == "dense")
-
-
 class _Unlearnable(Exception):
     """An event of kept records whose learning overflows the model's state (raised inside a
     repository write, whose cached model is then dropped; the caller retries without it)."""
@@ -132,8 +126,9 @@ class _Unlearnable(Exception):
         self.event_id = event_id
 
 
-def _nonzero(counts: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
-    return tuple((name, count) for name, count in counts if count)
+def _decode(loaded: Loaded, records: list[bytes]):
+    config = loaded.config
+    return decode_pending(records, config.n_features, config.feature_mode == "dense")
 
 
 def _learnable(loaded: Loaded, records: list[bytes], ids: list[str], unlearnable: set[str]):
@@ -149,11 +144,16 @@ def _learnable(loaded: Loaded, records: list[bytes], ids: list[str], unlearnable
     return (X.take_rows(keep) if isinstance(X, CSRMatrix) else X[keep]), scores[keep], bad
 
 
-def _apply_naming_overflow(
-    repository: ModelRepository, model_id: str, loaded: Loaded, entry: Entry, ids: list[str]
+def _apply_kept(
+    repository: ModelRepository,
+    model_id: str,
+    loaded: Loaded,
+    entry: Entry,
+    ids: list[str],
 ) -> int:
-    """``apply(loaded, entry)`` and its drifts; a state overflow raises :class:`_Unlearnable`
-    naming the event of ``ids`` at fault (the caller retries without it)."""
+    """``apply(loaded, entry)`` of kept records (``ids``: those it learns) and its drifts; a
+    state overflow raises :class:`_Unlearnable` naming the event at fault (the caller retries
+    without it)."""
     try:
         return apply(loaded, entry)[1]
     except StateOverflow:
@@ -163,6 +163,16 @@ def _apply_naming_overflow(
         if row is None:
             raise
         raise _Unlearnable(ids[row]) from None
+
+
+def _kept_entry(now: float, learned: tuple | None, counts: dict[str, int]) -> Entry:
+    """The entry of kept records: ``learned`` its ``(X, y, recorded scores, rounds)`` (None:
+    nothing learned), with the counters of ``counts`` that are not 0."""
+    nonzero = tuple((name, count) for name, count in counts.items() if count)
+    if learned is None:
+        return Entry(now, counts=nonzero)
+    X, y, recorded, rounds = learned
+    return Entry(now, X, y, recorded, rounds, nonzero)
 
 
 def _check_scorable(
@@ -388,21 +398,18 @@ class DelayedLabels:
             # nothing but duplicates (a client's retry) changes nothing: no commit (as
             # service.engine.learning does for events; Merged.counted_duplicates)
             return LabelResult(loaded.version, 0, statuses)
-        counts = _nonzero(
-            (
-                ("duplicates", duplicates),
-                ("labels_expired", len(dropped)),
-                ("labels_joined", len(chosen)),
-            )
-        )
+        counts = {
+            "duplicates": duplicates,
+            "labels_expired": len(dropped),
+            "labels_joined": len(chosen),
+        }
         chosen_ids = [ids[p] for p in chosen]
+        learned = None
         if chosen:
             positions = np.asarray(chosen, dtype=np.int64)
-            y = labels[positions]
-            entry = Entry(now, X, y, scores, merged.rounds(positions, len(y)), counts)
-        else:
-            entry = Entry(now, counts=counts)
-        drifts = _apply_naming_overflow(self.repository, model_id, loaded, entry, chosen_ids)
+            learned = (X, labels[positions], scores, merged.rounds(positions, len(chosen)))
+        entry = _kept_entry(now, learned, counts)
+        drifts = _apply_kept(self.repository, model_id, loaded, entry, chosen_ids)
         version = self.repository.commit(
             model_id,
             loaded,
@@ -445,15 +452,10 @@ class DelayedLabels:
                 loaded, [records[i][0] for i in learned], learned, unlearnable
             )
             learned = [learned[k] for k in np.flatnonzero(~bad)]
-        counts = _nonzero(
-            (("labels_defaulted", len(learned)), ("labels_expired", len(ready) - len(learned)))
-        )
-        if learned:
-            y = np.full(len(learned), 1 if default == 1 else -1, dtype=np.int64)
-            entry = Entry(now, X, y, scores, counts=counts)
-        else:
-            entry = Entry(now, counts=counts)
-        _apply_naming_overflow(self.repository, model_id, loaded, entry, learned)
+        counts = {"labels_defaulted": len(learned), "labels_expired": len(ready) - len(learned)}
+        y = np.full(len(learned), 1 if default == 1 else -1, dtype=np.int64)
+        entry = _kept_entry(now, (X, y, scores, ()) if learned else None, counts)
+        _apply_kept(self.repository, model_id, loaded, entry, learned)
         self.repository.commit(
             model_id, loaded, entry, learned_ids=learned, remove_pending=ready, expired_ids=ready
         )

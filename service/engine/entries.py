@@ -1,11 +1,7 @@
-"""Log entries: the durable record of one change of one model.
-
-An :class:`Entry` is self-contained and deterministic (the events learned after duplicate
-removal, their rounds, the recorded scores, the counters, the fits installed and the ``now`` it
-was applied at, so a replay never reads a clock): :func:`service.engine.learning.apply` makes
-the change live and on replay, and as learners are deterministic, checkpoint + entries *is*
-the model, bit for bit.  :func:`encode` / :func:`decode` are its bytes (a JSON header and raw
-little-endian arrays, pickle-free).
+"""Log entries: the durable record of one change of one model, self-contained and deterministic
+(a replay never reads a clock): :func:`service.engine.learning.apply` makes the change live and
+on replay, so checkpoint + entries *is* the model, bit for bit.  :func:`encode` /
+:func:`decode` are its bytes (docs/architecture.md, "The log and checkpoints").
 """
 
 from __future__ import annotations
@@ -45,7 +41,7 @@ class Entry:
     rounds: tuple[int, ...] = ()
     #: counters added after learning (``duplicates``, ``labels_joined`` ...)
     counts: tuple[tuple[str, int], ...] = ()
-    #: a metrics-history point written at ``now`` (:func:`service.engine.history.catch_up`)
+    #: a metrics-history point written at ``now`` (:func:`service.engine.history.catch_up_due`)
     history: bool = False
     #: the boosted fits the change installed, with their arrays (filled by
     #: :func:`service.engine.learning.apply` on the live path): a replay installs them at the
@@ -132,7 +128,8 @@ def _layout(header: dict) -> _Layout:
     offset = 0
     for name, dtype_text, shape in header["arrays"]:
         dtype = np.dtype(dtype_text)
-        if dtype.kind not in "iuf" or not _is_shape(shape):
+        # a list of non-negative integers
+        if dtype.kind not in "iuf" or not all(type(n) is int and n >= 0 for n in shape):
             raise ValueError(f"log entry array {name!r} of dtype {dtype_text!r}, shape {shape}")
         count = math.prod(shape)  # np.prod costs ~5 us a call
         arrays.append((name, dtype, count, None if len(shape) == 1 else tuple(shape), offset))
@@ -189,14 +186,6 @@ def decode(raw: bytes) -> Entry:
         history=bool(header["history"]),
         fits=_fits(header["fits"], arrays) if header["fits"] else [],
     )
-
-
-def _is_shape(shape: list) -> bool:
-    """Whether a header's ``shape`` is a list of non-negative integers."""
-    for n in shape:
-        if type(n) is not int or n < 0:
-            return False
-    return True
 
 
 def _fits(described: list, arrays: dict[str, np.ndarray]) -> list[LoggedFit]:

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import typing
 from typing import IO, Any
 
 import numpy as np
@@ -19,8 +20,8 @@ from core.boosted_trees import EnsembleParams, fit_with_leaves
 
 __all__ = ["FitProcess"]
 
-_PARAMS = ("n_trees", "max_leaves", "learning_rate", "min_samples_leaf", "l2_regularization",
-           "random_state")  # fmt: skip
+#: the fit's parameters, each sent as a one-element array and read back as its declared type
+_PARAMS = typing.get_type_hints(EnsembleParams)
 #: the child's niceness: requests first, fits with the CPU left over
 NICENESS = 10
 #: the answer's array of the fitted rows' leaves, beside the ensemble's
@@ -119,13 +120,7 @@ def main() -> int:
     set_niceness()
     reader, writer = sys.stdin.buffer, sys.stdout.buffer
     while (job := _receive(reader)) is not None:
-        params = EnsembleParams(
-            n_trees=int(job["n_trees"][0]), max_leaves=int(job["max_leaves"][0]),
-            learning_rate=float(job["learning_rate"][0]),
-            min_samples_leaf=int(job["min_samples_leaf"][0]),
-            l2_regularization=float(job["l2_regularization"][0]),
-            random_state=int(job["random_state"][0]),
-        )  # fmt: skip
+        params = EnsembleParams(**{name: kind(job[name][0]) for name, kind in _PARAMS.items()})
         try:
             try:
                 ensemble, row_leaves = fit_with_leaves(

@@ -1,7 +1,7 @@
 """The model's metrics history: bounded rings of points, one per resolution, committed with
 the model (``history:*`` arrays) and grown as they fill.  A point is written by the first
 commit in a new minute (or hour); a model gone quiet gets the point of its last events from a
-timer (:func:`behind`, :func:`catch_up`, :meth:`service.engine.Engine.catch_up_history`).
+timer (:func:`behind`, :func:`catch_up_due`, :meth:`service.engine.Engine.catch_up_history`).
 The API and its timing: docs/architecture.md, ``GET .../metrics/history``.
 """
 
@@ -101,16 +101,6 @@ def catch_up_due(history: dict[str, np.ndarray], events_learned: int, now: float
         and _starts_interval(now, seconds, _last(history, index, name))
         for index, (name, (seconds, _)) in enumerate(RESOLUTIONS.items())
     )
-
-
-def catch_up(history: dict[str, np.ndarray], loaded: Any, now: float) -> bool:
-    """When :func:`catch_up_due`, write the point that brings the history up to the model's
-    events (to every resolution whose interval ``now`` starts, as :func:`record` does);
-    whether a point was written."""
-    if not catch_up_due(history, int(loaded.stats["events_learned"][0]), now):
-        return False
-    record(history, loaded, now)
-    return True
 
 
 def _point(loaded: Any, now: float) -> np.ndarray:

@@ -1,13 +1,7 @@
-"""Learning a labelled batch: duplicate ids skipped, one learner call for the batch's
-rounds, the regret window, metrics window and counters fed, one log entry committed.
-
-A *round* is what one request carried: a queue worker or the coalescer
-(:mod:`service.engine.coalesce`) merges several requests into one call (``rounds`` gives their
-sizes), each its own regret round exactly as when the requests come one after another.  The
-merged call is a plain one when that changes nothing (:func:`one_call_is_exact`), else
-``learn_rounds``, which gives each round's served weights and rows bit for bit as one call per
-round would.  The log, its entries and their replay: docs/architecture.md, "The log and
-checkpoints".
+"""Learning a labelled batch: duplicate ids skipped, one learner call for the batch's rounds
+(a *round* is what one request carried: the coalescer or a queue worker merges several into one
+call), the regret window, metrics window and counters fed, one log entry committed
+(docs/architecture.md, "The coalescer and group commit", "The log and checkpoints").
 """
 
 from __future__ import annotations
@@ -25,14 +19,13 @@ import numpy as np
 from core import logged_fits
 from core._kernels.validation import count_nonfinite
 from core.csr import CSRMatrix
-from core.errors import InvalidFeatures
+from core.errors import InvalidFeatures, StateOverflow
 from core.metrics.calibration import OnlineCalibrator
-from core.validation import check_labelled_scores
+from core.validation import check_labelled_scores, row_range
 from service.engine.entries import Entry
-from service.engine.history import catch_up
+from service.engine.history import catch_up_due
 from service.engine.history import record as record_history
 from service.engine.model import RATE_TIME_CONSTANT, Loaded, log_drifts
-from service.engine.refusals import refusal
 from service.errors import InvalidInput, ModelChanged
 from service.ingest import Batch, concatenate
 from service.ingest.fields import Locator
@@ -67,16 +60,6 @@ class LearnResult:
 
 
 # ---------------------------------------------------------------------------- rounds
-def round_ids_of(rounds: Sequence[int] | None, n_received: int) -> np.ndarray | None:
-    """Round number of each received event, from the sizes of the requests (queue entries)
-    a worker merged into one call; None when the call is one round."""
-    if rounds is None or len(rounds) <= 1:
-        return None
-    if sum(rounds) != n_received or min(rounds) < 0:
-        raise ValueError(f"rounds {list(rounds)} do not add up to the {n_received} events")
-    return np.repeat(np.arange(len(rounds)), rounds)
-
-
 @dataclass(frozen=True, eq=False)
 class Merged:
     """What a call that may merge several requests (a queue worker's read) brings besides its
@@ -93,7 +76,11 @@ class Merged:
         """From the sizes of the requests merged (``rounds``) and the checkpoint, if any."""
         if rounds is None and not checkpoint:
             return ONE_REQUEST  # the usual call: no instance built for it
-        return cls(round_ids_of(rounds, n_received), checkpoint or {})
+        if rounds is None or len(rounds) <= 1:
+            return cls(None, checkpoint or {})
+        if sum(rounds) != n_received or min(rounds) < 0:
+            raise ValueError(f"rounds {list(rounds)} do not add up to the {n_received} events")
+        return cls(np.repeat(np.arange(len(rounds)), rounds), checkpoint or {})
 
     def counted_duplicates(self, duplicate: np.ndarray) -> int:
         """How many of the events marked ``duplicate`` (a mask over those received) the
@@ -123,10 +110,6 @@ ONE_REQUEST = Merged(None, {})
 
 
 # ---------------------------------------------------------------------------- one model
-def _joined(arrays: list[np.ndarray]) -> np.ndarray:
-    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
-
-
 def one_call_is_exact(loaded: Loaded) -> bool:
     """Whether one plain learner call on several rounds gives what one call per round gives:
     the regret window is off (it takes each round's served weights and rows:
@@ -188,7 +171,8 @@ def learn_rows(
     if loaded.regret is not None:
         # copies: the learner's own arrays may be reused by its next call
         rows = [r.toarray() if isinstance(r, CSRMatrix) else np.array(r) for r in learned.rows]
-        loaded.regret.update_rounds(_joined(rows), y, scores, learned.served, sizes)
+        joined = rows[0] if len(rows) == 1 else np.concatenate(rows)
+        loaded.regret.update_rounds(joined, y, scores, learned.served, sizes)
     return scores
 
 
@@ -279,8 +263,12 @@ def apply(loaded: Loaded, entry: Entry) -> tuple[np.ndarray | None, int]:
 def _finish(loaded: Loaded, entry: Entry) -> None:
     for name, count in entry.counts:
         loaded.stats[name][0] += count
-    if entry.history:
-        catch_up(loaded.history, loaded, entry.now)
+    # the point that brings a quiet model's history up to its events, unless one was written
+    # since the entry was made (:func:`~service.engine.history.catch_up_due`)
+    if entry.history and catch_up_due(
+        loaded.history, int(loaded.stats["events_learned"][0]), entry.now
+    ):
+        record_history(loaded.history, loaded, entry.now)
 
 
 def check_batch_fits(loaded: Loaded, batch: Batch) -> None:
@@ -294,6 +282,47 @@ def check_batch_fits(loaded: Loaded, batch: Batch) -> None:
             f"model {loaded.config.id!r} was re-created with another feature layout while "
             "the request was parsed; resend it"
         )
+
+
+# ---------------------------------------------------------------------------- refused
+def first_overflowing_event(
+    repository: ModelRepository, model_id: str, X: np.ndarray | CSRMatrix, y: np.ndarray
+) -> int | None:
+    """The first of the events ``(X, y)`` whose learning overflows the model's state
+    (:class:`~core.errors.StateOverflow`), learned one at a time from the committed state:
+    the error path of a batch refused as a whole, which names the event at fault."""
+    loaded = repository.rebuilt(model_id)
+    learner, means = loaded.learner, loaded.means
+    for row in range(X.shape[0]):
+        rows = row_range(X, row, row + 1)
+        if means is not None:
+            rows = means.fill_and_learn(rows)  # type: ignore[arg-type]
+        try:
+            learner.partial_fit(rows, y[row : row + 1])
+        except StateOverflow:
+            return row
+    return None
+
+
+def refusal(
+    repository: ModelRepository,
+    model_id: str,
+    error: ValueError,
+    X: np.ndarray | CSRMatrix,
+    y: np.ndarray,
+    locate: Locator,
+    positions: np.ndarray | None = None,
+) -> InvalidInput:
+    """The 422 of a learner error on the events ``(X, y)``, naming the event at fault when
+    there is one (found by :func:`first_overflowing_event` for an overflow of the whole
+    batch); ``positions`` maps the rows of ``X`` to the request's events (None: the same)."""
+    row = getattr(error, "row", None)
+    if isinstance(error, StateOverflow) and row is None:
+        row = first_overflowing_event(repository, model_id, X, y)
+    if row is None:
+        return InvalidInput(str(error))
+    index = int(row if positions is None else positions[row])
+    return locate.error(index, str(error))
 
 
 # ---------------------------------------------------------------------------- the service

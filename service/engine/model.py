@@ -221,12 +221,6 @@ def _prefixed(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarra
     return {name[len(prefix) :]: value for name, value in arrays.items() if name.startswith(prefix)}
 
 
-def split_arrays(arrays: dict[str, np.ndarray]) -> tuple[dict, dict, dict]:
-    """``(learner, window, stats)`` states of a model's committed arrays."""
-    learner, window = _prefixed(arrays, LEARNER_PREFIX), _prefixed(arrays, WINDOW_PREFIX)
-    return learner, window, _prefixed(arrays, STATS_PREFIX)
-
-
 def _named(error: InvalidState, prefix: str) -> InvalidState:
     """``error`` of a part's state, naming the committed array (``learner:fill_neg``)."""
     return InvalidState(str(error), field=None if error.field is None else prefix + error.field)
@@ -310,7 +304,7 @@ def from_arrays(
     check_state_format(arrays)
     # a 503 naming the kernels still compiling in the background, before any kernel is called
     require_kernels(config.learner, config.params, config.scaling, config.n_features)
-    learner_state, window_state, stats = split_arrays(arrays)
+    window_state = _prefixed(arrays, WINDOW_PREFIX)
     _check_parameters(
         window_state.get("window_parameters"),
         f"{WINDOW_PREFIX}window_parameters",
@@ -320,20 +314,21 @@ def from_arrays(
     try:
         learner = learner_class(config.learner).from_state(
             {**config.params, "scaling": config.scaling},
-            learner_state,
+            _prefixed(arrays, LEARNER_PREFIX),
             n_features=config.n_features,
         )
     except InvalidState as error:
         raise _named(error, LEARNER_PREFIX) from None
     window = PrequentialWindow.from_state(window_state)
-    full_stats = initial_stats()
+    full_stats, stats = initial_stats(), _prefixed(arrays, STATS_PREFIX)
     for name, value in stats.items():
         _check_counter(name, np.asarray(value), full_stats.get(name))
     missing = sorted(full_stats.keys() - stats.keys())
     if missing:
         field = STATS_PREFIX + missing[0]
         raise InvalidState(f"state array {field!r} is missing", field=field)
-    full_stats.update(stats)
+    # copies: a model never shares a snapshot's (or an undo point's) arrays
+    full_stats.update({name: np.array(value) for name, value in stats.items()})
     _check_class_counts(full_stats)
     return Loaded(
         config,

@@ -19,9 +19,8 @@ from service.groups import refused_alone
 if TYPE_CHECKING:
     from service.engine import Engine
     from service.engine.learning import LearnResult
-    from service.engine.locks import ModelLock
     from service.engine.model import Loaded
-    from service.engine.repository import ModelRepository
+    from service.engine.repository import ModelLock, ModelRepository
     from service.engine.undo import UndoPoint
     from service.ingest import Batch
     from service.stores.base import Commit
@@ -57,34 +56,25 @@ class Pass:
         so a commit between the two makes that model's commit stale (it is then applied
         again alone, reading its own), as does a head that moves before the commit.  Nothing
         is read when it fails: each model's own reads then answer for it."""
-        store = self.repository.store
-        if len(ids_of) == 1:
-            self._read_head(ids_of)
-            return
-        heads = getattr(store, "heads", None)
-        if heads is None:
-            return
+        store, now = self.repository.store, self.repository.clock()
         try:
-            self.heads = heads(list(ids_of))
-            seen = store.seen_many(ids_of, self.repository.clock())  # type: ignore[attr-defined]
-        except ServiceError:
-            self.heads, seen = {}, {}
+            if len(ids_of) == 1:  # one statement (``head_and_seen``), for ids it reads at once
+                read = getattr(store, "head_and_seen", None)
+                ((model_id, ids),) = ids_of.items()
+                if read is None or len(ids) > MOST_IDS_READ_WITH_HEAD:
+                    return
+                head, found = read(model_id, ids, now)
+                heads, seen = {} if head is None else {model_id: head}, {model_id: found}
+            else:
+                read_heads = getattr(store, "heads", None)
+                if read_heads is None:
+                    return
+                heads = read_heads(list(ids_of))
+                seen = store.seen_many(ids_of, now)  # type: ignore[attr-defined]
+        except ServiceError:  # the models' own reads answer for them
+            return
+        self.heads = heads
         self._seen = {model_id: (set(ids_of[model_id]), found) for model_id, found in seen.items()}
-
-    def _read_head(self, ids_of: Mapping[str, Sequence[str]]) -> None:
-        """:meth:`read_heads` of one model, by one statement (a store that has
-        ``head_and_seen``, and ids it reads at once)."""
-        store = self.repository.store
-        read = getattr(store, "head_and_seen", None)
-        ((model_id, ids),) = ids_of.items()
-        if read is None or len(ids) > MOST_IDS_READ_WITH_HEAD:
-            return
-        try:
-            head, found = read(model_id, ids, self.repository.clock())
-        except ServiceError:  # the model's own reads answer for it
-            return
-        self.heads = {} if head is None else {model_id: head}
-        self._seen = {model_id: (set(ids), found)}
 
     def seen(self, model_id: str, ids: Sequence[str]) -> np.ndarray | None:
         """Which of ``ids`` the model had learned, as :meth:`read_heads` read them; None when

@@ -1,11 +1,7 @@
 """Background fits: the boosted ensembles of ``boosted_embedded`` (alone or in ``auto``) fitted
-by a thread of the process, off the request path (docs/architecture.md, "Background fits").
-
-A fit taken as of event ``N`` is installed after event ``N + L(N)``, whoever computes it: the
-learner call that makes a fit due queues it for the :class:`Refitter`, whose thread fits it in
-a child process at a lower priority (:mod:`service.engine.fit_process`); the call that reaches
-``N + L(N)`` takes the result if ready, else computes it itself
-(:func:`core.boosted_fits.obtain`).  An idle server does no work.
+by a thread of the process, in a child process at a lower priority
+(:mod:`service.engine.fit_process`), off the request path; installed at event ``N + L(N)``
+whoever computes them (docs/architecture.md, "Background fits").
 """
 
 from __future__ import annotations
@@ -28,6 +24,10 @@ from service.threadnames import name_this_thread
 __all__ = ["Refitter", "boosted_parts", "fit_status"]
 
 logger = logging.getLogger("aucstream.refit")
+#: the process-wide fit counters (core.boosted_fits.FitStats) shown beside the fitter's own
+_SHOWN_FIT_STATS = (
+    "installed waits wait_seconds patient raced race_lost race_cpu_seconds in_call from_log".split()
+)
 
 
 def boosted_parts(learner: object, path: str = "") -> Iterator[tuple[str, BoostedEmbedded]]:
@@ -146,18 +146,10 @@ class Refitter:
 
     def stats(self) -> dict[str, float]:
         """This process's fit counters (Prometheus, ``GET /metrics``)."""
-        return {
+        counters = {
             "submitted": self.submitted,
             "fitted": self.fitted,
             "queued": self.queued,
             "running": self.running,
-            "installed": FIT_STATS.installed,
-            "waits": FIT_STATS.waits,
-            "wait_seconds": FIT_STATS.wait_seconds,
-            "patient": FIT_STATS.patient,
-            "raced": FIT_STATS.raced,
-            "race_lost": FIT_STATS.race_lost,
-            "race_cpu_seconds": FIT_STATS.race_cpu_seconds,
-            "in_call": FIT_STATS.in_call,
-            "from_log": FIT_STATS.from_log,
         }
+        return {**counters, **{name: getattr(FIT_STATS, name) for name in _SHOWN_FIT_STATS}}

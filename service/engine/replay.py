@@ -1,10 +1,6 @@
 """Replay of logged entries (:mod:`service.engine.entries`): a checkpoint brought up to the
 store's head through the same calls as live, bit for bit, with as few learner calls as stay
-exact: a run of plain entries (:func:`_plain`) shares one learner call, plain or cut at their
-rounds (:func:`_one_call`), and its metrics are fed at once up to each history point
-(:func:`_after_run`); the regret window's overwritten rounds need no rows
-(:func:`_quiet_before`); logged boosted fits are installed again, not fitted
-(docs/architecture.md, "The log and checkpoints", "Recovery").
+exact (docs/architecture.md, "The log and checkpoints", "Recovery").
 """
 
 from __future__ import annotations

@@ -20,10 +20,9 @@ import numpy as np
 
 from core.regret import RegretWindow
 from service.engine.history import RESOLUTIONS, points
-from service.engine.locks import ModelLock
 from service.engine.model import RATE_TIME_CONSTANT, Loaded, recent_drifts
 from service.engine.refit import fit_status
-from service.engine.repository import ModelRepository
+from service.engine.repository import ModelLock, ModelRepository
 from service.schemas import REGRET_DEFAULT_MAX_FEATURES, ModelConfig
 
 #: [CHOICE] the hindsight comparator: svm_pauc with this C and tolerance on the regret window
@@ -238,11 +237,8 @@ class Reporting:
                 warnings.simplefilter("ignore")
                 fpr, tpr, thresholds = loaded.window.roc_curve()
             window = self._summary(model_id, loaded)["window"]
-            points = {
-                "average_precision": window["average_precision"],
-                "operating_points": window["operating_points"],
-                "reason": window["reason"],
-            }
+            shown = ("average_precision", "operating_points", "reason")
+            points = {key: window[key] for key in shown}
             return loaded.version, len(loaded.window), fpr, tpr, thresholds, points
 
     def history(self, model_id: str, resolution: str, since: float | None) -> dict[str, Any]:

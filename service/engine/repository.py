@@ -1,12 +1,8 @@
-"""Where models live in this process: a bounded LRU cache over the store, per-model locks, and
-the load / commit / retry cycle every write goes through.
-
-The cache is mutated in place by the write holding the model's lock and dropped on any failure.
-The store's version check serialises processes: a stale append (another process wrote first)
-goes back to an undo point (:mod:`.undo`), takes the model's write turn (:mod:`.turns`), catches
-up on the log and runs the step again, so no update is lost or applied twice
-(docs/architecture.md, "The log and checkpoints").  Locks are weakly held: requests for ids that
-do not exist leave nothing behind.
+"""Where models live in this process: a bounded LRU cache over the store, per-model locks
+(weakly held: requests for ids that do not exist leave nothing behind), and the load / commit /
+retry cycle every write goes through; a stale append goes back to an undo point (:mod:`.undo`),
+takes the model's write turn (:mod:`.turns`) and catches up (docs/architecture.md, "The log
+and checkpoints").
 """
 
 from __future__ import annotations
@@ -26,7 +22,6 @@ from core.boosted_fits import fits_in_call
 from service.engine.checkpoints import Checkpoints
 from service.engine.entries import Entry, ReplayFailed
 from service.engine.history import behind as history_behind
-from service.engine.locks import ModelLock
 from service.engine.model import Loaded, OtherStateFormat, from_arrays, from_store
 from service.engine.passes import Pass
 from service.engine.replay import replay
@@ -51,6 +46,27 @@ MAX_CACHED_MODELS = 1024
 #: defaults of AUCSTREAM_CHECKPOINT_EVENTS and _SECONDS (service.settings)
 CHECKPOINT_EVENTS = 10_000
 CHECKPOINT_SECONDS = 60.0
+
+
+class ModelLock:
+    """A model's lock (a plain ``threading.Lock`` cannot be weakly referenced)."""
+
+    __slots__ = ("_lock", "__weakref__")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> ModelLock:
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._lock.release()
+
+    def acquire_now(self) -> bool:
+        """Take the lock if it is free, without waiting (True: taken, release it with
+        ``__exit__``): what the event loop may do, which must never wait for a thread."""
+        return self._lock.acquire(blocking=False)
 
 
 class RepositoryOptions(TypedDict, total=False):
@@ -185,6 +201,7 @@ class ModelRepository:
             listener(model_id)
 
     def _gone(self, model_id: str) -> None:
+        self._forget(model_id)
         self.history_caught_up(model_id)
         for listener in self.on_gone:
             listener(model_id)
@@ -224,7 +241,6 @@ class ModelRepository:
                 self.reread += 1
         except ModelNotFound:
             self.drop(model_id)
-            self._forget(model_id)
             self._gone(model_id)
             raise
         except (ValueError, KeyError, TypeError) as error:  # undecodable or corrupt arrays
@@ -448,5 +464,4 @@ class ModelRepository:
             self.store.delete_model(model_id)
             self.checkpoints.saved(model_id)
             self.drop(model_id)
-        self._forget(model_id)
         self._gone(model_id)

@@ -1,8 +1,4 @@
-"""Write turns: the processes writing one hot model take turns instead of one starving.
-
-A stale append takes the model's turn (:meth:`Store.take_turn`): until that process's next
-append ends it, or it lapses after :data:`TURN_SECONDS`, the other processes' appends are
-refused (:class:`~service.errors.TurnTaken`, nothing written) and wait for it.  Turns only
+"""Write turns: the processes writing one hot model take turns instead of one starving.  They
 bring fairness, never correctness (the version check keeps every event exactly once);
 docs/architecture.md ("The log and checkpoints") has the race they fix and its figures.
 """
@@ -76,8 +72,7 @@ class Turns:
     def held_elsewhere(self, model_id: str) -> bool:
         """Whether a pass leaves ``model_id`` out: contended and another process holds its
         turn (its learning would be refused); a model never contended asks the store nothing."""
-        until = self._alternating.get(model_id)
-        if model_id not in self.refused and (until is None or until < self._monotonic()):
+        if model_id not in self.refused and not self._alternating_now(model_id):
             return False
         try:
             taken = self.store.turn_taken(model_id)
@@ -93,14 +88,17 @@ class Turns:
         takes the next before learning, rather than learn and be refused."""
         refused = model_id in self.refused
         self.refused.discard(model_id)
-        until = self._alternating.get(model_id)
-        if not refused and (until is None or until < self._monotonic()):
+        if not refused and not self._alternating_now(model_id):
             self._alternating.pop(model_id, None)
             return
         if self.store.turn_taken(model_id):
             self._alternating[model_id] = self._monotonic() + ALTERNATING_SECONDS
             self.wait(model_id)
             self._take(model_id)
+
+    def _alternating_now(self, model_id: str) -> bool:
+        until = self._alternating.get(model_id)
+        return until is not None and until >= self._monotonic()
 
     def _take(self, model_id: str) -> bool:
         if not self.store.take_turn(model_id, TURN_SECONDS):

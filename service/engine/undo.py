@@ -1,9 +1,7 @@
 """Undo points: a copy of a cached model's arrays at a version, which a stale append goes back
-to before catching up on the entries after it, instead of rebuilding the model from its
-checkpoint and log tail.  A point costs a copy, so it is kept where a stale append is likely:
-before each write of a *contended* model (:data:`CONTENDED_SECONDS`), and as a *standing*
-point of the latest :data:`STANDING_POINTS` models loaded whole, created or first caught up
-on (docs/architecture.md, "The log and checkpoints").
+to before catching up, instead of rebuilding the model; kept before each write of a contended
+model and as a standing point of the latest models loaded (docs/architecture.md, "The log and
+checkpoints").
 """
 
 from __future__ import annotations

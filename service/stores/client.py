@@ -257,9 +257,6 @@ class ReplicaWait:
     replicas: int
     timeout_ms: int
 
-    def command(self) -> list[Any]:
-        return ["WAIT", self.replicas, self.timeout_ms]
-
     def check(self, confirmed: Any, reply: Any = None) -> None:
         """:class:`ReplicasUnconfirmed` (carrying the write's ``reply``) when too few
         replicas confirmed."""
@@ -286,7 +283,7 @@ def run_script(
         with pooled(client, keys[0]) as ask:
             if wait is None:
                 return ask([command])[0]
-            reply, confirmed = ask([command, wait.command()])
+            reply, confirmed = ask([command, ["WAIT", wait.replicas, wait.timeout_ms]])
         wait.check(confirmed, reply)
         return reply
 

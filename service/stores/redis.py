@@ -4,27 +4,42 @@ A model's log is the stream ``aucs:{m}:log`` (stream id ``<version>-0``) after i
 the hashes ``aucs:{m}:state`` and ``aucs:{m}:layout`` at version ``log:saved``
 (:mod:`service.stores.keys`; docs/architecture.md, "Stores").  The state arrays never pass
 through Lua (Redis copies a script's arguments, costing it several times the CPU): a checkpoint
-writes them into staged hashes that its script renames.  Layers, one module each: ids and
-pending records (:mod:`.redis_events`), the loss watch (:mod:`.redis_watch`), the model
-lifecycle (:mod:`.redis_models`), and here the connection, loads, appends, checkpoints, turns.
+writes them into staged hashes that its script renames.  The ids learned or expired
+(``aucs:{m}:seen``, ``aucs:{m}:expired``: sorted sets scored by expiry) are written by the
+commit that learned them; the records ``/score`` keeps for a label are ``aucs:{m}:pending``
+with their deadlines in ``aucs:{m}:deadlines``.  The connection and the loss watch are
+:mod:`.redis_watch`'s.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import orjson
 import redis
-import redis.connection
-import redis.exceptions
 
 from service.engine.entries import Entry, decode, encode
-from service.errors import LeaseLost, StaleVersion, StoreUnavailable, TurnTaken
+from service.errors import (
+    InsufficientStorage,
+    LeaseLost,
+    StaleVersion,
+    StoreUnavailable,
+    TurnTaken,
+)
 from service.stores import keys
-from service.stores.base import Commit, StoredState, writer_token
+from service.stores.base import (
+    CREATION_REFUSALS,
+    Commit,
+    StoredState,
+    chunks,
+    no_model,
+    pending_full,
+    writer_token,
+)
 from service.stores.client import (
     ReplicaWait,
     atomic_read,
@@ -36,17 +51,16 @@ from service.stores.client import (
 )
 from service.stores.fields import decode_fields, encode_fields
 from service.stores.lua import (
-    ACKNOWLEDGE_SCRIPT,
     CHECKPOINT_SCRIPT,
     CREATE_SCRIPT,
     DELETE_SCRIPT,
     LOG_APPEND_SCRIPT,
-    MARKER_SCRIPT,
+    PENDING_SCRIPT,
     TURN_RELEASE_SCRIPT,
     TURN_SCRIPT,
 )
-from service.stores.redis_models import RedisModels
 from service.stores.redis_setup import _text
+from service.stores.redis_watch import RedisWatch
 
 logger = logging.getLogger("aucstream.store")
 
@@ -74,22 +88,19 @@ def _entries(reply: list[Any]) -> list[tuple[int, Entry]]:
             for stream_id, fields in reply]  # fmt: skip
 
 
-class RedisStore(RedisModels):
+class RedisStore(RedisWatch):
     name = "redis"
     #: network round trips: the HTTP layer calls it from the thread pool
     blocking = True
 
     def __init__(self, client: redis.Redis, wait: ReplicaWait | None = None) -> None:
-        super().__init__(client, wait)  # self.client, self.watch; ids and pending records
-        (self._create, self._delete, self._marker, self._acknowledge, self._append, self._turn,
+        super().__init__(client, wait)  # self.client, self.wait, self.watch
+        (self._create, self._delete, self._append, self._pending, self._turn,
          self._turn_release) = map(client.register_script, (
-            CREATE_SCRIPT, DELETE_SCRIPT, MARKER_SCRIPT, ACKNOWLEDGE_SCRIPT, LOG_APPEND_SCRIPT,
-            TURN_SCRIPT, TURN_RELEASE_SCRIPT))  # fmt: skip
+            CREATE_SCRIPT, DELETE_SCRIPT, LOG_APPEND_SCRIPT, PENDING_SCRIPT, TURN_SCRIPT,
+            TURN_RELEASE_SCRIPT))  # fmt: skip
         #: this process among the writers of the store (its write turns: service.engine.turns)
         self.writer = writer_token()
-        self._checking = threading.Lock()
-        #: the settings whose checks (:meth:`open`) wait for Redis's first answer
-        self._settings: Any = None
 
     @classmethod
     def from_url(cls, url: str, wait: ReplicaWait | None = None) -> RedisStore:
@@ -109,6 +120,63 @@ class RedisStore(RedisModels):
             store.close()
             raise
         return store
+
+    # ------------------------------------------------------------------ models
+    @unavailable
+    def create_model(
+        self, model_id, config, arrays, incarnation, *, replace=False, replaces=None
+    ) -> int:
+        self._guard()
+        model_keys = keys.all_model_keys(model_id)
+        ordered = keys.of(model_id, "config", "version", "meta", "state", "layout")
+        ordered += [key for key in model_keys if key not in ordered]
+        fields, layouts = encode_fields(arrays)
+        if replaces is None:
+            # registered before it is written, so that no failure leaves a model that is not
+            # listed (see list_models); a reset's model is registered already
+            self.client.sadd(keys.MODELS, model_id)
+        result = run_script(
+            self.client,
+            self._create,
+            ordered,
+            [replaces or ("1" if replace else "0"), orjson.dumps(config), incarnation]
+            + [len(fields), *flat_pairs(fields), len(layouts), *flat_pairs(layouts)],
+            self.wait,
+        )
+        if int(result) < 0:  # the codes of service.stores.base.creation_refused
+            raise CREATION_REFUSALS[int(result)](model_id)
+        self.watch.saw(model_id, incarnation, 1)
+        if replaces is None:
+            # again: a deletion of the previous model of this id may have unregistered it
+            # between the first registration and the script
+            self.client.sadd(keys.MODELS, model_id)
+        return 1
+
+    @unavailable
+    def list_models(self) -> list[str]:
+        """The registered ids whose model exists (*registered before written, listed only if it
+        exists*: docs/architecture.md, "Redis Cluster"), after a check of the epoch markers (an
+        emptied store lists no models: a loss, not an answer)."""
+        self._check_epoch(force=True)
+        self.watch.guard()
+        registered = sorted(_text(member) for member in self.client.smembers(keys.MODELS))
+        with self.client.pipeline(transaction=False) as pipe:
+            for model_id in registered:
+                pipe.exists(keys.config(model_id))
+            exists = pipe.execute() if registered else []
+        return [model_id for model_id, found in zip(registered, exists, strict=True) if found]
+
+    @unavailable
+    def delete_model(self, model_id: str) -> None:
+        self._guard(model_id)
+        self.watch.forget(model_id)
+        deleted = run_script(self.client, self._delete, keys.all_model_keys(model_id), [], None)
+        self.client.srem(keys.MODELS, model_id)
+        if self.client.exists(keys.config(model_id)):
+            # created again between the script and SREM: it stays listed
+            self.client.sadd(keys.MODELS, model_id)
+        if not int(deleted):
+            raise no_model(model_id)
 
     @unavailable
     def load(self, model_id, known_version=None, known_incarnation=None) -> StoredState:
@@ -254,3 +322,62 @@ class RedisStore(RedisModels):
     def release_turn(self, model_id: str) -> None:
         key = keys.turn(model_id)
         run_script(self.client, self._turn_release, [key], [self.writer], None)
+
+    # ------------------------------------------------------------------ ids and pending records
+    @unavailable
+    def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
+        return self._remembered(keys.seen, model_id, ids, now)
+
+    @unavailable
+    def expired(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
+        return self._remembered(keys.expired, model_id, ids, now)
+
+    def _remembered(
+        self, key: Callable[[str], str], model_id: str, ids: Sequence[str], now: float
+    ) -> np.ndarray:
+        """Which ``ids`` the model's set ``key`` (learned or expired) holds past ``now``."""
+        self._guard(model_id)
+        return np.array(
+            [score is not None and score > now
+             for part in chunks(ids) for score in self.client.zmscore(key(model_id), part)],
+            dtype=bool,
+        )  # fmt: skip
+
+    @unavailable
+    def put_pending(self, model_id, records, deadline, max_records=None, incarnation=None) -> None:
+        self._guard(model_id)
+        if not records:
+            return
+        args = [repr(float(deadline)), max_records or 0, incarnation or "", *flat_pairs(records)]
+        script_keys = keys.of(model_id, "config", "pending", "deadlines", "meta")
+        kept = run_script(self.client, self._pending, script_keys, args, self.wait)
+        if int(kept) == -2:
+            raise no_model(model_id)
+        if int(kept) == -3:
+            assert max_records is not None
+            raise InsufficientStorage(pending_full(model_id, max_records))
+        if int(kept) == -4:
+            raise StaleVersion(f"model {model_id!r} was replaced since its scores were given")
+
+    @unavailable
+    def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:
+        self._guard(model_id)
+        if not ids:
+            return {}
+        pending = keys.pending(model_id)
+        records, deadlines = atomic_read(
+            self.client,
+            pending,
+            [["HMGET", pending, *ids], ["ZMSCORE", keys.deadlines(model_id), *ids]],
+        )
+        return {
+            event_id: (record, float(deadline))
+            for event_id, record, deadline in zip(ids, records, deadlines, strict=True)
+            if record is not None and deadline is not None
+        }
+
+    @unavailable
+    def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
+        self._guard(model_id)
+        due = self.client.zrangebyscore(keys.deadlines(model_id), "-inf", now, start=0, num=limit)
+        return [event_id.decode() if isinstance(event_id, bytes) else event_id for event_id in due]

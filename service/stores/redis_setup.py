@@ -87,21 +87,16 @@ def check_persistence(client: Any, allow_volatile: bool) -> None:
         )
 
 
-def replicas(client: Any) -> dict[str, int]:
-    """The replicas connected to the server, or to each master of a cluster."""
-    counts = {}
-    for name, server in _masters(client):
-        counts[name] = int(server.info("replication").get("connected_slaves", 0))
-    return counts
-
-
 def replica_wait(client: Any, wanted: int | None, timeout_ms: int) -> ReplicaWait | None:
     """How acknowledged writes wait for replicas: ``wanted`` replicas, or when None one
     replica if every master has one (a master without replicas would refuse every write)."""
     if wanted == 0:
         return None
     if wanted is None:
-        counts = replicas(client)
+        counts = {
+            name: int(server.info("replication").get("connected_slaves", 0))
+            for name, server in _masters(client)
+        }
         if not counts or min(counts.values()) < 1:
             if any(counts.values()):
                 alone = [name for name, count in counts.items() if count < 1]

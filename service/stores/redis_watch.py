@@ -1,7 +1,7 @@
-"""The Redis store's watch for lost data (:mod:`service.stores.epoch`: markers
-``aucs:{epoch-N}:marker``, alarms ``aucs:alarms``), and the start-up checks of
-:meth:`RedisStore.open <service.stores.redis.RedisStore.open>` (:mod:`.redis_setup`), run here
-when a Redis that did not answer at start does.
+"""The base of the Redis store: its connection, the watch for lost data
+(:mod:`service.stores.epoch`: markers ``aucs:{epoch-N}:marker``, alarms ``aucs:alarms``), and
+the start-up checks of :meth:`RedisStore.open <service.stores.redis.RedisStore.open>`
+(:mod:`.redis_setup`), run here when a Redis that did not answer at start does.
 """
 
 from __future__ import annotations
@@ -15,25 +15,36 @@ import redis.exceptions
 from service.errors import ModelNotFound, ReplicasUnconfirmed, StoreLostData, StoreUnavailable
 from service.stores import keys
 from service.stores.base import no_model
-from service.stores.client import CLUSTER_UNAVAILABLE, is_cluster, run_script, unavailable
-from service.stores.epoch import STORE, Marker, model_scope, new_epoch
-from service.stores.redis_events import RedisEventMemory
+from service.stores.client import (
+    CLUSTER_UNAVAILABLE,
+    ReplicaWait,
+    is_cluster,
+    run_script,
+    unavailable,
+)
+from service.stores.epoch import STORE, LossWatch, Marker, model_scope, new_epoch
+from service.stores.lua import ACKNOWLEDGE_SCRIPT, MARKER_SCRIPT
 from service.stores.redis_setup import _text
 
 logger = logging.getLogger("aucstream.store")
 
 
-class RedisWatch(RedisEventMemory):
-    """Lost data and the deferred start-up checks of the Redis store (its base class; the
-    attributes below are set by :class:`~service.stores.redis.RedisStore`)."""
+class RedisWatch:
+    """Lost data and the deferred start-up checks of the Redis store (its base class)."""
 
-    #: the Lua scripts reading (and at an acknowledgement renewing) the epoch markers
-    _marker: Any
-    _acknowledge: Any
-    #: one marker check at a time
-    _checking: threading.Lock
-    #: the settings whose checks wait for Redis's first answer (None once done)
-    _settings: Any
+    def __init__(self, client: Any, wait: ReplicaWait | None = None) -> None:
+        self.client = client
+        #: acknowledged writes wait for this many replicas (None: they do not)
+        self.wait = wait
+        self.watch = LossWatch("Redis")
+        #: the Lua scripts reading (and at an acknowledgement renewing) the epoch markers
+        self._marker = client.register_script(MARKER_SCRIPT)
+        self._acknowledge = client.register_script(ACKNOWLEDGE_SCRIPT)
+        #: one marker check at a time
+        self._checking = threading.Lock()
+        #: the settings whose checks (:meth:`_set_up`) wait for Redis's first answer (None
+        #: once done)
+        self._settings: Any = None
 
     def _set_up(self) -> None:
         """The checks of :meth:`open`, once: persistence, replicas, markers."""

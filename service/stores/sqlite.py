@@ -1,9 +1,10 @@
 """The SQLite store: state on this machine's disk, shared by every process that opens the file
 (the default of ``aucstream serve``).  What it guarantees (atomic versioned commits by ``BEGIN
-IMMEDIATE``, one read snapshot per load, ``synchronous`` and durability): docs/architecture.md,
-"Stores"; its file, tables and transactions: :mod:`service.stores.sqlite_file`.  A request's
-commit is a log entry (:mod:`service.engine.entries`); the state is written by
-:meth:`SQLiteStore.checkpoint`, off the request path, which drops the entries it covers.
+IMMEDIATE``, one read snapshot per load, ``synchronous`` and durability) and its tables:
+docs/architecture.md, "Stores" and "SQLite tables"; its file and transactions:
+:mod:`service.stores.sqlite_file`.  A request's commit is a log entry
+(:mod:`service.engine.entries`); the state is written by :meth:`SQLiteStore.checkpoint`, off
+the request path, which drops the entries it covers.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NoReturn
 
 import numpy as np
 import orjson
 
 from service.engine.entries import decode, encode
+from service.errors import StaleVersion, TurnTaken
 from service.stores.base import (
     Commit,
     StoredState,
@@ -35,12 +37,15 @@ from service.stores.sqlite_file import (
     translated,
 )
 from service.stores.sqlite_many import ManyModels, marks
-from service.stores.sqlite_pending import KeptRecords
 from service.stores.sqlite_schema import CHAIN, MODEL_TABLES
-from service.stores.sqlite_turns import NOT_TURNED, Turns
 
 __all__ = ["SQLiteStore", "StoreOpenError"]
 
+#: the condition an append's version update adds: no other process holds the model's turn
+#: (parameters: the model id, this process, now)
+NOT_TURNED = (
+    "AND NOT EXISTS (SELECT 1 FROM turns WHERE turns.model_id = ? AND holder != ? AND until > ?)"
+)
 #: the ``kind`` of a row of the ids table
 _SEEN, _EXPIRED = 0, 1
 #: the column of ``models`` counting the rows of ``ids`` of each kind
@@ -95,18 +100,15 @@ def _remember_ids(
         db.execute(f"UPDATE models SET {column} = ? WHERE id = ?", (bound, model_id))  # noqa: S608
 
 
-def _drop_entries(db: sqlite3.Connection, model_id: str, up_to: int | None) -> None:
-    """Delete the model's log entries up to version ``up_to`` (None: all of them)."""
-    if up_to is None:
-        db.execute(CHAIN + "DELETE FROM log WHERE seq IN (SELECT seq FROM chain)", (model_id, 0))
-    else:
-        db.execute(
-            CHAIN + "DELETE FROM log WHERE seq IN (SELECT seq FROM chain WHERE version <= ?3)",
-            (model_id, 0, up_to),
-        )
+def _drop_entries(db: sqlite3.Connection, model_id: str, up_to: int = 2**63 - 1) -> None:
+    """Delete the model's log entries up to version ``up_to`` (by default all of them)."""
+    db.execute(
+        CHAIN + "DELETE FROM log WHERE seq IN (SELECT seq FROM chain WHERE version <= ?3)",
+        (model_id, 0, up_to),
+    )
 
 
-class SQLiteStore(ManyModels, KeptRecords, Turns):
+class SQLiteStore(ManyModels):
     name = "sqlite"
     #: disk I/O (a commit waits for fsync): the HTTP layer calls it from the thread pool
     blocking = True
@@ -117,7 +119,7 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
         self.loss = SQLiteLossWatch(database)
         self.watch = self.loss.watch
         #: this process among the writers of the file, and the models whose write turn it
-        #: took (.sqlite_turns)
+        #: took (below)
         self.writer = writer_token()
         self._holding: set[str] = set()
 
@@ -146,7 +148,8 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
     @translated
     def alarms(self) -> dict[str, str]:
         """The losses of data noticed and not yet acknowledged (``store``, ``model:<id>``)."""
-        return self.loss.alarms()
+        self.loss.check(force=True)
+        return dict(self.watch.alarms)
 
     @translated
     def acknowledge_loss(self) -> dict[str, str]:
@@ -184,7 +187,7 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
 
     @staticmethod
     def _delete_rows(db: sqlite3.Connection, model_id: str) -> int:
-        _drop_entries(db, model_id, up_to=None)
+        _drop_entries(db, model_id)
         for table in MODEL_TABLES:
             db.execute(f"DELETE FROM {table} WHERE model_id = ?", (model_id,))  # noqa: S608
         return db.execute("DELETE FROM models WHERE id = ?", (model_id,)).rowcount
@@ -245,30 +248,27 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
                 "SELECT version, incarnation, saved FROM models WHERE id = ?", (model_id,)
             ).fetchone()
             current = row is not None and tuple(row[:2]) == (known_version, known_incarnation)
-            behind = (
-                row is not None
-                and not current
-                and row[1] == known_incarnation
-                and known_version is not None
-                and row[2] <= known_version < row[0]
-            )
             if row is not None and not current:
                 meta = dict(
                     db.execute("SELECT name, value FROM meta WHERE model_id = ?", (model_id,))
                 )
-            if behind:
-                tail = self._entries(db, model_id, known_version)
-            elif row is not None and not current:
-                config = db.execute(
-                    "SELECT config FROM configs WHERE model_id = ?", (model_id,)
-                ).fetchone()
-                raw = dict(
-                    db.execute("SELECT field, data FROM state WHERE model_id = ?", (model_id,))
-                )
-                layouts = dict(
-                    db.execute("SELECT name, layout FROM layouts WHERE model_id = ?", (model_id,))
-                )
-                entries = self._entries(db, model_id, row[2])
+                version, incarnation, saved = row
+                behind = known_version is not None and saved <= known_version < version
+                if behind and incarnation == known_incarnation:  # the cache catches up
+                    tail = self._entries(db, model_id, known_version)
+                else:
+                    config = db.execute(
+                        "SELECT config FROM configs WHERE model_id = ?", (model_id,)
+                    ).fetchone()
+                    raw = dict(
+                        db.execute("SELECT field, data FROM state WHERE model_id = ?", (model_id,))
+                    )
+                    layouts = dict(
+                        db.execute(
+                            "SELECT name, layout FROM layouts WHERE model_id = ?", (model_id,)
+                        )
+                    )
+                    entries = self._entries(db, model_id, saved)
         # the checks of lost data write (an alarm): after the read snapshot
         if row is None:
             self.loss.missing(model_id)
@@ -372,7 +372,74 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
             self._write_fields(db, model_id, fields, layouts)
         return True
 
-    # ------------------------------------------------------------------ ids and pending labels
+    # ------------------------------------------------------------------ write turns
+    # (service.engine.turns) a row of ``turns`` per model until a time (unix s: the processes
+    # of one file share a machine's clock); nothing durable: a row whose time passed is a turn
+    # that lapsed, replaced by the next turn taken
+    @translated
+    def take_turn(self, model_id: str, seconds: float) -> bool:
+        """Whether this process holds ``model_id``'s write turn for ``seconds`` now (taken, or
+        its own renewed); False when another process holds it."""
+        now = time.time()
+        with self.database.write() as db:
+            row = db.execute(
+                "SELECT holder FROM turns WHERE model_id = ? AND until > ?", (model_id, now)
+            ).fetchone()
+            if row is not None and row[0] != self.writer:
+                return False
+            db.execute(
+                "INSERT OR REPLACE INTO turns VALUES (?, ?, ?)",
+                (model_id, self.writer, now + seconds),
+            )
+        self._holding.add(model_id)
+        return True
+
+    @translated
+    def turn_taken(self, model_id: str) -> bool:
+        """Whether another process holds ``model_id``'s write turn."""
+        row = (
+            self.database.connection()
+            .execute(
+                "SELECT holder FROM turns WHERE model_id = ? AND until > ?",
+                (model_id, time.time()),
+            )
+            .fetchone()
+        )
+        return row is not None and row[0] != self.writer
+
+    @translated
+    def release_turn(self, model_id: str) -> None:
+        """This process's turn of ``model_id`` ended without an append (its write failed)."""
+        if model_id not in self._holding:
+            return
+        self._holding.discard(model_id)
+        with self.database.write() as db:
+            db.execute(
+                "DELETE FROM turns WHERE model_id = ? AND holder = ?", (model_id, self.writer)
+            )
+
+    def refusal(self, db: sqlite3.Connection, model_id: str, commit: Commit) -> NoReturn:
+        """Why an append's version update (with :data:`NOT_TURNED`) changed no row: no model,
+        another process's turn at the expected version, or a stale version."""
+        row = db.execute(
+            "SELECT version, incarnation FROM models WHERE id = ?", (model_id,)
+        ).fetchone()
+        if row is None:
+            raise no_model(model_id)
+        if tuple(row) == (commit.expected_version, commit.incarnation):
+            raise TurnTaken(model_id)
+        raise StaleVersion(model_id)
+
+    def turn_appended(self, db: sqlite3.Connection, model_id: str) -> None:
+        """Inside an append's transaction: the append ends this process's turn, if it took
+        one (known here, so that an append without one reads nothing more)."""
+        if model_id in self._holding:
+            self._holding.discard(model_id)
+            db.execute(
+                "DELETE FROM turns WHERE model_id = ? AND holder = ?", (model_id, self.writer)
+            )
+
+    # ------------------------------------------------------------------ ids
     def _alive(self, model_id: str, kind: int, ids: Sequence[str], now: float) -> np.ndarray:
         db = self.database.connection()
         alive: set[str] = set()
@@ -418,34 +485,3 @@ class SQLiteStore(ManyModels, KeptRecords, Turns):
     @translated
     def expired(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
         return self._alive(model_id, _EXPIRED, ids, now)
-
-    @translated
-    def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:
-        db = self.database.connection()
-        found: dict[str, tuple[bytes, float]] = {}
-        for part in chunks(ids):
-            for event_id, record, deadline in db.execute(
-                "SELECT event_id, record, deadline FROM pending WHERE model_id = ? "
-                f"AND event_id IN ({marks(len(part))})",  # noqa: S608 - only '?' marks
-                (model_id, *part),
-            ):
-                found[event_id] = (bytes(record), float(deadline))
-        return {event_id: found[event_id] for event_id in ids if event_id in found}
-
-    @translated
-    def pending_deadlines(self) -> dict[str, float]:
-        """Each model's earliest pending deadline (one query on the deadline index; the label
-        sweep's schedule starts from it: service/engine/deadlines.py)."""
-        rows = self.database.connection().execute(
-            "SELECT model_id, MIN(deadline) FROM pending GROUP BY model_id"
-        )
-        return {model_id: float(deadline) for model_id, deadline in rows}
-
-    @translated
-    def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
-        rows = self.database.connection().execute(
-            "SELECT event_id FROM pending WHERE model_id = ? AND deadline <= ? "
-            "ORDER BY deadline LIMIT ?",
-            (model_id, now, limit),
-        )
-        return [row[0] for row in rows]

@@ -187,10 +187,6 @@ class SQLiteLossWatch:
         self.watch.guard(model_id)
         self.watch.forget(model_id)
 
-    def alarms(self) -> dict[str, str]:
-        self.check(force=True)
-        return dict(self.watch.alarms)
-
     def acknowledge(self) -> dict[str, str]:
         self.check(force=True)
         with self._checking:

@@ -9,37 +9,8 @@ two kinds of transaction :mod:`service.stores.sqlite` runs.
 * :meth:`Database.grouped`: a small write that waits for the writes of other threads queued
   meanwhile, all committed by one transaction and one fsync (group commit, below).
 
-Tables mirror the Redis keys of :mod:`service.stores.keys`, each row keyed by the model id:
-
-=========== ===========================================================================
-table       rows
-=========== ===========================================================================
-models      the heads: id, version, incarnation, number of pending records, ``saved``:
-            the version the state rows are the checkpoint of, and the number of rows of
-            ``ids`` of each kind (``seen_ids``, ``expired_ids``); narrow rows in a
-            ``WITHOUT ROWID`` table, so that the models of one pass share the pages their
-            commits dirty (one row of ~70 bytes a model, not a page of its own); and
-            ``last_entry``, the ``seq`` of the model's last entry of ``log``
-configs     the model's JSON config, written at its creation only: kept out of ``models``,
-            whose row every commit rewrites
-log         the log entries committed after the checkpoint, one per version
-            (:mod:`service.engine.entries`), in a rowid table (``seq``): an entry of a few
-            hundred bytes stays on its leaf page, where a ``WITHOUT ROWID`` row over ~230
-            bytes (of a 1 KiB page) spills into an overflow page of its own; no index by
-            model (:data:`~.sqlite_schema.CHAIN` says why and how entries are found)
-meta        ``incarnation`` and checkpoint fields written with the state
-state       the checkpoint's fields: raw little-endian bytes, arrays over 1 KiB split into
-            1 KiB chunks ``<name>@<i>`` exactly as in Redis, all-zero chunks left out
-            (:func:`service.stores.fields.encode_fields`)
-layouts     ``<dtype>|<shape>[|<n chunks>]`` of each state array
-ids         learned (kind 0) and expired (kind 1) event ids with their expiry (unix s)
-pending     records ``/score`` keeps for a label, with their deadline
-turns       the process holding a model's write turn, until when (unix s): transient
-            (:mod:`service.stores.sqlite_turns`)
-=========== ===========================================================================
-
-and the lost-data checks' ``epoch_marker`` and ``loss_alarms``
-(:mod:`service.stores.sqlite_epoch`).
+Its tables (the table of what each holds, and why its layout: docs/architecture.md, "SQLite
+tables") are created by :data:`~.sqlite_schema.SCHEMA`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,16 @@
-"""The SQLite store's calls over several models at once, for a pass of the coalescer
-(:meth:`service.engine.coalesce.Coalescer.apply_pass`): the models' heads read by one query,
-and their log entries written by one transaction (one fsync for the events of every model)."""
+"""The SQLite store's calls for a pass of the coalescer
+(:meth:`service.engine.coalesce.Coalescer.apply_pass`) and its kept ``/score`` records.
+
+A pass over several models reads their heads by one query and writes their log entries by one
+transaction (one fsync for the events of every model).  :meth:`ManyModels.put_pending_at`
+keeps the records of scores given by a cached model without a read of the model's head
+before: the write's own update of the model's row reads it, and writes nothing when it moved
+(the coalescer then scores again the usual way:
+:meth:`service.engine.coalesce.Coalescer._score_kept`).  A kept ``/score`` from one sender
+pays the durable commit and no read besides; the records of other threads are written in the
+same group commit (:meth:`~service.stores.sqlite_file.Database.grouped`: one fsync for them
+all).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +19,8 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from service.errors import ModelNotFound, ServiceError, StaleVersion
-from service.stores.base import CHUNK, Commit, chunks
+from service.errors import InsufficientStorage, ModelNotFound, ServiceError, StaleVersion
+from service.stores.base import CHUNK, Commit, chunks, no_model, pending_full
 from service.stores.sqlite_file import translated
 
 if TYPE_CHECKING:
@@ -23,7 +33,8 @@ def marks(count: int, mark: str = "?") -> str:
 
 
 class ManyModels:
-    """:class:`~service.stores.sqlite.SQLiteStore`'s calls over several models."""
+    """:class:`~service.stores.sqlite.SQLiteStore`'s calls over several models, and its kept
+    records."""
 
     @translated
     def heads(self: SQLiteStore, model_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
@@ -132,3 +143,101 @@ class ManyModels:
             if not isinstance(outcome, Exception):
                 self.watch.saw(model_id, commit.incarnation, outcome)
         return outcomes
+
+    # ------------------------------------------------------------------ kept records
+    @translated
+    def put_pending(
+        self: SQLiteStore, model_id, records, deadline, max_records=None, incarnation=None
+    ) -> None:
+        self.loss.guard(model_id, verify=False)  # as every write: the transaction verifies
+        if records:
+            write = _pending_write(model_id, records, deadline, max_records, None, incarnation)
+            self.database.grouped(write)
+
+    @translated
+    def put_pending_at(
+        self: SQLiteStore,
+        model_id: str,
+        head: tuple[int, str],
+        records: dict[str, bytes],
+        deadline: float,
+        max_records: int | None = None,
+    ) -> None:
+        """:meth:`put_pending`, written only while the model's ``(version, incarnation)`` is
+        ``head`` (the cached model that gave the scores): :class:`StaleVersion` otherwise,
+        and nothing is written."""
+        self.loss.guard(model_id, verify=False)  # the write transaction verifies the file
+        if records:
+            self.database.grouped(_pending_write(model_id, records, deadline, max_records, head))
+
+    @translated
+    def get_pending(
+        self: SQLiteStore, model_id: str, ids: Sequence[str]
+    ) -> dict[str, tuple[bytes, float]]:
+        db = self.database.connection()
+        found: dict[str, tuple[bytes, float]] = {}
+        for part in chunks(ids):
+            for event_id, record, deadline in db.execute(
+                "SELECT event_id, record, deadline FROM pending WHERE model_id = ? "
+                f"AND event_id IN ({marks(len(part))})",  # noqa: S608 - only '?' marks
+                (model_id, *part),
+            ):
+                found[event_id] = (bytes(record), float(deadline))
+        return {event_id: found[event_id] for event_id in ids if event_id in found}
+
+    @translated
+    def pending_deadlines(self: SQLiteStore) -> dict[str, float]:
+        """Each model's earliest pending deadline (one query on the deadline index; the label
+        sweep's schedule starts from it: service/engine/deadlines.py)."""
+        rows = self.database.connection().execute(
+            "SELECT model_id, MIN(deadline) FROM pending GROUP BY model_id"
+        )
+        return {model_id: float(deadline) for model_id, deadline in rows}
+
+    @translated
+    def due_pending(self: SQLiteStore, model_id: str, now: float, limit: int) -> list[str]:
+        rows = self.database.connection().execute(
+            "SELECT event_id FROM pending WHERE model_id = ? AND deadline <= ? "
+            "ORDER BY deadline LIMIT ?",
+            (model_id, now, limit),
+        )
+        return [row[0] for row in rows]
+
+
+def _pending_write(
+    model_id: str,
+    records: dict[str, bytes],
+    deadline: float,
+    max_records: int | None,
+    head: tuple[int, str] | None = None,
+    incarnation: str | None = None,
+) -> Callable[[sqlite3.Connection], None]:
+    """``write(db)`` of the records, for :meth:`~service.stores.sqlite_file.Database.grouped`:
+    the insert counts the new records itself and the count's update reads the bound (and the
+    head) back, two statements for the usual new record; a missing model, a full one, a
+    head that moved or another incarnation raises, which undoes the insert."""
+    rows = [(model_id, event_id, record, deadline) for event_id, record in records.items()]
+
+    def write(db: sqlite3.Connection) -> None:
+        insert = "INSERT OR IGNORE INTO pending VALUES (?, ?, ?, ?)"
+        # one event per request: a statement, not executemany's machinery
+        added = (
+            db.execute(insert, rows[0]) if len(rows) == 1 else db.executemany(insert, rows)
+        ).rowcount
+        if added < len(rows):  # some were kept already: record and deadline move on
+            db.executemany("INSERT OR REPLACE INTO pending VALUES (?, ?, ?, ?)", rows)
+        row = db.execute(
+            "UPDATE models SET pending = pending + ? WHERE id = ? "
+            "RETURNING pending, version, incarnation",
+            (added, model_id),
+        ).fetchall()
+        if not row:
+            raise no_model(model_id)
+        if head is not None and tuple(row[0][1:]) != head:
+            raise StaleVersion(f"model {model_id!r} moved on since its scores were given")
+        if incarnation is not None and row[0][2] != incarnation:
+            raise StaleVersion(f"model {model_id!r} was replaced since its scores were given")
+        if max_records is not None and row[0][0] > max_records:
+            raise InsufficientStorage(pending_full(model_id, max_records))
+
+    return write

@@ -1,5 +1,5 @@
-"""The SQLite store's schema: the tables of a file (described in
-:mod:`service.stores.sqlite_file`) and its version."""
+"""The SQLite store's schema: the tables of a file (described in docs/architecture.md, "SQLite
+tables") and its version."""
 
 #: ``PRAGMA user_version`` of the layout below and of the state's chunk size
 #: (:data:`service.stores.fields.CHUNK_BYTES`); a file of another one is refused (the product

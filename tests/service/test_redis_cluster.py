@@ -16,7 +16,8 @@ import redis
 
 from loadtest.local import private_redis_cluster
 from service.errors import StoreUnavailable
-from service.stores import keys, redis_models
+from service.stores import keys
+from service.stores import redis as redis_store
 from service.stores.client import connect
 from service.stores.redis import RedisStore
 from tests.service.conftest import (
@@ -86,7 +87,7 @@ def test_a_create_failing_after_its_registration_is_not_listed_and_can_be_retrie
         raise redis.exceptions.ConnectionError("injected: connection lost")
 
     with monkeypatch.context() as patched:
-        patched.setattr(redis_models, "run_script", lost)
+        patched.setattr(redis_store, "run_script", lost)
         with pytest.raises(StoreUnavailable):
             store.create_model("m", {"id": "m"}, ARRAYS, "inc1")
     assert store.client.sismember(keys.MODELS, "m")
@@ -115,14 +116,14 @@ def test_a_model_created_while_another_deletes_its_id_stays_listed(store, monkey
         store.client.srem = real_srem
     assert store.list_models() == ["m"] and store.load("m").incarnation == "inc2"
     # 2. the delete runs entirely between the create's registration and its script
-    real_run = redis_models.run_script
+    real_run = redis_store.run_script
 
     def create_after_a_delete(client, script, *args):
         if script is other._create:
             store.delete_model("m")
         return real_run(client, script, *args)
 
-    monkeypatch.setattr(redis_models, "run_script", create_after_a_delete)
+    monkeypatch.setattr(redis_store, "run_script", create_after_a_delete)
     other.create_model("m", {"id": "m"}, ARRAYS, "inc3", replace=True)
     assert store.list_models() == ["m"] and store.load("m").incarnation == "inc3"
 

@@ -30,8 +30,7 @@ from service.routers import dashboard, events, metrics, models, system
 from service.settings import LEARNING_SETTINGS, Settings
 from service.stores.base import Store
 from service.stream import endpoint as stream_endpoint
-from service.telemetry import Telemetry
-from service.telemetry_logs import configure_logging
+from service.telemetry import Telemetry, configure_logging
 
 logger = logging.getLogger("aucstream")
 

@@ -30,8 +30,7 @@ from service.hosts import HostCheck, close_handshake, header
 from service.ingest.objects import json_error_detail
 from service.kernels import warming_up
 from service.openapi import complete
-from service.telemetry import Telemetry
-from service.telemetry_logs import record_request
+from service.telemetry import Telemetry, record_request
 
 #: the order methods are listed in ``Allow``
 _METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")

@@ -1,13 +1,22 @@
 """Prometheus metrics of one process (``GET /metrics``); with several workers, prometheus_client's
-multiprocess ones, rendered summed over the workers without the series of deleted models."""
+multiprocess ones, rendered summed over the workers without the series of deleted models.  And
+the logs: ``AUCSTREAM_LOG_FORMAT=json`` writes one JSON object per line, and
+:func:`record_request` counts and times every HTTP request and, with JSON logs, writes its line
+(``request_id``, ``method``, ``route``, ``model``, ``status``, ``duration_ms``, the counts)."""
 
 from __future__ import annotations
 
 import bisect
+import logging
 import math
 import os
+import sys
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
 
+import orjson
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -17,10 +26,13 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
+from starlette.types import Scope
 
 from service.telemetry_series import ModelCounter, ModelSeries
 
-__all__ = ["CONTENT_TYPE_LATEST", "Telemetry"]
+__all__ = ["CONTENT_TYPE_LATEST", "Telemetry", "configure_logging", "record_request"]
+
+request_logger = logging.getLogger("aucstream.request")
 
 #: the request latency histogram's bucket bounds, seconds (the last: prometheus_client's own)
 _LATENCY_BOUNDS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
@@ -247,3 +259,71 @@ class _ExistingModels:
                 if sample.labels.get("model", "") in self.models or not sample.labels.get("model")
             ]
             yield metric
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; ``extra={"fields": {...}}`` adds fields to the object."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        body: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if fields:
+            body.update(fields)
+        if record.exc_info:
+            body["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(body, default=str).decode()
+
+
+def configure_logging(log_format: str, level: str) -> None:
+    """``json``: every logger writes JSON lines to stderr, uvicorn's access log replaced by
+    :func:`record_request`'s; ``text``: only the level of ``aucstream`` is set."""
+    logging.getLogger("aucstream").setLevel(level.upper())
+    if log_format != "json":
+        service_logger = logging.getLogger("aucstream")
+        if not service_logger.handlers and not logging.getLogger().hasHandlers():
+            # uvicorn configures only its own: the start-up lines would be dropped
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+            service_logger.addHandler(handler)
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error"):
+        logging.getLogger(name).handlers = []
+        logging.getLogger(name).propagate = True
+    access = logging.getLogger("uvicorn.access")
+    access.handlers = []
+    access.propagate = False
+    access.disabled = True
+
+
+def record_request(
+    telemetry: Telemetry, scope: Scope, method: str, status: int, started: float, request_id: str
+) -> None:
+    """Count and time one answered HTTP request (``scope`` as routed) and log its line."""
+    route = scope.get("route")
+    template = getattr(route, "path", None) or "unmatched"
+    requested = (scope.get("path_params") or {}).get("model_id", "")
+    model = telemetry.model_label(requested, status)
+    elapsed = time.perf_counter() - started
+    telemetry.count_request(method, template, status, model, elapsed)
+    if telemetry.log_requests:
+        fields = {
+            "request_id": request_id,
+            "method": method,
+            "route": template,
+            "path": scope.get("path", ""),
+            "model": requested or None,
+            "status": status,
+            "duration_ms": round(elapsed * 1000.0, 3),
+        }
+        fields.update((scope.get("state") or {}).get("log_fields") or {})
+        request_logger.info("%s %s %s", method, template, status, extra={"fields": fields})

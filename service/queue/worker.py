@@ -32,7 +32,7 @@ from service.queue.streams import Entry, StreamQueue
 from service.settings import LEARNING_SETTINGS, Settings
 from service.stores.base import Fence
 from service.stores.redis import RedisStore
-from service.telemetry import Telemetry
+from service.telemetry import Telemetry, configure_logging
 
 #: seconds before a model whose stored state was refused as corrupt is tried again
 CORRUPT_RETRY_SECONDS = 5.0
@@ -303,8 +303,6 @@ class Worker:
 
 def main(settings: Settings) -> int:
     """The ``aucstream worker`` process: warm up, serve metrics, loop until SIGTERM."""
-    from service.telemetry_logs import configure_logging
-
     if settings.log_format == "text":
         # no uvicorn here to print the lines: the root logger's handler, with the time, and
         # the only one (configure_logging adds its own only when the root has none)

@@ -1,6 +1,7 @@
 """``auto``'s served mix falls back to its best candidate when clearly behind it on the
 evaluation window (docs/algorithms/auto.md (auto.12)), and sheds the candidates clearly behind
-the best (auto.13).
+the best (auto.13); and which of the window's ring-buffer events an evaluation compares
+(its later half, the whole window, the events extended back to the guard's positives).
 
 A softmax of the candidates' windowed pAUCs can blur a clearly better candidate with weaker
 ones: on a wide sparse set of rare positives the mix ranked below its own ``logistic`` run
@@ -300,11 +301,8 @@ def later_half_if_deciding(
     seen, capacity = int(own["n_seen"][0]), own["window_labels"].shape[0]
     labels = own["window_labels"][np.arange(first, seen) % capacity]
     positives = int(np.count_nonzero(labels > 0))
-    return (
-        first
-        if positives >= min_positives and width * (seen - first - positives) >= (min_negatives)
-        else 0
-    )
+    passes = positives >= min_positives and width * (seen - first - positives) >= min_negatives
+    return first if passes else 0
 
 
 def fall_back_to_best(

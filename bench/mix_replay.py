@@ -121,6 +121,7 @@ def serve(
     scale=mix_scales.running,
     whole: bool = False,
     joined: bool = False,
+    half_window: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Served prequential scores and held-out scores of (auto.9)-(auto.10) and the fallback,
     from ``start`` weights; the fallback when the best candidate is at least as good as the mix
@@ -142,7 +143,9 @@ def serve(
     (a builder of :mod:`mix_scales`; auto's is the running standardisation of (auto.9));
     ``whole``: with ``both``, where the window is its later half, a steady best (``steady``,
     as (auto.11)) replaces the mix only if the test holds on the whole window too (auto's);
-    ``joined``: with ``admit``, (auto.15) as :mod:`mix_joined` replays it (auto's)."""
+    ``joined``: with ``admit``, (auto.15) as :mod:`mix_joined` replays it (auto's);
+    ``half_window``: once the window is full, a deciding evaluation compares its later half
+    when that passes the guard (auto's, (auto.3))."""
     s, y = run["scores"], run["y"]
     k, n = s.shape
     weights, served, done = start, np.empty(n), 0
@@ -160,6 +163,13 @@ def serve(
                 weights[joining] = 1.0 / np.count_nonzero(weights)
                 weights = weights / weights.sum()
         low = max(0, point - model.window, point // 2 if half else 0)
+        if half_window and point > model.window:
+            later = point - model.window // 2
+            positives = int(y[later:point].sum())
+            if positives >= model.min_positives and (
+                0.1 * (point - later - positives) >= model.min_negatives
+            ):
+                low = max(low, later)
         if extend and int(y[low:point].sum()) < model.min_positives:
             # the later half extended back until it holds the guard's positives
             earliest = max(0, point - model.window)
@@ -255,38 +265,20 @@ RULES = {
     "equal start, (pAUC, AUC) fallback: auto before 2026-11-29": (_equal, False, False),
     "first three, (pAUC, AUC) fallback": (_first_three, False, False),
     "equal start, fallback on both": (_equal, True, False),
-    "steady start (auto.11), (pAUC, AUC) fallback: auto at 81fc670": (
-        _steady,
-        False,
-        False,
-    ),
+    "steady start (auto.11), (pAUC, AUC) fallback: auto at 81fc670": (_steady, False, False),
     "steady start, fallback on both": (_steady, True, False),
     "steady start, (pAUC, AUC) fallback, later half": (_steady, False, True),
     "steady start, fallback on both, later half (auto.3)": (_steady, True, True),
     "later half, fallback on both beyond the noise (auto.12): auto before h-P": (
-        _steady,
-        True,
-        True,
-        UNCERTAINTY,
+        _steady, True, True, UNCERTAINTY,
     ),
     "and candidates 2 SE behind the best dropped": (_steady, True, True, UNCERTAINTY, 2.0),
     "and candidates 3 SE behind the best dropped": (_steady, True, True, UNCERTAINTY, 3.0),
     "and the window extended to the guard's positives, 3 SE": (
-        _steady,
-        True,
-        True,
-        UNCERTAINTY,
-        3.0,
-        True,
+        _steady, True, True, UNCERTAINTY, 3.0, True,
     ),
     "and 2 SE behind dropped, undecided evaluations too": (
-        _steady,
-        True,
-        True,
-        UNCERTAINTY,
-        2.0,
-        False,
-        2.0,
+        _steady, True, True, UNCERTAINTY, 2.0, False, 2.0,
     ),
     "and 3 SE behind dropped, undecided evaluations too (auto.13): auto before auto.14": (
         _steady,
@@ -318,7 +310,7 @@ RULES = {
         True,
         True,
     ),
-}
+}  # fmt: skip
 
 #: auto's weights ((auto.10)-(auto.14)) on each served scale of :mod:`mix_scales` but (auto.9)'s
 AUTO_RULE = (_steady, True, True, UNCERTAINTY, DROP_UNCERTAINTY, False, DROP_UNCERTAINTY, True)
@@ -337,8 +329,11 @@ RULES["and a steady best confirmed on the whole window (auto.12): auto before HO
     mix_scales.shrunk(mix_scales.running, SHRINK_EVENTS),
     True,
 )
-RULES["and a joined candidate judged on its events since (auto.15): auto"] = (
+RULES["and a joined candidate judged on its events since (auto.15): auto before MX"] = (
     *AUTO_RULE, False, mix_scales.shrunk(mix_scales.running, SHRINK_EVENTS), True, True,
+)  # fmt: skip
+RULES["and a full window's later half compared when it passes the guard (auto.3): auto"] = (
+    *AUTO_RULE, False, mix_scales.shrunk(mix_scales.running, SHRINK_EVENTS), True, True, True,
 )  # fmt: skip
 
 

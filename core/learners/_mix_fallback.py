@@ -1,6 +1,7 @@
 """``auto``'s served mix falls back to its best candidate when clearly behind it on the
 evaluation window (docs/algorithms/auto.md (auto.12)), and sheds the candidates clearly behind
-the best (auto.13).
+the best (auto.13); and which of the window's ring-buffer events an evaluation compares
+(its later half, the whole window, the events extended back to the guard's positives).
 
 A softmax of the candidates' windowed pAUCs can blur a clearly better candidate with weaker
 ones: on a wide sparse set of rare positives the mix ranked below its own ``logistic`` run
@@ -31,8 +32,11 @@ __all__ = [
     "placements",
     "SortedWindow",
     "drop_clearly_behind",
+    "extended_columns",
     "fall_back_to_best",
+    "later_half_if_deciding",
     "shed_undecided",
+    "whole_window",
     "window_metrics",
 ]
 
@@ -260,6 +264,45 @@ def shed_undecided(
     # (branch h-T)"); a drop must hold without each positive
     drop_clearly_behind(weights, paucs, aucs, window_scores, labels, without_each_positive=True,
                         window=window, joined=joined)  # fmt: skip
+
+
+def whole_window(own: dict[str, np.ndarray], earliest: int, first: int):
+    """The scores and labels of the window's events from ``earliest`` to ``n_seen``, when the
+    events compared start later (at ``first``: the later half); None when they are those."""
+    if first <= earliest:
+        return None
+    columns = np.arange(earliest, int(own["n_seen"][0])) % own["window_labels"].shape[0]
+    return own["window_scores"][:, columns], own["window_labels"][columns].astype(np.int64)
+
+
+def extended_columns(
+    own: dict[str, np.ndarray], earliest: int, first: int, needed: int
+) -> np.ndarray:
+    """The ring buffer's columns of the events from ``first`` to ``n_seen``, extended back (not
+    before ``earliest``) until they hold ``needed`` more positives, or from ``earliest``."""
+    seen, capacity = int(own["n_seen"][0]), own["window_labels"].shape[0]
+    first = max(first, earliest)
+    before = np.flatnonzero(own["window_labels"][np.arange(earliest, first) % capacity] > 0)
+    if needed <= 0:
+        start = first
+    elif needed <= before.size:
+        start = earliest + int(before[-needed])
+    else:
+        start = earliest
+    return np.arange(start, seen) % capacity
+
+
+def later_half_if_deciding(
+    own: dict[str, np.ndarray], first: int, min_positives: int, min_negatives: int, width: float
+) -> int:
+    """``first`` when the window's events from it to ``n_seen`` pass the guard after (auto.3)
+    (``width``: the FPR range's), 0 when they do not (the events compared are then as before
+    the window filled)."""
+    seen, capacity = int(own["n_seen"][0]), own["window_labels"].shape[0]
+    labels = own["window_labels"][np.arange(first, seen) % capacity]
+    positives = int(np.count_nonzero(labels > 0))
+    passes = positives >= min_positives and width * (seen - first - positives) >= min_negatives
+    return first if passes else 0
 
 
 def fall_back_to_best(

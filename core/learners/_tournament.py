@@ -25,8 +25,11 @@ from core.learners._mix_fallback import (
     SortedWindow,
     best_candidate,
     drop_clearly_behind,
+    extended_columns,
     fall_back_to_best,
+    later_half_if_deciding,
     shed_undecided,
+    whole_window,
     window_metrics,
 )
 from core.learners._served_scale import SHRINK_EVENTS, shrink
@@ -337,21 +340,26 @@ def decide(
     the leader choice with hysteresis (auto.4)-(auto.6): the challenger takes over after
     ``patience`` consecutive evaluations ahead by more than ``margin``; windows with too few
     positives or negatives in the FPR range decide nothing.  The window's events compared are
-    at most the later half of the events seen.  ``since``: only the window's events from that
-    event count on are compared (after a detected drift, docs/algorithms/auto.md (auto.8)).
-    With ``temperature`` > 0 a deciding evaluation also sets the mix's weights (auto.10),
-    (auto.12)-(auto.13), (auto.15); one that decides nothing still sheds the candidates clearly
-    behind (auto.13); ``steady``: those the fallback checks on the whole window too."""
+    at most the later half of the events seen (with the mix, of the window too).  ``since``:
+    only the window's events from that event count on are compared (after a detected drift,
+    docs/algorithms/auto.md (auto.8)).  With ``temperature`` > 0 a deciding evaluation also
+    sets the mix's weights (auto.10), (auto.12)-(auto.13), (auto.15); one that decides nothing
+    still sheds the candidates clearly behind (auto.13); ``steady``: those the fallback checks
+    on the whole window too."""
     seen = int(own["n_seen"][0])
     filled = min(seen, own["window_labels"].shape[0])
     labels = own["window_labels"][:filled].astype(np.int64)  # the metrics' dtype
     window_scores = own["window_scores"][:, :filled]
-    # [CHOICE] at most the later half of the events seen: on a stream shorter than twice the
-    # window, the window holds the candidates' whole learning curve, and its first events'
-    # scores are those of models that no longer exist (a tree candidate before its first fit,
-    # every candidate before its first positives); the weights set here serve what comes next
-    # (docs/algorithms/auto.md (auto.1))
+    # [CHOICE] at most the later half of the events seen, and for the mix of the window once
+    # full: the weights set here serve what comes next, and the first events' scores are those
+    # of models that no longer exist (every candidate before its first positives; a tree
+    # candidate before its first fit, or its older fits) (docs/algorithms/auto.md (auto.1))
     first = max(since, seen // 2)
+    alpha, beta = check_fpr_pair(pauc_range)
+    if temperature > 0.0 and seen > filled:  # unless that half fails the guard after (auto.3)
+        half = later_half_if_deciding(own, seen - filled // 2, min_positives, min_negatives,
+                                      beta - alpha)  # fmt: skip
+        first = max(first, half)
     if first > seen - filled:
         columns = np.arange(first, seen) % own["window_labels"].shape[0]
         labels = own["window_labels"][columns].astype(np.int64)
@@ -359,7 +367,6 @@ def decide(
     own["evaluated_at"][0] = seen
     compared = labels.shape[0]
     n_positive = int(np.count_nonzero(labels > 0))
-    alpha, beta = check_fpr_pair(pauc_range)
     undecided = (
         n_positive < min_positives or (beta - alpha) * (compared - n_positive) < min_negatives
     )
@@ -371,7 +378,8 @@ def decide(
         # keep its first weights to the end: the candidates clearly behind (beyond the noise
         # DeLong's error measures) leave it on the later half extended back to the guard's
         # positives (bench/README.md, "The mix against its best candidate (branch h-P)")
-        extended = _extended(own, max(since, seen - filled), first, min_positives - n_positive)
+        earliest, needed = max(since, seen - filled), min_positives - n_positive
+        extended = extended_columns(own, earliest, first, needed)
         shed_undecided(own["served_weights"], own["window_scores"][:, extended],
                        own["window_labels"][extended].astype(np.int64), alpha, beta,
                        joined_columns(own, seen - extended.shape[0]))  # fmt: skip
@@ -397,7 +405,7 @@ def decide(
         drop_clearly_behind(own["served_weights"], paucs, aucs, window_scores, labels,
                             window=window, joined=joined)  # fmt: skip
         fall_back_to_best(own, window_scores, labels, alpha, beta, window,
-                          _whole_window(own, max(since, seen - filled), first), steady)  # fmt: skip
+                          whole_window(own, max(since, seen - filled), first), steady)  # fmt: skip
     best = best_candidate(paucs, aucs)
     leader = int(own["leader"][0])
     if best != leader and paucs[best] > paucs[leader] + margin:
@@ -415,30 +423,6 @@ def decide(
     else:
         own["challenger"][0] = -1
         own["challenger_streak"][0] = 0
-
-
-def _whole_window(own: dict[str, np.ndarray], earliest: int, first: int):
-    """The scores and labels of the window's events from ``earliest`` to ``n_seen``, when the
-    events compared start later (at ``first``: the later half); None when they are those."""
-    if first <= earliest:
-        return None
-    columns = np.arange(earliest, int(own["n_seen"][0])) % own["window_labels"].shape[0]
-    return own["window_scores"][:, columns], own["window_labels"][columns].astype(np.int64)
-
-
-def _extended(own: dict[str, np.ndarray], earliest: int, first: int, needed: int) -> np.ndarray:
-    """The ring buffer's columns of the events from ``first`` to ``n_seen``, extended back (not
-    before ``earliest``) until they hold ``needed`` more positives, or from ``earliest``."""
-    seen, capacity = int(own["n_seen"][0]), own["window_labels"].shape[0]
-    first = max(first, earliest)
-    before = np.flatnonzero(own["window_labels"][np.arange(earliest, first) % capacity] > 0)
-    if needed <= 0:
-        start = first
-    elif needed <= before.size:
-        start = earliest + int(before[-needed])
-    else:
-        start = earliest
-    return np.arange(start, seen) % capacity
 
 
 def match_scale(own: dict[str, np.ndarray], old: int, new: int, filled: int) -> None:

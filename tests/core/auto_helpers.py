@@ -47,8 +47,10 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
     extended back to ``min_positives`` positives (auto.13).  ``admissions``: event count ->
     the candidates whose first fit was installed at it, each of them given, when it holds no
     share, the mean share of those that hold one (auto.14), before an evaluation due there.
-    Where the window compared is its later half, a best candidate that is ``steady`` (all when
-    None) replaces the mix only if it is behind it on the whole window too (auto.12).  A
+    Once the window is full, the events compared are its later half when that passes the guard
+    (auto.3).  Where the window compared is its later half, a best candidate that is
+    ``steady`` (all when None) replaces the mix only if it is behind it on the whole window
+    too (auto.12).  A
     candidate admitted after the compared events' start is judged on its events since
     (auto.15): its pAUC and AUC there in a deciding evaluation (both classes present), and
     (auto.13)'s test of a pair on the events since the later of the two's admissions."""
@@ -72,8 +74,8 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
         return paucs, aucs
 
     def drop_behind(weights, lo, hi, deciding=False):
-        """(auto.13) on the events ``lo`` .. ``hi - 1``, pair by pair against the best, the
-        gap also without each positive in turn (an undecided evaluation's few positives); a
+        """(auto.13) on the events ``lo`` .. ``hi - 1``, pair by pair against the best, in an
+        undecided evaluation the gap also without each positive in turn (its few positives); a
         pair of which one was admitted after ``lo`` on the events since (auto.15)."""
         paucs, aucs = judged(lo, hi, deciding)
         held = [k for k in range(n_candidates) if weights[k] > 0]
@@ -89,13 +91,20 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
                     for out in range(hi - since)
                     if window_labels[out] == 1
                 ]
-                if all(
+                if deciding or all(
                     np.sum(window_labels[kept] == 1) >= 2
                     and clearly_behind(window_labels[kept], recent[:, kept], best, k)
                     for kept in rest
                 ):
                     weights[k] = 0.0
         return weights / weights.sum()
+
+    def passes_guard(lo, hi):
+        """Whether the events ``lo`` .. ``hi - 1`` hold the guard's positives and negatives."""
+        n_positive = int(np.sum(labels[lo:hi] == 1))
+        n_negative = hi - lo - n_positive
+        width = pauc_range[1] - pauc_range[0]
+        return n_positive >= min_positives and width * n_negative >= min_negatives
 
     early = set()
     while first is not None and first < every:
@@ -121,6 +130,8 @@ def naive_mix(candidate_scores, labels, pauc_range, window, every, temperature, 
         if (t + 1) % every and t + 1 not in early:
             continue
         low = max(0, t + 1 - window, (t + 1) // 2)  # at most the later half (auto.3)
+        if t + 1 > window and passes_guard(t + 1 - window // 2, t + 1):  # of the window too
+            low = max(low, t + 1 - window // 2)
         window_labels = labels[low : t + 1]
         n_positive = int(np.sum(window_labels == 1))
         n_negative = len(window_labels) - n_positive

@@ -8,6 +8,7 @@ import pytest
 
 from core.learners import learner_class, make_learner
 from core.learners._served_scale import SHRINK_EVENTS
+from core.metrics import auc
 from core.preprocessing import scale_batch
 from tests.core.auto_helpers import BAD_FIRST, MIX, SMALL, naive_mix, standalone_scores, stream
 from tests.core.cases import states_equal
@@ -79,6 +80,32 @@ def test_evaluations_that_decide_nothing_shed_candidates_clearly_behind_as_the_n
     _, naive_early = naive_mix(reference[:, :100], y[:100], (0.0, 0.1), MIX["window"],
                                MIX["evaluate_every"], 0.05, min_positives=40)  # fmt: skip
     np.testing.assert_allclose(naive_early, early_weights, rtol=1e-12)
+
+
+def test_a_full_window_compares_its_later_half_when_that_passes_the_guard_as_the_naive_mix():
+    """Past the window (60 events) a deciding evaluation compares the window's later half, as
+    the naive reference says, where those 30 events hold the guard's 7 positives, and the
+    whole window where they do not: both happen on this stream."""
+    X, y = stream(17, n=600)
+    params = dict(MIX, min_positives=7)
+    model = make_learner("auto", candidates=BAD_FIRST, **params)
+    served, inputs = [], []
+    with model.recording_inputs() as sink:
+        for batch in (slice(0, 130), slice(130, 131), slice(131, None)):
+            served.append(model.prequential_step(X[batch], y[batch]))
+            inputs.append((sink[-1], batch))
+    halves = [int(np.sum(y[t - 30 : t])) for t in range(80, 601, 20)]
+    assert min(halves) < 7 <= max(halves)  # the later half passes the guard, and fails it
+    reference = standalone_scores(model, inputs, y)
+    expected, weights = naive_mix(reference, y, (0.0, 0.1), MIX["window"], MIX["evaluate_every"],
+                                  MIX["temperature"], min_positives=7)  # fmt: skip
+    np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose([row["weight"] for row in model.leaderboard()["candidates"]],
+                               weights, rtol=1e-12)  # fmt: skip
+    # the last evaluation's metrics are those of the events it compared
+    compared = slice(570 if halves[-1] >= 7 else 540, 600)
+    for k, row in enumerate(model.leaderboard()["candidates"]):
+        assert row["window_auc"] == pytest.approx(auc(y[compared], reference[k, compared]))
 
 
 def test_the_mix_holds_bit_for_bit_across_batchings_and_a_round_trip():

@@ -194,10 +194,10 @@ def test_the_best_with_a_share_is_the_reference_and_one_event_of_a_class_drops_n
 
 def test_extended_columns_reach_back_to_the_guards_positives_as_a_naive_scan_does():
     """auto's undecided evaluations compare the later half extended back until it holds the
-    guard's positives (core.learners._tournament._extended): the same events as a naive scan
-    backwards over the events in time order, in a ring buffer that wrapped and one that did
-    not."""
-    from core.learners._tournament import _extended
+    guard's positives (core.learners._mix_fallback.extended_columns): the same events as a
+    naive scan backwards over the events in time order, in a ring buffer that wrapped and one
+    that did not."""
+    from core.learners._mix_fallback import extended_columns
 
     rng = np.random.default_rng(3)
     for capacity, seen in ((50, 40), (50, 137), (64, 64), (30, 300)):
@@ -216,7 +216,7 @@ def test_extended_columns_reach_back_to_the_guards_positives_as_a_naive_scan_doe
                     found += int(events[start] > 0)
                 if found < needed:
                     start = earliest
-                columns = _extended(own, earliest, first, needed)
+                columns = extended_columns(own, earliest, first, needed)
                 np.testing.assert_array_equal(ring[columns], events[start:seen])
 
 

@@ -122,6 +122,7 @@ def serve(
     whole: bool = False,
     joined: bool = False,
     half_window: bool = False,
+    after_undecided=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Served prequential scores and held-out scores of (auto.9)-(auto.10) and the fallback,
     from ``start`` weights; the fallback when the best candidate is at least as good as the mix
@@ -145,7 +146,8 @@ def serve(
     as (auto.11)) replaces the mix only if the test holds on the whole window too (auto's);
     ``joined``: with ``admit``, (auto.15) as :mod:`mix_joined` replays it (auto's);
     ``half_window``: once the window is full, a deciding evaluation compares its later half
-    when that passes the guard (auto's, (auto.3))."""
+    when that passes the guard (auto's, (auto.3)); ``after_undecided``: a rule replayed after
+    an undecided evaluation's shed, ``(weights, labels, window, scaled, point)`` -> weights."""
     s, y = run["scores"], run["y"]
     k, n = s.shape
     weights, served, done = start, np.empty(n), 0
@@ -195,6 +197,8 @@ def serve(
                 weights = mix_joined.drop(weights, *metrics, labels, window, firsts, undecided, 1)
             elif 2 <= positives <= labels.size - 2:
                 weights = shed(weights, labels, window, undecided)
+            if after_undecided is not None and 2 <= positives <= labels.size - 2:
+                weights = after_undecided(weights, labels, window, scaled, point)
             continue
         if positives < model.min_positives or positives == labels.size:
             continue

@@ -60,19 +60,9 @@ def test_evaluations_that_decide_nothing_shed_candidates_clearly_behind_as_the_n
     X, y = stream(16, n=400)
     params = dict(MIX, min_positives=40)
     model = make_learner("auto", candidates=BAD_FIRST, **params)
-    served, inputs = [], []
-    with model.recording_inputs() as sink:
-        for batch in (slice(0, 90), slice(90, 230), slice(230, None)):
-            served.append(model.prequential_step(X[batch], y[batch]))
-            inputs.append((sink[-1], batch))
+    reference = _served_as_the_naive_mix(model, X, y, (90, 230), min_positives=40)
     undecided = make_learner("auto", candidates=BAD_FIRST, **params)
     undecided.prequential_step(X[:100], y[:100])
-    reference = standalone_scores(model, inputs, y)
-    expected, weights = naive_mix(reference, y, (0.0, 0.1), MIX["window"], MIX["evaluate_every"],
-                                  MIX["temperature"], min_positives=40)  # fmt: skip
-    np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose([row["weight"] for row in model.leaderboard()["candidates"]],
-                               weights, rtol=1e-12)  # fmt: skip
     # after 100 events the later half holds ~12 positives: nothing decided, and the constant
     # candidate, whose AUC is 0.5, is out of the mix while the other two keep equal shares
     early_weights = [row["weight"] for row in undecided.leaderboard()["candidates"]]
@@ -89,19 +79,9 @@ def test_a_full_window_compares_its_later_half_when_that_passes_the_guard_as_the
     X, y = stream(17, n=600)
     params = dict(MIX, min_positives=7)
     model = make_learner("auto", candidates=BAD_FIRST, **params)
-    served, inputs = [], []
-    with model.recording_inputs() as sink:
-        for batch in (slice(0, 130), slice(130, 131), slice(131, None)):
-            served.append(model.prequential_step(X[batch], y[batch]))
-            inputs.append((sink[-1], batch))
     halves = [int(np.sum(y[t - 30 : t])) for t in range(80, 601, 20)]
     assert min(halves) < 7 <= max(halves)  # the later half passes the guard, and fails it
-    reference = standalone_scores(model, inputs, y)
-    expected, weights = naive_mix(reference, y, (0.0, 0.1), MIX["window"], MIX["evaluate_every"],
-                                  MIX["temperature"], min_positives=7)  # fmt: skip
-    np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose([row["weight"] for row in model.leaderboard()["candidates"]],
-                               weights, rtol=1e-12)  # fmt: skip
+    reference = _served_as_the_naive_mix(model, X, y, (130, 131), min_positives=7)
     # the last evaluation's metrics are those of the events it compared
     compared = slice(570 if halves[-1] >= 7 else 540, 600)
     for k, row in enumerate(model.leaderboard()["candidates"]):
@@ -138,3 +118,21 @@ def test_temperature_zero_serves_the_leader_and_negative_is_refused():
     ]
     with pytest.raises(ValueError, match="temperature"):
         make_learner("auto", temperature=-0.1).partial_fit(X, y)
+
+
+def _served_as_the_naive_mix(model, X, y, cuts, min_positives):
+    """Learns ``X, y`` in three batches split at ``cuts``; checks the served scores and the
+    final weights against the naive mix (``MIX``'s settings) and returns the candidates'
+    standalone scores."""
+    served, inputs = [], []
+    with model.recording_inputs() as sink:
+        for batch in (slice(0, cuts[0]), slice(*cuts), slice(cuts[1], None)):
+            served.append(model.prequential_step(X[batch], y[batch]))
+            inputs.append((sink[-1], batch))
+    reference = standalone_scores(model, inputs, y)
+    expected, weights = naive_mix(reference, y, (0.0, 0.1), MIX["window"], MIX["evaluate_every"],
+                                  MIX["temperature"], min_positives=min_positives)  # fmt: skip
+    np.testing.assert_allclose(np.concatenate(served), expected, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose([row["weight"] for row in model.leaderboard()["candidates"]],
+                               weights, rtol=1e-12)  # fmt: skip
+    return reference

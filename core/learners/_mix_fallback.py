@@ -35,6 +35,7 @@ __all__ = [
     "extended_columns",
     "fall_back_to_best",
     "later_half_if_deciding",
+    "passes_guard",
     "shed_undecided",
     "whole_window",
     "window_metrics",
@@ -301,8 +302,16 @@ def later_half_if_deciding(
     seen, capacity = int(own["n_seen"][0]), own["window_labels"].shape[0]
     labels = own["window_labels"][np.arange(first, seen) % capacity]
     positives = int(np.count_nonzero(labels > 0))
-    passes = positives >= min_positives and width * (seen - first - positives) >= min_negatives
+    passes = passes_guard(positives, seen - first, min_positives, min_negatives, width)
     return first if passes else 0
+
+
+def passes_guard(
+    n_positive: int, n_events: int, min_positives: int, min_negatives: int, width: float
+) -> bool:
+    """The guard (auto.3): whether ``n_events`` events holding ``n_positive`` positives may
+    decide, ``width`` the FPR range's width (the negatives the pAUC reads)."""
+    return n_positive >= min_positives and width * (n_events - n_positive) >= min_negatives
 
 
 def fall_back_to_best(

@@ -28,6 +28,7 @@ from core.learners._mix_fallback import (
     extended_columns,
     fall_back_to_best,
     later_half_if_deciding,
+    passes_guard,
     shed_undecided,
     whole_window,
     window_metrics,
@@ -367,9 +368,7 @@ def decide(
     own["evaluated_at"][0] = seen
     compared = labels.shape[0]
     n_positive = int(np.count_nonzero(labels > 0))
-    undecided = (
-        n_positive < min_positives or (beta - alpha) * (compared - n_positive) < min_negatives
-    )
+    undecided = not passes_guard(n_positive, compared, min_positives, min_negatives, beta - alpha)
     # [CHOICE] after a detection, too few positives since it to decide keeps the mix: the
     # events before it are no longer compared, and those since hold too few positives to shed
     # on (bench/README.md, "Drift alarms on rare positives (branch h-T)")

@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import multiprocessing
 import os
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import TextIO
 
 from fastapi import Depends, FastAPI
@@ -111,8 +113,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
                 (settings.history_catch_up_seconds, engine.catch_up_history, "history catch-up"),
             )
         ]
-        if settings.workers > 1:
-            tasks.append(asyncio.create_task(_stop_when_orphaned(os.getppid())))
+        unwatch = _stop_when_orphaned(asyncio.get_running_loop())
         try:
             yield
         finally:
@@ -120,6 +121,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            unwatch()
             await asyncio.to_thread(refitter.stop)
             app.state.engine.close()
             if store is None:
@@ -162,17 +164,25 @@ def _warm(ready: threading.Event, bar_stream: TextIO | None) -> None:
         ready.set()
 
 
-#: how often a worker process checks that its server is still there
-ORPHAN_CHECK_SECONDS = 1.0
-
-
-async def _stop_when_orphaned(server_pid: int) -> None:
+def _stop_when_orphaned(loop: asyncio.AbstractEventLoop) -> Callable[[], object]:
     """A uvicorn worker whose server was killed stops itself (SIGTERM: in-flight requests
-    finish), or it would keep the port from the restarted server."""
-    while os.getppid() == server_pid:
-        await asyncio.sleep(ORPHAN_CHECK_SECONDS)
-    logger.warning("the server process %d is gone: this worker process stops", server_pid)
-    os.kill(os.getpid(), signal.SIGTERM)
+    finish), or it would keep the port from the restarted server.  The server is watched
+    through multiprocessing's sentinel of the parent (a pipe it holds open while it lives),
+    not by comparing ``os.getppid()`` with a pid read at start-up: a server killed while its
+    worker was still importing has already left the worker with another parent.  Returns
+    the call that stops watching; a process that is not a spawned worker watches nothing."""
+    server = multiprocessing.parent_process()
+    if server is None:
+        return lambda: None
+    sentinel = server.sentinel
+
+    def server_gone() -> None:
+        loop.remove_reader(sentinel)
+        logger.warning("the server process %d is gone: this worker process stops", server.pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    loop.add_reader(sentinel, server_gone)
+    return partial(loop.remove_reader, sentinel)
 
 
 async def _every(seconds: float, work: Callable[[], object], what: str) -> None:

@@ -283,11 +283,53 @@ def _serve_with_workers(tmp_path, port: int):
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def _children(server) -> list[int]:
+    from pathlib import Path
+
+    children = Path("/proc") / str(server.pid) / "task" / str(server.pid) / "children"
+    return [int(pid) for pid in children.read_text().split()]
+
+
+def _wait_for_orphans_to_stop(workers: list[int], seconds: float) -> None:
+    """Wait for the orphaned ``workers`` to end (a graceful shutdown, slow on a busy machine),
+    failing after ``seconds``; any left are killed."""
+    import os
+    import signal
+    from pathlib import Path
+
+    try:
+        deadline = time.monotonic() + seconds
+        while any(Path(f"/proc/{pid}").exists() for pid in workers):
+            assert time.monotonic() < deadline, "orphaned workers still running"
+            time.sleep(0.1)
+    finally:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_workers_of_a_server_killed_while_they_start_stop_too(tmp_path):
+    """A server ``kill -9``'d while its workers are still importing leaves them with another
+    parent before their start-up could note the server's pid: they stop all the same."""
+    import signal
+
+    from loadtest.local import free_port
+
+    (tmp_path / "tmp").mkdir()
+    killed = _serve_with_workers(tmp_path, free_port())
+    deadline = time.monotonic() + 60
+    while len(workers := _children(killed)) < 2:  # spawned, not yet serving
+        assert time.monotonic() < deadline and killed.poll() is None, "no workers started"
+        time.sleep(0.01)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(30)
+    _wait_for_orphans_to_stop(workers, 90)
+
+
 def test_a_killed_multi_worker_server_leaves_no_worker_nor_metrics_directory_behind(tmp_path):
     """The workers of a ``kill -9``'d multi-worker server stop by themselves, and its metrics
     directory (which it could not remove) is removed by the next server's start; a running
     server's directory is left alone."""
-    import os
     import signal
     from pathlib import Path
 
@@ -301,21 +343,12 @@ def test_a_killed_multi_worker_server_leaves_no_worker_nor_metrics_directory_beh
     port = free_port()
     killed = _serve_with_workers(tmp_path, port)
     wait_ready(f"http://127.0.0.1:{port}", killed, timeout=300, answers=4, interval=0.1)
-    children = Path("/proc") / str(killed.pid) / "task" / str(killed.pid) / "children"
-    workers = [int(pid) for pid in children.read_text().split()]
+    workers = _children(killed)
     (first,) = metrics_dirs()
     killed.send_signal(signal.SIGKILL)
     killed.wait(30)
-    try:  # uvicorn's workers, orphaned, stop by themselves (else the port stays taken); a
-        # stop is a graceful shutdown (checkpoints, the fit process), slow on a busy machine
-        deadline = time.monotonic() + 90
-        while any(Path(f"/proc/{pid}").exists() for pid in workers):
-            assert time.monotonic() < deadline, "orphaned workers still running"
-            time.sleep(0.1)
-    finally:
-        for pid in workers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    # uvicorn's workers, orphaned, stop by themselves (else the port stays taken)
+    _wait_for_orphans_to_stop(workers, 90)
     assert metrics_dirs() == {first}  # nothing could remove it
 
     port = free_port()

@@ -178,35 +178,25 @@ return 1
 # ---------------------------------------------------------------------------- lost data
 MARKER_SCRIPT = """
 -- KEYS[1] aucs:{epoch-N}:marker   ARGV[1] the epoch id of a marker written now
--- Reads the epoch marker and moves its clock to Redis's time (ms) if that is later; writes
--- a new marker if there is none.  Returns {epoch, clock before, created (0/1),
--- acknowledged (0/1), clock after}.
+-- ARGV[2] '1': an operator acknowledged a loss: a new epoch ARGV[1], its clock at Redis's time
+-- or later, marked ``acknowledged`` so that every process adopts it.  Else reads the marker
+-- and moves its clock to Redis's time (ms) if that is later; writes one if there is none.
+-- Returns {epoch, clock before, created (0/1), acknowledged (0/1), clock after}.
 local now = redis.call('TIME')
 local milliseconds = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local clock = tonumber(redis.call('HGET', KEYS[1], 'clock') or '0')
+local after = math.max(clock, milliseconds)
+if ARGV[2] == '1' then
+  redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'clock', after, 'acknowledged', 1)
+  return {ARGV[1], after, 0, 1, after}
+end
 local epoch = redis.call('HGET', KEYS[1], 'epoch')
 if not epoch then
   redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'clock', milliseconds)
   return {ARGV[1], milliseconds, 1, 0, milliseconds}
 end
-local clock = tonumber(redis.call('HGET', KEYS[1], 'clock') or '0')
-local after = clock
-if milliseconds > clock then
-  redis.call('HSET', KEYS[1], 'clock', milliseconds)
-  after = milliseconds
-end
+if after > clock then redis.call('HSET', KEYS[1], 'clock', after) end
 return {epoch, clock, 0, redis.call('HEXISTS', KEYS[1], 'acknowledged'), after}
-"""
-
-ACKNOWLEDGE_SCRIPT = """
--- KEYS[1] aucs:{epoch-N}:marker   ARGV[1] the new epoch id
--- An operator acknowledged a loss: a new epoch, the clock at Redis's time or later, marked
--- ``acknowledged`` so that every process adopts it.  Returns {epoch, clock, 0, 1, clock}.
-local now = redis.call('TIME')
-local milliseconds = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local clock = tonumber(redis.call('HGET', KEYS[1], 'clock') or '0')
-if clock > milliseconds then milliseconds = clock end
-redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'clock', milliseconds, 'acknowledged', 1)
-return {ARGV[1], milliseconds, 0, 1, milliseconds}
 """
 
 # ---------------------------------------------------------------------------- queue mode

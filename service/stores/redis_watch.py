@@ -23,7 +23,7 @@ from service.stores.client import (
     unavailable,
 )
 from service.stores.epoch import STORE, LossWatch, Marker, model_scope, new_epoch
-from service.stores.lua import ACKNOWLEDGE_SCRIPT, MARKER_SCRIPT
+from service.stores.lua import MARKER_SCRIPT
 from service.stores.redis_setup import _text
 
 logger = logging.getLogger("aucstream.store")
@@ -37,9 +37,8 @@ class RedisWatch:
         #: acknowledged writes wait for this many replicas (None: they do not)
         self.wait = wait
         self.watch = LossWatch("Redis")
-        #: the Lua scripts reading (and at an acknowledgement renewing) the epoch markers
+        #: the Lua script reading (and at an acknowledgement renewing) the epoch markers
         self._marker = client.register_script(MARKER_SCRIPT)
-        self._acknowledge = client.register_script(ACKNOWLEDGE_SCRIPT)
         #: one marker check at a time
         self._checking = threading.Lock()
         #: the settings whose checks (:meth:`_set_up`) wait for Redis's first answer (None
@@ -93,14 +92,16 @@ class RedisWatch:
             number += 1
         return sorted(set(found.values()) | set(self.watch.known))
 
-    def _read_markers(self, script: Any) -> dict[str, Marker]:
-        """Run ``script`` on every marker.  With replicas waited for, a marker's new clock
-        counts only once they confirmed it: a failover may lose an unconfirmed tick without
-        losing any acknowledged write, which must not look like a loss."""
+    def _read_markers(self, acknowledge: bool = False) -> dict[str, Marker]:
+        """Read (or, to ``acknowledge``, renew) every marker.  With replicas waited for, a
+        marker's new clock counts only once they confirmed it: a failover may lose an
+        unconfirmed tick without losing any acknowledged write, which must not look like a
+        loss."""
         markers = {}
         for key in self._marker_keys():
             try:
-                reply = run_script(self.client, script, [key], [new_epoch()], self.wait)
+                args = [new_epoch(), "1" if acknowledge else "0"]
+                reply = run_script(self.client, self._marker, [key], args, self.wait)
                 confirmed = True
             except ReplicasUnconfirmed as unconfirmed:
                 reply, confirmed = unconfirmed.reply, False
@@ -126,7 +127,7 @@ class RedisWatch:
         if not self._checking.acquire(blocking=force):
             return
         try:
-            judgement = self.watch.judge(self._read_markers(self._marker))
+            judgement = self.watch.judge(self._read_markers())
             self.watch.accept(judgement)  # the script moved the markers' clocks already
             cause = judgement.cause
             if cause:
@@ -189,7 +190,7 @@ class RedisWatch:
         self._check_epoch(force=True)
         with self._checking:
             acknowledged = dict(self.watch.alarms)
-            self.watch.acknowledged(self._read_markers(self._acknowledge))
+            self.watch.acknowledged(self._read_markers(acknowledge=True))
             self.client.delete(keys.ALARMS)
         if acknowledged:
             logger.warning("lost data acknowledged: %s", "; ".join(acknowledged.values()))

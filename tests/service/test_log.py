@@ -16,6 +16,7 @@ from service.errors import Contention, StoreUnavailable
 from service.ingest import Batch
 from service.models import create_model
 from service.schemas import ModelCreate
+from service.stores import keys
 from service.stores.memory import MemoryStore
 from service.stores.redis import RedisStore
 from service.stores.sqlite import SQLiteStore
@@ -402,3 +403,27 @@ def test_a_current_cache_costs_one_statement_and_an_append_one_file_check(tmp_pa
     assert checks == [1]
     stored = store.load("m", 1, "inc")  # behind by one: the entry is read back
     assert [version for version, _ in stored.entries] == [2]
+
+
+def test_a_model_just_created_without_a_saved_marker_is_read_at_its_head(logging_store):
+    """On Redis a model just created has no ``log:saved`` marker (its first append sets it):
+    a reader takes a missing marker as the head, so the created state is the checkpoint, with
+    no entry to replay, read whole or caught up from on every store."""
+    clock = TickingClock()
+    live = engine_without_checkpoints(logging_store, clock)
+    create_model(live, ModelCreate(id="m", n_features=5))
+    if isinstance(logging_store, RedisStore):
+        assert logging_store.client.hget(keys.meta("m"), "log:saved") is None
+    stored = logging_store.load("m")
+    assert (stored.version, stored.saved, stored.entries) == (1, 1, [])
+    behind = engine_without_checkpoints(logging_store, clock)  # another process, cached at 1
+    assert_same_arrays(state_of(behind, "m"), state_of(live, "m"))
+    X, y = labelled_stream(10, n_features=5, seed=4)
+    live.learn("m", Batch(X, y, [f"e{k}" for k in range(10)]))
+    if isinstance(logging_store, RedisStore):
+        assert int(logging_store.client.hget(keys.meta("m"), "log:saved")) == 1
+    stored = logging_store.load("m")
+    assert (stored.version, stored.saved, [v for v, _ in stored.entries]) == (2, 1, [2])
+    for reader in (behind, engine_without_checkpoints(logging_store, clock)):
+        assert_same_arrays(state_of(reader, "m"), state_of(live, "m"))
+        assert reader.info("m").version == 2

@@ -6,8 +6,9 @@ group of 16 one-event requests, thread CPU per event, two checkouts alternated i
 Each peer runs in a process of its own (``PYTHONPATH`` = its checkout) on an embedded SQLite
 store in a fresh directory: ``--models`` default models (``auto``, ``--features`` features)
 each fed ``--warm`` events one request at a time, and one model fed ``--hot-warm`` events.
-Then, in turns, ``spread``: ``Coalescer.apply_pass`` of ``--width`` models (round-robin over
-the models) with one one-event request each; ``one``: ``apply_pass`` of the one model with
+Then, in turns, ``spread``: a pass (``service.engine.passes.learn_pass``; a group it leaves
+is learned after it, ``learn_merged``) of ``--width`` models (round-robin over the
+models) with one one-event request each; ``one``: a pass of the one model with
 ``--width`` one-event requests (merged into one learner call).  CPU is the calling thread's
 (``time.thread_time``): the boosted candidates' fits run in threads of their own and are not
 counted, their installs are.  Prints each peer's per-event CPU of each phase (best of
@@ -34,7 +35,7 @@ import numpy as np
 #: lacks is left out.  They nest: ``learn_pass`` holds the rest, ``Pass.commit`` holds
 #: ``commit_many`` which holds the transaction (``grouped``: its statements and its sync)
 PARTS = (
-    ("learn_pass", "service.engine.coalesce", "learn_pass"),
+    ("learn_pass", "service.engine.passes", "learn_pass"),
     ("read_heads: heads, ids", "service.engine.passes", "Pass.read_heads"),
     ("load_with_point", "service.engine.passes", "load_with_point"),
     ("duplicates", "service.engine.learning", "Learning.duplicates"),
@@ -90,7 +91,7 @@ def _batch(rng: np.random.Generator, n_events: int, width: int, serial: list[int
 def worker(args: argparse.Namespace) -> None:
     """One peer: build the models, then time the phases; prints a JSON line."""
     from service.engine import Engine
-    from service.engine.coalesce import EVENTS, _Request
+    from service.engine import passes as pass_module
     from service.models import create_model
     from service.schemas import ModelCreate
     from service.stores.sqlite import SQLiteStore
@@ -110,23 +111,16 @@ def worker(args: argparse.Namespace) -> None:
         models = [f"m{k}" for k in range(args.models)]
         for model_id in [*models, "hot"]:
             create_model(engine, ModelCreate(id=model_id, n_features=args.features))
-        coalescer = engine.coalesce
 
         def one_pass(items: list[tuple[str, int]]) -> None:
             groups = [
-                (
-                    model_id,
-                    [
-                        _Request(
-                            EVENTS, (_batch(rng, 1, args.features, serial), False), 1, False, None
-                        )  # type: ignore[arg-type]
-                        for _ in range(count)
-                    ],
-                )
+                (model_id, [(_batch(rng, 1, args.features, serial), False) for _ in range(count)])
                 for model_id, count in items
             ]
-            for outcomes in coalescer.apply_pass(groups):
-                for outcome in outcomes:
+            # looked up at each call: the one ``--parts`` wraps
+            passed = zip(groups, pass_module.learn_pass(engine, groups), strict=True)
+            for group, done in passed:
+                for outcome in pass_module.learn_merged(engine, *group) if done is None else done:
                     if isinstance(outcome, BaseException):
                         raise outcome
 

@@ -157,16 +157,15 @@ class Coalescer:
         self._track(asyncio.get_running_loop().create_task(self._drain(model_id, queue)))
 
     def _track(self, running: asyncio.Future) -> None:
-        """Count ``running`` (a drain, a pass, a kept score's thread) among the work of this
-        loop until it is done (what :meth:`_running_loop` checks)."""
+        """Count ``running`` (a drain, a pass, a kept score's thread) as this loop's work until done
+        (:meth:`_running_loop`)."""
         self._tasks.add(running)
         running.add_done_callback(self._tasks.discard)
 
     async def _kept_alone(self, model_id: str, request: ScoreRequest) -> Scored:
         """A score that keeps records, at an idle model: handed to a thread at once
-        (:meth:`_score_kept`), without a drain task and its future, which would cost a
-        one-event request as much as its own parse.  The model's queue is held, empty,
-        meanwhile: what arrives waits in it, and is drained after this one."""
+        (:meth:`_score_kept`), with no drain task, which would cost a one-event request as much as
+        its parse. The model's queue is held, empty, meanwhile: what arrives waits in it."""
         self._running_loop()
         queue: deque[_Request] = deque()
         self._queues[model_id] = queue
@@ -205,8 +204,8 @@ class Coalescer:
         return cached is None or cached.config.on_drift != "reset"
 
     async def _drain(self, model_id: str, queue: deque[_Request]) -> None:
-        """Apply the model's queue group by group until it is empty (then the model is idle:
-        its queue is removed in the same step as the last check, with no await between)."""
+        """Apply the model's queue group by group until it is empty; the queue is removed in the
+        same step as the last check, with no await between."""
         try:
             while queue:
                 group = self._next_group(model_id, queue)
@@ -224,9 +223,11 @@ class Coalescer:
                     elif group[0].kind == SCORE and self._keeps_at_head(payloads, large):
                         outcomes = await self._pool().submit(self._score_kept, model_id, payloads)
                     elif self.engine.store.blocking or large:
-                        outcomes = await self._pool().submit(self.apply, model_id, group)
+                        outcomes = await self._pool().submit(
+                            self.apply, group[0].kind, model_id, payloads
+                        )
                     else:
-                        outcomes = self.apply(model_id, group)
+                        outcomes = self.apply(group[0].kind, model_id, payloads)
                 except BaseException as error:  # noqa: BLE001 - every waiter gets it
                     outcomes = [error] * len(group)
                     if not isinstance(error, Exception):
@@ -241,12 +242,10 @@ class Coalescer:
     def _score_now(
         self, model_id: str, requests: list[ScoreRequest], large: bool
     ) -> list[Any] | None:
-        """The outcomes of a group of scores that keeps nothing, applied on the event loop
-        when that needs no wait and no store call but one read of the model's head (a small
-        read, where the hop to a thread and back would cost more than the scoring): the
-        model cached and current, its lock free (``ModelRepository.current``).  None otherwise
-        (the group then goes to a thread as any other), and always for a group that keeps
-        records (their write waits for a sync) or a store that cannot read a head so."""
+        """The outcomes of a group of scores that keeps nothing, applied on the event loop when that
+        needs no wait and no store call but one read of the model's head
+        (``ModelRepository.current``: the hop to a thread would cost more than the scoring). None
+        otherwise: the group then goes to a thread."""
         if large or not self.engine.store.blocking or any(_keeps(r) for r in requests):
             return None
         repository = self.engine.repository
@@ -270,11 +269,11 @@ class Coalescer:
         return self._store_keeps_at_head and not large and any(_keeps(r) for r in requests)
 
     def _score_kept(self, model_id: str, requests: list[ScoreRequest]) -> list[Any]:
-        """Each request's outcome of a group of scores that keeps records, in a thread: scored
-        by the cached model without a read of the store's head, the records written only while
-        the head is the version that scored (``put_pending_at``).  Done the usual way
-        (:meth:`apply`) when the model is not cached, nothing is kept after all, the head
-        moved or the bound of pending records refuses the group (that write wrote nothing)."""
+        """A group of scores that keeps records, in a thread: scored by the cached model with no
+        read of the store's head, the records written only while the head is the version that scored
+        (``put_pending_at``). Done the usual way (:meth:`apply`) when the model is not cached,
+        nothing is kept, the head moved or the bound refuses the group (that write wrote nothing).
+        """
         engine, repository = self.engine, self.engine.repository
         with repository.lock(model_id):
             loaded = repository.cached(model_id)
@@ -282,18 +281,18 @@ class Coalescer:
                 head = (loaded.version, loaded.incarnation)
                 outcomes, records = engine.delayed.score_loaded(loaded, requests)
         if loaded is None or not any(records):
-            return self._apply(SCORE, model_id, requests)
+            return self.apply(SCORE, model_id, requests)
         try:
             engine.delayed.keep(model_id, loaded, outcomes, records, head)
         except (StaleVersion, InsufficientStorage):
-            return self._apply(SCORE, model_id, requests)
+            return self.apply(SCORE, model_id, requests)
         repository.touch(model_id)
         return outcomes
 
     # ------------------------------------------------------------------ passes
     async def _in_pass(self, model_id: str, group: list[_Request]) -> list[Any]:
-        """The group's outcomes, applied in the next pass with the groups of the other
-        models waiting then (one pass at a time: what arrives during one is the next)."""
+        """The group's outcomes, applied in the next pass (one pass at a time: what arrives during
+        one is the next)."""
         future = asyncio.get_running_loop().create_future()
         self._waiting.append((model_id, group, future))
         if not self._pass_running:
@@ -331,7 +330,8 @@ class Coalescer:
         for (model_id, group, future), outcomes in zip(items, results, strict=True):
             if outcomes is None:  # applied alone in a thread: the next pass does not wait
                 answer = partial(self._answered_alone, model_id, group, future)
-                self._in_thread(answer, self.apply, model_id, group)
+                payloads = [request.payload for request in group]
+                self._in_thread(answer, self.apply, EVENTS, model_id, payloads)
             else:
                 self._answer(model_id, group, future, outcomes)
         if self._waiting or self._pass_drained:
@@ -350,9 +350,9 @@ class Coalescer:
             future.set_result(outcomes)
 
     def _after_pass(self, model_id: str) -> None:
-        """A queue the passes drain, once its group was answered: the model is idle when it
-        is empty (its queue removed), else its next group waits for the next pass, or, when
-        its first request is of another kind, a drain task takes the queue over."""
+        """A queue the passes drain, its group answered: removed when empty, else its next group
+        waits for the next pass or, when its first request is of another kind, a drain task takes it
+        over."""
         queue = self._queues[model_id]
         if not queue:
             del self._queues[model_id]
@@ -361,15 +361,9 @@ class Coalescer:
         else:
             self._start_drain(model_id, queue)
 
-    def apply_pass(self, items: Sequence[tuple[str, Sequence[_Request]]]) -> list[list[Any]]:
-        """Each group's outcomes: the groups learned in one pass (:meth:`learn_in_pass`), then
-        those it left to apply alone, one after another (:meth:`apply`)."""
-        passed = zip(items, self.learn_in_pass(items), strict=True)
-        return [self.apply(*item) if done is None else done for item, done in passed]
-
     def learn_in_pass(self, items: Sequence[tuple[str, Sequence[_Request]]]) -> list:
-        """Each group's outcomes, the groups learned in one pass (:func:`learn_pass`); None
-        for a group to apply alone (:meth:`apply`) after it."""
+        """Each group's outcomes in one pass (:func:`learn_pass`); None for a group to apply alone
+        after it."""
         payloads = [(model_id, [r.payload for r in group]) for model_id, group in items]
         return learn_pass(self.engine, payloads)
 
@@ -391,12 +385,9 @@ class Coalescer:
             self._threads = None
 
     # ------------------------------------------------------------------ one group
-    def apply(self, model_id: str, group: Sequence[_Request]) -> list[Any]:
-        """Each request's result or error: the group as one call, or, refused with a client
-        error, request by request (module docstring)."""
-        return self._apply(group[0].kind, model_id, [request.payload for request in group])
-
-    def _apply(self, kind: str, model_id: str, payloads: list[Any]) -> list[Any]:
+    def apply(self, kind: str, model_id: str, payloads: list[Any]) -> list[Any]:
+        """Each request's result or error: the group as one call, or, refused with a client error,
+        request by request (:func:`service.groups.each_alone`)."""
         engine, delayed = self.engine, self.engine.delayed
         merged: Callable[..., list[Any]]
         single: Callable[..., Any]

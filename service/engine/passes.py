@@ -2,8 +2,7 @@
 <service.engine.repository.ModelRepository.deferred>`): each model's write learned under its
 lock, which stays held, its log entry's commit kept, and all of them committed by one
 transaction (the store's ``commit_many``: one fsync for the events of every model), then the
-locks released.  The coalescer's passes (:meth:`service.engine.coalesce.Coalescer.apply_pass`)
-are its one user, through :func:`learn_pass`."""
+locks released.  The coalescer's passes are its one user, through :func:`learn_pass`."""
 
 from __future__ import annotations
 

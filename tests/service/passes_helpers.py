@@ -4,9 +4,14 @@ test_undo_points.py."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from service.engine import Engine
+from service.engine.coalesce import EVENTS
+from service.engine.passes import learn_pass
 from service.ingest import Batch
 from service.models import create_model
 from service.schemas import ModelCreate
@@ -49,11 +54,23 @@ def assert_same_models(one: Engine, other: Engine, models=MODELS) -> None:
         assert one.info(model_id).counts == other.info(model_id).counts
 
 
-def request_of(b: Batch):
-    """``b`` as the coalescer's request of events (no scores asked)."""
-    from service.engine.coalesce import EVENTS, _Request
+def through_pass(engine: Engine, items: list[tuple[str, list[Batch]]]) -> list[list]:
+    """Each group's outcomes, the groups of ``items`` (model id, its batches, no scores asked)
+    learned in one pass as the coalescer's passes learn them; a group the pass leaves is then
+    applied alone, as the coalescer applies it."""
+    payloads = [(model_id, [(b, False) for b in batches]) for model_id, batches in items]
+    passed = zip(payloads, learn_pass(engine, payloads), strict=True)
+    return [engine.coalesce.apply(EVENTS, *item) if done is None else done for item, done in passed]
 
-    return _Request(EVENTS, (b, False), len(b), False, None)  # type: ignore[arg-type]
+
+def statements_of(engine: Engine, call: Callable[[], Any]) -> tuple[Any, list[str]]:
+    """``call()``'s result and the SQL statements it ran on ``engine``'s SQLite store."""
+    statements: list[str] = []
+    engine.store.database.connection().set_trace_callback(statements.append)
+    try:
+        return call(), statements
+    finally:
+        engine.store.database.connection().set_trace_callback(None)
 
 
 def racing_once(engine, other, theirs):

@@ -1,4 +1,4 @@
-"""Passes (service.engine.coalesce, ``Coalescer.apply_pass``): the groups of events waiting for
+"""Passes (service.engine.coalesce, service.engine.passes): the groups of events waiting for
 several models on the SQLite store learned in one thread and committed by one transaction (one
 fsync), each request answered with what it would get alone."""
 
@@ -18,7 +18,8 @@ from tests.service.passes_helpers import (
     assert_same_models,
     batch,
     make_engine,
-    request_of,
+    statements_of,
+    through_pass,
 )
 
 
@@ -84,8 +85,8 @@ def test_a_model_written_by_another_process_during_a_pass_is_applied_again(tmp_p
         return commit_many(commits)
 
     engine.store.commit_many = racing  # type: ignore[method-assign]
-    items = [(m, [request_of(batch([f"{m}-x"], seed=9))]) for m in MODELS[:3]]
-    outcomes = engine.coalesce.apply_pass(items)
+    items = [(m, [batch([f"{m}-x"], seed=9)]) for m in MODELS[:3]]
+    outcomes = through_pass(engine, items)
     assert [outcome[0].learned for outcome in outcomes] == [1, 1, 1]
     # the pass redid it once: the stale commit took m1 back to the standing undo point its
     # creation here left (no rebuild) and made it contended, as a write alone's does, with
@@ -136,7 +137,7 @@ def test_a_pass_of_one_model_made_stale_is_applied_again(tmp_path):
         return commit_many(commits)
 
     engine.store.commit_many = racing  # type: ignore[method-assign]
-    outcomes = engine.coalesce.apply_pass([("m0", [request_of(batch(["x"], seed=9))])])
+    outcomes = through_pass(engine, [("m0", [batch(["x"], seed=9)])])
     assert outcomes[0][0].learned == 1 and outcomes[0][0].version == 4
     expected = make_engine(tmp_path / "expected", MODELS[:1])
     for b in (batch(["first"], seed=0), batch(["theirs"], seed=5), batch(["x"], seed=9)):
@@ -163,8 +164,8 @@ def test_a_model_made_stale_in_a_pass_goes_back_to_its_undo_point_when_contended
     repository = engine.repository
     counts = []
     for k in range(2):
-        items = [(m, [request_of(batch([f"{m}-x{k}"], seed=9 + k))]) for m in models]
-        outcomes = engine.coalesce.apply_pass(items)
+        items = [(m, [batch([f"{m}-x{k}"], seed=9 + k)]) for m in models]
+        outcomes = through_pass(engine, items)
         assert [outcome[0].learned for outcome in outcomes] == [1, 1, 1]
         counts.append(
             (repository.writes_retried, repository.writes_reloaded, repository.writes_undone)
@@ -189,11 +190,8 @@ def test_a_pass_reads_the_heads_once_and_catches_up_a_model_behind(tmp_path):
     for model_id in MODELS[:4]:
         engine.learn(model_id, batch([f"{model_id}-first"], seed=0))
     other.learn("m2", batch(["theirs"], seed=5))
-    statements: list[str] = []
-    engine.store.database.connection().set_trace_callback(statements.append)
-    items = [(m, [request_of(batch([f"{m}-x"], seed=9))]) for m in MODELS[:4]]
-    outcomes = engine.coalesce.apply_pass(items)
-    engine.store.database.connection().set_trace_callback(None)
+    items = [(m, [batch([f"{m}-x"], seed=9)]) for m in MODELS[:4]]
+    outcomes, statements = statements_of(engine, lambda: through_pass(engine, items))
     assert [outcome[0].learned for outcome in outcomes] == [1, 1, 1, 1]
     reads = [s for s in statements if s.startswith("SELECT version, incarnation FROM models")]
     assert len(reads) == 1  # m2's own load: the transaction checks each version by its update
@@ -212,11 +210,8 @@ def test_a_pass_finds_its_models_duplicates_by_one_read(tmp_path):
     engine = make_engine(tmp_path / "data", models)
     for model_id in models:
         engine.learn(model_id, batch([f"{model_id}-first"], seed=0))
-    statements: list[str] = []
-    engine.store.database.connection().set_trace_callback(statements.append)
-    items = [(m, [request_of(batch([f"{m}-first", f"{m}-x"], seed=9))]) for m in models]
-    outcomes = engine.coalesce.apply_pass(items)
-    engine.store.database.connection().set_trace_callback(None)
+    items = [(m, [batch([f"{m}-first", f"{m}-x"], seed=9)]) for m in models]
+    outcomes, statements = statements_of(engine, lambda: through_pass(engine, items))
     assert [(o[0].learned, o[0].duplicate_ids) for o in outcomes] == [
         (1, [f"{m}-first"]) for m in models
     ]
@@ -235,11 +230,8 @@ def test_a_pass_of_one_model_reads_its_head_and_duplicates_by_one_statement(tmp_
     up by replay, and the request gets the duplicates it would get alone."""
     engine, other = two_processes(tmp_path)
     other.learn("m0", batch(["theirs"], seed=5))
-    statements: list[str] = []
-    engine.store.database.connection().set_trace_callback(statements.append)
     request = batch(["m0-first", "theirs", "m0-x"], seed=9)
-    outcomes = engine.coalesce.apply_pass([("m0", [request_of(request)])])
-    engine.store.database.connection().set_trace_callback(None)
+    outcomes, statements = statements_of(engine, lambda: through_pass(engine, [("m0", [request])]))
     assert (outcomes[0][0].learned, outcomes[0][0].duplicate_ids) == (1, ["m0-first", "theirs"])
     assert sum(s.startswith("SELECT 0, version, incarnation FROM models") for s in statements) == 1
     assert not [s for s in statements if s.startswith("SELECT event_id FROM ids")]
@@ -265,8 +257,8 @@ def test_an_id_another_process_learns_after_the_pass_read_the_ids_is_not_learned
         return found
 
     engine.store.seen_many = racing  # type: ignore[method-assign]
-    items = [(m, [request_of(batch(["shared"], seed=5))]) for m in models]
-    outcomes = engine.coalesce.apply_pass(items)
+    items = [(m, [batch(["shared"], seed=5)]) for m in models]
+    outcomes = through_pass(engine, items)
     assert [(o[0].learned, o[0].duplicate_ids) for o in outcomes] == [
         (1, []),
         (0, ["shared"]),
@@ -290,12 +282,12 @@ def test_a_failed_transaction_answers_every_request_and_keeps_nothing(tmp_path):
         raise StoreUnavailable("the store (SQLite) failed (SQLITE_IOERR); retry later")
 
     engine.store.commit_many = failing  # type: ignore[method-assign]
-    items = [(m, [request_of(batch([f"{m}-x"], seed=9))]) for m in MODELS[:3]]
-    outcomes = engine.coalesce.apply_pass(items)
+    items = [(m, [batch([f"{m}-x"], seed=9)]) for m in MODELS[:3]]
+    outcomes = through_pass(engine, items)
     assert all(isinstance(outcome[0], StoreUnavailable) for outcome in outcomes)
     engine.store.commit_many = commit_many  # type: ignore[method-assign]
     # the cached models that learned the lost entries were dropped: sent again, learned once
-    again = engine.coalesce.apply_pass(items)
+    again = through_pass(engine, items)
     assert [outcome[0].learned for outcome in again] == [1, 1, 1]
     expected = make_engine(tmp_path / "expected", MODELS[:3])
     for model_id in MODELS[:3]:

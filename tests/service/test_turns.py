@@ -23,7 +23,7 @@ from tests.service.passes_helpers import (
     batch,
     make_engine,
     racing_once,
-    request_of,
+    through_pass,
 )
 
 ARRAYS = {"learner:w": np.arange(4, dtype=np.float64)}
@@ -195,7 +195,7 @@ def test_a_pass_refused_by_a_turn_applies_its_group_again_after_the_turn(tmp_pat
     engine.learn("m0", batch(["first"], seed=0))
     assert other.store.take_turn("m0", 600.0)
     engine.repository.turns._sleep = lambda _: other.learn("m0", batch(["theirs"], seed=5))
-    outcomes = engine.coalesce.apply_pass([("m0", [request_of(batch(["x"], seed=9))])])
+    outcomes = through_pass(engine, [("m0", [batch(["x"], seed=9)])])
     assert outcomes[0][0].learned == 1 and outcomes[0][0].version == 4
     assert engine.repository.turns.waited == 1 and engine.repository.writes_retried == 1
     expected = make_engine(tmp_path / "expected", ["m0"])
@@ -225,7 +225,7 @@ def test_a_stale_append_in_a_pass_takes_the_turn_before_it_goes_back(tmp_path):
 
     engine.store.commit_many = racing  # type: ignore[method-assign]
     engine.repository.stale = going_back  # type: ignore[method-assign]
-    outcomes = engine.coalesce.apply_pass([("m0", [request_of(batch(["x"], seed=9))])])
+    outcomes = through_pass(engine, [("m0", [batch(["x"], seed=9)])])
     assert outcomes[0][0].learned == 1 and outcomes[0][0].version == 4
     assert turn_while_going_back == [True]
     turns = engine.repository.turns

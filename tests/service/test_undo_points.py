@@ -12,7 +12,7 @@ from tests.service.passes_helpers import (
     batch,
     make_engine,
     racing_once,
-    request_of,
+    through_pass,
 )
 
 
@@ -104,7 +104,7 @@ def test_a_cached_model_at_its_head_is_asked_for_an_undo_point_once_a_write(tmp_
     assert engine.learn("m", learned[-1]).learned == 1
     assert asked == ["m"]
     learned.append(batch(["in-a-pass"], seed=11))
-    outcomes = engine.coalesce.apply_pass([("m", [request_of(learned[-1])])])
+    outcomes = through_pass(engine, [("m", [learned[-1]])])
     assert outcomes[0][0].learned == 1
     assert asked == ["m", "m"]
     expected = make_engine(tmp_path / "expected", ["m"])

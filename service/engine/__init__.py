@@ -64,20 +64,17 @@ def full_size(loaded: Loaded) -> int:
 
 
 def at_capacity(array: np.ndarray, growth: Growth) -> int:
-    """Bytes of a growing array (core.learners._growing) once at its capacity on each axis it
-    grows on."""
+    """Bytes of a growing array (core.learners._growing) at its capacity on each axis it grows
+    on."""
     bounds = growth_bounds(*growth)
     cells = math.prod(bounds.get(axis, length) for axis, length in enumerate(array.shape))
     return array.itemsize * cells
 
 
 class Engine:
-    """Sync learning, scoring and delayed labels over a :class:`~service.stores.base.Store`.
-
-    Thread-safe.  ``clock`` is injectable (and assignable) so tests can expire ids without
-    sleeping; ``repository``: the model cache's options
-    (:class:`~service.engine.repository.RepositoryOptions`).
-    """
+    """Sync learning, scoring and delayed labels over a :class:`~service.stores.base.Store`;
+    thread-safe. ``clock`` is injectable (and assignable) so tests expire ids without sleeping;
+    ``repository``: the cache's :class:`~service.engine.repository.RepositoryOptions`."""
 
     def __init__(
         self,
@@ -147,8 +144,8 @@ class Engine:
         replace: bool = False,
         replaces: str | None = None,
     ) -> ModelInfo:
-        """Store a new model of ``config`` whose initialised ``learner`` has learned nothing
-        (``replace``, ``replaces``: see ``Store.create_model``)."""
+        """Store a new model of ``config`` whose initialised ``learner`` learned nothing
+        (``replace``, ``replaces``: ``Store.create_model``)."""
         return self._create(fresh(config, learner), replace=replace, replaces=replaces)
 
     def restore_model(
@@ -246,9 +243,8 @@ class Engine:
 
     # ------------------------------------------------------------------ metrics history
     def catch_up_history(self) -> int:
-        """Write the history point each model behind asks for (:mod:`service.engine.history`)
-        by a versioned commit; returns how many.  A model that cannot be written is logged and
-        tried again at the next tick."""
+        """Write the history point each model behind asks for (:mod:`service.engine.history`);
+        returns how many. A model that cannot be written is logged and tried at the next tick."""
         written = 0
         for model_id in self.repository.history_behind():
             cached = self.repository.cached(model_id)

@@ -157,15 +157,15 @@ class Coalescer:
         self._track(asyncio.get_running_loop().create_task(self._drain(model_id, queue)))
 
     def _track(self, running: asyncio.Future) -> None:
-        """Count ``running`` (a drain, a pass, a kept score's thread) as this loop's work until done
-        (:meth:`_running_loop`)."""
+        """Count ``running`` (a drain, a pass, a kept score's thread) as this loop's work until
+        done (:meth:`_running_loop`)."""
         self._tasks.add(running)
         running.add_done_callback(self._tasks.discard)
 
     async def _kept_alone(self, model_id: str, request: ScoreRequest) -> Scored:
         """A score that keeps records, at an idle model: handed to a thread at once
-        (:meth:`_score_kept`), with no drain task, which would cost a one-event request as much as
-        its parse. The model's queue is held, empty, meanwhile: what arrives waits in it."""
+        (:meth:`_score_kept`), with no drain task, which would cost a one-event request as much
+        as its parse. The model's queue is held, empty, meanwhile: what arrives waits in it."""
         self._running_loop()
         queue: deque[_Request] = deque()
         self._queues[model_id] = queue
@@ -242,8 +242,8 @@ class Coalescer:
     def _score_now(
         self, model_id: str, requests: list[ScoreRequest], large: bool
     ) -> list[Any] | None:
-        """The outcomes of a group of scores that keeps nothing, applied on the event loop when that
-        needs no wait and no store call but one read of the model's head
+        """The outcomes of a group of scores that keeps nothing, applied on the event loop when
+        that needs no wait and no store call but one read of the model's head
         (``ModelRepository.current``: the hop to a thread would cost more than the scoring). None
         otherwise: the group then goes to a thread."""
         if large or not self.engine.store.blocking or any(_keeps(r) for r in requests):
@@ -270,10 +270,10 @@ class Coalescer:
 
     def _score_kept(self, model_id: str, requests: list[ScoreRequest]) -> list[Any]:
         """A group of scores that keeps records, in a thread: scored by the cached model with no
-        read of the store's head, the records written only while the head is the version that scored
-        (``put_pending_at``). Done the usual way (:meth:`apply`) when the model is not cached,
-        nothing is kept, the head moved or the bound refuses the group (that write wrote nothing).
-        """
+        read of the store's head, the records written only while the head is the version that
+        scored (``put_pending_at``). Done the usual way (:meth:`apply`) when the model is not
+        cached, nothing is kept, the head moved or the bound refuses the group (that write wrote
+        nothing)."""
         engine, repository = self.engine, self.engine.repository
         with repository.lock(model_id):
             loaded = repository.cached(model_id)
@@ -291,8 +291,8 @@ class Coalescer:
 
     # ------------------------------------------------------------------ passes
     async def _in_pass(self, model_id: str, group: list[_Request]) -> list[Any]:
-        """The group's outcomes, applied in the next pass (one pass at a time: what arrives during
-        one is the next)."""
+        """The group's outcomes, applied in the next pass (one pass at a time: what arrives
+        during one is the next)."""
         future = asyncio.get_running_loop().create_future()
         self._waiting.append((model_id, group, future))
         if not self._pass_running:
@@ -351,8 +351,8 @@ class Coalescer:
 
     def _after_pass(self, model_id: str) -> None:
         """A queue the passes drain, its group answered: removed when empty, else its next group
-        waits for the next pass or, when its first request is of another kind, a drain task takes it
-        over."""
+        waits for the next pass or, when its first request is of another kind, a drain task takes
+        it over."""
         queue = self._queues[model_id]
         if not queue:
             del self._queues[model_id]
@@ -362,8 +362,8 @@ class Coalescer:
             self._start_drain(model_id, queue)
 
     def learn_in_pass(self, items: Sequence[tuple[str, Sequence[_Request]]]) -> list:
-        """Each group's outcomes in one pass (:func:`learn_pass`); None for a group to apply alone
-        after it."""
+        """Each group's outcomes in one pass (:func:`learn_pass`); None for a group to apply
+        alone after it."""
         payloads = [(model_id, [r.payload for r in group]) for model_id, group in items]
         return learn_pass(self.engine, payloads)
 
@@ -386,8 +386,8 @@ class Coalescer:
 
     # ------------------------------------------------------------------ one group
     def apply(self, kind: str, model_id: str, payloads: list[Any]) -> list[Any]:
-        """Each request's result or error: the group as one call, or, refused with a client error,
-        request by request (:func:`service.groups.each_alone`)."""
+        """Each request's result or error: the group as one call, or, refused with a client
+        error, request by request (:func:`service.groups.each_alone`)."""
         engine, delayed = self.engine, self.engine.delayed
         merged: Callable[..., list[Any]]
         single: Callable[..., Any]

@@ -86,9 +86,8 @@ class Deadlines:
 
     def sweep_due(self, store: Store, now: float, sweep: Callable[[str], int]) -> int:
         """``sweep(model_id)`` each model due at ``now``, then schedule it at the earliest
-        deadline its store still holds; returns what the sweeps handled.  A model that cannot
-        be swept is logged and tried again in :data:`RETRY_SECONDS`; a deleted one is
-        dropped."""
+        deadline its store still holds; returns what the sweeps handled. A failed sweep is logged
+        and retried in :data:`RETRY_SECONDS`; a deleted model is dropped."""
         if not self.seeded:
             for model_id, earliest in stored_deadlines(store).items():
                 self.schedule(model_id, earliest)

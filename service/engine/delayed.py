@@ -38,9 +38,7 @@ R = TypeVar("R")
 
 @dataclass
 class Scored:
-    """What ``/score`` answers: the version whose model scored, the scores, how many events
-    were kept for a later label, and when asked each score's probability and each event's
-    top reasons (None otherwise)."""
+    """``/score``'s answer; ``probabilities`` and ``reasons`` only when asked (else None)."""
 
     version: int
     scores: np.ndarray
@@ -50,8 +48,8 @@ class Scored:
 
 
 class ScoreOptions(TypedDict, total=False):
-    """What a ``/score`` request asks for besides its events, as the keywords of
-    :meth:`DelayedLabels.score` and ``Coalescer.score`` (their defaults: :class:`ScoreRequest`)."""
+    """The keywords of :meth:`DelayedLabels.score` and ``Coalescer.score`` (defaults:
+    :class:`ScoreRequest`)."""
 
     keep: bool
     probabilities: bool
@@ -69,8 +67,7 @@ class ScoreRequest:
 
 
 def _merged(records: list[dict[str, bytes]]) -> dict[str, bytes]:
-    """The kept records of several requests as one write: an id kept twice keeps the later
-    record, as two writes one after the other would."""
+    """Several requests' kept records as one write: an id kept twice keeps the later record."""
     if sum(1 for kept in records if kept) == 1:
         return next(kept for kept in records if kept)
     merged: dict[str, bytes] = {}
@@ -132,9 +129,9 @@ def _decode(loaded: Loaded, records: list[bytes]):
 
 
 def _learnable(loaded: Loaded, records: list[bytes], ids: list[str], unlearnable: set[str]):
-    """The decoded ``records`` of ``ids`` and the mask of those that can be learned: not
-    ``unlearnable``, a finite score, features within the bound (a NaN is a missing value when
-    the model fills them with running means, filled when learned)."""
+    """The decoded ``records`` of ``ids`` and the mask of the bad ones: ``unlearnable``, a score
+    not finite, features beyond the bound (NaN is a missing value when the model fills them with
+    running means)."""
     X, scores = _decode(loaded, records)
     checked = np.where(np.isnan(X), 0.0, X) if loaded.means is not None else X
     bad = ~np.isfinite(scores) | rows_out_of_range(checked) | np.isin(ids, list(unlearnable))
@@ -145,15 +142,10 @@ def _learnable(loaded: Loaded, records: list[bytes], ids: list[str], unlearnable
 
 
 def _apply_kept(
-    repository: ModelRepository,
-    model_id: str,
-    loaded: Loaded,
-    entry: Entry,
-    ids: list[str],
+    repository: ModelRepository, model_id: str, loaded: Loaded, entry: Entry, ids: list[str]
 ) -> int:
-    """``apply(loaded, entry)`` of kept records (``ids``: those it learns) and its drifts; a
-    state overflow raises :class:`_Unlearnable` naming the event at fault (the caller retries
-    without it)."""
+    """``apply(loaded, entry)``'s drifts; a state overflow raises :class:`_Unlearnable` naming
+    the event at fault among ``ids``."""
     try:
         return apply(loaded, entry)[1]
     except StateOverflow:
@@ -166,8 +158,8 @@ def _apply_kept(
 
 
 def _kept_entry(now: float, learned: tuple | None, counts: dict[str, int]) -> Entry:
-    """The entry of kept records: ``learned`` its ``(X, y, recorded scores, rounds)`` (None:
-    nothing learned), with the counters of ``counts`` that are not 0."""
+    """The entry of kept records: ``learned`` its ``(X, y, recorded scores, rounds)`` or None,
+    with the nonzero ``counts``."""
     nonzero = tuple((name, count) for name, count in counts.items() if count)
     if learned is None:
         return Entry(now, counts=nonzero)
@@ -179,8 +171,8 @@ def _check_scorable(
     X: np.ndarray | CSRMatrix, ids: list[str | None] | None, spec: FeatureSpec
 ) -> None:
     """Refuse (422 naming the event and the feature) a missing value left unfilled or a value
-    beyond the feature bound: the parsers check them, but a score must never be computed from
-    such a batch, whichever way it came in."""
+    beyond the feature bound: a score is never computed from such a batch, whichever way it came
+    in."""
     if first_out_of_range(X.data if isinstance(X, CSRMatrix) else X) is None:
         return
     try:
@@ -212,10 +204,8 @@ class DelayedLabels:
         self.deadlines = Deadlines()
 
     def score(self, model_id: str, batch: Batch, **options: Unpack[ScoreOptions]) -> Scored:
-        """Scores of the served model; with ids (and ``keep``) the features and scores are kept
-        so that a later label is learned and measured with the score given now; with
-        ``reasons`` and ``probabilities``, the same version's top contributions and calibrated
-        probabilities."""
+        """Scores of the served model; with ids (and ``keep``) features and scores are kept so
+        that a later label is learned with the score given now."""
         outcome = self.score_group(model_id, [ScoreRequest(batch, **options)])
         if isinstance(outcome[0], BaseException):
             raise outcome[0]
@@ -224,9 +214,9 @@ class DelayedLabels:
     def score_group(
         self, model_id: str, requests: Sequence[ScoreRequest]
     ) -> list[Scored | ServiceError]:
-        """Several ``/score`` requests against one load of the model, their kept records
-        written by one store call (:meth:`keep`): each request's :class:`Scored`, or the error
-        refusing it alone.  An error of the model as a whole (not found, down) is raised."""
+        """Several ``/score`` requests against one load of the model, their kept records written
+        by one store call: each request's :class:`Scored`, or the error refusing it alone. An
+        error of the model as a whole is raised."""
         while True:  # scored again when the model was replaced (a reset) before the write
             with self.repository.lock(model_id):
                 loaded = self.repository.load(model_id)
@@ -236,10 +226,10 @@ class DelayedLabels:
                 return outcomes
 
     def keep(self, model_id: str, loaded: Loaded, outcomes: list, records: list, head=None) -> None:
-        """Write :meth:`score_loaded`'s records by one durable store call (a request refused by
-        the bound gets its error in ``outcomes``); with ``head``, the (version, incarnation)
-        that scored, only while it is the model's (``put_pending_at``: else it raises); else
-        only while the model is ``loaded``'s incarnation (else :class:`StaleVersion`)."""
+        """Write :meth:`score_loaded`'s records by one durable store call (a request the bound
+        refuses gets its error in ``outcomes``); with ``head`` only while that (version,
+        incarnation) is the model's (``put_pending_at``), else only while ``loaded``'s
+        incarnation is (:class:`StaleVersion`)."""
         if not any(records):
             return
         ttl = loaded.config.label_ttl_seconds or self.label_ttl_seconds
@@ -263,8 +253,8 @@ class DelayedLabels:
     def score_loaded(
         self, loaded: Loaded, requests: Sequence[ScoreRequest]
     ) -> tuple[list[Scored | ServiceError], list[dict[str, bytes]]]:
-        """Each request's scores or the error refusing it alone, and the records it keeps
-        (for ``store.put_pending``), scored by ``loaded`` (held under the model's lock)."""
+        """Each request's scores or its error, and the records it keeps, scored by ``loaded``
+        (held under the model's lock)."""
         outcomes: list[Scored | ServiceError] = []
         records: list[dict[str, bytes]] = []
         for request in requests:
@@ -278,7 +268,7 @@ class DelayedLabels:
         return outcomes, records
 
     def _score_one(self, loaded: Loaded, request: ScoreRequest) -> tuple[Scored, dict[str, bytes]]:
-        """One request's scores (and what it asked besides), and the records it keeps."""
+        """One request's :class:`Scored` and the records it keeps."""
         batch = request.batch
         check_batch_fits(loaded, batch)
         X = batch.X
@@ -328,16 +318,16 @@ class DelayedLabels:
         checkpoint: dict[str, str] | None = None,
         rounds: Sequence[int] | None = None,
     ) -> LabelResult:
-        """Join delayed labels to kept features; learn them with the scores recorded at scoring.
-        ``checkpoint`` and ``rounds`` (sizes of merged label requests) as in
-        :meth:`service.engine.learning.Learning.learn`."""
+        """Join delayed labels to kept features, learned with the scores recorded at scoring;
+        ``checkpoint`` and ``rounds`` as in :meth:`Learning.learn
+        <service.engine.learning.Learning.learn>`."""
         merged = Merged.of(rounds, len(ids), checkpoint)
         self.sweep(model_id)
         return self._write_learnable(model_id, self._labels_once, ids, labels, merged)
 
     def _write_learnable(self, model_id: str, step: Callable[..., R], *args: Any) -> R:
         """``repository.write(model_id, step, *args, unlearnable)``, again without each record
-        found unlearnable (at most once more per record: module docstring)."""
+        found unlearnable (once more per record at most)."""
         unlearnable: set[str] = set()
         while True:
             try:
@@ -348,9 +338,9 @@ class DelayedLabels:
     def labels_group(
         self, model_id: str, requests: Sequence[tuple[list[str], np.ndarray]]
     ) -> list[LabelResult]:
-        """Several ``/labels`` requests joined as one, in order, with one commit: each its own
-        round, an id labelled by two of them a duplicate in the later one, as one after the
-        other.  The drifts of the group are credited to its last request."""
+        """Several ``/labels`` requests joined as one commit, each its own round (an id labelled
+        twice is a duplicate in the later one); the group's drifts are credited to its last
+        request."""
         ids, labels = joined_labels(requests)
         whole = self.labels(model_id, ids, labels, rounds=[len(i) for i, _ in requests])
         results = []
@@ -372,8 +362,8 @@ class DelayedLabels:
         merged: Merged,
         unlearnable: set[str],
     ) -> LabelResult:
-        """One attempt of :meth:`labels` on the loaded model (run again on a stale version,
-        and without the records found ``unlearnable``)."""
+        """One attempt of :meth:`labels` (again on a stale version, or without the records found
+        ``unlearnable``)."""
         store, now = self.repository.store, self.repository.clock()
         records = store.get_pending(model_id, ids)
         statuses = label_statuses(
@@ -422,10 +412,9 @@ class DelayedLabels:
         return LabelResult(version, len(chosen), statuses, drifts)
 
     def sweep(self, model_id: str, limit: int = 10_000) -> int:
-        """Handle scored events whose label never came before their deadline: learned with the
-        model's ``default_label`` and its recorded score (``labels_defaulted``), or forgotten
-        (``labels_expired``: no default label, or already learned); either way their ids are
-        remembered as ``expired``.  Returns how many."""
+        """Scored events past their deadline with no label: learned with the model's
+        ``default_label`` and recorded score (``labels_defaulted``), else forgotten
+        (``labels_expired``); their ids are remembered as ``expired``. Returns how many."""
         store = self.repository.store
         due = list(dict.fromkeys(store.due_pending(model_id, self.repository.clock(), limit)))
         if not due:
@@ -435,8 +424,8 @@ class DelayedLabels:
     def _sweep_once(
         self, model_id: str, loaded: Loaded, due: list[str], unlearnable: set[str]
     ) -> int:
-        """One attempt of :meth:`sweep` on the loaded model (run again on a stale version,
-        and without the records found ``unlearnable``, which are forgotten)."""
+        """One attempt of :meth:`sweep` (again on a stale version, or without the records found
+        ``unlearnable``, which are forgotten)."""
         store, now = self.repository.store, self.repository.clock()
         records = store.get_pending(model_id, due)
         ready = [i for i in due if i in records and records[i][1] <= now]
@@ -462,6 +451,6 @@ class DelayedLabels:
         return len(ready)
 
     def sweep_all(self) -> int:
-        """:meth:`sweep` each model with a kept record past its deadline, and no other
-        (:mod:`service.engine.deadlines`); returns how many records were handled."""
+        """:meth:`sweep` each model with a kept record past its deadline; returns how many
+        records were handled."""
         return self.deadlines.sweep_due(self.repository.store, self.repository.clock(), self.sweep)

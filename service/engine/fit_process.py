@@ -57,9 +57,7 @@ class FitProcess:
     def _start(self) -> subprocess.Popen:
         if self._process is None or self._process.poll() is not None:
             self._process = subprocess.Popen(
-                [sys.executable, "-c", _CHILD],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
+                [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE
             )
         return self._process
 
@@ -107,10 +105,9 @@ class FitProcess:
 
 
 def set_niceness() -> None:
-    """This process at ``NICENESS`` exactly.  It inherits the niceness of the thread that
-    started it (the refitter's, already lowered to ``NICENESS``), so a relative ``os.nice``
-    would add it twice; a process started at a lower priority than that keeps its own (raising
-    the priority needs privileges)."""
+    """This process at ``NICENESS`` exactly: it inherits the starting thread's niceness (already
+    ``NICENESS``), so a relative ``os.nice`` would add it twice; a process started lower keeps
+    its own (raising needs privileges)."""
     current = os.getpriority(os.PRIO_PROCESS, 0)
     if current < NICENESS:
         os.setpriority(os.PRIO_PROCESS, 0, NICENESS)

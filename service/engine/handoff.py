@@ -48,9 +48,8 @@ class Handoff:
         self._closed = False
 
     def submit(self, function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        """``function(*args)`` queued for one of the threads; the future of the running loop
-        that its answer (its result, or its exception) settles.  A caller that only attaches
-        callbacks (the coalescer's passes) needs no task of its own to await it."""
+        """``function(*args)`` queued for a thread; the running loop's future its answer settles
+        (a caller that only attaches callbacks needs no task to await it)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         with self._lock:

@@ -48,9 +48,8 @@ class LearnResult:
     skipped: np.ndarray | None = None
 
     def part(self, start: int, stop: int, ids: list[str | None] | None, wants: bool) -> LearnResult:
-        """The result of the request whose events were ``[start, stop)`` of a merged call
-        (:mod:`service.engine.coalesce`), with ``ids`` its events' ids, its scores if it
-        ``wants`` them, and no drift (the caller credits them)."""
+        """The result of the request of events ``[start, stop)`` of a merged call, ``ids`` its
+        events' ids: its scores if it ``wants`` them, no drift (the caller credits them)."""
         skipped = None if self.skipped is None else self.skipped[start:stop]
         positions = () if skipped is None else np.flatnonzero(skipped).tolist()
         duplicate_ids = [] if ids is None else [str(ids[k]) for k in positions]
@@ -83,10 +82,9 @@ class Merged:
         return cls(np.repeat(np.arange(len(rounds)), rounds), checkpoint or {})
 
     def counted_duplicates(self, duplicate: np.ndarray) -> int:
-        """How many of the events marked ``duplicate`` (a mask over those received) the
-        model's ``duplicates`` counter takes: those of the requests that learned something.  A
-        request of nothing but duplicates (a retry) changes nothing, in sync mode as in a
-        worker's merged read."""
+        """How many of the ``duplicate`` events (a mask over those received) the ``duplicates``
+        counter takes: those of the requests that learned something (a retry of nothing but
+        duplicates changes nothing)."""
         if self.round_ids is None:
             return int(duplicate.sum()) if not duplicate.all() else 0
         n_rounds = int(self.round_ids[-1]) + 1 if len(self.round_ids) else 0
@@ -95,9 +93,8 @@ class Merged:
         return int(per_round[per_round < sizes].sum())
 
     def rounds(self, kept: np.ndarray | None, n_kept: int) -> tuple[int, ...]:
-        """The sizes of the rounds of the events kept (an :attr:`Entry.rounds`; empty: one
-        round): ``kept`` selects them among those received (a mask or their positions; None:
-        all of them)."""
+        """The sizes of the rounds of the events ``kept`` (a mask or positions among those
+        received; None: all), as :attr:`Entry.rounds` (empty: one round)."""
         if self.round_ids is None or n_kept == 0:
             return ()
         round_ids = self.round_ids if kept is None else self.round_ids[kept]
@@ -150,14 +147,12 @@ def learn_rows(
     bounds: list[tuple[int, int]],
 ) -> np.ndarray:
     """Learn ``(X, y)`` in order, its ``(start, stop)`` rounds in one learner call (a plain one
-    when :func:`one_call_is_exact`, else :meth:`~core.learners.OnlineLearner.learn_rounds`: the
-    same as one call per round, bit for bit), and put them in the regret window (when on): the
-    rows as the learner saw them (the kernels' own scaled batches, densified: the same bits as
-    ``core.regret.learner_inputs`` before each round, without scaling twice) and the weights
-    served at the start of each round.  Returns the scores the metrics use (the prequential
-    ones, or ``recorded``: the scores given at scoring time).  A model whose
-    ``missing_values`` is ``mean`` first fills each missing value (NaN) with the running mean
-    as of the event's position (:mod:`service.engine.missing`)."""
+    when :func:`one_call_is_exact`, else ``learn_rounds``: bit for bit one call per round), and
+    feed the regret window (when on) the rows as the learner saw them (its own scaled batches,
+    densified: not scaled twice) and the weights served at each round's start. Returns the scores
+    the metrics use (the prequential ones, or ``recorded`` at scoring time).
+    ``missing_values='mean'`` first fills each NaN with the running mean as of its event
+    (:mod:`service.engine.missing`)."""
     if loaded.means is not None:
         X = loaded.means.fill_and_learn(X)  # type: ignore[arg-type]
     several = len(bounds) > 1 and not one_call_is_exact(loaded)
@@ -177,9 +172,8 @@ def learn_rows(
 
 
 def after_learning(loaded: Loaded, scores: np.ndarray, y: np.ndarray, now: float) -> int:
-    """What follows :func:`learn_rows` once the learner learned ``y`` with ``scores``: the
-    metrics window, the drift detector, the calibrator, the counters, the history; returns
-    the drifts detected."""
+    """After :func:`learn_rows`: the metrics window, drift detector, calibrator, counters and
+    history fed; returns the drifts detected."""
     # checked once here for the window, the drift detector and the calibrator
     signs, scores = check_labelled_scores(y, scores)
     drifts = feed_metrics(loaded, scores, signs, y, [now], [len(y)])
@@ -199,12 +193,11 @@ def feed_metrics(
     times: Sequence[float],
     sizes: Sequence[int],
 ) -> int:
-    """The metrics window, the drift detector, the calibrator and the counters fed the
-    events of consecutive changes at once (``sizes`` events each, applied at ``times``;
-    ``signs`` and ``scores`` as :func:`~core.validation.check_labelled_scores` gives them):
-    each of these takes its events one by one in order whatever the batches, so this is
-    what :func:`after_learning` of each change in turn gives when no history point falls
-    between them and no drift restarts the learner.  Returns the drifts detected."""
+    """The metrics window, drift detector, calibrator and counters fed the events of consecutive
+    changes at once (``sizes`` events each, at ``times``; ``signs`` and ``scores`` checked by
+    ``check_labelled_scores``): each takes its events one by one, so this equals
+    :func:`after_learning` of each change in turn when no history point falls between them and no
+    drift restarts the learner. Returns the drifts detected."""
     start = int(loaded.drift.counters[0])
     loaded.window.update(scores, signs, validated=True)
     detected_at = loaded.drift.update(scores, signs, validated=True)
@@ -243,10 +236,9 @@ def _count(
 
 # ---------------------------------------------------------------------------- log entries
 def apply(loaded: Loaded, entry: Entry) -> tuple[np.ndarray | None, int]:
-    """Make ``entry``'s change on ``loaded``; returns the scores the metrics took (None when
-    nothing was learned) and the drifts detected.  On the live path the boosted fits the
-    change installs go into ``entry.fits`` (logged with it); a replay provides them
-    (:func:`service.engine.replay.replay`, which enters the fit log itself)."""
+    """Make ``entry``'s change on ``loaded``; returns the scores the metrics took (None: nothing
+    learned) and the drifts. Live, the boosted fits the change installs go into ``entry.fits``
+    (logged with it); a replay provides them (:func:`service.engine.replay.replay`)."""
     scores, drifts = None, 0
     if entry.n_events:
         assert entry.X is not None and entry.y is not None
@@ -288,9 +280,8 @@ def check_batch_fits(loaded: Loaded, batch: Batch) -> None:
 def first_overflowing_event(
     repository: ModelRepository, model_id: str, X: np.ndarray | CSRMatrix, y: np.ndarray
 ) -> int | None:
-    """The first of the events ``(X, y)`` whose learning overflows the model's state
-    (:class:`~core.errors.StateOverflow`), learned one at a time from the committed state:
-    the error path of a batch refused as a whole, which names the event at fault."""
+    """The first event of ``(X, y)`` whose learning, one at a time from the committed state,
+    overflows the model's state: the error of a batch refused as a whole names it."""
     loaded = repository.rebuilt(model_id)
     learner, means = loaded.learner, loaded.means
     for row in range(X.shape[0]):
@@ -313,9 +304,8 @@ def refusal(
     locate: Locator,
     positions: np.ndarray | None = None,
 ) -> InvalidInput:
-    """The 422 of a learner error on the events ``(X, y)``, naming the event at fault when
-    there is one (found by :func:`first_overflowing_event` for an overflow of the whole
-    batch); ``positions`` maps the rows of ``X`` to the request's events (None: the same)."""
+    """The 422 of a learner error on ``(X, y)``, naming the event at fault when there is one;
+    ``positions`` maps the rows of ``X`` to the request's events (None: the same)."""
     row = getattr(error, "row", None)
     if isinstance(error, StateOverflow) and row is None:
         row = first_overflowing_event(repository, model_id, X, y)
@@ -341,11 +331,9 @@ class Learning:
         checkpoint: dict[str, str] | None = None,
         rounds: Sequence[int] | None = None,
     ) -> LearnResult:
-        """Learn a validated labelled batch (skipping known ids); see the module docstring.
-
-        ``checkpoint`` fields are committed atomically with the state (a queue worker's last
-        applied stream id); ``rounds``: sizes of the requests a queue worker merged.
-        """
+        """Learn a validated labelled batch, skipping known ids. ``checkpoint`` fields are
+        committed atomically with the state (a queue worker's last applied stream id);
+        ``rounds``: sizes of the requests a worker merged."""
         merged = Merged.of(rounds, len(batch), checkpoint)
         if batch.y is None:
             raise InvalidInput("events need labels 'y' to be learned", field="y")
@@ -354,11 +342,10 @@ class Learning:
     def learn_group(
         self, model_id: str, batches: Sequence[Batch], want_scores: Sequence[bool]
     ) -> list[LearnResult]:
-        """Several requests' batches learned as one, in order, with one commit: what
-        :meth:`learn` of each in turn would give, request by request (each request is its own
-        round; duplicate ids across requests are skipped as they would be one after
-        another).  The drifts of the group are credited to its last request.  Raises as
-        :meth:`learn` of the whole would (then nothing was committed)."""
+        """Several requests' batches learned as one commit, each its own round: request by
+        request what :meth:`learn` of each in turn gives (duplicates across requests included).
+        The group's drifts are credited to its last request; raises as :meth:`learn` of the whole
+        would (nothing committed)."""
         sizes = [len(batch) for batch in batches]
         whole = self.learn(
             model_id, concatenate(batches), want_scores=any(want_scores), rounds=sizes
@@ -427,8 +414,8 @@ class Learning:
         )
 
     def duplicates(self, model_id: str, ids: list[str | None] | None) -> np.ndarray | None:
-        """Mask of events to skip: ids already learned, or repeated inside the batch; None
-        when there is none to skip (no ids, or only new ones)."""
+        """Mask of events to skip (ids already learned, or repeated in the batch); None when none
+        is."""
         if ids is None:
             return None
         event_id = ids[0] if len(ids) == 1 else None

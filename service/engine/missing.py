@@ -38,10 +38,9 @@ class RunningMeans:
     def from_arrays(
         cls, arrays: dict[str, np.ndarray], n_features: int, events_learned: int
     ) -> RunningMeans:
-        """From a model's committed ``missing:*`` arrays (none at all only for a model that
-        has learned nothing); InvalidState names the array at fault.  A count is at most the
-        events learned; a mean is finite, at most the feature bound in magnitude, and 0 where
-        its count is."""
+        """From the committed ``missing:*`` arrays (absent only for a model that learned
+        nothing); InvalidState names the array at fault: a count is at most the events learned, a
+        mean finite, within the feature bound, and 0 where its count is."""
         state = {name: value for name, value in arrays.items() if name.startswith(MISSING_PREFIX)}
         if not state and events_learned == 0:
             return cls.empty(n_features)

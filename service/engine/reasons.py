@@ -40,13 +40,12 @@ def top_reasons(
     named_rows: list[Any] | None = None,
     hasher: FeatureHasher | None = None,
 ) -> list[dict[str, Any]]:
-    """Per event, the ``k`` largest non-zero contributions by absolute value (largest first), each
-    ``{"feature": name or column index, "contribution": c}``, with ``others`` (the sum of the
-    other features' contributions) and ``baseline`` (the remainder: the score of the reference
-    event), so that ``sum(contributions) + others + baseline`` is the event's score.  ``X`` is a
-    validated batch that fits the learner.  A hashed model's columns are named by the names
-    of the event that fell in them when its ``x`` objects (``named_rows``) and the model's
-    ``hasher`` are given; a column no name of the event fell in stays its index."""
+    """Per event, the ``k`` largest non-zero contributions by absolute value, each ``{"feature":
+    name or column index, "contribution": c}``, with ``others`` (the other features' sum) and
+    ``baseline`` (the reference event's score), so that ``sum(contributions) + others +
+    baseline`` is the event's score. ``X`` is a validated batch that fits the learner. Given the
+    events' ``x`` objects (``named_rows``) and the ``hasher``, a hashed model's columns are named
+    by the names that fell in them (else their index)."""
     n_events, n_features = X.shape
     k = min(k, n_features)
     step = max(1, CONTRIBUTION_CELLS // max(1, n_features))

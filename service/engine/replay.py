@@ -161,10 +161,9 @@ def _at_fault(run: Sequence[tuple[int, Entry]], error: Exception) -> int:
 
 
 def _stacked(group: list[Entry]) -> tuple[np.ndarray | CSRMatrix, np.ndarray]:
-    """The rows and labels of ``group``'s entries, one after another.  Entries whose negatives
-    are 0 (labels sent as {0, 1}) beside entries whose negatives are -1 (the sweep's default
-    label) have their labels as +-1, which every learner and counter reads them as: one
-    call refuses a mix of 0 and -1."""
+    """The rows and labels of ``group``'s entries, one after another. Labels sent as {0, 1}
+    beside the sweep's default label (-1) are stacked as +-1, as every learner and counter reads
+    them: one call refuses a mix of 0 and -1."""
     if len(group) == 1:
         return group[0].X, group[0].y  # type: ignore[return-value]
     X: np.ndarray | CSRMatrix

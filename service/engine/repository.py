@@ -64,8 +64,8 @@ class ModelLock:
         self._lock.release()
 
     def acquire_now(self) -> bool:
-        """Take the lock if it is free, without waiting (True: taken, release it with
-        ``__exit__``): what the event loop may do, which must never wait for a thread."""
+        """Take the lock if free, without waiting (True: taken; release with ``__exit__``): all
+        the event loop may do."""
         return self._lock.acquire(blocking=False)
 
 
@@ -208,8 +208,8 @@ class ModelRepository:
 
     # ------------------------------------------------------------------ load & commit
     def load(self, model_id: str) -> Loaded:
-        """The current model, from the cache when its (incarnation, version) is current (one
-        store round trip either way).  Call under the model's lock."""
+        """The current model, from the cache when its (incarnation, version) is current; one
+        store round trip either way. Call under the model's lock."""
         cached = self.cached(model_id)
         held = getattr(self._local, "held", None)
         if cached is not None and held is not None:
@@ -267,8 +267,8 @@ class ModelRepository:
         return loaded
 
     def _replay(self, model_id: str, loaded: Loaded, entries: list[tuple[int, Entry]]) -> None:
-        """``entries`` applied to ``loaded``; one that does not apply stops the model (503
-        naming it) until it is reset: it is never skipped."""
+        """``entries`` applied to ``loaded``; one that does not apply stops the model (503 naming
+        it) until it is reset: never skipped."""
         try:
             with fits_in_call():  # the replay reaches each install point at once
                 replay(loaded, entries)
@@ -291,13 +291,13 @@ class ModelRepository:
         return loaded
 
     def rebuilt(self, model_id: str) -> Loaded:
-        """The model as the store holds it, built afresh, not cached: what a write's error
-        path learns again from."""
+        """The model as stored, built afresh, not cached: what a write's error path learns again
+        from."""
         return self._built(model_id, self.store.load(model_id))
 
     def stored_config(self, model_id: str) -> ModelConfig:
-        """The model's configuration as stored, without building the model (a model whose
-        state is corrupt can still be reset)."""
+        """The configuration as stored, without building the model (a corrupt state can still be
+        reset)."""
         stored = self.store.load(model_id)
         assert stored.config is not None
         return ModelConfig.model_validate(stored.config)
@@ -308,8 +308,8 @@ class ModelRepository:
             return self.load(model_id)
 
     def commit(self, model_id: str, loaded: Loaded, entry: Entry, **fields: Any) -> int:
-        """Commit the change ``entry`` made on ``loaded`` with ``fields`` (see :class:`Commit`)
-        at its version; :class:`StaleVersion` when another writer went first."""
+        """Commit the change ``entry`` made on ``loaded`` with ``fields`` (:class:`Commit`) at
+        its version; :class:`StaleVersion` when another writer went first."""
         commit = Commit(
             expected_version=loaded.version,
             incarnation=loaded.incarnation,
@@ -328,8 +328,8 @@ class ModelRepository:
         return version
 
     def after_commit(self, model_id: str, loaded: Loaded, commit: Commit, version: int) -> None:
-        """What follows a commit that returned: the cached model at its version, the
-        checkpoint's and the history's bookkeeping."""
+        """After a commit returned: the cached model at its version, the checkpoint's and
+        history's bookkeeping."""
         loaded.version = version
         loaded.meta.update(commit.meta)
         self.turns.appended(model_id)
@@ -411,7 +411,7 @@ class ModelRepository:
 
     def _undo(self, model_id: str, loaded: Loaded, undo: UndoPoint | None) -> None:
         """The cache back at the undo point, or dropped without one (or with one of another
-        incarnation: the model was re-created)."""
+        incarnation)."""
         if undo is None or undo[1] != loaded.incarnation:
             self.writes_reloaded += 1
             self.drop(model_id)
@@ -431,8 +431,8 @@ class ModelRepository:
 
     # ------------------------------------------------------------------ lifecycle
     def create(self, loaded: Loaded, *, replace: bool, replaces: str | None = None) -> int:
-        """Store ``loaded`` as a new model (or in place of one, with ``replace``; of the
-        incarnation ``replaces`` only, if given: see ``Store.create_model``)."""
+        """Store ``loaded`` as a new model (``replace``, ``replaces``: see
+        ``Store.create_model``)."""
         model_id = loaded.config.id
         with self.lock(model_id):
             version = self.store.create_model(

@@ -28,11 +28,8 @@ CHUNK = 500
 
 @dataclass
 class StoredState:
-    """What :meth:`Store.load` returns.
-
-    ``config`` and ``arrays`` are ``None`` when the caller's cached ``(incarnation, version)``
-    is still current (nothing needs to be read).
-    """
+    """What :meth:`Store.load` returns; ``config`` and ``arrays`` are None when the caller's
+    cached ``(incarnation, version)`` is still current."""
 
     version: int
     incarnation: str
@@ -106,9 +103,8 @@ class Store(Protocol):
         replace: bool = False,
         replaces: str | None = None,
     ) -> int:
-        """Create a model (version 1); refused as :func:`creation_refused` says
-        (``replace``: wipe an existing one; ``replaces``: a reset, only of that incarnation)."""
-        ...
+        """Create a model (version 1), refused as :func:`creation_refused` says (``replace``:
+        wipe an existing one; ``replaces``: a reset, only of that incarnation)."""
 
     def list_models(self) -> list[str]: ...
 
@@ -119,40 +115,32 @@ class Store(Protocol):
     ) -> StoredState: ...
 
     def commit(self, model_id: str, commit: Commit) -> int:
-        """Apply ``commit`` atomically and return the new version; raises
-        :class:`~service.errors.StaleVersion` when the expected version or incarnation is not
-        current, :class:`~service.errors.ModelNotFound` when the model is gone."""
-        ...
+        """Apply ``commit`` atomically; the new version. :class:`~service.errors.StaleVersion`
+        when the expected version or incarnation is not current,
+        :class:`~service.errors.ModelNotFound` when the model is gone."""
 
     def checkpoint(
         self, model_id: str, incarnation: str, version: int, arrays: dict[str, np.ndarray]
     ) -> bool:
-        """Store ``arrays`` as the state of ``model_id`` at ``version`` (its entries up to
-        ``version`` applied) and drop those entries; nothing when the model is gone, of
-        another incarnation, or already checkpointed at ``version`` or later.  Whether it
-        was written."""
-        ...
+        """Store ``arrays`` as the state at ``version`` and drop the entries up to it; nothing
+        when the model is gone, of another incarnation, or checkpointed at ``version`` or later.
+        Whether it was written."""
 
     def take_turn(self, model_id: str, seconds: float) -> bool:
         """Whether this process holds ``model_id``'s write turn for ``seconds`` now (taken, or
         its own renewed), refusing the others' appends (:mod:`service.engine.turns`)."""
-        ...
 
     def turn_taken(self, model_id: str) -> bool:
         """Whether another process holds ``model_id``'s write turn."""
-        ...
 
     def release_turn(self, model_id: str) -> None:
         """This process's turn of ``model_id``, if it holds it, ended without an append."""
-        ...
 
     def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
         """Boolean mask: which ``ids`` were learned and are still remembered."""
-        ...
 
     def expired(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
         """Boolean mask: which ``ids`` had a pending label that expired (still remembered)."""
-        ...
 
     def put_pending(
         self,
@@ -162,18 +150,15 @@ class Store(Protocol):
         max_records: int | None = None,
         incarnation: str | None = None,
     ) -> None:
-        """Keep ``records`` (features + score of scored events) until ``deadline``, or none of
-        them: :class:`~service.errors.InsufficientStorage` beyond ``max_records``,
+        """Keep all ``records`` (features + score of scored events) until ``deadline``, or none:
+        :class:`~service.errors.InsufficientStorage` beyond ``max_records``,
         :class:`~service.errors.StaleVersion` when the model is no longer ``incarnation``."""
-        ...
 
     def get_pending(self, model_id: str, ids: Sequence[str]) -> dict[str, tuple[bytes, float]]:
         """The pending records of ``ids`` that exist, with their deadlines."""
-        ...
 
     def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
         """Up to ``limit`` pending ids whose deadline has passed."""
-        ...
 
 
 def writer_token() -> str:
@@ -194,10 +179,10 @@ def no_model(model_id: str) -> ModelNotFound:
 def creation_refused(
     model_id: str, stored: str | None, replace: bool, replaces: str | None
 ) -> ServiceError | None:
-    """Why :meth:`Store.create_model` refuses, given the incarnation ``stored`` under
-    ``model_id`` (None: no model): it exists and not ``replace``, or a reset (``replaces``)
-    finds none (never brought back) or another incarnation.  The Redis store's script
-    answers the same codes (:data:`CREATION_REFUSALS`)."""
+    """Why :meth:`Store.create_model` refuses, ``stored`` being the incarnation under
+    ``model_id`` (None: no model): it exists and not ``replace``, or a reset (``replaces``) finds
+    none or another incarnation. The Redis script answers the same codes
+    (:data:`CREATION_REFUSALS`)."""
     if stored is not None and not replace:
         return CREATION_REFUSALS[-1](model_id)
     if replaces is not None and stored != replaces:  # a reset: only the incarnation it read
@@ -229,9 +214,8 @@ def pending_full(model_id: str, max_records: int) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def layout_of(dtype: np.dtype, shape: tuple[int, ...]) -> str:
-    """``<dtype>|<shape>`` (``<f8|50``, ``<i8|2,3``; little-endian), cached: a state
-    holds ~100 arrays of a few dozen layouts.  A one-byte dtype loses numpy's "|" (``i1``),
-    which separates the parts."""
+    """``<dtype>|<shape>`` (``<f8|50``, ``<i8|2,3``; little-endian), cached: a state holds ~100
+    arrays of a few dozen layouts. A one-byte dtype loses numpy's "|" (``i1``), the separator."""
     return f"{dtype.str.lstrip('|')}|{','.join(map(str, shape))}"
 
 

@@ -23,13 +23,7 @@ import orjson
 import redis
 
 from service.engine.entries import Entry, decode, encode
-from service.errors import (
-    InsufficientStorage,
-    LeaseLost,
-    StaleVersion,
-    StoreUnavailable,
-    TurnTaken,
-)
+from service.errors import InsufficientStorage, LeaseLost, StaleVersion, StoreUnavailable, TurnTaken
 from service.stores import keys
 from service.stores.base import (
     CREATION_REFUSALS,

@@ -61,9 +61,8 @@ class RedisWatch:
 
     @unavailable
     def ping(self) -> None:
-        """On a cluster: every master answers, and the cluster serves every slot.  Then the
-        epoch markers are checked: :class:`StoreLostData` if the store, or a model, lost
-        data (and no operator acknowledged it)."""
+        """On a cluster every master answers and every slot is served; then the epoch markers are
+        checked (:class:`StoreLostData` on an unacknowledged loss)."""
         if is_cluster(self.client):
             self.client.ping(target_nodes=self.client.PRIMARIES)
             state = self.client.cluster_info().get("cluster_state")
@@ -93,10 +92,9 @@ class RedisWatch:
         return sorted(set(found.values()) | set(self.watch.known))
 
     def _read_markers(self, acknowledge: bool = False) -> dict[str, Marker]:
-        """Read (or, to ``acknowledge``, renew) every marker.  With replicas waited for, a
-        marker's new clock counts only once they confirmed it: a failover may lose an
-        unconfirmed tick without losing any acknowledged write, which must not look like a
-        loss."""
+        """Read (or, to ``acknowledge``, renew) every marker. With replicas waited for, a new
+        clock counts only once they confirmed it: a failover may lose an unconfirmed tick, and no
+        acknowledged write, which is no loss."""
         markers = {}
         for key in self._marker_keys():
             try:

@@ -64,8 +64,8 @@ class Checkpoints:
             self._evicted.pop(model_id, None)
 
     def forget_evicted(self, model_id: str) -> None:
-        """A write of ``model_id`` failed (under its lock): an object it left the cache as may
-        hold the failed change, so it is not checkpointed."""
+        """A write of ``model_id`` failed: what it left the cache as may hold the change, not
+        checkpointed."""
         with self._lock:
             self._evicted.pop(model_id, None)
 

@@ -94,8 +94,7 @@ def behind(history: dict[str, np.ndarray], events_learned: int) -> bool:
 
 
 def catch_up_due(history: dict[str, np.ndarray], events_learned: int, now: float) -> bool:
-    """Whether ``now`` starts the next interval of a resolution whose last point shows fewer
-    events than the model learned."""
+    """Whether ``now`` starts the next interval of a resolution whose last point lags the model."""
     return any(
         _last_events_learned(history, index, name) < events_learned
         and _starts_interval(now, seconds, _last(history, index, name))
@@ -130,8 +129,8 @@ def _point(loaded: Any, now: float) -> np.ndarray:
 
 
 def points(history: dict[str, np.ndarray], resolution: str, since: float | None) -> list[dict]:
-    """The points of ``resolution``, oldest first, after ``since`` (unix s) when given;
-    undefined metrics as None."""
+    """The points of ``resolution``, oldest first, after ``since`` (unix s); undefined metrics
+    None."""
     index = list(RESOLUTIONS).index(resolution)
     ring = history[resolution]
     written, capacity = int(history[_POINTS][index]), len(ring)
@@ -151,8 +150,7 @@ _INTEGERS = ("events_learned", "positives")
 
 
 def history_state(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The history of a model's committed arrays, checked.  InvalidState names the array at
-    fault (or the missing history)."""
+    """The history of a model's committed arrays; InvalidState names the array at fault."""
     stored = {
         name[len(HISTORY_PREFIX) :]: np.asarray(value)
         for name, value in arrays.items()

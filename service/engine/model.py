@@ -67,8 +67,8 @@ class OtherStateFormat(InvalidState):
 
 
 def check_state_format(arrays: dict[str, np.ndarray]) -> None:
-    """Refuse a committed state of another format version (:class:`OtherStateFormat`), or
-    whose version array is not one integer (:class:`~core.errors.InvalidState`)."""
+    """Refuse a state of another format version (:class:`OtherStateFormat`) or a bad version
+    array."""
     marker = arrays.get(FORMAT_ARRAY)
     if marker is None:
         found = UNMARKED_FORMAT_VERSION
@@ -100,8 +100,7 @@ def initial_stats() -> dict[str, np.ndarray]:
 
 
 def log_drifts(stats: dict[str, np.ndarray], detected_at: list[int], now: float) -> None:
-    """Add drifts the detector reported (their event indices), detected at unix time ``now``,
-    to the model's ring of recent drifts."""
+    """Add the drifts reported (event indices) at unix time ``now`` to the ring of recent drifts."""
     events, times, logged = stats["drift_events"], stats["drift_times"], stats["drifts_logged"]
     for event in detected_at:
         slot = int(logged[0]) % len(events)
@@ -239,8 +238,8 @@ def _build_part(arrays: dict[str, np.ndarray], prefix: str, part: Any) -> Any:
 
 
 def _check_parameters(stored: Any, name: str, expected: list[int], what: str) -> None:
-    """A part's stored size (the array ``name``) must be the configured ``expected``
-    (checked before the part is rebuilt from it)."""
+    """A part's stored size (the array ``name``) must be the configured ``expected`` (before
+    use)."""
     stored = np.asarray(stored if stored is not None else np.zeros(0))
     if stored.dtype.kind not in "iu" or stored.reshape(-1).tolist() != expected:
         raise InvalidState(

@@ -73,8 +73,7 @@ def fit_status(learner: object) -> list[FitStatus] | None:
 
 
 class Refitter:
-    """A thread fitting the jobs handed to it (:meth:`submit`) in order, started and stopped
-    with the service (or the queue worker)."""
+    """A thread fitting the jobs :meth:`submit` hands it, in order, run by the service or worker."""
 
     def __init__(self) -> None:
         #: where the jobs are fitted (service/engine/fit_process.py)

@@ -122,8 +122,8 @@ class Turns:
             pause = min(2 * pause, LONGEST_PAUSE)
 
     def release(self, model_id: str) -> None:
-        """A write of ``model_id`` ended: a turn it took and did not end by an append (it
-        failed, or appended nothing) is given back."""
+        """A write of ``model_id`` ended: a turn it took and did not end by an append is given
+        back."""
         if model_id in self.held:
             self.held.discard(model_id)
             self.store.release_turn(model_id)

@@ -170,8 +170,7 @@ def is_cluster(client: Any) -> TypeGuard[redis.cluster.RedisCluster]:
 
 
 def _pool(client: Any, key: str) -> redis.connection.ConnectionPool:
-    """The connection pool of the server holding ``key``: the client's own, or on a cluster
-    that of the master of the key's slot."""
+    """The pool of the server holding ``key``: the client's, or that of the key's slot's master."""
     if is_cluster(client):
         node = client.get_node_from_key(key)
         if node is None:
@@ -232,8 +231,7 @@ def _following_the_cluster(client: Any, attempt: Callable[[], T]) -> T:
 
 
 def round_trip(client: Any, key: str, commands: list[list[Any]]) -> list[Any]:
-    """``commands`` (reads of ``key``'s slot) sent at once on a pooled connection; their
-    replies."""
+    """``commands`` (reads of ``key``'s slot) sent at once on a pooled connection; their replies."""
 
     def attempt() -> list[Any]:
         with pooled(client, key) as ask:  # an error reply (MOVED ...) is raised by ask
@@ -243,8 +241,8 @@ def round_trip(client: Any, key: str, commands: list[list[Any]]) -> list[Any]:
 
 
 def atomic_read(client: Any, key: str, commands: list[list[Any]]) -> list[Any]:
-    """``commands`` (reads of ``key``'s slot) as one transaction (``MULTI`` ... ``EXEC``) in
-    one round trip: their replies, read at one moment."""
+    """``commands`` (reads of ``key``'s slot) as one ``MULTI`` ... ``EXEC`` round trip: their
+    replies."""
     return round_trip(client, key, [["MULTI"], *commands, ["EXEC"]])[-1]
 
 
@@ -258,8 +256,7 @@ class ReplicaWait:
     timeout_ms: int
 
     def check(self, confirmed: Any, reply: Any = None) -> None:
-        """:class:`ReplicasUnconfirmed` (carrying the write's ``reply``) when too few
-        replicas confirmed."""
+        """:class:`ReplicasUnconfirmed` (carrying the ``reply``) when too few replicas confirmed."""
         if int(confirmed) < self.replicas:
             raise ReplicasUnconfirmed(
                 f"the write reached the Redis primary but {int(confirmed)} of the "

@@ -91,7 +91,7 @@ class LossWatch:
     # ------------------------------------------------------------------ request path
     def guard(self, model_id: str | None = None) -> None:
         """Raise :class:`StoreLostData` if the store, or ``model_id``, has an alarm (naming
-        both causes when both have)."""
+        both)."""
         if not self.alarms:
             return
         causes = [self.alarms.get(STORE)]

@@ -258,8 +258,8 @@ class RedisStore(RedisWatch):
 
     @unavailable
     def commit(self, model_id: str, commit: Commit) -> int:
-        """``Store.commit`` by ``LOG_APPEND_SCRIPT`` in one round trip (with ``WAIT`` when
-        asked); a queue worker's fence is checked there too."""
+        """``Store.commit`` by ``LOG_APPEND_SCRIPT`` in one round trip (fence checked, ``WAIT``
+        if asked)."""
         self._guard(model_id)
         fence = commit.fence
         args: list[Any] = [

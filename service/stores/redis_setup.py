@@ -49,8 +49,8 @@ def persistence(server: Any) -> dict[str, str | None]:
 
 
 def check_persistence(client: Any, allow_volatile: bool) -> None:
-    """Refuse a Redis keeping nothing across a restart (unless ``allow_volatile``), warn
-    about one that can lose its last writes."""
+    """Refuse a Redis keeping nothing across a restart (unless ``allow_volatile``); warn of lossy
+    ones."""
     volatile, risky = [], []
     for name, server in _masters(client):
         setting = persistence(server)

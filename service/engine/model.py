@@ -296,10 +296,10 @@ def _check_class_counts(stats: dict[str, np.ndarray]) -> None:
 def from_arrays(
     config: ModelConfig, incarnation: str, version: int, arrays: dict[str, np.ndarray]
 ) -> Loaded:
-    """A model from its committed arrays, each checked by value before anything is built on
-    it, so a corrupt snapshot or store entry never reaches a kernel: a state of another format
-    is :class:`OtherStateFormat`, a bad array :class:`~core.errors.InvalidState` naming it,
-    arrays that do not fit ``config`` another ValueError, KeyError or TypeError."""
+    """A model from its committed arrays, each checked by value before anything is built on it (a
+    corrupt snapshot or store entry never reaches a kernel): another format is
+    :class:`OtherStateFormat`, a bad array :class:`~core.errors.InvalidState` naming it, arrays
+    that do not fit ``config`` another ValueError, KeyError or TypeError."""
     check_state_format(arrays)
     # a 503 naming the kernels still compiling in the background, before any kernel is called
     require_kernels(config.learner, config.params, config.scaling, config.n_features)

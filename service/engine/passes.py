@@ -48,13 +48,12 @@ class Pass:
         self._seen: dict[str, tuple[set[str], set[str]]] = {}
 
     def read_heads(self, ids_of: Mapping[str, Sequence[str]]) -> None:
-        """The heads of the models the pass will write (the keys of ``ids_of``), and which of
-        the event ids ``ids_of`` gives each one it has learned, by one read each (a store
-        that has ``heads`` and ``seen_many``): a cached model at its head is then used, and
-        its duplicates found, without a read of its own.  The ids are read after the heads,
-        so a commit between the two makes that model's commit stale (it is then applied
-        again alone, reading its own), as does a head that moves before the commit.  Nothing
-        is read when it fails: each model's own reads then answer for it."""
+        """The heads of the models the pass writes (the keys of ``ids_of``) and which of their
+        ``ids_of`` each has learned, one read each (a store with ``heads`` and ``seen_many``): a
+        cached model at its head is used, and its duplicates found, with no read of its own. The
+        ids are read after the heads, so a commit between the two makes that model's commit stale
+        (applied again alone), as does a head that moves before the commit. On a failure nothing
+        is read: each model's own reads answer."""
         store, now = self.repository.store, self.repository.clock()
         try:
             if len(ids_of) == 1:  # one statement (``head_and_seen``), for ids it reads at once
@@ -119,11 +118,11 @@ class Pass:
         return commit.expected_version + 1
 
     def commit(self) -> dict[str, Exception]:
-        """Write every deferred commit in one transaction and release the locks; the models
-        whose commit failed, with the error: their own (stale, gone: nothing of theirs was
-        written), or the transaction's, every model's (the store down, the disk full).  A
-        stale model is marked contended and its cache goes back to its undo point (dropped
-        without one: :meth:`ModelRepository.stale`); the others' caches are dropped."""
+        """Write every deferred commit in one transaction and release the locks; the models whose
+        commit failed, with the error: their own (stale, gone: nothing of theirs written) or the
+        transaction's, every model's (store down, disk full). A stale model is marked contended
+        and goes back to its undo point (:meth:`ModelRepository.stale`); the others' caches are
+        dropped."""
         repository = self.repository
         held = [
             (model_id, loaded, commit, undo)
@@ -169,11 +168,11 @@ Learn = tuple["Batch", bool]
 
 
 def learn_pass(engine: Engine, items: Sequence[tuple[str, list[Learn]]]) -> list[list[Any] | None]:
-    """Each group's outcomes: every group learned on its model, the models' log entries
-    committed by one transaction (one fsync); None for a group to apply alone after the pass
-    (its model's turn held by another process, refused as a whole with a client error, or its
-    commit stale), so that it holds back no other model's group.  A server error is its
-    requests' answer, a failed transaction every request's (:mod:`service.groups`)."""
+    """Each group's outcomes: every group learned on its model, the log entries committed by one
+    transaction (one fsync); None for a group to apply alone after the pass (its turn held
+    elsewhere, refused as a whole with a client error, or its commit stale), so that it holds
+    back no other group. A server error is its requests' answer, a failed transaction every
+    request's."""
     outcomes: list[list[Any] | None] = [None] * len(items)
     turns = engine.repository.turns
     learned = [k for k, (model_id, _) in enumerate(items) if not turns.held_elsewhere(model_id)]

@@ -203,10 +203,9 @@ def _learn_quiet(
 
 
 def _after_run(loaded: Loaded, group: list[Entry], scores: np.ndarray, labels: np.ndarray) -> None:
-    """:func:`~service.engine.learning.after_learning` and the counts of each entry of
-    ``group`` in turn: the window, drift detector, calibrator and counters fed once for the
-    entries up to each one at which the history writes a point (the point then sees them as
-    after that entry, as live), the entries' ``now`` kept for the throughput and drifts."""
+    """:func:`~service.engine.learning.after_learning` and the counts of ``group``'s entries in
+    turn: the metrics fed once up to each entry where the history writes a point (which then sees
+    them as live), each entry's ``now`` kept for the throughput and drifts."""
     signs, scores = check_labelled_scores(labels, scores)
     times = [entry.now for entry in group]
     sizes = [len(entry.y) for entry in group]  # type: ignore[arg-type]

@@ -53,10 +53,9 @@ class SolvedRegret:
 
 def without_online_loss(section: dict[str, Any], learner: str) -> dict[str, Any]:
     """The regret section of a model whose score is not linear in its features (a tree path
-    embedding, or ``auto`` with one among its candidates): the online surrogate loss charges
-    each round's ``coef_`` on the window's features (docs/algorithms/regret.md), which is not
-    that model's score, so the loss and the regret are None and a note says why; the pAUC gap
-    uses the events' own prequential scores and stays."""
+    embedding, or ``auto`` with one): the online loss charges each round's ``coef_``
+    (docs/algorithms/regret.md), not that model's score, so loss and regret are None with a note;
+    the pAUC gap, from the prequential scores, stays."""
     note = (
         f"learner {learner!r} scores with a tree path embedding (auto: one of its candidates), "
         "not linearly in the features: the online surrogate loss of its rounds' weights, and "

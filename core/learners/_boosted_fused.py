@@ -144,14 +144,15 @@ def learn_fused(
         return False
     pooled = pooled_rows(learner._rows_link)  # the pieces do not change it
     own = learner._own_state
-    holding = bool(own["pending"][0])  # nor this: a fit falls due or is installed between segments
+    # nor this: a fit falls due or is installed between segments
+    holding = bool(own["pending"].item())
     where = _fusable(learner, X, y, segment_scores, pooled, holding)
     if where is None:
         return False
     if not inside:  # most calls: the segment in one piece
         recorded.append(_learn(learner, X, y, segment_scores, pooled, holding, where))
         return True
-    held = int(own["pending_fill"][0])
+    held = own["pending_fill"].item()
     length, position = len(y), 0
     for cut in (*inside, length):
         if cut > position:

@@ -395,7 +395,7 @@ class FTRLpAUC(KeptParams, HalfLife, WeightVectorLearner):
         """Whether the batch (its labels ``> 0``: ``positive``) is learned with the rows
         replayed; keeps the rows first (:meth:`keep_rows`) if it would fill a reservoir past
         its capacity."""
-        fills = int(state["positive_fill"][0]), int(state["negative_fill"][0])
+        fills = state["positive_fill"].item(), state["negative_fill"].item()
         if not len(state["prefix_labels"]):  # it keeps its rows, or has learned no event yet
             if fills != (0, 0) or not self.__dict__["_prefix_link"].anchored():
                 return False
@@ -410,13 +410,13 @@ class FTRLpAUC(KeptParams, HalfLife, WeightVectorLearner):
 
     def _learn_replayed(self, X, y, scores, positive: np.ndarray) -> None:
         state = self.state_
-        events = int(state["positive_fill"][0]) + int(state["negative_fill"][0])
+        events = state["positive_fill"].item() + state["negative_fill"].item()
         # pauc_buffers.doubling_interval's value (a kernel called from Python costs ~30 us)
         kept: FTRLpAUCParams = self.__dict__.get(KEPT) or self._kernel_params()
         first, every = kept.first_update_every, kept.update_every
-        interval = min(every, first << min(int(state["n_updates"][0]), 63))
+        interval = min(every, first << min(state["n_updates"].item(), 63))
         arrays = _KERNEL_ARRAYS(state)
-        due = int(state["since_update"][0]) + len(y) >= interval
+        due = state["since_update"].item() + len(y) >= interval
         if due:  # the solver reads the rows: rebuilt for this call, dropped after it
             rows, labels = self._prefix_rows(events), state["prefix_labels"][:events]
             positives = int(np.count_nonzero(positive))

@@ -52,6 +52,12 @@ def schedule_params(
     )  # fmt: skip
 
 
+def _between(kept: ScheduleParams, fit_from: int) -> int:
+    """:meth:`FitSchedule._interval` after a fit that learned from ``fit_from`` events."""
+    learned_from = max(fit_from, kept.first_fit)
+    return min(kept.most_between, max(1, math.ceil(learned_from * kept.growth)))
+
+
 class FitSchedule:
     """The schedule part of ``boosted_embedded`` (reads its kept parameters' ``schedule`` and
     its counters)."""
@@ -66,9 +72,7 @@ class FitSchedule:
         as many as it learned from (so a short stream's trees see most of it), at most
         ``refit_every``."""
         kept: ScheduleParams = (self.__dict__.get(KEPT) or self._kernel_params()).schedule
-        learned_from = max(self._own_state["fit_from"].item(), kept.first_fit)
-        grown = max(1, math.ceil(learned_from * kept.growth))
-        return min(kept.most_between, grown)
+        return _between(kept, self._own_state["fit_from"].item())
 
     def _delay(self) -> int:
         """``L(N)``: events from the pending fit's ``N`` (or a fit's falling due now) to its
@@ -84,8 +88,8 @@ class FitSchedule:
         the labels aside: ``boosted_embedded``'s ``_due``'s first condition, in plain integers."""
         own = self._own_state
         kept: ScheduleParams = (self.__dict__.get(KEPT) or self._kernel_params()).schedule
-        if not own["ready"][0]:
+        if not own["ready"].item():
             return kept.first_fit - own["buffer_fill"].item()
         if kept.refit_every is None:
             return float("inf")
-        return self._interval() - own["since_fit"].item()
+        return _between(kept, own["fit_from"].item()) - own["since_fit"].item()

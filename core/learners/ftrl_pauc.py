@@ -360,11 +360,9 @@ class FTRLpAUC(KeptParams, HalfLife, WeightVectorLearner):
 
     def _learn(self, X, y, scores) -> None:
         state = self.state_
-        if self.__dict__.get("_prefix_link") is not None:
-            positive = y > 0
-            if self._replaying(state, positive):
-                self._learn_replayed(X, y, scores, positive)
-                return
+        if self.__dict__.get("_prefix_link") is not None and self._replaying(state, y):
+            self._learn_replayed(X, y, scores, y > 0)
+            return
         # the reservoirs grow as they fill: the slots this batch's offers can reach (a slot is
         # at most the fill); reservoirs at their capacity are left unread (~2 us of numpy an
         # event once both are full, most of a stream)
@@ -391,17 +389,16 @@ class FTRLpAUC(KeptParams, HalfLife, WeightVectorLearner):
     # auto's scaler over the pool (core.learners._row_pool.PrefixLink) only for a batch in
     # which a solver update is due.  The same rows, so the same bits, at ~33 KB less a cached
     # model of 400 events of 10 features (loadtest/README.md, "RS: ...").
-    def _replaying(self, state: dict[str, np.ndarray], positive: np.ndarray) -> bool:
-        """Whether the batch (its labels ``> 0``: ``positive``) is learned with the rows
-        replayed; keeps the rows first (:meth:`keep_rows`) if it would fill a reservoir past
-        its capacity."""
+    def _replaying(self, state: dict[str, np.ndarray], y: np.ndarray) -> bool:
+        """Whether the batch (its labels: ``y``) is learned with the rows replayed; keeps the
+        rows first (:meth:`keep_rows`) if it would fill a reservoir past its capacity."""
         fills = state["positive_fill"].item(), state["negative_fill"].item()
         if not len(state["prefix_labels"]):  # it keeps its rows, or has learned no event yet
             if fills != (0, 0) or not self.__dict__["_prefix_link"].anchored():
                 return False
-        n = len(positive)
+        n = len(y)
         if fills[0] + n > self.positive_capacity or fills[1] + n > self.negative_capacity:
-            positives = int(np.count_nonzero(positive))
+            positives = int(np.count_nonzero(y > 0))
             if (fills[0] + positives > self.positive_capacity
                     or fills[1] + n - positives > self.negative_capacity):  # fmt: skip
                 self.keep_rows()

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from core._kernels import boosted_embedding as kernels
 from core.boosted_trees import ENSEMBLE_KEYS
+from core.learners._fit_schedule import ScheduleParams
+from core.learners._kept_params import KEPT
 from core.learners._row_pool import pooled_rows
 from core.learners.logistic import Logistic
 from core.preprocessing import STANDARD_FLOOR, standard_arrays
@@ -26,12 +28,26 @@ from core.preprocessing import STANDARD_FLOOR, standard_arrays
 if TYPE_CHECKING:
     from core.learners.boosted_embedded import BoostedEmbedded
 
-__all__ = ["MOST_CUTS", "fusable", "learn_fused", "learn_whole", "to_next_cut"]
+__all__ = ["MOST_CUTS", "BoostedParams", "fusable", "learn_fused", "learn_whole", "to_next_cut"]
 
 _NONE_F = np.empty(0)
-# the kernel's arrays read in one C call each (a list of lookups costs ~1 us more a call)
-#: the scaler's running statistics
 
+
+class BoostedParams(NamedTuple):
+    """``boosted_embedded``'s parameters as this module and its schedule read them, kept
+    (:mod:`core.learners._kept_params`): converted once, not at every one-event call."""
+
+    standard: bool  # scaling == "standard"
+    fit_delay: int
+    buffer_size: int
+    n_trees: int
+    append_features: bool
+    append_margin: bool
+    negatives_per_positive: float
+    schedule: ScheduleParams
+
+
+# the kernel's arrays read in one C call each (a list of lookups costs ~1 us more a call)
 #: the ensemble's arrays (its tree count goes as an int)
 _ENSEMBLE = operator.itemgetter(*ENSEMBLE_KEYS[:-1])
 #: the draws of the fit buffer's keep, then its ring's position and count
@@ -82,7 +98,8 @@ def _fusable(
     """:func:`fusable`, whether the learner's rows are its composite's pool's and whether a
     fit is pending (its events held) given: where the events go (the arrays the check read,
     handed to :func:`_learn` rather than looked up again), or None."""
-    if learner.scaling != "standard" or type(X) is not np.ndarray or X.ndim != 2:
+    kept: BoostedParams = learner.__dict__.get(KEPT) or learner._kernel_params()
+    if not kept.standard or type(X) is not np.ndarray or X.ndim != 2:
         return None
     if not (_contiguous(X, _FLOAT64) and _contiguous(y, _INT64)):
         return None
@@ -95,11 +112,11 @@ def _fusable(
     n_events = len(y)
     if holding:
         fill, rows, labels = _HELD(own)
-        capacity, weights = int(learner.fit_delay), _NONE_F
-        needed = min(int(fill[0]) + n_events, capacity)
+        capacity, weights = kept.fit_delay, _NONE_F
+        needed = min(fill.item() + n_events, capacity)
     else:
         fill, rows, labels, weights = _KEPT(own)
-        count, capacity = int(fill[0]), int(learner.buffer_size)
+        count, capacity = fill.item(), kept.buffer_size
         if pooled and count + n_events > capacity:  # it would leave the pool here
             return None
         needed = min(count + n_events, capacity)
@@ -127,14 +144,15 @@ def learn_fused(
         return False
     pooled = pooled_rows(learner._rows_link)  # the pieces do not change it
     own = learner._own_state
-    holding = bool(own["pending"][0])  # nor this: a fit falls due or is installed between segments
+    # nor this: a fit falls due or is installed between segments
+    holding = bool(own["pending"].item())
     where = _fusable(learner, X, y, segment_scores, pooled, holding)
     if where is None:
         return False
     if not inside:  # most calls: the segment in one piece
         recorded.append(_learn(learner, X, y, segment_scores, pooled, holding, where))
         return True
-    held = int(own["pending_fill"][0])
+    held = own["pending_fill"].item()
     length, position = len(y), 0
     for cut in (*inside, length):
         if cut > position:
@@ -176,15 +194,16 @@ def _learn(
 ) -> np.ndarray:  # fmt: skip
     own = learner._own_state
     inner: Logistic = learner._inner  # type: ignore[assignment]  # fusable checked it
+    kept: BoostedParams = learner.__dict__.get(KEPT) or learner._kernel_params()
     fill, rows, labels, weights, capacity = where
     scaled = np.empty_like(X)
     # the kernel derives the leaves' columns and value from n_trees and counts the events it
     # remembers (as _remember counts them)
     kernels.learn_segment(
         X, y, scores, scaled, *standard_arrays(learner._scaler_arrays), STANDARD_FLOOR,
-        *_ENSEMBLE(own), int(own["ens_trees"][0]), int(learner.n_trees),
-        bool(learner.append_features), bool(learner.append_margin), *inner._accumulators(),
+        *_ENSEMBLE(own), own["ens_trees"].item(), kept.n_trees,
+        kept.append_features, kept.append_margin, *inner._accumulators(),
         holding, pooled, *_DRAWS(own), fill, *_RING(own), capacity,
-        float(learner.negatives_per_positive), rows, labels, weights, *_COUNTED(own),
+        kept.negatives_per_positive, rows, labels, weights, *_COUNTED(own),
     )  # fmt: skip
     return scaled

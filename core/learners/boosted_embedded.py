@@ -37,6 +37,7 @@ from core.learners import _fit_scaling as fit_scaling
 from core.learners import _leaf_columns as columns
 from core.learners import register
 from core.learners._base import OnlineLearner
+from core.learners._boosted_fused import BoostedParams
 from core.learners._boosted_learning import learn
 from core.learners._composed import ComposedState
 from core.learners._event_rows import check_buffer_size, event_arrays
@@ -50,9 +51,10 @@ from core.learners._fit_buffer import (
     oldest_first,
     remember,
 )
-from core.learners._fit_schedule import FitSchedule
+from core.learners._fit_schedule import FitSchedule, schedule_params
 from core.learners._growing import Growth
 from core.learners._inner import INNER_CONSTRAINTS, INNER_PREFIX, WrapsInner
+from core.learners._kept_params import KeptParams
 from core.learners._params import BOOLEAN, Interval
 from core.learners._row_pool import RowLink, restart_rows
 from core.learners._state import Count, Finite, OneOf, with_prefix
@@ -70,7 +72,9 @@ _NONE_F = np.empty(0)
 
 
 @register
-class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, OnlineLearner):
+class BoostedEmbedded(
+    KeptParams, FitSchedule, HandsOverFits, WrapsInner, ComposedState, OnlineLearner
+):
     """A linear learner on ``[x, m(x), e(x)]``: the features, the margin of a boosted ensemble
     and one indicator per tree of the leaf ``x`` reaches (He et al. 2014): a linear scorer
     learning online that ranks with the trees' non-linearity.
@@ -171,6 +175,15 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
                 f"learns from the buffer; got {self.first_fit!r}",
                 param="first_fit",
             )
+
+    def _build_kernel_params(self) -> BoostedParams:
+        schedule = schedule_params(self.first_fit, self.refit_every, self.refit_growth,
+                                   self.fit_delay)  # fmt: skip
+        return BoostedParams(
+            self.scaling == "standard", int(self.fit_delay), int(self.buffer_size),
+            int(self.n_trees), bool(self.append_features), bool(self.append_margin),
+            float(self.negatives_per_positive), schedule,
+        )  # fmt: skip
 
     def _ensemble_params(self) -> EnsembleParams:
         return EnsembleParams(
@@ -297,16 +310,6 @@ class BoostedEmbedded(FitSchedule, HandsOverFits, WrapsInner, ComposedState, Onl
             negatives[ends] - negatives[starts] >= 2
         )
         return counted & both
-
-    def _until_counted(self) -> float:
-        """Events until the schedule's count is reached (0 or less: reached; inf: never),
-        the labels aside: :meth:`_due`'s first condition, in plain integers."""
-        own = self._own_state
-        if not own["ready"][0]:
-            return self.first_fit - int(own["buffer_fill"][0])
-        if self.refit_every is None:
-            return float("inf")
-        return self._interval() - int(own["since_fit"][0])
 
     def fit_due(self) -> bool:
         """Whether a fit is pending: due, taken from the buffer, not installed yet."""

@@ -7,6 +7,7 @@ Equations and errata: docs/algorithms/ftrl_pauc.md.
 from __future__ import annotations
 
 import operator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from core.learners._forgetting import (
     row_reservoir_invariants,
 )
 from core.learners._growing import Growth
+from core.learners._kept_params import KEPT, KeptParams
 from core.learners._params import FPR_HIGH, FPR_LOW, Interval
 from core.learners._state import Count, Grown, OneOf
 from core.validation import check_fpr_range
@@ -37,8 +39,27 @@ _KERNEL_ARRAYS = operator.itemgetter(
 )  # fmt: skip
 
 
+class FTRLpAUCParams(NamedTuple):
+    """The scalars :func:`core._kernels.ftrl_pauc.ftrl_learn` takes after its arrays, in its
+    order, kept (:mod:`core.learners._kept_params`)."""
+
+    alpha: float
+    beta: float
+    lam: float
+    eta0: float
+    min_norm: float
+    update_every: int
+    first_update_every: int  # at most update_every
+    inner_steps: int
+    admission_level: float
+    auc_weight: float
+    half_life: float  # 0.0: none
+    positive_capacity: int
+    negative_capacity: int
+
+
 @register
-class FTRLpAUC(HalfLife, WeightVectorLearner):
+class FTRLpAUC(KeptParams, HalfLife, WeightVectorLearner):
     """FTRL for the partial AUC on reservoir samples of the stream (Kar et al. 2014, §3).
 
     FTRL plays ``w_{t+1} = argmin_w l_pAUC(x_{1:t}, y_{1:t}, w) + eta/2 ||w||^2`` (Kar et al.,
@@ -328,36 +349,38 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
         reservoirs (no forgetting) offered every event (no admission)."""
         return self.half_life is None and self.admission is None
 
-    def _learn(self, X, y, scores) -> None:
-        state = self.state_
-        if self.__dict__.get("_prefix_link") is not None:
-            positive = y > 0
-            if self._replaying(state, positive):
-                self._learn_replayed(X, y, scores, positive)
-                return
-        # the reservoirs grow as they fill: the slots this batch's offers can reach (a slot is
-        # at most the fill); reservoirs at their capacity are left unread (~2 us of numpy an
-        # event once both are full, most of a stream)
-        if self.half_life is None and not self._reservoirs_full(state):
-            positives = int(np.count_nonzero(y > 0))
-            for rows, fill, offers, capacity in (
-                ("positive_X", "positive_fill", positives, self.positive_capacity),
-                ("negative_X", "negative_fill", len(y) - positives, self.negative_capacity),
-            ):
-                needed, reservoir = int(state[fill][0]) + offers, state[rows]
-                if min(needed, int(capacity)) > reservoir.shape[0]:  # grown's own test, inline
-                    state[rows] = grown(reservoir, needed, int(capacity))
-        self._kernel_learn(X, y, scores, _KERNEL_ARRAYS(state), keep_rows=True)
-
-    def _kernel_learn(self, X, y, scores, arrays: tuple, keep_rows: bool) -> None:
-        kernels.ftrl_learn(
-            *event_arrays(X), y, scores, *arrays,
+    def _build_kernel_params(self) -> FTRLpAUCParams:
+        return FTRLpAUCParams(
             float(self.alpha), float(self.beta), float(self.lam), float(self.eta0),
             float(self.min_norm), int(self.update_every),
             int(min(self.first_update_every, self.update_every)), int(self.inner_steps),
             self._admission_level(), float(self.auc_weight), half_life_arg(self.half_life),
-            int(self.positive_capacity), int(self.negative_capacity), keep_rows,
+            int(self.positive_capacity), int(self.negative_capacity),
         )  # fmt: skip
+
+    def _learn(self, X, y, scores) -> None:
+        state = self.state_
+        if self.__dict__.get("_prefix_link") is not None and self._replaying(state, y):
+            self._learn_replayed(X, y, scores, y > 0)
+            return
+        # the reservoirs grow as they fill: the slots this batch's offers can reach (a slot is
+        # at most the fill); reservoirs at their capacity are left unread (~2 us of numpy an
+        # event once both are full, most of a stream)
+        kept: FTRLpAUCParams = self.__dict__.get(KEPT) or self._kernel_params()
+        if self.half_life is None and not self._reservoirs_full(state, kept):
+            positives = int(np.count_nonzero(y > 0))
+            for rows, fill, offers, capacity in (
+                ("positive_X", "positive_fill", positives, kept.positive_capacity),
+                ("negative_X", "negative_fill", len(y) - positives, kept.negative_capacity),
+            ):
+                needed, reservoir = int(state[fill][0]) + offers, state[rows]
+                if min(needed, capacity) > reservoir.shape[0]:  # grown's own test, inline
+                    state[rows] = grown(reservoir, needed, capacity)
+        kernels.ftrl_learn(*event_arrays(X), y, scores, *_KERNEL_ARRAYS(state), *kept, True)
+
+    def _kernel_learn(self, X, y, scores, arrays: tuple, keep_rows: bool) -> None:
+        kept = self.__dict__.get(KEPT) or self._kernel_params()
+        kernels.ftrl_learn(*event_arrays(X), y, scores, *arrays, *kept, keep_rows)
 
     # ------------------------------------------------------------------ inside auto
     # While auto's pool holds every event from the first and the reservoirs hold every event
@@ -366,17 +389,16 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
     # auto's scaler over the pool (core.learners._row_pool.PrefixLink) only for a batch in
     # which a solver update is due.  The same rows, so the same bits, at ~33 KB less a cached
     # model of 400 events of 10 features (loadtest/README.md, "RS: ...").
-    def _replaying(self, state: dict[str, np.ndarray], positive: np.ndarray) -> bool:
-        """Whether the batch (its labels ``> 0``: ``positive``) is learned with the rows
-        replayed; keeps the rows first (:meth:`keep_rows`) if it would fill a reservoir past
-        its capacity."""
-        fills = int(state["positive_fill"][0]), int(state["negative_fill"][0])
+    def _replaying(self, state: dict[str, np.ndarray], y: np.ndarray) -> bool:
+        """Whether the batch (its labels: ``y``) is learned with the rows replayed; keeps the
+        rows first (:meth:`keep_rows`) if it would fill a reservoir past its capacity."""
+        fills = state["positive_fill"].item(), state["negative_fill"].item()
         if not len(state["prefix_labels"]):  # it keeps its rows, or has learned no event yet
             if fills != (0, 0) or not self.__dict__["_prefix_link"].anchored():
                 return False
-        n = len(positive)
+        n = len(y)
         if fills[0] + n > self.positive_capacity or fills[1] + n > self.negative_capacity:
-            positives = int(np.count_nonzero(positive))
+            positives = int(np.count_nonzero(y > 0))
             if (fills[0] + positives > self.positive_capacity
                     or fills[1] + n - positives > self.negative_capacity):  # fmt: skip
                 self.keep_rows()
@@ -385,12 +407,13 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
 
     def _learn_replayed(self, X, y, scores, positive: np.ndarray) -> None:
         state = self.state_
-        events = int(state["positive_fill"][0]) + int(state["negative_fill"][0])
+        events = state["positive_fill"].item() + state["negative_fill"].item()
         # pauc_buffers.doubling_interval's value (a kernel called from Python costs ~30 us)
-        first = int(min(self.first_update_every, self.update_every))
-        interval = min(int(self.update_every), first << min(int(state["n_updates"][0]), 63))
+        kept: FTRLpAUCParams = self.__dict__.get(KEPT) or self._kernel_params()
+        first, every = kept.first_update_every, kept.update_every
+        interval = min(every, first << min(state["n_updates"].item(), 63))
         arrays = _KERNEL_ARRAYS(state)
-        due = int(state["since_update"][0]) + len(y) >= interval
+        due = state["since_update"].item() + len(y) >= interval
         if due:  # the solver reads the rows: rebuilt for this call, dropped after it
             rows, labels = self._prefix_rows(events), state["prefix_labels"][:events]
             positives = int(np.count_nonzero(positive))
@@ -424,11 +447,12 @@ class FTRLpAUC(HalfLife, WeightVectorLearner):
             state[f"{prefix}_X"] = kept
         state["prefix_labels"] = state["prefix_labels"][:0].copy()
 
-    def _reservoirs_full(self, state: dict[str, np.ndarray]) -> bool:
+    @staticmethod
+    def _reservoirs_full(state: dict[str, np.ndarray], kept: FTRLpAUCParams) -> bool:
         """Whether both reservoirs have all their slots (none grows any more)."""
         return (
-            state["positive_X"].shape[0] >= self.positive_capacity
-            and state["negative_X"].shape[0] >= self.negative_capacity
+            state["positive_X"].shape[0] >= kept.positive_capacity
+            and state["negative_X"].shape[0] >= kept.negative_capacity
         )
 
     def _admission_level(self) -> float:

@@ -25,6 +25,7 @@ from core.learners._forgetting import (
     clock_state,
     half_life_arg,
 )
+from core.learners._kept_params import KEPT, KeptParams, LogisticParams
 from core.learners._params import BOOLEAN, Interval, Options
 from core.learners._state import Count, Finite, Grown
 
@@ -47,7 +48,7 @@ LAPLACE_MAX_FEATURES = 2048
 
 
 @register
-class Logistic(HalfLife, OnlineLearner):
+class Logistic(KeptParams, HalfLife, OnlineLearner):
     """Online logistic regression: per-coordinate FTRL-Proximal with L1 + L2, or (``solver``;
     the default on models of at most 128 features) a Gaussian posterior updated one event at a
     time, which comes close to the batch fit in one pass.
@@ -341,23 +342,23 @@ class Logistic(HalfLife, OnlineLearner):
             **({} if self.half_life is None else {"touched": Count(0, "forget_clock")}),
         }
 
-    def _hyper(self) -> tuple[float, float, float, float, bool, float, bool]:
-        return (
-            float(self.alpha),
-            float(self.beta),
-            float(self.l1),
-            float(self.l2),
-            bool(self.fit_intercept),
-            half_life_arg(self.half_life),
-            bool(self.base_rate_offset),
-        )
+    def _build_kernel_params(self) -> LogisticParams:
+        fit, offset = bool(self.fit_intercept), bool(self.base_rate_offset)
+        solver = (float(self.prior_variance), float(self.process_noise), offset)
+        number, per_weight = self.number_prior_variance, self.empirical_prior_per_weight
+        ftrl = (float(self.alpha), float(self.beta), float(self.l1), float(self.l2), fit,
+                half_life_arg(self.half_life), offset)  # fmt: skip
+        kinds = None if number is None else (solver[0], float(number), *solver[1:])
+        at = None if per_weight is None else float(per_weight)
+        return LogisticParams(ftrl, solver, kinds, fit, offset, at)
 
     def _accumulators(self) -> tuple:
         s = self.state_
         clock = s.get("forget_clock", _NO_CLOCK)
         touched = s.get("touched", _NO_CLOCK)
         counts = s.get("class_counts", _NO_COUNTS)
-        return (*_FTRL_ARRAYS(s), clock, touched, counts, self._hyper())
+        params = self.__dict__.get(KEPT) or self._kernel_params()
+        return (*_FTRL_ARRAYS(s), clock, touched, counts, params.ftrl)
 
     def _check_state(self, state: dict[str, np.ndarray]) -> None:
         """The Laplace solver's covariance is symmetric positive semi-definite, with variances
@@ -404,38 +405,35 @@ class Logistic(HalfLife, OnlineLearner):
 
     def _laplace_args(self) -> tuple:
         s = self.state_
-        return s["mean"], s.get("class_counts", _NO_COUNTS), bool(self.base_rate_offset)
-
-    def _laplace_hyper(self) -> tuple[float, float, bool]:
-        return float(self.prior_variance), float(self.process_noise), bool(self.base_rate_offset)
+        offset = (self.__dict__.get(KEPT) or self._kernel_params()).base_rate_offset
+        return s["mean"], s.get("class_counts", _NO_COUNTS), offset
 
     def _evidence_at(self, size: int) -> float:
         """The kernels' ``evidence_at`` for a belief of ``size`` weights: the rarer class's
         count of the re-estimate (logistic.18), 0 for none."""
-        per_weight = self.empirical_prior_per_weight
-        return 0.0 if per_weight is None else float(per_weight) * size
+        per_weight = (self.__dict__.get(KEPT) or self._kernel_params()).evidence_per_weight
+        return 0.0 if per_weight is None else per_weight * size
 
     def _learn(self, X, y: np.ndarray, scores: np.ndarray) -> None:
-        if "covariance" in self.state_:
-            mean, counts, _ = self._laplace_args()
-            covariance, fit = self.state_["covariance"], bool(self.fit_intercept)
-            hyper = self._laplace_hyper()
-            columns = self.state_.get("columns")
+        state = self.state_
+        if "covariance" in state:
+            kept: LogisticParams = self.__dict__.get(KEPT) or self._kernel_params()
+            mean, covariance, columns = state["mean"], state["covariance"], state.get("columns")
+            counts = state.get("class_counts", _NO_COUNTS)
+            fit, hyper = kept.fit_intercept, kept.laplace
             if columns is not None:
                 X = _in_use.on_slots(X, columns, take=True)
-            if "magnitudes" in self.state_:
-                kinds = (hyper[0], float(self.number_prior_variance), *hyper[1:])  # type: ignore[arg-type]
+            per_weight = kept.evidence_per_weight  # _evidence_at, inline
+            at = 0.0 if per_weight is None else per_weight * mean.shape[0]
+            if "magnitudes" in state:
                 laplace.laplace_kinds_csr(
                     X.indptr, X.indices, X.data, y, scores, mean, covariance, counts,
-                    self.state_["magnitudes"], fit, kinds,
+                    state["magnitudes"], fit, kept.kinds,
                 )  # fmt: skip
             elif isinstance(X, CSRMatrix):
-                laplace.laplace_csr(
-                    X.indptr, X.indices, X.data, y, scores, mean, covariance, counts, fit, hyper,
-                    self._evidence_at(mean.shape[0]),
-                )  # fmt: skip
+                rows = X.indptr, X.indices, X.data
+                laplace.laplace_csr(*rows, y, scores, mean, covariance, counts, fit, hyper, at)
             else:
-                at = self._evidence_at(mean.shape[0])
                 laplace.laplace_dense(X, y, scores, mean, covariance, counts, fit, hyper, at)
             return
         accumulators = self._accumulators()

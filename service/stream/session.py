@@ -73,21 +73,14 @@ def expanded(items: Sequence[Item]) -> list[Message]:
     return [message for item in items for message in item.expand()]
 
 
-def count_messages(items: Sequence[Item]) -> int:
-    return sum(item.n_messages for item in items)
-
-
-def sum_events(messages: Sequence[Item]) -> int:
-    return sum(message.n_events for message in messages)
+def offsets(items: Sequence[Item], count: str = "n_events") -> list[int]:
+    """Where each item's events (or ``count="n_messages"``: messages) start, then their total."""
+    return list(itertools.accumulate((getattr(item, count) for item in items), initial=0))
 
 
 def large(items: Sequence[Item]) -> bool:
     """Whether the work of ``items`` is done in the thread pool (:mod:`service.offload`)."""
-    return large_batch(sum_events(items), count_messages(items))
-
-
-def offsets(messages: Sequence[Item]) -> list[int]:
-    return list(itertools.accumulate((message.n_events for message in messages), initial=0))
+    return large_batch(offsets(items)[-1], offsets(items, "n_messages")[-1])
 
 
 class Session:

@@ -22,6 +22,10 @@ T = TypeVar("T")
 DENSE_TEXT_FACTOR = 16
 NPZ_FACTOR = 64
 
+#: the bytes a coefficient adds to the JSON of ``GET .../weights`` (coef and raw_coef, ~24 each,
+#: and its name), a document judged as a dense JSON body of its size
+WEIGHT_BYTES = 64
+
 #: the most events a batch may hold and still be learned or scored on the event loop
 #: (loadtest/README.md, "The offload rule")
 INLINE_EVENTS = 1_000
@@ -41,6 +45,11 @@ def inline_limit(settings: Settings, kind: str, spec: FeatureSpec | None = None)
 def large_body(settings: Settings, size: int, kind: str, spec: FeatureSpec | None = None) -> bool:
     """Whether a body (or frame) of ``size`` bytes is handled in the thread pool."""
     return size > inline_limit(settings, kind, spec)
+
+
+def large_weights(settings: Settings, n_coef: int) -> bool:
+    """Whether the weights document of ``n_coef`` coefficients is written in the thread pool."""
+    return WEIGHT_BYTES * n_coef > settings.offload_body_bytes * DENSE_TEXT_FACTOR
 
 
 def large_batch(n_events: int, n_messages: int = 0) -> bool:

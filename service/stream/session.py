@@ -434,10 +434,8 @@ def binary_batch(run: list[Item], spec: FeatureSpec, *, labelled: bool) -> Batch
             detail = width_refused(spec.n_features, message.X.shape[1])
             raise Locator(None).error(first, detail, field="x")
         first += message.n_events
-    raw_ids: list[str | None] = []
-    if any(message.ids is not None for message in run):
-        for message in run:
-            raw_ids.extend(message.ids if message.ids is not None else [None] * message.n_events)
+    with_ids = any(message.ids is not None for message in run)
+    raw_ids = [i for m in run for i in m.ids or [None] * m.n_events] if with_ids else []
     locate = Locator(raw_ids or None)
     ids = checks.parse_ids(raw_ids, locate) if raw_ids else None
     X = checks.dense(np.concatenate([message.X for message in run]), spec, locate)  # type: ignore[misc]

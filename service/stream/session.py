@@ -13,6 +13,7 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import numpy as np
@@ -73,14 +74,19 @@ def expanded(items: Sequence[Item]) -> list[Message]:
     return [message for item in items for message in item.expand()]
 
 
-def offsets(items: Sequence[Item], count: str = "n_events") -> list[int]:
-    """Where each item's events (or ``count="n_messages"``: messages) start, then their total."""
-    return list(itertools.accumulate((getattr(item, count) for item in items), initial=0))
+def total(items: Sequence[Item], count: str = "n_events") -> int:
+    """The events (or ``count="n_messages"``: the messages) of ``items``."""
+    return sum(map(attrgetter(count), items))
 
 
 def large(items: Sequence[Item]) -> bool:
     """Whether the work of ``items`` is done in the thread pool (:mod:`service.offload`)."""
-    return large_batch(offsets(items)[-1], offsets(items, "n_messages")[-1])
+    return large_batch(total(items), total(items, "n_messages"))
+
+
+def offsets(items: Sequence[Item]) -> list[int]:
+    """Where each item's events start, then their total."""
+    return list(itertools.accumulate(map(attrgetter("n_events"), items), initial=0))
 
 
 class Session:

@@ -65,11 +65,7 @@ async def in_thread_if(large: bool, function: Callable[..., T], *args: Any, **kw
 
 
 async def run_engine(
-    engine: Engine,
-    function: Callable[..., T],
-    *args: Any,
-    offload: bool = False,
-    **kwargs: Any,
+    engine: Engine, function: Callable[..., T], *args: Any, offload: bool = False, **kwargs: Any
 ) -> T:
     """An engine call: inline when the store never blocks (memory) and the work is small, else
     in the thread pool (``offload=True``: the work is large)."""

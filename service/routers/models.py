@@ -93,11 +93,7 @@ async def export_snapshot(model_id: str, engine: EngineDep) -> Response:
     responses=problems(400, 408, 409, 413, 415, 422, 507),  # type: ignore[arg-type]
 )
 async def import_snapshot(
-    model_id: str,
-    request: Request,
-    engine: EngineDep,
-    settings: SettingsDep,
-    replace: bool = False,
+    model_id: str, request: Request, engine: EngineDep, settings: SettingsDep, replace: bool = False
 ) -> ModelInfo:
     """Create model ``model_id`` from a snapshot (``replace=true`` overwrites an existing one)."""
     if media_type(request.headers.get("content-type")) not in snapshot.IMPORTED_MEDIA_TYPES:

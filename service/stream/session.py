@@ -33,15 +33,7 @@ from service.offload import in_thread_if, large_batch, model_spec
 from service.queue.enqueue import enqueue
 from service.stream.blocks import Block
 from service.stream.protocol import Message
-from service.stream.replies import (
-    Field,
-    json_text,
-    kept_by_each,
-    listed,
-    score_texts,
-    texts,
-    write,
-)
+from service.stream.replies import Field, json_text, kept_by_each, listed, score_texts, texts, write
 
 #: what a batch holds: single messages, and blocks of binary messages of one layout
 Item = Message | Block
@@ -215,10 +207,7 @@ class Session:
             await self.each(good, batch, self.apply_learn)
 
     async def each(
-        self,
-        run: list[Item],
-        data: Any,
-        call: Callable[[list[Item], Any], Awaitable[None]],
+        self, run: list[Item], data: Any, call: Callable[[list[Item], Any], Awaitable[None]]
     ) -> None:
         """``call`` on the whole run; refused with a client error, on each message as a
         request of its own, all at once: the coalescer splits them by its rule, so only the

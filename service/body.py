@@ -3,12 +3,10 @@ on the event loop or in the thread pool (:func:`read_batch`)."""
 
 from __future__ import annotations
 
-import functools
 import zipfile
 from collections.abc import Callable
 
 from fastapi import Request
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from service.errors import PayloadTooLarge, UnsupportedMediaType
@@ -25,7 +23,7 @@ from service.ingest import (
 from service.ingest.archive import UnreadableDirectory, central_directory, check_method
 from service.ingest.npz import NPZ_ARRAYS
 from service.ingest.objects import parse_json
-from service.offload import inline_limit, large_batch
+from service.offload import in_thread_if, inline_limit, large_batch
 from service.settings import Settings
 
 
@@ -115,21 +113,13 @@ async def read_batch(
         reader = NDJSONReader(settings.max_batch_events, decode_inline_bytes=limit)
         await read_body(request, settings.max_body_bytes, feed=reader.feed)
         large = reader.deferred
-        finish = functools.partial(reader.finish, spec, labelled=labelled)
-        batch = await run_in_threadpool(finish) if large else finish()
+        batch = await in_thread_if(large, reader.finish, spec, labelled=labelled)
     else:
         body = await read_body(request, settings.max_body_bytes)
-        parse = functools.partial(
-            parse_events,
-            body,
-            content_type,
-            spec,
-            labelled=labelled,
-            max_events=settings.max_batch_events,
-            zero_based=zero_based,
-            max_dense_cells=settings.max_dense_cells,
-            max_inflated_bytes=settings.max_inflated_bytes,
-        )
         large = len(body) > limit or (kind == NPZ and npz_compressed(body))
-        batch = await run_in_threadpool(parse) if large else parse()
+        batch = await in_thread_if(
+            large, parse_events, body, content_type, spec, labelled=labelled, zero_based=zero_based,
+            max_events=settings.max_batch_events, max_dense_cells=settings.max_dense_cells,
+            max_inflated_bytes=settings.max_inflated_bytes,
+        )  # fmt: skip
     return check_id_bytes(batch, settings.max_event_id_bytes), large or large_batch(len(batch))

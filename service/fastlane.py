@@ -155,18 +155,17 @@ class LaneRoute:
     async def respond(self, scope: Scope, receive: Receive, app: ServiceApp) -> Response:
         """The route's answer to a request (a problem for a :class:`ServiceError`)."""
         try:
-            if self.readers or self.key_writes is not None:
-                request = Request(scope, receive)
-                services: Services = app.state.services
-                if self.key_writes is not None:
-                    check_api_key(request, services.settings, writes=self.key_writes)
-                arguments = {name: read(request, services) for name, read in self.readers}
-                response = await self.endpoint(**arguments)
-            else:  # nothing to read (``/healthz``): no request object
-                response = await self.endpoint()
+            if not self.readers and self.key_writes is None:  # ``/healthz``: no request object
+                return await self.endpoint()
+            request = Request(scope, receive)
+            services: Services = app.state.services
+            if self.key_writes is not None:
+                check_api_key(request, services.settings, writes=self.key_writes)
+            return await self.endpoint(
+                **{name: read(request, services) for name, read in self.readers}
+            )
         except ServiceError as error:
-            response = app.on_error(error)
-        return response
+            return app.on_error(error)
 
 
 def _path_reader(name: str) -> Reader:

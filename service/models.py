@@ -59,8 +59,7 @@ def build_learner(request: ModelCreate) -> OnlineLearner:
         learner.initialize(request.n_features)
     except (ValueError, TypeError) as error:
         raise InvalidInput(
-            f"learner {request.learner!r}: {error}",
-            field=_learner_field(error),
+            f"learner {request.learner!r}: {error}", field=_learner_field(error)
         ) from None
     if request.feature_mode != "dense" and not cls.supports_sparse:
         raise InvalidInput(

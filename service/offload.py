@@ -22,6 +22,10 @@ T = TypeVar("T")
 DENSE_TEXT_FACTOR = 16
 NPZ_FACTOR = 64
 
+#: the bytes a coefficient adds to the JSON of ``GET .../weights`` (coef and raw_coef, ~24 each,
+#: and its name), a document judged as a dense JSON body of its size
+WEIGHT_BYTES = 64
+
 #: the most events a batch may hold and still be learned or scored on the event loop
 #: (loadtest/README.md, "The offload rule")
 INLINE_EVENTS = 1_000
@@ -43,6 +47,11 @@ def large_body(settings: Settings, size: int, kind: str, spec: FeatureSpec | Non
     return size > inline_limit(settings, kind, spec)
 
 
+def large_weights(settings: Settings, n_coef: int) -> bool:
+    """Whether the weights document of ``n_coef`` coefficients is written in the thread pool."""
+    return WEIGHT_BYTES * n_coef > settings.offload_body_bytes * DENSE_TEXT_FACTOR
+
+
 def large_batch(n_events: int, n_messages: int = 0) -> bool:
     """Whether a batch (of ``n_messages`` stream messages) is handled in the thread pool."""
     return n_events + MESSAGE_EVENTS * n_messages > INLINE_EVENTS
@@ -56,11 +65,7 @@ async def in_thread_if(large: bool, function: Callable[..., T], *args: Any, **kw
 
 
 async def run_engine(
-    engine: Engine,
-    function: Callable[..., T],
-    *args: Any,
-    offload: bool = False,
-    **kwargs: Any,
+    engine: Engine, function: Callable[..., T], *args: Any, offload: bool = False, **kwargs: Any
 ) -> T:
     """An engine call: inline when the store never blocks (memory) and the work is small, else
     in the thread pool (``offload=True``: the work is large)."""

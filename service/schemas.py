@@ -17,11 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from core.metrics.operating import (
-    DEFAULT_TARGET_ALERT_RATES,
-    DEFAULT_TARGET_FPRS,
-    DEFAULT_TOP_K,
-)
+from core.metrics.operating import DEFAULT_TARGET_ALERT_RATES, DEFAULT_TARGET_FPRS, DEFAULT_TOP_K
 from core.validation import check_fpr_pair
 
 FeatureModeName = Literal["dense", "sparse", "hashed"]

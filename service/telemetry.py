@@ -17,13 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    generate_latest,
-    multiprocess,
-)
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
 from starlette.types import Scope

@@ -46,6 +46,15 @@ def explain(error: BaseException) -> tuple[str, int]:
     if isinstance(error, ServiceError | ValueError):  # ValueError: core's typed errors
         field = getattr(error, "param", None) or getattr(error, "field", None)
         return f"{error}" + (f" ({field})" if field else ""), USAGE
+    if isinstance(error, httpx.HTTPStatusError):  # raised by expect: the server's own words
+        answer = error.response
+        try:
+            problem = answer.json()
+            detail = problem.get("detail") or problem.get("title") or answer.text
+            detail += f" ({problem['field']})" if problem.get("field") else ""
+        except ValueError:
+            detail = answer.text or answer.reason_phrase
+        return f"{error}: HTTP {answer.status_code}: {one_line(detail, 300)}", FAILED
     if isinstance(error, httpx.TimeoutException):
         return f"the server did not answer in time ({type(error).__name__})", FAILED
     if isinstance(error, httpx.TransportError):
@@ -59,6 +68,16 @@ def explain(error: BaseException) -> tuple[str, int]:
     if isinstance(error, KeyboardInterrupt):
         return "interrupted", INTERRUPTED
     return f"unexpected {type(error).__name__}: {error} (AUCSTREAM_DEBUG=1 shows where)", FAILED
+
+
+def expect(response: Any, what: str, *statuses: int) -> Any:
+    """``response`` when its status is one of ``statuses`` (200 by default), else the error
+    that :func:`explain` words as ``what`` and the server's problem."""
+    import httpx
+
+    if response.status_code not in (statuses or (200,)):
+        raise httpx.HTTPStatusError(what, request=response.request, response=response)
+    return response
 
 
 def validation_message(error: Any) -> str:

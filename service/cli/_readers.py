@@ -202,15 +202,12 @@ def table_events(frame, args: argparse.Namespace, digest: str) -> ReplayData:
         raise CliError("--id-column and --label-column name the same column")
     rows = np.arange(1, len(frame) + 1)
     feature_columns = [name for name in columns if name not in (label_column, id_column)]
-    text = [
-        name
-        for name in feature_columns
-        if not (
-            pd.api.types.is_numeric_dtype(frame[name]) or pd.api.types.is_bool_dtype(frame[name])
-        )
-    ]
-    if text and hashed:
-        text = []  # a hashed model takes text: "country": "FR" is the feature country=FR
+
+    def numeric(name: str) -> bool:
+        return pd.api.types.is_numeric_dtype(frame[name]) or pd.api.types.is_bool_dtype(frame[name])
+
+    # a hashed model takes text: "country": "FR" is the feature country=FR
+    text = [] if hashed else [name for name in feature_columns if not numeric(name)]
     if text and not args.drop_non_numeric:
         raise CliError(
             f"non-numeric column(s) {_names(text)} in {path}: features must be numbers; pass "
@@ -374,12 +371,9 @@ def read_npz(path: str) -> tuple[np.ndarray | CSRMatrix, np.ndarray]:
                 if X.ndim != 2:
                     raise CliError(f"{path}: X must be 2-d, got shape {X.shape}")
                 return np.ascontiguousarray(X), y
-            indptr = archive["indptr"].astype(np.int64)
-            indices = archive["indices"].astype(np.int64)
-            n_features = (
-                int(archive["shape"][1]) if "shape" in names else int(indices.max(initial=0)) + 1
-            )
+            indptr, indices = (archive[name].astype(np.int64) for name in ("indptr", "indices"))
             data = archive["data"].astype(np.float64)
-            return CSRMatrix(indptr, indices, data, n_features), y
+            d = int(archive["shape"][1]) if "shape" in names else int(indices.max(initial=0)) + 1
+            return CSRMatrix(indptr, indices, data, d), y
     except (zipfile.BadZipFile, ValueError) as error:
         raise CliError(f"cannot read {path} as .npz: {error}") from None

@@ -12,9 +12,9 @@ from core.csr import CSRMatrix
 from core.metrics import auc, pauc
 from core.validation import row_range
 from service.cli import add_command
-from service.cli._errors import CliError
+from service.cli._errors import CliError, expect
 from service.cli._readers import ReplayData, add_file_options, model_features, read_file_events
-from service.cli.replay import add_model_options, model_request, refused, server, write_snapshot
+from service.cli.replay import add_model_options, model_request, server, write_snapshot
 
 #: the line of ``aucstream --help``; DESCRIPTION follows it in ``aucstream fit --help``
 SUMMARY = "train a model on a history file and write (or upload) its snapshot"
@@ -103,8 +103,7 @@ def upload(args: argparse.Namespace, body: bytes) -> None:
         response = http.put(f"/v1/models/{args.model}/snapshot", content=body,
                             headers={"content-type": "application/zip"},
                             params={"replace": str(args.replace).lower()})  # fmt: skip
-    if response.status_code != 201:
-        raise refused(response, "the server refused the snapshot")
+    expect(response, "the server refused the snapshot", 201)
 
 
 def fit(args: argparse.Namespace) -> int:

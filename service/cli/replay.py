@@ -14,7 +14,7 @@ import orjson
 from core.csr import CSRMatrix
 from core.validation import row_range
 from service.cli import add_command
-from service.cli._errors import FAILED, CliError, one_line
+from service.cli._errors import CliError, expect
 from service.cli._readers import (
     DENSE_MAX_FEATURES,
     ReplayData,
@@ -239,18 +239,6 @@ def json_body(data: ReplayData, start: int, stop: int, ids: list[str]) -> bytes:
     return orjson.dumps({"events": events})
 
 
-def refused(response, what: str) -> CliError:
-    """One line from a server's error answer (a problem+json body, or its text)."""
-    try:
-        problem = response.json()
-        detail = problem.get("detail") or problem.get("title") or response.text
-        if problem.get("field"):
-            detail += f" ({problem['field']})"
-    except ValueError:
-        detail = response.text or response.reason_phrase
-    return CliError(f"{what}: HTTP {response.status_code}: {one_line(detail, 300)}", FAILED)
-
-
 def ensure_model(http, request: dict[str, Any], has_missing: bool) -> dict[str, Any]:
     """The server's configuration of the model, created unless it has it; it must take this
     file (its width, and the policy --missing asks for if the file has missing values: the
@@ -259,12 +247,10 @@ def ensure_model(http, request: dict[str, Any], has_missing: bool) -> dict[str, 
     found = http.get(f"/v1/models/{model}")
     if found.status_code == 404:
         created = http.post("/v1/models", json=request)
-        if created.status_code not in (201, 409):  # 409: created meanwhile by another client
-            raise refused(created, f"could not create model {model}")
+        # 409: created meanwhile by another client
+        expect(created, f"could not create model {model}", 201, 409)
         found = http.get(f"/v1/models/{model}")
-    if found.status_code != 200:
-        raise refused(found, f"could not read model {model}")
-    config = found.json()["config"]
+    config = expect(found, f"could not read model {model}").json()["config"]
     if config["n_features"] != request["n_features"]:
         raise CliError(
             f"model {model} on the server has {config['n_features']} features, the file "
@@ -304,23 +290,18 @@ def replay_to_server(args, data: ReplayData, request, tally: RunTally, advance):
             response = http.post(
                 f"/v1/models/{args.model}/events", content=content, headers={"content-type": kind}
             )
-            if response.status_code not in (200, 202):
-                first = int(data.rows[start])
-                raise refused(
-                    response,
-                    f"the server refused the batch of rows {first}-{int(data.rows[stop - 1])} "
-                    f"(rows before {first} were sent; a re-run skips them)",
-                )
-            return response.json()
+            first = int(data.rows[start])
+            return expect(
+                response,
+                f"the server refused the batch of rows {first}-{int(data.rows[stop - 1])} "
+                f"(rows before {first} were sent; a re-run skips them)",
+                200, 202,
+            ).json()  # fmt: skip
 
         learn_in_batches(args, data, tally, advance, learn)
-        metrics = http.get(f"/v1/models/{args.model}/metrics")
-        if metrics.status_code != 200:
-            raise refused(metrics, "could not read the metrics")
+        metrics = expect(http.get(f"/v1/models/{args.model}/metrics"), "could not read the metrics")
         archive = None
         if args.save:
             exported = http.get(f"/v1/models/{args.model}/snapshot")
-            if exported.status_code != 200:
-                raise refused(exported, "could not export the snapshot")
-            archive = exported.content
+            archive = expect(exported, "could not export the snapshot").content
         return metrics.json(), archive

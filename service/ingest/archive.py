@@ -167,8 +167,7 @@ def member_content(
     if member.compress_type == zipfile.ZIP_STORED:
         if prefix is None and len(data) != declared:
             raise MalformedBody(
-                f"{field!r} is stored in {len(data):,} bytes but declares {declared:,}",
-                field=field,
+                f"{field!r} is stored in {len(data):,} bytes but declares {declared:,}", field=field
             )
         content: bytes | memoryview = data[:wanted]
     else:  # deflated: check_members refused every other method

@@ -208,9 +208,7 @@ def label_items(items: Any, max_events: int) -> tuple[list[str], np.ndarray]:
     return ids, fields.labels_from_values([item.get("y") for item in items], locate)
 
 
-def joined_labels(
-    parts: Sequence[tuple[list[str], np.ndarray]],
-) -> tuple[list[str], np.ndarray]:
+def joined_labels(parts: Sequence[tuple[list[str], np.ndarray]]) -> tuple[list[str], np.ndarray]:
     """Several label requests ``(ids, labels)`` as one, in order, for one engine call (the
     ``/labels`` requests of a group, a stream's run, a worker's entries), each already in
     {-1, +1} (:func:`label_items` maps {0, 1} to it; a queued entry holds it)."""

@@ -122,9 +122,7 @@ def libsvm_events(
     np.cumsum(np.asarray(counts, dtype=np.int64), out=indptr[1:])
     _check_pairs(indptr, indices, pairs[:, 1], spec.n_features, base, locate)
     sparse = fields.sparse(
-        CSRMatrix(indptr, indices, np.ascontiguousarray(pairs[:, 1]), spec.n_features),
-        spec,
-        locate,
+        CSRMatrix(indptr, indices, np.ascontiguousarray(pairs[:, 1]), spec.n_features), spec, locate
     )
     X: np.ndarray | CSRMatrix = sparse.toarray() if spec.feature_mode == "dense" else sparse
     return Batch(X, y, fields.parse_ids(raw_ids, locate))

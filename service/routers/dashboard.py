@@ -79,11 +79,7 @@ class DashboardConfig(BaseModel):
     )
 
 
-@router.get(
-    "/dashboard/config",
-    response_model=DashboardConfig,
-    tags=["dashboard"],
-)
+@router.get("/dashboard/config", response_model=DashboardConfig, tags=["dashboard"])
 async def dashboard_config(settings: SettingsDep) -> DashboardConfig:
     """Settings the dashboard page reads first: whether to ask for an API key (so that it asks
     before a request fails), the service mode and the stream's check interval."""

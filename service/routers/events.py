@@ -18,12 +18,7 @@ from service.ingest import JSON, Batch, FeatureSpec, parse_label_items
 from service.offload import in_thread_if, large_batch, large_body, model_spec
 from service.openapi import LABELS_BODY, events_body, problems
 from service.queue.enqueue import enqueue
-from service.schemas import (
-    LabelsResponse,
-    LearnResponse,
-    QueuedResponse,
-    ScoreResponse,
-)
+from service.schemas import LabelsResponse, LearnResponse, QueuedResponse, ScoreResponse
 
 #: ``?reasons=k``: 0 to ``AUCSTREAM_MAX_REASONS``
 Reasons = Annotated[

@@ -12,7 +12,7 @@ from service.body import read_body, require_json
 from service.deps import EngineDep, SettingsDep
 from service.errors import InvalidInput, ModelExists, UnsupportedMediaType
 from service.ingest import media_type
-from service.offload import run_engine
+from service.offload import in_thread_if, large_weights, run_engine
 from service.openapi import SNAPSHOT_BODY, problems
 from service.schemas import ModelCreate, ModelInfo, ModelList, WeightsResponse
 
@@ -54,7 +54,7 @@ async def reset_model(model_id: str, engine: EngineDep) -> ModelInfo:
 
 
 @router.get("/{model_id}/weights", response_model=WeightsResponse)
-async def weights(model_id: str, engine: EngineDep) -> Response:
+async def weights(model_id: str, engine: EngineDep, settings: SettingsDep) -> Response:
     """The served weights (the averaged iterate for learners that average): on the scaled
     features the model learns from (``coef``, ``intercept``) and on the features as posted
     (``raw_coef``, ``raw_intercept``: the online scaler folded in), with the feature names."""
@@ -64,8 +64,7 @@ async def weights(model_id: str, engine: EngineDep) -> Response:
         document = model_requests.weights_document(served)
         return orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
 
-    # a model of millions of features would hold the event loop
-    content = await run_in_threadpool(render) if len(served.coef) > 65_536 else render()
+    content = await in_thread_if(large_weights(settings, len(served.coef)), render)
     return Response(content, media_type="application/json")
 
 
@@ -94,11 +93,7 @@ async def export_snapshot(model_id: str, engine: EngineDep) -> Response:
     responses=problems(400, 408, 409, 413, 415, 422, 507),  # type: ignore[arg-type]
 )
 async def import_snapshot(
-    model_id: str,
-    request: Request,
-    engine: EngineDep,
-    settings: SettingsDep,
-    replace: bool = False,
+    model_id: str, request: Request, engine: EngineDep, settings: SettingsDep, replace: bool = False
 ) -> ModelInfo:
     """Create model ``model_id`` from a snapshot (``replace=true`` overwrites an existing one)."""
     if media_type(request.headers.get("content-type")) not in snapshot.IMPORTED_MEDIA_TYPES:

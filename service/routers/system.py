@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Literal
 
@@ -142,27 +143,22 @@ def _store_alarms(engine: Engine) -> int:
 
 def _render(engine: Engine, telemetry: Telemetry) -> bytes:
     """The exposition, without (multiprocess mode) the series of deleted models."""
-    models = None
-    if telemetry.multiprocess:
-        try:
-            models = set(engine.list_models())
-        except ServiceError:  # store down: the scrape still answers, unfiltered
-            models = None
+    try:
+        models = set(engine.list_models()) if telemetry.multiprocess else None
+    except ServiceError:  # store down: the scrape still answers, unfiltered
+        models = None
     return telemetry.render(models)
 
 
 def _refresh_lag(engine: Engine, queue: StreamQueue, telemetry: Telemetry) -> None:
     """The lag of the models with series of their own."""
-    try:
-        models = engine.list_models()
+    with contextlib.suppress(ServiceError):  # Redis down: the scrape answers the last values
+        existing = set(engine.list_models())
         telemetry.rank_series()
-        existing = set(models)
         for model in telemetry.models_with_series():
             if model in existing:
                 telemetry.set_lag(model, queue.lag(model))
         telemetry.forget_models(existing)
-    except ServiceError:  # Redis down: the scrape still answers, with the last values
-        pass
 
 
 @v1_router.get("/learners", response_model=dict[str, list[str]])

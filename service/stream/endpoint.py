@@ -29,7 +29,7 @@ from service.stream.protocol import (
     decode_text,
     frame_too_large,
 )
-from service.stream.session import Item, Session, count_messages, sum_events
+from service.stream.session import Item, Session, total
 
 logger = logging.getLogger("aucstream.stream")
 
@@ -191,7 +191,7 @@ class Connection:
             uniform = []
             decoded = await in_thread_if(large, self.decode, frame)
             items.extend(decoded)
-            messages, events = messages + len(decoded), events + sum_events(decoded)
+            messages, events = messages + len(decoded), events + total(decoded)
         self.flush(uniform, items)
         if self.queued_bytes <= self.max_queued_bytes:
             self.room.set()
@@ -226,7 +226,7 @@ class Connection:
         messages = await self.take()
         clock = asyncio.get_running_loop().time
         deadline = clock() + self.wait
-        while count_messages(messages) < self.max_messages and not self.closed:
+        while total(messages, "n_messages") < self.max_messages and not self.closed:
             remaining = deadline - clock()
             if remaining <= 0:
                 break

@@ -13,6 +13,7 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import numpy as np
@@ -32,15 +33,7 @@ from service.offload import in_thread_if, large_batch, model_spec
 from service.queue.enqueue import enqueue
 from service.stream.blocks import Block
 from service.stream.protocol import Message
-from service.stream.replies import (
-    Field,
-    json_text,
-    kept_by_each,
-    listed,
-    score_texts,
-    texts,
-    write,
-)
+from service.stream.replies import Field, json_text, kept_by_each, listed, score_texts, texts, write
 
 #: what a batch holds: single messages, and blocks of binary messages of one layout
 Item = Message | Block
@@ -73,21 +66,19 @@ def expanded(items: Sequence[Item]) -> list[Message]:
     return [message for item in items for message in item.expand()]
 
 
-def count_messages(items: Sequence[Item]) -> int:
-    return sum(item.n_messages for item in items)
-
-
-def sum_events(messages: Sequence[Item]) -> int:
-    return sum(message.n_events for message in messages)
+def total(items: Sequence[Item], count: str = "n_events") -> int:
+    """The events (or ``count="n_messages"``: the messages) of ``items``."""
+    return sum(map(attrgetter(count), items))
 
 
 def large(items: Sequence[Item]) -> bool:
     """Whether the work of ``items`` is done in the thread pool (:mod:`service.offload`)."""
-    return large_batch(sum_events(items), count_messages(items))
+    return large_batch(total(items), total(items, "n_messages"))
 
 
-def offsets(messages: Sequence[Item]) -> list[int]:
-    return list(itertools.accumulate((message.n_events for message in messages), initial=0))
+def offsets(items: Sequence[Item]) -> list[int]:
+    """Where each item's events start, then their total."""
+    return list(itertools.accumulate(map(attrgetter("n_events"), items), initial=0))
 
 
 class Session:
@@ -216,10 +207,7 @@ class Session:
             await self.each(good, batch, self.apply_learn)
 
     async def each(
-        self,
-        run: list[Item],
-        data: Any,
-        call: Callable[[list[Item], Any], Awaitable[None]],
+        self, run: list[Item], data: Any, call: Callable[[list[Item], Any], Awaitable[None]]
     ) -> None:
         """``call`` on the whole run; refused with a client error, on each message as a
         request of its own, all at once: the coalescer splits them by its rule, so only the
@@ -441,10 +429,8 @@ def binary_batch(run: list[Item], spec: FeatureSpec, *, labelled: bool) -> Batch
             detail = width_refused(spec.n_features, message.X.shape[1])
             raise Locator(None).error(first, detail, field="x")
         first += message.n_events
-    raw_ids: list[str | None] = []
-    if any(message.ids is not None for message in run):
-        for message in run:
-            raw_ids.extend(message.ids if message.ids is not None else [None] * message.n_events)
+    with_ids = any(message.ids is not None for message in run)
+    raw_ids = [i for m in run for i in m.ids or [None] * m.n_events] if with_ids else []
     locate = Locator(raw_ids or None)
     ids = checks.parse_ids(raw_ids, locate) if raw_ids else None
     X = checks.dense(np.concatenate([message.X for message in run]), spec, locate)  # type: ignore[misc]

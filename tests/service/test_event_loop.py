@@ -17,7 +17,8 @@ import pytest
 
 from service.errors import MalformedBody
 from service.ingest import FeatureSpec, NDJSONReader
-from service.offload import INLINE_EVENTS, MESSAGE_EVENTS
+from service.offload import INLINE_EVENTS, MESSAGE_EVENTS, large_weights
+from service.settings import Settings
 from tests.service.conftest import create_model, events_json, make_stream, started_apps
 
 
@@ -255,7 +256,10 @@ def test_npz_compressed_reads_the_zip_directory():
 
 
 def test_a_large_weight_vector_is_served_the_same_way(make_client):
-    """Above 65,536 weights the JSON is rendered in the thread pool: same document."""
+    """Above the offload rule's size (65,536 weights by default) the JSON is rendered in the
+    thread pool: same document."""
+    settings = Settings()
+    assert large_weights(settings, 70_000) and not large_weights(settings, 65_536)
     client = make_client(store="memory")
     for model_id, n_features in (("small", 3), ("large", 70_000)):
         create_model(client, model_id, n_features=n_features, learner="spam", scaling="none")

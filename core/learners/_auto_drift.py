@@ -205,7 +205,9 @@ class DriftTracking:
         ``detected_at``, its event count ``start`` before it)."""
         if found:
             own["drift_since"][0] = start + int(detected_at[found - 1])
-        detected, seen = int(own["drift_since"][0]), int(own["n_seen"][0])
+        # Python ints (.item(): as int() of the element, cheaper): read at every event while a
+        # detection waits for its confirmation
+        detected, seen = own["drift_since"].item(), own["n_seen"].item()
         if detected and seen % self.period == 0 and seen > detected:
             # [CHOICE] a restart empties the trees' buffers, on a rare class the positives of
             # tens of thousands of events: it waits for the positives an evaluation may decide
@@ -220,7 +222,7 @@ class DriftTracking:
                     restart = getattr(candidate, "restart_tree", None)
                     if restart is not None:
                         restart()
-        return detected if detected > int(own["leader_since"][0]) else 0
+        return detected if detected > own["leader_since"].item() else 0
 
 
 def served_window(own: dict[str, np.ndarray], temperature: float) -> tuple[np.ndarray, np.ndarray]:

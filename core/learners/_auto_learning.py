@@ -62,7 +62,7 @@ def learn_segments(auto: Auto, X, y: np.ndarray, scores: np.ndarray, starts=()) 
     own = auto._own_state
     candidates = auto._candidates
     raw = X
-    X = scale_batch(auto.scaling, auto._scaler_arrays, raw, learn=True)
+    X = scale_batch(auto.scaling, own, raw, learn=True)  # a composite's scaler arrays: its own
     if auto._inputs_sink is not None:
         auto._inputs_sink.append(X)
     roles = auto._candidate_roles()

@@ -465,7 +465,7 @@ class Auto(ComposedState, OnlineLearner):
         self._check_initialized()
         # the width from auto's own arrays: reading ``state_`` would build the view at every
         # event of the service's regret window
-        width = int(self._own_state["n_features"][0])
+        width = self._own_state["n_features"].item()
         return served_coef(self._own_state, self._candidates, width, self.temperature)
 
     def leaderboard(self) -> dict[str, Any]:

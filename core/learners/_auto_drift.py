@@ -54,6 +54,9 @@ CONFIRMATION = 1.0
 #: the prefix of the detector's arrays among auto's own
 DRIFT = "drift:"
 
+#: the detector's counters among auto's own arrays: the array its kept view is checked against
+_COUNTERS = DRIFT + "counters"
+
 #: the mix's arrays that serving a segment reads and writes, in one C call
 _SERVED = operator.itemgetter(
     "served_weights", "score_mean", "score_m2", "window_scores", "window_labels"
@@ -74,6 +77,9 @@ class DriftTracking:
         self._detector: DriftDetector | None = None
         #: the detector's arrays and parameters as its kernel takes them, read with it
         self._arguments: tuple = ()
+        #: the kernel's detection positions for a one-event segment, read within the call
+        #: that wrote them (a new array a call cost ~0.3 us of the service's one-event batch)
+        self._detected_one = np.empty(1, dtype=np.int64)
 
     @staticmethod
     def state() -> dict[str, np.ndarray]:
@@ -115,7 +121,7 @@ class DriftTracking:
         kernel's arguments (:meth:`_detector_arguments`: its parameters do not change while
         its arrays are the same, ~0.5 us a segment to read again)."""
         detector = self._detector
-        if detector is None or detector.counters is not own[DRIFT + "counters"]:
+        if detector is None or detector.counters is not own[_COUNTERS]:
             detector = self._detector = DriftDetector.over(_detector_arrays(own))
             self._arguments = self._detector_arguments(detector)
         return detector
@@ -165,11 +171,13 @@ class DriftTracking:
         (``temperature`` > 0), then :meth:`watch` of its served scores, the two kernels in one
         call (:func:`core._kernels.auto.serve_record_and_watch`): the same arrays in the same
         order, so the same state."""
-        detector = self.detector(own)
-        start = int(detector.counters[0])
-        seen = int(own["n_seen"][0])
+        detector = self._detector
+        if detector is None or detector.counters is not own[_COUNTERS]:
+            detector = self.detector(own)
+        start = detector.counters.item(0)  # Python ints, as int() of the elements, cheaper
+        seen = own["n_seen"].item()
         n_events = labels.shape[0]
-        detected_at = np.empty(n_events, dtype=np.int64)
+        detected_at = self._detected_one if n_events == 1 else np.empty(n_events, dtype=np.int64)
         weights, means, m2, window_scores, window_labels = _SERVED(own)
         found = serve_record_and_watch(
             candidate_scores, labels, weights, means, m2, seen, SHRINK_EVENTS, window_scores,
@@ -197,7 +205,9 @@ class DriftTracking:
         ``detected_at``, its event count ``start`` before it)."""
         if found:
             own["drift_since"][0] = start + int(detected_at[found - 1])
-        detected, seen = int(own["drift_since"][0]), int(own["n_seen"][0])
+        # Python ints (.item(): as int() of the element, cheaper): read at every event while a
+        # detection waits for its confirmation
+        detected, seen = own["drift_since"].item(), own["n_seen"].item()
         if detected and seen % self.period == 0 and seen > detected:
             # [CHOICE] a restart empties the trees' buffers, on a rare class the positives of
             # tens of thousands of events: it waits for the positives an evaluation may decide
@@ -212,7 +222,7 @@ class DriftTracking:
                     restart = getattr(candidate, "restart_tree", None)
                     if restart is not None:
                         restart()
-        return detected if detected > int(own["leader_since"][0]) else 0
+        return detected if detected > own["leader_since"].item() else 0
 
 
 def served_window(own: dict[str, np.ndarray], temperature: float) -> tuple[np.ndarray, np.ndarray]:

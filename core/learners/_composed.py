@@ -31,7 +31,8 @@ _DROPPED: dict[str, np.ndarray] = {}
 
 
 def _same_objects(these: tuple, those: tuple) -> bool:
-    return len(these) == len(those) and all(map(operator.is_, these, those))
+    # the same tuple first: a composite that keeps its parts' tuple gives it back every call
+    return these is those or (len(these) == len(those) and all(map(operator.is_, these, those)))
 
 
 def _taker(keys: list[str]) -> Callable[[dict], tuple]:

@@ -114,20 +114,25 @@ def mix_terms(own: dict[str, np.ndarray], candidates: list[Any]) -> list[tuple[A
 
 def _mix_factors(own: dict[str, np.ndarray]) -> list[tuple[int, float, float]]:
     """:func:`mix_terms` by the candidates' indices."""
-    count = int(own["n_seen"][0])
+    count = own["n_seen"].item()
     if count <= 1:
         return []
-    # one array operation for all the candidates, read back as Python floats: per-element
-    # numpy scalars cost ~1 us each, and this runs for every served score and coef_
+    # the arrays read back as Python floats, the spreads taken in Python: numpy's operations
+    # on K elements cost ~1 us each, and this runs for every served score and coef_.  IEEE
+    # division and square root are correctly rounded, so math's are numpy's bit for bit; a
+    # sum of squares that is not positive (0, or NaN) has no spread, as np.sqrt's 0 or NaN
     weights = own["served_weights"].tolist()
-    spreads = np.sqrt(own["score_m2"] / count).tolist()
     means = own["score_mean"].tolist()
     factor = shrink(count)
-    return [
-        (k, weight / spread * factor, mean)
-        for k, (weight, spread, mean) in enumerate(zip(weights, spreads, means, strict=True))
-        if weight > 0.0 and spread > 0.0
-    ]
+    terms = []
+    for k, (weight, m2, mean) in enumerate(
+        zip(weights, own["score_m2"].tolist(), means, strict=True)
+    ):
+        if weight > 0.0 and m2 > 0.0:
+            spread = math.sqrt(m2 / count)
+            if spread > 0.0:
+                terms.append((k, weight / spread * factor, mean))
+    return terms
 
 
 def serve_and_record(

@@ -79,6 +79,12 @@ class CandidateRoles:
         self.joiners = tuple(k for k, c in enumerate(candidates) if joins_at_first_fit(c))
         #: the row pool's capacity while a candidate is pooled (core.learners._row_pool)
         self.pool_capacity = pool_capacity(candidates)
+        #: the candidates' prequential scores of a one-event batch, and each one's row (its
+        #: ``scores`` argument), made once: filled and read within each call (the served
+        #: scores and the window take copies), where a new array and its K row views cost
+        #: ~1 us a call
+        self.one_event_scores = np.empty((len(candidates), 1))
+        self.one_event_rows = tuple(self.one_event_scores)
 
 
 @register
@@ -303,7 +309,13 @@ class Auto(ComposedState, OnlineLearner):
         return list(zip(_PREFIXES, self._candidates, strict=False))  # at most MAX_CANDIDATES
 
     def _part_learners(self) -> tuple:
-        return tuple(self._candidates[:MAX_CANDIDATES])  # as _parts, without its pairs
+        """As :meth:`_parts`, without its pairs: one tuple while the candidates are the same
+        list (read twice after every batch; the caches keyed on it then match at once)."""
+        kept = self.__dict__.get("_learners_kept")
+        if kept is None or kept[0] is not self._candidates:
+            kept = (self._candidates, tuple(self._candidates[:MAX_CANDIDATES]))
+            self.__dict__["_learners_kept"] = kept
+        return kept[1]
 
     def _candidate_roles(self) -> CandidateRoles:
         """What the candidates' learners and parameters decide, read at every segment: kept
@@ -453,7 +465,7 @@ class Auto(ComposedState, OnlineLearner):
         self._check_initialized()
         # the width from auto's own arrays: reading ``state_`` would build the view at every
         # event of the service's regret window
-        width = int(self._own_state["n_features"][0])
+        width = self._own_state["n_features"].item()
         return served_coef(self._own_state, self._candidates, width, self.temperature)
 
     def leaderboard(self) -> dict[str, Any]:

@@ -31,13 +31,8 @@ from service.stores.base import (
 )
 from service.stores.fields import decode_fields, encode_fields
 from service.stores.sqlite_epoch import SQLiteLossWatch
-from service.stores.sqlite_file import (
-    Database,
-    StoreOpenError,
-    translated,
-)
+from service.stores.sqlite_file import CHAIN, MODEL_TABLES, Database, StoreOpenError, translated
 from service.stores.sqlite_many import ManyModels, marks
-from service.stores.sqlite_schema import CHAIN, MODEL_TABLES
 
 __all__ = ["SQLiteStore", "StoreOpenError"]
 

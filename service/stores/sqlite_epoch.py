@@ -30,7 +30,7 @@ from service.stores.sqlite_file import PRIVATE_FILE_MODE, Database, is_disk_full
 logger = logging.getLogger("aucstream.store")
 
 #: the marker's name (tables ``epoch_marker`` and ``loss_alarms``:
-#: :mod:`service.stores.sqlite_schema`) in causes and in the copy
+#: :data:`~service.stores.sqlite_file.SCHEMA`) in causes and in the copy
 MARKER = "epoch_marker"
 
 

@@ -31,10 +31,8 @@ from service.stores.base import (
 )
 from service.stores.fields import decode_fields, encode_fields
 from service.stores.sqlite_epoch import SQLiteLossWatch
-from service.stores.sqlite_file import CHAIN, MODEL_TABLES, Database, StoreOpenError, translated
+from service.stores.sqlite_file import CHAIN, MODEL_TABLES, Database, translated
 from service.stores.sqlite_many import ManyModels, marks
-
-__all__ = ["SQLiteStore", "StoreOpenError"]
 
 #: the condition an append's version update adds: no other process holds the model's turn
 #: (parameters: the model id, this process, now)
@@ -122,8 +120,8 @@ class SQLiteStore(ManyModels):
     def open(
         cls, data_dir: str | Path, synchronous: Literal["full", "normal"] = "full"
     ) -> SQLiteStore:
-        """The store in ``data_dir`` (created if needed); :class:`StoreOpenError` naming the
-        path and the reason when it cannot be used."""
+        """The store in ``data_dir`` (created if needed); :class:`~.sqlite_file.StoreOpenError`
+        naming the path and the reason when it cannot be used."""
         return cls(Database.open(data_dir, synchronous))
 
     @property

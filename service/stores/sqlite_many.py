@@ -1,15 +1,14 @@
-"""The SQLite store's calls for a pass of the coalescer
-(:meth:`service.engine.coalesce.Coalescer.apply_pass`) and its kept ``/score`` records.
+"""The SQLite store's calls for a pass of the coalescer (:mod:`service.engine.passes`) and its
+kept ``/score`` records.
 
 A pass over several models reads their heads by one query and writes their log entries by one
 transaction (one fsync for the events of every model).  :meth:`ManyModels.put_pending_at`
 keeps the records of scores given by a cached model without a read of the model's head
 before: the write's own update of the model's row reads it, and writes nothing when it moved
-(the coalescer then scores again the usual way:
-:meth:`service.engine.coalesce.Coalescer._score_kept`).  A kept ``/score`` from one sender
-pays the durable commit and no read besides; the records of other threads are written in the
-same group commit (:meth:`~service.stores.sqlite_file.Database.grouped`: one fsync for them
-all).
+(the coalescer then scores again the usual way: :mod:`service.engine.coalesce`).  A kept
+``/score`` from one sender pays the durable commit and no read besides; the records of other
+threads are written in the same group commit
+(:meth:`~service.stores.sqlite_file.Database.grouped`: one fsync for them all).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from service.stores.sqlite_file import translated
 
 if TYPE_CHECKING:
     from service.stores.epoch import LossWatch
-    from service.stores.sqlite_epoch import SQLiteLossWatch
+    from service.stores.sqlite import SQLiteLossWatch
     from service.stores.sqlite_file import Database
 
 

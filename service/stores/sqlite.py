@@ -37,7 +37,7 @@ from service.stores.base import (
 )
 from service.stores.epoch import ACKNOWLEDGE, STORE, LossWatch, Marker, model_scope, new_epoch
 from service.stores.fields import decode_fields, encode_fields
-from service.stores.sqlite_appends import EXPIRED, SEEN, Appends, marks
+from service.stores.sqlite_appends import EXPIRED, HEAD, SEEN, Appends, marks
 from service.stores.sqlite_file import (
     CHAIN,
     MODEL_TABLES,
@@ -91,7 +91,7 @@ class SQLiteStore(Appends):
 
     @translated
     def ping(self) -> None:
-        self.database.connection().execute("SELECT 1 FROM models LIMIT 1").fetchall()
+        self.database.read("SELECT 1 FROM models LIMIT 1").fetchall()
         self.loss.check(force=True)
         self.watch.guard_any()
 
@@ -162,7 +162,7 @@ class SQLiteStore(Appends):
     def list_models(self) -> list[str]:
         self.loss.check(force=True)
         self.watch.guard()
-        rows = self.database.connection().execute("SELECT id FROM models ORDER BY id").fetchall()
+        rows = self.database.read("SELECT id FROM models ORDER BY id").fetchall()
         return [row[0] for row in rows]
 
     @translated
@@ -182,13 +182,9 @@ class SQLiteStore(Appends):
         self.loss.guard(model_id)
         before = self.watch.seen(model_id)  # what the reads below are checked against
         if known_version is not None:
-            # the common case, a cached copy that is current: one statement (its own read
-            # snapshot), not a read transaction of three
-            row = (
-                self.database.connection()
-                .execute("SELECT version, incarnation FROM models WHERE id = ?", (model_id,))
-                .fetchone()
-            )
+            # the common case, a cached copy that is current: one statement, not a read
+            # transaction of three
+            row = self.database.read(HEAD, (model_id,)).fetchone()
             if row is not None and tuple(row) == (known_version, known_incarnation):
                 self.loss.saw(model_id, known_incarnation, known_version, before)
                 return StoredState(known_version, known_incarnation)
@@ -290,11 +286,7 @@ class SQLiteStore(Appends):
         self.database.verify_file()
         watch.guard(model_id)
         before = watch.seen(model_id)
-        row = (
-            self.database.connection()
-            .execute("SELECT version, incarnation FROM models WHERE id = ?", (model_id,))
-            .fetchone()
-        )
+        row = self.database.read(HEAD, (model_id,)).fetchone()
         if row is None or watch.saw(model_id, row[1], row[0], record=False, before=before):
             return None
         return row[0], row[1]

@@ -49,10 +49,20 @@ def marks(count: int, mark: str = "?") -> str:
 NOT_TURNED = (
     "AND NOT EXISTS (SELECT 1 FROM turns WHERE turns.model_id = ? AND holder != ? AND until > ?)"
 )
+#: a model's head (parameter: its id)
+HEAD = "SELECT version, incarnation FROM models WHERE id = ?"
 #: the ``kind`` of a row of the ids table
 SEEN, EXPIRED = 0, 1
 #: the column of ``models`` counting the rows of ``ids`` of each kind
 _COUNTS = {SEEN: "seen_ids", EXPIRED: "expired_ids"}
+
+
+def _insert(db: sqlite3.Connection, statement: str, rows: list[tuple]) -> int:
+    """The rows ``statement`` inserted; one row (one event per request) by a statement, not
+    executemany's machinery."""
+    return (
+        db.execute(statement, rows[0]) if len(rows) == 1 else db.executemany(statement, rows)
+    ).rowcount
 
 
 def _remember_ids(
@@ -69,10 +79,7 @@ def _remember_ids(
     new, three statements: the version, the ids, the expired ones), else None (the count is
     moved here).  The stored count is ``max(count + added - forgotten, 0)`` either way."""
     rows = [(model_id, kind, event_id, commit.id_expiry) for event_id in unique]
-    if len(rows) == 1:  # one event per request: a statement, not executemany's machinery
-        added = db.execute("INSERT OR IGNORE INTO ids VALUES (?, ?, ?, ?)", rows[0]).rowcount
-    else:
-        added = db.executemany("INSERT OR IGNORE INTO ids VALUES (?, ?, ?, ?)", rows).rowcount
+    added = _insert(db, "INSERT OR IGNORE INTO ids VALUES (?, ?, ?, ?)", rows)
     if added < len(unique):  # some were remembered already: their expiry moves on
         db.executemany(
             "UPDATE ids SET expiry = ? WHERE model_id = ? AND kind = ? AND event_id = ?",
@@ -213,7 +220,7 @@ class Appends:
         found: set[str] = set()
         before = self.watch.seen(model_id)
         # the head's row first (kind 0), then the learned ids (1): one read snapshot
-        rows = self.database.connection().execute(
+        rows = self.database.read(
             "SELECT 0, version, incarnation FROM models WHERE id = ? UNION ALL "
             "SELECT 1, event_id, NULL FROM ids WHERE model_id = ? AND kind = 0 "  # noqa: S608
             f"AND +expiry > ? AND event_id IN ({marks(len(ids))})",
@@ -323,14 +330,12 @@ class Appends:
     def pending_deadlines(self) -> dict[str, float]:
         """Each model's earliest pending deadline (one query on the deadline index; the label
         sweep's schedule starts from it: service/engine/deadlines.py)."""
-        rows = self.database.connection().execute(
-            "SELECT model_id, MIN(deadline) FROM pending GROUP BY model_id"
-        )
+        rows = self.database.read("SELECT model_id, MIN(deadline) FROM pending GROUP BY model_id")
         return {model_id: float(deadline) for model_id, deadline in rows}
 
     @translated
     def due_pending(self, model_id: str, now: float, limit: int) -> list[str]:
-        rows = self.database.connection().execute(
+        rows = self.database.read(
             "SELECT event_id FROM pending WHERE model_id = ? AND deadline <= ? "
             "ORDER BY deadline LIMIT ?",
             (model_id, now, limit),
@@ -362,33 +367,22 @@ class Appends:
     @translated
     def turn_taken(self, model_id: str) -> bool:
         """Whether another process holds ``model_id``'s write turn."""
-        row = (
-            self.database.connection()
-            .execute(
-                "SELECT holder FROM turns WHERE model_id = ? AND until > ?",
-                (model_id, time.time()),
-            )
-            .fetchone()
-        )
+        row = self.database.read(
+            "SELECT holder FROM turns WHERE model_id = ? AND until > ?", (model_id, time.time())
+        ).fetchone()
         return row is not None and row[0] != self.writer
 
     @translated
     def release_turn(self, model_id: str) -> None:
         """This process's turn of ``model_id`` ended without an append (its write failed)."""
-        if model_id not in self._holding:
-            return
-        self._holding.discard(model_id)
-        with self.database.write() as db:
-            db.execute(
-                "DELETE FROM turns WHERE model_id = ? AND holder = ?", (model_id, self.writer)
-            )
+        if model_id in self._holding:
+            with self.database.write() as db:
+                self.turn_appended(db, model_id)
 
     def refusal(self, db: sqlite3.Connection, model_id: str, commit: Commit) -> NoReturn:
         """Why an append's version update (with :data:`NOT_TURNED`) changed no row: no model,
         another process's turn at the expected version, or a stale version."""
-        row = db.execute(
-            "SELECT version, incarnation FROM models WHERE id = ?", (model_id,)
-        ).fetchone()
+        row = db.execute(HEAD, (model_id,)).fetchone()
         if row is None:
             raise no_model(model_id)
         if tuple(row) == (commit.expected_version, commit.incarnation):
@@ -396,8 +390,8 @@ class Appends:
         raise StaleVersion(model_id)
 
     def turn_appended(self, db: sqlite3.Connection, model_id: str) -> None:
-        """Inside an append's transaction: the append ends this process's turn, if it took
-        one (known here, so that an append without one reads nothing more)."""
+        """Inside an append's (or :meth:`release_turn`'s) transaction: this process's turn
+        ends, if it took one (known here, so that an append without one reads nothing more)."""
         if model_id in self._holding:
             self._holding.discard(model_id)
             db.execute(
@@ -420,11 +414,7 @@ def _pending_write(
     rows = [(model_id, event_id, record, deadline) for event_id, record in records.items()]
 
     def write(db: sqlite3.Connection) -> None:
-        insert = "INSERT OR IGNORE INTO pending VALUES (?, ?, ?, ?)"
-        # one event per request: a statement, not executemany's machinery
-        added = (
-            db.execute(insert, rows[0]) if len(rows) == 1 else db.executemany(insert, rows)
-        ).rowcount
+        added = _insert(db, "INSERT OR IGNORE INTO pending VALUES (?, ?, ?, ?)", rows)
         if added < len(rows):  # some were kept already: record and deadline move on
             db.executemany("INSERT OR REPLACE INTO pending VALUES (?, ?, ?, ?)", rows)
         row = db.execute(

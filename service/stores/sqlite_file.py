@@ -22,7 +22,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -355,6 +355,11 @@ class Database:
             with self._lock:
                 self._connections.append(connection)
         return connection
+
+    def read(self, statement: str, parameters: Sequence[Any] = ()) -> sqlite3.Cursor:
+        """``statement`` run by this thread's connection outside a transaction: its own read
+        snapshot (one statement, not a read transaction of several)."""
+        return self.connection().execute(statement, parameters)
 
     @contextlib.contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:

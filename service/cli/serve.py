@@ -81,7 +81,8 @@ def serve(args: argparse.Namespace) -> int:
         }
     )
     if settings.store == "sqlite":
-        from service.stores.sqlite import SQLiteStore, StoreOpenError
+        from service.stores.sqlite import SQLiteStore
+        from service.stores.sqlite_file import StoreOpenError
 
         try:  # an unusable data directory or database: one line, before any worker starts
             SQLiteStore.open(settings.data_dir, settings.sqlite_synchronous).close()

@@ -3,25 +3,31 @@
 IMMEDIATE``, one read snapshot per load, ``synchronous`` and durability) and its tables:
 docs/architecture.md, "Stores" and "SQLite tables"; its file and transactions:
 :mod:`service.stores.sqlite_file`.  A request's commit is a log entry
-(:mod:`service.engine.entries`); the state is written by :meth:`SQLiteStore.checkpoint`, off
-the request path, which drops the entries it covers.
+(:mod:`service.stores.sqlite_appends`, with a pass's commits, the kept records and the write
+turns); the state is written by :meth:`SQLiteStore.checkpoint`, off the request path, which
+drops the entries it covers.  :class:`SQLiteLossWatch` notices a file that lost data.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import json
+import logging
+import os
 import sqlite3
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, NoReturn
+from typing import Literal
 
 import numpy as np
 import orjson
 
-from service.engine.entries import decode, encode
-from service.errors import StaleVersion, TurnTaken
+from service.engine.entries import decode
+from service.errors import StoreLostData
 from service.stores.base import (
-    Commit,
     StoredState,
     checkpoint_applies,
     chunks,
@@ -29,75 +35,19 @@ from service.stores.base import (
     no_model,
     writer_token,
 )
+from service.stores.epoch import ACKNOWLEDGE, STORE, LossWatch, Marker, model_scope, new_epoch
 from service.stores.fields import decode_fields, encode_fields
-from service.stores.sqlite_epoch import SQLiteLossWatch
+from service.stores.sqlite_appends import EXPIRED, HEAD, SEEN, Appends, marks
 from service.stores.sqlite_file import (
+    CHAIN,
+    MODEL_TABLES,
+    PRIVATE_FILE_MODE,
     Database,
-    StoreOpenError,
+    is_disk_full,
     translated,
 )
-from service.stores.sqlite_many import ManyModels, marks
-from service.stores.sqlite_schema import CHAIN, MODEL_TABLES
 
-__all__ = ["SQLiteStore", "StoreOpenError"]
-
-#: the condition an append's version update adds: no other process holds the model's turn
-#: (parameters: the model id, this process, now)
-NOT_TURNED = (
-    "AND NOT EXISTS (SELECT 1 FROM turns WHERE turns.model_id = ? AND holder != ? AND until > ?)"
-)
-#: the ``kind`` of a row of the ids table
-_SEEN, _EXPIRED = 0, 1
-#: the column of ``models`` counting the rows of ``ids`` of each kind
-_COUNTS = {_SEEN: "seen_ids", _EXPIRED: "expired_ids"}
-
-
-def _remember_ids(
-    db, model_id: str, kind: int, unique: Sequence[str], commit: Commit, counted: int | None
-) -> None:
-    """Remember ``unique`` (ids without repeats) until the commit's expiry, forget those past
-    theirs and, beyond ``max_remembered_ids``, the oldest (lowest expiry, then id: Redis's
-    sorted-set order).
-
-    The number remembered is kept in the model's row (``seen_ids``, ``expired_ids``) so that
-    the bound costs O(ids of the commit), not a count of every remembered id per commit, and
-    the count dirties no page the commit's version update does not.  ``counted``: the count
-    after the version's update added ``len(unique)`` to it (the learned ids' usual case: all
-    new, three statements: the version, the ids, the expired ones), else None (the count is
-    moved here).  The stored count is ``max(count + added - forgotten, 0)`` either way."""
-    rows = [(model_id, kind, event_id, commit.id_expiry) for event_id in unique]
-    if len(rows) == 1:  # one event per request: a statement, not executemany's machinery
-        added = db.execute("INSERT OR IGNORE INTO ids VALUES (?, ?, ?, ?)", rows[0]).rowcount
-    else:
-        added = db.executemany("INSERT OR IGNORE INTO ids VALUES (?, ?, ?, ?)", rows).rowcount
-    if added < len(unique):  # some were remembered already: their expiry moves on
-        db.executemany(
-            "UPDATE ids SET expiry = ? WHERE model_id = ? AND kind = ? AND event_id = ?",
-            [(commit.id_expiry, model_id, kind, event_id) for event_id in unique],
-        )
-    forgotten = db.execute(
-        "DELETE FROM ids WHERE model_id = ? AND kind = ? AND expiry <= ?",
-        (model_id, kind, commit.now),
-    ).rowcount
-    column = _COUNTS[kind]
-    # the update already made (if any) counted every id as added: what is left to move
-    moved = added - forgotten - (len(unique) if counted is not None else 0)
-    count = counted
-    if count is None or moved:
-        count = db.execute(
-            f"UPDATE models SET {column} = max({column} + ?, 0) WHERE id = ? "  # noqa: S608
-            f"RETURNING {column}",
-            (moved, model_id),
-        ).fetchall()[0][0]
-    bound = commit.max_remembered_ids
-    if bound and count > bound:
-        db.execute(
-            "DELETE FROM ids WHERE model_id = ? AND kind = ? AND event_id IN ("
-            "SELECT event_id FROM ids WHERE model_id = ? AND kind = ? "
-            "ORDER BY expiry, event_id LIMIT ?)",
-            (model_id, kind, model_id, kind, count - bound),
-        )
-        db.execute(f"UPDATE models SET {column} = ? WHERE id = ?", (bound, model_id))  # noqa: S608
+logger = logging.getLogger("aucstream.store")
 
 
 def _drop_entries(db: sqlite3.Connection, model_id: str, up_to: int = 2**63 - 1) -> None:
@@ -108,7 +58,7 @@ def _drop_entries(db: sqlite3.Connection, model_id: str, up_to: int = 2**63 - 1)
     )
 
 
-class SQLiteStore(ManyModels):
+class SQLiteStore(Appends):
     name = "sqlite"
     #: disk I/O (a commit waits for fsync): the HTTP layer calls it from the thread pool
     blocking = True
@@ -119,7 +69,7 @@ class SQLiteStore(ManyModels):
         self.loss = SQLiteLossWatch(database)
         self.watch = self.loss.watch
         #: this process among the writers of the file, and the models whose write turn it
-        #: took (below)
+        #: took (:class:`~.sqlite_appends.Appends`)
         self.writer = writer_token()
         self._holding: set[str] = set()
 
@@ -127,8 +77,8 @@ class SQLiteStore(ManyModels):
     def open(
         cls, data_dir: str | Path, synchronous: Literal["full", "normal"] = "full"
     ) -> SQLiteStore:
-        """The store in ``data_dir`` (created if needed); :class:`StoreOpenError` naming the
-        path and the reason when it cannot be used."""
+        """The store in ``data_dir`` (created if needed); :class:`~.sqlite_file.StoreOpenError`
+        naming the path and the reason when it cannot be used."""
         return cls(Database.open(data_dir, synchronous))
 
     @property
@@ -141,7 +91,7 @@ class SQLiteStore(ManyModels):
 
     @translated
     def ping(self) -> None:
-        self.database.connection().execute("SELECT 1 FROM models LIMIT 1").fetchall()
+        self.database.read("SELECT 1 FROM models LIMIT 1").fetchall()
         self.loss.check(force=True)
         self.watch.guard_any()
 
@@ -212,7 +162,7 @@ class SQLiteStore(ManyModels):
     def list_models(self) -> list[str]:
         self.loss.check(force=True)
         self.watch.guard()
-        rows = self.database.connection().execute("SELECT id FROM models ORDER BY id").fetchall()
+        rows = self.database.read("SELECT id FROM models ORDER BY id").fetchall()
         return [row[0] for row in rows]
 
     @translated
@@ -232,13 +182,9 @@ class SQLiteStore(ManyModels):
         self.loss.guard(model_id)
         before = self.watch.seen(model_id)  # what the reads below are checked against
         if known_version is not None:
-            # the common case, a cached copy that is current: one statement (its own read
-            # snapshot), not a read transaction of three
-            row = (
-                self.database.connection()
-                .execute("SELECT version, incarnation FROM models WHERE id = ?", (model_id,))
-                .fetchone()
-            )
+            # the common case, a cached copy that is current: one statement, not a read
+            # transaction of three
+            row = self.database.read(HEAD, (model_id,)).fetchone()
             if row is not None and tuple(row) == (known_version, known_incarnation):
                 self.loss.saw(model_id, known_incarnation, known_version, before)
                 return StoredState(known_version, known_incarnation)
@@ -294,68 +240,6 @@ class SQLiteStore(ManyModels):
         return [(version, decode(entry)) for version, entry in rows]
 
     @translated
-    def commit(self, model_id: str, commit: Commit) -> int:
-        """Write ``commit`` (:meth:`_prepared`) in the group commit of the threads writing
-        now (:meth:`~service.stores.sqlite_file.Database.grouped`: one fsync for them all)."""
-        self.database.grouped(self._prepared(model_id, commit))
-        version = commit.expected_version + 1
-        self.watch.saw(model_id, commit.incarnation, version)
-        return version
-
-    def _prepared(self, model_id: str, commit: Commit) -> Callable[[sqlite3.Connection], None]:
-        """``write(db)``: ``commit`` written by a write transaction (see :meth:`commit`),
-        its bytes encoded now, outside the write lock."""
-        if commit.fence is not None:
-            raise ValueError("writer leases (queue mode) exist on the Redis store only")
-        self.loss.guard(model_id, verify=False)  # the write transaction verifies the file
-        version = commit.expected_version + 1
-        entry = encode(commit.entry)
-        learned = list(dict.fromkeys(commit.learned_ids)) if commit.learned_ids else []
-
-        def write(db: sqlite3.Connection) -> None:
-            # the version check is the entry's append itself (one statement, not a read and
-            # a write), and comes first: a stale or missing model appends no row and raises
-            # before anything is written (commit_many needs no savepoint per model); so does
-            # another process's write turn (checked by the same statement)
-            appended = db.execute(
-                "INSERT INTO log (model_id, version, previous, entry) "
-                "SELECT id, ?, last_entry, ? FROM models "
-                "WHERE id = ? AND version = ? AND incarnation = ? " + NOT_TURNED,
-                (version, entry, model_id, commit.expected_version, commit.incarnation,
-                 model_id, self.writer, time.time()),
-            )  # fmt: skip
-            if not appended.rowcount:
-                self.refusal(db, model_id, commit)
-            # the learned ids are counted as all new (the usual case) by the head's update;
-            # _remember_ids moves the count by what it finds otherwise
-            counted = db.execute(
-                "UPDATE models SET version = ?, last_entry = ?, seen_ids = seen_ids + ? "
-                "WHERE id = ? RETURNING seen_ids",
-                (version, appended.lastrowid, len(learned), model_id),
-            ).fetchall()
-            self.turn_appended(db, model_id)
-            if learned:
-                _remember_ids(db, model_id, _SEEN, learned, commit, counted[0][0])
-            if commit.expired_ids:
-                expired = list(dict.fromkeys(commit.expired_ids))
-                _remember_ids(db, model_id, _EXPIRED, expired, commit, None)
-            if commit.remove_pending:
-                consumed = db.executemany(
-                    "DELETE FROM pending WHERE model_id = ? AND event_id = ?",
-                    [(model_id, event_id) for event_id in commit.remove_pending],
-                ).rowcount
-                db.execute(
-                    "UPDATE models SET pending = pending - ? WHERE id = ?", (consumed, model_id)
-                )
-            if commit.meta:
-                db.executemany(
-                    "INSERT OR REPLACE INTO meta VALUES (?, ?, ?)",
-                    [(model_id, name, value) for name, value in commit.meta.items()],
-                )
-
-        return write
-
-    @translated
     def checkpoint(self, model_id, incarnation, version, arrays) -> bool:
         """The state rows of ``model_id`` at ``version``, and its log entries up to it
         dropped (see ``Store.checkpoint``)."""
@@ -371,73 +255,6 @@ class SQLiteStore(ManyModels):
             db.execute("UPDATE models SET saved = ? WHERE id = ?", (version, model_id))
             self._write_fields(db, model_id, fields, layouts)
         return True
-
-    # ------------------------------------------------------------------ write turns
-    # (service.engine.turns) a row of ``turns`` per model until a time (unix s: the processes
-    # of one file share a machine's clock); nothing durable: a row whose time passed is a turn
-    # that lapsed, replaced by the next turn taken
-    @translated
-    def take_turn(self, model_id: str, seconds: float) -> bool:
-        """Whether this process holds ``model_id``'s write turn for ``seconds`` now (taken, or
-        its own renewed); False when another process holds it."""
-        now = time.time()
-        with self.database.write() as db:
-            row = db.execute(
-                "SELECT holder FROM turns WHERE model_id = ? AND until > ?", (model_id, now)
-            ).fetchone()
-            if row is not None and row[0] != self.writer:
-                return False
-            db.execute(
-                "INSERT OR REPLACE INTO turns VALUES (?, ?, ?)",
-                (model_id, self.writer, now + seconds),
-            )
-        self._holding.add(model_id)
-        return True
-
-    @translated
-    def turn_taken(self, model_id: str) -> bool:
-        """Whether another process holds ``model_id``'s write turn."""
-        row = (
-            self.database.connection()
-            .execute(
-                "SELECT holder FROM turns WHERE model_id = ? AND until > ?",
-                (model_id, time.time()),
-            )
-            .fetchone()
-        )
-        return row is not None and row[0] != self.writer
-
-    @translated
-    def release_turn(self, model_id: str) -> None:
-        """This process's turn of ``model_id`` ended without an append (its write failed)."""
-        if model_id not in self._holding:
-            return
-        self._holding.discard(model_id)
-        with self.database.write() as db:
-            db.execute(
-                "DELETE FROM turns WHERE model_id = ? AND holder = ?", (model_id, self.writer)
-            )
-
-    def refusal(self, db: sqlite3.Connection, model_id: str, commit: Commit) -> NoReturn:
-        """Why an append's version update (with :data:`NOT_TURNED`) changed no row: no model,
-        another process's turn at the expected version, or a stale version."""
-        row = db.execute(
-            "SELECT version, incarnation FROM models WHERE id = ?", (model_id,)
-        ).fetchone()
-        if row is None:
-            raise no_model(model_id)
-        if tuple(row) == (commit.expected_version, commit.incarnation):
-            raise TurnTaken(model_id)
-        raise StaleVersion(model_id)
-
-    def turn_appended(self, db: sqlite3.Connection, model_id: str) -> None:
-        """Inside an append's transaction: the append ends this process's turn, if it took
-        one (known here, so that an append without one reads nothing more)."""
-        if model_id in self._holding:
-            self._holding.discard(model_id)
-            db.execute(
-                "DELETE FROM turns WHERE model_id = ? AND holder = ?", (model_id, self.writer)
-            )
 
     # ------------------------------------------------------------------ ids
     def _alive(self, model_id: str, kind: int, ids: Sequence[str], now: float) -> np.ndarray:
@@ -469,19 +286,190 @@ class SQLiteStore(ManyModels):
         self.database.verify_file()
         watch.guard(model_id)
         before = watch.seen(model_id)
-        row = (
-            self.database.connection()
-            .execute("SELECT version, incarnation FROM models WHERE id = ?", (model_id,))
-            .fetchone()
-        )
+        row = self.database.read(HEAD, (model_id,)).fetchone()
         if row is None or watch.saw(model_id, row[1], row[0], record=False, before=before):
             return None
         return row[0], row[1]
 
     @translated
     def seen(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
-        return self._alive(model_id, _SEEN, ids, now)
+        return self._alive(model_id, SEEN, ids, now)
 
     @translated
     def expired(self, model_id: str, ids: Sequence[str], now: float) -> np.ndarray:
-        return self._alive(model_id, _EXPIRED, ids, now)
+        return self._alive(model_id, EXPIRED, ids, now)
+
+
+#: the marker's name (tables ``epoch_marker`` and ``loss_alarms``:
+#: :data:`~service.stores.sqlite_file.SCHEMA`) in causes and in the copy
+MARKER = "epoch_marker"
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+class SQLiteLossWatch:
+    """The checks of one process on one SQLite file (called by the store's methods) that it
+    lost data (:mod:`service.stores.epoch` is the watch both stores share): the epoch marker
+    in table ``epoch_marker``, a copy of the last one accepted beside the file
+    (``aucstream.sqlite3.epoch``: what notices a restore between two runs) and the alarms in
+    ``loss_alarms``.  Why the copy may lag the file and never run ahead, and the checks on a
+    full disk: docs/architecture.md, "Lost data" and "SQLite: a full disk, a replaced file"."""
+
+    def __init__(self, database: Database) -> None:
+        self.watch = LossWatch("SQLite")
+        self.database = database
+        self.copy = Path(f"{database.path}.epoch")
+        self._checking = threading.Lock()
+        try:  # what the last process accepted: a file restored since is noticed at start
+            saved = json.loads(self.copy.read_text())
+            self.watch.known[MARKER] = Marker(saved["epoch"], saved["clock"], saved["clock"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+
+    def _tick(self, db: sqlite3.Connection, acknowledge: bool = False) -> Marker:
+        now = int(time.time() * 1000)
+        row = db.execute("SELECT epoch, clock, acknowledged FROM epoch_marker").fetchone()
+        if row is None or acknowledge:
+            # never before a clock this process saw (a wall clock set back): the other
+            # processes adopt an acknowledged epoch only if it is not older than what they saw
+            seen = self.watch.known.get(MARKER)
+            clock = max(now, row[1] if row else 0, seen.clock if seen else 0)
+            epoch = new_epoch()
+            db.execute(
+                "INSERT OR REPLACE INTO epoch_marker VALUES (1, ?, ?, ?)",
+                (epoch, clock, int(acknowledge)),
+            )
+            return Marker(epoch, clock, clock, created=row is None, acknowledged=acknowledge)
+        epoch, clock, acknowledged = row
+        after = max(now, clock)
+        db.execute("UPDATE epoch_marker SET clock = ?", (after,))
+        return Marker(epoch, clock, after, acknowledged=bool(acknowledged))
+
+    def _save(self) -> None:
+        """Copy the marker accepted beside the database, durably (synced, renamed into place,
+        the rename synced); a copy that cannot be written (a full disk) is logged and left as
+        it was: it may lag behind the database, which costs nothing acknowledged."""
+        marker = self.watch.known.get(MARKER)
+        if marker is None:
+            return
+        # one temporary file per process: two workers saving at once must not share one
+        temporary = self.copy.with_name(f"{self.copy.name}.{os.getpid()}.tmp")
+        try:
+            # private as the database beside it (PRIVATE_FILE_MODE), whatever the umask
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+            with os.fdopen(os.open(temporary, flags, PRIVATE_FILE_MODE), "w") as file:
+                os.fchmod(file.fileno(), PRIVATE_FILE_MODE)
+                file.write(json.dumps({"epoch": marker.epoch, "clock": marker.clock}))
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, self.copy)
+            _sync_directory(self.copy.parent)
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            full = " (disk full)" if error.errno == errno.ENOSPC else ""
+            logger.warning("cannot save the epoch marker's copy %s%s: %s", self.copy, full, error)
+
+    def check(self, force: bool = False) -> None:
+        if not (force or self.watch.due()):
+            return
+        if not self._checking.acquire(blocking=force):
+            return
+        try:
+            self.database.verify_file()  # also when the disk is full and nothing is written
+            try:
+                with self.database.write() as db:
+                    judgement = self.watch.judge({MARKER: self._tick(db)})
+                    if judgement.cause:
+                        db.execute(
+                            "INSERT OR IGNORE INTO loss_alarms VALUES (?, ?)",
+                            (STORE, judgement.cause),
+                        )
+                    alarms = dict(db.execute("SELECT scope, cause FROM loss_alarms"))
+            except sqlite3.Error as error:
+                if not is_disk_full(error):
+                    raise
+                alarms = self._check_without_writing()
+            else:  # committed: the marker's new clock is the store's
+                self.watch.accept(judgement)
+                if not alarms:
+                    self._save()
+            self.watch.raise_alarms(alarms)
+        finally:
+            self._checking.release()
+
+    def _check_without_writing(self) -> dict[str, str]:
+        """The disk is full: the marker is judged as it stands (its clock not moved) and the
+        alarms read.  A loss found is raised in this process only; not accepting its marker,
+        the next check that can write finds it again and writes the alarm."""
+        with self.database.snapshot() as db:
+            row = db.execute("SELECT epoch, clock, acknowledged FROM epoch_marker").fetchone()
+            alarms = dict(db.execute("SELECT scope, cause FROM loss_alarms"))
+        if row is None:
+            if MARKER not in self.watch.known:
+                return alarms  # a new file: its first check that can write makes the marker
+            marker = Marker("", 0, 0, created=True)
+        else:
+            epoch, clock, acknowledged = row
+            marker = Marker(epoch, clock, clock, acknowledged=bool(acknowledged))
+        judgement = self.watch.judge({MARKER: marker})
+        if judgement.cause:
+            alarms.setdefault(STORE, judgement.cause)
+        else:
+            self.watch.accept(judgement)  # the clock as stored: nothing is ahead of the file
+        return alarms
+
+    def guard(self, model_id: str | None = None, *, verify: bool = True) -> None:
+        """Refuse a call on a replaced file or a store (model) with an alarm.  ``verify=False``
+        for a write, whose transaction verifies the file under the write lock
+        (:meth:`~service.stores.sqlite_file.Database.write`): one ``stat`` per commit, not
+        two."""
+        if verify:
+            self.database.verify_file()
+        self.check()
+        self.watch.guard(model_id)
+
+    def saw(
+        self, model_id: str, incarnation: str, version: int, before: tuple[str, int] | None
+    ) -> None:
+        """A read found ``version``: checked against ``before``, what this process had seen
+        when the read began (``watch.seen``), and remembered; a loss writes its alarm."""
+        cause = self.watch.saw(model_id, incarnation, version, before=before)
+        if cause is not None:
+            try:
+                with self.database.write() as db:
+                    db.execute(
+                        "INSERT OR IGNORE INTO loss_alarms VALUES (?, ?)",
+                        (model_scope(model_id), cause),
+                    )
+            except sqlite3.Error as error:
+                if not is_disk_full(error):
+                    raise
+                # the version seen stays the higher one: a later read finds it again
+                raise StoreLostData(cause + ACKNOWLEDGE, headers={"Retry-After": "60"}) from None
+            self.check(force=True)
+            self.watch.guard(model_id)
+
+    def missing(self, model_id: str) -> None:
+        """A model this process may have known is missing: a loss raises, a deletion forgets."""
+        self.check(force=True)
+        self.watch.guard(model_id)
+        self.watch.forget(model_id)
+
+    def acknowledge(self) -> dict[str, str]:
+        self.check(force=True)
+        with self._checking:
+            acknowledged = dict(self.watch.alarms)
+            with self.database.write() as db:
+                marker = self._tick(db, acknowledge=True)
+                db.execute("DELETE FROM loss_alarms")
+            self.watch.acknowledged({MARKER: marker})
+            self._save()
+        return acknowledged

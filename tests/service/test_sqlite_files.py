@@ -22,8 +22,8 @@ from service.app import create_app
 from service.engine.entries import Entry
 from service.settings import Settings
 from service.stores.base import Commit
-from service.stores.sqlite import SQLiteStore, StoreOpenError
-from service.stores.sqlite_file import FILE_NAME
+from service.stores.sqlite import SQLiteStore
+from service.stores.sqlite_file import FILE_NAME, StoreOpenError
 
 ROOT = Path(__file__).resolve().parents[2]
 

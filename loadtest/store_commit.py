@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from loadtest.breakdown import _asgi_call
+from loadtest.breakdown import asgi_call
 from loadtest.run import machine, make_batches
 
 STORES = {
@@ -61,13 +61,13 @@ async def measure(args: argparse.Namespace, data_root: Path) -> dict[str, dict[s
                 Settings(**settings, data_dir=data_root / str(number), warmup=False)  # type: ignore[arg-type]
             )
             await stack.enter_async_context(app.router.lifespan_context(app))
-            assert await _asgi_call(app, "POST", "/v1/models", create, b"application/json") == 201
+            assert await asgi_call(app, "POST", "/v1/models", create, b"application/json") == 201
             apps[name] = app
         names = list(STORES)
         next_id = 0
 
         async def post(app, body: bytes) -> int:
-            return await _asgi_call(app, "POST", "/v1/models/m/events", body, b"application/x-npz")
+            return await asgi_call(app, "POST", "/v1/models/m/events", body, b"application/x-npz")
 
         for name in names:  # warm-up: kernels compiled, caches and files filled
             for _ in range(3):

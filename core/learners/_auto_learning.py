@@ -131,17 +131,7 @@ def learn_segments(auto: Auto, X, y: np.ndarray, scores: np.ndarray, starts=()) 
         admit_fitted(own, candidates, awaiting, temperature)
         end = seen + stop - start
         if end == regular or (since and end == due):
-            evaluate(
-                own,
-                auto.pauc_range,
-                min_positives=auto.min_positives,
-                min_negatives=auto.min_negatives,
-                margin=auto.margin,
-                patience=1 if since else auto.patience,
-                since=since,
-                temperature=temperature,
-                steady=steady_candidates(candidates),
-            )
+            _evaluate(auto, own, candidates, since, temperature)
         if pooling:
             settle(own, segment, pooling)
             auto._rows_segment = None
@@ -179,19 +169,25 @@ def _learned_one_event(auto: Auto, own, candidates, X, raw, y, scores, roles, dr
     regular = next_evaluation(seen, every, first)
     # as the loop's ``end == due``: the segment ends at the earlier of the two
     if end == regular or (since and end == drift.boundary(seen)):
-        evaluate(
-            own,
-            auto.pauc_range,
-            min_positives=min_positives,
-            min_negatives=auto.min_negatives,
-            margin=auto.margin,
-            patience=1 if since else auto.patience,
-            since=since,
-            temperature=temperature,
-            steady=steady_candidates(candidates),
-        )
+        _evaluate(auto, own, candidates, since, temperature)
     auto._refresh_view()
     return True
+
+
+def _evaluate(auto: Auto, own, candidates, since: int, temperature: float) -> None:
+    """:func:`evaluate` at a segment's end, with auto's parameters (a drift detection at
+    ``since`` decides at once: patience 1)."""
+    evaluate(
+        own,
+        auto.pauc_range,
+        min_positives=auto.min_positives,
+        min_negatives=auto.min_negatives,
+        margin=auto.margin,
+        patience=1 if since else auto.patience,
+        since=since,
+        temperature=temperature,
+        steady=steady_candidates(candidates),
+    )
 
 
 def _serve_to_cuts(own, segment_scores, labels, temperature, served, cuts, coefs, start) -> dict:

@@ -376,7 +376,7 @@ class FTRLpAUC(KeptParams, HalfLife, WeightVectorLearner):
                 needed, reservoir = int(state[fill][0]) + offers, state[rows]
                 if min(needed, capacity) > reservoir.shape[0]:  # grown's own test, inline
                     state[rows] = grown(reservoir, needed, capacity)
-        kernels.ftrl_learn(*event_arrays(X), y, scores, *_KERNEL_ARRAYS(state), *kept, True)
+        self._kernel_learn(X, y, scores, _KERNEL_ARRAYS(state), keep_rows=True)
 
     def _kernel_learn(self, X, y, scores, arrays: tuple, keep_rows: bool) -> None:
         kept = self.__dict__.get(KEPT) or self._kernel_params()

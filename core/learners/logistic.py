@@ -423,8 +423,7 @@ class Logistic(KeptParams, HalfLife, OnlineLearner):
             fit, hyper = kept.fit_intercept, kept.laplace
             if columns is not None:
                 X = _in_use.on_slots(X, columns, take=True)
-            per_weight = kept.evidence_per_weight  # _evidence_at, inline
-            at = 0.0 if per_weight is None else per_weight * mean.shape[0]
+            at = self._evidence_at(mean.shape[0])
             if "magnitudes" in state:
                 laplace.laplace_kinds_csr(
                     X.indptr, X.indices, X.data, y, scores, mean, covariance, counts,

@@ -34,11 +34,12 @@ def test_a_model_without_a_learner_runs_auto_with_the_models_range(client):
     assert solvers == ["laplace", None, None, "ftrl", None]
     boosted = config["params"]["candidates"][2]["params"]
     fast = config["params"]["candidates"][4]["params"]
-    assert fast["params"]["half_life"] == 150 and fast["buffer_size"] == 4000
+    assert fast["params"]["half_life"] == 150 and fast["buffer_size"] == 2000
     assert (fast["n_trees"], fast["max_leaves"], fast["refit_every"]) == (25, 8, 1500)
     assert boosted["learner"] == "logistic" and boosted["params"]["solver"] == "ftrl"
     assert boosted["params"]["base_rate_offset"] is True and boosted["first_fit"] == 250
     assert (boosted["n_trees"], boosted["max_leaves"], boosted["buffer_size"]) == (50, 31, 8000)
+    assert boosted["refit_every"] == 8000
     assert client.get("/v1/models/m").json()["config"] == config
 
 

@@ -11,12 +11,15 @@ import pytest
 
 from core.errors import InvalidState
 from core.learners import learner_class, make_learner
+from core.learners._candidates import FAST_TREE_CANDIDATE
 from core.learners._fit_buffer import buffered, held_rows
 from core.learners._row_pool import pooled_rows
 from core.learners.boosted_embedded import BoostedEmbedded
 from tests.core.cases import states_equal
 
-POOLED = (2, 4)  # the default tournament's boosted candidates (buffers of 8,000 and 4,000)
+POOLED = (2, 4)  # the default tournament's boosted candidates (buffers of 8,000 and 2,000)
+#: the fast boosted candidate's buffer: it leaves the pool when that wraps
+FAST_ROWS = FAST_TREE_CANDIDATE["params"]["buffer_size"]
 
 
 def rare_stream(n, seed=0, rate=0.05, d=5):
@@ -52,7 +55,8 @@ def kept(learner, link=None):
 def test_the_pooled_candidates_keep_what_they_keep_alone():
     """After every batch, each boosted candidate's buffer and held rows are those of its
     learner fed the same rows alone, its other arrays the same; the pool holds each row once
-    while both are pooled; the 4,000-row buffer leaves the pool when it wraps, the other stays."""
+    while both are pooled; the fast one's buffer (2,000 rows) leaves the pool when it wraps, the
+    other stays."""
     X, y = rare_stream(4_700)
     auto = make_learner("auto")
     twins, start = {}, 0
@@ -75,13 +79,13 @@ def test_the_pooled_candidates_keep_what_they_keep_alone():
             else:
                 np.testing.assert_array_equal(mine["buffer_w"], theirs["buffer_w"])
         pooled = auto.state_["rows_pooled"]
-        if start <= 4_000:  # both pooled from event 0: the pool holds every event once
+        if start <= FAST_ROWS:  # both pooled from event 0: the pool holds every event once
             assert pooled[list(POOLED)].tolist() == [0, 0]
             np.testing.assert_array_equal(auto.state_["rows_X"][:start], X[:start])
             assert auto.state_["c2:buffer_X"].shape[0] == auto.state_["c4:buffer_X"].shape[0] == 0
     # the fast candidate's buffer wrapped: it keeps its own rows; the other still pooled
     assert pooled.tolist() == [-1, -1, 0, -1, -1]
-    assert auto.state_["c4:buffer_X"].shape == (4000, 5)
+    assert auto.state_["c4:buffer_X"].shape == (FAST_ROWS, 5)
     assert int(auto.state_["rows_fill"][0]) == start
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Unpack
@@ -53,9 +53,8 @@ class Coalescer:
     a request awaits a future of its loop that the drain settles, which only that loop's
     drain can do safely, so while drains run a call from another loop is refused
     (RuntimeError) rather than left waiting for ever.  The engine calls run inline for a
-    store that never blocks (memory) and small work, and for a pass or a kept score at idle
-    cached models of a store that lets a commit run on the loop (:meth:`_inline`: SQLite);
-    else in a thread of the coalescer's own pool, one hop per group."""
+    store that never blocks (memory) and small work, else in a thread of the coalescer's own
+    pool, one hop per group."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -73,11 +72,6 @@ class Coalescer:
         #: whether kept records can be written only while the model is at the head that
         #: scored them (``put_pending_at``: SQLite), with no read of the head first
         self._store_keeps_at_head = hasattr(engine.store, "put_pending_at")
-        #: whether the store's commits may run on the event loop when it says so (SQLite:
-        #: ``loop_may_write``; the memory store's always do, Redis's never)
-        self._loop_may_write: Callable[[], bool] | None = getattr(
-            engine.store, "loop_may_write", None
-        )
         #: groups waiting for the next pass: (model id, group, the future of its outcomes)
         self._waiting: list[tuple[str, list[_Request], asyncio.Future]] = []
         #: models whose queue the passes drain (no drain task), waiting for the next pass:
@@ -123,9 +117,7 @@ class Coalescer:
         """The running loop, which must be the drains' while any runs (class docstring)."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
-            # a queue is held while its requests are applied, on the loop (a pass or a kept
-            # score inline) or in a thread
-            if self._queues or any(not task.done() for task in self._tasks):
+            if any(not task.done() for task in self._tasks):
                 raise RuntimeError(
                     "the coalescer is used from another event loop than its drains': call it "
                     "from the app's event loop (a thread hands work back to it)"
@@ -171,9 +163,8 @@ class Coalescer:
         running.add_done_callback(self._tasks.discard)
 
     async def _kept_alone(self, model_id: str, request: ScoreRequest) -> Scored:
-        """A score that keeps records, at an idle model: applied on the loop when no pass runs
-        in a thread and :meth:`_inline` accepts it, else (or to be done the usual way) handed
-        to a thread at once, with no drain task, which would cost a one-event request as much
+        """A score that keeps records, at an idle model: handed to a thread at once
+        (:meth:`_score_kept`), with no drain task, which would cost a one-event request as much
         as its parse. The model's queue is held, empty, meanwhile: what arrives waits in it."""
         self._running_loop()
         queue: deque[_Request] = deque()
@@ -181,18 +172,9 @@ class Coalescer:
         self.groups += 1
         self.requests += 1
         try:
-            then: Callable[[str, list[ScoreRequest]], list[Any]]
-            if not self._pass_running and self._inline((model_id,)):
-                kept = self._kept_at_head(model_id, [request])
-                # else the usual way, in a thread: the head moved, or nothing was kept
-                then = partial(self.apply, SCORE)
-            else:
-                kept, then = None, self._score_kept
-            if kept is None:
-                running = self._pool().submit(then, model_id, [request])
-                self._track(running)
-                kept = await running
-            outcome = kept[0]
+            running = self._pool().submit(self._score_kept, model_id, [request])
+            self._track(running)
+            outcome = (await running)[0]
         finally:  # answered, failed or cancelled: the requests queued meanwhile go on
             if queue:
                 self._start_drain(model_id, queue)
@@ -287,17 +269,11 @@ class Coalescer:
         return self._store_keeps_at_head and not large and any(_keeps(r) for r in requests)
 
     def _score_kept(self, model_id: str, requests: list[ScoreRequest]) -> list[Any]:
-        """A group of scores that keeps records, in a thread: :meth:`_kept_at_head`, else done
-        the usual way (:meth:`apply`)."""
-        outcomes = self._kept_at_head(model_id, requests)
-        return self.apply(SCORE, model_id, requests) if outcomes is None else outcomes
-
-    def _kept_at_head(self, model_id: str, requests: list[ScoreRequest]) -> list[Any] | None:
-        """A group of scores that keeps records (in a thread, or on the loop: :meth:`_inline`),
-        scored by the cached model with no read of the store's head, the records written only
-        while the head is the version that scored (``put_pending_at``). None, for the usual way,
-        when the model is not cached, nothing is kept, the head moved or the bound refuses the
-        group (that write wrote nothing)."""
+        """A group of scores that keeps records, in a thread: scored by the cached model with no
+        read of the store's head, the records written only while the head is the version that
+        scored (``put_pending_at``). Done the usual way (:meth:`apply`) when the model is not
+        cached, nothing is kept, the head moved or the bound refuses the group (that write wrote
+        nothing)."""
         engine, repository = self.engine, self.engine.repository
         with repository.lock(model_id):
             loaded = repository.cached(model_id)
@@ -305,11 +281,11 @@ class Coalescer:
                 head = (loaded.version, loaded.incarnation)
                 outcomes, records = engine.delayed.score_loaded(loaded, requests)
         if loaded is None or not any(records):
-            return None
+            return self.apply(SCORE, model_id, requests)
         try:
             engine.delayed.keep(model_id, loaded, outcomes, records, head)
         except (StaleVersion, InsufficientStorage):
-            return None
+            return self.apply(SCORE, model_id, requests)
         repository.touch(model_id)
         return outcomes
 
@@ -336,36 +312,7 @@ class Coalescer:
         self.passes += 1
         self.passed_groups += len(items)
         groups = [(model_id, group) for model_id, group, _ in items]
-        if self._inline(model_id for model_id, _ in groups):
-            self._pass_inline(items, groups)
-        else:
-            self._in_thread(partial(self._pass_done, items), self.learn_in_pass, groups)
-
-    def _inline(self, model_ids: Iterable[str]) -> bool:
-        """Whether a pass over ``model_ids`` (or a kept score of one) runs on the event loop, its
-        commit and fsync included: no hop to a thread and back, which costs a sender alone
-        more than the pass (loadtest/README.md, "ONE: the pass on the loop"). Only work that
-        cannot wait long: the store says a commit may run there now (no lost-data check due),
-        and every model is cached (no load, no replay) and uncontended (no turn to ask for or
-        wait for). What arrives meanwhile waits in the sockets and is the next pass."""
-        if self._loop_may_write is None or not self._loop_may_write():
-            return False
-        repository = self.engine.repository
-        return all(
-            repository.cached(model_id) is not None and not repository.turns.contended(model_id)
-            for model_id in model_ids
-        )
-
-    def _pass_inline(self, items: list, groups: list[tuple[str, list[_Request]]]) -> None:
-        """The pass applied on the loop, then answered as a thread's would be
-        (:meth:`_pass_done`); a next pass starts at the loop's next turn, once the requests
-        that arrived meanwhile are read."""
-        try:
-            results = self.learn_in_pass(groups)
-        except BaseException as error:  # noqa: BLE001 - every waiter gets it
-            self._passed(items, [[error] * len(group) for _, group in groups], then_soon=True)
-            raise
-        self._passed(items, results, then_soon=True)
+        self._in_thread(partial(self._pass_done, items), self.learn_in_pass, groups)
 
     def _in_thread(self, then: Callable[[asyncio.Future], None], function: Callable, *args) -> None:
         """``function(*args)`` in a thread (this loop's work); ``then(its future)`` once done."""
@@ -378,13 +325,8 @@ class Coalescer:
         running.add_done_callback(then)
 
     def _pass_done(self, items: list, done: asyncio.Future) -> None:
-        results = _result(done, lambda error: [[error] * len(group) for _, group, _ in items])
-        self._passed(items, results, then_soon=False)
-
-    def _passed(self, items: list, results: list, *, then_soon: bool) -> None:
-        """A pass's groups answered (or applied alone in a thread), then the next pass started
-        (``then_soon``: at the loop's next turn)."""
         self._pass_running = False
+        results = _result(done, lambda error: [[error] * len(group) for _, group, _ in items])
         for (model_id, group, future), outcomes in zip(items, results, strict=True):
             if outcomes is None:  # applied alone in a thread: the next pass does not wait
                 answer = partial(self._answered_alone, model_id, group, future)
@@ -392,13 +334,8 @@ class Coalescer:
                 self._in_thread(answer, self.apply, EVENTS, model_id, payloads)
             else:
                 self._answer(model_id, group, future, outcomes)
-        if not (self._waiting or self._pass_drained):
-            return
-        if not then_soon:
+        if self._waiting or self._pass_drained:
             self._start_pass()
-        elif not self._pass_soon:
-            self._pass_soon = True
-            asyncio.get_running_loop().call_soon(self._pass_now)
 
     def _answered_alone(self, model_id: str, group: list, future: Any, done: Any) -> None:
         self._answer(model_id, group, future, _result(done, lambda error: [error] * len(group)))

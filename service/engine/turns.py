@@ -82,11 +82,6 @@ class Turns:
             self.refused.add(model_id)
         return taken
 
-    def contended(self, model_id: str) -> bool:
-        """Whether ``model_id``'s writes may ask the store for a turn or wait for one (refused
-        in a pass, or a turn within :data:`ALTERNATING_SECONDS`): never on the event loop."""
-        return model_id in self.refused or self._alternating_now(model_id)
-
     def before_write(self, model_id: str) -> None:
         """A write of ``model_id`` begins: while contended (a turn within
         :data:`ALTERNATING_SECONDS`, or refused in a pass) it waits for another's turn and

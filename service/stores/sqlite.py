@@ -273,12 +273,6 @@ class SQLiteStore(Appends):
             )
         return np.array([event_id in alive for event_id in ids], dtype=bool)
 
-    def loop_may_write(self) -> bool:
-        """Whether a commit may run on the event loop now (the coalescer's inline pass and kept
-        score): not while the lost-data check is due (it writes the epoch marker and syncs its
-        copy and the directory: a thread's work) or the file was replaced."""
-        return self.database.replaced is None and not self.loss.watch.due()
-
     @translated
     def head_now(self, model_id: str) -> tuple[int, str] | None:
         """``(version, incarnation)`` of the model, read only when the read is all there is

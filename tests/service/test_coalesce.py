@@ -343,7 +343,7 @@ def test_a_call_from_another_event_loop_while_a_drain_runs_is_refused(tmp_path):
     """A request from a second event loop joined the queue of the first loop's drain, which
     settled its future from the wrong thread: it was never woken.  It is now refused at once;
     the drain's own requests are answered, and once it has ended another loop may take over."""
-    engine = make_engine("sqlite", tmp_path)  # the pass runs in the first loop's thread
+    engine = make_engine("sqlite", tmp_path)  # a blocking store: the pass runs in a thread
     applying, release = threading.Event(), threading.Event()
     apply = engine.coalesce.learn_in_pass
 
@@ -372,7 +372,6 @@ def test_a_pass_its_threads_refuse_is_every_waiting_request_answer(tmp_path):
     """A pass handed to threads that were closed meanwhile (the app stopping) answers each of
     its requests with the refusal, and a later pass runs on fresh threads."""
     engine = make_engine("sqlite", tmp_path)
-    engine.repository.drop("m")  # not cached: its pass is for a thread, not the loop
     engine.coalesce._pool().close()  # noqa: SLF001 - the threads closed under the coalescer
     outcomes = asyncio.run(learn_all(engine, [batch(["a"], 1), batch(["b"], 2)]))
     assert [type(outcome) for outcome in outcomes] == [RuntimeError, RuntimeError]

@@ -91,11 +91,10 @@ TREE_CANDIDATE: dict[str, Any] = {
 #: alone ranked 0.844 with them, 0.885 without, its margin alone 0.887; bench/README.md, "HO:
 #: the hold-out's mean AUC at batch HGB's" and "HO2: the boosted candidate without ``x``").
 #: The stored width of the candidate's inner learner changed with it: state format 14.
-#: Refitted every 8,000 events at most (the buffer's size; ``boosted_embedded``'s own default is
-#: 4,000): each fit sees a buffer the last one did not, and a long stream pays half the fits of
-#: 8,000 rows, the dearest part of auto's CPU on Elec2 after the one-event calls; the sets that
-#: reach the cap (over ~13,600 events) ranked as before (bench/README.md, "2026-12-02: EL,
-#: fewer and smaller boosted fits").
+#: Refitted at most once a buffer's length of events (``boosted_embedded``'s own default refits
+#: twice as often): each fit then sees rows the last one did not, and the fits, the dearest part
+#: of a long stream's CPU after the one-event calls, halve with the same ranking (bench/README.md,
+#: "2026-12-02: EL, fewer and smaller boosted fits").
 BOOSTED_CANDIDATE: dict[str, Any] = {
     "learner": "boosted_embedded",
     "params": {
@@ -180,10 +179,9 @@ FAST_CANDIDATES: tuple[dict[str, Any], ...] = (
 #: "Real time-ordered streams").  Half the trees of the other boosted candidate, and smaller: it
 #: routes and learns them on every event (the request path), while its fits, refitted more
 #: often, run off it; Elec2 and weather ranked as with 50 trees of 15 leaves every 2,000 events.
-#: Its buffer of 2,000 events (4,000 before): its inner learner forgets with a half-life of 150
-#: events, and trees of 8 leaves fitted on the last 2,000 ranked Elec2 as those of 4,000
-#: (0.9330 / 0.9331) at two thirds of the fits' CPU (bench/README.md, "2026-12-02: EL, fewer and
-#: smaller boosted fits"; 1,500 and 1,000 rows ranked lower, 0.9319 and 0.9314).
+#: A buffer of 2,000 events: its inner learner forgets with a half-life of 150 events, and trees
+#: fitted on twice the rows ranked Elec2 alike (to .0001) at a higher fit cost, on fewer rows lower
+#: (bench/README.md, "2026-12-02: EL, fewer and smaller boosted fits").
 FAST_TREE_CANDIDATE: dict[str, Any] = {
     "learner": "boosted_embedded",
     "params": {
